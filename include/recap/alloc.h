@@ -1,0 +1,135 @@
+/*
+ * recap/alloc.h — the caching, stream-ordered device allocator and its graph-private pools.
+ *
+ * Memory comes from cached segments (2 MiB for requests up to 1 MiB, 20 MiB for requests under
+ * 10 MiB, an own segment rounded to 2 MiB above; see recap/options.h). A freed block is reusable
+ * at once on the stream it was allocated for, and on other streams only once the work recorded
+ * with recap_record_stream() has finished. While a graph capture is under way, allocations made
+ * on the capturing stream (and on side streams joined to the capture) come from the capture's
+ * private pool, so the addresses a graph bakes in stay reserved for it.
+ */
+#ifndef RECAP_ALLOC_H
+#define RECAP_ALLOC_H
+
+#include "../recap.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------------------------
+ * Allocation
+ * ---------------------------------------------------------------------------------------- */
+
+/* Allocate size bytes usable on stream, on the current device. size 0 gives *ptr = NULL and
+ * RECAP_SUCCESS. On failure *ptr is NULL; RECAP_ERROR_OUT_OF_MEMORY comes after every cached
+ * unused segment was given back and the request retried once, and its message gives the request
+ * and the allocated, reserved, cached and device-free bytes. */
+RECAP_API recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream);
+
+/* Return a block to the cache. NULL is a no-op. A pointer recap did not hand out (or one already
+ * freed) is RECAP_ERROR_INVALID_ARGUMENT. */
+RECAP_API recap_status_t recap_free(void *ptr);
+
+/* Declare that ptr is used by work on stream, which is not the stream it was allocated for:
+ * when ptr is freed, the block is reused only after the work queued on stream by then has
+ * finished (an event is recorded at free time). */
+RECAP_API recap_status_t recap_record_stream(void *ptr, recap_stream_t stream);
+
+/* Give every cached unused segment back to the driver, on every device: those of the default
+ * pool and those of private pools no graph references any more. Blocks still allocated stay. */
+RECAP_API recap_status_t recap_empty_cache(void);
+
+/* The usable size of the block holding ptr (the rounded request), and its start. */
+RECAP_API recap_status_t recap_block_info(const void *ptr, void **base, size_t *size);
+
+/* ------------------------------------------------------------------------------------------
+ * Pools
+ * ---------------------------------------------------------------------------------------- */
+
+/* A pool id is a pair of numbers: {0,0} is the default pool; recap_pool_handle() gives {0,n};
+ * a graph given no pool makes its own {n,0}. */
+typedef struct recap_pool_id {
+  uint64_t a, b;
+} recap_pool_id_t;
+
+/* A fresh pool id that several captures can share. Thread safe, never repeats. */
+RECAP_API recap_pool_id_t recap_pool_handle(void);
+/* 1 when pool is the default pool {0,0}. */
+RECAP_API int recap_pool_is_default(recap_pool_id_t pool);
+
+/* Route allocations to pool: from now until recap_pool_route_end(), allocations on any stream
+ * that belongs to the capture under way on capturing_stream (side streams joined to it by events
+ * included) come from pool, on the current device. Creates the pool on first use and takes a
+ * reference to it, which recap_pool_release() drops. RECAP_ERROR_INVALID_USAGE if the stream is
+ * not capturing, or if the pool is already routed for another capture. Graphs call this for you. */
+RECAP_API recap_status_t recap_pool_route_begin(recap_pool_id_t pool, recap_stream_t capturing_stream);
+/* Stop routing to pool. Blocks held back during the capture become reusable. */
+RECAP_API recap_status_t recap_pool_route_end(recap_pool_id_t pool);
+/* Drop one reference to pool. At zero the pool becomes freeable: its unused segments go back to
+ * the driver on recap_empty_cache() or an out-of-memory retry, never to the default pool, and
+ * its blocks still held by the user stay valid until freed. */
+RECAP_API recap_status_t recap_pool_release(recap_pool_id_t pool);
+
+/* A summary of one private pool on the current device. */
+typedef struct recap_pool_info {
+  int references;          /* graphs (or route_begin callers) holding the pool */
+  int routed;              /* 1 while a capture routes allocations to it */
+  int64_t segments;        /* segments the pool holds */
+  int64_t reserved_bytes;  /* bytes of those segments */
+  int64_t allocated_bytes; /* bytes of blocks in use */
+} recap_pool_info_t;
+
+/* RECAP_ERROR_NOT_FOUND once the pool's memory has gone back to the driver. */
+RECAP_API recap_status_t recap_pool_info(recap_pool_id_t pool, recap_pool_info_t *info);
+
+/* ------------------------------------------------------------------------------------------
+ * Statistics, snapshot and checker
+ * ---------------------------------------------------------------------------------------- */
+
+/* One counter: its value now, its peak, and the sums of its increases and decreases. */
+typedef struct recap_stat {
+  int64_t current, peak, allocated, freed;
+} recap_stat_t;
+
+/* Index into each counter array: all blocks, blocks of the small pool, of the large pool. */
+enum { RECAP_STAT_ALL = 0, RECAP_STAT_SMALL = 1, RECAP_STAT_LARGE = 2, RECAP_STAT_KINDS = 3 };
+
+typedef struct recap_memory_stats {
+  recap_stat_t allocation[RECAP_STAT_KINDS];           /* blocks handed to callers */
+  recap_stat_t segment[RECAP_STAT_KINDS];              /* segments obtained from the driver */
+  recap_stat_t active[RECAP_STAT_KINDS];               /* blocks allocated or waiting on events */
+  recap_stat_t inactive_split[RECAP_STAT_KINDS];       /* free blocks that split a segment */
+  recap_stat_t allocated_bytes[RECAP_STAT_KINDS];      /* bytes of allocated blocks */
+  recap_stat_t reserved_bytes[RECAP_STAT_KINDS];       /* bytes of segments */
+  recap_stat_t active_bytes[RECAP_STAT_KINDS];         /* bytes of active blocks */
+  recap_stat_t inactive_split_bytes[RECAP_STAT_KINDS]; /* bytes of inactive split blocks */
+  recap_stat_t requested_bytes[RECAP_STAT_KINDS];      /* bytes callers asked for (unrounded) */
+  int64_t num_alloc_retries;                           /* frees of the cache to retry an allocation */
+  int64_t num_ooms;                                    /* allocations that failed for memory */
+  int64_t num_device_alloc;                            /* raw driver allocations */
+  int64_t num_device_free;                             /* raw driver frees */
+} recap_memory_stats_t;
+
+/* Statistics of device (-1: the current device). A device recap has not used reads as zeros. */
+RECAP_API recap_status_t recap_memory_stats(int device, recap_memory_stats_t *stats);
+/* Set every peak to its current value. */
+RECAP_API recap_status_t recap_memory_reset_peak(int device);
+
+/* A JSON snapshot of device (-1: current): every segment with its address, size, pool id and
+ * stream, and every block in it with its address, size, requested size and state. The string
+ * is allocated by recap; free it with recap_string_free(). */
+RECAP_API recap_status_t recap_memory_snapshot_json(int device, char **json);
+RECAP_API void recap_string_free(char *s);
+
+/* Walk every pool and segment of every device and verify the allocator's invariants: blocks
+ * tile their segment without overlap or gap, no two free neighbours are left unmerged, the free
+ * lists hold exactly the free blocks, and the statistics equal what the walk counts.
+ * RECAP_ERROR_INTERNAL with the first violation in recap_last_error(). */
+RECAP_API recap_status_t recap_memory_check(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RECAP_ALLOC_H */

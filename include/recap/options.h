@@ -1,0 +1,47 @@
+/*
+ * recap/options.h — the allocator's tunables, in one registry.
+ *
+ * Every option has a name, a default (PyTorch's figures, so results compare one to one), and
+ * is read once, lazily, from the RECAP_ALLOC_CONF environment variable ("key:value,key:value").
+ * Values set from code override the environment. Sizes accept a plain byte count or a count with
+ * a unit: K/KB/KiB, M/MB/MiB, G/GB/GiB (all binary), e.g. "small_segment:2MiB".
+ */
+#ifndef RECAP_OPTIONS_H
+#define RECAP_OPTIONS_H
+
+#include "../recap.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The option registry. name, default, meaning. "max_split_size" 0 means "no limit". */
+#define RECAP_OPTION_MAP(X)                                                                      \
+  X(min_block_size, 512, "every request is rounded up to a multiple of this (a power of two)")  \
+  X(small_size, 1048576, "requests up to this size come from the small pool")                   \
+  X(small_segment, 2097152, "segment size of the small pool")                                   \
+  X(large_threshold, 10485760, "requests below this (and above small_size) share large segments") \
+  X(large_segment, 20971520, "segment size for requests between small_size and large_threshold") \
+  X(round_large, 2097152, "own segments of requests >= large_threshold are rounded to this")   \
+  X(max_split_size, 0, "cached blocks larger than this are never split (0: no limit)")          \
+  X(memory_cap, 0, "the allocator reserves at most this many bytes per device (0: no limit)")
+
+/* Set an option from code: "name" and a value string in the RECAP_ALLOC_CONF syntax.
+ * RECAP_ERROR_NOT_FOUND for an unknown name, RECAP_ERROR_INVALID_VALUE for a bad value or one
+ * that breaks the options' rules (e.g. small_size > small_segment); the message names both. */
+RECAP_API recap_status_t recap_option_set(const char *name, const char *value);
+/* Same as recap_option_set with a number. */
+RECAP_API recap_status_t recap_option_set_u64(const char *name, uint64_t value);
+/* Read an option's current value (the environment is read first if it has not been). */
+RECAP_API recap_status_t recap_option_get(const char *name, uint64_t *value);
+/* Parse a whole configuration string ("key:value,key:value"), as RECAP_ALLOC_CONF is parsed.
+ * All or nothing: on a bad entry no option changes. */
+RECAP_API recap_status_t recap_options_parse(const char *conf);
+/* Restore every option to its default and forget that the environment was read. */
+RECAP_API void recap_options_reset(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RECAP_OPTIONS_H */

@@ -1,0 +1,131 @@
+/*
+ * alloc_internal.h — the allocator's data structures, shared by allocator.c (the operations),
+ * snapshot.c (the JSON walk) and check.c (the invariant checker), and the allocator's entry
+ * points for the layers above (capture registry, graphs, liveness checks).
+ *
+ * Picture: a device has pools (the default one and private ones); a pool has segments (raw
+ * driver allocations); a segment is tiled by blocks, linked in address order. A free block sits
+ * in its pool's free set of its size class; an allocated one in the global pointer map. Every
+ * field is guarded by the allocator's one mutex.
+ */
+#ifndef RECAP_ALLOC_INTERNAL_H
+#define RECAP_ALLOC_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "alloc/free_set.h"
+#include "alloc/ptr_map.h"
+#include "core/options.h"
+#include "device/device.h"
+#include "recap.h"
+
+enum { RECAP__MAX_DEVICES = 64 };
+
+typedef struct recap__segment recap__segment_t;
+typedef struct recap__pool recap__pool_t;
+
+typedef struct recap__block {
+  char *ptr;
+  size_t size;      /* rounded size; the block covers [ptr, ptr + size) */
+  size_t requested; /* what the caller asked for, while allocated */
+  recap_stream_t stream;
+  recap__segment_t *segment;
+  struct recap__block *prev, *next; /* neighbours in the segment, in address order */
+  bool allocated;
+  bool deferred;   /* freed during a capture; its events wait until no capture is under way */
+  int event_count; /* events that must complete before the block is reusable */
+  /* Streams other than `stream` that used the block (recap_record_stream). */
+  recap_stream_t *stream_uses;
+  int stream_use_count, stream_use_capacity;
+  uint64_t generation; /* bumped at every hand-out, so a stale reference can be told apart */
+} recap__block_t;
+
+struct recap__segment {
+  char *base;
+  size_t size;
+  bool small; /* belongs to the small size class */
+  int device;
+  recap_stream_t stream; /* the stream it was first allocated for */
+  recap__pool_t *pool;
+  recap__block_t *head; /* the block at base */
+  recap__segment_t *prev, *next; /* the pool's segments */
+};
+
+struct recap__pool {
+  recap_pool_id_t id;
+  recap__free_set_t small_free, large_free;
+  recap__segment_t *segments;
+  int64_t segment_count, reserved_bytes, allocated_bytes;
+  int references; /* graphs holding the pool; the default pool has none and is never freed */
+  bool routed;    /* a capture routes allocations here */
+  recap__pool_t *next; /* the device's private pools */
+};
+
+/* A block waiting for an event recorded on a stream that used it. */
+typedef struct recap__pending_event {
+  recap__event_t event;
+  recap__block_t *block;
+} recap__pending_event_t;
+
+/* An active capture whose allocations go to a private pool. */
+typedef struct recap__route {
+  recap__pool_t *pool;
+  uint64_t capture_id;
+} recap__route_t;
+
+typedef struct recap__device_state {
+  int device;
+  recap__pool_t default_pool;
+  recap__pool_t *private_pools;
+  recap__route_t *routes;
+  int route_count, route_capacity;
+  recap__pending_event_t *pending;
+  size_t pending_count, pending_capacity;
+  recap__block_t **deferred; /* freed during a capture, waiting to get their events */
+  size_t deferred_count, deferred_capacity;
+  recap__event_t *spare_events; /* events kept for reuse */
+  size_t spare_count, spare_capacity;
+  recap_memory_stats_t stats;
+} recap__device_state_t;
+
+typedef struct recap__allocator {
+  pthread_mutex_t lock;
+  recap__device_state_t *devices[RECAP__MAX_DEVICES];
+  recap__ptr_map_t allocated; /* pointer -> allocated block, every device */
+  recap__block_t *spare_blocks; /* recycled block records, linked through `next` */
+} recap__allocator_t;
+
+extern recap__allocator_t recap__alloc;
+
+static inline bool recap__block_is_split(const recap__block_t *b) { return b->prev || b->next; }
+static inline bool recap__block_is_free(const recap__block_t *b) {
+  return !b->allocated && b->event_count == 0 && !b->deferred;
+}
+
+/* Drop every piece of allocator state without calling the device (tests, after the fake was
+ * reset). */
+void recap__alloc_reset(void);
+
+/* A fresh private pool id {n, 0} for a graph that was given no pool. */
+recap_pool_id_t recap__pool_id_for_graph(void);
+
+/* Routing by capture id (the public recap_pool_route_begin finds the id from a stream). */
+recap_status_t recap__pool_route_begin(int device, recap_pool_id_t pool, uint64_t capture_id);
+recap_status_t recap__pool_route_end(int device, recap_pool_id_t pool);
+recap_status_t recap__pool_release(int device, recap_pool_id_t pool);
+
+/* What the liveness checks need to know about an address: the block holding it (allocated or
+ * not), its start, size, generation and pool. Returns false if no segment of recap holds it. */
+typedef struct recap__block_ref {
+  void *base;
+  size_t size;
+  uint64_t generation;
+  bool allocated;
+  recap_pool_id_t pool;
+} recap__block_ref_t;
+bool recap__alloc_find(const void *ptr, recap__block_ref_t *ref);
+
+#endif /* RECAP_ALLOC_INTERNAL_H */

@@ -1,0 +1,1023 @@
+/*
+ * allocator.c — the caching, stream-ordered device allocator with graph-private pools.
+ *
+ * The design is PyTorch's CUDACachingAllocator, in C: requests round up to min_block_size;
+ * small requests share small segments, medium ones large segments, big ones get their own.
+ * A free block is reused best-fit on its own stream, split when the rest is worth keeping, and
+ * merged with free neighbours when freed. A block used by other streams waits for events
+ * recorded on them before it is reused. While captures are under way, allocations on streams of
+ * a routed capture go to that capture's private pool; the pool's segments never return to the
+ * default pool, so the addresses a graph baked in stay reserved for it.
+ *
+ * One mutex guards everything. The hot path (a cached hit, no capture) takes it once, does a
+ * binary search in a sorted array and a hash-map insert, and touches no device.
+ */
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc/alloc_internal.h"
+#include "core/error.h"
+
+recap__allocator_t recap__alloc = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static _Atomic uint64_t next_handle_id = 1; /* recap_pool_handle(): {0, n} */
+static _Atomic uint64_t next_graph_id = 1;  /* pools graphs make for themselves: {n, 0} */
+
+/* ------------------------------------------------------------------------------------------
+ * Small helpers
+ * ---------------------------------------------------------------------------------------- */
+
+static bool pool_id_equal(recap_pool_id_t x, recap_pool_id_t y) { return x.a == y.a && x.b == y.b; }
+
+int recap_pool_is_default(recap_pool_id_t pool) { return pool.a == 0 && pool.b == 0; }
+
+recap_pool_id_t recap_pool_handle(void) {
+  recap_pool_id_t id = {0, atomic_fetch_add(&next_handle_id, 1)};
+  return id;
+}
+
+recap_pool_id_t recap__pool_id_for_graph(void) {
+  recap_pool_id_t id = {atomic_fetch_add(&next_graph_id, 1), 0};
+  return id;
+}
+
+static void stat_add(recap_stat_t *s, int64_t amount) {
+  s->current += amount;
+  if (s->current > s->peak) s->peak = s->current;
+  if (amount > 0)
+    s->allocated += amount;
+  else
+    s->freed -= amount;
+}
+
+/* Update the aggregate counter and the one of the block's size class. */
+static void stat_kind(recap_stat_t *array, bool small, int64_t amount) {
+  stat_add(&array[RECAP_STAT_ALL], amount);
+  stat_add(&array[small ? RECAP_STAT_SMALL : RECAP_STAT_LARGE], amount);
+}
+
+static void format_bytes(char *out, size_t cap, uint64_t bytes) {
+  if (bytes >= (1ull << 30))
+    snprintf(out, cap, "%.2f GiB", (double)bytes / (double)(1ull << 30));
+  else if (bytes >= (1ull << 20))
+    snprintf(out, cap, "%.2f MiB", (double)bytes / (double)(1ull << 20));
+  else if (bytes >= (1ull << 10))
+    snprintf(out, cap, "%.2f KiB", (double)bytes / (double)(1ull << 10));
+  else
+    snprintf(out, cap, "%" PRIu64 " bytes", bytes);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Block records. Recycled through a free list so that splitting on the hot path does not
+ * reach the host allocator.
+ * ---------------------------------------------------------------------------------------- */
+
+static recap__block_t *block_new(void) {
+  recap__block_t *b = recap__alloc.spare_blocks;
+  if (b) {
+    recap__alloc.spare_blocks = b->next;
+  } else {
+    b = malloc(sizeof *b);
+    if (!b) return NULL;
+  }
+  memset(b, 0, sizeof *b);
+  return b;
+}
+
+static void block_delete(recap__block_t *b) {
+  free(b->stream_uses);
+  b->stream_uses = NULL;
+  b->next = recap__alloc.spare_blocks;
+  recap__alloc.spare_blocks = b;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Devices and pools
+ * ---------------------------------------------------------------------------------------- */
+
+static recap__device_state_t *device_state(int device) {
+  recap__device_state_t *d = recap__alloc.devices[device];
+  if (d) return d;
+  d = calloc(1, sizeof *d);
+  if (!d) return NULL;
+  d->device = device;
+  recap__alloc.devices[device] = d;
+  return d;
+}
+
+static recap_status_t current_device(int *device) {
+  RECAP__CHECK(recap__device()->get_device(device));
+  if (*device < 0 || *device >= RECAP__MAX_DEVICES)
+    return recap__error(RECAP_ERROR_NOT_SUPPORTED, "device %d: recap handles devices 0 to %d",
+                        *device, RECAP__MAX_DEVICES - 1);
+  return RECAP_SUCCESS;
+}
+
+static recap__pool_t *find_private_pool(recap__device_state_t *d, recap_pool_id_t id) {
+  for (recap__pool_t *p = d->private_pools; p; p = p->next)
+    if (pool_id_equal(p->id, id)) return p;
+  return NULL;
+}
+
+static void pool_unlink_and_delete(recap__device_state_t *d, recap__pool_t *pool) {
+  for (recap__pool_t **link = &d->private_pools; *link; link = &(*link)->next) {
+    if (*link == pool) {
+      *link = pool->next;
+      break;
+    }
+  }
+  recap__free_set_clear(&pool->small_free);
+  recap__free_set_clear(&pool->large_free);
+  free(pool);
+}
+
+static recap__free_set_t *free_set_of(recap__pool_t *pool, bool small) {
+  return small ? &pool->small_free : &pool->large_free;
+}
+
+/* The pool an allocation on stream must come from: a routed capture's, if the stream belongs to
+ * one, else the default pool. Costs nothing while no capture is routed. */
+static recap_status_t pool_for_stream(recap__device_state_t *d, recap_stream_t stream,
+                                      recap__pool_t **pool) {
+  *pool = &d->default_pool;
+  if (d->route_count == 0) return RECAP_SUCCESS;
+  recap__capture_status_t status;
+  uint64_t id = 0;
+  RECAP__CHECK(recap__device()->stream_capture_info(stream, &status, &id));
+  if (status == RECAP__CAPTURE_NONE) return RECAP_SUCCESS;
+  for (int i = 0; i < d->route_count; i++) {
+    if (d->routes[i].capture_id == id) {
+      *pool = d->routes[i].pool;
+      return RECAP_SUCCESS;
+    }
+  }
+  return RECAP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Events: a freed block used by other streams waits for them
+ * ---------------------------------------------------------------------------------------- */
+
+static bool grow_array(void **items, size_t *capacity, size_t needed, size_t item_size) {
+  if (needed <= *capacity) return true;
+  size_t cap = *capacity ? *capacity : 8;
+  while (cap < needed) cap *= 2;
+  void *grown = realloc(*items, cap * item_size);
+  if (!grown) return false;
+  *items = grown;
+  *capacity = cap;
+  return true;
+}
+
+static void free_block(recap__device_state_t *d, recap__block_t *b);
+
+static void release_event(recap__device_state_t *d, recap__event_t e) {
+  if (grow_array((void **)&d->spare_events, &d->spare_capacity, d->spare_count + 1,
+                 sizeof *d->spare_events))
+    d->spare_events[d->spare_count++] = e;
+  else
+    recap__device()->event_destroy(e);
+}
+
+/* Record an event on every stream that used b, so b is reused only after their work. If an
+ * event cannot be had, wait for that stream instead: slower, never wrong. */
+static void insert_events(recap__device_state_t *d, recap__block_t *b) {
+  const recap__device_ops_t *dev = recap__device();
+  for (int i = 0; i < b->stream_use_count; i++) {
+    recap_stream_t s = b->stream_uses[i];
+    recap__event_t e = NULL;
+    bool recorded = false;
+    if (grow_array((void **)&d->pending, &d->pending_capacity, d->pending_count + 1,
+                   sizeof *d->pending)) {
+      if (d->spare_count)
+        e = d->spare_events[--d->spare_count];
+      else if (dev->event_create(&e) != RECAP_SUCCESS)
+        e = NULL;
+      if (e && dev->event_record(e, s) == RECAP_SUCCESS) {
+        d->pending[d->pending_count].event = e;
+        d->pending[d->pending_count].block = b;
+        d->pending_count++;
+        b->event_count++;
+        recorded = true;
+      } else if (e) {
+        release_event(d, e);
+      }
+    }
+    if (!recorded) {
+      RECAP__WARN("could not record an event for a freed block (%s); waiting for its stream",
+                  recap_last_error());
+      dev->stream_synchronize(s);
+    }
+  }
+  b->stream_use_count = 0;
+}
+
+/* Blocks freed during a capture get their events once no capture is under way (no event may
+ * be recorded on a capturing stream). */
+static void insert_deferred_events(recap__device_state_t *d) {
+  for (size_t i = 0; i < d->deferred_count; i++) {
+    recap__block_t *b = d->deferred[i];
+    b->deferred = false;
+    insert_events(d, b);
+    if (b->event_count == 0) free_block(d, b);
+  }
+  d->deferred_count = 0;
+}
+
+/* Free the blocks whose events have completed. With `wait`, wait for every event first. */
+static void process_events(recap__device_state_t *d, bool wait) {
+  if (d->route_count) return; /* events may not be queried while a capture is under way */
+  insert_deferred_events(d);
+  const recap__device_ops_t *dev = recap__device();
+  size_t kept = 0;
+  for (size_t i = 0; i < d->pending_count; i++) {
+    recap__pending_event_t p = d->pending[i];
+    bool done = false;
+    recap_status_t s = wait ? dev->event_synchronize(p.event) : dev->event_query(p.event, &done);
+    if (wait && s == RECAP_SUCCESS) done = true;
+    if (s != RECAP_SUCCESS) {
+      /* A broken event must not pin the block forever: wait for the device instead. */
+      RECAP__WARN("event query failed (%s); synchronizing the device", recap_last_error());
+      dev->device_synchronize();
+      done = true;
+    }
+    if (!done) {
+      d->pending[kept++] = p;
+      continue;
+    }
+    release_event(d, p.event);
+    if (--p.block->event_count == 0) free_block(d, p.block);
+  }
+  d->pending_count = kept;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Freeing a block into its pool, with merges
+ * ---------------------------------------------------------------------------------------- */
+
+/* Absorb the free neighbour `other` into b. Returns the bytes absorbed (0 if not free). */
+static size_t try_merge(recap__block_t *b, recap__block_t *other, recap__free_set_t *set) {
+  if (!other || !recap__block_is_free(other)) return 0;
+  recap__free_set_erase(set, other);
+  size_t absorbed = other->size;
+  if (other == b->prev) {
+    b->ptr = other->ptr;
+    b->prev = other->prev;
+    if (b->prev) b->prev->next = b;
+    else b->segment->head = b;
+  } else {
+    b->next = other->next;
+    if (b->next) b->next->prev = b;
+  }
+  b->size += absorbed;
+  block_delete(other);
+  return absorbed;
+}
+
+/* b is no longer used by anyone: merge it with free neighbours and put it in its free set.
+ * The set's capacity was reserved by the caller's path (recap_free reserves before it starts),
+ * so the insert cannot fail here. */
+static void free_block(recap__device_state_t *d, recap__block_t *b) {
+  recap__segment_t *seg = b->segment;
+  recap__free_set_t *set = free_set_of(seg->pool, seg->small);
+  size_t original = b->size;
+  int64_t split_blocks = 0, split_bytes = 0;
+  size_t absorbed;
+  if ((absorbed = try_merge(b, b->prev, set))) {
+    split_blocks--;
+    split_bytes -= (int64_t)absorbed;
+  }
+  if ((absorbed = try_merge(b, b->next, set))) {
+    split_blocks--;
+    split_bytes -= (int64_t)absorbed;
+  }
+  if (recap__block_is_split(b)) {
+    split_blocks++;
+    split_bytes += (int64_t)b->size;
+  }
+  if (!recap__free_set_insert(set, b))
+    RECAP__WARN("out of host memory: a free block of %zu bytes is lost to the cache", b->size);
+  recap_memory_stats_t *st = &d->stats;
+  stat_kind(st->inactive_split, seg->small, split_blocks);
+  stat_kind(st->inactive_split_bytes, seg->small, split_bytes);
+  stat_kind(st->active, seg->small, -1);
+  stat_kind(st->active_bytes, seg->small, -(int64_t)original);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Segments
+ * ---------------------------------------------------------------------------------------- */
+
+static size_t round_size(const recap__options_t *o, size_t size) {
+  size_t unit = (size_t)o->min_block_size;
+  if (size < unit) return unit;
+  return (size + unit - 1) & ~(unit - 1);
+}
+
+static size_t segment_size_for(const recap__options_t *o, size_t size) {
+  if (size <= o->small_size) return (size_t)o->small_segment;
+  if (size < o->large_threshold) return (size_t)o->large_segment;
+  size_t unit = (size_t)o->round_large;
+  return (size + unit - 1) / unit * unit;
+}
+
+/* While a capture is under way, a driver allocation or free from this thread would invalidate
+ * it in global mode, though the memory is no part of the graph's work: relax the thread's
+ * capture mode around such calls. */
+static bool relax_capture_mode(recap__device_state_t *d, recap__capture_mode_t *saved) {
+  if (d->route_count == 0) return false;
+  *saved = RECAP__CAPTURE_MODE_RELAXED;
+  return recap__device()->exchange_capture_mode(saved) == RECAP_SUCCESS;
+}
+
+static void restore_capture_mode(bool relaxed, recap__capture_mode_t *saved) {
+  if (relaxed) recap__device()->exchange_capture_mode(saved);
+}
+
+/* Give a segment whose only block is free back to the driver. */
+static recap_status_t release_segment(recap__device_state_t *d, recap__block_t *b) {
+  recap__segment_t *seg = b->segment;
+  recap__pool_t *pool = seg->pool;
+  recap__capture_mode_t saved;
+  bool relaxed = relax_capture_mode(d, &saved);
+  recap_status_t s = recap__device()->raw_free(seg->base);
+  restore_capture_mode(relaxed, &saved);
+  RECAP__CHECK(s);
+  recap__free_set_erase(free_set_of(pool, seg->small), b);
+  if (seg->prev) seg->prev->next = seg->next;
+  else pool->segments = seg->next;
+  if (seg->next) seg->next->prev = seg->prev;
+  pool->segment_count--;
+  pool->reserved_bytes -= (int64_t)seg->size;
+  recap_memory_stats_t *st = &d->stats;
+  stat_kind(st->segment, seg->small, -1);
+  stat_kind(st->reserved_bytes, seg->small, -(int64_t)seg->size);
+  st->num_device_free++;
+  block_delete(b);
+  free(seg);
+  return RECAP_SUCCESS;
+}
+
+/* Release every unsplit free block of one free set. */
+static recap_status_t release_free_segments(recap__device_state_t *d, recap__free_set_t *set) {
+  recap_status_t result = RECAP_SUCCESS;
+  for (size_t i = set->count; i-- > 0;) {
+    if (i >= set->count) continue;
+    recap__block_t *b = set->items[i];
+    if (recap__block_is_split(b)) continue;
+    recap_status_t s = release_segment(d, b);
+    if (s != RECAP_SUCCESS) result = s;
+  }
+  return result;
+}
+
+/* Free the cached memory of device d: the default pool's unused segments and those of private
+ * pools nobody references. Pools left with no segment are deleted. While a capture is routed,
+ * events are not waited on (that is illegal during a capture), so only truly free segments go. */
+static recap_status_t release_cached(recap__device_state_t *d) {
+  process_events(d, true);
+  recap_status_t result = RECAP_SUCCESS, s;
+  if ((s = release_free_segments(d, &d->default_pool.large_free))) result = s;
+  if ((s = release_free_segments(d, &d->default_pool.small_free))) result = s;
+  for (recap__pool_t *p = d->private_pools, *next; p; p = next) {
+    next = p->next;
+    if (p->references > 0) continue;
+    if ((s = release_free_segments(d, &p->large_free))) result = s;
+    if ((s = release_free_segments(d, &p->small_free))) result = s;
+    if (p->segment_count == 0) pool_unlink_and_delete(d, p);
+  }
+  return result;
+}
+
+/* Ask the driver for a segment. */
+static recap_status_t raw_alloc(recap__device_state_t *d, void **ptr, size_t size) {
+  recap__capture_mode_t saved;
+  bool relaxed = relax_capture_mode(d, &saved);
+  recap_status_t s = recap__device()->raw_malloc(ptr, size);
+  restore_capture_mode(relaxed, &saved);
+  return s;
+}
+
+static recap_status_t report_oom(recap__device_state_t *d, size_t request, size_t segment,
+                                 const char *cause) {
+  const recap_memory_stats_t *st = &d->stats;
+  size_t free_bytes = 0, total_bytes = 0;
+  char cause_copy[512];
+  snprintf(cause_copy, sizeof cause_copy, "%s", cause);
+  recap__device()->mem_get_info(&free_bytes, &total_bytes);
+  char req[32], seg[32], alloc[32], reserved[32], cached[32], dfree[32], dtotal[32];
+  format_bytes(req, sizeof req, request);
+  format_bytes(seg, sizeof seg, segment);
+  format_bytes(alloc, sizeof alloc, (uint64_t)st->allocated_bytes[0].current);
+  format_bytes(reserved, sizeof reserved, (uint64_t)st->reserved_bytes[0].current);
+  format_bytes(cached, sizeof cached,
+               (uint64_t)(st->reserved_bytes[0].current - st->allocated_bytes[0].current));
+  format_bytes(dfree, sizeof dfree, free_bytes);
+  format_bytes(dtotal, sizeof dtotal, total_bytes);
+  return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
+                      "recap_malloc: out of memory on device %d: asked for %s (a new segment of "
+                      "%s); recap has %s allocated and %s reserved (%s cached in free blocks); "
+                      "the device has %s free of %s. Cause: %s",
+                      d->device, req, seg, alloc, reserved, cached, dfree, dtotal, cause_copy);
+}
+
+/* Get a new segment of `size` bytes for pool, retrying once after freeing the cache. */
+static recap_status_t new_segment(recap__device_state_t *d, recap__pool_t *pool, bool small,
+                                  size_t size, size_t request, recap_stream_t stream,
+                                  const recap__options_t *o, recap__block_t **out) {
+  recap__segment_t *seg = calloc(1, sizeof *seg);
+  recap__block_t *b = block_new();
+  if (!seg || !b) {
+    free(seg);
+    if (b) block_delete(b);
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
+  }
+  void *base = NULL;
+  recap_status_t s;
+  bool over_cap = o->memory_cap &&
+                  (uint64_t)d->stats.reserved_bytes[0].current + size > o->memory_cap;
+  if (over_cap)
+    s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "the memory_cap option (%" PRIu64 " bytes) "
+                     "would be exceeded", o->memory_cap);
+  else
+    s = raw_alloc(d, &base, size);
+  if (s == RECAP_ERROR_OUT_OF_MEMORY) {
+    /* Free every cached unused segment and try once more. */
+    d->stats.num_alloc_retries++;
+    release_cached(d);
+    over_cap = o->memory_cap &&
+               (uint64_t)d->stats.reserved_bytes[0].current + size > o->memory_cap;
+    if (over_cap)
+      s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "the memory_cap option (%" PRIu64 " bytes) "
+                       "would be exceeded", o->memory_cap);
+    else
+      s = raw_alloc(d, &base, size);
+  }
+  if (s != RECAP_SUCCESS) {
+    free(seg);
+    block_delete(b);
+    if (s == RECAP_ERROR_OUT_OF_MEMORY) {
+      d->stats.num_ooms++;
+      return report_oom(d, request, size, recap_last_error());
+    }
+    return s;
+  }
+  seg->base = base;
+  seg->size = size;
+  seg->small = small;
+  seg->device = d->device;
+  seg->stream = stream;
+  seg->pool = pool;
+  seg->head = b;
+  seg->next = pool->segments;
+  if (seg->next) seg->next->prev = seg;
+  pool->segments = seg;
+  pool->segment_count++;
+  pool->reserved_bytes += (int64_t)size;
+  b->ptr = base;
+  b->size = size;
+  b->stream = stream;
+  b->segment = seg;
+  recap_memory_stats_t *st = &d->stats;
+  stat_kind(st->segment, small, 1);
+  stat_kind(st->reserved_bytes, small, (int64_t)size);
+  st->num_device_alloc++;
+  *out = b;
+  return RECAP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Allocation
+ * ---------------------------------------------------------------------------------------- */
+
+/* The options, from a copy refreshed only when the registry changed: the registry's own lock
+ * stays off the hot path. Called with the allocator's lock held. */
+static recap_status_t current_options(recap__options_t *o) {
+  static recap__options_t cached;
+  static uint64_t cached_version; /* 0: nothing cached */
+  uint64_t before = recap__options_version();
+  if (before == 0 || before != cached_version) {
+    RECAP__CHECK(recap__options_get(&cached));
+    /* Trust the copy only if nothing changed while it was taken. */
+    uint64_t after = recap__options_version();
+    cached_version = before == after ? after : 0;
+  }
+  *o = cached;
+  return RECAP_SUCCESS;
+}
+
+/* Best fit among the free blocks of `stream` in set, under the max_split_size rules. */
+static recap__block_t *find_free_block(recap__free_set_t *set, recap_stream_t stream, size_t size,
+                                       const recap__options_t *o) {
+  size_t i = recap__free_set_lower_bound(set, stream, size);
+  if (i == set->count) return NULL;
+  recap__block_t *b = set->items[i];
+  if (b->stream != stream) return NULL;
+  if (o->max_split_size) {
+    /* A small request does not take an unsplittable big block... */
+    if (size < o->max_split_size && b->size >= o->max_split_size) return NULL;
+    /* ...and a big request does not take a block much bigger than itself. */
+    if (size >= o->max_split_size && b->size >= size + o->large_segment) return NULL;
+  }
+  return b;
+}
+
+static bool should_split(const recap__block_t *b, size_t size, const recap__options_t *o) {
+  size_t remaining = b->size - size;
+  if (b->segment->small) return remaining >= o->min_block_size;
+  if (o->max_split_size && b->size >= o->max_split_size) return false;
+  return remaining > o->small_size;
+}
+
+recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
+  RECAP__ARG(ptr != NULL, "recap_malloc: ptr is NULL");
+  *ptr = NULL;
+  if (size == 0) return RECAP_SUCCESS;
+  if (size > SIZE_MAX / 2)
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: %zu bytes can never be had",
+                        size);
+  int device;
+  RECAP__CHECK(current_device(&device));
+
+  recap_status_t s = RECAP_SUCCESS;
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__device_state_t *d = device_state(device);
+  recap__pool_t *pool = NULL;
+  recap__block_t *b = NULL, *rest = NULL;
+  recap__options_t o;
+  RECAP__CHECK_GOTO(current_options(&o), s, out);
+  size_t rounded = round_size(&o, size);
+  bool small = rounded <= o.small_size;
+  if (!d) {
+    s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
+    goto out;
+  }
+  RECAP__CHECK_GOTO(pool_for_stream(d, stream, &pool), s, out);
+  if (d->pending_count || d->deferred_count) process_events(d, false);
+  recap__free_set_t *set = free_set_of(pool, small);
+  /* Reserve every bit of host memory this call may need first, so that nothing can fail once
+   * the block structure starts to change. */
+  rest = block_new();
+  if (!rest || !recap__free_set_reserve(set, 1) ||
+      !recap__ptr_map_reserve(&recap__alloc.allocated, 1)) {
+    s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
+    goto out;
+  }
+
+  b = find_free_block(set, stream, rounded, &o);
+  if (b) {
+    recap__free_set_erase(set, b);
+  } else {
+    RECAP__CHECK_GOTO(new_segment(d, pool, small, segment_size_for(&o, rounded), size, stream, &o,
+                                  &b),
+                      s, out);
+  }
+
+  recap_memory_stats_t *st = &d->stats;
+  bool already_split = recap__block_is_split(b);
+  if (should_split(b, rounded, &o)) {
+    /* Keep the front for the caller; the rest stays free, right after it. */
+    rest->ptr = b->ptr + rounded;
+    rest->size = b->size - rounded;
+    rest->stream = stream;
+    rest->segment = b->segment;
+    rest->prev = b;
+    rest->next = b->next;
+    if (rest->next) rest->next->prev = rest;
+    b->next = rest;
+    b->size = rounded;
+    recap__free_set_insert(set, rest);
+    rest = NULL;
+    if (already_split) {
+      stat_kind(st->inactive_split_bytes, small, -(int64_t)rounded);
+    } else {
+      stat_kind(st->inactive_split, small, 1);
+      stat_kind(st->inactive_split_bytes, small, (int64_t)b->next->size);
+    }
+  } else if (already_split) {
+    stat_kind(st->inactive_split, small, -1);
+    stat_kind(st->inactive_split_bytes, small, -(int64_t)b->size);
+  }
+  b->allocated = true;
+  b->requested = size;
+  b->generation++;
+  recap__ptr_map_insert(&recap__alloc.allocated, b->ptr, b);
+  pool->allocated_bytes += (int64_t)b->size;
+  stat_kind(st->allocation, small, 1);
+  stat_kind(st->allocated_bytes, small, (int64_t)b->size);
+  stat_kind(st->requested_bytes, small, (int64_t)size);
+  stat_kind(st->active, small, 1);
+  stat_kind(st->active_bytes, small, (int64_t)b->size);
+  *ptr = b->ptr;
+
+out:
+  if (rest) block_delete(rest);
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return s;
+}
+
+recap_status_t recap_free(void *ptr) {
+  if (!ptr) return RECAP_SUCCESS;
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, ptr);
+  if (!b) {
+    pthread_mutex_unlock(&recap__alloc.lock);
+    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                        "recap_free(%p): not a pointer recap_malloc returned, or already freed",
+                        ptr);
+  }
+  recap__segment_t *seg = b->segment;
+  recap__device_state_t *d = recap__alloc.devices[seg->device];
+  recap__free_set_t *set = free_set_of(seg->pool, seg->small);
+  if (!recap__free_set_reserve(set, 1) ||
+      (b->stream_use_count &&
+       !grow_array((void **)&d->deferred, &d->deferred_capacity, d->deferred_count + 1,
+                   sizeof *d->deferred))) {
+    pthread_mutex_unlock(&recap__alloc.lock);
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_free(%p): out of host memory", ptr);
+  }
+  recap__ptr_map_remove(&recap__alloc.allocated, ptr);
+  b->allocated = false;
+  seg->pool->allocated_bytes -= (int64_t)b->size;
+  recap_memory_stats_t *st = &d->stats;
+  stat_kind(st->allocation, seg->small, -1);
+  stat_kind(st->allocated_bytes, seg->small, -(int64_t)b->size);
+  stat_kind(st->requested_bytes, seg->small, -(int64_t)b->requested);
+  b->requested = 0;
+  if (b->stream_use_count) {
+    if (d->route_count) {
+      b->deferred = true;
+      d->deferred[d->deferred_count++] = b;
+    } else {
+      insert_events(d, b);
+      if (b->event_count == 0) free_block(d, b);
+    }
+  } else {
+    free_block(d, b);
+  }
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_record_stream(void *ptr, recap_stream_t stream) {
+  RECAP__ARG(ptr != NULL, "recap_record_stream: ptr is NULL");
+  recap_status_t s = RECAP_SUCCESS;
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, ptr);
+  if (!b) {
+    s = recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                     "recap_record_stream(%p): not an allocated pointer of recap", ptr);
+    goto out;
+  }
+  if (stream == b->stream) goto out; /* the block's own stream needs no event */
+  for (int i = 0; i < b->stream_use_count; i++)
+    if (b->stream_uses[i] == stream) goto out;
+  if (b->stream_use_count == b->stream_use_capacity) {
+    int capacity = b->stream_use_capacity ? b->stream_use_capacity * 2 : 2;
+    recap_stream_t *uses = realloc(b->stream_uses, (size_t)capacity * sizeof *uses);
+    if (!uses) {
+      s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_record_stream: out of host memory");
+      goto out;
+    }
+    b->stream_uses = uses;
+    b->stream_use_capacity = capacity;
+  }
+  b->stream_uses[b->stream_use_count++] = stream;
+out:
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return s;
+}
+
+recap_status_t recap_block_info(const void *ptr, void **base, size_t *size) {
+  RECAP__ARG(ptr != NULL, "recap_block_info: ptr is NULL");
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, ptr);
+  if (b) {
+    if (base) *base = b->ptr;
+    if (size) *size = b->size;
+  }
+  pthread_mutex_unlock(&recap__alloc.lock);
+  if (!b)
+    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                        "recap_block_info(%p): not an allocated pointer of recap", ptr);
+  return RECAP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Cache control
+ * ---------------------------------------------------------------------------------------- */
+
+recap_status_t recap_empty_cache(void) {
+  const recap__device_ops_t *dev = recap__device();
+  recap_status_t result = RECAP_SUCCESS;
+  pthread_mutex_lock(&recap__alloc.lock);
+  for (int i = 0; i < RECAP__MAX_DEVICES; i++) {
+    recap__device_state_t *d = recap__alloc.devices[i];
+    if (!d) continue;
+    if (d->route_count) {
+      result = recap__error(RECAP_ERROR_INVALID_USAGE,
+                            "recap_empty_cache: a capture is under way on device %d; freeing "
+                            "device memory now could invalidate it. Call it before the capture "
+                            "begins or after it ends",
+                            i);
+      continue;
+    }
+    int previous = 0;
+    bool switched = false;
+    if (dev->get_device(&previous) == RECAP_SUCCESS && previous != i)
+      switched = dev->set_device(i) == RECAP_SUCCESS;
+    recap_status_t s = release_cached(d);
+    if (s != RECAP_SUCCESS) result = s;
+    if (switched) dev->set_device(previous);
+  }
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return result;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Pools and routing
+ * ---------------------------------------------------------------------------------------- */
+
+recap_status_t recap__pool_route_begin(int device, recap_pool_id_t id, uint64_t capture_id) {
+  if (recap_pool_is_default(id))
+    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                        "routing a capture to the default pool {0,0} is not possible: use "
+                        "recap_pool_handle() or let the graph make its own pool");
+  recap_status_t s = RECAP_SUCCESS;
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__device_state_t *d = device_state(device);
+  recap__pool_t *pool = d ? find_private_pool(d, id) : NULL;
+  bool created = false;
+  if (!d) {
+    s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "out of host memory");
+    goto out;
+  }
+  if (pool && pool->routed) {
+    s = recap__error(RECAP_ERROR_INVALID_USAGE,
+                     "pool {%" PRIu64 ",%" PRIu64 "} is already routed to another capture under "
+                     "way; captures that run at the same time need pools of their own",
+                     id.a, id.b);
+    goto out;
+  }
+  for (int i = 0; i < d->route_count; i++) {
+    if (d->routes[i].capture_id == capture_id) {
+      s = recap__error(RECAP_ERROR_INVALID_USAGE,
+                       "capture %" PRIu64 " already routes its allocations to a pool", capture_id);
+      goto out;
+    }
+  }
+  if (!pool) {
+    pool = calloc(1, sizeof *pool);
+    if (!pool) {
+      s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "out of host memory");
+      goto out;
+    }
+    pool->id = id;
+    created = true;
+  }
+  if (d->route_count == d->route_capacity) {
+    int capacity = d->route_capacity ? d->route_capacity * 2 : 4;
+    recap__route_t *routes = realloc(d->routes, (size_t)capacity * sizeof *routes);
+    if (!routes) {
+      if (created) free(pool);
+      s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "out of host memory");
+      goto out;
+    }
+    d->routes = routes;
+    d->route_capacity = capacity;
+  }
+  if (created) {
+    pool->next = d->private_pools;
+    d->private_pools = pool;
+  }
+  pool->references++;
+  pool->routed = true;
+  d->routes[d->route_count].pool = pool;
+  d->routes[d->route_count].capture_id = capture_id;
+  d->route_count++;
+out:
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return s;
+}
+
+recap_status_t recap__pool_route_end(int device, recap_pool_id_t id) {
+  recap_status_t s = RECAP_SUCCESS;
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__device_state_t *d = recap__alloc.devices[device];
+  int found = -1;
+  for (int i = 0; d && i < d->route_count; i++)
+    if (pool_id_equal(d->routes[i].pool->id, id)) found = i;
+  if (found < 0) {
+    s = recap__error(RECAP_ERROR_INVALID_USAGE,
+                     "pool {%" PRIu64 ",%" PRIu64 "} is not routed to a capture on device %d",
+                     id.a, id.b, device);
+    goto out;
+  }
+  d->routes[found].pool->routed = false;
+  d->routes[found] = d->routes[--d->route_count];
+  /* Blocks freed during the capture that other streams used can get their events now. */
+  if (d->route_count == 0 && d->deferred_count) insert_deferred_events(d);
+out:
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return s;
+}
+
+recap_status_t recap__pool_release(int device, recap_pool_id_t id) {
+  recap_status_t s = RECAP_SUCCESS;
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__device_state_t *d = recap__alloc.devices[device];
+  recap__pool_t *pool = d ? find_private_pool(d, id) : NULL;
+  if (!pool || pool->references == 0) {
+    s = recap__error(RECAP_ERROR_INVALID_USAGE,
+                     "pool {%" PRIu64 ",%" PRIu64 "} holds no reference to release on device %d",
+                     id.a, id.b, device);
+  } else {
+    pool->references--;
+    /* A pool nobody references and that holds no memory is gone at once. Otherwise its free
+     * segments go back on the next recap_empty_cache() or out-of-memory retry. */
+    if (pool->references == 0 && pool->segment_count == 0 && !pool->routed)
+      pool_unlink_and_delete(d, pool);
+  }
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return s;
+}
+
+static recap_status_t capture_id_of(recap_stream_t stream, uint64_t *id) {
+  recap__capture_status_t status;
+  RECAP__CHECK(recap__device()->stream_capture_info(stream, &status, id));
+  if (status != RECAP__CAPTURE_ACTIVE)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_pool_route_begin: the stream is not capturing (%s); begin the "
+                        "capture first",
+                        status == RECAP__CAPTURE_NONE ? "no capture" : "capture invalidated");
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_pool_route_begin(recap_pool_id_t pool, recap_stream_t capturing_stream) {
+  int device;
+  uint64_t id;
+  RECAP__CHECK(current_device(&device));
+  RECAP__CHECK(capture_id_of(capturing_stream, &id));
+  return recap__pool_route_begin(device, pool, id);
+}
+
+recap_status_t recap_pool_route_end(recap_pool_id_t pool) {
+  int device;
+  RECAP__CHECK(current_device(&device));
+  return recap__pool_route_end(device, pool);
+}
+
+recap_status_t recap_pool_release(recap_pool_id_t pool) {
+  int device;
+  RECAP__CHECK(current_device(&device));
+  return recap__pool_release(device, pool);
+}
+
+recap_status_t recap_pool_info(recap_pool_id_t id, recap_pool_info_t *info) {
+  RECAP__ARG(info != NULL, "recap_pool_info: info is NULL");
+  int device;
+  RECAP__CHECK(current_device(&device));
+  recap_status_t s = RECAP_SUCCESS;
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__device_state_t *d = recap__alloc.devices[device];
+  recap__pool_t *pool = NULL;
+  if (d) pool = recap_pool_is_default(id) ? &d->default_pool : find_private_pool(d, id);
+  if (!pool) {
+    s = recap__error(RECAP_ERROR_NOT_FOUND,
+                     "pool {%" PRIu64 ",%" PRIu64 "} does not exist on device %d (never used, "
+                     "or its memory went back to the driver)",
+                     id.a, id.b, device);
+  } else {
+    info->references = pool->references;
+    info->routed = pool->routed;
+    info->segments = pool->segment_count;
+    info->reserved_bytes = pool->reserved_bytes;
+    info->allocated_bytes = pool->allocated_bytes;
+  }
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return s;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Statistics
+ * ---------------------------------------------------------------------------------------- */
+
+static recap_status_t resolve_device(int *device) {
+  if (*device == -1) return current_device(device);
+  RECAP__ARG(*device >= 0 && *device < RECAP__MAX_DEVICES, "device %d is out of range", *device);
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_memory_stats(int device, recap_memory_stats_t *stats) {
+  RECAP__ARG(stats != NULL, "recap_memory_stats: stats is NULL");
+  RECAP__CHECK(resolve_device(&device));
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__device_state_t *d = recap__alloc.devices[device];
+  if (d)
+    *stats = d->stats;
+  else
+    memset(stats, 0, sizeof *stats);
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_memory_reset_peak(int device) {
+  RECAP__CHECK(resolve_device(&device));
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__device_state_t *d = recap__alloc.devices[device];
+  if (d) {
+    recap_stat_t *stat = (recap_stat_t *)&d->stats;
+    size_t counters = offsetof(recap_memory_stats_t, num_alloc_retries) / sizeof(recap_stat_t);
+    for (size_t i = 0; i < counters; i++) stat[i].peak = stat[i].current;
+  }
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return RECAP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Lookups for the layers above, and reset for tests
+ * ---------------------------------------------------------------------------------------- */
+
+static bool find_in_pool(recap__pool_t *pool, const char *p, recap__block_ref_t *ref) {
+  for (recap__segment_t *seg = pool->segments; seg; seg = seg->next) {
+    if (p < seg->base || p >= seg->base + seg->size) continue;
+    for (recap__block_t *b = seg->head; b; b = b->next) {
+      if (p >= b->ptr && p < b->ptr + b->size) {
+        ref->base = b->ptr;
+        ref->size = b->size;
+        ref->generation = b->generation;
+        ref->allocated = b->allocated;
+        ref->pool = pool->id;
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+bool recap__alloc_find(const void *ptr, recap__block_ref_t *ref) {
+  bool found = false;
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, ptr);
+  if (b) {
+    ref->base = b->ptr;
+    ref->size = b->size;
+    ref->generation = b->generation;
+    ref->allocated = true;
+    ref->pool = b->segment->pool->id;
+    found = true;
+  }
+  for (int i = 0; !found && i < RECAP__MAX_DEVICES; i++) {
+    recap__device_state_t *d = recap__alloc.devices[i];
+    if (!d) continue;
+    found = find_in_pool(&d->default_pool, ptr, ref);
+    for (recap__pool_t *p = d->private_pools; p && !found; p = p->next)
+      found = find_in_pool(p, ptr, ref);
+  }
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return found;
+}
+
+static void free_pool_memory_records(recap__pool_t *pool) {
+  for (recap__segment_t *seg = pool->segments, *next; seg; seg = next) {
+    next = seg->next;
+    for (recap__block_t *b = seg->head, *bn; b; b = bn) {
+      bn = b->next;
+      free(b->stream_uses);
+      free(b);
+    }
+    free(seg);
+  }
+  recap__free_set_clear(&pool->small_free);
+  recap__free_set_clear(&pool->large_free);
+}
+
+void recap__alloc_reset(void) {
+  pthread_mutex_lock(&recap__alloc.lock);
+  for (int i = 0; i < RECAP__MAX_DEVICES; i++) {
+    recap__device_state_t *d = recap__alloc.devices[i];
+    if (!d) continue;
+    free_pool_memory_records(&d->default_pool);
+    for (recap__pool_t *p = d->private_pools, *next; p; p = next) {
+      next = p->next;
+      free_pool_memory_records(p);
+      free(p);
+    }
+    free(d->routes);
+    free(d->pending);
+    free(d->deferred);
+    free(d->spare_events);
+    free(d);
+    recap__alloc.devices[i] = NULL;
+  }
+  recap__ptr_map_clear(&recap__alloc.allocated);
+  for (recap__block_t *b = recap__alloc.spare_blocks, *next; b; b = next) {
+    next = b->next;
+    free(b);
+  }
+  recap__alloc.spare_blocks = NULL;
+  pthread_mutex_unlock(&recap__alloc.lock);
+}

@@ -1,0 +1,168 @@
+/*
+ * check.c — the allocator's invariant checker.
+ *
+ * Walks every device, pool, segment and block and verifies what the allocator relies on. Tests
+ * call it after every step; it is also public so a user can call it when hunting a corruption.
+ * It recounts the statistics from the walk and compares them, so a wrong counter is caught as
+ * surely as a broken block list.
+ */
+#include <inttypes.h>
+
+#include "alloc/alloc_internal.h"
+#include "core/error.h"
+
+typedef struct tally {
+  int64_t segments[RECAP_STAT_KINDS], reserved[RECAP_STAT_KINDS];
+  int64_t allocations[RECAP_STAT_KINDS], allocated_bytes[RECAP_STAT_KINDS];
+  int64_t active[RECAP_STAT_KINDS], active_bytes[RECAP_STAT_KINDS];
+  int64_t split[RECAP_STAT_KINDS], split_bytes[RECAP_STAT_KINDS];
+  size_t free_blocks;
+  size_t allocated_blocks;
+} tally_t;
+
+#define FAIL(...) return recap__error(RECAP_ERROR_INTERNAL, "recap_memory_check: " __VA_ARGS__)
+
+static void add(int64_t *array, bool small, int64_t amount) {
+  array[RECAP_STAT_ALL] += amount;
+  array[small ? RECAP_STAT_SMALL : RECAP_STAT_LARGE] += amount;
+}
+
+static bool set_contains(const recap__free_set_t *set, const recap__block_t *b) {
+  for (size_t i = 0; i < set->count; i++)
+    if (set->items[i] == b) return true;
+  return false;
+}
+
+static recap_status_t check_set_order(const recap__free_set_t *set, const char *which) {
+  for (size_t i = 1; i < set->count; i++) {
+    const recap__block_t *x = set->items[i - 1], *y = set->items[i];
+    bool ordered = (uintptr_t)x->stream < (uintptr_t)y->stream ||
+                   (x->stream == y->stream &&
+                    (x->size < y->size || (x->size == y->size && x->ptr < y->ptr)));
+    if (!ordered) FAIL("the %s free set is out of order at index %zu", which, i);
+  }
+  return RECAP_SUCCESS;
+}
+
+static recap_status_t check_pool(const recap__pool_t *pool, tally_t *t) {
+  int64_t segments = 0, reserved = 0, allocated = 0;
+  size_t free_in_pool = 0;
+  RECAP__CHECK(check_set_order(&pool->small_free, "small"));
+  RECAP__CHECK(check_set_order(&pool->large_free, "large"));
+  for (const recap__segment_t *seg = pool->segments; seg; seg = seg->next) {
+    if (seg->pool != pool) FAIL("segment %p names another pool", (void *)seg->base);
+    if (seg->next && seg->next->prev != seg) FAIL("segment list of a pool is broken");
+    if (!seg->head || seg->head->ptr != seg->base || seg->head->prev)
+      FAIL("segment %p does not start with its first block", (void *)seg->base);
+    segments++;
+    reserved += (int64_t)seg->size;
+    add(t->segments, seg->small, 1);
+    add(t->reserved, seg->small, (int64_t)seg->size);
+    const recap__free_set_t *set = seg->small ? &pool->small_free : &pool->large_free;
+    const recap__free_set_t *other = seg->small ? &pool->large_free : &pool->small_free;
+    char *expected = seg->base;
+    bool split = seg->head->next != NULL;
+    for (const recap__block_t *b = seg->head; b; b = b->next) {
+      if (b->segment != seg) FAIL("block %p names another segment", (void *)b->ptr);
+      if (b->ptr != expected)
+        FAIL("segment %p: block %p should start at %p (gap or overlap)", (void *)seg->base,
+             (void *)b->ptr, (void *)expected);
+      if (b->size == 0) FAIL("block %p has size 0", (void *)b->ptr);
+      if (b->next && b->next->prev != b) FAIL("block list of segment %p is broken", (void *)seg->base);
+      if (b->stream != seg->stream)
+        FAIL("block %p has another stream than its segment", (void *)b->ptr);
+      expected = b->ptr + b->size;
+      bool in_set = set_contains(set, b);
+      if (set_contains(other, b)) FAIL("block %p is in the wrong size class", (void *)b->ptr);
+      if (b->allocated) {
+        if (in_set) FAIL("allocated block %p is in a free set", (void *)b->ptr);
+        if (recap__ptr_map_get(&recap__alloc.allocated, b->ptr) != b)
+          FAIL("allocated block %p is missing from the pointer map", (void *)b->ptr);
+        allocated += (int64_t)b->size;
+        t->allocated_blocks++;
+        add(t->allocations, seg->small, 1);
+        add(t->allocated_bytes, seg->small, (int64_t)b->size);
+        add(t->active, seg->small, 1);
+        add(t->active_bytes, seg->small, (int64_t)b->size);
+      } else if (!recap__block_is_free(b)) {
+        /* Freed by the user, waiting on events: active but not allocated. */
+        if (in_set) FAIL("block %p waits on events but is in a free set", (void *)b->ptr);
+        add(t->active, seg->small, 1);
+        add(t->active_bytes, seg->small, (int64_t)b->size);
+      } else {
+        if (!in_set) FAIL("free block %p is missing from its free set", (void *)b->ptr);
+        if (b->next && recap__block_is_free(b->next))
+          FAIL("free blocks %p and %p are neighbours but were not merged", (void *)b->ptr,
+               (void *)b->next->ptr);
+        free_in_pool++;
+        if (split) {
+          add(t->split, seg->small, 1);
+          add(t->split_bytes, seg->small, (int64_t)b->size);
+        }
+      }
+    }
+    if (expected != seg->base + seg->size)
+      FAIL("the blocks of segment %p do not cover it", (void *)seg->base);
+  }
+  if (free_in_pool != pool->small_free.count + pool->large_free.count)
+    FAIL("pool {%" PRIu64 ",%" PRIu64 "}: %zu free blocks in segments but %zu in free sets",
+         pool->id.a, pool->id.b, free_in_pool, pool->small_free.count + pool->large_free.count);
+  if (segments != pool->segment_count || reserved != pool->reserved_bytes ||
+      allocated != pool->allocated_bytes)
+    FAIL("pool {%" PRIu64 ",%" PRIu64 "}: its totals (%" PRId64 " segments, %" PRId64
+         " reserved, %" PRId64 " allocated) differ from the walk (%" PRId64 ", %" PRId64
+         ", %" PRId64 ")",
+         pool->id.a, pool->id.b, pool->segment_count, pool->reserved_bytes,
+         pool->allocated_bytes, segments, reserved, allocated);
+  t->free_blocks += free_in_pool;
+  return RECAP_SUCCESS;
+}
+
+static recap_status_t compare(const char *name, const recap_stat_t *stat, const int64_t *walk) {
+  static const char *const kinds[RECAP_STAT_KINDS] = {"all", "small", "large"};
+  for (int k = 0; k < RECAP_STAT_KINDS; k++)
+    if (stat[k].current != walk[k])
+      FAIL("stat %s[%s] says %" PRId64 " but the walk counts %" PRId64, name, kinds[k],
+           stat[k].current, walk[k]);
+  return RECAP_SUCCESS;
+}
+
+static recap_status_t check_device(const recap__device_state_t *d, size_t *allocated_blocks) {
+  tally_t t = {0};
+  RECAP__CHECK(check_pool(&d->default_pool, &t));
+  int routed = 0;
+  for (const recap__pool_t *p = d->private_pools; p; p = p->next) {
+    RECAP__CHECK(check_pool(p, &t));
+    if (p->references < 0) FAIL("pool {%" PRIu64 ",%" PRIu64 "} has negative references", p->id.a, p->id.b);
+    routed += p->routed;
+  }
+  if (routed != d->route_count)
+    FAIL("device %d: %d pools are marked routed but %d routes exist", d->device, routed,
+         d->route_count);
+  const recap_memory_stats_t *st = &d->stats;
+  RECAP__CHECK(compare("segment", st->segment, t.segments));
+  RECAP__CHECK(compare("reserved_bytes", st->reserved_bytes, t.reserved));
+  RECAP__CHECK(compare("allocation", st->allocation, t.allocations));
+  RECAP__CHECK(compare("allocated_bytes", st->allocated_bytes, t.allocated_bytes));
+  RECAP__CHECK(compare("active", st->active, t.active));
+  RECAP__CHECK(compare("active_bytes", st->active_bytes, t.active_bytes));
+  RECAP__CHECK(compare("inactive_split", st->inactive_split, t.split));
+  RECAP__CHECK(compare("inactive_split_bytes", st->inactive_split_bytes, t.split_bytes));
+  *allocated_blocks += t.allocated_blocks;
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_memory_check(void) {
+  recap_status_t s = RECAP_SUCCESS;
+  size_t allocated_blocks = 0;
+  pthread_mutex_lock(&recap__alloc.lock);
+  for (int i = 0; i < RECAP__MAX_DEVICES && s == RECAP_SUCCESS; i++)
+    if (recap__alloc.devices[i]) s = check_device(recap__alloc.devices[i], &allocated_blocks);
+  if (s == RECAP_SUCCESS && allocated_blocks != recap__alloc.allocated.count)
+    s = recap__error(RECAP_ERROR_INTERNAL,
+                     "recap_memory_check: the pointer map holds %zu blocks but the walk found "
+                     "%zu allocated",
+                     recap__alloc.allocated.count, allocated_blocks);
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return s;
+}

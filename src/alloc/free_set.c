@@ -1,0 +1,70 @@
+/*
+ * free_set.c — the ordered free-block set of free_set.h.
+ */
+#include "alloc/free_set.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc/alloc_internal.h"
+
+static int compare(recap_stream_t sa, size_t za, uintptr_t pa, const recap__block_t *b) {
+  uintptr_t sb = (uintptr_t)b->stream;
+  if ((uintptr_t)sa != sb) return (uintptr_t)sa < sb ? -1 : 1;
+  if (za != b->size) return za < b->size ? -1 : 1;
+  uintptr_t pb = (uintptr_t)b->ptr;
+  if (pa != pb) return pa < pb ? -1 : 1;
+  return 0;
+}
+
+static size_t lower_bound(const recap__free_set_t *s, recap_stream_t stream, size_t size,
+                          uintptr_t ptr) {
+  size_t lo = 0, hi = s->count;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (compare(stream, size, ptr, s->items[mid]) > 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+size_t recap__free_set_lower_bound(const recap__free_set_t *s, recap_stream_t stream, size_t size) {
+  return lower_bound(s, stream, size, 0);
+}
+
+bool recap__free_set_reserve(recap__free_set_t *s, size_t extra) {
+  if (s->count + extra <= s->capacity) return true;
+  size_t capacity = s->capacity ? s->capacity : 16;
+  while (capacity < s->count + extra) capacity *= 2;
+  recap__block_t **items = realloc(s->items, capacity * sizeof *items);
+  if (!items) return false;
+  s->items = items;
+  s->capacity = capacity;
+  return true;
+}
+
+bool recap__free_set_insert(recap__free_set_t *s, recap__block_t *b) {
+  if (!recap__free_set_reserve(s, 1)) return false;
+  size_t at = lower_bound(s, b->stream, b->size, (uintptr_t)b->ptr);
+  memmove(s->items + at + 1, s->items + at, (s->count - at) * sizeof *s->items);
+  s->items[at] = b;
+  s->count++;
+  return true;
+}
+
+bool recap__free_set_erase(recap__free_set_t *s, recap__block_t *b) {
+  size_t at = lower_bound(s, b->stream, b->size, (uintptr_t)b->ptr);
+  if (at == s->count || s->items[at] != b) return false;
+  memmove(s->items + at, s->items + at + 1, (s->count - at - 1) * sizeof *s->items);
+  s->count--;
+  return true;
+}
+
+void recap__free_set_clear(recap__free_set_t *s) {
+  free(s->items);
+  s->items = NULL;
+  s->count = s->capacity = 0;
+}

@@ -1,0 +1,35 @@
+/*
+ * free_set.h — the free blocks of one pool and size class, ordered for best fit.
+ *
+ * Blocks are ordered by (stream, size, address), so the smallest free block of a stream that
+ * fits a request is one binary search away, and ties go to the lowest address (which keeps
+ * placement deterministic for tests). A sorted array beats a tree here: a pool holds tens to
+ * hundreds of free blocks, and the hot path is one search plus a short memmove.
+ */
+#ifndef RECAP_ALLOC_FREE_SET_H
+#define RECAP_ALLOC_FREE_SET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "recap.h"
+
+struct recap__block;
+
+typedef struct recap__free_set {
+  struct recap__block **items;
+  size_t count, capacity;
+} recap__free_set_t;
+
+/* Make room for `extra` more members, so the inserts that follow cannot fail. False when out
+ * of host memory. */
+bool recap__free_set_reserve(recap__free_set_t *s, size_t extra);
+/* False when out of host memory (never after a successful reserve). */
+bool recap__free_set_insert(recap__free_set_t *s, struct recap__block *b);
+/* Remove b, which must be a member. Returns false if it was not. */
+bool recap__free_set_erase(recap__free_set_t *s, struct recap__block *b);
+/* Index of the first block with (stream, size) >= the key; s->count if none. */
+size_t recap__free_set_lower_bound(const recap__free_set_t *s, recap_stream_t stream, size_t size);
+void recap__free_set_clear(recap__free_set_t *s);
+
+#endif /* RECAP_ALLOC_FREE_SET_H */

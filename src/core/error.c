@@ -1,0 +1,150 @@
+/*
+ * error.c — status names, the thread-local last error, the version, and logging.
+ */
+#include "core/error.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+/* ---- version ---------------------------------------------------------------------------- */
+
+#define RECAP__STR2(x) #x
+#define RECAP__STR(x) RECAP__STR2(x)
+
+unsigned recap_version(void) { return RECAP_VERSION_HEX; }
+
+const char *recap_version_string(void) {
+  return RECAP__STR(RECAP_VERSION_MAJOR) "." RECAP__STR(RECAP_VERSION_MINOR) "." RECAP__STR(
+      RECAP_VERSION_PATCH);
+}
+
+/* ---- status names ----------------------------------------------------------------------- */
+
+const char *recap_status_name(recap_status_t status) {
+  switch (status) {
+#define RECAP_X_NAME(name, value, text) \
+  case RECAP_##name:                    \
+    return "RECAP_" #name;
+    RECAP_STATUS_MAP(RECAP_X_NAME)
+#undef RECAP_X_NAME
+  }
+  return "RECAP_UNKNOWN_STATUS";
+}
+
+const char *recap_status_string(recap_status_t status) {
+  switch (status) {
+#define RECAP_X_TEXT(name, value, text) \
+  case RECAP_##name:                    \
+    return text;
+    RECAP_STATUS_MAP(RECAP_X_TEXT)
+#undef RECAP_X_TEXT
+  }
+  return "unknown status";
+}
+
+/* ---- last error ------------------------------------------------------------------------- */
+
+/* Long enough for an out-of-memory report or a list of a few dead graph inputs. */
+enum { RECAP__ERROR_CAPACITY = 4096 };
+
+static _Thread_local char last_message[RECAP__ERROR_CAPACITY];
+static _Thread_local recap_status_t last_status_value;
+
+static recap_status_t set_error_v(recap_status_t status, const char *where, const char *fmt,
+                                  va_list ap) {
+  int n = vsnprintf(last_message, sizeof last_message, fmt, ap);
+  if (where && n >= 0 && (size_t)n < sizeof last_message)
+    snprintf(last_message + n, sizeof last_message - (size_t)n, " [%s]", where);
+  last_status_value = status;
+  RECAP__DEBUG("%s: %s", recap_status_name(status), last_message);
+  return status;
+}
+
+recap_status_t recap__error(recap_status_t status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  set_error_v(status, NULL, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+recap_status_t recap__error_at(recap_status_t status, const char *file, int line, const char *fmt,
+                               ...) {
+  char where[256];
+  const char *base = strrchr(file, '/');
+  snprintf(where, sizeof where, "%s:%d", base ? base + 1 : file, line);
+  va_list ap;
+  va_start(ap, fmt);
+  set_error_v(status, where, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+const char *recap_last_error(void) { return last_message; }
+recap_status_t recap_last_status(void) { return last_status_value; }
+
+void recap_clear_last_error(void) {
+  last_message[0] = '\0';
+  last_status_value = RECAP_SUCCESS;
+}
+
+/* ---- logging ---------------------------------------------------------------------------- */
+
+static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
+static recap_log_fn log_fn;
+static void *log_user;
+static int log_level = -1; /* -1: not yet read from RECAP_LOG */
+
+static const char *level_names[] = {"none", "error", "warn", "info", "debug"};
+
+static int level_from_env(void) {
+  const char *env = getenv("RECAP_LOG");
+  if (!env || !*env) return RECAP_LOG_LEVEL_WARN;
+  for (int i = 0; i <= RECAP_LOG_LEVEL_DEBUG; i++)
+    if (strcasecmp(env, level_names[i]) == 0) return i;
+  fprintf(stderr, "recap: RECAP_LOG=%s is not one of none, error, warn, info, debug; using warn\n",
+          env);
+  return RECAP_LOG_LEVEL_WARN;
+}
+
+void recap_log_set(recap_log_fn fn, void *user_data) {
+  pthread_mutex_lock(&log_lock);
+  log_fn = fn;
+  log_user = user_data;
+  pthread_mutex_unlock(&log_lock);
+}
+
+void recap_log_set_level(recap_log_level_t level) {
+  pthread_mutex_lock(&log_lock);
+  log_level = (int)level;
+  pthread_mutex_unlock(&log_lock);
+}
+
+recap_log_level_t recap_log_get_level(void) {
+  pthread_mutex_lock(&log_lock);
+  if (log_level < 0) log_level = level_from_env();
+  int level = log_level;
+  pthread_mutex_unlock(&log_lock);
+  return (recap_log_level_t)level;
+}
+
+void recap__log(recap_log_level_t level, const char *fmt, ...) {
+  if ((int)level > (int)recap_log_get_level()) return;
+  char message[RECAP__ERROR_CAPACITY];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(message, sizeof message, fmt, ap);
+  va_end(ap);
+  pthread_mutex_lock(&log_lock);
+  recap_log_fn fn = log_fn;
+  void *user = log_user;
+  pthread_mutex_unlock(&log_lock);
+  if (fn)
+    fn(level, message, user);
+  else
+    fprintf(stderr, "recap %s: %s\n", level_names[level], message);
+}

@@ -1,0 +1,26 @@
+/*
+ * options.h — the allocator's reading of the option registry (include/recap/options.h).
+ */
+#ifndef RECAP_CORE_OPTIONS_H
+#define RECAP_CORE_OPTIONS_H
+
+#include <stdint.h>
+
+#include "recap.h"
+
+typedef struct recap__options {
+#define RECAP_X_FIELD(name, def, text) uint64_t name;
+  RECAP_OPTION_MAP(RECAP_X_FIELD)
+#undef RECAP_X_FIELD
+} recap__options_t;
+
+/* Copy the current options into *out, reading RECAP_ALLOC_CONF first if it has not been read.
+ * Fails with RECAP_ERROR_INVALID_VALUE (the message names the entry) if the environment is bad;
+ * it then stays bad, so every allocation reports it, until the options are set from code. */
+recap_status_t recap__options_get(recap__options_t *out);
+
+/* A number that changes whenever the options may have changed; 0 until the environment was
+ * read successfully. Lets the allocator keep a copy and skip the registry's lock. */
+uint64_t recap__options_version(void);
+
+#endif /* RECAP_CORE_OPTIONS_H */

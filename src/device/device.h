@@ -1,0 +1,93 @@
+/*
+ * device.h — the device seam: everything recap needs from CUDA, behind one table of functions.
+ *
+ * Only src/device/ calls CUDA. Two implementations stand behind this table: cuda.c (the CUDA
+ * runtime, linked statically, and driver entry points fetched at run time, so nothing links
+ * against libcuda) and fake.c (host memory, simulated streams, events and captures, and fault
+ * injection), which lets CI test everything above this layer without a GPU.
+ *
+ * Every function returns a recap status; on failure it has already set the thread's last error
+ * with the failing call, the CUDA error name and the place.
+ */
+#ifndef RECAP_DEVICE_H
+#define RECAP_DEVICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "recap.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* An event as the seam sees it: cudaEvent_t for CUDA, a fake event for the fake. */
+typedef struct recap__event *recap__event_t;
+
+/* CUDA's three stream capture modes, in the numbering of cudaStreamCaptureMode. */
+typedef enum recap__capture_mode {
+  RECAP__CAPTURE_MODE_GLOBAL = 0,
+  RECAP__CAPTURE_MODE_THREAD_LOCAL = 1,
+  RECAP__CAPTURE_MODE_RELAXED = 2
+} recap__capture_mode_t;
+
+/* CUDA's capture status of a stream, in the numbering of cudaStreamCaptureStatus. */
+typedef enum recap__capture_status {
+  RECAP__CAPTURE_NONE = 0,
+  RECAP__CAPTURE_ACTIVE = 1,
+  RECAP__CAPTURE_INVALIDATED = 2
+} recap__capture_status_t;
+
+typedef struct recap__device_ops {
+  const char *name; /* "cuda" or "fake" */
+
+  /* Devices. device_count fails with RECAP_ERROR_NO_DEVICE where there is no driver or device,
+   * without aborting. get_device/set_device act on the calling thread's current device. */
+  recap_status_t (*device_count)(int *count);
+  recap_status_t (*get_device)(int *device);
+  recap_status_t (*set_device)(int device);
+  recap_status_t (*device_synchronize)(void);
+
+  /* Raw device memory of the current device. raw_malloc fails with RECAP_ERROR_OUT_OF_MEMORY
+   * when the device has not enough (its last error then says so), other errors otherwise. */
+  recap_status_t (*raw_malloc)(void **ptr, size_t size);
+  recap_status_t (*raw_free)(void *ptr);
+  recap_status_t (*mem_get_info)(size_t *free_bytes, size_t *total_bytes);
+
+  /* Events, with timing disabled (they only order work). */
+  recap_status_t (*event_create)(recap__event_t *event);
+  recap_status_t (*event_destroy)(recap__event_t event);
+  recap_status_t (*event_record)(recap__event_t event, recap_stream_t stream);
+  /* *done is true once the work before the record has finished. */
+  recap_status_t (*event_query)(recap__event_t event, bool *done);
+  recap_status_t (*event_synchronize)(recap__event_t event);
+
+  /* Streams (non-blocking with respect to the legacy default stream). */
+  recap_status_t (*stream_create)(recap_stream_t *stream);
+  recap_status_t (*stream_destroy)(recap_stream_t stream);
+  recap_status_t (*stream_synchronize)(recap_stream_t stream);
+
+  /* The capture status of stream and, when active, the id of its capture sequence. Must never
+   * create a CUDA context: with no context on the device it reports NONE. */
+  recap_status_t (*stream_capture_info)(recap_stream_t stream, recap__capture_status_t *status,
+                                        uint64_t *capture_id);
+  /* Swap the calling thread's capture mode with *mode (cudaThreadExchangeStreamCaptureMode). */
+  recap_status_t (*exchange_capture_mode)(recap__capture_mode_t *mode);
+} recap__device_ops_t;
+
+/* The seam in use. The first call picks the CUDA implementation unless a test installed the
+ * fake. Never NULL. */
+const recap__device_ops_t *recap__device(void);
+/* Install an implementation (tests install the fake). Not thread safe: call it before any
+ * other recap call of the process, or after everything was released. */
+void recap__device_install(const recap__device_ops_t *ops);
+
+extern const recap__device_ops_t recap__cuda_ops;
+extern const recap__device_ops_t recap__fake_ops;
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RECAP_DEVICE_H */

@@ -1,0 +1,189 @@
+/*
+ * driver.c — driver entry points fetched at run time through cudaGetDriverEntryPointByVersion,
+ * cached per (symbol, version), and the recording of failed driver calls.
+ */
+#include "device/driver.h"
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* driver.h declares the driver's types without <cuda.h>; check here that they agree. */
+_Static_assert(_Generic((CUresult)0, recap__cu_result_t: 1, default: 0),
+               "recap__cu_result_t must be compatible with CUresult");
+_Static_assert(_Generic((CUdevice)0, recap__cu_device_t: 1, default: 0),
+               "recap__cu_device_t must be CUdevice");
+_Static_assert(RECAP__CU_SUCCESS == CUDA_SUCCESS, "CUDA_SUCCESS is 0");
+
+/* recap__cuda_status_of() reads driver codes with the runtime's numbers; these must agree. */
+_Static_assert(CUDA_ERROR_OUT_OF_MEMORY == (int)cudaErrorMemoryAllocation, "code numbering");
+_Static_assert(CUDA_ERROR_NOT_INITIALIZED == (int)cudaErrorInitializationError, "code numbering");
+_Static_assert(CUDA_ERROR_STUB_LIBRARY == (int)cudaErrorStubLibrary, "code numbering");
+_Static_assert(CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER == (int)cudaErrorCallRequiresNewerDriver,
+               "code numbering");
+_Static_assert(CUDA_ERROR_DEVICE_UNAVAILABLE == (int)cudaErrorDevicesUnavailable, "code numbering");
+_Static_assert(CUDA_ERROR_NO_DEVICE == (int)cudaErrorNoDevice, "code numbering");
+_Static_assert(CUDA_ERROR_INVALID_DEVICE == (int)cudaErrorInvalidDevice, "code numbering");
+_Static_assert(CUDA_ERROR_NOT_SUPPORTED == (int)cudaErrorNotSupported, "code numbering");
+_Static_assert(CUDA_ERROR_SYSTEM_NOT_READY == (int)cudaErrorSystemNotReady, "code numbering");
+_Static_assert(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH == (int)cudaErrorSystemDriverMismatch,
+               "code numbering");
+_Static_assert(CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE ==
+                   (int)cudaErrorCompatNotSupportedOnDevice,
+               "code numbering");
+_Static_assert(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED == (int)cudaErrorStreamCaptureUnsupported,
+               "code numbering");
+_Static_assert(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED == (int)cudaErrorStreamCaptureInvalidated,
+               "code numbering");
+_Static_assert(CUDA_ERROR_STREAM_CAPTURE_MERGE == (int)cudaErrorStreamCaptureMerge,
+               "code numbering");
+_Static_assert(CUDA_ERROR_STREAM_CAPTURE_UNMATCHED == (int)cudaErrorStreamCaptureUnmatched,
+               "code numbering");
+_Static_assert(CUDA_ERROR_STREAM_CAPTURE_UNJOINED == (int)cudaErrorStreamCaptureUnjoined,
+               "code numbering");
+_Static_assert(CUDA_ERROR_STREAM_CAPTURE_ISOLATION == (int)cudaErrorStreamCaptureIsolation,
+               "code numbering");
+_Static_assert(CUDA_ERROR_STREAM_CAPTURE_IMPLICIT == (int)cudaErrorStreamCaptureImplicit,
+               "code numbering");
+_Static_assert(CUDA_ERROR_CAPTURED_EVENT == (int)cudaErrorCapturedEvent, "code numbering");
+_Static_assert(CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD == (int)cudaErrorStreamCaptureWrongThread,
+               "code numbering");
+
+/* ---- the cache -------------------------------------------------------------------------- */
+
+enum { CACHE_CAPACITY = 64, SYMBOL_CAPACITY = 96 };
+
+typedef struct entry {
+  char symbol[SYMBOL_CAPACITY];
+  int version;
+  void *fn; /* NULL when the driver lacks the symbol: query says why */
+  enum cudaDriverEntryPointQueryResult query;
+} entry_t;
+
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static entry_t cache[CACHE_CAPACITY];
+static int cache_len;
+
+/* Under cache_lock. */
+static const entry_t *cache_find(const char *symbol, int version) {
+  for (int i = 0; i < cache_len; i++)
+    if (cache[i].version == version && strcmp(cache[i].symbol, symbol) == 0) return &cache[i];
+  return NULL;
+}
+
+/* Remember a definite answer of the driver. A full cache or an overlong name only costs a
+ * repeated lookup. */
+static void cache_put(const char *symbol, int version, void *fn,
+                      enum cudaDriverEntryPointQueryResult query) {
+  if (strlen(symbol) >= SYMBOL_CAPACITY) return;
+  pthread_mutex_lock(&cache_lock);
+  if (!cache_find(symbol, version) && cache_len < CACHE_CAPACITY) {
+    entry_t *e = &cache[cache_len];
+    snprintf(e->symbol, sizeof e->symbol, "%s", symbol);
+    e->version = version;
+    e->fn = fn;
+    e->query = query;
+    cache_len++;
+  }
+  pthread_mutex_unlock(&cache_lock);
+}
+
+/* The thread's last error for a symbol the driver does not offer. */
+static recap_status_t not_supported(const char *symbol, int version,
+                                    enum cudaDriverEntryPointQueryResult query) {
+  int driver = 0;
+  if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
+  (void)cudaGetLastError();
+  if (query == cudaDriverEntryPointVersionNotSufficent)
+    return RECAP__ERROR_AT(RECAP_ERROR_NOT_SUPPORTED,
+                           "the NVIDIA driver (CUDA %d.%d) is too old for driver function %s as "
+                           "of CUDA %d.%d (cudaGetDriverEntryPointByVersion: "
+                           "cudaDriverEntryPointVersionNotSufficent); update the driver",
+                           driver / 1000, driver % 1000 / 10, symbol, version / 1000,
+                           version % 1000 / 10);
+  return RECAP__ERROR_AT(RECAP_ERROR_NOT_SUPPORTED,
+                         "the NVIDIA driver (CUDA %d.%d) has no function %s (as of CUDA %d.%d; "
+                         "cudaGetDriverEntryPointByVersion: %s)",
+                         driver / 1000, driver % 1000 / 10, symbol, version / 1000,
+                         version % 1000 / 10,
+                         query == cudaDriverEntryPointSymbolNotFound
+                             ? "cudaDriverEntryPointSymbolNotFound"
+                             : "no function returned");
+}
+
+recap_status_t recap__driver_get(const char *symbol, int cuda_version, void **fn) {
+  if (fn) *fn = NULL;
+  if (!symbol || !fn || cuda_version <= 0)
+    return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
+                           "recap__driver_get: symbol and fn must not be NULL and the version "
+                           "must be positive");
+
+  pthread_mutex_lock(&cache_lock);
+  const entry_t *hit = cache_find(symbol, cuda_version);
+  void *cached_fn = hit ? hit->fn : NULL;
+  enum cudaDriverEntryPointQueryResult cached_query =
+      hit ? hit->query : cudaDriverEntryPointSymbolNotFound;
+  pthread_mutex_unlock(&cache_lock);
+  if (hit) {
+    if (!cached_fn) return not_supported(symbol, cuda_version, cached_query);
+    *fn = cached_fn;
+    return RECAP_SUCCESS;
+  }
+
+  /* Looked up outside the lock: the first lookup initialises the runtime. Two threads may both
+   * look the same symbol up; they get the same answer and the cache keeps one. */
+  void *found = NULL;
+  enum cudaDriverEntryPointQueryResult query = cudaDriverEntryPointSymbolNotFound;
+  cudaError_t err = cudaGetDriverEntryPointByVersion(symbol, &found, (unsigned)cuda_version,
+                                                     cudaEnableDefault, &query);
+  if (err != cudaSuccess)
+    /* No driver, or a failing one: not cached, as nothing was learnt about the symbol. */
+    return recap__cuda_fail((int)err, __FILE__, __LINE__,
+                            "cudaGetDriverEntryPointByVersion(\"%s\", %d)", symbol, cuda_version);
+  if (query != cudaDriverEntryPointSuccess || !found) {
+    cache_put(symbol, cuda_version, NULL, query);
+    return not_supported(symbol, cuda_version, query);
+  }
+  cache_put(symbol, cuda_version, found, query);
+  *fn = found;
+  return RECAP_SUCCESS;
+}
+
+/* ---- failed driver calls ---------------------------------------------------------------- */
+
+recap_status_t recap__driver_fail(recap__cu_result_t result, const char *file, int line,
+                                  const char *what_fmt, ...) {
+  char what[512];
+  va_list ap;
+  va_start(ap, what_fmt);
+  vsnprintf(what, sizeof what, what_fmt, ap);
+  va_end(ap);
+
+  /* The driver names its own codes; fetch the namer only now, on the failure path. */
+  const char *name = NULL, *text = NULL;
+  void *p = NULL;
+  if (recap__driver_get("cuGetErrorName", RECAP__DRIVER_ABI_12_0, &p) == RECAP_SUCCESS) {
+    recap__cuGetErrorName_t get_name;
+    RECAP__DRIVER_ASSIGN(get_name, p);
+    if (get_name(result, &name) != RECAP__CU_SUCCESS) name = NULL;
+  }
+  if (recap__driver_get("cuGetErrorString", RECAP__DRIVER_ABI_12_0, &p) == RECAP_SUCCESS) {
+    recap__cuGetErrorString_t get_text;
+    RECAP__DRIVER_ASSIGN(get_text, p);
+    if (get_text(result, &text) != RECAP__CU_SUCCESS) text = NULL;
+  }
+  char number[32];
+  snprintf(number, sizeof number, "CUresult %u", result);
+
+  recap_status_t status = recap__cuda_status_of((int)result);
+  if (status == RECAP_ERROR_NO_DEVICE)
+    return recap__error_at(status, file, line,
+                           "no usable NVIDIA driver or CUDA device was found: %s failed with %s "
+                           "(%s)",
+                           what, name ? name : number, text ? text : "no description");
+  return recap__error_at(status, file, line, "%s failed: %s (%s)", what, name ? name : number,
+                         text ? text : "no description");
+}

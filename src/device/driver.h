@@ -1,0 +1,93 @@
+/*
+ * driver.h — CUDA driver entry points fetched at run time, and the recording of CUDA failures.
+ *
+ * recap never links against libcuda: a binary must start on a machine without an NVIDIA driver.
+ * The few driver functions it needs (cuDevicePrimaryCtxGetState now; cuFuncGetName,
+ * cuFuncGetParamInfo and the like for the graph layer) are looked up through the runtime's
+ * cudaGetDriverEntryPointByVersion and cached. This header declares their types itself, so
+ * nothing outside driver.c includes <cuda.h>.
+ *
+ * Internal to src/device/ and the layers that talk to the driver through it.
+ */
+#ifndef RECAP_DRIVER_H
+#define RECAP_DRIVER_H
+
+#include <string.h>
+
+#include "core/error.h"
+#include "recap.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- driver types, declared here so that <cuda.h> stays out of recap's headers -------------
+ * recap__cu_result_t stands for CUresult (driver.c checks that the two agree), recap__cu_device_t
+ * for CUdevice. Function types carry the ABI of the version passed to recap__driver_get. */
+
+typedef unsigned int recap__cu_result_t;
+typedef int recap__cu_device_t;
+typedef struct CUfunc_st *recap__cu_function_t;
+
+#define RECAP__CU_SUCCESS 0u
+
+/* The driver ABI version recap asks for when a symbol has not changed since CUDA 12.0. */
+#define RECAP__DRIVER_ABI_12_0 12000
+
+typedef recap__cu_result_t (*recap__cuDeviceGet_t)(recap__cu_device_t *device, int ordinal);
+typedef recap__cu_result_t (*recap__cuDevicePrimaryCtxGetState_t)(recap__cu_device_t device,
+                                                                  unsigned int *flags,
+                                                                  int *active);
+typedef recap__cu_result_t (*recap__cuGetErrorName_t)(recap__cu_result_t error, const char **name);
+typedef recap__cu_result_t (*recap__cuGetErrorString_t)(recap__cu_result_t error,
+                                                        const char **text);
+typedef recap__cu_result_t (*recap__cuFuncGetName_t)(const char **name, recap__cu_function_t func);
+typedef recap__cu_result_t (*recap__cuFuncGetParamInfo_t)(recap__cu_function_t func,
+                                                          size_t param_index, size_t *param_offset,
+                                                          size_t *param_size);
+
+/* Fetch the driver function `symbol` with the ABI of CUDA version cuda_version (12000 for 12.0)
+ * into *fn, as a void pointer (copy it into a typed pointer with RECAP__DRIVER_ASSIGN). Results
+ * are cached per (symbol, version); thread safe. Fails with RECAP_ERROR_NOT_SUPPORTED when the
+ * driver has no such symbol or only an older version of it, RECAP_ERROR_NO_DEVICE when there is
+ * no usable driver, RECAP_ERROR_INVALID_ARGUMENT for NULL arguments; *fn is NULL on failure. */
+recap_status_t recap__driver_get(const char *symbol, int cuda_version, void **fn);
+
+/* ISO C has no conversion between object and function pointers; copy the bits instead. */
+#define RECAP__DRIVER_ASSIGN(fnptr, voidptr)                                                \
+  do {                                                                                      \
+    void *recap__vp_ = (voidptr);                                                           \
+    _Static_assert(sizeof(fnptr) == sizeof(void *), "function pointers differ in size");   \
+    memcpy(&(fnptr), &recap__vp_, sizeof(void *));                                          \
+  } while (0)
+
+/* ---- recording failures -----------------------------------------------------------------
+ * One place maps a CUDA error to a recap status and writes the thread's last error: the failing
+ * call (what_fmt, printf style), the CUDA error's name and text, and file:line. The runtime
+ * variant also clears CUDA's last error (cudaGetLastError). Both return the mapped status. */
+
+/* The recap status of a CUDA runtime error code (a cudaError_t value). Driver codes (CUresult)
+ * share the numbers of the codes recap distinguishes, so the same map serves both. */
+recap_status_t recap__cuda_status_of(int cuda_error);
+
+/* For a failed runtime call returning err (a cudaError_t); defined in cuda.c. */
+recap_status_t recap__cuda_fail(int err, const char *file, int line, const char *what_fmt, ...)
+    RECAP__PRINTF(4, 5);
+
+/* For a failed driver call returning result (a CUresult); defined in driver.c. */
+recap_status_t recap__driver_fail(recap__cu_result_t result, const char *file, int line,
+                                  const char *what_fmt, ...) RECAP__PRINTF(4, 5);
+
+/* Evaluate a driver call made through a fetched pointer; on failure record it and return. */
+#define RECAP__DRIVER_TRY(call)                                                        \
+  do {                                                                                 \
+    recap__cu_result_t recap__r_ = (call);                                             \
+    if (recap__r_ != RECAP__CU_SUCCESS)                                                \
+      return recap__driver_fail(recap__r_, __FILE__, __LINE__, "%s", #call);           \
+  } while (0)
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RECAP_DRIVER_H */
