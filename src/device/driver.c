@@ -91,19 +91,26 @@ static void cache_put(const char *symbol, int version, void *fn,
   pthread_mutex_unlock(&cache_lock);
 }
 
-/* The thread's last error for a symbol the driver does not offer. */
-static recap_status_t not_supported(const char *symbol, int version,
-                                    enum cudaDriverEntryPointQueryResult query) {
+static int driver_version(void) {
   int driver = 0;
   if (cudaDriverGetVersion(&driver) != cudaSuccess) driver = 0;
   (void)cudaGetLastError();
+  return driver;
+}
+
+/* The thread's last error for a symbol the driver does not offer in the version asked for. */
+static recap_status_t not_supported(const char *symbol, int version,
+                                    enum cudaDriverEntryPointQueryResult query) {
+  int driver = driver_version();
   if (query == cudaDriverEntryPointVersionNotSufficent)
+    /* The driver has the symbol, but only from a version later than the one asked for: the
+     * caller asked for an ABI older than the function. */
     return RECAP__ERROR_AT(RECAP_ERROR_NOT_SUPPORTED,
-                           "the NVIDIA driver (CUDA %d.%d) is too old for driver function %s as "
-                           "of CUDA %d.%d (cudaGetDriverEntryPointByVersion: "
-                           "cudaDriverEntryPointVersionNotSufficent); update the driver",
-                           driver / 1000, driver % 1000 / 10, symbol, version / 1000,
-                           version % 1000 / 10);
+                           "driver function %s does not exist as of CUDA %d.%d, the ABI version "
+                           "recap asked for; it came later (cudaGetDriverEntryPointByVersion: "
+                           "cudaDriverEntryPointVersionNotSufficent; driver supports CUDA %d.%d)",
+                           symbol, version / 1000, version % 1000 / 10, driver / 1000,
+                           driver % 1000 / 10);
   return RECAP__ERROR_AT(RECAP_ERROR_NOT_SUPPORTED,
                          "the NVIDIA driver (CUDA %d.%d) has no function %s (as of CUDA %d.%d; "
                          "cudaGetDriverEntryPointByVersion: %s)",
@@ -132,6 +139,16 @@ recap_status_t recap__driver_get(const char *symbol, int cuda_version, void **fn
     *fn = cached_fn;
     return RECAP_SUCCESS;
   }
+
+  /* A driver older than the ABI asked for cannot have it (the runtime would only answer
+   * cudaErrorInvalidValue). With no driver at all (version 0) the lookup below reports that. */
+  int driver = driver_version();
+  if (driver > 0 && driver < cuda_version)
+    return RECAP__ERROR_AT(RECAP_ERROR_NOT_SUPPORTED,
+                           "the NVIDIA driver supports CUDA %d.%d, older than CUDA %d.%d that "
+                           "driver function %s needs; update the driver",
+                           driver / 1000, driver % 1000 / 10, cuda_version / 1000,
+                           cuda_version % 1000 / 10, symbol);
 
   /* Looked up outside the lock: the first lookup initialises the runtime. Two threads may both
    * look the same symbol up; they get the same answer and the cache keeps one. */

@@ -205,7 +205,7 @@ static int forbidding_captures(bool invalidate, fake_capture_t **first) {
 static recap_status_t note_forbidden(fake_failure_t *f, const char *call) {
   fake_capture_t *first;
   int n = forbidding_captures(true, &first);
-  return note(f, RECAP_ERROR_CUDA,
+  return note(f, RECAP_ERROR_CAPTURE_INVALIDATED,
               "%s: operation not permitted when stream is capturing "
               "(cudaErrorStreamCaptureUnsupported) on the fake device: capture %llu (%s mode)%s "
               "forbids it in this thread's %s capture mode; %s now invalidated",
@@ -216,7 +216,7 @@ static recap_status_t note_forbidden(fake_failure_t *f, const char *call) {
 
 static recap_status_t note_capturing_stream(fake_failure_t *f, const char *call,
                                             const fake_stream_t *s, bool invalidates) {
-  return note(f, RECAP_ERROR_CUDA,
+  return note(f, RECAP_ERROR_CAPTURE_INVALIDATED,
               "%s: operation not permitted when stream is capturing "
               "(cudaErrorStreamCaptureUnsupported): the stream takes part in capture %llu "
               "on the fake device%s",

@@ -13,11 +13,12 @@
  *    stream_synchronize, event_synchronize and device_synchronize finish it too.
  *  - Recording or querying an event on a capturing stream is refused (CUDA would turn the record
  *    into a graph node, and querying would invalidate the capture), and so the fake fails it with
- *    RECAP_ERROR_CUDA ("cudaErrorStreamCaptureUnsupported"), to catch an allocator that does so.
+ *    RECAP_ERROR_CAPTURE_INVALIDATED ("cudaErrorStreamCaptureUnsupported"), as the CUDA seam
+ *    maps that error, to catch an allocator that does so.
  *  - raw_malloc while a capture forbids it (the calling thread's capture mode is not relaxed and
  *    a global-mode capture is under way in any thread, or a thread-local one in this thread)
- *    fails with RECAP_ERROR_CUDA ("cudaErrorStreamCaptureUnsupported") and invalidates those
- *    captures, as CUDA does.
+ *    fails with RECAP_ERROR_CAPTURE_INVALIDATED ("cudaErrorStreamCaptureUnsupported") and
+ *    invalidates those captures, as CUDA does.
  */
 #ifndef RECAP_FAKE_H
 #define RECAP_FAKE_H

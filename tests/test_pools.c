@@ -1,0 +1,442 @@
+/*
+ * test_pools.c — graph-private pools and capture routing on the CPU fake device: which pool an
+ * allocation comes from during a capture, reuse inside a capture, sharing a pool between
+ * captures, when pool memory goes back, blocks used by other streams, and the capture rules
+ * the allocator must respect (relaxed mode for new segments, no events on capturing streams).
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc/alloc_internal.h"
+#include "device/fake.h"
+#include "harness.h"
+#include "recap.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+
+#define OK(expr) assert_int_equal((expr), RECAP_SUCCESS)
+
+static void reset(void) {
+  recap__fake_reset(NULL);
+  recap_clear_last_error();
+}
+
+static recap_memory_stats_t stats(void) {
+  recap_memory_stats_t s;
+  OK(recap_memory_stats(-1, &s));
+  return s;
+}
+
+static void check(void) {
+  recap_status_t s = recap_memory_check();
+  if (s != RECAP_SUCCESS) fail_msg("checker: %s", recap_last_error());
+}
+
+static recap_pool_info_t pool_info(recap_pool_id_t id) {
+  recap_pool_info_t info;
+  OK(recap_pool_info(id, &info));
+  return info;
+}
+
+/* Begin a capture on s and route it to pool, as a graph's capture_begin does. */
+static void capture_begin(recap_stream_t s, recap_pool_id_t pool, recap__capture_mode_t mode) {
+  assert_int_not_equal(recap__fake_capture_begin(s, mode), 0);
+  OK(recap_pool_route_begin(pool, s));
+}
+
+static void capture_end(recap_stream_t s, recap_pool_id_t pool) {
+  assert_true(recap__fake_capture_end(s));
+  OK(recap_pool_route_end(pool));
+}
+
+static void pool_handles_are_fresh(void **state) {
+  (void)state;
+  recap_pool_id_t a = recap_pool_handle(), b = recap_pool_handle();
+  assert_int_equal(a.a, 0);
+  assert_int_equal(b.a, 0);
+  assert_true(b.b > a.b);
+  recap_pool_id_t g = recap__pool_id_for_graph();
+  assert_true(g.a > 0);
+  assert_int_equal(g.b, 0);
+  assert_false(recap_pool_is_default(a));
+  assert_true(recap_pool_is_default((recap_pool_id_t){0, 0}));
+}
+
+static void routing_follows_the_capture(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new(), side = recap__fake_stream_new(),
+                 other = recap__fake_stream_new();
+  recap_pool_id_t pool = recap_pool_handle();
+  capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  assert_true(recap__fake_capture_join(side, s));
+  void *in_capture, *on_side, *outside;
+  OK(recap_malloc(&in_capture, 4096, s));
+  assert_int_equal(pool_info(pool).allocated_bytes, 4096);
+  OK(recap_malloc(&on_side, 4096, side)); /* joined: the capture's pool */
+  assert_int_equal(pool_info(pool).allocated_bytes, 8192);
+  OK(recap_malloc(&outside, 4096, other)); /* not in the capture: the default pool */
+  assert_int_equal(pool_info(pool).allocated_bytes, 8192);
+  assert_int_equal(pool_info((recap_pool_id_t){0, 0}).allocated_bytes, 4096);
+  /* Two streams in the pool (s and side): two small segments in the pool, one outside. */
+  assert_int_equal(pool_info(pool).segments, 2);
+  assert_int_equal(stats().segment[0].current, 3);
+  check();
+  capture_end(s, pool);
+  /* After the capture the same stream allocates from the default pool again. */
+  void *after;
+  OK(recap_malloc(&after, 4096, s));
+  assert_int_equal(pool_info(pool).allocated_bytes, 8192);
+  OK(recap_free(after));
+  OK(recap_free(outside));
+  OK(recap_free(on_side));
+  OK(recap_free(in_capture));
+  OK(recap_pool_release(pool));
+  check();
+}
+
+static void capture_frees_are_reused_within_the_capture(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_pool_id_t pool = recap_pool_handle();
+  capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  void *a, *b, *c;
+  OK(recap_malloc(&a, 256 * KiB, s));
+  OK(recap_malloc(&b, 256 * KiB, s));
+  OK(recap_free(a)); /* an intermediate, dead before the capture ends */
+  OK(recap_malloc(&c, 256 * KiB, s));
+  assert_ptr_equal(a, c);
+  assert_int_equal(pool_info(pool).segments, 1);
+  capture_end(s, pool);
+  /* A block freed into the pool is not handed to eager code on the default pool. */
+  OK(recap_free(b));
+  void *eager;
+  OK(recap_malloc(&eager, 256 * KiB, s));
+  assert_ptr_not_equal(eager, b);
+  assert_int_equal(pool_info((recap_pool_id_t){0, 0}).segments, 1);
+  OK(recap_free(eager));
+  OK(recap_free(c));
+  OK(recap_pool_release(pool));
+  check();
+}
+
+/* Two captures in a row, with eager default-pool work in between; the first one's intermediate
+ * is freed before its capture ends. Returns the private segments the two captures used. */
+static int64_t two_captures(bool share, void **out1, void **out2) {
+  recap_stream_t s = recap__fake_stream_new();
+  recap_pool_id_t p1 = recap_pool_handle();
+  recap_pool_id_t p2 = share ? p1 : recap_pool_handle();
+  void *tmp, *eager;
+
+  capture_begin(s, p1, RECAP__CAPTURE_MODE_GLOBAL);
+  OK(recap_malloc(&tmp, 700 * KiB, s));
+  OK(recap_malloc(out1, 512, s));
+  OK(recap_free(tmp));
+  capture_end(s, p1);
+
+  OK(recap_malloc(&eager, 700 * KiB, s)); /* default pool traffic in between */
+  OK(recap_free(eager));
+
+  capture_begin(s, p2, RECAP__CAPTURE_MODE_GLOBAL);
+  OK(recap_malloc(&tmp, 700 * KiB, s));
+  OK(recap_malloc(out2, 512, s));
+  OK(recap_free(tmp));
+  capture_end(s, p2);
+
+  int64_t segments = pool_info(p1).segments + (share ? 0 : pool_info(p2).segments);
+  check();
+  OK(recap_free(*out1));
+  OK(recap_free(*out2));
+  OK(recap_pool_release(p1));
+  OK(recap_pool_release(p2));
+  OK(recap_empty_cache());
+  return segments;
+}
+
+static void sharing_a_pool_saves_a_segment(void **state) {
+  (void)state;
+  void *a1, *a2, *b1, *b2;
+  reset();
+  int64_t separate = two_captures(false, &a1, &a2);
+  reset();
+  int64_t shared = two_captures(true, &b1, &b2);
+  assert_int_equal(separate, 2);
+  assert_int_equal(shared, 1);
+  assert_int_equal(separate - shared, 1);
+}
+
+static void pool_memory_returns_after_last_reference_and_block(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_pool_id_t pool = recap_pool_handle();
+  void *out1, *out2;
+  /* Two graphs share the pool: each capture takes a reference. */
+  capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  OK(recap_malloc(&out1, 1000, s));
+  capture_end(s, pool);
+  capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  OK(recap_malloc(&out2, 3 * MiB, s));
+  capture_end(s, pool);
+  assert_int_equal(pool_info(pool).references, 2);
+  assert_int_equal(pool_info(pool).segments, 2);
+  assert_int_equal(pool_info(pool).reserved_bytes, 22 * MiB);
+
+  OK(recap_free(out2)); /* its segment is free but the pool is referenced */
+  OK(recap_empty_cache());
+  assert_int_equal(pool_info(pool).segments, 2);
+
+  OK(recap_pool_release(pool));
+  OK(recap_empty_cache());
+  assert_int_equal(pool_info(pool).segments, 2); /* one reference left */
+
+  OK(recap_pool_release(pool));
+  OK(recap_empty_cache());
+  /* No reference: the free segment went back, the one holding out1 stays. */
+  assert_int_equal(pool_info(pool).references, 0);
+  assert_int_equal(pool_info(pool).segments, 1);
+  assert_int_equal(stats().reserved_bytes[0].current, 2 * MiB);
+  check();
+
+  /* out1 is still valid; freed, it returns to the pool, not to the default pool... */
+  memset(out1, 0x5a, 1000);
+  OK(recap_free(out1));
+  assert_int_equal(pool_info((recap_pool_id_t){0, 0}).segments, 0);
+  void *eager;
+  OK(recap_malloc(&eager, 1000, s));
+  assert_ptr_not_equal(eager, out1);
+  OK(recap_free(eager));
+  /* ...and goes back to the driver with the pool on the next empty_cache. */
+  OK(recap_empty_cache());
+  recap_pool_info_t info;
+  assert_int_equal(recap_pool_info(pool, &info), RECAP_ERROR_NOT_FOUND);
+  assert_int_equal(stats().reserved_bytes[0].current, 0);
+  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  check();
+}
+
+static void releasing_an_empty_pool_deletes_it(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_pool_id_t pool = recap_pool_handle();
+  capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  capture_end(s, pool);
+  OK(recap_pool_release(pool));
+  recap_pool_info_t info;
+  assert_int_equal(recap_pool_info(pool, &info), RECAP_ERROR_NOT_FOUND);
+  assert_int_equal(recap_pool_release(pool), RECAP_ERROR_INVALID_USAGE);
+}
+
+static void other_stream_blocks_held_until_capture_ends(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new(), reader = recap__fake_stream_new();
+  recap_pool_id_t pool = recap_pool_handle();
+  capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  assert_true(recap__fake_capture_join(reader, s));
+  void *a, *b;
+  OK(recap_malloc(&a, 8192, s));
+  OK(recap_record_stream(a, reader));
+  int64_t events = recap__fake_live_events();
+  OK(recap_free(a)); /* no event may be recorded now: the block waits */
+  assert_int_equal(recap__fake_live_events(), events);
+  assert_int_equal(stats().active[0].current, 1);
+  OK(recap_malloc(&b, 8192, s));
+  assert_ptr_not_equal(a, b); /* held back: not reused inside the capture */
+  check();
+  capture_end(s, pool);
+  /* Now it got its event on the reader stream; once that stream finished, it is free. */
+  recap__fake_stream_complete(reader);
+  void *c;
+  OK(recap_free(b));
+  OK(recap_malloc(&c, 8192, recap__fake_stream_new())); /* processes events */
+  assert_int_equal(stats().active[0].current, 1);
+  OK(recap_free(c));
+  OK(recap_pool_release(pool));
+  OK(recap_empty_cache());
+  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  check();
+}
+
+static void new_segment_in_global_capture_keeps_it_valid(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_pool_id_t pool = recap_pool_handle();
+  capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  void *a, *b;
+  OK(recap_malloc(&a, 5 * MiB, s)); /* a new segment: allocated in relaxed mode */
+  OK(recap_malloc(&b, 100, s));
+  recap__capture_status_t status;
+  uint64_t id;
+  OK(recap__device()->stream_capture_info(s, &status, &id));
+  assert_int_equal(status, RECAP__CAPTURE_ACTIVE);
+  capture_end(s, pool);
+  OK(recap_free(a));
+  OK(recap_free(b));
+  OK(recap_pool_release(pool));
+  check();
+}
+
+static void out_of_memory_inside_a_capture(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_pool_id_t pool = recap_pool_handle();
+  void *cached;
+  OK(recap_malloc(&cached, 3 * MiB, s));
+  OK(recap_free(cached));
+  capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  void *p;
+  assert_int_equal(recap_malloc(&p, (size_t)1 << 40, s), RECAP_ERROR_OUT_OF_MEMORY);
+  assert_non_null(strstr(recap_last_error(), "out of memory"));
+  /* The retry freed the default pool's cached segment in relaxed mode: capture still valid. */
+  recap__capture_status_t status;
+  uint64_t id;
+  OK(recap__device()->stream_capture_info(s, &status, &id));
+  assert_int_equal(status, RECAP__CAPTURE_ACTIVE);
+  assert_int_equal(stats().segment[0].current, 0);
+  OK(recap_malloc(&p, 1000, s));
+  capture_end(s, pool);
+  OK(recap_free(p));
+  OK(recap_pool_release(pool));
+  OK(recap_empty_cache());
+  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  check();
+}
+
+static void routing_misuse_is_refused(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new(), t = recap__fake_stream_new();
+  recap_pool_id_t pool = recap_pool_handle();
+  assert_int_equal(recap_pool_route_begin(pool, s), RECAP_ERROR_INVALID_USAGE);
+  assert_non_null(strstr(recap_last_error(), "not capturing"));
+  assert_int_not_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 0);
+  assert_int_equal(recap_pool_route_begin((recap_pool_id_t){0, 0}, s),
+                   RECAP_ERROR_INVALID_ARGUMENT);
+  OK(recap_pool_route_begin(pool, s));
+  /* The same capture cannot route twice, nor can one pool serve two captures at once. */
+  assert_int_equal(recap_pool_route_begin(recap_pool_handle(), s), RECAP_ERROR_INVALID_USAGE);
+  assert_int_not_equal(recap__fake_capture_begin(t, RECAP__CAPTURE_MODE_GLOBAL), 0);
+  assert_int_equal(recap_pool_route_begin(pool, t), RECAP_ERROR_INVALID_USAGE);
+  assert_non_null(strstr(recap_last_error(), "already routed"));
+  assert_true(recap__fake_capture_end(t));
+  /* Emptying the cache during a capture is refused. */
+  assert_int_equal(recap_empty_cache(), RECAP_ERROR_INVALID_USAGE);
+  assert_non_null(strstr(recap_last_error(), "capture is under way"));
+  capture_end(s, pool);
+  assert_int_equal(recap_pool_route_end(pool), RECAP_ERROR_INVALID_USAGE);
+  assert_int_equal(recap_pool_release(recap_pool_handle()), RECAP_ERROR_INVALID_USAGE);
+  OK(recap_pool_release(pool));
+  recap_pool_info_t info;
+  assert_int_equal(recap_pool_info(pool, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(recap_pool_info(pool, &info), RECAP_ERROR_NOT_FOUND);
+  check();
+}
+
+/* Two threads capture at once in thread-local mode, each into its own pool, allocating new
+ * segments and reusing blocks; both captures stay valid and keep to their pools. */
+typedef struct capture_job {
+  recap_stream_t stream;
+  recap_pool_id_t pool;
+  pthread_barrier_t *barrier;
+  void *kept;
+  int failures;
+} capture_job_t;
+
+static void *capture_thread(void *arg) {
+  capture_job_t *job = arg;
+  if (recap__fake_capture_begin(job->stream, RECAP__CAPTURE_MODE_THREAD_LOCAL) == 0) job->failures++;
+  if (recap_pool_route_begin(job->pool, job->stream) != RECAP_SUCCESS) job->failures++;
+  pthread_barrier_wait(job->barrier); /* both captures are under way from here */
+  for (int i = 0; i < 200; i++) {
+    void *p;
+    size_t size = (size_t)(i % 7 + 1) * 300 * KiB;
+    if (recap_malloc(&p, size, job->stream) != RECAP_SUCCESS) job->failures++;
+    if (i == 100) job->kept = p;
+    else if (recap_free(p) != RECAP_SUCCESS) job->failures++;
+  }
+  pthread_barrier_wait(job->barrier);
+  recap__capture_status_t status;
+  uint64_t id;
+  if (recap__device()->stream_capture_info(job->stream, &status, &id) != RECAP_SUCCESS ||
+      status != RECAP__CAPTURE_ACTIVE)
+    job->failures++;
+  if (!recap__fake_capture_end(job->stream)) job->failures++;
+  if (recap_pool_route_end(job->pool) != RECAP_SUCCESS) job->failures++;
+  return NULL;
+}
+
+static void two_thread_local_captures_at_once(void **state) {
+  (void)state;
+  reset();
+  pthread_barrier_t barrier;
+  pthread_barrier_init(&barrier, NULL, 2);
+  capture_job_t jobs[2];
+  pthread_t threads[2];
+  for (int i = 0; i < 2; i++) {
+    jobs[i] = (capture_job_t){recap__fake_stream_new(), recap_pool_handle(), &barrier, NULL, 0};
+    assert_int_equal(pthread_create(&threads[i], NULL, capture_thread, &jobs[i]), 0);
+  }
+  for (int i = 0; i < 2; i++) pthread_join(threads[i], NULL);
+  pthread_barrier_destroy(&barrier);
+  for (int i = 0; i < 2; i++) {
+    assert_int_equal(jobs[i].failures, 0);
+    recap_pool_info_t info = pool_info(jobs[i].pool);
+    void *base;
+    size_t size;
+    OK(recap_block_info(jobs[i].kept, &base, &size));
+    assert_int_equal(info.allocated_bytes, (int64_t)size); /* only the kept block */
+  }
+  assert_int_equal(pool_info((recap_pool_id_t){0, 0}).allocated_bytes, 0);
+  check();
+  for (int i = 0; i < 2; i++) {
+    OK(recap_free(jobs[i].kept));
+    OK(recap_pool_release(jobs[i].pool));
+  }
+  OK(recap_empty_cache());
+  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  check();
+}
+
+static void snapshot_names_private_pools(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_pool_id_t pool = recap_pool_handle();
+  capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  void *p;
+  OK(recap_malloc(&p, 1000, s));
+  char *json;
+  OK(recap_memory_snapshot_json(-1, &json));
+  char expected[64];
+  snprintf(expected, sizeof expected, "\"id\":[0,%llu],\"references\":1,\"routed\":true",
+           (unsigned long long)pool.b);
+  assert_non_null(strstr(json, expected));
+  recap_string_free(json);
+  capture_end(s, pool);
+  OK(recap_free(p));
+  OK(recap_pool_release(pool));
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(pool_handles_are_fresh),
+    cmocka_unit_test(routing_follows_the_capture),
+    cmocka_unit_test(capture_frees_are_reused_within_the_capture),
+    cmocka_unit_test(sharing_a_pool_saves_a_segment),
+    cmocka_unit_test(pool_memory_returns_after_last_reference_and_block),
+    cmocka_unit_test(releasing_an_empty_pool_deletes_it),
+    cmocka_unit_test(other_stream_blocks_held_until_capture_ends),
+    cmocka_unit_test(new_segment_in_global_capture_keeps_it_valid),
+    cmocka_unit_test(out_of_memory_inside_a_capture),
+    cmocka_unit_test(routing_misuse_is_refused),
+    cmocka_unit_test(two_thread_local_captures_at_once),
+    cmocka_unit_test(snapshot_names_private_pools),
+};
+
+int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }
