@@ -17,6 +17,8 @@
 #include <stdint.h>
 
 #include "recap.h"
+#include "recap/graph.h"
+#include "recap/inspect.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -74,6 +76,24 @@ typedef struct recap__device_ops {
                                         uint64_t *capture_id);
   /* Swap the calling thread's capture mode with *mode (cudaThreadExchangeStreamCaptureMode). */
   recap_status_t (*exchange_capture_mode)(recap__capture_mode_t *mode);
+
+  /* Graphs. begin_capture fails with RECAP_ERROR_INVALID_USAGE on the legacy default stream or
+   * a stream already capturing. end_capture hands back the template; if the capture was
+   * invalidated it fails with RECAP_ERROR_CAPTURE_INVALIDATED (the message names the CUDA
+   * error) and *graph is NULL; the stream is no longer capturing either way. */
+  recap_status_t (*stream_begin_capture)(recap_stream_t stream, recap__capture_mode_t mode);
+  recap_status_t (*stream_end_capture)(recap_stream_t stream, recap_cuda_graph_t *graph);
+  /* Instantiate with auto-free-on-launch and node priorities (PyTorch's flags). */
+  recap_status_t (*graph_instantiate)(recap_cuda_graph_exec_t *exec, recap_cuda_graph_t graph);
+  recap_status_t (*graph_launch)(recap_cuda_graph_exec_t exec, recap_stream_t stream);
+  recap_status_t (*graph_destroy)(recap_cuda_graph_t graph);
+  recap_status_t (*graph_exec_destroy)(recap_cuda_graph_exec_t exec);
+  recap_status_t (*graph_node_count)(recap_cuda_graph_t graph, size_t *count);
+  /* Graphviz DOT of the template, through the driver's verbose dump. */
+  recap_status_t (*graph_debug_dot)(recap_cuda_graph_t graph, const char *path);
+  /* Fill info (zeroed by the caller) with the template's nodes and edges. Arrays and strings
+   * are malloc'ed one by one; recap_graph_info_free releases them. */
+  recap_status_t (*graph_inspect)(recap_cuda_graph_t graph, recap_graph_info_t *info);
 } recap__device_ops_t;
 
 /* The seam in use. The first call picks the CUDA implementation unless a test installed the

@@ -1,0 +1,70 @@
+# RecapTesting.cmake — recap_add_test(): one executable per test source, one ctest test per
+# cmocka test in it.
+#
+# Each cmocka test runs in its own process (the executable is given the test's name), so a
+# crash or a GPU fault in one test cannot take the others with it, and ctest reports each test
+# by name. GPU tests exit with 77 when there is no device, which ctest shows as skipped.
+
+# recap_add_test(<source> [GPU] [TIMEOUT <seconds>] [LIBS <lib>...])
+#   GPU      the tests need a CUDA device: label "gpu" instead of "cpu", skipped without one,
+#            and run one at a time (they may fill the device's memory).
+#   TIMEOUT  per test, default 300 seconds.
+#   LIBS     more libraries to link.
+function(recap_add_test source)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "GPU" "TIMEOUT" "LIBS")
+  if(arg_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "recap_add_test(${source}): unknown arguments ${arg_UNPARSED_ARGUMENTS}")
+  endif()
+  if(NOT arg_TIMEOUT)
+    set(arg_TIMEOUT 300)
+  endif()
+
+  get_filename_component(path "${source}" ABSOLUTE)
+  get_filename_component(exe "${source}" NAME_WE)
+  add_executable(${exe} "${source}")
+  target_link_libraries(${exe} PRIVATE recap_test_harness ${arg_LIBS})
+  target_compile_definitions(${exe} PRIVATE RECAP_TEST_NEEDS_GPU=$<BOOL:${arg_GPU}>)
+
+  # The test list is read from the source, so a new test means a new configure run.
+  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${path}")
+  recap__test_names("${path}" names)
+  if(NOT names)
+    message(FATAL_ERROR "${source}: no cmocka_unit_test(...) entries found")
+  endif()
+
+  if(arg_GPU)
+    set(label gpu)
+  else()
+    set(label cpu)
+  endif()
+  foreach(name IN LISTS names)
+    add_test(NAME ${exe}.${name} COMMAND ${exe} ${name})
+    set_tests_properties(${exe}.${name} PROPERTIES
+      LABELS ${label}
+      SKIP_RETURN_CODE 77
+      TIMEOUT ${arg_TIMEOUT})
+    if(arg_GPU)
+      set_tests_properties(${exe}.${name} PROPERTIES RESOURCE_LOCK gpu)
+    endif()
+  endforeach()
+endfunction()
+
+# The names inside cmocka_unit_test(NAME), cmocka_unit_test_setup_teardown(NAME, ...) and the
+# other cmocka_unit_test_* forms, in source order, with comments removed first so that a
+# commented-out test is not registered.
+function(recap__test_names path out_var)
+  file(READ "${path}" text)
+  string(REGEX REPLACE "/\\*([^*]|\\*+[^*/])*\\*+/" "" text "${text}")
+  string(REGEX REPLACE "//[^\n]*" "" text "${text}")
+  string(REGEX MATCHALL "cmocka_unit_test[a-z_]*[ \t\r\n]*\\([ \t\r\n]*[A-Za-z_][A-Za-z0-9_]*"
+         matches "${text}")
+  set(names "")
+  foreach(match IN LISTS matches)
+    string(REGEX REPLACE ".*\\([ \t\r\n]*" "" name "${match}")
+    if(name IN_LIST names)
+      message(FATAL_ERROR "${path}: test ${name} is listed twice")
+    endif()
+    list(APPEND names "${name}")
+  endforeach()
+  set(${out_var} "${names}" PARENT_SCOPE)
+endfunction()

@@ -1,0 +1,158 @@
+/*
+ * recap/graph.h — capture GPU work once, replay it for a few microseconds of CPU time.
+ *
+ * A recap graph wraps a CUDA graph and its executable (PyTorch's torch.cuda.CUDAGraph):
+ *
+ *     recap_graph_t g;
+ *     recap_graph_create(&g, 0);
+ *     recap_graph_capture_begin(g, stream, NULL);   // stream must not be the legacy default
+ *     enqueue_work(stream);                          // kernels, cuBLAS, copies, recap_malloc...
+ *     recap_graph_capture_end(g, stream);            // instantiates
+ *     for (;;) recap_graph_replay(g, stream);        // any stream
+ *     recap_graph_destroy(g);
+ *
+ * Memory allocated with recap_malloc during the capture comes from the graph's private pool and
+ * keeps its address for every replay. Several graphs may share a pool (opts.pool): replaying
+ * them in the order they were captured is then correct; another order may let one graph
+ * overwrite memory another still reads (the caller's duty, as in PyTorch).
+ */
+#ifndef RECAP_GRAPH_H
+#define RECAP_GRAPH_H
+
+#include "../recap.h"
+#include "alloc.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct recap_graph *recap_graph_t;
+
+/* The same types as CUDA's cudaGraph_t / CUgraph and cudaGraphExec_t / CUgraphExec. */
+typedef struct CUgraph_st *recap_cuda_graph_t;
+typedef struct CUgraphExec_st *recap_cuda_graph_exec_t;
+
+/* recap_graph_create flags. */
+enum {
+  /* Keep the captured template after capture_end: instantiate is then the caller's (or the
+   * first replay's), and recap_graph_raw / recap_graph_inspect / debug_dump can read it. */
+  RECAP_GRAPH_KEEP = 1u << 0
+};
+
+/* CUDA's stream capture modes. GLOBAL forbids unsafe calls (cudaMalloc, synchronisation...) in
+ * every thread while the capture runs; THREAD_LOCAL only in the capturing thread; RELAXED
+ * forbids nothing. */
+typedef enum recap_capture_mode {
+  RECAP_CAPTURE_MODE_GLOBAL = 0,
+  RECAP_CAPTURE_MODE_THREAD_LOCAL = 1,
+  RECAP_CAPTURE_MODE_RELAXED = 2
+} recap_capture_mode_t;
+
+/* Options of a capture. Start from RECAP_CAPTURE_OPTIONS_INIT, then set fields; the struct
+ * may grow at its end in later versions (the size field tells recap which version it is). */
+typedef struct recap_capture_options {
+  size_t size;               /* sizeof(recap_capture_options_t), set by the INIT macro */
+  recap_pool_id_t pool;      /* {0,0}: the graph makes a private pool of its own */
+  recap_capture_mode_t mode; /* default GLOBAL */
+  int check_input_liveness;  /* reserved for the input-liveness checks; must be 0 for now */
+} recap_capture_options_t;
+
+#define RECAP_CAPTURE_OPTIONS_INIT \
+  { sizeof(recap_capture_options_t), {0, 0}, RECAP_CAPTURE_MODE_GLOBAL, 0 }
+
+/* ------------------------------------------------------------------------------------------
+ * Lifetime
+ * ---------------------------------------------------------------------------------------- */
+
+/* Create an empty graph. flags: 0 or RECAP_GRAPH_KEEP. */
+RECAP_API recap_status_t recap_graph_create(recap_graph_t *graph, unsigned flags);
+/* Destroy the graph: its executable and template, and its reference to its pool (the pool's
+ * memory goes back on recap_empty_cache once no graph holds it and its blocks are freed).
+ * NULL is a no-op. A graph whose capture is under way is first reset (the capture is ended and
+ * thrown away). */
+RECAP_API recap_status_t recap_graph_destroy(recap_graph_t graph);
+
+/* ------------------------------------------------------------------------------------------
+ * Capture
+ * ---------------------------------------------------------------------------------------- */
+
+/* Begin capturing the work enqueued on stream (and on streams joined to it by events).
+ * options NULL means RECAP_CAPTURE_OPTIONS_INIT. Errors: the legacy default stream
+ * (RECAP_ERROR_INVALID_USAGE: capture on a stream you created), a stream already capturing, a
+ * graph already captured or capturing (reset it first). */
+RECAP_API recap_status_t recap_graph_capture_begin(recap_graph_t graph, recap_stream_t stream,
+                                                   const recap_capture_options_t *options);
+/* End the capture on the stream it began on. Unless the graph was created with KEEP, this
+ * instantiates the executable (auto-free-on-launch, node priorities) and drops the template.
+ * An empty capture warns through the log. If the capture was invalidated by an illegal call
+ * inside it, returns RECAP_ERROR_CAPTURE_INVALIDATED naming the CUDA error; the graph is then
+ * as if reset, with no pool reference left, and the stream can capture again. */
+RECAP_API recap_status_t recap_graph_capture_end(recap_graph_t graph, recap_stream_t stream);
+
+/* Instantiate (again) from the kept template: only for RECAP_GRAPH_KEEP graphs. The caller may
+ * change the template through recap_graph_raw in between. */
+RECAP_API recap_status_t recap_graph_instantiate(recap_graph_t graph);
+
+/* Launch the captured work on stream (any stream, the legacy default one included). Does not
+ * synchronise. A KEEP graph not yet instantiated is instantiated first. */
+RECAP_API recap_status_t recap_graph_replay(recap_graph_t graph, recap_stream_t stream);
+
+/* Back to a fresh graph: destroys the executable and template, drops the pool reference,
+ * abandons a capture under way. The graph can capture again afterwards. */
+RECAP_API recap_status_t recap_graph_reset(recap_graph_t graph);
+
+/* ------------------------------------------------------------------------------------------
+ * Accessors
+ * ---------------------------------------------------------------------------------------- */
+
+/* The pool the graph captured into; pass it to another capture to share memory. Valid after
+ * capture_begin. */
+RECAP_API recap_status_t recap_graph_pool(recap_graph_t graph, recap_pool_id_t *pool);
+/* The captured template (KEEP graphs only, after capture_end). Owned by the graph. */
+RECAP_API recap_status_t recap_graph_raw(recap_graph_t graph, recap_cuda_graph_t *cuda_graph);
+/* The executable, once instantiated. Owned by the graph. */
+RECAP_API recap_status_t recap_graph_raw_exec(recap_graph_t graph,
+                                              recap_cuda_graph_exec_t *cuda_graph_exec);
+/* Number of nodes of the template or, without one, of the executable's source at capture. */
+RECAP_API recap_status_t recap_graph_node_count(recap_graph_t graph, size_t *count);
+/* Write the template (KEEP graphs) as Graphviz DOT through the driver's verbose dump. */
+RECAP_API recap_status_t recap_graph_debug_dump(recap_graph_t graph, const char *path);
+
+/* *capturing = 1 if a capture is under way on stream. Never creates a CUDA context: with no
+ * context it reports 0. */
+RECAP_API recap_status_t recap_stream_is_capturing(recap_stream_t stream, int *capturing);
+
+/* 1 when RECAP_DISABLE_GRAPHS=1 (read once): capture scopes and graphed callables then run
+ * eagerly. */
+RECAP_API int recap_graphs_disabled(void);
+
+/* ------------------------------------------------------------------------------------------
+ * Capture scope (the seed's `with torch.cuda.graph(g):`)
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct recap_scope_options {
+  size_t size;               /* sizeof(recap_scope_options_t), set by the INIT macro */
+  recap_stream_t stream;     /* NULL: recap's shared side stream */
+  recap_pool_id_t pool;      /* as in recap_capture_options_t */
+  recap_capture_mode_t mode; /* as in recap_capture_options_t */
+} recap_scope_options_t;
+
+#define RECAP_SCOPE_OPTIONS_INIT \
+  { sizeof(recap_scope_options_t), NULL, {0, 0}, RECAP_CAPTURE_MODE_GLOBAL }
+
+/* Synchronise the device, give unused cached memory back, and begin capturing on the given
+ * stream or recap's shared side stream; *stream receives the stream to enqueue work on.
+ * options NULL means defaults. With graphs disabled (RECAP_DISABLE_GRAPHS=1) nothing is
+ * captured: the work enqueued on *stream runs eagerly, and replaying the graph later returns
+ * RECAP_ERROR_INVALID_USAGE (check recap_graphs_disabled() and run the work again instead). */
+RECAP_API recap_status_t recap_capture_scope_begin(recap_graph_t graph,
+                                                   const recap_scope_options_t *options,
+                                                   recap_stream_t *stream);
+/* End the scope's capture (recap_graph_capture_end on the scope's stream). */
+RECAP_API recap_status_t recap_capture_scope_end(recap_graph_t graph);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RECAP_GRAPH_H */

@@ -1,0 +1,347 @@
+/*
+ * graph.c — the recap graph: capture into a private pool, instantiate, replay, reset.
+ *
+ * The state machine is PyTorch's CUDAGraph: FRESH --capture_begin--> CAPTURING --capture_end-->
+ * CAPTURED (--reset--> FRESH). capture_begin opens a CUDA capture, learns its id, and routes the
+ * allocator's allocations for that id to the graph's pool; capture_end closes both and, unless
+ * the template is kept, instantiates. Every failure leaves the graph in a state the user can
+ * recover from with reset (or needs nothing at all): no route, pool reference or registry entry
+ * outlives the capture that made it.
+ */
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc/alloc_internal.h"
+#include "core/error.h"
+#include "graph/graph_internal.h"
+#include "graph/registry.h"
+
+/* ------------------------------------------------------------------------------------------
+ * Kill switch
+ * ---------------------------------------------------------------------------------------- */
+
+static _Atomic int disabled_state = -1; /* -1: not read yet */
+static _Atomic int disabled_override = -1;
+
+void recap__graphs_disabled_override(int disabled) { atomic_store(&disabled_override, disabled); }
+
+int recap_graphs_disabled(void) {
+  int forced = atomic_load(&disabled_override);
+  if (forced >= 0) return forced;
+  int state = atomic_load(&disabled_state);
+  if (state < 0) {
+    const char *env = getenv("RECAP_DISABLE_GRAPHS");
+    state = env && strcmp(env, "1") == 0;
+    atomic_store(&disabled_state, state);
+  }
+  return state;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Lifetime
+ * ---------------------------------------------------------------------------------------- */
+
+recap_status_t recap__graph_check(recap_graph_t graph, const char *function) {
+  if (!graph)
+    return recap__error(RECAP_ERROR_INVALID_ARGUMENT, "%s: graph is NULL", function);
+  if (graph->magic != RECAP__GRAPH_MAGIC)
+    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                        "%s: %p is not a live recap graph (destroyed, or not made by "
+                        "recap_graph_create)",
+                        function, (void *)graph);
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_graph_create(recap_graph_t *graph, unsigned flags) {
+  RECAP__ARG(graph != NULL, "recap_graph_create: graph is NULL");
+  *graph = NULL;
+  RECAP__ARG((flags & ~(unsigned)RECAP_GRAPH_KEEP) == 0,
+             "recap_graph_create: unknown flags 0x%x (only RECAP_GRAPH_KEEP is defined)", flags);
+  recap_graph_t g = calloc(1, sizeof *g);
+  if (!g) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graph_create: out of host memory");
+  g->magic = RECAP__GRAPH_MAGIC;
+  g->flags = flags;
+  *graph = g;
+  return RECAP_SUCCESS;
+}
+
+/* Stop routing and forget the capture in the registry. */
+static void close_capture_bookkeeping(recap_graph_t g) {
+  recap__pool_route_end(g->device, g->pool);
+  recap__registry_remove(g->capture_id);
+  g->capture_stream = NULL;
+  g->capture_id = 0;
+}
+
+static void release_pool(recap_graph_t g) {
+  if (g->holds_pool) recap__pool_release(g->device, g->pool);
+  g->holds_pool = false;
+}
+
+recap_status_t recap_graph_reset(recap_graph_t graph) {
+  RECAP__CHECK(recap__graph_check(graph, "recap_graph_reset"));
+  const recap__device_ops_t *dev = recap__device();
+  recap_status_t result = RECAP_SUCCESS, s;
+  if (graph->state == RECAP__GRAPH_CAPTURING) {
+    /* Abandon the capture: end it and throw its template away. */
+    recap_cuda_graph_t abandoned = NULL;
+    if (dev->stream_end_capture(graph->capture_stream, &abandoned) == RECAP_SUCCESS && abandoned)
+      dev->graph_destroy(abandoned);
+    close_capture_bookkeeping(graph);
+  }
+  if (graph->exec && (s = dev->graph_exec_destroy(graph->exec)) != RECAP_SUCCESS) result = s;
+  if (graph->template_graph && (s = dev->graph_destroy(graph->template_graph)) != RECAP_SUCCESS)
+    result = s;
+  graph->exec = NULL;
+  graph->template_graph = NULL;
+  release_pool(graph);
+  graph->state = RECAP__GRAPH_FRESH;
+  graph->node_count = 0;
+  graph->scope_stream = NULL;
+  memset(&graph->pool, 0, sizeof graph->pool);
+  return result;
+}
+
+recap_status_t recap_graph_destroy(recap_graph_t graph) {
+  if (!graph) return RECAP_SUCCESS;
+  RECAP__CHECK(recap__graph_check(graph, "recap_graph_destroy"));
+  recap_status_t s = recap_graph_reset(graph);
+  graph->magic = 0;
+  free(graph);
+  return s;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Capture
+ * ---------------------------------------------------------------------------------------- */
+
+static const char *state_advice(recap__graph_state_t state) {
+  switch (state) {
+    case RECAP__GRAPH_CAPTURING: return "a capture is already under way on this graph";
+    case RECAP__GRAPH_CAPTURED:
+      return "this graph already holds a capture; call recap_graph_reset() to capture again";
+    case RECAP__GRAPH_EAGER:
+      return "this graph ran a capture scope eagerly (graphs disabled); reset it first";
+    case RECAP__GRAPH_FRESH: break;
+  }
+  return "";
+}
+
+recap_status_t recap_graph_capture_begin(recap_graph_t graph, recap_stream_t stream,
+                                         const recap_capture_options_t *options) {
+  RECAP__CHECK(recap__graph_check(graph, "recap_graph_capture_begin"));
+  recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
+  if (options) {
+    RECAP__ARG(options->size >= offsetof(recap_capture_options_t, check_input_liveness) &&
+                   options->size <= sizeof opts,
+               "recap_graph_capture_begin: options->size is %zu; start the options from "
+               "RECAP_CAPTURE_OPTIONS_INIT",
+               options->size);
+    memcpy(&opts, options, options->size);
+  }
+  RECAP__ARG(opts.mode >= RECAP_CAPTURE_MODE_GLOBAL && opts.mode <= RECAP_CAPTURE_MODE_RELAXED,
+             "recap_graph_capture_begin: capture mode %d is not one of GLOBAL, THREAD_LOCAL, "
+             "RELAXED",
+             (int)opts.mode);
+  if (opts.check_input_liveness)
+    return recap__error(RECAP_ERROR_NOT_SUPPORTED,
+                        "recap_graph_capture_begin: input-liveness checks are not available in "
+                        "this version");
+  if (graph->state != RECAP__GRAPH_FRESH)
+    return recap__error(RECAP_ERROR_INVALID_USAGE, "recap_graph_capture_begin: %s",
+                        state_advice(graph->state));
+  if (stream == NULL)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_graph_capture_begin: cannot capture on the legacy default stream; "
+                        "capture on a stream you created (cudaStreamCreateWithFlags(&s, "
+                        "cudaStreamNonBlocking)), or use recap_capture_scope_begin, which "
+                        "provides one. Replaying on the default stream is fine");
+
+  const recap__device_ops_t *dev = recap__device();
+  int device;
+  RECAP__CHECK(dev->get_device(&device));
+  recap_pool_id_t pool = recap_pool_is_default(opts.pool) ? recap__pool_id_for_graph() : opts.pool;
+
+  RECAP__CHECK(dev->stream_begin_capture(stream, (recap__capture_mode_t)opts.mode));
+  recap__capture_status_t status;
+  uint64_t id = 0;
+  recap_status_t s = dev->stream_capture_info(stream, &status, &id);
+  if (s == RECAP_SUCCESS && status != RECAP__CAPTURE_ACTIVE)
+    s = recap__error(RECAP_ERROR_INTERNAL, "recap_graph_capture_begin: the capture did not start");
+  if (s == RECAP_SUCCESS) s = recap__pool_route_begin(device, pool, id);
+  if (s == RECAP_SUCCESS) {
+    s = recap__registry_add(id, graph);
+    if (s != RECAP_SUCCESS) {
+      recap__pool_route_end(device, pool);
+      recap__pool_release(device, pool);
+    }
+  }
+  if (s != RECAP_SUCCESS) {
+    recap_cuda_graph_t abandoned = NULL;
+    if (dev->stream_end_capture(stream, &abandoned) == RECAP_SUCCESS && abandoned)
+      dev->graph_destroy(abandoned);
+    return s;
+  }
+  graph->device = device;
+  graph->pool = pool;
+  graph->holds_pool = true;
+  graph->capture_stream = stream;
+  graph->capture_id = id;
+  graph->state = RECAP__GRAPH_CAPTURING;
+  return RECAP_SUCCESS;
+}
+
+static recap_status_t instantiate(recap_graph_t g) {
+  const recap__device_ops_t *dev = recap__device();
+  if (g->exec) {
+    RECAP__CHECK(dev->graph_exec_destroy(g->exec));
+    g->exec = NULL;
+  }
+  return dev->graph_instantiate(&g->exec, g->template_graph);
+}
+
+recap_status_t recap_graph_capture_end(recap_graph_t graph, recap_stream_t stream) {
+  RECAP__CHECK(recap__graph_check(graph, "recap_graph_capture_end"));
+  if (graph->state != RECAP__GRAPH_CAPTURING)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_graph_capture_end: no capture is under way on this graph "
+                        "(call recap_graph_capture_begin first)");
+  if (stream != graph->capture_stream)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_graph_capture_end: the capture began on stream %p but is being "
+                        "ended on stream %p; end it on the stream it began on (the capture is "
+                        "still under way)",
+                        (void *)graph->capture_stream, (void *)stream);
+  const recap__device_ops_t *dev = recap__device();
+  recap_cuda_graph_t template_graph = NULL;
+  recap_status_t s = dev->stream_end_capture(stream, &template_graph);
+  close_capture_bookkeeping(graph);
+  if (s != RECAP_SUCCESS) {
+    /* Invalidated or failed: nothing of the capture survives, the graph is fresh again. The
+     * seam's message names the CUDA error; keep it while the bookkeeping is undone. */
+    release_pool(graph);
+    graph->state = RECAP__GRAPH_FRESH;
+    memset(&graph->pool, 0, sizeof graph->pool);
+    return s;
+  }
+  graph->template_graph = template_graph;
+  size_t nodes = 0;
+  if (dev->graph_node_count(template_graph, &nodes) == RECAP_SUCCESS) graph->node_count = nodes;
+  if (nodes == 0)
+    RECAP__WARN("the capture recorded no work: the graph is empty (did the work go to another "
+                "stream than the capturing one?)");
+  graph->state = RECAP__GRAPH_CAPTURED;
+  if (graph->flags & RECAP_GRAPH_KEEP) return RECAP_SUCCESS;
+  s = instantiate(graph);
+  dev->graph_destroy(graph->template_graph);
+  graph->template_graph = NULL;
+  if (s != RECAP_SUCCESS) {
+    release_pool(graph);
+    graph->state = RECAP__GRAPH_FRESH;
+    memset(&graph->pool, 0, sizeof graph->pool);
+  }
+  return s;
+}
+
+recap_status_t recap_graph_instantiate(recap_graph_t graph) {
+  RECAP__CHECK(recap__graph_check(graph, "recap_graph_instantiate"));
+  if (!(graph->flags & RECAP_GRAPH_KEEP))
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_graph_instantiate: the graph was created without "
+                        "RECAP_GRAPH_KEEP, so capture_end instantiated it already and dropped "
+                        "the template");
+  if (graph->state != RECAP__GRAPH_CAPTURED || !graph->template_graph)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_graph_instantiate: nothing was captured yet (capture_begin and "
+                        "capture_end must succeed first)");
+  return instantiate(graph);
+}
+
+recap_status_t recap_graph_replay(recap_graph_t graph, recap_stream_t stream) {
+  RECAP__CHECK(recap__graph_check(graph, "recap_graph_replay"));
+  if (graph->state != RECAP__GRAPH_CAPTURED) {
+    if (graph->state == RECAP__GRAPH_EAGER)
+      return recap__error(RECAP_ERROR_INVALID_USAGE,
+                          "recap_graph_replay: graphs are disabled (RECAP_DISABLE_GRAPHS=1), so "
+                          "the capture scope ran its work eagerly and there is nothing to "
+                          "replay; run the work again instead (see recap_graphs_disabled())");
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_graph_replay: nothing was captured yet (capture_begin and "
+                        "capture_end must succeed first)");
+  }
+  if (!graph->exec) RECAP__CHECK(instantiate(graph));
+  return recap__device()->graph_launch(graph->exec, stream);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Accessors
+ * ---------------------------------------------------------------------------------------- */
+
+recap_status_t recap_graph_pool(recap_graph_t graph, recap_pool_id_t *pool) {
+  RECAP__CHECK(recap__graph_check(graph, "recap_graph_pool"));
+  RECAP__ARG(pool != NULL, "recap_graph_pool: pool is NULL");
+  if (graph->state != RECAP__GRAPH_CAPTURING && graph->state != RECAP__GRAPH_CAPTURED)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_graph_pool: the graph has no pool before capture_begin");
+  *pool = graph->pool;
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_graph_raw(recap_graph_t graph, recap_cuda_graph_t *cuda_graph) {
+  RECAP__CHECK(recap__graph_check(graph, "recap_graph_raw"));
+  RECAP__ARG(cuda_graph != NULL, "recap_graph_raw: cuda_graph is NULL");
+  *cuda_graph = NULL;
+  if (!(graph->flags & RECAP_GRAPH_KEEP))
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_graph_raw: the template is kept only for graphs created with "
+                        "RECAP_GRAPH_KEEP");
+  if (!graph->template_graph)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_graph_raw: nothing was captured yet");
+  *cuda_graph = graph->template_graph;
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_graph_raw_exec(recap_graph_t graph, recap_cuda_graph_exec_t *cuda_graph_exec) {
+  RECAP__CHECK(recap__graph_check(graph, "recap_graph_raw_exec"));
+  RECAP__ARG(cuda_graph_exec != NULL, "recap_graph_raw_exec: cuda_graph_exec is NULL");
+  *cuda_graph_exec = NULL;
+  if (!graph->exec)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_graph_raw_exec: the graph is not instantiated yet (capture_end "
+                        "does it, or recap_graph_instantiate for RECAP_GRAPH_KEEP graphs)");
+  *cuda_graph_exec = graph->exec;
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_graph_node_count(recap_graph_t graph, size_t *count) {
+  RECAP__CHECK(recap__graph_check(graph, "recap_graph_node_count"));
+  RECAP__ARG(count != NULL, "recap_graph_node_count: count is NULL");
+  if (graph->state != RECAP__GRAPH_CAPTURED)
+    return recap__error(RECAP_ERROR_INVALID_USAGE, "recap_graph_node_count: nothing captured yet");
+  if (graph->template_graph) RECAP__CHECK(recap__device()->graph_node_count(graph->template_graph, &graph->node_count));
+  *count = graph->node_count;
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_graph_debug_dump(recap_graph_t graph, const char *path) {
+  RECAP__CHECK(recap__graph_check(graph, "recap_graph_debug_dump"));
+  RECAP__ARG(path != NULL, "recap_graph_debug_dump: path is NULL");
+  if (!(graph->flags & RECAP_GRAPH_KEEP) || !graph->template_graph)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_graph_debug_dump: needs the kept template: create the graph with "
+                        "RECAP_GRAPH_KEEP and dump it after capture_end");
+  return recap__device()->graph_debug_dot(graph->template_graph, path);
+}
+
+recap_status_t recap_stream_is_capturing(recap_stream_t stream, int *capturing) {
+  RECAP__ARG(capturing != NULL, "recap_stream_is_capturing: capturing is NULL");
+  *capturing = 0;
+  recap__capture_status_t status;
+  uint64_t id;
+  RECAP__CHECK(recap__device()->stream_capture_info(stream, &status, &id));
+  *capturing = status != RECAP__CAPTURE_NONE;
+  return RECAP_SUCCESS;
+}

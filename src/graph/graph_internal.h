@@ -1,0 +1,50 @@
+/*
+ * graph_internal.h — the recap graph object, shared by graph.c (lifetime, capture, replay),
+ * scope.c (the capture scope) and inspect.c (introspection), and by the layers built on graphs.
+ */
+#ifndef RECAP_GRAPH_INTERNAL_H
+#define RECAP_GRAPH_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "device/device.h"
+#include "recap.h"
+#include "recap/graph.h"
+
+typedef enum recap__graph_state {
+  RECAP__GRAPH_FRESH = 0, /* nothing captured */
+  RECAP__GRAPH_CAPTURING, /* between capture_begin and capture_end */
+  RECAP__GRAPH_CAPTURED,  /* a template and/or an executable exist */
+  RECAP__GRAPH_EAGER      /* a capture scope ran eagerly (graphs disabled) */
+} recap__graph_state_t;
+
+enum { RECAP__GRAPH_MAGIC = 0x72636170 /* "rcap" */ };
+
+struct recap_graph {
+  uint32_t magic; /* RECAP__GRAPH_MAGIC while alive: catches foreign and destroyed handles */
+  unsigned flags;
+  recap__graph_state_t state;
+  int device;
+  recap_stream_t capture_stream;
+  uint64_t capture_id;
+  recap_pool_id_t pool;
+  bool holds_pool; /* a reference to `pool` is ours to release */
+  recap_cuda_graph_t template_graph;
+  recap_cuda_graph_exec_t exec;
+  size_t node_count;
+  recap_stream_t scope_stream; /* set while a capture scope is open */
+};
+
+/* Argument check shared by every entry point: a live graph handle. */
+recap_status_t recap__graph_check(recap_graph_t graph, const char *function);
+
+/* The side stream of the current device that capture scopes use when given none. */
+recap_status_t recap__side_stream(recap_stream_t *stream);
+/* Forget the side streams (tests, after the fake device was reset). */
+void recap__side_streams_forget(void);
+
+/* For tests: override RECAP_DISABLE_GRAPHS (-1 restores reading the environment). */
+void recap__graphs_disabled_override(int disabled);
+
+#endif /* RECAP_GRAPH_INTERNAL_H */

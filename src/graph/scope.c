@@ -1,0 +1,93 @@
+/*
+ * scope.c — the capture scope (the seed's `with torch.cuda.graph(g):`) and the library-owned
+ * side streams it captures on when given none.
+ *
+ * Beginning a scope synchronises the device and gives unused cached memory back first, as the
+ * seed does: the capture then starts from a quiet device, and memory eager code freed just
+ * before is not mistaken for the graph's.
+ */
+#include <pthread.h>
+#include <string.h>
+
+#include "alloc/alloc_internal.h"
+#include "core/error.h"
+#include "graph/graph_internal.h"
+
+static pthread_mutex_t side_lock = PTHREAD_MUTEX_INITIALIZER;
+static recap_stream_t side_streams[RECAP__MAX_DEVICES];
+static const recap__device_ops_t *side_owner; /* the seam the streams were made with */
+
+void recap__side_streams_forget(void) {
+  pthread_mutex_lock(&side_lock);
+  for (int i = 0; i < RECAP__MAX_DEVICES; i++) side_streams[i] = NULL;
+  side_owner = NULL;
+  pthread_mutex_unlock(&side_lock);
+}
+
+recap_status_t recap__side_stream(recap_stream_t *stream) {
+  const recap__device_ops_t *dev = recap__device();
+  int device;
+  RECAP__CHECK(dev->get_device(&device));
+  if (device < 0 || device >= RECAP__MAX_DEVICES)
+    return recap__error(RECAP_ERROR_NOT_SUPPORTED, "device %d is out of recap's range", device);
+  recap_status_t s = RECAP_SUCCESS;
+  pthread_mutex_lock(&side_lock);
+  if (side_owner != dev) {
+    for (int i = 0; i < RECAP__MAX_DEVICES; i++) side_streams[i] = NULL;
+    side_owner = dev;
+  }
+  if (!side_streams[device]) s = dev->stream_create(&side_streams[device]);
+  *stream = side_streams[device];
+  pthread_mutex_unlock(&side_lock);
+  return s;
+}
+
+recap_status_t recap_capture_scope_begin(recap_graph_t graph, const recap_scope_options_t *options,
+                                         recap_stream_t *stream) {
+  RECAP__CHECK(recap__graph_check(graph, "recap_capture_scope_begin"));
+  RECAP__ARG(stream != NULL, "recap_capture_scope_begin: stream is NULL");
+  *stream = NULL;
+  recap_scope_options_t opts = RECAP_SCOPE_OPTIONS_INIT;
+  if (options) {
+    RECAP__ARG(options->size >= offsetof(recap_scope_options_t, mode) + sizeof options->mode &&
+                   options->size <= sizeof opts,
+               "recap_capture_scope_begin: options->size is %zu; start the options from "
+               "RECAP_SCOPE_OPTIONS_INIT",
+               options->size);
+    memcpy(&opts, options, options->size);
+  }
+  if (graph->state != RECAP__GRAPH_FRESH)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_capture_scope_begin: the graph is not fresh; call "
+                        "recap_graph_reset() first");
+  recap_stream_t s = opts.stream;
+  if (!s) RECAP__CHECK(recap__side_stream(&s));
+  if (recap_graphs_disabled()) {
+    graph->state = RECAP__GRAPH_EAGER;
+    graph->scope_stream = s;
+    *stream = s;
+    return RECAP_SUCCESS;
+  }
+  RECAP__CHECK(recap__device()->device_synchronize());
+  /* Another thread may be capturing: then the cache stays, which is only less tidy. */
+  if (recap_empty_cache() != RECAP_SUCCESS)
+    RECAP__DEBUG("capture scope: the cache was not emptied (%s)", recap_last_error());
+  recap_capture_options_t copts = RECAP_CAPTURE_OPTIONS_INIT;
+  copts.pool = opts.pool;
+  copts.mode = opts.mode;
+  RECAP__CHECK(recap_graph_capture_begin(graph, s, &copts));
+  graph->scope_stream = s;
+  *stream = s;
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_capture_scope_end(recap_graph_t graph) {
+  RECAP__CHECK(recap__graph_check(graph, "recap_capture_scope_end"));
+  if (!graph->scope_stream)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_capture_scope_end: no capture scope is open on this graph");
+  recap_stream_t s = graph->scope_stream;
+  graph->scope_stream = NULL;
+  if (graph->state == RECAP__GRAPH_EAGER) return RECAP_SUCCESS;
+  return recap_graph_capture_end(graph, s);
+}

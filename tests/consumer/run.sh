@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# run.sh — install recap from its build tree and build a separate project against the install.
+#
+#   run.sh <recap build dir> <work dir> [config]
+#
+# Installs into <work dir>/prefix, then builds and runs tests/consumer three ways: through
+# find_package(recap CONFIG) with recap::recap_static, with recap::recap (shared, found through
+# the rpath CMake sets), and, where pkg-config is installed, by hand from recap.pc --static.
+# Environment: CMAKE (the cmake to use), CMAKE_GENERATOR and CC are passed on to the builds.
+set -euo pipefail
+
+build=$1
+work=$2
+config=${3:-}
+here=$(cd "$(dirname "$0")" && pwd)
+cmake=${CMAKE:-cmake}
+prefix=$work/prefix
+
+step() { printf '\n== %s\n' "$*"; }
+
+# Dynamic dependencies of a program, one name a line.
+needed() { readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p'; }
+
+# The program must run, must not need libcuda, and needs librecap.so exactly when shared.
+check_program() {
+  local program=$1 link=$2
+  "$program"
+  local libs
+  libs=$(needed "$program")
+  if grep -q '^libcuda\.so' <<<"$libs"; then
+    echo "FAIL: $program needs libcuda" >&2
+    exit 1
+  fi
+  if [[ $link == shared ]] && ! grep -q '^librecap\.so' <<<"$libs"; then
+    echo "FAIL: $program should need librecap.so; it needs: $libs" >&2
+    exit 1
+  fi
+  if [[ $link == static ]] && grep -q '^librecap\.so' <<<"$libs"; then
+    echo "FAIL: $program should not need librecap.so" >&2
+    exit 1
+  fi
+}
+
+rm -rf "$work"
+mkdir -p "$work"
+
+step "install $build into $prefix"
+"$cmake" --install "$build" --prefix "$prefix" ${config:+--config "$config"}
+
+for link in static shared; do
+  step "find_package(recap CONFIG), $link"
+  dir=$work/build-$link
+  "$cmake" -S "$here" -B "$dir" -DCMAKE_PREFIX_PATH="$prefix" -DRECAP_LINK="$link" \
+    -DCMAKE_BUILD_TYPE=Release
+  "$cmake" --build "$dir"
+  check_program "$dir/consumer" "$link"
+done
+
+if command -v pkg-config >/dev/null; then
+  pc=$(find "$prefix" -name recap.pc -print -quit)
+  export PKG_CONFIG_PATH=$(dirname "$pc")
+  cc=${CC:-cc}
+  flags=(-std=c11 -Wall -Wextra -Wpedantic -Werror)
+
+  step "pkg-config --static: $(pkg-config --cflags --libs --static recap)"
+  # -lrecap would pick librecap.so where both libraries are installed; name the archive.
+  libs=()
+  for flag in $(pkg-config --libs --static recap); do
+    [[ $flag == -lrecap ]] && flag=-l:librecap.a
+    libs+=("$flag")
+  done
+  read -ra cflags <<<"$(pkg-config --cflags recap)"
+  "$cc" "${flags[@]}" "${cflags[@]}" "$here/main.c" -o "$work/consumer-pc-static" "${libs[@]}"
+  check_program "$work/consumer-pc-static" static
+
+  step "pkg-config (shared): $(pkg-config --cflags --libs recap)"
+  libdir=$(pkg-config --variable=libdir recap)
+  read -ra libs <<<"$(pkg-config --libs recap)"
+  "$cc" "${flags[@]}" "${cflags[@]}" "$here/main.c" -o "$work/consumer-pc-shared" "${libs[@]}" \
+    "-Wl,-rpath,$libdir"
+  check_program "$work/consumer-pc-shared" shared
+else
+  step "pkg-config not installed: recap.pc not checked"
+fi
+
+step "consumer: all builds ran"

@@ -1,0 +1,68 @@
+/*
+ * harness.c — recap_test_main(): test selection by name, --list, and the GPU skip.
+ */
+#include "harness.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void usage(const char *program) {
+  fprintf(stderr,
+          "usage: %s [--list | TEST]\n"
+          "  no argument  run every test\n"
+          "  TEST         run the test of that name\n"
+          "  --list       print the test names, one a line\n",
+          program);
+}
+
+static const char *base_name(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+int recap_test_main(int argc, char **argv, const struct CMUnitTest *tests, size_t count,
+                    int needs_gpu) {
+  const char *program = argc > 0 ? base_name(argv[0]) : "test";
+  const char *only = NULL;
+
+  if (argc > 2) {
+    usage(program);
+    return 2;
+  }
+  if (argc == 2) {
+    if (strcmp(argv[1], "--list") == 0) {
+      for (size_t i = 0; i < count; i++) printf("%s\n", tests[i].name);
+      return 0;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+      usage(program);
+      return 0;
+    }
+    only = argv[1];
+    /* cmocka's filter is a pattern and runs nothing when nothing matches; a name that is not
+     * in the list must fail loudly instead, or a renamed test would pass silently. */
+    size_t i = 0;
+    while (i < count && strcmp(tests[i].name, only) != 0) i++;
+    if (i == count) {
+      fprintf(stderr, "%s: no test named '%s' (--list prints the names)\n", program, only);
+      return 2;
+    }
+  }
+
+  if (needs_gpu) {
+    int devices = 0;
+    if (recap_device_count(&devices) != RECAP_SUCCESS) {
+      printf("SKIP: %s\n", recap_last_error()[0] ? recap_last_error() : "no CUDA device");
+      return RECAP_TEST_SKIP;
+    }
+    if (devices < 1) {
+      printf("SKIP: no CUDA device\n");
+      return RECAP_TEST_SKIP;
+    }
+  }
+
+  if (only) cmocka_set_test_filter(only);
+  /* cmocka returns the number of failed tests; 77 failures must not read as "skipped". */
+  int failed = _cmocka_run_group_tests(program, tests, count, NULL, NULL);
+  return failed == 0 ? 0 : 1;
+}

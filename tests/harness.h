@@ -1,0 +1,50 @@
+/*
+ * harness.h — the shared main() of recap's cmocka tests.
+ *
+ * Every test program lists its tests in a CMUnitTest array and hands it to recap_test_main().
+ * ctest runs each test in its own process by passing its name (see cmake/RecapTesting.cmake,
+ * which reads the names from the cmocka_unit_test(...) entries of the source), so a crash or a
+ * GPU fault in one test cannot poison the next. Run a program with no argument to run all of its
+ * tests, with a name to run one, or with --list to print the names.
+ */
+#ifndef RECAP_TEST_HARNESS_H
+#define RECAP_TEST_HARNESS_H
+
+/* cmocka.h expects these to be included first. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "recap.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The exit status that ctest reports as "skipped" (SKIP_RETURN_CODE). */
+#define RECAP_TEST_SKIP 77
+
+/* Run tests[0..count) as argv asks: all of them (no argument), the one named argv[1], or none
+ * with "--list", which prints one name a line. With needs_gpu set and no usable device
+ * (recap_device_count fails or finds none), prints "SKIP: <reason>" and returns
+ * RECAP_TEST_SKIP without running anything. Returns 0 when every test run passed, 1 when one
+ * failed, 2 for a bad command line (an unknown test name included). */
+int recap_test_main(int argc, char **argv, const struct CMUnitTest *tests, size_t count,
+                    int needs_gpu);
+
+/* recap_test_main over a whole array, with needs_gpu from the build: recap_add_test(... GPU)
+ * defines RECAP_TEST_NEEDS_GPU to 1, otherwise it is 0. */
+#ifndef RECAP_TEST_NEEDS_GPU
+#  define RECAP_TEST_NEEDS_GPU 0
+#endif
+#define RECAP_TEST_RUN(argc, argv, tests) \
+  recap_test_main((argc), (argv), (tests), sizeof(tests) / sizeof((tests)[0]), RECAP_TEST_NEEDS_GPU)
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RECAP_TEST_HARNESS_H */
