@@ -128,5 +128,7 @@ RECAP_API const char *recap_device_backend(void);
 
 #include "recap/options.h"
 #include "recap/alloc.h"
+#include "recap/graph.h"
+#include "recap/inspect.h"
 
 #endif /* RECAP_H */

@@ -12,8 +12,10 @@
 #include <cmocka.h>
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "device/fake.h"
 #include "harness.h"
@@ -262,7 +264,7 @@ static void stream_create_destroy(void **state) {
   /* A capturing stream cannot be destroyed; the attempt invalidates the capture. */
   recap_stream_t c = recap__fake_stream_new();
   assert_int_not_equal(recap__fake_capture_begin(c, RECAP__CAPTURE_MODE_GLOBAL), 0);
-  assert_int_equal(ops->stream_destroy(c), RECAP_ERROR_CUDA);
+  assert_int_equal(ops->stream_destroy(c), RECAP_ERROR_CAPTURE_INVALIDATED);
   assert_last_error_has("cudaErrorStreamCaptureUnsupported");
   assert_int_equal(capture_status(c, NULL), RECAP__CAPTURE_INVALIDATED);
   assert_false(recap__fake_capture_end(c));
@@ -347,9 +349,9 @@ static void events_refused_on_capturing_streams(void **state) {
 
   /* Recording on the capturing stream, or on a stream joined to it, is refused. */
   recap_clear_last_error();
-  assert_int_equal(ops->event_record(e, s), RECAP_ERROR_CUDA);
+  assert_int_equal(ops->event_record(e, s), RECAP_ERROR_CAPTURE_INVALIDATED);
   assert_last_error_has("cudaErrorStreamCaptureUnsupported");
-  assert_int_equal(ops->event_record(e, side), RECAP_ERROR_CUDA);
+  assert_int_equal(ops->event_record(e, side), RECAP_ERROR_CAPTURE_INVALIDATED);
   assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_ACTIVE);
   /* Other streams are free to record and query. */
   assert_int_equal(ops->event_record(e, other), RECAP_SUCCESS);
@@ -358,11 +360,11 @@ static void events_refused_on_capturing_streams(void **state) {
   /* Querying an event recorded on a now capturing stream is refused and invalidates. */
   bool done = true;
   recap_clear_last_error();
-  assert_int_equal(ops->event_query(before, &done), RECAP_ERROR_CUDA);
+  assert_int_equal(ops->event_query(before, &done), RECAP_ERROR_CAPTURE_INVALIDATED);
   assert_last_error_has("cudaErrorStreamCaptureUnsupported");
   assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_INVALIDATED);
-  assert_int_equal(ops->event_synchronize(before), RECAP_ERROR_CUDA);
-  assert_int_equal(ops->stream_synchronize(side), RECAP_ERROR_CUDA);
+  assert_int_equal(ops->event_synchronize(before), RECAP_ERROR_CAPTURE_INVALIDATED);
+  assert_int_equal(ops->stream_synchronize(side), RECAP_ERROR_CAPTURE_INVALIDATED);
   assert_false(recap__fake_capture_end(s));
 
   /* After the capture everything is allowed again. */
@@ -385,7 +387,7 @@ static void malloc_during_capture(void **state) {
   /* Global capture: an unrelaxed cudaMalloc fails and invalidates it. */
   assert_int_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 1);
   recap_clear_last_error();
-  assert_int_equal(ops->raw_malloc(&p, 4096), RECAP_ERROR_CUDA);
+  assert_int_equal(ops->raw_malloc(&p, 4096), RECAP_ERROR_CAPTURE_INVALIDATED);
   assert_null(p);
   assert_last_error_has("cudaErrorStreamCaptureUnsupported");
   assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_INVALIDATED);
@@ -404,10 +406,10 @@ static void malloc_during_capture(void **state) {
   assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_ACTIVE);
 
   /* cudaFree and device-wide synchronisation are unsafe too. */
-  assert_int_equal(ops->raw_free(early), RECAP_ERROR_CUDA);
+  assert_int_equal(ops->raw_free(early), RECAP_ERROR_CAPTURE_INVALIDATED);
   assert_last_error_has("cudaErrorStreamCaptureUnsupported");
   assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_INVALIDATED);
-  assert_int_equal(ops->device_synchronize(), RECAP_ERROR_CUDA);
+  assert_int_equal(ops->device_synchronize(), RECAP_ERROR_CAPTURE_INVALIDATED);
   assert_false(recap__fake_capture_end(s));
   assert_int_equal(ops->device_synchronize(), RECAP_SUCCESS);
 
@@ -486,7 +488,7 @@ static void thread_local_capture(void **state) {
   assert_int_equal(main_malloc_status, RECAP_SUCCESS);
   assert_int_equal(status_after_main_malloc, RECAP__CAPTURE_ACTIVE);
   /* ...but the capturing thread itself may not call cudaMalloc. */
-  assert_int_equal(t.own_malloc, RECAP_ERROR_CUDA);
+  assert_int_equal(t.own_malloc, RECAP_ERROR_CAPTURE_INVALIDATED);
   assert_null(t.ptr);
   assert_false(t.ended);
   assert_int_equal(recap__fake_bytes_in_use(0), 0);
@@ -498,7 +500,7 @@ static void global_capture_in_other_thread(void **state) {
   capture_thread_t t = {.stream = recap__fake_stream_new(), .mode = RECAP__CAPTURE_MODE_GLOBAL};
   run_with_capture_thread(&t, main_thread_mallocs);
   /* A global capture in any thread forbids a global-mode thread's cudaMalloc. */
-  assert_int_equal(main_malloc_status, RECAP_ERROR_CUDA);
+  assert_int_equal(main_malloc_status, RECAP_ERROR_CAPTURE_INVALIDATED);
   assert_int_equal(status_after_main_malloc, RECAP__CAPTURE_INVALIDATED);
   assert_false(t.ended);
 
@@ -511,7 +513,7 @@ static void global_capture_in_other_thread(void **state) {
   assert_int_equal(ops->exchange_capture_mode(&mode), RECAP_SUCCESS);
   assert_int_equal(main_malloc_status, RECAP_SUCCESS);
   assert_int_equal(status_after_main_malloc, RECAP__CAPTURE_ACTIVE);
-  assert_int_equal(u.own_malloc, RECAP_ERROR_CUDA);
+  assert_int_equal(u.own_malloc, RECAP_ERROR_CAPTURE_INVALIDATED);
   assert_false(u.ended);
 }
 
@@ -566,10 +568,453 @@ static void threads_stress(void **state) {
   assert_int_equal(recap__fake_calls(RECAP__FAKE_FAULT_EVENT_RECORD), THREADS * 4000);
 }
 
+/* ---- graphs ----------------------------------------------------------------------------- */
+
+static recap_cuda_graph_t end_capture(recap_stream_t s) {
+  recap_cuda_graph_t g = NULL;
+  assert_int_equal(ops->stream_end_capture(s, &g), RECAP_SUCCESS);
+  assert_non_null(g);
+  return g;
+}
+
+static void assert_indices(const size_t *got, size_t count, const size_t *want, size_t want_count) {
+  assert_int_equal(count, want_count);
+  if (want_count == 0) assert_null(got);
+  for (size_t i = 0; i < want_count; i++) assert_int_equal(got[i], want[i]);
+}
+
+/* Reads a whole small file into buf; returns its length. */
+static size_t read_file(const char *path, char *buf, size_t size) {
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  size_t n = fread(buf, 1, size - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return n;
+}
+
+static void begin_capture_rules(void **state) {
+  (void)state;
+  recap__fake_reset(NULL);
+  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t side = recap__fake_stream_new();
+
+  /* The legacy stream is refused before the "device" is asked: no call is counted. */
+  recap_clear_last_error();
+  assert_int_equal(ops->stream_begin_capture(NULL, RECAP__CAPTURE_MODE_GLOBAL),
+                   RECAP_ERROR_INVALID_USAGE);
+  assert_last_error_has("legacy default stream");
+  assert_last_error_has("cudaStreamNonBlocking");
+  assert_int_equal(recap__fake_calls(RECAP__FAKE_FAULT_CAPTURE_BEGIN), 0);
+
+  assert_int_equal(ops->stream_begin_capture(s, (recap__capture_mode_t)9),
+                   RECAP_ERROR_INVALID_ARGUMENT);
+  recap_stream_t bogus = (recap_stream_t)&s;
+  assert_int_equal(ops->stream_begin_capture(bogus, RECAP__CAPTURE_MODE_GLOBAL), RECAP_ERROR_CUDA);
+  assert_last_error_has("cudaErrorInvalidResourceHandle");
+
+  /* The ops and the test controls drive the same captures and ids. */
+  assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
+  uint64_t id = 0;
+  assert_int_equal(capture_status(s, &id), RECAP__CAPTURE_ACTIVE);
+  assert_int_equal(id, 1);
+  assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL),
+                   RECAP_ERROR_INVALID_USAGE);
+  assert_last_error_has("already capturing");
+  assert_true(recap__fake_capture_join(side, s));
+  assert_int_equal(ops->stream_begin_capture(side, RECAP__CAPTURE_MODE_RELAXED),
+                   RECAP_ERROR_INVALID_USAGE);
+  assert_last_error_has("joined");
+  /* Refusals leave the capture intact. */
+  assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_ACTIVE);
+  assert_true(recap__fake_capture_end(s));
+  assert_int_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 2);
+  assert_true(recap__fake_capture_end(s));
+  assert_int_equal(recap__fake_calls(RECAP__FAKE_FAULT_CAPTURE_BEGIN), 5);
+}
+
+static void capture_builds_graph(void **state) {
+  (void)state;
+  recap__fake_reset(NULL);
+  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t side = recap__fake_stream_new();
+
+  assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
+  recap__fake_launch_kernel(s, "a");         /* 0 */
+  recap__fake_launch_kernel(s, "b");         /* 1 <- 0 */
+  assert_true(recap__fake_capture_join(side, s));
+  recap__fake_launch_kernel(side, "c");      /* 2 <- 1: the origin's last node at the join */
+  recap__fake_stream_enqueue(s);             /* 3 <- 1: "fake_kernel" */
+  recap__fake_launch_kernel(side, NULL);     /* 4 <- 2 */
+  recap__fake_launch_kernel(side, "q\"x\\"); /* 5 <- 4: a name DOT must escape */
+  recap_cuda_graph_t g = end_capture(s);
+  assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_NONE);
+  assert_int_equal(capture_status(side, NULL), RECAP__CAPTURE_NONE);
+  assert_int_equal(recap__fake_live_graphs(), 1);
+
+  size_t count = 0;
+  assert_int_equal(ops->graph_node_count(g, &count), RECAP_SUCCESS);
+  assert_int_equal(count, 6);
+  assert_int_equal(ops->graph_node_count(g, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+
+  recap_graph_info_t info;
+  memset(&info, 0, sizeof info);
+  assert_int_equal(ops->graph_inspect(g, &info), RECAP_SUCCESS);
+  assert_int_equal(info.node_count, 6);
+  assert_int_equal(info.edge_count, 5);
+  assert_false(info.tools_ids_available);
+  const char *names[] = {"a", "b", "c", "fake_kernel", "fake_kernel", "q\"x\\"};
+  for (size_t i = 0; i < 6; i++) {
+    const recap_graph_node_t *n = &info.nodes[i];
+    assert_int_equal(n->type, RECAP_NODE_KERNEL);
+    assert_string_equal(n->kernel_name, names[i]);
+    for (int d = 0; d < 3; d++) {
+      assert_int_equal(n->grid[d], 1);
+      assert_int_equal(n->block[d], 1);
+    }
+    assert_int_equal(n->shared_bytes, 0);
+    assert_int_equal(n->bytes, 0);
+    assert_null(n->annotation);
+    assert_false(n->has_tools_id);
+  }
+  assert_indices(info.nodes[0].dependencies, info.nodes[0].dependency_count, NULL, 0);
+  assert_indices(info.nodes[0].dependents, info.nodes[0].dependent_count, (size_t[]){1}, 1);
+  assert_indices(info.nodes[1].dependencies, info.nodes[1].dependency_count, (size_t[]){0}, 1);
+  assert_indices(info.nodes[1].dependents, info.nodes[1].dependent_count, (size_t[]){2, 3}, 2);
+  assert_indices(info.nodes[2].dependencies, info.nodes[2].dependency_count, (size_t[]){1}, 1);
+  assert_indices(info.nodes[2].dependents, info.nodes[2].dependent_count, (size_t[]){4}, 1);
+  assert_indices(info.nodes[3].dependencies, info.nodes[3].dependency_count, (size_t[]){1}, 1);
+  assert_indices(info.nodes[3].dependents, info.nodes[3].dependent_count, NULL, 0);
+  assert_indices(info.nodes[4].dependencies, info.nodes[4].dependency_count, (size_t[]){2}, 1);
+  assert_indices(info.nodes[4].dependents, info.nodes[4].dependent_count, (size_t[]){5}, 1);
+  assert_indices(info.nodes[5].dependencies, info.nodes[5].dependency_count, (size_t[]){4}, 1);
+  assert_indices(info.nodes[5].dependents, info.nodes[5].dependent_count, NULL, 0);
+  recap__graph_info_clear(&info);
+  assert_int_equal(info.node_count, 0);
+  assert_null(info.nodes);
+  assert_int_equal(info.edge_count, 0);
+  recap__graph_info_clear(&info); /* twice is harmless */
+  recap__graph_info_clear(NULL);
+  assert_int_equal(ops->graph_inspect(g, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+
+  /* DOT, and an unwritable path. */
+  char path[64], dot[1024];
+  snprintf(path, sizeof path, "/tmp/recap_fake_%ld.dot", (long)getpid());
+  assert_int_equal(ops->graph_debug_dot(g, path), RECAP_SUCCESS);
+  read_file(path, dot, sizeof dot);
+  remove(path);
+  assert_true(strncmp(dot, "digraph fake {", 14) == 0);
+  assert_non_null(strstr(dot, "n0 [label=\"0: kernel a\"];"));
+  assert_non_null(strstr(dot, "n5 [label=\"5: kernel q\\\"x\\\\\"];"));
+  assert_non_null(strstr(dot, "n1 -> n2;"));
+  assert_non_null(strstr(dot, "n1 -> n3;"));
+  assert_non_null(strstr(dot, "n4 -> n5;"));
+  assert_non_null(strstr(dot, "}\n"));
+  recap_clear_last_error();
+  assert_int_equal(ops->graph_debug_dot(g, "/nonexistent-recap-dir/g.dot"), RECAP_ERROR_IO);
+  assert_last_error_has("/nonexistent-recap-dir/g.dot");
+  assert_int_equal(ops->graph_debug_dot(g, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+
+  assert_int_equal(ops->graph_destroy(g), RECAP_SUCCESS);
+  assert_int_equal(recap__fake_live_graphs(), 0);
+  /* A destroyed or foreign graph is an invalid value, found without touching it. */
+  assert_int_equal(ops->graph_node_count(g, &count), RECAP_ERROR_CUDA);
+  assert_int_equal(ops->graph_inspect(g, &info), RECAP_ERROR_CUDA);
+  assert_int_equal(ops->graph_debug_dot(g, path), RECAP_ERROR_CUDA);
+  assert_int_equal(ops->graph_destroy(g), RECAP_ERROR_CUDA);
+  assert_last_error_has("cudaErrorInvalidValue");
+  assert_int_equal(ops->graph_destroy(NULL), RECAP_SUCCESS);
+}
+
+static void instantiate_and_launch(void **state) {
+  (void)state;
+  recap__fake_reset(NULL);
+  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t other = recap__fake_stream_new();
+  assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_THREAD_LOCAL), RECAP_SUCCESS);
+  for (int i = 0; i < 3; i++) recap__fake_stream_enqueue(s);
+  recap_cuda_graph_t g = end_capture(s);
+
+  recap_cuda_graph_exec_t x = NULL, y = NULL;
+  assert_int_equal(ops->graph_instantiate(&x, g), RECAP_SUCCESS);
+  assert_non_null(x);
+  assert_int_equal(ops->graph_instantiate(&y, g), RECAP_SUCCESS); /* as many as wanted */
+  assert_int_equal(recap__fake_live_execs(), 2);
+  assert_int_equal(ops->graph_instantiate(NULL, g), RECAP_ERROR_INVALID_ARGUMENT);
+  recap_cuda_graph_exec_t z = (recap_cuda_graph_exec_t)&z;
+  assert_int_equal(ops->graph_instantiate(&z, (recap_cuda_graph_t)&z), RECAP_ERROR_CUDA);
+  assert_null(z);
+
+  /* A launch is work on its stream: an event recorded after it waits for it. */
+  recap__event_t e;
+  assert_int_equal(ops->event_create(&e), RECAP_SUCCESS);
+  assert_int_equal(ops->graph_launch(x, other), RECAP_SUCCESS);
+  assert_int_equal(ops->event_record(e, other), RECAP_SUCCESS);
+  assert_false(query(e));
+  recap__fake_stream_complete(other);
+  assert_true(query(e));
+  assert_int_equal(recap__fake_graph_launches(), 1);
+
+  /* The template may go before its executables, which live on (as in CUDA). */
+  assert_int_equal(ops->graph_destroy(g), RECAP_SUCCESS);
+  assert_int_equal(recap__fake_live_graphs(), 0);
+  for (int i = 0; i < 3; i++) assert_int_equal(ops->graph_launch(x, s), RECAP_SUCCESS);
+  assert_int_equal(ops->graph_launch(y, NULL), RECAP_SUCCESS); /* the legacy stream is fine */
+  assert_int_equal(recap__fake_graph_launches(), 5);
+  assert_int_equal(ops->event_record(e, s), RECAP_SUCCESS);
+  assert_false(query(e));
+  assert_int_equal(ops->stream_synchronize(s), RECAP_SUCCESS);
+  assert_true(query(e));
+
+  /* An empty capture makes an empty graph, whose launches do nothing. */
+  assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_RELAXED), RECAP_SUCCESS);
+  recap_cuda_graph_t empty = end_capture(s);
+  size_t count = 99;
+  assert_int_equal(ops->graph_node_count(empty, &count), RECAP_SUCCESS);
+  assert_int_equal(count, 0);
+  recap_graph_info_t info;
+  memset(&info, 0, sizeof info);
+  assert_int_equal(ops->graph_inspect(empty, &info), RECAP_SUCCESS);
+  assert_int_equal(info.node_count, 0);
+  assert_null(info.nodes);
+  assert_int_equal(info.edge_count, 0);
+  recap_cuda_graph_exec_t ex;
+  assert_int_equal(ops->graph_instantiate(&ex, empty), RECAP_SUCCESS);
+  assert_int_equal(ops->graph_launch(ex, s), RECAP_SUCCESS);
+  assert_int_equal(ops->event_record(e, s), RECAP_SUCCESS);
+  recap__fake_stream_complete(s);
+  assert_true(query(e));
+  assert_int_equal(recap__fake_graph_launches(), 6);
+
+  assert_int_equal(ops->graph_exec_destroy(x), RECAP_SUCCESS);
+  assert_int_equal(ops->graph_exec_destroy(y), RECAP_SUCCESS);
+  assert_int_equal(ops->graph_exec_destroy(ex), RECAP_SUCCESS);
+  assert_int_equal(ops->graph_destroy(empty), RECAP_SUCCESS);
+  assert_int_equal(recap__fake_live_execs(), 0);
+  assert_int_equal(recap__fake_live_graphs(), 0);
+  assert_int_equal(ops->graph_launch(x, s), RECAP_ERROR_CUDA);
+  assert_int_equal(ops->graph_exec_destroy(x), RECAP_ERROR_CUDA);
+  assert_int_equal(ops->graph_exec_destroy(NULL), RECAP_SUCCESS);
+  assert_int_equal(recap__fake_graph_launches(), 6);
+  assert_int_equal(ops->event_destroy(e), RECAP_SUCCESS);
+}
+
+static void launch_into_capture(void **state) {
+  (void)state;
+  recap__fake_reset(NULL);
+  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t t = recap__fake_stream_new();
+  assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
+  recap__fake_launch_kernel(s, "inner");
+  recap_cuda_graph_t inner = end_capture(s);
+  recap_cuda_graph_exec_t x;
+  assert_int_equal(ops->graph_instantiate(&x, inner), RECAP_SUCCESS);
+
+  /* Launched on a capturing stream, a graph becomes a child-graph node and does not run. */
+  assert_int_equal(ops->stream_begin_capture(t, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
+  assert_int_equal(ops->graph_launch(x, t), RECAP_SUCCESS);
+  recap__fake_launch_kernel(t, "after");
+  recap_cuda_graph_t outer = end_capture(t);
+  assert_int_equal(recap__fake_graph_launches(), 0);
+  recap_graph_info_t info;
+  memset(&info, 0, sizeof info);
+  assert_int_equal(ops->graph_inspect(outer, &info), RECAP_SUCCESS);
+  assert_int_equal(info.node_count, 2);
+  assert_int_equal(info.nodes[0].type, RECAP_NODE_GRAPH);
+  assert_null(info.nodes[0].kernel_name);
+  assert_int_equal(info.nodes[0].grid[0], 0);
+  assert_int_equal(info.nodes[1].type, RECAP_NODE_KERNEL);
+  assert_string_equal(info.nodes[1].kernel_name, "after");
+  assert_indices(info.nodes[1].dependencies, info.nodes[1].dependency_count, (size_t[]){0}, 1);
+  assert_int_equal(info.edge_count, 1);
+  recap__graph_info_clear(&info);
+
+  char path[64], dot[512];
+  snprintf(path, sizeof path, "/tmp/recap_fake_outer_%ld.dot", (long)getpid());
+  assert_int_equal(ops->graph_debug_dot(outer, path), RECAP_SUCCESS);
+  read_file(path, dot, sizeof dot);
+  remove(path);
+  assert_non_null(strstr(dot, "n0 [label=\"0: graph\"];"));
+  assert_non_null(strstr(dot, "n1 [label=\"1: kernel after\"];"));
+
+  /* Into an invalidated capture, the launch fails as CUDA's does. */
+  assert_int_equal(ops->stream_begin_capture(t, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
+  recap__fake_capture_invalidate(t);
+  recap_clear_last_error();
+  assert_int_equal(ops->graph_launch(x, t), RECAP_ERROR_CAPTURE_INVALIDATED);
+  assert_last_error_has("cudaErrorStreamCaptureInvalidated");
+  assert_false(recap__fake_capture_end(t));
+
+  assert_int_equal(ops->graph_exec_destroy(x), RECAP_SUCCESS);
+  assert_int_equal(ops->graph_destroy(inner), RECAP_SUCCESS);
+  assert_int_equal(ops->graph_destroy(outer), RECAP_SUCCESS);
+}
+
+static void end_capture_errors(void **state) {
+  (void)state;
+  recap__fake_reset(NULL);
+  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t side = recap__fake_stream_new();
+  recap_cuda_graph_t g = (recap_cuda_graph_t)&g;
+
+  /* Not capturing, or no place for the graph. */
+  assert_int_equal(ops->stream_end_capture(s, &g), RECAP_ERROR_INVALID_USAGE);
+  assert_null(g);
+  assert_last_error_has("not capturing");
+  assert_int_equal(ops->stream_end_capture(NULL, &g), RECAP_ERROR_INVALID_USAGE);
+  assert_int_equal(ops->stream_end_capture((recap_stream_t)&g, &g), RECAP_ERROR_CUDA);
+  assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
+  assert_int_equal(ops->stream_end_capture(s, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_ACTIVE);
+
+  /* An illegal call invalidates the capture: ending it fails and names the cause, the stream
+   * stops capturing, no graph is left, and the stream can capture again. */
+  recap__fake_stream_enqueue(s);
+  void *p = &p;
+  assert_int_equal(ops->raw_malloc(&p, 4096), RECAP_ERROR_CAPTURE_INVALIDATED);
+  recap__fake_stream_enqueue(s); /* ignored: the capture records nothing more */
+  g = (recap_cuda_graph_t)&g;
+  recap_clear_last_error();
+  assert_int_equal(ops->stream_end_capture(s, &g), RECAP_ERROR_CAPTURE_INVALIDATED);
+  assert_null(g);
+  assert_int_equal(recap_last_status(), RECAP_ERROR_CAPTURE_INVALIDATED);
+  assert_last_error_has("cudaErrorStreamCaptureInvalidated");
+  assert_last_error_has("illegal call");
+  assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_NONE);
+  assert_int_equal(recap__fake_live_graphs(), 0);
+  assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
+  recap__fake_stream_enqueue(s);
+  g = end_capture(s);
+  size_t count = 0;
+  assert_int_equal(ops->graph_node_count(g, &count), RECAP_SUCCESS);
+  assert_int_equal(count, 1); /* nothing of the invalidated capture is carried over */
+  assert_int_equal(ops->graph_destroy(g), RECAP_SUCCESS);
+
+  /* Ending from a joined stream is unmatched: refused, and the capture is invalidated. */
+  assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
+  assert_true(recap__fake_capture_join(side, s));
+  recap_clear_last_error();
+  assert_int_equal(ops->stream_end_capture(side, &g), RECAP_ERROR_INVALID_USAGE);
+  assert_last_error_has("cudaErrorStreamCaptureUnmatched");
+  assert_int_equal(capture_status(side, NULL), RECAP__CAPTURE_INVALIDATED);
+  assert_int_equal(ops->stream_end_capture(s, &g), RECAP_ERROR_CAPTURE_INVALIDATED);
+  assert_int_equal(capture_status(side, NULL), RECAP__CAPTURE_NONE);
+  assert_int_equal(recap__fake_live_graphs(), 0);
+}
+
+typedef struct end_thread {
+  recap_stream_t stream;
+  recap_status_t status;
+  recap_cuda_graph_t graph;
+} end_thread_t;
+
+static void *end_thread_main(void *arg) {
+  end_thread_t *t = arg;
+  t->status = recap__fake_ops.stream_end_capture(t->stream, &t->graph);
+  return NULL;
+}
+
+static recap_status_t end_in_other_thread(recap_stream_t s, recap_cuda_graph_t *g) {
+  end_thread_t t = {.stream = s};
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, end_thread_main, &t), 0);
+  pthread_join(thread, NULL);
+  *g = t.graph;
+  return t.status;
+}
+
+static void end_capture_from_other_thread(void **state) {
+  (void)state;
+  recap__fake_reset(NULL);
+  recap_stream_t s = recap__fake_stream_new();
+  recap_cuda_graph_t g = NULL;
+
+  /* Global and thread-local captures must end in the thread that began them... */
+  for (int m = RECAP__CAPTURE_MODE_GLOBAL; m <= RECAP__CAPTURE_MODE_THREAD_LOCAL; m++) {
+    assert_int_equal(ops->stream_begin_capture(s, (recap__capture_mode_t)m), RECAP_SUCCESS);
+    recap__fake_stream_enqueue(s);
+    assert_int_equal(end_in_other_thread(s, &g), RECAP_ERROR_INVALID_USAGE);
+    assert_null(g);
+    /* ...and the attempt leaves the capture intact. */
+    assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_ACTIVE);
+    g = end_capture(s);
+    assert_int_equal(ops->graph_destroy(g), RECAP_SUCCESS);
+  }
+  /* A relaxed one may end anywhere. */
+  assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_RELAXED), RECAP_SUCCESS);
+  recap__fake_stream_enqueue(s);
+  assert_int_equal(end_in_other_thread(s, &g), RECAP_SUCCESS);
+  size_t count = 0;
+  assert_int_equal(ops->graph_node_count(g, &count), RECAP_SUCCESS);
+  assert_int_equal(count, 1);
+  assert_int_equal(ops->graph_destroy(g), RECAP_SUCCESS);
+  assert_int_equal(recap__fake_live_graphs(), 0);
+}
+
+/* Graphs, executables and captures under way all go with a reset (the leak check confirms). */
+static void reset_frees_graphs(void **state) {
+  (void)state;
+  recap__fake_reset(NULL);
+  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t t = recap__fake_stream_new();
+  assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
+  recap__fake_launch_kernel(s, "kept");
+  recap_cuda_graph_t g = end_capture(s);
+  recap_cuda_graph_exec_t x;
+  assert_int_equal(ops->graph_instantiate(&x, g), RECAP_SUCCESS);
+  assert_int_equal(ops->graph_launch(x, s), RECAP_SUCCESS);
+  assert_int_equal(ops->stream_begin_capture(t, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
+  recap__fake_launch_kernel(t, "pending");
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_LAUNCH, 1);
+
+  recap__fake_reset(NULL);
+  assert_int_equal(recap__fake_live_graphs(), 0);
+  assert_int_equal(recap__fake_live_execs(), 0);
+  assert_int_equal(recap__fake_graph_launches(), 0);
+  for (int k = 0; k < RECAP__FAKE_FAULT_KINDS; k++)
+    assert_int_equal(recap__fake_calls((recap__fake_fault_t)k), 0);
+  /* The armed fault went too. */
+  recap_stream_t u = recap__fake_stream_new();
+  assert_int_equal(ops->stream_begin_capture(u, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
+  g = end_capture(u);
+  assert_int_equal(ops->graph_instantiate(&x, g), RECAP_SUCCESS);
+  assert_int_equal(ops->graph_launch(x, u), RECAP_SUCCESS);
+  recap__fake_reset(NULL);
+}
+
 /* ---- fault injection -------------------------------------------------------------------- */
 
-/* One call of kind, cleaning up after itself on success. */
-static recap_status_t call_kind(recap__fake_fault_t kind, recap_stream_t s, recap__event_t e) {
+/* What the calls of every kind need, made before any fault is armed. */
+typedef struct fault_fixture {
+  recap_stream_t stream;
+  recap__event_t event;
+  recap_cuda_graph_t graph; /* two kernel nodes */
+  recap_cuda_graph_exec_t exec;
+} fault_fixture_t;
+
+static void fixture_make(fault_fixture_t *fx) {
+  fx->stream = recap__fake_stream_new();
+  assert_int_equal(ops->event_create(&fx->event), RECAP_SUCCESS);
+  /* Begun through the test control, so that only the end counts as a call. */
+  assert_int_not_equal(recap__fake_capture_begin(fx->stream, RECAP__CAPTURE_MODE_GLOBAL), 0);
+  recap__fake_stream_enqueue(fx->stream);
+  recap__fake_stream_enqueue(fx->stream);
+  assert_int_equal(ops->stream_end_capture(fx->stream, &fx->graph), RECAP_SUCCESS);
+  assert_int_equal(ops->graph_instantiate(&fx->exec, fx->graph), RECAP_SUCCESS);
+}
+
+static void fixture_free(fault_fixture_t *fx) {
+  assert_int_equal(ops->graph_exec_destroy(fx->exec), RECAP_SUCCESS);
+  assert_int_equal(ops->graph_destroy(fx->graph), RECAP_SUCCESS);
+  assert_int_equal(ops->event_destroy(fx->event), RECAP_SUCCESS);
+  assert_int_equal(recap__fake_live_graphs(), 0);
+  assert_int_equal(recap__fake_live_execs(), 0);
+}
+
+/* One call of kind, cleaning up after itself on success. Calls of other kinds it needs go
+ * through the test controls, which are not counted and never fail. */
+static recap_status_t call_kind(recap__fake_fault_t kind, fault_fixture_t *fx) {
+  recap_stream_t s = fx->stream;
   recap_status_t st = RECAP_SUCCESS;
   switch (kind) {
     case RECAP__FAKE_FAULT_RAW_MALLOC: {
@@ -585,12 +1030,41 @@ static recap_status_t call_kind(recap__fake_fault_t kind, recap_stream_t s, reca
       break;
     }
     case RECAP__FAKE_FAULT_EVENT_RECORD:
-      st = ops->event_record(e, s);
+      st = ops->event_record(fx->event, s);
       break;
     case RECAP__FAKE_FAULT_STREAM_CREATE: {
       recap_stream_t x;
       st = ops->stream_create(&x);
       if (st == RECAP_SUCCESS) ops->stream_destroy(x);
+      break;
+    }
+    case RECAP__FAKE_FAULT_CAPTURE_BEGIN:
+      st = ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL);
+      if (st == RECAP_SUCCESS) assert_true(recap__fake_capture_end(s));
+      assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_NONE);
+      break;
+    case RECAP__FAKE_FAULT_CAPTURE_END: {
+      assert_int_not_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 0);
+      recap__fake_stream_enqueue(s);
+      recap_cuda_graph_t g = (recap_cuda_graph_t)&g;
+      st = ops->stream_end_capture(s, &g);
+      if (st == RECAP_SUCCESS) assert_int_equal(ops->graph_destroy(g), RECAP_SUCCESS);
+      else assert_null(g);
+      /* Failed or not, the capture is over. */
+      assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_NONE);
+      break;
+    }
+    case RECAP__FAKE_FAULT_INSTANTIATE: {
+      recap_cuda_graph_exec_t x = (recap_cuda_graph_exec_t)&x;
+      st = ops->graph_instantiate(&x, fx->graph);
+      if (st == RECAP_SUCCESS) assert_int_equal(ops->graph_exec_destroy(x), RECAP_SUCCESS);
+      else assert_null(x);
+      break;
+    }
+    case RECAP__FAKE_FAULT_LAUNCH: {
+      uint64_t launches = recap__fake_graph_launches();
+      st = ops->graph_launch(fx->exec, s);
+      assert_int_equal(recap__fake_graph_launches(), launches + (st == RECAP_SUCCESS));
       break;
     }
     case RECAP__FAKE_FAULT_KINDS:
@@ -604,46 +1078,46 @@ static void fault_injection(void **state) {
   for (int k = 0; k < RECAP__FAKE_FAULT_KINDS; k++) {
     recap__fake_fault_t kind = (recap__fake_fault_t)k;
     recap__fake_reset(NULL);
-    recap_stream_t s = recap__fake_stream_new();
-    recap__event_t e;
-    assert_int_equal(ops->event_create(&e), RECAP_SUCCESS);
+    fault_fixture_t fx;
+    fixture_make(&fx);
     uint64_t base = recap__fake_calls(kind);
     recap_status_t expected =
         kind == RECAP__FAKE_FAULT_RAW_MALLOC ? RECAP_ERROR_OUT_OF_MEMORY : RECAP_ERROR_CUDA;
 
     /* Two calls before arming count, but do not shift the target. */
-    assert_int_equal(call_kind(kind, s, e), RECAP_SUCCESS);
-    assert_int_equal(call_kind(kind, s, e), RECAP_SUCCESS);
+    assert_int_equal(call_kind(kind, &fx), RECAP_SUCCESS);
+    assert_int_equal(call_kind(kind, &fx), RECAP_SUCCESS);
     recap__fake_fail_nth(kind, 3);
-    assert_int_equal(call_kind(kind, s, e), RECAP_SUCCESS);
-    assert_int_equal(call_kind(kind, s, e), RECAP_SUCCESS);
+    assert_int_equal(call_kind(kind, &fx), RECAP_SUCCESS);
+    assert_int_equal(call_kind(kind, &fx), RECAP_SUCCESS);
     recap_clear_last_error();
-    assert_int_equal(call_kind(kind, s, e), expected);
+    assert_int_equal(call_kind(kind, &fx), expected);
     assert_int_equal(recap_last_status(), expected);
     assert_last_error_has("fault injected");
     /* Once only. */
-    assert_int_equal(call_kind(kind, s, e), RECAP_SUCCESS);
-    assert_int_equal(call_kind(kind, s, e), RECAP_SUCCESS);
+    assert_int_equal(call_kind(kind, &fx), RECAP_SUCCESS);
+    assert_int_equal(call_kind(kind, &fx), RECAP_SUCCESS);
     assert_int_equal(recap__fake_calls(kind), base + 7);
 
     /* 1 fails the very next call; 0 disarms. */
     recap__fake_fail_nth(kind, 1);
-    assert_int_equal(call_kind(kind, s, e), expected);
+    assert_int_equal(call_kind(kind, &fx), expected);
     recap__fake_fail_nth(kind, 2);
     recap__fake_fail_nth(kind, 0);
-    assert_int_equal(call_kind(kind, s, e), RECAP_SUCCESS);
-    assert_int_equal(call_kind(kind, s, e), RECAP_SUCCESS);
+    assert_int_equal(call_kind(kind, &fx), RECAP_SUCCESS);
+    assert_int_equal(call_kind(kind, &fx), RECAP_SUCCESS);
     assert_int_equal(recap__fake_calls(kind), base + 10);
 
     /* Other kinds are unaffected by an armed fault. */
     recap__fake_fail_nth(kind, 1);
     for (int other = 0; other < RECAP__FAKE_FAULT_KINDS; other++)
-      if (other != k)
-        assert_int_equal(call_kind((recap__fake_fault_t)other, s, e), RECAP_SUCCESS);
-    assert_int_equal(call_kind(kind, s, e), expected);
+      if (other != k) assert_int_equal(call_kind((recap__fake_fault_t)other, &fx), RECAP_SUCCESS);
+    assert_int_equal(call_kind(kind, &fx), expected);
 
     assert_int_equal(recap__fake_bytes_in_use(0), 0);
-    assert_int_equal(ops->event_destroy(e), RECAP_SUCCESS);
+    assert_int_equal(recap__fake_live_graphs(), 1);
+    assert_int_equal(recap__fake_live_execs(), 1);
+    fixture_free(&fx);
     assert_int_equal(recap__fake_live_events(), 0);
   }
 
@@ -725,6 +1199,13 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(thread_local_capture),
     cmocka_unit_test(global_capture_in_other_thread),
     cmocka_unit_test(threads_stress),
+    cmocka_unit_test(begin_capture_rules),
+    cmocka_unit_test(capture_builds_graph),
+    cmocka_unit_test(instantiate_and_launch),
+    cmocka_unit_test(launch_into_capture),
+    cmocka_unit_test(end_capture_errors),
+    cmocka_unit_test(end_capture_from_other_thread),
+    cmocka_unit_test(reset_frees_graphs),
     cmocka_unit_test(fault_injection),
     cmocka_unit_test(reset_frees_everything),
 };

@@ -6,10 +6,12 @@
  * error to a recap status (recap__cuda_status_of).
  */
 #include <cuda_runtime_api.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
 #include "device/device.h"
@@ -320,6 +322,434 @@ static recap_status_t cuda_exchange_capture_mode(recap__capture_mode_t *mode) {
   return RECAP_SUCCESS;
 }
 
+/* ---- graphs ------------------------------------------------------------------------------- */
+
+static const char *capture_mode_text(recap__capture_mode_t mode) {
+  switch (mode) {
+    case RECAP__CAPTURE_MODE_GLOBAL: return "global";
+    case RECAP__CAPTURE_MODE_THREAD_LOCAL: return "thread-local";
+    case RECAP__CAPTURE_MODE_RELAXED: return "relaxed";
+  }
+  return "unknown";
+}
+
+static recap_status_t cuda_stream_begin_capture(recap_stream_t stream,
+                                                recap__capture_mode_t mode) {
+  /* CUDA refuses the legacy stream too, with a bare cudaErrorStreamCaptureUnsupported; say what
+   * to do instead, without touching CUDA. */
+  if (stream == NULL || stream == cudaStreamLegacy)
+    return RECAP__ERROR_AT(RECAP_ERROR_INVALID_USAGE,
+                           "cudaStreamBeginCapture: the legacy default stream (handle %p) "
+                           "cannot capture; capture on a stream you created (cudaStreamCreate, or "
+                           "cudaStreamCreateWithFlags with cudaStreamNonBlocking)",
+                           (void *)stream);
+  if (mode != RECAP__CAPTURE_MODE_GLOBAL && mode != RECAP__CAPTURE_MODE_THREAD_LOCAL &&
+      mode != RECAP__CAPTURE_MODE_RELAXED)
+    return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
+                           "cudaStreamBeginCapture: %d is not a capture mode", (int)mode);
+
+  /* A stream that captures already, its own capture or one it joined through an event wait,
+   * cannot begin another; ask first rather than let CUDA meddle with the capture under way. */
+  enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  CUDA_TRY_F(cudaStreamIsCapturing(stream, &st), "cudaStreamIsCapturing(stream %p)",
+             (void *)stream);
+  if (st != cudaStreamCaptureStatusNone)
+    return RECAP__ERROR_AT(RECAP_ERROR_INVALID_USAGE,
+                           "cudaStreamBeginCapture(stream %p): the stream is already capturing "
+                           "(its own capture, or one it joined by waiting on an event of a "
+                           "capturing stream)%s; end that capture first",
+                           (void *)stream,
+                           st == cudaStreamCaptureStatusInvalidated ? ", now invalidated" : "");
+
+  cudaError_t err = cudaStreamBeginCapture(stream, (enum cudaStreamCaptureMode)mode);
+  if (err == cudaErrorIllegalState) {
+    /* Another thread began a capture on it in between. */
+    (void)cudaGetLastError();
+    return RECAP__ERROR_AT(RECAP_ERROR_INVALID_USAGE,
+                           "cudaStreamBeginCapture(stream %p, %s mode) failed: "
+                           "cudaErrorIllegalState (the stream is already capturing)",
+                           (void *)stream, capture_mode_text(mode));
+  }
+  if (err != cudaSuccess)
+    return recap__cuda_fail((int)err, __FILE__, __LINE__,
+                            "cudaStreamBeginCapture(stream %p, %s mode)", (void *)stream,
+                            capture_mode_text(mode));
+  return RECAP_SUCCESS;
+}
+
+static recap_status_t cuda_stream_end_capture(recap_stream_t stream, recap_cuda_graph_t *graph) {
+  RECAP__ARG(graph != NULL, "cudaStreamEndCapture: graph is NULL");
+  *graph = NULL;
+  cudaGraph_t g = NULL;
+  cudaError_t err = cudaStreamEndCapture(stream, &g);
+  if (err == cudaSuccess && g) {
+    *graph = g;
+    return RECAP_SUCCESS;
+  }
+  /* No graph is handed out on failure; the documented behaviour is that CUDA gives none, and
+   * one it gave anyway would leak. */
+  if (g) (void)cudaGraphDestroy(g);
+  (void)cudaGetLastError();
+
+  switch (err) {
+    case cudaSuccess: /* no graph: the capture was invalidated */
+    case cudaErrorStreamCaptureInvalidated:
+      return RECAP__ERROR_AT(
+          RECAP_ERROR_CAPTURE_INVALIDATED,
+          "cudaStreamEndCapture(stream %p): the capture was invalidated "
+          "(cudaErrorStreamCaptureInvalidated%s): an illegal call was made while it ran: a "
+          "synchronous copy (cudaMemcpy), a synchronisation (cudaDeviceSynchronize, "
+          "cudaStreamSynchronize, cudaEventSynchronize or cudaEventQuery on captured work), "
+          "cudaMalloc or cudaFree while a global-mode capture runs, use of the legacy default "
+          "stream, ... The call that broke it returned an error of its own (often "
+          "cudaErrorStreamCaptureUnsupported); no graph was made and the stream no longer "
+          "captures",
+          (void *)stream, err == cudaSuccess ? ", reported as a NULL graph" : "");
+    case cudaErrorStreamCaptureWrongThread:
+      return RECAP__ERROR_AT(RECAP_ERROR_INVALID_USAGE,
+                             "cudaStreamEndCapture(stream %p) failed: "
+                             "cudaErrorStreamCaptureWrongThread: a capture begun in global or "
+                             "thread-local mode must be ended by the thread that began it (or "
+                             "begin it in relaxed mode)",
+                             (void *)stream);
+    case cudaErrorStreamCaptureUnmatched:
+      return RECAP__ERROR_AT(RECAP_ERROR_INVALID_USAGE,
+                             "cudaStreamEndCapture(stream %p) failed: "
+                             "cudaErrorStreamCaptureUnmatched: the capture was not begun on "
+                             "this stream; end it on the stream it began on (a side stream "
+                             "joined to a capture cannot end it)",
+                             (void *)stream);
+    case cudaErrorIllegalState:
+      return RECAP__ERROR_AT(RECAP_ERROR_INVALID_USAGE,
+                             "cudaStreamEndCapture(stream %p) failed: cudaErrorIllegalState: "
+                             "the stream is not capturing",
+                             (void *)stream);
+    default:
+      return recap__cuda_fail((int)err, __FILE__, __LINE__, "cudaStreamEndCapture(stream %p)",
+                              (void *)stream);
+  }
+}
+
+static recap_status_t cuda_graph_instantiate(recap_cuda_graph_exec_t *exec,
+                                             recap_cuda_graph_t graph) {
+  RECAP__ARG(exec != NULL, "cudaGraphInstantiateWithFlags: exec is NULL");
+  *exec = NULL;
+  RECAP__ARG(graph != NULL, "cudaGraphInstantiateWithFlags: graph is NULL");
+  cudaGraphExec_t e = NULL;
+  const unsigned long long flags = (unsigned long long)cudaGraphInstantiateFlagAutoFreeOnLaunch |
+                                   (unsigned long long)cudaGraphInstantiateFlagUseNodePriority;
+  CUDA_TRY_F(cudaGraphInstantiateWithFlags(&e, graph, flags),
+             "cudaGraphInstantiateWithFlags(graph %p, AutoFreeOnLaunch | UseNodePriority)",
+             (void *)graph);
+  *exec = e;
+  return RECAP_SUCCESS;
+}
+
+static recap_status_t cuda_graph_launch(recap_cuda_graph_exec_t exec, recap_stream_t stream) {
+  RECAP__ARG(exec != NULL, "cudaGraphLaunch: exec is NULL");
+  CUDA_TRY_F(cudaGraphLaunch(exec, stream), "cudaGraphLaunch(exec %p, stream %p)", (void *)exec,
+             (void *)stream);
+  return RECAP_SUCCESS;
+}
+
+/* Destroying NULL is a no-op, as free(NULL) is. */
+static recap_status_t cuda_graph_destroy(recap_cuda_graph_t graph) {
+  if (!graph) return RECAP_SUCCESS;
+  CUDA_TRY_F(cudaGraphDestroy(graph), "cudaGraphDestroy(%p)", (void *)graph);
+  return RECAP_SUCCESS;
+}
+
+static recap_status_t cuda_graph_exec_destroy(recap_cuda_graph_exec_t exec) {
+  if (!exec) return RECAP_SUCCESS;
+  CUDA_TRY_F(cudaGraphExecDestroy(exec), "cudaGraphExecDestroy(%p)", (void *)exec);
+  return RECAP_SUCCESS;
+}
+
+static recap_status_t cuda_graph_node_count(recap_cuda_graph_t graph, size_t *count) {
+  RECAP__ARG(count != NULL, "cudaGraphGetNodes: count is NULL");
+  *count = 0;
+  RECAP__ARG(graph != NULL, "cudaGraphGetNodes: graph is NULL");
+  size_t n = 0;
+  CUDA_TRY_F(cudaGraphGetNodes(graph, NULL, &n), "cudaGraphGetNodes(graph %p, NULL)",
+             (void *)graph);
+  *count = n;
+  return RECAP_SUCCESS;
+}
+
+static recap_status_t cuda_graph_debug_dot(recap_cuda_graph_t graph, const char *path) {
+  RECAP__ARG(graph != NULL, "cudaGraphDebugDotPrint: graph is NULL");
+  RECAP__ARG(path != NULL && path[0] != '\0', "cudaGraphDebugDotPrint: path is NULL or empty");
+  /* Open the file first, to report an unwritable path with the system's reason; CUDA would
+   * only say cudaErrorOperatingSystem. */
+  FILE *f = fopen(path, "w");
+  if (!f)
+    return RECAP__ERROR_AT(RECAP_ERROR_IO, "cudaGraphDebugDotPrint: cannot write \"%s\": %s",
+                           path, strerror(errno));
+  fclose(f);
+  cudaError_t err = cudaGraphDebugDotPrint(graph, path, cudaGraphDebugDotFlagsVerbose);
+  if (err == cudaErrorOperatingSystem) {
+    (void)cudaGetLastError();
+    return RECAP__ERROR_AT(RECAP_ERROR_IO,
+                           "cudaGraphDebugDotPrint(graph %p, \"%s\", verbose) failed: "
+                           "cudaErrorOperatingSystem (the file could not be written)",
+                           (void *)graph, path);
+  }
+  if (err != cudaSuccess)
+    return recap__cuda_fail((int)err, __FILE__, __LINE__,
+                            "cudaGraphDebugDotPrint(graph %p, \"%s\", verbose)", (void *)graph,
+                            path);
+  return RECAP_SUCCESS;
+}
+
+/* ---- graph inspection --------------------------------------------------------------------- */
+
+static recap_node_type_t node_type_of(enum cudaGraphNodeType t) {
+  switch (t) {
+    case cudaGraphNodeTypeKernel: return RECAP_NODE_KERNEL;
+    case cudaGraphNodeTypeMemcpy: return RECAP_NODE_MEMCPY;
+    case cudaGraphNodeTypeMemset: return RECAP_NODE_MEMSET;
+    case cudaGraphNodeTypeHost: return RECAP_NODE_HOST;
+    case cudaGraphNodeTypeGraph: return RECAP_NODE_GRAPH;
+    case cudaGraphNodeTypeEmpty: return RECAP_NODE_EMPTY;
+    case cudaGraphNodeTypeWaitEvent: return RECAP_NODE_WAIT_EVENT;
+    case cudaGraphNodeTypeEventRecord: return RECAP_NODE_EVENT_RECORD;
+    case cudaGraphNodeTypeMemAlloc: return RECAP_NODE_MEM_ALLOC;
+    case cudaGraphNodeTypeMemFree: return RECAP_NODE_MEM_FREE;
+    case cudaGraphNodeTypeConditional: return RECAP_NODE_CONDITIONAL;
+    default: return RECAP_NODE_OTHER; /* external semaphores, and kinds newer than recap */
+  }
+}
+
+static size_t mul_sat(size_t a, size_t b) {
+  if (a != 0 && b > SIZE_MAX / a) return SIZE_MAX;
+  return a * b;
+}
+
+static char *copy_string(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *c = malloc(n);
+  if (c) memcpy(c, s, n);
+  return c;
+}
+
+static recap_status_t host_oom(const char *what) {
+  return RECAP__ERROR_AT(RECAP_ERROR_OUT_OF_MEMORY, "graph inspection: out of host memory for %s",
+                         what);
+}
+
+/* Bytes an array element takes, from its channel format. */
+static recap_status_t array_element_bytes(cudaArray_t array, size_t *bytes) {
+  struct cudaChannelFormatDesc desc;
+  struct cudaExtent extent;
+  unsigned int flags = 0;
+  memset(&desc, 0, sizeof desc);
+  CUDA_TRY_F(cudaArrayGetInfo(&desc, &extent, &flags, array), "cudaArrayGetInfo(array %p)",
+             (void *)array);
+  int bits = desc.x + desc.y + desc.z + desc.w;
+  *bytes = bits > 0 ? (size_t)bits / 8 : 1;
+  return RECAP_SUCCESS;
+}
+
+static recap_status_t inspect_node(cudaGraphNode_t node, recap_graph_node_t *out) {
+  enum cudaGraphNodeType t;
+  CUDA_TRY_F(cudaGraphNodeGetType(node, &t), "cudaGraphNodeGetType(node %p)", (void *)node);
+  out->type = node_type_of(t);
+  switch (t) {
+    case cudaGraphNodeTypeKernel: {
+      recap__kernel_node_info_t k;
+      RECAP__CHECK(recap__driver_kernel_node_info(node, &k));
+      for (int i = 0; i < 3; i++) {
+        out->grid[i] = k.grid[i];
+        out->block[i] = k.block[i];
+      }
+      out->shared_bytes = k.shared_bytes;
+      if (k.name && !(out->kernel_name = copy_string(k.name))) return host_oom("a kernel name");
+      break;
+    }
+    case cudaGraphNodeTypeMemcpy: {
+      struct cudaMemcpy3DParms p;
+      memset(&p, 0, sizeof p);
+      CUDA_TRY_F(cudaGraphMemcpyNodeGetParams(node, &p), "cudaGraphMemcpyNodeGetParams(node %p)",
+                 (void *)node);
+      /* The extent's width is in bytes for linear memory and in elements for a CUDA array. */
+      size_t element = 1;
+      if (p.srcArray) RECAP__CHECK(array_element_bytes(p.srcArray, &element));
+      else if (p.dstArray) RECAP__CHECK(array_element_bytes(p.dstArray, &element));
+      out->bytes = mul_sat(mul_sat(mul_sat(p.extent.width, element), p.extent.height),
+                           p.extent.depth);
+      break;
+    }
+    case cudaGraphNodeTypeMemset: {
+      struct cudaMemsetParams p;
+      memset(&p, 0, sizeof p);
+      CUDA_TRY_F(cudaGraphMemsetNodeGetParams(node, &p), "cudaGraphMemsetNodeGetParams(node %p)",
+                 (void *)node);
+      out->bytes = mul_sat(mul_sat(p.width, p.height), p.elementSize);
+      break;
+    }
+    case cudaGraphNodeTypeMemAlloc: {
+      struct cudaMemAllocNodeParams p;
+      memset(&p, 0, sizeof p);
+      CUDA_TRY_F(cudaGraphMemAllocNodeGetParams(node, &p),
+                 "cudaGraphMemAllocNodeGetParams(node %p)", (void *)node);
+      out->bytes = p.bytesize;
+      break;
+    }
+    default:
+      break;
+  }
+  return RECAP_SUCCESS;
+}
+
+/* A node handle and its index, sorted by handle to map edge ends to indices. */
+typedef struct node_slot {
+  uintptr_t handle;
+  size_t index;
+} node_slot_t;
+
+static int compare_slots(const void *a, const void *b) {
+  uintptr_t x = ((const node_slot_t *)a)->handle, y = ((const node_slot_t *)b)->handle;
+  return (x > y) - (x < y);
+}
+
+static int compare_indices(const void *a, const void *b) {
+  size_t x = *(const size_t *)a, y = *(const size_t *)b;
+  return (x > y) - (x < y);
+}
+
+static bool index_of(const node_slot_t *slots, size_t n, cudaGraphNode_t node, size_t *index) {
+  node_slot_t key = {(uintptr_t)node, 0};
+  const node_slot_t *hit = bsearch(&key, slots, n, sizeof *slots, compare_slots);
+  if (!hit) return false;
+  *index = hit->index;
+  return true;
+}
+
+static recap_status_t inspect_edges(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t n,
+                                    recap_graph_info_t *info) {
+  recap_status_t st = RECAP_SUCCESS;
+  node_slot_t *slots = NULL;
+  cudaGraphNode_t *from = NULL, *to = NULL;
+  cudaGraphEdgeData *data = NULL;
+  size_t *from_index = NULL, *to_index = NULL;
+
+  size_t edges = 0;
+  CUDA_TRY_F(cudaGraphGetEdges(graph, NULL, NULL, NULL, &edges),
+             "cudaGraphGetEdges(graph %p, NULL) to count the edges", (void *)graph);
+  if (edges == 0) return RECAP_SUCCESS;
+
+  slots = malloc(n * sizeof *slots);
+  from = calloc(edges, sizeof *from);
+  to = calloc(edges, sizeof *to);
+  /* Edge data too: without it CUDA refuses graphs whose edges carry ports
+   * (cudaErrorLossyQuery). */
+  data = calloc(edges, sizeof *data);
+  from_index = malloc(edges * sizeof *from_index);
+  to_index = malloc(edges * sizeof *to_index);
+  if (!slots || !from || !to || !data || !from_index || !to_index) {
+    st = host_oom("the graph's edges");
+    goto done;
+  }
+  for (size_t i = 0; i < n; i++) slots[i] = (node_slot_t){(uintptr_t)nodes[i], i};
+  qsort(slots, n, sizeof *slots, compare_slots);
+
+  cudaError_t err = cudaGraphGetEdges(graph, from, to, data, &edges);
+  if (err != cudaSuccess) {
+    st = recap__cuda_fail((int)err, __FILE__, __LINE__, "cudaGraphGetEdges(graph %p, %zu edges)",
+                          (void *)graph, edges);
+    goto done;
+  }
+  for (size_t e = 0; e < edges; e++) {
+    if (!index_of(slots, n, from[e], &from_index[e]) || !index_of(slots, n, to[e], &to_index[e])) {
+      st = RECAP__ERROR_AT(RECAP_ERROR_INTERNAL,
+                           "graph inspection: edge %zu of graph %p joins node %p to node %p, "
+                           "not both among the %zu nodes cudaGraphGetNodes listed",
+                           e, (void *)graph, (void *)from[e], (void *)to[e], n);
+      goto done;
+    }
+    info->nodes[to_index[e]].dependency_count++;
+    info->nodes[from_index[e]].dependent_count++;
+  }
+  for (size_t i = 0; i < n; i++) {
+    recap_graph_node_t *node = &info->nodes[i];
+    if (node->dependency_count &&
+        !(node->dependencies = malloc(node->dependency_count * sizeof *node->dependencies))) {
+      st = host_oom("a node's dependencies");
+      goto done;
+    }
+    if (node->dependent_count &&
+        !(node->dependents = malloc(node->dependent_count * sizeof *node->dependents))) {
+      st = host_oom("a node's dependents");
+      goto done;
+    }
+    /* Counted again below while filling. */
+    node->dependency_count = 0;
+    node->dependent_count = 0;
+  }
+  for (size_t e = 0; e < edges; e++) {
+    recap_graph_node_t *src = &info->nodes[from_index[e]], *dst = &info->nodes[to_index[e]];
+    dst->dependencies[dst->dependency_count++] = from_index[e];
+    src->dependents[src->dependent_count++] = to_index[e];
+  }
+  for (size_t i = 0; i < n; i++) {
+    recap_graph_node_t *node = &info->nodes[i];
+    if (node->dependency_count > 1)
+      qsort(node->dependencies, node->dependency_count, sizeof(size_t), compare_indices);
+    if (node->dependent_count > 1)
+      qsort(node->dependents, node->dependent_count, sizeof(size_t), compare_indices);
+  }
+  info->edge_count = edges;
+
+done:
+  free(slots);
+  free(from);
+  free(to);
+  free(data);
+  free(from_index);
+  free(to_index);
+  return st;
+}
+
+static recap_status_t cuda_graph_inspect(recap_cuda_graph_t graph, recap_graph_info_t *info) {
+  RECAP__ARG(info != NULL, "graph inspection: info is NULL");
+  RECAP__ARG(graph != NULL, "graph inspection: graph is NULL");
+  recap_status_t st = RECAP_SUCCESS;
+  cudaGraphNode_t *nodes = NULL;
+
+  size_t n = 0;
+  CUDA_TRY_F(cudaGraphGetNodes(graph, NULL, &n), "cudaGraphGetNodes(graph %p, NULL)",
+             (void *)graph);
+  if (n > 0) {
+    nodes = calloc(n, sizeof *nodes);
+    info->nodes = calloc(n, sizeof *info->nodes);
+    if (!nodes || !info->nodes) {
+      st = host_oom("the graph's nodes");
+      goto fail;
+    }
+    info->node_count = n;
+    cudaError_t err = cudaGraphGetNodes(graph, nodes, &n);
+    if (err != cudaSuccess) {
+      st = recap__cuda_fail((int)err, __FILE__, __LINE__, "cudaGraphGetNodes(graph %p, %zu nodes)",
+                            (void *)graph, info->node_count);
+      goto fail;
+    }
+    /* CUDA fills fewer slots if the graph shrank in between. */
+    if (n < info->node_count) info->node_count = n;
+    for (size_t i = 0; i < n; i++)
+      RECAP__CHECK_GOTO(inspect_node(nodes[i], &info->nodes[i]), st, fail);
+    RECAP__CHECK_GOTO(inspect_edges(graph, nodes, n, info), st, fail);
+  }
+  /* CUDA 13.0 offers no tools ids for graph nodes: tools_id, has_tools_id and
+   * tools_ids_available stay 0. */
+  free(nodes);
+  return RECAP_SUCCESS;
+
+fail:
+  free(nodes);
+  recap__graph_info_clear(info);
+  return st;
+}
+
 /* ---- the table ---------------------------------------------------------------------------- */
 
 const recap__device_ops_t recap__cuda_ops = {
@@ -341,4 +771,13 @@ const recap__device_ops_t recap__cuda_ops = {
     .stream_synchronize = cuda_stream_synchronize,
     .stream_capture_info = cuda_stream_capture_info,
     .exchange_capture_mode = cuda_exchange_capture_mode,
+    .stream_begin_capture = cuda_stream_begin_capture,
+    .stream_end_capture = cuda_stream_end_capture,
+    .graph_instantiate = cuda_graph_instantiate,
+    .graph_launch = cuda_graph_launch,
+    .graph_destroy = cuda_graph_destroy,
+    .graph_exec_destroy = cuda_graph_exec_destroy,
+    .graph_node_count = cuda_graph_node_count,
+    .graph_debug_dot = cuda_graph_debug_dot,
+    .graph_inspect = cuda_graph_inspect,
 };

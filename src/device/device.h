@@ -80,7 +80,9 @@ typedef struct recap__device_ops {
   /* Graphs. begin_capture fails with RECAP_ERROR_INVALID_USAGE on the legacy default stream or
    * a stream already capturing. end_capture hands back the template; if the capture was
    * invalidated it fails with RECAP_ERROR_CAPTURE_INVALIDATED (the message names the CUDA
-   * error) and *graph is NULL; the stream is no longer capturing either way. */
+   * error) and *graph is NULL, and the stream no longer captures. Misuse (ending from another
+   * thread or on a joined side stream) fails with RECAP_ERROR_INVALID_USAGE and leaves the
+   * capture to be ended properly. */
   recap_status_t (*stream_begin_capture)(recap_stream_t stream, recap__capture_mode_t mode);
   recap_status_t (*stream_end_capture)(recap_stream_t stream, recap_cuda_graph_t *graph);
   /* Instantiate with auto-free-on-launch and node priorities (PyTorch's flags). */
@@ -102,6 +104,11 @@ const recap__device_ops_t *recap__device(void);
 /* Install an implementation (tests install the fake). Not thread safe: call it before any
  * other recap call of the process, or after everything was released. */
 void recap__device_install(const recap__device_ops_t *ops);
+
+/* Free everything graph_inspect put into info (each node's kernel_name, annotation,
+ * dependencies and dependents, then the node array) and zero it; info itself is the caller's.
+ * NULL and a zeroed or half-filled info are fine. Shared by both seams and recap_graph_info_free. */
+void recap__graph_info_clear(recap_graph_info_t *info);
 
 extern const recap__device_ops_t recap__cuda_ops;
 extern const recap__device_ops_t recap__fake_ops;

@@ -5,6 +5,7 @@
 #include "device/driver.h"
 
 #include <cuda.h>
+#include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -17,6 +18,10 @@ _Static_assert(_Generic((CUresult)0, recap__cu_result_t: 1, default: 0),
 _Static_assert(_Generic((CUdevice)0, recap__cu_device_t: 1, default: 0),
                "recap__cu_device_t must be CUdevice");
 _Static_assert(RECAP__CU_SUCCESS == CUDA_SUCCESS, "CUDA_SUCCESS is 0");
+_Static_assert(_Generic((CUgraphNode)0, recap__cu_graph_node_t: 1, default: 0),
+               "recap__cu_graph_node_t must be CUgraphNode");
+_Static_assert(_Generic((CUfunction)0, recap__cu_function_t: 1, default: 0),
+               "recap__cu_function_t must be CUfunction");
 
 /* recap__cuda_status_of() reads driver codes with the runtime's numbers; these must agree. */
 _Static_assert(CUDA_ERROR_OUT_OF_MEMORY == (int)cudaErrorMemoryAllocation, "code numbering");
@@ -203,4 +208,57 @@ recap_status_t recap__driver_fail(recap__cu_result_t result, const char *file, i
                            what, name ? name : number, text ? text : "no description");
   return recap__error_at(status, file, line, "%s failed: %s (%s)", what, name ? name : number,
                          text ? text : "no description");
+}
+
+/* ---- kernel nodes ----------------------------------------------------------------------- */
+
+recap_status_t recap__driver_kernel_node_info(recap__cu_graph_node_t node,
+                                              recap__kernel_node_info_t *info) {
+  if (info) memset(info, 0, sizeof *info);
+  if (!node || !info)
+    return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
+                           "recap__driver_kernel_node_info: node and info must not be NULL");
+
+  /* Asked for with the 12.0 ABI, the driver hands out cuGraphKernelNodeGetParams_v2, whose
+   * parameters are CUDA_KERNEL_NODE_PARAMS_v2 (func, or kern when func is NULL). */
+  void *p = NULL;
+  RECAP__CHECK(recap__driver_get("cuGraphKernelNodeGetParams", RECAP__DRIVER_ABI_12_0, &p));
+  PFN_cuGraphKernelNodeGetParams_v12000 get_params;
+  RECAP__DRIVER_ASSIGN(get_params, p);
+
+  CUDA_KERNEL_NODE_PARAMS_v2 params;
+  memset(&params, 0, sizeof params);
+  recap__cu_result_t r = get_params(node, &params);
+  if (r != RECAP__CU_SUCCESS)
+    return recap__driver_fail(r, __FILE__, __LINE__, "cuGraphKernelNodeGetParams(node %p)",
+                              (void *)node);
+
+  info->grid[0] = params.gridDimX;
+  info->grid[1] = params.gridDimY;
+  info->grid[2] = params.gridDimZ;
+  info->block[0] = params.blockDimX;
+  info->block[1] = params.blockDimY;
+  info->block[2] = params.blockDimZ;
+  info->shared_bytes = params.sharedMemBytes;
+
+  const char *name = NULL;
+  if (params.func) {
+    RECAP__CHECK(recap__driver_get("cuFuncGetName", RECAP__DRIVER_ABI_12_3, &p));
+    PFN_cuFuncGetName_v12030 func_name;
+    RECAP__DRIVER_ASSIGN(func_name, p);
+    r = func_name(&name, params.func);
+    if (r != RECAP__CU_SUCCESS)
+      return recap__driver_fail(r, __FILE__, __LINE__, "cuFuncGetName(function %p of node %p)",
+                                (void *)params.func, (void *)node);
+  } else if (params.kern) {
+    RECAP__CHECK(recap__driver_get("cuKernelGetName", RECAP__DRIVER_ABI_12_3, &p));
+    PFN_cuKernelGetName_v12030 kernel_name;
+    RECAP__DRIVER_ASSIGN(kernel_name, p);
+    r = kernel_name(&name, params.kern);
+    if (r != RECAP__CU_SUCCESS)
+      return recap__driver_fail(r, __FILE__, __LINE__, "cuKernelGetName(kernel %p of node %p)",
+                                (void *)params.kern, (void *)node);
+  }
+  info->name = name;
+  return RECAP_SUCCESS;
 }

@@ -33,6 +33,8 @@ typedef struct CUfunc_st *recap__cu_function_t;
 
 /* The driver ABI version recap asks for when a symbol has not changed since CUDA 12.0. */
 #define RECAP__DRIVER_ABI_12_0 12000
+/* CUDA 12.3, where cuFuncGetName and cuKernelGetName first appear. */
+#define RECAP__DRIVER_ABI_12_3 12030
 
 typedef recap__cu_result_t (*recap__cuDeviceGet_t)(recap__cu_device_t *device, int ordinal);
 typedef recap__cu_result_t (*recap__cuDevicePrimaryCtxGetState_t)(recap__cu_device_t device,
@@ -45,6 +47,27 @@ typedef recap__cu_result_t (*recap__cuFuncGetName_t)(const char **name, recap__c
 typedef recap__cu_result_t (*recap__cuFuncGetParamInfo_t)(recap__cu_function_t func,
                                                           size_t param_index, size_t *param_offset,
                                                           size_t *param_size);
+
+/* ---- kernel nodes of a graph ------------------------------------------------------------
+ * A kernel node's launch shape and the kernel's (mangled) name, read through the driver:
+ * cuGraphKernelNodeGetParams (ABI 12.0: CUDA_KERNEL_NODE_PARAMS_v2, which carries a CUfunction
+ * or a CUkernel), then cuFuncGetName or cuKernelGetName (ABI 12.3). The runtime cannot give the
+ * name: its kernel node parameters only hold the host stub's address. */
+
+typedef struct CUgraphNode_st *recap__cu_graph_node_t; /* CUgraphNode, cudaGraphNode_t */
+
+typedef struct recap__kernel_node_info {
+  const char *name; /* owned by the driver (valid while the kernel's module is loaded); NULL when
+                       the node names neither a function nor a kernel */
+  unsigned grid[3], block[3];
+  unsigned shared_bytes; /* dynamic shared memory per block */
+} recap__kernel_node_info_t;
+
+/* Fill *info for the kernel node `node`. Fails with the driver's error mapped to a recap status
+ * (RECAP_ERROR_NOT_SUPPORTED when the driver lacks one of the functions), the thread's last
+ * error set. */
+recap_status_t recap__driver_kernel_node_info(recap__cu_graph_node_t node,
+                                              recap__kernel_node_info_t *info);
 
 /* Fetch the driver function `symbol` with the ABI of CUDA version cuda_version (12000 for 12.0)
  * into *fn, as a void pointer (copy it into a typed pointer with RECAP__DRIVER_ASSIGN). Results

@@ -10,6 +10,11 @@
  * (no event record or query on a capturing stream, no unrelaxed cudaMalloc during a capture)
  * are tested for real. See fake.h for the semantics tests rely on.
  *
+ * Graphs: work launched on a capturing stream becomes a node of the capture (a chain per
+ * stream; a joined stream's first node waits for the origin's last node at the join). Ending
+ * the capture turns the nodes into a fake graph; instantiating it gives a fake executable that
+ * remembers the node count, and launching that enqueues one work item per node.
+ *
  * All state lives in one static struct behind one mutex. What CUDA keeps per thread, the
  * current device and the capture mode of cudaThreadExchangeStreamCaptureMode, is thread-local
  * here too. Error messages are formatted under the lock and recorded after it is released, so
@@ -17,6 +22,7 @@
  */
 #include "device/fake.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -29,6 +35,9 @@
  * blocks, statistics, the capture registry) without calling the device, whose memory the fake
  * has just taken back itself. */
 void recap__alloc_reset(void);
+/* The graph layer provides it (src/graph/scope.c): it forgets the side streams it made, which
+ * the reset frees. */
+void recap__side_streams_forget(void);
 
 /* ---- configuration ---------------------------------------------------------------------- */
 
@@ -49,12 +58,25 @@ enum { FAKE_ALIGNMENT = 512 };
 
 /* ---- objects ---------------------------------------------------------------------------- */
 
+/* A node of a capture or of a fake graph. */
+typedef struct fake_node {
+  recap_node_type_t type;
+  char *name; /* kernels: the name given at launch (malloc'ed); NULL otherwise */
+  size_t dep; /* 1 + index of the node this one waits for; 0: none */
+} fake_node_t;
+
+typedef struct fake_nodes {
+  fake_node_t *v;
+  size_t count, cap;
+} fake_nodes_t;
+
 typedef struct fake_capture {
   uint64_t id;
   recap__capture_mode_t mode;
   pthread_t thread; /* the thread that began it, for the thread-local rules */
   bool invalidated;
   struct fake_stream *origin;
+  fake_nodes_t nodes; /* the work captured so far */
   struct fake_capture *next;
 } fake_capture_t;
 
@@ -62,8 +84,22 @@ typedef struct fake_stream {
   uint64_t enqueued;
   uint64_t completed;
   fake_capture_t *capture; /* the capture this stream takes part in, or NULL */
+  size_t tail;             /* in that capture, 1 + index of this stream's last node; 0: none */
   struct fake_stream *next;
 } fake_stream_t;
+
+/* What stream_end_capture hands out as a recap_cuda_graph_t. */
+typedef struct fake_graph {
+  fake_nodes_t nodes;
+  struct fake_graph *next;
+} fake_graph_t;
+
+/* What graph_instantiate hands out as a recap_cuda_graph_exec_t. */
+typedef struct fake_exec {
+  size_t node_count;
+  uint64_t launches;
+  struct fake_exec *next;
+} fake_exec_t;
 
 struct recap__event {
   uint32_t magic;
@@ -96,6 +132,11 @@ static struct {
   int64_t live_events;
   fake_capture_t *captures;
   uint64_t next_capture_id;
+  fake_graph_t *graphs;
+  int64_t live_graphs;
+  fake_exec_t *execs;
+  int64_t live_execs;
+  uint64_t graph_launches;
 
   uint64_t calls[RECAP__FAKE_FAULT_KINDS];
   uint64_t fail_countdown[RECAP__FAKE_FAULT_KINDS]; /* 0: disarmed */
@@ -222,6 +263,94 @@ static recap_status_t note_capturing_stream(fake_failure_t *f, const char *call,
               "on the fake device%s",
               call, (unsigned long long)s->capture->id,
               invalidates ? ", which is now invalidated" : "");
+}
+
+/* --- captures and graphs --- */
+
+static void nodes_free(fake_nodes_t *nodes) {
+  for (size_t i = 0; i < nodes->count; i++) free(nodes->v[i].name);
+  free(nodes->v);
+  memset(nodes, 0, sizeof *nodes);
+}
+
+static char *copy_string(const char *text) {
+  size_t n = strlen(text) + 1;
+  char *c = malloc(n);
+  if (c) memcpy(c, text, n);
+  return c;
+}
+
+/* Append a node for work launched on s, which takes part in a capture: it waits for the
+ * stream's previous node in the capture. An invalidated capture records nothing more, as CUDA
+ * refuses further work into it. False when out of host memory. */
+static bool capture_append(fake_stream_t *s, recap_node_type_t type, const char *name) {
+  fake_capture_t *c = s->capture;
+  if (c->invalidated) return true;
+  fake_nodes_t *nodes = &c->nodes;
+  if (nodes->count == nodes->cap) {
+    size_t cap = nodes->cap ? nodes->cap * 2 : 16;
+    fake_node_t *v = realloc(nodes->v, cap * sizeof *v);
+    if (!v) return false;
+    nodes->v = v;
+    nodes->cap = cap;
+  }
+  char *copy = NULL;
+  if (name && !(copy = copy_string(name))) return false;
+  nodes->v[nodes->count] = (fake_node_t){type, copy, s->tail};
+  nodes->count++;
+  s->tail = nodes->count;
+  return true;
+}
+
+/* Begin a capture on s (not capturing); NULL when out of host memory. */
+static fake_capture_t *capture_begin_locked(fake_stream_t *s, recap__capture_mode_t mode) {
+  fake_capture_t *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  c->id = ++fake.next_capture_id;
+  c->mode = mode;
+  c->thread = pthread_self();
+  c->origin = s;
+  c->next = fake.captures;
+  fake.captures = c;
+  s->capture = c;
+  s->tail = 0;
+  return c;
+}
+
+/* End capture c: every stream taking part leaves it, and it is unlinked and freed. Its nodes
+ * go to *keep when given, and are freed otherwise. */
+static void capture_finish(fake_capture_t *c, fake_nodes_t *keep) {
+  for (fake_stream_t *t = fake.streams; t; t = t->next)
+    if (t->capture == c) {
+      t->capture = NULL;
+      t->tail = 0;
+    }
+  fake_capture_t **link = &fake.captures;
+  while (*link != c) link = &(*link)->next;
+  *link = c->next;
+  if (keep) *keep = c->nodes;
+  else nodes_free(&c->nodes);
+  free(c);
+}
+
+static fake_graph_t *graph_find(recap_cuda_graph_t handle) {
+  for (fake_graph_t *g = fake.graphs; g; g = g->next)
+    if ((recap_cuda_graph_t)g == handle) return g;
+  return NULL;
+}
+
+static fake_exec_t *exec_find(recap_cuda_graph_exec_t handle) {
+  for (fake_exec_t *x = fake.execs; x; x = x->next)
+    if ((recap_cuda_graph_exec_t)x == handle) return x;
+  return NULL;
+}
+
+static recap_status_t note_injected(fake_failure_t *f, const char *call, recap__fake_fault_t kind,
+                                    const char *what) {
+  return note(f, RECAP_ERROR_CUDA,
+              "%s: unknown error (cudaErrorUnknown): fault injected by the fake device into %s "
+              "call %llu",
+              call, what, (unsigned long long)fake.calls[kind]);
 }
 
 /* --- the table of live blocks --- */
@@ -667,6 +796,351 @@ static recap_status_t fake_exchange_capture_mode(recap__capture_mode_t *mode) {
   return RECAP_SUCCESS;
 }
 
+/* ---- graphs ----------------------------------------------------------------------------- */
+
+static recap_status_t fake_stream_begin_capture(recap_stream_t stream,
+                                                recap__capture_mode_t mode) {
+  /* Refused before anything reaches the device, as in the CUDA seam. */
+  if (!stream)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "cudaStreamBeginCapture: the legacy default stream cannot capture; "
+                        "capture on a stream you created (cudaStreamCreate, or "
+                        "cudaStreamCreateWithFlags with cudaStreamNonBlocking)");
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&fake.lock);
+  bool inject = count_call(RECAP__FAKE_FAULT_CAPTURE_BEGIN);
+  fake_stream_t *s = stream_of(stream);
+  if (inject) {
+    note_injected(&f, "cudaStreamBeginCapture", RECAP__FAKE_FAULT_CAPTURE_BEGIN, "capture begin");
+  } else if (mode != RECAP__CAPTURE_MODE_GLOBAL && mode != RECAP__CAPTURE_MODE_THREAD_LOCAL &&
+             mode != RECAP__CAPTURE_MODE_RELAXED) {
+    note(&f, RECAP_ERROR_INVALID_ARGUMENT,
+         "cudaStreamBeginCapture: invalid argument (cudaErrorInvalidValue): %d is not a capture "
+         "mode",
+         (int)mode);
+  } else if (!s) {
+    note(&f, RECAP_ERROR_CUDA,
+         "cudaStreamBeginCapture: invalid resource handle (cudaErrorInvalidResourceHandle): %p "
+         "is not a fake stream",
+         (void *)stream);
+  } else if (s->capture) {
+    note(&f, RECAP_ERROR_INVALID_USAGE,
+         "cudaStreamBeginCapture(stream %p): the stream is already capturing (capture %llu on "
+         "the fake device, %s)%s; end that capture first",
+         (void *)stream, (unsigned long long)s->capture->id,
+         s->capture->origin == s ? "begun on it" : "joined by an event wait",
+         s->capture->invalidated ? ", now invalidated" : "");
+  } else if (!capture_begin_locked(s, mode)) {
+    note(&f, RECAP_ERROR_CUDA,
+         "cudaStreamBeginCapture: out of memory (cudaErrorMemoryAllocation): no host memory for "
+         "a fake capture");
+  }
+  return unlock_and_report(&f);
+}
+
+static recap_status_t fake_stream_end_capture(recap_stream_t stream, recap_cuda_graph_t *graph) {
+  fake_failure_t f = {0};
+  if (graph) *graph = NULL;
+  pthread_mutex_lock(&fake.lock);
+  bool inject = count_call(RECAP__FAKE_FAULT_CAPTURE_END);
+  fake_stream_t *s = stream_of(stream);
+  fake_capture_t *c = s ? s->capture : NULL;
+  if (inject) {
+    /* A failed end leaves the stream not capturing, as the seam promises. */
+    if (c && c->origin == s) capture_finish(c, NULL);
+    note_injected(&f, "cudaStreamEndCapture", RECAP__FAKE_FAULT_CAPTURE_END, "capture end");
+  } else if (!graph) {
+    note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaStreamEndCapture: graph is NULL");
+  } else if (!s) {
+    note(&f, RECAP_ERROR_CUDA,
+         "cudaStreamEndCapture: invalid resource handle (cudaErrorInvalidResourceHandle): %p is "
+         "not a fake stream",
+         (void *)stream);
+  } else if (!c) {
+    note(&f, RECAP_ERROR_INVALID_USAGE,
+         "cudaStreamEndCapture(stream %p) failed: cudaErrorIllegalState: the stream is not "
+         "capturing",
+         (void *)stream);
+  } else if (c->origin != s) {
+    /* As recap__fake_capture_end: this invalidates the capture, which stays under way. */
+    c->invalidated = true;
+    note(&f, RECAP_ERROR_INVALID_USAGE,
+         "cudaStreamEndCapture(stream %p) failed: cudaErrorStreamCaptureUnmatched: capture %llu "
+         "was not begun on this stream, which only joined it; end it on the stream it began on "
+         "(it is now invalidated)",
+         (void *)stream, (unsigned long long)c->id);
+  } else if (c->mode != RECAP__CAPTURE_MODE_RELAXED && !pthread_equal(c->thread, pthread_self())) {
+    note(&f, RECAP_ERROR_INVALID_USAGE,
+         "cudaStreamEndCapture(stream %p) failed: cudaErrorStreamCaptureWrongThread: capture %llu "
+         "was begun in %s mode by another thread, which must end it (or begin it in relaxed "
+         "mode)",
+         (void *)stream, (unsigned long long)c->id, mode_name(c->mode));
+  } else if (c->invalidated) {
+    uint64_t id = c->id;
+    capture_finish(c, NULL);
+    note(&f, RECAP_ERROR_CAPTURE_INVALIDATED,
+         "cudaStreamEndCapture(stream %p): capture %llu was invalidated "
+         "(cudaErrorStreamCaptureInvalidated): an illegal call was made while it ran (a "
+         "synchronous copy, a synchronisation, cudaMalloc under global mode...); no graph was "
+         "made and the stream no longer captures",
+         (void *)stream, (unsigned long long)id);
+  } else {
+    fake_graph_t *g = calloc(1, sizeof *g);
+    if (!g) {
+      capture_finish(c, NULL);
+      note(&f, RECAP_ERROR_CUDA,
+           "cudaStreamEndCapture: out of memory (cudaErrorMemoryAllocation): no host memory for "
+           "a fake graph; the capture is thrown away");
+    } else {
+      capture_finish(c, &g->nodes);
+      g->next = fake.graphs;
+      fake.graphs = g;
+      fake.live_graphs++;
+      *graph = (recap_cuda_graph_t)g;
+    }
+  }
+  return unlock_and_report(&f);
+}
+
+static recap_status_t fake_graph_instantiate(recap_cuda_graph_exec_t *exec,
+                                             recap_cuda_graph_t graph) {
+  fake_failure_t f = {0};
+  if (exec) *exec = NULL;
+  pthread_mutex_lock(&fake.lock);
+  bool inject = count_call(RECAP__FAKE_FAULT_INSTANTIATE);
+  fake_graph_t *g = graph_find(graph);
+  if (inject) {
+    note_injected(&f, "cudaGraphInstantiateWithFlags", RECAP__FAKE_FAULT_INSTANTIATE,
+                  "graph instantiation");
+  } else if (!exec) {
+    note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaGraphInstantiateWithFlags: exec is NULL");
+  } else if (!g) {
+    note(&f, RECAP_ERROR_CUDA,
+         "cudaGraphInstantiateWithFlags: invalid argument (cudaErrorInvalidValue): %p is not a "
+         "live fake graph",
+         (void *)graph);
+  } else {
+    fake_exec_t *x = calloc(1, sizeof *x);
+    if (!x) {
+      note(&f, RECAP_ERROR_CUDA,
+           "cudaGraphInstantiateWithFlags: out of memory (cudaErrorMemoryAllocation): no host "
+           "memory for a fake executable graph");
+    } else {
+      x->node_count = g->nodes.count;
+      x->next = fake.execs;
+      fake.execs = x;
+      fake.live_execs++;
+      *exec = (recap_cuda_graph_exec_t)x;
+    }
+  }
+  return unlock_and_report(&f);
+}
+
+static recap_status_t fake_graph_launch(recap_cuda_graph_exec_t exec, recap_stream_t stream) {
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&fake.lock);
+  bool inject = count_call(RECAP__FAKE_FAULT_LAUNCH);
+  fake_exec_t *x = exec_find(exec);
+  fake_stream_t *s = stream_of(stream);
+  if (inject) {
+    note_injected(&f, "cudaGraphLaunch", RECAP__FAKE_FAULT_LAUNCH, "graph launch");
+  } else if (!x) {
+    note(&f, RECAP_ERROR_CUDA,
+         "cudaGraphLaunch: invalid argument (cudaErrorInvalidValue): %p is not a live fake "
+         "executable graph",
+         (void *)exec);
+  } else if (!s) {
+    note(&f, RECAP_ERROR_CUDA,
+         "cudaGraphLaunch: invalid resource handle (cudaErrorInvalidResourceHandle): %p is not a "
+         "fake stream",
+         (void *)stream);
+  } else if (s->capture && s->capture->invalidated) {
+    note(&f, RECAP_ERROR_CAPTURE_INVALIDATED,
+         "cudaGraphLaunch: operation failed due to a previous error during capture "
+         "(cudaErrorStreamCaptureInvalidated): the stream takes part in capture %llu on the fake "
+         "device, which was invalidated",
+         (unsigned long long)s->capture->id);
+  } else if (s->capture) {
+    /* Launched into a capture, the graph becomes a child graph node; it does not run. */
+    if (!capture_append(s, RECAP_NODE_GRAPH, NULL))
+      note(&f, RECAP_ERROR_CUDA,
+           "cudaGraphLaunch: out of memory (cudaErrorMemoryAllocation): no host memory for a "
+           "node of capture %llu",
+           (unsigned long long)s->capture->id);
+  } else {
+    s->enqueued += x->node_count;
+    x->launches++;
+    fake.graph_launches++;
+  }
+  return unlock_and_report(&f);
+}
+
+/* Destroying NULL is a no-op, as in the CUDA seam. */
+static recap_status_t fake_graph_destroy(recap_cuda_graph_t graph) {
+  if (!graph) return RECAP_SUCCESS;
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&fake.lock);
+  fake_graph_t **link = &fake.graphs;
+  while (*link && (recap_cuda_graph_t)*link != graph) link = &(*link)->next;
+  fake_graph_t *g = *link;
+  if (!g) {
+    note(&f, RECAP_ERROR_CUDA,
+         "cudaGraphDestroy: invalid argument (cudaErrorInvalidValue): %p is not a live fake "
+         "graph",
+         (void *)graph);
+  } else {
+    *link = g->next;
+    nodes_free(&g->nodes);
+    free(g);
+    fake.live_graphs--;
+  }
+  return unlock_and_report(&f);
+}
+
+static recap_status_t fake_graph_exec_destroy(recap_cuda_graph_exec_t exec) {
+  if (!exec) return RECAP_SUCCESS;
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&fake.lock);
+  fake_exec_t **link = &fake.execs;
+  while (*link && (recap_cuda_graph_exec_t)*link != exec) link = &(*link)->next;
+  fake_exec_t *x = *link;
+  if (!x) {
+    note(&f, RECAP_ERROR_CUDA,
+         "cudaGraphExecDestroy: invalid argument (cudaErrorInvalidValue): %p is not a live fake "
+         "executable graph",
+         (void *)exec);
+  } else {
+    *link = x->next;
+    free(x);
+    fake.live_execs--;
+  }
+  return unlock_and_report(&f);
+}
+
+static recap_status_t fake_graph_node_count(recap_cuda_graph_t graph, size_t *count) {
+  fake_failure_t f = {0};
+  if (count) *count = 0;
+  pthread_mutex_lock(&fake.lock);
+  fake_graph_t *g = graph_find(graph);
+  if (!count)
+    note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaGraphGetNodes: count is NULL");
+  else if (!g)
+    note(&f, RECAP_ERROR_CUDA,
+         "cudaGraphGetNodes: invalid argument (cudaErrorInvalidValue): %p is not a live fake "
+         "graph",
+         (void *)graph);
+  else
+    *count = g->nodes.count;
+  return unlock_and_report(&f);
+}
+
+static const char *node_type_text(recap_node_type_t type) {
+  static const char *const names[] = {
+#define RECAP_X_NODE_NAME(name, text) text,
+      RECAP_NODE_TYPE_MAP(RECAP_X_NODE_NAME)
+#undef RECAP_X_NODE_NAME
+  };
+  return (unsigned)type < sizeof names / sizeof names[0] ? names[type] : "unknown";
+}
+
+/* A kernel name inside a quoted DOT string. */
+static void dot_quoted(FILE *out, const char *text) {
+  for (; *text; text++) {
+    if (*text == '"' || *text == '\\') fputc('\\', out);
+    fputc(*text, out);
+  }
+}
+
+static recap_status_t fake_graph_debug_dot(recap_cuda_graph_t graph, const char *path) {
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&fake.lock);
+  fake_graph_t *g = graph_find(graph);
+  if (!path || !path[0]) {
+    note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaGraphDebugDotPrint: path is NULL or empty");
+  } else if (!g) {
+    note(&f, RECAP_ERROR_CUDA,
+         "cudaGraphDebugDotPrint: invalid argument (cudaErrorInvalidValue): %p is not a live fake "
+         "graph",
+         (void *)graph);
+  } else {
+    FILE *out = fopen(path, "w");
+    if (!out) {
+      note(&f, RECAP_ERROR_IO, "cudaGraphDebugDotPrint: cannot write \"%s\": %s", path,
+           strerror(errno));
+    } else {
+      fprintf(out, "digraph fake {\n");
+      for (size_t i = 0; i < g->nodes.count; i++) {
+        const fake_node_t *n = &g->nodes.v[i];
+        fprintf(out, "  n%zu [label=\"%zu: %s", i, i, node_type_text(n->type));
+        if (n->name) {
+          fputc(' ', out);
+          dot_quoted(out, n->name);
+        }
+        fprintf(out, "\"];\n");
+      }
+      for (size_t i = 0; i < g->nodes.count; i++)
+        if (g->nodes.v[i].dep) fprintf(out, "  n%zu -> n%zu;\n", g->nodes.v[i].dep - 1, i);
+      fprintf(out, "}\n");
+      if (ferror(out) | (fclose(out) != 0))
+        note(&f, RECAP_ERROR_IO, "cudaGraphDebugDotPrint: writing \"%s\" failed", path);
+    }
+  }
+  return unlock_and_report(&f);
+}
+
+static recap_status_t fake_graph_inspect(recap_cuda_graph_t graph, recap_graph_info_t *info) {
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&fake.lock);
+  fake_graph_t *g = graph_find(graph);
+  if (!info) {
+    note(&f, RECAP_ERROR_INVALID_ARGUMENT, "graph inspection: info is NULL");
+  } else if (!g) {
+    note(&f, RECAP_ERROR_CUDA,
+         "cudaGraphGetNodes: invalid argument (cudaErrorInvalidValue): %p is not a live fake "
+         "graph",
+         (void *)graph);
+  } else if (g->nodes.count > 0) {
+    size_t n = g->nodes.count;
+    bool ok = (info->nodes = calloc(n, sizeof *info->nodes)) != NULL;
+    if (ok) info->node_count = n;
+    /* Each node waits for at most one other: count the dependents first. */
+    for (size_t i = 0; ok && i < n; i++)
+      if (g->nodes.v[i].dep) info->nodes[g->nodes.v[i].dep - 1].dependent_count++;
+    for (size_t i = 0; ok && i < n; i++) {
+      const fake_node_t *src = &g->nodes.v[i];
+      recap_graph_node_t *dst = &info->nodes[i];
+      dst->type = src->type;
+      if (src->type == RECAP_NODE_KERNEL) {
+        for (int d = 0; d < 3; d++) dst->grid[d] = dst->block[d] = 1;
+        if (src->name && !(dst->kernel_name = copy_string(src->name))) ok = false;
+      }
+      if (ok && src->dep) {
+        if (!(dst->dependencies = malloc(sizeof *dst->dependencies))) ok = false;
+        else {
+          dst->dependencies[0] = src->dep - 1;
+          dst->dependency_count = 1;
+          info->edge_count++;
+        }
+      }
+      if (ok && dst->dependent_count) {
+        if (!(dst->dependents = malloc(dst->dependent_count * sizeof *dst->dependents)))
+          ok = false;
+        dst->dependent_count = 0; /* counted again as they are filled in below */
+      }
+    }
+    for (size_t i = 0; ok && i < n; i++)
+      if (g->nodes.v[i].dep) {
+        recap_graph_node_t *parent = &info->nodes[g->nodes.v[i].dep - 1];
+        parent->dependents[parent->dependent_count++] = i;
+      }
+    if (!ok) {
+      recap__graph_info_clear(info);
+      note(&f, RECAP_ERROR_OUT_OF_MEMORY, "graph inspection: out of host memory");
+    }
+  }
+  return unlock_and_report(&f);
+}
+
 const recap__device_ops_t recap__fake_ops = {
     .name = "fake",
     .device_count = fake_device_count,
@@ -686,6 +1160,15 @@ const recap__device_ops_t recap__fake_ops = {
     .stream_synchronize = fake_stream_synchronize,
     .stream_capture_info = fake_stream_capture_info,
     .exchange_capture_mode = fake_exchange_capture_mode,
+    .stream_begin_capture = fake_stream_begin_capture,
+    .stream_end_capture = fake_stream_end_capture,
+    .graph_instantiate = fake_graph_instantiate,
+    .graph_launch = fake_graph_launch,
+    .graph_destroy = fake_graph_destroy,
+    .graph_exec_destroy = fake_graph_exec_destroy,
+    .graph_node_count = fake_graph_node_count,
+    .graph_debug_dot = fake_graph_debug_dot,
+    .graph_inspect = fake_graph_inspect,
 };
 
 /* ---- test controls ---------------------------------------------------------------------- */
@@ -706,10 +1189,25 @@ void recap__fake_reset(const recap__fake_config_t *cfg) {
   fake.live_events = 0;
   for (fake_capture_t *c = fake.captures, *next; c; c = next) {
     next = c->next;
+    nodes_free(&c->nodes);
     free(c);
   }
   fake.captures = NULL;
   fake.next_capture_id = 0;
+  for (fake_graph_t *g = fake.graphs, *next; g; g = next) {
+    next = g->next;
+    nodes_free(&g->nodes);
+    free(g);
+  }
+  fake.graphs = NULL;
+  fake.live_graphs = 0;
+  for (fake_exec_t *x = fake.execs, *next; x; x = next) {
+    next = x->next;
+    free(x);
+  }
+  fake.execs = NULL;
+  fake.live_execs = 0;
+  fake.graph_launches = 0;
   for (size_t i = 0; i < fake.blocks_cap; i++) free(fake.blocks[i].ptr);
   free(fake.blocks);
   fake.blocks = NULL;
@@ -728,6 +1226,7 @@ void recap__fake_reset(const recap__fake_config_t *cfg) {
 
   recap__device_install(&recap__fake_ops);
   recap__alloc_reset();
+  recap__side_streams_forget();
   recap_options_reset();
 }
 
@@ -746,13 +1245,18 @@ void recap__fake_stream_complete(recap_stream_t stream) {
   pthread_mutex_unlock(&fake.lock);
 }
 
-void recap__fake_stream_enqueue(recap_stream_t stream) {
+void recap__fake_launch_kernel(recap_stream_t stream, const char *name) {
   pthread_mutex_lock(&fake.lock);
   fake_stream_t *s = stream_of(stream);
+  bool ok = true;
   /* Work launched on a capturing stream goes into the graph; it does not run. */
-  if (s && !s->capture) s->enqueued++;
+  if (s && s->capture) ok = capture_append(s, RECAP_NODE_KERNEL, name ? name : "fake_kernel");
+  else if (s) s->enqueued++;
   pthread_mutex_unlock(&fake.lock);
+  if (!ok) abort(); /* a test control: see recap__fake_stream_new */
 }
+
+void recap__fake_stream_enqueue(recap_stream_t stream) { recap__fake_launch_kernel(stream, NULL); }
 
 uint64_t recap__fake_capture_begin(recap_stream_t stream, recap__capture_mode_t mode) {
   if (!stream) return 0;
@@ -762,16 +1266,8 @@ uint64_t recap__fake_capture_begin(recap_stream_t stream, recap__capture_mode_t 
   uint64_t id = 0;
   pthread_mutex_lock(&fake.lock);
   fake_stream_t *s = stream_of(stream);
-  fake_capture_t *c = NULL;
-  if (s && !s->capture && (c = calloc(1, sizeof *c)) != NULL) {
-    c->id = id = ++fake.next_capture_id;
-    c->mode = mode;
-    c->thread = pthread_self();
-    c->origin = s;
-    c->next = fake.captures;
-    fake.captures = c;
-    s->capture = c;
-  }
+  fake_capture_t *c;
+  if (s && !s->capture && (c = capture_begin_locked(s, mode)) != NULL) id = c->id;
   pthread_mutex_unlock(&fake.lock);
   return id;
 }
@@ -784,6 +1280,7 @@ bool recap__fake_capture_join(recap_stream_t side, recap_stream_t origin) {
   fake_stream_t *o = stream_of(origin);
   if (s && o && o->capture && !s->capture) {
     s->capture = o->capture;
+    s->tail = o->tail; /* its first node waits for the origin's work so far */
     joined = true;
   }
   pthread_mutex_unlock(&fake.lock);
@@ -801,12 +1298,7 @@ bool recap__fake_capture_end(recap_stream_t origin) {
     c->invalidated = true;
   } else if (c) {
     ok = !c->invalidated;
-    for (fake_stream_t *t = fake.streams; t; t = t->next)
-      if (t->capture == c) t->capture = NULL;
-    fake_capture_t **link = &fake.captures;
-    while (*link != c) link = &(*link)->next;
-    *link = c->next;
-    free(c);
+    capture_finish(c, NULL); /* the captured nodes are thrown away */
   }
   pthread_mutex_unlock(&fake.lock);
   return ok;
@@ -845,6 +1337,27 @@ size_t recap__fake_bytes_in_use(int device) {
 int64_t recap__fake_live_events(void) {
   pthread_mutex_lock(&fake.lock);
   int64_t n = fake.live_events;
+  pthread_mutex_unlock(&fake.lock);
+  return n;
+}
+
+uint64_t recap__fake_graph_launches(void) {
+  pthread_mutex_lock(&fake.lock);
+  uint64_t n = fake.graph_launches;
+  pthread_mutex_unlock(&fake.lock);
+  return n;
+}
+
+int64_t recap__fake_live_graphs(void) {
+  pthread_mutex_lock(&fake.lock);
+  int64_t n = fake.live_graphs;
+  pthread_mutex_unlock(&fake.lock);
+  return n;
+}
+
+int64_t recap__fake_live_execs(void) {
+  pthread_mutex_lock(&fake.lock);
+  int64_t n = fake.live_execs;
   pthread_mutex_unlock(&fake.lock);
   return n;
 }

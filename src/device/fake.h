@@ -19,6 +19,25 @@
  *    a global-mode capture is under way in any thread, or a thread-local one in this thread)
  *    fails with RECAP_ERROR_CAPTURE_INVALIDATED ("cudaErrorStreamCaptureUnsupported") and
  *    invalidates those captures, as CUDA does.
+ *  - Graphs: a kernel launched (recap__fake_launch_kernel, recap__fake_stream_enqueue) on a
+ *    stream that takes part in a capture becomes a kernel node of the capture instead of a work
+ *    item; it waits for the previous node of the same stream, and a joined stream's first node
+ *    waits for the origin's last node at the time of the join. An invalidated capture records
+ *    nothing more. The ops stream_begin_capture / stream_end_capture drive the same captures as
+ *    recap__fake_capture_begin / _end; ending hands out a fake graph (freed by graph_destroy or
+ *    recap__fake_reset). graph_instantiate gives a fake executable that remembers the node
+ *    count; graph_launch enqueues one work item per node on its stream (so events recorded
+ *    after it wait for it), or, on a capturing stream, adds one child-graph node to the capture.
+ *    graph_inspect reports kernel nodes with their names, grid and block {1,1,1}, and the
+ *    per-stream chains as edges; graph_debug_dot writes "digraph fake { ... }".
+ *  - begin_capture on the legacy stream (NULL) or on a stream already capturing (its own
+ *    capture or a joined one) fails with RECAP_ERROR_INVALID_USAGE. end_capture of an
+ *    invalidated capture ends it and fails with RECAP_ERROR_CAPTURE_INVALIDATED
+ *    ("cudaErrorStreamCaptureInvalidated"); on a joined stream it fails with
+ *    RECAP_ERROR_INVALID_USAGE (cudaErrorStreamCaptureUnmatched) and invalidates the capture; from
+ *    another thread than the one that began a non-relaxed capture, RECAP_ERROR_INVALID_USAGE
+ *    (cudaErrorStreamCaptureWrongThread), the capture left intact; on a stream not capturing,
+ *    RECAP_ERROR_INVALID_USAGE. destroy of NULL is a no-op.
  */
 #ifndef RECAP_FAKE_H
 #define RECAP_FAKE_H
@@ -43,8 +62,11 @@ void recap__fake_reset(const recap__fake_config_t *cfg);
 recap_stream_t recap__fake_stream_new(void);
 /* Finish every work item queued on stream so far. */
 void recap__fake_stream_complete(recap_stream_t stream);
-/* Queue one work item on stream (as a kernel launch would). */
+/* Launch a kernel named "fake_kernel" on stream: one work item eagerly, a kernel node when the
+ * stream takes part in a capture. */
 void recap__fake_stream_enqueue(recap_stream_t stream);
+/* The same with the kernel's name (NULL: "fake_kernel"), which graph_inspect reports. */
+void recap__fake_launch_kernel(recap_stream_t stream, const char *name);
 
 /* Captures. begin fails (returns 0) if the stream is already capturing or is the legacy
  * default stream. join makes side join the capture of origin (as an event record on origin and
@@ -62,6 +84,10 @@ typedef enum recap__fake_fault {
   RECAP__FAKE_FAULT_EVENT_CREATE,
   RECAP__FAKE_FAULT_EVENT_RECORD,
   RECAP__FAKE_FAULT_STREAM_CREATE,
+  RECAP__FAKE_FAULT_CAPTURE_BEGIN, /* stream_begin_capture (not counted on the legacy stream) */
+  RECAP__FAKE_FAULT_CAPTURE_END,   /* stream_end_capture: the capture is ended and thrown away */
+  RECAP__FAKE_FAULT_INSTANTIATE,   /* graph_instantiate */
+  RECAP__FAKE_FAULT_LAUNCH,        /* graph_launch */
   RECAP__FAKE_FAULT_KINDS
 } recap__fake_fault_t;
 
@@ -75,6 +101,11 @@ uint64_t recap__fake_calls(recap__fake_fault_t kind);
 size_t recap__fake_bytes_in_use(int device);
 /* Events created and not destroyed. */
 int64_t recap__fake_live_events(void);
+/* Successful graph_launch calls outside captures since the last reset. */
+uint64_t recap__fake_graph_launches(void);
+/* Fake graphs (stream_end_capture) and executables (graph_instantiate) not yet destroyed. */
+int64_t recap__fake_live_graphs(void);
+int64_t recap__fake_live_execs(void);
 
 #ifdef __cplusplus
 }

@@ -217,6 +217,9 @@ recap_status_t recap_graph_capture_end(recap_graph_t graph, recap_stream_t strea
   const recap__device_ops_t *dev = recap__device();
   recap_cuda_graph_t template_graph = NULL;
   recap_status_t s = dev->stream_end_capture(stream, &template_graph);
+  /* Misuse (e.g. ending from another thread) leaves the capture running: let the caller end it
+   * properly. Every other outcome ends the capture. */
+  if (s == RECAP_ERROR_INVALID_USAGE) return s;
   close_capture_bookkeeping(graph);
   if (s != RECAP_SUCCESS) {
     /* Invalidated or failed: nothing of the capture survives, the graph is fresh again. The

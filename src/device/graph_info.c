@@ -1,0 +1,24 @@
+/*
+ * graph_info.c — releasing what a seam's graph_inspect filled into a recap_graph_info_t.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device/device.h"
+
+void recap__graph_info_clear(recap_graph_info_t *info) {
+  if (!info) return;
+  if (info->nodes) {
+    for (size_t i = 0; i < info->node_count; i++) {
+      recap_graph_node_t *n = &info->nodes[i];
+      /* The strings are the info's own copies; const only keeps users from writing them. */
+      free((void *)(uintptr_t)n->kernel_name);
+      free((void *)(uintptr_t)n->annotation);
+      free(n->dependencies);
+      free(n->dependents);
+    }
+    free(info->nodes);
+  }
+  memset(info, 0, sizeof *info);
+}

@@ -1,0 +1,108 @@
+/*
+ * inspect.c — what a kept graph template contains, as a struct and as JSON.
+ *
+ * The device seam reads the nodes and edges (kernel names come from the driver); this file
+ * owns the public objects and the JSON emitter. One walk of the info feeds the JSON, which
+ * tools/recap-graph turns into DOT and HTML.
+ */
+#include <stdlib.h>
+
+#include "core/error.h"
+#include "core/json.h"
+#include "graph/graph_internal.h"
+
+const char *recap_node_type_name(recap_node_type_t type) {
+  switch (type) {
+#define RECAP_X_NODE_NAME(name, text) \
+  case RECAP_NODE_##name:             \
+    return text;
+    RECAP_NODE_TYPE_MAP(RECAP_X_NODE_NAME)
+#undef RECAP_X_NODE_NAME
+    case RECAP_NODE_TYPE_COUNT: break;
+  }
+  return "unknown";
+}
+
+recap_status_t recap_graph_inspect(recap_graph_t graph, recap_graph_info_t **info) {
+  RECAP__ARG(info != NULL, "recap_graph_inspect: info is NULL");
+  *info = NULL;
+  RECAP__CHECK(recap__graph_check(graph, "recap_graph_inspect"));
+  if (!(graph->flags & RECAP_GRAPH_KEEP) || !graph->template_graph)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_graph_inspect: needs the kept template: create the graph with "
+                        "RECAP_GRAPH_KEEP and inspect it after capture_end");
+  recap_graph_info_t *result = calloc(1, sizeof *result);
+  if (!result) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graph_inspect: out of host memory");
+  recap_status_t s = recap__device()->graph_inspect(graph->template_graph, result);
+  if (s != RECAP_SUCCESS) {
+    recap_graph_info_free(result);
+    return s;
+  }
+  *info = result;
+  return RECAP_SUCCESS;
+}
+
+void recap_graph_info_free(recap_graph_info_t *info) {
+  if (!info) return;
+  recap__graph_info_clear(info);
+  free(info);
+}
+
+static void write_dims(recap__json_t *j, const char *key, const unsigned dims[3]) {
+  recap__json_key(j, key);
+  recap__json_array_begin(j);
+  for (int i = 0; i < 3; i++) recap__json_uint(j, dims[i]);
+  recap__json_array_end(j);
+}
+
+static void write_indices(recap__json_t *j, const char *key, const size_t *items, size_t count) {
+  recap__json_key(j, key);
+  recap__json_array_begin(j);
+  for (size_t i = 0; i < count; i++) recap__json_uint(j, items[i]);
+  recap__json_array_end(j);
+}
+
+recap_status_t recap_graph_info_json(const recap_graph_info_t *info, char **json) {
+  RECAP__ARG(info != NULL && json != NULL, "recap_graph_info_json: info and json must not be NULL");
+  *json = NULL;
+  recap__json_t j;
+  recap__json_init(&j);
+  recap__json_object_begin(&j);
+  recap__json_key(&j, "nodes");
+  recap__json_array_begin(&j);
+  for (size_t i = 0; i < info->node_count; i++) {
+    const recap_graph_node_t *n = &info->nodes[i];
+    recap__json_object_begin(&j);
+    recap__json_key(&j, "index");
+    recap__json_uint(&j, i);
+    recap__json_key(&j, "type");
+    recap__json_string(&j, recap_node_type_name(n->type));
+    recap__json_key(&j, "kernel_name");
+    recap__json_string(&j, n->kernel_name);
+    if (n->type == RECAP_NODE_KERNEL) {
+      write_dims(&j, "grid", n->grid);
+      write_dims(&j, "block", n->block);
+      recap__json_key(&j, "shared_bytes");
+      recap__json_uint(&j, n->shared_bytes);
+    }
+    recap__json_key(&j, "bytes");
+    recap__json_uint(&j, n->bytes);
+    recap__json_key(&j, "annotation");
+    recap__json_string(&j, n->annotation);
+    recap__json_key(&j, "tools_id");
+    if (n->has_tools_id)
+      recap__json_uint(&j, n->tools_id);
+    else
+      recap__json_null(&j);
+    write_indices(&j, "dependencies", n->dependencies, n->dependency_count);
+    write_indices(&j, "dependents", n->dependents, n->dependent_count);
+    recap__json_object_end(&j);
+  }
+  recap__json_array_end(&j);
+  recap__json_key(&j, "edge_count");
+  recap__json_uint(&j, info->edge_count);
+  recap__json_key(&j, "tools_ids_available");
+  recap__json_bool(&j, info->tools_ids_available != 0);
+  recap__json_object_end(&j);
+  return recap__json_finish(&j, json);
+}
