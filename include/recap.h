@@ -130,5 +130,6 @@ RECAP_API const char *recap_device_backend(void);
 #include "recap/alloc.h"
 #include "recap/graph.h"
 #include "recap/inspect.h"
+#include "recap/rng.h"
 
 #endif /* RECAP_H */

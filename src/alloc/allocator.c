@@ -44,19 +44,29 @@ recap_pool_id_t recap__pool_id_for_graph(void) {
   return id;
 }
 
-static void stat_add(recap_stat_t *s, int64_t amount) {
+/* Counters change on every malloc and free, so these stay small and inline: an increase may
+ * raise the peak, a decrease never does. */
+static inline void stat_up(recap_stat_t *s, int64_t amount) {
   s->current += amount;
+  s->allocated += amount;
   if (s->current > s->peak) s->peak = s->current;
-  if (amount > 0)
-    s->allocated += amount;
-  else
-    s->freed -= amount;
 }
 
-/* Update the aggregate counter and the one of the block's size class. */
-static void stat_kind(recap_stat_t *array, bool small, int64_t amount) {
-  stat_add(&array[RECAP_STAT_ALL], amount);
-  stat_add(&array[small ? RECAP_STAT_SMALL : RECAP_STAT_LARGE], amount);
+static inline void stat_down(recap_stat_t *s, int64_t amount) {
+  s->current -= amount;
+  s->freed += amount;
+}
+
+/* Update the aggregate counter and the one of the block's size class by a signed amount. */
+static inline void stat_kind(recap_stat_t *array, bool small, int64_t amount) {
+  recap_stat_t *kind = &array[small ? RECAP_STAT_SMALL : RECAP_STAT_LARGE];
+  if (amount >= 0) {
+    stat_up(&array[RECAP_STAT_ALL], amount);
+    stat_up(kind, amount);
+  } else {
+    stat_down(&array[RECAP_STAT_ALL], -amount);
+    stat_down(kind, -amount);
+  }
 }
 
 static void format_bytes(char *out, size_t cap, uint64_t bytes) {
@@ -85,6 +95,16 @@ static recap__block_t *block_new(void) {
   }
   memset(b, 0, sizeof *b);
   return b;
+}
+
+/* Make sure one record is on the free list, so that a later block_new cannot fail. */
+static bool block_reserve(void) {
+  if (recap__alloc.spare_blocks) return true;
+  recap__block_t *b = malloc(sizeof *b);
+  if (!b) return false;
+  b->next = NULL;
+  recap__alloc.spare_blocks = b;
+  return true;
 }
 
 static void block_delete(recap__block_t *b) {
@@ -495,7 +515,7 @@ static recap_status_t new_segment(recap__device_state_t *d, recap__pool_t *pool,
 
 /* The options, from a copy refreshed only when the registry changed: the registry's own lock
  * stays off the hot path. Called with the allocator's lock held. */
-static recap_status_t current_options(recap__options_t *o) {
+static recap_status_t current_options(const recap__options_t **o) {
   static recap__options_t cached;
   static uint64_t cached_version; /* 0: nothing cached */
   uint64_t before = recap__options_version();
@@ -505,7 +525,7 @@ static recap_status_t current_options(recap__options_t *o) {
     uint64_t after = recap__options_version();
     cached_version = before == after ? after : 0;
   }
-  *o = cached;
+  *o = &cached;
   return RECAP_SUCCESS;
 }
 
@@ -546,11 +566,11 @@ recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
   pthread_mutex_lock(&recap__alloc.lock);
   recap__device_state_t *d = device_state(device);
   recap__pool_t *pool = NULL;
-  recap__block_t *b = NULL, *rest = NULL;
-  recap__options_t o;
+  recap__block_t *b = NULL;
+  const recap__options_t *o;
   RECAP__CHECK_GOTO(current_options(&o), s, out);
-  size_t rounded = round_size(&o, size);
-  bool small = rounded <= o.small_size;
+  size_t rounded = round_size(o, size);
+  bool small = rounded <= o->small_size;
   if (!d) {
     s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
     goto out;
@@ -560,25 +580,27 @@ recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
   recap__free_set_t *set = free_set_of(pool, small);
   /* Reserve every bit of host memory this call may need first, so that nothing can fail once
    * the block structure starts to change. */
-  rest = block_new();
-  if (!rest || !recap__free_set_reserve(set, 1) ||
+  if (!block_reserve() || !recap__free_set_reserve(set, 1) ||
       !recap__ptr_map_reserve(&recap__alloc.allocated, 1)) {
     s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
     goto out;
   }
 
-  b = find_free_block(set, stream, rounded, &o);
+  b = find_free_block(set, stream, rounded, o);
   if (b) {
     recap__free_set_erase(set, b);
   } else {
-    RECAP__CHECK_GOTO(new_segment(d, pool, small, segment_size_for(&o, rounded), size, stream, &o,
+    RECAP__CHECK_GOTO(new_segment(d, pool, small, segment_size_for(o, rounded), size, stream, o,
                                   &b),
                       s, out);
   }
 
   recap_memory_stats_t *st = &d->stats;
   bool already_split = recap__block_is_split(b);
-  if (should_split(b, rounded, &o)) {
+  /* A record for the rest was reserved above; should new_segment have used it and the host be
+   * out of memory now, the caller simply gets the whole block. */
+  recap__block_t *rest = should_split(b, rounded, o) ? block_new() : NULL;
+  if (rest) {
     /* Keep the front for the caller; the rest stays free, right after it. */
     rest->ptr = b->ptr + rounded;
     rest->size = b->size - rounded;
@@ -590,7 +612,6 @@ recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
     b->next = rest;
     b->size = rounded;
     recap__free_set_insert(set, rest);
-    rest = NULL;
     if (already_split) {
       stat_kind(st->inactive_split_bytes, small, -(int64_t)rounded);
     } else {
@@ -614,7 +635,6 @@ recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
   *ptr = b->ptr;
 
 out:
-  if (rest) block_delete(rest);
   pthread_mutex_unlock(&recap__alloc.lock);
   return s;
 }

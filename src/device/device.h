@@ -19,6 +19,7 @@
 #include "recap.h"
 #include "recap/graph.h"
 #include "recap/inspect.h"
+#include "recap/rng.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -40,6 +41,8 @@ typedef enum recap__capture_status {
   RECAP__CAPTURE_ACTIVE = 1,
   RECAP__CAPTURE_INVALIDATED = 2
 } recap__capture_status_t;
+
+struct recap__rng_launch; /* rng_launch.h */
 
 typedef struct recap__device_ops {
   const char *name; /* "cuda" or "fake" */
@@ -96,6 +99,14 @@ typedef struct recap__device_ops {
   /* Fill info (zeroed by the caller) with the template's nodes and edges. Arrays and strings
    * are malloc'ed one by one; recap_graph_info_free releases them. */
   recap_status_t (*graph_inspect)(recap_cuda_graph_t graph, recap_graph_info_t *info);
+
+  /* Random numbers. rng_write_state enqueues on stream the write of {seed, offset} into the two
+   * 64-bit words at state (device memory): the values travel as launch arguments, so nothing on
+   * the host must outlive the call, and the write is ordered before the graph launched after
+   * it. rng_launch enqueues one of the library's random kernels (rng_launch.h). */
+  recap_status_t (*rng_write_state)(recap_stream_t stream, uint64_t *state, uint64_t seed,
+                                    uint64_t offset);
+  recap_status_t (*rng_launch)(const struct recap__rng_launch *launch);
 } recap__device_ops_t;
 
 /* The seam in use. The first call picks the CUDA implementation unless a test installed the

@@ -67,6 +67,41 @@ recap_status_t recap_graph_create(recap_graph_t *graph, unsigned flags) {
   return RECAP_SUCCESS;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * Hooks of the layers above
+ * ---------------------------------------------------------------------------------------- */
+
+recap_status_t recap__graph_add_hook(recap_graph_t g, const recap__graph_hooks_t *hooks,
+                                     void *ctx) {
+  if (g->state != RECAP__GRAPH_CAPTURING)
+    return recap__error(RECAP_ERROR_INVALID_USAGE, "graph hooks attach only during a capture");
+  if (g->hook_count == g->hook_capacity) {
+    size_t capacity = g->hook_capacity ? g->hook_capacity * 2 : 4;
+    recap__graph_hook_entry_t *grown = realloc(g->hooks, capacity * sizeof *grown);
+    if (!grown) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "graph hooks: out of host memory");
+    g->hooks = grown;
+    g->hook_capacity = capacity;
+  }
+  g->hooks[g->hook_count].hooks = hooks;
+  g->hooks[g->hook_count].ctx = ctx;
+  g->hook_count++;
+  return RECAP_SUCCESS;
+}
+
+static void hooks_capture_ended(recap_graph_t g, bool succeeded) {
+  for (size_t i = 0; i < g->hook_count; i++)
+    if (g->hooks[i].hooks->capture_ended)
+      g->hooks[i].hooks->capture_ended(g->hooks[i].ctx, g, succeeded);
+}
+
+static void hooks_release(recap_graph_t g) {
+  for (size_t i = 0; i < g->hook_count; i++)
+    if (g->hooks[i].hooks->release) g->hooks[i].hooks->release(g->hooks[i].ctx, g);
+  free(g->hooks);
+  g->hooks = NULL;
+  g->hook_count = g->hook_capacity = 0;
+}
+
 /* Stop routing and forget the capture in the registry. */
 static void close_capture_bookkeeping(recap_graph_t g) {
   recap__pool_route_end(g->device, g->pool);
@@ -90,7 +125,9 @@ recap_status_t recap_graph_reset(recap_graph_t graph) {
     if (dev->stream_end_capture(graph->capture_stream, &abandoned) == RECAP_SUCCESS && abandoned)
       dev->graph_destroy(abandoned);
     close_capture_bookkeeping(graph);
+    hooks_capture_ended(graph, false);
   }
+  hooks_release(graph);
   if (graph->exec && (s = dev->graph_exec_destroy(graph->exec)) != RECAP_SUCCESS) result = s;
   if (graph->template_graph && (s = dev->graph_destroy(graph->template_graph)) != RECAP_SUCCESS)
     result = s;
@@ -221,9 +258,11 @@ recap_status_t recap_graph_capture_end(recap_graph_t graph, recap_stream_t strea
    * properly. Every other outcome ends the capture. */
   if (s == RECAP_ERROR_INVALID_USAGE) return s;
   close_capture_bookkeeping(graph);
+  hooks_capture_ended(graph, s == RECAP_SUCCESS);
   if (s != RECAP_SUCCESS) {
     /* Invalidated or failed: nothing of the capture survives, the graph is fresh again. The
      * seam's message names the CUDA error; keep it while the bookkeeping is undone. */
+    hooks_release(graph);
     release_pool(graph);
     graph->state = RECAP__GRAPH_FRESH;
     memset(&graph->pool, 0, sizeof graph->pool);
@@ -241,6 +280,7 @@ recap_status_t recap_graph_capture_end(recap_graph_t graph, recap_stream_t strea
   dev->graph_destroy(graph->template_graph);
   graph->template_graph = NULL;
   if (s != RECAP_SUCCESS) {
+    hooks_release(graph);
     release_pool(graph);
     graph->state = RECAP__GRAPH_FRESH;
     memset(&graph->pool, 0, sizeof graph->pool);
@@ -275,6 +315,9 @@ recap_status_t recap_graph_replay(recap_graph_t graph, recap_stream_t stream) {
                         "capture_end must succeed first)");
   }
   if (!graph->exec) RECAP__CHECK(instantiate(graph));
+  for (size_t i = 0; i < graph->hook_count; i++)
+    if (graph->hooks[i].hooks->before_replay)
+      RECAP__CHECK(graph->hooks[i].hooks->before_replay(graph->hooks[i].ctx, graph, stream));
   return recap__device()->graph_launch(graph->exec, stream);
 }
 

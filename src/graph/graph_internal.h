@@ -21,6 +21,22 @@ typedef enum recap__graph_state {
 
 enum { RECAP__GRAPH_MAGIC = 0x72636170 /* "rcap" */ };
 
+/* Layers built on graphs (random numbers; later annotations and liveness checks) attach state
+ * to a graph through hooks, so the graph layer does not depend on them. */
+typedef struct recap__graph_hooks {
+  /* Before every launch of the executable, on the replay stream. A failure stops the replay. */
+  recap_status_t (*before_replay)(void *ctx, recap_graph_t graph, recap_stream_t stream);
+  /* When the capture ends: succeeded is false if it was invalidated or failed. */
+  void (*capture_ended)(void *ctx, recap_graph_t graph, bool succeeded);
+  /* The graph drops what it captured (reset, destroy, failed capture): free ctx. */
+  void (*release)(void *ctx, recap_graph_t graph);
+} recap__graph_hooks_t;
+
+typedef struct recap__graph_hook_entry {
+  const recap__graph_hooks_t *hooks;
+  void *ctx;
+} recap__graph_hook_entry_t;
+
 struct recap_graph {
   uint32_t magic; /* RECAP__GRAPH_MAGIC while alive: catches foreign and destroyed handles */
   unsigned flags;
@@ -34,7 +50,13 @@ struct recap_graph {
   recap_cuda_graph_exec_t exec;
   size_t node_count;
   recap_stream_t scope_stream; /* set while a capture scope is open */
+  recap__graph_hook_entry_t *hooks;
+  size_t hook_count, hook_capacity;
 };
+
+/* Attach hooks with ctx to a graph whose capture is under way. */
+recap_status_t recap__graph_add_hook(recap_graph_t graph, const recap__graph_hooks_t *hooks,
+                                     void *ctx);
 
 /* Argument check shared by every entry point: a live graph handle. */
 recap_status_t recap__graph_check(recap_graph_t graph, const char *function);

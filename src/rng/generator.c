@@ -1,0 +1,280 @@
+/*
+ * generator.c — Philox generators whose numbers stay right across graph replays (PyTorch's
+ * CUDAGeneratorImpl and its graph-safe state, in C).
+ *
+ * Eagerly, a kernel gets {seed, offset} by value and the offset advances. During a capture, the
+ * generator attaches itself to the capturing graph (through the graph's hooks) the first time it
+ * is used there; kernels then get pointers to the generator's 16 bytes of device state and an
+ * offset within the graph, which grows as the capture draws. At capture end the graph keeps that
+ * total. Before each replay the graph's hook writes the generator's current seed and offset into
+ * the device state, on the replay stream, and advances the offset by the total — which is what
+ * running the captured work eagerly would have done.
+ */
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "core/error.h"
+#include "device/rng_launch.h"
+#include "graph/graph_internal.h"
+#include "graph/registry.h"
+
+struct recap_generator {
+  pthread_mutex_t lock;
+  uint64_t seed;
+  uint64_t offset; /* in 32-bit values per thread; always a multiple of 4 */
+  uint64_t *device_state; /* {seed, base offset}, read by captured kernels */
+  int references; /* the user's, plus one per graph that captured it */
+  bool destroyed; /* the user destroyed it; graphs still hold it */
+  recap_graph_t capturing; /* the graph whose capture uses it now */
+  uint64_t offset_intragraph;
+};
+
+/* One generator used by one graph. */
+typedef struct rng_use {
+  recap_generator_t generator;
+  uint64_t increment; /* what one replay consumes */
+} rng_use_t;
+
+static uint64_t round4(uint64_t increment) { return (increment + 3) & ~(uint64_t)3; }
+
+static void drop_reference(recap_generator_t gen) {
+  pthread_mutex_lock(&gen->lock);
+  bool last = --gen->references == 0;
+  pthread_mutex_unlock(&gen->lock);
+  if (!last) return;
+  recap_free(gen->device_state);
+  pthread_mutex_destroy(&gen->lock);
+  free(gen);
+}
+
+recap_status_t recap_generator_create(recap_generator_t *generator, uint64_t seed) {
+  RECAP__ARG(generator != NULL, "recap_generator_create: generator is NULL");
+  *generator = NULL;
+  recap_generator_t gen = calloc(1, sizeof *gen);
+  if (!gen) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_generator_create: out of host memory");
+  /* From the default pool on the legacy stream: every graph shares it, so it must belong to
+   * none of their private pools. */
+  recap_status_t s = recap_malloc((void **)&gen->device_state, 2 * sizeof(uint64_t), NULL);
+  if (s != RECAP_SUCCESS) {
+    free(gen);
+    return s;
+  }
+  pthread_mutex_init(&gen->lock, NULL);
+  gen->seed = seed;
+  gen->references = 1;
+  *generator = gen;
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_generator_destroy(recap_generator_t gen) {
+  if (!gen) return RECAP_SUCCESS;
+  pthread_mutex_lock(&gen->lock);
+  bool twice = gen->destroyed;
+  gen->destroyed = true;
+  pthread_mutex_unlock(&gen->lock);
+  if (twice)
+    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                        "recap_generator_destroy: the generator was already destroyed");
+  drop_reference(gen);
+  return RECAP_SUCCESS;
+}
+
+/* Calls that need the generator outside any capture. */
+static recap_status_t refuse_during_capture(recap_generator_t gen, const char *function,
+                                            const char *why) {
+  if (!gen->capturing) return RECAP_SUCCESS;
+  return recap__error(RECAP_ERROR_INVALID_USAGE,
+                      "%s: a graph capture that uses this generator is under way; %s", function,
+                      why);
+}
+
+recap_status_t recap_generator_set_seed(recap_generator_t gen, uint64_t seed) {
+  RECAP__ARG(gen != NULL, "recap_generator_set_seed: generator is NULL");
+  pthread_mutex_lock(&gen->lock);
+  recap_status_t s = refuse_during_capture(
+      gen, "recap_generator_set_seed",
+      "the graph would replay with a seed it never saw. Set the seed before capture_begin or "
+      "after capture_end (it then takes effect at the next replay)");
+  if (s == RECAP_SUCCESS) {
+    gen->seed = seed;
+    gen->offset = 0;
+  }
+  pthread_mutex_unlock(&gen->lock);
+  return s;
+}
+
+recap_status_t recap_generator_get_seed(recap_generator_t gen, uint64_t *seed) {
+  RECAP__ARG(gen != NULL && seed != NULL, "recap_generator_get_seed: arguments must not be NULL");
+  pthread_mutex_lock(&gen->lock);
+  *seed = gen->seed;
+  pthread_mutex_unlock(&gen->lock);
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_generator_get_offset(recap_generator_t gen, uint64_t *offset) {
+  RECAP__ARG(gen != NULL && offset != NULL, "recap_generator_get_offset: arguments must not be NULL");
+  pthread_mutex_lock(&gen->lock);
+  recap_status_t s = refuse_during_capture(
+      gen, "recap_generator_get_offset",
+      "its value depends on replays that have not happened. Read it after capture_end");
+  if (s == RECAP_SUCCESS) *offset = gen->offset;
+  pthread_mutex_unlock(&gen->lock);
+  return s;
+}
+
+recap_status_t recap_generator_set_offset(recap_generator_t gen, uint64_t offset) {
+  RECAP__ARG(gen != NULL, "recap_generator_set_offset: generator is NULL");
+  RECAP__ARG(offset % 4 == 0,
+             "recap_generator_set_offset: offset %llu is not a multiple of 4 (each Philox draw "
+             "uses 4 values)",
+             (unsigned long long)offset);
+  pthread_mutex_lock(&gen->lock);
+  recap_status_t s = refuse_during_capture(gen, "recap_generator_set_offset",
+                                           "set it before capture_begin or after capture_end");
+  if (s == RECAP_SUCCESS) gen->offset = offset;
+  pthread_mutex_unlock(&gen->lock);
+  return s;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The graph side
+ * ---------------------------------------------------------------------------------------- */
+
+static recap_status_t use_before_replay(void *ctx, recap_graph_t graph, recap_stream_t stream) {
+  (void)graph;
+  rng_use_t *use = ctx;
+  recap_generator_t gen = use->generator;
+  pthread_mutex_lock(&gen->lock);
+  uint64_t seed = gen->seed, offset = gen->offset;
+  pthread_mutex_unlock(&gen->lock);
+  RECAP__CHECK(recap__device()->rng_write_state(stream, gen->device_state, seed, offset));
+  pthread_mutex_lock(&gen->lock);
+  gen->offset += use->increment;
+  pthread_mutex_unlock(&gen->lock);
+  return RECAP_SUCCESS;
+}
+
+static void use_capture_ended(void *ctx, recap_graph_t graph, bool succeeded) {
+  (void)graph;
+  rng_use_t *use = ctx;
+  recap_generator_t gen = use->generator;
+  pthread_mutex_lock(&gen->lock);
+  if (succeeded) use->increment = gen->offset_intragraph;
+  gen->capturing = NULL;
+  gen->offset_intragraph = 0;
+  pthread_mutex_unlock(&gen->lock);
+}
+
+static void use_release(void *ctx, recap_graph_t graph) {
+  (void)graph;
+  rng_use_t *use = ctx;
+  drop_reference(use->generator);
+  free(use);
+}
+
+static const recap__graph_hooks_t rng_hooks = {
+    .before_replay = use_before_replay,
+    .capture_ended = use_capture_ended,
+    .release = use_release,
+};
+
+/* Attach gen to graph's capture (called with gen->lock held). */
+static recap_status_t attach(recap_generator_t gen, recap_graph_t graph) {
+  rng_use_t *use = calloc(1, sizeof *use);
+  if (!use) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "generator: out of host memory");
+  use->generator = gen;
+  recap_status_t s = recap__graph_add_hook(graph, &rng_hooks, use);
+  if (s != RECAP_SUCCESS) {
+    free(use);
+    return s;
+  }
+  gen->references++;
+  gen->capturing = graph;
+  gen->offset_intragraph = 0;
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_generator_philox_state(recap_generator_t gen, recap_stream_t stream,
+                                            uint64_t increment, recap_philox_state_t *state) {
+  RECAP__ARG(gen != NULL && state != NULL,
+             "recap_generator_philox_state: generator and state must not be NULL");
+  recap__capture_status_t status;
+  uint64_t id = 0;
+  RECAP__CHECK(recap__device()->stream_capture_info(stream, &status, &id));
+  if (status == RECAP__CAPTURE_INVALIDATED)
+    return recap__error(RECAP_ERROR_CAPTURE_INVALIDATED,
+                        "recap_generator_philox_state: the stream's capture was invalidated");
+  recap_graph_t graph = status == RECAP__CAPTURE_ACTIVE ? recap__registry_find(id) : NULL;
+  if (status == RECAP__CAPTURE_ACTIVE && !graph)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_generator_philox_state: the stream is capturing, but not into a "
+                        "recap graph, so nothing would update the generator at replay; capture "
+                        "with recap_graph_capture_begin");
+  uint64_t step = round4(increment);
+  recap_status_t s = RECAP_SUCCESS;
+  pthread_mutex_lock(&gen->lock);
+  if (!graph) {
+    *state = (recap_philox_state_t){.seed = gen->seed, .offset = gen->offset};
+    gen->offset += step;
+  } else {
+    if (gen->capturing && gen->capturing != graph)
+      s = recap__error(RECAP_ERROR_INVALID_USAGE,
+                       "recap_generator_philox_state: the generator is already used by another "
+                       "capture under way; give concurrent captures generators of their own");
+    else if (!gen->capturing)
+      s = attach(gen, graph);
+    if (s == RECAP_SUCCESS) {
+      *state = (recap_philox_state_t){.seed_ptr = gen->device_state,
+                                      .offset_ptr = gen->device_state + 1,
+                                      .offset_intragraph = gen->offset_intragraph,
+                                      .captured = 1};
+      gen->offset_intragraph += step;
+    }
+  }
+  pthread_mutex_unlock(&gen->lock);
+  return s;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Library kernels
+ * ---------------------------------------------------------------------------------------- */
+
+static recap_status_t launch(recap_generator_t gen, recap__rng_launch_t *l, const char *function) {
+  RECAP__ARG(gen != NULL, "%s: generator is NULL", function);
+  RECAP__ARG(l->out != NULL || l->n == 0, "%s: out is NULL", function);
+  if (l->n == 0) return RECAP_SUCCESS;
+  uint64_t increment;
+  recap__rng_shape(l->n, &l->grid, &increment);
+  RECAP__CHECK(recap_generator_philox_state(gen, l->stream, increment, &l->state));
+  return recap__device()->rng_launch(l);
+}
+
+recap_status_t recap_rng_uniform(recap_generator_t gen, float *out, size_t n, recap_stream_t stream) {
+  recap__rng_launch_t l = {.kind = RECAP__RNG_UNIFORM, .out = out, .n = n, .stream = stream};
+  return launch(gen, &l, "recap_rng_uniform");
+}
+
+recap_status_t recap_rng_normal(recap_generator_t gen, float *out, size_t n, float mean,
+                                float stddev, recap_stream_t stream) {
+  RECAP__ARG(stddev >= 0.0f, "recap_rng_normal: stddev %g is negative", (double)stddev);
+  recap__rng_launch_t l = {.kind = RECAP__RNG_NORMAL, .out = out, .n = n, .a = mean, .b = stddev,
+                           .stream = stream};
+  return launch(gen, &l, "recap_rng_normal");
+}
+
+recap_status_t recap_rng_randint(recap_generator_t gen, int32_t *out, size_t n, int32_t low,
+                                 int32_t high, recap_stream_t stream) {
+  RECAP__ARG(high > low, "recap_rng_randint: the range [%d, %d) is empty", (int)low, (int)high);
+  recap__rng_launch_t l = {.kind = RECAP__RNG_RANDINT, .out = out, .n = n, .low = low,
+                           .high = high, .stream = stream};
+  return launch(gen, &l, "recap_rng_randint");
+}
+
+recap_status_t recap_rng_dropout(recap_generator_t gen, const float *in, float *out, uint8_t *mask,
+                                 size_t n, float p, recap_stream_t stream) {
+  RECAP__ARG(p >= 0.0f && p < 1.0f, "recap_rng_dropout: p = %g is not in [0, 1)", (double)p);
+  RECAP__ARG(in != NULL || n == 0, "recap_rng_dropout: in is NULL");
+  recap__rng_launch_t l = {.kind = RECAP__RNG_DROPOUT, .in = in, .out = out, .mask = mask, .n = n,
+                           .a = p, .stream = stream};
+  return launch(gen, &l, "recap_rng_dropout");
+}
