@@ -131,5 +131,6 @@ RECAP_API const char *recap_device_backend(void);
 #include "recap/graph.h"
 #include "recap/inspect.h"
 #include "recap/rng.h"
+#include "recap/graphed.h"
 
 #endif /* RECAP_H */

@@ -87,6 +87,17 @@ recap_status_t recap__error_at(recap_status_t status, const char *file, int line
 const char *recap_last_error(void) { return last_message; }
 recap_status_t recap_last_status(void) { return last_status_value; }
 
+void recap__error_save(recap__saved_error_t *saved) {
+  saved->status = last_status_value;
+  snprintf(saved->message, sizeof saved->message, "%s", last_message);
+}
+
+recap_status_t recap__error_restore(const recap__saved_error_t *saved) {
+  snprintf(last_message, sizeof last_message, "%s", saved->message);
+  last_status_value = saved->status;
+  return saved->status;
+}
+
 void recap_clear_last_error(void) {
   last_message[0] = '\0';
   last_status_value = RECAP_SUCCESS;

@@ -48,6 +48,16 @@ recap_status_t recap__error_at(recap_status_t status, const char *file, int line
     if (!(cond)) return recap__error(RECAP_ERROR_INVALID_ARGUMENT, __VA_ARGS__); \
   } while (0)
 
+/* Cleanup on an error path may call functions that set the last error themselves; save the
+ * original first and restore it at the end, so the user sees the cause, not the cleanup. */
+typedef struct recap__saved_error {
+  recap_status_t status;
+  char message[4096]; /* as long as the last error itself */
+} recap__saved_error_t;
+void recap__error_save(recap__saved_error_t *saved);
+/* Restores the saved error and returns its status. */
+recap_status_t recap__error_restore(const recap__saved_error_t *saved);
+
 /* Logging through the user's callback (stderr by default), filtered by level. */
 void recap__log(recap_log_level_t level, const char *fmt, ...) RECAP__PRINTF(2, 3);
 #define RECAP__WARN(...) recap__log(RECAP_LOG_LEVEL_WARN, __VA_ARGS__)

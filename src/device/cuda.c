@@ -248,6 +248,13 @@ static recap_status_t cuda_stream_synchronize(recap_stream_t stream) {
   return RECAP_SUCCESS;
 }
 
+static recap_status_t cuda_memcpy_async(void *dst, const void *src, size_t bytes,
+                                        recap_stream_t stream) {
+  CUDA_TRY_F(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream),
+             "cudaMemcpyAsync(%p, %p, %zu, stream %p)", dst, src, bytes, (void *)stream);
+  return RECAP_SUCCESS;
+}
+
 /* ---- capture ------------------------------------------------------------------------------ */
 
 /* Driver entry points for the primary-context check, fetched once (a failed fetch is retried). */
@@ -750,6 +757,13 @@ fail:
   return st;
 }
 
+/* ---- random numbers ----------------------------------------------------------------------- */
+
+/* Defined in rng_kernels.cu, which checks that they match the seam's members. */
+recap_status_t recap__cuda_rng_write_state(recap_stream_t stream, uint64_t *state, uint64_t seed,
+                                           uint64_t offset);
+recap_status_t recap__cuda_rng_launch(const struct recap__rng_launch *launch);
+
 /* ---- the table ---------------------------------------------------------------------------- */
 
 const recap__device_ops_t recap__cuda_ops = {
@@ -769,6 +783,7 @@ const recap__device_ops_t recap__cuda_ops = {
     .stream_create = cuda_stream_create,
     .stream_destroy = cuda_stream_destroy,
     .stream_synchronize = cuda_stream_synchronize,
+    .memcpy_async = cuda_memcpy_async,
     .stream_capture_info = cuda_stream_capture_info,
     .exchange_capture_mode = cuda_exchange_capture_mode,
     .stream_begin_capture = cuda_stream_begin_capture,
@@ -780,4 +795,6 @@ const recap__device_ops_t recap__cuda_ops = {
     .graph_node_count = cuda_graph_node_count,
     .graph_debug_dot = cuda_graph_debug_dot,
     .graph_inspect = cuda_graph_inspect,
+    .rng_write_state = recap__cuda_rng_write_state,
+    .rng_launch = recap__cuda_rng_launch,
 };

@@ -72,6 +72,8 @@ typedef struct recap__device_ops {
   recap_status_t (*stream_create)(recap_stream_t *stream);
   recap_status_t (*stream_destroy)(recap_stream_t stream);
   recap_status_t (*stream_synchronize)(recap_stream_t stream);
+  /* Device-to-device copy ordered on stream (cudaMemcpyAsync with cudaMemcpyDefault). */
+  recap_status_t (*memcpy_async)(void *dst, const void *src, size_t bytes, recap_stream_t stream);
 
   /* The capture status of stream and, when active, the id of its capture sequence. Must never
    * create a CUDA context: with no context on the device it reports NONE. */

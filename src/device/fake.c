@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "device/rng_launch.h"
 
 /* Provided by the allocator (src/alloc/): drops all of the allocator's state (pools, cached
  * blocks, statistics, the capture registry) without calling the device, whose memory the fake
@@ -760,6 +761,30 @@ static recap_status_t fake_stream_synchronize(recap_stream_t stream) {
   return unlock_and_report(&f);
 }
 
+/* Eagerly the copy happens at once (the fake's device memory is host memory); in a capture it
+ * becomes a memcpy node, which, like every fake node, does nothing when the graph replays. */
+static recap_status_t fake_memcpy_async(void *dst, const void *src, size_t bytes,
+                                        recap_stream_t stream) {
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&fake.lock);
+  fake_stream_t *s = stream_of(stream);
+  if (!s) {
+    note(&f, RECAP_ERROR_CUDA,
+         "cudaMemcpyAsync: invalid resource handle (cudaErrorInvalidResourceHandle): %p is not a "
+         "fake stream",
+         (void *)stream);
+  } else if ((!dst || !src) && bytes) {
+    note(&f, RECAP_ERROR_CUDA, "cudaMemcpyAsync: invalid argument (cudaErrorInvalidValue)");
+  } else if (s->capture) {
+    if (!capture_append(s, RECAP_NODE_MEMCPY, NULL))
+      note(&f, RECAP_ERROR_OUT_OF_MEMORY, "cudaMemcpyAsync: out of host memory in the fake");
+  } else {
+    if (bytes) memmove(dst, src, bytes);
+    s->enqueued++;
+  }
+  return unlock_and_report(&f);
+}
+
 static recap_status_t fake_stream_capture_info(recap_stream_t stream,
                                                recap__capture_status_t *status,
                                                uint64_t *capture_id) {
@@ -1141,6 +1166,149 @@ static recap_status_t fake_graph_inspect(recap_cuda_graph_t graph, recap_graph_i
   return unlock_and_report(&f);
 }
 
+/* ---- random numbers ----------------------------------------------------------------------
+ * The fake computes no real random numbers: eager kernels fill their output with a simple
+ * function of the seed, the offset and the index (fake.h), which is enough for tests to see
+ * that eager calls advance the generator and that replays are fed the right state. */
+
+/* Eager rng_write_state and rng_launch calls, since the process started (never reset). */
+static uint64_t fake_rng_state_writes, fake_rng_launches;
+
+static const char *fake_rng_kernel_name(recap__rng_kind_t kind) {
+  switch (kind) {
+    case RECAP__RNG_UNIFORM: return "recap_rng_uniform";
+    case RECAP__RNG_NORMAL: return "recap_rng_normal";
+    case RECAP__RNG_RANDINT: return "recap_rng_randint";
+    case RECAP__RNG_DROPOUT: return "recap_rng_dropout";
+  }
+  return NULL;
+}
+
+/* Enqueue one kernel named name on s: a node of its capture, or a work item. *eager says which
+ * (false on failure too). Called with the lock held. */
+static recap_status_t fake_rng_enqueue(fake_failure_t *f, fake_stream_t *s, const char *call,
+                                       const char *name, bool *eager) {
+  *eager = false;
+  if (s->capture && s->capture->invalidated)
+    return note(f, RECAP_ERROR_CAPTURE_INVALIDATED,
+                "%s: operation failed due to a previous error during capture "
+                "(cudaErrorStreamCaptureInvalidated): the stream takes part in capture %llu on "
+                "the fake device, which was invalidated",
+                call, (unsigned long long)s->capture->id);
+  if (s->capture) {
+    /* Launched into a capture, the kernel becomes a node; it does not run. */
+    if (!capture_append(s, RECAP_NODE_KERNEL, name))
+      return note(f, RECAP_ERROR_CUDA,
+                  "%s: out of memory (cudaErrorMemoryAllocation): no host memory for a node of "
+                  "capture %llu",
+                  call, (unsigned long long)s->capture->id);
+    return RECAP_SUCCESS;
+  }
+  s->enqueued++;
+  *eager = true;
+  return RECAP_SUCCESS;
+}
+
+static recap_status_t fake_rng_write_state(recap_stream_t stream, uint64_t *state, uint64_t seed,
+                                           uint64_t offset) {
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&fake.lock);
+  fake_stream_t *s = stream_of(stream);
+  bool eager = false;
+  if (!state) {
+    note(&f, RECAP_ERROR_INVALID_ARGUMENT, "fake_rng_state: the state pointer is NULL");
+  } else if (!s) {
+    note(&f, RECAP_ERROR_CUDA,
+         "fake_rng_state<<<1, 1>>>: invalid resource handle (cudaErrorInvalidResourceHandle): %p "
+         "is not a fake stream",
+         (void *)stream);
+  } else if (fake_rng_enqueue(&f, s, "fake_rng_state<<<1, 1>>>", "fake_rng_state", &eager) ==
+                 RECAP_SUCCESS &&
+             eager) {
+    /* Fake device memory is host memory: the kernel's write happens now. */
+    state[0] = seed;
+    state[1] = offset;
+    fake_rng_state_writes++;
+  }
+  return unlock_and_report(&f);
+}
+
+/* The fake's stand-in for a uniform draw in (0, 1]: ((seed + offset + i) mod 1000 + 1) / 1000. */
+static float fake_rng_uniform_at(uint64_t seed, uint64_t offset, size_t i) {
+  return (float)((seed + offset + (uint64_t)i) % 1000u + 1u) / 1000.0f;
+}
+
+static void fake_rng_fill(const recap__rng_launch_t *l) {
+  uint64_t seed = l->state.seed, offset = l->state.offset;
+  if (l->state.captured) { /* not expected eagerly, but read the words as a kernel would */
+    seed = *l->state.seed_ptr;
+    offset = *l->state.offset_ptr + l->state.offset_intragraph;
+  }
+  switch (l->kind) {
+    case RECAP__RNG_UNIFORM: {
+      float *out = l->out;
+      for (size_t i = 0; i < l->n; i++) out[i] = fake_rng_uniform_at(seed, offset, i);
+      break;
+    }
+    case RECAP__RNG_NORMAL: {
+      float *out = l->out;
+      for (size_t i = 0; i < l->n; i++)
+        out[i] = l->a + l->b * (fake_rng_uniform_at(seed, offset, i) - 0.5f);
+      break;
+    }
+    case RECAP__RNG_RANDINT: {
+      int32_t *out = l->out;
+      uint64_t range = (uint64_t)((int64_t)l->high - (int64_t)l->low);
+      for (size_t i = 0; i < l->n; i++)
+        out[i] = (int32_t)((int64_t)l->low + (int64_t)((seed + offset + (uint64_t)i) % range));
+      break;
+    }
+    case RECAP__RNG_DROPOUT: {
+      float *out = l->out;
+      float scale = 1.0f / (1.0f - l->a);
+      for (size_t i = 0; i < l->n; i++) {
+        bool keep = fake_rng_uniform_at(seed, offset, i) > l->a;
+        out[i] = l->in[i] * (float)keep * scale;
+        if (l->mask) l->mask[i] = keep ? 1 : 0;
+      }
+      break;
+    }
+  }
+}
+
+static recap_status_t fake_rng_launch(const recap__rng_launch_t *l) {
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&fake.lock);
+  fake_stream_t *s = l ? stream_of(l->stream) : NULL;
+  const char *name = l ? fake_rng_kernel_name(l->kind) : NULL;
+  bool eager = false;
+  if (!l) {
+    note(&f, RECAP_ERROR_INVALID_ARGUMENT, "random kernel launch: launch is NULL");
+  } else if (!name) {
+    note(&f, RECAP_ERROR_INTERNAL, "random kernel launch: unknown kind %d", (int)l->kind);
+  } else if (l->n == 0) {
+    /* Nothing to launch. */
+  } else if (!l->out || (l->kind == RECAP__RNG_DROPOUT && !l->in)) {
+    note(&f, RECAP_ERROR_INVALID_ARGUMENT, "%s: out or in is NULL", name);
+  } else if (l->kind == RECAP__RNG_RANDINT && l->high <= l->low) {
+    note(&f, RECAP_ERROR_INVALID_ARGUMENT, "%s: the range [%d, %d) is empty", name, (int)l->low,
+         (int)l->high);
+  } else if (l->kind == RECAP__RNG_DROPOUT && !(l->a >= 0.0f && l->a < 1.0f)) {
+    note(&f, RECAP_ERROR_INVALID_ARGUMENT, "%s: p = %g is not in [0, 1)", name, (double)l->a);
+  } else if (l->grid == 0 || l->grid > RECAP__RNG_MAX_GRID) {
+    note(&f, RECAP_ERROR_INTERNAL, "%s: grid %u is not a shape recap__rng_shape gives", name,
+         l->grid);
+  } else if (!s) {
+    note(&f, RECAP_ERROR_CUDA,
+         "%s: invalid resource handle (cudaErrorInvalidResourceHandle): %p is not a fake stream",
+         name, (void *)l->stream);
+  } else if (fake_rng_enqueue(&f, s, name, name, &eager) == RECAP_SUCCESS && eager) {
+    fake_rng_fill(l);
+    fake_rng_launches++;
+  }
+  return unlock_and_report(&f);
+}
+
 const recap__device_ops_t recap__fake_ops = {
     .name = "fake",
     .device_count = fake_device_count,
@@ -1158,6 +1326,7 @@ const recap__device_ops_t recap__fake_ops = {
     .stream_create = fake_stream_create,
     .stream_destroy = fake_stream_destroy,
     .stream_synchronize = fake_stream_synchronize,
+    .memcpy_async = fake_memcpy_async,
     .stream_capture_info = fake_stream_capture_info,
     .exchange_capture_mode = fake_exchange_capture_mode,
     .stream_begin_capture = fake_stream_begin_capture,
@@ -1169,6 +1338,8 @@ const recap__device_ops_t recap__fake_ops = {
     .graph_node_count = fake_graph_node_count,
     .graph_debug_dot = fake_graph_debug_dot,
     .graph_inspect = fake_graph_inspect,
+    .rng_write_state = fake_rng_write_state,
+    .rng_launch = fake_rng_launch,
 };
 
 /* ---- test controls ---------------------------------------------------------------------- */
@@ -1358,6 +1529,20 @@ int64_t recap__fake_live_graphs(void) {
 int64_t recap__fake_live_execs(void) {
   pthread_mutex_lock(&fake.lock);
   int64_t n = fake.live_execs;
+  pthread_mutex_unlock(&fake.lock);
+  return n;
+}
+
+uint64_t recap__fake_rng_state_writes(void) {
+  pthread_mutex_lock(&fake.lock);
+  uint64_t n = fake_rng_state_writes;
+  pthread_mutex_unlock(&fake.lock);
+  return n;
+}
+
+uint64_t recap__fake_rng_launches(void) {
+  pthread_mutex_lock(&fake.lock);
+  uint64_t n = fake_rng_launches;
   pthread_mutex_unlock(&fake.lock);
   return n;
 }

@@ -38,6 +38,18 @@
  *    another thread than the one that began a non-relaxed capture, RECAP_ERROR_INVALID_USAGE
  *    (cudaErrorStreamCaptureWrongThread), the capture left intact; on a stream not capturing,
  *    RECAP_ERROR_INVALID_USAGE. destroy of NULL is a no-op.
+ *  - Random numbers: the fake computes no real random numbers. rng_write_state on a stream
+ *    that does not capture writes {seed, offset} into the two words at once (fake device memory
+ *    is host memory) and enqueues one work item; on a capturing stream it adds a kernel node
+ *    named "fake_rng_state" and writes nothing (the write would happen when the graph runs).
+ *    rng_launch adds a kernel node named after the kind ("recap_rng_uniform",
+ *    "recap_rng_normal", "recap_rng_randint", "recap_rng_dropout") on a capturing stream;
+ *    otherwise it enqueues one work item and fills out[] at once from the state's seed s and
+ *    offset o, with u(i) = ((s + o + i) mod 1000 + 1) / 1000 in (0, 1]: uniform u(i); normal
+ *    mean + stddev * (u(i) - 0.5); randint low + (s + o + i) mod (high - low); dropout
+ *    keep = u(i) > p, out = in * keep / (1 - p), mask = keep. Graph launches run nothing, so
+ *    replays fill nothing; the state words show what a replay was fed. Both fail with
+ *    RECAP_ERROR_CAPTURE_INVALIDATED on a stream whose capture was invalidated.
  */
 #ifndef RECAP_FAKE_H
 #define RECAP_FAKE_H
@@ -106,6 +118,10 @@ uint64_t recap__fake_graph_launches(void);
 /* Fake graphs (stream_end_capture) and executables (graph_instantiate) not yet destroyed. */
 int64_t recap__fake_live_graphs(void);
 int64_t recap__fake_live_execs(void);
+/* rng_write_state calls that wrote the state words (not capturing), and rng_launch calls that
+ * filled an output (not capturing), since the process started: tests compare differences. */
+uint64_t recap__fake_rng_state_writes(void);
+uint64_t recap__fake_rng_launches(void);
 
 #ifdef __cplusplus
 }

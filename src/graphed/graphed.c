@@ -1,0 +1,353 @@
+/*
+ * graphed.c — graphed callables (the seed's make_graphed_callables), built on graphs and the
+ * allocator.
+ *
+ * create: warm every callable up on recap's side stream (lazy initialisation inside user code —
+ * cuBLAS handles, workspace allocations — then happens outside the captures), capture the
+ * forwards in order and the backwards in reverse order into one pool, so that memory a later
+ * pass frees is reused by an earlier one in exactly the order training runs them.
+ * forward/backward: copy inputs that are not already in the static buffers, replay, hand back
+ * the static outputs. A call in the other training mode, or with graphs disabled, runs the
+ * user's functions eagerly instead.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "graph/graph_internal.h"
+#include "recap/graphed.h"
+
+struct recap_graphed {
+  recap_callable_desc_t desc;    /* arrays below are our copies */
+  recap_buffer_t *static_inputs; /* the sample inputs (the caller's memory) */
+  int *requires_grad;
+  int training;     /* the mode captured */
+  bool eager_only;  /* graphs disabled: never captured */
+  recap_graph_t forward_graph, backward_graph;
+  recap_buffer_t *static_outputs;      /* allocated in the forward capture (pool) */
+  recap_buffer_t *static_grad_outputs; /* allocated before the backward capture */
+  recap_buffer_t *static_grad_inputs;  /* allocated in the backward capture (pool) */
+  recap_buffer_t *eager_outputs;       /* the last eager forward's, freed at the next */
+  recap_buffer_t *eager_grad_inputs;   /* the last eager backward's, freed at the next */
+  bool forward_ran, last_forward_eager;
+};
+
+static bool needs_backward(const recap_graphed_t h) {
+  if (!h->desc.backward) return false;
+  for (size_t i = 0; i < h->desc.input_count; i++)
+    if (h->requires_grad[i]) return true;
+  return false;
+}
+
+static void free_buffers(recap_buffer_t *buffers, size_t count) {
+  if (!buffers) return;
+  for (size_t i = 0; i < count; i++) {
+    recap_free(buffers[i].data);
+    buffers[i].data = NULL;
+  }
+}
+
+recap_status_t recap_graphed_destroy(recap_graphed_t h) {
+  if (!h) return RECAP_SUCCESS;
+  recap_status_t s = recap_graph_destroy(h->forward_graph), t;
+  if ((t = recap_graph_destroy(h->backward_graph)) != RECAP_SUCCESS) s = t;
+  size_t in = h->desc.input_count, out = h->desc.output_count;
+  free_buffers(h->static_outputs, out);
+  free_buffers(h->static_grad_outputs, out);
+  free_buffers(h->static_grad_inputs, in);
+  free_buffers(h->eager_outputs, out);
+  free_buffers(h->eager_grad_inputs, in);
+  free(h->static_outputs);
+  free(h->static_grad_outputs);
+  free(h->static_grad_inputs);
+  free(h->eager_outputs);
+  free(h->eager_grad_inputs);
+  free(h->static_inputs);
+  free(h->requires_grad);
+  free(h);
+  return s;
+}
+
+/* Copy the description and make room for every buffer array. */
+static recap_status_t make_handle(const recap_callable_desc_t *d, size_t index, int training,
+                                  recap_graphed_t *out) {
+  RECAP__ARG(d->forward != NULL, "recap_graphed_create: callable %zu has no forward function",
+             index);
+  RECAP__ARG(d->input_count == 0 || d->sample_inputs != NULL,
+             "recap_graphed_create: callable %zu has %zu inputs but no sample_inputs", index,
+             d->input_count);
+  recap_graphed_t h = calloc(1, sizeof *h);
+  if (!h) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graphed_create: out of host memory");
+  size_t in = d->input_count ? d->input_count : 1, out_n = d->output_count ? d->output_count : 1;
+  h->desc = *d;
+  h->training = training;
+  h->static_inputs = calloc(in, sizeof *h->static_inputs);
+  h->requires_grad = calloc(in, sizeof *h->requires_grad);
+  h->static_outputs = calloc(out_n, sizeof(recap_buffer_t));
+  h->static_grad_outputs = calloc(out_n, sizeof(recap_buffer_t));
+  h->static_grad_inputs = calloc(in, sizeof(recap_buffer_t));
+  h->eager_outputs = calloc(out_n, sizeof(recap_buffer_t));
+  h->eager_grad_inputs = calloc(in, sizeof(recap_buffer_t));
+  if (!h->static_inputs || !h->requires_grad || !h->static_outputs || !h->static_grad_outputs ||
+      !h->static_grad_inputs || !h->eager_outputs || !h->eager_grad_inputs) {
+    recap_graphed_destroy(h);
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graphed_create: out of host memory");
+  }
+  for (size_t i = 0; i < d->input_count; i++) {
+    h->static_inputs[i] = d->sample_inputs[i];
+    h->requires_grad[i] = d->requires_grad ? d->requires_grad[i] != 0 : 0;
+  }
+  h->desc.sample_inputs = h->static_inputs;
+  h->desc.requires_grad = h->requires_grad;
+  *out = h;
+  return RECAP_SUCCESS;
+}
+
+/* The user's forward, with the contract checked: every output allocated. */
+static recap_status_t call_forward(recap_graphed_t h, recap_stream_t stream, int training,
+                                   const recap_buffer_t *inputs, recap_buffer_t *outputs) {
+  memset(outputs, 0, h->desc.output_count * sizeof *outputs);
+  recap_status_t s = h->desc.forward(h->desc.ctx, stream, training, inputs, outputs);
+  if (s != RECAP_SUCCESS) {
+    free_buffers(outputs, h->desc.output_count);
+    return s;
+  }
+  for (size_t i = 0; i < h->desc.output_count; i++) {
+    if (!outputs[i].data && outputs[i].bytes) {
+      free_buffers(outputs, h->desc.output_count);
+      return recap__error(RECAP_ERROR_INVALID_USAGE,
+                          "graphed callable: the forward function left output %zu unallocated "
+                          "(%zu bytes); allocate every output with recap_malloc on the stream "
+                          "it is given",
+                          i, outputs[i].bytes);
+    }
+  }
+  return RECAP_SUCCESS;
+}
+
+/* The user's backward, with the unused-input rule checked. */
+static recap_status_t call_backward(recap_graphed_t h, recap_stream_t stream, bool allow_unused,
+                                    const recap_buffer_t *grad_outputs, recap_buffer_t *grad_inputs) {
+  memset(grad_inputs, 0, h->desc.input_count * sizeof *grad_inputs);
+  recap_status_t s = h->desc.backward(h->desc.ctx, stream, grad_outputs, grad_inputs);
+  for (size_t i = 0; s == RECAP_SUCCESS && i < h->desc.input_count; i++) {
+    if (!h->requires_grad[i]) {
+      /* Not asked for: a gradient the backward made anyway is dropped. */
+      recap_free(grad_inputs[i].data);
+      grad_inputs[i].data = NULL;
+    } else if (!grad_inputs[i].data && !allow_unused) {
+      s = recap__error(RECAP_ERROR_INVALID_USAGE,
+                       "graphed callable: input %zu needs a gradient but the backward produced "
+                       "none, so the input is unused; set allow_unused_input in the options if "
+                       "that is intended",
+                       i);
+    }
+  }
+  if (s != RECAP_SUCCESS) free_buffers(grad_inputs, h->desc.input_count);
+  return s;
+}
+
+/* Buffers shaped like `shape`, allocated on stream. */
+static recap_status_t alloc_like(const recap_buffer_t *shape, size_t count, recap_stream_t stream,
+                                 recap_buffer_t *out) {
+  for (size_t i = 0; i < count; i++) {
+    out[i].bytes = shape[i].bytes;
+    out[i].data = NULL;
+    recap_status_t s = recap_malloc(&out[i].data, shape[i].bytes, stream);
+    if (s != RECAP_SUCCESS) {
+      free_buffers(out, i);
+      return s;
+    }
+  }
+  return RECAP_SUCCESS;
+}
+
+static recap_status_t warm_up(recap_graphed_t h, recap_stream_t s, const recap_graphed_options_t *o) {
+  size_t in = h->desc.input_count, out = h->desc.output_count;
+  for (int iter = 0; iter < o->warmup_iters; iter++) {
+    RECAP__CHECK(call_forward(h, s, o->training, h->static_inputs, h->eager_outputs));
+    recap_status_t st = RECAP_SUCCESS;
+    if (needs_backward(h)) {
+      st = alloc_like(h->eager_outputs, out, s, h->static_grad_outputs);
+      if (st == RECAP_SUCCESS) {
+        st = call_backward(h, s, o->allow_unused_input, h->static_grad_outputs,
+                           h->eager_grad_inputs);
+        free_buffers(h->eager_grad_inputs, in);
+        free_buffers(h->static_grad_outputs, out);
+      }
+    }
+    free_buffers(h->eager_outputs, out);
+    RECAP__CHECK(st);
+  }
+  return RECAP_SUCCESS;
+}
+
+/* Capture one pass into *graph: fn runs between capture_begin and capture_end; a failure of fn
+ * abandons the capture. */
+typedef recap_status_t (*pass_fn)(recap_graphed_t h, recap_stream_t s,
+                                  const recap_graphed_options_t *o);
+
+static recap_status_t capture_pass(recap_graphed_t h, recap_graph_t *graph, recap_stream_t s,
+                                   const recap_graphed_options_t *o, pass_fn fn) {
+  RECAP__CHECK(recap_graph_create(graph, 0));
+  recap_capture_options_t copts = RECAP_CAPTURE_OPTIONS_INIT;
+  copts.pool = o->pool;
+  copts.mode = o->mode;
+  RECAP__CHECK(recap_graph_capture_begin(*graph, s, &copts));
+  recap_status_t st = fn(h, s, o);
+  if (st != RECAP_SUCCESS) {
+    /* Keep the pass's own error; the reset only abandons the capture. */
+    recap__saved_error_t saved;
+    recap__error_save(&saved);
+    recap_graph_reset(*graph);
+    return recap__error_restore(&saved);
+  }
+  return recap_graph_capture_end(*graph, s);
+}
+
+static recap_status_t forward_pass(recap_graphed_t h, recap_stream_t s,
+                                   const recap_graphed_options_t *o) {
+  return call_forward(h, s, o->training, h->static_inputs, h->static_outputs);
+}
+
+static recap_status_t backward_pass(recap_graphed_t h, recap_stream_t s,
+                                    const recap_graphed_options_t *o) {
+  return call_backward(h, s, o->allow_unused_input, h->static_grad_outputs,
+                       h->static_grad_inputs);
+}
+
+recap_status_t recap_graphed_create(recap_graphed_t *handles, const recap_callable_desc_t *descs,
+                                    size_t count, const recap_graphed_options_t *options) {
+  RECAP__ARG(handles != NULL && descs != NULL && count > 0,
+             "recap_graphed_create: handles and descs must not be NULL, count must be positive");
+  memset(handles, 0, count * sizeof *handles);
+  recap_graphed_options_t o = RECAP_GRAPHED_OPTIONS_INIT;
+  if (options) {
+    RECAP__ARG(options->size >= offsetof(recap_graphed_options_t, mode) + sizeof options->mode &&
+                   options->size <= sizeof o,
+               "recap_graphed_create: options->size is %zu; start the options from "
+               "RECAP_GRAPHED_OPTIONS_INIT",
+               options->size);
+    memcpy(&o, options, options->size);
+  }
+  RECAP__ARG(o.warmup_iters >= 0, "recap_graphed_create: warmup_iters %d is negative",
+             o.warmup_iters);
+  o.training = o.training != 0;
+
+  recap_status_t s = RECAP_SUCCESS;
+  for (size_t i = 0; i < count && s == RECAP_SUCCESS; i++)
+    s = make_handle(&descs[i], i, o.training, &handles[i]);
+  if (s != RECAP_SUCCESS) goto fail;
+
+  if (recap_graphs_disabled()) {
+    for (size_t i = 0; i < count; i++) handles[i]->eager_only = true;
+    return RECAP_SUCCESS;
+  }
+
+  recap_stream_t side;
+  const recap__device_ops_t *dev = recap__device();
+  RECAP__CHECK_GOTO(recap__side_stream(&side), s, fail);
+  RECAP__CHECK_GOTO(dev->device_synchronize(), s, fail);
+  for (size_t i = 0; i < count; i++) RECAP__CHECK_GOTO(warm_up(handles[i], side, &o), s, fail);
+  RECAP__CHECK_GOTO(dev->stream_synchronize(side), s, fail);
+
+  /* One pool for every pass, in the order the passes will run. */
+  if (recap_pool_is_default(o.pool)) o.pool = recap_pool_handle();
+  for (size_t i = 0; i < count; i++)
+    RECAP__CHECK_GOTO(capture_pass(handles[i], &handles[i]->forward_graph, side, &o, forward_pass),
+                      s, fail);
+  for (size_t i = count; i-- > 0;) {
+    recap_graphed_t h = handles[i];
+    if (!needs_backward(h)) continue;
+    RECAP__CHECK_GOTO(alloc_like(h->static_outputs, h->desc.output_count, side,
+                                 h->static_grad_outputs),
+                      s, fail);
+    RECAP__CHECK_GOTO(capture_pass(h, &h->backward_graph, side, &o, backward_pass), s, fail);
+  }
+  RECAP__CHECK_GOTO(dev->stream_synchronize(side), s, fail);
+  return RECAP_SUCCESS;
+
+fail: {
+  recap__saved_error_t saved;
+  recap__error_save(&saved);
+  for (size_t i = 0; i < count; i++) {
+    recap_graphed_destroy(handles[i]);
+    handles[i] = NULL;
+  }
+  recap__error_restore(&saved);
+  return s;
+}
+}
+
+/* Copy each source buffer into its static buffer unless it is already there. */
+static recap_status_t stage(const recap_buffer_t *staticb, const recap_buffer_t *given,
+                            size_t count, recap_stream_t stream, const char *what) {
+  const recap__device_ops_t *dev = recap__device();
+  for (size_t i = 0; i < count; i++) {
+    if (!staticb[i].data || given[i].data == staticb[i].data) continue;
+    if (given[i].bytes != staticb[i].bytes)
+      return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                          "graphed callable: %s %zu has %zu bytes but was captured with %zu",
+                          what, i, given[i].bytes, staticb[i].bytes);
+    RECAP__CHECK(dev->memcpy_async(staticb[i].data, given[i].data, given[i].bytes, stream));
+  }
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_graphed_forward(recap_graphed_t h, recap_stream_t stream, int training,
+                                     const recap_buffer_t *inputs, const recap_buffer_t **outputs) {
+  RECAP__ARG(h != NULL && outputs != NULL,
+             "recap_graphed_forward: handle and outputs must not be NULL");
+  RECAP__ARG(inputs != NULL || h->desc.input_count == 0, "recap_graphed_forward: inputs is NULL");
+  *outputs = NULL;
+  training = training != 0;
+  if (h->eager_only || training != h->training) {
+    free_buffers(h->eager_outputs, h->desc.output_count);
+    RECAP__CHECK(call_forward(h, stream, training, inputs, h->eager_outputs));
+    h->forward_ran = h->last_forward_eager = true;
+    *outputs = h->eager_outputs;
+    return RECAP_SUCCESS;
+  }
+  RECAP__CHECK(stage(h->static_inputs, inputs, h->desc.input_count, stream, "input"));
+  RECAP__CHECK(recap_graph_replay(h->forward_graph, stream));
+  h->forward_ran = true;
+  h->last_forward_eager = false;
+  *outputs = h->static_outputs;
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_graphed_backward(recap_graphed_t h, recap_stream_t stream,
+                                      const recap_buffer_t *grad_outputs,
+                                      const recap_buffer_t **grad_inputs) {
+  RECAP__ARG(h != NULL && grad_inputs != NULL,
+             "recap_graphed_backward: handle and grad_inputs must not be NULL");
+  RECAP__ARG(grad_outputs != NULL || h->desc.output_count == 0,
+             "recap_graphed_backward: grad_outputs is NULL");
+  *grad_inputs = NULL;
+  if (!h->desc.backward)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_graphed_backward: the callable has no backward function");
+  if (!h->forward_ran)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_graphed_backward: call recap_graphed_forward first");
+  if (h->last_forward_eager || !h->backward_graph) {
+    free_buffers(h->eager_grad_inputs, h->desc.input_count);
+    /* An eager backward checks unused inputs as the capture would have. */
+    RECAP__CHECK(call_backward(h, stream, true, grad_outputs, h->eager_grad_inputs));
+    *grad_inputs = h->eager_grad_inputs;
+    return RECAP_SUCCESS;
+  }
+  RECAP__CHECK(stage(h->static_grad_outputs, grad_outputs, h->desc.output_count, stream,
+                     "output gradient"));
+  RECAP__CHECK(recap_graph_replay(h->backward_graph, stream));
+  *grad_inputs = h->static_grad_inputs;
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_graphed_graphs(recap_graphed_t h, recap_graph_t *forward,
+                                    recap_graph_t *backward) {
+  RECAP__ARG(h != NULL, "recap_graphed_graphs: handle is NULL");
+  if (forward) *forward = h->forward_graph;
+  if (backward) *backward = h->backward_graph;
+  return RECAP_SUCCESS;
+}
