@@ -103,12 +103,21 @@ static recap_status_t make_handle(const recap_callable_desc_t *d, size_t index, 
   return RECAP_SUCCESS;
 }
 
+/* A user function failed. If it did so through a recap call, that call's message stands;
+ * otherwise say which function returned what. */
+static void user_failure(recap_status_t s, const char *which) {
+  if (recap_last_status() != s)
+    recap__error(s, "graphed callable: the %s function returned %s", which, recap_status_name(s));
+}
+
 /* The user's forward, with the contract checked: every output allocated. */
 static recap_status_t call_forward(recap_graphed_t h, recap_stream_t stream, int training,
                                    const recap_buffer_t *inputs, recap_buffer_t *outputs) {
   memset(outputs, 0, h->desc.output_count * sizeof *outputs);
+  recap_clear_last_error();
   recap_status_t s = h->desc.forward(h->desc.ctx, stream, training, inputs, outputs);
   if (s != RECAP_SUCCESS) {
+    user_failure(s, "forward");
     free_buffers(outputs, h->desc.output_count);
     return s;
   }
@@ -129,7 +138,9 @@ static recap_status_t call_forward(recap_graphed_t h, recap_stream_t stream, int
 static recap_status_t call_backward(recap_graphed_t h, recap_stream_t stream, bool allow_unused,
                                     const recap_buffer_t *grad_outputs, recap_buffer_t *grad_inputs) {
   memset(grad_inputs, 0, h->desc.input_count * sizeof *grad_inputs);
+  recap_clear_last_error();
   recap_status_t s = h->desc.backward(h->desc.ctx, stream, grad_outputs, grad_inputs);
+  if (s != RECAP_SUCCESS) user_failure(s, "backward");
   for (size_t i = 0; s == RECAP_SUCCESS && i < h->desc.input_count; i++) {
     if (!h->requires_grad[i]) {
       /* Not asked for: a gradient the backward made anyway is dropped. */
@@ -200,7 +211,8 @@ static recap_status_t capture_pass(recap_graphed_t h, recap_graph_t *graph, reca
     recap__saved_error_t saved;
     recap__error_save(&saved);
     recap_graph_reset(*graph);
-    return recap__error_restore(&saved);
+    recap__error_restore(&saved);
+    return st;
   }
   return recap_graph_capture_end(*graph, s);
 }
@@ -321,12 +333,12 @@ recap_status_t recap_graphed_backward(recap_graphed_t h, recap_stream_t stream,
                                       const recap_buffer_t **grad_inputs) {
   RECAP__ARG(h != NULL && grad_inputs != NULL,
              "recap_graphed_backward: handle and grad_inputs must not be NULL");
-  RECAP__ARG(grad_outputs != NULL || h->desc.output_count == 0,
-             "recap_graphed_backward: grad_outputs is NULL");
   *grad_inputs = NULL;
   if (!h->desc.backward)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_graphed_backward: the callable has no backward function");
+  RECAP__ARG(grad_outputs != NULL || h->desc.output_count == 0,
+             "recap_graphed_backward: grad_outputs is NULL");
   if (!h->forward_ran)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_graphed_backward: call recap_graphed_forward first");
