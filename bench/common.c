@@ -1,0 +1,143 @@
+/*
+ * common.c — clock, statistics, argument parsing and device checks shared by the benchmarks.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "common.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+uint64_t bench_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int compare_doubles(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The q-quantile of sorted samples, interpolating between neighbours. */
+static double quantile(const double *sorted, size_t count, double q) {
+  double position = q * (double)(count - 1);
+  size_t below = (size_t)position;
+  if (below + 1 >= count) return sorted[count - 1];
+  double fraction = position - (double)below;
+  return sorted[below] + fraction * (sorted[below + 1] - sorted[below]);
+}
+
+void bench_stats(double *samples, size_t count, bench_stats_t *out) {
+  memset(out, 0, sizeof *out);
+  out->count = count;
+  if (count == 0) return;
+  qsort(samples, count, sizeof *samples, compare_doubles);
+  out->median = quantile(samples, count, 0.5);
+  out->p10 = quantile(samples, count, 0.1);
+  out->p90 = quantile(samples, count, 0.9);
+  out->min = samples[0];
+  out->max = samples[count - 1];
+}
+
+void bench_stats_json(FILE *f, const bench_stats_t *s) {
+  fprintf(f, "{\"median\": %.4f, \"p10\": %.4f, \"p90\": %.4f, \"min\": %.4f, \"max\": %.4f, "
+             "\"count\": %zu}",
+          s->median, s->p10, s->p90, s->min, s->max, s->count);
+}
+
+int bench_parse_args(int argc, char **argv, const char *name, const char *usage_extra,
+                     bench_args_t *args, int *exit_code) {
+  memset(args, 0, sizeof *args);
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    if (strcmp(arg, "--quick") == 0) {
+      args->quick = 1;
+    } else if (strcmp(arg, "--json") == 0 && i + 1 < argc) {
+      args->json_path = argv[++i];
+    } else if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0 || arg[0] == '-' ||
+               args->json_path) {
+      int help = strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
+      if (!help) fprintf(stderr, "%s: unknown argument '%s'\n", name, arg);
+      fprintf(help ? stdout : stderr,
+              "usage: %s [--quick] [--json PATH | PATH]\n"
+              "  --quick      fewer repetitions (a smoke run; the figures are noisier)\n"
+              "  --json PATH  where to write the results (default $OUT/%s.json when OUT is set,\n"
+              "               else ./%s.json)\n"
+              "%s"
+              "Exit status: 0 done, 1 a call or a check failed, 2 no CUDA device.\n",
+              name, name, name, usage_extra ? usage_extra : "");
+      *exit_code = help ? 0 : 1;
+      return 0;
+    } else {
+      args->json_path = arg;
+    }
+  }
+  if (!args->json_path) {
+    const char *out = getenv("OUT");
+    if (out && *out)
+      snprintf(args->json_buffer, sizeof args->json_buffer, "%s/%s.json", out, name);
+    else
+      snprintf(args->json_buffer, sizeof args->json_buffer, "%s.json", name);
+    args->json_path = args->json_buffer;
+  }
+  return 1;
+}
+
+int bench_require_device(const char *name) {
+  int count = 0;
+  recap_status_t status = recap_device_count(&count);
+  if (status != RECAP_SUCCESS || count < 1) {
+    const char *why = recap_last_error();
+    fprintf(stderr, "%s: no CUDA device: %s\n", name,
+            status != RECAP_SUCCESS && why[0] ? why : "the driver reports no device");
+    return 2;
+  }
+  BENCH_CUDA(cudaSetDevice(0));
+  /* Create the context now, so that no benchmark's first sample pays for it. */
+  BENCH_CUDA(cudaFree(NULL));
+  return 0;
+}
+
+static void versions(int *driver, int *runtime) {
+  *driver = 0;
+  *runtime = 0;
+  cudaDriverGetVersion(driver);
+  cudaRuntimeGetVersion(runtime);
+}
+
+void bench_describe_device(char *line, size_t size) {
+  struct cudaDeviceProp prop;
+  int device = 0, driver, runtime;
+  BENCH_CUDA(cudaGetDevice(&device));
+  BENCH_CUDA(cudaGetDeviceProperties(&prop, device));
+  versions(&driver, &runtime);
+  snprintf(line, size, "%s (sm_%d%d), driver %d.%d, runtime %d.%d, recap %s", prop.name,
+           prop.major, prop.minor, driver / 1000, driver % 1000 / 10, runtime / 1000,
+           runtime % 1000 / 10, recap_version_string());
+}
+
+void bench_device_json(FILE *f) {
+  struct cudaDeviceProp prop;
+  int device = 0, driver, runtime;
+  BENCH_CUDA(cudaGetDevice(&device));
+  BENCH_CUDA(cudaGetDeviceProperties(&prop, device));
+  versions(&driver, &runtime);
+  /* A device name holds no quotes or backslashes. */
+  fprintf(f, "\"device\": \"%s\", \"compute_capability\": \"%d.%d\", \"driver_version\": %d, "
+             "\"runtime_version\": %d, \"recap_version\": \"%s\"",
+          prop.name, prop.major, prop.minor, driver, runtime, recap_version_string());
+}
+
+void bench_fail_cuda(cudaError_t error, const char *call, const char *file, int line) {
+  fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", file, line, call, cudaGetErrorName(error),
+          cudaGetErrorString(error));
+  exit(1);
+}
+
+void bench_fail_recap(recap_status_t status, const char *call, const char *file, int line) {
+  fprintf(stderr, "%s:%d: %s failed: %s: %s\n", file, line, call, recap_status_name(status),
+          recap_last_error());
+  exit(1);
+}

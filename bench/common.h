@@ -1,0 +1,89 @@
+/*
+ * common.h — what recap's benchmarks share: a monotonic clock, sample statistics, the device
+ * check every benchmark starts with, checked CUDA and recap calls, and the output path rule.
+ *
+ * The benchmarks time host-side costs (SPEC §9): the CPU time a call takes to return, not the
+ * GPU time of the work it enqueues. Each figure is the median of many batches; a batch times
+ * many calls in a row with one clock read before and one after, so the clock's own cost is
+ * spread over the batch.
+ */
+#ifndef RECAP_BENCH_COMMON_H
+#define RECAP_BENCH_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <cuda_runtime_api.h>
+
+#include "recap.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Nanoseconds of CLOCK_MONOTONIC. */
+uint64_t bench_now_ns(void);
+
+/* Order statistics of a set of samples. */
+typedef struct bench_stats {
+  double median, p10, p90, min, max;
+  size_t count;
+} bench_stats_t;
+
+/* Sorts samples[0..count) in place and fills out. count 0 gives zeros. */
+void bench_stats(double *samples, size_t count, bench_stats_t *out);
+
+/* Writes a stats object as JSON: {"median":..,"p10":..,"p90":..,"min":..,"max":..,"count":..}. */
+void bench_stats_json(FILE *f, const bench_stats_t *stats);
+
+/* Options every benchmark takes: --quick (fewer repetitions), --json PATH (or a bare PATH). */
+typedef struct bench_args {
+  int quick;
+  const char *json_path;
+  char json_buffer[4096];
+} bench_args_t;
+
+/* Parses argv. Prints usage and returns 0 for -h/--help or a bad argument (*exit_code tells
+ * which exit status to use), else 1. The JSON path defaults to $OUT/<name>.json when OUT is set,
+ * else ./<name>.json. */
+int bench_parse_args(int argc, char **argv, const char *name, const char *usage_extra,
+                     bench_args_t *args, int *exit_code);
+
+/* Checks that recap sees a CUDA device and makes device 0 current. Without one, prints
+ * "<name>: no CUDA device: <recap_last_error()>" on stderr and returns 2 (the benchmark's
+ * exit status); 0 when a device is there. */
+int bench_require_device(const char *name);
+
+/* The current device's name, the driver and runtime versions and recap's version, as one line
+ * ("NVIDIA H200, driver 13.0, runtime 13.0, recap 0.1.0") and as JSON members (no braces). */
+void bench_describe_device(char *line, size_t size);
+void bench_device_json(FILE *f);
+
+/* Abort the benchmark on a failed call: prints the call, its place and the error. */
+void bench_fail_cuda(cudaError_t error, const char *call, const char *file, int line);
+void bench_fail_recap(recap_status_t status, const char *call, const char *file, int line);
+
+#define BENCH_CUDA(call)                                                     \
+  do {                                                                       \
+    cudaError_t bench_error_ = (call);                                       \
+    if (bench_error_ != cudaSuccess)                                         \
+      bench_fail_cuda(bench_error_, #call, __FILE__, __LINE__);              \
+  } while (0)
+
+#define BENCH_RECAP(call)                                                    \
+  do {                                                                       \
+    recap_status_t bench_status_ = (call);                                   \
+    if (bench_status_ != RECAP_SUCCESS)                                      \
+      bench_fail_recap(bench_status_, #call, __FILE__, __LINE__);            \
+  } while (0)
+
+/* kernels.cu: one thread adds 1 to *counter. The launch's error is returned (cudaGetLastError),
+ * so a failed launch is seen at once, in eager runs and during capture alike. */
+cudaError_t bench_launch_increment(cudaStream_t stream, int *counter);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RECAP_BENCH_COMMON_H */

@@ -1,0 +1,295 @@
+#!/usr/bin/env python3
+"""report.py: merge the benchmarks' JSON files into one table of ratios.
+
+Reads, from --dir (default: $OUT when set, else the current folder), whichever of these exist:
+bench_graph.json, bench_alloc.json (recap and raw CUDA, from the C benchmarks) and
+torch_graph.json, torch_alloc.json (PyTorch, from bench/torch_*.py). Prints:
+
+  replay      host us per launch: raw cudaGraphLaunch, recap_graph_replay, torch g.replay();
+              recap/raw against SPEC §9's 1.05, and recap/torch;
+  capture     us for capture + instantiate of N kernels: raw, recap, torch (begin/end and the
+              torch.cuda.graph context); recap/raw against 1.1, and recap/torch;
+  allocator   ns per cached malloc + free pair: recap, cudaMallocAsync, torch; recap against
+              60 ns, and what routing to a capture's pool adds against 100 ns.
+
+Writes the merged rows and the inputs as JSON (--out, default bench/results.json beside this
+script), a plot of the ratios as PNG (--plot, default the --out path with .png) when
+matplotlib is importable, and with --brief PATH a few lines for a summary. Exit status 0, or 1
+when no input was found; missed targets are reported, not failed (--strict makes them fail).
+"""
+import argparse
+import datetime
+import json
+import math
+import os
+import re
+import sys
+
+INPUTS = ("bench_graph", "bench_alloc", "torch_graph", "torch_alloc")
+
+
+def load(folder):
+    data = {}
+    for name in INPUTS:
+        path = os.path.join(folder, name + ".json")
+        if os.path.exists(path):
+            try:
+                with open(path) as f:
+                    data[name] = json.load(f)
+            except (OSError, ValueError) as e:
+                print(f"report: cannot read {path}: {e}", file=sys.stderr)
+    return data
+
+
+def med(entry, key):
+    """The median of entry[key], a stats object, or None."""
+    if not entry or key not in entry or not isinstance(entry[key], dict):
+        return None
+    return entry[key].get("median")
+
+
+def div(a, b):
+    return a / b if a is not None and b not in (None, 0) else None
+
+
+def fmt(x, spec):
+    """x formatted by spec, or a dash as wide as spec asks when x is missing."""
+    if isinstance(x, (int, float)) and not math.isnan(x):
+        return format(x, spec)
+    width = re.match(r"\d*", spec).group()
+    return "-".rjust(int(width)) if width else "-"
+
+
+def by_key(rows, key):
+    return {r[key]: r for r in rows or []}
+
+
+def size_label(size):
+    if size >= 1 << 20 and size % (1 << 20) == 0:
+        return f"{size >> 20} MiB"
+    if size >= 1024 and size % 1024 == 0:
+        return f"{size >> 10} KiB"
+    return f"{size} B"
+
+
+def merge(data):
+    graph, alloc = data.get("bench_graph", {}), data.get("bench_alloc", {})
+    tgraph, talloc = data.get("torch_graph", {}), data.get("torch_alloc", {})
+    gt = graph.get("targets", {"replay_ratio": 1.05, "capture_ratio": 1.10})
+    at = alloc.get("targets", {"pair_ns": 60.0, "routing_extra_ns": 100.0})
+    targets = {**gt, **at}
+
+    replay = []
+    c_replay, t_replay = by_key(graph.get("replay"), "n"), by_key(tgraph.get("replay"), "n")
+    for n in sorted(set(c_replay) | set(t_replay)):
+        c, t = c_replay.get(n), t_replay.get(n)
+        raw, rec, tor = med(c, "raw_us"), med(c, "recap_us"), med(t, "torch_us")
+        r = div(rec, raw)
+        replay.append({"n": n, "raw_us": raw, "recap_us": rec, "torch_us": tor,
+                       "recap_vs_raw": r, "torch_vs_raw": div(tor, raw),
+                       "recap_vs_torch": div(rec, tor),
+                       "meets_target": None if r is None else r <= targets["replay_ratio"]})
+
+    capture = []
+    c_cap, t_cap = by_key(graph.get("capture"), "n"), by_key(tgraph.get("capture"), "n")
+    for n in sorted(set(c_cap) | set(t_cap)):
+        c, t = c_cap.get(n), t_cap.get(n)
+        raw, rec = med(c, "raw_us"), med(c, "recap_us")
+        tor, tscope = med(t, "torch_us"), med(t, "torch_scope_us")
+        r = div(rec, raw)
+        capture.append({"n": n, "raw_us": raw, "recap_us": rec, "torch_us": tor,
+                        "torch_scope_us": tscope, "recap_vs_raw": r,
+                        "torch_vs_raw": div(tor, raw), "recap_vs_torch": div(rec, tor),
+                        "meets_target": None if r is None else r <= targets["capture_ratio"]})
+
+    allocs = []
+    c_al, t_al = by_key(alloc.get("sizes"), "size"), by_key(talloc.get("sizes"), "size")
+    for size in sorted(set(c_al) | set(t_al)):
+        c, t = c_al.get(size), t_al.get(size)
+        rec, cu = med(c, "recap_ns"), med(c, "cuda_async_ns")
+        routed, other = med(c, "recap_routed_ns"), med(c, "recap_other_stream_in_capture_ns")
+        tor, torc = med(t, "torch_ns"), med(t, "torch_c_ns")
+        extra = routed - rec if routed is not None and rec is not None else None
+        best_torch = min(x for x in (tor, torc) if x is not None) if (tor or torc) else None
+        allocs.append({
+            "size": size, "recap_ns": rec, "cuda_async_ns": cu, "recap_routed_ns": routed,
+            "recap_other_stream_in_capture_ns": other, "routing_extra_ns": extra,
+            "torch_ns": tor, "torch_c_ns": torc, "torch_empty_ns": med(t, "torch_empty_ns"),
+            "torch_routing_extra_ns": t.get("routing_extra_ns") if t else None,
+            "python_floor_ns": med(t, "python_floor_ns"),
+            "recap_vs_cuda_async": div(rec, cu), "recap_vs_torch": div(rec, best_torch),
+            "meets_pair_target": None if rec is None else rec <= targets["pair_ns"],
+            "meets_routing_target": None if extra is None else extra <= targets["routing_extra_ns"],
+        })
+
+    def all_met(rows, key):
+        values = [r[key] for r in rows if r[key] is not None]
+        return all(values) if values else None
+
+    met = {"replay": all_met(replay, "meets_target"), "capture": all_met(capture, "meets_target"),
+           "alloc_pair": all_met(allocs, "meets_pair_target"),
+           "routing": all_met(allocs, "meets_routing_target")}
+    device = graph.get("device") or alloc.get("device") or tgraph.get("device")
+    checks = [d.get("checks_passed") for d in data.values() if "checks_passed" in d]
+    return {"generated": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "device": device, "targets": targets, "targets_met": met,
+            "checks_passed": all(checks) if checks else None,
+            "quick": any(d.get("quick") for d in data.values()),
+            "replay": replay, "capture": capture, "alloc": allocs,
+            "inputs": data}
+
+
+def yes(x):
+    return "-" if x is None else "yes" if x else "NO"
+
+
+def print_tables(res):
+    t = res["targets"]
+    print(f"benchmarks on {res['device'] or 'an unknown device'}"
+          f"{' (quick run: noisy figures)' if res['quick'] else ''}")
+    print(f"\ngraph replay, host us per launch call (target recap/raw <= {t['replay_ratio']})")
+    print(f"{'N':>6} {'raw':>8} {'recap':>8} {'torch':>8} {'recap/raw':>10} {'met':>4} "
+          f"{'torch/raw':>10} {'recap/torch':>12}")
+    for r in res["replay"]:
+        print(f"{r['n']:>6} {fmt(r['raw_us'], '8.3f')} {fmt(r['recap_us'], '8.3f')} "
+              f"{fmt(r['torch_us'], '8.3f')} {fmt(r['recap_vs_raw'], '10.3f')} "
+              f"{yes(r['meets_target']):>4} {fmt(r['torch_vs_raw'], '10.2f')} "
+              f"{fmt(r['recap_vs_torch'], '12.3f')}")
+    print(f"\ncapture + instantiate of N kernels, us (target recap/raw <= {t['capture_ratio']})")
+    print(f"{'N':>6} {'raw':>9} {'recap':>9} {'torch':>9} {'torch ctx':>10} {'recap/raw':>10} "
+          f"{'met':>4} {'recap/torch':>12}")
+    for r in res["capture"]:
+        print(f"{r['n']:>6} {fmt(r['raw_us'], '9.1f')} {fmt(r['recap_us'], '9.1f')} "
+              f"{fmt(r['torch_us'], '9.1f')} {fmt(r['torch_scope_us'], '10.1f')} "
+              f"{fmt(r['recap_vs_raw'], '10.3f')} {yes(r['meets_target']):>4} "
+              f"{fmt(r['recap_vs_torch'], '12.4f')}")
+    print(f"\nallocator, ns per cached malloc + free pair (targets: recap <= {t['pair_ns']:g}, "
+          f"routing adds <= {t['routing_extra_ns']:g})")
+    print(f"{'size':>8} {'recap':>7} {'met':>4} {'cuAsync':>8} {'torch':>8} {'torch._C':>9} "
+          f"{'r/cuda':>7} {'r/torch':>8} {'+routing':>9} {'met':>4} {'torch +rt':>10}")
+    for r in res["alloc"]:
+        print(f"{size_label(r['size']):>8} {fmt(r['recap_ns'], '7.1f')} "
+              f"{yes(r['meets_pair_target']):>4} {fmt(r['cuda_async_ns'], '8.1f')} "
+              f"{fmt(r['torch_ns'], '8.1f')} {fmt(r['torch_c_ns'], '9.1f')} "
+              f"{fmt(r['recap_vs_cuda_async'], '7.3f')} {fmt(r['recap_vs_torch'], '8.3f')} "
+              f"{fmt(r['routing_extra_ns'], '9.1f')} {yes(r['meets_routing_target']):>4} "
+              f"{fmt(r['torch_routing_extra_ns'], '10.1f')}")
+    m = res["targets_met"]
+    print(f"\ntargets met: replay {yes(m['replay'])}, capture {yes(m['capture'])}, "
+          f"alloc pair {yes(m['alloc_pair'])}, routing {yes(m['routing'])}; "
+          f"correctness checks {yes(res['checks_passed'])}")
+
+
+def brief_lines(res):
+    lines = []
+    m, t = res["targets_met"], res["targets"]
+
+    def series(rows, key, spec, label):
+        return " ".join(f"{label(r)}:{fmt(r[key], spec)}" for r in rows)
+
+    if res["replay"]:
+        lines.append(f"replay recap/raw  {series(res['replay'], 'recap_vs_raw', '.3f', lambda r: 'N' + str(r['n']))}"
+                     f"  (<= {t['replay_ratio']}: {yes(m['replay'])})")
+        lines.append(f"replay torch/raw  {series(res['replay'], 'torch_vs_raw', '.2f', lambda r: 'N' + str(r['n']))}")
+    if res["capture"]:
+        lines.append(f"capture recap/raw {series(res['capture'], 'recap_vs_raw', '.3f', lambda r: 'N' + str(r['n']))}"
+                     f"  (<= {t['capture_ratio']}: {yes(m['capture'])})")
+        lines.append(f"capture torch/raw {series(res['capture'], 'torch_vs_raw', '.2f', lambda r: 'N' + str(r['n']))}")
+    if res["alloc"]:
+        lab = lambda r: size_label(r["size"]).replace(" ", "")
+        lines.append(f"alloc pair ns     {series(res['alloc'], 'recap_ns', '.1f', lab)}"
+                     f"  (<= {t['pair_ns']:g}: {yes(m['alloc_pair'])})")
+        lines.append(f"routing +ns       {series(res['alloc'], 'routing_extra_ns', '.1f', lab)}"
+                     f"  (<= {t['routing_extra_ns']:g}: {yes(m['routing'])})")
+        lines.append(f"recap/cudaAsync   {series(res['alloc'], 'recap_vs_cuda_async', '.3f', lab)};"
+                     f" recap/torch {series(res['alloc'], 'recap_vs_torch', '.3f', lab)}")
+    return lines
+
+
+def plot(res, path):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except Exception:
+        return False
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2))
+    t = res["targets"]
+    for ax, key, title, target in ((axes[0], "replay", "replay host cost / raw", t["replay_ratio"]),
+                                   (axes[1], "capture", "capture+instantiate / raw", t["capture_ratio"])):
+        rows = res[key]
+        xs = [str(r["n"]) for r in rows]
+        width = 0.38
+        pos = range(len(xs))
+        ax.bar([p - width / 2 for p in pos], [r["recap_vs_raw"] or 0 for r in rows], width,
+               label="recap / raw CUDA")
+        ax.bar([p + width / 2 for p in pos], [r["torch_vs_raw"] or 0 for r in rows], width,
+               label="torch / raw CUDA")
+        ax.axhline(1.0, color="gray", lw=0.8)
+        ax.axhline(target, color="red", ls="--", lw=1, label=f"target {target}")
+        ax.set_xticks(list(pos), xs)
+        ax.set_xlabel("kernels in graph (N)")
+        ax.set_yscale("log")
+        ax.set_title(title)
+        ax.legend(fontsize=8)
+    ax = axes[2]
+    rows = res["alloc"]
+    xs = [size_label(r["size"]) for r in rows]
+    series = [("recap", "recap_ns"), ("recap routed", "recap_routed_ns"),
+              ("cudaMallocAsync", "cuda_async_ns"), ("torch._C", "torch_c_ns"),
+              ("torch", "torch_ns")]
+    width = 0.8 / len(series)
+    for i, (label, key) in enumerate(series):
+        ax.bar([p - 0.4 + width * (i + 0.5) for p in range(len(xs))],
+               [r[key] or 0 for r in rows], width, label=label)
+    ax.axhline(t["pair_ns"], color="red", ls="--", lw=1, label=f"target {t['pair_ns']:g} ns")
+    ax.set_xticks(list(range(len(xs))), xs)
+    ax.set_yscale("log")
+    ax.set_ylabel("ns per malloc+free pair")
+    ax.set_title("allocator hot path")
+    ax.legend(fontsize=8)
+    fig.suptitle(f"recap benchmarks on {res['device'] or '?'}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def main():
+    here = os.path.dirname(os.path.abspath(__file__))
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--dir", default=os.environ.get("OUT") or ".",
+                        help="folder holding the benchmarks' JSON files")
+    parser.add_argument("--out", default=os.path.join(here, "results.json"),
+                        help="merged JSON to write")
+    parser.add_argument("--plot", default=None, help="PNG to write (default: --out with .png)")
+    parser.add_argument("--brief", default=None, help="write a few summary lines here")
+    parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    args = parser.parse_args()
+
+    data = load(args.dir)
+    if not data:
+        print(f"report: no benchmark JSON found in {args.dir}", file=sys.stderr)
+        return 1
+    res = merge(data)
+    print_tables(res)
+    with open(args.out, "w") as f:
+        json.dump(res, f, indent=1)
+    print(f"\nmerged results: {args.out}")
+    png = args.plot or os.path.splitext(args.out)[0] + ".png"
+    try:
+        if plot(res, png):
+            print(f"plot: {png}")
+    except Exception as e:  # a plot is a nicety; the tables and JSON are the results
+        print(f"report: no plot ({type(e).__name__}: {e})", file=sys.stderr)
+    if args.brief:
+        with open(args.brief, "w") as f:
+            f.write("\n".join(brief_lines(res)) + "\n")
+    missed = [k for k, v in res["targets_met"].items() if v is False]
+    if args.strict and (missed or res["checks_passed"] is False):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,180 @@
+/*
+ * gpu_util.h — what recap's GPU tests share: status checks with the library's message, streams,
+ * exact checks of device buffers, and the end-of-test check that nothing is left behind.
+ *
+ * Include after harness.h. Every helper is static inline, so a test file that uses only some
+ * of them builds without warnings.
+ */
+#ifndef RECAP_TEST_GPU_UTIL_H
+#define RECAP_TEST_GPU_UTIL_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_runtime_api.h>
+
+#include "harness.h"
+#include "kernels.h"
+#include "recap.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+
+/* A recap call that must succeed; on failure the test fails with recap's message. */
+#define OK(expr)                                                                          \
+  do {                                                                                    \
+    recap_status_t ok_status_ = (expr);                                                   \
+    if (ok_status_ != RECAP_SUCCESS)                                                      \
+      fail_msg("%s returned %s: %s", #expr, recap_status_name(ok_status_), recap_last_error()); \
+  } while (0)
+
+/* A recap call that must fail with `status`. */
+#define EXPECT_STATUS(expr, status)                                                       \
+  do {                                                                                    \
+    recap_status_t st_got_ = (expr);                                                      \
+    if (st_got_ != (status))                                                              \
+      fail_msg("%s returned %s, expected %s (last error: %s)", #expr,                     \
+               recap_status_name(st_got_), recap_status_name(status), recap_last_error()); \
+  } while (0)
+
+/* A CUDA runtime call (or a kernel launcher) that must succeed. */
+#define CUDA_OK(expr)                                                                     \
+  do {                                                                                    \
+    cudaError_t cuda_err_ = (expr);                                                       \
+    if (cuda_err_ != cudaSuccess)                                                         \
+      fail_msg("%s failed: %s (%s)", #expr, cudaGetErrorName(cuda_err_),                  \
+               cudaGetErrorString(cuda_err_));                                            \
+  } while (0)
+
+/* recap_last_error() must contain `needle`. */
+#define EXPECT_MESSAGE(needle)                                                            \
+  do {                                                                                    \
+    if (!strstr(recap_last_error(), (needle)))                                            \
+      fail_msg("the last error does not mention \"%s\": %s", (needle), recap_last_error()); \
+  } while (0)
+
+static inline recap_memory_stats_t gpu_stats(void) {
+  recap_memory_stats_t s;
+  OK(recap_memory_stats(-1, &s));
+  return s;
+}
+
+static inline void gpu_check_allocator(void) {
+  recap_status_t s = recap_memory_check();
+  if (s != RECAP_SUCCESS) fail_msg("recap_memory_check: %s", recap_last_error());
+}
+
+/* The start of every test: the test kernels loaded, the device idle, the cache empty. */
+static inline void gpu_begin(void) {
+  CUDA_OK(cudaSetDevice(0));
+  CUDA_OK(recap_test_kernels_load());
+  CUDA_OK(cudaDeviceSynchronize());
+  OK(recap_empty_cache());
+  recap_clear_last_error();
+  gpu_check_allocator();
+}
+
+static inline cudaStream_t gpu_stream(void) {
+  cudaStream_t s = NULL;
+  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  return s;
+}
+
+static inline cudaEvent_t gpu_event(void) {
+  cudaEvent_t e = NULL;
+  CUDA_OK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  return e;
+}
+
+/* The side stream `to` waits for the work queued on `from` so far (a fork or a join). */
+static inline void gpu_join(cudaStream_t to, cudaStream_t from, cudaEvent_t event) {
+  CUDA_OK(cudaEventRecord(event, from));
+  CUDA_OK(cudaStreamWaitEvent(to, event, 0));
+}
+
+static inline float *gpu_floats(size_t n, cudaStream_t stream) {
+  void *p = NULL;
+  OK(recap_malloc(&p, n * sizeof(float), stream));
+  if (!p) fail_msg("recap_malloc(%zu floats) gave NULL", n);
+  return (float *)p;
+}
+
+/* Whether the device's free memory (cudaMemGetInfo) means what the tests assume: not when a
+ * CUDA tool is injected into the process (compute-sanitizer, profilers: CUDA_INJECTION64_PATH),
+ * which holds device memory of its own, nor when RECAP_TEST_NO_FREE_MEMORY_CHECKS=1. */
+static inline bool gpu_free_memory_checks(void) {
+  const char *tool = getenv("CUDA_INJECTION64_PATH");
+  const char *off = getenv("RECAP_TEST_NO_FREE_MEMORY_CHECKS");
+  if ((tool && *tool) || (off && strcmp(off, "1") == 0)) {
+    print_message("device free-memory checks skipped (a CUDA tool is attached, or "
+                  "RECAP_TEST_NO_FREE_MEMORY_CHECKS=1)\n");
+    return false;
+  }
+  return true;
+}
+
+static inline size_t gpu_free_bytes(void) {
+  size_t free_bytes = 0, total = 0;
+  CUDA_OK(cudaMemGetInfo(&free_bytes, &total));
+  return free_bytes;
+}
+
+/* The n floats at device pointer p, copied to the host once the device is idle. The result is
+ * malloc'ed; the caller frees it. */
+static inline float *gpu_read(const float *p, size_t n) {
+  CUDA_OK(cudaDeviceSynchronize());
+  float *host = malloc(n * sizeof *host);
+  if (!host) fail_msg("out of host memory");
+  CUDA_OK(cudaMemcpy(host, p, n * sizeof *host, cudaMemcpyDeviceToHost));
+  return host;
+}
+
+/* Every one of the n floats at p equals expected, exactly. */
+static inline void gpu_expect_all(const float *p, size_t n, float expected) {
+  float *host = gpu_read(p, n);
+  for (size_t i = 0; i < n; i++) {
+    if (host[i] != expected) {
+      float got = host[i];
+      free(host);
+      fail_msg("element %zu of %p is %.9g, expected %.9g", i, (const void *)p, (double)got,
+               (double)expected);
+    }
+  }
+  free(host);
+}
+
+/* Set n floats at p to value, eagerly on stream, and wait for it. */
+static inline void gpu_set(float *p, size_t n, float value, cudaStream_t stream) {
+  CUDA_OK(recap_test_fill(p, n, value, stream));
+  CUDA_OK(cudaStreamSynchronize(stream));
+}
+
+static inline void gpu_expect_pool_gone(recap_pool_id_t pool) {
+  recap_pool_info_t info = {0, 0, 0, 0, 0};
+  recap_status_t s = recap_pool_info(pool, &info);
+  if (s != RECAP_ERROR_NOT_FOUND)
+    fail_msg("pool {%llu,%llu} is still there (%s): %d references, %lld segments, "
+             "%lld bytes allocated",
+             (unsigned long long)pool.a, (unsigned long long)pool.b, recap_status_name(s),
+             info.references, (long long)info.segments, (long long)info.allocated_bytes);
+}
+
+/* The end of a test that freed everything it allocated and destroyed its graphs: after
+ * emptying the cache no pool of `pools` is left, recap holds no device memory, and the
+ * allocator's invariants hold. */
+static inline void gpu_finish(const recap_pool_id_t *pools, size_t pool_count) {
+  CUDA_OK(cudaDeviceSynchronize());
+  OK(recap_empty_cache());
+  for (size_t i = 0; i < pool_count; i++) gpu_expect_pool_gone(pools[i]);
+  recap_memory_stats_t st = gpu_stats();
+  assert_int_equal(st.allocation[RECAP_STAT_ALL].current, 0);
+  assert_int_equal(st.active[RECAP_STAT_ALL].current, 0);
+  assert_int_equal(st.segment[RECAP_STAT_ALL].current, 0);
+  assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, 0);
+  gpu_check_allocator();
+  assert_int_equal(recap_memory_check(), RECAP_SUCCESS);
+}
+
+#endif /* RECAP_TEST_GPU_UTIL_H */

@@ -1,0 +1,123 @@
+/*
+ * kernels.cu — the kernels of recap's GPU tests and their C launchers (see kernels.h).
+ */
+#include "kernels.h"
+
+#include <cuda_runtime.h>
+
+namespace {
+
+constexpr unsigned kBlock = 256;
+constexpr size_t kMaxGrid = 4096;
+
+unsigned grid_for(size_t n) {
+  size_t blocks = (n + kBlock - 1) / kBlock;
+  if (blocks > kMaxGrid) blocks = kMaxGrid;
+  return static_cast<unsigned>(blocks);
+}
+
+__device__ size_t first_index() {
+  return static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+}
+
+__device__ size_t stride() { return static_cast<size_t>(gridDim.x) * blockDim.x; }
+
+__device__ unsigned long long global_timer_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+}  // namespace
+
+/* Outside the anonymous namespace, so that the mangled names are plain _Z<len>name... */
+__global__ void recap_test_fill_kernel(float *out, size_t n, float value) {
+  for (size_t i = first_index(); i < n; i += stride()) out[i] = value;
+}
+
+__global__ void recap_test_add_scalar_kernel(float *out, const float *in, size_t n, float value) {
+  for (size_t i = first_index(); i < n; i += stride()) out[i] = in[i] + value;
+}
+
+__global__ void recap_test_add_kernel(float *out, const float *a, const float *b, size_t n) {
+  for (size_t i = first_index(); i < n; i += stride()) out[i] = a[i] + b[i];
+}
+
+__global__ void recap_test_axpy_kernel(float *y, const float *x, size_t n, float alpha) {
+  for (size_t i = first_index(); i < n; i += stride()) y[i] = alpha * x[i] + y[i];
+}
+
+__global__ void recap_test_scale_kernel(float *x, size_t n, float factor) {
+  for (size_t i = first_index(); i < n; i += stride()) x[i] *= factor;
+}
+
+__global__ void recap_test_spin_kernel(unsigned long long nanoseconds) {
+  unsigned long long start = global_timer_ns();
+  while (global_timer_ns() - start < nanoseconds) {
+  }
+}
+
+extern "C" {
+
+cudaError_t recap_test_kernels_load(void) {
+  const void *kernels[] = {
+      reinterpret_cast<const void *>(recap_test_fill_kernel),
+      reinterpret_cast<const void *>(recap_test_add_scalar_kernel),
+      reinterpret_cast<const void *>(recap_test_add_kernel),
+      reinterpret_cast<const void *>(recap_test_axpy_kernel),
+      reinterpret_cast<const void *>(recap_test_scale_kernel),
+      reinterpret_cast<const void *>(recap_test_spin_kernel),
+  };
+  for (const void *k : kernels) {
+    cudaFuncAttributes attributes;
+    cudaError_t err = cudaFuncGetAttributes(&attributes, k);
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t recap_test_fill(float *out, size_t n, float value, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  recap_test_fill_kernel<<<grid_for(n), kBlock, 0, stream>>>(out, n, value);
+  return cudaGetLastError();
+}
+
+cudaError_t recap_test_fill_shaped(float *out, size_t n, float value, unsigned grid,
+                                   unsigned block, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  recap_test_fill_kernel<<<grid, block, 0, stream>>>(out, n, value);
+  return cudaGetLastError();
+}
+
+cudaError_t recap_test_add_scalar(float *out, const float *in, size_t n, float value,
+                                  cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  recap_test_add_scalar_kernel<<<grid_for(n), kBlock, 0, stream>>>(out, in, n, value);
+  return cudaGetLastError();
+}
+
+cudaError_t recap_test_add(float *out, const float *a, const float *b, size_t n,
+                           cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  recap_test_add_kernel<<<grid_for(n), kBlock, 0, stream>>>(out, a, b, n);
+  return cudaGetLastError();
+}
+
+cudaError_t recap_test_axpy(float *y, const float *x, size_t n, float alpha, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  recap_test_axpy_kernel<<<grid_for(n), kBlock, 0, stream>>>(y, x, n, alpha);
+  return cudaGetLastError();
+}
+
+cudaError_t recap_test_scale(float *x, size_t n, float factor, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  recap_test_scale_kernel<<<grid_for(n), kBlock, 0, stream>>>(x, n, factor);
+  return cudaGetLastError();
+}
+
+cudaError_t recap_test_spin(unsigned long long nanoseconds, cudaStream_t stream) {
+  recap_test_spin_kernel<<<1, 1, 0, stream>>>(nanoseconds);
+  return cudaGetLastError();
+}
+
+}  // extern "C"
