@@ -39,6 +39,8 @@ void recap__alloc_reset(void);
 /* The graph layer provides it (src/graph/scope.c): it forgets the side streams it made, which
  * the reset frees. */
 void recap__side_streams_forget(void);
+/* And the capture registry (src/graph/registry.c): captures the reset ended are gone. */
+void recap__registry_clear(void);
 
 /* ---- configuration ---------------------------------------------------------------------- */
 
@@ -1398,6 +1400,7 @@ void recap__fake_reset(const recap__fake_config_t *cfg) {
   recap__device_install(&recap__fake_ops);
   recap__alloc_reset();
   recap__side_streams_forget();
+  recap__registry_clear();
   recap_options_reset();
 }
 

@@ -120,10 +120,12 @@ recap_status_t recap_graph_reset(recap_graph_t graph) {
   const recap__device_ops_t *dev = recap__device();
   recap_status_t result = RECAP_SUCCESS, s;
   if (graph->state == RECAP__GRAPH_CAPTURING) {
-    /* Abandon the capture: end it and throw its template away. */
+    /* Abandon the capture: end it and throw its template away. If CUDA refuses to end it here
+     * (another thread's capture), the capture runs on: leave everything as it is. */
     recap_cuda_graph_t abandoned = NULL;
-    if (dev->stream_end_capture(graph->capture_stream, &abandoned) == RECAP_SUCCESS && abandoned)
-      dev->graph_destroy(abandoned);
+    s = dev->stream_end_capture(graph->capture_stream, &abandoned);
+    if (s == RECAP_ERROR_INVALID_USAGE) return s;
+    if (s == RECAP_SUCCESS && abandoned) dev->graph_destroy(abandoned);
     close_capture_bookkeeping(graph);
     hooks_capture_ended(graph, false);
   }
@@ -145,6 +147,11 @@ recap_status_t recap_graph_destroy(recap_graph_t graph) {
   if (!graph) return RECAP_SUCCESS;
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_destroy"));
   recap_status_t s = recap_graph_reset(graph);
+  if (graph->state == RECAP__GRAPH_CAPTURING)
+    return recap__error(RECAP_ERROR_BUSY,
+                        "recap_graph_destroy: the graph's capture is under way and could not be "
+                        "ended from this thread (%s); end it in the capturing thread first",
+                        recap_last_error());
   graph->magic = 0;
   free(graph);
   return s;

@@ -5,6 +5,7 @@
  * owns the public objects and the JSON emitter. One walk of the info feeds the JSON, which
  * tools/recap-graph turns into DOT and HTML.
  */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "core/error.h"
@@ -90,8 +91,12 @@ recap_status_t recap_graph_info_json(const recap_graph_info_t *info, char **json
     recap__json_key(&j, "annotation");
     recap__json_string(&j, n->annotation);
     recap__json_key(&j, "tools_id");
-    if (n->has_tools_id)
-      recap__json_uint(&j, n->tools_id);
+    if (n->has_tools_id) {
+      /* As a string: ids above 2^53 would lose digits in JSON readers' doubles. */
+      char id[24];
+      snprintf(id, sizeof id, "%llu", (unsigned long long)n->tools_id);
+      recap__json_string(&j, id);
+    }
     else
       recap__json_null(&j);
     write_indices(&j, "dependencies", n->dependencies, n->dependency_count);

@@ -69,6 +69,12 @@ recap_status_t recap__registry_find_stream(recap_stream_t stream, recap_graph_t 
   return RECAP_SUCCESS;
 }
 
+void recap__registry_clear(void) {
+  pthread_mutex_lock(&registry_lock);
+  entry_count = 0;
+  pthread_mutex_unlock(&registry_lock);
+}
+
 int recap__registry_count(void) {
   pthread_mutex_lock(&registry_lock);
   int n = entry_count;

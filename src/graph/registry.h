@@ -22,6 +22,8 @@ recap_graph_t recap__registry_find(uint64_t capture_id);
 /* The graph whose capture stream belongs to (NULL when the stream is not capturing into a
  * recap graph). */
 recap_status_t recap__registry_find_stream(recap_stream_t stream, recap_graph_t *graph);
+/* Forget every entry (tests, after the fake device was reset). */
+void recap__registry_clear(void);
 /* Number of captures registered (tests check that none is left behind). */
 int recap__registry_count(void);
 

@@ -87,7 +87,12 @@ recap_status_t recap_capture_scope_end(recap_graph_t graph) {
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_capture_scope_end: no capture scope is open on this graph");
   recap_stream_t s = graph->scope_stream;
-  graph->scope_stream = NULL;
-  if (graph->state == RECAP__GRAPH_EAGER) return RECAP_SUCCESS;
-  return recap_graph_capture_end(graph, s);
+  if (graph->state == RECAP__GRAPH_EAGER) {
+    graph->scope_stream = NULL;
+    return RECAP_SUCCESS;
+  }
+  recap_status_t status = recap_graph_capture_end(graph, s);
+  /* A refused end (e.g. from another thread) leaves the capture, and so the scope, open. */
+  if (graph->state != RECAP__GRAPH_CAPTURING) graph->scope_stream = NULL;
+  return status;
 }

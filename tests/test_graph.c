@@ -1,0 +1,1503 @@
+/*
+ * test_graph.c — the graph layer on the CPU fake device: the state machine and the errors of
+ * every public graph function, pools and routing of captures, invalidated and abandoned
+ * captures, KEEP graphs, the capture scope and the RECAP_DISABLE_GRAPHS kill switch, captures
+ * from two threads at once, inspection and its JSON, and injected faults at every device call
+ * a graph makes.
+ *
+ * After every scenario the same invariants must hold: no capture left in the registry, the
+ * allocator's checker passes, and the fake holds no graph or executable nobody owns.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "device/fake.h"
+#include "graph/graph_internal.h"
+#include "graph/registry.h"
+#include "harness.h"
+#include "recap.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+
+/* ------------------------------------------------------------------------------------------
+ * Helpers
+ * ---------------------------------------------------------------------------------------- */
+
+static void expect_status(recap_status_t got, recap_status_t want, const char *expr,
+                          const char *file, int line) {
+  if (got != want)
+    fail_msg("%s:%d: %s returned %s, expected %s (last error: %s)", file, line, expr,
+             recap_status_name(got), recap_status_name(want), recap_last_error());
+}
+
+#define EXPECT(expr, want) expect_status((expr), (want), #expr, __FILE__, __LINE__)
+#define OK(expr) EXPECT((expr), RECAP_SUCCESS)
+
+/* The thread's last error mentions needle (case-sensitive). */
+#define EXPECT_ERROR_MENTIONS(needle)                                                   \
+  do {                                                                                  \
+    if (!strstr(recap_last_error(), (needle)))                                          \
+      fail_msg("%s:%d: the last error does not mention \"%s\": %s", __FILE__, __LINE__, \
+               (needle), recap_last_error());                                           \
+  } while (0)
+
+static void reset(void) {
+  recap__fake_reset(NULL);
+  /* The side streams belong to the fake that was just reset, and the kill switch must not
+   * come from the environment the tests happen to run in. */
+  recap__side_streams_forget();
+  recap__graphs_disabled_override(0);
+  recap_log_set(NULL, NULL);
+  recap_log_set_level(RECAP_LOG_LEVEL_WARN);
+  recap_clear_last_error();
+}
+
+static int capturing(recap_stream_t s) {
+  int flag = -1;
+  OK(recap_stream_is_capturing(s, &flag));
+  return flag;
+}
+
+/* References to pool, 0 once the pool is gone. */
+static int pool_references(recap_pool_id_t pool) {
+  recap_pool_info_t info;
+  recap_status_t s = recap_pool_info(pool, &info);
+  if (s == RECAP_ERROR_NOT_FOUND) return 0;
+  OK(s);
+  return info.references;
+}
+
+static recap_pool_info_t pool_info(recap_pool_id_t pool) {
+  recap_pool_info_t info;
+  OK(recap_pool_info(pool, &info));
+  return info;
+}
+
+static const recap_pool_id_t default_pool = {0, 0};
+
+/* What must hold whenever no capture is under way and every graph was destroyed. */
+static void expect_quiet(void) {
+  assert_int_equal(recap__registry_count(), 0);
+  recap_status_t s = recap_memory_check();
+  if (s != RECAP_SUCCESS) fail_msg("memory checker: %s", recap_last_error());
+  assert_int_equal(recap__fake_live_graphs(), 0);
+  assert_int_equal(recap__fake_live_execs(), 0);
+}
+
+/* After freeing everything and emptying the cache, the fake device holds no memory. */
+static void expect_no_device_memory(void) {
+  OK(recap_empty_cache());
+  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+}
+
+static void launch(recap_stream_t s, int count) {
+  for (int i = 0; i < count; i++) recap__fake_stream_enqueue(s);
+}
+
+/* Capture `kernels` kernels on s into g (begin/end must succeed). */
+static void capture_kernels(recap_graph_t g, recap_stream_t s, int kernels) {
+  OK(recap_graph_capture_begin(g, s, NULL));
+  launch(s, kernels);
+  OK(recap_graph_capture_end(g, s));
+}
+
+/* Messages the log callback received. */
+typedef struct log_record {
+  int count;
+  recap_log_level_t level;
+  char last[1024];
+} log_record_t;
+
+static void record_log(recap_log_level_t level, const char *message, void *user_data) {
+  log_record_t *r = user_data;
+  r->count++;
+  r->level = level;
+  snprintf(r->last, sizeof r->last, "%s", message);
+}
+
+static char *read_text_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  char *text = calloc(1, 1 << 16);
+  if (text) {
+    size_t n = fread(text, 1, (1 << 16) - 1, f);
+    text[n] = '\0';
+  }
+  fclose(f);
+  return text;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Arguments and the state machine
+ * ---------------------------------------------------------------------------------------- */
+
+static void create_checks_its_arguments(void **state) {
+  (void)state;
+  reset();
+  recap_graph_t g = (recap_graph_t)&g;
+  EXPECT(recap_graph_create(NULL, 0), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT(recap_graph_create(&g, 0x2), RECAP_ERROR_INVALID_ARGUMENT);
+  assert_null(g);
+  EXPECT_ERROR_MENTIONS("RECAP_GRAPH_KEEP");
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  assert_non_null(g);
+  OK(recap_graph_destroy(g));
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_destroy(g));
+  OK(recap_graph_destroy(NULL)); /* a no-op, as free(NULL) */
+  expect_quiet();
+}
+
+static void null_arguments_are_refused(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_pool_id_t pool;
+  recap_cuda_graph_t raw;
+  recap_cuda_graph_exec_t exec;
+  size_t count;
+  recap_graph_info_t *info;
+  recap_stream_t scope_stream;
+
+  EXPECT(recap_graph_capture_begin(NULL, s, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_ERROR_MENTIONS("graph is NULL");
+  EXPECT(recap_graph_capture_end(NULL, s), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT(recap_graph_instantiate(NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT(recap_graph_replay(NULL, s), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT(recap_graph_reset(NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT(recap_graph_pool(NULL, &pool), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT(recap_graph_raw(NULL, &raw), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT(recap_graph_raw_exec(NULL, &exec), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT(recap_graph_node_count(NULL, &count), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT(recap_graph_debug_dump(NULL, "x.dot"), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT(recap_graph_inspect(NULL, &info), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT(recap_capture_scope_begin(NULL, NULL, &scope_stream), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT(recap_capture_scope_end(NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT(recap_stream_is_capturing(s, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+
+  recap_graph_t g;
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  EXPECT(recap_graph_pool(g, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT(recap_graph_raw(g, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT(recap_graph_raw_exec(g, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT(recap_graph_node_count(g, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT(recap_graph_debug_dump(g, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT(recap_graph_inspect(g, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT(recap_capture_scope_begin(g, NULL, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT(recap_graph_info_json(NULL, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  recap_graph_info_free(NULL); /* a no-op */
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void capture_on_the_default_stream_is_refused(void **state) {
+  (void)state;
+  reset();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  EXPECT(recap_graph_capture_begin(g, NULL, NULL), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_ERROR_MENTIONS("default stream");
+  assert_int_equal(capturing(NULL), 0);
+  assert_int_equal(recap__registry_count(), 0);
+  /* Nothing happened to the graph: it captures on a stream of its own afterwards, and replay
+   * on the legacy default stream is fine. */
+  recap_stream_t s = recap__fake_stream_new();
+  capture_kernels(g, s, 2);
+  OK(recap_graph_replay(g, NULL));
+  assert_int_equal(recap__fake_graph_launches(), 1);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void capture_options_are_checked(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
+  opts.size = 3;
+  EXPECT(recap_graph_capture_begin(g, s, &opts), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_ERROR_MENTIONS("RECAP_CAPTURE_OPTIONS_INIT");
+  opts = (recap_capture_options_t)RECAP_CAPTURE_OPTIONS_INIT;
+  opts.mode = (recap_capture_mode_t)7;
+  EXPECT(recap_graph_capture_begin(g, s, &opts), RECAP_ERROR_INVALID_ARGUMENT);
+  opts = (recap_capture_options_t)RECAP_CAPTURE_OPTIONS_INIT;
+  opts.check_input_liveness = 1;
+  EXPECT(recap_graph_capture_begin(g, s, &opts), RECAP_ERROR_NOT_SUPPORTED);
+  assert_int_equal(capturing(s), 0);
+  /* Each mode captures. */
+  for (int mode = RECAP_CAPTURE_MODE_GLOBAL; mode <= RECAP_CAPTURE_MODE_RELAXED; mode++) {
+    opts = (recap_capture_options_t)RECAP_CAPTURE_OPTIONS_INIT;
+    opts.mode = (recap_capture_mode_t)mode;
+    OK(recap_graph_capture_begin(g, s, &opts));
+    assert_int_equal(capturing(s), 1);
+    launch(s, 1);
+    OK(recap_graph_capture_end(g, s));
+    OK(recap_graph_reset(g));
+  }
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void begin_twice_is_refused(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new(), other = recap__fake_stream_new();
+  recap_graph_t g, h;
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_create(&h, 0));
+  OK(recap_graph_capture_begin(g, s, NULL));
+  EXPECT(recap_graph_capture_begin(g, s, NULL), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_ERROR_MENTIONS("already under way");
+  EXPECT(recap_graph_capture_begin(g, other, NULL), RECAP_ERROR_INVALID_USAGE);
+  assert_int_equal(capturing(other), 0);
+  /* Another graph on the stream that is capturing: the device refuses, nothing is left. */
+  EXPECT(recap_graph_capture_begin(h, s, NULL), RECAP_ERROR_INVALID_USAGE);
+  assert_int_equal(recap__registry_count(), 1);
+  recap_pool_id_t pool;
+  EXPECT(recap_graph_pool(h, &pool), RECAP_ERROR_INVALID_USAGE);
+  launch(s, 1);
+  OK(recap_graph_capture_end(g, s));
+  /* A captured graph must be reset before it captures again. */
+  EXPECT(recap_graph_capture_begin(g, s, NULL), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_ERROR_MENTIONS("recap_graph_reset");
+  OK(recap_graph_reset(g));
+  capture_kernels(g, s, 1);
+  /* h was never hurt by its refusal. */
+  capture_kernels(h, other, 1);
+  OK(recap_graph_destroy(g));
+  OK(recap_graph_destroy(h));
+  expect_quiet();
+}
+
+static void end_on_another_stream_keeps_the_capture(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new(), other = recap__fake_stream_new(),
+                 side = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  OK(recap_graph_capture_begin(g, s, NULL));
+  launch(s, 1);
+  EXPECT(recap_graph_capture_end(g, other), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_ERROR_MENTIONS("still under way");
+  /* Nor on a side stream that joined the capture. */
+  assert_true(recap__fake_capture_join(side, s));
+  EXPECT(recap_graph_capture_end(g, side), RECAP_ERROR_INVALID_USAGE);
+  EXPECT(recap_graph_capture_end(g, NULL), RECAP_ERROR_INVALID_USAGE);
+  assert_int_equal(capturing(s), 1);
+  assert_int_equal(recap__registry_count(), 1);
+  launch(s, 2);
+  OK(recap_graph_capture_end(g, s));
+  size_t nodes;
+  OK(recap_graph_node_count(g, &nodes));
+  assert_int_equal(nodes, 3);
+  assert_int_equal(capturing(side), 0);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void end_without_begin_is_refused(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  EXPECT(recap_graph_capture_end(g, s), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_ERROR_MENTIONS("recap_graph_capture_begin");
+  capture_kernels(g, s, 1);
+  EXPECT(recap_graph_capture_end(g, s), RECAP_ERROR_INVALID_USAGE); /* ended already */
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void replay_and_instantiate_need_a_capture(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  EXPECT(recap_graph_replay(g, s), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_ERROR_MENTIONS("nothing was captured");
+  EXPECT(recap_graph_instantiate(g), RECAP_ERROR_INVALID_USAGE);
+  size_t nodes;
+  EXPECT(recap_graph_node_count(g, &nodes), RECAP_ERROR_INVALID_USAGE);
+  OK(recap_graph_capture_begin(g, s, NULL));
+  EXPECT(recap_graph_replay(g, s), RECAP_ERROR_INVALID_USAGE);
+  EXPECT(recap_graph_instantiate(g), RECAP_ERROR_INVALID_USAGE);
+  launch(s, 1);
+  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_replay(g, s));
+  assert_int_equal(recap__fake_graph_launches(), 1);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void instantiate_needs_keep(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  capture_kernels(g, s, 2);
+  EXPECT(recap_graph_instantiate(g), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_ERROR_MENTIONS("RECAP_GRAPH_KEEP");
+  /* capture_end instantiated and dropped the template. */
+  assert_int_equal(recap__fake_live_execs(), 1);
+  assert_int_equal(recap__fake_live_graphs(), 0);
+  size_t nodes;
+  OK(recap_graph_node_count(g, &nodes));
+  assert_int_equal(nodes, 2);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void raw_and_raw_exec_follow_the_template_and_the_executable(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_cuda_graph_t raw = (recap_cuda_graph_t)&raw;
+  recap_cuda_graph_exec_t exec = (recap_cuda_graph_exec_t)&exec;
+
+  /* Without KEEP: no template ever, the executable after capture_end. */
+  recap_graph_t plain;
+  OK(recap_graph_create(&plain, 0));
+  EXPECT(recap_graph_raw_exec(plain, &exec), RECAP_ERROR_INVALID_USAGE);
+  assert_null(exec);
+  capture_kernels(plain, s, 1);
+  EXPECT(recap_graph_raw(plain, &raw), RECAP_ERROR_INVALID_USAGE);
+  assert_null(raw);
+  EXPECT_ERROR_MENTIONS("RECAP_GRAPH_KEEP");
+  OK(recap_graph_raw_exec(plain, &exec));
+  assert_non_null(exec);
+
+  /* With KEEP: the template after capture_end, the executable once instantiated. */
+  recap_graph_t kept;
+  OK(recap_graph_create(&kept, RECAP_GRAPH_KEEP));
+  EXPECT(recap_graph_raw(kept, &raw), RECAP_ERROR_INVALID_USAGE);
+  OK(recap_graph_capture_begin(kept, s, NULL));
+  EXPECT(recap_graph_raw(kept, &raw), RECAP_ERROR_INVALID_USAGE);
+  launch(s, 3);
+  OK(recap_graph_capture_end(kept, s));
+  OK(recap_graph_raw(kept, &raw));
+  assert_non_null(raw);
+  size_t nodes;
+  OK(recap__device()->graph_node_count(raw, &nodes));
+  assert_int_equal(nodes, 3);
+  EXPECT(recap_graph_raw_exec(kept, &exec), RECAP_ERROR_INVALID_USAGE);
+  OK(recap_graph_instantiate(kept));
+  OK(recap_graph_raw_exec(kept, &exec));
+  assert_non_null(exec);
+  /* After a reset both are gone. */
+  OK(recap_graph_reset(kept));
+  EXPECT(recap_graph_raw(kept, &raw), RECAP_ERROR_INVALID_USAGE);
+  EXPECT(recap_graph_raw_exec(kept, &exec), RECAP_ERROR_INVALID_USAGE);
+
+  OK(recap_graph_destroy(plain));
+  OK(recap_graph_destroy(kept));
+  expect_quiet();
+}
+
+static void pool_exists_from_capture_begin(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_pool_id_t pool = {7, 7}, during, after;
+  EXPECT(recap_graph_pool(g, &pool), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_ERROR_MENTIONS("capture_begin");
+  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_pool(g, &during));
+  launch(s, 1);
+  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_pool(g, &after));
+  assert_true(during.a == after.a && during.b == after.b);
+  OK(recap_graph_reset(g));
+  EXPECT(recap_graph_pool(g, &pool), RECAP_ERROR_INVALID_USAGE);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void debug_dump_needs_the_kept_template(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  char path[] = "/tmp/recap_test_graph_dump_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  close(fd);
+
+  recap_graph_t plain, kept;
+  OK(recap_graph_create(&plain, 0));
+  OK(recap_graph_create(&kept, RECAP_GRAPH_KEEP));
+  EXPECT(recap_graph_debug_dump(kept, path), RECAP_ERROR_INVALID_USAGE); /* nothing yet */
+  capture_kernels(plain, s, 1);
+  EXPECT(recap_graph_debug_dump(plain, path), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_ERROR_MENTIONS("RECAP_GRAPH_KEEP");
+  OK(recap_graph_capture_begin(kept, s, NULL));
+  EXPECT(recap_graph_debug_dump(kept, path), RECAP_ERROR_INVALID_USAGE); /* mid-capture */
+  recap__fake_launch_kernel(s, "dumped_kernel");
+  launch(s, 1);
+  OK(recap_graph_capture_end(kept, s));
+  OK(recap_graph_debug_dump(kept, path));
+  char *text = read_text_file(path);
+  assert_non_null(text);
+  assert_non_null(strstr(text, "digraph"));
+  assert_non_null(strstr(text, "dumped_kernel"));
+  free(text);
+  unlink(path);
+  EXPECT(recap_graph_debug_dump(kept, "/nonexistent-dir/recap/graph.dot"), RECAP_ERROR_IO);
+  OK(recap_graph_destroy(plain));
+  OK(recap_graph_destroy(kept));
+  expect_quiet();
+}
+
+static void destroy_during_capture_ends_it(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, s, NULL));
+  recap_pool_id_t pool;
+  OK(recap_graph_pool(g, &pool));
+  void *p;
+  OK(recap_malloc(&p, 4 * KiB, s));
+  launch(s, 2);
+  OK(recap_graph_destroy(g));
+  assert_int_equal(capturing(s), 0);
+  assert_int_equal(pool_references(pool), 0);
+  /* The block the user still holds stays valid; after it is freed the pool's memory goes. */
+  OK(recap_free(p));
+  expect_quiet();
+  expect_no_device_memory();
+  /* The stream captures again. */
+  OK(recap_graph_create(&g, 0));
+  capture_kernels(g, s, 1);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Pools and routing
+ * ---------------------------------------------------------------------------------------- */
+
+static void capture_makes_its_own_pool(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, s, NULL));
+  recap_pool_id_t pool;
+  OK(recap_graph_pool(g, &pool));
+  assert_true(pool.a > 0); /* a graph's own pool is {n,0} */
+  assert_int_equal(pool.b, 0);
+  recap_pool_info_t info = pool_info(pool);
+  assert_int_equal(info.references, 1);
+  assert_int_equal(info.routed, 1);
+  OK(recap_graph_capture_end(g, s));
+  info = pool_info(pool);
+  assert_int_equal(info.references, 1);
+  assert_int_equal(info.routed, 0);
+  /* Two graphs given no pool get different ones. */
+  recap_graph_t h;
+  OK(recap_graph_create(&h, 0));
+  OK(recap_graph_capture_begin(h, s, NULL));
+  recap_pool_id_t other;
+  OK(recap_graph_pool(h, &other));
+  assert_false(other.a == pool.a && other.b == pool.b);
+  OK(recap_graph_capture_end(h, s));
+  OK(recap_graph_destroy(g));
+  assert_int_equal(pool_references(pool), 0);
+  OK(recap_graph_destroy(h));
+  assert_int_equal(pool_references(other), 0);
+  expect_quiet();
+}
+
+static void captures_share_a_given_pool(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_pool_id_t shared = recap_pool_handle();
+  recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
+  opts.pool = shared;
+  recap_graph_t g1, g2;
+  OK(recap_graph_create(&g1, 0));
+  OK(recap_graph_create(&g2, 0));
+  void *a, *b;
+  OK(recap_graph_capture_begin(g1, s, &opts));
+  OK(recap_malloc(&a, 64 * KiB, s));
+  launch(s, 1);
+  OK(recap_graph_capture_end(g1, s));
+  OK(recap_graph_capture_begin(g2, s, &opts));
+  OK(recap_malloc(&b, 64 * KiB, s));
+  launch(s, 1);
+  OK(recap_graph_capture_end(g2, s));
+  recap_pool_id_t p1, p2;
+  OK(recap_graph_pool(g1, &p1));
+  OK(recap_graph_pool(g2, &p2));
+  assert_true(p1.a == shared.a && p1.b == shared.b);
+  assert_true(p2.a == shared.a && p2.b == shared.b);
+  recap_pool_info_t info = pool_info(shared);
+  assert_int_equal(info.references, 2);
+  assert_int_equal(info.allocated_bytes, 128 * KiB);
+  assert_int_equal(info.segments, 1); /* both captures' blocks in one small segment */
+  OK(recap_graph_destroy(g1));
+  assert_int_equal(pool_references(shared), 1);
+  OK(recap_graph_destroy(g2));
+  assert_int_equal(pool_references(shared), 0);
+  OK(recap_free(a));
+  OK(recap_free(b));
+  expect_quiet();
+  expect_no_device_memory();
+}
+
+static void a_pool_serves_one_capture_at_a_time(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s1 = recap__fake_stream_new(), s2 = recap__fake_stream_new();
+  recap_pool_id_t shared = recap_pool_handle();
+  recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
+  opts.pool = shared;
+  recap_graph_t g1, g2;
+  OK(recap_graph_create(&g1, 0));
+  OK(recap_graph_create(&g2, 0));
+  OK(recap_graph_capture_begin(g1, s1, &opts));
+  EXPECT(recap_graph_capture_begin(g2, s2, &opts), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_ERROR_MENTIONS("already routed");
+  /* The refused capture was ended and left nothing behind. */
+  assert_int_equal(capturing(s2), 0);
+  assert_int_equal(recap__registry_count(), 1);
+  assert_int_equal(pool_references(shared), 1);
+  launch(s1, 1);
+  OK(recap_graph_capture_end(g1, s1));
+  OK(recap_graph_capture_begin(g2, s2, &opts)); /* now it may */
+  launch(s2, 1);
+  OK(recap_graph_capture_end(g2, s2));
+  assert_int_equal(pool_references(shared), 2);
+  OK(recap_graph_destroy(g1));
+  OK(recap_graph_destroy(g2));
+  expect_quiet();
+}
+
+static void allocations_in_a_capture_come_from_the_graph_pool(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new(), side = recap__fake_stream_new(),
+                 other = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, s, NULL));
+  recap_pool_id_t pool;
+  OK(recap_graph_pool(g, &pool));
+  void *tmp, *out, *joined, *eager;
+  OK(recap_malloc(&tmp, 256 * KiB, s));
+  OK(recap_malloc(&out, 4 * KiB, s));
+  assert_true(recap__fake_capture_join(side, s));
+  OK(recap_malloc(&joined, 4 * KiB, side));
+  OK(recap_malloc(&eager, 4 * KiB, other)); /* not in the capture */
+  assert_int_equal(pool_info(pool).allocated_bytes, 264 * KiB);
+  assert_int_equal(pool_info(default_pool).allocated_bytes, 4 * KiB);
+  /* A block freed during the capture is reused by the same capture. */
+  OK(recap_free(tmp));
+  void *again;
+  OK(recap_malloc(&again, 256 * KiB, s));
+  assert_ptr_equal(again, tmp);
+  launch(s, 1);
+  OK(recap_graph_capture_end(g, s));
+  /* Routing stopped with the capture. */
+  void *later;
+  OK(recap_malloc(&later, 4 * KiB, s));
+  assert_int_equal(pool_info(default_pool).allocated_bytes, 8 * KiB);
+  OK(recap_free(later));
+  OK(recap_free(eager));
+  OK(recap_free(joined));
+  OK(recap_free(again));
+  OK(recap_free(out));
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+  expect_no_device_memory();
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Invalidated, reset and abandoned captures
+ * ---------------------------------------------------------------------------------------- */
+
+static void invalidated_capture_leaves_nothing_behind(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  OK(recap_graph_capture_begin(g, s, NULL));
+  recap_pool_id_t pool;
+  OK(recap_graph_pool(g, &pool));
+  void *p;
+  OK(recap_malloc(&p, 4 * KiB, s));
+  launch(s, 2);
+  recap__fake_capture_invalidate(s);
+  EXPECT(recap_graph_capture_end(g, s), RECAP_ERROR_CAPTURE_INVALIDATED);
+  EXPECT_ERROR_MENTIONS("cudaErrorStreamCaptureInvalidated");
+  /* No pool reference, route or registry entry is left, and the stream is free. */
+  assert_int_equal(capturing(s), 0);
+  assert_int_equal(recap__registry_count(), 0);
+  assert_int_equal(pool_references(pool), 0);
+  recap_pool_id_t none;
+  EXPECT(recap_graph_pool(g, &none), RECAP_ERROR_INVALID_USAGE);
+  EXPECT(recap_graph_replay(g, s), RECAP_ERROR_INVALID_USAGE);
+  recap_cuda_graph_t raw;
+  EXPECT(recap_graph_raw(g, &raw), RECAP_ERROR_INVALID_USAGE);
+  OK(recap_memory_check());
+  /* The stream allocates from the default pool again. */
+  void *eager;
+  OK(recap_malloc(&eager, 4 * KiB, s));
+  assert_int_equal(pool_info(default_pool).allocated_bytes, 4 * KiB);
+  OK(recap_free(eager));
+  /* The block allocated in the failed capture stays the user's to free. */
+  OK(recap_free(p));
+  /* Graph and stream capture again. */
+  capture_kernels(g, s, 3);
+  size_t nodes;
+  OK(recap_graph_node_count(g, &nodes));
+  assert_int_equal(nodes, 3);
+  OK(recap_graph_replay(g, s));
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+  expect_no_device_memory();
+}
+
+static void illegal_call_in_a_capture_invalidates_it(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, s, NULL));
+  /* Synchronising a capturing stream is illegal; CUDA invalidates the capture. */
+  EXPECT(recap__device()->stream_synchronize(s), RECAP_ERROR_CAPTURE_INVALIDATED);
+  launch(s, 1);
+  EXPECT(recap_graph_capture_end(g, s), RECAP_ERROR_CAPTURE_INVALIDATED);
+  assert_int_equal(recap__registry_count(), 0);
+  assert_int_equal(capturing(s), 0);
+  capture_kernels(g, s, 1);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void reset_mid_capture_abandons_it(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  OK(recap_graph_capture_begin(g, s, NULL));
+  recap_pool_id_t pool;
+  OK(recap_graph_pool(g, &pool));
+  void *p;
+  OK(recap_malloc(&p, 4 * KiB, s));
+  launch(s, 2);
+  OK(recap_graph_reset(g));
+  assert_int_equal(capturing(s), 0);
+  assert_int_equal(pool_references(pool), 0);
+  expect_quiet(); /* the abandoned template is destroyed too */
+  OK(recap_free(p));
+  expect_no_device_memory();
+  /* Capture again, reset the captured graph, capture once more. */
+  capture_kernels(g, s, 2);
+  OK(recap_graph_instantiate(g));
+  OK(recap_graph_reset(g));
+  expect_quiet();
+  OK(recap_graph_reset(g)); /* resetting a fresh graph is fine */
+  capture_kernels(g, s, 4);
+  size_t nodes;
+  OK(recap_graph_node_count(g, &nodes));
+  assert_int_equal(nodes, 4);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+/* ------------------------------------------------------------------------------------------
+ * KEEP, instantiate and replay
+ * ---------------------------------------------------------------------------------------- */
+
+static void keep_instantiates_on_demand(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new(), other = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  capture_kernels(g, s, 3);
+  assert_int_equal(recap__fake_live_graphs(), 1); /* the template stays */
+  assert_int_equal(recap__fake_live_execs(), 0);  /* nothing instantiated yet */
+  /* The first replay instantiates. */
+  OK(recap_graph_replay(g, s));
+  assert_int_equal(recap__fake_live_execs(), 1);
+  assert_int_equal(recap__fake_graph_launches(), 1);
+  recap_cuda_graph_exec_t first;
+  OK(recap_graph_raw_exec(g, &first));
+  /* instantiate again replaces the executable; twice in a row is fine. */
+  OK(recap_graph_instantiate(g));
+  OK(recap_graph_instantiate(g));
+  assert_int_equal(recap__fake_live_execs(), 1);
+  /* Replay on any stream, the legacy default one included. */
+  OK(recap_graph_replay(g, other));
+  OK(recap_graph_replay(g, NULL));
+  OK(recap_graph_replay(g, s));
+  assert_int_equal(recap__fake_graph_launches(), 4);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void replay_launches_without_a_template(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  capture_kernels(g, s, 5);
+  assert_int_equal(recap__fake_live_graphs(), 0); /* dropped after instantiation */
+  assert_int_equal(recap__fake_live_execs(), 1);
+  for (int i = 0; i < 10; i++) OK(recap_graph_replay(g, s));
+  assert_int_equal(recap__fake_graph_launches(), 10);
+  size_t nodes;
+  OK(recap_graph_node_count(g, &nodes)); /* remembered from capture_end */
+  assert_int_equal(nodes, 5);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void empty_capture_warns(void **state) {
+  (void)state;
+  reset();
+  log_record_t log = {0};
+  recap_log_set(record_log, &log);
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_end(g, s));
+  assert_int_equal(log.count, 1);
+  assert_int_equal(log.level, RECAP_LOG_LEVEL_WARN);
+  assert_non_null(strstr(log.last, "empty"));
+  /* An empty graph still replays (as CUDA allows). */
+  OK(recap_graph_replay(g, s));
+  /* A capture with work does not warn. */
+  OK(recap_graph_reset(g));
+  capture_kernels(g, s, 1);
+  assert_int_equal(log.count, 1);
+  recap_log_set(NULL, NULL);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void graph_launched_inside_a_capture_becomes_a_child_node(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t inner, outer;
+  OK(recap_graph_create(&inner, 0));
+  OK(recap_graph_create(&outer, RECAP_GRAPH_KEEP));
+  capture_kernels(inner, s, 2);
+  OK(recap_graph_capture_begin(outer, s, NULL));
+  launch(s, 1);
+  OK(recap_graph_replay(inner, s));
+  OK(recap_graph_capture_end(outer, s));
+  assert_int_equal(recap__fake_graph_launches(), 0); /* captured, not run */
+  recap_graph_info_t *info;
+  OK(recap_graph_inspect(outer, &info));
+  assert_int_equal(info->node_count, 2);
+  assert_int_equal(info->nodes[0].type, RECAP_NODE_KERNEL);
+  assert_int_equal(info->nodes[1].type, RECAP_NODE_GRAPH);
+  assert_null(info->nodes[1].kernel_name);
+  recap_graph_info_free(info);
+  OK(recap_graph_destroy(inner));
+  OK(recap_graph_destroy(outer));
+  expect_quiet();
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Capture scope and the kill switch
+ * ---------------------------------------------------------------------------------------- */
+
+static void scope_uses_a_shared_side_stream(void **state) {
+  (void)state;
+  reset();
+  const recap__device_ops_t *dev = recap__device();
+  recap_stream_t other = recap__fake_stream_new();
+
+  /* Work in flight elsewhere, and a cached segment nobody uses. */
+  recap__event_t done_marker;
+  OK(dev->event_create(&done_marker));
+  launch(other, 1);
+  OK(dev->event_record(done_marker, other));
+  bool done = true;
+  OK(dev->event_query(done_marker, &done));
+  assert_false(done);
+  void *cached;
+  OK(recap_malloc(&cached, 4 * KiB, other));
+  OK(recap_free(cached));
+  assert_true(recap__fake_bytes_in_use(0) > 0);
+
+  recap_graph_t g, h;
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_create(&h, 0));
+  recap_stream_t s1 = NULL, s2 = NULL;
+  OK(recap_capture_scope_begin(g, NULL, &s1));
+  assert_non_null(s1);
+  assert_int_equal(capturing(s1), 1);
+  /* The scope synchronised the device and gave the unused cache back. */
+  OK(dev->event_query(done_marker, &done));
+  assert_true(done);
+  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  void *p;
+  OK(recap_malloc(&p, 4 * KiB, s1));
+  launch(s1, 2);
+  OK(recap_capture_scope_end(g));
+  assert_int_equal(capturing(s1), 0);
+  EXPECT(recap_capture_scope_end(g), RECAP_ERROR_INVALID_USAGE); /* closed already */
+  EXPECT_ERROR_MENTIONS("no capture scope");
+  size_t nodes;
+  OK(recap_graph_node_count(g, &nodes));
+  assert_int_equal(nodes, 2);
+
+  /* The next scope gets the same side stream. */
+  OK(recap_capture_scope_begin(h, NULL, &s2));
+  assert_ptr_equal(s1, s2);
+  launch(s2, 1);
+  OK(recap_capture_scope_end(h));
+  /* A graph that holds a capture must be reset before another scope. */
+  EXPECT(recap_capture_scope_begin(g, NULL, &s2), RECAP_ERROR_INVALID_USAGE);
+
+  OK(recap_graph_replay(g, s1));
+  OK(recap_graph_replay(h, s1));
+  OK(recap_free(p));
+  OK(dev->event_destroy(done_marker));
+  OK(recap_graph_destroy(g));
+  OK(recap_graph_destroy(h));
+  expect_quiet();
+  expect_no_device_memory();
+}
+
+static void scope_captures_on_a_given_stream_and_pool(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t mine = recap__fake_stream_new();
+  recap_scope_options_t opts = RECAP_SCOPE_OPTIONS_INIT;
+  opts.stream = mine;
+  opts.pool = recap_pool_handle();
+  opts.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_stream_t s = NULL;
+  OK(recap_capture_scope_begin(g, &opts, &s));
+  assert_ptr_equal(s, mine);
+  recap_pool_id_t pool;
+  OK(recap_graph_pool(g, &pool));
+  assert_true(pool.a == opts.pool.a && pool.b == opts.pool.b);
+  launch(s, 1);
+  OK(recap_capture_scope_end(g));
+  opts.size = 1;
+  OK(recap_graph_reset(g));
+  EXPECT(recap_capture_scope_begin(g, &opts, &s), RECAP_ERROR_INVALID_ARGUMENT);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void disabled_graphs_run_the_scope_eagerly(void **state) {
+  (void)state;
+  reset();
+  recap__graphs_disabled_override(1);
+  assert_int_equal(recap_graphs_disabled(), 1);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_stream_t s = NULL;
+  OK(recap_capture_scope_begin(g, NULL, &s));
+  assert_non_null(s);
+  assert_int_equal(capturing(s), 0); /* nothing is captured */
+  assert_int_equal(recap__registry_count(), 0);
+  void *p;
+  OK(recap_malloc(&p, 4 * KiB, s)); /* eager memory, from the default pool */
+  assert_int_equal(pool_info(default_pool).allocated_bytes, 4 * KiB);
+  launch(s, 1);
+  OK(recap_capture_scope_end(g));
+  EXPECT(recap_graph_replay(g, s), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_ERROR_MENTIONS("disabled");
+  recap_pool_id_t pool;
+  EXPECT(recap_graph_pool(g, &pool), RECAP_ERROR_INVALID_USAGE);
+  EXPECT(recap_graph_capture_begin(g, s, NULL), RECAP_ERROR_INVALID_USAGE);
+  EXPECT(recap_capture_scope_begin(g, NULL, &s), RECAP_ERROR_INVALID_USAGE);
+  /* After a reset, and with graphs enabled again, the same graph captures. */
+  OK(recap_graph_reset(g));
+  recap__graphs_disabled_override(0);
+  assert_int_equal(recap_graphs_disabled(), 0);
+  OK(recap_capture_scope_begin(g, NULL, &s));
+  assert_int_equal(capturing(s), 1);
+  launch(s, 1);
+  OK(recap_capture_scope_end(g));
+  OK(recap_graph_replay(g, s));
+  OK(recap_free(p));
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Threads
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct capture_thread {
+  int id;
+  pthread_barrier_t *barrier;
+  /* Results, checked by the main thread (cmocka's assertions are not for other threads). */
+  recap_status_t begin, alloc, end, inspect, replay;
+  size_t node_count;
+  int names_match;
+  int other_saw_capture; /* the stream of this thread was capturing while both ran */
+  recap_pool_id_t pool;
+  char error[512];
+} capture_thread_t;
+
+static void note_error(capture_thread_t *t, recap_status_t s) {
+  if (s != RECAP_SUCCESS && !t->error[0])
+    snprintf(t->error, sizeof t->error, "%s: %s", recap_status_name(s), recap_last_error());
+}
+
+static void *capture_in_thread(void *arg) {
+  capture_thread_t *t = arg;
+  char name[32];
+  snprintf(name, sizeof name, "thread%d_kernel", t->id);
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g = NULL;
+  recap_status_t st = recap_graph_create(&g, RECAP_GRAPH_KEEP);
+  note_error(t, st);
+  recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
+  opts.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
+  t->begin = recap_graph_capture_begin(g, s, &opts);
+  note_error(t, t->begin);
+  recap_graph_pool(g, &t->pool);
+  pthread_barrier_wait(t->barrier); /* both captures are under way now */
+  void *p = NULL;
+  /* A new segment in each thread, while the other thread's capture runs. */
+  t->alloc = recap_malloc(&p, 3 * MiB, s);
+  note_error(t, t->alloc);
+  for (int i = 0; i < 3 + t->id; i++) recap__fake_launch_kernel(s, name);
+  int flag = 0;
+  recap_stream_is_capturing(s, &flag);
+  t->other_saw_capture = flag;
+  pthread_barrier_wait(t->barrier);
+  t->end = recap_graph_capture_end(g, s);
+  note_error(t, t->end);
+  recap_graph_info_t *info = NULL;
+  t->inspect = recap_graph_inspect(g, &info);
+  note_error(t, t->inspect);
+  if (info) {
+    t->node_count = info->node_count;
+    t->names_match = 1;
+    for (size_t i = 0; i < info->node_count; i++)
+      if (!info->nodes[i].kernel_name || strcmp(info->nodes[i].kernel_name, name) != 0)
+        t->names_match = 0;
+    recap_graph_info_free(info);
+  }
+  t->replay = recap_graph_replay(g, s);
+  note_error(t, t->replay);
+  if (p) recap_free(p);
+  recap_graph_destroy(g);
+  return NULL;
+}
+
+static void two_threads_capture_at_once(void **state) {
+  (void)state;
+  reset();
+  pthread_barrier_t barrier;
+  pthread_barrier_init(&barrier, NULL, 2);
+  capture_thread_t t[2] = {{.id = 0, .barrier = &barrier}, {.id = 1, .barrier = &barrier}};
+  pthread_t threads[2];
+  for (int i = 0; i < 2; i++)
+    assert_int_equal(pthread_create(&threads[i], NULL, capture_in_thread, &t[i]), 0);
+  for (int i = 0; i < 2; i++) pthread_join(threads[i], NULL);
+  pthread_barrier_destroy(&barrier);
+  for (int i = 0; i < 2; i++) {
+    if (t[i].error[0]) fail_msg("thread %d: %s", i, t[i].error);
+    assert_int_equal(t[i].other_saw_capture, 1);
+    assert_int_equal(t[i].node_count, (size_t)(3 + i));
+    assert_int_equal(t[i].names_match, 1);
+  }
+  assert_false(t[0].pool.a == t[1].pool.a && t[0].pool.b == t[1].pool.b);
+  assert_int_equal(recap__fake_graph_launches(), 2);
+  expect_quiet();
+  expect_no_device_memory();
+}
+
+typedef struct foreign_end {
+  recap_graph_t graph;
+  recap_stream_t stream;
+  recap_status_t status;
+} foreign_end_t;
+
+static void *end_from_another_thread(void *arg) {
+  foreign_end_t *f = arg;
+  f->status = recap_graph_capture_end(f->graph, f->stream);
+  return NULL;
+}
+
+/* CUDA refuses to end a global or thread-local capture from another thread than the one that
+ * began it (cudaErrorStreamCaptureWrongThread); the capture is then still under way, so the
+ * graph must still be capturing too, and the right thread must be able to end it. */
+static void end_from_another_thread_keeps_the_capture(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, s, NULL));
+  launch(s, 1);
+  foreign_end_t f = {g, s, RECAP_SUCCESS};
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, end_from_another_thread, &f), 0);
+  pthread_join(thread, NULL);
+  EXPECT(f.status, RECAP_ERROR_INVALID_USAGE);
+  assert_int_equal(capturing(s), 1); /* CUDA's capture goes on... */
+  assert_int_equal(recap__registry_count(), 1); /* ...and so must recap's bookkeeping */
+  OK(recap_graph_capture_end(g, s));
+  assert_int_equal(capturing(s), 0);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void *reset_from_another_thread(void *arg) {
+  foreign_end_t *f = arg;
+  f->status = recap_graph_reset(f->graph);
+  return NULL;
+}
+
+/* The same for a reset from another thread: CUDA will not end the capture there, so either the
+ * reset refuses and the capture goes on under the graph, or it ends the capture. Either way the
+ * stream and the graph must agree afterwards. */
+static void reset_from_another_thread_keeps_stream_and_graph_in_step(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, s, NULL));
+  launch(s, 1);
+  foreign_end_t f = {g, s, RECAP_SUCCESS};
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, reset_from_another_thread, &f), 0);
+  pthread_join(thread, NULL);
+  if (f.status == RECAP_SUCCESS) {
+    /* The reset claims the capture is abandoned: the stream must be free again. */
+    if (capturing(s)) {
+      /* Clean up first, so that the tests run after this one in the same process start from
+       * a quiet fake. */
+      recap__fake_capture_end(s);
+      OK(recap_graph_destroy(g));
+      fail_msg("recap_graph_reset from another thread returned success, but the stream is "
+               "still capturing and no recap graph owns the capture any more");
+    }
+  } else {
+    /* Refused: the capture is still the graph's, and its thread ends it. */
+    assert_int_equal(capturing(s), 1);
+    OK(recap_graph_capture_end(g, s));
+  }
+  OK(recap_graph_destroy(g));
+  assert_int_equal(capturing(s), 0);
+  expect_quiet();
+}
+
+static void *scope_end_from_another_thread(void *arg) {
+  foreign_end_t *f = arg;
+  f->status = recap_capture_scope_end(f->graph);
+  return NULL;
+}
+
+/* A scope end refused by CUDA (wrong thread) must leave the scope open, so that the thread
+ * that opened it can still close it. */
+static void scope_end_from_another_thread_keeps_the_scope(void **state) {
+  (void)state;
+  reset();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_stream_t s = NULL;
+  OK(recap_capture_scope_begin(g, NULL, &s));
+  launch(s, 1);
+  foreign_end_t f = {g, s, RECAP_SUCCESS};
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, scope_end_from_another_thread, &f), 0);
+  pthread_join(thread, NULL);
+  EXPECT(f.status, RECAP_ERROR_INVALID_USAGE);
+  assert_int_equal(capturing(s), 1);
+  recap_status_t status = recap_capture_scope_end(g);
+  if (status != RECAP_SUCCESS) {
+    char message[512];
+    snprintf(message, sizeof message, "%s", recap_last_error());
+    /* Clean up first (see above): the capture is still the graph's. */
+    OK(recap_graph_capture_end(g, s));
+    OK(recap_graph_destroy(g));
+    fail_msg("recap_capture_scope_end after a refused end from another thread: %s: %s",
+             recap_status_name(status), message);
+  }
+  assert_int_equal(capturing(s), 0);
+  OK(recap_graph_replay(g, s));
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Inspection
+ * ---------------------------------------------------------------------------------------- */
+
+static void inspect_reports_nodes_and_edges(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new(), side = recap__fake_stream_new();
+  recap_graph_t plain, g;
+  OK(recap_graph_create(&plain, 0));
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  recap_graph_info_t *info = (recap_graph_info_t *)&info;
+  EXPECT(recap_graph_inspect(g, &info), RECAP_ERROR_INVALID_USAGE); /* nothing yet */
+  assert_null(info);
+  capture_kernels(plain, s, 1);
+  EXPECT(recap_graph_inspect(plain, &info), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_ERROR_MENTIONS("RECAP_GRAPH_KEEP");
+
+  /* first -> second -> third on s; side joins after second: second -> side_kernel. */
+  OK(recap_graph_capture_begin(g, s, NULL));
+  recap__fake_launch_kernel(s, "first");
+  recap__fake_launch_kernel(s, "second");
+  assert_true(recap__fake_capture_join(side, s));
+  recap__fake_launch_kernel(s, "third");
+  recap__fake_launch_kernel(side, "side_kernel");
+  OK(recap_graph_capture_end(g, s));
+
+  OK(recap_graph_inspect(g, &info));
+  assert_int_equal(info->node_count, 4);
+  assert_int_equal(info->edge_count, 3);
+  static const char *const names[] = {"first", "second", "third", "side_kernel"};
+  for (size_t i = 0; i < 4; i++) {
+    assert_int_equal(info->nodes[i].type, RECAP_NODE_KERNEL);
+    assert_string_equal(info->nodes[i].kernel_name, names[i]);
+    assert_int_equal(info->nodes[i].grid[0], 1);
+    assert_int_equal(info->nodes[i].block[0], 1);
+  }
+  assert_int_equal(info->nodes[0].dependency_count, 0);
+  assert_int_equal(info->nodes[1].dependency_count, 1);
+  assert_int_equal(info->nodes[1].dependencies[0], 0);
+  assert_int_equal(info->nodes[2].dependencies[0], 1);
+  assert_int_equal(info->nodes[3].dependencies[0], 1);
+  assert_int_equal(info->nodes[1].dependent_count, 2);
+  assert_int_equal(info->nodes[3].dependent_count, 0);
+
+  /* The JSON says the same, and cJSON reads it. */
+  char *json = NULL;
+  OK(recap_graph_info_json(info, &json));
+  cJSON *root = cJSON_Parse(json);
+  assert_non_null(root);
+  cJSON *nodes = cJSON_GetObjectItemCaseSensitive(root, "nodes");
+  assert_true(cJSON_IsArray(nodes));
+  assert_int_equal(cJSON_GetArraySize(nodes), 4);
+  assert_int_equal(cJSON_GetObjectItemCaseSensitive(root, "edge_count")->valuedouble, 3);
+  assert_true(cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(root, "tools_ids_available")));
+  for (int i = 0; i < 4; i++) {
+    cJSON *n = cJSON_GetArrayItem(nodes, i);
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(n, "index")->valuedouble, i);
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(n, "type")->valuestring, "kernel");
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(n, "kernel_name")->valuestring,
+                        names[i]);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(n, "grid")), 3);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(n, "annotation")));
+    cJSON *deps = cJSON_GetObjectItemCaseSensitive(n, "dependencies");
+    cJSON *dependents = cJSON_GetObjectItemCaseSensitive(n, "dependents");
+    assert_int_equal((size_t)cJSON_GetArraySize(deps), info->nodes[i].dependency_count);
+    assert_int_equal((size_t)cJSON_GetArraySize(dependents), info->nodes[i].dependent_count);
+    for (size_t k = 0; k < info->nodes[i].dependency_count; k++)
+      assert_int_equal(cJSON_GetArrayItem(deps, (int)k)->valuedouble,
+                       info->nodes[i].dependencies[k]);
+  }
+  cJSON_Delete(root);
+  recap_string_free(json);
+  recap_graph_info_free(info);
+
+  OK(recap_graph_destroy(plain));
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void inspect_of_an_empty_graph(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_end(g, s));
+  recap_graph_info_t *info;
+  OK(recap_graph_inspect(g, &info));
+  assert_int_equal(info->node_count, 0);
+  assert_int_equal(info->edge_count, 0);
+  char *json;
+  OK(recap_graph_info_json(info, &json));
+  cJSON *root = cJSON_Parse(json);
+  assert_non_null(root);
+  assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(root, "nodes")), 0);
+  cJSON_Delete(root);
+  recap_string_free(json);
+  recap_graph_info_free(info);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Injected faults
+ * ---------------------------------------------------------------------------------------- */
+
+static void failed_capture_begin_leaves_nothing(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_CAPTURE_BEGIN, 1);
+  EXPECT(recap_graph_capture_begin(g, s, NULL), RECAP_ERROR_CUDA);
+  EXPECT_ERROR_MENTIONS("cudaStreamBeginCapture");
+  assert_int_equal(capturing(s), 0);
+  recap_pool_id_t pool;
+  EXPECT(recap_graph_pool(g, &pool), RECAP_ERROR_INVALID_USAGE);
+  expect_quiet();
+  capture_kernels(g, s, 1);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void failed_capture_end_leaves_nothing(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  OK(recap_graph_capture_begin(g, s, NULL));
+  recap_pool_id_t pool;
+  OK(recap_graph_pool(g, &pool));
+  void *p;
+  OK(recap_malloc(&p, 4 * KiB, s));
+  launch(s, 2);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_CAPTURE_END, 1);
+  EXPECT(recap_graph_capture_end(g, s), RECAP_ERROR_CUDA);
+  EXPECT_ERROR_MENTIONS("cudaStreamEndCapture");
+  assert_int_equal(capturing(s), 0);
+  assert_int_equal(pool_references(pool), 0);
+  EXPECT(recap_graph_replay(g, s), RECAP_ERROR_INVALID_USAGE);
+  expect_quiet();
+  OK(recap_free(p));
+  expect_no_device_memory();
+  capture_kernels(g, s, 2);
+  OK(recap_graph_replay(g, s));
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void failed_instantiate_in_capture_end(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, s, NULL));
+  recap_pool_id_t pool;
+  OK(recap_graph_pool(g, &pool));
+  launch(s, 2);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_INSTANTIATE, 1);
+  EXPECT(recap_graph_capture_end(g, s), RECAP_ERROR_CUDA);
+  EXPECT_ERROR_MENTIONS("cudaGraphInstantiate");
+  /* Without KEEP there is no template to instantiate from again: the graph is fresh. */
+  assert_int_equal(capturing(s), 0);
+  assert_int_equal(pool_references(pool), 0);
+  EXPECT(recap_graph_replay(g, s), RECAP_ERROR_INVALID_USAGE);
+  expect_quiet();
+  capture_kernels(g, s, 2);
+  OK(recap_graph_replay(g, s));
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void failed_instantiate_of_a_kept_graph_can_be_retried(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  capture_kernels(g, s, 2);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_INSTANTIATE, 1);
+  EXPECT(recap_graph_replay(g, s), RECAP_ERROR_CUDA); /* the lazy instantiation failed */
+  assert_int_equal(recap__fake_live_execs(), 0);
+  assert_int_equal(recap__fake_graph_launches(), 0);
+  OK(recap_graph_replay(g, s));
+  assert_int_equal(recap__fake_graph_launches(), 1);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_INSTANTIATE, 1);
+  EXPECT(recap_graph_instantiate(g), RECAP_ERROR_CUDA);
+  OK(recap_graph_replay(g, s)); /* instantiates again */
+  assert_int_equal(recap__fake_live_execs(), 1);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void failed_launch_can_be_retried(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  capture_kernels(g, s, 2);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_LAUNCH, 2);
+  OK(recap_graph_replay(g, s));
+  EXPECT(recap_graph_replay(g, s), RECAP_ERROR_CUDA);
+  EXPECT_ERROR_MENTIONS("cudaGraphLaunch");
+  OK(recap_graph_replay(g, s));
+  assert_int_equal(recap__fake_graph_launches(), 2);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+/* A small workload through the capture scope: an input from the default pool, an intermediate
+ * and an output from the graph's pool, replays. Any step may fail; whatever fails is cleaned up
+ * the way a careful user would (free what was allocated, destroy the graph). Returns the first
+ * failure, or success. */
+static bool step(recap_status_t s, recap_status_t *first) {
+  if (s != RECAP_SUCCESS && *first == RECAP_SUCCESS) *first = s;
+  return s == RECAP_SUCCESS;
+}
+
+static recap_status_t scope_workload(void) {
+  recap_status_t first = RECAP_SUCCESS;
+  recap_stream_t user = recap__fake_stream_new();
+  recap_graph_t g = NULL;
+  void *input = NULL, *tmp = NULL, *output = NULL;
+  if (step(recap_graph_create(&g, RECAP_GRAPH_KEEP), &first) &&
+      step(recap_malloc(&input, 8 * KiB, user), &first)) {
+    recap_stream_t cs = NULL;
+    if (step(recap_capture_scope_begin(g, NULL, &cs), &first)) {
+      if (step(recap_malloc(&tmp, 3 * MiB, cs), &first)) recap__fake_launch_kernel(cs, "produce");
+      if (step(recap_malloc(&output, 8 * KiB, cs), &first))
+        recap__fake_launch_kernel(cs, "consume");
+      if (tmp) step(recap_free(tmp), &first);
+      if (step(recap_capture_scope_end(g), &first)) {
+        for (int i = 0; i < 3; i++) step(recap_graph_replay(g, user), &first);
+        step(recap_graph_instantiate(g), &first);
+        step(recap_graph_replay(g, NULL), &first);
+      }
+    }
+  }
+  if (output) step(recap_free(output), &first);
+  if (input) step(recap_free(input), &first);
+  step(recap_graph_destroy(g), &first);
+  step(recap_empty_cache(), &first);
+  return first;
+}
+
+static void faults_at_every_step_leave_everything_consistent(void **state) {
+  (void)state;
+  static const recap__fake_fault_t kinds[] = {
+      RECAP__FAKE_FAULT_RAW_MALLOC,      RECAP__FAKE_FAULT_EVENT_CREATE,
+      RECAP__FAKE_FAULT_EVENT_RECORD,    RECAP__FAKE_FAULT_STREAM_CREATE,
+      RECAP__FAKE_FAULT_CAPTURE_BEGIN,   RECAP__FAKE_FAULT_CAPTURE_END,
+      RECAP__FAKE_FAULT_INSTANTIATE,     RECAP__FAKE_FAULT_LAUNCH};
+  /* The workload passes without faults. */
+  reset();
+  OK(scope_workload());
+  expect_quiet();
+  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+
+  int injected = 0;
+  for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
+    for (uint64_t nth = 1;; nth++) {
+      reset();
+      recap__fake_fail_nth(kinds[k], nth);
+      recap_status_t s = scope_workload();
+      bool reached = recap__fake_calls(kinds[k]) >= nth;
+      /* A failed raw allocation may be absorbed by the allocator's retry; a failed graph
+       * call must reach the caller. */
+      bool graph_call = kinds[k] >= RECAP__FAKE_FAULT_CAPTURE_BEGIN;
+      if (reached) {
+        injected++;
+        if (graph_call && s == RECAP_SUCCESS)
+          fail_msg("fault kind %d, call %llu: the workload reported success", (int)kinds[k],
+                   (unsigned long long)nth);
+      }
+      recap__fake_fail_nth(kinds[k], 0);
+      /* Whatever failed, nothing is left behind... */
+      assert_int_equal(recap__registry_count(), 0);
+      if (recap_memory_check() != RECAP_SUCCESS)
+        fail_msg("fault kind %d, call %llu: checker: %s", (int)kinds[k],
+                 (unsigned long long)nth, recap_last_error());
+      assert_int_equal(recap__fake_live_graphs(), 0);
+      assert_int_equal(recap__fake_live_execs(), 0);
+      OK(recap_empty_cache());
+      if (recap__fake_bytes_in_use(0) != 0)
+        fail_msg("fault kind %d, call %llu: %zu bytes of device memory left", (int)kinds[k],
+                 (unsigned long long)nth, recap__fake_bytes_in_use(0));
+      /* ...and the same workload then runs cleanly in the same process. */
+      if (scope_workload() != RECAP_SUCCESS)
+        fail_msg("fault kind %d, call %llu: the workload failed afterwards: %s", (int)kinds[k],
+                 (unsigned long long)nth, recap_last_error());
+      expect_quiet();
+      if (!reached) break;
+    }
+  }
+  assert_true(injected >= 6); /* each graph fault kind was reached at least once */
+}
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(create_checks_its_arguments),
+      cmocka_unit_test(null_arguments_are_refused),
+      cmocka_unit_test(capture_on_the_default_stream_is_refused),
+      cmocka_unit_test(capture_options_are_checked),
+      cmocka_unit_test(begin_twice_is_refused),
+      cmocka_unit_test(end_on_another_stream_keeps_the_capture),
+      cmocka_unit_test(end_without_begin_is_refused),
+      cmocka_unit_test(replay_and_instantiate_need_a_capture),
+      cmocka_unit_test(instantiate_needs_keep),
+      cmocka_unit_test(raw_and_raw_exec_follow_the_template_and_the_executable),
+      cmocka_unit_test(pool_exists_from_capture_begin),
+      cmocka_unit_test(debug_dump_needs_the_kept_template),
+      cmocka_unit_test(destroy_during_capture_ends_it),
+      cmocka_unit_test(capture_makes_its_own_pool),
+      cmocka_unit_test(captures_share_a_given_pool),
+      cmocka_unit_test(a_pool_serves_one_capture_at_a_time),
+      cmocka_unit_test(allocations_in_a_capture_come_from_the_graph_pool),
+      cmocka_unit_test(invalidated_capture_leaves_nothing_behind),
+      cmocka_unit_test(illegal_call_in_a_capture_invalidates_it),
+      cmocka_unit_test(reset_mid_capture_abandons_it),
+      cmocka_unit_test(keep_instantiates_on_demand),
+      cmocka_unit_test(replay_launches_without_a_template),
+      cmocka_unit_test(empty_capture_warns),
+      cmocka_unit_test(graph_launched_inside_a_capture_becomes_a_child_node),
+      cmocka_unit_test(scope_uses_a_shared_side_stream),
+      cmocka_unit_test(scope_captures_on_a_given_stream_and_pool),
+      cmocka_unit_test(disabled_graphs_run_the_scope_eagerly),
+      cmocka_unit_test(two_threads_capture_at_once),
+      cmocka_unit_test(end_from_another_thread_keeps_the_capture),
+      cmocka_unit_test(reset_from_another_thread_keeps_stream_and_graph_in_step),
+      cmocka_unit_test(scope_end_from_another_thread_keeps_the_scope),
+      cmocka_unit_test(inspect_reports_nodes_and_edges),
+      cmocka_unit_test(inspect_of_an_empty_graph),
+      cmocka_unit_test(failed_capture_begin_leaves_nothing),
+      cmocka_unit_test(failed_capture_end_leaves_nothing),
+      cmocka_unit_test(failed_instantiate_in_capture_end),
+      cmocka_unit_test(failed_instantiate_of_a_kept_graph_can_be_retried),
+      cmocka_unit_test(failed_launch_can_be_retried),
+      cmocka_unit_test(faults_at_every_step_leave_everything_consistent),
+  };
+  return RECAP_TEST_RUN(argc, argv, tests);
+}

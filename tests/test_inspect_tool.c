@@ -1,0 +1,478 @@
+/*
+ * test_inspect_tool.c — tools/recap-graph on real input: the JSON of a graph captured on the
+ * CPU fake device (written by recap_graph_info_json), and hand-written files for what the fake
+ * cannot make (mangled names, annotations, copies) and for broken input.
+ *
+ * The tool is run as a separate process, as a user runs it; its path comes from the build
+ * (RECAP_GRAPH_TOOL). Each test works in a temporary folder of its own.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "device/fake.h"
+#include "harness.h"
+#include "recap.h"
+
+#ifndef RECAP_GRAPH_TOOL
+#  error "RECAP_GRAPH_TOOL must name the recap-graph program (tests/CMakeLists.txt sets it)"
+#endif
+
+extern char **environ;
+
+#define OK(expr) assert_int_equal((expr), RECAP_SUCCESS)
+
+/* ------------------------------------------------------------------------------------------
+ * Helpers: a scratch folder, files, and running the tool
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct scratch {
+  char dir[64];
+  char paths[16][128];
+  int count;
+} scratch_t;
+
+static void scratch_open(scratch_t *s) {
+  memset(s, 0, sizeof *s);
+  snprintf(s->dir, sizeof s->dir, "/tmp/recap_inspect_tool_XXXXXX");
+  assert_non_null(mkdtemp(s->dir));
+}
+
+/* A path in the scratch folder, removed by scratch_close. The same name gives the same path. */
+static const char *scratch_path(scratch_t *s, const char *name) {
+  char path[sizeof s->paths[0]];
+  snprintf(path, sizeof path, "%s/%s", s->dir, name);
+  for (int i = 0; i < s->count; i++)
+    if (strcmp(s->paths[i], path) == 0) return s->paths[i];
+  assert_true(s->count < 16);
+  char *p = s->paths[s->count++];
+  memcpy(p, path, sizeof path);
+  return p;
+}
+
+static void scratch_close(scratch_t *s) {
+  for (int i = 0; i < s->count; i++) unlink(s->paths[i]);
+  rmdir(s->dir);
+}
+
+static void write_file(const char *path, const char *text) {
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(text, 1, strlen(text), f), strlen(text));
+  assert_int_equal(fclose(f), 0);
+}
+
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) fail_msg("cannot read %s", path);
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *text = malloc((size_t)size + 1);
+  assert_non_null(text);
+  assert_int_equal(fread(text, 1, (size_t)size, f), (size_t)size);
+  text[size] = '\0';
+  fclose(f);
+  return text;
+}
+
+static bool file_exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+/* Occurrences of needle in text. */
+static int count_of(const char *text, const char *needle) {
+  int n = 0;
+  for (const char *p = text; (p = strstr(p, needle)) != NULL; p += strlen(needle)) n++;
+  return n;
+}
+
+#define ASSERT_CONTAINS(text, needle)                                                       \
+  do {                                                                                      \
+    if (!strstr((text), (needle)))                                                          \
+      fail_msg("%s:%d: expected to find \"%s\" in:\n%s", __FILE__, __LINE__, (needle), (text)); \
+  } while (0)
+
+#define ASSERT_LACKS(text, needle)                                                           \
+  do {                                                                                       \
+    if (strstr((text), (needle)))                                                            \
+      fail_msg("%s:%d: did not expect \"%s\" in:\n%s", __FILE__, __LINE__, (needle), (text)); \
+  } while (0)
+
+typedef struct run_result {
+  int status; /* exit status, or -1 when the tool did not exit normally */
+  char *out, *err;
+} run_result_t;
+
+static void run_result_free(run_result_t *r) {
+  free(r->out);
+  free(r->err);
+}
+
+/* Run recap-graph with up to three arguments (NULL ends the list); stdout and stderr go to
+ * files in the scratch folder and come back in the result. */
+static run_result_t run_tool(scratch_t *s, const char *a1, const char *a2, const char *a3) {
+  const char *out_path = scratch_path(s, "tool.stdout");
+  const char *err_path = scratch_path(s, "tool.stderr");
+  posix_spawn_file_actions_t actions;
+  assert_int_equal(posix_spawn_file_actions_init(&actions), 0);
+  posix_spawn_file_actions_addopen(&actions, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&actions, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  char *argv[] = {(char *)RECAP_GRAPH_TOOL, (char *)a1, (char *)a2, (char *)a3, NULL};
+  pid_t pid;
+  int rc = posix_spawn(&pid, RECAP_GRAPH_TOOL, &actions, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) fail_msg("cannot run %s: %s", RECAP_GRAPH_TOOL, strerror(rc));
+  int wstatus = 0;
+  assert_int_equal(waitpid(pid, &wstatus, 0), pid);
+  run_result_t r = {WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1, read_file(out_path),
+                    read_file(err_path)};
+  return r;
+}
+
+/* Run the tool on input and expect success; the output file's text is returned. */
+static char *convert(scratch_t *s, const char *format, const char *input, const char *output) {
+  run_result_t r = run_tool(s, format, input, output);
+  if (r.status != 0)
+    fail_msg("recap-graph %s %s %s exited with %d:\n%s", format, input, output, r.status, r.err);
+  run_result_free(&r);
+  return read_file(output);
+}
+
+/* Run the tool on input that must be refused: exit status 1, a message naming the problem,
+ * and no output file left behind. */
+static void expect_refused(scratch_t *s, const char *json, const char *message) {
+  const char *input = scratch_path(s, "bad.json");
+  const char *output = scratch_path(s, "bad.out");
+  write_file(input, json);
+  static const char *const formats[] = {"dot", "html"};
+  for (int f = 0; f < 2; f++) {
+    run_result_t r = run_tool(s, formats[f], input, output);
+    if (r.status != 1)
+      fail_msg("recap-graph %s on %s: exit status %d, expected 1; stderr:\n%s", formats[f], json,
+               r.status, r.err);
+    ASSERT_CONTAINS(r.err, "recap-graph: ");
+    ASSERT_CONTAINS(r.err, message);
+    assert_false(file_exists(output));
+    run_result_free(&r);
+  }
+}
+
+/* ------------------------------------------------------------------------------------------
+ * A graph captured on the fake, as JSON
+ * ---------------------------------------------------------------------------------------- */
+
+/* first -> second -> third on the capturing stream, side_kernel on a side stream joined after
+ * second, and a child graph launched after third: 5 nodes, 4 edges. */
+static void write_captured_graph(const char *path) {
+  recap__fake_reset(NULL);
+  recap_stream_t s = recap__fake_stream_new(), side = recap__fake_stream_new();
+  recap_graph_t child, g;
+  OK(recap_graph_create(&child, 0));
+  OK(recap_graph_capture_begin(child, s, NULL));
+  recap__fake_launch_kernel(s, "child_kernel");
+  OK(recap_graph_capture_end(child, s));
+
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  OK(recap_graph_capture_begin(g, s, NULL));
+  recap__fake_launch_kernel(s, "first");
+  recap__fake_launch_kernel(s, "second");
+  assert_true(recap__fake_capture_join(side, s));
+  recap__fake_launch_kernel(s, "third");
+  recap__fake_launch_kernel(side, "side_kernel");
+  OK(recap_graph_replay(child, s));
+  OK(recap_graph_capture_end(g, s));
+
+  recap_graph_info_t *info;
+  OK(recap_graph_inspect(g, &info));
+  assert_int_equal(info->node_count, 5);
+  assert_int_equal(info->edge_count, 4);
+  char *json;
+  OK(recap_graph_info_json(info, &json));
+  write_file(path, json);
+  recap_string_free(json);
+  recap_graph_info_free(info);
+  OK(recap_graph_destroy(g));
+  OK(recap_graph_destroy(child));
+}
+
+static void dot_of_a_captured_graph(void **state) {
+  (void)state;
+  scratch_t s;
+  scratch_open(&s);
+  const char *json = scratch_path(&s, "graph.json"), *dot = scratch_path(&s, "graph.dot");
+  write_captured_graph(json);
+  char *text = convert(&s, "dot", json, dot);
+  ASSERT_CONTAINS(text, "digraph recap_graph {");
+  /* One box per node, named by its kernel, coloured by type. */
+  static const char *const names[] = {"first", "second", "third", "side_kernel"};
+  for (int i = 0; i < 4; i++) {
+    char needle[64];
+    snprintf(needle, sizeof needle, "n%d [label=\"#%d kernel\\n%s", i, i, names[i]);
+    ASSERT_CONTAINS(text, needle);
+  }
+  ASSERT_CONTAINS(text, "n4 [label=\"#4 graph\"");
+  ASSERT_CONTAINS(text, "grid 1x1x1, block 1x1x1");
+  ASSERT_CONTAINS(text, "fillcolor=");
+  /* One edge per dependency, and no other. */
+  ASSERT_CONTAINS(text, "n0 -> n1;");
+  ASSERT_CONTAINS(text, "n1 -> n2;");
+  ASSERT_CONTAINS(text, "n1 -> n3;");
+  ASSERT_CONTAINS(text, "n2 -> n4;");
+  assert_int_equal(count_of(text, " -> "), 4);
+  /* No annotations on the fake: no clusters. */
+  ASSERT_LACKS(text, "subgraph cluster_");
+  assert_int_equal(text[strlen(text) - 2], '}');
+  free(text);
+  scratch_close(&s);
+}
+
+static void html_of_a_captured_graph(void **state) {
+  (void)state;
+  scratch_t s;
+  scratch_open(&s);
+  const char *json = scratch_path(&s, "graph.json"), *html = scratch_path(&s, "graph.html");
+  write_captured_graph(json);
+  char *text = convert(&s, "html", json, html);
+  ASSERT_CONTAINS(text, "<!DOCTYPE html>");
+  ASSERT_CONTAINS(text, "</html>");
+  /* Self-contained: no resource from elsewhere. */
+  ASSERT_LACKS(text, "http://");
+  ASSERT_LACKS(text, "https://");
+  ASSERT_LACKS(text, "<link");
+  ASSERT_LACKS(text, " src=");
+  ASSERT_LACKS(text, "@import");
+  /* The style and the script are inline. */
+  ASSERT_CONTAINS(text, "<style>");
+  ASSERT_CONTAINS(text, "<script>");
+  /* The summary, the per-type counts, the drawing and the table. */
+  ASSERT_CONTAINS(text, "<b>5</b> nodes, <b>4</b> edges");
+  ASSERT_CONTAINS(text, "kernel</td><td class=\"num\">4</td>");
+  ASSERT_CONTAINS(text, "graph</td><td class=\"num\">1</td>");
+  ASSERT_CONTAINS(text, "<svg id=\"dag\"");
+  assert_int_equal(count_of(text, "<g class=\"node\""), 5);
+  assert_int_equal(count_of(text, "<path class=\"edge\""), 4);
+  ASSERT_CONTAINS(text, "data-from=\"0\" data-to=\"1\"");
+  ASSERT_CONTAINS(text, "data-from=\"1\" data-to=\"2\"");
+  ASSERT_CONTAINS(text, "data-from=\"1\" data-to=\"3\"");
+  ASSERT_CONTAINS(text, "data-from=\"2\" data-to=\"4\"");
+  ASSERT_CONTAINS(text, "<table id=\"nodes\">");
+  assert_int_equal(count_of(text, "<tr id=\"row-"), 5);
+  ASSERT_CONTAINS(text, ">side_kernel</td>");
+  /* Layers: first on top, second below it, third and side_kernel side by side, the child
+   * graph at the bottom: four layers. */
+  ASSERT_CONTAINS(text, "4 layers");
+  free(text);
+  scratch_close(&s);
+}
+
+/* A hand-written file with what the fake does not make: mangled names, copies, annotations
+ * (with characters that need escaping), tools ids, and a node type the tool does not know. */
+static const char sample_json[] =
+    "{\"nodes\":["
+    "{\"index\":0,\"type\":\"memset\",\"kernel_name\":null,\"bytes\":4096,"
+    "\"annotation\":\"prepare <inputs> & \\\"zero\\\"\",\"tools_id\":17,\"dependencies\":[],"
+    "\"dependents\":[1,2]},"
+    "{\"index\":1,\"type\":\"kernel\",\"kernel_name\":\"_Z6vecAddPKfS0_Pfi\","
+    "\"grid\":[128,1,1],\"block\":[256,1,1],\"shared_bytes\":2048,\"bytes\":0,"
+    "\"annotation\":\"prepare <inputs> & \\\"zero\\\"\",\"tools_id\":18,\"dependencies\":[0],"
+    "\"dependents\":[3]},"
+    "{\"index\":2,\"type\":\"kernel\",\"kernel_name\":\"_ZN4blas4gemmEPKfS1_Pfiii\","
+    "\"grid\":[8,8,1],\"block\":[16,16,1],\"shared_bytes\":0,\"bytes\":0,\"annotation\":null,"
+    "\"tools_id\":19,\"dependencies\":[0],\"dependents\":[3]},"
+    "{\"index\":3,\"type\":\"memcpy\",\"kernel_name\":null,\"bytes\":1048576,"
+    "\"annotation\":\"output\",\"tools_id\":20,\"dependencies\":[1,2],\"dependents\":[4]},"
+    "{\"index\":4,\"type\":\"mystery\",\"kernel_name\":null,\"bytes\":0,\"annotation\":null,"
+    "\"tools_id\":null,\"dependencies\":[3],\"dependents\":[]}"
+    "],\"edge_count\":5,\"tools_ids_available\":true}";
+
+static void names_annotations_and_copies_in_dot(void **state) {
+  (void)state;
+  scratch_t s;
+  scratch_open(&s);
+  const char *json = scratch_path(&s, "sample.json"), *dot = scratch_path(&s, "sample.dot");
+  write_file(json, sample_json);
+  char *text = convert(&s, "dot", json, dot);
+  /* Demangled where that is easy, the raw name kept as the tooltip. */
+  ASSERT_CONTAINS(text, "vecAdd(const float*, const float*, float*, int)");
+  ASSERT_CONTAINS(text, "tooltip=\"_Z6vecAddPKfS0_Pfi\"");
+  ASSERT_CONTAINS(text, "blas::gemm(const float*, const float*, float*, int, int, int)");
+  ASSERT_CONTAINS(text, "grid 128x1x1, block 256x1x1, smem 2.0 KiB");
+  ASSERT_CONTAINS(text, "#3 memcpy\\n1.0 MiB");
+  ASSERT_CONTAINS(text, "#0 memset\\n4.0 KiB");
+  ASSERT_CONTAINS(text, "tools id 17");
+  /* Annotation labels become clusters, quotes escaped for DOT. */
+  assert_int_equal(count_of(text, "subgraph cluster_"), 2);
+  ASSERT_CONTAINS(text, "label=\"prepare <inputs> & \\\"zero\\\"\"");
+  ASSERT_CONTAINS(text, "label=\"output\"");
+  /* An unknown node type is drawn all the same. */
+  ASSERT_CONTAINS(text, "n4 [label=\"#4 mystery\"");
+  assert_int_equal(count_of(text, " -> "), 5);
+  ASSERT_CONTAINS(text, "n3 -> n4;");
+  free(text);
+  scratch_close(&s);
+}
+
+static void names_annotations_and_copies_in_html(void **state) {
+  (void)state;
+  scratch_t s;
+  scratch_open(&s);
+  const char *json = scratch_path(&s, "sample.json"), *html = scratch_path(&s, "sample.html");
+  write_file(json, sample_json);
+  char *text = convert(&s, "html", json, html);
+  /* Text from the file is escaped. */
+  ASSERT_CONTAINS(text, "prepare &lt;inputs&gt; &amp; &quot;zero&quot;");
+  ASSERT_LACKS(text, "<inputs>");
+  ASSERT_CONTAINS(text, "title=\"_Z6vecAddPKfS0_Pfi\">vecAdd(const float*, const float*, "
+                        "float*, int)</td>");
+  ASSERT_CONTAINS(text, "class=\"name\">vecAdd</text>");
+  ASSERT_CONTAINS(text, "class=\"name\">blas::gemm</text>");
+  ASSERT_CONTAINS(text, "tools ids available");
+  ASSERT_CONTAINS(text, "<td class=\"num\">1048576</td>");
+  ASSERT_CONTAINS(text, "mystery</td><td class=\"num\">1</td>");
+  ASSERT_CONTAINS(text, "<option value=\"memcpy\">memcpy</option>");
+  assert_int_equal(count_of(text, "<path class=\"edge\""), 5);
+  assert_int_equal(count_of(text, "<tr id=\"row-"), 5);
+  free(text);
+  scratch_close(&s);
+}
+
+static void standard_input_and_output(void **state) {
+  (void)state;
+  scratch_t s;
+  scratch_open(&s);
+  const char *json = scratch_path(&s, "sample.json");
+  write_file(json, sample_json);
+  run_result_t r = run_tool(&s, "dot", json, "-");
+  assert_int_equal(r.status, 0);
+  ASSERT_CONTAINS(r.out, "digraph recap_graph {");
+  assert_int_equal(count_of(r.out, " -> "), 5);
+  run_result_free(&r);
+  scratch_close(&s);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Refusals
+ * ---------------------------------------------------------------------------------------- */
+
+static void broken_input_is_refused(void **state) {
+  (void)state;
+  scratch_t s;
+  scratch_open(&s);
+  expect_refused(&s, "{\"nodes\":[{\"index\":0,\n\"type\":}]}",
+                 "not valid JSON (parse error at line 2");
+  expect_refused(&s, "", "not valid JSON");
+  expect_refused(&s, "[]", "the top level must be an object");
+  expect_refused(&s, "{\"edge_count\":0}", "the field \"nodes\" is missing");
+  expect_refused(&s, "{\"nodes\":{}}", "\"nodes\" must be an array");
+  expect_refused(&s, "{\"nodes\":[{\"type\":\"kernel\",\"dependencies\":[]}]}",
+                 "node 0: the field \"index\" is missing");
+  expect_refused(&s, "{\"nodes\":[{\"index\":0,\"dependencies\":[]}]}",
+                 "node 0: the field \"type\" is missing");
+  expect_refused(&s, "{\"nodes\":[{\"index\":0,\"type\":\"kernel\"}]}",
+                 "node 0: the field \"dependencies\" is missing");
+  expect_refused(&s, "{\"nodes\":[{\"index\":1,\"type\":\"kernel\",\"dependencies\":[]}]}",
+                 "\"index\" must be 0");
+  expect_refused(&s, "{\"nodes\":[{\"index\":0,\"type\":\"kernel\",\"dependencies\":[4]}]}",
+                 "\"dependencies\"[0] is 4, but the graph has 1 node");
+  expect_refused(&s,
+                 "{\"nodes\":[{\"index\":0,\"type\":\"kernel\",\"grid\":[1,2],\"block\":[1,1,1],"
+                 "\"dependencies\":[]}]}",
+                 "\"grid\" must be an array of three integers");
+  expect_refused(&s,
+                 "{\"nodes\":[{\"index\":0,\"type\":\"kernel\",\"bytes\":-3,"
+                 "\"dependencies\":[]}]}",
+                 "\"bytes\" must be a non-negative integer");
+  expect_refused(&s,
+                 "{\"nodes\":[{\"index\":0,\"type\":\"kernel\",\"kernel_name\":5,"
+                 "\"dependencies\":[]}]}",
+                 "\"kernel_name\" must be a string or null");
+  expect_refused(&s,
+                 "{\"nodes\":[{\"index\":0,\"type\":\"kernel\",\"dependencies\":[1]},"
+                 "{\"index\":1,\"type\":\"kernel\",\"dependencies\":[0]}]}",
+                 "cycle");
+  expect_refused(&s,
+                 "{\"nodes\":[{\"index\":0,\"type\":\"kernel\",\"dependencies\":[],"
+                 "\"dependents\":[1]},{\"index\":1,\"type\":\"kernel\",\"dependencies\":[]}]}",
+                 "node 0 lists node 1 among its \"dependents\"");
+  scratch_close(&s);
+}
+
+static void unreadable_and_unwritable_files_are_refused(void **state) {
+  (void)state;
+  scratch_t s;
+  scratch_open(&s);
+  const char *missing = scratch_path(&s, "missing.json");
+  run_result_t r = run_tool(&s, "dot", missing, scratch_path(&s, "out.dot"));
+  assert_int_equal(r.status, 1);
+  ASSERT_CONTAINS(r.err, "missing.json: cannot open");
+  run_result_free(&r);
+
+  r = run_tool(&s, "html", s.dir, scratch_path(&s, "out.html")); /* a folder */
+  assert_int_equal(r.status, 1);
+  ASSERT_CONTAINS(r.err, "cannot read");
+  run_result_free(&r);
+
+  const char *json = scratch_path(&s, "sample.json");
+  write_file(json, sample_json);
+  r = run_tool(&s, "dot", json, "/nonexistent-dir/recap/graph.dot");
+  assert_int_equal(r.status, 1);
+  ASSERT_CONTAINS(r.err, "cannot open for writing");
+  run_result_free(&r);
+  if (file_exists("/dev/full")) {
+    r = run_tool(&s, "html", json, "/dev/full");
+    assert_int_equal(r.status, 1);
+    ASSERT_CONTAINS(r.err, "cannot write");
+    run_result_free(&r);
+  }
+  scratch_close(&s);
+}
+
+static void command_line(void **state) {
+  (void)state;
+  scratch_t s;
+  scratch_open(&s);
+  run_result_t r = run_tool(&s, "--help", NULL, NULL);
+  assert_int_equal(r.status, 0);
+  ASSERT_CONTAINS(r.out, "usage: recap-graph dot");
+  ASSERT_CONTAINS(r.out, "html");
+  run_result_free(&r);
+
+  r = run_tool(&s, NULL, NULL, NULL);
+  assert_int_equal(r.status, 2);
+  ASSERT_CONTAINS(r.err, "usage:");
+  run_result_free(&r);
+
+  r = run_tool(&s, "svg", "in.json", "out.svg");
+  assert_int_equal(r.status, 2);
+  ASSERT_CONTAINS(r.err, "unknown format 'svg'");
+  run_result_free(&r);
+
+  r = run_tool(&s, "dot", "in.json", NULL);
+  assert_int_equal(r.status, 2);
+  run_result_free(&r);
+  scratch_close(&s);
+}
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(dot_of_a_captured_graph),
+      cmocka_unit_test(html_of_a_captured_graph),
+      cmocka_unit_test(names_annotations_and_copies_in_dot),
+      cmocka_unit_test(names_annotations_and_copies_in_html),
+      cmocka_unit_test(standard_input_and_output),
+      cmocka_unit_test(broken_input_is_refused),
+      cmocka_unit_test(unreadable_and_unwritable_files_are_refused),
+      cmocka_unit_test(command_line),
+  };
+  return RECAP_TEST_RUN(argc, argv, tests);
+}
