@@ -166,7 +166,8 @@ static recap_status_t pool_for_stream(recap__device_state_t *d, recap_stream_t s
   if (d->route_count == 0) return RECAP_SUCCESS;
   recap__capture_status_t status;
   uint64_t id = 0;
-  RECAP__CHECK(recap__device()->stream_capture_info(stream, &status, &id));
+  /* A routed capture means a context exists: the cheap query is enough. */
+  RECAP__CHECK(recap__device()->stream_capture_id(stream, &status, &id));
   if (status == RECAP__CAPTURE_NONE) return RECAP_SUCCESS;
   for (int i = 0; i < d->route_count; i++) {
     if (d->routes[i].capture_id == id) {

@@ -285,6 +285,32 @@ static recap_status_t primary_context_active(int device, bool *active) {
   return RECAP_SUCCESS;
 }
 
+/* The capture status of stream, asked of CUDA directly: only once a context exists. */
+static recap_status_t query_capture(recap_stream_t stream, recap__capture_status_t *status,
+                                   uint64_t *capture_id) {
+  *status = RECAP__CAPTURE_NONE;
+  if (capture_id) *capture_id = 0;
+  enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  cudaError_t err = cudaStreamGetCaptureInfo(stream, &st, &id, NULL, NULL, NULL, NULL);
+  if (err == cudaErrorStreamCaptureImplicit) {
+    /* Legacy stream asked while a blocking stream of the device captures: the capture is not
+     * harmed, but the legacy stream cannot be used until it ends. */
+    (void)cudaGetLastError();
+    return RECAP__ERROR_AT(RECAP_ERROR_INVALID_USAGE,
+                           "cudaStreamGetCaptureInfo(legacy default stream) failed: "
+                           "cudaErrorStreamCaptureImplicit (a blocking stream of the device is "
+                           "capturing; the legacy default stream cannot be used until that "
+                           "capture ends)");
+  }
+  if (err != cudaSuccess)
+    return recap__cuda_fail((int)err, __FILE__, __LINE__, "cudaStreamGetCaptureInfo(stream %p)",
+                            (void *)stream);
+  *status = (recap__capture_status_t)st;
+  if (capture_id && st != cudaStreamCaptureStatusNone) *capture_id = (uint64_t)id;
+  return RECAP_SUCCESS;
+}
+
 static recap_status_t cuda_stream_capture_info(recap_stream_t stream,
                                                recap__capture_status_t *status,
                                                uint64_t *capture_id) {
@@ -298,27 +324,7 @@ static recap_status_t cuda_stream_capture_info(recap_stream_t stream,
   CUDA_TRY(cudaGetDevice(&device));
   RECAP__CHECK(primary_context_active(device, &active));
   if (!active) return RECAP_SUCCESS;
-
-  enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
-  unsigned long long id = 0;
-  cudaError_t err = cudaStreamGetCaptureInfo(stream, &st, &id, NULL, NULL, NULL, NULL);
-  if (err == cudaErrorStreamCaptureImplicit) {
-    /* Legacy stream asked while a blocking stream of the device captures: the capture is not
-     * harmed, but the legacy stream cannot be used until it ends. */
-    (void)cudaGetLastError();
-    return RECAP__ERROR_AT(RECAP_ERROR_INVALID_USAGE,
-                           "cudaStreamGetCaptureInfo(legacy default stream) failed: "
-                           "cudaErrorStreamCaptureImplicit (a blocking stream on device %d is "
-                           "capturing; the legacy default stream cannot be used until that "
-                           "capture ends)",
-                           device);
-  }
-  if (err != cudaSuccess)
-    return recap__cuda_fail((int)err, __FILE__, __LINE__, "cudaStreamGetCaptureInfo(stream %p)",
-                            (void *)stream);
-  *status = (recap__capture_status_t)st;
-  if (capture_id && st != cudaStreamCaptureStatusNone) *capture_id = (uint64_t)id;
-  return RECAP_SUCCESS;
+  return query_capture(stream, status, capture_id);
 }
 
 static recap_status_t cuda_exchange_capture_mode(recap__capture_mode_t *mode) {
@@ -786,6 +792,7 @@ const recap__device_ops_t recap__cuda_ops = {
     .memcpy_async = cuda_memcpy_async,
     .stream_capture_info = cuda_stream_capture_info,
     .exchange_capture_mode = cuda_exchange_capture_mode,
+    .stream_capture_id = query_capture,
     .stream_begin_capture = cuda_stream_begin_capture,
     .stream_end_capture = cuda_stream_end_capture,
     .graph_instantiate = cuda_graph_instantiate,

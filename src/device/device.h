@@ -79,6 +79,11 @@ typedef struct recap__device_ops {
    * create a CUDA context: with no context on the device it reports NONE. */
   recap_status_t (*stream_capture_info)(recap_stream_t stream, recap__capture_status_t *status,
                                         uint64_t *capture_id);
+  /* The same, for callers that know a context exists (a capture is under way on the device):
+   * it skips the context check, which costs more than the query itself. The allocator's
+   * routing uses it on every allocation during a capture. */
+  recap_status_t (*stream_capture_id)(recap_stream_t stream, recap__capture_status_t *status,
+                                      uint64_t *capture_id);
   /* Swap the calling thread's capture mode with *mode (cudaThreadExchangeStreamCaptureMode). */
   recap_status_t (*exchange_capture_mode)(recap__capture_mode_t *mode);
 

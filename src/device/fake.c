@@ -1331,6 +1331,7 @@ const recap__device_ops_t recap__fake_ops = {
     .memcpy_async = fake_memcpy_async,
     .stream_capture_info = fake_stream_capture_info,
     .exchange_capture_mode = fake_exchange_capture_mode,
+    .stream_capture_id = fake_stream_capture_info,
     .stream_begin_capture = fake_stream_begin_capture,
     .stream_end_capture = fake_stream_end_capture,
     .graph_instantiate = fake_graph_instantiate,

@@ -9,6 +9,7 @@
  * outlives the capture that made it.
  */
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,21 +72,32 @@ recap_status_t recap_graph_create(recap_graph_t *graph, unsigned flags) {
  * Hooks of the layers above
  * ---------------------------------------------------------------------------------------- */
 
+/* Hooks attach during a capture, possibly from several threads working on its streams. */
+static pthread_mutex_t hook_lock = PTHREAD_MUTEX_INITIALIZER;
+
 recap_status_t recap__graph_add_hook(recap_graph_t g, const recap__graph_hooks_t *hooks,
                                      void *ctx) {
-  if (g->state != RECAP__GRAPH_CAPTURING)
-    return recap__error(RECAP_ERROR_INVALID_USAGE, "graph hooks attach only during a capture");
-  if (g->hook_count == g->hook_capacity) {
+  pthread_mutex_lock(&hook_lock);
+  recap_status_t s = RECAP_SUCCESS;
+  if (g->state != RECAP__GRAPH_CAPTURING) {
+    s = recap__error(RECAP_ERROR_INVALID_USAGE, "graph hooks attach only during a capture");
+  } else if (g->hook_count == g->hook_capacity) {
     size_t capacity = g->hook_capacity ? g->hook_capacity * 2 : 4;
     recap__graph_hook_entry_t *grown = realloc(g->hooks, capacity * sizeof *grown);
-    if (!grown) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "graph hooks: out of host memory");
-    g->hooks = grown;
-    g->hook_capacity = capacity;
+    if (!grown)
+      s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "graph hooks: out of host memory");
+    else {
+      g->hooks = grown;
+      g->hook_capacity = capacity;
+    }
   }
-  g->hooks[g->hook_count].hooks = hooks;
-  g->hooks[g->hook_count].ctx = ctx;
-  g->hook_count++;
-  return RECAP_SUCCESS;
+  if (s == RECAP_SUCCESS) {
+    g->hooks[g->hook_count].hooks = hooks;
+    g->hooks[g->hook_count].ctx = ctx;
+    g->hook_count++;
+  }
+  pthread_mutex_unlock(&hook_lock);
+  return s;
 }
 
 static void hooks_capture_ended(recap_graph_t g, bool succeeded) {

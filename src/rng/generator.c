@@ -18,7 +18,10 @@
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 
+enum { GENERATOR_MAGIC = 0x72676e67 /* "rgng" */ };
+
 struct recap_generator {
+  uint32_t magic; /* GENERATOR_MAGIC while the user's handle is valid */
   pthread_mutex_t lock;
   uint64_t seed;
   uint64_t offset; /* in 32-bit values per thread; always a multiple of 4 */
@@ -60,21 +63,32 @@ recap_status_t recap_generator_create(recap_generator_t *generator, uint64_t see
     return s;
   }
   pthread_mutex_init(&gen->lock, NULL);
+  gen->magic = GENERATOR_MAGIC;
   gen->seed = seed;
   gen->references = 1;
   *generator = gen;
   return RECAP_SUCCESS;
 }
 
+/* Best effort against destroyed and foreign handles: the magic is cleared at destroy. A handle
+ * whose memory was freed and reused cannot be told apart; ASan catches that in tests. */
+static recap_status_t check_handle(recap_generator_t gen, const char *function) {
+  if (!gen) return recap__error(RECAP_ERROR_INVALID_ARGUMENT, "%s: generator is NULL", function);
+  if (gen->magic != GENERATOR_MAGIC)
+    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                        "%s: %p is not a live generator (destroyed, or not made by "
+                        "recap_generator_create)",
+                        function, (void *)gen);
+  return RECAP_SUCCESS;
+}
+
 recap_status_t recap_generator_destroy(recap_generator_t gen) {
   if (!gen) return RECAP_SUCCESS;
+  RECAP__CHECK(check_handle(gen, "recap_generator_destroy"));
   pthread_mutex_lock(&gen->lock);
-  bool twice = gen->destroyed;
+  gen->magic = 0;
   gen->destroyed = true;
   pthread_mutex_unlock(&gen->lock);
-  if (twice)
-    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
-                        "recap_generator_destroy: the generator was already destroyed");
   drop_reference(gen);
   return RECAP_SUCCESS;
 }
@@ -89,7 +103,7 @@ static recap_status_t refuse_during_capture(recap_generator_t gen, const char *f
 }
 
 recap_status_t recap_generator_set_seed(recap_generator_t gen, uint64_t seed) {
-  RECAP__ARG(gen != NULL, "recap_generator_set_seed: generator is NULL");
+  RECAP__CHECK(check_handle(gen, "recap_generator_set_seed"));
   pthread_mutex_lock(&gen->lock);
   recap_status_t s = refuse_during_capture(
       gen, "recap_generator_set_seed",
@@ -104,7 +118,8 @@ recap_status_t recap_generator_set_seed(recap_generator_t gen, uint64_t seed) {
 }
 
 recap_status_t recap_generator_get_seed(recap_generator_t gen, uint64_t *seed) {
-  RECAP__ARG(gen != NULL && seed != NULL, "recap_generator_get_seed: arguments must not be NULL");
+  RECAP__CHECK(check_handle(gen, "recap_generator_get_seed"));
+  RECAP__ARG(seed != NULL, "recap_generator_get_seed: seed is NULL");
   pthread_mutex_lock(&gen->lock);
   *seed = gen->seed;
   pthread_mutex_unlock(&gen->lock);
@@ -112,7 +127,8 @@ recap_status_t recap_generator_get_seed(recap_generator_t gen, uint64_t *seed) {
 }
 
 recap_status_t recap_generator_get_offset(recap_generator_t gen, uint64_t *offset) {
-  RECAP__ARG(gen != NULL && offset != NULL, "recap_generator_get_offset: arguments must not be NULL");
+  RECAP__CHECK(check_handle(gen, "recap_generator_get_offset"));
+  RECAP__ARG(offset != NULL, "recap_generator_get_offset: offset is NULL");
   pthread_mutex_lock(&gen->lock);
   recap_status_t s = refuse_during_capture(
       gen, "recap_generator_get_offset",
@@ -123,7 +139,7 @@ recap_status_t recap_generator_get_offset(recap_generator_t gen, uint64_t *offse
 }
 
 recap_status_t recap_generator_set_offset(recap_generator_t gen, uint64_t offset) {
-  RECAP__ARG(gen != NULL, "recap_generator_set_offset: generator is NULL");
+  RECAP__CHECK(check_handle(gen, "recap_generator_set_offset"));
   RECAP__ARG(offset % 4 == 0,
              "recap_generator_set_offset: offset %llu is not a multiple of 4 (each Philox draw "
              "uses 4 values)",
@@ -144,14 +160,24 @@ static recap_status_t use_before_replay(void *ctx, recap_graph_t graph, recap_st
   (void)graph;
   rng_use_t *use = ctx;
   recap_generator_t gen = use->generator;
+  /* Replayed inside another capture, the write below would be captured with today's values and
+   * the outer graph would draw the same numbers at every replay. */
+  recap__capture_status_t status;
+  uint64_t id;
+  RECAP__CHECK(recap__device()->stream_capture_info(stream, &status, &id));
+  if (status != RECAP__CAPTURE_NONE)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_graph_replay: the graph draws random numbers, and replaying it "
+                        "inside another capture would freeze them; capture that work directly "
+                        "instead");
+  /* The words are read by this replay on `stream`: they must not be reused before it ends. */
+  RECAP__CHECK(recap_record_stream(gen->device_state, stream));
+  /* Take the offset and advance it in one step, so concurrent replays get distinct ranges. */
   pthread_mutex_lock(&gen->lock);
   uint64_t seed = gen->seed, offset = gen->offset;
-  pthread_mutex_unlock(&gen->lock);
-  RECAP__CHECK(recap__device()->rng_write_state(stream, gen->device_state, seed, offset));
-  pthread_mutex_lock(&gen->lock);
   gen->offset += use->increment;
   pthread_mutex_unlock(&gen->lock);
-  return RECAP_SUCCESS;
+  return recap__device()->rng_write_state(stream, gen->device_state, seed, offset);
 }
 
 static void use_capture_ended(void *ctx, recap_graph_t graph, bool succeeded) {
@@ -196,8 +222,11 @@ static recap_status_t attach(recap_generator_t gen, recap_graph_t graph) {
 
 recap_status_t recap_generator_philox_state(recap_generator_t gen, recap_stream_t stream,
                                             uint64_t increment, recap_philox_state_t *state) {
-  RECAP__ARG(gen != NULL && state != NULL,
-             "recap_generator_philox_state: generator and state must not be NULL");
+  RECAP__CHECK(check_handle(gen, "recap_generator_philox_state"));
+  RECAP__ARG(state != NULL, "recap_generator_philox_state: state is NULL");
+  RECAP__ARG(increment <= UINT64_MAX - 3,
+             "recap_generator_philox_state: increment %llu is out of range",
+             (unsigned long long)increment);
   recap__capture_status_t status;
   uint64_t id = 0;
   RECAP__CHECK(recap__device()->stream_capture_info(stream, &status, &id));
@@ -240,7 +269,7 @@ recap_status_t recap_generator_philox_state(recap_generator_t gen, recap_stream_
  * ---------------------------------------------------------------------------------------- */
 
 static recap_status_t launch(recap_generator_t gen, recap__rng_launch_t *l, const char *function) {
-  RECAP__ARG(gen != NULL, "%s: generator is NULL", function);
+  RECAP__CHECK(check_handle(gen, function));
   RECAP__ARG(l->out != NULL || l->n == 0, "%s: out is NULL", function);
   if (l->n == 0) return RECAP_SUCCESS;
   uint64_t increment;
