@@ -530,8 +530,9 @@ static recap_status_t current_options(const recap__options_t **o) {
   return RECAP_SUCCESS;
 }
 
-/* Best fit among the free blocks of `stream` in set, under the max_split_size rules. */
-static recap__block_t *find_free_block(recap__free_set_t *set, recap_stream_t stream, size_t size,
+/* Best fit among the free blocks of `stream` in set, under the max_split_size rules; takes it
+ * out of the set. */
+static recap__block_t *take_free_block(recap__free_set_t *set, recap_stream_t stream, size_t size,
                                        const recap__options_t *o) {
   size_t i = recap__free_set_lower_bound(set, stream, size);
   if (i == set->count) return NULL;
@@ -543,6 +544,7 @@ static recap__block_t *find_free_block(recap__free_set_t *set, recap_stream_t st
     /* ...and a big request does not take a block much bigger than itself. */
     if (size >= o->max_split_size && b->size >= size + o->large_segment) return NULL;
   }
+  recap__free_set_erase_at(set, i);
   return b;
 }
 
@@ -587,10 +589,8 @@ recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
     goto out;
   }
 
-  b = find_free_block(set, stream, rounded, o);
-  if (b) {
-    recap__free_set_erase(set, b);
-  } else {
+  b = take_free_block(set, stream, rounded, o);
+  if (!b) {
     RECAP__CHECK_GOTO(new_segment(d, pool, small, segment_size_for(o, rounded), size, stream, o,
                                   &b),
                       s, out);

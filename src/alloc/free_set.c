@@ -35,7 +35,7 @@ size_t recap__free_set_lower_bound(const recap__free_set_t *s, recap_stream_t st
   return lower_bound(s, stream, size, 0);
 }
 
-bool recap__free_set_reserve(recap__free_set_t *s, size_t extra) {
+bool recap__free_set_grow(recap__free_set_t *s, size_t extra) {
   if (s->count + extra <= s->capacity) return true;
   size_t capacity = s->capacity ? s->capacity : 16;
   while (capacity < s->count + extra) capacity *= 2;
@@ -55,11 +55,15 @@ bool recap__free_set_insert(recap__free_set_t *s, recap__block_t *b) {
   return true;
 }
 
+void recap__free_set_erase_at(recap__free_set_t *s, size_t at) {
+  memmove(s->items + at, s->items + at + 1, (s->count - at - 1) * sizeof *s->items);
+  s->count--;
+}
+
 bool recap__free_set_erase(recap__free_set_t *s, recap__block_t *b) {
   size_t at = lower_bound(s, b->stream, b->size, (uintptr_t)b->ptr);
   if (at == s->count || s->items[at] != b) return false;
-  memmove(s->items + at, s->items + at + 1, (s->count - at - 1) * sizeof *s->items);
-  s->count--;
+  recap__free_set_erase_at(s, at);
   return true;
 }
 

@@ -22,12 +22,17 @@ typedef struct recap__free_set {
 } recap__free_set_t;
 
 /* Make room for `extra` more members, so the inserts that follow cannot fail. False when out
- * of host memory. */
-bool recap__free_set_reserve(recap__free_set_t *s, size_t extra);
+ * of host memory. Inline: it is on every malloc and free, and nearly always has room. */
+bool recap__free_set_grow(recap__free_set_t *s, size_t extra);
+static inline bool recap__free_set_reserve(recap__free_set_t *s, size_t extra) {
+  return s->count + extra <= s->capacity || recap__free_set_grow(s, extra);
+}
 /* False when out of host memory (never after a successful reserve). */
 bool recap__free_set_insert(recap__free_set_t *s, struct recap__block *b);
 /* Remove b, which must be a member. Returns false if it was not. */
 bool recap__free_set_erase(recap__free_set_t *s, struct recap__block *b);
+/* Remove the member at index i (as found by recap__free_set_lower_bound). */
+void recap__free_set_erase_at(recap__free_set_t *s, size_t i);
 /* Index of the first block with (stream, size) >= the key; s->count if none. */
 size_t recap__free_set_lower_bound(const recap__free_set_t *s, recap_stream_t stream, size_t size);
 void recap__free_set_clear(recap__free_set_t *s);

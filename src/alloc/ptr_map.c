@@ -29,8 +29,7 @@ static bool grow(recap__ptr_map_t *m) {
   return true;
 }
 
-bool recap__ptr_map_reserve(recap__ptr_map_t *m, size_t extra) {
-  /* Keep the load under 1/2: probes stay short and an empty slot always exists. */
+bool recap__ptr_map_grow(recap__ptr_map_t *m, size_t extra) {
   while ((m->count + extra) * 2 > m->capacity)
     if (!grow(m)) return false;
   return true;

@@ -23,7 +23,11 @@ typedef struct recap__ptr_map {
 } recap__ptr_map_t;
 
 /* Make room for `extra` more keys, so the inserts that follow cannot fail. */
-bool recap__ptr_map_reserve(recap__ptr_map_t *m, size_t extra);
+bool recap__ptr_map_grow(recap__ptr_map_t *m, size_t extra);
+static inline bool recap__ptr_map_reserve(recap__ptr_map_t *m, size_t extra) {
+  /* Keep the load under 1/2: probes stay short and an empty slot always exists. */
+  return (m->count + extra) * 2 <= m->capacity || recap__ptr_map_grow(m, extra);
+}
 /* Insert key -> value; key must not be NULL or present. False when out of host memory. */
 bool recap__ptr_map_insert(recap__ptr_map_t *m, const void *key, void *value);
 /* The value stored for key, or NULL. */
