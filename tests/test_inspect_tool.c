@@ -28,8 +28,6 @@
 
 extern char **environ;
 
-#define OK(expr) assert_int_equal((expr), RECAP_SUCCESS)
-
 /* ------------------------------------------------------------------------------------------
  * Helpers: a scratch folder, files, and running the tool
  * ---------------------------------------------------------------------------------------- */

@@ -11,34 +11,8 @@
 #include "alloc/alloc_internal.h"
 #include "device/fake.h"
 #include "harness.h"
+#include "fake_util.h"
 #include "recap.h"
-
-#define KiB ((size_t)1 << 10)
-#define MiB ((size_t)1 << 20)
-
-#define OK(expr) assert_int_equal((expr), RECAP_SUCCESS)
-
-static void reset(void) {
-  recap__fake_reset(NULL);
-  recap_clear_last_error();
-}
-
-static recap_memory_stats_t stats(void) {
-  recap_memory_stats_t s;
-  OK(recap_memory_stats(-1, &s));
-  return s;
-}
-
-static void check(void) {
-  recap_status_t s = recap_memory_check();
-  if (s != RECAP_SUCCESS) fail_msg("checker: %s", recap_last_error());
-}
-
-static recap_pool_info_t pool_info(recap_pool_id_t id) {
-  recap_pool_info_t info;
-  OK(recap_pool_info(id, &info));
-  return info;
-}
 
 /* Begin a capture on s and route it to pool, as a graph's capture_begin does. */
 static void capture_begin(recap_stream_t s, recap_pool_id_t pool, recap__capture_mode_t mode) {

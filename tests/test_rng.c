@@ -17,44 +17,8 @@
 #include "device/fake.h"
 #include "device/rng_launch.h"
 #include "harness.h"
+#include "fake_util.h"
 #include "recap.h"
-
-#define OK(expr)                                                                           \
-  do {                                                                                     \
-    recap_status_t ok_status_ = (expr);                                                    \
-    if (ok_status_ != RECAP_SUCCESS)                                                       \
-      fail_msg("%s returned %s: %s", #expr, recap_status_name(ok_status_), recap_last_error()); \
-  } while (0)
-
-#define EXPECT_STATUS(expr, status)                                                        \
-  do {                                                                                     \
-    recap_status_t st_got_ = (expr);                                                       \
-    if (st_got_ != (status))                                                               \
-      fail_msg("%s returned %s, expected %s (last error: %s)", #expr,                      \
-               recap_status_name(st_got_), recap_status_name(status), recap_last_error()); \
-  } while (0)
-
-#define EXPECT_MESSAGE(needle)                                                             \
-  do {                                                                                     \
-    if (!strstr(recap_last_error(), (needle)))                                             \
-      fail_msg("the last error does not mention \"%s\": %s", (needle), recap_last_error()); \
-  } while (0)
-
-static void reset(void) {
-  recap__fake_reset(NULL);
-  recap_clear_last_error();
-}
-
-static recap_memory_stats_t stats(void) {
-  recap_memory_stats_t s;
-  OK(recap_memory_stats(-1, &s));
-  return s;
-}
-
-static void check(void) {
-  recap_status_t s = recap_memory_check();
-  if (s != RECAP_SUCCESS) fail_msg("recap_memory_check: %s", recap_last_error());
-}
 
 static uint64_t offset_of(recap_generator_t gen) {
   uint64_t offset = UINT64_MAX;

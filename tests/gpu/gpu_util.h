@@ -22,23 +22,6 @@
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
 
-/* A recap call that must succeed; on failure the test fails with recap's message. */
-#define OK(expr)                                                                          \
-  do {                                                                                    \
-    recap_status_t ok_status_ = (expr);                                                   \
-    if (ok_status_ != RECAP_SUCCESS)                                                      \
-      fail_msg("%s returned %s: %s", #expr, recap_status_name(ok_status_), recap_last_error()); \
-  } while (0)
-
-/* A recap call that must fail with `status`. */
-#define EXPECT_STATUS(expr, status)                                                       \
-  do {                                                                                    \
-    recap_status_t st_got_ = (expr);                                                      \
-    if (st_got_ != (status))                                                              \
-      fail_msg("%s returned %s, expected %s (last error: %s)", #expr,                     \
-               recap_status_name(st_got_), recap_status_name(status), recap_last_error()); \
-  } while (0)
-
 /* A CUDA runtime call (or a kernel launcher) that must succeed. */
 #define CUDA_OK(expr)                                                                     \
   do {                                                                                    \
@@ -48,12 +31,6 @@
                cudaGetErrorString(cuda_err_));                                            \
   } while (0)
 
-/* recap_last_error() must contain `needle`. */
-#define EXPECT_MESSAGE(needle)                                                            \
-  do {                                                                                    \
-    if (!strstr(recap_last_error(), (needle)))                                            \
-      fail_msg("the last error does not mention \"%s\": %s", (needle), recap_last_error()); \
-  } while (0)
 
 static inline recap_memory_stats_t gpu_stats(void) {
   recap_memory_stats_t s;

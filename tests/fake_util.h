@@ -1,0 +1,42 @@
+/*
+ * fake_util.h — what the CPU tests on the fake device share: a fresh fake and allocator, the
+ * device's statistics, and the allocator's invariant checker as an assertion.
+ *
+ * Include after harness.h. Every helper is static inline, so a test file that uses only some
+ * of them builds without warnings.
+ */
+#ifndef RECAP_TEST_FAKE_UTIL_H
+#define RECAP_TEST_FAKE_UTIL_H
+
+#include "device/fake.h"
+#include "harness.h"
+#include "recap.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+
+/* A fresh fake device (one device, default capacity), allocator and options. */
+static inline void reset(void) {
+  recap__fake_reset(NULL);
+  recap_clear_last_error();
+}
+
+static inline recap_memory_stats_t stats(void) {
+  recap_memory_stats_t s;
+  OK(recap_memory_stats(-1, &s));
+  return s;
+}
+
+/* The allocator's checker must pass. */
+static inline void check(void) {
+  recap_status_t s = recap_memory_check();
+  if (s != RECAP_SUCCESS) fail_msg("recap_memory_check: %s", recap_last_error());
+}
+
+static inline recap_pool_info_t pool_info(recap_pool_id_t id) {
+  recap_pool_info_t info;
+  OK(recap_pool_info(id, &info));
+  return info;
+}
+
+#endif /* RECAP_TEST_FAKE_UTIL_H */
