@@ -322,6 +322,30 @@ static void faults_at_every_step_of_create(void **state) {
   assert_true(failures > 0);
 }
 
+/* A first block of a network has only the batch as input: its backward writes parameter
+ * gradients alone, and must be captured all the same. */
+static void parameter_only_backward_is_captured(void **state) {
+  (void)state;
+  fixture_t f;
+  setup(&f);
+  int none[2] = {0, 0};
+  f.descs[0].requires_grad = none;
+  recap_graphed_t h;
+  OK(recap_graphed_create(&h, f.descs, 1, NULL));
+  recap_graph_t fw, bw;
+  OK(recap_graphed_graphs(h, &fw, &bw));
+  assert_non_null(bw);
+  assert_int_equal(f.toys[0].captured_backwards, 1);
+  const recap_buffer_t *out, *grads;
+  uint64_t launches = recap__fake_graph_launches();
+  OK(recap_graphed_forward(h, f.stream, 1, f.inputs[0], &out));
+  OK(recap_graphed_backward(h, f.stream, out, &grads));
+  assert_int_equal(recap__fake_graph_launches(), launches + 2);
+  assert_null(grads[0].data);
+  assert_null(grads[1].data);
+  teardown(&h, 1);
+}
+
 static void bad_arguments(void **state) {
   (void)state;
   fixture_t f;
@@ -357,6 +381,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(inference_only_callable),
     cmocka_unit_test(failure_in_a_captured_forward_cleans_up),
     cmocka_unit_test(faults_at_every_step_of_create),
+    cmocka_unit_test(parameter_only_backward_is_captured),
     cmocka_unit_test(bad_arguments),
 };
 

@@ -13,6 +13,13 @@
  * its static buffer only when the caller's pointer differs, replays, and hands back the static
  * outputs; backward likewise. Outputs handed back stay valid until the next call of the same
  * callable (they are overwritten by the next replay), as in PyTorch.
+ *
+ * Warm-up runs the user's functions for real: random kernels draw numbers (reseed generators
+ * after recap_graphed_create to start from a known state) and the backward runs on scratch
+ * output gradients whose contents are undefined (a backward that accumulates into parameter
+ * gradients should have them zeroed after create). The functions run on recap's side stream
+ * during warm-up and capture and on the caller's stream later: a library handle they use (a
+ * cuBLAS handle, say) must follow the stream they are given, workspace included.
  */
 #ifndef RECAP_GRAPHED_H
 #define RECAP_GRAPHED_H

@@ -40,7 +40,10 @@ typedef struct recap__block {
   /* Streams other than `stream` that used the block (recap_record_stream). */
   recap_stream_t *stream_uses;
   int stream_use_count, stream_use_capacity;
-  uint64_t generation; /* bumped at every hand-out, so a stale reference can be told apart */
+  uint64_t generation; /* set at every hand-out from one process-wide counter, so that no two
+                         hand-outs share one: a stale reference can be told apart */
+  void *alloc_site;    /* the return address of the recap_malloc call that handed it out, when
+                         allocation sites are recorded (RECAP_LIVENESS_DEBUG=1); else NULL */
 } recap__block_t;
 
 struct recap__segment {
@@ -91,11 +94,22 @@ typedef struct recap__device_state {
   recap_memory_stats_t stats;
 } recap__device_state_t;
 
+/* A block freed while allocation sites are recorded: where it was allocated and freed. */
+typedef struct recap__free_record {
+  const void *base;
+  size_t size;
+  uint64_t generation;
+  void *alloc_site, *free_site;
+} recap__free_record_t;
+
 typedef struct recap__allocator {
   pthread_mutex_t lock;
   recap__device_state_t *devices[RECAP__MAX_DEVICES];
   recap__ptr_map_t allocated; /* pointer -> allocated block, every device */
   recap__block_t *spare_blocks; /* recycled block records, linked through `next` */
+  uint64_t last_generation;     /* the generation of the latest hand-out */
+  recap__free_record_t *freed;  /* a ring of the latest frees, while sites are recorded */
+  size_t freed_next;            /* where the next free record goes (counts up; index mod size) */
 } recap__allocator_t;
 
 extern recap__allocator_t recap__alloc;
@@ -125,7 +139,34 @@ typedef struct recap__block_ref {
   uint64_t generation;
   bool allocated;
   recap_pool_id_t pool;
+  void *alloc_site; /* see recap__block_t; NULL unless recorded */
 } recap__block_ref_t;
 bool recap__alloc_find(const void *ptr, recap__block_ref_t *ref);
+
+/* recap__alloc_find for n addresses under one lock: found[i] says whether refs[i] was filled.
+ * Exact block starts cost one hash lookup; other addresses a binary search over the segments
+ * and a walk of one segment's blocks. For the scan at capture end. */
+void recap__alloc_find_many(const void *const *ptrs, size_t n, recap__block_ref_t *refs,
+                            bool *found);
+
+/* A block a graph reads: its start and the generation it had when the graph was captured. */
+typedef struct recap__block_watch {
+  const void *base;
+  uint64_t generation;
+} recap__block_watch_t;
+
+/* How many of the n watched blocks are dead: no block starting at base is allocated now, or
+ * the one there was handed out again since (another generation). With dead non-NULL, dead[i]
+ * tells which. One lock and n hash lookups: what every replay with input-liveness checks pays. */
+size_t recap__alloc_count_dead(const recap__block_watch_t *watch, size_t n, bool *dead);
+
+/* Allocation sites (RECAP_LIVENESS_DEBUG=1, or recap__alloc_sites_enable(1)): recap_malloc
+ * records the return address of its caller in the block, and recap_free keeps the latest frees
+ * (RECAP__FREE_HISTORY of them) with both sites. enable(-1) goes back to the environment. */
+enum { RECAP__FREE_HISTORY = 4096 };
+void recap__alloc_sites_enable(int enabled);
+bool recap__alloc_sites_enabled(void);
+/* The latest free of the block that started at base with that generation, if still kept. */
+bool recap__alloc_free_record(const void *base, uint64_t generation, recap__free_record_t *out);
 
 #endif /* RECAP_ALLOC_INTERNAL_H */

@@ -44,6 +44,70 @@ recap_pool_id_t recap__pool_id_for_graph(void) {
   return id;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * Allocation sites, for the input-liveness checks' messages. Off by default: then the hot path
+ * pays one relaxed load and a branch, and the return address is read but not kept.
+ * ---------------------------------------------------------------------------------------- */
+
+static _Atomic int record_sites = -1; /* -1: not decided yet (read the environment) */
+
+void recap__alloc_sites_enable(int enabled) {
+  atomic_store(&record_sites, enabled < 0 ? -1 : enabled != 0);
+}
+
+bool recap__alloc_sites_enabled(void) {
+  int v = atomic_load_explicit(&record_sites, memory_order_relaxed);
+  if (v < 0) {
+    const char *env = getenv("RECAP_LIVENESS_DEBUG");
+    int from_env = env && strcmp(env, "1") == 0;
+    int expected = -1;
+    /* A value set from code in between wins over the environment. */
+    if (!atomic_compare_exchange_strong(&record_sites, &expected, from_env)) return expected > 0;
+    v = from_env;
+  }
+  return v > 0;
+}
+
+#if defined(__GNUC__)
+#  define CALLER_ADDRESS() __builtin_return_address(0)
+#else
+#  define CALLER_ADDRESS() NULL
+#endif
+
+/* Keep a freed block's sites in the ring (called with the lock held). Best effort: without
+ * host memory for the ring nothing is kept. */
+static void remember_free(const recap__block_t *b, void *free_site) {
+  if (!recap__alloc.freed) {
+    recap__alloc.freed = calloc(RECAP__FREE_HISTORY, sizeof *recap__alloc.freed);
+    if (!recap__alloc.freed) return;
+  }
+  recap__free_record_t *r = &recap__alloc.freed[recap__alloc.freed_next++ % RECAP__FREE_HISTORY];
+  r->base = b->ptr;
+  r->size = b->size;
+  r->generation = b->generation;
+  r->alloc_site = b->alloc_site;
+  r->free_site = free_site;
+}
+
+bool recap__alloc_free_record(const void *base, uint64_t generation, recap__free_record_t *out) {
+  bool found = false;
+  pthread_mutex_lock(&recap__alloc.lock);
+  if (recap__alloc.freed) {
+    size_t kept = recap__alloc.freed_next < RECAP__FREE_HISTORY ? recap__alloc.freed_next
+                                                                 : RECAP__FREE_HISTORY;
+    for (size_t k = 1; k <= kept && !found; k++) {
+      const recap__free_record_t *r =
+          &recap__alloc.freed[(recap__alloc.freed_next - k) % RECAP__FREE_HISTORY];
+      if (r->base == base && r->generation == generation) {
+        *out = *r;
+        found = true;
+      }
+    }
+  }
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return found;
+}
+
 /* Counters change on every malloc and free, so these stay small and inline: an increase may
  * raise the peak, a decrease never does. */
 static inline void stat_up(recap_stat_t *s, int64_t amount) {
@@ -556,6 +620,7 @@ static bool should_split(const recap__block_t *b, size_t size, const recap__opti
 }
 
 recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
+  void *site = CALLER_ADDRESS();
   RECAP__ARG(ptr != NULL, "recap_malloc: ptr is NULL");
   *ptr = NULL;
   if (size == 0) return RECAP_SUCCESS;
@@ -625,7 +690,8 @@ recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
   }
   b->allocated = true;
   b->requested = size;
-  b->generation++;
+  b->generation = ++recap__alloc.last_generation;
+  b->alloc_site = recap__alloc_sites_enabled() ? site : NULL;
   recap__ptr_map_insert(&recap__alloc.allocated, b->ptr, b);
   pool->allocated_bytes += (int64_t)b->size;
   stat_kind(st->allocation, small, 1);
@@ -641,6 +707,7 @@ out:
 }
 
 recap_status_t recap_free(void *ptr) {
+  void *site = CALLER_ADDRESS();
   if (!ptr) return RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);
   recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, ptr);
@@ -661,6 +728,7 @@ recap_status_t recap_free(void *ptr) {
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_free(%p): out of host memory", ptr);
   }
   recap__ptr_map_remove(&recap__alloc.allocated, ptr);
+  if (recap__alloc_sites_enabled()) remember_free(b, site);
   b->allocated = false;
   seg->pool->allocated_bytes -= (int64_t)b->size;
   recap_memory_stats_t *st = &d->stats;
@@ -972,6 +1040,7 @@ static bool find_in_pool(recap__pool_t *pool, const char *p, recap__block_ref_t 
         ref->generation = b->generation;
         ref->allocated = b->allocated;
         ref->pool = pool->id;
+        ref->alloc_site = b->allocated ? b->alloc_site : NULL;
         return true;
       }
     }
@@ -989,6 +1058,7 @@ bool recap__alloc_find(const void *ptr, recap__block_ref_t *ref) {
     ref->generation = b->generation;
     ref->allocated = true;
     ref->pool = b->segment->pool->id;
+    ref->alloc_site = b->alloc_site;
     found = true;
   }
   for (int i = 0; !found && i < RECAP__MAX_DEVICES; i++) {
@@ -1000,6 +1070,110 @@ bool recap__alloc_find(const void *ptr, recap__block_ref_t *ref) {
   }
   pthread_mutex_unlock(&recap__alloc.lock);
   return found;
+}
+
+/* Every segment of every pool, sorted by address, for the batch lookup (lock held). */
+typedef struct segment_span {
+  const char *base, *end;
+  recap__segment_t *segment;
+} segment_span_t;
+
+static int compare_spans(const void *a, const void *b) {
+  const char *x = ((const segment_span_t *)a)->base, *y = ((const segment_span_t *)b)->base;
+  return (x > y) - (x < y);
+}
+
+static segment_span_t *segment_spans(size_t *count) {
+  size_t n = 0;
+  for (int i = 0; i < RECAP__MAX_DEVICES; i++) {
+    recap__device_state_t *d = recap__alloc.devices[i];
+    if (!d) continue;
+    n += (size_t)d->default_pool.segment_count;
+    for (recap__pool_t *p = d->private_pools; p; p = p->next) n += (size_t)p->segment_count;
+  }
+  *count = 0;
+  segment_span_t *spans = malloc((n ? n : 1) * sizeof *spans);
+  if (!spans) return NULL;
+  for (int i = 0; i < RECAP__MAX_DEVICES; i++) {
+    recap__device_state_t *d = recap__alloc.devices[i];
+    if (!d) continue;
+    /* The default pool first, then the private ones. */
+    for (recap__pool_t *p = &d->default_pool; p;
+         p = p == &d->default_pool ? d->private_pools : p->next)
+      for (recap__segment_t *seg = p->segments; seg && *count < n; seg = seg->next)
+        spans[(*count)++] = (segment_span_t){seg->base, seg->base + seg->size, seg};
+  }
+  qsort(spans, *count, sizeof *spans, compare_spans);
+  return spans;
+}
+
+static bool find_in_spans(const segment_span_t *spans, size_t n, const char *p,
+                          recap__block_ref_t *ref) {
+  size_t lo = 0, hi = n; /* the last span whose base <= p */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (spans[mid].base <= p) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo == 0 || p >= spans[lo - 1].end) return false;
+  recap__segment_t *seg = spans[lo - 1].segment;
+  for (recap__block_t *b = seg->head; b; b = b->next) {
+    if (p >= b->ptr && p < b->ptr + b->size) {
+      ref->base = b->ptr;
+      ref->size = b->size;
+      ref->generation = b->generation;
+      ref->allocated = b->allocated;
+      ref->pool = seg->pool->id;
+      ref->alloc_site = b->allocated ? b->alloc_site : NULL;
+      return true;
+    }
+  }
+  return false;
+}
+
+void recap__alloc_find_many(const void *const *ptrs, size_t n, recap__block_ref_t *refs,
+                            bool *found) {
+  pthread_mutex_lock(&recap__alloc.lock);
+  segment_span_t *spans = NULL;
+  size_t span_count = 0;
+  bool spans_tried = false;
+  for (size_t i = 0; i < n; i++) {
+    found[i] = false;
+    recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, ptrs[i]);
+    if (b) {
+      refs[i] = (recap__block_ref_t){b->ptr, b->size, b->generation, true,
+                                     b->segment->pool->id, b->alloc_site};
+      found[i] = true;
+      continue;
+    }
+    if (!spans_tried) {
+      spans = segment_spans(&span_count);
+      spans_tried = true;
+    }
+    if (spans) {
+      found[i] = find_in_spans(spans, span_count, ptrs[i], &refs[i]);
+    } else {
+      /* No host memory for the table: the slow walk, one address at a time. */
+      pthread_mutex_unlock(&recap__alloc.lock);
+      found[i] = recap__alloc_find(ptrs[i], &refs[i]);
+      pthread_mutex_lock(&recap__alloc.lock);
+    }
+  }
+  pthread_mutex_unlock(&recap__alloc.lock);
+  free(spans);
+}
+
+size_t recap__alloc_count_dead(const recap__block_watch_t *watch, size_t n, bool *dead) {
+  size_t dead_count = 0;
+  pthread_mutex_lock(&recap__alloc.lock);
+  for (size_t i = 0; i < n; i++) {
+    const recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, watch[i].base);
+    bool is_dead = !b || b->generation != watch[i].generation;
+    dead_count += is_dead;
+    if (dead) dead[i] = is_dead;
+  }
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return dead_count;
 }
 
 static void free_pool_memory_records(recap__pool_t *pool) {
@@ -1040,5 +1214,8 @@ void recap__alloc_reset(void) {
     free(b);
   }
   recap__alloc.spare_blocks = NULL;
+  free(recap__alloc.freed);
+  recap__alloc.freed = NULL;
+  recap__alloc.freed_next = 0;
   pthread_mutex_unlock(&recap__alloc.lock);
 }

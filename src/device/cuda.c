@@ -763,6 +763,176 @@ fail:
   return st;
 }
 
+/* ---- debug aids: node lists and what nodes read ------------------------------------------- */
+
+/* The nodes of graph into a malloc'ed array (NULL for an empty graph). */
+static recap_status_t list_nodes(cudaGraph_t graph, recap__graph_node_t **nodes, size_t *count) {
+  *nodes = NULL;
+  *count = 0;
+  size_t n = 0;
+  CUDA_TRY_F(cudaGraphGetNodes(graph, NULL, &n), "cudaGraphGetNodes(graph %p, NULL)",
+             (void *)graph);
+  if (n == 0) return RECAP_SUCCESS;
+  cudaGraphNode_t *list = calloc(n, sizeof *list);
+  if (!list) return host_oom("a graph's node list");
+  cudaError_t err = cudaGraphGetNodes(graph, list, &n);
+  if (err != cudaSuccess) {
+    free(list);
+    return recap__cuda_fail((int)err, __FILE__, __LINE__, "cudaGraphGetNodes(graph %p, %zu nodes)",
+                            (void *)graph, n);
+  }
+  *nodes = (recap__graph_node_t *)list;
+  *count = n;
+  return RECAP_SUCCESS;
+}
+
+static recap_status_t cuda_capture_nodes(recap_stream_t stream, recap_cuda_graph_t *graph,
+                                         recap__graph_node_t **nodes, size_t *count) {
+  RECAP__ARG(graph && nodes && count, "capture node list: an out-parameter is NULL");
+  *graph = NULL;
+  *nodes = NULL;
+  *count = 0;
+  enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  cudaGraph_t g = NULL;
+  CUDA_TRY_F(cudaStreamGetCaptureInfo(stream, &st, NULL, &g, NULL, NULL, NULL),
+             "cudaStreamGetCaptureInfo(stream %p, graph_out)", (void *)stream);
+  if (st != cudaStreamCaptureStatusActive || !g)
+    return RECAP__ERROR_AT(RECAP_ERROR_INVALID_USAGE,
+                           "cudaStreamGetCaptureInfo(stream %p): the stream takes part in no "
+                           "active capture (%s)",
+                           (void *)stream,
+                           st == cudaStreamCaptureStatusInvalidated ? "its capture was invalidated"
+                                                                    : "not capturing");
+  RECAP__CHECK(list_nodes(g, nodes, count));
+  *graph = g;
+  return RECAP_SUCCESS;
+}
+
+static recap_status_t cuda_graph_nodes(recap_cuda_graph_t graph, recap__graph_node_t **nodes,
+                                       size_t *count) {
+  RECAP__ARG(nodes && count, "graph node list: an out-parameter is NULL");
+  *nodes = NULL;
+  *count = 0;
+  RECAP__ARG(graph != NULL, "graph node list: graph is NULL");
+  return list_nodes(graph, nodes, count);
+}
+
+static recap_status_t cuda_graph_reads_check(void) { return recap__driver_kernel_words_check(); }
+
+typedef struct read_list {
+  recap__graph_read_t *v;
+  size_t count, cap;
+} read_list_t;
+
+static bool read_push(read_list_t *list, size_t node, const void *ptr, recap__read_kind_t kind) {
+  if (!ptr) return true;
+  if (list->count == list->cap) {
+    size_t cap = list->cap ? list->cap * 2 : 64;
+    recap__graph_read_t *grown = realloc(list->v, cap * sizeof *grown);
+    if (!grown) return false;
+    list->v = grown;
+    list->cap = cap;
+  }
+  list->v[list->count++] = (recap__graph_read_t){node, ptr, kind};
+  return true;
+}
+
+/* Child graphs nest; deeper than this is not a graph anyone captures. */
+enum { MAX_CHILD_DEPTH = 16 };
+
+/* The reads of every node of graph, each counted as node `owner` when owner is not SIZE_MAX
+ * (the node of the parent graph that holds this one), else as its own index. */
+static recap_status_t collect_reads(cudaGraph_t graph, size_t owner, int depth, read_list_t *out,
+                                    uint64_t **words, size_t *word_cap) {
+  recap__graph_node_t *nodes = NULL;
+  size_t n = 0;
+  RECAP__CHECK(list_nodes(graph, &nodes, &n));
+  recap_status_t st = RECAP_SUCCESS;
+  for (size_t i = 0; i < n && st == RECAP_SUCCESS; i++) {
+    cudaGraphNode_t node = (cudaGraphNode_t)nodes[i];
+    size_t index = owner != SIZE_MAX ? owner : i;
+    enum cudaGraphNodeType t;
+    cudaError_t err = cudaGraphNodeGetType(node, &t);
+    if (err != cudaSuccess) {
+      st = recap__cuda_fail((int)err, __FILE__, __LINE__, "cudaGraphNodeGetType(node %p)",
+                            (void *)node);
+      break;
+    }
+    bool ok = true;
+    switch (t) {
+      case cudaGraphNodeTypeKernel: {
+        size_t word_count = 0;
+        st = recap__driver_kernel_node_words(node, words, &word_count, word_cap);
+        for (size_t k = 0; st == RECAP_SUCCESS && ok && k < word_count; k++)
+          ok = read_push(out, index, (const void *)(uintptr_t)(*words)[k], RECAP__READ_KERNEL_ARG);
+        break;
+      }
+      case cudaGraphNodeTypeMemcpy: {
+        struct cudaMemcpy3DParms p;
+        memset(&p, 0, sizeof p);
+        err = cudaGraphMemcpyNodeGetParams(node, &p);
+        if (err != cudaSuccess) {
+          st = recap__cuda_fail((int)err, __FILE__, __LINE__,
+                                "cudaGraphMemcpyNodeGetParams(node %p)", (void *)node);
+          break;
+        }
+        ok = read_push(out, index, p.srcPtr.ptr, RECAP__READ_COPY_SRC) &&
+             read_push(out, index, p.dstPtr.ptr, RECAP__READ_COPY_DST);
+        break;
+      }
+      case cudaGraphNodeTypeMemset: {
+        struct cudaMemsetParams p;
+        memset(&p, 0, sizeof p);
+        err = cudaGraphMemsetNodeGetParams(node, &p);
+        if (err != cudaSuccess) {
+          st = recap__cuda_fail((int)err, __FILE__, __LINE__,
+                                "cudaGraphMemsetNodeGetParams(node %p)", (void *)node);
+          break;
+        }
+        ok = read_push(out, index, p.dst, RECAP__READ_MEMSET_DST);
+        break;
+      }
+      case cudaGraphNodeTypeGraph: {
+        if (depth >= MAX_CHILD_DEPTH) break;
+        cudaGraph_t child = NULL;
+        err = cudaGraphChildGraphNodeGetGraph(node, &child);
+        if (err != cudaSuccess) {
+          st = recap__cuda_fail((int)err, __FILE__, __LINE__,
+                                "cudaGraphChildGraphNodeGetGraph(node %p)", (void *)node);
+          break;
+        }
+        st = collect_reads(child, index, depth + 1, out, words, word_cap);
+        break;
+      }
+      default:
+        break; /* host nodes, events, memory nodes...: nothing recap's allocator handed out */
+    }
+    if (!ok) st = host_oom("the pointers a graph reads");
+  }
+  free(nodes);
+  return st;
+}
+
+static recap_status_t cuda_graph_reads(recap_cuda_graph_t graph, recap__graph_read_t **reads,
+                                       size_t *count) {
+  RECAP__ARG(reads && count, "graph reads: an out-parameter is NULL");
+  *reads = NULL;
+  *count = 0;
+  RECAP__ARG(graph != NULL, "graph reads: graph is NULL");
+  read_list_t list = {0};
+  uint64_t *words = NULL;
+  size_t word_cap = 0;
+  recap_status_t st = collect_reads(graph, SIZE_MAX, 0, &list, &words, &word_cap);
+  free(words);
+  if (st != RECAP_SUCCESS) {
+    free(list.v);
+    return st;
+  }
+  *reads = list.v;
+  *count = list.count;
+  return RECAP_SUCCESS;
+}
+
 /* ---- random numbers ----------------------------------------------------------------------- */
 
 /* Defined in rng_kernels.cu, which checks that they match the seam's members. */
@@ -802,6 +972,10 @@ const recap__device_ops_t recap__cuda_ops = {
     .graph_node_count = cuda_graph_node_count,
     .graph_debug_dot = cuda_graph_debug_dot,
     .graph_inspect = cuda_graph_inspect,
+    .capture_nodes = cuda_capture_nodes,
+    .graph_nodes = cuda_graph_nodes,
+    .graph_reads_check = cuda_graph_reads_check,
+    .graph_reads = cuda_graph_reads,
     .rng_write_state = recap__cuda_rng_write_state,
     .rng_launch = recap__cuda_rng_launch,
 };

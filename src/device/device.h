@@ -44,6 +44,24 @@ typedef enum recap__capture_status {
 
 struct recap__rng_launch; /* rng_launch.h */
 
+/* A node of a graph: cudaGraphNode_t / CUgraphNode for CUDA, an opaque id for the fake. */
+typedef struct CUgraphNode_st *recap__graph_node_t;
+
+/* What a node reads or writes that may be device memory of recap's allocator (input-liveness
+ * checks): a word of a kernel's arguments, or an end of a copy or memset. */
+typedef enum recap__read_kind {
+  RECAP__READ_KERNEL_ARG = 0,
+  RECAP__READ_COPY_SRC,
+  RECAP__READ_COPY_DST,
+  RECAP__READ_MEMSET_DST
+} recap__read_kind_t;
+
+typedef struct recap__graph_read {
+  size_t node;     /* index in graph_nodes' order (a child graph's reads count as its node's) */
+  const void *ptr; /* the value: a pointer, or any 8-byte argument word that might be one */
+  recap__read_kind_t kind;
+} recap__graph_read_t;
+
 typedef struct recap__device_ops {
   const char *name; /* "cuda" or "fake" */
 
@@ -106,6 +124,22 @@ typedef struct recap__device_ops {
   /* Fill info (zeroed by the caller) with the template's nodes and edges. Arrays and strings
    * are malloc'ed one by one; recap_graph_info_free releases them. */
   recap_status_t (*graph_inspect)(recap_cuda_graph_t graph, recap_graph_info_t *info);
+
+  /* Debug aids (annotations, input liveness). capture_nodes: the graph that the capture of
+   * stream is building (cudaStreamGetCaptureInfo's graph_out, owned by the capture) and its
+   * nodes so far, in a malloc'ed array the caller frees (NULL when there is none); fails with
+   * RECAP_ERROR_INVALID_USAGE when the stream does not take part in an active capture.
+   * graph_nodes: the same list for a graph, in the order graph_inspect reports them.
+   * graph_reads: every pointer-like value the graph's nodes read or write (graph_read_t), in a
+   * malloc'ed array; graph_reads_check says whether graph_reads can work here (the CUDA seam
+   * needs a driver for CUDA 12.4 or later to learn kernels' argument layouts). */
+  recap_status_t (*capture_nodes)(recap_stream_t stream, recap_cuda_graph_t *graph,
+                                  recap__graph_node_t **nodes, size_t *count);
+  recap_status_t (*graph_nodes)(recap_cuda_graph_t graph, recap__graph_node_t **nodes,
+                                size_t *count);
+  recap_status_t (*graph_reads_check)(void);
+  recap_status_t (*graph_reads)(recap_cuda_graph_t graph, recap__graph_read_t **reads,
+                                size_t *count);
 
   /* Random numbers. rng_write_state enqueues on stream the write of {seed, offset} into the two
    * 64-bit words at state (device memory): the values travel as launch arguments, so nothing on

@@ -9,7 +9,9 @@
 #include <cuda_runtime_api.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* driver.h declares the driver's types without <cuda.h>; check here that they agree. */
@@ -260,5 +262,109 @@ recap_status_t recap__driver_kernel_node_info(recap__cu_graph_node_t node,
                                 (void *)params.kern, (void *)node);
   }
   info->name = name;
+  return RECAP_SUCCESS;
+}
+
+/* ---- kernel arguments ------------------------------------------------------------------- */
+
+/* More parameters than any kernel has (CUDA allows 32 KiB of them, so at most 32768 bytes);
+ * stops the walk should a driver never answer "no such parameter". */
+enum { MAX_KERNEL_PARAMS = 32768 };
+
+recap_status_t recap__driver_kernel_words_check(void) {
+  void *p = NULL;
+  RECAP__CHECK(recap__driver_get("cuGraphKernelNodeGetParams", RECAP__DRIVER_ABI_12_0, &p));
+  RECAP__CHECK(recap__driver_get("cuFuncGetParamInfo", RECAP__DRIVER_ABI_12_4, &p));
+  RECAP__CHECK(recap__driver_get("cuKernelGetParamInfo", RECAP__DRIVER_ABI_12_4, &p));
+  return RECAP_SUCCESS;
+}
+
+static bool words_push(uint64_t **words, size_t *count, size_t *capacity, uint64_t word) {
+  if (*count == *capacity) {
+    size_t cap = *capacity ? *capacity * 2 : 64;
+    uint64_t *grown = realloc(*words, cap * sizeof *grown);
+    if (!grown) return false;
+    *words = grown;
+    *capacity = cap;
+  }
+  (*words)[(*count)++] = word;
+  return true;
+}
+
+/* The aligned words of one parameter whose value (size bytes) starts at `value` and sits at
+ * `offset` of the parameter buffer. */
+static bool param_words(const unsigned char *value, size_t offset, size_t size, uint64_t **words,
+                        size_t *count, size_t *capacity) {
+  size_t first = (offset + 7) & ~(size_t)7;
+  for (size_t at = first; at + 8 <= offset + size; at += 8) {
+    uint64_t word;
+    memcpy(&word, value + (at - offset), sizeof word); /* the host copy need not be aligned */
+    if (!words_push(words, count, capacity, word)) return false;
+  }
+  return true;
+}
+
+/* The packed parameter buffer of a launch given through `extra` (CU_LAUNCH_PARAM_BUFFER_*),
+ * or NULL. */
+static const unsigned char *extra_buffer(void **extra, size_t *size) {
+  const unsigned char *buffer = NULL;
+  *size = 0;
+  for (size_t i = 0; extra && extra[i] != CU_LAUNCH_PARAM_END && i < 64; i += 2) {
+    if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) buffer = extra[i + 1];
+    else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1])
+      memcpy(size, extra[i + 1], sizeof *size);
+  }
+  return buffer;
+}
+
+recap_status_t recap__driver_kernel_node_words(recap__cu_graph_node_t node, uint64_t **words,
+                                               size_t *count, size_t *capacity) {
+  if (!node || !words || !count || !capacity)
+    return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
+                           "recap__driver_kernel_node_words: an argument is NULL");
+  void *p = NULL;
+  RECAP__CHECK(recap__driver_get("cuGraphKernelNodeGetParams", RECAP__DRIVER_ABI_12_0, &p));
+  PFN_cuGraphKernelNodeGetParams_v12000 get_params;
+  RECAP__DRIVER_ASSIGN(get_params, p);
+  RECAP__CHECK(recap__driver_get("cuFuncGetParamInfo", RECAP__DRIVER_ABI_12_4, &p));
+  PFN_cuFuncGetParamInfo_v12040 func_info;
+  RECAP__DRIVER_ASSIGN(func_info, p);
+  RECAP__CHECK(recap__driver_get("cuKernelGetParamInfo", RECAP__DRIVER_ABI_12_4, &p));
+  PFN_cuKernelGetParamInfo_v12040 kernel_info;
+  RECAP__DRIVER_ASSIGN(kernel_info, p);
+
+  CUDA_KERNEL_NODE_PARAMS_v2 params;
+  memset(&params, 0, sizeof params);
+  recap__cu_result_t r = get_params(node, &params);
+  if (r != RECAP__CU_SUCCESS)
+    return recap__driver_fail(r, __FILE__, __LINE__, "cuGraphKernelNodeGetParams(node %p)",
+                              (void *)node);
+  if (!params.func && !params.kern) return RECAP_SUCCESS; /* nothing to read the layout from */
+
+  size_t buffer_size = 0;
+  const unsigned char *buffer = params.kernelParams ? NULL : extra_buffer(params.extra, &buffer_size);
+  if (!params.kernelParams && !buffer) return RECAP_SUCCESS; /* a kernel without arguments */
+
+  for (size_t i = 0; i < MAX_KERNEL_PARAMS; i++) {
+    size_t offset = 0, size = 0;
+    r = params.func ? func_info(params.func, i, &offset, &size)
+                    : kernel_info(params.kern, i, &offset, &size);
+    if (r == (recap__cu_result_t)CUDA_ERROR_INVALID_VALUE) break; /* past the last parameter */
+    if (r != RECAP__CU_SUCCESS)
+      return recap__driver_fail(r, __FILE__, __LINE__, "%s(parameter %zu of node %p)",
+                                params.func ? "cuFuncGetParamInfo" : "cuKernelGetParamInfo", i,
+                                (void *)node);
+    const unsigned char *value;
+    if (params.kernelParams) {
+      value = params.kernelParams[i];
+    } else {
+      if (offset > buffer_size || size > buffer_size - offset) break; /* a short buffer */
+      value = buffer + offset;
+    }
+    if (!value) continue;
+    if (!param_words(value, offset, size, words, count, capacity))
+      return RECAP__ERROR_AT(RECAP_ERROR_OUT_OF_MEMORY,
+                             "reading kernel arguments: out of host memory");
+  }
   return RECAP_SUCCESS;
 }

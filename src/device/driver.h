@@ -12,6 +12,8 @@
 #ifndef RECAP_DRIVER_H
 #define RECAP_DRIVER_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "core/error.h"
@@ -35,6 +37,8 @@ typedef struct CUfunc_st *recap__cu_function_t;
 #define RECAP__DRIVER_ABI_12_0 12000
 /* CUDA 12.3, where cuFuncGetName and cuKernelGetName first appear. */
 #define RECAP__DRIVER_ABI_12_3 12030
+/* CUDA 12.4, where cuFuncGetParamInfo and cuKernelGetParamInfo first appear. */
+#define RECAP__DRIVER_ABI_12_4 12040
 
 typedef recap__cu_result_t (*recap__cuDeviceGet_t)(recap__cu_device_t *device, int ordinal);
 typedef recap__cu_result_t (*recap__cuDevicePrimaryCtxGetState_t)(recap__cu_device_t device,
@@ -68,6 +72,25 @@ typedef struct recap__kernel_node_info {
  * error set. */
 recap_status_t recap__driver_kernel_node_info(recap__cu_graph_node_t node,
                                               recap__kernel_node_info_t *info);
+
+/* ---- kernel arguments (input-liveness checks) ------------------------------------------
+ * The values a kernel node passes to its kernel, read as the 8-byte words that could hold a
+ * device pointer: for each parameter (its offset and size from cuFuncGetParamInfo or
+ * cuKernelGetParamInfo, ABI 12.4), every word that starts at an 8-byte-aligned offset of the
+ * parameter buffer and lies wholly inside the parameter. Pointers are 8-byte aligned in the
+ * buffer, so no pointer is missed; smaller scalars are skipped, and larger structs are read
+ * word by word. */
+
+/* RECAP_SUCCESS when the driver offers what recap__driver_kernel_node_words needs
+ * (cuGraphKernelNodeGetParams, cuFuncGetParamInfo, cuKernelGetParamInfo: a driver for CUDA
+ * 12.4 or later); RECAP_ERROR_NOT_SUPPORTED or RECAP_ERROR_NO_DEVICE otherwise, with the
+ * thread's last error saying which function is missing. */
+recap_status_t recap__driver_kernel_words_check(void);
+
+/* The words of kernel node `node`'s arguments, appended to *words (grown with realloc; *count
+ * words in use, *capacity allocated). A failure leaves what was appended so far. */
+recap_status_t recap__driver_kernel_node_words(recap__cu_graph_node_t node, uint64_t **words,
+                                               size_t *count, size_t *capacity);
 
 /* Fetch the driver function `symbol` with the ABI of CUDA version cuda_version (12000 for 12.0)
  * into *fn, as a void pointer (copy it into a typed pointer with RECAP__DRIVER_ASSIGN). Results

@@ -57,6 +57,7 @@ enum { FAKE_ALIGNMENT = 512 };
 #endif
 
 #define FAKE_EVENT_MAGIC 0x66616b65u /* "fake" */
+#define FAKE_NODE_HANDLE_BASE 0x7e0000000000ull
 #define FAKE_EVENT_DEAD 0xdeadbeefu
 
 /* ---- objects ---------------------------------------------------------------------------- */
@@ -66,6 +67,13 @@ typedef struct fake_node {
   recap_node_type_t type;
   char *name; /* kernels: the name given at launch (malloc'ed); NULL otherwise */
   size_t dep; /* 1 + index of the node this one waits for; 0: none */
+  uint64_t handle; /* its recap__graph_node_t, unique in the process, the same in the capture
+                      and in the graph made from it */
+  /* What the node reads (input-liveness checks): a kernel's pointer arguments (malloc'ed),
+   * a copy's ends, a memset's destination. */
+  const void **args;
+  size_t arg_count;
+  const void *src, *dst;
 } fake_node_t;
 
 typedef struct fake_nodes {
@@ -140,6 +148,7 @@ static struct {
   fake_exec_t *execs;
   int64_t live_execs;
   uint64_t graph_launches;
+  uint64_t next_node_handle; /* never reset, so that no two nodes ever share a handle */
 
   uint64_t calls[RECAP__FAKE_FAULT_KINDS];
   uint64_t fail_countdown[RECAP__FAKE_FAULT_KINDS]; /* 0: disarmed */
@@ -271,7 +280,10 @@ static recap_status_t note_capturing_stream(fake_failure_t *f, const char *call,
 /* --- captures and graphs --- */
 
 static void nodes_free(fake_nodes_t *nodes) {
-  for (size_t i = 0; i < nodes->count; i++) free(nodes->v[i].name);
+  for (size_t i = 0; i < nodes->count; i++) {
+    free(nodes->v[i].name);
+    free(nodes->v[i].args);
+  }
   free(nodes->v);
   memset(nodes, 0, sizeof *nodes);
 }
@@ -299,7 +311,12 @@ static bool capture_append(fake_stream_t *s, recap_node_type_t type, const char 
   }
   char *copy = NULL;
   if (name && !(copy = copy_string(name))) return false;
-  nodes->v[nodes->count] = (fake_node_t){type, copy, s->tail};
+  /* Handles look like pointers (aligned, far from 0) and are never reused. */
+  fake.next_node_handle += 0x10;
+  nodes->v[nodes->count] = (fake_node_t){.type = type,
+                                         .name = copy,
+                                         .dep = s->tail,
+                                         .handle = FAKE_NODE_HANDLE_BASE + fake.next_node_handle};
   nodes->count++;
   s->tail = nodes->count;
   return true;
@@ -780,6 +797,11 @@ static recap_status_t fake_memcpy_async(void *dst, const void *src, size_t bytes
   } else if (s->capture) {
     if (!capture_append(s, RECAP_NODE_MEMCPY, NULL))
       note(&f, RECAP_ERROR_OUT_OF_MEMORY, "cudaMemcpyAsync: out of host memory in the fake");
+    else if (!s->capture->invalidated) {
+      fake_node_t *node = &s->capture->nodes.v[s->tail - 1];
+      node->src = src;
+      node->dst = dst;
+    }
   } else {
     if (bytes) memmove(dst, src, bytes);
     s->enqueued++;
@@ -1105,6 +1127,11 @@ static recap_status_t fake_graph_debug_dot(recap_cuda_graph_t graph, const char 
         }
         fprintf(out, "\"];\n");
       }
+      /* The node handles, as the driver's verbose dump shows them ("node handle | 0x..."), in
+       * statements of their own so that the labels above keep their simple form. */
+      for (size_t i = 0; i < g->nodes.count; i++)
+        fprintf(out, "  n%zu [comment=\"node handle | 0x%016llX\"];\n", i,
+                (unsigned long long)g->nodes.v[i].handle);
       for (size_t i = 0; i < g->nodes.count; i++)
         if (g->nodes.v[i].dep) fprintf(out, "  n%zu -> n%zu;\n", g->nodes.v[i].dep - 1, i);
       fprintf(out, "}\n");
@@ -1165,6 +1192,124 @@ static recap_status_t fake_graph_inspect(recap_cuda_graph_t graph, recap_graph_i
       note(&f, RECAP_ERROR_OUT_OF_MEMORY, "graph inspection: out of host memory");
     }
   }
+  return unlock_and_report(&f);
+}
+
+/* ---- debug aids: node lists and what nodes read ------------------------------------------ */
+
+static recap__graph_node_t node_handle(const fake_node_t *n) {
+  return (recap__graph_node_t)(uintptr_t)n->handle;
+}
+
+/* The handles of nodes into a malloc'ed array; false when out of host memory. */
+static bool handles_of(const fake_nodes_t *nodes, recap__graph_node_t **out, size_t *count) {
+  *out = NULL;
+  *count = 0;
+  if (nodes->count == 0) return true;
+  recap__graph_node_t *list = malloc(nodes->count * sizeof *list);
+  if (!list) return false;
+  for (size_t i = 0; i < nodes->count; i++) list[i] = node_handle(&nodes->v[i]);
+  *out = list;
+  *count = nodes->count;
+  return true;
+}
+
+/* The capture's "graph" is the capture itself: the fake makes its graph only at the end. */
+static recap_status_t fake_capture_nodes(recap_stream_t stream, recap_cuda_graph_t *graph,
+                                         recap__graph_node_t **nodes, size_t *count) {
+  RECAP__ARG(graph && nodes && count, "capture node list: an out-parameter is NULL");
+  *graph = NULL;
+  *nodes = NULL;
+  *count = 0;
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&fake.lock);
+  fake_stream_t *s = stream_of(stream);
+  if (!s) {
+    note(&f, RECAP_ERROR_CUDA,
+         "cudaStreamGetCaptureInfo: invalid resource handle (cudaErrorInvalidResourceHandle): %p "
+         "is not a fake stream",
+         (void *)stream);
+  } else if (!s->capture || s->capture->invalidated) {
+    note(&f, RECAP_ERROR_INVALID_USAGE,
+         "cudaStreamGetCaptureInfo(stream %p): the stream takes part in no active capture (%s)",
+         (void *)stream, s->capture ? "its capture was invalidated" : "not capturing");
+  } else if (!handles_of(&s->capture->nodes, nodes, count)) {
+    note(&f, RECAP_ERROR_OUT_OF_MEMORY, "capture node list: out of host memory in the fake");
+  } else {
+    *graph = (recap_cuda_graph_t)(void *)s->capture;
+  }
+  return unlock_and_report(&f);
+}
+
+static recap_status_t fake_graph_nodes(recap_cuda_graph_t graph, recap__graph_node_t **nodes,
+                                       size_t *count) {
+  RECAP__ARG(nodes && count, "graph node list: an out-parameter is NULL");
+  *nodes = NULL;
+  *count = 0;
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&fake.lock);
+  fake_graph_t *g = graph_find(graph);
+  if (!g)
+    note(&f, RECAP_ERROR_CUDA,
+         "cudaGraphGetNodes: invalid argument (cudaErrorInvalidValue): %p is not a live fake "
+         "graph",
+         (void *)graph);
+  else if (!handles_of(&g->nodes, nodes, count))
+    note(&f, RECAP_ERROR_OUT_OF_MEMORY, "graph node list: out of host memory in the fake");
+  return unlock_and_report(&f);
+}
+
+static recap_status_t fake_graph_reads_check(void) { return RECAP_SUCCESS; }
+
+static bool reads_push(recap__graph_read_t **v, size_t *count, size_t *cap, size_t node,
+                       const void *ptr, recap__read_kind_t kind) {
+  if (!ptr) return true;
+  if (*count == *cap) {
+    size_t grown_cap = *cap ? *cap * 2 : 16;
+    recap__graph_read_t *grown = realloc(*v, grown_cap * sizeof *grown);
+    if (!grown) return false;
+    *v = grown;
+    *cap = grown_cap;
+  }
+  (*v)[(*count)++] = (recap__graph_read_t){node, ptr, kind};
+  return true;
+}
+
+static recap_status_t fake_graph_reads(recap_cuda_graph_t graph, recap__graph_read_t **reads,
+                                       size_t *count) {
+  RECAP__ARG(reads && count, "graph reads: an out-parameter is NULL");
+  *reads = NULL;
+  *count = 0;
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&fake.lock);
+  fake_graph_t *g = graph_find(graph);
+  recap__graph_read_t *v = NULL;
+  size_t n = 0, cap = 0;
+  bool ok = true;
+  if (!g) {
+    note(&f, RECAP_ERROR_CUDA,
+         "graph reads: invalid argument (cudaErrorInvalidValue): %p is not a live fake graph",
+         (void *)graph);
+  } else {
+    for (size_t i = 0; ok && i < g->nodes.count; i++) {
+      const fake_node_t *node = &g->nodes.v[i];
+      for (size_t k = 0; ok && k < node->arg_count; k++)
+        ok = reads_push(&v, &n, &cap, i, node->args[k], RECAP__READ_KERNEL_ARG);
+      if (node->type == RECAP_NODE_MEMCPY)
+        ok = ok && reads_push(&v, &n, &cap, i, node->src, RECAP__READ_COPY_SRC) &&
+             reads_push(&v, &n, &cap, i, node->dst, RECAP__READ_COPY_DST);
+      else if (node->type == RECAP_NODE_MEMSET)
+        ok = ok && reads_push(&v, &n, &cap, i, node->dst, RECAP__READ_MEMSET_DST);
+    }
+    if (!ok) {
+      free(v);
+      v = NULL;
+      n = 0;
+      note(&f, RECAP_ERROR_OUT_OF_MEMORY, "graph reads: out of host memory in the fake");
+    }
+  }
+  *reads = v;
+  *count = n;
   return unlock_and_report(&f);
 }
 
@@ -1341,6 +1486,10 @@ const recap__device_ops_t recap__fake_ops = {
     .graph_node_count = fake_graph_node_count,
     .graph_debug_dot = fake_graph_debug_dot,
     .graph_inspect = fake_graph_inspect,
+    .capture_nodes = fake_capture_nodes,
+    .graph_nodes = fake_graph_nodes,
+    .graph_reads_check = fake_graph_reads_check,
+    .graph_reads = fake_graph_reads,
     .rng_write_state = fake_rng_write_state,
     .rng_launch = fake_rng_launch,
 };
@@ -1432,6 +1581,44 @@ void recap__fake_launch_kernel(recap_stream_t stream, const char *name) {
 }
 
 void recap__fake_stream_enqueue(recap_stream_t stream) { recap__fake_launch_kernel(stream, NULL); }
+
+void recap__fake_launch_kernel_args(recap_stream_t stream, const char *name,
+                                    const void *const *args, size_t n) {
+  pthread_mutex_lock(&fake.lock);
+  fake_stream_t *s = stream_of(stream);
+  bool ok = true;
+  if (s && s->capture) {
+    ok = capture_append(s, RECAP_NODE_KERNEL, name ? name : "fake_kernel");
+    if (ok && !s->capture->invalidated && n > 0) {
+      fake_node_t *node = &s->capture->nodes.v[s->tail - 1];
+      node->args = malloc(n * sizeof *node->args);
+      ok = node->args != NULL;
+      if (ok) {
+        for (size_t i = 0; i < n; i++) node->args[i] = args[i];
+        node->arg_count = n;
+      }
+    }
+  } else if (s) {
+    s->enqueued++;
+  }
+  pthread_mutex_unlock(&fake.lock);
+  if (!ok) abort(); /* a test control: see recap__fake_stream_new */
+}
+
+void recap__fake_memset_async(recap_stream_t stream, void *dst, int value, size_t bytes) {
+  pthread_mutex_lock(&fake.lock);
+  fake_stream_t *s = stream_of(stream);
+  bool ok = true;
+  if (s && s->capture) {
+    ok = capture_append(s, RECAP_NODE_MEMSET, NULL);
+    if (ok && !s->capture->invalidated) s->capture->nodes.v[s->tail - 1].dst = dst;
+  } else if (s) {
+    if (dst && bytes) memset(dst, value, bytes); /* the fake's device memory is host memory */
+    s->enqueued++;
+  }
+  pthread_mutex_unlock(&fake.lock);
+  if (!ok) abort();
+}
 
 uint64_t recap__fake_capture_begin(recap_stream_t stream, recap__capture_mode_t mode) {
   if (!stream) return 0;

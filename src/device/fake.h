@@ -29,7 +29,15 @@
  *    count; graph_launch enqueues one work item per node on its stream (so events recorded
  *    after it wait for it), or, on a capturing stream, adds one child-graph node to the capture.
  *    graph_inspect reports kernel nodes with their names, grid and block {1,1,1}, and the
- *    per-stream chains as edges; graph_debug_dot writes "digraph fake { ... }".
+ *    per-stream chains as edges; graph_debug_dot writes "digraph fake { ... }", with one
+ *    statement per node giving its handle as the driver's verbose dump does
+ *    (n0 [comment="node handle | 0x00007E0000001230"];).
+ *  - Debug aids: every node has a handle (recap__graph_node_t) unique in the process, the same
+ *    in the capture (capture_nodes lists them, in capture order, and hands out the capture
+ *    itself as the "graph" being built) and in the graph made from it (graph_nodes).
+ *    graph_reads reports the arguments given to recap__fake_launch_kernel_args, the ends of
+ *    memcpy_async copies and the destinations of recap__fake_memset_async; graph_reads_check
+ *    always succeeds.
  *  - begin_capture on the legacy stream (NULL) or on a stream already capturing (its own
  *    capture or a joined one) fails with RECAP_ERROR_INVALID_USAGE. end_capture of an
  *    invalidated capture ends it and fails with RECAP_ERROR_CAPTURE_INVALIDATED
@@ -79,6 +87,13 @@ void recap__fake_stream_complete(recap_stream_t stream);
 void recap__fake_stream_enqueue(recap_stream_t stream);
 /* The same with the kernel's name (NULL: "fake_kernel"), which graph_inspect reports. */
 void recap__fake_launch_kernel(recap_stream_t stream, const char *name);
+/* The same with n pointer arguments (copied), which graph_reads reports as the kernel node's
+ * argument words, for the input-liveness checks. */
+void recap__fake_launch_kernel_args(recap_stream_t stream, const char *name,
+                                    const void *const *args, size_t n);
+/* cudaMemsetAsync: eagerly sets the bytes at once (one work item); in a capture, a memset node
+ * whose destination graph_reads reports. */
+void recap__fake_memset_async(recap_stream_t stream, void *dst, int value, size_t bytes);
 
 /* Captures. begin fails (returns 0) if the stream is already capturing or is the legacy
  * default stream. join makes side join the capture of origin (as an event record on origin and

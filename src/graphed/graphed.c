@@ -32,12 +32,9 @@ struct recap_graphed {
   bool forward_ran, last_forward_eager;
 };
 
-static bool needs_backward(const recap_graphed_t h) {
-  if (!h->desc.backward) return false;
-  for (size_t i = 0; i < h->desc.input_count; i++)
-    if (h->requires_grad[i]) return true;
-  return false;
-}
+/* A backward is captured whenever one is given: even with no input needing a gradient it
+ * writes parameter gradients (the first block of a network has only the batch as input). */
+static bool needs_backward(const recap_graphed_t h) { return h->desc.backward != NULL; }
 
 static void free_buffers(recap_buffer_t *buffers, size_t count) {
   if (!buffers) return;

@@ -1,0 +1,833 @@
+/*
+ * mlp — train a multi-layer perceptron in C on cuBLAS, three ways, with recap.
+ *
+ *   eager       every kernel and cuBLAS call launched from the host at every step;
+ *   graphed     the network as recap graphed callables (the seed's make_graphed_callables):
+ *               forward and backward captured as graphs sharing one pool, the loss launched
+ *               eagerly between them, the Adam step captured as a graph of its own;
+ *   whole-step  forward, loss, backward and Adam captured as one recap graph.
+ *
+ * The task: K noisy interleaved spirals made on the host from a seed. Each step copies its
+ * batch from pinned host memory into a device staging buffer (outside every graph), then
+ * trains. With the same seed the three ways give the same loss at every step, bit for bit;
+ * the program checks that and says so. It reports loss and accuracy as training goes, the
+ * median step time of each way and the speedups, the memory recap's pools hold, and writes the
+ * whole-step graph as recap's inspection JSON, Graphviz DOT and an HTML page (through
+ * tools/recap-graph) into an output folder.
+ *
+ *     mlp [--way all|eager|graphed|whole] [--steps N] [--width W] [--depth D] [--batch B]
+ *         [--callables model|layer] [--out DIR | --no-out] [--check] ...   (mlp --help)
+ *
+ * Exit status: 0 success; 1 a failure, or the ways disagree; 2 a bad command line, or no
+ * GPU; 77 no GPU with --check (the test runner's "skipped").
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <errno.h>
+#include <math.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cuda_runtime_api.h>
+
+#include "mlp_data.h"
+#include "mlp_model.h"
+#include "recap.h"
+
+extern char **environ;
+
+#define PROGRAM "mlp"
+enum { EXIT_NO_DEVICE = 2, EXIT_CHECK_SKIP = 77, MAX_GRAPHS = 64 };
+
+/* ==========================================================================================
+ * Failing clearly
+ * ======================================================================================== */
+
+static void die(const char *format, ...) {
+  va_list args;
+  fflush(stdout);
+  fprintf(stderr, PROGRAM ": ");
+  va_start(args, format);
+  vfprintf(stderr, format, args);
+  va_end(args);
+  fputc('\n', stderr);
+  exit(1);
+}
+
+/* Calls into the model module: its own message says what failed and why. */
+#define CHECK_MLP(call)                                                                    \
+  do {                                                                                     \
+    recap_status_t status_ = (call);                                                       \
+    if (status_ != RECAP_SUCCESS)                                                          \
+      die("%s failed (%s):\n  %s", #call, recap_status_name(status_), mlp_error());        \
+  } while (0)
+
+#define CHECK_RECAP(call)                                                                  \
+  do {                                                                                     \
+    recap_status_t status_ = (call);                                                       \
+    if (status_ != RECAP_SUCCESS)                                                          \
+      die("%s failed: %s: %s", #call, recap_status_name(status_), recap_last_error());     \
+  } while (0)
+
+#define CHECK_CUDA(call)                                                                   \
+  do {                                                                                     \
+    cudaError_t error_ = (call);                                                           \
+    if (error_ != cudaSuccess)                                                             \
+      die("%s failed: %s (%s)", #call, cudaGetErrorName(error_), cudaGetErrorString(error_)); \
+  } while (0)
+
+/* ==========================================================================================
+ * Options
+ * ======================================================================================== */
+
+typedef struct options {
+  mlp_config_t model;
+  int steps;
+  int per_class;
+  float noise;
+  int eval_every;
+  int ways[3]; /* which of eager, graphed, whole-step run */
+  mlp_split_t split;
+  int check;
+  const char *out_dir; /* NULL: no output folder */
+  const char *graph_tool;
+} options_t;
+
+static void usage(FILE *f) {
+  fprintf(f,
+          "usage: " PROGRAM " [options]\n"
+          "\n"
+          "Train an MLP on K noisy spirals with cuBLAS and recap: eagerly, with graphed\n"
+          "callables, and as one whole-step graph; compare losses bit for bit and step times.\n"
+          "\n"
+          "  --way all|eager|graphed|whole  which way(s) to run (default all)\n"
+          "  --check              run eager, graphed (model and per-layer callables) and\n"
+          "                       whole-step; compare per-step losses and final parameters bit\n"
+          "                       for bit; exit 0 if identical, 1 if not, 77 without a GPU\n"
+          "  --steps N            training steps per way (default 600)\n"
+          "  --width W            units per hidden layer (default 512)\n"
+          "  --depth D            hidden layers (default 4)\n"
+          "  --batch B            samples per step (default 256)\n"
+          "  --classes K          spirals, i.e. classes (default 3)\n"
+          "  --points N           points per spiral (default 2000; 20%% held out for test)\n"
+          "  --noise X            angle noise of the spirals, radians (default 0.2)\n"
+          "  --dropout P          dropout after each hidden layer (default 0.1)\n"
+          "  --lr LR              Adam learning rate (default 0.002)\n"
+          "  --seed S             seed of data, parameters and dropout (default 1234)\n"
+          "  --eval-every N       evaluate every N steps (default 100; 0: at the end only)\n"
+          "  --callables model|layer  graphed way: one callable for the network, or one\n"
+          "                       per layer, chained (default model)\n"
+          "  --out DIR            output folder (default ./mlp-out)\n"
+          "  --no-out             write no output folder\n"
+          "  --graph-tool PATH    recap-graph, to render the HTML page (default: the one built\n"
+          "                       with this example, or $RECAP_GRAPH_TOOL)\n"
+          "  -h, --help           this text\n");
+}
+
+static int parse_int(const char *s, int min, int *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || *end || end == s || v < min || v > 1000000000L) return 0;
+  *out = (int)v;
+  return 1;
+}
+
+static int parse_float(const char *s, float *out) {
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || *end || end == s || !isfinite(v)) return 0;
+  *out = (float)v;
+  return 1;
+}
+
+static int known_valued_option(const char *a) {
+  static const char *const names[] = {"--way",   "--steps", "--width",      "--depth",
+                                      "--batch", "--classes", "--points",   "--noise",
+                                      "--dropout", "--lr",  "--seed",       "--eval-every",
+                                      "--callables", "--out", "--graph-tool"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+    if (!strcmp(a, names[i])) return 1;
+  return 0;
+}
+
+/* Returns -1 to go on, or an exit status. */
+static int parse_args(int argc, char **argv, options_t *o) {
+  mlp_config_t init = MLP_CONFIG_INIT;
+  *o = (options_t){.model = init, .steps = 600, .per_class = 2000, .noise = 0.2f,
+                   .eval_every = 100, .ways = {1, 1, 1}, .split = MLP_SPLIT_MODEL,
+                   .out_dir = "mlp-out"};
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    int ok = 1, takes = 1;
+    float f;
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(a, "--check")) {
+      o->check = 1;
+      takes = 0;
+    } else if (!strcmp(a, "--no-out")) {
+      o->out_dir = NULL;
+      takes = 0;
+    } else if (!known_valued_option(a)) {
+      fprintf(stderr, PROGRAM ": unknown option '%s'\n", a);
+      usage(stderr);
+      return 2;
+    } else if (!v) {
+      ok = 0;
+    } else if (!strcmp(a, "--way")) {
+      int e = !strcmp(v, "eager"), g = !strcmp(v, "graphed"), w = !strcmp(v, "whole");
+      ok = e || g || w || !strcmp(v, "all");
+      if (ok) {
+        int all = !(e || g || w);
+        o->ways[0] = all || e;
+        o->ways[1] = all || g;
+        o->ways[2] = all || w;
+      }
+    } else if (!strcmp(a, "--steps")) {
+      ok = parse_int(v, 1, &o->steps);
+    } else if (!strcmp(a, "--width")) {
+      ok = parse_int(v, 1, &o->model.width);
+    } else if (!strcmp(a, "--depth")) {
+      ok = parse_int(v, 1, &o->model.depth);
+    } else if (!strcmp(a, "--batch")) {
+      ok = parse_int(v, 1, &o->model.batch);
+    } else if (!strcmp(a, "--classes")) {
+      ok = parse_int(v, 2, &o->model.classes);
+    } else if (!strcmp(a, "--points")) {
+      ok = parse_int(v, 2, &o->per_class);
+    } else if (!strcmp(a, "--noise")) {
+      ok = parse_float(v, &o->noise) && o->noise >= 0.0f;
+    } else if (!strcmp(a, "--dropout")) {
+      ok = parse_float(v, &f) && f >= 0.0f && f < 1.0f;
+      o->model.dropout = f;
+    } else if (!strcmp(a, "--lr")) {
+      ok = parse_float(v, &f) && f > 0.0f;
+      o->model.lr = f;
+    } else if (!strcmp(a, "--seed")) {
+      char *end;
+      errno = 0;
+      o->model.seed = strtoull(v, &end, 0);
+      ok = !errno && !*end && end != v;
+    } else if (!strcmp(a, "--eval-every")) {
+      ok = parse_int(v, 0, &o->eval_every);
+    } else if (!strcmp(a, "--callables")) {
+      ok = !strcmp(v, "model") || !strcmp(v, "layer");
+      o->split = !strcmp(v, "layer") ? MLP_SPLIT_LAYER : MLP_SPLIT_MODEL;
+    } else if (!strcmp(a, "--out")) {
+      o->out_dir = v;
+    } else if (!strcmp(a, "--graph-tool")) {
+      o->graph_tool = v;
+    }
+    if (!ok) {
+      fprintf(stderr, PROGRAM ": option %s needs a valid value%s%s\n", a, v ? ", not " : "",
+              v ? v : "");
+      return 2;
+    }
+    i += takes;
+  }
+  o->model.loss_capacity = o->steps;
+  return -1;
+}
+
+/* ==========================================================================================
+ * Small helpers
+ * ======================================================================================== */
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int compare_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Quantile q of sorted samples, interpolated. */
+static double quantile(const double *sorted, int n, double q) {
+  if (n <= 0) return 0.0;
+  double pos = q * (n - 1);
+  int lo = (int)pos;
+  if (lo + 1 >= n) return sorted[n - 1];
+  return sorted[lo] + (pos - lo) * (sorted[lo + 1] - sorted[lo]);
+}
+
+static double mib(int64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
+
+static uint32_t float_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+/* mkdir -p. */
+static int make_dirs(const char *path) {
+  char buf[4096];
+  if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return -1;
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = '\0';
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+    *p = '/';
+  }
+  if (mkdir(buf, 0777) != 0 && errno != EEXIST) return -1;
+  return 0;
+}
+
+static void join(char *out, size_t size, const char *dir, const char *name) {
+  snprintf(out, size, "%s/%s", dir, name);
+}
+
+/* ==========================================================================================
+ * One run of one way
+ * ======================================================================================== */
+
+typedef struct way_run {
+  mlp_way_t way;
+  mlp_split_t split;
+  char label[32];
+  int ran;
+  float *losses;       /* steps */
+  float *params;       /* flat */
+  uint64_t generator_offset;
+  double setup_ms;
+  double step_us[3];   /* median, p10, p90 of the GPU-timeline step time */
+  double host_us;      /* median host time to enqueue a step */
+  double train_loss, train_acc, test_loss, test_acc;
+} way_run_t;
+
+typedef struct context {
+  options_t *o;
+  mlp_model_t *model;
+  cudaStream_t stream;
+  unsigned char *schedule; /* pinned: steps packed batches */
+  size_t batch_bytes;
+  mlp_eval_set_t *train_set, *test_set;
+  cudaEvent_t *start, *end; /* per step */
+  double *samples;
+  int tty;
+  int quiet;               /* --check: no per-way report */
+} context_t;
+
+static void clear_progress(const context_t *c) {
+  if (c->tty) printf("\r\033[K");
+}
+
+static void evaluate(context_t *c, way_run_t *r, int step) {
+  CHECK_MLP(mlp_evaluate(c->model, c->train_set, &r->train_loss, &r->train_acc));
+  CHECK_MLP(mlp_evaluate(c->model, c->test_set, &r->test_loss, &r->test_acc));
+  if (c->quiet) return;
+  float batch_loss = 0.0f;
+  float *losses = r->losses;
+  CHECK_MLP(mlp_model_read_losses(c->model, losses, step));
+  batch_loss = losses[step - 1];
+  clear_progress(c);
+  printf("  step %6d/%-6d batch loss %.4f | train loss %.4f acc %5.1f%% | test loss %.4f "
+         "acc %5.1f%%\n",
+         step, c->o->steps, (double)batch_loss, r->train_loss, 100.0 * r->train_acc,
+         r->test_loss, 100.0 * r->test_acc);
+  fflush(stdout);
+}
+
+static void print_graphs_and_pools(mlp_trainer_t *trainer) {
+  mlp_graph_entry_t graphs[MAX_GRAPHS];
+  int count = 0;
+  CHECK_MLP(mlp_trainer_graphs(trainer, graphs, MAX_GRAPHS, &count));
+  if (count > 0) {
+    printf("  graphs   ");
+    for (int i = 0; i < count; i++) {
+      size_t nodes = 0;
+      CHECK_RECAP(recap_graph_node_count(graphs[i].graph, &nodes));
+      printf("%s%s %zu nodes", i ? ", " : "", graphs[i].name, nodes);
+      if (i % 4 == 3 && i + 1 < count) printf("\n           ");
+    }
+    printf("\n");
+  }
+  /* The pools behind the graphs, each once. */
+  recap_pool_id_t seen[MAX_GRAPHS];
+  int uses[MAX_GRAPHS], first[MAX_GRAPHS], pools = 0;
+  for (int i = 0; i < count; i++) {
+    recap_pool_id_t p;
+    CHECK_RECAP(recap_graph_pool(graphs[i].graph, &p));
+    int k = 0;
+    while (k < pools && !(seen[k].a == p.a && seen[k].b == p.b)) k++;
+    if (k == pools) {
+      seen[pools] = p;
+      uses[pools] = 0;
+      first[pools] = i;
+      pools++;
+    }
+    uses[k]++;
+  }
+  for (int k = 0; k < pools; k++) {
+    recap_pool_info_t info;
+    recap_status_t s = recap_pool_info(seen[k], &info);
+    printf("  pool     {%llu,%llu} of %d graph%s (%s%s): ", (unsigned long long)seen[k].a,
+           (unsigned long long)seen[k].b, uses[k], uses[k] == 1 ? "" : "s",
+           graphs[first[k]].name, uses[k] > 1 ? ", ..." : "");
+    if (s == RECAP_SUCCESS)
+      printf("%lld segment%s, %.1f MiB reserved, %.1f MiB allocated\n", (long long)info.segments,
+             info.segments == 1 ? "" : "s", mib(info.reserved_bytes), mib(info.allocated_bytes));
+    else
+      printf("no memory (%s)\n", s == RECAP_ERROR_NOT_FOUND ? "the graph allocated nothing"
+                                                            : recap_last_error());
+  }
+  recap_memory_stats_t stats;
+  CHECK_RECAP(recap_memory_stats(-1, &stats));
+  printf("  memory   recap on the device: %.1f MiB allocated, %.1f MiB reserved (peak %.1f MiB "
+         "reserved)\n",
+         mib(stats.allocated_bytes[RECAP_STAT_ALL].current),
+         mib(stats.reserved_bytes[RECAP_STAT_ALL].current),
+         mib(stats.reserved_bytes[RECAP_STAT_ALL].peak));
+}
+
+/* Run a program, wait for it; 0 when it exited with 0. */
+static int run_tool(const char *path, char *const argv[]) {
+  pid_t pid;
+  int err = posix_spawn(&pid, path, NULL, NULL, argv, environ);
+  if (err) {
+    fprintf(stderr, PROGRAM ": cannot run %s: %s\n", path, strerror(err));
+    return -1;
+  }
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
+}
+
+static const char *graph_tool_path(const options_t *o) {
+  if (o->graph_tool) return o->graph_tool;
+  const char *env = getenv("RECAP_GRAPH_TOOL");
+  if (env && *env) return env;
+#ifdef MLP_RECAP_GRAPH_TOOL
+  return MLP_RECAP_GRAPH_TOOL;
+#else
+  return NULL;
+#endif
+}
+
+/* Capture the whole step once more, keeping the template, and write what it holds. */
+static void write_step_graph(context_t *c) {
+  const char *dir = c->o->out_dir;
+  char json_path[4096], dot_path[4096], html_path[4096];
+  join(json_path, sizeof json_path, dir, "whole_step_graph.json");
+  join(dot_path, sizeof dot_path, dir, "whole_step_graph.dot");
+  join(html_path, sizeof html_path, dir, "whole_step_graph.html");
+
+  recap_graph_t graph;
+  CHECK_MLP(mlp_capture_step(c->model, RECAP_GRAPH_KEEP, &graph));
+  recap_graph_info_t *info;
+  char *json;
+  CHECK_RECAP(recap_graph_inspect(graph, &info));
+  CHECK_RECAP(recap_graph_info_json(info, &json));
+  size_t by_type[RECAP_NODE_TYPE_COUNT] = {0};
+  for (size_t i = 0; i < info->node_count; i++)
+    if ((int)info->nodes[i].type >= 0 && info->nodes[i].type < RECAP_NODE_TYPE_COUNT)
+      by_type[info->nodes[i].type]++;
+  printf("  inspect  whole-step graph: %zu nodes, %zu edges (", info->node_count, info->edge_count);
+  int any = 0;
+  for (int t = 0; t < RECAP_NODE_TYPE_COUNT; t++) {
+    if (!by_type[t]) continue;
+    printf("%s%zu %s", any++ ? ", " : "", by_type[t], recap_node_type_name((recap_node_type_t)t));
+  }
+  printf(")\n");
+  FILE *f = fopen(json_path, "w");
+  if (!f || fputs(json, f) < 0 || fclose(f) != 0) die("cannot write %s: %s", json_path, strerror(errno));
+  recap_string_free(json);
+  recap_graph_info_free(info);
+  printf("  wrote    %s\n", json_path);
+
+  recap_status_t s = recap_graph_debug_dump(graph, dot_path);
+  if (s == RECAP_SUCCESS)
+    printf("  wrote    %s\n", dot_path);
+  else
+    printf("  (no DOT dump: %s: %s)\n", recap_status_name(s), recap_last_error());
+  CHECK_RECAP(recap_graph_destroy(graph));
+
+  const char *tool = graph_tool_path(c->o);
+  if (!tool || access(tool, X_OK) != 0) {
+    printf("  (no HTML page: the recap-graph tool was not found%s%s; build it with\n"
+           "   `cmake --build build --target recap-graph` (it needs libcjson-dev), or pass\n"
+           "   --graph-tool PATH)\n",
+           tool ? " at " : "", tool ? tool : "");
+    return;
+  }
+  char *argv[] = {(char *)tool, "html", json_path, html_path, NULL};
+  fflush(stdout);
+  if (run_tool(tool, argv) == 0)
+    printf("  wrote    %s (rendered by %s)\n", html_path, tool);
+  else
+    printf("  (no HTML page: %s html failed)\n", tool);
+}
+
+static const char *way_description(mlp_way_t way, mlp_split_t split) {
+  switch (way) {
+  case MLP_WAY_EAGER:
+    return "every kernel and cuBLAS call launched from the host";
+  case MLP_WAY_GRAPHED:
+    return split == MLP_SPLIT_LAYER
+               ? "one graphed callable per layer (forward/backward graphs, one pool), loss "
+                 "eager, Adam graph"
+               : "the network as a graphed callable (forward/backward graphs), loss eager, "
+                 "Adam graph";
+  case MLP_WAY_WHOLE:
+    return "forward, loss, backward and Adam as one graph";
+  }
+  return "";
+}
+
+static void run_way(context_t *c, way_run_t *r) {
+  const options_t *o = c->o;
+  const int steps = o->steps;
+  if (!c->quiet) {
+    printf("\n== %s: %s ==\n", r->label, way_description(r->way, r->split));
+    fflush(stdout);
+  }
+  CHECK_RECAP(recap_empty_cache());
+  CHECK_RECAP(recap_memory_reset_peak(-1));
+
+  uint64_t t0 = now_ns();
+  mlp_trainer_t *trainer;
+  CHECK_MLP(mlp_trainer_create(&trainer, c->model, r->way, r->split));
+  r->setup_ms = (double)(now_ns() - t0) / 1e6;
+  if (!c->quiet) {
+    printf("  prepared in %.1f ms (one eager warm-up step%s, then reset)\n", r->setup_ms,
+           r->way == MLP_WAY_GRAPHED  ? ", recap_graphed_create's warm-up and captures, the "
+                                        "Adam capture"
+           : r->way == MLP_WAY_WHOLE ? ", the whole-step capture"
+                                     : "");
+    if (r->way != MLP_WAY_EAGER && recap_graphs_disabled())
+      printf("  RECAP_DISABLE_GRAPHS=1: nothing is captured, this way runs eagerly\n");
+  }
+
+  const int progress_every = steps >= 50 ? steps / 50 : 1;
+  for (int s = 0; s < steps; s++) {
+    const void *batch = c->schedule + (size_t)s * c->batch_bytes;
+    CHECK_CUDA(cudaEventRecord(c->start[s], c->stream));
+    uint64_t h0 = now_ns();
+    CHECK_MLP(mlp_trainer_step(trainer, batch));
+    c->samples[s] = (double)(now_ns() - h0) / 1e3;
+    CHECK_CUDA(cudaEventRecord(c->end[s], c->stream));
+    const int done = s + 1;
+    if (c->tty && !c->quiet && done % progress_every == 0) {
+      printf("\r  [%s] step %d/%d", r->label, done, steps);
+      fflush(stdout);
+    }
+    if ((!c->quiet && o->eval_every > 0 && done % o->eval_every == 0) || done == steps)
+      evaluate(c, r, done);
+  }
+  CHECK_CUDA(cudaStreamSynchronize(c->stream));
+  clear_progress(c);
+
+  /* Host enqueue times, then GPU-timeline step times. */
+  qsort(c->samples, (size_t)steps, sizeof(double), compare_double);
+  r->host_us = quantile(c->samples, steps, 0.5);
+  for (int s = 0; s < steps; s++) {
+    float ms = 0.0f;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, c->start[s], c->end[s]));
+    c->samples[s] = (double)ms * 1e3;
+  }
+  qsort(c->samples, (size_t)steps, sizeof(double), compare_double);
+  r->step_us[0] = quantile(c->samples, steps, 0.5);
+  r->step_us[1] = quantile(c->samples, steps, 0.1);
+  r->step_us[2] = quantile(c->samples, steps, 0.9);
+
+  CHECK_MLP(mlp_model_read_losses(c->model, r->losses, steps));
+  CHECK_MLP(mlp_model_read_parameters(c->model, r->params));
+  CHECK_RECAP(recap_generator_get_offset(mlp_model_generator(c->model), &r->generator_offset));
+  r->ran = 1;
+
+  if (!c->quiet) {
+    printf("  time     %.1f us per step (median; p10 %.1f, p90 %.1f), host %.1f us to enqueue "
+           "a step\n",
+           r->step_us[0], r->step_us[1], r->step_us[2], r->host_us);
+    print_graphs_and_pools(trainer);
+    if (r->way == MLP_WAY_WHOLE && o->out_dir && !recap_graphs_disabled()) write_step_graph(c);
+  }
+  mlp_trainer_destroy(trainer);
+  fflush(stdout);
+}
+
+/* ==========================================================================================
+ * Comparing the ways
+ * ======================================================================================== */
+
+/* 1 when run b matches run a bit for bit; otherwise prints the first difference. */
+static int compare_runs(const context_t *c, const way_run_t *a, const way_run_t *b) {
+  const int steps = c->o->steps;
+  for (int s = 0; s < steps; s++) {
+    if (float_bits(a->losses[s]) != float_bits(b->losses[s])) {
+      printf("MISMATCH: the loss of step %d differs: %s %.9g (0x%08x), %s %.9g (0x%08x)\n", s + 1,
+             a->label, (double)a->losses[s], float_bits(a->losses[s]), b->label,
+             (double)b->losses[s], float_bits(b->losses[s]));
+      return 0;
+    }
+  }
+  const size_t flat = mlp_model_flat_count(c->model);
+  for (size_t i = 0; i < flat; i++) {
+    if (float_bits(a->params[i]) != float_bits(b->params[i])) {
+      printf("MISMATCH: parameter %zu after training differs: %s %.9g, %s %.9g\n", i, a->label,
+             (double)a->params[i], b->label, (double)b->params[i]);
+      return 0;
+    }
+  }
+  if (a->generator_offset != b->generator_offset) {
+    printf("MISMATCH: the generator's offset after training differs: %s %llu, %s %llu\n",
+           a->label, (unsigned long long)a->generator_offset, b->label,
+           (unsigned long long)b->generator_offset);
+    return 0;
+  }
+  return 1;
+}
+
+/* A curve of NaNs, or one the loss kernel never wrote, would compare equal everywhere and
+ * prove nothing. */
+static int losses_sane(const context_t *c, const way_run_t *r) {
+  for (int s = 0; s < c->o->steps; s++) {
+    if (!isfinite(r->losses[s]) || r->losses[s] < 0.0f || (s == 0 && r->losses[s] == 0.0f)) {
+      printf("BAD LOSS: %s step %d has loss %g (not a finite positive number)\n", r->label,
+             s + 1, (double)r->losses[s]);
+      return 0;
+    }
+  }
+  return 1;
+}
+
+static void write_outputs(const context_t *c, const way_run_t *runs, int count, int identical,
+                          const char *device) {
+  const options_t *o = c->o;
+  char path[4096];
+  join(path, sizeof path, o->out_dir, "losses.csv");
+  FILE *f = fopen(path, "w");
+  if (!f) die("cannot write %s: %s", path, strerror(errno));
+  fprintf(f, "step");
+  for (int i = 0; i < count; i++)
+    if (runs[i].ran) fprintf(f, ",%s", runs[i].label);
+  fprintf(f, "\n");
+  for (int s = 0; s < o->steps; s++) {
+    fprintf(f, "%d", s + 1);
+    for (int i = 0; i < count; i++)
+      if (runs[i].ran) fprintf(f, ",%.9g", (double)runs[i].losses[s]);
+    fprintf(f, "\n");
+  }
+  if (fclose(f) != 0) die("cannot write %s", path);
+  printf("  wrote    %s\n", path);
+
+  join(path, sizeof path, o->out_dir, "summary.json");
+  f = fopen(path, "w");
+  if (!f) die("cannot write %s: %s", path, strerror(errno));
+  const mlp_config_t *m = &o->model;
+  fprintf(f,
+          "{\n  \"program\": \"mlp\",\n  \"recap\": \"%s\",\n  \"device\": \"%s\",\n"
+          "  \"config\": {\"width\": %d, \"depth\": %d, \"batch\": %d, \"classes\": %d, "
+          "\"dropout\": %g, \"lr\": %g, \"seed\": %llu, \"steps\": %d, \"callables\": \"%s\"},\n"
+          "  \"timing\": \"step_us: cudaEvent time from before to after each step's enqueue, no "
+          "synchronisation per step; host_us: CPU time to enqueue one step\",\n"
+          "  \"bitwise_identical\": %s,\n  \"ways\": [",
+          recap_version_string(), device, m->width, m->depth, m->batch, m->classes,
+          (double)m->dropout, (double)m->lr, (unsigned long long)m->seed, o->steps,
+          mlp_split_name(o->split), identical ? "true" : "false");
+  const way_run_t *eager = runs[0].ran ? &runs[0] : NULL;
+  int first = 1;
+  for (int i = 0; i < count; i++) {
+    const way_run_t *r = &runs[i];
+    if (!r->ran) continue;
+    fprintf(f,
+            "%s\n    {\"way\": \"%s\", \"step_us\": {\"median\": %.3f, \"p10\": %.3f, \"p90\": "
+            "%.3f}, \"host_us\": %.3f, \"speedup_vs_eager\": %.3f, \"setup_ms\": %.3f, "
+            "\"final_batch_loss\": %.9g, \"train_accuracy\": %.6f, \"test_accuracy\": %.6f}",
+            first ? "" : ",", r->label, r->step_us[0], r->step_us[1], r->step_us[2], r->host_us,
+            eager ? eager->step_us[0] / r->step_us[0] : 0.0, r->setup_ms,
+            (double)r->losses[o->steps - 1], r->train_acc, r->test_acc);
+    first = 0;
+  }
+  fprintf(f, "\n  ]\n}\n");
+  if (fclose(f) != 0) die("cannot write %s", path);
+  printf("  wrote    %s\n", path);
+}
+
+/* ==========================================================================================
+ * main
+ * ======================================================================================== */
+
+int main(int argc, char **argv) {
+  options_t o;
+  int parsed = parse_args(argc, argv, &o);
+  if (parsed >= 0) return parsed;
+  setvbuf(stdout, NULL, _IOLBF, 0);
+
+  /* Before any CUDA call of our own: recap says plainly when there is no driver or device. */
+  int devices = 0;
+  if (recap_device_count(&devices) != RECAP_SUCCESS || devices < 1) {
+    const char *why = recap_last_error();
+    fprintf(stderr, PROGRAM ": this example needs an NVIDIA GPU: %s\n",
+           why[0] ? why : "no CUDA device was found");
+    return o.check ? EXIT_CHECK_SKIP : EXIT_NO_DEVICE;
+  }
+  CHECK_CUDA(cudaSetDevice(0));
+  struct cudaDeviceProp prop;
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+
+  context_t c = {.o = &o, .tty = isatty(STDOUT_FILENO), .quiet = o.check};
+  CHECK_CUDA(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
+
+  mlp_dataset_t train, test;
+  if (mlp_spirals(o.model.classes, o.per_class, o.noise, 0.2, o.model.seed, &train, &test) != 0)
+    die("out of host memory for the data set");
+  if (train.count < 1 || test.count < 1) die("--points %d leaves an empty train or test set", o.per_class);
+  c.batch_bytes = mlp_batch_bytes(o.model.batch, train.dim);
+  CHECK_CUDA(cudaHostAlloc((void **)&c.schedule, (size_t)o.steps * c.batch_bytes,
+                           cudaHostAllocDefault));
+  mlp_schedule_fill(&train, o.model.batch, o.steps, o.model.seed, c.schedule);
+
+  CHECK_MLP(mlp_model_create(&c.model, &o.model, c.stream));
+  CHECK_MLP(mlp_eval_set_create(c.model, &train, &c.train_set));
+  CHECK_MLP(mlp_eval_set_create(c.model, &test, &c.test_set));
+
+  c.start = calloc((size_t)o.steps, sizeof *c.start);
+  c.end = calloc((size_t)o.steps, sizeof *c.end);
+  c.samples = calloc((size_t)o.steps, sizeof *c.samples);
+  if (!c.start || !c.end || !c.samples) die("out of host memory");
+  for (int s = 0; s < o.steps; s++) {
+    CHECK_CUDA(cudaEventCreate(&c.start[s]));
+    CHECK_CUDA(cudaEventCreate(&c.end[s]));
+  }
+
+  /* The runs: eager, graphed, whole-step; --check adds the other callable split. */
+  way_run_t runs[4];
+  int count = 0;
+  const mlp_split_t other = o.split == MLP_SPLIT_MODEL ? MLP_SPLIT_LAYER : MLP_SPLIT_MODEL;
+  for (int w = 0; w < 3; w++) {
+    if (!o.check && !o.ways[w]) continue;
+    runs[count++] = (way_run_t){.way = (mlp_way_t)w, .split = o.split};
+    if (o.check && w == MLP_WAY_GRAPHED)
+      runs[count++] = (way_run_t){.way = MLP_WAY_GRAPHED, .split = other};
+  }
+  const size_t flat = mlp_model_flat_count(c.model);
+  for (int i = 0; i < count; i++) {
+    way_run_t *r = &runs[i];
+    if (r->way == MLP_WAY_GRAPHED && (o.check || r->split == MLP_SPLIT_LAYER))
+      snprintf(r->label, sizeof r->label, "graphed/%s", mlp_split_name(r->split));
+    else
+      snprintf(r->label, sizeof r->label, "%s", mlp_way_name(r->way));
+    r->losses = calloc((size_t)o.steps, sizeof(float));
+    r->params = calloc(flat, sizeof(float));
+    if (!r->losses || !r->params) die("out of host memory");
+  }
+
+  char device[512];
+  snprintf(device, sizeof device, "%s (%d SMs), driver %d.%d, runtime %d.%d", prop.name,
+           prop.multiProcessorCount, driver / 1000, driver % 1000 / 10, runtime / 1000,
+           runtime % 1000 / 10);
+  const mlp_config_t *m = &o.model;
+  if (!o.check) {
+    printf("recap %s: an MLP trained in C on cuBLAS, three ways\n", recap_version_string());
+    printf("  device   %s\n", device);
+    printf("  task     %d noisy spirals, %d features: %d training and %d test points\n",
+           m->classes, train.dim, train.count, test.count);
+    printf("  model    %d -> %d x %d (ReLU, dropout %.2g) -> %d: %zu parameters; Adam lr %g; "
+           "batch %d; %d steps per way; seed %llu\n",
+           train.dim, m->depth, m->width, (double)m->dropout, m->classes,
+           mlp_model_parameter_count(c.model), (double)m->lr, m->batch, o.steps,
+           (unsigned long long)m->seed);
+    printf("  timing   step time = cudaEvent time from just before to just after a step's\n"
+           "           enqueue, with no synchronisation per step (the GPU timeline of steady\n"
+           "           training); host = CPU time to enqueue one step\n");
+    if (o.out_dir && make_dirs(o.out_dir) != 0)
+      die("cannot create the output folder %s: %s", o.out_dir, strerror(errno));
+  } else {
+    printf(PROGRAM " --check: %d ways x %d steps (width %d, depth %d, batch %d) on %s\n", count,
+           o.steps, m->width, m->depth, m->batch, prop.name);
+  }
+
+  for (int i = 0; i < count; i++) {
+    run_way(&c, &runs[i]);
+    if (o.check)
+      printf("  %-14s final loss %.6f, test accuracy %.1f%%, generator offset %llu\n",
+             runs[i].label, (double)runs[i].losses[o.steps - 1], 100.0 * runs[i].test_acc,
+             (unsigned long long)runs[i].generator_offset);
+  }
+
+  /* Bit for bit: every run against the first. */
+  int identical = 1;
+  for (int i = 0; i < count; i++) identical &= losses_sane(&c, &runs[i]);
+  for (int i = 1; i < count && identical; i++) identical &= compare_runs(&c, &runs[0], &runs[i]);
+
+  if (o.check) {
+    if (identical)
+      printf(PROGRAM " --check: PASS: the %d ways agree bit for bit: %d per-step losses, %zu "
+             "parameters, generator offset %llu\n",
+             count, o.steps, flat, (unsigned long long)runs[0].generator_offset);
+    else
+      printf(PROGRAM " --check: FAIL: the ways disagree (first difference above)\n");
+  } else {
+    printf("\n== summary (%d steps, width %d, depth %d, batch %d) ==\n", o.steps, m->width,
+           m->depth, m->batch);
+    printf("  %-14s %12s %12s %10s %10s %11s %9s\n", "way", "step (us)", "host (us)",
+           "vs eager", "vs whole", "final loss", "test acc");
+    const way_run_t *eager = NULL, *whole = NULL;
+    for (int i = 0; i < count; i++) {
+      if (runs[i].way == MLP_WAY_EAGER) eager = &runs[i];
+      if (runs[i].way == MLP_WAY_WHOLE) whole = &runs[i];
+    }
+    for (int i = 0; i < count; i++) {
+      const way_run_t *r = &runs[i];
+      char vs_eager[16] = "-", vs_whole[16] = "-";
+      if (eager) snprintf(vs_eager, sizeof vs_eager, "%.2fx", eager->step_us[0] / r->step_us[0]);
+      if (whole) snprintf(vs_whole, sizeof vs_whole, "%.2fx", r->step_us[0] / whole->step_us[0]);
+      printf("  %-14s %12.1f %12.1f %10s %10s %11.4f %8.1f%%\n", r->label, r->step_us[0],
+             r->host_us, vs_eager, vs_whole, (double)r->losses[o.steps - 1],
+             100.0 * r->test_acc);
+    }
+    printf("  (vs eager: speedup over the eager step; vs whole: step time over the whole-step "
+           "graph's)\n");
+    if (count > 1 && identical)
+      printf("  bit for bit: the %d loss curves (%d steps), the final parameters and the "
+             "generator offset are identical\n",
+             count, o.steps);
+    else if (count > 1)
+      printf("  bit for bit: NO, the ways disagree (first difference above)\n");
+    if (o.out_dir) {
+      printf("\n== output ==\n");
+      write_outputs(&c, runs, count, identical, device);
+      printf("  folder   %s\n", o.out_dir);
+    }
+  }
+
+  for (int s = 0; s < o.steps; s++) {
+    cudaEventDestroy(c.start[s]);
+    cudaEventDestroy(c.end[s]);
+  }
+  for (int i = 0; i < count; i++) {
+    free(runs[i].losses);
+    free(runs[i].params);
+  }
+  free(c.start);
+  free(c.end);
+  free(c.samples);
+  mlp_eval_set_destroy(c.train_set);
+  mlp_eval_set_destroy(c.test_set);
+  mlp_model_destroy(c.model);
+  cudaFreeHost(c.schedule);
+  mlp_dataset_free(&train);
+  mlp_dataset_free(&test);
+  recap_empty_cache();
+  cudaStreamDestroy(c.stream);
+  return identical ? 0 : 1;
+}
