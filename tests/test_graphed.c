@@ -230,6 +230,11 @@ static void graphs_disabled_runs_everything_eagerly(void **state) {
   assert_int_equal(f.toys[0].forwards, 1);
   assert_int_equal(f.toys[0].backwards, 1);
   assert_int_equal(recap__fake_graph_launches(), 0);
+  /* The unused-input rule holds without a capture too. */
+  f.toys[0].skip_grad_of = 1;
+  OK(recap_graphed_forward(h, f.stream, 1, f.inputs[0], &out));
+  EXPECT_STATUS(recap_graphed_backward(h, f.stream, out, &grads), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("allow_unused_input");
   teardown(&h, 1);
 }
 

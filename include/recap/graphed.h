@@ -95,8 +95,10 @@ RECAP_API recap_status_t recap_graphed_forward(recap_graphed_t handle, recap_str
                                                int training, const recap_buffer_t *inputs,
                                                const recap_buffer_t **outputs);
 /* Run the backward of the last forward on stream with grad_outputs, and set *grad_inputs to
- * input_count buffers (data NULL where an input needs no gradient), valid until the next
- * backward. RECAP_ERROR_INVALID_USAGE without a backward function or before a forward. */
+ * input_count buffers (data NULL where an input needs no gradient). They stay valid until the
+ * next backward of this callable or the next forward of any callable created with it: the
+ * passes share one pool, and a forward may reuse memory the backward's results live in (as in
+ * PyTorch). RECAP_ERROR_INVALID_USAGE without a backward function or before a forward. */
 RECAP_API recap_status_t recap_graphed_backward(recap_graphed_t handle, recap_stream_t stream,
                                                 const recap_buffer_t *grad_outputs,
                                                 const recap_buffer_t **grad_inputs);

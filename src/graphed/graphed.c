@@ -22,6 +22,7 @@ struct recap_graphed {
   recap_buffer_t *static_inputs; /* the sample inputs (the caller's memory) */
   int *requires_grad;
   int training;     /* the mode captured */
+  bool allow_unused; /* options.allow_unused_input, for eager backwards too */
   bool eager_only;  /* graphs disabled: never captured */
   recap_graph_t forward_graph, backward_graph;
   recap_buffer_t *static_outputs;      /* allocated in the forward capture (pool) */
@@ -244,8 +245,10 @@ recap_status_t recap_graphed_create(recap_graphed_t *handles, const recap_callab
   o.training = o.training != 0;
 
   recap_status_t s = RECAP_SUCCESS;
-  for (size_t i = 0; i < count && s == RECAP_SUCCESS; i++)
+  for (size_t i = 0; i < count && s == RECAP_SUCCESS; i++) {
     s = make_handle(&descs[i], i, o.training, &handles[i]);
+    if (s == RECAP_SUCCESS) handles[i]->allow_unused = o.allow_unused_input != 0;
+  }
   if (s != RECAP_SUCCESS) goto fail;
 
   if (recap_graphs_disabled()) {
@@ -293,11 +296,15 @@ static recap_status_t stage(const recap_buffer_t *staticb, const recap_buffer_t 
                             size_t count, recap_stream_t stream, const char *what) {
   const recap__device_ops_t *dev = recap__device();
   for (size_t i = 0; i < count; i++) {
-    if (!staticb[i].data || given[i].data == staticb[i].data) continue;
+    if (!staticb[i].data) continue; /* nothing static to fill (an unused gradient) */
     if (given[i].bytes != staticb[i].bytes)
       return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
                           "graphed callable: %s %zu has %zu bytes but was captured with %zu",
                           what, i, given[i].bytes, staticb[i].bytes);
+    if (!given[i].data && given[i].bytes)
+      return recap__error(RECAP_ERROR_INVALID_ARGUMENT, "graphed callable: %s %zu is NULL", what,
+                          i);
+    if (given[i].data == staticb[i].data) continue;
     RECAP__CHECK(dev->memcpy_async(staticb[i].data, given[i].data, given[i].bytes, stream));
   }
   return RECAP_SUCCESS;
@@ -342,7 +349,7 @@ recap_status_t recap_graphed_backward(recap_graphed_t h, recap_stream_t stream,
   if (h->last_forward_eager || !h->backward_graph) {
     free_buffers(h->eager_grad_inputs, h->desc.input_count);
     /* An eager backward checks unused inputs as the capture would have. */
-    RECAP__CHECK(call_backward(h, stream, true, grad_outputs, h->eager_grad_inputs));
+    RECAP__CHECK(call_backward(h, stream, h->allow_unused, grad_outputs, h->eager_grad_inputs));
     *grad_inputs = h->eager_grad_inputs;
     return RECAP_SUCCESS;
   }
