@@ -132,5 +132,7 @@ RECAP_API const char *recap_device_backend(void);
 #include "recap/inspect.h"
 #include "recap/rng.h"
 #include "recap/graphed.h"
+#include "recap/annotate.h"
+#include "recap/liveness.h"
 
 #endif /* RECAP_H */

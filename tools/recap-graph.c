@@ -140,6 +140,7 @@ typedef struct node {
   double shared_bytes;
   double bytes;
   char *annotation; /* or NULL */
+  char *annotation_path; /* every enclosing label, "outer/inner", or NULL (older files) */
   bool has_tools_id;
   double tools_id; /* JSON numbers are doubles: ids above 2^53 print rounded */
   size_t *deps;    /* indices of the nodes this one waits for */
@@ -166,6 +167,7 @@ static void graph_free(graph_t *g) {
     free(n->kernel_name);
     free(n->pretty_name);
     free(n->annotation);
+    free(n->annotation_path);
     free(n->deps);
     free(n->succ);
   }
@@ -604,6 +606,7 @@ static bool read_node(const cJSON *obj, size_t i, size_t count, node_t *n, failu
   n->has_launch = has_grid;
   if (!read_count(obj, i, "bytes", &n->bytes, NULL, err)) return false;
   if (!read_string(obj, i, "annotation", &n->annotation, err)) return false;
+  if (!read_string(obj, i, "annotation_path", &n->annotation_path, err)) return false;
   /* Tools ids are 64-bit and may pass 2^53, where a JSON number (a double) is no longer exact:
    * take any non-negative number and show it as near as a double can. */
   const cJSON *tools_id = cJSON_GetObjectItemCaseSensitive(obj, "tools_id");
@@ -925,6 +928,12 @@ static char *short_name(const node_t *n, size_t max) {
   return buf_take(&out);
 }
 
+/* What a node's annotation shows as: the whole path of nested labels when the file gives it,
+ * else the innermost label; NULL for none. Clusters stay per innermost label. */
+static const char *shown_annotation(const node_t *n) {
+  return n->annotation_path ? n->annotation_path : n->annotation;
+}
+
 /* Distinct annotation labels, in order of first use. */
 static size_t collect_annotations(const graph_t *g, const char ***out) {
   const char **labels = xcalloc(g->count, sizeof *labels);
@@ -965,7 +974,7 @@ static void dot_node(FILE *out, const graph_t *g, size_t i, const char *indent) 
   buf_t shape = {0};
   describe_shape(n, false, &shape);
   if (shape.len) buf_printf(&label, "\n%s", shape.data);
-  if (n->annotation) buf_printf(&label, "\n[%s]", n->annotation);
+  if (n->annotation) buf_printf(&label, "\n[%s]", shown_annotation(n));
   if (n->has_tools_id) buf_printf(&label, "\ntools id %.0f", n->tools_id);
 
   fprintf(out, "%sn%zu [label=\"", indent, i);
@@ -1124,7 +1133,7 @@ static void write_svg(FILE *out, const graph_t *g) {
     }
     if (n->annotation) {
       fputs("\n[", out);
-      html_escape(out, n->annotation);
+      html_escape(out, shown_annotation(n));
       fputs("]", out);
     }
     fprintf(out,
@@ -1253,7 +1262,7 @@ static void write_node_row(FILE *out, const node_t *n, size_t i) {
           out);
   }
   fprintf(out, "<td class=\"num\">%.0f</td>", n->bytes);
-  html_cell_text(out, NULL, n->annotation ? n->annotation : "");
+  html_cell_text(out, NULL, n->annotation ? shown_annotation(n) : "");
   html_cell_indices(out, n->deps, n->dep_count);
   html_cell_indices(out, n->succ, n->succ_count);
   if (n->has_tools_id)

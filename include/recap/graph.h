@@ -54,7 +54,11 @@ typedef struct recap_capture_options {
   size_t size;               /* sizeof(recap_capture_options_t), set by the INIT macro */
   recap_pool_id_t pool;      /* {0,0}: the graph makes a private pool of its own */
   recap_capture_mode_t mode; /* default GLOBAL */
-  int check_input_liveness;  /* reserved for the input-liveness checks; must be 0 for now */
+  /* 1: at capture end, record the blocks of recap's allocator that the graph reads from outside
+   * its pool (kernel arguments, copies, memsets), and fail every replay with
+   * RECAP_ERROR_DEAD_INPUT once one of them was freed. Needs a driver for CUDA 12.4 or later
+   * (capture_begin says RECAP_ERROR_NOT_SUPPORTED otherwise). See recap/liveness.h. */
+  int check_input_liveness;
 } recap_capture_options_t;
 
 #define RECAP_CAPTURE_OPTIONS_INIT \
@@ -135,10 +139,11 @@ typedef struct recap_scope_options {
   recap_stream_t stream;     /* NULL: recap's shared side stream */
   recap_pool_id_t pool;      /* as in recap_capture_options_t */
   recap_capture_mode_t mode; /* as in recap_capture_options_t */
+  int check_input_liveness;  /* as in recap_capture_options_t */
 } recap_scope_options_t;
 
 #define RECAP_SCOPE_OPTIONS_INIT \
-  { sizeof(recap_scope_options_t), NULL, {0, 0}, RECAP_CAPTURE_MODE_GLOBAL }
+  { sizeof(recap_scope_options_t), NULL, {0, 0}, RECAP_CAPTURE_MODE_GLOBAL, 0 }
 
 /* Synchronise the device, give unused cached memory back, and begin capturing on the given
  * stream or recap's shared side stream; *stream receives the stream to enqueue work on.

@@ -862,8 +862,20 @@ static recap_status_t collect_reads(cudaGraph_t graph, size_t owner, int depth, 
     switch (t) {
       case cudaGraphNodeTypeKernel: {
         size_t word_count = 0;
-        st = recap__driver_kernel_node_words(node, words, &word_count, word_cap);
-        for (size_t k = 0; st == RECAP_SUCCESS && ok && k < word_count; k++)
+        recap_status_t ks = recap__driver_kernel_node_words(node, words, &word_count, word_cap);
+        if (ks == RECAP_ERROR_OUT_OF_MEMORY) {
+          st = ks;
+          break;
+        }
+        if (ks != RECAP_SUCCESS) {
+          /* One kernel the driver cannot describe (a kind of launch recap does not know)
+           * should not cost the whole capture: its arguments go unchecked, and the log says so. */
+          RECAP__WARN("input liveness: the arguments of kernel node %zu cannot be read, so its "
+                      "inputs are not checked: %s",
+                      index, recap_last_error());
+          break;
+        }
+        for (size_t k = 0; ok && k < word_count; k++)
           ok = read_push(out, index, (const void *)(uintptr_t)(*words)[k], RECAP__READ_KERNEL_ARG);
         break;
       }

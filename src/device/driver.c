@@ -342,7 +342,8 @@ recap_status_t recap__driver_kernel_node_words(recap__cu_graph_node_t node, uint
   if (!params.func && !params.kern) return RECAP_SUCCESS; /* nothing to read the layout from */
 
   size_t buffer_size = 0;
-  const unsigned char *buffer = params.kernelParams ? NULL : extra_buffer(params.extra, &buffer_size);
+  const unsigned char *buffer =
+      params.kernelParams ? NULL : extra_buffer(params.extra, &buffer_size);
   if (!params.kernelParams && !buffer) return RECAP_SUCCESS; /* a kernel without arguments */
 
   for (size_t i = 0; i < MAX_KERNEL_PARAMS; i++) {

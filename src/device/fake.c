@@ -149,6 +149,7 @@ static struct {
   int64_t live_execs;
   uint64_t graph_launches;
   uint64_t next_node_handle; /* never reset, so that no two nodes ever share a handle */
+  bool dot_driver_style;     /* graph_debug_dot mimics the driver's verbose record format */
 
   uint64_t calls[RECAP__FAKE_FAULT_KINDS];
   uint64_t fail_countdown[RECAP__FAKE_FAULT_KINDS]; /* 0: disarmed */
@@ -1100,6 +1101,52 @@ static void dot_quoted(FILE *out, const char *text) {
   }
 }
 
+/* The fake's own DOT: one simple statement per node, the handles in statements of their own
+ * (as the driver's verbose dump shows them, "node handle | 0x..."), then the edges. */
+static void write_simple_dot(FILE *out, const fake_graph_t *g) {
+  fprintf(out, "digraph fake {\n");
+  for (size_t i = 0; i < g->nodes.count; i++) {
+    const fake_node_t *n = &g->nodes.v[i];
+    fprintf(out, "  n%zu [label=\"%zu: %s", i, i, node_type_text(n->type));
+    if (n->name) {
+      fputc(' ', out);
+      dot_quoted(out, n->name);
+    }
+    fprintf(out, "\"];\n");
+  }
+  for (size_t i = 0; i < g->nodes.count; i++)
+    fprintf(out, "  n%zu [comment=\"node handle | 0x%016llX\"];\n", i,
+            (unsigned long long)g->nodes.v[i].handle);
+  for (size_t i = 0; i < g->nodes.count; i++)
+    if (g->nodes.v[i].dep) fprintf(out, "  n%zu -> n%zu;\n", g->nodes.v[i].dep - 1, i);
+  fprintf(out, "}\n");
+}
+
+/* The shape of cudaGraphDebugDotPrint's verbose output (CUDA 12 and 13): a cluster per graph,
+ * quoted node ids, record labels spanning several lines with escaped angle brackets, and each
+ * node's handle in a "node handle" field. */
+static void write_driver_style_dot(FILE *out, const fake_graph_t *g) {
+  fputs("digraph dot {\nsubgraph cluster_1 {\nlabel=\"graph_1\" graph[style=\"dashed\"];\n", out);
+  for (size_t i = 0; i < g->nodes.count; i++) {
+    const fake_node_t *n = &g->nodes.v[i];
+    fprintf(out, "\"graph_1_node_%zu\"[style=\"bold\" shape=\"record\" label=\"{%s\n", i,
+            n->type == RECAP_NODE_KERNEL ? "KERNEL" : "MEMCPY");
+    fprintf(out, "| {ID | %zu (topoId: %zu) | ", i, g->nodes.count - i);
+    if (n->name) dot_quoted(out, n->name);
+    fputs("\\<\\<\\<1,1,0\\>\\>\\>}\n", out);
+    fprintf(out, "| {{node handle | func handle} | {0x%016llX | 0x%016llX}}\n",
+            (unsigned long long)n->handle, (unsigned long long)n->handle + 8);
+    fputs("| {accessPolicyWindow | {base_ptr | num_bytes | hitRatio | hitProp | missProp} | "
+          "{0x0000000000000000 | 0 | 0.000000 | N | N}}\n}\"];\n",
+          out);
+  }
+  for (size_t i = 0; i < g->nodes.count; i++)
+    if (g->nodes.v[i].dep)
+      fprintf(out, "\"graph_1_node_%zu\" -> \"graph_1_node_%zu\" [headlabel=0];\n",
+              g->nodes.v[i].dep - 1, i);
+  fputs("}\n}\n", out);
+}
+
 static recap_status_t fake_graph_debug_dot(recap_cuda_graph_t graph, const char *path) {
   fake_failure_t f = {0};
   pthread_mutex_lock(&fake.lock);
@@ -1117,24 +1164,10 @@ static recap_status_t fake_graph_debug_dot(recap_cuda_graph_t graph, const char 
       note(&f, RECAP_ERROR_IO, "cudaGraphDebugDotPrint: cannot write \"%s\": %s", path,
            strerror(errno));
     } else {
-      fprintf(out, "digraph fake {\n");
-      for (size_t i = 0; i < g->nodes.count; i++) {
-        const fake_node_t *n = &g->nodes.v[i];
-        fprintf(out, "  n%zu [label=\"%zu: %s", i, i, node_type_text(n->type));
-        if (n->name) {
-          fputc(' ', out);
-          dot_quoted(out, n->name);
-        }
-        fprintf(out, "\"];\n");
-      }
-      /* The node handles, as the driver's verbose dump shows them ("node handle | 0x..."), in
-       * statements of their own so that the labels above keep their simple form. */
-      for (size_t i = 0; i < g->nodes.count; i++)
-        fprintf(out, "  n%zu [comment=\"node handle | 0x%016llX\"];\n", i,
-                (unsigned long long)g->nodes.v[i].handle);
-      for (size_t i = 0; i < g->nodes.count; i++)
-        if (g->nodes.v[i].dep) fprintf(out, "  n%zu -> n%zu;\n", g->nodes.v[i].dep - 1, i);
-      fprintf(out, "}\n");
+      if (fake.dot_driver_style)
+        write_driver_style_dot(out, g);
+      else
+        write_simple_dot(out, g);
       if (ferror(out) | (fclose(out) != 0))
         note(&f, RECAP_ERROR_IO, "cudaGraphDebugDotPrint: writing \"%s\" failed", path);
     }
@@ -1540,6 +1573,7 @@ void recap__fake_reset(const recap__fake_config_t *cfg) {
   memset(&fake.legacy, 0, sizeof fake.legacy);
   memset(fake.calls, 0, sizeof fake.calls);
   memset(fake.fail_countdown, 0, sizeof fake.fail_countdown);
+  fake.dot_driver_style = false;
   configure(cfg);
   pthread_mutex_unlock(&fake.lock);
 
@@ -1603,6 +1637,12 @@ void recap__fake_launch_kernel_args(recap_stream_t stream, const char *name,
   }
   pthread_mutex_unlock(&fake.lock);
   if (!ok) abort(); /* a test control: see recap__fake_stream_new */
+}
+
+void recap__fake_dot_driver_style(bool on) {
+  pthread_mutex_lock(&fake.lock);
+  fake.dot_driver_style = on;
+  pthread_mutex_unlock(&fake.lock);
 }
 
 void recap__fake_memset_async(recap_stream_t stream, void *dst, int value, size_t bytes) {

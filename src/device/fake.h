@@ -94,6 +94,10 @@ void recap__fake_launch_kernel_args(recap_stream_t stream, const char *name,
 /* cudaMemsetAsync: eagerly sets the bytes at once (one work item); in a capture, a memset node
  * whose destination graph_reads reports. */
 void recap__fake_memset_async(recap_stream_t stream, void *dst, int value, size_t bytes);
+/* true: graph_debug_dot writes the shape of the driver's verbose dump (a cluster, quoted ids,
+ * multi-line record labels showing "node handle | ..."), for tests of code that reads it.
+ * recap__fake_reset sets it back to false. */
+void recap__fake_dot_driver_style(bool on);
 
 /* Captures. begin fails (returns 0) if the stream is already capturing or is the legacy
  * default stream. join makes side join the capture of origin (as an event record on origin and

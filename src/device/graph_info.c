@@ -15,6 +15,7 @@ void recap__graph_info_clear(recap_graph_info_t *info) {
       /* The strings are the info's own copies; const only keeps users from writing them. */
       free((void *)(uintptr_t)n->kernel_name);
       free((void *)(uintptr_t)n->annotation);
+      free((void *)(uintptr_t)n->annotation_path);
       free(n->dependencies);
       free(n->dependents);
     }

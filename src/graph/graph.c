@@ -100,6 +100,22 @@ recap_status_t recap__graph_add_hook(recap_graph_t g, const recap__graph_hooks_t
   return s;
 }
 
+void *recap__graph_hook_ctx(recap_graph_t g, const recap__graph_hooks_t *hooks) {
+  void *ctx = NULL;
+  pthread_mutex_lock(&hook_lock);
+  for (size_t i = 0; i < g->hook_count && !ctx; i++)
+    if (g->hooks[i].hooks == hooks) ctx = g->hooks[i].ctx;
+  pthread_mutex_unlock(&hook_lock);
+  return ctx;
+}
+
+static recap_status_t hooks_captured(recap_graph_t g) {
+  for (size_t i = 0; i < g->hook_count; i++)
+    if (g->hooks[i].hooks->captured)
+      RECAP__CHECK(g->hooks[i].hooks->captured(g->hooks[i].ctx, g, g->template_graph));
+  return RECAP_SUCCESS;
+}
+
 static void hooks_capture_ended(recap_graph_t g, bool succeeded) {
   for (size_t i = 0; i < g->hook_count; i++)
     if (g->hooks[i].hooks->capture_ended)
@@ -201,10 +217,6 @@ recap_status_t recap_graph_capture_begin(recap_graph_t graph, recap_stream_t str
              "recap_graph_capture_begin: capture mode %d is not one of GLOBAL, THREAD_LOCAL, "
              "RELAXED",
              (int)opts.mode);
-  if (opts.check_input_liveness)
-    return recap__error(RECAP_ERROR_NOT_SUPPORTED,
-                        "recap_graph_capture_begin: input-liveness checks are not available in "
-                        "this version");
   if (graph->state != RECAP__GRAPH_FRESH)
     return recap__error(RECAP_ERROR_INVALID_USAGE, "recap_graph_capture_begin: %s",
                         state_advice(graph->state));
@@ -218,12 +230,15 @@ recap_status_t recap_graph_capture_begin(recap_graph_t graph, recap_stream_t str
   const recap__device_ops_t *dev = recap__device();
   int device;
   RECAP__CHECK(dev->get_device(&device));
+  /* Refused before anything starts when the device cannot read what a graph reads. */
+  if (opts.check_input_liveness) RECAP__CHECK(recap__liveness_probe());
   recap_pool_id_t pool = recap_pool_is_default(opts.pool) ? recap__pool_id_for_graph() : opts.pool;
 
   RECAP__CHECK(dev->stream_begin_capture(stream, (recap__capture_mode_t)opts.mode));
   recap__capture_status_t status;
   uint64_t id = 0;
-  recap_status_t s = dev->stream_capture_info(stream, &status, &id);
+  /* The capture just began, so a context exists: the cheap query will do. */
+  recap_status_t s = dev->stream_capture_id(stream, &status, &id);
   if (s == RECAP_SUCCESS && status != RECAP__CAPTURE_ACTIVE)
     s = recap__error(RECAP_ERROR_INTERNAL, "recap_graph_capture_begin: the capture did not start");
   if (s == RECAP_SUCCESS) s = recap__pool_route_begin(device, pool, id);
@@ -246,6 +261,13 @@ recap_status_t recap_graph_capture_begin(recap_graph_t graph, recap_stream_t str
   graph->capture_stream = stream;
   graph->capture_id = id;
   graph->state = RECAP__GRAPH_CAPTURING;
+  if (opts.check_input_liveness && (s = recap__liveness_attach(graph)) != RECAP_SUCCESS) {
+    /* Out of host memory: abandon the capture, keeping the cause. */
+    recap__saved_error_t saved;
+    recap__error_save(&saved);
+    recap_graph_reset(graph);
+    return recap__error_restore(&saved);
+  }
   return RECAP_SUCCESS;
 }
 
@@ -294,6 +316,18 @@ recap_status_t recap_graph_capture_end(recap_graph_t graph, recap_stream_t strea
     RECAP__WARN("the capture recorded no work: the graph is empty (did the work go to another "
                 "stream than the capturing one?)");
   graph->state = RECAP__GRAPH_CAPTURED;
+  if ((s = hooks_captured(graph)) != RECAP_SUCCESS) {
+    /* A layer could not take in what was captured (input liveness: the pointer scan failed):
+     * the capture is thrown away, as for a failed instantiation. */
+    dev->graph_destroy(graph->template_graph);
+    graph->template_graph = NULL;
+    hooks_release(graph);
+    release_pool(graph);
+    graph->state = RECAP__GRAPH_FRESH;
+    graph->node_count = 0;
+    memset(&graph->pool, 0, sizeof graph->pool);
+    return s;
+  }
   if (graph->flags & RECAP_GRAPH_KEEP) return RECAP_SUCCESS;
   s = instantiate(graph);
   dev->graph_destroy(graph->template_graph);
@@ -398,7 +432,8 @@ recap_status_t recap_graph_debug_dump(recap_graph_t graph, const char *path) {
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_graph_debug_dump: needs the kept template: create the graph with "
                         "RECAP_GRAPH_KEEP and dump it after capture_end");
-  return recap__device()->graph_debug_dot(graph->template_graph, path);
+  RECAP__CHECK(recap__device()->graph_debug_dot(graph->template_graph, path));
+  return recap__annotate_dot(graph, path);
 }
 
 recap_status_t recap_stream_is_capturing(recap_stream_t stream, int *capturing) {

@@ -11,6 +11,7 @@
 #include "device/device.h"
 #include "recap.h"
 #include "recap/graph.h"
+#include "recap/inspect.h"
 
 typedef enum recap__graph_state {
   RECAP__GRAPH_FRESH = 0, /* nothing captured */
@@ -21,7 +22,7 @@ typedef enum recap__graph_state {
 
 enum { RECAP__GRAPH_MAGIC = 0x72636170 /* "rcap" */ };
 
-/* Layers built on graphs (random numbers; later annotations and liveness checks) attach state
+/* Layers built on graphs (random numbers, annotations, input-liveness checks) attach state
  * to a graph through hooks, so the graph layer does not depend on them. */
 typedef struct recap__graph_hooks {
   /* Before every launch of the executable, on the replay stream. A failure stops the replay. */
@@ -30,6 +31,9 @@ typedef struct recap__graph_hooks {
   void (*capture_ended)(void *ctx, recap_graph_t graph, bool succeeded);
   /* The graph drops what it captured (reset, destroy, failed capture): free ctx. */
   void (*release)(void *ctx, recap_graph_t graph);
+  /* The capture succeeded: the template, before it is instantiated (and dropped, without
+   * KEEP). A failure fails capture_end, and the graph is fresh again. Optional. */
+  recap_status_t (*captured)(void *ctx, recap_graph_t graph, recap_cuda_graph_t template_graph);
 } recap__graph_hooks_t;
 
 typedef struct recap__graph_hook_entry {
@@ -57,6 +61,18 @@ struct recap_graph {
 /* Attach hooks with ctx to a graph whose capture is under way. */
 recap_status_t recap__graph_add_hook(recap_graph_t graph, const recap__graph_hooks_t *hooks,
                                      void *ctx);
+
+/* The ctx attached with hooks, or NULL when none was. */
+void *recap__graph_hook_ctx(recap_graph_t graph, const recap__graph_hooks_t *hooks);
+
+/* The debug aids (annotate.c, liveness.c). Input liveness: attach the checks to a graph whose
+ * capture just began (RECAP_SUCCESS, or the graph's capture must be abandoned); the probe
+ * says beforehand whether the device can read what graphs read. Annotations: fill the labels
+ * of an inspected graph, and add them to its DOT dump. */
+recap_status_t recap__liveness_probe(void);
+recap_status_t recap__liveness_attach(recap_graph_t graph);
+recap_status_t recap__annotate_fill_info(recap_graph_t graph, recap_graph_info_t *info);
+recap_status_t recap__annotate_dot(recap_graph_t graph, const char *path);
 
 /* Argument check shared by every entry point: a live graph handle. */
 recap_status_t recap__graph_check(recap_graph_t graph, const char *function);

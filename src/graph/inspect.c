@@ -35,6 +35,7 @@ recap_status_t recap_graph_inspect(recap_graph_t graph, recap_graph_info_t **inf
   recap_graph_info_t *result = calloc(1, sizeof *result);
   if (!result) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graph_inspect: out of host memory");
   recap_status_t s = recap__device()->graph_inspect(graph->template_graph, result);
+  if (s == RECAP_SUCCESS) s = recap__annotate_fill_info(graph, result);
   if (s != RECAP_SUCCESS) {
     recap_graph_info_free(result);
     return s;
@@ -90,6 +91,8 @@ recap_status_t recap_graph_info_json(const recap_graph_info_t *info, char **json
     recap__json_uint(&j, n->bytes);
     recap__json_key(&j, "annotation");
     recap__json_string(&j, n->annotation);
+    recap__json_key(&j, "annotation_path");
+    recap__json_string(&j, n->annotation_path);
     recap__json_key(&j, "tools_id");
     if (n->has_tools_id) {
       /* As a string: ids above 2^53 would lose digits in JSON readers' doubles. */

@@ -5,6 +5,7 @@
 #include "graph/registry.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "core/error.h"
@@ -18,6 +19,9 @@ typedef struct entry {
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static entry_t *entries;
 static int entry_count, entry_capacity;
+/* entry_count, readable without the lock: the cheap "is any capture under way?" of code that
+ * must cost nothing outside captures (annotations). */
+static _Atomic int active_count;
 
 recap_status_t recap__registry_add(uint64_t capture_id, recap_graph_t graph) {
   recap_status_t s = RECAP_SUCCESS;
@@ -35,6 +39,7 @@ recap_status_t recap__registry_add(uint64_t capture_id, recap_graph_t graph) {
   entries[entry_count].capture_id = capture_id;
   entries[entry_count].graph = graph;
   entry_count++;
+  atomic_store_explicit(&active_count, entry_count, memory_order_relaxed);
 out:
   pthread_mutex_unlock(&registry_lock);
   return s;
@@ -45,6 +50,7 @@ void recap__registry_remove(uint64_t capture_id) {
   for (int i = 0; i < entry_count; i++) {
     if (entries[i].capture_id == capture_id) {
       entries[i] = entries[--entry_count];
+      atomic_store_explicit(&active_count, entry_count, memory_order_relaxed);
       break;
     }
   }
@@ -72,6 +78,7 @@ recap_status_t recap__registry_find_stream(recap_stream_t stream, recap_graph_t 
 void recap__registry_clear(void) {
   pthread_mutex_lock(&registry_lock);
   entry_count = 0;
+  atomic_store_explicit(&active_count, 0, memory_order_relaxed);
   pthread_mutex_unlock(&registry_lock);
 }
 
@@ -80,4 +87,8 @@ int recap__registry_count(void) {
   int n = entry_count;
   pthread_mutex_unlock(&registry_lock);
   return n;
+}
+
+int recap__registry_active(void) {
+  return atomic_load_explicit(&active_count, memory_order_relaxed);
 }

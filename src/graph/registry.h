@@ -26,5 +26,8 @@ recap_status_t recap__registry_find_stream(recap_stream_t stream, recap_graph_t 
 void recap__registry_clear(void);
 /* Number of captures registered (tests check that none is left behind). */
 int recap__registry_count(void);
+/* The same without taking the lock: a hint, exact only when no capture begins or ends
+ * concurrently. 0 lets code skip asking CUDA about a stream. */
+int recap__registry_active(void);
 
 #endif /* RECAP_GRAPH_REGISTRY_H */

@@ -75,6 +75,8 @@ recap_status_t recap_capture_scope_begin(recap_graph_t graph, const recap_scope_
   recap_capture_options_t copts = RECAP_CAPTURE_OPTIONS_INIT;
   copts.pool = opts.pool;
   copts.mode = opts.mode;
+  /* Options from before the field existed stop short of it; the INIT default (0) stays. */
+  copts.check_input_liveness = opts.check_input_liveness;
   RECAP__CHECK(recap_graph_capture_begin(graph, s, &copts));
   graph->scope_stream = s;
   *stream = s;

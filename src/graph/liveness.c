@@ -1,0 +1,369 @@
+/*
+ * liveness.c — input-liveness checks (recap/liveness.h): which blocks of recap's allocator a
+ * graph reads from outside its pool, recorded at capture end and checked before every replay.
+ *
+ * At capture end (a graph hook's `captured`), the device seam lists every pointer-like value
+ * the template's nodes read: each kernel's argument words (the layout from the driver), each
+ * copy's ends and each memset's destination. One batch lookup in the allocator turns them into
+ * blocks; blocks of the graph's own pool are dropped, the rest are kept once each, sorted by
+ * address, with their generation. Before every replay (the hook's `before_replay`) one batch
+ * call checks them all under one allocator lock: an exact-address hash lookup per block. Only
+ * when one is dead does the slow path run: a second pass to say which, the names, the sites.
+ *
+ * A graph captured without the option gets no hook, so its replays pay nothing.
+ */
+#define _GNU_SOURCE /* dladdr, to name allocation sites */
+
+#include <dlfcn.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc/alloc_internal.h"
+#include "core/error.h"
+#include "graph/graph_internal.h"
+#include "recap/liveness.h"
+
+typedef struct liveness {
+  recap__block_watch_t *watch; /* what replays check, sorted by address */
+  recap_liveness_input_t *inputs; /* the same blocks, described; kernel names owned */
+  size_t count;
+} liveness_t;
+
+/* ------------------------------------------------------------------------------------------
+ * Debug switch (allocation sites)
+ * ---------------------------------------------------------------------------------------- */
+
+void recap_liveness_debug_enable(int enabled) { recap__alloc_sites_enable(enabled); }
+
+int recap_liveness_debug_enabled(void) { return recap__alloc_sites_enabled(); }
+
+/* ------------------------------------------------------------------------------------------
+ * Capture end: find the inputs
+ * ---------------------------------------------------------------------------------------- */
+
+/* One block found among the reads, before duplicates are merged. */
+typedef struct candidate {
+  recap__block_ref_t ref;
+  size_t node;
+  recap__read_kind_t kind;
+} candidate_t;
+
+static int compare_candidates(const void *x, const void *y) {
+  const candidate_t *a = x, *b = y;
+  uintptr_t pa = (uintptr_t)a->ref.base, pb = (uintptr_t)b->ref.base;
+  if (pa != pb) return (pa > pb) - (pa < pb);
+  return (a->node > b->node) - (a->node < b->node);
+}
+
+static bool same_pool(recap_pool_id_t x, recap_pool_id_t y) { return x.a == y.a && x.b == y.b; }
+
+static const char *type_of_read(recap__read_kind_t kind) {
+  switch (kind) {
+    case RECAP__READ_KERNEL_ARG: return recap_node_type_name(RECAP_NODE_KERNEL);
+    case RECAP__READ_COPY_SRC:
+    case RECAP__READ_COPY_DST: return recap_node_type_name(RECAP_NODE_MEMCPY);
+    case RECAP__READ_MEMSET_DST: return recap_node_type_name(RECAP_NODE_MEMSET);
+  }
+  return recap_node_type_name(RECAP_NODE_OTHER);
+}
+
+static void liveness_clear(liveness_t *l) {
+  for (size_t i = 0; i < l->count; i++) free((void *)(uintptr_t)l->inputs[i].kernel_name);
+  free(l->inputs);
+  free(l->watch);
+  l->inputs = NULL;
+  l->watch = NULL;
+  l->count = 0;
+}
+
+static char *copy_string(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *c = malloc(n);
+  if (c) memcpy(c, s, n);
+  return c;
+}
+
+/* Node types and kernel names, from the inspection of the template. A debug aid for the
+ * messages: when the driver cannot name kernels, the inputs keep the kinds of their reads. */
+static void name_inputs(liveness_t *l, recap_cuda_graph_t template_graph) {
+  recap__saved_error_t saved;
+  recap__error_save(&saved);
+  recap_graph_info_t info;
+  memset(&info, 0, sizeof info);
+  if (recap__device()->graph_inspect(template_graph, &info) == RECAP_SUCCESS) {
+    for (size_t i = 0; i < l->count; i++) {
+      recap_liveness_input_t *in = &l->inputs[i];
+      if (in->node >= info.node_count) continue;
+      in->node_type = recap_node_type_name(info.nodes[in->node].type);
+      const char *name = info.nodes[in->node].kernel_name;
+      if (name) in->kernel_name = copy_string(name);
+    }
+  } else {
+    RECAP__DEBUG("input liveness: the nodes could not be named (%s)", recap_last_error());
+  }
+  recap__graph_info_clear(&info);
+  recap__error_restore(&saved);
+}
+
+static recap_status_t scan(liveness_t *l, recap_graph_t graph, recap_cuda_graph_t template_graph) {
+  recap__graph_read_t *reads = NULL;
+  size_t n = 0;
+  RECAP__CHECK(recap__device()->graph_reads(template_graph, &reads, &n));
+  recap_status_t s = RECAP_SUCCESS;
+  const void **ptrs = malloc((n ? n : 1) * sizeof *ptrs);
+  recap__block_ref_t *refs = malloc((n ? n : 1) * sizeof *refs);
+  bool *found = malloc((n ? n : 1) * sizeof *found);
+  candidate_t *cands = malloc((n ? n : 1) * sizeof *cands);
+  if (!ptrs || !refs || !found || !cands) {
+    s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "input liveness: out of host memory");
+    goto done;
+  }
+  for (size_t i = 0; i < n; i++) ptrs[i] = reads[i].ptr;
+  recap__alloc_find_many(ptrs, n, refs, found);
+
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    /* The graph's own pool: its intermediates, and outputs of graphs that share the pool. */
+    if (!found[i] || same_pool(refs[i].pool, graph->pool)) continue;
+    cands[m++] = (candidate_t){refs[i], reads[i].node, reads[i].kind};
+  }
+  qsort(cands, m, sizeof *cands, compare_candidates);
+
+  size_t blocks = 0;
+  for (size_t i = 0; i < m; i++)
+    if (i == 0 || cands[i].ref.base != cands[i - 1].ref.base) blocks++;
+  if (blocks) {
+    l->watch = calloc(blocks, sizeof *l->watch);
+    l->inputs = calloc(blocks, sizeof *l->inputs);
+    if (!l->watch || !l->inputs) {
+      s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "input liveness: out of host memory");
+      goto done;
+    }
+  }
+  for (size_t i = 0; i < m; i++) {
+    const candidate_t *c = &cands[i];
+    if (i > 0 && c->ref.base == cands[i - 1].ref.base) {
+      /* Another read of the same block: count its node once. */
+      if (c->node != cands[i - 1].node) l->inputs[l->count - 1].reader_count++;
+      continue;
+    }
+    l->watch[l->count] = (recap__block_watch_t){c->ref.base, c->ref.generation};
+    l->inputs[l->count] = (recap_liveness_input_t){
+        .base = c->ref.base,
+        .size = c->ref.size,
+        .generation = c->ref.generation,
+        .node = c->node,
+        .reader_count = 1,
+        .node_type = type_of_read(c->kind),
+        .kernel_name = NULL,
+        .alloc_site = c->ref.alloc_site,
+        .freed_before_capture_end = !c->ref.allocated,
+    };
+    l->count++;
+  }
+  if (l->count) name_inputs(l, template_graph);
+
+done:
+  free(reads);
+  free(ptrs);
+  free(refs);
+  free(found);
+  free(cands);
+  if (s != RECAP_SUCCESS) liveness_clear(l);
+  return s;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Replay: check
+ * ---------------------------------------------------------------------------------------- */
+
+/* " (in symbol+0x1c, libfoo.so)" for a code address, when the dynamic linker can say. */
+static void describe_site(char *out, size_t size, void *site) {
+  Dl_info info;
+  memset(&info, 0, sizeof info);
+  if (site && dladdr(site, &info) && (info.dli_sname || info.dli_fname)) {
+    const char *file = info.dli_fname ? strrchr(info.dli_fname, '/') : NULL;
+    file = file ? file + 1 : info.dli_fname;
+    if (info.dli_sname)
+      snprintf(out, size, " (%s+0x%" PRIxPTR ", %s)", info.dli_sname,
+               (uintptr_t)site - (uintptr_t)info.dli_saddr, file ? file : "?");
+    else
+      snprintf(out, size, " (%s+0x%" PRIxPTR ")", file,
+               (uintptr_t)site - (uintptr_t)info.dli_fbase);
+  } else {
+    out[0] = '\0';
+  }
+}
+
+/* One dead input, as a line of the report. */
+static int describe_dead(char *out, size_t size, const recap_liveness_input_t *in) {
+  recap__block_ref_t now;
+  bool reused = recap__alloc_find(in->base, &now) && now.allocated && now.base == in->base;
+  const char *fate = in->freed_before_capture_end ? "freed before the capture ended"
+                     : reused ? "freed and handed out again"
+                              : "freed";
+  char reader[320];
+  if (in->kernel_name)
+    snprintf(reader, sizeof reader, "node %zu (kernel %.240s)", in->node, in->kernel_name);
+  else
+    snprintf(reader, sizeof reader, "node %zu (%s)", in->node, in->node_type);
+  int n = snprintf(out, size, "\n  %p (%zu bytes) read by %s%s: %s", in->base, in->size, reader,
+                   in->reader_count > 1 ? " and others" : "", fate);
+  if (n < 0 || (size_t)n >= size) return n;
+  recap__free_record_t freed;
+  bool have_free = recap__alloc_free_record(in->base, in->generation, &freed);
+  void *alloc_site = in->alloc_site ? in->alloc_site : have_free ? freed.alloc_site : NULL;
+  if (alloc_site || have_free) {
+    char where[256] = "";
+    describe_site(where, sizeof where, alloc_site);
+    int k = alloc_site ? snprintf(out + n, size - (size_t)n, "; allocated at %p%s", alloc_site,
+                                  where)
+                       : 0;
+    if (k > 0) n += k;
+    if (have_free && freed.free_site && (size_t)n < size) {
+      describe_site(where, sizeof where, freed.free_site);
+      k = snprintf(out + n, size - (size_t)n, "; freed at %p%s", freed.free_site, where);
+      if (k > 0) n += k;
+    }
+  }
+  return n;
+}
+
+static recap_status_t report_dead(const liveness_t *l, const char *function) {
+  bool *dead = calloc(l->count, sizeof *dead);
+  if (!dead)
+    return recap__error(RECAP_ERROR_DEAD_INPUT,
+                        "%s: an input of the graph was freed (no host memory to say which)",
+                        function);
+  size_t dead_count = recap__alloc_count_dead(l->watch, l->count, dead);
+  if (dead_count == 0) { /* brought back to life in between (another thread allocated) */
+    free(dead);
+    return RECAP_SUCCESS;
+  }
+  /* The message holds what fits; every dead input also goes to the log when it does not. */
+  char message[3600];
+  int used = snprintf(message, sizeof message,
+                      "%s: %zu of the graph's %zu external input%s %s freed since the capture; "
+                      "replaying would read freed memory. Keep every buffer the graph reads "
+                      "alive as long as the graph is replayed:",
+                      function, dead_count, l->count, l->count == 1 ? "" : "s",
+                      dead_count == 1 ? "was" : "were");
+  size_t listed = 0;
+  bool truncated = false;
+  char line[1024];
+  for (size_t i = 0; i < l->count; i++) {
+    if (!dead[i]) continue;
+    int n = describe_dead(line, sizeof line, &l->inputs[i]);
+    if (n < 0) continue;
+    if (!truncated && used >= 0 && (size_t)used + (size_t)n + 96 < sizeof message) {
+      memcpy(message + used, line, (size_t)n + 1);
+      used += n;
+      listed++;
+    } else {
+      truncated = true;
+    }
+  }
+  if (truncated) {
+    snprintf(message + used, sizeof message - (size_t)used,
+             "\n  ... and %zu more (the whole list went to the log; recap_graph_liveness_inputs "
+             "has every input)",
+             dead_count - listed);
+    recap__log(RECAP_LOG_LEVEL_ERROR, "%s: every dead input of the graph:", function);
+    for (size_t i = 0; i < l->count; i++)
+      if (dead[i] && describe_dead(line, sizeof line, &l->inputs[i]) > 0)
+        recap__log(RECAP_LOG_LEVEL_ERROR, "%s", line + 1);
+  }
+  free(dead);
+  if (!recap__alloc_sites_enabled())
+    return recap__error(RECAP_ERROR_DEAD_INPUT,
+                        "%s\n(set RECAP_LIVENESS_DEBUG=1 to see where each block was allocated "
+                        "and freed)",
+                        message);
+  return recap__error(RECAP_ERROR_DEAD_INPUT, "%s", message);
+}
+
+static recap_status_t check(const liveness_t *l, const char *function) {
+  if (l->count == 0 || recap__alloc_count_dead(l->watch, l->count, NULL) == 0)
+    return RECAP_SUCCESS;
+  return report_dead(l, function);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Hooks, attach, and the public accessors
+ * ---------------------------------------------------------------------------------------- */
+
+static recap_status_t hook_before_replay(void *ctx, recap_graph_t graph, recap_stream_t stream) {
+  (void)graph;
+  (void)stream;
+  return check(ctx, "recap_graph_replay");
+}
+
+static recap_status_t hook_captured(void *ctx, recap_graph_t graph,
+                                    recap_cuda_graph_t template_graph) {
+  liveness_t *l = ctx;
+  liveness_clear(l);
+  return scan(l, graph, template_graph);
+}
+
+static void hook_release(void *ctx, recap_graph_t graph) {
+  (void)graph;
+  liveness_clear(ctx);
+  free(ctx);
+}
+
+static const recap__graph_hooks_t liveness_hooks = {
+    .before_replay = hook_before_replay,
+    .release = hook_release,
+    .captured = hook_captured,
+};
+
+recap_status_t recap__liveness_probe(void) {
+  recap_status_t s = recap__device()->graph_reads_check();
+  if (s == RECAP_SUCCESS) return s;
+  return recap__error(s,
+                      "recap_graph_capture_begin: check_input_liveness needs to read kernels' "
+                      "argument layouts from the driver, which this one cannot give: %s",
+                      recap_last_error());
+}
+
+recap_status_t recap__liveness_attach(recap_graph_t graph) {
+  liveness_t *l = calloc(1, sizeof *l);
+  if (!l) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "input liveness: out of host memory");
+  recap_status_t s = recap__graph_add_hook(graph, &liveness_hooks, l);
+  if (s != RECAP_SUCCESS) free(l);
+  return s;
+}
+
+/* The graph's checks, once its capture has ended. */
+static recap_status_t captured_state(recap_graph_t graph, const char *function, liveness_t **l) {
+  RECAP__CHECK(recap__graph_check(graph, function));
+  *l = recap__graph_hook_ctx(graph, &liveness_hooks);
+  if (!*l || graph->state != RECAP__GRAPH_CAPTURED)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "%s: the graph holds no capture made with check_input_liveness (set it "
+                        "in recap_capture_options_t, and call this after capture_end)",
+                        function);
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_graph_liveness_inputs(recap_graph_t graph,
+                                           const recap_liveness_input_t **inputs,
+                                           size_t *count) {
+  RECAP__ARG(inputs != NULL && count != NULL,
+             "recap_graph_liveness_inputs: inputs and count must not be NULL");
+  *inputs = NULL;
+  *count = 0;
+  liveness_t *l;
+  RECAP__CHECK(captured_state(graph, "recap_graph_liveness_inputs", &l));
+  *inputs = l->inputs;
+  *count = l->count;
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_graph_check_inputs(recap_graph_t graph) {
+  liveness_t *l;
+  RECAP__CHECK(captured_state(graph, "recap_graph_check_inputs", &l));
+  return check(l, "recap_graph_check_inputs");
+}
