@@ -214,6 +214,23 @@ recap_status_t recap__driver_fail(recap__cu_result_t result, const char *file, i
 
 /* ---- kernel nodes ----------------------------------------------------------------------- */
 
+/* A kernel node's parameters. Asked for with the 12.0 ABI, the driver hands out
+ * cuGraphKernelNodeGetParams_v2, whose parameters are CUDA_KERNEL_NODE_PARAMS_v2 (func, or kern
+ * when func is NULL). */
+static recap_status_t kernel_node_params(recap__cu_graph_node_t node,
+                                         CUDA_KERNEL_NODE_PARAMS_v2 *params) {
+  void *p = NULL;
+  RECAP__CHECK(recap__driver_get("cuGraphKernelNodeGetParams", RECAP__DRIVER_ABI_12_0, &p));
+  PFN_cuGraphKernelNodeGetParams_v12000 get_params;
+  RECAP__DRIVER_ASSIGN(get_params, p);
+  memset(params, 0, sizeof *params);
+  recap__cu_result_t r = get_params(node, params);
+  if (r != RECAP__CU_SUCCESS)
+    return recap__driver_fail(r, __FILE__, __LINE__, "cuGraphKernelNodeGetParams(node %p)",
+                              (void *)node);
+  return RECAP_SUCCESS;
+}
+
 recap_status_t recap__driver_kernel_node_info(recap__cu_graph_node_t node,
                                               recap__kernel_node_info_t *info) {
   if (info) memset(info, 0, sizeof *info);
@@ -221,19 +238,8 @@ recap_status_t recap__driver_kernel_node_info(recap__cu_graph_node_t node,
     return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
                            "recap__driver_kernel_node_info: node and info must not be NULL");
 
-  /* Asked for with the 12.0 ABI, the driver hands out cuGraphKernelNodeGetParams_v2, whose
-   * parameters are CUDA_KERNEL_NODE_PARAMS_v2 (func, or kern when func is NULL). */
-  void *p = NULL;
-  RECAP__CHECK(recap__driver_get("cuGraphKernelNodeGetParams", RECAP__DRIVER_ABI_12_0, &p));
-  PFN_cuGraphKernelNodeGetParams_v12000 get_params;
-  RECAP__DRIVER_ASSIGN(get_params, p);
-
   CUDA_KERNEL_NODE_PARAMS_v2 params;
-  memset(&params, 0, sizeof params);
-  recap__cu_result_t r = get_params(node, &params);
-  if (r != RECAP__CU_SUCCESS)
-    return recap__driver_fail(r, __FILE__, __LINE__, "cuGraphKernelNodeGetParams(node %p)",
-                              (void *)node);
+  RECAP__CHECK(kernel_node_params(node, &params));
 
   info->grid[0] = params.gridDimX;
   info->grid[1] = params.gridDimY;
@@ -244,6 +250,8 @@ recap_status_t recap__driver_kernel_node_info(recap__cu_graph_node_t node,
   info->shared_bytes = params.sharedMemBytes;
 
   const char *name = NULL;
+  void *p = NULL;
+  recap__cu_result_t r;
   if (params.func) {
     RECAP__CHECK(recap__driver_get("cuFuncGetName", RECAP__DRIVER_ABI_12_3, &p));
     PFN_cuFuncGetName_v12030 func_name;
@@ -323,9 +331,6 @@ recap_status_t recap__driver_kernel_node_words(recap__cu_graph_node_t node, uint
     return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
                            "recap__driver_kernel_node_words: an argument is NULL");
   void *p = NULL;
-  RECAP__CHECK(recap__driver_get("cuGraphKernelNodeGetParams", RECAP__DRIVER_ABI_12_0, &p));
-  PFN_cuGraphKernelNodeGetParams_v12000 get_params;
-  RECAP__DRIVER_ASSIGN(get_params, p);
   RECAP__CHECK(recap__driver_get("cuFuncGetParamInfo", RECAP__DRIVER_ABI_12_4, &p));
   PFN_cuFuncGetParamInfo_v12040 func_info;
   RECAP__DRIVER_ASSIGN(func_info, p);
@@ -334,11 +339,7 @@ recap_status_t recap__driver_kernel_node_words(recap__cu_graph_node_t node, uint
   RECAP__DRIVER_ASSIGN(kernel_info, p);
 
   CUDA_KERNEL_NODE_PARAMS_v2 params;
-  memset(&params, 0, sizeof params);
-  recap__cu_result_t r = get_params(node, &params);
-  if (r != RECAP__CU_SUCCESS)
-    return recap__driver_fail(r, __FILE__, __LINE__, "cuGraphKernelNodeGetParams(node %p)",
-                              (void *)node);
+  RECAP__CHECK(kernel_node_params(node, &params));
   if (!params.func && !params.kern) return RECAP_SUCCESS; /* nothing to read the layout from */
 
   size_t buffer_size = 0;
@@ -348,7 +349,7 @@ recap_status_t recap__driver_kernel_node_words(recap__cu_graph_node_t node, uint
 
   for (size_t i = 0; i < MAX_KERNEL_PARAMS; i++) {
     size_t offset = 0, size = 0;
-    r = params.func ? func_info(params.func, i, &offset, &size)
+    recap__cu_result_t r = params.func ? func_info(params.func, i, &offset, &size)
                     : kernel_info(params.kern, i, &offset, &size);
     if (r == (recap__cu_result_t)CUDA_ERROR_INVALID_VALUE) break; /* past the last parameter */
     if (r != RECAP__CU_SUCCESS)
