@@ -30,7 +30,7 @@ static inline recap_memory_stats_t stats(void) {
 /* The allocator's checker must pass. */
 static inline void check(void) {
   recap_status_t s = recap_memory_check();
-  if (s != RECAP_SUCCESS) fail_msg("recap_memory_check: %s", recap_last_error());
+  if (s != RECAP_SUCCESS) fail_msg("%s", recap_last_error());
 }
 
 static inline recap_pool_info_t pool_info(recap_pool_id_t id) {

@@ -283,6 +283,30 @@ static void out_of_memory_inside_a_capture(void **state) {
   check();
 }
 
+/* Found by the fuzzer: the last reference of a pool dropped while a capture still routes to it,
+ * then an out-of-memory retry (which frees unreferenced pools) must leave the routed pool be. */
+static void released_pool_survives_an_oom_retry_while_routed(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_pool_id_t pool = recap_pool_handle();
+  capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  OK(recap_pool_release(pool)); /* no reference left and no memory yet, but still routed */
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_RAW_MALLOC, 1);
+  void *b;
+  OK(recap_malloc(&b, 3 * MiB, s)); /* its segment fails once: the retry releases caches */
+  check();
+  assert_int_equal(pool_info(pool).routed, 1);
+  assert_int_equal(pool_info(pool).segments, 1);
+  capture_end(s, pool);
+  OK(recap_free(b));
+  OK(recap_empty_cache());
+  recap_pool_info_t info;
+  assert_int_equal(recap_pool_info(pool, &info), RECAP_ERROR_NOT_FOUND);
+  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  check();
+}
+
 static void routing_misuse_is_refused(void **state) {
   (void)state;
   reset();
@@ -408,6 +432,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(other_stream_blocks_held_until_capture_ends),
     cmocka_unit_test(new_segment_in_global_capture_keeps_it_valid),
     cmocka_unit_test(out_of_memory_inside_a_capture),
+    cmocka_unit_test(released_pool_survives_an_oom_retry_while_routed),
     cmocka_unit_test(routing_misuse_is_refused),
     cmocka_unit_test(two_thread_local_captures_at_once),
     cmocka_unit_test(snapshot_names_private_pools),

@@ -469,7 +469,8 @@ static recap_status_t release_cached(recap__device_state_t *d) {
   if ((s = release_free_segments(d, &d->default_pool.small_free))) result = s;
   for (recap__pool_t *p = d->private_pools, *next; p; p = next) {
     next = p->next;
-    if (p->references > 0) continue;
+    /* A pool still routed to a capture is in use even with no reference left. */
+    if (p->references > 0 || p->routed) continue;
     if ((s = release_free_segments(d, &p->large_free))) result = s;
     if ((s = release_free_segments(d, &p->small_free))) result = s;
     if (p->segment_count == 0) pool_unlink_and_delete(d, p);

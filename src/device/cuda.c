@@ -130,6 +130,116 @@ recap_status_t recap__cuda_fail(int err, const char *file, int line, const char 
       return recap__cuda_fail((int)recap__e_, __FILE__, __LINE__, __VA_ARGS__);          \
   } while (0)
 
+/* ---- fault injection (debug builds) --------------------------------------------------------
+ * With RECAP_FAULT_INJECTION defined (CMake defines it in Debug builds), RECAP_FAIL="kind:n"
+ * makes the nth call of that kind fail the way CUDA reports a failure, without reaching CUDA:
+ * malloc (cudaMalloc: cudaErrorMemoryAllocation), event (cudaEventCreateWithFlags),
+ * event_record, capture_begin, capture_end, instantiate and launch (cudaErrorUnknown, as the
+ * CPU fake injects). Several may be given, separated by commas; the variable is read once, at
+ * the first call of any kind. A failed capture_end still ends the capture in CUDA and drops its
+ * graph, since the seam promises that a failed end leaves the stream not capturing. Tests arm
+ * kinds from code with recap__cuda_fail_nth(). */
+#ifdef RECAP_FAULT_INJECTION
+#  include <pthread.h>
+
+typedef enum cuda_fault {
+  FAULT_MALLOC,
+  FAULT_EVENT,
+  FAULT_EVENT_RECORD,
+  FAULT_CAPTURE_BEGIN,
+  FAULT_CAPTURE_END,
+  FAULT_INSTANTIATE,
+  FAULT_LAUNCH,
+  FAULT_KINDS
+} cuda_fault_t;
+
+static const char *const fault_names[FAULT_KINDS] = {
+    "malloc", "event", "event_record", "capture_begin", "capture_end", "instantiate", "launch"};
+static _Atomic uint64_t fault_calls[FAULT_KINDS];
+static _Atomic uint64_t fault_at[FAULT_KINDS]; /* the call that fails; 0: none */
+static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
+
+static int fault_kind(const char *name, size_t length) {
+  for (int k = 0; k < FAULT_KINDS; k++)
+    if (strlen(fault_names[k]) == length && strncmp(fault_names[k], name, length) == 0) return k;
+  return -1;
+}
+
+static void fault_read_environment(void) {
+  const char *env = getenv("RECAP_FAIL");
+  for (const char *item = env; item && *item;) {
+    const char *comma = strchr(item, ',');
+    size_t length = comma ? (size_t)(comma - item) : strlen(item);
+    const char *colon = memchr(item, ':', length);
+    int kind = colon ? fault_kind(item, (size_t)(colon - item)) : -1;
+    char *end = NULL;
+    unsigned long long n = colon ? strtoull(colon + 1, &end, 10) : 0;
+    if (kind < 0 || n == 0 || end != item + length)
+      RECAP__WARN("RECAP_FAIL: ignoring \"%.*s\": expected kind:n with n >= 1 and a kind among "
+                  "malloc, event, event_record, capture_begin, capture_end, instantiate, launch",
+                  (int)length, item);
+    else
+      atomic_store(&fault_at[kind], (uint64_t)n);
+    item = comma ? comma + 1 : NULL;
+  }
+}
+
+/* Count a call of kind; true when it is the one to fail. */
+static bool fault_hit(cuda_fault_t kind) {
+  pthread_once(&fault_once, fault_read_environment);
+  uint64_t call = atomic_fetch_add(&fault_calls[kind], 1) + 1;
+  uint64_t at = call;
+  return atomic_compare_exchange_strong(&fault_at[kind], &at, 0);
+}
+
+static recap_status_t fault_fail(cuda_fault_t kind, int err, const char *file, int line,
+                                 const char *what_fmt, ...) RECAP__PRINTF(5, 6);
+static recap_status_t fault_fail(cuda_fault_t kind, int err, const char *file, int line,
+                                 const char *what_fmt, ...) {
+  char what[512];
+  va_list ap;
+  va_start(ap, what_fmt);
+  vsnprintf(what, sizeof what, what_fmt, ap);
+  va_end(ap);
+  return recap__cuda_fail(err, file, line, "%s [fault injected: %s call %llu, RECAP_FAIL]", what,
+                          fault_names[kind], (unsigned long long)atomic_load(&fault_calls[kind]));
+}
+
+/* For tests: the nth call of kind from now on fails (0 disarms); false for an unknown kind. */
+bool recap__cuda_fail_nth(const char *kind, uint64_t nth);
+bool recap__cuda_fail_nth(const char *kind, uint64_t nth) {
+  int k = kind ? fault_kind(kind, strlen(kind)) : -1;
+  if (k < 0) return false;
+  pthread_once(&fault_once, fault_read_environment);
+  atomic_store(&fault_at[k], nth ? atomic_load(&fault_calls[k]) + nth : 0);
+  return true;
+}
+
+/* For tests: how many calls of kind were made. */
+uint64_t recap__cuda_fault_calls(const char *kind);
+uint64_t recap__cuda_fault_calls(const char *kind) {
+  int k = kind ? fault_kind(kind, strlen(kind)) : -1;
+  return k < 0 ? 0 : atomic_load(&fault_calls[k]);
+}
+
+/* Return the injected failure when this call of kind is the one to fail. The _UNDO form runs
+ * `undo` first (to drop what CUDA made). */
+#  define CUDA_FAULT(kind, err, ...)                                              \
+    do {                                                                          \
+      if (fault_hit(kind)) return fault_fail(kind, (int)(err), __FILE__, __LINE__, __VA_ARGS__); \
+    } while (0)
+#  define CUDA_FAULT_UNDO(kind, undo, err, ...)                                   \
+    do {                                                                          \
+      if (fault_hit(kind)) {                                                      \
+        undo;                                                                     \
+        return fault_fail(kind, (int)(err), __FILE__, __LINE__, __VA_ARGS__);      \
+      }                                                                           \
+    } while (0)
+#else
+#  define CUDA_FAULT(kind, err, ...) ((void)0)
+#  define CUDA_FAULT_UNDO(kind, undo, err, ...) ((void)0)
+#endif
+
 /* ---- devices ------------------------------------------------------------------------------ */
 
 static recap_status_t cuda_device_count(int *count) {
@@ -168,6 +278,7 @@ static recap_status_t cuda_device_synchronize(void) {
 static recap_status_t cuda_raw_malloc(void **ptr, size_t size) {
   void *p = NULL;
   *ptr = NULL;
+  CUDA_FAULT(FAULT_MALLOC, cudaErrorMemoryAllocation, "cudaMalloc(%zu bytes)", size);
   CUDA_TRY_F(cudaMalloc(&p, size), "cudaMalloc(%zu bytes)", size);
   *ptr = p;
   return RECAP_SUCCESS;
@@ -188,6 +299,7 @@ static recap_status_t cuda_mem_get_info(size_t *free_bytes, size_t *total_bytes)
 static recap_status_t cuda_event_create(recap__event_t *event) {
   cudaEvent_t e = NULL;
   *event = NULL;
+  CUDA_FAULT(FAULT_EVENT, cudaErrorUnknown, "cudaEventCreateWithFlags");
   CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   *event = (recap__event_t)e;
   return RECAP_SUCCESS;
@@ -199,6 +311,8 @@ static recap_status_t cuda_event_destroy(recap__event_t event) {
 }
 
 static recap_status_t cuda_event_record(recap__event_t event, recap_stream_t stream) {
+  CUDA_FAULT(FAULT_EVENT_RECORD, cudaErrorUnknown, "cudaEventRecord(%p, stream %p)", (void *)event,
+             (void *)stream);
   CUDA_TRY_F(cudaEventRecord((cudaEvent_t)event, stream), "cudaEventRecord(%p, stream %p)",
              (void *)event, (void *)stream);
   return RECAP_SUCCESS;
@@ -374,6 +488,8 @@ static recap_status_t cuda_stream_begin_capture(recap_stream_t stream,
                            (void *)stream,
                            st == cudaStreamCaptureStatusInvalidated ? ", now invalidated" : "");
 
+  CUDA_FAULT(FAULT_CAPTURE_BEGIN, cudaErrorUnknown, "cudaStreamBeginCapture(stream %p, %s mode)",
+             (void *)stream, capture_mode_text(mode));
   cudaError_t err = cudaStreamBeginCapture(stream, (enum cudaStreamCaptureMode)mode);
   if (err == cudaErrorIllegalState) {
     /* Another thread began a capture on it in between. */
@@ -396,6 +512,8 @@ static recap_status_t cuda_stream_end_capture(recap_stream_t stream, recap_cuda_
   cudaGraph_t g = NULL;
   cudaError_t err = cudaStreamEndCapture(stream, &g);
   if (err == cudaSuccess && g) {
+    CUDA_FAULT_UNDO(FAULT_CAPTURE_END, (void)cudaGraphDestroy(g), cudaErrorUnknown,
+                    "cudaStreamEndCapture(stream %p)", (void *)stream);
     *graph = g;
     return RECAP_SUCCESS;
   }
@@ -451,6 +569,8 @@ static recap_status_t cuda_graph_instantiate(recap_cuda_graph_exec_t *exec,
   cudaGraphExec_t e = NULL;
   const unsigned long long flags = (unsigned long long)cudaGraphInstantiateFlagAutoFreeOnLaunch |
                                    (unsigned long long)cudaGraphInstantiateFlagUseNodePriority;
+  CUDA_FAULT(FAULT_INSTANTIATE, cudaErrorUnknown, "cudaGraphInstantiateWithFlags(graph %p)",
+             (void *)graph);
   CUDA_TRY_F(cudaGraphInstantiateWithFlags(&e, graph, flags),
              "cudaGraphInstantiateWithFlags(graph %p, AutoFreeOnLaunch | UseNodePriority)",
              (void *)graph);
@@ -460,6 +580,8 @@ static recap_status_t cuda_graph_instantiate(recap_cuda_graph_exec_t *exec,
 
 static recap_status_t cuda_graph_launch(recap_cuda_graph_exec_t exec, recap_stream_t stream) {
   RECAP__ARG(exec != NULL, "cudaGraphLaunch: exec is NULL");
+  CUDA_FAULT(FAULT_LAUNCH, cudaErrorUnknown, "cudaGraphLaunch(exec %p, stream %p)", (void *)exec,
+             (void *)stream);
   CUDA_TRY_F(cudaGraphLaunch(exec, stream), "cudaGraphLaunch(exec %p, stream %p)", (void *)exec,
              (void *)stream);
   return RECAP_SUCCESS;

@@ -175,11 +175,15 @@ recap_status_t recap_graph_destroy(recap_graph_t graph) {
   if (!graph) return RECAP_SUCCESS;
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_destroy"));
   recap_status_t s = recap_graph_reset(graph);
-  if (graph->state == RECAP__GRAPH_CAPTURING)
+  if (graph->state == RECAP__GRAPH_CAPTURING) {
+    /* The cause is in the thread's last error, which recap__error writes over: copy it first. */
+    recap__saved_error_t cause;
+    recap__error_save(&cause);
     return recap__error(RECAP_ERROR_BUSY,
                         "recap_graph_destroy: the graph's capture is under way and could not be "
                         "ended from this thread (%s); end it in the capturing thread first",
-                        recap_last_error());
+                        cause.message);
+  }
   graph->magic = 0;
   free(graph);
   return s;

@@ -322,10 +322,12 @@ static const recap__graph_hooks_t liveness_hooks = {
 recap_status_t recap__liveness_probe(void) {
   recap_status_t s = recap__device()->graph_reads_check();
   if (s == RECAP_SUCCESS) return s;
+  recap__saved_error_t cause; /* recap__error writes over the thread's last error */
+  recap__error_save(&cause);
   return recap__error(s,
                       "recap_graph_capture_begin: check_input_liveness needs to read kernels' "
                       "argument layouts from the driver, which this one cannot give: %s",
-                      recap_last_error());
+                      cause.message);
 }
 
 recap_status_t recap__liveness_attach(recap_graph_t graph) {

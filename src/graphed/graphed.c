@@ -17,7 +17,10 @@
 #include "graph/graph_internal.h"
 #include "recap/graphed.h"
 
+enum { GRAPHED_MAGIC = 0x72677068 /* "rgph" */ };
+
 struct recap_graphed {
+  uint32_t magic;                /* GRAPHED_MAGIC while the handle is live */
   recap_callable_desc_t desc;    /* arrays below are our copies */
   recap_buffer_t *static_inputs; /* the sample inputs (the caller's memory) */
   int *requires_grad;
@@ -45,8 +48,20 @@ static void free_buffers(recap_buffer_t *buffers, size_t count) {
   }
 }
 
-recap_status_t recap_graphed_destroy(recap_graphed_t h) {
-  if (!h) return RECAP_SUCCESS;
+/* Best effort against destroyed and foreign handles: the magic is cleared at destroy. A handle
+ * whose memory was freed and reused cannot be told apart; ASan catches that in tests. */
+static recap_status_t check_handle(recap_graphed_t h, const char *function) {
+  if (!h) return recap__error(RECAP_ERROR_INVALID_ARGUMENT, "%s: handle is NULL", function);
+  if (h->magic != GRAPHED_MAGIC)
+    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                        "%s: %p is not a live graphed callable (destroyed, or not made by "
+                        "recap_graphed_create)",
+                        function, (void *)h);
+  return RECAP_SUCCESS;
+}
+
+/* Free everything a handle holds (also a half-made one). */
+static recap_status_t release_handle(recap_graphed_t h) {
   recap_status_t s = recap_graph_destroy(h->forward_graph), t;
   if ((t = recap_graph_destroy(h->backward_graph)) != RECAP_SUCCESS) s = t;
   size_t in = h->desc.input_count, out = h->desc.output_count;
@@ -62,8 +77,15 @@ recap_status_t recap_graphed_destroy(recap_graphed_t h) {
   free(h->eager_grad_inputs);
   free(h->static_inputs);
   free(h->requires_grad);
+  h->magic = 0;
   free(h);
   return s;
+}
+
+recap_status_t recap_graphed_destroy(recap_graphed_t h) {
+  if (!h) return RECAP_SUCCESS;
+  RECAP__CHECK(check_handle(h, "recap_graphed_destroy"));
+  return release_handle(h);
 }
 
 /* Copy the description and make room for every buffer array. */
@@ -77,6 +99,7 @@ static recap_status_t make_handle(const recap_callable_desc_t *d, size_t index, 
   recap_graphed_t h = calloc(1, sizeof *h);
   if (!h) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graphed_create: out of host memory");
   size_t in = d->input_count ? d->input_count : 1, out_n = d->output_count ? d->output_count : 1;
+  h->magic = GRAPHED_MAGIC;
   h->desc = *d;
   h->training = training;
   h->static_inputs = calloc(in, sizeof *h->static_inputs);
@@ -88,7 +111,7 @@ static recap_status_t make_handle(const recap_callable_desc_t *d, size_t index, 
   h->eager_grad_inputs = calloc(in, sizeof(recap_buffer_t));
   if (!h->static_inputs || !h->requires_grad || !h->static_outputs || !h->static_grad_outputs ||
       !h->static_grad_inputs || !h->eager_outputs || !h->eager_grad_inputs) {
-    recap_graphed_destroy(h);
+    release_handle(h);
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graphed_create: out of host memory");
   }
   for (size_t i = 0; i < d->input_count; i++) {
@@ -312,8 +335,8 @@ static recap_status_t stage(const recap_buffer_t *staticb, const recap_buffer_t 
 
 recap_status_t recap_graphed_forward(recap_graphed_t h, recap_stream_t stream, int training,
                                      const recap_buffer_t *inputs, const recap_buffer_t **outputs) {
-  RECAP__ARG(h != NULL && outputs != NULL,
-             "recap_graphed_forward: handle and outputs must not be NULL");
+  RECAP__CHECK(check_handle(h, "recap_graphed_forward"));
+  RECAP__ARG(outputs != NULL, "recap_graphed_forward: outputs is NULL");
   RECAP__ARG(inputs != NULL || h->desc.input_count == 0, "recap_graphed_forward: inputs is NULL");
   *outputs = NULL;
   training = training != 0;
@@ -335,8 +358,8 @@ recap_status_t recap_graphed_forward(recap_graphed_t h, recap_stream_t stream, i
 recap_status_t recap_graphed_backward(recap_graphed_t h, recap_stream_t stream,
                                       const recap_buffer_t *grad_outputs,
                                       const recap_buffer_t **grad_inputs) {
-  RECAP__ARG(h != NULL && grad_inputs != NULL,
-             "recap_graphed_backward: handle and grad_inputs must not be NULL");
+  RECAP__CHECK(check_handle(h, "recap_graphed_backward"));
+  RECAP__ARG(grad_inputs != NULL, "recap_graphed_backward: grad_inputs is NULL");
   *grad_inputs = NULL;
   if (!h->desc.backward)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
@@ -362,7 +385,7 @@ recap_status_t recap_graphed_backward(recap_graphed_t h, recap_stream_t stream,
 
 recap_status_t recap_graphed_graphs(recap_graphed_t h, recap_graph_t *forward,
                                     recap_graph_t *backward) {
-  RECAP__ARG(h != NULL, "recap_graphed_graphs: handle is NULL");
+  RECAP__CHECK(check_handle(h, "recap_graphed_graphs"));
   if (forward) *forward = h->forward_graph;
   if (backward) *backward = h->backward_graph;
   return RECAP_SUCCESS;

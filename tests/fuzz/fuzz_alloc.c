@@ -1,0 +1,435 @@
+/*
+ * fuzz_alloc.c — a libFuzzer target: sequences of allocator and pool operations on the CPU fake
+ * device, with the allocator's invariants checked after every operation.
+ *
+ * Each input is a program: every operation takes an opcode byte and a few argument bytes.
+ * Operations: allocate (sizes around every boundary of the size classes, zero included) on one
+ * of four streams, free, record_stream, let a stream's work finish, begin a capture on a stream
+ * and route a pool to it, join a side stream to a capture, end a capture and its route (in
+ * either order), invalidate a capture, release a pool, empty the cache, change an option
+ * (max_split_size, memory_cap), arm a device fault (segment allocation, event creation or
+ * record), and read the statistics, a snapshot and a block's info.
+ *
+ * After every operation: recap_memory_check() passes, the live blocks the program holds never
+ * overlap, the statistics count exactly those blocks, and every call returned a status its
+ * situation allows (e.g. recap_empty_cache refuses only while a capture is routed). At the end
+ * the program releases everything it holds, and the fake device must hold no memory. Any
+ * violation aborts with a message, which libFuzzer reports as a crash with the input.
+ *
+ * Build: -DRECAP_BUILD_FUZZERS=ON with clang (see tests/CMakeLists.txt); run:
+ *   build-fuzz/tests/fuzz_alloc -max_total_time=60 corpus-dir tests/fuzz/corpus
+ */
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device/fake.h"
+#include "recap.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+
+enum { STREAMS = 4, SLOTS = 64, POOLS = 4, MAX_OPS = 512 };
+
+typedef struct slot {
+  char *p;
+  size_t size;
+  uint64_t tag;
+} slot_t;
+
+typedef struct capture {
+  bool active;       /* a fake capture begun on this stream (its origin) */
+  bool routed;       /* a pool routed to it */
+  int pool;          /* which of pools[] */
+} capture_t;
+
+static struct {
+  const uint8_t *data;
+  size_t size, at;
+  recap_stream_t streams[STREAMS];
+  capture_t captures[STREAMS]; /* by origin stream */
+  int joined_to[STREAMS];      /* -1, or the origin whose capture the stream joined */
+  slot_t slots[SLOTS];
+  recap_pool_id_t pools[POOLS];
+  int references[POOLS]; /* pool references this program holds (route_begin minus release) */
+  int routes;            /* pools routed now */
+  uint64_t next_tag;
+  int op_index;
+} st;
+
+static void die(const char *what, recap_status_t status) {
+  fprintf(stderr, "fuzz_alloc: operation %d: %s (status %s, last error: %s)\n", st.op_index,
+          what, recap_status_name(status), recap_last_error());
+  abort();
+}
+
+static uint8_t byte(void) { return st.at < st.size ? st.data[st.at++] : 0; }
+
+/* RECAP_FUZZ_TRACE=1 prints every operation, to turn a crashing input into a story. */
+static bool tracing;
+#define TRACE(...)                     \
+  do {                                 \
+    if (tracing) {                     \
+      fprintf(stderr, "  %3d: ", st.op_index); \
+      fprintf(stderr, __VA_ARGS__);    \
+      fputc('\n', stderr);             \
+    }                                  \
+  } while (0)
+
+/* The size classes of the allocator's options now (scaled down by some inputs, see below). */
+static struct {
+  size_t small_size, large_threshold, small_segment, large_segment, round;
+} sizes;
+
+static void read_sizes(void) {
+  uint64_t v[5];
+  const char *names[5] = {"small_size", "large_threshold", "small_segment", "large_segment",
+                          "min_block_size"};
+  for (int i = 0; i < 5; i++)
+    if (recap_option_get(names[i], &v[i]) != RECAP_SUCCESS) die("recap_option_get failed", 0);
+  sizes.small_size = v[0];
+  sizes.large_threshold = v[1];
+  sizes.small_segment = v[2];
+  sizes.large_segment = v[3];
+  sizes.round = v[4];
+}
+
+static size_t pick_size(void) {
+  const size_t edges[] = {0,
+                          1,
+                          sizes.round - 1,
+                          sizes.round,
+                          sizes.round + 1,
+                          sizes.small_size - 1,
+                          sizes.small_size,
+                          sizes.small_size + 1,
+                          sizes.small_segment,
+                          sizes.large_threshold - 1,
+                          sizes.large_threshold,
+                          sizes.large_threshold + 1,
+                          sizes.large_segment,
+                          sizes.large_segment + 1,
+                          3 * sizes.large_segment};
+  uint8_t kind = byte();
+  uint16_t x = (uint16_t)(byte() | (byte() << 8));
+  size_t small = sizes.small_size, large = sizes.large_threshold;
+  switch (kind % 5) {
+    case 0: return edges[x % (sizeof edges / sizeof edges[0])];
+    case 1: return 1 + x % 4096;                               /* tiny */
+    case 2: return 1 + (size_t)x * small / 65536;              /* the small pool */
+    case 3: return small + 1 + (size_t)x * (large - small) / 65536; /* large segments */
+    default: return large + (size_t)(x % 1024) * (2 * large / 1024); /* own segments */
+  }
+}
+
+static int capturing_origin(int stream) {
+  if (st.captures[stream].active) return stream;
+  return st.joined_to[stream];
+}
+
+static bool any_capture(void) {
+  for (int i = 0; i < STREAMS; i++)
+    if (st.captures[i].active) return true;
+  return false;
+}
+
+static void check_invariants(void) {
+  recap_status_t s = recap_memory_check();
+  if (s != RECAP_SUCCESS) die("recap_memory_check failed", s);
+  recap_memory_stats_t stats;
+  s = recap_memory_stats(-1, &stats);
+  if (s != RECAP_SUCCESS) die("recap_memory_stats failed", s);
+  int64_t live = 0;
+  for (int i = 0; i < SLOTS; i++) live += st.slots[i].p != NULL;
+  if (stats.allocation[RECAP_STAT_ALL].current != live) {
+    fprintf(stderr, "fuzz_alloc: %lld blocks counted, %lld held\n",
+            (long long)stats.allocation[RECAP_STAT_ALL].current, (long long)live);
+    die("the statistics disagree with the blocks held", RECAP_SUCCESS);
+  }
+}
+
+/* The new block [p, p + size) overlaps no other live block, and its tag space is its own. */
+static void check_no_overlap(int self) {
+  const slot_t *n = &st.slots[self];
+  for (int i = 0; i < SLOTS; i++) {
+    const slot_t *o = &st.slots[i];
+    if (i == self || !o->p) continue;
+    if (n->p < o->p + o->size && o->p < n->p + n->size) die("two live blocks overlap", RECAP_SUCCESS);
+  }
+}
+
+/* The block's tag, at its start and at its end (blocks of 16 bytes and more). */
+static void write_tag(slot_t *s) {
+  if (s->size < 2 * sizeof s->tag) return;
+  memcpy(s->p, &s->tag, sizeof s->tag);
+  memcpy(s->p + s->size - sizeof s->tag, &s->tag, sizeof s->tag);
+}
+
+static void check_tag(const slot_t *s) {
+  if (s->size < 2 * sizeof s->tag) return;
+  uint64_t a, b;
+  memcpy(&a, s->p, sizeof a);
+  memcpy(&b, s->p + s->size - sizeof b, sizeof b);
+  if (a != s->tag || b != s->tag) die("a live block's contents were overwritten", RECAP_SUCCESS);
+}
+
+static void op_malloc(void) {
+  int i = byte() % SLOTS;
+  int stream = byte() % STREAMS;
+  if (st.slots[i].p) return;
+  size_t size = pick_size();
+  void *p = (void *)1;
+  recap_status_t s = recap_malloc(&p, size, st.streams[stream]);
+  TRACE("malloc slot %d, %zu bytes, stream %d -> %p (%s)", i, size, stream, p,
+        recap_status_name(s));
+  /* Out of memory (the memory_cap option, an injected fault), or a segment allocation that a
+   * global-mode capture without a route forbids (CUDA's cudaErrorStreamCaptureUnsupported). */
+  if (s == RECAP_ERROR_OUT_OF_MEMORY || (s == RECAP_ERROR_CAPTURE_INVALIDATED && any_capture())) {
+    if (p) die("a failed recap_malloc left *ptr set", s);
+    if (!recap_last_error()[0]) die("a failed recap_malloc left no message", s);
+    return;
+  }
+  if (s != RECAP_SUCCESS) die("recap_malloc failed unexpectedly", s);
+  if (size == 0) {
+    if (p) die("recap_malloc of 0 bytes gave a pointer", s);
+    return;
+  }
+  if (!p) die("recap_malloc succeeded with NULL", s);
+  st.slots[i] = (slot_t){p, size, ++st.next_tag};
+  check_no_overlap(i);
+  write_tag(&st.slots[i]);
+  void *base = NULL;
+  size_t usable = 0;
+  s = recap_block_info(p, &base, &usable);
+  if (s != RECAP_SUCCESS || base != p || usable < size) die("recap_block_info disagrees", s);
+}
+
+static void op_free(void) {
+  slot_t *sl = &st.slots[byte() % SLOTS];
+  if (!sl->p) return;
+  TRACE("free slot %d (%p)", (int)(sl - st.slots), (void *)sl->p);
+  check_tag(sl);
+  recap_status_t s = recap_free(sl->p);
+  if (s != RECAP_SUCCESS) die("recap_free of a live block failed", s);
+  memset(sl, 0, sizeof *sl);
+}
+
+static void op_record_stream(void) {
+  slot_t *sl = &st.slots[byte() % SLOTS];
+  int stream = byte() % STREAMS;
+  if (!sl->p) return;
+  TRACE("record_stream slot %d, stream %d", (int)(sl - st.slots), stream);
+  recap_status_t s = recap_record_stream(sl->p, st.streams[stream]);
+  if (s != RECAP_SUCCESS) die("recap_record_stream of a live block failed", s);
+  /* Some work on that stream, which the block's reuse must wait for. */
+  recap__fake_stream_enqueue(st.streams[stream]);
+}
+
+static void op_complete(void) {
+  int stream = byte() % STREAMS;
+  TRACE("complete stream %d", stream);
+  recap__fake_stream_complete(st.streams[stream]);
+}
+
+static void op_capture_begin(void) {
+  int stream = byte() % STREAMS;
+  int pool = byte() % POOLS;
+  uint8_t mode = byte() % 3;
+  if (capturing_origin(stream) >= 0) return;
+  TRACE("capture begin on stream %d, mode %d, pool %d", stream, mode, pool);
+  if (!recap__fake_capture_begin(st.streams[stream], (recap__capture_mode_t)mode))
+    die("the fake refused a capture", RECAP_SUCCESS);
+  st.captures[stream] = (capture_t){.active = true, .routed = false, .pool = pool};
+  recap_status_t s = recap_pool_route_begin(st.pools[pool], st.streams[stream]);
+  bool pool_busy = false;
+  for (int i = 0; i < STREAMS; i++)
+    if (i != stream && st.captures[i].active && st.captures[i].routed && st.captures[i].pool == pool)
+      pool_busy = true;
+  if (pool_busy) {
+    if (s != RECAP_ERROR_INVALID_USAGE) die("a pool routed twice at once was not refused", s);
+    return; /* the capture goes on without a route */
+  }
+  if (s != RECAP_SUCCESS) die("recap_pool_route_begin failed", s);
+  st.captures[stream].routed = true;
+  st.references[pool]++;
+  st.routes++;
+}
+
+static void op_join(void) {
+  int side = byte() % STREAMS;
+  int origin = byte() % STREAMS;
+  if (side == origin || capturing_origin(side) >= 0 || !st.captures[origin].active) return;
+  TRACE("join stream %d to the capture of stream %d", side, origin);
+  if (!recap__fake_capture_join(st.streams[side], st.streams[origin]))
+    die("the fake refused a join", RECAP_SUCCESS);
+  st.joined_to[side] = origin;
+}
+
+static void end_capture(int origin, bool route_first) {
+  capture_t *c = &st.captures[origin];
+  if (!c->active) return;
+  TRACE("capture end on stream %d (%s)", origin, route_first ? "route first" : "capture first");
+  if (c->routed && route_first) {
+    recap_status_t s = recap_pool_route_end(st.pools[c->pool]);
+    if (s != RECAP_SUCCESS) die("recap_pool_route_end failed", s);
+  }
+  recap__fake_capture_end(st.streams[origin]);
+  if (c->routed && !route_first) {
+    recap_status_t s = recap_pool_route_end(st.pools[c->pool]);
+    if (s != RECAP_SUCCESS) die("recap_pool_route_end failed", s);
+  }
+  if (c->routed) st.routes--;
+  for (int i = 0; i < STREAMS; i++)
+    if (st.joined_to[i] == origin) st.joined_to[i] = -1;
+  c->active = c->routed = false;
+}
+
+static void op_capture_end(void) {
+  int origin = byte() % STREAMS;
+  end_capture(origin, byte() & 1);
+}
+
+static void op_invalidate(void) {
+  int stream = byte() % STREAMS;
+  if (capturing_origin(stream) < 0) return;
+  TRACE("invalidate the capture of stream %d", stream);
+  recap__fake_capture_invalidate(st.streams[stream]);
+}
+
+static void op_pool_release(void) {
+  int pool = byte() % POOLS;
+  recap_status_t s = recap_pool_release(st.pools[pool]);
+  TRACE("release pool %d (%d references held) -> %s", pool, st.references[pool],
+        recap_status_name(s));
+  if (st.references[pool] > 0) {
+    if (s != RECAP_SUCCESS) die("recap_pool_release of a held reference failed", s);
+    st.references[pool]--;
+  } else if (s != RECAP_ERROR_INVALID_USAGE) {
+    die("recap_pool_release without a reference was not refused", s);
+  }
+}
+
+static void op_empty_cache(void) {
+  recap_status_t s = recap_empty_cache();
+  TRACE("empty_cache -> %s", recap_status_name(s));
+  if (st.routes > 0 && s != RECAP_ERROR_INVALID_USAGE)
+    die("recap_empty_cache during a routed capture was not refused", s);
+  /* Without a route, giving a segment back during a global-mode capture is refused by the
+   * device (cudaFree is forbidden then), and the cache stays as it was. */
+  if (st.routes == 0 && s != RECAP_SUCCESS &&
+      !(s == RECAP_ERROR_CAPTURE_INVALIDATED && any_capture()))
+    die("recap_empty_cache failed", s);
+}
+
+static void op_option(void) {
+  /* max_split_size is 0 (no limit) or at least large_threshold (10 MiB). */
+  static const char *const split[] = {"0", "1", "1.2", "2", "3.2", "6.4"};
+  static const char *const cap[] = {"0", "3.2", "6.4", "25.6"};
+  uint8_t which = byte(), value = byte();
+  const char *name = which & 1 ? "max_split_size" : "memory_cap";
+  /* In units of large_threshold, so that the values fit the scaled options too. */
+  double factor = atof(which & 1 ? split[value % (sizeof split / sizeof split[0])]
+                                 : cap[value % (sizeof cap / sizeof cap[0])]);
+  uint64_t bytes = (uint64_t)(factor * (double)sizes.large_threshold);
+  TRACE("option %s = %llu", name, (unsigned long long)bytes);
+  recap_status_t s = recap_option_set_u64(name, bytes);
+  if (s != RECAP_SUCCESS) die("recap_option_set of a valid value failed", s);
+}
+
+static void op_fault(void) {
+  static const recap__fake_fault_t kinds[] = {RECAP__FAKE_FAULT_RAW_MALLOC,
+                                              RECAP__FAKE_FAULT_EVENT_CREATE,
+                                              RECAP__FAKE_FAULT_EVENT_RECORD};
+  uint8_t k = byte(), n = byte();
+  TRACE("fault: fake call kind %d fails at its %dth call from now", (int)kinds[k % 3], 1 + n % 4);
+  recap__fake_fail_nth(kinds[k % 3], 1 + n % 4);
+}
+
+static void op_inspect(void) {
+  uint8_t what = byte();
+  recap_status_t s;
+  if (what % 3 == 0) {
+    char *json = NULL;
+    s = recap_memory_snapshot_json(-1, &json);
+    if (s != RECAP_SUCCESS || !json || json[0] != '{') die("recap_memory_snapshot_json failed", s);
+    recap_string_free(json);
+  } else if (what % 3 == 1) {
+    s = recap_memory_reset_peak(-1);
+    if (s != RECAP_SUCCESS) die("recap_memory_reset_peak failed", s);
+  } else {
+    recap_pool_info_t info;
+    s = recap_pool_info(st.pools[byte() % POOLS], &info);
+    if (s != RECAP_SUCCESS && s != RECAP_ERROR_NOT_FOUND) die("recap_pool_info failed", s);
+  }
+}
+
+static void quiet(recap_log_level_t level, const char *message, void *user_data) {
+  (void)level;
+  (void)message;
+  (void)user_data;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  recap__fake_reset(NULL);
+  memset(&st, 0, sizeof st);
+  tracing = getenv("RECAP_FUZZ_TRACE") != NULL;
+  recap_log_set(tracing ? NULL : quiet, NULL);
+  st.data = data;
+  st.size = size;
+  for (int i = 0; i < STREAMS; i++) {
+    st.streams[i] = recap__fake_stream_new();
+    st.joined_to[i] = -1;
+  }
+  for (int i = 0; i < POOLS; i++) st.pools[i] = recap_pool_handle();
+  /* Odd first bytes run at 1/64 of the default size classes: the same structure (segments of a
+   * few blocks, the same ratios) at a fraction of the memory, so many more runs per second. */
+  if (size > 0 && (data[0] & 1)) {
+    recap_status_t s = recap_options_parse("min_block_size:512,small_size:16KiB,"
+                                           "small_segment:32KiB,large_threshold:160KiB,"
+                                           "large_segment:320KiB,round_large:32KiB");
+    if (s != RECAP_SUCCESS) die("the scaled-down options were refused", s);
+  }
+  read_sizes();
+
+  static void (*const ops[])(void) = {op_malloc,     op_malloc,      op_malloc,     op_free,
+                                      op_free,       op_record_stream, op_complete, op_capture_begin,
+                                      op_join,       op_capture_end, op_invalidate, op_pool_release,
+                                      op_empty_cache, op_option,     op_fault,      op_inspect};
+  for (st.op_index = 0; st.at < st.size && st.op_index < MAX_OPS; st.op_index++) {
+    ops[byte() % (sizeof ops / sizeof ops[0])]();
+    check_invariants();
+  }
+
+  /* Release everything: captures, blocks, pool references; then nothing may be left. */
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_RAW_MALLOC, 0);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_EVENT_CREATE, 0);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_EVENT_RECORD, 0);
+  st.op_index = -1;
+  for (int i = 0; i < STREAMS; i++) end_capture(i, true);
+  for (int i = 0; i < SLOTS; i++) {
+    if (!st.slots[i].p) continue;
+    check_tag(&st.slots[i]);
+    recap_status_t s = recap_free(st.slots[i].p);
+    if (s != RECAP_SUCCESS) die("recap_free at the end failed", s);
+    st.slots[i].p = NULL;
+  }
+  for (int i = 0; i < POOLS; i++)
+    for (; st.references[i] > 0; st.references[i]--) {
+      recap_status_t s = recap_pool_release(st.pools[i]);
+      if (s != RECAP_SUCCESS) die("recap_pool_release at the end failed", s);
+    }
+  for (int i = 0; i < STREAMS; i++) recap__fake_stream_complete(st.streams[i]);
+  recap_status_t s = recap_empty_cache();
+  if (s != RECAP_SUCCESS) die("recap_empty_cache at the end failed", s);
+  check_invariants();
+  if (recap__fake_bytes_in_use(0) != 0) {
+    fprintf(stderr, "fuzz_alloc: %zu bytes of device memory left\n", recap__fake_bytes_in_use(0));
+    die("memory left after everything was released", RECAP_SUCCESS);
+  }
+  recap_log_set(NULL, NULL);
+  return 0;
+}

@@ -1,0 +1,292 @@
+/*
+ * test_stress_faults.c — the fault-injection sweep (SQLite's fault tests, for recap): one
+ * scripted workload that touches every layer (allocations, record_stream, captures with
+ * allocations inside into a shared pool, replays, reset, a generator used in a capture, graphed
+ * callables created, run forward and backward), run again and again on the CPU fake device with
+ * one injected failure each time: the 1st, 2nd, ... call of every kind of device call the fake
+ * can fail, until the workload no longer makes that many calls of that kind.
+ *
+ * Every run must end with success or with a clear error (a status and a non-empty message), the
+ * allocator's checker must pass after every step of it, and once the workload's cleanup has run
+ * nothing may be left: no device memory, capture, graph, executable or stray event. The same
+ * workload must then run cleanly in the same process.
+ */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "alloc/alloc_internal.h"
+#include "device/fake.h"
+#include "graph/graph_internal.h"
+#include "graph/registry.h"
+#include "harness.h"
+#include "fake_util.h"
+#include "recap.h"
+
+/* ---- the workload ------------------------------------------------------------------------- */
+
+/* The first failure of a run: its status and message, and where it happened. */
+typedef struct outcome {
+  recap_status_t status;
+  char message[1024];
+  char where[96];
+  int steps;
+  char checker[1024]; /* the first checker failure after a step, if any */
+} outcome_t;
+
+/* Record a step's status; true when it succeeded. The checker runs after every step. */
+static bool step_at(outcome_t *o, recap_status_t s, const char *where) {
+  o->steps++;
+  if (s != RECAP_SUCCESS && o->status == RECAP_SUCCESS) {
+    o->status = s;
+    snprintf(o->message, sizeof o->message, "%s", recap_last_error());
+    snprintf(o->where, sizeof o->where, "%s", where);
+  }
+  if (!o->checker[0] && recap_memory_check() != RECAP_SUCCESS)
+    snprintf(o->checker, sizeof o->checker, "after %s: %s", where, recap_last_error());
+  return s == RECAP_SUCCESS;
+}
+#define STEP(o, expr) step_at((o), (expr), #expr)
+
+static recap_status_t toy_forward(void *ctx, recap_stream_t stream, int training,
+                                  const recap_buffer_t *inputs, recap_buffer_t *outputs) {
+  (void)ctx;
+  (void)training;
+  recap__fake_launch_kernel(stream, "sweep_forward");
+  outputs[0].bytes = inputs[0].bytes;
+  recap_status_t s = recap_malloc(&outputs[0].data, outputs[0].bytes, stream);
+  if (s != RECAP_SUCCESS) return s;
+  /* A temporary the pass frees again, from the capture's pool. */
+  void *tmp = NULL;
+  s = recap_malloc(&tmp, 2 * MiB, stream);
+  if (s == RECAP_SUCCESS) recap__fake_launch_kernel(stream, "sweep_forward_tmp");
+  recap_free(tmp);
+  return s;
+}
+
+static recap_status_t toy_backward(void *ctx, recap_stream_t stream,
+                                   const recap_buffer_t *grad_outputs, recap_buffer_t *grad_inputs) {
+  (void)ctx;
+  recap__fake_launch_kernel(stream, "sweep_backward");
+  grad_inputs[0].bytes = grad_outputs[0].bytes;
+  return recap_malloc(&grad_inputs[0].data, grad_inputs[0].bytes, stream);
+}
+
+static recap_status_t workload(outcome_t *o) {
+  memset(o, 0, sizeof *o);
+  recap_stream_t s1 = recap__fake_stream_new(), s2 = recap__fake_stream_new();
+  void *a = NULL, *b = NULL, *c = NULL, *out1 = NULL, *out2 = NULL, *eager = NULL;
+  recap_generator_t gen = NULL;
+  recap_graph_t g1 = NULL, g2 = NULL;
+  recap_graphed_t h = NULL;
+  static float x[256], gx[256];
+
+  /* Eager allocations of every size class; one used by another stream, then freed. */
+  STEP(o, recap_malloc(&a, 256 * KiB, s1));
+  STEP(o, recap_malloc(&b, 3 * MiB, s1));
+  STEP(o, recap_malloc(&c, 12 * MiB, s1));
+  if (a && STEP(o, recap_record_stream(a, s2))) recap__fake_launch_kernel(s2, "use_a");
+  if (a) STEP(o, recap_free(a));
+  STEP(o, recap_generator_create(&gen, 5));
+  if (gen) STEP(o, recap_rng_uniform(gen, (float *)b, 64, s1));
+
+  /* Two captures into one pool, with allocations inside and the generator in the first. */
+  recap_pool_id_t pool = recap_pool_handle();
+  recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
+  opts.pool = pool;
+  if (STEP(o, recap_graph_create(&g1, 0)) && STEP(o, recap_graph_capture_begin(g1, s1, &opts))) {
+    void *tmp = NULL;
+    if (STEP(o, recap_malloc(&tmp, 1 * MiB, s1))) recap__fake_launch_kernel(s1, "produce");
+    STEP(o, recap_malloc(&out1, 4 * KiB, s1));
+    if (gen && out1) STEP(o, recap_rng_uniform(gen, (float *)out1, 16, s1));
+    if (tmp) STEP(o, recap_free(tmp));
+    STEP(o, recap_graph_capture_end(g1, s1));
+  }
+  if (STEP(o, recap_graph_create(&g2, 0)) && STEP(o, recap_graph_capture_begin(g2, s1, &opts))) {
+    if (STEP(o, recap_malloc(&out2, 8 * KiB, s1))) recap__fake_launch_kernel(s1, "consume");
+    STEP(o, recap_graph_capture_end(g2, s1));
+  }
+
+  /* Replays in capture order, on two streams; a reset and a second capture of g2. */
+  for (int i = 0; i < 2; i++) {
+    STEP(o, recap_graph_replay(g1, s1));
+    STEP(o, recap_graph_replay(g2, s1));
+  }
+  STEP(o, recap_graph_replay(g1, s2));
+  recap__fake_stream_complete(s1);
+  recap__fake_stream_complete(s2);
+  if (out2) {
+    STEP(o, recap_free(out2));
+    out2 = NULL;
+  }
+  if (STEP(o, recap_graph_reset(g2)) && STEP(o, recap_graph_capture_begin(g2, s1, &opts))) {
+    if (STEP(o, recap_malloc(&out2, 8 * KiB, s1))) recap__fake_launch_kernel(s1, "consume2");
+    if (STEP(o, recap_graph_capture_end(g2, s1))) STEP(o, recap_graph_replay(g2, s1));
+  }
+
+  /* A graphed callable, forward and backward. */
+  static const int requires_grad[1] = {1};
+  recap_buffer_t in[1] = {{x, sizeof x}}, grad[1] = {{gx, sizeof gx}};
+  recap_callable_desc_t desc = {.forward = toy_forward,
+                                .backward = toy_backward,
+                                .input_count = 1,
+                                .sample_inputs = in,
+                                .requires_grad = requires_grad,
+                                .output_count = 1};
+  recap_graphed_options_t gopts = RECAP_GRAPHED_OPTIONS_INIT;
+  gopts.warmup_iters = 1;
+  if (STEP(o, recap_graphed_create(&h, &desc, 1, &gopts))) {
+    const recap_buffer_t *outs = NULL, *grads = NULL;
+    if (STEP(o, recap_graphed_forward(h, s1, 1, in, &outs)))
+      STEP(o, recap_graphed_backward(h, s1, grad, &grads));
+    STEP(o, recap_graphed_forward(h, s1, 0, in, &outs)); /* the other mode: eager */
+  }
+
+  /* Eager work after it all, and the cleanup, which runs whatever failed before. */
+  STEP(o, recap_malloc(&eager, 5 * MiB, s2));
+  STEP(o, recap_free(eager));
+  STEP(o, recap_graphed_destroy(h));
+  STEP(o, recap_graph_destroy(g1));
+  STEP(o, recap_graph_destroy(g2));
+  if (out1) STEP(o, recap_free(out1));
+  if (out2) STEP(o, recap_free(out2));
+  if (b) STEP(o, recap_free(b));
+  if (c) STEP(o, recap_free(c));
+  STEP(o, recap_generator_destroy(gen));
+  recap__fake_stream_complete(s1);
+  recap__fake_stream_complete(s2);
+  recap__fake_stream_complete(NULL);
+  STEP(o, recap_empty_cache());
+  return o->status;
+}
+
+/* ---- the sweep -------------------------------------------------------------------------------- */
+
+static void count_warnings(recap_log_level_t level, const char *message, void *user_data) {
+  (void)level;
+  (void)message;
+  (*(int *)user_data)++;
+}
+
+static const char *kind_name(recap__fake_fault_t kind) {
+  static const char *const names[] = {"raw_malloc",    "event_create", "event_record",
+                                      "stream_create", "capture_begin", "capture_end",
+                                      "instantiate",   "launch"};
+  return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
+}
+
+/* Nothing left once the workload cleaned up: returns what is wrong, or NULL. */
+static const char *leftovers(void) {
+  static char why[512];
+  if (recap__registry_count() != 0) return "a capture is still registered";
+  if (recap__fake_bytes_in_use(0) != 0) {
+    snprintf(why, sizeof why, "%zu bytes of device memory still held", recap__fake_bytes_in_use(0));
+    return why;
+  }
+  if (recap__fake_live_graphs() || recap__fake_live_execs()) {
+    snprintf(why, sizeof why, "%lld graphs, %lld executables alive",
+             (long long)recap__fake_live_graphs(), (long long)recap__fake_live_execs());
+    return why;
+  }
+  const recap__device_state_t *d = recap__alloc.devices[0];
+  int64_t cached = d ? (int64_t)d->spare_count : 0;
+  if ((d && d->pending_count) || recap__fake_live_events() != cached) {
+    snprintf(why, sizeof why, "%lld events alive, %lld in the allocator's cache, %zu pending",
+             (long long)recap__fake_live_events(), (long long)cached,
+             d ? d->pending_count : (size_t)0);
+    return why;
+  }
+  recap_memory_stats_t s;
+  if (recap_memory_stats(0, &s) != RECAP_SUCCESS) return "recap_memory_stats failed";
+  if (s.allocation[RECAP_STAT_ALL].current || s.reserved_bytes[RECAP_STAT_ALL].current) {
+    snprintf(why, sizeof why, "%lld blocks, %lld reserved bytes still counted",
+             (long long)s.allocation[RECAP_STAT_ALL].current,
+             (long long)s.reserved_bytes[RECAP_STAT_ALL].current);
+    return why;
+  }
+  return NULL;
+}
+
+static void fresh(int *warnings) {
+  recap__fake_reset(NULL);
+  recap__graphs_disabled_override(0);
+  recap_log_set(count_warnings, warnings);
+  recap_clear_last_error();
+}
+
+static void faults_at_every_step_of_the_workload(void **state) {
+  (void)state;
+  int warnings = 0;
+  outcome_t o;
+  fresh(&warnings);
+  if (workload(&o) != RECAP_SUCCESS)
+    fail_msg("the workload fails without faults at %s: %s", o.where, o.message);
+  if (o.checker[0]) fail_msg("checker %s", o.checker);
+  const char *left = leftovers();
+  if (left) fail_msg("without faults: %s", left);
+  assert_int_equal(warnings, 0);
+
+  int runs = 0, errors = 0, absorbed = 0;
+  char per_kind[512] = "";
+  const char *unreached = NULL;
+  for (int k = 0; k < RECAP__FAKE_FAULT_KINDS; k++) {
+    recap__fake_fault_t kind = (recap__fake_fault_t)k;
+    uint64_t nth;
+    for (nth = 1;; nth++) {
+      fresh(&warnings);
+      recap__fake_fail_nth(kind, nth);
+      recap_status_t s = workload(&o);
+      bool reached = recap__fake_calls(kind) >= nth;
+      recap__fake_fail_nth(kind, 0);
+      if (!reached) break;
+      runs++;
+      const char *what = kind_name(kind);
+      if (s != RECAP_SUCCESS) {
+        errors++;
+        if (!o.message[0])
+          fail_msg("%s call %llu: %s failed with %s and an empty message", what,
+                   (unsigned long long)nth, o.where, recap_status_name(s));
+      } else {
+        /* Success with a failed call inside: the allocator retried (a failed segment
+         * allocation after freeing the cache) or fell back (a stream wait instead of an event)
+         * and said so in the log. A failed graph call must always reach the caller. */
+        absorbed++;
+        if (kind >= RECAP__FAKE_FAULT_CAPTURE_BEGIN)
+          fail_msg("%s call %llu failed, yet the workload reported success", what,
+                   (unsigned long long)nth);
+      }
+      if (o.checker[0])
+        fail_msg("%s call %llu: the checker failed %s", what, (unsigned long long)nth, o.checker);
+      left = leftovers();
+      if (left)
+        fail_msg("%s call %llu (first failure at %s: %s): after cleanup, %s", what,
+                 (unsigned long long)nth, o.where[0] ? o.where : "-", o.message, left);
+      /* The same process goes on working. */
+      if (workload(&o) != RECAP_SUCCESS)
+        fail_msg("%s call %llu: the workload fails afterwards at %s: %s", what,
+                 (unsigned long long)nth, o.where, o.message);
+      left = leftovers();
+      if (left) fail_msg("%s call %llu: the clean run afterwards leaves %s", what,
+                         (unsigned long long)nth, left);
+    }
+    if (nth == 1 && !unreached) unreached = kind_name(kind);
+    char part[64];
+    snprintf(part, sizeof part, "%s%s %llu", per_kind[0] ? ", " : "", kind_name(kind),
+             (unsigned long long)(nth - 1));
+    strncat(per_kind, part, sizeof per_kind - strlen(per_kind) - 1);
+  }
+  recap_log_set(NULL, NULL);
+  printf("fault sweep: %d runs with one injected failure each (%s); %d ended in a clean error, "
+         "%d were absorbed by a retry or fallback\n",
+         runs, per_kind, errors, absorbed);
+  /* The workload makes at least one call of every kind, or the sweep misses a layer. */
+  if (unreached) fail_msg("the workload never makes a %s call", unreached);
+}
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(faults_at_every_step_of_the_workload),
+  };
+  return RECAP_TEST_RUN(argc, argv, tests);
+}
