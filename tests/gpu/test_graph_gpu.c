@@ -1001,6 +1001,73 @@ static void capture_with_foreign_malloc(recap_capture_mode_t mode) {
   gpu_finish(&pool, 1);
 }
 
+/* Two threads capture at once in thread-local mode, each into its own graph and pool, each
+ * allocating inside its capture; both replays are right and the pools stay apart. */
+typedef struct capture_thread_job {
+  cudaStream_t stream;
+  recap_graph_t graph;
+  float value;
+  float *out; /* allocated inside the capture */
+  pthread_barrier_t *barrier;
+  recap_status_t status;
+} capture_thread_job_t;
+
+static void *capture_in_thread(void *arg) {
+  capture_thread_job_t *job = arg;
+  recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
+  opts.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
+  job->status = recap_graph_capture_begin(job->graph, job->stream, &opts);
+  pthread_barrier_wait(job->barrier); /* both captures are under way from here */
+  if (job->status == RECAP_SUCCESS)
+    job->status = recap_malloc((void **)&job->out, N * sizeof(float), job->stream);
+  if (job->status == RECAP_SUCCESS && recap_test_fill(job->out, N, job->value, job->stream))
+    job->status = RECAP_ERROR_CUDA;
+  if (job->status == RECAP_SUCCESS &&
+      recap_test_add_scalar(job->out, job->out, N, 1.0f, job->stream))
+    job->status = RECAP_ERROR_CUDA;
+  pthread_barrier_wait(job->barrier);
+  recap_status_t end = recap_graph_capture_end(job->graph, job->stream);
+  if (job->status == RECAP_SUCCESS) job->status = end;
+  return NULL;
+}
+
+static void two_thread_local_captures_at_once(void **state) {
+  (void)state;
+  gpu_begin();
+  pthread_barrier_t barrier;
+  pthread_barrier_init(&barrier, NULL, 2);
+  capture_thread_job_t jobs[2];
+  pthread_t threads[2];
+  for (int i = 0; i < 2; i++) {
+    jobs[i] = (capture_thread_job_t){.stream = gpu_stream(), .value = 10.0f * (float)(i + 1),
+                                     .barrier = &barrier};
+    OK(recap_graph_create(&jobs[i].graph, 0));
+    assert_int_equal(pthread_create(&threads[i], NULL, capture_in_thread, &jobs[i]), 0);
+  }
+  for (int i = 0; i < 2; i++) pthread_join(threads[i], NULL);
+  pthread_barrier_destroy(&barrier);
+  recap_pool_id_t pools[2];
+  for (int i = 0; i < 2; i++) {
+    if (jobs[i].status != RECAP_SUCCESS)
+      fail_msg("capture %d: %s: %s", i, recap_status_name(jobs[i].status), recap_last_error());
+    pools[i] = pool_of(jobs[i].graph);
+    recap_pool_info_t info;
+    OK(recap_pool_info(pools[i], &info));
+    assert_int_equal(info.allocated_bytes, (int64_t)(N * sizeof(float))); /* its own output */
+  }
+  assert_false(pools[0].a == pools[1].a && pools[0].b == pools[1].b);
+  for (int i = 0; i < 2; i++) {
+    OK(recap_graph_replay(jobs[i].graph, jobs[i].stream));
+    gpu_expect_all(jobs[i].out, N, jobs[i].value + 1.0f);
+  }
+  for (int i = 0; i < 2; i++) {
+    OK(recap_graph_destroy(jobs[i].graph));
+    OK(recap_free(jobs[i].out));
+    CUDA_OK(cudaStreamDestroy(jobs[i].stream));
+  }
+  gpu_finish(pools, 2);
+}
+
 static void thread_local_capture_ignores_other_threads(void **state) {
   (void)state;
   capture_with_foreign_malloc(RECAP_CAPTURE_MODE_THREAD_LOCAL);
@@ -1531,7 +1598,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(memory_stats_and_use_result_after_destroy_graph),
       cmocka_unit_test(record_stream_inside_capture),
       cmocka_unit_test(allocator_follows_side_stream),
-      cmocka_unit_test(thread_local_capture_ignores_other_threads),
+      cmocka_unit_test(two_thread_local_captures_at_once),
+    cmocka_unit_test(thread_local_capture_ignores_other_threads),
       cmocka_unit_test(relaxed_capture_allows_cuda_malloc),
       cmocka_unit_test(raw_graph_with_and_without_keep),
       cmocka_unit_test(raw_exec_before_and_after_instantiate),
