@@ -351,6 +351,38 @@ static void parameter_only_backward_is_captured(void **state) {
   teardown(&h, 1);
 }
 
+/* A training step whose weight was freed after the capture: with the liveness option the
+ * replay refuses, naming the dead input, instead of reading freed memory. */
+static recap_status_t weight_forward(void *ctx, recap_stream_t stream, int training,
+                                     const recap_buffer_t *inputs, recap_buffer_t *outputs) {
+  (void)training;
+  void **weight = ctx;
+  const void *args[2] = {inputs[0].data, *weight};
+  recap__fake_launch_kernel_args(stream, "linear", args, 2);
+  outputs[0].bytes = inputs[0].bytes;
+  return recap_malloc(&outputs[0].data, outputs[0].bytes, stream);
+}
+
+static void dead_weight_in_a_graphed_step(void **state) {
+  (void)state;
+  fixture_t f;
+  setup(&f);
+  void *weight;
+  OK(recap_malloc(&weight, 4096, f.stream));
+  recap_callable_desc_t desc = {.forward = weight_forward, .ctx = &weight, .input_count = 1,
+                                .sample_inputs = f.inputs[0], .output_count = 1};
+  recap_graphed_options_t opts = RECAP_GRAPHED_OPTIONS_INIT;
+  opts.check_input_liveness = 1;
+  recap_graphed_t h;
+  OK(recap_graphed_create(&h, &desc, 1, &opts));
+  const recap_buffer_t *out;
+  OK(recap_graphed_forward(h, f.stream, 1, f.inputs[0], &out));
+  OK(recap_free(weight));
+  EXPECT_STATUS(recap_graphed_forward(h, f.stream, 1, f.inputs[0], &out), RECAP_ERROR_DEAD_INPUT);
+  EXPECT_MESSAGE("linear");
+  teardown(&h, 1);
+}
+
 static void bad_arguments(void **state) {
   (void)state;
   fixture_t f;
@@ -387,6 +419,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(failure_in_a_captured_forward_cleans_up),
     cmocka_unit_test(faults_at_every_step_of_create),
     cmocka_unit_test(parameter_only_backward_is_captured),
+    cmocka_unit_test(dead_weight_in_a_graphed_step),
     cmocka_unit_test(bad_arguments),
 };
 

@@ -70,10 +70,12 @@ typedef struct recap_graphed_options {
   int training;              /* the mode the callables are captured in; default 1 */
   recap_pool_id_t pool;      /* {0,0}: a fresh pool shared by all these callables */
   recap_capture_mode_t mode; /* capture mode; default GLOBAL */
+  int check_input_liveness;  /* every pass's graph checks its external inputs at each replay
+                                (recap/liveness.h): a freed weight is RECAP_ERROR_DEAD_INPUT */
 } recap_graphed_options_t;
 
 #define RECAP_GRAPHED_OPTIONS_INIT \
-  { sizeof(recap_graphed_options_t), 3, 0, 1, {0, 0}, RECAP_CAPTURE_MODE_GLOBAL }
+  { sizeof(recap_graphed_options_t), 3, 0, 1, {0, 0}, RECAP_CAPTURE_MODE_GLOBAL, 0 }
 
 typedef struct recap_graphed *recap_graphed_t;
 

@@ -225,6 +225,7 @@ static recap_status_t capture_pass(recap_graphed_t h, recap_graph_t *graph, reca
   recap_capture_options_t copts = RECAP_CAPTURE_OPTIONS_INIT;
   copts.pool = o->pool;
   copts.mode = o->mode;
+  copts.check_input_liveness = o->check_input_liveness;
   RECAP__CHECK(recap_graph_capture_begin(*graph, s, &copts));
   recap_status_t st = fn(h, s, o);
   if (st != RECAP_SUCCESS) {

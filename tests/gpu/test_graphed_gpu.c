@@ -704,6 +704,39 @@ static void small_values(float *host, size_t n, float shift) {
 
 /* make_graphed_callables with sample args that need no gradient: a forward graph only, and the
  * graphed forward gives what the eager forward gives. */
+/* PyTorch's test_cuda_graph_debug: a graphed training step whose weight was freed after the
+ * capture. With the liveness option the replay refuses instead of reading freed memory. */
+static void dead_weight_in_a_graphed_training_step(void **state) {
+  (void)state;
+  begin();
+  cudaStream_t s = gpu_stream();
+  mlp_t m;
+  mlp_init(&m, ROWS, D_IN, HIDDEN, D_OUT, 300, NULL, 0.0f, 0, s);
+  float *sample = gpu_floats(ROWS * D_IN, s);
+  gpu_set(sample, ROWS * D_IN, 0.0f, s);
+  recap_buffer_t sample_buf = buffer(sample, ROWS * D_IN * sizeof(float));
+  recap_callable_desc_t desc = {mlp_forward, mlp_backward, &m, 1, &sample_buf, NEEDS_NO_GRAD, 1};
+  recap_graphed_options_t opts = RECAP_GRAPHED_OPTIONS_INIT;
+  opts.check_input_liveness = 1;
+  recap_graphed_t h;
+  OK(recap_graphed_create(&h, &desc, 1, &opts));
+  recap_pool_id_t pool = forward_pool(h);
+  const recap_buffer_t *out = NULL, *grads = NULL;
+  OK(recap_graphed_forward(h, s, 1, &sample_buf, &out)); /* every weight alive */
+  OK(recap_graphed_backward(h, s, out, &grads));
+  CUDA_OK(cudaDeviceSynchronize());
+  OK(recap_free(m.w1)); /* the first layer's weight dies */
+  m.w1 = NULL;
+  EXPECT_STATUS(recap_graphed_forward(h, s, 1, &sample_buf, &out), RECAP_ERROR_DEAD_INPUT);
+  EXPECT_MESSAGE("freed");
+  CUDA_OK(cudaDeviceSynchronize());
+  OK(recap_graphed_destroy(h));
+  mlp_free(&m);
+  OK(recap_free(sample));
+  CUDA_OK(cudaStreamDestroy(s));
+  gpu_finish(&pool, 1);
+}
+
 static void graphed_callable_without_gradients(void **state) {
   (void)state;
   begin();
@@ -1082,6 +1115,7 @@ static void new_inputs_are_copied_into_static_buffers(void **state) {
 
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(graphed_callables_train_like_eager),
+    cmocka_unit_test(dead_weight_in_a_graphed_training_step),
     cmocka_unit_test(graphed_callable_without_gradients),
     cmocka_unit_test(separately_graphed_callables_share_a_pool),
     cmocka_unit_test(unused_input_is_refused_unless_allowed),
