@@ -45,7 +45,7 @@
 extern char **environ;
 
 #define PROGRAM "mlp"
-enum { EXIT_NO_DEVICE = 2, EXIT_CHECK_SKIP = 77, MAX_GRAPHS = 64 };
+enum { EXIT_NO_DEVICE = 2, EXIT_CHECK_SKIP = 77, MAX_GRAPHS = 64, STEPS_UNDER_A_TOOL = 5 };
 
 /* ==========================================================================================
  * Failing clearly
@@ -668,6 +668,16 @@ int main(int argc, char **argv) {
   int parsed = parse_args(argc, argv, &o);
   if (parsed >= 0) return parsed;
   setvbuf(stdout, NULL, _IOLBF, 0);
+  /* Under a CUDA tool (compute-sanitizer sets CUDA_INJECTION64_PATH) every kernel costs
+   * milliseconds or more: a few steps per way still take every path, the bit-for-bit check
+   * included, and the timings mean nothing there anyway. */
+  const char *tool = getenv("CUDA_INJECTION64_PATH");
+  if (tool && *tool && o.steps > STEPS_UNDER_A_TOOL) {
+    printf("a CUDA tool is attached: %d steps per way instead of %d\n", STEPS_UNDER_A_TOOL,
+           o.steps);
+    o.steps = STEPS_UNDER_A_TOOL;
+    o.model.loss_capacity = o.steps;
+  }
 
   /* Before any CUDA call of our own: recap says plainly when there is no driver or device. */
   int devices = 0;

@@ -6,8 +6,10 @@
  * and frees on another stream in between. The allocator's reserved memory must stay flat (the
  * statistics after equal those before), and the counters the kernels keep must equal the number
  * of replays exactly at the end. On an H200 it takes a few seconds (a replay costs about 2 µs of
- * host time); under a CUDA tool (compute-sanitizer sets CUDA_INJECTION64_PATH) it runs 2,000
- * replays instead. RECAP_SOAK_REPLAYS=n sets the count.
+ * host time); under a CUDA tool (compute-sanitizer sets CUDA_INJECTION64_PATH), where a kernel
+ * costs milliseconds, it runs 400 replays instead. RECAP_SOAK_REPLAYS=n sets the count. The
+ * eager churn comes every 1000 pairs of replays, or every 5 in a short soak, so that even the
+ * short one allocates between replays.
  *
  * The faults (Debug builds, where the CUDA layer is compiled with RECAP_FAULT_INJECTION): a
  * small workload (allocations, record_stream, a capture with allocations and random numbers
@@ -71,7 +73,7 @@ static long soak_replays(void) {
   const char *env = getenv("RECAP_SOAK_REPLAYS");
   if (env && atol(env) > 0) return atol(env);
   const char *tool = getenv("CUDA_INJECTION64_PATH");
-  if (tool && *tool) return 2000;
+  if (tool && *tool) return 400;
   return 1000000;
 }
 
@@ -129,10 +131,12 @@ static void a_million_replays_of_two_graphs_sharing_a_pool(void **state) {
   OK(recap_pool_info(pool, &pool_before));
 
   unsigned rounds = 0;
+  long churn_every = replays / 1000;
+  churn_every = churn_every < 5 ? 5 : churn_every > 1000 ? 1000 : churn_every;
   for (long i = 1; i < replays / 2; i++) {
     OK(recap_graph_replay(a, s));
     OK(recap_graph_replay(b, s));
-    if (i % 1000 == 0) {
+    if (i % churn_every == 0) {
       eager_churn(other, ++rounds);
       if (i % 100000 == 0) CUDA_OK(cudaStreamSynchronize(s)); /* bound the queue */
     }
