@@ -26,6 +26,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,9 +184,11 @@ int main(int argc, char **argv) {
   printf("%d replays checked against the host: all correct\n", REPLAYS);
 
   /* Time the same work both ways: enqueue the steps, then wait for them. Under a CUDA tool
-   * (compute-sanitizer sets CUDA_INJECTION64_PATH) a few steps are enough and the timing means
-   * nothing anyway. */
-  const int timed_steps = getenv("CUDA_INJECTION64_PATH") ? 10 : TIMED_STEPS;
+   * (RECAP_UNDER_TOOL=1, as tools/gpu-check sets for compute-sanitizer, or a profiler's
+   * CUDA_INJECTION64_PATH) a few steps are enough and the timing means nothing anyway. */
+  const char *flag = getenv("RECAP_UNDER_TOOL"), *injected = getenv("CUDA_INJECTION64_PATH");
+  const bool under_tool = (flag && !strcmp(flag, "1")) || (injected && *injected);
+  const int timed_steps = under_tool ? 10 : TIMED_STEPS;
   CHECK_CUDA(cudaStreamSynchronize(stream));
   double start = now_seconds();
   for (int i = 0; i < timed_steps; i++) enqueue_pipeline(stream, x, eager_acc, eager_y, N);

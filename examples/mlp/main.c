@@ -27,6 +27,7 @@
 #include <math.h>
 #include <spawn.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -668,11 +669,13 @@ int main(int argc, char **argv) {
   int parsed = parse_args(argc, argv, &o);
   if (parsed >= 0) return parsed;
   setvbuf(stdout, NULL, _IOLBF, 0);
-  /* Under a CUDA tool (compute-sanitizer sets CUDA_INJECTION64_PATH) every kernel costs
-   * milliseconds or more: a few steps per way still take every path, the bit-for-bit check
-   * included, and the timings mean nothing there anyway. */
-  const char *tool = getenv("CUDA_INJECTION64_PATH");
-  if (tool && *tool && o.steps > STEPS_UNDER_A_TOOL) {
+  /* Under a CUDA tool (RECAP_UNDER_TOOL=1, as tools/gpu-check sets for compute-sanitizer, or a
+   * profiler's CUDA_INJECTION64_PATH) every kernel costs milliseconds or more: a few steps per
+   * way still take every path, the bit-for-bit check included, and the timings mean nothing
+   * there anyway. */
+  const char *flag = getenv("RECAP_UNDER_TOOL"), *injected = getenv("CUDA_INJECTION64_PATH");
+  bool under_tool = (flag && !strcmp(flag, "1")) || (injected && *injected);
+  if (under_tool && o.steps > STEPS_UNDER_A_TOOL) {
     printf("a CUDA tool is attached: %d steps per way instead of %d\n", STEPS_UNDER_A_TOOL,
            o.steps);
     o.steps = STEPS_UNDER_A_TOOL;

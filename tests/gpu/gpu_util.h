@@ -78,13 +78,22 @@ static inline float *gpu_floats(size_t n, cudaStream_t stream) {
   return (float *)p;
 }
 
-/* Whether the device's free memory (cudaMemGetInfo) means what the tests assume: not when a
- * CUDA tool is injected into the process (compute-sanitizer, profilers: CUDA_INJECTION64_PATH),
- * which holds device memory of its own, nor when RECAP_TEST_NO_FREE_MEMORY_CHECKS=1. */
+/* Whether the program runs under a CUDA tool: RECAP_UNDER_TOOL=1 (tools/gpu-check sets it for
+ * its compute-sanitizer runs: compute-sanitizer 2025.3 leaves CUDA_INJECTION64_PATH unset in the
+ * program, as seen on the H200), or CUDA_INJECTION64_PATH set (tools that inject a library). There every kernel costs
+ * milliseconds, so long loops are cut short, and the device's free memory is not the tests' own:
+ * the tool holds device memory, and other sanitized programs may run beside this one. */
+static inline bool gpu_under_tool(void) {
+  const char *flag = getenv("RECAP_UNDER_TOOL");
+  const char *injected = getenv("CUDA_INJECTION64_PATH");
+  return (flag && strcmp(flag, "1") == 0) || (injected && *injected);
+}
+
+/* Whether the device's free memory (cudaMemGetInfo) means what the tests assume: not under a
+ * CUDA tool (gpu_under_tool), nor when RECAP_TEST_NO_FREE_MEMORY_CHECKS=1. */
 static inline bool gpu_free_memory_checks(void) {
-  const char *tool = getenv("CUDA_INJECTION64_PATH");
   const char *off = getenv("RECAP_TEST_NO_FREE_MEMORY_CHECKS");
-  if ((tool && *tool) || (off && strcmp(off, "1") == 0)) {
+  if (gpu_under_tool() || (off && strcmp(off, "1") == 0)) {
     print_message("device free-memory checks skipped (a CUDA tool is attached, or "
                   "RECAP_TEST_NO_FREE_MEMORY_CHECKS=1)\n");
     return false;

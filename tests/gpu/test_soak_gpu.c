@@ -6,8 +6,8 @@
  * and frees on another stream in between. The allocator's reserved memory must stay flat (the
  * statistics after equal those before), and the counters the kernels keep must equal the number
  * of replays exactly at the end. On an H200 it takes a few seconds (a replay costs about 2 µs of
- * host time); under a CUDA tool (compute-sanitizer sets CUDA_INJECTION64_PATH), where a kernel
- * costs milliseconds, it runs 400 replays instead. RECAP_SOAK_REPLAYS=n sets the count. The
+ * host time); under a CUDA tool (gpu_under_tool: RECAP_UNDER_TOOL=1, which tools/gpu-check sets
+ * for compute-sanitizer), where a kernel costs milliseconds, it runs 400 replays instead. RECAP_SOAK_REPLAYS=n sets the count. The
  * eager churn comes every 1000 pairs of replays, or every 5 in a short soak, so that even the
  * short one allocates between replays.
  *
@@ -72,8 +72,7 @@ static bool stats_equal(const recap_memory_stats_t *a, const recap_memory_stats_
 static long soak_replays(void) {
   const char *env = getenv("RECAP_SOAK_REPLAYS");
   if (env && atol(env) > 0) return atol(env);
-  const char *tool = getenv("CUDA_INJECTION64_PATH");
-  if (tool && *tool) return 400;
+  if (gpu_under_tool()) return 400;
   return 1000000;
 }
 
