@@ -7,22 +7,15 @@
 
 #include <cuda_runtime.h>
 
+#include "kernel_util.cuh"
+
+using recap_test::first_index;
+using recap_test::kBlock;
+using recap_test::stride;
+
 namespace {
 
-constexpr unsigned kBlock = 256;
-constexpr size_t kMaxGrid = 1024;
-
-unsigned grid_for(size_t n) {
-  size_t blocks = (n + kBlock - 1) / kBlock;
-  if (blocks > kMaxGrid) blocks = kMaxGrid;
-  return static_cast<unsigned>(blocks);
-}
-
-__device__ size_t first_index() {
-  return static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-
-__device__ size_t stride() { return static_cast<size_t>(gridDim.x) * blockDim.x; }
+unsigned grid_for(size_t n) { return recap_test::grid_for(n, 1024); }
 
 }  // namespace
 
@@ -116,12 +109,7 @@ cudaError_t recap_graphed_test_kernels_load(void) {
       reinterpret_cast<const void *>(recap_graphed_test_square_grad_kernel),
       reinterpret_cast<const void *>(recap_graphed_test_sub_scale_kernel),
   };
-  for (const void *k : kernels) {
-    cudaFuncAttributes attributes;
-    cudaError_t err = cudaFuncGetAttributes(&attributes, k);
-    if (err != cudaSuccess) return err;
-  }
-  return cudaSuccess;
+  return recap_test::load_kernels(kernels);
 }
 
 cudaError_t recap_graphed_test_linear(float *y, const float *x, const float *w, const float *b,

@@ -5,22 +5,15 @@
 
 #include <cuda_runtime.h>
 
+#include "kernel_util.cuh"
+
+using recap_test::first_index;
+using recap_test::kBlock;
+using recap_test::stride;
+
 namespace {
 
-constexpr unsigned kBlock = 256;
-constexpr size_t kMaxGrid = 4096;
-
-unsigned grid_for(size_t n) {
-  size_t blocks = (n + kBlock - 1) / kBlock;
-  if (blocks > kMaxGrid) blocks = kMaxGrid;
-  return static_cast<unsigned>(blocks);
-}
-
-__device__ size_t first_index() {
-  return static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-}
-
-__device__ size_t stride() { return static_cast<size_t>(gridDim.x) * blockDim.x; }
+unsigned grid_for(size_t n) { return recap_test::grid_for(n, 4096); }
 
 __device__ unsigned long long global_timer_ns() {
   unsigned long long t;
@@ -68,12 +61,7 @@ cudaError_t recap_test_kernels_load(void) {
       reinterpret_cast<const void *>(recap_test_scale_kernel),
       reinterpret_cast<const void *>(recap_test_spin_kernel),
   };
-  for (const void *k : kernels) {
-    cudaFuncAttributes attributes;
-    cudaError_t err = cudaFuncGetAttributes(&attributes, k);
-    if (err != cudaSuccess) return err;
-  }
-  return cudaSuccess;
+  return recap_test::load_kernels(kernels);
 }
 
 cudaError_t recap_test_fill(float *out, size_t n, float value, cudaStream_t stream) {

@@ -11,13 +11,15 @@
 
 #include <recap/rng_device.cuh>
 
+#include "kernel_util.cuh"
+
+using recap_test::kBlock;
+
 namespace {
 
-constexpr unsigned kBlock = 256;
-
-__device__ size_t global_thread() { return static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
-
-__device__ size_t thread_total() { return static_cast<size_t>(gridDim.x) * blockDim.x; }
+/* The global thread index (the Philox subsequence) and the thread count. */
+__device__ size_t global_thread() { return recap_test::first_index(); }
+__device__ size_t thread_total() { return recap_test::stride(); }
 
 }  // namespace
 
@@ -57,11 +59,12 @@ __global__ void recap_rng_test_unpack_kernel(unsigned long long *out,
 extern "C" {
 
 cudaError_t recap_rng_test_kernels_load(void) {
-  cudaFuncAttributes attr;
-  cudaError_t e = cudaFuncGetAttributes(&attr, recap_rng_test_user_uniform_kernel);
-  if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, recap_rng_test_library_layout_kernel);
-  if (e == cudaSuccess) e = cudaFuncGetAttributes(&attr, recap_rng_test_unpack_kernel);
-  return e;
+  const void *kernels[] = {
+      reinterpret_cast<const void *>(recap_rng_test_user_uniform_kernel),
+      reinterpret_cast<const void *>(recap_rng_test_library_layout_kernel),
+      reinterpret_cast<const void *>(recap_rng_test_unpack_kernel),
+  };
+  return recap_test::load_kernels(kernels);
 }
 
 cudaError_t recap_rng_test_user_uniform(recap_philox_state_t philox, float *out, size_t n,
