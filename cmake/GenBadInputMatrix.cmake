@@ -40,10 +40,10 @@ set(ALLOW
   "recap_capture_scope_begin.options|SUCCESS|graph.h: options NULL means defaults"
   "recap_graphed_create.options|SUCCESS|graphed.h: options NULL means defaults"
   "recap_rng_dropout.mask|SUCCESS|rng.h: mask may be NULL"
-  "recap_block_info.base|SUCCESS|alloc.h does not say, and the code treats a NULL out-parameter as not wanted (doc gap, reported)"
-  "recap_block_info.size|SUCCESS|alloc.h does not say, and the code treats a NULL out-parameter as not wanted (doc gap, reported)"
-  "recap_graphed_graphs.forward|SUCCESS|graphed.h does not say, and the code treats a NULL out-parameter as not wanted (doc gap, reported)"
-  "recap_graphed_graphs.backward|SUCCESS|graphed.h does not say, and the code treats a NULL out-parameter as not wanted (doc gap, reported)"
+  "recap_block_info.base|SUCCESS|alloc.h: either out-parameter may be NULL when not wanted"
+  "recap_block_info.size|SUCCESS|alloc.h: either out-parameter may be NULL when not wanted"
+  "recap_graphed_graphs.forward|SUCCESS|graphed.h: either out-parameter may be NULL when not wanted"
+  "recap_graphed_graphs.backward|SUCCESS|graphed.h: either out-parameter may be NULL when not wanted"
 )
 
 # ---- a valid value for every parameter type -----------------------------------------------------

@@ -40,7 +40,8 @@ RECAP_API recap_status_t recap_record_stream(void *ptr, recap_stream_t stream);
  * pool and those of private pools no graph references any more. Blocks still allocated stay. */
 RECAP_API recap_status_t recap_empty_cache(void);
 
-/* The usable size of the block holding ptr (the rounded request), and its start. */
+/* The usable size of the block holding ptr (the rounded request), and its start. Either
+ * out-parameter may be NULL when that value is not wanted. */
 RECAP_API recap_status_t recap_block_info(const void *ptr, void **base, size_t *size);
 
 /* ------------------------------------------------------------------------------------------

@@ -105,7 +105,8 @@ RECAP_API recap_status_t recap_graphed_backward(recap_graphed_t handle, recap_st
                                                 const recap_buffer_t *grad_outputs,
                                                 const recap_buffer_t **grad_inputs);
 
-/* The forward and backward graphs (NULL when not captured), e.g. for inspection. */
+/* The forward and backward graphs (NULL when not captured), e.g. for inspection. Either
+ * out-parameter may be NULL when that graph is not wanted. */
 RECAP_API recap_status_t recap_graphed_graphs(recap_graphed_t handle, recap_graph_t *forward,
                                               recap_graph_t *backward);
 
