@@ -1219,6 +1219,20 @@ static void inspect_reports_nodes_and_edges(void **state) {
   expect_quiet();
 }
 
+/* Every node type has its own name, and a value out of range is "unknown", never NULL. */
+static void node_type_names(void **state) {
+  (void)state;
+  assert_string_equal(recap_node_type_name(RECAP_NODE_KERNEL), "kernel");
+  assert_string_equal(recap_node_type_name(RECAP_NODE_OTHER), "other");
+  for (int i = 0; i < RECAP_NODE_TYPE_COUNT; i++)
+    for (int j = 0; j < i; j++)
+      assert_string_not_equal(recap_node_type_name((recap_node_type_t)i),
+                              recap_node_type_name((recap_node_type_t)j));
+  assert_string_equal(recap_node_type_name(RECAP_NODE_TYPE_COUNT), "unknown");
+  assert_string_equal(recap_node_type_name((recap_node_type_t)-1), "unknown");
+  assert_string_equal(recap_node_type_name((recap_node_type_t)1000), "unknown");
+}
+
 static void inspect_of_an_empty_graph(void **state) {
   (void)state;
   reset();
@@ -1477,6 +1491,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(scope_end_from_another_thread_keeps_the_scope),
       cmocka_unit_test(inspect_reports_nodes_and_edges),
       cmocka_unit_test(inspect_of_an_empty_graph),
+      cmocka_unit_test(node_type_names),
       cmocka_unit_test(failed_capture_begin_leaves_nothing),
       cmocka_unit_test(failed_capture_end_leaves_nothing),
       cmocka_unit_test(failed_instantiate_in_capture_end),
