@@ -343,10 +343,9 @@ static void process_events(recap__device_state_t *d, bool wait) {
  * Freeing a block into its pool, with merges
  * ---------------------------------------------------------------------------------------- */
 
-/* Absorb the free neighbour `other` into b. Returns the bytes absorbed (0 if not free). */
-static size_t try_merge(recap__block_t *b, recap__block_t *other, recap__free_set_t *set) {
-  if (!other || !recap__block_is_free(other)) return 0;
-  recap__free_set_erase(set, other);
+/* Absorb the free neighbour `other`, already out of the free set, into b. Returns the bytes
+ * absorbed. */
+static size_t merge(recap__block_t *b, recap__block_t *other) {
   size_t absorbed = other->size;
   if (other == b->prev) {
     b->ptr = other->ptr;
@@ -362,28 +361,36 @@ static size_t try_merge(recap__block_t *b, recap__block_t *other, recap__free_se
   return absorbed;
 }
 
-/* b is no longer used by anyone: merge it with free neighbours and put it in its free set.
- * The set's capacity was reserved by the caller's path (recap_free reserves before it starts),
- * so the insert cannot fail here. */
+/* b is no longer used by anyone: merge it with free neighbours and put it in its free set. The
+ * merged block takes the set slot of a neighbour it absorbs (recap__free_set_replace_at), so the
+ * common free, which undoes a split, moves nothing in the set. The set's capacity was reserved by
+ * the caller's path (recap_free reserves before it starts), so the insert cannot fail here. */
 static void free_block(recap__device_state_t *d, recap__block_t *b) {
   recap__segment_t *seg = b->segment;
   recap__free_set_t *set = free_set_of(seg->pool, seg->small);
   size_t original = b->size;
   int64_t split_blocks = 0, split_bytes = 0;
-  size_t absorbed;
-  if ((absorbed = try_merge(b, b->prev, set))) {
+  recap__block_t *prev = b->prev && recap__block_is_free(b->prev) ? b->prev : NULL;
+  recap__block_t *next = b->next && recap__block_is_free(b->next) ? b->next : NULL;
+  /* With both free, the previous one leaves the set and b takes the next one's slot. */
+  if (prev && next) recap__free_set_erase(set, prev);
+  recap__block_t *slot_owner = next ? next : prev;
+  size_t slot = slot_owner ? recap__free_set_find(set, slot_owner) : set->count;
+  if (prev) {
     split_blocks--;
-    split_bytes -= (int64_t)absorbed;
+    split_bytes -= (int64_t)merge(b, prev);
   }
-  if ((absorbed = try_merge(b, b->next, set))) {
+  if (next) {
     split_blocks--;
-    split_bytes -= (int64_t)absorbed;
+    split_bytes -= (int64_t)merge(b, next);
   }
   if (recap__block_is_split(b)) {
     split_blocks++;
     split_bytes += (int64_t)b->size;
   }
-  if (!recap__free_set_insert(set, b))
+  if (slot < set->count)
+    recap__free_set_replace_at(set, slot, b);
+  else if (!recap__free_set_insert(set, b))
     RECAP__WARN("out of host memory: a free block of %zu bytes is lost to the cache", b->size);
   recap_memory_stats_t *st = &d->stats;
   stat_kind(st->inactive_split, seg->small, split_blocks);
@@ -595,22 +602,22 @@ static recap_status_t current_options(const recap__options_t **o) {
   return RECAP_SUCCESS;
 }
 
-/* Best fit among the free blocks of `stream` in set, under the max_split_size rules; takes it
- * out of the set. */
-static recap__block_t *take_free_block(recap__free_set_t *set, recap_stream_t stream, size_t size,
-                                       const recap__options_t *o) {
+/* The set index of the best fit among the free blocks of `stream`, under the max_split_size
+ * rules; set->count if none fits. The block stays in the set: the caller takes it out, or puts
+ * the rest of a split in its place. */
+static size_t find_free_block(const recap__free_set_t *set, recap_stream_t stream, size_t size,
+                              const recap__options_t *o) {
   size_t i = recap__free_set_lower_bound(set, stream, size);
-  if (i == set->count) return NULL;
-  recap__block_t *b = set->items[i];
-  if (b->stream != stream) return NULL;
+  if (i == set->count) return i;
+  const recap__block_t *b = set->items[i];
+  if (b->stream != stream) return set->count;
   if (o->max_split_size) {
     /* A small request does not take an unsplittable big block... */
-    if (size < o->max_split_size && b->size >= o->max_split_size) return NULL;
+    if (size < o->max_split_size && b->size >= o->max_split_size) return set->count;
     /* ...and a big request does not take a block much bigger than itself. */
-    if (size >= o->max_split_size && b->size >= size + o->large_segment) return NULL;
+    if (size >= o->max_split_size && b->size >= size + o->large_segment) return set->count;
   }
-  recap__free_set_erase_at(set, i);
-  return b;
+  return i;
 }
 
 static bool should_split(const recap__block_t *b, size_t size, const recap__options_t *o) {
@@ -655,7 +662,11 @@ recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
     goto out;
   }
 
-  b = take_free_block(set, stream, rounded, o);
+  /* A cached block stays in the set, at `slot`, until the split below decides what takes its
+   * place; a new segment's block was never in it. */
+  size_t slot = find_free_block(set, stream, rounded, o);
+  const bool in_set = slot < set->count;
+  if (in_set) b = set->items[slot];
   if (!b) {
     RECAP__CHECK_GOTO(new_segment(d, pool, small, segment_size_for(o, rounded), size, stream, o,
                                   &b),
@@ -667,6 +678,7 @@ recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
   /* A record for the rest was reserved above; should new_segment have used it and the host be
    * out of memory now, the caller simply gets the whole block. */
   recap__block_t *rest = should_split(b, rounded, o) ? block_new() : NULL;
+  if (in_set && !rest) recap__free_set_erase_at(set, slot);
   if (rest) {
     /* Keep the front for the caller; the rest stays free, right after it. */
     rest->ptr = b->ptr + rounded;
@@ -678,7 +690,10 @@ recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
     if (rest->next) rest->next->prev = rest;
     b->next = rest;
     b->size = rounded;
-    recap__free_set_insert(set, rest);
+    if (in_set)
+      recap__free_set_replace_at(set, slot, rest);
+    else
+      recap__free_set_insert(set, rest);
     if (already_split) {
       stat_kind(st->inactive_split_bytes, small, -(int64_t)rounded);
     } else {

@@ -18,9 +18,9 @@ static int compare(recap_stream_t sa, size_t za, uintptr_t pa, const recap__bloc
   return 0;
 }
 
-static size_t lower_bound(const recap__free_set_t *s, recap_stream_t stream, size_t size,
-                          uintptr_t ptr) {
-  size_t lo = 0, hi = s->count;
+/* The first index in [lo, hi) whose member is not below the key; hi if none. */
+static size_t lower_bound_in(const recap__free_set_t *s, size_t lo, size_t hi,
+                             recap_stream_t stream, size_t size, uintptr_t ptr) {
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
     if (compare(stream, size, ptr, s->items[mid]) > 0)
@@ -29,6 +29,11 @@ static size_t lower_bound(const recap__free_set_t *s, recap_stream_t stream, siz
       hi = mid;
   }
   return lo;
+}
+
+static size_t lower_bound(const recap__free_set_t *s, recap_stream_t stream, size_t size,
+                          uintptr_t ptr) {
+  return lower_bound_in(s, 0, s->count, stream, size, ptr);
 }
 
 size_t recap__free_set_lower_bound(const recap__free_set_t *s, recap_stream_t stream, size_t size) {
@@ -60,11 +65,36 @@ void recap__free_set_erase_at(recap__free_set_t *s, size_t at) {
   s->count--;
 }
 
-bool recap__free_set_erase(recap__free_set_t *s, recap__block_t *b) {
+size_t recap__free_set_find(const recap__free_set_t *s, const recap__block_t *b) {
   size_t at = lower_bound(s, b->stream, b->size, (uintptr_t)b->ptr);
-  if (at == s->count || s->items[at] != b) return false;
+  return at < s->count && s->items[at] == b ? at : s->count;
+}
+
+bool recap__free_set_erase(recap__free_set_t *s, recap__block_t *b) {
+  size_t at = recap__free_set_find(s, b);
+  if (at == s->count) return false;
   recap__free_set_erase_at(s, at);
   return true;
+}
+
+void recap__free_set_replace_at(recap__free_set_t *s, size_t i, recap__block_t *b) {
+  recap_stream_t stream = b->stream;
+  size_t size = b->size;
+  uintptr_t ptr = (uintptr_t)b->ptr;
+  recap__block_t **items = s->items;
+  if (i > 0 && compare(stream, size, ptr, items[i - 1]) < 0) {
+    /* b goes before slot i: shift [at, i) one up. */
+    size_t at = lower_bound_in(s, 0, i, stream, size, ptr);
+    memmove(items + at + 1, items + at, (i - at) * sizeof *items);
+    items[at] = b;
+  } else if (i + 1 < s->count && compare(stream, size, ptr, items[i + 1]) > 0) {
+    /* b goes after slot i: shift (i, at) one down. */
+    size_t at = lower_bound_in(s, i + 1, s->count, stream, size, ptr);
+    memmove(items + i, items + i + 1, (at - i - 1) * sizeof *items);
+    items[at - 1] = b;
+  } else {
+    items[i] = b;
+  }
 }
 
 void recap__free_set_clear(recap__free_set_t *s) {

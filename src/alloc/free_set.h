@@ -33,6 +33,13 @@ bool recap__free_set_insert(recap__free_set_t *s, struct recap__block *b);
 bool recap__free_set_erase(recap__free_set_t *s, struct recap__block *b);
 /* Remove the member at index i (as found by recap__free_set_lower_bound). */
 void recap__free_set_erase_at(recap__free_set_t *s, size_t i);
+/* Put b in place of the member at index i, keeping the order: what a split (the rest replaces
+ * the block taken) and a merge (the merged block replaces the neighbour it absorbed) do on
+ * every malloc and free. The new member usually belongs at i or next to it, so this moves
+ * nothing, where an erase and an insert would move the array's tail twice. Cannot fail. */
+void recap__free_set_replace_at(recap__free_set_t *s, size_t i, struct recap__block *b);
+/* The index of member b; s->count if b is not a member. */
+size_t recap__free_set_find(const recap__free_set_t *s, const struct recap__block *b);
 /* Index of the first block with (stream, size) >= the key; s->count if none. */
 size_t recap__free_set_lower_bound(const recap__free_set_t *s, recap_stream_t stream, size_t size);
 void recap__free_set_clear(recap__free_set_t *s);
