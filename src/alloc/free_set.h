@@ -4,7 +4,9 @@
  * Blocks are ordered by (stream, size, address), so the smallest free block of a stream that
  * fits a request is one binary search away, and ties go to the lowest address (which keeps
  * placement deterministic for tests). A sorted array beats a tree here: a pool holds tens to
- * hundreds of free blocks, and the hot path is one search plus a short memmove.
+ * hundreds of free blocks, and the hot path (a split, then the merge that undoes it) is a
+ * search and a replace in place, which moves nothing when the new block sorts where the old
+ * one was.
  */
 #ifndef RECAP_ALLOC_FREE_SET_H
 #define RECAP_ALLOC_FREE_SET_H
