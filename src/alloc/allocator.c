@@ -494,6 +494,16 @@ static recap_status_t raw_alloc(recap__device_state_t *d, void **ptr, size_t siz
   return s;
 }
 
+/* A new segment from the device, unless the memory_cap option forbids it. */
+static recap_status_t capped_alloc(recap__device_state_t *d, const recap__options_t *o,
+                                   void **base, size_t size) {
+  if (o->memory_cap && (uint64_t)d->stats.reserved_bytes[0].current + size > o->memory_cap)
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
+                        "the memory_cap option (%" PRIu64 " bytes) would be exceeded",
+                        o->memory_cap);
+  return raw_alloc(d, base, size);
+}
+
 static recap_status_t report_oom(recap__device_state_t *d, size_t request, size_t segment,
                                  const char *cause) {
   const recap_memory_stats_t *st = &d->stats;
@@ -529,25 +539,12 @@ static recap_status_t new_segment(recap__device_state_t *d, recap__pool_t *pool,
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
   }
   void *base = NULL;
-  recap_status_t s;
-  bool over_cap = o->memory_cap &&
-                  (uint64_t)d->stats.reserved_bytes[0].current + size > o->memory_cap;
-  if (over_cap)
-    s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "the memory_cap option (%" PRIu64 " bytes) "
-                     "would be exceeded", o->memory_cap);
-  else
-    s = raw_alloc(d, &base, size);
+  recap_status_t s = capped_alloc(d, o, &base, size);
   if (s == RECAP_ERROR_OUT_OF_MEMORY) {
     /* Free every cached unused segment and try once more. */
     d->stats.num_alloc_retries++;
     release_cached(d);
-    over_cap = o->memory_cap &&
-               (uint64_t)d->stats.reserved_bytes[0].current + size > o->memory_cap;
-    if (over_cap)
-      s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "the memory_cap option (%" PRIu64 " bytes) "
-                       "would be exceeded", o->memory_cap);
-    else
-      s = raw_alloc(d, &base, size);
+    s = capped_alloc(d, o, &base, size);
   }
   if (s != RECAP_SUCCESS) {
     free(seg);
@@ -726,7 +723,8 @@ recap_status_t recap_free(void *ptr) {
   void *site = CALLER_ADDRESS();
   if (!ptr) return RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);
-  recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, ptr);
+  /* Out of the map at once (one probe); put back should the host be out of memory below. */
+  recap__block_t *b = recap__ptr_map_remove(&recap__alloc.allocated, ptr);
   if (!b) {
     pthread_mutex_unlock(&recap__alloc.lock);
     return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
@@ -740,10 +738,10 @@ recap_status_t recap_free(void *ptr) {
       (b->stream_use_count &&
        !grow_array((void **)&d->deferred, &d->deferred_capacity, d->deferred_count + 1,
                    sizeof *d->deferred))) {
+    recap__ptr_map_insert(&recap__alloc.allocated, ptr, b); /* cannot fail: a slot was freed */
     pthread_mutex_unlock(&recap__alloc.lock);
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_free(%p): out of host memory", ptr);
   }
-  recap__ptr_map_remove(&recap__alloc.allocated, ptr);
   if (recap__alloc_sites_enabled()) remember_free(b, site);
   b->allocated = false;
   seg->pool->allocated_bytes -= (int64_t)b->size;
@@ -1046,44 +1044,52 @@ recap_status_t recap_memory_reset_peak(int device) {
  * Lookups for the layers above, and reset for tests
  * ---------------------------------------------------------------------------------------- */
 
-static bool find_in_pool(recap__pool_t *pool, const char *p, recap__block_ref_t *ref) {
-  for (recap__segment_t *seg = pool->segments; seg; seg = seg->next) {
-    if (p < seg->base || p >= seg->base + seg->size) continue;
-    for (recap__block_t *b = seg->head; b; b = b->next) {
-      if (p >= b->ptr && p < b->ptr + b->size) {
-        ref->base = b->ptr;
-        ref->size = b->size;
-        ref->generation = b->generation;
-        ref->allocated = b->allocated;
-        ref->pool = pool->id;
-        ref->alloc_site = b->allocated ? b->alloc_site : NULL;
-        return true;
-      }
+static recap__block_ref_t ref_of(const recap__block_t *b) {
+  return (recap__block_ref_t){.base = b->ptr,
+                              .size = b->size,
+                              .generation = b->generation,
+                              .allocated = b->allocated,
+                              .pool = b->segment->pool->id,
+                              .alloc_site = b->allocated ? b->alloc_site : NULL};
+}
+
+/* The block of seg that holds p, if any. */
+static bool find_in_segment(const recap__segment_t *seg, const char *p, recap__block_ref_t *ref) {
+  for (const recap__block_t *b = seg->head; b; b = b->next) {
+    if (p >= b->ptr && p < b->ptr + b->size) {
+      *ref = ref_of(b);
+      return true;
     }
   }
   return false;
 }
 
-bool recap__alloc_find(const void *ptr, recap__block_ref_t *ref) {
-  bool found = false;
-  pthread_mutex_lock(&recap__alloc.lock);
-  recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, ptr);
+static bool find_in_pool(const recap__pool_t *pool, const char *p, recap__block_ref_t *ref) {
+  for (const recap__segment_t *seg = pool->segments; seg; seg = seg->next)
+    if (p >= seg->base && p < seg->base + seg->size) return find_in_segment(seg, p, ref);
+  return false;
+}
+
+/* The lookup of recap__alloc_find, with the lock held: the allocated map, then every pool. */
+static bool find_locked(const void *ptr, recap__block_ref_t *ref) {
+  const recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, ptr);
   if (b) {
-    ref->base = b->ptr;
-    ref->size = b->size;
-    ref->generation = b->generation;
-    ref->allocated = true;
-    ref->pool = b->segment->pool->id;
-    ref->alloc_site = b->alloc_site;
-    found = true;
+    *ref = ref_of(b);
+    return true;
   }
-  for (int i = 0; !found && i < RECAP__MAX_DEVICES; i++) {
-    recap__device_state_t *d = recap__alloc.devices[i];
+  for (int i = 0; i < RECAP__MAX_DEVICES; i++) {
+    const recap__device_state_t *d = recap__alloc.devices[i];
     if (!d) continue;
-    found = find_in_pool(&d->default_pool, ptr, ref);
-    for (recap__pool_t *p = d->private_pools; p && !found; p = p->next)
-      found = find_in_pool(p, ptr, ref);
+    if (find_in_pool(&d->default_pool, ptr, ref)) return true;
+    for (const recap__pool_t *p = d->private_pools; p; p = p->next)
+      if (find_in_pool(p, ptr, ref)) return true;
   }
+  return false;
+}
+
+bool recap__alloc_find(const void *ptr, recap__block_ref_t *ref) {
+  pthread_mutex_lock(&recap__alloc.lock);
+  bool found = find_locked(ptr, ref);
   pthread_mutex_unlock(&recap__alloc.lock);
   return found;
 }
@@ -1132,19 +1138,7 @@ static bool find_in_spans(const segment_span_t *spans, size_t n, const char *p,
     else hi = mid;
   }
   if (lo == 0 || p >= spans[lo - 1].end) return false;
-  recap__segment_t *seg = spans[lo - 1].segment;
-  for (recap__block_t *b = seg->head; b; b = b->next) {
-    if (p >= b->ptr && p < b->ptr + b->size) {
-      ref->base = b->ptr;
-      ref->size = b->size;
-      ref->generation = b->generation;
-      ref->allocated = b->allocated;
-      ref->pool = seg->pool->id;
-      ref->alloc_site = b->allocated ? b->alloc_site : NULL;
-      return true;
-    }
-  }
-  return false;
+  return find_in_segment(spans[lo - 1].segment, p, ref);
 }
 
 void recap__alloc_find_many(const void *const *ptrs, size_t n, recap__block_ref_t *refs,
@@ -1155,10 +1149,9 @@ void recap__alloc_find_many(const void *const *ptrs, size_t n, recap__block_ref_
   bool spans_tried = false;
   for (size_t i = 0; i < n; i++) {
     found[i] = false;
-    recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, ptrs[i]);
+    const recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, ptrs[i]);
     if (b) {
-      refs[i] = (recap__block_ref_t){b->ptr, b->size, b->generation, true,
-                                     b->segment->pool->id, b->alloc_site};
+      refs[i] = ref_of(b);
       found[i] = true;
       continue;
     }
@@ -1170,9 +1163,7 @@ void recap__alloc_find_many(const void *const *ptrs, size_t n, recap__block_ref_
       found[i] = find_in_spans(spans, span_count, ptrs[i], &refs[i]);
     } else {
       /* No host memory for the table: the slow walk, one address at a time. */
-      pthread_mutex_unlock(&recap__alloc.lock);
-      found[i] = recap__alloc_find(ptrs[i], &refs[i]);
-      pthread_mutex_lock(&recap__alloc.lock);
+      found[i] = find_locked(ptrs[i], &refs[i]);
     }
   }
   pthread_mutex_unlock(&recap__alloc.lock);

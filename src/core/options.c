@@ -33,6 +33,14 @@ static const char *const option_names[OPT_COUNT] = {
 #undef RECAP_X_NAME
 };
 
+/* "min_block_size, small_size, ...": the names for messages, from the same map. */
+static const char option_list[] =
+#define RECAP_X_LIST(name, def, text) ", " #name
+    RECAP_OPTION_MAP(RECAP_X_LIST)
+#undef RECAP_X_LIST
+    ;
+#define OPTION_LIST (option_list + 2) /* without the leading ", " */
+
 static const uint64_t option_defaults[OPT_COUNT] = {
 #define RECAP_X_DEF(name, def, text) (uint64_t)(def),
     RECAP_OPTION_MAP(RECAP_X_DEF)
@@ -138,10 +146,8 @@ static recap_status_t parse_conf(const char *conf, const char *origin, uint64_t 
     int idx = find_option(k, (size_t)(k_end - k));
     if (idx < 0)
       return recap__error(RECAP_ERROR_INVALID_VALUE,
-                          "%s: unknown option '%.*s' (known: min_block_size, small_size, "
-                          "small_segment, large_threshold, large_segment, round_large, "
-                          "max_split_size, memory_cap)",
-                          origin, (int)(k_end - k), k);
+                          "%s: unknown option '%.*s' (known: %s)", origin, (int)(k_end - k), k,
+                          OPTION_LIST);
     uint64_t number;
     if (!parse_size(val, (size_t)(val_end - val), &number))
       return recap__error(RECAP_ERROR_INVALID_VALUE,

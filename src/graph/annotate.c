@@ -255,18 +255,6 @@ static recap_status_t state_of(recap_graph_t graph, bool attach, annotations_t *
   return s;
 }
 
-/* The recap graph whose capture stream takes part in, or NULL (no capture, an invalidated one,
- * or a capture made without recap). */
-static recap_status_t capturing_graph(recap_stream_t stream, recap_graph_t *graph) {
-  *graph = NULL;
-  if (recap__registry_active() == 0) return RECAP_SUCCESS;
-  recap__capture_status_t status;
-  uint64_t id = 0;
-  RECAP__CHECK(recap__device()->stream_capture_info(stream, &status, &id));
-  if (status == RECAP__CAPTURE_ACTIVE) *graph = recap__registry_find(id);
-  return RECAP_SUCCESS;
-}
-
 /* ------------------------------------------------------------------------------------------
  * Push and pop
  * ---------------------------------------------------------------------------------------- */
@@ -290,7 +278,7 @@ recap_status_t recap_annotate_push(recap_stream_t stream, const char *label) {
              label, RECAP_ANNOTATION_MAX_LENGTH);
   if (!recap_annotations_enabled()) return RECAP_SUCCESS;
   recap_graph_t graph;
-  RECAP__CHECK(capturing_graph(stream, &graph));
+  RECAP__CHECK(recap__registry_find_stream(stream, &graph));
   if (!graph) return RECAP_SUCCESS;
   annotations_t *a;
   RECAP__CHECK(state_of(graph, true, &a));
@@ -341,7 +329,7 @@ out:
 recap_status_t recap_annotate_pop(recap_stream_t stream) {
   if (!recap_annotations_enabled()) return RECAP_SUCCESS;
   recap_graph_t graph;
-  RECAP__CHECK(capturing_graph(stream, &graph));
+  RECAP__CHECK(recap__registry_find_stream(stream, &graph));
   if (!graph) return RECAP_SUCCESS;
   annotations_t *a;
   RECAP__CHECK(state_of(graph, false, &a));

@@ -284,6 +284,16 @@ static recap_status_t instantiate(recap_graph_t g) {
   return dev->graph_instantiate(&g->exec, g->template_graph);
 }
 
+/* A capture that came to nothing: the layers' state, the pool and the counts go, and the graph
+ * is fresh again (its template and executable, if any, are the caller's to destroy first). */
+static void drop_capture(recap_graph_t graph) {
+  hooks_release(graph);
+  release_pool(graph);
+  graph->state = RECAP__GRAPH_FRESH;
+  graph->node_count = 0;
+  memset(&graph->pool, 0, sizeof graph->pool);
+}
+
 recap_status_t recap_graph_capture_end(recap_graph_t graph, recap_stream_t stream) {
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_capture_end"));
   if (graph->state != RECAP__GRAPH_CAPTURING)
@@ -307,10 +317,7 @@ recap_status_t recap_graph_capture_end(recap_graph_t graph, recap_stream_t strea
   if (s != RECAP_SUCCESS) {
     /* Invalidated or failed: nothing of the capture survives, the graph is fresh again. The
      * seam's message names the CUDA error; keep it while the bookkeeping is undone. */
-    hooks_release(graph);
-    release_pool(graph);
-    graph->state = RECAP__GRAPH_FRESH;
-    memset(&graph->pool, 0, sizeof graph->pool);
+    drop_capture(graph);
     return s;
   }
   graph->template_graph = template_graph;
@@ -325,23 +332,14 @@ recap_status_t recap_graph_capture_end(recap_graph_t graph, recap_stream_t strea
      * the capture is thrown away, as for a failed instantiation. */
     dev->graph_destroy(graph->template_graph);
     graph->template_graph = NULL;
-    hooks_release(graph);
-    release_pool(graph);
-    graph->state = RECAP__GRAPH_FRESH;
-    graph->node_count = 0;
-    memset(&graph->pool, 0, sizeof graph->pool);
+    drop_capture(graph);
     return s;
   }
   if (graph->flags & RECAP_GRAPH_KEEP) return RECAP_SUCCESS;
   s = instantiate(graph);
   dev->graph_destroy(graph->template_graph);
   graph->template_graph = NULL;
-  if (s != RECAP_SUCCESS) {
-    hooks_release(graph);
-    release_pool(graph);
-    graph->state = RECAP__GRAPH_FRESH;
-    memset(&graph->pool, 0, sizeof graph->pool);
-  }
+  if (s != RECAP_SUCCESS) drop_capture(graph);
   return s;
 }
 

@@ -68,6 +68,7 @@ recap_graph_t recap__registry_find(uint64_t capture_id) {
 
 recap_status_t recap__registry_find_stream(recap_stream_t stream, recap_graph_t *graph) {
   *graph = NULL;
+  if (recap__registry_active() == 0) return RECAP_SUCCESS; /* no capture to find: no query */
   recap__capture_status_t status;
   uint64_t id = 0;
   RECAP__CHECK(recap__device()->stream_capture_info(stream, &status, &id));
