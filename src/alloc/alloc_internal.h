@@ -114,6 +114,10 @@ typedef struct recap__allocator {
 
 extern recap__allocator_t recap__alloc;
 
+static inline bool recap__pool_id_equal(recap_pool_id_t x, recap_pool_id_t y) {
+  return x.a == y.a && x.b == y.b;
+}
+
 static inline bool recap__block_is_split(const recap__block_t *b) { return b->prev || b->next; }
 static inline bool recap__block_is_free(const recap__block_t *b) {
   return !b->allocated && b->event_count == 0 && !b->deferred;

@@ -30,7 +30,6 @@ static _Atomic uint64_t next_graph_id = 1;  /* pools graphs make for themselves:
  * Small helpers
  * ---------------------------------------------------------------------------------------- */
 
-static bool pool_id_equal(recap_pool_id_t x, recap_pool_id_t y) { return x.a == y.a && x.b == y.b; }
 
 int recap_pool_is_default(recap_pool_id_t pool) { return pool.a == 0 && pool.b == 0; }
 
@@ -202,7 +201,7 @@ static recap_status_t current_device(int *device) {
 
 static recap__pool_t *find_private_pool(recap__device_state_t *d, recap_pool_id_t id) {
   for (recap__pool_t *p = d->private_pools; p; p = p->next)
-    if (pool_id_equal(p->id, id)) return p;
+    if (recap__pool_id_equal(p->id, id)) return p;
   return NULL;
 }
 
@@ -912,7 +911,7 @@ recap_status_t recap__pool_route_end(int device, recap_pool_id_t id) {
   recap__device_state_t *d = recap__alloc.devices[device];
   int found = -1;
   for (int i = 0; d && i < d->route_count; i++)
-    if (pool_id_equal(d->routes[i].pool->id, id)) found = i;
+    if (recap__pool_id_equal(d->routes[i].pool->id, id)) found = i;
   if (found < 0) {
     s = recap__error(RECAP_ERROR_INVALID_USAGE,
                      "pool {%" PRIu64 ",%" PRIu64 "} is not routed to a capture on device %d",

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "device/device.h"
 #include "device/driver.h"
 
@@ -660,13 +661,6 @@ static size_t mul_sat(size_t a, size_t b) {
   return a * b;
 }
 
-static char *copy_string(const char *s) {
-  size_t n = strlen(s) + 1;
-  char *c = malloc(n);
-  if (c) memcpy(c, s, n);
-  return c;
-}
-
 static recap_status_t host_oom(const char *what) {
   return RECAP__ERROR_AT(RECAP_ERROR_OUT_OF_MEMORY, "graph inspection: out of host memory for %s",
                          what);
@@ -698,7 +692,7 @@ static recap_status_t inspect_node(cudaGraphNode_t node, recap_graph_node_t *out
         out->block[i] = k.block[i];
       }
       out->shared_bytes = k.shared_bytes;
-      if (k.name && !(out->kernel_name = copy_string(k.name))) return host_oom("a kernel name");
+      if (k.name && !(out->kernel_name = recap__copy_string(k.name))) return host_oom("a kernel name");
       break;
     }
     case cudaGraphNodeTypeMemcpy: {

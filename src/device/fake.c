@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "device/rng_launch.h"
 
 /* Provided by the allocator (src/alloc/): drops all of the allocator's state (pools, cached
@@ -289,13 +290,6 @@ static void nodes_free(fake_nodes_t *nodes) {
   memset(nodes, 0, sizeof *nodes);
 }
 
-static char *copy_string(const char *text) {
-  size_t n = strlen(text) + 1;
-  char *c = malloc(n);
-  if (c) memcpy(c, text, n);
-  return c;
-}
-
 /* Append a node for work launched on s, which takes part in a capture: it waits for the
  * stream's previous node in the capture. An invalidated capture records nothing more, as CUDA
  * refuses further work into it. False when out of host memory. */
@@ -311,7 +305,7 @@ static bool capture_append(fake_stream_t *s, recap_node_type_t type, const char 
     nodes->cap = cap;
   }
   char *copy = NULL;
-  if (name && !(copy = copy_string(name))) return false;
+  if (name && !(copy = recap__copy_string(name))) return false;
   /* Handles look like pointers (aligned, far from 0) and are never reused. */
   fake.next_node_handle += 0x10;
   nodes->v[nodes->count] = (fake_node_t){.type = type,
@@ -1199,7 +1193,7 @@ static recap_status_t fake_graph_inspect(recap_cuda_graph_t graph, recap_graph_i
       dst->type = src->type;
       if (src->type == RECAP_NODE_KERNEL) {
         for (int d = 0; d < 3; d++) dst->grid[d] = dst->block[d] = 1;
-        if (src->name && !(dst->kernel_name = copy_string(src->name))) ok = false;
+        if (src->name && !(dst->kernel_name = recap__copy_string(src->name))) ok = false;
       }
       if (ok && src->dep) {
         if (!(dst->dependencies = malloc(sizeof *dst->dependencies))) ok = false;

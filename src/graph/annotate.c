@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/text.h"
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 #include "recap/annotate.h"
@@ -259,15 +260,6 @@ static recap_status_t state_of(recap_graph_t graph, bool attach, annotations_t *
  * Push and pop
  * ---------------------------------------------------------------------------------------- */
 
-static char *copy_text(const char *text, size_t n) {
-  char *c = malloc(n + 1);
-  if (c) {
-    memcpy(c, text, n);
-    c[n] = '\0';
-  }
-  return c;
-}
-
 recap_status_t recap_annotate_push(recap_stream_t stream, const char *label) {
   RECAP__ARG(label != NULL, "recap_annotate_push: label is NULL");
   size_t length = strnlen(label, RECAP_ANNOTATION_MAX_LENGTH + 1);
@@ -307,7 +299,7 @@ recap_status_t recap_annotate_push(recap_stream_t stream, const char *label) {
   RECAP__CHECK_GOTO(take_capture_nodes(a, stream), s, out);
   const char *parent = a->depth ? a->scopes[a->stack[a->depth - 1].scope].path : NULL;
   size_t parent_length = parent ? strlen(parent) : 0;
-  scope_t scope = {copy_text(label, length), malloc(parent_length + length + 2)};
+  scope_t scope = {recap__copy_text(label, length), malloc(parent_length + length + 2)};
   if (!scope.label || !scope.path) {
     free(scope.label);
     free(scope.path);
@@ -442,8 +434,6 @@ static bool labels_sort(labels_t *l) {
   return true;
 }
 
-static char *copy_string(const char *s) { return copy_text(s, strlen(s)); }
-
 recap_status_t recap__annotate_fill_info(recap_graph_t graph, recap_graph_info_t *info) {
   labels_t l;
   RECAP__CHECK(labels_get(graph, &l));
@@ -455,8 +445,8 @@ recap_status_t recap__annotate_fill_info(recap_graph_t graph, recap_graph_info_t
     if (!l.scopes[i]) continue;
     const scope_t *scope = &l.a->scopes[l.scopes[i] - 1];
     recap_graph_node_t *node = &info->nodes[i];
-    if (!(node->annotation = copy_string(scope->label)) ||
-        !(node->annotation_path = copy_string(scope->path)))
+    if (!(node->annotation = recap__copy_string(scope->label)) ||
+        !(node->annotation_path = recap__copy_string(scope->path)))
       s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graph_inspect: out of host memory");
   }
   labels_free(&l);

@@ -22,6 +22,7 @@
 
 #include "alloc/alloc_internal.h"
 #include "core/error.h"
+#include "core/text.h"
 #include "graph/graph_internal.h"
 #include "recap/liveness.h"
 
@@ -57,8 +58,6 @@ static int compare_candidates(const void *x, const void *y) {
   return (a->node > b->node) - (a->node < b->node);
 }
 
-static bool same_pool(recap_pool_id_t x, recap_pool_id_t y) { return x.a == y.a && x.b == y.b; }
-
 static const char *type_of_read(recap__read_kind_t kind) {
   switch (kind) {
     case RECAP__READ_KERNEL_ARG: return recap_node_type_name(RECAP_NODE_KERNEL);
@@ -78,13 +77,6 @@ static void liveness_clear(liveness_t *l) {
   l->count = 0;
 }
 
-static char *copy_string(const char *s) {
-  size_t n = strlen(s) + 1;
-  char *c = malloc(n);
-  if (c) memcpy(c, s, n);
-  return c;
-}
-
 /* Node types and kernel names, from the inspection of the template. A debug aid for the
  * messages: when the driver cannot name kernels, the inputs keep the kinds of their reads. */
 static void name_inputs(liveness_t *l, recap_cuda_graph_t template_graph) {
@@ -98,7 +90,7 @@ static void name_inputs(liveness_t *l, recap_cuda_graph_t template_graph) {
       if (in->node >= info.node_count) continue;
       in->node_type = recap_node_type_name(info.nodes[in->node].type);
       const char *name = info.nodes[in->node].kernel_name;
-      if (name) in->kernel_name = copy_string(name);
+      if (name) in->kernel_name = recap__copy_string(name);
     }
   } else {
     RECAP__DEBUG("input liveness: the nodes could not be named (%s)", recap_last_error());
@@ -126,7 +118,7 @@ static recap_status_t scan(liveness_t *l, recap_graph_t graph, recap_cuda_graph_
   size_t m = 0;
   for (size_t i = 0; i < n; i++) {
     /* The graph's own pool: its intermediates, and outputs of graphs that share the pool. */
-    if (!found[i] || same_pool(refs[i].pool, graph->pool)) continue;
+    if (!found[i] || recap__pool_id_equal(refs[i].pool, graph->pool)) continue;
     cands[m++] = (candidate_t){refs[i], reads[i].node, reads[i].kind};
   }
   qsort(cands, m, sizeof *cands, compare_candidates);
