@@ -30,7 +30,6 @@ static _Atomic uint64_t next_graph_id = 1;  /* pools graphs make for themselves:
  * Small helpers
  * ---------------------------------------------------------------------------------------- */
 
-
 int recap_pool_is_default(recap_pool_id_t pool) { return pool.a == 0 && pool.b == 0; }
 
 recap_pool_id_t recap_pool_handle(void) {
