@@ -368,6 +368,29 @@ static recap_status_t note_injected(fake_failure_t *f, const char *call, recap__
               call, what, (unsigned long long)fake.calls[kind]);
 }
 
+/* The fake's answers to a handle it does not know, worded as CUDA's errors. */
+static recap_status_t note_bad_stream(fake_failure_t *f, const char *call, recap_stream_t stream) {
+  return note(f, RECAP_ERROR_CUDA,
+              "%s: invalid resource handle (cudaErrorInvalidResourceHandle): %p is not a fake "
+              "stream",
+              call, (void *)stream);
+}
+
+static recap_status_t note_bad_event(fake_failure_t *f, const char *call, recap__event_t event) {
+  return note(f, RECAP_ERROR_CUDA,
+              "%s: invalid resource handle (cudaErrorInvalidResourceHandle): %p is not a live "
+              "fake event",
+              call, (void *)event);
+}
+
+/* what: "graph" or "executable graph". */
+static recap_status_t note_bad_graph(fake_failure_t *f, const char *call, const void *graph,
+                                     const char *what) {
+  return note(f, RECAP_ERROR_CUDA,
+              "%s: invalid argument (cudaErrorInvalidValue): %p is not a live fake %s", call,
+              graph, what);
+}
+
 /* --- the table of live blocks --- */
 
 static size_t block_hash(const void *p, size_t cap) {
@@ -581,10 +604,7 @@ static recap_status_t fake_event_create(recap__event_t *event) {
   bool inject = count_call(RECAP__FAKE_FAULT_EVENT_CREATE);
   if (event) *event = NULL;
   if (inject) {
-    note(&f, RECAP_ERROR_CUDA,
-         "cudaEventCreateWithFlags: unknown error (cudaErrorUnknown): fault injected by the fake "
-         "device into event creation call %llu",
-         (unsigned long long)fake.calls[RECAP__FAKE_FAULT_EVENT_CREATE]);
+    note_injected(&f, "cudaEventCreateWithFlags", RECAP__FAKE_FAULT_EVENT_CREATE, "event creation");
   } else if (!event) {
     note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaEventCreateWithFlags: event is NULL");
   } else {
@@ -611,10 +631,7 @@ static recap_status_t fake_event_destroy(recap__event_t event) {
     return recap__error(RECAP_ERROR_INVALID_ARGUMENT, "cudaEventDestroy: the event is NULL");
   pthread_mutex_lock(&fake.lock);
   if (!event_valid(event)) {
-    note(&f, RECAP_ERROR_CUDA,
-         "cudaEventDestroy: invalid resource handle (cudaErrorInvalidResourceHandle): %p is not "
-         "a live fake event",
-         (void *)event);
+    note_bad_event(&f, "cudaEventDestroy", event);
   } else {
     if (event->prev) event->prev->next = event->next;
     else fake.events = event->next;
@@ -632,22 +649,13 @@ static recap_status_t fake_event_record(recap__event_t event, recap_stream_t str
   bool inject = count_call(RECAP__FAKE_FAULT_EVENT_RECORD);
   fake_stream_t *s = stream_of(stream);
   if (inject) {
-    note(&f, RECAP_ERROR_CUDA,
-         "cudaEventRecord: unknown error (cudaErrorUnknown): fault injected by the fake device "
-         "into event record call %llu",
-         (unsigned long long)fake.calls[RECAP__FAKE_FAULT_EVENT_RECORD]);
+    note_injected(&f, "cudaEventRecord", RECAP__FAKE_FAULT_EVENT_RECORD, "event record");
   } else if (!event) {
     note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaEventRecord: the event is NULL");
   } else if (!event_valid(event)) {
-    note(&f, RECAP_ERROR_CUDA,
-         "cudaEventRecord: invalid resource handle (cudaErrorInvalidResourceHandle): %p is not "
-         "a live fake event",
-         (void *)event);
+    note_bad_event(&f, "cudaEventRecord", event);
   } else if (!s) {
-    note(&f, RECAP_ERROR_CUDA,
-         "cudaEventRecord: invalid resource handle (cudaErrorInvalidResourceHandle): %p is not "
-         "a fake stream",
-         (void *)stream);
+    note_bad_stream(&f, "cudaEventRecord", stream);
   } else if (s->capture) {
     /* CUDA would turn the record into a graph node; an allocator must never rely on that. */
     note_capturing_stream(&f, "cudaEventRecord", s, false);
@@ -663,10 +671,7 @@ static recap_status_t fake_event_record(recap__event_t event, recap_stream_t str
 static recap_status_t check_event_wait(fake_failure_t *f, recap__event_t event, const char *call) {
   if (!event) return note(f, RECAP_ERROR_INVALID_ARGUMENT, "%s: the event is NULL", call);
   if (!event_valid(event))
-    return note(f, RECAP_ERROR_CUDA,
-                "%s: invalid resource handle (cudaErrorInvalidResourceHandle): %p is not a live "
-                "fake event",
-                call, (void *)event);
+    return note_bad_event(f, call, event);
   if (event->stream && event->stream->capture) {
     /* Waiting on work of a capturing stream is illegal and invalidates its capture. */
     event->stream->capture->invalidated = true;
@@ -712,10 +717,8 @@ static recap_status_t fake_stream_create(recap_stream_t *stream) {
   bool inject = count_call(RECAP__FAKE_FAULT_STREAM_CREATE);
   if (stream) *stream = NULL;
   if (inject) {
-    note(&f, RECAP_ERROR_CUDA,
-         "cudaStreamCreateWithFlags: unknown error (cudaErrorUnknown): fault injected by the "
-         "fake device into stream creation call %llu",
-         (unsigned long long)fake.calls[RECAP__FAKE_FAULT_STREAM_CREATE]);
+    note_injected(&f, "cudaStreamCreateWithFlags", RECAP__FAKE_FAULT_STREAM_CREATE,
+                  "stream creation");
   } else if (!stream) {
     note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaStreamCreateWithFlags: stream is NULL");
   } else {
@@ -740,10 +743,7 @@ static recap_status_t fake_stream_destroy(recap_stream_t stream) {
   while (*link && (recap_stream_t)*link != stream) link = &(*link)->next;
   fake_stream_t *s = *link;
   if (!s) {
-    note(&f, RECAP_ERROR_CUDA,
-         "cudaStreamDestroy: invalid resource handle (cudaErrorInvalidResourceHandle): %p is not "
-         "a fake stream",
-         (void *)stream);
+    note_bad_stream(&f, "cudaStreamDestroy", stream);
   } else if (s->capture) {
     s->capture->invalidated = true;
     note_capturing_stream(&f, "cudaStreamDestroy", s, true);
@@ -762,10 +762,7 @@ static recap_status_t fake_stream_synchronize(recap_stream_t stream) {
   pthread_mutex_lock(&fake.lock);
   fake_stream_t *s = stream_of(stream);
   if (!s) {
-    note(&f, RECAP_ERROR_CUDA,
-         "cudaStreamSynchronize: invalid resource handle (cudaErrorInvalidResourceHandle): %p is "
-         "not a fake stream",
-         (void *)stream);
+    note_bad_stream(&f, "cudaStreamSynchronize", stream);
   } else if (s->capture) {
     s->capture->invalidated = true;
     note_capturing_stream(&f, "cudaStreamSynchronize", s, true);
@@ -783,10 +780,7 @@ static recap_status_t fake_memcpy_async(void *dst, const void *src, size_t bytes
   pthread_mutex_lock(&fake.lock);
   fake_stream_t *s = stream_of(stream);
   if (!s) {
-    note(&f, RECAP_ERROR_CUDA,
-         "cudaMemcpyAsync: invalid resource handle (cudaErrorInvalidResourceHandle): %p is not a "
-         "fake stream",
-         (void *)stream);
+    note_bad_stream(&f, "cudaMemcpyAsync", stream);
   } else if ((!dst || !src) && bytes) {
     note(&f, RECAP_ERROR_CUDA, "cudaMemcpyAsync: invalid argument (cudaErrorInvalidValue)");
   } else if (s->capture) {
@@ -813,10 +807,7 @@ static recap_status_t fake_stream_capture_info(recap_stream_t stream,
   if (!status) {
     note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaStreamGetCaptureInfo: status is NULL");
   } else if (!s) {
-    note(&f, RECAP_ERROR_CUDA,
-         "cudaStreamGetCaptureInfo: invalid resource handle (cudaErrorInvalidResourceHandle): %p "
-         "is not a fake stream",
-         (void *)stream);
+    note_bad_stream(&f, "cudaStreamGetCaptureInfo", stream);
   } else if (!s->capture) {
     *status = RECAP__CAPTURE_NONE;
     if (capture_id) *capture_id = 0;
@@ -863,10 +854,7 @@ static recap_status_t fake_stream_begin_capture(recap_stream_t stream,
          "mode",
          (int)mode);
   } else if (!s) {
-    note(&f, RECAP_ERROR_CUDA,
-         "cudaStreamBeginCapture: invalid resource handle (cudaErrorInvalidResourceHandle): %p "
-         "is not a fake stream",
-         (void *)stream);
+    note_bad_stream(&f, "cudaStreamBeginCapture", stream);
   } else if (s->capture) {
     note(&f, RECAP_ERROR_INVALID_USAGE,
          "cudaStreamBeginCapture(stream %p): the stream is already capturing (capture %llu on "
@@ -896,10 +884,7 @@ static recap_status_t fake_stream_end_capture(recap_stream_t stream, recap_cuda_
   } else if (!graph) {
     note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaStreamEndCapture: graph is NULL");
   } else if (!s) {
-    note(&f, RECAP_ERROR_CUDA,
-         "cudaStreamEndCapture: invalid resource handle (cudaErrorInvalidResourceHandle): %p is "
-         "not a fake stream",
-         (void *)stream);
+    note_bad_stream(&f, "cudaStreamEndCapture", stream);
   } else if (!c) {
     note(&f, RECAP_ERROR_INVALID_USAGE,
          "cudaStreamEndCapture(stream %p) failed: cudaErrorIllegalState: the stream is not "
@@ -959,10 +944,7 @@ static recap_status_t fake_graph_instantiate(recap_cuda_graph_exec_t *exec,
   } else if (!exec) {
     note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaGraphInstantiateWithFlags: exec is NULL");
   } else if (!g) {
-    note(&f, RECAP_ERROR_CUDA,
-         "cudaGraphInstantiateWithFlags: invalid argument (cudaErrorInvalidValue): %p is not a "
-         "live fake graph",
-         (void *)graph);
+    note_bad_graph(&f, "cudaGraphInstantiateWithFlags", (const void *)graph, "graph");
   } else {
     fake_exec_t *x = calloc(1, sizeof *x);
     if (!x) {
@@ -989,15 +971,9 @@ static recap_status_t fake_graph_launch(recap_cuda_graph_exec_t exec, recap_stre
   if (inject) {
     note_injected(&f, "cudaGraphLaunch", RECAP__FAKE_FAULT_LAUNCH, "graph launch");
   } else if (!x) {
-    note(&f, RECAP_ERROR_CUDA,
-         "cudaGraphLaunch: invalid argument (cudaErrorInvalidValue): %p is not a live fake "
-         "executable graph",
-         (void *)exec);
+    note_bad_graph(&f, "cudaGraphLaunch", (const void *)exec, "executable graph");
   } else if (!s) {
-    note(&f, RECAP_ERROR_CUDA,
-         "cudaGraphLaunch: invalid resource handle (cudaErrorInvalidResourceHandle): %p is not a "
-         "fake stream",
-         (void *)stream);
+    note_bad_stream(&f, "cudaGraphLaunch", stream);
   } else if (s->capture && s->capture->invalidated) {
     note(&f, RECAP_ERROR_CAPTURE_INVALIDATED,
          "cudaGraphLaunch: operation failed due to a previous error during capture "
@@ -1028,10 +1004,7 @@ static recap_status_t fake_graph_destroy(recap_cuda_graph_t graph) {
   while (*link && (recap_cuda_graph_t)*link != graph) link = &(*link)->next;
   fake_graph_t *g = *link;
   if (!g) {
-    note(&f, RECAP_ERROR_CUDA,
-         "cudaGraphDestroy: invalid argument (cudaErrorInvalidValue): %p is not a live fake "
-         "graph",
-         (void *)graph);
+    note_bad_graph(&f, "cudaGraphDestroy", (const void *)graph, "graph");
   } else {
     *link = g->next;
     nodes_free(&g->nodes);
@@ -1049,10 +1022,7 @@ static recap_status_t fake_graph_exec_destroy(recap_cuda_graph_exec_t exec) {
   while (*link && (recap_cuda_graph_exec_t)*link != exec) link = &(*link)->next;
   fake_exec_t *x = *link;
   if (!x) {
-    note(&f, RECAP_ERROR_CUDA,
-         "cudaGraphExecDestroy: invalid argument (cudaErrorInvalidValue): %p is not a live fake "
-         "executable graph",
-         (void *)exec);
+    note_bad_graph(&f, "cudaGraphExecDestroy", (const void *)exec, "executable graph");
   } else {
     *link = x->next;
     free(x);
@@ -1069,10 +1039,7 @@ static recap_status_t fake_graph_node_count(recap_cuda_graph_t graph, size_t *co
   if (!count)
     note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaGraphGetNodes: count is NULL");
   else if (!g)
-    note(&f, RECAP_ERROR_CUDA,
-         "cudaGraphGetNodes: invalid argument (cudaErrorInvalidValue): %p is not a live fake "
-         "graph",
-         (void *)graph);
+    note_bad_graph(&f, "cudaGraphGetNodes", (const void *)graph, "graph");
   else
     *count = g->nodes.count;
   return unlock_and_report(&f);
@@ -1148,10 +1115,7 @@ static recap_status_t fake_graph_debug_dot(recap_cuda_graph_t graph, const char 
   if (!path || !path[0]) {
     note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaGraphDebugDotPrint: path is NULL or empty");
   } else if (!g) {
-    note(&f, RECAP_ERROR_CUDA,
-         "cudaGraphDebugDotPrint: invalid argument (cudaErrorInvalidValue): %p is not a live fake "
-         "graph",
-         (void *)graph);
+    note_bad_graph(&f, "cudaGraphDebugDotPrint", (const void *)graph, "graph");
   } else {
     FILE *out = fopen(path, "w");
     if (!out) {
@@ -1176,10 +1140,7 @@ static recap_status_t fake_graph_inspect(recap_cuda_graph_t graph, recap_graph_i
   if (!info) {
     note(&f, RECAP_ERROR_INVALID_ARGUMENT, "graph inspection: info is NULL");
   } else if (!g) {
-    note(&f, RECAP_ERROR_CUDA,
-         "cudaGraphGetNodes: invalid argument (cudaErrorInvalidValue): %p is not a live fake "
-         "graph",
-         (void *)graph);
+    note_bad_graph(&f, "cudaGraphGetNodes", (const void *)graph, "graph");
   } else if (g->nodes.count > 0) {
     size_t n = g->nodes.count;
     bool ok = (info->nodes = calloc(n, sizeof *info->nodes)) != NULL;
@@ -1252,10 +1213,7 @@ static recap_status_t fake_capture_nodes(recap_stream_t stream, recap_cuda_graph
   pthread_mutex_lock(&fake.lock);
   fake_stream_t *s = stream_of(stream);
   if (!s) {
-    note(&f, RECAP_ERROR_CUDA,
-         "cudaStreamGetCaptureInfo: invalid resource handle (cudaErrorInvalidResourceHandle): %p "
-         "is not a fake stream",
-         (void *)stream);
+    note_bad_stream(&f, "cudaStreamGetCaptureInfo", stream);
   } else if (!s->capture || s->capture->invalidated) {
     note(&f, RECAP_ERROR_INVALID_USAGE,
          "cudaStreamGetCaptureInfo(stream %p): the stream takes part in no active capture (%s)",
@@ -1277,10 +1235,7 @@ static recap_status_t fake_graph_nodes(recap_cuda_graph_t graph, recap__graph_no
   pthread_mutex_lock(&fake.lock);
   fake_graph_t *g = graph_find(graph);
   if (!g)
-    note(&f, RECAP_ERROR_CUDA,
-         "cudaGraphGetNodes: invalid argument (cudaErrorInvalidValue): %p is not a live fake "
-         "graph",
-         (void *)graph);
+    note_bad_graph(&f, "cudaGraphGetNodes", (const void *)graph, "graph");
   else if (!handles_of(&g->nodes, nodes, count))
     note(&f, RECAP_ERROR_OUT_OF_MEMORY, "graph node list: out of host memory in the fake");
   return unlock_and_report(&f);
@@ -1314,9 +1269,7 @@ static recap_status_t fake_graph_reads(recap_cuda_graph_t graph, recap__graph_re
   size_t n = 0, cap = 0;
   bool ok = true;
   if (!g) {
-    note(&f, RECAP_ERROR_CUDA,
-         "graph reads: invalid argument (cudaErrorInvalidValue): %p is not a live fake graph",
-         (void *)graph);
+    note_bad_graph(&f, "graph reads", (const void *)graph, "graph");
   } else {
     for (size_t i = 0; ok && i < g->nodes.count; i++) {
       const fake_node_t *node = &g->nodes.v[i];
@@ -1392,10 +1345,7 @@ static recap_status_t fake_rng_write_state(recap_stream_t stream, uint64_t *stat
   if (!state) {
     note(&f, RECAP_ERROR_INVALID_ARGUMENT, "fake_rng_state: the state pointer is NULL");
   } else if (!s) {
-    note(&f, RECAP_ERROR_CUDA,
-         "fake_rng_state<<<1, 1>>>: invalid resource handle (cudaErrorInvalidResourceHandle): %p "
-         "is not a fake stream",
-         (void *)stream);
+    note_bad_stream(&f, "fake_rng_state<<<1, 1>>>", stream);
   } else if (fake_rng_enqueue(&f, s, "fake_rng_state<<<1, 1>>>", "fake_rng_state", &eager) ==
                  RECAP_SUCCESS &&
              eager) {
@@ -1473,9 +1423,7 @@ static recap_status_t fake_rng_launch(const recap__rng_launch_t *l) {
     note(&f, RECAP_ERROR_INTERNAL, "%s: grid %u is not a shape recap__rng_shape gives", name,
          l->grid);
   } else if (!s) {
-    note(&f, RECAP_ERROR_CUDA,
-         "%s: invalid resource handle (cudaErrorInvalidResourceHandle): %p is not a fake stream",
-         name, (void *)l->stream);
+    note_bad_stream(&f, name, l->stream);
   } else if (fake_rng_enqueue(&f, s, name, name, &eager) == RECAP_SUCCESS && eager) {
     fake_rng_fill(l);
     fake_rng_launches++;
