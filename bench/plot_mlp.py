@@ -23,6 +23,8 @@ import json
 import os
 import sys
 
+from bench_common import default_json
+
 SMALL = {(512, 8, 32), (1024, 16, 64)}
 # (key in the JSON, legend label, column heading)
 RECAP_WAYS = (("eager", "recap eager", "recap eager"),
@@ -32,11 +34,6 @@ RECAP_WAYS = (("eager", "recap eager", "recap eager"),
 TORCH_WAYS = (("eager", "torch eager", "torch eager"),
               ("graphed", "torch make_graphed_callables", "torch mgc"),
               ("whole_step", "torch whole-step graph", "torch whole"))
-
-
-def default_path(name):
-    out = os.environ.get("OUT")
-    return os.path.join(out, name + ".json") if out else name + ".json"
 
 
 def load(path, what):
@@ -63,8 +60,8 @@ def median(shape_doc, way):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--recap", default=default_path("bench_mlp"))
-    parser.add_argument("--torch", default=default_path("torch_mlp"))
+    parser.add_argument("--recap", default=default_json("bench_mlp"))
+    parser.add_argument("--torch", default=default_json("torch_mlp"))
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     parser.add_argument("--png", default=os.path.join(root, "docs", "mlp_bench.png"))
     args = parser.parse_args()

@@ -22,33 +22,13 @@ Rounds and batches follow bench_alloc (each round times one batch of every varia
 import argparse
 import gc
 import json
-import os
-import statistics
 import sys
 import time
 
+from bench_common import default_json, stats
+
 SIZES = (512, 64 << 10, 4 << 20)
 WARMUP = 100
-
-
-def stats(samples):
-    s = sorted(samples)
-    n = len(s)
-
-    def q(p):
-        pos = p * (n - 1)
-        lo = int(pos)
-        if lo + 1 >= n:
-            return s[-1]
-        return s[lo] + (pos - lo) * (s[lo + 1] - s[lo])
-
-    return {"median": statistics.median(s), "p10": q(0.1), "p90": q(0.9), "min": s[0],
-            "max": s[-1], "count": n}
-
-
-def default_json(name):
-    out = os.environ.get("OUT")
-    return os.path.join(out, name + ".json") if out else name + ".json"
 
 
 def label(size):

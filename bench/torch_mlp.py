@@ -27,10 +27,10 @@ import argparse
 import gc
 import json
 import math
-import os
-import statistics
 import sys
 import time
+
+from bench_common import default_json, stats
 
 SHAPES = ((512, 8, 32), (1024, 16, 64), (4096, 4, 256))
 CLASSES = 3
@@ -38,26 +38,6 @@ DROPOUT = 0.1
 LR = 1e-3
 SEED = 1234
 PER_CLASS = 2000
-
-
-def stats(samples):
-    s = sorted(samples)
-    n = len(s)
-
-    def q(p):
-        pos = p * (n - 1)
-        lo = int(pos)
-        if lo + 1 >= n:
-            return s[-1]
-        return s[lo] + (pos - lo) * (s[lo + 1] - s[lo])
-
-    return {"median": statistics.median(s), "p10": q(0.1), "p90": q(0.9), "min": s[0],
-            "max": s[-1], "count": n}
-
-
-def default_json(name):
-    out = os.environ.get("OUT")
-    return os.path.join(out, name + ".json") if out else name + ".json"
 
 
 def spirals(torch, classes, per_class, noise, seed):
