@@ -97,11 +97,7 @@ static void bench_size(size_t size, int rounds, int pairs, cudaStream_t stream,
                        size_result_t *result) {
   double *samples[V_COUNT];
   for (int v = 0; v < V_COUNT; v++) {
-    samples[v] = calloc((size_t)rounds, sizeof(double));
-    if (!samples[v]) {
-      fprintf(stderr, NAME ": out of host memory\n");
-      exit(1);
-    }
+    samples[v] = bench_calloc(NAME, (size_t)rounds, sizeof(double));
   }
   for (int r = 0; r < rounds; r++) {
     /* Plain pairs and stream-ordered pairs, in alternating order. The warm-up pairs fill the

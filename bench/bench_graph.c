@@ -74,11 +74,8 @@ static double capture_recap_us(cudaStream_t stream, int *counter, int n) {
 
 static void bench_capture(cudaStream_t stream, int *counter, int n, int reps,
                           capture_result_t *result) {
-  double *raw = calloc((size_t)reps, sizeof *raw), *rec = calloc((size_t)reps, sizeof *rec);
-  if (!raw || !rec) {
-    fprintf(stderr, NAME ": out of host memory\n");
-    exit(1);
-  }
+  double *raw = bench_calloc(NAME, (size_t)reps, sizeof *raw);
+  double *rec = bench_calloc(NAME, (size_t)reps, sizeof *rec);
   for (int i = 0; i < 2; i++) { /* warm-up: code paths, driver caches */
     capture_raw_us(stream, counter, n);
     capture_recap_us(stream, counter, n);
@@ -138,11 +135,8 @@ static int bench_replay(cudaStream_t stream, int *counter, int n, int quick,
   cudaGraphExec_t exec = NULL;
   BENCH_RECAP(recap_graph_raw_exec(graph, &exec));
 
-  double *raw = calloc((size_t)batches, sizeof *raw), *rec = calloc((size_t)batches, sizeof *rec);
-  if (!raw || !rec) {
-    fprintf(stderr, NAME ": out of host memory\n");
-    exit(1);
-  }
+  double *raw = bench_calloc(NAME, (size_t)batches, sizeof *raw);
+  double *rec = bench_calloc(NAME, (size_t)batches, sizeof *rec);
   long long replays = 0;
   for (int i = 0; i < 2; i++) { /* warm-up: the first launches upload the graph */
     replay_batch_us(0, graph, exec, stream, batch);

@@ -73,11 +73,7 @@ static double batch_us(const setup_t *st, int v, int batch) {
 
 /* Returns 1 when the counters check out. */
 static int bench_size(cudaStream_t stream, int n, int quick, result_t *r) {
-  int **counters = calloc((size_t)n, sizeof *counters);
-  if (!counters) {
-    fprintf(stderr, NAME ": out of host memory\n");
-    exit(1);
-  }
+  int **counters = bench_calloc(NAME, (size_t)n, sizeof *counters);
   for (int i = 0; i < n; i++) {
     BENCH_RECAP(recap_malloc((void **)&counters[i], sizeof(int), stream));
     BENCH_CUDA(cudaMemsetAsync(counters[i], 0, sizeof(int), stream));
@@ -99,11 +95,7 @@ static int bench_size(cudaStream_t stream, int n, int quick, result_t *r) {
   int batches = calls / batch;
   double *samples[VARIANTS];
   for (int v = 0; v < VARIANTS; v++) {
-    samples[v] = calloc((size_t)batches, sizeof *samples[v]);
-    if (!samples[v]) {
-      fprintf(stderr, NAME ": out of host memory\n");
-      exit(1);
-    }
+    samples[v] = bench_calloc(NAME, (size_t)batches, sizeof *samples[v]);
   }
   long long launches = 0;
   for (int w = 0; w < 2; w++) /* warm-up: the first launches upload the graphs */

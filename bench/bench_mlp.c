@@ -106,25 +106,18 @@ static void run_shape(const shape_t *shape, int warmup, int steps, cudaStream_t 
   result->parameters = mlp_model_parameter_count(model);
   result->bitwise = 1;
 
-  cudaEvent_t *start = calloc((size_t)steps, sizeof *start), *end = calloc((size_t)steps, sizeof *end);
-  double *step_us = calloc((size_t)steps, sizeof *step_us);
-  double *host_us = calloc((size_t)steps, sizeof *host_us);
+  cudaEvent_t *start = bench_calloc(NAME, (size_t)steps, sizeof *start);
+  cudaEvent_t *end = bench_calloc(NAME, (size_t)steps, sizeof *end);
+  double *step_us = bench_calloc(NAME, (size_t)steps, sizeof *step_us);
+  double *host_us = bench_calloc(NAME, (size_t)steps, sizeof *host_us);
   float *losses[WAY_COUNT];
-  for (int w = 0; w < WAY_COUNT; w++) losses[w] = calloc((size_t)total, sizeof(float));
-  if (!start || !end || !step_us || !host_us) {
-    fprintf(stderr, NAME ": out of host memory\n");
-    exit(1);
-  }
+  for (int w = 0; w < WAY_COUNT; w++) losses[w] = bench_calloc(NAME, (size_t)total, sizeof(float));
   for (int s = 0; s < steps; s++) {
     BENCH_CUDA(cudaEventCreate(&start[s]));
     BENCH_CUDA(cudaEventCreate(&end[s]));
   }
 
   for (int w = 0; w < WAY_COUNT; w++) {
-    if (!losses[w]) {
-      fprintf(stderr, NAME ": out of host memory\n");
-      exit(1);
-    }
     way_result_t *r = &result->ways[w];
     BENCH_RECAP(recap_empty_cache());
     uint64_t t0 = bench_now_ns();

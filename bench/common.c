@@ -136,6 +136,15 @@ void bench_fail_cuda(cudaError_t error, const char *call, const char *file, int 
   exit(1);
 }
 
+void *bench_calloc(const char *name, size_t count, size_t size) {
+  void *p = calloc(count ? count : 1, size ? size : 1);
+  if (!p) {
+    fprintf(stderr, "%s: out of host memory\n", name);
+    exit(1);
+  }
+  return p;
+}
+
 void bench_fail_recap(recap_status_t status, const char *call, const char *file, int line) {
   fprintf(stderr, "%s:%d: %s failed: %s: %s\n", file, line, call, recap_status_name(status),
           recap_last_error());

@@ -60,6 +60,9 @@ int bench_require_device(const char *name);
 void bench_describe_device(char *line, size_t size);
 void bench_device_json(FILE *f);
 
+/* calloc(count, size), or exit(1) saying "<name>: out of host memory". */
+void *bench_calloc(const char *name, size_t count, size_t size);
+
 /* Abort the benchmark on a failed call: prints the call, its place and the error. */
 void bench_fail_cuda(cudaError_t error, const char *call, const char *file, int line);
 void bench_fail_recap(recap_status_t status, const char *call, const char *file, int line);
