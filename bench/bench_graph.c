@@ -249,10 +249,7 @@ int main(int argc, char **argv) {
   int missing = bench_require_device(NAME);
   if (missing) return missing;
 
-  char line[512];
-  bench_describe_device(line, sizeof line);
-  printf(NAME ": %s%s\n", line, args.quick ? " (quick run)" : "");
-  fflush(stdout);
+  bench_banner(NAME, args.quick);
 
   cudaStream_t stream;
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

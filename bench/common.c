@@ -118,6 +118,13 @@ void bench_describe_device(char *line, size_t size) {
            runtime % 1000 / 10, recap_version_string());
 }
 
+void bench_banner(const char *name, int quick) {
+  char line[512];
+  bench_describe_device(line, sizeof line);
+  printf("%s: %s%s\n", name, line, quick ? " (quick run)" : "");
+  fflush(stdout);
+}
+
 void bench_device_json(FILE *f) {
   struct cudaDeviceProp prop;
   int device = 0, driver, runtime;

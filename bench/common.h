@@ -59,6 +59,8 @@ int bench_require_device(const char *name);
  * ("NVIDIA H200, driver 13.0, runtime 13.0, recap 0.1.0") and as JSON members (no braces). */
 void bench_describe_device(char *line, size_t size);
 void bench_device_json(FILE *f);
+/* The first line of a benchmark's output: "<name>: <the device line>[ (quick run)]". */
+void bench_banner(const char *name, int quick);
 
 /* calloc(count, size), or exit(1) saying "<name>: out of host memory". */
 void *bench_calloc(const char *name, size_t count, size_t size);
