@@ -22,8 +22,6 @@ _Static_assert(_Generic((CUdevice)0, recap__cu_device_t: 1, default: 0),
 _Static_assert(RECAP__CU_SUCCESS == CUDA_SUCCESS, "CUDA_SUCCESS is 0");
 _Static_assert(_Generic((CUgraphNode)0, recap__cu_graph_node_t: 1, default: 0),
                "recap__cu_graph_node_t must be CUgraphNode");
-_Static_assert(_Generic((CUfunction)0, recap__cu_function_t: 1, default: 0),
-               "recap__cu_function_t must be CUfunction");
 
 /* recap__cuda_status_of() reads driver codes with the runtime's numbers; these must agree. */
 _Static_assert(CUDA_ERROR_OUT_OF_MEMORY == (int)cudaErrorMemoryAllocation, "code numbering");

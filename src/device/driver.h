@@ -29,7 +29,6 @@ extern "C" {
 
 typedef unsigned int recap__cu_result_t;
 typedef int recap__cu_device_t;
-typedef struct CUfunc_st *recap__cu_function_t;
 
 #define RECAP__CU_SUCCESS 0u
 
@@ -47,10 +46,6 @@ typedef recap__cu_result_t (*recap__cuDevicePrimaryCtxGetState_t)(recap__cu_devi
 typedef recap__cu_result_t (*recap__cuGetErrorName_t)(recap__cu_result_t error, const char **name);
 typedef recap__cu_result_t (*recap__cuGetErrorString_t)(recap__cu_result_t error,
                                                         const char **text);
-typedef recap__cu_result_t (*recap__cuFuncGetName_t)(const char **name, recap__cu_function_t func);
-typedef recap__cu_result_t (*recap__cuFuncGetParamInfo_t)(recap__cu_function_t func,
-                                                          size_t param_index, size_t *param_offset,
-                                                          size_t *param_size);
 
 /* ---- kernel nodes of a graph ------------------------------------------------------------
  * A kernel node's launch shape and the kernel's (mangled) name, read through the driver:
