@@ -962,6 +962,32 @@ static recap_status_t fake_graph_instantiate(recap_cuda_graph_exec_t *exec,
   return unlock_and_report(&f);
 }
 
+/* Enqueue work on s: in a capture, one node of the given type and name (it does not run);
+ * otherwise `items` work items. *eager says which (false on failure too). Called with the lock
+ * held. */
+static recap_status_t fake_enqueue(fake_failure_t *f, fake_stream_t *s, const char *call,
+                                   recap_node_type_t type, const char *name, uint64_t items,
+                                   bool *eager) {
+  *eager = false;
+  if (s->capture && s->capture->invalidated)
+    return note(f, RECAP_ERROR_CAPTURE_INVALIDATED,
+                "%s: operation failed due to a previous error during capture "
+                "(cudaErrorStreamCaptureInvalidated): the stream takes part in capture %llu on "
+                "the fake device, which was invalidated",
+                call, (unsigned long long)s->capture->id);
+  if (s->capture) {
+    if (!capture_append(s, type, name))
+      return note(f, RECAP_ERROR_CUDA,
+                  "%s: out of memory (cudaErrorMemoryAllocation): no host memory for a node of "
+                  "capture %llu",
+                  call, (unsigned long long)s->capture->id);
+    return RECAP_SUCCESS;
+  }
+  s->enqueued += items;
+  *eager = true;
+  return RECAP_SUCCESS;
+}
+
 static recap_status_t fake_graph_launch(recap_cuda_graph_exec_t exec, recap_stream_t stream) {
   fake_failure_t f = {0};
   pthread_mutex_lock(&fake.lock);
@@ -974,23 +1000,15 @@ static recap_status_t fake_graph_launch(recap_cuda_graph_exec_t exec, recap_stre
     note_bad_graph(&f, "cudaGraphLaunch", (const void *)exec, "executable graph");
   } else if (!s) {
     note_bad_stream(&f, "cudaGraphLaunch", stream);
-  } else if (s->capture && s->capture->invalidated) {
-    note(&f, RECAP_ERROR_CAPTURE_INVALIDATED,
-         "cudaGraphLaunch: operation failed due to a previous error during capture "
-         "(cudaErrorStreamCaptureInvalidated): the stream takes part in capture %llu on the fake "
-         "device, which was invalidated",
-         (unsigned long long)s->capture->id);
-  } else if (s->capture) {
-    /* Launched into a capture, the graph becomes a child graph node; it does not run. */
-    if (!capture_append(s, RECAP_NODE_GRAPH, NULL))
-      note(&f, RECAP_ERROR_CUDA,
-           "cudaGraphLaunch: out of memory (cudaErrorMemoryAllocation): no host memory for a "
-           "node of capture %llu",
-           (unsigned long long)s->capture->id);
   } else {
-    s->enqueued += x->node_count;
-    x->launches++;
-    fake.graph_launches++;
+    /* Launched into a capture, the graph becomes a child graph node; it does not run. */
+    bool eager;
+    recap_status_t st =
+        fake_enqueue(&f, s, "cudaGraphLaunch", RECAP_NODE_GRAPH, NULL, x->node_count, &eager);
+    if (st == RECAP_SUCCESS && eager) {
+      x->launches++;
+      fake.graph_launches++;
+    }
   }
   return unlock_and_report(&f);
 }
@@ -1311,31 +1329,6 @@ static const char *fake_rng_kernel_name(recap__rng_kind_t kind) {
   return NULL;
 }
 
-/* Enqueue one kernel named name on s: a node of its capture, or a work item. *eager says which
- * (false on failure too). Called with the lock held. */
-static recap_status_t fake_rng_enqueue(fake_failure_t *f, fake_stream_t *s, const char *call,
-                                       const char *name, bool *eager) {
-  *eager = false;
-  if (s->capture && s->capture->invalidated)
-    return note(f, RECAP_ERROR_CAPTURE_INVALIDATED,
-                "%s: operation failed due to a previous error during capture "
-                "(cudaErrorStreamCaptureInvalidated): the stream takes part in capture %llu on "
-                "the fake device, which was invalidated",
-                call, (unsigned long long)s->capture->id);
-  if (s->capture) {
-    /* Launched into a capture, the kernel becomes a node; it does not run. */
-    if (!capture_append(s, RECAP_NODE_KERNEL, name))
-      return note(f, RECAP_ERROR_CUDA,
-                  "%s: out of memory (cudaErrorMemoryAllocation): no host memory for a node of "
-                  "capture %llu",
-                  call, (unsigned long long)s->capture->id);
-    return RECAP_SUCCESS;
-  }
-  s->enqueued++;
-  *eager = true;
-  return RECAP_SUCCESS;
-}
-
 static recap_status_t fake_rng_write_state(recap_stream_t stream, uint64_t *state, uint64_t seed,
                                            uint64_t offset) {
   fake_failure_t f = {0};
@@ -1346,8 +1339,8 @@ static recap_status_t fake_rng_write_state(recap_stream_t stream, uint64_t *stat
     note(&f, RECAP_ERROR_INVALID_ARGUMENT, "fake_rng_state: the state pointer is NULL");
   } else if (!s) {
     note_bad_stream(&f, "fake_rng_state<<<1, 1>>>", stream);
-  } else if (fake_rng_enqueue(&f, s, "fake_rng_state<<<1, 1>>>", "fake_rng_state", &eager) ==
-                 RECAP_SUCCESS &&
+  } else if (fake_enqueue(&f, s, "fake_rng_state<<<1, 1>>>", RECAP_NODE_KERNEL,
+                          "fake_rng_state", 1, &eager) == RECAP_SUCCESS &&
              eager) {
     /* Fake device memory is host memory: the kernel's write happens now. */
     state[0] = seed;
@@ -1424,7 +1417,8 @@ static recap_status_t fake_rng_launch(const recap__rng_launch_t *l) {
          l->grid);
   } else if (!s) {
     note_bad_stream(&f, name, l->stream);
-  } else if (fake_rng_enqueue(&f, s, name, name, &eager) == RECAP_SUCCESS && eager) {
+  } else if (fake_enqueue(&f, s, name, RECAP_NODE_KERNEL, name, 1, &eager) == RECAP_SUCCESS &&
+             eager) {
     fake_rng_fill(l);
     fake_rng_launches++;
   }
