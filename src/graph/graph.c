@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "alloc/alloc_internal.h"
+#include "core/args.h"
 #include "core/error.h"
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
@@ -45,14 +46,8 @@ int recap_graphs_disabled(void) {
  * ---------------------------------------------------------------------------------------- */
 
 recap_status_t recap__graph_check(recap_graph_t graph, const char *function) {
-  if (!graph)
-    return recap__error(RECAP_ERROR_INVALID_ARGUMENT, "%s: graph is NULL", function);
-  if (graph->magic != RECAP__GRAPH_MAGIC)
-    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
-                        "%s: %p is not a live recap graph (destroyed, or not made by "
-                        "recap_graph_create)",
-                        function, (void *)graph);
-  return RECAP_SUCCESS;
+  return RECAP__HANDLE_CHECK(graph, RECAP__GRAPH_MAGIC, function, "graph", "recap graph",
+                             "recap_graph_create");
 }
 
 recap_status_t recap_graph_create(recap_graph_t *graph, unsigned flags) {
@@ -209,14 +204,8 @@ recap_status_t recap_graph_capture_begin(recap_graph_t graph, recap_stream_t str
                                          const recap_capture_options_t *options) {
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_capture_begin"));
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
-  if (options) {
-    RECAP__ARG(options->size >= offsetof(recap_capture_options_t, check_input_liveness) &&
-                   options->size <= sizeof opts,
-               "recap_graph_capture_begin: options->size is %zu; start the options from "
-               "RECAP_CAPTURE_OPTIONS_INIT",
-               options->size);
-    memcpy(&opts, options, options->size);
-  }
+  RECAP__CHECK(RECAP__OPTIONS_COPY(&opts, options, recap_capture_options_t, mode,
+                                   "recap_graph_capture_begin", "RECAP_CAPTURE_OPTIONS_INIT"));
   RECAP__ARG(opts.mode >= RECAP_CAPTURE_MODE_GLOBAL && opts.mode <= RECAP_CAPTURE_MODE_RELAXED,
              "recap_graph_capture_begin: capture mode %d is not one of GLOBAL, THREAD_LOCAL, "
              "RELAXED",
