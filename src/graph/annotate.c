@@ -6,7 +6,7 @@
  * gives every node not seen before the label of the scope that was innermost until then. When
  * the capture ends, the template's nodes are read once more: those captured after the last
  * push or pop get the label of the scopes still open (normally none). Each graph keeps the map
- * node handle -> scope in a graph hook's context; inspection and the DOT dump read it.
+ * node handle -> scope in a graph hook's context; the hook's inspect and dump callbacks read it.
  *
  * The nodes of a capture and of the template that cudaStreamEndCapture hands back are the same
  * objects: graph_out is the graph being built, and ending the capture hands that very graph to
@@ -227,9 +227,15 @@ static recap_status_t hook_captured(void *ctx, recap_graph_t graph,
   return RECAP_SUCCESS;
 }
 
+/* The readers, below: inspection and the DOT dump. */
+static recap_status_t hook_inspect(void *ctx, recap_graph_t graph, recap_graph_info_t *info);
+static recap_status_t hook_dump(void *ctx, recap_graph_t graph, const char *path);
+
 static const recap__graph_hooks_t annotate_hooks = {
     .release = hook_release,
     .captured = hook_captured,
+    .inspect = hook_inspect,
+    .dump = hook_dump,
 };
 
 /* Attaching is serialised so that two streams of one capture pushing at once attach once. */
@@ -392,10 +398,9 @@ typedef struct labels {
   size_t sorted_count;
 } labels_t;
 
-static recap_status_t labels_get(recap_graph_t graph, labels_t *l) {
+static recap_status_t labels_get(annotations_t *a, recap_graph_t graph, labels_t *l) {
   memset(l, 0, sizeof *l);
-  annotations_t *a = recap__graph_hook_ctx(graph, &annotate_hooks);
-  if (!a || !graph->template_graph) return RECAP_SUCCESS;
+  if (!graph->template_graph) return RECAP_SUCCESS;
   pthread_mutex_lock(&a->lock);
   bool any = a->labelled > 0;
   pthread_mutex_unlock(&a->lock);
@@ -434,9 +439,9 @@ static bool labels_sort(labels_t *l) {
   return true;
 }
 
-recap_status_t recap__annotate_fill_info(recap_graph_t graph, recap_graph_info_t *info) {
+static recap_status_t hook_inspect(void *ctx, recap_graph_t graph, recap_graph_info_t *info) {
   labels_t l;
-  RECAP__CHECK(labels_get(graph, &l));
+  RECAP__CHECK(labels_get(ctx, graph, &l));
   if (!l.a) return RECAP_SUCCESS;
   recap_status_t s = RECAP_SUCCESS;
   size_t n = l.count < info->node_count ? l.count : info->node_count;
@@ -582,9 +587,9 @@ static size_t rewrite_dot(FILE *out, const char *text, size_t len, const labels_
   return annotated;
 }
 
-recap_status_t recap__annotate_dot(recap_graph_t graph, const char *path) {
+static recap_status_t hook_dump(void *ctx, recap_graph_t graph, const char *path) {
   labels_t l;
-  RECAP__CHECK(labels_get(graph, &l));
+  RECAP__CHECK(labels_get(ctx, graph, &l));
   if (!l.a) return RECAP_SUCCESS;
   recap_status_t s = RECAP_SUCCESS;
   char *text = NULL;

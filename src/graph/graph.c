@@ -200,16 +200,12 @@ static const char *state_advice(recap__graph_state_t state) {
   return "";
 }
 
-recap_status_t recap_graph_capture_begin(recap_graph_t graph, recap_stream_t stream,
-                                         const recap_capture_options_t *options) {
-  RECAP__CHECK(recap__graph_check(graph, "recap_graph_capture_begin"));
-  recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
-  RECAP__CHECK(RECAP__OPTIONS_COPY(&opts, options, recap_capture_options_t, mode,
-                                   "recap_graph_capture_begin", "RECAP_CAPTURE_OPTIONS_INIT"));
-  RECAP__ARG(opts.mode >= RECAP_CAPTURE_MODE_GLOBAL && opts.mode <= RECAP_CAPTURE_MODE_RELAXED,
+recap_status_t recap__graph_capture_check(recap_graph_t graph, recap_stream_t stream,
+                                          const recap_capture_options_t *opts) {
+  RECAP__ARG(opts->mode >= RECAP_CAPTURE_MODE_GLOBAL && opts->mode <= RECAP_CAPTURE_MODE_RELAXED,
              "recap_graph_capture_begin: capture mode %d is not one of GLOBAL, THREAD_LOCAL, "
              "RELAXED",
-             (int)opts.mode);
+             (int)opts->mode);
   if (graph->state != RECAP__GRAPH_FRESH)
     return recap__error(RECAP_ERROR_INVALID_USAGE, "recap_graph_capture_begin: %s",
                         state_advice(graph->state));
@@ -219,15 +215,18 @@ recap_status_t recap_graph_capture_begin(recap_graph_t graph, recap_stream_t str
                         "capture on a stream you created (cudaStreamCreateWithFlags(&s, "
                         "cudaStreamNonBlocking)), or use recap_capture_scope_begin, which "
                         "provides one. Replaying on the default stream is fine");
+  return RECAP_SUCCESS;
+}
 
+recap_status_t recap__graph_capture_start(recap_graph_t graph, recap_stream_t stream,
+                                          const recap_capture_options_t *opts) {
   const recap__device_ops_t *dev = recap__device();
   int device;
   RECAP__CHECK(dev->get_device(&device));
-  /* Refused before anything starts when the device cannot read what a graph reads. */
-  if (opts.check_input_liveness) RECAP__CHECK(recap__liveness_probe());
-  recap_pool_id_t pool = recap_pool_is_default(opts.pool) ? recap__pool_id_for_graph() : opts.pool;
+  recap_pool_id_t pool =
+      recap_pool_is_default(opts->pool) ? recap__pool_id_for_graph() : opts->pool;
 
-  RECAP__CHECK(dev->stream_begin_capture(stream, (recap__capture_mode_t)opts.mode));
+  RECAP__CHECK(dev->stream_begin_capture(stream, (recap__capture_mode_t)opts->mode));
   recap__capture_status_t status;
   uint64_t id = 0;
   /* The capture just began, so a context exists: the cheap query will do. */
@@ -254,13 +253,6 @@ recap_status_t recap_graph_capture_begin(recap_graph_t graph, recap_stream_t str
   graph->capture_stream = stream;
   graph->capture_id = id;
   graph->state = RECAP__GRAPH_CAPTURING;
-  if (opts.check_input_liveness && (s = recap__liveness_attach(graph)) != RECAP_SUCCESS) {
-    /* Out of host memory: abandon the capture, keeping the cause. */
-    recap__saved_error_t saved;
-    recap__error_save(&saved);
-    recap_graph_reset(graph);
-    return recap__error_restore(&saved);
-  }
   return RECAP_SUCCESS;
 }
 
@@ -424,7 +416,10 @@ recap_status_t recap_graph_debug_dump(recap_graph_t graph, const char *path) {
                         "recap_graph_debug_dump: needs the kept template: create the graph with "
                         "RECAP_GRAPH_KEEP and dump it after capture_end");
   RECAP__CHECK(recap__device()->graph_debug_dot(graph->template_graph, path));
-  return recap__annotate_dot(graph, path);
+  for (size_t i = 0; i < graph->hook_count; i++)
+    if (graph->hooks[i].hooks->dump)
+      RECAP__CHECK(graph->hooks[i].hooks->dump(graph->hooks[i].ctx, graph, path));
+  return RECAP_SUCCESS;
 }
 
 recap_status_t recap_stream_is_capturing(recap_stream_t stream, int *capturing) {
