@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "core/text.h"
 #include "graph/graph_internal.h"
@@ -36,28 +37,12 @@
  * The switch
  * ---------------------------------------------------------------------------------------- */
 
-static _Atomic int enabled_state = -1; /* -1: follow the environment (read once) */
-static _Atomic int env_state = -1;     /* RECAP_ANNOTATIONS, -1 until read */
-
+/* RECAP_ANNOTATIONS, which code overrides (core/env.h). */
 void recap_annotations_enable(int enabled) {
-  if (enabled < 0) atomic_store(&env_state, -1); /* read the environment again */
-  atomic_store(&enabled_state, enabled < 0 ? -1 : enabled != 0);
+  recap__env_set(RECAP__ENV_ANNOTATIONS, enabled < 0 ? -1 : enabled != 0);
 }
 
-int recap_annotations_enabled(void) {
-  int forced = atomic_load_explicit(&enabled_state, memory_order_relaxed);
-  if (forced >= 0) return forced;
-  int env = atomic_load_explicit(&env_state, memory_order_relaxed);
-  if (env < 0) {
-    const char *value = getenv("RECAP_ANNOTATIONS");
-    env = value && strcmp(value, "1") == 0;
-    if (value && strcmp(value, "1") != 0 && strcmp(value, "0") != 0 && value[0] != '\0')
-      RECAP__WARN("RECAP_ANNOTATIONS=\"%s\" is neither 0 nor 1: annotations stay disabled",
-                  value);
-    atomic_store(&env_state, env);
-  }
-  return env;
-}
+int recap_annotations_enabled(void) { return recap__env_int(RECAP__ENV_ANNOTATIONS); }
 
 /* ------------------------------------------------------------------------------------------
  * The state of one graph: scopes, the open stack, and node handle -> scope

@@ -16,6 +16,7 @@
 
 #include "alloc/alloc_internal.h"
 #include "core/args.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
@@ -24,22 +25,11 @@
  * Kill switch
  * ---------------------------------------------------------------------------------------- */
 
-static _Atomic int disabled_state = -1; /* -1: not read yet */
-static _Atomic int disabled_override = -1;
-
-void recap__graphs_disabled_override(int disabled) { atomic_store(&disabled_override, disabled); }
-
-int recap_graphs_disabled(void) {
-  int forced = atomic_load(&disabled_override);
-  if (forced >= 0) return forced;
-  int state = atomic_load(&disabled_state);
-  if (state < 0) {
-    const char *env = getenv("RECAP_DISABLE_GRAPHS");
-    state = env && strcmp(env, "1") == 0;
-    atomic_store(&disabled_state, state);
-  }
-  return state;
+void recap__graphs_disabled_override(int disabled) {
+  recap__env_set(RECAP__ENV_DISABLE_GRAPHS, disabled < 0 ? -1 : disabled != 0);
 }
+
+int recap_graphs_disabled(void) { return recap__env_int(RECAP__ENV_DISABLE_GRAPHS); }
 
 /* ------------------------------------------------------------------------------------------
  * Lifetime
