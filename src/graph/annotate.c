@@ -21,7 +21,6 @@
  * (a second one); during a capture, each push and pop lists the capture's nodes, O(nodes).
  */
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -10,7 +10,6 @@
  */
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 

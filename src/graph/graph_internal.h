@@ -1,6 +1,7 @@
 /*
  * graph_internal.h — the recap graph object, shared by graph.c (lifetime, capture, replay),
- * scope.c (the capture scope) and inspect.c (introspection), and by the layers built on graphs.
+ * capture.c (recap_graph_capture_begin), scope.c (the capture scope) and inspect.c
+ * (introspection), and by the layers built on graphs.
  */
 #ifndef RECAP_GRAPH_INTERNAL_H
 #define RECAP_GRAPH_INTERNAL_H
