@@ -89,7 +89,7 @@ RECAP_API void recap_clear_last_error(void);
 
 /* ------------------------------------------------------------------------------------------
  * Logging. Messages go to a callback, stderr by default. The level starts from the RECAP_LOG
- * environment variable (error, warn, info, debug; default warn).
+ * environment variable (none, error, warn, info, debug; default warn; docs/environment.md).
  * ---------------------------------------------------------------------------------------- */
 
 typedef enum recap_log_level {

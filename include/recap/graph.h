@@ -49,7 +49,14 @@ typedef enum recap_capture_mode {
 } recap_capture_mode_t;
 
 /* Options of a capture. Start from RECAP_CAPTURE_OPTIONS_INIT, then set fields; the struct
- * may grow at its end in later versions (the size field tells recap which version it is). */
+ * may grow at its end in later versions (the size field tells recap which version it is).
+ *
+ * Every recap options struct (recap_capture_options_t, recap_scope_options_t,
+ * recap_graphed_options_t) follows one rule: its `size` must lie between the size of the
+ * struct's first version (which ends at `mode`) and the size of the library's own version.
+ * Fields past the caller's `size` take their defaults, so a program built against older headers
+ * keeps working. A smaller or larger `size` is RECAP_ERROR_INVALID_ARGUMENT, with a message
+ * naming the struct and its _INIT macro. Options NULL means the defaults. */
 typedef struct recap_capture_options {
   size_t size;               /* sizeof(recap_capture_options_t), set by the INIT macro */
   recap_pool_id_t pool;      /* {0,0}: the graph makes a private pool of its own */

@@ -63,6 +63,8 @@ typedef struct recap_callable_desc {
   size_t output_count;
 } recap_callable_desc_t;
 
+/* Start from RECAP_GRAPHED_OPTIONS_INIT; `size` follows the rule of every recap options struct
+ * (recap/graph.h, above recap_capture_options_t). */
 typedef struct recap_graphed_options {
   size_t size;               /* sizeof(recap_graphed_options_t), set by the INIT macro */
   int warmup_iters;          /* eager iterations before the captures; default 3 */

@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "alloc/alloc_internal.h"
+#include "core/env.h"
 #include "core/error.h"
 
 recap__allocator_t recap__alloc = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -47,24 +48,12 @@ recap_pool_id_t recap__pool_id_for_graph(void) {
  * pays one relaxed load and a branch, and the return address is read but not kept.
  * ---------------------------------------------------------------------------------------- */
 
-static _Atomic int record_sites = -1; /* -1: not decided yet (read the environment) */
-
+/* RECAP_LIVENESS_DEBUG, which code overrides (core/env.h). */
 void recap__alloc_sites_enable(int enabled) {
-  atomic_store(&record_sites, enabled < 0 ? -1 : enabled != 0);
+  recap__env_set(RECAP__ENV_LIVENESS_DEBUG, enabled < 0 ? -1 : enabled != 0);
 }
 
-bool recap__alloc_sites_enabled(void) {
-  int v = atomic_load_explicit(&record_sites, memory_order_relaxed);
-  if (v < 0) {
-    const char *env = getenv("RECAP_LIVENESS_DEBUG");
-    int from_env = env && strcmp(env, "1") == 0;
-    int expected = -1;
-    /* A value set from code in between wins over the environment. */
-    if (!atomic_compare_exchange_strong(&record_sites, &expected, from_env)) return expected > 0;
-    v = from_env;
-  }
-  return v > 0;
-}
+bool recap__alloc_sites_enabled(void) { return recap__env_int(RECAP__ENV_LIVENESS_DEBUG) > 0; }
 
 #if defined(__GNUC__)
 #  define CALLER_ADDRESS() __builtin_return_address(0)

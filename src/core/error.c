@@ -8,7 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
+
+#include "core/env.h"
 
 /* ---- version ---------------------------------------------------------------------------- */
 
@@ -105,22 +106,11 @@ void recap_clear_last_error(void) {
 
 /* ---- logging ---------------------------------------------------------------------------- */
 
+/* The callback under a lock; the level is RECAP_LOG's slot of the environment table
+ * (core/env.h), which recap_log_set_level overrides. */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static recap_log_fn log_fn;
 static void *log_user;
-static int log_level = -1; /* -1: not yet read from RECAP_LOG */
-
-static const char *level_names[] = {"none", "error", "warn", "info", "debug"};
-
-static int level_from_env(void) {
-  const char *env = getenv("RECAP_LOG");
-  if (!env || !*env) return RECAP_LOG_LEVEL_WARN;
-  for (int i = 0; i <= RECAP_LOG_LEVEL_DEBUG; i++)
-    if (strcasecmp(env, level_names[i]) == 0) return i;
-  fprintf(stderr, "recap: RECAP_LOG=%s is not one of none, error, warn, info, debug; using warn\n",
-          env);
-  return RECAP_LOG_LEVEL_WARN;
-}
 
 void recap_log_set(recap_log_fn fn, void *user_data) {
   pthread_mutex_lock(&log_lock);
@@ -129,18 +119,10 @@ void recap_log_set(recap_log_fn fn, void *user_data) {
   pthread_mutex_unlock(&log_lock);
 }
 
-void recap_log_set_level(recap_log_level_t level) {
-  pthread_mutex_lock(&log_lock);
-  log_level = (int)level;
-  pthread_mutex_unlock(&log_lock);
-}
+void recap_log_set_level(recap_log_level_t level) { recap__env_set(RECAP__ENV_LOG, (int)level); }
 
 recap_log_level_t recap_log_get_level(void) {
-  pthread_mutex_lock(&log_lock);
-  if (log_level < 0) log_level = level_from_env();
-  int level = log_level;
-  pthread_mutex_unlock(&log_lock);
-  return (recap_log_level_t)level;
+  return (recap_log_level_t)recap__env_int(RECAP__ENV_LOG);
 }
 
 void recap__log(recap_log_level_t level, const char *fmt, ...) {
@@ -157,5 +139,5 @@ void recap__log(recap_log_level_t level, const char *fmt, ...) {
   if (fn)
     fn(level, message, user);
   else
-    fprintf(stderr, "recap %s: %s\n", level_names[level], message);
+    fprintf(stderr, "recap %s: %s\n", recap__env_level_names[level], message);
 }

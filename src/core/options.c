@@ -18,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/env.h"
 #include "core/error.h"
 
 enum {
@@ -53,6 +54,8 @@ static bool from_code[OPT_COUNT]; /* set by the program: the environment does no
 static bool env_read;
 static recap_status_t env_status; /* the verdict on RECAP_ALLOC_CONF, kept until reset */
 static char env_message[512];
+static char env_value[512]; /* the bad RECAP_ALLOC_CONF, for the warning */
+static _Atomic bool env_warning_due;
 /* Bumped under the lock at every change; read without it by the allocator's cache. */
 static _Atomic uint64_t version_counter;
 static _Atomic bool env_good;
@@ -169,8 +172,8 @@ static void read_env_locked(void) {
   env_read = true;
   env_status = RECAP_SUCCESS;
   changed_locked();
-  const char *conf = getenv("RECAP_ALLOC_CONF");
-  if (!conf || !*conf) {
+  const char *conf = recap__env_text(RECAP__ENV_ALLOC_CONF);
+  if (!conf) {
     atomic_store(&env_good, true);
     return;
   }
@@ -180,11 +183,31 @@ static void read_env_locked(void) {
   if (s != RECAP_SUCCESS) {
     env_status = s;
     snprintf(env_message, sizeof env_message, "%s", recap_last_error());
+    snprintf(env_value, sizeof env_value, "%s", conf);
+    atomic_store(&env_warning_due, true);
     return;
   }
   for (int i = 0; i < OPT_COUNT; i++)
     if (!from_code[i]) values[i] = v[i];
   atomic_store(&env_good, true);
+}
+
+/* The warning about a bad RECAP_ALLOC_CONF, once per reading of it. Called without the lock: a
+ * log callback may call back into recap. */
+static void warn_env(void) {
+  if (!atomic_exchange(&env_warning_due, false)) return;
+  static const char prefix[] = "RECAP_ALLOC_CONF: ";
+  char value[sizeof env_value], detail[sizeof env_message];
+  pthread_mutex_lock(&options_lock);
+  memcpy(value, env_value, sizeof value);
+  /* The parser's message, without the variable's name the warning begins with. */
+  const char *cause = env_message;
+  if (strncmp(cause, prefix, sizeof prefix - 1) == 0) cause += sizeof prefix - 1;
+  snprintf(detail, sizeof detail, "%s", cause);
+  pthread_mutex_unlock(&options_lock);
+  recap__env_warn(RECAP__ENV_ALLOC_CONF, value, detail,
+                  "no options: every allocation fails with RECAP_ERROR_INVALID_VALUE until "
+                  "recap_options_reset()");
 }
 
 static void reset_locked(void) {
@@ -193,6 +216,7 @@ static void reset_locked(void) {
   env_read = false;
   env_status = RECAP_SUCCESS;
   env_message[0] = '\0';
+  atomic_store(&env_warning_due, false);
   atomic_store(&env_good, false);
   changed_locked();
 }
@@ -219,6 +243,7 @@ recap_status_t recap__options_get(recap__options_t *out) {
     memcpy(dst, values, sizeof values);
   }
   pthread_mutex_unlock(&options_lock);
+  warn_env();
   if (s != RECAP_SUCCESS) return recap__error(s, "%s", env_message);
   return RECAP_SUCCESS;
 }
@@ -253,6 +278,7 @@ static recap_status_t set_value(const char *name, const char *text, const uint64
     changed_locked();
   }
   pthread_mutex_unlock(&options_lock);
+  warn_env();
   if (broken)
     return recap__error(RECAP_ERROR_INVALID_VALUE, "recap_option_set(%s=%llu): %s", name,
                         (unsigned long long)parsed, broken);
@@ -292,5 +318,6 @@ recap_status_t recap_options_parse(const char *conf) {
     changed_locked();
   }
   pthread_mutex_unlock(&options_lock);
+  warn_env();
   return s;
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "core/text.h"
 #include "device/device.h"
@@ -167,7 +168,7 @@ static int fault_kind(const char *name, size_t length) {
 }
 
 static void fault_read_environment(void) {
-  const char *env = getenv("RECAP_FAIL");
+  const char *env = recap__env_text(RECAP__ENV_FAIL);
   for (const char *item = env; item && *item;) {
     const char *comma = strchr(item, ',');
     size_t length = comma ? (size_t)(comma - item) : strlen(item);
@@ -175,12 +176,13 @@ static void fault_read_environment(void) {
     int kind = colon ? fault_kind(item, (size_t)(colon - item)) : -1;
     char *end = NULL;
     unsigned long long n = colon ? strtoull(colon + 1, &end, 10) : 0;
-    if (kind < 0 || n == 0 || end != item + length)
-      RECAP__WARN("RECAP_FAIL: ignoring \"%.*s\": expected kind:n with n >= 1 and a kind among "
-                  "malloc, event, event_record, capture_begin, capture_end, instantiate, launch",
-                  (int)length, item);
-    else
+    if (kind < 0 || n == 0 || end != item + length) {
+      char entry[128];
+      snprintf(entry, sizeof entry, "the entry \"%.*s\"", (int)length, item);
+      recap__env_warn(RECAP__ENV_FAIL, env, entry, "the other entries, without this one");
+    } else {
       atomic_store(&fault_at[kind], (uint64_t)n);
+    }
     item = comma ? comma + 1 : NULL;
   }
 }

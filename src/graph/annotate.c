@@ -6,7 +6,7 @@
  * gives every node not seen before the label of the scope that was innermost until then. When
  * the capture ends, the template's nodes are read once more: those captured after the last
  * push or pop get the label of the scopes still open (normally none). Each graph keeps the map
- * node handle -> scope in a graph hook's context; inspection and the DOT dump read it.
+ * node handle -> scope in a graph hook's context; the hook's inspect and dump callbacks read it.
  *
  * The nodes of a capture and of the template that cudaStreamEndCapture hands back are the same
  * objects: graph_out is the graph being built, and ending the capture hands that very graph to
@@ -21,11 +21,11 @@
  * (a second one); during a capture, each push and pop lists the capture's nodes, O(nodes).
  */
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "core/text.h"
 #include "graph/graph_internal.h"
@@ -36,28 +36,12 @@
  * The switch
  * ---------------------------------------------------------------------------------------- */
 
-static _Atomic int enabled_state = -1; /* -1: follow the environment (read once) */
-static _Atomic int env_state = -1;     /* RECAP_ANNOTATIONS, -1 until read */
-
+/* RECAP_ANNOTATIONS, which code overrides (core/env.h). */
 void recap_annotations_enable(int enabled) {
-  if (enabled < 0) atomic_store(&env_state, -1); /* read the environment again */
-  atomic_store(&enabled_state, enabled < 0 ? -1 : enabled != 0);
+  recap__env_set(RECAP__ENV_ANNOTATIONS, enabled < 0 ? -1 : enabled != 0);
 }
 
-int recap_annotations_enabled(void) {
-  int forced = atomic_load_explicit(&enabled_state, memory_order_relaxed);
-  if (forced >= 0) return forced;
-  int env = atomic_load_explicit(&env_state, memory_order_relaxed);
-  if (env < 0) {
-    const char *value = getenv("RECAP_ANNOTATIONS");
-    env = value && strcmp(value, "1") == 0;
-    if (value && strcmp(value, "1") != 0 && strcmp(value, "0") != 0 && value[0] != '\0')
-      RECAP__WARN("RECAP_ANNOTATIONS=\"%s\" is neither 0 nor 1: annotations stay disabled",
-                  value);
-    atomic_store(&env_state, env);
-  }
-  return env;
-}
+int recap_annotations_enabled(void) { return recap__env_int(RECAP__ENV_ANNOTATIONS); }
 
 /* ------------------------------------------------------------------------------------------
  * The state of one graph: scopes, the open stack, and node handle -> scope
@@ -227,9 +211,15 @@ static recap_status_t hook_captured(void *ctx, recap_graph_t graph,
   return RECAP_SUCCESS;
 }
 
+/* The readers, below: inspection and the DOT dump. */
+static recap_status_t hook_inspect(void *ctx, recap_graph_t graph, recap_graph_info_t *info);
+static recap_status_t hook_dump(void *ctx, recap_graph_t graph, const char *path);
+
 static const recap__graph_hooks_t annotate_hooks = {
     .release = hook_release,
     .captured = hook_captured,
+    .inspect = hook_inspect,
+    .dump = hook_dump,
 };
 
 /* Attaching is serialised so that two streams of one capture pushing at once attach once. */
@@ -392,10 +382,9 @@ typedef struct labels {
   size_t sorted_count;
 } labels_t;
 
-static recap_status_t labels_get(recap_graph_t graph, labels_t *l) {
+static recap_status_t labels_get(annotations_t *a, recap_graph_t graph, labels_t *l) {
   memset(l, 0, sizeof *l);
-  annotations_t *a = recap__graph_hook_ctx(graph, &annotate_hooks);
-  if (!a || !graph->template_graph) return RECAP_SUCCESS;
+  if (!graph->template_graph) return RECAP_SUCCESS;
   pthread_mutex_lock(&a->lock);
   bool any = a->labelled > 0;
   pthread_mutex_unlock(&a->lock);
@@ -434,9 +423,9 @@ static bool labels_sort(labels_t *l) {
   return true;
 }
 
-recap_status_t recap__annotate_fill_info(recap_graph_t graph, recap_graph_info_t *info) {
+static recap_status_t hook_inspect(void *ctx, recap_graph_t graph, recap_graph_info_t *info) {
   labels_t l;
-  RECAP__CHECK(labels_get(graph, &l));
+  RECAP__CHECK(labels_get(ctx, graph, &l));
   if (!l.a) return RECAP_SUCCESS;
   recap_status_t s = RECAP_SUCCESS;
   size_t n = l.count < info->node_count ? l.count : info->node_count;
@@ -582,9 +571,9 @@ static size_t rewrite_dot(FILE *out, const char *text, size_t len, const labels_
   return annotated;
 }
 
-recap_status_t recap__annotate_dot(recap_graph_t graph, const char *path) {
+static recap_status_t hook_dump(void *ctx, recap_graph_t graph, const char *path) {
   labels_t l;
-  RECAP__CHECK(labels_get(graph, &l));
+  RECAP__CHECK(labels_get(ctx, graph, &l));
   if (!l.a) return RECAP_SUCCESS;
   recap_status_t s = RECAP_SUCCESS;
   char *text = NULL;

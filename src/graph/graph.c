@@ -10,11 +10,12 @@
  */
 #include <inttypes.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "alloc/alloc_internal.h"
+#include "core/args.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
@@ -23,36 +24,19 @@
  * Kill switch
  * ---------------------------------------------------------------------------------------- */
 
-static _Atomic int disabled_state = -1; /* -1: not read yet */
-static _Atomic int disabled_override = -1;
-
-void recap__graphs_disabled_override(int disabled) { atomic_store(&disabled_override, disabled); }
-
-int recap_graphs_disabled(void) {
-  int forced = atomic_load(&disabled_override);
-  if (forced >= 0) return forced;
-  int state = atomic_load(&disabled_state);
-  if (state < 0) {
-    const char *env = getenv("RECAP_DISABLE_GRAPHS");
-    state = env && strcmp(env, "1") == 0;
-    atomic_store(&disabled_state, state);
-  }
-  return state;
+void recap__graphs_disabled_override(int disabled) {
+  recap__env_set(RECAP__ENV_DISABLE_GRAPHS, disabled < 0 ? -1 : disabled != 0);
 }
+
+int recap_graphs_disabled(void) { return recap__env_int(RECAP__ENV_DISABLE_GRAPHS); }
 
 /* ------------------------------------------------------------------------------------------
  * Lifetime
  * ---------------------------------------------------------------------------------------- */
 
 recap_status_t recap__graph_check(recap_graph_t graph, const char *function) {
-  if (!graph)
-    return recap__error(RECAP_ERROR_INVALID_ARGUMENT, "%s: graph is NULL", function);
-  if (graph->magic != RECAP__GRAPH_MAGIC)
-    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
-                        "%s: %p is not a live recap graph (destroyed, or not made by "
-                        "recap_graph_create)",
-                        function, (void *)graph);
-  return RECAP_SUCCESS;
+  return RECAP__HANDLE_CHECK(graph, RECAP__GRAPH_MAGIC, function, "graph", "recap graph",
+                             "recap_graph_create");
 }
 
 recap_status_t recap_graph_create(recap_graph_t *graph, unsigned flags) {
@@ -205,22 +189,12 @@ static const char *state_advice(recap__graph_state_t state) {
   return "";
 }
 
-recap_status_t recap_graph_capture_begin(recap_graph_t graph, recap_stream_t stream,
-                                         const recap_capture_options_t *options) {
-  RECAP__CHECK(recap__graph_check(graph, "recap_graph_capture_begin"));
-  recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
-  if (options) {
-    RECAP__ARG(options->size >= offsetof(recap_capture_options_t, check_input_liveness) &&
-                   options->size <= sizeof opts,
-               "recap_graph_capture_begin: options->size is %zu; start the options from "
-               "RECAP_CAPTURE_OPTIONS_INIT",
-               options->size);
-    memcpy(&opts, options, options->size);
-  }
-  RECAP__ARG(opts.mode >= RECAP_CAPTURE_MODE_GLOBAL && opts.mode <= RECAP_CAPTURE_MODE_RELAXED,
+recap_status_t recap__graph_capture_check(recap_graph_t graph, recap_stream_t stream,
+                                          const recap_capture_options_t *opts) {
+  RECAP__ARG(opts->mode >= RECAP_CAPTURE_MODE_GLOBAL && opts->mode <= RECAP_CAPTURE_MODE_RELAXED,
              "recap_graph_capture_begin: capture mode %d is not one of GLOBAL, THREAD_LOCAL, "
              "RELAXED",
-             (int)opts.mode);
+             (int)opts->mode);
   if (graph->state != RECAP__GRAPH_FRESH)
     return recap__error(RECAP_ERROR_INVALID_USAGE, "recap_graph_capture_begin: %s",
                         state_advice(graph->state));
@@ -230,15 +204,18 @@ recap_status_t recap_graph_capture_begin(recap_graph_t graph, recap_stream_t str
                         "capture on a stream you created (cudaStreamCreateWithFlags(&s, "
                         "cudaStreamNonBlocking)), or use recap_capture_scope_begin, which "
                         "provides one. Replaying on the default stream is fine");
+  return RECAP_SUCCESS;
+}
 
+recap_status_t recap__graph_capture_start(recap_graph_t graph, recap_stream_t stream,
+                                          const recap_capture_options_t *opts) {
   const recap__device_ops_t *dev = recap__device();
   int device;
   RECAP__CHECK(dev->get_device(&device));
-  /* Refused before anything starts when the device cannot read what a graph reads. */
-  if (opts.check_input_liveness) RECAP__CHECK(recap__liveness_probe());
-  recap_pool_id_t pool = recap_pool_is_default(opts.pool) ? recap__pool_id_for_graph() : opts.pool;
+  recap_pool_id_t pool =
+      recap_pool_is_default(opts->pool) ? recap__pool_id_for_graph() : opts->pool;
 
-  RECAP__CHECK(dev->stream_begin_capture(stream, (recap__capture_mode_t)opts.mode));
+  RECAP__CHECK(dev->stream_begin_capture(stream, (recap__capture_mode_t)opts->mode));
   recap__capture_status_t status;
   uint64_t id = 0;
   /* The capture just began, so a context exists: the cheap query will do. */
@@ -265,13 +242,6 @@ recap_status_t recap_graph_capture_begin(recap_graph_t graph, recap_stream_t str
   graph->capture_stream = stream;
   graph->capture_id = id;
   graph->state = RECAP__GRAPH_CAPTURING;
-  if (opts.check_input_liveness && (s = recap__liveness_attach(graph)) != RECAP_SUCCESS) {
-    /* Out of host memory: abandon the capture, keeping the cause. */
-    recap__saved_error_t saved;
-    recap__error_save(&saved);
-    recap_graph_reset(graph);
-    return recap__error_restore(&saved);
-  }
   return RECAP_SUCCESS;
 }
 
@@ -435,7 +405,10 @@ recap_status_t recap_graph_debug_dump(recap_graph_t graph, const char *path) {
                         "recap_graph_debug_dump: needs the kept template: create the graph with "
                         "RECAP_GRAPH_KEEP and dump it after capture_end");
   RECAP__CHECK(recap__device()->graph_debug_dot(graph->template_graph, path));
-  return recap__annotate_dot(graph, path);
+  for (size_t i = 0; i < graph->hook_count; i++)
+    if (graph->hooks[i].hooks->dump)
+      RECAP__CHECK(graph->hooks[i].hooks->dump(graph->hooks[i].ctx, graph, path));
+  return RECAP_SUCCESS;
 }
 
 recap_status_t recap_stream_is_capturing(recap_stream_t stream, int *capturing) {

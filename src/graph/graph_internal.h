@@ -1,6 +1,7 @@
 /*
  * graph_internal.h — the recap graph object, shared by graph.c (lifetime, capture, replay),
- * scope.c (the capture scope) and inspect.c (introspection), and by the layers built on graphs.
+ * capture.c (recap_graph_capture_begin), scope.c (the capture scope) and inspect.c
+ * (introspection), and by the layers built on graphs.
  */
 #ifndef RECAP_GRAPH_INTERNAL_H
 #define RECAP_GRAPH_INTERNAL_H
@@ -23,7 +24,8 @@ typedef enum recap__graph_state {
 enum { RECAP__GRAPH_MAGIC = 0x72636170 /* "rcap" */ };
 
 /* Layers built on graphs (random numbers, annotations, input-liveness checks) attach state
- * to a graph through hooks, so the graph layer does not depend on them. */
+ * to a graph through hooks, so the graph layer does not depend on them: graph.c and inspect.c
+ * call only the hooks attached to a graph, never the files that attach them. */
 typedef struct recap__graph_hooks {
   /* Before every launch of the executable, on the replay stream. A failure stops the replay. */
   recap_status_t (*before_replay)(void *ctx, recap_graph_t graph, recap_stream_t stream);
@@ -34,6 +36,12 @@ typedef struct recap__graph_hooks {
   /* The capture succeeded: the template, before it is instantiated (and dropped, without
    * KEEP). A failure fails capture_end, and the graph is fresh again. Optional. */
   recap_status_t (*captured)(void *ctx, recap_graph_t graph, recap_cuda_graph_t template_graph);
+  /* recap_graph_inspect read the kept template into info: add what the layer knows of its
+   * nodes (annotations: their labels). A failure fails the inspection. Optional. */
+  recap_status_t (*inspect)(void *ctx, recap_graph_t graph, recap_graph_info_t *info);
+  /* recap_graph_debug_dump wrote the template's DOT to path: add to the file (annotations:
+   * their labels). A failure fails the dump. Optional. */
+  recap_status_t (*dump)(void *ctx, recap_graph_t graph, const char *path);
 } recap__graph_hooks_t;
 
 typedef struct recap__graph_hook_entry {
@@ -65,14 +73,19 @@ recap_status_t recap__graph_add_hook(recap_graph_t graph, const recap__graph_hoo
 /* The ctx attached with hooks, or NULL when none was. */
 void *recap__graph_hook_ctx(recap_graph_t graph, const recap__graph_hooks_t *hooks);
 
-/* The debug aids (annotate.c, liveness.c). Input liveness: attach the checks to a graph whose
- * capture just began (RECAP_SUCCESS, or the graph's capture must be abandoned); the probe
- * says beforehand whether the device can read what graphs read. Annotations: fill the labels
- * of an inspected graph, and add them to its DOT dump. */
+/* Input liveness (liveness.c), for the capture entry point (capture.c), the one file above
+ * both graph.c and liveness.c: the probe says beforehand whether the device can read what graphs
+ * read; attach adds the checks' hooks to a graph whose capture just began. */
 recap_status_t recap__liveness_probe(void);
 recap_status_t recap__liveness_attach(recap_graph_t graph);
-recap_status_t recap__annotate_fill_info(recap_graph_t graph, recap_graph_info_t *info);
-recap_status_t recap__annotate_dot(recap_graph_t graph, const char *path);
+
+/* The two halves of recap_graph_capture_begin that graph.c owns, for capture.c: the checks of
+ * the mode, the graph's state and the stream, and then beginning the capture (the CUDA capture,
+ * the allocator's route and the registry entry). */
+recap_status_t recap__graph_capture_check(recap_graph_t graph, recap_stream_t stream,
+                                          const recap_capture_options_t *opts);
+recap_status_t recap__graph_capture_start(recap_graph_t graph, recap_stream_t stream,
+                                          const recap_capture_options_t *opts);
 
 /* Argument check shared by every entry point: a live graph handle. */
 recap_status_t recap__graph_check(recap_graph_t graph, const char *function);

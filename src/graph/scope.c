@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "alloc/alloc_internal.h"
+#include "core/args.h"
 #include "core/error.h"
 #include "graph/graph_internal.h"
 
@@ -48,14 +49,8 @@ recap_status_t recap_capture_scope_begin(recap_graph_t graph, const recap_scope_
   RECAP__ARG(stream != NULL, "recap_capture_scope_begin: stream is NULL");
   *stream = NULL;
   recap_scope_options_t opts = RECAP_SCOPE_OPTIONS_INIT;
-  if (options) {
-    RECAP__ARG(options->size >= offsetof(recap_scope_options_t, mode) + sizeof options->mode &&
-                   options->size <= sizeof opts,
-               "recap_capture_scope_begin: options->size is %zu; start the options from "
-               "RECAP_SCOPE_OPTIONS_INIT",
-               options->size);
-    memcpy(&opts, options, options->size);
-  }
+  RECAP__CHECK(RECAP__OPTIONS_COPY(&opts, options, recap_scope_options_t, mode,
+                                   "recap_capture_scope_begin", "RECAP_SCOPE_OPTIONS_INIT"));
   if (graph->state != RECAP__GRAPH_FRESH)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_capture_scope_begin: the graph is not fresh; call "

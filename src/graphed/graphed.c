@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/args.h"
 #include "core/error.h"
 #include "graph/graph_internal.h"
 #include "recap/graphed.h"
@@ -48,16 +49,10 @@ static void free_buffers(recap_buffer_t *buffers, size_t count) {
   }
 }
 
-/* Best effort against destroyed and foreign handles: the magic is cleared at destroy. A handle
- * whose memory was freed and reused cannot be told apart; ASan catches that in tests. */
+/* A live handle (core/args.h: the magic is cleared at destroy). */
 static recap_status_t check_handle(recap_graphed_t h, const char *function) {
-  if (!h) return recap__error(RECAP_ERROR_INVALID_ARGUMENT, "%s: handle is NULL", function);
-  if (h->magic != GRAPHED_MAGIC)
-    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
-                        "%s: %p is not a live graphed callable (destroyed, or not made by "
-                        "recap_graphed_create)",
-                        function, (void *)h);
-  return RECAP_SUCCESS;
+  return RECAP__HANDLE_CHECK(h, GRAPHED_MAGIC, function, "handle", "graphed callable",
+                             "recap_graphed_create");
 }
 
 /* Free everything a handle holds (also a half-made one). */
@@ -256,14 +251,8 @@ recap_status_t recap_graphed_create(recap_graphed_t *handles, const recap_callab
              "recap_graphed_create: handles and descs must not be NULL, count must be positive");
   memset(handles, 0, count * sizeof *handles);
   recap_graphed_options_t o = RECAP_GRAPHED_OPTIONS_INIT;
-  if (options) {
-    RECAP__ARG(options->size >= offsetof(recap_graphed_options_t, mode) + sizeof options->mode &&
-                   options->size <= sizeof o,
-               "recap_graphed_create: options->size is %zu; start the options from "
-               "RECAP_GRAPHED_OPTIONS_INIT",
-               options->size);
-    memcpy(&o, options, options->size);
-  }
+  RECAP__CHECK(RECAP__OPTIONS_COPY(&o, options, recap_graphed_options_t, mode,
+                                   "recap_graphed_create", "RECAP_GRAPHED_OPTIONS_INIT"));
   RECAP__ARG(o.warmup_iters >= 0, "recap_graphed_create: warmup_iters %d is negative",
              o.warmup_iters);
   o.training = o.training != 0;

@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "core/args.h"
 #include "core/error.h"
 #include "device/rng_launch.h"
 #include "graph/graph_internal.h"
@@ -70,16 +71,10 @@ recap_status_t recap_generator_create(recap_generator_t *generator, uint64_t see
   return RECAP_SUCCESS;
 }
 
-/* Best effort against destroyed and foreign handles: the magic is cleared at destroy. A handle
- * whose memory was freed and reused cannot be told apart; ASan catches that in tests. */
+/* A live handle (core/args.h: the magic is cleared at destroy). */
 static recap_status_t check_handle(recap_generator_t gen, const char *function) {
-  if (!gen) return recap__error(RECAP_ERROR_INVALID_ARGUMENT, "%s: generator is NULL", function);
-  if (gen->magic != GENERATOR_MAGIC)
-    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
-                        "%s: %p is not a live generator (destroyed, or not made by "
-                        "recap_generator_create)",
-                        function, (void *)gen);
-  return RECAP_SUCCESS;
+  return RECAP__HANDLE_CHECK(gen, GENERATOR_MAGIC, function, "generator", "generator",
+                             "recap_generator_create");
 }
 
 recap_status_t recap_generator_destroy(recap_generator_t gen) {
