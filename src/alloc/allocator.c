@@ -208,7 +208,8 @@ static recap__pool_t *find_private_pool(recap__device_state_t *d, recap_pool_id_
 static void pool_unlink_and_delete(recap__device_state_t *d, recap__pool_t *pool) {
   /* A pool goes only when no graph holds it, no capture routes to it and it holds no memory. */
   RECAP__ASSERT(pool != &d->default_pool);
-  RECAP__ASSERT(pool->references == 0 && !pool->routed && pool->segment_count == 0);
+  RECAP__ASSERT(pool->references == 0 && !pool->routed);
+  RECAP__ASSERT(pool->segment_count == 0 && pool->segments == NULL);
   for (recap__pool_t **link = &d->private_pools; *link; link = &(*link)->next) {
     if (*link == pool) {
       *link = pool->next;
