@@ -451,8 +451,9 @@ static recap_status_t release_segment(recap__device_state_t *d, recap__block_t *
   recap_status_t s = recap__device()->raw_free(seg->base);
   restore_capture_mode(relaxed, &saved);
   RECAP__CHECK(s);
-  bool erased = recap__free_set_erase(free_set_of(pool, seg->small), b);
-  RECAP__ASSERT(erased);
+  RECAP__ASSERT(recap__free_set_find(free_set_of(pool, seg->small), b) <
+                free_set_of(pool, seg->small)->count);
+  recap__free_set_erase(free_set_of(pool, seg->small), b);
   if (seg->prev) seg->prev->next = seg->next;
   else pool->segments = seg->next;
   if (seg->next) seg->next->prev = seg->prev;

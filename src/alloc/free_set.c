@@ -19,6 +19,7 @@ static int compare(recap_stream_t sa, size_t za, uintptr_t pa, const recap__bloc
   return 0;
 }
 
+#ifdef RECAP_DEBUG
 /* Whether the member at i sorts strictly between its neighbours: what every change to the set
  * must keep true around the slot it touched (checked in Debug builds). A block in the set
  * twice breaks it too, since it compares equal to itself. */
@@ -29,6 +30,7 @@ static inline bool sorted_at(const recap__free_set_t *s, size_t i) {
   if (i + 1 < s->count && compare(b->stream, b->size, p, s->items[i + 1]) >= 0) return false;
   return true;
 }
+#endif
 
 /* The first index in [lo, hi) whose member is not below the key; hi if none. */
 static size_t lower_bound_in(const recap__free_set_t *s, size_t lo, size_t hi,
