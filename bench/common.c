@@ -5,6 +5,7 @@
 
 #include "common.h"
 
+#include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -47,32 +48,56 @@ void bench_stats_json(FILE *f, const bench_stats_t *s) {
           s->median, s->p10, s->p90, s->min, s->max, s->count);
 }
 
+static void usage(FILE *f, const char *name, const char *usage_extra) {
+  fprintf(f,
+          "usage: %s [--quick] [--json PATH | PATH]\n"
+          "  --quick      fewer repetitions (a smoke run; the figures are noisier)\n"
+          "  --json PATH  where to write the results (default $OUT/%s.json when OUT is set,\n"
+          "               else ./%s.json)\n"
+          "%s"
+          "Exit status: 0 done, 1 a call or a check failed, 2 no CUDA device.\n",
+          name, name, name, usage_extra ? usage_extra : "");
+}
+
 int bench_parse_args(int argc, char **argv, const char *name, const char *usage_extra,
                      bench_args_t *args, int *exit_code) {
+  static const struct option options[] = {
+      {"quick", no_argument, NULL, 'q'},
+      {"json", required_argument, NULL, 'j'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
   memset(args, 0, sizeof *args);
-  for (int i = 1; i < argc; i++) {
-    const char *arg = argv[i];
-    if (strcmp(arg, "--quick") == 0) {
-      args->quick = 1;
-    } else if (strcmp(arg, "--json") == 0 && i + 1 < argc) {
-      args->json_path = argv[++i];
-    } else if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0 || arg[0] == '-' ||
-               args->json_path) {
-      int help = strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0;
-      if (!help) fprintf(stderr, "%s: unknown argument '%s'\n", name, arg);
-      fprintf(help ? stdout : stderr,
-              "usage: %s [--quick] [--json PATH | PATH]\n"
-              "  --quick      fewer repetitions (a smoke run; the figures are noisier)\n"
-              "  --json PATH  where to write the results (default $OUT/%s.json when OUT is set,\n"
-              "               else ./%s.json)\n"
-              "%s"
-              "Exit status: 0 done, 1 a call or a check failed, 2 no CUDA device.\n",
-              name, name, name, usage_extra ? usage_extra : "");
-      *exit_code = help ? 0 : 1;
-      return 0;
-    } else {
-      args->json_path = arg;
+  opterr = 0; /* the messages below name the benchmark, not argv[0]'s path */
+  optind = 1;
+  int c;
+  while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+    switch (c) {
+      case 'q': args->quick = 1; break;
+      case 'j': args->json_path = optarg; break;
+      case 'h':
+        usage(stdout, name, usage_extra);
+        *exit_code = 0;
+        return 0;
+      case ':':
+        fprintf(stderr, "%s: '%s' needs a value\n", name, argv[optind - 1]);
+        usage(stderr, name, usage_extra);
+        *exit_code = 1;
+        return 0;
+      default:
+        fprintf(stderr, "%s: unknown argument '%s'\n", name, argv[optind - 1]);
+        usage(stderr, name, usage_extra);
+        *exit_code = 1;
+        return 0;
     }
+  }
+  /* One bare PATH may stand for --json PATH. */
+  if (optind < argc && !args->json_path) args->json_path = argv[optind++];
+  if (optind < argc) {
+    fprintf(stderr, "%s: unknown argument '%s'\n", name, argv[optind]);
+    usage(stderr, name, usage_extra);
+    *exit_code = 1;
+    return 0;
   }
   if (!args->json_path) {
     const char *out = getenv("OUT");

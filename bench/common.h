@@ -44,9 +44,9 @@ typedef struct bench_args {
   char json_buffer[4096];
 } bench_args_t;
 
-/* Parses argv. Prints usage and returns 0 for -h/--help or a bad argument (*exit_code tells
- * which exit status to use), else 1. The JSON path defaults to $OUT/<name>.json when OUT is set,
- * else ./<name>.json. */
+/* Parses argv with getopt_long (--quick, --json PATH, -h/--help, one bare PATH). Prints usage
+ * and returns 0 for -h/--help or a bad argument (*exit_code tells which exit status to use),
+ * else 1. The JSON path defaults to $OUT/<name>.json when OUT is set, else ./<name>.json. */
 int bench_parse_args(int argc, char **argv, const char *name, const char *usage_extra,
                      bench_args_t *args, int *exit_code);
 

@@ -17,6 +17,8 @@ macro(recap_find_cuda_compiler)
 endmacro()
 
 function(recap_add_compile_options)
+  # Debug builds check the library's internal invariants (RECAP__ASSERT, src/core/assert.h).
+  add_compile_definitions("$<$<CONFIG:Debug>:RECAP_DEBUG>")
   add_compile_options(
     "$<$<COMPILE_LANGUAGE:C>:-Wall;-Wextra;-Wpedantic>"
     "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>")

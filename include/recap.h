@@ -43,6 +43,26 @@ extern "C" {
 #  define RECAP_API
 #endif
 
+/* ------------------------------------------------------------------------------------------
+ * RECAP_NODISCARD: the compiler warns when a call drops the function's result. Every public
+ * function that returns recap_status_t carries it, except the release functions: recap_free,
+ * recap_empty_cache, recap_pool_release, recap_graph_reset and the *_destroy functions. Those
+ * run on cleanup paths, where a failure leaves the caller nothing to do but carry on, and
+ * they record it as the thread's last error all the same. To drop a marked status on purpose,
+ * assign it to a variable and ignore that: GCC's warn_unused_result is not silenced by a
+ * (void) cast.
+ * ---------------------------------------------------------------------------------------- */
+
+#if (defined(__cplusplus) && __cplusplus >= 201703L) || \
+    (defined(_MSVC_LANG) && _MSVC_LANG >= 201703L) || \
+    (!defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 202311L)
+#  define RECAP_NODISCARD [[nodiscard]]
+#elif defined(__GNUC__)
+#  define RECAP_NODISCARD __attribute__((warn_unused_result))
+#else
+#  define RECAP_NODISCARD
+#endif
+
 /* The library's version as RECAP_VERSION_HEX of the built library, and as "major.minor.patch". */
 RECAP_API unsigned recap_version(void);
 RECAP_API const char *recap_version_string(void);
@@ -84,7 +104,7 @@ RECAP_API const char *recap_status_string(recap_status_t status);
  * when the thread has seen no failure since recap_clear_last_error(). */
 RECAP_API const char *recap_last_error(void);
 /* The status that goes with recap_last_error(). */
-RECAP_API recap_status_t recap_last_status(void);
+RECAP_NODISCARD RECAP_API recap_status_t recap_last_status(void);
 RECAP_API void recap_clear_last_error(void);
 
 /* ------------------------------------------------------------------------------------------
@@ -117,7 +137,7 @@ typedef struct CUstream_st *recap_stream_t;
 
 /* Number of CUDA devices. On a machine with no NVIDIA driver or no device this returns
  * RECAP_ERROR_NO_DEVICE and recap_last_error() says why; it never aborts. */
-RECAP_API recap_status_t recap_device_count(int *count);
+RECAP_NODISCARD RECAP_API recap_status_t recap_device_count(int *count);
 
 /* A string naming the device backend in use ("cuda" or "fake"). */
 RECAP_API const char *recap_device_backend(void);

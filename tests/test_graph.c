@@ -970,7 +970,7 @@ static void *capture_in_thread(void *arg) {
   opts.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
   t->begin = recap_graph_capture_begin(g, s, &opts);
   note_error(t, t->begin);
-  recap_graph_pool(g, &t->pool);
+  note_error(t, recap_graph_pool(g, &t->pool));
   pthread_barrier_wait(t->barrier); /* both captures are under way now */
   void *p = NULL;
   /* A new segment in each thread, while the other thread's capture runs. */
@@ -978,7 +978,7 @@ static void *capture_in_thread(void *arg) {
   note_error(t, t->alloc);
   for (int i = 0; i < 3 + t->id; i++) recap__fake_launch_kernel(s, name);
   int flag = 0;
-  recap_stream_is_capturing(s, &flag);
+  note_error(t, recap_stream_is_capturing(s, &flag));
   t->other_saw_capture = flag;
   pthread_barrier_wait(t->barrier);
   t->end = recap_graph_capture_end(g, s);

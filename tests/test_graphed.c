@@ -33,7 +33,7 @@ typedef struct toy {
 
 static int capturing(recap_stream_t s) {
   int flag = 0;
-  recap_stream_is_capturing(s, &flag);
+  assert_int_equal(recap_stream_is_capturing(s, &flag), RECAP_SUCCESS);
   return flag;
 }
 

@@ -25,7 +25,8 @@ extern "C" {
  * RECAP_SUCCESS. On failure *ptr is NULL; RECAP_ERROR_OUT_OF_MEMORY comes after every cached
  * unused segment was given back and the request retried once, and its message gives the request
  * and the allocated, reserved, cached and device-free bytes. */
-RECAP_API recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream);
+RECAP_NODISCARD RECAP_API recap_status_t recap_malloc(void **ptr, size_t size,
+                                                      recap_stream_t stream);
 
 /* Return a block to the cache. NULL is a no-op. A pointer recap did not hand out (or one already
  * freed) is RECAP_ERROR_INVALID_ARGUMENT. */
@@ -34,7 +35,7 @@ RECAP_API recap_status_t recap_free(void *ptr);
 /* Declare that ptr is used by work on stream, which is not the stream it was allocated for:
  * when ptr is freed, the block is reused only after the work queued on stream by then has
  * finished (an event is recorded at free time). */
-RECAP_API recap_status_t recap_record_stream(void *ptr, recap_stream_t stream);
+RECAP_NODISCARD RECAP_API recap_status_t recap_record_stream(void *ptr, recap_stream_t stream);
 
 /* Give every cached unused segment back to the driver, on every device: those of the default
  * pool and those of private pools no graph references any more. Blocks still allocated stay. */
@@ -42,7 +43,8 @@ RECAP_API recap_status_t recap_empty_cache(void);
 
 /* The usable size of the block holding ptr (the rounded request), and its start. Either
  * out-parameter may be NULL when that value is not wanted. */
-RECAP_API recap_status_t recap_block_info(const void *ptr, void **base, size_t *size);
+RECAP_NODISCARD RECAP_API recap_status_t recap_block_info(const void *ptr, void **base,
+                                                          size_t *size);
 
 /* ------------------------------------------------------------------------------------------
  * Pools
@@ -64,9 +66,10 @@ RECAP_API int recap_pool_is_default(recap_pool_id_t pool);
  * included) come from pool, on the current device. Creates the pool on first use and takes a
  * reference to it, which recap_pool_release() drops. RECAP_ERROR_INVALID_USAGE if the stream is
  * not capturing, or if the pool is already routed for another capture. Graphs call this for you. */
-RECAP_API recap_status_t recap_pool_route_begin(recap_pool_id_t pool, recap_stream_t capturing_stream);
+RECAP_NODISCARD RECAP_API recap_status_t recap_pool_route_begin(recap_pool_id_t pool,
+                                                                recap_stream_t capturing_stream);
 /* Stop routing to pool. Blocks held back during the capture become reusable. */
-RECAP_API recap_status_t recap_pool_route_end(recap_pool_id_t pool);
+RECAP_NODISCARD RECAP_API recap_status_t recap_pool_route_end(recap_pool_id_t pool);
 /* Drop one reference to pool. At zero the pool becomes freeable: its unused segments go back to
  * the driver on recap_empty_cache() or an out-of-memory retry, never to the default pool, and
  * its blocks still held by the user stay valid until freed. */
@@ -82,7 +85,8 @@ typedef struct recap_pool_info {
 } recap_pool_info_t;
 
 /* RECAP_ERROR_NOT_FOUND once the pool's memory has gone back to the driver. */
-RECAP_API recap_status_t recap_pool_info(recap_pool_id_t pool, recap_pool_info_t *info);
+RECAP_NODISCARD RECAP_API recap_status_t recap_pool_info(recap_pool_id_t pool,
+                                                         recap_pool_info_t *info);
 
 /* ------------------------------------------------------------------------------------------
  * Statistics, snapshot and checker
@@ -113,21 +117,22 @@ typedef struct recap_memory_stats {
 } recap_memory_stats_t;
 
 /* Statistics of device (-1: the current device). A device recap has not used reads as zeros. */
-RECAP_API recap_status_t recap_memory_stats(int device, recap_memory_stats_t *stats);
+RECAP_NODISCARD RECAP_API recap_status_t recap_memory_stats(int device,
+                                                            recap_memory_stats_t *stats);
 /* Set every peak to its current value. */
-RECAP_API recap_status_t recap_memory_reset_peak(int device);
+RECAP_NODISCARD RECAP_API recap_status_t recap_memory_reset_peak(int device);
 
 /* A JSON snapshot of device (-1: current): every segment with its address, size, pool id and
  * stream, and every block in it with its address, size, requested size and state. The string
  * is allocated by recap; free it with recap_string_free(). */
-RECAP_API recap_status_t recap_memory_snapshot_json(int device, char **json);
+RECAP_NODISCARD RECAP_API recap_status_t recap_memory_snapshot_json(int device, char **json);
 RECAP_API void recap_string_free(char *s);
 
 /* Walk every pool and segment of every device and verify the allocator's invariants: blocks
  * tile their segment without overlap or gap, no two free neighbours are left unmerged, the free
  * lists hold exactly the free blocks, and the statistics equal what the walk counts.
  * RECAP_ERROR_INTERNAL with the first violation in recap_last_error(). */
-RECAP_API recap_status_t recap_memory_check(void);
+RECAP_NODISCARD RECAP_API recap_status_t recap_memory_check(void);
 
 #ifdef __cplusplus
 }

@@ -44,12 +44,13 @@ extern "C" {
  * found without a capture); RECAP_ERROR_INVALID_USAGE past RECAP_ANNOTATION_MAX_DEPTH open
  * scopes. On a stream whose capture was invalidated it does nothing (capture_end reports the
  * invalidation). Thread safe: streams of one capture may push and pop from several threads. */
-RECAP_API recap_status_t recap_annotate_push(recap_stream_t stream, const char *label);
+RECAP_NODISCARD RECAP_API recap_status_t recap_annotate_push(recap_stream_t stream,
+                                                             const char *label);
 
 /* Close the innermost scope. It must have been pushed on the same stream: a pop with no scope
  * open, or on another stream than the innermost scope's, is RECAP_ERROR_INVALID_USAGE and
  * changes nothing. Scopes still open when the capture ends are closed then, with a warning. */
-RECAP_API recap_status_t recap_annotate_pop(recap_stream_t stream);
+RECAP_NODISCARD RECAP_API recap_status_t recap_annotate_pop(recap_stream_t stream);
 
 /* 1 to record annotations, 0 not to, -1 to follow the environment again (RECAP_ANNOTATIONS=1
  * records; unset or 0 does not). Code overrides the environment. Change it between captures:

@@ -76,7 +76,7 @@ typedef struct recap_capture_options {
  * ---------------------------------------------------------------------------------------- */
 
 /* Create an empty graph. flags: 0 or RECAP_GRAPH_KEEP. */
-RECAP_API recap_status_t recap_graph_create(recap_graph_t *graph, unsigned flags);
+RECAP_NODISCARD RECAP_API recap_status_t recap_graph_create(recap_graph_t *graph, unsigned flags);
 /* Destroy the graph: its executable and template, and its reference to its pool (the pool's
  * memory goes back on recap_empty_cache once no graph holds it and its blocks are freed).
  * NULL is a no-op. A graph whose capture is under way is first reset (the capture is ended and
@@ -91,22 +91,24 @@ RECAP_API recap_status_t recap_graph_destroy(recap_graph_t graph);
  * options NULL means RECAP_CAPTURE_OPTIONS_INIT. Errors: the legacy default stream
  * (RECAP_ERROR_INVALID_USAGE: capture on a stream you created), a stream already capturing, a
  * graph already captured or capturing (reset it first). */
-RECAP_API recap_status_t recap_graph_capture_begin(recap_graph_t graph, recap_stream_t stream,
-                                                   const recap_capture_options_t *options);
+RECAP_NODISCARD RECAP_API recap_status_t recap_graph_capture_begin(
+    recap_graph_t graph, recap_stream_t stream, const recap_capture_options_t *options);
 /* End the capture on the stream it began on. Unless the graph was created with KEEP, this
  * instantiates the executable (auto-free-on-launch, node priorities) and drops the template.
  * An empty capture warns through the log. If the capture was invalidated by an illegal call
  * inside it, returns RECAP_ERROR_CAPTURE_INVALIDATED naming the CUDA error; the graph is then
  * as if reset, with no pool reference left, and the stream can capture again. */
-RECAP_API recap_status_t recap_graph_capture_end(recap_graph_t graph, recap_stream_t stream);
+RECAP_NODISCARD RECAP_API recap_status_t recap_graph_capture_end(recap_graph_t graph,
+                                                                 recap_stream_t stream);
 
 /* Instantiate (again) from the kept template: only for RECAP_GRAPH_KEEP graphs. The caller may
  * change the template through recap_graph_raw in between. */
-RECAP_API recap_status_t recap_graph_instantiate(recap_graph_t graph);
+RECAP_NODISCARD RECAP_API recap_status_t recap_graph_instantiate(recap_graph_t graph);
 
 /* Launch the captured work on stream (any stream, the legacy default one included). Does not
  * synchronise. A KEEP graph not yet instantiated is instantiated first. */
-RECAP_API recap_status_t recap_graph_replay(recap_graph_t graph, recap_stream_t stream);
+RECAP_NODISCARD RECAP_API recap_status_t recap_graph_replay(recap_graph_t graph,
+                                                            recap_stream_t stream);
 
 /* Back to a fresh graph: destroys the executable and template, drops the pool reference,
  * abandons a capture under way. The graph can capture again afterwards. */
@@ -118,20 +120,24 @@ RECAP_API recap_status_t recap_graph_reset(recap_graph_t graph);
 
 /* The pool the graph captured into; pass it to another capture to share memory. Valid after
  * capture_begin. */
-RECAP_API recap_status_t recap_graph_pool(recap_graph_t graph, recap_pool_id_t *pool);
+RECAP_NODISCARD RECAP_API recap_status_t recap_graph_pool(recap_graph_t graph,
+                                                          recap_pool_id_t *pool);
 /* The captured template (KEEP graphs only, after capture_end). Owned by the graph. */
-RECAP_API recap_status_t recap_graph_raw(recap_graph_t graph, recap_cuda_graph_t *cuda_graph);
+RECAP_NODISCARD RECAP_API recap_status_t recap_graph_raw(recap_graph_t graph,
+                                                         recap_cuda_graph_t *cuda_graph);
 /* The executable, once instantiated. Owned by the graph. */
-RECAP_API recap_status_t recap_graph_raw_exec(recap_graph_t graph,
-                                              recap_cuda_graph_exec_t *cuda_graph_exec);
+RECAP_NODISCARD RECAP_API recap_status_t recap_graph_raw_exec(
+    recap_graph_t graph, recap_cuda_graph_exec_t *cuda_graph_exec);
 /* Number of nodes of the template or, without one, of the executable's source at capture. */
-RECAP_API recap_status_t recap_graph_node_count(recap_graph_t graph, size_t *count);
+RECAP_NODISCARD RECAP_API recap_status_t recap_graph_node_count(recap_graph_t graph, size_t *count);
 /* Write the template (KEEP graphs) as Graphviz DOT through the driver's verbose dump. */
-RECAP_API recap_status_t recap_graph_debug_dump(recap_graph_t graph, const char *path);
+RECAP_NODISCARD RECAP_API recap_status_t recap_graph_debug_dump(recap_graph_t graph,
+                                                                const char *path);
 
 /* *capturing = 1 if a capture is under way on stream. Never creates a CUDA context: with no
  * context it reports 0. */
-RECAP_API recap_status_t recap_stream_is_capturing(recap_stream_t stream, int *capturing);
+RECAP_NODISCARD RECAP_API recap_status_t recap_stream_is_capturing(recap_stream_t stream,
+                                                                   int *capturing);
 
 /* 1 when RECAP_DISABLE_GRAPHS=1 (read once): capture scopes and graphed callables then run
  * eagerly. */
@@ -157,11 +163,10 @@ typedef struct recap_scope_options {
  * options NULL means defaults. With graphs disabled (RECAP_DISABLE_GRAPHS=1) nothing is
  * captured: the work enqueued on *stream runs eagerly, and replaying the graph later returns
  * RECAP_ERROR_INVALID_USAGE (check recap_graphs_disabled() and run the work again instead). */
-RECAP_API recap_status_t recap_capture_scope_begin(recap_graph_t graph,
-                                                   const recap_scope_options_t *options,
-                                                   recap_stream_t *stream);
+RECAP_NODISCARD RECAP_API recap_status_t recap_capture_scope_begin(
+    recap_graph_t graph, const recap_scope_options_t *options, recap_stream_t *stream);
 /* End the scope's capture (recap_graph_capture_end on the scope's stream). */
-RECAP_API recap_status_t recap_capture_scope_end(recap_graph_t graph);
+RECAP_NODISCARD RECAP_API recap_status_t recap_capture_scope_end(recap_graph_t graph);
 
 #ifdef __cplusplus
 }

@@ -85,9 +85,9 @@ typedef struct recap_graphed *recap_graphed_t;
  * reverse order into one pool, and fill handles[0..count). options NULL means defaults. On
  * failure no handle is returned and everything made so far is released. With graphs disabled
  * (RECAP_DISABLE_GRAPHS=1) nothing is captured and every call runs the functions eagerly. */
-RECAP_API recap_status_t recap_graphed_create(recap_graphed_t *handles,
-                                              const recap_callable_desc_t *descs, size_t count,
-                                              const recap_graphed_options_t *options);
+RECAP_NODISCARD RECAP_API recap_status_t recap_graphed_create(
+    recap_graphed_t *handles, const recap_callable_desc_t *descs, size_t count,
+    const recap_graphed_options_t *options);
 /* Release the callable's graphs, static buffers and pool reference. NULL is a no-op. */
 RECAP_API recap_status_t recap_graphed_destroy(recap_graphed_t handle);
 
@@ -95,22 +95,25 @@ RECAP_API recap_status_t recap_graphed_destroy(recap_graphed_t handle);
  * *outputs to output_count buffers valid until the next forward of this callable. In the
  * captured mode: copies inputs whose address differs from the static one, then replays. In the
  * other mode (or with graphs disabled): calls the forward eagerly. */
-RECAP_API recap_status_t recap_graphed_forward(recap_graphed_t handle, recap_stream_t stream,
-                                               int training, const recap_buffer_t *inputs,
-                                               const recap_buffer_t **outputs);
+RECAP_NODISCARD RECAP_API recap_status_t recap_graphed_forward(recap_graphed_t handle,
+                                                               recap_stream_t stream, int training,
+                                                               const recap_buffer_t *inputs,
+                                                               const recap_buffer_t **outputs);
 /* Run the backward of the last forward on stream with grad_outputs, and set *grad_inputs to
  * input_count buffers (data NULL where an input needs no gradient). They stay valid until the
  * next backward of this callable or the next forward of any callable created with it: the
  * passes share one pool, and a forward may reuse memory the backward's results live in (as in
  * PyTorch). RECAP_ERROR_INVALID_USAGE without a backward function or before a forward. */
-RECAP_API recap_status_t recap_graphed_backward(recap_graphed_t handle, recap_stream_t stream,
-                                                const recap_buffer_t *grad_outputs,
-                                                const recap_buffer_t **grad_inputs);
+RECAP_NODISCARD RECAP_API recap_status_t recap_graphed_backward(recap_graphed_t handle,
+                                                                recap_stream_t stream,
+                                                                const recap_buffer_t *grad_outputs,
+                                                                const recap_buffer_t **grad_inputs);
 
 /* The forward and backward graphs (NULL when not captured), e.g. for inspection. Either
  * out-parameter may be NULL when that graph is not wanted. */
-RECAP_API recap_status_t recap_graphed_graphs(recap_graphed_t handle, recap_graph_t *forward,
-                                              recap_graph_t *backward);
+RECAP_NODISCARD RECAP_API recap_status_t recap_graphed_graphs(recap_graphed_t handle,
+                                                              recap_graph_t *forward,
+                                                              recap_graph_t *backward);
 
 #ifdef __cplusplus
 }

@@ -66,14 +66,16 @@ typedef struct recap_graph_info {
 /* Read the kept template of graph (RECAP_GRAPH_KEEP, after capture_end), with the labels of
  * recap_annotate_push scopes. The result is allocated by recap; free it with
  * recap_graph_info_free. */
-RECAP_API recap_status_t recap_graph_inspect(recap_graph_t graph, recap_graph_info_t **info);
+RECAP_NODISCARD RECAP_API recap_status_t recap_graph_inspect(recap_graph_t graph,
+                                                             recap_graph_info_t **info);
 RECAP_API void recap_graph_info_free(recap_graph_info_t *info);
 
 /* The info as JSON: {"nodes":[{"index":0,"type":"kernel","kernel_name":"...","grid":[x,y,z],
  * "block":[x,y,z],"shared_bytes":n,"bytes":n,"annotation":null,"annotation_path":null,
  * "tools_id":null,"dependencies":[...],"dependents":[...]}...],"edge_count":n,
  * "tools_ids_available":false}. Free with recap_string_free. */
-RECAP_API recap_status_t recap_graph_info_json(const recap_graph_info_t *info, char **json);
+RECAP_NODISCARD RECAP_API recap_status_t recap_graph_info_json(const recap_graph_info_t *info,
+                                                               char **json);
 
 #ifdef __cplusplus
 }

@@ -54,14 +54,13 @@ typedef struct recap_liveness_input {
 /* The inputs the graph's capture recorded, sorted by address: an array owned by the graph,
  * valid until it is reset or destroyed. RECAP_ERROR_INVALID_USAGE when the graph was not
  * captured with check_input_liveness. */
-RECAP_API recap_status_t recap_graph_liveness_inputs(recap_graph_t graph,
-                                                     const recap_liveness_input_t **inputs,
-                                                     size_t *count);
+RECAP_NODISCARD RECAP_API recap_status_t recap_graph_liveness_inputs(
+    recap_graph_t graph, const recap_liveness_input_t **inputs, size_t *count);
 
 /* The check every replay makes, without launching: RECAP_SUCCESS when every input is alive,
  * RECAP_ERROR_DEAD_INPUT with the list of dead ones otherwise. RECAP_ERROR_INVALID_USAGE when
  * the graph was not captured with check_input_liveness. */
-RECAP_API recap_status_t recap_graph_check_inputs(recap_graph_t graph);
+RECAP_NODISCARD RECAP_API recap_status_t recap_graph_check_inputs(recap_graph_t graph);
 
 /* 1: record where blocks are allocated and freed from now on, for the messages; 0: do not; -1:
  * follow RECAP_LIVENESS_DEBUG again. Costs a little on every recap_malloc/recap_free while on

@@ -29,14 +29,14 @@ extern "C" {
 /* Set an option from code: "name" and a value string in the RECAP_ALLOC_CONF syntax.
  * RECAP_ERROR_NOT_FOUND for an unknown name, RECAP_ERROR_INVALID_VALUE for a bad value or one
  * that breaks the options' rules (e.g. small_size > small_segment); the message names both. */
-RECAP_API recap_status_t recap_option_set(const char *name, const char *value);
+RECAP_NODISCARD RECAP_API recap_status_t recap_option_set(const char *name, const char *value);
 /* Same as recap_option_set with a number. */
-RECAP_API recap_status_t recap_option_set_u64(const char *name, uint64_t value);
+RECAP_NODISCARD RECAP_API recap_status_t recap_option_set_u64(const char *name, uint64_t value);
 /* Read an option's current value (the environment is read first if it has not been). */
-RECAP_API recap_status_t recap_option_get(const char *name, uint64_t *value);
+RECAP_NODISCARD RECAP_API recap_status_t recap_option_get(const char *name, uint64_t *value);
 /* Parse a whole configuration string ("key:value,key:value"), as RECAP_ALLOC_CONF is parsed.
  * All or nothing: on a bad entry no option changes. */
-RECAP_API recap_status_t recap_options_parse(const char *conf);
+RECAP_NODISCARD RECAP_API recap_status_t recap_options_parse(const char *conf);
 /* Restore every option to its default and forget that the environment was read. */
 RECAP_API void recap_options_reset(void);
 

@@ -36,7 +36,8 @@ typedef struct recap_philox_state {
 
 /* Create a generator with seed and offset 0 on the current device. It keeps 16 bytes of device
  * memory (the seed and base offset graphs read), whatever the number of graphs and replays. */
-RECAP_API recap_status_t recap_generator_create(recap_generator_t *generator, uint64_t seed);
+RECAP_NODISCARD RECAP_API recap_status_t recap_generator_create(recap_generator_t *generator,
+                                                                uint64_t seed);
 /* Destroy the generator. Graphs that captured it keep it alive until they are reset or
  * destroyed. NULL is a no-op. */
 RECAP_API recap_status_t recap_generator_destroy(recap_generator_t generator);
@@ -44,38 +45,46 @@ RECAP_API recap_status_t recap_generator_destroy(recap_generator_t generator);
 /* Set the seed and reset the offset to 0 (as torch.manual_seed does). Refused with
  * RECAP_ERROR_INVALID_USAGE while a capture that uses the generator is under way; between
  * replays it takes effect at the next replay. */
-RECAP_API recap_status_t recap_generator_set_seed(recap_generator_t generator, uint64_t seed);
-RECAP_API recap_status_t recap_generator_get_seed(recap_generator_t generator, uint64_t *seed);
+RECAP_NODISCARD RECAP_API recap_status_t recap_generator_set_seed(recap_generator_t generator,
+                                                                  uint64_t seed);
+RECAP_NODISCARD RECAP_API recap_status_t recap_generator_get_seed(recap_generator_t generator,
+                                                                  uint64_t *seed);
 /* Read or set the offset (a multiple of 4). Refused while a capture that uses the generator is
  * under way: its final value is only known when the graph replays. */
-RECAP_API recap_status_t recap_generator_get_offset(recap_generator_t generator, uint64_t *offset);
-RECAP_API recap_status_t recap_generator_set_offset(recap_generator_t generator, uint64_t offset);
+RECAP_NODISCARD RECAP_API recap_status_t recap_generator_get_offset(recap_generator_t generator,
+                                                                    uint64_t *offset);
+RECAP_NODISCARD RECAP_API recap_status_t recap_generator_set_offset(recap_generator_t generator,
+                                                                    uint64_t offset);
 
 /* The state for a kernel about to be enqueued on stream that draws `increment` 32-bit values
  * per thread. If stream is capturing into a recap graph, the state is a captured one and the
  * graph records the use; otherwise the offset advances now. */
-RECAP_API recap_status_t recap_generator_philox_state(recap_generator_t generator,
-                                                      recap_stream_t stream, uint64_t increment,
-                                                      recap_philox_state_t *state);
+RECAP_NODISCARD RECAP_API recap_status_t recap_generator_philox_state(recap_generator_t generator,
+                                                                      recap_stream_t stream,
+                                                                      uint64_t increment,
+                                                                      recap_philox_state_t *state);
 
 /* ------------------------------------------------------------------------------------------
  * Library kernels, built on the same state. Each enqueues on stream and may be captured.
  * ---------------------------------------------------------------------------------------- */
 
 /* out[i] uniform in (0, 1]. */
-RECAP_API recap_status_t recap_rng_uniform(recap_generator_t generator, float *out, size_t n,
-                                           recap_stream_t stream);
+RECAP_NODISCARD RECAP_API recap_status_t recap_rng_uniform(recap_generator_t generator, float *out,
+                                                           size_t n, recap_stream_t stream);
 /* out[i] normal with mean and stddev. */
-RECAP_API recap_status_t recap_rng_normal(recap_generator_t generator, float *out, size_t n,
-                                          float mean, float stddev, recap_stream_t stream);
+RECAP_NODISCARD RECAP_API recap_status_t recap_rng_normal(recap_generator_t generator, float *out,
+                                                          size_t n, float mean, float stddev,
+                                                          recap_stream_t stream);
 /* out[i] uniform in [low, high) (high > low). */
-RECAP_API recap_status_t recap_rng_randint(recap_generator_t generator, int32_t *out, size_t n,
-                                           int32_t low, int32_t high, recap_stream_t stream);
+RECAP_NODISCARD RECAP_API recap_status_t recap_rng_randint(recap_generator_t generator,
+                                                           int32_t *out, size_t n, int32_t low,
+                                                           int32_t high, recap_stream_t stream);
 /* Inverted dropout: mask[i] = 1 with probability 1 - p, out[i] = in[i] * mask[i] / (1 - p).
  * p in [0, 1); mask may be NULL. in and out may be the same buffer. */
-RECAP_API recap_status_t recap_rng_dropout(recap_generator_t generator, const float *in,
-                                           float *out, uint8_t *mask, size_t n, float p,
-                                           recap_stream_t stream);
+RECAP_NODISCARD RECAP_API recap_status_t recap_rng_dropout(recap_generator_t generator,
+                                                           const float *in, float *out,
+                                                           uint8_t *mask, size_t n, float p,
+                                                           recap_stream_t stream);
 
 #ifdef __cplusplus
 }

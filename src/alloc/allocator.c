@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "alloc/alloc_internal.h"
+#include "core/assert.h"
 #include "core/env.h"
 #include "core/error.h"
 
@@ -194,6 +195,10 @@ static recap__pool_t *find_private_pool(recap__device_state_t *d, recap_pool_id_
 }
 
 static void pool_unlink_and_delete(recap__device_state_t *d, recap__pool_t *pool) {
+  /* A pool goes only when no graph holds it, no capture routes to it and it holds no memory. */
+  RECAP__ASSERT(pool != &d->default_pool);
+  RECAP__ASSERT(pool->references == 0 && !pool->routed);
+  RECAP__ASSERT(pool->segment_count == 0 && pool->segments == NULL);
   for (recap__pool_t **link = &d->private_pools; *link; link = &(*link)->next) {
     if (*link == pool) {
       *link = pool->next;
@@ -333,6 +338,9 @@ static void process_events(recap__device_state_t *d, bool wait) {
 /* Absorb the free neighbour `other`, already out of the free set, into b. Returns the bytes
  * absorbed. */
 static size_t merge(recap__block_t *b, recap__block_t *other) {
+  RECAP__ASSERT(recap__block_is_free(other) && other->segment == b->segment);
+  RECAP__ASSERT(other == b->prev ? other->ptr + other->size == b->ptr
+                                 : other == b->next && b->ptr + b->size == other->ptr);
   size_t absorbed = other->size;
   if (other == b->prev) {
     b->ptr = other->ptr;
@@ -344,6 +352,8 @@ static size_t merge(recap__block_t *b, recap__block_t *other) {
     if (b->next) b->next->prev = b;
   }
   b->size += absorbed;
+  RECAP__ASSERT(b->ptr >= b->segment->base &&
+                b->ptr + b->size <= b->segment->base + b->segment->size);
   block_delete(other);
   return absorbed;
 }
@@ -353,6 +363,8 @@ static size_t merge(recap__block_t *b, recap__block_t *other) {
  * common free, which undoes a split, moves nothing in the set. The set's capacity was reserved by
  * the caller's path (recap_free reserves before it starts), so the insert cannot fail here. */
 static void free_block(recap__device_state_t *d, recap__block_t *b) {
+  /* Freed once: the caller cleared `allocated`, and no event or capture still holds it. */
+  RECAP__ASSERT(recap__block_is_free(b));
   recap__segment_t *seg = b->segment;
   recap__free_set_t *set = free_set_of(seg->pool, seg->small);
   size_t original = b->size;
@@ -375,6 +387,7 @@ static void free_block(recap__device_state_t *d, recap__block_t *b) {
     split_blocks++;
     split_bytes += (int64_t)b->size;
   }
+  RECAP__ASSERT(slot == set->count || set->items[slot] == slot_owner);
   if (slot < set->count)
     recap__free_set_replace_at(set, slot, b);
   else if (!recap__free_set_insert(set, b))
@@ -419,18 +432,23 @@ static void restore_capture_mode(bool relaxed, recap__capture_mode_t *saved) {
 /* Give a segment whose only block is free back to the driver. */
 static recap_status_t release_segment(recap__device_state_t *d, recap__block_t *b) {
   recap__segment_t *seg = b->segment;
+  RECAP__ASSERT(recap__block_is_free(b) && !recap__block_is_split(b));
+  RECAP__ASSERT(seg->head == b && b->ptr == seg->base && b->size == seg->size);
   recap__pool_t *pool = seg->pool;
   recap__capture_mode_t saved;
   bool relaxed = relax_capture_mode(d, &saved);
   recap_status_t s = recap__device()->raw_free(seg->base);
   restore_capture_mode(relaxed, &saved);
   RECAP__CHECK(s);
+  RECAP__ASSERT(recap__free_set_find(free_set_of(pool, seg->small), b) <
+                free_set_of(pool, seg->small)->count);
   recap__free_set_erase(free_set_of(pool, seg->small), b);
   if (seg->prev) seg->prev->next = seg->next;
   else pool->segments = seg->next;
   if (seg->next) seg->next->prev = seg->prev;
   pool->segment_count--;
   pool->reserved_bytes -= (int64_t)seg->size;
+  RECAP__ASSERT(pool->segment_count >= 0 && pool->reserved_bytes >= 0);
   recap_memory_stats_t *st = &d->stats;
   stat_kind(st->segment, seg->small, -1);
   stat_kind(st->reserved_bytes, seg->small, -(int64_t)seg->size);
@@ -514,7 +532,26 @@ static recap_status_t report_oom(recap__device_state_t *d, size_t request, size_
                       d->device, req, seg, alloc, reserved, cached, dfree, dtotal, cause_copy);
 }
 
-/* Get a new segment of `size` bytes for pool, retrying once after freeing the cache. */
+/* Device memory for a segment of `size` bytes. When the device (or memory_cap) says no, free
+ * every cached unused segment and try once more; a second no becomes the out-of-memory report
+ * for a request of `request` bytes. */
+static recap_status_t segment_memory(recap__device_state_t *d, const recap__options_t *o,
+                                     void **base, size_t size, size_t request) {
+  recap_status_t s = capped_alloc(d, o, base, size);
+  if (s == RECAP_ERROR_OUT_OF_MEMORY) {
+    d->stats.num_alloc_retries++;
+    release_cached(d);
+    s = capped_alloc(d, o, base, size);
+  }
+  if (s == RECAP_ERROR_OUT_OF_MEMORY) {
+    d->stats.num_ooms++;
+    return report_oom(d, request, size, recap_last_error());
+  }
+  return s;
+}
+
+/* Get a new segment of `size` bytes for pool: one free block that covers it, not yet in the
+ * free set. */
 static recap_status_t new_segment(recap__device_state_t *d, recap__pool_t *pool, bool small,
                                   size_t size, size_t request, recap_stream_t stream,
                                   const recap__options_t *o, recap__block_t **out) {
@@ -526,20 +563,10 @@ static recap_status_t new_segment(recap__device_state_t *d, recap__pool_t *pool,
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
   }
   void *base = NULL;
-  recap_status_t s = capped_alloc(d, o, &base, size);
-  if (s == RECAP_ERROR_OUT_OF_MEMORY) {
-    /* Free every cached unused segment and try once more. */
-    d->stats.num_alloc_retries++;
-    release_cached(d);
-    s = capped_alloc(d, o, &base, size);
-  }
+  recap_status_t s = segment_memory(d, o, &base, size, request);
   if (s != RECAP_SUCCESS) {
     free(seg);
     block_delete(b);
-    if (s == RECAP_ERROR_OUT_OF_MEMORY) {
-      d->stats.num_ooms++;
-      return report_oom(d, request, size, recap_last_error());
-    }
     return s;
   }
   seg->base = base;
@@ -611,97 +638,145 @@ static bool should_split(const recap__block_t *b, size_t size, const recap__opti
   return remaining > o->small_size;
 }
 
+/* What one recap_malloc call works with, found under the lock by request_begin. */
+typedef struct request {
+  recap__device_state_t *d;
+  recap__pool_t *pool;
+  recap__free_set_t *set; /* the pool's free set of the request's size class */
+  const recap__options_t *o;
+  recap_stream_t stream;
+  size_t size;    /* what the caller asked for */
+  size_t rounded; /* the block size it gets */
+  bool small;
+} request_t;
+
+/* Find the pool and free set the request goes to, let completed events free their blocks, and
+ * reserve every bit of host memory the call may need, so that nothing can fail once the block
+ * structure starts to change. Called with the lock held. */
+static recap_status_t request_begin(request_t *r, int device, size_t size,
+                                    recap_stream_t stream) {
+  recap__device_state_t *d = device_state(device);
+  RECAP__CHECK(current_options(&r->o));
+  r->stream = stream;
+  r->size = size;
+  r->rounded = round_size(r->o, size);
+  r->small = r->rounded <= r->o->small_size;
+  if (RECAP__UNLIKELY(!d))
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
+  r->d = d;
+  RECAP__CHECK(pool_for_stream(d, stream, &r->pool));
+  if (RECAP__UNLIKELY(d->pending_count || d->deferred_count)) process_events(d, false);
+  r->set = free_set_of(r->pool, r->small);
+  if (RECAP__UNLIKELY(!block_reserve() || !recap__free_set_reserve(r->set, 1) ||
+                      !recap__ptr_map_reserve(&recap__alloc.allocated, 1)))
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
+  return RECAP_SUCCESS;
+}
+
+/* The slow path: no cached block fits, so the request gets a new segment (new_segment retries
+ * once after freeing the cache when the device is out of memory). */
+static recap_status_t malloc_slow(const request_t *r, recap__block_t **b) {
+  return new_segment(r->d, r->pool, r->small, segment_size_for(r->o, r->rounded), r->size,
+                     r->stream, r->o, b);
+}
+
+/* Keep the first `size` bytes of the free block b; `rest`, a fresh record, becomes the free
+ * block right after it. The rest takes b's free-set slot when b is in the set (in_set), which
+ * usually moves nothing; a new segment's block never was in the set, so the rest is inserted
+ * (the caller reserved room). */
+static void split_block(recap__free_set_t *set, recap__block_t *b, recap__block_t *rest,
+                        size_t size, size_t slot, bool in_set) {
+  RECAP__ASSERT(size < b->size);
+  RECAP__ASSERT(!in_set || set->items[slot] == b);
+  rest->ptr = b->ptr + size;
+  rest->size = b->size - size;
+  rest->stream = b->stream;
+  rest->segment = b->segment;
+  rest->prev = b;
+  rest->next = b->next;
+  if (rest->next) rest->next->prev = rest;
+  b->next = rest;
+  b->size = size;
+  if (in_set)
+    recap__free_set_replace_at(set, slot, rest);
+  else
+    recap__free_set_insert(set, rest);
+  RECAP__ASSERT(b->ptr + b->size == rest->ptr);
+  RECAP__ASSERT(!rest->next || rest->ptr + rest->size == rest->next->ptr);
+  RECAP__ASSERT(rest->ptr + rest->size <= b->segment->base + b->segment->size);
+}
+
+/* Take the free block b out of the free set for the request, splitting off what it does not
+ * need. The inactive-split statistics count free blocks that are part of a split segment. */
+static void take_block(const request_t *r, recap__block_t *b, size_t slot, bool in_set) {
+  RECAP__ASSERT(recap__block_is_free(b));
+  RECAP__ASSERT(b->size >= r->rounded && b->stream == r->stream);
+  recap_memory_stats_t *st = &r->d->stats;
+  bool already_split = recap__block_is_split(b);
+  /* A record for the rest was reserved in request_begin; should new_segment have used it and
+   * the host be out of memory now, the caller simply gets the whole block. */
+  recap__block_t *rest = should_split(b, r->rounded, r->o) ? block_new() : NULL;
+  if (rest) {
+    split_block(r->set, b, rest, r->rounded, slot, in_set);
+    if (already_split) {
+      stat_kind(st->inactive_split_bytes, r->small, -(int64_t)r->rounded);
+    } else {
+      stat_kind(st->inactive_split, r->small, 1);
+      stat_kind(st->inactive_split_bytes, r->small, (int64_t)rest->size);
+    }
+    return;
+  }
+  if (in_set) recap__free_set_erase_at(r->set, slot);
+  if (already_split) {
+    stat_kind(st->inactive_split, r->small, -1);
+    stat_kind(st->inactive_split_bytes, r->small, -(int64_t)b->size);
+  }
+}
+
+/* Hand b out: mark it allocated, put it in the pointer map and count it. */
+static void account_alloc(const request_t *r, recap__block_t *b, void *site) {
+  RECAP__ASSERT(!b->allocated && recap__ptr_map_get(&recap__alloc.allocated, b->ptr) == NULL);
+  b->allocated = true;
+  b->requested = r->size;
+  b->generation = ++recap__alloc.last_generation;
+  b->alloc_site = recap__alloc_sites_enabled() ? site : NULL;
+  recap__ptr_map_insert(&recap__alloc.allocated, b->ptr, b);
+  r->pool->allocated_bytes += (int64_t)b->size;
+  recap_memory_stats_t *st = &r->d->stats;
+  stat_kind(st->allocation, r->small, 1);
+  stat_kind(st->allocated_bytes, r->small, (int64_t)b->size);
+  stat_kind(st->requested_bytes, r->small, (int64_t)r->size);
+  stat_kind(st->active, r->small, 1);
+  stat_kind(st->active_bytes, r->small, (int64_t)b->size);
+}
+
 recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
   void *site = CALLER_ADDRESS();
   RECAP__ARG(ptr != NULL, "recap_malloc: ptr is NULL");
   *ptr = NULL;
-  if (size == 0) return RECAP_SUCCESS;
-  if (size > SIZE_MAX / 2)
+  if (RECAP__UNLIKELY(size == 0)) return RECAP_SUCCESS;
+  if (RECAP__UNLIKELY(size > SIZE_MAX / 2))
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: %zu bytes can never be had",
                         size);
   int device;
   RECAP__CHECK(current_device(&device));
 
-  recap_status_t s = RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);
-  recap__device_state_t *d = device_state(device);
-  recap__pool_t *pool = NULL;
-  recap__block_t *b = NULL;
-  const recap__options_t *o;
-  RECAP__CHECK_GOTO(current_options(&o), s, out);
-  size_t rounded = round_size(o, size);
-  bool small = rounded <= o->small_size;
-  if (!d) {
-    s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
-    goto out;
-  }
-  RECAP__CHECK_GOTO(pool_for_stream(d, stream, &pool), s, out);
-  if (d->pending_count || d->deferred_count) process_events(d, false);
-  recap__free_set_t *set = free_set_of(pool, small);
-  /* Reserve every bit of host memory this call may need first, so that nothing can fail once
-   * the block structure starts to change. */
-  if (!block_reserve() || !recap__free_set_reserve(set, 1) ||
-      !recap__ptr_map_reserve(&recap__alloc.allocated, 1)) {
-    s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
-    goto out;
-  }
-
-  /* A cached block stays in the set, at `slot`, until the split below decides what takes its
-   * place; a new segment's block was never in it. */
-  size_t slot = find_free_block(set, stream, rounded, o);
-  const bool in_set = slot < set->count;
-  if (in_set) b = set->items[slot];
-  if (!b) {
-    RECAP__CHECK_GOTO(new_segment(d, pool, small, segment_size_for(o, rounded), size, stream, o,
-                                  &b),
-                      s, out);
-  }
-
-  recap_memory_stats_t *st = &d->stats;
-  bool already_split = recap__block_is_split(b);
-  /* A record for the rest was reserved above; should new_segment have used it and the host be
-   * out of memory now, the caller simply gets the whole block. */
-  recap__block_t *rest = should_split(b, rounded, o) ? block_new() : NULL;
-  if (in_set && !rest) recap__free_set_erase_at(set, slot);
-  if (rest) {
-    /* Keep the front for the caller; the rest stays free, right after it. */
-    rest->ptr = b->ptr + rounded;
-    rest->size = b->size - rounded;
-    rest->stream = stream;
-    rest->segment = b->segment;
-    rest->prev = b;
-    rest->next = b->next;
-    if (rest->next) rest->next->prev = rest;
-    b->next = rest;
-    b->size = rounded;
-    if (in_set)
-      recap__free_set_replace_at(set, slot, rest);
-    else
-      recap__free_set_insert(set, rest);
-    if (already_split) {
-      stat_kind(st->inactive_split_bytes, small, -(int64_t)rounded);
-    } else {
-      stat_kind(st->inactive_split, small, 1);
-      stat_kind(st->inactive_split_bytes, small, (int64_t)b->next->size);
+  request_t r = {0};
+  recap_status_t s = request_begin(&r, device, size, stream);
+  if (RECAP__LIKELY(s == RECAP_SUCCESS)) {
+    /* A cached block stays in the set, at `slot`, until take_block decides what takes its
+     * place; a new segment's block was never in it. */
+    size_t slot = find_free_block(r.set, stream, r.rounded, r.o);
+    bool in_set = slot < r.set->count;
+    recap__block_t *b = in_set ? r.set->items[slot] : NULL;
+    if (RECAP__UNLIKELY(!in_set)) s = malloc_slow(&r, &b);
+    if (RECAP__LIKELY(s == RECAP_SUCCESS)) {
+      take_block(&r, b, slot, in_set);
+      account_alloc(&r, b, site);
+      *ptr = b->ptr;
     }
-  } else if (already_split) {
-    stat_kind(st->inactive_split, small, -1);
-    stat_kind(st->inactive_split_bytes, small, -(int64_t)b->size);
   }
-  b->allocated = true;
-  b->requested = size;
-  b->generation = ++recap__alloc.last_generation;
-  b->alloc_site = recap__alloc_sites_enabled() ? site : NULL;
-  recap__ptr_map_insert(&recap__alloc.allocated, b->ptr, b);
-  pool->allocated_bytes += (int64_t)b->size;
-  stat_kind(st->allocation, small, 1);
-  stat_kind(st->allocated_bytes, small, (int64_t)b->size);
-  stat_kind(st->requested_bytes, small, (int64_t)size);
-  stat_kind(st->active, small, 1);
-  stat_kind(st->active_bytes, small, (int64_t)b->size);
-  *ptr = b->ptr;
-
-out:
   pthread_mutex_unlock(&recap__alloc.lock);
   return s;
 }
@@ -718,6 +793,7 @@ recap_status_t recap_free(void *ptr) {
                         "recap_free(%p): not a pointer recap_malloc returned, or already freed",
                         ptr);
   }
+  RECAP__ASSERT(b->allocated && b->ptr == ptr);
   recap__segment_t *seg = b->segment;
   recap__device_state_t *d = recap__alloc.devices[seg->device];
   recap__free_set_t *set = free_set_of(seg->pool, seg->small);
@@ -926,6 +1002,7 @@ recap_status_t recap__pool_release(int device, recap_pool_id_t id) {
                      id.a, id.b, device);
   } else {
     pool->references--;
+    RECAP__ASSERT(pool->references >= 0);
     /* A pool nobody references and that holds no memory is gone at once. Otherwise its free
      * segments go back on the next recap_empty_cache() or out-of-memory retry. */
     if (pool->references == 0 && pool->segment_count == 0 && !pool->routed)

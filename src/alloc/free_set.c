@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "alloc/alloc_internal.h"
+#include "core/assert.h"
 
 static int compare(recap_stream_t sa, size_t za, uintptr_t pa, const recap__block_t *b) {
   uintptr_t sb = (uintptr_t)b->stream;
@@ -17,6 +18,19 @@ static int compare(recap_stream_t sa, size_t za, uintptr_t pa, const recap__bloc
   if (pa != pb) return pa < pb ? -1 : 1;
   return 0;
 }
+
+#ifdef RECAP_DEBUG
+/* Whether the member at i sorts strictly between its neighbours: what every change to the set
+ * must keep true around the slot it touched (checked in Debug builds). A block in the set
+ * twice breaks it too, since it compares equal to itself. */
+static inline bool sorted_at(const recap__free_set_t *s, size_t i) {
+  const recap__block_t *b = s->items[i];
+  uintptr_t p = (uintptr_t)b->ptr;
+  if (i > 0 && compare(b->stream, b->size, p, s->items[i - 1]) <= 0) return false;
+  if (i + 1 < s->count && compare(b->stream, b->size, p, s->items[i + 1]) >= 0) return false;
+  return true;
+}
+#endif
 
 /* The first index in [lo, hi) whose member is not below the key; hi if none. */
 static size_t lower_bound_in(const recap__free_set_t *s, size_t lo, size_t hi,
@@ -57,12 +71,15 @@ bool recap__free_set_insert(recap__free_set_t *s, recap__block_t *b) {
   memmove(s->items + at + 1, s->items + at, (s->count - at) * sizeof *s->items);
   s->items[at] = b;
   s->count++;
+  RECAP__ASSERT(sorted_at(s, at));
   return true;
 }
 
 void recap__free_set_erase_at(recap__free_set_t *s, size_t at) {
+  RECAP__ASSERT(at < s->count);
   memmove(s->items + at, s->items + at + 1, (s->count - at - 1) * sizeof *s->items);
   s->count--;
+  RECAP__ASSERT(at == s->count || sorted_at(s, at));
 }
 
 size_t recap__free_set_find(const recap__free_set_t *s, const recap__block_t *b) {
@@ -78,6 +95,7 @@ bool recap__free_set_erase(recap__free_set_t *s, recap__block_t *b) {
 }
 
 void recap__free_set_replace_at(recap__free_set_t *s, size_t i, recap__block_t *b) {
+  RECAP__ASSERT(i < s->count);
   recap_stream_t stream = b->stream;
   size_t size = b->size;
   uintptr_t ptr = (uintptr_t)b->ptr;
@@ -87,13 +105,16 @@ void recap__free_set_replace_at(recap__free_set_t *s, size_t i, recap__block_t *
     size_t at = lower_bound_in(s, 0, i, stream, size, ptr);
     memmove(items + at + 1, items + at, (i - at) * sizeof *items);
     items[at] = b;
+    RECAP__ASSERT(sorted_at(s, at));
   } else if (i + 1 < s->count && compare(stream, size, ptr, items[i + 1]) > 0) {
     /* b goes after slot i: shift (i, at) one down. */
     size_t at = lower_bound_in(s, i + 1, s->count, stream, size, ptr);
     memmove(items + i, items + i + 1, (at - i - 1) * sizeof *items);
     items[at - 1] = b;
+    RECAP__ASSERT(sorted_at(s, at - 1));
   } else {
     items[i] = b;
+    RECAP__ASSERT(sorted_at(s, i));
   }
 }
 

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "core/assert.h"
+
 static size_t slot_of(const void *key, size_t capacity) {
   /* Blocks are at least 512-byte aligned: drop the low bits, then spread with a multiplicative
    * hash so that neighbouring blocks land far apart. */
@@ -39,7 +41,9 @@ bool recap__ptr_map_insert(recap__ptr_map_t *m, const void *key, void *value) {
   if (!recap__ptr_map_reserve(m, 1)) return false;
   size_t mask = m->capacity - 1;
   size_t i = slot_of(key, m->capacity);
-  while (m->slots[i].key) i = (i + 1) & mask;
+  RECAP__ASSERT(key != NULL);
+  /* A key present twice would leave one of its blocks unreachable: the probe run holds no copy. */
+  for (; m->slots[i].key; i = (i + 1) & mask) RECAP__ASSERT(m->slots[i].key != key);
   m->slots[i].key = key;
   m->slots[i].value = value;
   m->count++;
@@ -74,7 +78,9 @@ void *recap__ptr_map_remove(recap__ptr_map_t *m, const void *key) {
   }
   m->slots[hole].key = NULL;
   m->slots[hole].value = NULL;
+  RECAP__ASSERT(m->count > 0);
   m->count--;
+  RECAP__ASSERT(recap__ptr_map_get(m, key) == NULL);
   return value;
 }
 

@@ -245,7 +245,7 @@ static recap_status_t workload(outcome_t *o, bool check_values) {
     if (gen && STEP(o, recap_malloc((void **)&noise, N * sizeof(float), s)))
       STEP(o, recap_rng_uniform(gen, noise, N, s));
     if (tmp) STEP(o, recap_free(tmp));
-    if (STEP(o, recap_graph_capture_end(g, s))) recap_graph_pool(g, &pool);
+    if (STEP(o, recap_graph_capture_end(g, s))) STEP(o, recap_graph_pool(g, &pool));
   }
   for (int i = 0; i < 3; i++) replayed = STEP(o, recap_graph_replay(g, s)) || replayed;
   CUDA_OK(cudaStreamSynchronize(s));
