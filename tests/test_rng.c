@@ -17,6 +17,7 @@
 #include "device/fake.h"
 #include "device/rng_launch.h"
 #include "harness.h"
+#include "reset.h"
 #include "fake_util.h"
 #include "recap.h"
 
@@ -110,7 +111,7 @@ static void create_and_destroy(void **state) {
 static void create_fails_without_device_memory(void **state) {
   (void)state;
   recap__fake_config_t cfg = {.memory_per_device = 4096}; /* no room for a segment */
-  recap__fake_reset(&cfg);
+  recap_test_reset(&cfg);
   recap_clear_last_error();
   recap_generator_t gen = (recap_generator_t)(uintptr_t)1;
   EXPECT_STATUS(recap_generator_create(&gen, 1), RECAP_ERROR_OUT_OF_MEMORY);
