@@ -15,7 +15,6 @@
  */
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <cstdio>
 #include <type_traits>
 
@@ -129,16 +128,18 @@ __global__ void recap_rng_write_state_kernel(uint64_t *state, uint64_t seed, uin
  * fail with a message naming the device's compute capability and the option to rebuild with.
  * Every kernel of this file is in the same image, so asking about one answers for all. */
 
-/* Devices whose image was found; beyond this many, the question is asked at every launch. */
+/* Devices whose image was found; beyond this many, the question is asked at every launch. The
+ * flags are read and written with the compiler's atomic builtins: std::atomic's members would
+ * be emitted as exported symbols in unoptimised builds. */
 constexpr int kImageDevices = 64;
-static std::atomic<bool> image_found[kImageDevices];
+static bool image_found[kImageDevices];
 
 static recap_status_t kernel_image_check() {
   int device = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return recap__cuda_fail((int)err, __FILE__, __LINE__, "cudaGetDevice");
   const bool cached = device >= 0 && device < kImageDevices;
-  if (cached && image_found[device].load(std::memory_order_acquire)) return RECAP_SUCCESS;
+  if (cached && __atomic_load_n(&image_found[device], __ATOMIC_ACQUIRE)) return RECAP_SUCCESS;
 
   cudaFuncAttributes attributes;
   err = cudaFuncGetAttributes(&attributes, recap_rng_write_state_kernel);
@@ -161,7 +162,7 @@ static recap_status_t kernel_image_check() {
     return recap__cuda_fail((int)err, __FILE__, __LINE__,
                             "cudaFuncGetAttributes(recap_rng_write_state_kernel) on device %d",
                             device);
-  if (cached) image_found[device].store(true, std::memory_order_release);
+  if (cached) __atomic_store_n(&image_found[device], true, __ATOMIC_RELEASE);
   return RECAP_SUCCESS;
 }
 
