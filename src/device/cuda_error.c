@@ -14,10 +14,8 @@
 
 recap_status_t recap__cuda_status_of(int cuda_error) {
   switch ((cudaError_t)cuda_error) {
-    case cudaSuccess:
-      return RECAP_SUCCESS;
-    case cudaErrorMemoryAllocation:
-      return RECAP_ERROR_OUT_OF_MEMORY;
+    case cudaSuccess: return RECAP_SUCCESS;
+    case cudaErrorMemoryAllocation: return RECAP_ERROR_OUT_OF_MEMORY;
     /* No driver, a driver older than the runtime, a stub library, no visible device, devices all
      * taken (exclusive mode), or a driver stack that is not ready or mismatched. */
     case cudaErrorInitializationError:
@@ -27,28 +25,23 @@ recap_status_t recap__cuda_status_of(int cuda_error) {
     case cudaErrorNoDevice:
     case cudaErrorSystemNotReady:
     case cudaErrorSystemDriverMismatch:
-    case cudaErrorCompatNotSupportedOnDevice:
-      return RECAP_ERROR_NO_DEVICE;
-    case cudaErrorInvalidDevice:
-      return RECAP_ERROR_INVALID_ARGUMENT;
+    case cudaErrorCompatNotSupportedOnDevice: return RECAP_ERROR_NO_DEVICE;
+    case cudaErrorInvalidDevice: return RECAP_ERROR_INVALID_ARGUMENT;
     /* The driver is there but lacks what the call needs. */
     case cudaErrorCallRequiresNewerDriver:
     case cudaErrorNotSupported:
     /* A GPU this build of recap has no kernels for (CMAKE_CUDA_ARCHITECTURES). */
-    case cudaErrorNoKernelImageForDevice:
-      return RECAP_ERROR_NOT_SUPPORTED;
+    case cudaErrorNoKernelImageForDevice: return RECAP_ERROR_NOT_SUPPORTED;
     /* Calls that broke a capture: CUDA invalidates the capture sequence for these. */
     case cudaErrorStreamCaptureUnsupported:
     case cudaErrorStreamCaptureInvalidated:
     case cudaErrorStreamCaptureMerge:
     case cudaErrorStreamCaptureUnjoined:
     case cudaErrorStreamCaptureIsolation:
-    case cudaErrorStreamCaptureImplicit:
-      return RECAP_ERROR_CAPTURE_INVALIDATED;
+    case cudaErrorStreamCaptureImplicit: return RECAP_ERROR_CAPTURE_INVALIDATED;
     /* cudaErrorStreamCaptureUnmatched, cudaErrorCapturedEvent, cudaErrorStreamCaptureWrongThread
      * are misuses that leave the capture intact: plain CUDA errors, like everything else. */
-    default:
-      return RECAP_ERROR_CUDA;
+    default: return RECAP_ERROR_CUDA;
   }
 }
 

@@ -72,7 +72,8 @@ static recap_status_t inspect_node(cudaGraphNode_t node, recap_graph_node_t *out
         out->block[i] = k.block[i];
       }
       out->shared_bytes = k.shared_bytes;
-      if (k.name && !(out->kernel_name = recap__copy_string(k.name))) return host_oom("a kernel name");
+      if (k.name && !(out->kernel_name = recap__copy_string(k.name)))
+        return host_oom("a kernel name");
       break;
     }
     case cudaGraphNodeTypeMemcpy: {
@@ -82,10 +83,12 @@ static recap_status_t inspect_node(cudaGraphNode_t node, recap_graph_node_t *out
                  (void *)node);
       /* The extent's width is in bytes for linear memory and in elements for a CUDA array. */
       size_t element = 1;
-      if (p.srcArray) RECAP__CHECK(array_element_bytes(p.srcArray, &element));
-      else if (p.dstArray) RECAP__CHECK(array_element_bytes(p.dstArray, &element));
-      out->bytes = mul_sat(mul_sat(mul_sat(p.extent.width, element), p.extent.height),
-                           p.extent.depth);
+      if (p.srcArray)
+        RECAP__CHECK(array_element_bytes(p.srcArray, &element));
+      else if (p.dstArray)
+        RECAP__CHECK(array_element_bytes(p.dstArray, &element));
+      out->bytes =
+          mul_sat(mul_sat(mul_sat(p.extent.width, element), p.extent.height), p.extent.depth);
       break;
     }
     case cudaGraphNodeTypeMemset: {
@@ -104,8 +107,7 @@ static recap_status_t inspect_node(cudaGraphNode_t node, recap_graph_node_t *out
       out->bytes = p.bytesize;
       break;
     }
-    default:
-      break;
+    default: break;
   }
   return RECAP_SUCCESS;
 }
@@ -366,9 +368,10 @@ static recap_status_t collect_reads(cudaGraph_t graph, size_t owner, int depth, 
         if (ks != RECAP_SUCCESS) {
           /* One kernel the driver cannot describe (a kind of launch recap does not know)
            * should not cost the whole capture: its arguments go unchecked, and the log says so. */
-          RECAP__WARN("input liveness: the arguments of kernel node %zu cannot be read, so its "
-                      "inputs are not checked: %s",
-                      index, recap_last_error());
+          RECAP__WARN(
+              "input liveness: the arguments of kernel node %zu cannot be read, so its "
+              "inputs are not checked: %s",
+              index, recap_last_error());
           break;
         }
         for (size_t k = 0; ok && k < word_count; k++)

@@ -147,9 +147,9 @@ void recap__fake_fail_nth(recap__fake_fault_t kind, uint64_t nth);
 typedef struct recap__fake_counters {
   size_t bytes_in_use[RECAP__FAKE_MAX_DEVICES]; /* raw bytes handed out and not had back */
   uint64_t calls[RECAP__FAKE_FAULT_KINDS];      /* calls of each kind since the last reset */
-  int64_t live_events; /* events created and not destroyed */
-  int64_t live_graphs; /* fake graphs (stream_end_capture) not yet destroyed */
-  int64_t live_execs;  /* executables (graph_instantiate) not yet destroyed */
+  int64_t live_events;                          /* events created and not destroyed */
+  int64_t live_graphs;     /* fake graphs (stream_end_capture) not yet destroyed */
+  int64_t live_execs;      /* executables (graph_instantiate) not yet destroyed */
   uint64_t graph_launches; /* successful graph_launch calls outside captures since the reset */
   /* rng_write_state calls that wrote the state words and rng_launch calls that filled an
    * output (neither capturing), since the process started: tests compare differences. */

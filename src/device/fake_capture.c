@@ -126,7 +126,8 @@ static void capture_finish(fake_capture_t *c, fake_nodes_t *keep) {
   fake_capture_t **link = &recap__fake.captures;
   while (*link != c) link = &(*link)->next;
   *link = c->next;
-  if (keep) *keep = c->nodes;
+  if (keep)
+    *keep = c->nodes;
   else
     recap__fake_nodes_free(&c->nodes);
   free(c);

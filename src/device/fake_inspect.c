@@ -67,9 +67,10 @@ static void write_driver_style_dot(FILE *out, const fake_graph_t *g) {
     fputs("\\<\\<\\<1,1,0\\>\\>\\>}\n", out);
     fprintf(out, "| {{node handle | func handle} | {0x%016llX | 0x%016llX}}\n",
             (unsigned long long)n->handle, (unsigned long long)n->handle + 8);
-    fputs("| {accessPolicyWindow | {base_ptr | num_bytes | hitRatio | hitProp | missProp} | "
-          "{0x0000000000000000 | 0 | 0.000000 | N | N}}\n}\"];\n",
-          out);
+    fputs(
+        "| {accessPolicyWindow | {base_ptr | num_bytes | hitRatio | hitProp | missProp} | "
+        "{0x0000000000000000 | 0 | 0.000000 | N | N}}\n}\"];\n",
+        out);
   }
   for (size_t i = 0; i < g->nodes.count; i++)
     if (g->nodes.v[i].dep)
@@ -138,7 +139,8 @@ recap_status_t recap__fake_op_graph_inspect(recap_cuda_graph_t graph, recap_grap
       }
       if (src->type == RECAP_NODE_MEMCPY || src->type == RECAP_NODE_MEMSET) dst->bytes = src->bytes;
       if (ok && src->dep) {
-        if (!(dst->dependencies = malloc(sizeof *dst->dependencies))) ok = false;
+        if (!(dst->dependencies = malloc(sizeof *dst->dependencies)))
+          ok = false;
         else {
           dst->dependencies[0] = src->dep - 1;
           dst->dependency_count = 1;
@@ -146,8 +148,7 @@ recap_status_t recap__fake_op_graph_inspect(recap_cuda_graph_t graph, recap_grap
         }
       }
       if (ok && dst->dependent_count) {
-        if (!(dst->dependents = malloc(dst->dependent_count * sizeof *dst->dependents)))
-          ok = false;
+        if (!(dst->dependents = malloc(dst->dependent_count * sizeof *dst->dependents))) ok = false;
         dst->dependent_count = 0; /* counted again as they are filled in below */
       }
     }

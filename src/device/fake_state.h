@@ -46,8 +46,8 @@ enum { FAKE_ALIGNMENT = 512 };
 /* A node of a capture or of a fake graph. */
 typedef struct fake_node {
   recap_node_type_t type;
-  char *name; /* kernels: the name given at launch (malloc'ed); NULL otherwise */
-  size_t dep; /* 1 + index of the node this one waits for; 0: none */
+  char *name;      /* kernels: the name given at launch (malloc'ed); NULL otherwise */
+  size_t dep;      /* 1 + index of the node this one waits for; 0: none */
   uint64_t handle; /* its recap__graph_node_t, unique in the process, the same in the capture
                       and in the graph made from it */
   /* What the node reads (input-liveness checks): a kernel's pointer arguments (malloc'ed),

@@ -81,7 +81,8 @@ recap_status_t recap__fake_op_event_destroy(recap__event_t event) {
   if (!event_valid(event)) {
     note_bad_event(&f, "cudaEventDestroy", event);
   } else {
-    if (event->prev) event->prev->next = event->next;
+    if (event->prev)
+      event->prev->next = event->next;
     else
       recap__fake.events = event->next;
     if (event->next) event->next->prev = event->prev;
