@@ -57,7 +57,7 @@ const char *recap__fake_mode_name(recap__capture_mode_t mode) {
   return "unknown";
 }
 
-/* ---- configuration (called with the lock held) ------------------------------------------- */
+/* ---- configuration (called with the lock held) ------------------------------------------ */
 
 void recap__fake_configure(const recap__fake_config_t *cfg) {
   int count = 1;

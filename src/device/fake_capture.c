@@ -13,7 +13,7 @@
 #include "core/text.h"
 #include "device/fake_state.h"
 
-/* ---- what a capture forbids ------------------------------------------------------------------ */
+/* ---- what a capture forbids ------------------------------------------------------------- */
 
 /* The captures that forbid a potentially unsafe call (cudaMalloc, cudaFree, device-wide
  * synchronisation) from the calling thread, per cudaThreadExchangeStreamCaptureMode: in global
@@ -61,7 +61,7 @@ recap_status_t recap__fake_note_capturing_stream(fake_failure_t *f, const char *
       call, (unsigned long long)s->capture->id, invalidates ? ", which is now invalidated" : "");
 }
 
-/* ---- captures ------------------------------------------------------------------------------ */
+/* ---- captures --------------------------------------------------------------------------- */
 
 void recap__fake_nodes_free(fake_nodes_t *nodes) {
   for (size_t i = 0; i < nodes->count; i++) {
@@ -399,7 +399,7 @@ recap_status_t recap__fake_op_graph_node_count(recap_cuda_graph_t graph, size_t 
   return recap__fake_unlock_and_report(&f);
 }
 
-/* ---- test controls: captures ---------------------------------------------------------------- */
+/* ---- test controls: captures ------------------------------------------------------------ */
 
 uint64_t recap__fake_capture_begin(recap_stream_t stream, recap__capture_mode_t mode) {
   if (!stream) return 0;

@@ -13,7 +13,7 @@
 #include "core/text.h"
 #include "device/fake_state.h"
 
-/* ---- DOT ------------------------------------------------------------------------------------ */
+/* ---- DOT -------------------------------------------------------------------------------- */
 
 static const char *node_type_text(recap_node_type_t type) {
   static const char *const names[] = {
@@ -111,8 +111,7 @@ recap_status_t recap__fake_op_graph_debug_dot(recap_cuda_graph_t graph, const ch
   return recap__fake_unlock_and_report(&f);
 }
 
-/* ---- inspection -------------------------------------------------------------------------------
- */
+/* ---- inspection ------------------------------------------------------------------------- */
 
 recap_status_t recap__fake_op_graph_inspect(recap_cuda_graph_t graph, recap_graph_info_t *info) {
   fake_failure_t f = {0};
@@ -165,7 +164,7 @@ recap_status_t recap__fake_op_graph_inspect(recap_cuda_graph_t graph, recap_grap
   return recap__fake_unlock_and_report(&f);
 }
 
-/* ---- debug aids: node lists and what nodes read ------------------------------------------ */
+/* ---- debug aids: node lists and what nodes read ----------------------------------------- */
 
 static recap__graph_node_t node_handle(const fake_node_t *n) {
   return (recap__graph_node_t)(uintptr_t)n->handle;

@@ -7,7 +7,7 @@
 
 #include "device/fake_state.h"
 
-/* ---- random numbers ----------------------------------------------------------------------
+/* ---- random numbers ------------------------------------------------------------------------
  * The fake computes no real random numbers: eager kernels fill their output with a simple
  * function of the seed, the offset and the index (fake.h), which is enough for tests to see
  * that eager calls advance the generator and that replays are fed the right state. */

@@ -114,7 +114,7 @@ typedef struct fake_failure {
   char message[512];
 } fake_failure_t;
 
-/* ---- the state ---------------------------------------------------------------------------- */
+/* ---- the state -------------------------------------------------------------------------- */
 
 typedef struct fake_state {
   pthread_mutex_t lock;
@@ -153,7 +153,7 @@ extern fake_state_t recap__fake;
 extern _Thread_local int recap__fake_tl_device;
 extern _Thread_local recap__capture_mode_t recap__fake_tl_capture_mode;
 
-/* ---- failures (fake.c) -------------------------------------------------------------------- */
+/* ---- failures (fake.c) ------------------------------------------------------------------ */
 
 /* Note a failure in *f (formatted now, recorded later); returns status. */
 recap_status_t recap__fake_note(fake_failure_t *f, recap_status_t status, const char *fmt, ...)
@@ -166,7 +166,7 @@ const char *recap__fake_mode_name(recap__capture_mode_t mode);
 void recap__fake_configure(const recap__fake_config_t *cfg);
 void recap__fake_ensure_configured(void);
 
-/* ---- fault injection (fake_fault.c) ------------------------------------------------------- */
+/* ---- fault injection (fake_fault.c) ----------------------------------------------------- */
 
 /* Count a call of kind and say whether an armed fault makes this one fail. */
 bool recap__fake_count_call(recap__fake_fault_t kind);
@@ -174,7 +174,7 @@ bool recap__fake_count_call(recap__fake_fault_t kind);
 recap_status_t recap__fake_note_injected(fake_failure_t *f, const char *call,
                                          recap__fake_fault_t kind, const char *what);
 
-/* ---- streams (fake_stream.c) ------------------------------------------------------------- */
+/* ---- streams (fake_stream.c) ------------------------------------------------------------ */
 
 /* The fake stream of handle (NULL: the legacy stream), or NULL when it is not one. */
 fake_stream_t *recap__fake_stream_of(recap_stream_t handle);
@@ -182,7 +182,7 @@ fake_stream_t *recap__fake_stream_of(recap_stream_t handle);
 recap_status_t recap__fake_note_bad_stream(fake_failure_t *f, const char *call,
                                            recap_stream_t stream);
 
-/* ---- captures and graphs (fake_capture.c) ------------------------------------------------ */
+/* ---- captures and graphs (fake_capture.c) ----------------------------------------------- */
 
 /* The captures that forbid a potentially unsafe call from the calling thread (see there);
  * with invalidate they are marked invalidated. Returns how many, and the first. */
@@ -207,7 +207,7 @@ recap_status_t recap__fake_enqueue(fake_failure_t *f, fake_stream_t *s, const ch
 void recap__fake_nodes_free(fake_nodes_t *nodes);
 fake_graph_t *recap__fake_graph_find(recap_cuda_graph_t handle);
 
-/* ---- the seam's functions, one file per concern (the table is in fake.c) ------------------ */
+/* ---- the seam's functions, one file per concern (the table is in fake.c) ---------------- */
 
 /* fake_memory.c */
 recap_status_t recap__fake_op_device_count(int *count);

@@ -11,7 +11,7 @@
 
 #include "device/fake_state.h"
 
-/* ---- handles ------------------------------------------------------------------------------ */
+/* ---- handles ---------------------------------------------------------------------------- */
 
 fake_stream_t *recap__fake_stream_of(recap_stream_t handle) {
   if (!handle) return &recap__fake.legacy;
@@ -286,7 +286,7 @@ recap_status_t recap__fake_op_exchange_capture_mode(recap__capture_mode_t *mode)
   return RECAP_SUCCESS;
 }
 
-/* ---- the whole device ------------------------------------------------------------------ */
+/* ---- the whole device ------------------------------------------------------------------- */
 
 recap_status_t recap__fake_op_device_synchronize(void) {
   fake_failure_t f = {0};
