@@ -10,6 +10,7 @@
 
 #include "device/fake.h"
 #include "harness.h"
+#include "reset.h"
 #include "recap.h"
 
 #define KiB ((size_t)1 << 10)
@@ -17,7 +18,7 @@
 
 /* A fresh fake device (one device, default capacity), allocator and options. */
 static inline void reset(void) {
-  recap__fake_reset(NULL);
+  recap_test_reset(NULL);
   recap_clear_last_error();
 }
 

@@ -11,6 +11,7 @@
 #include "alloc/alloc_internal.h"
 #include "device/fake.h"
 #include "harness.h"
+#include "reset.h"
 #include "fake_util.h"
 #include "recap.h"
 
@@ -252,7 +253,7 @@ static void event_failure_falls_back_to_waiting(void **state) {
 static void out_of_memory_reports_and_recovers(void **state) {
   (void)state;
   recap__fake_config_t cfg = {.device_count = 1, .memory_per_device = 64 * MiB};
-  recap__fake_reset(&cfg);
+  recap_test_reset(&cfg);
   recap_stream_t s = recap__fake_stream_new();
   void *p = (void *)0x1;
   assert_int_equal(recap_malloc(&p, (size_t)1 << 40, s), RECAP_ERROR_OUT_OF_MEMORY);
@@ -469,7 +470,7 @@ static void reset_peak(void **state) {
 static void two_devices_are_kept_apart(void **state) {
   (void)state;
   recap__fake_config_t cfg = {.device_count = 2, .memory_per_device = 0};
-  recap__fake_reset(&cfg);
+  recap_test_reset(&cfg);
   recap_stream_t s = recap__fake_stream_new();
   void *a, *b;
   OK(recap_malloc(&a, 4096, s));

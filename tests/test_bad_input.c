@@ -39,6 +39,7 @@
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 #include "harness.h"
+#include "reset.h"
 #include "fake_util.h"
 #include "recap.h"
 
@@ -155,7 +156,7 @@ static recap_status_t toy_backward(void *ctx, recap_stream_t stream,
 
 static void bim_setup(bim_fixture_t *f) {
   memset(f, 0, sizeof *f);
-  recap__fake_reset(NULL);
+  recap_test_reset(NULL);
   recap__graphs_disabled_override(0);
   f->stream = recap__fake_stream_new();
   f->stream2 = recap__fake_stream_new();

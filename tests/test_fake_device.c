@@ -1,5 +1,5 @@
 /*
- * test_fake_device.c — tests of the CPU fake device itself (src/device/fake.c).
+ * test_fake_device.c — tests of the CPU fake device itself (src/device/fake*.c).
  *
  * The allocator's tests trust the fake's accounting, event and capture semantics; these tests
  * pin those semantics down, calling the fake's ops table directly so that nothing above the
@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "device/fake.h"
+#include "device/rng_launch.h"
 #include "harness.h"
 
 static const recap__device_ops_t *const ops = &recap__fake_ops;
@@ -1131,6 +1132,99 @@ static void fault_injection(void **state) {
   assert_int_equal(recap__fake_bytes_in_use(0), 0);
 }
 
+/* Copies and memsets in a capture become nodes that report their sizes, as the CUDA seam reads
+ * them from the memcpy and memset node parameters; kernels report none. */
+static void copy_and_memset_nodes_report_their_bytes(void **state) {
+  (void)state;
+  recap__fake_reset(NULL);
+  recap_stream_t s = recap__fake_stream_new();
+  void *a = NULL, *b = NULL;
+  assert_int_equal(ops->raw_malloc(&a, 8192), RECAP_SUCCESS);
+  assert_int_equal(ops->raw_malloc(&b, 8192), RECAP_SUCCESS);
+
+  assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
+  assert_int_equal(ops->memcpy_async(b, a, 4096, s), RECAP_SUCCESS); /* 0 */
+  recap__fake_memset_async(s, b, 0, 1000);                            /* 1 */
+  recap__fake_launch_kernel(s, "k");                                  /* 2 */
+  recap__fake_memset_async(s, a, 7, 0);                               /* 3: an empty memset */
+  recap_cuda_graph_t g = end_capture(s);
+
+  recap_graph_info_t info;
+  memset(&info, 0, sizeof info);
+  assert_int_equal(ops->graph_inspect(g, &info), RECAP_SUCCESS);
+  assert_int_equal(info.node_count, 4);
+  assert_int_equal(info.nodes[0].type, RECAP_NODE_MEMCPY);
+  assert_int_equal(info.nodes[0].bytes, 4096);
+  assert_int_equal(info.nodes[1].type, RECAP_NODE_MEMSET);
+  assert_int_equal(info.nodes[1].bytes, 1000);
+  assert_int_equal(info.nodes[2].type, RECAP_NODE_KERNEL);
+  assert_int_equal(info.nodes[2].bytes, 0);
+  assert_int_equal(info.nodes[3].type, RECAP_NODE_MEMSET);
+  assert_int_equal(info.nodes[3].bytes, 0);
+  recap__graph_info_clear(&info);
+
+  /* Nothing ran in the capture: the memset did not touch b. Eagerly it sets the bytes. */
+  memset(b, 0x5a, 8192);
+  assert_int_equal(ops->graph_destroy(g), RECAP_SUCCESS);
+  recap__fake_memset_async(s, b, 0, 1000);
+  assert_int_equal(((unsigned char *)b)[999], 0);
+  assert_int_equal(((unsigned char *)b)[1000], 0x5a);
+  assert_int_equal(ops->raw_free(a), RECAP_SUCCESS);
+  assert_int_equal(ops->raw_free(b), RECAP_SUCCESS);
+}
+
+/* A device that recap's kernels have no image for: the random-number kernels fail before
+ * anything is launched, with the message of the CUDA seam naming the compute capability. */
+static void kernels_without_an_image_name_the_compute_capability(void **state) {
+  (void)state;
+  recap__fake_reset(&(recap__fake_config_t){.compute_capability = 75, .no_kernel_image = true});
+  recap_stream_t s = recap__fake_stream_new();
+  uint64_t *words = NULL;
+  float *out = NULL;
+  assert_int_equal(ops->raw_malloc((void **)&words, 2 * sizeof *words), RECAP_SUCCESS);
+  assert_int_equal(ops->raw_malloc((void **)&out, 16 * sizeof *out), RECAP_SUCCESS);
+  words[0] = words[1] = 99;
+  char want[512];
+  snprintf(want, sizeof want,
+           "recap's kernels were built for CUDA architectures %s; this GPU (device 0, fake "
+           "device) has compute capability 7.5: rebuild recap with "
+           "-DCMAKE_CUDA_ARCHITECTURES=75",
+           recap__device_cuda_architectures());
+  assert_non_null(strstr(recap__device_cuda_architectures(), "-real"));
+
+  uint64_t writes = recap__fake_rng_state_writes(), launches = recap__fake_rng_launches();
+  recap_clear_last_error();
+  assert_int_equal(ops->rng_write_state(s, words, 1, 2), RECAP_ERROR_NOT_SUPPORTED);
+  assert_string_equal(recap_last_error(), want);
+  assert_int_equal(words[0], 99);
+
+  recap__rng_launch_t l = {.kind = RECAP__RNG_UNIFORM, .out = out, .n = 16, .stream = s};
+  uint64_t increment = 0;
+  recap__rng_shape(l.n, &l.grid, &increment);
+  recap_clear_last_error();
+  assert_int_equal(ops->rng_launch(&l), RECAP_ERROR_NOT_SUPPORTED);
+  assert_string_equal(recap_last_error(), want);
+  /* In a capture too: no node is added. */
+  assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
+  assert_int_equal(ops->rng_launch(&l), RECAP_ERROR_NOT_SUPPORTED);
+  recap_cuda_graph_t g = end_capture(s);
+  size_t count = 99;
+  assert_int_equal(ops->graph_node_count(g, &count), RECAP_SUCCESS);
+  assert_int_equal(count, 0);
+  assert_int_equal(ops->graph_destroy(g), RECAP_SUCCESS);
+  assert_int_equal(recap__fake_rng_state_writes(), writes);
+  assert_int_equal(recap__fake_rng_launches(), launches);
+
+  /* A device recap's kernels cover runs them. */
+  recap__fake_reset(NULL);
+  s = recap__fake_stream_new();
+  assert_int_equal(ops->raw_malloc((void **)&words, 2 * sizeof *words), RECAP_SUCCESS);
+  assert_int_equal(ops->rng_write_state(s, words, 1, 2), RECAP_SUCCESS);
+  assert_int_equal(words[0], 1);
+  assert_int_equal(words[1], 2);
+  assert_int_equal(recap__fake_rng_state_writes(), writes + 1);
+}
+
 /* ---- reset ------------------------------------------------------------------------------ */
 
 static void reset_frees_everything(void **state) {
@@ -1207,6 +1301,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(end_capture_from_other_thread),
     cmocka_unit_test(reset_frees_graphs),
     cmocka_unit_test(fault_injection),
+    cmocka_unit_test(copy_and_memset_nodes_report_their_bytes),
+    cmocka_unit_test(kernels_without_an_image_name_the_compute_capability),
     cmocka_unit_test(reset_frees_everything),
 };
 

@@ -23,6 +23,7 @@
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 #include "harness.h"
+#include "reset.h"
 #include "recap.h"
 
 #define KiB ((size_t)1 << 10)
@@ -33,7 +34,7 @@
  * ---------------------------------------------------------------------------------------- */
 
 static void reset(void) {
-  recap__fake_reset(NULL);
+  recap_test_reset(NULL);
   /* The side streams belong to the fake that was just reset, and the kill switch must not
    * come from the environment the tests happen to run in. */
   recap__side_streams_forget();

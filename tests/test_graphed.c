@@ -11,6 +11,7 @@
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 #include "harness.h"
+#include "reset.h"
 #include "fake_util.h"
 #include "recap.h"
 
@@ -84,7 +85,7 @@ typedef struct fixture {
 } fixture_t;
 
 static void setup(fixture_t *f) {
-  recap__fake_reset(NULL);
+  recap_test_reset(NULL);
   recap__graphs_disabled_override(0);
   recap_clear_last_error();
   memset(f, 0, sizeof *f);

@@ -20,6 +20,7 @@
 
 #include "device/fake.h"
 #include "harness.h"
+#include "reset.h"
 #include "recap.h"
 
 #ifndef RECAP_GRAPH_TOOL
@@ -172,7 +173,7 @@ static void expect_refused(scratch_t *s, const char *json, const char *message) 
 /* first -> second -> third on the capturing stream, side_kernel on a side stream joined after
  * second, and a child graph launched after third: 5 nodes, 4 edges. */
 static void write_captured_graph(const char *path) {
-  recap__fake_reset(NULL);
+  recap_test_reset(NULL);
   recap_stream_t s = recap__fake_stream_new(), side = recap__fake_stream_new();
   recap_graph_t child, g;
   OK(recap_graph_create(&child, 0));

@@ -17,6 +17,7 @@
 #include "device/fake.h"
 #include "device/rng_launch.h"
 #include "harness.h"
+#include "reset.h"
 #include "fake_util.h"
 #include "recap.h"
 
@@ -110,7 +111,7 @@ static void create_and_destroy(void **state) {
 static void create_fails_without_device_memory(void **state) {
   (void)state;
   recap__fake_config_t cfg = {.memory_per_device = 4096}; /* no room for a segment */
-  recap__fake_reset(&cfg);
+  recap_test_reset(&cfg);
   recap_clear_last_error();
   recap_generator_t gen = (recap_generator_t)(uintptr_t)1;
   EXPECT_STATUS(recap_generator_create(&gen, 1), RECAP_ERROR_OUT_OF_MEMORY);
@@ -804,6 +805,31 @@ static void fake_write_state_node_and_write(void **state) {
 
 /* ---- argument errors ----------------------------------------------------------------------- */
 
+/* A GPU that recap's kernels were not built for: the launch is refused with a message naming
+ * the architectures, the device and its compute capability, and what to rebuild with. */
+static void a_gpu_outside_the_built_architectures_is_named(void **state) {
+  (void)state;
+  recap_test_reset(&(recap__fake_config_t){.compute_capability = 61, .no_kernel_image = true});
+  recap_clear_last_error();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_generator_t gen = generator(1);
+  float *out = floats(16);
+  uint64_t launches = recap__fake_rng_launches();
+  EXPECT_STATUS(recap_rng_uniform(gen, out, 16, s), RECAP_ERROR_NOT_SUPPORTED);
+  char want[512];
+  snprintf(want, sizeof want,
+           "recap's kernels were built for CUDA architectures %s; this GPU (device 0, fake "
+           "device) has compute capability 6.1: rebuild recap with -DCMAKE_CUDA_ARCHITECTURES=61",
+           recap__device_cuda_architectures());
+  assert_string_equal(recap_last_error(), want);
+  EXPECT_STATUS(recap_rng_dropout(gen, out, out, NULL, 16, 0.5f, s), RECAP_ERROR_NOT_SUPPORTED);
+  assert_string_equal(recap_last_error(), want);
+  assert_int_equal(recap__fake_rng_launches(), launches);
+  OK(recap_free(out));
+  OK(recap_generator_destroy(gen));
+  check();
+}
+
 static void argument_errors_consume_nothing(void **state) {
   (void)state;
   reset();
@@ -872,6 +898,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(fake_kernels_fill_from_the_state),
       cmocka_unit_test(fake_write_state_node_and_write),
       cmocka_unit_test(argument_errors_consume_nothing),
+    cmocka_unit_test(a_gpu_outside_the_built_architectures_is_named),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }

@@ -21,6 +21,7 @@
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 #include "harness.h"
+#include "reset.h"
 #include "fake_util.h"
 #include "recap.h"
 
@@ -209,7 +210,7 @@ static const char *leftovers(void) {
 }
 
 static void fresh(int *warnings) {
-  recap__fake_reset(NULL);
+  recap_test_reset(NULL);
   recap__graphs_disabled_override(0);
   recap_log_set(count_warnings, warnings);
   recap_clear_last_error();

@@ -1,10 +1,12 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * device.h — the device seam: everything recap needs from CUDA, behind one table of functions.
  *
  * Only src/device/ calls CUDA. Two implementations stand behind this table: cuda.c (the CUDA
  * runtime, linked statically, and driver entry points fetched at run time, so nothing links
- * against libcuda) and fake.c (host memory, simulated streams, events and captures, and fault
- * injection), which lets CI test everything above this layer without a GPU.
+ * against libcuda) and the CPU fake (fake.h: host memory, simulated streams, events and
+ * captures, and fault injection), which lets CI test everything above this layer without a
+ * GPU. The fake is built only for the tests, which install it with recap__device_install.
  *
  * Every function returns a recap status; on failure it has already set the thread's last error
  * with the failing call, the CUDA error name and the place.
@@ -162,8 +164,19 @@ void recap__device_install(const recap__device_ops_t *ops);
  * NULL and a zeroed or half-filled info are fine. Shared by both seams and recap_graph_info_free. */
 void recap__graph_info_clear(recap_graph_info_t *info);
 
+/* The CUDA architectures recap's kernels were built for, as CMake's CUDA_ARCHITECTURES list
+ * ("80-real;86-real;...;120-virtual"). */
+const char *recap__device_cuda_architectures(void);
+
+/* The message both seams give before recap's first kernel launch on a device that recap's
+ * kernels have no image for (its compute capability major.minor is outside the architectures
+ * above): it names the architectures, the device and its compute capability, and the CMake
+ * option that builds for it. Written into buf (always terminated). The status that goes with
+ * it is RECAP_ERROR_NOT_SUPPORTED. */
+void recap__device_no_kernel_image_message(char *buf, size_t size, int device, const char *name,
+                                           int major, int minor);
+
 extern const recap__device_ops_t recap__cuda_ops;
-extern const recap__device_ops_t recap__fake_ops;
 
 #ifdef __cplusplus
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * driver.c — driver entry points fetched at run time through cudaGetDriverEntryPointByVersion,
  * cached per (symbol, version), and the recording of failed driver calls.
@@ -13,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "device/cuda_error.h"
 
 /* driver.h declares the driver's types without <cuda.h>; check here that they agree. */
 _Static_assert(_Generic((CUresult)0, recap__cu_result_t: 1, default: 0),

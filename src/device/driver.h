@@ -1,5 +1,7 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * driver.h — CUDA driver entry points fetched at run time, and the recording of CUDA failures.
+ * driver.h — CUDA driver entry points fetched at run time, and the recording of failed driver
+ * calls.
  *
  * recap never links against libcuda: a binary must start on a machine without an NVIDIA driver.
  * The few driver functions it needs (cuDevicePrimaryCtxGetState now; cuFuncGetName,
@@ -103,17 +105,9 @@ recap_status_t recap__driver_get(const char *symbol, int cuda_version, void **fn
   } while (0)
 
 /* ---- recording failures -----------------------------------------------------------------
- * One place maps a CUDA error to a recap status and writes the thread's last error: the failing
- * call (what_fmt, printf style), the CUDA error's name and text, and file:line. The runtime
- * variant also clears CUDA's last error (cudaGetLastError). Both return the mapped status. */
-
-/* The recap status of a CUDA runtime error code (a cudaError_t value). Driver codes (CUresult)
- * share the numbers of the codes recap distinguishes, so the same map serves both. */
-recap_status_t recap__cuda_status_of(int cuda_error);
-
-/* For a failed runtime call returning err (a cudaError_t); defined in cuda.c. */
-recap_status_t recap__cuda_fail(int err, const char *file, int line, const char *what_fmt, ...)
-    RECAP__PRINTF(4, 5);
+ * A failed driver call is recorded like a failed runtime call (cuda_error.h): the call, the
+ * driver's name and text for the error, and file:line, with the status recap__cuda_status_of
+ * maps the code to. */
 
 /* For a failed driver call returning result (a CUresult); defined in driver.c. */
 recap_status_t recap__driver_fail(recap__cu_result_t result, const char *file, int line,

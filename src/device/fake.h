@@ -1,5 +1,9 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fake.h — controls of the CPU fake device, for tests.
+ *
+ * The fake is a library of its own (recap_fake, src/device/fake*.c) that only the tests and
+ * fuzzers link; the installed librecap.so and librecap.a do not contain it.
  *
  * The fake stands in for CUDA behind the device seam: memory is host memory, a stream is a
  * queue whose progress the test moves by hand, an event is "done" once its stream has
@@ -28,10 +32,10 @@
  *    recap__fake_reset). graph_instantiate gives a fake executable that remembers the node
  *    count; graph_launch enqueues one work item per node on its stream (so events recorded
  *    after it wait for it), or, on a capturing stream, adds one child-graph node to the capture.
- *    graph_inspect reports kernel nodes with their names, grid and block {1,1,1}, and the
- *    per-stream chains as edges; graph_debug_dot writes "digraph fake { ... }", with one
- *    statement per node giving its handle as the driver's verbose dump does
- *    (n0 [comment="node handle | 0x00007E0000001230"];).
+ *    graph_inspect reports kernel nodes with their names, grid and block {1,1,1}, memcpy and
+ *    memset nodes with their sizes in bytes, and the per-stream chains as edges;
+ *    graph_debug_dot writes "digraph fake { ... }", with one statement per node giving its
+ *    handle as the driver's verbose dump does (n0 [comment="node handle | 0x00007E0000001230"];).
  *  - Debug aids: every node has a handle (recap__graph_node_t) unique in the process, the same
  *    in the capture (capture_nodes lists them, in capture order, and hands out the capture
  *    itself as the "graph" being built) and in the graph made from it (graph_nodes).
@@ -57,7 +61,10 @@
  *    mean + stddev * (u(i) - 0.5); randint low + (s + o + i) mod (high - low); dropout
  *    keep = u(i) > p, out = in * keep / (1 - p), mask = keep. Graph launches run nothing, so
  *    replays fill nothing; the state words show what a replay was fed. Both fail with
- *    RECAP_ERROR_CAPTURE_INVALIDATED on a stream whose capture was invalidated.
+ *    RECAP_ERROR_CAPTURE_INVALIDATED on a stream whose capture was invalidated. With
+ *    no_kernel_image configured, both fail with RECAP_ERROR_NOT_SUPPORTED and the message the
+ *    CUDA seam gives for a GPU that recap's kernels were not built for
+ *    (recap__device_no_kernel_image_message), naming the configured compute capability.
  */
 #ifndef RECAP_FAKE_H
 #define RECAP_FAKE_H
@@ -68,14 +75,24 @@
 extern "C" {
 #endif
 
+/* More devices than any node has; a config that asks for more gets this many. */
+enum { RECAP__FAKE_MAX_DEVICES = 64 };
+
 typedef struct recap__fake_config {
   int device_count;         /* default 1 */
   size_t memory_per_device; /* bytes each device can hand out (default 64 GiB of address room;
                                memory is only touched when the test touches it) */
+  int compute_capability;   /* major * 10 + minor, as 75 for 7.5 (default 90) */
+  bool no_kernel_image;     /* recap's kernels have no image for the devices: the random-number
+                               kernels fail as on a GPU outside RECAP_CUDA_ARCHITECTURES */
 } recap__fake_config_t;
 
-/* Reset the fake to a fresh state with cfg (NULL: defaults), install it as the seam, and reset
- * recap's allocator and options. Every test starts with this. */
+/* The seam's table of the fake's functions. */
+extern const recap__device_ops_t recap__fake_ops;
+
+/* Reset the fake alone to a fresh state with cfg (NULL: defaults) and install it as the seam.
+ * Everything the fake had made is gone; the layers above keep their state, so tests reset
+ * them too (tests/reset.h: recap_test_reset). */
 void recap__fake_reset(const recap__fake_config_t *cfg);
 
 /* Streams: recap_stream_t handles that only the fake understands. */
@@ -125,22 +142,63 @@ typedef enum recap__fake_fault {
 /* The nth call (1-based, counted from now) of kind fails; 0 disarms. A failed raw_malloc reports
  * out of memory; the others report RECAP_ERROR_CUDA. */
 void recap__fake_fail_nth(recap__fake_fault_t kind, uint64_t nth);
-/* How many calls of kind the fake has seen since the last reset. */
-uint64_t recap__fake_calls(recap__fake_fault_t kind);
 
-/* Bytes of raw memory the fake has handed out and not had back, on device. */
-size_t recap__fake_bytes_in_use(int device);
-/* Events created and not destroyed. */
-int64_t recap__fake_live_events(void);
-/* Successful graph_launch calls outside captures since the last reset. */
-uint64_t recap__fake_graph_launches(void);
-/* Fake graphs (stream_end_capture) and executables (graph_instantiate) not yet destroyed. */
-int64_t recap__fake_live_graphs(void);
-int64_t recap__fake_live_execs(void);
-/* rng_write_state calls that wrote the state words (not capturing), and rng_launch calls that
- * filled an output (not capturing), since the process started: tests compare differences. */
-uint64_t recap__fake_rng_state_writes(void);
-uint64_t recap__fake_rng_launches(void);
+/* The fake's counters, read at once under its lock. */
+typedef struct recap__fake_counters {
+  size_t bytes_in_use[RECAP__FAKE_MAX_DEVICES]; /* raw bytes handed out and not had back */
+  uint64_t calls[RECAP__FAKE_FAULT_KINDS];      /* calls of each kind since the last reset */
+  int64_t live_events;                          /* events created and not destroyed */
+  int64_t live_graphs;     /* fake graphs (stream_end_capture) not yet destroyed */
+  int64_t live_execs;      /* executables (graph_instantiate) not yet destroyed */
+  uint64_t graph_launches; /* successful graph_launch calls outside captures since the reset */
+  /* rng_write_state calls that wrote the state words and rng_launch calls that filled an
+   * output (neither capturing), since the process started: tests compare differences. */
+  uint64_t rng_state_writes, rng_launches;
+} recap__fake_counters_t;
+
+void recap__fake_counters(recap__fake_counters_t *out);
+
+/* One counter each, for assertions. */
+static inline uint64_t recap__fake_calls(recap__fake_fault_t kind) {
+  recap__fake_counters_t c;
+  recap__fake_counters(&c);
+  return (int)kind >= 0 && kind < RECAP__FAKE_FAULT_KINDS ? c.calls[kind] : 0;
+}
+static inline size_t recap__fake_bytes_in_use(int device) {
+  recap__fake_counters_t c;
+  recap__fake_counters(&c);
+  return device >= 0 && device < RECAP__FAKE_MAX_DEVICES ? c.bytes_in_use[device] : 0;
+}
+static inline int64_t recap__fake_live_events(void) {
+  recap__fake_counters_t c;
+  recap__fake_counters(&c);
+  return c.live_events;
+}
+static inline uint64_t recap__fake_graph_launches(void) {
+  recap__fake_counters_t c;
+  recap__fake_counters(&c);
+  return c.graph_launches;
+}
+static inline int64_t recap__fake_live_graphs(void) {
+  recap__fake_counters_t c;
+  recap__fake_counters(&c);
+  return c.live_graphs;
+}
+static inline int64_t recap__fake_live_execs(void) {
+  recap__fake_counters_t c;
+  recap__fake_counters(&c);
+  return c.live_execs;
+}
+static inline uint64_t recap__fake_rng_state_writes(void) {
+  recap__fake_counters_t c;
+  recap__fake_counters(&c);
+  return c.rng_state_writes;
+}
+static inline uint64_t recap__fake_rng_launches(void) {
+  recap__fake_counters_t c;
+  recap__fake_counters(&c);
+  return c.rng_launches;
+}
 
 #ifdef __cplusplus
 }

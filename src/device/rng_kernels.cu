@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rng_kernels.cu — the random-number kernels of recap (uniform, normal, randint, dropout) and
  * the kernel that writes a generator's {seed, offset} before a replay; the CUDA seam's
@@ -14,11 +15,12 @@
  */
 #include <cuda_runtime.h>
 
+#include <cstdio>
 #include <type_traits>
 
 #include "core/error.h"
+#include "device/cuda_error.h"
 #include "device/device.h"
-#include "device/driver.h"
 #include "device/rng_launch.h"
 #include "recap/rng_device.cuh"
 
@@ -119,11 +121,57 @@ __global__ void recap_rng_write_state_kernel(uint64_t *state, uint64_t seed, uin
       return recap__cuda_fail((int)recap__e_, __FILE__, __LINE__, __VA_ARGS__);   \
   } while (0)
 
+/* ---- a kernel image for the device ------------------------------------------------------
+ * A GPU outside the CUDA architectures recap was built for (CMAKE_CUDA_ARCHITECTURES) has no
+ * image of these kernels, and a launch would fail with a bare cudaErrorNoKernelImageForDevice.
+ * Before recap's first launch on a device, ask once whether the image exists, and otherwise
+ * fail with a message naming the device's compute capability and the option to rebuild with.
+ * Every kernel of this file is in the same image, so asking about one answers for all. */
+
+/* Devices whose image was found; beyond this many, the question is asked at every launch. The
+ * flags are read and written with the compiler's atomic builtins: std::atomic's members would
+ * be emitted as exported symbols in unoptimised builds. */
+constexpr int kImageDevices = 64;
+static bool image_found[kImageDevices];
+
+static recap_status_t kernel_image_check() {
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return recap__cuda_fail((int)err, __FILE__, __LINE__, "cudaGetDevice");
+  const bool cached = device >= 0 && device < kImageDevices;
+  if (cached && __atomic_load_n(&image_found[device], __ATOMIC_ACQUIRE)) return RECAP_SUCCESS;
+
+  cudaFuncAttributes attributes;
+  err = cudaFuncGetAttributes(&attributes, recap_rng_write_state_kernel);
+  if (err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction) {
+    (void)cudaGetLastError();
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess)
+      major = minor = 0;
+    char name[256] = "an unnamed GPU";
+    cudaDeviceProp properties;
+    if (cudaGetDeviceProperties(&properties, device) == cudaSuccess)
+      std::snprintf(name, sizeof name, "%s", properties.name);
+    (void)cudaGetLastError();
+    char message[512];
+    recap__device_no_kernel_image_message(message, sizeof message, device, name, major, minor);
+    return RECAP__ERROR_AT(RECAP_ERROR_NOT_SUPPORTED, "%s", message);
+  }
+  if (err != cudaSuccess)
+    return recap__cuda_fail((int)err, __FILE__, __LINE__,
+                            "cudaFuncGetAttributes(recap_rng_write_state_kernel) on device %d",
+                            device);
+  if (cached) __atomic_store_n(&image_found[device], true, __ATOMIC_RELEASE);
+  return RECAP_SUCCESS;
+}
+
 extern "C" recap_status_t recap__cuda_rng_write_state(recap_stream_t stream, uint64_t *state,
                                                       uint64_t seed, uint64_t offset) {
   if (!state)
     return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
                            "recap_rng_write_state_kernel: the state pointer is NULL");
+  RECAP__CHECK(kernel_image_check());
   recap_rng_write_state_kernel<<<1, 1, 0, stream>>>(state, seed, offset);
   RECAP__LAUNCH_CHECK("recap_rng_write_state_kernel<<<1, 1, 0, stream %p>>>(state %p, seed %llu, "
                       "offset %llu)",
@@ -152,6 +200,7 @@ extern "C" recap_status_t recap__cuda_rng_launch(const recap__rng_launch_t *l) {
     return RECAP__ERROR_AT(RECAP_ERROR_INTERNAL,
                            "%s: grid %u is not a shape recap__rng_shape gives (1 to %d blocks)",
                            kind_name(l->kind), l->grid, (int)RECAP__RNG_MAX_GRID);
+  RECAP__CHECK(kernel_image_check());
   const dim3 grid(l->grid), block(RECAP__RNG_BLOCK);
   switch (l->kind) {
     case RECAP__RNG_UNIFORM:

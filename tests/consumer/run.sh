@@ -3,10 +3,12 @@
 #
 #   run.sh <recap build dir> <work dir> [config]
 #
-# Installs into <work dir>/prefix, then builds and runs tests/consumer three ways: through
-# find_package(recap CONFIG) with recap::recap_static, with recap::recap (shared, found through
-# the rpath CMake sets), and, where pkg-config is installed, by hand from recap.pc --static.
-# Environment: CMAKE (the cmake to use), CMAKE_GENERATOR and CC are passed on to the builds.
+# Installs into <work dir>/prefix, checks that the installed librecap.so and librecap.a hold no
+# test code (cmake/CheckNoTestCode.cmake), then builds and runs tests/consumer three ways:
+# through find_package(recap CONFIG) with recap::recap_static, with recap::recap (shared, found
+# through the rpath CMake sets), and, where pkg-config is installed, by hand from recap.pc
+# --static. Environment: CMAKE (the cmake to use), CMAKE_GENERATOR and CC are passed on to the
+# builds; NM is the nm the check uses.
 set -euo pipefail
 
 build=$1
@@ -46,6 +48,15 @@ mkdir -p "$work"
 
 step "install $build into $prefix"
 "$cmake" --install "$build" --prefix "$prefix" ${config:+--config "$config"}
+
+step "the installed libraries hold no test code"
+shared=$(find "$prefix" -name 'librecap.so' -print -quit)
+static=$(find "$prefix" -name 'librecap.a' -print -quit)
+if [[ -z $shared || -z $static ]]; then
+  echo "FAIL: librecap.so or librecap.a is not installed under $prefix" >&2
+  exit 1
+fi
+"$cmake" "-DLIBRARIES=$shared;$static" ${NM:+"-DNM=$NM"} -P "$here/../../cmake/CheckNoTestCode.cmake"
 
 for link in static shared; do
   step "find_package(recap CONFIG), $link"

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "device/fake.h"
+#include "reset.h"
 #include "recap.h"
 
 #define KiB ((size_t)1 << 10)
@@ -374,7 +375,7 @@ static void quiet(recap_log_level_t level, const char *message, void *user_data)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  recap__fake_reset(NULL);
+  recap_test_reset(NULL);
   memset(&st, 0, sizeof st);
   tracing = getenv("RECAP_FUZZ_TRACE") != NULL;
   recap_log_set(tracing ? NULL : quiet, NULL);

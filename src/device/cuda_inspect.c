@@ -1,0 +1,445 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * cuda_inspect.c — what the CUDA seam tells about a graph: inspection (every node's type,
+ * kernel name and launch shape, copy and memset sizes, and the edges, as recap_graph_info_t),
+ * the node lists of a capture and of a graph, and every pointer-like value the graph's nodes
+ * read or write (kernel argument words through the driver, the ends of copies and memsets) for
+ * the input-liveness checks.
+ */
+#include "device/cuda_inspect.h"
+
+#include <cuda_runtime_api.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/text.h"
+#include "device/cuda_error.h"
+#include "device/driver.h"
+
+/* ---- graph inspection --------------------------------------------------------------------- */
+
+static recap_node_type_t node_type_of(enum cudaGraphNodeType t) {
+  switch (t) {
+    case cudaGraphNodeTypeKernel: return RECAP_NODE_KERNEL;
+    case cudaGraphNodeTypeMemcpy: return RECAP_NODE_MEMCPY;
+    case cudaGraphNodeTypeMemset: return RECAP_NODE_MEMSET;
+    case cudaGraphNodeTypeHost: return RECAP_NODE_HOST;
+    case cudaGraphNodeTypeGraph: return RECAP_NODE_GRAPH;
+    case cudaGraphNodeTypeEmpty: return RECAP_NODE_EMPTY;
+    case cudaGraphNodeTypeWaitEvent: return RECAP_NODE_WAIT_EVENT;
+    case cudaGraphNodeTypeEventRecord: return RECAP_NODE_EVENT_RECORD;
+    case cudaGraphNodeTypeMemAlloc: return RECAP_NODE_MEM_ALLOC;
+    case cudaGraphNodeTypeMemFree: return RECAP_NODE_MEM_FREE;
+    case cudaGraphNodeTypeConditional: return RECAP_NODE_CONDITIONAL;
+    default: return RECAP_NODE_OTHER; /* external semaphores, and kinds newer than recap */
+  }
+}
+
+static size_t mul_sat(size_t a, size_t b) {
+  if (a != 0 && b > SIZE_MAX / a) return SIZE_MAX;
+  return a * b;
+}
+
+static recap_status_t host_oom(const char *what) {
+  return RECAP__ERROR_AT(RECAP_ERROR_OUT_OF_MEMORY, "graph inspection: out of host memory for %s",
+                         what);
+}
+
+/* Bytes an array element takes, from its channel format. */
+static recap_status_t array_element_bytes(cudaArray_t array, size_t *bytes) {
+  struct cudaChannelFormatDesc desc;
+  struct cudaExtent extent;
+  unsigned int flags = 0;
+  memset(&desc, 0, sizeof desc);
+  CUDA_TRY_F(cudaArrayGetInfo(&desc, &extent, &flags, array), "cudaArrayGetInfo(array %p)",
+             (void *)array);
+  int bits = desc.x + desc.y + desc.z + desc.w;
+  *bytes = bits > 0 ? (size_t)bits / 8 : 1;
+  return RECAP_SUCCESS;
+}
+
+static recap_status_t inspect_node(cudaGraphNode_t node, recap_graph_node_t *out) {
+  enum cudaGraphNodeType t;
+  CUDA_TRY_F(cudaGraphNodeGetType(node, &t), "cudaGraphNodeGetType(node %p)", (void *)node);
+  out->type = node_type_of(t);
+  switch (t) {
+    case cudaGraphNodeTypeKernel: {
+      recap__kernel_node_info_t k;
+      RECAP__CHECK(recap__driver_kernel_node_info(node, &k));
+      for (int i = 0; i < 3; i++) {
+        out->grid[i] = k.grid[i];
+        out->block[i] = k.block[i];
+      }
+      out->shared_bytes = k.shared_bytes;
+      if (k.name && !(out->kernel_name = recap__copy_string(k.name)))
+        return host_oom("a kernel name");
+      break;
+    }
+    case cudaGraphNodeTypeMemcpy: {
+      struct cudaMemcpy3DParms p;
+      memset(&p, 0, sizeof p);
+      CUDA_TRY_F(cudaGraphMemcpyNodeGetParams(node, &p), "cudaGraphMemcpyNodeGetParams(node %p)",
+                 (void *)node);
+      /* The extent's width is in bytes for linear memory and in elements for a CUDA array. */
+      size_t element = 1;
+      if (p.srcArray)
+        RECAP__CHECK(array_element_bytes(p.srcArray, &element));
+      else if (p.dstArray)
+        RECAP__CHECK(array_element_bytes(p.dstArray, &element));
+      out->bytes =
+          mul_sat(mul_sat(mul_sat(p.extent.width, element), p.extent.height), p.extent.depth);
+      break;
+    }
+    case cudaGraphNodeTypeMemset: {
+      struct cudaMemsetParams p;
+      memset(&p, 0, sizeof p);
+      CUDA_TRY_F(cudaGraphMemsetNodeGetParams(node, &p), "cudaGraphMemsetNodeGetParams(node %p)",
+                 (void *)node);
+      out->bytes = mul_sat(mul_sat(p.width, p.height), p.elementSize);
+      break;
+    }
+    case cudaGraphNodeTypeMemAlloc: {
+      struct cudaMemAllocNodeParams p;
+      memset(&p, 0, sizeof p);
+      CUDA_TRY_F(cudaGraphMemAllocNodeGetParams(node, &p),
+                 "cudaGraphMemAllocNodeGetParams(node %p)", (void *)node);
+      out->bytes = p.bytesize;
+      break;
+    }
+    default: break;
+  }
+  return RECAP_SUCCESS;
+}
+
+/* A node handle and its index, sorted by handle to map edge ends to indices. */
+typedef struct node_slot {
+  uintptr_t handle;
+  size_t index;
+} node_slot_t;
+
+static int compare_slots(const void *a, const void *b) {
+  uintptr_t x = ((const node_slot_t *)a)->handle, y = ((const node_slot_t *)b)->handle;
+  return (x > y) - (x < y);
+}
+
+static int compare_indices(const void *a, const void *b) {
+  size_t x = *(const size_t *)a, y = *(const size_t *)b;
+  return (x > y) - (x < y);
+}
+
+static bool index_of(const node_slot_t *slots, size_t n, cudaGraphNode_t node, size_t *index) {
+  node_slot_t key = {(uintptr_t)node, 0};
+  const node_slot_t *hit = bsearch(&key, slots, n, sizeof *slots, compare_slots);
+  if (!hit) return false;
+  *index = hit->index;
+  return true;
+}
+
+static recap_status_t inspect_edges(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t n,
+                                    recap_graph_info_t *info) {
+  recap_status_t st = RECAP_SUCCESS;
+  node_slot_t *slots = NULL;
+  cudaGraphNode_t *from = NULL, *to = NULL;
+  cudaGraphEdgeData *data = NULL;
+  size_t *from_index = NULL, *to_index = NULL;
+
+  size_t edges = 0;
+  CUDA_TRY_F(cudaGraphGetEdges(graph, NULL, NULL, NULL, &edges),
+             "cudaGraphGetEdges(graph %p, NULL) to count the edges", (void *)graph);
+  if (edges == 0) return RECAP_SUCCESS;
+
+  slots = malloc(n * sizeof *slots);
+  from = calloc(edges, sizeof *from);
+  to = calloc(edges, sizeof *to);
+  /* Edge data too: without it CUDA refuses graphs whose edges carry ports
+   * (cudaErrorLossyQuery). */
+  data = calloc(edges, sizeof *data);
+  from_index = malloc(edges * sizeof *from_index);
+  to_index = malloc(edges * sizeof *to_index);
+  if (!slots || !from || !to || !data || !from_index || !to_index) {
+    st = host_oom("the graph's edges");
+    goto done;
+  }
+  for (size_t i = 0; i < n; i++) slots[i] = (node_slot_t){(uintptr_t)nodes[i], i};
+  qsort(slots, n, sizeof *slots, compare_slots);
+
+  cudaError_t err = cudaGraphGetEdges(graph, from, to, data, &edges);
+  if (err != cudaSuccess) {
+    st = recap__cuda_fail((int)err, __FILE__, __LINE__, "cudaGraphGetEdges(graph %p, %zu edges)",
+                          (void *)graph, edges);
+    goto done;
+  }
+  for (size_t e = 0; e < edges; e++) {
+    if (!index_of(slots, n, from[e], &from_index[e]) || !index_of(slots, n, to[e], &to_index[e])) {
+      st = RECAP__ERROR_AT(RECAP_ERROR_INTERNAL,
+                           "graph inspection: edge %zu of graph %p joins node %p to node %p, "
+                           "not both among the %zu nodes cudaGraphGetNodes listed",
+                           e, (void *)graph, (void *)from[e], (void *)to[e], n);
+      goto done;
+    }
+    info->nodes[to_index[e]].dependency_count++;
+    info->nodes[from_index[e]].dependent_count++;
+  }
+  for (size_t i = 0; i < n; i++) {
+    recap_graph_node_t *node = &info->nodes[i];
+    if (node->dependency_count &&
+        !(node->dependencies = malloc(node->dependency_count * sizeof *node->dependencies))) {
+      st = host_oom("a node's dependencies");
+      goto done;
+    }
+    if (node->dependent_count &&
+        !(node->dependents = malloc(node->dependent_count * sizeof *node->dependents))) {
+      st = host_oom("a node's dependents");
+      goto done;
+    }
+    /* Counted again below while filling. */
+    node->dependency_count = 0;
+    node->dependent_count = 0;
+  }
+  for (size_t e = 0; e < edges; e++) {
+    recap_graph_node_t *src = &info->nodes[from_index[e]], *dst = &info->nodes[to_index[e]];
+    dst->dependencies[dst->dependency_count++] = from_index[e];
+    src->dependents[src->dependent_count++] = to_index[e];
+  }
+  for (size_t i = 0; i < n; i++) {
+    recap_graph_node_t *node = &info->nodes[i];
+    if (node->dependency_count > 1)
+      qsort(node->dependencies, node->dependency_count, sizeof(size_t), compare_indices);
+    if (node->dependent_count > 1)
+      qsort(node->dependents, node->dependent_count, sizeof(size_t), compare_indices);
+  }
+  info->edge_count = edges;
+
+done:
+  free(slots);
+  free(from);
+  free(to);
+  free(data);
+  free(from_index);
+  free(to_index);
+  return st;
+}
+
+recap_status_t recap__cuda_graph_inspect(recap_cuda_graph_t graph, recap_graph_info_t *info) {
+  RECAP__ARG(info != NULL, "graph inspection: info is NULL");
+  RECAP__ARG(graph != NULL, "graph inspection: graph is NULL");
+  recap_status_t st = RECAP_SUCCESS;
+  cudaGraphNode_t *nodes = NULL;
+
+  size_t n = 0;
+  CUDA_TRY_F(cudaGraphGetNodes(graph, NULL, &n), "cudaGraphGetNodes(graph %p, NULL)",
+             (void *)graph);
+  if (n > 0) {
+    nodes = calloc(n, sizeof *nodes);
+    info->nodes = calloc(n, sizeof *info->nodes);
+    if (!nodes || !info->nodes) {
+      st = host_oom("the graph's nodes");
+      goto fail;
+    }
+    info->node_count = n;
+    cudaError_t err = cudaGraphGetNodes(graph, nodes, &n);
+    if (err != cudaSuccess) {
+      st = recap__cuda_fail((int)err, __FILE__, __LINE__, "cudaGraphGetNodes(graph %p, %zu nodes)",
+                            (void *)graph, info->node_count);
+      goto fail;
+    }
+    /* CUDA fills fewer slots if the graph shrank in between. */
+    if (n < info->node_count) info->node_count = n;
+    for (size_t i = 0; i < n; i++)
+      RECAP__CHECK_GOTO(inspect_node(nodes[i], &info->nodes[i]), st, fail);
+    RECAP__CHECK_GOTO(inspect_edges(graph, nodes, n, info), st, fail);
+  }
+  /* CUDA 13.0 offers no tools ids for graph nodes: tools_id, has_tools_id and
+   * tools_ids_available stay 0. */
+  free(nodes);
+  return RECAP_SUCCESS;
+
+fail:
+  free(nodes);
+  recap__graph_info_clear(info);
+  return st;
+}
+
+/* ---- debug aids: node lists and what nodes read ------------------------------------------- */
+
+/* The nodes of graph into a malloc'ed array (NULL for an empty graph). */
+static recap_status_t list_nodes(cudaGraph_t graph, recap__graph_node_t **nodes, size_t *count) {
+  *nodes = NULL;
+  *count = 0;
+  size_t n = 0;
+  CUDA_TRY_F(cudaGraphGetNodes(graph, NULL, &n), "cudaGraphGetNodes(graph %p, NULL)",
+             (void *)graph);
+  if (n == 0) return RECAP_SUCCESS;
+  cudaGraphNode_t *list = calloc(n, sizeof *list);
+  if (!list) return host_oom("a graph's node list");
+  cudaError_t err = cudaGraphGetNodes(graph, list, &n);
+  if (err != cudaSuccess) {
+    free(list);
+    return recap__cuda_fail((int)err, __FILE__, __LINE__, "cudaGraphGetNodes(graph %p, %zu nodes)",
+                            (void *)graph, n);
+  }
+  *nodes = (recap__graph_node_t *)list;
+  *count = n;
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap__cuda_capture_nodes(recap_stream_t stream, recap_cuda_graph_t *graph,
+                                         recap__graph_node_t **nodes, size_t *count) {
+  RECAP__ARG(graph && nodes && count, "capture node list: an out-parameter is NULL");
+  *graph = NULL;
+  *nodes = NULL;
+  *count = 0;
+  enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  cudaGraph_t g = NULL;
+  CUDA_TRY_F(cudaStreamGetCaptureInfo(stream, &st, NULL, &g, NULL, NULL, NULL),
+             "cudaStreamGetCaptureInfo(stream %p, graph_out)", (void *)stream);
+  if (st != cudaStreamCaptureStatusActive || !g)
+    return RECAP__ERROR_AT(RECAP_ERROR_INVALID_USAGE,
+                           "cudaStreamGetCaptureInfo(stream %p): the stream takes part in no "
+                           "active capture (%s)",
+                           (void *)stream,
+                           st == cudaStreamCaptureStatusInvalidated ? "its capture was invalidated"
+                                                                    : "not capturing");
+  RECAP__CHECK(list_nodes(g, nodes, count));
+  *graph = g;
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap__cuda_graph_nodes(recap_cuda_graph_t graph, recap__graph_node_t **nodes,
+                                       size_t *count) {
+  RECAP__ARG(nodes && count, "graph node list: an out-parameter is NULL");
+  *nodes = NULL;
+  *count = 0;
+  RECAP__ARG(graph != NULL, "graph node list: graph is NULL");
+  return list_nodes(graph, nodes, count);
+}
+
+recap_status_t recap__cuda_graph_reads_check(void) { return recap__driver_kernel_words_check(); }
+
+typedef struct read_list {
+  recap__graph_read_t *v;
+  size_t count, cap;
+} read_list_t;
+
+static bool read_push(read_list_t *list, size_t node, const void *ptr, recap__read_kind_t kind) {
+  if (!ptr) return true;
+  if (list->count == list->cap) {
+    size_t cap = list->cap ? list->cap * 2 : 64;
+    recap__graph_read_t *grown = realloc(list->v, cap * sizeof *grown);
+    if (!grown) return false;
+    list->v = grown;
+    list->cap = cap;
+  }
+  list->v[list->count++] = (recap__graph_read_t){node, ptr, kind};
+  return true;
+}
+
+/* Child graphs nest; deeper than this is not a graph anyone captures. */
+enum { MAX_CHILD_DEPTH = 16 };
+
+/* The reads of every node of graph, each counted as node `owner` when owner is not SIZE_MAX
+ * (the node of the parent graph that holds this one), else as its own index. */
+static recap_status_t collect_reads(cudaGraph_t graph, size_t owner, int depth, read_list_t *out,
+                                    uint64_t **words, size_t *word_cap) {
+  recap__graph_node_t *nodes = NULL;
+  size_t n = 0;
+  RECAP__CHECK(list_nodes(graph, &nodes, &n));
+  recap_status_t st = RECAP_SUCCESS;
+  for (size_t i = 0; i < n && st == RECAP_SUCCESS; i++) {
+    cudaGraphNode_t node = (cudaGraphNode_t)nodes[i];
+    size_t index = owner != SIZE_MAX ? owner : i;
+    enum cudaGraphNodeType t;
+    cudaError_t err = cudaGraphNodeGetType(node, &t);
+    if (err != cudaSuccess) {
+      st = recap__cuda_fail((int)err, __FILE__, __LINE__, "cudaGraphNodeGetType(node %p)",
+                            (void *)node);
+      break;
+    }
+    bool ok = true;
+    switch (t) {
+      case cudaGraphNodeTypeKernel: {
+        size_t word_count = 0;
+        recap_status_t ks = recap__driver_kernel_node_words(node, words, &word_count, word_cap);
+        if (ks == RECAP_ERROR_OUT_OF_MEMORY) {
+          st = ks;
+          break;
+        }
+        if (ks != RECAP_SUCCESS) {
+          /* One kernel the driver cannot describe (a kind of launch recap does not know)
+           * should not cost the whole capture: its arguments go unchecked, and the log says so. */
+          RECAP__WARN(
+              "input liveness: the arguments of kernel node %zu cannot be read, so its "
+              "inputs are not checked: %s",
+              index, recap_last_error());
+          break;
+        }
+        for (size_t k = 0; ok && k < word_count; k++)
+          ok = read_push(out, index, (const void *)(uintptr_t)(*words)[k], RECAP__READ_KERNEL_ARG);
+        break;
+      }
+      case cudaGraphNodeTypeMemcpy: {
+        struct cudaMemcpy3DParms p;
+        memset(&p, 0, sizeof p);
+        err = cudaGraphMemcpyNodeGetParams(node, &p);
+        if (err != cudaSuccess) {
+          st = recap__cuda_fail((int)err, __FILE__, __LINE__,
+                                "cudaGraphMemcpyNodeGetParams(node %p)", (void *)node);
+          break;
+        }
+        ok = read_push(out, index, p.srcPtr.ptr, RECAP__READ_COPY_SRC) &&
+             read_push(out, index, p.dstPtr.ptr, RECAP__READ_COPY_DST);
+        break;
+      }
+      case cudaGraphNodeTypeMemset: {
+        struct cudaMemsetParams p;
+        memset(&p, 0, sizeof p);
+        err = cudaGraphMemsetNodeGetParams(node, &p);
+        if (err != cudaSuccess) {
+          st = recap__cuda_fail((int)err, __FILE__, __LINE__,
+                                "cudaGraphMemsetNodeGetParams(node %p)", (void *)node);
+          break;
+        }
+        ok = read_push(out, index, p.dst, RECAP__READ_MEMSET_DST);
+        break;
+      }
+      case cudaGraphNodeTypeGraph: {
+        if (depth >= MAX_CHILD_DEPTH) break;
+        cudaGraph_t child = NULL;
+        err = cudaGraphChildGraphNodeGetGraph(node, &child);
+        if (err != cudaSuccess) {
+          st = recap__cuda_fail((int)err, __FILE__, __LINE__,
+                                "cudaGraphChildGraphNodeGetGraph(node %p)", (void *)node);
+          break;
+        }
+        st = collect_reads(child, index, depth + 1, out, words, word_cap);
+        break;
+      }
+      default:
+        break; /* host nodes, events, memory nodes...: nothing recap's allocator handed out */
+    }
+    if (!ok) st = host_oom("the pointers a graph reads");
+  }
+  free(nodes);
+  return st;
+}
+
+recap_status_t recap__cuda_graph_reads(recap_cuda_graph_t graph, recap__graph_read_t **reads,
+                                       size_t *count) {
+  RECAP__ARG(reads && count, "graph reads: an out-parameter is NULL");
+  *reads = NULL;
+  *count = 0;
+  RECAP__ARG(graph != NULL, "graph reads: graph is NULL");
+  read_list_t list = {0};
+  uint64_t *words = NULL;
+  size_t word_cap = 0;
+  recap_status_t st = collect_reads(graph, SIZE_MAX, 0, &list, &words, &word_cap);
+  free(words);
+  if (st != RECAP_SUCCESS) {
+    free(list.v);
+    return st;
+  }
+  *reads = list.v;
+  *count = list.count;
+  return RECAP_SUCCESS;
+}

@@ -1,0 +1,455 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * fake_capture.c — the CPU fake device's captures and graphs. Work launched on a capturing
+ * stream becomes a node of the capture (a chain per stream; a joined stream's first node waits
+ * for the origin's last node at the join), and CUDA's rules on which calls a capture forbids
+ * are enforced. Ending the capture turns the nodes into a fake graph; instantiating it gives a
+ * fake executable that remembers the node count, and launching that enqueues one work item per
+ * node.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/text.h"
+#include "device/fake_state.h"
+
+/* ---- what a capture forbids ------------------------------------------------------------- */
+
+/* The captures that forbid a potentially unsafe call (cudaMalloc, cudaFree, device-wide
+ * synchronisation) from the calling thread, per cudaThreadExchangeStreamCaptureMode: in global
+ * mode, any global capture of any thread and any unrelaxed capture of this thread; in
+ * thread-local mode, only the unrelaxed captures of this thread; in relaxed mode, none.
+ * With invalidate, they are marked invalidated, as CUDA does. Returns how many, and the first. */
+int recap__fake_forbidding_captures(bool invalidate, fake_capture_t **first) {
+  *first = NULL;
+  if (recap__fake_tl_capture_mode == RECAP__CAPTURE_MODE_RELAXED) return 0;
+  pthread_t self = pthread_self();
+  int n = 0;
+  for (fake_capture_t *c = recap__fake.captures; c; c = c->next) {
+    if (c->mode == RECAP__CAPTURE_MODE_RELAXED) continue;
+    bool mine = pthread_equal(c->thread, self) != 0;
+    bool forbids = mine || (recap__fake_tl_capture_mode == RECAP__CAPTURE_MODE_GLOBAL &&
+                            c->mode == RECAP__CAPTURE_MODE_GLOBAL);
+    if (!forbids) continue;
+    if (invalidate) c->invalidated = true;
+    if (!*first) *first = c;
+    n++;
+  }
+  return n;
+}
+
+recap_status_t recap__fake_note_forbidden(fake_failure_t *f, const char *call) {
+  fake_capture_t *first;
+  int n = recap__fake_forbidding_captures(true, &first);
+  return recap__fake_note(
+      f, RECAP_ERROR_CAPTURE_INVALIDATED,
+      "%s: operation not permitted when stream is capturing "
+      "(cudaErrorStreamCaptureUnsupported) on the fake device: capture %llu (%s mode)%s "
+      "forbids it in this thread's %s capture mode; %s now invalidated",
+      call, (unsigned long long)first->id, recap__fake_mode_name(first->mode),
+      n > 1 ? " and others" : "", recap__fake_mode_name(recap__fake_tl_capture_mode),
+      n > 1 ? "they are" : "it is");
+}
+
+recap_status_t recap__fake_note_capturing_stream(fake_failure_t *f, const char *call,
+                                                 const fake_stream_t *s, bool invalidates) {
+  return recap__fake_note(
+      f, RECAP_ERROR_CAPTURE_INVALIDATED,
+      "%s: operation not permitted when stream is capturing "
+      "(cudaErrorStreamCaptureUnsupported): the stream takes part in capture %llu "
+      "on the fake device%s",
+      call, (unsigned long long)s->capture->id, invalidates ? ", which is now invalidated" : "");
+}
+
+/* ---- captures --------------------------------------------------------------------------- */
+
+void recap__fake_nodes_free(fake_nodes_t *nodes) {
+  for (size_t i = 0; i < nodes->count; i++) {
+    free(nodes->v[i].name);
+    free(nodes->v[i].args);
+  }
+  free(nodes->v);
+  memset(nodes, 0, sizeof *nodes);
+}
+
+/* Append a node for work launched on s, which takes part in a capture: it waits for the
+ * stream's previous node in the capture. An invalidated capture records nothing more, as CUDA
+ * refuses further work into it. False when out of host memory. */
+bool recap__fake_capture_append(fake_stream_t *s, recap_node_type_t type, const char *name) {
+  fake_capture_t *c = s->capture;
+  if (c->invalidated) return true;
+  fake_nodes_t *nodes = &c->nodes;
+  if (nodes->count == nodes->cap) {
+    size_t cap = nodes->cap ? nodes->cap * 2 : 16;
+    fake_node_t *v = realloc(nodes->v, cap * sizeof *v);
+    if (!v) return false;
+    nodes->v = v;
+    nodes->cap = cap;
+  }
+  char *copy = NULL;
+  if (name && !(copy = recap__copy_string(name))) return false;
+  /* Handles look like pointers (aligned, far from 0) and are never reused. */
+  recap__fake.next_node_handle += 0x10;
+  nodes->v[nodes->count] =
+      (fake_node_t){.type = type,
+                    .name = copy,
+                    .dep = s->tail,
+                    .handle = FAKE_NODE_HANDLE_BASE + recap__fake.next_node_handle};
+  nodes->count++;
+  s->tail = nodes->count;
+  return true;
+}
+
+/* Begin a capture on s (not capturing); NULL when out of host memory. */
+static fake_capture_t *capture_begin_locked(fake_stream_t *s, recap__capture_mode_t mode) {
+  fake_capture_t *c = calloc(1, sizeof *c);
+  if (!c) return NULL;
+  c->id = ++recap__fake.next_capture_id;
+  c->mode = mode;
+  c->thread = pthread_self();
+  c->origin = s;
+  c->next = recap__fake.captures;
+  recap__fake.captures = c;
+  s->capture = c;
+  s->tail = 0;
+  return c;
+}
+
+/* End capture c: every stream taking part leaves it, and it is unlinked and freed. Its nodes
+ * go to *keep when given, and are freed otherwise. */
+static void capture_finish(fake_capture_t *c, fake_nodes_t *keep) {
+  for (fake_stream_t *t = recap__fake.streams; t; t = t->next)
+    if (t->capture == c) {
+      t->capture = NULL;
+      t->tail = 0;
+    }
+  fake_capture_t **link = &recap__fake.captures;
+  while (*link != c) link = &(*link)->next;
+  *link = c->next;
+  if (keep)
+    *keep = c->nodes;
+  else
+    recap__fake_nodes_free(&c->nodes);
+  free(c);
+}
+
+fake_graph_t *recap__fake_graph_find(recap_cuda_graph_t handle) {
+  for (fake_graph_t *g = recap__fake.graphs; g; g = g->next)
+    if ((recap_cuda_graph_t)g == handle) return g;
+  return NULL;
+}
+
+static fake_exec_t *exec_find(recap_cuda_graph_exec_t handle) {
+  for (fake_exec_t *x = recap__fake.execs; x; x = x->next)
+    if ((recap_cuda_graph_exec_t)x == handle) return x;
+  return NULL;
+}
+
+/* what: "graph" or "executable graph". */
+recap_status_t recap__fake_note_bad_graph(fake_failure_t *f, const char *call, const void *graph,
+                                          const char *what) {
+  return recap__fake_note(f, RECAP_ERROR_CUDA,
+                          "%s: invalid argument (cudaErrorInvalidValue): %p is not a live fake %s",
+                          call, graph, what);
+}
+
+/* ---- graphs ----------------------------------------------------------------------------- */
+
+recap_status_t recap__fake_op_stream_begin_capture(recap_stream_t stream,
+                                                   recap__capture_mode_t mode) {
+  /* Refused before anything reaches the device, as in the CUDA seam. */
+  if (!stream)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "cudaStreamBeginCapture: the legacy default stream cannot capture; "
+                        "capture on a stream you created (cudaStreamCreate, or "
+                        "cudaStreamCreateWithFlags with cudaStreamNonBlocking)");
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_CAPTURE_BEGIN);
+  fake_stream_t *s = recap__fake_stream_of(stream);
+  if (inject) {
+    recap__fake_note_injected(&f, "cudaStreamBeginCapture", RECAP__FAKE_FAULT_CAPTURE_BEGIN,
+                              "capture begin");
+  } else if (mode != RECAP__CAPTURE_MODE_GLOBAL && mode != RECAP__CAPTURE_MODE_THREAD_LOCAL &&
+             mode != RECAP__CAPTURE_MODE_RELAXED) {
+    recap__fake_note(
+        &f, RECAP_ERROR_INVALID_ARGUMENT,
+        "cudaStreamBeginCapture: invalid argument (cudaErrorInvalidValue): %d is not a capture "
+        "mode",
+        (int)mode);
+  } else if (!s) {
+    recap__fake_note_bad_stream(&f, "cudaStreamBeginCapture", stream);
+  } else if (s->capture) {
+    recap__fake_note(
+        &f, RECAP_ERROR_INVALID_USAGE,
+        "cudaStreamBeginCapture(stream %p): the stream is already capturing (capture %llu on "
+        "the fake device, %s)%s; end that capture first",
+        (void *)stream, (unsigned long long)s->capture->id,
+        s->capture->origin == s ? "begun on it" : "joined by an event wait",
+        s->capture->invalidated ? ", now invalidated" : "");
+  } else if (!capture_begin_locked(s, mode)) {
+    recap__fake_note(
+        &f, RECAP_ERROR_CUDA,
+        "cudaStreamBeginCapture: out of memory (cudaErrorMemoryAllocation): no host memory for "
+        "a fake capture");
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
+recap_status_t recap__fake_op_stream_end_capture(recap_stream_t stream, recap_cuda_graph_t *graph) {
+  fake_failure_t f = {0};
+  if (graph) *graph = NULL;
+  pthread_mutex_lock(&recap__fake.lock);
+  bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_CAPTURE_END);
+  fake_stream_t *s = recap__fake_stream_of(stream);
+  fake_capture_t *c = s ? s->capture : NULL;
+  if (inject) {
+    /* A failed end leaves the stream not capturing, as the seam promises. */
+    if (c && c->origin == s) capture_finish(c, NULL);
+    recap__fake_note_injected(&f, "cudaStreamEndCapture", RECAP__FAKE_FAULT_CAPTURE_END,
+                              "capture end");
+  } else if (!graph) {
+    recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaStreamEndCapture: graph is NULL");
+  } else if (!s) {
+    recap__fake_note_bad_stream(&f, "cudaStreamEndCapture", stream);
+  } else if (!c) {
+    recap__fake_note(
+        &f, RECAP_ERROR_INVALID_USAGE,
+        "cudaStreamEndCapture(stream %p) failed: cudaErrorIllegalState: the stream is not "
+        "capturing",
+        (void *)stream);
+  } else if (c->origin != s) {
+    /* As recap__fake_capture_end: this invalidates the capture, which stays under way. */
+    c->invalidated = true;
+    recap__fake_note(
+        &f, RECAP_ERROR_INVALID_USAGE,
+        "cudaStreamEndCapture(stream %p) failed: cudaErrorStreamCaptureUnmatched: capture %llu "
+        "was not begun on this stream, which only joined it; end it on the stream it began on "
+        "(it is now invalidated)",
+        (void *)stream, (unsigned long long)c->id);
+  } else if (c->mode != RECAP__CAPTURE_MODE_RELAXED && !pthread_equal(c->thread, pthread_self())) {
+    recap__fake_note(
+        &f, RECAP_ERROR_INVALID_USAGE,
+        "cudaStreamEndCapture(stream %p) failed: cudaErrorStreamCaptureWrongThread: capture %llu "
+        "was begun in %s mode by another thread, which must end it (or begin it in relaxed "
+        "mode)",
+        (void *)stream, (unsigned long long)c->id, recap__fake_mode_name(c->mode));
+  } else if (c->invalidated) {
+    uint64_t id = c->id;
+    capture_finish(c, NULL);
+    recap__fake_note(
+        &f, RECAP_ERROR_CAPTURE_INVALIDATED,
+        "cudaStreamEndCapture(stream %p): capture %llu was invalidated "
+        "(cudaErrorStreamCaptureInvalidated): an illegal call was made while it ran (a "
+        "synchronous copy, a synchronisation, cudaMalloc under global mode...); no graph was "
+        "made and the stream no longer captures",
+        (void *)stream, (unsigned long long)id);
+  } else {
+    fake_graph_t *g = calloc(1, sizeof *g);
+    if (!g) {
+      capture_finish(c, NULL);
+      recap__fake_note(
+          &f, RECAP_ERROR_CUDA,
+          "cudaStreamEndCapture: out of memory (cudaErrorMemoryAllocation): no host memory for "
+          "a fake graph; the capture is thrown away");
+    } else {
+      capture_finish(c, &g->nodes);
+      g->next = recap__fake.graphs;
+      recap__fake.graphs = g;
+      recap__fake.live_graphs++;
+      *graph = (recap_cuda_graph_t)g;
+    }
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
+recap_status_t recap__fake_op_graph_instantiate(recap_cuda_graph_exec_t *exec,
+                                                recap_cuda_graph_t graph) {
+  fake_failure_t f = {0};
+  if (exec) *exec = NULL;
+  pthread_mutex_lock(&recap__fake.lock);
+  bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_INSTANTIATE);
+  fake_graph_t *g = recap__fake_graph_find(graph);
+  if (inject) {
+    recap__fake_note_injected(&f, "cudaGraphInstantiateWithFlags", RECAP__FAKE_FAULT_INSTANTIATE,
+                              "graph instantiation");
+  } else if (!exec) {
+    recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT,
+                     "cudaGraphInstantiateWithFlags: exec is NULL");
+  } else if (!g) {
+    recap__fake_note_bad_graph(&f, "cudaGraphInstantiateWithFlags", (const void *)graph, "graph");
+  } else {
+    fake_exec_t *x = calloc(1, sizeof *x);
+    if (!x) {
+      recap__fake_note(
+          &f, RECAP_ERROR_CUDA,
+          "cudaGraphInstantiateWithFlags: out of memory (cudaErrorMemoryAllocation): no host "
+          "memory for a fake executable graph");
+    } else {
+      x->node_count = g->nodes.count;
+      x->next = recap__fake.execs;
+      recap__fake.execs = x;
+      recap__fake.live_execs++;
+      *exec = (recap_cuda_graph_exec_t)x;
+    }
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
+/* Enqueue work on s: in a capture, one node of the given type and name (it does not run);
+ * otherwise `items` work items. *eager says which (false on failure too). Called with the lock
+ * held. */
+recap_status_t recap__fake_enqueue(fake_failure_t *f, fake_stream_t *s, const char *call,
+                                   recap_node_type_t type, const char *name, uint64_t items,
+                                   bool *eager) {
+  *eager = false;
+  if (s->capture && s->capture->invalidated)
+    return recap__fake_note(
+        f, RECAP_ERROR_CAPTURE_INVALIDATED,
+        "%s: operation failed due to a previous error during capture "
+        "(cudaErrorStreamCaptureInvalidated): the stream takes part in capture %llu on "
+        "the fake device, which was invalidated",
+        call, (unsigned long long)s->capture->id);
+  if (s->capture) {
+    if (!recap__fake_capture_append(s, type, name))
+      return recap__fake_note(
+          f, RECAP_ERROR_CUDA,
+          "%s: out of memory (cudaErrorMemoryAllocation): no host memory for a node of "
+          "capture %llu",
+          call, (unsigned long long)s->capture->id);
+    return RECAP_SUCCESS;
+  }
+  s->enqueued += items;
+  *eager = true;
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap__fake_op_graph_launch(recap_cuda_graph_exec_t exec, recap_stream_t stream) {
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_LAUNCH);
+  fake_exec_t *x = exec_find(exec);
+  fake_stream_t *s = recap__fake_stream_of(stream);
+  if (inject) {
+    recap__fake_note_injected(&f, "cudaGraphLaunch", RECAP__FAKE_FAULT_LAUNCH, "graph launch");
+  } else if (!x) {
+    recap__fake_note_bad_graph(&f, "cudaGraphLaunch", (const void *)exec, "executable graph");
+  } else if (!s) {
+    recap__fake_note_bad_stream(&f, "cudaGraphLaunch", stream);
+  } else {
+    /* Launched into a capture, the graph becomes a child graph node; it does not run. */
+    bool eager;
+    recap_status_t st = recap__fake_enqueue(&f, s, "cudaGraphLaunch", RECAP_NODE_GRAPH, NULL,
+                                            x->node_count, &eager);
+    if (st == RECAP_SUCCESS && eager) {
+      x->launches++;
+      recap__fake.graph_launches++;
+    }
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
+/* Destroying NULL is a no-op, as in the CUDA seam. */
+recap_status_t recap__fake_op_graph_destroy(recap_cuda_graph_t graph) {
+  if (!graph) return RECAP_SUCCESS;
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  fake_graph_t **link = &recap__fake.graphs;
+  while (*link && (recap_cuda_graph_t)*link != graph) link = &(*link)->next;
+  fake_graph_t *g = *link;
+  if (!g) {
+    recap__fake_note_bad_graph(&f, "cudaGraphDestroy", (const void *)graph, "graph");
+  } else {
+    *link = g->next;
+    recap__fake_nodes_free(&g->nodes);
+    free(g);
+    recap__fake.live_graphs--;
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
+recap_status_t recap__fake_op_graph_exec_destroy(recap_cuda_graph_exec_t exec) {
+  if (!exec) return RECAP_SUCCESS;
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  fake_exec_t **link = &recap__fake.execs;
+  while (*link && (recap_cuda_graph_exec_t)*link != exec) link = &(*link)->next;
+  fake_exec_t *x = *link;
+  if (!x) {
+    recap__fake_note_bad_graph(&f, "cudaGraphExecDestroy", (const void *)exec, "executable graph");
+  } else {
+    *link = x->next;
+    free(x);
+    recap__fake.live_execs--;
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
+recap_status_t recap__fake_op_graph_node_count(recap_cuda_graph_t graph, size_t *count) {
+  fake_failure_t f = {0};
+  if (count) *count = 0;
+  pthread_mutex_lock(&recap__fake.lock);
+  fake_graph_t *g = recap__fake_graph_find(graph);
+  if (!count)
+    recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaGraphGetNodes: count is NULL");
+  else if (!g)
+    recap__fake_note_bad_graph(&f, "cudaGraphGetNodes", (const void *)graph, "graph");
+  else
+    *count = g->nodes.count;
+  return recap__fake_unlock_and_report(&f);
+}
+
+/* ---- test controls: captures ------------------------------------------------------------ */
+
+uint64_t recap__fake_capture_begin(recap_stream_t stream, recap__capture_mode_t mode) {
+  if (!stream) return 0;
+  if (mode != RECAP__CAPTURE_MODE_GLOBAL && mode != RECAP__CAPTURE_MODE_THREAD_LOCAL &&
+      mode != RECAP__CAPTURE_MODE_RELAXED)
+    return 0;
+  uint64_t id = 0;
+  pthread_mutex_lock(&recap__fake.lock);
+  fake_stream_t *s = recap__fake_stream_of(stream);
+  fake_capture_t *c;
+  if (s && !s->capture && (c = capture_begin_locked(s, mode)) != NULL) id = c->id;
+  pthread_mutex_unlock(&recap__fake.lock);
+  return id;
+}
+
+bool recap__fake_capture_join(recap_stream_t side, recap_stream_t origin) {
+  if (!side) return false; /* the legacy stream never captures */
+  bool joined = false;
+  pthread_mutex_lock(&recap__fake.lock);
+  fake_stream_t *s = recap__fake_stream_of(side);
+  fake_stream_t *o = recap__fake_stream_of(origin);
+  if (s && o && o->capture && !s->capture) {
+    s->capture = o->capture;
+    s->tail = o->tail; /* its first node waits for the origin's work so far */
+    joined = true;
+  }
+  pthread_mutex_unlock(&recap__fake.lock);
+  return joined;
+}
+
+bool recap__fake_capture_end(recap_stream_t origin) {
+  bool ok = false;
+  pthread_mutex_lock(&recap__fake.lock);
+  fake_stream_t *s = recap__fake_stream_of(origin);
+  fake_capture_t *c = s ? s->capture : NULL;
+  if (c && c->origin != s) {
+    /* Ending from a joined stream is cudaErrorStreamCaptureUnmatched, which invalidates the
+     * capture; it stays under way until its origin ends it. */
+    c->invalidated = true;
+  } else if (c) {
+    ok = !c->invalidated;
+    capture_finish(c, NULL); /* the captured nodes are thrown away */
+  }
+  pthread_mutex_unlock(&recap__fake.lock);
+  return ok;
+}
+
+void recap__fake_capture_invalidate(recap_stream_t stream) {
+  pthread_mutex_lock(&recap__fake.lock);
+  fake_stream_t *s = recap__fake_stream_of(stream);
+  if (s && s->capture) s->capture->invalidated = true;
+  pthread_mutex_unlock(&recap__fake.lock);
+}

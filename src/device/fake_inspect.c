@@ -1,0 +1,279 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * fake_inspect.c — what the CPU fake device tells about its graphs: Graphviz DOT (its own
+ * simple form, or the shape of the driver's verbose dump), inspection (nodes with their kernel
+ * names and sizes, and the per-stream chains as edges), the node lists of captures and graphs,
+ * and what their nodes read (for the input-liveness checks).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/text.h"
+#include "device/fake_state.h"
+
+/* ---- DOT -------------------------------------------------------------------------------- */
+
+static const char *node_type_text(recap_node_type_t type) {
+  static const char *const names[] = {
+#define RECAP_X_NODE_NAME(name, text) text,
+      RECAP_NODE_TYPE_MAP(RECAP_X_NODE_NAME)
+#undef RECAP_X_NODE_NAME
+  };
+  return (unsigned)type < sizeof names / sizeof names[0] ? names[type] : "unknown";
+}
+
+/* A kernel name inside a quoted DOT string. */
+static void dot_quoted(FILE *out, const char *text) {
+  for (; *text; text++) {
+    if (*text == '"' || *text == '\\') fputc('\\', out);
+    fputc(*text, out);
+  }
+}
+
+/* The fake's own DOT: one simple statement per node, the handles in statements of their own
+ * (as the driver's verbose dump shows them, "node handle | 0x..."), then the edges. */
+static void write_simple_dot(FILE *out, const fake_graph_t *g) {
+  fprintf(out, "digraph fake {\n");
+  for (size_t i = 0; i < g->nodes.count; i++) {
+    const fake_node_t *n = &g->nodes.v[i];
+    fprintf(out, "  n%zu [label=\"%zu: %s", i, i, node_type_text(n->type));
+    if (n->name) {
+      fputc(' ', out);
+      dot_quoted(out, n->name);
+    }
+    fprintf(out, "\"];\n");
+  }
+  for (size_t i = 0; i < g->nodes.count; i++)
+    fprintf(out, "  n%zu [comment=\"node handle | 0x%016llX\"];\n", i,
+            (unsigned long long)g->nodes.v[i].handle);
+  for (size_t i = 0; i < g->nodes.count; i++)
+    if (g->nodes.v[i].dep) fprintf(out, "  n%zu -> n%zu;\n", g->nodes.v[i].dep - 1, i);
+  fprintf(out, "}\n");
+}
+
+/* The shape of cudaGraphDebugDotPrint's verbose output (CUDA 12 and 13): a cluster per graph,
+ * quoted node ids, record labels spanning several lines with escaped angle brackets, and each
+ * node's handle in a "node handle" field. */
+static void write_driver_style_dot(FILE *out, const fake_graph_t *g) {
+  fputs("digraph dot {\nsubgraph cluster_1 {\nlabel=\"graph_1\" graph[style=\"dashed\"];\n", out);
+  for (size_t i = 0; i < g->nodes.count; i++) {
+    const fake_node_t *n = &g->nodes.v[i];
+    fprintf(out, "\"graph_1_node_%zu\"[style=\"bold\" shape=\"record\" label=\"{%s\n", i,
+            n->type == RECAP_NODE_KERNEL ? "KERNEL" : "MEMCPY");
+    fprintf(out, "| {ID | %zu (topoId: %zu) | ", i, g->nodes.count - i);
+    if (n->name) dot_quoted(out, n->name);
+    fputs("\\<\\<\\<1,1,0\\>\\>\\>}\n", out);
+    fprintf(out, "| {{node handle | func handle} | {0x%016llX | 0x%016llX}}\n",
+            (unsigned long long)n->handle, (unsigned long long)n->handle + 8);
+    fputs(
+        "| {accessPolicyWindow | {base_ptr | num_bytes | hitRatio | hitProp | missProp} | "
+        "{0x0000000000000000 | 0 | 0.000000 | N | N}}\n}\"];\n",
+        out);
+  }
+  for (size_t i = 0; i < g->nodes.count; i++)
+    if (g->nodes.v[i].dep)
+      fprintf(out, "\"graph_1_node_%zu\" -> \"graph_1_node_%zu\" [headlabel=0];\n",
+              g->nodes.v[i].dep - 1, i);
+  fputs("}\n}\n", out);
+}
+
+void recap__fake_dot_driver_style(bool on) {
+  pthread_mutex_lock(&recap__fake.lock);
+  recap__fake.dot_driver_style = on;
+  pthread_mutex_unlock(&recap__fake.lock);
+}
+
+recap_status_t recap__fake_op_graph_debug_dot(recap_cuda_graph_t graph, const char *path) {
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  fake_graph_t *g = recap__fake_graph_find(graph);
+  if (!path || !path[0]) {
+    recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT,
+                     "cudaGraphDebugDotPrint: path is NULL or empty");
+  } else if (!g) {
+    recap__fake_note_bad_graph(&f, "cudaGraphDebugDotPrint", (const void *)graph, "graph");
+  } else {
+    FILE *out = fopen(path, "w");
+    if (!out) {
+      recap__fake_note(&f, RECAP_ERROR_IO, "cudaGraphDebugDotPrint: cannot write \"%s\": %s", path,
+                       strerror(errno));
+    } else {
+      if (recap__fake.dot_driver_style)
+        write_driver_style_dot(out, g);
+      else
+        write_simple_dot(out, g);
+      if (ferror(out) | (fclose(out) != 0))
+        recap__fake_note(&f, RECAP_ERROR_IO, "cudaGraphDebugDotPrint: writing \"%s\" failed", path);
+    }
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
+/* ---- inspection ------------------------------------------------------------------------- */
+
+recap_status_t recap__fake_op_graph_inspect(recap_cuda_graph_t graph, recap_graph_info_t *info) {
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  fake_graph_t *g = recap__fake_graph_find(graph);
+  if (!info) {
+    recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT, "graph inspection: info is NULL");
+  } else if (!g) {
+    recap__fake_note_bad_graph(&f, "cudaGraphGetNodes", (const void *)graph, "graph");
+  } else if (g->nodes.count > 0) {
+    size_t n = g->nodes.count;
+    bool ok = (info->nodes = calloc(n, sizeof *info->nodes)) != NULL;
+    if (ok) info->node_count = n;
+    /* Each node waits for at most one other: count the dependents first. */
+    for (size_t i = 0; ok && i < n; i++)
+      if (g->nodes.v[i].dep) info->nodes[g->nodes.v[i].dep - 1].dependent_count++;
+    for (size_t i = 0; ok && i < n; i++) {
+      const fake_node_t *src = &g->nodes.v[i];
+      recap_graph_node_t *dst = &info->nodes[i];
+      dst->type = src->type;
+      if (src->type == RECAP_NODE_KERNEL) {
+        for (int d = 0; d < 3; d++) dst->grid[d] = dst->block[d] = 1;
+        if (src->name && !(dst->kernel_name = recap__copy_string(src->name))) ok = false;
+      }
+      if (src->type == RECAP_NODE_MEMCPY || src->type == RECAP_NODE_MEMSET) dst->bytes = src->bytes;
+      if (ok && src->dep) {
+        if (!(dst->dependencies = malloc(sizeof *dst->dependencies)))
+          ok = false;
+        else {
+          dst->dependencies[0] = src->dep - 1;
+          dst->dependency_count = 1;
+          info->edge_count++;
+        }
+      }
+      if (ok && dst->dependent_count) {
+        if (!(dst->dependents = malloc(dst->dependent_count * sizeof *dst->dependents))) ok = false;
+        dst->dependent_count = 0; /* counted again as they are filled in below */
+      }
+    }
+    for (size_t i = 0; ok && i < n; i++)
+      if (g->nodes.v[i].dep) {
+        recap_graph_node_t *parent = &info->nodes[g->nodes.v[i].dep - 1];
+        parent->dependents[parent->dependent_count++] = i;
+      }
+    if (!ok) {
+      recap__graph_info_clear(info);
+      recap__fake_note(&f, RECAP_ERROR_OUT_OF_MEMORY, "graph inspection: out of host memory");
+    }
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
+/* ---- debug aids: node lists and what nodes read ----------------------------------------- */
+
+static recap__graph_node_t node_handle(const fake_node_t *n) {
+  return (recap__graph_node_t)(uintptr_t)n->handle;
+}
+
+/* The handles of nodes into a malloc'ed array; false when out of host memory. */
+static bool handles_of(const fake_nodes_t *nodes, recap__graph_node_t **out, size_t *count) {
+  *out = NULL;
+  *count = 0;
+  if (nodes->count == 0) return true;
+  recap__graph_node_t *list = malloc(nodes->count * sizeof *list);
+  if (!list) return false;
+  for (size_t i = 0; i < nodes->count; i++) list[i] = node_handle(&nodes->v[i]);
+  *out = list;
+  *count = nodes->count;
+  return true;
+}
+
+/* The capture's "graph" is the capture itself: the fake makes its graph only at the end. */
+recap_status_t recap__fake_op_capture_nodes(recap_stream_t stream, recap_cuda_graph_t *graph,
+                                            recap__graph_node_t **nodes, size_t *count) {
+  RECAP__ARG(graph && nodes && count, "capture node list: an out-parameter is NULL");
+  *graph = NULL;
+  *nodes = NULL;
+  *count = 0;
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  fake_stream_t *s = recap__fake_stream_of(stream);
+  if (!s) {
+    recap__fake_note_bad_stream(&f, "cudaStreamGetCaptureInfo", stream);
+  } else if (!s->capture || s->capture->invalidated) {
+    recap__fake_note(
+        &f, RECAP_ERROR_INVALID_USAGE,
+        "cudaStreamGetCaptureInfo(stream %p): the stream takes part in no active capture (%s)",
+        (void *)stream, s->capture ? "its capture was invalidated" : "not capturing");
+  } else if (!handles_of(&s->capture->nodes, nodes, count)) {
+    recap__fake_note(&f, RECAP_ERROR_OUT_OF_MEMORY,
+                     "capture node list: out of host memory in the fake");
+  } else {
+    *graph = (recap_cuda_graph_t)(void *)s->capture;
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
+recap_status_t recap__fake_op_graph_nodes(recap_cuda_graph_t graph, recap__graph_node_t **nodes,
+                                          size_t *count) {
+  RECAP__ARG(nodes && count, "graph node list: an out-parameter is NULL");
+  *nodes = NULL;
+  *count = 0;
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  fake_graph_t *g = recap__fake_graph_find(graph);
+  if (!g)
+    recap__fake_note_bad_graph(&f, "cudaGraphGetNodes", (const void *)graph, "graph");
+  else if (!handles_of(&g->nodes, nodes, count))
+    recap__fake_note(&f, RECAP_ERROR_OUT_OF_MEMORY,
+                     "graph node list: out of host memory in the fake");
+  return recap__fake_unlock_and_report(&f);
+}
+
+recap_status_t recap__fake_op_graph_reads_check(void) { return RECAP_SUCCESS; }
+
+static bool reads_push(recap__graph_read_t **v, size_t *count, size_t *cap, size_t node,
+                       const void *ptr, recap__read_kind_t kind) {
+  if (!ptr) return true;
+  if (*count == *cap) {
+    size_t grown_cap = *cap ? *cap * 2 : 16;
+    recap__graph_read_t *grown = realloc(*v, grown_cap * sizeof *grown);
+    if (!grown) return false;
+    *v = grown;
+    *cap = grown_cap;
+  }
+  (*v)[(*count)++] = (recap__graph_read_t){node, ptr, kind};
+  return true;
+}
+
+recap_status_t recap__fake_op_graph_reads(recap_cuda_graph_t graph, recap__graph_read_t **reads,
+                                          size_t *count) {
+  RECAP__ARG(reads && count, "graph reads: an out-parameter is NULL");
+  *reads = NULL;
+  *count = 0;
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  fake_graph_t *g = recap__fake_graph_find(graph);
+  recap__graph_read_t *v = NULL;
+  size_t n = 0, cap = 0;
+  bool ok = true;
+  if (!g) {
+    recap__fake_note_bad_graph(&f, "graph reads", (const void *)graph, "graph");
+  } else {
+    for (size_t i = 0; ok && i < g->nodes.count; i++) {
+      const fake_node_t *node = &g->nodes.v[i];
+      for (size_t k = 0; ok && k < node->arg_count; k++)
+        ok = reads_push(&v, &n, &cap, i, node->args[k], RECAP__READ_KERNEL_ARG);
+      if (node->type == RECAP_NODE_MEMCPY)
+        ok = ok && reads_push(&v, &n, &cap, i, node->src, RECAP__READ_COPY_SRC) &&
+             reads_push(&v, &n, &cap, i, node->dst, RECAP__READ_COPY_DST);
+      else if (node->type == RECAP_NODE_MEMSET)
+        ok = ok && reads_push(&v, &n, &cap, i, node->dst, RECAP__READ_MEMSET_DST);
+    }
+    if (!ok) {
+      free(v);
+      v = NULL;
+      n = 0;
+      recap__fake_note(&f, RECAP_ERROR_OUT_OF_MEMORY,
+                       "graph reads: out of host memory in the fake");
+    }
+  }
+  *reads = v;
+  *count = n;
+  return recap__fake_unlock_and_report(&f);
+}

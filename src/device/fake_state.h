@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * fake_state.h — the CPU fake device's private state, shared by its files (fake*.c) only.
+ *
+ * All state lives in one struct, recap__fake, behind one mutex. What CUDA keeps per thread, the
+ * current device and the capture mode of cudaThreadExchangeStreamCaptureMode, is thread-local
+ * here too. Every function declared below that touches the state is called with the lock held;
+ * error messages are noted under the lock (recap__fake_note) and recorded as the thread's last
+ * error after it is released (recap__fake_unlock_and_report), so that a log callback that calls
+ * back into recap cannot deadlock.
+ *
+ * The files: fake.c (the state, failures, the ops table, reset and counters), fake_memory.c
+ * (devices and memory), fake_stream.c (streams, events, copies and the launch controls),
+ * fake_capture.c (captures and graphs), fake_inspect.c (DOT, inspection, node lists and what
+ * nodes read), fake_rng.c (random numbers), fake_fault.c (fault injection).
+ */
+#ifndef RECAP_FAKE_STATE_H
+#define RECAP_FAKE_STATE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "device/fake.h"
+#include "device/rng_launch.h"
+
+/* ---- configuration ---------------------------------------------------------------------- */
+
+/* cudaMalloc gives at least 256-byte alignment; 512 matches the allocator's rounding. */
+enum { FAKE_ALIGNMENT = 512 };
+
+#if SIZE_MAX > 0xFFFFFFFFu
+#  define FAKE_DEFAULT_MEMORY ((size_t)64 << 30) /* 64 GiB of address room */
+#else
+#  define FAKE_DEFAULT_MEMORY ((size_t)1 << 30)
+#endif
+
+#define FAKE_EVENT_MAGIC 0x66616b65u /* "fake" */
+#define FAKE_NODE_HANDLE_BASE 0x7e0000000000ull
+#define FAKE_EVENT_DEAD 0xdeadbeefu
+
+/* ---- objects ---------------------------------------------------------------------------- */
+
+/* A node of a capture or of a fake graph. */
+typedef struct fake_node {
+  recap_node_type_t type;
+  char *name;      /* kernels: the name given at launch (malloc'ed); NULL otherwise */
+  size_t dep;      /* 1 + index of the node this one waits for; 0: none */
+  uint64_t handle; /* its recap__graph_node_t, unique in the process, the same in the capture
+                      and in the graph made from it */
+  /* What the node reads (input-liveness checks): a kernel's pointer arguments (malloc'ed),
+   * a copy's ends, a memset's destination. */
+  const void **args;
+  size_t arg_count;
+  const void *src, *dst;
+  size_t bytes; /* memcpy and memset: the bytes copied or set, as graph_inspect reports them */
+} fake_node_t;
+
+typedef struct fake_nodes {
+  fake_node_t *v;
+  size_t count, cap;
+} fake_nodes_t;
+
+typedef struct fake_capture {
+  uint64_t id;
+  recap__capture_mode_t mode;
+  pthread_t thread; /* the thread that began it, for the thread-local rules */
+  bool invalidated;
+  struct fake_stream *origin;
+  fake_nodes_t nodes; /* the work captured so far */
+  struct fake_capture *next;
+} fake_capture_t;
+
+typedef struct fake_stream {
+  uint64_t enqueued;
+  uint64_t completed;
+  fake_capture_t *capture; /* the capture this stream takes part in, or NULL */
+  size_t tail;             /* in that capture, 1 + index of this stream's last node; 0: none */
+  struct fake_stream *next;
+} fake_stream_t;
+
+/* What stream_end_capture hands out as a recap_cuda_graph_t. */
+typedef struct fake_graph {
+  fake_nodes_t nodes;
+  struct fake_graph *next;
+} fake_graph_t;
+
+/* What graph_instantiate hands out as a recap_cuda_graph_exec_t. */
+typedef struct fake_exec {
+  size_t node_count;
+  uint64_t launches;
+  struct fake_exec *next;
+} fake_exec_t;
+
+struct recap__event {
+  uint32_t magic;
+  fake_stream_t *stream; /* where it was last recorded; NULL: never recorded or stream gone */
+  uint64_t item;         /* the work item its record enqueued on stream */
+  struct recap__event *prev, *next;
+};
+
+/* A live raw allocation, in an open-addressing table keyed by pointer. */
+typedef struct fake_block {
+  void *ptr; /* NULL: empty slot */
+  size_t size;
+  int device;
+} fake_block_t;
+
+/* A failure noted under the lock and recorded as the thread's last error after it. */
+typedef struct fake_failure {
+  recap_status_t status;
+  char message[512];
+} fake_failure_t;
+
+/* ---- the state -------------------------------------------------------------------------- */
+
+typedef struct fake_state {
+  pthread_mutex_t lock;
+  bool configured;
+  int device_count;
+  size_t capacity;
+  size_t in_use[RECAP__FAKE_MAX_DEVICES];
+  int compute_capability; /* the devices' major * 10 + minor */
+  bool no_kernel_image;   /* recap's kernels have no image for that compute capability */
+
+  fake_block_t *blocks; /* capacity blocks_cap, a power of two; at most half full */
+  size_t blocks_cap;
+  size_t blocks_count;
+
+  fake_stream_t legacy; /* the legacy default stream, handle NULL */
+  fake_stream_t *streams;
+  struct recap__event *events;
+  int64_t live_events;
+  fake_capture_t *captures;
+  uint64_t next_capture_id;
+  fake_graph_t *graphs;
+  int64_t live_graphs;
+  fake_exec_t *execs;
+  int64_t live_execs;
+  uint64_t graph_launches;
+  uint64_t next_node_handle; /* never reset, so that no two nodes ever share a handle */
+  bool dot_driver_style;     /* graph_debug_dot mimics the driver's verbose record format */
+  /* Eager rng_write_state and rng_launch calls since the process started (never reset). */
+  uint64_t rng_state_writes, rng_launches;
+
+  uint64_t calls[RECAP__FAKE_FAULT_KINDS];
+  uint64_t fail_countdown[RECAP__FAKE_FAULT_KINDS]; /* 0: disarmed */
+} fake_state_t;
+
+extern fake_state_t recap__fake;
+extern _Thread_local int recap__fake_tl_device;
+extern _Thread_local recap__capture_mode_t recap__fake_tl_capture_mode;
+
+/* ---- failures (fake.c) ------------------------------------------------------------------ */
+
+/* Note a failure in *f (formatted now, recorded later); returns status. */
+recap_status_t recap__fake_note(fake_failure_t *f, recap_status_t status, const char *fmt, ...)
+    RECAP__PRINTF(3, 4);
+/* Release the lock, then record *f as the thread's last error if it holds a failure. */
+recap_status_t recap__fake_unlock_and_report(fake_failure_t *f);
+/* "global", "thread-local" or "relaxed". */
+const char *recap__fake_mode_name(recap__capture_mode_t mode);
+/* Apply cfg (NULL: defaults); recap__fake_ensure_configured applies the defaults once. */
+void recap__fake_configure(const recap__fake_config_t *cfg);
+void recap__fake_ensure_configured(void);
+
+/* ---- fault injection (fake_fault.c) ----------------------------------------------------- */
+
+/* Count a call of kind and say whether an armed fault makes this one fail. */
+bool recap__fake_count_call(recap__fake_fault_t kind);
+/* The failure of an injected fault into the call of kind just counted; what names the call. */
+recap_status_t recap__fake_note_injected(fake_failure_t *f, const char *call,
+                                         recap__fake_fault_t kind, const char *what);
+
+/* ---- streams (fake_stream.c) ------------------------------------------------------------ */
+
+/* The fake stream of handle (NULL: the legacy stream), or NULL when it is not one. */
+fake_stream_t *recap__fake_stream_of(recap_stream_t handle);
+/* The fake's answer to a stream handle it does not know, worded as CUDA's error. */
+recap_status_t recap__fake_note_bad_stream(fake_failure_t *f, const char *call,
+                                           recap_stream_t stream);
+
+/* ---- captures and graphs (fake_capture.c) ----------------------------------------------- */
+
+/* The captures that forbid a potentially unsafe call from the calling thread (see there);
+ * with invalidate they are marked invalidated. Returns how many, and the first. */
+int recap__fake_forbidding_captures(bool invalidate, fake_capture_t **first);
+/* The failure of such a call (cudaErrorStreamCaptureUnsupported); invalidates the captures. */
+recap_status_t recap__fake_note_forbidden(fake_failure_t *f, const char *call);
+/* The failure of a call refused on stream s, which takes part in a capture. */
+recap_status_t recap__fake_note_capturing_stream(fake_failure_t *f, const char *call,
+                                                 const fake_stream_t *s, bool invalidates);
+/* The failure for a graph handle that is not a live fake one; what: "graph" or "executable
+ * graph". */
+recap_status_t recap__fake_note_bad_graph(fake_failure_t *f, const char *call, const void *graph,
+                                          const char *what);
+/* Append a node for work launched on s, which takes part in a capture; false when out of host
+ * memory. An invalidated capture records nothing more. */
+bool recap__fake_capture_append(fake_stream_t *s, recap_node_type_t type, const char *name);
+/* Enqueue work on s: in a capture, one node of the given type and name (it does not run);
+ * otherwise `items` work items. *eager says which (false on failure too). */
+recap_status_t recap__fake_enqueue(fake_failure_t *f, fake_stream_t *s, const char *call,
+                                   recap_node_type_t type, const char *name, uint64_t items,
+                                   bool *eager);
+void recap__fake_nodes_free(fake_nodes_t *nodes);
+fake_graph_t *recap__fake_graph_find(recap_cuda_graph_t handle);
+
+/* ---- the seam's functions, one file per concern (the table is in fake.c) ---------------- */
+
+/* fake_memory.c */
+recap_status_t recap__fake_op_device_count(int *count);
+recap_status_t recap__fake_op_get_device(int *device);
+recap_status_t recap__fake_op_set_device(int device);
+recap_status_t recap__fake_op_raw_malloc(void **ptr, size_t size);
+recap_status_t recap__fake_op_raw_free(void *ptr);
+recap_status_t recap__fake_op_mem_get_info(size_t *free_bytes, size_t *total_bytes);
+/* fake_stream.c */
+recap_status_t recap__fake_op_device_synchronize(void);
+recap_status_t recap__fake_op_event_create(recap__event_t *event);
+recap_status_t recap__fake_op_event_destroy(recap__event_t event);
+recap_status_t recap__fake_op_event_record(recap__event_t event, recap_stream_t stream);
+recap_status_t recap__fake_op_event_query(recap__event_t event, bool *done);
+recap_status_t recap__fake_op_event_synchronize(recap__event_t event);
+recap_status_t recap__fake_op_stream_create(recap_stream_t *stream);
+recap_status_t recap__fake_op_stream_destroy(recap_stream_t stream);
+recap_status_t recap__fake_op_stream_synchronize(recap_stream_t stream);
+recap_status_t recap__fake_op_memcpy_async(void *dst, const void *src, size_t bytes,
+                                           recap_stream_t stream);
+recap_status_t recap__fake_op_stream_capture_info(recap_stream_t stream,
+                                                  recap__capture_status_t *status,
+                                                  uint64_t *capture_id);
+recap_status_t recap__fake_op_exchange_capture_mode(recap__capture_mode_t *mode);
+/* fake_capture.c */
+recap_status_t recap__fake_op_stream_begin_capture(recap_stream_t stream,
+                                                   recap__capture_mode_t mode);
+recap_status_t recap__fake_op_stream_end_capture(recap_stream_t stream, recap_cuda_graph_t *graph);
+recap_status_t recap__fake_op_graph_instantiate(recap_cuda_graph_exec_t *exec,
+                                                recap_cuda_graph_t graph);
+recap_status_t recap__fake_op_graph_launch(recap_cuda_graph_exec_t exec, recap_stream_t stream);
+recap_status_t recap__fake_op_graph_destroy(recap_cuda_graph_t graph);
+recap_status_t recap__fake_op_graph_exec_destroy(recap_cuda_graph_exec_t exec);
+recap_status_t recap__fake_op_graph_node_count(recap_cuda_graph_t graph, size_t *count);
+/* fake_inspect.c */
+recap_status_t recap__fake_op_graph_debug_dot(recap_cuda_graph_t graph, const char *path);
+recap_status_t recap__fake_op_graph_inspect(recap_cuda_graph_t graph, recap_graph_info_t *info);
+recap_status_t recap__fake_op_capture_nodes(recap_stream_t stream, recap_cuda_graph_t *graph,
+                                            recap__graph_node_t **nodes, size_t *count);
+recap_status_t recap__fake_op_graph_nodes(recap_cuda_graph_t graph, recap__graph_node_t **nodes,
+                                          size_t *count);
+recap_status_t recap__fake_op_graph_reads_check(void);
+recap_status_t recap__fake_op_graph_reads(recap_cuda_graph_t graph, recap__graph_read_t **reads,
+                                          size_t *count);
+/* fake_rng.c */
+recap_status_t recap__fake_op_rng_write_state(recap_stream_t stream, uint64_t *state, uint64_t seed,
+                                              uint64_t offset);
+recap_status_t recap__fake_op_rng_launch(const recap__rng_launch_t *launch);
+
+#endif /* RECAP_FAKE_STATE_H */

@@ -1,0 +1,376 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * fake_stream.c — the CPU fake device's streams and events. A stream is a pair of counters,
+ * work items enqueued and completed, that the test moves by hand; an event remembers the stream
+ * and the item its record enqueued, and is done once that item completed. Also the copies,
+ * capture queries and capture mode of a stream, device-wide synchronisation, and the test
+ * controls that launch work on a stream.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "device/fake_state.h"
+
+/* ---- handles ---------------------------------------------------------------------------- */
+
+fake_stream_t *recap__fake_stream_of(recap_stream_t handle) {
+  if (!handle) return &recap__fake.legacy;
+  for (fake_stream_t *s = recap__fake.streams; s; s = s->next)
+    if ((recap_stream_t)s == handle) return s;
+  return NULL;
+}
+
+/* Event handles come from recap's own code, so a magic word suffices to catch a mix-up; a
+ * destroyed event read here is a use after free that the sanitizers report. */
+static bool event_valid(recap__event_t e) { return e && e->magic == FAKE_EVENT_MAGIC; }
+
+/* The fake's answers to a handle it does not know, worded as CUDA's errors. */
+recap_status_t recap__fake_note_bad_stream(fake_failure_t *f, const char *call,
+                                           recap_stream_t stream) {
+  return recap__fake_note(
+      f, RECAP_ERROR_CUDA,
+      "%s: invalid resource handle (cudaErrorInvalidResourceHandle): %p is not a fake "
+      "stream",
+      call, (void *)stream);
+}
+
+static recap_status_t note_bad_event(fake_failure_t *f, const char *call, recap__event_t event) {
+  return recap__fake_note(
+      f, RECAP_ERROR_CUDA,
+      "%s: invalid resource handle (cudaErrorInvalidResourceHandle): %p is not a live "
+      "fake event",
+      call, (void *)event);
+}
+
+/* ---- events ----------------------------------------------------------------------------- */
+
+recap_status_t recap__fake_op_event_create(recap__event_t *event) {
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_EVENT_CREATE);
+  if (event) *event = NULL;
+  if (inject) {
+    recap__fake_note_injected(&f, "cudaEventCreateWithFlags", RECAP__FAKE_FAULT_EVENT_CREATE,
+                              "event creation");
+  } else if (!event) {
+    recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaEventCreateWithFlags: event is NULL");
+  } else {
+    struct recap__event *e = calloc(1, sizeof *e);
+    if (!e) {
+      recap__fake_note(
+          &f, RECAP_ERROR_CUDA,
+          "cudaEventCreateWithFlags: out of memory (cudaErrorMemoryAllocation): no host memory "
+          "for a fake event");
+    } else {
+      e->magic = FAKE_EVENT_MAGIC;
+      e->next = recap__fake.events;
+      if (recap__fake.events) recap__fake.events->prev = e;
+      recap__fake.events = e;
+      recap__fake.live_events++;
+      *event = e;
+    }
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
+recap_status_t recap__fake_op_event_destroy(recap__event_t event) {
+  fake_failure_t f = {0};
+  if (!event)
+    return recap__error(RECAP_ERROR_INVALID_ARGUMENT, "cudaEventDestroy: the event is NULL");
+  pthread_mutex_lock(&recap__fake.lock);
+  if (!event_valid(event)) {
+    note_bad_event(&f, "cudaEventDestroy", event);
+  } else {
+    if (event->prev)
+      event->prev->next = event->next;
+    else
+      recap__fake.events = event->next;
+    if (event->next) event->next->prev = event->prev;
+    event->magic = FAKE_EVENT_DEAD;
+    free(event);
+    recap__fake.live_events--;
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
+recap_status_t recap__fake_op_event_record(recap__event_t event, recap_stream_t stream) {
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_EVENT_RECORD);
+  fake_stream_t *s = recap__fake_stream_of(stream);
+  if (inject) {
+    recap__fake_note_injected(&f, "cudaEventRecord", RECAP__FAKE_FAULT_EVENT_RECORD,
+                              "event record");
+  } else if (!event) {
+    recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaEventRecord: the event is NULL");
+  } else if (!event_valid(event)) {
+    note_bad_event(&f, "cudaEventRecord", event);
+  } else if (!s) {
+    recap__fake_note_bad_stream(&f, "cudaEventRecord", stream);
+  } else if (s->capture) {
+    /* CUDA would turn the record into a graph node; an allocator must never rely on that. */
+    recap__fake_note_capturing_stream(&f, "cudaEventRecord", s, false);
+  } else {
+    s->enqueued++;
+    event->stream = s;
+    event->item = s->enqueued;
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
+/* Checks shared by query and synchronize; RECAP_SUCCESS when the event may be waited on. */
+static recap_status_t check_event_wait(fake_failure_t *f, recap__event_t event, const char *call) {
+  if (!event)
+    return recap__fake_note(f, RECAP_ERROR_INVALID_ARGUMENT, "%s: the event is NULL", call);
+  if (!event_valid(event)) return note_bad_event(f, call, event);
+  if (event->stream && event->stream->capture) {
+    /* Waiting on work of a capturing stream is illegal and invalidates its capture. */
+    event->stream->capture->invalidated = true;
+    return recap__fake_note_capturing_stream(f, call, event->stream, true);
+  }
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap__fake_op_event_query(recap__event_t event, bool *done) {
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  if (!done) {
+    recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaEventQuery: done is NULL");
+  } else if (check_event_wait(&f, event, "cudaEventQuery") == RECAP_SUCCESS) {
+    /* An event never recorded (or whose stream is gone, its work finished) is done. */
+    *done = !event->stream || event->stream->completed >= event->item;
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
+recap_status_t recap__fake_op_event_synchronize(recap__event_t event) {
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  if (check_event_wait(&f, event, "cudaEventSynchronize") == RECAP_SUCCESS && event->stream &&
+      event->stream->completed < event->item)
+    event->stream->completed = event->item;
+  return recap__fake_unlock_and_report(&f);
+}
+
+/* ---- streams ---------------------------------------------------------------------------- */
+
+static fake_stream_t *stream_new_locked(void) {
+  fake_stream_t *s = calloc(1, sizeof *s);
+  if (!s) return NULL;
+  s->next = recap__fake.streams;
+  recap__fake.streams = s;
+  return s;
+}
+
+recap_status_t recap__fake_op_stream_create(recap_stream_t *stream) {
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_STREAM_CREATE);
+  if (stream) *stream = NULL;
+  if (inject) {
+    recap__fake_note_injected(&f, "cudaStreamCreateWithFlags", RECAP__FAKE_FAULT_STREAM_CREATE,
+                              "stream creation");
+  } else if (!stream) {
+    recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaStreamCreateWithFlags: stream is NULL");
+  } else {
+    fake_stream_t *s = stream_new_locked();
+    if (!s)
+      recap__fake_note(
+          &f, RECAP_ERROR_CUDA,
+          "cudaStreamCreateWithFlags: out of memory (cudaErrorMemoryAllocation): no host memory "
+          "for a fake stream");
+    else
+      *stream = (recap_stream_t)s;
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
+recap_status_t recap__fake_op_stream_destroy(recap_stream_t stream) {
+  fake_failure_t f = {0};
+  if (!stream)
+    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                        "cudaStreamDestroy: the legacy default stream cannot be destroyed");
+  pthread_mutex_lock(&recap__fake.lock);
+  fake_stream_t **link = &recap__fake.streams;
+  while (*link && (recap_stream_t)*link != stream) link = &(*link)->next;
+  fake_stream_t *s = *link;
+  if (!s) {
+    recap__fake_note_bad_stream(&f, "cudaStreamDestroy", stream);
+  } else if (s->capture) {
+    s->capture->invalidated = true;
+    recap__fake_note_capturing_stream(&f, "cudaStreamDestroy", s, true);
+  } else {
+    /* CUDA finishes the work of a destroyed stream, so events recorded on it become done. */
+    for (struct recap__event *e = recap__fake.events; e; e = e->next)
+      if (e->stream == s) e->stream = NULL;
+    *link = s->next;
+    free(s);
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
+recap_status_t recap__fake_op_stream_synchronize(recap_stream_t stream) {
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  fake_stream_t *s = recap__fake_stream_of(stream);
+  if (!s) {
+    recap__fake_note_bad_stream(&f, "cudaStreamSynchronize", stream);
+  } else if (s->capture) {
+    s->capture->invalidated = true;
+    recap__fake_note_capturing_stream(&f, "cudaStreamSynchronize", s, true);
+  } else {
+    s->completed = s->enqueued;
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
+/* Eagerly the copy happens at once (the fake's device memory is host memory); in a capture it
+ * becomes a memcpy node, which, like every fake node, does nothing when the graph replays. */
+recap_status_t recap__fake_op_memcpy_async(void *dst, const void *src, size_t bytes,
+                                           recap_stream_t stream) {
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  fake_stream_t *s = recap__fake_stream_of(stream);
+  if (!s) {
+    recap__fake_note_bad_stream(&f, "cudaMemcpyAsync", stream);
+  } else if ((!dst || !src) && bytes) {
+    recap__fake_note(&f, RECAP_ERROR_CUDA,
+                     "cudaMemcpyAsync: invalid argument (cudaErrorInvalidValue)");
+  } else if (s->capture) {
+    if (!recap__fake_capture_append(s, RECAP_NODE_MEMCPY, NULL))
+      recap__fake_note(&f, RECAP_ERROR_OUT_OF_MEMORY,
+                       "cudaMemcpyAsync: out of host memory in the fake");
+    else if (!s->capture->invalidated) {
+      fake_node_t *node = &s->capture->nodes.v[s->tail - 1];
+      node->src = src;
+      node->dst = dst;
+      node->bytes = bytes;
+    }
+  } else {
+    if (bytes) memmove(dst, src, bytes);
+    s->enqueued++;
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
+recap_status_t recap__fake_op_stream_capture_info(recap_stream_t stream,
+                                                  recap__capture_status_t *status,
+                                                  uint64_t *capture_id) {
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  fake_stream_t *s = recap__fake_stream_of(stream);
+  if (!status) {
+    recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaStreamGetCaptureInfo: status is NULL");
+  } else if (!s) {
+    recap__fake_note_bad_stream(&f, "cudaStreamGetCaptureInfo", stream);
+  } else if (!s->capture) {
+    *status = RECAP__CAPTURE_NONE;
+    if (capture_id) *capture_id = 0;
+  } else {
+    *status = s->capture->invalidated ? RECAP__CAPTURE_INVALIDATED : RECAP__CAPTURE_ACTIVE;
+    if (capture_id) *capture_id = s->capture->id;
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
+recap_status_t recap__fake_op_exchange_capture_mode(recap__capture_mode_t *mode) {
+  RECAP__ARG(mode, "cudaThreadExchangeStreamCaptureMode: mode is NULL");
+  RECAP__ARG(*mode == RECAP__CAPTURE_MODE_GLOBAL || *mode == RECAP__CAPTURE_MODE_THREAD_LOCAL ||
+                 *mode == RECAP__CAPTURE_MODE_RELAXED,
+             "cudaThreadExchangeStreamCaptureMode: invalid argument (cudaErrorInvalidValue): "
+             "mode %d is not a capture mode",
+             (int)*mode);
+  recap__capture_mode_t old = recap__fake_tl_capture_mode;
+  recap__fake_tl_capture_mode = *mode;
+  *mode = old;
+  return RECAP_SUCCESS;
+}
+
+/* ---- the whole device ------------------------------------------------------------------- */
+
+recap_status_t recap__fake_op_device_synchronize(void) {
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  fake_capture_t *first;
+  if (recap__fake_forbidding_captures(false, &first) > 0) {
+    recap__fake_note_forbidden(&f, "cudaDeviceSynchronize");
+  } else {
+    recap__fake.legacy.completed = recap__fake.legacy.enqueued;
+    for (fake_stream_t *s = recap__fake.streams; s; s = s->next) s->completed = s->enqueued;
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
+/* ---- test controls: streams and the work launched on them ------------------------------- */
+
+recap_stream_t recap__fake_stream_new(void) {
+  pthread_mutex_lock(&recap__fake.lock);
+  fake_stream_t *s = stream_new_locked();
+  pthread_mutex_unlock(&recap__fake.lock);
+  if (!s) abort(); /* a test control: no host memory for a few bytes leaves nothing to test */
+  return (recap_stream_t)s;
+}
+
+void recap__fake_stream_complete(recap_stream_t stream) {
+  pthread_mutex_lock(&recap__fake.lock);
+  fake_stream_t *s = recap__fake_stream_of(stream);
+  if (s) s->completed = s->enqueued;
+  pthread_mutex_unlock(&recap__fake.lock);
+}
+
+void recap__fake_launch_kernel(recap_stream_t stream, const char *name) {
+  pthread_mutex_lock(&recap__fake.lock);
+  fake_stream_t *s = recap__fake_stream_of(stream);
+  bool ok = true;
+  /* Work launched on a capturing stream goes into the graph; it does not run. */
+  if (s && s->capture)
+    ok = recap__fake_capture_append(s, RECAP_NODE_KERNEL, name ? name : "fake_kernel");
+  else if (s)
+    s->enqueued++;
+  pthread_mutex_unlock(&recap__fake.lock);
+  if (!ok) abort(); /* a test control: see recap__fake_stream_new */
+}
+
+void recap__fake_stream_enqueue(recap_stream_t stream) { recap__fake_launch_kernel(stream, NULL); }
+
+void recap__fake_launch_kernel_args(recap_stream_t stream, const char *name,
+                                    const void *const *args, size_t n) {
+  pthread_mutex_lock(&recap__fake.lock);
+  fake_stream_t *s = recap__fake_stream_of(stream);
+  bool ok = true;
+  if (s && s->capture) {
+    ok = recap__fake_capture_append(s, RECAP_NODE_KERNEL, name ? name : "fake_kernel");
+    if (ok && !s->capture->invalidated && n > 0) {
+      fake_node_t *node = &s->capture->nodes.v[s->tail - 1];
+      node->args = malloc(n * sizeof *node->args);
+      ok = node->args != NULL;
+      if (ok) {
+        for (size_t i = 0; i < n; i++) node->args[i] = args[i];
+        node->arg_count = n;
+      }
+    }
+  } else if (s) {
+    s->enqueued++;
+  }
+  pthread_mutex_unlock(&recap__fake.lock);
+  if (!ok) abort(); /* a test control: see recap__fake_stream_new */
+}
+
+void recap__fake_memset_async(recap_stream_t stream, void *dst, int value, size_t bytes) {
+  pthread_mutex_lock(&recap__fake.lock);
+  fake_stream_t *s = recap__fake_stream_of(stream);
+  bool ok = true;
+  if (s && s->capture) {
+    ok = recap__fake_capture_append(s, RECAP_NODE_MEMSET, NULL);
+    if (ok && !s->capture->invalidated) {
+      fake_node_t *node = &s->capture->nodes.v[s->tail - 1];
+      node->dst = dst;
+      node->bytes = bytes; /* what cudaGraphMemsetNodeGetParams reports as width * elementSize */
+    }
+  } else if (s) {
+    if (dst && bytes) memset(dst, value, bytes); /* the fake's device memory is host memory */
+    s->enqueued++;
+  }
+  pthread_mutex_unlock(&recap__fake.lock);
+  if (!ok) abort();
+}
