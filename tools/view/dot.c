@@ -7,6 +7,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "view_internal.h"
 
@@ -177,7 +178,9 @@ int recap__view_save(const char *path, int (*write)(FILE *, void *), void *ctx, 
     write_error = fflush(out) != 0 || write_error;
   } else {
     write_error = fclose(out) != 0 || write_error;
-    if (write_error || rc != 0) remove(path);
+    /* Remove what was written, but only a file: never a device such as /dev/full. */
+    struct stat st;
+    if ((write_error || rc != 0) && stat(path, &st) == 0 && S_ISREG(st.st_mode)) remove(path);
   }
   if (write_error) {
     if (!saved) saved = errno ? errno : EIO;

@@ -210,7 +210,7 @@ int recap_view_write_html(FILE *out, recap_view_graph_t *g, const char *title, c
     html_escape(out, types[t].type);
     fprintf(out, "</td><td class=\"num\">%zu</td></tr>\n", types[t].count);
   }
-  fputs("</table>\n<p class=\"keys\">Drag to pan, wheel to zoom, F to fit, / to search; click a "
+  fputs("</table>\n<p class=\"keys\">Drag to pan, wheel to zoom, F to fit the graph, W its width, / to search; click a "
         "type to find its nodes.</p>\n"
         "<h2>Node</h2>\n<p id=\"hint\" class=\"hint\">Click a node to see all it holds.</p>\n"
         "<dl id=\"fields\"></dl>\n</aside>\n</main>\n"

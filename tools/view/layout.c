@@ -26,11 +26,11 @@
 #include "view_internal.h"
 
 enum {
-  GAP_X = 28,       /* between neighbours in a layer */
-  GAP_Y = 56,       /* between layers */
+  GAP_X = 24,       /* between neighbours in a layer */
+  GAP_Y = 36,       /* between layers */
   MARGIN = 24,      /* around the drawing */
-  PAD = 14,         /* inside a scope's rectangle, left, right and below */
-  LABEL_H = 22,     /* a scope's label, above its first layer */
+  PAD = 10,         /* inside a scope's rectangle, left, right and below */
+  LABEL_H = 20,     /* a scope's label, above its first layer */
   DUMMY_W = 12,     /* an edge passing through a layer */
   MIN_W = 120,
   MAX_W = 280,
@@ -586,7 +586,7 @@ static bool place_scope(layout_t *L, long within) {
         if (n->x < it->x + it->w + GAP_X) n->x = it->x + it->w + GAP_X;
       }
     }
-    for (int round = 0; round < 16; round++) {
+    for (int round = 0; round < 40; round++) {
       wishes(&P, want, weight);
       /* Left-packed towards the wishes, then right-packed, and the mean of the two. */
       for (size_t i = 0; i < count; i++) xf[i] = want[i];
@@ -604,7 +604,10 @@ static bool place_scope(layout_t *L, long within) {
           if (want[i] > limit) want[i] = limit;
         }
       }
-      for (size_t i = 0; i < count; i++) items[i].x = (xf[i] + want[i]) / 2.0;
+      /* Every item moves at once, so a full step would swing neighbours past each other;
+       * half a step (between feasible placements, so still feasible) settles. */
+      for (size_t i = 0; i < count; i++)
+        items[i].x = (items[i].x + (xf[i] + want[i]) / 2.0) / 2.0;
     }
     /* The block: from the leftmost to the rightmost item, with padding inside a scope. */
     double left = count ? INFINITY : 0, right = count ? -INFINITY : 0;

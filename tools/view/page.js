@@ -57,9 +57,9 @@
   var nodeElems = data.nodes.map(function (n) {
     var g = make('g', {'class': 'node', id: 'node-' + n.i, 'data-index': n.i}, layerNodes);
     make('rect', {x: n.x, y: n.y, width: n.w, height: n.h, rx: 6, fill: n.fill}, g);
-    var name = make('text', {x: n.x + n.w / 2, y: n.y + 18}, g);
+    var name = make('text', {x: n.x + n.w / 2, y: n.y + 17}, g);
     name.textContent = n.name;
-    var detail = make('text', {'class': 'detail', x: n.x + n.w / 2, y: n.y + 34}, g);
+    var detail = make('text', {'class': 'detail', x: n.x + n.w / 2, y: n.y + 32}, g);
     detail.textContent = '#' + n.i + (n.detail ? ' \u00b7 ' + n.detail : '');
     var title = make('title', {}, g);
     title.textContent = '#' + n.i + ' ' + n.type + (n.pretty ? '\n' + n.pretty : '') +
@@ -73,9 +73,12 @@
   function apply() {
     view.setAttribute('transform', 'translate(' + t.x + ',' + t.y + ') scale(' + t.k + ')');
   }
-  function fit() {
+  // The whole graph in the view; or, with byWidth, as wide as the view (at most life size) from
+  // the top, which keeps the text of a tall graph readable.
+  function fit(byWidth) {
     var w = canvas.clientWidth || 800, h = canvas.clientHeight || 600;
     var k = Math.min(w / data.width, h / data.height);
+    if (byWidth === true) k = Math.min(w / data.width, 1.25);
     t.k = Math.min(Math.max(k, 0.02), 2);
     t.x = (w - data.width * t.k) / 2;
     t.y = Math.max((h - data.height * t.k) / 2, 0);
@@ -120,8 +123,8 @@
   });
   // A click on the background (not the end of a drag) clears the selection.
   svg.addEventListener('click', function () { if (!dragged) select(null); });
-  window.addEventListener('resize', fit);
-  document.getElementById('fit').addEventListener('click', fit);
+  window.addEventListener('resize', function () { fit(); });
+  document.getElementById('fit').addEventListener('click', function () { fit(); });
   document.getElementById('zoom-in').addEventListener('click', function () {
     zoomAt(1.25, canvas.clientWidth / 2, canvas.clientHeight / 2);
   });
@@ -134,6 +137,7 @@
       return;
     }
     if (ev.key === 'f' || ev.key === '0') fit();
+    else if (ev.key === 'w') fit(true);
     else if (ev.key === '+' || ev.key === '=') zoomAt(1.25, canvas.clientWidth / 2, canvas.clientHeight / 2);
     else if (ev.key === '-') zoomAt(0.8, canvas.clientWidth / 2, canvas.clientHeight / 2);
     else if (ev.key === '/') { ev.preventDefault(); search.focus(); }
@@ -247,6 +251,9 @@
     });
   });
 
-  fit();
+  // A graph too tall to read whole starts as wide as the view, from the top.
+  var whole = Math.min((canvas.clientWidth || 800) / data.width,
+                       (canvas.clientHeight || 600) / data.height);
+  if (whole < 0.7) fit(true); else fit();
   root.setAttribute('data-recap-rendered', String(layerNodes.childNodes.length));
 })();

@@ -63,7 +63,7 @@ int recap__view_save(const char *path, int (*write)(FILE *, void *), void *ctx, 
 /* Geometry shared by the layout and the page, in drawing units (CSS pixels at zoom 1). */
 enum {
   RECAP__VIEW_NAME_CHARS = 34, /* the longest name drawn in a box */
-  RECAP__VIEW_NODE_H = 44,
+  RECAP__VIEW_NODE_H = 40,
 };
 
 #endif /* RECAP_VIEW_INTERNAL_H */
