@@ -75,7 +75,9 @@
   }
   // The whole graph in the view; or, with byWidth, as wide as the view (at most life size) from
   // the top, which keeps the text of a tall graph readable.
+  var fitted = null; // how the view was last fitted ('whole' or 'width'); null once moved by hand
   function fit(byWidth) {
+    fitted = byWidth === true ? 'width' : 'whole';
     var w = canvas.clientWidth || 800, h = canvas.clientHeight || 600;
     var k = Math.min(w / data.width, h / data.height);
     if (byWidth === true) k = Math.min(w / data.width, 1.25);
@@ -85,6 +87,7 @@
     apply();
   }
   function zoomAt(factor, cx, cy) {
+    fitted = null;
     var k = Math.min(Math.max(t.k * factor, 0.02), 8);
     t.x = cx - (cx - t.x) * (k / t.k);
     t.y = cy - (cy - t.y) * (k / t.k);
@@ -93,6 +96,7 @@
   }
   function centreOn(n) {
     var w = canvas.clientWidth, h = canvas.clientHeight;
+    fitted = null;
     if (t.k < 0.8) t.k = 0.8;
     t.x = w / 2 - (n.x + n.w / 2) * t.k;
     t.y = h / 2 - (n.y + n.h / 2) * t.k;
@@ -112,6 +116,7 @@
     if (!drag) return;
     var dx = ev.clientX - drag.x, dy = ev.clientY - drag.y;
     if (Math.abs(dx) + Math.abs(dy) > 3) drag.moved = true;
+    if (drag.moved) fitted = null;
     t.x = drag.tx + dx;
     t.y = drag.ty + dy;
     apply();
@@ -123,7 +128,8 @@
   });
   // A click on the background (not the end of a drag) clears the selection.
   svg.addEventListener('click', function () { if (!dragged) select(null); });
-  window.addEventListener('resize', function () { fit(); });
+  // A new window size keeps the last fit (a view moved by hand stays as it is).
+  window.addEventListener('resize', function () { if (fitted) fit(fitted === 'width'); });
   document.getElementById('fit').addEventListener('click', function () { fit(); });
   document.getElementById('zoom-in').addEventListener('click', function () {
     zoomAt(1.25, canvas.clientWidth / 2, canvas.clientHeight / 2);
