@@ -261,5 +261,8 @@
   var whole = Math.min((canvas.clientWidth || 800) / data.width,
                        (canvas.clientHeight || 600) / data.height);
   if (whole < 0.7) fit(true); else fit();
+  // A link to page.html#node-12 opens with node 12 selected.
+  var linked = /^#node-(\d+)$/.exec(window.location.hash);
+  if (linked && +linked[1] < data.nodes.length) select(+linked[1]);
   root.setAttribute('data-recap-rendered', String(layerNodes.childNodes.length));
 })();
