@@ -3,7 +3,7 @@
  * CPU fake device (written by recap_graph_info_json), and hand-written files for what the fake
  * cannot make (mangled names, annotations, copies) and for broken input.
  *
- * The tool is run as a separate process, as a user runs it; its path comes from the build
+ * The tool (tools/recap-graph, drawing with tools/view) is run as a separate process, as a user runs it; its path comes from the build
  * (RECAP_GRAPH_TOOL). Each test works in a temporary folder of its own.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -117,16 +117,18 @@ static void run_result_free(run_result_t *r) {
   free(r->err);
 }
 
-/* Run recap-graph with up to three arguments (NULL ends the list); stdout and stderr go to
+/* Run recap-graph with up to five arguments (NULL ends the list); stdout and stderr go to
  * files in the scratch folder and come back in the result. */
-static run_result_t run_tool(scratch_t *s, const char *a1, const char *a2, const char *a3) {
+static run_result_t run_tool5(scratch_t *s, const char *a1, const char *a2, const char *a3,
+                              const char *a4, const char *a5) {
   const char *out_path = scratch_path(s, "tool.stdout");
   const char *err_path = scratch_path(s, "tool.stderr");
   posix_spawn_file_actions_t actions;
   assert_int_equal(posix_spawn_file_actions_init(&actions), 0);
   posix_spawn_file_actions_addopen(&actions, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&actions, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  char *argv[] = {(char *)RECAP_GRAPH_TOOL, (char *)a1, (char *)a2, (char *)a3, NULL};
+  char *argv[] = {(char *)RECAP_GRAPH_TOOL, (char *)a1, (char *)a2, (char *)a3, (char *)a4,
+                  (char *)a5, NULL};
   pid_t pid;
   int rc = posix_spawn(&pid, RECAP_GRAPH_TOOL, &actions, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&actions);
@@ -136,6 +138,10 @@ static run_result_t run_tool(scratch_t *s, const char *a1, const char *a2, const
   run_result_t r = {WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1, read_file(out_path),
                     read_file(err_path)};
   return r;
+}
+
+static run_result_t run_tool(scratch_t *s, const char *a1, const char *a2, const char *a3) {
+  return run_tool5(s, a1, a2, a3, NULL, NULL);
 }
 
 /* Run the tool on input and expect success; the output file's text is returned. */
@@ -250,26 +256,30 @@ static void html_of_a_captured_graph(void **state) {
   ASSERT_LACKS(text, "<link");
   ASSERT_LACKS(text, " src=");
   ASSERT_LACKS(text, "@import");
-  /* The style and the script are inline. */
+  /* The style, the error hook, the drawing script and the data are inline. */
   ASSERT_CONTAINS(text, "<style>");
-  ASSERT_CONTAINS(text, "<script>");
-  /* The summary, the per-type counts, the drawing and the table. */
-  ASSERT_CONTAINS(text, "<b>5</b> nodes, <b>4</b> edges");
+  ASSERT_CONTAINS(text, "window.onerror=");
+  ASSERT_CONTAINS(text, "data-recap-rendered");
+  ASSERT_CONTAINS(text, "<script id=\"graph-data\" type=\"application/json\">");
+  /* The summary, the per-type counts, the drawing's place and its data. */
+  ASSERT_CONTAINS(text, "<b>5</b> nodes, <b>4</b> edges, 4 layers, 0 annotation scopes");
   ASSERT_CONTAINS(text, "kernel</td><td class=\"num\">4</td>");
   ASSERT_CONTAINS(text, "graph</td><td class=\"num\">1</td>");
-  ASSERT_CONTAINS(text, "<svg id=\"dag\"");
-  assert_int_equal(count_of(text, "<g class=\"node\""), 5);
-  assert_int_equal(count_of(text, "<path class=\"edge\""), 4);
-  ASSERT_CONTAINS(text, "data-from=\"0\" data-to=\"1\"");
-  ASSERT_CONTAINS(text, "data-from=\"1\" data-to=\"2\"");
-  ASSERT_CONTAINS(text, "data-from=\"1\" data-to=\"3\"");
-  ASSERT_CONTAINS(text, "data-from=\"2\" data-to=\"4\"");
-  ASSERT_CONTAINS(text, "<table id=\"nodes\">");
-  assert_int_equal(count_of(text, "<tr id=\"row-"), 5);
-  ASSERT_CONTAINS(text, ">side_kernel</td>");
-  /* Layers: first on top, second below it, third and side_kernel side by side, the child
-   * graph at the bottom: four layers. */
-  ASSERT_CONTAINS(text, "4 layers");
+  ASSERT_CONTAINS(text, "<svg id=\"graph\"");
+  assert_int_equal(count_of(text, "{\"i\":"), 5);
+  assert_int_equal(count_of(text, "{\"from\":"), 4);
+  ASSERT_CONTAINS(text, "{\"from\":0,\"to\":1,");
+  ASSERT_CONTAINS(text, "{\"from\":1,\"to\":2,");
+  ASSERT_CONTAINS(text, "{\"from\":1,\"to\":3,");
+  ASSERT_CONTAINS(text, "{\"from\":2,\"to\":4,");
+  ASSERT_CONTAINS(text, "\"type\":\"kernel\",\"name\":\"side_kernel\"");
+  ASSERT_CONTAINS(text, "\"type\":\"graph\",\"name\":\"graph\"");
+  /* Layers: first on top, second below it, third and side_kernel side by side in the third
+   * layer, the child graph at the bottom. */
+  ASSERT_CONTAINS(text, "\"name\":\"first\",\"detail\":\"grid 1x1x1 block 1x1x1\"");
+  ASSERT_CONTAINS(text, "\"layer\":2,\"kernel\":\"third\"");
+  ASSERT_CONTAINS(text, "\"layer\":2,\"kernel\":\"side_kernel\"");
+  ASSERT_CONTAINS(text, "\"layer\":3,\"kernel\":null");
   free(text);
   scratch_close(&s);
 }
@@ -291,8 +301,13 @@ static const char sample_json[] =
     "{\"index\":3,\"type\":\"memcpy\",\"kernel_name\":null,\"bytes\":1048576,"
     "\"annotation\":\"output\",\"tools_id\":20,\"dependencies\":[1,2],\"dependents\":[4]},"
     "{\"index\":4,\"type\":\"mystery\",\"kernel_name\":null,\"bytes\":0,\"annotation\":null,"
-    "\"tools_id\":null,\"dependencies\":[3],\"dependents\":[]}"
-    "],\"edge_count\":5,\"tools_ids_available\":true}";
+    "\"tools_id\":null,\"dependencies\":[3],\"dependents\":[5]},"
+    "{\"index\":5,\"type\":\"kernel\",\"kernel_name\":\"_Z6kernelIfEvPT_i\","
+    "\"grid\":[1,1,1],\"block\":[32,1,1],\"shared_bytes\":0,\"bytes\":0,"
+    "\"annotation\":\"inner\",\"annotation_path\":\"output/inner\",\"tools_id\":21,"
+    "\"params\":[\"float* 0x7f0000001000\",\"int 7\"],\"dependencies\":[4],"
+    "\"dependents\":[]}"
+    "],\"edge_count\":6,\"tools_ids_available\":true}";
 
 static void names_annotations_and_copies_in_dot(void **state) {
   (void)state;
@@ -301,21 +316,28 @@ static void names_annotations_and_copies_in_dot(void **state) {
   const char *json = scratch_path(&s, "sample.json"), *dot = scratch_path(&s, "sample.dot");
   write_file(json, sample_json);
   char *text = convert(&s, "dot", json, dot);
-  /* Demangled where that is easy, the raw name kept as the tooltip. */
-  ASSERT_CONTAINS(text, "vecAdd(const float*, const float*, float*, int)");
+  /* Demangled by the C++ runtime, templates included; the raw name kept as the tooltip. */
+  ASSERT_CONTAINS(text, "vecAdd(float const*, float const*, float*, int)");
   ASSERT_CONTAINS(text, "tooltip=\"_Z6vecAddPKfS0_Pfi\"");
-  ASSERT_CONTAINS(text, "blas::gemm(const float*, const float*, float*, int, int, int)");
+  ASSERT_CONTAINS(text, "blas::gemm(float const*, float const*, float*, int, int, int)");
+  ASSERT_CONTAINS(text, "n5 [label=\"#5 kernel\\nvoid kernel<float>(float*, int)");
   ASSERT_CONTAINS(text, "grid 128x1x1, block 256x1x1, smem 2.0 KiB");
   ASSERT_CONTAINS(text, "#3 memcpy\\n1.0 MiB");
   ASSERT_CONTAINS(text, "#0 memset\\n4.0 KiB");
   ASSERT_CONTAINS(text, "tools id 17");
-  /* Annotation labels become clusters, quotes escaped for DOT. */
-  assert_int_equal(count_of(text, "subgraph cluster_"), 2);
+  /* Annotation scopes become nested clusters, quotes escaped for DOT: "inner" sits inside
+   * "output". */
+  assert_int_equal(count_of(text, "subgraph cluster_"), 3);
   ASSERT_CONTAINS(text, "label=\"prepare <inputs> & \\\"zero\\\"\"");
-  ASSERT_CONTAINS(text, "label=\"output\"");
+  const char *output = strstr(text, "label=\"output\"");
+  assert_non_null(output);
+  const char *inner = strstr(output, "label=\"inner\"");
+  assert_non_null(inner);
+  assert_true(strstr(output, "n3 [label=") > inner); /* output's own node after the child */
+  ASSERT_CONTAINS(text, "[output/inner]");
   /* An unknown node type is drawn all the same. */
   ASSERT_CONTAINS(text, "n4 [label=\"#4 mystery\"");
-  assert_int_equal(count_of(text, " -> "), 5);
+  assert_int_equal(count_of(text, " -> "), 6);
   ASSERT_CONTAINS(text, "n3 -> n4;");
   free(text);
   scratch_close(&s);
@@ -328,19 +350,34 @@ static void names_annotations_and_copies_in_html(void **state) {
   const char *json = scratch_path(&s, "sample.json"), *html = scratch_path(&s, "sample.html");
   write_file(json, sample_json);
   char *text = convert(&s, "html", json, html);
-  /* Text from the file is escaped. */
-  ASSERT_CONTAINS(text, "prepare &lt;inputs&gt; &amp; &quot;zero&quot;");
+  /* Text from the file is escaped: as JSON that cannot close its <script> element. */
+  ASSERT_CONTAINS(text, "\"scope\":\"prepare \\u003cinputs\\u003e \\u0026 \\\"zero\\\"\"");
   ASSERT_LACKS(text, "<inputs>");
-  ASSERT_CONTAINS(text, "title=\"_Z6vecAddPKfS0_Pfi\">vecAdd(const float*, const float*, "
-                        "float*, int)</td>");
-  ASSERT_CONTAINS(text, "class=\"name\">vecAdd</text>");
-  ASSERT_CONTAINS(text, "class=\"name\">blas::gemm</text>");
+  ASSERT_CONTAINS(text, "\"kernel\":\"_Z6vecAddPKfS0_Pfi\","
+                        "\"pretty\":\"vecAdd(float const*, float const*, float*, int)\"");
+  ASSERT_CONTAINS(text, "\"name\":\"vecAdd\",\"detail\":\"grid 128x1x1 block 256x1x1\"");
+  ASSERT_CONTAINS(text, "\"name\":\"blas::gemm\"");
+  ASSERT_CONTAINS(text, "\"name\":\"kernel\\u003cfloat\\u003e\"");
+  ASSERT_CONTAINS(text, "\"pretty\":\"void kernel\\u003cfloat\\u003e(float*, int)\"");
+  ASSERT_CONTAINS(text, "\"params\":[\"float* 0x7f0000001000\",\"int 7\"]");
+  ASSERT_CONTAINS(text, "\"name\":\"memcpy\",\"detail\":\"1.0 MiB\"");
+  ASSERT_CONTAINS(text, "\"bytes\":1048576");
+  ASSERT_CONTAINS(text, "\"tools_id\":\"17\"");
   ASSERT_CONTAINS(text, "tools ids available");
-  ASSERT_CONTAINS(text, "<td class=\"num\">1048576</td>");
+  ASSERT_CONTAINS(text, "3 annotation scopes");
+  ASSERT_CONTAINS(text, "{\"path\":\"output/inner\",\"label\":\"inner\",\"depth\":2,");
   ASSERT_CONTAINS(text, "mystery</td><td class=\"num\">1</td>");
-  ASSERT_CONTAINS(text, "<option value=\"memcpy\">memcpy</option>");
-  assert_int_equal(count_of(text, "<path class=\"edge\""), 5);
-  assert_int_equal(count_of(text, "<tr id=\"row-"), 5);
+  ASSERT_CONTAINS(text, "<tr data-type=\"memcpy\">");
+  assert_int_equal(count_of(text, "{\"from\":"), 6);
+  assert_int_equal(count_of(text, "{\"i\":"), 6);
+  /* The title is the input's path unless --title gives one. */
+  ASSERT_CONTAINS(text, "sample.json</span></h1>");
+  free(text);
+  run_result_t r = run_tool5(&s, "--title", "step <1>", "html", json, html);
+  assert_int_equal(r.status, 0);
+  run_result_free(&r);
+  text = read_file(html);
+  ASSERT_CONTAINS(text, "<title>recap graph: step &lt;1&gt;</title>");
   free(text);
   scratch_close(&s);
 }
@@ -354,7 +391,7 @@ static void standard_input_and_output(void **state) {
   run_result_t r = run_tool(&s, "dot", json, "-");
   assert_int_equal(r.status, 0);
   ASSERT_CONTAINS(r.out, "digraph recap_graph {");
-  assert_int_equal(count_of(r.out, " -> "), 5);
+  assert_int_equal(count_of(r.out, " -> "), 6);
   run_result_free(&r);
   scratch_close(&s);
 }
@@ -427,11 +464,14 @@ static void unreadable_and_unwritable_files_are_refused(void **state) {
   assert_int_equal(r.status, 1);
   ASSERT_CONTAINS(r.err, "cannot open for writing");
   run_result_free(&r);
-  if (file_exists("/dev/full")) {
+  struct stat st; /* a device that refuses writes, left in place */
+  if (stat("/dev/full", &st) == 0 && S_ISCHR(st.st_mode)) {
     r = run_tool(&s, "html", json, "/dev/full");
     assert_int_equal(r.status, 1);
     ASSERT_CONTAINS(r.err, "cannot write");
     run_result_free(&r);
+    assert_int_equal(stat("/dev/full", &st), 0);
+    assert_true(S_ISCHR(st.st_mode));
   }
   scratch_close(&s);
 }
@@ -442,8 +482,14 @@ static void command_line(void **state) {
   scratch_open(&s);
   run_result_t r = run_tool(&s, "--help", NULL, NULL);
   assert_int_equal(r.status, 0);
-  ASSERT_CONTAINS(r.out, "usage: recap-graph dot");
-  ASSERT_CONTAINS(r.out, "html");
+  ASSERT_CONTAINS(r.out, "usage: recap-graph [--title TEXT] dot  INPUT.json OUTPUT.dot");
+  ASSERT_CONTAINS(r.out, "-t, --title TEXT");
+  run_result_free(&r);
+
+  r = run_tool(&s, "--bogus", "dot", "in.json");
+  assert_int_equal(r.status, 2);
+  ASSERT_CONTAINS(r.err, "unrecognized option '--bogus'");
+  ASSERT_CONTAINS(r.err, "usage:");
   run_result_free(&r);
 
   r = run_tool(&s, NULL, NULL, NULL);

@@ -20,11 +20,12 @@
  *     capture_replay [--json graph.json]
  *
  * With --json, the graph is kept (RECAP_GRAPH_KEEP) and its inspection written as JSON, which
- * tools/recap-graph turns into DOT or HTML. Exit status: 0 on success, 1 on a failure, 2 when
+ * tools/recap-graph turns into DOT or an HTML page. Exit status: 0 on success, 1 on a failure, 2 when
  * there is no CUDA device.
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <getopt.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -112,10 +113,22 @@ static void write_inspection(recap_graph_t graph, const char *path) {
 }
 
 int main(int argc, char **argv) {
+  static const struct option options[] = {
+      {"json", required_argument, NULL, 'j'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
   const char *json_path = NULL;
-  if (argc == 3 && strcmp(argv[1], "--json") == 0) {
-    json_path = argv[2];
-  } else if (argc != 1) {
+  int c;
+  while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+    if (c == 'j') {
+      json_path = optarg;
+    } else {
+      fprintf(c == 'h' ? stdout : stderr, "usage: %s [--json graph.json]\n", argv[0]);
+      return c == 'h' ? 0 : 1;
+    }
+  }
+  if (optind < argc) {
     fprintf(stderr, "usage: %s [--json graph.json]\n", argv[0]);
     return 1;
   }

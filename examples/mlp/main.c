@@ -12,8 +12,8 @@
  * trains. With the same seed the three ways give the same loss at every step, bit for bit;
  * the program checks that and says so. It reports loss and accuracy as training goes, the
  * median step time of each way and the speedups, the memory recap's pools hold, and writes the
- * whole-step graph as recap's inspection JSON, Graphviz DOT and an HTML page (through
- * tools/recap-graph) into an output folder.
+ * whole-step graph as recap's inspection JSON, Graphviz DOT and an HTML page (drawn by the
+ * viewer library, tools/view, straight from recap_graph_inspect) into an output folder.
  *
  *     mlp [--way all|eager|graphed|whole] [--steps N] [--width W] [--depth D] [--batch B]
  *         [--callables model|layer] [--out DIR | --no-out] [--check] ...   (mlp --help)
@@ -24,8 +24,8 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -33,7 +33,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,8 +41,7 @@
 #include "mlp_data.h"
 #include "mlp_model.h"
 #include "recap.h"
-
-extern char **environ;
+#include "recap_view.h"
 
 #define PROGRAM "mlp"
 enum { EXIT_NO_DEVICE = 2, EXIT_CHECK_SKIP = 77, MAX_GRAPHS = 64, STEPS_UNDER_A_TOOL = 5 };
@@ -99,7 +97,6 @@ typedef struct options {
   mlp_split_t split;
   int check;
   const char *out_dir; /* NULL: no output folder */
-  const char *graph_tool;
 } options_t;
 
 static void usage(FILE *f) {
@@ -128,8 +125,6 @@ static void usage(FILE *f) {
           "                       per layer, chained (default model)\n"
           "  --out DIR            output folder (default ./mlp-out)\n"
           "  --no-out             write no output folder\n"
-          "  --graph-tool PATH    recap-graph, to render the HTML page (default: the one built\n"
-          "                       with this example, or $RECAP_GRAPH_TOOL)\n"
           "  -h, --help           this text\n");
 }
 
@@ -151,92 +146,103 @@ static int parse_float(const char *s, float *out) {
   return 1;
 }
 
-static int known_valued_option(const char *a) {
-  static const char *const names[] = {"--way",   "--steps", "--width",      "--depth",
-                                      "--batch", "--classes", "--points",   "--noise",
-                                      "--dropout", "--lr",  "--seed",       "--eval-every",
-                                      "--callables", "--out", "--graph-tool"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-    if (!strcmp(a, names[i])) return 1;
-  return 0;
-}
-
 /* Returns -1 to go on, or an exit status. */
 static int parse_args(int argc, char **argv, options_t *o) {
+  enum { OPT_WAY = 256, OPT_STEPS, OPT_WIDTH, OPT_DEPTH, OPT_BATCH, OPT_CLASSES, OPT_POINTS,
+         OPT_NOISE, OPT_DROPOUT, OPT_LR, OPT_SEED, OPT_EVAL_EVERY, OPT_CALLABLES, OPT_OUT,
+         OPT_NO_OUT, OPT_CHECK };
+  static const struct option options[] = {
+      {"way", required_argument, NULL, OPT_WAY},
+      {"steps", required_argument, NULL, OPT_STEPS},
+      {"width", required_argument, NULL, OPT_WIDTH},
+      {"depth", required_argument, NULL, OPT_DEPTH},
+      {"batch", required_argument, NULL, OPT_BATCH},
+      {"classes", required_argument, NULL, OPT_CLASSES},
+      {"points", required_argument, NULL, OPT_POINTS},
+      {"noise", required_argument, NULL, OPT_NOISE},
+      {"dropout", required_argument, NULL, OPT_DROPOUT},
+      {"lr", required_argument, NULL, OPT_LR},
+      {"seed", required_argument, NULL, OPT_SEED},
+      {"eval-every", required_argument, NULL, OPT_EVAL_EVERY},
+      {"callables", required_argument, NULL, OPT_CALLABLES},
+      {"out", required_argument, NULL, OPT_OUT},
+      {"no-out", no_argument, NULL, OPT_NO_OUT},
+      {"check", no_argument, NULL, OPT_CHECK},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
+  };
   mlp_config_t init = MLP_CONFIG_INIT;
   *o = (options_t){.model = init, .steps = 600, .per_class = 2000, .noise = 0.2f,
                    .eval_every = 100, .ways = {1, 1, 1}, .split = MLP_SPLIT_MODEL,
                    .out_dir = "mlp-out"};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    int ok = 1, takes = 1;
+  int c, index = 0;
+  while ((c = getopt_long(argc, argv, "h", options, &index)) != -1) {
+    const char *v = optarg;
+    int ok = 1;
     float f;
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      return 0;
-    } else if (!strcmp(a, "--check")) {
-      o->check = 1;
-      takes = 0;
-    } else if (!strcmp(a, "--no-out")) {
-      o->out_dir = NULL;
-      takes = 0;
-    } else if (!known_valued_option(a)) {
-      fprintf(stderr, PROGRAM ": unknown option '%s'\n", a);
-      usage(stderr);
-      return 2;
-    } else if (!v) {
-      ok = 0;
-    } else if (!strcmp(a, "--way")) {
-      int e = !strcmp(v, "eager"), g = !strcmp(v, "graphed"), w = !strcmp(v, "whole");
-      ok = e || g || w || !strcmp(v, "all");
-      if (ok) {
-        int all = !(e || g || w);
-        o->ways[0] = all || e;
-        o->ways[1] = all || g;
-        o->ways[2] = all || w;
+    switch (c) {
+      case 'h':
+        usage(stdout);
+        return 0;
+      case OPT_CHECK:
+        o->check = 1;
+        break;
+      case OPT_NO_OUT:
+        o->out_dir = NULL;
+        break;
+      case OPT_WAY: {
+        int e = !strcmp(v, "eager"), g = !strcmp(v, "graphed"), w = !strcmp(v, "whole");
+        ok = e || g || w || !strcmp(v, "all");
+        if (ok) {
+          int all = !(e || g || w);
+          o->ways[0] = all || e;
+          o->ways[1] = all || g;
+          o->ways[2] = all || w;
+        }
+        break;
       }
-    } else if (!strcmp(a, "--steps")) {
-      ok = parse_int(v, 1, &o->steps);
-    } else if (!strcmp(a, "--width")) {
-      ok = parse_int(v, 1, &o->model.width);
-    } else if (!strcmp(a, "--depth")) {
-      ok = parse_int(v, 1, &o->model.depth);
-    } else if (!strcmp(a, "--batch")) {
-      ok = parse_int(v, 1, &o->model.batch);
-    } else if (!strcmp(a, "--classes")) {
-      ok = parse_int(v, 2, &o->model.classes);
-    } else if (!strcmp(a, "--points")) {
-      ok = parse_int(v, 2, &o->per_class);
-    } else if (!strcmp(a, "--noise")) {
-      ok = parse_float(v, &o->noise) && o->noise >= 0.0f;
-    } else if (!strcmp(a, "--dropout")) {
-      ok = parse_float(v, &f) && f >= 0.0f && f < 1.0f;
-      o->model.dropout = f;
-    } else if (!strcmp(a, "--lr")) {
-      ok = parse_float(v, &f) && f > 0.0f;
-      o->model.lr = f;
-    } else if (!strcmp(a, "--seed")) {
-      char *end;
-      errno = 0;
-      o->model.seed = strtoull(v, &end, 0);
-      ok = !errno && !*end && end != v;
-    } else if (!strcmp(a, "--eval-every")) {
-      ok = parse_int(v, 0, &o->eval_every);
-    } else if (!strcmp(a, "--callables")) {
-      ok = !strcmp(v, "model") || !strcmp(v, "layer");
-      o->split = !strcmp(v, "layer") ? MLP_SPLIT_LAYER : MLP_SPLIT_MODEL;
-    } else if (!strcmp(a, "--out")) {
-      o->out_dir = v;
-    } else if (!strcmp(a, "--graph-tool")) {
-      o->graph_tool = v;
+      case OPT_STEPS: ok = parse_int(v, 1, &o->steps); break;
+      case OPT_WIDTH: ok = parse_int(v, 1, &o->model.width); break;
+      case OPT_DEPTH: ok = parse_int(v, 1, &o->model.depth); break;
+      case OPT_BATCH: ok = parse_int(v, 1, &o->model.batch); break;
+      case OPT_CLASSES: ok = parse_int(v, 2, &o->model.classes); break;
+      case OPT_POINTS: ok = parse_int(v, 2, &o->per_class); break;
+      case OPT_NOISE: ok = parse_float(v, &o->noise) && o->noise >= 0.0f; break;
+      case OPT_DROPOUT:
+        ok = parse_float(v, &f) && f >= 0.0f && f < 1.0f;
+        o->model.dropout = f;
+        break;
+      case OPT_LR:
+        ok = parse_float(v, &f) && f > 0.0f;
+        o->model.lr = f;
+        break;
+      case OPT_SEED: {
+        char *end;
+        errno = 0;
+        o->model.seed = strtoull(v, &end, 0);
+        ok = !errno && !*end && end != v;
+        break;
+      }
+      case OPT_EVAL_EVERY: ok = parse_int(v, 0, &o->eval_every); break;
+      case OPT_CALLABLES:
+        ok = !strcmp(v, "model") || !strcmp(v, "layer");
+        o->split = !strcmp(v, "layer") ? MLP_SPLIT_LAYER : MLP_SPLIT_MODEL;
+        break;
+      case OPT_OUT: o->out_dir = v; break;
+      default: /* getopt_long said what was wrong: an unknown option or a missing value */
+        usage(stderr);
+        return 2;
     }
     if (!ok) {
-      fprintf(stderr, PROGRAM ": option %s needs a valid value%s%s\n", a, v ? ", not " : "",
-              v ? v : "");
+      fprintf(stderr, PROGRAM ": option --%s needs a valid value, not %s\n", options[index].name,
+              v);
       return 2;
     }
-    i += takes;
+  }
+  if (optind < argc) {
+    fprintf(stderr, PROGRAM ": unexpected argument '%s'\n", argv[optind]);
+    usage(stderr);
+    return 2;
   }
   o->model.loss_capacity = o->steps;
   return -1;
@@ -395,32 +401,8 @@ static void print_graphs_and_pools(mlp_trainer_t *trainer) {
          mib(stats.reserved_bytes[RECAP_STAT_ALL].peak));
 }
 
-/* Run a program, wait for it; 0 when it exited with 0. */
-static int run_tool(const char *path, char *const argv[]) {
-  pid_t pid;
-  int err = posix_spawn(&pid, path, NULL, NULL, argv, environ);
-  if (err) {
-    fprintf(stderr, PROGRAM ": cannot run %s: %s\n", path, strerror(err));
-    return -1;
-  }
-  int status;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return -1;
-  return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
-}
-
-static const char *graph_tool_path(const options_t *o) {
-  if (o->graph_tool) return o->graph_tool;
-  const char *env = getenv("RECAP_GRAPH_TOOL");
-  if (env && *env) return env;
-#ifdef MLP_RECAP_GRAPH_TOOL
-  return MLP_RECAP_GRAPH_TOOL;
-#else
-  return NULL;
-#endif
-}
-
-/* Capture the whole step once more, keeping the template, and write what it holds. */
+/* Capture the whole step once more, keeping the template and with annotation scopes on, and
+ * write what it holds: recap's inspection JSON, and the viewer's DOT and HTML page. */
 static void write_step_graph(context_t *c) {
   const char *dir = c->o->out_dir;
   char json_path[4096], dot_path[4096], html_path[4096];
@@ -429,7 +411,10 @@ static void write_step_graph(context_t *c) {
   join(html_path, sizeof html_path, dir, "whole_step_graph.html");
 
   recap_graph_t graph;
-  CHECK_MLP(mlp_capture_step(c->model, RECAP_GRAPH_KEEP, &graph));
+  recap_annotations_enable(1);
+  recap_status_t captured = mlp_capture_step(c->model, RECAP_GRAPH_KEEP, &graph);
+  recap_annotations_enable(-1);
+  CHECK_MLP(captured);
   recap_graph_info_t *info;
   char *json;
   CHECK_RECAP(recap_graph_inspect(graph, &info));
@@ -448,30 +433,30 @@ static void write_step_graph(context_t *c) {
   FILE *f = fopen(json_path, "w");
   if (!f || fputs(json, f) < 0 || fclose(f) != 0) die("cannot write %s: %s", json_path, strerror(errno));
   recap_string_free(json);
-  recap_graph_info_free(info);
   printf("  wrote    %s\n", json_path);
 
-  recap_status_t s = recap_graph_debug_dump(graph, dot_path);
-  if (s == RECAP_SUCCESS)
-    printf("  wrote    %s\n", dot_path);
-  else
-    printf("  (no DOT dump: %s: %s)\n", recap_status_name(s), recap_last_error());
+  recap_view_graph_t view;
+  char err[512];
+  if (recap_view_from_info(&view, info, err, sizeof err) != 0) die("the graph viewer: %s", err);
+  recap_graph_info_free(info);
+  recap_pool_id_t pool;
+  CHECK_RECAP(recap_graph_pool(graph, &pool));
   CHECK_RECAP(recap_graph_destroy(graph));
-
-  const char *tool = graph_tool_path(c->o);
-  if (!tool || access(tool, X_OK) != 0) {
-    printf("  (no HTML page: the recap-graph tool was not found%s%s; build it with\n"
-           "   `cmake --build build --target recap-graph` (it needs libcjson-dev), or pass\n"
-           "   --graph-tool PATH)\n",
-           tool ? " at " : "", tool ? tool : "");
-    return;
-  }
-  char *argv[] = {(char *)tool, "html", json_path, html_path, NULL};
-  fflush(stdout);
-  if (run_tool(tool, argv) == 0)
-    printf("  wrote    %s (rendered by %s)\n", html_path, tool);
-  else
-    printf("  (no HTML page: %s html failed)\n", tool);
+  char text[64];
+  snprintf(text, sizeof text, "{%llu, %llu}", (unsigned long long)pool.a,
+           (unsigned long long)pool.b);
+  if (recap_view_set_string(&view.pool, text) != 0) die("out of host memory");
+  if (recap_view_save_dot(&view, dot_path, "the mlp example's whole-step graph", err,
+                          sizeof err) != 0)
+    die("cannot write %s: %s", dot_path, err);
+  printf("  wrote    %s\n", dot_path);
+  char title[128];
+  snprintf(title, sizeof title, "mlp whole step (width %d, depth %d, batch %d)",
+           c->o->model.width, c->o->model.depth, c->o->model.batch);
+  if (recap_view_save_html(&view, html_path, title, err, sizeof err) != 0)
+    die("cannot write %s: %s", html_path, err);
+  printf("  wrote    %s\n", html_path);
+  recap_view_graph_free(&view);
 }
 
 static const char *way_description(mlp_way_t way, mlp_split_t split) {

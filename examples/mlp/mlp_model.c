@@ -450,6 +450,24 @@ static recap_status_t layer_backward(mlp_model_t *m, int l, cudaStream_t stream,
   return RECAP_SUCCESS;
 }
 
+/* Close the annotation scope opened before a part of the step: the part's failure wins over the
+ * pop's. Annotations cost nothing unless enabled (recap/annotate.h); the example enables them
+ * for the capture it draws as a page. */
+static recap_status_t annotated(recap_status_t part, recap_stream_t stream) {
+  recap_status_t pop = recap_annotate_pop(stream);
+  if (part != RECAP_SUCCESS) return part;
+  if (pop != RECAP_SUCCESS) return fail_recap(pop, "recap_annotate_pop", __FILE__, __LINE__);
+  return RECAP_SUCCESS;
+}
+
+/* Open the scope "layerN" for layer l's work. */
+static recap_status_t annotate_layer(recap_stream_t stream, int l) {
+  char label[32];
+  snprintf(label, sizeof label, "layer%d", l);
+  MLP_RECAP(recap_annotate_push(stream, label));
+  return RECAP_SUCCESS;
+}
+
 /* Free the activations a block's forward kept for its backward (all but its output). */
 static void free_intermediates(mlp_block_t *b) {
   for (int l = b->first; l < b->last - 1; l++) {
@@ -479,7 +497,8 @@ static recap_status_t block_forward(void *ctx, recap_stream_t stream, int traini
     const size_t bytes = (size_t)rows * (size_t)m->layers[l].out * sizeof(float);
     recap_status_t s = recap_malloc((void **)&out, bytes, stream);
     if (s != RECAP_SUCCESS) fail_recap(s, "recap_malloc (activation)", __FILE__, __LINE__);
-    else s = layer_forward(m, l, stream, training, in, out);
+    else if ((s = annotate_layer(stream, l)) == RECAP_SUCCESS)
+      s = annotated(layer_forward(m, l, stream, training, in, out), stream);
     if (s != RECAP_SUCCESS) {
       m->layers[l].saved_out = out;
       /* Everything this call allocated, the failed layer's output included. */
@@ -508,7 +527,9 @@ static recap_status_t block_backward(void *ctx, recap_stream_t stream,
     /* The first layer of the network needs no input gradient: its input is the batch. */
     const int need_input_grad = l > 0;
     float *din = NULL;
-    recap_status_t s = layer_backward(m, l, stream, g, need_input_grad ? &din : NULL);
+    recap_status_t s = annotate_layer(stream, l);
+    if (s == RECAP_SUCCESS)
+      s = annotated(layer_backward(m, l, stream, g, need_input_grad ? &din : NULL), stream);
     recap_free(owned);
     owned = NULL;
     /* Layer l's output was kept for this backward and for layer l + 1's (done already). */
@@ -563,19 +584,29 @@ static recap_status_t step_body(mlp_model_t *m, cudaStream_t stream) {
   const mlp_config_t *c = &m->cfg;
   recap_buffer_t in = {m->x, (size_t)c->batch * (size_t)c->input_dim * sizeof(float)};
   recap_buffer_t out = {NULL, 0}, grad_in = {NULL, 0};
-  MLP_TRY(block_forward(&m->whole, stream, 1, &in, &out));
+  MLP_RECAP(recap_annotate_push(stream, "forward"));
+  MLP_TRY(annotated(block_forward(&m->whole, stream, 1, &in, &out), stream));
   float *dlogits = NULL;
-  recap_status_t s = loss_forward_backward(m, stream, out.data, &dlogits);
+  recap_status_t s = recap_annotate_push(stream, "loss");
+  if (s != RECAP_SUCCESS) fail_recap(s, "recap_annotate_push", __FILE__, __LINE__);
+  else s = annotated(loss_forward_backward(m, stream, out.data, &dlogits), stream);
   if (s == RECAP_SUCCESS) {
     recap_buffer_t grad_out = {dlogits, out.bytes};
-    s = block_backward(&m->whole, stream, &grad_out, &grad_in);
+    s = recap_annotate_push(stream, "backward");
+    if (s != RECAP_SUCCESS) {
+      fail_recap(s, "recap_annotate_push", __FILE__, __LINE__);
+      free_intermediates(&m->whole);
+    } else {
+      s = annotated(block_backward(&m->whole, stream, &grad_out, &grad_in), stream);
+    }
   } else {
     free_intermediates(&m->whole);
   }
   recap_free(dlogits);
   recap_free(out.data);
   MLP_TRY(s);
-  return optimizer_step(m, stream);
+  MLP_RECAP(recap_annotate_push(stream, "optimizer"));
+  return annotated(optimizer_step(m, stream), stream);
 }
 
 typedef recap_status_t (*capture_fn)(mlp_model_t *m, cudaStream_t stream);

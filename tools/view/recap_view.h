@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * recap_view.h — the graph viewer: an in-memory model of a captured graph, a layered layout of
+ * it, and writers for Graphviz DOT and a self-contained HTML page.
+ *
+ *     recap_graph_info_t *info;                    // recap_graph_inspect (RECAP_GRAPH_KEEP)
+ *     recap_view_graph_t view;
+ *     if (recap_view_from_info(&view, info, err, sizeof err) == 0 &&
+ *         recap_view_save_html(&view, "graph.html", "my step", err, sizeof err) == 0) ...
+ *     recap_view_graph_free(&view);
+ *
+ * The library needs nothing beyond the C library and the C++ runtime (for __cxa_demangle): no
+ * JSON parser and no Graphviz. A program fills the model from recap_graph_inspect with
+ * recap_view_from_info; tools/recap-graph fills it from recap's inspection JSON. Every function
+ * that can fail returns 0 on success and -1 on failure, with a message in err (when err is not
+ * NULL) that names the problem.
+ */
+#ifndef RECAP_VIEW_H
+#define RECAP_VIEW_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "recap.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A block of recap's allocator that a node reads, as the input-liveness checks recorded it. */
+typedef struct recap_view_alloc {
+  uint64_t base;          /* the block's start address */
+  uint64_t size;          /* its usable size in bytes */
+  uint64_t generation;    /* its hand-out at capture */
+  size_t reader_count;    /* how many nodes of the graph read it */
+  uint64_t alloc_site;    /* return address of its recap_malloc call, or 0 when unknown */
+  int freed;              /* 1: it was freed before the capture ended */
+} recap_view_alloc_t;
+
+typedef struct recap_view_node {
+  /* What the graph says. Strings are owned by the model (malloc'ed); NULL when absent. */
+  char *type;             /* "kernel", "memcpy", ... as given (an unknown type is kept) */
+  char *kernel_name;      /* the name as the driver gave it (mangled) */
+  char *pretty_name;      /* demangled, or a copy of kernel_name; set by recap_view_finish */
+  int has_launch;         /* grid, block and shared_bytes are known */
+  unsigned grid[3], block[3];
+  uint64_t shared_bytes;
+  uint64_t bytes;         /* memcpy and memset: bytes moved or set; mem_alloc: bytes */
+  char *annotation;       /* the innermost annotation label */
+  char *annotation_path;  /* every enclosing label, outermost first, joined by '/' */
+  int has_tools_id;
+  uint64_t tools_id;
+  size_t *deps;           /* indices of the nodes this one waits for */
+  size_t dep_count;
+  size_t *succ;           /* the reverse of deps; built by recap_view_finish */
+  size_t succ_count;
+  char **params;          /* kernel parameters as text, where known */
+  size_t param_count;
+  recap_view_alloc_t *allocs; /* allocator blocks this node reads, where recorded */
+  size_t alloc_count;
+
+  /* Layout, filled by recap_view_layout: the layer (0 at the top), the position in it, and the
+   * box's top-left corner and size in drawing units. */
+  size_t layer, order;
+  double x, y, w, h;
+} recap_view_node_t;
+
+/* A point of an edge's route. */
+typedef struct recap_view_point {
+  double x, y;
+} recap_view_point_t;
+
+/* An edge as drawn: from the bottom of one box to the top of another, through the points where
+ * it crosses the layers in between. */
+typedef struct recap_view_edge {
+  size_t from, to;
+  recap_view_point_t *points;
+  size_t point_count;
+} recap_view_edge_t;
+
+/* An annotation scope drawn as a labelled rectangle around its nodes. */
+typedef struct recap_view_cluster {
+  char *path;             /* "step/forward": the scope's whole path */
+  const char *label;      /* its last label ("forward"), inside path */
+  size_t depth;           /* 1 for an outermost scope */
+  size_t node_count;      /* nodes inside it, nested scopes included */
+  double x, y, w, h;
+} recap_view_cluster_t;
+
+typedef struct recap_view_graph {
+  recap_view_node_t *nodes;
+  size_t count, capacity;
+  size_t edge_count;      /* sum of the dependency counts; set by recap_view_finish */
+  int tools_ids_available;
+  char *pool;             /* the graph's pool as text ("{1, 2}"), or NULL */
+
+  /* Layout, filled by recap_view_layout. */
+  size_t layer_count;
+  recap_view_edge_t *edges; /* edge_count of them */
+  recap_view_cluster_t *clusters;
+  size_t cluster_count;
+  double width, height;   /* the drawing's size */
+  size_t crossings;       /* edge crossings left between adjacent layers */
+  int laid_out;
+} recap_view_graph_t;
+
+/* ---- building the model ------------------------------------------------------------------- */
+
+/* An empty model; free with recap_view_graph_free. */
+void recap_view_graph_init(recap_view_graph_t *g);
+void recap_view_graph_free(recap_view_graph_t *g);
+
+/* Append a node of the given type (copied); NULL when out of memory. Its index is count - 1. */
+recap_view_node_t *recap_view_add_node(recap_view_graph_t *g, const char *type);
+
+/* A copy of s in the model's ownership (NULL for NULL); -1 when out of memory. */
+int recap_view_set_string(char **field, const char *s);
+
+/* Node `to` waits for node `from`. */
+int recap_view_add_dependency(recap_view_graph_t *g, size_t to, size_t from);
+
+/* Once every node and dependency is in: checks indices and that the graph has no cycle, builds
+ * the reverse edges and demangles kernel names. */
+int recap_view_finish(recap_view_graph_t *g, char *err, size_t err_size);
+
+/* Fill g (initialised here) from recap_graph_inspect's result, finished. */
+int recap_view_from_info(recap_view_graph_t *g, const recap_graph_info_t *info, char *err,
+                         size_t err_size);
+
+/* Attach what the input-liveness checks recorded (recap_graph_liveness_inputs) to the nodes
+ * that read each block. */
+int recap_view_add_liveness(recap_view_graph_t *g, const recap_liveness_input_t *inputs,
+                            size_t count, char *err, size_t err_size);
+
+/* ---- names -------------------------------------------------------------------------------- */
+
+/* "void kernel<float>(float*, int)" for "_Z6kernelIfEvPT_i", through the C++ runtime's
+ * __cxa_demangle; NULL (not an error) for a name that is not a mangled C++ name. The result is
+ * malloc'ed. */
+char *recap_view_demangle(const char *mangled);
+
+/* The name drawn in a box: a demangled name without its parameter list and return type, its
+ * leading qualifiers dropped while it is longer than max characters, then cut with an
+ * ellipsis. malloc'ed; NULL when out of memory. */
+char *recap_view_short_name(const char *name, size_t max);
+
+/* ---- layout ------------------------------------------------------------------------------- */
+
+/* A layered (Sugiyama) layout: layers by longest path, crossings reduced by barycenter sweeps,
+ * nodes of one annotation scope kept side by side so that each scope is one rectangle, and
+ * coordinates for nodes, edge routes and scope rectangles. Called by the writers when needed. */
+int recap_view_layout(recap_view_graph_t *g, char *err, size_t err_size);
+
+/* ---- writers ------------------------------------------------------------------------------ */
+
+/* Graphviz DOT: one box per node, an edge per dependency, annotation scopes as nested
+ * clusters, a legend of node types. source names the graph in a comment. */
+int recap_view_write_dot(FILE *out, const recap_view_graph_t *g, const char *source);
+
+/* The self-contained HTML page (style and script inline, nothing fetched). Lays g out first
+ * when it is not laid out yet. title names the graph on the page. */
+int recap_view_write_html(FILE *out, recap_view_graph_t *g, const char *title, char *err,
+                          size_t err_size);
+
+/* The writers into a file ("-": standard output); a failed write removes the partial file. */
+int recap_view_save_dot(const recap_view_graph_t *g, const char *path, const char *source,
+                        char *err, size_t err_size);
+int recap_view_save_html(recap_view_graph_t *g, const char *path, const char *title, char *err,
+                         size_t err_size);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RECAP_VIEW_H */
