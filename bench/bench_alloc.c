@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench_alloc — the allocator's hot path: a cached malloc + free pair, single thread.
  *
@@ -92,9 +93,8 @@ static double try_recap_pairs_ns(int variant, cudaStream_t stream, size_t size, 
   return (double)(t1 - t0) / pairs;
 }
 
-static void bench_size(size_t size, int rounds, int pairs, cudaStream_t stream,
-                       cudaStream_t other, cudaMemPool_t pool, int *counter,
-                       size_result_t *result) {
+static void bench_size(size_t size, int rounds, int pairs, cudaStream_t stream, cudaStream_t other,
+                       cudaMemPool_t pool, int *counter, size_result_t *result) {
   double *samples[V_COUNT];
   for (int v = 0; v < V_COUNT; v++) {
     samples[v] = bench_calloc(NAME, (size_t)rounds, sizeof(double));
@@ -120,7 +120,7 @@ static void bench_size(size_t size, int rounds, int pairs, cudaStream_t stream,
       recap_graph_t graph = NULL;
       BENCH_RECAP(recap_graph_create(&graph, 0));
       BENCH_RECAP(recap_graph_capture_begin(graph, stream, NULL));
-      BENCH_CUDA(bench_launch_increment(stream, counter)); /* so the graph is not empty */
+      BENCH_CUDA(bench_launch_increment(stream, counter));      /* so the graph is not empty */
       try_recap_pairs_ns(V_ROUTED, stream, size, WARMUP_PAIRS); /* the pool's first segment */
       if (r % 2 == 0) {
         samples[V_ROUTED][r] = try_recap_pairs_ns(V_ROUTED, stream, size, pairs);
@@ -173,8 +173,9 @@ static int write_json(const char *path, int quick, int rounds, int pairs,
   bench_device_json(f);
   int all_ok = 1;
   for (int v = 0; v < V_COUNT; v++) all_ok &= variant_ok[v];
-  fprintf(f, ",\n  \"quick\": %s, \"checks_passed\": %s, \"rounds\": %d, \"pairs_per_batch\": %d, "
-             "\"unit\": \"ns\",\n",
+  fprintf(f,
+          ",\n  \"quick\": %s, \"checks_passed\": %s, \"rounds\": %d, \"pairs_per_batch\": %d, "
+          "\"unit\": \"ns\",\n",
           quick ? "true" : "false", all_ok ? "true" : "false", rounds, pairs);
   fprintf(f, "  \"targets\": {\"pair_ns\": %.1f, \"routing_extra_ns\": %.1f},\n", PAIR_TARGET_NS,
           ROUTING_TARGET_NS);
@@ -205,9 +206,10 @@ static int write_json(const char *path, int quick, int rounds, int pairs,
 }
 
 static void print_table(int rounds, int pairs, const size_result_t *results) {
-  printf("\nallocator: host time of one malloc + free pair, ns (median of %d batches of %d)\n"
-         "targets: recap <= %.0f ns; routed - recap <= %.0f ns\n",
-         rounds, pairs, PAIR_TARGET_NS, ROUTING_TARGET_NS);
+  printf(
+      "\nallocator: host time of one malloc + free pair, ns (median of %d batches of %d)\n"
+      "targets: recap <= %.0f ns; routed - recap <= %.0f ns\n",
+      rounds, pairs, PAIR_TARGET_NS, ROUTING_TARGET_NS);
   printf("%8s %8s %4s %10s %9s | %8s %9s %4s | %12s\n", "size", "recap", "met", "cudaAsync",
          "recap/cu", "routed", "+routing", "met", "other stream");
   for (int i = 0; i < SIZE_COUNT; i++) {
@@ -266,11 +268,12 @@ int main(int argc, char **argv) {
   for (int i = 0; i < SIZE_COUNT; i++) {
     char label[32];
     bench_size(sizes[i], rounds, pairs, stream, other, pool, counter, &results[i]);
-    printf("  %-8s recap %.1f ns, cudaMallocAsync %.1f ns, routed %.1f ns, other stream %.1f ns"
-           " (0: failed)\n",
-           size_label(sizes[i], label, sizeof label), results[i].ns[V_RECAP].median,
-           results[i].ns[V_ASYNC].median, results[i].ns[V_ROUTED].median,
-           results[i].ns[V_OTHER].median);
+    printf(
+        "  %-8s recap %.1f ns, cudaMallocAsync %.1f ns, routed %.1f ns, other stream %.1f ns"
+        " (0: failed)\n",
+        size_label(sizes[i], label, sizeof label), results[i].ns[V_RECAP].median,
+        results[i].ns[V_ASYNC].median, results[i].ns[V_ROUTED].median,
+        results[i].ns[V_OTHER].median);
     fflush(stdout);
   }
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """bench_common.py: what the PyTorch benchmark scripts share (torch_graph.py, torch_alloc.py,
 torch_mlp.py) and plot_mlp.py: summary statistics of timing samples, in the same fields as the C
 benchmarks' JSON, and where a result file goes by default. No torch here, so that every script

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench_graph — host cost of graph replay and of capture + instantiate, recap against raw CUDA.
  *
@@ -52,8 +53,9 @@ static double capture_raw_us(cudaStream_t stream, int *counter, int n) {
   BENCH_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
   enqueue_chain(stream, counter, n);
   BENCH_CUDA(cudaStreamEndCapture(stream, &graph));
-  BENCH_CUDA(cudaGraphInstantiateWithFlags(
-      &exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch | cudaGraphInstantiateFlagUseNodePriority));
+  BENCH_CUDA(cudaGraphInstantiateWithFlags(&exec, graph,
+                                           cudaGraphInstantiateFlagAutoFreeOnLaunch |
+                                               cudaGraphInstantiateFlagUseNodePriority));
   BENCH_CUDA(cudaGraphDestroy(graph));
   uint64_t t1 = bench_now_ns();
   BENCH_CUDA(cudaGraphExecDestroy(exec));
@@ -158,8 +160,11 @@ static int bench_replay(cudaStream_t stream, int *counter, int n, int quick,
   long long expected = replays * n;
   int ok = (long long)value == expected && nodes == (size_t)n;
   if (!ok)
-    fprintf(stderr, NAME ": CHECK FAILED for N=%d: graph has %zu nodes, counter %d after %lld "
-                    "replays, expected %lld\n", n, nodes, value, replays, expected);
+    fprintf(stderr,
+            NAME
+            ": CHECK FAILED for N=%d: graph has %zu nodes, counter %d after %lld "
+            "replays, expected %lld\n",
+            n, nodes, value, replays, expected);
 
   result->n = n;
   result->batch = batch;
@@ -189,14 +194,16 @@ static int write_json(const char *path, int quick, int checks_ok, const replay_r
   bench_device_json(f);
   fprintf(f, ",\n  \"quick\": %s, \"checks_passed\": %s,\n", quick ? "true" : "false",
           checks_ok ? "true" : "false");
-  fprintf(f, "  \"unit\": \"us\",\n  \"targets\": {\"replay_ratio\": %.2f, \"capture_ratio\": %.2f},\n",
-          REPLAY_TARGET, CAPTURE_TARGET);
+  fprintf(
+      f, "  \"unit\": \"us\",\n  \"targets\": {\"replay_ratio\": %.2f, \"capture_ratio\": %.2f},\n",
+      REPLAY_TARGET, CAPTURE_TARGET);
   fprintf(f, "  \"replay\": [\n");
   for (int i = 0; i < SIZE_COUNT; i++) {
     const replay_result_t *r = &replay[i];
     double x = ratio(&r->recap, &r->raw);
-    fprintf(f, "    {\"n\": %d, \"batch\": %d, \"batches\": %d, \"ratio\": %.4f, "
-               "\"meets_target\": %s,\n     \"raw_us\": ",
+    fprintf(f,
+            "    {\"n\": %d, \"batch\": %d, \"batches\": %d, \"ratio\": %.4f, "
+            "\"meets_target\": %s,\n     \"raw_us\": ",
             r->n, r->batch, r->batches, x, x <= REPLAY_TARGET ? "true" : "false");
     bench_stats_json(f, &r->raw);
     fprintf(f, ",\n     \"recap_us\": ");
@@ -207,8 +214,9 @@ static int write_json(const char *path, int quick, int checks_ok, const replay_r
   for (int i = 0; i < SIZE_COUNT; i++) {
     const capture_result_t *c = &capture[i];
     double x = ratio(&c->recap, &c->raw);
-    fprintf(f, "    {\"n\": %d, \"reps\": %d, \"ratio\": %.4f, \"meets_target\": %s,\n"
-               "     \"raw_us\": ",
+    fprintf(f,
+            "    {\"n\": %d, \"reps\": %d, \"ratio\": %.4f, \"meets_target\": %s,\n"
+            "     \"raw_us\": ",
             c->n, c->reps, x, x <= CAPTURE_TARGET ? "true" : "false");
     bench_stats_json(f, &c->raw);
     fprintf(f, ",\n     \"recap_us\": ");
@@ -220,15 +228,15 @@ static int write_json(const char *path, int quick, int checks_ok, const replay_r
 }
 
 static void print_tables(const replay_result_t *replay, const capture_result_t *capture) {
-  printf("\ngraph replay: host time of one launch call, us (median of batches; p10-p90 of recap)\n");
+  printf(
+      "\ngraph replay: host time of one launch call, us (median of batches; p10-p90 of recap)\n");
   printf("%6s %10s %10s %17s %7s %7s %4s\n", "N", "raw", "recap", "recap p10-p90", "ratio",
          "target", "met");
   for (int i = 0; i < SIZE_COUNT; i++) {
     const replay_result_t *r = &replay[i];
     double x = ratio(&r->recap, &r->raw);
-    printf("%6d %10.3f %10.3f %8.3f-%-8.3f %7.3f %7s %4s\n", r->n, r->raw.median,
-           r->recap.median, r->recap.p10, r->recap.p90, x, "<=1.05",
-           x <= REPLAY_TARGET ? "yes" : "NO");
+    printf("%6d %10.3f %10.3f %8.3f-%-8.3f %7.3f %7s %4s\n", r->n, r->raw.median, r->recap.median,
+           r->recap.p10, r->recap.p90, x, "<=1.05", x <= REPLAY_TARGET ? "yes" : "NO");
   }
   printf("\ncapture + instantiate of N kernels, us (median of %d)\n", capture[0].reps);
   printf("%6s %10s %10s %17s %7s %7s %4s\n", "N", "raw", "recap", "recap p10-p90", "ratio",
@@ -236,9 +244,8 @@ static void print_tables(const replay_result_t *replay, const capture_result_t *
   for (int i = 0; i < SIZE_COUNT; i++) {
     const capture_result_t *c = &capture[i];
     double x = ratio(&c->recap, &c->raw);
-    printf("%6d %10.2f %10.2f %8.1f-%-8.1f %7.3f %7s %4s\n", c->n, c->raw.median,
-           c->recap.median, c->recap.p10, c->recap.p90, x, "<=1.10",
-           x <= CAPTURE_TARGET ? "yes" : "NO");
+    printf("%6d %10.2f %10.2f %8.1f-%-8.1f %7.3f %7s %4s\n", c->n, c->raw.median, c->recap.median,
+           c->recap.p10, c->recap.p90, x, "<=1.10", x <= CAPTURE_TARGET ? "yes" : "NO");
   }
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench_liveness — what input-liveness checks cost a replay on the host.
  *
@@ -119,8 +120,11 @@ static int bench_size(cudaStream_t stream, int n, int quick, result_t *r) {
   BENCH_CUDA(cudaMemcpy(&last, counters[n - 1], sizeof last, cudaMemcpyDeviceToHost));
   ok = ok && first == launches && last == launches;
   if (!ok)
-    fprintf(stderr, NAME ": CHECK FAILED for N=%d: %zu inputs recorded, counters %d and %d after "
-                    "%lld launches\n", n, r->inputs, first, last, launches);
+    fprintf(stderr,
+            NAME
+            ": CHECK FAILED for N=%d: %zu inputs recorded, counters %d and %d after "
+            "%lld launches\n",
+            n, r->inputs, first, last, launches);
 
   r->n = n;
   r->batch = batch;
@@ -140,14 +144,13 @@ static double ratio(double x, double y) { return y > 0 ? x / y : 0.0; }
 
 static void print_table(const result_t *results) {
   printf("\nreplay host time with input-liveness checks, us per call (median of batches)\n");
-  printf("%6s %7s %9s %9s %9s %9s %7s %12s\n", "N", "inputs", "raw", "off", "on", "check",
-         "on/off", "ns/input");
+  printf("%6s %7s %9s %9s %9s %9s %7s %12s\n", "N", "inputs", "raw", "off", "on", "check", "on/off",
+         "ns/input");
   for (int i = 0; i < SIZE_COUNT; i++) {
     const result_t *r = &results[i];
     double off = r->stats[1].median, on = r->stats[2].median, check = r->stats[3].median;
-    printf("%6d %7zu %9.3f %9.3f %9.3f %9.3f %7.3f %12.1f\n", r->n, r->inputs,
-           r->stats[0].median, off, on, check, ratio(on, off),
-           r->inputs ? check * 1e3 / (double)r->inputs : 0.0);
+    printf("%6d %7zu %9.3f %9.3f %9.3f %9.3f %7.3f %12.1f\n", r->n, r->inputs, r->stats[0].median,
+           off, on, check, ratio(on, off), r->inputs ? check * 1e3 / (double)r->inputs : 0.0);
   }
 }
 
@@ -163,8 +166,9 @@ static int write_json(const char *path, int quick, int ok, const result_t *resul
           quick ? "true" : "false", ok ? "true" : "false");
   for (int i = 0; i < SIZE_COUNT; i++) {
     const result_t *r = &results[i];
-    fprintf(f, "    {\"n\": %d, \"inputs\": %zu, \"batch\": %d, \"batches\": %d, "
-               "\"on_off_ratio\": %.4f, \"check_ns_per_input\": %.2f",
+    fprintf(f,
+            "    {\"n\": %d, \"inputs\": %zu, \"batch\": %d, \"batches\": %d, "
+            "\"on_off_ratio\": %.4f, \"check_ns_per_input\": %.2f",
             r->n, r->inputs, r->batch, r->batches, ratio(r->stats[2].median, r->stats[1].median),
             r->inputs ? r->stats[3].median * 1e3 / (double)r->inputs : 0.0);
     for (int v = 0; v < VARIANTS; v++) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * bench_mlp — the MLP of examples/mlp trained by recap's ways, for comparison with PyTorch
  * training the same shapes (bench/torch_mlp.py) on the same machine.
@@ -70,14 +71,14 @@ typedef struct shape_result {
   way_result_t ways[WAY_COUNT];
 } shape_result_t;
 
-#define BENCH_MLP(call)                                                                       \
-  do {                                                                                        \
-    recap_status_t bench_status_ = (call);                                                    \
-    if (bench_status_ != RECAP_SUCCESS) {                                                     \
-      fprintf(stderr, "%s:%d: %s failed: %s\n  %s\n", __FILE__, __LINE__, #call,             \
-              recap_status_name(bench_status_), mlp_error());                                 \
-      exit(1);                                                                                \
-    }                                                                                         \
+#define BENCH_MLP(call)                                                          \
+  do {                                                                           \
+    recap_status_t bench_status_ = (call);                                       \
+    if (bench_status_ != RECAP_SUCCESS) {                                        \
+      fprintf(stderr, "%s:%d: %s failed: %s\n  %s\n", __FILE__, __LINE__, #call, \
+              recap_status_name(bench_status_), mlp_error());                    \
+      exit(1);                                                                   \
+    }                                                                            \
   } while (0)
 
 static void run_shape(const shape_t *shape, int warmup, int steps, cudaStream_t stream,
@@ -149,10 +150,9 @@ static void run_shape(const shape_t *shape, int warmup, int steps, cudaStream_t 
     if (memcmp(losses[w], losses[0], (size_t)total * sizeof(float)) != 0) {
       int s = 0;
       while (s < total && memcmp(&losses[w][s], &losses[0][s], sizeof(float)) == 0) s++;
-      fprintf(stderr,
-              NAME ": %d/%d/%d: %s's loss differs from eager's at step %d (%.9g vs %.9g)\n",
-              shape->width, shape->depth, shape->batch, ways[w].name, s + 1,
-              (double)losses[w][s], (double)losses[0][s]);
+      fprintf(stderr, NAME ": %d/%d/%d: %s's loss differs from eager's at step %d (%.9g vs %.9g)\n",
+              shape->width, shape->depth, shape->batch, ways[w].name, s + 1, (double)losses[w][s],
+              (double)losses[0][s]);
       result->bitwise = 0;
     }
   }
@@ -228,9 +228,10 @@ int main(int argc, char **argv) {
   char line[512];
   bench_describe_device(line, sizeof line);
   printf("%s: %s\n", NAME, line);
-  printf("median step time in us (GPU timeline per step, %d timed steps after %d warm-up); "
-         "host = CPU us to enqueue a step\n\n",
-         steps, warmup);
+  printf(
+      "median step time in us (GPU timeline per step, %d timed steps after %d warm-up); "
+      "host = CPU us to enqueue a step\n\n",
+      steps, warmup);
   printf("%-14s %10s %10s %10s %10s %10s %9s %9s %8s\n", "width/depth/B", "params", "eager",
          "graphed", "gr_layers", "whole", "gr/whole", "eager/gr", "bitwise");
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * common.c — clock, statistics, argument parsing and device checks shared by the benchmarks.
  */
@@ -43,8 +44,9 @@ void bench_stats(double *samples, size_t count, bench_stats_t *out) {
 }
 
 void bench_stats_json(FILE *f, const bench_stats_t *s) {
-  fprintf(f, "{\"median\": %.4f, \"p10\": %.4f, \"p90\": %.4f, \"min\": %.4f, \"max\": %.4f, "
-             "\"count\": %zu}",
+  fprintf(f,
+          "{\"median\": %.4f, \"p10\": %.4f, \"p90\": %.4f, \"min\": %.4f, \"max\": %.4f, "
+          "\"count\": %zu}",
           s->median, s->p10, s->p90, s->min, s->max, s->count);
 }
 
@@ -138,9 +140,9 @@ void bench_describe_device(char *line, size_t size) {
   BENCH_CUDA(cudaGetDevice(&device));
   BENCH_CUDA(cudaGetDeviceProperties(&prop, device));
   versions(&driver, &runtime);
-  snprintf(line, size, "%s (sm_%d%d), driver %d.%d, runtime %d.%d, recap %s", prop.name,
-           prop.major, prop.minor, driver / 1000, driver % 1000 / 10, runtime / 1000,
-           runtime % 1000 / 10, recap_version_string());
+  snprintf(line, size, "%s (sm_%d%d), driver %d.%d, runtime %d.%d, recap %s", prop.name, prop.major,
+           prop.minor, driver / 1000, driver % 1000 / 10, runtime / 1000, runtime % 1000 / 10,
+           recap_version_string());
 }
 
 void bench_banner(const char *name, int quick) {
@@ -157,8 +159,9 @@ void bench_device_json(FILE *f) {
   BENCH_CUDA(cudaGetDeviceProperties(&prop, device));
   versions(&driver, &runtime);
   /* A device name holds no quotes or backslashes. */
-  fprintf(f, "\"device\": \"%s\", \"compute_capability\": \"%d.%d\", \"driver_version\": %d, "
-             "\"runtime_version\": %d, \"recap_version\": \"%s\"",
+  fprintf(f,
+          "\"device\": \"%s\", \"compute_capability\": \"%d.%d\", \"driver_version\": %d, "
+          "\"runtime_version\": %d, \"recap_version\": \"%s\"",
           prop.name, prop.major, prop.minor, driver, runtime, recap_version_string());
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * common.h — what recap's benchmarks share: a monotonic clock, sample statistics, the device
  * check every benchmark starts with, checked CUDA and recap calls, and the output path rule.
@@ -69,18 +70,17 @@ void *bench_calloc(const char *name, size_t count, size_t size);
 void bench_fail_cuda(cudaError_t error, const char *call, const char *file, int line);
 void bench_fail_recap(recap_status_t status, const char *call, const char *file, int line);
 
-#define BENCH_CUDA(call)                                                     \
-  do {                                                                       \
-    cudaError_t bench_error_ = (call);                                       \
-    if (bench_error_ != cudaSuccess)                                         \
-      bench_fail_cuda(bench_error_, #call, __FILE__, __LINE__);              \
+#define BENCH_CUDA(call)                                                                       \
+  do {                                                                                         \
+    cudaError_t bench_error_ = (call);                                                         \
+    if (bench_error_ != cudaSuccess) bench_fail_cuda(bench_error_, #call, __FILE__, __LINE__); \
   } while (0)
 
-#define BENCH_RECAP(call)                                                    \
-  do {                                                                       \
-    recap_status_t bench_status_ = (call);                                   \
-    if (bench_status_ != RECAP_SUCCESS)                                      \
-      bench_fail_recap(bench_status_, #call, __FILE__, __LINE__);            \
+#define BENCH_RECAP(call)                                         \
+  do {                                                            \
+    recap_status_t bench_status_ = (call);                        \
+    if (bench_status_ != RECAP_SUCCESS)                           \
+      bench_fail_recap(bench_status_, #call, __FILE__, __LINE__); \
   } while (0)
 
 /* kernels.cu: one thread adds 1 to *counter. The launch's error is returned (cudaGetLastError),

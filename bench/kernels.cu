@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * kernels.cu — the benchmarks' one kernel, behind a C function so the benchmarks stay C.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """plot_mlp.py: recap against PyTorch training the same MLP (bench_mlp.json, torch_mlp.json).
 
 Prints, per shape (width/depth/batch), the median step time of each way of each framework and

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """report.py: merge the benchmarks' JSON files into one table of ratios.
 
 Reads, from --dir (default: $OUT when set, else the current folder), whichever of these exist:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """torch_alloc.py: PyTorch's caching allocator on the same workload as bench_alloc.
 
 For request sizes of 512 B, 64 KiB and 4 MiB, the host time of one cached allocate + free pair:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """torch_graph.py: PyTorch's CUDA graphs on the same workload as bench_graph, for comparison.
 
 For graphs of N = 1, 10, 100 and 1000 tiny kernels (x.add_(1) on a one-element tensor, chained

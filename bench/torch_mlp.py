@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """torch_mlp.py: PyTorch training the MLP of bench_mlp (examples/mlp), for comparison.
 
 The same shapes as bench_mlp (width/depth/batch = 512/8/32, 1024/16/64, 4096/4/256; 2 input

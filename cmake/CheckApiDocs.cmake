@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # CheckApiDocs.cmake — fail if a function declared RECAP_API in a public header is missing from
 # docs/api.md, so the list of the public surface cannot fall behind the code.
 # Usage: cmake -DSOURCE_DIR=<repo> -P CheckApiDocs.cmake

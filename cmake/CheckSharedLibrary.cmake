@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # CheckSharedLibrary.cmake — run as cmake -DLIBRARY=<librecap.so> [-DREADELF=..] [-DNM=..] -P.
 #
 # Fails when the shared library needs libcuda (a program using recap must start on a machine

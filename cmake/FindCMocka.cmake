@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # FindCMocka.cmake — find the cmocka test framework and give it as the target cmocka::cmocka.
 #
 # cmocka 1.1.5 (Debian bookworm) installs a config file with variables but no target; newer

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # GenBadInputMatrix.cmake — generate the bad-input matrix's cases from the public headers.
 #
 # Usage: cmake -DSOURCE_DIR=<repo> -DOUTPUT=<file.inc> -P GenBadInputMatrix.cmake

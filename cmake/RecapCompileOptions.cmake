@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # RecapCompileOptions.cmake — warnings, -Werror and sanitizers for every target of the build.
 #
 # These are directory-wide (add_compile_options), so the library, tests, tools, examples and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # RecapInstall.cmake — what `cmake --install` puts in place: headers, both libraries, the CMake
 # package (find_package(recap CONFIG) → recap::recap, recap::recap_static) and recap.pc.
 

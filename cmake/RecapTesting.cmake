@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # RecapTesting.cmake — recap_add_test(): one executable per test source, one ctest test per
 # cmocka test in it.
 #

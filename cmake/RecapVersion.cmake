@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # RecapVersion.cmake — read the version from include/recap.h, so the header is its only source.
 
 # recap_read_version(<header> <out-var>): sets <out-var> to "major.minor.patch" as the header's

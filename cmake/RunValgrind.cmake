@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # RunValgrind.cmake — run every CPU test program of a build under valgrind memcheck.
 #
 # Usage: cmake -DBUILD_DIR=<build> [-DVALGRIND=valgrind] [-DEXCLUDE=regex] -P RunValgrind.cmake

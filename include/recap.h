@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * recap.h — umbrella header of recap, PyTorch's CUDA graph system for C programs.
  *
@@ -54,7 +55,7 @@ extern "C" {
  * ---------------------------------------------------------------------------------------- */
 
 #if (defined(__cplusplus) && __cplusplus >= 201703L) || \
-    (defined(_MSVC_LANG) && _MSVC_LANG >= 201703L) || \
+    (defined(_MSVC_LANG) && _MSVC_LANG >= 201703L) ||   \
     (!defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 202311L)
 #  define RECAP_NODISCARD [[nodiscard]]
 #elif defined(__GNUC__)
@@ -72,20 +73,20 @@ RECAP_API const char *recap_version_string(void);
  * source of the codes, their names and their one-line meanings.
  * ---------------------------------------------------------------------------------------- */
 
-#define RECAP_STATUS_MAP(X)                                                                    \
-  X(SUCCESS, 0, "success")                                                                     \
+#define RECAP_STATUS_MAP(X)                                                                        \
+  X(SUCCESS, 0, "success")                                                                         \
   X(ERROR_INVALID_ARGUMENT, 1, "an argument is invalid (NULL, out of range, or a foreign handle)") \
-  X(ERROR_INVALID_USAGE, 2, "the call is not allowed in the current state")                    \
-  X(ERROR_OUT_OF_MEMORY, 3, "the device is out of memory")                                     \
-  X(ERROR_NO_DEVICE, 4, "no usable CUDA device or driver was found")                           \
-  X(ERROR_CUDA, 5, "a CUDA call failed")                                                       \
-  X(ERROR_CAPTURE_INVALIDATED, 6, "the stream capture was invalidated by an illegal call")     \
-  X(ERROR_INVALID_VALUE, 7, "an option or environment variable has an invalid value")          \
-  X(ERROR_NOT_FOUND, 8, "the object was not found")                                            \
-  X(ERROR_BUSY, 9, "the object is still in use")                                               \
-  X(ERROR_DEAD_INPUT, 10, "a graph input was freed before replay")                             \
-  X(ERROR_NOT_SUPPORTED, 11, "the operation is not supported by this driver or build")         \
-  X(ERROR_IO, 12, "a file could not be written or read")                                       \
+  X(ERROR_INVALID_USAGE, 2, "the call is not allowed in the current state")                        \
+  X(ERROR_OUT_OF_MEMORY, 3, "the device is out of memory")                                         \
+  X(ERROR_NO_DEVICE, 4, "no usable CUDA device or driver was found")                               \
+  X(ERROR_CUDA, 5, "a CUDA call failed")                                                           \
+  X(ERROR_CAPTURE_INVALIDATED, 6, "the stream capture was invalidated by an illegal call")         \
+  X(ERROR_INVALID_VALUE, 7, "an option or environment variable has an invalid value")              \
+  X(ERROR_NOT_FOUND, 8, "the object was not found")                                                \
+  X(ERROR_BUSY, 9, "the object is still in use")                                                   \
+  X(ERROR_DEAD_INPUT, 10, "a graph input was freed before replay")                                 \
+  X(ERROR_NOT_SUPPORTED, 11, "the operation is not supported by this driver or build")             \
+  X(ERROR_IO, 12, "a file could not be written or read")                                           \
   X(ERROR_INTERNAL, 13, "an internal invariant was broken (a bug in recap)")
 
 typedef enum recap_status {

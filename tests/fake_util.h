@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fake_util.h — what the CPU tests on the fake device share: a fresh fake and allocator, the
  * device's statistics, and the allocator's invariant checker as an assertion.

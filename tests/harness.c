@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * harness.c — recap_test_main(): test selection by name, --list, and the GPU skip.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * harness.h — the shared main() of recap's cmocka tests.
  *
@@ -44,24 +45,23 @@ int recap_test_main(int argc, char **argv, const struct CMUnitTest *tests, size_
 #define RECAP_TEST_RUN(argc, argv, tests) \
   recap_test_main((argc), (argv), (tests), sizeof(tests) / sizeof((tests)[0]), RECAP_TEST_NEEDS_GPU)
 
-
 /* ---- checks shared by every test ------------------------------------------------------------ */
 
 /* A recap call that must succeed; on failure the test fails with recap's message. */
-#define OK(expr)                                                                          \
-  do {                                                                                    \
-    recap_status_t ok_status_ = (expr);                                                   \
-    if (ok_status_ != RECAP_SUCCESS)                                                      \
+#define OK(expr)                                                                                \
+  do {                                                                                          \
+    recap_status_t ok_status_ = (expr);                                                         \
+    if (ok_status_ != RECAP_SUCCESS)                                                            \
       fail_msg("%s returned %s: %s", #expr, recap_status_name(ok_status_), recap_last_error()); \
   } while (0)
 
 /* A recap call that must fail with `status`. */
-#define EXPECT_STATUS(expr, status)                                                       \
-  do {                                                                                    \
-    recap_status_t st_got_ = (expr);                                                      \
-    if (st_got_ != (status))                                                              \
-      fail_msg("%s returned %s, expected %s (last error: %s)", #expr,                     \
-               recap_status_name(st_got_), recap_status_name(status), recap_last_error()); \
+#define EXPECT_STATUS(expr, status)                                                               \
+  do {                                                                                            \
+    recap_status_t st_got_ = (expr);                                                              \
+    if (st_got_ != (status))                                                                      \
+      fail_msg("%s returned %s, expected %s (last error: %s)", #expr, recap_status_name(st_got_), \
+               recap_status_name(status), recap_last_error());                                    \
   } while (0)
 
 /* A recap call whose status the test ignores on purpose. RECAP_NODISCARD makes dropping one a
@@ -69,9 +69,9 @@ int recap_test_main(int argc, char **argv, const struct CMUnitTest *tests, size_
 static inline void ignore_status(recap_status_t status) { (void)status; }
 
 /* recap_last_error() must contain `needle`. */
-#define EXPECT_MESSAGE(needle)                                                            \
-  do {                                                                                    \
-    if (!strstr(recap_last_error(), (needle)))                                            \
+#define EXPECT_MESSAGE(needle)                                                              \
+  do {                                                                                      \
+    if (!strstr(recap_last_error(), (needle)))                                              \
       fail_msg("the last error does not mention \"%s\": %s", (needle), recap_last_error()); \
   } while (0)
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_alloc.c — the caching allocator on the CPU fake device: sizes and exact statistics,
  * split and merge, stream-ordered reuse through events, out of memory, options, snapshot and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_annotate.c — annotations on the CPU fake device: the analogues of PyTorch's
  * test_cuda_graph_annotations.py (no-op outside a capture or when disabled, one scope, disjoint
@@ -521,8 +522,9 @@ static void labels_in_the_dot_dump(void **state) {
   assert_non_null(strstr(dot, "n1 [label=\"1: kernel labelled\"];"));
   assert_non_null(strstr(dot, "n0 -> n1;"));
   /* ...node 1's handle statement gets the label, escaped; node 0's gets nothing. */
-  assert_non_null(strstr(dot, "n1 [recap_annotation=\"out\\\"er/in\\\\ner\" tooltip=\"out\\\"er/"
-                              "in\\\\ner\" xlabel=\"in\\\\ner\" comment=\"node handle | 0x"));
+  assert_non_null(strstr(dot,
+                         "n1 [recap_annotation=\"out\\\"er/in\\\\ner\" tooltip=\"out\\\"er/"
+                         "in\\\\ner\" xlabel=\"in\\\\ner\" comment=\"node handle | 0x"));
   assert_null(strstr(dot, "n0 [recap_annotation"));
   assert_non_null(strstr(dot, "// recap annotation: node 1, handle 0x"));
   assert_non_null(strstr(dot, ": out\"er/in\\ner\n}"));
@@ -566,9 +568,10 @@ static void labels_in_a_driver_style_dot_dump(void **state) {
   const char *dot = read_text(path);
   remove(path);
   assert_non_null(strstr(dot, "\"graph_1_node_0\"[style=\"bold\""));
-  assert_non_null(strstr(dot, "\"graph_1_node_1\"[recap_annotation=\"layer\" tooltip=\"layer\" "
-                              "xlabel=\"layer\" style=\"bold\" shape=\"record\" label=\"{KERNEL\n"
-                              "| {ID | 1 (topoId: 2) | _Z6secondPf\\<\\<\\<1,1,0\\>\\>\\>}"));
+  assert_non_null(strstr(dot,
+                         "\"graph_1_node_1\"[recap_annotation=\"layer\" tooltip=\"layer\" "
+                         "xlabel=\"layer\" style=\"bold\" shape=\"record\" label=\"{KERNEL\n"
+                         "| {ID | 1 (topoId: 2) | _Z6secondPf\\<\\<\\<1,1,0\\>\\>\\>}"));
   assert_non_null(strstr(dot, "\"graph_1_node_2\"[recap_annotation=\"layer\""));
   /* Two statements annotated, the comment block inside the outer graph, edges untouched. */
   const char *first = strstr(dot, "recap_annotation=");
@@ -655,8 +658,7 @@ static void two_threads_capture_at_once(void **state) {
   for (int i = 0; i < 2; i++) pthread_join(threads[i], NULL);
   pthread_barrier_destroy(&barrier);
   for (int i = 0; i < 2; i++) {
-    if (w[i].status != RECAP_SUCCESS)
-      fail_msg("thread %d: %s", i, recap_status_name(w[i].status));
+    if (w[i].status != RECAP_SUCCESS) fail_msg("thread %d: %s", i, recap_status_name(w[i].status));
     recap_graph_info_t *info = inspect(w[i].graph);
     assert_int_equal(info->node_count, 50);
     for (size_t k = 0; k < info->node_count; k++)

@@ -77,8 +77,7 @@ static void options_too_small(void **state) {
   go.size = sizeof(size_t);
   EXPECT_STATUS(recap_graphed_create(&h, &desc, 1, &go), RECAP_ERROR_INVALID_ARGUMENT);
   expect_size_message("recap_graphed_create", sizeof(size_t), "recap_graphed_options_t",
-                      FIRST_SIZE(recap_graphed_options_t), sizeof go,
-                      "RECAP_GRAPHED_OPTIONS_INIT");
+                      FIRST_SIZE(recap_graphed_options_t), sizeof go, "RECAP_GRAPHED_OPTIONS_INIT");
   assert_null(h);
   OK(recap_graph_destroy(g));
 }

@@ -25,8 +25,8 @@
 #endif
 
 typedef struct child_result {
-  int aborted;      /* died of SIGABRT */
-  int exit_status;  /* when it exited instead; -1 otherwise */
+  int aborted;     /* died of SIGABRT */
+  int exit_status; /* when it exited instead; -1 otherwise */
   char stderr_text[4096];
 } child_result_t;
 
@@ -160,8 +160,7 @@ static void pointer_map_key_twice_aborts(void **state) {
 
 static void handing_out_a_busy_block_aborts(void **state) {
   (void)state;
-  expect_assert(hand_out_a_block_that_is_not_free, "alloc/allocator.c",
-                "recap__block_is_free(b)");
+  expect_assert(hand_out_a_block_that_is_not_free, "alloc/allocator.c", "recap__block_is_free(b)");
 }
 
 static void deleting_a_pool_that_holds_memory_aborts(void **state) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_bad_input.c — the bad-input matrix: every public function called with NULL pointers,
  * destroyed and foreign handles, and every wrong state, on the CPU fake device.
@@ -126,14 +127,14 @@ static void bim_log(recap_log_level_t level, const char *message, void *user_dat
 }
 
 /* A setup step inside a child: it must succeed, or the case cannot say anything. */
-#define MUST(expr)                                                                         \
-  do {                                                                                     \
-    recap_status_t must_s_ = (expr);                                                       \
-    if (must_s_ != RECAP_SUCCESS) {                                                        \
-      fprintf(stderr, "    setup step %s failed: %s: %s\n", #expr,                         \
-              recap_status_name(must_s_), recap_last_error());                             \
-      exit(10);                                                                            \
-    }                                                                                      \
+#define MUST(expr)                                                                             \
+  do {                                                                                         \
+    recap_status_t must_s_ = (expr);                                                           \
+    if (must_s_ != RECAP_SUCCESS) {                                                            \
+      fprintf(stderr, "    setup step %s failed: %s: %s\n", #expr, recap_status_name(must_s_), \
+              recap_last_error());                                                             \
+      exit(10);                                                                                \
+    }                                                                                          \
   } while (0)
 
 /* The callable of the fixture: out = f(x) and, backward, dx = g(dout). */
@@ -147,7 +148,8 @@ static recap_status_t toy_forward(void *ctx, recap_stream_t stream, int training
 }
 
 static recap_status_t toy_backward(void *ctx, recap_stream_t stream,
-                                   const recap_buffer_t *grad_outputs, recap_buffer_t *grad_inputs) {
+                                   const recap_buffer_t *grad_outputs,
+                                   recap_buffer_t *grad_inputs) {
   (void)ctx;
   recap__fake_launch_kernel(stream, "bim_backward");
   grad_inputs[0].bytes = grad_outputs[0].bytes;
@@ -174,11 +176,11 @@ static void bim_setup(bim_fixture_t *f) {
   f->inputs[0] = (recap_buffer_t){f->x, sizeof f->x};
   f->grad_outputs[0] = (recap_buffer_t){f->gx, sizeof f->gx};
   f->descs[0] = (recap_callable_desc_t){.forward = toy_forward,
-                                         .backward = toy_backward,
-                                         .input_count = 1,
-                                         .sample_inputs = f->inputs,
-                                         .requires_grad = requires_grad,
-                                         .output_count = 1};
+                                        .backward = toy_backward,
+                                        .input_count = 1,
+                                        .sample_inputs = f->inputs,
+                                        .requires_grad = requires_grad,
+                                        .output_count = 1};
   MUST(recap_graphed_create(&f->graphed, f->descs, 1, NULL));
   f->heap_info = calloc(1, sizeof *f->heap_info);
   if (!f->heap_info) exit(10);
@@ -219,7 +221,8 @@ static const char *bim_teardown(bim_fixture_t *f) {
   recap__fake_stream_complete(NULL);
   recap_status_t s = recap_empty_cache();
   if (s != RECAP_SUCCESS) {
-    snprintf(why, sizeof why, "recap_empty_cache: %s: %s", recap_status_name(s), recap_last_error());
+    snprintf(why, sizeof why, "recap_empty_cache: %s: %s", recap_status_name(s),
+             recap_last_error());
     return why;
   }
   if (recap_memory_check() != RECAP_SUCCESS) {
@@ -241,7 +244,8 @@ static const char *bim_teardown(bim_fixture_t *f) {
   int64_t cached = d ? (int64_t)d->spare_count : 0;
   size_t pending = d ? d->pending_count : 0;
   if (pending != 0 || recap__fake_live_events() != cached) {
-    snprintf(why, sizeof why, "%lld events alive, %lld of them in the allocator's cache, %zu pending",
+    snprintf(why, sizeof why,
+             "%lld events alive, %lld of them in the allocator's cache, %zu pending",
              (long long)recap__fake_live_events(), (long long)cached, pending);
     return why;
   }
@@ -426,9 +430,7 @@ static int st_free_twice(bim_fixture_t *f) {
   f->block = NULL;
   return recap_free(p);
 }
-static int st_free_a_foreign_pointer(bim_fixture_t *f) {
-  return recap_free(f->foreign_storage);
-}
+static int st_free_a_foreign_pointer(bim_fixture_t *f) { return recap_free(f->foreign_storage); }
 static int st_free_an_interior_pointer(bim_fixture_t *f) {
   return recap_free((char *)f->block + 16);
 }
@@ -454,9 +456,7 @@ static int st_malloc_over_the_memory_cap(bim_fixture_t *f) {
   MUST(recap_option_set("memory_cap", "4MiB"));
   return recap_malloc(&f->ptr_out, 16 * MiB, f->stream);
 }
-static int st_release_an_unknown_pool(bim_fixture_t *f) {
-  return recap_pool_release(f->pool);
-}
+static int st_release_an_unknown_pool(bim_fixture_t *f) { return recap_pool_release(f->pool); }
 static int st_release_a_pool_twice(bim_fixture_t *f) {
   if (!recap__fake_capture_begin(f->stream2, RECAP__CAPTURE_MODE_GLOBAL)) exit(10);
   MUST(recap_pool_route_begin(f->pool, f->stream2));
@@ -619,9 +619,7 @@ static int st_annotate_pop_without_push(bim_fixture_t *f) {
   MUST(recap_graph_capture_begin(f->graph, f->stream, NULL));
   return recap_annotate_pop(f->stream);
 }
-static int st_annotate_empty_label(bim_fixture_t *f) {
-  return recap_annotate_push(f->stream, "");
-}
+static int st_annotate_empty_label(bim_fixture_t *f) { return recap_annotate_push(f->stream, ""); }
 static int st_annotate_label_too_long(bim_fixture_t *f) {
   static char label[RECAP_ANNOTATION_MAX_LENGTH + 2];
   memset(label, 'a', sizeof label - 1);
@@ -642,21 +640,27 @@ static int st_check_inputs_without_liveness(bim_fixture_t *f) {
   { #name, #fn, BIM_state, RECAP_##status, st_##name, needle }
 
 static const bim_case_t bim_state_cases[] = {
-    STATE_MSG(recap_graph_replay, replay_before_capture, ERROR_INVALID_USAGE, "nothing was captured"),
+    STATE_MSG(recap_graph_replay, replay_before_capture, ERROR_INVALID_USAGE,
+              "nothing was captured"),
     STATE(recap_graph_replay, replay_after_reset, ERROR_INVALID_USAGE),
     STATE(recap_graph_replay, replay_during_capture, ERROR_INVALID_USAGE),
     STATE_MSG(recap_graph_capture_begin, capture_twice, ERROR_INVALID_USAGE, "already under way"),
-    STATE_MSG(recap_graph_capture_begin, capture_again_without_reset, ERROR_INVALID_USAGE, "recap_graph_reset"),
+    STATE_MSG(recap_graph_capture_begin, capture_again_without_reset, ERROR_INVALID_USAGE,
+              "recap_graph_reset"),
     STATE(recap_graph_capture_begin, capture_on_a_capturing_stream, ERROR_INVALID_USAGE),
-    STATE_MSG(recap_graph_capture_begin, capture_on_the_legacy_stream, ERROR_INVALID_USAGE, "legacy default stream"),
+    STATE_MSG(recap_graph_capture_begin, capture_on_the_legacy_stream, ERROR_INVALID_USAGE,
+              "legacy default stream"),
     STATE(recap_graph_capture_begin, capture_options_bad_size, ERROR_INVALID_ARGUMENT),
     STATE(recap_graph_capture_begin, capture_options_bad_mode, ERROR_INVALID_ARGUMENT),
-    STATE_MSG(recap_graph_capture_end, end_without_begin, ERROR_INVALID_USAGE, "no capture is under way"),
+    STATE_MSG(recap_graph_capture_end, end_without_begin, ERROR_INVALID_USAGE,
+              "no capture is under way"),
     STATE(recap_graph_capture_end, end_twice, ERROR_INVALID_USAGE),
     STATE(recap_graph_capture_end, end_on_another_stream, ERROR_INVALID_USAGE),
-    STATE_MSG(recap_graph_capture_end, end_of_an_invalidated_capture, ERROR_CAPTURE_INVALIDATED, "invalidated"),
+    STATE_MSG(recap_graph_capture_end, end_of_an_invalidated_capture, ERROR_CAPTURE_INVALIDATED,
+              "invalidated"),
     STATE(recap_graph_create, create_with_unknown_flags, ERROR_INVALID_ARGUMENT),
-    STATE_MSG(recap_graph_instantiate, instantiate_without_keep, ERROR_INVALID_USAGE, "RECAP_GRAPH_KEEP"),
+    STATE_MSG(recap_graph_instantiate, instantiate_without_keep, ERROR_INVALID_USAGE,
+              "RECAP_GRAPH_KEEP"),
     STATE(recap_graph_instantiate, instantiate_before_capture, ERROR_INVALID_USAGE),
     STATE(recap_graph_instantiate, instantiate_during_capture, ERROR_INVALID_USAGE),
     STATE(recap_graph_pool, pool_before_capture, ERROR_INVALID_USAGE),
@@ -671,10 +675,13 @@ static const bim_case_t bim_state_cases[] = {
     STATE(recap_capture_scope_begin, scope_begin_on_a_captured_graph, ERROR_INVALID_USAGE),
     STATE(recap_capture_scope_begin, scope_options_bad_size, ERROR_INVALID_ARGUMENT),
     STATE(recap_empty_cache, empty_cache_during_capture, ERROR_INVALID_USAGE),
-    STATE_MSG(recap_graph_destroy, destroy_from_another_thread_during_capture, ERROR_BUSY, "WrongThread"),
-    STATE_MSG(recap_graph_reset, reset_from_another_thread_during_capture, ERROR_INVALID_USAGE, "WrongThread"),
+    STATE_MSG(recap_graph_destroy, destroy_from_another_thread_during_capture, ERROR_BUSY,
+              "WrongThread"),
+    STATE_MSG(recap_graph_reset, reset_from_another_thread_during_capture, ERROR_INVALID_USAGE,
+              "WrongThread"),
     STATE_MSG(recap_graph_capture_end, end_from_another_thread, ERROR_INVALID_USAGE, "WrongThread"),
-    STATE_MSG(recap_capture_scope_end, scope_end_from_another_thread, ERROR_INVALID_USAGE, "WrongThread"),
+    STATE_MSG(recap_capture_scope_end, scope_end_from_another_thread, ERROR_INVALID_USAGE,
+              "WrongThread"),
     STATE_MSG(recap_free, free_twice, ERROR_INVALID_ARGUMENT, "already freed"),
     STATE(recap_free, free_a_foreign_pointer, ERROR_INVALID_ARGUMENT),
     STATE(recap_free, free_an_interior_pointer, ERROR_INVALID_ARGUMENT),
@@ -685,9 +692,11 @@ static const bim_case_t bim_state_cases[] = {
     STATE_MSG(recap_malloc, malloc_over_the_memory_cap, ERROR_OUT_OF_MEMORY, "memory_cap"),
     STATE(recap_pool_release, release_an_unknown_pool, ERROR_INVALID_USAGE),
     STATE(recap_pool_release, release_a_pool_twice, ERROR_INVALID_USAGE),
-    STATE_MSG(recap_pool_route_begin, route_a_stream_that_does_not_capture, ERROR_INVALID_USAGE, "not capturing"),
+    STATE_MSG(recap_pool_route_begin, route_a_stream_that_does_not_capture, ERROR_INVALID_USAGE,
+              "not capturing"),
     STATE(recap_pool_route_begin, route_to_the_default_pool, ERROR_INVALID_ARGUMENT),
-    STATE_MSG(recap_pool_route_begin, route_a_pool_routed_to_another_capture, ERROR_INVALID_USAGE, "already routed"),
+    STATE_MSG(recap_pool_route_begin, route_a_pool_routed_to_another_capture, ERROR_INVALID_USAGE,
+              "already routed"),
     STATE(recap_pool_route_end, route_end_of_a_pool_not_routed, ERROR_INVALID_USAGE),
     STATE(recap_pool_info, pool_info_of_an_unknown_pool, ERROR_NOT_FOUND),
     STATE(recap_memory_stats, stats_of_a_device_out_of_range, ERROR_INVALID_ARGUMENT),
@@ -704,12 +713,14 @@ static const bim_case_t bim_state_cases[] = {
     STATE(recap_generator_set_offset, set_offset_not_a_multiple_of_4, ERROR_INVALID_ARGUMENT),
     STATE(recap_generator_philox_state, generator_in_two_captures_at_once, ERROR_INVALID_USAGE),
     STATE(recap_generator_philox_state, philox_state_in_a_foreign_capture, ERROR_INVALID_USAGE),
-    STATE(recap_generator_philox_state, philox_state_in_an_invalidated_capture, ERROR_CAPTURE_INVALIDATED),
+    STATE(recap_generator_philox_state, philox_state_in_an_invalidated_capture,
+          ERROR_CAPTURE_INVALIDATED),
     STATE(recap_graph_replay, replay_of_a_random_graph_inside_a_capture, ERROR_INVALID_USAGE),
     STATE(recap_rng_randint, randint_empty_range, ERROR_INVALID_ARGUMENT),
     STATE(recap_rng_dropout, dropout_p_one, ERROR_INVALID_ARGUMENT),
     STATE(recap_rng_normal, normal_negative_stddev, ERROR_INVALID_ARGUMENT),
-    STATE_MSG(recap_graphed_backward, backward_before_forward, ERROR_INVALID_USAGE, "forward first"),
+    STATE_MSG(recap_graphed_backward, backward_before_forward, ERROR_INVALID_USAGE,
+              "forward first"),
     STATE(recap_graphed_backward, backward_without_a_backward_function, ERROR_INVALID_USAGE),
     STATE(recap_graphed_forward, forward_with_an_input_of_another_size, ERROR_INVALID_ARGUMENT),
     STATE(recap_graphed_forward, forward_before_create, ERROR_INVALID_ARGUMENT),
@@ -811,7 +822,7 @@ static void run_in_child(const bim_case_t *c, bim_tally_t *t) {
     dup2(fds[1], STDERR_FILENO);
     close(fds[1]);
     setenv("LIBC_FATAL_STDERR_", "1", 1); /* glibc's own aborts write to stderr, not the tty */
-    alarm(30); /* a hang is a failure too */
+    alarm(30);                            /* a hang is a failure too */
     exit(run_case(c));
   }
   close(fds[1]);
@@ -893,12 +904,14 @@ static void bad_input_matrix(void **state) {
   mark_functions(bim_state_cases, nstate, covered);
   int functions = 0;
   for (size_t j = 0; j < nf; j++) functions += covered[j];
-  printf("bad-input matrix: %d cases over %d functions (%zu generated from the headers, %zu "
-         "states and values; %zu public functions in all)\n",
-         t.run, functions, ngen, nstate, nf);
+  printf(
+      "bad-input matrix: %d cases over %d functions (%zu generated from the headers, %zu "
+      "states and values; %zu public functions in all)\n",
+      t.run, functions, ngen, nstate, nf);
   printf("bad-input matrix: %d passed, %d failed, %d known bugs (xfail), %d xpass, %d skipped%s\n",
          t.passed, t.failed, t.xfail, t.xpass, t.skipped,
-         t.skipped ? " (destroyed handles: use after free under AddressSanitizer or valgrind)" : "");
+         t.skipped ? " (destroyed handles: use after free under AddressSanitizer or valgrind)"
+                   : "");
   /* Each known bug once, with what is wrong. */
   for (size_t i = 0; bim_known_bugs[i].name; i++) {
     bool first = true;

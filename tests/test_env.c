@@ -62,8 +62,8 @@ static void expect_warning(recap__env_t var, const char *value, const char *deta
   char expected[2048];
   if (detail)
     snprintf(expected, sizeof expected,
-             "%s=\"%s\" is not valid (%s): accepted: %s; used instead: %s", e->name, value,
-             detail, e->accepted, instead);
+             "%s=\"%s\" is not valid (%s): accepted: %s; used instead: %s", e->name, value, detail,
+             e->accepted, instead);
   else
     snprintf(expected, sizeof expected, "%s=\"%s\" is not valid: accepted: %s; used instead: %s",
              e->name, value, e->accepted, instead);

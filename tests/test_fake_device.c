@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_fake_device.c — tests of the CPU fake device itself (src/device/fake*.c).
  *
@@ -292,8 +293,8 @@ static void capture_ids_and_statuses(void **state) {
   assert_int_equal(id, 1);
 
   assert_true(recap__fake_capture_join(b, a));
-  assert_true(recap__fake_capture_join(c, b)); /* joining a joined stream joins the capture */
-  assert_false(recap__fake_capture_join(b, a)); /* already capturing */
+  assert_true(recap__fake_capture_join(c, b));     /* joining a joined stream joins the capture */
+  assert_false(recap__fake_capture_join(b, a));    /* already capturing */
   assert_false(recap__fake_capture_join(d, NULL)); /* the legacy stream never captures */
   assert_false(recap__fake_capture_join(NULL, a));
   assert_int_equal(capture_status(b, &id), RECAP__CAPTURE_ACTIVE);
@@ -641,8 +642,8 @@ static void capture_builds_graph(void **state) {
   recap_stream_t side = recap__fake_stream_new();
 
   assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
-  recap__fake_launch_kernel(s, "a");         /* 0 */
-  recap__fake_launch_kernel(s, "b");         /* 1 <- 0 */
+  recap__fake_launch_kernel(s, "a"); /* 0 */
+  recap__fake_launch_kernel(s, "b"); /* 1 <- 0 */
   assert_true(recap__fake_capture_join(side, s));
   recap__fake_launch_kernel(side, "c");      /* 2 <- 1: the origin's last node at the join */
   recap__fake_stream_enqueue(s);             /* 3 <- 1: "fake_kernel" */
@@ -1030,9 +1031,7 @@ static recap_status_t call_kind(recap__fake_fault_t kind, fault_fixture_t *fx) {
       if (st == RECAP_SUCCESS) ops->event_destroy(x);
       break;
     }
-    case RECAP__FAKE_FAULT_EVENT_RECORD:
-      st = ops->event_record(fx->event, s);
-      break;
+    case RECAP__FAKE_FAULT_EVENT_RECORD: st = ops->event_record(fx->event, s); break;
     case RECAP__FAKE_FAULT_STREAM_CREATE: {
       recap_stream_t x;
       st = ops->stream_create(&x);
@@ -1049,8 +1048,10 @@ static recap_status_t call_kind(recap__fake_fault_t kind, fault_fixture_t *fx) {
       recap__fake_stream_enqueue(s);
       recap_cuda_graph_t g = (recap_cuda_graph_t)&g;
       st = ops->stream_end_capture(s, &g);
-      if (st == RECAP_SUCCESS) assert_int_equal(ops->graph_destroy(g), RECAP_SUCCESS);
-      else assert_null(g);
+      if (st == RECAP_SUCCESS)
+        assert_int_equal(ops->graph_destroy(g), RECAP_SUCCESS);
+      else
+        assert_null(g);
       /* Failed or not, the capture is over. */
       assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_NONE);
       break;
@@ -1058,8 +1059,10 @@ static recap_status_t call_kind(recap__fake_fault_t kind, fault_fixture_t *fx) {
     case RECAP__FAKE_FAULT_INSTANTIATE: {
       recap_cuda_graph_exec_t x = (recap_cuda_graph_exec_t)&x;
       st = ops->graph_instantiate(&x, fx->graph);
-      if (st == RECAP_SUCCESS) assert_int_equal(ops->graph_exec_destroy(x), RECAP_SUCCESS);
-      else assert_null(x);
+      if (st == RECAP_SUCCESS)
+        assert_int_equal(ops->graph_exec_destroy(x), RECAP_SUCCESS);
+      else
+        assert_null(x);
       break;
     }
     case RECAP__FAKE_FAULT_LAUNCH: {
@@ -1068,8 +1071,7 @@ static recap_status_t call_kind(recap__fake_fault_t kind, fault_fixture_t *fx) {
       assert_int_equal(recap__fake_graph_launches(), launches + (st == RECAP_SUCCESS));
       break;
     }
-    case RECAP__FAKE_FAULT_KINDS:
-      break;
+    case RECAP__FAKE_FAULT_KINDS: break;
   }
   return st;
 }
@@ -1144,9 +1146,9 @@ static void copy_and_memset_nodes_report_their_bytes(void **state) {
 
   assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
   assert_int_equal(ops->memcpy_async(b, a, 4096, s), RECAP_SUCCESS); /* 0 */
-  recap__fake_memset_async(s, b, 0, 1000);                            /* 1 */
-  recap__fake_launch_kernel(s, "k");                                  /* 2 */
-  recap__fake_memset_async(s, a, 7, 0);                               /* 3: an empty memset */
+  recap__fake_memset_async(s, b, 0, 1000);                           /* 1 */
+  recap__fake_launch_kernel(s, "k");                                 /* 2 */
+  recap__fake_memset_async(s, a, 7, 0);                              /* 3: an empty memset */
   recap_cuda_graph_t g = end_capture(s);
 
   recap_graph_info_t info;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_free_set.c — the ordered free-block set (src/alloc/free_set.h) on its own.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_graph.c — the graph layer on the CPU fake device: the state machine and the errors of
  * every public graph function, pools and routing of captures, invalidated and abandoned
@@ -1053,7 +1054,7 @@ static void end_from_another_thread_keeps_the_capture(void **state) {
   assert_int_equal(pthread_create(&thread, NULL, end_from_another_thread, &f), 0);
   pthread_join(thread, NULL);
   EXPECT_STATUS(f.status, RECAP_ERROR_INVALID_USAGE);
-  assert_int_equal(capturing(s), 1); /* CUDA's capture goes on... */
+  assert_int_equal(capturing(s), 1);            /* CUDA's capture goes on... */
   assert_int_equal(recap__registry_count(), 1); /* ...and so must recap's bookkeeping */
   OK(recap_graph_capture_end(g, s));
   assert_int_equal(capturing(s), 0);
@@ -1089,8 +1090,9 @@ static void reset_from_another_thread_keeps_stream_and_graph_in_step(void **stat
        * a quiet fake. */
       recap__fake_capture_end(s);
       OK(recap_graph_destroy(g));
-      fail_msg("recap_graph_reset from another thread returned success, but the stream is "
-               "still capturing and no recap graph owns the capture any more");
+      fail_msg(
+          "recap_graph_reset from another thread returned success, but the stream is "
+          "still capturing and no recap graph owns the capture any more");
     }
   } else {
     /* Refused: the capture is still the graph's, and its thread ends it. */
@@ -1199,8 +1201,7 @@ static void inspect_reports_nodes_and_edges(void **state) {
     cJSON *n = cJSON_GetArrayItem(nodes, i);
     assert_int_equal(cJSON_GetObjectItemCaseSensitive(n, "index")->valuedouble, i);
     assert_string_equal(cJSON_GetObjectItemCaseSensitive(n, "type")->valuestring, "kernel");
-    assert_string_equal(cJSON_GetObjectItemCaseSensitive(n, "kernel_name")->valuestring,
-                        names[i]);
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(n, "kernel_name")->valuestring, names[i]);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(n, "grid")), 3);
     assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(n, "annotation")));
     cJSON *deps = cJSON_GetObjectItemCaseSensitive(n, "dependencies");
@@ -1408,10 +1409,10 @@ static recap_status_t scope_workload(void) {
 static void faults_at_every_step_leave_everything_consistent(void **state) {
   (void)state;
   static const recap__fake_fault_t kinds[] = {
-      RECAP__FAKE_FAULT_RAW_MALLOC,      RECAP__FAKE_FAULT_EVENT_CREATE,
-      RECAP__FAKE_FAULT_EVENT_RECORD,    RECAP__FAKE_FAULT_STREAM_CREATE,
-      RECAP__FAKE_FAULT_CAPTURE_BEGIN,   RECAP__FAKE_FAULT_CAPTURE_END,
-      RECAP__FAKE_FAULT_INSTANTIATE,     RECAP__FAKE_FAULT_LAUNCH};
+      RECAP__FAKE_FAULT_RAW_MALLOC,    RECAP__FAKE_FAULT_EVENT_CREATE,
+      RECAP__FAKE_FAULT_EVENT_RECORD,  RECAP__FAKE_FAULT_STREAM_CREATE,
+      RECAP__FAKE_FAULT_CAPTURE_BEGIN, RECAP__FAKE_FAULT_CAPTURE_END,
+      RECAP__FAKE_FAULT_INSTANTIATE,   RECAP__FAKE_FAULT_LAUNCH};
   /* The workload passes without faults. */
   reset();
   OK(scope_workload());
@@ -1438,8 +1439,8 @@ static void faults_at_every_step_leave_everything_consistent(void **state) {
       /* Whatever failed, nothing is left behind... */
       assert_int_equal(recap__registry_count(), 0);
       if (recap_memory_check() != RECAP_SUCCESS)
-        fail_msg("fault kind %d, call %llu: checker: %s", (int)kinds[k],
-                 (unsigned long long)nth, recap_last_error());
+        fail_msg("fault kind %d, call %llu: checker: %s", (int)kinds[k], (unsigned long long)nth,
+                 recap_last_error());
       assert_int_equal(recap__fake_live_graphs(), 0);
       assert_int_equal(recap__fake_live_execs(), 0);
       OK(recap_empty_cache());

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_graphed.c — graphed callables on the CPU fake device: the order of warm-up and
  * captures, the shared pool, static inputs and outputs, the eager fallbacks (other mode, graphs
@@ -56,7 +57,8 @@ static recap_status_t toy_forward(void *ctx, recap_stream_t stream, int training
 }
 
 static recap_status_t toy_backward(void *ctx, recap_stream_t stream,
-                                   const recap_buffer_t *grad_outputs, recap_buffer_t *grad_inputs) {
+                                   const recap_buffer_t *grad_outputs,
+                                   recap_buffer_t *grad_inputs) {
   toy_t *t = ctx;
   t->backwards++;
   if (capturing(stream)) {
@@ -97,12 +99,12 @@ static void setup(fixture_t *f) {
     f->inputs[c][0] = (recap_buffer_t){f->x[c], sizeof f->x[c]};
     f->inputs[c][1] = (recap_buffer_t){f->w[c], sizeof f->w[c]};
     f->descs[c] = (recap_callable_desc_t){.forward = toy_forward,
-                                           .backward = toy_backward,
-                                           .ctx = &f->toys[c],
-                                           .input_count = 2,
-                                           .sample_inputs = f->inputs[c],
-                                           .requires_grad = f->requires_grad,
-                                           .output_count = 1};
+                                          .backward = toy_backward,
+                                          .ctx = &f->toys[c],
+                                          .input_count = 2,
+                                          .sample_inputs = f->inputs[c],
+                                          .requires_grad = f->requires_grad,
+                                          .output_count = 1};
   }
 }
 
@@ -290,7 +292,8 @@ static void failure_in_a_captured_forward_cleans_up(void **state) {
   recap_graphed_t h[2] = {(recap_graphed_t)0x1, (recap_graphed_t)0x1};
   recap_status_t s = recap_graphed_create(h, f.descs, 2, NULL);
   if (s != RECAP_ERROR_INVALID_VALUE) fail_msg("%s: %s", recap_status_name(s), recap_last_error());
-  assert_non_null(strstr(recap_last_error(), "the forward function returned RECAP_ERROR_INVALID_VALUE"));
+  assert_non_null(
+      strstr(recap_last_error(), "the forward function returned RECAP_ERROR_INVALID_VALUE"));
   assert_null(h[0]);
   assert_null(h[1]);
   OK(recap_empty_cache());
@@ -304,9 +307,11 @@ static void failure_in_a_captured_forward_cleans_up(void **state) {
  * succeeds, and leaves nothing behind. */
 static void faults_at_every_step_of_create(void **state) {
   (void)state;
-  static const recap__fake_fault_t kinds[] = {
-      RECAP__FAKE_FAULT_RAW_MALLOC, RECAP__FAKE_FAULT_CAPTURE_BEGIN, RECAP__FAKE_FAULT_CAPTURE_END,
-      RECAP__FAKE_FAULT_INSTANTIATE, RECAP__FAKE_FAULT_STREAM_CREATE};
+  static const recap__fake_fault_t kinds[] = {RECAP__FAKE_FAULT_RAW_MALLOC,
+                                              RECAP__FAKE_FAULT_CAPTURE_BEGIN,
+                                              RECAP__FAKE_FAULT_CAPTURE_END,
+                                              RECAP__FAKE_FAULT_INSTANTIATE,
+                                              RECAP__FAKE_FAULT_STREAM_CREATE};
   int failures = 0, runs = 0;
   for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
     for (uint64_t nth = 1; nth <= 6; nth++) {
@@ -370,8 +375,11 @@ static void dead_weight_in_a_graphed_step(void **state) {
   setup(&f);
   void *weight;
   OK(recap_malloc(&weight, 4096, f.stream));
-  recap_callable_desc_t desc = {.forward = weight_forward, .ctx = &weight, .input_count = 1,
-                                .sample_inputs = f.inputs[0], .output_count = 1};
+  recap_callable_desc_t desc = {.forward = weight_forward,
+                                .ctx = &weight,
+                                .input_count = 1,
+                                .sample_inputs = f.inputs[0],
+                                .output_count = 1};
   recap_graphed_options_t opts = RECAP_GRAPHED_OPTIONS_INIT;
   opts.check_input_liveness = 1;
   recap_graphed_t h;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_inspect_tool.c — tools/recap-graph on real input: the JSON of a graph captured on the
  * CPU fake device (written by recap_graph_info_json), and hand-written files for what the fake
@@ -95,15 +96,15 @@ static int count_of(const char *text, const char *needle) {
   return n;
 }
 
-#define ASSERT_CONTAINS(text, needle)                                                       \
-  do {                                                                                      \
-    if (!strstr((text), (needle)))                                                          \
+#define ASSERT_CONTAINS(text, needle)                                                           \
+  do {                                                                                          \
+    if (!strstr((text), (needle)))                                                              \
       fail_msg("%s:%d: expected to find \"%s\" in:\n%s", __FILE__, __LINE__, (needle), (text)); \
   } while (0)
 
-#define ASSERT_LACKS(text, needle)                                                           \
-  do {                                                                                       \
-    if (strstr((text), (needle)))                                                            \
+#define ASSERT_LACKS(text, needle)                                                            \
+  do {                                                                                        \
+    if (strstr((text), (needle)))                                                             \
       fail_msg("%s:%d: did not expect \"%s\" in:\n%s", __FILE__, __LINE__, (needle), (text)); \
   } while (0)
 
@@ -127,8 +128,8 @@ static run_result_t run_tool5(scratch_t *s, const char *a1, const char *a2, cons
   assert_int_equal(posix_spawn_file_actions_init(&actions), 0);
   posix_spawn_file_actions_addopen(&actions, 1, out_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&actions, 2, err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  char *argv[] = {(char *)RECAP_GRAPH_TOOL, (char *)a1, (char *)a2, (char *)a3, (char *)a4,
-                  (char *)a5, NULL};
+  char *argv[] = {
+      (char *)RECAP_GRAPH_TOOL, (char *)a1, (char *)a2, (char *)a3, (char *)a4, (char *)a5, NULL};
   pid_t pid;
   int rc = posix_spawn(&pid, RECAP_GRAPH_TOOL, &actions, NULL, argv, environ);
   posix_spawn_file_actions_destroy(&actions);
@@ -353,8 +354,9 @@ static void names_annotations_and_copies_in_html(void **state) {
   /* Text from the file is escaped: as JSON that cannot close its <script> element. */
   ASSERT_CONTAINS(text, "\"scope\":\"prepare \\u003cinputs\\u003e \\u0026 \\\"zero\\\"\"");
   ASSERT_LACKS(text, "<inputs>");
-  ASSERT_CONTAINS(text, "\"kernel\":\"_Z6vecAddPKfS0_Pfi\","
-                        "\"pretty\":\"vecAdd(float const*, float const*, float*, int)\"");
+  ASSERT_CONTAINS(text,
+                  "\"kernel\":\"_Z6vecAddPKfS0_Pfi\","
+                  "\"pretty\":\"vecAdd(float const*, float const*, float*, int)\"");
   ASSERT_CONTAINS(text, "\"name\":\"vecAdd\",\"detail\":\"grid 128x1x1 block 256x1x1\"");
   ASSERT_CONTAINS(text, "\"name\":\"blas::gemm\"");
   ASSERT_CONTAINS(text, "\"name\":\"kernel\\u003cfloat\\u003e\"");

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_liveness.c — input-liveness checks on the CPU fake device, whose kernel nodes carry the
  * pointer arguments a test gives them (recap__fake_launch_kernel_args). The scenarios are the
@@ -715,7 +716,8 @@ static void batch_lookups(void **state) {
   /* Generations are unique across blocks. */
   assert_true(refs[0].generation != refs[2].generation && refs[2].generation != refs[3].generation);
 
-  recap__block_watch_t watch[3] = {{a, refs[0].generation}, {b, refs[2].generation},
+  recap__block_watch_t watch[3] = {{a, refs[0].generation},
+                                   {b, refs[2].generation},
                                    {c, refs[3].generation}};
   bool dead[3];
   assert_int_equal(recap__alloc_count_dead(watch, 3, NULL), 0);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_pools.c — graph-private pools and capture routing on the CPU fake device: which pool an
  * allocation comes from during a capture, reuse inside a capture, sharing a pool between
@@ -349,15 +350,18 @@ typedef struct capture_job {
 
 static void *capture_thread(void *arg) {
   capture_job_t *job = arg;
-  if (recap__fake_capture_begin(job->stream, RECAP__CAPTURE_MODE_THREAD_LOCAL) == 0) job->failures++;
+  if (recap__fake_capture_begin(job->stream, RECAP__CAPTURE_MODE_THREAD_LOCAL) == 0)
+    job->failures++;
   if (recap_pool_route_begin(job->pool, job->stream) != RECAP_SUCCESS) job->failures++;
   pthread_barrier_wait(job->barrier); /* both captures are under way from here */
   for (int i = 0; i < 200; i++) {
     void *p;
     size_t size = (size_t)(i % 7 + 1) * 300 * KiB;
     if (recap_malloc(&p, size, job->stream) != RECAP_SUCCESS) job->failures++;
-    if (i == 100) job->kept = p;
-    else if (recap_free(p) != RECAP_SUCCESS) job->failures++;
+    if (i == 100)
+      job->kept = p;
+    else if (recap_free(p) != RECAP_SUCCESS)
+      job->failures++;
   }
   pthread_barrier_wait(job->barrier);
   recap__capture_status_t status;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_rng.c — Philox generators and graphs on the CPU fake device: the offset arithmetic of
  * eager and captured states, what a replay writes into the generator's device words and how it
@@ -349,7 +350,7 @@ static void two_generators_in_one_graph(void **state) {
   assert_int_equal(sa.seed_ptr[1], 0);
   assert_int_equal(sb.seed_ptr[0], 20);
   assert_int_equal(sb.seed_ptr[1], 100);
-  assert_int_equal(offset_of(a), 8);       /* 4 + 4 */
+  assert_int_equal(offset_of(a), 8);        /* 4 + 4 */
   assert_int_equal(offset_of(b), 100 + 16); /* 12 + 4 */
   OK(recap_graph_replay(g, s));
   assert_int_equal(sa.seed_ptr[1], 8);
@@ -677,8 +678,8 @@ static void library_kernels_consume_their_increment(void **state) {
   assert_int_equal(recap__fake_rng_launches() - launches, 3);
 
   recap_graph_t g = capture_begin(s, 0);
-  OK(recap_rng_uniform(gen, out, big, s));                   /* 12 */
-  OK(recap_rng_randint(gen, (int32_t *)out, 1, 0, 10, s));   /* 4 */
+  OK(recap_rng_uniform(gen, out, big, s));                 /* 12 */
+  OK(recap_rng_randint(gen, (int32_t *)out, 1, 0, 10, s)); /* 4 */
   recap_philox_state_t st = captured_state(gen, s, 1);
   assert_int_equal(st.offset_intragraph, 16);
   OK(recap_graph_capture_end(g, s));
@@ -795,8 +796,8 @@ static void fake_write_state_node_and_write(void **state) {
   assert_int_not_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 0);
   recap__fake_capture_invalidate(s);
   EXPECT_STATUS(dev->rng_write_state(s, words, 9, 90), RECAP_ERROR_CAPTURE_INVALIDATED);
-  recap__rng_launch_t l = {.kind = RECAP__RNG_UNIFORM, .out = words, .n = 1, .grid = 1,
-                           .stream = s};
+  recap__rng_launch_t l = {
+      .kind = RECAP__RNG_UNIFORM, .out = words, .n = 1, .grid = 1, .stream = s};
   EXPECT_STATUS(dev->rng_launch(&l), RECAP_ERROR_CAPTURE_INVALIDATED);
   assert_false(recap__fake_capture_end(s));
   EXPECT_STATUS(dev->rng_write_state(s, NULL, 1, 2), RECAP_ERROR_INVALID_ARGUMENT);
@@ -848,19 +849,13 @@ static void argument_errors_consume_nothing(void **state) {
   EXPECT_STATUS(recap_rng_randint(gen, ints, 16, 4, 4, s), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("empty");
   EXPECT_STATUS(recap_rng_randint(gen, ints, 16, 5, 4, s), RECAP_ERROR_INVALID_ARGUMENT);
-  EXPECT_STATUS(recap_rng_dropout(gen, out, out, NULL, 16, -0.1f, s),
-                RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_rng_dropout(gen, out, out, NULL, 16, -0.1f, s), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("[0, 1)");
-  EXPECT_STATUS(recap_rng_dropout(gen, out, out, NULL, 16, 1.0f, s),
-                RECAP_ERROR_INVALID_ARGUMENT);
-  EXPECT_STATUS(recap_rng_dropout(gen, out, out, NULL, 16, 1.5f, s),
-                RECAP_ERROR_INVALID_ARGUMENT);
-  EXPECT_STATUS(recap_rng_dropout(gen, out, out, NULL, 16, NAN, s),
-                RECAP_ERROR_INVALID_ARGUMENT);
-  EXPECT_STATUS(recap_rng_dropout(gen, NULL, out, NULL, 16, 0.5f, s),
-                RECAP_ERROR_INVALID_ARGUMENT);
-  EXPECT_STATUS(recap_rng_dropout(gen, out, NULL, NULL, 16, 0.5f, s),
-                RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_rng_dropout(gen, out, out, NULL, 16, 1.0f, s), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_rng_dropout(gen, out, out, NULL, 16, 1.5f, s), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_rng_dropout(gen, out, out, NULL, 16, NAN, s), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_rng_dropout(gen, NULL, out, NULL, 16, 0.5f, s), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_rng_dropout(gen, out, NULL, NULL, 16, 0.5f, s), RECAP_ERROR_INVALID_ARGUMENT);
   recap_philox_state_t st;
   EXPECT_STATUS(recap_generator_philox_state(gen, s, 4, NULL), RECAP_ERROR_INVALID_ARGUMENT);
   /* A stream the device does not know. */
@@ -898,7 +893,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(fake_kernels_fill_from_the_state),
       cmocka_unit_test(fake_write_state_node_and_write),
       cmocka_unit_test(argument_errors_consume_nothing),
-    cmocka_unit_test(a_gpu_outside_the_built_architectures_is_named),
+      cmocka_unit_test(a_gpu_outside_the_built_architectures_is_named),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }

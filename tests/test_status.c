@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_status.c — the status list, the version, and the thread-local last error.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_stress.c — the deterministic multi-threaded stress test, on the CPU fake device (SPEC
  * §10: allocation from many threads, and thread-local captures from two threads at once, work).
@@ -62,13 +63,13 @@ static void thread_fail(const char *fmt, ...) {
   pthread_mutex_unlock(&failure_lock);
 }
 
-#define T_OK(expr)                                                                       \
-  do {                                                                                   \
-    recap_status_t t_ok_s_ = (expr);                                                     \
-    if (t_ok_s_ != RECAP_SUCCESS) {                                                      \
+#define T_OK(expr)                                                                              \
+  do {                                                                                          \
+    recap_status_t t_ok_s_ = (expr);                                                            \
+    if (t_ok_s_ != RECAP_SUCCESS) {                                                             \
       thread_fail("%s returned %s: %s", #expr, recap_status_name(t_ok_s_), recap_last_error()); \
-      goto out;                                                                          \
-    }                                                                                    \
+      goto out;                                                                                 \
+    }                                                                                           \
   } while (0)
 
 static void expect_no_thread_failure(void) {
@@ -194,16 +195,17 @@ typedef struct alloc_thread {
 
 static size_t pick_size(uint64_t *rng) {
   uint64_t r = next_random(rng) % 100;
-  if (r < 70) return 16 + next_random(rng) % (64 * KiB);           /* small pool */
-  if (r < 95) return 1 * MiB + next_random(rng) % (8 * MiB);        /* large segments */
-  return 10 * MiB + next_random(rng) % (14 * MiB);                  /* own segments */
+  if (r < 70) return 16 + next_random(rng) % (64 * KiB);     /* small pool */
+  if (r < 95) return 1 * MiB + next_random(rng) % (8 * MiB); /* large segments */
+  return 10 * MiB + next_random(rng) % (14 * MiB);           /* own segments */
 }
 
 static bool check_and_free(const slot_t *s, const char *who) {
   if (!tag_holds(s->p, s->size, s->tag)) {
-    thread_fail("%s: the tag of block %p (%zu bytes) was overwritten: two callers got "
-                "overlapping blocks",
-                who, s->p, s->size);
+    thread_fail(
+        "%s: the tag of block %p (%zu bytes) was overwritten: two callers got "
+        "overlapping blocks",
+        who, s->p, s->size);
     return false;
   }
   recap_status_t st = recap_free(s->p);
@@ -427,8 +429,10 @@ static void *eager_worker(void *arg) {
     if (t->allocations % 256 == 0) {
       /* Refused while a capture is under way; the cache must survive either way. */
       recap_status_t st = recap_empty_cache();
-      if (st == RECAP_ERROR_INVALID_USAGE) t->refused_empty_cache++;
-      else T_OK(st);
+      if (st == RECAP_ERROR_INVALID_USAGE)
+        t->refused_empty_cache++;
+      else
+        T_OK(st);
       recap__fake_stream_complete(s);
     }
   }
@@ -446,8 +450,10 @@ static void two_thread_local_captures_at_once(void **state) {
   _Atomic int stop = 0, rounds_begun = 0;
   eager_thread_t eager = {.stop = &stop, .rounds = &rounds_begun};
   for (int i = 0; i < 2; i++)
-    t[i] = (capture_thread_t){
-        .id = i, .rounds = 150 * scale(), .barrier = &barrier, .rounds_begun = &rounds_begun};
+    t[i] = (capture_thread_t){.id = i,
+                              .rounds = 150 * scale(),
+                              .barrier = &barrier,
+                              .rounds_begun = &rounds_begun};
   assert_int_equal(pthread_create(&threads[2], NULL, eager_worker, &eager), 0);
   for (int i = 0; i < 2; i++)
     assert_int_equal(pthread_create(&threads[i], NULL, capture_worker, &t[i]), 0);
@@ -461,10 +467,11 @@ static void two_thread_local_captures_at_once(void **state) {
   for (int k = 0; k < 2; k++)
     for (int l = 0; l < 2; l++)
       assert_false(t[0].pools[k].a == t[1].pools[l].a && t[0].pools[k].b == t[1].pools[l].b);
-  print_message("2 threads x %d thread-local captures, %llu eager allocations beside them "
-                "(%llu empty_cache calls refused during a capture)\n",
-                t[0].rounds, (unsigned long long)eager.allocations,
-                (unsigned long long)eager.refused_empty_cache);
+  print_message(
+      "2 threads x %d thread-local captures, %llu eager allocations beside them "
+      "(%llu empty_cache calls refused during a capture)\n",
+      t[0].rounds, (unsigned long long)eager.allocations,
+      (unsigned long long)eager.refused_empty_cache);
   assert_true(eager.allocations > 0);
   expect_nothing_left();
 }
@@ -518,7 +525,10 @@ static void one_generator_many_threads(void **state) {
   rng_thread_t t[RNG_THREADS];
   pthread_t threads[RNG_THREADS];
   for (int i = 0; i < RNG_THREADS; i++) {
-    t[i] = (rng_thread_t){.id = i, .draws = per_thread, .gen = gen, .out = draws + (size_t)i * per_thread};
+    t[i] = (rng_thread_t){.id = i,
+                          .draws = per_thread,
+                          .gen = gen,
+                          .out = draws + (size_t)i * per_thread};
     assert_int_equal(pthread_create(&threads[i], NULL, rng_worker, &t[i]), 0);
   }
   for (int i = 0; i < RNG_THREADS; i++) pthread_join(threads[i], NULL);

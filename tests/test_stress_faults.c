@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_stress_faults.c — the fault-injection sweep (SQLite's fault tests, for recap): one
  * scripted workload that touches every layer (allocations, record_stream, captures with
@@ -67,7 +68,8 @@ static recap_status_t toy_forward(void *ctx, recap_stream_t stream, int training
 }
 
 static recap_status_t toy_backward(void *ctx, recap_stream_t stream,
-                                   const recap_buffer_t *grad_outputs, recap_buffer_t *grad_inputs) {
+                                   const recap_buffer_t *grad_outputs,
+                                   recap_buffer_t *grad_inputs) {
   (void)ctx;
   recap__fake_launch_kernel(stream, "sweep_backward");
   grad_inputs[0].bytes = grad_outputs[0].bytes;
@@ -171,7 +173,7 @@ static void count_warnings(recap_log_level_t level, const char *message, void *u
 }
 
 static const char *kind_name(recap__fake_fault_t kind) {
-  static const char *const names[] = {"raw_malloc",    "event_create", "event_record",
+  static const char *const names[] = {"raw_malloc",    "event_create",  "event_record",
                                       "stream_create", "capture_begin", "capture_end",
                                       "instantiate",   "launch"};
   return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
@@ -268,8 +270,9 @@ static void faults_at_every_step_of_the_workload(void **state) {
         fail_msg("%s call %llu: the workload fails afterwards at %s: %s", what,
                  (unsigned long long)nth, o.where, o.message);
       left = leftovers();
-      if (left) fail_msg("%s call %llu: the clean run afterwards leaves %s", what,
-                         (unsigned long long)nth, left);
+      if (left)
+        fail_msg("%s call %llu: the clean run afterwards leaves %s", what, (unsigned long long)nth,
+                 left);
     }
     if (nth == 1 && !unreached) unreached = kind_name(kind);
     char part[64];
@@ -278,9 +281,10 @@ static void faults_at_every_step_of_the_workload(void **state) {
     strncat(per_kind, part, sizeof per_kind - strlen(per_kind) - 1);
   }
   recap_log_set(NULL, NULL);
-  printf("fault sweep: %d runs with one injected failure each (%s); %d ended in a clean error, "
-         "%d were absorbed by a retry or fallback\n",
-         runs, per_kind, errors, absorbed);
+  printf(
+      "fault sweep: %d runs with one injected failure each (%s); %d ended in a clean error, "
+      "%d were absorbed by a retry or fallback\n",
+      runs, per_kind, errors, absorbed);
   /* The workload makes at least one call of every kind, or the sweep misses a layer. */
   if (unreached) fail_msg("the workload never makes a %s call", unreached);
 }

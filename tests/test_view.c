@@ -55,8 +55,7 @@ static size_t drawn_crossings(const recap_view_graph_t *g) {
       const recap_view_edge_t *e = &g->edges[a], *f = &g->edges[b];
       const recap_view_point_t *e0 = &e->points[0], *e1 = &e->points[e->point_count - 1];
       const recap_view_point_t *f0 = &f->points[0], *f1 = &f->points[f->point_count - 1];
-      if (e->point_count != 2 || f->point_count != 2 || e0->y != f0->y || e1->y != f1->y)
-        continue;
+      if (e->point_count != 2 || f->point_count != 2 || e0->y != f0->y || e1->y != f1->y) continue;
       if ((e0->x - f0->x) * (e1->x - f1->x) < 0) crossings++;
     }
   return crossings;
@@ -371,8 +370,12 @@ static void writes_a_self_contained_page(void **state) {
   g.nodes[0].has_launch = 1;
   g.nodes[0].grid[0] = 40, g.nodes[0].grid[1] = g.nodes[0].grid[2] = 1;
   g.nodes[0].block[0] = 256, g.nodes[0].block[1] = g.nodes[0].block[2] = 1;
-  recap_liveness_input_t input = {.base = (void *)0x7f0000001000, .size = 4096, .generation = 3,
-                                  .node = 0, .reader_count = 2, .node_type = "kernel"};
+  recap_liveness_input_t input = {.base = (void *)0x7f0000001000,
+                                  .size = 4096,
+                                  .generation = 3,
+                                  .node = 0,
+                                  .reader_count = 2,
+                                  .node_type = "kernel"};
   char err[128];
   assert_int_equal(recap_view_finish(&g, err, sizeof err), 0);
   assert_int_equal(recap_view_add_liveness(&g, &input, 1, err, sizeof err), 0);
@@ -397,23 +400,26 @@ static void writes_a_self_contained_page(void **state) {
   assert_non_null(strstr(text, "\"pretty\":\"void kernel\\u003cfloat\\u003e(float*, int)\""));
   assert_non_null(strstr(text, "\"grid\":[40,1,1],\"block\":[256,1,1],\"smem\":0"));
   assert_non_null(strstr(text, "\"params\":[\"float* 0x1000\"]"));
-  assert_non_null(strstr(text, "\"allocs\":[{\"base\":\"0x7f0000001000\",\"size\":4096,"
-                               "\"generation\":3,\"readers\":2,\"site\":null,\"freed\":false}]"));
+  assert_non_null(strstr(text,
+                         "\"allocs\":[{\"base\":\"0x7f0000001000\",\"size\":4096,"
+                         "\"generation\":3,\"readers\":2,\"site\":null,\"freed\":false}]"));
   assert_non_null(strstr(text, "\"name\":\"memcpy\",\"detail\":\"3.0 MiB\""));
   assert_non_null(strstr(text, "{\"path\":\"step\",\"label\":\"step\",\"depth\":1,\"nodes\":2,"));
   assert_non_null(strstr(text, "{\"path\":\"step/forward\",\"label\":\"forward\",\"depth\":2,"));
   /* The legend: each type present, with its count. */
-  assert_non_null(strstr(text, "<tr data-type=\"kernel\"><td><span class=\"swatch\" "
-                               "style=\"background:#9ecae1\"></span>kernel</td>"
-                               "<td class=\"num\">2</td></tr>"));
+  assert_non_null(strstr(text,
+                         "<tr data-type=\"kernel\"><td><span class=\"swatch\" "
+                         "style=\"background:#9ecae1\"></span>kernel</td>"
+                         "<td class=\"num\">2</td></tr>"));
   assert_non_null(strstr(text, "<b>3</b> nodes, <b>2</b> edges, 3 layers, 2 annotation scopes"));
   free(text);
 
   text = written(dot_of, &g);
   assert_non_null(strstr(text, "subgraph cluster_0 {\n    label=\"step\";"));
   assert_non_null(strstr(text, "    subgraph cluster_1 {\n      label=\"forward\";"));
-  assert_non_null(strstr(text, "n0 [label=\"#0 kernel\\nvoid kernel<float>(float*, int)\\n"
-                               "grid 40x1x1, block 256x1x1\\n[step/forward]\""));
+  assert_non_null(strstr(text,
+                         "n0 [label=\"#0 kernel\\nvoid kernel<float>(float*, int)\\n"
+                         "grid 40x1x1, block 256x1x1\\n[step/forward]\""));
   assert_non_null(strstr(text, "  n2 [label=\"#2 memcpy\\n3.0 MiB\""));
   assert_int_equal(count_of(text, " -> "), 2);
   free(text);

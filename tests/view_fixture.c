@@ -11,9 +11,9 @@
 
 enum { LAYERS = 3 };
 
-#define CHECK(call)                                 \
-  do {                                              \
-    recap_status_t check_status_ = (call);          \
+#define CHECK(call)                                           \
+  do {                                                        \
+    recap_status_t check_status_ = (call);                    \
     if (check_status_ != RECAP_SUCCESS) return check_status_; \
   } while (0)
 
@@ -150,9 +150,9 @@ int view_fixture_model(recap_graph_t graph, int plausible, recap_view_graph_t *v
   static const struct {
     const char *name;
     unsigned grid, block;
-  } shapes[] = {{"gather_batch", 64, 256},     {"cutlass::Kernel", 32, 128},
-                {"bias_relu_fwd", 512, 256},   {"bias_relu_bwd", 512, 256},
-                {"softmax_cross_entropy", 2, 256}, {"adam_step", 256, 256},
+  } shapes[] = {{"gather_batch", 64, 256},           {"cutlass::Kernel", 32, 128},
+                {"bias_relu_fwd", 512, 256},         {"bias_relu_bwd", 512, 256},
+                {"softmax_cross_entropy", 2, 256},   {"adam_step", 256, 256},
                 {"cub::DeviceReduceKernel", 1, 256}, {"sm90_xmma", 16, 384}};
   for (size_t i = 0; i < view->count; i++) {
     recap_view_node_t *n = &view->nodes[i];

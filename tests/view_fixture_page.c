@@ -30,8 +30,8 @@ int main(int argc, char **argv) {
   if (rc == 0) {
     rc = recap_view_save_html(&view, argv[1], "a training step (fixture, CPU fake device)", err,
                               sizeof err);
-    if (rc == 0 && argc == 3) rc = recap_view_save_dot(&view, argv[2], "the fixture", err,
-                                                       sizeof err);
+    if (rc == 0 && argc == 3)
+      rc = recap_view_save_dot(&view, argv[2], "the fixture", err, sizeof err);
     recap_view_graph_free(&view);
   }
   if (rc != 0) fprintf(stderr, "view_fixture_page: %s\n", err);

@@ -43,10 +43,11 @@ int main(int argc, char **argv) {
   static const struct option options[] = {{"help", no_argument, NULL, 'h'}, {NULL, 0, NULL, 0}};
   int c;
   while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
-    printf("usage: %s [--help]\n"
-           "Says which device backend recap uses, how many CUDA devices it sees, and whether\n"
-           "recap's kernels run on each. Exit status: 0 they do, 2 no device, 1 otherwise.\n",
-           argv[0]);
+    printf(
+        "usage: %s [--help]\n"
+        "Says which device backend recap uses, how many CUDA devices it sees, and whether\n"
+        "recap's kernels run on each. Exit status: 0 they do, 2 no device, 1 otherwise.\n",
+        argv[0]);
     return c == 'h' ? 0 : 1;
   }
   if (optind < argc) {

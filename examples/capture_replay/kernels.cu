@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * kernels.cu — the example's kernels and their extern "C" launchers (see kernels.h).
  *
@@ -27,7 +28,7 @@ __global__ void add_square_kernel(float *acc, const float *x, float b, size_t n)
     acc[i] += b * x[i] * x[i];
 }
 
-}  // namespace
+} // namespace
 
 extern "C" cudaError_t launch_axpy(float *acc, const float *x, float a, size_t n,
                                    cudaStream_t stream) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * kernels.h — the example's two CUDA kernels, behind C launchers (kernels.cu).
  *
@@ -18,8 +19,7 @@ extern "C" {
 /* acc[i] += a * x[i] for i < n. */
 cudaError_t launch_axpy(float *acc, const float *x, float a, size_t n, cudaStream_t stream);
 /* acc[i] += b * x[i] * x[i] for i < n. */
-cudaError_t launch_add_square(float *acc, const float *x, float b, size_t n,
-                              cudaStream_t stream);
+cudaError_t launch_add_square(float *acc, const float *x, float b, size_t n, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * capture_replay — capture a small GPU pipeline once with recap, then replay it.
  *
@@ -42,24 +43,24 @@ enum { N = 1 << 20, REPLAYS = 5, TIMED_STEPS = 1000 };
 static const float A = 2.0f, B = 0.5f;
 
 /* An example stops at the first failure, saying what failed and why. */
-#define CHECK_RECAP(call)                                                                   \
-  do {                                                                                      \
-    recap_status_t status_ = (call);                                                        \
-    if (status_ != RECAP_SUCCESS) {                                                         \
-      fprintf(stderr, "capture_replay: %s failed: %s: %s\n", #call,                         \
-              recap_status_name(status_), recap_last_error());                              \
-      exit(1);                                                                              \
-    }                                                                                       \
+#define CHECK_RECAP(call)                                                                       \
+  do {                                                                                          \
+    recap_status_t status_ = (call);                                                            \
+    if (status_ != RECAP_SUCCESS) {                                                             \
+      fprintf(stderr, "capture_replay: %s failed: %s: %s\n", #call, recap_status_name(status_), \
+              recap_last_error());                                                              \
+      exit(1);                                                                                  \
+    }                                                                                           \
   } while (0)
 
-#define CHECK_CUDA(call)                                                                    \
-  do {                                                                                      \
-    cudaError_t error_ = (call);                                                            \
-    if (error_ != cudaSuccess) {                                                            \
+#define CHECK_CUDA(call)                                                                      \
+  do {                                                                                        \
+    cudaError_t error_ = (call);                                                              \
+    if (error_ != cudaSuccess) {                                                              \
       fprintf(stderr, "capture_replay: %s failed: %s: %s\n", #call, cudaGetErrorName(error_), \
-              cudaGetErrorString(error_));                                                  \
-      exit(1);                                                                              \
-    }                                                                                       \
+              cudaGetErrorString(error_));                                                    \
+      exit(1);                                                                                \
+    }                                                                                         \
   } while (0)
 
 /* The pipeline: enqueued on `stream`, captured or not. acc and y hold n floats. */
@@ -88,8 +89,7 @@ static int check_output(const float *host_x, const float *host_y, const char *wh
   for (size_t i = 0; i < N; i++) {
     float expect = A * host_x[i] + B * host_x[i] * host_x[i];
     if (fabsf(host_y[i] - expect) > 1e-5f * (1.0f + fabsf(expect))) {
-      fprintf(stderr, "capture_replay: %s: y[%zu] = %g, expected %g\n", what, i, host_y[i],
-              expect);
+      fprintf(stderr, "capture_replay: %s: y[%zu] = %g, expected %g\n", what, i, host_y[i], expect);
       return 0;
     }
   }
@@ -106,8 +106,8 @@ static void write_inspection(recap_graph_t graph, const char *path) {
     fprintf(stderr, "capture_replay: cannot write %s\n", path);
     exit(1);
   }
-  printf("graph inspection written to %s (render it with: recap-graph html %s graph.html)\n",
-         path, path);
+  printf("graph inspection written to %s (render it with: recap-graph html %s graph.html)\n", path,
+         path);
   recap_string_free(json);
   recap_graph_info_free(info);
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlp — train a multi-layer perceptron in C on cuBLAS, three ways, with recap.
  *
@@ -62,24 +63,24 @@ static void die(const char *format, ...) {
 }
 
 /* Calls into the model module: its own message says what failed and why. */
-#define CHECK_MLP(call)                                                                    \
-  do {                                                                                     \
-    recap_status_t status_ = (call);                                                       \
-    if (status_ != RECAP_SUCCESS)                                                          \
-      die("%s failed (%s):\n  %s", #call, recap_status_name(status_), mlp_error());        \
+#define CHECK_MLP(call)                                                             \
+  do {                                                                              \
+    recap_status_t status_ = (call);                                                \
+    if (status_ != RECAP_SUCCESS)                                                   \
+      die("%s failed (%s):\n  %s", #call, recap_status_name(status_), mlp_error()); \
   } while (0)
 
-#define CHECK_RECAP(call)                                                                  \
-  do {                                                                                     \
-    recap_status_t status_ = (call);                                                       \
-    if (status_ != RECAP_SUCCESS)                                                          \
-      die("%s failed: %s: %s", #call, recap_status_name(status_), recap_last_error());     \
+#define CHECK_RECAP(call)                                                              \
+  do {                                                                                 \
+    recap_status_t status_ = (call);                                                   \
+    if (status_ != RECAP_SUCCESS)                                                      \
+      die("%s failed: %s: %s", #call, recap_status_name(status_), recap_last_error()); \
   } while (0)
 
-#define CHECK_CUDA(call)                                                                   \
-  do {                                                                                     \
-    cudaError_t error_ = (call);                                                           \
-    if (error_ != cudaSuccess)                                                             \
+#define CHECK_CUDA(call)                                                                      \
+  do {                                                                                        \
+    cudaError_t error_ = (call);                                                              \
+    if (error_ != cudaSuccess)                                                                \
       die("%s failed: %s (%s)", #call, cudaGetErrorName(error_), cudaGetErrorString(error_)); \
   } while (0)
 
@@ -100,32 +101,32 @@ typedef struct options {
 } options_t;
 
 static void usage(FILE *f) {
-  fprintf(f,
-          "usage: " PROGRAM " [options]\n"
-          "\n"
-          "Train an MLP on K noisy spirals with cuBLAS and recap: eagerly, with graphed\n"
-          "callables, and as one whole-step graph; compare losses bit for bit and step times.\n"
-          "\n"
-          "  --way all|eager|graphed|whole  which way(s) to run (default all)\n"
-          "  --check              run eager, graphed (model and per-layer callables) and\n"
-          "                       whole-step; compare per-step losses and final parameters bit\n"
-          "                       for bit; exit 0 if identical, 1 if not, 77 without a GPU\n"
-          "  --steps N            training steps per way (default 600)\n"
-          "  --width W            units per hidden layer (default 512)\n"
-          "  --depth D            hidden layers (default 4)\n"
-          "  --batch B            samples per step (default 256)\n"
-          "  --classes K          spirals, i.e. classes (default 3)\n"
-          "  --points N           points per spiral (default 2000; 20%% held out for test)\n"
-          "  --noise X            angle noise of the spirals, radians (default 0.2)\n"
-          "  --dropout P          dropout after each hidden layer (default 0.1)\n"
-          "  --lr LR              Adam learning rate (default 0.002)\n"
-          "  --seed S             seed of data, parameters and dropout (default 1234)\n"
-          "  --eval-every N       evaluate every N steps (default 100; 0: at the end only)\n"
-          "  --callables model|layer  graphed way: one callable for the network, or one\n"
-          "                       per layer, chained (default model)\n"
-          "  --out DIR            output folder (default ./mlp-out)\n"
-          "  --no-out             write no output folder\n"
-          "  -h, --help           this text\n");
+  fprintf(f, "usage: " PROGRAM
+             " [options]\n"
+             "\n"
+             "Train an MLP on K noisy spirals with cuBLAS and recap: eagerly, with graphed\n"
+             "callables, and as one whole-step graph; compare losses bit for bit and step times.\n"
+             "\n"
+             "  --way all|eager|graphed|whole  which way(s) to run (default all)\n"
+             "  --check              run eager, graphed (model and per-layer callables) and\n"
+             "                       whole-step; compare per-step losses and final parameters bit\n"
+             "                       for bit; exit 0 if identical, 1 if not, 77 without a GPU\n"
+             "  --steps N            training steps per way (default 600)\n"
+             "  --width W            units per hidden layer (default 512)\n"
+             "  --depth D            hidden layers (default 4)\n"
+             "  --batch B            samples per step (default 256)\n"
+             "  --classes K          spirals, i.e. classes (default 3)\n"
+             "  --points N           points per spiral (default 2000; 20%% held out for test)\n"
+             "  --noise X            angle noise of the spirals, radians (default 0.2)\n"
+             "  --dropout P          dropout after each hidden layer (default 0.1)\n"
+             "  --lr LR              Adam learning rate (default 0.002)\n"
+             "  --seed S             seed of data, parameters and dropout (default 1234)\n"
+             "  --eval-every N       evaluate every N steps (default 100; 0: at the end only)\n"
+             "  --callables model|layer  graphed way: one callable for the network, or one\n"
+             "                       per layer, chained (default model)\n"
+             "  --out DIR            output folder (default ./mlp-out)\n"
+             "  --no-out             write no output folder\n"
+             "  -h, --help           this text\n");
 }
 
 static int parse_int(const char *s, int min, int *out) {
@@ -148,9 +149,24 @@ static int parse_float(const char *s, float *out) {
 
 /* Returns -1 to go on, or an exit status. */
 static int parse_args(int argc, char **argv, options_t *o) {
-  enum { OPT_WAY = 256, OPT_STEPS, OPT_WIDTH, OPT_DEPTH, OPT_BATCH, OPT_CLASSES, OPT_POINTS,
-         OPT_NOISE, OPT_DROPOUT, OPT_LR, OPT_SEED, OPT_EVAL_EVERY, OPT_CALLABLES, OPT_OUT,
-         OPT_NO_OUT, OPT_CHECK };
+  enum {
+    OPT_WAY = 256,
+    OPT_STEPS,
+    OPT_WIDTH,
+    OPT_DEPTH,
+    OPT_BATCH,
+    OPT_CLASSES,
+    OPT_POINTS,
+    OPT_NOISE,
+    OPT_DROPOUT,
+    OPT_LR,
+    OPT_SEED,
+    OPT_EVAL_EVERY,
+    OPT_CALLABLES,
+    OPT_OUT,
+    OPT_NO_OUT,
+    OPT_CHECK
+  };
   static const struct option options[] = {
       {"way", required_argument, NULL, OPT_WAY},
       {"steps", required_argument, NULL, OPT_STEPS},
@@ -172,8 +188,13 @@ static int parse_args(int argc, char **argv, options_t *o) {
       {NULL, 0, NULL, 0},
   };
   mlp_config_t init = MLP_CONFIG_INIT;
-  *o = (options_t){.model = init, .steps = 600, .per_class = 2000, .noise = 0.2f,
-                   .eval_every = 100, .ways = {1, 1, 1}, .split = MLP_SPLIT_MODEL,
+  *o = (options_t){.model = init,
+                   .steps = 600,
+                   .per_class = 2000,
+                   .noise = 0.2f,
+                   .eval_every = 100,
+                   .ways = {1, 1, 1},
+                   .split = MLP_SPLIT_MODEL,
                    .out_dir = "mlp-out"};
   int c, index = 0;
   while ((c = getopt_long(argc, argv, "h", options, &index)) != -1) {
@@ -181,15 +202,9 @@ static int parse_args(int argc, char **argv, options_t *o) {
     int ok = 1;
     float f;
     switch (c) {
-      case 'h':
-        usage(stdout);
-        return 0;
-      case OPT_CHECK:
-        o->check = 1;
-        break;
-      case OPT_NO_OUT:
-        o->out_dir = NULL;
-        break;
+      case 'h': usage(stdout); return 0;
+      case OPT_CHECK: o->check = 1; break;
+      case OPT_NO_OUT: o->out_dir = NULL; break;
       case OPT_WAY: {
         int e = !strcmp(v, "eager"), g = !strcmp(v, "graphed"), w = !strcmp(v, "whole");
         ok = e || g || w || !strcmp(v, "all");
@@ -307,12 +322,12 @@ typedef struct way_run {
   mlp_split_t split;
   char label[32];
   int ran;
-  float *losses;       /* steps */
-  float *params;       /* flat */
+  float *losses; /* steps */
+  float *params; /* flat */
   uint64_t generator_offset;
   double setup_ms;
-  double step_us[3];   /* median, p10, p90 of the GPU-timeline step time */
-  double host_us;      /* median host time to enqueue a step */
+  double step_us[3]; /* median, p10, p90 of the GPU-timeline step time */
+  double host_us;    /* median host time to enqueue a step */
   double train_loss, train_acc, test_loss, test_acc;
 } way_run_t;
 
@@ -326,7 +341,7 @@ typedef struct context {
   cudaEvent_t *start, *end; /* per step */
   double *samples;
   int tty;
-  int quiet;               /* --check: no per-way report */
+  int quiet; /* --check: no per-way report */
 } context_t;
 
 static void clear_progress(const context_t *c) {
@@ -342,10 +357,11 @@ static void evaluate(context_t *c, way_run_t *r, int step) {
   CHECK_MLP(mlp_model_read_losses(c->model, losses, step));
   batch_loss = losses[step - 1];
   clear_progress(c);
-  printf("  step %6d/%-6d batch loss %.4f | train loss %.4f acc %5.1f%% | test loss %.4f "
-         "acc %5.1f%%\n",
-         step, c->o->steps, (double)batch_loss, r->train_loss, 100.0 * r->train_acc,
-         r->test_loss, 100.0 * r->test_acc);
+  printf(
+      "  step %6d/%-6d batch loss %.4f | train loss %.4f acc %5.1f%% | test loss %.4f "
+      "acc %5.1f%%\n",
+      step, c->o->steps, (double)batch_loss, r->train_loss, 100.0 * r->train_acc, r->test_loss,
+      100.0 * r->test_acc);
   fflush(stdout);
 }
 
@@ -383,22 +399,23 @@ static void print_graphs_and_pools(mlp_trainer_t *trainer) {
     recap_pool_info_t info;
     recap_status_t s = recap_pool_info(seen[k], &info);
     printf("  pool     {%llu,%llu} of %d graph%s (%s%s): ", (unsigned long long)seen[k].a,
-           (unsigned long long)seen[k].b, uses[k], uses[k] == 1 ? "" : "s",
-           graphs[first[k]].name, uses[k] > 1 ? ", ..." : "");
+           (unsigned long long)seen[k].b, uses[k], uses[k] == 1 ? "" : "s", graphs[first[k]].name,
+           uses[k] > 1 ? ", ..." : "");
     if (s == RECAP_SUCCESS)
       printf("%lld segment%s, %.1f MiB reserved, %.1f MiB allocated\n", (long long)info.segments,
              info.segments == 1 ? "" : "s", mib(info.reserved_bytes), mib(info.allocated_bytes));
     else
-      printf("no memory (%s)\n", s == RECAP_ERROR_NOT_FOUND ? "the graph allocated nothing"
-                                                            : recap_last_error());
+      printf("no memory (%s)\n",
+             s == RECAP_ERROR_NOT_FOUND ? "the graph allocated nothing" : recap_last_error());
   }
   recap_memory_stats_t stats;
   CHECK_RECAP(recap_memory_stats(-1, &stats));
-  printf("  memory   recap on the device: %.1f MiB allocated, %.1f MiB reserved (peak %.1f MiB "
-         "reserved)\n",
-         mib(stats.allocated_bytes[RECAP_STAT_ALL].current),
-         mib(stats.reserved_bytes[RECAP_STAT_ALL].current),
-         mib(stats.reserved_bytes[RECAP_STAT_ALL].peak));
+  printf(
+      "  memory   recap on the device: %.1f MiB allocated, %.1f MiB reserved (peak %.1f MiB "
+      "reserved)\n",
+      mib(stats.allocated_bytes[RECAP_STAT_ALL].current),
+      mib(stats.reserved_bytes[RECAP_STAT_ALL].current),
+      mib(stats.reserved_bytes[RECAP_STAT_ALL].peak));
 }
 
 /* Capture the whole step once more, keeping the template and with annotation scopes on, and
@@ -431,7 +448,8 @@ static void write_step_graph(context_t *c) {
   }
   printf(")\n");
   FILE *f = fopen(json_path, "w");
-  if (!f || fputs(json, f) < 0 || fclose(f) != 0) die("cannot write %s: %s", json_path, strerror(errno));
+  if (!f || fputs(json, f) < 0 || fclose(f) != 0)
+    die("cannot write %s: %s", json_path, strerror(errno));
   recap_string_free(json);
   printf("  wrote    %s\n", json_path);
 
@@ -446,13 +464,13 @@ static void write_step_graph(context_t *c) {
   snprintf(text, sizeof text, "{%llu, %llu}", (unsigned long long)pool.a,
            (unsigned long long)pool.b);
   if (recap_view_set_string(&view.pool, text) != 0) die("out of host memory");
-  if (recap_view_save_dot(&view, dot_path, "the mlp example's whole-step graph", err,
-                          sizeof err) != 0)
+  if (recap_view_save_dot(&view, dot_path, "the mlp example's whole-step graph", err, sizeof err) !=
+      0)
     die("cannot write %s: %s", dot_path, err);
   printf("  wrote    %s\n", dot_path);
   char title[128];
-  snprintf(title, sizeof title, "mlp whole step (width %d, depth %d, batch %d)",
-           c->o->model.width, c->o->model.depth, c->o->model.batch);
+  snprintf(title, sizeof title, "mlp whole step (width %d, depth %d, batch %d)", c->o->model.width,
+           c->o->model.depth, c->o->model.batch);
   if (recap_view_save_html(&view, html_path, title, err, sizeof err) != 0)
     die("cannot write %s: %s", html_path, err);
   printf("  wrote    %s\n", html_path);
@@ -461,16 +479,14 @@ static void write_step_graph(context_t *c) {
 
 static const char *way_description(mlp_way_t way, mlp_split_t split) {
   switch (way) {
-  case MLP_WAY_EAGER:
-    return "every kernel and cuBLAS call launched from the host";
-  case MLP_WAY_GRAPHED:
-    return split == MLP_SPLIT_LAYER
-               ? "one graphed callable per layer (forward/backward graphs, one pool), loss "
-                 "eager, Adam graph"
-               : "the network as a graphed callable (forward/backward graphs), loss eager, "
-                 "Adam graph";
-  case MLP_WAY_WHOLE:
-    return "forward, loss, backward and Adam as one graph";
+    case MLP_WAY_EAGER: return "every kernel and cuBLAS call launched from the host";
+    case MLP_WAY_GRAPHED:
+      return split == MLP_SPLIT_LAYER
+                 ? "one graphed callable per layer (forward/backward graphs, one pool), loss "
+                   "eager, Adam graph"
+                 : "the network as a graphed callable (forward/backward graphs), loss eager, "
+                   "Adam graph";
+    case MLP_WAY_WHOLE: return "forward, loss, backward and Adam as one graph";
   }
   return "";
 }
@@ -491,8 +507,8 @@ static void run_way(context_t *c, way_run_t *r) {
   r->setup_ms = (double)(now_ns() - t0) / 1e6;
   if (!c->quiet) {
     printf("  prepared in %.1f ms (one eager warm-up step%s, then reset)\n", r->setup_ms,
-           r->way == MLP_WAY_GRAPHED  ? ", recap_graphed_create's warm-up and captures, the "
-                                        "Adam capture"
+           r->way == MLP_WAY_GRAPHED ? ", recap_graphed_create's warm-up and captures, the "
+                                       "Adam capture"
            : r->way == MLP_WAY_WHOLE ? ", the whole-step capture"
                                      : "");
     if (r->way != MLP_WAY_EAGER && recap_graphs_disabled())
@@ -537,9 +553,10 @@ static void run_way(context_t *c, way_run_t *r) {
   r->ran = 1;
 
   if (!c->quiet) {
-    printf("  time     %.1f us per step (median; p10 %.1f, p90 %.1f), host %.1f us to enqueue "
-           "a step\n",
-           r->step_us[0], r->step_us[1], r->step_us[2], r->host_us);
+    printf(
+        "  time     %.1f us per step (median; p10 %.1f, p90 %.1f), host %.1f us to enqueue "
+        "a step\n",
+        r->step_us[0], r->step_us[1], r->step_us[2], r->host_us);
     print_graphs_and_pools(trainer);
     if (r->way == MLP_WAY_WHOLE && o->out_dir && !recap_graphs_disabled()) write_step_graph(c);
   }
@@ -571,8 +588,8 @@ static int compare_runs(const context_t *c, const way_run_t *a, const way_run_t 
     }
   }
   if (a->generator_offset != b->generator_offset) {
-    printf("MISMATCH: the generator's offset after training differs: %s %llu, %s %llu\n",
-           a->label, (unsigned long long)a->generator_offset, b->label,
+    printf("MISMATCH: the generator's offset after training differs: %s %llu, %s %llu\n", a->label,
+           (unsigned long long)a->generator_offset, b->label,
            (unsigned long long)b->generator_offset);
     return 0;
   }
@@ -584,8 +601,8 @@ static int compare_runs(const context_t *c, const way_run_t *a, const way_run_t 
 static int losses_sane(const context_t *c, const way_run_t *r) {
   for (int s = 0; s < c->o->steps; s++) {
     if (!isfinite(r->losses[s]) || r->losses[s] < 0.0f || (s == 0 && r->losses[s] == 0.0f)) {
-      printf("BAD LOSS: %s step %d has loss %g (not a finite positive number)\n", r->label,
-             s + 1, (double)r->losses[s]);
+      printf("BAD LOSS: %s step %d has loss %g (not a finite positive number)\n", r->label, s + 1,
+             (double)r->losses[s]);
       return 0;
     }
   }
@@ -672,7 +689,7 @@ int main(int argc, char **argv) {
   if (recap_device_count(&devices) != RECAP_SUCCESS || devices < 1) {
     const char *why = recap_last_error();
     fprintf(stderr, PROGRAM ": this example needs an NVIDIA GPU: %s\n",
-           why[0] ? why : "no CUDA device was found");
+            why[0] ? why : "no CUDA device was found");
     return o.check ? EXIT_CHECK_SKIP : EXIT_NO_DEVICE;
   }
   CHECK_CUDA(cudaSetDevice(0));
@@ -688,10 +705,11 @@ int main(int argc, char **argv) {
   mlp_dataset_t train, test;
   if (mlp_spirals(o.model.classes, o.per_class, o.noise, 0.2, o.model.seed, &train, &test) != 0)
     die("out of host memory for the data set");
-  if (train.count < 1 || test.count < 1) die("--points %d leaves an empty train or test set", o.per_class);
+  if (train.count < 1 || test.count < 1)
+    die("--points %d leaves an empty train or test set", o.per_class);
   c.batch_bytes = mlp_batch_bytes(o.model.batch, train.dim);
-  CHECK_CUDA(cudaHostAlloc((void **)&c.schedule, (size_t)o.steps * c.batch_bytes,
-                           cudaHostAllocDefault));
+  CHECK_CUDA(
+      cudaHostAlloc((void **)&c.schedule, (size_t)o.steps * c.batch_bytes, cudaHostAllocDefault));
   mlp_schedule_fill(&train, o.model.batch, o.steps, o.model.seed, c.schedule);
 
   CHECK_MLP(mlp_model_create(&c.model, &o.model, c.stream));
@@ -737,16 +755,18 @@ int main(int argc, char **argv) {
   if (!o.check) {
     printf("recap %s: an MLP trained in C on cuBLAS, three ways\n", recap_version_string());
     printf("  device   %s\n", device);
-    printf("  task     %d noisy spirals, %d features: %d training and %d test points\n",
-           m->classes, train.dim, train.count, test.count);
-    printf("  model    %d -> %d x %d (ReLU, dropout %.2g) -> %d: %zu parameters; Adam lr %g; "
-           "batch %d; %d steps per way; seed %llu\n",
-           train.dim, m->depth, m->width, (double)m->dropout, m->classes,
-           mlp_model_parameter_count(c.model), (double)m->lr, m->batch, o.steps,
-           (unsigned long long)m->seed);
-    printf("  timing   step time = cudaEvent time from just before to just after a step's\n"
-           "           enqueue, with no synchronisation per step (the GPU timeline of steady\n"
-           "           training); host = CPU time to enqueue one step\n");
+    printf("  task     %d noisy spirals, %d features: %d training and %d test points\n", m->classes,
+           train.dim, train.count, test.count);
+    printf(
+        "  model    %d -> %d x %d (ReLU, dropout %.2g) -> %d: %zu parameters; Adam lr %g; "
+        "batch %d; %d steps per way; seed %llu\n",
+        train.dim, m->depth, m->width, (double)m->dropout, m->classes,
+        mlp_model_parameter_count(c.model), (double)m->lr, m->batch, o.steps,
+        (unsigned long long)m->seed);
+    printf(
+        "  timing   step time = cudaEvent time from just before to just after a step's\n"
+        "           enqueue, with no synchronisation per step (the GPU timeline of steady\n"
+        "           training); host = CPU time to enqueue one step\n");
     if (o.out_dir && make_dirs(o.out_dir) != 0)
       die("cannot create the output folder %s: %s", o.out_dir, strerror(errno));
   } else {
@@ -769,7 +789,8 @@ int main(int argc, char **argv) {
 
   if (o.check) {
     if (identical)
-      printf(PROGRAM " --check: PASS: the %d ways agree bit for bit: %d per-step losses, %zu "
+      printf(PROGRAM
+             " --check: PASS: the %d ways agree bit for bit: %d per-step losses, %zu "
              "parameters, generator offset %llu\n",
              count, o.steps, flat, (unsigned long long)runs[0].generator_offset);
     else
@@ -777,8 +798,8 @@ int main(int argc, char **argv) {
   } else {
     printf("\n== summary (%d steps, width %d, depth %d, batch %d) ==\n", o.steps, m->width,
            m->depth, m->batch);
-    printf("  %-14s %12s %12s %10s %10s %11s %9s\n", "way", "step (us)", "host (us)",
-           "vs eager", "vs whole", "final loss", "test acc");
+    printf("  %-14s %12s %12s %10s %10s %11s %9s\n", "way", "step (us)", "host (us)", "vs eager",
+           "vs whole", "final loss", "test acc");
     const way_run_t *eager = NULL, *whole = NULL;
     for (int i = 0; i < count; i++) {
       if (runs[i].way == MLP_WAY_EAGER) eager = &runs[i];
@@ -790,15 +811,16 @@ int main(int argc, char **argv) {
       if (eager) snprintf(vs_eager, sizeof vs_eager, "%.2fx", eager->step_us[0] / r->step_us[0]);
       if (whole) snprintf(vs_whole, sizeof vs_whole, "%.2fx", r->step_us[0] / whole->step_us[0]);
       printf("  %-14s %12.1f %12.1f %10s %10s %11.4f %8.1f%%\n", r->label, r->step_us[0],
-             r->host_us, vs_eager, vs_whole, (double)r->losses[o.steps - 1],
-             100.0 * r->test_acc);
+             r->host_us, vs_eager, vs_whole, (double)r->losses[o.steps - 1], 100.0 * r->test_acc);
     }
-    printf("  (vs eager: speedup over the eager step; vs whole: step time over the whole-step "
-           "graph's)\n");
+    printf(
+        "  (vs eager: speedup over the eager step; vs whole: step time over the whole-step "
+        "graph's)\n");
     if (count > 1 && identical)
-      printf("  bit for bit: the %d loss curves (%d steps), the final parameters and the "
-             "generator offset are identical\n",
-             count, o.steps);
+      printf(
+          "  bit for bit: the %d loss curves (%d steps), the final parameters and the "
+          "generator offset are identical\n",
+          count, o.steps);
     else if (count > 1)
       printf("  bit for bit: NO, the ways disagree (first difference above)\n");
     if (o.out_dir) {

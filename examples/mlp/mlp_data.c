@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlp_data.c — the spirals task and the batch schedule (see mlp_data.h).
  */
@@ -112,8 +113,7 @@ size_t mlp_batch_bytes(int batch, int dim) {
   return (size_t)batch * (size_t)dim * sizeof(float) + (size_t)batch * sizeof(int32_t);
 }
 
-void mlp_schedule_fill(const mlp_dataset_t *train, int batch, int steps, uint64_t seed,
-                       void *dst) {
+void mlp_schedule_fill(const mlp_dataset_t *train, int batch, int steps, uint64_t seed, void *dst) {
   mlp_rng_t rng = {seed ^ 0x42415443484553ull}; /* "BATCHES" */
   const int n = train->count, dim = train->dim;
   int *order = malloc((size_t)(n ? n : 1) * sizeof(int));

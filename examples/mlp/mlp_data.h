@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlp_data.h — the MLP example's task, made on the host from a seed: K interleaved noisy
  * spirals in the plane, one class per arm, split into a training and a test set, and the
@@ -47,8 +48,7 @@ size_t mlp_batch_bytes(int batch, int dim);
 /* Fill dst with `steps` packed batches of `batch` samples from train, one after another
  * (mlp_batch_bytes apart), drawing epochs in a shuffled order. dst holds
  * steps * mlp_batch_bytes(batch, train->dim) bytes. */
-void mlp_schedule_fill(const mlp_dataset_t *train, int batch, int steps, uint64_t seed,
-                       void *dst);
+void mlp_schedule_fill(const mlp_dataset_t *train, int batch, int steps, uint64_t seed, void *dst);
 
 #ifdef __cplusplus
 }

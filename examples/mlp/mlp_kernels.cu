@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlp_kernels.cu — the MLP example's own kernels (see mlp_kernels.h).
  *
@@ -36,7 +37,7 @@ __device__ float sample_loss(const float *row, int label, int classes, float *dr
   return lse - row[label];
 }
 
-}  // namespace
+} // namespace
 
 /* Kernels outside the anonymous namespace, so that graph inspection shows plain names. */
 
@@ -137,33 +138,30 @@ cudaError_t mlp_launch_bias_act(float *y, const float *bias, int rows, int cols,
   return cudaGetLastError();
 }
 
-cudaError_t mlp_launch_act_backward(float *dz, const float *dy, const float *y,
-                                    const uint8_t *mask, float scale, size_t n,
-                                    cudaStream_t stream) {
-  mlp_act_backward_kernel<<<blocks_for(n, kBlock), kBlock, 0, stream>>>(dz, dy, y, mask, scale,
-                                                                         n);
+cudaError_t mlp_launch_act_backward(float *dz, const float *dy, const float *y, const uint8_t *mask,
+                                    float scale, size_t n, cudaStream_t stream) {
+  mlp_act_backward_kernel<<<blocks_for(n, kBlock), kBlock, 0, stream>>>(dz, dy, y, mask, scale, n);
   return cudaGetLastError();
 }
 
 cudaError_t mlp_launch_bias_grad(float *db, const float *dz, int rows, int cols,
                                  cudaStream_t stream) {
-  mlp_bias_grad_kernel<<<blocks_for(static_cast<size_t>(cols), kBlock), kBlock, 0, stream>>>(
-      db, dz, rows, cols);
+  mlp_bias_grad_kernel<<<blocks_for(static_cast<size_t>(cols), kBlock), kBlock, 0, stream>>>(db, dz,
+                                                                                             rows,
+                                                                                             cols);
   return cudaGetLastError();
 }
 
 cudaError_t mlp_launch_cross_entropy(const float *logits, const int32_t *labels, int rows,
-                                     int classes, float *dlogits, float *loss_history,
-                                     int capacity, const mlp_scalars_t *scalars,
-                                     cudaStream_t stream) {
+                                     int classes, float *dlogits, float *loss_history, int capacity,
+                                     const mlp_scalars_t *scalars, cudaStream_t stream) {
   mlp_cross_entropy_kernel<<<1, kLossBlock, 0, stream>>>(logits, labels, rows, classes, dlogits,
                                                          loss_history, capacity, scalars);
   return cudaGetLastError();
 }
 
-cudaError_t mlp_launch_eval_stats(const float *logits, const int32_t *labels, int rows,
-                                  int classes, float *loss, int32_t *correct,
-                                  cudaStream_t stream) {
+cudaError_t mlp_launch_eval_stats(const float *logits, const int32_t *labels, int rows, int classes,
+                                  float *loss, int32_t *correct, cudaStream_t stream) {
   mlp_eval_stats_kernel<<<blocks_for(static_cast<size_t>(rows), kBlock), kBlock, 0, stream>>>(
       logits, labels, rows, classes, loss, correct);
   return cudaGetLastError();
@@ -181,9 +179,8 @@ cudaError_t mlp_launch_adam(float *params, const float *grads, float *m, float *
   const size_t n4 = n / 4;
   mlp_adam_kernel<<<blocks_for(n4, kBlock), kBlock, 0, stream>>>(
       reinterpret_cast<float4 *>(params), reinterpret_cast<const float4 *>(grads),
-      reinterpret_cast<float4 *>(m), reinterpret_cast<float4 *>(v), n4, scalars, beta1, beta2,
-      eps);
+      reinterpret_cast<float4 *>(m), reinterpret_cast<float4 *>(v), n4, scalars, beta1, beta2, eps);
   return cudaGetLastError();
 }
 
-}  // extern "C"
+} // extern "C"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlp_kernels.h — the CUDA kernels of the MLP example that cuBLAS and recap do not provide:
  * bias + ReLU (forward and backward), the bias gradient, the fused softmax cross-entropy with
@@ -29,9 +30,9 @@ extern "C" {
 /* The optimizer's scalars, in device memory so that a captured step reads the values of the
  * replay, never those of the capture. */
 typedef struct mlp_scalars {
-  int32_t step;      /* optimizer steps taken; also the index the loss kernel writes at */
-  float step_size;   /* lr / (1 - beta1^step), set by mlp_launch_adam_prepare */
-  float bc2_sqrt;    /* sqrt(1 - beta2^step) */
+  int32_t step;    /* optimizer steps taken; also the index the loss kernel writes at */
+  float step_size; /* lr / (1 - beta1^step), set by mlp_launch_adam_prepare */
+  float bc2_sqrt;  /* sqrt(1 - beta2^step) */
   float pad;
 } mlp_scalars_t;
 
@@ -41,9 +42,8 @@ cudaError_t mlp_launch_bias_act(float *y, const float *bias, int rows, int cols,
 
 /* The gradient through dropout and ReLU: dz[i] = dy[i] * scale where the unit was kept and its
  * output y[i] is positive, else 0. mask NULL means no dropout ran (scale is then 1). */
-cudaError_t mlp_launch_act_backward(float *dz, const float *dy, const float *y,
-                                    const uint8_t *mask, float scale, size_t n,
-                                    cudaStream_t stream);
+cudaError_t mlp_launch_act_backward(float *dz, const float *dy, const float *y, const uint8_t *mask,
+                                    float scale, size_t n, cudaStream_t stream);
 
 /* db[j] = sum over samples b of dz[b, j], summed in sample order by one thread per feature. */
 cudaError_t mlp_launch_bias_grad(float *db, const float *dz, int rows, int cols,
@@ -53,13 +53,12 @@ cudaError_t mlp_launch_bias_grad(float *db, const float *dz, int rows, int cols,
  * (softmax - onehot) / rows, and the mean loss written to loss_history[scalars->step] when that
  * index is below capacity. The mean is a fixed tree over a fixed block: deterministic. */
 cudaError_t mlp_launch_cross_entropy(const float *logits, const int32_t *labels, int rows,
-                                     int classes, float *dlogits, float *loss_history,
-                                     int capacity, const mlp_scalars_t *scalars,
-                                     cudaStream_t stream);
+                                     int classes, float *dlogits, float *loss_history, int capacity,
+                                     const mlp_scalars_t *scalars, cudaStream_t stream);
 
 /* Per sample: loss[b] = cross-entropy, correct[b] = 1 when the arg-max is the label. */
-cudaError_t mlp_launch_eval_stats(const float *logits, const int32_t *labels, int rows,
-                                  int classes, float *loss, int32_t *correct, cudaStream_t stream);
+cudaError_t mlp_launch_eval_stats(const float *logits, const int32_t *labels, int rows, int classes,
+                                  float *loss, int32_t *correct, cudaStream_t stream);
 
 /* One thread: step += 1, then step_size and bc2_sqrt for that step. */
 cudaError_t mlp_launch_adam_prepare(mlp_scalars_t *scalars, float lr, float beta1, float beta2,

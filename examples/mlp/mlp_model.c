@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlp_model.c — the MLP, its layers as forward/backward functions, and the three ways of
  * running a training step (see mlp_model.h).
@@ -59,40 +60,39 @@ static recap_status_t fail_recap(recap_status_t status, const char *call, const 
               cause[0] ? "; cause: " : "", cause);
 }
 
-#define MLP_TRY(call)                         \
-  do {                                        \
-    recap_status_t mlp_s_ = (call);           \
+#define MLP_TRY(call)                           \
+  do {                                          \
+    recap_status_t mlp_s_ = (call);             \
     if (mlp_s_ != RECAP_SUCCESS) return mlp_s_; \
   } while (0)
 
-#define MLP_RECAP(call)                                                 \
-  do {                                                                  \
-    recap_status_t mlp_s_ = (call);                                     \
-    if (mlp_s_ != RECAP_SUCCESS)                                        \
-      return fail_recap(mlp_s_, #call, __FILE__, __LINE__);             \
+#define MLP_RECAP(call)                                                                \
+  do {                                                                                 \
+    recap_status_t mlp_s_ = (call);                                                    \
+    if (mlp_s_ != RECAP_SUCCESS) return fail_recap(mlp_s_, #call, __FILE__, __LINE__); \
   } while (0)
 
-#define MLP_CUDA(call)                                                                      \
-  do {                                                                                      \
-    cudaError_t mlp_e_ = (call);                                                            \
-    if (mlp_e_ != cudaSuccess)                                                              \
-      return fail(RECAP_ERROR_CUDA, "%s failed: %s (%s) [%s:%d]", #call,                    \
-                  cudaGetErrorName(mlp_e_), cudaGetErrorString(mlp_e_), __FILE__, __LINE__); \
+#define MLP_CUDA(call)                                                                             \
+  do {                                                                                             \
+    cudaError_t mlp_e_ = (call);                                                                   \
+    if (mlp_e_ != cudaSuccess)                                                                     \
+      return fail(RECAP_ERROR_CUDA, "%s failed: %s (%s) [%s:%d]", #call, cudaGetErrorName(mlp_e_), \
+                  cudaGetErrorString(mlp_e_), __FILE__, __LINE__);                                 \
   } while (0)
 
-#define MLP_BLAS(call)                                                                       \
-  do {                                                                                       \
-    cublasStatus_t mlp_b_ = (call);                                                          \
-    if (mlp_b_ != CUBLAS_STATUS_SUCCESS)                                                     \
-      return fail(RECAP_ERROR_CUDA, "%s failed: %s (%s) [%s:%d]", #call,                     \
+#define MLP_BLAS(call)                                                                             \
+  do {                                                                                             \
+    cublasStatus_t mlp_b_ = (call);                                                                \
+    if (mlp_b_ != CUBLAS_STATUS_SUCCESS)                                                           \
+      return fail(RECAP_ERROR_CUDA, "%s failed: %s (%s) [%s:%d]", #call,                           \
                   cublasGetStatusName(mlp_b_), cublasGetStatusString(mlp_b_), __FILE__, __LINE__); \
   } while (0)
 
 const char *mlp_way_name(mlp_way_t way) {
   switch (way) {
-  case MLP_WAY_EAGER: return "eager";
-  case MLP_WAY_GRAPHED: return "graphed";
-  case MLP_WAY_WHOLE: return "whole-step";
+    case MLP_WAY_EAGER: return "eager";
+    case MLP_WAY_GRAPHED: return "graphed";
+    case MLP_WAY_WHOLE: return "whole-step";
   }
   return "unknown";
 }
@@ -107,13 +107,13 @@ const char *mlp_split_name(mlp_split_t split) {
 
 typedef struct mlp_layer {
   int in, out;
-  int hidden;            /* ReLU and dropout follow (all but the last layer) */
-  size_t w_at, b_at;     /* offsets of the weight (out x in, column-major) and bias */
-  uint8_t *mask;         /* batch x out dropout mask, kept for the backward */
+  int hidden;        /* ReLU and dropout follow (all but the last layer) */
+  size_t w_at, b_at; /* offsets of the weight (out x in, column-major) and bias */
+  uint8_t *mask;     /* batch x out dropout mask, kept for the backward */
   /* What the last training forward saved for the backward. */
   const float *saved_in;
   float *saved_out;
-  int dropped;           /* dropout ran (mask valid) */
+  int dropped; /* dropout ran (mask valid) */
 } mlp_layer_t;
 
 /* A run of layers [first, last): the context of one callable. */
@@ -140,20 +140,20 @@ struct mlp_model {
   mlp_block_t whole; /* every layer: the block of the eager and whole-step ways */
 
   size_t parameter_count, flat;
-  float *state;                       /* 4 * flat floats: the four buffers below */
+  float *state; /* 4 * flat floats: the four buffers below */
   float *params, *grads, *moment1, *moment2;
-  float *initial;                     /* host: the initial flat parameters */
+  float *initial; /* host: the initial flat parameters */
   mlp_scalars_t *scalars;
-  float *losses;                      /* loss_capacity floats */
+  float *losses; /* loss_capacity floats */
   float dropout_scale;
 
-  unsigned char *staging;             /* the packed batch: features, then labels */
+  unsigned char *staging; /* the packed batch: features, then labels */
   float *x;
   int32_t *labels;
   size_t batch_bytes;
 
   recap_generator_t generator;
-  float *eval_buffer[2];              /* EVAL_ROWS x widest layer, ping-pong */
+  float *eval_buffer[2]; /* EVAL_ROWS x widest layer, ping-pong */
 };
 
 struct mlp_eval_set {
@@ -263,8 +263,8 @@ static recap_status_t model_init(mlp_model_t *m) {
   m->moment2 = m->state + 3 * m->flat;
   if (c->dropout > 0.0f) {
     for (int l = 0; l < c->depth; l++)
-      MLP_TRY(model_alloc(m, (void **)&m->layers[l].mask,
-                          (size_t)c->batch * (size_t)m->layers[l].out));
+      MLP_TRY(
+          model_alloc(m, (void **)&m->layers[l].mask, (size_t)c->batch * (size_t)m->layers[l].out));
   }
   /* The same expression as recap's dropout kernel uses for its scale. */
   m->dropout_scale = 1.0f / (1.0f - c->dropout);
@@ -334,8 +334,8 @@ void mlp_model_destroy(mlp_model_t *m) {
 
 recap_status_t mlp_model_reset(mlp_model_t *m) {
   const mlp_config_t *c = &m->cfg;
-  MLP_CUDA(cudaMemcpyAsync(m->params, m->initial, m->flat * sizeof(float),
-                           cudaMemcpyHostToDevice, m->stream));
+  MLP_CUDA(cudaMemcpyAsync(m->params, m->initial, m->flat * sizeof(float), cudaMemcpyHostToDevice,
+                           m->stream));
   /* Gradients and both moments are contiguous. Gradient padding stays zero for good: no
    * backward writes there, so Adam leaves the padding at zero too. */
   MLP_CUDA(cudaMemsetAsync(m->grads, 0, 3 * m->flat * sizeof(float), m->stream));
@@ -349,8 +349,8 @@ recap_status_t mlp_model_reset(mlp_model_t *m) {
 
 recap_status_t mlp_model_read_parameters(mlp_model_t *m, float *host) {
   clear_errors();
-  MLP_CUDA(cudaMemcpyAsync(host, m->params, m->flat * sizeof(float), cudaMemcpyDeviceToHost,
-                           m->stream));
+  MLP_CUDA(
+      cudaMemcpyAsync(host, m->params, m->flat * sizeof(float), cudaMemcpyDeviceToHost, m->stream));
   MLP_CUDA(cudaStreamSynchronize(m->stream));
   return RECAP_SUCCESS;
 }
@@ -360,8 +360,8 @@ recap_status_t mlp_model_read_losses(mlp_model_t *m, float *host, int count) {
   if (count < 0 || count > m->cfg.loss_capacity)
     return fail(RECAP_ERROR_INVALID_ARGUMENT, "mlp: %d losses asked, %d recorded at most", count,
                 m->cfg.loss_capacity);
-  MLP_CUDA(cudaMemcpyAsync(host, m->losses, (size_t)count * sizeof(float),
-                           cudaMemcpyDeviceToHost, m->stream));
+  MLP_CUDA(cudaMemcpyAsync(host, m->losses, (size_t)count * sizeof(float), cudaMemcpyDeviceToHost,
+                           m->stream));
   MLP_CUDA(cudaStreamSynchronize(m->stream));
   return RECAP_SUCCESS;
 }
@@ -400,8 +400,8 @@ static recap_status_t layer_forward(mlp_model_t *m, int l, cudaStream_t stream, 
   MLP_TRY(linear_forward(m, l, stream, in, rows, out));
   L->dropped = training && L->hidden && m->cfg.dropout > 0.0f;
   if (L->dropped)
-    MLP_RECAP(recap_rng_dropout(m->generator, out, out, L->mask,
-                                (size_t)rows * (size_t)L->out, m->cfg.dropout, stream));
+    MLP_RECAP(recap_rng_dropout(m->generator, out, out, L->mask, (size_t)rows * (size_t)L->out,
+                                m->cfg.dropout, stream));
   L->saved_in = in;
   L->saved_out = out;
   return RECAP_SUCCESS;
@@ -419,8 +419,7 @@ static recap_status_t layer_backward(mlp_model_t *m, int l, cudaStream_t stream,
   const float *dz = dy;
   if (L->hidden) {
     MLP_RECAP(recap_malloc((void **)&dz_owned, n * sizeof(float), stream));
-    cudaError_t e = mlp_launch_act_backward(dz_owned, dy, L->saved_out,
-                                            L->dropped ? L->mask : NULL,
+    cudaError_t e = mlp_launch_act_backward(dz_owned, dy, L->saved_out, L->dropped ? L->mask : NULL,
                                             L->dropped ? m->dropout_scale : 1.0f, n, stream);
     if (e != cudaSuccess) {
       recap_free(dz_owned);
@@ -429,9 +428,8 @@ static recap_status_t layer_backward(mlp_model_t *m, int l, cudaStream_t stream,
     dz = dz_owned;
   }
   /* dW[out x in] = dz[out x rows] * in^T; db = row sums of dz; dx[in x rows] = W^T dz. */
-  cublasStatus_t b = cublasSgemm(m->blas, CUBLAS_OP_N, CUBLAS_OP_T, L->out, L->in, rows, &kOne,
-                                 dz, L->out, L->saved_in, L->in, &kZero, m->grads + L->w_at,
-                                 L->out);
+  cublasStatus_t b = cublasSgemm(m->blas, CUBLAS_OP_N, CUBLAS_OP_T, L->out, L->in, rows, &kOne, dz,
+                                 L->out, L->saved_in, L->in, &kZero, m->grads + L->w_at, L->out);
   cudaError_t e = cudaSuccess;
   if (b == CUBLAS_STATUS_SUCCESS)
     e = mlp_launch_bias_grad(m->grads + L->b_at, dz, rows, L->out, stream);
@@ -488,15 +486,16 @@ static recap_status_t block_forward(void *ctx, recap_stream_t stream, int traini
   const size_t in_bytes = (size_t)rows * (size_t)m->layers[b->first].in * sizeof(float);
   if (inputs[0].bytes != in_bytes)
     return fail(RECAP_ERROR_INVALID_ARGUMENT,
-                "mlp: block [%d, %d) got an input of %zu bytes, expected %zu (one batch)",
-                b->first, b->last, inputs[0].bytes, in_bytes);
+                "mlp: block [%d, %d) got an input of %zu bytes, expected %zu (one batch)", b->first,
+                b->last, inputs[0].bytes, in_bytes);
   MLP_TRY(use_stream(m, stream));
   const float *in = inputs[0].data;
   float *out = NULL;
   for (int l = b->first; l < b->last; l++) {
     const size_t bytes = (size_t)rows * (size_t)m->layers[l].out * sizeof(float);
     recap_status_t s = recap_malloc((void **)&out, bytes, stream);
-    if (s != RECAP_SUCCESS) fail_recap(s, "recap_malloc (activation)", __FILE__, __LINE__);
+    if (s != RECAP_SUCCESS)
+      fail_recap(s, "recap_malloc (activation)", __FILE__, __LINE__);
     else if ((s = annotate_layer(stream, l)) == RECAP_SUCCESS)
       s = annotated(layer_forward(m, l, stream, training, in, out), stream);
     if (s != RECAP_SUCCESS) {
@@ -559,8 +558,8 @@ static recap_status_t block_backward(void *ctx, recap_stream_t stream,
 static recap_status_t loss_forward_backward(mlp_model_t *m, cudaStream_t stream,
                                             const float *logits, float **dlogits) {
   const mlp_config_t *c = &m->cfg;
-  MLP_RECAP(recap_malloc((void **)dlogits,
-                         (size_t)c->batch * (size_t)c->classes * sizeof(float), stream));
+  MLP_RECAP(recap_malloc((void **)dlogits, (size_t)c->batch * (size_t)c->classes * sizeof(float),
+                         stream));
   cudaError_t e = mlp_launch_cross_entropy(logits, m->labels, c->batch, c->classes, *dlogits,
                                            m->losses, c->loss_capacity, m->scalars, stream);
   if (e != cudaSuccess) {
@@ -588,8 +587,10 @@ static recap_status_t step_body(mlp_model_t *m, cudaStream_t stream) {
   MLP_TRY(annotated(block_forward(&m->whole, stream, 1, &in, &out), stream));
   float *dlogits = NULL;
   recap_status_t s = recap_annotate_push(stream, "loss");
-  if (s != RECAP_SUCCESS) fail_recap(s, "recap_annotate_push", __FILE__, __LINE__);
-  else s = annotated(loss_forward_backward(m, stream, out.data, &dlogits), stream);
+  if (s != RECAP_SUCCESS)
+    fail_recap(s, "recap_annotate_push", __FILE__, __LINE__);
+  else
+    s = annotated(loss_forward_backward(m, stream, out.data, &dlogits), stream);
   if (s == RECAP_SUCCESS) {
     recap_buffer_t grad_out = {dlogits, out.bytes};
     s = recap_annotate_push(stream, "backward");
@@ -613,8 +614,7 @@ typedef recap_status_t (*capture_fn)(mlp_model_t *m, cudaStream_t stream);
 
 /* Capture fn's work on the model's stream into a new graph. A failure inside abandons the
  * capture (the graph is destroyed) and keeps fn's message. */
-static recap_status_t capture(mlp_model_t *m, unsigned flags, capture_fn fn,
-                              recap_graph_t *graph) {
+static recap_status_t capture(mlp_model_t *m, unsigned flags, capture_fn fn, recap_graph_t *graph) {
   *graph = NULL;
   recap_graph_t g = NULL;
   MLP_RECAP(recap_graph_create(&g, flags));
@@ -666,7 +666,8 @@ recap_status_t mlp_eval_set_create(mlp_model_t *m, const mlp_dataset_t *data,
   recap_status_t s = RECAP_SUCCESS;
   if (!set->host_loss || !set->host_correct)
     s = fail(RECAP_ERROR_OUT_OF_MEMORY, "mlp: out of host memory");
-  if (s == RECAP_SUCCESS) s = model_alloc(m, (void **)&set->x, n * (size_t)data->dim * sizeof(float));
+  if (s == RECAP_SUCCESS)
+    s = model_alloc(m, (void **)&set->x, n * (size_t)data->dim * sizeof(float));
   if (s == RECAP_SUCCESS) s = model_alloc(m, (void **)&set->y, n * sizeof(int32_t));
   if (s == RECAP_SUCCESS) s = model_alloc(m, (void **)&set->loss, n * sizeof(float));
   if (s == RECAP_SUCCESS) s = model_alloc(m, (void **)&set->correct, n * sizeof(int32_t));
@@ -674,8 +675,7 @@ recap_status_t mlp_eval_set_create(mlp_model_t *m, const mlp_dataset_t *data,
     cudaError_t e = cudaMemcpyAsync(set->x, data->x, n * (size_t)data->dim * sizeof(float),
                                     cudaMemcpyHostToDevice, m->stream);
     if (e == cudaSuccess)
-      e = cudaMemcpyAsync(set->y, data->y, n * sizeof(int32_t), cudaMemcpyHostToDevice,
-                          m->stream);
+      e = cudaMemcpyAsync(set->y, data->y, n * sizeof(int32_t), cudaMemcpyHostToDevice, m->stream);
     if (e == cudaSuccess) e = cudaStreamSynchronize(m->stream);
     if (e != cudaSuccess)
       s = fail(RECAP_ERROR_CUDA, "mlp: copying an evaluation set to the device failed: %s",
@@ -700,8 +700,7 @@ void mlp_eval_set_destroy(mlp_eval_set_t *set) {
   free(set);
 }
 
-recap_status_t mlp_evaluate(mlp_model_t *m, mlp_eval_set_t *set, double *loss,
-                            double *accuracy) {
+recap_status_t mlp_evaluate(mlp_model_t *m, mlp_eval_set_t *set, double *loss, double *accuracy) {
   clear_errors();
   const mlp_config_t *c = &m->cfg;
   MLP_TRY(use_stream(m, m->stream));
@@ -741,13 +740,13 @@ struct mlp_trainer {
   mlp_model_t *model;
   mlp_way_t way;
   mlp_split_t split;
-  int graphs_disabled;        /* RECAP_DISABLE_GRAPHS=1: the graphs' work runs eagerly */
-  recap_graph_t step_graph;   /* whole-step */
+  int graphs_disabled;           /* RECAP_DISABLE_GRAPHS=1: the graphs' work runs eagerly */
+  recap_graph_t step_graph;      /* whole-step */
   recap_graph_t optimizer_graph; /* graphed */
-  int count;                  /* graphed: callables */
+  int count;                     /* graphed: callables */
   mlp_block_t *blocks;
   recap_graphed_t *handles;
-  void **samples;             /* graphed: static inputs of blocks after the first */
+  void **samples; /* graphed: static inputs of blocks after the first */
 };
 
 static recap_status_t create_callables(mlp_trainer_t *t) {
@@ -821,15 +820,14 @@ static recap_status_t trainer_prepare(mlp_trainer_t *t) {
   MLP_TRY(step_body(m, m->stream));
   MLP_CUDA(cudaStreamSynchronize(m->stream));
   switch (t->way) {
-  case MLP_WAY_EAGER:
-    break;
-  case MLP_WAY_GRAPHED:
-    MLP_TRY(create_callables(t));
-    if (!t->graphs_disabled) MLP_TRY(capture(m, 0, optimizer_step, &t->optimizer_graph));
-    break;
-  case MLP_WAY_WHOLE:
-    if (!t->graphs_disabled) MLP_TRY(capture(m, 0, step_body, &t->step_graph));
-    break;
+    case MLP_WAY_EAGER: break;
+    case MLP_WAY_GRAPHED:
+      MLP_TRY(create_callables(t));
+      if (!t->graphs_disabled) MLP_TRY(capture(m, 0, optimizer_step, &t->optimizer_graph));
+      break;
+    case MLP_WAY_WHOLE:
+      if (!t->graphs_disabled) MLP_TRY(capture(m, 0, step_body, &t->step_graph));
+      break;
   }
   return mlp_model_reset(m);
 }
@@ -888,29 +886,31 @@ static recap_status_t graphed_step(mlp_trainer_t *t) {
   for (int i = t->count; i-- > 0 && s == RECAP_SUCCESS;) {
     const recap_buffer_t *grad_inputs;
     s = recap_graphed_backward(t->handles[i], stream, &grad, &grad_inputs);
-    if (s != RECAP_SUCCESS) fail_recap(s, "recap_graphed_backward", __FILE__, __LINE__);
-    else if (i > 0) grad = grad_inputs[0];
+    if (s != RECAP_SUCCESS)
+      fail_recap(s, "recap_graphed_backward", __FILE__, __LINE__);
+    else if (i > 0)
+      grad = grad_inputs[0];
   }
   recap_free(dlogits);
   MLP_TRY(s);
-  if (t->optimizer_graph) MLP_RECAP(recap_graph_replay(t->optimizer_graph, stream));
-  else MLP_TRY(optimizer_step(m, stream));
+  if (t->optimizer_graph)
+    MLP_RECAP(recap_graph_replay(t->optimizer_graph, stream));
+  else
+    MLP_TRY(optimizer_step(m, stream));
   return RECAP_SUCCESS;
 }
 
 recap_status_t mlp_trainer_step(mlp_trainer_t *t, const void *host_batch) {
   mlp_model_t *m = t->model;
-  MLP_CUDA(cudaMemcpyAsync(m->staging, host_batch, m->batch_bytes, cudaMemcpyHostToDevice,
-                           m->stream));
+  MLP_CUDA(
+      cudaMemcpyAsync(m->staging, host_batch, m->batch_bytes, cudaMemcpyHostToDevice, m->stream));
   switch (t->way) {
-  case MLP_WAY_EAGER:
-    return step_body(m, m->stream);
-  case MLP_WAY_GRAPHED:
-    return graphed_step(t);
-  case MLP_WAY_WHOLE:
-    if (!t->step_graph) return step_body(m, m->stream);
-    MLP_RECAP(recap_graph_replay(t->step_graph, m->stream));
-    return RECAP_SUCCESS;
+    case MLP_WAY_EAGER: return step_body(m, m->stream);
+    case MLP_WAY_GRAPHED: return graphed_step(t);
+    case MLP_WAY_WHOLE:
+      if (!t->step_graph) return step_body(m, m->stream);
+      MLP_RECAP(recap_graph_replay(t->step_graph, m->stream));
+      return RECAP_SUCCESS;
   }
   return fail(RECAP_ERROR_INVALID_ARGUMENT, "mlp: unknown way %d", (int)t->way);
 }
@@ -918,8 +918,10 @@ recap_status_t mlp_trainer_step(mlp_trainer_t *t, const void *host_batch) {
 static void add_graph(mlp_graph_entry_t *graphs, int capacity, int *count, recap_graph_t g,
                       const char *name, int index) {
   if (!g || *count >= capacity) return;
-  if (index >= 0) snprintf(graphs[*count].name, sizeof graphs[*count].name, "%s[%d]", name, index);
-  else snprintf(graphs[*count].name, sizeof graphs[*count].name, "%s", name);
+  if (index >= 0)
+    snprintf(graphs[*count].name, sizeof graphs[*count].name, "%s[%d]", name, index);
+  else
+    snprintf(graphs[*count].name, sizeof graphs[*count].name, "%s", name);
   graphs[*count].graph = g;
   (*count)++;
 }

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # mlp_model.cmake — the MLP example's model (layers, loss, Adam, data, the three ways of running
 # a training step) as a static library, shared by examples/mlp and bench/bench_mlp. Included
 # from both; the first inclusion defines the target. Needs cuBLAS: without it nothing is defined

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * mlp_model.h — a multi-layer perceptron trained in C on cuBLAS, and the three ways of running
  * its training step that the example and bench/bench_mlp compare:
@@ -41,16 +42,16 @@ extern "C" {
 #endif
 
 typedef struct mlp_config {
-  int input_dim;          /* features per sample */
-  int classes;            /* logits per sample */
-  int width;              /* units per hidden layer */
-  int depth;              /* hidden layers (>= 1); the network has depth + 1 Linear layers */
-  int batch;              /* samples per training step */
-  float dropout;          /* dropout probability after each hidden layer, in [0, 1) */
+  int input_dim;               /* features per sample */
+  int classes;                 /* logits per sample */
+  int width;                   /* units per hidden layer */
+  int depth;                   /* hidden layers (>= 1); the network has depth + 1 Linear layers */
+  int batch;                   /* samples per training step */
+  float dropout;               /* dropout probability after each hidden layer, in [0, 1) */
   float lr, beta1, beta2, eps; /* Adam */
-  uint64_t seed;          /* initial parameters and the dropout generator */
-  size_t workspace_bytes; /* cuBLAS workspace (recap_malloc'd) */
-  int loss_capacity;      /* steps whose loss is recorded (the loss history's length) */
+  uint64_t seed;               /* initial parameters and the dropout generator */
+  size_t workspace_bytes;      /* cuBLAS workspace (recap_malloc'd) */
+  int loss_capacity;           /* steps whose loss is recorded (the loss history's length) */
 } mlp_config_t;
 
 #define MLP_CONFIG_INIT \
@@ -145,8 +146,8 @@ typedef struct mlp_graph_entry {
   char name[32];
   recap_graph_t graph;
 } mlp_graph_entry_t;
-recap_status_t mlp_trainer_graphs(mlp_trainer_t *trainer, mlp_graph_entry_t *graphs,
-                                  int capacity, int *count);
+recap_status_t mlp_trainer_graphs(mlp_trainer_t *trainer, mlp_graph_entry_t *graphs, int capacity,
+                                  int *count);
 
 /* Capture one whole training step (copy-in excluded) into a new graph made with flags (e.g.
  * RECAP_GRAPH_KEEP to inspect it). The capture runs nothing and consumes no random numbers;

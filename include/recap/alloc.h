@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * recap/alloc.h — the caching, stream-ordered device allocator and its graph-private pools.
  *
@@ -110,10 +111,10 @@ typedef struct recap_memory_stats {
   recap_stat_t active_bytes[RECAP_STAT_KINDS];         /* bytes of active blocks */
   recap_stat_t inactive_split_bytes[RECAP_STAT_KINDS]; /* bytes of inactive split blocks */
   recap_stat_t requested_bytes[RECAP_STAT_KINDS];      /* bytes callers asked for (unrounded) */
-  int64_t num_alloc_retries;                           /* frees of the cache to retry an allocation */
-  int64_t num_ooms;                                    /* allocations that failed for memory */
-  int64_t num_device_alloc;                            /* raw driver allocations */
-  int64_t num_device_free;                             /* raw driver frees */
+  int64_t num_alloc_retries; /* frees of the cache to retry an allocation */
+  int64_t num_ooms;          /* allocations that failed for memory */
+  int64_t num_device_alloc;  /* raw driver allocations */
+  int64_t num_device_free;   /* raw driver frees */
 } recap_memory_stats_t;
 
 /* Statistics of device (-1: the current device). A device recap has not used reads as zeros. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * recap/annotate.h — labels for the nodes of a captured graph ("which of my code is this
  * node?"), the seed's enable_annotations.

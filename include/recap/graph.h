@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * recap/graph.h — capture GPU work once, replay it for a few microseconds of CPU time.
  *
@@ -126,8 +127,8 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graph_pool(recap_graph_t graph,
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_raw(recap_graph_t graph,
                                                          recap_cuda_graph_t *cuda_graph);
 /* The executable, once instantiated. Owned by the graph. */
-RECAP_NODISCARD RECAP_API recap_status_t recap_graph_raw_exec(
-    recap_graph_t graph, recap_cuda_graph_exec_t *cuda_graph_exec);
+RECAP_NODISCARD RECAP_API recap_status_t
+recap_graph_raw_exec(recap_graph_t graph, recap_cuda_graph_exec_t *cuda_graph_exec);
 /* Number of nodes of the template or, without one, of the executable's source at capture. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_node_count(recap_graph_t graph, size_t *count);
 /* Write the template (KEEP graphs) as Graphviz DOT through the driver's verbose dump. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * recap/graphed.h — graphed callables: the seed's make_graphed_callables, for C.
  *
@@ -85,9 +86,9 @@ typedef struct recap_graphed *recap_graphed_t;
  * reverse order into one pool, and fill handles[0..count). options NULL means defaults. On
  * failure no handle is returned and everything made so far is released. With graphs disabled
  * (RECAP_DISABLE_GRAPHS=1) nothing is captured and every call runs the functions eagerly. */
-RECAP_NODISCARD RECAP_API recap_status_t recap_graphed_create(
-    recap_graphed_t *handles, const recap_callable_desc_t *descs, size_t count,
-    const recap_graphed_options_t *options);
+RECAP_NODISCARD RECAP_API recap_status_t
+recap_graphed_create(recap_graphed_t *handles, const recap_callable_desc_t *descs, size_t count,
+                     const recap_graphed_options_t *options);
 /* Release the callable's graphs, static buffers and pool reference. NULL is a no-op. */
 RECAP_API recap_status_t recap_graphed_destroy(recap_graphed_t handle);
 

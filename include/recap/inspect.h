@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * recap/inspect.h — what a captured graph contains: its nodes, their kinds and kernel names,
  * launch shapes, copy sizes and edges, as a plain struct and as JSON.
@@ -15,25 +16,25 @@
 extern "C" {
 #endif
 
-#define RECAP_NODE_TYPE_MAP(X) \
-  X(KERNEL, "kernel")          \
-  X(MEMCPY, "memcpy")          \
-  X(MEMSET, "memset")          \
-  X(HOST, "host")              \
-  X(GRAPH, "graph")            \
-  X(EMPTY, "empty")            \
-  X(WAIT_EVENT, "wait_event")  \
+#define RECAP_NODE_TYPE_MAP(X)    \
+  X(KERNEL, "kernel")             \
+  X(MEMCPY, "memcpy")             \
+  X(MEMSET, "memset")             \
+  X(HOST, "host")                 \
+  X(GRAPH, "graph")               \
+  X(EMPTY, "empty")               \
+  X(WAIT_EVENT, "wait_event")     \
   X(EVENT_RECORD, "event_record") \
-  X(MEM_ALLOC, "mem_alloc")    \
-  X(MEM_FREE, "mem_free")      \
-  X(CONDITIONAL, "conditional") \
+  X(MEM_ALLOC, "mem_alloc")       \
+  X(MEM_FREE, "mem_free")         \
+  X(CONDITIONAL, "conditional")   \
   X(OTHER, "other")
 
 typedef enum recap_node_type {
 #define RECAP_X_NODE(name, text) RECAP_NODE_##name,
   RECAP_NODE_TYPE_MAP(RECAP_X_NODE)
 #undef RECAP_X_NODE
-  RECAP_NODE_TYPE_COUNT
+      RECAP_NODE_TYPE_COUNT
 } recap_node_type_t;
 
 /* "kernel" for RECAP_NODE_KERNEL, and so on; "unknown" out of range. */
@@ -48,9 +49,9 @@ typedef struct recap_graph_node {
   const char *annotation;     /* label of the innermost annotation scope, or NULL */
   uint64_t tools_id;          /* the driver's node id for profilers, when has_tools_id */
   int has_tools_id;
-  size_t *dependencies;       /* indices of the nodes this one waits for */
+  size_t *dependencies; /* indices of the nodes this one waits for */
   size_t dependency_count;
-  size_t *dependents;         /* indices of the nodes that wait for this one */
+  size_t *dependents; /* indices of the nodes that wait for this one */
   size_t dependent_count;
   const char *annotation_path; /* every enclosing label, outermost first, joined by '/'
                                   ("step/forward/attention"), or NULL; see recap/annotate.h */
@@ -60,7 +61,7 @@ typedef struct recap_graph_info {
   size_t node_count;
   recap_graph_node_t *nodes; /* in the driver's node order */
   size_t edge_count;
-  int tools_ids_available;   /* 1 when the driver gave tools ids (CUDA 13.1 and later) */
+  int tools_ids_available; /* 1 when the driver gave tools ids (CUDA 13.1 and later) */
 } recap_graph_info_t;
 
 /* Read the kept template of graph (RECAP_GRAPH_KEEP, after capture_end), with the labels of

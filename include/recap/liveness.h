@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * recap/liveness.h — input-liveness checks ("which buffer did I free that the graph still
  * reads?"), the seed's check_input_liveness.
@@ -39,15 +40,15 @@ extern "C" {
 
 /* One external input of a graph, as recorded at capture end. */
 typedef struct recap_liveness_input {
-  void *base;                /* the block's start */
-  size_t size;               /* the block's usable size */
-  uint64_t generation;       /* the block's hand-out it was captured with */
-  size_t node;               /* index (recap_graph_inspect's order) of the first node that
+  void *base;              /* the block's start */
+  size_t size;             /* the block's usable size */
+  uint64_t generation;     /* the block's hand-out it was captured with */
+  size_t node;             /* index (recap_graph_inspect's order) of the first node that
                                 reads it; a child graph's reads count as its node's */
-  size_t reader_count;       /* how many nodes read it */
-  const char *node_type;     /* that node's type: "kernel", "memcpy", ... (recap_node_type_name) */
-  const char *kernel_name;   /* that node's kernel, when the driver named it; else NULL */
-  void *alloc_site;          /* where it was allocated (RECAP_LIVENESS_DEBUG=1), else NULL */
+  size_t reader_count;     /* how many nodes read it */
+  const char *node_type;   /* that node's type: "kernel", "memcpy", ... (recap_node_type_name) */
+  const char *kernel_name; /* that node's kernel, when the driver named it; else NULL */
+  void *alloc_site;        /* where it was allocated (RECAP_LIVENESS_DEBUG=1), else NULL */
   int freed_before_capture_end; /* 1: it was already freed when the capture ended */
 } recap_liveness_input_t;
 

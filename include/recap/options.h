@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * recap/options.h — the allocator's tunables, in one registry.
  *
@@ -16,14 +17,14 @@ extern "C" {
 #endif
 
 /* The option registry. name, default, meaning. "max_split_size" 0 means "no limit". */
-#define RECAP_OPTION_MAP(X)                                                                      \
-  X(min_block_size, 512, "every request is rounded up to a multiple of this (a power of two)")  \
-  X(small_size, 1048576, "requests up to this size come from the small pool")                   \
-  X(small_segment, 2097152, "segment size of the small pool")                                   \
+#define RECAP_OPTION_MAP(X)                                                                       \
+  X(min_block_size, 512, "every request is rounded up to a multiple of this (a power of two)")    \
+  X(small_size, 1048576, "requests up to this size come from the small pool")                     \
+  X(small_segment, 2097152, "segment size of the small pool")                                     \
   X(large_threshold, 10485760, "requests below this (and above small_size) share large segments") \
-  X(large_segment, 20971520, "segment size for requests between small_size and large_threshold") \
-  X(round_large, 2097152, "own segments of requests >= large_threshold are rounded to this")   \
-  X(max_split_size, 0, "cached blocks larger than this are never split (0: no limit)")          \
+  X(large_segment, 20971520, "segment size for requests between small_size and large_threshold")  \
+  X(round_large, 2097152, "own segments of requests >= large_threshold are rounded to this")      \
+  X(max_split_size, 0, "cached blocks larger than this are never split (0: no limit)")            \
   X(memory_cap, 0, "the allocator reserves at most this many bytes per device (0: no limit)")
 
 /* Set an option from code: "name" and a value string in the RECAP_ALLOC_CONF syntax.

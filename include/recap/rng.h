@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * recap/rng.h — random numbers that stay right across graph replays.
  *

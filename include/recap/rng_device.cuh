@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * recap/rng_device.cuh — unpacking a recap_philox_state_t inside a CUDA kernel.
  *
@@ -38,7 +39,8 @@
 #define RECAP_RNG_DEVICE_CUH
 
 #ifndef __cplusplus
-#  error "recap/rng_device.cuh is CUDA C++: include it from a .cu file compiled by nvcc (C code uses recap/rng.h)"
+#  error \
+      "recap/rng_device.cuh is CUDA C++: include it from a .cu file compiled by nvcc (C code uses recap/rng.h)"
 #endif
 #if !defined(__CUDACC__) && !defined(__CUDA__)
 #  error "recap/rng_device.cuh needs a CUDA compiler (nvcc or clang in CUDA mode)"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * alloc_internal.h — the allocator's data structures, shared by allocator.c (the operations),
  * snapshot.c (the JSON walk) and check.c (the invariant checker), and the allocator's entry
@@ -53,7 +54,7 @@ struct recap__segment {
   int device;
   recap_stream_t stream; /* the stream it was first allocated for */
   recap__pool_t *pool;
-  recap__block_t *head; /* the block at base */
+  recap__block_t *head;          /* the block at base */
   recap__segment_t *prev, *next; /* the pool's segments */
 };
 
@@ -62,8 +63,8 @@ struct recap__pool {
   recap__free_set_t small_free, large_free;
   recap__segment_t *segments;
   int64_t segment_count, reserved_bytes, allocated_bytes;
-  int references; /* graphs holding the pool; the default pool has none and is never freed */
-  bool routed;    /* a capture routes allocations here */
+  int references;      /* graphs holding the pool; the default pool has none and is never freed */
+  bool routed;         /* a capture routes allocations here */
   recap__pool_t *next; /* the device's private pools */
 };
 
@@ -105,7 +106,7 @@ typedef struct recap__free_record {
 typedef struct recap__allocator {
   pthread_mutex_t lock;
   recap__device_state_t *devices[RECAP__MAX_DEVICES];
-  recap__ptr_map_t allocated; /* pointer -> allocated block, every device */
+  recap__ptr_map_t allocated;   /* pointer -> allocated block, every device */
   recap__block_t *spare_blocks; /* recycled block records, linked through `next` */
   uint64_t last_generation;     /* the generation of the latest hand-out */
   recap__free_record_t *freed;  /* a ring of the latest frees, while sites are recorded */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * allocator.c — the caching, stream-ordered device allocator with graph-private pools.
  *
@@ -82,7 +83,7 @@ bool recap__alloc_free_record(const void *base, uint64_t generation, recap__free
   pthread_mutex_lock(&recap__alloc.lock);
   if (recap__alloc.freed) {
     size_t kept = recap__alloc.freed_next < RECAP__FREE_HISTORY ? recap__alloc.freed_next
-                                                                 : RECAP__FREE_HISTORY;
+                                                                : RECAP__FREE_HISTORY;
     for (size_t k = 1; k <= kept && !found; k++) {
       const recap__free_record_t *r =
           &recap__alloc.freed[(recap__alloc.freed_next - k) % RECAP__FREE_HISTORY];
@@ -345,8 +346,10 @@ static size_t merge(recap__block_t *b, recap__block_t *other) {
   if (other == b->prev) {
     b->ptr = other->ptr;
     b->prev = other->prev;
-    if (b->prev) b->prev->next = b;
-    else b->segment->head = b;
+    if (b->prev)
+      b->prev->next = b;
+    else
+      b->segment->head = b;
   } else {
     b->next = other->next;
     if (b->next) b->next->prev = b;
@@ -443,8 +446,10 @@ static recap_status_t release_segment(recap__device_state_t *d, recap__block_t *
   RECAP__ASSERT(recap__free_set_find(free_set_of(pool, seg->small), b) <
                 free_set_of(pool, seg->small)->count);
   recap__free_set_erase(free_set_of(pool, seg->small), b);
-  if (seg->prev) seg->prev->next = seg->next;
-  else pool->segments = seg->next;
+  if (seg->prev)
+    seg->prev->next = seg->next;
+  else
+    pool->segments = seg->next;
   if (seg->next) seg->next->prev = seg->prev;
   pool->segment_count--;
   pool->reserved_bytes -= (int64_t)seg->size;
@@ -500,8 +505,8 @@ static recap_status_t raw_alloc(recap__device_state_t *d, void **ptr, size_t siz
 }
 
 /* A new segment from the device, unless the memory_cap option forbids it. */
-static recap_status_t capped_alloc(recap__device_state_t *d, const recap__options_t *o,
-                                   void **base, size_t size) {
+static recap_status_t capped_alloc(recap__device_state_t *d, const recap__options_t *o, void **base,
+                                   size_t size) {
   if (o->memory_cap && (uint64_t)d->stats.reserved_bytes[0].current + size > o->memory_cap)
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
                         "the memory_cap option (%" PRIu64 " bytes) would be exceeded",
@@ -653,8 +658,7 @@ typedef struct request {
 /* Find the pool and free set the request goes to, let completed events free their blocks, and
  * reserve every bit of host memory the call may need, so that nothing can fail once the block
  * structure starts to change. Called with the lock held. */
-static recap_status_t request_begin(request_t *r, int device, size_t size,
-                                    recap_stream_t stream) {
+static recap_status_t request_begin(request_t *r, int device, size_t size, recap_stream_t stream) {
   recap__device_state_t *d = device_state(device);
   RECAP__CHECK(current_options(&r->o));
   r->stream = stream;
@@ -798,9 +802,8 @@ recap_status_t recap_free(void *ptr) {
   recap__device_state_t *d = recap__alloc.devices[seg->device];
   recap__free_set_t *set = free_set_of(seg->pool, seg->small);
   if (!recap__free_set_reserve(set, 1) ||
-      (b->stream_use_count &&
-       !grow_array((void **)&d->deferred, &d->deferred_capacity, d->deferred_count + 1,
-                   sizeof *d->deferred))) {
+      (b->stream_use_count && !grow_array((void **)&d->deferred, &d->deferred_capacity,
+                                          d->deferred_count + 1, sizeof *d->deferred))) {
     recap__ptr_map_insert(&recap__alloc.allocated, ptr, b); /* cannot fail: a slot was freed */
     pthread_mutex_unlock(&recap__alloc.lock);
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_free(%p): out of host memory", ptr);
@@ -923,7 +926,8 @@ recap_status_t recap__pool_route_begin(int device, recap_pool_id_t id, uint64_t 
   }
   if (pool && pool->routed) {
     s = recap__error(RECAP_ERROR_INVALID_USAGE,
-                     "pool {%" PRIu64 ",%" PRIu64 "} is already routed to another capture under "
+                     "pool {%" PRIu64 ",%" PRIu64
+                     "} is already routed to another capture under "
                      "way; captures that run at the same time need pools of their own",
                      id.a, id.b);
     goto out;
@@ -978,8 +982,8 @@ recap_status_t recap__pool_route_end(int device, recap_pool_id_t id) {
     if (recap__pool_id_equal(d->routes[i].pool->id, id)) found = i;
   if (found < 0) {
     s = recap__error(RECAP_ERROR_INVALID_USAGE,
-                     "pool {%" PRIu64 ",%" PRIu64 "} is not routed to a capture on device %d",
-                     id.a, id.b, device);
+                     "pool {%" PRIu64 ",%" PRIu64 "} is not routed to a capture on device %d", id.a,
+                     id.b, device);
     goto out;
   }
   d->routes[found].pool->routed = false;
@@ -1054,7 +1058,8 @@ recap_status_t recap_pool_info(recap_pool_id_t id, recap_pool_info_t *info) {
   if (d) pool = recap_pool_is_default(id) ? &d->default_pool : find_private_pool(d, id);
   if (!pool) {
     s = recap__error(RECAP_ERROR_NOT_FOUND,
-                     "pool {%" PRIu64 ",%" PRIu64 "} does not exist on device %d (never used, "
+                     "pool {%" PRIu64 ",%" PRIu64
+                     "} does not exist on device %d (never used, "
                      "or its memory went back to the driver)",
                      id.a, id.b, device);
   } else {
@@ -1198,8 +1203,10 @@ static bool find_in_spans(const segment_span_t *spans, size_t n, const char *p,
   size_t lo = 0, hi = n; /* the last span whose base <= p */
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
-    if (spans[mid].base <= p) lo = mid + 1;
-    else hi = mid;
+    if (spans[mid].base <= p)
+      lo = mid + 1;
+    else
+      hi = mid;
   }
   if (lo == 0 || p >= spans[lo - 1].end) return false;
   return find_in_segment(spans[lo - 1].segment, p, ref);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * check.c — the allocator's invariant checker.
  *
@@ -36,9 +37,9 @@ static bool set_contains(const recap__free_set_t *set, const recap__block_t *b) 
 static recap_status_t check_set_order(const recap__free_set_t *set, const char *which) {
   for (size_t i = 1; i < set->count; i++) {
     const recap__block_t *x = set->items[i - 1], *y = set->items[i];
-    bool ordered = (uintptr_t)x->stream < (uintptr_t)y->stream ||
-                   (x->stream == y->stream &&
-                    (x->size < y->size || (x->size == y->size && x->ptr < y->ptr)));
+    bool ordered =
+        (uintptr_t)x->stream < (uintptr_t)y->stream ||
+        (x->stream == y->stream && (x->size < y->size || (x->size == y->size && x->ptr < y->ptr)));
     if (!ordered) FAIL("the %s free set is out of order at index %zu", which, i);
   }
   return RECAP_SUCCESS;
@@ -68,7 +69,8 @@ static recap_status_t check_pool(const recap__pool_t *pool, tally_t *t) {
         FAIL("segment %p: block %p should start at %p (gap or overlap)", (void *)seg->base,
              (void *)b->ptr, (void *)expected);
       if (b->size == 0) FAIL("block %p has size 0", (void *)b->ptr);
-      if (b->next && b->next->prev != b) FAIL("block list of segment %p is broken", (void *)seg->base);
+      if (b->next && b->next->prev != b)
+        FAIL("block list of segment %p is broken", (void *)seg->base);
       if (b->stream != seg->stream)
         FAIL("block %p has another stream than its segment", (void *)b->ptr);
       expected = b->ptr + b->size;
@@ -112,8 +114,8 @@ static recap_status_t check_pool(const recap__pool_t *pool, tally_t *t) {
     FAIL("pool {%" PRIu64 ",%" PRIu64 "}: its totals (%" PRId64 " segments, %" PRId64
          " reserved, %" PRId64 " allocated) differ from the walk (%" PRId64 ", %" PRId64
          ", %" PRId64 ")",
-         pool->id.a, pool->id.b, pool->segment_count, pool->reserved_bytes,
-         pool->allocated_bytes, segments, reserved, allocated);
+         pool->id.a, pool->id.b, pool->segment_count, pool->reserved_bytes, pool->allocated_bytes,
+         segments, reserved, allocated);
   t->free_blocks += free_in_pool;
   return RECAP_SUCCESS;
 }
@@ -133,7 +135,8 @@ static recap_status_t check_device(const recap__device_state_t *d, size_t *alloc
   int routed = 0;
   for (const recap__pool_t *p = d->private_pools; p; p = p->next) {
     RECAP__CHECK(check_pool(p, &t));
-    if (p->references < 0) FAIL("pool {%" PRIu64 ",%" PRIu64 "} has negative references", p->id.a, p->id.b);
+    if (p->references < 0)
+      FAIL("pool {%" PRIu64 ",%" PRIu64 "} has negative references", p->id.a, p->id.b);
     routed += p->routed;
   }
   if (routed != d->route_count)

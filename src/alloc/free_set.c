@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * free_set.c — the ordered free-block set of free_set.h.
  */

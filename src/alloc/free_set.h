@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * free_set.h — the free blocks of one pool and size class, ordered for best fit.
  *

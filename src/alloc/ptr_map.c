@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ptr_map.c — the pointer map of ptr_map.h.
  */

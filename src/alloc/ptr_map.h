@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * ptr_map.h — an open-addressing hash map from a device pointer to its allocated block.
  *

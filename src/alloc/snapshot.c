@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * snapshot.c — the allocator's state as JSON: one walk over devices, pools, segments and blocks.
  *

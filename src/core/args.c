@@ -11,12 +11,11 @@
 recap_status_t recap__handle_check(const void *handle, uint32_t found_magic, uint32_t magic,
                                    const char *function, const char *param, const char *kind,
                                    const char *maker) {
-  if (!handle)
-    return recap__error(RECAP_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", function, param);
+  if (!handle) return recap__error(RECAP_ERROR_INVALID_ARGUMENT, "%s: %s is NULL", function, param);
   if (found_magic != magic)
     return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
-                        "%s: %p is not a live %s (destroyed, or not made by %s)", function,
-                        handle, kind, maker);
+                        "%s: %p is not a live %s (destroyed, or not made by %s)", function, handle,
+                        kind, maker);
   return RECAP_SUCCESS;
 }
 

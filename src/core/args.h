@@ -20,8 +20,8 @@
 recap_status_t recap__handle_check(const void *handle, uint32_t found_magic, uint32_t magic,
                                    const char *function, const char *param, const char *kind,
                                    const char *maker);
-#define RECAP__HANDLE_CHECK(handle, magic_number, function, param, kind, maker)                  \
-  recap__handle_check((handle), (handle) ? (handle)->magic : 0u, (magic_number), (function),    \
+#define RECAP__HANDLE_CHECK(handle, magic_number, function, param, kind, maker)              \
+  recap__handle_check((handle), (handle) ? (handle)->magic : 0u, (magic_number), (function), \
                       (param), (kind), (maker))
 
 /* ---- versioned option structs --------------------------------------------------------------
@@ -35,7 +35,7 @@ recap_status_t recap__options_copy(void *dst, size_t library_size, const void *s
                                    size_t first_size, const char *function, const char *type,
                                    const char *init);
 /* type: the struct's typedef name; first_last: the last field of its first version. */
-#define RECAP__OPTIONS_COPY(dst, src, type, first_last, function, init)                          \
+#define RECAP__OPTIONS_COPY(dst, src, type, first_last, function, init)                         \
   recap__options_copy((dst), sizeof(type), (src),                                               \
                       offsetof(type, first_last) + sizeof(((type *)0)->first_last), (function), \
                       #type, (init))

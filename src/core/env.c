@@ -17,7 +17,7 @@ const recap__env_info_t recap__env_table[RECAP__ENV_COUNT] = {
 };
 
 const char *const recap__env_level_names[RECAP_LOG_LEVEL_DEBUG + 1] = {"none", "error", "warn",
-                                                                        "info", "debug"};
+                                                                       "info", "debug"};
 
 _Atomic int recap__env_values[RECAP__ENV_COUNT] = {
 #define RECAP_X_ENV_UNREAD(id, type, def, def_text, accepted, meaning) -1,
@@ -49,8 +49,10 @@ int recap__env_resolve(recap__env_t var, const char **bad) {
   bool invalid = false;
   if (text && *text) {
     int parsed = parse(e, text);
-    if (parsed >= 0) value = parsed;
-    else invalid = true;
+    if (parsed >= 0)
+      value = parsed;
+    else
+      invalid = true;
   }
   /* A value set from code in between, or another thread's reading, wins: one warning. */
   int expected = -1;

@@ -23,30 +23,30 @@
 
 /* X(id, type, default value, default as text, what is accepted, meaning). The variable is
  * RECAP_<id>. */
-#define RECAP__ENV_MAP(X)                                                                       \
-  X(LOG, LEVEL, RECAP_LOG_LEVEL_WARN, "warn", "none, error, warn, info or debug (any case)",   \
-    "how much recap logs; recap_log_set_level() overrides it")                                  \
-  X(ALLOC_CONF, TEXT, 0, "(none)",                                                              \
-    "key:value entries separated by commas, values in bytes with an optional K, M, G, KiB, "   \
-    "MiB or GiB (docs/allocator.md lists the keys)",                                            \
-    "the allocator's options; recap_option_set() and recap_options_parse() override entries")  \
-  X(DISABLE_GRAPHS, FLAG, 0, "0", "0 or 1",                                                     \
-    "1: nothing is captured, capture scopes and graphed callables run their work eagerly")     \
-  X(ANNOTATIONS, FLAG, 0, "0", "0 or 1",                                                        \
-    "1: annotation scopes label the nodes of captures; recap_annotations_enable() overrides")  \
-  X(LIVENESS_DEBUG, FLAG, 0, "0", "0 or 1",                                                     \
-    "1: record where blocks are allocated and freed, for the dead-input messages; "            \
-    "recap_liveness_debug_enable() overrides")                                                  \
-  X(FAIL, TEXT, 0, "(none)",                                                                    \
-    "kind:n entries separated by commas, n >= 1, kinds malloc, event, event_record, "          \
-    "capture_begin, capture_end, instantiate, launch",                                          \
+#define RECAP__ENV_MAP(X)                                                                     \
+  X(LOG, LEVEL, RECAP_LOG_LEVEL_WARN, "warn", "none, error, warn, info or debug (any case)",  \
+    "how much recap logs; recap_log_set_level() overrides it")                                \
+  X(ALLOC_CONF, TEXT, 0, "(none)",                                                            \
+    "key:value entries separated by commas, values in bytes with an optional K, M, G, KiB, "  \
+    "MiB or GiB (docs/allocator.md lists the keys)",                                          \
+    "the allocator's options; recap_option_set() and recap_options_parse() override entries") \
+  X(DISABLE_GRAPHS, FLAG, 0, "0", "0 or 1",                                                   \
+    "1: nothing is captured, capture scopes and graphed callables run their work eagerly")    \
+  X(ANNOTATIONS, FLAG, 0, "0", "0 or 1",                                                      \
+    "1: annotation scopes label the nodes of captures; recap_annotations_enable() overrides") \
+  X(LIVENESS_DEBUG, FLAG, 0, "0", "0 or 1",                                                   \
+    "1: record where blocks are allocated and freed, for the dead-input messages; "           \
+    "recap_liveness_debug_enable() overrides")                                                \
+  X(FAIL, TEXT, 0, "(none)",                                                                  \
+    "kind:n entries separated by commas, n >= 1, kinds malloc, event, event_record, "         \
+    "capture_begin, capture_end, instantiate, launch",                                        \
     "Debug builds only: the nth CUDA call of each kind fails, as CUDA would report it")
 
 typedef enum recap__env {
 #define RECAP_X_ENV_ID(id, type, def, def_text, accepted, meaning) RECAP__ENV_##id,
   RECAP__ENV_MAP(RECAP_X_ENV_ID)
 #undef RECAP_X_ENV_ID
-  RECAP__ENV_COUNT
+      RECAP__ENV_COUNT
 } recap__env_t;
 
 typedef enum recap__env_type {

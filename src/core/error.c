@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * error.c — status names, the thread-local last error, the version, and logging.
  */
@@ -28,8 +29,7 @@ const char *recap_version_string(void) {
 const char *recap_status_name(recap_status_t status) {
   switch (status) {
 #define RECAP_X_NAME(name, value, text) \
-  case RECAP_##name:                    \
-    return "RECAP_" #name;
+  case RECAP_##name: return "RECAP_" #name;
     RECAP_STATUS_MAP(RECAP_X_NAME)
 #undef RECAP_X_NAME
   }
@@ -39,8 +39,7 @@ const char *recap_status_name(recap_status_t status) {
 const char *recap_status_string(recap_status_t status) {
   switch (status) {
 #define RECAP_X_TEXT(name, value, text) \
-  case RECAP_##name:                    \
-    return text;
+  case RECAP_##name: return text;
     RECAP_STATUS_MAP(RECAP_X_TEXT)
 #undef RECAP_X_TEXT
   }

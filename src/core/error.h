@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * error.h — recording failures: the thread's last error, check macros, and logging.
  *
@@ -29,9 +30,9 @@ recap_status_t recap__error_at(recap_status_t status, const char *file, int line
                                ...) RECAP__PRINTF(4, 5);
 
 /* Propagate a failing status from a callee that has already recorded its message. */
-#define RECAP__CHECK(expr)                    \
-  do {                                        \
-    recap_status_t recap__s_ = (expr);       \
+#define RECAP__CHECK(expr)                            \
+  do {                                                \
+    recap_status_t recap__s_ = (expr);                \
     if (recap__s_ != RECAP_SUCCESS) return recap__s_; \
   } while (0)
 
@@ -43,8 +44,8 @@ recap_status_t recap__error_at(recap_status_t status, const char *file, int line
   } while (0)
 
 /* Argument checks at the public surface. */
-#define RECAP__ARG(cond, ...)                                                   \
-  do {                                                                          \
+#define RECAP__ARG(cond, ...)                                                    \
+  do {                                                                           \
     if (!(cond)) return recap__error(RECAP_ERROR_INVALID_ARGUMENT, __VA_ARGS__); \
   } while (0)
 

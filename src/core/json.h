@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * json.h — a small JSON writer into a growable string.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * options.c — the option registry: defaults, RECAP_ALLOC_CONF, and values set from code.
  *
@@ -25,7 +26,7 @@ enum {
 #define RECAP_X_INDEX(name, def, text) OPT_##name,
   RECAP_OPTION_MAP(RECAP_X_INDEX)
 #undef RECAP_X_INDEX
-  OPT_COUNT
+      OPT_COUNT
 };
 
 static const char *const option_names[OPT_COUNT] = {
@@ -108,8 +109,7 @@ static const char *check_rules(const uint64_t *v) {
   if (!is_pow2(v[OPT_min_block_size])) return "min_block_size must be a power of two";
   if (v[OPT_small_size] == 0 || v[OPT_small_size] % v[OPT_min_block_size])
     return "small_size must be a positive multiple of min_block_size";
-  if (v[OPT_small_segment] < v[OPT_small_size])
-    return "small_segment must be at least small_size";
+  if (v[OPT_small_segment] < v[OPT_small_size]) return "small_segment must be at least small_size";
   if (v[OPT_small_segment] % v[OPT_min_block_size])
     return "small_segment must be a multiple of min_block_size";
   if (v[OPT_large_threshold] <= v[OPT_small_size])
@@ -148,9 +148,8 @@ static recap_status_t parse_conf(const char *conf, const char *origin, uint64_t 
     while (val_end > val && isspace((unsigned char)val_end[-1])) val_end--;
     int idx = find_option(k, (size_t)(k_end - k));
     if (idx < 0)
-      return recap__error(RECAP_ERROR_INVALID_VALUE,
-                          "%s: unknown option '%.*s' (known: %s)", origin, (int)(k_end - k), k,
-                          OPTION_LIST);
+      return recap__error(RECAP_ERROR_INVALID_VALUE, "%s: unknown option '%.*s' (known: %s)",
+                          origin, (int)(k_end - k), k, OPTION_LIST);
     uint64_t number;
     if (!parse_size(val, (size_t)(val_end - val), &number))
       return recap__error(RECAP_ERROR_INVALID_VALUE,
@@ -161,8 +160,7 @@ static recap_status_t parse_conf(const char *conf, const char *origin, uint64_t 
     if (set) set[idx] = true;
   }
   const char *broken = check_rules(v);
-  if (broken)
-    return recap__error(RECAP_ERROR_INVALID_VALUE, "%s: %s", origin, broken);
+  if (broken) return recap__error(RECAP_ERROR_INVALID_VALUE, "%s: %s", origin, broken);
   return RECAP_SUCCESS;
 }
 
@@ -255,7 +253,8 @@ static recap_status_t set_value(const char *name, const char *text, const uint64
   RECAP__ARG(name != NULL, "recap_option_set: name is NULL");
   pthread_once(&defaults_once, load_defaults);
   int idx = find_option(name, strlen(name));
-  if (idx < 0) return recap__error(RECAP_ERROR_NOT_FOUND, "recap_option_set: unknown option '%s'", name);
+  if (idx < 0)
+    return recap__error(RECAP_ERROR_NOT_FOUND, "recap_option_set: unknown option '%s'", name);
   uint64_t parsed;
   if (number) {
     parsed = *number;
@@ -296,7 +295,8 @@ recap_status_t recap_option_set_u64(const char *name, uint64_t value) {
 recap_status_t recap_option_get(const char *name, uint64_t *value) {
   RECAP__ARG(name != NULL && value != NULL, "recap_option_get: name and value must not be NULL");
   int idx = find_option(name, strlen(name));
-  if (idx < 0) return recap__error(RECAP_ERROR_NOT_FOUND, "recap_option_get: unknown option '%s'", name);
+  if (idx < 0)
+    return recap__error(RECAP_ERROR_NOT_FOUND, "recap_option_get: unknown option '%s'", name);
   recap__options_t o;
   RECAP__CHECK(recap__options_get(&o));
   *value = ((const uint64_t *)&o)[idx];

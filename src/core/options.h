@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * options.h — the allocator's reading of the option registry (include/recap/options.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * text.h — copies of strings onto the host heap, for the layers that keep names and labels
  * (graph inspection, annotations, liveness reports). NULL when out of host memory.

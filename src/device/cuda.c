@@ -58,8 +58,9 @@ typedef enum cuda_fault {
   FAULT_KINDS
 } cuda_fault_t;
 
-static const char *const fault_names[FAULT_KINDS] = {
-    "malloc", "event", "event_record", "capture_begin", "capture_end", "instantiate", "launch"};
+static const char *const fault_names[FAULT_KINDS] = {"malloc",        "event",       "event_record",
+                                                     "capture_begin", "capture_end", "instantiate",
+                                                     "launch"};
 static _Atomic uint64_t fault_calls[FAULT_KINDS];
 static _Atomic uint64_t fault_at[FAULT_KINDS]; /* the call that fails; 0: none */
 static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
@@ -130,16 +131,16 @@ uint64_t recap__cuda_fault_calls(const char *kind) {
 
 /* Return the injected failure when this call of kind is the one to fail. The _UNDO form runs
  * `undo` first (to drop what CUDA made). */
-#  define CUDA_FAULT(kind, err, ...)                                              \
-    do {                                                                          \
+#  define CUDA_FAULT(kind, err, ...)                                                             \
+    do {                                                                                         \
       if (fault_hit(kind)) return fault_fail(kind, (int)(err), __FILE__, __LINE__, __VA_ARGS__); \
     } while (0)
-#  define CUDA_FAULT_UNDO(kind, undo, err, ...)                                   \
-    do {                                                                          \
-      if (fault_hit(kind)) {                                                      \
-        undo;                                                                     \
-        return fault_fail(kind, (int)(err), __FILE__, __LINE__, __VA_ARGS__);      \
-      }                                                                           \
+#  define CUDA_FAULT_UNDO(kind, undo, err, ...)                               \
+    do {                                                                      \
+      if (fault_hit(kind)) {                                                  \
+        undo;                                                                 \
+        return fault_fail(kind, (int)(err), __FILE__, __LINE__, __VA_ARGS__); \
+      }                                                                       \
     } while (0)
 #else
 #  define CUDA_FAULT(kind, err, ...) ((void)0)
@@ -307,7 +308,7 @@ static recap_status_t primary_context_active(int device, bool *active) {
 
 /* The capture status of stream, asked of CUDA directly: only once a context exists. */
 static recap_status_t query_capture(recap_stream_t stream, recap__capture_status_t *status,
-                                   uint64_t *capture_id) {
+                                    uint64_t *capture_id) {
   *status = RECAP__CAPTURE_NONE;
   if (capture_id) *capture_id = 0;
   enum cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
@@ -348,7 +349,7 @@ static recap_status_t cuda_stream_capture_info(recap_stream_t stream,
 }
 
 static recap_status_t cuda_exchange_capture_mode(recap__capture_mode_t *mode) {
-  enum cudaStreamCaptureMode m = (enum cudaStreamCaptureMode)*mode;
+  enum cudaStreamCaptureMode m = (enum cudaStreamCaptureMode) * mode;
   CUDA_TRY_F(cudaThreadExchangeStreamCaptureMode(&m), "cudaThreadExchangeStreamCaptureMode(%d)",
              (int)*mode);
   *mode = (recap__capture_mode_t)m;
@@ -366,8 +367,7 @@ static const char *capture_mode_text(recap__capture_mode_t mode) {
   return "unknown";
 }
 
-static recap_status_t cuda_stream_begin_capture(recap_stream_t stream,
-                                                recap__capture_mode_t mode) {
+static recap_status_t cuda_stream_begin_capture(recap_stream_t stream, recap__capture_mode_t mode) {
   /* CUDA refuses the legacy stream too, with a bare cudaErrorStreamCaptureUnsupported; say what
    * to do instead, without touching CUDA. */
   if (stream == NULL || stream == cudaStreamLegacy)
@@ -524,8 +524,8 @@ static recap_status_t cuda_graph_debug_dot(recap_cuda_graph_t graph, const char 
    * only say cudaErrorOperatingSystem. */
   FILE *f = fopen(path, "w");
   if (!f)
-    return RECAP__ERROR_AT(RECAP_ERROR_IO, "cudaGraphDebugDotPrint: cannot write \"%s\": %s",
-                           path, strerror(errno));
+    return RECAP__ERROR_AT(RECAP_ERROR_IO, "cudaGraphDebugDotPrint: cannot write \"%s\": %s", path,
+                           strerror(errno));
   fclose(f);
   cudaError_t err = cudaGraphDebugDotPrint(graph, path, cudaGraphDebugDotFlagsVerbose);
   if (err == cudaErrorOperatingSystem) {

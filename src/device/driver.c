@@ -18,12 +18,12 @@
 #include "device/cuda_error.h"
 
 /* driver.h declares the driver's types without <cuda.h>; check here that they agree. */
-_Static_assert(_Generic((CUresult)0, recap__cu_result_t: 1, default: 0),
+_Static_assert(_Generic((CUresult)0, recap__cu_result_t : 1, default : 0),
                "recap__cu_result_t must be compatible with CUresult");
-_Static_assert(_Generic((CUdevice)0, recap__cu_device_t: 1, default: 0),
+_Static_assert(_Generic((CUdevice)0, recap__cu_device_t : 1, default : 0),
                "recap__cu_device_t must be CUdevice");
 _Static_assert(RECAP__CU_SUCCESS == CUDA_SUCCESS, "CUDA_SUCCESS is 0");
-_Static_assert(_Generic((CUgraphNode)0, recap__cu_graph_node_t: 1, default: 0),
+_Static_assert(_Generic((CUgraphNode)0, recap__cu_graph_node_t : 1, default : 0),
                "recap__cu_graph_node_t must be CUgraphNode");
 
 /* recap__cuda_status_of() reads driver codes with the runtime's numbers; these must agree. */
@@ -319,7 +319,8 @@ static const unsigned char *extra_buffer(void **extra, size_t *size) {
   const unsigned char *buffer = NULL;
   *size = 0;
   for (size_t i = 0; extra && extra[i] != CU_LAUNCH_PARAM_END && i < 64; i += 2) {
-    if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER) buffer = extra[i + 1];
+    if (extra[i] == CU_LAUNCH_PARAM_BUFFER_POINTER)
+      buffer = extra[i + 1];
     else if (extra[i] == CU_LAUNCH_PARAM_BUFFER_SIZE && extra[i + 1])
       memcpy(size, extra[i + 1], sizeof *size);
   }
@@ -351,7 +352,7 @@ recap_status_t recap__driver_kernel_node_words(recap__cu_graph_node_t node, uint
   for (size_t i = 0; i < MAX_KERNEL_PARAMS; i++) {
     size_t offset = 0, size = 0;
     recap__cu_result_t r = params.func ? func_info(params.func, i, &offset, &size)
-                    : kernel_info(params.kern, i, &offset, &size);
+                                       : kernel_info(params.kern, i, &offset, &size);
     if (r == (recap__cu_result_t)CUDA_ERROR_INVALID_VALUE) break; /* past the last parameter */
     if (r != RECAP__CU_SUCCESS)
       return recap__driver_fail(r, __FILE__, __LINE__, "%s(parameter %zu of node %p)",

@@ -43,8 +43,7 @@ typedef int recap__cu_device_t;
 
 typedef recap__cu_result_t (*recap__cuDeviceGet_t)(recap__cu_device_t *device, int ordinal);
 typedef recap__cu_result_t (*recap__cuDevicePrimaryCtxGetState_t)(recap__cu_device_t device,
-                                                                  unsigned int *flags,
-                                                                  int *active);
+                                                                  unsigned int *flags, int *active);
 typedef recap__cu_result_t (*recap__cuGetErrorName_t)(recap__cu_result_t error, const char **name);
 typedef recap__cu_result_t (*recap__cuGetErrorString_t)(recap__cu_result_t error,
                                                         const char **text);
@@ -97,11 +96,11 @@ recap_status_t recap__driver_kernel_node_words(recap__cu_graph_node_t node, uint
 recap_status_t recap__driver_get(const char *symbol, int cuda_version, void **fn);
 
 /* ISO C has no conversion between object and function pointers; copy the bits instead. */
-#define RECAP__DRIVER_ASSIGN(fnptr, voidptr)                                                \
-  do {                                                                                      \
-    void *recap__vp_ = (voidptr);                                                           \
-    _Static_assert(sizeof(fnptr) == sizeof(void *), "function pointers differ in size");   \
-    memcpy(&(fnptr), &recap__vp_, sizeof(void *));                                          \
+#define RECAP__DRIVER_ASSIGN(fnptr, voidptr)                                             \
+  do {                                                                                   \
+    void *recap__vp_ = (voidptr);                                                        \
+    _Static_assert(sizeof(fnptr) == sizeof(void *), "function pointers differ in size"); \
+    memcpy(&(fnptr), &recap__vp_, sizeof(void *));                                       \
   } while (0)
 
 /* ---- recording failures -----------------------------------------------------------------
@@ -114,11 +113,11 @@ recap_status_t recap__driver_fail(recap__cu_result_t result, const char *file, i
                                   const char *what_fmt, ...) RECAP__PRINTF(4, 5);
 
 /* Evaluate a driver call made through a fetched pointer; on failure record it and return. */
-#define RECAP__DRIVER_TRY(call)                                                        \
-  do {                                                                                 \
-    recap__cu_result_t recap__r_ = (call);                                             \
-    if (recap__r_ != RECAP__CU_SUCCESS)                                                \
-      return recap__driver_fail(recap__r_, __FILE__, __LINE__, "%s", #call);           \
+#define RECAP__DRIVER_TRY(call)                                              \
+  do {                                                                       \
+    recap__cu_result_t recap__r_ = (call);                                   \
+    if (recap__r_ != RECAP__CU_SUCCESS)                                      \
+      return recap__driver_fail(recap__r_, __FILE__, __LINE__, "%s", #call); \
   } while (0)
 
 #ifdef __cplusplus

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * graph_info.c — releasing what a seam's graph_inspect filled into a recap_graph_info_t.
  */

@@ -53,7 +53,7 @@ __device__ __forceinline__ void philox_rounds(size_t n, const recap_philox_state
   }
 }
 
-}  // namespace
+} // namespace
 
 /* Outside the anonymous namespace, so that graph inspection shows plain names. */
 
@@ -114,11 +114,11 @@ __global__ void recap_rng_write_state_kernel(uint64_t *state, uint64_t seed, uin
 
 /* After a launch: a failed launch (bad configuration, invalidated capture, sticky error) is
  * recorded with the call's description and mapped as cuda.c maps every runtime error. */
-#define RECAP__LAUNCH_CHECK(...)                                                  \
-  do {                                                                            \
-    cudaError_t recap__e_ = cudaGetLastError();                                   \
-    if (recap__e_ != cudaSuccess)                                                 \
-      return recap__cuda_fail((int)recap__e_, __FILE__, __LINE__, __VA_ARGS__);   \
+#define RECAP__LAUNCH_CHECK(...)                                                \
+  do {                                                                          \
+    cudaError_t recap__e_ = cudaGetLastError();                                 \
+    if (recap__e_ != cudaSuccess)                                               \
+      return recap__cuda_fail((int)recap__e_, __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
 
 /* ---- a kernel image for the device ------------------------------------------------------
@@ -173,10 +173,10 @@ extern "C" recap_status_t recap__cuda_rng_write_state(recap_stream_t stream, uin
                            "recap_rng_write_state_kernel: the state pointer is NULL");
   RECAP__CHECK(kernel_image_check());
   recap_rng_write_state_kernel<<<1, 1, 0, stream>>>(state, seed, offset);
-  RECAP__LAUNCH_CHECK("recap_rng_write_state_kernel<<<1, 1, 0, stream %p>>>(state %p, seed %llu, "
-                      "offset %llu)",
-                      (void *)stream, (void *)state, (unsigned long long)seed,
-                      (unsigned long long)offset);
+  RECAP__LAUNCH_CHECK(
+      "recap_rng_write_state_kernel<<<1, 1, 0, stream %p>>>(state %p, seed %llu, "
+      "offset %llu)",
+      (void *)stream, (void *)state, (unsigned long long)seed, (unsigned long long)offset);
   return RECAP_SUCCESS;
 }
 
@@ -214,23 +214,24 @@ extern "C" recap_status_t recap__cuda_rng_launch(const recap__rng_launch_t *l) {
     case RECAP__RNG_RANDINT: {
       if (l->high <= l->low)
         return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
-                               "recap_rng_randint_kernel: the range [%d, %d) is empty",
-                               (int)l->low, (int)l->high);
+                               "recap_rng_randint_kernel: the range [%d, %d) is empty", (int)l->low,
+                               (int)l->high);
       const uint32_t range =
           static_cast<uint32_t>(static_cast<int64_t>(l->high) - static_cast<int64_t>(l->low));
-      recap_rng_randint_kernel<<<grid, block, 0, l->stream>>>(static_cast<int32_t *>(l->out),
-                                                              l->n, l->low, range, l->state);
+      recap_rng_randint_kernel<<<grid, block, 0, l->stream>>>(static_cast<int32_t *>(l->out), l->n,
+                                                              l->low, range, l->state);
       break;
     }
     case RECAP__RNG_DROPOUT: {
       if (!l->in)
-        return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT, "recap_rng_dropout_kernel: in is NULL");
+        return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
+                               "recap_rng_dropout_kernel: in is NULL");
       if (!(l->a >= 0.0f && l->a < 1.0f))
         return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
                                "recap_rng_dropout_kernel: p = %g is not in [0, 1)", (double)l->a);
       const float scale = 1.0f / (1.0f - l->a);
-      recap_rng_dropout_kernel<<<grid, block, 0, l->stream>>>(
-          l->in, static_cast<float *>(l->out), l->mask, l->n, l->a, scale, l->state);
+      recap_rng_dropout_kernel<<<grid, block, 0, l->stream>>>(l->in, static_cast<float *>(l->out),
+                                                              l->mask, l->n, l->a, scale, l->state);
       break;
     }
     default:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rng_launch.h — how the random-number layer asks the device seam to run its kernels.
  *
@@ -35,9 +36,9 @@ enum {
 typedef struct recap__rng_launch {
   recap__rng_kind_t kind;
   recap_philox_state_t state;
-  void *out;         /* float (uniform, normal, dropout) or int32_t (randint) */
-  const float *in;   /* dropout */
-  uint8_t *mask;     /* dropout, may be NULL */
+  void *out;       /* float (uniform, normal, dropout) or int32_t (randint) */
+  const float *in; /* dropout */
+  uint8_t *mask;   /* dropout, may be NULL */
   size_t n;
   float a, b;        /* normal: mean, stddev; dropout: p */
   int32_t low, high; /* randint */

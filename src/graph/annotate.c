@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * annotate.c — labels for the nodes of a capture (recap/annotate.h).
  *
@@ -72,7 +73,7 @@ typedef struct annotations {
   size_t depth;
   node_slot_t *slots; /* open addressing, capacity a power of two, at most half full */
   size_t slot_capacity, node_count;
-  size_t labelled; /* nodes with a scope */
+  size_t labelled;  /* nodes with a scope */
   bool by_position; /* the template's handles were not the capture's (see the top) */
 } annotations_t;
 
@@ -201,9 +202,10 @@ static recap_status_t hook_captured(void *ctx, recap_graph_t graph,
   pthread_mutex_unlock(&a->lock);
   free(nodes);
   if (left_open)
-    RECAP__WARN("annotations: %zu scope%s still open when the capture ended (innermost \"%s\"); "
-                "closed now. Pop every scope you push",
-                left_open, left_open == 1 ? " was" : "s were", innermost);
+    RECAP__WARN(
+        "annotations: %zu scope%s still open when the capture ended (innermost \"%s\"); "
+        "closed now. Pop every scope you push",
+        left_open, left_open == 1 ? " was" : "s were", innermost);
   if (s != RECAP_SUCCESS)
     RECAP__WARN("annotations: the labels of the nodes captured last are lost: %s",
                 recap_last_error());
@@ -238,8 +240,10 @@ static recap_status_t state_of(recap_graph_t graph, bool attach, annotations_t *
     } else {
       pthread_mutex_init(&a->lock, NULL);
       s = recap__graph_add_hook(graph, &annotate_hooks, a);
-      if (s == RECAP_SUCCESS) *out = a;
-      else annotations_free(a);
+      if (s == RECAP_SUCCESS)
+        *out = a;
+      else
+        annotations_free(a);
     }
   }
   pthread_mutex_unlock(&attach_lock);
@@ -349,8 +353,8 @@ out:
 
 /* For each node of the template's list, the scope it belongs to (0: none), in a malloc'ed
  * array; *labelled is false when no node has one. Lock held. */
-static recap_status_t scopes_of(const annotations_t *a, const recap__graph_node_t *nodes,
-                                size_t n, size_t **out) {
+static recap_status_t scopes_of(const annotations_t *a, const recap__graph_node_t *nodes, size_t n,
+                                size_t **out) {
   *out = calloc(n ? n : 1, sizeof **out);
   if (!*out) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "annotations: out of host memory");
   if (a->by_position) {
@@ -417,8 +421,7 @@ static bool labels_sort(labels_t *l) {
   l->sorted = malloc((l->count ? l->count : 1) * sizeof *l->sorted);
   if (!l->sorted) return false;
   for (size_t i = 0; i < l->count; i++)
-    if (l->scopes[i])
-      l->sorted[l->sorted_count++] = (handle_index_t){(uintptr_t)l->nodes[i], i};
+    if (l->scopes[i]) l->sorted[l->sorted_count++] = (handle_index_t){(uintptr_t)l->nodes[i], i};
   qsort(l->sorted, l->sorted_count, sizeof *l->sorted, compare_handles);
   return true;
 }
@@ -474,8 +477,8 @@ static bool is_hex(char c) {
 }
 
 static bool is_id_char(char c) {
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-         c == '_' || c == '.';
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' ||
+         c == '.';
 }
 
 /* The end of the bracketed attribute list that starts at text[at] == '[', quotes respected;
@@ -484,8 +487,10 @@ static size_t attr_list_end(const char *text, size_t len, size_t at) {
   bool quoted = false;
   for (size_t i = at + 1; i < len; i++) {
     if (quoted) {
-      if (text[i] == '\\') i++;
-      else if (text[i] == '"') quoted = false;
+      if (text[i] == '\\')
+        i++;
+      else if (text[i] == '"')
+        quoted = false;
     } else if (text[i] == '"') {
       quoted = true;
     } else if (text[i] == ']') {
@@ -583,8 +588,10 @@ static recap_status_t hook_dump(void *ctx, recap_graph_t graph, const char *path
   }
   FILE *in = fopen(path, "rb");
   if (!in) {
-    s = recap__error(RECAP_ERROR_IO, "recap_graph_debug_dump: cannot read back \"%s\" to add "
-                     "the annotations", path);
+    s = recap__error(RECAP_ERROR_IO,
+                     "recap_graph_debug_dump: cannot read back \"%s\" to add "
+                     "the annotations",
+                     path);
     goto done;
   }
   size_t len = 0, cap = 0, got;
@@ -617,8 +624,9 @@ static recap_status_t hook_dump(void *ctx, recap_graph_t graph, const char *path
   if (ferror(out) | (fclose(out) != 0))
     s = recap__error(RECAP_ERROR_IO, "recap_graph_debug_dump: writing \"%s\" failed", path);
   else if (annotated == 0)
-    RECAP__INFO("recap_graph_debug_dump: no node statement of the driver's dump showed a node "
-                "handle; the annotations are in the comment block at its end only");
+    RECAP__INFO(
+        "recap_graph_debug_dump: no node statement of the driver's dump showed a node "
+        "handle; the annotations are in the comment block at its end only");
 done:
   free(text);
   labels_free(&l);

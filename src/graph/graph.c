@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * graph.c — the recap graph: capture into a private pool, instantiate, replay, reset.
  *
@@ -294,8 +295,9 @@ recap_status_t recap_graph_capture_end(recap_graph_t graph, recap_stream_t strea
   size_t nodes = 0;
   if (dev->graph_node_count(template_graph, &nodes) == RECAP_SUCCESS) graph->node_count = nodes;
   if (nodes == 0)
-    RECAP__WARN("the capture recorded no work: the graph is empty (did the work go to another "
-                "stream than the capturing one?)");
+    RECAP__WARN(
+        "the capture recorded no work: the graph is empty (did the work go to another "
+        "stream than the capturing one?)");
   graph->state = RECAP__GRAPH_CAPTURED;
   if ((s = hooks_captured(graph)) != RECAP_SUCCESS) {
     /* A layer could not take in what was captured (input liveness: the pointer scan failed):
@@ -369,8 +371,7 @@ recap_status_t recap_graph_raw(recap_graph_t graph, recap_cuda_graph_t *cuda_gra
                         "recap_graph_raw: the template is kept only for graphs created with "
                         "RECAP_GRAPH_KEEP");
   if (!graph->template_graph)
-    return recap__error(RECAP_ERROR_INVALID_USAGE,
-                        "recap_graph_raw: nothing was captured yet");
+    return recap__error(RECAP_ERROR_INVALID_USAGE, "recap_graph_raw: nothing was captured yet");
   *cuda_graph = graph->template_graph;
   return RECAP_SUCCESS;
 }
@@ -392,7 +393,8 @@ recap_status_t recap_graph_node_count(recap_graph_t graph, size_t *count) {
   RECAP__ARG(count != NULL, "recap_graph_node_count: count is NULL");
   if (graph->state != RECAP__GRAPH_CAPTURED)
     return recap__error(RECAP_ERROR_INVALID_USAGE, "recap_graph_node_count: nothing captured yet");
-  if (graph->template_graph) RECAP__CHECK(recap__device()->graph_node_count(graph->template_graph, &graph->node_count));
+  if (graph->template_graph)
+    RECAP__CHECK(recap__device()->graph_node_count(graph->template_graph, &graph->node_count));
   *count = graph->node_count;
   return RECAP_SUCCESS;
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * graph_internal.h — the recap graph object, shared by graph.c (lifetime, capture, replay),
  * capture.c (recap_graph_capture_begin), scope.c (the capture scope) and inspect.c

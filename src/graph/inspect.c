@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * inspect.c — what a kept graph template contains, as a struct and as JSON.
  *
@@ -15,8 +16,7 @@
 const char *recap_node_type_name(recap_node_type_t type) {
   switch (type) {
 #define RECAP_X_NODE_NAME(name, text) \
-  case RECAP_NODE_##name:             \
-    return text;
+  case RECAP_NODE_##name: return text;
     RECAP_NODE_TYPE_MAP(RECAP_X_NODE_NAME)
 #undef RECAP_X_NODE_NAME
     case RECAP_NODE_TYPE_COUNT: break;
@@ -33,7 +33,8 @@ recap_status_t recap_graph_inspect(recap_graph_t graph, recap_graph_info_t **inf
                         "recap_graph_inspect: needs the kept template: create the graph with "
                         "RECAP_GRAPH_KEEP and inspect it after capture_end");
   recap_graph_info_t *result = calloc(1, sizeof *result);
-  if (!result) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graph_inspect: out of host memory");
+  if (!result)
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graph_inspect: out of host memory");
   recap_status_t s = recap__device()->graph_inspect(graph->template_graph, result);
   /* The layers attached to the graph add what they know of its nodes (annotations: labels). */
   for (size_t i = 0; i < graph->hook_count && s == RECAP_SUCCESS; i++)
@@ -102,8 +103,7 @@ recap_status_t recap_graph_info_json(const recap_graph_info_t *info, char **json
       char id[24];
       snprintf(id, sizeof id, "%llu", (unsigned long long)n->tools_id);
       recap__json_string(&j, id);
-    }
-    else
+    } else
       recap__json_null(&j);
     write_indices(&j, "dependencies", n->dependencies, n->dependency_count);
     write_indices(&j, "dependents", n->dependents, n->dependent_count);

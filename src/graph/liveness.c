@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * liveness.c — input-liveness checks (recap/liveness.h): which blocks of recap's allocator a
  * graph reads from outside its pool, recorded at capture end and checked before every replay.
@@ -27,7 +28,7 @@
 #include "recap/liveness.h"
 
 typedef struct liveness {
-  recap__block_watch_t *watch; /* what replays check, sorted by address */
+  recap__block_watch_t *watch;    /* what replays check, sorted by address */
   recap_liveness_input_t *inputs; /* the same blocks, described; kernel names owned */
   size_t count;
 } liveness_t;
@@ -194,8 +195,8 @@ static int describe_dead(char *out, size_t size, const recap_liveness_input_t *i
   recap__block_ref_t now;
   bool reused = recap__alloc_find(in->base, &now) && now.allocated && now.base == in->base;
   const char *fate = in->freed_before_capture_end ? "freed before the capture ended"
-                     : reused ? "freed and handed out again"
-                              : "freed";
+                     : reused                     ? "freed and handed out again"
+                                                  : "freed";
   char reader[320];
   if (in->kernel_name)
     snprintf(reader, sizeof reader, "node %zu (kernel %.240s)", in->node, in->kernel_name);
@@ -210,9 +211,9 @@ static int describe_dead(char *out, size_t size, const recap_liveness_input_t *i
   if (alloc_site || have_free) {
     char where[256] = "";
     describe_site(where, sizeof where, alloc_site);
-    int k = alloc_site ? snprintf(out + n, size - (size_t)n, "; allocated at %p%s", alloc_site,
-                                  where)
-                       : 0;
+    int k = alloc_site
+                ? snprintf(out + n, size - (size_t)n, "; allocated at %p%s", alloc_site, where)
+                : 0;
     if (k > 0) n += k;
     if (have_free && freed.free_site && (size_t)n < size) {
       describe_site(where, sizeof where, freed.free_site);
@@ -277,8 +278,7 @@ static recap_status_t report_dead(const liveness_t *l, const char *function) {
 }
 
 static recap_status_t check(const liveness_t *l, const char *function) {
-  if (l->count == 0 || recap__alloc_count_dead(l->watch, l->count, NULL) == 0)
-    return RECAP_SUCCESS;
+  if (l->count == 0 || recap__alloc_count_dead(l->watch, l->count, NULL) == 0) return RECAP_SUCCESS;
   return report_dead(l, function);
 }
 
@@ -343,8 +343,7 @@ static recap_status_t captured_state(recap_graph_t graph, const char *function, 
 }
 
 recap_status_t recap_graph_liveness_inputs(recap_graph_t graph,
-                                           const recap_liveness_input_t **inputs,
-                                           size_t *count) {
+                                           const recap_liveness_input_t **inputs, size_t *count) {
   RECAP__ARG(inputs != NULL && count != NULL,
              "recap_graph_liveness_inputs: inputs and count must not be NULL");
   *inputs = NULL;

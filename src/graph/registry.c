@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * registry.c — the capture registry of registry.h: a small array under a mutex. Captures under
  * way at once are few (one per capturing thread), so a linear scan is the fastest structure.

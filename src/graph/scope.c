@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * scope.c — the capture scope (the seed's `with torch.cuda.graph(g):`) and the library-owned
  * side streams it captures on when given none.

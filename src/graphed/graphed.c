@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * graphed.c — graphed callables (the seed's make_graphed_callables), built on graphs and the
  * allocator.
@@ -25,9 +26,9 @@ struct recap_graphed {
   recap_callable_desc_t desc;    /* arrays below are our copies */
   recap_buffer_t *static_inputs; /* the sample inputs (the caller's memory) */
   int *requires_grad;
-  int training;     /* the mode captured */
+  int training;      /* the mode captured */
   bool allow_unused; /* options.allow_unused_input, for eager backwards too */
-  bool eager_only;  /* graphs disabled: never captured */
+  bool eager_only;   /* graphs disabled: never captured */
   recap_graph_t forward_graph, backward_graph;
   recap_buffer_t *static_outputs;      /* allocated in the forward capture (pool) */
   recap_buffer_t *static_grad_outputs; /* allocated before the backward capture */
@@ -92,7 +93,8 @@ static recap_status_t make_handle(const recap_callable_desc_t *d, size_t index, 
              "recap_graphed_create: callable %zu has %zu inputs but no sample_inputs", index,
              d->input_count);
   recap_graphed_t h = calloc(1, sizeof *h);
-  if (!h) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graphed_create: out of host memory");
+  if (!h)
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graphed_create: out of host memory");
   size_t in = d->input_count ? d->input_count : 1, out_n = d->output_count ? d->output_count : 1;
   h->magic = GRAPHED_MAGIC;
   h->desc = *d;
@@ -152,7 +154,8 @@ static recap_status_t call_forward(recap_graphed_t h, recap_stream_t stream, int
 
 /* The user's backward, with the unused-input rule checked. */
 static recap_status_t call_backward(recap_graphed_t h, recap_stream_t stream, bool allow_unused,
-                                    const recap_buffer_t *grad_outputs, recap_buffer_t *grad_inputs) {
+                                    const recap_buffer_t *grad_outputs,
+                                    recap_buffer_t *grad_inputs) {
   memset(grad_inputs, 0, h->desc.input_count * sizeof *grad_inputs);
   recap_clear_last_error();
   recap_status_t s = h->desc.backward(h->desc.ctx, stream, grad_outputs, grad_inputs);
@@ -189,7 +192,8 @@ static recap_status_t alloc_like(const recap_buffer_t *shape, size_t count, reca
   return RECAP_SUCCESS;
 }
 
-static recap_status_t warm_up(recap_graphed_t h, recap_stream_t s, const recap_graphed_options_t *o) {
+static recap_status_t warm_up(recap_graphed_t h, recap_stream_t s,
+                              const recap_graphed_options_t *o) {
   size_t in = h->desc.input_count, out = h->desc.output_count;
   for (int iter = 0; iter < o->warmup_iters; iter++) {
     RECAP__CHECK(call_forward(h, s, o->training, h->static_inputs, h->eager_outputs));
@@ -241,8 +245,7 @@ static recap_status_t forward_pass(recap_graphed_t h, recap_stream_t s,
 
 static recap_status_t backward_pass(recap_graphed_t h, recap_stream_t s,
                                     const recap_graphed_options_t *o) {
-  return call_backward(h, s, o->allow_unused_input, h->static_grad_outputs,
-                       h->static_grad_inputs);
+  return call_backward(h, s, o->allow_unused_input, h->static_grad_outputs, h->static_grad_inputs);
 }
 
 recap_status_t recap_graphed_create(recap_graphed_t *handles, const recap_callable_desc_t *descs,
@@ -292,7 +295,7 @@ recap_status_t recap_graphed_create(recap_graphed_t *handles, const recap_callab
   RECAP__CHECK_GOTO(dev->stream_synchronize(side), s, fail);
   return RECAP_SUCCESS;
 
-fail: {
+fail : {
   recap__saved_error_t saved;
   recap__error_save(&saved);
   for (size_t i = 0; i < count; i++) {
@@ -312,8 +315,8 @@ static recap_status_t stage(const recap_buffer_t *staticb, const recap_buffer_t 
     if (!staticb[i].data) continue; /* nothing static to fill (an unused gradient) */
     if (given[i].bytes != staticb[i].bytes)
       return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
-                          "graphed callable: %s %zu has %zu bytes but was captured with %zu",
-                          what, i, given[i].bytes, staticb[i].bytes);
+                          "graphed callable: %s %zu has %zu bytes but was captured with %zu", what,
+                          i, given[i].bytes, staticb[i].bytes);
     if (!given[i].data && given[i].bytes)
       return recap__error(RECAP_ERROR_INVALID_ARGUMENT, "graphed callable: %s %zu is NULL", what,
                           i);
@@ -366,8 +369,8 @@ recap_status_t recap_graphed_backward(recap_graphed_t h, recap_stream_t stream,
     *grad_inputs = h->eager_grad_inputs;
     return RECAP_SUCCESS;
   }
-  RECAP__CHECK(stage(h->static_grad_outputs, grad_outputs, h->desc.output_count, stream,
-                     "output gradient"));
+  RECAP__CHECK(
+      stage(h->static_grad_outputs, grad_outputs, h->desc.output_count, stream, "output gradient"));
   RECAP__CHECK(recap_graph_replay(h->backward_graph, stream));
   *grad_inputs = h->static_grad_inputs;
   return RECAP_SUCCESS;

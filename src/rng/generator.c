@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * generator.c — Philox generators whose numbers stay right across graph replays (PyTorch's
  * CUDAGeneratorImpl and its graph-safe state, in C).
@@ -25,10 +26,10 @@ struct recap_generator {
   uint32_t magic; /* GENERATOR_MAGIC while the user's handle is valid */
   pthread_mutex_t lock;
   uint64_t seed;
-  uint64_t offset; /* in 32-bit values per thread; always a multiple of 4 */
-  uint64_t *device_state; /* {seed, base offset}, read by captured kernels */
-  int references; /* the user's, plus one per graph that captured it */
-  bool destroyed; /* the user destroyed it; graphs still hold it */
+  uint64_t offset;         /* in 32-bit values per thread; always a multiple of 4 */
+  uint64_t *device_state;  /* {seed, base offset}, read by captured kernels */
+  int references;          /* the user's, plus one per graph that captured it */
+  bool destroyed;          /* the user destroyed it; graphs still hold it */
   recap_graph_t capturing; /* the graph whose capture uses it now */
   uint64_t offset_intragraph;
 };
@@ -55,7 +56,8 @@ recap_status_t recap_generator_create(recap_generator_t *generator, uint64_t see
   RECAP__ARG(generator != NULL, "recap_generator_create: generator is NULL");
   *generator = NULL;
   recap_generator_t gen = calloc(1, sizeof *gen);
-  if (!gen) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_generator_create: out of host memory");
+  if (!gen)
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_generator_create: out of host memory");
   /* From the default pool on the legacy stream: every graph shares it, so it must belong to
    * none of their private pools. */
   recap_status_t s = recap_malloc((void **)&gen->device_state, 2 * sizeof(uint64_t), NULL);
@@ -273,7 +275,8 @@ static recap_status_t launch(recap_generator_t gen, recap__rng_launch_t *l, cons
   return recap__device()->rng_launch(l);
 }
 
-recap_status_t recap_rng_uniform(recap_generator_t gen, float *out, size_t n, recap_stream_t stream) {
+recap_status_t recap_rng_uniform(recap_generator_t gen, float *out, size_t n,
+                                 recap_stream_t stream) {
   recap__rng_launch_t l = {.kind = RECAP__RNG_UNIFORM, .out = out, .n = n, .stream = stream};
   return launch(gen, &l, "recap_rng_uniform");
 }
@@ -281,16 +284,16 @@ recap_status_t recap_rng_uniform(recap_generator_t gen, float *out, size_t n, re
 recap_status_t recap_rng_normal(recap_generator_t gen, float *out, size_t n, float mean,
                                 float stddev, recap_stream_t stream) {
   RECAP__ARG(stddev >= 0.0f, "recap_rng_normal: stddev %g is negative", (double)stddev);
-  recap__rng_launch_t l = {.kind = RECAP__RNG_NORMAL, .out = out, .n = n, .a = mean, .b = stddev,
-                           .stream = stream};
+  recap__rng_launch_t l = {
+      .kind = RECAP__RNG_NORMAL, .out = out, .n = n, .a = mean, .b = stddev, .stream = stream};
   return launch(gen, &l, "recap_rng_normal");
 }
 
 recap_status_t recap_rng_randint(recap_generator_t gen, int32_t *out, size_t n, int32_t low,
                                  int32_t high, recap_stream_t stream) {
   RECAP__ARG(high > low, "recap_rng_randint: the range [%d, %d) is empty", (int)low, (int)high);
-  recap__rng_launch_t l = {.kind = RECAP__RNG_RANDINT, .out = out, .n = n, .low = low,
-                           .high = high, .stream = stream};
+  recap__rng_launch_t l = {
+      .kind = RECAP__RNG_RANDINT, .out = out, .n = n, .low = low, .high = high, .stream = stream};
   return launch(gen, &l, "recap_rng_randint");
 }
 
@@ -298,7 +301,12 @@ recap_status_t recap_rng_dropout(recap_generator_t gen, const float *in, float *
                                  size_t n, float p, recap_stream_t stream) {
   RECAP__ARG(p >= 0.0f && p < 1.0f, "recap_rng_dropout: p = %g is not in [0, 1)", (double)p);
   RECAP__ARG(in != NULL || n == 0, "recap_rng_dropout: in is NULL");
-  recap__rng_launch_t l = {.kind = RECAP__RNG_DROPOUT, .in = in, .out = out, .mask = mask, .n = n,
-                           .a = p, .stream = stream};
+  recap__rng_launch_t l = {.kind = RECAP__RNG_DROPOUT,
+                           .in = in,
+                           .out = out,
+                           .mask = mask,
+                           .n = n,
+                           .a = p,
+                           .stream = stream};
   return launch(gen, &l, "recap_rng_dropout");
 }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * main.c — a user's program, public API only: print the version and count the devices.
  * Having no device (or no driver) is fine here; any other failure is not.

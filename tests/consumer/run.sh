@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # run.sh — install recap from its build tree and build a separate project against the install.
 #
 #   run.sh <recap build dir> <work dir> [config]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * fuzz_alloc.c — a libFuzzer target: sequences of allocator and pool operations on the CPU fake
  * device, with the allocator's invariants checked after every operation.
@@ -41,9 +42,9 @@ typedef struct slot {
 } slot_t;
 
 typedef struct capture {
-  bool active;       /* a fake capture begun on this stream (its origin) */
-  bool routed;       /* a pool routed to it */
-  int pool;          /* which of pools[] */
+  bool active; /* a fake capture begun on this stream (its origin) */
+  bool routed; /* a pool routed to it */
+  int pool;    /* which of pools[] */
 } capture_t;
 
 static struct {
@@ -61,8 +62,8 @@ static struct {
 } st;
 
 static void die(const char *what, recap_status_t status) {
-  fprintf(stderr, "fuzz_alloc: operation %d: %s (status %s, last error: %s)\n", st.op_index,
-          what, recap_status_name(status), recap_last_error());
+  fprintf(stderr, "fuzz_alloc: operation %d: %s (status %s, last error: %s)\n", st.op_index, what,
+          recap_status_name(status), recap_last_error());
   abort();
 }
 
@@ -70,19 +71,17 @@ static uint8_t byte(void) { return st.at < st.size ? st.data[st.at++] : 0; }
 
 /* RECAP_FUZZ_TRACE=1 prints every operation, to turn a crashing input into a story. */
 static bool tracing;
-#define TRACE(...)                     \
-  do {                                 \
-    if (tracing) {                     \
+#define TRACE(...)                             \
+  do {                                         \
+    if (tracing) {                             \
       fprintf(stderr, "  %3d: ", st.op_index); \
-      fprintf(stderr, __VA_ARGS__);    \
-      fputc('\n', stderr);             \
-    }                                  \
+      fprintf(stderr, __VA_ARGS__);            \
+      fputc('\n', stderr);                     \
+    }                                          \
   } while (0)
 
 /* The size classes of the allocator's options now (scaled down by some inputs, see below). */
-static struct {
-  size_t small_size, large_threshold, small_segment, large_segment, round;
-} sizes;
+static struct { size_t small_size, large_threshold, small_segment, large_segment, round; } sizes;
 
 static void read_sizes(void) {
   uint64_t v[5];
@@ -118,9 +117,9 @@ static size_t pick_size(void) {
   size_t small = sizes.small_size, large = sizes.large_threshold;
   switch (kind % 5) {
     case 0: return edges[x % (sizeof edges / sizeof edges[0])];
-    case 1: return 1 + x % 4096;                               /* tiny */
-    case 2: return 1 + (size_t)x * small / 65536;              /* the small pool */
-    case 3: return small + 1 + (size_t)x * (large - small) / 65536; /* large segments */
+    case 1: return 1 + x % 4096;                                     /* tiny */
+    case 2: return 1 + (size_t)x * small / 65536;                    /* the small pool */
+    case 3: return small + 1 + (size_t)x * (large - small) / 65536;  /* large segments */
     default: return large + (size_t)(x % 1024) * (2 * large / 1024); /* own segments */
   }
 }
@@ -157,7 +156,8 @@ static void check_no_overlap(int self) {
   for (int i = 0; i < SLOTS; i++) {
     const slot_t *o = &st.slots[i];
     if (i == self || !o->p) continue;
-    if (n->p < o->p + o->size && o->p < n->p + n->size) die("two live blocks overlap", RECAP_SUCCESS);
+    if (n->p < o->p + o->size && o->p < n->p + n->size)
+      die("two live blocks overlap", RECAP_SUCCESS);
   }
 }
 
@@ -246,7 +246,8 @@ static void op_capture_begin(void) {
   recap_status_t s = recap_pool_route_begin(st.pools[pool], st.streams[stream]);
   bool pool_busy = false;
   for (int i = 0; i < STREAMS; i++)
-    if (i != stream && st.captures[i].active && st.captures[i].routed && st.captures[i].pool == pool)
+    if (i != stream && st.captures[i].active && st.captures[i].routed &&
+        st.captures[i].pool == pool)
       pool_busy = true;
   if (pool_busy) {
     if (s != RECAP_ERROR_INVALID_USAGE) die("a pool routed twice at once was not refused", s);
@@ -389,17 +390,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   /* Odd first bytes run at 1/64 of the default size classes: the same structure (segments of a
    * few blocks, the same ratios) at a fraction of the memory, so many more runs per second. */
   if (size > 0 && (data[0] & 1)) {
-    recap_status_t s = recap_options_parse("min_block_size:512,small_size:16KiB,"
-                                           "small_segment:32KiB,large_threshold:160KiB,"
-                                           "large_segment:320KiB,round_large:32KiB");
+    recap_status_t s = recap_options_parse(
+        "min_block_size:512,small_size:16KiB,"
+        "small_segment:32KiB,large_threshold:160KiB,"
+        "large_segment:320KiB,round_large:32KiB");
     if (s != RECAP_SUCCESS) die("the scaled-down options were refused", s);
   }
   read_sizes();
 
-  static void (*const ops[])(void) = {op_malloc,     op_malloc,      op_malloc,     op_free,
-                                      op_free,       op_record_stream, op_complete, op_capture_begin,
-                                      op_join,       op_capture_end, op_invalidate, op_pool_release,
-                                      op_empty_cache, op_option,     op_fault,      op_inspect};
+  static void (*const ops[])(
+      void) = {op_malloc,      op_malloc,        op_malloc,     op_free,
+               op_free,        op_record_stream, op_complete,   op_capture_begin,
+               op_join,        op_capture_end,   op_invalidate, op_pool_release,
+               op_empty_cache, op_option,        op_fault,      op_inspect};
   for (st.op_index = 0; st.at < st.size && st.op_index < MAX_OPS; st.op_index++) {
     ops[byte() % (sizeof ops / sizeof ops[0])]();
     check_invariants();

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * gpu_util.h — what recap's GPU tests share: status checks with the library's message, streams,
  * exact checks of device buffers, and the end-of-test check that nothing is left behind.
@@ -23,14 +24,13 @@
 #define MiB ((size_t)1 << 20)
 
 /* A CUDA runtime call (or a kernel launcher) that must succeed. */
-#define CUDA_OK(expr)                                                                     \
-  do {                                                                                    \
-    cudaError_t cuda_err_ = (expr);                                                       \
-    if (cuda_err_ != cudaSuccess)                                                         \
-      fail_msg("%s failed: %s (%s)", #expr, cudaGetErrorName(cuda_err_),                  \
-               cudaGetErrorString(cuda_err_));                                            \
+#define CUDA_OK(expr)                                                    \
+  do {                                                                   \
+    cudaError_t cuda_err_ = (expr);                                      \
+    if (cuda_err_ != cudaSuccess)                                        \
+      fail_msg("%s failed: %s (%s)", #expr, cudaGetErrorName(cuda_err_), \
+               cudaGetErrorString(cuda_err_));                           \
   } while (0)
-
 
 static inline recap_memory_stats_t gpu_stats(void) {
   recap_memory_stats_t s;
@@ -94,8 +94,9 @@ static inline bool gpu_under_tool(void) {
 static inline bool gpu_free_memory_checks(void) {
   const char *off = getenv("RECAP_TEST_NO_FREE_MEMORY_CHECKS");
   if (gpu_under_tool() || (off && strcmp(off, "1") == 0)) {
-    print_message("device free-memory checks skipped (a CUDA tool is attached, or "
-                  "RECAP_TEST_NO_FREE_MEMORY_CHECKS=1)\n");
+    print_message(
+        "device free-memory checks skipped (a CUDA tool is attached, or "
+        "RECAP_TEST_NO_FREE_MEMORY_CHECKS=1)\n");
     return false;
   }
   return true;
@@ -141,10 +142,11 @@ static inline void gpu_expect_pool_gone(recap_pool_id_t pool) {
   recap_pool_info_t info = {0, 0, 0, 0, 0};
   recap_status_t s = recap_pool_info(pool, &info);
   if (s != RECAP_ERROR_NOT_FOUND)
-    fail_msg("pool {%llu,%llu} is still there (%s): %d references, %lld segments, "
-             "%lld bytes allocated",
-             (unsigned long long)pool.a, (unsigned long long)pool.b, recap_status_name(s),
-             info.references, (long long)info.segments, (long long)info.allocated_bytes);
+    fail_msg(
+        "pool {%llu,%llu} is still there (%s): %d references, %lld segments, "
+        "%lld bytes allocated",
+        (unsigned long long)pool.a, (unsigned long long)pool.b, recap_status_name(s),
+        info.references, (long long)info.segments, (long long)info.allocated_bytes);
 }
 
 /* The end of a test that freed everything it allocated and destroyed its graphs: after

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * graphed_kernels.cu — the kernels of the graphed-callable GPU tests and their C launchers (see
  * graphed_kernels.h). Grid-stride loops: each output element belongs to exactly one thread,
@@ -17,7 +18,7 @@ namespace {
 
 unsigned grid_for(size_t n) { return recap_test::grid_for(n, 1024); }
 
-}  // namespace
+} // namespace
 
 __global__ void recap_graphed_test_linear_kernel(float *y, const float *x, const float *w,
                                                  const float *b, size_t rows, size_t in,
@@ -31,8 +32,8 @@ __global__ void recap_graphed_test_linear_kernel(float *y, const float *x, const
 }
 
 __global__ void recap_graphed_test_linear_grad_input_kernel(float *dx, const float *dy,
-                                                            const float *w, size_t rows,
-                                                            size_t in, size_t out) {
+                                                            const float *w, size_t rows, size_t in,
+                                                            size_t out) {
   for (size_t i = first_index(); i < rows * in; i += stride()) {
     const size_t r = i / in, k = i % in;
     float acc = 0.0f;
@@ -43,8 +44,8 @@ __global__ void recap_graphed_test_linear_grad_input_kernel(float *dx, const flo
 
 /* Elements [0, out*in) are dw, [out*in, out*in + out) are db. */
 __global__ void recap_graphed_test_linear_grad_params_kernel(float *dw, float *db, const float *dy,
-                                                             const float *x, size_t rows,
-                                                             size_t in, size_t out) {
+                                                             const float *x, size_t rows, size_t in,
+                                                             size_t out) {
   const size_t weights = out * in;
   for (size_t i = first_index(); i < weights + out; i += stride()) {
     float acc = 0.0f;
@@ -70,8 +71,7 @@ __global__ void recap_graphed_test_relu_grad_kernel(float *dx, const float *dy, 
 }
 
 __global__ void recap_graphed_test_dropout_grad_kernel(float *dx, const float *dy,
-                                                       const uint8_t *mask, size_t n,
-                                                       float scale) {
+                                                       const uint8_t *mask, size_t n, float scale) {
   for (size_t i = first_index(); i < n; i += stride()) dx[i] = mask[i] ? dy[i] * scale : 0.0f;
 }
 
@@ -124,8 +124,9 @@ cudaError_t recap_graphed_test_linear_grad_input(float *dx, const float *dy, con
                                                  size_t rows, size_t in, size_t out,
                                                  cudaStream_t stream) {
   if (rows * in == 0) return cudaSuccess;
-  recap_graphed_test_linear_grad_input_kernel<<<grid_for(rows * in), kBlock, 0, stream>>>(
-      dx, dy, w, rows, in, out);
+  recap_graphed_test_linear_grad_input_kernel<<<grid_for(rows * in), kBlock, 0, stream>>>(dx, dy, w,
+                                                                                          rows, in,
+                                                                                          out);
   return cudaGetLastError();
 }
 
@@ -188,4 +189,4 @@ cudaError_t recap_graphed_test_sub_scale(float *y, const float *a, const float *
   return cudaGetLastError();
 }
 
-}  // extern "C"
+} // extern "C"

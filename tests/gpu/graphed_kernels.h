@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * graphed_kernels.h — the kernels of the graphed-callable GPU tests (test_graphed_gpu.c), behind
  * C launchers: a linear layer and its backward, ReLU, dropout's backward, and a few elementwise

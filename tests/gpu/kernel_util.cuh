@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * kernel_util.cuh — what the GPU tests' kernel files share: the grid-stride loop's indices, the
  * launch shape, and loading kernels before any capture.
@@ -38,4 +39,4 @@ cudaError_t load_kernels(const void *const (&kernels)[N]) {
   return cudaSuccess;
 }
 
-}  // namespace recap_test
+} // namespace recap_test

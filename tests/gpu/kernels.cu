@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * kernels.cu — the kernels of recap's GPU tests and their C launchers (see kernels.h).
  */
@@ -21,7 +22,7 @@ __device__ unsigned long long global_timer_ns() {
   return t;
 }
 
-}  // namespace
+} // namespace
 
 /* Outside the anonymous namespace, so that the mangled names are plain _Z<len>name... */
 __global__ void recap_test_fill_kernel(float *out, size_t n, float value) {
@@ -70,8 +71,8 @@ cudaError_t recap_test_fill(float *out, size_t n, float value, cudaStream_t stre
   return cudaGetLastError();
 }
 
-cudaError_t recap_test_fill_shaped(float *out, size_t n, float value, unsigned grid,
-                                   unsigned block, cudaStream_t stream) {
+cudaError_t recap_test_fill_shaped(float *out, size_t n, float value, unsigned grid, unsigned block,
+                                   cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   recap_test_fill_kernel<<<grid, block, 0, stream>>>(out, n, value);
   return cudaGetLastError();
@@ -108,4 +109,4 @@ cudaError_t recap_test_spin(unsigned long long nanoseconds, cudaStream_t stream)
   return cudaGetLastError();
 }
 
-}  // extern "C"
+} // extern "C"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * kernels.h — the small CUDA kernels recap's GPU tests run, behind C launchers.
  *
@@ -29,8 +30,8 @@ cudaError_t recap_test_kernels_load(void);
 /* out[i] = value for i < n. */
 cudaError_t recap_test_fill(float *out, size_t n, float value, cudaStream_t stream);
 /* The same kernel, launched with an explicit grid and block (x dimensions only). */
-cudaError_t recap_test_fill_shaped(float *out, size_t n, float value, unsigned grid,
-                                   unsigned block, cudaStream_t stream);
+cudaError_t recap_test_fill_shaped(float *out, size_t n, float value, unsigned grid, unsigned block,
+                                   cudaStream_t stream);
 /* out[i] = in[i] + value; out may equal in. */
 cudaError_t recap_test_add_scalar(float *out, const float *in, size_t n, float value,
                                   cudaStream_t stream);

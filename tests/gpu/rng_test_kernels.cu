@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * rng_test_kernels.cu — user-style kernels for the RNG GPU tests (test_rng_gpu.c), written the
  * way a recap user writes a random kernel: include <recap/rng_device.cuh>, take a
@@ -21,7 +22,7 @@ namespace {
 __device__ size_t global_thread() { return recap_test::first_index(); }
 __device__ size_t thread_total() { return recap_test::stride(); }
 
-}  // namespace
+} // namespace
 
 /* out[i] = curand_uniform: thread t covers t, t + T, t + 2T ... one value each, so it draws
  * ceil(n / T) values (T = grid * 256): the increment its launcher's caller must ask for. */
@@ -51,8 +52,7 @@ __global__ void recap_rng_test_library_layout_kernel(float *out, size_t n,
 }
 
 /* out[0] = seed, out[1] = offset, as recap_philox_unpack gives them at run time. */
-__global__ void recap_rng_test_unpack_kernel(unsigned long long *out,
-                                             recap_philox_state_t philox) {
+__global__ void recap_rng_test_unpack_kernel(unsigned long long *out, recap_philox_state_t philox) {
   recap_philox_unpack(philox, &out[0], &out[1]);
 }
 
@@ -87,4 +87,4 @@ cudaError_t recap_rng_test_unpack(recap_philox_state_t philox, unsigned long lon
   return cudaGetLastError();
 }
 
-}  // extern "C"
+} // extern "C"

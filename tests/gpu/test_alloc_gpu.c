@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_alloc_gpu.c — the caching allocator on a real device: exact statistics for the four
  * size classes (the figures of tests/test_alloc.c, which checks them on the fake device), the

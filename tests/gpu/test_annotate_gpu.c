@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_annotate_gpu.c — annotations on a real device: the analogues of PyTorch's
  * test_cuda_graph_annotations.py (no-op outside a capture or when disabled, one scope, disjoint
@@ -28,9 +29,7 @@ static void begin(void) {
   recap_annotations_enable(1);
 }
 
-static void finish(void) {
-  recap_annotations_enable(-1);
-}
+static void finish(void) { recap_annotations_enable(-1); }
 
 /* A kernel told apart by its grid: fill buffer with `grid` as the value. */
 static void tagged(cudaStream_t s, unsigned grid) {
@@ -64,8 +63,7 @@ static void expect_label(const recap_graph_info_t *info, unsigned grid, const ch
   assert_non_null(n->kernel_name);
   assert_non_null(strstr(n->kernel_name, RECAP_TEST_FILL_KERNEL_NAME));
   if (!label) {
-    if (n->annotation)
-      fail_msg("kernel %u is labelled \"%s\", expected none", grid, n->annotation);
+    if (n->annotation) fail_msg("kernel %u is labelled \"%s\", expected none", grid, n->annotation);
     assert_null(n->annotation_path);
     return;
   }
@@ -312,8 +310,7 @@ static void labels_in_json(void **state) {
   cJSON *root = cJSON_Parse(json);
   assert_non_null(root);
   const cJSON *node = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "nodes"), 0);
-  assert_string_equal(cJSON_GetObjectItemCaseSensitive(node, "annotation")->valuestring,
-                      "layer 1");
+  assert_string_equal(cJSON_GetObjectItemCaseSensitive(node, "annotation")->valuestring, "layer 1");
   assert_string_equal(cJSON_GetObjectItemCaseSensitive(node, "annotation_path")->valuestring,
                       "model/layer 1");
   /* CUDA 13.0 gives no tools ids: none are made up. */
@@ -351,9 +348,10 @@ static void labels_in_the_driver_dot_dump(void **state) {
   assert_non_null(strstr(text, "digraph"));
   assert_non_null(strstr(text, "// recap annotation: node "));
   if (!strstr(text, "recap_annotation=\"dumped\""))
-    fail_msg("no node statement of the driver's dump was annotated (its format may show no "
-             "node handles); the dump:\n%.4000s",
-             text);
+    fail_msg(
+        "no node statement of the driver's dump was annotated (its format may show no "
+        "node handles); the dump:\n%.4000s",
+        text);
   /* One node is labelled, so exactly one statement is. */
   const char *first = strstr(text, "recap_annotation=");
   assert_null(strstr(first + 1, "recap_annotation="));

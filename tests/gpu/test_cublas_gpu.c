@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_cublas_gpu.c — cuBLAS inside recap graphs, captured again and again (after PyTorch's
  * test_repeat_graph_capture_cublas_workspace_memory): each cycle captures a cublasSgemm whose
@@ -11,15 +12,15 @@
 
 #include "gpu_util.h"
 
-#define CUBLAS_OK(expr)                                                       \
-  do {                                                                        \
-    cublasStatus_t cublas_status_ = (expr);                                   \
-    if (cublas_status_ != CUBLAS_STATUS_SUCCESS)                              \
-      fail_msg("%s failed: cuBLAS status %d", #expr, (int)cublas_status_);    \
+#define CUBLAS_OK(expr)                                                    \
+  do {                                                                     \
+    cublasStatus_t cublas_status_ = (expr);                                \
+    if (cublas_status_ != CUBLAS_STATUS_SUCCESS)                           \
+      fail_msg("%s failed: cuBLAS status %d", #expr, (int)cublas_status_); \
   } while (0)
 
-#define DIM 64                              /* square matrices of DIM x DIM floats */
-#define WORKSPACE_BYTES (4 * MiB)           /* a large-pool block: a 20 MiB segment */
+#define DIM 64                    /* square matrices of DIM x DIM floats */
+#define WORKSPACE_BYTES (4 * MiB) /* a large-pool block: a 20 MiB segment */
 #define CYCLES 100
 #define FREE_MEMORY_SLACK (2 * MiB)
 
@@ -54,8 +55,8 @@ static void repeat_graph_capture_cublas_workspace_memory(void **state) {
     OK(recap_malloc(&workspace, WORKSPACE_BYTES, s));
     CUBLAS_OK(cublasSetStream(handle, s));
     CUBLAS_OK(cublasSetWorkspace(handle, workspace, WORKSPACE_BYTES));
-    CUBLAS_OK(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, DIM, DIM, DIM, &alpha, a, DIM, b,
-                          DIM, &beta, c, DIM));
+    CUBLAS_OK(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, DIM, DIM, DIM, &alpha, a, DIM, b, DIM,
+                          &beta, c, DIM));
     OK(recap_graph_capture_end(g, s));
     recap_pool_id_t pool;
     OK(recap_graph_pool(g, &pool));

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_graph_gpu.c — recap graphs on a real device: capture, replay, reset, errors,
  * invalidated captures, private and shared pools, streams joined by events, capture modes, the
@@ -17,7 +18,7 @@
 
 #include "gpu_util.h"
 
-#define N ((size_t)1024) /* floats in most buffers: 4 KiB */
+#define N ((size_t)1024)              /* floats in most buffers: 4 KiB */
 #define SPIN_NS (20ull * 1000 * 1000) /* 20 ms: long enough for another stream to overtake */
 
 static recap_pool_id_t pool_of(recap_graph_t g) {
@@ -750,9 +751,10 @@ static void three_successive(void **state) {
   OK(recap_graph_replay(g1, s));
   float *seen = gpu_read(e, 1);
   if (seen[0] != 14.0f)
-    print_message("three_successive: out of capture order, g1 read memory g2 had overwritten "
-                  "(e = %g instead of 14), the documented hazard of a shared pool\n",
-                  (double)seen[0]);
+    print_message(
+        "three_successive: out of capture order, g1 read memory g2 had overwritten "
+        "(e = %g instead of 14), the documented hazard of a shared pool\n",
+        (double)seen[0]);
   free(seen);
   gpu_expect_all(f, N, 16.0f); /* g2 itself only read d, which nothing else wrote */
 
@@ -804,7 +806,9 @@ static void memory_stats_and_use_result_after_destroy_graph(void **state) {
   assert_int_equal(st.allocation[RECAP_STAT_ALL].current, 1);
   assert_int_equal(st.allocated_bytes[RECAP_STAT_ALL].current, (int64_t)(600 * KiB));
   assert_int_equal(st.allocated_bytes[RECAP_STAT_ALL].peak, (int64_t)(600 * KiB + 3 * MiB));
-  assert_int_equal(st.allocation[RECAP_STAT_ALL].allocated - base.allocation[RECAP_STAT_ALL].allocated, 2);
+  assert_int_equal(st.allocation[RECAP_STAT_ALL].allocated -
+                       base.allocation[RECAP_STAT_ALL].allocated,
+                   2);
   assert_int_equal(st.num_device_alloc - base.num_device_alloc, 2);
   recap_pool_info_t info = pool_info(pool);
   assert_int_equal(info.references, 1);
@@ -1039,7 +1043,8 @@ static void two_thread_local_captures_at_once(void **state) {
   capture_thread_job_t jobs[2];
   pthread_t threads[2];
   for (int i = 0; i < 2; i++) {
-    jobs[i] = (capture_thread_job_t){.stream = gpu_stream(), .value = 10.0f * (float)(i + 1),
+    jobs[i] = (capture_thread_job_t){.stream = gpu_stream(),
+                                     .value = 10.0f * (float)(i + 1),
                                      .barrier = &barrier};
     OK(recap_graph_create(&jobs[i].graph, 0));
     assert_int_equal(pthread_create(&threads[i], NULL, capture_in_thread, &jobs[i]), 0);
@@ -1430,9 +1435,9 @@ static void inspect_kernel_memset_memcpy(void **state) {
   (void)state;
   gpu_begin();
   cudaStream_t s = gpu_stream();
-  float *x = gpu_floats(N, s);             /* 4096 bytes */
-  float *y = gpu_floats(N / 4, s);         /* 1024 bytes */
-  float *z = gpu_floats(N / 2, s);         /* 2048 bytes */
+  float *x = gpu_floats(N, s);     /* 4096 bytes */
+  float *y = gpu_floats(N / 4, s); /* 1024 bytes */
+  float *z = gpu_floats(N / 2, s); /* 2048 bytes */
   gpu_set(y, N / 4, 5.0f, s);
   gpu_set(z, N / 2, 5.0f, s);
   recap_graph_t g;
@@ -1455,8 +1460,7 @@ static void inspect_kernel_memset_memcpy(void **state) {
   const recap_graph_node_t *k = &info->nodes[kernel];
   assert_non_null(k->kernel_name);
   if (!strstr(k->kernel_name, RECAP_TEST_FILL_KERNEL_NAME))
-    fail_msg("kernel name \"%s\" does not contain %s", k->kernel_name,
-             RECAP_TEST_FILL_KERNEL_NAME);
+    fail_msg("kernel name \"%s\" does not contain %s", k->kernel_name, RECAP_TEST_FILL_KERNEL_NAME);
   assert_int_equal(k->grid[0], 4);
   assert_int_equal(k->grid[1], 1);
   assert_int_equal(k->grid[2], 1);
@@ -1483,8 +1487,7 @@ static void inspect_kernel_memset_memcpy(void **state) {
     for (size_t j = 0; j < node->dependent_count; j++) {
       size_t d = node->dependents[j];
       assert_true(d < info->node_count);
-      assert_true(
-          contains_index(info->nodes[d].dependencies, info->nodes[d].dependency_count, i));
+      assert_true(contains_index(info->nodes[d].dependencies, info->nodes[d].dependency_count, i));
     }
   }
   assert_int_equal(dependencies, info->edge_count);
@@ -1599,7 +1602,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(record_stream_inside_capture),
       cmocka_unit_test(allocator_follows_side_stream),
       cmocka_unit_test(two_thread_local_captures_at_once),
-    cmocka_unit_test(thread_local_capture_ignores_other_threads),
+      cmocka_unit_test(thread_local_capture_ignores_other_threads),
       cmocka_unit_test(relaxed_capture_allows_cuda_malloc),
       cmocka_unit_test(raw_graph_with_and_without_keep),
       cmocka_unit_test(raw_exec_before_and_after_instantiate),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_graphed_gpu.c — graphed callables on a real device, after PyTorch's
  * test_graph_make_graphed_callables family (test_cuda.py): several callables graphed together
@@ -87,8 +88,8 @@ static void expect_same(const void *a, const void *b, size_t bytes, const char *
       }
       free(ha);
       free(hb);
-      fail_msg("%s: the buffers differ first at byte %zu (float %zu: %.9g vs %.9g)", what, i,
-               word, (double)fa, (double)fb);
+      fail_msg("%s: the buffers differ first at byte %zu (float %zu: %.9g vs %.9g)", what, i, word,
+               (double)fa, (double)fb);
     }
   }
   free(ha);
@@ -103,8 +104,7 @@ static void expect_floats(const void *p, const float *expected, size_t n, const 
     if (host[i] != expected[i]) {
       float got = host[i];
       free(host);
-      fail_msg("%s: element %zu is %.9g, expected %.9g", what, i, (double)got,
-               (double)expected[i]);
+      fail_msg("%s: element %zu is %.9g, expected %.9g", what, i, (double)got, (double)expected[i]);
     }
   }
   free(host);
@@ -182,16 +182,16 @@ static recap_status_t launched(cudaError_t err, const char *what) {
   return RECAP_ERROR_CUDA;
 }
 
-#define LAUNCH(expr)                                                 \
-  do {                                                               \
-    recap_status_t launch_status_ = launched((expr), #expr);         \
-    if (launch_status_ != RECAP_SUCCESS) return launch_status_;      \
+#define LAUNCH(expr)                                            \
+  do {                                                          \
+    recap_status_t launch_status_ = launched((expr), #expr);    \
+    if (launch_status_ != RECAP_SUCCESS) return launch_status_; \
   } while (0)
 
-#define TRY(expr)                                                    \
-  do {                                                               \
-    recap_status_t try_status_ = (expr);                             \
-    if (try_status_ != RECAP_SUCCESS) return try_status_;            \
+#define TRY(expr)                                         \
+  do {                                                    \
+    recap_status_t try_status_ = (expr);                  \
+    if (try_status_ != RECAP_SUCCESS) return try_status_; \
   } while (0)
 
 /* ---- an MLP: linear, ReLU, optional dropout, linear ---------------------------------------- */
@@ -274,8 +274,8 @@ static void mlp_sgd(mlp_t *m, float lr, cudaStream_t s) {
 }
 
 static void mlp_free(mlp_t *m) {
-  void *all[] = {m->w1, m->b1, m->w2, m->b2, m->dw1, m->db1, m->dw2, m->db2,
-                 m->h,  m->a,  m->d,  m->mask};
+  void *all[] = {m->w1,  m->b1,  m->w2, m->b2, m->dw1, m->db1,
+                 m->dw2, m->db2, m->h,  m->a,  m->d,   m->mask};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) OK(recap_free(all[i]));
   memset(m, 0, sizeof *m);
 }
@@ -305,18 +305,18 @@ static recap_status_t mlp_forward(void *ctx, recap_stream_t stream, int training
 }
 
 static recap_status_t mlp_backward(void *ctx, recap_stream_t stream,
-                                   const recap_buffer_t *grad_outputs, recap_buffer_t *grad_inputs) {
+                                   const recap_buffer_t *grad_outputs,
+                                   recap_buffer_t *grad_inputs) {
   mlp_t *m = ctx;
   m->backwards++;
   const float *dy = grad_outputs[0].data;
   const size_t nh = m->rows * m->hidden;
-  LAUNCH(recap_graphed_test_linear_grad_params(m->dw2, m->db2, dy, m->saved_mid, m->rows,
-                                               m->hidden, m->out, stream));
+  LAUNCH(recap_graphed_test_linear_grad_params(m->dw2, m->db2, dy, m->saved_mid, m->rows, m->hidden,
+                                               m->out, stream));
   void *scratch = NULL; /* the hidden layer's gradient, freed before returning */
   TRY(recap_malloc(&scratch, nh * sizeof(float), stream));
   float *dmid = scratch;
-  LAUNCH(recap_graphed_test_linear_grad_input(dmid, dy, m->w2, m->rows, m->hidden, m->out,
-                                              stream));
+  LAUNCH(recap_graphed_test_linear_grad_input(dmid, dy, m->w2, m->rows, m->hidden, m->out, stream));
   if (m->dropped)
     LAUNCH(recap_graphed_test_dropout_grad(dmid, dmid, m->mask, nh, 1.0f / (1.0f - m->p), stream));
   LAUNCH(recap_graphed_test_relu_grad(dmid, dmid, m->h, nh, stream));
@@ -372,8 +372,8 @@ static recap_status_t affine_backward(void *ctx, recap_stream_t stream,
   e->backwards++;
   const size_t n = grad_outputs[0].bytes / sizeof(float);
   TRY(allocate_like(&grad_inputs[0], grad_outputs[0].bytes, stream));
-  LAUNCH(recap_graphed_test_affine(grad_inputs[0].data, grad_outputs[0].data, n, e->a, 0.0f,
-                                   stream));
+  LAUNCH(
+      recap_graphed_test_affine(grad_inputs[0].data, grad_outputs[0].data, n, e->a, 0.0f, stream));
   return RECAP_SUCCESS;
 }
 
@@ -440,7 +440,8 @@ static const int NEEDS_NO_GRAD[1] = {0};
 #define STEPS 10
 #define SEED 5
 #define P_DROP 0.25f
-#define LR 0.001f /* small: the chain squares its input, and a larger step diverged to NaN by step 10 */
+#define LR \
+  0.001f /* small: the chain squares its input, and a larger step diverged to NaN by step 10 */
 #define LOSS_SCALE 0.05f
 
 /* x -> MLP (data input: no gradient) -> MLP with dropout -> 2x + 1 -> x * x -> x * gate. */
@@ -458,16 +459,16 @@ static void chain_init(chain_t *c, recap_generator_t gen, cudaStream_t s,
   c->affine.a = 2.0f;
   c->affine.b = 1.0f;
   static const int gate_grad[2] = {1, 0};
-  c->descs[0] = (recap_callable_desc_t){mlp_forward, mlp_backward, &c->first, 1,
-                                        samples ? samples[0] : NULL, NEEDS_NO_GRAD, 1};
-  c->descs[1] = (recap_callable_desc_t){mlp_forward, mlp_backward, &c->second, 1,
-                                        samples ? samples[1] : NULL, NEEDS_GRAD, 1};
-  c->descs[2] = (recap_callable_desc_t){affine_forward, affine_backward, &c->affine, 1,
-                                        samples ? samples[2] : NULL, NEEDS_GRAD, 1};
-  c->descs[3] = (recap_callable_desc_t){square_forward, square_backward, &c->square, 1,
-                                        samples ? samples[3] : NULL, NEEDS_GRAD, 1};
-  c->descs[4] = (recap_callable_desc_t){gate_forward, gate_backward, &c->gate, 2,
-                                        samples ? samples[4] : NULL, gate_grad, 1};
+  c->descs[0] = (recap_callable_desc_t){
+      mlp_forward, mlp_backward, &c->first, 1, samples ? samples[0] : NULL, NEEDS_NO_GRAD, 1};
+  c->descs[1] = (recap_callable_desc_t){
+      mlp_forward, mlp_backward, &c->second, 1, samples ? samples[1] : NULL, NEEDS_GRAD, 1};
+  c->descs[2] = (recap_callable_desc_t){
+      affine_forward, affine_backward, &c->affine, 1, samples ? samples[2] : NULL, NEEDS_GRAD, 1};
+  c->descs[3] = (recap_callable_desc_t){
+      square_forward, square_backward, &c->square, 1, samples ? samples[3] : NULL, NEEDS_GRAD, 1};
+  c->descs[4] = (recap_callable_desc_t){
+      gate_forward, gate_backward, &c->gate, 2, samples ? samples[4] : NULL, gate_grad, 1};
 }
 
 static void chain_free(chain_t *c) {
@@ -522,8 +523,8 @@ typedef struct graphed_step {
 } graphed_step_t;
 
 /* The same step through the graphed callables. */
-static void graphed_step(recap_graphed_t *h, chain_t *c, float *x, float *gate,
-                         const float *target, cudaStream_t s, graphed_step_t *r) {
+static void graphed_step(recap_graphed_t *h, chain_t *c, float *x, float *gate, const float *target,
+                         cudaStream_t s, graphed_step_t *r) {
   memset(r, 0, sizeof *r);
   for (int k = 0; k < CHAIN; k++) {
     recap_buffer_t in[2] = {k == 0 ? buffer(x, ROWS * D_IN * sizeof(float)) : r->out[k - 1][0],
@@ -806,8 +807,8 @@ static void separately_graphed_callables_share_a_pool(void **state) {
     dys[i] = gpu_floats(N, s);
     gpu_set(samples[i], N, 0.0f, s);
     sample_bufs[i] = buffer(samples[i], N * sizeof(float));
-    recap_callable_desc_t desc = {affine_forward, affine_backward, &m[i], 1, &sample_bufs[i],
-                                  NEEDS_GRAD, 1};
+    recap_callable_desc_t desc = {affine_forward,  affine_backward, &m[i], 1,
+                                  &sample_bufs[i], NEEDS_GRAD,      1};
     OK(recap_graphed_create(&h[i], &desc, 1, &opts));
     assert_true(pools_equal(forward_pool(h[i]), pool));
   }
@@ -951,8 +952,7 @@ static void eval_mode_runs_eagerly(void **state) {
   float *sample = gpu_floats(FEATURES, s);
   gpu_set(sample, FEATURES, 0.0f, s);
   recap_buffer_t sample_buf = buffer(sample, FEATURES * sizeof(float));
-  recap_callable_desc_t desc = {mlp_forward, mlp_backward, &graphed, 1, &sample_buf, NEEDS_GRAD,
-                                1};
+  recap_callable_desc_t desc = {mlp_forward, mlp_backward, &graphed, 1, &sample_buf, NEEDS_GRAD, 1};
   recap_graphed_t h;
   OK(recap_graphed_create(&h, &desc, 1, NULL)); /* training mode by default */
   recap_pool_id_t pool = forward_pool(h);
@@ -1046,8 +1046,7 @@ static void new_inputs_are_copied_into_static_buffers(void **state) {
   gpu_set(sample, N, 0.0f, s);
   const size_t bytes = N * sizeof(float);
   recap_buffer_t sample_buf = buffer(sample, bytes), other_buf = buffer(other, bytes);
-  recap_callable_desc_t desc = {affine_forward, affine_backward, &e, 1, &sample_buf, NEEDS_GRAD,
-                                1};
+  recap_callable_desc_t desc = {affine_forward, affine_backward, &e, 1, &sample_buf, NEEDS_GRAD, 1};
   recap_graphed_t h;
   OK(recap_graphed_create(&h, &desc, 1, NULL));
   recap_pool_id_t pool = forward_pool(h);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_liveness_gpu.c — input-liveness checks on a real device, where the kernels' arguments
  * are read through the driver (cuGraphKernelNodeGetParams and cuFuncGetParamInfo /

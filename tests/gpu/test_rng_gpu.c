@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_rng_gpu.c — random numbers in graphs on a real GPU, after PyTorch's graph RNG tests:
  * test_graph_rng_functional (a dropout chain: graphed, eager, graphed equals eager all along),
@@ -67,8 +68,8 @@ static void expect_same(const void *a, const void *b, size_t bytes, const char *
       memcpy(&wb, hb + word * 4, 4);
       free(ha);
       free(hb);
-      fail_msg("%s: the buffers differ first at byte %zu (32-bit word %zu: 0x%08x vs 0x%08x)",
-               what, i, word, wa, wb);
+      fail_msg("%s: the buffers differ first at byte %zu (32-bit word %zu: 0x%08x vs 0x%08x)", what,
+               i, word, wa, wb);
     }
   }
   free(ha);
@@ -390,7 +391,8 @@ static void dropout_masks_graphed_equal_eager(void **state) {
   const float p = 0.3f;
   float *in = gpu_floats(n, s), *out = gpu_floats(n, s), *out_e = gpu_floats(n, s);
   float *out_first = gpu_floats(n, s);
-  uint8_t *mask = device_bytes(n, s), *mask_e = device_bytes(n, s), *mask_first = device_bytes(n, s);
+  uint8_t *mask = device_bytes(n, s), *mask_e = device_bytes(n, s),
+          *mask_first = device_bytes(n, s);
   recap_generator_t data = generator(1), gen = generator(2);
   OK(recap_rng_uniform(data, in, n, s));
 

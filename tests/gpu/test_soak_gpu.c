@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_soak_gpu.c — recap on a real device for a long time, and with the CUDA layer failing.
  *
@@ -40,8 +41,8 @@ static recap_capture_options_t in_pool(recap_pool_id_t pool) {
   return o;
 }
 
-static bool stats_equal(const recap_memory_stats_t *a, const recap_memory_stats_t *b,
-                        char *why, size_t cap) {
+static bool stats_equal(const recap_memory_stats_t *a, const recap_memory_stats_t *b, char *why,
+                        size_t cap) {
   struct {
     const char *name;
     int64_t x, y;
@@ -151,9 +152,10 @@ static void a_million_replays_of_two_graphs_sharing_a_pool(void **state) {
   assert_int_equal(pool_before.segments, pool_after.segments);
   gpu_expect_all(count_a, N, (float)(replays / 2));
   gpu_expect_all(count_b, N, (float)(replays / 2));
-  print_message("%ld replays of two graphs sharing a pool, %u rounds of eager allocations "
-                "between them: reserved memory flat at %lld bytes, counters right\n",
-                2 * (replays / 2), rounds, (long long)after.reserved_bytes[RECAP_STAT_ALL].current);
+  print_message(
+      "%ld replays of two graphs sharing a pool, %u rounds of eager allocations "
+      "between them: reserved memory flat at %lld bytes, counters right\n",
+      2 * (replays / 2), rounds, (long long)after.reserved_bytes[RECAP_STAT_ALL].current);
 
   OK(recap_graph_destroy(a));
   OK(recap_graph_destroy(b));
@@ -185,7 +187,7 @@ static bool step_at(outcome_t *o, recap_status_t s, const char *where) {
   }
   return s == RECAP_SUCCESS;
 }
-#define STEP(o, expr) step_at((o), (expr), #expr)
+#  define STEP(o, expr) step_at((o), (expr), #  expr)
 
 /* A graphed callable: out = in + 1; backward: grad_in = grad_out * 2. */
 static recap_status_t plus_one_forward(void *ctx, recap_stream_t stream, int training,
@@ -202,7 +204,8 @@ static recap_status_t plus_one_forward(void *ctx, recap_stream_t stream, int tra
 }
 
 static recap_status_t twice_backward(void *ctx, recap_stream_t stream,
-                                     const recap_buffer_t *grad_outputs, recap_buffer_t *grad_inputs) {
+                                     const recap_buffer_t *grad_outputs,
+                                     recap_buffer_t *grad_inputs) {
   (void)ctx;
   grad_inputs[0].bytes = grad_outputs[0].bytes;
   recap_status_t s = recap_malloc(&grad_inputs[0].data, grad_inputs[0].bytes, stream);

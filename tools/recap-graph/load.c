@@ -64,12 +64,16 @@ static char *read_text(const char *path, size_t *length, failure_t *err) {
   if (!is_stdin) fclose(f);
   if (oom || failed) {
     free(text);
-    if (oom) fail(err, "out of memory");
-    else fail(err, "cannot read: %s", strerror(saved));
+    if (oom)
+      fail(err, "out of memory");
+    else
+      fail(err, "cannot read: %s", strerror(saved));
     return NULL;
   }
-  if (!text) text = calloc(1, 1);
-  else text[len] = '\0';
+  if (!text)
+    text = calloc(1, 1);
+  else
+    text[len] = '\0';
   if (!text) fail(err, "out of memory");
   *length = len;
   return text;
@@ -156,11 +160,11 @@ static bool read_indices(const cJSON *obj, size_t index, const char *key, bool r
   const cJSON *v;
   cJSON_ArrayForEach(v, array) {
     if (!is_count(v))
-      return fail(err, "node %zu: \"%s\"[%zu] must be a node index (a non-negative integer)",
-                  index, key, i);
+      return fail(err, "node %zu: \"%s\"[%zu] must be a node index (a non-negative integer)", index,
+                  key, i);
     if (v->valuedouble >= (double)count)
-      return fail(err, "node %zu: \"%s\"[%zu] is %.0f, but the graph has %zu node%s", index, key,
-                  i, v->valuedouble, count, count == 1 ? "" : "s");
+      return fail(err, "node %zu: \"%s\"[%zu] is %.0f, but the graph has %zu node%s", index, key, i,
+                  v->valuedouble, count, count == 1 ? "" : "s");
     size_t target = (size_t)v->valuedouble;
     if (target == index) return fail(err, "node %zu: \"%s\" names the node itself", index, key);
     if (!take(ctx, target)) return fail(err, "out of memory");
@@ -204,8 +208,8 @@ static bool read_node(const cJSON *obj, size_t i, size_t count, recap_view_graph
   const cJSON *index = cJSON_GetObjectItemCaseSensitive(obj, "index");
   if (!index) return fail(err, "node %zu: the field \"index\" is missing", i);
   if (!is_count(index) || index->valuedouble != (double)i)
-    return fail(err,
-                "node %zu: \"index\" must be %zu (nodes are listed in index order, from 0)", i, i);
+    return fail(err, "node %zu: \"index\" must be %zu (nodes are listed in index order, from 0)", i,
+                i);
   const cJSON *type = cJSON_GetObjectItemCaseSensitive(obj, "type");
   if (!type) return fail(err, "node %zu: the field \"type\" is missing", i);
   if (!cJSON_IsString(type) || !type->valuestring[0])
@@ -242,8 +246,8 @@ static bool read_node(const cJSON *obj, size_t i, size_t count, recap_view_graph
 
 typedef struct dependents_check {
   const recap_view_graph_t *g;
-  size_t node;   /* the node whose "dependents" are read */
-  size_t bad;    /* the first listed dependent that does not depend on it, or SIZE_MAX */
+  size_t node; /* the node whose "dependents" are read */
+  size_t bad;  /* the first listed dependent that does not depend on it, or SIZE_MAX */
 } dependents_check_t;
 
 static bool check_dependent(void *ctx, size_t listed) {
@@ -281,14 +285,16 @@ static bool check_dependents(const cJSON *nodes, const recap_view_graph_t *g, fa
 static bool load_root(const cJSON *root, const char *shown, const char *program,
                       recap_view_graph_t *g, failure_t *err) {
   if (!cJSON_IsObject(root))
-    return fail(err, "the top level must be an object with a \"nodes\" array "
-                     "(the JSON of recap_graph_info_json)");
+    return fail(err,
+                "the top level must be an object with a \"nodes\" array "
+                "(the JSON of recap_graph_info_json)");
   const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(root, "nodes");
   if (!nodes)
     return fail(err, "the field \"nodes\" is missing (is this the JSON of recap_graph_info_json?)");
   if (!cJSON_IsArray(nodes)) return fail(err, "\"nodes\" must be an array");
   const cJSON *tools = cJSON_GetObjectItemCaseSensitive(root, "tools_ids_available");
-  if (tools && !cJSON_IsBool(tools)) return fail(err, "\"tools_ids_available\" must be true or false");
+  if (tools && !cJSON_IsBool(tools))
+    return fail(err, "\"tools_ids_available\" must be true or false");
   g->tools_ids_available = tools && cJSON_IsTrue(tools);
 
   size_t count = (size_t)cJSON_GetArraySize(nodes), i = 0;

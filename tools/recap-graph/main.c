@@ -26,9 +26,12 @@
 #define PROGRAM "recap-graph"
 
 static void usage(FILE *out) {
-  fputs("usage: " PROGRAM " [--title TEXT] dot  INPUT.json OUTPUT.dot\n"
-        "       " PROGRAM " [--title TEXT] html INPUT.json OUTPUT.html\n"
-        "       " PROGRAM " --help\n"
+  fputs("usage: " PROGRAM
+        " [--title TEXT] dot  INPUT.json OUTPUT.dot\n"
+        "       " PROGRAM
+        " [--title TEXT] html INPUT.json OUTPUT.html\n"
+        "       " PROGRAM
+        " --help\n"
         "\n"
         "Turns the JSON written by recap_graph_info_json() (a captured CUDA graph's nodes and\n"
         "edges) into a picture:\n"
@@ -59,15 +62,9 @@ int main(int argc, char **argv) {
   int c;
   while ((c = getopt_long(argc, argv, "ht:", options, NULL)) != -1) {
     switch (c) {
-      case 'h':
-        usage(stdout);
-        return 0;
-      case 't':
-        title = optarg;
-        break;
-      default: /* getopt_long said what was wrong */
-        usage(stderr);
-        return 2;
+      case 'h': usage(stdout); return 0;
+      case 't': title = optarg; break;
+      default: /* getopt_long said what was wrong */ usage(stderr); return 2;
     }
   }
   if (argc - optind != 3) {

@@ -93,8 +93,7 @@ static void write_scope(FILE *out, const recap_view_graph_t *g, const scopes_t *
   for (size_t k = 0; k < s->count; k++) {
     if (!is_child(path, s->paths[k])) continue;
     const char *slash = strrchr(s->paths[k], '/');
-    fprintf(out, "%*ssubgraph cluster_%zu {\n%*slabel=\"", (int)indent, "", k, (int)indent + 2,
-            "");
+    fprintf(out, "%*ssubgraph cluster_%zu {\n%*slabel=\"", (int)indent, "", k, (int)indent + 2, "");
     dot_escape(out, slash ? slash + 1 : s->paths[k]);
     fprintf(out, "\";\n%*sstyle=\"rounded\";\n%*scolor=\"#7a8ca3\";\n%*sfontname=\"Helvetica\";\n",
             (int)indent + 2, "", (int)indent + 2, "", (int)indent + 2, "");
@@ -115,11 +114,12 @@ int recap_view_write_dot(FILE *out, const recap_view_graph_t *g, const char *sou
   }
   fprintf(out, "\n// %zu nodes, %zu edges. Render with: dot -Tsvg this.dot -o graph.svg\n",
           g->count, g->edge_count);
-  fputs("digraph recap_graph {\n"
-        "  rankdir=TB;\n"
-        "  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];\n"
-        "  edge [color=\"#555555\", arrowsize=0.7];\n",
-        out);
+  fputs(
+      "digraph recap_graph {\n"
+      "  rankdir=TB;\n"
+      "  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];\n"
+      "  edge [color=\"#555555\", arrowsize=0.7];\n",
+      out);
 
   scopes_t scopes = {0};
   for (size_t i = 0; i < g->count && !scopes.failed; i++) {
@@ -140,17 +140,23 @@ int recap_view_write_dot(FILE *out, const recap_view_graph_t *g, const char *sou
   size_t type_count = recap__view_count_types(g, &counts);
   if (type_count == (size_t)-1) return -1;
   if (type_count) {
-    fputs("  legend [shape=plain, style=\"\", label=<<table border=\"0\" cellborder=\"1\" "
-          "cellspacing=\"0\" cellpadding=\"4\">",
-          out);
+    fputs(
+        "  legend [shape=plain, style=\"\", label=<<table border=\"0\" cellborder=\"1\" "
+        "cellspacing=\"0\" cellpadding=\"4\">",
+        out);
     for (size_t t = 0; t < type_count; t++) {
       fprintf(out, "<tr><td bgcolor=\"%s\">", recap__view_fill_of(counts[t].type));
       for (const char *s = counts[t].type; *s; s++) {
-        if (*s == '<') fputs("&lt;", out);
-        else if (*s == '>') fputs("&gt;", out);
-        else if (*s == '&') fputs("&amp;", out);
-        else if (*s == '"') fputs("&quot;", out);
-        else fputc(*s, out);
+        if (*s == '<')
+          fputs("&lt;", out);
+        else if (*s == '>')
+          fputs("&gt;", out);
+        else if (*s == '&')
+          fputs("&amp;", out);
+        else if (*s == '"')
+          fputs("&quot;", out);
+        else
+          fputc(*s, out);
       }
       fprintf(out, "</td><td>%zu</td></tr>", counts[t].count);
     }

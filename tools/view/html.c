@@ -117,8 +117,8 @@ static int write_node(FILE *out, const recap_view_node_t *n, size_t i) {
   return 0;
 }
 
-static int write_data(FILE *out, const recap_view_graph_t *g,
-                      const recap__view_type_count_t *types, size_t type_count) {
+static int write_data(FILE *out, const recap_view_graph_t *g, const recap__view_type_count_t *types,
+                      size_t type_count) {
   fprintf(out, "{\"width\":%.1f,\"height\":%.1f,\"pool\":", g->width, g->height);
   json_string(out, g->pool);
   fputs(",\n\"nodes\":[", out);
@@ -129,8 +129,7 @@ static int write_data(FILE *out, const recap_view_graph_t *g,
   fputs("],\n\"edges\":[", out);
   for (size_t e = 0; e < g->edge_count; e++) {
     const recap_view_edge_t *edge = &g->edges[e];
-    fprintf(out, "%s{\"from\":%zu,\"to\":%zu,\"points\":[", e ? ",\n" : "\n", edge->from,
-            edge->to);
+    fprintf(out, "%s{\"from\":%zu,\"to\":%zu,\"points\":[", e ? ",\n" : "\n", edge->from, edge->to);
     for (size_t p = 0; p < edge->point_count; p++)
       fprintf(out, "%s[%.1f,%.1f]", p ? "," : "", edge->points[p].x, edge->points[p].y);
     fputs("]}", out);
@@ -170,9 +169,10 @@ int recap_view_write_html(FILE *out, recap_view_graph_t *g, const char *title, c
   size_t type_count = recap__view_count_types(g, &types);
   if (type_count == (size_t)-1) return recap__view_fail(err, err_size, "out of memory");
 
-  fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-        "<meta name=\"generator\" content=\"recap_view\">\n<title>recap graph: ",
-        out);
+  fputs(
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+      "<meta name=\"generator\" content=\"recap_view\">\n<title>recap graph: ",
+      out);
   html_escape(out, title);
   fprintf(out, "</title>\n<script>\n%s</script>\n<style>\n", error_hook);
   for (const char *const *line = recap__view_page_css; *line; line++) fputs(*line, out);
@@ -188,20 +188,21 @@ int recap_view_write_html(FILE *out, recap_view_graph_t *g, const char *title, c
     fputs("; pool ", out);
     html_escape(out, g->pool);
   }
-  fputs("</span>\n<div class=\"tools\"><input id=\"search\" type=\"search\" "
-        "placeholder=\"search: name, type, scope, #index\" aria-label=\"search nodes\">"
-        "<span id=\"matches\"></span>"
-        "<button id=\"fit\" title=\"fit the graph into the view (F)\">Fit</button>"
-        "<button id=\"zoom-in\" title=\"zoom in (+)\">+</button>"
-        "<button id=\"zoom-out\" title=\"zoom out (-)\">&minus;</button></div>\n</header>\n"
-        "<main>\n<div id=\"canvas\"><svg id=\"graph\" role=\"img\" aria-label=\"the graph\">"
-        "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" "
-        "markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\">"
-        "<path d=\"M0,0 L10,5 L0,10 z\" fill=\"#6b7280\"/></marker></defs>"
-        "<g id=\"viewport\"></g></svg>"
-        "<noscript>The drawing needs JavaScript.</noscript></div>\n<aside>\n"
-        "<h2>Node types</h2>\n<table id=\"counts\">\n",
-        out);
+  fputs(
+      "</span>\n<div class=\"tools\"><input id=\"search\" type=\"search\" "
+      "placeholder=\"search: name, type, scope, #index\" aria-label=\"search nodes\">"
+      "<span id=\"matches\"></span>"
+      "<button id=\"fit\" title=\"fit the graph into the view (F)\">Fit</button>"
+      "<button id=\"zoom-in\" title=\"zoom in (+)\">+</button>"
+      "<button id=\"zoom-out\" title=\"zoom out (-)\">&minus;</button></div>\n</header>\n"
+      "<main>\n<div id=\"canvas\"><svg id=\"graph\" role=\"img\" aria-label=\"the graph\">"
+      "<defs><marker id=\"arrow\" viewBox=\"0 0 10 10\" refX=\"10\" refY=\"5\" "
+      "markerWidth=\"7\" markerHeight=\"7\" orient=\"auto-start-reverse\">"
+      "<path d=\"M0,0 L10,5 L0,10 z\" fill=\"#6b7280\"/></marker></defs>"
+      "<g id=\"viewport\"></g></svg>"
+      "<noscript>The drawing needs JavaScript.</noscript></div>\n<aside>\n"
+      "<h2>Node types</h2>\n<table id=\"counts\">\n",
+      out);
   for (size_t t = 0; t < type_count; t++) {
     fputs("<tr data-type=\"", out);
     html_escape(out, types[t].type);
@@ -210,12 +211,13 @@ int recap_view_write_html(FILE *out, recap_view_graph_t *g, const char *title, c
     html_escape(out, types[t].type);
     fprintf(out, "</td><td class=\"num\">%zu</td></tr>\n", types[t].count);
   }
-  fputs("</table>\n<p class=\"keys\">Drag to pan, wheel to zoom, F to fit the graph, W its width, / to search; click a "
-        "type to find its nodes.</p>\n"
-        "<h2>Node</h2>\n<p id=\"hint\" class=\"hint\">Click a node to see all it holds.</p>\n"
-        "<dl id=\"fields\"></dl>\n</aside>\n</main>\n"
-        "<script id=\"graph-data\" type=\"application/json\">\n",
-        out);
+  fputs(
+      "</table>\n<p class=\"keys\">Drag to pan, wheel to zoom, F to fit the graph, W its width, / to search; click a "
+      "type to find its nodes.</p>\n"
+      "<h2>Node</h2>\n<p id=\"hint\" class=\"hint\">Click a node to see all it holds.</p>\n"
+      "<dl id=\"fields\"></dl>\n</aside>\n</main>\n"
+      "<script id=\"graph-data\" type=\"application/json\">\n",
+      out);
   int rc = write_data(out, g, types, type_count);
   free(types);
   if (rc != 0) return recap__view_fail(err, err_size, "out of memory");

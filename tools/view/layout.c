@@ -26,12 +26,12 @@
 #include "view_internal.h"
 
 enum {
-  GAP_X = 24,       /* between neighbours in a layer */
-  GAP_Y = 36,       /* between layers */
-  MARGIN = 24,      /* around the drawing */
-  PAD = 10,         /* inside a scope's rectangle, left, right and below */
-  LABEL_H = 20,     /* a scope's label, above its first layer */
-  DUMMY_W = 12,     /* an edge passing through a layer */
+  GAP_X = 24,   /* between neighbours in a layer */
+  GAP_Y = 36,   /* between layers */
+  MARGIN = 24,  /* around the drawing */
+  PAD = 10,     /* inside a scope's rectangle, left, right and below */
+  LABEL_H = 20, /* a scope's label, above its first layer */
+  DUMMY_W = 12, /* an edge passing through a layer */
   MIN_W = 120,
   MAX_W = 280,
   SWEEPS = 24,
@@ -41,9 +41,9 @@ enum { ELEM_NODE, ELEM_DUMMY, ELEM_PLACEHOLDER };
 
 typedef struct elem {
   int kind;
-  size_t node;       /* ELEM_NODE: the node; ELEM_DUMMY: the edge */
+  size_t node; /* ELEM_NODE: the node; ELEM_DUMMY: the edge */
   size_t layer;
-  long scope;        /* index of the innermost scope, -1 for none */
+  long scope; /* index of the innermost scope, -1 for none */
   double w;
   double key;        /* sort key of this sweep */
   double pos;        /* position in the layer, centred */
@@ -56,10 +56,10 @@ typedef struct scope {
   char *path;
   long parent;
   size_t depth;
-  size_t lo, hi;     /* layers spanned */
+  size_t lo, hi; /* layers spanned */
   int any;
   double key;
-  double relx, w;    /* the block: left relative to the parent's origin, and width */
+  double relx, w; /* the block: left relative to the parent's origin, and width */
   double absx;
   size_t start_depth, end_depth; /* scopes (itself included) that begin/end at lo/hi */
   size_t node_count;
@@ -72,8 +72,8 @@ typedef struct layout {
   scope_t *scopes;
   size_t scope_count, scope_cap;
   size_t layer_count;
-  size_t max_depth;  /* of the deepest scope */
-  size_t **layers;   /* element indices per layer, in order */
+  size_t max_depth; /* of the deepest scope */
+  size_t **layers;  /* element indices per layer, in order */
   size_t *layer_size;
   size_t *edge_first; /* per edge (in node order of deps): first dummy, or SIZE_MAX */
   bool oom;
@@ -162,8 +162,8 @@ static size_t add_elem(layout_t *L, int kind, size_t node, size_t layer, long sc
     L->elems = elems;
     L->elem_cap = cap;
   }
-  L->elems[L->elem_count] = (elem_t){.kind = kind, .node = node, .layer = layer, .scope = scope,
-                                     .w = w};
+  L->elems[L->elem_count] =
+      (elem_t){.kind = kind, .node = node, .layer = layer, .scope = scope, .w = w};
   return L->elem_count++;
 }
 
@@ -194,8 +194,8 @@ static double node_width(const recap_view_node_t *n) {
 /* Longest-path layers, then sources moved down next to their first dependent. */
 static bool assign_layers(layout_t *L, size_t *layer) {
   recap_view_graph_t *g = L->g;
-  size_t *pending = calloc(g->count + 1, sizeof *pending), *order = calloc(g->count + 1,
-                                                                           sizeof *order);
+  size_t *pending = calloc(g->count + 1, sizeof *pending),
+         *order = calloc(g->count + 1, sizeof *order);
   if (!pending || !order) {
     free(pending);
     free(order);
@@ -327,8 +327,7 @@ static bool build_elements(layout_t *L) {
 
 static void set_positions(layout_t *L, size_t l) {
   double centre = ((double)L->layer_size[l] - 1.0) / 2.0;
-  for (size_t k = 0; k < L->layer_size[l]; k++)
-    L->elems[L->layers[l][k]].pos = (double)k - centre;
+  for (size_t k = 0; k < L->layer_size[l]; k++) L->elems[L->layers[l][k]].pos = (double)k - centre;
 }
 
 /* Each scope's key: the mean position of all it holds, in every layer. */
@@ -434,7 +433,7 @@ static bool order_layers(layout_t *L, size_t *best_crossings) {
   for (size_t l = 0; l < L->layer_count; offset += L->layer_size[l++])
     memcpy(best + offset, L->layers[l], L->layer_size[l] * sizeof *best);
   *best_crossings = count_crossings(L);
-  for (int s = 0; s < SWEEPS && *best_crossings > 0 && !L->oom; s++) {
+  for (int s = 0; s<SWEEPS && * best_crossings> 0 && !L->oom; s++) {
     sweep(L, s % 2 == 0);
     size_t c = count_crossings(L);
     if (c < *best_crossings) {
@@ -469,10 +468,10 @@ typedef struct item {
 
 typedef struct placing {
   layout_t *L;
-  long within;       /* the scope placed, -1 for the whole drawing */
+  long within; /* the scope placed, -1 for the whole drawing */
   item_t *items;
   size_t count;
-  size_t *item_of;   /* per element: its item, or SIZE_MAX when outside the scope */
+  size_t *item_of; /* per element: its item, or SIZE_MAX when outside the scope */
 } placing_t;
 
 /* The centre of element e relative to the origin of the scope being placed. */
@@ -504,8 +503,8 @@ static bool collect_items(placing_t *P) {
     }
     if (child >= 0) scope_item[child] = (long)P->count;
     P->item_of[i] = P->count;
-    P->items[P->count++] = (item_t){.scope = child, .elem = i,
-                                    .w = child >= 0 ? L->scopes[child].w : L->elems[i].w};
+    P->items[P->count++] =
+        (item_t){.scope = child, .elem = i, .w = child >= 0 ? L->scopes[child].w : L->elems[i].w};
   }
   free(scope_item);
   /* Constraints: consecutive items of each layer. */
@@ -548,8 +547,7 @@ static void wishes(const placing_t *P, double *want, double *count) {
       }
     }
   }
-  for (size_t i = 0; i < P->count; i++)
-    want[i] = count[i] > 0 ? want[i] / count[i] : P->items[i].x;
+  for (size_t i = 0; i < P->count; i++) want[i] = count[i] > 0 ? want[i] / count[i] : P->items[i].x;
 }
 
 /* Place the items of scope `within` (-1: the whole drawing). */
@@ -606,8 +604,7 @@ static bool place_scope(layout_t *L, long within) {
       }
       /* Every item moves at once, so a full step would swing neighbours past each other;
        * half a step (between feasible placements, so still feasible) settles. */
-      for (size_t i = 0; i < count; i++)
-        items[i].x = (items[i].x + (xf[i] + want[i]) / 2.0) / 2.0;
+      for (size_t i = 0; i < count; i++) items[i].x = (items[i].x + (xf[i] + want[i]) / 2.0) / 2.0;
     }
     /* The block: from the leftmost to the rightmost item, with padding inside a scope. */
     double left = count ? INFINITY : 0, right = count ? -INFINITY : 0;
@@ -745,8 +742,8 @@ static bool store(layout_t *L, size_t crossings) {
         if (e->kind == ELEM_NODE) g->nodes[e->node].order = order++;
       }
     g->width = width + MARGIN;
-    g->height = N ? y[N - 1] + RECAP__VIEW_NODE_H + (double)bottom[N - 1] * PAD + MARGIN
-                  : 2 * MARGIN;
+    g->height =
+        N ? y[N - 1] + RECAP__VIEW_NODE_H + (double)bottom[N - 1] * PAD + MARGIN : 2 * MARGIN;
 
     /* Edges: bottom centre of the source, down through each dummy, top centre of the target. */
     size_t e = 0;

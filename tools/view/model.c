@@ -226,10 +226,11 @@ int recap_view_finish(recap_view_graph_t *g, char *err, size_t err_size) {
     n->succ_count = 0;
     for (size_t k = 0; k < n->dep_count; k++) {
       if (n->deps[k] >= g->count)
-        return recap__view_fail(err, err_size, "node %zu waits for node %zu, but the graph has "
-                                "%zu node%s", i, n->deps[k], g->count, g->count == 1 ? "" : "s");
-      if (n->deps[k] == i)
-        return recap__view_fail(err, err_size, "node %zu waits for itself", i);
+        return recap__view_fail(err, err_size,
+                                "node %zu waits for node %zu, but the graph has "
+                                "%zu node%s",
+                                i, n->deps[k], g->count, g->count == 1 ? "" : "s");
+      if (n->deps[k] == i) return recap__view_fail(err, err_size, "node %zu waits for itself", i);
     }
     g->edge_count += n->dep_count;
   }
@@ -272,7 +273,8 @@ int recap_view_finish(recap_view_graph_t *g, char *err, size_t err_size) {
   if (tail < g->count)
     return recap__view_fail(err, err_size,
                             "the dependencies form a cycle (through node %zu); a CUDA graph has "
-                            "none", stuck);
+                            "none",
+                            stuck);
 
   for (size_t i = 0; i < g->count; i++) {
     recap_view_node_t *n = &g->nodes[i];
@@ -323,8 +325,10 @@ int recap_view_add_liveness(recap_view_graph_t *g, const recap_liveness_input_t 
   for (size_t i = 0; i < count; i++) {
     const recap_liveness_input_t *in = &inputs[i];
     if (in->node >= g->count)
-      return recap__view_fail(err, err_size, "liveness input %zu names node %zu, but the graph "
-                              "has %zu nodes", i, in->node, g->count);
+      return recap__view_fail(err, err_size,
+                              "liveness input %zu names node %zu, but the graph "
+                              "has %zu nodes",
+                              i, in->node, g->count);
     recap_view_node_t *n = &g->nodes[in->node];
     recap_view_alloc_t *allocs = realloc(n->allocs, (n->alloc_count + 1) * sizeof *allocs);
     if (!allocs) return recap__view_fail(err, err_size, "out of memory");

@@ -30,32 +30,32 @@ extern "C" {
 
 /* A block of recap's allocator that a node reads, as the input-liveness checks recorded it. */
 typedef struct recap_view_alloc {
-  uint64_t base;          /* the block's start address */
-  uint64_t size;          /* its usable size in bytes */
-  uint64_t generation;    /* its hand-out at capture */
-  size_t reader_count;    /* how many nodes of the graph read it */
-  uint64_t alloc_site;    /* return address of its recap_malloc call, or 0 when unknown */
-  int freed;              /* 1: it was freed before the capture ended */
+  uint64_t base;       /* the block's start address */
+  uint64_t size;       /* its usable size in bytes */
+  uint64_t generation; /* its hand-out at capture */
+  size_t reader_count; /* how many nodes of the graph read it */
+  uint64_t alloc_site; /* return address of its recap_malloc call, or 0 when unknown */
+  int freed;           /* 1: it was freed before the capture ended */
 } recap_view_alloc_t;
 
 typedef struct recap_view_node {
   /* What the graph says. Strings are owned by the model (malloc'ed); NULL when absent. */
-  char *type;             /* "kernel", "memcpy", ... as given (an unknown type is kept) */
-  char *kernel_name;      /* the name as the driver gave it (mangled) */
-  char *pretty_name;      /* demangled, or a copy of kernel_name; set by recap_view_finish */
-  int has_launch;         /* grid, block and shared_bytes are known */
+  char *type;        /* "kernel", "memcpy", ... as given (an unknown type is kept) */
+  char *kernel_name; /* the name as the driver gave it (mangled) */
+  char *pretty_name; /* demangled, or a copy of kernel_name; set by recap_view_finish */
+  int has_launch;    /* grid, block and shared_bytes are known */
   unsigned grid[3], block[3];
   uint64_t shared_bytes;
-  uint64_t bytes;         /* memcpy and memset: bytes moved or set; mem_alloc: bytes */
-  char *annotation;       /* the innermost annotation label */
-  char *annotation_path;  /* every enclosing label, outermost first, joined by '/' */
+  uint64_t bytes;        /* memcpy and memset: bytes moved or set; mem_alloc: bytes */
+  char *annotation;      /* the innermost annotation label */
+  char *annotation_path; /* every enclosing label, outermost first, joined by '/' */
   int has_tools_id;
   uint64_t tools_id;
-  size_t *deps;           /* indices of the nodes this one waits for */
+  size_t *deps; /* indices of the nodes this one waits for */
   size_t dep_count;
-  size_t *succ;           /* the reverse of deps; built by recap_view_finish */
+  size_t *succ; /* the reverse of deps; built by recap_view_finish */
   size_t succ_count;
-  char **params;          /* kernel parameters as text, where known */
+  char **params; /* kernel parameters as text, where known */
   size_t param_count;
   recap_view_alloc_t *allocs; /* allocator blocks this node reads, where recorded */
   size_t alloc_count;
@@ -81,27 +81,27 @@ typedef struct recap_view_edge {
 
 /* An annotation scope drawn as a labelled rectangle around its nodes. */
 typedef struct recap_view_cluster {
-  char *path;             /* "step/forward": the scope's whole path */
-  const char *label;      /* its last label ("forward"), inside path */
-  size_t depth;           /* 1 for an outermost scope */
-  size_t node_count;      /* nodes inside it, nested scopes included */
+  char *path;        /* "step/forward": the scope's whole path */
+  const char *label; /* its last label ("forward"), inside path */
+  size_t depth;      /* 1 for an outermost scope */
+  size_t node_count; /* nodes inside it, nested scopes included */
   double x, y, w, h;
 } recap_view_cluster_t;
 
 typedef struct recap_view_graph {
   recap_view_node_t *nodes;
   size_t count, capacity;
-  size_t edge_count;      /* sum of the dependency counts; set by recap_view_finish */
+  size_t edge_count; /* sum of the dependency counts; set by recap_view_finish */
   int tools_ids_available;
-  char *pool;             /* the graph's pool as text ("{1, 2}"), or NULL */
+  char *pool; /* the graph's pool as text ("{1, 2}"), or NULL */
 
   /* Layout, filled by recap_view_layout. */
   size_t layer_count;
   recap_view_edge_t *edges; /* edge_count of them */
   recap_view_cluster_t *clusters;
   size_t cluster_count;
-  double width, height;   /* the drawing's size */
-  size_t crossings;       /* edge crossings left between adjacent layers */
+  double width, height; /* the drawing's size */
+  size_t crossings;     /* edge crossings left between adjacent layers */
   int laid_out;
 } recap_view_graph_t;
 
