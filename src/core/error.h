@@ -24,7 +24,8 @@ extern "C" {
 /* Set the calling thread's last error to status and the formatted message; returns status. */
 recap_status_t recap__error(recap_status_t status, const char *fmt, ...) RECAP__PRINTF(2, 3);
 
-/* Append " (at file:line)" style context is left to the callers' messages; this records where. */
+/* As recap__error, and the message ends with " [file:line]", the place in recap that found the
+ * failure. */
 #define RECAP__ERROR_AT(status, ...) recap__error_at((status), __FILE__, __LINE__, __VA_ARGS__)
 recap_status_t recap__error_at(recap_status_t status, const char *file, int line, const char *fmt,
                                ...) RECAP__PRINTF(4, 5);
