@@ -67,3 +67,22 @@ int recap_test_main(int argc, char **argv, const struct CMUnitTest *tests, size_
   int failed = _cmocka_run_group_tests(program, tests, count, NULL, NULL);
   return failed == 0 ? 0 : 1;
 }
+
+static void record_log(recap_log_level_t level, const char *message, void *user_data) {
+  recap_test_log_t *log = user_data;
+  log->count++;
+  log->level = level;
+  snprintf(log->last, sizeof log->last, "%s", message);
+  if (level == RECAP_LOG_LEVEL_ERROR) log->errors++;
+  if (level == RECAP_LOG_LEVEL_WARN) {
+    log->warnings++;
+    snprintf(log->last_warning, sizeof log->last_warning, "%s", message);
+  }
+}
+
+void recap_test_log_capture(recap_test_log_t *log) {
+  memset(log, 0, sizeof *log);
+  recap_log_set(record_log, log);
+}
+
+void recap_test_log_stop(void) { recap_log_set(NULL, NULL); }

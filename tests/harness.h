@@ -75,6 +75,23 @@ static inline void ignore_status(recap_status_t status) { (void)status; }
       fail_msg("the last error does not mention \"%s\": %s", (needle), recap_last_error()); \
   } while (0)
 
+/* ---- recap's log, captured -------------------------------------------------------------- */
+
+/* What recap logged since recap_test_log_capture(). */
+typedef struct recap_test_log {
+  int count;               /* messages of any level */
+  int warnings;            /* of which warnings (RECAP_LOG_LEVEL_WARN) */
+  int errors;              /* of which errors (RECAP_LOG_LEVEL_ERROR) */
+  recap_log_level_t level; /* the last message's level */
+  char last[2048];         /* the last message */
+  char last_warning[2048]; /* the last warning */
+} recap_test_log_t;
+
+/* Zeroes *log and routes recap's log into it, until recap_test_log_stop() puts the stderr
+ * logger back. */
+void recap_test_log_capture(recap_test_log_t *log);
+void recap_test_log_stop(void);
+
 #ifdef __cplusplus
 }
 #endif

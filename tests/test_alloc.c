@@ -39,7 +39,7 @@ static void expect_single(size_t request, size_t block, size_t segment, int kind
   assert_int_equal(st.inactive_split[kind].current, split ? 1 : 0);
   assert_int_equal(st.inactive_split_bytes[kind].current, (int64_t)(segment - block));
   assert_int_equal(st.num_device_alloc, 1);
-  assert_int_equal(recap__fake_bytes_in_use(0), segment);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], segment);
   check();
 
   OK(recap_free(p));
@@ -64,7 +64,7 @@ static void expect_single(size_t request, size_t block, size_t segment, int kind
   assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, 0);
   assert_int_equal(st.reserved_bytes[kind].peak, (int64_t)segment);
   assert_int_equal(st.num_device_free, 1);
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
   check();
 }
 
@@ -201,9 +201,9 @@ static void record_stream_waits_for_other_stream(void **state) {
   OK(recap_record_stream(a, s2));
   OK(recap_record_stream(a, s2)); /* twice is once */
   OK(recap_record_stream(a, s1)); /* its own stream needs nothing */
-  int64_t events_before = recap__fake_live_events();
+  int64_t events_before = recap__fake_now().live_events;
   OK(recap_free(a));
-  assert_int_equal(recap__fake_live_events(), events_before + 1);
+  assert_int_equal(recap__fake_now().live_events, events_before + 1);
   recap_memory_stats_t st = stats();
   assert_int_equal(st.allocation[0].current, 0);
   assert_int_equal(st.active[0].current, 1); /* still active: it waits on s2 */
@@ -231,7 +231,7 @@ static void empty_cache_waits_for_events(void **state) {
   recap_memory_stats_t st = stats();
   assert_int_equal(st.segment[0].current, 0);
   assert_int_equal(st.active[0].current, 0);
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
   check();
 }
 
@@ -482,7 +482,7 @@ static void two_devices_are_kept_apart(void **state) {
   OK(recap_memory_stats(1, &s1));
   assert_int_equal(s0.allocation[0].current, 1);
   assert_int_equal(s1.allocation[0].current, 1);
-  assert_int_equal(recap__fake_bytes_in_use(1), 2 * MiB);
+  assert_int_equal(recap__fake_now().bytes_in_use[1], 2 * MiB);
   /* A block is freed into its own device's pool, whatever the current device. */
   OK(recap_free(a));
   OK(recap_memory_stats(0, &s0));
@@ -490,8 +490,8 @@ static void two_devices_are_kept_apart(void **state) {
   OK(recap__device()->set_device(0));
   OK(recap_free(b));
   OK(recap_empty_cache());
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
-  assert_int_equal(recap__fake_bytes_in_use(1), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[1], 0);
   check();
 }
 
@@ -536,7 +536,7 @@ static void threads_allocate_and_free(void **state) {
   assert_int_equal(st.allocation[0].allocated, st.allocation[0].freed);
   check();
   OK(recap_empty_cache());
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
 }
 
 /* A failed segment allocation at every step of a workload leaves the allocator consistent and
@@ -559,7 +559,7 @@ static void fault_at_every_step(void **state) {
     for (int i = 0; i < 12; i++) OK(recap_free(held[i]));
     OK(recap_empty_cache());
     check();
-    assert_int_equal(recap__fake_bytes_in_use(0), 0);
+    assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
     assert_int_equal(stats().reserved_bytes[0].current, 0);
   }
 }

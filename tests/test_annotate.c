@@ -23,26 +23,14 @@
  * Helpers
  * ---------------------------------------------------------------------------------------- */
 
-typedef struct log_record {
-  int warnings;
-  char last[2048];
-} log_record_t;
-
-static log_record_t logged;
-
-static void record_log(recap_log_level_t level, const char *message, void *user_data) {
-  (void)user_data;
-  if (level <= RECAP_LOG_LEVEL_WARN) logged.warnings++;
-  snprintf(logged.last, sizeof logged.last, "%s", message);
-}
+static recap_test_log_t logged;
 
 static void fresh(void) {
   reset();
   recap__side_streams_forget();
   recap__graphs_disabled_override(0);
   recap_annotations_enable(1);
-  memset(&logged, 0, sizeof logged);
-  recap_log_set(record_log, NULL);
+  recap_test_log_capture(&logged);
   recap_log_set_level(RECAP_LOG_LEVEL_WARN);
 }
 
@@ -51,8 +39,8 @@ static void done(void) {
   recap_annotations_enable(-1);
   assert_int_equal(recap__registry_count(), 0);
   check();
-  assert_int_equal(recap__fake_live_graphs(), 0);
-  assert_int_equal(recap__fake_live_execs(), 0);
+  assert_int_equal(recap__fake_now().live_graphs, 0);
+  assert_int_equal(recap__fake_now().live_execs, 0);
 }
 
 static void kernel(recap_stream_t s, const char *name) { recap__fake_launch_kernel(s, name); }
@@ -398,8 +386,8 @@ static void scopes_left_open_close_at_capture_end(void **state) {
   kernel(s, "b");
   OK(recap_graph_capture_end(g, s));
   assert_int_equal(logged.warnings, 1);
-  assert_non_null(strstr(logged.last, "2 scopes were still open"));
-  assert_non_null(strstr(logged.last, "outer/inner"));
+  assert_non_null(strstr(logged.last_warning, "2 scopes were still open"));
+  assert_non_null(strstr(logged.last_warning, "outer/inner"));
   recap_graph_info_t *info = inspect(g);
   expect_node(info, 0, "a", "outer", "outer");
   expect_node(info, 1, "b", "inner", "outer/inner");
@@ -606,7 +594,7 @@ static void switch_and_environment(void **state) {
   recap_annotations_enable(-1);
   assert_int_equal(recap_annotations_enabled(), 0);
   assert_int_equal(logged.warnings, 1);
-  assert_non_null(strstr(logged.last, "RECAP_ANNOTATIONS"));
+  assert_non_null(strstr(logged.last_warning, "RECAP_ANNOTATIONS"));
   unsetenv("RECAP_ANNOTATIONS");
   recap_annotations_enable(-1);
   assert_int_equal(recap_annotations_enabled(), 0); /* off by default */

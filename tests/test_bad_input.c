@@ -230,23 +230,23 @@ static const char *bim_teardown(bim_fixture_t *f) {
     return why;
   }
   if (recap__registry_count() != 0) return "a capture is still registered";
-  if (recap__fake_bytes_in_use(0) != 0) {
+  if (recap__fake_now().bytes_in_use[0] != 0) {
     snprintf(why, sizeof why, "%zu bytes of device memory are still held",
-             recap__fake_bytes_in_use(0));
+             recap__fake_now().bytes_in_use[0]);
     return why;
   }
-  if (recap__fake_live_graphs() != 0 || recap__fake_live_execs() != 0) {
+  if (recap__fake_now().live_graphs != 0 || recap__fake_now().live_execs != 0) {
     snprintf(why, sizeof why, "%lld graphs and %lld executables are still alive",
-             (long long)recap__fake_live_graphs(), (long long)recap__fake_live_execs());
+             (long long)recap__fake_now().live_graphs, (long long)recap__fake_now().live_execs);
     return why;
   }
   const recap__device_state_t *d = recap__alloc.devices[0];
   int64_t cached = d ? (int64_t)d->spare_count : 0;
   size_t pending = d ? d->pending_count : 0;
-  if (pending != 0 || recap__fake_live_events() != cached) {
+  if (pending != 0 || recap__fake_now().live_events != cached) {
     snprintf(why, sizeof why,
              "%lld events alive, %lld of them in the allocator's cache, %zu pending",
-             (long long)recap__fake_live_events(), (long long)cached, pending);
+             (long long)recap__fake_now().live_events, (long long)cached, pending);
     return why;
   }
   return NULL;

@@ -21,19 +21,7 @@
  * The log, captured
  * ---------------------------------------------------------------------------------------- */
 
-typedef struct log_record {
-  int warnings;
-  char last[2048];
-} log_record_t;
-
-static log_record_t logged;
-
-static void capture_log(recap_log_level_t level, const char *message, void *user) {
-  (void)user;
-  if (level != RECAP_LOG_LEVEL_WARN) return;
-  logged.warnings++;
-  snprintf(logged.last, sizeof logged.last, "%s", message);
-}
+static recap_test_log_t logged;
 
 /* No RECAP_* variable set, every flag and level read afresh, the log captured. */
 static void fresh(void) {
@@ -42,8 +30,7 @@ static void fresh(void) {
     unsetenv(recap__env_table[i].name);
     recap__env_set((recap__env_t)i, -1);
   }
-  memset(&logged, 0, sizeof logged);
-  recap_log_set(capture_log, NULL);
+  recap_test_log_capture(&logged);
 }
 
 static void done(void) {
@@ -67,9 +54,9 @@ static void expect_warning(recap__env_t var, const char *value, const char *deta
   else
     snprintf(expected, sizeof expected, "%s=\"%s\" is not valid: accepted: %s; used instead: %s",
              e->name, value, e->accepted, instead);
-  if (logged.warnings != 1 || strcmp(logged.last, expected) != 0)
+  if (logged.warnings != 1 || strcmp(logged.last_warning, expected) != 0)
     fail_msg("expected one warning \"%s\"; got %d, the last \"%s\"", expected, logged.warnings,
-             logged.last);
+             logged.last_warning);
 }
 
 /* A flag's or level's value through the public function that reads it. */
@@ -176,7 +163,7 @@ static void bad_log_level_with_the_stderr_logger(void **state) {
   setenv("RECAP_LOG", "loud", 1);
   recap_log_set(NULL, NULL); /* the stderr logger must not recurse either */
   assert_int_equal(recap_log_get_level(), RECAP_LOG_LEVEL_WARN);
-  recap_log_set(capture_log, NULL);
+  recap_test_log_capture(&logged);
   assert_int_equal(recap_log_get_level(), RECAP_LOG_LEVEL_WARN);
   assert_int_equal(logged.warnings, 0); /* warned once, to stderr */
   done();

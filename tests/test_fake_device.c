@@ -59,14 +59,14 @@ static void memory_accounting(void **state) {
   assert_non_null(a);
   assert_int_equal((uintptr_t)a % 512, 0);
   memset(a, 0xab, 1000); /* real, writable memory */
-  assert_int_equal(recap__fake_bytes_in_use(0), 1000);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 1000);
   assert_int_equal(ops->raw_malloc(&b, (size_t)20 << 20), RECAP_SUCCESS);
-  assert_int_equal(recap__fake_bytes_in_use(0), 1000 + ((size_t)20 << 20));
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 1000 + ((size_t)20 << 20));
   assert_int_equal(ops->mem_get_info(&free_bytes, &total), RECAP_SUCCESS);
   assert_true(free_bytes == total - 1000 - ((size_t)20 << 20));
 
   assert_int_equal(ops->raw_free(a), RECAP_SUCCESS);
-  assert_int_equal(recap__fake_bytes_in_use(0), (size_t)20 << 20);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], (size_t)20 << 20);
 
   /* Freeing twice, or something the fake never handed out, is cudaErrorInvalidValue. */
   recap_clear_last_error();
@@ -74,18 +74,18 @@ static void memory_accounting(void **state) {
   assert_last_error_has("cudaErrorInvalidValue");
   int local;
   assert_int_equal(ops->raw_free(&local), RECAP_ERROR_CUDA);
-  assert_int_equal(recap__fake_bytes_in_use(0), (size_t)20 << 20);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], (size_t)20 << 20);
 
   assert_int_equal(ops->raw_free(b), RECAP_SUCCESS);
   assert_int_equal(ops->raw_free(NULL), RECAP_SUCCESS);
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
 
   /* Size 0 succeeds with NULL, as cudaMalloc does. */
   void *z = &local;
   assert_int_equal(ops->raw_malloc(&z, 0), RECAP_SUCCESS);
   assert_null(z);
   assert_int_equal(ops->raw_malloc(NULL, 16), RECAP_ERROR_INVALID_ARGUMENT);
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
 }
 
 static void capacity_out_of_memory(void **state) {
@@ -99,7 +99,7 @@ static void capacity_out_of_memory(void **state) {
   assert_null(p);
   assert_int_equal(recap_last_status(), RECAP_ERROR_OUT_OF_MEMORY);
   assert_last_error_has("cudaMalloc: out of memory (cudaErrorMemoryAllocation)");
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
   assert_int_equal(ops->raw_malloc(&p, SIZE_MAX), RECAP_ERROR_OUT_OF_MEMORY);
 
   recap__fake_reset(&(recap__fake_config_t){.memory_per_device = (size_t)1 << 20});
@@ -109,7 +109,7 @@ static void capacity_out_of_memory(void **state) {
   void *a, *b;
   assert_int_equal(ops->raw_malloc(&a, 768 << 10), RECAP_SUCCESS);
   assert_int_equal(ops->raw_malloc(&b, 512 << 10), RECAP_ERROR_OUT_OF_MEMORY);
-  assert_int_equal(recap__fake_bytes_in_use(0), 768 << 10);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 768 << 10);
   assert_int_equal(ops->raw_malloc(&b, 256 << 10), RECAP_SUCCESS); /* exactly full */
   assert_int_equal(ops->mem_get_info(&free_bytes, &total), RECAP_SUCCESS);
   assert_int_equal(free_bytes, 0);
@@ -118,7 +118,7 @@ static void capacity_out_of_memory(void **state) {
   assert_int_equal(ops->raw_malloc(&a, 768 << 10), RECAP_SUCCESS);
   assert_int_equal(ops->raw_free(a), RECAP_SUCCESS);
   assert_int_equal(ops->raw_free(b), RECAP_SUCCESS);
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
 }
 
 /* Thousands of live blocks, freed in a scrambled order: the table of blocks stays exact. */
@@ -136,16 +136,16 @@ static void many_blocks(void **state) {
     assert_int_equal(ops->raw_malloc(&ptrs[i], sizes[i]), RECAP_SUCCESS);
     total += sizes[i];
   }
-  assert_int_equal(recap__fake_bytes_in_use(0), total);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], total);
   /* 2089 is prime to N, so i * 2089 % N visits every index once. */
   for (size_t i = 0; i < N; i++) {
     size_t k = (i * 2089) % N;
     assert_int_equal(ops->raw_free(ptrs[k]), RECAP_SUCCESS);
     total -= sizes[k];
-    assert_int_equal(recap__fake_bytes_in_use(0), total);
+    assert_int_equal(recap__fake_now().bytes_in_use[0], total);
     if (i % 97 == 0) assert_int_equal(ops->raw_free(ptrs[k]), RECAP_ERROR_CUDA);
   }
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
   free(ptrs);
   free(sizes);
 }
@@ -169,14 +169,14 @@ static void devices(void **state) {
   assert_int_equal(device, 1);
   void *p;
   assert_int_equal(ops->raw_malloc(&p, 4096), RECAP_SUCCESS);
-  assert_int_equal(recap__fake_bytes_in_use(1), 4096);
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[1], 4096);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
   assert_int_equal(ops->set_device(0), RECAP_SUCCESS);
   void *q;
   assert_int_equal(ops->raw_malloc(&q, 4096), RECAP_SUCCESS); /* device 0 has its own room */
   /* A block is given back to the device it came from, whatever the current device. */
   assert_int_equal(ops->raw_free(p), RECAP_SUCCESS);
-  assert_int_equal(recap__fake_bytes_in_use(1), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[1], 0);
   assert_int_equal(ops->raw_free(q), RECAP_SUCCESS);
   assert_int_equal(ops->set_device(-1), RECAP_ERROR_INVALID_ARGUMENT);
   assert_int_equal(ops->set_device(2), RECAP_ERROR_INVALID_ARGUMENT);
@@ -197,7 +197,7 @@ static void events_follow_streams(void **state) {
   assert_int_equal(ops->event_create(&e1), RECAP_SUCCESS);
   assert_int_equal(ops->event_create(&e2), RECAP_SUCCESS);
   assert_int_equal(ops->event_create(&never), RECAP_SUCCESS);
-  assert_int_equal(recap__fake_live_events(), 3);
+  assert_int_equal(recap__fake_now().live_events, 3);
 
   assert_true(query(never)); /* never recorded: done, as in CUDA */
 
@@ -232,7 +232,7 @@ static void events_follow_streams(void **state) {
   assert_int_equal(ops->event_destroy(e1), RECAP_SUCCESS);
   assert_int_equal(ops->event_destroy(e2), RECAP_SUCCESS);
   assert_int_equal(ops->event_destroy(never), RECAP_SUCCESS);
-  assert_int_equal(recap__fake_live_events(), 0);
+  assert_int_equal(recap__fake_now().live_events, 0);
   assert_int_equal(ops->event_destroy(NULL), RECAP_ERROR_INVALID_ARGUMENT);
   bool done;
   assert_int_equal(ops->event_query(NULL, &done), RECAP_ERROR_INVALID_ARGUMENT);
@@ -393,7 +393,7 @@ static void malloc_during_capture(void **state) {
   assert_null(p);
   assert_last_error_has("cudaErrorStreamCaptureUnsupported");
   assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_INVALIDATED);
-  assert_int_equal(recap__fake_bytes_in_use(0), 4096);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 4096);
   assert_false(recap__fake_capture_end(s));
 
   /* The same call in relaxed mode is allowed and leaves the capture intact; so is cudaFree. */
@@ -422,7 +422,7 @@ static void malloc_during_capture(void **state) {
   assert_true(recap__fake_capture_end(s));
 
   assert_int_equal(ops->raw_free(early), RECAP_SUCCESS);
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
 
   mode = (recap__capture_mode_t)7;
   assert_int_equal(ops->exchange_capture_mode(&mode), RECAP_ERROR_INVALID_ARGUMENT);
@@ -493,7 +493,7 @@ static void thread_local_capture(void **state) {
   assert_int_equal(t.own_malloc, RECAP_ERROR_CAPTURE_INVALIDATED);
   assert_null(t.ptr);
   assert_false(t.ended);
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
 }
 
 static void global_capture_in_other_thread(void **state) {
@@ -564,10 +564,10 @@ static void threads_stress(void **state) {
   }
   for (int i = 0; i < THREADS; i++) pthread_join(threads[i], NULL);
   for (int i = 0; i < THREADS; i++) assert_int_equal(t[i].failures, 0);
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
-  assert_int_equal(recap__fake_live_events(), 0);
-  assert_int_equal(recap__fake_calls(RECAP__FAKE_FAULT_RAW_MALLOC), THREADS * 4000);
-  assert_int_equal(recap__fake_calls(RECAP__FAKE_FAULT_EVENT_RECORD), THREADS * 4000);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
+  assert_int_equal(recap__fake_now().live_events, 0);
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_RAW_MALLOC], THREADS * 4000);
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], THREADS * 4000);
 }
 
 /* ---- graphs ----------------------------------------------------------------------------- */
@@ -607,7 +607,7 @@ static void begin_capture_rules(void **state) {
                    RECAP_ERROR_INVALID_USAGE);
   assert_last_error_has("legacy default stream");
   assert_last_error_has("cudaStreamNonBlocking");
-  assert_int_equal(recap__fake_calls(RECAP__FAKE_FAULT_CAPTURE_BEGIN), 0);
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_CAPTURE_BEGIN], 0);
 
   assert_int_equal(ops->stream_begin_capture(s, (recap__capture_mode_t)9),
                    RECAP_ERROR_INVALID_ARGUMENT);
@@ -632,7 +632,7 @@ static void begin_capture_rules(void **state) {
   assert_true(recap__fake_capture_end(s));
   assert_int_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 2);
   assert_true(recap__fake_capture_end(s));
-  assert_int_equal(recap__fake_calls(RECAP__FAKE_FAULT_CAPTURE_BEGIN), 5);
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_CAPTURE_BEGIN], 5);
 }
 
 static void capture_builds_graph(void **state) {
@@ -652,7 +652,7 @@ static void capture_builds_graph(void **state) {
   recap_cuda_graph_t g = end_capture(s);
   assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_NONE);
   assert_int_equal(capture_status(side, NULL), RECAP__CAPTURE_NONE);
-  assert_int_equal(recap__fake_live_graphs(), 1);
+  assert_int_equal(recap__fake_now().live_graphs, 1);
 
   size_t count = 0;
   assert_int_equal(ops->graph_node_count(g, &count), RECAP_SUCCESS);
@@ -718,7 +718,7 @@ static void capture_builds_graph(void **state) {
   assert_int_equal(ops->graph_debug_dot(g, NULL), RECAP_ERROR_INVALID_ARGUMENT);
 
   assert_int_equal(ops->graph_destroy(g), RECAP_SUCCESS);
-  assert_int_equal(recap__fake_live_graphs(), 0);
+  assert_int_equal(recap__fake_now().live_graphs, 0);
   /* A destroyed or foreign graph is an invalid value, found without touching it. */
   assert_int_equal(ops->graph_node_count(g, &count), RECAP_ERROR_CUDA);
   assert_int_equal(ops->graph_inspect(g, &info), RECAP_ERROR_CUDA);
@@ -741,7 +741,7 @@ static void instantiate_and_launch(void **state) {
   assert_int_equal(ops->graph_instantiate(&x, g), RECAP_SUCCESS);
   assert_non_null(x);
   assert_int_equal(ops->graph_instantiate(&y, g), RECAP_SUCCESS); /* as many as wanted */
-  assert_int_equal(recap__fake_live_execs(), 2);
+  assert_int_equal(recap__fake_now().live_execs, 2);
   assert_int_equal(ops->graph_instantiate(NULL, g), RECAP_ERROR_INVALID_ARGUMENT);
   recap_cuda_graph_exec_t z = (recap_cuda_graph_exec_t)&z;
   assert_int_equal(ops->graph_instantiate(&z, (recap_cuda_graph_t)&z), RECAP_ERROR_CUDA);
@@ -755,14 +755,14 @@ static void instantiate_and_launch(void **state) {
   assert_false(query(e));
   recap__fake_stream_complete(other);
   assert_true(query(e));
-  assert_int_equal(recap__fake_graph_launches(), 1);
+  assert_int_equal(recap__fake_now().graph_launches, 1);
 
   /* The template may go before its executables, which live on (as in CUDA). */
   assert_int_equal(ops->graph_destroy(g), RECAP_SUCCESS);
-  assert_int_equal(recap__fake_live_graphs(), 0);
+  assert_int_equal(recap__fake_now().live_graphs, 0);
   for (int i = 0; i < 3; i++) assert_int_equal(ops->graph_launch(x, s), RECAP_SUCCESS);
   assert_int_equal(ops->graph_launch(y, NULL), RECAP_SUCCESS); /* the legacy stream is fine */
-  assert_int_equal(recap__fake_graph_launches(), 5);
+  assert_int_equal(recap__fake_now().graph_launches, 5);
   assert_int_equal(ops->event_record(e, s), RECAP_SUCCESS);
   assert_false(query(e));
   assert_int_equal(ops->stream_synchronize(s), RECAP_SUCCESS);
@@ -786,18 +786,18 @@ static void instantiate_and_launch(void **state) {
   assert_int_equal(ops->event_record(e, s), RECAP_SUCCESS);
   recap__fake_stream_complete(s);
   assert_true(query(e));
-  assert_int_equal(recap__fake_graph_launches(), 6);
+  assert_int_equal(recap__fake_now().graph_launches, 6);
 
   assert_int_equal(ops->graph_exec_destroy(x), RECAP_SUCCESS);
   assert_int_equal(ops->graph_exec_destroy(y), RECAP_SUCCESS);
   assert_int_equal(ops->graph_exec_destroy(ex), RECAP_SUCCESS);
   assert_int_equal(ops->graph_destroy(empty), RECAP_SUCCESS);
-  assert_int_equal(recap__fake_live_execs(), 0);
-  assert_int_equal(recap__fake_live_graphs(), 0);
+  assert_int_equal(recap__fake_now().live_execs, 0);
+  assert_int_equal(recap__fake_now().live_graphs, 0);
   assert_int_equal(ops->graph_launch(x, s), RECAP_ERROR_CUDA);
   assert_int_equal(ops->graph_exec_destroy(x), RECAP_ERROR_CUDA);
   assert_int_equal(ops->graph_exec_destroy(NULL), RECAP_SUCCESS);
-  assert_int_equal(recap__fake_graph_launches(), 6);
+  assert_int_equal(recap__fake_now().graph_launches, 6);
   assert_int_equal(ops->event_destroy(e), RECAP_SUCCESS);
 }
 
@@ -817,7 +817,7 @@ static void launch_into_capture(void **state) {
   assert_int_equal(ops->graph_launch(x, t), RECAP_SUCCESS);
   recap__fake_launch_kernel(t, "after");
   recap_cuda_graph_t outer = end_capture(t);
-  assert_int_equal(recap__fake_graph_launches(), 0);
+  assert_int_equal(recap__fake_now().graph_launches, 0);
   recap_graph_info_t info;
   memset(&info, 0, sizeof info);
   assert_int_equal(ops->graph_inspect(outer, &info), RECAP_SUCCESS);
@@ -883,7 +883,7 @@ static void end_capture_errors(void **state) {
   assert_last_error_has("cudaErrorStreamCaptureInvalidated");
   assert_last_error_has("illegal call");
   assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_NONE);
-  assert_int_equal(recap__fake_live_graphs(), 0);
+  assert_int_equal(recap__fake_now().live_graphs, 0);
   assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
   recap__fake_stream_enqueue(s);
   g = end_capture(s);
@@ -901,7 +901,7 @@ static void end_capture_errors(void **state) {
   assert_int_equal(capture_status(side, NULL), RECAP__CAPTURE_INVALIDATED);
   assert_int_equal(ops->stream_end_capture(s, &g), RECAP_ERROR_CAPTURE_INVALIDATED);
   assert_int_equal(capture_status(side, NULL), RECAP__CAPTURE_NONE);
-  assert_int_equal(recap__fake_live_graphs(), 0);
+  assert_int_equal(recap__fake_now().live_graphs, 0);
 }
 
 typedef struct end_thread {
@@ -950,7 +950,7 @@ static void end_capture_from_other_thread(void **state) {
   assert_int_equal(ops->graph_node_count(g, &count), RECAP_SUCCESS);
   assert_int_equal(count, 1);
   assert_int_equal(ops->graph_destroy(g), RECAP_SUCCESS);
-  assert_int_equal(recap__fake_live_graphs(), 0);
+  assert_int_equal(recap__fake_now().live_graphs, 0);
 }
 
 /* Graphs, executables and captures under way all go with a reset (the leak check confirms). */
@@ -970,11 +970,10 @@ static void reset_frees_graphs(void **state) {
   recap__fake_fail_nth(RECAP__FAKE_FAULT_LAUNCH, 1);
 
   recap__fake_reset(NULL);
-  assert_int_equal(recap__fake_live_graphs(), 0);
-  assert_int_equal(recap__fake_live_execs(), 0);
-  assert_int_equal(recap__fake_graph_launches(), 0);
-  for (int k = 0; k < RECAP__FAKE_FAULT_KINDS; k++)
-    assert_int_equal(recap__fake_calls((recap__fake_fault_t)k), 0);
+  assert_int_equal(recap__fake_now().live_graphs, 0);
+  assert_int_equal(recap__fake_now().live_execs, 0);
+  assert_int_equal(recap__fake_now().graph_launches, 0);
+  for (int k = 0; k < RECAP__FAKE_FAULT_KINDS; k++) assert_int_equal(recap__fake_now().calls[k], 0);
   /* The armed fault went too. */
   recap_stream_t u = recap__fake_stream_new();
   assert_int_equal(ops->stream_begin_capture(u, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
@@ -1009,8 +1008,8 @@ static void fixture_free(fault_fixture_t *fx) {
   assert_int_equal(ops->graph_exec_destroy(fx->exec), RECAP_SUCCESS);
   assert_int_equal(ops->graph_destroy(fx->graph), RECAP_SUCCESS);
   assert_int_equal(ops->event_destroy(fx->event), RECAP_SUCCESS);
-  assert_int_equal(recap__fake_live_graphs(), 0);
-  assert_int_equal(recap__fake_live_execs(), 0);
+  assert_int_equal(recap__fake_now().live_graphs, 0);
+  assert_int_equal(recap__fake_now().live_execs, 0);
 }
 
 /* One call of kind, cleaning up after itself on success. Calls of other kinds it needs go
@@ -1066,9 +1065,9 @@ static recap_status_t call_kind(recap__fake_fault_t kind, fault_fixture_t *fx) {
       break;
     }
     case RECAP__FAKE_FAULT_LAUNCH: {
-      uint64_t launches = recap__fake_graph_launches();
+      uint64_t launches = recap__fake_now().graph_launches;
       st = ops->graph_launch(fx->exec, s);
-      assert_int_equal(recap__fake_graph_launches(), launches + (st == RECAP_SUCCESS));
+      assert_int_equal(recap__fake_now().graph_launches, launches + (st == RECAP_SUCCESS));
       break;
     }
     case RECAP__FAKE_FAULT_KINDS: break;
@@ -1083,7 +1082,7 @@ static void fault_injection(void **state) {
     recap__fake_reset(NULL);
     fault_fixture_t fx;
     fixture_make(&fx);
-    uint64_t base = recap__fake_calls(kind);
+    uint64_t base = recap__fake_now().calls[kind];
     recap_status_t expected =
         kind == RECAP__FAKE_FAULT_RAW_MALLOC ? RECAP_ERROR_OUT_OF_MEMORY : RECAP_ERROR_CUDA;
 
@@ -1100,7 +1099,7 @@ static void fault_injection(void **state) {
     /* Once only. */
     assert_int_equal(call_kind(kind, &fx), RECAP_SUCCESS);
     assert_int_equal(call_kind(kind, &fx), RECAP_SUCCESS);
-    assert_int_equal(recap__fake_calls(kind), base + 7);
+    assert_int_equal(recap__fake_now().calls[kind], base + 7);
 
     /* 1 fails the very next call; 0 disarms. */
     recap__fake_fail_nth(kind, 1);
@@ -1109,7 +1108,7 @@ static void fault_injection(void **state) {
     recap__fake_fail_nth(kind, 0);
     assert_int_equal(call_kind(kind, &fx), RECAP_SUCCESS);
     assert_int_equal(call_kind(kind, &fx), RECAP_SUCCESS);
-    assert_int_equal(recap__fake_calls(kind), base + 10);
+    assert_int_equal(recap__fake_now().calls[kind], base + 10);
 
     /* Other kinds are unaffected by an armed fault. */
     recap__fake_fail_nth(kind, 1);
@@ -1117,11 +1116,11 @@ static void fault_injection(void **state) {
       if (other != k) assert_int_equal(call_kind((recap__fake_fault_t)other, &fx), RECAP_SUCCESS);
     assert_int_equal(call_kind(kind, &fx), expected);
 
-    assert_int_equal(recap__fake_bytes_in_use(0), 0);
-    assert_int_equal(recap__fake_live_graphs(), 1);
-    assert_int_equal(recap__fake_live_execs(), 1);
+    assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
+    assert_int_equal(recap__fake_now().live_graphs, 1);
+    assert_int_equal(recap__fake_now().live_execs, 1);
     fixture_free(&fx);
-    assert_int_equal(recap__fake_live_events(), 0);
+    assert_int_equal(recap__fake_now().live_events, 0);
   }
 
   /* A failed raw_malloc leaves nothing behind and sets *ptr to NULL. */
@@ -1131,7 +1130,7 @@ static void fault_injection(void **state) {
   assert_int_equal(ops->raw_malloc(&p, 4096), RECAP_ERROR_OUT_OF_MEMORY);
   assert_null(p);
   assert_last_error_has("cudaErrorMemoryAllocation");
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
 }
 
 /* Copies and memsets in a capture become nodes that report their sizes, as the CUDA seam reads
@@ -1194,7 +1193,7 @@ static void kernels_without_an_image_name_the_compute_capability(void **state) {
            recap__device_cuda_architectures());
   assert_non_null(strstr(recap__device_cuda_architectures(), "-real"));
 
-  uint64_t writes = recap__fake_rng_state_writes(), launches = recap__fake_rng_launches();
+  uint64_t writes = recap__fake_now().rng_state_writes, launches = recap__fake_now().rng_launches;
   recap_clear_last_error();
   assert_int_equal(ops->rng_write_state(s, words, 1, 2), RECAP_ERROR_NOT_SUPPORTED);
   assert_string_equal(recap_last_error(), want);
@@ -1214,8 +1213,8 @@ static void kernels_without_an_image_name_the_compute_capability(void **state) {
   assert_int_equal(ops->graph_node_count(g, &count), RECAP_SUCCESS);
   assert_int_equal(count, 0);
   assert_int_equal(ops->graph_destroy(g), RECAP_SUCCESS);
-  assert_int_equal(recap__fake_rng_state_writes(), writes);
-  assert_int_equal(recap__fake_rng_launches(), launches);
+  assert_int_equal(recap__fake_now().rng_state_writes, writes);
+  assert_int_equal(recap__fake_now().rng_launches, launches);
 
   /* A device recap's kernels cover runs them. */
   recap__fake_reset(NULL);
@@ -1224,7 +1223,7 @@ static void kernels_without_an_image_name_the_compute_capability(void **state) {
   assert_int_equal(ops->rng_write_state(s, words, 1, 2), RECAP_SUCCESS);
   assert_int_equal(words[0], 1);
   assert_int_equal(words[1], 2);
-  assert_int_equal(recap__fake_rng_state_writes(), writes + 1);
+  assert_int_equal(recap__fake_now().rng_state_writes, writes + 1);
 }
 
 /* ---- reset ------------------------------------------------------------------------------ */
@@ -1256,11 +1255,10 @@ static void reset_frees_everything(void **state) {
   /* Everything goes: memory, streams, events, captures, counters, armed faults, and this
    * thread's device and capture mode. The sanitizer's leak check confirms nothing is left. */
   recap__fake_reset(NULL);
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
-  assert_int_equal(recap__fake_bytes_in_use(1), 0);
-  assert_int_equal(recap__fake_live_events(), 0);
-  for (int k = 0; k < RECAP__FAKE_FAULT_KINDS; k++)
-    assert_int_equal(recap__fake_calls((recap__fake_fault_t)k), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[1], 0);
+  assert_int_equal(recap__fake_now().live_events, 0);
+  for (int k = 0; k < RECAP__FAKE_FAULT_KINDS; k++) assert_int_equal(recap__fake_now().calls[k], 0);
   int device = -1;
   assert_int_equal(ops->get_device(&device), RECAP_SUCCESS);
   assert_int_equal(device, 0);

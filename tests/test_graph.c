@@ -73,14 +73,14 @@ static void expect_quiet(void) {
   assert_int_equal(recap__registry_count(), 0);
   recap_status_t s = recap_memory_check();
   if (s != RECAP_SUCCESS) fail_msg("memory checker: %s", recap_last_error());
-  assert_int_equal(recap__fake_live_graphs(), 0);
-  assert_int_equal(recap__fake_live_execs(), 0);
+  assert_int_equal(recap__fake_now().live_graphs, 0);
+  assert_int_equal(recap__fake_now().live_execs, 0);
 }
 
 /* After freeing everything and emptying the cache, the fake device holds no memory. */
 static void expect_no_device_memory(void) {
   OK(recap_empty_cache());
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
 }
 
 static void launch(recap_stream_t s, int count) {
@@ -95,19 +95,6 @@ static void capture_kernels(recap_graph_t g, recap_stream_t s, int kernels) {
 }
 
 /* Messages the log callback received. */
-typedef struct log_record {
-  int count;
-  recap_log_level_t level;
-  char last[1024];
-} log_record_t;
-
-static void record_log(recap_log_level_t level, const char *message, void *user_data) {
-  log_record_t *r = user_data;
-  r->count++;
-  r->level = level;
-  snprintf(r->last, sizeof r->last, "%s", message);
-}
-
 static char *read_text_file(const char *path) {
   FILE *f = fopen(path, "rb");
   if (!f) return NULL;
@@ -197,7 +184,7 @@ static void capture_on_the_default_stream_is_refused(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   capture_kernels(g, s, 2);
   OK(recap_graph_replay(g, NULL));
-  assert_int_equal(recap__fake_graph_launches(), 1);
+  assert_int_equal(recap__fake_now().graph_launches, 1);
   OK(recap_graph_destroy(g));
   expect_quiet();
 }
@@ -325,7 +312,7 @@ static void replay_and_instantiate_need_a_capture(void **state) {
   launch(s, 1);
   OK(recap_graph_capture_end(g, s));
   OK(recap_graph_replay(g, s));
-  assert_int_equal(recap__fake_graph_launches(), 1);
+  assert_int_equal(recap__fake_now().graph_launches, 1);
   OK(recap_graph_destroy(g));
   expect_quiet();
 }
@@ -340,8 +327,8 @@ static void instantiate_needs_keep(void **state) {
   EXPECT_STATUS(recap_graph_instantiate(g), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("RECAP_GRAPH_KEEP");
   /* capture_end instantiated and dropped the template. */
-  assert_int_equal(recap__fake_live_execs(), 1);
-  assert_int_equal(recap__fake_live_graphs(), 0);
+  assert_int_equal(recap__fake_now().live_execs, 1);
+  assert_int_equal(recap__fake_now().live_graphs, 0);
   size_t nodes;
   OK(recap_graph_node_count(g, &nodes));
   assert_int_equal(nodes, 2);
@@ -726,23 +713,23 @@ static void keep_instantiates_on_demand(void **state) {
   recap_graph_t g;
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
   capture_kernels(g, s, 3);
-  assert_int_equal(recap__fake_live_graphs(), 1); /* the template stays */
-  assert_int_equal(recap__fake_live_execs(), 0);  /* nothing instantiated yet */
+  assert_int_equal(recap__fake_now().live_graphs, 1); /* the template stays */
+  assert_int_equal(recap__fake_now().live_execs, 0);  /* nothing instantiated yet */
   /* The first replay instantiates. */
   OK(recap_graph_replay(g, s));
-  assert_int_equal(recap__fake_live_execs(), 1);
-  assert_int_equal(recap__fake_graph_launches(), 1);
+  assert_int_equal(recap__fake_now().live_execs, 1);
+  assert_int_equal(recap__fake_now().graph_launches, 1);
   recap_cuda_graph_exec_t first;
   OK(recap_graph_raw_exec(g, &first));
   /* instantiate again replaces the executable; twice in a row is fine. */
   OK(recap_graph_instantiate(g));
   OK(recap_graph_instantiate(g));
-  assert_int_equal(recap__fake_live_execs(), 1);
+  assert_int_equal(recap__fake_now().live_execs, 1);
   /* Replay on any stream, the legacy default one included. */
   OK(recap_graph_replay(g, other));
   OK(recap_graph_replay(g, NULL));
   OK(recap_graph_replay(g, s));
-  assert_int_equal(recap__fake_graph_launches(), 4);
+  assert_int_equal(recap__fake_now().graph_launches, 4);
   OK(recap_graph_destroy(g));
   expect_quiet();
 }
@@ -754,10 +741,10 @@ static void replay_launches_without_a_template(void **state) {
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   capture_kernels(g, s, 5);
-  assert_int_equal(recap__fake_live_graphs(), 0); /* dropped after instantiation */
-  assert_int_equal(recap__fake_live_execs(), 1);
+  assert_int_equal(recap__fake_now().live_graphs, 0); /* dropped after instantiation */
+  assert_int_equal(recap__fake_now().live_execs, 1);
   for (int i = 0; i < 10; i++) OK(recap_graph_replay(g, s));
-  assert_int_equal(recap__fake_graph_launches(), 10);
+  assert_int_equal(recap__fake_now().graph_launches, 10);
   size_t nodes;
   OK(recap_graph_node_count(g, &nodes)); /* remembered from capture_end */
   assert_int_equal(nodes, 5);
@@ -768,8 +755,8 @@ static void replay_launches_without_a_template(void **state) {
 static void empty_capture_warns(void **state) {
   (void)state;
   reset();
-  log_record_t log = {0};
-  recap_log_set(record_log, &log);
+  recap_test_log_t log;
+  recap_test_log_capture(&log);
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
@@ -784,7 +771,7 @@ static void empty_capture_warns(void **state) {
   OK(recap_graph_reset(g));
   capture_kernels(g, s, 1);
   assert_int_equal(log.count, 1);
-  recap_log_set(NULL, NULL);
+  recap_test_log_stop();
   OK(recap_graph_destroy(g));
   expect_quiet();
 }
@@ -801,7 +788,7 @@ static void graph_launched_inside_a_capture_becomes_a_child_node(void **state) {
   launch(s, 1);
   OK(recap_graph_replay(inner, s));
   OK(recap_graph_capture_end(outer, s));
-  assert_int_equal(recap__fake_graph_launches(), 0); /* captured, not run */
+  assert_int_equal(recap__fake_now().graph_launches, 0); /* captured, not run */
   recap_graph_info_t *info;
   OK(recap_graph_inspect(outer, &info));
   assert_int_equal(info->node_count, 2);
@@ -835,7 +822,7 @@ static void scope_uses_a_shared_side_stream(void **state) {
   void *cached;
   OK(recap_malloc(&cached, 4 * KiB, other));
   OK(recap_free(cached));
-  assert_true(recap__fake_bytes_in_use(0) > 0);
+  assert_true(recap__fake_now().bytes_in_use[0] > 0);
 
   recap_graph_t g, h;
   OK(recap_graph_create(&g, 0));
@@ -847,7 +834,7 @@ static void scope_uses_a_shared_side_stream(void **state) {
   /* The scope synchronised the device and gave the unused cache back. */
   OK(dev->event_query(done_marker, &done));
   assert_true(done);
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
   void *p;
   OK(recap_malloc(&p, 4 * KiB, s1));
   launch(s1, 2);
@@ -1021,7 +1008,7 @@ static void two_threads_capture_at_once(void **state) {
     assert_int_equal(t[i].names_match, 1);
   }
   assert_false(t[0].pool.a == t[1].pool.a && t[0].pool.b == t[1].pool.b);
-  assert_int_equal(recap__fake_graph_launches(), 2);
+  assert_int_equal(recap__fake_now().graph_launches, 2);
   expect_quiet();
   expect_no_device_memory();
 }
@@ -1341,14 +1328,14 @@ static void failed_instantiate_of_a_kept_graph_can_be_retried(void **state) {
   capture_kernels(g, s, 2);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_INSTANTIATE, 1);
   EXPECT_STATUS(recap_graph_replay(g, s), RECAP_ERROR_CUDA); /* the lazy instantiation failed */
-  assert_int_equal(recap__fake_live_execs(), 0);
-  assert_int_equal(recap__fake_graph_launches(), 0);
+  assert_int_equal(recap__fake_now().live_execs, 0);
+  assert_int_equal(recap__fake_now().graph_launches, 0);
   OK(recap_graph_replay(g, s));
-  assert_int_equal(recap__fake_graph_launches(), 1);
+  assert_int_equal(recap__fake_now().graph_launches, 1);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_INSTANTIATE, 1);
   EXPECT_STATUS(recap_graph_instantiate(g), RECAP_ERROR_CUDA);
   OK(recap_graph_replay(g, s)); /* instantiates again */
-  assert_int_equal(recap__fake_live_execs(), 1);
+  assert_int_equal(recap__fake_now().live_execs, 1);
   OK(recap_graph_destroy(g));
   expect_quiet();
 }
@@ -1365,7 +1352,7 @@ static void failed_launch_can_be_retried(void **state) {
   EXPECT_STATUS(recap_graph_replay(g, s), RECAP_ERROR_CUDA);
   EXPECT_MESSAGE("cudaGraphLaunch");
   OK(recap_graph_replay(g, s));
-  assert_int_equal(recap__fake_graph_launches(), 2);
+  assert_int_equal(recap__fake_now().graph_launches, 2);
   OK(recap_graph_destroy(g));
   expect_quiet();
 }
@@ -1417,7 +1404,7 @@ static void faults_at_every_step_leave_everything_consistent(void **state) {
   reset();
   OK(scope_workload());
   expect_quiet();
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
 
   int injected = 0;
   for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
@@ -1425,7 +1412,7 @@ static void faults_at_every_step_leave_everything_consistent(void **state) {
       reset();
       recap__fake_fail_nth(kinds[k], nth);
       recap_status_t s = scope_workload();
-      bool reached = recap__fake_calls(kinds[k]) >= nth;
+      bool reached = recap__fake_now().calls[kinds[k]] >= nth;
       /* A failed raw allocation may be absorbed by the allocator's retry; a failed graph
        * call must reach the caller. */
       bool graph_call = kinds[k] >= RECAP__FAKE_FAULT_CAPTURE_BEGIN;
@@ -1441,12 +1428,12 @@ static void faults_at_every_step_leave_everything_consistent(void **state) {
       if (recap_memory_check() != RECAP_SUCCESS)
         fail_msg("fault kind %d, call %llu: checker: %s", (int)kinds[k], (unsigned long long)nth,
                  recap_last_error());
-      assert_int_equal(recap__fake_live_graphs(), 0);
-      assert_int_equal(recap__fake_live_execs(), 0);
+      assert_int_equal(recap__fake_now().live_graphs, 0);
+      assert_int_equal(recap__fake_now().live_execs, 0);
       OK(recap_empty_cache());
-      if (recap__fake_bytes_in_use(0) != 0)
+      if (recap__fake_now().bytes_in_use[0] != 0)
         fail_msg("fault kind %d, call %llu: %zu bytes of device memory left", (int)kinds[k],
-                 (unsigned long long)nth, recap__fake_bytes_in_use(0));
+                 (unsigned long long)nth, recap__fake_now().bytes_in_use[0]);
       /* ...and the same workload then runs cleanly in the same process. */
       if (scope_workload() != RECAP_SUCCESS)
         fail_msg("fault kind %d, call %llu: the workload failed afterwards: %s", (int)kinds[k],

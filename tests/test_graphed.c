@@ -112,9 +112,9 @@ static void teardown(recap_graphed_t *h, size_t n) {
   for (size_t i = 0; i < n; i++) OK(recap_graphed_destroy(h[i]));
   OK(recap_empty_cache());
   check_all();
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
-  assert_int_equal(recap__fake_live_graphs(), 0);
-  assert_int_equal(recap__fake_live_execs(), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
+  assert_int_equal(recap__fake_now().live_graphs, 0);
+  assert_int_equal(recap__fake_now().live_execs, 0);
   recap__graphs_disabled_override(-1);
 }
 
@@ -155,16 +155,16 @@ static void calls_replay_and_hand_back_static_outputs(void **state) {
   setup(&f);
   recap_graphed_t h[2];
   OK(recap_graphed_create(h, f.descs, 2, NULL));
-  uint64_t launches = recap__fake_graph_launches();
+  uint64_t launches = recap__fake_now().graph_launches;
   const recap_buffer_t *out1, *out2, *grads;
   OK(recap_graphed_forward(h[0], f.stream, 1, f.inputs[0], &out1));
   OK(recap_graphed_forward(h[0], f.stream, 1, f.inputs[0], &out2));
   assert_ptr_equal(out1[0].data, out2[0].data); /* static: the same buffer every time */
   assert_int_equal(out1[0].bytes, sizeof f.x[0]);
-  assert_int_equal(recap__fake_graph_launches(), launches + 2);
+  assert_int_equal(recap__fake_now().graph_launches, launches + 2);
   assert_int_equal(f.toys[0].forwards, 4); /* replays, not calls */
   OK(recap_graphed_backward(h[0], f.stream, out1, &grads));
-  assert_int_equal(recap__fake_graph_launches(), launches + 3);
+  assert_int_equal(recap__fake_now().graph_launches, launches + 3);
   assert_null(grads[0].data); /* no gradient asked for the data */
   assert_non_null(grads[1].data);
   assert_int_equal(f.toys[0].backwards, 4);
@@ -197,7 +197,7 @@ static void other_mode_runs_eagerly(void **state) {
   setup(&f);
   recap_graphed_t h;
   OK(recap_graphed_create(&h, f.descs, 1, NULL));
-  uint64_t launches = recap__fake_graph_launches();
+  uint64_t launches = recap__fake_now().graph_launches;
   const recap_buffer_t *out, *graphed_out;
   OK(recap_graphed_forward(h, f.stream, 1, f.inputs[0], &graphed_out));
   void *static_out = graphed_out[0].data;
@@ -205,7 +205,7 @@ static void other_mode_runs_eagerly(void **state) {
   assert_int_equal(f.toys[0].forwards, 5);
   assert_int_equal(f.toys[0].last_training, 0);
   assert_ptr_not_equal(out[0].data, static_out);
-  assert_int_equal(recap__fake_graph_launches(), launches + 1);
+  assert_int_equal(recap__fake_now().graph_launches, launches + 1);
   /* The backward of an eager forward is eager too. */
   const recap_buffer_t *grads;
   OK(recap_graphed_backward(h, f.stream, out, &grads));
@@ -232,7 +232,7 @@ static void graphs_disabled_runs_everything_eagerly(void **state) {
   OK(recap_graphed_backward(h, f.stream, out, &grads));
   assert_int_equal(f.toys[0].forwards, 1);
   assert_int_equal(f.toys[0].backwards, 1);
-  assert_int_equal(recap__fake_graph_launches(), 0);
+  assert_int_equal(recap__fake_now().graph_launches, 0);
   /* The unused-input rule holds without a capture too. */
   f.toys[0].skip_grad_of = 1;
   OK(recap_graphed_forward(h, f.stream, 1, f.inputs[0], &out));
@@ -253,7 +253,7 @@ static void unused_input_is_an_error_unless_allowed(void **state) {
   assert_non_null(strstr(recap_last_error(), "allow_unused_input"));
   OK(recap_empty_cache());
   check_all();
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
 
   recap_graphed_options_t opts = RECAP_GRAPHED_OPTIONS_INIT;
   opts.allow_unused_input = 1;
@@ -298,9 +298,9 @@ static void failure_in_a_captured_forward_cleans_up(void **state) {
   assert_null(h[1]);
   OK(recap_empty_cache());
   check_all();
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
-  assert_int_equal(recap__fake_live_graphs(), 0);
-  assert_int_equal(recap__fake_live_execs(), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
+  assert_int_equal(recap__fake_now().live_graphs, 0);
+  assert_int_equal(recap__fake_now().live_execs, 0);
 }
 
 /* Every fault the fake can inject, at every step of create: each run fails cleanly or
@@ -348,10 +348,10 @@ static void parameter_only_backward_is_captured(void **state) {
   assert_non_null(bw);
   assert_int_equal(f.toys[0].captured_backwards, 1);
   const recap_buffer_t *out, *grads;
-  uint64_t launches = recap__fake_graph_launches();
+  uint64_t launches = recap__fake_now().graph_launches;
   OK(recap_graphed_forward(h, f.stream, 1, f.inputs[0], &out));
   OK(recap_graphed_backward(h, f.stream, out, &grads));
-  assert_int_equal(recap__fake_graph_launches(), launches + 2);
+  assert_int_equal(recap__fake_now().graph_launches, launches + 2);
   assert_null(grads[0].data);
   assert_null(grads[1].data);
   teardown(&h, 1);

@@ -49,8 +49,8 @@ static void done(void) {
   recap_liveness_debug_enable(-1);
   assert_int_equal(recap__registry_count(), 0);
   check();
-  assert_int_equal(recap__fake_live_graphs(), 0);
-  assert_int_equal(recap__fake_live_execs(), 0);
+  assert_int_equal(recap__fake_now().live_graphs, 0);
+  assert_int_equal(recap__fake_now().live_execs, 0);
 }
 
 static void *alloc(size_t size, recap_stream_t s) {
@@ -97,9 +97,9 @@ static const recap_liveness_input_t *input_at(recap_graph_t g, size_t i) {
 
 /* The replay fails with DEAD_INPUT and launches nothing. */
 static void expect_dead(recap_graph_t g, recap_stream_t s) {
-  uint64_t launches = recap__fake_graph_launches();
+  uint64_t launches = recap__fake_now().graph_launches;
   EXPECT_STATUS(recap_graph_replay(g, s), RECAP_ERROR_DEAD_INPUT);
-  assert_int_equal(recap__fake_graph_launches(), launches);
+  assert_int_equal(recap__fake_now().graph_launches, launches);
 }
 
 static void expect_mentions_pointer(const void *p) {
@@ -140,9 +140,9 @@ static void nothing_dead(void **state) {
   assert_string_equal(in->kernel_name, "scale");
   assert_null(in->alloc_site);
   assert_int_equal(in->freed_before_capture_end, 0);
-  uint64_t launches = recap__fake_graph_launches();
+  uint64_t launches = recap__fake_now().graph_launches;
   for (int i = 0; i < 3; i++) OK(recap_graph_replay(g, s));
-  assert_int_equal(recap__fake_graph_launches(), launches + 3);
+  assert_int_equal(recap__fake_now().graph_launches, launches + 3);
   OK(recap_graph_check_inputs(g));
   OK(recap_graph_destroy(g));
   OK(recap_free(x));

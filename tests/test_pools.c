@@ -189,7 +189,7 @@ static void pool_memory_returns_after_last_reference_and_block(void **state) {
   recap_pool_info_t info;
   assert_int_equal(recap_pool_info(pool, &info), RECAP_ERROR_NOT_FOUND);
   assert_int_equal(stats().reserved_bytes[0].current, 0);
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
   check();
 }
 
@@ -216,9 +216,9 @@ static void other_stream_blocks_held_until_capture_ends(void **state) {
   void *a, *b;
   OK(recap_malloc(&a, 8192, s));
   OK(recap_record_stream(a, reader));
-  int64_t events = recap__fake_live_events();
+  int64_t events = recap__fake_now().live_events;
   OK(recap_free(a)); /* no event may be recorded now: the block waits */
-  assert_int_equal(recap__fake_live_events(), events);
+  assert_int_equal(recap__fake_now().live_events, events);
   assert_int_equal(stats().active[0].current, 1);
   OK(recap_malloc(&b, 8192, s));
   assert_ptr_not_equal(a, b); /* held back: not reused inside the capture */
@@ -233,7 +233,7 @@ static void other_stream_blocks_held_until_capture_ends(void **state) {
   OK(recap_free(c));
   OK(recap_pool_release(pool));
   OK(recap_empty_cache());
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
   check();
 }
 
@@ -280,7 +280,7 @@ static void out_of_memory_inside_a_capture(void **state) {
   OK(recap_free(p));
   OK(recap_pool_release(pool));
   OK(recap_empty_cache());
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
   check();
 }
 
@@ -304,7 +304,7 @@ static void released_pool_survives_an_oom_retry_while_routed(void **state) {
   OK(recap_empty_cache());
   recap_pool_info_t info;
   assert_int_equal(recap_pool_info(pool, &info), RECAP_ERROR_NOT_FOUND);
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
   check();
 }
 
@@ -402,7 +402,7 @@ static void two_thread_local_captures_at_once(void **state) {
     OK(recap_pool_release(jobs[i].pool));
   }
   OK(recap_empty_cache());
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
   check();
 }
 

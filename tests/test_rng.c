@@ -266,8 +266,8 @@ static void replay_writes_the_state_and_advances_the_offset(void **state) {
   assert_int_equal(offset_of(gen), 4);
 
   const uint64_t *words = device_words(gen);
-  uint64_t writes = recap__fake_rng_state_writes();
-  uint64_t launches = recap__fake_graph_launches();
+  uint64_t writes = recap__fake_now().rng_state_writes;
+  uint64_t launches = recap__fake_now().graph_launches;
   OK(recap_graph_replay(g, s));
   assert_int_equal(words[0], 1234);
   assert_int_equal(words[1], 4);
@@ -276,8 +276,8 @@ static void replay_writes_the_state_and_advances_the_offset(void **state) {
   assert_int_equal(words[0], 1234);
   assert_int_equal(words[1], 16);
   assert_int_equal(offset_of(gen), 28);
-  assert_int_equal(recap__fake_rng_state_writes() - writes, 2);
-  assert_int_equal(recap__fake_graph_launches() - launches, 2);
+  assert_int_equal(recap__fake_now().rng_state_writes - writes, 2);
+  assert_int_equal(recap__fake_now().graph_launches - launches, 2);
 
   OK(recap_graph_destroy(g));
   OK(recap_free(out));
@@ -664,7 +664,7 @@ static void library_kernels_consume_their_increment(void **state) {
   recap_generator_t gen = generator(3);
   const size_t big = (size_t)1024 * 256 * 4 * 3;
   float *out = floats(big + 4);
-  uint64_t launches = recap__fake_rng_launches();
+  uint64_t launches = recap__fake_now().rng_launches;
 
   OK(recap_rng_uniform(gen, out, 1, s));
   assert_int_equal(offset_of(gen), 4);
@@ -675,7 +675,7 @@ static void library_kernels_consume_their_increment(void **state) {
   OK(recap_rng_uniform(gen, NULL, 0, s));
   OK(recap_rng_dropout(gen, NULL, NULL, NULL, 0, 0.5f, s));
   assert_int_equal(offset_of(gen), 32);
-  assert_int_equal(recap__fake_rng_launches() - launches, 3);
+  assert_int_equal(recap__fake_now().rng_launches - launches, 3);
 
   recap_graph_t g = capture_begin(s, 0);
   OK(recap_rng_uniform(gen, out, big, s));                 /* 12 */
@@ -684,7 +684,7 @@ static void library_kernels_consume_their_increment(void **state) {
   assert_int_equal(st.offset_intragraph, 16);
   OK(recap_graph_capture_end(g, s));
   /* Captured kernels do not run. */
-  assert_int_equal(recap__fake_rng_launches() - launches, 3);
+  assert_int_equal(recap__fake_now().rng_launches - launches, 3);
   OK(recap_graph_replay(g, s));
   assert_int_equal(offset_of(gen), 32 + 20);
 
@@ -775,11 +775,11 @@ static void fake_write_state_node_and_write(void **state) {
   const recap__device_ops_t *dev = recap__device();
   recap_stream_t s = recap__fake_stream_new();
   uint64_t words[2] = {0, 0};
-  uint64_t writes = recap__fake_rng_state_writes();
+  uint64_t writes = recap__fake_now().rng_state_writes;
   OK(dev->rng_write_state(s, words, 7, 40));
   assert_int_equal(words[0], 7);
   assert_int_equal(words[1], 40);
-  assert_int_equal(recap__fake_rng_state_writes() - writes, 1);
+  assert_int_equal(recap__fake_now().rng_state_writes - writes, 1);
 
   recap_graph_t g = capture_begin(s, RECAP_GRAPH_KEEP);
   OK(dev->rng_write_state(s, words, 8, 80));
@@ -801,7 +801,7 @@ static void fake_write_state_node_and_write(void **state) {
   EXPECT_STATUS(dev->rng_launch(&l), RECAP_ERROR_CAPTURE_INVALIDATED);
   assert_false(recap__fake_capture_end(s));
   EXPECT_STATUS(dev->rng_write_state(s, NULL, 1, 2), RECAP_ERROR_INVALID_ARGUMENT);
-  assert_int_equal(recap__fake_rng_state_writes() - writes, 1);
+  assert_int_equal(recap__fake_now().rng_state_writes - writes, 1);
 }
 
 /* ---- argument errors ----------------------------------------------------------------------- */
@@ -815,7 +815,7 @@ static void a_gpu_outside_the_built_architectures_is_named(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   recap_generator_t gen = generator(1);
   float *out = floats(16);
-  uint64_t launches = recap__fake_rng_launches();
+  uint64_t launches = recap__fake_now().rng_launches;
   EXPECT_STATUS(recap_rng_uniform(gen, out, 16, s), RECAP_ERROR_NOT_SUPPORTED);
   char want[512];
   snprintf(want, sizeof want,
@@ -825,7 +825,7 @@ static void a_gpu_outside_the_built_architectures_is_named(void **state) {
   assert_string_equal(recap_last_error(), want);
   EXPECT_STATUS(recap_rng_dropout(gen, out, out, NULL, 16, 0.5f, s), RECAP_ERROR_NOT_SUPPORTED);
   assert_string_equal(recap_last_error(), want);
-  assert_int_equal(recap__fake_rng_launches(), launches);
+  assert_int_equal(recap__fake_now().rng_launches, launches);
   OK(recap_free(out));
   OK(recap_generator_destroy(gen));
   check();

@@ -147,9 +147,9 @@ static void expect_nothing_left(void) {
   recap_memory_stats_t s = stats();
   assert_int_equal(s.allocation[RECAP_STAT_ALL].current, 0);
   assert_int_equal(s.reserved_bytes[RECAP_STAT_ALL].current, 0);
-  assert_int_equal(recap__fake_bytes_in_use(0), 0);
-  assert_int_equal(recap__fake_live_graphs(), 0);
-  assert_int_equal(recap__fake_live_execs(), 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
+  assert_int_equal(recap__fake_now().live_graphs, 0);
+  assert_int_equal(recap__fake_now().live_execs, 0);
 }
 
 /* A block's tag: its owner and serial number, written at both ends of the block. */

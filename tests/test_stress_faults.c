@@ -183,20 +183,21 @@ static const char *kind_name(recap__fake_fault_t kind) {
 static const char *leftovers(void) {
   static char why[512];
   if (recap__registry_count() != 0) return "a capture is still registered";
-  if (recap__fake_bytes_in_use(0) != 0) {
-    snprintf(why, sizeof why, "%zu bytes of device memory still held", recap__fake_bytes_in_use(0));
+  if (recap__fake_now().bytes_in_use[0] != 0) {
+    snprintf(why, sizeof why, "%zu bytes of device memory still held",
+             recap__fake_now().bytes_in_use[0]);
     return why;
   }
-  if (recap__fake_live_graphs() || recap__fake_live_execs()) {
+  if (recap__fake_now().live_graphs || recap__fake_now().live_execs) {
     snprintf(why, sizeof why, "%lld graphs, %lld executables alive",
-             (long long)recap__fake_live_graphs(), (long long)recap__fake_live_execs());
+             (long long)recap__fake_now().live_graphs, (long long)recap__fake_now().live_execs);
     return why;
   }
   const recap__device_state_t *d = recap__alloc.devices[0];
   int64_t cached = d ? (int64_t)d->spare_count : 0;
-  if ((d && d->pending_count) || recap__fake_live_events() != cached) {
+  if ((d && d->pending_count) || recap__fake_now().live_events != cached) {
     snprintf(why, sizeof why, "%lld events alive, %lld in the allocator's cache, %zu pending",
-             (long long)recap__fake_live_events(), (long long)cached,
+             (long long)recap__fake_now().live_events, (long long)cached,
              d ? d->pending_count : (size_t)0);
     return why;
   }
@@ -240,7 +241,7 @@ static void faults_at_every_step_of_the_workload(void **state) {
       fresh(&warnings);
       recap__fake_fail_nth(kind, nth);
       recap_status_t s = workload(&o);
-      bool reached = recap__fake_calls(kind) >= nth;
+      bool reached = recap__fake_now().calls[kind] >= nth;
       recap__fake_fail_nth(kind, 0);
       if (!reached) break;
       runs++;

@@ -158,46 +158,12 @@ typedef struct recap__fake_counters {
 
 void recap__fake_counters(recap__fake_counters_t *out);
 
-/* One counter each, for assertions. */
-static inline uint64_t recap__fake_calls(recap__fake_fault_t kind) {
+/* The same snapshot by value, for assertions on one counter:
+ * `assert_int_equal(recap__fake_now().live_events, 0)`. */
+static inline recap__fake_counters_t recap__fake_now(void) {
   recap__fake_counters_t c;
   recap__fake_counters(&c);
-  return (int)kind >= 0 && kind < RECAP__FAKE_FAULT_KINDS ? c.calls[kind] : 0;
-}
-static inline size_t recap__fake_bytes_in_use(int device) {
-  recap__fake_counters_t c;
-  recap__fake_counters(&c);
-  return device >= 0 && device < RECAP__FAKE_MAX_DEVICES ? c.bytes_in_use[device] : 0;
-}
-static inline int64_t recap__fake_live_events(void) {
-  recap__fake_counters_t c;
-  recap__fake_counters(&c);
-  return c.live_events;
-}
-static inline uint64_t recap__fake_graph_launches(void) {
-  recap__fake_counters_t c;
-  recap__fake_counters(&c);
-  return c.graph_launches;
-}
-static inline int64_t recap__fake_live_graphs(void) {
-  recap__fake_counters_t c;
-  recap__fake_counters(&c);
-  return c.live_graphs;
-}
-static inline int64_t recap__fake_live_execs(void) {
-  recap__fake_counters_t c;
-  recap__fake_counters(&c);
-  return c.live_execs;
-}
-static inline uint64_t recap__fake_rng_state_writes(void) {
-  recap__fake_counters_t c;
-  recap__fake_counters(&c);
-  return c.rng_state_writes;
-}
-static inline uint64_t recap__fake_rng_launches(void) {
-  recap__fake_counters_t c;
-  recap__fake_counters(&c);
-  return c.rng_launches;
+  return c;
 }
 
 #ifdef __cplusplus

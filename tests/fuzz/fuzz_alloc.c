@@ -430,8 +430,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   recap_status_t s = recap_empty_cache();
   if (s != RECAP_SUCCESS) die("recap_empty_cache at the end failed", s);
   check_invariants();
-  if (recap__fake_bytes_in_use(0) != 0) {
-    fprintf(stderr, "fuzz_alloc: %zu bytes of device memory left\n", recap__fake_bytes_in_use(0));
+  if (recap__fake_now().bytes_in_use[0] != 0) {
+    fprintf(stderr, "fuzz_alloc: %zu bytes of device memory left\n",
+            recap__fake_now().bytes_in_use[0]);
     die("memory left after everything was released", RECAP_SUCCESS);
   }
   recap_log_set(NULL, NULL);
