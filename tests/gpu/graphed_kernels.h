@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * graphed_kernels.h — the kernels of the graphed-callable GPU tests (test_graphed_gpu.c), behind
- * C launchers: a linear layer and its backward, ReLU, dropout's backward, and a few elementwise
- * functions, enough for small MLPs trained by hand.
+ * graphed_kernels.h — the kernels of the graphed-callable GPU tests (test_graphed_gpu.c,
+ * test_graphed_calls_gpu.c), behind C launchers: a linear layer and its backward, ReLU,
+ * dropout's backward, and a few elementwise functions, enough for small MLPs trained by hand.
  *
  * Every kernel is deterministic: no atomics, and every output element is computed by one
  * thread, which sums in a fixed order. The same launch on the same data therefore gives the

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * graph_util.h — what the CPU tests of the graph layer (test_graph.c, test_graph_scope.c)
+ * share: a fresh fake with the graph layer's process state cleared, the state of a stream and
+ * a pool, kernels launched and captured on the fake, and the invariants that must hold once
+ * every graph is gone.
+ *
+ * Include after harness.h. Every helper is static inline, so a test file that uses only some
+ * of them builds without warnings.
+ */
+#ifndef RECAP_TEST_GRAPH_UTIL_H
+#define RECAP_TEST_GRAPH_UTIL_H
+
+#include "device/fake.h"
+#include "graph/graph_internal.h"
+#include "graph/registry.h"
+#include "harness.h"
+#include "reset.h"
+#include "recap.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+
+static inline void reset(void) {
+  recap_test_reset(NULL);
+  /* The side streams belong to the fake that was just reset, and the kill switch must not
+   * come from the environment the tests happen to run in. */
+  recap__side_streams_forget();
+  recap__graphs_disabled_override(0);
+  recap_log_set(NULL, NULL);
+  recap_log_set_level(RECAP_LOG_LEVEL_WARN);
+  recap_clear_last_error();
+}
+
+static inline int capturing(recap_stream_t s) {
+  int flag = -1;
+  OK(recap_stream_is_capturing(s, &flag));
+  return flag;
+}
+
+/* References to pool, 0 once the pool is gone. */
+static inline int pool_references(recap_pool_id_t pool) {
+  recap_pool_info_t info;
+  recap_status_t s = recap_pool_info(pool, &info);
+  if (s == RECAP_ERROR_NOT_FOUND) return 0;
+  OK(s);
+  return info.references;
+}
+
+static inline recap_pool_info_t pool_info(recap_pool_id_t pool) {
+  recap_pool_info_t info;
+  OK(recap_pool_info(pool, &info));
+  return info;
+}
+
+static const recap_pool_id_t default_pool = {0, 0};
+
+/* What must hold whenever no capture is under way and every graph was destroyed. */
+static inline void expect_quiet(void) {
+  assert_int_equal(recap__registry_count(), 0);
+  recap_status_t s = recap_memory_check();
+  if (s != RECAP_SUCCESS) fail_msg("memory checker: %s", recap_last_error());
+  assert_int_equal(recap__fake_now().live_graphs, 0);
+  assert_int_equal(recap__fake_now().live_execs, 0);
+}
+
+/* After freeing everything and emptying the cache, the fake device holds no memory. */
+static inline void expect_no_device_memory(void) {
+  OK(recap_empty_cache());
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
+}
+
+static inline void launch(recap_stream_t s, int count) {
+  for (int i = 0; i < count; i++) recap__fake_stream_enqueue(s);
+}
+
+/* Capture `kernels` kernels on s into g (begin/end must succeed). */
+static inline void capture_kernels(recap_graph_t g, recap_stream_t s, int kernels) {
+  OK(recap_graph_capture_begin(g, s, NULL));
+  launch(s, kernels);
+  OK(recap_graph_capture_end(g, s));
+}
+
+#endif /* RECAP_TEST_GRAPH_UTIL_H */
