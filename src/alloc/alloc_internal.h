@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * alloc_internal.h — the allocator's data structures, shared by allocator.c (the operations),
- * snapshot.c (the JSON walk) and check.c (the invariant checker), and the allocator's entry
- * points for the layers above (capture registry, graphs, liveness checks).
+ * alloc_internal.h — the allocator's data structures, shared by allocator.c (the malloc/free
+ * core), pool.c (pool ids, routing, references), stats.c (the statistics queries), lookup.c
+ * (blocks by address), sites.c (allocation sites), reset.c, snapshot.c (the JSON walk) and
+ * check.c (the invariant checker), and the allocator's entry points for the layers above
+ * (capture registry, graphs, liveness checks). The other files call into allocator.c, never the
+ * reverse.
  *
  * Picture: a device has pools (the default one and private ones); a pool has segments (raw
  * driver allocations); a segment is tiled by blocks, linked in address order. A free block sits
@@ -19,6 +22,7 @@
 
 #include "alloc/free_set.h"
 #include "alloc/ptr_map.h"
+#include "core/env.h"
 #include "core/options.h"
 #include "device/device.h"
 #include "recap.h"
@@ -124,6 +128,41 @@ static inline bool recap__block_is_free(const recap__block_t *b) {
   return !b->allocated && b->event_count == 0 && !b->deferred;
 }
 
+/* Statistics counters change on every malloc and free, so the helpers that update them are
+ * inline here. An increase may raise the peak, a decrease never does. */
+static inline void recap__stat_up(recap_stat_t *s, int64_t amount) {
+  s->current += amount;
+  s->allocated += amount;
+  if (s->current > s->peak) s->peak = s->current;
+}
+
+static inline void recap__stat_down(recap_stat_t *s, int64_t amount) {
+  s->current -= amount;
+  s->freed += amount;
+}
+
+/* Update the aggregate counter and the one of the block's size class by a signed amount. */
+static inline void recap__stat_kind(recap_stat_t *array, bool small, int64_t amount) {
+  recap_stat_t *kind = &array[small ? RECAP_STAT_SMALL : RECAP_STAT_LARGE];
+  if (amount >= 0) {
+    recap__stat_up(&array[RECAP_STAT_ALL], amount);
+    recap__stat_up(kind, amount);
+  } else {
+    recap__stat_down(&array[RECAP_STAT_ALL], -amount);
+    recap__stat_down(kind, -amount);
+  }
+}
+
+/* Helpers of the malloc/free core (allocator.c) that pool.c and stats.c use. */
+/* The state of device, made on first use; NULL without host memory. Call with the lock held. */
+recap__device_state_t *recap__alloc_device_state(int device);
+/* The current device, or NOT_SUPPORTED when recap cannot handle its number. */
+recap_status_t recap__alloc_current_device(int *device);
+/* Unlink a private pool with no reference, route or segment from d and free it (lock held). */
+void recap__alloc_pool_delete(recap__device_state_t *d, recap__pool_t *pool);
+/* Record the events of the blocks freed during a capture once none is routed (lock held). */
+void recap__alloc_insert_deferred_events(recap__device_state_t *d);
+
 /* Drop every piece of allocator state without calling the device (tests, after the fake was
  * reset). */
 void recap__alloc_reset(void);
@@ -170,7 +209,10 @@ size_t recap__alloc_count_dead(const recap__block_watch_t *watch, size_t n, bool
  * (RECAP__FREE_HISTORY of them) with both sites. enable(-1) goes back to the environment. */
 enum { RECAP__FREE_HISTORY = 4096 };
 void recap__alloc_sites_enable(int enabled);
-bool recap__alloc_sites_enabled(void);
+/* Inline: recap_malloc and recap_free read it on every call. */
+static inline bool recap__alloc_sites_enabled(void) {
+  return recap__env_int(RECAP__ENV_LIVENESS_DEBUG) > 0;
+}
 /* The latest free of the block that started at base with that generation, if still kept. */
 bool recap__alloc_free_record(const void *base, uint64_t generation, recap__free_record_t *out);
 

@@ -12,50 +12,29 @@
  *
  * One mutex guards everything. The hot path (a cached hit, no capture) takes it once, does a
  * binary search in a sorted array and a hash-map insert, and touches no device.
+ *
+ * This file is the malloc/free core: blocks, events, merges and splits, segments, out of memory,
+ * recap_malloc, recap_free, recap_record_stream, recap_block_info and recap_empty_cache. Pool
+ * routing and references are in pool.c, the statistics queries in stats.c, lookups by address in
+ * lookup.c, the allocation-site switch and lookup in sites.c and the reset in reset.c; they call
+ * into this file, never the reverse.
  */
 #include <inttypes.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "alloc/alloc_internal.h"
 #include "core/assert.h"
-#include "core/env.h"
 #include "core/error.h"
 
 recap__allocator_t recap__alloc = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-static _Atomic uint64_t next_handle_id = 1; /* recap_pool_handle(): {0, n} */
-static _Atomic uint64_t next_graph_id = 1;  /* pools graphs make for themselves: {n, 0} */
-
 /* ------------------------------------------------------------------------------------------
- * Small helpers
+ * Allocation sites, for the input-liveness checks' messages (the switch and the lookup are in
+ * sites.c). Off by default: then the hot path pays one relaxed load and a branch, and the return
+ * address is read but not kept.
  * ---------------------------------------------------------------------------------------- */
-
-int recap_pool_is_default(recap_pool_id_t pool) { return pool.a == 0 && pool.b == 0; }
-
-recap_pool_id_t recap_pool_handle(void) {
-  recap_pool_id_t id = {0, atomic_fetch_add(&next_handle_id, 1)};
-  return id;
-}
-
-recap_pool_id_t recap__pool_id_for_graph(void) {
-  recap_pool_id_t id = {atomic_fetch_add(&next_graph_id, 1), 0};
-  return id;
-}
-
-/* ------------------------------------------------------------------------------------------
- * Allocation sites, for the input-liveness checks' messages. Off by default: then the hot path
- * pays one relaxed load and a branch, and the return address is read but not kept.
- * ---------------------------------------------------------------------------------------- */
-
-/* RECAP_LIVENESS_DEBUG, which code overrides (core/env.h). */
-void recap__alloc_sites_enable(int enabled) {
-  recap__env_set(RECAP__ENV_LIVENESS_DEBUG, enabled < 0 ? -1 : enabled != 0);
-}
-
-bool recap__alloc_sites_enabled(void) { return recap__env_int(RECAP__ENV_LIVENESS_DEBUG) > 0; }
 
 #if defined(__GNUC__)
 #  define CALLER_ADDRESS() __builtin_return_address(0)
@@ -76,61 +55,6 @@ static void remember_free(const recap__block_t *b, void *free_site) {
   r->generation = b->generation;
   r->alloc_site = b->alloc_site;
   r->free_site = free_site;
-}
-
-bool recap__alloc_free_record(const void *base, uint64_t generation, recap__free_record_t *out) {
-  bool found = false;
-  pthread_mutex_lock(&recap__alloc.lock);
-  if (recap__alloc.freed) {
-    size_t kept = recap__alloc.freed_next < RECAP__FREE_HISTORY ? recap__alloc.freed_next
-                                                                : RECAP__FREE_HISTORY;
-    for (size_t k = 1; k <= kept && !found; k++) {
-      const recap__free_record_t *r =
-          &recap__alloc.freed[(recap__alloc.freed_next - k) % RECAP__FREE_HISTORY];
-      if (r->base == base && r->generation == generation) {
-        *out = *r;
-        found = true;
-      }
-    }
-  }
-  pthread_mutex_unlock(&recap__alloc.lock);
-  return found;
-}
-
-/* Counters change on every malloc and free, so these stay small and inline: an increase may
- * raise the peak, a decrease never does. */
-static inline void stat_up(recap_stat_t *s, int64_t amount) {
-  s->current += amount;
-  s->allocated += amount;
-  if (s->current > s->peak) s->peak = s->current;
-}
-
-static inline void stat_down(recap_stat_t *s, int64_t amount) {
-  s->current -= amount;
-  s->freed += amount;
-}
-
-/* Update the aggregate counter and the one of the block's size class by a signed amount. */
-static inline void stat_kind(recap_stat_t *array, bool small, int64_t amount) {
-  recap_stat_t *kind = &array[small ? RECAP_STAT_SMALL : RECAP_STAT_LARGE];
-  if (amount >= 0) {
-    stat_up(&array[RECAP_STAT_ALL], amount);
-    stat_up(kind, amount);
-  } else {
-    stat_down(&array[RECAP_STAT_ALL], -amount);
-    stat_down(kind, -amount);
-  }
-}
-
-static void format_bytes(char *out, size_t cap, uint64_t bytes) {
-  if (bytes >= (1ull << 30))
-    snprintf(out, cap, "%.2f GiB", (double)bytes / (double)(1ull << 30));
-  else if (bytes >= (1ull << 20))
-    snprintf(out, cap, "%.2f MiB", (double)bytes / (double)(1ull << 20));
-  else if (bytes >= (1ull << 10))
-    snprintf(out, cap, "%.2f KiB", (double)bytes / (double)(1ull << 10));
-  else
-    snprintf(out, cap, "%" PRIu64 " bytes", bytes);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -171,7 +95,7 @@ static void block_delete(recap__block_t *b) {
  * Devices and pools
  * ---------------------------------------------------------------------------------------- */
 
-static recap__device_state_t *device_state(int device) {
+recap__device_state_t *recap__alloc_device_state(int device) {
   recap__device_state_t *d = recap__alloc.devices[device];
   if (d) return d;
   d = calloc(1, sizeof *d);
@@ -181,7 +105,7 @@ static recap__device_state_t *device_state(int device) {
   return d;
 }
 
-static recap_status_t current_device(int *device) {
+recap_status_t recap__alloc_current_device(int *device) {
   RECAP__CHECK(recap__device()->get_device(device));
   if (*device < 0 || *device >= RECAP__MAX_DEVICES)
     return recap__error(RECAP_ERROR_NOT_SUPPORTED, "device %d: recap handles devices 0 to %d",
@@ -189,13 +113,7 @@ static recap_status_t current_device(int *device) {
   return RECAP_SUCCESS;
 }
 
-static recap__pool_t *find_private_pool(recap__device_state_t *d, recap_pool_id_t id) {
-  for (recap__pool_t *p = d->private_pools; p; p = p->next)
-    if (recap__pool_id_equal(p->id, id)) return p;
-  return NULL;
-}
-
-static void pool_unlink_and_delete(recap__device_state_t *d, recap__pool_t *pool) {
+void recap__alloc_pool_delete(recap__device_state_t *d, recap__pool_t *pool) {
   /* A pool goes only when no graph holds it, no capture routes to it and it holds no memory. */
   RECAP__ASSERT(pool != &d->default_pool);
   RECAP__ASSERT(pool->references == 0 && !pool->routed);
@@ -295,7 +213,7 @@ static void insert_events(recap__device_state_t *d, recap__block_t *b) {
 
 /* Blocks freed during a capture get their events once no capture is under way (no event may
  * be recorded on a capturing stream). */
-static void insert_deferred_events(recap__device_state_t *d) {
+void recap__alloc_insert_deferred_events(recap__device_state_t *d) {
   for (size_t i = 0; i < d->deferred_count; i++) {
     recap__block_t *b = d->deferred[i];
     b->deferred = false;
@@ -308,7 +226,7 @@ static void insert_deferred_events(recap__device_state_t *d) {
 /* Free the blocks whose events have completed. With `wait`, wait for every event first. */
 static void process_events(recap__device_state_t *d, bool wait) {
   if (d->route_count) return; /* events may not be queried while a capture is under way */
-  insert_deferred_events(d);
+  recap__alloc_insert_deferred_events(d);
   const recap__device_ops_t *dev = recap__device();
   size_t kept = 0;
   for (size_t i = 0; i < d->pending_count; i++) {
@@ -396,10 +314,10 @@ static void free_block(recap__device_state_t *d, recap__block_t *b) {
   else if (!recap__free_set_insert(set, b))
     RECAP__WARN("out of host memory: a free block of %zu bytes is lost to the cache", b->size);
   recap_memory_stats_t *st = &d->stats;
-  stat_kind(st->inactive_split, seg->small, split_blocks);
-  stat_kind(st->inactive_split_bytes, seg->small, split_bytes);
-  stat_kind(st->active, seg->small, -1);
-  stat_kind(st->active_bytes, seg->small, -(int64_t)original);
+  recap__stat_kind(st->inactive_split, seg->small, split_blocks);
+  recap__stat_kind(st->inactive_split_bytes, seg->small, split_bytes);
+  recap__stat_kind(st->active, seg->small, -1);
+  recap__stat_kind(st->active_bytes, seg->small, -(int64_t)original);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -455,8 +373,8 @@ static recap_status_t release_segment(recap__device_state_t *d, recap__block_t *
   pool->reserved_bytes -= (int64_t)seg->size;
   RECAP__ASSERT(pool->segment_count >= 0 && pool->reserved_bytes >= 0);
   recap_memory_stats_t *st = &d->stats;
-  stat_kind(st->segment, seg->small, -1);
-  stat_kind(st->reserved_bytes, seg->small, -(int64_t)seg->size);
+  recap__stat_kind(st->segment, seg->small, -1);
+  recap__stat_kind(st->reserved_bytes, seg->small, -(int64_t)seg->size);
   st->num_device_free++;
   block_delete(b);
   free(seg);
@@ -490,7 +408,7 @@ static recap_status_t release_cached(recap__device_state_t *d) {
     if (p->references > 0 || p->routed) continue;
     if ((s = release_free_segments(d, &p->large_free))) result = s;
     if ((s = release_free_segments(d, &p->small_free))) result = s;
-    if (p->segment_count == 0) pool_unlink_and_delete(d, p);
+    if (p->segment_count == 0) recap__alloc_pool_delete(d, p);
   }
   return result;
 }
@@ -512,6 +430,17 @@ static recap_status_t capped_alloc(recap__device_state_t *d, const recap__option
                         "the memory_cap option (%" PRIu64 " bytes) would be exceeded",
                         o->memory_cap);
   return raw_alloc(d, base, size);
+}
+
+static void format_bytes(char *out, size_t cap, uint64_t bytes) {
+  if (bytes >= (1ull << 30))
+    snprintf(out, cap, "%.2f GiB", (double)bytes / (double)(1ull << 30));
+  else if (bytes >= (1ull << 20))
+    snprintf(out, cap, "%.2f MiB", (double)bytes / (double)(1ull << 20));
+  else if (bytes >= (1ull << 10))
+    snprintf(out, cap, "%.2f KiB", (double)bytes / (double)(1ull << 10));
+  else
+    snprintf(out, cap, "%" PRIu64 " bytes", bytes);
 }
 
 static recap_status_t report_oom(recap__device_state_t *d, size_t request, size_t segment,
@@ -591,8 +520,8 @@ static recap_status_t new_segment(recap__device_state_t *d, recap__pool_t *pool,
   b->stream = stream;
   b->segment = seg;
   recap_memory_stats_t *st = &d->stats;
-  stat_kind(st->segment, small, 1);
-  stat_kind(st->reserved_bytes, small, (int64_t)size);
+  recap__stat_kind(st->segment, small, 1);
+  recap__stat_kind(st->reserved_bytes, small, (int64_t)size);
   st->num_device_alloc++;
   *out = b;
   return RECAP_SUCCESS;
@@ -659,7 +588,7 @@ typedef struct request {
  * reserve every bit of host memory the call may need, so that nothing can fail once the block
  * structure starts to change. Called with the lock held. */
 static recap_status_t request_begin(request_t *r, int device, size_t size, recap_stream_t stream) {
-  recap__device_state_t *d = device_state(device);
+  recap__device_state_t *d = recap__alloc_device_state(device);
   RECAP__CHECK(current_options(&r->o));
   r->stream = stream;
   r->size = size;
@@ -723,17 +652,17 @@ static void take_block(const request_t *r, recap__block_t *b, size_t slot, bool 
   if (rest) {
     split_block(r->set, b, rest, r->rounded, slot, in_set);
     if (already_split) {
-      stat_kind(st->inactive_split_bytes, r->small, -(int64_t)r->rounded);
+      recap__stat_kind(st->inactive_split_bytes, r->small, -(int64_t)r->rounded);
     } else {
-      stat_kind(st->inactive_split, r->small, 1);
-      stat_kind(st->inactive_split_bytes, r->small, (int64_t)rest->size);
+      recap__stat_kind(st->inactive_split, r->small, 1);
+      recap__stat_kind(st->inactive_split_bytes, r->small, (int64_t)rest->size);
     }
     return;
   }
   if (in_set) recap__free_set_erase_at(r->set, slot);
   if (already_split) {
-    stat_kind(st->inactive_split, r->small, -1);
-    stat_kind(st->inactive_split_bytes, r->small, -(int64_t)b->size);
+    recap__stat_kind(st->inactive_split, r->small, -1);
+    recap__stat_kind(st->inactive_split_bytes, r->small, -(int64_t)b->size);
   }
 }
 
@@ -747,11 +676,11 @@ static void account_alloc(const request_t *r, recap__block_t *b, void *site) {
   recap__ptr_map_insert(&recap__alloc.allocated, b->ptr, b);
   r->pool->allocated_bytes += (int64_t)b->size;
   recap_memory_stats_t *st = &r->d->stats;
-  stat_kind(st->allocation, r->small, 1);
-  stat_kind(st->allocated_bytes, r->small, (int64_t)b->size);
-  stat_kind(st->requested_bytes, r->small, (int64_t)r->size);
-  stat_kind(st->active, r->small, 1);
-  stat_kind(st->active_bytes, r->small, (int64_t)b->size);
+  recap__stat_kind(st->allocation, r->small, 1);
+  recap__stat_kind(st->allocated_bytes, r->small, (int64_t)b->size);
+  recap__stat_kind(st->requested_bytes, r->small, (int64_t)r->size);
+  recap__stat_kind(st->active, r->small, 1);
+  recap__stat_kind(st->active_bytes, r->small, (int64_t)b->size);
 }
 
 recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
@@ -763,7 +692,7 @@ recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: %zu bytes can never be had",
                         size);
   int device;
-  RECAP__CHECK(current_device(&device));
+  RECAP__CHECK(recap__alloc_current_device(&device));
 
   pthread_mutex_lock(&recap__alloc.lock);
   request_t r = {0};
@@ -812,9 +741,9 @@ recap_status_t recap_free(void *ptr) {
   b->allocated = false;
   seg->pool->allocated_bytes -= (int64_t)b->size;
   recap_memory_stats_t *st = &d->stats;
-  stat_kind(st->allocation, seg->small, -1);
-  stat_kind(st->allocated_bytes, seg->small, -(int64_t)b->size);
-  stat_kind(st->requested_bytes, seg->small, -(int64_t)b->requested);
+  recap__stat_kind(st->allocation, seg->small, -1);
+  recap__stat_kind(st->allocated_bytes, seg->small, -(int64_t)b->size);
+  recap__stat_kind(st->requested_bytes, seg->small, -(int64_t)b->requested);
   b->requested = 0;
   if (b->stream_use_count) {
     if (d->route_count) {
@@ -904,396 +833,4 @@ recap_status_t recap_empty_cache(void) {
   }
   pthread_mutex_unlock(&recap__alloc.lock);
   return result;
-}
-
-/* ------------------------------------------------------------------------------------------
- * Pools and routing
- * ---------------------------------------------------------------------------------------- */
-
-recap_status_t recap__pool_route_begin(int device, recap_pool_id_t id, uint64_t capture_id) {
-  if (recap_pool_is_default(id))
-    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
-                        "routing a capture to the default pool {0,0} is not possible: use "
-                        "recap_pool_handle() or let the graph make its own pool");
-  recap_status_t s = RECAP_SUCCESS;
-  pthread_mutex_lock(&recap__alloc.lock);
-  recap__device_state_t *d = device_state(device);
-  recap__pool_t *pool = d ? find_private_pool(d, id) : NULL;
-  bool created = false;
-  if (!d) {
-    s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "out of host memory");
-    goto out;
-  }
-  if (pool && pool->routed) {
-    s = recap__error(RECAP_ERROR_INVALID_USAGE,
-                     "pool {%" PRIu64 ",%" PRIu64
-                     "} is already routed to another capture under "
-                     "way; captures that run at the same time need pools of their own",
-                     id.a, id.b);
-    goto out;
-  }
-  for (int i = 0; i < d->route_count; i++) {
-    if (d->routes[i].capture_id == capture_id) {
-      s = recap__error(RECAP_ERROR_INVALID_USAGE,
-                       "capture %" PRIu64 " already routes its allocations to a pool", capture_id);
-      goto out;
-    }
-  }
-  if (!pool) {
-    pool = calloc(1, sizeof *pool);
-    if (!pool) {
-      s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "out of host memory");
-      goto out;
-    }
-    pool->id = id;
-    created = true;
-  }
-  if (d->route_count == d->route_capacity) {
-    int capacity = d->route_capacity ? d->route_capacity * 2 : 4;
-    recap__route_t *routes = realloc(d->routes, (size_t)capacity * sizeof *routes);
-    if (!routes) {
-      if (created) free(pool);
-      s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "out of host memory");
-      goto out;
-    }
-    d->routes = routes;
-    d->route_capacity = capacity;
-  }
-  if (created) {
-    pool->next = d->private_pools;
-    d->private_pools = pool;
-  }
-  pool->references++;
-  pool->routed = true;
-  d->routes[d->route_count].pool = pool;
-  d->routes[d->route_count].capture_id = capture_id;
-  d->route_count++;
-out:
-  pthread_mutex_unlock(&recap__alloc.lock);
-  return s;
-}
-
-recap_status_t recap__pool_route_end(int device, recap_pool_id_t id) {
-  recap_status_t s = RECAP_SUCCESS;
-  pthread_mutex_lock(&recap__alloc.lock);
-  recap__device_state_t *d = recap__alloc.devices[device];
-  int found = -1;
-  for (int i = 0; d && i < d->route_count; i++)
-    if (recap__pool_id_equal(d->routes[i].pool->id, id)) found = i;
-  if (found < 0) {
-    s = recap__error(RECAP_ERROR_INVALID_USAGE,
-                     "pool {%" PRIu64 ",%" PRIu64 "} is not routed to a capture on device %d", id.a,
-                     id.b, device);
-    goto out;
-  }
-  d->routes[found].pool->routed = false;
-  d->routes[found] = d->routes[--d->route_count];
-  /* Blocks freed during the capture that other streams used can get their events now. */
-  if (d->route_count == 0 && d->deferred_count) insert_deferred_events(d);
-out:
-  pthread_mutex_unlock(&recap__alloc.lock);
-  return s;
-}
-
-recap_status_t recap__pool_release(int device, recap_pool_id_t id) {
-  recap_status_t s = RECAP_SUCCESS;
-  pthread_mutex_lock(&recap__alloc.lock);
-  recap__device_state_t *d = recap__alloc.devices[device];
-  recap__pool_t *pool = d ? find_private_pool(d, id) : NULL;
-  if (!pool || pool->references == 0) {
-    s = recap__error(RECAP_ERROR_INVALID_USAGE,
-                     "pool {%" PRIu64 ",%" PRIu64 "} holds no reference to release on device %d",
-                     id.a, id.b, device);
-  } else {
-    pool->references--;
-    RECAP__ASSERT(pool->references >= 0);
-    /* A pool nobody references and that holds no memory is gone at once. Otherwise its free
-     * segments go back on the next recap_empty_cache() or out-of-memory retry. */
-    if (pool->references == 0 && pool->segment_count == 0 && !pool->routed)
-      pool_unlink_and_delete(d, pool);
-  }
-  pthread_mutex_unlock(&recap__alloc.lock);
-  return s;
-}
-
-static recap_status_t capture_id_of(recap_stream_t stream, uint64_t *id) {
-  recap__capture_status_t status;
-  RECAP__CHECK(recap__device()->stream_capture_info(stream, &status, id));
-  if (status != RECAP__CAPTURE_ACTIVE)
-    return recap__error(RECAP_ERROR_INVALID_USAGE,
-                        "recap_pool_route_begin: the stream is not capturing (%s); begin the "
-                        "capture first",
-                        status == RECAP__CAPTURE_NONE ? "no capture" : "capture invalidated");
-  return RECAP_SUCCESS;
-}
-
-recap_status_t recap_pool_route_begin(recap_pool_id_t pool, recap_stream_t capturing_stream) {
-  int device;
-  uint64_t id;
-  RECAP__CHECK(current_device(&device));
-  RECAP__CHECK(capture_id_of(capturing_stream, &id));
-  return recap__pool_route_begin(device, pool, id);
-}
-
-recap_status_t recap_pool_route_end(recap_pool_id_t pool) {
-  int device;
-  RECAP__CHECK(current_device(&device));
-  return recap__pool_route_end(device, pool);
-}
-
-recap_status_t recap_pool_release(recap_pool_id_t pool) {
-  int device;
-  RECAP__CHECK(current_device(&device));
-  return recap__pool_release(device, pool);
-}
-
-recap_status_t recap_pool_info(recap_pool_id_t id, recap_pool_info_t *info) {
-  RECAP__ARG(info != NULL, "recap_pool_info: info is NULL");
-  int device;
-  RECAP__CHECK(current_device(&device));
-  recap_status_t s = RECAP_SUCCESS;
-  pthread_mutex_lock(&recap__alloc.lock);
-  recap__device_state_t *d = recap__alloc.devices[device];
-  recap__pool_t *pool = NULL;
-  if (d) pool = recap_pool_is_default(id) ? &d->default_pool : find_private_pool(d, id);
-  if (!pool) {
-    s = recap__error(RECAP_ERROR_NOT_FOUND,
-                     "pool {%" PRIu64 ",%" PRIu64
-                     "} does not exist on device %d (never used, "
-                     "or its memory went back to the driver)",
-                     id.a, id.b, device);
-  } else {
-    info->references = pool->references;
-    info->routed = pool->routed;
-    info->segments = pool->segment_count;
-    info->reserved_bytes = pool->reserved_bytes;
-    info->allocated_bytes = pool->allocated_bytes;
-  }
-  pthread_mutex_unlock(&recap__alloc.lock);
-  return s;
-}
-
-/* ------------------------------------------------------------------------------------------
- * Statistics
- * ---------------------------------------------------------------------------------------- */
-
-static recap_status_t resolve_device(int *device) {
-  if (*device == -1) return current_device(device);
-  RECAP__ARG(*device >= 0 && *device < RECAP__MAX_DEVICES, "device %d is out of range", *device);
-  return RECAP_SUCCESS;
-}
-
-recap_status_t recap_memory_stats(int device, recap_memory_stats_t *stats) {
-  RECAP__ARG(stats != NULL, "recap_memory_stats: stats is NULL");
-  RECAP__CHECK(resolve_device(&device));
-  pthread_mutex_lock(&recap__alloc.lock);
-  recap__device_state_t *d = recap__alloc.devices[device];
-  if (d)
-    *stats = d->stats;
-  else
-    memset(stats, 0, sizeof *stats);
-  pthread_mutex_unlock(&recap__alloc.lock);
-  return RECAP_SUCCESS;
-}
-
-recap_status_t recap_memory_reset_peak(int device) {
-  RECAP__CHECK(resolve_device(&device));
-  pthread_mutex_lock(&recap__alloc.lock);
-  recap__device_state_t *d = recap__alloc.devices[device];
-  if (d) {
-    recap_stat_t *stat = (recap_stat_t *)&d->stats;
-    size_t counters = offsetof(recap_memory_stats_t, num_alloc_retries) / sizeof(recap_stat_t);
-    for (size_t i = 0; i < counters; i++) stat[i].peak = stat[i].current;
-  }
-  pthread_mutex_unlock(&recap__alloc.lock);
-  return RECAP_SUCCESS;
-}
-
-/* ------------------------------------------------------------------------------------------
- * Lookups for the layers above, and reset for tests
- * ---------------------------------------------------------------------------------------- */
-
-static recap__block_ref_t ref_of(const recap__block_t *b) {
-  return (recap__block_ref_t){.base = b->ptr,
-                              .size = b->size,
-                              .generation = b->generation,
-                              .allocated = b->allocated,
-                              .pool = b->segment->pool->id,
-                              .alloc_site = b->allocated ? b->alloc_site : NULL};
-}
-
-/* The block of seg that holds p, if any. */
-static bool find_in_segment(const recap__segment_t *seg, const char *p, recap__block_ref_t *ref) {
-  for (const recap__block_t *b = seg->head; b; b = b->next) {
-    if (p >= b->ptr && p < b->ptr + b->size) {
-      *ref = ref_of(b);
-      return true;
-    }
-  }
-  return false;
-}
-
-static bool find_in_pool(const recap__pool_t *pool, const char *p, recap__block_ref_t *ref) {
-  for (const recap__segment_t *seg = pool->segments; seg; seg = seg->next)
-    if (p >= seg->base && p < seg->base + seg->size) return find_in_segment(seg, p, ref);
-  return false;
-}
-
-/* The lookup of recap__alloc_find, with the lock held: the allocated map, then every pool. */
-static bool find_locked(const void *ptr, recap__block_ref_t *ref) {
-  const recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, ptr);
-  if (b) {
-    *ref = ref_of(b);
-    return true;
-  }
-  for (int i = 0; i < RECAP__MAX_DEVICES; i++) {
-    const recap__device_state_t *d = recap__alloc.devices[i];
-    if (!d) continue;
-    if (find_in_pool(&d->default_pool, ptr, ref)) return true;
-    for (const recap__pool_t *p = d->private_pools; p; p = p->next)
-      if (find_in_pool(p, ptr, ref)) return true;
-  }
-  return false;
-}
-
-bool recap__alloc_find(const void *ptr, recap__block_ref_t *ref) {
-  pthread_mutex_lock(&recap__alloc.lock);
-  bool found = find_locked(ptr, ref);
-  pthread_mutex_unlock(&recap__alloc.lock);
-  return found;
-}
-
-/* Every segment of every pool, sorted by address, for the batch lookup (lock held). */
-typedef struct segment_span {
-  const char *base, *end;
-  recap__segment_t *segment;
-} segment_span_t;
-
-static int compare_spans(const void *a, const void *b) {
-  const char *x = ((const segment_span_t *)a)->base, *y = ((const segment_span_t *)b)->base;
-  return (x > y) - (x < y);
-}
-
-static segment_span_t *segment_spans(size_t *count) {
-  size_t n = 0;
-  for (int i = 0; i < RECAP__MAX_DEVICES; i++) {
-    recap__device_state_t *d = recap__alloc.devices[i];
-    if (!d) continue;
-    n += (size_t)d->default_pool.segment_count;
-    for (recap__pool_t *p = d->private_pools; p; p = p->next) n += (size_t)p->segment_count;
-  }
-  *count = 0;
-  segment_span_t *spans = malloc((n ? n : 1) * sizeof *spans);
-  if (!spans) return NULL;
-  for (int i = 0; i < RECAP__MAX_DEVICES; i++) {
-    recap__device_state_t *d = recap__alloc.devices[i];
-    if (!d) continue;
-    /* The default pool first, then the private ones. */
-    for (recap__pool_t *p = &d->default_pool; p;
-         p = p == &d->default_pool ? d->private_pools : p->next)
-      for (recap__segment_t *seg = p->segments; seg && *count < n; seg = seg->next)
-        spans[(*count)++] = (segment_span_t){seg->base, seg->base + seg->size, seg};
-  }
-  qsort(spans, *count, sizeof *spans, compare_spans);
-  return spans;
-}
-
-static bool find_in_spans(const segment_span_t *spans, size_t n, const char *p,
-                          recap__block_ref_t *ref) {
-  size_t lo = 0, hi = n; /* the last span whose base <= p */
-  while (lo < hi) {
-    size_t mid = lo + (hi - lo) / 2;
-    if (spans[mid].base <= p)
-      lo = mid + 1;
-    else
-      hi = mid;
-  }
-  if (lo == 0 || p >= spans[lo - 1].end) return false;
-  return find_in_segment(spans[lo - 1].segment, p, ref);
-}
-
-void recap__alloc_find_many(const void *const *ptrs, size_t n, recap__block_ref_t *refs,
-                            bool *found) {
-  pthread_mutex_lock(&recap__alloc.lock);
-  segment_span_t *spans = NULL;
-  size_t span_count = 0;
-  bool spans_tried = false;
-  for (size_t i = 0; i < n; i++) {
-    found[i] = false;
-    const recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, ptrs[i]);
-    if (b) {
-      refs[i] = ref_of(b);
-      found[i] = true;
-      continue;
-    }
-    if (!spans_tried) {
-      spans = segment_spans(&span_count);
-      spans_tried = true;
-    }
-    if (spans) {
-      found[i] = find_in_spans(spans, span_count, ptrs[i], &refs[i]);
-    } else {
-      /* No host memory for the table: the slow walk, one address at a time. */
-      found[i] = find_locked(ptrs[i], &refs[i]);
-    }
-  }
-  pthread_mutex_unlock(&recap__alloc.lock);
-  free(spans);
-}
-
-size_t recap__alloc_count_dead(const recap__block_watch_t *watch, size_t n, bool *dead) {
-  size_t dead_count = 0;
-  pthread_mutex_lock(&recap__alloc.lock);
-  for (size_t i = 0; i < n; i++) {
-    const recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, watch[i].base);
-    bool is_dead = !b || b->generation != watch[i].generation;
-    dead_count += is_dead;
-    if (dead) dead[i] = is_dead;
-  }
-  pthread_mutex_unlock(&recap__alloc.lock);
-  return dead_count;
-}
-
-static void free_pool_memory_records(recap__pool_t *pool) {
-  for (recap__segment_t *seg = pool->segments, *next; seg; seg = next) {
-    next = seg->next;
-    for (recap__block_t *b = seg->head, *bn; b; b = bn) {
-      bn = b->next;
-      free(b->stream_uses);
-      free(b);
-    }
-    free(seg);
-  }
-  recap__free_set_clear(&pool->small_free);
-  recap__free_set_clear(&pool->large_free);
-}
-
-void recap__alloc_reset(void) {
-  pthread_mutex_lock(&recap__alloc.lock);
-  for (int i = 0; i < RECAP__MAX_DEVICES; i++) {
-    recap__device_state_t *d = recap__alloc.devices[i];
-    if (!d) continue;
-    free_pool_memory_records(&d->default_pool);
-    for (recap__pool_t *p = d->private_pools, *next; p; p = next) {
-      next = p->next;
-      free_pool_memory_records(p);
-      free(p);
-    }
-    free(d->routes);
-    free(d->pending);
-    free(d->deferred);
-    free(d->spare_events);
-    free(d);
-    recap__alloc.devices[i] = NULL;
-  }
-  recap__ptr_map_clear(&recap__alloc.allocated);
-  for (recap__block_t *b = recap__alloc.spare_blocks, *next; b; b = next) {
-    next = b->next;
-    free(b);
-  }
-  recap__alloc.spare_blocks = NULL;
-  free(recap__alloc.freed);
-  recap__alloc.freed = NULL;
-  recap__alloc.freed_next = 0;
-  pthread_mutex_unlock(&recap__alloc.lock);
 }

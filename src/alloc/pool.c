@@ -1,0 +1,210 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * pool.c — pool ids, routing a capture's allocations to a private pool, the references graphs
+ * hold on private pools, and recap_pool_info.
+ *
+ * A private pool is made by the first capture routed to it. It keeps its segments while a graph
+ * references it or a capture routes to it; after that its free segments go back to the driver
+ * on recap_empty_cache or an out-of-memory retry (allocator.c), and a pool left with no
+ * reference, route or segment is deleted. Every function here takes the allocator's one lock
+ * itself; the malloc/free core in allocator.c never calls into this file.
+ */
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "alloc/alloc_internal.h"
+#include "core/assert.h"
+#include "core/error.h"
+
+static _Atomic uint64_t next_handle_id = 1; /* recap_pool_handle(): {0, n} */
+static _Atomic uint64_t next_graph_id = 1;  /* pools graphs make for themselves: {n, 0} */
+
+/* ------------------------------------------------------------------------------------------
+ * Pool ids
+ * ---------------------------------------------------------------------------------------- */
+
+int recap_pool_is_default(recap_pool_id_t pool) { return pool.a == 0 && pool.b == 0; }
+
+recap_pool_id_t recap_pool_handle(void) {
+  recap_pool_id_t id = {0, atomic_fetch_add(&next_handle_id, 1)};
+  return id;
+}
+
+recap_pool_id_t recap__pool_id_for_graph(void) {
+  recap_pool_id_t id = {atomic_fetch_add(&next_graph_id, 1), 0};
+  return id;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Routing and references
+ * ---------------------------------------------------------------------------------------- */
+
+static recap__pool_t *find_private_pool(recap__device_state_t *d, recap_pool_id_t id) {
+  for (recap__pool_t *p = d->private_pools; p; p = p->next)
+    if (recap__pool_id_equal(p->id, id)) return p;
+  return NULL;
+}
+
+recap_status_t recap__pool_route_begin(int device, recap_pool_id_t id, uint64_t capture_id) {
+  if (recap_pool_is_default(id))
+    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                        "routing a capture to the default pool {0,0} is not possible: use "
+                        "recap_pool_handle() or let the graph make its own pool");
+  recap_status_t s = RECAP_SUCCESS;
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__device_state_t *d = recap__alloc_device_state(device);
+  recap__pool_t *pool = d ? find_private_pool(d, id) : NULL;
+  bool created = false;
+  if (!d) {
+    s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "out of host memory");
+    goto out;
+  }
+  if (pool && pool->routed) {
+    s = recap__error(RECAP_ERROR_INVALID_USAGE,
+                     "pool {%" PRIu64 ",%" PRIu64
+                     "} is already routed to another capture under "
+                     "way; captures that run at the same time need pools of their own",
+                     id.a, id.b);
+    goto out;
+  }
+  for (int i = 0; i < d->route_count; i++) {
+    if (d->routes[i].capture_id == capture_id) {
+      s = recap__error(RECAP_ERROR_INVALID_USAGE,
+                       "capture %" PRIu64 " already routes its allocations to a pool", capture_id);
+      goto out;
+    }
+  }
+  if (!pool) {
+    pool = calloc(1, sizeof *pool);
+    if (!pool) {
+      s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "out of host memory");
+      goto out;
+    }
+    pool->id = id;
+    created = true;
+  }
+  if (d->route_count == d->route_capacity) {
+    int capacity = d->route_capacity ? d->route_capacity * 2 : 4;
+    recap__route_t *routes = realloc(d->routes, (size_t)capacity * sizeof *routes);
+    if (!routes) {
+      if (created) free(pool);
+      s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "out of host memory");
+      goto out;
+    }
+    d->routes = routes;
+    d->route_capacity = capacity;
+  }
+  if (created) {
+    pool->next = d->private_pools;
+    d->private_pools = pool;
+  }
+  pool->references++;
+  pool->routed = true;
+  d->routes[d->route_count].pool = pool;
+  d->routes[d->route_count].capture_id = capture_id;
+  d->route_count++;
+out:
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return s;
+}
+
+recap_status_t recap__pool_route_end(int device, recap_pool_id_t id) {
+  recap_status_t s = RECAP_SUCCESS;
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__device_state_t *d = recap__alloc.devices[device];
+  int found = -1;
+  for (int i = 0; d && i < d->route_count; i++)
+    if (recap__pool_id_equal(d->routes[i].pool->id, id)) found = i;
+  if (found < 0) {
+    s = recap__error(RECAP_ERROR_INVALID_USAGE,
+                     "pool {%" PRIu64 ",%" PRIu64 "} is not routed to a capture on device %d", id.a,
+                     id.b, device);
+    goto out;
+  }
+  d->routes[found].pool->routed = false;
+  d->routes[found] = d->routes[--d->route_count];
+  /* Blocks freed during the capture that other streams used can get their events now. */
+  if (d->route_count == 0 && d->deferred_count) recap__alloc_insert_deferred_events(d);
+out:
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return s;
+}
+
+recap_status_t recap__pool_release(int device, recap_pool_id_t id) {
+  recap_status_t s = RECAP_SUCCESS;
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__device_state_t *d = recap__alloc.devices[device];
+  recap__pool_t *pool = d ? find_private_pool(d, id) : NULL;
+  if (!pool || pool->references == 0) {
+    s = recap__error(RECAP_ERROR_INVALID_USAGE,
+                     "pool {%" PRIu64 ",%" PRIu64 "} holds no reference to release on device %d",
+                     id.a, id.b, device);
+  } else {
+    pool->references--;
+    RECAP__ASSERT(pool->references >= 0);
+    /* A pool nobody references and that holds no memory is gone at once. Otherwise its free
+     * segments go back on the next recap_empty_cache() or out-of-memory retry. */
+    if (pool->references == 0 && pool->segment_count == 0 && !pool->routed)
+      recap__alloc_pool_delete(d, pool);
+  }
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return s;
+}
+
+static recap_status_t capture_id_of(recap_stream_t stream, uint64_t *id) {
+  recap__capture_status_t status;
+  RECAP__CHECK(recap__device()->stream_capture_info(stream, &status, id));
+  if (status != RECAP__CAPTURE_ACTIVE)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_pool_route_begin: the stream is not capturing (%s); begin the "
+                        "capture first",
+                        status == RECAP__CAPTURE_NONE ? "no capture" : "capture invalidated");
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_pool_route_begin(recap_pool_id_t pool, recap_stream_t capturing_stream) {
+  int device;
+  uint64_t id;
+  RECAP__CHECK(recap__alloc_current_device(&device));
+  RECAP__CHECK(capture_id_of(capturing_stream, &id));
+  return recap__pool_route_begin(device, pool, id);
+}
+
+recap_status_t recap_pool_route_end(recap_pool_id_t pool) {
+  int device;
+  RECAP__CHECK(recap__alloc_current_device(&device));
+  return recap__pool_route_end(device, pool);
+}
+
+recap_status_t recap_pool_release(recap_pool_id_t pool) {
+  int device;
+  RECAP__CHECK(recap__alloc_current_device(&device));
+  return recap__pool_release(device, pool);
+}
+
+recap_status_t recap_pool_info(recap_pool_id_t id, recap_pool_info_t *info) {
+  RECAP__ARG(info != NULL, "recap_pool_info: info is NULL");
+  int device;
+  RECAP__CHECK(recap__alloc_current_device(&device));
+  recap_status_t s = RECAP_SUCCESS;
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__device_state_t *d = recap__alloc.devices[device];
+  recap__pool_t *pool = NULL;
+  if (d) pool = recap_pool_is_default(id) ? &d->default_pool : find_private_pool(d, id);
+  if (!pool) {
+    s = recap__error(RECAP_ERROR_NOT_FOUND,
+                     "pool {%" PRIu64 ",%" PRIu64
+                     "} does not exist on device %d (never used, "
+                     "or its memory went back to the driver)",
+                     id.a, id.b, device);
+  } else {
+    info->references = pool->references;
+    info->routed = pool->routed;
+    info->segments = pool->segment_count;
+    info->reserved_bytes = pool->reserved_bytes;
+    info->allocated_bytes = pool->allocated_bytes;
+  }
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return s;
+}

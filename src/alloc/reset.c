@@ -1,0 +1,54 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * reset.c — recap__alloc_reset: drop every piece of allocator state without calling the device.
+ *
+ * For the tests, after the fake device was reset: the host records (devices, pools, segments,
+ * blocks, the pointer map, the free ring) are freed, and the device is not called.
+ */
+#include <stdlib.h>
+
+#include "alloc/alloc_internal.h"
+
+static void free_pool_memory_records(recap__pool_t *pool) {
+  for (recap__segment_t *seg = pool->segments, *next; seg; seg = next) {
+    next = seg->next;
+    for (recap__block_t *b = seg->head, *bn; b; b = bn) {
+      bn = b->next;
+      free(b->stream_uses);
+      free(b);
+    }
+    free(seg);
+  }
+  recap__free_set_clear(&pool->small_free);
+  recap__free_set_clear(&pool->large_free);
+}
+
+void recap__alloc_reset(void) {
+  pthread_mutex_lock(&recap__alloc.lock);
+  for (int i = 0; i < RECAP__MAX_DEVICES; i++) {
+    recap__device_state_t *d = recap__alloc.devices[i];
+    if (!d) continue;
+    free_pool_memory_records(&d->default_pool);
+    for (recap__pool_t *p = d->private_pools, *next; p; p = next) {
+      next = p->next;
+      free_pool_memory_records(p);
+      free(p);
+    }
+    free(d->routes);
+    free(d->pending);
+    free(d->deferred);
+    free(d->spare_events);
+    free(d);
+    recap__alloc.devices[i] = NULL;
+  }
+  recap__ptr_map_clear(&recap__alloc.allocated);
+  for (recap__block_t *b = recap__alloc.spare_blocks, *next; b; b = next) {
+    next = b->next;
+    free(b);
+  }
+  recap__alloc.spare_blocks = NULL;
+  free(recap__alloc.freed);
+  recap__alloc.freed = NULL;
+  recap__alloc.freed_next = 0;
+  pthread_mutex_unlock(&recap__alloc.lock);
+}

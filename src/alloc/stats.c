@@ -1,0 +1,44 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * stats.c — the public statistics queries: recap_memory_stats and recap_memory_reset_peak.
+ *
+ * The counters themselves are updated by the malloc/free core in allocator.c, under the
+ * allocator's lock; these functions copy or reset them under the same lock.
+ */
+#include <stddef.h>
+#include <string.h>
+
+#include "alloc/alloc_internal.h"
+#include "core/error.h"
+
+static recap_status_t resolve_device(int *device) {
+  if (*device == -1) return recap__alloc_current_device(device);
+  RECAP__ARG(*device >= 0 && *device < RECAP__MAX_DEVICES, "device %d is out of range", *device);
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_memory_stats(int device, recap_memory_stats_t *stats) {
+  RECAP__ARG(stats != NULL, "recap_memory_stats: stats is NULL");
+  RECAP__CHECK(resolve_device(&device));
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__device_state_t *d = recap__alloc.devices[device];
+  if (d)
+    *stats = d->stats;
+  else
+    memset(stats, 0, sizeof *stats);
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_memory_reset_peak(int device) {
+  RECAP__CHECK(resolve_device(&device));
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__device_state_t *d = recap__alloc.devices[device];
+  if (d) {
+    recap_stat_t *stat = (recap_stat_t *)&d->stats;
+    size_t counters = offsetof(recap_memory_stats_t, num_alloc_retries) / sizeof(recap_stat_t);
+    for (size_t i = 0; i < counters; i++) stat[i].peak = stat[i].current;
+  }
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return RECAP_SUCCESS;
+}
