@@ -3,6 +3,9 @@
  * test_bad_input.c — the bad-input matrix: every public function called with NULL pointers,
  * destroyed and foreign handles, and every wrong state, on the CPU fake device.
  *
+ * Why one file of about 900 lines: the hand-written cases are one table whose coverage is
+ * counted against the public functions as a whole, and most of the file is that table.
+ *
  * Two tables make the matrix. The generated one (bad_input_cases.inc, written at build time by
  * cmake/GenBadInputMatrix.cmake from the public headers) has, for every public function, one case
  * per pointer parameter passed NULL and, for every recap handle parameter, one with a destroyed

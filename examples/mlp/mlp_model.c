@@ -9,6 +9,10 @@
  * parameter gradients into the flat gradient buffer. The eager way calls them directly; the
  * graphed way hands them to recap_graphed_create; the whole-step way calls them between
  * recap_graph_capture_begin and _end. Same functions, same kernels, same order: same bits.
+ *
+ * Why one file of about 900 lines: the three ways are only comparable because they share these
+ * functions, and a reader checks that by reading them side by side; the kernels (mlp_kernels.cu)
+ * and the data (mlp_data.c) live apart.
  */
 #include "mlp_model.h"
 
