@@ -71,7 +71,7 @@ static void options_too_small(void **state) {
   expect_size_message("recap_capture_scope_begin", 0, "recap_scope_options_t",
                       FIRST_SIZE(recap_scope_options_t), sizeof o, "RECAP_SCOPE_OPTIONS_INIT");
   assert_null(out);
-  recap_callable_desc_t desc = {.forward = toy_forward};
+  recap_callable_desc_t desc = {.size = sizeof(recap_callable_desc_t), .forward = toy_forward};
   recap_graphed_t h = (recap_graphed_t)&desc;
   recap_graphed_options_t go = RECAP_GRAPHED_OPTIONS_INIT;
   go.size = sizeof(size_t);
@@ -104,7 +104,7 @@ static void options_too_large(void **state) {
   expect_size_message("recap_capture_scope_begin", sizeof r.scope + 1, "recap_scope_options_t",
                       FIRST_SIZE(recap_scope_options_t), sizeof r.scope,
                       "RECAP_SCOPE_OPTIONS_INIT");
-  recap_callable_desc_t desc = {.forward = toy_forward};
+  recap_callable_desc_t desc = {.size = sizeof(recap_callable_desc_t), .forward = toy_forward};
   recap_graphed_t h;
   r.graphed = (recap_graphed_options_t)RECAP_GRAPHED_OPTIONS_INIT;
   r.graphed.size = sizeof r.graphed + 16;
@@ -148,7 +148,7 @@ static void older_options_take_defaults(void **state) {
 
   /* Graphs disabled: the callable is made from the options alone. */
   recap__graphs_disabled_override(1);
-  recap_callable_desc_t desc = {.forward = toy_forward};
+  recap_callable_desc_t desc = {.size = sizeof(recap_callable_desc_t), .forward = toy_forward};
   recap_graphed_t h = NULL;
   recap_graphed_options_t go = RECAP_GRAPHED_OPTIONS_INIT;
   go.check_input_liveness = 1;

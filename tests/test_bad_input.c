@@ -150,10 +150,13 @@ static recap_status_t toy_forward(void *ctx, recap_stream_t stream, int training
   return recap_malloc(&outputs[0].data, outputs[0].bytes, stream);
 }
 
-static recap_status_t toy_backward(void *ctx, recap_stream_t stream,
+static recap_status_t toy_backward(void *ctx, recap_stream_t stream, const recap_buffer_t *inputs,
+                                   const recap_buffer_t *outputs,
                                    const recap_buffer_t *grad_outputs,
                                    recap_buffer_t *grad_inputs) {
   (void)ctx;
+  (void)inputs;
+  (void)outputs;
   recap__fake_launch_kernel(stream, "bim_backward");
   grad_inputs[0].bytes = grad_outputs[0].bytes;
   return recap_malloc(&grad_inputs[0].data, grad_inputs[0].bytes, stream);
@@ -178,7 +181,8 @@ static void bim_setup(bim_fixture_t *f) {
   static const int requires_grad[1] = {1};
   f->inputs[0] = (recap_buffer_t){f->x, sizeof f->x};
   f->grad_outputs[0] = (recap_buffer_t){f->gx, sizeof f->gx};
-  f->descs[0] = (recap_callable_desc_t){.forward = toy_forward,
+  f->descs[0] = (recap_callable_desc_t){.size = sizeof(recap_callable_desc_t),
+                                        .forward = toy_forward,
                                         .backward = toy_backward,
                                         .input_count = 1,
                                         .sample_inputs = f->inputs,

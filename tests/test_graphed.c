@@ -31,6 +31,8 @@ typedef struct toy {
   int skip_grad_of;    /* input index whose gradient the backward leaves out (-1: none) */
   int last_training;
   char *log; /* shared: the order of calls */
+  /* What the last backward was handed: the forward's buffers and the output gradient. */
+  recap_buffer_t seen_inputs[2], seen_output, seen_grad_output;
 } toy_t;
 
 static int capturing(recap_stream_t s) {
@@ -56,11 +58,16 @@ static recap_status_t toy_forward(void *ctx, recap_stream_t stream, int training
   return recap_malloc(&outputs[0].data, outputs[0].bytes, stream);
 }
 
-static recap_status_t toy_backward(void *ctx, recap_stream_t stream,
+static recap_status_t toy_backward(void *ctx, recap_stream_t stream, const recap_buffer_t *inputs,
+                                   const recap_buffer_t *outputs,
                                    const recap_buffer_t *grad_outputs,
                                    recap_buffer_t *grad_inputs) {
   toy_t *t = ctx;
   t->backwards++;
+  t->seen_inputs[0] = inputs[0];
+  t->seen_inputs[1] = inputs[1];
+  t->seen_output = outputs[0];
+  t->seen_grad_output = grad_outputs[0];
   if (capturing(stream)) {
     t->captured_backwards++;
     char entry[4] = {'B', t->name, ' ', 0};
@@ -69,7 +76,7 @@ static recap_status_t toy_backward(void *ctx, recap_stream_t stream,
   recap__fake_launch_kernel(stream, "toy_backward");
   for (int i = 0; i < 2; i++) {
     if (i == t->skip_grad_of) continue;
-    grad_inputs[i].bytes = grad_outputs[0].bytes;
+    grad_inputs[i].bytes = inputs[i].bytes;
     recap_status_t s = recap_malloc(&grad_inputs[i].data, grad_inputs[i].bytes, stream);
     if (s != RECAP_SUCCESS) return s;
   }
@@ -98,13 +105,16 @@ static void setup(fixture_t *f) {
     f->toys[c] = (toy_t){.name = (char)('1' + c), .skip_grad_of = -1, .log = f->log};
     f->inputs[c][0] = (recap_buffer_t){f->x[c], sizeof f->x[c]};
     f->inputs[c][1] = (recap_buffer_t){f->w[c], sizeof f->w[c]};
-    f->descs[c] = (recap_callable_desc_t){.forward = toy_forward,
-                                          .backward = toy_backward,
-                                          .ctx = &f->toys[c],
-                                          .input_count = 2,
-                                          .sample_inputs = f->inputs[c],
-                                          .requires_grad = f->requires_grad,
-                                          .output_count = 1};
+    /* From the INIT macro, fields by name (as graphed.h asks). */
+    recap_callable_desc_t d = RECAP_CALLABLE_DESC_INIT;
+    d.forward = toy_forward;
+    d.backward = toy_backward;
+    d.ctx = &f->toys[c];
+    d.input_count = 2;
+    d.sample_inputs = f->inputs[c];
+    d.requires_grad = f->requires_grad;
+    d.output_count = 1;
+    f->descs[c] = d;
   }
 }
 
@@ -375,7 +385,8 @@ static void dead_weight_in_a_graphed_step(void **state) {
   setup(&f);
   void *weight;
   OK(recap_malloc(&weight, 4096, f.stream));
-  recap_callable_desc_t desc = {.forward = weight_forward,
+  recap_callable_desc_t desc = {.size = sizeof(recap_callable_desc_t),
+                                .forward = weight_forward,
                                 .ctx = &weight,
                                 .input_count = 1,
                                 .sample_inputs = f.inputs[0],
@@ -390,6 +401,111 @@ static void dead_weight_in_a_graphed_step(void **state) {
   EXPECT_STATUS(recap_graphed_forward(h, f.stream, 1, f.inputs[0], &out), RECAP_ERROR_DEAD_INPUT);
   EXPECT_MESSAGE("linear");
   teardown(&h, 1);
+}
+
+/* The backward is handed the buffers of the forward it differentiates: the static ones in the
+ * captures and the replays, the caller's inputs and the eager outputs in an eager call. */
+static void backward_receives_the_forwards_buffers(void **state) {
+  (void)state;
+  fixture_t f;
+  setup(&f);
+  recap_graphed_t h;
+  OK(recap_graphed_create(&h, f.descs, 1, NULL));
+  toy_t *t = &f.toys[0];
+  /* The captured backward (the last call of create) saw the static buffers. */
+  assert_ptr_equal(t->seen_inputs[0].data, f.x[0]);
+  assert_int_equal(t->seen_inputs[0].bytes, sizeof f.x[0]);
+  assert_ptr_equal(t->seen_inputs[1].data, f.w[0]);
+  const recap_buffer_t *out, *grads;
+  OK(recap_graphed_forward(h, f.stream, 1, f.inputs[0], &out));
+  assert_ptr_equal(t->seen_output.data, out[0].data);
+  assert_int_equal(t->seen_output.bytes, sizeof f.x[0]);
+  assert_non_null(t->seen_grad_output.data); /* the static gradient buffer */
+  assert_int_equal(t->seen_grad_output.bytes, sizeof f.x[0]);
+
+  /* Eagerly (the other mode) it sees the caller's inputs and the eager outputs. */
+  float fresh[64] = {0};
+  recap_buffer_t in[2] = {{fresh, sizeof fresh}, f.inputs[0][1]};
+  OK(recap_graphed_forward(h, f.stream, 0, in, &out));
+  in[0] = (recap_buffer_t){NULL, 0}; /* the array may go; recap kept its own copy */
+  float g[64] = {0};
+  recap_buffer_t grad_out[1] = {{g, sizeof g}};
+  OK(recap_graphed_backward(h, f.stream, grad_out, &grads));
+  assert_int_equal(t->backwards, 5);
+  assert_ptr_equal(t->seen_inputs[0].data, fresh);
+  assert_int_equal(t->seen_inputs[0].bytes, sizeof fresh);
+  assert_ptr_equal(t->seen_inputs[1].data, f.w[0]);
+  assert_ptr_equal(t->seen_output.data, out[0].data);
+  assert_ptr_equal(t->seen_grad_output.data, g);
+  teardown(&h, 1);
+}
+
+/* An output that requires no gradient gets no gradient buffer, and its gradient is not read:
+ * the backward sees {NULL, 0}, and grad_outputs may be NULL. */
+static void outputs_without_grad_get_no_gradient(void **state) {
+  (void)state;
+  fixture_t f;
+  setup(&f);
+  static const int no_grad[1] = {0};
+  f.descs[0].output_requires_grad = no_grad;
+  recap_graphed_t h;
+  OK(recap_graphed_create(&h, f.descs, 1, NULL));
+  toy_t *t = &f.toys[0];
+  assert_null(t->seen_grad_output.data);
+  assert_int_equal(t->seen_grad_output.bytes, 0);
+  /* The static output gradients are made outside the captures, in the default pool: none. */
+  const recap_pool_id_t default_pool = {0, 0};
+  assert_int_equal(pool_info(default_pool).allocated_bytes, 0);
+  const recap_buffer_t *out, *grads;
+  OK(recap_graphed_forward(h, f.stream, 1, f.inputs[0], &out));
+  uint64_t launches = recap__fake_now().graph_launches;
+  OK(recap_graphed_backward(h, f.stream, NULL, &grads));
+  assert_int_equal(recap__fake_now().graph_launches, launches + 1);
+  assert_non_null(grads[1].data);
+  /* Eagerly too: the caller's entry for that output is not read or passed on. */
+  OK(recap_graphed_forward(h, f.stream, 0, f.inputs[0], &out));
+  recap_buffer_t junk[1] = {{(void *)0x10, 3}};
+  OK(recap_graphed_backward(h, f.stream, junk, &grads));
+  assert_null(t->seen_grad_output.data);
+  assert_int_equal(t->seen_grad_output.bytes, 0);
+  OK(recap_graphed_backward(h, f.stream, NULL, &grads));
+  teardown(&h, 1);
+
+  /* By default every output requires a gradient, and grad_outputs must be given. */
+  setup(&f);
+  OK(recap_graphed_create(&h, f.descs, 1, NULL));
+  assert_int_equal(pool_info(default_pool).allocated_bytes, 512); /* 256 bytes, rounded */
+  OK(recap_graphed_forward(h, f.stream, 1, f.inputs[0], &out));
+  EXPECT_STATUS(recap_graphed_backward(h, f.stream, NULL, &grads), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("grad_outputs is NULL but an output requires a gradient");
+  teardown(&h, 1);
+}
+
+/* The desc follows the options-struct rule: a size not set by RECAP_CALLABLE_DESC_INIT is
+ * refused, naming the element, the struct and the macro; nothing is made. */
+static void desc_size_is_checked(void **state) {
+  (void)state;
+  fixture_t f;
+  setup(&f);
+  recap_graphed_t h[2] = {(recap_graphed_t)0x1, (recap_graphed_t)0x1};
+  f.descs[0].size = 0;
+  EXPECT_STATUS(recap_graphed_create(h, f.descs, 2, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  char expected[256];
+  snprintf(expected, sizeof expected,
+           "recap_graphed_create: descs[0]: options->size is 0, but a recap_callable_desc_t is "
+           "%zu to %zu bytes",
+           sizeof(recap_callable_desc_t), sizeof(recap_callable_desc_t));
+  EXPECT_MESSAGE(expected);
+  EXPECT_MESSAGE("RECAP_CALLABLE_DESC_INIT");
+  assert_null(h[0]);
+  assert_null(h[1]);
+  f.descs[0].size = sizeof(recap_callable_desc_t);
+  f.descs[1].size = sizeof(recap_callable_desc_t) + 8;
+  EXPECT_STATUS(recap_graphed_create(h, f.descs, 2, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("descs[1]: options->size is");
+  assert_null(h[0]);
+  assert_int_equal(f.toys[0].forwards, 0); /* refused before any work */
+  teardown(h, 0);
 }
 
 static void bad_arguments(void **state) {
@@ -429,6 +545,9 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(faults_at_every_step_of_create),
     cmocka_unit_test(parameter_only_backward_is_captured),
     cmocka_unit_test(dead_weight_in_a_graphed_step),
+    cmocka_unit_test(backward_receives_the_forwards_buffers),
+    cmocka_unit_test(outputs_without_grad_get_no_gradient),
+    cmocka_unit_test(desc_size_is_checked),
     cmocka_unit_test(bad_arguments),
 };
 

@@ -67,10 +67,13 @@ static recap_status_t toy_forward(void *ctx, recap_stream_t stream, int training
   return s;
 }
 
-static recap_status_t toy_backward(void *ctx, recap_stream_t stream,
+static recap_status_t toy_backward(void *ctx, recap_stream_t stream, const recap_buffer_t *inputs,
+                                   const recap_buffer_t *outputs,
                                    const recap_buffer_t *grad_outputs,
                                    recap_buffer_t *grad_inputs) {
   (void)ctx;
+  (void)inputs;
+  (void)outputs;
   recap__fake_launch_kernel(stream, "sweep_backward");
   grad_inputs[0].bytes = grad_outputs[0].bytes;
   return recap_malloc(&grad_inputs[0].data, grad_inputs[0].bytes, stream);
@@ -131,7 +134,8 @@ static recap_status_t workload(outcome_t *o) {
   /* A graphed callable, forward and backward. */
   static const int requires_grad[1] = {1};
   recap_buffer_t in[1] = {{x, sizeof x}}, grad[1] = {{gx, sizeof gx}};
-  recap_callable_desc_t desc = {.forward = toy_forward,
+  recap_callable_desc_t desc = {.size = sizeof(recap_callable_desc_t),
+                                .forward = toy_forward,
                                 .backward = toy_backward,
                                 .input_count = 1,
                                 .sample_inputs = in,

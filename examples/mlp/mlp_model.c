@@ -518,9 +518,14 @@ static recap_status_t block_forward(void *ctx, recap_stream_t stream, int traini
   return RECAP_SUCCESS;
 }
 
-static recap_status_t block_backward(void *ctx, recap_stream_t stream,
+/* recap hands back the block's input and output too; the layers read the activations each
+ * forward kept (saved_out), which cover them, so they go unused here. */
+static recap_status_t block_backward(void *ctx, recap_stream_t stream, const recap_buffer_t *inputs,
+                                     const recap_buffer_t *outputs,
                                      const recap_buffer_t *grad_outputs,
                                      recap_buffer_t *grad_inputs) {
+  (void)inputs;
+  (void)outputs;
   mlp_block_t *b = ctx;
   mlp_model_t *m = b->model;
   MLP_TRY(use_stream(m, stream));
@@ -602,7 +607,7 @@ static recap_status_t step_body(mlp_model_t *m, cudaStream_t stream) {
       fail_recap(s, "recap_annotate_push", __FILE__, __LINE__);
       free_intermediates(&m->whole);
     } else {
-      s = annotated(block_backward(&m->whole, stream, &grad_out, &grad_in), stream);
+      s = annotated(block_backward(&m->whole, stream, &in, &out, &grad_out, &grad_in), stream);
     }
   } else {
     free_intermediates(&m->whole);
@@ -792,13 +797,15 @@ static recap_status_t create_callables(mlp_trainer_t *t) {
       }
       inputs[i] = (recap_buffer_t){t->samples[i], bytes};
     }
-    descs[i] = (recap_callable_desc_t){.forward = block_forward,
-                                       .backward = block_backward,
-                                       .ctx = &t->blocks[i],
-                                       .input_count = 1,
-                                       .sample_inputs = &inputs[i],
-                                       .requires_grad = &requires_grad,
-                                       .output_count = 1};
+    recap_callable_desc_t d = RECAP_CALLABLE_DESC_INIT;
+    d.forward = block_forward;
+    d.backward = block_backward;
+    d.ctx = &t->blocks[i];
+    d.input_count = 1;
+    d.sample_inputs = &inputs[i];
+    d.requires_grad = &requires_grad;
+    d.output_count = 1;
+    descs[i] = d;
   }
   if (s == RECAP_SUCCESS) {
     cudaError_t e = cudaStreamSynchronize(m->stream);

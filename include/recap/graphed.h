@@ -21,6 +21,21 @@
  * gradients should have them zeroed after create). The functions run on recap's side stream
  * during warm-up and capture and on the caller's stream later: a library handle they use (a
  * cuBLAS handle, say) must follow the stream they are given, workspace included.
+ *
+ * Who owns what:
+ *  - The caller owns the sample inputs (recap_callable_desc_t.sample_inputs), before, during
+ *    and after the handle's life: recap never frees them, and they must stay allocated until
+ *    the handle is destroyed, since the graphs read them. Inputs passed to a call stay the
+ *    caller's too; recap copies from them and keeps no pointer past the call (an eager
+ *    backward reads the inputs of the eager forward before it, so keep those until then).
+ *  - The callable owns every buffer it hands back: static outputs, static input gradients and
+ *    the results of eager calls, made with recap_malloc in its pool or on the caller's stream.
+ *    Never free them; they stay valid as each call's comment says and go with
+ *    recap_graphed_destroy. Copy out what must outlive that.
+ *  - The callable owns its graphs (recap_graphed_graphs lends them) and its reference to the
+ *    shared pool; a pool passed in options.pool stays the caller's id to share further.
+ *  - Gradients the forward and backward functions write elsewhere (parameters in ctx) and ctx
+ *    itself are the caller's; ctx must outlive the handle.
  */
 #ifndef RECAP_GRAPHED_H
 #define RECAP_GRAPHED_H
@@ -40,29 +55,55 @@ typedef struct recap_buffer {
 } recap_buffer_t;
 
 /* Enqueue the forward on stream. inputs has the callable's input_count buffers; allocate each
- * of the output_count outputs with recap_malloc(..., stream) and store it in outputs[i] (recap
- * owns and frees them). training says which mode the caller runs in. */
+ * of the output_count outputs with recap_malloc(..., stream) and store it in outputs[i] (the
+ * callable owns them from then on and frees them; never free one yourself). training says which
+ * mode the caller runs in. */
 typedef recap_status_t (*recap_forward_fn)(void *ctx, recap_stream_t stream, int training,
                                            const recap_buffer_t *inputs, recap_buffer_t *outputs);
 
-/* Enqueue the backward on stream. grad_outputs holds a gradient for each output (same sizes).
- * For each input whose requires_grad is set, allocate its gradient with recap_malloc(...,
- * stream) into grad_inputs[i], or leave grad_inputs[i].data NULL if the input was not used;
- * entries of inputs that need no gradient are ignored. Write parameter gradients where you keep
- * them. */
+/* Enqueue the backward of the forward that ran last, on stream. inputs and outputs are that
+ * forward's: the input_count inputs it read and the output_count outputs it made (in a captured
+ * pass the static buffers, whose addresses every replay reuses; in an eager call the caller's
+ * inputs and the eager outputs), so a backward needs no pointers kept in ctx. Both are read-only
+ * and valid during the call only. grad_outputs holds a gradient for each output (same sizes);
+ * an output that does not require a gradient (output_requires_grad) gets {NULL, 0}. For each
+ * input whose requires_grad is set, allocate its gradient with recap_malloc(..., stream) into
+ * grad_inputs[i], or leave grad_inputs[i].data NULL if the input was not used; entries of
+ * inputs that need no gradient are ignored (a gradient allocated there anyway is freed). Write
+ * parameter gradients where you keep them. */
 typedef recap_status_t (*recap_backward_fn)(void *ctx, recap_stream_t stream,
+                                            const recap_buffer_t *inputs,
+                                            const recap_buffer_t *outputs,
                                             const recap_buffer_t *grad_outputs,
                                             recap_buffer_t *grad_inputs);
 
+/* One callable. Start from RECAP_CALLABLE_DESC_INIT and set fields by name; `size` follows the
+ * rule of every recap options struct (recap/graph.h, above recap_capture_options_t). An array of
+ * descs is read with the stride descs[0].size gives, so every element must carry the same size.
+ * recap copies the struct and its arrays during recap_graphed_create; none of it needs to
+ * outlive the call, except the memory sample_inputs point at (below). */
 typedef struct recap_callable_desc {
+  size_t size;                /* sizeof(recap_callable_desc_t), set by the INIT macro */
   recap_forward_fn forward;   /* required */
   recap_backward_fn backward; /* NULL: inference only */
   void *ctx;                  /* passed to both */
   size_t input_count;
-  const recap_buffer_t *sample_inputs; /* input_count buffers; they become the static inputs */
-  const int *requires_grad;            /* input_count flags, or NULL for none */
+  /* input_count buffers of the caller's, which become the callable's static inputs: the
+   * captured graphs read them at their addresses, and every call copies an input given
+   * elsewhere into them. The caller keeps owning them: recap never frees them, and they must
+   * stay allocated until the handle is destroyed. */
+  const recap_buffer_t *sample_inputs;
+  const int *requires_grad; /* input_count flags, or NULL for none */
   size_t output_count;
+  /* output_count flags, or NULL for all (as PyTorch's outputs that require grad). An output
+   * that does not require a gradient gets no gradient buffer: the backward receives {NULL, 0}
+   * for it, and recap_graphed_backward ignores the caller's entry for it (grad_outputs may be
+   * NULL when no output requires one). */
+  const int *output_requires_grad;
 } recap_callable_desc_t;
+
+#define RECAP_CALLABLE_DESC_INIT \
+  { sizeof(recap_callable_desc_t), NULL, NULL, NULL, 0, NULL, NULL, 0, NULL }
 
 /* Start from RECAP_GRAPHED_OPTIONS_INIT; `size` follows the rule of every recap options struct
  * (recap/graph.h, above recap_capture_options_t). */
@@ -89,7 +130,10 @@ typedef struct recap_graphed *recap_graphed_t;
 RECAP_NODISCARD RECAP_API recap_status_t
 recap_graphed_create(recap_graphed_t *handles, const recap_callable_desc_t *descs, size_t count,
                      const recap_graphed_options_t *options);
-/* Release the callable's graphs, static buffers and pool reference. NULL is a no-op. */
+/* Release what the callable owns: its graphs, the buffers it allocated (static outputs, output
+ * and input gradients, eager results) and its pool reference. The caller's sample inputs are
+ * left alone. Destroy a handle once the work that used its buffers has finished. NULL is a
+ * no-op. */
 RECAP_API recap_status_t recap_graphed_destroy(recap_graphed_t handle);
 
 /* Run the forward on stream with inputs (input_count buffers of the sample sizes), and set
@@ -100,8 +144,9 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graphed_forward(recap_graphed_t h
                                                                recap_stream_t stream, int training,
                                                                const recap_buffer_t *inputs,
                                                                const recap_buffer_t **outputs);
-/* Run the backward of the last forward on stream with grad_outputs, and set *grad_inputs to
- * input_count buffers (data NULL where an input needs no gradient). They stay valid until the
+/* Run the backward of the last forward on stream with grad_outputs (output_count buffers of
+ * the outputs' sizes; the entries of outputs that require no gradient are not read), and set
+ * *grad_inputs to input_count buffers (data NULL where an input needs no gradient). They stay valid until the
  * next backward of this callable or the next forward of any callable created with it: the
  * passes share one pool, and a forward may reuse memory the backward's results live in (as in
  * PyTorch). RECAP_ERROR_INVALID_USAGE without a backward function or before a forward. */

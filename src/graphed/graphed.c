@@ -11,6 +11,7 @@
  * the static outputs. A call in the other training mode, or with graphs disabled, runs the
  * user's functions eagerly instead.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,8 +25,9 @@ enum { GRAPHED_MAGIC = 0x72677068 /* "rgph" */ };
 struct recap_graphed {
   uint32_t magic;                /* GRAPHED_MAGIC while the handle is live */
   recap_callable_desc_t desc;    /* arrays below are our copies */
-  recap_buffer_t *static_inputs; /* the sample inputs (the caller's memory) */
+  recap_buffer_t *static_inputs; /* the sample inputs (the caller's memory, never freed here) */
   int *requires_grad;
+  int *output_requires_grad;
   int training;      /* the mode captured */
   bool allow_unused; /* options.allow_unused_input, for eager backwards too */
   bool eager_only;   /* graphs disabled: never captured */
@@ -33,7 +35,9 @@ struct recap_graphed {
   recap_buffer_t *static_outputs;      /* allocated in the forward capture (pool) */
   recap_buffer_t *static_grad_outputs; /* allocated before the backward capture */
   recap_buffer_t *static_grad_inputs;  /* allocated in the backward capture (pool) */
+  recap_buffer_t *eager_inputs;        /* the last eager forward's inputs (the caller's) */
   recap_buffer_t *eager_outputs;       /* the last eager forward's, freed at the next */
+  recap_buffer_t *eager_grad_outputs;  /* an eager backward's output gradients, as passed on */
   recap_buffer_t *eager_grad_inputs;   /* the last eager backward's, freed at the next */
   bool forward_ran, last_forward_eager;
 };
@@ -69,10 +73,13 @@ static recap_status_t release_handle(recap_graphed_t h) {
   free(h->static_outputs);
   free(h->static_grad_outputs);
   free(h->static_grad_inputs);
+  free(h->eager_inputs);
   free(h->eager_outputs);
+  free(h->eager_grad_outputs);
   free(h->eager_grad_inputs);
   free(h->static_inputs);
   free(h->requires_grad);
+  free(h->output_requires_grad);
   h->magic = 0;
   free(h);
   return s;
@@ -101,13 +108,17 @@ static recap_status_t make_handle(const recap_callable_desc_t *d, size_t index, 
   h->training = training;
   h->static_inputs = calloc(in, sizeof *h->static_inputs);
   h->requires_grad = calloc(in, sizeof *h->requires_grad);
+  h->output_requires_grad = calloc(out_n, sizeof *h->output_requires_grad);
   h->static_outputs = calloc(out_n, sizeof(recap_buffer_t));
   h->static_grad_outputs = calloc(out_n, sizeof(recap_buffer_t));
   h->static_grad_inputs = calloc(in, sizeof(recap_buffer_t));
+  h->eager_inputs = calloc(in, sizeof(recap_buffer_t));
   h->eager_outputs = calloc(out_n, sizeof(recap_buffer_t));
+  h->eager_grad_outputs = calloc(out_n, sizeof(recap_buffer_t));
   h->eager_grad_inputs = calloc(in, sizeof(recap_buffer_t));
-  if (!h->static_inputs || !h->requires_grad || !h->static_outputs || !h->static_grad_outputs ||
-      !h->static_grad_inputs || !h->eager_outputs || !h->eager_grad_inputs) {
+  if (!h->static_inputs || !h->requires_grad || !h->output_requires_grad || !h->static_outputs ||
+      !h->static_grad_outputs || !h->static_grad_inputs || !h->eager_inputs || !h->eager_outputs ||
+      !h->eager_grad_outputs || !h->eager_grad_inputs) {
     release_handle(h);
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graphed_create: out of host memory");
   }
@@ -115,8 +126,12 @@ static recap_status_t make_handle(const recap_callable_desc_t *d, size_t index, 
     h->static_inputs[i] = d->sample_inputs[i];
     h->requires_grad[i] = d->requires_grad ? d->requires_grad[i] != 0 : 0;
   }
+  /* As PyTorch's make_graphed_callables: with no flags given, every output requires grad. */
+  for (size_t i = 0; i < d->output_count; i++)
+    h->output_requires_grad[i] = d->output_requires_grad ? d->output_requires_grad[i] != 0 : 1;
   h->desc.sample_inputs = h->static_inputs;
   h->desc.requires_grad = h->requires_grad;
+  h->desc.output_requires_grad = h->output_requires_grad;
   *out = h;
   return RECAP_SUCCESS;
 }
@@ -152,13 +167,17 @@ static recap_status_t call_forward(recap_graphed_t h, recap_stream_t stream, int
   return RECAP_SUCCESS;
 }
 
-/* The user's backward, with the unused-input rule checked. */
+/* The user's backward of the forward that read `inputs` and made `outputs`, with the
+ * unused-input rule checked. grad_outputs is {NULL, 0} for every output that requires no
+ * gradient. */
 static recap_status_t call_backward(recap_graphed_t h, recap_stream_t stream, bool allow_unused,
+                                    const recap_buffer_t *inputs, const recap_buffer_t *outputs,
                                     const recap_buffer_t *grad_outputs,
                                     recap_buffer_t *grad_inputs) {
   memset(grad_inputs, 0, h->desc.input_count * sizeof *grad_inputs);
   recap_clear_last_error();
-  recap_status_t s = h->desc.backward(h->desc.ctx, stream, grad_outputs, grad_inputs);
+  recap_status_t s =
+      h->desc.backward(h->desc.ctx, stream, inputs, outputs, grad_outputs, grad_inputs);
   if (s != RECAP_SUCCESS) user_failure(s, "backward");
   for (size_t i = 0; s == RECAP_SUCCESS && i < h->desc.input_count; i++) {
     if (!h->requires_grad[i]) {
@@ -177,12 +196,14 @@ static recap_status_t call_backward(recap_graphed_t h, recap_stream_t stream, bo
   return s;
 }
 
-/* Buffers shaped like `shape`, allocated on stream. */
-static recap_status_t alloc_like(const recap_buffer_t *shape, size_t count, recap_stream_t stream,
-                                 recap_buffer_t *out) {
+/* Buffers shaped like `shape`, allocated on stream, for the outputs that require a gradient;
+ * {NULL, 0} for the others. */
+static recap_status_t alloc_grads_like(const recap_buffer_t *shape, const int *requires_grad,
+                                       size_t count, recap_stream_t stream, recap_buffer_t *out) {
   for (size_t i = 0; i < count; i++) {
-    out[i].bytes = shape[i].bytes;
+    out[i].bytes = requires_grad[i] ? shape[i].bytes : 0;
     out[i].data = NULL;
+    if (!requires_grad[i]) continue;
     recap_status_t s = recap_malloc(&out[i].data, shape[i].bytes, stream);
     if (s != RECAP_SUCCESS) {
       free_buffers(out, i);
@@ -199,10 +220,11 @@ static recap_status_t warm_up(recap_graphed_t h, recap_stream_t s,
     RECAP__CHECK(call_forward(h, s, o->training, h->static_inputs, h->eager_outputs));
     recap_status_t st = RECAP_SUCCESS;
     if (needs_backward(h)) {
-      st = alloc_like(h->eager_outputs, out, s, h->static_grad_outputs);
+      st = alloc_grads_like(h->eager_outputs, h->output_requires_grad, out, s,
+                            h->static_grad_outputs);
       if (st == RECAP_SUCCESS) {
-        st = call_backward(h, s, o->allow_unused_input, h->static_grad_outputs,
-                           h->eager_grad_inputs);
+        st = call_backward(h, s, o->allow_unused_input, h->static_inputs, h->eager_outputs,
+                           h->static_grad_outputs, h->eager_grad_inputs);
         free_buffers(h->eager_grad_inputs, in);
         free_buffers(h->static_grad_outputs, out);
       }
@@ -245,7 +267,29 @@ static recap_status_t forward_pass(recap_graphed_t h, recap_stream_t s,
 
 static recap_status_t backward_pass(recap_graphed_t h, recap_stream_t s,
                                     const recap_graphed_options_t *o) {
-  return call_backward(h, s, o->allow_unused_input, h->static_grad_outputs, h->static_grad_inputs);
+  return call_backward(h, s, o->allow_unused_input, h->static_inputs, h->static_outputs,
+                       h->static_grad_outputs, h->static_grad_inputs);
+}
+
+/* descs[i] under the options-struct rule (core/args.h): the array's stride is the size of
+ * descs[0], as the caller's headers had it, and every element must carry that size. */
+static recap_status_t read_desc(const recap_callable_desc_t *descs, size_t i, size_t *stride,
+                                recap_callable_desc_t *out) {
+  const char *at = (const char *)descs + i * *stride;
+  char function[64];
+  snprintf(function, sizeof function, "recap_graphed_create: descs[%zu]", i);
+  *out = (recap_callable_desc_t)RECAP_CALLABLE_DESC_INIT;
+  RECAP__CHECK(RECAP__OPTIONS_COPY(out, at, recap_callable_desc_t, output_requires_grad, function,
+                                   "RECAP_CALLABLE_DESC_INIT"));
+  size_t size;
+  memcpy(&size, at, sizeof size);
+  if (i == 0) *stride = size;
+  if (size != *stride)
+    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                        "%s: size is %zu but descs[0].size is %zu; every element of the array "
+                        "must start from RECAP_CALLABLE_DESC_INIT",
+                        function, size, *stride);
+  return RECAP_SUCCESS;
 }
 
 recap_status_t recap_graphed_create(recap_graphed_t *handles, const recap_callable_desc_t *descs,
@@ -261,8 +305,11 @@ recap_status_t recap_graphed_create(recap_graphed_t *handles, const recap_callab
   o.training = o.training != 0;
 
   recap_status_t s = RECAP_SUCCESS;
+  size_t stride = 0;
   for (size_t i = 0; i < count && s == RECAP_SUCCESS; i++) {
-    s = make_handle(&descs[i], i, o.training, &handles[i]);
+    recap_callable_desc_t d;
+    s = read_desc(descs, i, &stride, &d);
+    if (s == RECAP_SUCCESS) s = make_handle(&d, i, o.training, &handles[i]);
     if (s == RECAP_SUCCESS) handles[i]->allow_unused = o.allow_unused_input != 0;
   }
   if (s != RECAP_SUCCESS) goto fail;
@@ -287,8 +334,8 @@ recap_status_t recap_graphed_create(recap_graphed_t *handles, const recap_callab
   for (size_t i = count; i-- > 0;) {
     recap_graphed_t h = handles[i];
     if (!needs_backward(h)) continue;
-    RECAP__CHECK_GOTO(alloc_like(h->static_outputs, h->desc.output_count, side,
-                                 h->static_grad_outputs),
+    RECAP__CHECK_GOTO(alloc_grads_like(h->static_outputs, h->output_requires_grad,
+                                       h->desc.output_count, side, h->static_grad_outputs),
                       s, fail);
     RECAP__CHECK_GOTO(capture_pass(h, &h->backward_graph, side, &o, backward_pass), s, fail);
   }
@@ -335,7 +382,9 @@ recap_status_t recap_graphed_forward(recap_graphed_t h, recap_stream_t stream, i
   training = training != 0;
   if (h->eager_only || training != h->training) {
     free_buffers(h->eager_outputs, h->desc.output_count);
-    RECAP__CHECK(call_forward(h, stream, training, inputs, h->eager_outputs));
+    /* The backward of this forward is handed its inputs: keep the caller's buffer list. */
+    if (h->desc.input_count) memcpy(h->eager_inputs, inputs, h->desc.input_count * sizeof *inputs);
+    RECAP__CHECK(call_forward(h, stream, training, h->eager_inputs, h->eager_outputs));
     h->forward_ran = h->last_forward_eager = true;
     *outputs = h->eager_outputs;
     return RECAP_SUCCESS;
@@ -357,15 +406,25 @@ recap_status_t recap_graphed_backward(recap_graphed_t h, recap_stream_t stream,
   if (!h->desc.backward)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_graphed_backward: the callable has no backward function");
-  RECAP__ARG(grad_outputs != NULL || h->desc.output_count == 0,
-             "recap_graphed_backward: grad_outputs is NULL");
+  size_t out_n = h->desc.output_count;
+  bool any_grad = false;
+  for (size_t i = 0; i < out_n; i++) any_grad = any_grad || h->output_requires_grad[i];
+  RECAP__ARG(grad_outputs != NULL || !any_grad,
+             "recap_graphed_backward: grad_outputs is NULL but an output requires a gradient");
   if (!h->forward_ran)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_graphed_backward: call recap_graphed_forward first");
   if (h->last_forward_eager || !h->backward_graph) {
     free_buffers(h->eager_grad_inputs, h->desc.input_count);
+    /* The backward sees what a captured one would: no gradient for outputs that need none. */
+    for (size_t i = 0; i < out_n; i++)
+      h->eager_grad_outputs[i] =
+          h->output_requires_grad[i] ? grad_outputs[i] : (recap_buffer_t){NULL, 0};
+    const recap_buffer_t *fw_inputs = h->last_forward_eager ? h->eager_inputs : h->static_inputs;
+    const recap_buffer_t *fw_outputs = h->last_forward_eager ? h->eager_outputs : h->static_outputs;
     /* An eager backward checks unused inputs as the capture would have. */
-    RECAP__CHECK(call_backward(h, stream, h->allow_unused, grad_outputs, h->eager_grad_inputs));
+    RECAP__CHECK(call_backward(h, stream, h->allow_unused, fw_inputs, fw_outputs,
+                               h->eager_grad_outputs, h->eager_grad_inputs));
     *grad_inputs = h->eager_grad_inputs;
     return RECAP_SUCCESS;
   }

@@ -202,7 +202,6 @@ typedef struct mlp {
   recap_generator_t gen;        /* dropout on the hidden layer in training mode; NULL: none */
   float p;
   int want_dx;            /* the input needs a gradient */
-  const float *saved_x;   /* the last forward's input */
   const float *saved_mid; /* what the second layer read: a, or d after dropout */
   int dropped;            /* the last forward ran dropout */
   int forwards, backwards;
@@ -297,16 +296,19 @@ static inline recap_status_t mlp_forward(void *ctx, recap_stream_t stream, int t
   TRY(recap_malloc(&outputs[0].data, outputs[0].bytes, stream));
   LAUNCH(recap_graphed_test_linear(outputs[0].data, mid, m->w2, m->b2, m->rows, m->hidden, m->out,
                                    stream));
-  m->saved_x = x;
   m->saved_mid = mid;
   return RECAP_SUCCESS;
 }
 
 static inline recap_status_t mlp_backward(void *ctx, recap_stream_t stream,
+                                          const recap_buffer_t *inputs,
+                                          const recap_buffer_t *outputs,
                                           const recap_buffer_t *grad_outputs,
                                           recap_buffer_t *grad_inputs) {
+  (void)outputs;
   mlp_t *m = ctx;
   m->backwards++;
+  const float *x = inputs[0].data; /* the forward's input, handed back by recap */
   const float *dy = grad_outputs[0].data;
   const size_t nh = m->rows * m->hidden;
   LAUNCH(recap_graphed_test_linear_grad_params(m->dw2, m->db2, dy, m->saved_mid, m->rows, m->hidden,
@@ -318,8 +320,8 @@ static inline recap_status_t mlp_backward(void *ctx, recap_stream_t stream,
   if (m->dropped)
     LAUNCH(recap_graphed_test_dropout_grad(dmid, dmid, m->mask, nh, 1.0f / (1.0f - m->p), stream));
   LAUNCH(recap_graphed_test_relu_grad(dmid, dmid, m->h, nh, stream));
-  LAUNCH(recap_graphed_test_linear_grad_params(m->dw1, m->db1, dmid, m->saved_x, m->rows, m->in,
-                                               m->hidden, stream));
+  LAUNCH(recap_graphed_test_linear_grad_params(m->dw1, m->db1, dmid, x, m->rows, m->in, m->hidden,
+                                               stream));
   if (m->want_dx) {
     grad_inputs[0].bytes = m->rows * m->in * sizeof(float);
     TRY(recap_malloc(&grad_inputs[0].data, grad_inputs[0].bytes, stream));
@@ -332,9 +334,8 @@ static inline recap_status_t mlp_backward(void *ctx, recap_stream_t stream,
 /* ---- elementwise callables ------------------------------------------------------------------ */
 
 typedef struct elementwise {
-  float a, b;         /* affine: y = a x + b */
-  int temp;           /* affine: go through a temporary, freed inside the forward */
-  const float *saved; /* square: its input; gate: its gate */
+  float a, b; /* affine: y = a x + b */
+  int temp;   /* affine: go through a temporary, freed inside the forward */
   int forwards, backwards;
 } elementwise_t;
 
@@ -365,8 +366,12 @@ static inline recap_status_t affine_forward(void *ctx, recap_stream_t stream, in
 
 /* dx = a * dy for input 0 only. */
 static inline recap_status_t affine_backward(void *ctx, recap_stream_t stream,
+                                             const recap_buffer_t *inputs,
+                                             const recap_buffer_t *outputs,
                                              const recap_buffer_t *grad_outputs,
                                              recap_buffer_t *grad_inputs) {
+  (void)inputs;
+  (void)outputs;
   elementwise_t *e = ctx;
   e->backwards++;
   const size_t n = grad_outputs[0].bytes / sizeof(float);
@@ -385,19 +390,21 @@ static inline recap_status_t square_forward(void *ctx, recap_stream_t stream, in
   const size_t n = inputs[0].bytes / sizeof(float);
   TRY(allocate_like(&outputs[0], inputs[0].bytes, stream));
   LAUNCH(recap_graphed_test_mul(outputs[0].data, inputs[0].data, inputs[0].data, n, stream));
-  e->saved = inputs[0].data;
   return RECAP_SUCCESS;
 }
 
 static inline recap_status_t square_backward(void *ctx, recap_stream_t stream,
+                                             const recap_buffer_t *inputs,
+                                             const recap_buffer_t *outputs,
                                              const recap_buffer_t *grad_outputs,
                                              recap_buffer_t *grad_inputs) {
+  (void)outputs;
   elementwise_t *e = ctx;
   e->backwards++;
   const size_t n = grad_outputs[0].bytes / sizeof(float);
   TRY(allocate_like(&grad_inputs[0], grad_outputs[0].bytes, stream));
-  LAUNCH(recap_graphed_test_square_grad(grad_inputs[0].data, grad_outputs[0].data, e->saved, n,
-                                        stream));
+  LAUNCH(recap_graphed_test_square_grad(grad_inputs[0].data, grad_outputs[0].data, inputs[0].data,
+                                        n, stream));
   return RECAP_SUCCESS;
 }
 
@@ -410,19 +417,38 @@ static inline recap_status_t gate_forward(void *ctx, recap_stream_t stream, int 
   const size_t n = inputs[0].bytes / sizeof(float);
   TRY(allocate_like(&outputs[0], inputs[0].bytes, stream));
   LAUNCH(recap_graphed_test_mul(outputs[0].data, inputs[0].data, inputs[1].data, n, stream));
-  e->saved = inputs[1].data;
   return RECAP_SUCCESS;
 }
 
 static inline recap_status_t gate_backward(void *ctx, recap_stream_t stream,
+                                           const recap_buffer_t *inputs,
+                                           const recap_buffer_t *outputs,
                                            const recap_buffer_t *grad_outputs,
                                            recap_buffer_t *grad_inputs) {
+  (void)outputs;
   elementwise_t *e = ctx;
   e->backwards++;
   const size_t n = grad_outputs[0].bytes / sizeof(float);
   TRY(allocate_like(&grad_inputs[0], grad_outputs[0].bytes, stream));
-  LAUNCH(recap_graphed_test_mul(grad_inputs[0].data, grad_outputs[0].data, e->saved, n, stream));
+  LAUNCH(
+      recap_graphed_test_mul(grad_inputs[0].data, grad_outputs[0].data, inputs[1].data, n, stream));
   return RECAP_SUCCESS;
+}
+
+/* A callable's description from RECAP_CALLABLE_DESC_INIT, every output requiring a gradient. */
+static inline recap_callable_desc_t callable(recap_forward_fn forward, recap_backward_fn backward,
+                                             void *ctx, size_t input_count,
+                                             const recap_buffer_t *sample_inputs,
+                                             const int *requires_grad, size_t output_count) {
+  recap_callable_desc_t d = RECAP_CALLABLE_DESC_INIT;
+  d.forward = forward;
+  d.backward = backward;
+  d.ctx = ctx;
+  d.input_count = input_count;
+  d.sample_inputs = sample_inputs;
+  d.requires_grad = requires_grad;
+  d.output_count = output_count;
+  return d;
 }
 
 static const int NEEDS_GRAD[1] = {1};

@@ -37,8 +37,8 @@ static void separately_graphed_callables_share_a_pool(void **state) {
     dys[i] = gpu_floats(N, s);
     gpu_set(samples[i], N, 0.0f, s);
     sample_bufs[i] = buffer(samples[i], N * sizeof(float));
-    recap_callable_desc_t desc = {affine_forward,  affine_backward, &m[i], 1,
-                                  &sample_bufs[i], NEEDS_GRAD,      1};
+    recap_callable_desc_t desc =
+        callable(affine_forward, affine_backward, &m[i], 1, &sample_bufs[i], NEEDS_GRAD, 1);
     OK(recap_graphed_create(&h[i], &desc, 1, &opts));
     assert_true(pools_equal(forward_pool(h[i]), pool));
   }
@@ -115,7 +115,7 @@ static void unused_input_is_refused_unless_allowed(void **state) {
   recap_buffer_t samples[2] = {buffer(a, N * sizeof(float)), buffer(b, N * sizeof(float))};
   static const int both[2] = {1, 1};
   /* y = 2 a + 1: b is never read, and the backward gives it no gradient. */
-  recap_callable_desc_t desc = {affine_forward, affine_backward, &e, 2, samples, both, 1};
+  recap_callable_desc_t desc = callable(affine_forward, affine_backward, &e, 2, samples, both, 1);
   const int64_t allocations = gpu_stats().allocation[RECAP_STAT_ALL].current;
 
   recap_graphed_t h = (recap_graphed_t)&e; /* must be cleared */
@@ -182,7 +182,8 @@ static void eval_mode_runs_eagerly(void **state) {
   float *sample = gpu_floats(FEATURES, s);
   gpu_set(sample, FEATURES, 0.0f, s);
   recap_buffer_t sample_buf = buffer(sample, FEATURES * sizeof(float));
-  recap_callable_desc_t desc = {mlp_forward, mlp_backward, &graphed, 1, &sample_buf, NEEDS_GRAD, 1};
+  recap_callable_desc_t desc =
+      callable(mlp_forward, mlp_backward, &graphed, 1, &sample_buf, NEEDS_GRAD, 1);
   recap_graphed_t h;
   OK(recap_graphed_create(&h, &desc, 1, NULL)); /* training mode by default */
   recap_pool_id_t pool = forward_pool(h);
@@ -224,7 +225,7 @@ static void eval_mode_runs_eagerly(void **state) {
   OK(recap_graphed_backward(h, s, &dy_buf, &grads));
   assert_int_equal(graphed.backwards, backwards + 1);
   memset(ref_grad, 0, sizeof ref_grad);
-  OK(mlp_backward(&eager, s, &dy_buf, ref_grad));
+  OK(mlp_backward(&eager, s, &in, ref, &dy_buf, ref_grad));
   expect_same(ref_grad[0].data, grads[0].data, bytes, "eval backward: input gradient");
   expect_same_mlp(&eager, &graphed, "eval backward");
   OK(recap_free(ref_grad[0].data));
@@ -242,7 +243,7 @@ static void eval_mode_runs_eagerly(void **state) {
   OK(recap_graphed_backward(h, s, &dy_buf, &grads));
   assert_int_equal(graphed.backwards, backwards + 1);
   memset(ref_grad, 0, sizeof ref_grad);
-  OK(mlp_backward(&eager, s, &dy_buf, ref_grad));
+  OK(mlp_backward(&eager, s, &in, ref, &dy_buf, ref_grad));
   expect_same(ref_grad[0].data, grads[0].data, bytes, "training backward: input gradient");
   expect_same_mlp(&eager, &graphed, "training backward");
   OK(recap_free(ref_grad[0].data));
@@ -276,7 +277,8 @@ static void new_inputs_are_copied_into_static_buffers(void **state) {
   gpu_set(sample, N, 0.0f, s);
   const size_t bytes = N * sizeof(float);
   recap_buffer_t sample_buf = buffer(sample, bytes), other_buf = buffer(other, bytes);
-  recap_callable_desc_t desc = {affine_forward, affine_backward, &e, 1, &sample_buf, NEEDS_GRAD, 1};
+  recap_callable_desc_t desc =
+      callable(affine_forward, affine_backward, &e, 1, &sample_buf, NEEDS_GRAD, 1);
   recap_graphed_t h;
   OK(recap_graphed_create(&h, &desc, 1, NULL));
   recap_pool_id_t pool = forward_pool(h);

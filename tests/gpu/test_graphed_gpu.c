@@ -50,16 +50,16 @@ static void chain_init(chain_t *c, recap_generator_t gen, cudaStream_t s,
   c->affine.a = 2.0f;
   c->affine.b = 1.0f;
   static const int gate_grad[2] = {1, 0};
-  c->descs[0] = (recap_callable_desc_t){
-      mlp_forward, mlp_backward, &c->first, 1, samples ? samples[0] : NULL, NEEDS_NO_GRAD, 1};
-  c->descs[1] = (recap_callable_desc_t){
-      mlp_forward, mlp_backward, &c->second, 1, samples ? samples[1] : NULL, NEEDS_GRAD, 1};
-  c->descs[2] = (recap_callable_desc_t){
-      affine_forward, affine_backward, &c->affine, 1, samples ? samples[2] : NULL, NEEDS_GRAD, 1};
-  c->descs[3] = (recap_callable_desc_t){
-      square_forward, square_backward, &c->square, 1, samples ? samples[3] : NULL, NEEDS_GRAD, 1};
-  c->descs[4] = (recap_callable_desc_t){
-      gate_forward, gate_backward, &c->gate, 2, samples ? samples[4] : NULL, gate_grad, 1};
+  c->descs[0] = callable(mlp_forward, mlp_backward, &c->first, 1, samples ? samples[0] : NULL,
+                         NEEDS_NO_GRAD, 1);
+  c->descs[1] = callable(mlp_forward, mlp_backward, &c->second, 1, samples ? samples[1] : NULL,
+                         NEEDS_GRAD, 1);
+  c->descs[2] = callable(affine_forward, affine_backward, &c->affine, 1,
+                         samples ? samples[2] : NULL, NEEDS_GRAD, 1);
+  c->descs[3] = callable(square_forward, square_backward, &c->square, 1,
+                         samples ? samples[3] : NULL, NEEDS_GRAD, 1);
+  c->descs[4] =
+      callable(gate_forward, gate_backward, &c->gate, 2, samples ? samples[4] : NULL, gate_grad, 1);
 }
 
 static void chain_free(chain_t *c) {
@@ -82,10 +82,11 @@ typedef struct eager_step {
 static void eager_step(chain_t *c, float *x, float *gate, const float *target, cudaStream_t s,
                        eager_step_t *r) {
   memset(r, 0, sizeof *r);
+  recap_buffer_t in[CHAIN][2];
   for (int k = 0; k < CHAIN; k++) {
-    recap_buffer_t in[2] = {k == 0 ? buffer(x, ROWS * D_IN * sizeof(float)) : r->out[k - 1][0],
-                            buffer(gate, FEATURES * sizeof(float))};
-    OK(c->descs[k].forward(c->descs[k].ctx, s, 1, in, r->out[k]));
+    in[k][0] = k == 0 ? buffer(x, ROWS * D_IN * sizeof(float)) : r->out[k - 1][0];
+    in[k][1] = buffer(gate, FEATURES * sizeof(float));
+    OK(c->descs[k].forward(c->descs[k].ctx, s, 1, in[k], r->out[k]));
   }
   r->dy = gpu_floats(FEATURES, s);
   CUDA_OK(recap_graphed_test_sub_scale(r->dy, r->out[CHAIN - 1][0].data, target, FEATURES,
@@ -93,7 +94,7 @@ static void eager_step(chain_t *c, float *x, float *gate, const float *target, c
   for (int k = CHAIN - 1; k >= 0; k--) {
     recap_buffer_t gout =
         k == CHAIN - 1 ? buffer(r->dy, FEATURES * sizeof(float)) : r->grad[k + 1][0];
-    OK(c->descs[k].backward(c->descs[k].ctx, s, &gout, r->grad[k]));
+    OK(c->descs[k].backward(c->descs[k].ctx, s, in[k], r->out[k], &gout, r->grad[k]));
   }
   chain_sgd(c, s);
 }
@@ -298,7 +299,8 @@ static void dead_weight_in_a_graphed_training_step(void **state) {
   float *sample = gpu_floats(ROWS * D_IN, s);
   gpu_set(sample, ROWS * D_IN, 0.0f, s);
   recap_buffer_t sample_buf = buffer(sample, ROWS * D_IN * sizeof(float));
-  recap_callable_desc_t desc = {mlp_forward, mlp_backward, &m, 1, &sample_buf, NEEDS_NO_GRAD, 1};
+  recap_callable_desc_t desc =
+      callable(mlp_forward, mlp_backward, &m, 1, &sample_buf, NEEDS_NO_GRAD, 1);
   recap_graphed_options_t opts = RECAP_GRAPHED_OPTIONS_INIT;
   opts.check_input_liveness = 1;
   recap_graphed_t h;
@@ -330,7 +332,7 @@ static void graphed_callable_without_gradients(void **state) {
   float *sample = gpu_floats(N, s), *x = gpu_floats(N, s);
   gpu_set(sample, N, 0.0f, s);
   recap_buffer_t sample_buf = buffer(sample, N * sizeof(float));
-  recap_callable_desc_t desc = {affine_forward, NULL, &graphed, 1, &sample_buf, NULL, 1};
+  recap_callable_desc_t desc = callable(affine_forward, NULL, &graphed, 1, &sample_buf, NULL, 1);
   recap_graphed_t h;
   OK(recap_graphed_create(&h, &desc, 1, NULL));
   recap_graph_t fw = NULL, bw = NULL;

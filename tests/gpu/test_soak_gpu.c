@@ -203,10 +203,13 @@ static recap_status_t plus_one_forward(void *ctx, recap_stream_t stream, int tra
              : RECAP_ERROR_CUDA;
 }
 
-static recap_status_t twice_backward(void *ctx, recap_stream_t stream,
+static recap_status_t twice_backward(void *ctx, recap_stream_t stream, const recap_buffer_t *inputs,
+                                     const recap_buffer_t *outputs,
                                      const recap_buffer_t *grad_outputs,
                                      recap_buffer_t *grad_inputs) {
   (void)ctx;
+  (void)inputs;
+  (void)outputs;
   grad_inputs[0].bytes = grad_outputs[0].bytes;
   recap_status_t s = recap_malloc(&grad_inputs[0].data, grad_inputs[0].bytes, stream);
   if (s != RECAP_SUCCESS) return s;
@@ -264,7 +267,8 @@ static recap_status_t workload(outcome_t *o, bool check_values) {
     gpu_set(x, N, 1.0f, s);
     gpu_set(gx, N, 3.0f, s);
     recap_buffer_t in[1] = {{x, N * sizeof(float)}}, grad[1] = {{gx, N * sizeof(float)}};
-    recap_callable_desc_t desc = {.forward = plus_one_forward,
+    recap_callable_desc_t desc = {.size = sizeof(recap_callable_desc_t),
+                                  .forward = plus_one_forward,
                                   .backward = twice_backward,
                                   .input_count = 1,
                                   .sample_inputs = in,
