@@ -73,9 +73,15 @@ static const uint64_t *device_words(recap_generator_t gen) {
   return st.seed_ptr;
 }
 
-/* The fake's uniform stand-in (fake.h). */
-static float fake_uniform(uint64_t seed, uint64_t offset, size_t i) {
+/* The fake's draw u(i) in (0, 1] that normal and dropout use (fake.h). */
+static float fake_u(uint64_t seed, uint64_t offset, size_t i) {
   return (float)((seed + offset + (uint64_t)i) % 1000u + 1u) / 1000.0f;
+}
+
+/* The fake's recap_rng_uniform: u(i) with 1 mapped to 0, in [0, 1) as the CUDA kernel's. */
+static float fake_uniform(uint64_t seed, uint64_t offset, size_t i) {
+  float u = fake_u(seed, offset, i);
+  return u == 1.0f ? 0.0f : u;
 }
 
 /* ---- lifetime ------------------------------------------------------------------------------ */
@@ -710,13 +716,19 @@ static void fake_kernels_fill_from_the_state(void **state) {
   for (size_t i = 0; i < n; i++) in[i] = (float)i;
 
   OK(recap_rng_uniform(gen, out, n, s)); /* offset 0 */
+  size_t zeros = 0;
   for (size_t i = 0; i < n; i++) {
-    assert_true(out[i] > 0.0f && out[i] <= 1.0f);
+    /* PyTorch's range, [0, 1): the fake's u(i) = 1 comes out as 0, and 1 never does. */
+    assert_true(out[i] >= 0.0f && out[i] < 1.0f);
     assert_true(out[i] == fake_uniform(seed, 0, i));
+    zeros += out[i] == 0.0f;
   }
+  assert_int_equal(zeros, 3);      /* seed + i = 999 mod 1000: i = 499, 1499, 2499 */
+  assert_true(out[499] == 0.0f);   /* where the fake's u is 1 */
+  assert_true(out[498] == 0.999f); /* the largest value */
+  assert_true(out[500] == 0.001f); /* the smallest nonzero one */
   OK(recap_rng_normal(gen, out, n, 10.0f, 2.0f, s)); /* offset 4 */
-  for (size_t i = 0; i < n; i++)
-    assert_true(out[i] == 10.0f + 2.0f * (fake_uniform(seed, 4, i) - 0.5f));
+  for (size_t i = 0; i < n; i++) assert_true(out[i] == 10.0f + 2.0f * (fake_u(seed, 4, i) - 0.5f));
   OK(recap_rng_randint(gen, ints, n, -5, 5, s)); /* offset 8 */
   for (size_t i = 0; i < n; i++) {
     assert_true(ints[i] >= -5 && ints[i] < 5);
@@ -727,7 +739,7 @@ static void fake_kernels_fill_from_the_state(void **state) {
   OK(recap_rng_dropout(gen, in, out, mask, n, 0.25f, s)); /* offset 16 */
   size_t kept = 0;
   for (size_t i = 0; i < n; i++) {
-    bool keep = fake_uniform(seed, 16, i) > 0.25f;
+    bool keep = fake_u(seed, 16, i) > 0.25f;
     assert_int_equal(mask[i], keep ? 1 : 0);
     assert_true(out[i] == (keep ? in[i] * (1.0f / 0.75f) : 0.0f));
     kept += keep;

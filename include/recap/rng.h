@@ -69,7 +69,10 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_generator_philox_state(recap_gene
  * Library kernels, built on the same state. Each enqueues on stream and may be captured.
  * ---------------------------------------------------------------------------------------- */
 
-/* out[i] uniform in (0, 1]. */
+/* out[i] uniform in [0, 1): 0 included, 1 excluded, as PyTorch's torch.rand and uniform_. This
+ * is NOT cuRAND's curand_uniform range, (0, 1]: recap draws with curand_uniform4 and maps 1.0 to
+ * 0.0, as PyTorch does. A kernel of your own that calls curand_uniform gets (0, 1]; use
+ * 1.0f - u there, or the same mapping, where 1 must not occur (log(u), say, needs (0, 1]). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_rng_uniform(recap_generator_t generator, float *out,
                                                            size_t n, recap_stream_t stream);
 /* out[i] normal with mean and stddev. */

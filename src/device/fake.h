@@ -57,9 +57,10 @@
  *    rng_launch adds a kernel node named after the kind ("recap_rng_uniform",
  *    "recap_rng_normal", "recap_rng_randint", "recap_rng_dropout") on a capturing stream;
  *    otherwise it enqueues one work item and fills out[] at once from the state's seed s and
- *    offset o, with u(i) = ((s + o + i) mod 1000 + 1) / 1000 in (0, 1]: uniform u(i); normal
- *    mean + stddev * (u(i) - 0.5); randint low + (s + o + i) mod (high - low); dropout
- *    keep = u(i) > p, out = in * keep / (1 - p), mask = keep. Graph launches run nothing, so
+ *    offset o, with u(i) = ((s + o + i) mod 1000 + 1) / 1000 in (0, 1]: uniform u(i) with 1
+ *    mapped to 0, so in [0, 1) as the CUDA kernel's; normal mean + stddev * (u(i) - 0.5);
+ *    randint low + (s + o + i) mod (high - low); dropout keep = u(i) > p,
+ *    out = in * keep / (1 - p), mask = keep. Graph launches run nothing, so
  *    replays fill nothing; the state words show what a replay was fed. Both fail with
  *    RECAP_ERROR_CAPTURE_INVALIDATED on a stream whose capture was invalidated. With
  *    no_kernel_image configured, both fail with RECAP_ERROR_NOT_SUPPORTED and the message the

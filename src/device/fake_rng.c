@@ -71,7 +71,11 @@ static void fake_rng_fill(const recap__rng_launch_t *l) {
   switch (l->kind) {
     case RECAP__RNG_UNIFORM: {
       float *out = l->out;
-      for (size_t i = 0; i < l->n; i++) out[i] = fake_rng_uniform_at(seed, offset, i);
+      /* recap_rng_uniform's range is [0, 1): 1.0 maps to 0.0, as the CUDA kernel maps it. */
+      for (size_t i = 0; i < l->n; i++) {
+        float u = fake_rng_uniform_at(seed, offset, i);
+        out[i] = u == 1.0f ? 0.0f : u;
+      }
       break;
     }
     case RECAP__RNG_NORMAL: {

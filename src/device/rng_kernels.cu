@@ -57,12 +57,13 @@ __device__ __forceinline__ void philox_rounds(size_t n, const recap_philox_state
 
 /* Outside the anonymous namespace, so that graph inspection shows plain names. */
 
-/* out[i] uniform in (0, 1] (curand_uniform4). */
+/* out[i] uniform in [0, 1), PyTorch's range: curand_uniform4 gives (0, 1], and 1.0 maps to 0.0
+ * (as PyTorch's uniform kernels map it), so every other value is kept bit for bit. */
 __global__ void __launch_bounds__(RECAP__RNG_BLOCK)
     recap_rng_uniform_kernel(float *out, size_t n, recap_philox_state_t philox) {
   philox_rounds(
       n, philox, [](curandStatePhilox4_32_10_t *rng) { return curand_uniform4(rng); },
-      [=](size_t i, float u) { out[i] = u; });
+      [=](size_t i, float u) { out[i] = u == 1.0f ? 0.0f : u; });
 }
 
 /* out[i] = z * stddev + mean, z standard normal (curand_normal4, Box-Muller). */

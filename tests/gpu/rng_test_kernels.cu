@@ -35,7 +35,8 @@ __global__ void recap_rng_test_user_uniform_kernel(float *out, size_t n,
 }
 
 /* The documented layout of recap's library uniform kernel, rebuilt from the public header:
- * one curand_uniform4 per thread per round, elements base + t + k*T for k = 0..3. */
+ * one curand_uniform4 per thread per round, elements base + t + k*T for k = 0..3, each mapped
+ * from cuRAND's (0, 1] to PyTorch's [0, 1) by turning 1 into 0 (rng.h). */
 __global__ void recap_rng_test_library_layout_kernel(float *out, size_t n,
                                                      recap_philox_state_t philox) {
   const size_t t = global_thread(), threads = thread_total();
@@ -46,7 +47,7 @@ __global__ void recap_rng_test_library_layout_kernel(float *out, size_t n,
     const float vals[4] = {v.x, v.y, v.z, v.w};
     for (int k = 0; k < 4; k++) {
       const size_t i = base + t + static_cast<size_t>(k) * threads;
-      if (i < n) out[i] = vals[k];
+      if (i < n) out[i] = vals[k] == 1.0f ? 0.0f : vals[k];
     }
   }
 }

@@ -538,6 +538,14 @@ static void user_kernel_through_rng_device_header(void **state) {
     recap_philox_state_t manual = {.seed = 123, .offset = 16};
     CUDA_OK(recap_rng_test_library_layout(manual, mine, m, shape_grid, s));
     expect_same(lib, mine, m * sizeof(float), "recap_rng_uniform vs its documented layout");
+    /* PyTorch's range, [0, 1): 1 never comes out (cuRAND's curand_uniform may give it). */
+    CUDA_OK(cudaStreamSynchronize(s));
+    float *host = read_bytes(lib, m * sizeof(float));
+    for (size_t i = 0; i < m; i++)
+      if (!(host[i] >= 0.0f && host[i] < 1.0f))
+        fail_msg("recap_rng_uniform: element %zu of %zu is %.9g, outside [0, 1)", i, m,
+                 (double)host[i]);
+    free(host);
     OK(recap_free(mine));
     OK(recap_free(lib));
   }
