@@ -110,6 +110,7 @@ set(VALUES
   "recap_log_fn|bim_log"
   "recap_log_level_t|RECAP_LOG_LEVEL_WARN"
   "recap_status_t|RECAP_SUCCESS"
+  "recap_set_last_error.status|RECAP_ERROR_CUDA"
   "recap_node_type_t|RECAP_NODE_KERNEL"
   "recap_capture_mode_t|RECAP_CAPTURE_MODE_GLOBAL"
 )
@@ -228,6 +229,8 @@ foreach(decl IN LISTS decls)
 
   # Parameters: canonical type and name of each.
   string(STRIP "${params_text}" params_text)
+  # A variadic function's "..." takes nothing here: its cases pass the named parameters only.
+  string(REGEX REPLACE ",[ \t\r\n]*\\.\\.\\.$" "" params_text "${params_text}")
   set(ptypes "")
   set(pnames "")
   if(NOT params_text STREQUAL "void" AND NOT params_text STREQUAL "")

@@ -64,6 +64,14 @@ extern "C" {
 #  define RECAP_NODISCARD
 #endif
 
+/* RECAP_PRINTF_2_3: the compiler checks a printf-style format in parameter 2 against the
+ * arguments from parameter 3 on (GCC and Clang). */
+#if defined(__GNUC__)
+#  define RECAP_PRINTF_2_3 __attribute__((format(printf, 2, 3)))
+#else
+#  define RECAP_PRINTF_2_3
+#endif
+
 /* The library's version as RECAP_VERSION_HEX of the built library, and as "major.minor.patch". */
 RECAP_API unsigned recap_version(void);
 RECAP_API const char *recap_version_string(void);
@@ -107,6 +115,17 @@ RECAP_API const char *recap_last_error(void);
 /* The status that goes with recap_last_error(). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_last_status(void);
 RECAP_API void recap_clear_last_error(void);
+/* Set the calling thread's last error, for code that mixes recap calls with calls of its own
+ * (CUDA, cuBLAS) and reports failures as recap statuses: recap_last_status() becomes status and
+ * recap_last_error() the printf-formatted message (cut at 4095 bytes), exactly as if recap had
+ * failed. Returns status, so a wrapper writes
+ *     if (err != cudaSuccess)
+ *       return recap_set_last_error(RECAP_ERROR_CUDA, "my_kernel: %s", cudaGetErrorName(err));
+ * status must be one of the failure codes of RECAP_STATUS_MAP: RECAP_SUCCESS, a value outside
+ * the list or a NULL format is RECAP_ERROR_INVALID_ARGUMENT, and then the last error says so. */
+RECAP_NODISCARD RECAP_API recap_status_t recap_set_last_error(recap_status_t status,
+                                                              const char *format,
+                                                              ...) RECAP_PRINTF_2_3;
 
 /* ------------------------------------------------------------------------------------------
  * Logging. Messages go to a callback, stderr by default. The level starts from the RECAP_LOG

@@ -65,6 +65,49 @@ static void clear_last_error_empties_it(void **state) {
   assert_int_equal(recap_last_status(), RECAP_SUCCESS);
 }
 
+/* A wrapper of the kind recap_set_last_error is for: a recap call, then a call of its own that
+ * fails with a code of its own (a CUDA error, say), reported as a recap status. */
+static recap_status_t wrapper(int foreign_error) {
+  recap__error(RECAP_ERROR_BUSY, "an earlier, unrelated failure"); /* stale by now */
+  if (foreign_error)
+    return recap_set_last_error(RECAP_ERROR_CUDA, "my_kernel<<<%d, %d>>> failed: error %d", 4, 256,
+                                foreign_error);
+  return RECAP_SUCCESS;
+}
+
+static void set_last_error_from_user_code(void **state) {
+  (void)state;
+  recap_clear_last_error();
+  assert_int_equal(wrapper(700), RECAP_ERROR_CUDA);
+  assert_int_equal(recap_last_status(), RECAP_ERROR_CUDA);
+  assert_string_equal(recap_last_error(), "my_kernel<<<4, 256>>> failed: error 700");
+
+  /* Every failure code is accepted and returned. */
+  assert_int_equal(recap_set_last_error(RECAP_ERROR_OUT_OF_MEMORY, "%s", "no room"),
+                   RECAP_ERROR_OUT_OF_MEMORY);
+  assert_int_equal(recap_last_status(), RECAP_ERROR_OUT_OF_MEMORY);
+  assert_string_equal(recap_last_error(), "no room");
+
+  /* A long message is cut at the buffer's 4095 bytes, never overrun. */
+  static char long_text[6000];
+  memset(long_text, 'x', sizeof long_text - 1);
+  assert_int_equal(recap_set_last_error(RECAP_ERROR_INTERNAL, "%s", long_text),
+                   RECAP_ERROR_INTERNAL);
+  assert_int_equal(strlen(recap_last_error()), 4095);
+
+  /* Not a failure code, or no format: refused, and the last error says why. */
+  assert_int_equal(recap_set_last_error(RECAP_SUCCESS, "fine"), RECAP_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(recap_last_status(), RECAP_ERROR_INVALID_ARGUMENT);
+  assert_string_equal(recap_last_error(),
+                      "recap_set_last_error: status 0 is not a failure code of RECAP_STATUS_MAP "
+                      "(RECAP_SUCCESS is not one)");
+  assert_int_equal(recap_set_last_error((recap_status_t)99, "odd"), RECAP_ERROR_INVALID_ARGUMENT);
+  assert_non_null(strstr(recap_last_error(), "status 99 is not a failure code"));
+  assert_int_equal(recap_set_last_error(RECAP_ERROR_CUDA, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  assert_string_equal(recap_last_error(), "recap_set_last_error: format is NULL");
+  recap_clear_last_error();
+}
+
 static void version_macros_match_the_library(void **state) {
   (void)state;
   char expected[32];
@@ -116,6 +159,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(status_strings_are_not_empty),
       cmocka_unit_test(unknown_status_has_a_name_and_a_string),
       cmocka_unit_test(clear_last_error_empties_it),
+      cmocka_unit_test(set_last_error_from_user_code),
       cmocka_unit_test(version_macros_match_the_library),
       cmocka_unit_test(last_error_is_per_thread),
   };

@@ -54,6 +54,10 @@ typedef struct recap_buffer {
   size_t bytes;
 } recap_buffer_t;
 
+/* A forward or backward that fails returns a recap status. If a recap call failed, pass its
+ * status on; for a failure of its own (a CUDA launch, say), report it with
+ * recap_set_last_error, and the caller of recap_graphed_* sees that message. */
+
 /* Enqueue the forward on stream. inputs has the callable's input_count buffers; allocate each
  * of the output_count outputs with recap_malloc(..., stream) and store it in outputs[i] (the
  * callable owns them from then on and frees them; never free one yourself). training says which

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +97,27 @@ recap_status_t recap__error_restore(const recap__saved_error_t *saved) {
   snprintf(last_message, sizeof last_message, "%s", saved->message);
   last_status_value = saved->status;
   return saved->status;
+}
+
+recap_status_t recap_set_last_error(recap_status_t status, const char *format, ...) {
+  bool known = false;
+  switch (status) {
+#define RECAP_X_KNOWN(name, value, text) \
+  case RECAP_##name: known = true; break;
+    RECAP_STATUS_MAP(RECAP_X_KNOWN)
+#undef RECAP_X_KNOWN
+  }
+  if (!known || status == RECAP_SUCCESS)
+    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                        "recap_set_last_error: status %d is not a failure code of "
+                        "RECAP_STATUS_MAP (RECAP_SUCCESS is not one)",
+                        (int)status);
+  RECAP__ARG(format != NULL, "recap_set_last_error: format is NULL");
+  va_list ap;
+  va_start(ap, format);
+  set_error_v(status, NULL, format, ap);
+  va_end(ap);
+  return status;
 }
 
 void recap_clear_last_error(void) {
