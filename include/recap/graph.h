@@ -135,8 +135,14 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graph_node_count(recap_graph_t gr
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_debug_dump(recap_graph_t graph,
                                                                 const char *path);
 
-/* *capturing = 1 if a capture is under way on stream. Never creates a CUDA context: with no
- * context it reports 0. */
+/* *capturing = 1 if a capture is under way on stream (or invalidated, until it ends). Never
+ * creates a CUDA context: with no context it reports 0. The legacy default stream (NULL) is the
+ * one exception to a plain answer: while a blocking stream of the current device (one created
+ * without cudaStreamNonBlocking) captures, CUDA refuses the question
+ * (cudaErrorStreamCaptureImplicit), because any use of the legacy stream would join that
+ * capture; this returns RECAP_ERROR_INVALID_USAGE naming that error, with *capturing 0, and the
+ * capture goes on unharmed. Treat that status as "the legacy stream is not usable now". A
+ * capture on a non-blocking stream leaves the question about NULL answerable: 0. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_stream_is_capturing(recap_stream_t stream,
                                                                    int *capturing);
 

@@ -92,6 +92,46 @@ static void is_current_stream_capturing(void **state) {
   gpu_finish(&pool, 1);
 }
 
+/* The legacy default stream (NULL) while a blocking stream of the device captures: CUDA refuses
+ * to answer (cudaErrorStreamCaptureImplicit), and recap_stream_is_capturing returns
+ * RECAP_ERROR_INVALID_USAGE with *capturing 0, as graph.h documents; the capture goes on
+ * unharmed. A non-blocking stream's capture leaves the question answerable: 0. */
+static void is_capturing_on_the_legacy_stream_while_a_blocking_stream_captures(void **state) {
+  (void)state;
+  gpu_begin();
+  cudaStream_t nonblocking = gpu_stream(), blocking = NULL;
+  CUDA_OK(cudaStreamCreate(&blocking)); /* default flags: it synchronises with NULL */
+  float *x = gpu_floats(N, nonblocking);
+  CUDA_OK(cudaStreamSynchronize(nonblocking));
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, nonblocking, NULL));
+  assert_int_equal(is_capturing(NULL), 0);
+  CUDA_OK(recap_test_fill(x, N, 2.0f, nonblocking));
+  OK(recap_graph_capture_end(g, nonblocking));
+  recap_pool_id_t first = pool_of(g);
+  OK(recap_graph_reset(g));
+
+  OK(recap_graph_capture_begin(g, blocking, NULL));
+  int capturing = -1;
+  EXPECT_STATUS(recap_stream_is_capturing(NULL, &capturing), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("cudaErrorStreamCaptureImplicit");
+  assert_int_equal(capturing, 0);
+  assert_int_equal(is_capturing(blocking), 1);
+  CUDA_OK(recap_test_fill(x, N, 3.0f, blocking));
+  OK(recap_graph_capture_end(g, blocking));
+  assert_int_equal(is_capturing(NULL), 0); /* answerable again */
+  recap_pool_id_t second = pool_of(g);
+  OK(recap_graph_replay(g, blocking));
+  gpu_expect_all(x, N, 3.0f);
+  OK(recap_graph_destroy(g));
+  OK(recap_free(x));
+  CUDA_OK(cudaStreamDestroy(blocking));
+  CUDA_OK(cudaStreamDestroy(nonblocking));
+  recap_pool_id_t pools[2] = {first, second};
+  gpu_finish(pools, 2);
+}
+
 static void capture_simple(void **state) {
   (void)state;
   gpu_begin();
@@ -807,6 +847,7 @@ int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(is_current_stream_capturing_creates_no_context),
       cmocka_unit_test(is_current_stream_capturing),
+      cmocka_unit_test(is_capturing_on_the_legacy_stream_while_a_blocking_stream_captures),
       cmocka_unit_test(capture_simple),
       cmocka_unit_test(capture_reset_recapture),
       cmocka_unit_test(debugdump_two_streams),
