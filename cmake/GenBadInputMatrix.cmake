@@ -41,8 +41,6 @@ set(ALLOW
   "recap_capture_scope_begin.options|SUCCESS|graph.h: options NULL means defaults"
   "recap_graphed_create.options|SUCCESS|graphed.h: options NULL means defaults"
   "recap_rng_dropout.mask|SUCCESS|rng.h: mask may be NULL"
-  "recap_block_info.base|SUCCESS|alloc.h: either out-parameter may be NULL when not wanted"
-  "recap_block_info.size|SUCCESS|alloc.h: either out-parameter may be NULL when not wanted"
   "recap_graphed_graphs.forward|SUCCESS|graphed.h: either out-parameter may be NULL when not wanted"
   "recap_graphed_graphs.backward|SUCCESS|graphed.h: either out-parameter may be NULL when not wanted"
 )
@@ -92,6 +90,7 @@ set(VALUES
   "recap_pool_id_t|f->pool"
   "recap_pool_id_t *|&f->pool_out"
   "recap_pool_info_t *|&f->pool_info"
+  "recap_block_info_t *|&f->block_info"
   "recap_memory_stats_t *|&f->stats"
   "const recap_capture_options_t *|&f->capture_options"
   "const recap_scope_options_t *|&f->scope_options"

@@ -98,6 +98,7 @@ typedef struct bim_fixture {
   char *string_out;
   recap_pool_id_t pool_out;
   recap_pool_info_t pool_info;
+  recap_block_info_t block_info;
   recap_memory_stats_t stats;
   const recap_buffer_t *buffers_out;
   recap_cuda_graph_t cuda_graph_out;
@@ -454,7 +455,7 @@ static int st_block_info_of_a_freed_block(bim_fixture_t *f) {
   MUST(recap_free(f->block));
   void *p = f->block;
   f->block = NULL;
-  return recap_block_info(p, &f->ptr_out, &f->size_out);
+  return recap_block_info(p, &f->block_info);
 }
 static int st_malloc_an_impossible_size(bim_fixture_t *f) {
   return recap_malloc(&f->ptr_out, SIZE_MAX, f->stream);

@@ -390,10 +390,11 @@ static void two_thread_local_captures_at_once(void **state) {
   for (int i = 0; i < 2; i++) {
     assert_int_equal(jobs[i].failures, 0);
     recap_pool_info_t info = pool_info(jobs[i].pool);
-    void *base;
-    size_t size;
-    OK(recap_block_info(jobs[i].kept, &base, &size));
-    assert_int_equal(info.allocated_bytes, (int64_t)size); /* only the kept block */
+    recap_block_info_t block;
+    OK(recap_block_info(jobs[i].kept, &block));
+    assert_true(recap__pool_id_equal(block.pool, jobs[i].pool)); /* from the thread's pool */
+    assert_ptr_equal(block.stream, jobs[i].stream);
+    assert_int_equal(info.allocated_bytes, (int64_t)block.size); /* only the kept block */
   }
   assert_int_equal(pool_info((recap_pool_id_t){0, 0}).allocated_bytes, 0);
   check();
@@ -401,6 +402,131 @@ static void two_thread_local_captures_at_once(void **state) {
     OK(recap_free(jobs[i].kept));
     OK(recap_pool_release(jobs[i].pool));
   }
+  OK(recap_empty_cache());
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
+  check();
+}
+
+/* recap_block_info reports where a block came from: start, sizes, pool, stream and device. */
+static void block_info_reports_pool_and_stream(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new(), other = recap__fake_stream_new();
+  void *eager;
+  OK(recap_malloc(&eager, 1000, other));
+  recap_block_info_t info;
+  OK(recap_block_info(eager, &info));
+  assert_ptr_equal(info.base, eager);
+  assert_int_equal(info.size, 1024); /* rounded to 512 */
+  assert_int_equal(info.requested, 1000);
+  assert_true(recap_pool_is_default(info.pool));
+  assert_ptr_equal(info.stream, other);
+  assert_int_equal(info.device, 0);
+
+  recap_pool_id_t pool = recap_pool_handle();
+  capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  void *captured;
+  OK(recap_malloc(&captured, 3 * MiB, s));
+  OK(recap_block_info(captured, &info));
+  assert_ptr_equal(info.base, captured);
+  assert_int_equal(info.size, 3 * MiB);
+  assert_int_equal(info.requested, 3 * MiB);
+  assert_true(recap__pool_id_equal(info.pool, pool));
+  assert_ptr_equal(info.stream, s);
+  capture_end(s, pool);
+
+  /* Only the start of a live block is known; *info is left as it was otherwise. */
+  memset(&info, 0x5a, sizeof info);
+  recap_block_info_t untouched = info;
+  EXPECT_STATUS(recap_block_info((char *)eager + 512, &info), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("not an allocated pointer of recap");
+  assert_memory_equal(&info, &untouched, sizeof info);
+  EXPECT_STATUS(recap_block_info(eager, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("recap_block_info: info is NULL");
+  OK(recap_free(eager));
+  EXPECT_STATUS(recap_block_info(eager, &info), RECAP_ERROR_INVALID_ARGUMENT);
+  OK(recap_free(captured));
+  OK(recap_pool_release(pool));
+  OK(recap_empty_cache());
+  check();
+}
+
+/* The default pool is answered like a private one (no references, never routed), zeros on a
+ * device recap has not used; a private pool never used is not found. */
+static void pool_info_answers_the_default_pool(void **state) {
+  (void)state;
+  reset();
+  const recap_pool_id_t default_pool = {0, 0};
+  recap_pool_info_t info;
+  memset(&info, 0x5a, sizeof info);
+  OK(recap_pool_info(default_pool, &info));
+  assert_int_equal(info.references, 0);
+  assert_int_equal(info.routed, 0);
+  assert_int_equal(info.segments, 0);
+  assert_int_equal(info.reserved_bytes, 0);
+  assert_int_equal(info.allocated_bytes, 0);
+  assert_int_equal(info.waiting_bytes, 0);
+  recap_stream_t s = recap__fake_stream_new();
+  void *a;
+  OK(recap_malloc(&a, 4096, s));
+  info = pool_info(default_pool);
+  assert_int_equal(info.references, 0);
+  assert_int_equal(info.routed, 0);
+  assert_int_equal(info.segments, 1);
+  assert_int_equal(info.reserved_bytes, 2 * MiB);
+  assert_int_equal(info.allocated_bytes, 4096);
+  EXPECT_STATUS(recap_pool_info(recap_pool_handle(), &info), RECAP_ERROR_NOT_FOUND);
+  EXPECT_MESSAGE("never used");
+  OK(recap_free(a));
+  OK(recap_empty_cache());
+  check();
+}
+
+/* A freed block that waits on a record_stream event leaves allocated_bytes at once and counts
+ * in waiting_bytes until it is reusable; reserved_bytes holds it all along. The same for one
+ * freed during a capture, held back until the capture ends. */
+static void pool_info_counts_blocks_waiting_on_events(void **state) {
+  (void)state;
+  reset();
+  const recap_pool_id_t default_pool = {0, 0};
+  recap_stream_t s1 = recap__fake_stream_new(), s2 = recap__fake_stream_new();
+  void *a, *b;
+  OK(recap_malloc(&a, 8192, s1));
+  OK(recap_malloc(&b, 4096, s1));
+  recap__fake_stream_enqueue(s2); /* s2 has work that reads a */
+  OK(recap_record_stream(a, s2));
+  OK(recap_free(a));
+  recap_pool_info_t info = pool_info(default_pool);
+  assert_int_equal(info.allocated_bytes, 4096);
+  assert_int_equal(info.waiting_bytes, 8192);
+  assert_int_equal(info.reserved_bytes, 2 * MiB);
+  recap__fake_stream_complete(s2);
+  void *c;
+  OK(recap_malloc(&c, 512, s1)); /* processes the completed event */
+  info = pool_info(default_pool);
+  assert_int_equal(info.waiting_bytes, 0);
+  assert_int_equal(info.allocated_bytes, 4096 + 512);
+  OK(recap_free(c));
+
+  /* Freed during a capture with another stream's use: held until the capture ends. */
+  recap_stream_t s = recap__fake_stream_new(), reader = recap__fake_stream_new();
+  recap_pool_id_t pool = recap_pool_handle();
+  capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  assert_true(recap__fake_capture_join(reader, s));
+  void *d;
+  OK(recap_malloc(&d, 8192, s));
+  OK(recap_record_stream(d, reader));
+  OK(recap_free(d));
+  info = pool_info(pool);
+  assert_int_equal(info.allocated_bytes, 0);
+  assert_int_equal(info.waiting_bytes, 8192);
+  capture_end(s, pool);
+  recap__fake_stream_complete(reader);
+  OK(recap_malloc(&c, 512, recap__fake_stream_new())); /* processes events */
+  assert_int_equal(pool_info(pool).waiting_bytes, 0);
+  OK(recap_free(c));
+  OK(recap_free(b));
+  OK(recap_pool_release(pool));
   OK(recap_empty_cache());
   assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
   check();
@@ -439,6 +565,9 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(released_pool_survives_an_oom_retry_while_routed),
     cmocka_unit_test(routing_misuse_is_refused),
     cmocka_unit_test(two_thread_local_captures_at_once),
+    cmocka_unit_test(block_info_reports_pool_and_stream),
+    cmocka_unit_test(pool_info_answers_the_default_pool),
+    cmocka_unit_test(pool_info_counts_blocks_waiting_on_events),
     cmocka_unit_test(snapshot_names_private_pools),
 };
 

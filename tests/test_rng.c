@@ -207,11 +207,12 @@ static void captured_states_point_at_the_device_words(void **state) {
     recap__fake_launch_kernel(s, "work");
   }
   /* The words are one block of recap's allocator (the generator's 16 bytes). */
-  void *base = NULL;
-  size_t size = 0;
-  OK(recap_block_info(words, &base, &size));
-  assert_ptr_equal(base, words);
-  assert_int_equal(size, 512);
+  recap_block_info_t block;
+  OK(recap_block_info(words, &block));
+  assert_ptr_equal(block.base, words);
+  assert_int_equal(block.size, 512);
+  assert_int_equal(block.requested, 2 * sizeof(uint64_t));
+  assert_true(recap_pool_is_default(block.pool)); /* made eagerly, outside any capture */
   OK(recap_graph_capture_end(g, s));
   /* The capture did not advance the eager offset. */
   assert_int_equal(offset_of(gen), 8);

@@ -18,6 +18,12 @@
 extern "C" {
 #endif
 
+/* A pool id is a pair of numbers: {0,0} is the default pool; recap_pool_handle() gives {0,n};
+ * a graph given no pool makes its own {n,0}. */
+typedef struct recap_pool_id {
+  uint64_t a, b;
+} recap_pool_id_t;
+
 /* ------------------------------------------------------------------------------------------
  * Allocation
  * ---------------------------------------------------------------------------------------- */
@@ -42,20 +48,24 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_record_stream(void *ptr, recap_st
  * pool and those of private pools no graph references any more. Blocks still allocated stay. */
 RECAP_API recap_status_t recap_empty_cache(void);
 
-/* The usable size of the block holding ptr (the rounded request), and its start. Either
- * out-parameter may be NULL when that value is not wanted. */
-RECAP_NODISCARD RECAP_API recap_status_t recap_block_info(const void *ptr, void **base,
-                                                          size_t *size);
+/* What recap knows of one allocated block. */
+typedef struct recap_block_info {
+  void *base;            /* the block's start: the pointer recap_malloc returned */
+  size_t size;           /* usable bytes: the request rounded up (options.h) */
+  size_t requested;      /* the bytes recap_malloc was asked for */
+  recap_pool_id_t pool;  /* the pool it came from: {0,0} the default pool, else a private one */
+  recap_stream_t stream; /* the stream it was allocated for (recap_record_stream adds others) */
+  int device;            /* the device it lives on */
+} recap_block_info_t;
+
+/* Fill *info for the allocated block that starts at ptr. A pointer recap did not hand out, one
+ * already freed, or one inside a block is RECAP_ERROR_INVALID_ARGUMENT (*info untouched). */
+RECAP_NODISCARD RECAP_API recap_status_t recap_block_info(const void *ptr,
+                                                          recap_block_info_t *info);
 
 /* ------------------------------------------------------------------------------------------
  * Pools
  * ---------------------------------------------------------------------------------------- */
-
-/* A pool id is a pair of numbers: {0,0} is the default pool; recap_pool_handle() gives {0,n};
- * a graph given no pool makes its own {n,0}. */
-typedef struct recap_pool_id {
-  uint64_t a, b;
-} recap_pool_id_t;
 
 /* A fresh pool id that several captures can share. Thread safe, never repeats. */
 RECAP_API recap_pool_id_t recap_pool_handle(void);
@@ -76,16 +86,23 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_pool_route_end(recap_pool_id_t po
  * its blocks still held by the user stay valid until freed. */
 RECAP_API recap_status_t recap_pool_release(recap_pool_id_t pool);
 
-/* A summary of one private pool on the current device. */
+/* A summary of one pool on the current device. A freed block that still waits (on the events of
+ * streams named with recap_record_stream, or, freed during a capture, for the capture to end)
+ * is no longer allocated: its bytes leave allocated_bytes at recap_free and are counted in
+ * waiting_bytes until the block is reusable; they stay in reserved_bytes throughout, and its
+ * segment cannot go back to the driver meanwhile. */
 typedef struct recap_pool_info {
-  int references;          /* graphs (or route_begin callers) holding the pool */
-  int routed;              /* 1 while a capture routes allocations to it */
+  int references;          /* graphs (or route_begin callers) holding the pool; 0 for default */
+  int routed;              /* 1 while a capture routes allocations to it; 0 for default */
   int64_t segments;        /* segments the pool holds */
   int64_t reserved_bytes;  /* bytes of those segments */
-  int64_t allocated_bytes; /* bytes of blocks in use */
+  int64_t allocated_bytes; /* bytes of blocks in use (handed out and not freed) */
+  int64_t waiting_bytes;   /* bytes of freed blocks waiting before reuse (above) */
 } recap_pool_info_t;
 
-/* RECAP_ERROR_NOT_FOUND once the pool's memory has gone back to the driver. */
+/* The default pool {0,0} is answered too, as zeros on a device recap has not used. A private
+ * pool is RECAP_ERROR_NOT_FOUND before its first capture and once its memory has gone back to
+ * the driver. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_pool_info(recap_pool_id_t pool,
                                                          recap_pool_info_t *info);
 

@@ -789,13 +789,19 @@ out:
   return s;
 }
 
-recap_status_t recap_block_info(const void *ptr, void **base, size_t *size) {
+recap_status_t recap_block_info(const void *ptr, recap_block_info_t *info) {
   RECAP__ARG(ptr != NULL, "recap_block_info: ptr is NULL");
+  RECAP__ARG(info != NULL, "recap_block_info: info is NULL");
   pthread_mutex_lock(&recap__alloc.lock);
   recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, ptr);
   if (b) {
-    if (base) *base = b->ptr;
-    if (size) *size = b->size;
+    const recap__segment_t *seg = b->segment;
+    *info = (recap_block_info_t){.base = b->ptr,
+                                 .size = b->size,
+                                 .requested = b->requested,
+                                 .pool = seg->pool->id,
+                                 .stream = b->stream,
+                                 .device = seg->device};
   }
   pthread_mutex_unlock(&recap__alloc.lock);
   if (!b)

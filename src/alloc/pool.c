@@ -192,7 +192,10 @@ recap_status_t recap_pool_info(recap_pool_id_t id, recap_pool_info_t *info) {
   recap__device_state_t *d = recap__alloc.devices[device];
   recap__pool_t *pool = NULL;
   if (d) pool = recap_pool_is_default(id) ? &d->default_pool : find_private_pool(d, id);
-  if (!pool) {
+  if (!pool && recap_pool_is_default(id)) {
+    /* The default pool of a device recap has not used: empty, like its statistics. */
+    *info = (recap_pool_info_t){0};
+  } else if (!pool) {
     s = recap__error(RECAP_ERROR_NOT_FOUND,
                      "pool {%" PRIu64 ",%" PRIu64
                      "} does not exist on device %d (never used, "
@@ -204,6 +207,11 @@ recap_status_t recap_pool_info(recap_pool_id_t id, recap_pool_info_t *info) {
     info->segments = pool->segment_count;
     info->reserved_bytes = pool->reserved_bytes;
     info->allocated_bytes = pool->allocated_bytes;
+    /* Freed blocks not yet reusable are few and the query is rare: count them by a walk. */
+    info->waiting_bytes = 0;
+    for (const recap__segment_t *seg = pool->segments; seg; seg = seg->next)
+      for (const recap__block_t *b = seg->head; b; b = b->next)
+        if (!b->allocated && !recap__block_is_free(b)) info->waiting_bytes += (int64_t)b->size;
   }
   pthread_mutex_unlock(&recap__alloc.lock);
   return s;

@@ -201,10 +201,10 @@ static void op_malloc(void) {
   st.slots[i] = (slot_t){p, size, ++st.next_tag};
   check_no_overlap(i);
   write_tag(&st.slots[i]);
-  void *base = NULL;
-  size_t usable = 0;
-  s = recap_block_info(p, &base, &usable);
-  if (s != RECAP_SUCCESS || base != p || usable < size) die("recap_block_info disagrees", s);
+  recap_block_info_t info;
+  s = recap_block_info(p, &info);
+  if (s != RECAP_SUCCESS || info.base != p || info.size < size || info.requested != size)
+    die("recap_block_info disagrees", s);
 }
 
 static void op_free(void) {

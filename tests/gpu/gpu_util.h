@@ -139,7 +139,7 @@ static inline void gpu_set(float *p, size_t n, float value, cudaStream_t stream)
 }
 
 static inline void gpu_expect_pool_gone(recap_pool_id_t pool) {
-  recap_pool_info_t info = {0, 0, 0, 0, 0};
+  recap_pool_info_t info = {0};
   recap_status_t s = recap_pool_info(pool, &info);
   if (s != RECAP_ERROR_NOT_FOUND)
     fail_msg(
