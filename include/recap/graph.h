@@ -53,8 +53,10 @@ typedef enum recap_capture_mode {
  * may grow at its end in later versions (the size field tells recap which version it is).
  *
  * Every recap options struct (recap_capture_options_t, recap_scope_options_t,
- * recap_graphed_options_t) follows one rule: its `size` must lie between the size of the
- * struct's first version (which ends at `mode`) and the size of the library's own version.
+ * recap_graphed_options_t, and the callable description recap_callable_desc_t) follows one
+ * rule: its `size` must lie between the size of the struct's first version (which ends at
+ * `mode`; for recap_callable_desc_t, at `output_requires_grad`) and the size of the library's
+ * own version.
  * Fields past the caller's `size` take their defaults, so a program built against older headers
  * keeps working. A smaller or larger `size` is RECAP_ERROR_INVALID_ARGUMENT, with a message
  * naming the struct and its _INIT macro. Options NULL means the defaults. */

@@ -26,8 +26,9 @@
  *  - The caller owns the sample inputs (recap_callable_desc_t.sample_inputs), before, during
  *    and after the handle's life: recap never frees them, and they must stay allocated until
  *    the handle is destroyed, since the graphs read them. Inputs passed to a call stay the
- *    caller's too; recap copies from them and keeps no pointer past the call (an eager
- *    backward reads the inputs of the eager forward before it, so keep those until then).
+ *    caller's too: recap copies from them during the call, and keeps only the addresses of an
+ *    eager forward's inputs, to hand them to that forward's backward (keep their data until
+ *    then). The caller's buffer arrays themselves may go as soon as a call returns.
  *  - The callable owns every buffer it hands back: static outputs, static input gradients and
  *    the results of eager calls, made with recap_malloc in its pool or on the caller's stream.
  *    Never free them; they stay valid as each call's comment says and go with
