@@ -68,8 +68,7 @@ static void invalidated_end_reports_the_invalidation_not_the_event(void **state)
 }
 
 /* The pool asked for is routed to another capture: capture_begin refuses it before the stream
- * captures, so nothing needs abandoning (an abandoning end that failed used to overwrite the
- * refusal). */
+ * captures, so no abandoning end (armed here to fail) can write over the refusal. */
 static void refused_route_reports_the_refusal(void **state) {
   (void)state;
   reset();

@@ -3,11 +3,13 @@
  * graph.c — the recap graph: capture into a private pool, instantiate, replay, reset.
  *
  * The state machine is PyTorch's CUDAGraph: FRESH --capture_begin--> CAPTURING --capture_end-->
- * CAPTURED (--reset--> FRESH). capture_begin opens a CUDA capture, learns its id, and routes the
- * allocator's allocations for that id to the graph's pool; capture_end closes both and, unless
- * the template is kept, instantiates. Every failure leaves the graph in a state the user can
- * recover from with reset (or needs nothing at all): no route, pool reference or registry entry
- * outlives the capture that made it.
+ * CAPTURED (--reset--> FRESH). capture_begin routes the allocator to the graph's pool, opens a
+ * CUDA capture and names it in the route once its id is known (the route comes first so that no
+ * other thread records or queries an event on the stream once it captures); capture_end closes
+ * both and, unless the template is kept, instantiates. Every failure leaves the graph in a state
+ * the user can recover from with reset (or needs nothing at all): no route, pool reference or
+ * registry entry outlives the capture that made it, and the last error stays the failure's own,
+ * whatever the cleanup meets.
  */
 #include <inttypes.h>
 #include <pthread.h>
