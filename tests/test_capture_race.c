@@ -18,6 +18,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -227,11 +228,12 @@ enum { RACE_CAPTURES = 20000, RACE_ROUNDS = 20000 };
 typedef struct race {
   recap_stream_t s; /* the capturing thread's stream, used by the other thread's blocks */
   pthread_barrier_t start;
-  _Atomic int done;   /* the capturing thread finished */
-  _Atomic int rounds; /* made by the other thread so far */
-  int captures;       /* made by the capturing thread */
-  int broken;         /* of those, begun or ended with a failure */
-  int other_captures; /* made by the other thread */
+  _Atomic int done;       /* the capturing thread finished */
+  _Atomic int rounds;     /* made by the other thread so far */
+  _Atomic int other_done; /* the other thread stopped (it stops early on a failure) */
+  int captures;           /* made by the capturing thread */
+  int broken;             /* of those, begun or ended with a failure */
+  int other_captures;     /* made by the other thread */
   int other_broken;
   char first[512]; /* the first failure's message (each thread writes its own half) */
   char other_first[512];
@@ -242,6 +244,12 @@ static void note(char *first, size_t size, const char *call, recap_status_t s) {
     snprintf(first, size, "%s: %s: %s", call, recap_status_name(s), recap_last_error());
 }
 
+/* RACE_CAPTURES captures at least, and on until the other thread made its rounds or stopped. */
+static bool keep_capturing(race_t *r, int made) {
+  if (made < RACE_CAPTURES) return true;
+  return atomic_load(&r->rounds) < RACE_ROUNDS && !atomic_load(&r->other_done);
+}
+
 /* Captures back to back on one stream, in thread-local mode. */
 static void *capturing_thread(void *arg) {
   race_t *r = arg;
@@ -249,8 +257,7 @@ static void *capturing_thread(void *arg) {
   recap_status_t st = recap_graph_create(&g, 0);
   recap_capture_options_t opts = thread_local_mode();
   pthread_barrier_wait(&r->start);
-  for (int i = 0;
-       st == RECAP_SUCCESS && (i < RACE_CAPTURES || atomic_load(&r->rounds) < RACE_ROUNDS); i++) {
+  for (int i = 0; st == RECAP_SUCCESS && keep_capturing(r, i); i++) {
     r->captures++;
     st = recap_graph_capture_begin(g, r->s, &opts);
     if (st != RECAP_SUCCESS) {
@@ -316,6 +323,7 @@ static void *churning_thread(void *arg) {
     r->other_broken++;
   }
   if (recap_graph_destroy(g) != RECAP_SUCCESS) r->other_broken++;
+  atomic_store(&r->other_done, 1);
   return NULL;
 }
 
