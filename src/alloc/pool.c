@@ -149,12 +149,12 @@ recap_status_t recap__pool_route_set_capture(int device, recap_pool_id_t id, uin
   pthread_mutex_lock(&recap__alloc.lock);
   recap__device_state_t *d = recap__alloc.devices[device];
   int found = find_route_of_pool(d, id);
-  if (found < 0 || !d->routes[found].pending) {
-    s = found < 0
-            ? not_routed(device, id)
-            : recap__error(RECAP_ERROR_INVALID_USAGE,
-                           "pool {%" PRIu64 ",%" PRIu64 "} routes capture %" PRIu64 " already",
-                           id.a, id.b, d->routes[found].capture_id);
+  if (found < 0) {
+    s = not_routed(device, id);
+  } else if (!d->routes[found].pending) {
+    s = recap__error(RECAP_ERROR_INVALID_USAGE,
+                     "pool {%" PRIu64 ",%" PRIu64 "} routes capture %" PRIu64 " already", id.a,
+                     id.b, d->routes[found].capture_id);
   } else if (find_route_of_capture(d, capture_id) >= 0) {
     s = already_routed(capture_id);
   } else {
