@@ -78,10 +78,13 @@ typedef struct recap__pending_event {
   recap__block_t *block;
 } recap__pending_event_t;
 
-/* An active capture whose allocations go to a private pool. */
+/* An active capture whose allocations go to a private pool. A route is pending while its
+ * capture is being begun (reserved before the stream captures, its id not known yet): it routes
+ * no allocation then, but counts as a capture under way, so event work is held back. */
 typedef struct recap__route {
   recap__pool_t *pool;
   uint64_t capture_id;
+  bool pending;
 } recap__route_t;
 
 typedef struct recap__device_state {
@@ -172,6 +175,16 @@ recap_pool_id_t recap__pool_id_for_graph(void);
 
 /* Routing by capture id (the public recap_pool_route_begin finds the id from a stream). */
 recap_status_t recap__pool_route_begin(int device, recap_pool_id_t pool, uint64_t capture_id);
+/* The two halves of recap__pool_route_begin for a capture recap begins itself, as PyTorch's
+ * CUDAGraph does: reserve the route before the capture begins on its stream, so that no free,
+ * allocation or other route's end of another thread records or queries an event on that stream
+ * once it captures, and name the capture once its id is known. A pending route takes a
+ * reference to the pool and is ended (recap__pool_route_end) like any other. */
+recap_status_t recap__pool_route_reserve(int device, recap_pool_id_t pool);
+recap_status_t recap__pool_route_set_capture(int device, recap_pool_id_t pool, uint64_t capture_id);
+/* Ends the route of pool. Events held back during captures are recorded once the last route
+ * ends; when one cannot be, the allocator waits for its stream instead, and the calling thread's
+ * last error stays what it was. */
 recap_status_t recap__pool_route_end(int device, recap_pool_id_t pool);
 recap_status_t recap__pool_release(int device, recap_pool_id_t pool);
 

@@ -145,7 +145,7 @@ static recap_status_t pool_for_stream(recap__device_state_t *d, recap_stream_t s
   RECAP__CHECK(recap__device()->stream_capture_id(stream, &status, &id));
   if (status == RECAP__CAPTURE_NONE) return RECAP_SUCCESS;
   for (int i = 0; i < d->route_count; i++) {
-    if (d->routes[i].capture_id == id) {
+    if (!d->routes[i].pending && d->routes[i].capture_id == id) {
       *pool = d->routes[i].pool;
       return RECAP_SUCCESS;
     }

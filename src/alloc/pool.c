@@ -6,8 +6,11 @@
  * A private pool is made by the first capture routed to it. It keeps its segments while a graph
  * references it or a capture routes to it; after that its free segments go back to the driver
  * on recap_empty_cache or an out-of-memory retry (allocator.c), and a pool left with no
- * reference, route or segment is deleted. Every function here takes the allocator's one lock
- * itself; the malloc/free core in allocator.c never calls into this file.
+ * reference, route or segment is deleted. A graph reserves its route before its capture begins
+ * (pending, with no capture id yet) and names the capture once CUDA gives the id, so that the
+ * allocator holds event work back from the first moment the stream may capture. Every function
+ * here takes the allocator's one lock itself; the malloc/free core in allocator.c never calls
+ * into this file.
  */
 #include <inttypes.h>
 #include <stdatomic.h>
@@ -46,7 +49,20 @@ static recap__pool_t *find_private_pool(recap__device_state_t *d, recap_pool_id_
   return NULL;
 }
 
-recap_status_t recap__pool_route_begin(int device, recap_pool_id_t id, uint64_t capture_id) {
+/* The route of capture_id on d, or -1 (lock held). Pending routes have no capture yet. */
+static int find_route_of_capture(const recap__device_state_t *d, uint64_t capture_id) {
+  for (int i = 0; i < d->route_count; i++)
+    if (!d->routes[i].pending && d->routes[i].capture_id == capture_id) return i;
+  return -1;
+}
+
+static recap_status_t already_routed(uint64_t capture_id) {
+  return recap__error(RECAP_ERROR_INVALID_USAGE,
+                      "capture %" PRIu64 " already routes its allocations to a pool", capture_id);
+}
+
+/* Route pool id to capture_id, or reserve a pending route for a capture about to begin. */
+static recap_status_t route_add(int device, recap_pool_id_t id, uint64_t capture_id, bool pending) {
   if (recap_pool_is_default(id))
     return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
                         "routing a capture to the default pool {0,0} is not possible: use "
@@ -68,12 +84,9 @@ recap_status_t recap__pool_route_begin(int device, recap_pool_id_t id, uint64_t 
                      id.a, id.b);
     goto out;
   }
-  for (int i = 0; i < d->route_count; i++) {
-    if (d->routes[i].capture_id == capture_id) {
-      s = recap__error(RECAP_ERROR_INVALID_USAGE,
-                       "capture %" PRIu64 " already routes its allocations to a pool", capture_id);
-      goto out;
-    }
+  if (!pending && find_route_of_capture(d, capture_id) >= 0) {
+    s = already_routed(capture_id);
+    goto out;
   }
   if (!pool) {
     pool = calloc(1, sizeof *pool);
@@ -103,8 +116,51 @@ recap_status_t recap__pool_route_begin(int device, recap_pool_id_t id, uint64_t 
   pool->routed = true;
   d->routes[d->route_count].pool = pool;
   d->routes[d->route_count].capture_id = capture_id;
+  d->routes[d->route_count].pending = pending;
   d->route_count++;
 out:
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return s;
+}
+
+recap_status_t recap__pool_route_begin(int device, recap_pool_id_t id, uint64_t capture_id) {
+  return route_add(device, id, capture_id, false);
+}
+
+recap_status_t recap__pool_route_reserve(int device, recap_pool_id_t id) {
+  return route_add(device, id, 0, true);
+}
+
+/* The index of pool id's route on d, or -1 (lock held). */
+static int find_route_of_pool(const recap__device_state_t *d, recap_pool_id_t id) {
+  for (int i = 0; d && i < d->route_count; i++)
+    if (recap__pool_id_equal(d->routes[i].pool->id, id)) return i;
+  return -1;
+}
+
+static recap_status_t not_routed(int device, recap_pool_id_t id) {
+  return recap__error(RECAP_ERROR_INVALID_USAGE,
+                      "pool {%" PRIu64 ",%" PRIu64 "} is not routed to a capture on device %d",
+                      id.a, id.b, device);
+}
+
+recap_status_t recap__pool_route_set_capture(int device, recap_pool_id_t id, uint64_t capture_id) {
+  recap_status_t s = RECAP_SUCCESS;
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__device_state_t *d = recap__alloc.devices[device];
+  int found = find_route_of_pool(d, id);
+  if (found < 0) {
+    s = not_routed(device, id);
+  } else if (!d->routes[found].pending) {
+    s = recap__error(RECAP_ERROR_INVALID_USAGE,
+                     "pool {%" PRIu64 ",%" PRIu64 "} routes capture %" PRIu64 " already", id.a,
+                     id.b, d->routes[found].capture_id);
+  } else if (find_route_of_capture(d, capture_id) >= 0) {
+    s = already_routed(capture_id);
+  } else {
+    d->routes[found].capture_id = capture_id;
+    d->routes[found].pending = false;
+  }
   pthread_mutex_unlock(&recap__alloc.lock);
   return s;
 }
@@ -113,19 +169,22 @@ recap_status_t recap__pool_route_end(int device, recap_pool_id_t id) {
   recap_status_t s = RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);
   recap__device_state_t *d = recap__alloc.devices[device];
-  int found = -1;
-  for (int i = 0; d && i < d->route_count; i++)
-    if (recap__pool_id_equal(d->routes[i].pool->id, id)) found = i;
+  int found = find_route_of_pool(d, id);
   if (found < 0) {
-    s = recap__error(RECAP_ERROR_INVALID_USAGE,
-                     "pool {%" PRIu64 ",%" PRIu64 "} is not routed to a capture on device %d", id.a,
-                     id.b, device);
+    s = not_routed(device, id);
     goto out;
   }
   d->routes[found].pool->routed = false;
   d->routes[found] = d->routes[--d->route_count];
-  /* Blocks freed during the capture that other streams used can get their events now. */
-  if (d->route_count == 0 && d->deferred_count) recap__alloc_insert_deferred_events(d);
+  /* Blocks freed during the capture that other streams used can get their events now. A
+   * failure there is handled (the allocator waits for the stream instead) and logged; it must
+   * not become the last error of a call that ends a capture for another reason. */
+  if (d->route_count == 0 && d->deferred_count) {
+    recap__saved_error_t saved;
+    recap__error_save(&saved);
+    recap__alloc_insert_deferred_events(d);
+    recap__error_restore(&saved);
+  }
 out:
   pthread_mutex_unlock(&recap__alloc.lock);
   return s;

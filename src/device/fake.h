@@ -127,6 +127,13 @@ bool recap__fake_capture_end(recap_stream_t origin);
 /* Mark the capture of stream invalidated, as an illegal call inside it would. */
 void recap__fake_capture_invalidate(recap_stream_t stream);
 
+/* A test's turn inside a call of recap: fn(ctx, stream) runs once, in the calling thread, right
+ * after the next stream_begin_capture op that succeeds (the fake's lock released), before that
+ * op returns to recap; then it is disarmed. It lets a test do what another thread could do
+ * between the two steps of recap_graph_capture_begin. NULL disarms; recap__fake_reset does not. */
+typedef void (*recap__fake_capture_hook_t)(void *ctx, recap_stream_t stream);
+void recap__fake_after_capture_begin(recap__fake_capture_hook_t fn, void *ctx);
+
 /* Fault injection. Kinds of calls that can be made to fail. */
 typedef enum recap__fake_fault {
   RECAP__FAKE_FAULT_RAW_MALLOC = 0,

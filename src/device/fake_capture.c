@@ -155,6 +155,17 @@ recap_status_t recap__fake_note_bad_graph(fake_failure_t *f, const char *call, c
 
 /* ---- graphs ----------------------------------------------------------------------------- */
 
+/* recap__fake_after_capture_begin's hook, guarded by the fake's lock. */
+static recap__fake_capture_hook_t begin_hook;
+static void *begin_hook_ctx;
+
+void recap__fake_after_capture_begin(recap__fake_capture_hook_t fn, void *ctx) {
+  pthread_mutex_lock(&recap__fake.lock);
+  begin_hook = fn;
+  begin_hook_ctx = ctx;
+  pthread_mutex_unlock(&recap__fake.lock);
+}
+
 recap_status_t recap__fake_op_stream_begin_capture(recap_stream_t stream,
                                                    recap__capture_mode_t mode) {
   /* Refused before anything reaches the device, as in the CUDA seam. */
@@ -193,7 +204,13 @@ recap_status_t recap__fake_op_stream_begin_capture(recap_stream_t stream,
         "cudaStreamBeginCapture: out of memory (cudaErrorMemoryAllocation): no host memory for "
         "a fake capture");
   }
-  return recap__fake_unlock_and_report(&f);
+  recap__fake_capture_hook_t hook = f.status == RECAP_SUCCESS ? begin_hook : NULL;
+  void *hook_ctx = begin_hook_ctx;
+  if (hook) begin_hook = NULL;
+  recap_status_t status = recap__fake_unlock_and_report(&f);
+  /* Unlocked: the hook calls into recap, which calls the fake. */
+  if (hook) hook(hook_ctx, stream);
+  return status;
 }
 
 recap_status_t recap__fake_op_stream_end_capture(recap_stream_t stream, recap_cuda_graph_t *graph) {

@@ -3,11 +3,13 @@
  * graph.c — the recap graph: capture into a private pool, instantiate, replay, reset.
  *
  * The state machine is PyTorch's CUDAGraph: FRESH --capture_begin--> CAPTURING --capture_end-->
- * CAPTURED (--reset--> FRESH). capture_begin opens a CUDA capture, learns its id, and routes the
- * allocator's allocations for that id to the graph's pool; capture_end closes both and, unless
- * the template is kept, instantiates. Every failure leaves the graph in a state the user can
- * recover from with reset (or needs nothing at all): no route, pool reference or registry entry
- * outlives the capture that made it.
+ * CAPTURED (--reset--> FRESH). capture_begin routes the allocator to the graph's pool, opens a
+ * CUDA capture and names it in the route once its id is known (the route comes first so that no
+ * other thread records or queries an event on the stream once it captures); capture_end closes
+ * both and, unless the template is kept, instantiates. Every failure leaves the graph in a state
+ * the user can recover from with reset (or needs nothing at all): no route, pool reference or
+ * registry entry outlives the capture that made it, and the last error stays the failure's own,
+ * whatever the cleanup meets.
  */
 #include <inttypes.h>
 #include <pthread.h>
@@ -107,6 +109,13 @@ static void hooks_capture_ended(recap_graph_t g, bool succeeded) {
       g->hooks[i].hooks->capture_ended(g->hooks[i].ctx, g, succeeded);
 }
 
+/* The replay did not launch: undo, newest first, what the first `prepared` hooks' before_replay
+ * did. */
+static void hooks_replay_failed(recap_graph_t g, size_t prepared) {
+  for (size_t i = prepared; i-- > 0;)
+    if (g->hooks[i].hooks->replay_failed) g->hooks[i].hooks->replay_failed(g->hooks[i].ctx, g);
+}
+
 static void hooks_release(recap_graph_t g) {
   for (size_t i = 0; i < g->hook_count; i++)
     if (g->hooks[i].hooks->release) g->hooks[i].hooks->release(g->hooks[i].ctx, g);
@@ -128,10 +137,20 @@ static void release_pool(recap_graph_t g) {
   g->holds_pool = false;
 }
 
+/* Keep the first failure of a sequence of cleanup steps, with its message: later steps may
+ * record errors of their own. */
+static void keep_first_failure(recap_status_t s, recap_status_t *first,
+                               recap__saved_error_t *saved) {
+  if (s == RECAP_SUCCESS || *first != RECAP_SUCCESS) return;
+  *first = s;
+  recap__error_save(saved);
+}
+
 recap_status_t recap_graph_reset(recap_graph_t graph) {
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_reset"));
   const recap__device_ops_t *dev = recap__device();
   recap_status_t result = RECAP_SUCCESS, s;
+  recap__saved_error_t saved;
   if (graph->state == RECAP__GRAPH_CAPTURING) {
     /* Abandon the capture: end it and throw its template away. If CUDA refuses to end it here
      * (another thread's capture), the capture runs on: leave everything as it is. */
@@ -143,9 +162,9 @@ recap_status_t recap_graph_reset(recap_graph_t graph) {
     hooks_capture_ended(graph, false);
   }
   hooks_release(graph);
-  if (graph->exec && (s = dev->graph_exec_destroy(graph->exec)) != RECAP_SUCCESS) result = s;
-  if (graph->template_graph && (s = dev->graph_destroy(graph->template_graph)) != RECAP_SUCCESS)
-    result = s;
+  if (graph->exec) keep_first_failure(dev->graph_exec_destroy(graph->exec), &result, &saved);
+  if (graph->template_graph)
+    keep_first_failure(dev->graph_destroy(graph->template_graph), &result, &saved);
   graph->exec = NULL;
   graph->template_graph = NULL;
   release_pool(graph);
@@ -153,6 +172,7 @@ recap_status_t recap_graph_reset(recap_graph_t graph) {
   graph->node_count = 0;
   graph->scope_stream = NULL;
   memset(&graph->pool, 0, sizeof graph->pool);
+  if (result != RECAP_SUCCESS) recap__error_restore(&saved);
   return result;
 }
 
@@ -208,6 +228,24 @@ recap_status_t recap__graph_capture_check(recap_graph_t graph, recap_stream_t st
   return RECAP_SUCCESS;
 }
 
+/* Undo a capture_start that failed after reserving the route: end the capture if it began,
+ * then stop routing (only once the stream no longer captures: ending the last route records
+ * held-back events) and drop the pool reference. The cause of the failure stays the last
+ * error. */
+static recap_status_t abandon_start(recap_status_t status, bool begun, recap_stream_t stream,
+                                    int device, recap_pool_id_t pool) {
+  const recap__device_ops_t *dev = recap__device();
+  recap__saved_error_t cause;
+  recap__error_save(&cause);
+  recap_cuda_graph_t abandoned = NULL;
+  if (begun && dev->stream_end_capture(stream, &abandoned) == RECAP_SUCCESS && abandoned)
+    dev->graph_destroy(abandoned);
+  recap__pool_route_end(device, pool);
+  recap__pool_release(device, pool);
+  recap__error_restore(&cause);
+  return status;
+}
+
 recap_status_t recap__graph_capture_start(recap_graph_t graph, recap_stream_t stream,
                                           const recap_capture_options_t *opts) {
   const recap__device_ops_t *dev = recap__device();
@@ -216,27 +254,28 @@ recap_status_t recap__graph_capture_start(recap_graph_t graph, recap_stream_t st
   recap_pool_id_t pool =
       recap_pool_is_default(opts->pool) ? recap__pool_id_for_graph() : opts->pool;
 
-  RECAP__CHECK(dev->stream_begin_capture(stream, (recap__capture_mode_t)opts->mode));
+  /* The allocator learns of the capture before it begins: from the moment the stream captures,
+   * no thread's free, allocation or route end may record or query an event on it, and a route
+   * that exists (if pending) holds that work back. A pool another capture uses is refused here,
+   * before anything began. */
+  RECAP__CHECK(recap__pool_route_reserve(device, pool));
+  recap_status_t s = dev->stream_begin_capture(stream, (recap__capture_mode_t)opts->mode);
+  if (s != RECAP_SUCCESS) return abandon_start(s, false, stream, device, pool);
   recap__capture_status_t status;
   uint64_t id = 0;
   /* The capture just began, so a context exists: the cheap query will do. */
-  recap_status_t s = dev->stream_capture_id(stream, &status, &id);
-  if (s == RECAP_SUCCESS && status != RECAP__CAPTURE_ACTIVE)
+  s = dev->stream_capture_id(stream, &status, &id);
+  if (s == RECAP_SUCCESS && status == RECAP__CAPTURE_INVALIDATED)
+    s = recap__error(RECAP_ERROR_CAPTURE_INVALIDATED,
+                     "recap_graph_capture_begin: the capture was invalidated as soon as it began "
+                     "(another thread made a call that its mode forbids, such as cudaMalloc "
+                     "during a global-mode capture); nothing was captured and the graph is "
+                     "still fresh");
+  else if (s == RECAP_SUCCESS && status != RECAP__CAPTURE_ACTIVE)
     s = recap__error(RECAP_ERROR_INTERNAL, "recap_graph_capture_begin: the capture did not start");
-  if (s == RECAP_SUCCESS) s = recap__pool_route_begin(device, pool, id);
-  if (s == RECAP_SUCCESS) {
-    s = recap__registry_add(id, graph);
-    if (s != RECAP_SUCCESS) {
-      recap__pool_route_end(device, pool);
-      recap__pool_release(device, pool);
-    }
-  }
-  if (s != RECAP_SUCCESS) {
-    recap_cuda_graph_t abandoned = NULL;
-    if (dev->stream_end_capture(stream, &abandoned) == RECAP_SUCCESS && abandoned)
-      dev->graph_destroy(abandoned);
-    return s;
-  }
+  if (s == RECAP_SUCCESS) s = recap__pool_route_set_capture(device, pool, id);
+  if (s == RECAP_SUCCESS) s = recap__registry_add(id, graph);
+  if (s != RECAP_SUCCESS) return abandon_start(s, true, stream, device, pool);
   graph->device = device;
   graph->pool = pool;
   graph->holds_pool = true;
@@ -255,14 +294,23 @@ static recap_status_t instantiate(recap_graph_t g) {
   return dev->graph_instantiate(&g->exec, g->template_graph);
 }
 
-/* A capture that came to nothing: the layers' state, the pool and the counts go, and the graph
- * is fresh again (its template and executable, if any, are the caller's to destroy first). */
-static void drop_capture(recap_graph_t graph) {
+/* A capture that came to nothing, with status as the reason: the template (if any), the
+ * layers' state, the pool and the counts go, and the graph is fresh again, as after a reset; a
+ * capture scope it belonged to is closed. status and its message stay the last error, whatever
+ * the cleanup records. */
+static recap_status_t drop_capture(recap_graph_t graph, recap_status_t status) {
+  recap__saved_error_t cause;
+  recap__error_save(&cause);
+  if (graph->template_graph) recap__device()->graph_destroy(graph->template_graph);
+  graph->template_graph = NULL;
   hooks_release(graph);
   release_pool(graph);
   graph->state = RECAP__GRAPH_FRESH;
   graph->node_count = 0;
+  graph->scope_stream = NULL;
   memset(&graph->pool, 0, sizeof graph->pool);
+  recap__error_restore(&cause);
+  return status;
 }
 
 recap_status_t recap_graph_capture_end(recap_graph_t graph, recap_stream_t stream) {
@@ -283,14 +331,19 @@ recap_status_t recap_graph_capture_end(recap_graph_t graph, recap_stream_t strea
   /* Misuse (e.g. ending from another thread) leaves the capture running: let the caller end it
    * properly. Every other outcome ends the capture. */
   if (s == RECAP_ERROR_INVALID_USAGE) return s;
-  close_capture_bookkeeping(graph);
-  hooks_capture_ended(graph, s == RECAP_SUCCESS);
   if (s != RECAP_SUCCESS) {
     /* Invalidated or failed: nothing of the capture survives, the graph is fresh again. The
-     * seam's message names the CUDA error; keep it while the bookkeeping is undone. */
-    drop_capture(graph);
-    return s;
+     * seam's message names the CUDA error; it stays while the bookkeeping is undone (the end of
+     * the route records the events held back during the capture, which may fail). */
+    recap__saved_error_t cause;
+    recap__error_save(&cause);
+    close_capture_bookkeeping(graph);
+    hooks_capture_ended(graph, false);
+    recap__error_restore(&cause);
+    return drop_capture(graph, s);
   }
+  close_capture_bookkeeping(graph);
+  hooks_capture_ended(graph, true);
   graph->template_graph = template_graph;
   size_t nodes = 0;
   if (dev->graph_node_count(template_graph, &nodes) == RECAP_SUCCESS) graph->node_count = nodes;
@@ -299,20 +352,14 @@ recap_status_t recap_graph_capture_end(recap_graph_t graph, recap_stream_t strea
         "the capture recorded no work: the graph is empty (did the work go to another "
         "stream than the capturing one?)");
   graph->state = RECAP__GRAPH_CAPTURED;
-  if ((s = hooks_captured(graph)) != RECAP_SUCCESS) {
-    /* A layer could not take in what was captured (input liveness: the pointer scan failed):
-     * the capture is thrown away, as for a failed instantiation. */
-    dev->graph_destroy(graph->template_graph);
-    graph->template_graph = NULL;
-    drop_capture(graph);
-    return s;
-  }
+  /* A layer that cannot take in what was captured (input liveness: the pointer scan failed)
+   * throws the capture away, as a failed instantiation does. */
+  if ((s = hooks_captured(graph)) != RECAP_SUCCESS) return drop_capture(graph, s);
   if (graph->flags & RECAP_GRAPH_KEEP) return RECAP_SUCCESS;
-  s = instantiate(graph);
+  if ((s = instantiate(graph)) != RECAP_SUCCESS) return drop_capture(graph, s);
   dev->graph_destroy(graph->template_graph);
   graph->template_graph = NULL;
-  if (s != RECAP_SUCCESS) drop_capture(graph);
-  return s;
+  return RECAP_SUCCESS;
 }
 
 recap_status_t recap_graph_instantiate(recap_graph_t graph) {
@@ -342,10 +389,19 @@ recap_status_t recap_graph_replay(recap_graph_t graph, recap_stream_t stream) {
                         "capture_end must succeed first)");
   }
   if (!graph->exec) RECAP__CHECK(instantiate(graph));
-  for (size_t i = 0; i < graph->hook_count; i++)
-    if (graph->hooks[i].hooks->before_replay)
-      RECAP__CHECK(graph->hooks[i].hooks->before_replay(graph->hooks[i].ctx, graph, stream));
-  return recap__device()->graph_launch(graph->exec, stream);
+  /* The layers prepare the replay (random numbers: the generators' state is written and they
+   * advance). Should a hook or the launch fail, the hooks that prepared undo it, so a failed
+   * replay leaves the generators where they were. */
+  recap_status_t s = RECAP_SUCCESS;
+  size_t prepared = 0;
+  for (; prepared < graph->hook_count; prepared++) {
+    const recap__graph_hook_entry_t *h = &graph->hooks[prepared];
+    if (h->hooks->before_replay) s = h->hooks->before_replay(h->ctx, graph, stream);
+    if (s != RECAP_SUCCESS) break;
+  }
+  if (s == RECAP_SUCCESS) s = recap__device()->graph_launch(graph->exec, stream);
+  if (s != RECAP_SUCCESS) hooks_replay_failed(graph, prepared);
+  return s;
 }
 
 /* ------------------------------------------------------------------------------------------

@@ -28,8 +28,13 @@ enum { RECAP__GRAPH_MAGIC = 0x72636170 /* "rcap" */ };
  * to a graph through hooks, so the graph layer does not depend on them: graph.c and inspect.c
  * call only the hooks attached to a graph, never the files that attach them. */
 typedef struct recap__graph_hooks {
-  /* Before every launch of the executable, on the replay stream. A failure stops the replay. */
+  /* Before every launch of the executable, on the replay stream. A failure stops the replay;
+   * the hook then undoes what it did itself. */
   recap_status_t (*before_replay)(void *ctx, recap_graph_t graph, recap_stream_t stream);
+  /* The replay failed after this hook's before_replay succeeded (a later hook or the launch
+   * failed): undo what before_replay did, so that a failed replay changes nothing. Must not
+   * fail, nor record an error. Optional. */
+  void (*replay_failed)(void *ctx, recap_graph_t graph);
   /* When the capture ends: succeeded is false if it was invalidated or failed. */
   void (*capture_ended)(void *ctx, recap_graph_t graph, bool succeeded);
   /* The graph drops what it captured (reset, destroy, failed capture): free ctx. */

@@ -46,12 +46,17 @@ struct recap_graphed {
  * writes parameter gradients (the first block of a network has only the batch as input). */
 static bool needs_backward(const recap_graphed_t h) { return h->desc.backward != NULL; }
 
+/* Cleanup, often after a failure: a buffer that cannot be freed (a user function freed it
+ * itself) must not replace the failure's message as the last error. */
 static void free_buffers(recap_buffer_t *buffers, size_t count) {
   if (!buffers) return;
+  recap__saved_error_t saved;
+  recap__error_save(&saved);
   for (size_t i = 0; i < count; i++) {
     recap_free(buffers[i].data);
     buffers[i].data = NULL;
   }
+  recap__error_restore(&saved);
 }
 
 /* A live handle (core/args.h: the magic is cleared at destroy). */

@@ -9,7 +9,9 @@
  * offset within the graph, which grows as the capture draws. At capture end the graph keeps that
  * total. Before each replay the graph's hook writes the generator's current seed and offset into
  * the device state, on the replay stream, and advances the offset by the total — which is what
- * running the captured work eagerly would have done.
+ * running the captured work eagerly would have done. A replay (or an eager kernel) that fails to
+ * launch moves the offset back, unless another draw advanced it since: then the failed call's
+ * numbers are skipped, never handed out twice.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -32,15 +34,45 @@ struct recap_generator {
   bool destroyed;          /* the user destroyed it; graphs still hold it */
   recap_graph_t capturing; /* the graph whose capture uses it now */
   uint64_t offset_intragraph;
+  uint64_t version; /* counts every change of seed or offset, so an advance can be undone
+                       exactly when nothing changed them since */
 };
+
+/* How to move an advance of the offset back: the offset before it and the version after. */
+typedef struct advance {
+  uint64_t offset_before, version_after;
+  bool done;
+} advance_t;
 
 /* One generator used by one graph. */
 typedef struct rng_use {
   recap_generator_t generator;
   uint64_t increment; /* what one replay consumes */
+  advance_t replay;   /* the latest replay's advance (one thread replays a graph at a time) */
 } rng_use_t;
 
 static uint64_t round4(uint64_t increment) { return (increment + 3) & ~(uint64_t)3; }
+
+/* Take the offset and advance it by step (gen->lock held). */
+static uint64_t advance(recap_generator_t gen, uint64_t step, advance_t *a) {
+  uint64_t offset = gen->offset;
+  gen->offset += step;
+  *a = (advance_t){.offset_before = offset, .version_after = ++gen->version, .done = true};
+  return offset;
+}
+
+/* The call that advanced failed: move the offset back, unless the seed or offset changed since
+ * (a concurrent draw took the numbers after it; they must not be handed out twice). */
+static void undo_advance(recap_generator_t gen, advance_t *a) {
+  if (!a->done) return;
+  pthread_mutex_lock(&gen->lock);
+  if (gen->version == a->version_after) {
+    gen->offset = a->offset_before;
+    gen->version++;
+  }
+  pthread_mutex_unlock(&gen->lock);
+  a->done = false;
+}
 
 static void drop_reference(recap_generator_t gen) {
   pthread_mutex_lock(&gen->lock);
@@ -109,6 +141,7 @@ recap_status_t recap_generator_set_seed(recap_generator_t gen, uint64_t seed) {
   if (s == RECAP_SUCCESS) {
     gen->seed = seed;
     gen->offset = 0;
+    gen->version++;
   }
   pthread_mutex_unlock(&gen->lock);
   return s;
@@ -144,7 +177,10 @@ recap_status_t recap_generator_set_offset(recap_generator_t gen, uint64_t offset
   pthread_mutex_lock(&gen->lock);
   recap_status_t s = refuse_during_capture(gen, "recap_generator_set_offset",
                                            "set it before capture_begin or after capture_end");
-  if (s == RECAP_SUCCESS) gen->offset = offset;
+  if (s == RECAP_SUCCESS) {
+    gen->offset = offset;
+    gen->version++;
+  }
   pthread_mutex_unlock(&gen->lock);
   return s;
 }
@@ -171,10 +207,19 @@ static recap_status_t use_before_replay(void *ctx, recap_graph_t graph, recap_st
   RECAP__CHECK(recap_record_stream(gen->device_state, stream));
   /* Take the offset and advance it in one step, so concurrent replays get distinct ranges. */
   pthread_mutex_lock(&gen->lock);
-  uint64_t seed = gen->seed, offset = gen->offset;
-  gen->offset += use->increment;
+  uint64_t seed = gen->seed, offset = advance(gen, use->increment, &use->replay);
   pthread_mutex_unlock(&gen->lock);
-  return recap__device()->rng_write_state(stream, gen->device_state, seed, offset);
+  recap_status_t s = recap__device()->rng_write_state(stream, gen->device_state, seed, offset);
+  if (s != RECAP_SUCCESS) undo_advance(gen, &use->replay);
+  return s;
+}
+
+/* The launch (or a later hook) failed: the replay drew nothing. The state words written above
+ * are harmless: the next replay writes them again before it reads them. */
+static void use_replay_failed(void *ctx, recap_graph_t graph) {
+  (void)graph;
+  rng_use_t *use = ctx;
+  undo_advance(use->generator, &use->replay);
 }
 
 static void use_capture_ended(void *ctx, recap_graph_t graph, bool succeeded) {
@@ -197,6 +242,7 @@ static void use_release(void *ctx, recap_graph_t graph) {
 
 static const recap__graph_hooks_t rng_hooks = {
     .before_replay = use_before_replay,
+    .replay_failed = use_replay_failed,
     .capture_ended = use_capture_ended,
     .release = use_release,
 };
@@ -217,13 +263,11 @@ static recap_status_t attach(recap_generator_t gen, recap_graph_t graph) {
   return RECAP_SUCCESS;
 }
 
-recap_status_t recap_generator_philox_state(recap_generator_t gen, recap_stream_t stream,
-                                            uint64_t increment, recap_philox_state_t *state) {
-  RECAP__CHECK(check_handle(gen, "recap_generator_philox_state"));
-  RECAP__ARG(state != NULL, "recap_generator_philox_state: state is NULL");
-  RECAP__ARG(increment <= UINT64_MAX - 3,
-             "recap_generator_philox_state: increment %llu is out of range",
-             (unsigned long long)increment);
+/* recap_generator_philox_state; an eager advance is described in *eager, for the caller to
+ * undo should its launch fail. */
+static recap_status_t philox_state(recap_generator_t gen, recap_stream_t stream, uint64_t increment,
+                                   recap_philox_state_t *state, advance_t *eager) {
+  eager->done = false;
   recap__capture_status_t status;
   uint64_t id = 0;
   RECAP__CHECK(recap__device()->stream_capture_info(stream, &status, &id));
@@ -240,8 +284,8 @@ recap_status_t recap_generator_philox_state(recap_generator_t gen, recap_stream_
   recap_status_t s = RECAP_SUCCESS;
   pthread_mutex_lock(&gen->lock);
   if (!graph) {
-    *state = (recap_philox_state_t){.seed = gen->seed, .offset = gen->offset};
-    gen->offset += step;
+    *state = (recap_philox_state_t){.seed = gen->seed};
+    state->offset = advance(gen, step, eager);
   } else {
     if (gen->capturing && gen->capturing != graph)
       s = recap__error(RECAP_ERROR_INVALID_USAGE,
@@ -261,6 +305,17 @@ recap_status_t recap_generator_philox_state(recap_generator_t gen, recap_stream_
   return s;
 }
 
+recap_status_t recap_generator_philox_state(recap_generator_t gen, recap_stream_t stream,
+                                            uint64_t increment, recap_philox_state_t *state) {
+  RECAP__CHECK(check_handle(gen, "recap_generator_philox_state"));
+  RECAP__ARG(state != NULL, "recap_generator_philox_state: state is NULL");
+  RECAP__ARG(increment <= UINT64_MAX - 3,
+             "recap_generator_philox_state: increment %llu is out of range",
+             (unsigned long long)increment);
+  advance_t eager;
+  return philox_state(gen, stream, increment, state, &eager);
+}
+
 /* ------------------------------------------------------------------------------------------
  * Library kernels
  * ---------------------------------------------------------------------------------------- */
@@ -271,8 +326,12 @@ static recap_status_t launch(recap_generator_t gen, recap__rng_launch_t *l, cons
   if (l->n == 0) return RECAP_SUCCESS;
   uint64_t increment;
   recap__rng_shape(l->n, &l->grid, &increment);
-  RECAP__CHECK(recap_generator_philox_state(gen, l->stream, increment, &l->state));
-  return recap__device()->rng_launch(l);
+  advance_t eager;
+  RECAP__CHECK(philox_state(gen, l->stream, increment, &l->state, &eager));
+  recap_status_t s = recap__device()->rng_launch(l);
+  /* A kernel that did not launch drew nothing. */
+  if (s != RECAP_SUCCESS) undo_advance(gen, &eager);
+  return s;
 }
 
 recap_status_t recap_rng_uniform(recap_generator_t gen, float *out, size_t n,
