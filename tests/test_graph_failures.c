@@ -142,8 +142,7 @@ static recap_status_t forward_that_frees_and_fails(void *ctx, recap_stream_t str
 static void graphed_forward_failure_keeps_its_status(void **state) {
   (void)state;
   reset();
-  recap_callable_desc_t desc;
-  memset(&desc, 0, sizeof desc);
+  recap_callable_desc_t desc = RECAP_CALLABLE_DESC_INIT;
   desc.forward = forward_that_frees_and_fails;
   desc.output_count = 1;
   recap_graphed_t h = NULL;
