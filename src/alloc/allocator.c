@@ -27,6 +27,7 @@
 #include "alloc/alloc_internal.h"
 #include "core/assert.h"
 #include "core/error.h"
+#include "core/host.h"
 
 recap__allocator_t recap__alloc = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -46,7 +47,7 @@ recap__allocator_t recap__alloc = {.lock = PTHREAD_MUTEX_INITIALIZER};
  * host memory for the ring nothing is kept. */
 static void remember_free(const recap__block_t *b, void *free_site) {
   if (!recap__alloc.freed) {
-    recap__alloc.freed = calloc(RECAP__FREE_HISTORY, sizeof *recap__alloc.freed);
+    recap__alloc.freed = recap__host_calloc(RECAP__FREE_HISTORY, sizeof *recap__alloc.freed);
     if (!recap__alloc.freed) return;
   }
   recap__free_record_t *r = &recap__alloc.freed[recap__alloc.freed_next++ % RECAP__FREE_HISTORY];
@@ -67,7 +68,7 @@ static recap__block_t *block_new(void) {
   if (b) {
     recap__alloc.spare_blocks = b->next;
   } else {
-    b = malloc(sizeof *b);
+    b = recap__host_malloc(sizeof *b);
     if (!b) return NULL;
   }
   memset(b, 0, sizeof *b);
@@ -77,7 +78,7 @@ static recap__block_t *block_new(void) {
 /* Make sure one record is on the free list, so that a later block_new cannot fail. */
 static bool block_reserve(void) {
   if (recap__alloc.spare_blocks) return true;
-  recap__block_t *b = malloc(sizeof *b);
+  recap__block_t *b = recap__host_malloc(sizeof *b);
   if (!b) return false;
   b->next = NULL;
   recap__alloc.spare_blocks = b;
@@ -85,7 +86,7 @@ static bool block_reserve(void) {
 }
 
 static void block_delete(recap__block_t *b) {
-  free(b->stream_uses);
+  recap__host_free(b->stream_uses);
   b->stream_uses = NULL;
   b->next = recap__alloc.spare_blocks;
   recap__alloc.spare_blocks = b;
@@ -98,7 +99,7 @@ static void block_delete(recap__block_t *b) {
 recap__device_state_t *recap__alloc_device_state(int device) {
   recap__device_state_t *d = recap__alloc.devices[device];
   if (d) return d;
-  d = calloc(1, sizeof *d);
+  d = recap__host_calloc(1, sizeof *d);
   if (!d) return NULL;
   d->device = device;
   recap__alloc.devices[device] = d;
@@ -126,7 +127,7 @@ void recap__alloc_pool_delete(recap__device_state_t *d, recap__pool_t *pool) {
   }
   recap__free_set_clear(&pool->small_free);
   recap__free_set_clear(&pool->large_free);
-  free(pool);
+  recap__host_free(pool);
 }
 
 static recap__free_set_t *free_set_of(recap__pool_t *pool, bool small) {
@@ -161,7 +162,7 @@ static bool grow_array(void **items, size_t *capacity, size_t needed, size_t ite
   if (needed <= *capacity) return true;
   size_t cap = *capacity ? *capacity : 8;
   while (cap < needed) cap *= 2;
-  void *grown = realloc(*items, cap * item_size);
+  void *grown = recap__host_realloc(*items, cap * item_size);
   if (!grown) return false;
   *items = grown;
   *capacity = cap;
@@ -377,7 +378,7 @@ static recap_status_t release_segment(recap__device_state_t *d, recap__block_t *
   recap__stat_kind(st->reserved_bytes, seg->small, -(int64_t)seg->size);
   st->num_device_free++;
   block_delete(b);
-  free(seg);
+  recap__host_free(seg);
   return RECAP_SUCCESS;
 }
 
@@ -489,17 +490,17 @@ static recap_status_t segment_memory(recap__device_state_t *d, const recap__opti
 static recap_status_t new_segment(recap__device_state_t *d, recap__pool_t *pool, bool small,
                                   size_t size, size_t request, recap_stream_t stream,
                                   const recap__options_t *o, recap__block_t **out) {
-  recap__segment_t *seg = calloc(1, sizeof *seg);
+  recap__segment_t *seg = recap__host_calloc(1, sizeof *seg);
   recap__block_t *b = block_new();
   if (!seg || !b) {
-    free(seg);
+    recap__host_free(seg);
     if (b) block_delete(b);
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
   }
   void *base = NULL;
   recap_status_t s = segment_memory(d, o, &base, size, request);
   if (s != RECAP_SUCCESS) {
-    free(seg);
+    recap__host_free(seg);
     block_delete(b);
     return s;
   }
@@ -775,7 +776,7 @@ recap_status_t recap_record_stream(void *ptr, recap_stream_t stream) {
     if (b->stream_uses[i] == stream) goto out;
   if (b->stream_use_count == b->stream_use_capacity) {
     int capacity = b->stream_use_capacity ? b->stream_use_capacity * 2 : 2;
-    recap_stream_t *uses = realloc(b->stream_uses, (size_t)capacity * sizeof *uses);
+    recap_stream_t *uses = recap__host_realloc(b->stream_uses, (size_t)capacity * sizeof *uses);
     if (!uses) {
       s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_record_stream: out of host memory");
       goto out;

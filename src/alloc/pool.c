@@ -16,6 +16,7 @@
 #include "alloc/alloc_internal.h"
 #include "core/assert.h"
 #include "core/error.h"
+#include "core/host.h"
 
 static _Atomic uint64_t next_handle_id = 1; /* recap_pool_handle(): {0, n} */
 static _Atomic uint64_t next_graph_id = 1;  /* pools graphs make for themselves: {n, 0} */
@@ -76,7 +77,7 @@ recap_status_t recap__pool_route_begin(int device, recap_pool_id_t id, uint64_t 
     }
   }
   if (!pool) {
-    pool = calloc(1, sizeof *pool);
+    pool = recap__host_calloc(1, sizeof *pool);
     if (!pool) {
       s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "out of host memory");
       goto out;
@@ -86,9 +87,9 @@ recap_status_t recap__pool_route_begin(int device, recap_pool_id_t id, uint64_t 
   }
   if (d->route_count == d->route_capacity) {
     int capacity = d->route_capacity ? d->route_capacity * 2 : 4;
-    recap__route_t *routes = realloc(d->routes, (size_t)capacity * sizeof *routes);
+    recap__route_t *routes = recap__host_realloc(d->routes, (size_t)capacity * sizeof *routes);
     if (!routes) {
-      if (created) free(pool);
+      if (created) recap__host_free(pool);
       s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "out of host memory");
       goto out;
     }
