@@ -566,10 +566,14 @@ static size_t find_free_block(const recap__free_set_t *set, recap_stream_t strea
   return i;
 }
 
+/* Whether handing b to a request of `size` bytes (rounded) splits off the rest. Decided on the
+ * request's size, as PyTorch does: a request of max_split_size or more keeps its whole block
+ * (find_free_block gives it none more than large_segment larger); a smaller
+ * request splits even a new segment that rounding made max_split_size large. */
 static bool should_split(const recap__block_t *b, size_t size, const recap__options_t *o) {
   size_t remaining = b->size - size;
   if (b->segment->small) return remaining >= o->min_block_size;
-  if (o->max_split_size && b->size >= o->max_split_size) return false;
+  if (o->max_split_size && size >= o->max_split_size) return false;
   return remaining > o->small_size;
 }
 
