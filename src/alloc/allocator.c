@@ -171,6 +171,20 @@ static bool grow_array(void **items, size_t *capacity, size_t needed, size_t ite
 
 static void free_block(recap__device_state_t *d, recap__block_t *b);
 
+/* Whether a capture is routed on any device. CUDA's global capture mode forbids cudaMalloc,
+ * cudaFree and event queries in every thread whatever the device, so a capture on device 0
+ * constrains what recap may do for device 1 too. Off the hot path: only the slow paths ask. */
+static bool capture_under_way(int *device) {
+  for (int i = 0; i < RECAP__MAX_DEVICES; i++) {
+    const recap__device_state_t *d = recap__alloc.devices[i];
+    if (d && d->route_count) {
+      if (device) *device = i;
+      return true;
+    }
+  }
+  return false;
+}
+
 static void release_event(recap__device_state_t *d, recap__event_t e) {
   if (grow_array((void **)&d->spare_events, &d->spare_capacity, d->spare_count + 1,
                  sizeof *d->spare_events))
@@ -226,7 +240,8 @@ void recap__alloc_insert_deferred_events(recap__device_state_t *d) {
 
 /* Free the blocks whose events have completed. With `wait`, wait for every event first. */
 static void process_events(recap__device_state_t *d, bool wait) {
-  if (d->route_count) return; /* events may not be queried while a capture is under way */
+  /* Events may not be queried while a capture is under way, on any device. */
+  if (d->route_count || capture_under_way(NULL)) return;
   recap__alloc_insert_deferred_events(d);
   const recap__device_ops_t *dev = recap__device();
   size_t kept = 0;
@@ -338,11 +353,11 @@ static size_t segment_size_for(const recap__options_t *o, size_t size) {
   return (size + unit - 1) / unit * unit;
 }
 
-/* While a capture is under way, a driver allocation or free from this thread would invalidate
- * it in global mode, though the memory is no part of the graph's work: relax the thread's
- * capture mode around such calls. */
-static bool relax_capture_mode(recap__device_state_t *d, recap__capture_mode_t *saved) {
-  if (d->route_count == 0) return false;
+/* While a capture is under way on any device, a driver allocation or free from this thread
+ * would invalidate it in global mode, though the memory is no part of the graph's work: relax
+ * the thread's capture mode around such calls. */
+static bool relax_capture_mode(recap__capture_mode_t *saved) {
+  if (!capture_under_way(NULL)) return false;
   *saved = RECAP__CAPTURE_MODE_RELAXED;
   return recap__device()->exchange_capture_mode(saved) == RECAP_SUCCESS;
 }
@@ -358,7 +373,7 @@ static recap_status_t release_segment(recap__device_state_t *d, recap__block_t *
   RECAP__ASSERT(seg->head == b && b->ptr == seg->base && b->size == seg->size);
   recap__pool_t *pool = seg->pool;
   recap__capture_mode_t saved;
-  bool relaxed = relax_capture_mode(d, &saved);
+  bool relaxed = relax_capture_mode(&saved);
   recap_status_t s = recap__device()->raw_free(seg->base);
   restore_capture_mode(relaxed, &saved);
   RECAP__CHECK(s);
@@ -415,9 +430,9 @@ static recap_status_t release_cached(recap__device_state_t *d) {
 }
 
 /* Ask the driver for a segment. */
-static recap_status_t raw_alloc(recap__device_state_t *d, void **ptr, size_t size) {
+static recap_status_t raw_alloc(void **ptr, size_t size) {
   recap__capture_mode_t saved;
-  bool relaxed = relax_capture_mode(d, &saved);
+  bool relaxed = relax_capture_mode(&saved);
   recap_status_t s = recap__device()->raw_malloc(ptr, size);
   restore_capture_mode(relaxed, &saved);
   return s;
@@ -430,7 +445,7 @@ static recap_status_t capped_alloc(recap__device_state_t *d, const recap__option
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
                         "the memory_cap option (%" PRIu64 " bytes) would be exceeded",
                         o->memory_cap);
-  return raw_alloc(d, base, size);
+  return raw_alloc(base, size);
 }
 
 static void format_bytes(char *out, size_t cap, uint64_t bytes) {
@@ -817,17 +832,20 @@ recap_status_t recap_empty_cache(void) {
   const recap__device_ops_t *dev = recap__device();
   recap_status_t result = RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);
+  /* A capture on any device refuses the whole call: in global mode, cudaFree on another device
+   * would invalidate it too. */
+  int capturing;
+  if (capture_under_way(&capturing)) {
+    pthread_mutex_unlock(&recap__alloc.lock);
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_empty_cache: a capture is under way on device %d; freeing device "
+                        "memory now could invalidate it. Call it before the capture begins or "
+                        "after it ends",
+                        capturing);
+  }
   for (int i = 0; i < RECAP__MAX_DEVICES; i++) {
     recap__device_state_t *d = recap__alloc.devices[i];
     if (!d) continue;
-    if (d->route_count) {
-      result = recap__error(RECAP_ERROR_INVALID_USAGE,
-                            "recap_empty_cache: a capture is under way on device %d; freeing "
-                            "device memory now could invalidate it. Call it before the capture "
-                            "begins or after it ends",
-                            i);
-      continue;
-    }
     int previous = 0;
     bool switched = false;
     if (dev->get_device(&previous) == RECAP_SUCCESS && previous != i)
