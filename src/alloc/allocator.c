@@ -223,6 +223,7 @@ static void insert_events(recap__device_state_t *d, recap__block_t *b) {
       dev->stream_synchronize(s);
     }
   }
+  if (b->stream_use_count) d->blocks_with_uses--;
   b->stream_use_count = 0;
 }
 
@@ -289,6 +290,7 @@ static size_t merge(recap__block_t *b, recap__block_t *other) {
     if (b->next) b->next->prev = b;
   }
   b->size += absorbed;
+  free_set_of(b->segment->pool, b->segment->small)->blocks--;
   RECAP__ASSERT(b->ptr >= b->segment->base &&
                 b->ptr + b->size <= b->segment->base + b->segment->size);
   block_delete(other);
@@ -380,6 +382,7 @@ static recap_status_t release_segment(recap__device_state_t *d, recap__block_t *
   RECAP__ASSERT(recap__free_set_find(free_set_of(pool, seg->small), b) <
                 free_set_of(pool, seg->small)->count);
   recap__free_set_erase(free_set_of(pool, seg->small), b);
+  free_set_of(pool, seg->small)->blocks--;
   if (seg->prev)
     seg->prev->next = seg->next;
   else
@@ -531,6 +534,7 @@ static recap_status_t new_segment(recap__device_state_t *d, recap__pool_t *pool,
   pool->segments = seg;
   pool->segment_count++;
   pool->reserved_bytes += (int64_t)size;
+  free_set_of(pool, small)->blocks++;
   b->ptr = base;
   b->size = size;
   b->stream = stream;
@@ -620,7 +624,9 @@ static recap_status_t request_begin(request_t *r, int device, size_t size, recap
   RECAP__CHECK(pool_for_stream(d, stream, &r->pool));
   if (RECAP__UNLIKELY(d->pending_count || d->deferred_count)) process_events(d, false);
   r->set = free_set_of(r->pool, r->small);
-  if (RECAP__UNLIKELY(!block_reserve() || !recap__free_set_reserve(r->set, 1) ||
+  /* Room in the free set for every block of it to be free, and for the two this call may add
+   * (a new segment's, a split's rest): no later free needs host memory. */
+  if (RECAP__UNLIKELY(!block_reserve() || !recap__free_set_reserve_all(r->set, 2) ||
                       !recap__ptr_map_reserve(&recap__alloc.allocated, 1)))
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
   return RECAP_SUCCESS;
@@ -650,6 +656,7 @@ static void split_block(recap__free_set_t *set, recap__block_t *b, recap__block_
   if (rest->next) rest->next->prev = rest;
   b->next = rest;
   b->size = size;
+  set->blocks++;
   if (in_set)
     recap__free_set_replace_at(set, slot, rest);
   else
@@ -738,7 +745,9 @@ recap_status_t recap_free(void *ptr) {
   void *site = CALLER_ADDRESS();
   if (!ptr) return RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);
-  /* Out of the map at once (one probe); put back should the host be out of memory below. */
+  /* Out of the map at once (one probe). Nothing below needs host memory: recap_malloc kept
+   * room in the free set for every block of it, and recap_record_stream room in the deferred
+   * list for every block used by other streams, so a free cannot fail once the block is found. */
   recap__block_t *b = recap__ptr_map_remove(&recap__alloc.allocated, ptr);
   if (!b) {
     pthread_mutex_unlock(&recap__alloc.lock);
@@ -749,14 +758,9 @@ recap_status_t recap_free(void *ptr) {
   RECAP__ASSERT(b->allocated && b->ptr == ptr);
   recap__segment_t *seg = b->segment;
   recap__device_state_t *d = recap__alloc.devices[seg->device];
-  recap__free_set_t *set = free_set_of(seg->pool, seg->small);
-  if (!recap__free_set_reserve(set, 1) ||
-      (b->stream_use_count && !grow_array((void **)&d->deferred, &d->deferred_capacity,
-                                          d->deferred_count + 1, sizeof *d->deferred))) {
-    recap__ptr_map_insert(&recap__alloc.allocated, ptr, b); /* cannot fail: a slot was freed */
-    pthread_mutex_unlock(&recap__alloc.lock);
-    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_free(%p): out of host memory", ptr);
-  }
+  RECAP__ASSERT(free_set_of(seg->pool, seg->small)->blocks <=
+                free_set_of(seg->pool, seg->small)->capacity);
+  RECAP__ASSERT(!b->stream_use_count || d->deferred_count < d->deferred_capacity);
   if (recap__alloc_sites_enabled()) remember_free(b, site);
   b->allocated = false;
   seg->pool->allocated_bytes -= (int64_t)b->size;
@@ -802,6 +806,17 @@ recap_status_t recap_record_stream(void *ptr, recap_stream_t stream) {
     }
     b->stream_uses = uses;
     b->stream_use_capacity = capacity;
+  }
+  if (b->stream_use_count == 0) {
+    /* The block's first other stream: make room for it in the deferred list now, so that
+     * freeing it during a capture needs no host memory. */
+    recap__device_state_t *d = recap__alloc.devices[b->segment->device];
+    if (!grow_array((void **)&d->deferred, &d->deferred_capacity, d->blocks_with_uses + 1,
+                    sizeof *d->deferred)) {
+      s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_record_stream: out of host memory");
+      goto out;
+    }
+    d->blocks_with_uses++;
   }
   b->stream_uses[b->stream_use_count++] = stream;
 out:

@@ -123,5 +123,5 @@ void recap__free_set_replace_at(recap__free_set_t *s, size_t i, recap__block_t *
 void recap__free_set_clear(recap__free_set_t *s) {
   recap__host_free(s->items);
   s->items = NULL;
-  s->count = s->capacity = 0;
+  s->count = s->capacity = s->blocks = 0;
 }
