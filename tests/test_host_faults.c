@@ -12,8 +12,9 @@
  * says "out of host memory" (or nothing fails: recap absorbed the failure, as it may for its
  * caches), the allocator's checker passes after every step, and once the workload's cleanup
  * has run nothing is left: no device memory, capture, graph or stray event, and, after the test
- * reset, exactly as many host blocks as after a run without a failure. The same workload then runs cleanly in the same process.
- * The asan preset's leak check confirms the last point independently.
+ * reset, exactly as many host blocks as after a run without a failure. The same workload then
+ * runs cleanly in the same process.
+ * The asan preset's leak check confirms the count of host blocks independently.
  */
 #include <stdbool.h>
 #include <stdio.h>
