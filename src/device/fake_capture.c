@@ -19,7 +19,8 @@
  * mode, any global capture of any thread and any unrelaxed capture of this thread; in
  * thread-local mode, only the unrelaxed captures of this thread; in relaxed mode, none. The
  * rule knows no devices, as CUDA's does not: a global capture on device 0 forbids cudaMalloc on
- * device 1 in every thread. With invalidate, they are marked invalidated, as CUDA does. Returns how many, and the first. */
+ * device 1 in every thread. With invalidate, they are marked invalidated, as CUDA does.
+ * Returns how many, and the first. */
 int recap__fake_forbidding_captures(bool invalidate, fake_capture_t **first) {
   *first = NULL;
   if (recap__fake_tl_capture_mode == RECAP__CAPTURE_MODE_RELAXED) return 0;
