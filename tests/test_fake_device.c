@@ -411,6 +411,48 @@ static void malloc_during_capture(void **state) {
   assert_int_equal(ops->exchange_capture_mode(NULL), RECAP_ERROR_INVALID_ARGUMENT);
 }
 
+/* CUDA's global mode knows no devices: a global capture on device 0 forbids an unrelaxed
+ * cudaMalloc or cudaFree made on device 1, and the call invalidates the capture. */
+static void global_capture_on_device_0_forbids_malloc_on_device_1(void **state) {
+  (void)state;
+  recap__fake_reset(&(recap__fake_config_t){.device_count = 2});
+  recap_stream_t s = recap__fake_stream_new(); /* device 0's */
+  assert_int_equal(ops->set_device(1), RECAP_SUCCESS);
+  void *early, *p = &p;
+  assert_int_equal(ops->raw_malloc(&early, 4096), RECAP_SUCCESS);
+
+  assert_int_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 1);
+  recap_clear_last_error();
+  assert_int_equal(ops->raw_malloc(&p, 4096), RECAP_ERROR_CAPTURE_INVALIDATED);
+  assert_null(p);
+  assert_last_error_has(
+      "cudaMalloc: operation not permitted when stream is capturing "
+      "(cudaErrorStreamCaptureUnsupported) on the fake device: capture 1 "
+      "(global mode, on device 0) forbids it in this thread's global capture "
+      "mode, on device 1; it is now invalidated");
+  assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_INVALIDATED);
+  assert_int_equal(recap__fake_now().bytes_in_use[1], 4096);
+  assert_false(recap__fake_capture_end(s));
+
+  /* cudaFree on device 1 too; relaxed, both are allowed and the capture goes on. */
+  assert_int_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 2);
+  assert_int_equal(ops->raw_free(early), RECAP_ERROR_CAPTURE_INVALIDATED);
+  assert_last_error_has("cudaFree: operation not permitted");
+  assert_false(recap__fake_capture_end(s));
+  assert_int_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 3);
+  recap__capture_mode_t mode = RECAP__CAPTURE_MODE_RELAXED;
+  assert_int_equal(ops->exchange_capture_mode(&mode), RECAP_SUCCESS);
+  assert_int_equal(ops->raw_malloc(&p, 4096), RECAP_SUCCESS);
+  assert_int_equal(ops->raw_free(p), RECAP_SUCCESS);
+  assert_int_equal(ops->raw_free(early), RECAP_SUCCESS);
+  assert_int_equal(ops->exchange_capture_mode(&mode), RECAP_SUCCESS);
+  assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_ACTIVE);
+  assert_true(recap__fake_capture_end(s));
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[1], 0);
+  assert_int_equal(ops->set_device(0), RECAP_SUCCESS);
+}
+
 /* ---- captures and threads --------------------------------------------------------------- */
 
 typedef struct capture_thread {
@@ -616,6 +658,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(capture_ids_and_statuses),
     cmocka_unit_test(events_refused_on_capturing_streams),
     cmocka_unit_test(malloc_during_capture),
+    cmocka_unit_test(global_capture_on_device_0_forbids_malloc_on_device_1),
     cmocka_unit_test(thread_local_capture),
     cmocka_unit_test(global_capture_in_other_thread),
     cmocka_unit_test(threads_stress),

@@ -24,7 +24,7 @@ extern "C" {
   X(large_threshold, 10485760, "requests below this (and above small_size) share large segments") \
   X(large_segment, 20971520, "segment size for requests between small_size and large_threshold")  \
   X(round_large, 2097152, "own segments of requests >= large_threshold are rounded to this")      \
-  X(max_split_size, 0, "cached blocks larger than this are never split (0: no limit)")            \
+  X(max_split_size, 0, "0: no limit; else > large_segment: requests this large are never split")  \
   X(memory_cap, 0, "the allocator reserves at most this many bytes per device (0: no limit)")
 
 /* Set an option from code: "name" and a value string in the RECAP_ALLOC_CONF syntax.

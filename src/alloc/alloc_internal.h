@@ -97,6 +97,9 @@ typedef struct recap__device_state {
   size_t pending_count, pending_capacity;
   recap__block_t **deferred; /* freed during a capture, waiting to get their events */
   size_t deferred_count, deferred_capacity;
+  /* Blocks with streams recorded (recap_record_stream), allocated or deferred; the deferred
+   * list's capacity never falls below it, so that a free during a capture cannot fail. */
+  size_t blocks_with_uses;
   recap__event_t *spare_events; /* events kept for reuse */
   size_t spare_count, spare_capacity;
   recap_memory_stats_t stats;

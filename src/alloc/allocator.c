@@ -27,6 +27,7 @@
 #include "alloc/alloc_internal.h"
 #include "core/assert.h"
 #include "core/error.h"
+#include "core/host.h"
 
 recap__allocator_t recap__alloc = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -46,7 +47,7 @@ recap__allocator_t recap__alloc = {.lock = PTHREAD_MUTEX_INITIALIZER};
  * host memory for the ring nothing is kept. */
 static void remember_free(const recap__block_t *b, void *free_site) {
   if (!recap__alloc.freed) {
-    recap__alloc.freed = calloc(RECAP__FREE_HISTORY, sizeof *recap__alloc.freed);
+    recap__alloc.freed = recap__host_calloc(RECAP__FREE_HISTORY, sizeof *recap__alloc.freed);
     if (!recap__alloc.freed) return;
   }
   recap__free_record_t *r = &recap__alloc.freed[recap__alloc.freed_next++ % RECAP__FREE_HISTORY];
@@ -67,7 +68,7 @@ static recap__block_t *block_new(void) {
   if (b) {
     recap__alloc.spare_blocks = b->next;
   } else {
-    b = malloc(sizeof *b);
+    b = recap__host_malloc(sizeof *b);
     if (!b) return NULL;
   }
   memset(b, 0, sizeof *b);
@@ -77,7 +78,7 @@ static recap__block_t *block_new(void) {
 /* Make sure one record is on the free list, so that a later block_new cannot fail. */
 static bool block_reserve(void) {
   if (recap__alloc.spare_blocks) return true;
-  recap__block_t *b = malloc(sizeof *b);
+  recap__block_t *b = recap__host_malloc(sizeof *b);
   if (!b) return false;
   b->next = NULL;
   recap__alloc.spare_blocks = b;
@@ -85,7 +86,7 @@ static bool block_reserve(void) {
 }
 
 static void block_delete(recap__block_t *b) {
-  free(b->stream_uses);
+  recap__host_free(b->stream_uses);
   b->stream_uses = NULL;
   b->next = recap__alloc.spare_blocks;
   recap__alloc.spare_blocks = b;
@@ -98,7 +99,7 @@ static void block_delete(recap__block_t *b) {
 recap__device_state_t *recap__alloc_device_state(int device) {
   recap__device_state_t *d = recap__alloc.devices[device];
   if (d) return d;
-  d = calloc(1, sizeof *d);
+  d = recap__host_calloc(1, sizeof *d);
   if (!d) return NULL;
   d->device = device;
   recap__alloc.devices[device] = d;
@@ -126,7 +127,7 @@ void recap__alloc_pool_delete(recap__device_state_t *d, recap__pool_t *pool) {
   }
   recap__free_set_clear(&pool->small_free);
   recap__free_set_clear(&pool->large_free);
-  free(pool);
+  recap__host_free(pool);
 }
 
 static recap__free_set_t *free_set_of(recap__pool_t *pool, bool small) {
@@ -161,7 +162,7 @@ static bool grow_array(void **items, size_t *capacity, size_t needed, size_t ite
   if (needed <= *capacity) return true;
   size_t cap = *capacity ? *capacity : 8;
   while (cap < needed) cap *= 2;
-  void *grown = realloc(*items, cap * item_size);
+  void *grown = recap__host_realloc(*items, cap * item_size);
   if (!grown) return false;
   *items = grown;
   *capacity = cap;
@@ -169,6 +170,20 @@ static bool grow_array(void **items, size_t *capacity, size_t needed, size_t ite
 }
 
 static void free_block(recap__device_state_t *d, recap__block_t *b);
+
+/* Whether a capture is routed on any device. CUDA's global capture mode forbids cudaMalloc,
+ * cudaFree and event queries in every thread whatever the device, so a capture on device 0
+ * constrains what recap may do for device 1 too. Off the hot path: only the slow paths ask. */
+static bool capture_under_way(int *device) {
+  for (int i = 0; i < RECAP__MAX_DEVICES; i++) {
+    const recap__device_state_t *d = recap__alloc.devices[i];
+    if (d && d->route_count) {
+      if (device) *device = i;
+      return true;
+    }
+  }
+  return false;
+}
 
 static void release_event(recap__device_state_t *d, recap__event_t e) {
   if (grow_array((void **)&d->spare_events, &d->spare_capacity, d->spare_count + 1,
@@ -208,6 +223,7 @@ static void insert_events(recap__device_state_t *d, recap__block_t *b) {
       dev->stream_synchronize(s);
     }
   }
+  if (b->stream_use_count) d->blocks_with_uses--;
   b->stream_use_count = 0;
 }
 
@@ -225,7 +241,8 @@ void recap__alloc_insert_deferred_events(recap__device_state_t *d) {
 
 /* Free the blocks whose events have completed. With `wait`, wait for every event first. */
 static void process_events(recap__device_state_t *d, bool wait) {
-  if (d->route_count) return; /* events may not be queried while a capture is under way */
+  /* Events may not be queried while a capture is under way, on any device. */
+  if (d->route_count || capture_under_way(NULL)) return;
   recap__alloc_insert_deferred_events(d);
   const recap__device_ops_t *dev = recap__device();
   size_t kept = 0;
@@ -273,6 +290,7 @@ static size_t merge(recap__block_t *b, recap__block_t *other) {
     if (b->next) b->next->prev = b;
   }
   b->size += absorbed;
+  free_set_of(b->segment->pool, b->segment->small)->blocks--;
   RECAP__ASSERT(b->ptr >= b->segment->base &&
                 b->ptr + b->size <= b->segment->base + b->segment->size);
   block_delete(other);
@@ -337,11 +355,11 @@ static size_t segment_size_for(const recap__options_t *o, size_t size) {
   return (size + unit - 1) / unit * unit;
 }
 
-/* While a capture is under way, a driver allocation or free from this thread would invalidate
- * it in global mode, though the memory is no part of the graph's work: relax the thread's
- * capture mode around such calls. */
-static bool relax_capture_mode(recap__device_state_t *d, recap__capture_mode_t *saved) {
-  if (d->route_count == 0) return false;
+/* While a capture is under way on any device, a driver allocation or free from this thread
+ * would invalidate it in global mode, though the memory is no part of the graph's work: relax
+ * the thread's capture mode around such calls. */
+static bool relax_capture_mode(recap__capture_mode_t *saved) {
+  if (!capture_under_way(NULL)) return false;
   *saved = RECAP__CAPTURE_MODE_RELAXED;
   return recap__device()->exchange_capture_mode(saved) == RECAP_SUCCESS;
 }
@@ -357,13 +375,14 @@ static recap_status_t release_segment(recap__device_state_t *d, recap__block_t *
   RECAP__ASSERT(seg->head == b && b->ptr == seg->base && b->size == seg->size);
   recap__pool_t *pool = seg->pool;
   recap__capture_mode_t saved;
-  bool relaxed = relax_capture_mode(d, &saved);
+  bool relaxed = relax_capture_mode(&saved);
   recap_status_t s = recap__device()->raw_free(seg->base);
   restore_capture_mode(relaxed, &saved);
   RECAP__CHECK(s);
   RECAP__ASSERT(recap__free_set_find(free_set_of(pool, seg->small), b) <
                 free_set_of(pool, seg->small)->count);
   recap__free_set_erase(free_set_of(pool, seg->small), b);
+  free_set_of(pool, seg->small)->blocks--;
   if (seg->prev)
     seg->prev->next = seg->next;
   else
@@ -377,7 +396,7 @@ static recap_status_t release_segment(recap__device_state_t *d, recap__block_t *
   recap__stat_kind(st->reserved_bytes, seg->small, -(int64_t)seg->size);
   st->num_device_free++;
   block_delete(b);
-  free(seg);
+  recap__host_free(seg);
   return RECAP_SUCCESS;
 }
 
@@ -414,9 +433,9 @@ static recap_status_t release_cached(recap__device_state_t *d) {
 }
 
 /* Ask the driver for a segment. */
-static recap_status_t raw_alloc(recap__device_state_t *d, void **ptr, size_t size) {
+static recap_status_t raw_alloc(void **ptr, size_t size) {
   recap__capture_mode_t saved;
-  bool relaxed = relax_capture_mode(d, &saved);
+  bool relaxed = relax_capture_mode(&saved);
   recap_status_t s = recap__device()->raw_malloc(ptr, size);
   restore_capture_mode(relaxed, &saved);
   return s;
@@ -429,7 +448,7 @@ static recap_status_t capped_alloc(recap__device_state_t *d, const recap__option
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
                         "the memory_cap option (%" PRIu64 " bytes) would be exceeded",
                         o->memory_cap);
-  return raw_alloc(d, base, size);
+  return raw_alloc(base, size);
 }
 
 static void format_bytes(char *out, size_t cap, uint64_t bytes) {
@@ -489,17 +508,17 @@ static recap_status_t segment_memory(recap__device_state_t *d, const recap__opti
 static recap_status_t new_segment(recap__device_state_t *d, recap__pool_t *pool, bool small,
                                   size_t size, size_t request, recap_stream_t stream,
                                   const recap__options_t *o, recap__block_t **out) {
-  recap__segment_t *seg = calloc(1, sizeof *seg);
+  recap__segment_t *seg = recap__host_calloc(1, sizeof *seg);
   recap__block_t *b = block_new();
   if (!seg || !b) {
-    free(seg);
+    recap__host_free(seg);
     if (b) block_delete(b);
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
   }
   void *base = NULL;
   recap_status_t s = segment_memory(d, o, &base, size, request);
   if (s != RECAP_SUCCESS) {
-    free(seg);
+    recap__host_free(seg);
     block_delete(b);
     return s;
   }
@@ -515,6 +534,7 @@ static recap_status_t new_segment(recap__device_state_t *d, recap__pool_t *pool,
   pool->segments = seg;
   pool->segment_count++;
   pool->reserved_bytes += (int64_t)size;
+  free_set_of(pool, small)->blocks++;
   b->ptr = base;
   b->size = size;
   b->stream = stream;
@@ -565,10 +585,14 @@ static size_t find_free_block(const recap__free_set_t *set, recap_stream_t strea
   return i;
 }
 
+/* Whether handing b to a request of `size` bytes (rounded) splits off the rest. Decided on the
+ * request's size, as PyTorch does: a request of max_split_size or more keeps its whole block
+ * (find_free_block gives it none more than large_segment larger); a smaller
+ * request splits even a new segment that rounding made max_split_size large. */
 static bool should_split(const recap__block_t *b, size_t size, const recap__options_t *o) {
   size_t remaining = b->size - size;
   if (b->segment->small) return remaining >= o->min_block_size;
-  if (o->max_split_size && b->size >= o->max_split_size) return false;
+  if (o->max_split_size && size >= o->max_split_size) return false;
   return remaining > o->small_size;
 }
 
@@ -600,7 +624,9 @@ static recap_status_t request_begin(request_t *r, int device, size_t size, recap
   RECAP__CHECK(pool_for_stream(d, stream, &r->pool));
   if (RECAP__UNLIKELY(d->pending_count || d->deferred_count)) process_events(d, false);
   r->set = free_set_of(r->pool, r->small);
-  if (RECAP__UNLIKELY(!block_reserve() || !recap__free_set_reserve(r->set, 1) ||
+  /* Room in the free set for every block of it to be free, and for the two this call may add
+   * (a new segment's, a split's rest): no later free needs host memory. */
+  if (RECAP__UNLIKELY(!block_reserve() || !recap__free_set_reserve_all(r->set, 2) ||
                       !recap__ptr_map_reserve(&recap__alloc.allocated, 1)))
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
   return RECAP_SUCCESS;
@@ -630,6 +656,7 @@ static void split_block(recap__free_set_t *set, recap__block_t *b, recap__block_
   if (rest->next) rest->next->prev = rest;
   b->next = rest;
   b->size = size;
+  set->blocks++;
   if (in_set)
     recap__free_set_replace_at(set, slot, rest);
   else
@@ -718,7 +745,9 @@ recap_status_t recap_free(void *ptr) {
   void *site = CALLER_ADDRESS();
   if (!ptr) return RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);
-  /* Out of the map at once (one probe); put back should the host be out of memory below. */
+  /* Out of the map at once (one probe). Nothing below needs host memory: recap_malloc kept
+   * room in the free set for every block of it, and recap_record_stream room in the deferred
+   * list for every block used by other streams, so a free cannot fail once the block is found. */
   recap__block_t *b = recap__ptr_map_remove(&recap__alloc.allocated, ptr);
   if (!b) {
     pthread_mutex_unlock(&recap__alloc.lock);
@@ -729,14 +758,9 @@ recap_status_t recap_free(void *ptr) {
   RECAP__ASSERT(b->allocated && b->ptr == ptr);
   recap__segment_t *seg = b->segment;
   recap__device_state_t *d = recap__alloc.devices[seg->device];
-  recap__free_set_t *set = free_set_of(seg->pool, seg->small);
-  if (!recap__free_set_reserve(set, 1) ||
-      (b->stream_use_count && !grow_array((void **)&d->deferred, &d->deferred_capacity,
-                                          d->deferred_count + 1, sizeof *d->deferred))) {
-    recap__ptr_map_insert(&recap__alloc.allocated, ptr, b); /* cannot fail: a slot was freed */
-    pthread_mutex_unlock(&recap__alloc.lock);
-    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_free(%p): out of host memory", ptr);
-  }
+  RECAP__ASSERT(free_set_of(seg->pool, seg->small)->blocks <=
+                free_set_of(seg->pool, seg->small)->capacity);
+  RECAP__ASSERT(!b->stream_use_count || d->deferred_count < d->deferred_capacity);
   if (recap__alloc_sites_enabled()) remember_free(b, site);
   b->allocated = false;
   seg->pool->allocated_bytes -= (int64_t)b->size;
@@ -775,13 +799,24 @@ recap_status_t recap_record_stream(void *ptr, recap_stream_t stream) {
     if (b->stream_uses[i] == stream) goto out;
   if (b->stream_use_count == b->stream_use_capacity) {
     int capacity = b->stream_use_capacity ? b->stream_use_capacity * 2 : 2;
-    recap_stream_t *uses = realloc(b->stream_uses, (size_t)capacity * sizeof *uses);
+    recap_stream_t *uses = recap__host_realloc(b->stream_uses, (size_t)capacity * sizeof *uses);
     if (!uses) {
       s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_record_stream: out of host memory");
       goto out;
     }
     b->stream_uses = uses;
     b->stream_use_capacity = capacity;
+  }
+  if (b->stream_use_count == 0) {
+    /* The block's first other stream: make room for it in the deferred list now, so that
+     * freeing it during a capture needs no host memory. */
+    recap__device_state_t *d = recap__alloc.devices[b->segment->device];
+    if (!grow_array((void **)&d->deferred, &d->deferred_capacity, d->blocks_with_uses + 1,
+                    sizeof *d->deferred)) {
+      s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_record_stream: out of host memory");
+      goto out;
+    }
+    d->blocks_with_uses++;
   }
   b->stream_uses[b->stream_use_count++] = stream;
 out:
@@ -818,17 +853,20 @@ recap_status_t recap_empty_cache(void) {
   const recap__device_ops_t *dev = recap__device();
   recap_status_t result = RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);
+  /* A capture on any device refuses the whole call: in global mode, cudaFree on another device
+   * would invalidate it too. */
+  int capturing;
+  if (capture_under_way(&capturing)) {
+    pthread_mutex_unlock(&recap__alloc.lock);
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_empty_cache: a capture is under way on device %d; freeing device "
+                        "memory now could invalidate it. Call it before the capture begins or "
+                        "after it ends",
+                        capturing);
+  }
   for (int i = 0; i < RECAP__MAX_DEVICES; i++) {
     recap__device_state_t *d = recap__alloc.devices[i];
     if (!d) continue;
-    if (d->route_count) {
-      result = recap__error(RECAP_ERROR_INVALID_USAGE,
-                            "recap_empty_cache: a capture is under way on device %d; freeing "
-                            "device memory now could invalidate it. Call it before the capture "
-                            "begins or after it ends",
-                            i);
-      continue;
-    }
     int previous = 0;
     bool switched = false;
     if (dev->get_device(&previous) == RECAP_SUCCESS && previous != i)

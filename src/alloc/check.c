@@ -47,7 +47,7 @@ static recap_status_t check_set_order(const recap__free_set_t *set, const char *
 
 static recap_status_t check_pool(const recap__pool_t *pool, tally_t *t) {
   int64_t segments = 0, reserved = 0, allocated = 0;
-  size_t free_in_pool = 0;
+  size_t free_in_pool = 0, blocks[2] = {0, 0}; /* [small] */
   RECAP__CHECK(check_set_order(&pool->small_free, "small"));
   RECAP__CHECK(check_set_order(&pool->large_free, "large"));
   for (const recap__segment_t *seg = pool->segments; seg; seg = seg->next) {
@@ -69,6 +69,7 @@ static recap_status_t check_pool(const recap__pool_t *pool, tally_t *t) {
         FAIL("segment %p: block %p should start at %p (gap or overlap)", (void *)seg->base,
              (void *)b->ptr, (void *)expected);
       if (b->size == 0) FAIL("block %p has size 0", (void *)b->ptr);
+      blocks[seg->small]++;
       if (b->next && b->next->prev != b)
         FAIL("block list of segment %p is broken", (void *)seg->base);
       if (b->stream != seg->stream)
@@ -105,6 +106,16 @@ static recap_status_t check_pool(const recap__pool_t *pool, tally_t *t) {
     }
     if (expected != seg->base + seg->size)
       FAIL("the blocks of segment %p do not cover it", (void *)seg->base);
+  }
+  /* Every block could be freed without host memory: the sets have room for all of them. */
+  for (int small = 0; small < 2; small++) {
+    const recap__free_set_t *set = small ? &pool->small_free : &pool->large_free;
+    if (set->blocks != blocks[small] || set->capacity < set->blocks)
+      FAIL("pool {%" PRIu64 ",%" PRIu64
+           "}: the %s free set counts %zu blocks with room for "
+           "%zu; the walk finds %zu",
+           pool->id.a, pool->id.b, small ? "small" : "large", set->blocks, set->capacity,
+           blocks[small]);
   }
   if (free_in_pool != pool->small_free.count + pool->large_free.count)
     FAIL("pool {%" PRIu64 ",%" PRIu64 "}: %zu free blocks in segments but %zu in free sets",

@@ -10,6 +10,7 @@
 
 #include "alloc/alloc_internal.h"
 #include "core/assert.h"
+#include "core/host.h"
 
 static int compare(recap_stream_t sa, size_t za, uintptr_t pa, const recap__block_t *b) {
   uintptr_t sb = (uintptr_t)b->stream;
@@ -59,7 +60,7 @@ bool recap__free_set_grow(recap__free_set_t *s, size_t extra) {
   if (s->count + extra <= s->capacity) return true;
   size_t capacity = s->capacity ? s->capacity : 16;
   while (capacity < s->count + extra) capacity *= 2;
-  recap__block_t **items = realloc(s->items, capacity * sizeof *items);
+  recap__block_t **items = recap__host_realloc(s->items, capacity * sizeof *items);
   if (!items) return false;
   s->items = items;
   s->capacity = capacity;
@@ -120,7 +121,7 @@ void recap__free_set_replace_at(recap__free_set_t *s, size_t i, recap__block_t *
 }
 
 void recap__free_set_clear(recap__free_set_t *s) {
-  free(s->items);
+  recap__host_free(s->items);
   s->items = NULL;
-  s->count = s->capacity = 0;
+  s->count = s->capacity = s->blocks = 0;
 }

@@ -22,6 +22,10 @@ struct recap__block;
 typedef struct recap__free_set {
   struct recap__block **items;
   size_t count, capacity;
+  /* The blocks of the set's pool and size class, free or not: the most the set can ever hold
+   * at once. recap_malloc keeps the capacity above it (recap__free_set_reserve_all), so that
+   * recap_free, and the frees that events complete, never need host memory. */
+  size_t blocks;
 } recap__free_set_t;
 
 /* Make room for `extra` more members, so the inserts that follow cannot fail. False when out
@@ -29,6 +33,11 @@ typedef struct recap__free_set {
 bool recap__free_set_grow(recap__free_set_t *s, size_t extra);
 static inline bool recap__free_set_reserve(recap__free_set_t *s, size_t extra) {
   return s->count + extra <= s->capacity || recap__free_set_grow(s, extra);
+}
+/* Make room for every block of the set to be free at once, and `extra` more blocks. False
+ * when out of host memory. */
+static inline bool recap__free_set_reserve_all(recap__free_set_t *s, size_t extra) {
+  return s->blocks + extra <= s->capacity || recap__free_set_grow(s, s->blocks + extra - s->count);
 }
 /* False when out of host memory (never after a successful reserve). */
 bool recap__free_set_insert(recap__free_set_t *s, struct recap__block *b);

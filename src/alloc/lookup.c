@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "alloc/alloc_internal.h"
+#include "core/host.h"
 
 static recap__block_ref_t ref_of(const recap__block_t *b) {
   return (recap__block_ref_t){.base = b->ptr,
@@ -81,7 +82,7 @@ static segment_span_t *segment_spans(size_t *count) {
     for (recap__pool_t *p = d->private_pools; p; p = p->next) n += (size_t)p->segment_count;
   }
   *count = 0;
-  segment_span_t *spans = malloc((n ? n : 1) * sizeof *spans);
+  segment_span_t *spans = recap__host_malloc((n ? n : 1) * sizeof *spans);
   if (!spans) return NULL;
   for (int i = 0; i < RECAP__MAX_DEVICES; i++) {
     recap__device_state_t *d = recap__alloc.devices[i];
@@ -136,7 +137,7 @@ void recap__alloc_find_many(const void *const *ptrs, size_t n, recap__block_ref_
     }
   }
   pthread_mutex_unlock(&recap__alloc.lock);
-  free(spans);
+  recap__host_free(spans);
 }
 
 size_t recap__alloc_count_dead(const recap__block_watch_t *watch, size_t n, bool *dead) {

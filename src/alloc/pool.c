@@ -19,6 +19,7 @@
 #include "alloc/alloc_internal.h"
 #include "core/assert.h"
 #include "core/error.h"
+#include "core/host.h"
 
 static _Atomic uint64_t next_handle_id = 1; /* recap_pool_handle(): {0, n} */
 static _Atomic uint64_t next_graph_id = 1;  /* pools graphs make for themselves: {n, 0} */
@@ -89,7 +90,7 @@ static recap_status_t route_add(int device, recap_pool_id_t id, uint64_t capture
     goto out;
   }
   if (!pool) {
-    pool = calloc(1, sizeof *pool);
+    pool = recap__host_calloc(1, sizeof *pool);
     if (!pool) {
       s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "out of host memory");
       goto out;
@@ -99,9 +100,9 @@ static recap_status_t route_add(int device, recap_pool_id_t id, uint64_t capture
   }
   if (d->route_count == d->route_capacity) {
     int capacity = d->route_capacity ? d->route_capacity * 2 : 4;
-    recap__route_t *routes = realloc(d->routes, (size_t)capacity * sizeof *routes);
+    recap__route_t *routes = recap__host_realloc(d->routes, (size_t)capacity * sizeof *routes);
     if (!routes) {
-      if (created) free(pool);
+      if (created) recap__host_free(pool);
       s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "out of host memory");
       goto out;
     }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "core/assert.h"
+#include "core/host.h"
 
 static size_t slot_of(const void *key, size_t capacity) {
   /* Blocks are at least 512-byte aligned: drop the low bits, then spread with a multiplicative
@@ -18,7 +19,7 @@ static size_t slot_of(const void *key, size_t capacity) {
 
 static bool grow(recap__ptr_map_t *m) {
   size_t capacity = m->capacity ? m->capacity * 2 : 64;
-  recap__ptr_map_slot_t *slots = calloc(capacity, sizeof *slots);
+  recap__ptr_map_slot_t *slots = recap__host_calloc(capacity, sizeof *slots);
   if (!slots) return false;
   for (size_t i = 0; i < m->capacity; i++) {
     if (!m->slots[i].key) continue;
@@ -26,7 +27,7 @@ static bool grow(recap__ptr_map_t *m) {
     while (slots[j].key) j = (j + 1) & (capacity - 1);
     slots[j] = m->slots[i];
   }
-  free(m->slots);
+  recap__host_free(m->slots);
   m->slots = slots;
   m->capacity = capacity;
   return true;
@@ -86,7 +87,7 @@ void *recap__ptr_map_remove(recap__ptr_map_t *m, const void *key) {
 }
 
 void recap__ptr_map_clear(recap__ptr_map_t *m) {
-  free(m->slots);
+  recap__host_free(m->slots);
   m->slots = NULL;
   m->capacity = 0;
   m->count = 0;

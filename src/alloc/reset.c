@@ -8,16 +8,17 @@
 #include <stdlib.h>
 
 #include "alloc/alloc_internal.h"
+#include "core/host.h"
 
 static void free_pool_memory_records(recap__pool_t *pool) {
   for (recap__segment_t *seg = pool->segments, *next; seg; seg = next) {
     next = seg->next;
     for (recap__block_t *b = seg->head, *bn; b; b = bn) {
       bn = b->next;
-      free(b->stream_uses);
-      free(b);
+      recap__host_free(b->stream_uses);
+      recap__host_free(b);
     }
-    free(seg);
+    recap__host_free(seg);
   }
   recap__free_set_clear(&pool->small_free);
   recap__free_set_clear(&pool->large_free);
@@ -32,22 +33,22 @@ void recap__alloc_reset(void) {
     for (recap__pool_t *p = d->private_pools, *next; p; p = next) {
       next = p->next;
       free_pool_memory_records(p);
-      free(p);
+      recap__host_free(p);
     }
-    free(d->routes);
-    free(d->pending);
-    free(d->deferred);
-    free(d->spare_events);
-    free(d);
+    recap__host_free(d->routes);
+    recap__host_free(d->pending);
+    recap__host_free(d->deferred);
+    recap__host_free(d->spare_events);
+    recap__host_free(d);
     recap__alloc.devices[i] = NULL;
   }
   recap__ptr_map_clear(&recap__alloc.allocated);
   for (recap__block_t *b = recap__alloc.spare_blocks, *next; b; b = next) {
     next = b->next;
-    free(b);
+    recap__host_free(b);
   }
   recap__alloc.spare_blocks = NULL;
-  free(recap__alloc.freed);
+  recap__host_free(recap__alloc.freed);
   recap__alloc.freed = NULL;
   recap__alloc.freed_next = 0;
   pthread_mutex_unlock(&recap__alloc.lock);

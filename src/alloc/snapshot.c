@@ -11,6 +11,7 @@
 
 #include "alloc/alloc_internal.h"
 #include "core/error.h"
+#include "core/host.h"
 #include "core/json.h"
 
 static const char *block_state(const recap__block_t *b) {
@@ -143,4 +144,4 @@ recap_status_t recap_memory_snapshot_json(int device, char **json) {
   return recap__json_finish(&j, json);
 }
 
-void recap_string_free(char *s) { free(s); }
+void recap_string_free(char *s) { recap__host_free(s); }

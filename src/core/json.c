@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/host.h"
 
 void recap__json_init(recap__json_t *j) { memset(j, 0, sizeof *j); }
 
@@ -18,7 +19,7 @@ static void put(recap__json_t *j, const char *s, size_t n) {
   if (j->len + n + 1 > j->cap) {
     size_t cap = j->cap ? j->cap : 256;
     while (cap < j->len + n + 1) cap *= 2;
-    char *grown = realloc(j->buf, cap);
+    char *grown = recap__host_realloc(j->buf, cap);
     if (!grown) {
       j->failed = true;
       return;
@@ -145,6 +146,6 @@ recap_status_t recap__json_finish(recap__json_t *j, char **out) {
 }
 
 void recap__json_discard(recap__json_t *j) {
-  free(j->buf);
+  recap__host_free(j->buf);
   recap__json_init(j);
 }

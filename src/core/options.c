@@ -120,8 +120,12 @@ static const char *check_rules(const uint64_t *v) {
     return "large_segment must be a multiple of min_block_size";
   if (v[OPT_round_large] == 0 || v[OPT_round_large] % v[OPT_min_block_size])
     return "round_large must be a positive multiple of min_block_size";
-  if (v[OPT_max_split_size] && v[OPT_max_split_size] < v[OPT_large_threshold])
-    return "max_split_size must be 0 (no limit) or at least large_threshold";
+  /* As in PyTorch: medium requests share large_segment segments, and a request below
+   * max_split_size never takes a block of max_split_size or more, so a limit at or below
+   * large_segment would give every medium request a fresh segment that nobody reuses. */
+  if (v[OPT_max_split_size] && v[OPT_max_split_size] <= v[OPT_large_segment])
+    return "max_split_size must be 0 (no limit) or larger than large_segment: medium requests "
+           "share segments of large_segment bytes, which a smaller limit would forbid";
   return NULL;
 }
 

@@ -9,9 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/host.h"
+
 /* The first n bytes of text, NUL-terminated. */
 static inline char *recap__copy_text(const char *text, size_t n) {
-  char *c = malloc(n + 1);
+  char *c = recap__host_malloc(n + 1);
   if (c) {
     memcpy(c, text, n);
     c[n] = '\0';

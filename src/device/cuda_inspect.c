@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/host.h"
 #include "core/text.h"
 #include "device/cuda_error.h"
 #include "device/driver.h"
@@ -149,14 +150,14 @@ static recap_status_t inspect_edges(cudaGraph_t graph, cudaGraphNode_t *nodes, s
              "cudaGraphGetEdges(graph %p, NULL) to count the edges", (void *)graph);
   if (edges == 0) return RECAP_SUCCESS;
 
-  slots = malloc(n * sizeof *slots);
-  from = calloc(edges, sizeof *from);
-  to = calloc(edges, sizeof *to);
+  slots = recap__host_malloc(n * sizeof *slots);
+  from = recap__host_calloc(edges, sizeof *from);
+  to = recap__host_calloc(edges, sizeof *to);
   /* Edge data too: without it CUDA refuses graphs whose edges carry ports
    * (cudaErrorLossyQuery). */
-  data = calloc(edges, sizeof *data);
-  from_index = malloc(edges * sizeof *from_index);
-  to_index = malloc(edges * sizeof *to_index);
+  data = recap__host_calloc(edges, sizeof *data);
+  from_index = recap__host_malloc(edges * sizeof *from_index);
+  to_index = recap__host_malloc(edges * sizeof *to_index);
   if (!slots || !from || !to || !data || !from_index || !to_index) {
     st = host_oom("the graph's edges");
     goto done;
@@ -183,13 +184,13 @@ static recap_status_t inspect_edges(cudaGraph_t graph, cudaGraphNode_t *nodes, s
   }
   for (size_t i = 0; i < n; i++) {
     recap_graph_node_t *node = &info->nodes[i];
-    if (node->dependency_count &&
-        !(node->dependencies = malloc(node->dependency_count * sizeof *node->dependencies))) {
+    if (node->dependency_count && !(node->dependencies = recap__host_malloc(
+                                        node->dependency_count * sizeof *node->dependencies))) {
       st = host_oom("a node's dependencies");
       goto done;
     }
-    if (node->dependent_count &&
-        !(node->dependents = malloc(node->dependent_count * sizeof *node->dependents))) {
+    if (node->dependent_count && !(node->dependents = recap__host_malloc(
+                                       node->dependent_count * sizeof *node->dependents))) {
       st = host_oom("a node's dependents");
       goto done;
     }
@@ -212,12 +213,12 @@ static recap_status_t inspect_edges(cudaGraph_t graph, cudaGraphNode_t *nodes, s
   info->edge_count = edges;
 
 done:
-  free(slots);
-  free(from);
-  free(to);
-  free(data);
-  free(from_index);
-  free(to_index);
+  recap__host_free(slots);
+  recap__host_free(from);
+  recap__host_free(to);
+  recap__host_free(data);
+  recap__host_free(from_index);
+  recap__host_free(to_index);
   return st;
 }
 
@@ -231,8 +232,8 @@ recap_status_t recap__cuda_graph_inspect(recap_cuda_graph_t graph, recap_graph_i
   CUDA_TRY_F(cudaGraphGetNodes(graph, NULL, &n), "cudaGraphGetNodes(graph %p, NULL)",
              (void *)graph);
   if (n > 0) {
-    nodes = calloc(n, sizeof *nodes);
-    info->nodes = calloc(n, sizeof *info->nodes);
+    nodes = recap__host_calloc(n, sizeof *nodes);
+    info->nodes = recap__host_calloc(n, sizeof *info->nodes);
     if (!nodes || !info->nodes) {
       st = host_oom("the graph's nodes");
       goto fail;
@@ -252,11 +253,11 @@ recap_status_t recap__cuda_graph_inspect(recap_cuda_graph_t graph, recap_graph_i
   }
   /* CUDA 13.0 offers no tools ids for graph nodes: tools_id, has_tools_id and
    * tools_ids_available stay 0. */
-  free(nodes);
+  recap__host_free(nodes);
   return RECAP_SUCCESS;
 
 fail:
-  free(nodes);
+  recap__host_free(nodes);
   recap__graph_info_clear(info);
   return st;
 }
@@ -271,11 +272,11 @@ static recap_status_t list_nodes(cudaGraph_t graph, recap__graph_node_t **nodes,
   CUDA_TRY_F(cudaGraphGetNodes(graph, NULL, &n), "cudaGraphGetNodes(graph %p, NULL)",
              (void *)graph);
   if (n == 0) return RECAP_SUCCESS;
-  cudaGraphNode_t *list = calloc(n, sizeof *list);
+  cudaGraphNode_t *list = recap__host_calloc(n, sizeof *list);
   if (!list) return host_oom("a graph's node list");
   cudaError_t err = cudaGraphGetNodes(graph, list, &n);
   if (err != cudaSuccess) {
-    free(list);
+    recap__host_free(list);
     return recap__cuda_fail((int)err, __FILE__, __LINE__, "cudaGraphGetNodes(graph %p, %zu nodes)",
                             (void *)graph, n);
   }
@@ -326,7 +327,7 @@ static bool read_push(read_list_t *list, size_t node, const void *ptr, recap__re
   if (!ptr) return true;
   if (list->count == list->cap) {
     size_t cap = list->cap ? list->cap * 2 : 64;
-    recap__graph_read_t *grown = realloc(list->v, cap * sizeof *grown);
+    recap__graph_read_t *grown = recap__host_realloc(list->v, cap * sizeof *grown);
     if (!grown) return false;
     list->v = grown;
     list->cap = cap;
@@ -420,7 +421,7 @@ static recap_status_t collect_reads(cudaGraph_t graph, size_t owner, int depth, 
     }
     if (!ok) st = host_oom("the pointers a graph reads");
   }
-  free(nodes);
+  recap__host_free(nodes);
   return st;
 }
 
@@ -434,9 +435,9 @@ recap_status_t recap__cuda_graph_reads(recap_cuda_graph_t graph, recap__graph_re
   uint64_t *words = NULL;
   size_t word_cap = 0;
   recap_status_t st = collect_reads(graph, SIZE_MAX, 0, &list, &words, &word_cap);
-  free(words);
+  recap__host_free(words);
   if (st != RECAP_SUCCESS) {
-    free(list.v);
+    recap__host_free(list.v);
     return st;
   }
   *reads = list.v;

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/host.h"
 #include "device/cuda_error.h"
 
 /* driver.h declares the driver's types without <cuda.h>; check here that they agree. */
@@ -291,7 +292,7 @@ recap_status_t recap__driver_kernel_words_check(void) {
 static bool words_push(uint64_t **words, size_t *count, size_t *capacity, uint64_t word) {
   if (*count == *capacity) {
     size_t cap = *capacity ? *capacity * 2 : 64;
-    uint64_t *grown = realloc(*words, cap * sizeof *grown);
+    uint64_t *grown = recap__host_realloc(*words, cap * sizeof *grown);
     if (!grown) return false;
     *words = grown;
     *capacity = cap;

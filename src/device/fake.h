@@ -22,7 +22,10 @@
  *  - raw_malloc while a capture forbids it (the calling thread's capture mode is not relaxed and
  *    a global-mode capture is under way in any thread, or a thread-local one in this thread)
  *    fails with RECAP_ERROR_CAPTURE_INVALIDATED ("cudaErrorStreamCaptureUnsupported") and
- *    invalidates those captures, as CUDA does.
+ *    invalidates those captures, as CUDA does; so do raw_free and device_synchronize. The rule
+ *    holds whatever the devices: a global capture on device 0 forbids raw_malloc on device 1 in
+ *    every thread. A stream belongs to the thread's current device when it is made, and a
+ *    capture to its stream's device; the message names both devices.
  *  - Graphs: a kernel launched (recap__fake_launch_kernel, recap__fake_stream_enqueue) on a
  *    stream that takes part in a capture becomes a kernel node of the capture instead of a work
  *    item; it waits for the previous node of the same stream, and a joined stream's first node

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/text.h"
 #include "device/fake_state.h"
 
 /* ---- what a capture forbids ------------------------------------------------------------- */
@@ -18,8 +17,10 @@
 /* The captures that forbid a potentially unsafe call (cudaMalloc, cudaFree, device-wide
  * synchronisation) from the calling thread, per cudaThreadExchangeStreamCaptureMode: in global
  * mode, any global capture of any thread and any unrelaxed capture of this thread; in
- * thread-local mode, only the unrelaxed captures of this thread; in relaxed mode, none.
- * With invalidate, they are marked invalidated, as CUDA does. Returns how many, and the first. */
+ * thread-local mode, only the unrelaxed captures of this thread; in relaxed mode, none. The
+ * rule knows no devices, as CUDA's does not: a global capture on device 0 forbids cudaMalloc on
+ * device 1 in every thread. With invalidate, they are marked invalidated, as CUDA does.
+ * Returns how many, and the first. */
 int recap__fake_forbidding_captures(bool invalidate, fake_capture_t **first) {
   *first = NULL;
   if (recap__fake_tl_capture_mode == RECAP__CAPTURE_MODE_RELAXED) return 0;
@@ -44,11 +45,11 @@ recap_status_t recap__fake_note_forbidden(fake_failure_t *f, const char *call) {
   return recap__fake_note(
       f, RECAP_ERROR_CAPTURE_INVALIDATED,
       "%s: operation not permitted when stream is capturing "
-      "(cudaErrorStreamCaptureUnsupported) on the fake device: capture %llu (%s mode)%s "
-      "forbids it in this thread's %s capture mode; %s now invalidated",
-      call, (unsigned long long)first->id, recap__fake_mode_name(first->mode),
+      "(cudaErrorStreamCaptureUnsupported) on the fake device: capture %llu (%s mode, on device "
+      "%d)%s forbids it in this thread's %s capture mode, on device %d; %s now invalidated",
+      call, (unsigned long long)first->id, recap__fake_mode_name(first->mode), first->device,
       n > 1 ? " and others" : "", recap__fake_mode_name(recap__fake_tl_capture_mode),
-      n > 1 ? "they are" : "it is");
+      recap__fake_tl_device, n > 1 ? "they are" : "it is");
 }
 
 recap_status_t recap__fake_note_capturing_stream(fake_failure_t *f, const char *call,
@@ -86,8 +87,14 @@ bool recap__fake_capture_append(fake_stream_t *s, recap_node_type_t type, const 
     nodes->v = v;
     nodes->cap = cap;
   }
+  /* The C library's memory, not recap's host seam: the fake's own objects must not fail when a
+   * test makes recap's host allocations fail. */
   char *copy = NULL;
-  if (name && !(copy = recap__copy_string(name))) return false;
+  if (name) {
+    size_t n = strlen(name) + 1;
+    if (!(copy = malloc(n))) return false;
+    memcpy(copy, name, n);
+  }
   /* Handles look like pointers (aligned, far from 0) and are never reused. */
   recap__fake.next_node_handle += 0x10;
   nodes->v[nodes->count] =
@@ -107,6 +114,7 @@ static fake_capture_t *capture_begin_locked(fake_stream_t *s, recap__capture_mod
   c->id = ++recap__fake.next_capture_id;
   c->mode = mode;
   c->thread = pthread_self();
+  c->device = s->device;
   c->origin = s;
   c->next = recap__fake.captures;
   recap__fake.captures = c;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/host.h"
 #include "core/text.h"
 #include "device/fake_state.h"
 
@@ -123,7 +124,7 @@ recap_status_t recap__fake_op_graph_inspect(recap_cuda_graph_t graph, recap_grap
     recap__fake_note_bad_graph(&f, "cudaGraphGetNodes", (const void *)graph, "graph");
   } else if (g->nodes.count > 0) {
     size_t n = g->nodes.count;
-    bool ok = (info->nodes = calloc(n, sizeof *info->nodes)) != NULL;
+    bool ok = (info->nodes = recap__host_calloc(n, sizeof *info->nodes)) != NULL;
     if (ok) info->node_count = n;
     /* Each node waits for at most one other: count the dependents first. */
     for (size_t i = 0; ok && i < n; i++)
@@ -138,7 +139,7 @@ recap_status_t recap__fake_op_graph_inspect(recap_cuda_graph_t graph, recap_grap
       }
       if (src->type == RECAP_NODE_MEMCPY || src->type == RECAP_NODE_MEMSET) dst->bytes = src->bytes;
       if (ok && src->dep) {
-        if (!(dst->dependencies = malloc(sizeof *dst->dependencies)))
+        if (!(dst->dependencies = recap__host_malloc(sizeof *dst->dependencies)))
           ok = false;
         else {
           dst->dependencies[0] = src->dep - 1;
@@ -147,7 +148,8 @@ recap_status_t recap__fake_op_graph_inspect(recap_cuda_graph_t graph, recap_grap
         }
       }
       if (ok && dst->dependent_count) {
-        if (!(dst->dependents = malloc(dst->dependent_count * sizeof *dst->dependents))) ok = false;
+        if (!(dst->dependents = recap__host_malloc(dst->dependent_count * sizeof *dst->dependents)))
+          ok = false;
         dst->dependent_count = 0; /* counted again as they are filled in below */
       }
     }
@@ -175,7 +177,7 @@ static bool handles_of(const fake_nodes_t *nodes, recap__graph_node_t **out, siz
   *out = NULL;
   *count = 0;
   if (nodes->count == 0) return true;
-  recap__graph_node_t *list = malloc(nodes->count * sizeof *list);
+  recap__graph_node_t *list = recap__host_malloc(nodes->count * sizeof *list);
   if (!list) return false;
   for (size_t i = 0; i < nodes->count; i++) list[i] = node_handle(&nodes->v[i]);
   *out = list;
@@ -232,7 +234,7 @@ static bool reads_push(recap__graph_read_t **v, size_t *count, size_t *cap, size
   if (!ptr) return true;
   if (*count == *cap) {
     size_t grown_cap = *cap ? *cap * 2 : 16;
-    recap__graph_read_t *grown = realloc(*v, grown_cap * sizeof *grown);
+    recap__graph_read_t *grown = recap__host_realloc(*v, grown_cap * sizeof *grown);
     if (!grown) return false;
     *v = grown;
     *cap = grown_cap;
@@ -266,7 +268,7 @@ recap_status_t recap__fake_op_graph_reads(recap_cuda_graph_t graph, recap__graph
         ok = ok && reads_push(&v, &n, &cap, i, node->dst, RECAP__READ_MEMSET_DST);
     }
     if (!ok) {
-      free(v);
+      recap__host_free(v);
       v = NULL;
       n = 0;
       recap__fake_note(&f, RECAP_ERROR_OUT_OF_MEMORY,

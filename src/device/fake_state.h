@@ -67,6 +67,7 @@ typedef struct fake_capture {
   uint64_t id;
   recap__capture_mode_t mode;
   pthread_t thread; /* the thread that began it, for the thread-local rules */
+  int device;       /* the device of the stream it began on; its rules hold on every device */
   bool invalidated;
   struct fake_stream *origin;
   fake_nodes_t nodes; /* the work captured so far */
@@ -76,6 +77,7 @@ typedef struct fake_capture {
 typedef struct fake_stream {
   uint64_t enqueued;
   uint64_t completed;
+  int device;              /* the thread's current device when the stream was made */
   fake_capture_t *capture; /* the capture this stream takes part in, or NULL */
   size_t tail;             /* in that capture, 1 + index of this stream's last node; 0: none */
   struct fake_stream *next;

@@ -157,6 +157,7 @@ recap_status_t recap__fake_op_event_synchronize(recap__event_t event) {
 static fake_stream_t *stream_new_locked(void) {
   fake_stream_t *s = calloc(1, sizeof *s);
   if (!s) return NULL;
+  s->device = recap__fake_tl_device;
   s->next = recap__fake.streams;
   recap__fake.streams = s;
   return s;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/host.h"
 #include "device/device.h"
 
 void recap__graph_info_clear(recap_graph_info_t *info) {
@@ -14,13 +15,13 @@ void recap__graph_info_clear(recap_graph_info_t *info) {
     for (size_t i = 0; i < info->node_count; i++) {
       recap_graph_node_t *n = &info->nodes[i];
       /* The strings are the info's own copies; const only keeps users from writing them. */
-      free((void *)(uintptr_t)n->kernel_name);
-      free((void *)(uintptr_t)n->annotation);
-      free((void *)(uintptr_t)n->annotation_path);
-      free(n->dependencies);
-      free(n->dependents);
+      recap__host_free((void *)(uintptr_t)n->kernel_name);
+      recap__host_free((void *)(uintptr_t)n->annotation);
+      recap__host_free((void *)(uintptr_t)n->annotation_path);
+      recap__host_free(n->dependencies);
+      recap__host_free(n->dependents);
     }
-    free(info->nodes);
+    recap__host_free(info->nodes);
   }
   memset(info, 0, sizeof *info);
 }

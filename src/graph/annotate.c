@@ -28,6 +28,7 @@
 
 #include "core/env.h"
 #include "core/error.h"
+#include "core/host.h"
 #include "core/text.h"
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
@@ -97,7 +98,7 @@ static bool slots_grow(annotations_t *a, size_t needed) {
   if ((needed + 1) * 2 <= a->slot_capacity) return true;
   size_t capacity = a->slot_capacity ? a->slot_capacity : 64;
   while ((needed + 1) * 2 > capacity) capacity *= 2;
-  node_slot_t *slots = calloc(capacity, sizeof *slots);
+  node_slot_t *slots = recap__host_calloc(capacity, sizeof *slots);
   if (!slots) return false;
   for (size_t i = 0; i < a->slot_capacity; i++) {
     if (!a->slots[i].node) continue;
@@ -105,7 +106,7 @@ static bool slots_grow(annotations_t *a, size_t needed) {
     while (slots[k].node) k = (k + 1) & (capacity - 1);
     slots[k] = a->slots[i];
   }
-  free(a->slots);
+  recap__host_free(a->slots);
   a->slots = slots;
   a->slot_capacity = capacity;
   return true;
@@ -138,19 +139,19 @@ static recap_status_t take_capture_nodes(annotations_t *a, recap_stream_t stream
   size_t n = 0;
   RECAP__CHECK(recap__device()->capture_nodes(stream, &building, &nodes, &n));
   recap_status_t s = take_nodes(a, nodes, n);
-  free(nodes);
+  recap__host_free(nodes);
   return s;
 }
 
 static void annotations_free(annotations_t *a) {
   for (size_t i = 0; i < a->scope_count; i++) {
-    free(a->scopes[i].label);
-    free(a->scopes[i].path);
+    recap__host_free(a->scopes[i].label);
+    recap__host_free(a->scopes[i].path);
   }
-  free(a->scopes);
-  free(a->slots);
+  recap__host_free(a->scopes);
+  recap__host_free(a->slots);
   pthread_mutex_destroy(&a->lock);
-  free(a);
+  recap__host_free(a);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -200,7 +201,7 @@ static recap_status_t hook_captured(void *ctx, recap_graph_t graph,
     snprintf(innermost, sizeof innermost, "%s", a->scopes[a->stack[a->depth - 1].scope].path);
   a->depth = 0;
   pthread_mutex_unlock(&a->lock);
-  free(nodes);
+  recap__host_free(nodes);
   if (left_open)
     RECAP__WARN(
         "annotations: %zu scope%s still open when the capture ended (innermost \"%s\"); "
@@ -234,7 +235,7 @@ static recap_status_t state_of(recap_graph_t graph, bool attach, annotations_t *
   pthread_mutex_lock(&attach_lock);
   *out = recap__graph_hook_ctx(graph, &annotate_hooks);
   if (!*out) {
-    annotations_t *a = calloc(1, sizeof *a);
+    annotations_t *a = recap__host_calloc(1, sizeof *a);
     if (!a) {
       s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_annotate_push: out of host memory");
     } else {
@@ -281,7 +282,7 @@ recap_status_t recap_annotate_push(recap_stream_t stream, const char *label) {
   }
   if (a->scope_count == a->scope_capacity) {
     size_t capacity = a->scope_capacity ? a->scope_capacity * 2 : 16;
-    scope_t *grown = realloc(a->scopes, capacity * sizeof *grown);
+    scope_t *grown = recap__host_realloc(a->scopes, capacity * sizeof *grown);
     if (!grown) {
       s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_annotate_push: out of host memory");
       goto out;
@@ -293,10 +294,10 @@ recap_status_t recap_annotate_push(recap_stream_t stream, const char *label) {
   RECAP__CHECK_GOTO(take_capture_nodes(a, stream), s, out);
   const char *parent = a->depth ? a->scopes[a->stack[a->depth - 1].scope].path : NULL;
   size_t parent_length = parent ? strlen(parent) : 0;
-  scope_t scope = {recap__copy_text(label, length), malloc(parent_length + length + 2)};
+  scope_t scope = {recap__copy_text(label, length), recap__host_malloc(parent_length + length + 2)};
   if (!scope.label || !scope.path) {
-    free(scope.label);
-    free(scope.path);
+    recap__host_free(scope.label);
+    recap__host_free(scope.path);
     s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_annotate_push: out of host memory");
     goto out;
   }
@@ -355,7 +356,7 @@ out:
  * array; *labelled is false when no node has one. Lock held. */
 static recap_status_t scopes_of(const annotations_t *a, const recap__graph_node_t *nodes, size_t n,
                                 size_t **out) {
-  *out = calloc(n ? n : 1, sizeof **out);
+  *out = recap__host_calloc(n ? n : 1, sizeof **out);
   if (!*out) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "annotations: out of host memory");
   if (a->by_position) {
     for (size_t i = 0; i < a->slot_capacity; i++)
@@ -398,7 +399,7 @@ static recap_status_t labels_get(annotations_t *a, recap_graph_t graph, labels_t
   recap_status_t s = scopes_of(a, l->nodes, l->count, &l->scopes);
   pthread_mutex_unlock(&a->lock);
   if (s != RECAP_SUCCESS) {
-    free(l->nodes);
+    recap__host_free(l->nodes);
     l->nodes = NULL;
     return s;
   }
@@ -407,9 +408,9 @@ static recap_status_t labels_get(annotations_t *a, recap_graph_t graph, labels_t
 }
 
 static void labels_free(labels_t *l) {
-  free(l->nodes);
-  free(l->scopes);
-  free(l->sorted);
+  recap__host_free(l->nodes);
+  recap__host_free(l->scopes);
+  recap__host_free(l->sorted);
 }
 
 static int compare_handles(const void *x, const void *y) {
@@ -418,7 +419,7 @@ static int compare_handles(const void *x, const void *y) {
 }
 
 static bool labels_sort(labels_t *l) {
-  l->sorted = malloc((l->count ? l->count : 1) * sizeof *l->sorted);
+  l->sorted = recap__host_malloc((l->count ? l->count : 1) * sizeof *l->sorted);
   if (!l->sorted) return false;
   for (size_t i = 0; i < l->count; i++)
     if (l->scopes[i]) l->sorted[l->sorted_count++] = (handle_index_t){(uintptr_t)l->nodes[i], i};
@@ -598,7 +599,7 @@ static recap_status_t hook_dump(void *ctx, recap_graph_t graph, const char *path
   do {
     if (len == cap) {
       cap = cap ? cap * 2 : 65536;
-      char *grown = realloc(text, cap);
+      char *grown = recap__host_realloc(text, cap);
       if (!grown) {
         fclose(in);
         s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graph_debug_dump: out of host memory");
@@ -628,7 +629,7 @@ static recap_status_t hook_dump(void *ctx, recap_graph_t graph, const char *path
         "recap_graph_debug_dump: no node statement of the driver's dump showed a node "
         "handle; the annotations are in the comment block at its end only");
 done:
-  free(text);
+  recap__host_free(text);
   labels_free(&l);
   return s;
 }

@@ -20,6 +20,7 @@
 #include "core/args.h"
 #include "core/env.h"
 #include "core/error.h"
+#include "core/host.h"
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 
@@ -47,7 +48,7 @@ recap_status_t recap_graph_create(recap_graph_t *graph, unsigned flags) {
   *graph = NULL;
   RECAP__ARG((flags & ~(unsigned)RECAP_GRAPH_KEEP) == 0,
              "recap_graph_create: unknown flags 0x%x (only RECAP_GRAPH_KEEP is defined)", flags);
-  recap_graph_t g = calloc(1, sizeof *g);
+  recap_graph_t g = recap__host_calloc(1, sizeof *g);
   if (!g) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graph_create: out of host memory");
   g->magic = RECAP__GRAPH_MAGIC;
   g->flags = flags;
@@ -70,7 +71,7 @@ recap_status_t recap__graph_add_hook(recap_graph_t g, const recap__graph_hooks_t
     s = recap__error(RECAP_ERROR_INVALID_USAGE, "graph hooks attach only during a capture");
   } else if (g->hook_count == g->hook_capacity) {
     size_t capacity = g->hook_capacity ? g->hook_capacity * 2 : 4;
-    recap__graph_hook_entry_t *grown = realloc(g->hooks, capacity * sizeof *grown);
+    recap__graph_hook_entry_t *grown = recap__host_realloc(g->hooks, capacity * sizeof *grown);
     if (!grown)
       s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "graph hooks: out of host memory");
     else {
@@ -119,7 +120,7 @@ static void hooks_replay_failed(recap_graph_t g, size_t prepared) {
 static void hooks_release(recap_graph_t g) {
   for (size_t i = 0; i < g->hook_count; i++)
     if (g->hooks[i].hooks->release) g->hooks[i].hooks->release(g->hooks[i].ctx, g);
-  free(g->hooks);
+  recap__host_free(g->hooks);
   g->hooks = NULL;
   g->hook_count = g->hook_capacity = 0;
 }
@@ -190,7 +191,7 @@ recap_status_t recap_graph_destroy(recap_graph_t graph) {
                         cause.message);
   }
   graph->magic = 0;
-  free(graph);
+  recap__host_free(graph);
   return s;
 }
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "core/host.h"
 #include "core/json.h"
 #include "graph/graph_internal.h"
 
@@ -32,7 +33,7 @@ recap_status_t recap_graph_inspect(recap_graph_t graph, recap_graph_info_t **inf
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_graph_inspect: needs the kept template: create the graph with "
                         "RECAP_GRAPH_KEEP and inspect it after capture_end");
-  recap_graph_info_t *result = calloc(1, sizeof *result);
+  recap_graph_info_t *result = recap__host_calloc(1, sizeof *result);
   if (!result)
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graph_inspect: out of host memory");
   recap_status_t s = recap__device()->graph_inspect(graph->template_graph, result);
@@ -51,7 +52,7 @@ recap_status_t recap_graph_inspect(recap_graph_t graph, recap_graph_info_t **inf
 void recap_graph_info_free(recap_graph_info_t *info) {
   if (!info) return;
   recap__graph_info_clear(info);
-  free(info);
+  recap__host_free(info);
 }
 
 static void write_dims(recap__json_t *j, const char *key, const unsigned dims[3]) {

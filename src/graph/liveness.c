@@ -23,6 +23,7 @@
 
 #include "alloc/alloc_internal.h"
 #include "core/error.h"
+#include "core/host.h"
 #include "core/text.h"
 #include "graph/graph_internal.h"
 #include "recap/liveness.h"
@@ -70,9 +71,10 @@ static const char *type_of_read(recap__read_kind_t kind) {
 }
 
 static void liveness_clear(liveness_t *l) {
-  for (size_t i = 0; i < l->count; i++) free((void *)(uintptr_t)l->inputs[i].kernel_name);
-  free(l->inputs);
-  free(l->watch);
+  for (size_t i = 0; i < l->count; i++)
+    recap__host_free((void *)(uintptr_t)l->inputs[i].kernel_name);
+  recap__host_free(l->inputs);
+  recap__host_free(l->watch);
   l->inputs = NULL;
   l->watch = NULL;
   l->count = 0;
@@ -105,10 +107,10 @@ static recap_status_t scan(liveness_t *l, recap_graph_t graph, recap_cuda_graph_
   size_t n = 0;
   RECAP__CHECK(recap__device()->graph_reads(template_graph, &reads, &n));
   recap_status_t s = RECAP_SUCCESS;
-  const void **ptrs = malloc((n ? n : 1) * sizeof *ptrs);
-  recap__block_ref_t *refs = malloc((n ? n : 1) * sizeof *refs);
-  bool *found = malloc((n ? n : 1) * sizeof *found);
-  candidate_t *cands = malloc((n ? n : 1) * sizeof *cands);
+  const void **ptrs = recap__host_malloc((n ? n : 1) * sizeof *ptrs);
+  recap__block_ref_t *refs = recap__host_malloc((n ? n : 1) * sizeof *refs);
+  bool *found = recap__host_malloc((n ? n : 1) * sizeof *found);
+  candidate_t *cands = recap__host_malloc((n ? n : 1) * sizeof *cands);
   if (!ptrs || !refs || !found || !cands) {
     s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "input liveness: out of host memory");
     goto done;
@@ -128,8 +130,8 @@ static recap_status_t scan(liveness_t *l, recap_graph_t graph, recap_cuda_graph_
   for (size_t i = 0; i < m; i++)
     if (i == 0 || cands[i].ref.base != cands[i - 1].ref.base) blocks++;
   if (blocks) {
-    l->watch = calloc(blocks, sizeof *l->watch);
-    l->inputs = calloc(blocks, sizeof *l->inputs);
+    l->watch = recap__host_calloc(blocks, sizeof *l->watch);
+    l->inputs = recap__host_calloc(blocks, sizeof *l->inputs);
     if (!l->watch || !l->inputs) {
       s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "input liveness: out of host memory");
       goto done;
@@ -159,11 +161,11 @@ static recap_status_t scan(liveness_t *l, recap_graph_t graph, recap_cuda_graph_
   if (l->count) name_inputs(l, template_graph);
 
 done:
-  free(reads);
-  free(ptrs);
-  free(refs);
-  free(found);
-  free(cands);
+  recap__host_free(reads);
+  recap__host_free(ptrs);
+  recap__host_free(refs);
+  recap__host_free(found);
+  recap__host_free(cands);
   if (s != RECAP_SUCCESS) liveness_clear(l);
   return s;
 }
@@ -225,14 +227,14 @@ static int describe_dead(char *out, size_t size, const recap_liveness_input_t *i
 }
 
 static recap_status_t report_dead(const liveness_t *l, const char *function) {
-  bool *dead = calloc(l->count, sizeof *dead);
+  bool *dead = recap__host_calloc(l->count, sizeof *dead);
   if (!dead)
     return recap__error(RECAP_ERROR_DEAD_INPUT,
                         "%s: an input of the graph was freed (no host memory to say which)",
                         function);
   size_t dead_count = recap__alloc_count_dead(l->watch, l->count, dead);
   if (dead_count == 0) { /* brought back to life in between (another thread allocated) */
-    free(dead);
+    recap__host_free(dead);
     return RECAP_SUCCESS;
   }
   /* The message holds what fits; every dead input also goes to the log when it does not. */
@@ -268,7 +270,7 @@ static recap_status_t report_dead(const liveness_t *l, const char *function) {
       if (dead[i] && describe_dead(line, sizeof line, &l->inputs[i]) > 0)
         recap__log(RECAP_LOG_LEVEL_ERROR, "%s", line + 1);
   }
-  free(dead);
+  recap__host_free(dead);
   if (!recap__alloc_sites_enabled())
     return recap__error(RECAP_ERROR_DEAD_INPUT,
                         "%s\n(set RECAP_LIVENESS_DEBUG=1 to see where each block was allocated "
@@ -302,7 +304,7 @@ static recap_status_t hook_captured(void *ctx, recap_graph_t graph,
 static void hook_release(void *ctx, recap_graph_t graph) {
   (void)graph;
   liveness_clear(ctx);
-  free(ctx);
+  recap__host_free(ctx);
 }
 
 static const recap__graph_hooks_t liveness_hooks = {
@@ -323,10 +325,10 @@ recap_status_t recap__liveness_probe(void) {
 }
 
 recap_status_t recap__liveness_attach(recap_graph_t graph) {
-  liveness_t *l = calloc(1, sizeof *l);
+  liveness_t *l = recap__host_calloc(1, sizeof *l);
   if (!l) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "input liveness: out of host memory");
   recap_status_t s = recap__graph_add_hook(graph, &liveness_hooks, l);
-  if (s != RECAP_SUCCESS) free(l);
+  if (s != RECAP_SUCCESS) recap__host_free(l);
   return s;
 }
 

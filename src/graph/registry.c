@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "core/error.h"
+#include "core/host.h"
 #include "device/device.h"
 
 typedef struct entry {
@@ -29,7 +30,7 @@ recap_status_t recap__registry_add(uint64_t capture_id, recap_graph_t graph) {
   pthread_mutex_lock(&registry_lock);
   if (entry_count == entry_capacity) {
     int capacity = entry_capacity ? entry_capacity * 2 : 8;
-    entry_t *grown = realloc(entries, (size_t)capacity * sizeof *grown);
+    entry_t *grown = recap__host_realloc(entries, (size_t)capacity * sizeof *grown);
     if (!grown) {
       s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "capture registry: out of host memory");
       goto out;

@@ -17,6 +17,7 @@
 
 #include "core/args.h"
 #include "core/error.h"
+#include "core/host.h"
 #include "graph/graph_internal.h"
 #include "recap/graphed.h"
 
@@ -75,18 +76,18 @@ static recap_status_t release_handle(recap_graphed_t h) {
   free_buffers(h->static_grad_inputs, in);
   free_buffers(h->eager_outputs, out);
   free_buffers(h->eager_grad_inputs, in);
-  free(h->static_outputs);
-  free(h->static_grad_outputs);
-  free(h->static_grad_inputs);
-  free(h->eager_inputs);
-  free(h->eager_outputs);
-  free(h->eager_grad_outputs);
-  free(h->eager_grad_inputs);
-  free(h->static_inputs);
-  free(h->requires_grad);
-  free(h->output_requires_grad);
+  recap__host_free(h->static_outputs);
+  recap__host_free(h->static_grad_outputs);
+  recap__host_free(h->static_grad_inputs);
+  recap__host_free(h->eager_inputs);
+  recap__host_free(h->eager_outputs);
+  recap__host_free(h->eager_grad_outputs);
+  recap__host_free(h->eager_grad_inputs);
+  recap__host_free(h->static_inputs);
+  recap__host_free(h->requires_grad);
+  recap__host_free(h->output_requires_grad);
   h->magic = 0;
-  free(h);
+  recap__host_free(h);
   return s;
 }
 
@@ -104,23 +105,23 @@ static recap_status_t make_handle(const recap_callable_desc_t *d, size_t index, 
   RECAP__ARG(d->input_count == 0 || d->sample_inputs != NULL,
              "recap_graphed_create: callable %zu has %zu inputs but no sample_inputs", index,
              d->input_count);
-  recap_graphed_t h = calloc(1, sizeof *h);
+  recap_graphed_t h = recap__host_calloc(1, sizeof *h);
   if (!h)
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graphed_create: out of host memory");
   size_t in = d->input_count ? d->input_count : 1, out_n = d->output_count ? d->output_count : 1;
   h->magic = GRAPHED_MAGIC;
   h->desc = *d;
   h->training = training;
-  h->static_inputs = calloc(in, sizeof *h->static_inputs);
-  h->requires_grad = calloc(in, sizeof *h->requires_grad);
-  h->output_requires_grad = calloc(out_n, sizeof *h->output_requires_grad);
-  h->static_outputs = calloc(out_n, sizeof(recap_buffer_t));
-  h->static_grad_outputs = calloc(out_n, sizeof(recap_buffer_t));
-  h->static_grad_inputs = calloc(in, sizeof(recap_buffer_t));
-  h->eager_inputs = calloc(in, sizeof(recap_buffer_t));
-  h->eager_outputs = calloc(out_n, sizeof(recap_buffer_t));
-  h->eager_grad_outputs = calloc(out_n, sizeof(recap_buffer_t));
-  h->eager_grad_inputs = calloc(in, sizeof(recap_buffer_t));
+  h->static_inputs = recap__host_calloc(in, sizeof *h->static_inputs);
+  h->requires_grad = recap__host_calloc(in, sizeof *h->requires_grad);
+  h->output_requires_grad = recap__host_calloc(out_n, sizeof *h->output_requires_grad);
+  h->static_outputs = recap__host_calloc(out_n, sizeof(recap_buffer_t));
+  h->static_grad_outputs = recap__host_calloc(out_n, sizeof(recap_buffer_t));
+  h->static_grad_inputs = recap__host_calloc(in, sizeof(recap_buffer_t));
+  h->eager_inputs = recap__host_calloc(in, sizeof(recap_buffer_t));
+  h->eager_outputs = recap__host_calloc(out_n, sizeof(recap_buffer_t));
+  h->eager_grad_outputs = recap__host_calloc(out_n, sizeof(recap_buffer_t));
+  h->eager_grad_inputs = recap__host_calloc(in, sizeof(recap_buffer_t));
   if (!h->static_inputs || !h->requires_grad || !h->output_requires_grad || !h->static_outputs ||
       !h->static_grad_outputs || !h->static_grad_inputs || !h->eager_inputs || !h->eager_outputs ||
       !h->eager_grad_outputs || !h->eager_grad_inputs) {

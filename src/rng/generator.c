@@ -18,6 +18,7 @@
 
 #include "core/args.h"
 #include "core/error.h"
+#include "core/host.h"
 #include "device/rng_launch.h"
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
@@ -81,20 +82,20 @@ static void drop_reference(recap_generator_t gen) {
   if (!last) return;
   recap_free(gen->device_state);
   pthread_mutex_destroy(&gen->lock);
-  free(gen);
+  recap__host_free(gen);
 }
 
 recap_status_t recap_generator_create(recap_generator_t *generator, uint64_t seed) {
   RECAP__ARG(generator != NULL, "recap_generator_create: generator is NULL");
   *generator = NULL;
-  recap_generator_t gen = calloc(1, sizeof *gen);
+  recap_generator_t gen = recap__host_calloc(1, sizeof *gen);
   if (!gen)
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_generator_create: out of host memory");
   /* From the default pool on the legacy stream: every graph shares it, so it must belong to
    * none of their private pools. */
   recap_status_t s = recap_malloc((void **)&gen->device_state, 2 * sizeof(uint64_t), NULL);
   if (s != RECAP_SUCCESS) {
-    free(gen);
+    recap__host_free(gen);
     return s;
   }
   pthread_mutex_init(&gen->lock, NULL);
@@ -237,7 +238,7 @@ static void use_release(void *ctx, recap_graph_t graph) {
   (void)graph;
   rng_use_t *use = ctx;
   drop_reference(use->generator);
-  free(use);
+  recap__host_free(use);
 }
 
 static const recap__graph_hooks_t rng_hooks = {
@@ -249,12 +250,12 @@ static const recap__graph_hooks_t rng_hooks = {
 
 /* Attach gen to graph's capture (called with gen->lock held). */
 static recap_status_t attach(recap_generator_t gen, recap_graph_t graph) {
-  rng_use_t *use = calloc(1, sizeof *use);
+  rng_use_t *use = recap__host_calloc(1, sizeof *use);
   if (!use) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "generator: out of host memory");
   use->generator = gen;
   recap_status_t s = recap__graph_add_hook(graph, &rng_hooks, use);
   if (s != RECAP_SUCCESS) {
-    free(use);
+    recap__host_free(use);
     return s;
   }
   gen->references++;

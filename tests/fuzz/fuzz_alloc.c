@@ -326,15 +326,17 @@ static void op_empty_cache(void) {
 }
 
 static void op_option(void) {
-  /* max_split_size is 0 (no limit) or at least large_threshold (10 MiB). */
-  static const char *const split[] = {"0", "1", "1.2", "2", "3.2", "6.4"};
+  /* max_split_size is 0 (no limit) or larger than large_segment (20 MiB). */
+  static const char *const split[] = {"0", "1.05", "1.2", "1.6", "3.2"};
   static const char *const cap[] = {"0", "3.2", "6.4", "25.6"};
   uint8_t which = byte(), value = byte();
   const char *name = which & 1 ? "max_split_size" : "memory_cap";
-  /* In units of large_threshold, so that the values fit the scaled options too. */
+  /* In units of large_segment (max_split_size) and large_threshold (memory_cap), so that the
+   * values fit the scaled options too. */
   double factor = atof(which & 1 ? split[value % (sizeof split / sizeof split[0])]
                                  : cap[value % (sizeof cap / sizeof cap[0])]);
-  uint64_t bytes = (uint64_t)(factor * (double)sizes.large_threshold);
+  size_t unit = which & 1 ? sizes.large_segment : sizes.large_threshold;
+  uint64_t bytes = (uint64_t)(factor * (double)unit);
   TRACE("option %s = %llu", name, (unsigned long long)bytes);
   recap_status_t s = recap_option_set_u64(name, bytes);
   if (s != RECAP_SUCCESS) die("recap_option_set of a valid value failed", s);
