@@ -99,6 +99,7 @@ static void quiet_log(recap_log_level_t level, const char *message, void *user_d
 /* The streams the capture threads capture on, which the free threads record blocks on. */
 static recap_stream_t capture_streams[CAPTURE_THREADS];
 static _Atomic int capturing_threads; /* capture threads not finished yet */
+static _Atomic int sending_threads;   /* free threads that may still hand blocks over */
 
 /* ---- the capture threads -------------------------------------------------------------------- */
 
@@ -210,6 +211,12 @@ static void *free_worker(void *arg) {
   }
 out:
   while (atomic_load(&capturing_threads) > 0) sched_yield();
+  /* The neighbour may hand over one more block until it stops: keep draining until then. */
+  atomic_fetch_sub(&sending_threads, 1);
+  while (atomic_load(&sending_threads) > 0) {
+    drain(t->inbox, round);
+    sched_yield();
+  }
   drain(t->inbox, round);
   recap__fake_stream_complete(own);
   return NULL;
@@ -222,6 +229,7 @@ static void frees_across_threads_during_captures(void **state) {
   recap_log_set(quiet_log, NULL);
   for (int i = 0; i < CAPTURE_THREADS; i++) capture_streams[i] = recap__fake_stream_new();
   atomic_store(&capturing_threads, CAPTURE_THREADS);
+  atomic_store(&sending_threads, FREE_THREADS);
   mailbox_t boxes[FREE_THREADS];
   free_thread_t f[FREE_THREADS];
   capture_thread_t c[CAPTURE_THREADS];
