@@ -8,8 +8,8 @@
  * pools, kept templates and input liveness; capture scopes; joined side streams and invalidated
  * captures; replays, resets and destroys; generators (create, destroy, seed, offset, draws in
  * and out of captures); one graphed callable (a small forward and backward on the fake);
- * annotations; kernels that read blocks (for input liveness); cache empties, option changes and
- * injected device faults.
+ * annotations; kernels that read blocks (for input liveness); the accessors and inspection;
+ * cache empties, option changes and injected device faults.
  *
  * The model knows each graph's state, each stream's capture, each pool's references, each
  * generator's offset and which graphs hold it, and every live block. After every call:
@@ -68,7 +68,8 @@ typedef struct slot {
 
 typedef struct graph {
   recap_graph_t h;
-  bool keep, instantiated;
+  bool keep;
+  bool instantiated; /* an executable exists for sure (KEEP graphs: after an instantiation) */
   int state, stream, mode;
   int shared;         /* -1: a private pool; else which of the shared handles */
   uint64_t pool_key;  /* 100 + shared index, or 1000 + a number of its own per capture */
@@ -761,13 +762,16 @@ static void op_replay(void) {
     check_last(s, "recap_graph_replay"); /* which check comes first is not documented */
   else if (fault && s == RECAP_ERROR_CUDA)
     check_last(s, "recap_graph_replay");
+  else if (st.owner[j] >= 0 && s == RECAP_ERROR_CAPTURE_INVALIDATED &&
+           (st.graphs[st.owner[j]].invalid || st.graphs[st.owner[j]].maybe_invalid))
+    check_last(s, "recap_graph_replay"); /* launched into a capture that was invalidated */
   else
     expect(s,
            dead     ? RECAP_ERROR_DEAD_INPUT
            : inside ? RECAP_ERROR_INVALID_USAGE
                     : RECAP_SUCCESS,
            "recap_graph_replay");
-  if (!fired(RECAP__FAKE_FAULT_INSTANTIATE) && s != RECAP_ERROR_DEAD_INPUT) gr->instantiated = true;
+  if (s == RECAP_SUCCESS) gr->instantiated = true;
   /* Every replay advances the generators the graph draws from by what it consumes; a failed
    * one leaves them as they were (issue 12 asks for it). */
   for (int k = 0; k < GENS; k++) {
@@ -876,6 +880,112 @@ static void op_liveness(void) {
   if (!gr->inputs_unknown && count != (size_t)gr->input_count) {
     fprintf(stderr, "fuzz_recap: %zu inputs recorded, the model read %d\n", count, gr->input_count);
     die("recap_graph_liveness_inputs disagrees with the blocks the capture read", s);
+  }
+}
+
+/* The accessors and inspection, each with the states the documentation allows it in. */
+static void op_access(void) {
+  int g = byte() % GRAPHS, j = pick_stream();
+  uint8_t what = byte();
+  graph_t *gr = &st.graphs[g];
+  recap_status_t s;
+  bool captured = gr->state == CAPTURED;
+  switch (what % 8) {
+    case 0: {
+      if (!gr->h) return;
+      size_t n = 0;
+      s = recap_graph_node_count(gr->h, &n);
+      TRACE("recap_graph_node_count(graph %d) -> %s, %zu", g, recap_status_name(s), n);
+      expect(s, captured ? RECAP_SUCCESS : RECAP_ERROR_INVALID_USAGE, "recap_graph_node_count");
+      return;
+    }
+    case 1: {
+      if (!gr->h) return;
+      recap_cuda_graph_t raw = NULL;
+      s = recap_graph_raw(gr->h, &raw);
+      TRACE("recap_graph_raw(graph %d) -> %s", g, recap_status_name(s));
+      expect(s, captured && gr->keep ? RECAP_SUCCESS : RECAP_ERROR_INVALID_USAGE,
+             "recap_graph_raw");
+      if ((s == RECAP_SUCCESS) != (raw != NULL))
+        die("recap_graph_raw's result and status disagree", s);
+      return;
+    }
+    case 2: {
+      if (!gr->h) return;
+      recap_cuda_graph_exec_t exec = NULL;
+      s = recap_graph_raw_exec(gr->h, &exec);
+      TRACE("recap_graph_raw_exec(graph %d) -> %s", g, recap_status_name(s));
+      /* A KEEP graph's executable exists once instantiated; a failed replay or instantiation
+       * may or may not have made one, which the model does not follow. */
+      if (captured && gr->keep && !gr->instantiated)
+        check_last(s, "recap_graph_raw_exec");
+      else
+        expect(s, captured && gr->instantiated ? RECAP_SUCCESS : RECAP_ERROR_INVALID_USAGE,
+               "recap_graph_raw_exec");
+      return;
+    }
+    case 3:
+      if (!gr->h) return;
+      call_begins();
+      s = recap_graph_instantiate(gr->h);
+      call_ends();
+      TRACE("recap_graph_instantiate(graph %d) -> %s", g, recap_status_name(s));
+      expect_or_fault(s, captured && gr->keep ? RECAP_SUCCESS : RECAP_ERROR_INVALID_USAGE,
+                      "recap_graph_instantiate");
+      if (s == RECAP_SUCCESS) gr->instantiated = true;
+      return;
+    case 4: {
+      if (!gr->h) return;
+      recap_graph_info_t *info = NULL;
+      s = recap_graph_inspect(gr->h, &info);
+      TRACE("recap_graph_inspect(graph %d) -> %s", g, recap_status_name(s));
+      expect(s, captured && gr->keep ? RECAP_SUCCESS : RECAP_ERROR_INVALID_USAGE,
+             "recap_graph_inspect");
+      if (s != RECAP_SUCCESS) return;
+      size_t n = 0;
+      expect(recap_graph_node_count(gr->h, &n), RECAP_SUCCESS, "recap_graph_node_count");
+      if (info->node_count != n) die("recap_graph_inspect and recap_graph_node_count disagree", s);
+      char *json = NULL;
+      s = recap_graph_info_json(info, &json);
+      expect(s, RECAP_SUCCESS, "recap_graph_info_json");
+      if (!json || strncmp(json, "{\"nodes\":[", 10) != 0)
+        die("recap_graph_info_json is not JSON", s);
+      recap_string_free(json);
+      recap_graph_info_free(info);
+      return;
+    }
+    case 5: {
+      int capturing = -1;
+      s = recap_stream_is_capturing(st.streams[j], &capturing);
+      TRACE("recap_stream_is_capturing(stream %d) -> %s, %d", j, recap_status_name(s), capturing);
+      expect(s, RECAP_SUCCESS, "recap_stream_is_capturing");
+      if (capturing != (st.owner[j] >= 0))
+        die("recap_stream_is_capturing disagrees with the captures under way", s);
+      return;
+    }
+    case 6: {
+      char *json = NULL;
+      s = recap_memory_snapshot_json(-1, &json);
+      TRACE("recap_memory_snapshot_json -> %s", recap_status_name(s));
+      expect(s, RECAP_SUCCESS, "recap_memory_snapshot_json");
+      if (!json || json[0] != '{') die("recap_memory_snapshot_json is not JSON", s);
+      recap_string_free(json);
+      expect(recap_memory_reset_peak(-1), RECAP_SUCCESS, "recap_memory_reset_peak");
+      /* Allocation and free sites are recorded from now on, or no longer (recap/liveness.h). */
+      recap_liveness_debug_enable((what >> 3) & 1);
+      return;
+    }
+    default: {
+      if (!gr->h) return;
+      recap_pool_id_t pool;
+      s = recap_graph_pool(gr->h, &pool);
+      TRACE("recap_graph_pool(graph %d) -> %s", g, recap_status_name(s));
+      expect(s, gr->state != FRESH ? RECAP_SUCCESS : RECAP_ERROR_INVALID_USAGE, "recap_graph_pool");
+      if (s == RECAP_SUCCESS && gr->shared >= 0 &&
+          (pool.a != st.shared[gr->shared].a || pool.b != st.shared[gr->shared].b))
+        die("recap_graph_pool is not the shared pool the capture was given", s);
+      return;
+    }
   }
 }
 
@@ -1359,7 +1469,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                op_graph_create, op_capture_begin, op_capture_end, op_scope_begin,   op_scope_end,
                op_replay,       op_reset,         op_invalidate,  op_join,          op_kernel,
                op_liveness,     op_generator,     op_draw,        op_annotate,      op_graphed,
-               op_empty_cache,  op_option,        op_fault,       op_free};
+               op_empty_cache,  op_option,        op_fault,       op_free,          op_access};
   for (st.op_index = 0; st.at < st.size && st.op_index < MAX_OPS; st.op_index++) {
     st.prev_plain_free = st.last_was_plain_free;
     st.last_was_plain_free = false;
@@ -1368,6 +1478,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
   release_everything();
   recap_annotations_enable(-1);
+  recap_liveness_debug_enable(-1);
   recap_log_set(NULL, NULL);
   return 0;
 }
