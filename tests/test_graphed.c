@@ -221,6 +221,11 @@ static void other_mode_runs_eagerly(void **state) {
   OK(recap_graphed_backward(h, f.stream, out, &grads));
   assert_int_equal(f.toys[0].backwards, 5);
   OK(recap_graphed_forward(h, f.stream, 0, f.inputs[0], &out)); /* frees the last eager outputs */
+  /* An eager call takes inputs of the sample sizes only, as a replay does. */
+  recap_buffer_t bad[2] = {{f.inputs[0][0].data, f.inputs[0][0].bytes / 2}, f.inputs[0][1]};
+  EXPECT_STATUS(recap_graphed_forward(h, f.stream, 0, bad, &out), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("input 0 has");
+  assert_int_equal(f.toys[0].forwards, 6);
   check_all();
   teardown(&h, 1);
 }

@@ -360,19 +360,26 @@ fail : {
 }
 }
 
+/* A buffer the caller gives must have the size of the one it stands for (the sample input, or
+ * the static buffer a capture made), in an eager call as in a replay. */
+static recap_status_t check_given(const recap_buffer_t *expected, const recap_buffer_t *given,
+                                  size_t i, const char *what) {
+  if (given[i].bytes != expected[i].bytes)
+    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                        "graphed callable: %s %zu has %zu bytes but was captured with %zu", what, i,
+                        given[i].bytes, expected[i].bytes);
+  if (!given[i].data && given[i].bytes)
+    return recap__error(RECAP_ERROR_INVALID_ARGUMENT, "graphed callable: %s %zu is NULL", what, i);
+  return RECAP_SUCCESS;
+}
+
 /* Copy each source buffer into its static buffer unless it is already there. */
 static recap_status_t stage(const recap_buffer_t *staticb, const recap_buffer_t *given,
                             size_t count, recap_stream_t stream, const char *what) {
   const recap__device_ops_t *dev = recap__device();
   for (size_t i = 0; i < count; i++) {
     if (!staticb[i].data) continue; /* nothing static to fill (an unused gradient) */
-    if (given[i].bytes != staticb[i].bytes)
-      return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
-                          "graphed callable: %s %zu has %zu bytes but was captured with %zu", what,
-                          i, given[i].bytes, staticb[i].bytes);
-    if (!given[i].data && given[i].bytes)
-      return recap__error(RECAP_ERROR_INVALID_ARGUMENT, "graphed callable: %s %zu is NULL", what,
-                          i);
+    RECAP__CHECK(check_given(staticb, given, i, what));
     if (given[i].data == staticb[i].data) continue;
     RECAP__CHECK(dev->memcpy_async(staticb[i].data, given[i].data, given[i].bytes, stream));
   }
@@ -387,6 +394,9 @@ recap_status_t recap_graphed_forward(recap_graphed_t h, recap_stream_t stream, i
   *outputs = NULL;
   training = training != 0;
   if (h->eager_only || training != h->training) {
+    /* static_inputs holds the sample inputs' sizes whether or not anything was captured. */
+    for (size_t i = 0; i < h->desc.input_count; i++)
+      RECAP__CHECK(check_given(h->static_inputs, inputs, i, "input"));
     free_buffers(h->eager_outputs, h->desc.output_count);
     /* The backward of this forward is handed its inputs: keep the caller's buffer list. */
     if (h->desc.input_count) memcpy(h->eager_inputs, inputs, h->desc.input_count * sizeof *inputs);
