@@ -129,7 +129,7 @@ static void bench_size(size_t size, int rounds, int pairs, cudaStream_t stream, 
         samples[V_OTHER][r] = try_recap_pairs_ns(V_OTHER, other, size, pairs);
         samples[V_ROUTED][r] = try_recap_pairs_ns(V_ROUTED, stream, size, pairs);
       }
-      recap_status_t status = recap_graph_capture_end(graph, stream);
+      recap_status_t status = recap_graph_capture_end(graph);
       if (status != RECAP_SUCCESS) {
         /* Something in the round broke the capture: its figures do not count. */
         samples[V_ROUTED][r] = samples[V_OTHER][r] = -1;

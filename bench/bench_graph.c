@@ -68,7 +68,7 @@ static double capture_recap_us(cudaStream_t stream, int *counter, int n) {
   BENCH_RECAP(recap_graph_create(&graph, 0));
   BENCH_RECAP(recap_graph_capture_begin(graph, stream, NULL));
   enqueue_chain(stream, counter, n);
-  BENCH_RECAP(recap_graph_capture_end(graph, stream));
+  BENCH_RECAP(recap_graph_capture_end(graph));
   uint64_t t1 = bench_now_ns();
   BENCH_RECAP(recap_graph_destroy(graph));
   return (double)(t1 - t0) / 1e3;
@@ -131,7 +131,7 @@ static int bench_replay(cudaStream_t stream, int *counter, int n, int quick,
   BENCH_RECAP(recap_graph_create(&graph, 0));
   BENCH_RECAP(recap_graph_capture_begin(graph, stream, NULL));
   enqueue_chain(stream, counter, n);
-  BENCH_RECAP(recap_graph_capture_end(graph, stream));
+  BENCH_RECAP(recap_graph_capture_end(graph));
   size_t nodes = 0;
   BENCH_RECAP(recap_graph_node_count(graph, &nodes));
   cudaGraphExec_t exec = NULL;

@@ -47,7 +47,7 @@ static void capture(recap_graph_t graph, cudaStream_t stream, int **counters, in
   o.check_input_liveness = check;
   BENCH_RECAP(recap_graph_capture_begin(graph, stream, &o));
   for (int i = 0; i < n; i++) BENCH_CUDA(bench_launch_increment(stream, counters[i]));
-  BENCH_RECAP(recap_graph_capture_end(graph, stream));
+  BENCH_RECAP(recap_graph_capture_end(graph));
 }
 
 /* One batch of `batch` calls of variant v, the stream idle at its start; us per call. */

@@ -89,6 +89,7 @@ set(VALUES
   "const char * path|f->path"
   "recap_pool_id_t|f->pool"
   "recap_pool_id_t *|&f->pool_out"
+  "recap_graph_state_t *|&f->graph_state_out"
   "recap_pool_info_t *|&f->pool_info"
   "recap_block_info_t *|&f->block_info"
   "recap_memory_stats_t *|&f->stats"

@@ -38,6 +38,13 @@ static inline int capturing(recap_stream_t s) {
   return flag;
 }
 
+/* The graph's public state. */
+static inline recap_graph_state_t state_of(recap_graph_t g) {
+  recap_graph_state_t state = (recap_graph_state_t)-1;
+  OK(recap_graph_state(g, &state));
+  return state;
+}
+
 /* References to pool, 0 once the pool is gone. */
 static inline int pool_references(recap_pool_id_t pool) {
   recap_pool_info_t info;
@@ -78,7 +85,7 @@ static inline void launch(recap_stream_t s, int count) {
 static inline void capture_kernels(recap_graph_t g, recap_stream_t s, int kernels) {
   OK(recap_graph_capture_begin(g, s, NULL));
   launch(s, kernels);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
 }
 
 #endif /* RECAP_TEST_GRAPH_UTIL_H */

@@ -110,7 +110,7 @@ static void noop_outside_capture(void **state) {
   recap_graph_t g = kept_graph();
   OK(recap_graph_capture_begin(g, s, NULL));
   kernel(s, "k");
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_graph_info_t *info = inspect(g);
   expect_node(info, 0, "k", NULL, NULL);
   recap_graph_info_free(info);
@@ -131,7 +131,7 @@ static void noop_when_disabled(void **state) {
   kernel(s, "k0");
   OK(recap_annotate_pop(s));
   OK(recap_annotate_pop(s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   /* No state was attached to the graph at all. */
   assert_int_equal(g->hook_count, 0);
   recap_graph_info_t *info = inspect(g);
@@ -154,7 +154,7 @@ static void one_scope_labels_all_its_kernels(void **state) {
   kernel(s, "b");
   kernel(s, "c");
   OK(recap_annotate_pop(s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_graph_info_t *info = inspect(g);
   assert_int_equal(info->node_count, 3);
   expect_node(info, 0, "a", "forward", "forward");
@@ -181,7 +181,7 @@ static void disjoint_scopes(void **state) {
   OK(recap_annotate_push(s, "first")); /* the same label again: a scope of its own */
   kernel(s, "d");
   OK(recap_annotate_pop(s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_graph_info_t *info = inspect(g);
   expect_node(info, 0, "a", "first", "first");
   expect_node(info, 1, "b", "first", "first");
@@ -203,7 +203,7 @@ static void only_in_scope_kernels_are_labelled(void **state) {
   kernel(s, "in");
   OK(recap_annotate_pop(s));
   kernel(s, "after");
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_graph_info_t *info = inspect(g);
   expect_node(info, 0, "before", NULL, NULL);
   expect_node(info, 1, "in", "inside", "inside");
@@ -232,7 +232,7 @@ static void nested_scopes_inner_wins(void **state) {
   kernel(s, "k5");
   OK(recap_annotate_pop(s));
   kernel(s, "k6");
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_graph_info_t *info = inspect(g);
   expect_node(info, 0, "k0", "step", "step");
   expect_node(info, 1, "k1", "forward", "step/forward");
@@ -261,7 +261,7 @@ static void empty_scope_labels_nothing(void **state) {
   OK(recap_annotate_pop(s));
   kernel(s, "c");
   OK(recap_annotate_pop(s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_graph_info_t *info = inspect(g);
   expect_node(info, 0, "a", NULL, NULL);
   expect_node(info, 1, "b", NULL, NULL);
@@ -290,7 +290,7 @@ static void two_stream_capture(void **state) {
   OK(recap_annotate_pop(side));
   OK(recap_annotate_pop(s));
   kernel(side, "side2");
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_graph_info_t *info = inspect(g);
   expect_node(info, 0, "main0", NULL, NULL);
   expect_node(info, 1, "side0", "fork", "fork");
@@ -357,7 +357,7 @@ static void push_and_pop_errors(void **state) {
   EXPECT_MESSAGE("RECAP_ANNOTATION_MAX_DEPTH");
   kernel(s, "deep");
   for (int i = 0; i < RECAP_ANNOTATION_MAX_DEPTH; i++) OK(recap_annotate_pop(s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
 
   recap_graph_info_t *info = inspect(g);
   expect_node(info, 0, "long", long_label, long_label);
@@ -384,7 +384,7 @@ static void scopes_left_open_close_at_capture_end(void **state) {
   kernel(s, "a");
   OK(recap_annotate_push(s, "inner"));
   kernel(s, "b");
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   assert_int_equal(logged.warnings, 1);
   assert_non_null(strstr(logged.last_warning, "2 scopes were still open"));
   assert_non_null(strstr(logged.last_warning, "outer/inner"));
@@ -411,7 +411,7 @@ static void state_is_released_with_the_capture(void **state) {
   kernel(s, "a");
   recap__fake_capture_invalidate(s);
   OK(recap_annotate_pop(s)); /* the capture is invalidated: nothing to do */
-  EXPECT_STATUS(recap_graph_capture_end(g, s), RECAP_ERROR_CAPTURE_INVALIDATED);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
   assert_int_equal(g->hook_count, 0);
 
   OK(recap_graph_capture_begin(g, s, NULL));
@@ -421,7 +421,7 @@ static void state_is_released_with_the_capture(void **state) {
 
   OK(recap_graph_capture_begin(g, s, NULL));
   kernel(s, "c");
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_graph_info_t *info = inspect(g);
   assert_int_equal(info->node_count, 1);
   expect_node(info, 0, "c", NULL, NULL);
@@ -434,7 +434,7 @@ static void state_is_released_with_the_capture(void **state) {
   OK(recap_annotate_push(s, "plain"));
   kernel(s, "d");
   OK(recap_annotate_pop(s));
-  OK(recap_graph_capture_end(plain, s));
+  OK(recap_graph_capture_end(plain));
   OK(recap_graph_replay(plain, s));
 
   /* Destroyed in the middle of a capture, with a scope open. */
@@ -465,7 +465,7 @@ static void labels_in_json(void **state) {
   OK(recap_annotate_pop(s));
   OK(recap_annotate_pop(s));
   kernel(s, "b");
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_graph_info_t *info = inspect(g);
   char *json = NULL;
   OK(recap_graph_info_json(info, &json));
@@ -499,7 +499,7 @@ static void labels_in_the_dot_dump(void **state) {
   kernel(s, "labelled");
   OK(recap_annotate_pop(s));
   OK(recap_annotate_pop(s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   char path[64];
   snprintf(path, sizeof path, "/tmp/recap_annotate_%ld.dot", (long)getpid());
   OK(recap_graph_debug_dump(g, path));
@@ -525,7 +525,7 @@ static void labels_in_the_dot_dump(void **state) {
   recap_graph_t bare = kept_graph();
   OK(recap_graph_capture_begin(bare, s, NULL));
   kernel(s, "x");
-  OK(recap_graph_capture_end(bare, s));
+  OK(recap_graph_capture_end(bare));
   OK(recap_graph_debug_dump(bare, path));
   dot = read_text(path);
   assert_null(strstr(dot, "recap"));
@@ -549,7 +549,7 @@ static void labels_in_a_driver_style_dot_dump(void **state) {
   kernel(s, "_Z6secondPf");
   kernel(s, "_Z5thirdPf");
   OK(recap_annotate_pop(s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   char path[64];
   snprintf(path, sizeof path, "/tmp/recap_annotate_drv_%ld.dot", (long)getpid());
   OK(recap_graph_debug_dump(g, path));
@@ -625,7 +625,7 @@ static void *annotate_in_thread(void *arg) {
     if (w->status == RECAP_SUCCESS) w->status = recap_annotate_pop(w->stream);
   }
   pthread_barrier_wait(w->barrier);
-  recap_status_t end = recap_graph_capture_end(w->graph, w->stream);
+  recap_status_t end = recap_graph_capture_end(w->graph);
   if (w->status == RECAP_SUCCESS) w->status = end;
   return NULL;
 }

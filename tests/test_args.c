@@ -25,19 +25,29 @@ static void expect_exact(const char *expected) {
     fail_msg("expected the message \"%s\", got \"%s\"", expected, recap_last_error());
 }
 
-/* The message of a size outside [first, library]. */
-static void expect_size_message(const char *function, size_t size, const char *type, size_t first,
-                                size_t library, const char *init) {
+/* The message of a size field (options->size, or an embedded struct's) outside [first,
+ * library]. */
+static void expect_field_size_message(const char *function, const char *field, size_t size,
+                                      const char *type, size_t first, size_t library,
+                                      const char *init) {
   char expected[512];
   snprintf(expected, sizeof expected,
-           "%s: options->size is %zu, but a %s is %zu to %zu bytes (from its first version to "
-           "this library's); start the options from %s",
-           function, size, type, first, library, init);
+           "%s: %s is %zu, but a %s is %zu to %zu bytes (from its first version to this "
+           "library's); start the options from %s",
+           function, field, size, type, first, library, init);
   expect_exact(expected);
 }
 
-/* The first version of every options struct ends at `mode`. */
+static void expect_size_message(const char *function, size_t size, const char *type, size_t first,
+                                size_t library, const char *init) {
+  expect_field_size_message(function, "options->size", size, type, first, library, init);
+}
+
+/* The first version of every options struct ends at `mode`, except the scope's, which ends at
+ * its embedded capture options. */
 #define FIRST_SIZE(type) (offsetof(type, mode) + sizeof(((type *)0)->mode))
+#define SCOPE_FIRST_SIZE \
+  (offsetof(recap_scope_options_t, capture) + sizeof(recap_capture_options_t))
 
 /* An options struct with room past its end, so a too-large size names readable memory. */
 typedef struct {
@@ -68,9 +78,19 @@ static void options_too_small(void **state) {
   o.size = 0;
   recap_stream_t out = s;
   EXPECT_STATUS(recap_capture_scope_begin(g, &o, &out), RECAP_ERROR_INVALID_ARGUMENT);
-  expect_size_message("recap_capture_scope_begin", 0, "recap_scope_options_t",
-                      FIRST_SIZE(recap_scope_options_t), sizeof o, "RECAP_SCOPE_OPTIONS_INIT");
+  expect_size_message("recap_capture_scope_begin", 0, "recap_scope_options_t", SCOPE_FIRST_SIZE,
+                      sizeof o, "RECAP_SCOPE_OPTIONS_INIT");
   assert_null(out);
+  /* The embedded capture options are checked by their own size. */
+  o = (recap_scope_options_t)RECAP_SCOPE_OPTIONS_INIT;
+  o.capture.size = FIRST_SIZE(recap_capture_options_t) - 1;
+  out = s;
+  EXPECT_STATUS(recap_capture_scope_begin(g, &o, &out), RECAP_ERROR_INVALID_ARGUMENT);
+  expect_field_size_message("recap_capture_scope_begin", "options->capture.size", o.capture.size,
+                            "recap_capture_options_t", FIRST_SIZE(recap_capture_options_t),
+                            sizeof o.capture, "RECAP_CAPTURE_OPTIONS_INIT");
+  assert_null(out);
+  assert_int_equal(recap__registry_count(), 0);
   recap_callable_desc_t desc = {.size = sizeof(recap_callable_desc_t), .forward = toy_forward};
   recap_graphed_t h = (recap_graphed_t)&desc;
   recap_graphed_options_t go = RECAP_GRAPHED_OPTIONS_INIT;
@@ -102,8 +122,15 @@ static void options_too_large(void **state) {
   recap_stream_t out;
   EXPECT_STATUS(recap_capture_scope_begin(g, &r.scope, &out), RECAP_ERROR_INVALID_ARGUMENT);
   expect_size_message("recap_capture_scope_begin", sizeof r.scope + 1, "recap_scope_options_t",
-                      FIRST_SIZE(recap_scope_options_t), sizeof r.scope,
-                      "RECAP_SCOPE_OPTIONS_INIT");
+                      SCOPE_FIRST_SIZE, sizeof r.scope, "RECAP_SCOPE_OPTIONS_INIT");
+  r.scope.size = sizeof r.scope;
+  r.scope.capture.size = sizeof r.scope.capture + 8;
+  EXPECT_STATUS(recap_capture_scope_begin(g, &r.scope, &out), RECAP_ERROR_INVALID_ARGUMENT);
+  expect_field_size_message("recap_capture_scope_begin", "options->capture.size",
+                            sizeof r.scope.capture + 8, "recap_capture_options_t",
+                            FIRST_SIZE(recap_capture_options_t), sizeof r.scope.capture,
+                            "RECAP_CAPTURE_OPTIONS_INIT");
+  assert_int_equal(recap__registry_count(), 0);
   recap_callable_desc_t desc = {.size = sizeof(recap_callable_desc_t), .forward = toy_forward};
   recap_graphed_t h;
   r.graphed = (recap_graphed_options_t)RECAP_GRAPHED_OPTIONS_INIT;
@@ -129,15 +156,17 @@ static void older_options_take_defaults(void **state) {
   c.size = FIRST_SIZE(recap_capture_options_t);
   OK(recap_graph_capture_begin(g, s, &c));
   recap__fake_launch_kernel(s, "k");
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   /* No input-liveness checks were attached: the default (0) was used. */
   EXPECT_STATUS(recap_graph_check_inputs(g), RECAP_ERROR_INVALID_USAGE);
   OK(recap_graph_reset(g));
 
   recap_scope_options_t o = RECAP_SCOPE_OPTIONS_INIT;
   o.stream = s;
-  o.check_input_liveness = 1;
-  o.size = FIRST_SIZE(recap_scope_options_t);
+  o.capture.mode = RECAP_CAPTURE_MODE_RELAXED;
+  o.capture.check_input_liveness = 1; /* past the capture options' first version: ignored */
+  o.capture.size = FIRST_SIZE(recap_capture_options_t);
+  o.size = SCOPE_FIRST_SIZE;
   recap_stream_t out = NULL;
   OK(recap_capture_scope_begin(g, &o, &out));
   assert_ptr_equal(out, s);

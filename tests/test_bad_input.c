@@ -97,6 +97,7 @@ typedef struct bim_fixture {
   int int_out;
   char *string_out;
   recap_pool_id_t pool_out;
+  recap_graph_state_t graph_state_out;
   recap_pool_info_t pool_info;
   recap_block_info_t block_info;
   recap_memory_stats_t stats;
@@ -266,7 +267,7 @@ static const char *bim_teardown(bim_fixture_t *f) {
 static void captured(recap_graph_t g, recap_stream_t s) {
   MUST(recap_graph_capture_begin(g, s, NULL));
   recap__fake_launch_kernel(s, "bim_kernel");
-  MUST(recap_graph_capture_end(g, s));
+  MUST(recap_graph_capture_end(g));
 }
 
 static int st_replay_before_capture(bim_fixture_t *f) {
@@ -305,21 +306,26 @@ static int st_capture_options_bad_mode(bim_fixture_t *f) {
   f->capture_options.mode = (recap_capture_mode_t)7;
   return recap_graph_capture_begin(f->graph, f->stream, &f->capture_options);
 }
-static int st_end_without_begin(bim_fixture_t *f) {
-  return recap_graph_capture_end(f->graph, f->stream);
-}
+static int st_end_without_begin(bim_fixture_t *f) { return recap_graph_capture_end(f->graph); }
 static int st_end_twice(bim_fixture_t *f) {
   captured(f->graph, f->stream);
-  return recap_graph_capture_end(f->graph, f->stream);
+  return recap_graph_capture_end(f->graph);
 }
-static int st_end_on_another_stream(bim_fixture_t *f) {
+static int st_end_after_a_failed_end(bim_fixture_t *f) {
   MUST(recap_graph_capture_begin(f->graph, f->stream, NULL));
-  return recap_graph_capture_end(f->graph, f->stream2);
+  recap__fake_capture_invalidate(f->stream);
+  if (recap_graph_capture_end(f->graph) != RECAP_ERROR_CAPTURE_INVALIDATED) exit(10);
+  return recap_graph_capture_end(f->graph);
+}
+static int st_end_after_reset_mid_capture(bim_fixture_t *f) {
+  MUST(recap_graph_capture_begin(f->graph, f->stream, NULL));
+  MUST(recap_graph_reset(f->graph));
+  return recap_graph_capture_end(f->graph);
 }
 static int st_end_of_an_invalidated_capture(bim_fixture_t *f) {
   MUST(recap_graph_capture_begin(f->graph, f->stream, NULL));
   recap__fake_capture_invalidate(f->stream);
-  return recap_graph_capture_end(f->graph, f->stream);
+  return recap_graph_capture_end(f->graph);
 }
 static int st_create_with_unknown_flags(bim_fixture_t *f) {
   return recap_graph_create(&f->graph_out, 0x80u);
@@ -338,6 +344,16 @@ static int st_instantiate_during_capture(bim_fixture_t *f) {
   return recap_graph_instantiate(f->graph_out);
 }
 static int st_pool_before_capture(bim_fixture_t *f) {
+  return recap_graph_pool(f->graph, &f->pool_out);
+}
+static int st_pool_after_reset(bim_fixture_t *f) {
+  captured(f->graph, f->stream);
+  MUST(recap_graph_reset(f->graph));
+  return recap_graph_pool(f->graph, &f->pool_out);
+}
+static int st_pool_of_an_eager_scope(bim_fixture_t *f) {
+  recap__graphs_disabled_override(1);
+  MUST(recap_capture_scope_begin(f->graph, NULL, &f->stream_out));
   return recap_graph_pool(f->graph, &f->pool_out);
 }
 static int st_raw_without_keep(bim_fixture_t *f) {
@@ -379,6 +395,14 @@ static int st_scope_options_bad_size(bim_fixture_t *f) {
   f->scope_options.size = 1;
   return recap_capture_scope_begin(f->graph, &f->scope_options, &f->stream_out);
 }
+static int st_scope_options_bad_capture_size(bim_fixture_t *f) {
+  f->scope_options.capture.size = 1;
+  return recap_capture_scope_begin(f->graph, &f->scope_options, &f->stream_out);
+}
+static int st_scope_options_bad_capture_mode(bim_fixture_t *f) {
+  f->scope_options.capture.mode = (recap_capture_mode_t)9;
+  return recap_capture_scope_begin(f->graph, &f->scope_options, &f->stream_out);
+}
 static int st_empty_cache_during_capture(bim_fixture_t *f) {
   MUST(recap_graph_capture_begin(f->graph, f->stream, NULL));
   return recap_empty_cache();
@@ -397,7 +421,7 @@ static void *other_thread(void *arg) {
   switch (c->which) {
     case 0: c->status = recap_graph_destroy(c->f->graph); break;
     case 1: c->status = recap_graph_reset(c->f->graph); break;
-    case 2: c->status = recap_graph_capture_end(c->f->graph, c->f->stream); break;
+    case 2: c->status = recap_graph_capture_end(c->f->graph); break;
     default: c->status = recap_capture_scope_end(c->f->graph); break;
   }
   snprintf(c->message, sizeof c->message, "%s", recap_last_error());
@@ -569,7 +593,7 @@ static int st_philox_state_in_an_invalidated_capture(bim_fixture_t *f) {
 }
 static int st_replay_of_a_random_graph_inside_a_capture(bim_fixture_t *f) {
   capture_using_the_generator(f);
-  MUST(recap_graph_capture_end(f->graph, f->stream));
+  MUST(recap_graph_capture_end(f->graph));
   MUST(recap_graph_create(&f->graph_out, 0));
   MUST(recap_graph_capture_begin(f->graph_out, f->stream2, NULL));
   return recap_graph_replay(f->graph, f->stream2);
@@ -663,7 +687,9 @@ static const bim_case_t bim_state_cases[] = {
     STATE_MSG(recap_graph_capture_end, end_without_begin, ERROR_INVALID_USAGE,
               "no capture is under way"),
     STATE(recap_graph_capture_end, end_twice, ERROR_INVALID_USAGE),
-    STATE(recap_graph_capture_end, end_on_another_stream, ERROR_INVALID_USAGE),
+    STATE_MSG(recap_graph_capture_end, end_after_a_failed_end, ERROR_INVALID_USAGE,
+              "no capture is under way"),
+    STATE(recap_graph_capture_end, end_after_reset_mid_capture, ERROR_INVALID_USAGE),
     STATE_MSG(recap_graph_capture_end, end_of_an_invalidated_capture, ERROR_CAPTURE_INVALIDATED,
               "invalidated"),
     STATE(recap_graph_create, create_with_unknown_flags, ERROR_INVALID_ARGUMENT),
@@ -672,6 +698,8 @@ static const bim_case_t bim_state_cases[] = {
     STATE(recap_graph_instantiate, instantiate_before_capture, ERROR_INVALID_USAGE),
     STATE(recap_graph_instantiate, instantiate_during_capture, ERROR_INVALID_USAGE),
     STATE(recap_graph_pool, pool_before_capture, ERROR_INVALID_USAGE),
+    STATE(recap_graph_pool, pool_after_reset, ERROR_INVALID_USAGE),
+    STATE_MSG(recap_graph_pool, pool_of_an_eager_scope, ERROR_INVALID_USAGE, "ran eagerly"),
     STATE(recap_graph_raw, raw_without_keep, ERROR_INVALID_USAGE),
     STATE(recap_graph_raw, raw_before_capture, ERROR_INVALID_USAGE),
     STATE(recap_graph_raw_exec, raw_exec_before_instantiate, ERROR_INVALID_USAGE),
@@ -682,6 +710,9 @@ static const bim_case_t bim_state_cases[] = {
     STATE(recap_capture_scope_end, scope_end_without_scope, ERROR_INVALID_USAGE),
     STATE(recap_capture_scope_begin, scope_begin_on_a_captured_graph, ERROR_INVALID_USAGE),
     STATE(recap_capture_scope_begin, scope_options_bad_size, ERROR_INVALID_ARGUMENT),
+    STATE_MSG(recap_capture_scope_begin, scope_options_bad_capture_size, ERROR_INVALID_ARGUMENT,
+              "options->capture.size"),
+    STATE(recap_capture_scope_begin, scope_options_bad_capture_mode, ERROR_INVALID_ARGUMENT),
     STATE(recap_empty_cache, empty_cache_during_capture, ERROR_INVALID_USAGE),
     STATE_MSG(recap_graph_destroy, destroy_from_another_thread_during_capture, ERROR_BUSY,
               "WrongThread"),

@@ -57,7 +57,7 @@ static void *allocate(void *arg) {
 
 static void *end_other_capture(void *arg) {
   window_t *w = arg;
-  w->status = recap_graph_capture_end(w->other, w->other_stream);
+  w->status = recap_graph_capture_end(w->other);
   return NULL;
 }
 
@@ -98,7 +98,7 @@ static void expect_held_until_done(void *p, recap_stream_t alloc_stream, recap_s
 static void finish_capture(recap_graph_t g, recap_stream_t s) {
   assert_int_equal(capturing(s), 1);
   launch(s, 2);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   size_t nodes = 0;
   OK(recap_graph_node_count(g, &nodes));
   assert_int_equal(nodes, 2);
@@ -267,7 +267,7 @@ static void *capturing_thread(void *arg) {
       continue;
     }
     recap__fake_launch_kernel(r->s, "race_kernel");
-    st = recap_graph_capture_end(g, r->s);
+    st = recap_graph_capture_end(g);
     if (st != RECAP_SUCCESS) {
       note(r->first, sizeof r->first, "capture_end", st);
       r->broken++;
@@ -307,7 +307,7 @@ static void *churning_thread(void *arg) {
       if ((st = recap_free(p)) != RECAP_SUCCESS) break;
       if (c == RECAP_SUCCESS) {
         recap__fake_launch_kernel(t, "churn_kernel");
-        c = recap_graph_capture_end(g, t);
+        c = recap_graph_capture_end(g);
       }
       if (c != RECAP_SUCCESS) {
         note(r->other_first, sizeof r->other_first, "the other thread's capture", c);

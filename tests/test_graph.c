@@ -71,11 +71,15 @@ static void null_arguments_are_refused(void **state) {
 
   EXPECT_STATUS(recap_graph_capture_begin(NULL, s, NULL), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("graph is NULL");
-  EXPECT_STATUS(recap_graph_capture_end(NULL, s), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_capture_end(NULL), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_STATUS(recap_graph_instantiate(NULL), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_STATUS(recap_graph_replay(NULL, s), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_STATUS(recap_graph_reset(NULL), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_STATUS(recap_graph_pool(NULL, &pool), RECAP_ERROR_INVALID_ARGUMENT);
+  recap_graph_state_t graph_state = RECAP_GRAPH_STATE_EAGER;
+  EXPECT_STATUS(recap_graph_state(NULL, &graph_state), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("recap_graph_state: graph is NULL");
+  assert_int_equal(graph_state, RECAP_GRAPH_STATE_EAGER); /* untouched */
   EXPECT_STATUS(recap_graph_raw(NULL, &raw), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_STATUS(recap_graph_raw_exec(NULL, &exec), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_STATUS(recap_graph_node_count(NULL, &count), RECAP_ERROR_INVALID_ARGUMENT);
@@ -88,6 +92,8 @@ static void null_arguments_are_refused(void **state) {
   recap_graph_t g;
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
   EXPECT_STATUS(recap_graph_pool(g, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_state(g, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("recap_graph_state: state is NULL");
   EXPECT_STATUS(recap_graph_raw(g, NULL), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_STATUS(recap_graph_raw_exec(g, NULL), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_STATUS(recap_graph_node_count(g, NULL), RECAP_ERROR_INVALID_ARGUMENT);
@@ -146,7 +152,7 @@ static void capture_options_are_checked(void **state) {
     OK(recap_graph_capture_begin(g, s, &opts));
     assert_int_equal(capturing(s), 1);
     launch(s, 1);
-    OK(recap_graph_capture_end(g, s));
+    OK(recap_graph_capture_end(g));
     OK(recap_graph_reset(g));
   }
   OK(recap_graph_destroy(g));
@@ -171,7 +177,7 @@ static void begin_twice_is_refused(void **state) {
   recap_pool_id_t pool;
   EXPECT_STATUS(recap_graph_pool(h, &pool), RECAP_ERROR_INVALID_USAGE);
   launch(s, 1);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   /* A captured graph must be reset before it captures again. */
   EXPECT_STATUS(recap_graph_capture_begin(g, s, NULL), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_graph_reset");
@@ -184,30 +190,40 @@ static void begin_twice_is_refused(void **state) {
   expect_quiet();
 }
 
-static void end_on_another_stream_keeps_the_capture(void **state) {
+/* capture_end takes no stream: each graph ends its own capture, on the stream it began on,
+ * whichever graph ends first, and with it the side streams that joined it. */
+static void end_ends_the_graphs_own_capture(void **state) {
   (void)state;
   reset();
-  recap_stream_t s = recap__fake_stream_new(), other = recap__fake_stream_new(),
+  recap_stream_t s1 = recap__fake_stream_new(), s2 = recap__fake_stream_new(),
                  side = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
-  OK(recap_graph_capture_begin(g, s, NULL));
-  launch(s, 1);
-  EXPECT_STATUS(recap_graph_capture_end(g, other), RECAP_ERROR_INVALID_USAGE);
-  EXPECT_MESSAGE("still under way");
-  /* Nor on a side stream that joined the capture. */
-  assert_true(recap__fake_capture_join(side, s));
-  EXPECT_STATUS(recap_graph_capture_end(g, side), RECAP_ERROR_INVALID_USAGE);
-  EXPECT_STATUS(recap_graph_capture_end(g, NULL), RECAP_ERROR_INVALID_USAGE);
-  assert_int_equal(capturing(s), 1);
-  assert_int_equal(recap__registry_count(), 1);
-  launch(s, 2);
-  OK(recap_graph_capture_end(g, s));
-  size_t nodes;
-  OK(recap_graph_node_count(g, &nodes));
-  assert_int_equal(nodes, 3);
+  recap_graph_t g1, g2;
+  OK(recap_graph_create(&g1, RECAP_GRAPH_KEEP));
+  OK(recap_graph_create(&g2, RECAP_GRAPH_KEEP));
+  recap_capture_options_t relaxed = RECAP_CAPTURE_OPTIONS_INIT;
+  relaxed.mode = RECAP_CAPTURE_MODE_RELAXED;
+  OK(recap_graph_capture_begin(g1, s1, &relaxed));
+  OK(recap_graph_capture_begin(g2, s2, &relaxed));
+  launch(s1, 1);
+  assert_true(recap__fake_capture_join(side, s1));
+  launch(side, 2);
+  launch(s2, 4);
+  OK(recap_graph_capture_end(g1));
+  assert_int_equal(capturing(s1), 0);
   assert_int_equal(capturing(side), 0);
-  OK(recap_graph_destroy(g));
+  assert_int_equal(capturing(s2), 1); /* the other graph's capture goes on */
+  assert_int_equal(state_of(g2), RECAP_GRAPH_STATE_CAPTURING);
+  assert_int_equal(recap__registry_count(), 1);
+  launch(s2, 1);
+  OK(recap_graph_capture_end(g2));
+  assert_int_equal(capturing(s2), 0);
+  size_t nodes;
+  OK(recap_graph_node_count(g1, &nodes));
+  assert_int_equal(nodes, 3);
+  OK(recap_graph_node_count(g2, &nodes));
+  assert_int_equal(nodes, 5);
+  OK(recap_graph_destroy(g1));
+  OK(recap_graph_destroy(g2));
   expect_quiet();
 }
 
@@ -217,10 +233,25 @@ static void end_without_begin_is_refused(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  EXPECT_STATUS(recap_graph_capture_end(g, s), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("recap_graph_capture_end: no capture is under way on this graph");
   EXPECT_MESSAGE("recap_graph_capture_begin");
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
   capture_kernels(g, s, 1);
-  EXPECT_STATUS(recap_graph_capture_end(g, s), RECAP_ERROR_INVALID_USAGE); /* ended already */
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_INVALID_USAGE); /* ended already */
+  EXPECT_MESSAGE("no capture is under way");
+  /* The refusal changed nothing. */
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_INSTANTIATED);
+  OK(recap_graph_replay(g, s));
+  OK(recap_graph_reset(g));
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_INVALID_USAGE);
+  /* A failed end ends the capture too: there is nothing left to end. */
+  OK(recap_graph_capture_begin(g, s, NULL));
+  recap__fake_capture_invalidate(s);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("no capture is under way");
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
   OK(recap_graph_destroy(g));
   expect_quiet();
 }
@@ -240,7 +271,7 @@ static void replay_and_instantiate_need_a_capture(void **state) {
   EXPECT_STATUS(recap_graph_replay(g, s), RECAP_ERROR_INVALID_USAGE);
   EXPECT_STATUS(recap_graph_instantiate(g), RECAP_ERROR_INVALID_USAGE);
   launch(s, 1);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   OK(recap_graph_replay(g, s));
   assert_int_equal(recap__fake_now().graph_launches, 1);
   OK(recap_graph_destroy(g));
@@ -292,7 +323,7 @@ static void raw_and_raw_exec_follow_the_template_and_the_executable(void **state
   OK(recap_graph_capture_begin(kept, s, NULL));
   EXPECT_STATUS(recap_graph_raw(kept, &raw), RECAP_ERROR_INVALID_USAGE);
   launch(s, 3);
-  OK(recap_graph_capture_end(kept, s));
+  OK(recap_graph_capture_end(kept));
   OK(recap_graph_raw(kept, &raw));
   assert_non_null(raw);
   size_t nodes;
@@ -320,14 +351,20 @@ static void pool_exists_from_capture_begin(void **state) {
   OK(recap_graph_create(&g, 0));
   recap_pool_id_t pool = {7, 7}, during, after;
   EXPECT_STATUS(recap_graph_pool(g, &pool), RECAP_ERROR_INVALID_USAGE);
-  EXPECT_MESSAGE("capture_begin");
+  EXPECT_MESSAGE(
+      "recap_graph_pool: the graph has no pool: it has not begun a capture since it "
+      "was created or reset");
+  assert_true(pool.a == 7 && pool.b == 7); /* untouched */
   OK(recap_graph_capture_begin(g, s, NULL));
   OK(recap_graph_pool(g, &during));
   launch(s, 1);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   OK(recap_graph_pool(g, &after));
   assert_true(during.a == after.a && during.b == after.b);
   OK(recap_graph_reset(g));
+  EXPECT_STATUS(recap_graph_pool(g, &pool), RECAP_ERROR_INVALID_USAGE);
+  /* A capture refused before the stream captured (the legacy stream) names no pool either. */
+  EXPECT_STATUS(recap_graph_capture_begin(g, NULL, NULL), RECAP_ERROR_INVALID_USAGE);
   EXPECT_STATUS(recap_graph_pool(g, &pool), RECAP_ERROR_INVALID_USAGE);
   OK(recap_graph_destroy(g));
   expect_quiet();
@@ -353,7 +390,7 @@ static void debug_dump_needs_the_kept_template(void **state) {
   EXPECT_STATUS(recap_graph_debug_dump(kept, path), RECAP_ERROR_INVALID_USAGE); /* mid-capture */
   recap__fake_launch_kernel(s, "dumped_kernel");
   launch(s, 1);
-  OK(recap_graph_capture_end(kept, s));
+  OK(recap_graph_capture_end(kept));
   OK(recap_graph_debug_dump(kept, path));
   char *text = read_text_file(path);
   assert_non_null(text);
@@ -411,7 +448,7 @@ static void capture_makes_its_own_pool(void **state) {
   recap_pool_info_t info = pool_info(pool);
   assert_int_equal(info.references, 1);
   assert_int_equal(info.routed, 1);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   info = pool_info(pool);
   assert_int_equal(info.references, 1);
   assert_int_equal(info.routed, 0);
@@ -422,7 +459,7 @@ static void capture_makes_its_own_pool(void **state) {
   recap_pool_id_t other;
   OK(recap_graph_pool(h, &other));
   assert_false(other.a == pool.a && other.b == pool.b);
-  OK(recap_graph_capture_end(h, s));
+  OK(recap_graph_capture_end(h));
   OK(recap_graph_destroy(g));
   assert_int_equal(pool_references(pool), 0);
   OK(recap_graph_destroy(h));
@@ -444,11 +481,11 @@ static void captures_share_a_given_pool(void **state) {
   OK(recap_graph_capture_begin(g1, s, &opts));
   OK(recap_malloc(&a, 64 * KiB, s));
   launch(s, 1);
-  OK(recap_graph_capture_end(g1, s));
+  OK(recap_graph_capture_end(g1));
   OK(recap_graph_capture_begin(g2, s, &opts));
   OK(recap_malloc(&b, 64 * KiB, s));
   launch(s, 1);
-  OK(recap_graph_capture_end(g2, s));
+  OK(recap_graph_capture_end(g2));
   recap_pool_id_t p1, p2;
   OK(recap_graph_pool(g1, &p1));
   OK(recap_graph_pool(g2, &p2));
@@ -486,10 +523,10 @@ static void a_pool_serves_one_capture_at_a_time(void **state) {
   assert_int_equal(recap__registry_count(), 1);
   assert_int_equal(pool_references(shared), 1);
   launch(s1, 1);
-  OK(recap_graph_capture_end(g1, s1));
+  OK(recap_graph_capture_end(g1));
   OK(recap_graph_capture_begin(g2, s2, &opts)); /* now it may */
   launch(s2, 1);
-  OK(recap_graph_capture_end(g2, s2));
+  OK(recap_graph_capture_end(g2));
   assert_int_equal(pool_references(shared), 2);
   OK(recap_graph_destroy(g1));
   OK(recap_graph_destroy(g2));
@@ -520,7 +557,7 @@ static void allocations_in_a_capture_come_from_the_graph_pool(void **state) {
   OK(recap_malloc(&again, 256 * KiB, s));
   assert_ptr_equal(again, tmp);
   launch(s, 1);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   /* Routing stopped with the capture. */
   void *later;
   OK(recap_malloc(&later, 4 * KiB, s));
@@ -552,14 +589,17 @@ static void invalidated_capture_leaves_nothing_behind(void **state) {
   OK(recap_malloc(&p, 4 * KiB, s));
   launch(s, 2);
   recap__fake_capture_invalidate(s);
-  EXPECT_STATUS(recap_graph_capture_end(g, s), RECAP_ERROR_CAPTURE_INVALIDATED);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
   EXPECT_MESSAGE("cudaErrorStreamCaptureInvalidated");
   /* No pool reference, route or registry entry is left, and the stream is free. */
   assert_int_equal(capturing(s), 0);
   assert_int_equal(recap__registry_count(), 0);
   assert_int_equal(pool_references(pool), 0);
-  recap_pool_id_t none;
-  EXPECT_STATUS(recap_graph_pool(g, &none), RECAP_ERROR_INVALID_USAGE);
+  /* The graph still names the pool of the capture that failed, for audits. */
+  recap_pool_id_t failed;
+  OK(recap_graph_pool(g, &failed));
+  assert_true(failed.a == pool.a && failed.b == pool.b);
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
   EXPECT_STATUS(recap_graph_replay(g, s), RECAP_ERROR_INVALID_USAGE);
   recap_cuda_graph_t raw;
   EXPECT_STATUS(recap_graph_raw(g, &raw), RECAP_ERROR_INVALID_USAGE);
@@ -592,7 +632,7 @@ static void illegal_call_in_a_capture_invalidates_it(void **state) {
   /* Synchronising a capturing stream is illegal; CUDA invalidates the capture. */
   EXPECT_STATUS(recap__device()->stream_synchronize(s), RECAP_ERROR_CAPTURE_INVALIDATED);
   launch(s, 1);
-  EXPECT_STATUS(recap_graph_capture_end(g, s), RECAP_ERROR_CAPTURE_INVALIDATED);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
   assert_int_equal(recap__registry_count(), 0);
   assert_int_equal(capturing(s), 0);
   capture_kernels(g, s, 1);
@@ -630,6 +670,156 @@ static void reset_mid_capture_abandons_it(void **state) {
   assert_int_equal(nodes, 4);
   OK(recap_graph_destroy(g));
   expect_quiet();
+}
+
+/* recap_graph_state through every transition of a plain and a KEEP graph. */
+static void state_follows_every_transition(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t plain, kept;
+  OK(recap_graph_create(&plain, 0));
+  OK(recap_graph_create(&kept, RECAP_GRAPH_KEEP));
+  assert_int_equal(state_of(plain), RECAP_GRAPH_STATE_FRESH);
+  assert_int_equal(state_of(kept), RECAP_GRAPH_STATE_FRESH);
+
+  /* Without KEEP, capture_end instantiates. */
+  OK(recap_graph_capture_begin(plain, s, NULL));
+  assert_int_equal(state_of(plain), RECAP_GRAPH_STATE_CAPTURING);
+  launch(s, 1);
+  OK(recap_graph_capture_end(plain));
+  assert_int_equal(state_of(plain), RECAP_GRAPH_STATE_INSTANTIATED);
+  OK(recap_graph_replay(plain, s));
+  assert_int_equal(state_of(plain), RECAP_GRAPH_STATE_INSTANTIATED);
+  OK(recap_graph_reset(plain));
+  assert_int_equal(state_of(plain), RECAP_GRAPH_STATE_FRESH);
+
+  /* With KEEP, the template waits for instantiate (or the first replay). */
+  capture_kernels(kept, s, 2);
+  assert_int_equal(state_of(kept), RECAP_GRAPH_STATE_CAPTURED);
+  assert_int_equal(recap__fake_now().live_execs, 0);
+  OK(recap_graph_instantiate(kept));
+  assert_int_equal(state_of(kept), RECAP_GRAPH_STATE_INSTANTIATED);
+  OK(recap_graph_reset(kept));
+  assert_int_equal(state_of(kept), RECAP_GRAPH_STATE_FRESH);
+  capture_kernels(kept, s, 2);
+  assert_int_equal(state_of(kept), RECAP_GRAPH_STATE_CAPTURED);
+  OK(recap_graph_replay(kept, s));
+  assert_int_equal(state_of(kept), RECAP_GRAPH_STATE_INSTANTIATED);
+  OK(recap_graph_reset(kept));
+
+  /* A reset abandons a capture under way. */
+  OK(recap_graph_capture_begin(kept, s, NULL));
+  OK(recap_graph_reset(kept));
+  assert_int_equal(state_of(kept), RECAP_GRAPH_STATE_FRESH);
+
+  /* A capture that fails leaves the graph fresh, as does a refused begin. */
+  OK(recap_graph_capture_begin(kept, s, NULL));
+  recap__fake_capture_invalidate(s);
+  EXPECT_STATUS(recap_graph_capture_end(kept), RECAP_ERROR_CAPTURE_INVALIDATED);
+  assert_int_equal(state_of(kept), RECAP_GRAPH_STATE_FRESH);
+  EXPECT_STATUS(recap_graph_capture_begin(kept, NULL, NULL), RECAP_ERROR_INVALID_USAGE);
+  assert_int_equal(state_of(kept), RECAP_GRAPH_STATE_FRESH);
+  /* A refused begin on a graph that is not fresh leaves its state too. */
+  capture_kernels(plain, s, 1);
+  EXPECT_STATUS(recap_graph_capture_begin(plain, s, NULL), RECAP_ERROR_INVALID_USAGE);
+  assert_int_equal(state_of(plain), RECAP_GRAPH_STATE_INSTANTIATED);
+
+  /* The capture scope goes through the same states. */
+  recap_stream_t scope_stream = NULL;
+  OK(recap_capture_scope_begin(kept, NULL, &scope_stream));
+  assert_int_equal(state_of(kept), RECAP_GRAPH_STATE_CAPTURING);
+  launch(scope_stream, 1);
+  OK(recap_capture_scope_end(kept));
+  assert_int_equal(state_of(kept), RECAP_GRAPH_STATE_CAPTURED);
+
+  /* With graphs disabled, a scope runs eagerly, from its begin to its end and after. */
+  OK(recap_graph_reset(kept));
+  recap__graphs_disabled_override(1);
+  OK(recap_capture_scope_begin(kept, NULL, &scope_stream));
+  assert_int_equal(state_of(kept), RECAP_GRAPH_STATE_EAGER);
+  OK(recap_capture_scope_end(kept));
+  assert_int_equal(state_of(kept), RECAP_GRAPH_STATE_EAGER);
+  OK(recap_graph_reset(kept));
+  assert_int_equal(state_of(kept), RECAP_GRAPH_STATE_FRESH);
+  recap__graphs_disabled_override(0);
+
+  OK(recap_graph_destroy(plain));
+  OK(recap_graph_destroy(kept));
+  expect_quiet();
+}
+
+/* After a capture that failed, recap_graph_pool still names the pool it used, so that its
+ * cleanup can be audited: no reference, no route, only the memory the caller still holds, and
+ * once that is freed and the cache emptied, no pool at all. The id stays until a reset or the
+ * next capture. */
+static void pool_of_a_failed_capture_audits_its_cleanup(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, s, NULL));
+  void *kept_block, *scratch;
+  OK(recap_malloc(&kept_block, 4 * KiB, s));
+  OK(recap_malloc(&scratch, 64 * KiB, s));
+  OK(recap_free(scratch)); /* waits for the capture's end before reuse */
+  launch(s, 2);
+  recap__fake_capture_invalidate(s);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
+
+  recap_pool_id_t pool;
+  OK(recap_graph_pool(g, &pool));
+  assert_false(recap_pool_is_default(pool));
+  recap_pool_info_t info = pool_info(pool);
+  assert_int_equal(info.references, 0);
+  assert_int_equal(info.routed, 0);
+  assert_int_equal(info.allocated_bytes, 4 * KiB); /* the caller's block, nothing else */
+  assert_int_equal(info.waiting_bytes, 0);         /* the capture ended: the scratch is free */
+  assert_int_equal(info.segments, 1);
+  OK(recap_free(kept_block));
+  info = pool_info(pool);
+  assert_int_equal(info.allocated_bytes, 0);
+  OK(recap_empty_cache());
+  recap_pool_info_t gone;
+  EXPECT_STATUS(recap_pool_info(pool, &gone), RECAP_ERROR_NOT_FOUND);
+  expect_no_device_memory();
+
+  /* The id stays while the graph is fresh; a new capture replaces it, a reset forgets it. */
+  recap_pool_id_t again;
+  OK(recap_graph_pool(g, &again));
+  assert_true(again.a == pool.a && again.b == pool.b);
+  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_pool(g, &again));
+  assert_false(again.a == pool.a && again.b == pool.b);
+  launch(s, 1);
+  OK(recap_graph_capture_end(g));
+  OK(recap_graph_reset(g));
+  EXPECT_STATUS(recap_graph_pool(g, &again), RECAP_ERROR_INVALID_USAGE);
+
+  /* A shared pool lives on after the failure, with what the other graph holds. */
+  recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
+  opts.pool = recap_pool_handle();
+  recap_graph_t other;
+  OK(recap_graph_create(&other, 0));
+  void *out;
+  OK(recap_graph_capture_begin(other, s, &opts));
+  OK(recap_malloc(&out, 4 * KiB, s));
+  launch(s, 1);
+  OK(recap_graph_capture_end(other));
+  OK(recap_graph_capture_begin(g, s, &opts));
+  recap__fake_capture_invalidate(s);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
+  OK(recap_graph_pool(g, &pool));
+  assert_true(pool.a == opts.pool.a && pool.b == opts.pool.b);
+  info = pool_info(pool);
+  assert_int_equal(info.references, 1); /* the other graph's */
+  assert_int_equal(info.allocated_bytes, 4 * KiB);
+  OK(recap_graph_destroy(other));
+  OK(recap_free(out));
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+  expect_no_device_memory();
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -691,7 +881,7 @@ static void empty_capture_warns(void **state) {
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   OK(recap_graph_capture_begin(g, s, NULL));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   assert_int_equal(log.count, 1);
   assert_int_equal(log.level, RECAP_LOG_LEVEL_WARN);
   assert_non_null(strstr(log.last, "empty"));
@@ -717,7 +907,7 @@ static void graph_launched_inside_a_capture_becomes_a_child_node(void **state) {
   OK(recap_graph_capture_begin(outer, s, NULL));
   launch(s, 1);
   OK(recap_graph_replay(inner, s));
-  OK(recap_graph_capture_end(outer, s));
+  OK(recap_graph_capture_end(outer));
   assert_int_equal(recap__fake_now().graph_launches, 0); /* captured, not run */
   recap_graph_info_t *info;
   OK(recap_graph_inspect(outer, &info));
@@ -738,7 +928,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(capture_on_the_default_stream_is_refused),
       cmocka_unit_test(capture_options_are_checked),
       cmocka_unit_test(begin_twice_is_refused),
-      cmocka_unit_test(end_on_another_stream_keeps_the_capture),
+      cmocka_unit_test(end_ends_the_graphs_own_capture),
       cmocka_unit_test(end_without_begin_is_refused),
       cmocka_unit_test(replay_and_instantiate_need_a_capture),
       cmocka_unit_test(instantiate_needs_keep),
@@ -753,6 +943,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(invalidated_capture_leaves_nothing_behind),
       cmocka_unit_test(illegal_call_in_a_capture_invalidates_it),
       cmocka_unit_test(reset_mid_capture_abandons_it),
+      cmocka_unit_test(state_follows_every_transition),
+      cmocka_unit_test(pool_of_a_failed_capture_audits_its_cleanup),
       cmocka_unit_test(keep_instantiates_on_demand),
       cmocka_unit_test(replay_launches_without_a_template),
       cmocka_unit_test(empty_capture_warns),

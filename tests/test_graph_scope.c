@@ -92,8 +92,8 @@ static void scope_captures_on_a_given_stream_and_pool(void **state) {
   recap_stream_t mine = recap__fake_stream_new();
   recap_scope_options_t opts = RECAP_SCOPE_OPTIONS_INIT;
   opts.stream = mine;
-  opts.pool = recap_pool_handle();
-  opts.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
+  opts.capture.pool = recap_pool_handle();
+  opts.capture.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   recap_stream_t s = NULL;
@@ -101,7 +101,7 @@ static void scope_captures_on_a_given_stream_and_pool(void **state) {
   assert_ptr_equal(s, mine);
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
-  assert_true(pool.a == opts.pool.a && pool.b == opts.pool.b);
+  assert_true(pool.a == opts.capture.pool.a && pool.b == opts.capture.pool.b);
   launch(s, 1);
   OK(recap_capture_scope_end(g));
   opts.size = 1;
@@ -121,6 +121,7 @@ static void disabled_graphs_run_the_scope_eagerly(void **state) {
   recap_stream_t s = NULL;
   OK(recap_capture_scope_begin(g, NULL, &s));
   assert_non_null(s);
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_EAGER);
   assert_int_equal(capturing(s), 0); /* nothing is captured */
   assert_int_equal(recap__registry_count(), 0);
   void *p;
@@ -128,20 +129,26 @@ static void disabled_graphs_run_the_scope_eagerly(void **state) {
   assert_int_equal(pool_info(default_pool).allocated_bytes, 4 * KiB);
   launch(s, 1);
   OK(recap_capture_scope_end(g));
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_EAGER); /* nothing to replay: run it again */
   EXPECT_STATUS(recap_graph_replay(g, s), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("disabled");
   recap_pool_id_t pool;
   EXPECT_STATUS(recap_graph_pool(g, &pool), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("ran eagerly");
   EXPECT_STATUS(recap_graph_capture_begin(g, s, NULL), RECAP_ERROR_INVALID_USAGE);
   EXPECT_STATUS(recap_capture_scope_begin(g, NULL, &s), RECAP_ERROR_INVALID_USAGE);
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_EAGER); /* the refusals changed nothing */
   /* After a reset, and with graphs enabled again, the same graph captures. */
   OK(recap_graph_reset(g));
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
   recap__graphs_disabled_override(0);
   assert_int_equal(recap_graphs_disabled(), 0);
   OK(recap_capture_scope_begin(g, NULL, &s));
   assert_int_equal(capturing(s), 1);
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_CAPTURING);
   launch(s, 1);
   OK(recap_capture_scope_end(g));
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_INSTANTIATED);
   OK(recap_graph_replay(g, s));
   OK(recap_free(p));
   OK(recap_graph_destroy(g));
@@ -192,7 +199,7 @@ static void *capture_in_thread(void *arg) {
   note_error(t, recap_stream_is_capturing(s, &flag));
   t->other_saw_capture = flag;
   pthread_barrier_wait(t->barrier);
-  t->end = recap_graph_capture_end(g, s);
+  t->end = recap_graph_capture_end(g);
   note_error(t, t->end);
   recap_graph_info_t *info = NULL;
   t->inspect = recap_graph_inspect(g, &info);
@@ -243,7 +250,7 @@ typedef struct foreign_end {
 
 static void *end_from_another_thread(void *arg) {
   foreign_end_t *f = arg;
-  f->status = recap_graph_capture_end(f->graph, f->stream);
+  f->status = recap_graph_capture_end(f->graph);
   return NULL;
 }
 
@@ -265,8 +272,40 @@ static void end_from_another_thread_keeps_the_capture(void **state) {
   EXPECT_STATUS(f.status, RECAP_ERROR_INVALID_USAGE);
   assert_int_equal(capturing(s), 1);            /* CUDA's capture goes on... */
   assert_int_equal(recap__registry_count(), 1); /* ...and so must recap's bookkeeping */
-  OK(recap_graph_capture_end(g, s));
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_CAPTURING);
+  launch(s, 1);
+  OK(recap_graph_capture_end(g));
   assert_int_equal(capturing(s), 0);
+  size_t nodes;
+  OK(recap_graph_node_count(g, &nodes));
+  assert_int_equal(nodes, 2); /* the work before and after the refusal */
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+/* A relaxed capture forbids nothing, its end from another thread included: that thread ends the
+ * graph's capture on the stream it began on, which the graph knows. */
+static void relaxed_capture_ends_from_another_thread(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
+  opts.mode = RECAP_CAPTURE_MODE_RELAXED;
+  OK(recap_graph_capture_begin(g, s, &opts));
+  launch(s, 3);
+  foreign_end_t f = {g, s, RECAP_ERROR_INTERNAL};
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, end_from_another_thread, &f), 0);
+  pthread_join(thread, NULL);
+  OK(f.status);
+  assert_int_equal(capturing(s), 0);
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_INSTANTIATED);
+  size_t nodes;
+  OK(recap_graph_node_count(g, &nodes));
+  assert_int_equal(nodes, 3);
+  OK(recap_graph_replay(g, s));
   OK(recap_graph_destroy(g));
   expect_quiet();
 }
@@ -306,7 +345,7 @@ static void reset_from_another_thread_keeps_stream_and_graph_in_step(void **stat
   } else {
     /* Refused: the capture is still the graph's, and its thread ends it. */
     assert_int_equal(capturing(s), 1);
-    OK(recap_graph_capture_end(g, s));
+    OK(recap_graph_capture_end(g));
   }
   OK(recap_graph_destroy(g));
   assert_int_equal(capturing(s), 0);
@@ -340,7 +379,7 @@ static void scope_end_from_another_thread_keeps_the_scope(void **state) {
     char message[512];
     snprintf(message, sizeof message, "%s", recap_last_error());
     /* Clean up first (see above): the capture is still the graph's. */
-    OK(recap_graph_capture_end(g, s));
+    OK(recap_graph_capture_end(g));
     OK(recap_graph_destroy(g));
     fail_msg("recap_capture_scope_end after a refused end from another thread: %s: %s",
              recap_status_name(status), message);
@@ -376,7 +415,7 @@ static void inspect_reports_nodes_and_edges(void **state) {
   assert_true(recap__fake_capture_join(side, s));
   recap__fake_launch_kernel(s, "third");
   recap__fake_launch_kernel(side, "side_kernel");
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
 
   OK(recap_graph_inspect(g, &info));
   assert_int_equal(info->node_count, 4);
@@ -451,7 +490,7 @@ static void inspect_of_an_empty_graph(void **state) {
   recap_graph_t g;
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
   OK(recap_graph_capture_begin(g, s, NULL));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_graph_info_t *info;
   OK(recap_graph_inspect(g, &info));
   assert_int_equal(info->node_count, 0);
@@ -503,7 +542,7 @@ static void failed_capture_end_leaves_nothing(void **state) {
   OK(recap_malloc(&p, 4 * KiB, s));
   launch(s, 2);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_CAPTURE_END, 1);
-  EXPECT_STATUS(recap_graph_capture_end(g, s), RECAP_ERROR_CUDA);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CUDA);
   EXPECT_MESSAGE("cudaStreamEndCapture");
   assert_int_equal(capturing(s), 0);
   assert_int_equal(pool_references(pool), 0);
@@ -528,9 +567,10 @@ static void failed_instantiate_in_capture_end(void **state) {
   OK(recap_graph_pool(g, &pool));
   launch(s, 2);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_INSTANTIATE, 1);
-  EXPECT_STATUS(recap_graph_capture_end(g, s), RECAP_ERROR_CUDA);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CUDA);
   EXPECT_MESSAGE("cudaGraphInstantiate");
   /* Without KEEP there is no template to instantiate from again: the graph is fresh. */
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
   assert_int_equal(capturing(s), 0);
   assert_int_equal(pool_references(pool), 0);
   EXPECT_STATUS(recap_graph_replay(g, s), RECAP_ERROR_INVALID_USAGE);
@@ -552,10 +592,14 @@ static void failed_instantiate_of_a_kept_graph_can_be_retried(void **state) {
   EXPECT_STATUS(recap_graph_replay(g, s), RECAP_ERROR_CUDA); /* the lazy instantiation failed */
   assert_int_equal(recap__fake_now().live_execs, 0);
   assert_int_equal(recap__fake_now().graph_launches, 0);
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_CAPTURED); /* the template stays */
   OK(recap_graph_replay(g, s));
   assert_int_equal(recap__fake_now().graph_launches, 1);
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_INSTANTIATED);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_INSTANTIATE, 1);
   EXPECT_STATUS(recap_graph_instantiate(g), RECAP_ERROR_CUDA);
+  /* The old executable went before the new one failed: back to the template alone. */
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_CAPTURED);
   OK(recap_graph_replay(g, s)); /* instantiates again */
   assert_int_equal(recap__fake_now().live_execs, 1);
   OK(recap_graph_destroy(g));
@@ -674,6 +718,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(disabled_graphs_run_the_scope_eagerly),
       cmocka_unit_test(two_threads_capture_at_once),
       cmocka_unit_test(end_from_another_thread_keeps_the_capture),
+      cmocka_unit_test(relaxed_capture_ends_from_another_thread),
       cmocka_unit_test(reset_from_another_thread_keeps_stream_and_graph_in_step),
       cmocka_unit_test(scope_end_from_another_thread_keeps_the_scope),
       cmocka_unit_test(inspect_reports_nodes_and_edges),

@@ -100,7 +100,7 @@ static void annotated_graph(outcome_t *o, recap_graph_t *g, recap_stream_t s, vo
     STEP(o, recap_annotate_pop(s));
   }
   if (tmp) STEP(o, recap_free(tmp));
-  if (!STEP(o, recap_graph_capture_end(*g, s))) return;
+  if (!STEP(o, recap_graph_capture_end(*g))) return;
 
   recap_graph_info_t *info = NULL;
   if (STEP(o, recap_graph_inspect(*g, &info))) {
@@ -152,7 +152,7 @@ static recap_status_t workload(outcome_t *o) {
       STEP(o, recap_free(b));
       b = NULL;
     }
-    STEP(o, recap_graph_capture_end(g2, s1));
+    STEP(o, recap_graph_capture_end(g2));
   }
   if (g1) STEP(o, recap_graph_replay(g1, s1));
   if (g2) STEP(o, recap_graph_replay(g2, s1));
@@ -357,7 +357,7 @@ static void frees_need_no_host_memory(void **state) {
   }
   recap_test_host_fail_nth(0);
   recap__fake_stream_enqueue(s);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap__fake_stream_complete(other);
   for (int i = 1; i < N; i += 2) {
     recap_test_host_fail_nth(1);

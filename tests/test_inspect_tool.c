@@ -186,7 +186,7 @@ static void write_captured_graph(const char *path) {
   OK(recap_graph_create(&child, 0));
   OK(recap_graph_capture_begin(child, s, NULL));
   recap__fake_launch_kernel(s, "child_kernel");
-  OK(recap_graph_capture_end(child, s));
+  OK(recap_graph_capture_end(child));
 
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
   OK(recap_graph_capture_begin(g, s, NULL));
@@ -196,7 +196,7 @@ static void write_captured_graph(const char *path) {
   recap__fake_launch_kernel(s, "third");
   recap__fake_launch_kernel(side, "side_kernel");
   OK(recap_graph_replay(child, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
 
   recap_graph_info_t *info;
   OK(recap_graph_inspect(g, &info));

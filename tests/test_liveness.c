@@ -129,7 +129,7 @@ static void nothing_dead(void **state) {
   begin(g, s);
   float *y = alloc(4096, s); /* the graph's own output */
   kernel2(s, "scale", x, y);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   assert_int_equal(input_count(g), 1);
   const recap_liveness_input_t *in = input_at(g, 0);
   assert_ptr_equal(in->base, x);
@@ -160,7 +160,7 @@ static void one_dead_input(void **state) {
   begin(g, s);
   float *y = alloc(4096, s);
   kernel2(s, "add_one", x, y);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   OK(recap_free(x));
   expect_dead(g, s);
   EXPECT_MESSAGE("recap_graph_replay: 1 of the graph's 1 external input was freed");
@@ -190,7 +190,7 @@ static void dead_intermediate_is_fine(void **state) {
   float *out = alloc(4096, s);
   kernel2(s, "consume", tmp, out);
   OK(recap_free(tmp));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   assert_int_equal(input_count(g), 1);
   assert_ptr_equal(input_at(g, 0)->base, x);
   for (int i = 0; i < 2; i++) OK(recap_graph_replay(g, s));
@@ -211,7 +211,7 @@ static void one_of_several_inputs_dead(void **state) {
   float *out = alloc(1024, s);
   const void *args[4] = {a, b, c, out};
   recap__fake_launch_kernel_args(s, "combine", args, 4);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   assert_int_equal(input_count(g), 3);
   /* Sorted by address. */
   for (size_t i = 1; i < 3; i++)
@@ -246,7 +246,7 @@ static void dead_model_weights(void **state) {
   /* A pointer into the middle of the weights (layer 1's slice). */
   kernel2(s, "layer1", (char *)weights + 16 * KiB, h);
   kernel2(s, "layer2", (char *)weights + 32 * KiB, h);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   assert_int_equal(input_count(g), 2);
   const recap_liveness_input_t *w =
       input_at(g, 0)->base == weights ? input_at(g, 0) : input_at(g, 1);
@@ -273,7 +273,7 @@ static void buffer_dies_between_replays(void **state) {
   OK(recap_graph_create(&g, 0));
   begin(g, s);
   kernel2(s, "copy", x, y);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   OK(recap_graph_replay(g, s));
   OK(recap_graph_replay(g, s));
   OK(recap_free(y)); /* an output written by the graph dies too */
@@ -297,7 +297,7 @@ static void freed_and_reallocated_at_the_same_address(void **state) {
   begin(g, s);
   float *y = alloc(4096, s);
   kernel2(s, "read_x", x, y);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   OK(recap_free(x));
   float *again = alloc(4096, s);
   assert_ptr_equal(again, x); /* the cache hands the same block out again */
@@ -323,7 +323,7 @@ static void reallocation_through_another_block_record_is_caught(void **state) {
   OK(recap_graph_create(&g, 0));
   begin(g, s);
   kernel1(s, "read_x", x);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   /* x merges with the free rest of the segment, then front absorbs it: x's record is gone. */
   OK(recap_free(x));
   OK(recap_free(front));
@@ -354,11 +354,11 @@ static void output_of_earlier_graph_in_shared_pool_not_flagged(void **state) {
   OK(recap_graph_capture_begin(first, s, &o));
   float *mid = alloc(4096, s);
   kernel2(s, "stage1", x, mid);
-  OK(recap_graph_capture_end(first, s));
+  OK(recap_graph_capture_end(first));
   OK(recap_graph_capture_begin(second, s, &o));
   float *out = alloc(4096, s);
   kernel2(s, "stage2", mid, out);
-  OK(recap_graph_capture_end(second, s));
+  OK(recap_graph_capture_end(second));
   assert_int_equal(input_count(first), 1);
   assert_int_equal(input_count(second), 0);
   OK(recap_graph_replay(first, s));
@@ -388,7 +388,7 @@ static void inputs_of_streams_outside_the_capture_are_not_tracked(void **state) 
   OK(recap_graph_capture_begin(g, s, &relaxed));
   kernel1(s, "captured", x);
   kernel1(other, "eager", z); /* runs now, outside the graph */
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   assert_int_equal(input_count(g), 1);
   assert_ptr_equal(input_at(g, 0)->base, x);
   OK(recap_free(z));
@@ -401,7 +401,7 @@ static void inputs_of_streams_outside_the_capture_are_not_tracked(void **state) 
   begin(joined, s);
   assert_true(recap__fake_capture_join(side, s));
   kernel1(side, "on_side", w);
-  OK(recap_graph_capture_end(joined, s));
+  OK(recap_graph_capture_end(joined));
   assert_int_equal(input_count(joined), 1);
   assert_ptr_equal(input_at(joined, 0)->base, w);
   OK(recap_free(w));
@@ -426,7 +426,7 @@ static void *capture_in_thread(void *arg) {
   job->status = recap_graph_capture_begin(job->graph, job->stream, &o);
   if (job->status == RECAP_SUCCESS) {
     kernel1(job->stream, "threaded", job->input);
-    job->status = recap_graph_capture_end(job->graph, job->stream);
+    job->status = recap_graph_capture_end(job->graph);
   }
   snprintf(job->message, sizeof job->message, "%s", recap_last_error());
   return NULL;
@@ -483,7 +483,7 @@ static void copies_memsets_and_foreign_pointers(void **state) {
   recap__fake_memset_async(s, zeroed + 4096, 0, 64);
   const void *args[3] = {host_buffer, (const void *)(uintptr_t)42, (const void *)(uintptr_t)-1};
   recap__fake_launch_kernel_args(s, "scalars", args, 3);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   assert_int_equal(input_count(g), 3);
   const recap_liveness_input_t *inputs;
   size_t n;
@@ -522,7 +522,7 @@ static void input_freed_during_the_capture(void **state) {
   begin(g, s);
   kernel1(s, "reads_x", x);
   OK(recap_free(x)); /* a default-pool block, freed while the capture runs */
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   assert_int_equal(input_count(g), 1);
   assert_int_equal(input_at(g, 0)->freed_before_capture_end, 1);
   expect_dead(g, s);
@@ -543,7 +543,7 @@ static void allocation_and_free_sites(void **state) {
   OK(recap_graph_create(&g, 0));
   begin(g, s);
   kernel1(s, "reads_x", x);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   assert_non_null(input_at(g, 0)->alloc_site);
   OK(recap_free(x));
   expect_dead(g, s);
@@ -583,7 +583,7 @@ static void long_reports_go_to_the_log(void **state) {
   OK(recap_graph_create(&g, 0));
   begin(g, s);
   for (int i = 0; i < INPUTS; i++) kernel1(s, "reader_kernel_with_a_long_name", bufs[i]);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   assert_int_equal(input_count(g), INPUTS);
   for (int i = 0; i < INPUTS; i++) OK(recap_free(bufs[i]));
   expect_dead(g, s);
@@ -609,7 +609,7 @@ static void option_off_attaches_nothing(void **state) {
   EXPECT_STATUS(recap_graph_check_inputs(g), RECAP_ERROR_INVALID_USAGE);
   OK(recap_graph_capture_begin(g, s, NULL));
   kernel1(s, "reads_x", x);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   assert_int_equal(g->hook_count, 0); /* replays pay nothing */
   const recap_liveness_input_t *inputs = NULL;
   size_t n = 1;
@@ -641,21 +641,21 @@ static void lifetime_of_the_checks(void **state) {
   const recap_liveness_input_t *inputs;
   size_t n;
   EXPECT_STATUS(recap_graph_liveness_inputs(g, &inputs, &n), RECAP_ERROR_INVALID_USAGE);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   assert_int_equal(input_count(g), 1);
   OK(recap_graph_replay(g, s));
   OK(recap_graph_reset(g));
   EXPECT_STATUS(recap_graph_check_inputs(g), RECAP_ERROR_INVALID_USAGE);
   OK(recap_graph_capture_begin(g, s, NULL));
   kernel1(s, "reads_x", x);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   OK(recap_free(x));
   OK(recap_graph_replay(g, s));
   /* An invalidated capture with the option leaves nothing behind. */
   OK(recap_graph_reset(g));
   begin(g, s);
   recap__fake_capture_invalidate(s);
-  EXPECT_STATUS(recap_graph_capture_end(g, s), RECAP_ERROR_CAPTURE_INVALIDATED);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
   assert_int_equal(g->hook_count, 0);
   OK(recap_graph_destroy(g));
   done();
@@ -668,7 +668,7 @@ static void capture_scope_option(void **state) {
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   recap_scope_options_t o = RECAP_SCOPE_OPTIONS_INIT;
-  o.check_input_liveness = 1;
+  o.capture.check_input_liveness = 1;
   recap_stream_t s = NULL;
   OK(recap_capture_scope_begin(g, &o, &s));
   kernel1(s, "in_scope", x);
@@ -676,10 +676,12 @@ static void capture_scope_option(void **state) {
   assert_int_equal(input_count(g), 1);
   OK(recap_free(x));
   expect_dead(g, s);
-  /* Options of an older layout (no check_input_liveness field) still work, without checks. */
+  /* Embedded capture options of an older layout (no check_input_liveness field) still work,
+   * without checks, even when the memory past their size says otherwise. */
   OK(recap_graph_reset(g));
   recap_scope_options_t old = RECAP_SCOPE_OPTIONS_INIT;
-  old.size = offsetof(recap_scope_options_t, check_input_liveness);
+  old.capture.check_input_liveness = 1;
+  old.capture.size = offsetof(recap_capture_options_t, check_input_liveness);
   OK(recap_capture_scope_begin(g, &old, &s));
   OK(recap_capture_scope_end(g));
   EXPECT_STATUS(recap_graph_check_inputs(g), RECAP_ERROR_INVALID_USAGE);

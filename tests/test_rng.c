@@ -137,7 +137,7 @@ static void double_destroy_while_a_graph_holds_it(void **state) {
   recap_graph_t g = capture_begin(s, 0);
   (void)captured_state(gen, s, 4);
   recap__fake_launch_kernel(s, "work");
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   OK(recap_generator_destroy(gen));
   EXPECT_STATUS(recap_generator_destroy(gen), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("not a live generator");
@@ -213,7 +213,7 @@ static void captured_states_point_at_the_device_words(void **state) {
   assert_int_equal(block.size, 512);
   assert_int_equal(block.requested, 2 * sizeof(uint64_t));
   assert_true(recap_pool_is_default(block.pool)); /* made eagerly, outside any capture */
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   /* The capture did not advance the eager offset. */
   assert_int_equal(offset_of(gen), 8);
   OK(recap_graph_destroy(g));
@@ -243,7 +243,7 @@ static void seed_and_offset_are_refused_during_capture(void **state) {
   OK(recap_generator_set_seed(other, 12));
   assert_int_equal(offset_of(other), 0);
 
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   OK(recap_generator_set_seed(gen, 11));
   OK(recap_generator_set_offset(gen, 16));
   assert_int_equal(offset_of(gen), 16);
@@ -269,7 +269,7 @@ static void replay_writes_the_state_and_advances_the_offset(void **state) {
   recap_graph_t g = capture_begin(s, 0);
   OK(recap_rng_uniform(gen, out, 16, s)); /* 4 */
   (void)captured_state(gen, s, 7);        /* 8 */
-  OK(recap_graph_capture_end(g, s));      /* the graph's total: 12 */
+  OK(recap_graph_capture_end(g));         /* the graph's total: 12 */
   assert_int_equal(offset_of(gen), 4);
 
   const uint64_t *words = device_words(gen);
@@ -308,7 +308,7 @@ static void eager_and_graphed_calls_interleave_exactly(void **state) {
   OK(recap_rng_uniform(gen, out, n, s));
   (void)captured_state(gen, s, 6);
   (void)captured_state(gen, s, 12);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   assert_int_equal(offset_of(gen), 0);
   const uint64_t *words = device_words(gen);
 
@@ -346,7 +346,7 @@ static void two_generators_in_one_graph(void **state) {
   recap__fake_launch_kernel(s, "work");
   recap_philox_state_t sa2 = captured_state(a, s, 1);
   OK(recap_rng_normal(b, out, 8, 0.0f, 1.0f, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   assert_ptr_not_equal(sa.seed_ptr, sb.seed_ptr);
   assert_int_equal(sa.offset_intragraph, 0);
   assert_int_equal(sa2.offset_intragraph, 4);
@@ -381,14 +381,14 @@ static void one_generator_in_two_graphs(void **state) {
 
   recap_graph_t g1 = capture_begin(s, 0);
   OK(recap_rng_uniform(gen, out, 4, s)); /* 4 */
-  OK(recap_graph_capture_end(g1, s));
+  OK(recap_graph_capture_end(g1));
   /* Between the captures the generator is free again. */
   assert_int_equal(offset_of(gen), 0);
   recap_graph_t g2 = capture_begin(s, 0);
   recap_philox_state_t st = captured_state(gen, s, 5); /* starts at 0 within this graph */
   assert_int_equal(st.offset_intragraph, 0);
   OK(recap_rng_uniform(gen, out, 4, s)); /* 8 + 4 = 12 */
-  OK(recap_graph_capture_end(g2, s));
+  OK(recap_graph_capture_end(g2));
   const uint64_t *words = st.seed_ptr;
 
   OK(recap_graph_replay(g1, s));
@@ -423,7 +423,7 @@ static void set_seed_between_replays_takes_effect_at_the_next(void **state) {
   recap_graph_t g = capture_begin(s, 0);
   OK(recap_rng_uniform(gen, out, 4, s));
   (void)captured_state(gen, s, 8);
-  OK(recap_graph_capture_end(g, s)); /* total 12 */
+  OK(recap_graph_capture_end(g)); /* total 12 */
   const uint64_t *words = device_words(gen);
 
   OK(recap_graph_replay(g, s));
@@ -488,14 +488,14 @@ static void concurrent_captures_cannot_share_a_generator(void **state) {
   EXPECT_MESSAGE("another capture");
   (void)captured_state(own, s2, 4); /* a generator of its own works */
   recap__fake_launch_kernel(s2, "work");
-  OK(recap_graph_capture_end(g2, s2));
-  OK(recap_graph_capture_end(g1, s1));
+  OK(recap_graph_capture_end(g2));
+  OK(recap_graph_capture_end(g1));
 
   /* Once both ended, the generator can be used by a new capture. */
   recap_graph_t g3 = capture_begin(s2, 0);
   (void)captured_state(gen, s2, 8);
   recap__fake_launch_kernel(s2, "work");
-  OK(recap_graph_capture_end(g3, s2));
+  OK(recap_graph_capture_end(g3));
   OK(recap_graph_replay(g1, s1));
   OK(recap_graph_replay(g3, s1));
   assert_int_equal(offset_of(gen), 12);
@@ -522,7 +522,7 @@ static void a_failed_capture_lets_go_of_the_generator(void **state) {
   recap__fake_capture_invalidate(s);
   recap_philox_state_t st;
   EXPECT_STATUS(recap_generator_philox_state(gen, s, 4, &st), RECAP_ERROR_CAPTURE_INVALIDATED);
-  EXPECT_STATUS(recap_graph_capture_end(g, s), RECAP_ERROR_CAPTURE_INVALIDATED);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
   OK(recap_generator_set_seed(gen, 5));
   assert_int_equal(offset_of(gen), 0);
 
@@ -550,10 +550,10 @@ static void graphs_keep_a_destroyed_generator_alive(void **state) {
   recap_graph_t g1 = capture_begin(s, 0);
   recap_philox_state_t st = captured_state(gen, s, 4);
   recap__fake_launch_kernel(s, "work");
-  OK(recap_graph_capture_end(g1, s));
+  OK(recap_graph_capture_end(g1));
   recap_graph_t g2 = capture_begin(s, 0);
   OK(recap_rng_uniform(gen, out, 4, s));
-  OK(recap_graph_capture_end(g2, s));
+  OK(recap_graph_capture_end(g2));
   const uint64_t *words = st.seed_ptr;
   int64_t with_generator = stats().allocation[RECAP_STAT_ALL].current;
 
@@ -600,7 +600,7 @@ static void memory_is_one_block_per_generator_and_stays_flat(void **state) {
     OK(recap_rng_uniform(gens[0], out, 1024, s));
     OK(recap_rng_dropout(gens[1], out, out, NULL, 1024, 0.5f, s));
     OK(recap_rng_normal(gens[2], out, 1024, 0.0f, 1.0f, s));
-    OK(recap_graph_capture_end(g, s));
+    OK(recap_graph_capture_end(g));
     for (int r = 0; r < 10; r++) {
       OK(recap_graph_replay(g, s));
       expected += 4;
@@ -689,7 +689,7 @@ static void library_kernels_consume_their_increment(void **state) {
   OK(recap_rng_randint(gen, (int32_t *)out, 1, 0, 10, s)); /* 4 */
   recap_philox_state_t st = captured_state(gen, s, 1);
   assert_int_equal(st.offset_intragraph, 16);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   /* Captured kernels do not run. */
   assert_int_equal(recap__fake_now().rng_launches - launches, 3);
   OK(recap_graph_replay(g, s));
@@ -756,7 +756,7 @@ static void fake_kernels_fill_from_the_state(void **state) {
   OK(recap_rng_normal(gen, out, n, 0.0f, 1.0f, s));
   OK(recap_rng_randint(gen, ints, n, 0, 2, s));
   OK(recap_rng_dropout(gen, in, out, mask, n, 0.5f, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   for (size_t i = 0; i < n; i++) assert_true(out[i] == -1.0f);
   recap_graph_info_t *info = NULL;
   OK(recap_graph_inspect(g, &info));
@@ -798,7 +798,7 @@ static void fake_write_state_node_and_write(void **state) {
   OK(dev->rng_write_state(s, words, 8, 80));
   assert_int_equal(words[0], 7);
   assert_int_equal(words[1], 40);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_graph_info_t *info = NULL;
   OK(recap_graph_inspect(g, &info));
   assert_int_equal(info->node_count, 1);

@@ -374,7 +374,7 @@ static void *capture_worker(void *arg) {
     T_OK(recap_free(b));
     T_OK(recap_free(c));
     if (!barrier_wait(t->barrier)) goto out;
-    T_OK(recap_graph_capture_end(g, s));
+    T_OK(recap_graph_capture_end(g));
     recap_pool_id_t pool;
     T_OK(recap_graph_pool(g, &pool));
     if (round == 0) t->pools[0] = pool;

@@ -107,11 +107,11 @@ static recap_status_t workload(outcome_t *o) {
     STEP(o, recap_malloc(&out1, 4 * KiB, s1));
     if (gen && out1) STEP(o, recap_rng_uniform(gen, (float *)out1, 16, s1));
     if (tmp) STEP(o, recap_free(tmp));
-    STEP(o, recap_graph_capture_end(g1, s1));
+    STEP(o, recap_graph_capture_end(g1));
   }
   if (STEP(o, recap_graph_create(&g2, 0)) && STEP(o, recap_graph_capture_begin(g2, s1, &opts))) {
     if (STEP(o, recap_malloc(&out2, 8 * KiB, s1))) recap__fake_launch_kernel(s1, "consume");
-    STEP(o, recap_graph_capture_end(g2, s1));
+    STEP(o, recap_graph_capture_end(g2));
   }
 
   /* Replays in capture order, on two streams; a reset and a second capture of g2. */
@@ -128,7 +128,7 @@ static recap_status_t workload(outcome_t *o) {
   }
   if (STEP(o, recap_graph_reset(g2)) && STEP(o, recap_graph_capture_begin(g2, s1, &opts))) {
     if (STEP(o, recap_malloc(&out2, 8 * KiB, s1))) recap__fake_launch_kernel(s1, "consume2");
-    if (STEP(o, recap_graph_capture_end(g2, s1))) STEP(o, recap_graph_replay(g2, s1));
+    if (STEP(o, recap_graph_capture_end(g2))) STEP(o, recap_graph_replay(g2, s1));
   }
 
   /* A graphed callable, forward and backward. */

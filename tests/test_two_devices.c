@@ -36,7 +36,7 @@ static void begin_global_capture(recap_graph_t *g, recap_stream_t s) {
 static void end_capture(recap_graph_t g, recap_stream_t s) {
   OK(recap__device()->set_device(0));
   recap__fake_stream_enqueue(s);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   OK(recap_graph_replay(g, s));
 }
 

@@ -466,7 +466,7 @@ static void model_from_a_captured_graph(void **state) {
   assert_true(recap__fake_capture_join(side, s));
   recap__fake_launch_kernel(s, "third");
   recap__fake_launch_kernel(side, "side_kernel");
-  OK(recap_graph_capture_end(graph, s));
+  OK(recap_graph_capture_end(graph));
   recap_graph_info_t *info;
   OK(recap_graph_inspect(graph, &info));
   recap_view_graph_t g;

@@ -95,7 +95,7 @@ recap_status_t view_fixture_capture(recap_graph_t *graph) {
   }
   CHECK(recap_annotate_pop(s));
   CHECK(recap_annotate_pop(s));
-  CHECK(recap_graph_capture_end(*graph, s));
+  CHECK(recap_graph_capture_end(*graph));
   recap_annotations_enable(-1);
   return RECAP_SUCCESS;
 }

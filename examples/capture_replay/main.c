@@ -171,7 +171,7 @@ int main(int argc, char **argv) {
   CHECK_RECAP(recap_malloc((void **)&y, N * sizeof(float), stream));
   enqueue_pipeline(stream, x, acc, y, N);
   CHECK_RECAP(recap_free(acc)); /* an intermediate: its memory is the graph's to reuse */
-  CHECK_RECAP(recap_graph_capture_end(graph, stream));
+  CHECK_RECAP(recap_graph_capture_end(graph));
 
   size_t nodes;
   recap_pool_id_t pool;

@@ -638,7 +638,7 @@ static recap_status_t capture(mlp_model_t *m, unsigned flags, capture_fn fn, rec
     recap_graph_destroy(g); /* abandons the capture */
     return s;
   }
-  s = recap_graph_capture_end(g, m->stream);
+  s = recap_graph_capture_end(g);
   if (s != RECAP_SUCCESS) {
     fail_recap(s, "recap_graph_capture_end", __FILE__, __LINE__);
     recap_graph_destroy(g);

@@ -11,7 +11,7 @@
  *       recap_annotate_pop(s);                      //   path "forward/attention"
  *     launch_mlp(s);                                // these nodes: "forward"
  *     recap_annotate_pop(s);
- *     recap_graph_capture_end(g, s);
+ *     recap_graph_capture_end(g);
  *     recap_graph_inspect(g, &info);                // info->nodes[i].annotation, annotation_path
  *
  * A push on a stream that captures into a recap graph opens a scope of that capture: every

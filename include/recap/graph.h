@@ -8,7 +8,7 @@
  *     recap_graph_create(&g, 0);
  *     recap_graph_capture_begin(g, stream, NULL);   // stream must not be the legacy default
  *     enqueue_work(stream);                          // kernels, cuBLAS, copies, recap_malloc...
- *     recap_graph_capture_end(g, stream);            // instantiates
+ *     recap_graph_capture_end(g);                    // instantiates
  *     for (;;) recap_graph_replay(g, stream);        // any stream
  *     recap_graph_destroy(g);
  *
@@ -55,7 +55,8 @@ typedef enum recap_capture_mode {
  * Every recap options struct (recap_capture_options_t, recap_scope_options_t,
  * recap_graphed_options_t, and the callable description recap_callable_desc_t) follows one
  * rule: its `size` must lie between the size of the struct's first version (which ends at
- * `mode`; for recap_callable_desc_t, at `output_requires_grad`) and the size of the library's
+ * `mode`; for recap_scope_options_t, at its embedded `capture`, whose own `size` follows the
+ * rule too; for recap_callable_desc_t, at `output_requires_grad`) and the size of the library's
  * own version.
  * Fields past the caller's `size` take their defaults, so a program built against older headers
  * keeps working. A smaller or larger `size` is RECAP_ERROR_INVALID_ARGUMENT, with a message
@@ -96,13 +97,16 @@ RECAP_API recap_status_t recap_graph_destroy(recap_graph_t graph);
  * graph already captured or capturing (reset it first). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_capture_begin(
     recap_graph_t graph, recap_stream_t stream, const recap_capture_options_t *options);
-/* End the capture on the stream it began on. Unless the graph was created with KEEP, this
- * instantiates the executable (auto-free-on-launch, node priorities) and drops the template.
- * An empty capture warns through the log. If the capture was invalidated by an illegal call
- * inside it, returns RECAP_ERROR_CAPTURE_INVALIDATED naming the CUDA error; the graph is then
- * as if reset, with no pool reference left, and the stream can capture again. */
-RECAP_NODISCARD RECAP_API recap_status_t recap_graph_capture_end(recap_graph_t graph,
-                                                                 recap_stream_t stream);
+/* End the graph's capture, on the stream it began on (the graph knows it). Unless the graph was
+ * created with KEEP, this instantiates the executable (auto-free-on-launch, node priorities)
+ * and drops the template. An empty capture warns through the log. A graph that is not
+ * capturing is RECAP_ERROR_INVALID_USAGE. A capture in global or thread-local mode is ended by
+ * the thread that began it: from another thread this is RECAP_ERROR_INVALID_USAGE naming
+ * cudaErrorStreamCaptureWrongThread, and the capture goes on. If the capture was invalidated by
+ * an illegal call inside it, returns RECAP_ERROR_CAPTURE_INVALIDATED naming the CUDA error; the
+ * graph is then fresh, with no pool reference left (recap_graph_pool still names the pool the
+ * capture used), and the stream can capture again. */
+RECAP_NODISCARD RECAP_API recap_status_t recap_graph_capture_end(recap_graph_t graph);
 
 /* Instantiate (again) from the kept template: only for RECAP_GRAPH_KEEP graphs. The caller may
  * change the template through recap_graph_raw in between. */
@@ -121,8 +125,33 @@ RECAP_API recap_status_t recap_graph_reset(recap_graph_t graph);
  * Accessors
  * ---------------------------------------------------------------------------------------- */
 
-/* The pool the graph captured into; pass it to another capture to share memory. Valid after
- * capture_begin. */
+/* Where a graph is in its life (recap_graph_state). */
+typedef enum recap_graph_state {
+  /* Nothing captured: after create, reset, or a capture that failed. */
+  RECAP_GRAPH_STATE_FRESH = 0,
+  /* Between capture_begin (or a capture scope's begin) and capture_end. */
+  RECAP_GRAPH_STATE_CAPTURING = 1,
+  /* A KEEP graph's template is kept and no executable exists yet: recap_graph_instantiate or
+   * the first replay makes it. */
+  RECAP_GRAPH_STATE_CAPTURED = 2,
+  /* An executable exists (and, for a KEEP graph, the template too): replay launches it. */
+  RECAP_GRAPH_STATE_INSTANTIATED = 3,
+  /* Graphs are disabled (RECAP_DISABLE_GRAPHS=1) and a capture scope ran, or is running, its
+   * work eagerly: nothing is captured and replay is RECAP_ERROR_INVALID_USAGE; reset the graph
+   * before capturing into it again. */
+  RECAP_GRAPH_STATE_EAGER = 4
+} recap_graph_state_t;
+
+/* *state = the graph's state (above). */
+RECAP_NODISCARD RECAP_API recap_status_t recap_graph_state(recap_graph_t graph,
+                                                           recap_graph_state_t *state);
+/* The pool of the graph's last capture; pass it to another capture to share memory. Answered
+ * from capture_begin on, until the graph is reset: while capturing and once captured, the pool
+ * the graph holds a reference to; after a capture that failed (the graph is fresh again), the
+ * pool that capture used, which the graph no longer holds: it keeps the blocks the caller still
+ * holds and the segments not yet given back, and nothing else of the graph unless another graph
+ * or route shares it (recap_pool_info audits it). RECAP_ERROR_INVALID_USAGE before the first
+ * capture, after a reset, and for a capture scope run eagerly. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_pool(recap_graph_t graph,
                                                           recap_pool_id_t *pool);
 /* The captured template (KEEP graphs only, after capture_end). Owned by the graph. */
@@ -156,16 +185,19 @@ RECAP_API int recap_graphs_disabled(void);
  * Capture scope (the seed's `with torch.cuda.graph(g):`)
  * ---------------------------------------------------------------------------------------- */
 
+/* Options of a capture scope: the scope's own fields, then the options of its capture,
+ * embedded. Start from RECAP_SCOPE_OPTIONS_INIT, then set fields (opts.stream,
+ * opts.capture.mode...). Both `size` fields follow the options rule above, each for its own
+ * struct: the embedded one is a recap_capture_options_t's, and the outer one's first version
+ * ends at `capture`. The capture options come last so that they can grow at the end of both. */
 typedef struct recap_scope_options {
-  size_t size;               /* sizeof(recap_scope_options_t), set by the INIT macro */
-  recap_stream_t stream;     /* NULL: recap's shared side stream */
-  recap_pool_id_t pool;      /* as in recap_capture_options_t */
-  recap_capture_mode_t mode; /* as in recap_capture_options_t */
-  int check_input_liveness;  /* as in recap_capture_options_t */
+  size_t size;                     /* sizeof(recap_scope_options_t), set by the INIT macro */
+  recap_stream_t stream;           /* NULL: recap's shared side stream */
+  recap_capture_options_t capture; /* pool, mode, input liveness: RECAP_CAPTURE_OPTIONS_INIT */
 } recap_scope_options_t;
 
 #define RECAP_SCOPE_OPTIONS_INIT \
-  { sizeof(recap_scope_options_t), NULL, {0, 0}, RECAP_CAPTURE_MODE_GLOBAL, 0 }
+  { sizeof(recap_scope_options_t), NULL, RECAP_CAPTURE_OPTIONS_INIT }
 
 /* Synchronise the device, give unused cached memory back, and begin capturing on the given
  * stream or recap's shared side stream; *stream receives the stream to enqueue work on.
@@ -174,7 +206,7 @@ typedef struct recap_scope_options {
  * RECAP_ERROR_INVALID_USAGE (check recap_graphs_disabled() and run the work again instead). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_capture_scope_begin(
     recap_graph_t graph, const recap_scope_options_t *options, recap_stream_t *stream);
-/* End the scope's capture (recap_graph_capture_end on the scope's stream). */
+/* End the scope's capture (recap_graph_capture_end), or the eager scope. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_capture_scope_end(recap_graph_t graph);
 
 #ifdef __cplusplus

@@ -7,7 +7,7 @@
  *     o.check_input_liveness = 1;
  *     recap_graph_capture_begin(g, s, &o);
  *     kernel<<<..., s>>>(weights, x, y);            // weights, x: recap_malloc'ed before
- *     recap_graph_capture_end(g, s);                // records weights' and x's blocks
+ *     recap_graph_capture_end(g);                   // records weights' and x's blocks
  *     recap_free(weights);
  *     recap_graph_replay(g, s);                     // RECAP_ERROR_DEAD_INPUT, naming weights
  *

@@ -20,16 +20,16 @@ recap_status_t recap__handle_check(const void *handle, uint32_t found_magic, uin
 }
 
 recap_status_t recap__options_copy(void *dst, size_t library_size, const void *src,
-                                   size_t first_size, const char *function, const char *type,
-                                   const char *init) {
+                                   size_t first_size, const char *function, const char *field,
+                                   const char *type, const char *init) {
   if (!src) return RECAP_SUCCESS;
   size_t size;
   memcpy(&size, src, sizeof size); /* every option struct begins with its size */
   if (size < first_size || size > library_size)
     return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
-                        "%s: options->size is %zu, but a %s is %zu to %zu bytes (from its first "
-                        "version to this library's); start the options from %s",
-                        function, size, type, first_size, library_size, init);
+                        "%s: %s is %zu, but a %s is %zu to %zu bytes (from its first version to "
+                        "this library's); start the options from %s",
+                        function, field, size, type, first_size, library_size, init);
   memcpy(dst, src, size);
   /* The struct's size field says what the library's copy holds from now on. */
   memcpy(dst, &library_size, sizeof library_size);

@@ -30,14 +30,22 @@ recap_status_t recap__handle_check(const void *handle, uint32_t found_magic, uin
  * users in recap/graph.h): a size from the first version's struct to the library's is copied,
  * and fields past it keep their defaults; a smaller or larger size is
  * RECAP_ERROR_INVALID_ARGUMENT, with a message naming the function, the struct and its _INIT
- * macro. *dst holds the defaults on entry; src NULL leaves them. */
+ * macro. *dst holds the defaults on entry; src NULL leaves them. field names the size in the
+ * message ("options->size"). */
 recap_status_t recap__options_copy(void *dst, size_t library_size, const void *src,
-                                   size_t first_size, const char *function, const char *type,
-                                   const char *init);
+                                   size_t first_size, const char *function, const char *field,
+                                   const char *type, const char *init);
 /* type: the struct's typedef name; first_last: the last field of its first version. */
 #define RECAP__OPTIONS_COPY(dst, src, type, first_last, function, init)                         \
   recap__options_copy((dst), sizeof(type), (src),                                               \
                       offsetof(type, first_last) + sizeof(((type *)0)->first_last), (function), \
-                      #type, (init))
+                      "options->size", #type, (init))
+/* The same rule for an options struct embedded as the member `member` (a string literal) of
+ * another, after the outer struct passed its own check: src points at the caller's member, and
+ * the message names options-><member>.size. */
+#define RECAP__EMBEDDED_OPTIONS_COPY(dst, src, type, first_last, function, member, init)        \
+  recap__options_copy((dst), sizeof(type), (src),                                               \
+                      offsetof(type, first_last) + sizeof(((type *)0)->first_last), (function), \
+                      "options->" member ".size", #type, (init))
 
 #endif /* RECAP_CORE_ARGS_H */

@@ -25,10 +25,11 @@ recap_status_t recap_graph_capture_begin(recap_graph_t graph, recap_stream_t str
   RECAP__CHECK(recap__graph_capture_start(graph, stream, &opts));
   recap_status_t s;
   if (opts.check_input_liveness && (s = recap__liveness_attach(graph)) != RECAP_SUCCESS) {
-    /* Out of host memory: abandon the capture, keeping the cause. */
+    /* Out of host memory: abandon the capture, keeping the cause (and, for audits, the pool's
+     * id, as any capture that failed once it began does). */
     recap__saved_error_t saved;
     recap__error_save(&saved);
-    recap_graph_reset(graph);
+    recap__graph_abandon(graph);
     return recap__error_restore(&saved);
   }
   return RECAP_SUCCESS;

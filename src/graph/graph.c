@@ -3,7 +3,8 @@
  * graph.c — the recap graph: capture into a private pool, instantiate, replay, reset.
  *
  * The state machine is PyTorch's CUDAGraph: FRESH --capture_begin--> CAPTURING --capture_end-->
- * CAPTURED (--reset--> FRESH). capture_begin routes the allocator to the graph's pool, opens a
+ * CAPTURED (--reset--> FRESH); recap_graph_state tells the public states apart, CAPTURED
+ * splitting into a kept template and an executable. capture_begin routes the allocator to the graph's pool, opens a
  * CUDA capture and names it in the route once its id is known (the route comes first so that no
  * other thread records or queries an event on the stream once it captures); capture_end closes
  * both and, unless the template is kept, instantiates. Every failure leaves the graph in a state
@@ -147,8 +148,8 @@ static void keep_first_failure(recap_status_t s, recap_status_t *first,
   recap__error_save(saved);
 }
 
-recap_status_t recap_graph_reset(recap_graph_t graph) {
-  RECAP__CHECK(recap__graph_check(graph, "recap_graph_reset"));
+/* recap_graph_reset, and recap__graph_abandon when forget_pool is false. */
+static recap_status_t reset_graph(recap_graph_t graph, bool forget_pool) {
   const recap__device_ops_t *dev = recap__device();
   recap_status_t result = RECAP_SUCCESS, s;
   recap__saved_error_t saved;
@@ -172,10 +173,20 @@ recap_status_t recap_graph_reset(recap_graph_t graph) {
   graph->state = RECAP__GRAPH_FRESH;
   graph->node_count = 0;
   graph->scope_stream = NULL;
-  memset(&graph->pool, 0, sizeof graph->pool);
+  if (forget_pool) {
+    memset(&graph->pool, 0, sizeof graph->pool);
+    graph->pool_known = false;
+  }
   if (result != RECAP_SUCCESS) recap__error_restore(&saved);
   return result;
 }
+
+recap_status_t recap_graph_reset(recap_graph_t graph) {
+  RECAP__CHECK(recap__graph_check(graph, "recap_graph_reset"));
+  return reset_graph(graph, true);
+}
+
+recap_status_t recap__graph_abandon(recap_graph_t graph) { return reset_graph(graph, false); }
 
 recap_status_t recap_graph_destroy(recap_graph_t graph) {
   if (!graph) return RECAP_SUCCESS;
@@ -233,9 +244,15 @@ recap_status_t recap__graph_capture_check(recap_graph_t graph, recap_stream_t st
  * then stop routing (only once the stream no longer captures: ending the last route records
  * held-back events) and drop the pool reference. The cause of the failure stays the last
  * error. */
-static recap_status_t abandon_start(recap_status_t status, bool begun, recap_stream_t stream,
-                                    int device, recap_pool_id_t pool) {
+static recap_status_t abandon_start(recap_graph_t graph, recap_status_t status, bool begun,
+                                    recap_stream_t stream, int device, recap_pool_id_t pool) {
   const recap__device_ops_t *dev = recap__device();
+  /* A capture that failed once the stream captured: recap_graph_pool names its pool, for
+   * audits, as after a failed end. */
+  if (begun) {
+    graph->pool = pool;
+    graph->pool_known = true;
+  }
   recap__saved_error_t cause;
   recap__error_save(&cause);
   recap_cuda_graph_t abandoned = NULL;
@@ -261,7 +278,7 @@ recap_status_t recap__graph_capture_start(recap_graph_t graph, recap_stream_t st
    * before anything began. */
   RECAP__CHECK(recap__pool_route_reserve(device, pool));
   recap_status_t s = dev->stream_begin_capture(stream, (recap__capture_mode_t)opts->mode);
-  if (s != RECAP_SUCCESS) return abandon_start(s, false, stream, device, pool);
+  if (s != RECAP_SUCCESS) return abandon_start(graph, s, false, stream, device, pool);
   recap__capture_status_t status;
   uint64_t id = 0;
   /* The capture just began, so a context exists: the cheap query will do. */
@@ -276,10 +293,11 @@ recap_status_t recap__graph_capture_start(recap_graph_t graph, recap_stream_t st
     s = recap__error(RECAP_ERROR_INTERNAL, "recap_graph_capture_begin: the capture did not start");
   if (s == RECAP_SUCCESS) s = recap__pool_route_set_capture(device, pool, id);
   if (s == RECAP_SUCCESS) s = recap__registry_add(id, graph);
-  if (s != RECAP_SUCCESS) return abandon_start(s, true, stream, device, pool);
+  if (s != RECAP_SUCCESS) return abandon_start(graph, s, true, stream, device, pool);
   graph->device = device;
   graph->pool = pool;
   graph->holds_pool = true;
+  graph->pool_known = true;
   graph->capture_stream = stream;
   graph->capture_id = id;
   graph->state = RECAP__GRAPH_CAPTURING;
@@ -296,9 +314,9 @@ static recap_status_t instantiate(recap_graph_t g) {
 }
 
 /* A capture that came to nothing, with status as the reason: the template (if any), the
- * layers' state, the pool and the counts go, and the graph is fresh again, as after a reset; a
- * capture scope it belonged to is closed. status and its message stay the last error, whatever
- * the cleanup records. */
+ * layers' state, the pool reference and the counts go, and the graph is fresh again, as after a
+ * reset, except that it still names the pool (for audits); a capture scope it belonged to is
+ * closed. status and its message stay the last error, whatever the cleanup records. */
 static recap_status_t drop_capture(recap_graph_t graph, recap_status_t status) {
   recap__saved_error_t cause;
   recap__error_save(&cause);
@@ -309,26 +327,19 @@ static recap_status_t drop_capture(recap_graph_t graph, recap_status_t status) {
   graph->state = RECAP__GRAPH_FRESH;
   graph->node_count = 0;
   graph->scope_stream = NULL;
-  memset(&graph->pool, 0, sizeof graph->pool);
   recap__error_restore(&cause);
   return status;
 }
 
-recap_status_t recap_graph_capture_end(recap_graph_t graph, recap_stream_t stream) {
+recap_status_t recap_graph_capture_end(recap_graph_t graph) {
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_capture_end"));
   if (graph->state != RECAP__GRAPH_CAPTURING)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_graph_capture_end: no capture is under way on this graph "
                         "(call recap_graph_capture_begin first)");
-  if (stream != graph->capture_stream)
-    return recap__error(RECAP_ERROR_INVALID_USAGE,
-                        "recap_graph_capture_end: the capture began on stream %p but is being "
-                        "ended on stream %p; end it on the stream it began on (the capture is "
-                        "still under way)",
-                        (void *)graph->capture_stream, (void *)stream);
   const recap__device_ops_t *dev = recap__device();
   recap_cuda_graph_t template_graph = NULL;
-  recap_status_t s = dev->stream_end_capture(stream, &template_graph);
+  recap_status_t s = dev->stream_end_capture(graph->capture_stream, &template_graph);
   /* Misuse (e.g. ending from another thread) leaves the capture running: let the caller end it
    * properly. Every other outcome ends the capture. */
   if (s == RECAP_ERROR_INVALID_USAGE) return s;
@@ -409,12 +420,32 @@ recap_status_t recap_graph_replay(recap_graph_t graph, recap_stream_t stream) {
  * Accessors
  * ---------------------------------------------------------------------------------------- */
 
+recap_status_t recap_graph_state(recap_graph_t graph, recap_graph_state_t *state) {
+  RECAP__CHECK(recap__graph_check(graph, "recap_graph_state"));
+  RECAP__ARG(state != NULL, "recap_graph_state: state is NULL");
+  switch (graph->state) {
+    case RECAP__GRAPH_FRESH: *state = RECAP_GRAPH_STATE_FRESH; break;
+    case RECAP__GRAPH_CAPTURING: *state = RECAP_GRAPH_STATE_CAPTURING; break;
+    case RECAP__GRAPH_CAPTURED:
+      /* A KEEP graph holds its template until it is instantiated; a failed re-instantiation
+       * leaves the template and no executable. */
+      *state = graph->exec ? RECAP_GRAPH_STATE_INSTANTIATED : RECAP_GRAPH_STATE_CAPTURED;
+      break;
+    case RECAP__GRAPH_EAGER: *state = RECAP_GRAPH_STATE_EAGER; break;
+  }
+  return RECAP_SUCCESS;
+}
+
 recap_status_t recap_graph_pool(recap_graph_t graph, recap_pool_id_t *pool) {
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_pool"));
   RECAP__ARG(pool != NULL, "recap_graph_pool: pool is NULL");
-  if (graph->state != RECAP__GRAPH_CAPTURING && graph->state != RECAP__GRAPH_CAPTURED)
+  if (!graph->pool_known)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
-                        "recap_graph_pool: the graph has no pool before capture_begin");
+                        "recap_graph_pool: the graph has no pool: it has not begun a capture "
+                        "since it was created or reset%s",
+                        graph->state == RECAP__GRAPH_EAGER
+                            ? " (its capture scope ran eagerly: graphs are disabled)"
+                            : "");
   *pool = graph->pool;
   return RECAP_SUCCESS;
 }

@@ -64,6 +64,7 @@ struct recap_graph {
   uint64_t capture_id;
   recap_pool_id_t pool;
   bool holds_pool; /* a reference to `pool` is ours to release */
+  bool pool_known; /* `pool` names the last capture's pool, held or not (until a reset) */
   recap_cuda_graph_t template_graph;
   recap_cuda_graph_exec_t exec;
   size_t node_count;
@@ -92,6 +93,10 @@ recap_status_t recap__graph_capture_check(recap_graph_t graph, recap_stream_t st
                                           const recap_capture_options_t *opts);
 recap_status_t recap__graph_capture_start(recap_graph_t graph, recap_stream_t stream,
                                           const recap_capture_options_t *opts);
+
+/* Reset the graph (recap_graph_reset) but remember the pool of the capture it abandons, as a
+ * failed capture does: for capture_begin's own failures once the capture began. */
+recap_status_t recap__graph_abandon(recap_graph_t graph);
 
 /* Argument check shared by every entry point: a live graph handle. */
 recap_status_t recap__graph_check(recap_graph_t graph, const char *function);

@@ -50,8 +50,14 @@ recap_status_t recap_capture_scope_begin(recap_graph_t graph, const recap_scope_
   RECAP__ARG(stream != NULL, "recap_capture_scope_begin: stream is NULL");
   *stream = NULL;
   recap_scope_options_t opts = RECAP_SCOPE_OPTIONS_INIT;
-  RECAP__CHECK(RECAP__OPTIONS_COPY(&opts, options, recap_scope_options_t, mode,
+  RECAP__CHECK(RECAP__OPTIONS_COPY(&opts, options, recap_scope_options_t, capture,
                                    "recap_capture_scope_begin", "RECAP_SCOPE_OPTIONS_INIT"));
+  /* The embedded capture options follow the same rule by their own size: those of a caller
+   * built against an older recap_capture_options_t stop short, and the rest take defaults. */
+  recap_capture_options_t copts = RECAP_CAPTURE_OPTIONS_INIT;
+  RECAP__CHECK(RECAP__EMBEDDED_OPTIONS_COPY(&copts, &opts.capture, recap_capture_options_t, mode,
+                                            "recap_capture_scope_begin", "capture",
+                                            "RECAP_CAPTURE_OPTIONS_INIT"));
   if (graph->state != RECAP__GRAPH_FRESH)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_capture_scope_begin: the graph is not fresh; call "
@@ -59,7 +65,10 @@ recap_status_t recap_capture_scope_begin(recap_graph_t graph, const recap_scope_
   recap_stream_t s = opts.stream;
   if (!s) RECAP__CHECK(recap__side_stream(&s));
   if (recap_graphs_disabled()) {
+    /* An eager scope is the graph's last "capture": it has no pool, so none is named. */
     graph->state = RECAP__GRAPH_EAGER;
+    graph->pool_known = false;
+    memset(&graph->pool, 0, sizeof graph->pool);
     graph->scope_stream = s;
     *stream = s;
     return RECAP_SUCCESS;
@@ -68,11 +77,6 @@ recap_status_t recap_capture_scope_begin(recap_graph_t graph, const recap_scope_
   /* Another thread may be capturing: then the cache stays, which is only less tidy. */
   if (recap_empty_cache() != RECAP_SUCCESS)
     RECAP__DEBUG("capture scope: the cache was not emptied (%s)", recap_last_error());
-  recap_capture_options_t copts = RECAP_CAPTURE_OPTIONS_INIT;
-  copts.pool = opts.pool;
-  copts.mode = opts.mode;
-  /* Options from before the field existed stop short of it; the INIT default (0) stays. */
-  copts.check_input_liveness = opts.check_input_liveness;
   RECAP__CHECK(recap_graph_capture_begin(graph, s, &copts));
   graph->scope_stream = s;
   *stream = s;
@@ -84,12 +88,11 @@ recap_status_t recap_capture_scope_end(recap_graph_t graph) {
   if (!graph->scope_stream)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_capture_scope_end: no capture scope is open on this graph");
-  recap_stream_t s = graph->scope_stream;
   if (graph->state == RECAP__GRAPH_EAGER) {
     graph->scope_stream = NULL;
     return RECAP_SUCCESS;
   }
-  recap_status_t status = recap_graph_capture_end(graph, s);
+  recap_status_t status = recap_graph_capture_end(graph);
   /* A refused end (e.g. from another thread) leaves the capture, and so the scope, open. */
   if (graph->state != RECAP__GRAPH_CAPTURING) graph->scope_stream = NULL;
   return status;

@@ -263,7 +263,7 @@ static recap_status_t capture_pass(recap_graphed_t h, recap_graph_t *graph, reca
     recap__error_restore(&saved);
     return st;
   }
-  return recap_graph_capture_end(*graph, s);
+  return recap_graph_capture_end(*graph);
 }
 
 static recap_status_t forward_pass(recap_graphed_t h, recap_stream_t s,

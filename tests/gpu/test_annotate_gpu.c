@@ -112,7 +112,7 @@ static void noop_outside_capture(void **state) {
   recap_graph_t g = kept_graph();
   OK(recap_graph_capture_begin(g, s, NULL));
   tagged(s, 5);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_graph_info_t *info = inspect(g);
   expect_label(info, 5, NULL, NULL);
   recap_graph_info_free(info);
@@ -131,7 +131,7 @@ static void noop_when_disabled(void **state) {
   tagged(s, 2);
   OK(recap_annotate_pop(s));
   OK(recap_annotate_pop(s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_graph_info_t *info = inspect(g);
   expect_label(info, 2, NULL, NULL);
   recap_graph_info_free(info);
@@ -151,7 +151,7 @@ static void one_scope_labels_all_its_kernels(void **state) {
   tagged(s, 2);
   tagged(s, 3);
   OK(recap_annotate_pop(s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_graph_info_t *info = inspect(g);
   assert_int_equal(info->node_count, 3);
   for (unsigned k = 1; k <= 3; k++) expect_label(info, k, "forward", "forward");
@@ -174,7 +174,7 @@ static void disjoint_scopes(void **state) {
   OK(recap_annotate_push(s, "second"));
   tagged(s, 3);
   OK(recap_annotate_pop(s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_graph_info_t *info = inspect(g);
   expect_label(info, 1, "first", "first");
   expect_label(info, 2, "first", "first");
@@ -196,7 +196,7 @@ static void only_in_scope_kernels_are_labelled(void **state) {
   tagged(s, 2);
   OK(recap_annotate_pop(s));
   tagged(s, 3);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_graph_info_t *info = inspect(g);
   expect_label(info, 1, NULL, NULL);
   expect_label(info, 2, "inside", "inside");
@@ -220,7 +220,7 @@ static void nested_scopes_inner_wins(void **state) {
   OK(recap_annotate_pop(s));
   tagged(s, 3);
   OK(recap_annotate_pop(s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_graph_info_t *info = inspect(g);
   expect_label(info, 1, "outer", "outer");
   expect_label(info, 2, "inner", "outer/inner");
@@ -241,7 +241,7 @@ static void empty_scope_labels_nothing(void **state) {
   OK(recap_annotate_push(s, "empty"));
   OK(recap_annotate_pop(s));
   tagged(s, 2);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_graph_info_t *info = inspect(g);
   expect_label(info, 1, NULL, NULL);
   expect_label(info, 2, NULL, NULL);
@@ -269,7 +269,7 @@ static void two_stream_capture(void **state) {
   gpu_join(s, side, join);
   OK(recap_annotate_pop(s));
   tagged(s, 2);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_graph_info_t *info = inspect(g);
   expect_label(info, 1, "both", "both");
   const recap_graph_node_t *n7 = node_with_grid(info, 7), *n8 = node_with_grid(info, 8);
@@ -303,7 +303,7 @@ static void labels_in_json(void **state) {
   tagged(s, 4);
   OK(recap_annotate_pop(s));
   OK(recap_annotate_pop(s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_graph_info_t *info = inspect(g);
   char *json = NULL;
   OK(recap_graph_info_json(info, &json));
@@ -334,7 +334,7 @@ static void labels_in_the_driver_dot_dump(void **state) {
   OK(recap_annotate_push(s, "dumped"));
   tagged(s, 2);
   OK(recap_annotate_pop(s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   char path[64];
   snprintf(path, sizeof path, "/tmp/recap_annotate_gpu_%ld.dot", (long)getpid());
   OK(recap_graph_debug_dump(g, path));

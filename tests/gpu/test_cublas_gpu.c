@@ -57,7 +57,7 @@ static void repeat_graph_capture_cublas_workspace_memory(void **state) {
     CUBLAS_OK(cublasSetWorkspace(handle, workspace, WORKSPACE_BYTES));
     CUBLAS_OK(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, DIM, DIM, DIM, &alpha, a, DIM, b, DIM,
                           &beta, c, DIM));
-    OK(recap_graph_capture_end(g, s));
+    OK(recap_graph_capture_end(g));
     recap_pool_id_t pool;
     OK(recap_graph_pool(g, &pool));
     recap_pool_info_t info;

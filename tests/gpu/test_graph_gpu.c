@@ -80,7 +80,7 @@ static void is_current_stream_capturing(void **state) {
   assert_int_equal(is_capturing(s), 1);
   assert_int_equal(is_capturing(other), 0);
   CUDA_OK(recap_test_fill(x, N, 4.0f, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   assert_int_equal(is_capturing(s), 0);
   recap_pool_id_t pool = pool_of(g);
   OK(recap_graph_replay(g, s));
@@ -108,7 +108,7 @@ static void is_capturing_on_the_legacy_stream_while_a_blocking_stream_captures(v
   OK(recap_graph_capture_begin(g, nonblocking, NULL));
   assert_int_equal(is_capturing(NULL), 0);
   CUDA_OK(recap_test_fill(x, N, 2.0f, nonblocking));
-  OK(recap_graph_capture_end(g, nonblocking));
+  OK(recap_graph_capture_end(g));
   recap_pool_id_t first = pool_of(g);
   OK(recap_graph_reset(g));
 
@@ -119,7 +119,7 @@ static void is_capturing_on_the_legacy_stream_while_a_blocking_stream_captures(v
   assert_int_equal(capturing, 0);
   assert_int_equal(is_capturing(blocking), 1);
   CUDA_OK(recap_test_fill(x, N, 3.0f, blocking));
-  OK(recap_graph_capture_end(g, blocking));
+  OK(recap_graph_capture_end(g));
   assert_int_equal(is_capturing(NULL), 0); /* answerable again */
   recap_pool_id_t second = pool_of(g);
   OK(recap_graph_replay(g, blocking));
@@ -144,7 +144,7 @@ static void capture_simple(void **state) {
   float *y = gpu_floats(N, s); /* from the graph's pool */
   CUDA_OK(recap_test_fill(x, N, 1.0f, s));
   CUDA_OK(recap_test_add_scalar(y, x, N, 2.0f, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
   assert_int_equal(pool_info(pool).allocated_bytes, (int64_t)(N * sizeof(float)));
   size_t nodes = 0;
@@ -183,7 +183,7 @@ static void capture_reset_recapture(void **state) {
   float *y = gpu_floats(N, s);
   CUDA_OK(recap_test_fill(y, N, 1.0f, s));
   CUDA_OK(recap_test_add_scalar(x, y, N, 1.0f, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_pool_id_t first = pool_of(g);
   OK(recap_graph_replay(g, s));
   gpu_expect_all(x, N, 2.0f);
@@ -200,7 +200,7 @@ static void capture_reset_recapture(void **state) {
   OK(recap_graph_capture_begin(g, s, NULL));
   CUDA_OK(recap_test_add_scalar(x, x, N, 4.0f, s));
   CUDA_OK(recap_test_scale(x, N, 2.0f, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_pool_id_t second = pool_of(g);
   OK(recap_graph_replay(g, s));
   gpu_expect_all(x, N, 12.0f); /* (2 + 4) * 2 */
@@ -234,7 +234,7 @@ static void debugdump_two_streams(void **state) {
   CUDA_OK(recap_test_add_scalar(a, a, N, 10.0f, s));
   gpu_join(s, side, join);
   CUDA_OK(recap_test_add(a, a, b, N, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
   size_t nodes = 0;
   OK(recap_graph_node_count(g, &nodes));
@@ -287,7 +287,7 @@ static void graph_error(void **state) {
   /* Nothing captured yet. */
   EXPECT_STATUS(recap_graph_replay(g, s), RECAP_ERROR_INVALID_USAGE);
   EXPECT_STATUS(recap_graph_instantiate(kept), RECAP_ERROR_INVALID_USAGE);
-  EXPECT_STATUS(recap_graph_capture_end(g, s), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_INVALID_USAGE);
   recap_cuda_graph_exec_t exec = NULL;
   EXPECT_STATUS(recap_graph_raw_exec(g, &exec), RECAP_ERROR_INVALID_USAGE);
   assert_null(exec);
@@ -297,12 +297,17 @@ static void graph_error(void **state) {
   /* capture_begin twice, on the same stream or another. */
   EXPECT_STATUS(recap_graph_capture_begin(g, s, NULL), RECAP_ERROR_INVALID_USAGE);
   EXPECT_STATUS(recap_graph_capture_begin(g, t, NULL), RECAP_ERROR_INVALID_USAGE);
-  /* Ending on another stream is refused and leaves the capture under way. */
-  EXPECT_STATUS(recap_graph_capture_end(g, t), RECAP_ERROR_INVALID_USAGE);
+  /* The refusals leave the capture under way, on its own stream only. */
+  recap_graph_state_t graph_state;
+  OK(recap_graph_state(g, &graph_state));
+  assert_int_equal(graph_state, RECAP_GRAPH_STATE_CAPTURING);
   assert_int_equal(is_capturing(s), 1);
   assert_int_equal(is_capturing(t), 0);
   CUDA_OK(recap_test_add_scalar(x, x, N, 1.0f, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g)); /* on s, the stream the capture began on */
+  assert_int_equal(is_capturing(s), 0);
+  OK(recap_graph_state(g, &graph_state));
+  assert_int_equal(graph_state, RECAP_GRAPH_STATE_INSTANTIATED);
   recap_pool_id_t pool = pool_of(g);
 
   /* A captured graph must be reset before capturing again; a non-KEEP graph cannot be
@@ -374,11 +379,13 @@ static void capture_invalidated_by(illegal_call_t call) {
   else
     assert_int_equal(asked, RECAP_ERROR_CAPTURE_INVALIDATED);
 
-  EXPECT_STATUS(recap_graph_capture_end(g, s), RECAP_ERROR_CAPTURE_INVALIDATED);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
   EXPECT_MESSAGE("cudaErrorStreamCaptureInvalidated");
   assert_int_equal(is_capturing(s), 0);
-  recap_pool_id_t none;
-  EXPECT_STATUS(recap_graph_pool(g, &none), RECAP_ERROR_INVALID_USAGE);
+  /* The graph still names the failed capture's pool, for this audit. */
+  recap_pool_id_t named;
+  OK(recap_graph_pool(g, &named));
+  assert_true(named.a == broken.a && named.b == broken.b);
   EXPECT_STATUS(recap_graph_replay(g, s), RECAP_ERROR_INVALID_USAGE);
   /* No reference and no route left: once y is freed, the pool goes with the cache. */
   recap_pool_info_t info = pool_info(broken);
@@ -393,7 +400,7 @@ static void capture_invalidated_by(illegal_call_t call) {
   OK(recap_graph_capture_begin(g, s, NULL));
   float *z = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(z, x, N, 5.0f, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
   gpu_set(x, N, 1.0f, s);
   OK(recap_graph_replay(g, s));
@@ -434,7 +441,7 @@ static void warn_if_has_zero_nodes(void **state) {
   recap_test_log_capture(&record);
   OK(recap_graph_capture_begin(g, s, NULL));
   assert_int_equal(record.warnings, 0);
-  recap_status_t end = recap_graph_capture_end(g, s);
+  recap_status_t end = recap_graph_capture_end(g);
   recap_test_log_stop();
   recap_log_set_level(level);
   OK(end);
@@ -473,7 +480,7 @@ static void capture_oom(void **state) {
   assert_int_equal(status, cudaStreamCaptureStatusActive);
   float *z = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(z, y, N, 1.0f, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
   recap_memory_stats_t after = gpu_stats();
   assert_int_equal(after.num_ooms - before.num_ooms, 1);
@@ -523,7 +530,7 @@ static void capture_oom_releases_cached_segments(void **state) {
   CUDA_OK(cudaStreamIsCapturing(s, &status));
   assert_int_equal(status, cudaStreamCaptureStatusActive);
   CUDA_OK(recap_test_add_scalar(y, y, N, 1.0f, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
 
   OK(recap_graph_replay(g, s));
@@ -565,7 +572,7 @@ static void two_successive(share_t share) {
   CUDA_OK(recap_test_add_scalar(tmp, x, N, 1.0f, s));
   CUDA_OK(recap_test_add_scalar(out1, tmp, N, 1.0f, s));
   OK(recap_free(tmp));
-  OK(recap_graph_capture_end(g1, s));
+  OK(recap_graph_capture_end(g1));
   recap_pool_id_t p1 = pool_of(g1);
   if (share == SHARE_POOL_HANDLE) assert_true(pools_equal(p1, handle));
 
@@ -586,7 +593,7 @@ static void two_successive(share_t share) {
   CUDA_OK(recap_test_add_scalar(tmp, out1, N, 10.0f, s));
   CUDA_OK(recap_test_add_scalar(out2, tmp, N, 10.0f, s));
   OK(recap_free(tmp));
-  OK(recap_graph_capture_end(g2, s));
+  OK(recap_graph_capture_end(g2));
   recap_pool_id_t p2 = pool_of(g2);
 
   recap_memory_stats_t st = gpu_stats();
@@ -659,7 +666,7 @@ static void concurrent_replay(void **state) {
   CUDA_OK(recap_test_spin(SPIN_NS, s1));
   CUDA_OK(recap_test_add_scalar(out1, tmp, N, 1.0f, s1));
   OK(recap_free(tmp));
-  OK(recap_graph_capture_end(g1, s1));
+  OK(recap_graph_capture_end(g1));
 
   OK(recap_graph_capture_begin(g2, s2, NULL));
   tmp = gpu_floats(N, s2);
@@ -668,7 +675,7 @@ static void concurrent_replay(void **state) {
   CUDA_OK(recap_test_spin(SPIN_NS, s2));
   CUDA_OK(recap_test_add_scalar(out2, tmp, N, 100.0f, s2));
   OK(recap_free(tmp));
-  OK(recap_graph_capture_end(g2, s2));
+  OK(recap_graph_capture_end(g2));
   recap_pool_id_t p1 = pool_of(g1), p2 = pool_of(g2);
   assert_false(pools_equal(p1, p2));
 
@@ -719,18 +726,18 @@ static void three_successive(void **state) {
   float *c = gpu_floats(N, s), *d = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(c, x, N, 1.0f, s));
   CUDA_OK(recap_test_add_scalar(d, x, N, 2.0f, s));
-  OK(recap_graph_capture_end(g0, s));
+  OK(recap_graph_capture_end(g0));
 
   OK(recap_graph_capture_begin(g1, s, &o));
   float *e = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(e, c, N, 3.0f, s));
   OK(recap_free(c));
-  OK(recap_graph_capture_end(g1, s));
+  OK(recap_graph_capture_end(g1));
 
   OK(recap_graph_capture_begin(g2, s, &o));
   float *f = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(f, d, N, 4.0f, s));
-  OK(recap_graph_capture_end(g2, s));
+  OK(recap_graph_capture_end(g2));
   assert_int_equal(pool_info(shared).references, 3);
 
   /* Capture order: right. */
@@ -792,7 +799,7 @@ static void memory_stats_and_use_result_after_destroy_graph(void **state) {
   CUDA_OK(recap_test_fill(tmp, tmp_n, 2.0f, s));
   CUDA_OK(recap_test_add_scalar(out, tmp, out_n, 1.0f, s));
   OK(recap_free(tmp));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
 
   recap_memory_stats_t st = gpu_stats();

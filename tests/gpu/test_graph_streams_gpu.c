@@ -46,7 +46,7 @@ static void record_stream_inside_capture(void **state) {
   float *c = gpu_floats(N, s);
   assert_ptr_not_equal(c, a); /* held back: the side stream used it */
   CUDA_OK(recap_test_add_scalar(c, b, N, 100.0f, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
   gpu_check_allocator();
 
@@ -91,7 +91,7 @@ static void allocator_follows_side_stream(void **state) {
   float *out = gpu_floats(N, s);
   assert_int_equal(pool_info(pool).allocated_bytes, (int64_t)(2 * N * sizeof(float)));
   CUDA_OK(recap_test_add_scalar(out, d, N, 1.0f, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   assert_int_equal(pool_info(pool).routed, 0);
   assert_int_equal(pool_info(DEFAULT_POOL).allocated_bytes, default_before.allocated_bytes);
   /* After the capture the side stream allocates from the default pool again. */
@@ -155,7 +155,7 @@ static void capture_with_foreign_malloc(recap_capture_mode_t mode) {
   }
   float *y = gpu_floats(N, s); /* recap's own allocation in this mode */
   CUDA_OK(recap_test_add_scalar(y, x, N, 1.0f, s));
-  recap_status_t end = recap_graph_capture_end(g, s);
+  recap_status_t end = recap_graph_capture_end(g);
   /* Free the raw allocations before any assertion can end the test. */
   if (job.ptr) CUDA_OK(cudaFree(job.ptr));
   if (own) CUDA_OK(cudaFree(own));
@@ -202,7 +202,7 @@ static void *capture_in_thread(void *arg) {
       recap_test_add_scalar(job->out, job->out, N, 1.0f, job->stream))
     job->status = RECAP_ERROR_CUDA;
   pthread_barrier_wait(job->barrier);
-  recap_status_t end = recap_graph_capture_end(job->graph, job->stream);
+  recap_status_t end = recap_graph_capture_end(job->graph);
   if (job->status == RECAP_SUCCESS) job->status = end;
   return NULL;
 }
@@ -274,10 +274,10 @@ static void raw_graph_with_and_without_keep(void **state) {
   OK(recap_graph_capture_begin(kept, s, NULL));
   CUDA_OK(recap_test_fill(x, N, 1.0f, s));
   CUDA_OK(recap_test_scale(x, N, 3.0f, s));
-  OK(recap_graph_capture_end(kept, s));
+  OK(recap_graph_capture_end(kept));
   OK(recap_graph_capture_begin(plain, s, NULL));
   CUDA_OK(recap_test_fill(x, N, 2.0f, s));
-  OK(recap_graph_capture_end(plain, s));
+  OK(recap_graph_capture_end(plain));
   recap_pool_id_t pools[] = {pool_of(kept), pool_of(plain)};
 
   OK(recap_graph_raw(kept, &raw));
@@ -313,7 +313,7 @@ static void raw_exec_before_and_after_instantiate(void **state) {
   OK(recap_graph_create(&plain, 0));
   OK(recap_graph_capture_begin(kept, s, NULL));
   CUDA_OK(recap_test_add_scalar(x, x, N, 1.0f, s));
-  OK(recap_graph_capture_end(kept, s));
+  OK(recap_graph_capture_end(kept));
 
   /* KEEP: not instantiated by capture_end. */
   recap_cuda_graph_exec_t exec = (recap_cuda_graph_exec_t)0x1;
@@ -331,7 +331,7 @@ static void raw_exec_before_and_after_instantiate(void **state) {
   /* Without KEEP, capture_end instantiated it. */
   OK(recap_graph_capture_begin(plain, s, NULL));
   CUDA_OK(recap_test_scale(x, N, 5.0f, s));
-  OK(recap_graph_capture_end(plain, s));
+  OK(recap_graph_capture_end(plain));
   exec = NULL;
   OK(recap_graph_raw_exec(plain, &exec));
   assert_non_null(exec);
@@ -359,7 +359,7 @@ static void repeated_instantiate_and_replay(void **state) {
   CUDA_OK(recap_test_add_scalar(tmp, x, N, 1.0f, s));
   CUDA_OK(recap_test_add_scalar(x, tmp, N, 0.0f, s));
   OK(recap_free(tmp));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
 
   OK(recap_graph_replay(g, s)); /* instantiates on first use */
@@ -407,12 +407,12 @@ static void external_events_between_graphs(void **state) {
   CUDA_OK(recap_test_spin(SPIN_NS, s1)); /* the consumer would overtake without the event */
   CUDA_OK(recap_test_add_scalar(buf, buf, N, 1.0f, s1));
   CUDA_OK(cudaEventRecordWithFlags(produced, s1, cudaEventRecordExternal));
-  OK(recap_graph_capture_end(producer, s1));
+  OK(recap_graph_capture_end(producer));
 
   OK(recap_graph_capture_begin(consumer, s2, NULL));
   CUDA_OK(cudaStreamWaitEvent(s2, produced, cudaEventWaitExternal));
   CUDA_OK(recap_test_add_scalar(out, buf, N, 0.0f, s2));
-  OK(recap_graph_capture_end(consumer, s2));
+  OK(recap_graph_capture_end(consumer));
   recap_pool_id_t pools[] = {pool_of(producer), pool_of(consumer)};
 
   for (int round = 1; round <= 3; round++) {
@@ -450,7 +450,7 @@ static void event_timing_inside_graph(void **state) {
   CUDA_OK(recap_test_spin(2ull * 1000 * 1000, s)); /* 2 ms */
   CUDA_OK(recap_test_add_scalar(x, x, N, 1.0f, s));
   CUDA_OK(cudaEventRecordWithFlags(stop, s, cudaEventRecordExternal));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
 
   OK(recap_graph_replay(g, s));
@@ -496,7 +496,7 @@ static void multi_stream_capture_with_host_node(void **state) {
   gpu_join(s, s2, join2);
   CUDA_OK(recap_test_add(c, a, b, N, s));
   CUDA_OK(cudaLaunchHostFunc(s, count_call, &calls));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
   size_t nodes = 0;
   OK(recap_graph_node_count(g, &nodes));
@@ -558,7 +558,7 @@ static void kernel_memcpy_memset_pipeline(void **state) {
   OK(recap_graph_create(&g, 0));
   OK(recap_graph_capture_begin(g, s, NULL));
   pipeline(s, h_in, h_out, d_in, d_tmp);
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
   CUDA_OK(cudaDeviceSynchronize());
   for (size_t i = 0; i < N; i++) assert_true(h_out[i] == 0.0f); /* nothing ran at capture */
@@ -618,7 +618,7 @@ static void inspect_kernel_memset_memcpy(void **state) {
   CUDA_OK(recap_test_fill_shaped(x, N, 1.5f, 4, 64, s));
   CUDA_OK(cudaMemsetAsync(y, 0, (N / 4) * sizeof(float), s));
   CUDA_OK(cudaMemcpyAsync(z, x, (N / 2) * sizeof(float), cudaMemcpyDeviceToDevice, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
 
   recap_graph_info_t *info = NULL;

@@ -72,7 +72,7 @@ static void nothing_dead(void **state) {
   begin_capture(g, s);
   float *y = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(y, x, N, 2.0f, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
   assert_int_equal(input_count(g), 1);
   assert_true(has_input(g, x));
@@ -103,7 +103,7 @@ static void one_dead_input(void **state) {
   begin_capture(g, s);
   float *y = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(y, x, N, 1.0f, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
   OK(recap_graph_replay(g, s));
   CUDA_OK(cudaStreamSynchronize(s));
@@ -135,7 +135,7 @@ static void dead_intermediate_is_fine(void **state) {
   float *out = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(out, tmp, N, 1.0f, s));
   OK(recap_free(tmp));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
   assert_int_equal(input_count(g), 1);
   assert_true(has_input(g, x));
@@ -159,7 +159,7 @@ static void one_of_several_inputs_dead(void **state) {
   float *out = gpu_floats(N, s);
   CUDA_OK(recap_test_add(out, a, b, N, s));
   CUDA_OK(recap_test_axpy(out, c, N, 2.0f, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
   assert_int_equal(input_count(g), 3);
   OK(recap_free(b));
@@ -191,7 +191,7 @@ static void dead_model_weights(void **state) {
   CUDA_OK(recap_test_add(h, x, weights, N, s));
   for (size_t layer = 1; layer < 4; layer++)
     CUDA_OK(recap_test_add(h, h, weights + layer * N, N, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
   assert_int_equal(input_count(g), 2);
   const recap_liveness_input_t *inputs;
@@ -223,7 +223,7 @@ static void buffer_dies_between_replays(void **state) {
   OK(recap_graph_create(&g, 0));
   begin_capture(g, s);
   CUDA_OK(recap_test_add_scalar(y, x, N, 1.0f, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
   OK(recap_graph_replay(g, s));
   gpu_expect_all(y, N, 2.0f);
@@ -247,7 +247,7 @@ static void freed_and_reallocated_at_the_same_address(void **state) {
   begin_capture(g, s);
   float *y = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(y, x, N, 1.0f, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
   CUDA_OK(cudaStreamSynchronize(s));
   OK(recap_free(x));
@@ -277,11 +277,11 @@ static void output_of_earlier_graph_in_shared_pool_not_flagged(void **state) {
   OK(recap_graph_capture_begin(first, s, &o));
   float *mid = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(mid, x, N, 1.0f, s));
-  OK(recap_graph_capture_end(first, s));
+  OK(recap_graph_capture_end(first));
   OK(recap_graph_capture_begin(second, s, &o));
   float *out = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(out, mid, N, 1.0f, s));
-  OK(recap_graph_capture_end(second, s));
+  OK(recap_graph_capture_end(second));
   assert_true(has_input(first, x));
   assert_int_equal(input_count(second), 0);
   OK(recap_graph_replay(first, s));
@@ -308,7 +308,7 @@ static void inputs_of_streams_outside_the_capture_are_not_tracked(void **state) 
   OK(recap_graph_capture_begin(g, s, &o));
   CUDA_OK(recap_test_fill(x, N, 1.0f, s));
   CUDA_OK(recap_test_fill(z, N, 2.0f, other)); /* eager: not part of the graph */
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
   assert_int_equal(input_count(g), 1);
   assert_true(has_input(g, x));
@@ -343,7 +343,7 @@ static void *capture_job(void *arg) {
   if (j->status == RECAP_SUCCESS) {
     if (recap_test_add_scalar(j->output, j->input, N, 1.0f, j->stream) != cudaSuccess)
       j->status = RECAP_ERROR_CUDA;
-    recap_status_t end = recap_graph_capture_end(j->graph, j->stream);
+    recap_status_t end = recap_graph_capture_end(j->graph);
     if (j->status == RECAP_SUCCESS) j->status = end;
   }
   snprintf(j->message, sizeof j->message, "%s", recap_last_error());
@@ -404,7 +404,7 @@ static void copies_and_memsets_are_inputs(void **state) {
   begin_capture(g, s);
   CUDA_OK(cudaMemcpyAsync(dst, src + 16, (N - 16) * sizeof(float), cudaMemcpyDeviceToDevice, s));
   CUDA_OK(cudaMemsetAsync(zeroed + N, 0, N * sizeof(float), s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
   assert_int_equal(input_count(g), 3);
   assert_true(has_input(g, src));
@@ -432,7 +432,7 @@ static void allocation_sites_in_the_message(void **state) {
   OK(recap_graph_create(&g, 0));
   begin_capture(g, s);
   CUDA_OK(recap_test_scale(x, N, 2.0f, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
   CUDA_OK(cudaStreamSynchronize(s));
   OK(recap_free(x));

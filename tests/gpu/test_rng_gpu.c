@@ -141,7 +141,7 @@ static void graph_rng_functional(void **state) {
   recap_graph_t g = graph_begin(s);
   OK(recap_rng_dropout(gen, graph_in, mid, NULL, n, p, s));
   OK(recap_rng_dropout(gen, mid, graph_out, NULL, n, p, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   gpu_expect_all(mid, n, -7.0f); /* captured, not run */
   gpu_expect_all(graph_out, n, -7.0f);
   assert_int_equal(offset_of(gen), 0);
@@ -263,7 +263,7 @@ static void graph_rng_distributions(void **state) {
     recap_graph_t g = graph_begin(s);
     draw(d, gen, a, n, s);
     draw(d, gen, b, n, s);
-    OK(recap_graph_capture_end(g, s));
+    OK(recap_graph_capture_end(g));
 
     OK(recap_generator_set_seed(gen, 1000 + k));
     for (int i = 0; i < 4; i++) draw(d, gen, e[i], n, s);
@@ -316,7 +316,7 @@ static void graph_manual_seed_mismatch_raises(void **state) {
   EXPECT_STATUS(recap_generator_get_offset(gen, &v), RECAP_ERROR_INVALID_USAGE);
   EXPECT_STATUS(recap_generator_set_offset(gen, 8), RECAP_ERROR_INVALID_USAGE);
   /* The refusal leaves the capture intact. */
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   OK(recap_generator_set_seed(gen, 4));
   OK(recap_graph_replay(g, s));
   OK(recap_generator_set_seed(gen, 4));
@@ -353,7 +353,7 @@ static void memory_stats_of_multiple_generators_and_graphs(void **state) {
   for (int i = 0; i < GRAPHS; i++) {
     recap_graph_t g = graph_begin(s);
     for (int k = 0; k < GENERATORS; k++) OK(recap_rng_uniform(gens[k], out, n, s));
-    OK(recap_graph_capture_end(g, s));
+    OK(recap_graph_capture_end(g));
     for (int r = 0; r < REPLAYS; r++) OK(recap_graph_replay(g, s));
     recap_memory_stats_t now = gpu_stats();
     assert_int_equal(now.allocated_bytes[RECAP_STAT_ALL].current,
@@ -398,7 +398,7 @@ static void dropout_masks_graphed_equal_eager(void **state) {
 
   recap_graph_t g = graph_begin(s);
   OK(recap_rng_dropout(gen, in, out, mask, n, p, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
 
   OK(recap_generator_set_seed(gen, 77));
   OK(recap_graph_replay(g, s));
@@ -472,7 +472,7 @@ static void user_kernel_through_rng_device_header(void **state) {
   OK(recap_generator_philox_state(gen, s, increment, &st));
   assert_int_equal(st.captured, 1);
   CUDA_OK(recap_rng_test_user_uniform(st, a, n, grid, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   OK(recap_generator_set_seed(gen, 11));
   OK(recap_graph_replay(g, s));
   copy_async(first, a, n * sizeof(float), s);
@@ -504,7 +504,7 @@ static void user_kernel_through_rng_device_header(void **state) {
   OK(recap_generator_philox_state(gen, s, 1, &st));
   assert_int_equal(st.offset_intragraph, 8);
   CUDA_OK(recap_rng_test_unpack(st, words + 2, s));
-  OK(recap_graph_capture_end(g, s));
+  OK(recap_graph_capture_end(g));
   OK(recap_generator_set_seed(gen, 9));
   OK(recap_generator_set_offset(gen, 40));
   OK(recap_graph_replay(g, s));

@@ -112,13 +112,13 @@ static void a_million_replays_of_two_graphs_sharing_a_pool(void **state) {
   CUDA_OK(recap_test_add_scalar(tmp, out, N, 0.0f, s));
   CUDA_OK(recap_test_add(count_a, count_a, tmp, N, s));
   OK(recap_free(tmp));
-  OK(recap_graph_capture_end(a, s));
+  OK(recap_graph_capture_end(a));
   OK(recap_graph_capture_begin(b, s, &o));
   float *tmp2 = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(tmp2, out, N, 0.0f, s));
   CUDA_OK(recap_test_add(count_b, count_b, tmp2, N, s));
   OK(recap_free(tmp2));
-  OK(recap_graph_capture_end(b, s));
+  OK(recap_graph_capture_end(b));
 
   /* Warm up: the first replays and one round of eager churn fill the caches. */
   long replays = soak_replays();
@@ -251,7 +251,7 @@ static recap_status_t workload(outcome_t *o, bool check_values) {
     if (gen && STEP(o, recap_malloc((void **)&noise, N * sizeof(float), s)))
       STEP(o, recap_rng_uniform(gen, noise, N, s));
     if (tmp) STEP(o, recap_free(tmp));
-    if (STEP(o, recap_graph_capture_end(g, s))) STEP(o, recap_graph_pool(g, &pool));
+    if (STEP(o, recap_graph_capture_end(g))) STEP(o, recap_graph_pool(g, &pool));
   }
   for (int i = 0; i < 3; i++) replayed = STEP(o, recap_graph_replay(g, s)) || replayed;
   CUDA_OK(cudaStreamSynchronize(s));
