@@ -128,7 +128,7 @@ static void *capture_worker(void *arg) {
     T_OK(recap_free(a));
     recap__fake_launch_kernel(s, "stress_capture2");
     T_OK(recap_free(b));
-    T_OK(recap_graph_capture_end(g, s));
+    T_OK(recap_graph_capture_end(g));
     t->rounds++;
     /* The graphs of one pool replay in the order they were captured: the older one first. */
     if (kept) T_OK(recap_graph_replay(kept, s));

@@ -86,7 +86,13 @@ typedef struct graph {
   int depth;           /* annotation scopes open */
   int scope_streams[MAX_DEPTH];
   bool annotations_unknown;
+  /* Whether recap_graph_pool names the pool of a failed capture (recap/graph.h: from a failed
+   * end until a reset or another capture): POOL_NONE, POOL_NAMED, or POOL_UNKNOWN after a
+   * failed begin, which names one only if the stream had begun capturing. */
+  int failed_pool;
 } graph_t;
+
+enum { POOL_NONE, POOL_NAMED, POOL_UNKNOWN };
 
 typedef struct gen {
   recap_generator_t h;
@@ -586,6 +592,7 @@ static recap_status_t begin_expected(int g, int j, int shared) {
 static void capture_started(int g, int j, int mode, int shared, bool liveness, bool scope) {
   graph_t *gr = &st.graphs[g];
   gr->state = CAPTURING;
+  gr->failed_pool = POOL_NONE;
   gr->stream = j;
   gr->mode = mode;
   gr->shared = shared;
@@ -629,6 +636,7 @@ static void op_capture_begin(void) {
         mode, shared, liveness, recap_status_name(s));
   expect_or_fault(s, want, "recap_graph_capture_begin");
   if (s == RECAP_SUCCESS) capture_started(g, j, mode, shared, liveness, false);
+  if (s != RECAP_SUCCESS && st.graphs[g].state == FRESH) st.graphs[g].failed_pool = POOL_UNKNOWN;
 }
 
 /* What ending g's capture must return, given the faults that fired. */
@@ -647,18 +655,19 @@ static void capture_ended(int g, recap_status_t s, const char *call) {
     expect_or_fault(s, RECAP_SUCCESS, call);
   }
   capture_over(g, s == RECAP_SUCCESS);
+  if (s != RECAP_SUCCESS) gr->failed_pool = POOL_NAMED;
 }
 
 static void op_capture_end(void) {
-  int g = byte() % GRAPHS, j = pick_stream();
+  int g = byte() % GRAPHS;
   graph_t *gr = &st.graphs[g];
   if (!gr->h) return;
   call_begins();
-  recap_status_t s = recap_graph_capture_end(gr->h, st.streams[j]);
+  recap_status_t s = recap_graph_capture_end(gr->h);
   call_ends();
-  TRACE("recap_graph_capture_end(graph %d, stream %d) -> %s", g, j, recap_status_name(s));
-  if (gr->state != CAPTURING || j != gr->stream) {
-    /* Not capturing, or another stream than its own: refused, the capture goes on. */
+  TRACE("recap_graph_capture_end(graph %d) -> %s", g, recap_status_name(s));
+  if (gr->state != CAPTURING) {
+    /* Not capturing: refused. */
     expect(s, RECAP_ERROR_INVALID_USAGE, "recap_graph_capture_end");
     return;
   }
@@ -674,8 +683,8 @@ static void op_scope_begin(void) {
   if (!gr->h) return;
   recap_scope_options_t o = RECAP_SCOPE_OPTIONS_INIT;
   o.stream = j >= 0 ? st.streams[j] : NULL;
-  o.mode = (recap_capture_mode_t)mode;
-  if (shared >= 0) o.pool = st.shared[shared];
+  o.capture.mode = (recap_capture_mode_t)mode;
+  if (shared >= 0) o.capture.pool = st.shared[shared];
   bool others = any_capture();
   recap_stream_t out = NULL;
   call_begins();
@@ -705,6 +714,7 @@ static void op_scope_begin(void) {
     for (int o2 = 0; o2 < GRAPHS; o2++)
       if (st.graphs[o2].state == CAPTURING) st.graphs[o2].maybe_invalid = true;
   if (s == RECAP_SUCCESS) capture_started(g, js, mode, shared, false, true);
+  if (s != RECAP_SUCCESS && gr->state == FRESH) gr->failed_pool = POOL_UNKNOWN;
 }
 
 static void op_scope_end(void) {
@@ -802,6 +812,7 @@ static void op_reset(void) {
   events_may_have_waited();
   expect(s, RECAP_SUCCESS, destroy ? "recap_graph_destroy" : "recap_graph_reset");
   graph_fresh(g);
+  gr->failed_pool = POOL_NONE;
   if (destroy) memset(gr, 0, sizeof *gr);
 }
 
@@ -980,8 +991,15 @@ static void op_access(void) {
       recap_pool_id_t pool;
       s = recap_graph_pool(gr->h, &pool);
       TRACE("recap_graph_pool(graph %d) -> %s", g, recap_status_name(s));
-      expect(s, gr->state != FRESH ? RECAP_SUCCESS : RECAP_ERROR_INVALID_USAGE, "recap_graph_pool");
+      if (gr->state == FRESH && gr->failed_pool == POOL_UNKNOWN)
+        check_last(s, "recap_graph_pool");
+      else
+        expect(s,
+               gr->state != FRESH || gr->failed_pool == POOL_NAMED ? RECAP_SUCCESS
+                                                                   : RECAP_ERROR_INVALID_USAGE,
+               "recap_graph_pool");
       if (s == RECAP_SUCCESS && gr->shared >= 0 &&
+          (gr->state != FRESH || gr->failed_pool == POOL_NAMED) &&
           (pool.a != st.shared[gr->shared].a || pool.b != st.shared[gr->shared].b))
         die("recap_graph_pool is not the shared pool the capture was given", s);
       return;
