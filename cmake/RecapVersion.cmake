@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: BSD-3-Clause
-# RecapVersion.cmake — read the version from include/recap.h, so the header is its only source.
+# RecapVersion.cmake — read the version from include/recap/core.h, so the header is its only source.
 
 # recap_read_version(<header> <out-var>): sets <out-var> to "major.minor.patch" as the header's
 # RECAP_VERSION_MAJOR/MINOR/PATCH macros give it.

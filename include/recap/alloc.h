@@ -12,7 +12,7 @@
 #ifndef RECAP_ALLOC_H
 #define RECAP_ALLOC_H
 
-#include "../recap.h"
+#include "core.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -29,7 +29,7 @@
 #ifndef RECAP_ANNOTATE_H
 #define RECAP_ANNOTATE_H
 
-#include "../recap.h"
+#include "core.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -20,7 +20,7 @@
 #ifndef RECAP_GRAPH_H
 #define RECAP_GRAPH_H
 
-#include "../recap.h"
+#include "core.h"
 #include "alloc.h"
 
 #ifdef __cplusplus

@@ -41,7 +41,7 @@
 #ifndef RECAP_GRAPHED_H
 #define RECAP_GRAPHED_H
 
-#include "../recap.h"
+#include "core.h"
 #include "alloc.h"
 #include "graph.h"
 

@@ -9,7 +9,7 @@
 #ifndef RECAP_INSPECT_H
 #define RECAP_INSPECT_H
 
-#include "../recap.h"
+#include "core.h"
 #include "graph.h"
 
 #ifdef __cplusplus

@@ -31,7 +31,7 @@
 #ifndef RECAP_LIVENESS_H
 #define RECAP_LIVENESS_H
 
-#include "../recap.h"
+#include "core.h"
 #include "graph.h"
 
 #ifdef __cplusplus

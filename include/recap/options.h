@@ -10,7 +10,7 @@
 #ifndef RECAP_OPTIONS_H
 #define RECAP_OPTIONS_H
 
-#include "../recap.h"
+#include "core.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -15,7 +15,7 @@
 #ifndef RECAP_RNG_H
 #define RECAP_RNG_H
 
-#include "../recap.h"
+#include "core.h"
 
 #ifdef __cplusplus
 extern "C" {
