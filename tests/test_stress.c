@@ -27,6 +27,7 @@
 #include "graph/registry.h"
 #include "harness.h"
 #include "fake_util.h"
+#include "stress_util.h"
 #include "recap.h"
 
 /* ---- shared helpers ----------------------------------------------------------------------- */
@@ -37,32 +38,6 @@ static int scale(void) {
   return n > 0 ? n : 1;
 }
 
-/* xorshift64*: a deterministic stream of numbers per thread. */
-static uint64_t next_random(uint64_t *state) {
-  uint64_t x = *state;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  *state = x;
-  return x * 0x2545F4914F6CDD1DULL;
-}
-
-/* Messages from threads: the first failure is kept, and the test fails with it after the join
- * (cmocka's checks may only be called from the test's own thread). */
-static pthread_mutex_t failure_lock = PTHREAD_MUTEX_INITIALIZER;
-static char failure[1024];
-
-static void thread_fail(const char *fmt, ...) {
-  pthread_mutex_lock(&failure_lock);
-  if (!failure[0]) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(failure, sizeof failure, fmt, ap);
-    va_end(ap);
-  }
-  pthread_mutex_unlock(&failure_lock);
-}
-
 #define T_OK(expr)                                                                              \
   do {                                                                                          \
     recap_status_t t_ok_s_ = (expr);                                                            \
@@ -71,10 +46,6 @@ static void thread_fail(const char *fmt, ...) {
       goto out;                                                                                 \
     }                                                                                           \
   } while (0)
-
-static void expect_no_thread_failure(void) {
-  if (failure[0]) fail_msg("%s", failure);
-}
 
 /* A barrier that a failing thread can open for good, so that the others never wait for it. */
 typedef struct stress_barrier {
@@ -133,7 +104,7 @@ static _Atomic int warnings;
 static void begin(void) {
   reset();
   recap__graphs_disabled_override(0);
-  failure[0] = '\0';
+  thread_failure_clear();
   atomic_store(&warnings, 0);
   recap_log_set(quiet_log, (void *)&warnings);
 }

@@ -31,6 +31,7 @@
 #include "graph/registry.h"
 #include "harness.h"
 #include "fake_util.h"
+#include "stress_util.h"
 #include "recap.h"
 
 enum { CAPTURE_THREADS = 2, FREE_THREADS = 2, MAX_ROUNDS = 100000 };
@@ -45,39 +46,6 @@ static double now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* xorshift64*: a deterministic stream of numbers per thread. */
-static uint64_t next_random(uint64_t *state) {
-  uint64_t x = *state;
-  x ^= x >> 12;
-  x ^= x << 25;
-  x ^= x >> 27;
-  *state = x;
-  return x * 0x2545F4914F6CDD1DULL;
-}
-
-/* The first failure of any thread; the test fails with it after the join (cmocka's checks may
- * only be called from the test's own thread). */
-static pthread_mutex_t failure_lock = PTHREAD_MUTEX_INITIALIZER;
-static char failure[1024];
-
-static void thread_fail(const char *fmt, ...) {
-  pthread_mutex_lock(&failure_lock);
-  if (!failure[0]) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(failure, sizeof failure, fmt, ap);
-    va_end(ap);
-  }
-  pthread_mutex_unlock(&failure_lock);
-}
-
-static bool failed(void) {
-  pthread_mutex_lock(&failure_lock);
-  bool f = failure[0] != '\0';
-  pthread_mutex_unlock(&failure_lock);
-  return f;
 }
 
 #define T_OK(expr)                                                                    \
@@ -115,7 +83,7 @@ static void *capture_worker(void *arg) {
   recap_pool_id_t pool = recap_pool_handle();
   recap_graph_t kept = NULL, g = NULL;
   int round = 0;
-  for (; round < MAX_ROUNDS && now() < t->until && !failed(); round++) {
+  for (; round < MAX_ROUNDS && now() < t->until && !thread_failed(); round++) {
     T_OK(recap_graph_create(&g, 0));
     recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
     o.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
@@ -185,7 +153,7 @@ static void *free_worker(void *arg) {
   recap_stream_t own = recap__fake_stream_new();
   uint64_t rng = 0x9E3779B97F4A7C15ULL * (uint64_t)(t->id + 1);
   int round = 0;
-  for (; atomic_load(&capturing_threads) > 0 && !failed(); round++) {
+  for (; atomic_load(&capturing_threads) > 0 && !thread_failed(); round++) {
     void *p = NULL;
     size_t size = 512 + next_random(&rng) % (256 * KiB);
     T_OK(recap_malloc(&p, size, own));
@@ -225,7 +193,7 @@ out:
 static void frees_across_threads_during_captures(void **state) {
   (void)state;
   reset();
-  failure[0] = '\0';
+  thread_failure_clear();
   recap_log_set(quiet_log, NULL);
   for (int i = 0; i < CAPTURE_THREADS; i++) capture_streams[i] = recap__fake_stream_new();
   atomic_store(&capturing_threads, CAPTURE_THREADS);
@@ -263,7 +231,7 @@ static void frees_across_threads_during_captures(void **state) {
       "thread\n",
       CAPTURE_THREADS, c[0].rounds, c[1].rounds, FREE_THREADS, (unsigned long long)allocations,
       (unsigned long long)uses, (unsigned long long)cross);
-  if (failure[0]) fail_msg("%s", failure);
+  expect_no_thread_failure();
   assert_true(c[0].rounds > 0 && c[1].rounds > 0 && cross > 0);
 
   /* Everything was freed and destroyed: the statistics agree and nothing is left. */
