@@ -142,28 +142,6 @@ static void bim_log(recap_log_level_t level, const char *message, void *user_dat
     }                                                                                          \
   } while (0)
 
-/* The callable of the fixture: out = f(x) and, backward, dx = g(dout). */
-static recap_status_t toy_forward(void *ctx, recap_stream_t stream, int training,
-                                  const recap_buffer_t *inputs, recap_buffer_t *outputs) {
-  (void)ctx;
-  (void)training;
-  recap__fake_launch_kernel(stream, "bim_forward");
-  outputs[0].bytes = inputs[0].bytes;
-  return recap_malloc(&outputs[0].data, outputs[0].bytes, stream);
-}
-
-static recap_status_t toy_backward(void *ctx, recap_stream_t stream, const recap_buffer_t *inputs,
-                                   const recap_buffer_t *outputs,
-                                   const recap_buffer_t *grad_outputs,
-                                   recap_buffer_t *grad_inputs) {
-  (void)ctx;
-  (void)inputs;
-  (void)outputs;
-  recap__fake_launch_kernel(stream, "bim_backward");
-  grad_inputs[0].bytes = grad_outputs[0].bytes;
-  return recap_malloc(&grad_inputs[0].data, grad_inputs[0].bytes, stream);
-}
-
 static void bim_setup(bim_fixture_t *f) {
   memset(f, 0, sizeof *f);
   recap_test_reset(NULL);
@@ -184,8 +162,8 @@ static void bim_setup(bim_fixture_t *f) {
   f->inputs[0] = (recap_buffer_t){f->x, sizeof f->x};
   f->grad_outputs[0] = (recap_buffer_t){f->gx, sizeof f->gx};
   f->descs[0] = (recap_callable_desc_t){.size = sizeof(recap_callable_desc_t),
-                                        .forward = toy_forward,
-                                        .backward = toy_backward,
+                                        .forward = plain_forward,
+                                        .backward = plain_backward,
                                         .input_count = 1,
                                         .sample_inputs = f->inputs,
                                         .requires_grad = requires_grad,

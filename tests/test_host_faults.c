@@ -29,52 +29,10 @@
 #include "host_faults.h"
 #include "reset.h"
 #include "fake_util.h"
+#include "sweep_util.h"
 #include "recap.h"
 
 /* ---- the workload ------------------------------------------------------------------------- */
-
-/* The first failure of a run: its status and message, and where it happened. */
-typedef struct outcome {
-  recap_status_t status;
-  char message[1024];
-  char where[128];
-  char checker[1024]; /* the first checker failure after a step, if any */
-} outcome_t;
-
-/* Record a step's status; true when it succeeded. The checker runs after every step, with
- * host allocations still failing where armed: it must not need any. */
-static bool step_at(outcome_t *o, recap_status_t s, const char *where) {
-  if (s != RECAP_SUCCESS && o->status == RECAP_SUCCESS) {
-    o->status = s;
-    snprintf(o->message, sizeof o->message, "%s", recap_last_error());
-    snprintf(o->where, sizeof o->where, "%s", where);
-  }
-  if (!o->checker[0] && recap_memory_check() != RECAP_SUCCESS)
-    snprintf(o->checker, sizeof o->checker, "after %s: %s", where, recap_last_error());
-  return s == RECAP_SUCCESS;
-}
-#define STEP(o, expr) step_at((o), (expr), #expr)
-
-static recap_status_t toy_forward(void *ctx, recap_stream_t stream, int training,
-                                  const recap_buffer_t *inputs, recap_buffer_t *outputs) {
-  (void)ctx;
-  (void)training;
-  recap__fake_launch_kernel(stream, "host_sweep_forward");
-  outputs[0].bytes = inputs[0].bytes;
-  return recap_malloc(&outputs[0].data, outputs[0].bytes, stream);
-}
-
-static recap_status_t toy_backward(void *ctx, recap_stream_t stream, const recap_buffer_t *inputs,
-                                   const recap_buffer_t *outputs,
-                                   const recap_buffer_t *grad_outputs,
-                                   recap_buffer_t *grad_inputs) {
-  (void)ctx;
-  (void)inputs;
-  (void)outputs;
-  recap__fake_launch_kernel(stream, "host_sweep_backward");
-  grad_inputs[0].bytes = grad_outputs[0].bytes;
-  return recap_malloc(&grad_inputs[0].data, grad_inputs[0].bytes, stream);
-}
 
 /* A graph with annotations and input-liveness checks: it reads `input` (an eager block) and a
  * temporary of its own pool, inside two nested scopes. Then its inspection, JSON and
@@ -123,7 +81,6 @@ static recap_status_t workload(outcome_t *o) {
   recap_generator_t gen = NULL;
   recap_graph_t g1 = NULL, g2 = NULL, g3 = NULL;
   recap_graphed_t h = NULL;
-  static float x[256], gx[256];
   recap_annotations_enable(1);
   recap_liveness_debug_enable(1);
 
@@ -170,23 +127,7 @@ static recap_status_t workload(outcome_t *o) {
   }
 
   /* A graphed callable, forward and backward, then eagerly. */
-  static const int requires_grad[1] = {1};
-  recap_buffer_t in[1] = {{x, sizeof x}}, grad[1] = {{gx, sizeof gx}};
-  recap_callable_desc_t desc = {.size = sizeof(recap_callable_desc_t),
-                                .forward = toy_forward,
-                                .backward = toy_backward,
-                                .input_count = 1,
-                                .sample_inputs = in,
-                                .requires_grad = requires_grad,
-                                .output_count = 1};
-  recap_graphed_options_t gopts = RECAP_GRAPHED_OPTIONS_INIT;
-  gopts.warmup_iters = 1;
-  if (STEP(o, recap_graphed_create(&h, &desc, 1, &gopts))) {
-    const recap_buffer_t *outs = NULL, *grads = NULL;
-    if (STEP(o, recap_graphed_forward(h, s1, 1, in, &outs)))
-      STEP(o, recap_graphed_backward(h, s1, grad, &grads));
-    STEP(o, recap_graphed_forward(h, s1, 0, in, &outs));
-  }
+  sweep_graphed(o, &h, s1, plain_forward);
 
   /* The snapshot, then the cleanup, which runs whatever failed before. */
   char *json = NULL;

@@ -24,59 +24,21 @@
 #include "harness.h"
 #include "reset.h"
 #include "fake_util.h"
+#include "sweep_util.h"
 #include "recap.h"
 
 /* ---- the workload ------------------------------------------------------------------------- */
 
-/* The first failure of a run: its status and message, and where it happened. */
-typedef struct outcome {
-  recap_status_t status;
-  char message[1024];
-  char where[96];
-  int steps;
-  char checker[1024]; /* the first checker failure after a step, if any */
-} outcome_t;
-
-/* Record a step's status; true when it succeeded. The checker runs after every step. */
-static bool step_at(outcome_t *o, recap_status_t s, const char *where) {
-  o->steps++;
-  if (s != RECAP_SUCCESS && o->status == RECAP_SUCCESS) {
-    o->status = s;
-    snprintf(o->message, sizeof o->message, "%s", recap_last_error());
-    snprintf(o->where, sizeof o->where, "%s", where);
-  }
-  if (!o->checker[0] && recap_memory_check() != RECAP_SUCCESS)
-    snprintf(o->checker, sizeof o->checker, "after %s: %s", where, recap_last_error());
-  return s == RECAP_SUCCESS;
-}
-#define STEP(o, expr) step_at((o), (expr), #expr)
-
+/* The plain forward, and a temporary the pass frees again, from the capture's pool. */
 static recap_status_t toy_forward(void *ctx, recap_stream_t stream, int training,
                                   const recap_buffer_t *inputs, recap_buffer_t *outputs) {
-  (void)ctx;
-  (void)training;
-  recap__fake_launch_kernel(stream, "sweep_forward");
-  outputs[0].bytes = inputs[0].bytes;
-  recap_status_t s = recap_malloc(&outputs[0].data, outputs[0].bytes, stream);
+  recap_status_t s = plain_forward(ctx, stream, training, inputs, outputs);
   if (s != RECAP_SUCCESS) return s;
-  /* A temporary the pass frees again, from the capture's pool. */
   void *tmp = NULL;
   s = recap_malloc(&tmp, 2 * MiB, stream);
   if (s == RECAP_SUCCESS) recap__fake_launch_kernel(stream, "sweep_forward_tmp");
   recap_free(tmp);
   return s;
-}
-
-static recap_status_t toy_backward(void *ctx, recap_stream_t stream, const recap_buffer_t *inputs,
-                                   const recap_buffer_t *outputs,
-                                   const recap_buffer_t *grad_outputs,
-                                   recap_buffer_t *grad_inputs) {
-  (void)ctx;
-  (void)inputs;
-  (void)outputs;
-  recap__fake_launch_kernel(stream, "sweep_backward");
-  grad_inputs[0].bytes = grad_outputs[0].bytes;
-  return recap_malloc(&grad_inputs[0].data, grad_inputs[0].bytes, stream);
 }
 
 static recap_status_t workload(outcome_t *o) {
@@ -86,7 +48,6 @@ static recap_status_t workload(outcome_t *o) {
   recap_generator_t gen = NULL;
   recap_graph_t g1 = NULL, g2 = NULL;
   recap_graphed_t h = NULL;
-  static float x[256], gx[256];
 
   /* Eager allocations of every size class; one used by another stream, then freed. */
   STEP(o, recap_malloc(&a, 256 * KiB, s1));
@@ -131,24 +92,8 @@ static recap_status_t workload(outcome_t *o) {
     if (STEP(o, recap_graph_capture_end(g2))) STEP(o, recap_graph_replay(g2, s1));
   }
 
-  /* A graphed callable, forward and backward. */
-  static const int requires_grad[1] = {1};
-  recap_buffer_t in[1] = {{x, sizeof x}}, grad[1] = {{gx, sizeof gx}};
-  recap_callable_desc_t desc = {.size = sizeof(recap_callable_desc_t),
-                                .forward = toy_forward,
-                                .backward = toy_backward,
-                                .input_count = 1,
-                                .sample_inputs = in,
-                                .requires_grad = requires_grad,
-                                .output_count = 1};
-  recap_graphed_options_t gopts = RECAP_GRAPHED_OPTIONS_INIT;
-  gopts.warmup_iters = 1;
-  if (STEP(o, recap_graphed_create(&h, &desc, 1, &gopts))) {
-    const recap_buffer_t *outs = NULL, *grads = NULL;
-    if (STEP(o, recap_graphed_forward(h, s1, 1, in, &outs)))
-      STEP(o, recap_graphed_backward(h, s1, grad, &grads));
-    STEP(o, recap_graphed_forward(h, s1, 0, in, &outs)); /* the other mode: eager */
-  }
+  /* A graphed callable, forward and backward, then eagerly. */
+  sweep_graphed(o, &h, s1, toy_forward);
 
   /* Eager work after it all, and the cleanup, which runs whatever failed before. */
   STEP(o, recap_malloc(&eager, 5 * MiB, s2));

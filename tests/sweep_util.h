@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * sweep_util.h — what the fault sweeps (test_stress_faults, test_host_faults) share: the record
+ * of a workload run's first failure, the STEP that records every step of the workload and runs
+ * the allocator's checker after it, and the workload's graphed-callable part.
+ *
+ * Include after fake_util.h. Every helper is static inline.
+ */
+#ifndef RECAP_TEST_SWEEP_UTIL_H
+#define RECAP_TEST_SWEEP_UTIL_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "fake_util.h"
+#include "recap.h"
+
+/* The first failure of a run: its status and message, and where it happened. */
+typedef struct outcome {
+  recap_status_t status;
+  char message[1024];
+  char where[128];
+  char checker[1024]; /* the first checker failure after a step, if any */
+} outcome_t;
+
+/* Record a step's status; true when it succeeded. The checker runs after every step, with the
+ * sweep's fault still armed: it must work without the calls that fail. */
+static inline bool step_at(outcome_t *o, recap_status_t s, const char *where) {
+  if (s != RECAP_SUCCESS && o->status == RECAP_SUCCESS) {
+    o->status = s;
+    snprintf(o->message, sizeof o->message, "%s", recap_last_error());
+    snprintf(o->where, sizeof o->where, "%s", where);
+  }
+  if (!o->checker[0] && recap_memory_check() != RECAP_SUCCESS)
+    snprintf(o->checker, sizeof o->checker, "after %s: %s", where, recap_last_error());
+  return s == RECAP_SUCCESS;
+}
+#define STEP(o, expr) step_at((o), (expr), #expr)
+
+/* A graphed callable of `forward` and plain_backward (fake_util.h) on one input that requires
+ * its gradient: created into *h, run forward and backward, then forward again in the other
+ * mode (eagerly). The caller destroys *h. */
+static inline void sweep_graphed(outcome_t *o, recap_graphed_t *h, recap_stream_t s,
+                                 recap_forward_fn forward) {
+  static float x[256], gx[256];
+  static const int requires_grad[1] = {1};
+  recap_buffer_t in[1] = {{x, sizeof x}}, grad[1] = {{gx, sizeof gx}};
+  recap_callable_desc_t desc = {.size = sizeof(recap_callable_desc_t),
+                                .forward = forward,
+                                .backward = plain_backward,
+                                .input_count = 1,
+                                .sample_inputs = in,
+                                .requires_grad = requires_grad,
+                                .output_count = 1};
+  recap_graphed_options_t gopts = RECAP_GRAPHED_OPTIONS_INIT;
+  gopts.warmup_iters = 1;
+  if (STEP(o, recap_graphed_create(h, &desc, 1, &gopts))) {
+    const recap_buffer_t *outs = NULL, *grads = NULL;
+    if (STEP(o, recap_graphed_forward(*h, s, 1, in, &outs)))
+      STEP(o, recap_graphed_backward(*h, s, grad, &grads));
+    STEP(o, recap_graphed_forward(*h, s, 0, in, &outs));
+  }
+}
+
+#endif
