@@ -2,7 +2,8 @@
 /*
  * sweep_util.h — what the fault sweeps (test_stress_faults, test_host_faults) share: the record
  * of a workload run's first failure, the STEP that records every step of the workload and runs
- * the allocator's checker after it, and the workload's graphed-callable part.
+ * the allocator's checker after it, the workload's graphed-callable part, and the check that
+ * nothing is left after the workload's cleanup.
  *
  * Include after fake_util.h. Every helper is static inline.
  */
@@ -10,8 +11,13 @@
 #define RECAP_TEST_SWEEP_UTIL_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
+#include "alloc/alloc_internal.h"
+#include "device/fake.h"
+#include "graph/registry.h"
 #include "fake_util.h"
 #include "recap.h"
 
@@ -60,6 +66,43 @@ static inline void sweep_graphed(outcome_t *o, recap_graphed_t *h, recap_stream_
       STEP(o, recap_graphed_backward(*h, s, grad, &grads));
     STEP(o, recap_graphed_forward(*h, s, 0, in, &outs));
   }
+}
+
+/* Nothing left on the device once a workload cleaned up: no capture registered, no device
+ * memory, graph, executable, pending event or event outside the allocator's cache, and no block
+ * or reserved byte counted; with deferred_too, no block of the allocator waiting for its events
+ * either. Returns what is wrong, or NULL. */
+static inline const char *sweep_leftovers(bool deferred_too) {
+  static char why[512];
+  if (recap__registry_count() != 0) return "a capture is still registered";
+  if (recap__fake_now().bytes_in_use[0] != 0) {
+    snprintf(why, sizeof why, "%zu bytes of device memory still held",
+             recap__fake_now().bytes_in_use[0]);
+    return why;
+  }
+  if (recap__fake_now().live_graphs || recap__fake_now().live_execs) {
+    snprintf(why, sizeof why, "%lld graphs, %lld executables alive",
+             (long long)recap__fake_now().live_graphs, (long long)recap__fake_now().live_execs);
+    return why;
+  }
+  const recap__device_state_t *d = recap__alloc.devices[0];
+  int64_t cached = d ? (int64_t)d->spare_count : 0;
+  size_t pending = d ? d->pending_count : 0, deferred = d ? d->deferred_count : 0;
+  if (pending || (deferred_too && deferred) || recap__fake_now().live_events != cached) {
+    snprintf(why, sizeof why,
+             "%lld events alive, %lld in the allocator's cache, %zu pending, %zu deferred",
+             (long long)recap__fake_now().live_events, (long long)cached, pending, deferred);
+    return why;
+  }
+  recap_memory_stats_t s;
+  if (recap_memory_stats(0, &s) != RECAP_SUCCESS) return "recap_memory_stats failed";
+  if (s.allocation[RECAP_STAT_ALL].current || s.reserved_bytes[RECAP_STAT_ALL].current) {
+    snprintf(why, sizeof why, "%lld blocks, %lld reserved bytes still counted",
+             (long long)s.allocation[RECAP_STAT_ALL].current,
+             (long long)s.reserved_bytes[RECAP_STAT_ALL].current);
+    return why;
+  }
+  return NULL;
 }
 
 #endif

@@ -159,38 +159,6 @@ static void quiet(recap_log_level_t level, const char *message, void *user_data)
   (void)user_data;
 }
 
-/* Nothing left on the device once the workload cleaned up: returns what is wrong, or NULL. */
-static const char *leftovers(void) {
-  static char why[512];
-  if (recap__registry_count() != 0) return "a capture is still registered";
-  if (recap__fake_now().bytes_in_use[0] != 0) {
-    snprintf(why, sizeof why, "%zu bytes of device memory still held",
-             recap__fake_now().bytes_in_use[0]);
-    return why;
-  }
-  if (recap__fake_now().live_graphs || recap__fake_now().live_execs) {
-    snprintf(why, sizeof why, "%lld graphs, %lld executables alive",
-             (long long)recap__fake_now().live_graphs, (long long)recap__fake_now().live_execs);
-    return why;
-  }
-  const recap__device_state_t *d = recap__alloc.devices[0];
-  int64_t cached = d ? (int64_t)d->spare_count : 0;
-  if ((d && (d->pending_count || d->deferred_count)) || recap__fake_now().live_events != cached) {
-    snprintf(why, sizeof why, "%lld events alive, %lld in the allocator's cache",
-             (long long)recap__fake_now().live_events, (long long)cached);
-    return why;
-  }
-  recap_memory_stats_t s;
-  if (recap_memory_stats(0, &s) != RECAP_SUCCESS) return "recap_memory_stats failed";
-  if (s.allocation[RECAP_STAT_ALL].current || s.reserved_bytes[RECAP_STAT_ALL].current) {
-    snprintf(why, sizeof why, "%lld blocks, %lld reserved bytes still counted",
-             (long long)s.allocation[RECAP_STAT_ALL].current,
-             (long long)s.reserved_bytes[RECAP_STAT_ALL].current);
-    return why;
-  }
-  return NULL;
-}
-
 static void fresh(void) {
   recap_test_reset(NULL);
   recap__graphs_disabled_override(0);
@@ -207,7 +175,7 @@ static void host_allocation_failures_at_every_step(void **state) {
   if (workload(&o) != RECAP_SUCCESS)
     fail_msg("the workload fails without faults at %s: %s", o.where, o.message);
   if (o.checker[0]) fail_msg("checker %s", o.checker);
-  const char *left = leftovers();
+  const char *left = sweep_leftovers(true);
   if (left) fail_msg("without faults: %s", left);
   /* Counted on a second run: some state lives past the test reset (the capture registry's
    * array), so the first run makes one allocation more. */
@@ -242,7 +210,7 @@ static void host_allocation_failures_at_every_step(void **state) {
     }
     if (o.checker[0])
       fail_msg("host allocation %llu: the checker failed %s", (unsigned long long)nth, o.checker);
-    left = leftovers();
+    left = sweep_leftovers(true);
     if (left)
       fail_msg("host allocation %llu (first failure at %s: %s): after cleanup, %s",
                (unsigned long long)nth, o.where[0] ? o.where : "-", o.message, left);
@@ -257,7 +225,7 @@ static void host_allocation_failures_at_every_step(void **state) {
     if (workload(&o) != RECAP_SUCCESS)
       fail_msg("host allocation %llu: the workload fails afterwards at %s: %s",
                (unsigned long long)nth, o.where, o.message);
-    left = leftovers();
+    left = sweep_leftovers(true);
     if (left)
       fail_msg("host allocation %llu: the clean run afterwards leaves %s", (unsigned long long)nth,
                left);

@@ -128,39 +128,6 @@ static const char *kind_name(recap__fake_fault_t kind) {
   return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
 
-/* Nothing left once the workload cleaned up: returns what is wrong, or NULL. */
-static const char *leftovers(void) {
-  static char why[512];
-  if (recap__registry_count() != 0) return "a capture is still registered";
-  if (recap__fake_now().bytes_in_use[0] != 0) {
-    snprintf(why, sizeof why, "%zu bytes of device memory still held",
-             recap__fake_now().bytes_in_use[0]);
-    return why;
-  }
-  if (recap__fake_now().live_graphs || recap__fake_now().live_execs) {
-    snprintf(why, sizeof why, "%lld graphs, %lld executables alive",
-             (long long)recap__fake_now().live_graphs, (long long)recap__fake_now().live_execs);
-    return why;
-  }
-  const recap__device_state_t *d = recap__alloc.devices[0];
-  int64_t cached = d ? (int64_t)d->spare_count : 0;
-  if ((d && d->pending_count) || recap__fake_now().live_events != cached) {
-    snprintf(why, sizeof why, "%lld events alive, %lld in the allocator's cache, %zu pending",
-             (long long)recap__fake_now().live_events, (long long)cached,
-             d ? d->pending_count : (size_t)0);
-    return why;
-  }
-  recap_memory_stats_t s;
-  if (recap_memory_stats(0, &s) != RECAP_SUCCESS) return "recap_memory_stats failed";
-  if (s.allocation[RECAP_STAT_ALL].current || s.reserved_bytes[RECAP_STAT_ALL].current) {
-    snprintf(why, sizeof why, "%lld blocks, %lld reserved bytes still counted",
-             (long long)s.allocation[RECAP_STAT_ALL].current,
-             (long long)s.reserved_bytes[RECAP_STAT_ALL].current);
-    return why;
-  }
-  return NULL;
-}
-
 static void fresh(int *warnings) {
   recap_test_reset(NULL);
   recap__graphs_disabled_override(0);
@@ -176,7 +143,7 @@ static void faults_at_every_step_of_the_workload(void **state) {
   if (workload(&o) != RECAP_SUCCESS)
     fail_msg("the workload fails without faults at %s: %s", o.where, o.message);
   if (o.checker[0]) fail_msg("checker %s", o.checker);
-  const char *left = leftovers();
+  const char *left = sweep_leftovers(false);
   if (left) fail_msg("without faults: %s", left);
   assert_int_equal(warnings, 0);
 
@@ -211,7 +178,7 @@ static void faults_at_every_step_of_the_workload(void **state) {
       }
       if (o.checker[0])
         fail_msg("%s call %llu: the checker failed %s", what, (unsigned long long)nth, o.checker);
-      left = leftovers();
+      left = sweep_leftovers(false);
       if (left)
         fail_msg("%s call %llu (first failure at %s: %s): after cleanup, %s", what,
                  (unsigned long long)nth, o.where[0] ? o.where : "-", o.message, left);
@@ -219,7 +186,7 @@ static void faults_at_every_step_of_the_workload(void **state) {
       if (workload(&o) != RECAP_SUCCESS)
         fail_msg("%s call %llu: the workload fails afterwards at %s: %s", what,
                  (unsigned long long)nth, o.where, o.message);
-      left = leftovers();
+      left = sweep_leftovers(false);
       if (left)
         fail_msg("%s call %llu: the clean run afterwards leaves %s", what, (unsigned long long)nth,
                  left);
