@@ -88,4 +88,20 @@ static inline void capture_kernels(recap_graph_t g, recap_stream_t s, int kernel
   OK(recap_graph_capture_end(g));
 }
 
+/* A 4 KiB block allocated on `alloc_stream` and used on `user` as well (recap_record_stream). */
+static inline void *block_used_on(recap_stream_t alloc_stream, recap_stream_t user) {
+  void *p;
+  OK(recap_malloc(&p, 4 * KiB, alloc_stream));
+  OK(recap_record_stream(p, user));
+  return p;
+}
+
+/* p's 4 KiB block (freed) is free again: the next 4 KiB allocation on alloc_stream gets it. */
+static inline void expect_block_free_again(void *p, recap_stream_t alloc_stream) {
+  void *q;
+  OK(recap_malloc(&q, 4 * KiB, alloc_stream));
+  assert_ptr_equal(q, p);
+  OK(recap_free(q));
+}
+
 #endif /* RECAP_TEST_GRAPH_UTIL_H */

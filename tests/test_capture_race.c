@@ -109,6 +109,20 @@ static void finish_capture(recap_graph_t g, recap_stream_t s) {
  * One call in the window
  * ---------------------------------------------------------------------------------------- */
 
+/* A thread-local capture of a new graph begins on s, with `hook` run in the window between the
+ * device's capture begin and recap's; the hook must have run once and succeeded. */
+static recap_graph_t begin_with_hook(recap_stream_t s, recap__fake_capture_hook_t hook,
+                                     window_t *w) {
+  recap__fake_after_capture_begin(hook, w);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_capture_options_t opts = thread_local_mode();
+  OK(recap_graph_capture_begin(g, s, &opts));
+  assert_int_equal(w->ran, 1);
+  OK(w->status);
+  return g;
+}
+
 /* A block used on the stream that is about to capture is freed in the window: its event waits
  * until the capture ends instead of being recorded on the capturing stream. */
 static void free_while_capture_begins(void **state) {
@@ -117,18 +131,10 @@ static void free_while_capture_begins(void **state) {
   recap_test_log_t log;
   recap_test_log_capture(&log);
   recap_stream_t s = recap__fake_stream_new(), a = recap__fake_stream_new();
-  void *p;
-  OK(recap_malloc(&p, 4 * KiB, a));
-  OK(recap_record_stream(p, s));
+  void *p = block_used_on(a, s);
   launch(s, 1);
   window_t w = {.block = p};
-  recap__fake_after_capture_begin(free_in_window, &w);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  recap_capture_options_t opts = thread_local_mode();
-  OK(recap_graph_capture_begin(g, s, &opts));
-  assert_int_equal(w.ran, 1);
-  OK(w.status);
+  recap_graph_t g = begin_with_hook(s, free_in_window, &w);
   finish_capture(g, s);
   assert_int_equal(log.warnings, 0);
   recap_test_log_stop();
@@ -146,19 +152,11 @@ static void malloc_while_capture_begins(void **state) {
   recap_test_log_t log;
   recap_test_log_capture(&log);
   recap_stream_t s = recap__fake_stream_new(), a = recap__fake_stream_new();
-  void *p;
-  OK(recap_malloc(&p, 4 * KiB, a));
-  OK(recap_record_stream(p, s));
+  void *p = block_used_on(a, s);
   launch(s, 1);
   OK(recap_free(p)); /* an event on s, pending until s's work is done */
   window_t w = {.stream = a};
-  recap__fake_after_capture_begin(allocate_in_window, &w);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  recap_capture_options_t opts = thread_local_mode();
-  OK(recap_graph_capture_begin(g, s, &opts));
-  assert_int_equal(w.ran, 1);
-  OK(w.status);
+  recap_graph_t g = begin_with_hook(s, allocate_in_window, &w);
   /* The allocation could not know the event was done, so it did not take p's block. */
   assert_non_null(w.allocated);
   assert_ptr_not_equal(w.allocated, p);
@@ -167,10 +165,7 @@ static void malloc_while_capture_begins(void **state) {
   recap_test_log_stop();
   OK(recap_free(w.allocated));
   recap__fake_stream_complete(s);
-  void *r;
-  OK(recap_malloc(&r, 4 * KiB, a));
-  assert_ptr_equal(r, p);
-  OK(recap_free(r));
+  expect_block_free_again(p, a);
   OK(recap_graph_destroy(g));
   expect_quiet();
   expect_no_device_memory();
@@ -185,9 +180,7 @@ static void route_end_while_capture_begins(void **state) {
   recap_test_log_capture(&log);
   recap_stream_t s = recap__fake_stream_new(), a = recap__fake_stream_new();
   recap_stream_t t = recap__fake_stream_new();
-  void *p;
-  OK(recap_malloc(&p, 4 * KiB, a));
-  OK(recap_record_stream(p, s));
+  void *p = block_used_on(a, s);
   launch(s, 1);
   /* The other capture is relaxed, so that the hook's thread may end it. */
   recap_graph_t other;
@@ -198,13 +191,7 @@ static void route_end_while_capture_begins(void **state) {
   launch(t, 1);
   OK(recap_free(p)); /* during a capture: its event is held back until no route is left */
   window_t w = {.other = other, .other_stream = t};
-  recap__fake_after_capture_begin(end_other_capture_in_window, &w);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  recap_capture_options_t opts = thread_local_mode();
-  OK(recap_graph_capture_begin(g, s, &opts));
-  assert_int_equal(w.ran, 1);
-  OK(w.status);
+  recap_graph_t g = begin_with_hook(s, end_other_capture_in_window, &w);
   assert_int_equal(capturing(t), 0);
   finish_capture(g, s);
   OK(recap_graph_replay(other, t));

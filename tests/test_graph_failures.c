@@ -36,9 +36,7 @@ static void invalidated_end_reports_the_invalidation_not_the_event(void **state)
   recap_test_log_capture(&log);
   recap_stream_t s = recap__fake_stream_new(), a = recap__fake_stream_new();
   recap_stream_t b = recap__fake_stream_new();
-  void *p;
-  OK(recap_malloc(&p, 4 * KiB, a));
-  OK(recap_record_stream(p, b));
+  void *p = block_used_on(a, b);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   OK(recap_graph_capture_begin(g, s, NULL));
@@ -57,10 +55,7 @@ static void invalidated_end_reports_the_invalidation_not_the_event(void **state)
   assert_int_equal(capturing(s), 0);
   assert_int_equal(pool_references(pool), 0);
   /* The allocator waited for b instead: the block is free at once. */
-  void *q;
-  OK(recap_malloc(&q, 4 * KiB, a));
-  assert_ptr_equal(q, p);
-  OK(recap_free(q));
+  expect_block_free_again(p, a);
   capture_kernels(g, s, 1);
   OK(recap_graph_destroy(g));
   expect_quiet();
