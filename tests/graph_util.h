@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * graph_util.h — what the CPU tests of the graph layer (test_graph.c, test_graph_scope.c)
- * share: a fresh fake with the graph layer's process state cleared, the state of a stream and
- * a pool, kernels launched and captured on the fake, and the invariants that must hold once
- * every graph is gone.
+ * graph_util.h — what the CPU tests of the graph layer (test_graph.c, test_graph_scope.c,
+ * test_graph_failures.c, test_capture_race.c, ...) share: a fresh fake with the graph layer's
+ * process state cleared, the state of a stream and a pool, kernels launched and captured on the
+ * fake, a block used on two streams, and the invariants that must hold once every graph is
+ * gone.
  *
  * Include after harness.h. Every helper is static inline, so a test file that uses only some
  * of them builds without warnings.
