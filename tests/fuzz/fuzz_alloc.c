@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "device/fake.h"
+#include "fuzz_util.h"
 #include "reset.h"
 #include "recap.h"
 
@@ -156,8 +157,7 @@ static void check_no_overlap(int self) {
   for (int i = 0; i < SLOTS; i++) {
     const slot_t *o = &st.slots[i];
     if (i == self || !o->p) continue;
-    if (n->p < o->p + o->size && o->p < n->p + n->size)
-      die("two live blocks overlap", RECAP_SUCCESS);
+    if (fuzz_overlap(n->p, n->size, o->p, o->size)) die("two live blocks overlap", RECAP_SUCCESS);
   }
 }
 
@@ -369,19 +369,13 @@ static void op_inspect(void) {
   }
 }
 
-static void quiet(recap_log_level_t level, const char *message, void *user_data) {
-  (void)level;
-  (void)message;
-  (void)user_data;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   recap_test_reset(NULL);
   memset(&st, 0, sizeof st);
   tracing = getenv("RECAP_FUZZ_TRACE") != NULL;
-  recap_log_set(tracing ? NULL : quiet, NULL);
+  recap_log_set(tracing ? NULL : fuzz_quiet, NULL);
   st.data = data;
   st.size = size;
   for (int i = 0; i < STREAMS; i++) {
@@ -389,15 +383,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     st.joined_to[i] = -1;
   }
   for (int i = 0; i < POOLS; i++) st.pools[i] = recap_pool_handle();
-  /* Odd first bytes run at 1/64 of the default size classes: the same structure (segments of a
-   * few blocks, the same ratios) at a fraction of the memory, so many more runs per second. */
-  if (size > 0 && (data[0] & 1)) {
-    recap_status_t s = recap_options_parse(
-        "min_block_size:512,small_size:16KiB,"
-        "small_segment:32KiB,large_threshold:160KiB,"
-        "large_segment:320KiB,round_large:32KiB");
-    if (s != RECAP_SUCCESS) die("the scaled-down options were refused", s);
-  }
+  recap_status_t scaled = fuzz_scale_down(data, size);
+  if (scaled != RECAP_SUCCESS) die("the scaled-down options were refused", scaled);
   read_sizes();
 
   static void (*const ops[])(

@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "device/fake.h"
+#include "fuzz_util.h"
 #include "reset.h"
 #include "recap.h"
 
@@ -344,7 +345,7 @@ static void check_no_overlap(int self) {
   for (int i = 0; i < SLOTS; i++) {
     const slot_t *o = &st.slots[i];
     if (i == self || !o->p) continue;
-    if (n->p < o->p + o->usable && o->p < n->p + n->usable)
+    if (fuzz_overlap(n->p, n->usable, o->p, o->usable))
       die("two live blocks overlap", RECAP_SUCCESS);
   }
 }
@@ -1361,12 +1362,6 @@ static void op_graphed(void) {
 
 /* ---- the program ------------------------------------------------------------------------------ */
 
-static void quiet(recap_log_level_t level, const char *message, void *user_data) {
-  (void)level;
-  (void)message;
-  (void)user_data;
-}
-
 static void read_options(void) {
   uint64_t v[4];
   const char *names[4] = {"small_size", "large_threshold", "large_segment", "min_block_size"};
@@ -1465,20 +1460,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   memset(&st, 0, sizeof st);
   tracing = getenv("RECAP_FUZZ_TRACE") != NULL;
   parse_known();
-  recap_log_set(tracing ? NULL : quiet, NULL);
+  recap_log_set(tracing ? NULL : fuzz_quiet, NULL);
   recap_annotations_enable(1);
   st.data = data;
   st.size = size;
   for (int j = 0; j < STREAMS - 1; j++) st.streams[j] = recap__fake_stream_new();
   for (int j = 0; j < STREAMS; j++) st.owner[j] = -1;
   for (int k = 0; k < SHARED; k++) st.shared[k] = recap_pool_handle();
-  /* Odd first bytes scale the size classes down 64 times, as in fuzz_alloc. */
-  if (size > 0 && (data[0] & 1)) {
-    recap_status_t s = recap_options_parse(
-        "min_block_size:512,small_size:16KiB,small_segment:32KiB,large_threshold:160KiB,"
-        "large_segment:320KiB,round_large:32KiB");
-    if (s != RECAP_SUCCESS) die("the scaled-down options were refused", s);
-  }
+  recap_status_t scaled = fuzz_scale_down(data, size);
+  if (scaled != RECAP_SUCCESS) die("the scaled-down options were refused", scaled);
   if (size > 0) st.at = 1;
   read_options();
 
