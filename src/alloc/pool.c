@@ -145,14 +145,23 @@ static recap_status_t not_routed(int device, recap_pool_id_t id) {
                       id.a, id.b, device);
 }
 
+/* The index of pool id's route on device, with *d the device's state, or -1 with *s the error
+ * that says the pool is not routed (lock held). */
+static int route_of_pool_or_error(int device, recap_pool_id_t id, recap__device_state_t **d,
+                                  recap_status_t *s) {
+  *d = recap__alloc.devices[device];
+  int found = find_route_of_pool(*d, id);
+  if (found < 0) *s = not_routed(device, id);
+  return found;
+}
+
 recap_status_t recap__pool_route_set_capture(int device, recap_pool_id_t id, uint64_t capture_id) {
   recap_status_t s = RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);
-  recap__device_state_t *d = recap__alloc.devices[device];
-  int found = find_route_of_pool(d, id);
-  if (found < 0) {
-    s = not_routed(device, id);
-  } else if (!d->routes[found].pending) {
+  recap__device_state_t *d;
+  int found = route_of_pool_or_error(device, id, &d, &s);
+  if (found < 0) goto out;
+  if (!d->routes[found].pending) {
     s = recap__error(RECAP_ERROR_INVALID_USAGE,
                      "pool {%" PRIu64 ",%" PRIu64 "} routes capture %" PRIu64 " already", id.a,
                      id.b, d->routes[found].capture_id);
@@ -162,6 +171,7 @@ recap_status_t recap__pool_route_set_capture(int device, recap_pool_id_t id, uin
     d->routes[found].capture_id = capture_id;
     d->routes[found].pending = false;
   }
+out:
   pthread_mutex_unlock(&recap__alloc.lock);
   return s;
 }
@@ -169,12 +179,9 @@ recap_status_t recap__pool_route_set_capture(int device, recap_pool_id_t id, uin
 recap_status_t recap__pool_route_end(int device, recap_pool_id_t id) {
   recap_status_t s = RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);
-  recap__device_state_t *d = recap__alloc.devices[device];
-  int found = find_route_of_pool(d, id);
-  if (found < 0) {
-    s = not_routed(device, id);
-    goto out;
-  }
+  recap__device_state_t *d;
+  int found = route_of_pool_or_error(device, id, &d, &s);
+  if (found < 0) goto out;
   d->routes[found].pool->routed = false;
   d->routes[found] = d->routes[--d->route_count];
   /* Blocks freed during the capture that other streams used can get their events now. A
