@@ -2,8 +2,8 @@
 /*
  * sweep_util.h — what the fault sweeps (test_stress_faults, test_host_faults) share: the record
  * of a workload run's first failure, the STEP that records every step of the workload and runs
- * the allocator's checker after it, the workload's graphed-callable part, and the check that
- * nothing is left after the workload's cleanup.
+ * the allocator's checker after it, the workload's graphed-callable part and the end of its
+ * cleanup, and the check that nothing is left after it.
  *
  * Include after fake_util.h. Every helper is static inline.
  */
@@ -66,6 +66,17 @@ static inline void sweep_graphed(outcome_t *o, recap_graphed_t *h, recap_stream_
       STEP(o, recap_graphed_backward(*h, s, grad, &grads));
     STEP(o, recap_graphed_forward(*h, s, 0, in, &outs));
   }
+}
+
+/* The end of a workload's cleanup: its generator destroyed, the work of its two streams and of
+ * every other stream done, and the allocator's cache emptied. */
+static inline void sweep_finish(outcome_t *o, recap_generator_t gen, recap_stream_t s1,
+                                recap_stream_t s2) {
+  STEP(o, recap_generator_destroy(gen));
+  recap__fake_stream_complete(s1);
+  recap__fake_stream_complete(s2);
+  recap__fake_stream_complete(NULL);
+  STEP(o, recap_empty_cache());
 }
 
 /* Nothing left on the device once a workload cleaned up: no capture registered, no device

@@ -105,11 +105,7 @@ static recap_status_t workload(outcome_t *o) {
   if (out2) STEP(o, recap_free(out2));
   if (b) STEP(o, recap_free(b));
   if (c) STEP(o, recap_free(c));
-  STEP(o, recap_generator_destroy(gen));
-  recap__fake_stream_complete(s1);
-  recap__fake_stream_complete(s2);
-  recap__fake_stream_complete(NULL);
-  STEP(o, recap_empty_cache());
+  sweep_finish(o, gen, s1, s2);
   return o->status;
 }
 
