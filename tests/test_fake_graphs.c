@@ -464,7 +464,7 @@ static void fixture_make(fault_fixture_t *fx) {
   recap__fake_launch_kernel_args(fx->stream, NULL, second, 1);
   assert_int_equal(ops->stream_end_capture(fx->stream, &fx->graph), RECAP_SUCCESS);
   assert_int_equal(ops->graph_instantiate(&fx->exec, fx->graph), RECAP_SUCCESS);
-  assert_int_equal(ops->patch_plan_create(fx->graph, &fx->plan, &fx->sites, &fx->site_count),
+  assert_int_equal(ops->patch_plan_create(fx->graph, NULL, &fx->plan, &fx->sites, &fx->site_count),
                    RECAP_SUCCESS);
   assert_int_equal(fx->site_count, 2);
   fx->flip = false;
@@ -547,7 +547,7 @@ static recap_status_t call_kind(recap__fake_fault_t kind, fault_fixture_t *fx) {
       recap__patch_plan_t plan = (recap__patch_plan_t)&plan;
       const recap__graph_read_t *sites = fx->sites;
       size_t count = 9;
-      st = ops->patch_plan_create(fx->graph, &plan, &sites, &count);
+      st = ops->patch_plan_create(fx->graph, NULL, &plan, &sites, &count);
       if (st == RECAP_SUCCESS) {
         assert_int_equal(count, 2);
         ops->patch_plan_destroy(plan);

@@ -90,7 +90,7 @@ static void plan_sites_are_the_reads(void **state) {
   recap__patch_plan_t plan = NULL;
   const recap__graph_read_t *sites = NULL;
   size_t count = 0;
-  assert_int_equal(ops->patch_plan_create(g, &plan, &sites, &count), RECAP_SUCCESS);
+  assert_int_equal(ops->patch_plan_create(g, NULL, &plan, &sites, &count), RECAP_SUCCESS);
   assert_int_equal(count, 5);
   const recap__graph_read_t want[] = {
       {.node = 0, .ptr = a, .kind = RECAP__READ_KERNEL_ARG, .offset = 0, .param = 0},
@@ -124,11 +124,12 @@ static void plan_sites_are_the_reads(void **state) {
 
   /* Not a graph of the fake. */
   plan = (recap__patch_plan_t)&plan;
-  assert_int_equal(ops->patch_plan_create((recap_cuda_graph_t)&count, &plan, &sites, &count),
+  assert_int_equal(ops->patch_plan_create((recap_cuda_graph_t)&count, NULL, &plan, &sites, &count),
                    RECAP_ERROR_CUDA);
   assert_null(plan);
   assert_last_error_has("is not a live fake graph");
-  assert_int_equal(ops->patch_plan_create(g, NULL, &sites, &count), RECAP_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(ops->patch_plan_create(g, NULL, NULL, &sites, &count),
+                   RECAP_ERROR_INVALID_ARGUMENT);
   assert_last_error_has("patch plan: an out-parameter is NULL");
 }
 
@@ -158,7 +159,8 @@ static void two_kernels_make(two_kernels_t *t) {
   /* Captured, nothing ran. */
   for (int i = 0; i < N; i++) assert_int_equal(t->dst[i], 0);
   t->exec = instantiate(t->graph);
-  assert_int_equal(ops->patch_plan_create(t->graph, &t->plan, &t->sites, &t->count), RECAP_SUCCESS);
+  assert_int_equal(ops->patch_plan_create(t->graph, NULL, &t->plan, &t->sites, &t->count),
+                   RECAP_SUCCESS);
   assert_int_equal(t->count, 3);
 }
 
@@ -282,7 +284,7 @@ static void copies_and_memsets_run_at_a_replay(void **state) {
   recap__patch_plan_t plan;
   const recap__graph_read_t *sites;
   size_t count;
-  assert_int_equal(ops->patch_plan_create(g, &plan, &sites, &count), RECAP_SUCCESS);
+  assert_int_equal(ops->patch_plan_create(g, NULL, &plan, &sites, &count), RECAP_SUCCESS);
   assert_int_equal(count, 4); /* memset dst, copy src, copy dst, kernel word */
   assert_int_equal(sites[0].kind, RECAP__READ_MEMSET_DST);
   assert_int_equal(sites[2].kind, RECAP__READ_COPY_DST);
@@ -399,7 +401,11 @@ static void bad_patches_set_nothing(void **state) {
   recap_cuda_graph_t g2 = end_capture(t.s);
   recap_cuda_graph_exec_t x2 = instantiate(g2);
   assert_int_equal(ops->patch_plan_apply(t.plan, x2, ok, 1), RECAP_ERROR_CUDA);
-  assert_last_error_has("was not instantiated or updated from the patch plan's graph");
+  assert_last_error_has("cudaGraphExecKernelNodeSetParams(node 0)");
+  assert_last_error_has("cudaErrorInvalidValue");
+  assert_last_error_has("was not instantiated from graph");
+  /* With no patch there is no set call, hence nothing to refuse. */
+  assert_int_equal(ops->patch_plan_apply(t.plan, x2, NULL, 0), RECAP_SUCCESS);
 
   assert_int_equal(recap__fake_now().exec_patches, 0);
   assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_PATCH], 0);
@@ -410,7 +416,7 @@ static void bad_patches_set_nothing(void **state) {
   recap__patch_plan_t plan2;
   const recap__graph_read_t *sites2;
   size_t count2;
-  assert_int_equal(ops->patch_plan_create(g2, &plan2, &sites2, &count2), RECAP_SUCCESS);
+  assert_int_equal(ops->patch_plan_create(g2, NULL, &plan2, &sites2, &count2), RECAP_SUCCESS);
   assert_int_equal(ops->patch_plan_apply(plan2, x2, ok, 1), RECAP_SUCCESS);
   assert_int_equal(ops->graph_exec_destroy(x2), RECAP_SUCCESS);
   assert_int_equal(ops->graph_destroy(g2), RECAP_SUCCESS);
@@ -451,8 +457,10 @@ static void executables_are_independent_of_their_template(void **state) {
 
 /* ---- updates ---------------------------------------------------------------------------- */
 
-/* The same topology with other arguments and kernels: the executable takes the new nodes, and
- * plans of the new graph patch it. */
+/* The same topology with other arguments and kernels: the executable takes the new nodes. As on
+ * CUDA, it is patched through the nodes of the graph it was instantiated from for its whole
+ * life: a plan of the new template names the first template's nodes (origin), and a plan of the
+ * new template alone is refused. */
 static void an_update_takes_the_new_nodes(void **state) {
   (void)state;
   two_kernels_t t;
@@ -478,23 +486,147 @@ static void an_update_takes_the_new_nodes(void **state) {
     assert_int_equal(t.dst[i], 0);
   }
 
-  /* The old template's plan no longer fits; the new one's does. */
-  recap__patch_t p[] = {{.site = 0, .value = t.src}};
-  assert_int_equal(ops->patch_plan_apply(t.plan, t.exec, p, 1), RECAP_ERROR_CUDA);
-  assert_last_error_has("was not instantiated or updated from the patch plan's graph");
+  /* A plan of the new template alone names its nodes: refused, nothing set. */
+  recap__patch_plan_t alone;
+  const recap__graph_read_t *sites_alone;
+  size_t count_alone;
+  assert_int_equal(ops->patch_plan_create(g2, NULL, &alone, &sites_alone, &count_alone),
+                   RECAP_SUCCESS);
+  recap__patch_t p[] = {{.site = 0, .value = t.src}, {.site = 2, .value = t.dst}};
+  assert_int_equal(ops->patch_plan_apply(alone, t.exec, p, 2), RECAP_ERROR_CUDA);
+  assert_last_error_has("cudaGraphExecKernelNodeSetParams(node 0)");
+  assert_last_error_has("cudaErrorInvalidValue");
+  assert_last_error_has("was not instantiated from graph");
+  assert_int_equal(recap__fake_now().exec_patches, 0);
+  assert_ptr_equal(exec_arg(t.exec, 0, 0), t.other_src);
+  assert_ptr_equal(sites_alone[0].ptr, t.other_src);
+  ops->patch_plan_destroy(alone);
+
+  /* A plan of the new template with the instantiation graph as origin: its sites and values
+   * are the new template's, and it patches the executable. */
   recap__patch_plan_t plan2;
   const recap__graph_read_t *sites2;
   size_t count2;
-  assert_int_equal(ops->patch_plan_create(g2, &plan2, &sites2, &count2), RECAP_SUCCESS);
-  assert_int_equal(ops->patch_plan_apply(plan2, t.exec, p, 1), RECAP_SUCCESS);
+  assert_int_equal(ops->patch_plan_create(g2, t.graph, &plan2, &sites2, &count2), RECAP_SUCCESS);
+  assert_int_equal(count2, 3);
+  assert_ptr_equal(sites2[0].ptr, t.other_src);
+  assert_ptr_equal(sites2[1].ptr, t.other_dst);
+  assert_ptr_equal(sites2[2].ptr, t.other_dst);
+  assert_int_equal(ops->patch_plan_apply(plan2, t.exec, p, 2), RECAP_SUCCESS);
+  assert_int_equal(recap__fake_now().exec_patches, 2);
   assert_ptr_equal(exec_arg(t.exec, 0, 0), t.src);
+  assert_ptr_equal(exec_arg(t.exec, 0, 1), t.other_dst); /* the new template's, kept */
+  assert_ptr_equal(exec_arg(t.exec, 1, 0), t.dst);
+  /* The replay computes with it: twice(src) into other_dst, add_one on dst. */
+  memset(t.other_dst, 0, sizeof t.other_dst);
+  memset(t.dst, 0, sizeof t.dst);
+  launch(t.exec, t.s);
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(t.other_dst[i], 2 * (1 + i));
+    assert_int_equal(t.dst[i], 1);
+  }
+  /* A sync writes the new template, not the origin. */
+  assert_int_equal(ops->patch_plan_sync(plan2), RECAP_SUCCESS);
+  assert_int_equal(recap__fake_now().template_patches, 2);
+  assert_ptr_equal(graph_arg(g2, 0, 0), t.src);
+  assert_ptr_equal(graph_arg(g2, 1, 0), t.dst);
+  assert_ptr_equal(graph_arg(t.graph, 0, 0), t.src);
+  assert_ptr_equal(graph_arg(t.graph, 0, 1), t.dst);
   ops->patch_plan_destroy(plan2);
+
+  /* The first template's own plan still names the right nodes: it sets them to its values. */
+  recap__patch_t q[] = {{.site = 0, .value = t.other_src}};
+  assert_int_equal(ops->patch_plan_apply(t.plan, t.exec, q, 1), RECAP_SUCCESS);
+  assert_ptr_equal(exec_arg(t.exec, 0, 0), t.other_src);
+  assert_ptr_equal(exec_arg(t.exec, 0, 1), t.dst);
 
   /* An update back to the first template works too. */
   assert_int_equal(ops->graph_exec_update(t.exec, t.graph, &why, &node), RECAP_SUCCESS);
   assert_int_equal(why, RECAP_UPDATE_REASON_NONE);
   assert_int_equal(recap__fake_now().exec_updates, 2);
-  assert_ptr_equal(exec_arg(t.exec, 0, 1), t.dst);
+  assert_ptr_equal(exec_arg(t.exec, 0, 0), t.src);
+  assert_int_equal(ops->graph_destroy(g2), RECAP_SUCCESS);
+  two_kernels_free(&t);
+}
+
+/* An origin must match the graph node for node; the executable needs it alive to be patched. */
+static void origins_are_checked(void **state) {
+  (void)state;
+  two_kernels_t t;
+  two_kernels_make(&t);
+  const void *k0[] = {t.other_src, t.other_dst}, *k1[] = {t.other_dst};
+
+  /* Three nodes against two. */
+  begin_capture(t.s);
+  recap__fake_launch_kernel_fn(t.s, "twice", twice, k0, 2);
+  recap__fake_launch_kernel_fn(t.s, "add_one", add_one, k1, 1);
+  recap__fake_launch_kernel_fn(t.s, "add_one", add_one, k1, 1);
+  recap_cuda_graph_t more = end_capture(t.s);
+  recap__patch_plan_t plan = (recap__patch_plan_t)&plan;
+  const recap__graph_read_t *sites = t.sites;
+  size_t count = 9;
+  assert_int_equal(ops->patch_plan_create(more, t.graph, &plan, &sites, &count),
+                   RECAP_ERROR_INVALID_ARGUMENT);
+  assert_last_error_has("has 2 nodes and graph");
+  assert_last_error_has("has 3; origin must be the graph the executable was instantiated from");
+  assert_null(plan);
+  assert_null(sites);
+  assert_int_equal(count, 0);
+
+  /* A memset where the origin has a kernel. */
+  begin_capture(t.s);
+  recap__fake_launch_kernel_fn(t.s, "twice", twice, k0, 2);
+  recap__fake_memset_async(t.s, t.other_dst, 0, sizeof t.other_dst);
+  recap_cuda_graph_t memset_instead = end_capture(t.s);
+  assert_int_equal(ops->patch_plan_create(memset_instead, t.graph, &plan, &sites, &count),
+                   RECAP_ERROR_INVALID_ARGUMENT);
+  assert_last_error_has("patch plan: node 1 of origin");
+  assert_last_error_has("differ in type");
+  assert_null(plan);
+
+  /* Not a graph of the fake. */
+  assert_int_equal(ops->patch_plan_create(t.graph, (recap_cuda_graph_t)&count, &plan, &sites,
+                                          &count),
+                   RECAP_ERROR_CUDA);
+  assert_last_error_has("is not a live fake graph");
+
+  /* The origin itself as origin is the same as none. */
+  assert_int_equal(ops->patch_plan_create(t.graph, t.graph, &plan, &sites, &count), RECAP_SUCCESS);
+  recap__patch_t p[] = {{.site = 2, .value = t.other_dst}};
+  assert_int_equal(ops->patch_plan_apply(plan, t.exec, p, 1), RECAP_SUCCESS);
+  assert_ptr_equal(exec_arg(t.exec, 1, 0), t.other_dst);
+
+  /* Once the origin is destroyed the executable cannot be patched (it still replays). */
+  begin_capture(t.s);
+  recap__fake_launch_kernel_fn(t.s, "twice", twice, k0, 2);
+  recap__fake_launch_kernel_fn(t.s, "add_one", add_one, k1, 1);
+  recap_cuda_graph_t g2 = end_capture(t.s);
+  recap_update_reason_t why;
+  size_t node;
+  assert_int_equal(ops->graph_exec_update(t.exec, g2, &why, &node), RECAP_SUCCESS);
+  assert_int_equal(why, RECAP_UPDATE_REASON_NONE);
+  recap__patch_plan_t plan2;
+  const recap__graph_read_t *sites2;
+  size_t count2;
+  assert_int_equal(ops->patch_plan_create(g2, t.graph, &plan2, &sites2, &count2), RECAP_SUCCESS);
+  ops->patch_plan_destroy(plan);
+  ops->patch_plan_destroy(t.plan);
+  t.plan = NULL;
+  assert_int_equal(ops->graph_destroy(t.graph), RECAP_SUCCESS);
+  t.graph = NULL;
+  uint64_t patches = recap__fake_now().exec_patches;
+  recap__patch_t q[] = {{.site = 0, .value = t.src}};
+  assert_int_equal(ops->patch_plan_apply(plan2, t.exec, q, 1), RECAP_ERROR_CUDA);
+  assert_last_error_has("cudaErrorInvalidValue");
+  assert_last_error_has("was destroyed; keep it alive as long as the executable is patched");
+  assert_int_equal(recap__fake_now().exec_patches, patches);
+  assert_ptr_equal(exec_arg(t.exec, 0, 0), t.other_src);
+  launch(t.exec, t.s);
+  for (int i = 0; i < N; i++) assert_int_equal(t.other_dst[i], 2 * (100 + i) + 1);
+  ops->patch_plan_destroy(plan2);
+
+  assert_int_equal(ops->graph_destroy(more), RECAP_SUCCESS);
+  assert_int_equal(ops->graph_destroy(memset_instead), RECAP_SUCCESS);
   assert_int_equal(ops->graph_destroy(g2), RECAP_SUCCESS);
   two_kernels_free(&t);
 }
@@ -609,7 +741,7 @@ static void each_fault_fails_its_step(void **state) {
   recap__patch_plan_t plan = (recap__patch_plan_t)&plan;
   const recap__graph_read_t *sites = t.sites;
   size_t count = 7;
-  assert_int_equal(ops->patch_plan_create(t.graph, &plan, &sites, &count), RECAP_ERROR_CUDA);
+  assert_int_equal(ops->patch_plan_create(t.graph, NULL, &plan, &sites, &count), RECAP_ERROR_CUDA);
   assert_last_error_has("fault injected by the fake device into patch plan creation call 2");
   assert_null(plan);
   assert_null(sites);
@@ -793,6 +925,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(bad_patches_set_nothing),
     cmocka_unit_test(executables_are_independent_of_their_template),
     cmocka_unit_test(an_update_takes_the_new_nodes),
+    cmocka_unit_test(origins_are_checked),
     cmocka_unit_test(updates_are_refused_when_the_shape_changed),
     cmocka_unit_test(every_reason_can_be_forced),
     cmocka_unit_test(each_fault_fails_its_step),

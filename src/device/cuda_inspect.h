@@ -41,7 +41,8 @@ recap_status_t recap__cuda_walk_reads(recap_cuda_graph_t graph, const char *purp
                                       recap__graph_read_t **reads, size_t *count);
 
 /* cuda_patch.c: the device.h members of the same names. */
-recap_status_t recap__cuda_patch_plan_create(recap_cuda_graph_t graph, recap__patch_plan_t *plan,
+recap_status_t recap__cuda_patch_plan_create(recap_cuda_graph_t graph, recap_cuda_graph_t origin,
+                                             recap__patch_plan_t *plan,
                                              const recap__graph_read_t **sites, size_t *count);
 recap_status_t recap__cuda_patch_plan_apply(recap__patch_plan_t plan, recap_cuda_graph_exec_t exec,
                                             const recap__patch_t *patches, size_t count);

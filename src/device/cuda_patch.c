@@ -9,8 +9,13 @@
  * keeps what setting the node needs: a kernel's parameters with a private copy of its arguments
  * (driver.h, recap__kernel_args_t), a copy's cudaMemcpy3DParms, a memset's cudaMemsetParams.
  * A patch writes the new words into those and sets the node in the executable with one call;
- * nothing else is read from CUDA. The node handles given to the SetParams calls are the
- * template's, so the template must outlive the plan and the executable's patches.
+ * nothing else is read from CUDA.
+ *
+ * The values come from the current template (the plan's graph), but the node handles given to
+ * the cudaGraphExec*NodeSetParams calls are those of the graph the executable was instantiated
+ * from (the plan's origin), at the same index: CUDA refuses an updated executable the nodes of
+ * the graph it was updated from (cudaErrorInvalidValue) and keeps accepting its first graph's,
+ * for its whole life (measured on CUDA 13, driver 580). Both graphs must outlive the plan.
  */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
@@ -28,8 +33,9 @@
 
 /* What setting one node needs, with the plan's current values. */
 typedef struct plan_node {
-  size_t index; /* in graph_nodes' order */
-  cudaGraphNode_t node;
+  size_t index;              /* in graph_nodes' order */
+  cudaGraphNode_t node;      /* the template's: read at creation, written by a sync */
+  cudaGraphNode_t exec_node; /* origin's at the same index: what the executable's sets name */
   enum cudaGraphNodeType type;
   recap__kernel_args_t *kernel;  /* kernels */
   struct cudaMemcpy3DParms copy; /* copies */
@@ -111,17 +117,61 @@ static recap_status_t plan_visit(void *ctx, recap__cuda_read_visit_t *visit,
   return RECAP_SUCCESS;
 }
 
-recap_status_t recap__cuda_patch_plan_create(recap_cuda_graph_t graph, recap__patch_plan_t *plan,
+/* origin's nodes, in graph_nodes order, when origin can stand for graph in the executable's
+ * sets: the same node count and the same type at every index (else INVALID_ARGUMENT). */
+static recap_status_t origin_nodes(cudaGraph_t graph, cudaGraph_t origin,
+                                   recap__graph_node_t **out) {
+  *out = NULL;
+  recap__graph_node_t *gn = NULL, *on = NULL;
+  size_t gc = 0, oc = 0;
+  recap_status_t st = recap__cuda_graph_nodes((recap_cuda_graph_t)graph, &gn, &gc);
+  if (st == RECAP_SUCCESS) st = recap__cuda_graph_nodes((recap_cuda_graph_t)origin, &on, &oc);
+  if (st == RECAP_SUCCESS && gc != oc)
+    st = RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
+                         "patch plan: origin %p has %zu nodes and graph %p has %zu; origin must "
+                         "be the graph the executable was instantiated from, and graph a graph "
+                         "it was updated from",
+                         (void *)origin, oc, (void *)graph, gc);
+  for (size_t i = 0; st == RECAP_SUCCESS && i < gc; i++) {
+    enum cudaGraphNodeType gt, ot;
+    cudaError_t err = cudaGraphNodeGetType((cudaGraphNode_t)gn[i], &gt);
+    if (err == cudaSuccess) err = cudaGraphNodeGetType((cudaGraphNode_t)on[i], &ot);
+    if (err != cudaSuccess)
+      st = recap__cuda_fail((int)err, __FILE__, __LINE__, "cudaGraphNodeGetType(node %zu)", i);
+    else if (gt != ot)
+      st = RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
+                           "patch plan: node %zu of origin %p and of graph %p differ in type (%d "
+                           "and %d); origin must be the graph the executable was instantiated "
+                           "from, and graph a graph it was updated from",
+                           i, (void *)origin, (void *)graph, (int)ot, (int)gt);
+  }
+  recap__host_free(gn);
+  if (st != RECAP_SUCCESS) {
+    recap__host_free(on);
+    return st;
+  }
+  *out = on;
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap__cuda_patch_plan_create(recap_cuda_graph_t graph, recap_cuda_graph_t origin,
+                                             recap__patch_plan_t *plan,
                                              const recap__graph_read_t **sites, size_t *count) {
   RECAP__ARG(plan && sites && count, "patch plan: an out-parameter is NULL");
   *plan = NULL;
   *sites = NULL;
   *count = 0;
   RECAP__ARG(graph != NULL, "patch plan: graph is NULL");
+  if (origin == graph) origin = NULL;
   /* Reading kernels' argument layouts needs a recent driver; say so before walking. */
   RECAP__CHECK(recap__cuda_graph_reads_check());
+  recap__graph_node_t *onodes = NULL;
+  if (origin) RECAP__CHECK(origin_nodes((cudaGraph_t)graph, (cudaGraph_t)origin, &onodes));
   recap__patch_plan_t p = recap__host_calloc(1, sizeof *p);
-  if (!p) return RECAP__ERROR_AT(RECAP_ERROR_OUT_OF_MEMORY, "patch plan: out of host memory");
+  if (!p) {
+    recap__host_free(onodes);
+    return RECAP__ERROR_AT(RECAP_ERROR_OUT_OF_MEMORY, "patch plan: out of host memory");
+  }
   p->graph = (cudaGraph_t)graph;
   recap_status_t st =
       recap__cuda_walk_reads(graph, "rebinding", plan_visit, p, &p->sites, &p->site_count);
@@ -131,9 +181,14 @@ recap_status_t recap__cuda_patch_plan_create(recap_cuda_graph_t graph, recap__pa
       st = RECAP__ERROR_AT(RECAP_ERROR_OUT_OF_MEMORY, "patch plan: out of host memory");
   }
   if (st != RECAP_SUCCESS) {
+    recap__host_free(onodes);
     recap__cuda_patch_plan_destroy(p);
     return st;
   }
+  /* The executable's sets name origin's node at the same index (checked: same count, types). */
+  for (size_t i = 0; i < p->node_count; i++)
+    p->nodes[i].exec_node = onodes ? (cudaGraphNode_t)onodes[p->nodes[i].index] : p->nodes[i].node;
+  recap__host_free(onodes);
   /* Sites and nodes are both in node order: match them in one pass. */
   size_t n = 0;
   for (size_t k = 0; k < p->site_count; k++) {
@@ -170,18 +225,18 @@ static void values_write(recap__patch_plan_t plan, plan_node_t *pn, const recap_
 static recap_status_t exec_set(cudaGraphExec_t exec, const plan_node_t *pn) {
   switch (pn->type) {
     case cudaGraphNodeTypeMemcpy:
-      CUDA_TRY_F(cudaGraphExecMemcpyNodeSetParams(exec, pn->node, &pn->copy),
+      CUDA_TRY_F(cudaGraphExecMemcpyNodeSetParams(exec, pn->exec_node, &pn->copy),
                  "cudaGraphExecMemcpyNodeSetParams(executable %p, node %zu)", (void *)exec,
                  pn->index);
       return RECAP_SUCCESS;
     case cudaGraphNodeTypeMemset:
-      CUDA_TRY_F(cudaGraphExecMemsetNodeSetParams(exec, pn->node, &pn->set),
+      CUDA_TRY_F(cudaGraphExecMemsetNodeSetParams(exec, pn->exec_node, &pn->set),
                  "cudaGraphExecMemsetNodeSetParams(executable %p, node %zu)", (void *)exec,
                  pn->index);
       return RECAP_SUCCESS;
     default:
       return recap__driver_kernel_args_set_exec((recap_cuda_graph_exec_t)exec,
-                                                (recap__cu_graph_node_t)pn->node, pn->kernel);
+                                                (recap__cu_graph_node_t)pn->exec_node, pn->kernel);
   }
 }
 

@@ -159,22 +159,34 @@ typedef struct recap__device_ops {
                                 size_t *count);
 
   /* Rebinding: patching the addresses an executable holds, without a new capture.
-   * patch_plan_create builds graph's patch plan: the sites are exactly what graph_reads
-   * reports (same order: by node in graph_nodes order, then by offset), in an array owned by
-   * the plan (*sites valid until patch_plan_destroy; their ptr fields are kept current by
-   * patch_plan_apply). The plan caches, per node holding a site, what setting that node's
-   * parameters needs (kernel: function, launch shape, a private copy of the argument buffer and
-   * its pointer array; memcpy: the copy's parameters; memset: the memset's parameters), so that
-   * a patch costs one cudaGraphExec{Kernel,Memcpy,Memset}NodeSetParams per node and nothing
-   * else. The graph must outlive the plan (the executable's node handles are the graph's). */
-  recap_status_t (*patch_plan_create)(recap_cuda_graph_t graph, recap__patch_plan_t *plan,
-                                      const recap__graph_read_t **sites, size_t *count);
+   * patch_plan_create builds the patch plan of graph, the current template: the sites are
+   * exactly what graph_reads reports of graph (same order: by node in graph_nodes order, then by
+   * offset), in an array owned by the plan (*sites valid until patch_plan_destroy; their ptr
+   * fields are kept current by patch_plan_apply). The plan caches, per node holding a site, what
+   * setting that node's parameters needs (kernel: function, launch shape, a private copy of the
+   * argument buffer and its pointer array; memcpy: the copy's parameters; memset: the memset's
+   * parameters), read from graph, so that a patch costs one
+   * cudaGraphExec{Kernel,Memcpy,Memset}NodeSetParams per node and nothing else.
+   * origin is the graph the executables this plan patches were instantiated from (NULL: graph
+   * itself). CUDA accepts in cudaGraphExec*NodeSetParams only the nodes of the graph an
+   * executable was instantiated from, for the executable's whole life: after
+   * cudaGraphExecUpdate(exec, graph) succeeds, graph's nodes are refused (cudaErrorInvalidValue)
+   * and origin's nodes still work (measured on CUDA 13, driver 580). So the plan names, for a
+   * node of graph, the node of origin at the same index (graph_nodes order; child-graph nodes'
+   * insides are not patchable anyway). origin and graph with different node counts, or with
+   * different node types at an index: RECAP_ERROR_INVALID_ARGUMENT naming the index. Both graphs
+   * must outlive the plan: graph is where patch_plan_sync writes, origin's nodes are the handles
+   * every patch names. */
+  recap_status_t (*patch_plan_create)(recap_cuda_graph_t graph, recap_cuda_graph_t origin,
+                                      recap__patch_plan_t *plan, const recap__graph_read_t **sites,
+                                      size_t *count);
   /* Set each patches[i].site's word to value, in the plan and in exec (an executable
-   * instantiated from the plan's graph, or updated from it). patches are sorted by site, each
-   * site once. One cudaGraphExec{Kernel,Memcpy,Memset}NodeSetParams per node touched. All or
-   * nothing: when a node's set fails, the nodes this call already set are set back to their
-   * previous values, the plan is unchanged, and the failure is returned (the message names the
-   * node index and the CUDA call). A nested site: RECAP_ERROR_NOT_SUPPORTED, nothing set; a
+   * instantiated from the plan's origin, whatever it was updated from since). patches are
+   * sorted by site, each site once. One cudaGraphExec{Kernel,Memcpy,Memset}NodeSetParams per
+   * node touched. All or nothing: when a node's set fails, the nodes this call already set are
+   * set back to their previous values, the plan is unchanged, and the failure is returned (the
+   * message names the node index and the CUDA call); an executable not instantiated from the
+   * plan's origin fails so (cudaErrorInvalidValue). A nested site: RECAP_ERROR_NOT_SUPPORTED, nothing set; a
    * site index out of range or patches out of order: RECAP_ERROR_INVALID_ARGUMENT. exec NULL:
    * only the plan changes (no CUDA call), its nodes waiting for patch_plan_sync, for a graph
    * that has no executable now. */
@@ -192,7 +204,8 @@ typedef struct recap__device_ops {
    * (cudaErrorGraphExecUpdateFailure: exec is unchanged): RECAP_SUCCESS with *refused = the
    * reason from cudaGraphExecUpdateResultInfo and *node = the index (graph_nodes order of
    * `graph`) of the node it names, or SIZE_MAX. Any other failure: its status (exec
-   * unchanged). After an update, exec's nodes are graph's: patch it through a plan of graph. */
+   * unchanged). After an update exec computes with graph's values, and is patched through a
+   * plan of graph whose origin is the graph exec was instantiated from (patch_plan_create). */
   recap_status_t (*graph_exec_update)(recap_cuda_graph_exec_t exec, recap_cuda_graph_t graph,
                                       recap_update_reason_t *refused, size_t *node);
 

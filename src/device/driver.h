@@ -117,8 +117,9 @@ recap_status_t recap__driver_kernel_node_args(recap__cu_graph_node_t node,
 uint64_t recap__kernel_args_word(const recap__kernel_args_t *args, size_t offset);
 void recap__kernel_args_write(recap__kernel_args_t *args, size_t offset, uint64_t value);
 /* Set node's parameters to the copy's: in the executable exec (cuGraphExecKernelNodeSetParams;
- * node is a node of the graph exec was instantiated or last updated from), or in the template
- * that holds node (cuGraphKernelNodeSetParams). The driver copies the values; the copy stays
+ * node is a node of the graph exec was instantiated from, even after an update: CUDA refuses
+ * the nodes of the graph it was updated from), or in the template that holds node
+ * (cuGraphKernelNodeSetParams). The driver copies the values; the copy stays
  * the caller's. */
 recap_status_t recap__driver_kernel_args_set_exec(recap_cuda_graph_exec_t exec,
                                                   recap__cu_graph_node_t node,

@@ -347,7 +347,7 @@ recap_status_t recap__fake_op_graph_instantiate(recap_cuda_graph_exec_t *exec,
           "cudaGraphInstantiateWithFlags: out of memory (cudaErrorMemoryAllocation): no host "
           "memory for a fake executable graph");
     } else {
-      x->graph_id = g->id;
+      x->origin_id = g->id;
       x->next = recap__fake.execs;
       recap__fake.execs = x;
       recap__fake.live_execs++;

@@ -4,8 +4,9 @@
  * cudaGraphExec*NodeSetParams and cudaGraphExecUpdate: an executable holds its own copy of its
  * graph's nodes, a plan caches the values of the nodes holding a site and writes a node's whole
  * values at once (as a SetParams call does), a template changes only when the plan is synced,
- * and an update is refused when the topology or a node's type changed. Fault injection on every
- * step (fake.h).
+ * and an update is refused when the topology or a node's type changed. As on CUDA, an
+ * executable accepts patches only through the nodes of the graph it was instantiated from (a
+ * plan's origin), updated or not. Fault injection on every step (fake.h).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -28,6 +29,8 @@ typedef struct plan_node {
 struct recap__patch_plan {
   recap_cuda_graph_t graph; /* the template, found again by handle and id for a sync */
   uint64_t graph_id;
+  recap_cuda_graph_t origin; /* whose nodes the patches name, found again at each patch */
+  uint64_t origin_id;
   recap__graph_read_t *sites;
   size_t site_count;
   plan_node_t *nodes; /* one per node of the graph */
@@ -58,12 +61,14 @@ static void plan_free(recap__patch_plan_t plan) {
   recap__host_free(plan);
 }
 
-/* The plan of g, or NULL when out of host memory. */
-static recap__patch_plan_t plan_build(fake_graph_t *g) {
+/* The plan of g naming o's nodes, or NULL when out of host memory. */
+static recap__patch_plan_t plan_build(fake_graph_t *g, fake_graph_t *o) {
   recap__patch_plan_t plan = recap__host_calloc(1, sizeof *plan);
   if (!plan) return NULL;
   plan->graph = (recap_cuda_graph_t)g;
   plan->graph_id = g->id;
+  plan->origin = (recap_cuda_graph_t)o;
+  plan->origin_id = o->id;
   if (!recap__fake_nodes_reads(&g->nodes, &plan->sites, &plan->site_count)) goto fail;
   if (g->nodes.count) {
     plan->nodes = recap__host_calloc(g->nodes.count, sizeof *plan->nodes);
@@ -91,7 +96,27 @@ fail:
   return NULL;
 }
 
-recap_status_t recap__fake_op_patch_plan_create(recap_cuda_graph_t graph, recap__patch_plan_t *plan,
+/* Why origin's nodes cannot stand for graph's (note it in f), or RECAP_SUCCESS. */
+static recap_status_t origin_check(fake_failure_t *f, const fake_graph_t *g,
+                                   const fake_graph_t *o) {
+  if (o->nodes.count != g->nodes.count)
+    return recap__fake_note(f, RECAP_ERROR_INVALID_ARGUMENT,
+                            "patch plan: origin %p has %zu nodes and graph %p has %zu; origin "
+                            "must be the graph the executable was instantiated from, and graph "
+                            "a graph it was updated from",
+                            (const void *)o, o->nodes.count, (const void *)g, g->nodes.count);
+  for (size_t i = 0; i < g->nodes.count; i++)
+    if (o->nodes.v[i].type != g->nodes.v[i].type)
+      return recap__fake_note(f, RECAP_ERROR_INVALID_ARGUMENT,
+                              "patch plan: node %zu of origin %p and of graph %p differ in type; "
+                              "origin must be the graph the executable was instantiated from, "
+                              "and graph a graph it was updated from",
+                              i, (const void *)o, (const void *)g);
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap__fake_op_patch_plan_create(recap_cuda_graph_t graph, recap_cuda_graph_t origin,
+                                                recap__patch_plan_t *plan,
                                                 const recap__graph_read_t **sites, size_t *count) {
   RECAP__ARG(plan && sites && count, "patch plan: an out-parameter is NULL");
   *plan = NULL;
@@ -101,12 +126,17 @@ recap_status_t recap__fake_op_patch_plan_create(recap_cuda_graph_t graph, recap_
   pthread_mutex_lock(&recap__fake.lock);
   bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_PATCH_PLAN);
   fake_graph_t *g = recap__fake_graph_find(graph);
+  fake_graph_t *o = origin ? recap__fake_graph_find(origin) : g;
   if (inject) {
     recap__fake_note_injected(&f, "patch plan", RECAP__FAKE_FAULT_PATCH_PLAN,
                               "patch plan creation");
   } else if (!g) {
     recap__fake_note_bad_graph(&f, "patch plan", (const void *)graph, "graph");
-  } else if (!(*plan = plan_build(g))) {
+  } else if (!o) {
+    recap__fake_note_bad_graph(&f, "patch plan", (const void *)origin, "graph");
+  } else if (origin_check(&f, g, o) != RECAP_SUCCESS) {
+    /* noted */
+  } else if (!(*plan = plan_build(g, o))) {
     recap__fake_note(&f, RECAP_ERROR_OUT_OF_MEMORY, "patch plan: out of host memory in the fake");
   } else {
     *sites = (*plan)->sites;
@@ -157,13 +187,6 @@ static recap_status_t apply_check(fake_failure_t *f, recap__patch_plan_t plan, c
                                   size_t count) {
   if (exec && !x)
     return recap__fake_note_bad_graph(f, "patch", (const void *)exec, "executable graph");
-  if (x && (x->graph_id != plan->graph_id || x->nodes.count != plan->node_count))
-    return recap__fake_note(
-        f, RECAP_ERROR_CUDA,
-        "cudaGraphExecKernelNodeSetParams: invalid argument (cudaErrorInvalidValue): executable "
-        "%p was not instantiated or updated from the patch plan's graph %p; make a plan of the "
-        "graph it was last instantiated or updated from",
-        (void *)exec, (void *)plan->graph);
   for (size_t i = 0; i < count; i++) {
     size_t site = patches[i].site;
     if (site >= plan->site_count)
@@ -180,14 +203,36 @@ static recap_status_t apply_check(fake_failure_t *f, recap__patch_plan_t plan, c
                               "patch: site %zu lies inside a child graph of node %zu, which "
                               "cannot be patched",
                               site, plan->sites[site].node);
-    if (!x) continue;
-    const fake_node_t *n = &x->nodes.v[plan->sites[site].node];
-    const plan_node_t *c = &plan->nodes[plan->sites[site].node];
+  }
+  if (!x || count == 0) return RECAP_SUCCESS; /* no set call, nothing CUDA could refuse */
+  /* CUDA's rule: the node handles of a set are those of the graph the executable was
+   * instantiated from, whatever it was updated from since, and that graph must be alive. */
+  size_t first = plan->sites[patches[0].site].node;
+  const char *call = exec_call(plan->nodes[first].type);
+  if (x->origin_id != plan->origin_id)
+    return recap__fake_note(
+        f, RECAP_ERROR_CUDA,
+        "%s(node %zu): invalid argument (cudaErrorInvalidValue): executable %p was not "
+        "instantiated from graph %p, whose nodes the patch plan names; make the plan with the "
+        "graph the executable was instantiated from as its origin",
+        call, first, (void *)exec, (void *)plan->origin);
+  const fake_graph_t *o = recap__fake_graph_find(plan->origin);
+  if (!o || o->id != plan->origin_id)
+    return recap__fake_note(
+        f, RECAP_ERROR_CUDA,
+        "%s(node %zu): invalid argument (cudaErrorInvalidValue): graph %p, which executable %p "
+        "was instantiated from and whose nodes the patch plan names, was destroyed; keep it "
+        "alive as long as the executable is patched",
+        call, first, (void *)plan->origin, (void *)exec);
+  for (size_t i = 0; i < count; i++) {
+    size_t node = plan->sites[patches[i].site].node;
+    const fake_node_t *n = &x->nodes.v[node];
+    const plan_node_t *c = &plan->nodes[node];
     if (n->type != c->type || n->arg_count != c->arg_count)
       return recap__fake_note(f, RECAP_ERROR_CUDA,
                               "%s(node %zu): invalid argument (cudaErrorInvalidValue): the "
                               "executable's node does not match the plan's",
-                              exec_call(c->type), plan->sites[site].node);
+                              exec_call(c->type), node);
   }
   return RECAP_SUCCESS;
 }
@@ -335,10 +380,10 @@ recap_status_t recap__fake_op_graph_exec_update(recap_cuda_graph_exec_t exec,
         "cudaGraphExecUpdate: out of memory (cudaErrorMemoryAllocation): no host memory for the "
         "fake executable's nodes; the executable is unchanged");
   } else {
-    /* Kernel names and functions may change, as CUDA allows for ordinary kernels. */
+    /* Kernel names and functions may change, as CUDA allows for ordinary kernels. Its patch
+     * handles stay those of the graph it was instantiated from (origin_id unchanged). */
     recap__fake_nodes_free(&x->nodes);
     x->nodes = copy;
-    x->graph_id = g->id;
     x->updated = true;
     recap__fake.exec_updates++;
   }

@@ -97,8 +97,10 @@ typedef struct fake_graph {
 /* What graph_instantiate hands out as a recap_cuda_graph_exec_t. */
 typedef struct fake_exec {
   fake_nodes_t nodes; /* its own copy of the graph's nodes: patches change these only */
-  uint64_t graph_id;  /* the graph it was instantiated or last updated from */
-  bool updated;       /* updated at least once (the timing model's slowdown applies) */
+  /* The graph it was instantiated from, for its whole life (updates keep it): as on CUDA, the
+   * only graph whose nodes name this executable's nodes in a patch. */
+  uint64_t origin_id;
+  bool updated; /* updated at least once (the timing model's slowdown applies) */
   uint64_t launches;
   struct fake_exec *next;
 } fake_exec_t;
@@ -283,7 +285,8 @@ recap_status_t recap__fake_op_graph_reads_check(void);
 recap_status_t recap__fake_op_graph_reads(recap_cuda_graph_t graph, recap__graph_read_t **reads,
                                           size_t *count);
 /* fake_patch.c (the timing events are in fake_stream.c, with the other events) */
-recap_status_t recap__fake_op_patch_plan_create(recap_cuda_graph_t graph, recap__patch_plan_t *plan,
+recap_status_t recap__fake_op_patch_plan_create(recap_cuda_graph_t graph, recap_cuda_graph_t origin,
+                                                recap__patch_plan_t *plan,
                                                 const recap__graph_read_t **sites, size_t *count);
 recap_status_t recap__fake_op_patch_plan_apply(recap__patch_plan_t plan,
                                                recap_cuda_graph_exec_t exec,
