@@ -60,19 +60,25 @@
  *    plan's, with the patches on top) into the executable's own nodes, one counted set per node
  *    (exec_patches), or, with exec NULL, into the plan alone; the template is unchanged until
  *    patch_plan_sync writes each node patched since the last sync into it (template_patches).
- *    The executable must have been instantiated or last updated from the plan's graph, else
- *    RECAP_ERROR_CUDA (cudaErrorInvalidValue). An injected RECAP__FAKE_FAULT_PATCH at a node
- *    sets the nodes already set back to the plan's values (each counted in exec_patches) and
- *    leaves the plan unchanged; an injected RECAP__FAKE_FAULT_PATCH_SYNC stops the sync at
- *    that node, which with the ones after it stays to be synced. Messages name the node index
- *    and the CUDA call (cudaGraphExecKernelNodeSetParams, cudaGraphMemsetNodeSetParams, ...).
+ *    As on CUDA, an executable accepts per-node sets only through the nodes of the graph it was
+ *    instantiated from, for its whole life (updates included): a plan's origin (its graph when
+ *    origin is NULL) must be that graph and still be alive, else a patch of at least one site
+ *    fails with RECAP_ERROR_CUDA (cudaErrorInvalidValue) and sets nothing. A plan's values come
+ *    from its graph; origin and graph with different node counts or a node type that differs:
+ *    RECAP_ERROR_INVALID_ARGUMENT at creation, naming the index. An injected
+ *    RECAP__FAKE_FAULT_PATCH at a node sets the nodes already set back to the plan's values
+ *    (each counted in exec_patches) and leaves the plan unchanged; an injected
+ *    RECAP__FAKE_FAULT_PATCH_SYNC stops the sync at that node, which with the ones after it
+ *    stays to be synced. Messages name the node index and the CUDA call
+ *    (cudaGraphExecKernelNodeSetParams, cudaGraphMemsetNodeSetParams, ...).
  *  - Updates (graph_exec_update): refused (RECAP_SUCCESS, update_refusals counted) with
  *    TOPOLOGY_CHANGED when the node counts differ (node SIZE_MAX) or a node's dependency
  *    differs (that node, the first), else NODE_TYPE_CHANGED at the first node whose type
  *    differs; recap__fake_refuse_next_update forces the next refusal whatever the graphs.
  *    Otherwise the executable takes a copy of the graph's nodes (names and functions may
- *    change), counts as updated from that graph (plans of it patch it) and as updated for the
- *    timing model (exec_updates counted). A refusal or a failure leaves it unchanged.
+ *    change) and counts as updated for the timing model (exec_updates counted); it is patched
+ *    through a plan of that graph whose origin is the graph it was instantiated from. A
+ *    refusal or a failure leaves it unchanged.
  *  - Timing model: every stream has a clock in µs. Each eager work item (kernels, copies,
  *    memsets, random-number kernels) advances it by 1 µs, an event record by nothing, a
  *    graph_launch by its node count times 1.0, or times the factor of

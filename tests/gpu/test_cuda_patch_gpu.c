@@ -4,7 +4,8 @@
  * (src/device/cuda_patch.c) on a real device, called through the seam's table with nothing
  * above it involved: the sites match graph_reads, a patch changes what the executable computes
  * and not the template until a sync, an update applies or is refused with the driver's reason
- * and node, and timed events measure.
+ * and node, an updated executable is patched through the nodes of the graph it was instantiated
+ * from (and refuses the new template's), and timed events measure.
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -76,7 +77,7 @@ static void patches_move_what_the_executable_computes(void **state) {
   recap__patch_plan_t plan = NULL;
   const recap__graph_read_t *sites = NULL;
   size_t count = 0;
-  OK(ops->patch_plan_create(g, &plan, &sites, &count));
+  OK(ops->patch_plan_create(g, NULL, &plan, &sites, &count));
   /* out, in, n (an 8-byte word too; the float is skipped), src, dst, memset dst. */
   assert_int_equal(count, 6);
   expect_site(&sites[0], 0, a, RECAP__READ_KERNEL_ARG, 0, 0);
@@ -158,8 +159,9 @@ static void updates_apply_or_are_refused_with_the_node(void **state) {
   const recap__device_ops_t *ops = seam();
   cudaStream_t s = gpu_stream();
   float *x = raw_floats(), *a = raw_floats(), *b = raw_floats(), *c = raw_floats();
-  float *a2 = raw_floats(), *b2 = raw_floats();
+  float *a2 = raw_floats(), *b2 = raw_floats(), *y = raw_floats();
   gpu_set(x, N, 3.0f, s);
+  gpu_set(y, N, 7.0f, s);
   recap_cuda_graph_t g = capture_step(s, a, x, b, c);
   recap_cuda_graph_exec_t exec = NULL;
   OK(ops->graph_instantiate(&exec, g));
@@ -175,17 +177,68 @@ static void updates_apply_or_are_refused_with_the_node(void **state) {
   CUDA_OK(cudaStreamSynchronize(s));
   gpu_expect_all(b2, N, 4.0f);
 
-  /* After the update, plans of the new template patch the executable. */
-  recap__patch_plan_t plan = NULL;
+  /* After the update, the new template's own nodes are refused by the executable (the
+   * driver's rule this seam's origin parameter exists for), and nothing changes. */
+  recap__patch_plan_t alone = NULL;
   const recap__graph_read_t *sites = NULL;
   size_t count = 0;
-  OK(ops->patch_plan_create(g2, &plan, &sites, &count));
-  recap__patch_t p[] = {{4, b}};
-  OK(ops->patch_plan_apply(plan, exec, p, 1));
+  OK(ops->patch_plan_create(g2, NULL, &alone, &sites, &count));
+  assert_int_equal(count, 6);
+  recap__patch_t p[] = {{1, y}, {4, b}};
+  recap_clear_last_error();
+  recap_status_t st = ops->patch_plan_apply(alone, exec, p, 2);
+  print_message("patch through the new template's nodes: %s\n", recap_last_error());
+  assert_int_equal(st, RECAP_ERROR_CUDA);
+  assert_non_null(strstr(recap_last_error(), "cuGraphExecKernelNodeSetParams of node 0 failed"));
+  assert_non_null(strstr(recap_last_error(), "INVALID_VALUE"));
+  assert_ptr_equal(sites[1].ptr, x);
+  ops->patch_plan_destroy(alone);
+  CUDA_OK(cudaMemset(b2, 0, N * sizeof(float)));
   OK(ops->graph_launch(exec, s));
   CUDA_OK(cudaStreamSynchronize(s));
-  gpu_expect_all(b, N, 4.0f);
+  gpu_expect_all(b2, N, 4.0f);
+
+  /* A plan of the new template through the nodes of the graph the executable was instantiated
+   * from: its sites are the new template's, and the replay computes with the patch (a kernel
+   * word and a copy end). */
+  recap__patch_plan_t plan = NULL;
+  OK(ops->patch_plan_create(g2, g, &plan, &sites, &count));
+  assert_int_equal(count, 6);
+  expect_site(&sites[0], 0, a2, RECAP__READ_KERNEL_ARG, 0, 0);
+  expect_site(&sites[4], 1, b2, RECAP__READ_COPY_DST, 0, 0);
+  OK(ops->patch_plan_apply(plan, exec, p, 2));
+  CUDA_OK(cudaMemset(b2, 0, N * sizeof(float)));
+  OK(ops->graph_launch(exec, s));
+  CUDA_OK(cudaStreamSynchronize(s));
+  gpu_expect_all(a2, N, 8.0f); /* y + 1, into the new template's output */
+  gpu_expect_all(b, N, 8.0f);
+  gpu_expect_all(b2, N, 0.0f);
+  /* The sync writes the new template; the origin keeps its values. */
+  OK(ops->patch_plan_sync(plan));
+  recap__graph_read_t *reads = NULL;
+  size_t read_count = 0;
+  OK(ops->graph_reads(g2, &reads, &read_count));
+  assert_ptr_equal(reads[1].ptr, y);
+  assert_ptr_equal(reads[4].ptr, b);
+  recap__host_free(reads);
+  OK(ops->graph_reads(g, &reads, &read_count));
+  assert_ptr_equal(reads[0].ptr, a);
+  assert_ptr_equal(reads[4].ptr, b);
+  recap__host_free(reads);
   ops->patch_plan_destroy(plan);
+
+  /* An origin of another shape is refused before anything is read. */
+  recap_cuda_graph_t other = NULL;
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  CUDA_OK(recap_test_add_scalar(a, x, N, 1.0f, s));
+  CUDA_OK(cudaMemsetAsync(b, 0, N * sizeof(float), s));
+  CUDA_OK(cudaMemsetAsync(c, 0, N * sizeof(float), s));
+  CUDA_OK(cudaStreamEndCapture(s, (cudaGraph_t *)&other));
+  assert_int_equal(ops->patch_plan_create(g2, other, &plan, &sites, &count),
+                   RECAP_ERROR_INVALID_ARGUMENT);
+  assert_non_null(strstr(recap_last_error(), "node 1 of origin"));
+  assert_null(plan);
+  OK(ops->graph_destroy(other));
 
   /* One node more: refused, the executable unchanged. */
   recap_cuda_graph_t g3 = NULL;
@@ -213,12 +266,12 @@ static void updates_apply_or_are_refused_with_the_node(void **state) {
   CUDA_OK(cudaMemset(b, 0, N * sizeof(float)));
   OK(ops->graph_launch(exec, s));
   CUDA_OK(cudaStreamSynchronize(s));
-  gpu_expect_all(b, N, 4.0f);
+  gpu_expect_all(b, N, 8.0f);
 
   OK(ops->graph_exec_destroy(exec));
   recap_cuda_graph_t graphs[] = {g, g2, g3, g4};
   for (size_t i = 0; i < 4; i++) OK(ops->graph_destroy(graphs[i]));
-  float *all[] = {x, a, b, c, a2, b2};
+  float *all[] = {x, a, b, c, a2, b2, y};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) CUDA_OK(cudaFree(all[i]));
   CUDA_OK(cudaStreamDestroy(s));
 }
