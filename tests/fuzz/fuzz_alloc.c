@@ -9,11 +9,14 @@
  * and route a pool to it, join a side stream to a capture, end a capture and its route (in
  * either order), invalidate a capture, release a pool, empty the cache, change an option
  * (max_split_size, memory_cap), arm a device fault (segment allocation, event creation or
- * record), and read the statistics, a snapshot and a block's info.
+ * record), and read the statistics, a snapshot and a block's info. Captures routed to pools 0
+ * and 1 record their allocation log and replay the previous one of their pool (as a graph's
+ * recapture does; src/alloc/replay.c); those routed to pools 2 and 3 take the usual path.
  *
  * After every operation: recap_memory_check() passes, the live blocks the program holds never
  * overlap, the statistics count exactly those blocks, and every call returned a status its
- * situation allows (e.g. recap_empty_cache refuses only while a capture is routed). At the end
+ * situation allows (e.g. recap_empty_cache refuses only while a capture is routed); at the end
+ * of a logged capture, its log holds one entry of a rounded size per hit or miss. At the end
  * the program releases everything it holds, and the fake device must hold no memory. Any
  * violation aborts with a message, which libFuzzer reports as a crash with the input.
  *
@@ -26,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc/alloc_internal.h"
 #include "device/fake.h"
 #include "fuzz_util.h"
 #include "reset.h"
@@ -34,7 +38,7 @@
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
 
-enum { STREAMS = 4, SLOTS = 64, POOLS = 4, MAX_OPS = 512 };
+enum { STREAMS = 4, SLOTS = 64, POOLS = 4, LOGGED_POOLS = 2, MAX_OPS = 512 };
 
 typedef struct slot {
   char *p;
@@ -58,6 +62,10 @@ static struct {
   recap_pool_id_t pools[POOLS];
   int references[POOLS]; /* pool references this program holds (route_begin minus release) */
   int routes;            /* pools routed now */
+  /* Per logged pool: the log its last capture recorded (replayed by the next) and the one the
+   * next records into. */
+  recap__alloc_log_t logs[LOGGED_POOLS][2];
+  int last_log[LOGGED_POOLS];
   uint64_t next_tag;
   int op_index;
 } st;
@@ -257,6 +265,36 @@ static void op_capture_begin(void) {
   st.captures[stream].routed = true;
   st.references[pool]++;
   st.routes++;
+  if (pool < LOGGED_POOLS) {
+    recap__alloc_log_t *record = &st.logs[pool][1 - st.last_log[pool]];
+    recap__alloc_log_free(record);
+    int device;
+    s = recap__alloc_current_device(&device);
+    if (s == RECAP_SUCCESS)
+      s = recap__pool_route_set_logs(device, st.pools[pool], record,
+                                     &st.logs[pool][st.last_log[pool]]);
+    if (s != RECAP_SUCCESS) die("recap__pool_route_set_logs failed", s);
+  }
+}
+
+/* Before a logged route ends: every allocation it routed was counted once and logged once,
+ * with a rounded size; the new log is the one the pool's next capture replays. */
+static void end_logged_route(int pool) {
+  if (pool >= LOGGED_POOLS) return;
+  int device;
+  uint64_t hits = 0, misses = 0;
+  recap_status_t s = recap__alloc_current_device(&device);
+  if (s == RECAP_SUCCESS) s = recap__pool_route_replay_stats(device, st.pools[pool], &hits, &misses);
+  if (s != RECAP_SUCCESS) die("recap__pool_route_replay_stats failed", s);
+  const recap__alloc_log_t *record = &st.logs[pool][1 - st.last_log[pool]];
+  if (record->incomplete || hits + misses != record->count)
+    die("a logged route counted other allocations than its log holds", RECAP_SUCCESS);
+  for (size_t i = 0; i < record->count; i++)
+    if (record->v[i].size == 0 || record->v[i].size % sizes.round)
+      die("a log entry has a size that is not rounded", RECAP_SUCCESS);
+  TRACE("logged route of pool %d: %zu allocations, %llu replayed", pool, record->count,
+        (unsigned long long)hits);
+  st.last_log[pool] = 1 - st.last_log[pool];
 }
 
 static void op_join(void) {
@@ -273,6 +311,7 @@ static void end_capture(int origin, bool route_first) {
   capture_t *c = &st.captures[origin];
   if (!c->active) return;
   TRACE("capture end on stream %d (%s)", origin, route_first ? "route first" : "capture first");
+  if (c->routed) end_logged_route(c->pool);
   if (c->routed && route_first) {
     recap_status_t s = recap_pool_route_end(st.pools[c->pool]);
     if (s != RECAP_SUCCESS) die("recap_pool_route_end failed", s);
@@ -419,6 +458,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   recap_status_t s = recap_empty_cache();
   if (s != RECAP_SUCCESS) die("recap_empty_cache at the end failed", s);
   check_invariants();
+  for (int i = 0; i < LOGGED_POOLS; i++) {
+    recap__alloc_log_free(&st.logs[i][0]);
+    recap__alloc_log_free(&st.logs[i][1]);
+    st.last_log[i] = 0;
+  }
   if (recap__fake_now().bytes_in_use[0] != 0) {
     fprintf(stderr, "fuzz_alloc: %zu bytes of device memory left\n",
             recap__fake_now().bytes_in_use[0]);
