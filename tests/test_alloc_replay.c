@@ -55,8 +55,8 @@ static void next_logs(recap__alloc_log_t **record, recap__alloc_log_t **replay) 
  * ---------------------------------------------------------------------------------------- */
 
 enum { STEP_ALLOCS = 6 };
-static const size_t step_sizes[STEP_ALLOCS] = {300 * KiB, 512, 3 * MiB, 700 * KiB, 18 * MiB,
-                                               3 * MiB};
+static const size_t step_sizes[STEP_ALLOCS] = {300 * KiB, 512,      3 * MiB,
+                                               700 * KiB, 18 * MiB, 3 * MiB};
 
 static void step(recap_stream_t s, void *ptrs[STEP_ALLOCS]) {
   OK(recap_malloc(&ptrs[0], step_sizes[0], s)); /* a: small, an intermediate */
@@ -414,6 +414,68 @@ static void a_replayed_address_stays_on_its_stream(void **state) {
   abc_done(&t);
 }
 
+/* A replayed range in the middle of a free segment: the free block is split on both sides
+ * (the statistics of split blocks follow, recap_memory_check recounts them), and the free
+ * merges it back. In a large segment a rest of small_size or less stays with the block, as on
+ * the usual path. */
+static void a_replayed_range_splits_its_free_block_on_both_sides(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_pool_id_t pool = recap_pool_handle();
+  recap__alloc_log_t forged = {0}, out = {0};
+  uint64_t hits, misses;
+  void *small_seg, *large_seg, *p, *q;
+  begin(s, pool, &out, NULL);
+  OK(recap_malloc(&small_seg, 1 * MiB, s));  /* the first half of a small segment, S */
+  OK(recap_malloc(&large_seg, 20 * MiB, s)); /* a whole large segment, L */
+  end(s, pool, &hits, &misses);
+  OK(recap_free(small_seg));
+  OK(recap_free(large_seg));
+  recap__alloc_log_free(&out);
+  recap_memory_stats_t before = stats();
+  assert_int_equal(before.inactive_split[RECAP_STAT_ALL].current, 0);
+
+  forged.v = malloc(2 * sizeof *forged.v);
+  assert_non_null(forged.v);
+  forged.v[0] = (struct recap__alloc_log_entry){(char *)small_seg + 512 * KiB, 256 * KiB};
+  forged.v[1] = (struct recap__alloc_log_entry){(char *)large_seg + 17 * MiB, 2 * MiB + 512 * KiB};
+  forged.count = forged.capacity = 2;
+  begin(s, pool, &out, &forged);
+  OK(recap_malloc(&p, 256 * KiB, s));
+  assert_ptr_equal(p, (char *)small_seg + 512 * KiB);
+  recap_memory_stats_t mid = stats();
+  assert_int_equal(mid.inactive_split[RECAP_STAT_SMALL].current, 2); /* before and after p */
+  assert_int_equal(mid.inactive_split_bytes[RECAP_STAT_SMALL].current,
+                   (int64_t)(2 * MiB - 256 * KiB));
+  check();
+  OK(recap_malloc(&q, 2 * MiB + 512 * KiB, s));
+  assert_ptr_equal(q, (char *)large_seg + 17 * MiB);
+  recap_block_info_t info;
+  OK(recap_block_info(q, &info));
+  assert_int_equal(info.size, 3 * MiB); /* the 512 KiB rest stayed with it */
+  assert_int_equal(info.requested, 2 * MiB + 512 * KiB);
+  recap_memory_stats_t both = stats();
+  assert_int_equal(both.inactive_split[RECAP_STAT_LARGE].current, 1);
+  assert_int_equal(both.inactive_split_bytes[RECAP_STAT_LARGE].current, (int64_t)(17 * MiB));
+  check();
+  end(s, pool, &hits, &misses);
+  assert_int_equal(hits, 2);
+  assert_int_equal(misses, 0);
+  assert_int_equal(out.count, 2);
+  assert_int_equal(out.v[1].size, 2 * MiB + 512 * KiB); /* the rounded request, not the block */
+  OK(recap_free(p));
+  OK(recap_free(q));
+  recap_memory_stats_t after = stats();
+  assert_int_equal(after.inactive_split[RECAP_STAT_ALL].current, 0);
+  assert_int_equal(pool_info(pool).reserved_bytes, (int64_t)(22 * MiB));
+  check();
+  recap__alloc_log_free(&forged);
+  recap__alloc_log_free(&out);
+  OK(recap_pool_release(pool));
+  check();
+}
+
 /* ------------------------------------------------------------------------------------------
  * The record log's contents, host memory failures, max_split_size, attach errors
  * ---------------------------------------------------------------------------------------- */
@@ -636,6 +698,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_change_with_no_room_grows_once),
     cmocka_unit_test(fewer_allocations_replay_a_prefix),
     cmocka_unit_test(a_replayed_address_stays_on_its_stream),
+    cmocka_unit_test(a_replayed_range_splits_its_free_block_on_both_sides),
     cmocka_unit_test(the_record_log_holds_rounded_sizes_in_order),
     cmocka_unit_test(host_oom_marks_the_log_incomplete_and_malloc_succeeds),
     cmocka_unit_test(max_split_size_rules_hold_in_a_replay),

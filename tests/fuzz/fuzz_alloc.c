@@ -4,8 +4,8 @@
  * device, with the allocator's invariants checked after every operation.
  *
  * Each input is a program: every operation takes an opcode byte and a few argument bytes.
- * Operations: allocate (sizes around every boundary of the size classes, zero included) on one
- * of four streams, free, record_stream, let a stream's work finish, begin a capture on a stream
+ * Operations: allocate (sizes around every boundary of the size classes, zero included; or, in a
+ * logged capture, the size its pool's previous capture allocated next) on one of four streams, free, record_stream, let a stream's work finish, begin a capture on a stream
  * and route a pool to it, join a side stream to a capture, end a capture and its route (in
  * either order), invalidate a capture, release a pool, empty the cache, change an option
  * (max_split_size, memory_cap), arm a device fault (segment allocation, event creation or
@@ -184,11 +184,37 @@ static void check_tag(const slot_t *s) {
   if (a != s->tag || b != s->tag) die("a live block's contents were overwritten", RECAP_SUCCESS);
 }
 
+static int capturing_origin(int stream);
+
+/* The size the capture of stream's next allocation had in its pool's previous capture (an
+ * identical sequence so far, so that the replay is exercised); else one picked by pick_size. */
+static size_t replayed_size(int stream) {
+  int origin = capturing_origin(stream);
+  const capture_t *c = origin >= 0 ? &st.captures[origin] : NULL;
+  size_t pick = pick_size();
+  if (!c || !c->routed || c->pool >= LOGGED_POOLS) return pick;
+  const recap__alloc_log_t *replay = &st.logs[c->pool][st.last_log[c->pool]];
+  const recap__alloc_log_t *record = &st.logs[c->pool][1 - st.last_log[c->pool]];
+  return record->count < replay->count ? replay->v[record->count].size : pick;
+}
+
+static void malloc_into(int i, int stream, size_t size);
+
 static void op_malloc(void) {
   int i = byte() % SLOTS;
   int stream = byte() % STREAMS;
   if (st.slots[i].p) return;
-  size_t size = pick_size();
+  malloc_into(i, stream, pick_size());
+}
+
+static void op_malloc_replayed(void) {
+  int i = byte() % SLOTS;
+  int stream = byte() % STREAMS;
+  if (st.slots[i].p) return;
+  malloc_into(i, stream, replayed_size(stream));
+}
+
+static void malloc_into(int i, int stream, size_t size) {
   void *p = (void *)1;
   recap_status_t s = recap_malloc(&p, size, st.streams[stream]);
   TRACE("malloc slot %d, %zu bytes, stream %d -> %p (%s)", i, size, stream, p,
@@ -215,8 +241,7 @@ static void op_malloc(void) {
     die("recap_block_info disagrees", s);
 }
 
-static void op_free(void) {
-  slot_t *sl = &st.slots[byte() % SLOTS];
+static void free_slot(slot_t *sl) {
   if (!sl->p) return;
   TRACE("free slot %d (%p)", (int)(sl - st.slots), (void *)sl->p);
   check_tag(sl);
@@ -224,6 +249,8 @@ static void op_free(void) {
   if (s != RECAP_SUCCESS) die("recap_free of a live block failed", s);
   memset(sl, 0, sizeof *sl);
 }
+
+static void op_free(void) { free_slot(&st.slots[byte() % SLOTS]); }
 
 static void op_record_stream(void) {
   slot_t *sl = &st.slots[byte() % SLOTS];
@@ -242,11 +269,7 @@ static void op_complete(void) {
   recap__fake_stream_complete(st.streams[stream]);
 }
 
-static void op_capture_begin(void) {
-  int stream = byte() % STREAMS;
-  int pool = byte() % POOLS;
-  uint8_t mode = byte() % 3;
-  if (capturing_origin(stream) >= 0) return;
+static void capture_begin(int stream, int pool, uint8_t mode) {
   TRACE("capture begin on stream %d, mode %d, pool %d", stream, mode, pool);
   if (!recap__fake_capture_begin(st.streams[stream], (recap__capture_mode_t)mode))
     die("the fake refused a capture", RECAP_SUCCESS);
@@ -284,7 +307,8 @@ static void end_logged_route(int pool) {
   int device;
   uint64_t hits = 0, misses = 0;
   recap_status_t s = recap__alloc_current_device(&device);
-  if (s == RECAP_SUCCESS) s = recap__pool_route_replay_stats(device, st.pools[pool], &hits, &misses);
+  if (s == RECAP_SUCCESS)
+    s = recap__pool_route_replay_stats(device, st.pools[pool], &hits, &misses);
   if (s != RECAP_SUCCESS) die("recap__pool_route_replay_stats failed", s);
   const recap__alloc_log_t *record = &st.logs[pool][1 - st.last_log[pool]];
   if (record->incomplete || hits + misses != record->count)
@@ -295,6 +319,48 @@ static void end_logged_route(int pool) {
   TRACE("logged route of pool %d: %zu allocations, %llu replayed", pool, record->count,
         (unsigned long long)hits);
   st.last_log[pool] = 1 - st.last_log[pool];
+}
+
+static void op_capture_begin(void) {
+  int stream = byte() % STREAMS;
+  int pool = byte() % POOLS;
+  uint8_t mode = byte() % 3;
+  if (capturing_origin(stream) >= 0) return;
+  capture_begin(stream, pool, mode);
+}
+
+static void end_capture(int origin, bool route_first);
+
+/* A whole recapture of a logged pool on one stream, as a graph's: begin, allocate the sizes its
+ * previous capture allocated, in order (a few picked ones when it allocated none), free every
+ * other one before the end (intermediates), end, and free the rest too when the input says
+ * so. The next one replays what this one logged, and hits where these blocks are free again. */
+static void op_recapture(void) {
+  int stream = byte() % STREAMS;
+  int pool = byte() % LOGGED_POOLS;
+  uint8_t flags = byte();
+  if (capturing_origin(stream) >= 0) return;
+  capture_begin(stream, pool, RECAP__CAPTURE_MODE_RELAXED);
+  const recap__alloc_log_t *replay = &st.logs[pool][st.last_log[pool]];
+  size_t n = st.captures[stream].routed ? replay->count : 0;
+  size_t count = n ? n : 1 + (size_t)(flags % 6);
+  int held[SLOTS], held_count = 0;
+  for (size_t k = 0; k < count && k < SLOTS; k++) {
+    int i = 0;
+    while (i < SLOTS && st.slots[i].p) i++;
+    if (i == SLOTS) break;
+    size_t size = n ? replay->v[k].size : pick_size();
+    malloc_into(i, stream, size);
+    if (!st.slots[i].p) continue;
+    if (k % 2)
+      free_slot(&st.slots[i]);
+    else
+      held[held_count++] = i;
+    check_invariants();
+  }
+  end_capture(stream, flags & 0x80);
+  if (flags & 0x40)
+    for (int k = 0; k < held_count; k++) free_slot(&st.slots[held[k]]);
 }
 
 static void op_join(void) {
@@ -427,10 +493,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   read_sizes();
 
   static void (*const ops[])(
-      void) = {op_malloc,      op_malloc,        op_malloc,     op_free,
-               op_free,        op_record_stream, op_complete,   op_capture_begin,
-               op_join,        op_capture_end,   op_invalidate, op_pool_release,
-               op_empty_cache, op_option,        op_fault,      op_inspect};
+      void) = {op_malloc,        op_malloc,       op_malloc_replayed, op_free,   op_free,
+               op_record_stream, op_complete,     op_capture_begin,   op_join,   op_capture_end,
+               op_invalidate,    op_pool_release, op_empty_cache,     op_option, op_fault,
+               op_inspect,       op_recapture};
   for (st.op_index = 0; st.at < st.size && st.op_index < MAX_OPS; st.op_index++) {
     ops[byte() % (sizeof ops / sizeof ops[0])]();
     check_invariants();
