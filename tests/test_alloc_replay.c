@@ -604,6 +604,26 @@ static void max_split_size_rules_hold_in_a_replay(void **state) {
   OK(recap_free(big2));
   OK(recap_free(mid2));
   check();
+  /* 31 MiB, below the limit, gets its own segment of 32 MiB (rounded to 2 MiB): at the limit,
+   * which the usual path would not give a request below it again. The replay does, so the pool
+   * does not grow. */
+  void *near, *near2;
+  recap__alloc_log_t near_log = {0}, near_next = {0};
+  begin(s, pool, &near_log, NULL);
+  OK(recap_malloc(&near, 31 * MiB, s));
+  end(s, pool, &hits, &misses);
+  OK(recap_free(near));
+  reserved = pool_info(pool).reserved_bytes;
+  begin(s, pool, &near_next, &near_log);
+  OK(recap_malloc(&near2, 31 * MiB, s));
+  end(s, pool, &hits, &misses);
+  assert_ptr_equal(near2, near);
+  assert_int_equal(hits, 1);
+  assert_int_equal(pool_info(pool).reserved_bytes, reserved);
+  OK(recap_free(near2));
+  recap__alloc_log_free(&near_log);
+  recap__alloc_log_free(&near_next);
+  check();
   /* A log that puts a 4 MiB request inside the 40 MiB block: not honoured (the block is too
    * big to split), the request goes to the large segment instead. */
   recap__alloc_log_t forged = {0}, out = {0};
