@@ -25,5 +25,6 @@
 #include "recap/graphed.h"
 #include "recap/annotate.h"
 #include "recap/liveness.h"
+#include "recap/rebind.h"
 
 #endif /* RECAP_H */
