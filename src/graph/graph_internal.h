@@ -27,6 +27,12 @@ enum { RECAP__GRAPH_MAGIC = 0x72636170 /* "rcap" */ };
 /* Layers built on graphs (random numbers, annotations, input-liveness checks) attach state
  * to a graph through hooks, so the graph layer does not depend on them: graph.c and inspect.c
  * call only the hooks attached to a graph, never the files that attach them. */
+/* A range a rebind moves sites into (the `rebound` hook). */
+typedef struct recap__rebound_range {
+  const void *base;
+  size_t size;
+} recap__rebound_range_t;
+
 typedef struct recap__graph_hooks {
   /* Before every launch of the executable, on the replay stream. A failure stops the replay;
    * the hook then undoes what it did itself. */
@@ -53,13 +59,14 @@ typedef struct recap__graph_hooks {
    * it what the layer changed in the executable only (rebinding: the patched addresses). A
    * failure fails that call. Optional. */
   recap_status_t (*sync_template)(void *ctx, recap_graph_t graph);
-  /* A rebind (rebind.c) is about to move `count` sites: sites[i] is every site of the graph
-   * (graph_reads' list and order) with the address it will hold if the rebind succeeds. The
-   * layer prepares what it must change (input liveness: the blocks it watches) without making
-   * it visible; a failure (host memory) refuses the rebind, nothing changed. Optional; if
-   * present, rebound_done is called once after every rebound that succeeded. */
+  /* A rebind (rebind.c) is about to move sites: sites[i] (count of them) is every site of the
+   * graph (graph_reads' list and order) with the address it will hold if the rebind succeeds,
+   * and to[j] (moves of them) the new ranges of the batch. The layer prepares what it must
+   * change (input liveness: the blocks it watches) without making it visible; a failure (host
+   * memory) refuses the rebind, nothing changed. Optional; if present, rebound_done is called
+   * once after every rebound that succeeded. */
   recap_status_t (*rebound)(void *ctx, recap_graph_t graph, const recap__graph_read_t *sites,
-                            size_t count);
+                            size_t count, const recap__rebound_range_t *to, size_t moves);
   /* The rebind prepared by `rebound` was applied (applied true: make it visible) or not (drop
    * what rebound prepared). Must not fail. */
   void (*rebound_done)(void *ctx, recap_graph_t graph, bool applied);

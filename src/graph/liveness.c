@@ -320,12 +320,25 @@ static void drop_next(liveness_t *l) {
   l->next = NULL;
 }
 
+/* Whether [base, base + size) meets one of the ranges. */
+static bool meets(const void *base, size_t size, const recap__rebound_range_t *to, size_t moves) {
+  uintptr_t b = (uintptr_t)base, e = b + size;
+  for (size_t j = 0; j < moves; j++) {
+    uintptr_t tb = (uintptr_t)to[j].base, te = tb + to[j].size;
+    if (b < te && tb < e) return true;
+  }
+  return false;
+}
+
 /* A rebind is about to move sites (rebind.c): the blocks the graph will read are found anew
  * from the sites as they will be, so that replays watch the new buffers and no longer an old one
- * that no site points into. A block watched already keeps the generation it had (a block freed
- * and handed out again since the capture stays dead). Staged in l->next until rebound_done. */
-static recap_status_t hook_rebound(void *ctx, recap_graph_t graph, const recap__graph_read_t *sites,
-                                   size_t count) {
+ * that no site points into. A block watched already, that the rebind does not move sites into,
+ * keeps the generation it had (freed and handed out again since the capture, it stays dead); a
+ * block the rebind moves sites into is watched from now on, as it is now. Staged in l->next
+ * until rebound_done. */
+static recap_status_t hook_rebound(void *ctx, recap_graph_t graph,
+                                   const recap__graph_read_t *sites, size_t count,
+                                   const recap__rebound_range_t *to, size_t moves) {
   liveness_t *l = ctx;
   drop_next(l);
   liveness_t *next = recap__host_calloc(1, sizeof *next);
@@ -337,7 +350,8 @@ static recap_status_t hook_rebound(void *ctx, recap_graph_t graph, const recap__
   }
   for (size_t i = 0, j = 0; i < next->count; i++) {
     while (j < l->count && (uintptr_t)l->watch[j].base < (uintptr_t)next->watch[i].base) j++;
-    if (j < l->count && l->watch[j].base == next->watch[i].base) {
+    if (j < l->count && l->watch[j].base == next->watch[i].base &&
+        !meets(next->inputs[i].base, next->inputs[i].size, to, moves)) {
       next->watch[i].generation = l->watch[j].generation;
       next->inputs[i].generation = l->inputs[j].generation;
       next->inputs[i].freed_before_capture_end = l->inputs[j].freed_before_capture_end;

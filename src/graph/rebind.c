@@ -606,7 +606,7 @@ static void reindex(rebind_t *r, const move_t *moves, const move_t *by_new, size
 /* The layers' `rebound` hooks, with every site as it will be; on failure, those that prepared
  * are told it was not applied. *prepared counts the hooks that prepared. */
 static recap_status_t layers_prepare(rebind_t *r, recap_graph_t graph, size_t total,
-                                     size_t *prepared) {
+                                     const move_t *moves, size_t count, size_t *prepared) {
   *prepared = 0;
   bool any = false;
   for (size_t i = 0; i < graph->hook_count; i++) any |= graph->hooks[i].hooks->rebound != NULL;
@@ -616,15 +616,22 @@ static recap_status_t layers_prepare(rebind_t *r, recap_graph_t graph, size_t to
     if (!r->staged)
       return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graph_rebind: out of host memory");
   }
+  recap__rebound_range_t *to = recap__host_malloc(count * sizeof *to);
+  if (!to) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graph_rebind: out of host memory");
+  for (size_t i = 0; i < count; i++)
+    to[i] = (recap__rebound_range_t){(const void *)moves[i].new_.base,
+                                     (size_t)(moves[i].new_.end - moves[i].new_.base)};
   memcpy(r->staged, r->sites, r->site_count * sizeof *r->staged);
   for (size_t k = 0; k < total; k++) r->staged[r->patches[k].site].ptr = r->patches[k].value;
+  recap_status_t s = RECAP_SUCCESS;
   for (; *prepared < graph->hook_count; ++*prepared) {
     const recap__graph_hook_entry_t *h = &graph->hooks[*prepared];
     if (!h->hooks->rebound) continue;
-    recap_status_t s = h->hooks->rebound(h->ctx, graph, r->staged, r->site_count);
-    if (s != RECAP_SUCCESS) return s;
+    s = h->hooks->rebound(h->ctx, graph, r->staged, r->site_count, to, count);
+    if (s != RECAP_SUCCESS) break;
   }
-  return RECAP_SUCCESS;
+  recap__host_free(to);
+  return s;
 }
 
 static void layers_done(recap_graph_t graph, size_t prepared, bool applied) {
@@ -668,7 +675,7 @@ recap_status_t recap_graph_rebind(recap_graph_t graph, recap_rebind_t *rebinds, 
   qsort(r->patches, total, sizeof *r->patches, compare_patches);
 
   size_t prepared;
-  s = layers_prepare(r, graph, total, &prepared);
+  s = layers_prepare(r, graph, total, moves, count, &prepared);
   if (s == RECAP_SUCCESS) s = recap__device()->patch_plan_apply(r->plan, graph->exec, r->patches,
                                                                  total);
   if (s != RECAP_SUCCESS) {
