@@ -158,8 +158,7 @@ static void two_kernels_make(two_kernels_t *t) {
   /* Captured, nothing ran. */
   for (int i = 0; i < N; i++) assert_int_equal(t->dst[i], 0);
   t->exec = instantiate(t->graph);
-  assert_int_equal(ops->patch_plan_create(t->graph, &t->plan, &t->sites, &t->count),
-                   RECAP_SUCCESS);
+  assert_int_equal(ops->patch_plan_create(t->graph, &t->plan, &t->sites, &t->count), RECAP_SUCCESS);
   assert_int_equal(t->count, 3);
 }
 
@@ -767,8 +766,7 @@ static void update_reasons_have_names(void **state) {
   assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_NONE), "none");
   assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_TOPOLOGY_CHANGED),
                       "topology_changed");
-  assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_POLICY_SLOWER),
-                      "policy_slower");
+  assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_POLICY_SLOWER), "policy_slower");
   for (int i = 0; i < RECAP_UPDATE_REASON_COUNT; i++)
     for (int j = 0; j < i; j++)
       assert_string_not_equal(recap_update_reason_name((recap_update_reason_t)i),

@@ -329,7 +329,7 @@ static void batch_swaps_ping_pong(void **state) {
   recap_rebind_t r[2] = {move(a, b, 0), move(b, a, 0)};
   OK(recap_graph_rebind(g, r, 2));
   assert_int_equal(exec_patches() - before, 1); /* one node, both sites */
-  replay(g, s);                                   /* a = 2b + 1 */
+  replay(g, s);                                 /* a = 2b + 1 */
   assert_true(a[0] == 7.0f);
   OK(recap_graph_rebind(g, r, 2));
   replay(g, s); /* b = 2a + 1 */

@@ -336,9 +336,8 @@ static bool meets(const void *base, size_t size, const recap__rebound_range_t *t
  * keeps the generation it had (freed and handed out again since the capture, it stays dead); a
  * block the rebind moves sites into is watched from now on, as it is now. Staged in l->next
  * until rebound_done. */
-static recap_status_t hook_rebound(void *ctx, recap_graph_t graph,
-                                   const recap__graph_read_t *sites, size_t count,
-                                   const recap__rebound_range_t *to, size_t moves) {
+static recap_status_t hook_rebound(void *ctx, recap_graph_t graph, const recap__graph_read_t *sites,
+                                   size_t count, const recap__rebound_range_t *to, size_t moves) {
   liveness_t *l = ctx;
   drop_next(l);
   liveness_t *next = recap__host_calloc(1, sizeof *next);

@@ -63,9 +63,9 @@ typedef struct rebind {
   recap__patch_plan_t plan;
   const recap__graph_read_t *sites; /* owned by the plan; ptr fields kept current by it */
   size_t site_count;
-  entry_t *index;          /* site_count pairs, sorted by (value, site) */
-  entry_t *scratch;        /* site_count pairs: the re-sort after a rebind */
-  recap__patch_t *patches; /* site_count patches: the most one batch can make */
+  entry_t *index;              /* site_count pairs, sorted by (value, site) */
+  entry_t *scratch;            /* site_count pairs: the re-sort after a rebind */
+  recap__patch_t *patches;     /* site_count patches: the most one batch can make */
   recap__graph_read_t *staged; /* site_count reads: the sites as a rebind would leave them, for
                                   the layers' `rebound` hooks (allocated on first need) */
   recap_graph_info_t *names;   /* the template's nodes, read for messages only, lazily */
@@ -158,9 +158,8 @@ static const recap_graph_info_t *node_names(rebind_t *r, recap_graph_t graph) {
 static void describe_node(char *out, size_t size, rebind_t *r, recap_graph_t graph,
                           const recap__graph_read_t *site) {
   const recap_graph_info_t *info = node_names(r, graph);
-  const char *kernel = info && site->node < info->node_count
-                           ? info->nodes[site->node].kernel_name
-                           : NULL;
+  const char *kernel =
+      info && site->node < info->node_count ? info->nodes[site->node].kernel_name : NULL;
   const char *type = recap_node_type_name(type_of_site(site));
   if (kernel && site->kind == RECAP__READ_KERNEL_ARG)
     snprintf(out, size, "node %zu (kernel %.200s, parameter %" PRIu32 ", byte %zu)", site->node,
@@ -524,8 +523,8 @@ static recap_status_t check_move(rebind_t *r, recap_graph_t graph, const char *f
 }
 
 /* The checks across the batch: moves sorted by old base on entry. */
-static recap_status_t check_batch(rebind_t *r, recap_graph_t graph, const char *fn,
-                                  move_t *moves, size_t count, move_t *by_new) {
+static recap_status_t check_batch(rebind_t *r, recap_graph_t graph, const char *fn, move_t *moves,
+                                  size_t count, move_t *by_new) {
   for (size_t i = 1; i < count; i++)
     if (moves[i].old.base < moves[i - 1].old.end)
       return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
@@ -562,8 +561,7 @@ static recap_status_t check_batch(rebind_t *r, recap_graph_t graph, const char *
     }
     /* A declared buffer in the new range that this batch does not move entirely. */
     const spans_t *d = &r->declared;
-    for (size_t k = spans_find(d, m->new_.base); k < d->count && d->v[k].base < m->new_.end;
-         k++) {
+    for (size_t k = spans_find(d, m->new_.base); k < d->count && d->v[k].base < m->new_.end; k++) {
       if (moved(moves, count, d->v[k].base) && moved(moves, count, d->v[k].end - 1)) continue;
       return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
                           "%s: rebinds[%zu]: the new buffer [%p, +%zu bytes) overlaps the "
@@ -669,15 +667,16 @@ recap_status_t recap_graph_rebind(recap_graph_t graph, recap_rebind_t *rebinds, 
   size_t total = 0;
   for (size_t i = 0; i < count; i++)
     for (size_t k = moves[i].lo; k < moves[i].hi; k++)
-      r->patches[total++] = (recap__patch_t){
-          r->index[k].site,
-          (const void *)(moves[i].new_.base + (r->index[k].value - moves[i].old.base))};
+      r->patches[total++] =
+          (recap__patch_t){r->index[k].site,
+                           (const void *)(moves[i].new_.base +
+                                          (r->index[k].value - moves[i].old.base))};
   qsort(r->patches, total, sizeof *r->patches, compare_patches);
 
   size_t prepared;
   s = layers_prepare(r, graph, total, moves, count, &prepared);
-  if (s == RECAP_SUCCESS) s = recap__device()->patch_plan_apply(r->plan, graph->exec, r->patches,
-                                                                 total);
+  if (s == RECAP_SUCCESS)
+    s = recap__device()->patch_plan_apply(r->plan, graph->exec, r->patches, total);
   if (s != RECAP_SUCCESS) {
     recap__saved_error_t cause;
     recap__error_save(&cause);
@@ -710,8 +709,7 @@ recap_status_t recap_graph_rebind_sites(recap_graph_t graph, const void *ptr, si
   RECAP__CHECK(recap__graph_check(graph, fn));
   RECAP__ARG(count != NULL, "%s: count is NULL", fn);
   *count = 0;
-  RECAP__ARG(sites != NULL || capacity == 0, "%s: sites is NULL and capacity is %zu", fn,
-             capacity);
+  RECAP__ARG(sites != NULL || capacity == 0, "%s: sites is NULL and capacity is %zu", fn, capacity);
   RECAP__ARG(ptr != NULL, "%s: ptr is NULL", fn);
   rebind_t *r;
   RECAP__CHECK(captured_state(graph, fn, &r));
