@@ -410,14 +410,24 @@ static void declared_buffers_have_exact_extents(void **state) {
     assert_int_equal(count, declared ? 1 : 2);
     assert_int_equal(site.declared, declared);
     recap_rebind_t r = move(first, in2, 0);
+    /* Into the unused third quarter of the same allocation. */
+    recap_rebind_t carve = move(first, block + 2 * N, BYTES);
     if (declared) {
       OK(recap_graph_rebind(g, &r, 1));
       assert_int_equal(r.patched, 1);
       assert_ptr_equal(exec_arg(g, 1, 0), second); /* the other buffer stays */
+      carve.old_ptr = in2;
+      OK(recap_graph_rebind(g, &carve, 1));
+      assert_ptr_equal(exec_arg(g, 0, 0), block + 2 * N);
+      assert_ptr_equal(exec_arg(g, 1, 0), second);
     } else {
-      /* The whole block is 2 * BYTES: more than in2 holds. */
+      /* The whole block is 4 * BYTES: more than in2 holds. */
       EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
       EXPECT_MESSAGE("fewer than");
+      /* Without declarations, `second` is the whole allocation as far as recap knows. */
+      EXPECT_STATUS(recap_graph_rebind(g, &carve, 1), RECAP_ERROR_INVALID_ARGUMENT);
+      EXPECT_MESSAGE("in the same allocation");
+      expect_message_pointer(second);
     }
     OK(recap_graph_destroy(g));
   }
@@ -524,6 +534,13 @@ static void refusals(void **state) {
   EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("overlaps memory the graph uses");
   EXPECT_MESSAGE("node 1 (kernel consume, parameter 1, byte 8)");
+  EXPECT_MESSAGE("lies in it");
+  /* Inside a buffer the graph writes, past the address the graph holds: the same allocation. */
+  r = move(in, out + 8, 64);
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("in the same allocation");
+  EXPECT_MESSAGE("kernel consume");
+  expect_message_pointer(out);
   /* A new buffer in the graph's own pool, and an old one there. */
   r = move(in, tmp, 0);
   EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);

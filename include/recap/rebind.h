@@ -80,8 +80,9 @@ typedef struct recap_rebind {
  *    that wraps; size 0 where neither a declared buffer nor recap's allocation holds old_ptr; a
  *    new buffer of recap's allocator that is not allocated or holds fewer than size bytes from
  *    new_ptr (foreign memory, such as cudaMalloc's, is the caller's word); a new range that
- *    overlaps memory the graph uses (its pool, a declared buffer or an address a site holds,
- *    except those this batch moves); two moves of the batch whose old or new ranges overlap; an
+ *    overlaps memory the graph uses, except what this batch moves: its pool, a declared buffer,
+ *    a site's address, or the rest of a recap allocation holding a site's address that no
+ *    declared buffer holds (declare buffers carved from one allocation); two moves of the batch whose old or new ranges overlap; an
  *    old range no site points into; an old range inside the graph's pool that was not declared;
  *    in DECLARED mode, an old range that is not inside a declared buffer.
  *  - RECAP_ERROR_INVALID_USAGE: the graph holds no capture (fresh, capturing, eager), or its

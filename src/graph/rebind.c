@@ -546,18 +546,31 @@ static recap_status_t check_batch(rebind_t *r, recap_graph_t graph, const char *
   char nodes[1600];
   for (size_t i = 0; i < count; i++) {
     const move_t *m = &moves[i];
-    /* An address a site holds in the new range, that this batch does not move: replays would
-     * then have two nodes' buffers share memory. */
-    for (size_t k = lower_bound(r, m->new_.base);
-         k < r->site_count && r->index[k].value < m->new_.end; k++) {
-      if (moved(moves, count, r->index[k].value)) continue;
+    /* A buffer the graph uses, that this batch does not move, meeting the new range: replays
+     * would then have two nodes' buffers share memory. A site's buffer is the declared buffer
+     * holding its address or, without one, the recap allocation holding it: so the addresses
+     * looked at are those of the new range and of the allocations it starts and ends in. */
+    uintptr_t lo = m->new_.base, hi = m->new_.end;
+    recap__block_ref_t ref;
+    if (recap__alloc_find((const void *)lo, &ref) && (uintptr_t)ref.base < lo)
+      lo = (uintptr_t)ref.base;
+    if (recap__alloc_find((const void *)(hi - 1), &ref) && (uintptr_t)ref.base + ref.size > hi)
+      hi = (uintptr_t)ref.base + ref.size;
+    for (size_t k = lower_bound(r, lo); k < r->site_count && r->index[k].value < hi; k++) {
+      uintptr_t v = r->index[k].value;
+      if (moved(moves, count, v)) continue;
+      const span_t *dv = declared_at(&r->declared, v);
+      if (dv && (dv->end <= m->new_.base || dv->base >= m->new_.end)) continue;
       describe_sites(nodes, sizeof nodes, r, graph, k, k + 1);
       return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
                           "%s: rebinds[%zu]: the new buffer [%p, +%zu bytes) overlaps memory "
-                          "the graph uses: %p, held by %s; choose a buffer the graph does not "
-                          "use (or move that one in the same batch)",
+                          "the graph uses: %p, held by %s, lies %s; choose a buffer the graph "
+                          "does not use (or move that one in the same batch)",
                           fn, m->arg, (void *)m->new_.base, (size_t)(m->new_.end - m->new_.base),
-                          (void *)r->index[k].value, nodes);
+                          (void *)v, nodes,
+                          v >= m->new_.base && v < m->new_.end
+                              ? "in it"
+                              : "in the same allocation (declare buffers for exact extents)");
     }
     /* A declared buffer in the new range that this batch does not move entirely. */
     const spans_t *d = &r->declared;
@@ -646,6 +659,7 @@ recap_status_t recap_graph_rebind(recap_graph_t graph, recap_rebind_t *rebinds, 
   RECAP__ARG(count > 0, "%s: count is 0 (nothing to rebind)", fn);
   rebind_t *r;
   RECAP__CHECK(captured_state(graph, fn, &r));
+  RECAP__ARG(count <= SIZE_MAX / (2 * sizeof(move_t)), "%s: count %zu is too large", fn, count);
   move_t *moves = recap__host_malloc(2 * count * sizeof *moves);
   if (!moves) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
   move_t *by_new = moves + count;
