@@ -56,7 +56,8 @@ extern "C" {
 /* During graph's capture (begun with rebind AUTO or DECLARED): declare [ptr, ptr + size) a
  * buffer the graph may be rebound away from. Any device memory: recap's, cudaMalloc's, an
  * interior range of either. The declaration is what a rebind of size 0 at ptr moves, and in
- * DECLARED mode the only ranges a rebind accepts. Errors: ptr NULL, size 0, a range that wraps or
+ * DECLARED mode the only ranges a rebind accepts. A rebind that moves a declared buffer whole
+ * moves its declaration with it (the buffer can be rebound again from its new place). Errors: ptr NULL, size 0, a range that wraps or
  * overlaps a buffer declared before: RECAP_ERROR_INVALID_ARGUMENT; the graph not capturing, or
  * capturing with rebind OFF: RECAP_ERROR_INVALID_USAGE. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_declare_buffer(recap_graph_t graph,
