@@ -217,7 +217,7 @@ static recap_status_t hook_captured(void *ctx, recap_graph_t graph,
   (void)graph;
   rebind_t *r = ctx, next;
   memset(&next, 0, sizeof next);
-  RECAP__CHECK(recap__device()->patch_plan_create(template_graph, &next.plan, &next.sites,
+  RECAP__CHECK(recap__device()->patch_plan_create(template_graph, NULL, &next.plan, &next.sites,
                                                   &next.site_count));
   size_t n = next.site_count ? next.site_count : 1;
   next.index = recap__host_malloc(n * sizeof *next.index);
