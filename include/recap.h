@@ -12,6 +12,7 @@
  *   recap/graphed.h   graphed callables
  *   recap/annotate.h  labels for captured nodes
  *   recap/liveness.h  checks that a graph's inputs are still alive
+ *   recap/update.h    updating a graph's executable from a new capture
  */
 #ifndef RECAP_H
 #define RECAP_H
@@ -25,5 +26,7 @@
 #include "recap/graphed.h"
 #include "recap/annotate.h"
 #include "recap/liveness.h"
+#include "recap/rebind.h"
+#include "recap/update.h"
 
 #endif /* RECAP_H */

@@ -526,6 +526,11 @@ static recap_status_t call_kind(recap__fake_fault_t kind, fault_fixture_t *fx) {
       assert_int_equal(recap__fake_now().graph_launches, launches + (st == RECAP_SUCCESS));
       break;
     }
+    case RECAP__FAKE_FAULT_PATCH_PLAN:
+    case RECAP__FAKE_FAULT_PATCH:
+    case RECAP__FAKE_FAULT_PATCH_SYNC:
+    case RECAP__FAKE_FAULT_EXEC_UPDATE:
+    case RECAP__FAKE_FAULT_TIMING:
     case RECAP__FAKE_FAULT_KINDS: break;
   }
   return st;

@@ -332,7 +332,7 @@ static bool read_push(read_list_t *list, size_t node, const void *ptr, recap__re
     list->v = grown;
     list->cap = cap;
   }
-  list->v[list->count++] = (recap__graph_read_t){node, ptr, kind};
+  list->v[list->count++] = (recap__graph_read_t){.node = node, .ptr = ptr, .kind = kind};
   return true;
 }
 

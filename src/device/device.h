@@ -22,6 +22,7 @@
 #include "recap/graph.h"
 #include "recap/inspect.h"
 #include "recap/rng.h"
+#include "recap/update.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -62,7 +63,21 @@ typedef struct recap__graph_read {
   size_t node;     /* index in graph_nodes' order (a child graph's reads count as its node's) */
   const void *ptr; /* the value: a pointer, or any 8-byte argument word that might be one */
   recap__read_kind_t kind;
+  size_t offset;  /* KERNEL_ARG: byte offset of the 8-byte word in the kernel's argument
+                     buffer; COPY_SRC, COPY_DST, MEMSET_DST: 0 */
+  uint32_t param; /* KERNEL_ARG: index of the kernel parameter that holds the word */
+  bool nested;    /* the read is inside a child graph of `node` (not patchable) */
 } recap__graph_read_t;
+
+/* A graph's patch plan (patch_plan_create): its sites and, per node holding one, what setting
+ * that node's parameters in an executable needs. */
+typedef struct recap__patch_plan *recap__patch_plan_t;
+
+/* One change of a patch: the plan's site `site` (an index into the plan's sites) gets `value`. */
+typedef struct recap__patch {
+  size_t site;
+  const void *value;
+} recap__patch_t;
 
 typedef struct recap__device_ops {
   const char *name; /* "cuda" or "fake" */
@@ -142,6 +157,48 @@ typedef struct recap__device_ops {
   recap_status_t (*graph_reads_check)(void);
   recap_status_t (*graph_reads)(recap_cuda_graph_t graph, recap__graph_read_t **reads,
                                 size_t *count);
+
+  /* Rebinding: patching the addresses an executable holds, without a new capture.
+   * patch_plan_create builds graph's patch plan: the sites are exactly what graph_reads
+   * reports (same order: by node in graph_nodes order, then by offset), in an array owned by
+   * the plan (*sites valid until patch_plan_destroy; their ptr fields are kept current by
+   * patch_plan_apply). The plan caches, per node holding a site, what setting that node's
+   * parameters needs (kernel: function, launch shape, a private copy of the argument buffer and
+   * its pointer array; memcpy: the copy's parameters; memset: the memset's parameters), so that
+   * a patch costs one cudaGraphExec{Kernel,Memcpy,Memset}NodeSetParams per node and nothing
+   * else. The graph must outlive the plan (the executable's node handles are the graph's). */
+  recap_status_t (*patch_plan_create)(recap_cuda_graph_t graph, recap__patch_plan_t *plan,
+                                      const recap__graph_read_t **sites, size_t *count);
+  /* Set each patches[i].site's word to value, in the plan and in exec (an executable
+   * instantiated from the plan's graph, or updated from it). patches are sorted by site, each
+   * site once. One cudaGraphExec{Kernel,Memcpy,Memset}NodeSetParams per node touched. All or
+   * nothing: when a node's set fails, the nodes this call already set are set back to their
+   * previous values, the plan is unchanged, and the failure is returned (the message names the
+   * node index and the CUDA call). A nested site: RECAP_ERROR_NOT_SUPPORTED, nothing set; a
+   * site index out of range or patches out of order: RECAP_ERROR_INVALID_ARGUMENT. */
+  recap_status_t (*patch_plan_apply)(recap__patch_plan_t plan, recap_cuda_graph_exec_t exec,
+                                     const recap__patch_t *patches, size_t count);
+  /* Write the plan's values of every node patched since the last sync into the plan's graph
+   * (cudaGraph{Kernel,Memcpy,Memset}NodeSetParams on the template), so that an instantiation or
+   * update from the template, or its inspection, sees the rebinds. On failure the nodes not
+   * yet written stay pending for the next sync. */
+  recap_status_t (*patch_plan_sync)(recap__patch_plan_t plan);
+  void (*patch_plan_destroy)(recap__patch_plan_t plan); /* NULL is a no-op */
+
+  /* cudaGraphExecUpdate(exec, graph). Updated: RECAP_SUCCESS, *refused =
+   * RECAP_UPDATE_REASON_NONE, *node = SIZE_MAX. Refused by the driver
+   * (cudaErrorGraphExecUpdateFailure: exec is unchanged): RECAP_SUCCESS with *refused = the
+   * reason from cudaGraphExecUpdateResultInfo and *node = the index (graph_nodes order of
+   * `graph`) of the node it names, or SIZE_MAX. Any other failure: its status (exec
+   * unchanged). After an update, exec's nodes are graph's: patch it through a plan of graph. */
+  recap_status_t (*graph_exec_update)(recap_cuda_graph_exec_t exec, recap_cuda_graph_t graph,
+                                      recap_update_reason_t *refused, size_t *node);
+
+  /* Timing, for the update policy's measurements: an event with timing enabled (destroy with
+   * event_destroy, record with event_record), and the milliseconds between two such events
+   * once both completed (event_synchronize first). */
+  recap_status_t (*timing_event_create)(recap__event_t *event);
+  recap_status_t (*event_elapsed)(recap__event_t start, recap__event_t end, float *ms);
 
   /* Random numbers. rng_write_state enqueues on stream the write of {seed, offset} into the two
    * 64-bit words at state (device memory): the values travel as launch arguments, so nothing on

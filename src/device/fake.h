@@ -112,6 +112,14 @@ void recap__fake_launch_kernel(recap_stream_t stream, const char *name);
  * argument words, for the input-liveness checks. */
 void recap__fake_launch_kernel_args(recap_stream_t stream, const char *name,
                                     const void *const *args, size_t n);
+/* A kernel that computes, on fake device memory (host memory): args[i] is its i-th 8-byte
+ * argument word, n their count. */
+typedef void (*recap__fake_kernel_fn_t)(void *const *args, size_t n);
+/* The same as recap__fake_launch_kernel_args with a function: eagerly fn(args, n) runs at once
+ * (one work item); in a capture it becomes a kernel node that graph_launch runs with the
+ * executable's current argument words, in node order. */
+void recap__fake_launch_kernel_fn(recap_stream_t stream, const char *name,
+                                  recap__fake_kernel_fn_t fn, const void *const *args, size_t n);
 /* cudaMemsetAsync: eagerly sets the bytes at once (one work item); in a capture, a memset node
  * whose destination graph_reads reports. */
 void recap__fake_memset_async(recap_stream_t stream, void *dst, int value, size_t bytes);
@@ -137,6 +145,18 @@ void recap__fake_capture_invalidate(recap_stream_t stream);
 typedef void (*recap__fake_capture_hook_t)(void *ctx, recap_stream_t stream);
 void recap__fake_after_capture_begin(recap__fake_capture_hook_t fn, void *ctx);
 
+/* Updates: the next graph_exec_update is refused with reason (not NONE) naming node (an index,
+ * or SIZE_MAX), whatever the graphs, and the knob disarms. recap__fake_reset disarms it. */
+void recap__fake_refuse_next_update(recap_update_reason_t reason, size_t node);
+/* The timing model's factor for executables updated at least once (default 1.0; reset by
+ * recap__fake_reset). */
+void recap__fake_updated_slowdown(double factor);
+/* Argument word arg of node (graph_nodes order) of an executable or a graph; false when the
+ * handle is not a live one of the fake, or node or arg is out of range. */
+bool recap__fake_exec_arg(recap_cuda_graph_exec_t exec, size_t node, size_t arg,
+                          const void **value);
+bool recap__fake_graph_arg(recap_cuda_graph_t graph, size_t node, size_t arg, const void **value);
+
 /* Fault injection. Kinds of calls that can be made to fail. */
 typedef enum recap__fake_fault {
   RECAP__FAKE_FAULT_RAW_MALLOC = 0,
@@ -147,6 +167,11 @@ typedef enum recap__fake_fault {
   RECAP__FAKE_FAULT_CAPTURE_END,   /* stream_end_capture: the capture is ended and thrown away */
   RECAP__FAKE_FAULT_INSTANTIATE,   /* graph_instantiate */
   RECAP__FAKE_FAULT_LAUNCH,        /* graph_launch */
+  RECAP__FAKE_FAULT_PATCH_PLAN,    /* patch_plan_create */
+  RECAP__FAKE_FAULT_PATCH,         /* each node's set in an executable (patch_plan_apply) */
+  RECAP__FAKE_FAULT_PATCH_SYNC,    /* each node's set in a template (patch_plan_sync) */
+  RECAP__FAKE_FAULT_EXEC_UPDATE,   /* graph_exec_update */
+  RECAP__FAKE_FAULT_TIMING,        /* timing_event_create */
   RECAP__FAKE_FAULT_KINDS
 } recap__fake_fault_t;
 
@@ -165,6 +190,10 @@ typedef struct recap__fake_counters {
   /* rng_write_state calls that wrote the state words and rng_launch calls that filled an
    * output (neither capturing), since the process started: tests compare differences. */
   uint64_t rng_state_writes, rng_launches;
+  /* Since the reset: per-node sets that succeeded in executables (patch_plan_apply, roll-backs
+   * included) and in templates (patch_plan_sync); graph_exec_update calls that updated and
+   * that were refused. */
+  uint64_t exec_patches, template_patches, exec_updates, update_refusals;
 } recap__fake_counters_t;
 
 void recap__fake_counters(recap__fake_counters_t *out);

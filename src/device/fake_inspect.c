@@ -239,7 +239,7 @@ static bool reads_push(recap__graph_read_t **v, size_t *count, size_t *cap, size
     *v = grown;
     *cap = grown_cap;
   }
-  (*v)[(*count)++] = (recap__graph_read_t){node, ptr, kind};
+  (*v)[(*count)++] = (recap__graph_read_t){.node = node, .ptr = ptr, .kind = kind};
   return true;
 }
 
