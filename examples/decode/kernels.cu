@@ -14,8 +14,8 @@
 
 namespace {
 
-constexpr int kThreads = 128;         /* threads of the reducing blocks (a power of two) */
-constexpr int kSoftmaxThreads = 256;  /* threads of the softmax blocks (a power of two) */
+constexpr int kThreads = 128;        /* threads of the reducing blocks (a power of two) */
+constexpr int kSoftmaxThreads = 256; /* threads of the softmax blocks (a power of two) */
 
 /* The step's position: from device memory when the step was captured once for every t. */
 __device__ __forceinline__ int position(int t, const int *t_dev) { return t_dev ? *t_dev : t; }
@@ -57,8 +57,7 @@ __global__ void scores_kernel(decode_shape_t shape, float *scores, const float *
   float partial = 0.0f;
   for (int d = threadIdx.x; d < head_dim; d += kThreads) partial += qh[d] * kh[d];
   float dot = block_reduce<kThreads, false>(partial, shared);
-  if (threadIdx.x == 0)
-    scores[(size_t)h * shape.max_len + j] = dot * rsqrtf((float)head_dim);
+  if (threadIdx.x == 0) scores[(size_t)h * shape.max_len + j] = dot * rsqrtf((float)head_dim);
 }
 
 /* One block per head. */
@@ -101,15 +100,15 @@ __global__ void advance_kernel(int *t_dev) { *t_dev += 1; }
 
 unsigned blocks_for(int n, int threads) { return (unsigned)((n + threads - 1) / threads); }
 
-}  // namespace
+} // namespace
 
 extern "C" {
 
 cudaError_t decode_kernels_load(void) {
   cudaFuncAttributes attributes;
-  const void *kernels[] = {(const void *)append_kernel,     (const void *)scores_kernel,
-                           (const void *)softmax_kernel,    (const void *)weighted_sum_kernel,
-                           (const void *)feedback_kernel,   (const void *)advance_kernel};
+  const void *kernels[] = {(const void *)append_kernel,   (const void *)scores_kernel,
+                           (const void *)softmax_kernel,  (const void *)weighted_sum_kernel,
+                           (const void *)feedback_kernel, (const void *)advance_kernel};
   for (const void *kernel : kernels) {
     cudaError_t error = cudaFuncGetAttributes(&attributes, kernel);
     if (error != cudaSuccess) return error;
@@ -124,8 +123,8 @@ cudaError_t decode_append(decode_shape_t shape, float *k_cache, float *v_cache, 
   return cudaGetLastError();
 }
 
-cudaError_t decode_scores(decode_shape_t shape, float *scores, const float *q,
-                          const float *k_cache, int t, const int *t_dev, cudaStream_t stream) {
+cudaError_t decode_scores(decode_shape_t shape, float *scores, const float *q, const float *k_cache,
+                          int t, const int *t_dev, cudaStream_t stream) {
   /* A graph captured once covers every position up to max_len; a launch for one step, its t+1. */
   dim3 grid((unsigned)(t_dev ? shape.max_len : t + 1), (unsigned)shape.heads);
   scores_kernel<<<grid, kThreads, 0, stream>>>(shape, scores, q, k_cache, t, t_dev);
@@ -146,9 +145,8 @@ cudaError_t decode_weighted_sum(decode_shape_t shape, float *out, const float *s
   return cudaGetLastError();
 }
 
-cudaError_t decode_feedback(decode_shape_t shape, float *x_out, const float *x_in,
-                            const float *y, float *history, int t, const int *t_dev,
-                            cudaStream_t stream) {
+cudaError_t decode_feedback(decode_shape_t shape, float *x_out, const float *x_in, const float *y,
+                            float *history, int t, const int *t_dev, cudaStream_t stream) {
   feedback_kernel<<<blocks_for(shape.dim, 256), 256, 0, stream>>>(shape.dim, x_out, x_in, y,
                                                                   history, t, t_dev);
   return cudaGetLastError();
@@ -159,4 +157,4 @@ cudaError_t decode_advance(int *t_dev, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-}  // extern "C"
+} // extern "C"

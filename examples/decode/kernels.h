@@ -40,19 +40,17 @@ cudaError_t decode_kernels_load(void);
 cudaError_t decode_append(decode_shape_t shape, float *k_cache, float *v_cache, const float *k,
                           const float *v, int t, const int *t_dev, cudaStream_t stream);
 /* scores[h * max_len + j] = (q_h . k_cache[h, j]) / sqrt(head_dim), for j <= t, each head h. */
-cudaError_t decode_scores(decode_shape_t shape, float *scores, const float *q,
-                          const float *k_cache, int t, const int *t_dev, cudaStream_t stream);
+cudaError_t decode_scores(decode_shape_t shape, float *scores, const float *q, const float *k_cache,
+                          int t, const int *t_dev, cudaStream_t stream);
 /* scores[h, 0..t] = softmax(scores[h, 0..t]) in place, each head. */
 cudaError_t decode_softmax(decode_shape_t shape, float *scores, int t, const int *t_dev,
                            cudaStream_t stream);
 /* out[h, d] = sum over j <= t of scores[h, j] * v_cache[h, d, j], j ascending. */
 cudaError_t decode_weighted_sum(decode_shape_t shape, float *out, const float *scores,
-                                const float *v_cache, int t, const int *t_dev,
-                                cudaStream_t stream);
+                                const float *v_cache, int t, const int *t_dev, cudaStream_t stream);
 /* x_out = tanh(x_in + y); history[t * dim ..] = x_out (the step's output, kept for checks). */
-cudaError_t decode_feedback(decode_shape_t shape, float *x_out, const float *x_in,
-                            const float *y, float *history, int t, const int *t_dev,
-                            cudaStream_t stream);
+cudaError_t decode_feedback(decode_shape_t shape, float *x_out, const float *x_in, const float *y,
+                            float *history, int t, const int *t_dev, cudaStream_t stream);
 /* *t_dev += 1: the end of a step whose position lives on the device. */
 cudaError_t decode_advance(int *t_dev, cudaStream_t stream);
 

@@ -58,8 +58,8 @@
 enum { EXIT_NO_DEVICE = 2, EXIT_CHECK_SKIP = 77, STEPS_UNDER_A_TOOL = 24, STATE_BUFFERS = 3 };
 enum { WAY_EAGER, WAY_RECAPTURE, WAY_UPDATE, WAY_REBIND, WAYS };
 static const char *const WAY_NAMES[WAYS] = {"eager", "recapture", "update", "rebind"};
-static const char *const WAY_TITLES[WAYS] = {
-    "eager", "reset + capture + instantiate", "recapture + update", "rebind + device length"};
+static const char *const WAY_TITLES[WAYS] = {"eager", "reset + capture + instantiate",
+                                             "recapture + update", "rebind + device length"};
 /* cuBLAS's workspace: fixed, from recap, so that every step's GEMMs run the same algorithm. */
 static const size_t WORKSPACE_BYTES = (size_t)4 << 20;
 
@@ -92,10 +92,10 @@ static void die(const char *format, ...) {
       die("%s failed: %s (%s)", #call, cudaGetErrorName(error_), cudaGetErrorString(error_)); \
   } while (0)
 
-#define CHECK_BLAS(call)                                                                        \
-  do {                                                                                          \
-    cublasStatus_t blas_ = (call);                                                              \
-    if (blas_ != CUBLAS_STATUS_SUCCESS)                                                         \
+#define CHECK_BLAS(call)                                                                          \
+  do {                                                                                            \
+    cublasStatus_t blas_ = (call);                                                                \
+    if (blas_ != CUBLAS_STATUS_SUCCESS)                                                           \
       die("%s failed: %s (%s)", #call, cublasGetStatusName(blas_), cublasGetStatusString(blas_)); \
   } while (0)
 
@@ -151,10 +151,14 @@ static bool parse_int(const char *s, long min, long max, int *out) {
 static int parse_args(int argc, char **argv, options_t *o) {
   enum { OPT_STEPS = 256, OPT_DIM, OPT_HEADS, OPT_SEED, OPT_WAY, OPT_CHECK };
   static const struct option options[] = {
-      {"steps", required_argument, NULL, OPT_STEPS}, {"dim", required_argument, NULL, OPT_DIM},
-      {"heads", required_argument, NULL, OPT_HEADS}, {"seed", required_argument, NULL, OPT_SEED},
-      {"way", required_argument, NULL, OPT_WAY},     {"check", no_argument, NULL, OPT_CHECK},
-      {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0},
+      {"steps", required_argument, NULL, OPT_STEPS},
+      {"dim", required_argument, NULL, OPT_DIM},
+      {"heads", required_argument, NULL, OPT_HEADS},
+      {"seed", required_argument, NULL, OPT_SEED},
+      {"way", required_argument, NULL, OPT_WAY},
+      {"check", no_argument, NULL, OPT_CHECK},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0},
   };
   *o = (options_t){.steps = 1000, .dim = 256, .heads = 4, .seed = 1234};
   bool any_way = false;
@@ -225,12 +229,12 @@ typedef struct decoder {
   cudaStream_t stream;
   cublasHandle_t blas;
   void *workspace;
-  float *wq, *wk, *wv, *wo;         /* dim x dim, column-major */
-  float *k_cache, *v_cache;         /* dim x max_len: column j holds position j */
-  float *history;                   /* dim x max_len: the output of step j in column j */
-  float *state[STATE_BUFFERS];      /* step t reads state[t % 3], writes state[(t + 1) % 3] */
-  int *t_dev;                       /* the position, for the rebind way's kernels */
-  float *x0;                        /* host: the first input */
+  float *wq, *wk, *wv, *wo;    /* dim x dim, column-major */
+  float *k_cache, *v_cache;    /* dim x max_len: column j holds position j */
+  float *history;              /* dim x max_len: the output of step j in column j */
+  float *state[STATE_BUFFERS]; /* step t reads state[t % 3], writes state[(t + 1) % 3] */
+  int *t_dev;                  /* the position, for the rebind way's kernels */
+  float *x0;                   /* host: the first input */
 } decoder_t;
 
 /* What one way leaves behind, copied to the host for the comparison. */
@@ -301,9 +305,8 @@ static void decoder_init(decoder_t *m, const options_t *o) {
 static void decoder_destroy(decoder_t *m) {
   CHECK_CUDA(cudaStreamSynchronize(m->stream));
   CHECK_BLAS(cublasDestroy(m->blas));
-  void *blocks[] = {m->wq,      m->wk,       m->wv,       m->wo,       m->k_cache,
-                    m->v_cache, m->history,  m->state[0], m->state[1], m->state[2],
-                    m->t_dev,   m->workspace};
+  void *blocks[] = {m->wq,      m->wk,       m->wv,       m->wo,       m->k_cache, m->v_cache,
+                    m->history, m->state[0], m->state[1], m->state[2], m->t_dev,   m->workspace};
   for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) CHECK_RECAP(recap_free(blocks[i]));
   CHECK_CUDA(cudaStreamDestroy(m->stream));
   free(m->x0);
@@ -313,8 +316,8 @@ static void decoder_destroy(decoder_t *m) {
 static void gemv_as_gemm(decoder_t *m, const float *w, const float *in, float *out) {
   static const float one = 1.0f, zero = 0.0f;
   int d = m->shape.dim;
-  CHECK_BLAS(cublasSgemm(m->blas, CUBLAS_OP_N, CUBLAS_OP_N, d, 1, d, &one, w, d, in, d, &zero,
-                         out, d));
+  CHECK_BLAS(
+      cublasSgemm(m->blas, CUBLAS_OP_N, CUBLAS_OP_N, d, 1, d, &one, w, d, in, d, &zero, out, d));
 }
 
 /* Enqueue step t on m->stream: captured or not. t_dev NULL: t is baked into the launches;
@@ -336,7 +339,8 @@ static void enqueue_step(decoder_t *m, int t, const int *t_dev, const float *x_i
   gemv_as_gemm(m, m->wo, attn, y);
   CHECK_CUDA(decode_feedback(sh, x_out, x_in, y, m->history, t, t_dev, s));
   float *scratch[] = {q, k, v, scores, attn, y};
-  for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++) CHECK_RECAP(recap_free(scratch[i]));
+  for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++)
+    CHECK_RECAP(recap_free(scratch[i]));
 }
 
 /* The start of every way: an empty cache and history, the first input, position 0. */
@@ -593,11 +597,14 @@ int main(int argc, char **argv) {
          "checksum");
   for (int w = 0; w < WAYS; w++) {
     if (!outcomes[w].ran) continue;
-    bool same = w == reference || same_outputs(&outcomes[reference], &outcomes[w], &m, WAY_NAMES[w]);
+    bool same =
+        w == reference || same_outputs(&outcomes[reference], &outcomes[w], &m, WAY_NAMES[w]);
     all_same = all_same && same;
     printf("%-30s %12.0f %15.2f %10s   %016" PRIx64 "\n", WAY_TITLES[w],
            outcomes[w].steps_per_second, outcomes[w].host_us_per_step,
-           w == reference ? "reference" : same ? "yes" : "NO",
+           w == reference ? "reference"
+           : same         ? "yes"
+                          : "NO",
            checksum(outcomes[w].history, history_bytes));
   }
   printf("\n%s\n", all_same ? "all ways give the same outputs bit for bit at every step"
