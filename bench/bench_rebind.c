@@ -40,14 +40,14 @@ static const int K_VALUES[] = {1, 10, 100};
 enum { K_COUNT = sizeof K_VALUES / sizeof K_VALUES[0] };
 static const size_t WORKSPACE_BYTES = (size_t)4 << 20;
 
-#define BENCH_BLAS(call)                                                                   \
-  do {                                                                                     \
-    cublasStatus_t blas_ = (call);                                                         \
-    if (blas_ != CUBLAS_STATUS_SUCCESS) {                                                  \
-      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call,                 \
-              cublasGetStatusName(blas_));                                                 \
-      exit(1);                                                                             \
-    }                                                                                      \
+#define BENCH_BLAS(call)                                                   \
+  do {                                                                     \
+    cublasStatus_t blas_ = (call);                                         \
+    if (blas_ != CUBLAS_STATUS_SUCCESS) {                                  \
+      fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #call, \
+              cublasGetStatusName(blas_));                                 \
+      exit(1);                                                             \
+    }                                                                      \
   } while (0)
 
 /* ==========================================================================================
@@ -139,9 +139,9 @@ static cudaGraph_t capture_raw(bench_t *b, void (*enqueue)(bench_t *, const void
 
 static cudaGraphExec_t instantiate_raw(cudaGraph_t graph) {
   cudaGraphExec_t exec = NULL;
-  BENCH_CUDA(cudaGraphInstantiateWithFlags(
-      &exec, graph,
-      cudaGraphInstantiateFlagAutoFreeOnLaunch | cudaGraphInstantiateFlagUseNodePriority));
+  BENCH_CUDA(cudaGraphInstantiateWithFlags(&exec, graph,
+                                           cudaGraphInstantiateFlagAutoFreeOnLaunch |
+                                               cudaGraphInstantiateFlagUseNodePriority));
   return exec;
 }
 
@@ -167,8 +167,8 @@ static bool reads_input(int node, int k) { return node % (NODES / k) == 0; }
 static void enqueue_readers(bench_t *b, const void *arg) {
   const readers_t *r = arg;
   for (int i = 0; i < NODES; i++)
-    BENCH_CUDA(bench_launch_add_from(b->stream, b->counter,
-                                     reads_input(i, r->k) ? r->input : b->other));
+    BENCH_CUDA(
+        bench_launch_add_from(b->stream, b->counter, reads_input(i, r->k) ? r->input : b->other));
 }
 
 /* The raw floor: the parameters of the k nodes that read the input, ready to set with either
@@ -176,8 +176,8 @@ static void enqueue_readers(bench_t *b, const void *arg) {
 typedef struct raw_patch {
   cudaGraphNode_t *nodes;
   struct cudaKernelNodeParams *params;
-  void *args[2][2];   /* per buffer: {&counter, &input} */
-  int *values[2];     /* in_a, in_b */
+  void *args[2][2]; /* per buffer: {&counter, &input} */
+  int *values[2];   /* in_a, in_b */
   size_t count;
 } raw_patch_t;
 
@@ -340,7 +340,8 @@ static double measure_first_rebind16(bench_t *b) {
   for (int i = 0; i < reps; i++) {
     recap_graph_t g = capture_with(b, RECAP_REBIND_AUTO, enqueue_sixteen, &from);
     recap_rebind_t moves[BUFFERS16];
-    for (int j = 0; j < BUFFERS16; j++) moves[j] = (recap_rebind_t){from.buffers[j], to.buffers[j], 0, 0};
+    for (int j = 0; j < BUFFERS16; j++)
+      moves[j] = (recap_rebind_t){from.buffers[j], to.buffers[j], 0, 0};
     uint64_t t0 = bench_now_ns();
     BENCH_RECAP(recap_graph_rebind(g, moves, BUFFERS16));
     s[i] = (double)(bench_now_ns() - t0) / 1e3;
@@ -374,8 +375,8 @@ static void section_rebind(bench_t *b) {
   double first16 = measure_first_rebind16(b);
 
   printf("\n(i) rebind of a buffer read by k of %d kernels, host us per call (medians)\n", NODES);
-  printf("%5s %12s %10s %14s %5s %16s %10s %18s %10s\n", "k", "k x raw set", "rebind",
-         "target", "met", "reset+recapture", "ratio", "capture+update", "ratio");
+  printf("%5s %12s %10s %14s %5s %16s %10s %18s %10s\n", "k", "k x raw set", "rebind", "target",
+         "met", "reset+recapture", "ratio", "capture+update", "ratio");
   for (int i = 0; i < K_COUNT; i++) {
     int k = K_VALUES[i];
     double target = 1.2 * r[i].raw_us + 2.0;
@@ -391,15 +392,17 @@ static void section_rebind(bench_t *b) {
     record("rebind", row, "recapture_over_rebind", x_recapture);
     record("rebind", row, "capture_update_over_rebind", x_llama);
   }
-  printf("targets: rebind <= 1.2 x k x raw + 2 us; reset + recapture + instantiate >= 100x the "
-         "rebind (met: %s at k=1, %s at k=10, %s at k=100)\n",
-         recapture_us >= 100 * r[0].rebind_us ? "yes" : "NO",
-         recapture_us >= 100 * r[1].rebind_us ? "yes" : "NO",
-         recapture_us >= 100 * r[2].rebind_us ? "yes" : "NO");
-  printf("first rebind after a capture, 16 buffers x %d readers in one batch: %.2f us "
-         "(target <= 100 us: %s; %d x raw set: %.2f us)\n",
-         READERS_PER_BUFFER, first16, first16 <= 100.0 ? "yes" : "NO",
-         BUFFERS16 * READERS_PER_BUFFER, r[0].raw_us * BUFFERS16 * READERS_PER_BUFFER);
+  printf(
+      "targets: rebind <= 1.2 x k x raw + 2 us; reset + recapture + instantiate >= 100x the "
+      "rebind (met: %s at k=1, %s at k=10, %s at k=100)\n",
+      recapture_us >= 100 * r[0].rebind_us ? "yes" : "NO",
+      recapture_us >= 100 * r[1].rebind_us ? "yes" : "NO",
+      recapture_us >= 100 * r[2].rebind_us ? "yes" : "NO");
+  printf(
+      "first rebind after a capture, 16 buffers x %d readers in one batch: %.2f us "
+      "(target <= 100 us: %s; %d x raw set: %.2f us)\n",
+      READERS_PER_BUFFER, first16, first16 <= 100.0 ? "yes" : "NO", BUFFERS16 * READERS_PER_BUFFER,
+      r[0].raw_us * BUFFERS16 * READERS_PER_BUFFER);
   record("rebind", "recapture", "us", recapture_us);
   record("rebind", "capture_update_by_hand", "us", llama_us);
   record("rebind", "first_rebind_16_buffers", "us", first16);
@@ -471,8 +474,9 @@ static void section_update(bench_t *b) {
   update_stats(never, &sn);
   check(b, su.updates == (uint64_t)reps && su.instantiations == 0,
         "every recapture of the chain was applied with cudaGraphExecUpdate");
-  check(b, sn.instantiations == (uint64_t)reps &&
-               sn.by_reason[RECAP_UPDATE_REASON_POLICY_NEVER] == (uint64_t)reps,
+  check(b,
+        sn.instantiations == (uint64_t)reps &&
+            sn.by_reason[RECAP_UPDATE_REASON_POLICY_NEVER] == (uint64_t)reps,
         "the never-update policy instantiated at every recapture");
   set_int(b->counter, 0);
   BENCH_RECAP(recap_graph_replay(upd, b->stream));
@@ -484,13 +488,15 @@ static void section_update(bench_t *b) {
   printf("\n(ii) recapture + update of a chain of %d kernels, host us (median of %d)\n", NODES,
          reps);
   printf("  recap recapture_begin + launches + capture_end (updates)   %10.1f\n", rt);
-  printf("  raw capture + cudaGraphExecUpdate + cudaGraphDestroy       %10.1f   ratio %.3f "
-         "(target <= 1.1: %s)\n",
-         rw, rt / rw, rt / rw <= 1.1 ? "yes" : "NO");
+  printf(
+      "  raw capture + cudaGraphExecUpdate + cudaGraphDestroy       %10.1f   ratio %.3f "
+      "(target <= 1.1: %s)\n",
+      rw, rt / rw, rt / rw <= 1.1 ? "yes" : "NO");
   printf("  recap capture_end that updates                              %10.1f\n", re);
-  printf("  recap capture_end that instantiates (policy never_update)   %10.1f   %.1fx the "
-         "update (target >= 10x: %s)\n",
-         ne, ne / re, ne / re >= 10.0 ? "yes" : "NO");
+  printf(
+      "  recap capture_end that instantiates (policy never_update)   %10.1f   %.1fx the "
+      "update (target >= 10x: %s)\n",
+      ne, ne / re, ne / re >= 10.0 ? "yes" : "NO");
   printf("  raw cudaGraphExecUpdate %.1f us, raw cudaGraphInstantiate %.1f us (%.1fx)\n", ru, ri,
          ri / ru);
   record("update", "recap_recapture_update", "us", rt);
@@ -546,8 +552,8 @@ static void enqueue_shape(bench_t *b, const void *arg) {
       static const float one = 1.0f, zero = 0.0f;
       const float *a = s->input;
       for (int i = 0; i < GEMMS; i++)
-        BENCH_BLAS(cublasSgemm(b->blas, CUBLAS_OP_N, CUBLAS_OP_N, GEMM_DIM, GEMM_DIM, GEMM_DIM, &one,
-                               a, GEMM_DIM, b->gemm_t[i % 2], GEMM_DIM, &zero,
+        BENCH_BLAS(cublasSgemm(b->blas, CUBLAS_OP_N, CUBLAS_OP_N, GEMM_DIM, GEMM_DIM, GEMM_DIM,
+                               &one, a, GEMM_DIM, b->gemm_t[i % 2], GEMM_DIM, &zero,
                                b->gemm_t[(i + 1) % 2], GEMM_DIM));
       break;
     }
@@ -578,12 +584,12 @@ static void time_replays(bench_t *b, recap_graph_t g, int per_batch, double *hos
 
 static void section_replay(bench_t *b) {
   int changes = b->quick ? 100 : 1000, rounds = b->quick ? 4 : 12, per_batch = b->quick ? 5 : 10;
-  printf("\n(iii) replay after %d rebinds / %d updates vs a fresh executable (medians of %d "
-         "batches of %d replays)\n",
-         changes, changes, rounds, per_batch);
-  printf("%-22s %10s %10s %10s %8s %8s %10s %10s %10s %8s %8s\n", "shape", "host fresh",
-         "rebound", "updated", "ratio", "ratio", "GPU fresh", "rebound", "updated", "ratio",
-         "ratio");
+  printf(
+      "\n(iii) replay after %d rebinds / %d updates vs a fresh executable (medians of %d "
+      "batches of %d replays)\n",
+      changes, changes, rounds, per_batch);
+  printf("%-22s %10s %10s %10s %8s %8s %10s %10s %10s %8s %8s\n", "shape", "host fresh", "rebound",
+         "updated", "ratio", "ratio", "GPU fresh", "rebound", "updated", "ratio", "ratio");
   for (int shape = 0; shape < SHAPES; shape++) {
     void *x1 = shape == 2 ? (void *)b->gemm_a : (void *)b->in_a;
     void *x2 = shape == 2 ? (void *)b->gemm_b : (void *)b->in_b;
@@ -645,7 +651,8 @@ static void section_replay(bench_t *b) {
         BENCH_RECAP(recap_graph_replay(g[v], b->stream));
         int total = read_int(b->counter);
         for (int j = 0; j < BRANCHES; j++) total += read_int(b->branch_counter[j]);
-        check(b, total == (shape == 3 ? MEMSET_PAIRS : NODES), "a replay reads x1 after the changes");
+        check(b, total == (shape == 3 ? MEMSET_PAIRS : NODES),
+              "a replay reads x1 after the changes");
       }
       set_int(b->in_a, 1);
       set_int(b->in_b, 2);
@@ -753,8 +760,9 @@ int main(int argc, char **argv) {
   section_update(&b);
   fflush(stdout);
   section_replay(&b);
-  printf("\n(iv) graphed callables, zero-copy vs copy path: not measured (recap_graphed has no "
-         "zero-copy option to compare)\n");
+  printf(
+      "\n(iv) graphed callables, zero-copy vs copy path: not measured (recap_graphed has no "
+      "zero-copy option to compare)\n");
 
   int written = write_json(args.json_path, args.quick, b.checks_ok);
   if (written) printf("\nresults: %s\n", args.json_path);
