@@ -374,9 +374,10 @@ static void run_eager(decoder_t *m, int steps) {
   for (int t = 0; t < steps; t++) enqueue_step(m, t, NULL, in_of(m, t), out_of(m, t));
 }
 
-/* A fresh capture and instantiation every step. The captures share one pool that outlives
- * them, so that a step's scratch stays valid while its replay runs after the graph's reset
- * (an executable destroyed while in flight is freed when it completes). */
+/* A fresh capture and instantiation every step. The captures share one pool (a handle of the
+ * program's), so that each step reuses the last step's scratch, in stream order, instead of
+ * making a new private pool per step; the reset destroys the executable, which CUDA frees when
+ * its replay completes. */
 static void run_recapture(decoder_t *m, int steps) {
   recap_graph_t g;
   CHECK_RECAP(recap_graph_create(&g, 0));
@@ -391,7 +392,6 @@ static void run_recapture(decoder_t *m, int steps) {
   }
   CHECK_CUDA(cudaStreamSynchronize(m->stream));
   CHECK_RECAP(recap_graph_destroy(g));
-  CHECK_RECAP(recap_pool_release(options.pool));
 }
 
 static void print_reasons(const recap_update_stats_t *st) {
