@@ -146,8 +146,7 @@ static cudaGraphExec_t instantiate_raw(cudaGraph_t graph) {
 }
 
 static void update_stats(recap_graph_t g, recap_update_stats_t *st) {
-  memset(st, 0, sizeof *st);
-  st->size = sizeof *st;
+  *st = (recap_update_stats_t)RECAP_UPDATE_STATS_INIT;
   BENCH_RECAP(recap_graph_update_stats(g, st));
 }
 

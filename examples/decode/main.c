@@ -422,9 +422,7 @@ static void run_update(decoder_t *m, int steps) {
     CHECK_RECAP(recap_graph_replay(g, m->stream));
   }
   CHECK_CUDA(cudaStreamSynchronize(m->stream));
-  recap_update_stats_t st;
-  memset(&st, 0, sizeof st);
-  st.size = sizeof st;
+  recap_update_stats_t st = RECAP_UPDATE_STATS_INIT;
   CHECK_RECAP(recap_graph_update_stats(g, &st));
   printf("  update: %" PRIu64 " recaptures, %" PRIu64 " updated in place, %" PRIu64
          " instantiated afresh",
@@ -471,9 +469,7 @@ static void run_rebind(decoder_t *m, int steps) {
     CHECK_RECAP(recap_graph_replay(g, m->stream));
   }
   CHECK_CUDA(cudaStreamSynchronize(m->stream));
-  recap_update_stats_t st;
-  memset(&st, 0, sizeof st);
-  st.size = sizeof st;
+  recap_update_stats_t st = RECAP_UPDATE_STATS_INIT;
   CHECK_RECAP(recap_graph_update_stats(g, &st));
   size_t nodes = 0;
   CHECK_RECAP(recap_graph_node_count(g, &nodes));

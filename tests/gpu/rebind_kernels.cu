@@ -17,7 +17,7 @@ __global__ void recap_test_pair_affine_kernel(recap_test_pair_t pair, size_t n, 
     pair.out[i] = pair.in[i] * scale + offset;
 }
 
-}  // namespace
+} // namespace
 
 extern "C" {
 
@@ -34,4 +34,4 @@ cudaError_t recap_test_pair_affine(recap_test_pair_t pair, size_t n, float scale
   return cudaGetLastError();
 }
 
-}  // extern "C"
+} // extern "C"

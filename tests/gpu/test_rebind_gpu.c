@@ -43,9 +43,7 @@ static recap_pool_id_t pool_of(recap_graph_t g) {
 }
 
 static recap_update_stats_t stats_of(recap_graph_t g) {
-  recap_update_stats_t st;
-  memset(&st, 0, sizeof st);
-  st.size = sizeof st;
+  recap_update_stats_t st = RECAP_UPDATE_STATS_INIT;
   OK(recap_graph_update_stats(g, &st));
   return st;
 }
@@ -83,8 +81,8 @@ static void fill_pattern(float *p, size_t n, int seed) {
 static void enqueue_gemm(cublasHandle_t h, cudaStream_t s, const float *a, const float *b,
                          float *c) {
   const float one = 1.0f, zero = 0.0f;
-  CUBLAS_OK(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, DIM, DIM, DIM, &one, a, DIM, b, DIM, &zero, c,
-                        DIM));
+  CUBLAS_OK(
+      cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, DIM, DIM, DIM, &one, a, DIM, b, DIM, &zero, c, DIM));
   CUDA_OK(recap_test_add_scalar(c, c, (size_t)DIM * DIM, 1.0f, s));
 }
 
