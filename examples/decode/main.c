@@ -13,8 +13,8 @@
  *     x'      = tanh(x + y)                 the next step's input (errors would compound)
  *
  * The step's scratch (q, k, v, scores, a, y) comes from recap_malloc and is freed at its end;
- * the cache, the weights and three rotating state buffers are allocated once. Step t reads
- * state buffer t % 3 and writes buffer (t + 1) % 3. The four ways:
+ * the cache, the weights and two state buffers (ping-pong) are allocated once. Step t reads
+ * state buffer t % 2 and writes buffer (t + 1) % 2. The four ways:
  *
  *   eager      every kernel and GEMM launched from the host;
  *   recapture  recap_graph_reset + capture + instantiate every step (t baked into the launches);
@@ -22,7 +22,8 @@
  *              template to the executable with cudaGraphExecUpdate (t baked, as above);
  *   rebind     one capture whose kernels read t from device memory (a kernel at the end of the
  *              step advances it), pointed at the step's input and output buffers with
- *              recap_graph_rebind: no capture, no copy after the first step.
+ *              recap_graph_rebind (the two buffers swap places every step): no capture, no
+ *              copy after the first step.
  *
  * All four must give the same outputs bit for bit: the state after every step (kept in a
  * history buffer), the final KV cache and the final state. The program prints a table of
@@ -55,7 +56,7 @@
 #include "recap.h"
 
 #define PROGRAM "decode"
-enum { EXIT_NO_DEVICE = 2, EXIT_CHECK_SKIP = 77, STEPS_UNDER_A_TOOL = 24, STATE_BUFFERS = 3 };
+enum { EXIT_NO_DEVICE = 2, EXIT_CHECK_SKIP = 77, STEPS_UNDER_A_TOOL = 24, STATE_BUFFERS = 2 };
 enum { WAY_EAGER, WAY_RECAPTURE, WAY_UPDATE, WAY_REBIND, WAYS };
 static const char *const WAY_NAMES[WAYS] = {"eager", "recapture", "update", "rebind"};
 static const char *const WAY_TITLES[WAYS] = {"eager", "reset + capture + instantiate",
@@ -232,7 +233,7 @@ typedef struct decoder {
   float *wq, *wk, *wv, *wo;    /* dim x dim, column-major */
   float *k_cache, *v_cache;    /* dim x max_len: column j holds position j */
   float *history;              /* dim x max_len: the output of step j in column j */
-  float *state[STATE_BUFFERS]; /* step t reads state[t % 3], writes state[(t + 1) % 3] */
+  float *state[STATE_BUFFERS]; /* step t reads state[t % 2], writes state[(t + 1) % 2] */
   int *t_dev;                  /* the position, for the rebind way's kernels */
   float *x0;                   /* host: the first input */
 } decoder_t;
@@ -305,8 +306,8 @@ static void decoder_init(decoder_t *m, const options_t *o) {
 static void decoder_destroy(decoder_t *m) {
   CHECK_CUDA(cudaStreamSynchronize(m->stream));
   CHECK_BLAS(cublasDestroy(m->blas));
-  void *blocks[] = {m->wq,      m->wk,       m->wv,       m->wo,       m->k_cache, m->v_cache,
-                    m->history, m->state[0], m->state[1], m->state[2], m->t_dev,   m->workspace};
+  void *blocks[] = {m->wq,      m->wk,       m->wv,       m->wo,    m->k_cache,  m->v_cache,
+                    m->history, m->state[0], m->state[1], m->t_dev, m->workspace};
   for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) CHECK_RECAP(recap_free(blocks[i]));
   CHECK_CUDA(cudaStreamDestroy(m->stream));
   free(m->x0);
@@ -432,23 +433,15 @@ static void run_update(decoder_t *m, int steps) {
   CHECK_RECAP(recap_graph_destroy(g));
 }
 
-/* Move the graph's buffer at old_ptr to new_ptr (dim floats). */
-static void rebind_state(decoder_t *m, recap_graph_t g, const float *old_ptr, float *new_ptr) {
-  recap_rebind_t r = {old_ptr, new_ptr, (size_t)m->shape.dim * sizeof(float), 0};
-  CHECK_RECAP(recap_graph_rebind(g, &r, 1));
-  if (r.patched == 0) die("recap_graph_rebind patched no site of the state buffer %p", old_ptr);
-}
-
 /* One capture for every step: the kernels read t from m->t_dev, and the step ends with a
  * kernel that advances it, so a replay needs nothing from the host but its input and output
  * buffers, which recap_graph_rebind points it at. The capture declares the two state buffers
  * (RECAP_REBIND_DECLARED): only their sites move, and no scalar argument that happens to look
  * like an address in them can be patched by mistake.
  *
- * Step t reads state[t % 3] and writes state[(t + 1) % 3]; the graph last pointed at
- * state[(t - 1) % 3] (in) and state[t % 3] (out). The output moves first, to the buffer the
- * graph no longer uses; then the input moves to the buffer the output just left: a rebind may
- * not point the graph at memory it still uses, so the two moves are two calls in that order. */
+ * Step t reads state[t % 2] and writes state[(t + 1) % 2]: the two buffers trade places every
+ * step. The swap is one batch of two moves, applied together: a single move onto a buffer the
+ * graph still uses would be refused, but a batch may move buffers into each other's places. */
 static void run_rebind(decoder_t *m, int steps) {
   recap_graph_t g;
   CHECK_RECAP(recap_graph_create(&g, 0));
@@ -463,8 +456,13 @@ static void run_rebind(decoder_t *m, int steps) {
   CHECK_RECAP(recap_graph_capture_end(g));
   for (int t = 0; t < steps; t++) {
     if (t > 0) {
-      rebind_state(m, g, out_of(m, t - 1), out_of(m, t));
-      rebind_state(m, g, in_of(m, t - 1), in_of(m, t));
+      recap_rebind_t swap[2] = {{in_of(m, t - 1), in_of(m, t), state_bytes, 0},
+                                {out_of(m, t - 1), out_of(m, t), state_bytes, 0}};
+      CHECK_RECAP(recap_graph_rebind(g, swap, 2));
+      if (swap[0].patched == 0 || swap[1].patched == 0)
+        die("recap_graph_rebind patched %zu sites of the input and %zu of the output: both "
+            "should have sites",
+            swap[0].patched, swap[1].patched);
     }
     CHECK_RECAP(recap_graph_replay(g, m->stream));
   }
