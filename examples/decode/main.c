@@ -368,18 +368,26 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* When a way began, finished enqueueing its steps, and saw them done. */
+typedef struct timing {
+  uint64_t start, enqueued, done;
+} timing_t;
+
 static float *in_of(decoder_t *m, int t) { return m->state[t % STATE_BUFFERS]; }
 static float *out_of(decoder_t *m, int t) { return m->state[(t + 1) % STATE_BUFFERS]; }
 
-static void run_eager(decoder_t *m, int steps) {
+static void run_eager(decoder_t *m, int steps, timing_t *tm) {
   for (int t = 0; t < steps; t++) enqueue_step(m, t, NULL, in_of(m, t), out_of(m, t));
+  tm->enqueued = now_ns();
+  CHECK_CUDA(cudaStreamSynchronize(m->stream));
+  tm->done = now_ns();
 }
 
 /* A fresh capture and instantiation every step. The captures share one pool (a handle of the
  * program's), so that each step reuses the last step's scratch, in stream order, instead of
  * making a new private pool per step; the reset destroys the executable, which CUDA frees when
  * its replay completes. */
-static void run_recapture(decoder_t *m, int steps) {
+static void run_recapture(decoder_t *m, int steps, timing_t *tm) {
   recap_graph_t g;
   CHECK_RECAP(recap_graph_create(&g, 0));
   recap_capture_options_t options = RECAP_CAPTURE_OPTIONS_INIT;
@@ -391,7 +399,9 @@ static void run_recapture(decoder_t *m, int steps) {
     CHECK_RECAP(recap_graph_capture_end(g));
     CHECK_RECAP(recap_graph_replay(g, m->stream));
   }
+  tm->enqueued = now_ns();
   CHECK_CUDA(cudaStreamSynchronize(m->stream));
+  tm->done = now_ns();
   CHECK_RECAP(recap_graph_destroy(g));
 }
 
@@ -410,7 +420,7 @@ static void print_reasons(const recap_update_stats_t *st) {
  * cudaGraphExecUpdate on the executable and instantiates only when the driver refuses. The
  * scratch of a recapture gets the addresses of the first capture's (same allocation sequence),
  * so only the baked position t and the launch shapes that follow it differ between templates. */
-static void run_update(decoder_t *m, int steps) {
+static void run_update(decoder_t *m, int steps, timing_t *tm) {
   recap_graph_t g;
   CHECK_RECAP(recap_graph_create(&g, 0));
   for (int t = 0; t < steps; t++) {
@@ -422,7 +432,9 @@ static void run_update(decoder_t *m, int steps) {
     CHECK_RECAP(recap_graph_capture_end(g));
     CHECK_RECAP(recap_graph_replay(g, m->stream));
   }
+  tm->enqueued = now_ns();
   CHECK_CUDA(cudaStreamSynchronize(m->stream));
+  tm->done = now_ns();
   recap_update_stats_t st = RECAP_UPDATE_STATS_INIT;
   CHECK_RECAP(recap_graph_update_stats(g, &st));
   printf("  update: %" PRIu64 " recaptures, %" PRIu64 " updated in place, %" PRIu64
@@ -442,7 +454,7 @@ static void run_update(decoder_t *m, int steps) {
  * Step t reads state[t % 2] and writes state[(t + 1) % 2]: the two buffers trade places every
  * step. The swap is one batch of two moves, applied together: a single move onto a buffer the
  * graph still uses would be refused, but a batch may move buffers into each other's places. */
-static void run_rebind(decoder_t *m, int steps) {
+static void run_rebind(decoder_t *m, int steps, timing_t *tm) {
   recap_graph_t g;
   CHECK_RECAP(recap_graph_create(&g, 0));
   recap_capture_options_t options = RECAP_CAPTURE_OPTIONS_INIT;
@@ -466,7 +478,9 @@ static void run_rebind(decoder_t *m, int steps) {
     }
     CHECK_RECAP(recap_graph_replay(g, m->stream));
   }
+  tm->enqueued = now_ns();
   CHECK_CUDA(cudaStreamSynchronize(m->stream));
+  tm->done = now_ns();
   recap_update_stats_t st = RECAP_UPDATE_STATS_INIT;
   CHECK_RECAP(recap_graph_update_stats(g, &st));
   size_t nodes = 0;
@@ -478,20 +492,17 @@ static void run_rebind(decoder_t *m, int steps) {
 
 static void run_way(decoder_t *m, int way, int steps, outcome_t *out) {
   decoder_reset(m);
-  uint64_t start = now_ns();
+  timing_t tm = {now_ns(), 0, 0};
   switch (way) {
-    case WAY_EAGER: run_eager(m, steps); break;
-    case WAY_RECAPTURE: run_recapture(m, steps); break;
-    case WAY_UPDATE: run_update(m, steps); break;
-    default: run_rebind(m, steps); break;
+    case WAY_EAGER: run_eager(m, steps, &tm); break;
+    case WAY_RECAPTURE: run_recapture(m, steps, &tm); break;
+    case WAY_UPDATE: run_update(m, steps, &tm); break;
+    default: run_rebind(m, steps, &tm); break;
   }
-  /* The graphed ways synchronise before they print their counters; the host figure is the time
-   * to enqueue every step, the rate the time until the last step is done. */
-  uint64_t enqueued = now_ns();
-  CHECK_CUDA(cudaStreamSynchronize(m->stream));
-  uint64_t done = now_ns();
-  out->host_us_per_step = (double)(enqueued - start) / 1e3 / steps;
-  out->steps_per_second = steps / ((double)(done - start) / 1e9);
+  /* The host figure is the time to enqueue every step (recap's work included), the rate the
+   * time until the last step is done. */
+  out->host_us_per_step = (double)(tm.enqueued - tm.start) / 1e3 / steps;
+  out->steps_per_second = steps / ((double)(tm.done - tm.start) / 1e9);
 
   size_t dim = (size_t)m->shape.dim, cache = dim * (size_t)m->shape.max_len * sizeof(float);
   out->history = host_alloc(cache);
