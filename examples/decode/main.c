@@ -126,7 +126,7 @@ static void usage(FILE *f) {
              "per step, with recapture + update per step, and with one capture rebound per step;\n"
              "the outputs are compared bit for bit and the host cost per step is printed.\n"
              "\n"
-             "  --steps N      decode steps per way (default 1000)\n"
+             "  --steps N      decode steps per way, 1 to 100000 (default 1000)\n"
              "  --dim D        model width, floats per token (default 256)\n"
              "  --heads H      attention heads; H divides D (default 4)\n"
              "  --seed S       seed of the weights and the first input (default 1234)\n"
@@ -163,13 +163,13 @@ static int parse_args(int argc, char **argv, options_t *o) {
   };
   *o = (options_t){.steps = 1000, .dim = 256, .heads = 4, .seed = 1234};
   bool any_way = false;
-  int c, seed = 0;
+  int c, seed = 0, index = 0;
   opterr = 0; /* the messages below name the program and the option */
-  while ((c = getopt_long(argc, argv, ":h", options, NULL)) != -1) {
+  while ((c = getopt_long(argc, argv, ":h", options, &index)) != -1) {
     const char *arg = optarg;
     switch (c) {
       case OPT_STEPS:
-        if (!parse_int(arg, 1, 1000000, &o->steps)) goto bad_value;
+        if (!parse_int(arg, 1, 100000, &o->steps)) goto bad_value;
         break;
       case OPT_DIM:
         if (!parse_int(arg, 1, 1024, &o->dim)) goto bad_value;
@@ -205,7 +205,7 @@ static int parse_args(int argc, char **argv, options_t *o) {
     }
     continue;
   bad_value:
-    fprintf(stderr, PROGRAM ": bad value '%s' for '%s' (see --help)\n", arg, argv[optind - 1]);
+    fprintf(stderr, PROGRAM ": bad value '%s' for --%s (see --help)\n", arg, options[index].name);
     return EXIT_NO_DEVICE;
   }
   if (optind < argc) {
