@@ -410,14 +410,24 @@ static void declared_buffers_have_exact_extents(void **state) {
     assert_int_equal(count, declared ? 1 : 2);
     assert_int_equal(site.declared, declared);
     recap_rebind_t r = move(first, in2, 0);
+    /* Into the unused third quarter of the same allocation. */
+    recap_rebind_t carve = move(first, block + 2 * N, BYTES);
     if (declared) {
       OK(recap_graph_rebind(g, &r, 1));
       assert_int_equal(r.patched, 1);
       assert_ptr_equal(exec_arg(g, 1, 0), second); /* the other buffer stays */
+      carve.old_ptr = in2;
+      OK(recap_graph_rebind(g, &carve, 1));
+      assert_ptr_equal(exec_arg(g, 0, 0), block + 2 * N);
+      assert_ptr_equal(exec_arg(g, 1, 0), second);
     } else {
-      /* The whole block is 2 * BYTES: more than in2 holds. */
+      /* The whole block is 4 * BYTES: more than in2 holds. */
       EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
       EXPECT_MESSAGE("fewer than");
+      /* Without declarations, `second` is the whole allocation as far as recap knows. */
+      EXPECT_STATUS(recap_graph_rebind(g, &carve, 1), RECAP_ERROR_INVALID_ARGUMENT);
+      EXPECT_MESSAGE("in the same allocation");
+      expect_message_pointer(second);
     }
     OK(recap_graph_destroy(g));
   }
@@ -469,6 +479,24 @@ static void declared_mode_and_declaration_rules(void **state) {
   OK(recap_graph_rebind(g, &r, 1));
   assert_int_equal(r.patched, 1);
   assert_ptr_equal(exec_arg(g, 0, 0), a2);
+  /* The declaration followed the buffer: a2 is declared now (size 0 is its extent), a is not. */
+  recap_rebind_site_t site;
+  size_t count = 0;
+  OK(recap_graph_rebind_sites(g, a2, 0, &site, 1, &count));
+  assert_int_equal(count, 1);
+  assert_int_equal(site.declared, 1);
+  r = move(a2, a, 0);
+  OK(recap_graph_rebind(g, &r, 1));
+  assert_int_equal(r.patched, 1);
+  assert_ptr_equal(exec_arg(g, 0, 0), a);
+  r = move(a, b2, 0);
+  OK(recap_graph_rebind(g, &r, 1));
+  /* Only part of a declared buffer moved: the declaration stays where it was. */
+  r = move(b2, a2, 16);
+  OK(recap_graph_rebind(g, &r, 1));
+  r = move(a2, b2, 16);
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("not inside a buffer declared");
   OK(recap_graph_destroy(g));
 
   /* Rebind OFF: nothing to declare, nothing to rebind. */
@@ -524,6 +552,13 @@ static void refusals(void **state) {
   EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("overlaps memory the graph uses");
   EXPECT_MESSAGE("node 1 (kernel consume, parameter 1, byte 8)");
+  EXPECT_MESSAGE("lies in it");
+  /* Inside a buffer the graph writes, past the address the graph holds: the same allocation. */
+  r = move(in, out + 8, 64);
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("in the same allocation");
+  EXPECT_MESSAGE("kernel consume");
+  expect_message_pointer(out);
   /* A new buffer in the graph's own pool, and an old one there. */
   r = move(in, tmp, 0);
   EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
@@ -633,6 +668,35 @@ static void site_listing(void **state) {
   OK(recap_graph_destroy(g));
   OK(recap_free(in));
   OK(recap_free(out));
+  done();
+}
+
+/* What docs/rebind.md says the automatic scan mistakes: an integer argument whose bits equal an
+ * address of the range is a site like a pointer; recap_graph_rebind_sites shows it before, and
+ * `patched` counts it. */
+static void scalar_that_looks_like_an_address(void **state) {
+  (void)state;
+  fresh();
+  recap_stream_t s = recap__fake_stream_new();
+  float *in = alloc(BYTES, s), *in2 = alloc(BYTES, s);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  begin(g, s, RECAP_REBIND_AUTO);
+  const void *args[2] = {in, (const void *)((uintptr_t)in + 40)}; /* a pointer, an "integer" */
+  recap__fake_launch_kernel_args(s, "pointer_and_integer", args, 2);
+  OK(recap_graph_capture_end(g));
+  recap_rebind_site_t sites[2];
+  size_t count = 0;
+  OK(recap_graph_rebind_sites(g, in, 0, sites, 2, &count));
+  assert_int_equal(count, 2);
+  assert_int_equal(sites[1].param, 1);
+  recap_rebind_t r = move(in, in2, 0);
+  OK(recap_graph_rebind(g, &r, 1));
+  assert_int_equal(r.patched, 2);
+  assert_ptr_equal(exec_arg(g, 0, 1), (const char *)in2 + 40);
+  OK(recap_graph_destroy(g));
+  OK(recap_free(in));
+  OK(recap_free(in2));
   done();
 }
 
@@ -943,6 +1007,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(declared_mode_and_declaration_rules),
       cmocka_unit_test(refusals),
       cmocka_unit_test(site_listing),
+      cmocka_unit_test(scalar_that_looks_like_an_address),
       cmocka_unit_test(cost_is_the_sites_patched),
       cmocka_unit_test(keep_graph_reinstantiated_keeps_rebinds),
       cmocka_unit_test(fault_in_a_node_set),

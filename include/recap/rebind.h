@@ -56,7 +56,8 @@ extern "C" {
 /* During graph's capture (begun with rebind AUTO or DECLARED): declare [ptr, ptr + size) a
  * buffer the graph may be rebound away from. Any device memory: recap's, cudaMalloc's, an
  * interior range of either. The declaration is what a rebind of size 0 at ptr moves, and in
- * DECLARED mode the only ranges a rebind accepts. Errors: ptr NULL, size 0, a range that wraps or
+ * DECLARED mode the only ranges a rebind accepts. A rebind that moves a declared buffer whole
+ * moves its declaration with it (the buffer can be rebound again from its new place). Errors: ptr NULL, size 0, a range that wraps or
  * overlaps a buffer declared before: RECAP_ERROR_INVALID_ARGUMENT; the graph not capturing, or
  * capturing with rebind OFF: RECAP_ERROR_INVALID_USAGE. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_declare_buffer(recap_graph_t graph,
@@ -80,8 +81,9 @@ typedef struct recap_rebind {
  *    that wraps; size 0 where neither a declared buffer nor recap's allocation holds old_ptr; a
  *    new buffer of recap's allocator that is not allocated or holds fewer than size bytes from
  *    new_ptr (foreign memory, such as cudaMalloc's, is the caller's word); a new range that
- *    overlaps memory the graph uses (its pool, a declared buffer or an address a site holds,
- *    except those this batch moves); two moves of the batch whose old or new ranges overlap; an
+ *    overlaps memory the graph uses, except what this batch moves: its pool, a declared buffer,
+ *    a site's address, or the rest of a recap allocation holding a site's address that no
+ *    declared buffer holds (declare buffers carved from one allocation); two moves of the batch whose old or new ranges overlap; an
  *    old range no site points into; an old range inside the graph's pool that was not declared;
  *    in DECLARED mode, an old range that is not inside a declared buffer.
  *  - RECAP_ERROR_INVALID_USAGE: the graph holds no capture (fresh, capturing, eager), or its

@@ -425,8 +425,8 @@ static int compare_moves_new(const void *x, const void *y) {
   return (a->new_.base > b->new_.base) - (a->new_.base < b->new_.base);
 }
 
-/* Whether p lies in the old range of one of the moves (sorted by old base). */
-static bool moved(const move_t *moves, size_t count, uintptr_t p) {
+/* The move (of moves, sorted by old base) whose old range holds p, or NULL. */
+static const move_t *moved_by(const move_t *moves, size_t count, uintptr_t p) {
   size_t lo = 0, hi = count;
   while (lo < hi) {
     size_t mid = lo + (hi - lo) / 2;
@@ -435,7 +435,11 @@ static bool moved(const move_t *moves, size_t count, uintptr_t p) {
     else
       hi = mid;
   }
-  return lo < count && moves[lo].old.base <= p;
+  return lo < count && moves[lo].old.base <= p ? &moves[lo] : NULL;
+}
+
+static bool moved(const move_t *moves, size_t count, uintptr_t p) {
+  return moved_by(moves, count, p) != NULL;
 }
 
 /* The checks of one move that need only itself and the graph. */
@@ -546,23 +550,37 @@ static recap_status_t check_batch(rebind_t *r, recap_graph_t graph, const char *
   char nodes[1600];
   for (size_t i = 0; i < count; i++) {
     const move_t *m = &moves[i];
-    /* An address a site holds in the new range, that this batch does not move: replays would
-     * then have two nodes' buffers share memory. */
-    for (size_t k = lower_bound(r, m->new_.base);
-         k < r->site_count && r->index[k].value < m->new_.end; k++) {
-      if (moved(moves, count, r->index[k].value)) continue;
+    /* A buffer the graph uses, that this batch does not move, meeting the new range: replays
+     * would then have two nodes' buffers share memory. A site's buffer is the declared buffer
+     * holding its address or, without one, the recap allocation holding it: so the addresses
+     * looked at are those of the new range and of the allocations it starts and ends in. */
+    uintptr_t lo = m->new_.base, hi = m->new_.end;
+    recap__block_ref_t ref;
+    if (recap__alloc_find((const void *)lo, &ref) && (uintptr_t)ref.base < lo)
+      lo = (uintptr_t)ref.base;
+    if (recap__alloc_find((const void *)(hi - 1), &ref) && (uintptr_t)ref.base + ref.size > hi)
+      hi = (uintptr_t)ref.base + ref.size;
+    for (size_t k = lower_bound(r, lo); k < r->site_count && r->index[k].value < hi; k++) {
+      uintptr_t v = r->index[k].value;
+      if (moved(moves, count, v)) continue;
+      const span_t *dv = declared_at(&r->declared, v);
+      if (dv && (dv->end <= m->new_.base || dv->base >= m->new_.end)) continue;
       describe_sites(nodes, sizeof nodes, r, graph, k, k + 1);
       return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
                           "%s: rebinds[%zu]: the new buffer [%p, +%zu bytes) overlaps memory "
-                          "the graph uses: %p, held by %s; choose a buffer the graph does not "
-                          "use (or move that one in the same batch)",
+                          "the graph uses: %p, held by %s, lies %s; choose a buffer the graph "
+                          "does not use (or move that one in the same batch)",
                           fn, m->arg, (void *)m->new_.base, (size_t)(m->new_.end - m->new_.base),
-                          (void *)r->index[k].value, nodes);
+                          (void *)v, nodes,
+                          v >= m->new_.base && v < m->new_.end
+                              ? "in it"
+                              : "in the same allocation (declare buffers for exact extents)");
     }
     /* A declared buffer in the new range that this batch does not move entirely. */
     const spans_t *d = &r->declared;
     for (size_t k = spans_find(d, m->new_.base); k < d->count && d->v[k].base < m->new_.end; k++) {
-      if (moved(moves, count, d->v[k].base) && moved(moves, count, d->v[k].end - 1)) continue;
+      const move_t *whole = moved_by(moves, count, d->v[k].base);
+      if (whole && d->v[k].end <= whole->old.end) continue;
       return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
                           "%s: rebinds[%zu]: the new buffer [%p, +%zu bytes) overlaps the "
                           "declared buffer [%p, +%zu bytes) of the graph",
@@ -599,6 +617,32 @@ static void reindex(rebind_t *r, const move_t *moves, const move_t *by_new, size
   entry_t *t = r->index;
   r->index = r->scratch;
   r->scratch = t;
+}
+
+static int compare_spans(const void *x, const void *y) {
+  const span_t *a = x, *b = y;
+  return (a->base > b->base) - (a->base < b->base);
+}
+
+/* Declared buffers that a move took whole follow it: the declaration names the buffer, wherever
+ * the graph points it. check_batch refused new ranges meeting a declared buffer the batch does
+ * not move whole, so the declarations stay disjoint. */
+static void move_declarations(rebind_t *r, const move_t *moves, size_t count) {
+  spans_t *d = &r->declared;
+  bool changed = false;
+  for (size_t k = 0; k < d->count; k++) {
+    span_t *v = &d->v[k];
+    for (size_t i = 0; i < count; i++) {
+      const move_t *m = &moves[i];
+      if (v->base < m->old.base || v->end > m->old.end) continue;
+      uintptr_t size = v->end - v->base;
+      v->base = m->new_.base + (v->base - m->old.base);
+      v->end = v->base + size;
+      changed = true;
+      break;
+    }
+  }
+  if (changed) qsort(d->v, d->count, sizeof *d->v, compare_spans);
 }
 
 /* The layers' `rebound` hooks, with every site as it will be; on failure, those that prepared
@@ -646,6 +690,7 @@ recap_status_t recap_graph_rebind(recap_graph_t graph, recap_rebind_t *rebinds, 
   RECAP__ARG(count > 0, "%s: count is 0 (nothing to rebind)", fn);
   rebind_t *r;
   RECAP__CHECK(captured_state(graph, fn, &r));
+  RECAP__ARG(count <= SIZE_MAX / (2 * sizeof(move_t)), "%s: count %zu is too large", fn, count);
   move_t *moves = recap__host_malloc(2 * count * sizeof *moves);
   if (!moves) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
   move_t *by_new = moves + count;
@@ -685,6 +730,7 @@ recap_status_t recap_graph_rebind(recap_graph_t graph, recap_rebind_t *rebinds, 
     return recap__error_restore(&cause);
   }
   reindex(r, moves, by_new, count);
+  move_declarations(r, moves, count);
   for (size_t i = 0; i < count; i++) rebinds[moves[i].arg].patched = moves[i].hi - moves[i].lo;
   graph->rebinds++;
   graph->sites_patched += total;
