@@ -10,6 +10,8 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <stdint.h>
+
 #include <cublas_v2.h>
 
 #include "gpu_util.h"
@@ -398,6 +400,9 @@ static void update_refused_for_topology_instantiates(void **state) {
   assert_int_equal(st.instantiations, 1);
   assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_TOPOLOGY_CHANGED);
   assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_TOPOLOGY_CHANGED], 1);
+  assert_int_equal(st.consecutive_failures, 1);
+  /* A node count that differs names no node (cudaGraphExecUpdateResultInfo.errorNode NULL). */
+  assert_true(st.last_node == SIZE_MAX);
   assert_string_equal(recap_update_reason_name(st.last_reason), "topology_changed");
   size_t nodes_after = 0;
   OK(recap_graph_node_count(g, &nodes_after));
@@ -413,6 +418,7 @@ static void update_refused_for_topology_instantiates(void **state) {
   st = stats_of(g);
   assert_int_equal(st.instantiations, 2);
   assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_TOPOLOGY_CHANGED], 2);
+  assert_int_equal(st.consecutive_failures, 2);
   OK(recap_graph_replay(g, s));
   gpu_expect_all(out, N, 7.0f);
 
