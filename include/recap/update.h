@@ -138,7 +138,9 @@ typedef struct recap_update_stats {
   double updated_replay_ms, fresh_replay_ms;
 } recap_update_stats_t;
 
-#define RECAP_UPDATE_STATS_INIT {sizeof(recap_update_stats_t)}
+#define RECAP_UPDATE_STATS_INIT                                                             \
+  { sizeof(recap_update_stats_t), 0, 0, 0, {0}, RECAP_UPDATE_REASON_NONE, 0, 0, 0, 0, 0, 0, \
+    0.0, 0.0 }
 
 /* *stats = graph's counters (stats->size set by the caller). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_update_stats(recap_graph_t graph,
