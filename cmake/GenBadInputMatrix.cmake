@@ -112,6 +112,7 @@ set(VALUES
   "recap_status_t|RECAP_SUCCESS"
   "recap_set_last_error.status|RECAP_ERROR_CUDA"
   "recap_node_type_t|RECAP_NODE_KERNEL"
+  "recap_update_reason_t|RECAP_UPDATE_REASON_NONE"
   "recap_capture_mode_t|RECAP_CAPTURE_MODE_GLOBAL"
 )
 

@@ -445,8 +445,13 @@ static void reset_frees_graphs(void **state) {
 typedef struct fault_fixture {
   recap_stream_t stream;
   recap__event_t event;
-  recap_cuda_graph_t graph; /* two kernel nodes */
+  recap_cuda_graph_t graph; /* two kernel nodes, one argument each */
   recap_cuda_graph_exec_t exec;
+  recap__patch_plan_t plan; /* of graph */
+  const recap__graph_read_t *sites;
+  size_t site_count;
+  int words[4]; /* what the arguments point at */
+  bool flip;    /* which word the next patch points site 0 at */
 } fault_fixture_t;
 
 static void fixture_make(fault_fixture_t *fx) {
@@ -454,13 +459,25 @@ static void fixture_make(fault_fixture_t *fx) {
   assert_int_equal(ops->event_create(&fx->event), RECAP_SUCCESS);
   /* Begun through the test control, so that only the end counts as a call. */
   assert_int_not_equal(recap__fake_capture_begin(fx->stream, RECAP__CAPTURE_MODE_GLOBAL), 0);
-  recap__fake_stream_enqueue(fx->stream);
-  recap__fake_stream_enqueue(fx->stream);
+  const void *first[] = {&fx->words[0]}, *second[] = {&fx->words[1]};
+  recap__fake_launch_kernel_args(fx->stream, NULL, first, 1);
+  recap__fake_launch_kernel_args(fx->stream, NULL, second, 1);
   assert_int_equal(ops->stream_end_capture(fx->stream, &fx->graph), RECAP_SUCCESS);
   assert_int_equal(ops->graph_instantiate(&fx->exec, fx->graph), RECAP_SUCCESS);
+  assert_int_equal(ops->patch_plan_create(fx->graph, &fx->plan, &fx->sites, &fx->site_count),
+                   RECAP_SUCCESS);
+  assert_int_equal(fx->site_count, 2);
+  fx->flip = false;
+}
+
+/* A patch of site 0 to a word it does not point at now. */
+static recap__patch_t fixture_patch(fault_fixture_t *fx) {
+  fx->flip = !fx->flip;
+  return (recap__patch_t){.site = 0, .value = &fx->words[fx->flip ? 2 : 0]};
 }
 
 static void fixture_free(fault_fixture_t *fx) {
+  ops->patch_plan_destroy(fx->plan);
   assert_int_equal(ops->graph_exec_destroy(fx->exec), RECAP_SUCCESS);
   assert_int_equal(ops->graph_destroy(fx->graph), RECAP_SUCCESS);
   assert_int_equal(ops->event_destroy(fx->event), RECAP_SUCCESS);
@@ -526,11 +543,67 @@ static recap_status_t call_kind(recap__fake_fault_t kind, fault_fixture_t *fx) {
       assert_int_equal(recap__fake_now().graph_launches, launches + (st == RECAP_SUCCESS));
       break;
     }
-    case RECAP__FAKE_FAULT_PATCH_PLAN:
-    case RECAP__FAKE_FAULT_PATCH:
-    case RECAP__FAKE_FAULT_PATCH_SYNC:
-    case RECAP__FAKE_FAULT_EXEC_UPDATE:
-    case RECAP__FAKE_FAULT_TIMING:
+    case RECAP__FAKE_FAULT_PATCH_PLAN: {
+      recap__patch_plan_t plan = (recap__patch_plan_t)&plan;
+      const recap__graph_read_t *sites = fx->sites;
+      size_t count = 9;
+      st = ops->patch_plan_create(fx->graph, &plan, &sites, &count);
+      if (st == RECAP_SUCCESS) {
+        assert_int_equal(count, 2);
+        ops->patch_plan_destroy(plan);
+      } else {
+        assert_null(plan);
+        assert_null(sites);
+        assert_int_equal(count, 0);
+      }
+      break;
+    }
+    case RECAP__FAKE_FAULT_PATCH: {
+      const void *before, *after;
+      assert_true(recap__fake_exec_arg(fx->exec, 0, 0, &before));
+      recap__patch_t p = fixture_patch(fx);
+      st = ops->patch_plan_apply(fx->plan, fx->exec, &p, 1);
+      assert_true(recap__fake_exec_arg(fx->exec, 0, 0, &after));
+      if (st == RECAP_SUCCESS) {
+        assert_ptr_equal(after, p.value);
+      } else {
+        fixture_patch(fx); /* the plan did not change: flip back */
+        assert_ptr_equal(after, before);
+      }
+      break;
+    }
+    case RECAP__FAKE_FAULT_PATCH_SYNC: {
+      /* The plan alone (no executable, so no counted set), then one node to write. */
+      recap__patch_t p = fixture_patch(fx);
+      assert_int_equal(ops->patch_plan_apply(fx->plan, NULL, &p, 1), RECAP_SUCCESS);
+      assert_ptr_equal(fx->sites[0].ptr, p.value);
+      const void *before, *after;
+      assert_true(recap__fake_graph_arg(fx->graph, 0, 0, &before));
+      st = ops->patch_plan_sync(fx->plan);
+      assert_true(recap__fake_graph_arg(fx->graph, 0, 0, &after));
+      /* A failed sync leaves the template as it was, the node to the next sync. */
+      assert_ptr_equal(after, st == RECAP_SUCCESS ? p.value : before);
+      break;
+    }
+    case RECAP__FAKE_FAULT_EXEC_UPDATE: {
+      recap_update_reason_t why = RECAP_UPDATE_REASON_COUNT;
+      size_t node = 0;
+      uint64_t updates = recap__fake_now().exec_updates;
+      st = ops->graph_exec_update(fx->exec, fx->graph, &why, &node);
+      assert_int_equal(why, RECAP_UPDATE_REASON_NONE);
+      assert_int_equal(node, SIZE_MAX);
+      assert_int_equal(recap__fake_now().exec_updates, updates + (st == RECAP_SUCCESS));
+      break;
+    }
+    case RECAP__FAKE_FAULT_TIMING: {
+      recap__event_t x = (recap__event_t)&x;
+      st = ops->timing_event_create(&x);
+      if (st == RECAP_SUCCESS)
+        assert_int_equal(ops->event_destroy(x), RECAP_SUCCESS);
+      else
+        assert_null(x);
+      break;
+    }
     case RECAP__FAKE_FAULT_KINDS: break;
   }
   return st;

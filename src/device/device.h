@@ -175,7 +175,9 @@ typedef struct recap__device_ops {
    * nothing: when a node's set fails, the nodes this call already set are set back to their
    * previous values, the plan is unchanged, and the failure is returned (the message names the
    * node index and the CUDA call). A nested site: RECAP_ERROR_NOT_SUPPORTED, nothing set; a
-   * site index out of range or patches out of order: RECAP_ERROR_INVALID_ARGUMENT. */
+   * site index out of range or patches out of order: RECAP_ERROR_INVALID_ARGUMENT. exec NULL:
+   * only the plan changes (no CUDA call), its nodes waiting for patch_plan_sync, for a graph
+   * that has no executable now. */
   recap_status_t (*patch_plan_apply)(recap__patch_plan_t plan, recap_cuda_graph_exec_t exec,
                                      const recap__patch_t *patches, size_t count);
   /* Write the plan's values of every node patched since the last sync into the plan's graph

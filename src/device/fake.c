@@ -27,7 +27,9 @@
 /* The fake's devices report this compute capability unless the test configures another. */
 enum { FAKE_DEFAULT_COMPUTE_CAPABILITY = 90 };
 
-fake_state_t recap__fake = {.lock = PTHREAD_MUTEX_INITIALIZER};
+fake_state_t recap__fake = {.lock = PTHREAD_MUTEX_INITIALIZER,
+                            .refuse_node = SIZE_MAX,
+                            .updated_slowdown = 1.0};
 _Thread_local int recap__fake_tl_device;
 _Thread_local recap__capture_mode_t recap__fake_tl_capture_mode = RECAP__CAPTURE_MODE_GLOBAL;
 
@@ -121,6 +123,13 @@ const recap__device_ops_t recap__fake_ops = {
     .graph_nodes = recap__fake_op_graph_nodes,
     .graph_reads_check = recap__fake_op_graph_reads_check,
     .graph_reads = recap__fake_op_graph_reads,
+    .patch_plan_create = recap__fake_op_patch_plan_create,
+    .patch_plan_apply = recap__fake_op_patch_plan_apply,
+    .patch_plan_sync = recap__fake_op_patch_plan_sync,
+    .patch_plan_destroy = recap__fake_op_patch_plan_destroy,
+    .graph_exec_update = recap__fake_op_graph_exec_update,
+    .timing_event_create = recap__fake_op_timing_event_create,
+    .event_elapsed = recap__fake_op_event_elapsed,
     .rng_write_state = recap__fake_op_rng_write_state,
     .rng_launch = recap__fake_op_rng_launch,
 };
@@ -157,6 +166,7 @@ void recap__fake_reset(const recap__fake_config_t *cfg) {
   recap__fake.live_graphs = 0;
   for (fake_exec_t *x = recap__fake.execs, *next; x; x = next) {
     next = x->next;
+    recap__fake_nodes_free(&x->nodes);
     free(x);
   }
   recap__fake.execs = NULL;
@@ -172,6 +182,14 @@ void recap__fake_reset(const recap__fake_config_t *cfg) {
   memset(recap__fake.calls, 0, sizeof recap__fake.calls);
   memset(recap__fake.fail_countdown, 0, sizeof recap__fake.fail_countdown);
   recap__fake.dot_driver_style = false;
+  recap__fake.exec_patches = 0;
+  recap__fake.template_patches = 0;
+  recap__fake.exec_updates = 0;
+  recap__fake.update_refusals = 0;
+  recap__fake.refuse_armed = false;
+  recap__fake.refuse_reason = RECAP_UPDATE_REASON_NONE;
+  recap__fake.refuse_node = SIZE_MAX;
+  recap__fake.updated_slowdown = 1.0;
   recap__fake_configure(cfg);
   pthread_mutex_unlock(&recap__fake.lock);
 
@@ -192,5 +210,9 @@ void recap__fake_counters(recap__fake_counters_t *out) {
   out->graph_launches = recap__fake.graph_launches;
   out->rng_state_writes = recap__fake.rng_state_writes;
   out->rng_launches = recap__fake.rng_launches;
+  out->exec_patches = recap__fake.exec_patches;
+  out->template_patches = recap__fake.template_patches;
+  out->exec_updates = recap__fake.exec_updates;
+  out->update_refusals = recap__fake.update_refusals;
   pthread_mutex_unlock(&recap__fake.lock);
 }

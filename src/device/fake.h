@@ -32,9 +32,10 @@
  *    waits for the origin's last node at the time of the join. An invalidated capture records
  *    nothing more. The ops stream_begin_capture / stream_end_capture drive the same captures as
  *    recap__fake_capture_begin / _end; ending hands out a fake graph (freed by graph_destroy or
- *    recap__fake_reset). graph_instantiate gives a fake executable that remembers the node
- *    count; graph_launch enqueues one work item per node on its stream (so events recorded
- *    after it wait for it), or, on a capturing stream, adds one child-graph node to the capture.
+ *    recap__fake_reset). graph_instantiate gives a fake executable with its own copy of the
+ *    graph's nodes (type, name, dependency, arguments, ends, bytes, value, function);
+ *    graph_launch enqueues one work item per node on its stream (so events recorded after it
+ *    wait for it), or, on a capturing stream, adds one child-graph node to the capture.
  *    graph_inspect reports kernel nodes with their names, grid and block {1,1,1}, memcpy and
  *    memset nodes with their sizes in bytes, and the per-stream chains as edges;
  *    graph_debug_dot writes "digraph fake { ... }", with one statement per node giving its
@@ -42,9 +43,46 @@
  *  - Debug aids: every node has a handle (recap__graph_node_t) unique in the process, the same
  *    in the capture (capture_nodes lists them, in capture order, and hands out the capture
  *    itself as the "graph" being built) and in the graph made from it (graph_nodes).
- *    graph_reads reports the arguments given to recap__fake_launch_kernel_args, the ends of
+ *    graph_reads reports the arguments given to recap__fake_launch_kernel_args (and _fn), the ends of
  *    memcpy_async copies and the destinations of recap__fake_memset_async; graph_reads_check
  *    always succeeds.
+ *  - Kernels that compute: recap__fake_launch_kernel_fn runs its function at once when eager;
+ *    captured, the node keeps the function and its argument words. An executable that holds at
+ *    least one such kernel runs its nodes at every graph_launch outside a capture, in node
+ *    order, with the executable's current values: each function kernel with its argument
+ *    words, each copy (memmove of bytes from src to dst) and each memset (its byte value over
+ *    bytes at dst); other kernels and child-graph nodes run nothing. Executables without a
+ *    function kernel run nothing at all (other tests replay graphs whose copies name buffers
+ *    freed since, or no buffer): the rule is per executable, fixed at instantiation and at
+ *    each update. A function must not call into the fake or recap (it runs under the fake's
+ *    lock at a launch).
+ *  - Rebinding (patch plans): the sites of a plan are graph_reads' list; each argument word k of
+ *    a kernel is parameter k at byte offset 8k; nothing is nested (the fake's child-graph
+ *    nodes have no content). patch_plan_apply writes each touched node's whole values (the
+ *    plan's, with the patches on top) into the executable's own nodes, one counted set per node
+ *    (exec_patches), or, with exec NULL, into the plan alone; the template is unchanged until patch_plan_sync writes each node patched
+ *    since the last sync into it (template_patches). The executable must have been
+ *    instantiated or last updated from the plan's graph, else RECAP_ERROR_CUDA
+ *    (cudaErrorInvalidValue). An injected RECAP__FAKE_FAULT_PATCH at a node sets the nodes
+ *    already set back to the plan's values (each counted in exec_patches) and leaves the plan
+ *    unchanged; an injected RECAP__FAKE_FAULT_PATCH_SYNC stops the sync at that node, which
+ *    with the ones after it stays to be synced. Messages name the node index and the CUDA
+ *    call (cudaGraphExecKernelNodeSetParams, cudaGraphMemsetNodeSetParams, ...).
+ *  - Updates (graph_exec_update): refused (RECAP_SUCCESS, update_refusals counted) with
+ *    TOPOLOGY_CHANGED when the node counts differ (node SIZE_MAX) or a node's dependency
+ *    differs (that node, the first), else NODE_TYPE_CHANGED at the first node whose type
+ *    differs; recap__fake_refuse_next_update forces the next refusal whatever the graphs.
+ *    Otherwise the executable takes a copy of the graph's nodes (names and functions may
+ *    change), counts as updated from that graph (plans of it patch it) and as updated for the
+ *    timing model (exec_updates counted). A refusal or a failure leaves it unchanged.
+ *  - Timing model: every stream has a clock in µs. Each eager work item (kernels, copies,
+ *    memsets, random-number kernels) advances it by 1 µs, an event record by nothing, a
+ *    graph_launch by its node count times 1.0, or times the factor of
+ *    recap__fake_updated_slowdown for an executable updated at least once. A timing event
+ *    (timing_event_create; RECAP__FAKE_FAULT_TIMING) records its stream's clock; event_elapsed
+ *    gives end's clock minus start's in ms once both are done, and fails with RECAP_ERROR_CUDA
+ *    for an event made without timing (cudaErrorInvalidResourceHandle), never recorded, or not
+ *    yet done (cudaErrorNotReady).
  *  - begin_capture on the legacy stream (NULL) or on a stream already capturing (its own
  *    capture or a joined one) fails with RECAP_ERROR_INVALID_USAGE. end_capture of an
  *    invalidated capture ends it and fails with RECAP_ERROR_CAPTURE_INVALIDATED
@@ -63,8 +101,8 @@
  *    offset o, with u(i) = ((s + o + i) mod 1000 + 1) / 1000 in (0, 1]: uniform u(i) with 1
  *    mapped to 0, so in [0, 1) as the CUDA kernel's; normal mean + stddev * (u(i) - 0.5);
  *    randint low + (s + o + i) mod (high - low); dropout keep = u(i) > p,
- *    out = in * keep / (1 - p), mask = keep. Graph launches run nothing, so
- *    replays fill nothing; the state words show what a replay was fed. Both fail with
+ *    out = in * keep / (1 - p), mask = keep. Graph launches never run these kernels,
+ *    so replays fill nothing; the state words show what a replay was fed. Both fail with
  *    RECAP_ERROR_CAPTURE_INVALIDATED on a stream whose capture was invalidated. With
  *    no_kernel_image configured, both fail with RECAP_ERROR_NOT_SUPPORTED and the message the
  *    CUDA seam gives for a GPU that recap's kernels were not built for

@@ -4,8 +4,8 @@
  * stream becomes a node of the capture (a chain per stream; a joined stream's first node waits
  * for the origin's last node at the join), and CUDA's rules on which calls a capture forbids
  * are enforced. Ending the capture turns the nodes into a fake graph; instantiating it gives a
- * fake executable that remembers the node count, and launching that enqueues one work item per
- * node.
+ * fake executable with its own copy of the nodes, and launching that enqueues one work item per
+ * node and, when the executable holds a kernel with a function, runs its nodes (fake.h).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +71,43 @@ void recap__fake_nodes_free(fake_nodes_t *nodes) {
   }
   free(nodes->v);
   memset(nodes, 0, sizeof *nodes);
+}
+
+bool recap__fake_nodes_copy(fake_nodes_t *dst, const fake_nodes_t *src) {
+  memset(dst, 0, sizeof *dst);
+  if (src->count == 0) return true;
+  dst->v = calloc(src->count, sizeof *dst->v);
+  if (!dst->v) return false;
+  dst->cap = src->count;
+  for (size_t i = 0; i < src->count; i++) {
+    const fake_node_t *from = &src->v[i];
+    fake_node_t *to = &dst->v[i];
+    *to = *from;
+    to->name = NULL;
+    to->args = NULL;
+    to->arg_count = 0;
+    dst->count = i + 1; /* what recap__fake_nodes_free releases if a copy below fails */
+    if (from->name) {
+      size_t n = strlen(from->name) + 1;
+      if (!(to->name = malloc(n))) goto fail;
+      memcpy(to->name, from->name, n);
+    }
+    if (from->arg_count) {
+      if (!(to->args = malloc(from->arg_count * sizeof *to->args))) goto fail;
+      memcpy(to->args, from->args, from->arg_count * sizeof *to->args);
+      to->arg_count = from->arg_count;
+    }
+  }
+  return true;
+fail:
+  recap__fake_nodes_free(dst);
+  return false;
+}
+
+bool recap__fake_nodes_run(const fake_nodes_t *nodes) {
+  for (size_t i = 0; i < nodes->count; i++)
+    if (nodes->v[i].type == RECAP_NODE_KERNEL && nodes->v[i].fn) return true;
+  return false;
 }
 
 /* Append a node for work launched on s, which takes part in a capture: it waits for the
@@ -147,7 +184,7 @@ fake_graph_t *recap__fake_graph_find(recap_cuda_graph_t handle) {
   return NULL;
 }
 
-static fake_exec_t *exec_find(recap_cuda_graph_exec_t handle) {
+fake_exec_t *recap__fake_exec_find(recap_cuda_graph_exec_t handle) {
   for (fake_exec_t *x = recap__fake.execs; x; x = x->next)
     if ((recap_cuda_graph_exec_t)x == handle) return x;
   return NULL;
@@ -279,6 +316,7 @@ recap_status_t recap__fake_op_stream_end_capture(recap_stream_t stream, recap_cu
           "a fake graph; the capture is thrown away");
     } else {
       capture_finish(c, &g->nodes);
+      g->id = ++recap__fake.next_graph_id;
       g->next = recap__fake.graphs;
       recap__fake.graphs = g;
       recap__fake.live_graphs++;
@@ -305,13 +343,18 @@ recap_status_t recap__fake_op_graph_instantiate(recap_cuda_graph_exec_t *exec,
     recap__fake_note_bad_graph(&f, "cudaGraphInstantiateWithFlags", (const void *)graph, "graph");
   } else {
     fake_exec_t *x = calloc(1, sizeof *x);
+    if (x && !recap__fake_nodes_copy(&x->nodes, &g->nodes)) {
+      free(x);
+      x = NULL;
+    }
     if (!x) {
       recap__fake_note(
           &f, RECAP_ERROR_CUDA,
           "cudaGraphInstantiateWithFlags: out of memory (cudaErrorMemoryAllocation): no host "
           "memory for a fake executable graph");
     } else {
-      x->node_count = g->nodes.count;
+      x->graph_id = g->id;
+      x->runs = recap__fake_nodes_run(&x->nodes);
       x->next = recap__fake.execs;
       recap__fake.execs = x;
       recap__fake.live_execs++;
@@ -344,16 +387,37 @@ recap_status_t recap__fake_enqueue(fake_failure_t *f, fake_stream_t *s, const ch
           call, (unsigned long long)s->capture->id);
     return RECAP_SUCCESS;
   }
-  s->enqueued += items;
+  recap__fake_work(s, items);
   *eager = true;
   return RECAP_SUCCESS;
+}
+
+/* Run x's nodes in node order, with the executable's current values (fake device memory is
+ * host memory). Only executables holding a kernel with a function run: graphs of the other
+ * tests hold copies and memsets of buffers freed before a replay, or of no buffer at all. */
+static void exec_run(const fake_exec_t *x) {
+  for (size_t i = 0; i < x->nodes.count; i++) {
+    const fake_node_t *n = &x->nodes.v[i];
+    switch (n->type) {
+      case RECAP_NODE_KERNEL:
+        if (n->fn) n->fn((void *const *)n->args, n->arg_count);
+        break;
+      case RECAP_NODE_MEMCPY:
+        if (n->dst && n->src && n->bytes) memmove((void *)n->dst, n->src, n->bytes);
+        break;
+      case RECAP_NODE_MEMSET:
+        if (n->dst && n->bytes) memset((void *)n->dst, n->value, n->bytes);
+        break;
+      default: break;
+    }
+  }
 }
 
 recap_status_t recap__fake_op_graph_launch(recap_cuda_graph_exec_t exec, recap_stream_t stream) {
   fake_failure_t f = {0};
   pthread_mutex_lock(&recap__fake.lock);
   bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_LAUNCH);
-  fake_exec_t *x = exec_find(exec);
+  fake_exec_t *x = recap__fake_exec_find(exec);
   fake_stream_t *s = recap__fake_stream_of(stream);
   if (inject) {
     recap__fake_note_injected(&f, "cudaGraphLaunch", RECAP__FAKE_FAULT_LAUNCH, "graph launch");
@@ -365,10 +429,13 @@ recap_status_t recap__fake_op_graph_launch(recap_cuda_graph_exec_t exec, recap_s
     /* Launched into a capture, the graph becomes a child graph node; it does not run. */
     bool eager;
     recap_status_t st = recap__fake_enqueue(&f, s, "cudaGraphLaunch", RECAP_NODE_GRAPH, NULL,
-                                            x->node_count, &eager);
+                                            x->nodes.count, &eager);
     if (st == RECAP_SUCCESS && eager) {
       x->launches++;
       recap__fake.graph_launches++;
+      /* The timing model: an updated executable runs `updated_slowdown` times as long. */
+      if (x->updated) s->clock_us += (double)x->nodes.count * (recap__fake.updated_slowdown - 1.0);
+      if (x->runs) exec_run(x);
     }
   }
   return recap__fake_unlock_and_report(&f);
@@ -404,6 +471,7 @@ recap_status_t recap__fake_op_graph_exec_destroy(recap_cuda_graph_exec_t exec) {
     recap__fake_note_bad_graph(&f, "cudaGraphExecDestroy", (const void *)exec, "executable graph");
   } else {
     *link = x->next;
+    recap__fake_nodes_free(&x->nodes);
     free(x);
     recap__fake.live_execs--;
   }

@@ -229,9 +229,9 @@ recap_status_t recap__fake_op_graph_nodes(recap_cuda_graph_t graph, recap__graph
 
 recap_status_t recap__fake_op_graph_reads_check(void) { return RECAP_SUCCESS; }
 
-static bool reads_push(recap__graph_read_t **v, size_t *count, size_t *cap, size_t node,
-                       const void *ptr, recap__read_kind_t kind) {
-  if (!ptr) return true;
+static bool reads_push(recap__graph_read_t **v, size_t *count, size_t *cap,
+                       recap__graph_read_t read) {
+  if (!read.ptr) return true;
   if (*count == *cap) {
     size_t grown_cap = *cap ? *cap * 2 : 16;
     recap__graph_read_t *grown = recap__host_realloc(*v, grown_cap * sizeof *grown);
@@ -239,8 +239,50 @@ static bool reads_push(recap__graph_read_t **v, size_t *count, size_t *cap, size
     *v = grown;
     *cap = grown_cap;
   }
-  (*v)[(*count)++] = (recap__graph_read_t){.node = node, .ptr = ptr, .kind = kind};
+  (*v)[(*count)++] = read;
   return true;
+}
+
+/* Each argument of a fake kernel is one 8-byte parameter: word k is parameter k, at byte 8k.
+ * The fake has no child graphs with content, so nothing is nested. */
+bool recap__fake_nodes_reads(const fake_nodes_t *nodes, recap__graph_read_t **reads,
+                             size_t *count) {
+  recap__graph_read_t *v = NULL;
+  size_t n = 0, cap = 0;
+  bool ok = true;
+  for (size_t i = 0; ok && i < nodes->count; i++) {
+    const fake_node_t *node = &nodes->v[i];
+    for (size_t k = 0; ok && k < node->arg_count; k++)
+      ok = reads_push(&v, &n, &cap,
+                      (recap__graph_read_t){.node = i,
+                                            .ptr = node->args[k],
+                                            .kind = RECAP__READ_KERNEL_ARG,
+                                            .offset = 8 * k,
+                                            .param = (uint32_t)k});
+    if (node->type == RECAP_NODE_MEMCPY)
+      ok = ok &&
+           reads_push(&v, &n, &cap,
+                      (recap__graph_read_t){.node = i,
+                                            .ptr = node->src,
+                                            .kind = RECAP__READ_COPY_SRC}) &&
+           reads_push(&v, &n, &cap,
+                      (recap__graph_read_t){.node = i,
+                                            .ptr = node->dst,
+                                            .kind = RECAP__READ_COPY_DST});
+    else if (node->type == RECAP_NODE_MEMSET)
+      ok = ok && reads_push(&v, &n, &cap,
+                            (recap__graph_read_t){.node = i,
+                                                  .ptr = node->dst,
+                                                  .kind = RECAP__READ_MEMSET_DST});
+  }
+  if (!ok) {
+    recap__host_free(v);
+    v = NULL;
+    n = 0;
+  }
+  *reads = v;
+  *count = n;
+  return ok;
 }
 
 recap_status_t recap__fake_op_graph_reads(recap_cuda_graph_t graph, recap__graph_read_t **reads,
@@ -251,31 +293,9 @@ recap_status_t recap__fake_op_graph_reads(recap_cuda_graph_t graph, recap__graph
   fake_failure_t f = {0};
   pthread_mutex_lock(&recap__fake.lock);
   fake_graph_t *g = recap__fake_graph_find(graph);
-  recap__graph_read_t *v = NULL;
-  size_t n = 0, cap = 0;
-  bool ok = true;
-  if (!g) {
+  if (!g)
     recap__fake_note_bad_graph(&f, "graph reads", (const void *)graph, "graph");
-  } else {
-    for (size_t i = 0; ok && i < g->nodes.count; i++) {
-      const fake_node_t *node = &g->nodes.v[i];
-      for (size_t k = 0; ok && k < node->arg_count; k++)
-        ok = reads_push(&v, &n, &cap, i, node->args[k], RECAP__READ_KERNEL_ARG);
-      if (node->type == RECAP_NODE_MEMCPY)
-        ok = ok && reads_push(&v, &n, &cap, i, node->src, RECAP__READ_COPY_SRC) &&
-             reads_push(&v, &n, &cap, i, node->dst, RECAP__READ_COPY_DST);
-      else if (node->type == RECAP_NODE_MEMSET)
-        ok = ok && reads_push(&v, &n, &cap, i, node->dst, RECAP__READ_MEMSET_DST);
-    }
-    if (!ok) {
-      recap__host_free(v);
-      v = NULL;
-      n = 0;
-      recap__fake_note(&f, RECAP_ERROR_OUT_OF_MEMORY,
-                       "graph reads: out of host memory in the fake");
-    }
-  }
-  *reads = v;
-  *count = n;
+  else if (!recap__fake_nodes_reads(&g->nodes, reads, count))
+    recap__fake_note(&f, RECAP_ERROR_OUT_OF_MEMORY, "graph reads: out of host memory in the fake");
   return recap__fake_unlock_and_report(&f);
 }

@@ -11,8 +11,9 @@
  *
  * The files: fake.c (the state, failures, the ops table, reset and counters), fake_memory.c
  * (devices and memory), fake_stream.c (streams, events, copies and the launch controls),
- * fake_capture.c (captures and graphs), fake_inspect.c (DOT, inspection, node lists and what
- * nodes read), fake_rng.c (random numbers), fake_fault.c (fault injection).
+ * fake_capture.c (captures, graphs, executables and their launches), fake_inspect.c (DOT,
+ * inspection, node lists and what nodes read), fake_patch.c (patch plans, executable
+ * updates), fake_rng.c (random numbers), fake_fault.c (fault injection).
  */
 #ifndef RECAP_FAKE_STATE_H
 #define RECAP_FAKE_STATE_H
@@ -56,6 +57,8 @@ typedef struct fake_node {
   size_t arg_count;
   const void *src, *dst;
   size_t bytes; /* memcpy and memset: the bytes copied or set, as graph_inspect reports them */
+  int value;    /* memset: the byte value */
+  recap__fake_kernel_fn_t fn; /* kernels launched with a function: what a launch runs */
 } fake_node_t;
 
 typedef struct fake_nodes {
@@ -80,18 +83,23 @@ typedef struct fake_stream {
   int device;              /* the thread's current device when the stream was made */
   fake_capture_t *capture; /* the capture this stream takes part in, or NULL */
   size_t tail;             /* in that capture, 1 + index of this stream's last node; 0: none */
+  double clock_us;         /* the timing model's clock: work items and graph launches so far */
   struct fake_stream *next;
 } fake_stream_t;
 
 /* What stream_end_capture hands out as a recap_cuda_graph_t. */
 typedef struct fake_graph {
   fake_nodes_t nodes;
+  uint64_t id; /* unique in the process: what an executable remembers of its source */
   struct fake_graph *next;
 } fake_graph_t;
 
 /* What graph_instantiate hands out as a recap_cuda_graph_exec_t. */
 typedef struct fake_exec {
-  size_t node_count;
+  fake_nodes_t nodes; /* its own copy of the graph's nodes: patches change these only */
+  uint64_t graph_id;  /* the graph it was instantiated or last updated from */
+  bool updated;       /* updated at least once (the timing model's slowdown applies) */
+  bool runs;          /* holds a kernel with a function: launches run its nodes */
   uint64_t launches;
   struct fake_exec *next;
 } fake_exec_t;
@@ -100,6 +108,8 @@ struct recap__event {
   uint32_t magic;
   fake_stream_t *stream; /* where it was last recorded; NULL: never recorded or stream gone */
   uint64_t item;         /* the work item its record enqueued on stream */
+  bool timing;           /* made by timing_event_create */
+  double clock_us;       /* the stream's clock at the last record */
   struct recap__event *prev, *next;
 };
 
@@ -143,7 +153,14 @@ typedef struct fake_state {
   int64_t live_execs;
   uint64_t graph_launches;
   uint64_t next_node_handle; /* never reset, so that no two nodes ever share a handle */
-  bool dot_driver_style;     /* graph_debug_dot mimics the driver's verbose record format */
+  uint64_t next_graph_id;    /* never reset, as node handles */
+  /* Patches and updates (fake_patch.c). */
+  uint64_t exec_patches, template_patches, exec_updates, update_refusals;
+  bool refuse_armed; /* recap__fake_refuse_next_update */
+  recap_update_reason_t refuse_reason;
+  size_t refuse_node;
+  double updated_slowdown; /* the timing model's factor for updated executables */
+  bool dot_driver_style;   /* graph_debug_dot mimics the driver's verbose record format */
   /* Eager rng_write_state and rng_launch calls since the process started (never reset). */
   uint64_t rng_state_writes, rng_launches;
 
@@ -178,6 +195,12 @@ recap_status_t recap__fake_note_injected(fake_failure_t *f, const char *call,
 
 /* ---- streams (fake_stream.c) ------------------------------------------------------------ */
 
+/* Enqueue `items` eager work items on s: the timing model's clock advances 1 µs per item. */
+static inline void recap__fake_work(fake_stream_t *s, uint64_t items) {
+  s->enqueued += items;
+  s->clock_us += (double)items;
+}
+
 /* The fake stream of handle (NULL: the legacy stream), or NULL when it is not one. */
 fake_stream_t *recap__fake_stream_of(recap_stream_t handle);
 /* The fake's answer to a stream handle it does not know, worded as CUDA's error. */
@@ -207,7 +230,13 @@ recap_status_t recap__fake_enqueue(fake_failure_t *f, fake_stream_t *s, const ch
                                    recap_node_type_t type, const char *name, uint64_t items,
                                    bool *eager);
 void recap__fake_nodes_free(fake_nodes_t *nodes);
+/* A deep copy of src into *dst (names and arguments too); false when out of host memory, with
+ * *dst empty. */
+bool recap__fake_nodes_copy(fake_nodes_t *dst, const fake_nodes_t *src);
 fake_graph_t *recap__fake_graph_find(recap_cuda_graph_t handle);
+fake_exec_t *recap__fake_exec_find(recap_cuda_graph_exec_t handle);
+/* Whether nodes hold a kernel with a function (their executable's launches run them). */
+bool recap__fake_nodes_run(const fake_nodes_t *nodes);
 
 /* ---- the seam's functions, one file per concern (the table is in fake.c) ---------------- */
 
@@ -225,6 +254,8 @@ recap_status_t recap__fake_op_event_destroy(recap__event_t event);
 recap_status_t recap__fake_op_event_record(recap__event_t event, recap_stream_t stream);
 recap_status_t recap__fake_op_event_query(recap__event_t event, bool *done);
 recap_status_t recap__fake_op_event_synchronize(recap__event_t event);
+recap_status_t recap__fake_op_timing_event_create(recap__event_t *event);
+recap_status_t recap__fake_op_event_elapsed(recap__event_t start, recap__event_t end, float *ms);
 recap_status_t recap__fake_op_stream_create(recap_stream_t *stream);
 recap_status_t recap__fake_op_stream_destroy(recap_stream_t stream);
 recap_status_t recap__fake_op_stream_synchronize(recap_stream_t stream);
@@ -254,6 +285,20 @@ recap_status_t recap__fake_op_graph_nodes(recap_cuda_graph_t graph, recap__graph
 recap_status_t recap__fake_op_graph_reads_check(void);
 recap_status_t recap__fake_op_graph_reads(recap_cuda_graph_t graph, recap__graph_read_t **reads,
                                           size_t *count);
+/* fake_patch.c (the timing events are in fake_stream.c, with the other events) */
+recap_status_t recap__fake_op_patch_plan_create(recap_cuda_graph_t graph, recap__patch_plan_t *plan,
+                                                const recap__graph_read_t **sites, size_t *count);
+recap_status_t recap__fake_op_patch_plan_apply(recap__patch_plan_t plan,
+                                               recap_cuda_graph_exec_t exec,
+                                               const recap__patch_t *patches, size_t count);
+recap_status_t recap__fake_op_patch_plan_sync(recap__patch_plan_t plan);
+void recap__fake_op_patch_plan_destroy(recap__patch_plan_t plan);
+recap_status_t recap__fake_op_graph_exec_update(recap_cuda_graph_exec_t exec,
+                                                recap_cuda_graph_t graph,
+                                                recap_update_reason_t *refused, size_t *node);
+/* The reads of nodes (graph_reads' list, with offsets and parameters) into a malloc'ed array
+ * (recap's host seam); false when out of host memory. Shared by graph_reads and the plans. */
+bool recap__fake_nodes_reads(const fake_nodes_t *nodes, recap__graph_read_t **reads, size_t *count);
 /* fake_rng.c */
 recap_status_t recap__fake_op_rng_write_state(recap_stream_t stream, uint64_t *state, uint64_t seed,
                                               uint64_t offset);

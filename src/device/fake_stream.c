@@ -44,14 +44,15 @@ static recap_status_t note_bad_event(fake_failure_t *f, const char *call, recap_
 
 /* ---- events ----------------------------------------------------------------------------- */
 
-recap_status_t recap__fake_op_event_create(recap__event_t *event) {
+/* event_create and timing_event_create: the same event, counted as different calls. */
+static recap_status_t event_create(recap__event_t *event, recap__fake_fault_t kind,
+                                   const char *what, bool timing) {
   fake_failure_t f = {0};
   pthread_mutex_lock(&recap__fake.lock);
-  bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_EVENT_CREATE);
+  bool inject = recap__fake_count_call(kind);
   if (event) *event = NULL;
   if (inject) {
-    recap__fake_note_injected(&f, "cudaEventCreateWithFlags", RECAP__FAKE_FAULT_EVENT_CREATE,
-                              "event creation");
+    recap__fake_note_injected(&f, "cudaEventCreateWithFlags", kind, what);
   } else if (!event) {
     recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaEventCreateWithFlags: event is NULL");
   } else {
@@ -63,6 +64,7 @@ recap_status_t recap__fake_op_event_create(recap__event_t *event) {
           "for a fake event");
     } else {
       e->magic = FAKE_EVENT_MAGIC;
+      e->timing = timing;
       e->next = recap__fake.events;
       if (recap__fake.events) recap__fake.events->prev = e;
       recap__fake.events = e;
@@ -70,6 +72,52 @@ recap_status_t recap__fake_op_event_create(recap__event_t *event) {
       *event = e;
     }
   }
+  return recap__fake_unlock_and_report(&f);
+}
+
+recap_status_t recap__fake_op_event_create(recap__event_t *event) {
+  return event_create(event, RECAP__FAKE_FAULT_EVENT_CREATE, "event creation", false);
+}
+
+recap_status_t recap__fake_op_timing_event_create(recap__event_t *event) {
+  return event_create(event, RECAP__FAKE_FAULT_TIMING, "timing event creation", true);
+}
+
+/* The timing model (fake.h): the difference of the clocks the two records saw. */
+recap_status_t recap__fake_op_event_elapsed(recap__event_t start, recap__event_t end, float *ms) {
+  RECAP__ARG(ms, "cudaEventElapsedTime: ms is NULL");
+  *ms = 0.0f;
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  recap__event_t both[2] = {start, end};
+  for (int i = 0; i < 2 && f.status == RECAP_SUCCESS; i++) {
+    recap__event_t e = both[i];
+    const char *which = i == 0 ? "start" : "end";
+    if (!e) {
+      recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaEventElapsedTime: %s is NULL", which);
+    } else if (!event_valid(e)) {
+      note_bad_event(&f, "cudaEventElapsedTime", e);
+    } else if (!e->timing) {
+      recap__fake_note(
+          &f, RECAP_ERROR_CUDA,
+          "cudaEventElapsedTime: invalid resource handle (cudaErrorInvalidResourceHandle): the "
+          "%s event %p was created without timing; make it with timing_event_create",
+          which, (void *)e);
+    } else if (e->item == 0) {
+      recap__fake_note(
+          &f, RECAP_ERROR_CUDA,
+          "cudaEventElapsedTime: invalid resource handle (cudaErrorInvalidResourceHandle): the "
+          "%s event %p was never recorded",
+          which, (void *)e);
+    } else if (e->stream && e->stream->completed < e->item) {
+      recap__fake_note(
+          &f, RECAP_ERROR_CUDA,
+          "cudaEventElapsedTime: device not ready (cudaErrorNotReady): the work before the %s "
+          "event %p has not completed; synchronize the event first",
+          which, (void *)e);
+    }
+  }
+  if (f.status == RECAP_SUCCESS) *ms = (float)((end->clock_us - start->clock_us) / 1000.0);
   return recap__fake_unlock_and_report(&f);
 }
 
@@ -111,9 +159,10 @@ recap_status_t recap__fake_op_event_record(recap__event_t event, recap_stream_t 
     /* CUDA would turn the record into a graph node; an allocator must never rely on that. */
     recap__fake_note_capturing_stream(&f, "cudaEventRecord", s, false);
   } else {
-    s->enqueued++;
+    s->enqueued++; /* a record is a marker: the timing model's clock does not move */
     event->stream = s;
     event->item = s->enqueued;
+    event->clock_us = s->clock_us;
   }
   return recap__fake_unlock_and_report(&f);
 }
@@ -226,7 +275,8 @@ recap_status_t recap__fake_op_stream_synchronize(recap_stream_t stream) {
 }
 
 /* Eagerly the copy happens at once (the fake's device memory is host memory); in a capture it
- * becomes a memcpy node, which, like every fake node, does nothing when the graph replays. */
+ * becomes a memcpy node, which copies when the graph replays only in executables that hold a
+ * kernel with a function (fake.h). */
 recap_status_t recap__fake_op_memcpy_async(void *dst, const void *src, size_t bytes,
                                            recap_stream_t stream) {
   fake_failure_t f = {0};
@@ -249,7 +299,7 @@ recap_status_t recap__fake_op_memcpy_async(void *dst, const void *src, size_t by
     }
   } else {
     if (bytes) memmove(dst, src, bytes);
-    s->enqueued++;
+    recap__fake_work(s, 1);
   }
   return recap__fake_unlock_and_report(&f);
 }
@@ -327,34 +377,45 @@ void recap__fake_launch_kernel(recap_stream_t stream, const char *name) {
   if (s && s->capture)
     ok = recap__fake_capture_append(s, RECAP_NODE_KERNEL, name ? name : "fake_kernel");
   else if (s)
-    s->enqueued++;
+    recap__fake_work(s, 1);
   pthread_mutex_unlock(&recap__fake.lock);
   if (!ok) abort(); /* a test control: see recap__fake_stream_new */
 }
 
 void recap__fake_stream_enqueue(recap_stream_t stream) { recap__fake_launch_kernel(stream, NULL); }
 
-void recap__fake_launch_kernel_args(recap_stream_t stream, const char *name,
-                                    const void *const *args, size_t n) {
+void recap__fake_launch_kernel_fn(recap_stream_t stream, const char *name,
+                                  recap__fake_kernel_fn_t fn, const void *const *args, size_t n) {
   pthread_mutex_lock(&recap__fake.lock);
   fake_stream_t *s = recap__fake_stream_of(stream);
-  bool ok = true;
+  bool ok = true, run = false;
   if (s && s->capture) {
     ok = recap__fake_capture_append(s, RECAP_NODE_KERNEL, name ? name : "fake_kernel");
-    if (ok && !s->capture->invalidated && n > 0) {
+    if (ok && !s->capture->invalidated) {
       fake_node_t *node = &s->capture->nodes.v[s->tail - 1];
-      node->args = malloc(n * sizeof *node->args);
-      ok = node->args != NULL;
-      if (ok) {
-        for (size_t i = 0; i < n; i++) node->args[i] = args[i];
-        node->arg_count = n;
+      node->fn = fn;
+      if (n > 0) {
+        node->args = malloc(n * sizeof *node->args);
+        ok = node->args != NULL;
+        if (ok) {
+          for (size_t i = 0; i < n; i++) node->args[i] = args[i];
+          node->arg_count = n;
+        }
       }
     }
   } else if (s) {
-    s->enqueued++;
+    recap__fake_work(s, 1);
+    run = fn != NULL;
   }
   pthread_mutex_unlock(&recap__fake.lock);
   if (!ok) abort(); /* a test control: see recap__fake_stream_new */
+  /* Eager work runs at once, unlocked: the function is the test's. */
+  if (run) fn((void *const *)args, n);
+}
+
+void recap__fake_launch_kernel_args(recap_stream_t stream, const char *name,
+                                    const void *const *args, size_t n) {
+  recap__fake_launch_kernel_fn(stream, name, NULL, args, n);
 }
 
 void recap__fake_memset_async(recap_stream_t stream, void *dst, int value, size_t bytes) {
@@ -367,10 +428,11 @@ void recap__fake_memset_async(recap_stream_t stream, void *dst, int value, size_
       fake_node_t *node = &s->capture->nodes.v[s->tail - 1];
       node->dst = dst;
       node->bytes = bytes; /* what cudaGraphMemsetNodeGetParams reports as width * elementSize */
+      node->value = value;
     }
   } else if (s) {
     if (dst && bytes) memset(dst, value, bytes); /* the fake's device memory is host memory */
-    s->enqueued++;
+    recap__fake_work(s, 1);
   }
   pthread_mutex_unlock(&recap__fake.lock);
   if (!ok) abort();
