@@ -95,7 +95,8 @@ typedef struct recap_update_policy {
   unsigned measure_replays; /* 0: 8 */
 } recap_update_policy_t;
 
-#define RECAP_UPDATE_POLICY_INIT { sizeof(recap_update_policy_t), 0, 0, 0, 0.0, 0 }
+#define RECAP_UPDATE_POLICY_INIT \
+  { sizeof(recap_update_policy_t), 0, 0, 0, 0.0, 0 }
 
 /* Set graph's policy (policy NULL: RECAP_UPDATE_POLICY_INIT), at any time; the next
  * recapture's end follows it. A pause under way (after max_failures or a slower measurement)
@@ -113,9 +114,9 @@ recap_graph_set_update_policy(recap_graph_t graph, const recap_update_policy_t *
  * does): recap fills the fields that fit in it, following the options rule of recap/graph.h
  * (the first version ends at fresh_replay_ms). */
 typedef struct recap_update_stats {
-  size_t size;         /* sizeof(recap_update_stats_t), set by RECAP_UPDATE_STATS_INIT */
-  uint64_t recaptures; /* recaptures that succeeded (recapture_begin, then capture_end) */
-  uint64_t updates;    /* executables updated in place (cudaGraphExecUpdate) */
+  size_t size;             /* sizeof(recap_update_stats_t), set by RECAP_UPDATE_STATS_INIT */
+  uint64_t recaptures;     /* recaptures that succeeded (recapture_begin, then capture_end) */
+  uint64_t updates;        /* executables updated in place (cudaGraphExecUpdate) */
   uint64_t instantiations; /* fresh instantiations at a recapture */
   /* Why each of those instantiations happened (by_reason[NONE] stays 0; their sum is
    * `instantiations`). */
@@ -138,9 +139,11 @@ typedef struct recap_update_stats {
   double updated_replay_ms, fresh_replay_ms;
 } recap_update_stats_t;
 
-#define RECAP_UPDATE_STATS_INIT                                                             \
-  { sizeof(recap_update_stats_t), 0, 0, 0, {0}, RECAP_UPDATE_REASON_NONE, 0, 0, 0, 0, 0, 0, \
-    0.0, 0.0 }
+#define RECAP_UPDATE_STATS_INIT                                                                  \
+  {                                                                                              \
+    sizeof(recap_update_stats_t), 0, 0, 0, {0}, RECAP_UPDATE_REASON_NONE, 0, 0, 0, 0, 0, 0, 0.0, \
+        0.0                                                                                      \
+  }
 
 /* *stats = graph's counters (stats->size set by the caller). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_update_stats(recap_graph_t graph,

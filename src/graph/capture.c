@@ -45,8 +45,7 @@ recap_status_t recap_graph_recapture_begin(recap_graph_t graph, recap_stream_t s
   if (options) {
     opts = (recap_capture_options_t)RECAP_CAPTURE_OPTIONS_INIT;
     RECAP__CHECK(RECAP__OPTIONS_COPY(&opts, options, recap_capture_options_t, mode,
-                                     "recap_graph_recapture_begin",
-                                     "RECAP_CAPTURE_OPTIONS_INIT"));
+                                     "recap_graph_recapture_begin", "RECAP_CAPTURE_OPTIONS_INIT"));
     RECAP__ARG(recap_pool_is_default(opts.pool) || !graph->pool_known ||
                    recap__pool_id_equal(opts.pool, graph->pool),
                "recap_graph_recapture_begin: options->pool is not the graph's pool; a recapture "

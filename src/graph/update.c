@@ -120,9 +120,10 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
     s = dev->graph_exec_update(g->exec, template_graph, &outcome, &node);
     if (s != RECAP_SUCCESS) return give_back(g, s, template_graph);
     if (outcome != RECAP_UPDATE_REASON_NONE)
-      RECAP__DEBUG("recapture: the driver refused to update the executable (%s, node %zu); "
-                   "instantiating afresh",
-                   recap_update_reason_name(outcome), node);
+      RECAP__DEBUG(
+          "recapture: the driver refused to update the executable (%s, node %zu); "
+          "instantiating afresh",
+          recap_update_reason_name(outcome), node);
   }
   /* A KEEP graph that was never instantiated keeps the new template, as capture_end does. */
   recap_cuda_graph_exec_t exec = NULL;

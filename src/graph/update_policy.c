@@ -124,9 +124,10 @@ static void compare(recap__update_t *u) {
   u->stats.updated_replay_ms = updated;
   u->compared = true;
   if (updated > fresh * (1.0 + u->policy.max_slowdown)) {
-    RECAP__INFO("update policy: replays after updates take %.4f ms against %.4f ms after a fresh "
-                "instantiation; the next %u recaptures instantiate afresh",
-                updated, fresh, retry_after(u));
+    RECAP__INFO(
+        "update policy: replays after updates take %.4f ms against %.4f ms after a fresh "
+        "instantiation; the next %u recaptures instantiate afresh",
+        updated, fresh, retry_after(u));
     u->pause_left = retry_after(u);
     u->pause_reason = RECAP_UPDATE_REASON_POLICY_SLOWER;
   }
@@ -135,9 +136,10 @@ static void compare(recap__update_t *u) {
 /* Stop measuring for this round after a timing failure (logged; the caller's last error is
  * kept). */
 static void give_up(recap__update_t *u, const char *what) {
-  RECAP__WARN("update policy: %s failed (%s); replays are not measured until the next fresh "
-              "instantiation",
-              what, recap_last_error());
+  RECAP__WARN(
+      "update policy: %s failed (%s); replays are not measured until the next fresh "
+      "instantiation",
+      what, recap_last_error());
   for (unsigned i = 0; i < 2 * u->wanted; i++) u->launches[i].used = false;
   u->compared = true;
 }
@@ -272,10 +274,11 @@ void recap__update_record(recap__update_t *u, recap_update_reason_t decided,
   } else if (driver_reason(outcome)) {
     st->consecutive_failures++;
     if (u->policy.max_failures && st->consecutive_failures >= u->policy.max_failures) {
-      RECAP__INFO("update policy: %llu updates refused in a row (the last: %s); the next %u "
-                  "recaptures instantiate afresh",
-                  (unsigned long long)st->consecutive_failures,
-                  recap_update_reason_name(outcome), retry_after(u));
+      RECAP__INFO(
+          "update policy: %llu updates refused in a row (the last: %s); the next %u "
+          "recaptures instantiate afresh",
+          (unsigned long long)st->consecutive_failures, recap_update_reason_name(outcome),
+          retry_after(u));
       u->pause_left = retry_after(u);
       u->pause_reason = RECAP_UPDATE_REASON_POLICY_FAILURES;
     }
