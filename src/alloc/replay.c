@@ -23,10 +23,10 @@ typedef struct recap__alloc_log_entry entry_t;
 struct recap__route_logs {
   recap__alloc_log_t *record;
   const recap__alloc_log_t *replay;
-  size_t cursor;              /* the first replay entry not used yet */
-  bool *used;                 /* per replay entry: matched by an allocation (hit or not) */
+  size_t cursor;        /* the first replay entry not used yet */
+  bool *used;           /* per replay entry: matched by an allocation (hit or not) */
   const entry_t **by_address; /* the replay entries sorted by address, for the claimed ranges */
-  size_t max_size;            /* the largest replay entry: where a sweep by address must start */
+  size_t max_size;      /* the largest replay entry: where a sweep by address must start */
   uint64_t hits, misses;
 };
 
@@ -60,7 +60,8 @@ static int compare_address(const void *a, const void *b) {
 }
 
 /* The route's state for these logs: counters at zero, every replay entry unused. */
-static recap__route_logs_t *logs_new(recap__alloc_log_t *record, const recap__alloc_log_t *replay) {
+static recap__route_logs_t *logs_new(recap__alloc_log_t *record,
+                                     const recap__alloc_log_t *replay) {
   size_t n = replay ? replay->count : 0;
   if (n > (SIZE_MAX - sizeof(recap__route_logs_t)) / (sizeof(entry_t *) + sizeof(bool)))
     return NULL;
