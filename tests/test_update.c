@@ -521,8 +521,7 @@ static void stats_and_policy_check_their_arguments(void **state) {
   EXPECT_STATUS(recap_graph_set_update_policy(g, &p), RECAP_ERROR_INVALID_ARGUMENT);
   OK(recap_graph_set_update_policy(g, NULL));
   assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_NONE), "none");
-  assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_POLICY_SLOWER),
-                      "policy_slower");
+  assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_POLICY_SLOWER), "policy_slower");
   assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_COUNT), "unknown");
   OK(recap_graph_destroy(g));
   expect_quiet();
@@ -533,8 +532,7 @@ static void stats_and_policy_check_their_arguments(void **state) {
  * ---------------------------------------------------------------------------------------- */
 
 /* One step's allocations: a scratch block freed inside the capture, an output kept. */
-static void allocating_step(recap_stream_t s, void **out, void **scratch, bool extra,
-                            void **more) {
+static void allocating_step(recap_stream_t s, void **out, void **scratch, bool extra, void **more) {
   OK(recap_malloc(scratch, 3 * KiB, s));
   OK(recap_malloc(out, 16 * KiB, s));
   const void *args[2] = {*out, *scratch};

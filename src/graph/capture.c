@@ -15,26 +15,41 @@
 #include "core/error.h"
 #include "graph/graph_internal.h"
 
+/* Begin graph's capture with opts (copied and checked by the caller): graph.c's checks and
+ * start, then the layers that act from the capture's first moment. A recapture sets the capture
+ * it replaces aside first, and gets it back when the recapture cannot begin. */
+static recap_status_t begin(recap_graph_t graph, recap_stream_t stream,
+                            const recap_capture_options_t *opts, bool recapture) {
+  RECAP__CHECK(recap__graph_capture_check(graph, stream, opts, recapture));
+  /* Refused before anything starts when the device cannot read what a graph reads. */
+  if (opts->check_input_liveness) RECAP__CHECK(recap__liveness_probe());
+  if (recapture) recap__recapture_set_aside(graph);
+  recap_status_t s = recap__graph_capture_start(graph, stream, opts);
+  if (s != RECAP_SUCCESS) {
+    if (recapture) recap__recapture_put_back(graph);
+    return s;
+  }
+  if (opts->check_input_liveness) s = recap__liveness_attach(graph);
+  if (s == RECAP_SUCCESS) return s;
+  /* Out of host memory: abandon the capture, keeping the cause (and, for audits, the pool's
+   * id, as any capture that failed once it began does); a recapture leaves the graph with the
+   * capture it was to replace. */
+  recap__saved_error_t saved;
+  recap__error_save(&saved);
+  if (recapture)
+    recap__recapture_abandon(graph);
+  else
+    recap__graph_abandon(graph);
+  return recap__error_restore(&saved);
+}
+
 recap_status_t recap_graph_capture_begin(recap_graph_t graph, recap_stream_t stream,
                                          const recap_capture_options_t *options) {
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_capture_begin"));
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
   RECAP__CHECK(RECAP__OPTIONS_COPY(&opts, options, recap_capture_options_t, mode,
                                    "recap_graph_capture_begin", "RECAP_CAPTURE_OPTIONS_INIT"));
-  RECAP__CHECK(recap__graph_capture_check(graph, stream, &opts, false));
-  /* Refused before anything starts when the device cannot read what a graph reads. */
-  if (opts.check_input_liveness) RECAP__CHECK(recap__liveness_probe());
-  RECAP__CHECK(recap__graph_capture_start(graph, stream, &opts));
-  recap_status_t s;
-  if (opts.check_input_liveness && (s = recap__liveness_attach(graph)) != RECAP_SUCCESS) {
-    /* Out of host memory: abandon the capture, keeping the cause (and, for audits, the pool's
-     * id, as any capture that failed once it began does). */
-    recap__saved_error_t saved;
-    recap__error_save(&saved);
-    recap__graph_abandon(graph);
-    return recap__error_restore(&saved);
-  }
-  return RECAP_SUCCESS;
+  return begin(graph, stream, &opts, false);
 }
 
 recap_status_t recap_graph_recapture_begin(recap_graph_t graph, recap_stream_t stream,
@@ -51,18 +66,8 @@ recap_status_t recap_graph_recapture_begin(recap_graph_t graph, recap_stream_t s
                "recap_graph_recapture_begin: options->pool is not the graph's pool; a recapture "
                "uses the pool of the capture it replaces (leave options->pool {0,0})");
   }
-  RECAP__CHECK(recap__graph_capture_check(graph, stream, &opts, true));
   opts.pool = graph->pool;
-  if (opts.check_input_liveness) RECAP__CHECK(recap__liveness_probe());
-  recap__recapture_set_aside(graph);
-  recap_status_t s = recap__graph_capture_start(graph, stream, &opts);
-  if (s != RECAP_SUCCESS) {
-    recap__recapture_put_back(graph);
-    return s;
-  }
-  if (opts.check_input_liveness && (s = recap__liveness_attach(graph)) != RECAP_SUCCESS)
-    recap__recapture_abandon(graph);
-  return s;
+  return begin(graph, stream, &opts, true);
 }
 
 recap_status_t recap_graph_capture_end(recap_graph_t graph) {

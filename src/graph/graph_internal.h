@@ -87,6 +87,7 @@ struct recap_graph {
     size_t hook_count, hook_capacity;
     size_t node_count;
     recap_capture_options_t options;
+    bool keep_template;
   } old;
   recap__update_t update; /* the update policy, its counters and measurements */
   uint64_t rebinds, sites_patched;

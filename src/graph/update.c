@@ -33,8 +33,10 @@ void recap__recapture_set_aside(recap_graph_t g) {
   g->old.hook_capacity = g->hook_capacity;
   g->old.node_count = g->node_count;
   g->old.options = g->options;
+  g->old.keep_template = g->keep_template;
   g->hooks = NULL;
   g->hook_count = g->hook_capacity = 0;
+  g->keep_template = false; /* the recapture's layers say again whether they need it */
 }
 
 void recap__recapture_put_back(recap_graph_t g) {
@@ -44,6 +46,7 @@ void recap__recapture_put_back(recap_graph_t g) {
   g->hook_capacity = g->old.hook_capacity;
   g->node_count = g->old.node_count;
   g->options = g->old.options;
+  g->keep_template = g->old.keep_template;
   g->old.hooks = NULL;
   g->old.hook_count = g->old.hook_capacity = 0;
   g->old.active = false;
@@ -58,8 +61,9 @@ static recap_status_t give_back(recap_graph_t g, recap_status_t status,
                                 recap_cuda_graph_t new_template) {
   recap__saved_error_t cause;
   recap__error_save(&cause);
-  if (new_template) recap__device()->graph_destroy(new_template);
+  /* The recapture's layers go before its template: their state may refer to it. */
   recap__recapture_put_back(g);
+  if (new_template) recap__device()->graph_destroy(new_template);
   recap__pool_release(g->device, g->pool);
   recap__error_restore(&cause);
   return status;
@@ -138,7 +142,7 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
                   recap_last_error());
     g->exec = exec;
   }
-  recap__graph_hooks_release_old(g);
+  recap__graph_hooks_release_old(g); /* before the old template, which they may refer to */
   if (g->template_graph) dev->graph_destroy(g->template_graph);
   g->template_graph = template_graph;
   if (g->exec && recap__graph_drops_template(g)) {
