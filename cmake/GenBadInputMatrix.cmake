@@ -38,6 +38,8 @@ set(ALLOW
   "recap_log_set.fn|VOID|recap.h: a NULL callback restores the stderr logger"
   "recap_log_set.user_data|VOID|recap.h: user data is opaque, handed back to the callback"
   "recap_graph_capture_begin.options|SUCCESS|graph.h: options NULL means RECAP_CAPTURE_OPTIONS_INIT"
+  "recap_graph_recapture_begin.options|ERROR_INVALID_USAGE|update.h: options NULL means the last capture's options, and the fixture's graph holds no capture, which is INVALID_USAGE"
+  "recap_graph_set_update_policy.policy|SUCCESS|update.h: policy NULL means RECAP_UPDATE_POLICY_INIT"
   "recap_capture_scope_begin.options|SUCCESS|graph.h: options NULL means defaults"
   "recap_graphed_create.options|SUCCESS|graphed.h: options NULL means defaults"
   "recap_rng_dropout.mask|SUCCESS|rng.h: mask may be NULL"
@@ -113,6 +115,8 @@ set(VALUES
   "recap_set_last_error.status|RECAP_ERROR_CUDA"
   "recap_node_type_t|RECAP_NODE_KERNEL"
   "recap_update_reason_t|RECAP_UPDATE_REASON_NONE"
+  "const recap_update_policy_t *|&f->update_policy"
+  "recap_update_stats_t *|&f->update_stats"
   "recap_capture_mode_t|RECAP_CAPTURE_MODE_GLOBAL"
 )
 
