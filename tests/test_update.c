@@ -447,11 +447,17 @@ static void reset_and_destroy_during_a_recapture_release_both_captures(void **st
   capture_kernels(g, s, 2);
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
+  recapture_kernels(g, s, 2);
+  assert_int_equal(stats_of(g).recaptures, 1);
   OK(recap_graph_recapture_begin(g, s, NULL));
   launch(s, 2);
   assert_int_equal(pool_references(pool), 2);
   OK(recap_graph_reset(g));
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
+  recap_update_stats_t st = stats_of(g); /* a reset zeroes the counters */
+  assert_int_equal(st.recaptures, 0);
+  assert_int_equal(st.updates, 0);
+  assert_int_equal(st.last_node, SIZE_MAX);
   assert_int_equal(pool_references(pool), 0);
   assert_int_equal(capturing(s), 0);
   expect_quiet();
@@ -801,6 +807,15 @@ static void equal_speed_keeps_updating_and_stops_measuring(void **state) {
   expect_quiet();
 }
 
+/* The log's warnings, concatenated. */
+static char logged[4096];
+static void log_into(recap_log_level_t level, const char *message, void *user_data) {
+  (void)level;
+  (void)user_data;
+  size_t used = strlen(logged);
+  snprintf(logged + used, sizeof logged - used, "%s\n", message);
+}
+
 static void timing_failures_never_fail_a_replay(void **state) {
   (void)state;
   reset();
@@ -812,11 +827,15 @@ static void timing_failures_never_fail_a_replay(void **state) {
   p.measure_replays = 2;
   OK(recap_graph_set_update_policy(g, &p));
   capture_kernels(g, s, 2);
+  logged[0] = '\0';
+  recap_log_set(log_into, NULL);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_TIMING, 1);
   uint64_t launches = recap__fake_now().graph_launches;
   replays(g, s, 3);
   assert_int_equal(recap__fake_now().graph_launches, launches + 3);
   assert_false(g->update.active); /* the round was given up */
+  assert_non_null(strstr(logged, "update policy: creating a timing event failed"));
+  assert_non_null(strstr(logged, "fault injected"));
   /* The next fresh instantiation measures again. */
   recap__fake_refuse_next_update(RECAP_UPDATE_REASON_REFUSED_OTHER, SIZE_MAX);
   recapture_kernels(g, s, 2);
@@ -824,6 +843,8 @@ static void timing_failures_never_fail_a_replay(void **state) {
   recap__fake_fail_nth(RECAP__FAKE_FAULT_EVENT_RECORD, 2); /* the event after the launch */
   replays(g, s, 2);
   assert_int_equal(recap__fake_now().graph_launches, launches + 5);
+  assert_non_null(strstr(logged, "update policy: recording a timing event failed"));
+  recap_log_set(NULL, NULL);
   OK(recap_graph_destroy(g));
   expect_quiet();
 }

@@ -110,7 +110,8 @@ recap_graph_set_update_policy(recap_graph_t graph, const recap_update_policy_t *
  * Counters
  * ---------------------------------------------------------------------------------------- */
 
-/* The graph's counters since it was created (a reset keeps them). Set `size` (the INIT macro
+/* The graph's counters since it was created or last reset (recap_graph_reset zeroes them; the
+ * policy stays). Set `size` (the INIT macro
  * does): recap fills the fields that fit in it, following the options rule of recap/graph.h
  * (the first version ends at fresh_replay_ms). */
 typedef struct recap_update_stats {

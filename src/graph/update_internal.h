@@ -53,7 +53,8 @@ typedef struct recap__update {
 void recap__update_init(recap__update_t *u);
 /* Destroy the measurements' events and samples (graph destroy). */
 void recap__update_free(recap__update_t *u);
-/* The graph was reset: the measurement and a pause under way end; policy and counters stay. */
+/* The graph was reset: the measurements, a pause under way and the counters end; the policy
+ * stays. */
 void recap__update_forget(recap__update_t *u);
 
 /* Set the policy (already copied and checked by the caller): a pause under way ends. */

@@ -64,6 +64,8 @@ void recap__update_forget(recap__update_t *u) {
   destroy_measurements(u);
   u->pause_left = 0;
   u->exec_kind = RECAP__EXEC_FRESH;
+  u->stats = (recap_update_stats_t)RECAP_UPDATE_STATS_INIT;
+  u->stats.last_node = SIZE_MAX;
 }
 
 /* Make the arrays of a round of measure_replays samples per kind (events are made on first
