@@ -8,6 +8,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -802,7 +803,7 @@ static void equal_speed_keeps_updating_and_stops_measuring(void **state) {
   uint64_t records = recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD];
   replays(g, s, 5);
   assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records);
-  assert_false(g->update.active);
+  assert_false(recap__update_measuring(&g->update));
   OK(recap_graph_destroy(g));
   expect_quiet();
 }
@@ -833,18 +834,67 @@ static void timing_failures_never_fail_a_replay(void **state) {
   uint64_t launches = recap__fake_now().graph_launches;
   replays(g, s, 3);
   assert_int_equal(recap__fake_now().graph_launches, launches + 3);
-  assert_false(g->update.active); /* the round was given up */
+  assert_false(recap__update_measuring(&g->update)); /* the round was given up */
   assert_non_null(strstr(logged, "update policy: creating a timing event failed"));
   assert_non_null(strstr(logged, "fault injected"));
   /* The next fresh instantiation measures again. */
   recap__fake_refuse_next_update(RECAP_UPDATE_REASON_REFUSED_OTHER, SIZE_MAX);
   recapture_kernels(g, s, 2);
-  assert_true(g->update.active);
+  assert_true(recap__update_measuring(&g->update));
   recap__fake_fail_nth(RECAP__FAKE_FAULT_EVENT_RECORD, 2); /* the event after the launch */
   replays(g, s, 2);
   assert_int_equal(recap__fake_now().graph_launches, launches + 5);
   assert_non_null(strstr(logged, "update policy: recording a timing event failed"));
   recap_log_set(NULL, NULL);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+/* Replays of one measured graph from two threads at once, each on its own stream. */
+typedef struct replayer {
+  recap_graph_t graph;
+  recap_stream_t stream;
+  int failures;
+} replayer_t;
+
+static void *replay_many(void *arg) {
+  replayer_t *r = arg;
+  for (int i = 0; i < 200; i++) {
+    r->failures += recap_graph_replay(r->graph, r->stream) != RECAP_SUCCESS;
+    if (i % 16 == 0) recap__fake_stream_complete(r->stream);
+  }
+  recap__fake_stream_complete(r->stream);
+  return NULL;
+}
+
+static void measured_replays_from_two_threads(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
+  p.max_slowdown = 0.05;
+  p.measure_replays = 8;
+  OK(recap_graph_set_update_policy(g, &p));
+  recap__fake_updated_slowdown(2.0);
+  capture_kernels(g, s, 4);
+  for (int round = 0; round < 2; round++) {
+    replayer_t r[2] = {{g, recap__fake_stream_new(), 0}, {g, recap__fake_stream_new(), 0}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+      assert_int_equal(pthread_create(&t[i], NULL, replay_many, &r[i]), 0);
+    for (int i = 0; i < 2; i++) assert_int_equal(pthread_join(t[i], NULL), 0);
+    assert_int_equal(r[0].failures + r[1].failures, 0);
+    if (round == 0) recapture_kernels(g, s, 4); /* updated: the second round times it */
+  }
+  OK(recap_graph_replay(g, s)); /* reads what is left */
+  recap_update_stats_t st = stats_of(g);
+  assert_true(fabs(st.fresh_replay_ms - 0.004) < 1e-6);
+  assert_true(fabs(st.updated_replay_ms - 0.008) < 1e-6);
+  /* Twice as slow: the next recapture instantiates afresh. */
+  recapture_kernels(g, s, 4);
+  assert_int_equal(stats_of(g).last_reason, RECAP_UPDATE_REASON_POLICY_SLOWER);
   OK(recap_graph_destroy(g));
   expect_quiet();
 }
@@ -920,6 +970,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(slower_updates_pause_updates),
       cmocka_unit_test(equal_speed_keeps_updating_and_stops_measuring),
       cmocka_unit_test(timing_failures_never_fail_a_replay),
+      cmocka_unit_test(measured_replays_from_two_threads),
       cmocka_unit_test(results_after_updates_equal_a_fresh_capture),
   };
   return RECAP_TEST_RUN(argc, argv, tests);

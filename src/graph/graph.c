@@ -478,8 +478,9 @@ recap_status_t recap_graph_replay(recap_graph_t graph, recap_stream_t stream) {
   }
   /* While the update policy measures, its launch times the replays; otherwise a plain one. */
   if (s == RECAP_SUCCESS)
-    s = graph->update.active ? recap__update_launch(&graph->update, graph->exec, stream)
-                             : recap__device()->graph_launch(graph->exec, stream);
+    s = recap__update_measuring(&graph->update)
+            ? recap__update_launch(&graph->update, graph->exec, stream)
+            : recap__device()->graph_launch(graph->exec, stream);
   if (s != RECAP_SUCCESS) hooks_replay_failed(graph, prepared);
   return s;
 }

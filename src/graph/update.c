@@ -188,7 +188,8 @@ recap_status_t recap_graph_update_stats(recap_graph_t graph, recap_update_stats_
              "%zu bytes (from its first version to this library's); start it from "
              "RECAP_UPDATE_STATS_INIT",
              size, first, sizeof *stats);
-  recap_update_stats_t out = graph->update.stats;
+  recap_update_stats_t out;
+  recap__update_stats_get(&graph->update, &out);
   out.size = size;
   out.rebinds = graph->rebinds;
   out.sites_patched = graph->sites_patched;

@@ -9,6 +9,8 @@
 #ifndef RECAP_UPDATE_INTERNAL_H
 #define RECAP_UPDATE_INTERNAL_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -34,12 +36,15 @@ typedef struct recap__update {
    * POLICY_SLOWER). */
   unsigned pause_left;
   recap_update_reason_t pause_reason;
-  /* Measurements (max_slowdown > 0). `active` is the one flag recap_graph_replay tests: true
-   * while the executable's replays are wanted for a measurement or timed launches are in
-   * flight. Samples (milliseconds of one launch) collect per kind of executable, over as many
-   * executables as it takes, until each kind has `measure_replays`; then the medians are
-   * compared once (`compared`), until the next fresh instantiation begins a new round. */
-  bool active;
+  /* Measurements (max_slowdown > 0). `active` is the one flag recap_graph_replay tests
+   * (recap__update_measuring): true while the executable's replays are wanted for a
+   * measurement or timed launches are in flight. Samples (milliseconds of one launch) collect
+   * per kind of executable, over as many executables as it takes, until each kind has
+   * `measure_replays`; then the medians are compared once (`compared`), until the next fresh
+   * instantiation begins a new round. Replays of one graph may run in several threads at once:
+   * `lock` guards everything here but `active`, which is written under it and read without. */
+  pthread_mutex_t lock;
+  atomic_bool active;
   bool compared;
   recap__exec_kind_t exec_kind;
   float *samples[2]; /* [kind]: up to `wanted` each */
@@ -63,7 +68,7 @@ void recap__update_set_policy(recap__update_t *u, const recap_update_policy_t *p
 /* What a recapture whose capture succeeded should do with the graph's executable (has_exec:
  * one exists): RECAP_UPDATE_REASON_NONE to try an update, otherwise the reason to instantiate
  * afresh (NO_EXECUTABLE, POLICY_NEVER, or the pause's reason). Changes nothing. */
-recap_update_reason_t recap__update_decide(const recap__update_t *u, bool has_exec);
+recap_update_reason_t recap__update_decide(recap__update_t *u, bool has_exec);
 
 /* A recapture succeeded: `decided` is what recap__update_decide said, `outcome` what happened
  * (NONE: updated in place; a driver's reason: refused, then instantiated; decided's reason:
@@ -79,7 +84,15 @@ void recap__update_record(recap__update_t *u, recap_update_reason_t decided,
  * KEEP graph, or a recapture): with max_slowdown set, time its next replays. */
 void recap__update_fresh(recap__update_t *u);
 
-/* Launch exec on stream while u->active: reads the times of earlier timed launches the GPU
+/* Whether replays take the measuring path (recap__update_launch). */
+static inline bool recap__update_measuring(recap__update_t *u) {
+  return atomic_load_explicit(&u->active, memory_order_relaxed);
+}
+
+/* *stats = the counters, read at once. */
+void recap__update_stats_get(recap__update_t *u, recap_update_stats_t *stats);
+
+/* Launch exec on stream while recap__update_measuring(u): reads the times of earlier timed launches the GPU
  * finished, and times this launch when its kind still needs samples, never waiting. A timing
  * failure is logged and ends the round of measurements, never the launch. */
 recap_status_t recap__update_launch(recap__update_t *u, recap_cuda_graph_exec_t exec,

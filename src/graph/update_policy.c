@@ -32,6 +32,8 @@ static unsigned measure_replays(const recap__update_t *u) {
 
 void recap__update_init(recap__update_t *u) {
   memset(u, 0, sizeof *u);
+  pthread_mutex_init(&u->lock, NULL);
+  atomic_init(&u->active, false);
   u->policy = (recap_update_policy_t)RECAP_UPDATE_POLICY_INIT;
   u->stats = (recap_update_stats_t)RECAP_UPDATE_STATS_INIT;
   u->stats.last_node = SIZE_MAX;
@@ -54,18 +56,29 @@ static void destroy_measurements(recap__update_t *u) {
   u->samples[0] = u->samples[1] = NULL;
   u->sample_count[0] = u->sample_count[1] = 0;
   u->wanted = 0;
-  u->active = false;
+  atomic_store_explicit(&u->active, false, memory_order_relaxed);
   u->compared = false;
 }
 
-void recap__update_free(recap__update_t *u) { destroy_measurements(u); }
+void recap__update_free(recap__update_t *u) {
+  destroy_measurements(u);
+  pthread_mutex_destroy(&u->lock);
+}
 
 void recap__update_forget(recap__update_t *u) {
+  pthread_mutex_lock(&u->lock);
   destroy_measurements(u);
   u->pause_left = 0;
   u->exec_kind = RECAP__EXEC_FRESH;
   u->stats = (recap_update_stats_t)RECAP_UPDATE_STATS_INIT;
   u->stats.last_node = SIZE_MAX;
+  pthread_mutex_unlock(&u->lock);
+}
+
+void recap__update_stats_get(recap__update_t *u, recap_update_stats_t *stats) {
+  pthread_mutex_lock(&u->lock);
+  *stats = u->stats;
+  pthread_mutex_unlock(&u->lock);
 }
 
 /* Make the arrays of a round of measure_replays samples per kind (events are made on first
@@ -102,8 +115,9 @@ static bool wants_samples(const recap__update_t *u) {
 }
 
 static void update_active(recap__update_t *u) {
-  u->active = u->launches && (wants_samples(u) || in_flight(u, RECAP__EXEC_FRESH) ||
-                              in_flight(u, RECAP__EXEC_UPDATED));
+  bool active = u->launches && (wants_samples(u) || in_flight(u, RECAP__EXEC_FRESH) ||
+                                in_flight(u, RECAP__EXEC_UPDATED));
+  atomic_store_explicit(&u->active, active, memory_order_relaxed);
 }
 
 static int compare_floats(const void *x, const void *y) {
@@ -146,7 +160,8 @@ static void give_up(recap__update_t *u, const char *what) {
   u->compared = true;
 }
 
-void recap__update_poll(recap__update_t *u) {
+/* recap__update_poll, with the lock held. */
+static void poll(recap__update_t *u) {
   if (!u->launches) return;
   const recap__device_ops_t *dev = recap__device();
   recap__saved_error_t saved;
@@ -174,6 +189,12 @@ void recap__update_poll(recap__update_t *u) {
   recap__error_restore(&saved);
 }
 
+void recap__update_poll(recap__update_t *u) {
+  pthread_mutex_lock(&u->lock);
+  poll(u);
+  pthread_mutex_unlock(&u->lock);
+}
+
 /* A free slot with its two events made, or NULL (none free, or the events failed: logged). */
 static recap__timed_launch_t *free_slot(recap__update_t *u) {
   const recap__device_ops_t *dev = recap__device();
@@ -193,7 +214,9 @@ static recap__timed_launch_t *free_slot(recap__update_t *u) {
 recap_status_t recap__update_launch(recap__update_t *u, recap_cuda_graph_exec_t exec,
                                     recap_stream_t stream) {
   const recap__device_ops_t *dev = recap__device();
-  recap__update_poll(u);
+  /* Timed launches of one graph from several threads are serialised: only while measuring. */
+  pthread_mutex_lock(&u->lock);
+  poll(u);
   recap__timed_launch_t *t = NULL;
   if (wants_samples(u)) {
     recap__saved_error_t saved;
@@ -218,10 +241,12 @@ recap_status_t recap__update_launch(recap__update_t *u, recap_cuda_graph_exec_t 
     recap__error_restore(&saved);
   }
   update_active(u);
+  pthread_mutex_unlock(&u->lock);
   return s;
 }
 
-void recap__update_fresh(recap__update_t *u) {
+/* recap__update_fresh, with the lock held. */
+static void start_fresh(recap__update_t *u) {
   u->exec_kind = RECAP__EXEC_FRESH;
   if (!(u->policy.max_slowdown > 0)) return;
   if (!prepare_measurements(u)) return;
@@ -234,22 +259,36 @@ void recap__update_fresh(recap__update_t *u) {
   update_active(u);
 }
 
+void recap__update_fresh(recap__update_t *u) {
+  pthread_mutex_lock(&u->lock);
+  start_fresh(u);
+  pthread_mutex_unlock(&u->lock);
+}
+
 /* ------------------------------------------------------------------------------------------
  * Policy
  * ---------------------------------------------------------------------------------------- */
 
 void recap__update_set_policy(recap__update_t *u, const recap_update_policy_t *policy) {
+  pthread_mutex_lock(&u->lock);
   unsigned old_wanted = measure_replays(u);
   u->policy = *policy;
   u->pause_left = 0;
   if (!(u->policy.max_slowdown > 0) || measure_replays(u) != old_wanted) destroy_measurements(u);
+  pthread_mutex_unlock(&u->lock);
 }
 
-recap_update_reason_t recap__update_decide(const recap__update_t *u, bool has_exec) {
-  if (!has_exec) return RECAP_UPDATE_REASON_NO_EXECUTABLE;
-  if (u->policy.never_update) return RECAP_UPDATE_REASON_POLICY_NEVER;
-  if (u->pause_left) return u->pause_reason;
-  return RECAP_UPDATE_REASON_NONE;
+recap_update_reason_t recap__update_decide(recap__update_t *u, bool has_exec) {
+  pthread_mutex_lock(&u->lock);
+  recap_update_reason_t reason = RECAP_UPDATE_REASON_NONE;
+  if (!has_exec)
+    reason = RECAP_UPDATE_REASON_NO_EXECUTABLE;
+  else if (u->policy.never_update)
+    reason = RECAP_UPDATE_REASON_POLICY_NEVER;
+  else if (u->pause_left)
+    reason = u->pause_reason;
+  pthread_mutex_unlock(&u->lock);
+  return reason;
 }
 
 /* A reason the driver gave (the enum's first reasons after NONE). */
@@ -260,6 +299,7 @@ static bool driver_reason(recap_update_reason_t reason) {
 void recap__update_record(recap__update_t *u, recap_update_reason_t decided,
                           recap_update_reason_t outcome, size_t node, bool instantiated,
                           uint64_t reused, uint64_t fresh) {
+  pthread_mutex_lock(&u->lock);
   recap_update_stats_t *st = &u->stats;
   st->recaptures++;
   st->pool_reused += reused;
@@ -288,6 +328,7 @@ void recap__update_record(recap__update_t *u, recap_update_reason_t decided,
   if (instantiated) {
     st->instantiations++;
     st->by_reason[outcome]++;
-    recap__update_fresh(u);
+    start_fresh(u);
   }
+  pthread_mutex_unlock(&u->lock);
 }
