@@ -118,6 +118,8 @@ set(VALUES
   "const recap_update_policy_t *|&f->update_policy"
   "recap_update_stats_t *|&f->update_stats"
   "recap_capture_mode_t|RECAP_CAPTURE_MODE_GLOBAL"
+  "recap_rebind_t *|f->rebinds"
+  "recap_rebind_site_t *|f->rebind_sites"
 )
 
 # ---- reading the headers --------------------------------------------------------------------------

@@ -26,6 +26,7 @@
 #include "recap/graphed.h"
 #include "recap/annotate.h"
 #include "recap/liveness.h"
+#include "recap/rebind.h"
 #include "recap/update.h"
 
 #endif /* RECAP_H */

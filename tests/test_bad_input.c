@@ -86,6 +86,8 @@ typedef struct bim_fixture {
   recap_graph_info_t *heap_info; /* one recap_graph_info_free may take */
   recap_update_policy_t update_policy;
   recap_update_stats_t update_stats;
+  recap_rebind_t rebinds[1]; /* a move of block to floats */
+  recap_rebind_site_t rebind_sites[1];
 
   /* What calls hand back; everything here is released at the end of a case. */
   recap_graph_t graph_out, graph_out2;
@@ -173,6 +175,7 @@ static void bim_setup(bim_fixture_t *f) {
                                         .requires_grad = requires_grad,
                                         .output_count = 1};
   MUST(recap_graphed_create(&f->graphed, f->descs, 1, NULL));
+  f->rebinds[0] = (recap_rebind_t){f->block, f->floats, 16, 0};
   f->heap_info = calloc(1, sizeof *f->heap_info);
   if (!f->heap_info) exit(10);
   /* The destroyed handles last, so that nothing made after them reuses their memory. */

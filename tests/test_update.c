@@ -372,6 +372,72 @@ static void failed_recapture_keeps_the_old_inputs_and_results(void **state) {
   expect_quiet();
 }
 
+/* Rebinding and recaptures: a recapture's sites are its own capture's, the executable it
+ * updated can be rebound, and a failed recapture leaves the rebound sites as they were. */
+static size_t sites_of(recap_graph_t g, const void *ptr) {
+  size_t count = SIZE_MAX;
+  OK(recap_graph_rebind_sites(g, ptr, 0, NULL, 0, &count));
+  return count;
+}
+
+static void recaptures_and_rebinds_agree(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  float *in = device_floats(s), *in2 = device_floats(s), *out = device_floats(s);
+  float *copy = device_floats(s), *dk = device_floats(s);
+  for (int i = 0; i < N; i++) in[i] = (float)i, in2[i] = (float)(1000 + i);
+  *dk = 0.25f;
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
+  opts.rebind = RECAP_REBIND_AUTO;
+  OK(recap_graph_capture_begin(g, s, &opts));
+  step(s, out, in, 1, dk, copy);
+  OK(recap_graph_capture_end(g));
+  assert_int_equal(sites_of(g, in), 1);
+  recap_rebind_t r = {in, in2, 0, 0};
+  OK(recap_graph_rebind(g, &r, 1));
+  assert_int_equal(r.patched, 1);
+  OK(recap_graph_replay(g, s));
+  for (int i = 0; i < N; i++) assert_true(copy[i] == (float)(1000 + i) * 2 + 1 + 0.25f);
+
+  /* A recapture on `in` (options NULL: rebind AUTO again): updated in place, reading `in`. */
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  step(s, out, in, 2, dk, copy);
+  OK(recap_graph_capture_end(g));
+  recap_update_stats_t st = stats_of(g);
+  assert_int_equal(st.updates, 1);
+  assert_int_equal(st.rebinds, 1);
+  assert_int_equal(st.sites_patched, 1);
+  assert_int_equal(sites_of(g, in), 1);
+  OK(recap_graph_replay(g, s));
+  for (int i = 0; i < N; i++) assert_true(copy[i] == (float)i * 2 + 2 + 0.25f);
+  /* The updated executable is rebound through the new capture's sites. */
+  r = (recap_rebind_t){in, in2, 0, 0};
+  OK(recap_graph_rebind(g, &r, 1));
+  OK(recap_graph_replay(g, s));
+  for (int i = 0; i < N; i++) assert_true(copy[i] == (float)(1000 + i) * 2 + 2 + 0.25f);
+
+  /* A failed recapture: the rebound sites stay (in2), and can be rebound back. */
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  step(s, out, in, 3, dk, copy);
+  recap__fake_capture_invalidate(s);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
+  assert_int_equal(sites_of(g, in2), 1);
+  OK(recap_graph_replay(g, s));
+  for (int i = 0; i < N; i++) assert_true(copy[i] == (float)(1000 + i) * 2 + 2 + 0.25f);
+  r = (recap_rebind_t){in2, in, 0, 0};
+  OK(recap_graph_rebind(g, &r, 1));
+  OK(recap_graph_replay(g, s));
+  for (int i = 0; i < N; i++) assert_true(copy[i] == (float)i * 2 + 2 + 0.25f);
+  assert_int_equal(stats_of(g).rebinds, 3);
+  OK(recap_graph_destroy(g));
+  float *all[] = {in, in2, out, copy, dk};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) OK(recap_free(all[i]));
+  expect_quiet();
+}
+
 /* ------------------------------------------------------------------------------------------
  * Misuse
  * ---------------------------------------------------------------------------------------- */
@@ -958,6 +1024,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(failed_instantiation_of_a_fallback_keeps_the_old_graph),
       cmocka_unit_test(invalidated_recapture_keeps_the_old_graph),
       cmocka_unit_test(failed_recapture_keeps_the_old_inputs_and_results),
+      cmocka_unit_test(recaptures_and_rebinds_agree),
       cmocka_unit_test(recapture_needs_a_captured_graph),
       cmocka_unit_test(replay_is_refused_while_recapturing),
       cmocka_unit_test(reset_and_destroy_during_a_recapture_release_both_captures),

@@ -61,6 +61,18 @@ typedef enum recap_capture_mode {
  * Fields past the caller's `size` take their defaults, so a program built against older headers
  * keeps working. A smaller or larger `size` is RECAP_ERROR_INVALID_ARGUMENT, with a message
  * naming the struct and its _INIT macro. Options NULL means the defaults. */
+/* How a capture prepares its graph for recap_graph_rebind (recap/rebind.h): the `rebind` field
+ * of recap_capture_options_t. */
+typedef enum recap_rebind_mode {
+  /* Default: nothing is prepared, and the template goes after instantiation (unless KEEP). */
+  RECAP_REBIND_OFF = 0,
+  /* Any buffer the graph uses can be rebound; the sites are found by scanning every node's
+   * pointer-sized words (see recap/rebind.h for what such a scan may mistake). */
+  RECAP_REBIND_AUTO = 1,
+  /* Only buffers declared during the capture (recap_graph_declare_buffer) can be rebound. */
+  RECAP_REBIND_DECLARED = 2
+} recap_rebind_mode_t;
+
 typedef struct recap_capture_options {
   size_t size;               /* sizeof(recap_capture_options_t), set by the INIT macro */
   recap_pool_id_t pool;      /* {0,0}: the graph makes a private pool of its own */
@@ -70,10 +82,14 @@ typedef struct recap_capture_options {
    * RECAP_ERROR_DEAD_INPUT once one of them was freed. Needs a driver for CUDA 12.4 or later
    * (capture_begin says RECAP_ERROR_NOT_SUPPORTED otherwise). See recap/liveness.h. */
   int check_input_liveness;
+  /* Prepare the graph for recap_graph_rebind (recap/rebind.h): the graph then keeps its template
+   * internally and, at capture end, the list of places (sites) where its nodes hold addresses.
+   * Default RECAP_REBIND_OFF. */
+  recap_rebind_mode_t rebind;
 } recap_capture_options_t;
 
 #define RECAP_CAPTURE_OPTIONS_INIT \
-  { sizeof(recap_capture_options_t), {0, 0}, RECAP_CAPTURE_MODE_GLOBAL, 0 }
+  { sizeof(recap_capture_options_t), {0, 0}, RECAP_CAPTURE_MODE_GLOBAL, 0, RECAP_REBIND_OFF }
 
 /* ------------------------------------------------------------------------------------------
  * Lifetime
@@ -195,7 +211,8 @@ RECAP_API int recap_graphs_disabled(void);
 typedef struct recap_scope_options {
   size_t size;                     /* sizeof(recap_scope_options_t), set by the INIT macro */
   recap_stream_t stream;           /* NULL: recap's shared side stream */
-  recap_capture_options_t capture; /* pool, mode, input liveness: RECAP_CAPTURE_OPTIONS_INIT */
+  recap_capture_options_t capture; /* pool, mode, input liveness, rebind:
+                                      RECAP_CAPTURE_OPTIONS_INIT */
 } recap_scope_options_t;
 
 #define RECAP_SCOPE_OPTIONS_INIT \

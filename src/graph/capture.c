@@ -2,8 +2,9 @@
 /*
  * capture.c — the entry points of a capture: recap_graph_capture_begin and
  * recap_graph_recapture_begin (the caller's options, then the graph's capture in graph.c, then
- * the checks that act from the capture's first moment: input liveness, liveness.c), and
- * recap_graph_capture_end, which ends a first capture in graph.c and a recapture in update.c.
+ * the layers that act from the capture's first moment: input liveness, liveness.c; rebinding,
+ * rebind.c), and recap_graph_capture_end, which ends a first capture in graph.c and a recapture
+ * in update.c.
  *
  * Why a file of its own: the input-liveness option must refuse a capture before it begins and
  * attach its hooks as soon as it has begun, so the entry points call both graph.c and
@@ -20,6 +21,11 @@
  * it replaces aside first, and gets it back when the recapture cannot begin. */
 static recap_status_t begin(recap_graph_t graph, recap_stream_t stream,
                             const recap_capture_options_t *opts, bool recapture) {
+  RECAP__ARG(opts->rebind >= RECAP_REBIND_OFF && opts->rebind <= RECAP_REBIND_DECLARED,
+             "%s: options->rebind %d is not one of RECAP_REBIND_OFF, RECAP_REBIND_AUTO, "
+             "RECAP_REBIND_DECLARED",
+             recapture ? "recap_graph_recapture_begin" : "recap_graph_capture_begin",
+             (int)opts->rebind);
   RECAP__CHECK(recap__graph_capture_check(graph, stream, opts, recapture));
   /* Refused before anything starts when the device cannot read what a graph reads. */
   if (opts->check_input_liveness) RECAP__CHECK(recap__liveness_probe());
@@ -30,6 +36,8 @@ static recap_status_t begin(recap_graph_t graph, recap_stream_t stream,
     return s;
   }
   if (opts->check_input_liveness) s = recap__liveness_attach(graph);
+  if (s == RECAP_SUCCESS && opts->rebind != RECAP_REBIND_OFF)
+    s = recap__rebind_attach(graph, opts->rebind);
   if (s == RECAP_SUCCESS) return s;
   /* Out of host memory: abandon the capture, keeping the cause (and, for audits, the pool's
    * id, as any capture that failed once it began does); a recapture leaves the graph with the

@@ -107,6 +107,13 @@ recap_status_t recap__graph_hooks_captured(recap_graph_t g, recap_cuda_graph_t t
   return RECAP_SUCCESS;
 }
 
+recap_status_t recap__graph_sync_template(recap_graph_t g) {
+  for (size_t i = 0; i < g->hook_count; i++)
+    if (g->hooks[i].hooks->sync_template)
+      RECAP__CHECK(g->hooks[i].hooks->sync_template(g->hooks[i].ctx, g));
+  return RECAP_SUCCESS;
+}
+
 void recap__graph_hooks_capture_ended(recap_graph_t g, bool succeeded) {
   for (size_t i = 0; i < g->hook_count; i++)
     if (g->hooks[i].hooks->capture_ended)
@@ -200,6 +207,8 @@ static recap_status_t reset_graph(recap_graph_t graph, bool forget_pool) {
   graph->state = RECAP__GRAPH_FRESH;
   graph->node_count = 0;
   graph->scope_stream = NULL;
+  graph->keep_template = false;
+  graph->rebinds = graph->sites_patched = 0;
   if (forget_pool) {
     memset(&graph->pool, 0, sizeof graph->pool);
     graph->pool_known = false;
@@ -361,6 +370,8 @@ recap_status_t recap__graph_capture_start(recap_graph_t graph, recap_stream_t st
 
 static recap_status_t instantiate(recap_graph_t g) {
   const recap__device_ops_t *dev = recap__device();
+  /* The executable must start from what the layers changed in the previous one (rebinds). */
+  RECAP__CHECK(recap__graph_sync_template(g));
   if (g->exec) {
     RECAP__CHECK(dev->graph_exec_destroy(g->exec));
     g->exec = NULL;
@@ -377,14 +388,16 @@ static recap_status_t instantiate(recap_graph_t g) {
 static recap_status_t drop_capture(recap_graph_t graph, recap_status_t status) {
   recap__saved_error_t cause;
   recap__error_save(&cause);
+  /* The layers first: their state may refer to the template (a patch plan's node handles). */
+  recap__graph_hooks_release(graph);
   if (graph->template_graph) recap__device()->graph_destroy(graph->template_graph);
   graph->template_graph = NULL;
-  recap__graph_hooks_release(graph);
   recap__alloc_log_free(&graph->alloc_log_next);
   release_pool(graph);
   graph->state = RECAP__GRAPH_FRESH;
   graph->node_count = 0;
   graph->scope_stream = NULL;
+  graph->keep_template = false;
   recap__error_restore(&cause);
   return status;
 }
@@ -529,6 +542,7 @@ recap_status_t recap_graph_raw(recap_graph_t graph, recap_cuda_graph_t *cuda_gra
                         "RECAP_GRAPH_KEEP");
   if (!graph->template_graph)
     return recap__error(RECAP_ERROR_INVALID_USAGE, "recap_graph_raw: nothing was captured yet");
+  RECAP__CHECK(recap__graph_sync_template(graph));
   *cuda_graph = graph->template_graph;
   return RECAP_SUCCESS;
 }
@@ -563,6 +577,7 @@ recap_status_t recap_graph_debug_dump(recap_graph_t graph, const char *path) {
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_graph_debug_dump: needs the kept template: create the graph with "
                         "RECAP_GRAPH_KEEP and dump it after capture_end");
+  RECAP__CHECK(recap__graph_sync_template(graph));
   RECAP__CHECK(recap__device()->graph_debug_dot(graph->template_graph, path));
   for (size_t i = 0; i < graph->hook_count; i++)
     if (graph->hooks[i].hooks->dump)

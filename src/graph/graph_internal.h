@@ -29,6 +29,12 @@ enum { RECAP__GRAPH_MAGIC = 0x72636170 /* "rcap" */ };
 /* Layers built on graphs (random numbers, annotations, input-liveness checks) attach state
  * to a graph through hooks, so the graph layer does not depend on them: graph.c and inspect.c
  * call only the hooks attached to a graph, never the files that attach them. */
+/* A range a rebind moves sites into (the `rebound` hook). */
+typedef struct recap__rebound_range {
+  const void *base;
+  size_t size;
+} recap__rebound_range_t;
+
 typedef struct recap__graph_hooks {
   /* Before every launch of the executable, on the replay stream. A failure stops the replay;
    * the hook then undoes what it did itself. */
@@ -50,6 +56,22 @@ typedef struct recap__graph_hooks {
   /* recap_graph_debug_dump wrote the template's DOT to path: add to the file (annotations:
    * their labels). A failure fails the dump. Optional. */
   recap_status_t (*dump)(void *ctx, recap_graph_t graph, const char *path);
+  /* Something is about to instantiate from the template, or read it (recap_graph_instantiate,
+   * a replay that instantiates, recap_graph_raw, recap_graph_inspect, debug_dump): write into
+   * it what the layer changed in the executable only (rebinding: the patched addresses). A
+   * failure fails that call. Optional. */
+  recap_status_t (*sync_template)(void *ctx, recap_graph_t graph);
+  /* A rebind (rebind.c) is about to move sites: sites[i] (count of them) is every site of the
+   * graph (graph_reads' list and order) with the address it will hold if the rebind succeeds,
+   * and to[j] (moves of them) the new ranges of the batch. The layer prepares what it must
+   * change (input liveness: the blocks it watches) without making it visible; a failure (host
+   * memory) refuses the rebind, nothing changed. Optional; if present, rebound_done is called
+   * once after every rebound that succeeded. */
+  recap_status_t (*rebound)(void *ctx, recap_graph_t graph, const recap__graph_read_t *sites,
+                            size_t count, const recap__rebound_range_t *to, size_t moves);
+  /* The rebind prepared by `rebound` was applied (applied true: make it visible) or not (drop
+   * what rebound prepared). Must not fail. */
+  void (*rebound_done)(void *ctx, recap_graph_t graph, bool applied);
 } recap__graph_hooks_t;
 
 typedef struct recap__graph_hook_entry {
@@ -71,6 +93,12 @@ struct recap_graph {
   recap_cuda_graph_exec_t exec;
   size_t node_count;
   recap_stream_t scope_stream; /* set while a capture scope is open */
+  /* A layer needs the template after instantiation (rebinding: the executable's node handles
+   * are the template's), so capture_end keeps it even without KEEP; the public accessors of
+   * the template still answer only for KEEP graphs. Set by the layer during the capture,
+   * cleared by reset and by a failed capture. */
+  bool keep_template;
+  uint64_t rebinds, sites_patched; /* recap_graph_rebind calls that succeeded, sites changed */
   recap__graph_hook_entry_t *hooks;
   size_t hook_count, hook_capacity;
   /* The options of the last capture begun, its pool resolved: a recapture's defaults. */
@@ -90,8 +118,6 @@ struct recap_graph {
     bool keep_template;
   } old;
   recap__update_t update; /* the update policy, its counters and measurements */
-  uint64_t rebinds, sites_patched;
-  bool keep_template; /* keep the template after instantiation, even without KEEP */
 };
 
 /* Attach hooks with ctx to a graph whose capture is under way. */
@@ -106,6 +132,15 @@ void *recap__graph_hook_ctx(recap_graph_t graph, const recap__graph_hooks_t *hoo
  * read; attach adds the checks' hooks to a graph whose capture just began. */
 recap_status_t recap__liveness_probe(void);
 recap_status_t recap__liveness_attach(recap_graph_t graph);
+
+/* Rebinding (rebind.c), for capture.c: attach the rebind hooks with mode (AUTO or DECLARED) to
+ * a graph whose capture just began. Attaching to a graph that has them already (a recapture)
+ * sets the mode and forgets the declarations of the previous capture. */
+recap_status_t recap__rebind_attach(recap_graph_t graph, recap_rebind_mode_t mode);
+
+/* Call the sync_template hooks (see recap__graph_hooks_t): before reading or instantiating the
+ * template. */
+recap_status_t recap__graph_sync_template(recap_graph_t graph);
 
 /* The two halves of recap_graph_capture_begin that graph.c owns, for capture.c: the checks of
  * the mode, the graph's state (fresh; for a recapture, holding a capture) and the stream, and

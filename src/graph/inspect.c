@@ -33,6 +33,8 @@ recap_status_t recap_graph_inspect(recap_graph_t graph, recap_graph_info_t **inf
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_graph_inspect: needs the kept template: create the graph with "
                         "RECAP_GRAPH_KEEP and inspect it after capture_end");
+  /* The template holds what the layers changed in the executable only (rebinds) once synced. */
+  RECAP__CHECK(recap__graph_sync_template(graph));
   recap_graph_info_t *result = recap__host_calloc(1, sizeof *result);
   if (!result)
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graph_inspect: out of host memory");

@@ -11,6 +11,9 @@
  * call checks them all under one allocator lock: an exact-address hash lookup per block. Only
  * when one is dead does the slow path run: a second pass to say which, the names, the sites.
  *
+ * After a rebind (rebind.c, through the hooks `rebound` and `rebound_done`) the blocks are found
+ * again from the sites as the rebind leaves them: replays then watch the new buffers.
+ *
  * A graph captured without the option gets no hook, so its replays pay nothing.
  */
 #define _GNU_SOURCE /* dladdr, to name allocation sites */
@@ -32,6 +35,7 @@ typedef struct liveness {
   recap__block_watch_t *watch;    /* what replays check, sorted by address */
   recap_liveness_input_t *inputs; /* the same blocks, described; kernel names owned */
   size_t count;
+  struct liveness *next; /* the list a rebind under way would leave (hook_rebound) */
 } liveness_t;
 
 /* ------------------------------------------------------------------------------------------
@@ -102,10 +106,10 @@ static void name_inputs(liveness_t *l, recap_cuda_graph_t template_graph) {
   recap__error_restore(&saved);
 }
 
-static recap_status_t scan(liveness_t *l, recap_graph_t graph, recap_cuda_graph_t template_graph) {
-  recap__graph_read_t *reads = NULL;
-  size_t n = 0;
-  RECAP__CHECK(recap__device()->graph_reads(template_graph, &reads, &n));
+/* The inputs among n reads of the template's nodes (graph_reads' list). */
+static recap_status_t scan_reads(liveness_t *l, recap_graph_t graph,
+                                 recap_cuda_graph_t template_graph,
+                                 const recap__graph_read_t *reads, size_t n) {
   recap_status_t s = RECAP_SUCCESS;
   const void **ptrs = recap__host_malloc((n ? n : 1) * sizeof *ptrs);
   recap__block_ref_t *refs = recap__host_malloc((n ? n : 1) * sizeof *refs);
@@ -161,12 +165,20 @@ static recap_status_t scan(liveness_t *l, recap_graph_t graph, recap_cuda_graph_
   if (l->count) name_inputs(l, template_graph);
 
 done:
-  recap__host_free(reads);
   recap__host_free(ptrs);
   recap__host_free(refs);
   recap__host_free(found);
   recap__host_free(cands);
   if (s != RECAP_SUCCESS) liveness_clear(l);
+  return s;
+}
+
+static recap_status_t scan(liveness_t *l, recap_graph_t graph, recap_cuda_graph_t template_graph) {
+  recap__graph_read_t *reads = NULL;
+  size_t n = 0;
+  RECAP__CHECK(recap__device()->graph_reads(template_graph, &reads, &n));
+  recap_status_t s = scan_reads(l, graph, template_graph, reads, n);
+  recap__host_free(reads);
   return s;
 }
 
@@ -301,8 +313,72 @@ static recap_status_t hook_captured(void *ctx, recap_graph_t graph,
   return scan(l, graph, template_graph);
 }
 
+static void drop_next(liveness_t *l) {
+  if (!l->next) return;
+  liveness_clear(l->next);
+  recap__host_free(l->next);
+  l->next = NULL;
+}
+
+/* Whether [base, base + size) meets one of the ranges. */
+static bool meets(const void *base, size_t size, const recap__rebound_range_t *to, size_t moves) {
+  uintptr_t b = (uintptr_t)base, e = b + size;
+  for (size_t j = 0; j < moves; j++) {
+    uintptr_t tb = (uintptr_t)to[j].base, te = tb + to[j].size;
+    if (b < te && tb < e) return true;
+  }
+  return false;
+}
+
+/* A rebind is about to move sites (rebind.c): the blocks the graph will read are found anew
+ * from the sites as they will be, so that replays watch the new buffers and no longer an old one
+ * that no site points into. A block watched already, that the rebind does not move sites into,
+ * keeps the generation it had (freed and handed out again since the capture, it stays dead); a
+ * block the rebind moves sites into is watched from now on, as it is now. Staged in l->next
+ * until rebound_done. */
+static recap_status_t hook_rebound(void *ctx, recap_graph_t graph, const recap__graph_read_t *sites,
+                                   size_t count, const recap__rebound_range_t *to, size_t moves) {
+  liveness_t *l = ctx;
+  drop_next(l);
+  liveness_t *next = recap__host_calloc(1, sizeof *next);
+  if (!next) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "input liveness: out of host memory");
+  recap_status_t s = scan_reads(next, graph, graph->template_graph, sites, count);
+  if (s != RECAP_SUCCESS) {
+    recap__host_free(next);
+    return s;
+  }
+  for (size_t i = 0, j = 0; i < next->count; i++) {
+    while (j < l->count && (uintptr_t)l->watch[j].base < (uintptr_t)next->watch[i].base) j++;
+    if (j < l->count && l->watch[j].base == next->watch[i].base &&
+        !meets(next->inputs[i].base, next->inputs[i].size, to, moves)) {
+      next->watch[i].generation = l->watch[j].generation;
+      next->inputs[i].generation = l->inputs[j].generation;
+      next->inputs[i].freed_before_capture_end = l->inputs[j].freed_before_capture_end;
+    }
+  }
+  l->next = next;
+  return RECAP_SUCCESS;
+}
+
+static void hook_rebound_done(void *ctx, recap_graph_t graph, bool applied) {
+  (void)graph;
+  liveness_t *l = ctx;
+  if (!applied || !l->next) {
+    drop_next(l);
+    return;
+  }
+  liveness_t *next = l->next;
+  l->next = NULL;
+  liveness_clear(l);
+  l->watch = next->watch;
+  l->inputs = next->inputs;
+  l->count = next->count;
+  recap__host_free(next);
+}
+
 static void hook_release(void *ctx, recap_graph_t graph) {
   (void)graph;
+  drop_next(ctx);
   liveness_clear(ctx);
   recap__host_free(ctx);
 }
@@ -311,6 +387,8 @@ static const recap__graph_hooks_t liveness_hooks = {
     .before_replay = hook_before_replay,
     .release = hook_release,
     .captured = hook_captured,
+    .rebound = hook_rebound,
+    .rebound_done = hook_rebound_done,
 };
 
 recap_status_t recap__liveness_probe(void) {
