@@ -216,8 +216,9 @@ recap_status_t recap__pool_release(int device, recap_pool_id_t pool);
  * ask for. Thus an identical sequence gets identical addresses, and a different one grows the
  * pool only by what it needs beyond the old capture. Blocks of max_split_size or more follow the
  * usual rules: a hit or a miss placement never gives a request below max_split_size a part of
- * such a block, nor an oversize request any but a whole free block less than large_segment
- * larger than itself.
+ * such a block (but the start of one less than round_large larger than the request, as a new
+ * segment made for it would be), nor an oversize request any but a whole free block less than
+ * large_segment larger than itself.
  * ---------------------------------------------------------------------------------------- */
 
 /* What a capture allocated from its pool, in order: address and rounded size of each block

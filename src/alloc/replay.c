@@ -23,10 +23,10 @@ typedef struct recap__alloc_log_entry entry_t;
 struct recap__route_logs {
   recap__alloc_log_t *record;
   const recap__alloc_log_t *replay;
-  size_t cursor;        /* the first replay entry not used yet */
-  bool *used;           /* per replay entry: matched by an allocation (hit or not) */
+  size_t cursor;              /* the first replay entry not used yet */
+  bool *used;                 /* per replay entry: matched by an allocation (hit or not) */
   const entry_t **by_address; /* the replay entries sorted by address, for the claimed ranges */
-  size_t max_size;      /* the largest replay entry: where a sweep by address must start */
+  size_t max_size;            /* the largest replay entry: where a sweep by address must start */
   uint64_t hits, misses;
 };
 
@@ -60,8 +60,7 @@ static int compare_address(const void *a, const void *b) {
 }
 
 /* The route's state for these logs: counters at zero, every replay entry unused. */
-static recap__route_logs_t *logs_new(recap__alloc_log_t *record,
-                                     const recap__alloc_log_t *replay) {
+static recap__route_logs_t *logs_new(recap__alloc_log_t *record, const recap__alloc_log_t *replay) {
   size_t n = replay ? replay->count : 0;
   if (n > (SIZE_MAX - sizeof(recap__route_logs_t)) / (sizeof(entry_t *) + sizeof(bool)))
     return NULL;
@@ -141,7 +140,10 @@ recap_status_t recap__pool_route_replay_stats(int device, recap_pool_id_t pool, 
 
 /* Whether a request of `size` bytes on stream may be given [at, at + size) out of the free
  * block f: it lies inside f, and the max_split_size rules of the usual path hold (see
- * find_free_block in allocator.c). */
+ * find_free_block in allocator.c), but for one case: a request below the limit may have the start
+ * of a block that is as large as the limit only by the rounding of a segment made for a request
+ * its size (less than round_large larger), which is what a new segment would give it, so that
+ * replaying such a segment does not grow the pool. */
 static bool fits(const recap__block_t *f, uintptr_t at, size_t size, recap_stream_t stream,
                  const recap__options_t *o) {
   uintptr_t start = (uintptr_t)f->ptr;
@@ -149,7 +151,7 @@ static bool fits(const recap__block_t *f, uintptr_t at, size_t size, recap_strea
     return false;
   if (o->max_split_size) {
     if (size >= o->max_split_size) return at == start && f->size < size + o->large_segment;
-    if (f->size >= o->max_split_size) return false;
+    if (f->size >= o->max_split_size) return at == start && f->size - size < o->round_large;
   }
   return true;
 }
