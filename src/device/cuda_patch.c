@@ -31,10 +31,10 @@ typedef struct plan_node {
   size_t index; /* in graph_nodes' order */
   cudaGraphNode_t node;
   enum cudaGraphNodeType type;
-  recap__kernel_args_t *kernel;   /* kernels */
-  struct cudaMemcpy3DParms copy;  /* copies */
-  struct cudaMemsetParams set;    /* memsets */
-  bool dirty;                     /* patched since the last sync */
+  recap__kernel_args_t *kernel;  /* kernels */
+  struct cudaMemcpy3DParms copy; /* copies */
+  struct cudaMemsetParams set;   /* memsets */
+  bool dirty;                    /* patched since the last sync */
 } plan_node_t;
 
 struct recap__patch_plan {
@@ -216,8 +216,8 @@ static recap_status_t apply_check(recap__patch_plan_t plan, const recap__patch_t
     size_t site = patches[i].site;
     if (site >= plan->site_count)
       return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
-                             "patch: patches[%zu].site is %zu, but the plan has %zu sites", i,
-                             site, plan->site_count);
+                             "patch: patches[%zu].site is %zu, but the plan has %zu sites", i, site,
+                             plan->site_count);
     if (i > 0 && site <= patches[i - 1].site)
       return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
                              "patch: patches[%zu].site (%zu) does not come after "
@@ -261,8 +261,8 @@ static recap_status_t roll_back(recap__patch_plan_t plan, cudaGraphExec_t exec,
              "setting back the nodes set before it failed at node %zu (see the log): the "
              "executable holds a mix of old and new addresses",
              stuck);
-  return recap__error(cause.status, "patch: %s of node %zu failed: %s; %s",
-                      exec_call(failed->type), failed->index, cause.message, tail);
+  return recap__error(cause.status, "patch: %s of node %zu failed: %s; %s", exec_call(failed->type),
+                      failed->index, cause.message, tail);
 }
 
 recap_status_t recap__cuda_patch_plan_apply(recap__patch_plan_t plan, recap_cuda_graph_exec_t exec,
@@ -314,13 +314,11 @@ static recap_update_reason_t reason_of(enum cudaGraphExecUpdateResult result) {
     case cudaGraphExecUpdateErrorTopologyChanged: return RECAP_UPDATE_REASON_TOPOLOGY_CHANGED;
     case cudaGraphExecUpdateErrorNodeTypeChanged: return RECAP_UPDATE_REASON_NODE_TYPE_CHANGED;
     case cudaGraphExecUpdateErrorFunctionChanged: return RECAP_UPDATE_REASON_FUNCTION_CHANGED;
-    case cudaGraphExecUpdateErrorParametersChanged:
-      return RECAP_UPDATE_REASON_PARAMETERS_CHANGED;
+    case cudaGraphExecUpdateErrorParametersChanged: return RECAP_UPDATE_REASON_PARAMETERS_CHANGED;
     case cudaGraphExecUpdateErrorNotSupported: return RECAP_UPDATE_REASON_NOT_SUPPORTED;
     case cudaGraphExecUpdateErrorUnsupportedFunctionChange:
       return RECAP_UPDATE_REASON_UNSUPPORTED_FUNCTION_CHANGE;
-    case cudaGraphExecUpdateErrorAttributesChanged:
-      return RECAP_UPDATE_REASON_ATTRIBUTES_CHANGED;
+    case cudaGraphExecUpdateErrorAttributesChanged: return RECAP_UPDATE_REASON_ATTRIBUTES_CHANGED;
     default: return RECAP_UPDATE_REASON_REFUSED_OTHER;
   }
 }
