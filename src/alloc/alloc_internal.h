@@ -3,9 +3,10 @@
  * alloc_internal.h — the allocator's data structures, shared by allocator.c (the malloc/free
  * core), pool.c (pool ids, routing, references), stats.c (the statistics queries), lookup.c
  * (blocks by address), sites.c (allocation sites), reset.c, snapshot.c (the JSON walk) and
- * check.c (the invariant checker), and the allocator's entry points for the layers above
- * (capture registry, graphs, liveness checks). The other files call into allocator.c, never the
- * reverse.
+ * check.c (the invariant checker), replay.c (allocation logs and their replay at a recapture),
+ * and the allocator's entry points for the layers above (capture registry, graphs, liveness
+ * checks). The other files call into allocator.c, never the reverse, but for the replay hook:
+ * allocator.c asks replay.c where a logged route's allocation goes.
  *
  * Picture: a device has pools (the default one and private ones); a pool has segments (raw
  * driver allocations); a segment is tiled by blocks, linked in address order. A free block sits
@@ -81,10 +82,12 @@ typedef struct recap__pending_event {
 /* An active capture whose allocations go to a private pool. A route is pending while its
  * capture is being begun (reserved before the stream captures, its id not known yet): it routes
  * no allocation then, but counts as a capture under way, so event work is held back. */
+typedef struct recap__route_logs recap__route_logs_t; /* replay.c */
 typedef struct recap__route {
   recap__pool_t *pool;
   uint64_t capture_id;
   bool pending;
+  recap__route_logs_t *logs; /* the allocation logs attached to the route, or NULL */
 } recap__route_t;
 
 typedef struct recap__device_state {
@@ -190,6 +193,91 @@ recap_status_t recap__pool_route_set_capture(int device, recap_pool_id_t pool, u
  * last error stays what it was. */
 recap_status_t recap__pool_route_end(int device, recap_pool_id_t pool);
 recap_status_t recap__pool_release(int device, recap_pool_id_t pool);
+
+/* ------------------------------------------------------------------------------------------
+ * The allocation log of a capture and its replay at a recapture (replay.c)
+ *
+ * A graph that is captured again wants the same addresses, so that its new template differs
+ * from the old one only where the step really changed (cudaGraphExecUpdate applies it in place)
+ * and its pool does not grow with every recapture. The graph layer attaches two logs to the
+ * route of a capture: the one it records now, and the one its previous capture recorded.
+ *
+ * The replay rule (what "the i-th allocation" means): the routed allocations of the capture are
+ * matched against the replay log in order. An allocation of rounded size R takes the first
+ * entry not used yet, at or after the cursor (the first unused entry), whose size is R: entry i
+ * by position when the sequence is the same, else the next entry of the same size (an extra or
+ * a changed allocation takes nothing from the entries before it). It gets exactly that entry's
+ * address when the range is free in the pool now, on the allocation's stream, in a free block
+ * of its size class (a hit: the free block is split around it); else it is a miss, and the
+ * entry is used up either way. A miss (no entry of that size, or its range not free) goes to
+ * free space of the pool that no unused entry claims (the lowest such address in the best
+ * fitting free block); when there is none, to a new segment, so that an allocation the old
+ * capture did not make does not take the range a later one of the same sequence is about to
+ * ask for. Thus an identical sequence gets identical addresses, and a different one grows the
+ * pool only by what it needs beyond the old capture. Blocks of max_split_size or more follow the
+ * usual rules: a hit or a miss placement never gives a request below max_split_size a part of
+ * such a block (but the start of one less than round_large larger than the request, as a new
+ * segment made for it would be), nor an oversize request any but a whole free block less than
+ * large_segment larger than itself.
+ * ---------------------------------------------------------------------------------------- */
+
+/* What a capture allocated from its pool, in order: address and rounded size of each block
+ * handed out through the route. Owned by the graph layer (zero-initialize it; free it with
+ * recap__alloc_log_free). `incomplete`: an entry could not be appended for want of host memory
+ * (the allocation itself succeeded); such a log still replays, its later entries matched by
+ * size as after any divergence. */
+typedef struct recap__alloc_log {
+  struct recap__alloc_log_entry {
+    void *ptr;
+    size_t size;
+  } * v;
+  size_t count, capacity;
+  bool incomplete;
+} recap__alloc_log_t;
+/* Free the entries and zero the log, for reuse. NULL is a no-op. */
+void recap__alloc_log_free(recap__alloc_log_t *log);
+
+/* Attach logs to the route of pool (reserved or active, on device), replacing what was
+ * attached and starting the counters, the cursor and the used marks over: every allocation
+ * routed to the pool from now on is appended to *record (when not NULL; the caller empties it
+ * first if it wants only this capture's), and, when replay is not NULL, placed by the replay
+ * rule above. Both NULL: detach (the route then costs malloc nothing). The logs must stay
+ * valid until the route ends or they are detached; record and replay must differ. Errors:
+ * INVALID_USAGE when pool is not routed on device, INVALID_ARGUMENT when record == replay,
+ * OUT_OF_MEMORY (nothing attached) when the route's host state cannot be had. */
+recap_status_t recap__pool_route_set_logs(int device, recap_pool_id_t pool,
+                                          recap__alloc_log_t *record,
+                                          const recap__alloc_log_t *replay);
+/* The route's counters since its logs were attached: *hits, the allocations that got the
+ * replay log's address; *misses, the other allocations routed while logs were attached
+ * (without a replay log every one is a miss). Read them before recap__pool_route_end, which
+ * detaches the logs. INVALID_USAGE when pool is not routed on device; a route with no logs
+ * gives 0 and 0. */
+recap_status_t recap__pool_route_replay_stats(int device, recap_pool_id_t pool, uint64_t *hits,
+                                              uint64_t *misses);
+
+/* The hook of the allocation path (allocator.c calls it only for a route with logs; lock
+ * held). Where the next allocation of `rounded` bytes on stream goes, by the replay rule:
+ * RECAP__REPLAY_AT: at *at, inside *block, a free member of set (*hit says whether it is the
+ * replay log's address); RECAP__REPLAY_NEW_SEGMENT: a new segment (no unclaimed space fits);
+ * RECAP__REPLAY_USUAL: the usual best fit (no replay log). */
+typedef enum recap__replay_place {
+  RECAP__REPLAY_USUAL,
+  RECAP__REPLAY_AT,
+  RECAP__REPLAY_NEW_SEGMENT
+} recap__replay_place_t;
+recap__replay_place_t recap__replay_place(recap__route_logs_t *logs, const recap__free_set_t *set,
+                                          recap_stream_t stream, size_t rounded,
+                                          const recap__options_t *o, recap__block_t **block,
+                                          char **at, bool *hit);
+/* Count the allocation handed out at ptr and append it to the record log (lock held). */
+void recap__replay_note(recap__route_logs_t *logs, void *ptr, size_t rounded, bool hit);
+/* Free a route's logs state (route end, allocator reset; lock held). NULL is a no-op. */
+void recap__route_logs_delete(recap__route_logs_t *logs);
+/* The index of pool id's route on device, with *d the device's state, or -1 with *s the error
+ * that says the pool is not routed (pool.c; lock held). */
+int recap__pool_route_find(int device, recap_pool_id_t id, recap__device_state_t **d,
+                           recap_status_t *s);
 
 /* What the liveness checks need to know about an address: the block holding it (allocated or
  * not), its start, size, generation and pool. Returns false if no segment of recap holds it. */

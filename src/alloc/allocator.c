@@ -17,7 +17,9 @@
  * recap_malloc, recap_free, recap_record_stream, recap_block_info and recap_empty_cache. Pool
  * routing and references are in pool.c, the statistics queries in stats.c, lookups by address in
  * lookup.c, the allocation-site switch and lookup in sites.c and the reset in reset.c; they call
- * into this file, never the reverse.
+ * into this file, never the reverse. The one call out is the replay hook: for a route with
+ * allocation logs, replay.c decides where an allocation goes (it reads the free set only) and
+ * this file carves the block (take_range).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -135,10 +137,12 @@ static recap__free_set_t *free_set_of(recap__pool_t *pool, bool small) {
 }
 
 /* The pool an allocation on stream must come from: a routed capture's, if the stream belongs to
- * one, else the default pool. Costs nothing while no capture is routed. */
+ * one, else the default pool; *logs, the allocation logs attached to that route, if any. Costs
+ * nothing while no capture is routed. */
 static recap_status_t pool_for_stream(recap__device_state_t *d, recap_stream_t stream,
-                                      recap__pool_t **pool) {
+                                      recap__pool_t **pool, recap__route_logs_t **logs) {
   *pool = &d->default_pool;
+  *logs = NULL;
   if (d->route_count == 0) return RECAP_SUCCESS;
   recap__capture_status_t status;
   uint64_t id = 0;
@@ -148,6 +152,7 @@ static recap_status_t pool_for_stream(recap__device_state_t *d, recap_stream_t s
   for (int i = 0; i < d->route_count; i++) {
     if (!d->routes[i].pending && d->routes[i].capture_id == id) {
       *pool = d->routes[i].pool;
+      *logs = d->routes[i].logs;
       return RECAP_SUCCESS;
     }
   }
@@ -606,6 +611,7 @@ typedef struct request {
   size_t size;    /* what the caller asked for */
   size_t rounded; /* the block size it gets */
   bool small;
+  recap__route_logs_t *logs; /* the route's allocation logs (replay.c), or NULL */
 } request_t;
 
 /* Find the pool and free set the request goes to, let completed events free their blocks, and
@@ -621,7 +627,7 @@ static recap_status_t request_begin(request_t *r, int device, size_t size, recap
   if (RECAP__UNLIKELY(!d))
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
   r->d = d;
-  RECAP__CHECK(pool_for_stream(d, stream, &r->pool));
+  RECAP__CHECK(pool_for_stream(d, stream, &r->pool, &r->logs));
   if (RECAP__UNLIKELY(d->pending_count || d->deferred_count)) process_events(d, false);
   r->set = free_set_of(r->pool, r->small);
   /* Room in the free set for every block of it to be free, and for the two this call may add
@@ -693,6 +699,86 @@ static void take_block(const request_t *r, recap__block_t *b, size_t slot, bool 
   }
 }
 
+/* The usual placement: the best fitting free block of the request's stream, else a new
+ * segment; what the block does not need is split off. */
+static recap_status_t take_usual(const request_t *r, recap__block_t **b) {
+  /* A cached block stays in the set, at `slot`, until take_block decides what takes its place;
+   * a new segment's block was never in it. */
+  size_t slot = find_free_block(r->set, r->stream, r->rounded, r->o);
+  bool in_set = slot < r->set->count;
+  *b = in_set ? r->set->items[slot] : NULL;
+  if (RECAP__UNLIKELY(!in_set)) RECAP__CHECK(malloc_slow(r, b));
+  take_block(r, *b, slot, in_set);
+  return RECAP_SUCCESS;
+}
+
+/* Take exactly [at, at + rounded) out of the free block f (a member of the request's set), for
+ * a replayed address: the part of f before `at` stays a free block in the set, the part after
+ * is split off as take_block decides. NULL, with nothing changed, when no block record can be
+ * had for the part before. */
+static recap__block_t *take_range(const request_t *r, recap__block_t *f, char *at) {
+  size_t slot = recap__free_set_find(r->set, f);
+  RECAP__ASSERT(slot < r->set->count && recap__block_is_free(f));
+  RECAP__ASSERT(at >= f->ptr && (size_t)(at - f->ptr) + r->rounded <= f->size);
+  if (at == f->ptr) {
+    take_block(r, f, slot, true);
+    return f;
+  }
+  recap__block_t *b = block_new();
+  if (!b) return NULL;
+  bool already_split = recap__block_is_split(f);
+  /* f keeps the part before `at`; b, from `at` on, takes f's slot; f goes back in the set
+   * (request_begin kept room for two more blocks than the set has). */
+  split_block(r->set, f, b, (size_t)(at - f->ptr), slot, true);
+  if (!recap__free_set_insert(r->set, f))
+    RECAP__WARN("out of host memory: a free block of %zu bytes is lost to the cache", f->size);
+  /* Both parts are free blocks of a split segment now. */
+  recap_memory_stats_t *st = &r->d->stats;
+  recap__stat_kind(st->inactive_split, r->small, already_split ? 1 : 2);
+  if (!already_split)
+    recap__stat_kind(st->inactive_split_bytes, r->small, (int64_t)(f->size + b->size));
+  /* A record for take_block's split of the rest; without one the block keeps the rest. */
+  (void)block_reserve();
+  take_block(r, b, recap__free_set_find(r->set, b), true);
+  return b;
+}
+
+/* The allocation path of a route with logs attached (replay.c decides, this file carves). */
+static recap_status_t take_logged(const request_t *r, recap__block_t **b) {
+  char *at = NULL;
+  bool hit = false;
+  recap_status_t s = RECAP_SUCCESS;
+  switch (recap__replay_place(r->logs, r->set, r->stream, r->rounded, r->o, b, &at, &hit)) {
+    case RECAP__REPLAY_AT:
+      *b = take_range(r, *b, at);
+      if (*b) break;
+      hit = false;
+      s = take_usual(r, b);
+      break;
+    case RECAP__REPLAY_NEW_SEGMENT: {
+      recap__saved_error_t saved;
+      recap__error_save(&saved);
+      s = malloc_slow(r, b);
+      if (s == RECAP_SUCCESS) {
+        take_block(r, *b, r->set->count, false);
+        break;
+      }
+      /* Out of device memory: space that a later replayed address claims beats failing. */
+      size_t slot = find_free_block(r->set, r->stream, r->rounded, r->o);
+      if (s == RECAP_ERROR_OUT_OF_MEMORY && slot < r->set->count) {
+        *b = r->set->items[slot];
+        take_block(r, *b, slot, true);
+        (void)recap__error_restore(&saved); /* the caller's last error, not this OOM */
+        s = RECAP_SUCCESS;
+      }
+      break;
+    }
+    case RECAP__REPLAY_USUAL: s = take_usual(r, b); break;
+  }
+  if (s == RECAP_SUCCESS) recap__replay_note(r->logs, (*b)->ptr, r->rounded, hit);
+  return s;
+}
+
 /* Hand b out: mark it allocated, put it in the pointer map and count it. */
 static void account_alloc(const request_t *r, recap__block_t *b, void *site) {
   RECAP__ASSERT(!b->allocated && recap__ptr_map_get(&recap__alloc.allocated, b->ptr) == NULL);
@@ -725,14 +811,13 @@ recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
   request_t r = {0};
   recap_status_t s = request_begin(&r, device, size, stream);
   if (RECAP__LIKELY(s == RECAP_SUCCESS)) {
-    /* A cached block stays in the set, at `slot`, until take_block decides what takes its
-     * place; a new segment's block was never in it. */
-    size_t slot = find_free_block(r.set, stream, r.rounded, r.o);
-    bool in_set = slot < r.set->count;
-    recap__block_t *b = in_set ? r.set->items[slot] : NULL;
-    if (RECAP__UNLIKELY(!in_set)) s = malloc_slow(&r, &b);
+    recap__block_t *b = NULL;
+    /* A route with logs (a capture that records or replays its addresses) is the rare case. */
+    if (RECAP__UNLIKELY(r.logs != NULL))
+      s = take_logged(&r, &b);
+    else
+      s = take_usual(&r, &b);
     if (RECAP__LIKELY(s == RECAP_SUCCESS)) {
-      take_block(&r, b, slot, in_set);
       account_alloc(&r, b, site);
       *ptr = b->ptr;
     }

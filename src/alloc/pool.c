@@ -118,6 +118,7 @@ static recap_status_t route_add(int device, recap_pool_id_t id, uint64_t capture
   d->routes[d->route_count].pool = pool;
   d->routes[d->route_count].capture_id = capture_id;
   d->routes[d->route_count].pending = pending;
+  d->routes[d->route_count].logs = NULL;
   d->route_count++;
 out:
   pthread_mutex_unlock(&recap__alloc.lock);
@@ -145,10 +146,8 @@ static recap_status_t not_routed(int device, recap_pool_id_t id) {
                       id.a, id.b, device);
 }
 
-/* The index of pool id's route on device, with *d the device's state, or -1 with *s the error
- * that says the pool is not routed (lock held). */
-static int route_of_pool_or_error(int device, recap_pool_id_t id, recap__device_state_t **d,
-                                  recap_status_t *s) {
+int recap__pool_route_find(int device, recap_pool_id_t id, recap__device_state_t **d,
+                           recap_status_t *s) {
   *d = recap__alloc.devices[device];
   int found = find_route_of_pool(*d, id);
   if (found < 0) *s = not_routed(device, id);
@@ -159,7 +158,7 @@ recap_status_t recap__pool_route_set_capture(int device, recap_pool_id_t id, uin
   recap_status_t s = RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);
   recap__device_state_t *d;
-  int found = route_of_pool_or_error(device, id, &d, &s);
+  int found = recap__pool_route_find(device, id, &d, &s);
   if (found < 0) goto out;
   if (!d->routes[found].pending) {
     s = recap__error(RECAP_ERROR_INVALID_USAGE,
@@ -180,9 +179,10 @@ recap_status_t recap__pool_route_end(int device, recap_pool_id_t id) {
   recap_status_t s = RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);
   recap__device_state_t *d;
-  int found = route_of_pool_or_error(device, id, &d, &s);
+  int found = recap__pool_route_find(device, id, &d, &s);
   if (found < 0) goto out;
   d->routes[found].pool->routed = false;
+  recap__route_logs_delete(d->routes[found].logs); /* the logs themselves are the caller's */
   d->routes[found] = d->routes[--d->route_count];
   /* Blocks freed during the capture that other streams used can get their events now. A
    * failure there is handled (the allocator waits for the stream instead) and logged; it must

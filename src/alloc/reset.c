@@ -35,6 +35,7 @@ void recap__alloc_reset(void) {
       free_pool_memory_records(p);
       recap__host_free(p);
     }
+    for (int r = 0; r < d->route_count; r++) recap__route_logs_delete(d->routes[r].logs);
     recap__host_free(d->routes);
     recap__host_free(d->pending);
     recap__host_free(d->deferred);

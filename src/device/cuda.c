@@ -2,8 +2,8 @@
 /*
  * cuda.c — the device seam on the CUDA runtime (linked statically; no libcuda at link time):
  * devices, memory, events, streams, captures and graphs, and the table of the seam's functions.
- * Graph inspection and what graph nodes read are in cuda_inspect.c, the random-number kernels
- * in rng_kernels.cu.
+ * Graph inspection and what graph nodes read are in cuda_inspect.c, patch plans and executable
+ * updates in cuda_patch.c, the random-number kernels in rng_kernels.cu.
  *
  * Every failing CUDA call goes through CUDA_TRY / recap__cuda_fail (cuda_error.h), which records
  * the call's text, CUDA's error name and description and the place, clears CUDA's last error,
@@ -241,6 +241,23 @@ static recap_status_t cuda_event_query(recap__event_t event, bool *done) {
 
 static recap_status_t cuda_event_synchronize(recap__event_t event) {
   CUDA_TRY_F(cudaEventSynchronize((cudaEvent_t)event), "cudaEventSynchronize(%p)", (void *)event);
+  return RECAP_SUCCESS;
+}
+
+/* Events with timing enabled, for the update policy's measurements. */
+static recap_status_t cuda_timing_event_create(recap__event_t *event) {
+  cudaEvent_t e = NULL;
+  *event = NULL;
+  CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDefault));
+  *event = (recap__event_t)e;
+  return RECAP_SUCCESS;
+}
+
+static recap_status_t cuda_event_elapsed(recap__event_t start, recap__event_t end, float *ms) {
+  RECAP__ARG(ms, "cudaEventElapsedTime: ms is NULL");
+  *ms = 0.0f;
+  CUDA_TRY_F(cudaEventElapsedTime(ms, (cudaEvent_t)start, (cudaEvent_t)end),
+             "cudaEventElapsedTime(start %p, end %p)", (void *)start, (void *)end);
   return RECAP_SUCCESS;
 }
 
@@ -585,6 +602,13 @@ const recap__device_ops_t recap__cuda_ops = {
     .graph_nodes = recap__cuda_graph_nodes,
     .graph_reads_check = recap__cuda_graph_reads_check,
     .graph_reads = recap__cuda_graph_reads,
+    .patch_plan_create = recap__cuda_patch_plan_create,
+    .patch_plan_apply = recap__cuda_patch_plan_apply,
+    .patch_plan_sync = recap__cuda_patch_plan_sync,
+    .patch_plan_destroy = recap__cuda_patch_plan_destroy,
+    .graph_exec_update = recap__cuda_graph_exec_update,
+    .timing_event_create = cuda_timing_event_create,
+    .event_elapsed = cuda_event_elapsed,
     .rng_write_state = recap__cuda_rng_write_state,
     .rng_launch = recap__cuda_rng_launch,
 };

@@ -4,7 +4,7 @@
  * kernel name and launch shape, copy and memset sizes, and the edges, as recap_graph_info_t),
  * the node lists of a capture and of a graph, and every pointer-like value the graph's nodes
  * read or write (kernel argument words through the driver, the ends of copies and memsets) for
- * the input-liveness checks.
+ * the input-liveness checks and, through the same walk, the patch plans of cuda_patch.c.
  */
 #include "device/cuda_inspect.h"
 
@@ -323,8 +323,8 @@ typedef struct read_list {
   size_t count, cap;
 } read_list_t;
 
-static bool read_push(read_list_t *list, size_t node, const void *ptr, recap__read_kind_t kind) {
-  if (!ptr) return true;
+static bool read_push(read_list_t *list, recap__graph_read_t read) {
+  if (!read.ptr) return true;
   if (list->count == list->cap) {
     size_t cap = list->cap ? list->cap * 2 : 64;
     recap__graph_read_t *grown = recap__host_realloc(list->v, cap * sizeof *grown);
@@ -332,24 +332,37 @@ static bool read_push(read_list_t *list, size_t node, const void *ptr, recap__re
     list->v = grown;
     list->cap = cap;
   }
-  list->v[list->count++] = (recap__graph_read_t){.node = node, .ptr = ptr, .kind = kind};
+  list->v[list->count++] = read;
   return true;
 }
 
 /* Child graphs nest; deeper than this is not a graph anyone captures. */
 enum { MAX_CHILD_DEPTH = 16 };
 
+/* One walk over a graph's reads, shared by graph_reads and the patch plans (cuda_patch.c). */
+typedef struct walk {
+  read_list_t out;
+  recap__kernel_word_t *words; /* scratch for one kernel's words */
+  size_t word_cap;
+  const char *purpose; /* what the reads are for, in the warning about an unreadable kernel */
+  recap__cuda_read_visitor_t visitor; /* NULL: graph_reads */
+  void *ctx;
+} walk_t;
+
 /* The reads of every node of graph, each counted as node `owner` when owner is not SIZE_MAX
- * (the node of the parent graph that holds this one), else as its own index. */
-static recap_status_t collect_reads(cudaGraph_t graph, size_t owner, int depth, read_list_t *out,
-                                    uint64_t **words, size_t *word_cap) {
+ * (the node of the parent graph that holds this one; its reads are nested), else as its own
+ * index. The visitor sees each top-level node after its reads were appended. */
+static recap_status_t collect_reads(cudaGraph_t graph, size_t owner, int depth, walk_t *w) {
   recap__graph_node_t *nodes = NULL;
   size_t n = 0;
   RECAP__CHECK(list_nodes(graph, &nodes, &n));
   recap_status_t st = RECAP_SUCCESS;
+  bool nested = owner != SIZE_MAX;
   for (size_t i = 0; i < n && st == RECAP_SUCCESS; i++) {
     cudaGraphNode_t node = (cudaGraphNode_t)nodes[i];
-    size_t index = owner != SIZE_MAX ? owner : i;
+    size_t index = nested ? owner : i;
+    size_t first = w->out.count;
+    recap__kernel_args_t *kernel = NULL;
     enum cudaGraphNodeType t;
     cudaError_t err = cudaGraphNodeGetType(node, &t);
     if (err != cudaSuccess) {
@@ -361,22 +374,30 @@ static recap_status_t collect_reads(cudaGraph_t graph, size_t owner, int depth, 
     switch (t) {
       case cudaGraphNodeTypeKernel: {
         size_t word_count = 0;
-        recap_status_t ks = recap__driver_kernel_node_words(node, words, &word_count, word_cap);
+        /* Only a plan of the top-level nodes needs a copy of the arguments to patch. */
+        bool copy = w->visitor && !nested;
+        recap_status_t ks = recap__driver_kernel_node_args(node, copy ? &kernel : NULL, &w->words,
+                                                           &word_count, &w->word_cap);
         if (ks == RECAP_ERROR_OUT_OF_MEMORY) {
           st = ks;
           break;
         }
         if (ks != RECAP_SUCCESS) {
           /* One kernel the driver cannot describe (a kind of launch recap does not know)
-           * should not cost the whole capture: its arguments go unchecked, and the log says so. */
-          RECAP__WARN(
-              "input liveness: the arguments of kernel node %zu cannot be read, so its "
-              "inputs are not checked: %s",
-              index, recap_last_error());
+           * should not cost the whole walk: its arguments are left out, and the log says so. */
+          RECAP__WARN("%s: the arguments of kernel node %zu cannot be read, so %s: %s", w->purpose,
+                      index, w->visitor ? "they cannot be rebound" : "its inputs are not checked",
+                      recap_last_error());
           break;
         }
         for (size_t k = 0; ok && k < word_count; k++)
-          ok = read_push(out, index, (const void *)(uintptr_t)(*words)[k], RECAP__READ_KERNEL_ARG);
+          ok = read_push(&w->out,
+                         (recap__graph_read_t){.node = index,
+                                               .ptr = (const void *)(uintptr_t)w->words[k].value,
+                                               .kind = RECAP__READ_KERNEL_ARG,
+                                               .offset = w->words[k].offset,
+                                               .param = w->words[k].param,
+                                               .nested = nested});
         break;
       }
       case cudaGraphNodeTypeMemcpy: {
@@ -388,8 +409,14 @@ static recap_status_t collect_reads(cudaGraph_t graph, size_t owner, int depth, 
                                 "cudaGraphMemcpyNodeGetParams(node %p)", (void *)node);
           break;
         }
-        ok = read_push(out, index, p.srcPtr.ptr, RECAP__READ_COPY_SRC) &&
-             read_push(out, index, p.dstPtr.ptr, RECAP__READ_COPY_DST);
+        ok = read_push(&w->out, (recap__graph_read_t){.node = index,
+                                                      .ptr = p.srcPtr.ptr,
+                                                      .kind = RECAP__READ_COPY_SRC,
+                                                      .nested = nested}) &&
+             read_push(&w->out, (recap__graph_read_t){.node = index,
+                                                      .ptr = p.dstPtr.ptr,
+                                                      .kind = RECAP__READ_COPY_DST,
+                                                      .nested = nested});
         break;
       }
       case cudaGraphNodeTypeMemset: {
@@ -401,7 +428,10 @@ static recap_status_t collect_reads(cudaGraph_t graph, size_t owner, int depth, 
                                 "cudaGraphMemsetNodeGetParams(node %p)", (void *)node);
           break;
         }
-        ok = read_push(out, index, p.dst, RECAP__READ_MEMSET_DST);
+        ok = read_push(&w->out, (recap__graph_read_t){.node = index,
+                                                      .ptr = p.dst,
+                                                      .kind = RECAP__READ_MEMSET_DST,
+                                                      .nested = nested});
         break;
       }
       case cudaGraphNodeTypeGraph: {
@@ -413,16 +443,44 @@ static recap_status_t collect_reads(cudaGraph_t graph, size_t owner, int depth, 
                                 "cudaGraphChildGraphNodeGetGraph(node %p)", (void *)node);
           break;
         }
-        st = collect_reads(child, index, depth + 1, out, words, word_cap);
+        st = collect_reads(child, index, depth + 1, w);
         break;
       }
       default:
         break; /* host nodes, events, memory nodes...: nothing recap's allocator handed out */
     }
     if (!ok) st = host_oom("the pointers a graph reads");
+    if (st == RECAP_SUCCESS && w->visitor && !nested) {
+      recap__cuda_read_visit_t visit = {.index = i,
+                                        .node = nodes[i],
+                                        .type = (int)t,
+                                        .first = first,
+                                        .count = w->out.count - first,
+                                        .kernel = kernel};
+      kernel = NULL; /* the visitor's now, whatever it returns */
+      st = w->visitor(w->ctx, &visit, w->out.v);
+    }
+    recap__kernel_args_free(kernel);
   }
   recap__host_free(nodes);
   return st;
+}
+
+recap_status_t recap__cuda_walk_reads(recap_cuda_graph_t graph, const char *purpose,
+                                      recap__cuda_read_visitor_t visitor, void *ctx,
+                                      recap__graph_read_t **reads, size_t *count) {
+  *reads = NULL;
+  *count = 0;
+  walk_t w = {.purpose = purpose, .visitor = visitor, .ctx = ctx};
+  recap_status_t st = collect_reads(graph, SIZE_MAX, 0, &w);
+  recap__host_free(w.words);
+  if (st != RECAP_SUCCESS) {
+    recap__host_free(w.out.v);
+    return st;
+  }
+  *reads = w.out.v;
+  *count = w.out.count;
+  return RECAP_SUCCESS;
 }
 
 recap_status_t recap__cuda_graph_reads(recap_cuda_graph_t graph, recap__graph_read_t **reads,
@@ -431,16 +489,5 @@ recap_status_t recap__cuda_graph_reads(recap_cuda_graph_t graph, recap__graph_re
   *reads = NULL;
   *count = 0;
   RECAP__ARG(graph != NULL, "graph reads: graph is NULL");
-  read_list_t list = {0};
-  uint64_t *words = NULL;
-  size_t word_cap = 0;
-  recap_status_t st = collect_reads(graph, SIZE_MAX, 0, &list, &words, &word_cap);
-  recap__host_free(words);
-  if (st != RECAP_SUCCESS) {
-    recap__host_free(list.v);
-    return st;
-  }
-  *reads = list.v;
-  *count = list.count;
-  return RECAP_SUCCESS;
+  return recap__cuda_walk_reads(graph, "input liveness", NULL, NULL, reads, count);
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * cuda_inspect.h — the CUDA seam's graph inspection and node reads (cuda_inspect.c), for the
- * seam's table in cuda.c. Each is the device.h member of the same name.
+ * cuda_inspect.h — the CUDA seam's graph inspection and node reads (cuda_inspect.c), and its
+ * patch plans and executable updates (cuda_patch.c), for the seam's table in cuda.c. Each
+ * recap__cuda_<name> is the device.h member <name>.
  */
 #ifndef RECAP_CUDA_INSPECT_H
 #define RECAP_CUDA_INSPECT_H
@@ -18,5 +19,35 @@ recap_status_t recap__cuda_graph_nodes(recap_cuda_graph_t graph, recap__graph_no
 recap_status_t recap__cuda_graph_reads_check(void);
 recap_status_t recap__cuda_graph_reads(recap_cuda_graph_t graph, recap__graph_read_t **reads,
                                        size_t *count);
+
+/* The walk behind graph_reads, shared with the patch plans (cuda_patch.c). For each top-level
+ * node of graph, after its reads were appended to the list (reads[first .. first + count)),
+ * visitor(ctx, visit, reads) runs; a failure it returns ends the walk. A kernel node's visit
+ * carries a private copy of its parameters (driver.h), which the visitor owns from then on;
+ * NULL when the driver could not describe the kernel (its reads are then left out, with a
+ * warning in the log that names purpose). Reads inside child graphs count as their node's and
+ * are marked nested. *reads is malloc'ed through recap's host seam, as graph_reads'. */
+typedef struct recap__cuda_read_visit {
+  size_t index;             /* the node's index in graph_nodes' order */
+  recap__graph_node_t node; /* cudaGraphNode_t */
+  int type;                 /* enum cudaGraphNodeType */
+  size_t first, count;      /* its reads */
+  struct recap__kernel_args *kernel;
+} recap__cuda_read_visit_t;
+typedef recap_status_t (*recap__cuda_read_visitor_t)(void *ctx, recap__cuda_read_visit_t *visit,
+                                                     const recap__graph_read_t *reads);
+recap_status_t recap__cuda_walk_reads(recap_cuda_graph_t graph, const char *purpose,
+                                      recap__cuda_read_visitor_t visitor, void *ctx,
+                                      recap__graph_read_t **reads, size_t *count);
+
+/* cuda_patch.c: the device.h members of the same names. */
+recap_status_t recap__cuda_patch_plan_create(recap_cuda_graph_t graph, recap__patch_plan_t *plan,
+                                             const recap__graph_read_t **sites, size_t *count);
+recap_status_t recap__cuda_patch_plan_apply(recap__patch_plan_t plan, recap_cuda_graph_exec_t exec,
+                                            const recap__patch_t *patches, size_t count);
+recap_status_t recap__cuda_patch_plan_sync(recap__patch_plan_t plan);
+void recap__cuda_patch_plan_destroy(recap__patch_plan_t plan);
+recap_status_t recap__cuda_graph_exec_update(recap_cuda_graph_exec_t exec, recap_cuda_graph_t graph,
+                                             recap_update_reason_t *refused, size_t *node);
 
 #endif /* RECAP_CUDA_INSPECT_H */

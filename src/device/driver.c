@@ -26,6 +26,8 @@ _Static_assert(_Generic((CUdevice)0, recap__cu_device_t : 1, default : 0),
 _Static_assert(RECAP__CU_SUCCESS == CUDA_SUCCESS, "CUDA_SUCCESS is 0");
 _Static_assert(_Generic((CUgraphNode)0, recap__cu_graph_node_t : 1, default : 0),
                "recap__cu_graph_node_t must be CUgraphNode");
+_Static_assert(_Generic((CUgraphExec)0, recap_cuda_graph_exec_t : 1, default : 0),
+               "recap_cuda_graph_exec_t must be CUgraphExec");
 
 /* recap__cuda_status_of() reads driver codes with the runtime's numbers; these must agree. */
 _Static_assert(CUDA_ERROR_OUT_OF_MEMORY == (int)cudaErrorMemoryAllocation, "code numbering");
@@ -289,10 +291,11 @@ recap_status_t recap__driver_kernel_words_check(void) {
   return RECAP_SUCCESS;
 }
 
-static bool words_push(uint64_t **words, size_t *count, size_t *capacity, uint64_t word) {
+static bool words_push(recap__kernel_word_t **words, size_t *count, size_t *capacity,
+                       recap__kernel_word_t word) {
   if (*count == *capacity) {
     size_t cap = *capacity ? *capacity * 2 : 64;
-    uint64_t *grown = recap__host_realloc(*words, cap * sizeof *grown);
+    recap__kernel_word_t *grown = recap__host_realloc(*words, cap * sizeof *grown);
     if (!grown) return false;
     *words = grown;
     *capacity = cap;
@@ -301,14 +304,14 @@ static bool words_push(uint64_t **words, size_t *count, size_t *capacity, uint64
   return true;
 }
 
-/* The aligned words of one parameter whose value (size bytes) starts at `value` and sits at
- * `offset` of the parameter buffer. */
-static bool param_words(const unsigned char *value, size_t offset, size_t size, uint64_t **words,
-                        size_t *count, size_t *capacity) {
+/* The aligned words of parameter `param`, whose value (size bytes) starts at `value` and sits
+ * at `offset` of the parameter buffer. */
+static bool param_words(const unsigned char *value, uint32_t param, size_t offset, size_t size,
+                        recap__kernel_word_t **words, size_t *count, size_t *capacity) {
   size_t first = (offset + 7) & ~(size_t)7;
   for (size_t at = first; at + 8 <= offset + size; at += 8) {
-    uint64_t word;
-    memcpy(&word, value + (at - offset), sizeof word); /* the host copy need not be aligned */
+    recap__kernel_word_t word = {.offset = at, .param = param};
+    memcpy(&word.value, value + (at - offset), sizeof word.value); /* need not be aligned */
     if (!words_push(words, count, capacity, word)) return false;
   }
   return true;
@@ -328,11 +331,96 @@ static const unsigned char *extra_buffer(void **extra, size_t *size) {
   return buffer;
 }
 
-recap_status_t recap__driver_kernel_node_words(recap__cu_graph_node_t node, uint64_t **words,
-                                               size_t *count, size_t *capacity) {
+/* The private copy: params as the driver gave them, with kernelParams or extra pointing into
+ * buffer, which holds every argument at its offset in the argument buffer. */
+struct recap__kernel_args {
+  CUDA_KERNEL_NODE_PARAMS_v2 params;
+  unsigned char *buffer;
+  size_t size;
+  void **pointers; /* kernelParams: one per parameter, into buffer */
+  void *extra[5];  /* extra: CU_LAUNCH_PARAM_BUFFER_POINTER, buffer, ..._SIZE, &size, END */
+};
+
+void recap__kernel_args_free(recap__kernel_args_t *args) {
+  if (!args) return;
+  recap__host_free(args->pointers);
+  recap__host_free(args->buffer);
+  recap__host_free(args);
+}
+
+uint64_t recap__kernel_args_word(const recap__kernel_args_t *args, size_t offset) {
+  uint64_t value = 0;
+  if (args && offset + sizeof value <= args->size)
+    memcpy(&value, args->buffer + offset, sizeof value);
+  return value;
+}
+
+void recap__kernel_args_write(recap__kernel_args_t *args, size_t offset, uint64_t value) {
+  if (args && offset + sizeof value <= args->size)
+    memcpy(args->buffer + offset, &value, sizeof value);
+}
+
+/* Where each parameter lies in the argument buffer, as the walk learns it. */
+typedef struct param_span {
+  size_t offset, size;
+  const unsigned char *value; /* the driver's copy of its value, or NULL */
+} param_span_t;
+
+/* Copy the arguments described by spans[0..n) (kernelParams) or the packed buffer (extra) into
+ * a private copy of params. NULL when out of host memory. */
+static recap__kernel_args_t *args_copy(const CUDA_KERNEL_NODE_PARAMS_v2 *params,
+                                       const param_span_t *spans, size_t n,
+                                       const unsigned char *packed, size_t packed_size) {
+  recap__kernel_args_t *a = recap__host_calloc(1, sizeof *a);
+  if (!a) return NULL;
+  a->params = *params;
+  if (params->kernelParams) {
+    size_t size = 0;
+    for (size_t i = 0; i < n; i++)
+      if (spans[i].offset + spans[i].size > size) size = spans[i].offset + spans[i].size;
+    /* One more byte and pointer than needed, so that a kernel without arguments still gets
+     * valid (non-NULL) arrays. */
+    a->buffer = recap__host_calloc(size + 1, 1);
+    a->pointers = recap__host_calloc(n + 1, sizeof *a->pointers);
+    if (!a->buffer || !a->pointers) goto fail;
+    a->size = size;
+    for (size_t i = 0; i < n; i++) {
+      if (spans[i].value) memcpy(a->buffer + spans[i].offset, spans[i].value, spans[i].size);
+      a->pointers[i] = a->buffer + spans[i].offset;
+    }
+    a->params.kernelParams = a->pointers;
+    a->params.extra = NULL;
+  } else {
+    a->buffer = recap__host_malloc(packed_size + 1);
+    if (!a->buffer) goto fail;
+    memcpy(a->buffer, packed, packed_size);
+    a->size = packed_size;
+    a->extra[0] = CU_LAUNCH_PARAM_BUFFER_POINTER;
+    a->extra[1] = a->buffer;
+    a->extra[2] = CU_LAUNCH_PARAM_BUFFER_SIZE;
+    a->extra[3] = &a->size;
+    a->extra[4] = CU_LAUNCH_PARAM_END;
+    a->params.kernelParams = NULL;
+    a->params.extra = a->extra;
+  }
+  return a;
+fail:
+  recap__kernel_args_free(a);
+  return NULL;
+}
+
+static recap_status_t host_oom(const char *what) {
+  return RECAP__ERROR_AT(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory", what);
+}
+
+recap_status_t recap__driver_kernel_node_args(recap__cu_graph_node_t node,
+                                              recap__kernel_args_t **args,
+                                              recap__kernel_word_t **words, size_t *count,
+                                              size_t *capacity) {
+  if (args) *args = NULL;
   if (!node || !words || !count || !capacity)
     return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
-                           "recap__driver_kernel_node_words: an argument is NULL");
+                           "recap__driver_kernel_node_args: an argument is NULL");
   void *p = NULL;
   RECAP__CHECK(recap__driver_get("cuFuncGetParamInfo", RECAP__DRIVER_ABI_12_4, &p));
   PFN_cuFuncGetParamInfo_v12040 func_info;
@@ -350,15 +438,22 @@ recap_status_t recap__driver_kernel_node_words(recap__cu_graph_node_t node, uint
       params.kernelParams ? NULL : extra_buffer(params.extra, &buffer_size);
   if (!params.kernelParams && !buffer) return RECAP_SUCCESS; /* a kernel without arguments */
 
+  /* The spans are needed only for a copy of a kernelParams launch. */
+  bool spans_wanted = args && params.kernelParams;
+  param_span_t *spans = NULL;
+  size_t span_count = 0, span_cap = 0;
+  recap_status_t st = RECAP_SUCCESS;
   for (size_t i = 0; i < MAX_KERNEL_PARAMS; i++) {
     size_t offset = 0, size = 0;
     recap__cu_result_t r = params.func ? func_info(params.func, i, &offset, &size)
                                        : kernel_info(params.kern, i, &offset, &size);
     if (r == (recap__cu_result_t)CUDA_ERROR_INVALID_VALUE) break; /* past the last parameter */
-    if (r != RECAP__CU_SUCCESS)
-      return recap__driver_fail(r, __FILE__, __LINE__, "%s(parameter %zu of node %p)",
-                                params.func ? "cuFuncGetParamInfo" : "cuKernelGetParamInfo", i,
-                                (void *)node);
+    if (r != RECAP__CU_SUCCESS) {
+      st = recap__driver_fail(r, __FILE__, __LINE__, "%s(parameter %zu of node %p)",
+                              params.func ? "cuFuncGetParamInfo" : "cuKernelGetParamInfo", i,
+                              (void *)node);
+      break;
+    }
     const unsigned char *value;
     if (params.kernelParams) {
       value = params.kernelParams[i];
@@ -366,10 +461,69 @@ recap_status_t recap__driver_kernel_node_words(recap__cu_graph_node_t node, uint
       if (offset > buffer_size || size > buffer_size - offset) break; /* a short buffer */
       value = buffer + offset;
     }
+    if (spans_wanted) {
+      if (span_count == span_cap) {
+        size_t cap = span_cap ? span_cap * 2 : 16;
+        param_span_t *grown = recap__host_realloc(spans, cap * sizeof *grown);
+        if (!grown) {
+          st = host_oom("copying kernel arguments");
+          break;
+        }
+        spans = grown;
+        span_cap = cap;
+      }
+      spans[span_count++] = (param_span_t){.offset = offset, .size = size, .value = value};
+    }
     if (!value) continue;
-    if (!param_words(value, offset, size, words, count, capacity))
-      return RECAP__ERROR_AT(RECAP_ERROR_OUT_OF_MEMORY,
-                             "reading kernel arguments: out of host memory");
+    if (!param_words(value, (uint32_t)i, offset, size, words, count, capacity)) {
+      st = host_oom("reading kernel arguments");
+      break;
+    }
   }
+  if (st == RECAP_SUCCESS && args) {
+    *args = args_copy(&params, spans, span_count, buffer, buffer_size);
+    if (!*args) st = host_oom("copying kernel arguments");
+  }
+  recap__host_free(spans);
+  return st;
+}
+
+recap_status_t recap__driver_kernel_node_words(recap__cu_graph_node_t node,
+                                               recap__kernel_word_t **words, size_t *count,
+                                               size_t *capacity) {
+  return recap__driver_kernel_node_args(node, NULL, words, count, capacity);
+}
+
+recap_status_t recap__driver_kernel_args_set_exec(recap_cuda_graph_exec_t exec,
+                                                  recap__cu_graph_node_t node,
+                                                  const recap__kernel_args_t *args) {
+  if (!exec || !node || !args)
+    return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
+                           "recap__driver_kernel_args_set_exec: an argument is NULL");
+  void *p = NULL;
+  RECAP__CHECK(recap__driver_get("cuGraphExecKernelNodeSetParams", RECAP__DRIVER_ABI_12_0, &p));
+  PFN_cuGraphExecKernelNodeSetParams_v12000 set_params;
+  RECAP__DRIVER_ASSIGN(set_params, p);
+  recap__cu_result_t r = set_params((CUgraphExec)exec, node, &args->params);
+  if (r != RECAP__CU_SUCCESS)
+    return recap__driver_fail(r, __FILE__, __LINE__,
+                              "cuGraphExecKernelNodeSetParams(executable %p, node %p)",
+                              (void *)exec, (void *)node);
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap__driver_kernel_args_set_graph(recap__cu_graph_node_t node,
+                                                   const recap__kernel_args_t *args) {
+  if (!node || !args)
+    return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
+                           "recap__driver_kernel_args_set_graph: an argument is NULL");
+  void *p = NULL;
+  RECAP__CHECK(recap__driver_get("cuGraphKernelNodeSetParams", RECAP__DRIVER_ABI_12_0, &p));
+  PFN_cuGraphKernelNodeSetParams_v12000 set_params;
+  RECAP__DRIVER_ASSIGN(set_params, p);
+  recap__cu_result_t r = set_params(node, &args->params);
+  if (r != RECAP__CU_SUCCESS)
+    return recap__driver_fail(r, __FILE__, __LINE__, "cuGraphKernelNodeSetParams(node %p)",
+                              (void *)node);
   return RECAP_SUCCESS;
 }

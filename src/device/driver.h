@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "recap.h"
+#include "recap/graph.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,7 +70,7 @@ typedef struct recap__kernel_node_info {
 recap_status_t recap__driver_kernel_node_info(recap__cu_graph_node_t node,
                                               recap__kernel_node_info_t *info);
 
-/* ---- kernel arguments (input-liveness checks) ------------------------------------------
+/* ---- kernel arguments (input-liveness checks, rebinding) --------------------------------
  * The values a kernel node passes to its kernel, read as the 8-byte words that could hold a
  * device pointer: for each parameter (its offset and size from cuFuncGetParamInfo or
  * cuKernelGetParamInfo, ABI 12.4), every word that starts at an 8-byte-aligned offset of the
@@ -77,16 +78,54 @@ recap_status_t recap__driver_kernel_node_info(recap__cu_graph_node_t node,
  * buffer, so no pointer is missed; smaller scalars are skipped, and larger structs are read
  * word by word. */
 
+/* One such word: its value, its byte offset in the argument buffer (the layout the kernel
+ * sees), and the index of the parameter that holds it. */
+typedef struct recap__kernel_word {
+  uint64_t value;
+  size_t offset;
+  uint32_t param;
+} recap__kernel_word_t;
+
+/* A private copy of a kernel node's parameters (function, launch shape, every argument's
+ * value laid out as in the argument buffer, and the pointer array or the packed `extra` buffer
+ * that hands them to the driver), which recap can change word by word and set into a node of
+ * an executable or of a template with one call. */
+typedef struct recap__kernel_args recap__kernel_args_t;
+
 /* RECAP_SUCCESS when the driver offers what recap__driver_kernel_node_words needs
  * (cuGraphKernelNodeGetParams, cuFuncGetParamInfo, cuKernelGetParamInfo: a driver for CUDA
  * 12.4 or later); RECAP_ERROR_NOT_SUPPORTED or RECAP_ERROR_NO_DEVICE otherwise, with the
  * thread's last error saying which function is missing. */
 recap_status_t recap__driver_kernel_words_check(void);
 
-/* The words of kernel node `node`'s arguments, appended to *words (grown with realloc; *count
- * words in use, *capacity allocated). A failure leaves what was appended so far. */
-recap_status_t recap__driver_kernel_node_words(recap__cu_graph_node_t node, uint64_t **words,
-                                               size_t *count, size_t *capacity);
+/* The words of kernel node `node`'s arguments, in parameter and offset order, appended to
+ * *words (grown with recap__host_realloc; *count words in use, *capacity allocated). A failure
+ * leaves what was appended so far. */
+recap_status_t recap__driver_kernel_node_words(recap__cu_graph_node_t node,
+                                               recap__kernel_word_t **words, size_t *count,
+                                               size_t *capacity);
+
+/* The same walk, and when args is not NULL, a private copy of the node's parameters in *args
+ * (NULL for a node whose arguments cannot be copied: no function or kernel, or no arguments;
+ * free it with recap__kernel_args_free). */
+recap_status_t recap__driver_kernel_node_args(recap__cu_graph_node_t node,
+                                              recap__kernel_args_t **args,
+                                              recap__kernel_word_t **words, size_t *count,
+                                              size_t *capacity);
+/* The word at byte `offset` of the copy's argument buffer (an offset a word of the walk
+ * reported): read it, or write value into it. */
+uint64_t recap__kernel_args_word(const recap__kernel_args_t *args, size_t offset);
+void recap__kernel_args_write(recap__kernel_args_t *args, size_t offset, uint64_t value);
+/* Set node's parameters to the copy's: in the executable exec (cuGraphExecKernelNodeSetParams;
+ * node is a node of the graph exec was instantiated or last updated from), or in the template
+ * that holds node (cuGraphKernelNodeSetParams). The driver copies the values; the copy stays
+ * the caller's. */
+recap_status_t recap__driver_kernel_args_set_exec(recap_cuda_graph_exec_t exec,
+                                                  recap__cu_graph_node_t node,
+                                                  const recap__kernel_args_t *args);
+recap_status_t recap__driver_kernel_args_set_graph(recap__cu_graph_node_t node,
+                                                   const recap__kernel_args_t *args);
+void recap__kernel_args_free(recap__kernel_args_t *args); /* NULL is a no-op */
 
 /* Fetch the driver function `symbol` with the ABI of CUDA version cuda_version (12000 for 12.0)
  * into *fn, as a void pointer (copy it into a typed pointer with RECAP__DRIVER_ASSIGN). Results

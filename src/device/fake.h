@@ -43,9 +43,9 @@
  *  - Debug aids: every node has a handle (recap__graph_node_t) unique in the process, the same
  *    in the capture (capture_nodes lists them, in capture order, and hands out the capture
  *    itself as the "graph" being built) and in the graph made from it (graph_nodes).
- *    graph_reads reports the arguments given to recap__fake_launch_kernel_args (and _fn), the ends of
- *    memcpy_async copies and the destinations of recap__fake_memset_async; graph_reads_check
- *    always succeeds.
+ *    graph_reads reports the arguments given to recap__fake_launch_kernel_args (and _fn), the
+ *    ends of memcpy_async copies and the destinations of recap__fake_memset_async (with the
+ *    offsets and parameters of the patch plans below); graph_reads_check always succeeds.
  *  - Kernels that compute: recap__fake_launch_kernel_fn runs its function at once when eager;
  *    captured, the node keeps the function and its argument words. An executable that holds at
  *    least one such kernel runs its nodes at every graph_launch outside a capture, in node
@@ -60,14 +60,14 @@
  *    a kernel is parameter k at byte offset 8k; nothing is nested (the fake's child-graph
  *    nodes have no content). patch_plan_apply writes each touched node's whole values (the
  *    plan's, with the patches on top) into the executable's own nodes, one counted set per node
- *    (exec_patches), or, with exec NULL, into the plan alone; the template is unchanged until patch_plan_sync writes each node patched
- *    since the last sync into it (template_patches). The executable must have been
- *    instantiated or last updated from the plan's graph, else RECAP_ERROR_CUDA
- *    (cudaErrorInvalidValue). An injected RECAP__FAKE_FAULT_PATCH at a node sets the nodes
- *    already set back to the plan's values (each counted in exec_patches) and leaves the plan
- *    unchanged; an injected RECAP__FAKE_FAULT_PATCH_SYNC stops the sync at that node, which
- *    with the ones after it stays to be synced. Messages name the node index and the CUDA
- *    call (cudaGraphExecKernelNodeSetParams, cudaGraphMemsetNodeSetParams, ...).
+ *    (exec_patches), or, with exec NULL, into the plan alone; the template is unchanged until
+ *    patch_plan_sync writes each node patched since the last sync into it (template_patches).
+ *    The executable must have been instantiated or last updated from the plan's graph, else
+ *    RECAP_ERROR_CUDA (cudaErrorInvalidValue). An injected RECAP__FAKE_FAULT_PATCH at a node
+ *    sets the nodes already set back to the plan's values (each counted in exec_patches) and
+ *    leaves the plan unchanged; an injected RECAP__FAKE_FAULT_PATCH_SYNC stops the sync at
+ *    that node, which with the ones after it stays to be synced. Messages name the node index
+ *    and the CUDA call (cudaGraphExecKernelNodeSetParams, cudaGraphMemsetNodeSetParams, ...).
  *  - Updates (graph_exec_update): refused (RECAP_SUCCESS, update_refusals counted) with
  *    TOPOLOGY_CHANGED when the node counts differ (node SIZE_MAX) or a node's dependency
  *    differs (that node, the first), else NODE_TYPE_CHANGED at the first node whose type

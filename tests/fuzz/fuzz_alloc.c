@@ -4,16 +4,19 @@
  * device, with the allocator's invariants checked after every operation.
  *
  * Each input is a program: every operation takes an opcode byte and a few argument bytes.
- * Operations: allocate (sizes around every boundary of the size classes, zero included) on one
- * of four streams, free, record_stream, let a stream's work finish, begin a capture on a stream
+ * Operations: allocate (sizes around every boundary of the size classes, zero included; or, in a
+ * logged capture, the size its pool's previous capture allocated next) on one of four streams, free, record_stream, let a stream's work finish, begin a capture on a stream
  * and route a pool to it, join a side stream to a capture, end a capture and its route (in
  * either order), invalidate a capture, release a pool, empty the cache, change an option
  * (max_split_size, memory_cap), arm a device fault (segment allocation, event creation or
- * record), and read the statistics, a snapshot and a block's info.
+ * record), and read the statistics, a snapshot and a block's info. Captures routed to pools 0
+ * and 1 record their allocation log and replay the previous one of their pool (as a graph's
+ * recapture does; src/alloc/replay.c); those routed to pools 2 and 3 take the usual path.
  *
  * After every operation: recap_memory_check() passes, the live blocks the program holds never
  * overlap, the statistics count exactly those blocks, and every call returned a status its
- * situation allows (e.g. recap_empty_cache refuses only while a capture is routed). At the end
+ * situation allows (e.g. recap_empty_cache refuses only while a capture is routed); at the end
+ * of a logged capture, its log holds one entry of a rounded size per hit or miss. At the end
  * the program releases everything it holds, and the fake device must hold no memory. Any
  * violation aborts with a message, which libFuzzer reports as a crash with the input.
  *
@@ -26,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc/alloc_internal.h"
 #include "device/fake.h"
 #include "fuzz_util.h"
 #include "reset.h"
@@ -34,7 +38,7 @@
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
 
-enum { STREAMS = 4, SLOTS = 64, POOLS = 4, MAX_OPS = 512 };
+enum { STREAMS = 4, SLOTS = 64, POOLS = 4, LOGGED_POOLS = 2, MAX_OPS = 512 };
 
 typedef struct slot {
   char *p;
@@ -58,6 +62,10 @@ static struct {
   recap_pool_id_t pools[POOLS];
   int references[POOLS]; /* pool references this program holds (route_begin minus release) */
   int routes;            /* pools routed now */
+  /* Per logged pool: the log its last capture recorded (replayed by the next) and the one the
+   * next records into. */
+  recap__alloc_log_t logs[LOGGED_POOLS][2];
+  int last_log[LOGGED_POOLS];
   uint64_t next_tag;
   int op_index;
 } st;
@@ -176,11 +184,37 @@ static void check_tag(const slot_t *s) {
   if (a != s->tag || b != s->tag) die("a live block's contents were overwritten", RECAP_SUCCESS);
 }
 
+static int capturing_origin(int stream);
+
+/* The size the capture of stream's next allocation had in its pool's previous capture (an
+ * identical sequence so far, so that the replay is exercised); else one picked by pick_size. */
+static size_t replayed_size(int stream) {
+  int origin = capturing_origin(stream);
+  const capture_t *c = origin >= 0 ? &st.captures[origin] : NULL;
+  size_t pick = pick_size();
+  if (!c || !c->routed || c->pool >= LOGGED_POOLS) return pick;
+  const recap__alloc_log_t *replay = &st.logs[c->pool][st.last_log[c->pool]];
+  const recap__alloc_log_t *record = &st.logs[c->pool][1 - st.last_log[c->pool]];
+  return record->count < replay->count ? replay->v[record->count].size : pick;
+}
+
+static void malloc_into(int i, int stream, size_t size);
+
 static void op_malloc(void) {
   int i = byte() % SLOTS;
   int stream = byte() % STREAMS;
   if (st.slots[i].p) return;
-  size_t size = pick_size();
+  malloc_into(i, stream, pick_size());
+}
+
+static void op_malloc_replayed(void) {
+  int i = byte() % SLOTS;
+  int stream = byte() % STREAMS;
+  if (st.slots[i].p) return;
+  malloc_into(i, stream, replayed_size(stream));
+}
+
+static void malloc_into(int i, int stream, size_t size) {
   void *p = (void *)1;
   recap_status_t s = recap_malloc(&p, size, st.streams[stream]);
   TRACE("malloc slot %d, %zu bytes, stream %d -> %p (%s)", i, size, stream, p,
@@ -207,8 +241,7 @@ static void op_malloc(void) {
     die("recap_block_info disagrees", s);
 }
 
-static void op_free(void) {
-  slot_t *sl = &st.slots[byte() % SLOTS];
+static void free_slot(slot_t *sl) {
   if (!sl->p) return;
   TRACE("free slot %d (%p)", (int)(sl - st.slots), (void *)sl->p);
   check_tag(sl);
@@ -216,6 +249,8 @@ static void op_free(void) {
   if (s != RECAP_SUCCESS) die("recap_free of a live block failed", s);
   memset(sl, 0, sizeof *sl);
 }
+
+static void op_free(void) { free_slot(&st.slots[byte() % SLOTS]); }
 
 static void op_record_stream(void) {
   slot_t *sl = &st.slots[byte() % SLOTS];
@@ -234,11 +269,7 @@ static void op_complete(void) {
   recap__fake_stream_complete(st.streams[stream]);
 }
 
-static void op_capture_begin(void) {
-  int stream = byte() % STREAMS;
-  int pool = byte() % POOLS;
-  uint8_t mode = byte() % 3;
-  if (capturing_origin(stream) >= 0) return;
+static void capture_begin(int stream, int pool, uint8_t mode) {
   TRACE("capture begin on stream %d, mode %d, pool %d", stream, mode, pool);
   if (!recap__fake_capture_begin(st.streams[stream], (recap__capture_mode_t)mode))
     die("the fake refused a capture", RECAP_SUCCESS);
@@ -257,6 +288,79 @@ static void op_capture_begin(void) {
   st.captures[stream].routed = true;
   st.references[pool]++;
   st.routes++;
+  if (pool < LOGGED_POOLS) {
+    recap__alloc_log_t *record = &st.logs[pool][1 - st.last_log[pool]];
+    recap__alloc_log_free(record);
+    int device;
+    s = recap__alloc_current_device(&device);
+    if (s == RECAP_SUCCESS)
+      s = recap__pool_route_set_logs(device, st.pools[pool], record,
+                                     &st.logs[pool][st.last_log[pool]]);
+    if (s != RECAP_SUCCESS) die("recap__pool_route_set_logs failed", s);
+  }
+}
+
+/* Before a logged route ends: every allocation it routed was counted once and logged once,
+ * with a rounded size; the new log is the one the pool's next capture replays. */
+static void end_logged_route(int pool) {
+  if (pool >= LOGGED_POOLS) return;
+  int device;
+  uint64_t hits = 0, misses = 0;
+  recap_status_t s = recap__alloc_current_device(&device);
+  if (s == RECAP_SUCCESS)
+    s = recap__pool_route_replay_stats(device, st.pools[pool], &hits, &misses);
+  if (s != RECAP_SUCCESS) die("recap__pool_route_replay_stats failed", s);
+  const recap__alloc_log_t *record = &st.logs[pool][1 - st.last_log[pool]];
+  if (record->incomplete || hits + misses != record->count)
+    die("a logged route counted other allocations than its log holds", RECAP_SUCCESS);
+  for (size_t i = 0; i < record->count; i++)
+    if (record->v[i].size == 0 || record->v[i].size % sizes.round)
+      die("a log entry has a size that is not rounded", RECAP_SUCCESS);
+  TRACE("logged route of pool %d: %zu allocations, %llu replayed", pool, record->count,
+        (unsigned long long)hits);
+  st.last_log[pool] = 1 - st.last_log[pool];
+}
+
+static void op_capture_begin(void) {
+  int stream = byte() % STREAMS;
+  int pool = byte() % POOLS;
+  uint8_t mode = byte() % 3;
+  if (capturing_origin(stream) >= 0) return;
+  capture_begin(stream, pool, mode);
+}
+
+static void end_capture(int origin, bool route_first);
+
+/* A whole recapture of a logged pool on one stream, as a graph's: begin, allocate the sizes its
+ * previous capture allocated, in order (a few picked ones when it allocated none), free every
+ * other one before the end (intermediates), end, and free the rest too when the input says
+ * so. The next one replays what this one logged, and hits where these blocks are free again. */
+static void op_recapture(void) {
+  int stream = byte() % STREAMS;
+  int pool = byte() % LOGGED_POOLS;
+  uint8_t flags = byte();
+  if (capturing_origin(stream) >= 0) return;
+  capture_begin(stream, pool, RECAP__CAPTURE_MODE_RELAXED);
+  const recap__alloc_log_t *replay = &st.logs[pool][st.last_log[pool]];
+  size_t n = st.captures[stream].routed ? replay->count : 0;
+  size_t count = n ? n : 1 + (size_t)(flags % 6);
+  int held[SLOTS], held_count = 0;
+  for (size_t k = 0; k < count && k < SLOTS; k++) {
+    int i = 0;
+    while (i < SLOTS && st.slots[i].p) i++;
+    if (i == SLOTS) break;
+    size_t size = n ? replay->v[k].size : pick_size();
+    malloc_into(i, stream, size);
+    if (!st.slots[i].p) continue;
+    if (k % 2)
+      free_slot(&st.slots[i]);
+    else
+      held[held_count++] = i;
+    check_invariants();
+  }
+  end_capture(stream, flags & 0x80);
+  if (flags & 0x40)
+    for (int k = 0; k < held_count; k++) free_slot(&st.slots[held[k]]);
 }
 
 static void op_join(void) {
@@ -273,6 +377,7 @@ static void end_capture(int origin, bool route_first) {
   capture_t *c = &st.captures[origin];
   if (!c->active) return;
   TRACE("capture end on stream %d (%s)", origin, route_first ? "route first" : "capture first");
+  if (c->routed) end_logged_route(c->pool);
   if (c->routed && route_first) {
     recap_status_t s = recap_pool_route_end(st.pools[c->pool]);
     if (s != RECAP_SUCCESS) die("recap_pool_route_end failed", s);
@@ -388,10 +493,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   read_sizes();
 
   static void (*const ops[])(
-      void) = {op_malloc,      op_malloc,        op_malloc,     op_free,
-               op_free,        op_record_stream, op_complete,   op_capture_begin,
-               op_join,        op_capture_end,   op_invalidate, op_pool_release,
-               op_empty_cache, op_option,        op_fault,      op_inspect};
+      void) = {op_malloc,        op_malloc,       op_malloc_replayed, op_free,   op_free,
+               op_record_stream, op_complete,     op_capture_begin,   op_join,   op_capture_end,
+               op_invalidate,    op_pool_release, op_empty_cache,     op_option, op_fault,
+               op_inspect,       op_recapture};
   for (st.op_index = 0; st.at < st.size && st.op_index < MAX_OPS; st.op_index++) {
     ops[byte() % (sizeof ops / sizeof ops[0])]();
     check_invariants();
@@ -419,6 +524,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   recap_status_t s = recap_empty_cache();
   if (s != RECAP_SUCCESS) die("recap_empty_cache at the end failed", s);
   check_invariants();
+  for (int i = 0; i < LOGGED_POOLS; i++) {
+    recap__alloc_log_free(&st.logs[i][0]);
+    recap__alloc_log_free(&st.logs[i][1]);
+    st.last_log[i] = 0;
+  }
   if (recap__fake_now().bytes_in_use[0] != 0) {
     fprintf(stderr, "fuzz_alloc: %zu bytes of device memory left\n",
             recap__fake_now().bytes_in_use[0]);
