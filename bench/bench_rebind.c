@@ -16,7 +16,8 @@
  *   (iii) replay: host time of recap_graph_replay and GPU time per replay of an executable
  *         after 1,000 rebinds, and of one after 1,000 updates, against a freshly instantiated one,
  *         for four shapes: a chain of 1,000 kernels, 4 branches of 250 kernels forked and joined
- *         over 4 streams, 32 cuBLAS GEMMs, and 250 memset + kernel pairs.
+ *         over 4 streams, 32 cuBLAS GEMMs, and 250 memset + kernel pairs; and what the update
+ *         policy (max_slowdown 1%) decides and measures over as many recaptures of each shape.
  *
  * Times are host times (the CPU time of the calls) unless named GPU; each figure is the median
  * of batches, and the variants' batches alternate so that drift hits all alike. Every graph's
@@ -661,6 +662,54 @@ static void section_replay(bench_t *b) {
   printf("ratios: rebound / fresh and updated / fresh (1.000: the same speed)\n");
 }
 
+/* The update policy's own answer: a graph recaptured and replayed `changes` times with
+ * max_slowdown 1%: recap times replays after fresh instantiations and after updates, and stops
+ * updating (reason POLICY_SLOWER) when updated replays measure slower. */
+static void section_policy(bench_t *b) {
+  int changes = b->quick ? 100 : 1000;
+  printf(
+      "\n(iii-b) update policy max_slowdown = 1%% (8 replays measured), %d recaptures each "
+      "followed by a replay\n",
+      changes);
+  printf("%-22s %10s %14s %14s %16s %16s\n", "shape", "updates", "instantiated", "(slower)",
+         "fresh replay ms", "updated ms");
+  static const char *const rows[SHAPES] = {"chain", "branches", "cublas", "memsets"};
+  for (int shape = 0; shape < SHAPES; shape++) {
+    void *x1 = shape == 2 ? (void *)b->gemm_a : (void *)b->in_a;
+    void *x2 = shape == 2 ? (void *)b->gemm_b : (void *)b->in_b;
+    shape_arg_t a1 = {shape, x1}, a2 = {shape, x2};
+    recap_graph_t g = capture_with(b, RECAP_REBIND_OFF, enqueue_shape, &a1);
+    recap_update_policy_t policy = RECAP_UPDATE_POLICY_INIT;
+    policy.max_slowdown = 0.01;
+    policy.measure_replays = 8;
+    BENCH_RECAP(recap_graph_set_update_policy(g, &policy));
+    BENCH_RECAP(recap_graph_replay(g, b->stream));
+    for (int i = 0; i < changes; i++) {
+      BENCH_RECAP(recap_graph_recapture_begin(g, b->stream, NULL));
+      enqueue_shape(b, i % 2 ? &a1 : &a2);
+      BENCH_RECAP(recap_graph_capture_end(g));
+      BENCH_RECAP(recap_graph_replay(g, b->stream));
+      /* Keep the launch queue short: the policy reads its timings once the GPU is done. */
+      if (i % 16 == 15) BENCH_CUDA(cudaStreamSynchronize(b->stream));
+    }
+    BENCH_CUDA(cudaStreamSynchronize(b->stream));
+    recap_update_stats_t st;
+    update_stats(g, &st);
+    printf("%-22s %10" PRIu64 " %14" PRIu64 " %14" PRIu64 " %16.4f %16.4f\n", SHAPE_NAMES[shape],
+           st.updates, st.instantiations, st.by_reason[RECAP_UPDATE_REASON_POLICY_SLOWER],
+           st.fresh_replay_ms, st.updated_replay_ms);
+    check(b, st.recaptures == (uint64_t)changes, "every recapture under the policy succeeded");
+    record("policy", rows[shape], "updates", (double)st.updates);
+    record("policy", rows[shape], "instantiations", (double)st.instantiations);
+    record("policy", rows[shape], "policy_slower",
+           (double)st.by_reason[RECAP_UPDATE_REASON_POLICY_SLOWER]);
+    record("policy", rows[shape], "fresh_replay_ms", st.fresh_replay_ms);
+    record("policy", rows[shape], "updated_replay_ms", st.updated_replay_ms);
+    BENCH_RECAP(recap_graph_destroy(g));
+  }
+  printf("(slower): instantiations because updated replays measured more than 1%% slower\n");
+}
+
 /* ==========================================================================================
  * Setup and output
  * ======================================================================================== */
@@ -759,6 +808,8 @@ int main(int argc, char **argv) {
   section_update(&b);
   fflush(stdout);
   section_replay(&b);
+  fflush(stdout);
+  section_policy(&b);
   printf(
       "\n(iv) graphed callables, zero-copy vs copy path: not measured (recap_graphed has no "
       "zero-copy option to compare)\n");
