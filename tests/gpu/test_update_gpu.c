@@ -161,10 +161,14 @@ static void invalidated_recapture_keeps_the_old_graph(void **state) {
   recap_cuda_graph_exec_t exec = exec_of(g);
   OK(recap_graph_recapture_begin(g, s, NULL));
   CUDA_OK(recap_test_add_scalar(y, x, N, 8.0f, s));
-  /* A synchronous copy is illegal in a capture: it invalidates it. */
-  float host = 0;
-  assert_int_not_equal(cudaMemcpy(&host, x, sizeof host, cudaMemcpyDeviceToHost), cudaSuccess);
+  /* cudaMalloc is illegal in a global-mode capture: it invalidates it. */
+  void *raw = NULL;
+  cudaError_t err = cudaMalloc(&raw, 1 * MiB);
   (void)cudaGetLastError();
+  if (err == cudaSuccess) {
+    cudaFree(raw);
+    fail_msg("the illegal call succeeded inside a global-mode capture");
+  }
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
   recap_graph_state_t gs;
   OK(recap_graph_state(g, &gs));
