@@ -86,6 +86,10 @@ void bench_fail_recap(recap_status_t status, const char *call, const char *file,
 /* kernels.cu: one thread adds 1 to *counter. The launch's error is returned (cudaGetLastError),
  * so a failed launch is seen at once, in eager runs and during capture alike. */
 cudaError_t bench_launch_increment(cudaStream_t stream, int *counter);
+/* One thread adds value to *counter: a kernel with a scalar parameter. */
+cudaError_t bench_launch_add_value(cudaStream_t stream, int *counter, int value);
+/* One thread adds *input to *counter: a kernel that reads a buffer (a rebind's site). */
+cudaError_t bench_launch_add_from(cudaStream_t stream, int *counter, const int *input);
 
 #ifdef __cplusplus
 }

@@ -84,7 +84,9 @@ typedef struct bim_fixture {
   recap_buffer_t inputs[1], grad_outputs[1];
   recap_graph_info_t info;       /* an empty info, for recap_graph_info_json */
   recap_graph_info_t *heap_info; /* one recap_graph_info_free may take */
-  recap_rebind_t rebinds[1];     /* a move of block to floats */
+  recap_update_policy_t update_policy;
+  recap_update_stats_t update_stats;
+  recap_rebind_t rebinds[1]; /* a move of block to floats */
   recap_rebind_site_t rebind_sites[1];
 
   /* What calls hand back; everything here is released at the end of a case. */
@@ -158,6 +160,8 @@ static void bim_setup(bim_fixture_t *f) {
   f->path = "bad_input.dot";
   f->pool = recap_pool_handle();
   f->capture_options = (recap_capture_options_t)RECAP_CAPTURE_OPTIONS_INIT;
+  f->update_policy = (recap_update_policy_t)RECAP_UPDATE_POLICY_INIT;
+  f->update_stats = (recap_update_stats_t)RECAP_UPDATE_STATS_INIT;
   f->scope_options = (recap_scope_options_t)RECAP_SCOPE_OPTIONS_INIT;
   f->graphed_options = (recap_graphed_options_t)RECAP_GRAPHED_OPTIONS_INIT;
   static const int requires_grad[1] = {1};
@@ -647,6 +651,28 @@ static int st_check_inputs_without_liveness(bim_fixture_t *f) {
   return recap_graph_check_inputs(f->graph);
 }
 
+static int st_recapture_of_a_fresh_graph(bim_fixture_t *f) {
+  return recap_graph_recapture_begin(f->graph, f->stream, NULL);
+}
+static int st_replay_during_recapture(bim_fixture_t *f) {
+  captured(f->graph, f->stream);
+  MUST(recap_graph_recapture_begin(f->graph, f->stream, NULL));
+  return recap_graph_replay(f->graph, f->stream2);
+}
+static int st_recapture_into_another_pool(bim_fixture_t *f) {
+  captured(f->graph, f->stream);
+  f->capture_options.pool = f->pool;
+  return recap_graph_recapture_begin(f->graph, f->stream, &f->capture_options);
+}
+static int st_update_policy_negative_slowdown(bim_fixture_t *f) {
+  f->update_policy.max_slowdown = -1;
+  return recap_graph_set_update_policy(f->graph, &f->update_policy);
+}
+static int st_update_stats_bad_size(bim_fixture_t *f) {
+  f->update_stats.size = 1;
+  return recap_graph_update_stats(f->graph, &f->update_stats);
+}
+
 #define STATE(fn, name, status) \
   { #name, #fn, BIM_state, RECAP_##status, st_##name, NULL }
 #define STATE_MSG(fn, name, status, needle) \
@@ -695,6 +721,15 @@ static const bim_case_t bim_state_cases[] = {
               "options->capture.size"),
     STATE(recap_capture_scope_begin, scope_options_bad_capture_mode, ERROR_INVALID_ARGUMENT),
     STATE(recap_empty_cache, empty_cache_during_capture, ERROR_INVALID_USAGE),
+    STATE_MSG(recap_graph_recapture_begin, recapture_of_a_fresh_graph, ERROR_INVALID_USAGE,
+              "holds no capture to replace"),
+    STATE_MSG(recap_graph_replay, replay_during_recapture, ERROR_INVALID_USAGE, "being recaptured"),
+    STATE_MSG(recap_graph_recapture_begin, recapture_into_another_pool, ERROR_INVALID_ARGUMENT,
+              "not the graph's pool"),
+    STATE_MSG(recap_graph_set_update_policy, update_policy_negative_slowdown,
+              ERROR_INVALID_ARGUMENT, "max_slowdown"),
+    STATE_MSG(recap_graph_update_stats, update_stats_bad_size, ERROR_INVALID_ARGUMENT,
+              "RECAP_UPDATE_STATS_INIT"),
     STATE_MSG(recap_graph_destroy, destroy_from_another_thread_during_capture, ERROR_BUSY,
               "WrongThread"),
     STATE_MSG(recap_graph_reset, reset_from_another_thread_during_capture, ERROR_INVALID_USAGE,

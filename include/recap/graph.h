@@ -110,10 +110,12 @@ RECAP_API recap_status_t recap_graph_destroy(recap_graph_t graph);
 /* Begin capturing the work enqueued on stream (and on streams joined to it by events).
  * options NULL means RECAP_CAPTURE_OPTIONS_INIT. Errors: the legacy default stream
  * (RECAP_ERROR_INVALID_USAGE: capture on a stream you created), a stream already capturing, a
- * graph already captured or capturing (reset it first). */
+ * graph already captured or capturing (reset it first, or capture it again in place with
+ * recap_graph_recapture_begin, recap/update.h). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_capture_begin(
     recap_graph_t graph, recap_stream_t stream, const recap_capture_options_t *options);
-/* End the graph's capture, on the stream it began on (the graph knows it). Unless the graph was
+/* End the graph's capture, on the stream it began on (the graph knows it); the end of a
+ * recapture (recap_graph_recapture_begin) is described in recap/update.h. Unless the graph was
  * created with KEEP, this instantiates the executable (auto-free-on-launch, node priorities)
  * and drops the template. An empty capture warns through the log. A graph that is not
  * capturing is RECAP_ERROR_INVALID_USAGE. A capture in global or thread-local mode is ended by

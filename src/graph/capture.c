@@ -1,17 +1,55 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * capture.c — recap_graph_capture_begin: the caller's options, then the graph's capture
- * (graph.c), then the layers that act from the capture's first moment (input liveness,
- * liveness.c; rebinding, rebind.c).
+ * capture.c — the entry points of a capture: recap_graph_capture_begin and
+ * recap_graph_recapture_begin (the caller's options, then the graph's capture in graph.c, then
+ * the layers that act from the capture's first moment: input liveness, liveness.c; rebinding,
+ * rebind.c), and recap_graph_capture_end, which ends a first capture in graph.c and a recapture
+ * in update.c.
  *
  * Why a file of its own: the input-liveness option must refuse a capture before it begins and
- * attach its hooks as soon as it has begun, so the entry point calls both graph.c and
- * liveness.c. Here, above both, it keeps every call pointing down the layers: graph.c knows no
- * debug aid, and liveness.c reaches graphs only through graph.c's hooks.
+ * attach its hooks as soon as it has begun, so the entry points call both graph.c and
+ * liveness.c; and a recapture's end (update.c) builds on graph.c. Here, above them all, every
+ * call keeps pointing down the layers: graph.c knows no debug aid and no recapture, and
+ * liveness.c reaches graphs only through graph.c's hooks.
  */
 #include "core/args.h"
 #include "core/error.h"
 #include "graph/graph_internal.h"
+
+/* Begin graph's capture with opts (copied and checked by the caller): graph.c's checks and
+ * start, then the layers that act from the capture's first moment. A recapture sets the capture
+ * it replaces aside first, and gets it back when the recapture cannot begin. */
+static recap_status_t begin(recap_graph_t graph, recap_stream_t stream,
+                            const recap_capture_options_t *opts, bool recapture) {
+  RECAP__ARG(opts->rebind >= RECAP_REBIND_OFF && opts->rebind <= RECAP_REBIND_DECLARED,
+             "%s: options->rebind %d is not one of RECAP_REBIND_OFF, RECAP_REBIND_AUTO, "
+             "RECAP_REBIND_DECLARED",
+             recapture ? "recap_graph_recapture_begin" : "recap_graph_capture_begin",
+             (int)opts->rebind);
+  RECAP__CHECK(recap__graph_capture_check(graph, stream, opts, recapture));
+  /* Refused before anything starts when the device cannot read what a graph reads. */
+  if (opts->check_input_liveness) RECAP__CHECK(recap__liveness_probe());
+  if (recapture) recap__recapture_set_aside(graph);
+  recap_status_t s = recap__graph_capture_start(graph, stream, opts);
+  if (s != RECAP_SUCCESS) {
+    if (recapture) recap__recapture_put_back(graph);
+    return s;
+  }
+  if (opts->check_input_liveness) s = recap__liveness_attach(graph);
+  if (s == RECAP_SUCCESS && opts->rebind != RECAP_REBIND_OFF)
+    s = recap__rebind_attach(graph, opts->rebind);
+  if (s == RECAP_SUCCESS) return s;
+  /* Out of host memory: abandon the capture, keeping the cause (and, for audits, the pool's
+   * id, as any capture that failed once it began does); a recapture leaves the graph with the
+   * capture it was to replace. */
+  recap__saved_error_t saved;
+  recap__error_save(&saved);
+  if (recapture)
+    recap__recapture_abandon(graph);
+  else
+    recap__graph_abandon(graph);
+  return recap__error_restore(&saved);
+}
 
 recap_status_t recap_graph_capture_begin(recap_graph_t graph, recap_stream_t stream,
                                          const recap_capture_options_t *options) {
@@ -19,25 +57,32 @@ recap_status_t recap_graph_capture_begin(recap_graph_t graph, recap_stream_t str
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
   RECAP__CHECK(RECAP__OPTIONS_COPY(&opts, options, recap_capture_options_t, mode,
                                    "recap_graph_capture_begin", "RECAP_CAPTURE_OPTIONS_INIT"));
-  RECAP__ARG(opts.rebind >= RECAP_REBIND_OFF && opts.rebind <= RECAP_REBIND_DECLARED,
-             "recap_graph_capture_begin: options->rebind %d is not one of RECAP_REBIND_OFF, "
-             "RECAP_REBIND_AUTO, RECAP_REBIND_DECLARED",
-             (int)opts.rebind);
-  RECAP__CHECK(recap__graph_capture_check(graph, stream, &opts));
-  /* Refused before anything starts when the device cannot read what a graph reads. */
-  if (opts.check_input_liveness) RECAP__CHECK(recap__liveness_probe());
-  RECAP__CHECK(recap__graph_capture_start(graph, stream, &opts));
-  recap_status_t s = RECAP_SUCCESS;
-  if (opts.check_input_liveness) s = recap__liveness_attach(graph);
-  if (s == RECAP_SUCCESS && opts.rebind != RECAP_REBIND_OFF)
-    s = recap__rebind_attach(graph, opts.rebind);
-  if (s != RECAP_SUCCESS) {
-    /* Out of host memory: abandon the capture, keeping the cause (and, for audits, the pool's
-     * id, as any capture that failed once it began does). */
-    recap__saved_error_t saved;
-    recap__error_save(&saved);
-    recap__graph_abandon(graph);
-    return recap__error_restore(&saved);
+  return begin(graph, stream, &opts, false);
+}
+
+recap_status_t recap_graph_recapture_begin(recap_graph_t graph, recap_stream_t stream,
+                                           const recap_capture_options_t *options) {
+  RECAP__CHECK(recap__graph_check(graph, "recap_graph_recapture_begin"));
+  /* The last capture's options, or the caller's whole; the pool is always the graph's. */
+  recap_capture_options_t opts = graph->options;
+  if (options) {
+    opts = (recap_capture_options_t)RECAP_CAPTURE_OPTIONS_INIT;
+    RECAP__CHECK(RECAP__OPTIONS_COPY(&opts, options, recap_capture_options_t, mode,
+                                     "recap_graph_recapture_begin", "RECAP_CAPTURE_OPTIONS_INIT"));
+    RECAP__ARG(recap_pool_is_default(opts.pool) || !graph->pool_known ||
+                   recap__pool_id_equal(opts.pool, graph->pool),
+               "recap_graph_recapture_begin: options->pool is not the graph's pool; a recapture "
+               "uses the pool of the capture it replaces (leave options->pool {0,0})");
   }
-  return RECAP_SUCCESS;
+  opts.pool = graph->pool;
+  return begin(graph, stream, &opts, true);
+}
+
+recap_status_t recap_graph_capture_end(recap_graph_t graph) {
+  RECAP__CHECK(recap__graph_check(graph, "recap_graph_capture_end"));
+  if (graph->state != RECAP__GRAPH_CAPTURING)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_graph_capture_end: no capture is under way on this graph "
+                        "(call recap_graph_capture_begin first)");
+  return graph->old.active ? recap__recapture_end(graph) : recap__graph_capture_end(graph);
 }

@@ -53,6 +53,8 @@ recap_status_t recap_graph_create(recap_graph_t *graph, unsigned flags) {
   if (!g) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graph_create: out of host memory");
   g->magic = RECAP__GRAPH_MAGIC;
   g->flags = flags;
+  g->options = (recap_capture_options_t)RECAP_CAPTURE_OPTIONS_INIT;
+  recap__update_init(&g->update);
   *graph = g;
   return RECAP_SUCCESS;
 }
@@ -98,10 +100,10 @@ void *recap__graph_hook_ctx(recap_graph_t g, const recap__graph_hooks_t *hooks) 
   return ctx;
 }
 
-static recap_status_t hooks_captured(recap_graph_t g) {
+recap_status_t recap__graph_hooks_captured(recap_graph_t g, recap_cuda_graph_t template_graph) {
   for (size_t i = 0; i < g->hook_count; i++)
     if (g->hooks[i].hooks->captured)
-      RECAP__CHECK(g->hooks[i].hooks->captured(g->hooks[i].ctx, g, g->template_graph));
+      RECAP__CHECK(g->hooks[i].hooks->captured(g->hooks[i].ctx, g, template_graph));
   return RECAP_SUCCESS;
 }
 
@@ -112,7 +114,7 @@ recap_status_t recap__graph_sync_template(recap_graph_t g) {
   return RECAP_SUCCESS;
 }
 
-static void hooks_capture_ended(recap_graph_t g, bool succeeded) {
+void recap__graph_hooks_capture_ended(recap_graph_t g, bool succeeded) {
   for (size_t i = 0; i < g->hook_count; i++)
     if (g->hooks[i].hooks->capture_ended)
       g->hooks[i].hooks->capture_ended(g->hooks[i].ctx, g, succeeded);
@@ -125,16 +127,31 @@ static void hooks_replay_failed(recap_graph_t g, size_t prepared) {
     if (g->hooks[i].hooks->replay_failed) g->hooks[i].hooks->replay_failed(g->hooks[i].ctx, g);
 }
 
-static void hooks_release(recap_graph_t g) {
-  for (size_t i = 0; i < g->hook_count; i++)
-    if (g->hooks[i].hooks->release) g->hooks[i].hooks->release(g->hooks[i].ctx, g);
-  recap__host_free(g->hooks);
+static void release_hook_entries(recap_graph_t g, recap__graph_hook_entry_t *entries,
+                                 size_t count) {
+  for (size_t i = 0; i < count; i++)
+    if (entries[i].hooks->release) entries[i].hooks->release(entries[i].ctx, g);
+  recap__host_free(entries);
+}
+
+void recap__graph_hooks_release(recap_graph_t g) {
+  release_hook_entries(g, g->hooks, g->hook_count);
   g->hooks = NULL;
   g->hook_count = g->hook_capacity = 0;
 }
 
+void recap__graph_hooks_release_old(recap_graph_t g) {
+  release_hook_entries(g, g->old.hooks, g->old.hook_count);
+  g->old.hooks = NULL;
+  g->old.hook_count = g->old.hook_capacity = 0;
+}
+
+bool recap__graph_drops_template(recap_graph_t g) {
+  return !(g->flags & RECAP_GRAPH_KEEP) && !g->keep_template;
+}
+
 /* Stop routing and forget the capture in the registry. */
-static void close_capture_bookkeeping(recap_graph_t g) {
+void recap__graph_close_capture(recap_graph_t g) {
   recap__pool_route_end(g->device, g->pool);
   recap__registry_remove(g->capture_id);
   g->capture_stream = NULL;
@@ -167,10 +184,20 @@ static recap_status_t reset_graph(recap_graph_t graph, bool forget_pool) {
     s = dev->stream_end_capture(graph->capture_stream, &abandoned);
     if (s == RECAP_ERROR_INVALID_USAGE) return s;
     if (s == RECAP_SUCCESS && abandoned) dev->graph_destroy(abandoned);
-    close_capture_bookkeeping(graph);
-    hooks_capture_ended(graph, false);
+    recap__graph_close_capture(graph);
+    recap__graph_hooks_capture_ended(graph, false);
   }
-  hooks_release(graph);
+  recap__graph_hooks_release(graph);
+  if (graph->old.active) {
+    /* A recapture was under way: what it set aside goes too, and the second pool reference
+     * its route took. */
+    recap__graph_hooks_release_old(graph);
+    recap__pool_release(graph->device, graph->pool);
+    graph->old.active = false;
+  }
+  recap__alloc_log_free(&graph->alloc_log);
+  recap__alloc_log_free(&graph->alloc_log_next);
+  recap__update_forget(&graph->update);
   if (graph->exec) keep_first_failure(dev->graph_exec_destroy(graph->exec), &result, &saved);
   if (graph->template_graph)
     keep_first_failure(dev->graph_destroy(graph->template_graph), &result, &saved);
@@ -210,6 +237,7 @@ recap_status_t recap_graph_destroy(recap_graph_t graph) {
                         "ended from this thread (%s); end it in the capturing thread first",
                         cause.message);
   }
+  recap__update_free(&graph->update);
   graph->magic = 0;
   recap__host_free(graph);
   return s;
@@ -223,7 +251,8 @@ static const char *state_advice(recap__graph_state_t state) {
   switch (state) {
     case RECAP__GRAPH_CAPTURING: return "a capture is already under way on this graph";
     case RECAP__GRAPH_CAPTURED:
-      return "this graph already holds a capture; call recap_graph_reset() to capture again";
+      return "this graph already holds a capture; call recap_graph_recapture_begin() to capture "
+             "it again in place, or recap_graph_reset() to start afresh";
     case RECAP__GRAPH_EAGER:
       return "this graph ran a capture scope eagerly (graphs disabled); reset it first";
     case RECAP__GRAPH_FRESH: break;
@@ -231,21 +260,39 @@ static const char *state_advice(recap__graph_state_t state) {
   return "";
 }
 
+/* Why a graph in `state` cannot be recaptured. */
+static const char *recapture_advice(recap__graph_state_t state) {
+  switch (state) {
+    case RECAP__GRAPH_CAPTURING: return "a capture is already under way on this graph";
+    case RECAP__GRAPH_FRESH:
+      return "the graph holds no capture to replace; capture it first with "
+             "recap_graph_capture_begin";
+    case RECAP__GRAPH_EAGER:
+      return "this graph ran a capture scope eagerly (graphs disabled); reset it and capture it "
+             "with recap_graph_capture_begin";
+    case RECAP__GRAPH_CAPTURED: break;
+  }
+  return "";
+}
+
 recap_status_t recap__graph_capture_check(recap_graph_t graph, recap_stream_t stream,
-                                          const recap_capture_options_t *opts) {
+                                          const recap_capture_options_t *opts, bool recapture) {
+  const char *function = recapture ? "recap_graph_recapture_begin" : "recap_graph_capture_begin";
   RECAP__ARG(opts->mode >= RECAP_CAPTURE_MODE_GLOBAL && opts->mode <= RECAP_CAPTURE_MODE_RELAXED,
-             "recap_graph_capture_begin: capture mode %d is not one of GLOBAL, THREAD_LOCAL, "
-             "RELAXED",
+             "%s: capture mode %d is not one of GLOBAL, THREAD_LOCAL, RELAXED", function,
              (int)opts->mode);
-  if (graph->state != RECAP__GRAPH_FRESH)
-    return recap__error(RECAP_ERROR_INVALID_USAGE, "recap_graph_capture_begin: %s",
-                        state_advice(graph->state));
+  if (!recapture && graph->state != RECAP__GRAPH_FRESH)
+    return recap__error(RECAP_ERROR_INVALID_USAGE, "%s: %s", function, state_advice(graph->state));
+  if (recapture && graph->state != RECAP__GRAPH_CAPTURED)
+    return recap__error(RECAP_ERROR_INVALID_USAGE, "%s: %s", function,
+                        recapture_advice(graph->state));
   if (stream == NULL)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
-                        "recap_graph_capture_begin: cannot capture on the legacy default stream; "
+                        "%s: cannot capture on the legacy default stream; "
                         "capture on a stream you created (cudaStreamCreateWithFlags(&s, "
                         "cudaStreamNonBlocking)), or use recap_capture_scope_begin, which "
-                        "provides one. Replaying on the default stream is fine");
+                        "provides one. Replaying on the default stream is fine",
+                        function);
   return RECAP_SUCCESS;
 }
 
@@ -286,7 +333,13 @@ recap_status_t recap__graph_capture_start(recap_graph_t graph, recap_stream_t st
    * that exists (if pending) holds that work back. A pool another capture uses is refused here,
    * before anything began. */
   RECAP__CHECK(recap__pool_route_reserve(device, pool));
-  recap_status_t s = dev->stream_begin_capture(stream, (recap__capture_mode_t)opts->mode);
+  /* The route records what this capture allocates; a recapture replays what the capture it
+   * replaces allocated, so that the same sequence gets the same addresses. */
+  recap__alloc_log_free(&graph->alloc_log_next);
+  recap_status_t s = recap__pool_route_set_logs(device, pool, &graph->alloc_log_next,
+                                                graph->old.active ? &graph->alloc_log : NULL);
+  if (s != RECAP_SUCCESS) return abandon_start(graph, s, false, stream, device, pool);
+  s = dev->stream_begin_capture(stream, (recap__capture_mode_t)opts->mode);
   if (s != RECAP_SUCCESS) return abandon_start(graph, s, false, stream, device, pool);
   recap__capture_status_t status;
   uint64_t id = 0;
@@ -309,6 +362,8 @@ recap_status_t recap__graph_capture_start(recap_graph_t graph, recap_stream_t st
   graph->pool_known = true;
   graph->capture_stream = stream;
   graph->capture_id = id;
+  graph->options = *opts;
+  graph->options.pool = pool;
   graph->state = RECAP__GRAPH_CAPTURING;
   return RECAP_SUCCESS;
 }
@@ -321,7 +376,9 @@ static recap_status_t instantiate(recap_graph_t g) {
     RECAP__CHECK(dev->graph_exec_destroy(g->exec));
     g->exec = NULL;
   }
-  return dev->graph_instantiate(&g->exec, g->template_graph);
+  RECAP__CHECK(dev->graph_instantiate(&g->exec, g->template_graph));
+  recap__update_fresh(&g->update);
+  return RECAP_SUCCESS;
 }
 
 /* A capture that came to nothing, with status as the reason: the template (if any), the
@@ -332,9 +389,10 @@ static recap_status_t drop_capture(recap_graph_t graph, recap_status_t status) {
   recap__saved_error_t cause;
   recap__error_save(&cause);
   /* The layers first: their state may refer to the template (a patch plan's node handles). */
-  hooks_release(graph);
+  recap__graph_hooks_release(graph);
   if (graph->template_graph) recap__device()->graph_destroy(graph->template_graph);
   graph->template_graph = NULL;
+  recap__alloc_log_free(&graph->alloc_log_next);
   release_pool(graph);
   graph->state = RECAP__GRAPH_FRESH;
   graph->node_count = 0;
@@ -344,12 +402,7 @@ static recap_status_t drop_capture(recap_graph_t graph, recap_status_t status) {
   return status;
 }
 
-recap_status_t recap_graph_capture_end(recap_graph_t graph) {
-  RECAP__CHECK(recap__graph_check(graph, "recap_graph_capture_end"));
-  if (graph->state != RECAP__GRAPH_CAPTURING)
-    return recap__error(RECAP_ERROR_INVALID_USAGE,
-                        "recap_graph_capture_end: no capture is under way on this graph "
-                        "(call recap_graph_capture_begin first)");
+recap_status_t recap__graph_capture_end(recap_graph_t graph) {
   const recap__device_ops_t *dev = recap__device();
   recap_cuda_graph_t template_graph = NULL;
   recap_status_t s = dev->stream_end_capture(graph->capture_stream, &template_graph);
@@ -362,13 +415,13 @@ recap_status_t recap_graph_capture_end(recap_graph_t graph) {
      * the route records the events held back during the capture, which may fail). */
     recap__saved_error_t cause;
     recap__error_save(&cause);
-    close_capture_bookkeeping(graph);
-    hooks_capture_ended(graph, false);
+    recap__graph_close_capture(graph);
+    recap__graph_hooks_capture_ended(graph, false);
     recap__error_restore(&cause);
     return drop_capture(graph, s);
   }
-  close_capture_bookkeeping(graph);
-  hooks_capture_ended(graph, true);
+  recap__graph_close_capture(graph);
+  recap__graph_hooks_capture_ended(graph, true);
   graph->template_graph = template_graph;
   size_t nodes = 0;
   if (dev->graph_node_count(template_graph, &nodes) == RECAP_SUCCESS) graph->node_count = nodes;
@@ -379,12 +432,19 @@ recap_status_t recap_graph_capture_end(recap_graph_t graph) {
   graph->state = RECAP__GRAPH_CAPTURED;
   /* A layer that cannot take in what was captured (input liveness: the pointer scan failed)
    * throws the capture away, as a failed instantiation does. */
-  if ((s = hooks_captured(graph)) != RECAP_SUCCESS) return drop_capture(graph, s);
-  if (graph->flags & RECAP_GRAPH_KEEP) return RECAP_SUCCESS;
-  if ((s = instantiate(graph)) != RECAP_SUCCESS) return drop_capture(graph, s);
-  if (graph->keep_template) return RECAP_SUCCESS;
-  dev->graph_destroy(graph->template_graph);
-  graph->template_graph = NULL;
+  if ((s = recap__graph_hooks_captured(graph, graph->template_graph)) != RECAP_SUCCESS)
+    return drop_capture(graph, s);
+  if (!(graph->flags & RECAP_GRAPH_KEEP)) {
+    if ((s = instantiate(graph)) != RECAP_SUCCESS) return drop_capture(graph, s);
+    if (recap__graph_drops_template(graph)) {
+      dev->graph_destroy(graph->template_graph);
+      graph->template_graph = NULL;
+    }
+  }
+  /* What this capture allocated is what a recapture replays. */
+  recap__alloc_log_free(&graph->alloc_log);
+  graph->alloc_log = graph->alloc_log_next;
+  memset(&graph->alloc_log_next, 0, sizeof graph->alloc_log_next);
   return RECAP_SUCCESS;
 }
 
@@ -405,6 +465,10 @@ recap_status_t recap_graph_instantiate(recap_graph_t graph) {
 recap_status_t recap_graph_replay(recap_graph_t graph, recap_stream_t stream) {
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_replay"));
   if (graph->state != RECAP__GRAPH_CAPTURED) {
+    if (graph->old.active)
+      return recap__error(RECAP_ERROR_INVALID_USAGE,
+                          "recap_graph_replay: the graph is being recaptured; its executable can "
+                          "be replayed again once recap_graph_capture_end ended the recapture");
     if (graph->state == RECAP__GRAPH_EAGER)
       return recap__error(RECAP_ERROR_INVALID_USAGE,
                           "recap_graph_replay: graphs are disabled (RECAP_DISABLE_GRAPHS=1), so "
@@ -425,7 +489,11 @@ recap_status_t recap_graph_replay(recap_graph_t graph, recap_stream_t stream) {
     if (h->hooks->before_replay) s = h->hooks->before_replay(h->ctx, graph, stream);
     if (s != RECAP_SUCCESS) break;
   }
-  if (s == RECAP_SUCCESS) s = recap__device()->graph_launch(graph->exec, stream);
+  /* While the update policy measures, its launch times the replays; otherwise a plain one. */
+  if (s == RECAP_SUCCESS)
+    s = recap__update_measuring(&graph->update)
+            ? recap__update_launch(&graph->update, graph->exec, stream)
+            : recap__device()->graph_launch(graph->exec, stream);
   if (s != RECAP_SUCCESS) hooks_replay_failed(graph, prepared);
   return s;
 }

@@ -10,7 +10,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "alloc/alloc_internal.h"
 #include "device/device.h"
+#include "graph/update_internal.h"
 #include "recap.h"
 #include "recap/graph.h"
 #include "recap/inspect.h"
@@ -99,6 +101,23 @@ struct recap_graph {
   uint64_t rebinds, sites_patched; /* recap_graph_rebind calls that succeeded, sites changed */
   recap__graph_hook_entry_t *hooks;
   size_t hook_count, hook_capacity;
+  /* The options of the last capture begun, its pool resolved: a recapture's defaults. */
+  recap_capture_options_t options;
+  /* What the capture the graph holds allocated through its pool's route, in order (a
+   * recapture replays it), and what the capture under way allocates. */
+  recap__alloc_log_t alloc_log, alloc_log_next;
+  /* While a recapture runs (recap_graph_recapture_begin to capture_end): what the capture it
+   * replaces keeps until the new one succeeds. The route of the recapture holds a second
+   * reference to the pool, given back at its end. */
+  struct {
+    bool active;
+    recap__graph_hook_entry_t *hooks;
+    size_t hook_count, hook_capacity;
+    size_t node_count;
+    recap_capture_options_t options;
+    bool keep_template;
+  } old;
+  recap__update_t update; /* the update policy, its counters and measurements */
 };
 
 /* Attach hooks with ctx to a graph whose capture is under way. */
@@ -124,12 +143,41 @@ recap_status_t recap__rebind_attach(recap_graph_t graph, recap_rebind_mode_t mod
 recap_status_t recap__graph_sync_template(recap_graph_t graph);
 
 /* The two halves of recap_graph_capture_begin that graph.c owns, for capture.c: the checks of
- * the mode, the graph's state and the stream, and then beginning the capture (the CUDA capture,
- * the allocator's route and the registry entry). */
+ * the mode, the graph's state (fresh; for a recapture, holding a capture) and the stream, and
+ * then beginning the capture (the CUDA capture, the allocator's route with its logs, the
+ * registry entry). A recapture (graph->old.active) replays the held capture's allocation log
+ * and takes a second pool reference, and its failure leaves graph->old as it was. */
 recap_status_t recap__graph_capture_check(recap_graph_t graph, recap_stream_t stream,
-                                          const recap_capture_options_t *opts);
+                                          const recap_capture_options_t *opts, bool recapture);
 recap_status_t recap__graph_capture_start(recap_graph_t graph, recap_stream_t stream,
                                           const recap_capture_options_t *opts);
+
+/* recap_graph_capture_end of a first capture (capture.c sends recaptures to update.c). */
+recap_status_t recap__graph_capture_end(recap_graph_t graph);
+
+/* The pieces of a capture's end that a recapture's end (update.c) shares with graph.c: stop
+ * routing and forget the capture in the registry; the layers' hooks (ended, captured,
+ * released: the last frees the hooks array). */
+void recap__graph_close_capture(recap_graph_t graph);
+void recap__graph_hooks_capture_ended(recap_graph_t graph, bool succeeded);
+recap_status_t recap__graph_hooks_captured(recap_graph_t graph, recap_cuda_graph_t template_graph);
+void recap__graph_hooks_release(recap_graph_t graph);
+/* The same for the hooks a recapture set aside (graph->old). */
+void recap__graph_hooks_release_old(recap_graph_t graph);
+
+/* Whether graph drops its template once it has an executable (not KEEP, not kept for
+ * rebinding). */
+bool recap__graph_drops_template(recap_graph_t graph);
+
+/* Recaptures (update.c), for capture.c: set the held capture aside before its recapture
+ * begins; put it back when the recapture's start failed (recap__graph_capture_start undid
+ * itself); abandon a recapture that began (its CUDA capture is ended and thrown away, the old
+ * capture is back; the last error stays the caller's); and end a recapture
+ * (recap_graph_capture_end). */
+void recap__recapture_set_aside(recap_graph_t graph);
+void recap__recapture_put_back(recap_graph_t graph);
+void recap__recapture_abandon(recap_graph_t graph);
+recap_status_t recap__recapture_end(recap_graph_t graph);
 
 /* Reset the graph (recap_graph_reset) but remember the pool of the capture it abandons, as a
  * failed capture does: for capture_begin's own failures once the capture began. */

@@ -1,0 +1,198 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * update.c — recapturing a graph in place (recap/update.h): the held capture is set aside while
+ * the new one runs, and the new template then updates the executable (cudaGraphExecUpdate) or
+ * replaces it with a fresh instantiation, per the graph's policy (update_policy.c).
+ *
+ * The rule that shapes this file: a recapture that fails leaves the graph exactly as it was. So
+ * nothing of the old capture is touched until the new one has fully succeeded: the old hooks
+ * (random numbers, input liveness, annotations, rebinding) wait in graph->old while the new
+ * capture attaches its own; the old executable stays in graph->exec while the new template is
+ * applied to it (an update that the driver refuses leaves it unchanged) or a new executable is
+ * instantiated beside it; the old allocation log stays while the new one records. Only then,
+ * with nothing left that can fail, does the old go: hooks released, template destroyed, the
+ * old executable destroyed if a new one replaced it, and the route's second pool reference
+ * given back.
+ */
+#include <math.h>
+#include <stddef.h>
+#include <string.h>
+
+#include "core/args.h"
+#include "core/error.h"
+#include "graph/graph_internal.h"
+
+/* ------------------------------------------------------------------------------------------
+ * Set aside, put back
+ * ---------------------------------------------------------------------------------------- */
+
+void recap__recapture_set_aside(recap_graph_t g) {
+  g->old.active = true;
+  g->old.hooks = g->hooks;
+  g->old.hook_count = g->hook_count;
+  g->old.hook_capacity = g->hook_capacity;
+  g->old.node_count = g->node_count;
+  g->old.options = g->options;
+  g->old.keep_template = g->keep_template;
+  g->hooks = NULL;
+  g->hook_count = g->hook_capacity = 0;
+  g->keep_template = false; /* the recapture's layers say again whether they need it */
+}
+
+void recap__recapture_put_back(recap_graph_t g) {
+  recap__graph_hooks_release(g); /* what the recapture attached */
+  g->hooks = g->old.hooks;
+  g->hook_count = g->old.hook_count;
+  g->hook_capacity = g->old.hook_capacity;
+  g->node_count = g->old.node_count;
+  g->options = g->old.options;
+  g->keep_template = g->old.keep_template;
+  g->old.hooks = NULL;
+  g->old.hook_count = g->old.hook_capacity = 0;
+  g->old.active = false;
+  recap__alloc_log_free(&g->alloc_log_next);
+  g->state = RECAP__GRAPH_CAPTURED;
+}
+
+/* A recapture whose capture ended (or was abandoned) failed with status: its template (if
+ * any) goes, the old capture comes back, and the route's second pool reference is given back.
+ * status and its message stay the last error. */
+static recap_status_t give_back(recap_graph_t g, recap_status_t status,
+                                recap_cuda_graph_t new_template) {
+  recap__saved_error_t cause;
+  recap__error_save(&cause);
+  /* The recapture's layers go before its template: their state may refer to it. */
+  recap__recapture_put_back(g);
+  if (new_template) recap__device()->graph_destroy(new_template);
+  recap__pool_release(g->device, g->pool);
+  recap__error_restore(&cause);
+  return status;
+}
+
+void recap__recapture_abandon(recap_graph_t g) {
+  recap__saved_error_t cause;
+  recap__error_save(&cause);
+  recap_cuda_graph_t abandoned = NULL;
+  if (recap__device()->stream_end_capture(g->capture_stream, &abandoned) != RECAP_SUCCESS)
+    abandoned = NULL;
+  recap__graph_close_capture(g);
+  recap__graph_hooks_capture_ended(g, false);
+  recap__error_restore(&cause);
+  give_back(g, recap_last_status(), abandoned);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The end of a recapture
+ * ---------------------------------------------------------------------------------------- */
+
+recap_status_t recap__recapture_end(recap_graph_t g) {
+  const recap__device_ops_t *dev = recap__device();
+  recap_cuda_graph_t template_graph = NULL;
+  recap_status_t s = dev->stream_end_capture(g->capture_stream, &template_graph);
+  /* Misuse (ending from another thread) leaves the capture running, as for a first capture. */
+  if (s == RECAP_ERROR_INVALID_USAGE) return s;
+  /* The allocator's counts of the replayed addresses, read before the route ends. */
+  uint64_t reused = 0, fresh = 0;
+  recap__saved_error_t cause;
+  recap__error_save(&cause);
+  if (s == RECAP_SUCCESS &&
+      recap__pool_route_replay_stats(g->device, g->pool, &reused, &fresh) != RECAP_SUCCESS)
+    reused = fresh = 0;
+  recap__graph_close_capture(g);
+  recap__graph_hooks_capture_ended(g, s == RECAP_SUCCESS);
+  recap__error_restore(&cause);
+  if (s != RECAP_SUCCESS) return give_back(g, s, NULL);
+
+  size_t nodes = 0;
+  if (dev->graph_node_count(template_graph, &nodes) != RECAP_SUCCESS) nodes = 0;
+  if (nodes == 0)
+    RECAP__WARN(
+        "the recapture recorded no work: the graph is empty (did the work go to another "
+        "stream than the capturing one?)");
+  if ((s = recap__graph_hooks_captured(g, template_graph)) != RECAP_SUCCESS)
+    return give_back(g, s, template_graph);
+
+  /* Update, or instantiate afresh: decided before anything changes, recorded once all
+   * succeeded. */
+  recap__update_poll(&g->update);
+  recap_update_reason_t decided = recap__update_decide(&g->update, g->exec != NULL);
+  recap_update_reason_t outcome = decided;
+  size_t node = SIZE_MAX;
+  if (decided == RECAP_UPDATE_REASON_NONE) {
+    /* Refused: the executable is unchanged and outcome says why. Any other failure fails the
+     * recapture, the old executable unchanged and replayable. */
+    s = dev->graph_exec_update(g->exec, template_graph, &outcome, &node);
+    if (s != RECAP_SUCCESS) return give_back(g, s, template_graph);
+    if (outcome != RECAP_UPDATE_REASON_NONE)
+      RECAP__DEBUG(
+          "recapture: the driver refused to update the executable (%s, node %zu); "
+          "instantiating afresh",
+          recap_update_reason_name(outcome), node);
+  }
+  /* A KEEP graph that was never instantiated keeps the new template, as capture_end does. */
+  recap_cuda_graph_exec_t exec = NULL;
+  bool instantiate = outcome != RECAP_UPDATE_REASON_NONE && g->exec;
+  if (instantiate && (s = dev->graph_instantiate(&exec, template_graph)) != RECAP_SUCCESS)
+    return give_back(g, s, template_graph);
+
+  /* Nothing can fail from here: the old capture goes. */
+  if (exec) {
+    if (dev->graph_exec_destroy(g->exec) != RECAP_SUCCESS)
+      RECAP__WARN("recapture: the replaced executable could not be destroyed: %s",
+                  recap_last_error());
+    g->exec = exec;
+  }
+  recap__graph_hooks_release_old(g); /* before the old template, which they may refer to */
+  if (g->template_graph) dev->graph_destroy(g->template_graph);
+  g->template_graph = template_graph;
+  if (g->exec && recap__graph_drops_template(g)) {
+    dev->graph_destroy(template_graph);
+    g->template_graph = NULL;
+  }
+  g->node_count = nodes;
+  recap__alloc_log_free(&g->alloc_log);
+  g->alloc_log = g->alloc_log_next;
+  memset(&g->alloc_log_next, 0, sizeof g->alloc_log_next);
+  recap__pool_release(g->device, g->pool);
+  g->old.active = false;
+  g->state = RECAP__GRAPH_CAPTURED;
+  recap__update_record(&g->update, decided, outcome, node, instantiate, reused, fresh);
+  return RECAP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Policy and counters
+ * ---------------------------------------------------------------------------------------- */
+
+recap_status_t recap_graph_set_update_policy(recap_graph_t graph,
+                                             const recap_update_policy_t *policy) {
+  RECAP__CHECK(recap__graph_check(graph, "recap_graph_set_update_policy"));
+  recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
+  RECAP__CHECK(RECAP__OPTIONS_COPY(&p, policy, recap_update_policy_t, measure_replays,
+                                   "recap_graph_set_update_policy", "RECAP_UPDATE_POLICY_INIT"));
+  RECAP__ARG(p.max_slowdown >= 0 && !isnan(p.max_slowdown),
+             "recap_graph_set_update_policy: policy->max_slowdown is %g; give a fraction >= 0 "
+             "(0.05 for 5%%), or 0 to measure nothing",
+             p.max_slowdown);
+  recap__update_set_policy(&graph->update, &p);
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_graph_update_stats(recap_graph_t graph, recap_update_stats_t *stats) {
+  RECAP__CHECK(recap__graph_check(graph, "recap_graph_update_stats"));
+  RECAP__ARG(stats != NULL, "recap_graph_update_stats: stats is NULL");
+  const size_t first = offsetof(recap_update_stats_t, fresh_replay_ms) + sizeof(double);
+  size_t size = stats->size;
+  RECAP__ARG(size >= first && size <= sizeof *stats,
+             "recap_graph_update_stats: stats->size is %zu, but a recap_update_stats_t is %zu to "
+             "%zu bytes (from its first version to this library's); start it from "
+             "RECAP_UPDATE_STATS_INIT",
+             size, first, sizeof *stats);
+  recap_update_stats_t out;
+  recap__update_stats_get(&graph->update, &out);
+  out.size = size;
+  out.rebinds = graph->rebinds;
+  out.sites_patched = graph->sites_patched;
+  memcpy(stats, &out, size);
+  return RECAP_SUCCESS;
+}

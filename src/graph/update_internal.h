@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * update_internal.h — a graph's update policy, its counters and its replay-time measurements
+ * (update_policy.c), for graph.c (replays, instantiations, resets) and update.c (recaptures).
+ *
+ * update_policy.c knows nothing of the graph object: it works on the recap__update_t the graph
+ * embeds, so that graph.c can call it without a circle between the two files.
+ */
+#ifndef RECAP_UPDATE_INTERNAL_H
+#define RECAP_UPDATE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "device/device.h"
+#include "recap/update.h"
+
+/* Which kind of executable the graph holds, for the measurements: one freshly instantiated
+ * (never updated since), or one updated at least once. */
+typedef enum recap__exec_kind { RECAP__EXEC_FRESH = 0, RECAP__EXEC_UPDATED } recap__exec_kind_t;
+
+/* A timed launch: its two events, and the kind of executable it launched (in flight while
+ * `used`, until both events completed and were read). */
+typedef struct recap__timed_launch {
+  recap__event_t before, after;
+  recap__exec_kind_t kind;
+  bool used;
+} recap__timed_launch_t;
+
+typedef struct recap__update {
+  recap_update_policy_t policy; /* size set; 0 fields: the defaults */
+  recap_update_stats_t stats;   /* size set */
+  /* Recaptures left that instantiate without trying an update, and why (POLICY_FAILURES or
+   * POLICY_SLOWER). */
+  unsigned pause_left;
+  recap_update_reason_t pause_reason;
+  /* Measurements (max_slowdown > 0). `active` is the one flag recap_graph_replay tests
+   * (recap__update_measuring): true while the executable's replays are wanted for a
+   * measurement or timed launches are in flight. Samples (milliseconds of one launch) collect
+   * per kind of executable, over as many executables as it takes, until each kind has
+   * `measure_replays`; then the medians are compared once (`compared`), until the next fresh
+   * instantiation begins a new round. Replays of one graph may run in several threads at once:
+   * `lock` guards everything here but `active`, which is written under it and read without. */
+  pthread_mutex_t lock;
+  atomic_bool active;
+  bool compared;
+  recap__exec_kind_t exec_kind;
+  float *samples[2]; /* [kind]: up to `wanted` each */
+  unsigned sample_count[2];
+  unsigned wanted;                 /* measure_replays (0: 8) when the arrays were made */
+  recap__timed_launch_t *launches; /* 2 * wanted slots */
+} recap__update_t;
+
+/* A graph's update state at creation: the default policy, counters at zero (last_node
+ * SIZE_MAX). */
+void recap__update_init(recap__update_t *u);
+/* Destroy the measurements' events and samples (graph destroy). */
+void recap__update_free(recap__update_t *u);
+/* The graph was reset: the measurements, a pause under way and the counters end; the policy
+ * stays. */
+void recap__update_forget(recap__update_t *u);
+
+/* Set the policy (already copied and checked by the caller): a pause under way ends. */
+void recap__update_set_policy(recap__update_t *u, const recap_update_policy_t *policy);
+
+/* What a recapture whose capture succeeded should do with the graph's executable (has_exec:
+ * one exists): RECAP_UPDATE_REASON_NONE to try an update, otherwise the reason to instantiate
+ * afresh (NO_EXECUTABLE, POLICY_NEVER, or the pause's reason). Changes nothing. */
+recap_update_reason_t recap__update_decide(recap__update_t *u, bool has_exec);
+
+/* A recapture succeeded: `decided` is what recap__update_decide said, `outcome` what happened
+ * (NONE: updated in place; a driver's reason: refused, then instantiated; decided's reason:
+ * instantiated without trying), node the node the driver named (or SIZE_MAX), instantiated
+ * whether an executable was made. reused / fresh: the recapture's allocations that got their
+ * old address, and those that did not. Counts it, moves the pause and the count of refusals,
+ * and starts the measurement the policy wants for the new executable. */
+void recap__update_record(recap__update_t *u, recap_update_reason_t decided,
+                          recap_update_reason_t outcome, size_t node, bool instantiated,
+                          uint64_t reused, uint64_t fresh);
+
+/* An executable was instantiated afresh (capture_end, recap_graph_instantiate, a replay of a
+ * KEEP graph, or a recapture): with max_slowdown set, time its next replays. */
+void recap__update_fresh(recap__update_t *u);
+
+/* Whether replays take the measuring path (recap__update_launch). */
+static inline bool recap__update_measuring(recap__update_t *u) {
+  return atomic_load_explicit(&u->active, memory_order_relaxed);
+}
+
+/* *stats = the counters, read at once. */
+void recap__update_stats_get(recap__update_t *u, recap_update_stats_t *stats);
+
+/* Launch exec on stream while recap__update_measuring(u): reads the times of earlier timed launches the GPU
+ * finished, and times this launch when its kind still needs samples, never waiting. A timing
+ * failure is logged and ends the round of measurements, never the launch. */
+recap_status_t recap__update_launch(recap__update_t *u, recap_cuda_graph_exec_t exec,
+                                    recap_stream_t stream);
+
+/* Read the times of the timed launches the GPU finished, and compare once both kinds have
+ * their samples (a recapture calls this before it decides). */
+void recap__update_poll(recap__update_t *u);
+
+#endif /* RECAP_UPDATE_INTERNAL_H */

@@ -1,0 +1,334 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * update_policy.c — when a recapture tries cudaGraphExecUpdate, what its counters say, and the
+ * replay-time measurements behind max_slowdown.
+ *
+ * The policy is a small state machine over recaptures: try an update unless the policy says
+ * never, there is no executable, or a pause is under way; a pause of `retry_after` recaptures
+ * begins after `max_failures` refusals in a row or when updated executables measured slower.
+ *
+ * Measurements never synchronise. A replay that is timed records an event before and after its
+ * launch; the elapsed time is read at a later replay or recapture, once event_query says both
+ * events completed. Samples collect per kind of executable (fresh, updated) until each has
+ * measure_replays, then the medians are compared once; the next fresh instantiation starts a
+ * new round. Replays pay for all this only while `active` is set: one branch otherwise.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/host.h"
+#include "graph/update_internal.h"
+
+enum { DEFAULT_RETRY_AFTER = 16, DEFAULT_MEASURE_REPLAYS = 8 };
+
+static unsigned retry_after(const recap__update_t *u) {
+  return u->policy.retry_after ? u->policy.retry_after : DEFAULT_RETRY_AFTER;
+}
+
+static unsigned measure_replays(const recap__update_t *u) {
+  return u->policy.measure_replays ? u->policy.measure_replays : DEFAULT_MEASURE_REPLAYS;
+}
+
+void recap__update_init(recap__update_t *u) {
+  memset(u, 0, sizeof *u);
+  pthread_mutex_init(&u->lock, NULL);
+  atomic_init(&u->active, false);
+  u->policy = (recap_update_policy_t)RECAP_UPDATE_POLICY_INIT;
+  u->stats = (recap_update_stats_t)RECAP_UPDATE_STATS_INIT;
+  u->stats.last_node = SIZE_MAX;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Measurements
+ * ---------------------------------------------------------------------------------------- */
+
+static void destroy_measurements(recap__update_t *u) {
+  const recap__device_ops_t *dev = recap__device();
+  for (unsigned i = 0; u->launches && i < 2 * u->wanted; i++) {
+    if (u->launches[i].before) dev->event_destroy(u->launches[i].before);
+    if (u->launches[i].after) dev->event_destroy(u->launches[i].after);
+  }
+  recap__host_free(u->launches);
+  recap__host_free(u->samples[0]);
+  recap__host_free(u->samples[1]);
+  u->launches = NULL;
+  u->samples[0] = u->samples[1] = NULL;
+  u->sample_count[0] = u->sample_count[1] = 0;
+  u->wanted = 0;
+  atomic_store_explicit(&u->active, false, memory_order_relaxed);
+  u->compared = false;
+}
+
+void recap__update_free(recap__update_t *u) {
+  destroy_measurements(u);
+  pthread_mutex_destroy(&u->lock);
+}
+
+void recap__update_forget(recap__update_t *u) {
+  pthread_mutex_lock(&u->lock);
+  destroy_measurements(u);
+  u->pause_left = 0;
+  u->exec_kind = RECAP__EXEC_FRESH;
+  u->stats = (recap_update_stats_t)RECAP_UPDATE_STATS_INIT;
+  u->stats.last_node = SIZE_MAX;
+  pthread_mutex_unlock(&u->lock);
+}
+
+void recap__update_stats_get(recap__update_t *u, recap_update_stats_t *stats) {
+  pthread_mutex_lock(&u->lock);
+  *stats = u->stats;
+  pthread_mutex_unlock(&u->lock);
+}
+
+/* Make the arrays of a round of measure_replays samples per kind (events are made on first
+ * use). False, logged, without host memory: the policy then measures nothing this round. */
+static bool prepare_measurements(recap__update_t *u) {
+  unsigned wanted = measure_replays(u);
+  if (u->launches && u->wanted == wanted) return true;
+  destroy_measurements(u);
+  u->launches = recap__host_calloc(2 * (size_t)wanted, sizeof *u->launches);
+  u->samples[0] = recap__host_calloc(wanted, sizeof(float));
+  u->samples[1] = recap__host_calloc(wanted, sizeof(float));
+  if (!u->launches || !u->samples[0] || !u->samples[1]) {
+    destroy_measurements(u);
+    RECAP__WARN("update policy: out of host memory; replays are not measured");
+    return false;
+  }
+  u->wanted = wanted;
+  return true;
+}
+
+/* Timed launches of kind in flight. */
+static unsigned in_flight(const recap__update_t *u, recap__exec_kind_t kind) {
+  unsigned n = 0;
+  for (unsigned i = 0; u->launches && i < 2 * u->wanted; i++)
+    n += u->launches[i].used && u->launches[i].kind == kind;
+  return n;
+}
+
+/* Whether the current executable's replays should be timed. */
+static bool wants_samples(const recap__update_t *u) {
+  if (!u->launches || u->compared) return false;
+  recap__exec_kind_t k = u->exec_kind;
+  return u->sample_count[k] + in_flight(u, k) < u->wanted;
+}
+
+static void update_active(recap__update_t *u) {
+  bool active = u->launches && (wants_samples(u) || in_flight(u, RECAP__EXEC_FRESH) ||
+                                in_flight(u, RECAP__EXEC_UPDATED));
+  atomic_store_explicit(&u->active, active, memory_order_relaxed);
+}
+
+static int compare_floats(const void *x, const void *y) {
+  float a = *(const float *)x, b = *(const float *)y;
+  return (a > b) - (a < b);
+}
+
+static double median(float *v, unsigned n) {
+  qsort(v, n, sizeof *v, compare_floats);
+  return n % 2 ? v[n / 2] : ((double)v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Both kinds have their samples: compare once, and pause updates if the updated executables
+ * are slower by more than max_slowdown. */
+static void compare(recap__update_t *u) {
+  if (u->compared || u->sample_count[0] < u->wanted || u->sample_count[1] < u->wanted) return;
+  double fresh = median(u->samples[RECAP__EXEC_FRESH], u->wanted);
+  double updated = median(u->samples[RECAP__EXEC_UPDATED], u->wanted);
+  u->stats.fresh_replay_ms = fresh;
+  u->stats.updated_replay_ms = updated;
+  u->compared = true;
+  if (updated > fresh * (1.0 + u->policy.max_slowdown)) {
+    RECAP__INFO(
+        "update policy: replays after updates take %.4f ms against %.4f ms after a fresh "
+        "instantiation; the next %u recaptures instantiate afresh",
+        updated, fresh, retry_after(u));
+    u->pause_left = retry_after(u);
+    u->pause_reason = RECAP_UPDATE_REASON_POLICY_SLOWER;
+  }
+}
+
+/* Stop measuring for this round after a timing failure (logged; the caller's last error is
+ * kept). */
+static void give_up(recap__update_t *u, const char *what) {
+  RECAP__WARN(
+      "update policy: %s failed (%s); replays are not measured until the next fresh "
+      "instantiation",
+      what, recap_last_error());
+  for (unsigned i = 0; i < 2 * u->wanted; i++) u->launches[i].used = false;
+  u->compared = true;
+}
+
+/* recap__update_poll, with the lock held. */
+static void poll(recap__update_t *u) {
+  if (!u->launches) return;
+  const recap__device_ops_t *dev = recap__device();
+  recap__saved_error_t saved;
+  recap__error_save(&saved);
+  for (unsigned i = 0; i < 2 * u->wanted; i++) {
+    recap__timed_launch_t *t = &u->launches[i];
+    if (!t->used) continue;
+    bool before = false, after = false;
+    float ms = 0;
+    if (dev->event_query(t->before, &before) != RECAP_SUCCESS ||
+        dev->event_query(t->after, &after) != RECAP_SUCCESS) {
+      give_up(u, "reading a timed replay's events");
+      break;
+    }
+    if (!before || !after) continue; /* not yet: a later replay or recapture reads it */
+    if (dev->event_elapsed(t->before, t->after, &ms) != RECAP_SUCCESS) {
+      give_up(u, "reading a timed replay's elapsed time");
+      break;
+    }
+    t->used = false;
+    if (u->sample_count[t->kind] < u->wanted) u->samples[t->kind][u->sample_count[t->kind]++] = ms;
+  }
+  compare(u);
+  update_active(u);
+  recap__error_restore(&saved);
+}
+
+void recap__update_poll(recap__update_t *u) {
+  pthread_mutex_lock(&u->lock);
+  poll(u);
+  pthread_mutex_unlock(&u->lock);
+}
+
+/* A free slot with its two events made, or NULL (none free, or the events failed: logged). */
+static recap__timed_launch_t *free_slot(recap__update_t *u) {
+  const recap__device_ops_t *dev = recap__device();
+  for (unsigned i = 0; i < 2 * u->wanted; i++) {
+    recap__timed_launch_t *t = &u->launches[i];
+    if (t->used) continue;
+    if ((!t->before && dev->timing_event_create(&t->before) != RECAP_SUCCESS) ||
+        (!t->after && dev->timing_event_create(&t->after) != RECAP_SUCCESS)) {
+      give_up(u, "creating a timing event");
+      return NULL;
+    }
+    return t;
+  }
+  return NULL; /* the GPU has not finished the timed launches yet: time a later one */
+}
+
+recap_status_t recap__update_launch(recap__update_t *u, recap_cuda_graph_exec_t exec,
+                                    recap_stream_t stream) {
+  const recap__device_ops_t *dev = recap__device();
+  /* Timed launches of one graph from several threads are serialised: only while measuring. */
+  pthread_mutex_lock(&u->lock);
+  poll(u);
+  recap__timed_launch_t *t = NULL;
+  if (wants_samples(u)) {
+    recap__saved_error_t saved;
+    recap__error_save(&saved);
+    t = free_slot(u);
+    if (t && dev->event_record(t->before, stream) != RECAP_SUCCESS) {
+      give_up(u, "recording a timing event");
+      t = NULL;
+    }
+    recap__error_restore(&saved);
+  }
+  recap_status_t s = dev->graph_launch(exec, stream);
+  if (t && s == RECAP_SUCCESS) {
+    recap__saved_error_t saved;
+    recap__error_save(&saved);
+    if (dev->event_record(t->after, stream) == RECAP_SUCCESS) {
+      t->kind = u->exec_kind;
+      t->used = true;
+    } else {
+      give_up(u, "recording a timing event");
+    }
+    recap__error_restore(&saved);
+  }
+  update_active(u);
+  pthread_mutex_unlock(&u->lock);
+  return s;
+}
+
+/* recap__update_fresh, with the lock held. */
+static void start_fresh(recap__update_t *u) {
+  u->exec_kind = RECAP__EXEC_FRESH;
+  if (!(u->policy.max_slowdown > 0)) return;
+  if (!prepare_measurements(u)) return;
+  if (u->compared) {
+    /* A new round: a new baseline, then new updates to compare with it. Launches in flight of
+     * the old round are read and dropped. */
+    u->sample_count[0] = u->sample_count[1] = 0;
+    u->compared = false;
+  }
+  update_active(u);
+}
+
+void recap__update_fresh(recap__update_t *u) {
+  pthread_mutex_lock(&u->lock);
+  start_fresh(u);
+  pthread_mutex_unlock(&u->lock);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Policy
+ * ---------------------------------------------------------------------------------------- */
+
+void recap__update_set_policy(recap__update_t *u, const recap_update_policy_t *policy) {
+  pthread_mutex_lock(&u->lock);
+  unsigned old_wanted = measure_replays(u);
+  u->policy = *policy;
+  u->pause_left = 0;
+  if (!(u->policy.max_slowdown > 0) || measure_replays(u) != old_wanted) destroy_measurements(u);
+  pthread_mutex_unlock(&u->lock);
+}
+
+recap_update_reason_t recap__update_decide(recap__update_t *u, bool has_exec) {
+  pthread_mutex_lock(&u->lock);
+  recap_update_reason_t reason = RECAP_UPDATE_REASON_NONE;
+  if (!has_exec)
+    reason = RECAP_UPDATE_REASON_NO_EXECUTABLE;
+  else if (u->policy.never_update)
+    reason = RECAP_UPDATE_REASON_POLICY_NEVER;
+  else if (u->pause_left)
+    reason = u->pause_reason;
+  pthread_mutex_unlock(&u->lock);
+  return reason;
+}
+
+/* A reason the driver gave (the enum's first reasons after NONE). */
+static bool driver_reason(recap_update_reason_t reason) {
+  return reason > RECAP_UPDATE_REASON_NONE && reason <= RECAP_UPDATE_REASON_REFUSED_OTHER;
+}
+
+void recap__update_record(recap__update_t *u, recap_update_reason_t decided,
+                          recap_update_reason_t outcome, size_t node, bool instantiated,
+                          uint64_t reused, uint64_t fresh) {
+  pthread_mutex_lock(&u->lock);
+  recap_update_stats_t *st = &u->stats;
+  st->recaptures++;
+  st->pool_reused += reused;
+  st->pool_new += fresh;
+  st->last_reason = outcome;
+  st->last_node = node;
+  if (decided != RECAP_UPDATE_REASON_NONE && decided == u->pause_reason && u->pause_left)
+    u->pause_left--;
+  if (outcome == RECAP_UPDATE_REASON_NONE) {
+    st->updates++;
+    st->consecutive_failures = 0;
+    u->exec_kind = RECAP__EXEC_UPDATED;
+    update_active(u);
+  } else if (driver_reason(outcome)) {
+    st->consecutive_failures++;
+    if (u->policy.max_failures && st->consecutive_failures >= u->policy.max_failures) {
+      RECAP__INFO(
+          "update policy: %llu updates refused in a row (the last: %s); the next %u "
+          "recaptures instantiate afresh",
+          (unsigned long long)st->consecutive_failures, recap_update_reason_name(outcome),
+          retry_after(u));
+      u->pause_left = retry_after(u);
+      u->pause_reason = RECAP_UPDATE_REASON_POLICY_FAILURES;
+    }
+  }
+  if (instantiated) {
+    st->instantiations++;
+    st->by_reason[outcome]++;
+    start_fresh(u);
+  }
+  pthread_mutex_unlock(&u->lock);
+}

@@ -1,0 +1,1044 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * test_update.c — recapturing a graph in place (recap/update.h), on the CPU fake device:
+ * updates applied, every refusal and its fallback, failures at each step leaving the old graph
+ * replayable, addresses that stay put across recaptures, the update policy (never, K failures,
+ * measured slowdown) and the counters, and results after updates equal to a fresh capture's.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "graph_util.h"
+#include "harness.h"
+
+/* ------------------------------------------------------------------------------------------
+ * Helpers
+ * ---------------------------------------------------------------------------------------- */
+
+enum { N = 64 }; /* floats per buffer */
+
+/* The allocator's checker must pass. */
+static void check(void) {
+  recap_status_t s = recap_memory_check();
+  if (s != RECAP_SUCCESS) fail_msg("memory checker: %s", recap_last_error());
+}
+
+static recap_update_stats_t stats_of(recap_graph_t g) {
+  recap_update_stats_t st = RECAP_UPDATE_STATS_INIT;
+  OK(recap_graph_update_stats(g, &st));
+  return st;
+}
+
+static recap_cuda_graph_exec_t exec_of(recap_graph_t g) {
+  recap_cuda_graph_exec_t x = NULL;
+  OK(recap_graph_raw_exec(g, &x));
+  return x;
+}
+
+/* out[i] = in[i] * 2 + k, with k an argument word (a scalar frozen at capture). */
+static void scale_add(void *const *args, size_t n) {
+  assert_int_equal(n, 3);
+  float *out = args[0];
+  const float *in = args[1];
+  float k = (float)(uintptr_t)args[2];
+  for (int i = 0; i < N; i++) out[i] = in[i] * 2 + k;
+}
+
+/* out[i] += *k, with k a device-side value the kernel reads when it runs. */
+static void add_device_value(void *const *args, size_t n) {
+  assert_int_equal(n, 2);
+  float *out = args[0];
+  const float *k = args[1];
+  for (int i = 0; i < N; i++) out[i] += *k;
+}
+
+/* The step under test: out = in * 2 + k, then out += *dk, then a copy of out into copy, on
+ * the fake's computing kernels (four nodes: kernel, kernel, memset, memcpy). */
+static void step(recap_stream_t s, float *out, const float *in, unsigned k, const float *dk,
+                 float *copy) {
+  const void *a1[3] = {out, in, (const void *)(uintptr_t)k};
+  recap__fake_launch_kernel_fn(s, "scale_add", scale_add, a1, 3);
+  const void *a2[2] = {out, dk};
+  recap__fake_launch_kernel_fn(s, "add_device_value", add_device_value, a2, 2);
+  recap__fake_memset_async(s, copy, 0, N * sizeof(float));
+  OK(recap__device()->memcpy_async(copy, out, N * sizeof(float), s));
+}
+
+static float *device_floats(recap_stream_t s) {
+  void *p;
+  OK(recap_malloc(&p, N * sizeof(float), s));
+  return p;
+}
+
+/* Capture `kernels` plain kernels into g with recapture_begin. */
+static void recapture_kernels(recap_graph_t g, recap_stream_t s, int kernels) {
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  launch(s, kernels);
+  OK(recap_graph_capture_end(g));
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Updates applied, refusals, fallbacks
+ * ---------------------------------------------------------------------------------------- */
+
+static void recapture_updates_the_executable_in_place(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  capture_kernels(g, s, 5);
+  recap_cuda_graph_exec_t x = exec_of(g);
+  recap_pool_id_t pool;
+  OK(recap_graph_pool(g, &pool));
+  recap__fake_counters_t before = recap__fake_now();
+  recap_update_stats_t st = stats_of(g);
+  assert_int_equal(st.recaptures, 0);
+  assert_int_equal(st.last_node, SIZE_MAX);
+
+  recapture_kernels(g, s, 5);
+  recap__fake_counters_t after = recap__fake_now();
+  assert_int_equal(after.exec_updates, before.exec_updates + 1);
+  assert_int_equal(after.calls[RECAP__FAKE_FAULT_INSTANTIATE],
+                   before.calls[RECAP__FAKE_FAULT_INSTANTIATE]);
+  assert_ptr_equal(exec_of(g), x); /* the same executable, updated */
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_INSTANTIATED);
+  assert_int_equal(after.live_graphs, 0); /* the new template was dropped (no KEEP) */
+  assert_int_equal(after.live_execs, 1);
+  st = stats_of(g);
+  assert_int_equal(st.recaptures, 1);
+  assert_int_equal(st.updates, 1);
+  assert_int_equal(st.instantiations, 0);
+  for (int r = 0; r < RECAP_UPDATE_REASON_COUNT; r++) assert_int_equal(st.by_reason[r], 0);
+  assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_NONE);
+  assert_int_equal(st.last_node, SIZE_MAX);
+  assert_int_equal(st.consecutive_failures, 0);
+  /* The graph kept its pool, with one reference, and replays. */
+  recap_pool_id_t again;
+  OK(recap_graph_pool(g, &again));
+  assert_true(recap__pool_id_equal(pool, again));
+  assert_int_equal(pool_references(pool), 1);
+  size_t nodes = 0;
+  OK(recap_graph_node_count(g, &nodes));
+  assert_int_equal(nodes, 5);
+  uint64_t launches = recap__fake_now().graph_launches;
+  OK(recap_graph_replay(g, s));
+  assert_int_equal(recap__fake_now().graph_launches, launches + 1);
+  OK(recap_graph_destroy(g));
+  assert_int_equal(pool_references(pool), 0);
+  expect_quiet();
+}
+
+static void every_driver_refusal_falls_back_to_instantiation(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  capture_kernels(g, s, 4);
+  uint64_t expected = 0;
+  for (recap_update_reason_t r = RECAP_UPDATE_REASON_TOPOLOGY_CHANGED;
+       r <= RECAP_UPDATE_REASON_REFUSED_OTHER; r++) {
+    recap_cuda_graph_exec_t old = exec_of(g);
+    recap__fake_counters_t before = recap__fake_now();
+    recap__fake_refuse_next_update(r, 3);
+    recapture_kernels(g, s, 4);
+    expected++;
+    recap__fake_counters_t after = recap__fake_now();
+    assert_int_equal(after.update_refusals, before.update_refusals + 1);
+    assert_int_equal(after.exec_updates, before.exec_updates);
+    assert_int_equal(after.calls[RECAP__FAKE_FAULT_INSTANTIATE],
+                     before.calls[RECAP__FAKE_FAULT_INSTANTIATE] + 1);
+    assert_int_equal(after.live_execs, 1); /* the old executable went */
+    (void)old;
+    recap_update_stats_t st = stats_of(g);
+    assert_int_equal(st.recaptures, expected);
+    assert_int_equal(st.instantiations, expected);
+    assert_int_equal(st.updates, 0);
+    assert_int_equal(st.by_reason[r], 1);
+    assert_int_equal(st.last_reason, r);
+    assert_int_equal(st.last_node, 3);
+    assert_int_equal(st.consecutive_failures, expected);
+    assert_string_not_equal(recap_update_reason_name(r), "unknown");
+  }
+  /* An update that applies ends the run of refusals. */
+  recapture_kernels(g, s, 4);
+  recap_update_stats_t st = stats_of(g);
+  assert_int_equal(st.updates, 1);
+  assert_int_equal(st.consecutive_failures, 0);
+  assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_NONE);
+  assert_int_equal(st.last_node, SIZE_MAX);
+  OK(recap_graph_replay(g, s));
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void natural_changes_are_refused_with_their_reason(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  void *buf;
+  OK(recap_malloc(&buf, 4096, s));
+  capture_kernels(g, s, 3);
+  /* Another node count: the topology changed, no node named. */
+  recapture_kernels(g, s, 4);
+  recap_update_stats_t st = stats_of(g);
+  assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_TOPOLOGY_CHANGED);
+  assert_int_equal(st.last_node, SIZE_MAX);
+  assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_TOPOLOGY_CHANGED], 1);
+  /* The same count, node 2 a memset instead of a kernel. */
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  launch(s, 2);
+  recap__fake_memset_async(s, buf, 0, 16);
+  launch(s, 1);
+  OK(recap_graph_capture_end(g));
+  st = stats_of(g);
+  assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_NODE_TYPE_CHANGED);
+  assert_int_equal(st.last_node, 2);
+  assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_NODE_TYPE_CHANGED], 1);
+  assert_int_equal(st.instantiations, 2);
+  assert_int_equal(st.consecutive_failures, 2);
+  /* The same shape again: updated. */
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  launch(s, 2);
+  recap__fake_memset_async(s, buf, 0, 16);
+  launch(s, 1);
+  OK(recap_graph_capture_end(g));
+  st = stats_of(g);
+  assert_int_equal(st.updates, 1);
+  assert_int_equal(st.recaptures, 3);
+  OK(recap_graph_destroy(g));
+  OK(recap_free(buf));
+  expect_quiet();
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Failures leave the old graph
+ * ---------------------------------------------------------------------------------------- */
+
+/* The graph holds one capture of `kernels` nodes, instantiated as x, replayable, with one
+ * reference to pool and nothing of the recapture left. */
+static void expect_old_graph(recap_graph_t g, recap_stream_t s, recap_cuda_graph_exec_t x,
+                             recap_pool_id_t pool, size_t kernels) {
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_INSTANTIATED);
+  assert_ptr_equal(exec_of(g), x);
+  size_t nodes = 0;
+  OK(recap_graph_node_count(g, &nodes));
+  assert_int_equal(nodes, kernels);
+  assert_int_equal(pool_references(pool), 1);
+  assert_int_equal(pool_info(pool).routed, 0);
+  assert_int_equal(recap__registry_count(), 0);
+  assert_int_equal(capturing(s), 0);
+  assert_int_equal(recap__fake_now().live_graphs, 0);
+  assert_int_equal(recap__fake_now().live_execs, 1);
+  uint64_t launches = recap__fake_now().graph_launches;
+  OK(recap_graph_replay(g, s));
+  assert_int_equal(recap__fake_now().graph_launches, launches + 1);
+  assert_int_equal(stats_of(g).recaptures, 0);
+}
+
+static void failed_update_call_fails_the_recapture_and_keeps_the_old_graph(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  capture_kernels(g, s, 3);
+  recap_cuda_graph_exec_t x = exec_of(g);
+  recap_pool_id_t pool;
+  OK(recap_graph_pool(g, &pool));
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_EXEC_UPDATE, 1);
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  assert_int_equal(pool_references(pool), 2); /* the graph's and the recapture's route */
+  launch(s, 3);
+  uint64_t instantiations = recap__fake_now().calls[RECAP__FAKE_FAULT_INSTANTIATE];
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CUDA);
+  EXPECT_MESSAGE("cudaGraphExecUpdate");
+  /* No instantiation was tried: a failure that is not a refusal is not worked around. */
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_INSTANTIATE], instantiations);
+  expect_old_graph(g, s, x, pool, 3);
+  /* The next recapture works. */
+  recapture_kernels(g, s, 3);
+  assert_int_equal(stats_of(g).updates, 1);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void failed_instantiation_of_a_fallback_keeps_the_old_graph(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  capture_kernels(g, s, 3);
+  recap_cuda_graph_exec_t x = exec_of(g);
+  recap_pool_id_t pool;
+  OK(recap_graph_pool(g, &pool));
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  launch(s, 7); /* refused: another topology */
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_INSTANTIATE, 1);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CUDA);
+  assert_int_equal(recap__fake_now().update_refusals, 1);
+  expect_old_graph(g, s, x, pool, 3);
+  recap_update_stats_t st = stats_of(g);
+  assert_int_equal(st.instantiations, 0);
+  assert_int_equal(st.consecutive_failures, 0);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void invalidated_recapture_keeps_the_old_graph(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  capture_kernels(g, s, 3);
+  recap_cuda_graph_exec_t x = exec_of(g);
+  recap_pool_id_t pool;
+  OK(recap_graph_pool(g, &pool));
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  launch(s, 2);
+  recap__fake_capture_invalidate(s);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
+  expect_old_graph(g, s, x, pool, 3);
+  /* A failed start (the CUDA capture refused) leaves it too. */
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_CAPTURE_BEGIN, 1);
+  EXPECT_STATUS(recap_graph_recapture_begin(g, s, NULL), RECAP_ERROR_CUDA);
+  expect_old_graph(g, s, x, pool, 3);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+/* The data a graph produces survives a failed recapture: the old executable computes as before,
+ * and the layers' state of the old capture (here: input liveness) is the one in force. */
+static void failed_recapture_keeps_the_old_inputs_and_results(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  float *in = device_floats(s), *in2 = device_floats(s), *out = device_floats(s);
+  float *copy = device_floats(s), *dk = device_floats(s);
+  for (int i = 0; i < N; i++) in[i] = (float)i, in2[i] = (float)(100 + i);
+  *dk = 0.5f;
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
+  opts.check_input_liveness = 1;
+  OK(recap_graph_capture_begin(g, s, &opts));
+  step(s, out, in, 1, dk, copy);
+  OK(recap_graph_capture_end(g));
+  const recap_liveness_input_t *inputs;
+  size_t count;
+  OK(recap_graph_liveness_inputs(g, &inputs, &count));
+  assert_int_equal(count, 4); /* in, out, copy, dk */
+
+  /* Recapture on in2 with options NULL: the last capture's (liveness on), then invalidated. */
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  step(s, out, in2, 2, dk, copy);
+  recap__fake_capture_invalidate(s);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
+  OK(recap_graph_liveness_inputs(g, &inputs, &count));
+  assert_int_equal(count, 4);
+  bool reads_in = false;
+  for (size_t i = 0; i < count; i++) reads_in |= inputs[i].base == (void *)in;
+  assert_true(reads_in);
+  OK(recap_graph_replay(g, s));
+  for (int i = 0; i < N; i++) assert_true(copy[i] == (float)i * 2 + 1 + 0.5f);
+
+  /* A recapture that succeeds on in2: liveness follows it, so freeing in is harmless now. */
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  step(s, out, in2, 2, dk, copy);
+  OK(recap_graph_capture_end(g));
+  assert_int_equal(stats_of(g).updates, 1);
+  OK(recap_free(in));
+  OK(recap_graph_check_inputs(g));
+  OK(recap_graph_replay(g, s));
+  for (int i = 0; i < N; i++) assert_true(copy[i] == (float)(100 + i) * 2 + 2 + 0.5f);
+  OK(recap_free(in2));
+  EXPECT_STATUS(recap_graph_replay(g, s), RECAP_ERROR_DEAD_INPUT);
+  OK(recap_graph_destroy(g));
+  OK(recap_free(out));
+  OK(recap_free(copy));
+  OK(recap_free(dk));
+  expect_quiet();
+}
+
+/* Rebinding and recaptures: a recapture's sites are its own capture's, the executable it
+ * updated can be rebound, and a failed recapture leaves the rebound sites as they were. */
+static size_t sites_of(recap_graph_t g, const void *ptr) {
+  size_t count = SIZE_MAX;
+  OK(recap_graph_rebind_sites(g, ptr, 0, NULL, 0, &count));
+  return count;
+}
+
+static void recaptures_and_rebinds_agree(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  float *in = device_floats(s), *in2 = device_floats(s), *out = device_floats(s);
+  float *copy = device_floats(s), *dk = device_floats(s);
+  for (int i = 0; i < N; i++) in[i] = (float)i, in2[i] = (float)(1000 + i);
+  *dk = 0.25f;
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
+  opts.rebind = RECAP_REBIND_AUTO;
+  OK(recap_graph_capture_begin(g, s, &opts));
+  step(s, out, in, 1, dk, copy);
+  OK(recap_graph_capture_end(g));
+  assert_int_equal(sites_of(g, in), 1);
+  recap_rebind_t r = {in, in2, 0, 0};
+  OK(recap_graph_rebind(g, &r, 1));
+  assert_int_equal(r.patched, 1);
+  OK(recap_graph_replay(g, s));
+  for (int i = 0; i < N; i++) assert_true(copy[i] == (float)(1000 + i) * 2 + 1 + 0.25f);
+
+  /* A recapture on `in` (options NULL: rebind AUTO again): updated in place, reading `in`. */
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  step(s, out, in, 2, dk, copy);
+  OK(recap_graph_capture_end(g));
+  recap_update_stats_t st = stats_of(g);
+  assert_int_equal(st.updates, 1);
+  assert_int_equal(st.rebinds, 1);
+  assert_int_equal(st.sites_patched, 1);
+  assert_int_equal(sites_of(g, in), 1);
+  OK(recap_graph_replay(g, s));
+  for (int i = 0; i < N; i++) assert_true(copy[i] == (float)i * 2 + 2 + 0.25f);
+  /* The updated executable is rebound through the new capture's sites. */
+  r = (recap_rebind_t){in, in2, 0, 0};
+  OK(recap_graph_rebind(g, &r, 1));
+  OK(recap_graph_replay(g, s));
+  for (int i = 0; i < N; i++) assert_true(copy[i] == (float)(1000 + i) * 2 + 2 + 0.25f);
+
+  /* A failed recapture: the rebound sites stay (in2), and can be rebound back. */
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  step(s, out, in, 3, dk, copy);
+  recap__fake_capture_invalidate(s);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
+  assert_int_equal(sites_of(g, in2), 1);
+  OK(recap_graph_replay(g, s));
+  for (int i = 0; i < N; i++) assert_true(copy[i] == (float)(1000 + i) * 2 + 2 + 0.25f);
+  r = (recap_rebind_t){in2, in, 0, 0};
+  OK(recap_graph_rebind(g, &r, 1));
+  OK(recap_graph_replay(g, s));
+  for (int i = 0; i < N; i++) assert_true(copy[i] == (float)i * 2 + 2 + 0.25f);
+  assert_int_equal(stats_of(g).rebinds, 3);
+  OK(recap_graph_destroy(g));
+  float *all[] = {in, in2, out, copy, dk};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) OK(recap_free(all[i]));
+  expect_quiet();
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Misuse
+ * ---------------------------------------------------------------------------------------- */
+
+static void recapture_needs_a_captured_graph(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  EXPECT_STATUS(recap_graph_recapture_begin(g, s, NULL), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("recap_graph_recapture_begin: the graph holds no capture to replace");
+  OK(recap_graph_capture_begin(g, s, NULL));
+  EXPECT_STATUS(recap_graph_recapture_begin(g, s, NULL), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("a capture is already under way");
+  launch(s, 1);
+  OK(recap_graph_capture_end(g));
+  /* capture_begin on a captured graph points to recapture_begin. */
+  EXPECT_STATUS(recap_graph_capture_begin(g, s, NULL), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("recap_graph_recapture_begin()");
+  EXPECT_STATUS(recap_graph_recapture_begin(g, NULL, NULL), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("recap_graph_recapture_begin: cannot capture on the legacy default stream");
+  /* Options: checked by the options rule, and the pool must be the graph's. */
+  recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
+  opts.size = 3;
+  EXPECT_STATUS(recap_graph_recapture_begin(g, s, &opts), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("RECAP_CAPTURE_OPTIONS_INIT");
+  opts = (recap_capture_options_t)RECAP_CAPTURE_OPTIONS_INIT;
+  opts.pool = recap_pool_handle();
+  EXPECT_STATUS(recap_graph_recapture_begin(g, s, &opts), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("options->pool is not the graph's pool");
+  OK(recap_graph_pool(g, &opts.pool));
+  opts.mode = RECAP_CAPTURE_MODE_RELAXED;
+  OK(recap_graph_recapture_begin(g, s, &opts));
+  launch(s, 1);
+  OK(recap_graph_capture_end(g));
+  assert_int_equal(g->options.mode, RECAP_CAPTURE_MODE_RELAXED);
+  /* options NULL: the last capture's (relaxed). */
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  assert_int_equal(g->options.mode, RECAP_CAPTURE_MODE_RELAXED);
+  launch(s, 1);
+  OK(recap_graph_capture_end(g));
+  assert_int_equal(stats_of(g).recaptures, 2);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void replay_is_refused_while_recapturing(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new(), other = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  capture_kernels(g, s, 2);
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_CAPTURING);
+  uint64_t launches = recap__fake_now().graph_launches;
+  EXPECT_STATUS(recap_graph_replay(g, other), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("recap_graph_replay: the graph is being recaptured");
+  assert_int_equal(recap__fake_now().graph_launches, launches);
+  launch(s, 2);
+  OK(recap_graph_capture_end(g));
+  OK(recap_graph_replay(g, other));
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void reset_and_destroy_during_a_recapture_release_both_captures(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  capture_kernels(g, s, 2);
+  recap_pool_id_t pool;
+  OK(recap_graph_pool(g, &pool));
+  recapture_kernels(g, s, 2);
+  assert_int_equal(stats_of(g).recaptures, 1);
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  launch(s, 2);
+  assert_int_equal(pool_references(pool), 2);
+  OK(recap_graph_reset(g));
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
+  recap_update_stats_t st = stats_of(g); /* a reset zeroes the counters */
+  assert_int_equal(st.recaptures, 0);
+  assert_int_equal(st.updates, 0);
+  assert_int_equal(st.last_node, SIZE_MAX);
+  assert_int_equal(pool_references(pool), 0);
+  assert_int_equal(capturing(s), 0);
+  expect_quiet();
+  capture_kernels(g, s, 2);
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  launch(s, 2);
+  OK(recap_graph_destroy(g));
+  assert_int_equal(capturing(s), 0);
+  expect_quiet();
+}
+
+static void keep_graph_never_instantiated_keeps_the_new_template(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  capture_kernels(g, s, 2);
+  recap_cuda_graph_t first;
+  OK(recap_graph_raw(g, &first));
+  recapture_kernels(g, s, 3);
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_CAPTURED);
+  recap_cuda_graph_t second;
+  OK(recap_graph_raw(g, &second));
+  assert_int_equal(recap__fake_now().live_graphs, 1); /* the first template is gone */
+  size_t nodes = 0;
+  OK(recap_graph_node_count(g, &nodes));
+  assert_int_equal(nodes, 3);
+  recap_update_stats_t st = stats_of(g);
+  assert_int_equal(st.recaptures, 1);
+  assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_NO_EXECUTABLE);
+  assert_int_equal(st.instantiations, 0);
+  assert_int_equal(st.updates, 0);
+  /* Instantiated, a KEEP graph is updated by the next recapture and keeps its new template. */
+  OK(recap_graph_instantiate(g));
+  recap_cuda_graph_exec_t x = exec_of(g);
+  recapture_kernels(g, s, 3);
+  assert_ptr_equal(exec_of(g), x);
+  assert_int_equal(stats_of(g).updates, 1);
+  assert_int_equal(recap__fake_now().live_graphs, 1);
+  OK(recap_graph_raw(g, &second));
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void stats_and_policy_check_their_arguments(void **state) {
+  (void)state;
+  reset();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_update_stats_t st = RECAP_UPDATE_STATS_INIT;
+  st.size = 8;
+  EXPECT_STATUS(recap_graph_update_stats(g, &st), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("RECAP_UPDATE_STATS_INIT");
+  st.size = sizeof st + 8;
+  EXPECT_STATUS(recap_graph_update_stats(g, &st), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_update_stats(g, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
+  p.size = 4;
+  EXPECT_STATUS(recap_graph_set_update_policy(g, &p), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("RECAP_UPDATE_POLICY_INIT");
+  p = (recap_update_policy_t)RECAP_UPDATE_POLICY_INIT;
+  p.max_slowdown = -0.5;
+  EXPECT_STATUS(recap_graph_set_update_policy(g, &p), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("max_slowdown is -0.5");
+  p.max_slowdown = NAN;
+  EXPECT_STATUS(recap_graph_set_update_policy(g, &p), RECAP_ERROR_INVALID_ARGUMENT);
+  OK(recap_graph_set_update_policy(g, NULL));
+  assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_NONE), "none");
+  assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_POLICY_SLOWER), "policy_slower");
+  assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_COUNT), "unknown");
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Addresses
+ * ---------------------------------------------------------------------------------------- */
+
+/* One step's allocations: a scratch block freed inside the capture, an output kept. */
+static void allocating_step(recap_stream_t s, void **out, void **scratch, bool extra, void **more) {
+  OK(recap_malloc(scratch, 3 * KiB, s));
+  OK(recap_malloc(out, 16 * KiB, s));
+  const void *args[2] = {*out, *scratch};
+  recap__fake_launch_kernel_args(s, "work", args, 2);
+  if (extra) {
+    OK(recap_malloc(more, 64 * MiB, s));
+    const void *a[1] = {*more};
+    recap__fake_launch_kernel_args(s, "more_work", a, 1);
+  }
+  OK(recap_free(*scratch));
+}
+
+static void same_allocations_get_the_same_addresses_over_100_recaptures(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  void *out0, *scratch0, *out, *scratch;
+  OK(recap_graph_capture_begin(g, s, NULL));
+  allocating_step(s, &out0, &scratch0, false, NULL);
+  OK(recap_graph_capture_end(g));
+  recap_pool_id_t pool;
+  OK(recap_graph_pool(g, &pool));
+  int64_t reserved = pool_info(pool).reserved_bytes;
+  assert_true(reserved > 0);
+  for (int i = 1; i <= 100; i++) {
+    OK(recap_free(out0)); /* the previous capture's output: free it before recapturing */
+    OK(recap_graph_recapture_begin(g, s, NULL));
+    allocating_step(s, &out, &scratch, false, NULL);
+    OK(recap_graph_capture_end(g));
+    assert_ptr_equal(out, out0);
+    assert_ptr_equal(scratch, scratch0);
+    assert_int_equal(pool_info(pool).reserved_bytes, reserved);
+    recap_update_stats_t st = stats_of(g);
+    assert_int_equal(st.recaptures, i);
+    assert_int_equal(st.updates, i);
+    assert_int_equal(st.pool_reused, 2 * i);
+    assert_int_equal(st.pool_new, 0);
+    check();
+  }
+  OK(recap_graph_replay(g, s));
+  OK(recap_graph_destroy(g));
+  OK(recap_free(out0));
+  expect_quiet();
+}
+
+static void another_sequence_grows_the_pool_by_what_is_new(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  void *out0, *scratch0, *out, *scratch, *more;
+  OK(recap_graph_capture_begin(g, s, NULL));
+  allocating_step(s, &out0, &scratch0, false, NULL);
+  OK(recap_graph_capture_end(g));
+  recap_pool_id_t pool;
+  OK(recap_graph_pool(g, &pool));
+  int64_t reserved = pool_info(pool).reserved_bytes;
+  OK(recap_free(out0));
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  allocating_step(s, &out, &scratch, true, &more);
+  OK(recap_graph_capture_end(g));
+  /* The old allocations kept their addresses; the new one grew the pool by its own size. */
+  assert_ptr_equal(out, out0);
+  assert_ptr_equal(scratch, scratch0);
+  assert_int_equal(pool_info(pool).reserved_bytes, reserved + (int64_t)(64 * MiB));
+  recap_update_stats_t st = stats_of(g);
+  assert_int_equal(st.pool_reused, 2);
+  assert_int_equal(st.pool_new, 1);
+  assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_TOPOLOGY_CHANGED);
+  /* An output the caller kept cannot be handed out twice: it gets another address. */
+  OK(recap_free(more));
+  void *out2, *scratch2;
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  allocating_step(s, &out2, &scratch2, false, NULL);
+  OK(recap_graph_capture_end(g));
+  assert_ptr_not_equal(out2, out);
+  assert_ptr_equal(scratch2, scratch0);
+  st = stats_of(g);
+  assert_int_equal(st.pool_reused, 3);
+  assert_int_equal(st.pool_new, 2);
+  OK(recap_graph_destroy(g));
+  OK(recap_free(out));
+  OK(recap_free(out2));
+  check();
+  expect_quiet();
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Policies
+ * ---------------------------------------------------------------------------------------- */
+
+static void never_update_always_instantiates(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
+  p.never_update = 1;
+  OK(recap_graph_set_update_policy(g, &p));
+  capture_kernels(g, s, 3);
+  for (int i = 1; i <= 3; i++) {
+    recap_cuda_graph_exec_t old = exec_of(g);
+    recapture_kernels(g, s, 3);
+    assert_ptr_not_equal(exec_of(g), old);
+  }
+  assert_int_equal(recap__fake_now().exec_updates, 0);
+  assert_int_equal(recap__fake_now().update_refusals, 0);
+  recap_update_stats_t st = stats_of(g);
+  assert_int_equal(st.recaptures, 3);
+  assert_int_equal(st.instantiations, 3);
+  assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_POLICY_NEVER], 3);
+  assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_POLICY_NEVER);
+  assert_int_equal(st.last_node, SIZE_MAX);
+  /* Back to the default policy: the next recapture updates. */
+  OK(recap_graph_set_update_policy(g, NULL));
+  recapture_kernels(g, s, 3);
+  assert_int_equal(stats_of(g).updates, 1);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+static void failures_pause_updates_for_retry_after_recaptures(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
+  p.max_failures = 2;
+  p.retry_after = 3;
+  OK(recap_graph_set_update_policy(g, &p));
+  capture_kernels(g, s, 3);
+  /* Two refusals in a row. */
+  recap__fake_refuse_next_update(RECAP_UPDATE_REASON_PARAMETERS_CHANGED, 1);
+  recapture_kernels(g, s, 3);
+  assert_int_equal(stats_of(g).consecutive_failures, 1);
+  recap__fake_refuse_next_update(RECAP_UPDATE_REASON_PARAMETERS_CHANGED, 1);
+  recapture_kernels(g, s, 3);
+  assert_int_equal(stats_of(g).consecutive_failures, 2);
+  /* Three recaptures that do not try. */
+  for (int i = 0; i < 3; i++) {
+    recap__fake_counters_t before = recap__fake_now();
+    recapture_kernels(g, s, 3);
+    assert_int_equal(recap__fake_now().exec_updates, before.exec_updates);
+    assert_int_equal(recap__fake_now().update_refusals, before.update_refusals);
+    assert_int_equal(stats_of(g).last_reason, RECAP_UPDATE_REASON_POLICY_FAILURES);
+  }
+  recap_update_stats_t st = stats_of(g);
+  assert_int_equal(st.recaptures, 5);
+  assert_int_equal(st.instantiations, 5);
+  assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_PARAMETERS_CHANGED], 2);
+  assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_POLICY_FAILURES], 3);
+  assert_int_equal(st.consecutive_failures, 2);
+  /* Then it tries again: refused once more, the pause begins again at once. */
+  recap__fake_refuse_next_update(RECAP_UPDATE_REASON_ATTRIBUTES_CHANGED, 0);
+  recapture_kernels(g, s, 3);
+  st = stats_of(g);
+  assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_ATTRIBUTES_CHANGED);
+  assert_int_equal(st.last_node, 0);
+  assert_int_equal(st.consecutive_failures, 3);
+  for (int i = 0; i < 3; i++) recapture_kernels(g, s, 3);
+  assert_int_equal(stats_of(g).by_reason[RECAP_UPDATE_REASON_POLICY_FAILURES], 6);
+  /* And once an update applies, the count of refusals starts over. */
+  recapture_kernels(g, s, 3);
+  st = stats_of(g);
+  assert_int_equal(st.updates, 1);
+  assert_int_equal(st.consecutive_failures, 0);
+  assert_int_equal(st.recaptures, 10);
+  assert_int_equal(st.instantiations, 9);
+  /* Setting a policy ends a pause under way. */
+  recap__fake_refuse_next_update(RECAP_UPDATE_REASON_NOT_SUPPORTED, 2);
+  recapture_kernels(g, s, 3);
+  recap__fake_refuse_next_update(RECAP_UPDATE_REASON_NOT_SUPPORTED, 2);
+  recapture_kernels(g, s, 3);
+  OK(recap_graph_set_update_policy(g, &p));
+  recapture_kernels(g, s, 3);
+  assert_int_equal(stats_of(g).updates, 2);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+/* Replay g `n` times on s (the fake's stream progresses only when told). */
+static void replays(recap_graph_t g, recap_stream_t s, int n) {
+  for (int i = 0; i < n; i++) OK(recap_graph_replay(g, s));
+}
+
+static void slower_updates_pause_updates(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
+  p.max_slowdown = 0.10;
+  p.measure_replays = 4;
+  p.retry_after = 2;
+  OK(recap_graph_set_update_policy(g, &p));
+  recap__fake_updated_slowdown(1.5);
+  capture_kernels(g, s, 10); /* 10 µs per fresh replay, 15 µs once updated */
+  int64_t events = recap__fake_now().live_events;
+  uint64_t timing = recap__fake_now().calls[RECAP__FAKE_FAULT_TIMING];
+  replays(g, s, 4);
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_TIMING], timing + 8);
+  assert_int_equal(recap__fake_now().live_events, events + 8);
+  /* Not completed: a replay reads nothing and does not wait. */
+  replays(g, s, 1);
+  assert_true(stats_of(g).fresh_replay_ms == 0);
+  recap__fake_stream_complete(s);
+  recapture_kernels(g, s, 10); /* updated */
+  assert_int_equal(stats_of(g).updates, 1);
+  replays(g, s, 4);
+  recap__fake_stream_complete(s);
+  assert_true(stats_of(g).updated_replay_ms == 0); /* read at the next replay or recapture */
+  uint64_t records = recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD];
+  replays(g, s, 1);
+  recap_update_stats_t st = stats_of(g);
+  assert_true(fabs(st.fresh_replay_ms - 0.010) < 1e-6);
+  assert_true(fabs(st.updated_replay_ms - 0.015) < 1e-6);
+  /* That replay read the times and timed nothing more. */
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records);
+  /* 50% slower than allowed: the next two recaptures instantiate afresh, then updates again. */
+  recapture_kernels(g, s, 10);
+  recapture_kernels(g, s, 10);
+  st = stats_of(g);
+  assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_POLICY_SLOWER], 2);
+  assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_POLICY_SLOWER);
+  assert_int_equal(st.updates, 1);
+  recapture_kernels(g, s, 10);
+  assert_int_equal(stats_of(g).updates, 2);
+  OK(recap_graph_destroy(g));
+  assert_int_equal(recap__fake_now().live_events, events);
+  expect_quiet();
+}
+
+static void equal_speed_keeps_updating_and_stops_measuring(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
+  p.max_slowdown = 0.05;
+  p.measure_replays = 3;
+  OK(recap_graph_set_update_policy(g, &p));
+  capture_kernels(g, s, 6);
+  replays(g, s, 3);
+  recap__fake_stream_complete(s);
+  recapture_kernels(g, s, 6);
+  replays(g, s, 3);
+  recap__fake_stream_complete(s);
+  recapture_kernels(g, s, 6); /* reads the times: equal */
+  recap_update_stats_t st = stats_of(g);
+  assert_true(fabs(st.fresh_replay_ms - 0.006) < 1e-6);
+  assert_true(fabs(st.updated_replay_ms - 0.006) < 1e-6);
+  assert_int_equal(st.updates, 2);
+  /* Measured once: replays record no more events. */
+  uint64_t records = recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD];
+  replays(g, s, 5);
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records);
+  assert_false(recap__update_measuring(&g->update));
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+/* The log's warnings, concatenated. */
+static char logged[4096];
+static void log_into(recap_log_level_t level, const char *message, void *user_data) {
+  (void)level;
+  (void)user_data;
+  size_t used = strlen(logged);
+  snprintf(logged + used, sizeof logged - used, "%s\n", message);
+}
+
+static void timing_failures_never_fail_a_replay(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
+  p.max_slowdown = 0.05;
+  p.measure_replays = 2;
+  OK(recap_graph_set_update_policy(g, &p));
+  capture_kernels(g, s, 2);
+  logged[0] = '\0';
+  recap_log_set(log_into, NULL);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_TIMING, 1);
+  uint64_t launches = recap__fake_now().graph_launches;
+  replays(g, s, 3);
+  assert_int_equal(recap__fake_now().graph_launches, launches + 3);
+  assert_false(recap__update_measuring(&g->update)); /* the round was given up */
+  assert_non_null(strstr(logged, "update policy: creating a timing event failed"));
+  assert_non_null(strstr(logged, "fault injected"));
+  /* The next fresh instantiation measures again. */
+  recap__fake_refuse_next_update(RECAP_UPDATE_REASON_REFUSED_OTHER, SIZE_MAX);
+  recapture_kernels(g, s, 2);
+  assert_true(recap__update_measuring(&g->update));
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_EVENT_RECORD, 2); /* the event after the launch */
+  replays(g, s, 2);
+  assert_int_equal(recap__fake_now().graph_launches, launches + 5);
+  assert_non_null(strstr(logged, "update policy: recording a timing event failed"));
+  recap_log_set(NULL, NULL);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+/* Replays of one measured graph from two threads at once, each on its own stream. */
+typedef struct replayer {
+  recap_graph_t graph;
+  recap_stream_t stream;
+  int failures;
+} replayer_t;
+
+static void *replay_many(void *arg) {
+  replayer_t *r = arg;
+  for (int i = 0; i < 200; i++) {
+    r->failures += recap_graph_replay(r->graph, r->stream) != RECAP_SUCCESS;
+    if (i % 16 == 0) recap__fake_stream_complete(r->stream);
+  }
+  recap__fake_stream_complete(r->stream);
+  return NULL;
+}
+
+static void measured_replays_from_two_threads(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
+  p.max_slowdown = 0.05;
+  p.measure_replays = 8;
+  OK(recap_graph_set_update_policy(g, &p));
+  recap__fake_updated_slowdown(2.0);
+  capture_kernels(g, s, 4);
+  for (int round = 0; round < 2; round++) {
+    replayer_t r[2] = {{g, recap__fake_stream_new(), 0}, {g, recap__fake_stream_new(), 0}};
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++)
+      assert_int_equal(pthread_create(&t[i], NULL, replay_many, &r[i]), 0);
+    for (int i = 0; i < 2; i++) assert_int_equal(pthread_join(t[i], NULL), 0);
+    assert_int_equal(r[0].failures + r[1].failures, 0);
+    if (round == 0) recapture_kernels(g, s, 4); /* updated: the second round times it */
+  }
+  OK(recap_graph_replay(g, s)); /* reads what is left */
+  recap_update_stats_t st = stats_of(g);
+  assert_true(fabs(st.fresh_replay_ms - 0.004) < 1e-6);
+  assert_true(fabs(st.updated_replay_ms - 0.008) < 1e-6);
+  /* Twice as slow: the next recapture instantiates afresh. */
+  recapture_kernels(g, s, 4);
+  assert_int_equal(stats_of(g).last_reason, RECAP_UPDATE_REASON_POLICY_SLOWER);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Results
+ * ---------------------------------------------------------------------------------------- */
+
+/* Steps t = 1..20 change a scalar argument (recapture + update) and a device-side value (a
+ * plain write): every replay's results equal those of a graph captured afresh for that step,
+ * bit for bit. */
+static void results_after_updates_equal_a_fresh_capture(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  float *in = device_floats(s), *out = device_floats(s), *copy = device_floats(s);
+  float *dk = device_floats(s);
+  float *out_f = device_floats(s), *copy_f = device_floats(s);
+  for (int i = 0; i < N; i++) in[i] = (float)i / 3;
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, s, NULL));
+  step(s, out, in, 0, dk, copy);
+  OK(recap_graph_capture_end(g));
+  recap_cuda_graph_exec_t x = exec_of(g);
+  for (unsigned t = 1; t <= 20; t++) {
+    *dk = (float)t / 7;
+    OK(recap_graph_recapture_begin(g, s, NULL));
+    step(s, out, in, t, dk, copy);
+    OK(recap_graph_capture_end(g));
+    memset(copy, 0xff, N * sizeof(float));
+    OK(recap_graph_replay(g, s));
+    /* The oracle: a graph captured afresh for this step, on buffers of its own. */
+    recap_graph_t fresh;
+    OK(recap_graph_create(&fresh, 0));
+    OK(recap_graph_capture_begin(fresh, s, NULL));
+    step(s, out_f, in, t, dk, copy_f);
+    OK(recap_graph_capture_end(fresh));
+    memset(copy_f, 0, N * sizeof(float));
+    OK(recap_graph_replay(fresh, s));
+    OK(recap_graph_destroy(fresh));
+    assert_memory_equal(copy, copy_f, N * sizeof(float));
+    assert_true(copy[5] == in[5] * 2 + (float)t + (float)t / 7);
+  }
+  assert_ptr_equal(exec_of(g), x);
+  recap_update_stats_t st = stats_of(g);
+  assert_int_equal(st.updates, 20);
+  assert_int_equal(st.instantiations, 0);
+  OK(recap_graph_destroy(g));
+  float *all[] = {in, out, copy, dk, out_f, copy_f};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) OK(recap_free(all[i]));
+  expect_quiet();
+}
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(recapture_updates_the_executable_in_place),
+      cmocka_unit_test(every_driver_refusal_falls_back_to_instantiation),
+      cmocka_unit_test(natural_changes_are_refused_with_their_reason),
+      cmocka_unit_test(failed_update_call_fails_the_recapture_and_keeps_the_old_graph),
+      cmocka_unit_test(failed_instantiation_of_a_fallback_keeps_the_old_graph),
+      cmocka_unit_test(invalidated_recapture_keeps_the_old_graph),
+      cmocka_unit_test(failed_recapture_keeps_the_old_inputs_and_results),
+      cmocka_unit_test(recaptures_and_rebinds_agree),
+      cmocka_unit_test(recapture_needs_a_captured_graph),
+      cmocka_unit_test(replay_is_refused_while_recapturing),
+      cmocka_unit_test(reset_and_destroy_during_a_recapture_release_both_captures),
+      cmocka_unit_test(keep_graph_never_instantiated_keeps_the_new_template),
+      cmocka_unit_test(stats_and_policy_check_their_arguments),
+      cmocka_unit_test(same_allocations_get_the_same_addresses_over_100_recaptures),
+      cmocka_unit_test(another_sequence_grows_the_pool_by_what_is_new),
+      cmocka_unit_test(never_update_always_instantiates),
+      cmocka_unit_test(failures_pause_updates_for_retry_after_recaptures),
+      cmocka_unit_test(slower_updates_pause_updates),
+      cmocka_unit_test(equal_speed_keeps_updating_and_stops_measuring),
+      cmocka_unit_test(timing_failures_never_fail_a_replay),
+      cmocka_unit_test(measured_replays_from_two_threads),
+      cmocka_unit_test(results_after_updates_equal_a_fresh_capture),
+  };
+  return RECAP_TEST_RUN(argc, argv, tests);
+}
