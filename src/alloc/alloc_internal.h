@@ -5,8 +5,8 @@
  * (blocks by address), sites.c (allocation sites), reset.c, snapshot.c (the JSON walk) and
  * check.c (the invariant checker), replay.c (allocation logs and their replay at a recapture),
  * and the allocator's entry points for the layers above (capture registry, graphs, liveness
- * checks). The other files call into allocator.c, never the reverse, but for the replay hook:
- * allocator.c asks replay.c where a logged route's allocation goes.
+ * checks). The other files call into allocator.c, never the reverse; allocator.c calls only
+ * replay.c, which calls neither (the replay hook: where a logged route's allocation goes).
  *
  * Picture: a device has pools (the default one and private ones); a pool has segments (raw
  * driver allocations); a segment is tiled by blocks, linked in address order. A free block sits
@@ -237,7 +237,7 @@ typedef struct recap__alloc_log {
 /* Free the entries and zero the log, for reuse. NULL is a no-op. */
 void recap__alloc_log_free(recap__alloc_log_t *log);
 
-/* Attach logs to the route of pool (reserved or active, on device), replacing what was
+/* Attach logs to the route of pool (pool.c; reserved or active, on device), replacing what was
  * attached and starting the counters, the cursor and the used marks over: every allocation
  * routed to the pool from now on is appended to *record (when not NULL; the caller empties it
  * first if it wants only this capture's), and, when replay is not NULL, placed by the replay
@@ -272,12 +272,13 @@ recap__replay_place_t recap__replay_place(recap__route_logs_t *logs, const recap
                                           char **at, bool *hit);
 /* Count the allocation handed out at ptr and append it to the record log (lock held). */
 void recap__replay_note(recap__route_logs_t *logs, void *ptr, size_t rounded, bool hit);
-/* Free a route's logs state (route end, allocator reset; lock held). NULL is a no-op. */
+/* The state a route keeps for its logs (replay.c): made before the route takes it (NULL
+ * without host memory), freed at route end, detach or allocator reset (NULL is a no-op), and
+ * its counters (0 and 0 for NULL). */
+recap__route_logs_t *recap__route_logs_new(recap__alloc_log_t *record,
+                                           const recap__alloc_log_t *replay);
 void recap__route_logs_delete(recap__route_logs_t *logs);
-/* The index of pool id's route on device, with *d the device's state, or -1 with *s the error
- * that says the pool is not routed (pool.c; lock held). */
-int recap__pool_route_find(int device, recap_pool_id_t id, recap__device_state_t **d,
-                           recap_status_t *s);
+void recap__route_logs_counts(const recap__route_logs_t *logs, uint64_t *hits, uint64_t *misses);
 
 /* What the liveness checks need to know about an address: the block holding it (allocated or
  * not), its start, size, generation and pool. Returns false if no segment of recap holds it. */

@@ -41,8 +41,12 @@ recap__allocator_t recap__alloc = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 #if defined(__GNUC__)
 #  define CALLER_ADDRESS() __builtin_return_address(0)
+/* The helpers of the hot path that the replay hook calls too: inlined into recap_malloc
+ * whatever the compiler thinks of their several callers, so the hot path stays one body. */
+#  define HOT_INLINE inline __attribute__((always_inline))
 #else
 #  define CALLER_ADDRESS() NULL
+#  define HOT_INLINE inline
 #endif
 
 /* Keep a freed block's sites in the ring (called with the lock held). Best effort: without
@@ -575,8 +579,8 @@ static recap_status_t current_options(const recap__options_t **o) {
 /* The set index of the best fit among the free blocks of `stream`, under the max_split_size
  * rules; set->count if none fits. The block stays in the set: the caller takes it out, or puts
  * the rest of a split in its place. */
-static size_t find_free_block(const recap__free_set_t *set, recap_stream_t stream, size_t size,
-                              const recap__options_t *o) {
+static HOT_INLINE size_t find_free_block(const recap__free_set_t *set, recap_stream_t stream,
+                                         size_t size, const recap__options_t *o) {
   size_t i = recap__free_set_lower_bound(set, stream, size);
   if (i == set->count) return i;
   const recap__block_t *b = set->items[i];
@@ -674,7 +678,7 @@ static void split_block(recap__free_set_t *set, recap__block_t *b, recap__block_
 
 /* Take the free block b out of the free set for the request, splitting off what it does not
  * need. The inactive-split statistics count free blocks that are part of a split segment. */
-static void take_block(const request_t *r, recap__block_t *b, size_t slot, bool in_set) {
+static HOT_INLINE void take_block(const request_t *r, recap__block_t *b, size_t slot, bool in_set) {
   RECAP__ASSERT(recap__block_is_free(b));
   RECAP__ASSERT(b->size >= r->rounded && b->stream == r->stream);
   recap_memory_stats_t *st = &r->d->stats;
@@ -701,7 +705,7 @@ static void take_block(const request_t *r, recap__block_t *b, size_t slot, bool 
 
 /* The usual placement: the best fitting free block of the request's stream, else a new
  * segment; what the block does not need is split off. */
-static recap_status_t take_usual(const request_t *r, recap__block_t **b) {
+static HOT_INLINE recap_status_t take_usual(const request_t *r, recap__block_t **b) {
   /* A cached block stays in the set, at `slot`, until take_block decides what takes its place;
    * a new segment's block was never in it. */
   size_t slot = find_free_block(r->set, r->stream, r->rounded, r->o);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * pool.c — pool ids, routing a capture's allocations to a private pool, the references graphs
- * hold on private pools, and recap_pool_info.
+ * pool.c — pool ids, routing a capture's allocations to a private pool (allocation logs attached
+ * to a route included), the references graphs hold on private pools, and recap_pool_info.
  *
  * A private pool is made by the first capture routed to it. It keeps its segments while a graph
  * references it or a capture routes to it; after that its free segments go back to the driver
@@ -146,8 +146,10 @@ static recap_status_t not_routed(int device, recap_pool_id_t id) {
                       id.a, id.b, device);
 }
 
-int recap__pool_route_find(int device, recap_pool_id_t id, recap__device_state_t **d,
-                           recap_status_t *s) {
+/* The index of pool id's route on device, with *d the device's state, or -1 with *s the error
+ * that says the pool is not routed (lock held). */
+static int route_of_pool_or_error(int device, recap_pool_id_t id, recap__device_state_t **d,
+                                  recap_status_t *s) {
   *d = recap__alloc.devices[device];
   int found = find_route_of_pool(*d, id);
   if (found < 0) *s = not_routed(device, id);
@@ -158,7 +160,7 @@ recap_status_t recap__pool_route_set_capture(int device, recap_pool_id_t id, uin
   recap_status_t s = RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);
   recap__device_state_t *d;
-  int found = recap__pool_route_find(device, id, &d, &s);
+  int found = route_of_pool_or_error(device, id, &d, &s);
   if (found < 0) goto out;
   if (!d->routes[found].pending) {
     s = recap__error(RECAP_ERROR_INVALID_USAGE,
@@ -179,7 +181,7 @@ recap_status_t recap__pool_route_end(int device, recap_pool_id_t id) {
   recap_status_t s = RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);
   recap__device_state_t *d;
-  int found = recap__pool_route_find(device, id, &d, &s);
+  int found = route_of_pool_or_error(device, id, &d, &s);
   if (found < 0) goto out;
   d->routes[found].pool->routed = false;
   recap__route_logs_delete(d->routes[found].logs); /* the logs themselves are the caller's */
@@ -194,6 +196,60 @@ recap_status_t recap__pool_route_end(int device, recap_pool_id_t id) {
     recap__error_restore(&saved);
   }
 out:
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return s;
+}
+
+/* The logs of a recapture (replay.c keeps their state; the route holds it). */
+recap_status_t recap__pool_route_set_logs(int device, recap_pool_id_t pool,
+                                          recap__alloc_log_t *record,
+                                          const recap__alloc_log_t *replay) {
+  if (device < 0 || device >= RECAP__MAX_DEVICES)
+    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                        "recap__pool_route_set_logs: device %d is not one recap handles (0 to %d)",
+                        device, RECAP__MAX_DEVICES - 1);
+  if (record && record == replay)
+    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                        "recap__pool_route_set_logs: record and replay are the same log; record "
+                        "the capture into a new log and replay the previous capture's");
+  recap__route_logs_t *logs = NULL;
+  if (record || replay) {
+    /* Made before the lock: sorting the replay log is the only costly part. */
+    logs = recap__route_logs_new(record, replay);
+    if (!logs)
+      return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
+                          "recap__pool_route_set_logs: out of host memory for the route's state "
+                          "of a replay log of %zu entries; nothing was attached",
+                          replay ? replay->count : 0);
+  }
+  recap_status_t s = RECAP_SUCCESS;
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__device_state_t *d;
+  int found = route_of_pool_or_error(device, pool, &d, &s);
+  if (found >= 0) {
+    recap__route_logs_t *old = d->routes[found].logs;
+    d->routes[found].logs = logs;
+    logs = old;
+  }
+  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__route_logs_delete(logs); /* the replaced state, or the new one when not routed */
+  return s;
+}
+
+recap_status_t recap__pool_route_replay_stats(int device, recap_pool_id_t pool, uint64_t *hits,
+                                              uint64_t *misses) {
+  if (device < 0 || device >= RECAP__MAX_DEVICES || !hits || !misses)
+    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                        "recap__pool_route_replay_stats: device %d, hits %p, misses %p: a device "
+                        "from 0 to %d and two counters are needed",
+                        device, (void *)hits, (void *)misses, RECAP__MAX_DEVICES - 1);
+  recap_status_t s = RECAP_SUCCESS;
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__device_state_t *d;
+  int found = route_of_pool_or_error(device, pool, &d, &s);
+  if (found >= 0) {
+    recap__route_logs_counts(d->routes[found].logs, hits, misses);
+  }
   pthread_mutex_unlock(&recap__alloc.lock);
   return s;
 }

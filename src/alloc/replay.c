@@ -1,20 +1,20 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * replay.c — the allocation log of a capture and its replay at a recapture (the rule is in
- * alloc_internal.h): the logs, attaching them to a route, the route's hit and miss counters, and
- * the placement decision the allocation path asks for when a route has logs.
+ * alloc_internal.h): the logs, the state a route keeps for them (its hit and miss counters
+ * included), and the placement decision the allocation path asks for when a route has logs.
  *
  * The decision is made here and carried out by allocator.c (take_range), which owns the block
- * surgery; this file only reads the pool's free set. Everything but the attach runs under the
- * allocator's lock, on the allocation path of a capture: a hit of an identical sequence costs
- * one look at the cursor's entry and a scan of the free set of its size class.
+ * surgery; this file only reads the pool's free set, and calls neither allocator.c nor pool.c
+ * (pool.c attaches the state to a route: recap__pool_route_set_logs). The placement runs under
+ * the allocator's lock, on the allocation path of a capture: a hit of an identical sequence
+ * costs one look at the cursor's entry and a scan of the free set of its size class.
  */
-#include <inttypes.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "alloc/alloc_internal.h"
-#include "core/error.h"
 #include "core/host.h"
 
 typedef struct recap__alloc_log_entry entry_t;
@@ -53,14 +53,20 @@ static void log_append(recap__alloc_log_t *log, void *ptr, size_t size) {
 
 void recap__route_logs_delete(recap__route_logs_t *logs) { recap__host_free(logs); }
 
+void recap__route_logs_counts(const recap__route_logs_t *logs, uint64_t *hits, uint64_t *misses) {
+  *hits = logs ? logs->hits : 0;
+  *misses = logs ? logs->misses : 0;
+}
+
 static int compare_address(const void *a, const void *b) {
   uintptr_t x = (uintptr_t)(*(const entry_t *const *)a)->ptr;
   uintptr_t y = (uintptr_t)(*(const entry_t *const *)b)->ptr;
   return (x > y) - (x < y);
 }
 
-/* The route's state for these logs: counters at zero, every replay entry unused. */
-static recap__route_logs_t *logs_new(recap__alloc_log_t *record, const recap__alloc_log_t *replay) {
+/* Counters at zero, every replay entry unused. */
+recap__route_logs_t *recap__route_logs_new(recap__alloc_log_t *record,
+                                           const recap__alloc_log_t *replay) {
   size_t n = replay ? replay->count : 0;
   if (n > (SIZE_MAX - sizeof(recap__route_logs_t)) / (sizeof(entry_t *) + sizeof(bool)))
     return NULL;
@@ -77,61 +83,6 @@ static recap__route_logs_t *logs_new(recap__alloc_log_t *record, const recap__al
   }
   if (n) qsort(logs->by_address, n, sizeof *logs->by_address, compare_address);
   return logs;
-}
-
-recap_status_t recap__pool_route_set_logs(int device, recap_pool_id_t pool,
-                                          recap__alloc_log_t *record,
-                                          const recap__alloc_log_t *replay) {
-  if (device < 0 || device >= RECAP__MAX_DEVICES)
-    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
-                        "recap__pool_route_set_logs: device %d is not one recap handles (0 to %d)",
-                        device, RECAP__MAX_DEVICES - 1);
-  if (record && record == replay)
-    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
-                        "recap__pool_route_set_logs: record and replay are the same log; record "
-                        "the capture into a new log and replay the previous capture's");
-  recap__route_logs_t *logs = NULL;
-  if (record || replay) {
-    /* Made before the lock: sorting the replay log is the only costly part. */
-    logs = logs_new(record, replay);
-    if (!logs)
-      return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
-                          "recap__pool_route_set_logs: out of host memory for the route's state "
-                          "of a replay log of %zu entries; nothing was attached",
-                          replay ? replay->count : 0);
-  }
-  recap_status_t s = RECAP_SUCCESS;
-  pthread_mutex_lock(&recap__alloc.lock);
-  recap__device_state_t *d;
-  int found = recap__pool_route_find(device, pool, &d, &s);
-  if (found >= 0) {
-    recap__route_logs_t *old = d->routes[found].logs;
-    d->routes[found].logs = logs;
-    logs = old;
-  }
-  pthread_mutex_unlock(&recap__alloc.lock);
-  recap__route_logs_delete(logs); /* the replaced state, or the new one when not routed */
-  return s;
-}
-
-recap_status_t recap__pool_route_replay_stats(int device, recap_pool_id_t pool, uint64_t *hits,
-                                              uint64_t *misses) {
-  if (device < 0 || device >= RECAP__MAX_DEVICES || !hits || !misses)
-    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
-                        "recap__pool_route_replay_stats: device %d, hits %p, misses %p: a device "
-                        "from 0 to %d and two counters are needed",
-                        device, (void *)hits, (void *)misses, RECAP__MAX_DEVICES - 1);
-  recap_status_t s = RECAP_SUCCESS;
-  pthread_mutex_lock(&recap__alloc.lock);
-  recap__device_state_t *d;
-  int found = recap__pool_route_find(device, pool, &d, &s);
-  if (found >= 0) {
-    const recap__route_logs_t *logs = d->routes[found].logs;
-    *hits = logs ? logs->hits : 0;
-    *misses = logs ? logs->misses : 0;
-  }
-  pthread_mutex_unlock(&recap__alloc.lock);
-  return s;
 }
 
 /* ------------------------------------------------------------------------------------------

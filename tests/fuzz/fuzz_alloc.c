@@ -66,6 +66,10 @@ static struct {
    * next records into. */
   recap__alloc_log_t logs[LOGGED_POOLS][2];
   int last_log[LOGGED_POOLS];
+  /* The stream of the pool's last capture when it was an op_recapture in which every allocation
+   * succeeded, with max_split_size 0 (else -1), and the pool's reserved bytes it left. */
+  int clean_stream[LOGGED_POOLS];
+  int64_t clean_reserved[LOGGED_POOLS];
   uint64_t next_tag;
   int op_index;
 } st;
@@ -319,6 +323,7 @@ static void end_logged_route(int pool) {
   TRACE("logged route of pool %d: %zu allocations, %llu replayed", pool, record->count,
         (unsigned long long)hits);
   st.last_log[pool] = 1 - st.last_log[pool];
+  st.clean_stream[pool] = -1;
 }
 
 static void op_capture_begin(void) {
@@ -331,36 +336,80 @@ static void op_capture_begin(void) {
 
 static void end_capture(int origin, bool route_first);
 
+/* Whether max_split_size is 0 now (the contract below is checked only then: with a limit, a
+ * free block that merged with its neighbours may be refused to a request its part was given). */
+static bool no_split_limit(void) {
+  uint64_t v = 1;
+  recap_status_t s = recap_option_get("max_split_size", &v);
+  if (s != RECAP_SUCCESS) die("recap_option_get failed", s);
+  return v == 0;
+}
+
 /* A whole recapture of a logged pool on one stream, as a graph's: begin, allocate the sizes its
  * previous capture allocated, in order (a few picked ones when it allocated none), free every
  * other one before the end (intermediates), end, and free the rest too when the input says
- * so. The next one replays what this one logged, and hits where these blocks are free again. */
+ * so. The next one replays what this one logged, and hits where these blocks are free again.
+ * The contract of the replay is checked when the previous capture of the pool was such a
+ * recapture on the same stream that allocated everything it asked for, and the pool holds
+ * nothing allocated or waiting and as many bytes as it left: every allocation gets its old
+ * address, and the pool does not grow. */
 static void op_recapture(void) {
   int stream = byte() % STREAMS;
   int pool = byte() % LOGGED_POOLS;
   uint8_t flags = byte();
   if (capturing_origin(stream) >= 0) return;
   capture_begin(stream, pool, RECAP__CAPTURE_MODE_RELAXED);
+  bool routed = st.captures[stream].routed;
   const recap__alloc_log_t *replay = &st.logs[pool][st.last_log[pool]];
-  size_t n = st.captures[stream].routed ? replay->count : 0;
+  size_t n = routed ? replay->count : 0;
   size_t count = n ? n : 1 + (size_t)(flags % 6);
+  recap_pool_info_t info;
+  bool expect_all = n && st.clean_stream[pool] == stream && no_split_limit() &&
+                    recap_pool_info(st.pools[pool], &info) == RECAP_SUCCESS &&
+                    info.allocated_bytes == 0 && info.waiting_bytes == 0 &&
+                    info.reserved_bytes == st.clean_reserved[pool];
+  bool clean = routed && count <= SLOTS;
   int held[SLOTS], held_count = 0;
   for (size_t k = 0; k < count && k < SLOTS; k++) {
     int i = 0;
     while (i < SLOTS && st.slots[i].p) i++;
-    if (i == SLOTS) break;
+    if (i == SLOTS) {
+      clean = false;
+      break;
+    }
     size_t size = n ? replay->v[k].size : pick_size();
     malloc_into(i, stream, size);
-    if (!st.slots[i].p) continue;
+    if (!st.slots[i].p) {
+      clean = false;
+      continue;
+    }
     if (k % 2)
       free_slot(&st.slots[i]);
     else
       held[held_count++] = i;
     check_invariants();
   }
+  if (expect_all) {
+    int device;
+    uint64_t hits = 0, misses = 0;
+    recap_status_t s = recap__alloc_current_device(&device);
+    if (s == RECAP_SUCCESS)
+      s = recap__pool_route_replay_stats(device, st.pools[pool], &hits, &misses);
+    if (s != RECAP_SUCCESS) die("recap__pool_route_replay_stats failed", s);
+    TRACE("recapture of pool %d: %llu of %zu replayed", pool, (unsigned long long)hits, n);
+    if (hits != n || misses != 0)
+      die("a recapture of the same sequence did not get its old addresses", RECAP_SUCCESS);
+  }
   end_capture(stream, flags & 0x80);
   if (flags & 0x40)
     for (int k = 0; k < held_count; k++) free_slot(&st.slots[held[k]]);
+  if (expect_all && (recap_pool_info(st.pools[pool], &info) != RECAP_SUCCESS ||
+                     info.reserved_bytes != st.clean_reserved[pool]))
+    die("a recapture of the same sequence grew its pool", RECAP_SUCCESS);
+  if (clean && no_split_limit() && recap_pool_info(st.pools[pool], &info) == RECAP_SUCCESS) {
+    st.clean_stream[pool] = stream;
+    st.clean_reserved[pool] = info.reserved_bytes;
+  }
 }
 
 static void op_join(void) {
@@ -479,6 +528,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   recap_test_reset(NULL);
   memset(&st, 0, sizeof st);
+  for (int i = 0; i < LOGGED_POOLS; i++) st.clean_stream[i] = -1;
   tracing = getenv("RECAP_FUZZ_TRACE") != NULL;
   recap_log_set(tracing ? NULL : fuzz_quiet, NULL);
   st.data = data;
