@@ -255,9 +255,9 @@ static void launches_run_kernels_with_patched_args(void **state) {
   two_kernels_free(&t);
 }
 
-/* Copies and memsets run at a replay in an executable holding a function kernel, with their
- * patched ends; without one, a replay runs nothing. */
-static void copies_and_memsets_run_with_a_function_kernel(void **state) {
+/* Copies and memsets run at a replay with their patched ends, with or without a function
+ * kernel beside them. */
+static void copies_and_memsets_run_at_a_replay(void **state) {
   (void)state;
   recap__fake_reset(NULL);
   recap_stream_t s = recap__fake_stream_new();
@@ -300,15 +300,24 @@ static void copies_and_memsets_run_with_a_function_kernel(void **state) {
   assert_int_equal(ops->graph_exec_destroy(x), RECAP_SUCCESS);
   assert_int_equal(ops->graph_destroy(g), RECAP_SUCCESS);
 
-  /* No function kernel: the copy does not run at a replay. */
+  /* No function kernel: the copy and the memset run all the same; a plain kernel runs nothing,
+   * nor a memset of no address. */
   memset(b, 0, sizeof b);
+  memset(d, 0, sizeof d);
+  fill(a, 7);
   begin_capture(s);
   assert_int_equal(ops->memcpy_async(b, a, sizeof a, s), RECAP_SUCCESS);
   recap__fake_launch_kernel_args(s, "plain", k, 1);
+  recap__fake_memset_async(s, d, 0x02, sizeof d);
+  recap__fake_memset_async(s, NULL, 0x03, sizeof d);
   g = end_capture(s);
+  for (int i = 0; i < N; i++) assert_int_equal(b[i], 0); /* captured: nothing ran */
   x = instantiate(g);
   launch(x, s);
-  for (int i = 0; i < N; i++) assert_int_equal(b[i], 0);
+  for (int i = 0; i < N; i++) {
+    assert_int_equal(b[i], 7 + i);
+    assert_int_equal(d[i], 0x02020202);
+  }
   assert_int_equal(ops->graph_exec_destroy(x), RECAP_SUCCESS);
   assert_int_equal(ops->graph_destroy(g), RECAP_SUCCESS);
 }
@@ -779,7 +788,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(plan_sites_are_the_reads),
     cmocka_unit_test(patches_change_the_exec_then_the_template_at_sync),
     cmocka_unit_test(launches_run_kernels_with_patched_args),
-    cmocka_unit_test(copies_and_memsets_run_with_a_function_kernel),
+    cmocka_unit_test(copies_and_memsets_run_at_a_replay),
     cmocka_unit_test(a_failed_patch_sets_everything_back),
     cmocka_unit_test(bad_patches_set_nothing),
     cmocka_unit_test(executables_are_independent_of_their_template),

@@ -47,15 +47,13 @@
  *    ends of memcpy_async copies and the destinations of recap__fake_memset_async (with the
  *    offsets and parameters of the patch plans below); graph_reads_check always succeeds.
  *  - Kernels that compute: recap__fake_launch_kernel_fn runs its function at once when eager;
- *    captured, the node keeps the function and its argument words. An executable that holds at
- *    least one such kernel runs its nodes at every graph_launch outside a capture, in node
- *    order, with the executable's current values: each function kernel with its argument
- *    words, each copy (memmove of bytes from src to dst) and each memset (its byte value over
- *    bytes at dst); other kernels and child-graph nodes run nothing. Executables without a
- *    function kernel run nothing at all (other tests replay graphs whose copies name buffers
- *    freed since, or no buffer): the rule is per executable, fixed at instantiation and at
- *    each update. A function must not call into the fake or recap (it runs under the fake's
- *    lock at a launch).
+ *    captured, the node keeps the function and its argument words. Every graph_launch outside
+ *    a capture runs the executable's nodes, in node order, with the executable's current
+ *    values: each function kernel with its argument words, each copy (memmove of bytes from src
+ *    to dst) and each memset (its byte value over bytes at dst); other kernels, random-number
+ *    kernels and child-graph nodes run nothing, nor does a copy or memset whose address is
+ *    NULL. A function must not call into the fake or recap (it runs under the fake's lock at a
+ *    launch).
  *  - Rebinding (patch plans): the sites of a plan are graph_reads' list; each argument word k of
  *    a kernel is parameter k at byte offset 8k; nothing is nested (the fake's child-graph
  *    nodes have no content). patch_plan_apply writes each touched node's whole values (the

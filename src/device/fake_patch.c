@@ -340,7 +340,6 @@ recap_status_t recap__fake_op_graph_exec_update(recap_cuda_graph_exec_t exec,
     x->nodes = copy;
     x->graph_id = g->id;
     x->updated = true;
-    x->runs = recap__fake_nodes_run(&x->nodes);
     recap__fake.exec_updates++;
   }
   return recap__fake_unlock_and_report(&f);

@@ -99,7 +99,6 @@ typedef struct fake_exec {
   fake_nodes_t nodes; /* its own copy of the graph's nodes: patches change these only */
   uint64_t graph_id;  /* the graph it was instantiated or last updated from */
   bool updated;       /* updated at least once (the timing model's slowdown applies) */
-  bool runs;          /* holds a kernel with a function: launches run its nodes */
   uint64_t launches;
   struct fake_exec *next;
 } fake_exec_t;
@@ -235,8 +234,6 @@ void recap__fake_nodes_free(fake_nodes_t *nodes);
 bool recap__fake_nodes_copy(fake_nodes_t *dst, const fake_nodes_t *src);
 fake_graph_t *recap__fake_graph_find(recap_cuda_graph_t handle);
 fake_exec_t *recap__fake_exec_find(recap_cuda_graph_exec_t handle);
-/* Whether nodes hold a kernel with a function (their executable's launches run them). */
-bool recap__fake_nodes_run(const fake_nodes_t *nodes);
 
 /* ---- the seam's functions, one file per concern (the table is in fake.c) ---------------- */
 

@@ -275,8 +275,7 @@ recap_status_t recap__fake_op_stream_synchronize(recap_stream_t stream) {
 }
 
 /* Eagerly the copy happens at once (the fake's device memory is host memory); in a capture it
- * becomes a memcpy node, which copies when the graph replays only in executables that hold a
- * kernel with a function (fake.h). */
+ * becomes a memcpy node, which copies at every replay of an executable made from the graph. */
 recap_status_t recap__fake_op_memcpy_async(void *dst, const void *src, size_t bytes,
                                            recap_stream_t stream) {
   fake_failure_t f = {0};
