@@ -778,6 +778,79 @@ static void keep_graph_reinstantiated_keeps_rebinds(void **state) {
   done();
 }
 
+/* Random batches over many buffers, against a model: after every batch each argument of each
+ * node holds its buffer's new address plus its offset, and the sites of each buffer are exactly
+ * its arguments (the index stays sorted however runs move past each other). */
+static void random_batches_against_a_model(void **state) {
+  (void)state;
+  fresh();
+  enum { BUFFERS = 48, SLOTS = 20, NODES = 150, BATCHES = 400, BLOCK = 512 };
+  recap_stream_t s = recap__fake_stream_new();
+  char *buffer[BUFFERS];
+  for (int i = 0; i < BUFFERS; i++) buffer[i] = (char *)alloc(BLOCK, s);
+  int where[SLOTS]; /* the buffer each logical slot lives in */
+  for (int i = 0; i < SLOTS; i++) where[i] = i;
+  int slot[NODES][2];
+  size_t offset[NODES][2];
+  unsigned seed = 12345;
+#define NEXT() (seed = seed * 1103515245u + 12345u, (seed >> 16) & 0x7fff)
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  begin(g, s, RECAP_REBIND_AUTO);
+  for (int n = 0; n < NODES; n++) {
+    const void *args[2];
+    for (int a = 0; a < 2; a++) {
+      slot[n][a] = (int)(NEXT() % SLOTS);
+      offset[n][a] = 8 * (NEXT() % (BLOCK / 8));
+      args[a] = buffer[where[slot[n][a]]] + offset[n][a];
+    }
+    recap__fake_launch_kernel_args(s, "k", args, 2);
+  }
+  OK(recap_graph_capture_end(g));
+
+  for (int b = 0; b < BATCHES; b++) {
+    /* 1 to 4 distinct slots move to distinct buffers free after the batch (swaps included). */
+    int count = 1 + (int)(NEXT() % 4), moving[4], target[4];
+    bool used[BUFFERS] = {false}, chosen[SLOTS] = {false};
+    for (int i = 0; i < count; i++) {
+      int x;
+      do x = (int)(NEXT() % SLOTS);
+      while (chosen[x]);
+      chosen[x] = true;
+      moving[i] = x;
+    }
+    for (int i = 0; i < SLOTS; i++)
+      if (!chosen[i]) used[where[i]] = true;
+    recap_rebind_t r[4];
+    for (int i = 0; i < count; i++) {
+      int t;
+      do t = (int)(NEXT() % BUFFERS);
+      while (used[t]);
+      used[t] = true;
+      target[i] = t;
+      r[i] = move(buffer[where[moving[i]]], buffer[t], 0);
+    }
+    OK(recap_graph_rebind(g, r, (size_t)count));
+    for (int i = 0; i < count; i++) where[moving[i]] = target[i];
+    for (int n = 0; n < NODES; n++)
+      for (int a = 0; a < 2; a++)
+        if (exec_arg(g, (size_t)n, (size_t)a) != buffer[where[slot[n][a]]] + offset[n][a])
+          fail_msg("batch %d: node %d argument %d is not where its buffer went", b, n, a);
+    for (int i = 0; i < SLOTS; i++) {
+      size_t expected = 0, count_now = 0;
+      for (int n = 0; n < NODES; n++) expected += (slot[n][0] == i) + (slot[n][1] == i);
+      OK(recap_graph_rebind_sites(g, buffer[where[i]], 0, NULL, 0, &count_now));
+      if (count_now != expected)
+        fail_msg("batch %d: slot %d has %zu sites, expected %zu", b, i, count_now, expected);
+    }
+  }
+#undef NEXT
+  assert_int_equal(g->rebinds, BATCHES);
+  OK(recap_graph_destroy(g));
+  for (int i = 0; i < BUFFERS; i++) OK(recap_free(buffer[i]));
+  done();
+}
+
 /* ------------------------------------------------------------------------------------------
  * Faults
  * ---------------------------------------------------------------------------------------- */
@@ -1009,6 +1082,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(site_listing),
       cmocka_unit_test(scalar_that_looks_like_an_address),
       cmocka_unit_test(cost_is_the_sites_patched),
+      cmocka_unit_test(random_batches_against_a_model),
       cmocka_unit_test(keep_graph_reinstantiated_keeps_rebinds),
       cmocka_unit_test(fault_in_a_node_set),
       cmocka_unit_test(fault_in_the_plan),

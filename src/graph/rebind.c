@@ -412,6 +412,7 @@ static recap_status_t resolve_range(const rebind_t *r, const char *fn, const cha
 typedef struct move {
   size_t arg; /* its index in the caller's array */
   span_t old, new_;
+  span_t guard; /* the new range and the rest of the recap allocations it lies in */
   size_t lo, hi;
 } move_t;
 
@@ -494,35 +495,45 @@ static recap_status_t check_move(rebind_t *r, recap_graph_t graph, const char *f
                         fn, i, in->old_ptr, size, nodes);
   }
   /* The new buffer: when it is recap's, it must be allocated, hold the range, and lie outside
-   * the graph's pool (whose blocks the graph's own nodes write on every replay). */
+   * the graph's pool (whose blocks the graph's own nodes write on every replay). The guard is
+   * the new range widened to the allocations it starts and ends in (check_batch). */
+  m->guard = m->new_;
   if (recap__alloc_find(in->new_ptr, &ref)) {
-    describe_sites(nodes, sizeof nodes, r, graph, m->lo, m->hi);
-    if (recap__pool_id_equal(ref.pool, graph->pool))
-      return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
-                          "%s: rebinds[%zu]: the new buffer %p (for [%p, +%zu bytes), used by "
-                          "%s) is memory of the graph's own pool, which the graph writes on "
-                          "every replay; give a buffer from outside the pool",
-                          fn, i, in->new_ptr, in->old_ptr, size, nodes);
-    if (!ref.allocated)
-      return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
-                          "%s: rebinds[%zu]: the new buffer %p (for [%p, +%zu bytes), used by "
-                          "%s) is not allocated: it lies in a free block of recap's allocator",
-                          fn, i, in->new_ptr, in->old_ptr, size, nodes);
+    const char *refusal = NULL;
     uintptr_t room = (uintptr_t)ref.base + ref.size - nb;
-    if (room < size)
+    if (recap__pool_id_equal(ref.pool, graph->pool))
+      refusal =
+          "is memory of the graph's own pool, which the graph writes on every replay; give "
+          "a buffer from outside the pool";
+    else if (!ref.allocated)
+      refusal = "is not allocated: it lies in a free block of recap's allocator";
+    if (refusal) {
+      describe_sites(nodes, sizeof nodes, r, graph, m->lo, m->hi);
+      return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                          "%s: rebinds[%zu]: the new buffer %p (for [%p, +%zu bytes), used by "
+                          "%s) %s",
+                          fn, i, in->new_ptr, in->old_ptr, size, nodes, refusal);
+    }
+    if (room < size) {
+      describe_sites(nodes, sizeof nodes, r, graph, m->lo, m->hi);
       return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
                           "%s: rebinds[%zu]: the new buffer %p holds %zu bytes from there (its "
                           "allocation is %p, %zu bytes), fewer than the %zu of [%p, +%zu bytes) "
                           "used by %s",
                           fn, i, in->new_ptr, (size_t)room, ref.base, ref.size, size, in->old_ptr,
                           size, nodes);
+    }
+    m->guard = (span_t){(uintptr_t)ref.base, (uintptr_t)ref.base + ref.size};
+  } else if (size > 1 && recap__alloc_find((const void *)(nb + size - 1), &ref)) {
+    /* Foreign memory that runs into recap's. */
+    if (recap__pool_id_equal(ref.pool, graph->pool))
+      return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                          "%s: rebinds[%zu]: the new range [%p, +%zu bytes) reaches into the "
+                          "graph's own pool, which the graph writes on every replay",
+                          fn, i, in->new_ptr, size);
+    if ((uintptr_t)ref.base + ref.size > m->guard.end)
+      m->guard.end = (uintptr_t)ref.base + ref.size;
   }
-  if (size > 1 && recap__alloc_find((const void *)(nb + size - 1), &ref) &&
-      recap__pool_id_equal(ref.pool, graph->pool))
-    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
-                        "%s: rebinds[%zu]: the new range [%p, +%zu bytes) reaches into the "
-                        "graph's own pool, which the graph writes on every replay",
-                        fn, i, in->new_ptr, size);
   return RECAP_SUCCESS;
 }
 
@@ -554,13 +565,9 @@ static recap_status_t check_batch(rebind_t *r, recap_graph_t graph, const char *
      * would then have two nodes' buffers share memory. A site's buffer is the declared buffer
      * holding its address or, without one, the recap allocation holding it: so the addresses
      * looked at are those of the new range and of the allocations it starts and ends in. */
-    uintptr_t lo = m->new_.base, hi = m->new_.end;
-    recap__block_ref_t ref;
-    if (recap__alloc_find((const void *)lo, &ref) && (uintptr_t)ref.base < lo)
-      lo = (uintptr_t)ref.base;
-    if (recap__alloc_find((const void *)(hi - 1), &ref) && (uintptr_t)ref.base + ref.size > hi)
-      hi = (uintptr_t)ref.base + ref.size;
-    for (size_t k = lower_bound(r, lo); k < r->site_count && r->index[k].value < hi; k++) {
+    uintptr_t hi = m->guard.end;
+    for (size_t k = lower_bound(r, m->guard.base); k < r->site_count && r->index[k].value < hi;
+         k++) {
       uintptr_t v = r->index[k].value;
       if (moved(moves, count, v)) continue;
       const span_t *dv = declared_at(&r->declared, v);
@@ -592,19 +599,28 @@ static recap_status_t check_batch(rebind_t *r, recap_graph_t graph, const char *
 }
 
 /* The index after the moves (sorted by old base): the untouched entries keep their order, each
- * move's run keeps its own order at its new values, and the runs are merged in by new base. */
+ * move's run keeps its own order at its new values, and the runs are merged in by new base.
+ * Only the region from the first run or destination to the last changes: before it, every
+ * value is below every new range (and so below every moved value); after it, every value is
+ * above them (check_batch refused untouched values inside a new range). So the merge costs the
+ * entries between where the runs were and where they go, not the whole index. */
 static void reindex(rebind_t *r, const move_t *moves, const move_t *by_new, size_t count) {
-  size_t out = 0, next_move = 0, i = 0, run = 0;
-  /* Walk the untouched entries in order, inserting each run (in new-base order) before the
-   * first untouched entry whose value is not below the run's first new value. */
-  while (i < r->site_count || run < count) {
+  size_t from = SIZE_MAX, to = 0;
+  for (size_t i = 0; i < count; i++) {
+    size_t dest = lower_bound(r, moves[i].new_.base);
+    size_t lo = moves[i].lo < dest ? moves[i].lo : dest;
+    size_t hi = moves[i].hi > dest ? moves[i].hi : dest;
+    if (lo < from) from = lo;
+    if (hi > to) to = hi;
+  }
+  size_t out = 0, next_move = 0, i = from, run = 0;
+  while (i < to || run < count) {
     if (next_move < count && i == moves[next_move].lo) { /* skip a moved run */
       i = moves[next_move].hi;
       next_move++;
       continue;
     }
-    bool take_run =
-        run < count && (i >= r->site_count || by_new[run].new_.base <= r->index[i].value);
+    bool take_run = run < count && (i >= to || by_new[run].new_.base <= r->index[i].value);
     if (take_run) {
       const move_t *m = &by_new[run++];
       for (size_t k = m->lo; k < m->hi; k++)
@@ -614,9 +630,7 @@ static void reindex(rebind_t *r, const move_t *moves, const move_t *by_new, size
       r->scratch[out++] = r->index[i++];
     }
   }
-  entry_t *t = r->index;
-  r->index = r->scratch;
-  r->scratch = t;
+  memcpy(r->index + from, r->scratch, out * sizeof *r->index);
 }
 
 static int compare_spans(const void *x, const void *y) {
@@ -691,7 +705,9 @@ recap_status_t recap_graph_rebind(recap_graph_t graph, recap_rebind_t *rebinds, 
   rebind_t *r;
   RECAP__CHECK(captured_state(graph, fn, &r));
   RECAP__ARG(count <= SIZE_MAX / (2 * sizeof(move_t)), "%s: count %zu is too large", fn, count);
-  move_t *moves = recap__host_malloc(2 * count * sizeof *moves);
+  /* Small batches (the common case) need no host allocation. */
+  move_t small[2 * 8];
+  move_t *moves = count <= 8 ? small : recap__host_malloc(2 * count * sizeof *moves);
   if (!moves) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
   move_t *by_new = moves + count;
   recap_status_t s = RECAP_SUCCESS;
@@ -704,7 +720,7 @@ recap_status_t recap_graph_rebind(recap_graph_t graph, recap_rebind_t *rebinds, 
   /* A KEEP graph not instantiated yet: the patches go to an executable, so make it now. */
   if (s == RECAP_SUCCESS && !graph->exec) s = recap_graph_instantiate(graph);
   if (s != RECAP_SUCCESS) {
-    recap__host_free(moves);
+    if (moves != small) recap__host_free(moves);
     return s;
   }
 
@@ -726,7 +742,7 @@ recap_status_t recap_graph_rebind(recap_graph_t graph, recap_rebind_t *rebinds, 
     recap__saved_error_t cause;
     recap__error_save(&cause);
     layers_done(graph, prepared, false);
-    recap__host_free(moves);
+    if (moves != small) recap__host_free(moves);
     return recap__error_restore(&cause);
   }
   reindex(r, moves, by_new, count);
@@ -735,7 +751,7 @@ recap_status_t recap_graph_rebind(recap_graph_t graph, recap_rebind_t *rebinds, 
   graph->rebinds++;
   graph->sites_patched += total;
   layers_done(graph, prepared, true);
-  recap__host_free(moves);
+  if (moves != small) recap__host_free(moves);
   return RECAP_SUCCESS;
 }
 
