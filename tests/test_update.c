@@ -536,6 +536,40 @@ static void reset_and_destroy_during_a_recapture_release_both_captures(void **st
   expect_quiet();
 }
 
+static void recapture_refused_while_its_pool_serves_another_capture(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new(), s2 = recap__fake_stream_new();
+  recap_graph_t g1, g2;
+  OK(recap_graph_create(&g1, 0));
+  OK(recap_graph_create(&g2, 0));
+  recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
+  opts.pool = recap_pool_handle();
+  OK(recap_graph_capture_begin(g1, s, &opts));
+  launch(s, 2);
+  OK(recap_graph_capture_end(g1));
+  recap_cuda_graph_exec_t x = exec_of(g1);
+  OK(recap_graph_capture_begin(g2, s2, &opts));
+  EXPECT_STATUS(recap_graph_recapture_begin(g1, s, NULL), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("already routed to another capture");
+  assert_int_equal(state_of(g1), RECAP_GRAPH_STATE_INSTANTIATED);
+  assert_ptr_equal(exec_of(g1), x);
+  assert_int_equal(pool_references(opts.pool), 2); /* g1's and g2's */
+  /* Nor on a stream that captures already. */
+  EXPECT_STATUS(recap_graph_recapture_begin(g1, s2, NULL), RECAP_ERROR_INVALID_USAGE);
+  assert_int_equal(state_of(g1), RECAP_GRAPH_STATE_INSTANTIATED);
+  launch(s2, 1);
+  OK(recap_graph_capture_end(g2));
+  OK(recap_graph_replay(g1, s));
+  recapture_kernels(g1, s, 2);
+  assert_int_equal(stats_of(g1).updates, 1);
+  assert_int_equal(pool_references(opts.pool), 2);
+  OK(recap_graph_destroy(g1));
+  OK(recap_graph_destroy(g2));
+  assert_int_equal(pool_references(opts.pool), 0);
+  expect_quiet();
+}
+
 static void keep_graph_never_instantiated_keeps_the_new_template(void **state) {
   (void)state;
   reset();
@@ -1028,6 +1062,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(recapture_needs_a_captured_graph),
       cmocka_unit_test(replay_is_refused_while_recapturing),
       cmocka_unit_test(reset_and_destroy_during_a_recapture_release_both_captures),
+      cmocka_unit_test(recapture_refused_while_its_pool_serves_another_capture),
       cmocka_unit_test(keep_graph_never_instantiated_keeps_the_new_template),
       cmocka_unit_test(stats_and_policy_check_their_arguments),
       cmocka_unit_test(same_allocations_get_the_same_addresses_over_100_recaptures),
