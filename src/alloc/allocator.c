@@ -44,9 +44,12 @@ recap__allocator_t recap__alloc = {.lock = PTHREAD_MUTEX_INITIALIZER};
 /* The helpers of the hot path that the replay hook calls too: inlined into recap_malloc
  * whatever the compiler thinks of their several callers, so the hot path stays one body. */
 #  define HOT_INLINE inline __attribute__((always_inline))
+/* The replay hook's path: out of recap_malloc's body, so the hot path's code stays as it was. */
+#  define COLD __attribute__((noinline, cold))
 #else
 #  define CALLER_ADDRESS() NULL
 #  define HOT_INLINE inline
+#  define COLD
 #endif
 
 /* Keep a freed block's sites in the ring (called with the lock held). Best effort: without
@@ -704,8 +707,8 @@ static HOT_INLINE void take_block(const request_t *r, recap__block_t *b, size_t 
 }
 
 /* The usual placement: the best fitting free block of the request's stream, else a new
- * segment; what the block does not need is split off. */
-static HOT_INLINE recap_status_t take_usual(const request_t *r, recap__block_t **b) {
+ * segment; what the block does not need is split off. recap_malloc's hot path spells it out. */
+static recap_status_t take_usual(const request_t *r, recap__block_t **b) {
   /* A cached block stays in the set, at `slot`, until take_block decides what takes its place;
    * a new segment's block was never in it. */
   size_t slot = find_free_block(r->set, r->stream, r->rounded, r->o);
@@ -748,7 +751,7 @@ static recap__block_t *take_range(const request_t *r, recap__block_t *f, char *a
 }
 
 /* The allocation path of a route with logs attached (replay.c decides, this file carves). */
-static recap_status_t take_logged(const request_t *r, recap__block_t **b) {
+static COLD recap_status_t take_logged(const request_t *r, recap__block_t **b) {
   char *at = NULL;
   bool hit = false;
   recap_status_t s = RECAP_SUCCESS;
@@ -816,11 +819,18 @@ recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
   recap_status_t s = request_begin(&r, device, size, stream);
   if (RECAP__LIKELY(s == RECAP_SUCCESS)) {
     recap__block_t *b = NULL;
-    /* A route with logs (a capture that records or replays its addresses) is the rare case. */
-    if (RECAP__UNLIKELY(r.logs != NULL))
+    if (RECAP__UNLIKELY(r.logs != NULL)) {
+      /* A route with logs: a capture that records or replays its addresses (replay.c). */
       s = take_logged(&r, &b);
-    else
-      s = take_usual(&r, &b);
+    } else {
+      /* A cached block stays in the set, at `slot`, until take_block decides what takes its
+       * place; a new segment's block was never in it. */
+      size_t slot = find_free_block(r.set, stream, r.rounded, r.o);
+      bool in_set = slot < r.set->count;
+      b = in_set ? r.set->items[slot] : NULL;
+      if (RECAP__UNLIKELY(!in_set)) s = malloc_slow(&r, &b);
+      if (RECAP__LIKELY(s == RECAP_SUCCESS)) take_block(&r, b, slot, in_set);
+    }
     if (RECAP__LIKELY(s == RECAP_SUCCESS)) {
       account_alloc(&r, b, site);
       *ptr = b->ptr;
