@@ -498,6 +498,12 @@ static void replay_is_refused_while_recapturing(void **state) {
   EXPECT_STATUS(recap_graph_replay(g, other), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_graph_replay: the graph is being recaptured");
   assert_int_equal(recap__fake_now().graph_launches, launches);
+  recap_cuda_graph_exec_t x = NULL;
+  EXPECT_STATUS(recap_graph_raw_exec(g, &x), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("recap_graph_raw_exec: the graph is being recaptured");
+  assert_null(x);
+  size_t nodes = 0;
+  EXPECT_STATUS(recap_graph_node_count(g, &nodes), RECAP_ERROR_INVALID_USAGE);
   launch(s, 2);
   OK(recap_graph_capture_end(g));
   OK(recap_graph_replay(g, other));
@@ -595,7 +601,17 @@ static void keep_graph_never_instantiated_keeps_the_new_template(void **state) {
   /* Instantiated, a KEEP graph is updated by the next recapture and keeps its new template. */
   OK(recap_graph_instantiate(g));
   recap_cuda_graph_exec_t x = exec_of(g);
-  recapture_kernels(g, s, 3);
+  /* During the recapture, the template and what it holds are set aside. */
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  recap_cuda_graph_t during = NULL;
+  EXPECT_STATUS(recap_graph_raw(g, &during), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("recap_graph_raw: the graph is being recaptured");
+  recap_graph_info_t *info = NULL;
+  EXPECT_STATUS(recap_graph_inspect(g, &info), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("recap_graph_inspect: the graph is being recaptured");
+  EXPECT_STATUS(recap_graph_debug_dump(g, "/dev/null"), RECAP_ERROR_INVALID_USAGE);
+  launch(s, 3);
+  OK(recap_graph_capture_end(g));
   assert_ptr_equal(exec_of(g), x);
   assert_int_equal(stats_of(g).updates, 1);
   assert_int_equal(recap__fake_now().live_graphs, 1);

@@ -62,7 +62,8 @@ RECAP_API const char *recap_update_reason_name(recap_update_reason_t reason);
  * the addresses the previous capture's allocations got, in the same order and with the same
  * sizes, where those addresses are free in the pool (free the previous capture's outputs first,
  * or allocate them outside the capture). The old executable stays, but replaying it during the
- * recapture is RECAP_ERROR_INVALID_USAGE. recap_graph_capture_end then applies the new
+ * recapture is RECAP_ERROR_INVALID_USAGE, as are the accessors of what the graph captured
+ * (recap_graph_raw, raw_exec, node_count, inspect, debug_dump), as during any capture. recap_graph_capture_end then applies the new
  * template to the executable (cudaGraphExecUpdate) or instantiates it afresh, per the graph's
  * policy, and counts which happened and why. A recapture that fails (invalidated; an update
  * that fails other than by the driver's refusal, which is not worked around; the instantiation
