@@ -933,6 +933,31 @@ static void log_into(recap_log_level_t level, const char *message, void *user_da
   snprintf(logged + used, sizeof logged - used, "%s\n", message);
 }
 
+static void a_replay_into_another_capture_is_not_timed(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new(), outer_stream = recap__fake_stream_new();
+  recap_graph_t g, outer;
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_create(&outer, 0));
+  recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
+  p.max_slowdown = 0.05;
+  p.measure_replays = 2;
+  OK(recap_graph_set_update_policy(g, &p));
+  capture_kernels(g, s, 3);
+  assert_true(recap__update_measuring(&g->update));
+  uint64_t records = recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD];
+  OK(recap_graph_capture_begin(outer, outer_stream, NULL));
+  OK(recap_graph_replay(g, outer_stream)); /* a child graph node of `outer` */
+  OK(recap_graph_capture_end(outer));
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records);
+  OK(recap_graph_replay(g, s)); /* timed */
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records + 2);
+  OK(recap_graph_destroy(outer));
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
 static void timing_failures_never_fail_a_replay(void **state) {
   (void)state;
   reset();
@@ -1087,6 +1112,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(failures_pause_updates_for_retry_after_recaptures),
       cmocka_unit_test(slower_updates_pause_updates),
       cmocka_unit_test(equal_speed_keeps_updating_and_stops_measuring),
+      cmocka_unit_test(a_replay_into_another_capture_is_not_timed),
       cmocka_unit_test(timing_failures_never_fail_a_replay),
       cmocka_unit_test(measured_replays_from_two_threads),
       cmocka_unit_test(results_after_updates_equal_a_fresh_capture),
