@@ -504,6 +504,7 @@ static void replay_is_refused_while_recapturing(void **state) {
   assert_null(x);
   size_t nodes = 0;
   EXPECT_STATUS(recap_graph_node_count(g, &nodes), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("recap_graph_node_count: the graph is being recaptured");
   launch(s, 2);
   OK(recap_graph_capture_end(g));
   OK(recap_graph_replay(g, other));

@@ -572,6 +572,7 @@ recap_status_t recap_graph_raw_exec(recap_graph_t graph, recap_cuda_graph_exec_t
 recap_status_t recap_graph_node_count(recap_graph_t graph, size_t *count) {
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_node_count"));
   RECAP__ARG(count != NULL, "recap_graph_node_count: count is NULL");
+  RECAP__CHECK(recap__graph_not_recapturing(graph, "recap_graph_node_count"));
   if (graph->state != RECAP__GRAPH_CAPTURED)
     return recap__error(RECAP_ERROR_INVALID_USAGE, "recap_graph_node_count: nothing captured yet");
   if (graph->template_graph)
