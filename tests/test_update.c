@@ -498,6 +498,13 @@ static void replay_is_refused_while_recapturing(void **state) {
   EXPECT_STATUS(recap_graph_replay(g, other), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_graph_replay: the graph is being recaptured");
   assert_int_equal(recap__fake_now().graph_launches, launches);
+  recap_cuda_graph_exec_t x = NULL;
+  EXPECT_STATUS(recap_graph_raw_exec(g, &x), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("recap_graph_raw_exec: the graph is being recaptured");
+  assert_null(x);
+  size_t nodes = 0;
+  EXPECT_STATUS(recap_graph_node_count(g, &nodes), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("recap_graph_node_count: the graph is being recaptured");
   launch(s, 2);
   OK(recap_graph_capture_end(g));
   OK(recap_graph_replay(g, other));
@@ -536,6 +543,40 @@ static void reset_and_destroy_during_a_recapture_release_both_captures(void **st
   expect_quiet();
 }
 
+static void recapture_refused_while_its_pool_serves_another_capture(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new(), s2 = recap__fake_stream_new();
+  recap_graph_t g1, g2;
+  OK(recap_graph_create(&g1, 0));
+  OK(recap_graph_create(&g2, 0));
+  recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
+  opts.pool = recap_pool_handle();
+  OK(recap_graph_capture_begin(g1, s, &opts));
+  launch(s, 2);
+  OK(recap_graph_capture_end(g1));
+  recap_cuda_graph_exec_t x = exec_of(g1);
+  OK(recap_graph_capture_begin(g2, s2, &opts));
+  EXPECT_STATUS(recap_graph_recapture_begin(g1, s, NULL), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("already routed to another capture");
+  assert_int_equal(state_of(g1), RECAP_GRAPH_STATE_INSTANTIATED);
+  assert_ptr_equal(exec_of(g1), x);
+  assert_int_equal(pool_references(opts.pool), 2); /* g1's and g2's */
+  /* Nor on a stream that captures already. */
+  EXPECT_STATUS(recap_graph_recapture_begin(g1, s2, NULL), RECAP_ERROR_INVALID_USAGE);
+  assert_int_equal(state_of(g1), RECAP_GRAPH_STATE_INSTANTIATED);
+  launch(s2, 1);
+  OK(recap_graph_capture_end(g2));
+  OK(recap_graph_replay(g1, s));
+  recapture_kernels(g1, s, 2);
+  assert_int_equal(stats_of(g1).updates, 1);
+  assert_int_equal(pool_references(opts.pool), 2);
+  OK(recap_graph_destroy(g1));
+  OK(recap_graph_destroy(g2));
+  assert_int_equal(pool_references(opts.pool), 0);
+  expect_quiet();
+}
+
 static void keep_graph_never_instantiated_keeps_the_new_template(void **state) {
   (void)state;
   reset();
@@ -561,7 +602,17 @@ static void keep_graph_never_instantiated_keeps_the_new_template(void **state) {
   /* Instantiated, a KEEP graph is updated by the next recapture and keeps its new template. */
   OK(recap_graph_instantiate(g));
   recap_cuda_graph_exec_t x = exec_of(g);
-  recapture_kernels(g, s, 3);
+  /* During the recapture, the template and what it holds are set aside. */
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  recap_cuda_graph_t during = NULL;
+  EXPECT_STATUS(recap_graph_raw(g, &during), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("recap_graph_raw: the graph is being recaptured");
+  recap_graph_info_t *info = NULL;
+  EXPECT_STATUS(recap_graph_inspect(g, &info), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("recap_graph_inspect: the graph is being recaptured");
+  EXPECT_STATUS(recap_graph_debug_dump(g, "/dev/null"), RECAP_ERROR_INVALID_USAGE);
+  launch(s, 3);
+  OK(recap_graph_capture_end(g));
   assert_ptr_equal(exec_of(g), x);
   assert_int_equal(stats_of(g).updates, 1);
   assert_int_equal(recap__fake_now().live_graphs, 1);
@@ -883,6 +934,31 @@ static void log_into(recap_log_level_t level, const char *message, void *user_da
   snprintf(logged + used, sizeof logged - used, "%s\n", message);
 }
 
+static void a_replay_into_another_capture_is_not_timed(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new(), outer_stream = recap__fake_stream_new();
+  recap_graph_t g, outer;
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_create(&outer, 0));
+  recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
+  p.max_slowdown = 0.05;
+  p.measure_replays = 2;
+  OK(recap_graph_set_update_policy(g, &p));
+  capture_kernels(g, s, 3);
+  assert_true(recap__update_measuring(&g->update));
+  uint64_t records = recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD];
+  OK(recap_graph_capture_begin(outer, outer_stream, NULL));
+  OK(recap_graph_replay(g, outer_stream)); /* a child graph node of `outer` */
+  OK(recap_graph_capture_end(outer));
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records);
+  OK(recap_graph_replay(g, s)); /* timed */
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records + 2);
+  OK(recap_graph_destroy(outer));
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
 static void timing_failures_never_fail_a_replay(void **state) {
   (void)state;
   reset();
@@ -1028,6 +1104,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(recapture_needs_a_captured_graph),
       cmocka_unit_test(replay_is_refused_while_recapturing),
       cmocka_unit_test(reset_and_destroy_during_a_recapture_release_both_captures),
+      cmocka_unit_test(recapture_refused_while_its_pool_serves_another_capture),
       cmocka_unit_test(keep_graph_never_instantiated_keeps_the_new_template),
       cmocka_unit_test(stats_and_policy_check_their_arguments),
       cmocka_unit_test(same_allocations_get_the_same_addresses_over_100_recaptures),
@@ -1036,6 +1113,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(failures_pause_updates_for_retry_after_recaptures),
       cmocka_unit_test(slower_updates_pause_updates),
       cmocka_unit_test(equal_speed_keeps_updating_and_stops_measuring),
+      cmocka_unit_test(a_replay_into_another_capture_is_not_timed),
       cmocka_unit_test(timing_failures_never_fail_a_replay),
       cmocka_unit_test(measured_replays_from_two_threads),
       cmocka_unit_test(results_after_updates_equal_a_fresh_capture),

@@ -62,11 +62,14 @@ RECAP_API const char *recap_update_reason_name(recap_update_reason_t reason);
  * the addresses the previous capture's allocations got, in the same order and with the same
  * sizes, where those addresses are free in the pool (free the previous capture's outputs first,
  * or allocate them outside the capture). The old executable stays, but replaying it during the
- * recapture is RECAP_ERROR_INVALID_USAGE. recap_graph_capture_end then applies the new
+ * recapture is RECAP_ERROR_INVALID_USAGE, as are the accessors of what the graph captured
+ * (recap_graph_raw, raw_exec, node_count, inspect, debug_dump), as during any capture. recap_graph_capture_end then applies the new
  * template to the executable (cudaGraphExecUpdate) or instantiates it afresh, per the graph's
- * policy, and counts which happened and why. A recapture that fails (invalidated, or
- * instantiation failed) leaves the graph as it was: old executable, old template and the layers'
- * state of the old capture (random numbers, input liveness, annotations), replayable. Errors:
+ * policy, and counts which happened and why. A recapture that fails (invalidated; an update
+ * that fails other than by the driver's refusal, which is not worked around; the instantiation
+ * after a refusal) leaves the graph as it was: old executable, old template and the layers'
+ * state of the old capture (random numbers, input liveness, annotations, rebinding sites),
+ * replayable, and the counters unchanged. Errors:
  * RECAP_ERROR_INVALID_USAGE for a graph that holds no capture (fresh, capturing, eager), and
  * those of recap_graph_capture_begin. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_recapture_begin(
@@ -111,9 +114,8 @@ recap_graph_set_update_policy(recap_graph_t graph, const recap_update_policy_t *
  * ---------------------------------------------------------------------------------------- */
 
 /* The graph's counters since it was created or last reset (recap_graph_reset zeroes them; the
- * policy stays). Set `size` (the INIT macro
- * does): recap fills the fields that fit in it, following the options rule of recap/graph.h
- * (the first version ends at fresh_replay_ms). */
+ * policy stays). Set `size` (the INIT macro does): recap fills the fields that fit in it,
+ * following the options rule of recap/graph.h (the first version ends at fresh_replay_ms). */
 typedef struct recap_update_stats {
   size_t size;             /* sizeof(recap_update_stats_t), set by RECAP_UPDATE_STATS_INIT */
   uint64_t recaptures;     /* recaptures that succeeded (recapture_begin, then capture_end) */

@@ -532,10 +532,19 @@ recap_status_t recap_graph_pool(recap_graph_t graph, recap_pool_id_t *pool) {
   return RECAP_SUCCESS;
 }
 
+recap_status_t recap__graph_not_recapturing(recap_graph_t graph, const char *function) {
+  if (!graph->old.active) return RECAP_SUCCESS;
+  return recap__error(RECAP_ERROR_INVALID_USAGE,
+                      "%s: the graph is being recaptured; ask again once recap_graph_capture_end "
+                      "ended the recapture",
+                      function);
+}
+
 recap_status_t recap_graph_raw(recap_graph_t graph, recap_cuda_graph_t *cuda_graph) {
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_raw"));
   RECAP__ARG(cuda_graph != NULL, "recap_graph_raw: cuda_graph is NULL");
   *cuda_graph = NULL;
+  RECAP__CHECK(recap__graph_not_recapturing(graph, "recap_graph_raw"));
   if (!(graph->flags & RECAP_GRAPH_KEEP))
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_graph_raw: the template is kept only for graphs created with "
@@ -551,6 +560,7 @@ recap_status_t recap_graph_raw_exec(recap_graph_t graph, recap_cuda_graph_exec_t
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_raw_exec"));
   RECAP__ARG(cuda_graph_exec != NULL, "recap_graph_raw_exec: cuda_graph_exec is NULL");
   *cuda_graph_exec = NULL;
+  RECAP__CHECK(recap__graph_not_recapturing(graph, "recap_graph_raw_exec"));
   if (!graph->exec)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_graph_raw_exec: the graph is not instantiated yet (capture_end "
@@ -562,6 +572,7 @@ recap_status_t recap_graph_raw_exec(recap_graph_t graph, recap_cuda_graph_exec_t
 recap_status_t recap_graph_node_count(recap_graph_t graph, size_t *count) {
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_node_count"));
   RECAP__ARG(count != NULL, "recap_graph_node_count: count is NULL");
+  RECAP__CHECK(recap__graph_not_recapturing(graph, "recap_graph_node_count"));
   if (graph->state != RECAP__GRAPH_CAPTURED)
     return recap__error(RECAP_ERROR_INVALID_USAGE, "recap_graph_node_count: nothing captured yet");
   if (graph->template_graph)
@@ -573,6 +584,7 @@ recap_status_t recap_graph_node_count(recap_graph_t graph, size_t *count) {
 recap_status_t recap_graph_debug_dump(recap_graph_t graph, const char *path) {
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_debug_dump"));
   RECAP__ARG(path != NULL, "recap_graph_debug_dump: path is NULL");
+  RECAP__CHECK(recap__graph_not_recapturing(graph, "recap_graph_debug_dump"));
   if (!(graph->flags & RECAP_GRAPH_KEEP) || !graph->template_graph)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_graph_debug_dump: needs the kept template: create the graph with "

@@ -165,6 +165,10 @@ void recap__graph_hooks_release(recap_graph_t graph);
 /* The same for the hooks a recapture set aside (graph->old). */
 void recap__graph_hooks_release_old(recap_graph_t graph);
 
+/* RECAP_ERROR_INVALID_USAGE naming function while graph is recaptured: what it captured (the
+ * template, the executable, the layers' view of them) is set aside until the recapture ends. */
+recap_status_t recap__graph_not_recapturing(recap_graph_t graph, const char *function);
+
 /* Whether graph drops its template once it has an executable (not KEEP, not kept for
  * rebinding). */
 bool recap__graph_drops_template(recap_graph_t graph);

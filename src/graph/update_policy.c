@@ -221,7 +221,13 @@ recap_status_t recap__update_launch(recap__update_t *u, recap_cuda_graph_exec_t 
   if (wants_samples(u)) {
     recap__saved_error_t saved;
     recap__error_save(&saved);
-    t = free_slot(u);
+    /* A launch into another capture becomes a node of that capture: nothing to time (an event
+     * recorded there would belong to the capture too). */
+    recap__capture_status_t status = RECAP__CAPTURE_NONE;
+    uint64_t id = 0;
+    if (dev->stream_capture_info(stream, &status, &id) == RECAP_SUCCESS &&
+        status == RECAP__CAPTURE_NONE)
+      t = free_slot(u);
     if (t && dev->event_record(t->before, stream) != RECAP_SUCCESS) {
       give_up(u, "recording a timing event");
       t = NULL;

@@ -91,6 +91,10 @@ typedef struct graph {
    * end until a reset or another capture): POOL_NONE, POOL_NAMED, or POOL_UNKNOWN after a
    * failed begin, which names one only if the stream had begun capturing. */
   int failed_pool;
+  /* A recapture runs (recap/update.h): the capture it replaces waits in st.saved[g], back when
+   * the recapture fails; the route holds a second pool reference meanwhile. */
+  bool recapturing;
+  uint64_t recaptures; /* recaptures that succeeded since the create or the last reset */
 } graph_t;
 
 enum { POOL_NONE, POOL_NAMED, POOL_UNKNOWN };
@@ -109,6 +113,7 @@ static struct {
   int owner[STREAMS]; /* the graph whose capture the stream takes part in, or -1 */
   slot_t slots[SLOTS];
   graph_t graphs[GRAPHS];
+  graph_t saved[GRAPHS]; /* the capture a recapture replaces */
   gen_t gens[GENS];
   recap_pool_id_t shared[SHARED];
   uint64_t next_serial, next_pool_key;
@@ -275,6 +280,7 @@ static void capture_over(int g, bool succeeded) {
     if (st.owner[i] == g) st.owner[i] = -1;
   gr->scope = false;
   gr->depth = 0;
+  gr->recapturing = false;
   if (succeeded) {
     gr->state = CAPTURED;
     gr->instantiated = !gr->keep;
@@ -287,7 +293,10 @@ static void capture_over(int g, bool succeeded) {
   memset(gr->consumed, 0, sizeof gr->consumed);
 }
 
-static void graph_fresh(int g) { capture_over(g, false); }
+static void graph_fresh(int g) {
+  capture_over(g, false);
+  st.graphs[g].recaptures = 0; /* a reset zeroes the update counters */
+}
 
 /* The invariants after every call. */
 static void check_invariants(void) {
@@ -322,7 +331,7 @@ static void check_invariants(void) {
     int refs = 0, routed = 0;
     for (int g = 0; g < GRAPHS; g++)
       if (st.graphs[g].h && st.graphs[g].shared == k && st.graphs[g].state != FRESH) {
-        refs++;
+        refs += 1 + st.graphs[g].recapturing;
         routed += st.graphs[g].state == CAPTURING;
       }
     recap_pool_info_t info;
@@ -643,8 +652,10 @@ static void op_capture_begin(void) {
 /* What ending g's capture must return, given the faults that fired. */
 static void capture_ended(int g, recap_status_t s, const char *call) {
   graph_t *gr = &st.graphs[g];
-  bool fault =
-      fired(RECAP__FAKE_FAULT_CAPTURE_END) || (!gr->keep && fired(RECAP__FAKE_FAULT_INSTANTIATE));
+  /* A recapture's end updates the executable, or instantiates afresh after a refusal. */
+  bool fault = fired(RECAP__FAKE_FAULT_CAPTURE_END) ||
+               ((!gr->keep || gr->recapturing) && fired(RECAP__FAKE_FAULT_INSTANTIATE)) ||
+               (gr->recapturing && fired(RECAP__FAKE_FAULT_EXEC_UPDATE));
   events_may_have_waited();
   if (gr->invalid || gr->maybe_invalid) {
     if (s == RECAP_ERROR_CAPTURE_INVALIDATED || (s == RECAP_SUCCESS && !gr->invalid) ||
@@ -672,7 +683,76 @@ static void op_capture_end(void) {
     expect(s, RECAP_ERROR_INVALID_USAGE, "recap_graph_capture_end");
     return;
   }
+  bool recapture = gr->recapturing;
   capture_ended(g, s, "recap_graph_capture_end");
+  if (!recapture) return;
+  /* A recapture that succeeded keeps the executable (updated or replaced) if there was one; one
+   * that failed leaves the graph exactly as before it (recap/update.h). */
+  if (s == RECAP_SUCCESS) {
+    gr->instantiated = st.saved[g].instantiated;
+    gr->failed_pool = st.saved[g].failed_pool;
+    gr->recaptures = st.saved[g].recaptures + 1;
+  } else {
+    *gr = st.saved[g];
+  }
+}
+
+/* recap_graph_recapture_begin with options NULL: the last capture's options and pool. */
+static void op_recapture_begin(void) {
+  int g = byte() % GRAPHS, j = pick_stream();
+  graph_t *gr = &st.graphs[g];
+  if (!gr->h) return;
+  recap_status_t want = RECAP_SUCCESS;
+  if (gr->state != CAPTURED || st.owner[j] >= 0) want = RECAP_ERROR_INVALID_USAGE;
+  if (gr->shared >= 0)
+    for (int o = 0; o < GRAPHS; o++)
+      if (o != g && st.graphs[o].h && st.graphs[o].state == CAPTURING &&
+          st.graphs[o].shared == gr->shared)
+        want = RECAP_ERROR_INVALID_USAGE; /* the pool is routed for another capture */
+  call_begins();
+  recap_status_t s = recap_graph_recapture_begin(gr->h, st.streams[j], NULL);
+  call_ends();
+  TRACE("recap_graph_recapture_begin(graph %d, stream %d) -> %s", g, j, recap_status_name(s));
+  expect_or_fault(s, want, "recap_graph_recapture_begin");
+  if (s != RECAP_SUCCESS) return;
+  st.saved[g] = *gr;
+  uint64_t key = gr->pool_key;
+  capture_started(g, j, gr->mode, gr->shared, gr->liveness, false);
+  gr->pool_key = key;
+  gr->recapturing = true;
+}
+
+/* The update policy (any fields), then the counters: as many recaptures as the model counts,
+ * and the instantiations' reasons adding up. */
+static void op_update_policy(void) {
+  int g = byte() % GRAPHS;
+  uint8_t b = byte();
+  graph_t *gr = &st.graphs[g];
+  if (!gr->h) return;
+  recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
+  p.never_update = b & 1;
+  p.max_failures = (b >> 1) & 3;
+  p.retry_after = (b >> 3) & 3;
+  p.max_slowdown = (b >> 5) & 1 ? 0.05 : 0.0;
+  p.measure_replays = 1 + ((b >> 6) & 1);
+  recap_status_t s = recap_graph_set_update_policy(gr->h, &p);
+  TRACE("recap_graph_set_update_policy(graph %d, 0x%02x) -> %s", g, b, recap_status_name(s));
+  expect(s, RECAP_SUCCESS, "recap_graph_set_update_policy");
+  recap_update_stats_t u = RECAP_UPDATE_STATS_INIT;
+  s = recap_graph_update_stats(gr->h, &u);
+  expect(s, RECAP_SUCCESS, "recap_graph_update_stats");
+  uint64_t sum = 0;
+  for (int r = 0; r < RECAP_UPDATE_REASON_COUNT; r++) sum += u.by_reason[r];
+  if (u.recaptures != gr->recaptures || sum != u.instantiations || u.by_reason[0] != 0 ||
+      u.updates + u.instantiations > u.recaptures) {
+    fprintf(stderr,
+            "fuzz_recap: graph %d: %llu recaptures (the model: %llu), %llu updates, %llu "
+            "instantiations, reasons adding up to %llu\n",
+            g, (unsigned long long)u.recaptures, (unsigned long long)gr->recaptures,
+            (unsigned long long)u.updates, (unsigned long long)u.instantiations,
+            (unsigned long long)sum);
+    die("the update counters disagree with the recaptures", s);
+  }
 }
 
 static void op_scope_begin(void) {
@@ -1481,7 +1561,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (st.op_index = 0; st.at < st.size && st.op_index < MAX_OPS; st.op_index++) {
     st.prev_plain_free = st.last_was_plain_free;
     st.last_was_plain_free = false;
-    ops[byte() % (sizeof ops / sizeof ops[0])]();
+    /* Opcode bytes 0xF0 and above are the recapture's operations, so that the seeds written
+     * before them keep their meaning. */
+    uint8_t op = byte();
+    if (op >= 0xF8)
+      op_update_policy();
+    else if (op >= 0xF0)
+      op_recapture_begin();
+    else
+      ops[op % (sizeof ops / sizeof ops[0])]();
     check_invariants();
   }
   release_everything();
