@@ -438,6 +438,119 @@ static void recaptures_and_rebinds_agree(void **state) {
   expect_quiet();
 }
 
+/* copy[i] after a replay of step(in, k) with dk = 0.25 reads in[i] = base + i. */
+static void expect_copy(const float *copy, float base, unsigned k) {
+  for (int i = 0; i < N; i++) assert_true(copy[i] == (base + (float)i) * 2 + (float)k + 0.25f);
+}
+
+/* Rebind in -> to, replay, and check what the replay read. */
+static void rebind_and_check(recap_graph_t g, recap_stream_t s, float *from, float *to,
+                             const float *copy, float base, unsigned k) {
+  recap_rebind_t r = {from, to, 0, 0};
+  OK(recap_graph_rebind(g, &r, 1));
+  assert_int_equal(r.patched, 1);
+  OK(recap_graph_replay(g, s));
+  expect_copy(copy, base, k);
+}
+
+/* CUDA patches an executable only through the nodes of the graph it was instantiated from,
+ * updated or not: recap keeps that graph (one more, never more) while the executable lives,
+ * plans patches against it, and plans again when a fresh instantiation replaces it. */
+static void rebinds_go_through_the_executables_origin(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  float *in = device_floats(s), *in2 = device_floats(s), *out = device_floats(s);
+  float *copy = device_floats(s), *dk = device_floats(s);
+  for (int i = 0; i < N; i++) in[i] = (float)i, in2[i] = (float)(1000 + i);
+  *dk = 0.25f;
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
+  opts.rebind = RECAP_REBIND_AUTO;
+  OK(recap_graph_capture_begin(g, s, &opts));
+  step(s, out, in, 1, dk, copy);
+  OK(recap_graph_capture_end(g));
+  int64_t graphs = recap__fake_now().live_graphs; /* the template, kept for rebinding */
+
+  /* Ten updates in place: the origin is kept, the templates between are not. */
+  for (unsigned k = 2; k < 12; k++) {
+    OK(recap_graph_recapture_begin(g, s, NULL));
+    step(s, out, in, k, dk, copy);
+    OK(recap_graph_capture_end(g));
+    assert_int_equal(recap__fake_now().live_graphs, graphs + 1);
+    rebind_and_check(g, s, in, in2, copy, 1000, k);
+    rebind_and_check(g, s, in2, in, copy, 0, k);
+  }
+  assert_int_equal(stats_of(g).updates, 10);
+
+  /* The driver refuses: instantiated afresh, planned again against the new template, and the
+   * old origin goes. */
+  recap__fake_refuse_next_update(RECAP_UPDATE_REASON_PARAMETERS_CHANGED, 1);
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  step(s, out, in, 20, dk, copy);
+  OK(recap_graph_capture_end(g));
+  assert_int_equal(stats_of(g).last_reason, RECAP_UPDATE_REASON_PARAMETERS_CHANGED);
+  assert_int_equal(recap__fake_now().live_graphs, graphs);
+  rebind_and_check(g, s, in, in2, copy, 1000, 20);
+
+  /* The plan of a refused update fails to build again: the recapture fails and the graph is
+   * as it was (rebound to in2, replayable, rebindable). */
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  step(s, out, in2, 21, dk, copy);
+  OK(recap_graph_capture_end(g)); /* updated in place: the origin is kept */
+  recap__fake_refuse_next_update(RECAP_UPDATE_REASON_TOPOLOGY_CHANGED, SIZE_MAX);
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  step(s, out, in2, 22, dk, copy);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH_PLAN, 2); /* 1: captured, 2: afresh */
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CUDA);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH_PLAN, 0);
+  assert_int_equal(recap__fake_now().live_graphs, graphs + 1);
+  OK(recap_graph_replay(g, s));
+  expect_copy(copy, 1000, 21);
+  rebind_and_check(g, s, in2, in, copy, 0, 21);
+  assert_int_equal(recap__fake_now().live_execs, 1);
+  OK(recap_graph_destroy(g));
+  assert_int_equal(recap__fake_now().live_graphs, 0);
+
+  /* A recapture that turns rebinding on, of a graph that kept nothing: instantiated afresh. */
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, s, NULL));
+  step(s, out, in, 1, dk, copy);
+  OK(recap_graph_capture_end(g));
+  OK(recap_graph_recapture_begin(g, s, &opts));
+  step(s, out, in, 2, dk, copy);
+  OK(recap_graph_capture_end(g));
+  recap_update_stats_t st = stats_of(g);
+  assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_NO_ORIGIN);
+  assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_NO_ORIGIN], 1);
+  assert_int_equal(st.instantiations, 1);
+  assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_NO_ORIGIN), "no_origin");
+  rebind_and_check(g, s, in, in2, copy, 1000, 2);
+  OK(recap_graph_destroy(g));
+
+  /* A KEEP graph updated in place, then instantiated again by hand: the new executable's
+   * origin is the template, and the old origin goes. */
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  OK(recap_graph_capture_begin(g, s, &opts));
+  step(s, out, in, 1, dk, copy);
+  OK(recap_graph_capture_end(g));
+  OK(recap_graph_instantiate(g));
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  step(s, out, in, 3, dk, copy);
+  OK(recap_graph_capture_end(g));
+  assert_int_equal(stats_of(g).updates, 1);
+  assert_int_equal(recap__fake_now().live_graphs, 2);
+  rebind_and_check(g, s, in, in2, copy, 1000, 3);
+  OK(recap_graph_instantiate(g));
+  assert_int_equal(recap__fake_now().live_graphs, 1);
+  rebind_and_check(g, s, in2, in, copy, 0, 3);
+  OK(recap_graph_destroy(g));
+  float *all[] = {in, in2, out, copy, dk};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) OK(recap_free(all[i]));
+  check();
+}
+
 /* ------------------------------------------------------------------------------------------
  * Misuse
  * ---------------------------------------------------------------------------------------- */
@@ -1101,6 +1214,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(invalidated_recapture_keeps_the_old_graph),
       cmocka_unit_test(failed_recapture_keeps_the_old_inputs_and_results),
       cmocka_unit_test(recaptures_and_rebinds_agree),
+      cmocka_unit_test(rebinds_go_through_the_executables_origin),
       cmocka_unit_test(recapture_needs_a_captured_graph),
       cmocka_unit_test(replay_is_refused_while_recapturing),
       cmocka_unit_test(reset_and_destroy_during_a_recapture_release_both_captures),

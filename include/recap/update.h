@@ -43,6 +43,10 @@ typedef enum recap_update_reason {
   RECAP_UPDATE_REASON_POLICY_NEVER,    /* policy: always instantiate */
   RECAP_UPDATE_REASON_POLICY_FAILURES, /* policy: K consecutive refusals */
   RECAP_UPDATE_REASON_POLICY_SLOWER,   /* policy: updated replays measured slower */
+  /* The recapture turned rebinding on, and the capture it replaces had not kept the graph the
+   * executable was instantiated from, through whose nodes alone CUDA patches the executable:
+   * instantiated afresh so that it can be rebound. */
+  RECAP_UPDATE_REASON_NO_ORIGIN,
   RECAP_UPDATE_REASON_COUNT
 } recap_update_reason_t;
 

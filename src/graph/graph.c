@@ -107,6 +107,14 @@ recap_status_t recap__graph_hooks_captured(recap_graph_t g, recap_cuda_graph_t t
   return RECAP_SUCCESS;
 }
 
+recap_status_t recap__graph_hooks_instantiated_afresh(recap_graph_t g,
+                                                      recap_cuda_graph_t template_graph) {
+  for (size_t i = 0; i < g->hook_count; i++)
+    if (g->hooks[i].hooks->instantiated_afresh)
+      RECAP__CHECK(g->hooks[i].hooks->instantiated_afresh(g->hooks[i].ctx, g, template_graph));
+  return RECAP_SUCCESS;
+}
+
 recap_status_t recap__graph_sync_template(recap_graph_t g) {
   for (size_t i = 0; i < g->hook_count; i++)
     if (g->hooks[i].hooks->sync_template)
@@ -201,8 +209,11 @@ static recap_status_t reset_graph(recap_graph_t graph, bool forget_pool) {
   if (graph->exec) keep_first_failure(dev->graph_exec_destroy(graph->exec), &result, &saved);
   if (graph->template_graph)
     keep_first_failure(dev->graph_destroy(graph->template_graph), &result, &saved);
+  if (graph->exec_origin)
+    keep_first_failure(dev->graph_destroy(graph->exec_origin), &result, &saved);
   graph->exec = NULL;
   graph->template_graph = NULL;
+  graph->exec_origin = NULL;
   release_pool(graph);
   graph->state = RECAP__GRAPH_FRESH;
   graph->node_count = 0;
@@ -378,6 +389,14 @@ static recap_status_t instantiate(recap_graph_t g) {
   }
   RECAP__CHECK(dev->graph_instantiate(&g->exec, g->template_graph));
   recap__update_fresh(&g->update);
+  if (g->exec_origin) {
+    /* The new executable's origin is the template: the layers that planned patches against
+     * the old one's plan again, and the old origin can go once they did. Should they fail, the
+     * old origin stays (their plans still name its nodes, and patching reports the error). */
+    RECAP__CHECK(recap__graph_hooks_instantiated_afresh(g, g->template_graph));
+    dev->graph_destroy(g->exec_origin);
+    g->exec_origin = NULL;
+  }
   return RECAP_SUCCESS;
 }
 

@@ -69,6 +69,12 @@ typedef struct recap__graph_hooks {
    * once after every rebound that succeeded. */
   recap_status_t (*rebound)(void *ctx, recap_graph_t graph, const recap__graph_read_t *sites,
                             size_t count, const recap__rebound_range_t *to, size_t moves);
+  /* A recapture planned against the old executable's origin (capture_origin), but its
+   * template was instantiated afresh (the driver refused the update): plan again against the
+   * new template, which is the new executable's origin. A failure fails the recapture, which
+   * leaves the graph as it was. Optional. */
+  recap_status_t (*instantiated_afresh)(void *ctx, recap_graph_t graph,
+                                        recap_cuda_graph_t template_graph);
   /* The rebind prepared by `rebound` was applied (applied true: make it visible) or not (drop
    * what rebound prepared). Must not fail. */
   void (*rebound_done)(void *ctx, recap_graph_t graph, bool applied);
@@ -98,6 +104,17 @@ struct recap_graph {
    * the template still answer only for KEEP graphs. Set by the layer during the capture,
    * cleared by reset and by a failed capture. */
   bool keep_template;
+  /* The graph the executable was instantiated from, once a recapture has updated the
+   * executable in place from a later template (template_graph) while the graph keeps templates.
+   * CUDA patches an executable only through the nodes of the graph it was instantiated from,
+   * updated or not (measured: the updating template's nodes are refused with
+   * cudaErrorInvalidValue), so rebinding needs this graph for as long as the executable lives.
+   * NULL: the executable's origin is template_graph (or nothing needs it). */
+  recap_cuda_graph_t exec_origin;
+  /* While the captured hooks of a recapture run: the graph whose nodes patch the executable the
+   * new template is about to update (the layers plan patches against it); NULL when the new
+   * template will be instantiated afresh, or outside a recapture's end. */
+  recap_cuda_graph_t capture_origin;
   uint64_t rebinds, sites_patched; /* recap_graph_rebind calls that succeeded, sites changed */
   recap__graph_hook_entry_t *hooks;
   size_t hook_count, hook_capacity;
@@ -162,6 +179,9 @@ void recap__graph_close_capture(recap_graph_t graph);
 void recap__graph_hooks_capture_ended(recap_graph_t graph, bool succeeded);
 recap_status_t recap__graph_hooks_captured(recap_graph_t graph, recap_cuda_graph_t template_graph);
 void recap__graph_hooks_release(recap_graph_t graph);
+/* The instantiated_afresh hooks (see recap__graph_hooks_t). */
+recap_status_t recap__graph_hooks_instantiated_afresh(recap_graph_t graph,
+                                                      recap_cuda_graph_t template_graph);
 /* The same for the hooks a recapture set aside (graph->old). */
 void recap__graph_hooks_release_old(recap_graph_t graph);
 

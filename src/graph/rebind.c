@@ -211,14 +211,16 @@ static void plan_free(rebind_t *r) {
 }
 
 /* Capture end: the plan, the index and the scratch space of the new template. The previous
- * ones (a recapture's) are replaced only once all of it is built. */
+ * ones (a recapture's) are replaced only once all of it is built. The plan patches the
+ * executable through the nodes of the graph it was instantiated from: the template itself,
+ * unless a recapture is about to update an executable instantiated from an earlier one
+ * (graph->capture_origin). */
 static recap_status_t hook_captured(void *ctx, recap_graph_t graph,
                                     recap_cuda_graph_t template_graph) {
-  (void)graph;
   rebind_t *r = ctx, next;
   memset(&next, 0, sizeof next);
-  RECAP__CHECK(recap__device()->patch_plan_create(template_graph, NULL, &next.plan, &next.sites,
-                                                  &next.site_count));
+  RECAP__CHECK(recap__device()->patch_plan_create(template_graph, graph->capture_origin, &next.plan,
+                                                  &next.sites, &next.site_count));
   size_t n = next.site_count ? next.site_count : 1;
   next.index = recap__host_malloc(n * sizeof *next.index);
   next.scratch = recap__host_malloc(n * sizeof *next.scratch);
@@ -245,6 +247,31 @@ static recap_status_t hook_captured(void *ctx, recap_graph_t graph,
   memset(&r->pending, 0, sizeof r->pending);
   r->mode = r->pending_mode;
   pthread_mutex_unlock(&r->lock);
+  return RECAP_SUCCESS;
+}
+
+/* The executable was instantiated afresh from template_graph (a recapture whose update the
+ * driver refused, or recap_graph_instantiate after updates): the same sites, in the same order
+ * and with the same addresses, now patched through template_graph's own nodes. */
+static recap_status_t hook_instantiated_afresh(void *ctx, recap_graph_t graph,
+                                               recap_cuda_graph_t template_graph) {
+  (void)graph;
+  rebind_t *r = ctx;
+  const recap__device_ops_t *dev = recap__device();
+  recap__patch_plan_t plan = NULL;
+  const recap__graph_read_t *sites = NULL;
+  size_t count = 0;
+  RECAP__CHECK(dev->patch_plan_create(template_graph, NULL, &plan, &sites, &count));
+  if (count != r->site_count) {
+    dev->patch_plan_destroy(plan);
+    return recap__error(RECAP_ERROR_INTERNAL,
+                        "rebind: the new executable's template has %zu sites where the plan had "
+                        "%zu",
+                        count, r->site_count);
+  }
+  dev->patch_plan_destroy(r->plan);
+  r->plan = plan;
+  r->sites = sites;
   return RECAP_SUCCESS;
 }
 
@@ -278,6 +305,7 @@ static const recap__graph_hooks_t rebind_hooks = {
     .release = hook_release,
     .captured = hook_captured,
     .sync_template = hook_sync_template,
+    .instantiated_afresh = hook_instantiated_afresh,
 };
 
 recap_status_t recap__rebind_attach(recap_graph_t graph, recap_rebind_mode_t mode) {

@@ -109,13 +109,20 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
     RECAP__WARN(
         "the recapture recorded no work: the graph is empty (did the work go to another "
         "stream than the capturing one?)");
-  if ((s = recap__graph_hooks_captured(g, template_graph)) != RECAP_SUCCESS)
-    return give_back(g, s, template_graph);
-
   /* Update, or instantiate afresh: decided before anything changes, recorded once all
-   * succeeded. */
+   * succeeded. An executable updated in place is patched through the nodes of the graph it was
+   * instantiated from (its origin): the layers that patch (rebinding) plan against it, so it
+   * must still exist when they need it. */
   recap__update_poll(&g->update);
   recap_update_reason_t decided = recap__update_decide(&g->update, g->exec != NULL);
+  recap_cuda_graph_t origin = g->exec_origin ? g->exec_origin : g->template_graph;
+  if (decided == RECAP_UPDATE_REASON_NONE && g->keep_template && !origin)
+    decided = RECAP_UPDATE_REASON_NO_ORIGIN;
+  g->capture_origin = decided == RECAP_UPDATE_REASON_NONE && g->keep_template ? origin : NULL;
+  s = recap__graph_hooks_captured(g, template_graph);
+  g->capture_origin = NULL;
+  if (s != RECAP_SUCCESS) return give_back(g, s, template_graph);
+
   recap_update_reason_t outcome = decided;
   size_t node = SIZE_MAX;
   if (decided == RECAP_UPDATE_REASON_NONE) {
@@ -134,6 +141,16 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
   bool instantiate = outcome != RECAP_UPDATE_REASON_NONE && g->exec;
   if (instantiate && (s = dev->graph_instantiate(&exec, template_graph)) != RECAP_SUCCESS)
     return give_back(g, s, template_graph);
+  /* The layers planned against the old executable's origin, but the new template is the new
+   * executable's: they plan again. */
+  if (exec && decided == RECAP_UPDATE_REASON_NONE && g->keep_template &&
+      (s = recap__graph_hooks_instantiated_afresh(g, template_graph)) != RECAP_SUCCESS) {
+    recap__saved_error_t why;
+    recap__error_save(&why);
+    dev->graph_exec_destroy(exec);
+    recap__error_restore(&why);
+    return give_back(g, s, template_graph);
+  }
 
   /* Nothing can fail from here: the old capture goes. */
   if (exec) {
@@ -143,7 +160,16 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
     g->exec = exec;
   }
   recap__graph_hooks_release_old(g); /* before the old template, which they may refer to */
-  if (g->template_graph) dev->graph_destroy(g->template_graph);
+  bool updated_in_place = g->exec && !exec && outcome == RECAP_UPDATE_REASON_NONE;
+  if (updated_in_place && g->keep_template && !g->exec_origin) {
+    g->exec_origin = g->template_graph; /* the executable's origin: kept while it lives */
+  } else {
+    if (g->template_graph) dev->graph_destroy(g->template_graph);
+    if (g->exec_origin && !(updated_in_place && g->keep_template)) {
+      dev->graph_destroy(g->exec_origin);
+      g->exec_origin = NULL;
+    }
+  }
   g->template_graph = template_graph;
   if (g->exec && recap__graph_drops_template(g)) {
     dev->graph_destroy(template_graph);
