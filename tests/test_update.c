@@ -1008,6 +1008,40 @@ static void slower_updates_pause_updates(void **state) {
   expect_quiet();
 }
 
+/* The policy set after the first capture (its executable already instantiated) measures that
+ * executable's replays as the baseline, as one set before. */
+static void a_policy_set_after_the_capture_measures(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap__fake_updated_slowdown(1.5);
+  capture_kernels(g, s, 10);
+  recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
+  p.max_slowdown = 0.10;
+  p.measure_replays = 2;
+  OK(recap_graph_set_update_policy(g, &p));
+  replays(g, s, 2);
+  recap__fake_stream_complete(s);
+  for (int i = 0; i < 2; i++) {
+    recapture_kernels(g, s, 10);
+    replays(g, s, 1);
+    recap__fake_stream_complete(s);
+  }
+  /* This recapture reads the last sample, compares, and instantiates afresh already. */
+  recapture_kernels(g, s, 10);
+  recap_update_stats_t st = stats_of(g);
+  assert_true(fabs(st.fresh_replay_ms - 0.010) < 1e-6);
+  assert_true(fabs(st.updated_replay_ms - 0.015) < 1e-6);
+  assert_int_equal(st.updates, 2);
+  assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_POLICY_SLOWER], 1);
+  recapture_kernels(g, s, 10);
+  assert_int_equal(stats_of(g).by_reason[RECAP_UPDATE_REASON_POLICY_SLOWER], 2);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
 static void equal_speed_keeps_updating_and_stops_measuring(void **state) {
   (void)state;
   reset();
@@ -1226,6 +1260,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(never_update_always_instantiates),
       cmocka_unit_test(failures_pause_updates_for_retry_after_recaptures),
       cmocka_unit_test(slower_updates_pause_updates),
+      cmocka_unit_test(a_policy_set_after_the_capture_measures),
       cmocka_unit_test(equal_speed_keeps_updating_and_stops_measuring),
       cmocka_unit_test(a_replay_into_another_capture_is_not_timed),
       cmocka_unit_test(timing_failures_never_fail_a_replay),

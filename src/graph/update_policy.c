@@ -281,6 +281,9 @@ void recap__update_set_policy(recap__update_t *u, const recap_update_policy_t *p
   u->policy = *policy;
   u->pause_left = 0;
   if (!(u->policy.max_slowdown > 0) || measure_replays(u) != old_wanted) destroy_measurements(u);
+  /* A policy set once the graph holds an executable measures from now on: its replays are
+   * the baseline if it was instantiated afresh, else samples of an updated one. */
+  if (u->policy.max_slowdown > 0 && prepare_measurements(u)) update_active(u);
   pthread_mutex_unlock(&u->lock);
 }
 
