@@ -471,6 +471,18 @@ static bool moved(const move_t *moves, size_t count, uintptr_t p) {
   return moved_by(moves, count, p) != NULL;
 }
 
+/* Whether range meets memory the graph's capture allocated from its pool (its intermediates
+ * and outputs); an incomplete record counts as meeting it. */
+static bool captured_here(recap_graph_t graph, span_t range) {
+  const recap__alloc_log_t *log = &graph->alloc_log;
+  if (log->incomplete) return true;
+  for (size_t k = 0; k < log->count; k++) {
+    uintptr_t base = (uintptr_t)log->v[k].ptr, end = base + log->v[k].size;
+    if (end > range.base && base < range.end) return true;
+  }
+  return false;
+}
+
 /* A new range inside an allocated block of the graph's own pool (the block holds it: checked
  * before). The pool may be shared (graphed callables created together share one), and a block
  * another graph's capture allocated and still holds, such as a static output, is memory this
@@ -488,8 +500,7 @@ static recap_status_t check_own_pool(rebind_t *r, recap_graph_t graph, const cha
                         "is memory of the graph's own pool, and the record of what the graph's "
                         "capture allocated there is incomplete (host memory ran out); give a "
                         "buffer from outside the pool",
-                        fn, i, in->new_ptr, in->old_ptr, (size_t)(m->old.end - m->old.base),
-                        nodes);
+                        fn, i, in->new_ptr, in->old_ptr, (size_t)(m->old.end - m->old.base), nodes);
   }
   for (size_t k = 0; k < log->count; k++) {
     uintptr_t base = (uintptr_t)log->v[k].ptr, end = base + log->v[k].size;
@@ -540,12 +551,13 @@ static recap_status_t check_move(rebind_t *r, recap_graph_t graph, const char *f
   }
   recap__block_ref_t ref;
   if (!declared && recap__alloc_find(in->old_ptr, &ref) &&
-      recap__pool_id_equal(ref.pool, graph->pool)) {
+      recap__pool_id_equal(ref.pool, graph->pool) && captured_here(graph, m->old)) {
     describe_sites(nodes, sizeof nodes, r, graph, m->lo, m->hi);
     return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
-                        "%s: rebinds[%zu]: [%p, +%zu bytes) is memory of the graph's own pool "
-                        "(its intermediates), used by %s; rebind buffers from outside the pool, "
-                        "or declare the range during the capture",
+                        "%s: rebinds[%zu]: [%p, +%zu bytes) is memory the graph's capture "
+                        "allocated from its own pool (its intermediates and outputs), used by "
+                        "%s; rebind buffers from outside the pool, or declare the range during "
+                        "the capture",
                         fn, i, in->old_ptr, size, nodes);
   }
   for (size_t k = m->lo; k < m->hi; k++) {

@@ -51,17 +51,17 @@ struct recap_graphed {
   recap_buffer_t *eager_grad_inputs;   /* the last eager backward's, freed at the next */
   bool forward_ran, last_forward_eager;
   /* The zero-copy path (all NULL/false without flags). */
-  bool zero_copy;                 /* a flag is set: the captures are rebindable */
-  int *rebind_inputs;             /* input_count flags */
-  int *rebind_grad_outputs;       /* output_count flags (0 where no gradient) */
-  const void **fw_at;             /* where the last forward's input i was read from */
-  const void **fw_graph_in;       /* where the forward graph points flagged input i */
-  const void **bw_graph_in;       /* where the backward graph points flagged input i */
-  const void **bw_graph_grad;     /* where the backward graph points flagged gradient i */
+  bool zero_copy;             /* a flag is set: the captures are rebindable */
+  int *rebind_inputs;         /* input_count flags */
+  int *rebind_grad_outputs;   /* output_count flags (0 where no gradient) */
+  const void **fw_at;         /* where the last forward's input i was read from */
+  const void **fw_graph_in;   /* where the forward graph points flagged input i */
+  const void **bw_graph_in;   /* where the backward graph points flagged input i */
+  const void **bw_graph_grad; /* where the backward graph points flagged gradient i */
   bool *fw_uses, *bw_uses_in, *bw_uses_grad; /* the graph holds an address in that buffer */
-  recap_rebind_t *moves;          /* input_count + output_count moves: one call's batch */
-  recap_buffer_t *fw_inputs;      /* {fw_at[i], size}: the last forward's inputs */
-  bool fallback_logged;           /* a refused rebind was logged (once per callable) */
+  recap_rebind_t *moves;     /* input_count + output_count moves: one call's batch */
+  recap_buffer_t *fw_inputs; /* {fw_at[i], size}: the last forward's inputs */
+  bool fallback_logged;      /* a refused rebind was logged (once per callable) */
 };
 
 /* A backward is captured whenever one is given: even with no input needing a gradient it
@@ -523,9 +523,10 @@ static recap_status_t move_slots(recap_graphed_t h, recap_graph_t graph, const c
   if (s != RECAP_ERROR_INVALID_ARGUMENT) return s;
   if (!h->fallback_logged) {
     h->fallback_logged = true;
-    RECAP__DEBUG("%s: the zero-copy rebind was refused, so this call copies its flagged buffers "
-                 "into the static ones (logged once per callable): %s",
-                 fn, recap_last_error());
+    RECAP__DEBUG(
+        "%s: the zero-copy rebind was refused, so this call copies its flagged buffers "
+        "into the static ones (logged once per callable): %s",
+        fn, recap_last_error());
   }
   m = 0;
   for (size_t k = 0; k < n; k++)
@@ -544,11 +545,12 @@ static recap_status_t forward_zero_copy(recap_graphed_t h, const recap_buffer_t 
   size_t in = h->desc.input_count, n = 0;
   slot_t local[8];
   slot_t *v = in <= 8 ? local : recap__host_malloc(in * sizeof *v);
-  if (!v) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graphed_forward: out of host memory");
+  if (!v)
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graphed_forward: out of host memory");
   for (size_t i = 0; i < in; i++)
     if (h->rebind_inputs[i] && h->fw_uses[i])
-      v[n++] = (slot_t){&h->fw_graph_in[i], h->static_inputs[i].data, inputs[i].data,
-                        inputs[i].bytes};
+      v[n++] =
+          (slot_t){&h->fw_graph_in[i], h->static_inputs[i].data, inputs[i].data, inputs[i].bytes};
   bool fell_back;
   recap_status_t s = move_slots(h, h->forward_graph, "recap_graphed_forward", v, n, &fell_back);
   if (v != local) recap__host_free(v);
@@ -578,8 +580,8 @@ static recap_status_t backward_zero_copy(recap_graphed_t h, recap_stream_t strea
                         h->static_inputs[i].bytes};
   for (size_t i = 0; i < out_n; i++)
     if (h->rebind_grad_outputs[i] && h->bw_uses_grad[i])
-      v[n++] = (slot_t){&h->bw_graph_grad[i], h->static_grad_outputs[i].data,
-                        grad_outputs[i].data, grad_outputs[i].bytes};
+      v[n++] = (slot_t){&h->bw_graph_grad[i], h->static_grad_outputs[i].data, grad_outputs[i].data,
+                        grad_outputs[i].bytes};
   bool fell_back;
   recap_status_t s = move_slots(h, h->backward_graph, "recap_graphed_backward", v, n, &fell_back);
   if (v != local) recap__host_free(v);
@@ -619,8 +621,8 @@ recap_status_t recap_graphed_forward(recap_graphed_t h, recap_stream_t stream, i
       RECAP__CHECK(check_given(h->static_inputs, inputs, i, "input"));
     RECAP__CHECK(forward_zero_copy(h, inputs));
   }
-  RECAP__CHECK(stage(h->static_inputs, h->zero_copy ? h->fw_at : NULL, inputs,
-                     h->desc.input_count, stream, "input"));
+  RECAP__CHECK(stage(h->static_inputs, h->zero_copy ? h->fw_at : NULL, inputs, h->desc.input_count,
+                     stream, "input"));
   RECAP__CHECK(recap_graph_replay(h->forward_graph, stream));
   h->forward_ran = true;
   h->last_forward_eager = false;
