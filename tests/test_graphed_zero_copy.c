@@ -580,6 +580,35 @@ static void descs_without_the_flags_copy(void **state) {
   done();
 }
 
+/* Flagged sample inputs are declared with their exact extents, so two that overlap are
+ * refused at create, and nothing is left behind. */
+static void overlapping_flagged_samples_are_refused(void **state) {
+  (void)state;
+  fresh();
+  float *sx = buffer(100.0f);
+  recap_buffer_t samples[2] = {{sx, BYTES}, {sx, BYTES}};
+  int requires_grad[2] = {1, 1}, flags[2] = {1, 1};
+  recap_callable_desc_t d = RECAP_CALLABLE_DESC_INIT;
+  d.forward = fw;
+  d.backward = bw;
+  d.input_count = 2;
+  d.sample_inputs = samples;
+  d.requires_grad = requires_grad;
+  d.output_count = 1;
+  d.rebind_inputs = flags;
+  recap_graphed_t h = (recap_graphed_t)0x1;
+  EXPECT_STATUS(recap_graphed_create(&h, &d, 1, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("recap_graph_declare_buffer");
+  EXPECT_MESSAGE("overlaps the buffer");
+  assert_null(h);
+  /* One of them flagged: fine (the other is copied). */
+  flags[1] = 0;
+  OK(recap_graphed_create(&h, &d, 1, NULL));
+  OK(recap_graphed_destroy(h));
+  OK(recap_free(sx));
+  done();
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(alternating_inputs_match_the_copy_path),
@@ -591,6 +620,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(the_callers_buffer_is_read_in_place),
       cmocka_unit_test(eager_calls_are_unchanged),
       cmocka_unit_test(descs_without_the_flags_copy),
+      cmocka_unit_test(overlapping_flagged_samples_are_refused),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }

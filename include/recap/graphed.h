@@ -124,7 +124,7 @@ typedef struct recap_callable_desc {
    * graph at the forward, and the backward graph, which reads its forward's inputs, at the
    * backward. Where a rebind is refused (the caller's buffer overlaps memory the graph uses),
    * that call copies instead. The caller's buffer must then stay as "Who owns what" says. */
-  const int *rebind_inputs;
+  const int *rebind_inputs; /* flagged sample inputs must not overlap one another */
   /* output_count flags, or NULL for none: the same for the output gradients passed to
    * recap_graphed_backward (flags of outputs that require no gradient are ignored). */
   const int *rebind_grad_outputs;
@@ -192,7 +192,9 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graphed_backward(recap_graphed_t 
                                                                 const recap_buffer_t **grad_inputs);
 
 /* The forward and backward graphs (NULL when not captured), e.g. for inspection. Either
- * out-parameter may be NULL when that graph is not wanted. */
+ * out-parameter may be NULL when that graph is not wanted. The callable keeps track of where
+ * its graphs point their zero-copy buffers: rebinding or recapturing them from outside breaks
+ * that, so only inspect and replay them. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graphed_graphs(recap_graphed_t handle,
                                                               recap_graph_t *forward,
                                                               recap_graph_t *backward);
