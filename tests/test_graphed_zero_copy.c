@@ -10,7 +10,8 @@
  * Cases: alternating input buffers, the backward reading the forward's rebound input, flagged
  * output gradients, the fallback to copying when a rebind is refused (and its debug log), a
  * chain of two callables where B reads A's static output in their shared pool, the ownership
- * rules, eager calls, and descs of the size without the flags.
+ * rules, eager calls, descs of the size without the flags, overlapping flagged samples, and a
+ * flagged input only the backward reads.
  */
 #include <stddef.h>
 #include <stdio.h>
@@ -609,6 +610,62 @@ static void overlapping_flagged_samples_are_refused(void **state) {
   done();
 }
 
+/* out = w + w: a forward that does not read x (its backward does). */
+static void k_double_w(void *const *args, size_t n) {
+  assert_int_equal(n, 2);
+  float *out = args[0];
+  const float *w = args[1];
+  for (int i = 0; i < N; i++) out[i] = w[i] + w[i];
+}
+
+static recap_status_t fw_without_x(void *ctx, recap_stream_t s, int training,
+                                   const recap_buffer_t *in, recap_buffer_t *out) {
+  (void)ctx;
+  (void)training;
+  out[0].bytes = BYTES;
+  recap_status_t st = recap_malloc(&out[0].data, BYTES, s);
+  if (st != RECAP_SUCCESS) return st;
+  const void *args[2] = {out[0].data, in[1].data};
+  recap__fake_launch_kernel_fn(s, "double_w", k_double_w, args, 2);
+  return RECAP_SUCCESS;
+}
+
+/* A flagged input only the backward reads: the forward neither copies nor rebinds it, and the
+ * backward graph is rebound to where that forward had it. */
+static void input_read_by_the_backward_only(void **state) {
+  (void)state;
+  fresh();
+  float *sx = buffer(100.0f), *sw = buffer(200.0f);
+  recap_buffer_t samples[2] = {{sx, BYTES}, {sw, BYTES}};
+  int requires_grad[2] = {1, 1}, flags[2] = {1, 0};
+  recap_callable_desc_t d = RECAP_CALLABLE_DESC_INIT;
+  d.forward = fw_without_x;
+  d.backward = bw;
+  d.input_count = 2;
+  d.sample_inputs = samples;
+  d.requires_grad = requires_grad;
+  d.output_count = 1;
+  d.rebind_inputs = flags;
+  recap_graphed_t h;
+  OK(recap_graphed_create(&h, &d, 1, NULL));
+  float *a = buffer(1.0f), *b = buffer(6.0f), *w = buffer(2.0f), *g = buffer(0.5f);
+  for (int round = 0; round < 3; round++) {
+    const float *x = round % 2 ? b : a;
+    uint64_t c0 = copies(), p0 = patches();
+    forward(h, x, w);
+    assert_int_equal(copies() - c0, 1); /* w */
+    assert_int_equal(patches(), p0);    /* the forward graph holds no address of x */
+    const recap_buffer_t *gin = backward(h, g);
+    assert_ptr_equal(exec_arg(h, true, 0, 2), x);
+    for (int i = 0; i < N; i++) assert_true(((float *)gin[0].data)[i] == g[i] * x[i] + 1.0f);
+  }
+  expect_values(sx, 100.0f);
+  OK(recap_graphed_destroy(h));
+  float *bufs[] = {sx, sw, a, b, w, g};
+  for (size_t i = 0; i < 6; i++) OK(recap_free(bufs[i]));
+  done();
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(alternating_inputs_match_the_copy_path),
@@ -621,6 +678,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(eager_calls_are_unchanged),
       cmocka_unit_test(descs_without_the_flags_copy),
       cmocka_unit_test(overlapping_flagged_samples_are_refused),
+      cmocka_unit_test(input_read_by_the_backward_only),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }
