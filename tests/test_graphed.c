@@ -4,6 +4,7 @@
  * captures, the shared pool, static inputs and outputs, the eager fallbacks (other mode, graphs
  * disabled), the unused-input rule, and cleanup after every kind of failure.
  */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -497,7 +498,8 @@ static void desc_size_is_checked(void **state) {
   snprintf(expected, sizeof expected,
            "recap_graphed_create: descs[0]: options->size is 0, but a recap_callable_desc_t is "
            "%zu to %zu bytes",
-           sizeof(recap_callable_desc_t), sizeof(recap_callable_desc_t));
+           offsetof(recap_callable_desc_t, output_requires_grad) + sizeof(const int *),
+           sizeof(recap_callable_desc_t));
   EXPECT_MESSAGE(expected);
   EXPECT_MESSAGE("RECAP_CALLABLE_DESC_INIT");
   assert_null(h[0]);

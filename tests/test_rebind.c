@@ -517,6 +517,84 @@ static void declared_mode_and_declaration_rules(void **state) {
   done();
 }
 
+/* A pool shared by graphs (graphed callables made together share one): a new buffer in the
+ * graph's own pool is accepted when it lies in an allocated block this graph's capture did not
+ * allocate and none of its sites points into (another graph's output), and refused in a free
+ * block of the pool or where the graph's capture allocated (its intermediates, even when handed
+ * out again since). */
+static void shared_pool_blocks(void **state) {
+  (void)state;
+  fresh();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_pool_id_t pool = recap_pool_handle();
+  float *in1 = alloc(BYTES, s), *in2 = alloc(BYTES, s);
+  fill(in1, 1.0f);
+  fill(in2, 2.0f);
+  recap_graph_t g1, g2;
+  OK(recap_graph_create(&g1, 0));
+  OK(recap_graph_create(&g2, 0));
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.rebind = RECAP_REBIND_AUTO;
+  o.pool = pool;
+  /* g1: in1 -> tmp1 (freed in the capture) -> out1 (kept). */
+  OK(recap_graph_capture_begin(g1, s, &o));
+  float *tmp1 = alloc(4 * BYTES, s), *out1 = alloc(BYTES, s);
+  scale(s, "g1_a", in1, tmp1);
+  scale(s, "g1_b", tmp1, out1);
+  OK(recap_free(tmp1));
+  OK(recap_graph_capture_end(g1));
+  /* g2: in2 -> out2, where out2 takes the block g1's intermediate had; tmp2 is freed. */
+  OK(recap_graph_capture_begin(g2, s, &o));
+  float *out2 = alloc(4 * BYTES, s), *tmp2 = alloc(8 * BYTES, s);
+  scale(s, "g2_a", in2, out2);
+  scale(s, "g2_b", in2, tmp2);
+  OK(recap_free(tmp2));
+  OK(recap_graph_capture_end(g2));
+  assert_ptr_equal(out2, tmp1);
+  recap__block_ref_t ref;
+  assert_true(recap__alloc_find(out1, &ref) && ref.allocated &&
+              recap__pool_id_equal(ref.pool, pool));
+  assert_true(recap__alloc_find(tmp2, &ref) && !ref.allocated &&
+              recap__pool_id_equal(ref.pool, pool));
+  replay(g1, s);
+
+  /* Accepted: g2 reads g1's output, a live block of the pool that g2 never writes. */
+  recap_rebind_t r = move(in2, out1, BYTES);
+  OK(recap_graph_rebind(g2, &r, 1));
+  assert_int_equal(r.patched, 2);
+  replay(g2, s);
+  for (int i = 0; i < N; i++) assert_true(out2[i] == 2.0f * out1[i] + 1.0f);
+  /* And back out of the pool. */
+  r = move(out1, in2, BYTES);
+  OK(recap_graph_rebind(g2, &r, 1));
+
+  uint64_t before = exec_patches();
+  /* Refused: a free block of the pool (memory intermediates use at replays). */
+  r = move(in1, tmp2, BYTES);
+  EXPECT_STATUS(recap_graph_rebind(g1, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("free block of the graph's own pool");
+  EXPECT_MESSAGE("kernel g1_a");
+  /* Refused: g2's output lies where g1's capture allocated its intermediate, which g1's replays
+   * write. */
+  r = move(in1, out2, BYTES);
+  EXPECT_STATUS(recap_graph_rebind(g1, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("its capture allocated and its replays write");
+  expect_message_pointer(tmp1);
+  /* Refused: g2's own output (its capture allocated it, and its sites point into it). */
+  r = move(in2, out2, BYTES);
+  EXPECT_STATUS(recap_graph_rebind(g2, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("its capture allocated");
+  assert_int_equal(exec_patches(), before);
+
+  OK(recap_graph_destroy(g1));
+  OK(recap_graph_destroy(g2));
+  OK(recap_free(out1));
+  OK(recap_free(out2));
+  OK(recap_free(in1));
+  OK(recap_free(in2));
+  done();
+}
+
 /* Every refusal: its status, its message naming the move and the nodes, and nothing changed. */
 static void refusals(void **state) {
   (void)state;
@@ -1079,6 +1157,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(declared_buffers_have_exact_extents),
       cmocka_unit_test(declared_mode_and_declaration_rules),
       cmocka_unit_test(refusals),
+      cmocka_unit_test(shared_pool_blocks),
       cmocka_unit_test(site_listing),
       cmocka_unit_test(scalar_that_looks_like_an_address),
       cmocka_unit_test(cost_is_the_sites_patched),

@@ -12,7 +12,9 @@
  * recap warms every callable up on a side stream, then captures every forward in order and every
  * backward in reverse order into one shared pool. Calling a graphed forward copies an input into
  * its static buffer only when the caller's pointer differs, replays, and hands back the static
- * outputs; backward likewise. Outputs handed back stay valid until the next call of the same
+ * outputs; backward likewise. An input flagged in desc.rebind_inputs (and an output gradient
+ * flagged in desc.rebind_grad_outputs) is not copied: the graphs are rebound to the caller's
+ * buffer (the zero-copy path), with results bit-identical to the copying path. Outputs handed back stay valid until the next call of the same
  * callable (they are overwritten by the next replay), as in PyTorch.
  *
  * Warm-up runs the user's functions for real: random kernels draw numbers (reseed generators
@@ -29,6 +31,17 @@
  *    caller's too: recap copies from them during the call, and keeps only the addresses of an
  *    eager forward's inputs, to hand them to that forward's backward (keep their data until
  *    then). The caller's buffer arrays themselves may go as soon as a call returns.
+ *  - Zero-copy inputs (desc.rebind_inputs): a flagged input passed at another address than its
+ *    static one is read where it is, by the forward's replay and by the backward's replay of
+ *    that forward. Its buffer must stay allocated and unchanged (neither written nor freed)
+ *    from the forward call until the backward of that forward has run on the stream or, for a
+ *    forward no backward will follow (inference, or another forward is called first), until
+ *    that forward's replay has run; "has run" means the stream has executed the replay, not
+ *    only that the call returned. The graphs keep only its address: recap never
+ *    frees it, and a buffer freed afterwards is never read again once a later call passes
+ *    another one. The same holds for a flagged output gradient (desc.rebind_grad_outputs), from
+ *    the backward call until that backward has run. recap may write into a static input (the
+ *    sample input) when it falls back to copying, as the copying path does.
  *  - The callable owns every buffer it hands back: static outputs, static input gradients and
  *    the results of eager calls, made with recap_malloc in its pool or on the caller's stream.
  *    Never free them; they stay valid as each call's comment says and go with
@@ -105,10 +118,20 @@ typedef struct recap_callable_desc {
    * for it, and recap_graphed_backward ignores the caller's entry for it (grad_outputs may be
    * NULL when no output requires one). */
   const int *output_requires_grad;
+  /* input_count flags, or NULL for none: the zero-copy path. A call that passes a flagged
+   * input at another address than the graphs read it from rebinds the callable's graphs to the
+   * caller's buffer (recap/rebind.h) instead of copying it into the static input: the forward
+   * graph at the forward, and the backward graph, which reads its forward's inputs, at the
+   * backward. Where a rebind is refused (the caller's buffer overlaps memory the graph uses),
+   * that call copies instead. The caller's buffer must then stay as "Who owns what" says. */
+  const int *rebind_inputs; /* flagged sample inputs must not overlap one another */
+  /* output_count flags, or NULL for none: the same for the output gradients passed to
+   * recap_graphed_backward (flags of outputs that require no gradient are ignored). */
+  const int *rebind_grad_outputs;
 } recap_callable_desc_t;
 
 #define RECAP_CALLABLE_DESC_INIT \
-  { sizeof(recap_callable_desc_t), NULL, NULL, NULL, 0, NULL, NULL, 0, NULL }
+  { sizeof(recap_callable_desc_t), NULL, NULL, NULL, 0, NULL, NULL, 0, NULL, NULL, NULL }
 
 /* Start from RECAP_GRAPHED_OPTIONS_INIT; `size` follows the rule of every recap options struct
  * (recap/graph.h, above recap_capture_options_t). */
@@ -143,8 +166,13 @@ RECAP_API recap_status_t recap_graphed_destroy(recap_graphed_t handle);
 
 /* Run the forward on stream with inputs (input_count buffers of the sample sizes), and set
  * *outputs to output_count buffers valid until the next forward of this callable. In the
- * captured mode: copies inputs whose address differs from the static one, then replays. In the
- * other mode (or with graphs disabled): calls the forward eagerly. */
+ * captured mode: copies inputs whose address differs from the static one, then replays; a
+ * flagged input (desc.rebind_inputs) at another address than the graph reads rebinds the
+ * forward graph to it instead (all such inputs in one batch; the same address: nothing), and
+ * when that rebind is refused with RECAP_ERROR_INVALID_ARGUMENT, the call copies those inputs
+ * into their static buffers (logged once per callable at debug level); another failure of the
+ * rebind fails the call. In the other mode (or with graphs disabled): calls the forward
+ * eagerly, with no copy and no rebind. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graphed_forward(recap_graphed_t handle,
                                                                recap_stream_t stream, int training,
                                                                const recap_buffer_t *inputs,
@@ -154,14 +182,19 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graphed_forward(recap_graphed_t h
  * *grad_inputs to input_count buffers (data NULL where an input needs no gradient). They stay valid until the
  * next backward of this callable or the next forward of any callable created with it: the
  * passes share one pool, and a forward may reuse memory the backward's results live in (as in
- * PyTorch). RECAP_ERROR_INVALID_USAGE without a backward function or before a forward. */
+ * PyTorch). RECAP_ERROR_INVALID_USAGE without a backward function or before a forward. In the
+ * captured mode the backward graph is first pointed at the buffers the last forward read (its
+ * zero-copy inputs) and at flagged output gradients where the caller passes them, by one
+ * rebind, with the forward's fallback to copying. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graphed_backward(recap_graphed_t handle,
                                                                 recap_stream_t stream,
                                                                 const recap_buffer_t *grad_outputs,
                                                                 const recap_buffer_t **grad_inputs);
 
 /* The forward and backward graphs (NULL when not captured), e.g. for inspection. Either
- * out-parameter may be NULL when that graph is not wanted. */
+ * out-parameter may be NULL when that graph is not wanted. The callable keeps track of where
+ * its graphs point their zero-copy buffers: rebinding or recapturing them from outside breaks
+ * that, so only inspect and replay them. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graphed_graphs(recap_graphed_t handle,
                                                               recap_graph_t *forward,
                                                               recap_graph_t *backward);

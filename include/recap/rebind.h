@@ -81,11 +81,14 @@ typedef struct recap_rebind {
  *    that wraps; size 0 where neither a declared buffer nor recap's allocation holds old_ptr; a
  *    new buffer of recap's allocator that is not allocated or holds fewer than size bytes from
  *    new_ptr (foreign memory, such as cudaMalloc's, is the caller's word); a new range that
- *    overlaps memory the graph uses, except what this batch moves: its pool, a declared buffer,
- *    a site's address, or the rest of a recap allocation holding a site's address that no
- *    declared buffer holds (declare buffers carved from one allocation); two moves of the batch whose old or new ranges overlap; an
- *    old range no site points into; an old range inside the graph's pool that was not declared;
- *    in DECLARED mode, an old range that is not inside a declared buffer.
+ *    overlaps memory the graph uses, except what this batch moves: a declared buffer, a site's
+ *    address, or the rest of a recap allocation holding a site's address that no declared
+ *    buffer holds (declare buffers carved from one allocation); a new range in the graph's own
+ *    pool that lies in a free block or meets a block the graph's capture allocated (a block
+ *    of a shared pool that another graph allocated, such as its output, is accepted); two moves
+ *    of the batch whose old or new ranges overlap; an old range no site points into; an old
+ *    range inside memory the graph's capture allocated that was not declared; in DECLARED
+ *    mode, an old range that is not inside a declared buffer.
  *  - RECAP_ERROR_INVALID_USAGE: the graph holds no capture (fresh, capturing, eager), or its
  *    capture had rebind OFF.
  *  - RECAP_ERROR_NOT_SUPPORTED: a site of the range lies inside a child graph node.

@@ -186,6 +186,7 @@ void recap__fake_reset(const recap__fake_config_t *cfg) {
   recap__fake.template_patches = 0;
   recap__fake.exec_updates = 0;
   recap__fake.update_refusals = 0;
+  recap__fake.eager_copies = 0;
   recap__fake.refuse_armed = false;
   recap__fake.refuse_reason = RECAP_UPDATE_REASON_NONE;
   recap__fake.refuse_node = SIZE_MAX;
@@ -213,6 +214,7 @@ void recap__fake_counters(recap__fake_counters_t *out) {
   out->exec_patches = recap__fake.exec_patches;
   out->template_patches = recap__fake.template_patches;
   out->exec_updates = recap__fake.exec_updates;
+  out->eager_copies = recap__fake.eager_copies;
   out->update_refusals = recap__fake.update_refusals;
   pthread_mutex_unlock(&recap__fake.lock);
 }

@@ -236,6 +236,8 @@ typedef struct recap__fake_counters {
    * included) and in templates (patch_plan_sync); graph_exec_update calls that updated and
    * that were refused. */
   uint64_t exec_patches, template_patches, exec_updates, update_refusals;
+  /* memcpy_async calls that copied outside a capture (one work item each), since the reset. */
+  uint64_t eager_copies;
 } recap__fake_counters_t;
 
 void recap__fake_counters(recap__fake_counters_t *out);

@@ -298,6 +298,7 @@ recap_status_t recap__fake_op_memcpy_async(void *dst, const void *src, size_t by
     }
   } else {
     if (bytes) memmove(dst, src, bytes);
+    recap__fake.eager_copies++;
     recap__fake_work(s, 1);
   }
   return recap__fake_unlock_and_report(&f);

@@ -471,6 +471,52 @@ static bool moved(const move_t *moves, size_t count, uintptr_t p) {
   return moved_by(moves, count, p) != NULL;
 }
 
+/* Whether range meets memory the graph's capture allocated from its pool (its intermediates
+ * and outputs); an incomplete record counts as meeting it. */
+static bool captured_here(recap_graph_t graph, span_t range) {
+  const recap__alloc_log_t *log = &graph->alloc_log;
+  if (log->incomplete) return true;
+  for (size_t k = 0; k < log->count; k++) {
+    uintptr_t base = (uintptr_t)log->v[k].ptr, end = base + log->v[k].size;
+    if (end > range.base && base < range.end) return true;
+  }
+  return false;
+}
+
+/* A new range inside an allocated block of the graph's own pool (the block holds it: checked
+ * before). The pool may be shared (graphed callables created together share one), and a block
+ * another graph's capture allocated and still holds, such as a static output, is memory this
+ * graph never touches: accepted. Refused when the range meets a block this graph's capture
+ * allocated (its intermediates and outputs, which its replays write, whether or not freed and
+ * handed out again since); the sites pointing into the block are check_batch's. */
+static recap_status_t check_own_pool(rebind_t *r, recap_graph_t graph, const char *fn,
+                                     const recap_rebind_t *in, size_t i, const move_t *m) {
+  const recap__alloc_log_t *log = &graph->alloc_log;
+  char nodes[1600];
+  if (log->incomplete) {
+    describe_sites(nodes, sizeof nodes, r, graph, m->lo, m->hi);
+    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                        "%s: rebinds[%zu]: the new buffer %p (for [%p, +%zu bytes), used by %s) "
+                        "is memory of the graph's own pool, and the record of what the graph's "
+                        "capture allocated there is incomplete (host memory ran out); give a "
+                        "buffer from outside the pool",
+                        fn, i, in->new_ptr, in->old_ptr, (size_t)(m->old.end - m->old.base), nodes);
+  }
+  for (size_t k = 0; k < log->count; k++) {
+    uintptr_t base = (uintptr_t)log->v[k].ptr, end = base + log->v[k].size;
+    if (end <= m->new_.base || base >= m->new_.end) continue;
+    describe_sites(nodes, sizeof nodes, r, graph, m->lo, m->hi);
+    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                        "%s: rebinds[%zu]: the new buffer [%p, +%zu bytes) (for [%p, ...), used "
+                        "by %s) overlaps [%p, +%zu bytes), memory of the graph's own pool that "
+                        "its capture allocated and its replays write; give a buffer the graph "
+                        "does not write",
+                        fn, i, in->new_ptr, (size_t)(m->new_.end - m->new_.base), in->old_ptr,
+                        nodes, (void *)base, log->v[k].size);
+  }
+  return RECAP_SUCCESS;
+}
+
 /* The checks of one move that need only itself and the graph. */
 static recap_status_t check_move(rebind_t *r, recap_graph_t graph, const char *fn,
                                  recap_rebind_t *in, size_t i, move_t *m) {
@@ -505,12 +551,13 @@ static recap_status_t check_move(rebind_t *r, recap_graph_t graph, const char *f
   }
   recap__block_ref_t ref;
   if (!declared && recap__alloc_find(in->old_ptr, &ref) &&
-      recap__pool_id_equal(ref.pool, graph->pool)) {
+      recap__pool_id_equal(ref.pool, graph->pool) && captured_here(graph, m->old)) {
     describe_sites(nodes, sizeof nodes, r, graph, m->lo, m->hi);
     return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
-                        "%s: rebinds[%zu]: [%p, +%zu bytes) is memory of the graph's own pool "
-                        "(its intermediates), used by %s; rebind buffers from outside the pool, "
-                        "or declare the range during the capture",
+                        "%s: rebinds[%zu]: [%p, +%zu bytes) is memory the graph's capture "
+                        "allocated from its own pool (its intermediates and outputs), used by "
+                        "%s; rebind buffers from outside the pool, or declare the range during "
+                        "the capture",
                         fn, i, in->old_ptr, size, nodes);
   }
   for (size_t k = m->lo; k < m->hi; k++) {
@@ -529,10 +576,11 @@ static recap_status_t check_move(rebind_t *r, recap_graph_t graph, const char *f
   if (recap__alloc_find(in->new_ptr, &ref)) {
     const char *refusal = NULL;
     uintptr_t room = (uintptr_t)ref.base + ref.size - nb;
-    if (recap__pool_id_equal(ref.pool, graph->pool))
+    bool own_pool = recap__pool_id_equal(ref.pool, graph->pool);
+    if (own_pool && !ref.allocated)
       refusal =
-          "is memory of the graph's own pool, which the graph writes on every replay; give "
-          "a buffer from outside the pool";
+          "lies in a free block of the graph's own pool, memory the graph's intermediates may "
+          "use on every replay; give an allocated buffer";
     else if (!ref.allocated)
       refusal = "is not allocated: it lies in a free block of recap's allocator";
     if (refusal) {
@@ -551,6 +599,7 @@ static recap_status_t check_move(rebind_t *r, recap_graph_t graph, const char *f
                           fn, i, in->new_ptr, (size_t)room, ref.base, ref.size, size, in->old_ptr,
                           size, nodes);
     }
+    if (own_pool) RECAP__CHECK(check_own_pool(r, graph, fn, in, i, m));
     m->guard = (span_t){(uintptr_t)ref.base, (uintptr_t)ref.base + ref.size};
   } else if (size > 1 && recap__alloc_find((const void *)(nb + size - 1), &ref)) {
     /* Foreign memory that runs into recap's. */

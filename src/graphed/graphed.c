@@ -10,6 +10,14 @@
  * forward/backward: copy inputs that are not already in the static buffers, replay, hand back
  * the static outputs. A call in the other training mode, or with graphs disabled, runs the
  * user's functions eagerly instead.
+ *
+ * The zero-copy path (desc.rebind_inputs, desc.rebind_grad_outputs): the captures run with
+ * rebind DECLARED and declare the flagged static buffers, and each graph's slot records where
+ * the graph points each flagged buffer now. A call moves every slot whose buffer the caller
+ * passes elsewhere in one recap_graph_rebind; a refusal for the caller's buffers (they overlap
+ * memory the graph uses) turns that call into the copying path, with the slots moved back to
+ * the static buffers first. The backward graph reads the forward's inputs, so its input slots
+ * follow where the last forward's inputs were (fw_at), at the backward call.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +28,7 @@
 #include "core/host.h"
 #include "graph/graph_internal.h"
 #include "recap/graphed.h"
+#include "recap/rebind.h"
 
 enum { GRAPHED_MAGIC = 0x72677068 /* "rgph" */ };
 
@@ -41,6 +50,18 @@ struct recap_graphed {
   recap_buffer_t *eager_grad_outputs;  /* an eager backward's output gradients, as passed on */
   recap_buffer_t *eager_grad_inputs;   /* the last eager backward's, freed at the next */
   bool forward_ran, last_forward_eager;
+  /* The zero-copy path (all NULL/false without flags). */
+  bool zero_copy;             /* a flag is set: the captures are rebindable */
+  int *rebind_inputs;         /* input_count flags */
+  int *rebind_grad_outputs;   /* output_count flags (0 where no gradient) */
+  const void **fw_at;         /* where the last forward's input i was read from */
+  const void **fw_graph_in;   /* where the forward graph points flagged input i */
+  const void **bw_graph_in;   /* where the backward graph points flagged input i */
+  const void **bw_graph_grad; /* where the backward graph points flagged gradient i */
+  bool *fw_uses, *bw_uses_in, *bw_uses_grad; /* the graph holds an address in that buffer */
+  recap_rebind_t *moves;     /* input_count + output_count moves: one call's batch */
+  recap_buffer_t *fw_inputs; /* {fw_at[i], size}: the last forward's inputs */
+  bool fallback_logged;      /* a refused rebind was logged (once per callable) */
 };
 
 /* A backward is captured whenever one is given: even with no input needing a gradient it
@@ -86,6 +107,17 @@ static recap_status_t release_handle(recap_graphed_t h) {
   recap__host_free(h->static_inputs);
   recap__host_free(h->requires_grad);
   recap__host_free(h->output_requires_grad);
+  recap__host_free(h->rebind_inputs);
+  recap__host_free(h->rebind_grad_outputs);
+  recap__host_free(h->fw_at);
+  recap__host_free(h->fw_graph_in);
+  recap__host_free(h->bw_graph_in);
+  recap__host_free(h->bw_graph_grad);
+  recap__host_free(h->fw_uses);
+  recap__host_free(h->bw_uses_in);
+  recap__host_free(h->bw_uses_grad);
+  recap__host_free(h->moves);
+  recap__host_free(h->fw_inputs);
   h->magic = 0;
   recap__host_free(h);
   return s;
@@ -122,22 +154,47 @@ static recap_status_t make_handle(const recap_callable_desc_t *d, size_t index, 
   h->eager_outputs = recap__host_calloc(out_n, sizeof(recap_buffer_t));
   h->eager_grad_outputs = recap__host_calloc(out_n, sizeof(recap_buffer_t));
   h->eager_grad_inputs = recap__host_calloc(in, sizeof(recap_buffer_t));
+  h->rebind_inputs = recap__host_calloc(in, sizeof *h->rebind_inputs);
+  h->rebind_grad_outputs = recap__host_calloc(out_n, sizeof *h->rebind_grad_outputs);
+  h->fw_at = recap__host_calloc(in, sizeof *h->fw_at);
+  h->fw_graph_in = recap__host_calloc(in, sizeof *h->fw_graph_in);
+  h->bw_graph_in = recap__host_calloc(in, sizeof *h->bw_graph_in);
+  h->bw_graph_grad = recap__host_calloc(out_n, sizeof *h->bw_graph_grad);
+  h->fw_uses = recap__host_calloc(in, sizeof *h->fw_uses);
+  h->bw_uses_in = recap__host_calloc(in, sizeof *h->bw_uses_in);
+  h->bw_uses_grad = recap__host_calloc(out_n, sizeof *h->bw_uses_grad);
+  h->moves = recap__host_calloc(in + out_n, sizeof *h->moves);
+  h->fw_inputs = recap__host_calloc(in, sizeof *h->fw_inputs);
   if (!h->static_inputs || !h->requires_grad || !h->output_requires_grad || !h->static_outputs ||
       !h->static_grad_outputs || !h->static_grad_inputs || !h->eager_inputs || !h->eager_outputs ||
-      !h->eager_grad_outputs || !h->eager_grad_inputs) {
+      !h->eager_grad_outputs || !h->eager_grad_inputs || !h->rebind_inputs ||
+      !h->rebind_grad_outputs || !h->fw_at || !h->fw_graph_in || !h->bw_graph_in ||
+      !h->bw_graph_grad || !h->fw_uses || !h->bw_uses_in || !h->bw_uses_grad || !h->moves ||
+      !h->fw_inputs) {
     release_handle(h);
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graphed_create: out of host memory");
   }
   for (size_t i = 0; i < d->input_count; i++) {
     h->static_inputs[i] = d->sample_inputs[i];
     h->requires_grad[i] = d->requires_grad ? d->requires_grad[i] != 0 : 0;
+    /* An empty input has nothing to read, so nothing to rebind. */
+    h->rebind_inputs[i] =
+        d->rebind_inputs && d->rebind_inputs[i] != 0 && d->sample_inputs[i].bytes > 0;
+    h->zero_copy = h->zero_copy || h->rebind_inputs[i];
   }
   /* As PyTorch's make_graphed_callables: with no flags given, every output requires grad. */
-  for (size_t i = 0; i < d->output_count; i++)
+  for (size_t i = 0; i < d->output_count; i++) {
     h->output_requires_grad[i] = d->output_requires_grad ? d->output_requires_grad[i] != 0 : 1;
+    /* Only a captured backward reads output gradients. */
+    h->rebind_grad_outputs[i] = d->rebind_grad_outputs && d->rebind_grad_outputs[i] != 0 &&
+                                h->output_requires_grad[i] && d->backward != NULL;
+    h->zero_copy = h->zero_copy || h->rebind_grad_outputs[i];
+  }
   h->desc.sample_inputs = h->static_inputs;
   h->desc.requires_grad = h->requires_grad;
   h->desc.output_requires_grad = h->output_requires_grad;
+  h->desc.rebind_inputs = h->rebind_inputs;
+  h->desc.rebind_grad_outputs = h->rebind_grad_outputs;
   *out = h;
   return RECAP_SUCCESS;
 }
@@ -253,6 +310,8 @@ static recap_status_t capture_pass(recap_graphed_t h, recap_graph_t *graph, reca
   copts.pool = o->pool;
   copts.mode = o->mode;
   copts.check_input_liveness = o->check_input_liveness;
+  /* Only the declared (flagged) buffers can move: no scalar is ever mistaken for an input. */
+  if (h->zero_copy) copts.rebind = RECAP_REBIND_DECLARED;
   RECAP__CHECK(recap_graph_capture_begin(*graph, s, &copts));
   recap_status_t st = fn(h, s, o);
   if (st != RECAP_SUCCESS) {
@@ -266,15 +325,59 @@ static recap_status_t capture_pass(recap_graphed_t h, recap_graph_t *graph, reca
   return recap_graph_capture_end(*graph);
 }
 
+/* Declare the flagged buffers of a pass in its capture: the static inputs (both passes read
+ * them) and, for the backward, the static output gradients. */
+static recap_status_t declare_flagged(recap_graphed_t h, recap_graph_t graph, bool grads) {
+  for (size_t i = 0; i < h->desc.input_count; i++)
+    if (h->rebind_inputs[i])
+      RECAP__CHECK(
+          recap_graph_declare_buffer(graph, h->static_inputs[i].data, h->static_inputs[i].bytes));
+  for (size_t i = 0; grads && i < h->desc.output_count; i++)
+    if (h->rebind_grad_outputs[i] && h->static_grad_outputs[i].data)
+      RECAP__CHECK(recap_graph_declare_buffer(graph, h->static_grad_outputs[i].data,
+                                              h->static_grad_outputs[i].bytes));
+  return RECAP_SUCCESS;
+}
+
 static recap_status_t forward_pass(recap_graphed_t h, recap_stream_t s,
                                    const recap_graphed_options_t *o) {
+  if (h->zero_copy) RECAP__CHECK(declare_flagged(h, h->forward_graph, false));
   return call_forward(h, s, o->training, h->static_inputs, h->static_outputs);
 }
 
 static recap_status_t backward_pass(recap_graphed_t h, recap_stream_t s,
                                     const recap_graphed_options_t *o) {
+  if (h->zero_copy) RECAP__CHECK(declare_flagged(h, h->backward_graph, true));
   return call_backward(h, s, o->allow_unused_input, h->static_inputs, h->static_outputs,
                        h->static_grad_outputs, h->static_grad_inputs);
+}
+
+/* Whether graph holds an address in [ptr, ptr + bytes): a flagged buffer a graph never reads
+ * is left alone (a rebind of it would be refused as unused). */
+static recap_status_t graph_uses(recap_graph_t graph, const void *ptr, size_t bytes, bool *uses) {
+  size_t count = 0;
+  RECAP__CHECK(recap_graph_rebind_sites(graph, ptr, bytes, NULL, 0, &count));
+  *uses = count > 0;
+  return RECAP_SUCCESS;
+}
+
+/* After the captures: every slot at its static buffer, and which graph uses which buffer. */
+static recap_status_t init_slots(recap_graphed_t h) {
+  for (size_t i = 0; i < h->desc.input_count; i++) {
+    const recap_buffer_t *b = &h->static_inputs[i];
+    h->fw_at[i] = h->fw_graph_in[i] = h->bw_graph_in[i] = b->data;
+    if (!h->rebind_inputs[i]) continue;
+    RECAP__CHECK(graph_uses(h->forward_graph, b->data, b->bytes, &h->fw_uses[i]));
+    if (h->backward_graph)
+      RECAP__CHECK(graph_uses(h->backward_graph, b->data, b->bytes, &h->bw_uses_in[i]));
+  }
+  for (size_t i = 0; i < h->desc.output_count; i++) {
+    const recap_buffer_t *b = &h->static_grad_outputs[i];
+    h->bw_graph_grad[i] = b->data;
+    if (h->rebind_grad_outputs[i] && h->backward_graph && b->data)
+      RECAP__CHECK(graph_uses(h->backward_graph, b->data, b->bytes, &h->bw_uses_grad[i]));
+  }
+  return RECAP_SUCCESS;
 }
 
 /* descs[i] under the options-struct rule (core/args.h): the array's stride is the size of
@@ -345,6 +448,8 @@ recap_status_t recap_graphed_create(recap_graphed_t *handles, const recap_callab
                       s, fail);
     RECAP__CHECK_GOTO(capture_pass(h, &h->backward_graph, side, &o, backward_pass), s, fail);
   }
+  for (size_t i = 0; i < count; i++)
+    if (handles[i]->zero_copy) RECAP__CHECK_GOTO(init_slots(handles[i]), s, fail);
   RECAP__CHECK_GOTO(dev->stream_synchronize(side), s, fail);
   return RECAP_SUCCESS;
 
@@ -373,16 +478,121 @@ static recap_status_t check_given(const recap_buffer_t *expected, const recap_bu
   return RECAP_SUCCESS;
 }
 
-/* Copy each source buffer into its static buffer unless it is already there. */
-static recap_status_t stage(const recap_buffer_t *staticb, const recap_buffer_t *given,
-                            size_t count, recap_stream_t stream, const char *what) {
+/* Copy each source buffer into its static buffer unless the graph reads it where it is: at[i]
+ * is where the graph reads buffer i (NULL: every static buffer), the static buffer or, on the
+ * zero-copy path, the caller's. */
+static recap_status_t stage(const recap_buffer_t *staticb, const void *const *at,
+                            const recap_buffer_t *given, size_t count, recap_stream_t stream,
+                            const char *what) {
   const recap__device_ops_t *dev = recap__device();
   for (size_t i = 0; i < count; i++) {
     if (!staticb[i].data) continue; /* nothing static to fill (an unused gradient) */
     RECAP__CHECK(check_given(staticb, given, i, what));
-    if (given[i].data == staticb[i].data) continue;
+    if (given[i].data == (at ? at[i] : staticb[i].data)) continue;
     RECAP__CHECK(dev->memcpy_async(staticb[i].data, given[i].data, given[i].bytes, stream));
   }
+  return RECAP_SUCCESS;
+}
+
+/* One flagged buffer of a graph on the zero-copy path: where the graph points it now (updated
+ * here), its static buffer, and where this call wants it. */
+typedef struct slot {
+  const void **at;
+  const void *home, *want;
+  size_t bytes;
+} slot_t;
+
+/* Point graph at every slot's wanted buffer, in one rebind. A refusal for the caller's buffers
+ * (RECAP_ERROR_INVALID_ARGUMENT) moves the slots back to their static buffers instead and sets
+ * *fell_back: the call copies. slots holds n entries, at most input_count + output_count. */
+static recap_status_t move_slots(recap_graphed_t h, recap_graph_t graph, const char *fn,
+                                 slot_t *slots, size_t n, bool *fell_back) {
+  *fell_back = false;
+  size_t m = 0;
+  for (size_t k = 0; k < n; k++)
+    if (*slots[k].at != slots[k].want)
+      h->moves[m++] = (recap_rebind_t){*slots[k].at, (void *)slots[k].want, slots[k].bytes, 0};
+  if (m == 0) return RECAP_SUCCESS;
+  recap__saved_error_t saved;
+  recap__error_save(&saved);
+  recap_status_t s = recap_graph_rebind(graph, h->moves, m);
+  if (s == RECAP_SUCCESS) {
+    for (size_t k = 0; k < n; k++) *slots[k].at = slots[k].want;
+    return RECAP_SUCCESS;
+  }
+  if (s != RECAP_ERROR_INVALID_ARGUMENT) return s;
+  if (!h->fallback_logged) {
+    h->fallback_logged = true;
+    RECAP__DEBUG(
+        "%s: the zero-copy rebind was refused, so this call copies its flagged buffers "
+        "into the static ones (logged once per callable): %s",
+        fn, recap_last_error());
+  }
+  m = 0;
+  for (size_t k = 0; k < n; k++)
+    if (*slots[k].at != slots[k].home)
+      h->moves[m++] = (recap_rebind_t){*slots[k].at, (void *)slots[k].home, slots[k].bytes, 0};
+  if (m) RECAP__CHECK(recap_graph_rebind(graph, h->moves, m));
+  for (size_t k = 0; k < n; k++) *slots[k].at = slots[k].home;
+  recap__error_restore(&saved);
+  *fell_back = true;
+  return RECAP_SUCCESS;
+}
+
+/* The zero-copy path of a captured forward: rebind the forward graph to the flagged inputs
+ * where they are, and record where the forward's inputs are for its backward. */
+static recap_status_t forward_zero_copy(recap_graphed_t h, const recap_buffer_t *inputs) {
+  size_t in = h->desc.input_count, n = 0;
+  slot_t local[8];
+  slot_t *v = in <= 8 ? local : recap__host_malloc(in * sizeof *v);
+  if (!v)
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graphed_forward: out of host memory");
+  for (size_t i = 0; i < in; i++)
+    if (h->rebind_inputs[i] && h->fw_uses[i])
+      v[n++] =
+          (slot_t){&h->fw_graph_in[i], h->static_inputs[i].data, inputs[i].data, inputs[i].bytes};
+  bool fell_back;
+  recap_status_t s = move_slots(h, h->forward_graph, "recap_graphed_forward", v, n, &fell_back);
+  if (v != local) recap__host_free(v);
+  RECAP__CHECK(s);
+  for (size_t i = 0; i < in; i++)
+    if (h->rebind_inputs[i]) h->fw_at[i] = fell_back ? h->static_inputs[i].data : inputs[i].data;
+  return RECAP_SUCCESS;
+}
+
+/* The zero-copy path of a captured backward: the backward graph reads the inputs where the
+ * last forward read them and the flagged output gradients where the caller passes them. On a
+ * fallback, inputs the forward read elsewhere are copied into the static inputs, which the
+ * backward graph reads again. */
+static recap_status_t backward_zero_copy(recap_graphed_t h, recap_stream_t stream,
+                                         const recap_buffer_t *grad_outputs) {
+  size_t in = h->desc.input_count, out_n = h->desc.output_count, n = 0;
+  for (size_t i = 0; i < out_n; i++)
+    if (h->rebind_grad_outputs[i] && h->static_grad_outputs[i].data)
+      RECAP__CHECK(check_given(h->static_grad_outputs, grad_outputs, i, "output gradient"));
+  slot_t local[8];
+  slot_t *v = in + out_n <= 8 ? local : recap__host_malloc((in + out_n) * sizeof *v);
+  if (!v)
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graphed_backward: out of host memory");
+  for (size_t i = 0; i < in; i++)
+    if (h->rebind_inputs[i] && h->bw_uses_in[i])
+      v[n++] = (slot_t){&h->bw_graph_in[i], h->static_inputs[i].data, h->fw_at[i],
+                        h->static_inputs[i].bytes};
+  for (size_t i = 0; i < out_n; i++)
+    if (h->rebind_grad_outputs[i] && h->bw_uses_grad[i])
+      v[n++] = (slot_t){&h->bw_graph_grad[i], h->static_grad_outputs[i].data, grad_outputs[i].data,
+                        grad_outputs[i].bytes};
+  bool fell_back;
+  recap_status_t s = move_slots(h, h->backward_graph, "recap_graphed_backward", v, n, &fell_back);
+  if (v != local) recap__host_free(v);
+  RECAP__CHECK(s);
+  if (!fell_back) return RECAP_SUCCESS;
+  /* The forward read these where the caller had them; the backward now reads the static one. */
+  const recap__device_ops_t *dev = recap__device();
+  for (size_t i = 0; i < in; i++)
+    if (h->rebind_inputs[i] && h->bw_uses_in[i] && h->fw_at[i] != h->static_inputs[i].data)
+      RECAP__CHECK(dev->memcpy_async(h->static_inputs[i].data, h->fw_at[i],
+                                     h->static_inputs[i].bytes, stream));
   return RECAP_SUCCESS;
 }
 
@@ -405,7 +615,14 @@ recap_status_t recap_graphed_forward(recap_graphed_t h, recap_stream_t stream, i
     *outputs = h->eager_outputs;
     return RECAP_SUCCESS;
   }
-  RECAP__CHECK(stage(h->static_inputs, inputs, h->desc.input_count, stream, "input"));
+  if (h->zero_copy) {
+    /* Sizes first: a rebind must never move a graph to a buffer of the wrong size. */
+    for (size_t i = 0; i < h->desc.input_count; i++)
+      RECAP__CHECK(check_given(h->static_inputs, inputs, i, "input"));
+    RECAP__CHECK(forward_zero_copy(h, inputs));
+  }
+  RECAP__CHECK(stage(h->static_inputs, h->zero_copy ? h->fw_at : NULL, inputs, h->desc.input_count,
+                     stream, "input"));
   RECAP__CHECK(recap_graph_replay(h->forward_graph, stream));
   h->forward_ran = true;
   h->last_forward_eager = false;
@@ -444,8 +661,9 @@ recap_status_t recap_graphed_backward(recap_graphed_t h, recap_stream_t stream,
     *grad_inputs = h->eager_grad_inputs;
     return RECAP_SUCCESS;
   }
-  RECAP__CHECK(
-      stage(h->static_grad_outputs, grad_outputs, h->desc.output_count, stream, "output gradient"));
+  if (h->zero_copy) RECAP__CHECK(backward_zero_copy(h, stream, grad_outputs));
+  RECAP__CHECK(stage(h->static_grad_outputs, h->zero_copy ? h->bw_graph_grad : NULL, grad_outputs,
+                     h->desc.output_count, stream, "output gradient"));
   RECAP__CHECK(recap_graph_replay(h->backward_graph, stream));
   *grad_inputs = h->static_grad_inputs;
   return RECAP_SUCCESS;

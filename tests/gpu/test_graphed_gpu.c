@@ -370,10 +370,84 @@ static void graphed_callable_without_gradients(void **state) {
   gpu_finish(&pool, 1);
 }
 
+/* ---- the zero-copy path ------------------------------------------------------------------- */
+
+/* A graphed MLP layer whose input and output gradient are flagged for rebinding, fed from two
+ * alternating buffers, trains exactly like the same layer on the copying path: outputs, input
+ * gradients and parameters bit for bit, and its static input is never written. */
+static void graphed_mlp_zero_copy_matches_copy_path(void **state) {
+  (void)state;
+  begin();
+  cudaStream_t s = gpu_stream();
+  mlp_t mz, mc;
+  mlp_init(&mz, ROWS, D_IN, HIDDEN, D_OUT, 500, NULL, 0.0f, 1, s);
+  mlp_init(&mc, ROWS, D_IN, HIDDEN, D_OUT, 500, NULL, 0.0f, 1, s);
+  const size_t x_bytes = ROWS * D_IN * sizeof(float), y_bytes = FEATURES * sizeof(float);
+  float *sz = gpu_floats(ROWS * D_IN, s), *sc = gpu_floats(ROWS * D_IN, s);
+  gpu_set(sz, ROWS * D_IN, 0.0f, s);
+  gpu_set(sc, ROWS * D_IN, 0.0f, s);
+  recap_buffer_t sample_z = buffer(sz, x_bytes), sample_c = buffer(sc, x_bytes);
+  static const int flag[1] = {1};
+  recap_callable_desc_t dz = callable(mlp_forward, mlp_backward, &mz, 1, &sample_z, NEEDS_GRAD, 1);
+  dz.rebind_inputs = flag;
+  dz.rebind_grad_outputs = flag;
+  recap_callable_desc_t dc = callable(mlp_forward, mlp_backward, &mc, 1, &sample_c, NEEDS_GRAD, 1);
+  recap_graphed_t hz, hc;
+  OK(recap_graphed_create(&hz, &dz, 1, NULL));
+  OK(recap_graphed_create(&hc, &dc, 1, NULL));
+  recap_pool_id_t pools[2] = {forward_pool(hz), forward_pool(hc)};
+
+  float *xs[2], *dys[2];
+  for (int i = 0; i < 2; i++) {
+    xs[i] = device_random(ROWS * D_IN, 7000u + (uint32_t)i, -1.0f, 1.0f, s);
+    dys[i] = device_random(FEATURES, 8000u + (uint32_t)i, -1.0f, 1.0f, s);
+  }
+  for (int step = 0; step < 6; step++) {
+    recap_buffer_t in = buffer(xs[step % 2], x_bytes);
+    recap_buffer_t dy = buffer(dys[(step / 2) % 2], y_bytes);
+    const recap_buffer_t *oz = NULL, *oc = NULL, *gz = NULL, *gc = NULL;
+    OK(recap_graphed_forward(hz, s, 1, &in, &oz));
+    OK(recap_graphed_forward(hc, s, 1, &in, &oc));
+    OK(recap_graphed_backward(hz, s, &dy, &gz));
+    OK(recap_graphed_backward(hc, s, &dy, &gc));
+    char label[128];
+    snprintf(label, sizeof label, "step %d: output", step);
+    expect_same(oc[0].data, oz[0].data, y_bytes, label);
+    snprintf(label, sizeof label, "step %d: input gradient", step);
+    expect_same(gc[0].data, gz[0].data, x_bytes, label);
+    snprintf(label, sizeof label, "step %d: MLP", step);
+    expect_same_mlp(&mc, &mz, label);
+    mlp_sgd(&mz, LR, s);
+    mlp_sgd(&mc, LR, s);
+  }
+  /* Zero-copy never wrote the static input; the copying path did. */
+  float zeros[ROWS * D_IN] = {0};
+  expect_floats(sz, zeros, ROWS * D_IN, "the zero-copy callable's static input");
+  assert_false(floats_differ(sc, xs[1], ROWS * D_IN)); /* the last input, copied */
+  recap_graph_t fw = NULL, bw = NULL;
+  OK(recap_graphed_graphs(hz, &fw, &bw));
+  recap_update_stats_t st = RECAP_UPDATE_STATS_INIT;
+  OK(recap_graph_update_stats(fw, &st));
+  assert_int_equal(st.rebinds, 6); /* the input changes at every call */
+  OK(recap_graph_update_stats(bw, &st));
+  assert_int_equal(st.rebinds, 6); /* one batch per call: the input, and the gradient */
+
+  CUDA_OK(cudaDeviceSynchronize());
+  OK(recap_graphed_destroy(hz));
+  OK(recap_graphed_destroy(hc));
+  mlp_free(&mz);
+  mlp_free(&mc);
+  void *all[] = {sz, sc, xs[0], xs[1], dys[0], dys[1]};
+  for (size_t i = 0; i < 6; i++) OK(recap_free(all[i]));
+  CUDA_OK(cudaStreamDestroy(s));
+  gpu_finish(pools, 2);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(graphed_callables_train_like_eager),
     cmocka_unit_test(dead_weight_in_a_graphed_training_step),
     cmocka_unit_test(graphed_callable_without_gradients),
+    cmocka_unit_test(graphed_mlp_zero_copy_matches_copy_path),
 };
 
 int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }
