@@ -17,6 +17,7 @@
 
 #include "graph_util.h"
 #include "harness.h"
+#include "update_util.h"
 
 /* ------------------------------------------------------------------------------------------
  * Helpers
@@ -28,18 +29,6 @@ enum { N = 64 }; /* floats per buffer */
 static void check(void) {
   recap_status_t s = recap_memory_check();
   if (s != RECAP_SUCCESS) fail_msg("memory checker: %s", recap_last_error());
-}
-
-static recap_update_stats_t stats_of(recap_graph_t g) {
-  recap_update_stats_t st = RECAP_UPDATE_STATS_INIT;
-  OK(recap_graph_update_stats(g, &st));
-  return st;
-}
-
-static recap_cuda_graph_exec_t exec_of(recap_graph_t g) {
-  recap_cuda_graph_exec_t x = NULL;
-  OK(recap_graph_raw_exec(g, &x));
-  return x;
 }
 
 /* out[i] = in[i] * 2 + k, with k an argument word (a scalar frozen at capture). */
