@@ -210,6 +210,15 @@ static void every_driver_refusal_falls_back_to_instantiation(void **state) {
   expect_quiet();
 }
 
+/* Recapture three nodes into g, the third (node 2) a memset of buf instead of a kernel. */
+static void recapture_with_memset(recap_graph_t g, recap_stream_t s, void *buf) {
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  launch(s, 2);
+  recap__fake_memset_async(s, buf, 0, 16);
+  launch(s, 1);
+  OK(recap_graph_capture_end(g));
+}
+
 static void natural_changes_are_refused_with_their_reason(void **state) {
   (void)state;
   reset();
@@ -226,11 +235,7 @@ static void natural_changes_are_refused_with_their_reason(void **state) {
   assert_int_equal(st.last_node, SIZE_MAX);
   assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_TOPOLOGY_CHANGED], 1);
   /* The same count, node 2 a memset instead of a kernel. */
-  OK(recap_graph_recapture_begin(g, s, NULL));
-  launch(s, 2);
-  recap__fake_memset_async(s, buf, 0, 16);
-  launch(s, 1);
-  OK(recap_graph_capture_end(g));
+  recapture_with_memset(g, s, buf);
   st = stats_of(g);
   assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_NODE_TYPE_CHANGED);
   assert_int_equal(st.last_node, 2);
@@ -238,11 +243,7 @@ static void natural_changes_are_refused_with_their_reason(void **state) {
   assert_int_equal(st.instantiations, 2);
   assert_int_equal(st.consecutive_failures, 2);
   /* The same shape again: updated. */
-  OK(recap_graph_recapture_begin(g, s, NULL));
-  launch(s, 2);
-  recap__fake_memset_async(s, buf, 0, 16);
-  launch(s, 1);
-  OK(recap_graph_capture_end(g));
+  recapture_with_memset(g, s, buf);
   st = stats_of(g);
   assert_int_equal(st.updates, 1);
   assert_int_equal(st.recaptures, 3);
@@ -410,17 +411,26 @@ static size_t sites_of(recap_graph_t g, const void *ptr) {
   return count;
 }
 
+/* A new graph of step(out, in, 1, dk, copy), captured with *opts: rebinding on (AUTO). */
+static recap_graph_t rebinding_step_graph(recap_stream_t s, recap_capture_options_t *opts,
+                                          float *out, const float *in, const float *dk,
+                                          float *copy) {
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  *opts = (recap_capture_options_t)RECAP_CAPTURE_OPTIONS_INIT;
+  opts->rebind = RECAP_REBIND_AUTO;
+  capture_step(g, s, opts, out, in, 1, dk, copy);
+  return g;
+}
+
 static void recaptures_and_rebinds_agree(void **state) {
   (void)state;
   reset();
   recap_stream_t s = recap__fake_stream_new();
   float *in, *in2, *out, *copy, *dk;
   step_buffers(s, &in, &in2, &out, &copy, &dk, 1000, 0.25f);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
-  opts.rebind = RECAP_REBIND_AUTO;
-  capture_step(g, s, &opts, out, in, 1, dk, copy);
+  recap_capture_options_t opts;
+  recap_graph_t g = rebinding_step_graph(s, &opts, out, in, dk, copy);
   assert_int_equal(sites_of(g, in), 1);
   rebind_and_check(g, s, in, in2, copy, 1000, 1);
 
@@ -467,11 +477,8 @@ static void rebinds_go_through_the_executables_origin(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   float *in, *in2, *out, *copy, *dk;
   step_buffers(s, &in, &in2, &out, &copy, &dk, 1000, 0.25f);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
-  opts.rebind = RECAP_REBIND_AUTO;
-  capture_step(g, s, &opts, out, in, 1, dk, copy);
+  recap_capture_options_t opts;
+  recap_graph_t g = rebinding_step_graph(s, &opts, out, in, dk, copy);
   int64_t graphs = recap__fake_now().live_graphs; /* the template, kept for rebinding */
 
   /* Ten updates in place: the origin is kept, the templates between are not. */
@@ -771,6 +778,14 @@ static void allocating_step(recap_stream_t s, void **out, void **scratch, bool e
   OK(recap_free(*scratch));
 }
 
+/* Capture allocating_step into g (recapture: in place of its capture). */
+static void capture_allocating_step(recap_graph_t g, recap_stream_t s, bool recapture, void **out,
+                                    void **scratch, bool extra, void **more) {
+  OK(recapture ? recap_graph_recapture_begin(g, s, NULL) : recap_graph_capture_begin(g, s, NULL));
+  allocating_step(s, out, scratch, extra, more);
+  OK(recap_graph_capture_end(g));
+}
+
 static void same_allocations_get_the_same_addresses_over_100_recaptures(void **state) {
   (void)state;
   reset();
@@ -778,18 +793,14 @@ static void same_allocations_get_the_same_addresses_over_100_recaptures(void **s
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   void *out0, *scratch0, *out, *scratch;
-  OK(recap_graph_capture_begin(g, s, NULL));
-  allocating_step(s, &out0, &scratch0, false, NULL);
-  OK(recap_graph_capture_end(g));
+  capture_allocating_step(g, s, false, &out0, &scratch0, false, NULL);
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
   int64_t reserved = pool_info(pool).reserved_bytes;
   assert_true(reserved > 0);
   for (int i = 1; i <= 100; i++) {
     OK(recap_free(out0)); /* the previous capture's output: free it before recapturing */
-    OK(recap_graph_recapture_begin(g, s, NULL));
-    allocating_step(s, &out, &scratch, false, NULL);
-    OK(recap_graph_capture_end(g));
+    capture_allocating_step(g, s, true, &out, &scratch, false, NULL);
     assert_ptr_equal(out, out0);
     assert_ptr_equal(scratch, scratch0);
     assert_int_equal(pool_info(pool).reserved_bytes, reserved);
@@ -813,16 +824,12 @@ static void another_sequence_grows_the_pool_by_what_is_new(void **state) {
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   void *out0, *scratch0, *out, *scratch, *more;
-  OK(recap_graph_capture_begin(g, s, NULL));
-  allocating_step(s, &out0, &scratch0, false, NULL);
-  OK(recap_graph_capture_end(g));
+  capture_allocating_step(g, s, false, &out0, &scratch0, false, NULL);
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
   int64_t reserved = pool_info(pool).reserved_bytes;
   OK(recap_free(out0));
-  OK(recap_graph_recapture_begin(g, s, NULL));
-  allocating_step(s, &out, &scratch, true, &more);
-  OK(recap_graph_capture_end(g));
+  capture_allocating_step(g, s, true, &out, &scratch, true, &more);
   /* The old allocations kept their addresses; the new one grew the pool by its own size. */
   assert_ptr_equal(out, out0);
   assert_ptr_equal(scratch, scratch0);
@@ -834,9 +841,7 @@ static void another_sequence_grows_the_pool_by_what_is_new(void **state) {
   /* An output the caller kept cannot be handed out twice: it gets another address. */
   OK(recap_free(more));
   void *out2, *scratch2;
-  OK(recap_graph_recapture_begin(g, s, NULL));
-  allocating_step(s, &out2, &scratch2, false, NULL);
-  OK(recap_graph_capture_end(g));
+  capture_allocating_step(g, s, true, &out2, &scratch2, false, NULL);
   assert_ptr_not_equal(out2, out);
   assert_ptr_equal(scratch2, scratch0);
   st = stats_of(g);
