@@ -300,9 +300,7 @@ static void memcpy_and_memset_nodes(void **state) {
   float *small = gpu_floats(N, s);
   recap_rebind_t too_small = {dst2, small, 0, 0};
   EXPECT_STATUS(recap_graph_rebind(g, &too_small, 1), RECAP_ERROR_INVALID_ARGUMENT);
-  char text[32];
-  snprintf(text, sizeof text, "%p", (void *)small);
-  EXPECT_MESSAGE(text);
+  EXPECT_MESSAGE_POINTER(small);
   gpu_set(dst2, 2 * N, -4.0f, s);
   OK(recap_graph_replay(g, s));
   expect_same_bits(dst2, dst3, 2 * N);
@@ -468,9 +466,7 @@ static void liveness_follows_rebind(void **state) {
   OK(recap_free(in2));
   gpu_set(out, N, -2.0f, s);
   EXPECT_STATUS(recap_graph_replay(g, s), RECAP_ERROR_DEAD_INPUT);
-  char text[32];
-  snprintf(text, sizeof text, "%p", (void *)in2);
-  EXPECT_MESSAGE(text);
+  EXPECT_MESSAGE_POINTER(in2);
   gpu_expect_all(out, N, -2.0f); /* nothing was launched */
 
   recap_pool_id_t pool = pool_of(g);
