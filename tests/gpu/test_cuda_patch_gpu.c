@@ -37,25 +37,17 @@ static float *raw_floats(void) {
   return p;
 }
 
-/* add_scalar(out, in, N, 1); copy dst <- out; memset zero over cleared. */
+/* add_scalar(out, in, N, 1); copy dst <- out (copy false: a memset of dst in the copy's
+ * place); memset zero over cleared. */
 static recap_cuda_graph_t capture_step(cudaStream_t s, float *out, const float *in, float *dst,
-                                       float *cleared) {
+                                       float *cleared, bool copy) {
   recap_cuda_graph_t g = NULL;
   CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   CUDA_OK(recap_test_add_scalar(out, in, N, 1.0f, s));
-  CUDA_OK(cudaMemcpyAsync(dst, out, N * sizeof(float), cudaMemcpyDeviceToDevice, s));
-  CUDA_OK(cudaMemsetAsync(cleared, 0, N * sizeof(float), s));
-  CUDA_OK(cudaStreamEndCapture(s, (cudaGraph_t *)&g));
-  return g;
-}
-
-/* add_scalar(out, in, N, 1); memset zero over b (where capture_step copies) and over cleared. */
-static recap_cuda_graph_t capture_memset_step(cudaStream_t s, float *out, const float *in, float *b,
-                                              float *cleared) {
-  recap_cuda_graph_t g = NULL;
-  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  CUDA_OK(recap_test_add_scalar(out, in, N, 1.0f, s));
-  CUDA_OK(cudaMemsetAsync(b, 0, N * sizeof(float), s));
+  if (copy)
+    CUDA_OK(cudaMemcpyAsync(dst, out, N * sizeof(float), cudaMemcpyDeviceToDevice, s));
+  else
+    CUDA_OK(cudaMemsetAsync(dst, 0, N * sizeof(float), s));
   CUDA_OK(cudaMemsetAsync(cleared, 0, N * sizeof(float), s));
   CUDA_OK(cudaStreamEndCapture(s, (cudaGraph_t *)&g));
   return g;
@@ -89,7 +81,7 @@ static void patches_move_what_the_executable_computes(void **state) {
   gpu_set(x2, N, 10.0f, s);
   gpu_set(c, N, 5.0f, s);
   gpu_set(c2, N, 5.0f, s);
-  recap_cuda_graph_t g = capture_step(s, a, x, b, c);
+  recap_cuda_graph_t g = capture_step(s, a, x, b, c, true);
   recap_cuda_graph_exec_t exec = NULL;
   OK(ops->graph_instantiate(&exec, g));
 
@@ -178,12 +170,12 @@ static void updates_apply_or_are_refused_with_the_node(void **state) {
   float *a2 = raw_floats(), *b2 = raw_floats(), *y = raw_floats();
   gpu_set(x, N, 3.0f, s);
   gpu_set(y, N, 7.0f, s);
-  recap_cuda_graph_t g = capture_step(s, a, x, b, c);
+  recap_cuda_graph_t g = capture_step(s, a, x, b, c, true);
   recap_cuda_graph_exec_t exec = NULL;
   OK(ops->graph_instantiate(&exec, g));
 
   /* The same step into other buffers: applied. */
-  recap_cuda_graph_t g2 = capture_step(s, a2, x, b2, c);
+  recap_cuda_graph_t g2 = capture_step(s, a2, x, b2, c, true);
   recap_update_reason_t why = RECAP_UPDATE_REASON_COUNT;
   size_t node = 0;
   OK(ops->graph_exec_update(exec, g2, &why, &node));
@@ -241,7 +233,7 @@ static void updates_apply_or_are_refused_with_the_node(void **state) {
   ops->patch_plan_destroy(plan);
 
   /* An origin of another shape is refused before anything is read. */
-  recap_cuda_graph_t other = capture_memset_step(s, a, x, b, c);
+  recap_cuda_graph_t other = capture_step(s, a, x, b, c, false);
   assert_int_equal(ops->patch_plan_create(g2, other, &plan, &sites, &count),
                    RECAP_ERROR_INVALID_ARGUMENT);
   assert_non_null(strstr(recap_last_error(), "node 1 of origin"));
@@ -261,7 +253,7 @@ static void updates_apply_or_are_refused_with_the_node(void **state) {
   print_message("refused: %s at node %zu\n", recap_update_reason_name(why), node);
 
   /* A memset where the copy was: refused, naming that node. */
-  recap_cuda_graph_t g4 = capture_memset_step(s, a, x, b, c);
+  recap_cuda_graph_t g4 = capture_step(s, a, x, b, c, false);
   OK(ops->graph_exec_update(exec, g4, &why, &node));
   assert_int_equal(why, RECAP_UPDATE_REASON_NODE_TYPE_CHANGED);
   assert_int_equal(node, 1);
