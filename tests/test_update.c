@@ -93,6 +93,12 @@ static void step_buffers(recap_stream_t s, float **in, float **in2, float **out,
   **dk = dk_value;
 }
 
+/* Free what step_buffers allocated. */
+static void free_step_buffers(float *in, float *in2, float *out, float *copy, float *dk) {
+  float *all[] = {in, in2, out, copy, dk};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) OK(recap_free(all[i]));
+}
+
 /* Capture step(out, in, k, dk, copy) into g with capture_begin(opts) (begin/end must succeed). */
 static void capture_step(recap_graph_t g, recap_stream_t s, const recap_capture_options_t *opts,
                          float *out, const float *in, unsigned k, const float *dk, float *copy) {
@@ -463,8 +469,7 @@ static void recaptures_and_rebinds_agree(void **state) {
   expect_copy(copy, 0, 2);
   assert_int_equal(stats_of(g).rebinds, 3);
   OK(recap_graph_destroy(g));
-  float *all[] = {in, in2, out, copy, dk};
-  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) OK(recap_free(all[i]));
+  free_step_buffers(in, in2, out, copy, dk);
   expect_quiet();
 }
 
@@ -542,8 +547,7 @@ static void rebinds_go_through_the_executables_origin(void **state) {
   assert_int_equal(recap__fake_now().live_graphs, 1);
   rebind_and_check(g, s, in2, in, copy, 0, 3);
   OK(recap_graph_destroy(g));
-  float *all[] = {in, in2, out, copy, dk};
-  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) OK(recap_free(all[i]));
+  free_step_buffers(in, in2, out, copy, dk);
   check();
 }
 
