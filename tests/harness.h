@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include <cmocka.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "recap.h"
@@ -73,6 +74,14 @@ static inline void ignore_status(recap_status_t status) { (void)status; }
   do {                                                                                      \
     if (!strstr(recap_last_error(), (needle)))                                              \
       fail_msg("the last error does not mention \"%s\": %s", (needle), recap_last_error()); \
+  } while (0)
+
+/* recap_last_error() must name the pointer p, as "%p" prints it. */
+#define EXPECT_MESSAGE_POINTER(p)                                           \
+  do {                                                                      \
+    char pointer_text_[32];                                                 \
+    snprintf(pointer_text_, sizeof pointer_text_, "%p", (const void *)(p)); \
+    EXPECT_MESSAGE(pointer_text_);                                          \
   } while (0)
 
 /* ---- recap's log, captured -------------------------------------------------------------- */

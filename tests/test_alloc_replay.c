@@ -23,19 +23,56 @@ static int device(void) {
   return d;
 }
 
-/* Begin a capture on s routed to pool, as a graph's capture does, with logs attached. */
-static void begin(recap_stream_t s, recap_pool_id_t pool, recap__alloc_log_t *record,
-                  const recap__alloc_log_t *replay) {
+/* Begin a capture on s routed to pool, as a graph's capture does, no logs attached yet. */
+static void begin_routed(recap_stream_t s, recap_pool_id_t pool) {
   assert_int_not_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 0);
   OK(recap_pool_route_begin(pool, s));
+}
+
+/* The same with logs attached. */
+static void begin(recap_stream_t s, recap_pool_id_t pool, recap__alloc_log_t *record,
+                  const recap__alloc_log_t *replay) {
+  begin_routed(s, pool);
   OK(recap__pool_route_set_logs(device(), pool, record, replay));
+}
+
+/* End the capture and its route. */
+static void end_routed(recap_stream_t s, recap_pool_id_t pool) {
+  assert_true(recap__fake_capture_end(s));
+  OK(recap_pool_route_end(pool));
 }
 
 /* End it, with the route's counters read before the route ends. */
 static void end(recap_stream_t s, recap_pool_id_t pool, uint64_t *hits, uint64_t *misses) {
   OK(recap__pool_route_replay_stats(device(), pool, hits, misses));
-  assert_true(recap__fake_capture_end(s));
-  OK(recap_pool_route_end(pool));
+  end_routed(s, pool);
+}
+
+/* The log holds n entries: ptrs[i] with sizes[i], in order. */
+static void expect_log(const recap__alloc_log_t *log, void *const *ptrs, const size_t *sizes,
+                       int n) {
+  assert_int_equal(log->count, n);
+  for (int i = 0; i < n; i++) {
+    assert_ptr_equal(log->v[i].ptr, ptrs[i]);
+    assert_int_equal(log->v[i].size, sizes[i]);
+  }
+}
+
+/* A replay log of the given n entries, as no capture recorded it. */
+static void forge_log(recap__alloc_log_t *log, const struct recap__alloc_log_entry *entries,
+                      size_t n) {
+  log->v = malloc(n * sizeof *log->v);
+  assert_non_null(log->v);
+  memcpy(log->v, entries, n * sizeof *log->v);
+  log->count = log->capacity = n;
+}
+
+/* Free two logs (either may be NULL), release the pool, and run the checker. */
+static void release(recap_pool_id_t pool, recap__alloc_log_t *a, recap__alloc_log_t *b) {
+  recap__alloc_log_free(a);
+  recap__alloc_log_free(b);
+  OK(recap_pool_release(pool));
+  check();
 }
 
 /* Swap the logs for the next recapture: what was recorded is replayed, the old replay log is
@@ -92,12 +129,8 @@ static void identical_sequences_get_identical_addresses(void **state) {
   /* Recording only: every allocation is a miss, and the log holds them all, in order. */
   assert_int_equal(hits, 0);
   assert_int_equal(misses, STEP_ALLOCS);
-  assert_int_equal(record->count, STEP_ALLOCS);
+  expect_log(record, first, step_sizes, STEP_ALLOCS); /* the sizes: multiples of 512 already */
   assert_false(record->incomplete);
-  for (int i = 0; i < STEP_ALLOCS; i++) {
-    assert_ptr_equal(record->v[i].ptr, first[i]);
-    assert_int_equal(record->v[i].size, step_sizes[i]); /* multiples of 512 already */
-  }
   free_outputs(first);
   recap_pool_info_t after_first = pool_info(pool);
   assert_int_equal(after_first.segments, 3);
@@ -123,10 +156,7 @@ static void identical_sequences_get_identical_addresses(void **state) {
     check();
     next_logs(&record, &replay);
   }
-  recap__alloc_log_free(&logs[0]);
-  recap__alloc_log_free(&logs[1]);
-  OK(recap_pool_release(pool));
-  check();
+  release(pool, &logs[0], &logs[1]);
 }
 
 /* The control of the test above: without a replay log the usual best fit puts the second
@@ -153,9 +183,7 @@ static void without_replay_the_best_fit_moves_blocks(void **state) {
   assert_ptr_equal(now[2], first[4]);
   assert_ptr_equal(now[4], first[2]);
   free_outputs(now);
-  recap__alloc_log_free(&record);
-  OK(recap_pool_release(pool));
-  check();
+  release(pool, &record, NULL);
 }
 
 static void a_kept_output_gets_a_new_address(void **state) {
@@ -189,10 +217,7 @@ static void a_kept_output_gets_a_new_address(void **state) {
   check();
   OK(recap_free(first[1]));
   free_outputs(now);
-  recap__alloc_log_free(&first_log);
-  recap__alloc_log_free(&second_log);
-  OK(recap_pool_release(pool));
-  check();
+  release(pool, &first_log, &second_log);
 }
 
 /* A kept output with no unclaimed room left in the pool: the allocation gets a new segment of
@@ -225,10 +250,7 @@ static void a_kept_output_with_no_room_grows_the_pool_by_itself(void **state) {
   assert_int_equal(after.reserved_bytes, before.reserved_bytes + (int64_t)(12 * MiB));
   OK(recap_free(out1));
   OK(recap_free(out2));
-  recap__alloc_log_free(&first_log);
-  recap__alloc_log_free(&second_log);
-  OK(recap_pool_release(pool));
-  check();
+  release(pool, &first_log, &second_log);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -300,11 +322,7 @@ static void an_extra_allocation_goes_to_unclaimed_space(void **state) {
   assert_int_equal(misses, 1);
   assert_int_equal(pool_info(t.pool).reserved_bytes, t.reserved);
   /* The record log holds the recapture as it happened, in order. */
-  assert_int_equal(t.next.count, 4);
-  for (int i = 0; i < 4; i++) {
-    assert_ptr_equal(t.next.v[i].ptr, p[i]);
-    assert_int_equal(t.next.v[i].size, sizes[i]);
-  }
+  expect_log(&t.next, p, sizes, 4);
   abc_done(&t);
 }
 
@@ -436,11 +454,10 @@ static void a_replayed_range_splits_its_free_block_on_both_sides(void **state) {
   recap_memory_stats_t before = stats();
   assert_int_equal(before.inactive_split[RECAP_STAT_ALL].current, 0);
 
-  forged.v = malloc(2 * sizeof *forged.v);
-  assert_non_null(forged.v);
-  forged.v[0] = (struct recap__alloc_log_entry){(char *)small_seg + 512 * KiB, 256 * KiB};
-  forged.v[1] = (struct recap__alloc_log_entry){(char *)large_seg + 17 * MiB, 2 * MiB + 512 * KiB};
-  forged.count = forged.capacity = 2;
+  forge_log(&forged,
+            (struct recap__alloc_log_entry[]){{(char *)small_seg + 512 * KiB, 256 * KiB},
+                                              {(char *)large_seg + 17 * MiB, 2 * MiB + 512 * KiB}},
+            2);
   begin(s, pool, &out, &forged);
   OK(recap_malloc(&p, 256 * KiB, s));
   assert_ptr_equal(p, (char *)small_seg + 512 * KiB);
@@ -470,10 +487,7 @@ static void a_replayed_range_splits_its_free_block_on_both_sides(void **state) {
   assert_int_equal(after.inactive_split[RECAP_STAT_ALL].current, 0);
   assert_int_equal(pool_info(pool).reserved_bytes, (int64_t)(22 * MiB));
   check();
-  recap__alloc_log_free(&forged);
-  recap__alloc_log_free(&out);
-  OK(recap_pool_release(pool));
-  check();
+  release(pool, &forged, &out);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -495,12 +509,8 @@ static void the_record_log_holds_rounded_sizes_in_order(void **state) {
   /* A stream outside the capture: the default pool, not logged. */
   OK(recap_malloc(&eager, 4096, recap__fake_stream_new()));
   end(s, pool, &hits, &misses);
-  assert_int_equal(log.count, 5);
+  expect_log(&log, p, rounded, 5);
   assert_true(log.capacity >= 5);
-  for (int i = 0; i < 5; i++) {
-    assert_ptr_equal(log.v[i].ptr, p[i]);
-    assert_int_equal(log.v[i].size, rounded[i]);
-  }
   assert_int_equal(misses, 5);
   /* After the route ended, nothing more is logged. */
   void *later;
@@ -526,8 +536,7 @@ static void host_oom_marks_the_log_incomplete_and_malloc_succeeds(void **state) 
   recap__alloc_log_t log = {0};
   uint64_t hits, misses;
   void *warm, *a, *b;
-  assert_int_not_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 0);
-  OK(recap_pool_route_begin(pool, s));
+  begin_routed(s, pool);
   /* Warm the pool, so that the next allocation's only host allocation is the log's. */
   OK(recap_malloc(&warm, 4096, s));
   OK(recap_free(warm));
@@ -550,8 +559,7 @@ static void host_oom_marks_the_log_incomplete_and_malloc_succeeds(void **state) 
 
   /* The attach itself: without host memory for the route's state, nothing is attached. */
   recap__alloc_log_t next = {0};
-  assert_int_not_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 0);
-  OK(recap_pool_route_begin(pool, s));
+  begin_routed(s, pool);
   recap_test_host_fail_nth(1);
   assert_int_equal(recap__pool_route_set_logs(device(), pool, &next, &log),
                    RECAP_ERROR_OUT_OF_MEMORY);
@@ -563,8 +571,7 @@ static void host_oom_marks_the_log_incomplete_and_malloc_succeeds(void **state) 
   OK(recap__pool_route_replay_stats(device(), pool, &hits, &misses));
   assert_int_equal(hits + misses, 0);
   assert_int_equal(next.count, 0);
-  assert_true(recap__fake_capture_end(s));
-  OK(recap_pool_route_end(pool));
+  end_routed(s, pool);
   OK(recap_free(a));
   OK(recap_free(b));
   OK(recap_free(c));
@@ -627,10 +634,7 @@ static void max_split_size_rules_hold_in_a_replay(void **state) {
   /* A log that puts a 4 MiB request inside the 40 MiB block: not honoured (the block is too
    * big to split), the request goes to the large segment instead. */
   recap__alloc_log_t forged = {0}, out = {0};
-  forged.v = malloc(sizeof *forged.v);
-  assert_non_null(forged.v);
-  forged.v[0] = (struct recap__alloc_log_entry){(char *)big + 4 * MiB, 4 * MiB};
-  forged.count = forged.capacity = 1;
+  forge_log(&forged, &(struct recap__alloc_log_entry){(char *)big + 4 * MiB, 4 * MiB}, 1);
   begin(s, pool, &out, &forged);
   OK(recap_malloc(&mid2, 4 * MiB, s));
   end(s, pool, &hits, &misses);
@@ -640,10 +644,7 @@ static void max_split_size_rules_hold_in_a_replay(void **state) {
   OK(recap_free(mid2));
   recap__alloc_log_free(&forged);
   recap__alloc_log_free(&out);
-  recap__alloc_log_free(&first);
-  recap__alloc_log_free(&second);
-  OK(recap_pool_release(pool));
-  check();
+  release(pool, &first, &second);
 }
 
 static void attach_errors_name_the_problem(void **state) {
@@ -687,9 +688,7 @@ static void attach_errors_name_the_problem(void **state) {
   OK(recap__pool_route_end(device(), pool));
   OK(recap_free(a));
   OK(recap_free(b));
-  recap__alloc_log_free(&log);
-  OK(recap_pool_release(pool));
-  check();
+  release(pool, &log, NULL);
 }
 
 /* A route that ends with logs attached frees its state; the allocator reset does too (the

@@ -72,6 +72,25 @@ static void fill(int *v, int first) {
   for (int i = 0; i < N; i++) v[i] = first + i;
 }
 
+/* Capture on s: twice(src, dst), as the kernel `name`, then `add_ones` kernels add_one(dst). */
+static recap_cuda_graph_t capture_twice(recap_stream_t s, const char *name, int *src, int *dst,
+                                        int add_ones) {
+  begin_capture(s);
+  const void *k0[] = {src, dst}, *k1[] = {dst};
+  recap__fake_launch_kernel_fn(s, name, twice, k0, 2);
+  for (int i = 0; i < add_ones; i++) recap__fake_launch_kernel_fn(s, "add_one", add_one, k1, 1);
+  return end_capture(s);
+}
+
+/* Capture on s: twice(src, dst), then a memset of dst where add_one was. */
+static recap_cuda_graph_t capture_twice_then_memset(recap_stream_t s, int *src, int *dst) {
+  begin_capture(s);
+  const void *k0[] = {src, dst};
+  recap__fake_launch_kernel_fn(s, "twice", twice, k0, 2);
+  recap__fake_memset_async(s, dst, 0, N * sizeof *dst);
+  return end_capture(s);
+}
+
 /* ---- sites ------------------------------------------------------------------------------ */
 
 /* A plan's sites are graph_reads' list, with each kernel word's offset and parameter. */
@@ -151,11 +170,7 @@ static void two_kernels_make(two_kernels_t *t) {
   t->s = recap__fake_stream_new();
   fill(t->src, 1);
   fill(t->other_src, 100);
-  begin_capture(t->s);
-  const void *k0[] = {t->src, t->dst}, *k1[] = {t->dst};
-  recap__fake_launch_kernel_fn(t->s, "twice", twice, k0, 2);
-  recap__fake_launch_kernel_fn(t->s, "add_one", add_one, k1, 1);
-  t->graph = end_capture(t->s);
+  t->graph = capture_twice(t->s, "twice", t->src, t->dst, 1);
   /* Captured, nothing ran. */
   for (int i = 0; i < N; i++) assert_int_equal(t->dst[i], 0);
   t->exec = instantiate(t->graph);
@@ -394,11 +409,7 @@ static void bad_patches_set_nothing(void **state) {
   assert_last_error_has("is not a live fake executable graph");
 
   /* An executable of another graph (same shape) is not the plan's. */
-  begin_capture(t.s);
-  const void *k0[] = {t.src, t.dst}, *k1[] = {t.dst};
-  recap__fake_launch_kernel_fn(t.s, "twice", twice, k0, 2);
-  recap__fake_launch_kernel_fn(t.s, "add_one", add_one, k1, 1);
-  recap_cuda_graph_t g2 = end_capture(t.s);
+  recap_cuda_graph_t g2 = capture_twice(t.s, "twice", t.src, t.dst, 1);
   recap_cuda_graph_exec_t x2 = instantiate(g2);
   assert_int_equal(ops->patch_plan_apply(t.plan, x2, ok, 1), RECAP_ERROR_CUDA);
   assert_last_error_has("cudaGraphExecKernelNodeSetParams(node 0)");
@@ -465,11 +476,7 @@ static void an_update_takes_the_new_nodes(void **state) {
   (void)state;
   two_kernels_t t;
   two_kernels_make(&t);
-  begin_capture(t.s);
-  const void *k0[] = {t.other_src, t.other_dst}, *k1[] = {t.other_dst};
-  recap__fake_launch_kernel_fn(t.s, "twice_again", twice, k0, 2);
-  recap__fake_launch_kernel_fn(t.s, "add_one", add_one, k1, 1);
-  recap_cuda_graph_t g2 = end_capture(t.s);
+  recap_cuda_graph_t g2 = capture_twice(t.s, "twice_again", t.other_src, t.other_dst, 1);
 
   recap_update_reason_t why = RECAP_UPDATE_REASON_COUNT;
   size_t node = 0;
@@ -554,14 +561,9 @@ static void origins_are_checked(void **state) {
   (void)state;
   two_kernels_t t;
   two_kernels_make(&t);
-  const void *k0[] = {t.other_src, t.other_dst}, *k1[] = {t.other_dst};
 
   /* Three nodes against two. */
-  begin_capture(t.s);
-  recap__fake_launch_kernel_fn(t.s, "twice", twice, k0, 2);
-  recap__fake_launch_kernel_fn(t.s, "add_one", add_one, k1, 1);
-  recap__fake_launch_kernel_fn(t.s, "add_one", add_one, k1, 1);
-  recap_cuda_graph_t more = end_capture(t.s);
+  recap_cuda_graph_t more = capture_twice(t.s, "twice", t.other_src, t.other_dst, 2);
   recap__patch_plan_t plan = (recap__patch_plan_t)&plan;
   const recap__graph_read_t *sites = t.sites;
   size_t count = 9;
@@ -574,10 +576,7 @@ static void origins_are_checked(void **state) {
   assert_int_equal(count, 0);
 
   /* A memset where the origin has a kernel. */
-  begin_capture(t.s);
-  recap__fake_launch_kernel_fn(t.s, "twice", twice, k0, 2);
-  recap__fake_memset_async(t.s, t.other_dst, 0, sizeof t.other_dst);
-  recap_cuda_graph_t memset_instead = end_capture(t.s);
+  recap_cuda_graph_t memset_instead = capture_twice_then_memset(t.s, t.other_src, t.other_dst);
   assert_int_equal(ops->patch_plan_create(memset_instead, t.graph, &plan, &sites, &count),
                    RECAP_ERROR_INVALID_ARGUMENT);
   assert_last_error_has("patch plan: node 1 of origin");
@@ -597,10 +596,7 @@ static void origins_are_checked(void **state) {
   assert_ptr_equal(exec_arg(t.exec, 1, 0), t.other_dst);
 
   /* Once the origin is destroyed the executable cannot be patched (it still replays). */
-  begin_capture(t.s);
-  recap__fake_launch_kernel_fn(t.s, "twice", twice, k0, 2);
-  recap__fake_launch_kernel_fn(t.s, "add_one", add_one, k1, 1);
-  recap_cuda_graph_t g2 = end_capture(t.s);
+  recap_cuda_graph_t g2 = capture_twice(t.s, "twice", t.other_src, t.other_dst, 1);
   recap_update_reason_t why;
   size_t node;
   assert_int_equal(ops->graph_exec_update(t.exec, g2, &why, &node), RECAP_SUCCESS);
@@ -654,11 +650,7 @@ static void updates_are_refused_when_the_shape_changed(void **state) {
   const void *k0[] = {t.other_src, t.other_dst}, *k1[] = {t.other_dst};
 
   /* Three nodes. */
-  begin_capture(t.s);
-  recap__fake_launch_kernel_fn(t.s, "twice", twice, k0, 2);
-  recap__fake_launch_kernel_fn(t.s, "add_one", add_one, k1, 1);
-  recap__fake_launch_kernel_fn(t.s, "add_one", add_one, k1, 1);
-  recap_cuda_graph_t more = end_capture(t.s);
+  recap_cuda_graph_t more = capture_twice(t.s, "twice", t.other_src, t.other_dst, 2);
   assert_refused(t.exec, more, RECAP_UPDATE_REASON_TOPOLOGY_CHANGED, SIZE_MAX);
 
   /* Two nodes, the second on a side stream joined before the first: no dependency. */
@@ -670,10 +662,7 @@ static void updates_are_refused_when_the_shape_changed(void **state) {
   assert_refused(t.exec, parallel, RECAP_UPDATE_REASON_TOPOLOGY_CHANGED, 1);
 
   /* A memset where the second kernel was. */
-  begin_capture(t.s);
-  recap__fake_launch_kernel_fn(t.s, "twice", twice, k0, 2);
-  recap__fake_memset_async(t.s, t.other_dst, 0, sizeof t.other_dst);
-  recap_cuda_graph_t memset_instead = end_capture(t.s);
+  recap_cuda_graph_t memset_instead = capture_twice_then_memset(t.s, t.other_src, t.other_dst);
   assert_refused(t.exec, memset_instead, RECAP_UPDATE_REASON_NODE_TYPE_CHANGED, 1);
 
   /* Unchanged: its arguments, its plan, its replays. */
@@ -763,11 +752,7 @@ static void each_fault_fails_its_step(void **state) {
   assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_PATCH_SYNC], 3);
 
   /* Update: fails, the executable unchanged. */
-  begin_capture(t.s);
-  const void *k0[] = {t.src, t.dst}, *k1[] = {t.dst};
-  recap__fake_launch_kernel_fn(t.s, "twice", twice, k0, 2);
-  recap__fake_launch_kernel_fn(t.s, "add_one", add_one, k1, 1);
-  recap_cuda_graph_t g2 = end_capture(t.s);
+  recap_cuda_graph_t g2 = capture_twice(t.s, "twice", t.src, t.dst, 1);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_EXEC_UPDATE, 1);
   recap_update_reason_t why = RECAP_UPDATE_REASON_COUNT;
   size_t node = 0;
@@ -807,6 +792,16 @@ static float elapsed(recap__event_t a, recap__event_t b) {
   return ms;
 }
 
+/* The time of n replays of x on s, between events a and b, once s is done. */
+static float timed_replays(recap_cuda_graph_exec_t x, recap_stream_t s, int n, recap__event_t a,
+                           recap__event_t b) {
+  assert_int_equal(ops->event_record(a, s), RECAP_SUCCESS);
+  for (int i = 0; i < n; i++) launch(x, s);
+  assert_int_equal(ops->event_record(b, s), RECAP_SUCCESS);
+  assert_int_equal(ops->stream_synchronize(s), RECAP_SUCCESS);
+  return elapsed(a, b);
+}
+
 /* Work items cost 1 µs, a replay its node count, times the slowdown once updated. */
 static void timing_follows_the_model(void **state) {
   (void)state;
@@ -830,11 +825,7 @@ static void timing_follows_the_model(void **state) {
   assert_float_equal(elapsed(b, a), -0.003f, 1e-7f);
 
   /* Five replays of two nodes. */
-  assert_int_equal(ops->event_record(a, t.s), RECAP_SUCCESS);
-  for (int i = 0; i < 5; i++) launch(t.exec, t.s);
-  assert_int_equal(ops->event_record(b, t.s), RECAP_SUCCESS);
-  assert_int_equal(ops->stream_synchronize(t.s), RECAP_SUCCESS);
-  assert_float_equal(elapsed(a, b), 0.010f, 1e-7f);
+  assert_float_equal(timed_replays(t.exec, t.s, 5, a, b), 0.010f, 1e-7f);
 
   /* Updated: 1.5 times as long. A fresh executable keeps 1.0. */
   recap__fake_updated_slowdown(1.5);
@@ -842,16 +833,8 @@ static void timing_follows_the_model(void **state) {
   size_t node;
   assert_int_equal(ops->graph_exec_update(t.exec, t.graph, &why, &node), RECAP_SUCCESS);
   recap_cuda_graph_exec_t fresh = instantiate(t.graph);
-  assert_int_equal(ops->event_record(a, t.s), RECAP_SUCCESS);
-  for (int i = 0; i < 4; i++) launch(t.exec, t.s);
-  assert_int_equal(ops->event_record(b, t.s), RECAP_SUCCESS);
-  assert_int_equal(ops->stream_synchronize(t.s), RECAP_SUCCESS);
-  assert_float_equal(elapsed(a, b), 0.012f, 1e-7f);
-  assert_int_equal(ops->event_record(a, t.s), RECAP_SUCCESS);
-  for (int i = 0; i < 4; i++) launch(fresh, t.s);
-  assert_int_equal(ops->event_record(b, t.s), RECAP_SUCCESS);
-  assert_int_equal(ops->stream_synchronize(t.s), RECAP_SUCCESS);
-  assert_float_equal(elapsed(a, b), 0.008f, 1e-7f);
+  assert_float_equal(timed_replays(t.exec, t.s, 4, a, b), 0.012f, 1e-7f);
+  assert_float_equal(timed_replays(fresh, t.s, 4, a, b), 0.008f, 1e-7f);
   assert_int_equal(ops->graph_exec_destroy(fresh), RECAP_SUCCESS);
 
   /* Not yet done. */

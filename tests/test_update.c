@@ -17,6 +17,7 @@
 
 #include "graph_util.h"
 #include "harness.h"
+#include "update_util.h"
 
 /* ------------------------------------------------------------------------------------------
  * Helpers
@@ -28,18 +29,6 @@ enum { N = 64 }; /* floats per buffer */
 static void check(void) {
   recap_status_t s = recap_memory_check();
   if (s != RECAP_SUCCESS) fail_msg("memory checker: %s", recap_last_error());
-}
-
-static recap_update_stats_t stats_of(recap_graph_t g) {
-  recap_update_stats_t st = RECAP_UPDATE_STATS_INIT;
-  OK(recap_graph_update_stats(g, &st));
-  return st;
-}
-
-static recap_cuda_graph_exec_t exec_of(recap_graph_t g) {
-  recap_cuda_graph_exec_t x = NULL;
-  OK(recap_graph_raw_exec(g, &x));
-  return x;
 }
 
 /* out[i] = in[i] * 2 + k, with k an argument word (a scalar frozen at capture). */
@@ -84,6 +73,56 @@ static void recapture_kernels(recap_graph_t g, recap_stream_t s, int kernels) {
   OK(recap_graph_capture_end(g));
 }
 
+/* A graph holding one capture of `kernels` plain kernels, instantiated as *x, and its pool. */
+static recap_graph_t captured_graph(recap_stream_t s, int kernels, recap_cuda_graph_exec_t *x,
+                                    recap_pool_id_t *pool) {
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  capture_kernels(g, s, kernels);
+  *x = exec_of(g);
+  OK(recap_graph_pool(g, pool));
+  return g;
+}
+
+/* step()'s buffers, allocated in this order: in[i] = i, in2[i] = in2_base + i, *dk = dk_value. */
+static void step_buffers(recap_stream_t s, float **in, float **in2, float **out, float **copy,
+                         float **dk, float in2_base, float dk_value) {
+  *in = device_floats(s), *in2 = device_floats(s), *out = device_floats(s);
+  *copy = device_floats(s), *dk = device_floats(s);
+  for (int i = 0; i < N; i++) (*in)[i] = (float)i, (*in2)[i] = in2_base + (float)i;
+  **dk = dk_value;
+}
+
+/* Free what step_buffers allocated. */
+static void free_step_buffers(float *in, float *in2, float *out, float *copy, float *dk) {
+  float *all[] = {in, in2, out, copy, dk};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) OK(recap_free(all[i]));
+}
+
+/* Capture step(out, in, k, dk, copy) into g with capture_begin(opts) (begin/end must succeed). */
+static void capture_step(recap_graph_t g, recap_stream_t s, const recap_capture_options_t *opts,
+                         float *out, const float *in, unsigned k, const float *dk, float *copy) {
+  OK(recap_graph_capture_begin(g, s, opts));
+  step(s, out, in, k, dk, copy);
+  OK(recap_graph_capture_end(g));
+}
+
+/* The same with recapture_begin(NULL): in place of g's capture, with its last options. */
+static void recapture_step(recap_graph_t g, recap_stream_t s, float *out, const float *in,
+                           unsigned k, const float *dk, float *copy) {
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  step(s, out, in, k, dk, copy);
+  OK(recap_graph_capture_end(g));
+}
+
+/* Set g's policy: updates measured over `measure_replays` replays, `max_slowdown` allowed. */
+static void measure_updates(recap_graph_t g, double max_slowdown, unsigned measure_replays) {
+  recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
+  p.max_slowdown = max_slowdown;
+  p.measure_replays = measure_replays;
+  OK(recap_graph_set_update_policy(g, &p));
+}
+
 /* ------------------------------------------------------------------------------------------
  * Updates applied, refusals, fallbacks
  * ---------------------------------------------------------------------------------------- */
@@ -92,12 +131,9 @@ static void recapture_updates_the_executable_in_place(void **state) {
   (void)state;
   reset();
   recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  capture_kernels(g, s, 5);
-  recap_cuda_graph_exec_t x = exec_of(g);
+  recap_cuda_graph_exec_t x;
   recap_pool_id_t pool;
-  OK(recap_graph_pool(g, &pool));
+  recap_graph_t g = captured_graph(s, 5, &x, &pool);
   recap__fake_counters_t before = recap__fake_now();
   recap_update_stats_t st = stats_of(g);
   assert_int_equal(st.recaptures, 0);
@@ -180,6 +216,15 @@ static void every_driver_refusal_falls_back_to_instantiation(void **state) {
   expect_quiet();
 }
 
+/* Recapture three nodes into g, the third (node 2) a memset of buf instead of a kernel. */
+static void recapture_with_memset(recap_graph_t g, recap_stream_t s, void *buf) {
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  launch(s, 2);
+  recap__fake_memset_async(s, buf, 0, 16);
+  launch(s, 1);
+  OK(recap_graph_capture_end(g));
+}
+
 static void natural_changes_are_refused_with_their_reason(void **state) {
   (void)state;
   reset();
@@ -196,11 +241,7 @@ static void natural_changes_are_refused_with_their_reason(void **state) {
   assert_int_equal(st.last_node, SIZE_MAX);
   assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_TOPOLOGY_CHANGED], 1);
   /* The same count, node 2 a memset instead of a kernel. */
-  OK(recap_graph_recapture_begin(g, s, NULL));
-  launch(s, 2);
-  recap__fake_memset_async(s, buf, 0, 16);
-  launch(s, 1);
-  OK(recap_graph_capture_end(g));
+  recapture_with_memset(g, s, buf);
   st = stats_of(g);
   assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_NODE_TYPE_CHANGED);
   assert_int_equal(st.last_node, 2);
@@ -208,11 +249,7 @@ static void natural_changes_are_refused_with_their_reason(void **state) {
   assert_int_equal(st.instantiations, 2);
   assert_int_equal(st.consecutive_failures, 2);
   /* The same shape again: updated. */
-  OK(recap_graph_recapture_begin(g, s, NULL));
-  launch(s, 2);
-  recap__fake_memset_async(s, buf, 0, 16);
-  launch(s, 1);
-  OK(recap_graph_capture_end(g));
+  recapture_with_memset(g, s, buf);
   st = stats_of(g);
   assert_int_equal(st.updates, 1);
   assert_int_equal(st.recaptures, 3);
@@ -250,12 +287,9 @@ static void failed_update_call_fails_the_recapture_and_keeps_the_old_graph(void 
   (void)state;
   reset();
   recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  capture_kernels(g, s, 3);
-  recap_cuda_graph_exec_t x = exec_of(g);
+  recap_cuda_graph_exec_t x;
   recap_pool_id_t pool;
-  OK(recap_graph_pool(g, &pool));
+  recap_graph_t g = captured_graph(s, 3, &x, &pool);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_EXEC_UPDATE, 1);
   OK(recap_graph_recapture_begin(g, s, NULL));
   assert_int_equal(pool_references(pool), 2); /* the graph's and the recapture's route */
@@ -277,12 +311,9 @@ static void failed_instantiation_of_a_fallback_keeps_the_old_graph(void **state)
   (void)state;
   reset();
   recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  capture_kernels(g, s, 3);
-  recap_cuda_graph_exec_t x = exec_of(g);
+  recap_cuda_graph_exec_t x;
   recap_pool_id_t pool;
-  OK(recap_graph_pool(g, &pool));
+  recap_graph_t g = captured_graph(s, 3, &x, &pool);
   OK(recap_graph_recapture_begin(g, s, NULL));
   launch(s, 7); /* refused: another topology */
   recap__fake_fail_nth(RECAP__FAKE_FAULT_INSTANTIATE, 1);
@@ -300,12 +331,9 @@ static void invalidated_recapture_keeps_the_old_graph(void **state) {
   (void)state;
   reset();
   recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  capture_kernels(g, s, 3);
-  recap_cuda_graph_exec_t x = exec_of(g);
+  recap_cuda_graph_exec_t x;
   recap_pool_id_t pool;
-  OK(recap_graph_pool(g, &pool));
+  recap_graph_t g = captured_graph(s, 3, &x, &pool);
   OK(recap_graph_recapture_begin(g, s, NULL));
   launch(s, 2);
   recap__fake_capture_invalidate(s);
@@ -325,17 +353,13 @@ static void failed_recapture_keeps_the_old_inputs_and_results(void **state) {
   (void)state;
   reset();
   recap_stream_t s = recap__fake_stream_new();
-  float *in = device_floats(s), *in2 = device_floats(s), *out = device_floats(s);
-  float *copy = device_floats(s), *dk = device_floats(s);
-  for (int i = 0; i < N; i++) in[i] = (float)i, in2[i] = (float)(100 + i);
-  *dk = 0.5f;
+  float *in, *in2, *out, *copy, *dk;
+  step_buffers(s, &in, &in2, &out, &copy, &dk, 100, 0.5f);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
   opts.check_input_liveness = 1;
-  OK(recap_graph_capture_begin(g, s, &opts));
-  step(s, out, in, 1, dk, copy);
-  OK(recap_graph_capture_end(g));
+  capture_step(g, s, &opts, out, in, 1, dk, copy);
   const recap_liveness_input_t *inputs;
   size_t count;
   OK(recap_graph_liveness_inputs(g, &inputs, &count));
@@ -355,9 +379,7 @@ static void failed_recapture_keeps_the_old_inputs_and_results(void **state) {
   for (int i = 0; i < N; i++) assert_true(copy[i] == (float)i * 2 + 1 + 0.5f);
 
   /* A recapture that succeeds on in2: liveness follows it, so freeing in is harmless now. */
-  OK(recap_graph_recapture_begin(g, s, NULL));
-  step(s, out, in2, 2, dk, copy);
-  OK(recap_graph_capture_end(g));
+  recapture_step(g, s, out, in2, 2, dk, copy);
   assert_int_equal(stats_of(g).updates, 1);
   OK(recap_free(in));
   OK(recap_graph_check_inputs(g));
@@ -369,72 +391,6 @@ static void failed_recapture_keeps_the_old_inputs_and_results(void **state) {
   OK(recap_free(out));
   OK(recap_free(copy));
   OK(recap_free(dk));
-  expect_quiet();
-}
-
-/* Rebinding and recaptures: a recapture's sites are its own capture's, the executable it
- * updated can be rebound, and a failed recapture leaves the rebound sites as they were. */
-static size_t sites_of(recap_graph_t g, const void *ptr) {
-  size_t count = SIZE_MAX;
-  OK(recap_graph_rebind_sites(g, ptr, 0, NULL, 0, &count));
-  return count;
-}
-
-static void recaptures_and_rebinds_agree(void **state) {
-  (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  float *in = device_floats(s), *in2 = device_floats(s), *out = device_floats(s);
-  float *copy = device_floats(s), *dk = device_floats(s);
-  for (int i = 0; i < N; i++) in[i] = (float)i, in2[i] = (float)(1000 + i);
-  *dk = 0.25f;
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
-  opts.rebind = RECAP_REBIND_AUTO;
-  OK(recap_graph_capture_begin(g, s, &opts));
-  step(s, out, in, 1, dk, copy);
-  OK(recap_graph_capture_end(g));
-  assert_int_equal(sites_of(g, in), 1);
-  recap_rebind_t r = {in, in2, 0, 0};
-  OK(recap_graph_rebind(g, &r, 1));
-  assert_int_equal(r.patched, 1);
-  OK(recap_graph_replay(g, s));
-  for (int i = 0; i < N; i++) assert_true(copy[i] == (float)(1000 + i) * 2 + 1 + 0.25f);
-
-  /* A recapture on `in` (options NULL: rebind AUTO again): updated in place, reading `in`. */
-  OK(recap_graph_recapture_begin(g, s, NULL));
-  step(s, out, in, 2, dk, copy);
-  OK(recap_graph_capture_end(g));
-  recap_update_stats_t st = stats_of(g);
-  assert_int_equal(st.updates, 1);
-  assert_int_equal(st.rebinds, 1);
-  assert_int_equal(st.sites_patched, 1);
-  assert_int_equal(sites_of(g, in), 1);
-  OK(recap_graph_replay(g, s));
-  for (int i = 0; i < N; i++) assert_true(copy[i] == (float)i * 2 + 2 + 0.25f);
-  /* The updated executable is rebound through the new capture's sites. */
-  r = (recap_rebind_t){in, in2, 0, 0};
-  OK(recap_graph_rebind(g, &r, 1));
-  OK(recap_graph_replay(g, s));
-  for (int i = 0; i < N; i++) assert_true(copy[i] == (float)(1000 + i) * 2 + 2 + 0.25f);
-
-  /* A failed recapture: the rebound sites stay (in2), and can be rebound back. */
-  OK(recap_graph_recapture_begin(g, s, NULL));
-  step(s, out, in, 3, dk, copy);
-  recap__fake_capture_invalidate(s);
-  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
-  assert_int_equal(sites_of(g, in2), 1);
-  OK(recap_graph_replay(g, s));
-  for (int i = 0; i < N; i++) assert_true(copy[i] == (float)(1000 + i) * 2 + 2 + 0.25f);
-  r = (recap_rebind_t){in2, in, 0, 0};
-  OK(recap_graph_rebind(g, &r, 1));
-  OK(recap_graph_replay(g, s));
-  for (int i = 0; i < N; i++) assert_true(copy[i] == (float)i * 2 + 2 + 0.25f);
-  assert_int_equal(stats_of(g).rebinds, 3);
-  OK(recap_graph_destroy(g));
-  float *all[] = {in, in2, out, copy, dk};
-  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) OK(recap_free(all[i]));
   expect_quiet();
 }
 
@@ -453,6 +409,70 @@ static void rebind_and_check(recap_graph_t g, recap_stream_t s, float *from, flo
   expect_copy(copy, base, k);
 }
 
+/* Rebinding and recaptures: a recapture's sites are its own capture's, the executable it
+ * updated can be rebound, and a failed recapture leaves the rebound sites as they were. */
+static size_t sites_of(recap_graph_t g, const void *ptr) {
+  size_t count = SIZE_MAX;
+  OK(recap_graph_rebind_sites(g, ptr, 0, NULL, 0, &count));
+  return count;
+}
+
+/* A new graph of step(out, in, 1, dk, copy), captured with *opts: rebinding on (AUTO). */
+static recap_graph_t rebinding_step_graph(recap_stream_t s, recap_capture_options_t *opts,
+                                          float *out, const float *in, const float *dk,
+                                          float *copy) {
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  *opts = (recap_capture_options_t)RECAP_CAPTURE_OPTIONS_INIT;
+  opts->rebind = RECAP_REBIND_AUTO;
+  capture_step(g, s, opts, out, in, 1, dk, copy);
+  return g;
+}
+
+static void recaptures_and_rebinds_agree(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  float *in, *in2, *out, *copy, *dk;
+  step_buffers(s, &in, &in2, &out, &copy, &dk, 1000, 0.25f);
+  recap_capture_options_t opts;
+  recap_graph_t g = rebinding_step_graph(s, &opts, out, in, dk, copy);
+  assert_int_equal(sites_of(g, in), 1);
+  rebind_and_check(g, s, in, in2, copy, 1000, 1);
+
+  /* A recapture on `in` (options NULL: rebind AUTO again): updated in place, reading `in`. */
+  recapture_step(g, s, out, in, 2, dk, copy);
+  recap_update_stats_t st = stats_of(g);
+  assert_int_equal(st.updates, 1);
+  assert_int_equal(st.rebinds, 1);
+  assert_int_equal(st.sites_patched, 1);
+  assert_int_equal(sites_of(g, in), 1);
+  OK(recap_graph_replay(g, s));
+  expect_copy(copy, 0, 2);
+  /* The updated executable is rebound through the new capture's sites. */
+  recap_rebind_t r = {in, in2, 0, 0};
+  OK(recap_graph_rebind(g, &r, 1));
+  OK(recap_graph_replay(g, s));
+  expect_copy(copy, 1000, 2);
+
+  /* A failed recapture: the rebound sites stay (in2), and can be rebound back. */
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  step(s, out, in, 3, dk, copy);
+  recap__fake_capture_invalidate(s);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
+  assert_int_equal(sites_of(g, in2), 1);
+  OK(recap_graph_replay(g, s));
+  expect_copy(copy, 1000, 2);
+  r = (recap_rebind_t){in2, in, 0, 0};
+  OK(recap_graph_rebind(g, &r, 1));
+  OK(recap_graph_replay(g, s));
+  expect_copy(copy, 0, 2);
+  assert_int_equal(stats_of(g).rebinds, 3);
+  OK(recap_graph_destroy(g));
+  free_step_buffers(in, in2, out, copy, dk);
+  expect_quiet();
+}
+
 /* CUDA patches an executable only through the nodes of the graph it was instantiated from,
  * updated or not: recap keeps that graph (one more, never more) while the executable lives,
  * plans patches against it, and plans again when a fresh instantiation replaces it. */
@@ -460,24 +480,15 @@ static void rebinds_go_through_the_executables_origin(void **state) {
   (void)state;
   reset();
   recap_stream_t s = recap__fake_stream_new();
-  float *in = device_floats(s), *in2 = device_floats(s), *out = device_floats(s);
-  float *copy = device_floats(s), *dk = device_floats(s);
-  for (int i = 0; i < N; i++) in[i] = (float)i, in2[i] = (float)(1000 + i);
-  *dk = 0.25f;
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
-  opts.rebind = RECAP_REBIND_AUTO;
-  OK(recap_graph_capture_begin(g, s, &opts));
-  step(s, out, in, 1, dk, copy);
-  OK(recap_graph_capture_end(g));
+  float *in, *in2, *out, *copy, *dk;
+  step_buffers(s, &in, &in2, &out, &copy, &dk, 1000, 0.25f);
+  recap_capture_options_t opts;
+  recap_graph_t g = rebinding_step_graph(s, &opts, out, in, dk, copy);
   int64_t graphs = recap__fake_now().live_graphs; /* the template, kept for rebinding */
 
   /* Ten updates in place: the origin is kept, the templates between are not. */
   for (unsigned k = 2; k < 12; k++) {
-    OK(recap_graph_recapture_begin(g, s, NULL));
-    step(s, out, in, k, dk, copy);
-    OK(recap_graph_capture_end(g));
+    recapture_step(g, s, out, in, k, dk, copy);
     assert_int_equal(recap__fake_now().live_graphs, graphs + 1);
     rebind_and_check(g, s, in, in2, copy, 1000, k);
     rebind_and_check(g, s, in2, in, copy, 0, k);
@@ -487,18 +498,14 @@ static void rebinds_go_through_the_executables_origin(void **state) {
   /* The driver refuses: instantiated afresh, planned again against the new template, and the
    * old origin goes. */
   recap__fake_refuse_next_update(RECAP_UPDATE_REASON_PARAMETERS_CHANGED, 1);
-  OK(recap_graph_recapture_begin(g, s, NULL));
-  step(s, out, in, 20, dk, copy);
-  OK(recap_graph_capture_end(g));
+  recapture_step(g, s, out, in, 20, dk, copy);
   assert_int_equal(stats_of(g).last_reason, RECAP_UPDATE_REASON_PARAMETERS_CHANGED);
   assert_int_equal(recap__fake_now().live_graphs, graphs);
   rebind_and_check(g, s, in, in2, copy, 1000, 20);
 
   /* The plan of a refused update fails to build again: the recapture fails and the graph is
    * as it was (rebound to in2, replayable, rebindable). */
-  OK(recap_graph_recapture_begin(g, s, NULL));
-  step(s, out, in2, 21, dk, copy);
-  OK(recap_graph_capture_end(g)); /* updated in place: the origin is kept */
+  recapture_step(g, s, out, in2, 21, dk, copy); /* updated in place: the origin is kept */
   recap__fake_refuse_next_update(RECAP_UPDATE_REASON_TOPOLOGY_CHANGED, SIZE_MAX);
   OK(recap_graph_recapture_begin(g, s, NULL));
   step(s, out, in2, 22, dk, copy);
@@ -515,9 +522,7 @@ static void rebinds_go_through_the_executables_origin(void **state) {
 
   /* A recapture that turns rebinding on, of a graph that kept nothing: instantiated afresh. */
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
-  step(s, out, in, 1, dk, copy);
-  OK(recap_graph_capture_end(g));
+  capture_step(g, s, NULL, out, in, 1, dk, copy);
   OK(recap_graph_recapture_begin(g, s, &opts));
   step(s, out, in, 2, dk, copy);
   OK(recap_graph_capture_end(g));
@@ -532,13 +537,9 @@ static void rebinds_go_through_the_executables_origin(void **state) {
   /* A KEEP graph updated in place, then instantiated again by hand: the new executable's
    * origin is the template, and the old origin goes. */
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
-  OK(recap_graph_capture_begin(g, s, &opts));
-  step(s, out, in, 1, dk, copy);
-  OK(recap_graph_capture_end(g));
+  capture_step(g, s, &opts, out, in, 1, dk, copy);
   OK(recap_graph_instantiate(g));
-  OK(recap_graph_recapture_begin(g, s, NULL));
-  step(s, out, in, 3, dk, copy);
-  OK(recap_graph_capture_end(g));
+  recapture_step(g, s, out, in, 3, dk, copy);
   assert_int_equal(stats_of(g).updates, 1);
   assert_int_equal(recap__fake_now().live_graphs, 2);
   rebind_and_check(g, s, in, in2, copy, 1000, 3);
@@ -546,8 +547,7 @@ static void rebinds_go_through_the_executables_origin(void **state) {
   assert_int_equal(recap__fake_now().live_graphs, 1);
   rebind_and_check(g, s, in2, in, copy, 0, 3);
   OK(recap_graph_destroy(g));
-  float *all[] = {in, in2, out, copy, dk};
-  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) OK(recap_free(all[i]));
+  free_step_buffers(in, in2, out, copy, dk);
   check();
 }
 
@@ -782,6 +782,14 @@ static void allocating_step(recap_stream_t s, void **out, void **scratch, bool e
   OK(recap_free(*scratch));
 }
 
+/* Capture allocating_step into g (recapture: in place of its capture). */
+static void capture_allocating_step(recap_graph_t g, recap_stream_t s, bool recapture, void **out,
+                                    void **scratch, bool extra, void **more) {
+  OK(recapture ? recap_graph_recapture_begin(g, s, NULL) : recap_graph_capture_begin(g, s, NULL));
+  allocating_step(s, out, scratch, extra, more);
+  OK(recap_graph_capture_end(g));
+}
+
 static void same_allocations_get_the_same_addresses_over_100_recaptures(void **state) {
   (void)state;
   reset();
@@ -789,18 +797,14 @@ static void same_allocations_get_the_same_addresses_over_100_recaptures(void **s
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   void *out0, *scratch0, *out, *scratch;
-  OK(recap_graph_capture_begin(g, s, NULL));
-  allocating_step(s, &out0, &scratch0, false, NULL);
-  OK(recap_graph_capture_end(g));
+  capture_allocating_step(g, s, false, &out0, &scratch0, false, NULL);
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
   int64_t reserved = pool_info(pool).reserved_bytes;
   assert_true(reserved > 0);
   for (int i = 1; i <= 100; i++) {
     OK(recap_free(out0)); /* the previous capture's output: free it before recapturing */
-    OK(recap_graph_recapture_begin(g, s, NULL));
-    allocating_step(s, &out, &scratch, false, NULL);
-    OK(recap_graph_capture_end(g));
+    capture_allocating_step(g, s, true, &out, &scratch, false, NULL);
     assert_ptr_equal(out, out0);
     assert_ptr_equal(scratch, scratch0);
     assert_int_equal(pool_info(pool).reserved_bytes, reserved);
@@ -824,16 +828,12 @@ static void another_sequence_grows_the_pool_by_what_is_new(void **state) {
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   void *out0, *scratch0, *out, *scratch, *more;
-  OK(recap_graph_capture_begin(g, s, NULL));
-  allocating_step(s, &out0, &scratch0, false, NULL);
-  OK(recap_graph_capture_end(g));
+  capture_allocating_step(g, s, false, &out0, &scratch0, false, NULL);
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
   int64_t reserved = pool_info(pool).reserved_bytes;
   OK(recap_free(out0));
-  OK(recap_graph_recapture_begin(g, s, NULL));
-  allocating_step(s, &out, &scratch, true, &more);
-  OK(recap_graph_capture_end(g));
+  capture_allocating_step(g, s, true, &out, &scratch, true, &more);
   /* The old allocations kept their addresses; the new one grew the pool by its own size. */
   assert_ptr_equal(out, out0);
   assert_ptr_equal(scratch, scratch0);
@@ -845,9 +845,7 @@ static void another_sequence_grows_the_pool_by_what_is_new(void **state) {
   /* An output the caller kept cannot be handed out twice: it gets another address. */
   OK(recap_free(more));
   void *out2, *scratch2;
-  OK(recap_graph_recapture_begin(g, s, NULL));
-  allocating_step(s, &out2, &scratch2, false, NULL);
-  OK(recap_graph_capture_end(g));
+  capture_allocating_step(g, s, true, &out2, &scratch2, false, NULL);
   assert_ptr_not_equal(out2, out);
   assert_ptr_equal(scratch2, scratch0);
   st = stats_of(g);
@@ -1018,10 +1016,7 @@ static void a_policy_set_after_the_capture_measures(void **state) {
   OK(recap_graph_create(&g, 0));
   recap__fake_updated_slowdown(1.5);
   capture_kernels(g, s, 10);
-  recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
-  p.max_slowdown = 0.10;
-  p.measure_replays = 2;
-  OK(recap_graph_set_update_policy(g, &p));
+  measure_updates(g, 0.10, 2);
   replays(g, s, 2);
   recap__fake_stream_complete(s);
   for (int i = 0; i < 2; i++) {
@@ -1048,10 +1043,7 @@ static void equal_speed_keeps_updating_and_stops_measuring(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
-  p.max_slowdown = 0.05;
-  p.measure_replays = 3;
-  OK(recap_graph_set_update_policy(g, &p));
+  measure_updates(g, 0.05, 3);
   capture_kernels(g, s, 6);
   replays(g, s, 3);
   recap__fake_stream_complete(s);
@@ -1088,10 +1080,7 @@ static void a_replay_into_another_capture_is_not_timed(void **state) {
   recap_graph_t g, outer;
   OK(recap_graph_create(&g, 0));
   OK(recap_graph_create(&outer, 0));
-  recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
-  p.max_slowdown = 0.05;
-  p.measure_replays = 2;
-  OK(recap_graph_set_update_policy(g, &p));
+  measure_updates(g, 0.05, 2);
   capture_kernels(g, s, 3);
   assert_true(recap__update_measuring(&g->update));
   uint64_t records = recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD];
@@ -1112,10 +1101,7 @@ static void timing_failures_never_fail_a_replay(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
-  p.max_slowdown = 0.05;
-  p.measure_replays = 2;
-  OK(recap_graph_set_update_policy(g, &p));
+  measure_updates(g, 0.05, 2);
   capture_kernels(g, s, 2);
   logged[0] = '\0';
   recap_log_set(log_into, NULL);
@@ -1162,10 +1148,7 @@ static void measured_replays_from_two_threads(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
-  p.max_slowdown = 0.05;
-  p.measure_replays = 8;
-  OK(recap_graph_set_update_policy(g, &p));
+  measure_updates(g, 0.05, 8);
   recap__fake_updated_slowdown(2.0);
   capture_kernels(g, s, 4);
   for (int round = 0; round < 2; round++) {
@@ -1205,23 +1188,17 @@ static void results_after_updates_equal_a_fresh_capture(void **state) {
   for (int i = 0; i < N; i++) in[i] = (float)i / 3;
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
-  step(s, out, in, 0, dk, copy);
-  OK(recap_graph_capture_end(g));
+  capture_step(g, s, NULL, out, in, 0, dk, copy);
   recap_cuda_graph_exec_t x = exec_of(g);
   for (unsigned t = 1; t <= 20; t++) {
     *dk = (float)t / 7;
-    OK(recap_graph_recapture_begin(g, s, NULL));
-    step(s, out, in, t, dk, copy);
-    OK(recap_graph_capture_end(g));
+    recapture_step(g, s, out, in, t, dk, copy);
     memset(copy, 0xff, N * sizeof(float));
     OK(recap_graph_replay(g, s));
     /* The oracle: a graph captured afresh for this step, on buffers of its own. */
     recap_graph_t fresh;
     OK(recap_graph_create(&fresh, 0));
-    OK(recap_graph_capture_begin(fresh, s, NULL));
-    step(s, out_f, in, t, dk, copy_f);
-    OK(recap_graph_capture_end(fresh));
+    capture_step(fresh, s, NULL, out_f, in, t, dk, copy_f);
     memset(copy_f, 0, N * sizeof(float));
     OK(recap_graph_replay(fresh, s));
     OK(recap_graph_destroy(fresh));

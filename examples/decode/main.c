@@ -373,14 +373,26 @@ typedef struct timing {
   uint64_t start, enqueued, done;
 } timing_t;
 
+/* Every step is enqueued: note the time, wait until the steps are done, note that too. */
+static void wait_for_steps(decoder_t *m, timing_t *tm) {
+  tm->enqueued = now_ns();
+  CHECK_CUDA(cudaStreamSynchronize(m->stream));
+  tm->done = now_ns();
+}
+
+/* g's counters of recaptures, updates and rebinds. */
+static recap_update_stats_t update_stats_of(recap_graph_t g) {
+  recap_update_stats_t st = RECAP_UPDATE_STATS_INIT;
+  CHECK_RECAP(recap_graph_update_stats(g, &st));
+  return st;
+}
+
 static float *in_of(decoder_t *m, int t) { return m->state[t % STATE_BUFFERS]; }
 static float *out_of(decoder_t *m, int t) { return m->state[(t + 1) % STATE_BUFFERS]; }
 
 static void run_eager(decoder_t *m, int steps, timing_t *tm) {
   for (int t = 0; t < steps; t++) enqueue_step(m, t, NULL, in_of(m, t), out_of(m, t));
-  tm->enqueued = now_ns();
-  CHECK_CUDA(cudaStreamSynchronize(m->stream));
-  tm->done = now_ns();
+  wait_for_steps(m, tm);
 }
 
 /* A fresh capture and instantiation every step. The captures share one pool (a handle of the
@@ -399,9 +411,7 @@ static void run_recapture(decoder_t *m, int steps, timing_t *tm) {
     CHECK_RECAP(recap_graph_capture_end(g));
     CHECK_RECAP(recap_graph_replay(g, m->stream));
   }
-  tm->enqueued = now_ns();
-  CHECK_CUDA(cudaStreamSynchronize(m->stream));
-  tm->done = now_ns();
+  wait_for_steps(m, tm);
   CHECK_RECAP(recap_graph_destroy(g));
 }
 
@@ -432,11 +442,8 @@ static void run_update(decoder_t *m, int steps, timing_t *tm) {
     CHECK_RECAP(recap_graph_capture_end(g));
     CHECK_RECAP(recap_graph_replay(g, m->stream));
   }
-  tm->enqueued = now_ns();
-  CHECK_CUDA(cudaStreamSynchronize(m->stream));
-  tm->done = now_ns();
-  recap_update_stats_t st = RECAP_UPDATE_STATS_INIT;
-  CHECK_RECAP(recap_graph_update_stats(g, &st));
+  wait_for_steps(m, tm);
+  recap_update_stats_t st = update_stats_of(g);
   printf("  update: %" PRIu64 " recaptures, %" PRIu64 " updated in place, %" PRIu64
          " instantiated afresh",
          st.recaptures, st.updates, st.instantiations);
@@ -478,11 +485,8 @@ static void run_rebind(decoder_t *m, int steps, timing_t *tm) {
     }
     CHECK_RECAP(recap_graph_replay(g, m->stream));
   }
-  tm->enqueued = now_ns();
-  CHECK_CUDA(cudaStreamSynchronize(m->stream));
-  tm->done = now_ns();
-  recap_update_stats_t st = RECAP_UPDATE_STATS_INIT;
-  CHECK_RECAP(recap_graph_update_stats(g, &st));
+  wait_for_steps(m, tm);
+  recap_update_stats_t st = update_stats_of(g);
   size_t nodes = 0;
   CHECK_RECAP(recap_graph_node_count(g, &nodes));
   printf("  rebind: 1 capture of %zu nodes, %" PRIu64 " rebinds patching %" PRIu64 " sites\n",

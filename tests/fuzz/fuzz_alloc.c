@@ -304,16 +304,20 @@ static void capture_begin(int stream, int pool, uint8_t mode) {
   }
 }
 
+/* The counters of pool's route since its logs were attached. */
+static void route_replay_stats(int pool, uint64_t *hits, uint64_t *misses) {
+  int device;
+  recap_status_t s = recap__alloc_current_device(&device);
+  if (s == RECAP_SUCCESS) s = recap__pool_route_replay_stats(device, st.pools[pool], hits, misses);
+  if (s != RECAP_SUCCESS) die("recap__pool_route_replay_stats failed", s);
+}
+
 /* Before a logged route ends: every allocation it routed was counted once and logged once,
  * with a rounded size; the new log is the one the pool's next capture replays. */
 static void end_logged_route(int pool) {
   if (pool >= LOGGED_POOLS) return;
-  int device;
   uint64_t hits = 0, misses = 0;
-  recap_status_t s = recap__alloc_current_device(&device);
-  if (s == RECAP_SUCCESS)
-    s = recap__pool_route_replay_stats(device, st.pools[pool], &hits, &misses);
-  if (s != RECAP_SUCCESS) die("recap__pool_route_replay_stats failed", s);
+  route_replay_stats(pool, &hits, &misses);
   const recap__alloc_log_t *record = &st.logs[pool][1 - st.last_log[pool]];
   if (record->incomplete || hits + misses != record->count)
     die("a logged route counted other allocations than its log holds", RECAP_SUCCESS);
@@ -393,12 +397,8 @@ static void op_recapture(void) {
     check_invariants();
   }
   if (expect_all) {
-    int device;
     uint64_t hits = 0, misses = 0;
-    recap_status_t s = recap__alloc_current_device(&device);
-    if (s == RECAP_SUCCESS)
-      s = recap__pool_route_replay_stats(device, st.pools[pool], &hits, &misses);
-    if (s != RECAP_SUCCESS) die("recap__pool_route_replay_stats failed", s);
+    route_replay_stats(pool, &hits, &misses);
     TRACE("recapture of pool %d: %llu of %llu replayed", pool, (unsigned long long)hits,
           (unsigned long long)made);
     if (hits != made || misses != 0)

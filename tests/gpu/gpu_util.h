@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * gpu_util.h — what recap's GPU tests share: status checks with the library's message, streams,
- * exact checks of device buffers, and the end-of-test check that nothing is left behind.
+ * exact checks of device buffers, and the end-of-test check that nothing is left behind (with
+ * the usual end of a test of one graph).
  *
  * Include after harness.h. Every helper is static inline, so a test file that uses only some
  * of them builds without warnings.
@@ -163,6 +164,16 @@ static inline void gpu_finish(const recap_pool_id_t *pools, size_t pool_count) {
   assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, 0);
   gpu_check_allocator();
   assert_int_equal(recap_memory_check(), RECAP_SUCCESS);
+}
+
+/* The end of a test of one graph g on stream s, whose pool is `pool`: g destroyed, the n
+ * blocks freed, s destroyed, then gpu_finish over the pool. */
+static inline void gpu_finish_graph(recap_graph_t g, cudaStream_t s, recap_pool_id_t pool,
+                                    void *const *blocks, size_t n) {
+  OK(recap_graph_destroy(g));
+  for (size_t i = 0; i < n; i++) OK(recap_free(blocks[i]));
+  CUDA_OK(cudaStreamDestroy(s));
+  gpu_finish(&pool, 1);
 }
 
 #endif /* RECAP_TEST_GPU_UTIL_H */

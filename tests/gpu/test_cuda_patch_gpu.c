@@ -37,16 +37,27 @@ static float *raw_floats(void) {
   return p;
 }
 
-/* add_scalar(out, in, N, 1); copy dst <- out; memset zero over cleared. */
+/* add_scalar(out, in, N, 1); copy dst <- out (copy false: a memset of dst in the copy's
+ * place); memset zero over cleared. */
 static recap_cuda_graph_t capture_step(cudaStream_t s, float *out, const float *in, float *dst,
-                                       float *cleared) {
+                                       float *cleared, bool copy) {
   recap_cuda_graph_t g = NULL;
   CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
   CUDA_OK(recap_test_add_scalar(out, in, N, 1.0f, s));
-  CUDA_OK(cudaMemcpyAsync(dst, out, N * sizeof(float), cudaMemcpyDeviceToDevice, s));
+  if (copy)
+    CUDA_OK(cudaMemcpyAsync(dst, out, N * sizeof(float), cudaMemcpyDeviceToDevice, s));
+  else
+    CUDA_OK(cudaMemsetAsync(dst, 0, N * sizeof(float), s));
   CUDA_OK(cudaMemsetAsync(cleared, 0, N * sizeof(float), s));
   CUDA_OK(cudaStreamEndCapture(s, (cudaGraph_t *)&g));
   return g;
+}
+
+/* Launch exec on s through the seam and wait for it. */
+static void launch_and_wait(const recap__device_ops_t *ops, recap_cuda_graph_exec_t exec,
+                            cudaStream_t s) {
+  OK(ops->graph_launch(exec, s));
+  CUDA_OK(cudaStreamSynchronize(s));
 }
 
 static void expect_site(const recap__graph_read_t *site, size_t node, const void *ptr,
@@ -70,7 +81,7 @@ static void patches_move_what_the_executable_computes(void **state) {
   gpu_set(x2, N, 10.0f, s);
   gpu_set(c, N, 5.0f, s);
   gpu_set(c2, N, 5.0f, s);
-  recap_cuda_graph_t g = capture_step(s, a, x, b, c);
+  recap_cuda_graph_t g = capture_step(s, a, x, b, c, true);
   recap_cuda_graph_exec_t exec = NULL;
   OK(ops->graph_instantiate(&exec, g));
 
@@ -101,8 +112,7 @@ static void patches_move_what_the_executable_computes(void **state) {
   recap__patch_t p[] = {{0, a2}, {1, x2}, {3, a2}, {4, b2}, {5, c2}};
   OK(ops->patch_plan_apply(plan, exec, p, 5));
   assert_ptr_equal(sites[1].ptr, x2);
-  OK(ops->graph_launch(exec, s));
-  CUDA_OK(cudaStreamSynchronize(s));
+  launch_and_wait(ops, exec, s);
   gpu_expect_all(a2, N, 11.0f);
   gpu_expect_all(b2, N, 11.0f);
   gpu_expect_all(c2, N, 0.0f);
@@ -124,8 +134,7 @@ static void patches_move_what_the_executable_computes(void **state) {
   recap_cuda_graph_exec_t fresh = NULL;
   OK(ops->graph_instantiate(&fresh, g));
   CUDA_OK(cudaMemset(b2, 0, N * sizeof(float)));
-  OK(ops->graph_launch(fresh, s));
-  CUDA_OK(cudaStreamSynchronize(s));
+  launch_and_wait(ops, fresh, s);
   gpu_expect_all(b2, N, 11.0f);
 
   /* A patch back, with the plan alone first, then the executable. */
@@ -133,8 +142,7 @@ static void patches_move_what_the_executable_computes(void **state) {
   OK(ops->patch_plan_apply(plan, NULL, back, 1));
   OK(ops->patch_plan_sync(plan));
   OK(ops->patch_plan_apply(plan, exec, back, 1)); /* the same value again: harmless */
-  OK(ops->graph_launch(exec, s));
-  CUDA_OK(cudaStreamSynchronize(s));
+  launch_and_wait(ops, exec, s);
   gpu_expect_all(b2, N, 2.0f);
 
   /* Bad patches set nothing. */
@@ -162,19 +170,18 @@ static void updates_apply_or_are_refused_with_the_node(void **state) {
   float *a2 = raw_floats(), *b2 = raw_floats(), *y = raw_floats();
   gpu_set(x, N, 3.0f, s);
   gpu_set(y, N, 7.0f, s);
-  recap_cuda_graph_t g = capture_step(s, a, x, b, c);
+  recap_cuda_graph_t g = capture_step(s, a, x, b, c, true);
   recap_cuda_graph_exec_t exec = NULL;
   OK(ops->graph_instantiate(&exec, g));
 
   /* The same step into other buffers: applied. */
-  recap_cuda_graph_t g2 = capture_step(s, a2, x, b2, c);
+  recap_cuda_graph_t g2 = capture_step(s, a2, x, b2, c, true);
   recap_update_reason_t why = RECAP_UPDATE_REASON_COUNT;
   size_t node = 0;
   OK(ops->graph_exec_update(exec, g2, &why, &node));
   assert_int_equal(why, RECAP_UPDATE_REASON_NONE);
   assert_int_equal(node, SIZE_MAX);
-  OK(ops->graph_launch(exec, s));
-  CUDA_OK(cudaStreamSynchronize(s));
+  launch_and_wait(ops, exec, s);
   gpu_expect_all(b2, N, 4.0f);
 
   /* After the update, the new template's own nodes are refused by the executable (the
@@ -194,8 +201,7 @@ static void updates_apply_or_are_refused_with_the_node(void **state) {
   assert_ptr_equal(sites[1].ptr, x);
   ops->patch_plan_destroy(alone);
   CUDA_OK(cudaMemset(b2, 0, N * sizeof(float)));
-  OK(ops->graph_launch(exec, s));
-  CUDA_OK(cudaStreamSynchronize(s));
+  launch_and_wait(ops, exec, s);
   gpu_expect_all(b2, N, 4.0f);
 
   /* A plan of the new template through the nodes of the graph the executable was instantiated
@@ -208,8 +214,7 @@ static void updates_apply_or_are_refused_with_the_node(void **state) {
   expect_site(&sites[4], 1, b2, RECAP__READ_COPY_DST, 0, 0);
   OK(ops->patch_plan_apply(plan, exec, p, 2));
   CUDA_OK(cudaMemset(b2, 0, N * sizeof(float)));
-  OK(ops->graph_launch(exec, s));
-  CUDA_OK(cudaStreamSynchronize(s));
+  launch_and_wait(ops, exec, s);
   gpu_expect_all(a2, N, 8.0f); /* y + 1, into the new template's output */
   gpu_expect_all(b, N, 8.0f);
   gpu_expect_all(b2, N, 0.0f);
@@ -228,12 +233,7 @@ static void updates_apply_or_are_refused_with_the_node(void **state) {
   ops->patch_plan_destroy(plan);
 
   /* An origin of another shape is refused before anything is read. */
-  recap_cuda_graph_t other = NULL;
-  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  CUDA_OK(recap_test_add_scalar(a, x, N, 1.0f, s));
-  CUDA_OK(cudaMemsetAsync(b, 0, N * sizeof(float), s));
-  CUDA_OK(cudaMemsetAsync(c, 0, N * sizeof(float), s));
-  CUDA_OK(cudaStreamEndCapture(s, (cudaGraph_t *)&other));
+  recap_cuda_graph_t other = capture_step(s, a, x, b, c, false);
   assert_int_equal(ops->patch_plan_create(g2, other, &plan, &sites, &count),
                    RECAP_ERROR_INVALID_ARGUMENT);
   assert_non_null(strstr(recap_last_error(), "node 1 of origin"));
@@ -253,19 +253,13 @@ static void updates_apply_or_are_refused_with_the_node(void **state) {
   print_message("refused: %s at node %zu\n", recap_update_reason_name(why), node);
 
   /* A memset where the copy was: refused, naming that node. */
-  recap_cuda_graph_t g4 = NULL;
-  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-  CUDA_OK(recap_test_add_scalar(a, x, N, 1.0f, s));
-  CUDA_OK(cudaMemsetAsync(b, 0, N * sizeof(float), s));
-  CUDA_OK(cudaMemsetAsync(c, 0, N * sizeof(float), s));
-  CUDA_OK(cudaStreamEndCapture(s, (cudaGraph_t *)&g4));
+  recap_cuda_graph_t g4 = capture_step(s, a, x, b, c, false);
   OK(ops->graph_exec_update(exec, g4, &why, &node));
   assert_int_equal(why, RECAP_UPDATE_REASON_NODE_TYPE_CHANGED);
   assert_int_equal(node, 1);
 
   CUDA_OK(cudaMemset(b, 0, N * sizeof(float)));
-  OK(ops->graph_launch(exec, s));
-  CUDA_OK(cudaStreamSynchronize(s));
+  launch_and_wait(ops, exec, s);
   gpu_expect_all(b, N, 8.0f);
 
   OK(ops->graph_exec_destroy(exec));

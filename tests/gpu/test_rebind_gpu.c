@@ -16,6 +16,7 @@
 
 #include "gpu_util.h"
 #include "rebind_kernels.h"
+#include "update_util.h"
 
 #define CUBLAS_OK(expr)                                                    \
   do {                                                                     \
@@ -44,12 +45,6 @@ static recap_pool_id_t pool_of(recap_graph_t g) {
   return pool;
 }
 
-static recap_update_stats_t stats_of(recap_graph_t g) {
-  recap_update_stats_t st = RECAP_UPDATE_STATS_INIT;
-  OK(recap_graph_update_stats(g, &st));
-  return st;
-}
-
 /* The n floats at a and at b are the same bits. */
 static void expect_same_bits(const float *a, const float *b, size_t n) {
   float *ha = gpu_read(a, n), *hb = gpu_read(b, n);
@@ -73,6 +68,18 @@ static void fill_pattern(float *p, size_t n, int seed) {
   for (size_t i = 0; i < n; i++) host[i] = (float)((int)((i * 7 + (size_t)seed * 13) % 17) - 8);
   CUDA_OK(cudaMemcpy(p, host, n * sizeof *host, cudaMemcpyHostToDevice));
   free(host);
+}
+
+/* The end of a test of g and its direct capture on s: both destroyed, the n blocks freed, s
+ * destroyed, then gpu_finish over both pools. */
+static void finish_pair(recap_graph_t g, recap_graph_t direct, cudaStream_t s, void *const *blocks,
+                        size_t n) {
+  recap_pool_id_t pools[2] = {pool_of(g), pool_of(direct)};
+  OK(recap_graph_destroy(g));
+  OK(recap_graph_destroy(direct));
+  for (size_t i = 0; i < n; i++) OK(recap_free(blocks[i]));
+  CUDA_OK(cudaStreamDestroy(s));
+  gpu_finish(pools, 2);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -228,13 +235,7 @@ static void struct_by_value_and_interior_pointers(void **state) {
   expect_same_bits(out2, out3, N);
   gpu_expect_all(out, N, -1.0f);
 
-  recap_pool_id_t pools[2] = {pool_of(g), pool_of(direct)};
-  OK(recap_graph_destroy(g));
-  OK(recap_graph_destroy(direct));
-  void *blocks[] = {big, big2, out, out2, out3};
-  for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) OK(recap_free(blocks[i]));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(pools, 2);
+  finish_pair(g, direct, s, (void *[]){big, big2, out, out2, out3}, 5);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -299,20 +300,12 @@ static void memcpy_and_memset_nodes(void **state) {
   float *small = gpu_floats(N, s);
   recap_rebind_t too_small = {dst2, small, 0, 0};
   EXPECT_STATUS(recap_graph_rebind(g, &too_small, 1), RECAP_ERROR_INVALID_ARGUMENT);
-  char text[32];
-  snprintf(text, sizeof text, "%p", (void *)small);
-  EXPECT_MESSAGE(text);
+  EXPECT_MESSAGE_POINTER(small);
   gpu_set(dst2, 2 * N, -4.0f, s);
   OK(recap_graph_replay(g, s));
   expect_same_bits(dst2, dst3, 2 * N);
 
-  recap_pool_id_t pools[2] = {pool_of(g), pool_of(direct)};
-  OK(recap_graph_destroy(g));
-  OK(recap_graph_destroy(direct));
-  void *blocks[] = {src, src2, dst, dst2, dst3, small};
-  for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) OK(recap_free(blocks[i]));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(pools, 2);
+  finish_pair(g, direct, s, (void *[]){src, src2, dst, dst2, dst3, small}, 6);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -331,17 +324,37 @@ static void *enqueue_scratch_step(cudaStream_t s, const float *in, float *out, f
   return scratch;
 }
 
+/* A graph holding enqueue_scratch_step(in, out, value) on s, of in (N floats of 1) and out
+ * (N floats) allocated on s before it; *scratch (unless NULL): the step's scratch address. */
+static recap_graph_t scratch_step_graph(cudaStream_t s, float **in, float **out, float value,
+                                        void **scratch) {
+  *in = gpu_floats(N, s), *out = gpu_floats(N, s);
+  gpu_set(*in, N, 1.0f, s);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, s, NULL));
+  void *first = enqueue_scratch_step(s, *in, *out, value, false);
+  OK(recap_graph_capture_end(g));
+  if (scratch) *scratch = first;
+  return g;
+}
+
+/* Recapture g as enqueue_scratch_step(in, out, value, extra); returns the scratch's address. */
+static void *recapture_scratch_step(recap_graph_t g, cudaStream_t s, const float *in, float *out,
+                                    float value, bool extra) {
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  void *scratch = enqueue_scratch_step(s, in, out, value, extra);
+  OK(recap_graph_capture_end(g));
+  return scratch;
+}
+
 static void recapture_update_keeps_addresses(void **state) {
   (void)state;
   begin();
   cudaStream_t s = gpu_stream();
-  float *in = gpu_floats(N, s), *out = gpu_floats(N, s);
-  gpu_set(in, N, 1.0f, s);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
-  void *first = enqueue_scratch_step(s, in, out, 10.0f, false);
-  OK(recap_graph_capture_end(g));
+  float *in, *out;
+  void *first;
+  recap_graph_t g = scratch_step_graph(s, &in, &out, 10.0f, &first);
   recap_pool_id_t pool = pool_of(g);
   recap_pool_info_t before;
   OK(recap_pool_info(pool, &before));
@@ -349,9 +362,7 @@ static void recapture_update_keeps_addresses(void **state) {
   gpu_expect_all(out, N, 11.0f);
 
   for (int i = 1; i <= 5; i++) {
-    OK(recap_graph_recapture_begin(g, s, NULL));
-    void *again = enqueue_scratch_step(s, in, out, 10.0f + (float)i, false);
-    OK(recap_graph_capture_end(g));
+    void *again = recapture_scratch_step(g, s, in, out, 10.0f + (float)i, false);
     assert_ptr_equal(again, first);
     OK(recap_graph_replay(g, s));
     gpu_expect_all(out, N, 11.0f + (float)i);
@@ -367,33 +378,22 @@ static void recapture_update_keeps_addresses(void **state) {
   OK(recap_pool_info(pool, &after));
   assert_int_equal(after.reserved_bytes, before.reserved_bytes); /* the pool did not grow */
 
-  OK(recap_graph_destroy(g));
-  OK(recap_free(in));
-  OK(recap_free(out));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_graph(g, s, pool, (void *[]){in, out}, 2);
 }
 
 static void update_refused_for_topology_instantiates(void **state) {
   (void)state;
   begin();
   cudaStream_t s = gpu_stream();
-  float *in = gpu_floats(N, s), *out = gpu_floats(N, s);
-  gpu_set(in, N, 1.0f, s);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
-  enqueue_scratch_step(s, in, out, 2.0f, false);
-  OK(recap_graph_capture_end(g));
+  float *in, *out;
+  recap_graph_t g = scratch_step_graph(s, &in, &out, 2.0f, NULL);
   OK(recap_graph_replay(g, s));
   gpu_expect_all(out, N, 3.0f);
   size_t nodes = 0;
   OK(recap_graph_node_count(g, &nodes));
 
   /* One more kernel: the driver refuses the update; recap instantiates and says why. */
-  OK(recap_graph_recapture_begin(g, s, NULL));
-  enqueue_scratch_step(s, in, out, 4.0f, true);
-  OK(recap_graph_capture_end(g));
+  recapture_scratch_step(g, s, in, out, 4.0f, true);
   recap_update_stats_t st = stats_of(g);
   assert_int_equal(st.recaptures, 1);
   assert_int_equal(st.updates, 0);
@@ -412,9 +412,7 @@ static void update_refused_for_topology_instantiates(void **state) {
   gpu_expect_all(out, N, 10.0f); /* (1 + 4) * 2: the new work, extra kernel included */
 
   /* Back to the first topology: refused again, instantiated again, right again. */
-  OK(recap_graph_recapture_begin(g, s, NULL));
-  enqueue_scratch_step(s, in, out, 6.0f, false);
-  OK(recap_graph_capture_end(g));
+  recapture_scratch_step(g, s, in, out, 6.0f, false);
   st = stats_of(g);
   assert_int_equal(st.instantiations, 2);
   assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_TOPOLOGY_CHANGED], 2);
@@ -423,11 +421,7 @@ static void update_refused_for_topology_instantiates(void **state) {
   gpu_expect_all(out, N, 7.0f);
 
   recap_pool_id_t pool = pool_of(g);
-  OK(recap_graph_destroy(g));
-  OK(recap_free(in));
-  OK(recap_free(out));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_graph(g, s, pool, (void *[]){in, out}, 2);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -472,16 +466,11 @@ static void liveness_follows_rebind(void **state) {
   OK(recap_free(in2));
   gpu_set(out, N, -2.0f, s);
   EXPECT_STATUS(recap_graph_replay(g, s), RECAP_ERROR_DEAD_INPUT);
-  char text[32];
-  snprintf(text, sizeof text, "%p", (void *)in2);
-  EXPECT_MESSAGE(text);
+  EXPECT_MESSAGE_POINTER(in2);
   gpu_expect_all(out, N, -2.0f); /* nothing was launched */
 
   recap_pool_id_t pool = pool_of(g);
-  OK(recap_graph_destroy(g));
-  OK(recap_free(out));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_graph(g, s, pool, (void *[]){out}, 1);
 }
 
 int main(int argc, char **argv) {

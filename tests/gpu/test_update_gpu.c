@@ -10,20 +10,9 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "gpu_util.h"
+#include "update_util.h"
 
 #define N ((size_t)4096)
-
-static recap_update_stats_t stats_of(recap_graph_t g) {
-  recap_update_stats_t st = RECAP_UPDATE_STATS_INIT;
-  OK(recap_graph_update_stats(g, &st));
-  return st;
-}
-
-static recap_cuda_graph_exec_t exec_of(recap_graph_t g) {
-  recap_cuda_graph_exec_t x = NULL;
-  OK(recap_graph_raw_exec(g, &x));
-  return x;
-}
 
 static recap_pool_id_t pool_of(recap_graph_t g) {
   recap_pool_id_t pool;
@@ -35,6 +24,23 @@ static recap_pool_id_t pool_of(recap_graph_t g) {
 static void step(cudaStream_t s, float **y, const float *x, float k) {
   *y = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(*y, x, N, k, s));
+}
+
+/* x (N floats of x_value) and y (N floats) allocated on s, and a new graph. */
+static recap_graph_t start(cudaStream_t s, float **x, float **y, float x_value) {
+  *x = gpu_floats(N, s), *y = gpu_floats(N, s);
+  gpu_set(*x, N, x_value, s);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  return g;
+}
+
+/* Capture into g (recapture: in place of its capture) `kernels` launches of y = x + k. */
+static void capture_adds(recap_graph_t g, cudaStream_t s, bool recapture, int kernels, float *y,
+                         const float *x, float k) {
+  OK(recapture ? recap_graph_recapture_begin(g, s, NULL) : recap_graph_capture_begin(g, s, NULL));
+  for (int i = 0; i < kernels; i++) CUDA_OK(recap_test_add_scalar(y, x, N, k, s));
+  OK(recap_graph_capture_end(g));
 }
 
 static void scalar_changed_by_recapture_and_update(void **state) {
@@ -74,24 +80,16 @@ static void scalar_changed_by_recapture_and_update(void **state) {
   assert_int_equal(st.instantiations, 0);
   assert_int_equal(st.pool_reused, steps);
   assert_int_equal(st.pool_new, 0);
-  OK(recap_graph_destroy(g));
-  OK(recap_free(y0));
-  OK(recap_free(x));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_graph(g, s, pool, (void *[]){y0, x}, 2);
 }
 
 static void driver_refusals_fall_back_to_instantiation(void **state) {
   (void)state;
   gpu_begin();
   cudaStream_t s = gpu_stream();
-  float *x = gpu_floats(N, s), *y = gpu_floats(N, s);
-  gpu_set(x, N, 2.0f, s);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
-  CUDA_OK(recap_test_add_scalar(y, x, N, 1.0f, s));
-  OK(recap_graph_capture_end(g));
+  float *x, *y;
+  recap_graph_t g = start(s, &x, &y, 2.0f);
+  capture_adds(g, s, false, 1, y, x, 1.0f);
   recap_pool_id_t pool = pool_of(g);
 
   /* Two kernels where there was one: the topology changed. */
@@ -139,24 +137,16 @@ static void driver_refusals_fall_back_to_instantiation(void **state) {
   assert_int_equal(st.consecutive_failures, 1);
   OK(recap_graph_replay(g, s));
   gpu_expect_all(y, N, 0.0f);
-  OK(recap_graph_destroy(g));
-  OK(recap_free(x));
-  OK(recap_free(y));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_graph(g, s, pool, (void *[]){x, y}, 2);
 }
 
 static void invalidated_recapture_keeps_the_old_graph(void **state) {
   (void)state;
   gpu_begin();
   cudaStream_t s = gpu_stream();
-  float *x = gpu_floats(N, s), *y = gpu_floats(N, s);
-  gpu_set(x, N, 1.0f, s);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
-  CUDA_OK(recap_test_add_scalar(y, x, N, 4.0f, s));
-  OK(recap_graph_capture_end(g));
+  float *x, *y;
+  recap_graph_t g = start(s, &x, &y, 1.0f);
+  capture_adds(g, s, false, 1, y, x, 4.0f);
   recap_pool_id_t pool = pool_of(g);
   recap_cuda_graph_exec_t exec = exec_of(g);
   OK(recap_graph_recapture_begin(g, s, NULL));
@@ -177,34 +167,24 @@ static void invalidated_recapture_keeps_the_old_graph(void **state) {
   OK(recap_graph_replay(g, s));
   gpu_expect_all(y, N, 5.0f);
   assert_int_equal(stats_of(g).recaptures, 0);
-  OK(recap_graph_destroy(g));
-  OK(recap_free(x));
-  OK(recap_free(y));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_graph(g, s, pool, (void *[]){x, y}, 2);
 }
 
 static void policy_times_replays_with_events(void **state) {
   (void)state;
   gpu_begin();
   cudaStream_t s = gpu_stream();
-  float *x = gpu_floats(N, s), *y = gpu_floats(N, s);
-  gpu_set(x, N, 1.0f, s);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
+  float *x, *y;
+  recap_graph_t g = start(s, &x, &y, 1.0f);
   recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
   p.max_slowdown = 1000.0; /* measured, never paused: no real replay is 1000 times slower */
   p.measure_replays = 4;
   OK(recap_graph_set_update_policy(g, &p));
-  OK(recap_graph_capture_begin(g, s, NULL));
-  for (int i = 0; i < 20; i++) CUDA_OK(recap_test_add_scalar(y, x, N, 1.0f, s));
-  OK(recap_graph_capture_end(g));
+  capture_adds(g, s, false, 20, y, x, 1.0f);
   recap_pool_id_t pool = pool_of(g);
   for (int i = 0; i < 4; i++) OK(recap_graph_replay(g, s));
   CUDA_OK(cudaStreamSynchronize(s));
-  OK(recap_graph_recapture_begin(g, s, NULL));
-  for (int i = 0; i < 20; i++) CUDA_OK(recap_test_add_scalar(y, x, N, 2.0f, s));
-  OK(recap_graph_capture_end(g));
+  capture_adds(g, s, true, 20, y, x, 2.0f);
   for (int i = 0; i < 4; i++) OK(recap_graph_replay(g, s));
   CUDA_OK(cudaStreamSynchronize(s));
   OK(recap_graph_replay(g, s)); /* reads the times */
@@ -213,17 +193,11 @@ static void policy_times_replays_with_events(void **state) {
   assert_true(st.updated_replay_ms > 0);
   print_message("20 kernels: %.4f ms a replay fresh, %.4f ms updated\n", st.fresh_replay_ms,
                 st.updated_replay_ms);
-  OK(recap_graph_recapture_begin(g, s, NULL));
-  for (int i = 0; i < 20; i++) CUDA_OK(recap_test_add_scalar(y, x, N, 3.0f, s));
-  OK(recap_graph_capture_end(g));
+  capture_adds(g, s, true, 20, y, x, 3.0f);
   assert_int_equal(stats_of(g).updates, 2);
   OK(recap_graph_replay(g, s));
   gpu_expect_all(y, N, 4.0f);
-  OK(recap_graph_destroy(g));
-  OK(recap_free(x));
-  OK(recap_free(y));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_graph(g, s, pool, (void *[]){x, y}, 2);
 }
 
 int main(int argc, char **argv) {
