@@ -891,6 +891,8 @@ static void update_reasons_have_names(void **state) {
   assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_TOPOLOGY_CHANGED),
                       "topology_changed");
   assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_POLICY_SLOWER), "policy_slower");
+  assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_POLICY_MEASURE),
+                      "policy_measure");
   for (int i = 0; i < RECAP_UPDATE_REASON_COUNT; i++)
     for (int j = 0; j < i; j++)
       assert_string_not_equal(recap_update_reason_name((recap_update_reason_t)i),

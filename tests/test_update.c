@@ -1064,6 +1064,155 @@ static void equal_speed_keeps_updating_and_stops_measuring(void **state) {
   expect_quiet();
 }
 
+/* A graph of 10 kernels measured with max_slowdown 10% over 4 replays, captured, then
+ * recaptured `recaptures` times: after the capture and after each recapture, `replays_each`
+ * replays, then the stream finishes (the policy reads the times at the next recapture). */
+static recap_graph_t replay_loop(recap_stream_t s, int recaptures, int replays_each) {
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  measure_updates(g, 0.10, 4);
+  capture_kernels(g, s, 10); /* 10 µs per fresh replay */
+  replays(g, s, replays_each);
+  recap__fake_stream_complete(s);
+  for (int i = 0; i < recaptures; i++) {
+    recapture_kernels(g, s, 10);
+    replays(g, s, replays_each);
+    recap__fake_stream_complete(s);
+  }
+  return g;
+}
+
+/* One replay per recapture: the first capture gives one fresh sample, recaptures 1-4 the four
+ * updated ones; recaptures 5-7 instantiate afresh for the three fresh samples missing, and
+ * recapture 8 reads the last one and compares. */
+static void one_replay_per_recapture_measures_with_fresh_instantiations(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap__fake_updated_slowdown(1.5);
+  recap_graph_t g = replay_loop(s, 4, 1);
+  recap_update_stats_t st = stats_of(g);
+  assert_int_equal(st.updates, 4);
+  assert_int_equal(st.instantiations, 0);
+  assert_true(st.fresh_replay_ms == 0 && st.updated_replay_ms == 0);
+  recapture_kernels(g, s, 10);
+  st = stats_of(g);
+  assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_POLICY_MEASURE);
+  assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_POLICY_MEASURE], 1);
+  assert_int_equal(st.updates, 4);
+  for (int i = 0; i < 2; i++) {
+    replays(g, s, 1);
+    recap__fake_stream_complete(s);
+    recapture_kernels(g, s, 10);
+  }
+  st = stats_of(g);
+  assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_POLICY_MEASURE], 3);
+  assert_int_equal(st.instantiations, 3);
+  assert_int_equal(st.updates, 4);
+  assert_true(st.fresh_replay_ms == 0); /* the third fresh executable is not replayed yet */
+  replays(g, s, 1);
+  recap__fake_stream_complete(s);
+  /* 50% slower than allowed: this recapture compares and pauses (retry_after 16). */
+  recapture_kernels(g, s, 10);
+  st = stats_of(g);
+  assert_true(fabs(st.fresh_replay_ms - 0.010) < 1e-6);
+  assert_true(fabs(st.updated_replay_ms - 0.015) < 1e-6);
+  assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_POLICY_SLOWER);
+  assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_POLICY_SLOWER], 1);
+  assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_POLICY_MEASURE], 3);
+  assert_int_equal(st.instantiations, 4);
+  assert_int_equal(st.recaptures, 8);
+  OK(recap_graph_destroy(g));
+
+  /* The same loop, 1000 recaptures: after those first 7, each round of 20 is 16 paused
+   * recaptures, whose replays are the fresh samples, then 4 updates; the recapture after them
+   * compares and pauses again. No other measuring instantiation: 3 + 49 * 4 + 13 paused. */
+  g = replay_loop(s, 1000, 1);
+  st = stats_of(g);
+  assert_int_equal(st.recaptures, 1000);
+  assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_POLICY_MEASURE], 3);
+  assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_POLICY_SLOWER], 49 * 16 + 13);
+  assert_int_equal(st.updates, 4 + 49 * 4);
+  assert_int_equal(st.instantiations, 3 + 49 * 16 + 13);
+  assert_true(fabs(st.fresh_replay_ms - 0.010) < 1e-6);
+  assert_true(fabs(st.updated_replay_ms - 0.015) < 1e-6);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+/* Equal speeds: the same three measuring instantiations, one comparison, then updates only,
+ * untimed. */
+static void one_replay_per_recapture_at_equal_speed_keeps_updating(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g = replay_loop(s, 8, 1);
+  recap_update_stats_t st = stats_of(g);
+  assert_true(fabs(st.fresh_replay_ms - 0.010) < 1e-6);
+  assert_true(fabs(st.updated_replay_ms - 0.010) < 1e-6);
+  assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_NONE);
+  assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_POLICY_MEASURE], 3);
+  assert_int_equal(st.instantiations, 3);
+  assert_int_equal(st.updates, 5);
+  assert_false(recap__update_measuring(&g->update));
+  for (int i = 0; i < 20; i++) recapture_kernels(g, s, 10);
+  st = stats_of(g);
+  assert_int_equal(st.instantiations, 3);
+  assert_int_equal(st.updates, 25);
+  uint64_t records = recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD];
+  replays(g, s, 3);
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+/* As many replays per executable as measure_replays: the first capture is the baseline and no
+ * recapture instantiates to measure. Two replays of four: one measuring instantiation. */
+static void enough_replays_need_no_measuring_instantiation(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap__fake_updated_slowdown(1.5);
+  recap_graph_t g = replay_loop(s, 2, 4);
+  recap_update_stats_t st = stats_of(g);
+  assert_true(fabs(st.fresh_replay_ms - 0.010) < 1e-6);
+  assert_true(fabs(st.updated_replay_ms - 0.015) < 1e-6);
+  assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_POLICY_MEASURE], 0);
+  assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_POLICY_SLOWER], 1);
+  assert_int_equal(st.updates, 1);
+  OK(recap_graph_destroy(g));
+
+  g = replay_loop(s, 4, 2);
+  st = stats_of(g);
+  assert_true(fabs(st.fresh_replay_ms - 0.010) < 1e-6);
+  assert_true(fabs(st.updated_replay_ms - 0.015) < 1e-6);
+  assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_POLICY_MEASURE], 1);
+  assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_POLICY_SLOWER], 1);
+  assert_int_equal(st.updates, 2);
+  assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_POLICY_SLOWER);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+/* Fresh executables that are never replayed give no samples: measure_replays measuring
+ * instantiations a round, then updates again, without a comparison. */
+static void measuring_instantiations_stop_at_measure_replays(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap__fake_updated_slowdown(1.5);
+  recap_graph_t g = replay_loop(s, 4, 1); /* 1 fresh sample, 4 updated */
+  for (int i = 0; i < 6; i++) recapture_kernels(g, s, 10);
+  recap_update_stats_t st = stats_of(g);
+  assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_POLICY_MEASURE], 4);
+  assert_int_equal(st.instantiations, 4);
+  assert_int_equal(st.updates, 6);
+  assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_NONE);
+  assert_true(st.fresh_replay_ms == 0 && st.updated_replay_ms == 0);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
 /* The log's warnings, concatenated. */
 static char logged[4096];
 static void log_into(recap_log_level_t level, const char *message, void *user_data) {
@@ -1239,6 +1388,10 @@ int main(int argc, char **argv) {
       cmocka_unit_test(slower_updates_pause_updates),
       cmocka_unit_test(a_policy_set_after_the_capture_measures),
       cmocka_unit_test(equal_speed_keeps_updating_and_stops_measuring),
+      cmocka_unit_test(one_replay_per_recapture_measures_with_fresh_instantiations),
+      cmocka_unit_test(one_replay_per_recapture_at_equal_speed_keeps_updating),
+      cmocka_unit_test(enough_replays_need_no_measuring_instantiation),
+      cmocka_unit_test(measuring_instantiations_stop_at_measure_replays),
       cmocka_unit_test(a_replay_into_another_capture_is_not_timed),
       cmocka_unit_test(timing_failures_never_fail_a_replay),
       cmocka_unit_test(measured_replays_from_two_threads),

@@ -47,6 +47,9 @@ typedef enum recap_update_reason {
    * executable was instantiated from, through whose nodes alone CUDA patches the executable:
    * instantiated afresh so that it can be rebound. */
   RECAP_UPDATE_REASON_NO_ORIGIN,
+  /* policy: updated replays have their samples and fresh ones do not (a loop that replays each
+   * executable fewer than measure_replays times): instantiated afresh to time its replays. */
+  RECAP_UPDATE_REASON_POLICY_MEASURE,
   RECAP_UPDATE_REASON_COUNT
 } recap_update_reason_t;
 
@@ -96,8 +99,11 @@ typedef struct recap_update_policy {
   /* >0 (0.05 = 5%): after a fresh instantiation, time `measure_replays` replays; after an
    * update, as many; when the updated executable's median is slower than the fresh one's by
    * more than this fraction, the next `retry_after` recaptures instantiate afresh (reason
-   * POLICY_SLOWER). Replays record timing events only while a measurement runs, and never
-   * synchronise: the times are read at a later replay or recapture, once the GPU finished. */
+   * POLICY_SLOWER). When the updated replays have their samples and the fresh ones do not,
+   * the next recaptures (at most measure_replays a round) instantiate afresh to take them
+   * (reason POLICY_MEASURE). Replays record timing events only while a measurement runs, and
+   * never synchronise: the times are read at a later replay or recapture, once the GPU
+   * finished. */
   double max_slowdown;
   unsigned measure_replays; /* 0: 8 */
 } recap_update_policy_t;

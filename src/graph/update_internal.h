@@ -51,6 +51,9 @@ typedef struct recap__update {
   unsigned sample_count[2];
   unsigned wanted;                 /* measure_replays (0: 8) when the arrays were made */
   recap__timed_launch_t *launches; /* 2 * wanted slots */
+  /* Recaptures of this round that instantiated afresh only to take fresh samples
+   * (POLICY_MEASURE): at most `wanted`. */
+  unsigned measure_instantiations;
 } recap__update_t;
 
 /* A graph's update state at creation: the default policy, counters at zero (last_node
@@ -67,7 +70,8 @@ void recap__update_set_policy(recap__update_t *u, const recap_update_policy_t *p
 
 /* What a recapture whose capture succeeded should do with the graph's executable (has_exec:
  * one exists): RECAP_UPDATE_REASON_NONE to try an update, otherwise the reason to instantiate
- * afresh (NO_EXECUTABLE, POLICY_NEVER, or the pause's reason). Changes nothing. */
+ * afresh (NO_EXECUTABLE, POLICY_NEVER, the pause's reason, or POLICY_MEASURE while the
+ * measurement lacks fresh samples the updated ones have). Changes nothing. */
 recap_update_reason_t recap__update_decide(recap__update_t *u, bool has_exec);
 
 /* A recapture succeeded: `decided` is what recap__update_decide said, `outcome` what happened

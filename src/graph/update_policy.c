@@ -11,7 +11,10 @@
  * launch; the elapsed time is read at a later replay or recapture, once event_query says both
  * events completed. Samples collect per kind of executable (fresh, updated) until each has
  * measure_replays, then the medians are compared once; the next fresh instantiation starts a
- * new round. Replays pay for all this only while `active` is set: one branch otherwise.
+ * new round. A loop that replays each executable once and updates it at every recapture makes
+ * updated samples only: once those are complete, the policy instantiates afresh itself
+ * (POLICY_MEASURE) until the fresh side has its samples, at most measure_replays times a round.
+ * Replays pay for all this only while `active` is set: one branch otherwise.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +59,7 @@ static void destroy_measurements(recap__update_t *u) {
   u->samples[0] = u->samples[1] = NULL;
   u->sample_count[0] = u->sample_count[1] = 0;
   u->wanted = 0;
+  u->measure_instantiations = 0;
   atomic_store_explicit(&u->active, false, memory_order_relaxed);
   u->compared = false;
 }
@@ -107,11 +111,28 @@ static unsigned in_flight(const recap__update_t *u, recap__exec_kind_t kind) {
   return n;
 }
 
+/* Samples of kind read or on their way. */
+static unsigned samples_taken(const recap__update_t *u, recap__exec_kind_t kind) {
+  return u->sample_count[kind] + in_flight(u, kind);
+}
+
 /* Whether the current executable's replays should be timed. */
 static bool wants_samples(const recap__update_t *u) {
   if (!u->launches || u->compared) return false;
-  recap__exec_kind_t k = u->exec_kind;
-  return u->sample_count[k] + in_flight(u, k) < u->wanted;
+  return samples_taken(u, u->exec_kind) < u->wanted;
+}
+
+/* Whether the next recapture should instantiate afresh to take fresh samples: the updated side
+ * has its samples (read or in flight), the fresh side has fewer, and this round has not spent
+ * its measure_replays such instantiations. Without this, a loop that updates at every recapture
+ * and replays once has one fresh sample, from its first capture, and never compares; the cap
+ * bounds the cost when fresh replays cannot be timed (launched into another capture, or the
+ * GPU still busy with earlier timed launches). */
+static bool wants_fresh_executable(const recap__update_t *u) {
+  if (!(u->policy.max_slowdown > 0) || !u->launches || u->compared) return false;
+  return u->measure_instantiations < u->wanted &&
+         samples_taken(u, RECAP__EXEC_UPDATED) >= u->wanted &&
+         samples_taken(u, RECAP__EXEC_FRESH) < u->wanted;
 }
 
 static void update_active(recap__update_t *u) {
@@ -260,6 +281,7 @@ static void start_fresh(recap__update_t *u) {
     /* A new round: a new baseline, then new updates to compare with it. Launches in flight of
      * the old round are read and dropped. */
     u->sample_count[0] = u->sample_count[1] = 0;
+    u->measure_instantiations = 0;
     u->compared = false;
   }
   update_active(u);
@@ -296,6 +318,8 @@ recap_update_reason_t recap__update_decide(recap__update_t *u, bool has_exec) {
     reason = RECAP_UPDATE_REASON_POLICY_NEVER;
   else if (u->pause_left)
     reason = u->pause_reason;
+  else if (wants_fresh_executable(u))
+    reason = RECAP_UPDATE_REASON_POLICY_MEASURE;
   pthread_mutex_unlock(&u->lock);
   return reason;
 }
@@ -337,6 +361,7 @@ void recap__update_record(recap__update_t *u, recap_update_reason_t decided,
   if (instantiated) {
     st->instantiations++;
     st->by_reason[outcome]++;
+    if (outcome == RECAP_UPDATE_REASON_POLICY_MEASURE) u->measure_instantiations++;
     start_fresh(u);
   }
   pthread_mutex_unlock(&u->lock);

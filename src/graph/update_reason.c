@@ -21,6 +21,7 @@ const char *recap_update_reason_name(recap_update_reason_t reason) {
       "policy_failures",
       "policy_slower",
       "no_origin",
+      "policy_measure",
   };
   _Static_assert(sizeof names / sizeof names[0] == RECAP_UPDATE_REASON_COUNT,
                  "one name per recap_update_reason_t");
