@@ -278,8 +278,9 @@ static void start_fresh(recap__update_t *u) {
   if (!(u->policy.max_slowdown > 0)) return;
   if (!prepare_measurements(u)) return;
   if (u->compared) {
-    /* A new round: a new baseline, then new updates to compare with it. Launches in flight of
-     * the old round are read and dropped. */
+    /* A new round: a new baseline, then new updates to compare with it. Launches still in
+     * flight from the old round are read into the new round's samples of their kind (the
+     * executables they timed were of that kind too). */
     u->sample_count[0] = u->sample_count[1] = 0;
     u->measure_instantiations = 0;
     u->compared = false;
