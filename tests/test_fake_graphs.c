@@ -604,6 +604,12 @@ static recap_status_t call_kind(recap__fake_fault_t kind, fault_fixture_t *fx) {
         assert_null(x);
       break;
     }
+    case RECAP__FAKE_FAULT_UPLOAD: {
+      uint64_t uploads = recap__fake_now().graph_uploads;
+      st = ops->graph_upload(fx->exec, s);
+      assert_int_equal(recap__fake_now().graph_uploads, uploads + (st == RECAP_SUCCESS));
+      break;
+    }
     case RECAP__FAKE_FAULT_KINDS: break;
   }
   return st;

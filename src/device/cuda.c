@@ -510,6 +510,13 @@ static recap_status_t cuda_graph_launch(recap_cuda_graph_exec_t exec, recap_stre
   return RECAP_SUCCESS;
 }
 
+static recap_status_t cuda_graph_upload(recap_cuda_graph_exec_t exec, recap_stream_t stream) {
+  RECAP__ARG(exec != NULL, "cudaGraphUpload: exec is NULL");
+  CUDA_TRY_F(cudaGraphUpload(exec, stream), "cudaGraphUpload(exec %p, stream %p)", (void *)exec,
+             (void *)stream);
+  return RECAP_SUCCESS;
+}
+
 /* Destroying NULL is a no-op, as free(NULL) is. */
 static recap_status_t cuda_graph_destroy(recap_cuda_graph_t graph) {
   if (!graph) return RECAP_SUCCESS;
@@ -593,6 +600,7 @@ const recap__device_ops_t recap__cuda_ops = {
     .stream_end_capture = cuda_stream_end_capture,
     .graph_instantiate = cuda_graph_instantiate,
     .graph_launch = cuda_graph_launch,
+    .graph_upload = cuda_graph_upload,
     .graph_destroy = cuda_graph_destroy,
     .graph_exec_destroy = cuda_graph_exec_destroy,
     .graph_node_count = cuda_graph_node_count,

@@ -133,6 +133,10 @@ typedef struct recap__device_ops {
   /* Instantiate with auto-free-on-launch and node priorities (PyTorch's flags). */
   recap_status_t (*graph_instantiate)(recap_cuda_graph_exec_t *exec, recap_cuda_graph_t graph);
   recap_status_t (*graph_launch)(recap_cuda_graph_exec_t exec, recap_stream_t stream);
+  /* Upload exec's work to the device in stream, without running it (cudaGraphUpload), so that
+   * a later launch does not pay for it: a launch of an executable not uploaded since it was
+   * instantiated or updated uploads it first. Ordered in stream like a launch. */
+  recap_status_t (*graph_upload)(recap_cuda_graph_exec_t exec, recap_stream_t stream);
   recap_status_t (*graph_destroy)(recap_cuda_graph_t graph);
   recap_status_t (*graph_exec_destroy)(recap_cuda_graph_exec_t exec);
   recap_status_t (*graph_node_count)(recap_cuda_graph_t graph, size_t *count);

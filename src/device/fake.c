@@ -114,6 +114,7 @@ const recap__device_ops_t recap__fake_ops = {
     .stream_end_capture = recap__fake_op_stream_end_capture,
     .graph_instantiate = recap__fake_op_graph_instantiate,
     .graph_launch = recap__fake_op_graph_launch,
+    .graph_upload = recap__fake_op_graph_upload,
     .graph_destroy = recap__fake_op_graph_destroy,
     .graph_exec_destroy = recap__fake_op_graph_exec_destroy,
     .graph_node_count = recap__fake_op_graph_node_count,
@@ -172,6 +173,7 @@ void recap__fake_reset(const recap__fake_config_t *cfg) {
   recap__fake.execs = NULL;
   recap__fake.live_execs = 0;
   recap__fake.graph_launches = 0;
+  recap__fake.graph_uploads = 0;
   for (size_t i = 0; i < recap__fake.blocks_cap; i++) free(recap__fake.blocks[i].ptr);
   free(recap__fake.blocks);
   recap__fake.blocks = NULL;
@@ -209,6 +211,7 @@ void recap__fake_counters(recap__fake_counters_t *out) {
   out->live_graphs = recap__fake.live_graphs;
   out->live_execs = recap__fake.live_execs;
   out->graph_launches = recap__fake.graph_launches;
+  out->graph_uploads = recap__fake.graph_uploads;
   out->rng_state_writes = recap__fake.rng_state_writes;
   out->rng_launches = recap__fake.rng_launches;
   out->exec_patches = recap__fake.exec_patches;

@@ -82,7 +82,9 @@
  *  - Timing model: every stream has a clock in µs. Each eager work item (kernels, copies,
  *    memsets, random-number kernels) advances it by 1 µs, an event record by nothing, a
  *    graph_launch by its node count times 1.0, or times the factor of
- *    recap__fake_updated_slowdown for an executable updated at least once. A timing event
+ *    recap__fake_updated_slowdown for an executable updated at least once, and a graph_upload
+ *    by nothing (it enqueues no work item; counted in graph_uploads; RECAP__FAKE_FAULT_UPLOAD;
+ *    an unknown executable or stream is refused as graph_launch refuses it). A timing event
  *    (timing_event_create; RECAP__FAKE_FAULT_TIMING) records its stream's clock; event_elapsed
  *    gives end's clock minus start's in ms once both are done, and fails with RECAP_ERROR_CUDA
  *    for an event made without timing (cudaErrorInvalidResourceHandle), never recorded, or not
@@ -214,6 +216,7 @@ typedef enum recap__fake_fault {
   RECAP__FAKE_FAULT_PATCH_SYNC,    /* each node's set in a template (patch_plan_sync) */
   RECAP__FAKE_FAULT_EXEC_UPDATE,   /* graph_exec_update */
   RECAP__FAKE_FAULT_TIMING,        /* timing_event_create */
+  RECAP__FAKE_FAULT_UPLOAD,        /* graph_upload */
   RECAP__FAKE_FAULT_KINDS
 } recap__fake_fault_t;
 
@@ -229,6 +232,7 @@ typedef struct recap__fake_counters {
   int64_t live_graphs;     /* fake graphs (stream_end_capture) not yet destroyed */
   int64_t live_execs;      /* executables (graph_instantiate) not yet destroyed */
   uint64_t graph_launches; /* successful graph_launch calls outside captures since the reset */
+  uint64_t graph_uploads;  /* successful graph_upload calls since the reset */
   /* rng_write_state calls that wrote the state words and rng_launch calls that filled an
    * output (neither capturing), since the process started: tests compare differences. */
   uint64_t rng_state_writes, rng_launches;

@@ -434,6 +434,23 @@ recap_status_t recap__fake_op_graph_launch(recap_cuda_graph_exec_t exec, recap_s
   return recap__fake_unlock_and_report(&f);
 }
 
+/* An upload is counted and enqueues nothing: the timing model gives it no time, so that events
+ * around a launch after it measure the launch alone. */
+recap_status_t recap__fake_op_graph_upload(recap_cuda_graph_exec_t exec, recap_stream_t stream) {
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_UPLOAD);
+  if (inject)
+    recap__fake_note_injected(&f, "cudaGraphUpload", RECAP__FAKE_FAULT_UPLOAD, "graph upload");
+  else if (!recap__fake_exec_find(exec))
+    recap__fake_note_bad_graph(&f, "cudaGraphUpload", (const void *)exec, "executable graph");
+  else if (!recap__fake_stream_of(stream))
+    recap__fake_note_bad_stream(&f, "cudaGraphUpload", stream);
+  else
+    recap__fake.graph_uploads++;
+  return recap__fake_unlock_and_report(&f);
+}
+
 /* Destroying NULL is a no-op, as in the CUDA seam. */
 recap_status_t recap__fake_op_graph_destroy(recap_cuda_graph_t graph) {
   if (!graph) return RECAP_SUCCESS;

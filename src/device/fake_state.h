@@ -153,6 +153,7 @@ typedef struct fake_state {
   fake_exec_t *execs;
   int64_t live_execs;
   uint64_t graph_launches;
+  uint64_t graph_uploads;
   uint64_t next_node_handle; /* never reset, so that no two nodes ever share a handle */
   uint64_t next_graph_id;    /* never reset, as node handles */
   /* Patches and updates (fake_patch.c). */
@@ -272,6 +273,7 @@ recap_status_t recap__fake_op_stream_end_capture(recap_stream_t stream, recap_cu
 recap_status_t recap__fake_op_graph_instantiate(recap_cuda_graph_exec_t *exec,
                                                 recap_cuda_graph_t graph);
 recap_status_t recap__fake_op_graph_launch(recap_cuda_graph_exec_t exec, recap_stream_t stream);
+recap_status_t recap__fake_op_graph_upload(recap_cuda_graph_exec_t exec, recap_stream_t stream);
 recap_status_t recap__fake_op_graph_destroy(recap_cuda_graph_t graph);
 recap_status_t recap__fake_op_graph_exec_destroy(recap_cuda_graph_exec_t exec);
 recap_status_t recap__fake_op_graph_node_count(recap_cuda_graph_t graph, size_t *count);

@@ -47,6 +47,10 @@ typedef struct recap__update {
   atomic_bool active;
   bool compared;
   recap__exec_kind_t exec_kind;
+  /* The executable was instantiated afresh or updated and not launched through
+   * recap__update_launch since: its first launch would include its upload to the device
+   * (cudaGraphUpload happens at the first launch otherwise), so a timed one uploads it first. */
+  bool needs_upload;
   float *samples[2]; /* [kind]: up to `wanted` each */
   unsigned sample_count[2];
   unsigned wanted;                 /* measure_replays (0: 8) when the arrays were made */
@@ -96,9 +100,12 @@ static inline bool recap__update_measuring(recap__update_t *u) {
 /* *stats = the counters, read at once. */
 void recap__update_stats_get(recap__update_t *u, recap_update_stats_t *stats);
 
-/* Launch exec on stream while recap__update_measuring(u): reads the times of earlier timed launches the GPU
- * finished, and times this launch when its kind still needs samples, never waiting. A timing
- * failure is logged and ends the round of measurements, never the launch. */
+/* Launch exec on stream while recap__update_measuring(u): reads the times of earlier timed
+ * launches the GPU finished, and times this launch when its kind still needs samples, never
+ * waiting. The first launch of an executable since it was instantiated or updated, when timed,
+ * uploads it (graph_upload) before the timing starts, so that the sample is a replay's time and
+ * not the upload's. A timing or upload failure is logged and ends the round of measurements,
+ * never the launch. */
 recap_status_t recap__update_launch(recap__update_t *u, recap_cuda_graph_exec_t exec,
                                     recap_stream_t stream);
 
