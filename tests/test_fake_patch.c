@@ -802,7 +802,8 @@ static float timed_replays(recap_cuda_graph_exec_t x, recap_stream_t s, int n, r
   return elapsed(a, b);
 }
 
-/* Work items cost 1 µs, a replay its node count, times the slowdown once updated. */
+/* Work items cost 1 µs, a replay its node count, times the slowdown once updated, an upload
+ * nothing. */
 static void timing_follows_the_model(void **state) {
   (void)state;
   two_kernels_t t;
@@ -826,6 +827,20 @@ static void timing_follows_the_model(void **state) {
 
   /* Five replays of two nodes. */
   assert_float_equal(timed_replays(t.exec, t.s, 5, a, b), 0.010f, 1e-7f);
+
+  /* An upload is counted, runs nothing and takes no time; an unknown executable is refused. */
+  recap__fake_counters_t before = recap__fake_now();
+  assert_int_equal(ops->event_record(a, t.s), RECAP_SUCCESS);
+  assert_int_equal(ops->graph_upload(t.exec, t.s), RECAP_SUCCESS);
+  assert_int_equal(ops->event_record(b, t.s), RECAP_SUCCESS);
+  assert_int_equal(ops->stream_synchronize(t.s), RECAP_SUCCESS);
+  assert_true(elapsed(a, b) == 0.0f);
+  assert_int_equal(recap__fake_now().graph_uploads, before.graph_uploads + 1);
+  assert_int_equal(recap__fake_now().graph_launches, before.graph_launches);
+  assert_int_equal(ops->graph_upload((recap_cuda_graph_exec_t)&before, t.s), RECAP_ERROR_CUDA);
+  assert_last_error_has("cudaGraphUpload");
+  assert_last_error_has("is not a live fake executable graph");
+  assert_int_equal(recap__fake_now().graph_uploads, before.graph_uploads + 1);
 
   /* Updated: 1.5 times as long. A fresh executable keeps 1.0. */
   recap__fake_updated_slowdown(1.5);

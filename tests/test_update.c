@@ -1237,8 +1237,11 @@ static void a_replay_into_another_capture_is_not_timed(void **state) {
   OK(recap_graph_replay(g, outer_stream)); /* a child graph node of `outer` */
   OK(recap_graph_capture_end(outer));
   assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records);
+  /* Nor was g's executable uploaded: its first launch outside the capture still uploads. */
+  assert_int_equal(recap__fake_now().graph_uploads, 0);
   OK(recap_graph_replay(g, s)); /* timed */
   assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records + 2);
+  assert_int_equal(recap__fake_now().graph_uploads, 1);
   OK(recap_graph_destroy(outer));
   OK(recap_graph_destroy(g));
   expect_quiet();
@@ -1269,6 +1272,111 @@ static void timing_failures_never_fail_a_replay(void **state) {
   replays(g, s, 2);
   assert_int_equal(recap__fake_now().graph_launches, launches + 5);
   assert_non_null(strstr(logged, "update policy: recording a timing event failed"));
+  recap_log_set(NULL, NULL);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+/* The first timed launch of an executable, fresh or updated, uploads it before its `before`
+ * event, so that the sample is a replay's time; later launches, and launches that are not
+ * timed, upload nothing. */
+static void a_timed_first_launch_uploads_the_executable_first(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  measure_updates(g, 0.10, 2);
+  capture_kernels(g, s, 10);
+  assert_int_equal(recap__fake_now().graph_uploads, 0); /* instantiating uploads nothing */
+  uint64_t records = recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD];
+  uint64_t launches = recap__fake_now().graph_launches;
+  OK(recap_graph_replay(g, s)); /* fresh, timed, first: uploaded */
+  assert_int_equal(recap__fake_now().graph_uploads, 1);
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_UPLOAD], 1);
+  OK(recap_graph_replay(g, s)); /* timed, not first */
+  assert_int_equal(recap__fake_now().graph_uploads, 1);
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records + 4);
+  OK(recap_graph_replay(g, s)); /* both samples in flight: not timed */
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records + 4);
+  assert_int_equal(recap__fake_now().graph_uploads, 1);
+  recap__fake_stream_complete(s);
+
+  recapture_kernels(g, s, 10); /* updated */
+  assert_int_equal(stats_of(g).updates, 1);
+  OK(recap_graph_replay(g, s)); /* updated, timed, first: uploaded */
+  assert_int_equal(recap__fake_now().graph_uploads, 2);
+  OK(recap_graph_replay(g, s));
+  assert_int_equal(recap__fake_now().graph_uploads, 2);
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records + 8);
+  assert_int_equal(recap__fake_now().graph_launches, launches + 5);
+  recap__fake_stream_complete(s);
+  /* The upload took no time in the fake's model: every sample is 10 nodes' 10 µs. */
+  OK(recap_graph_replay(g, s)); /* reads the samples and compares: measuring ends */
+  recap_update_stats_t st = stats_of(g);
+  assert_true(fabs(st.fresh_replay_ms - 0.010) < 1e-6);
+  assert_true(fabs(st.updated_replay_ms - 0.010) < 1e-6);
+  assert_false(recap__update_measuring(&g->update));
+
+  /* Replays that are not timed never upload, first ones included. */
+  recapture_kernels(g, s, 10);
+  assert_int_equal(stats_of(g).updates, 2);
+  replays(g, s, 3);
+  assert_int_equal(recap__fake_now().graph_uploads, 2);
+  recap_graph_t plain;
+  OK(recap_graph_create(&plain, 0));
+  capture_kernels(plain, s, 4);
+  replays(plain, s, 2);
+  recapture_kernels(plain, s, 4);
+  replays(plain, s, 2);
+  assert_int_equal(stats_of(plain).updates, 1);
+  assert_int_equal(recap__fake_now().graph_uploads, 2);
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_UPLOAD], 2);
+  OK(recap_graph_destroy(plain));
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+/* A failed upload before a timed replay ends the round of measurements (logged), and the
+ * replay itself goes on and succeeds. */
+static void an_upload_failure_gives_up_measuring_not_the_replay(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  measure_updates(g, 0.05, 2);
+  capture_kernels(g, s, 2);
+  logged[0] = '\0';
+  recap_log_set(log_into, NULL);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_UPLOAD, 1);
+  uint64_t records = recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD];
+  uint64_t launches = recap__fake_now().graph_launches;
+  recap_clear_last_error();
+  OK(recap_graph_replay(g, s));
+  assert_int_equal(recap__fake_now().graph_launches, launches + 1);
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_UPLOAD], 1);
+  assert_int_equal(recap__fake_now().graph_uploads, 0);
+  /* The upload comes before the `before` event: no event was recorded. */
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records);
+  assert_false(recap__update_measuring(&g->update)); /* the round was given up */
+  assert_non_null(
+      strstr(logged, "update policy: uploading the executable before a timed replay failed"));
+  assert_non_null(strstr(logged, "cudaGraphUpload"));
+  assert_non_null(strstr(logged, "fault injected"));
+  /* The caller's last error is not the measurement's. */
+  assert_null(strstr(recap_last_error(), "cudaGraphUpload"));
+  replays(g, s, 2); /* not measured: nothing timed, nothing uploaded */
+  assert_int_equal(recap__fake_now().graph_launches, launches + 3);
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records);
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_UPLOAD], 1);
+  /* The next fresh instantiation measures again, and its first timed launch uploads. */
+  recap__fake_refuse_next_update(RECAP_UPDATE_REASON_REFUSED_OTHER, SIZE_MAX);
+  recapture_kernels(g, s, 2);
+  assert_true(recap__update_measuring(&g->update));
+  OK(recap_graph_replay(g, s));
+  assert_int_equal(recap__fake_now().graph_uploads, 1);
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records + 2);
   recap_log_set(NULL, NULL);
   OK(recap_graph_destroy(g));
   expect_quiet();
@@ -1394,6 +1502,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(measuring_instantiations_stop_at_measure_replays),
       cmocka_unit_test(a_replay_into_another_capture_is_not_timed),
       cmocka_unit_test(timing_failures_never_fail_a_replay),
+      cmocka_unit_test(a_timed_first_launch_uploads_the_executable_first),
+      cmocka_unit_test(an_upload_failure_gives_up_measuring_not_the_replay),
       cmocka_unit_test(measured_replays_from_two_threads),
       cmocka_unit_test(results_after_updates_equal_a_fresh_capture),
   };
