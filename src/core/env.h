@@ -39,7 +39,7 @@
     "recap_liveness_debug_enable() overrides")                                                \
   X(FAIL, TEXT, 0, "(none)",                                                                  \
     "kind:n entries separated by commas, n >= 1, kinds malloc, event, event_record, "         \
-    "capture_begin, capture_end, instantiate, launch",                                        \
+    "capture_begin, capture_end, instantiate, launch, upload",                                \
     "Debug builds only: the nth CUDA call of each kind fails, as CUDA would report it")
 
 typedef enum recap__env {

@@ -39,7 +39,7 @@ _Static_assert(sizeof(unsigned long long) == sizeof(uint64_t), "capture ids are 
  * With RECAP_FAULT_INJECTION defined (CMake defines it in Debug builds), RECAP_FAIL="kind:n"
  * makes the nth call of that kind fail the way CUDA reports a failure, without reaching CUDA:
  * malloc (cudaMalloc: cudaErrorMemoryAllocation), event (cudaEventCreateWithFlags),
- * event_record, capture_begin, capture_end, instantiate and launch (cudaErrorUnknown, as the
+ * event_record, capture_begin, capture_end, instantiate, launch and upload (cudaErrorUnknown, as the
  * CPU fake injects). Several may be given, separated by commas; the variable is read once, at
  * the first call of any kind. A failed capture_end still ends the capture in CUDA and drops its
  * graph, since the seam promises that a failed end leaves the stream not capturing. Tests arm
@@ -55,12 +55,13 @@ typedef enum cuda_fault {
   FAULT_CAPTURE_END,
   FAULT_INSTANTIATE,
   FAULT_LAUNCH,
+  FAULT_UPLOAD,
   FAULT_KINDS
 } cuda_fault_t;
 
 static const char *const fault_names[FAULT_KINDS] = {"malloc",        "event",       "event_record",
                                                      "capture_begin", "capture_end", "instantiate",
-                                                     "launch"};
+                                                     "launch",        "upload"};
 static _Atomic uint64_t fault_calls[FAULT_KINDS];
 static _Atomic uint64_t fault_at[FAULT_KINDS]; /* the call that fails; 0: none */
 static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
@@ -512,6 +513,8 @@ static recap_status_t cuda_graph_launch(recap_cuda_graph_exec_t exec, recap_stre
 
 static recap_status_t cuda_graph_upload(recap_cuda_graph_exec_t exec, recap_stream_t stream) {
   RECAP__ARG(exec != NULL, "cudaGraphUpload: exec is NULL");
+  CUDA_FAULT(FAULT_UPLOAD, cudaErrorUnknown, "cudaGraphUpload(exec %p, stream %p)", (void *)exec,
+             (void *)stream);
   CUDA_TRY_F(cudaGraphUpload(exec, stream), "cudaGraphUpload(exec %p, stream %p)", (void *)exec,
              (void *)stream);
   return RECAP_SUCCESS;

@@ -16,7 +16,8 @@
  * small workload (allocations, record_stream, a capture with allocations and random numbers
  * inside, replays, a reset, a graphed callable forward and backward) runs with the 1st, 2nd, ...
  * call of each kind (malloc, event, event_record, capture_begin, capture_end, instantiate,
- * launch) failing in turn. Each run must end in success with the right values, or in a clear
+ * launch, upload) failing in turn; the graph's update policy times its replays, so that the
+ * upload before its first timed replay is made. Each run must end in success with the right values, or in a clear
  * error; then nothing may be left in recap and the device's free memory is back where it was.
  * In other builds these tests skip. fault_from_the_environment checks RECAP_FAIL itself (ctest
  * runs it with RECAP_FAIL=instantiate:1).
@@ -241,7 +242,12 @@ static recap_status_t workload(outcome_t *o, bool check_values) {
   if (a) STEP(o, recap_free(a));
   STEP(o, recap_generator_create(&gen, 11));
 
-  if (STEP(o, recap_graph_create(&g, 0)) && STEP(o, recap_graph_capture_begin(g, s, NULL))) {
+  /* The policy times the first replays (and uploads the executable before the first). */
+  recap_update_policy_t policy = RECAP_UPDATE_POLICY_INIT;
+  policy.max_slowdown = 0.5;
+  policy.measure_replays = 2;
+  if (STEP(o, recap_graph_create(&g, 0)) && STEP(o, recap_graph_set_update_policy(g, &policy)) &&
+      STEP(o, recap_graph_capture_begin(g, s, NULL))) {
     void *tmp = NULL;
     if (STEP(o, recap_malloc(&tmp, 1 * MiB, s)))
       STEP(o, recap_test_fill(tmp, N, 2.0f, s) == cudaSuccess ? RECAP_SUCCESS : RECAP_ERROR_CUDA);
@@ -320,11 +326,13 @@ static void expect_clean(size_t free_at_start, const char *what, uint64_t nth) {
 }
 
 /* The workload with the 1st, 2nd, ... call of kind failing, until it makes fewer calls. A failed
- * allocation or event may be absorbed (a retry after emptying the cache, a stream wait instead
- * of an event); a failed capture, instantiation or launch must reach the caller. */
+ * allocation, event or upload may be absorbed (a retry after emptying the cache, a stream wait
+ * instead of an event, a measurement of the update policy given up); a failed capture,
+ * instantiation or launch must reach the caller. */
 static void sweep_kind(const char *kind, size_t free_at_start, bool must_reach, int *runs,
                        int *errors) {
-  bool must_fail = strcmp(kind, "malloc") != 0 && strncmp(kind, "event", 5) != 0;
+  bool must_fail =
+      strcmp(kind, "malloc") != 0 && strncmp(kind, "event", 5) != 0 && strcmp(kind, "upload") != 0;
   uint64_t nth;
   outcome_t o;
   for (nth = 1; nth <= 64; nth++) {
@@ -371,8 +379,8 @@ static void every_cuda_call_kind_failing_once(void **state) {
     fail_msg("the workload fails without faults at %s: %s", o.where, o.message);
   CUDA_OK(cudaDeviceSynchronize());
   size_t free_at_start = gpu_free_memory_checks() ? gpu_free_bytes() : 0;
-  static const char *const kinds[] = {"malloc",      "event_record", "capture_begin",
-                                      "capture_end", "instantiate",  "launch"};
+  static const char *const kinds[] = {"malloc",      "event_record", "capture_begin", "capture_end",
+                                      "instantiate", "launch",       "upload"};
   for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
     sweep_kind(kinds[k], free_at_start, true, &runs, &errors);
   print_message("%d runs with one CUDA call failing, %d ended in a clean error\n", runs, errors);
