@@ -47,9 +47,10 @@ typedef struct recap__update {
   atomic_bool active;
   bool compared;
   recap__exec_kind_t exec_kind;
-  /* The executable was instantiated afresh or updated and not launched through
-   * recap__update_launch since: its first launch would include its upload to the device
-   * (cudaGraphUpload happens at the first launch otherwise), so a timed one uploads it first. */
+  /* The executable was instantiated afresh or updated, and not launched outside a capture
+   * through recap__update_launch since: its first launch would include its upload to the device,
+   * so a timed one uploads it first. Launches that do not measure leave it set (a later timed
+   * launch then uploads an executable already uploaded, which costs little). */
   bool needs_upload;
   float *samples[2]; /* [kind]: up to `wanted` each */
   unsigned sample_count[2];
