@@ -50,7 +50,7 @@ typedef struct recap__update {
   /* The executable was instantiated afresh or updated, and not launched outside a capture
    * through recap__update_launch since: its first launch would include its upload to the device,
    * so a timed one uploads it first. Launches that do not measure leave it set (a later timed
-   * launch then uploads an executable already uploaded, which costs little). */
+   * launch then uploads again an executable those launches uploaded). */
   bool needs_upload;
   float *samples[2]; /* [kind]: up to `wanted` each */
   unsigned sample_count[2];
