@@ -598,6 +598,30 @@ static void recapture_needs_a_captured_graph(void **state) {
   expect_quiet();
 }
 
+/* A scope's capture ended with recap_graph_capture_end closes the scope: the graph's later
+ * recapture is not the scope's, and recap_capture_scope_end refuses to end it (found by
+ * fuzz_recap). */
+static void a_recapture_is_not_a_closed_scopes_capture(void **state) {
+  (void)state;
+  reset();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_stream_t scope_stream = NULL;
+  OK(recap_capture_scope_begin(g, NULL, &scope_stream));
+  launch(scope_stream, 1);
+  OK(recap_graph_capture_end(g));
+  recap_stream_t s = recap__fake_stream_new();
+  OK(recap_graph_recapture_begin(g, s, NULL));
+  launch(s, 1);
+  EXPECT_STATUS(recap_capture_scope_end(g), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("recap_capture_scope_end: no capture scope is open on this graph");
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_CAPTURING);
+  OK(recap_graph_capture_end(g));
+  assert_int_equal(stats_of(g).updates, 1);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
 static void replay_is_refused_while_recapturing(void **state) {
   (void)state;
   reset();
@@ -1485,6 +1509,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(rebinds_go_through_the_executables_origin),
       cmocka_unit_test(recapture_needs_a_captured_graph),
       cmocka_unit_test(replay_is_refused_while_recapturing),
+      cmocka_unit_test(a_recapture_is_not_a_closed_scopes_capture),
       cmocka_unit_test(reset_and_destroy_during_a_recapture_release_both_captures),
       cmocka_unit_test(recapture_refused_while_its_pool_serves_another_capture),
       cmocka_unit_test(keep_graph_never_instantiated_keeps_the_new_template),

@@ -84,5 +84,10 @@ recap_status_t recap_graph_capture_end(recap_graph_t graph) {
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_graph_capture_end: no capture is under way on this graph "
                         "(call recap_graph_capture_begin first)");
-  return graph->old.active ? recap__recapture_end(graph) : recap__graph_capture_end(graph);
+  recap_status_t s =
+      graph->old.active ? recap__recapture_end(graph) : recap__graph_capture_end(graph);
+  /* A capture scope's capture ended through this call closes the scope too: a later
+   * recapture of the graph is not the scope's, and recap_capture_scope_end must not end it. */
+  if (graph->state != RECAP__GRAPH_CAPTURING) graph->scope_stream = NULL;
+  return s;
 }
