@@ -85,6 +85,80 @@ void recap__recapture_abandon(recap_graph_t g) {
  * The end of a recapture
  * ---------------------------------------------------------------------------------------- */
 
+/* Update the executable in place with template_graph, or instantiate it afresh into *exec,
+ * as `decided` says and the driver allows (*outcome: why not in place, *node: the node the
+ * driver named). Nothing of the old capture changes; a failure leaves no new executable. */
+static recap_status_t apply_template(recap_graph_t g, recap_cuda_graph_t template_graph,
+                                     recap_update_reason_t decided, recap_update_reason_t *outcome,
+                                     size_t *node, recap_cuda_graph_exec_t *exec) {
+  const recap__device_ops_t *dev = recap__device();
+  *outcome = decided;
+  *node = SIZE_MAX;
+  *exec = NULL;
+  if (decided == RECAP_UPDATE_REASON_NONE) {
+    /* Refused: the executable is unchanged and outcome says why. Any other failure fails the
+     * recapture, the old executable unchanged and replayable. */
+    RECAP__CHECK(dev->graph_exec_update(g->exec, template_graph, outcome, node));
+    if (*outcome != RECAP_UPDATE_REASON_NONE)
+      RECAP__DEBUG(
+          "recapture: the driver refused to update the executable (%s, node %zu); "
+          "instantiating afresh",
+          recap_update_reason_name(*outcome), *node);
+  }
+  /* A KEEP graph that was never instantiated keeps the new template, as capture_end does. */
+  if (*outcome == RECAP_UPDATE_REASON_NONE || !g->exec) return RECAP_SUCCESS;
+  RECAP__CHECK(dev->graph_instantiate(exec, template_graph));
+  /* The layers planned against the old executable's origin, but the new template is the new
+   * executable's: they plan again. */
+  recap_status_t s = RECAP_SUCCESS;
+  if (decided == RECAP_UPDATE_REASON_NONE && g->keep_template &&
+      (s = recap__graph_hooks_instantiated_afresh(g, template_graph)) != RECAP_SUCCESS) {
+    recap__saved_error_t why;
+    recap__error_save(&why);
+    dev->graph_exec_destroy(*exec);
+    *exec = NULL;
+    recap__error_restore(&why);
+  }
+  return s;
+}
+
+/* The recapture succeeded: the old capture goes, the new one stays. Nothing here can fail. An
+ * executable updated in place keeps its origin (the graph it was instantiated from) while the
+ * graph keeps templates, for rebinding. */
+static void commit_recapture(recap_graph_t g, recap_cuda_graph_t template_graph,
+                             recap_cuda_graph_exec_t exec, bool updated_in_place, size_t nodes) {
+  const recap__device_ops_t *dev = recap__device();
+  if (exec) {
+    if (dev->graph_exec_destroy(g->exec) != RECAP_SUCCESS)
+      RECAP__WARN("recapture: the replaced executable could not be destroyed: %s",
+                  recap_last_error());
+    g->exec = exec;
+  }
+  recap__graph_hooks_release_old(g); /* before the old template, which they may refer to */
+  bool keeps_origin = updated_in_place && g->keep_template;
+  if (keeps_origin && !g->exec_origin) {
+    g->exec_origin = g->template_graph;
+  } else {
+    if (g->template_graph) dev->graph_destroy(g->template_graph);
+    if (g->exec_origin && !keeps_origin) {
+      dev->graph_destroy(g->exec_origin);
+      g->exec_origin = NULL;
+    }
+  }
+  g->template_graph = template_graph;
+  if (g->exec && recap__graph_drops_template(g)) {
+    dev->graph_destroy(template_graph);
+    g->template_graph = NULL;
+  }
+  g->node_count = nodes;
+  recap__alloc_log_free(&g->alloc_log);
+  g->alloc_log = g->alloc_log_next;
+  memset(&g->alloc_log_next, 0, sizeof g->alloc_log_next);
+  recap__pool_release(g->device, g->pool);
+  g->old.active = false;
+  g->state = RECAP__GRAPH_CAPTURED;
+}
+
 recap_status_t recap__recapture_end(recap_graph_t g) {
   const recap__device_ops_t *dev = recap__device();
   recap_cuda_graph_t template_graph = NULL;
@@ -123,66 +197,14 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
   g->capture_origin = NULL;
   if (s != RECAP_SUCCESS) return give_back(g, s, template_graph);
 
-  recap_update_reason_t outcome = decided;
-  size_t node = SIZE_MAX;
-  if (decided == RECAP_UPDATE_REASON_NONE) {
-    /* Refused: the executable is unchanged and outcome says why. Any other failure fails the
-     * recapture, the old executable unchanged and replayable. */
-    s = dev->graph_exec_update(g->exec, template_graph, &outcome, &node);
-    if (s != RECAP_SUCCESS) return give_back(g, s, template_graph);
-    if (outcome != RECAP_UPDATE_REASON_NONE)
-      RECAP__DEBUG(
-          "recapture: the driver refused to update the executable (%s, node %zu); "
-          "instantiating afresh",
-          recap_update_reason_name(outcome), node);
-  }
-  /* A KEEP graph that was never instantiated keeps the new template, as capture_end does. */
-  recap_cuda_graph_exec_t exec = NULL;
-  bool instantiate = outcome != RECAP_UPDATE_REASON_NONE && g->exec;
-  if (instantiate && (s = dev->graph_instantiate(&exec, template_graph)) != RECAP_SUCCESS)
-    return give_back(g, s, template_graph);
-  /* The layers planned against the old executable's origin, but the new template is the new
-   * executable's: they plan again. */
-  if (exec && decided == RECAP_UPDATE_REASON_NONE && g->keep_template &&
-      (s = recap__graph_hooks_instantiated_afresh(g, template_graph)) != RECAP_SUCCESS) {
-    recap__saved_error_t why;
-    recap__error_save(&why);
-    dev->graph_exec_destroy(exec);
-    recap__error_restore(&why);
-    return give_back(g, s, template_graph);
-  }
-
-  /* Nothing can fail from here: the old capture goes. */
-  if (exec) {
-    if (dev->graph_exec_destroy(g->exec) != RECAP_SUCCESS)
-      RECAP__WARN("recapture: the replaced executable could not be destroyed: %s",
-                  recap_last_error());
-    g->exec = exec;
-  }
-  recap__graph_hooks_release_old(g); /* before the old template, which they may refer to */
+  recap_update_reason_t outcome;
+  size_t node;
+  recap_cuda_graph_exec_t exec;
+  s = apply_template(g, template_graph, decided, &outcome, &node, &exec);
+  if (s != RECAP_SUCCESS) return give_back(g, s, template_graph);
   bool updated_in_place = g->exec && !exec && outcome == RECAP_UPDATE_REASON_NONE;
-  if (updated_in_place && g->keep_template && !g->exec_origin) {
-    g->exec_origin = g->template_graph; /* the executable's origin: kept while it lives */
-  } else {
-    if (g->template_graph) dev->graph_destroy(g->template_graph);
-    if (g->exec_origin && !(updated_in_place && g->keep_template)) {
-      dev->graph_destroy(g->exec_origin);
-      g->exec_origin = NULL;
-    }
-  }
-  g->template_graph = template_graph;
-  if (g->exec && recap__graph_drops_template(g)) {
-    dev->graph_destroy(template_graph);
-    g->template_graph = NULL;
-  }
-  g->node_count = nodes;
-  recap__alloc_log_free(&g->alloc_log);
-  g->alloc_log = g->alloc_log_next;
-  memset(&g->alloc_log_next, 0, sizeof g->alloc_log_next);
-  recap__pool_release(g->device, g->pool);
-  g->old.active = false;
-  g->state = RECAP__GRAPH_CAPTURED;
-  recap__update_record(&g->update, decided, outcome, node, instantiate, reused, fresh);
+  commit_recapture(g, template_graph, exec, updated_in_place, nodes);
+  recap__update_record(&g->update, decided, outcome, node, exec != NULL, reused, fresh);
   return RECAP_SUCCESS;
 }
 
