@@ -555,6 +555,80 @@ static void rebinds_go_through_the_executables_origin(void **state) {
  * Misuse
  * ---------------------------------------------------------------------------------------- */
 
+/* Recapture step(in, k) into g with rebinding `mode` (recapture_begin with options). */
+static void recapture_step_with(recap_graph_t g, recap_stream_t s, recap_rebind_mode_t mode,
+                                float *out, const float *in, unsigned k, const float *dk,
+                                float *copy) {
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.rebind = mode;
+  OK(recap_graph_recapture_begin(g, s, &o));
+  step(s, out, in, k, dk, copy);
+  OK(recap_graph_capture_end(g));
+}
+
+/* The origin survives recaptures that do not rebind, as long as the graph keeps templates; a
+ * graph that drops them drops the origin, and the recapture that needs one instantiates afresh.
+ * A failed re-planning of a KEEP graph's instantiation leaves no executable (and the origin to
+ * plan against next time), and a failed rebind that had to instantiate a KEEP graph leaves none
+ * either. (Found by review.) */
+static void the_origin_outlives_recaptures_without_rebinding(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  float *in, *in2, *out, *copy, *dk;
+  step_buffers(s, &in, &in2, &out, &copy, &dk, 1000, 0.25f);
+  recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
+  opts.rebind = RECAP_REBIND_AUTO;
+
+  /* KEEP: AUTO, instantiate, recapture OFF (in place), recapture AUTO (in place): rebindable. */
+  recap_graph_t g;
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  capture_step(g, s, &opts, out, in, 1, dk, copy);
+  OK(recap_graph_instantiate(g));
+  recapture_step_with(g, s, RECAP_REBIND_OFF, out, in, 2, dk, copy);
+  recapture_step_with(g, s, RECAP_REBIND_AUTO, out, in, 3, dk, copy);
+  assert_int_equal(stats_of(g).updates, 2);
+  rebind_and_check(g, s, in, in2, copy, 1000, 3);
+
+  /* A failed re-planning at recap_graph_instantiate: no executable, the template kept; the
+   * next instantiation plans again, and the old origin goes then. */
+  assert_int_equal(recap__fake_now().live_graphs, 2); /* the template and the origin */
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH_PLAN, 1);
+  EXPECT_STATUS(recap_graph_instantiate(g), RECAP_ERROR_CUDA);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH_PLAN, 0);
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_CAPTURED);
+  assert_int_equal(recap__fake_now().live_execs, 0);
+  OK(recap_graph_instantiate(g));
+  assert_int_equal(recap__fake_now().live_graphs, 1);
+  rebind_and_check(g, s, in2, in, copy, 0, 3);
+  OK(recap_graph_destroy(g));
+
+  /* Not KEEP: the recapture OFF drops the templates and the origin; AUTO again instantiates
+   * afresh (NO_ORIGIN) and is rebindable. */
+  OK(recap_graph_create(&g, 0));
+  capture_step(g, s, &opts, out, in, 1, dk, copy);
+  recapture_step_with(g, s, RECAP_REBIND_OFF, out, in, 2, dk, copy);
+  assert_int_equal(recap__fake_now().live_graphs, 0);
+  recapture_step_with(g, s, RECAP_REBIND_AUTO, out, in, 3, dk, copy);
+  assert_int_equal(stats_of(g).last_reason, RECAP_UPDATE_REASON_NO_ORIGIN);
+  rebind_and_check(g, s, in, in2, copy, 1000, 3);
+  OK(recap_graph_destroy(g));
+
+  /* KEEP, never instantiated: a rebind that fails leaves no executable behind. */
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  capture_step(g, s, &opts, out, in, 1, dk, copy);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 1);
+  recap_rebind_t r = {in, in2, 0, 0};
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_CUDA);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 0);
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_CAPTURED);
+  assert_int_equal(recap__fake_now().live_execs, 0);
+  rebind_and_check(g, s, in, in2, copy, 1000, 1);
+  OK(recap_graph_destroy(g));
+  free_step_buffers(in, in2, out, copy, dk);
+  check();
+}
+
 static void recapture_needs_a_captured_graph(void **state) {
   (void)state;
   reset();
@@ -752,7 +826,9 @@ static void keep_graph_never_instantiated_keeps_the_new_template(void **state) {
   OK(recap_graph_capture_end(g));
   assert_ptr_equal(exec_of(g), x);
   assert_int_equal(stats_of(g).updates, 1);
-  assert_int_equal(recap__fake_now().live_graphs, 1);
+  /* The new template, and the one the executable was instantiated from (its origin: a graph
+   * that keeps templates keeps it, for a later rebind). */
+  assert_int_equal(recap__fake_now().live_graphs, 2);
   OK(recap_graph_raw(g, &second));
   OK(recap_graph_destroy(g));
   expect_quiet();
@@ -1507,6 +1583,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(failed_recapture_keeps_the_old_inputs_and_results),
       cmocka_unit_test(recaptures_and_rebinds_agree),
       cmocka_unit_test(rebinds_go_through_the_executables_origin),
+      cmocka_unit_test(the_origin_outlives_recaptures_without_rebinding),
       cmocka_unit_test(recapture_needs_a_captured_graph),
       cmocka_unit_test(replay_is_refused_while_recapturing),
       cmocka_unit_test(a_recapture_is_not_a_closed_scopes_capture),

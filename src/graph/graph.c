@@ -388,15 +388,23 @@ static recap_status_t instantiate(recap_graph_t g) {
     g->exec = NULL;
   }
   RECAP__CHECK(dev->graph_instantiate(&g->exec, g->template_graph));
-  recap__update_fresh(&g->update);
   if (g->exec_origin) {
     /* The new executable's origin is the template: the layers that planned patches against
      * the old one's plan again, and the old origin can go once they did. Should they fail, the
-     * old origin stays (their plans still name its nodes, and patching reports the error). */
-    RECAP__CHECK(recap__graph_hooks_instantiated_afresh(g, g->template_graph));
+     * new executable goes too, as after a failed instantiation: the graph keeps its template and
+     * no executable, and the next instantiation (or replay, or rebind) plans again. */
+    recap_status_t s = recap__graph_hooks_instantiated_afresh(g, g->template_graph);
+    if (s != RECAP_SUCCESS) {
+      recap__saved_error_t cause;
+      recap__error_save(&cause);
+      dev->graph_exec_destroy(g->exec);
+      g->exec = NULL;
+      return recap__error_restore(&cause);
+    }
     dev->graph_destroy(g->exec_origin);
     g->exec_origin = NULL;
   }
+  recap__update_fresh(&g->update);
   return RECAP_SUCCESS;
 }
 

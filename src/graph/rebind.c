@@ -794,8 +794,10 @@ recap_status_t recap_graph_rebind(recap_graph_t graph, recap_rebind_t *rebinds, 
     qsort(moves, count, sizeof *moves, compare_moves_old);
     s = check_batch(r, graph, fn, moves, count, by_new);
   }
-  /* A KEEP graph not instantiated yet: the patches go to an executable, so make it now. */
-  if (s == RECAP_SUCCESS && !graph->exec) s = recap_graph_instantiate(graph);
+  /* A KEEP graph not instantiated yet: the patches go to an executable, so make it now (and
+   * drop it again should the rebind fail: a failed rebind changes nothing). */
+  bool instantiated_here = s == RECAP_SUCCESS && !graph->exec;
+  if (instantiated_here) s = recap_graph_instantiate(graph);
   if (s != RECAP_SUCCESS) {
     if (moves != small) recap__host_free(moves);
     return s;
@@ -819,6 +821,10 @@ recap_status_t recap_graph_rebind(recap_graph_t graph, recap_rebind_t *rebinds, 
     recap__saved_error_t cause;
     recap__error_save(&cause);
     layers_done(graph, prepared, false);
+    if (instantiated_here) {
+      recap__device()->graph_exec_destroy(graph->exec);
+      graph->exec = NULL;
+    }
     if (moves != small) recap__host_free(moves);
     return recap__error_restore(&cause);
   }

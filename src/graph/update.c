@@ -122,9 +122,7 @@ static recap_status_t apply_template(recap_graph_t g, recap_cuda_graph_t templat
   return s;
 }
 
-/* The recapture succeeded: the old capture goes, the new one stays. Nothing here can fail. An
- * executable updated in place keeps its origin (the graph it was instantiated from) while the
- * graph keeps templates, for rebinding. */
+/* The recapture succeeded: the old capture goes, the new one stays. Nothing here can fail. */
 static void commit_recapture(recap_graph_t g, recap_cuda_graph_t template_graph,
                              recap_cuda_graph_exec_t exec, bool updated_in_place, size_t nodes) {
   const recap__device_ops_t *dev = recap__device();
@@ -135,7 +133,11 @@ static void commit_recapture(recap_graph_t g, recap_cuda_graph_t template_graph,
     g->exec = exec;
   }
   recap__graph_hooks_release_old(g); /* before the old template, which they may refer to */
-  bool keeps_origin = updated_in_place && g->keep_template;
+  /* Whenever the graph keeps templates (KEEP, or a layer that needs them), an executable
+   * updated in place keeps its origin: a later recapture or rebind may need it even if this
+   * capture does not. A graph that drops its templates drops the origin too, and a later
+   * recapture that needs one instantiates afresh (RECAP_UPDATE_REASON_NO_ORIGIN). */
+  bool keeps_origin = updated_in_place && !recap__graph_drops_template(g);
   if (keeps_origin && !g->exec_origin) {
     g->exec_origin = g->template_graph;
   } else {
