@@ -707,8 +707,8 @@ static HOT_INLINE void take_block(const request_t *r, recap__block_t *b, size_t 
 }
 
 /* The usual placement: the best fitting free block of the request's stream, else a new
- * segment; what the block does not need is split off. recap_malloc's hot path spells it out. */
-static recap_status_t take_usual(const request_t *r, recap__block_t **b) {
+ * segment; what the block does not need is split off. recap_malloc's hot path. */
+static HOT_INLINE recap_status_t take_usual(const request_t *r, recap__block_t **b) {
   /* A cached block stays in the set, at `slot`, until take_block decides what takes its place;
    * a new segment's block was never in it. */
   size_t slot = find_free_block(r->set, r->stream, r->rounded, r->o);
@@ -823,13 +823,7 @@ recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
       /* A route with logs: a capture that records or replays its addresses (replay.c). */
       s = take_logged(&r, &b);
     } else {
-      /* A cached block stays in the set, at `slot`, until take_block decides what takes its
-       * place; a new segment's block was never in it. */
-      size_t slot = find_free_block(r.set, stream, r.rounded, r.o);
-      bool in_set = slot < r.set->count;
-      b = in_set ? r.set->items[slot] : NULL;
-      if (RECAP__UNLIKELY(!in_set)) s = malloc_slow(&r, &b);
-      if (RECAP__LIKELY(s == RECAP_SUCCESS)) take_block(&r, b, slot, in_set);
+      s = take_usual(&r, &b);
     }
     if (RECAP__LIKELY(s == RECAP_SUCCESS)) {
       account_alloc(&r, b, site);

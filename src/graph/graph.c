@@ -429,6 +429,23 @@ static recap_status_t drop_capture(recap_graph_t graph, recap_status_t status) {
   return status;
 }
 
+size_t recap__graph_template_nodes(recap_cuda_graph_t template_graph, const char *what) {
+  size_t nodes = 0;
+  if (recap__device()->graph_node_count(template_graph, &nodes) != RECAP_SUCCESS) nodes = 0;
+  if (nodes == 0)
+    RECAP__WARN(
+        "the %s recorded no work: the graph is empty (did the work go to another stream than "
+        "the capturing one?)",
+        what);
+  return nodes;
+}
+
+void recap__graph_keep_alloc_log(recap_graph_t graph) {
+  recap__alloc_log_free(&graph->alloc_log);
+  graph->alloc_log = graph->alloc_log_next;
+  memset(&graph->alloc_log_next, 0, sizeof graph->alloc_log_next);
+}
+
 recap_status_t recap__graph_capture_end(recap_graph_t graph) {
   const recap__device_ops_t *dev = recap__device();
   recap_cuda_graph_t template_graph = NULL;
@@ -450,12 +467,7 @@ recap_status_t recap__graph_capture_end(recap_graph_t graph) {
   recap__graph_close_capture(graph);
   recap__graph_hooks_capture_ended(graph, true);
   graph->template_graph = template_graph;
-  size_t nodes = 0;
-  if (dev->graph_node_count(template_graph, &nodes) == RECAP_SUCCESS) graph->node_count = nodes;
-  if (nodes == 0)
-    RECAP__WARN(
-        "the capture recorded no work: the graph is empty (did the work go to another "
-        "stream than the capturing one?)");
+  graph->node_count = recap__graph_template_nodes(template_graph, "capture");
   graph->state = RECAP__GRAPH_CAPTURED;
   /* A layer that cannot take in what was captured (input liveness: the pointer scan failed)
    * throws the capture away, as a failed instantiation does. */
@@ -468,10 +480,7 @@ recap_status_t recap__graph_capture_end(recap_graph_t graph) {
       graph->template_graph = NULL;
     }
   }
-  /* What this capture allocated is what a recapture replays. */
-  recap__alloc_log_free(&graph->alloc_log);
-  graph->alloc_log = graph->alloc_log_next;
-  memset(&graph->alloc_log_next, 0, sizeof graph->alloc_log_next);
+  recap__graph_keep_alloc_log(graph);
   return RECAP_SUCCESS;
 }
 

@@ -169,6 +169,12 @@ recap_status_t recap__graph_capture_check(recap_graph_t graph, recap_stream_t st
 recap_status_t recap__graph_capture_start(recap_graph_t graph, recap_stream_t stream,
                                           const recap_capture_options_t *opts);
 
+/* The end of a capture, shared by a first capture's (graph.c) and a recapture's (update.c):
+ * the template's node count, with a warning naming `what` ("capture", "recapture") when it is
+ * empty; and the capture's allocation log kept as the one its recapture replays. */
+size_t recap__graph_template_nodes(recap_cuda_graph_t template_graph, const char *what);
+void recap__graph_keep_alloc_log(recap_graph_t graph);
+
 /* recap_graph_capture_end of a first capture (capture.c sends recaptures to update.c). */
 recap_status_t recap__graph_capture_end(recap_graph_t graph);
 

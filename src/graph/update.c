@@ -153,9 +153,7 @@ static void commit_recapture(recap_graph_t g, recap_cuda_graph_t template_graph,
     g->template_graph = NULL;
   }
   g->node_count = nodes;
-  recap__alloc_log_free(&g->alloc_log);
-  g->alloc_log = g->alloc_log_next;
-  memset(&g->alloc_log_next, 0, sizeof g->alloc_log_next);
+  recap__graph_keep_alloc_log(g);
   recap__pool_release(g->device, g->pool);
   g->old.active = false;
   g->state = RECAP__GRAPH_CAPTURED;
@@ -179,12 +177,7 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
   recap__error_restore(&cause);
   if (s != RECAP_SUCCESS) return give_back(g, s, NULL);
 
-  size_t nodes = 0;
-  if (dev->graph_node_count(template_graph, &nodes) != RECAP_SUCCESS) nodes = 0;
-  if (nodes == 0)
-    RECAP__WARN(
-        "the recapture recorded no work: the graph is empty (did the work go to another "
-        "stream than the capturing one?)");
+  size_t nodes = recap__graph_template_nodes(template_graph, "recapture");
   /* Update, or instantiate afresh: decided before anything changes, recorded once all
    * succeeded. An executable updated in place is patched through the nodes of the graph it was
    * instantiated from (its origin): the layers that patch (rebinding) plan against it, so it

@@ -32,6 +32,14 @@
 
 enum { GRAPHED_MAGIC = 0x72677068 /* "rgph" */ };
 
+/* One flagged buffer of a graph on the zero-copy path: where the graph points it now (updated
+ * here), its static buffer, and where this call wants it. */
+typedef struct slot {
+  const void **at;
+  const void *home, *want;
+  size_t bytes;
+} slot_t;
+
 struct recap_graphed {
   uint32_t magic;                /* GRAPHED_MAGIC while the handle is live */
   recap_callable_desc_t desc;    /* arrays below are our copies */
@@ -60,6 +68,7 @@ struct recap_graphed {
   const void **bw_graph_grad; /* where the backward graph points flagged gradient i */
   bool *fw_uses, *bw_uses_in, *bw_uses_grad; /* the graph holds an address in that buffer */
   recap_rebind_t *moves;     /* input_count + output_count moves: one call's batch */
+  slot_t *slots;             /* input_count + output_count: the buffers one call may move */
   recap_buffer_t *fw_inputs; /* {fw_at[i], size}: the last forward's inputs */
   bool fallback_logged;      /* a refused rebind was logged (once per callable) */
 };
@@ -117,6 +126,7 @@ static recap_status_t release_handle(recap_graphed_t h) {
   recap__host_free(h->bw_uses_in);
   recap__host_free(h->bw_uses_grad);
   recap__host_free(h->moves);
+  recap__host_free(h->slots);
   recap__host_free(h->fw_inputs);
   h->magic = 0;
   recap__host_free(h);
@@ -164,13 +174,14 @@ static recap_status_t make_handle(const recap_callable_desc_t *d, size_t index, 
   h->bw_uses_in = recap__host_calloc(in, sizeof *h->bw_uses_in);
   h->bw_uses_grad = recap__host_calloc(out_n, sizeof *h->bw_uses_grad);
   h->moves = recap__host_calloc(in + out_n, sizeof *h->moves);
+  h->slots = recap__host_calloc(in + out_n, sizeof *h->slots);
   h->fw_inputs = recap__host_calloc(in, sizeof *h->fw_inputs);
   if (!h->static_inputs || !h->requires_grad || !h->output_requires_grad || !h->static_outputs ||
       !h->static_grad_outputs || !h->static_grad_inputs || !h->eager_inputs || !h->eager_outputs ||
       !h->eager_grad_outputs || !h->eager_grad_inputs || !h->rebind_inputs ||
       !h->rebind_grad_outputs || !h->fw_at || !h->fw_graph_in || !h->bw_graph_in ||
       !h->bw_graph_grad || !h->fw_uses || !h->bw_uses_in || !h->bw_uses_grad || !h->moves ||
-      !h->fw_inputs) {
+      !h->slots || !h->fw_inputs) {
     release_handle(h);
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graphed_create: out of host memory");
   }
@@ -494,17 +505,10 @@ static recap_status_t stage(const recap_buffer_t *staticb, const void *const *at
   return RECAP_SUCCESS;
 }
 
-/* One flagged buffer of a graph on the zero-copy path: where the graph points it now (updated
- * here), its static buffer, and where this call wants it. */
-typedef struct slot {
-  const void **at;
-  const void *home, *want;
-  size_t bytes;
-} slot_t;
-
 /* Point graph at every slot's wanted buffer, in one rebind. A refusal for the caller's buffers
  * (RECAP_ERROR_INVALID_ARGUMENT) moves the slots back to their static buffers instead and sets
- * *fell_back: the call copies. slots holds n entries, at most input_count + output_count. */
+ * *fell_back: the call copies. slots holds n entries (in h->slots), at most input_count +
+ * output_count. */
 static recap_status_t move_slots(recap_graphed_t h, recap_graph_t graph, const char *fn,
                                  slot_t *slots, size_t n, bool *fell_back) {
   *fell_back = false;
@@ -543,18 +547,13 @@ static recap_status_t move_slots(recap_graphed_t h, recap_graph_t graph, const c
  * where they are, and record where the forward's inputs are for its backward. */
 static recap_status_t forward_zero_copy(recap_graphed_t h, const recap_buffer_t *inputs) {
   size_t in = h->desc.input_count, n = 0;
-  slot_t local[8];
-  slot_t *v = in <= 8 ? local : recap__host_malloc(in * sizeof *v);
-  if (!v)
-    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graphed_forward: out of host memory");
+  slot_t *v = h->slots;
   for (size_t i = 0; i < in; i++)
     if (h->rebind_inputs[i] && h->fw_uses[i])
       v[n++] =
           (slot_t){&h->fw_graph_in[i], h->static_inputs[i].data, inputs[i].data, inputs[i].bytes};
   bool fell_back;
-  recap_status_t s = move_slots(h, h->forward_graph, "recap_graphed_forward", v, n, &fell_back);
-  if (v != local) recap__host_free(v);
-  RECAP__CHECK(s);
+  RECAP__CHECK(move_slots(h, h->forward_graph, "recap_graphed_forward", v, n, &fell_back));
   for (size_t i = 0; i < in; i++)
     if (h->rebind_inputs[i]) h->fw_at[i] = fell_back ? h->static_inputs[i].data : inputs[i].data;
   return RECAP_SUCCESS;
@@ -570,10 +569,7 @@ static recap_status_t backward_zero_copy(recap_graphed_t h, recap_stream_t strea
   for (size_t i = 0; i < out_n; i++)
     if (h->rebind_grad_outputs[i] && h->static_grad_outputs[i].data)
       RECAP__CHECK(check_given(h->static_grad_outputs, grad_outputs, i, "output gradient"));
-  slot_t local[8];
-  slot_t *v = in + out_n <= 8 ? local : recap__host_malloc((in + out_n) * sizeof *v);
-  if (!v)
-    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graphed_backward: out of host memory");
+  slot_t *v = h->slots;
   for (size_t i = 0; i < in; i++)
     if (h->rebind_inputs[i] && h->bw_uses_in[i])
       v[n++] = (slot_t){&h->bw_graph_in[i], h->static_inputs[i].data, h->fw_at[i],
@@ -583,9 +579,7 @@ static recap_status_t backward_zero_copy(recap_graphed_t h, recap_stream_t strea
       v[n++] = (slot_t){&h->bw_graph_grad[i], h->static_grad_outputs[i].data, grad_outputs[i].data,
                         grad_outputs[i].bytes};
   bool fell_back;
-  recap_status_t s = move_slots(h, h->backward_graph, "recap_graphed_backward", v, n, &fell_back);
-  if (v != local) recap__host_free(v);
-  RECAP__CHECK(s);
+  RECAP__CHECK(move_slots(h, h->backward_graph, "recap_graphed_backward", v, n, &fell_back));
   if (!fell_back) return RECAP_SUCCESS;
   /* The forward read these where the caller had them; the backward now reads the static one. */
   const recap__device_ops_t *dev = recap__device();
