@@ -213,10 +213,6 @@ void recap__graph_hooks_release_old(recap_graph_t graph);
  * template, the executable, the layers' view of them) is set aside until the recapture ends. */
 recap_status_t recap__graph_not_recapturing(recap_graph_t graph, const char *function);
 
-/* RECAP_ERROR_INVALID_USAGE naming function when graph replays as a host loop (regions on the
- * host path): it has no single template or executable to hand out or read. */
-recap_status_t recap__graph_not_host_loop(recap_graph_t graph, const char *function);
-
 /* Whether graph drops its template once it has an executable (not KEEP, not kept for
  * rebinding). */
 bool recap__graph_drops_template(recap_graph_t graph);

@@ -30,11 +30,11 @@ typedef struct recap__region_block {
 
 struct recap__region_step {
   bool is_region;
-  recap_cuda_graph_t graph;     /* segment: the captured graph (NULL once found empty) */
-  recap_cuda_graph_exec_t exec; /* segment: its executable, made by the captured hook */
-  recap_region_kind_t kind;     /* region */
-  uint32_t *flag;               /* region: the condition's device word */
-  unsigned branches;            /* region */
+  recap_cuda_graph_t graph;      /* segment: the captured graph (NULL once found empty) */
+  recap_cuda_graph_exec_t exec;  /* segment: its executable, made by the captured hook */
+  recap_region_kind_t kind;      /* region */
+  uint32_t *flag;                /* region: the condition's device word */
+  unsigned branches;             /* region */
   recap__region_block_t *bodies; /* region: branches blocks */
 };
 
@@ -103,6 +103,11 @@ recap_status_t recap__regions_replay(recap_graph_t graph, recap_stream_t stream)
 recap_status_t recap__regions_decide(const recap_capture_options_t *opts, const char *function,
                                      bool *on_device);
 recap_status_t recap__regions_check_end(recap_graph_t graph);
+
+/* graph.c, for itself and inspect.c: RECAP_ERROR_INVALID_USAGE naming function when graph
+ * replays as a host loop (regions on the host path): it has no single template or executable to
+ * hand out or read. */
+recap_status_t recap__graph_not_host_loop(recap_graph_t graph, const char *function);
 
 /* A block grown by one step (NULL without host memory, the error set). */
 recap__region_step_t *recap__region_block_append(recap__region_block_t *block);

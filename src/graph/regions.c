@@ -382,8 +382,7 @@ static recap_status_t check_begin(recap_graph_t g, recap_stream_t stream, recap_
                         "%s: the capture runs its regions as a host loop, which has no single "
                         "executable to %s; capture without %s, or on a driver with conditional "
                         "nodes (options->regions RECAP_REGIONS_AUTO or DEVICE)",
-                        fn,
-                        g->options.rebind != RECAP_REBIND_OFF ? "rebind" : "check inputs of",
+                        fn, g->options.rebind != RECAP_REBIND_OFF ? "rebind" : "check inputs of",
                         g->options.rebind != RECAP_REBIND_OFF ? "options->rebind"
                                                               : "options->check_input_liveness");
   *r_out = r;
@@ -416,8 +415,8 @@ static recap_status_t begin_device(recap_graph_t g, recap__regions_t *r, recap__
     /* The node is not there: the capture goes on where it was. */
     recap__saved_error_t cause;
     recap__error_save(&cause);
-    recap_status_t resumed = dev->capture_to_graph(
-        g->capture_stream, paused, deps, count, (recap__capture_mode_t)g->options.mode);
+    recap_status_t resumed = dev->capture_to_graph(g->capture_stream, paused, deps, count,
+                                                   (recap__capture_mode_t)g->options.mode);
     free(deps);
     recap__host_free(bodies);
     if (resumed != RECAP_SUCCESS) return abandon(g, recap__error_restore(&cause), held);
@@ -701,8 +700,7 @@ recap_status_t recap_cond_compare(recap_cond_t cond, const recap_cond_compare_t 
   recap_cond_compare_t c = RECAP_COND_COMPARE_INIT;
   RECAP__CHECK(RECAP__OPTIONS_COPY(&c, compare, recap_cond_compare_t, max_iterations, fn,
                                    "RECAP_COND_COMPARE_INIT"));
-  RECAP__ARG(c.value != NULL, "%s: compare->value is NULL (give the device scalar to compare)",
-             fn);
+  RECAP__ARG(c.value != NULL, "%s: compare->value is NULL (give the device scalar to compare)", fn);
   RECAP__ARG(c.op >= RECAP_COND_GT && c.op <= RECAP_COND_NE,
              "%s: compare->op %d is not a recap_cond_op_t", fn, (int)c.op);
   recap__cond_launch_t launch;
@@ -734,8 +732,7 @@ recap_status_t recap_loop_capture(recap_stream_t stream, const recap_loop_t *loo
   recap_loop_t l = RECAP_LOOP_INIT;
   RECAP__CHECK(RECAP__OPTIONS_COPY(&l, loop, recap_loop_t, initial, fn, "RECAP_LOOP_INIT"));
   RECAP__ARG(l.step != NULL, "%s: loop->step is NULL (the function that enqueues one step)", fn);
-  RECAP__ARG(l.check != NULL, "%s: loop->check is NULL (the function that sets the condition)",
-             fn);
+  RECAP__ARG(l.check != NULL, "%s: loop->check is NULL (the function that sets the condition)", fn);
   if (l.unroll == 0) l.unroll = 1;
   recap_graph_t g;
   RECAP__CHECK(find_graph(stream, fn, &g));

@@ -38,7 +38,7 @@ void recap__recapture_set_aside(recap_graph_t g) {
   g->hooks = NULL;
   g->hook_count = g->hook_capacity = 0;
   g->keep_template = false; /* the recapture's layers say again whether they need it */
-  g->regions = NULL; /* the held capture's regions stay with its hooks */
+  g->regions = NULL;        /* the held capture's regions stay with its hooks */
 }
 
 void recap__recapture_put_back(recap_graph_t g) {
