@@ -452,6 +452,16 @@ size_t recap__graph_template_nodes(recap_cuda_graph_t template_graph, const char
   return nodes;
 }
 
+size_t recap__graph_capture_nodes(recap_graph_t graph, recap_cuda_graph_t template_graph,
+                                  const char *what) {
+  /* On the host path the template is only the work after the last region, which may well be
+   * none: no warning then. */
+  if (!recap__regions_host_loop(graph)) return recap__graph_template_nodes(template_graph, what);
+  size_t nodes = 0;
+  if (recap__device()->graph_node_count(template_graph, &nodes) != RECAP_SUCCESS) nodes = 0;
+  return nodes;
+}
+
 void recap__graph_keep_alloc_log(recap_graph_t graph) {
   recap__alloc_log_free(&graph->alloc_log);
   graph->alloc_log = graph->alloc_log_next;
@@ -479,7 +489,7 @@ recap_status_t recap__graph_capture_end(recap_graph_t graph) {
   recap__graph_close_capture(graph);
   recap__graph_hooks_capture_ended(graph, true);
   graph->template_graph = template_graph;
-  graph->node_count = recap__graph_template_nodes(template_graph, "capture");
+  graph->node_count = recap__graph_capture_nodes(graph, template_graph, "capture");
   graph->state = RECAP__GRAPH_CAPTURED;
   /* A layer that cannot take in what was captured (input liveness: the pointer scan failed)
    * throws the capture away, as a failed instantiation does. */

@@ -109,6 +109,12 @@ recap_status_t recap__regions_check_end(recap_graph_t graph);
  * hand out or read. */
 recap_status_t recap__graph_not_host_loop(recap_graph_t graph, const char *function);
 
+/* graph.c, for itself and update.c: recap__graph_template_nodes, without its warning about an
+ * empty template when graph replays as a host loop (its template holds only what follows the
+ * last region). */
+size_t recap__graph_capture_nodes(recap_graph_t graph, recap_cuda_graph_t template_graph,
+                                  const char *what);
+
 /* A block grown by one step (NULL without host memory, the error set). */
 recap__region_step_t *recap__region_block_append(recap__region_block_t *block);
 

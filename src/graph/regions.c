@@ -216,7 +216,7 @@ static recap_status_t scan_body(recap_cuda_graph_t body, const recap__region_fra
     }
     s = recap__error(
         RECAP_ERROR_NOT_SUPPORTED,
-        "%s: branch %u of the %s region opened %u deep holds node %zu of its body, a %s node%s%s%s, "
+        "%s: branch %u of the %s region opened %u deep holds node %zu of its body, of kind %s%s%s%s, "
         "which CUDA does not run inside a conditional body (only kernels, copies, memsets, empty "
         "nodes, child graphs and regions: allocate before the region, record events after it); "
         "the capture is abandoned and the graph is fresh again",

@@ -184,7 +184,7 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
   recap__error_restore(&cause);
   if (s != RECAP_SUCCESS) return give_back(g, s, NULL);
 
-  size_t nodes = recap__graph_template_nodes(template_graph, "recapture");
+  size_t nodes = recap__graph_capture_nodes(g, template_graph, "recapture");
   /* Update, or instantiate afresh: decided before anything changes, recorded once all
    * succeeded. An executable updated in place is patched through the nodes of the graph it was
    * instantiated from (its origin): the layers that patch (rebinding) plan against it, so it
