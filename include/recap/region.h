@@ -180,8 +180,7 @@ typedef struct recap_loop {
   unsigned initial; /* the condition on entry; default 1 (at least one iteration) */
 } recap_loop_t;
 
-#define RECAP_LOOP_INIT \
-  { sizeof(recap_loop_t), NULL, NULL, NULL, 1, 1 }
+#define RECAP_LOOP_INIT { sizeof(recap_loop_t), NULL, NULL, NULL, 1, 1 }
 
 /* Capture loop as a WHILE region at this point of the capture under way on stream. A step or
  * check that fails abandons the capture (the graph is fresh again) and its status is returned;

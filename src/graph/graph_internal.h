@@ -85,7 +85,8 @@ typedef struct recap__graph_hooks {
    * recap_region_end): enqueue on stream what the layer appends to every body (random numbers:
    * the advance of the Philox offset by what the body drew, so that each iteration draws fresh
    * numbers). A failure fails the region call. Optional. */
-  recap_status_t (*body_end)(void *ctx, recap_graph_t graph, recap_stream_t stream, unsigned depth);
+  recap_status_t (*body_end)(void *ctx, recap_graph_t graph, recap_stream_t stream,
+                             unsigned depth);
 } recap__graph_hooks_t;
 
 typedef struct recap__graph_hook_entry {
