@@ -392,6 +392,20 @@ static void scope_keys(layout_t *L) {
   for (size_t s = 0; s < S; s++) L->scopes[s].key = count[s] > 0 ? sum[s] / count[s] : 0;
   free(sum);
   free(count);
+  /* The bodies of one conditional node (made one after another, in branch order) keep their
+   * branch order from left to right: they take their keys sorted. */
+  for (size_t s = 0; s < S; s++) {
+    const recap__view_scope_t *c = &L->tree.v[s];
+    if (c->node == SIZE_MAX || c->branch != 0) continue;
+    size_t end = s + 1;
+    while (end < S && L->tree.v[end].node == c->node) end++;
+    for (size_t i = s + 1; i < end; i++) { /* insertion sort of the keys */
+      double key = L->scopes[i].key;
+      size_t j = i;
+      for (; j > s && L->scopes[j - 1].key > key; j--) L->scopes[j].key = L->scopes[j - 1].key;
+      L->scopes[j].key = key;
+    }
+  }
 }
 
 /* Order of two elements of one layer: by the keys of what represents each under their

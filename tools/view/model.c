@@ -148,8 +148,8 @@ void recap__view_describe_shape(const recap_view_node_t *n, bool compact, recap_
       recap__view_printf(out, ", smem %s", size);
     }
   } else if (n->region_kind) {
-    recap__view_printf(out, "%s, %u branch%s", n->region_kind, n->branches,
-                       n->branches == 1 ? "" : "es");
+    if (!compact) recap__view_printf(out, "%s, ", n->region_kind);
+    recap__view_printf(out, "%u branch%s", n->branches, n->branches == 1 ? "" : "es");
   } else if (n->bytes > 0) {
     recap__view_format_bytes(size, sizeof size, n->bytes);
     recap__view_puts(out, size);
@@ -444,7 +444,9 @@ void recap_view_body_label(const recap_view_node_t *conditional, unsigned branch
 }
 
 char *recap__view_box_name(const recap_view_node_t *n) {
-  return recap_view_short_name(n->pretty_name ? n->pretty_name : n->type, RECAP__VIEW_NAME_CHARS);
+  /* A conditional node is named by what it does: "while", "switch". */
+  const char *name = n->pretty_name ? n->pretty_name : n->region_kind ? n->region_kind : n->type;
+  return recap_view_short_name(name, RECAP__VIEW_NAME_CHARS);
 }
 
 void recap__view_box_detail(const recap_view_node_t *n, recap__view_buf_t *out) {

@@ -35,7 +35,8 @@ void recap__view_format_bytes(char *out, size_t size, uint64_t bytes);
 const char *recap__view_fill_of(const char *type);
 
 /* "grid 4x1x1, block 256x1x1, smem 1.0 KiB" for kernels ("grid 4x1x1 block 256x1x1" when
- * compact); "while, 1 branch" for conditional nodes; "4.0 KiB" for copies and the like; nothing
+ * compact); "while, 1 branch" for conditional nodes ("1 branch" when compact, the box's name
+ * saying "while"); "4.0 KiB" for copies and the like; nothing
  * otherwise. */
 void recap__view_describe_shape(const recap_view_node_t *n, bool compact, recap__view_buf_t *out);
 
@@ -80,7 +81,7 @@ typedef struct recap__view_type_count {
 } recap__view_type_count_t;
 size_t recap__view_count_types(const recap_view_graph_t *g, recap__view_type_count_t **types);
 
-/* The two lines of text in a node's box: the name (the kernel's short name, or the type) and
+/* The two lines of text in a node's box: the name (the kernel's short name, a conditional node's kind, or the type) and
  * the detail ("grid 4x1x1 block 256x1x1", or the bytes). The name is malloc'ed (NULL when out
  * of memory); the detail is appended to out. */
 char *recap__view_box_name(const recap_view_node_t *n);
