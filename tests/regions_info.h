@@ -79,8 +79,9 @@ static inline recap_graph_info_t regions_info(void) {
   regions_info_link(&nodes[6], d6, 1, NULL, 0);
   regions_info_link(&nodes[9], NULL, 0, s9, 1);
   regions_info_link(&nodes[10], d10, 1, NULL, 0);
-  return (recap_graph_info_t){
-      .node_count = REGIONS_INFO_NODES, .nodes = nodes, .edge_count = REGIONS_INFO_EDGES};
+  return (recap_graph_info_t){.node_count = REGIONS_INFO_NODES,
+                              .nodes = nodes,
+                              .edge_count = REGIONS_INFO_EDGES};
 }
 
 #endif /* RECAP_TEST_REGIONS_INFO_H */
