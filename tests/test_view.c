@@ -632,6 +632,96 @@ static void bodies_nest_below_their_node(void **state) {
   recap_view_graph_free(&g);
 }
 
+/* The same shapes captured on the fake through recap/region.h: inspection lists the bodies'
+ * nodes after the graph's own, and the viewer frames them. */
+static void regions_captured_on_the_fake(void **state) {
+  (void)state;
+  recap_test_reset(NULL);
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t graph;
+  OK(recap_graph_create(&graph, RECAP_GRAPH_KEEP));
+  OK(recap_graph_capture_begin(graph, s, NULL));
+  recap__fake_launch_kernel(s, "prologue");
+  recap_cond_t loop, choice, cases;
+  OK(recap_cond_create(s, 1, &loop));
+  OK(recap_region_begin(s, RECAP_REGION_WHILE, loop, 1));
+  recap__fake_launch_kernel(s, "step");
+  OK(recap_cond_create(s, 0, &choice));
+  OK(recap_region_begin(s, RECAP_REGION_IF_ELSE, choice, 2));
+  recap__fake_launch_kernel(s, "then_kernel");
+  OK(recap_region_next_branch(s));
+  recap__fake_launch_kernel(s, "else_kernel");
+  OK(recap_region_end(s));
+  OK(recap_cond_set_value(loop, 0, s));
+  OK(recap_region_end(s));
+  OK(recap_cond_create(s, 2, &cases));
+  OK(recap_region_begin(s, RECAP_REGION_SWITCH, cases, 3));
+  recap__fake_launch_kernel(s, "case0");
+  OK(recap_region_next_branch(s));
+  OK(recap_region_next_branch(s));
+  recap__fake_launch_kernel(s, "case2");
+  OK(recap_region_end(s));
+  recap__fake_launch_kernel(s, "epilogue");
+  OK(recap_graph_capture_end(graph));
+  recap_graph_info_t *info;
+  OK(recap_graph_inspect(graph, &info));
+  recap_view_graph_t g;
+  char err[256] = "";
+  int rc = recap_view_from_info(&g, info, err, sizeof err);
+  recap_graph_info_free(info);
+  OK(recap_graph_destroy(graph));
+  if (rc != 0) fail_msg("%s", err);
+  /* The graph's own nodes, then the WHILE body (its condition's SET_VALUE kernel included, and
+   * the kernel that sets the loop's condition), the IF_ELSE's two, the SWITCH's cases. */
+  static const struct {
+    const char *name; /* NULL: a conditional node of kind */
+    const char *kind;
+    size_t parent;
+    unsigned branch;
+  } want[] = {
+      {"prologue", NULL, SIZE_MAX, 0},
+      {NULL, "while", SIZE_MAX, 0},
+      {NULL, "switch", SIZE_MAX, 0},
+      {"epilogue", NULL, SIZE_MAX, 0},
+      {"step", NULL, 1, 0},
+      {"recap_cond_set_value", NULL, 1, 0},
+      {NULL, "if_else", 1, 0},
+      {"recap_cond_set_value", NULL, 1, 0},
+      {"then_kernel", NULL, 6, 0},
+      {"else_kernel", NULL, 6, 1},
+      {"case0", NULL, 2, 0},
+      {"case2", NULL, 2, 2},
+  };
+  assert_int_equal(g.count, sizeof want / sizeof want[0]);
+  for (size_t i = 0; i < g.count; i++) {
+    const recap_view_node_t *n = &g.nodes[i];
+    if (want[i].name) {
+      assert_string_equal(n->kernel_name, want[i].name);
+      assert_null(n->region_kind);
+    } else {
+      assert_string_equal(n->type, "conditional");
+      assert_string_equal(n->region_kind, want[i].kind);
+    }
+    assert_int_equal(n->parent, want[i].parent);
+    assert_int_equal(n->branch, want[i].branch);
+  }
+  assert_int_equal(g.nodes[2].branches, 3);
+  assert_int_equal(g.nodes[6].branches, 2);
+  assert_int_equal(recap_view_layout(&g, err, sizeof err), 0);
+  check_layout(&g);
+  assert_int_equal(g.cluster_count, 6);
+  assert_string_equal(body_cluster(&g, 1, 0)->path, "while body");
+  assert_string_equal(body_cluster(&g, 6, 1)->path, "while body/else");
+  assert_int_equal(body_cluster(&g, 2, 1)->node_count, 0); /* the empty case 1 */
+  assert_int_equal(body_cluster(&g, 1, 0)->node_count, 6);
+  /* The epilogue below the SWITCH's cases, which lie below the WHILE's body. */
+  assert_int_equal(g.nodes[2].layer, 7);
+  assert_int_equal(g.nodes[3].layer, 9);
+  assert_int_equal(recap_view_layout(&g, err, sizeof err), 0);
+  check_layout(&g);
+  recap_view_graph_free(&g);
+}
+
 static size_t add_conditional(recap_view_graph_t *g, const char *kind, unsigned branches) {
   recap_view_node_t *n = recap_view_add_node(g, "conditional");
   assert_non_null(n);
@@ -716,6 +806,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(model_from_a_captured_graph),
       cmocka_unit_test(model_of_the_fixture),
       cmocka_unit_test(bodies_nest_below_their_node),
+      cmocka_unit_test(regions_captured_on_the_fake),
       cmocka_unit_test(refuses_regions_that_do_not_nest),
       cmocka_unit_test(body_labels),
   };
