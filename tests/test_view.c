@@ -632,8 +632,9 @@ static void bodies_nest_below_their_node(void **state) {
   recap_view_graph_free(&g);
 }
 
-/* The same shapes captured on the fake through recap/region.h: inspection lists the bodies'
- * nodes after the graph's own, and the viewer frames them. */
+/* The same shapes captured on the fake through recap/region.h, in an annotation scope:
+ * inspection lists the bodies' nodes after the graph's own (the annotation layer labelling only
+ * the nodes it knows), and the viewer frames them inside the scope. */
 static void regions_captured_on_the_fake(void **state) {
   (void)state;
   recap_test_reset(NULL);
@@ -641,6 +642,8 @@ static void regions_captured_on_the_fake(void **state) {
   recap_graph_t graph;
   OK(recap_graph_create(&graph, RECAP_GRAPH_KEEP));
   OK(recap_graph_capture_begin(graph, s, NULL));
+  recap_annotations_enable(1);
+  OK(recap_annotate_push(s, "step"));
   recap__fake_launch_kernel(s, "prologue");
   recap_cond_t loop, choice, cases;
   OK(recap_cond_create(s, 1, &loop));
@@ -661,10 +664,15 @@ static void regions_captured_on_the_fake(void **state) {
   OK(recap_region_next_branch(s));
   recap__fake_launch_kernel(s, "case2");
   OK(recap_region_end(s));
+  OK(recap_annotate_pop(s));
   recap__fake_launch_kernel(s, "epilogue");
   OK(recap_graph_capture_end(graph));
+  recap_annotations_enable(-1);
+  /* The annotation layer labels what it knows (the graph's own nodes come first), no more. */
   recap_graph_info_t *info;
   OK(recap_graph_inspect(graph, &info));
+  for (size_t i = 0; i < 3; i++) assert_string_equal(info->nodes[i].annotation_path, "step");
+  assert_null(info->nodes[3].annotation_path);
   recap_view_graph_t g;
   char err[256] = "";
   int rc = recap_view_from_info(&g, info, err, sizeof err);
@@ -709,9 +717,12 @@ static void regions_captured_on_the_fake(void **state) {
   assert_int_equal(g.nodes[6].branches, 2);
   assert_int_equal(recap_view_layout(&g, err, sizeof err), 0);
   check_layout(&g);
-  assert_int_equal(g.cluster_count, 6);
-  assert_string_equal(body_cluster(&g, 1, 0)->path, "while body");
-  assert_string_equal(body_cluster(&g, 6, 1)->path, "while body/else");
+  /* "step" and six bodies; a body's nodes need no label of their own to sit inside the scope
+   * that holds their conditional node. */
+  assert_int_equal(g.cluster_count, 7);
+  assert_string_equal(body_cluster(&g, 1, 0)->path, "step/while body");
+  assert_string_equal(body_cluster(&g, 6, 1)->path, "step/while body/else");
+  assert_string_equal(body_cluster(&g, 2, 2)->path, "step/case 2");
   assert_int_equal(body_cluster(&g, 2, 1)->node_count, 0); /* the empty case 1 */
   assert_int_equal(body_cluster(&g, 1, 0)->node_count, 6);
   /* The epilogue below the SWITCH's cases, which lie below the WHILE's body. */
