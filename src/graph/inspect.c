@@ -6,6 +6,7 @@
  * owns the public objects and the JSON emitter. One walk of the info feeds the JSON, which
  * tools/recap-graph turns into DOT and HTML.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -113,6 +114,22 @@ recap_status_t recap_graph_info_json(const recap_graph_info_t *info, char **json
       recap__json_null(&j);
     write_indices(&j, "dependencies", n->dependencies, n->dependency_count);
     write_indices(&j, "dependents", n->dependents, n->dependent_count);
+    /* Where the node sits: a body of a conditional node (its index and which body), or the
+     * graph itself (null); and, for a conditional node, what it does and how many bodies. */
+    recap__json_key(&j, "parent");
+    if (n->parent == SIZE_MAX)
+      recap__json_null(&j);
+    else
+      recap__json_uint(&j, n->parent);
+    recap__json_key(&j, "branch");
+    recap__json_uint(&j, n->branch);
+    recap__json_key(&j, "region_kind");
+    if (n->type == RECAP_NODE_CONDITIONAL)
+      recap__json_string(&j, recap_region_kind_name(n->region_kind));
+    else
+      recap__json_null(&j);
+    recap__json_key(&j, "branches");
+    recap__json_uint(&j, n->branches);
     recap__json_object_end(&j);
   }
   recap__json_array_end(&j);

@@ -35,16 +35,6 @@
  * Names, the path
  * ---------------------------------------------------------------------------------------- */
 
-const char *recap_region_kind_name(recap_region_kind_t kind) {
-  switch (kind) {
-    case RECAP_REGION_WHILE: return "while";
-    case RECAP_REGION_IF: return "if";
-    case RECAP_REGION_IF_ELSE: return "if_else";
-    case RECAP_REGION_SWITCH: return "switch";
-  }
-  return "unknown";
-}
-
 recap_status_t recap_device_conditional_nodes(int *supported) {
   RECAP__ARG(supported != NULL, "recap_device_conditional_nodes: supported is NULL");
   *supported = 0;
