@@ -7,7 +7,7 @@
 
 namespace {
 
-constexpr int kTile = 16;             /* a sweep block is kTile x kTile points */
+constexpr int kTile = 16;               /* a sweep block is kTile x kTile points */
 constexpr int kThreads = kTile * kTile; /* threads of every reducing block (a power of two) */
 
 /* The maximum of the block's values in a fixed tree in shared memory. */
@@ -39,8 +39,8 @@ __global__ void sweep_kernel(const float *u, float *v, const float *f, float *pa
   float r = 0.0f;
   if (i < n && j < n) {
     float h = 1.0f / (float)(n + 1), h2 = h * h;
-    float neighbours = at(u, n, i - 1, j) + at(u, n, i + 1, j) + at(u, n, i, j - 1) +
-                       at(u, n, i, j + 1);
+    float neighbours =
+        at(u, n, i - 1, j) + at(u, n, i + 1, j) + at(u, n, i, j - 1) + at(u, n, i, j + 1);
     float centre = u[(size_t)i * n + j], rhs = f[(size_t)i * n + j];
     v[(size_t)i * n + j] = 0.25f * (neighbours + h2 * rhs);
     r = fabsf(rhs - (4.0f * centre - neighbours) / h2);
@@ -69,7 +69,7 @@ __global__ void copy_kernel(float *u, const float *v, size_t count) {
 
 dim3 grid_of(int n) { return dim3((n + kTile - 1) / kTile, (n + kTile - 1) / kTile); }
 
-}  // namespace
+} // namespace
 
 extern "C" int solver_partials(int n) {
   dim3 g = grid_of(n);
@@ -92,8 +92,8 @@ extern "C" cudaError_t solver_fill_rhs(float *f, int n, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t solver_sweep(const float *u, float *v, const float *f, float *partial,
-                                    int n, cudaStream_t stream) {
+extern "C" cudaError_t solver_sweep(const float *u, float *v, const float *f, float *partial, int n,
+                                    cudaStream_t stream) {
   sweep_kernel<<<grid_of(n), dim3(kTile, kTile), 0, stream>>>(u, v, f, partial, n);
   return cudaGetLastError();
 }

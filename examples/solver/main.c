@@ -48,10 +48,11 @@
 #define PROGRAM "solver"
 enum { EXIT_BAD_USAGE = 2, EXIT_NO_DEVICE = 77, ITERATIONS_UNDER_A_TOOL = 64, BENCH_REPEATS = 5 };
 enum { WAY_EAGER, WAY_PER_ITERATION, WAY_WHILE, WAY_UNROLLED, WAY_HOST_EVERY_U, WAYS };
-static const char *const WAY_TITLES[WAYS] = {
-    "(a) eager, residual read every iteration", "(b) graph per iteration, host loop",
-    "(c) one graph, WHILE region", "(d) one graph, WHILE checked every U",
-    "(d') eager, host checks every U"};
+static const char *const WAY_TITLES[WAYS] = {"(a) eager, residual read every iteration",
+                                             "(b) graph per iteration, host loop",
+                                             "(c) one graph, WHILE region",
+                                             "(d) one graph, WHILE checked every U",
+                                             "(d') eager, host checks every U"};
 
 /* ==========================================================================================
  * Failing clearly
@@ -106,24 +107,25 @@ typedef struct options {
 } options_t;
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: " PROGRAM
-             " [options]\n"
-             "\n"
-             "A Jacobi solver for -Laplace(u) = f on an n x n grid, run with a host loop, with a\n"
-             "graph per iteration, and as one graph whose loop runs on the GPU (a WHILE region,\n"
-             "checked every iteration or every U iterations); the iterates are compared bit for\n"
-             "bit.\n"
-             "\n"
-             "  --n N              interior points per side, 2 to 4096 (default 128)\n"
-             "  --tol T            stop when the residual max|f + Laplace(u)| <= T (default 1e-2)\n"
-             "  --max-iterations M stop after M iterations at most, 1 to 10000000 (default 100000)\n"
-             "  --unroll U         iterations per check of way (d), 1 to 1024 (default 8)\n"
-             "  --host-loop        capture the regions as a host loop (RECAP_REGIONS_HOST)\n"
-             "  --bench            print microseconds per iteration of each way (5 runs each)\n"
-             "  -h, --help         this text\n"
-             "\n"
-             "Exit status: 0 the ways agree; 1 a failure or a disagreement; 2 a bad command\n"
-             "line; 77 no CUDA device.\n");
+  fprintf(f,
+          "usage: " PROGRAM
+          " [options]\n"
+          "\n"
+          "A Jacobi solver for -Laplace(u) = f on an n x n grid, run with a host loop, with a\n"
+          "graph per iteration, and as one graph whose loop runs on the GPU (a WHILE region,\n"
+          "checked every iteration or every U iterations); the iterates are compared bit for\n"
+          "bit.\n"
+          "\n"
+          "  --n N              interior points per side, 2 to 4096 (default 128)\n"
+          "  --tol T            stop when the residual max|f + Laplace(u)| <= T (default 1e-2)\n"
+          "  --max-iterations M stop after M iterations at most, 1 to 10000000 (default 100000)\n"
+          "  --unroll U         iterations per check of way (d), 1 to 1024 (default 8)\n"
+          "  --host-loop        capture the regions as a host loop (RECAP_REGIONS_HOST)\n"
+          "  --bench            print microseconds per iteration of each way (5 runs each)\n"
+          "  -h, --help         this text\n"
+          "\n"
+          "Exit status: 0 the ways agree; 1 a failure or a disagreement; 2 a bad command\n"
+          "line; 77 no CUDA device.\n");
 }
 
 static bool parse_long(const char *s, long min, long max, long *out) {
@@ -266,7 +268,8 @@ static void enqueue_reset(const solver_t *s, cudaStream_t stream) {
 
 static cudaError_t enqueue_iteration(const solver_t *s, cudaStream_t stream) {
   cudaError_t e = solver_sweep(s->u, s->v, s->f, s->partial, s->n, stream);
-  if (e == cudaSuccess) e = solver_reduce(s->partial, s->partials, s->residual, s->iterations, stream);
+  if (e == cudaSuccess)
+    e = solver_reduce(s->partial, s->partials, s->residual, s->iterations, stream);
   if (e == cudaSuccess) e = solver_copy(s->u, s->v, s->n, stream);
   return e;
 }
@@ -531,11 +534,11 @@ int main(int argc, char **argv) {
 
   bool agrees[WAYS] = {true, false, false, false, true};
   const char *ref = "(a)", *ref_u = "(d')";
-  agrees[WAY_PER_ITERATION] = same_result(&outcomes[WAY_EAGER], &outcomes[WAY_PER_ITERATION], o.n,
-                                          "(b)", ref);
+  agrees[WAY_PER_ITERATION] =
+      same_result(&outcomes[WAY_EAGER], &outcomes[WAY_PER_ITERATION], o.n, "(b)", ref);
   agrees[WAY_WHILE] = same_result(&outcomes[WAY_EAGER], &outcomes[WAY_WHILE], o.n, "(c)", ref);
-  agrees[WAY_UNROLLED] = same_result(&outcomes[WAY_HOST_EVERY_U], &outcomes[WAY_UNROLLED], o.n,
-                                     "(d)", ref_u);
+  agrees[WAY_UNROLLED] =
+      same_result(&outcomes[WAY_HOST_EVERY_U], &outcomes[WAY_UNROLLED], o.n, "(d)", ref_u);
   print_table(outcomes, o.bench, agrees);
   bool all = agrees[WAY_PER_ITERATION] && agrees[WAY_WHILE] && agrees[WAY_UNROLLED];
   printf("\n%s\n", all ? "(a) = (b) = (c) and (d) = (d') bit for bit, iteration counts included"
