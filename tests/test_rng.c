@@ -787,7 +787,7 @@ static void fake_write_state_node_and_write(void **state) {
   reset();
   const recap__device_ops_t *dev = recap__device();
   recap_stream_t s = recap__fake_stream_new();
-  uint64_t words[2] = {0, 0};
+  uint64_t words[3] = {0, 0, 0}; /* {seed, base offset, offset drawn on the device} */
   uint64_t writes = recap__fake_now().rng_state_writes;
   OK(dev->rng_write_state(s, words, 7, 40));
   assert_int_equal(words[0], 7);

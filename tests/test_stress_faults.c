@@ -157,11 +157,13 @@ static void count_warnings(recap_log_level_t level, const char *message, void *u
 }
 
 static const char *kind_name(recap__fake_fault_t kind) {
-  static const char *const names[] = {"raw_malloc",    "event_create",  "event_record",
-                                      "stream_create", "capture_begin", "capture_end",
-                                      "instantiate",   "launch",        "patch_plan",
-                                      "patch",         "patch_sync",    "exec_update",
-                                      "timing",        "upload"};
+  static const char *const names[] = {"raw_malloc",    "event_create",     "event_record",
+                                      "stream_create", "capture_begin",    "capture_end",
+                                      "instantiate",   "launch",           "patch_plan",
+                                      "patch",         "patch_sync",       "exec_update",
+                                      "timing",        "upload",           "cond_supported",
+                                      "capture_pause", "capture_to_graph", "cond_handle",
+                                      "cond_node",     "cond_launch",      "rng_advance"};
   _Static_assert(sizeof names / sizeof names[0] == RECAP__FAKE_FAULT_KINDS, "a name per kind");
   return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }

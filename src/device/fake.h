@@ -201,6 +201,26 @@ bool recap__fake_exec_arg(recap_cuda_graph_exec_t exec, size_t node, size_t arg,
                           const void **value);
 bool recap__fake_graph_arg(recap_cuda_graph_t graph, size_t node, size_t arg, const void **value);
 
+/* Regions. recap__fake_cond_set sets a condition from a test's kernel function
+ * (recap__fake_launch_kernel_fn), as recap_cond_set does on the device: cond.flag != NULL
+ * writes *flag; otherwise the handle's value in the executable being launched (outside a
+ * launch: the handle's eager value, which recap__fake_cond_value reads with exec NULL).
+ * recap__fake_cond_supported is the driver's answer to cond_supported (default true; reset
+ * restores it). recap__fake_cond_iteration_limit: a WHILE node that would start more
+ * iterations than this in one run fails the launch (default 1000000; 0 restores it; reset
+ * restores it). recap__fake_cond_value reads handle's value in exec (a conditional node of
+ * exec holds it) or, exec NULL, its eager value; false when there is none. */
+void recap__fake_cond_set(recap_cond_t cond, unsigned value);
+void recap__fake_cond_supported(bool supported);
+void recap__fake_cond_iteration_limit(uint64_t limit);
+bool recap__fake_cond_value(recap_cuda_graph_exec_t exec, uint64_t handle, unsigned *value);
+/* Side joins back into origin's capture (as an event recorded on side and waited for on
+ * origin would): side no longer takes part in it, and origin's next node waits for the later of
+ * the two streams' last nodes (the fake keeps one dependency per node, so origin's chain then
+ * continues through side's when side captured last). False when side is not a side stream of origin's
+ * capture. */
+bool recap__fake_capture_join_back(recap_stream_t side, recap_stream_t origin);
+
 /* Fault injection. Kinds of calls that can be made to fail. */
 typedef enum recap__fake_fault {
   RECAP__FAKE_FAULT_RAW_MALLOC = 0,
@@ -217,6 +237,15 @@ typedef enum recap__fake_fault {
   RECAP__FAKE_FAULT_EXEC_UPDATE,   /* graph_exec_update */
   RECAP__FAKE_FAULT_TIMING,        /* timing_event_create */
   RECAP__FAKE_FAULT_UPLOAD,        /* graph_upload */
+  /* Regions (each call fails before it changes anything: a failed capture_pause leaves the
+   * capture under way, a failed capture_to_graph leaves the stream not capturing). */
+  RECAP__FAKE_FAULT_COND_SUPPORTED,   /* cond_supported */
+  RECAP__FAKE_FAULT_CAPTURE_PAUSE,    /* capture_pause */
+  RECAP__FAKE_FAULT_CAPTURE_TO_GRAPH, /* capture_to_graph */
+  RECAP__FAKE_FAULT_COND_HANDLE,      /* cond_handle_create */
+  RECAP__FAKE_FAULT_COND_NODE,        /* cond_node_add */
+  RECAP__FAKE_FAULT_COND_LAUNCH,      /* cond_launch */
+  RECAP__FAKE_FAULT_RNG_ADVANCE,      /* rng_advance */
   RECAP__FAKE_FAULT_KINDS
 } recap__fake_fault_t;
 
@@ -242,6 +271,10 @@ typedef struct recap__fake_counters {
   uint64_t exec_patches, template_patches, exec_updates, update_refusals;
   /* memcpy_async calls that copied outside a capture (one work item each), since the reset. */
   uint64_t eager_copies;
+  /* Since the reset: conditional nodes run by graph launches (each time a node is reached),
+   * bodies run (each WHILE iteration counts one), and condition kernels run (cond_launch's,
+   * eagerly or in a launch). */
+  uint64_t cond_nodes_run, body_launches, cond_kernels_run;
 } recap__fake_counters_t;
 
 void recap__fake_counters(recap__fake_counters_t *out);

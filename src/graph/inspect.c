@@ -13,6 +13,7 @@
 #include "core/host.h"
 #include "core/json.h"
 #include "graph/graph_internal.h"
+#include "graph/region_internal.h"
 
 const char *recap_node_type_name(recap_node_type_t type) {
   switch (type) {
@@ -30,6 +31,7 @@ recap_status_t recap_graph_inspect(recap_graph_t graph, recap_graph_info_t **inf
   *info = NULL;
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_inspect"));
   RECAP__CHECK(recap__graph_not_recapturing(graph, "recap_graph_inspect"));
+  RECAP__CHECK(recap__graph_not_host_loop(graph, "recap_graph_inspect"));
   if (!(graph->flags & RECAP_GRAPH_KEEP) || !graph->template_graph)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_graph_inspect: needs the kept template: create the graph with "

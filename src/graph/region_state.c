@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * region_state.c — the lifetime of a graph's region state (region_internal.h) and the replay of
+ * a host-loop program. It knows the device seam, the allocator's free and the struct, nothing
+ * of graph.c, so graph.c (replay, abandon), inspect.c and update.c call it without a circle.
+ *
+ * The state hangs on the graph's hooks: it is made with the capture's first condition or
+ * region, and the graph's release of what it captured (reset, destroy, a failed capture, the
+ * end of a recapture that replaced it) frees it with everything it holds: the host path's flags
+ * (allocated from the graph's pool), the program's graphs and executables, and on the device
+ * path the top-level graph while the capture of a body is abandoned.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/host.h"
+#include "graph/region_internal.h"
+#include "recap/alloc.h"
+
+/* ------------------------------------------------------------------------------------------
+ * The program
+ * ---------------------------------------------------------------------------------------- */
+
+recap__region_step_t *recap__region_block_append(recap__region_block_t *block) {
+  if (block->count == block->capacity) {
+    size_t capacity = block->capacity ? block->capacity * 2 : 4;
+    recap__region_step_t *grown = recap__host_realloc(block->steps, capacity * sizeof *grown);
+    if (!grown) {
+      recap__error(RECAP_ERROR_OUT_OF_MEMORY, "regions: out of host memory");
+      return NULL;
+    }
+    block->steps = grown;
+    block->capacity = capacity;
+  }
+  recap__region_step_t *step = &block->steps[block->count++];
+  memset(step, 0, sizeof *step);
+  return step;
+}
+
+static void block_free(recap__region_block_t *block) {
+  const recap__device_ops_t *dev = recap__device();
+  for (size_t i = 0; i < block->count; i++) {
+    recap__region_step_t *step = &block->steps[i];
+    if (step->exec) dev->graph_exec_destroy(step->exec);
+    if (step->graph) dev->graph_destroy(step->graph);
+    if (step->bodies) {
+      for (unsigned b = 0; b < step->branches; b++) block_free(&step->bodies[b]);
+      recap__host_free(step->bodies);
+    }
+  }
+  recap__host_free(block->steps);
+  memset(block, 0, sizeof *block);
+}
+
+/* Instantiate every segment of block that holds work; an empty one goes (replays skip it). */
+static recap_status_t block_instantiate(recap__region_block_t *block) {
+  const recap__device_ops_t *dev = recap__device();
+  for (size_t i = 0; i < block->count; i++) {
+    recap__region_step_t *step = &block->steps[i];
+    if (step->is_region) {
+      for (unsigned b = 0; b < step->branches; b++)
+        RECAP__CHECK(block_instantiate(&step->bodies[b]));
+      continue;
+    }
+    if (!step->graph || step->exec) continue;
+    size_t nodes = 0;
+    RECAP__CHECK(dev->graph_node_count(step->graph, &nodes));
+    if (nodes == 0) {
+      dev->graph_destroy(step->graph);
+      step->graph = NULL;
+      continue;
+    }
+    RECAP__CHECK(dev->graph_instantiate(&step->exec, step->graph));
+  }
+  return RECAP_SUCCESS;
+}
+
+/* The flag's value, read back to the host: a copy and a wait for the stream. */
+static recap_status_t read_flag(recap__regions_t *r, const uint32_t *flag, recap_stream_t stream,
+                                unsigned *value) {
+  const recap__device_ops_t *dev = recap__device();
+  RECAP__CHECK(dev->memcpy_async(&r->word, flag, sizeof r->word, stream));
+  RECAP__CHECK(dev->stream_synchronize(stream));
+  *value = r->word;
+  return RECAP_SUCCESS;
+}
+
+static recap_status_t block_run(recap__regions_t *r, const recap__region_block_t *block,
+                                recap_stream_t stream) {
+  const recap__device_ops_t *dev = recap__device();
+  for (size_t i = 0; i < block->count; i++) {
+    const recap__region_step_t *step = &block->steps[i];
+    if (!step->is_region) {
+      if (step->exec) RECAP__CHECK(dev->graph_launch(step->exec, stream));
+      continue;
+    }
+    unsigned value;
+    RECAP__CHECK(read_flag(r, step->flag, stream, &value));
+    switch (step->kind) {
+      case RECAP_REGION_WHILE:
+        while (value) {
+          RECAP__CHECK(block_run(r, &step->bodies[0], stream));
+          RECAP__CHECK(read_flag(r, step->flag, stream, &value));
+        }
+        break;
+      case RECAP_REGION_IF:
+        if (value) RECAP__CHECK(block_run(r, &step->bodies[0], stream));
+        break;
+      case RECAP_REGION_IF_ELSE:
+        RECAP__CHECK(block_run(r, &step->bodies[value ? 0 : 1], stream));
+        break;
+      case RECAP_REGION_SWITCH:
+        if (value < step->branches) RECAP__CHECK(block_run(r, &step->bodies[value], stream));
+        break;
+    }
+  }
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap__regions_replay(recap_graph_t graph, recap_stream_t stream) {
+  recap__regions_t *r = graph->regions;
+  if (!r || r->on_device || !r->host_loop) return RECAP_SUCCESS;
+  return block_run(r, &r->top, stream);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Hooks
+ * ---------------------------------------------------------------------------------------- */
+
+static void release(void *ctx, recap_graph_t graph) {
+  recap__regions_t *r = ctx;
+  /* A body's capture abandoned without going through recap__regions_abandoned_graph (nothing
+   * ended it): the top-level graph is still the region layer's. */
+  if (r->on_device && r->depth > 0 && r->frames[0].parent_graph)
+    recap__device()->graph_destroy(r->frames[0].parent_graph);
+  for (unsigned d = 0; d < r->depth; d++) recap__host_free(r->frames[d].bodies);
+  block_free(&r->top);
+  /* The flags came from the graph's pool during the capture; the pool is the graph's until it
+   * releases it, which happens after this. */
+  for (size_t i = 0; i < r->cond_count; i++)
+    if (r->conds[i].cond.flag) (void)recap_free(r->conds[i].cond.flag);
+  recap__host_free(r->conds);
+  if (graph->regions == r) graph->regions = NULL;
+  recap__host_free(r);
+}
+
+static recap_status_t captured(void *ctx, recap_graph_t graph, recap_cuda_graph_t template_graph) {
+  (void)graph;
+  (void)template_graph;
+  recap__regions_t *r = ctx;
+  if (r->on_device) return RECAP_SUCCESS;
+  return block_instantiate(&r->top);
+}
+
+const recap__graph_hooks_t recap__region_hooks = {.release = release, .captured = captured};
+
+/* ------------------------------------------------------------------------------------------
+ * What the graph layer asks
+ * ---------------------------------------------------------------------------------------- */
+
+unsigned recap__graph_region_depth(recap_graph_t graph) {
+  return graph && graph->regions ? graph->regions->depth : 0;
+}
+
+bool recap__regions_paused(recap_graph_t graph) { return graph->regions && graph->regions->paused; }
+
+recap_cuda_graph_t recap__regions_abandoned_graph(recap_graph_t graph, recap_cuda_graph_t ended) {
+  recap__regions_t *r = graph->regions;
+  if (!r || !r->on_device || r->depth == 0) return ended;
+  /* Device path inside a body: what the capture ended is a body, owned by its conditional
+   * node inside the top-level graph, which is the region layer's while a body captures. */
+  recap_cuda_graph_t top = r->frames[0].parent_graph;
+  r->frames[0].parent_graph = NULL;
+  return top;
+}
+
+bool recap__regions_host_loop(recap_graph_t graph) {
+  return graph->regions && !graph->regions->on_device && graph->regions->host_loop;
+}
