@@ -230,7 +230,6 @@ static recap_graph_t recap_while(bench_t *b, int body, uint32_t iterations,
   BENCH_RECAP(recap_cond_countdown(more, b->remaining, b->stream));
   BENCH_RECAP(recap_region_end(b->stream));
   BENCH_RECAP(recap_graph_capture_end(g));
-  BENCH_RECAP(recap_graph_instantiate(g));
   return g;
 }
 
@@ -257,7 +256,6 @@ static recap_graph_t recap_unrolled(bench_t *b, uint32_t trips) {
   loop.unroll = UNROLL;
   BENCH_RECAP(recap_loop_capture(b->stream, &loop));
   BENCH_RECAP(recap_graph_capture_end(g));
-  BENCH_RECAP(recap_graph_instantiate(g));
   return g;
 }
 
@@ -312,7 +310,6 @@ static recap_graph_t recap_plain(bench_t *b, int body) {
   recap_graph_t g = recap_begin(b, RECAP_REGIONS_AUTO);
   for (int k = 0; k < body; k++) BENCH_CUDA(bench_launch_increment(b->stream, b->counter));
   BENCH_RECAP(recap_graph_capture_end(g));
-  BENCH_RECAP(recap_graph_instantiate(g));
   return g;
 }
 
@@ -352,7 +349,6 @@ static recap_graph_t recap_switch(bench_t *b, int k) {
   }
   BENCH_RECAP(recap_region_end(b->stream));
   BENCH_RECAP(recap_graph_capture_end(g));
-  BENCH_RECAP(recap_graph_instantiate(g));
   return g;
 }
 
