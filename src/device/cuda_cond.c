@@ -254,8 +254,8 @@ recap_status_t recap__cuda_capture_to_graph(recap_stream_t stream, recap_cuda_gr
                            (void *)stream,
                            st == cudaStreamCaptureStatusInvalidated ? " (invalidated)" : "");
   cudaError_t err =
-      cudaStreamBeginCaptureToGraph(stream, (cudaGraph_t)graph, (const cudaGraphNode_t *)deps,
-                                    NULL, count, (enum cudaStreamCaptureMode)mode);
+      cudaStreamBeginCaptureToGraph(stream, (cudaGraph_t)graph, (const cudaGraphNode_t *)deps, NULL,
+                                    count, (enum cudaStreamCaptureMode)mode);
   if (err == cudaErrorIllegalState) {
     (void)cudaGetLastError();
     return RECAP__ERROR_AT(RECAP_ERROR_INVALID_USAGE,
@@ -302,10 +302,10 @@ recap_status_t recap__cuda_cond_node_add(recap_cuda_graph_t graph, const recap__
   RECAP__ARG(graph != NULL, "cudaGraphAddNode: graph is NULL");
   RECAP__ARG(count == 0 || deps != NULL, "cudaGraphAddNode: %zu dependencies but deps is NULL",
              count);
-  bool fits = (kind == RECAP__COND_WHILE && branches == 1) ||
-              (kind == RECAP__COND_IF && (branches == 1 || branches == 2)) ||
-              (kind == RECAP__COND_SWITCH && branches >= 1 &&
-               branches <= RECAP_REGION_MAX_BRANCHES);
+  bool fits =
+      (kind == RECAP__COND_WHILE && branches == 1) ||
+      (kind == RECAP__COND_IF && (branches == 1 || branches == 2)) ||
+      (kind == RECAP__COND_SWITCH && branches >= 1 && branches <= RECAP_REGION_MAX_BRANCHES);
   RECAP__ARG(fits,
              "cudaGraphAddNode: a conditional node of %s with %u bodies (WHILE has 1, IF 1 or "
              "2, SWITCH 1 to %d)",
