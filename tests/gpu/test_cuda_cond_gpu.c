@@ -91,8 +91,8 @@ typedef struct region {
 
 /* Open a region on the capture of s: pause, add the node after the stream's dependencies,
  * capture body 0. */
-static region_t region_open(const recap__device_ops_t *ops, cudaStream_t s,
-                            recap__cond_kind_t kind, uint64_t handle, unsigned branches) {
+static region_t region_open(const recap__device_ops_t *ops, cudaStream_t s, recap__cond_kind_t kind,
+                            uint64_t handle, unsigned branches) {
   region_t r;
   memset(&r, 0, sizeof r);
   recap__graph_node_t *deps = NULL;
@@ -210,8 +210,10 @@ static void if_if_else_and_switch_select_their_bodies(void **state) {
   uint64_t h[3];
   for (int i = 0; i < 3; i++) {
     OK(ops->cond_handle_create(building(ops, s), 0, true, &h[i]));
-    recap__cond_launch_t set = {
-        .kind = RECAP__COND_SET_FROM, .cond = {.handle = h[i]}, .stream = s, .from = value};
+    recap__cond_launch_t set = {.kind = RECAP__COND_SET_FROM,
+                                .cond = {.handle = h[i]},
+                                .stream = s,
+                                .from = value};
     OK(ops->cond_launch(&set));
   }
   region_t r = region_open(ops, s, RECAP__COND_IF, h[0], 1);
@@ -244,8 +246,8 @@ static void if_if_else_and_switch_select_their_bodies(void **state) {
   }
   float host[3];
   CUDA_OK(cudaMemcpy(host, x, sizeof host, cudaMemcpyDeviceToHost));
-  assert_true(host[0] == 3.0f);           /* IF: values 1, 2, 7 */
-  assert_true(host[1] == 100.0f + 3.0f);  /* IF/ELSE: ELSE for 0, THEN for the others */
+  assert_true(host[0] == 3.0f);                  /* IF: values 1, 2, 7 */
+  assert_true(host[1] == 100.0f + 3.0f);         /* IF/ELSE: ELSE for 0, THEN for the others */
   assert_true(host[2] == 1.0f + 10.0f + 100.0f); /* SWITCH: 7 runs none */
   OK(ops->graph_exec_destroy(exec));
   OK(ops->graph_destroy(g));
@@ -271,8 +273,10 @@ static void regions_nest(void **state) {
   region_t ro = region_open(ops, s, RECAP__COND_WHILE, ho, 1);
   OK(ops->memcpy_async(inner, start, sizeof *inner, s));
   OK(ops->cond_handle_create(ro.bodies[0], 1, false, &hi));
-  recap__cond_launch_t set = {
-      .kind = RECAP__COND_SET_VALUE, .cond = {.handle = hi}, .stream = s, .value = 1};
+  recap__cond_launch_t set = {.kind = RECAP__COND_SET_VALUE,
+                              .cond = {.handle = hi},
+                              .stream = s,
+                              .value = 1};
   OK(ops->cond_launch(&set));
   region_t ri = region_open(ops, s, RECAP__COND_WHILE, hi, 1);
   assert_ptr_equal(ri.parent, ro.bodies[0]);
@@ -398,8 +402,10 @@ static void condition_kernels_set_flags(void **state) {
   OK(ops->cond_launch(&l));
   assert_int_equal(get_u32(&w[0]), 9);
   put_u32(&w[2], 2);
-  l = (recap__cond_launch_t){
-      .kind = RECAP__COND_COUNTDOWN, .cond = cf, .stream = s, .counter = &w[2]};
+  l = (recap__cond_launch_t){.kind = RECAP__COND_COUNTDOWN,
+                             .cond = cf,
+                             .stream = s,
+                             .counter = &w[2]};
   OK(ops->cond_launch(&l));
   assert_int_equal(get_u32(&w[0]), 1);
   OK(ops->cond_launch(&l));
