@@ -54,8 +54,8 @@ __device__ __forceinline__ bool compare(T value, recap_cond_op_t op, T threshold
  * when the comparison holds, as && does in C. */
 template <typename T>
 __device__ __forceinline__ void compare_and_set(recap_cond_t cond, const T *operand,
-                                                recap_cond_op_t op, T threshold,
-                                                uint32_t *counter, uint32_t max) {
+                                                recap_cond_op_t op, T threshold, uint32_t *counter,
+                                                uint32_t max) {
   bool hold = compare(*operand, op, threshold);
   if (hold && counter) hold = ++*counter < max;
   recap_cond_set(cond, hold ? 1u : 0u);
@@ -64,11 +64,11 @@ __device__ __forceinline__ void compare_and_set(recap_cond_t cond, const T *oper
 } // namespace
 
 /* One kernel per operand type, named after it. */
-#define RECAP_COND_COMPARE_KERNEL(suffix, type)                                                  \
-  __global__ void recap_cond_compare_##suffix##_kernel(recap_cond_t cond, const type *operand,   \
-                                                       recap_cond_op_t op, type threshold,       \
-                                                       uint32_t *counter, uint32_t max) {        \
-    compare_and_set<type>(cond, operand, op, threshold, counter, max);                           \
+#define RECAP_COND_COMPARE_KERNEL(suffix, type)                                                \
+  __global__ void recap_cond_compare_##suffix##_kernel(recap_cond_t cond, const type *operand, \
+                                                       recap_cond_op_t op, type threshold,     \
+                                                       uint32_t *counter, uint32_t max) {      \
+    compare_and_set<type>(cond, operand, op, threshold, counter, max);                         \
   }
 RECAP_COND_COMPARE_KERNEL(f32, float)
 RECAP_COND_COMPARE_KERNEL(f64, double)
@@ -127,8 +127,8 @@ extern "C" recap_status_t recap__cuda_cond_launch(const recap__cond_launch_t *l)
         return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
                                "%s: dtype %d is none of recap_cond_dtype_t", name, (int)l->dtype);
       if ((unsigned)l->op > RECAP_COND_NE)
-        return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
-                               "%s: op %d is none of recap_cond_op_t", name, (int)l->op);
+        return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT, "%s: op %d is none of recap_cond_op_t",
+                               name, (int)l->op);
       break;
     default:
       return RECAP__ERROR_AT(RECAP_ERROR_INTERNAL, "condition kernel launch: unknown kind %d",
@@ -137,7 +137,9 @@ extern "C" recap_status_t recap__cuda_cond_launch(const recap__cond_launch_t *l)
   RECAP__CHECK(recap__cuda_kernel_image_check());
   cudaStream_t s = l->stream;
   switch (l->kind) {
-    case RECAP__COND_SET_VALUE: recap_cond_set_value_kernel<<<1, 1, 0, s>>>(l->cond, l->value); break;
+    case RECAP__COND_SET_VALUE:
+      recap_cond_set_value_kernel<<<1, 1, 0, s>>>(l->cond, l->value);
+      break;
     case RECAP__COND_SET_FROM: recap_cond_set_from_kernel<<<1, 1, 0, s>>>(l->cond, l->from); break;
     case RECAP__COND_COUNTDOWN:
       recap_cond_countdown_kernel<<<1, 1, 0, s>>>(l->cond, l->counter);
@@ -147,27 +149,32 @@ extern "C" recap_status_t recap__cuda_cond_launch(const recap__cond_launch_t *l)
         case RECAP_COND_F32:
           recap_cond_compare_f32_kernel<<<1, 1, 0, s>>>(l->cond,
                                                         static_cast<const float *>(l->operand),
-                                                        l->op, l->threshold.f32, l->counter, l->max);
+                                                        l->op, l->threshold.f32, l->counter,
+                                                        l->max);
           break;
         case RECAP_COND_F64:
           recap_cond_compare_f64_kernel<<<1, 1, 0, s>>>(l->cond,
                                                         static_cast<const double *>(l->operand),
-                                                        l->op, l->threshold.f64, l->counter, l->max);
+                                                        l->op, l->threshold.f64, l->counter,
+                                                        l->max);
           break;
         case RECAP_COND_I32:
           recap_cond_compare_i32_kernel<<<1, 1, 0, s>>>(l->cond,
                                                         static_cast<const int32_t *>(l->operand),
-                                                        l->op, l->threshold.i32, l->counter, l->max);
+                                                        l->op, l->threshold.i32, l->counter,
+                                                        l->max);
           break;
         case RECAP_COND_U32:
           recap_cond_compare_u32_kernel<<<1, 1, 0, s>>>(l->cond,
                                                         static_cast<const uint32_t *>(l->operand),
-                                                        l->op, l->threshold.u32, l->counter, l->max);
+                                                        l->op, l->threshold.u32, l->counter,
+                                                        l->max);
           break;
         case RECAP_COND_I64:
           recap_cond_compare_i64_kernel<<<1, 1, 0, s>>>(l->cond,
                                                         static_cast<const int64_t *>(l->operand),
-                                                        l->op, l->threshold.i64, l->counter, l->max);
+                                                        l->op, l->threshold.i64, l->counter,
+                                                        l->max);
           break;
       }
       break;

@@ -142,7 +142,6 @@ recap_status_t recap__cuda_cond_supported(bool *supported) {
 /* The failure of cudaStreamEndCapture at a pause, worded as device.h says. */
 static recap_status_t pause_failure(cudaError_t err, recap_stream_t stream) {
   switch (err) {
-    case cudaSuccess: /* no graph: the capture was invalidated */
     case cudaErrorStreamCaptureInvalidated:
       return RECAP__ERROR_AT(
           RECAP_ERROR_CAPTURE_INVALIDATED,
@@ -186,10 +185,9 @@ recap_status_t recap__cuda_capture_pause(recap_stream_t stream, recap_cuda_graph
   *deps = NULL;
   *count = 0;
   enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  cudaGraph_t building = NULL;
   const cudaGraphNode_t *current = NULL;
   size_t n = 0;
-  CUDA_TRY_F(cudaStreamGetCaptureInfo(stream, &status, NULL, &building, &current, NULL, &n),
+  CUDA_TRY_F(cudaStreamGetCaptureInfo(stream, &status, NULL, NULL, &current, NULL, &n),
              "capture pause: cudaStreamGetCaptureInfo(stream %p)", (void *)stream);
   if (status == cudaStreamCaptureStatusNone)
     return RECAP__ERROR_AT(RECAP_ERROR_INVALID_USAGE,
@@ -214,18 +212,12 @@ recap_status_t recap__cuda_capture_pause(recap_stream_t stream, recap_cuda_graph
     return RECAP_SUCCESS;
   }
   recap__host_free(list);
-  if (err == cudaSuccess && g) {
-    /* Invalidated before the end, yet a graph came back: drop it, as a failed end does. */
-    recap__cuda_cond_forget(g);
-    (void)cudaGraphDestroy(g);
-    return pause_failure(cudaErrorStreamCaptureInvalidated, stream);
-  }
+  /* A graph handed back for a capture found invalidated is left alone: after a resume it is the
+   * parent graph the caller already holds (cudaStreamBeginCaptureToGraph captures into the
+   * caller's graph), which the caller destroys. The conditional nodes recorded in such a graph
+   * stay recorded until then; a first capture, whose graph CUDA drops, holds none. */
+  if (err == cudaSuccess) err = cudaErrorStreamCaptureInvalidated;
   (void)cudaGetLastError();
-  /* Unless the end was refused (wrong thread, a joined stream), the graph is gone: so are the
-   * conditional nodes recorded in it. */
-  if (err != cudaErrorStreamCaptureWrongThread && err != cudaErrorStreamCaptureUnmatched &&
-      building)
-    recap__cuda_cond_forget(building);
   return pause_failure(err, stream);
 }
 
@@ -254,8 +246,8 @@ recap_status_t recap__cuda_capture_to_graph(recap_stream_t stream, recap_cuda_gr
                            (void *)stream,
                            st == cudaStreamCaptureStatusInvalidated ? " (invalidated)" : "");
   cudaError_t err =
-      cudaStreamBeginCaptureToGraph(stream, (cudaGraph_t)graph, (const cudaGraphNode_t *)deps,
-                                    NULL, count, (enum cudaStreamCaptureMode)mode);
+      cudaStreamBeginCaptureToGraph(stream, (cudaGraph_t)graph, (const cudaGraphNode_t *)deps, NULL,
+                                    count, (enum cudaStreamCaptureMode)mode);
   if (err == cudaErrorIllegalState) {
     (void)cudaGetLastError();
     return RECAP__ERROR_AT(RECAP_ERROR_INVALID_USAGE,
@@ -302,10 +294,10 @@ recap_status_t recap__cuda_cond_node_add(recap_cuda_graph_t graph, const recap__
   RECAP__ARG(graph != NULL, "cudaGraphAddNode: graph is NULL");
   RECAP__ARG(count == 0 || deps != NULL, "cudaGraphAddNode: %zu dependencies but deps is NULL",
              count);
-  bool fits = (kind == RECAP__COND_WHILE && branches == 1) ||
-              (kind == RECAP__COND_IF && (branches == 1 || branches == 2)) ||
-              (kind == RECAP__COND_SWITCH && branches >= 1 &&
-               branches <= RECAP_REGION_MAX_BRANCHES);
+  bool fits =
+      (kind == RECAP__COND_WHILE && branches == 1) ||
+      (kind == RECAP__COND_IF && (branches == 1 || branches == 2)) ||
+      (kind == RECAP__COND_SWITCH && branches >= 1 && branches <= RECAP_REGION_MAX_BRANCHES);
   RECAP__ARG(fits,
              "cudaGraphAddNode: a conditional node of %s with %u bodies (WHILE has 1, IF 1 or "
              "2, SWITCH 1 to %d)",
