@@ -495,8 +495,10 @@ static void test_forbidden_nodes(void **state) {
       forbidden_node(s, kinds[k]);
       EXPECT_STATUS(recap_region_end(s), RECAP_ERROR_NOT_SUPPORTED);
       char needle[128];
-      snprintf(needle, sizeof needle, "branch 1 of the switch region opened 1 deep holds node 1 "
-               "of its body, of kind %s,", recap_node_type_name(kinds[k]));
+      snprintf(needle, sizeof needle,
+               "branch 1 of the switch region opened 1 deep holds node 1 "
+               "of its body, of kind %s,",
+               recap_node_type_name(kinds[k]));
       EXPECT_MESSAGE(needle);
       EXPECT_MESSAGE("the capture is abandoned");
       assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
@@ -837,8 +839,8 @@ static void test_loop_capture_unroll(void **state) {
 static recap_status_t scenario(recap_graph_t g, recap_stream_t s, bool host, uint32_t *w) {
   recap_capture_options_t o = options(host);
   recap_status_t st;
-#define TRY(expr)                             \
-  do {                                        \
+#define TRY(expr)                                  \
+  do {                                             \
     if ((st = (expr)) != RECAP_SUCCESS) return st; \
   } while (0)
   TRY(recap_graph_capture_begin(g, s, &o));
@@ -867,10 +869,11 @@ static recap_status_t scenario(recap_graph_t g, recap_stream_t s, bool host, uin
 static void test_fault_injection(void **state) {
   (void)state;
   const recap__fake_fault_t kinds[] = {
-      RECAP__FAKE_FAULT_COND_SUPPORTED, RECAP__FAKE_FAULT_CAPTURE_PAUSE,
+      RECAP__FAKE_FAULT_COND_SUPPORTED,   RECAP__FAKE_FAULT_CAPTURE_PAUSE,
       RECAP__FAKE_FAULT_CAPTURE_TO_GRAPH, RECAP__FAKE_FAULT_COND_HANDLE,
-      RECAP__FAKE_FAULT_COND_NODE, RECAP__FAKE_FAULT_COND_LAUNCH,
-      RECAP__FAKE_FAULT_CAPTURE_BEGIN, RECAP__FAKE_FAULT_INSTANTIATE, RECAP__FAKE_FAULT_LAUNCH};
+      RECAP__FAKE_FAULT_COND_NODE,        RECAP__FAKE_FAULT_COND_LAUNCH,
+      RECAP__FAKE_FAULT_CAPTURE_BEGIN,    RECAP__FAKE_FAULT_CAPTURE_END,
+      RECAP__FAKE_FAULT_INSTANTIATE,      RECAP__FAKE_FAULT_LAUNCH};
   uint32_t x = 0;
   for (int i = 0; i < 3; i++) x = x * 3 + 1;
   BOTH_PATHS {
@@ -909,22 +912,14 @@ static void test_fault_injection(void **state) {
 
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_while_both_paths),
-      cmocka_unit_test(test_branches),
-      cmocka_unit_test(test_if_else_closed_early),
-      cmocka_unit_test(test_nested),
-      cmocka_unit_test(test_auto_picks_host),
-      cmocka_unit_test(test_malloc_in_body),
-      cmocka_unit_test(test_refusals_unharmed),
-      cmocka_unit_test(test_too_deep),
-      cmocka_unit_test(test_forbidden_nodes),
-      cmocka_unit_test(test_abandon_inside),
-      cmocka_unit_test(test_host_loop_interplay),
-      cmocka_unit_test(test_device_path_inspect),
-      cmocka_unit_test(test_ready_kernels),
-      cmocka_unit_test(test_ready_kernel_checks),
-      cmocka_unit_test(test_loop_capture_unroll),
-      cmocka_unit_test(test_fault_injection),
+      cmocka_unit_test(test_while_both_paths),     cmocka_unit_test(test_branches),
+      cmocka_unit_test(test_if_else_closed_early), cmocka_unit_test(test_nested),
+      cmocka_unit_test(test_auto_picks_host),      cmocka_unit_test(test_malloc_in_body),
+      cmocka_unit_test(test_refusals_unharmed),    cmocka_unit_test(test_too_deep),
+      cmocka_unit_test(test_forbidden_nodes),      cmocka_unit_test(test_abandon_inside),
+      cmocka_unit_test(test_host_loop_interplay),  cmocka_unit_test(test_device_path_inspect),
+      cmocka_unit_test(test_ready_kernels),        cmocka_unit_test(test_ready_kernel_checks),
+      cmocka_unit_test(test_loop_capture_unroll),  cmocka_unit_test(test_fault_injection),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }

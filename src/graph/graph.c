@@ -481,6 +481,9 @@ recap_status_t recap__graph_capture_end(recap_graph_t graph) {
      * the route records the events held back during the capture, which may fail). */
     recap__saved_error_t cause;
     recap__error_save(&cause);
+    /* A capture that regions resumed into its own graph leaves that graph behind. */
+    recap_cuda_graph_t lost = recap__regions_abandoned_graph(graph, NULL);
+    if (lost) dev->graph_destroy(lost);
     recap__graph_close_capture(graph);
     recap__graph_hooks_capture_ended(graph, false);
     recap__error_restore(&cause);

@@ -70,6 +70,11 @@ typedef struct recap__regions {
   uint64_t context, next_context; /* the context being captured; the last one handed out */
   recap__region_frame_t frames[RECAP_REGION_MAX_DEPTH];
   unsigned depth;
+  /* Device path, once a region opened at the top level: the capture's graph, which the first
+   * pause handed to the region layer and every resumption captures into again. Ending the
+   * capture hands it to the graph (capture_ended clears this); a capture that fails or is
+   * abandoned leaves it to the region layer to destroy (recap__regions_abandoned_graph). */
+  recap_cuda_graph_t top_graph;
   /* Between a pause of the stream's capture and its resumption the stream does not capture:
    * the abandon paths must not take that for misuse. */
   bool paused;
@@ -85,9 +90,10 @@ typedef struct recap__regions {
 extern const recap__graph_hooks_t recap__region_hooks;
 
 /* Whether the stream of graph's capture was paused by the region layer (it captures nothing
- * now), and, for a capture being abandoned, which graph the caller must destroy, given what
- * ending the stream's capture handed back (NULL if nothing): a body of a conditional node
- * belongs to the node, whose top-level graph the region layer holds while a body captures. */
+ * now), and, for a capture that failed or is being abandoned, which graph the caller must
+ * destroy, given what ending the stream's capture handed back (NULL if nothing, or if the end
+ * failed): a body of a conditional node belongs to the node, and the top-level graph that
+ * regions resumed into is the region layer's until a capture_end succeeds. */
 bool recap__regions_paused(recap_graph_t graph);
 recap_cuda_graph_t recap__regions_abandoned_graph(recap_graph_t graph, recap_cuda_graph_t ended);
 

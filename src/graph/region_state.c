@@ -130,10 +130,9 @@ recap_status_t recap__regions_replay(recap_graph_t graph, recap_stream_t stream)
 
 static void release(void *ctx, recap_graph_t graph) {
   recap__regions_t *r = ctx;
-  /* A body's capture abandoned without going through recap__regions_abandoned_graph (nothing
-   * ended it): the top-level graph is still the region layer's. */
-  if (r->on_device && r->depth > 0 && r->frames[0].parent_graph)
-    recap__device()->graph_destroy(r->frames[0].parent_graph);
+  /* A capture that ended without handing its graph out, nor through
+   * recap__regions_abandoned_graph: the top-level graph is still the region layer's. */
+  if (r->top_graph) recap__device()->graph_destroy(r->top_graph);
   for (unsigned d = 0; d < r->depth; d++) recap__host_free(r->frames[d].bodies);
   block_free(&r->top);
   /* The flags came from the graph's pool during the capture; the pool is the graph's until it
@@ -153,7 +152,16 @@ static recap_status_t captured(void *ctx, recap_graph_t graph, recap_cuda_graph_
   return block_instantiate(&r->top);
 }
 
-const recap__graph_hooks_t recap__region_hooks = {.release = release, .captured = captured};
+static void capture_ended(void *ctx, recap_graph_t graph, bool succeeded) {
+  (void)graph;
+  recap__regions_t *r = ctx;
+  /* The end handed the top-level graph out as the template: the graph owns it now. */
+  if (succeeded) r->top_graph = NULL;
+}
+
+const recap__graph_hooks_t recap__region_hooks = {.release = release,
+                                                  .captured = captured,
+                                                  .capture_ended = capture_ended};
 
 /* ------------------------------------------------------------------------------------------
  * What the graph layer asks
@@ -167,11 +175,13 @@ bool recap__regions_paused(recap_graph_t graph) { return graph->regions && graph
 
 recap_cuda_graph_t recap__regions_abandoned_graph(recap_graph_t graph, recap_cuda_graph_t ended) {
   recap__regions_t *r = graph->regions;
-  if (!r || !r->on_device || r->depth == 0) return ended;
-  /* Device path inside a body: what the capture ended is a body, owned by its conditional
-   * node inside the top-level graph, which is the region layer's while a body captures. */
-  recap_cuda_graph_t top = r->frames[0].parent_graph;
-  r->frames[0].parent_graph = NULL;
+  if (!r || !r->top_graph) return ended;
+  /* Device path: inside a body, what the capture ended is a body, owned by its conditional
+   * node inside the top-level graph; at the top level, the top-level graph itself; and a
+   * failed end handed nothing back. The graph to destroy is the top-level one in each case. */
+  recap_cuda_graph_t top = r->top_graph;
+  r->top_graph = NULL;
+  for (unsigned d = 0; d < r->depth; d++) r->frames[d].parent_graph = NULL;
   return top;
 }
 

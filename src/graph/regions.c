@@ -135,16 +135,14 @@ static recap_status_t move_capture(recap_graph_t g, const char *function) {
 }
 
 /* Abandon graph's capture after a failure (status, whose message stays the last error): the
- * graph is fresh again. held: a graph the region layer paused and holds outside its frames
- * (destroyed too). */
-static recap_status_t abandon(recap_graph_t g, recap_status_t status, recap_cuda_graph_t held) {
+ * graph is fresh again. */
+static recap_status_t abandon(recap_graph_t g, recap_status_t status) {
   recap__saved_error_t cause;
   recap__error_save(&cause);
   if (g->old.active)
     recap__recapture_abandon(g);
   else
     (void)recap__graph_abandon(g);
-  if (held) recap__device()->graph_destroy(held);
   recap__error_restore(&cause);
   return status;
 }
@@ -179,7 +177,7 @@ static recap_status_t pause_capture(recap_graph_t g, recap__regions_t *r, const 
                  "into its stream before a region opens or closes; the graph is fresh again",
                  function, recap_last_error());
     r->paused = true;
-    return abandon(g, s, NULL);
+    return abandon(g, s);
   }
   if (s == RECAP_SUCCESS) r->paused = true;
   return s;
@@ -394,10 +392,9 @@ static recap_status_t begin_device(recap_graph_t g, recap__regions_t *r, recap__
     recap__host_free(bodies);
     return s;
   }
-  /* The paused graph is the region layer's while the stream captures elsewhere; at the top
-   * level it is the capture's graph, and only the frames' first parent_graph says so to the
-   * abandon paths. */
-  recap_cuda_graph_t held = r->depth == 0 ? paused : NULL;
+  /* At the top level the paused graph is the capture's own, the region layer's from now on
+   * until a capture_end hands it out (region_internal.h). */
+  if (r->depth == 0) r->top_graph = paused;
   recap__graph_node_t node = NULL;
   s = dev->cond_node_add(paused, deps, count, cuda_kind(kind), c->cond.handle, branches, &node,
                          bodies);
@@ -409,9 +406,9 @@ static recap_status_t begin_device(recap_graph_t g, recap__regions_t *r, recap__
                                                    (recap__capture_mode_t)g->options.mode);
     free(deps);
     recap__host_free(bodies);
-    if (resumed != RECAP_SUCCESS) return abandon(g, recap__error_restore(&cause), held);
+    if (resumed != RECAP_SUCCESS) return abandon(g, recap__error_restore(&cause));
     r->paused = false;
-    if (move_capture(g, fn) != RECAP_SUCCESS) return abandon(g, recap__error_restore(&cause), NULL);
+    if (move_capture(g, fn) != RECAP_SUCCESS) return abandon(g, recap__error_restore(&cause));
     return recap__error_restore(&cause);
   }
   free(deps);
@@ -428,7 +425,7 @@ static recap_status_t begin_device(recap_graph_t g, recap__regions_t *r, recap__
   r->context = ++r->next_context;
   s = dev->capture_to_graph(g->capture_stream, bodies[0], NULL, 0,
                             (recap__capture_mode_t)g->options.mode);
-  if (s != RECAP_SUCCESS) return abandon(g, s, NULL);
+  if (s != RECAP_SUCCESS) return abandon(g, s);
   r->paused = false;
   return RECAP_SUCCESS;
 }
@@ -473,7 +470,7 @@ static recap_status_t begin_host(recap_graph_t g, recap__regions_t *r, recap__re
   r->current = &bodies[0];
   s = recap__device()->stream_begin_capture(g->capture_stream,
                                             (recap__capture_mode_t)g->options.mode);
-  if (s != RECAP_SUCCESS) return abandon(g, s, NULL);
+  if (s != RECAP_SUCCESS) return abandon(g, s);
   r->paused = false;
   return RECAP_SUCCESS;
 }
@@ -492,7 +489,7 @@ recap_status_t recap_region_begin(recap_stream_t stream, recap_region_kind_t kin
                             : begin_host(g, r, c, kind, branches));
   recap_status_t s = move_capture(g, fn);
   if (s == RECAP_SUCCESS) s = hooks_body_begin(g, r->depth);
-  if (s != RECAP_SUCCESS) return abandon(g, s, NULL);
+  if (s != RECAP_SUCCESS) return abandon(g, s);
   return RECAP_SUCCESS;
 }
 
@@ -533,7 +530,7 @@ static recap_status_t close_branch(recap_graph_t g, recap__regions_t *r, const c
   /* Device path: body is the node's, owned by it; host path: a segment of the program. */
   if (!r->on_device) recap__region_block_append(r->current)->graph = body;
   recap_status_t s = scan_body(body, &r->frames[r->depth - 1], r->depth, function);
-  if (s != RECAP_SUCCESS) return abandon(g, s, NULL);
+  if (s != RECAP_SUCCESS) return abandon(g, s);
   return RECAP_SUCCESS;
 }
 
@@ -561,11 +558,11 @@ recap_status_t recap_region_next_branch(recap_stream_t stream) {
     s = recap__device()->stream_begin_capture(g->capture_stream,
                                               (recap__capture_mode_t)g->options.mode);
   }
-  if (s != RECAP_SUCCESS) return abandon(g, s, NULL);
+  if (s != RECAP_SUCCESS) return abandon(g, s);
   r->paused = false;
   s = move_capture(g, fn);
   if (s == RECAP_SUCCESS) s = hooks_body_begin(g, r->depth);
-  if (s != RECAP_SUCCESS) return abandon(g, s, NULL);
+  if (s != RECAP_SUCCESS) return abandon(g, s);
   return RECAP_SUCCESS;
 }
 
@@ -584,7 +581,7 @@ recap_status_t recap_region_end(recap_stream_t stream) {
     s = recap__device()->stream_begin_capture(g->capture_stream,
                                               (recap__capture_mode_t)g->options.mode);
   }
-  if (s != RECAP_SUCCESS) return abandon(g, s, NULL);
+  if (s != RECAP_SUCCESS) return abandon(g, s);
   /* The stream captures the parent again: the frame goes. */
   r->paused = false;
   if (!r->on_device) r->current = f->parent_block;
@@ -593,7 +590,7 @@ recap_status_t recap_region_end(recap_stream_t stream) {
   memset(f, 0, sizeof *f);
   r->depth--;
   s = move_capture(g, fn);
-  if (s != RECAP_SUCCESS) return abandon(g, s, NULL);
+  if (s != RECAP_SUCCESS) return abandon(g, s);
   return RECAP_SUCCESS;
 }
 
@@ -713,7 +710,7 @@ recap_status_t recap_cond_compare(recap_cond_t cond, const recap_cond_compare_t 
  * did it already) and status returned, its message kept. */
 static recap_status_t loop_failed(recap_graph_t g, recap_status_t status) {
   if (g->state != RECAP__GRAPH_CAPTURING) return status;
-  return abandon(g, status, NULL);
+  return abandon(g, status);
 }
 
 recap_status_t recap_loop_capture(recap_stream_t stream, const recap_loop_t *loop) {

@@ -182,7 +182,8 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
   recap__graph_close_capture(g);
   recap__graph_hooks_capture_ended(g, s == RECAP_SUCCESS);
   recap__error_restore(&cause);
-  if (s != RECAP_SUCCESS) return give_back(g, s, NULL);
+  /* A capture that regions resumed into its own graph leaves that graph behind. */
+  if (s != RECAP_SUCCESS) return give_back(g, s, recap__regions_abandoned_graph(g, NULL));
 
   size_t nodes = recap__graph_capture_nodes(g, template_graph, "recapture");
   /* Update, or instantiate afresh: decided before anything changes, recorded once all
