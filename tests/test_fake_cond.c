@@ -693,8 +693,8 @@ static void condition_kernels_run_eagerly(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   uint32_t flag = 7, from = 5, counter = 2, iterations = 0;
   recap_cond_t cf = {.flag = &flag};
-  cond_launch_ok((recap__cond_launch_t){
-      .kind = RECAP__COND_SET_VALUE, .cond = cf, .stream = s, .value = 3});
+  cond_launch_ok(
+      (recap__cond_launch_t){.kind = RECAP__COND_SET_VALUE, .cond = cf, .stream = s, .value = 3});
   assert_int_equal(flag, 3);
   cond_launch_ok(
       (recap__cond_launch_t){.kind = RECAP__COND_SET_FROM, .cond = cf, .stream = s, .from = &from});
@@ -791,8 +791,8 @@ static void condition_kernels_run_eagerly(void **state) {
   assert_true(recap__fake_cond_value(NULL, h, &flag));
   assert_int_equal(flag, 4);
   assert_true(recap__fake_capture_end(s));
-  cond_launch_ok(
-      (recap__cond_launch_t){.kind = RECAP__COND_SET_VALUE, .cond = {.handle = h}, .stream = s, .value = 6});
+  cond_launch_ok((recap__cond_launch_t){
+      .kind = RECAP__COND_SET_VALUE, .cond = {.handle = h}, .stream = s, .value = 6});
   assert_true(recap__fake_cond_value(NULL, h, &flag));
   assert_int_equal(flag, 6);
   recap__fake_cond_set((recap_cond_t){.handle = h}, 8);
@@ -812,8 +812,8 @@ static void condition_kernels_are_nodes_that_run_at_launches(void **state) {
   float residual = 0.5f;
   recap_cond_t cf = {.flag = &flag};
   begin(s);
-  cond_launch_ok((recap__cond_launch_t){
-      .kind = RECAP__COND_SET_VALUE, .cond = cf, .stream = s, .value = 3});
+  cond_launch_ok(
+      (recap__cond_launch_t){.kind = RECAP__COND_SET_VALUE, .cond = cf, .stream = s, .value = 3});
   cond_launch_ok(
       (recap__cond_launch_t){.kind = RECAP__COND_SET_FROM, .cond = cf, .stream = s, .from = &from});
   cond_launch_ok((recap__cond_launch_t){
@@ -890,7 +890,9 @@ static void condition_kernels_check_their_operands(void **state) {
   EXPECT_MESSAGE("neither a flag nor a handle");
   l = (recap__cond_launch_t){.kind = (recap__cond_op_kind_t)9, .cond = cf, .stream = s};
   EXPECT_STATUS(ops->cond_launch(&l), RECAP_ERROR_INTERNAL);
-  l = (recap__cond_launch_t){.kind = RECAP__COND_SET_VALUE, .cond = cf, .stream = (recap_stream_t)&l};
+  l = (recap__cond_launch_t){.kind = RECAP__COND_SET_VALUE,
+                             .cond = cf,
+                             .stream = (recap_stream_t)&l};
   EXPECT_STATUS(ops->cond_launch(&l), RECAP_ERROR_CUDA);
   assert_int_equal(recap__fake_now().cond_kernels_run, 0);
   /* On an invalidated capture. */
@@ -903,8 +905,8 @@ static void condition_kernels_check_their_operands(void **state) {
   /* A launch whose kernel sets a handle no conditional node of the executable holds fails. */
   begin(s);
   uint64_t h = make_handle(building(s), 0, true);
-  cond_launch_ok(
-      (recap__cond_launch_t){.kind = RECAP__COND_SET_VALUE, .cond = {.handle = h}, .stream = s, .value = 1});
+  cond_launch_ok((recap__cond_launch_t){
+      .kind = RECAP__COND_SET_VALUE, .cond = {.handle = h}, .stream = s, .value = 1});
   recap_cuda_graph_t g = end_capture(s);
   recap_cuda_graph_exec_t x = instantiate(g);
   EXPECT_STATUS(ops->graph_launch(x, s), RECAP_ERROR_CUDA);
@@ -922,8 +924,10 @@ static void no_kernel_image_refuses_the_kernels(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   uint32_t flag = 0;
   uint64_t words[3] = {0, 0, 0};
-  recap__cond_launch_t l = {
-      .kind = RECAP__COND_SET_VALUE, .cond = {.flag = &flag}, .stream = s, .value = 1};
+  recap__cond_launch_t l = {.kind = RECAP__COND_SET_VALUE,
+                            .cond = {.flag = &flag},
+                            .stream = s,
+                            .value = 1};
   EXPECT_STATUS(ops->cond_launch(&l), RECAP_ERROR_NOT_SUPPORTED);
   EXPECT_MESSAGE("6.1");
   assert_int_equal(flag, 0);
@@ -987,24 +991,24 @@ static void inspection_flattens_bodies(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   int k = 0;
   begin(s);
-  launch_bump(s, &k);                                           /* 0 */
+  launch_bump(s, &k); /* 0 */
   uint64_t h_if = make_handle(building(s), 1, true);
-  region_t r_if = region_open(s, RECAP__COND_IF, h_if, 2);      /* 1 */
-  launch_bump(s, &k);                                           /* then: 4 */
+  region_t r_if = region_open(s, RECAP__COND_IF, h_if, 2); /* 1 */
+  launch_bump(s, &k);                                      /* then: 4 */
   uint64_t h_w = make_handle(r_if.bodies[0], 1, false);
-  region_t r_w = region_open(s, RECAP__COND_WHILE, h_w, 1);     /* then: 5 */
-  recap__fake_launch_kernel(s, "deep");                         /* while: 7 */
+  region_t r_w = region_open(s, RECAP__COND_WHILE, h_w, 1); /* then: 5 */
+  recap__fake_launch_kernel(s, "deep");                     /* while: 7 */
   region_close(s, &r_w, 0);
-  launch_bump(s, &k);                                           /* then: 6 */
+  launch_bump(s, &k); /* then: 6 */
   region_next(s, &r_if, 0);
-  recap__fake_launch_kernel(s, "else");                         /* else: 8 */
+  recap__fake_launch_kernel(s, "else"); /* else: 8 */
   region_close(s, &r_if, 1);
   uint64_t h_sw = make_handle(building(s), 0, true);
-  region_t r_sw = region_open(s, RECAP__COND_SWITCH, h_sw, 2);  /* 2 */
-  region_next(s, &r_sw, 0);                                     /* case 0: empty */
-  recap__fake_launch_kernel(s, "case1");                        /* case 1: 9 */
+  region_t r_sw = region_open(s, RECAP__COND_SWITCH, h_sw, 2); /* 2 */
+  region_next(s, &r_sw, 0);                                    /* case 0: empty */
+  recap__fake_launch_kernel(s, "case1");                       /* case 1: 9 */
   region_close(s, &r_sw, 1);
-  launch_bump(s, &k);                                           /* 3 */
+  launch_bump(s, &k); /* 3 */
   recap_cuda_graph_t g = end_capture(s);
 
   assert_int_equal(node_count(g), 10);
@@ -1260,8 +1264,10 @@ static void each_fault_leaves_things_consistent(void **state) {
   assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_NONE);
   resume(s, body, NULL);
 
-  recap__cond_launch_t l = {
-      .kind = RECAP__COND_SET_VALUE, .cond = {.handle = h}, .stream = s, .value = 0};
+  recap__cond_launch_t l = {.kind = RECAP__COND_SET_VALUE,
+                            .cond = {.handle = h},
+                            .stream = s,
+                            .value = 0};
   recap__fake_fail_nth(RECAP__FAKE_FAULT_COND_LAUNCH, 1);
   EXPECT_STATUS(ops->cond_launch(&l), RECAP_ERROR_CUDA);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_RNG_ADVANCE, 1);
@@ -1280,7 +1286,10 @@ static void each_fault_leaves_things_consistent(void **state) {
 
   /* Eager ones too. */
   recap__fake_fail_nth(RECAP__FAKE_FAULT_COND_LAUNCH, 1);
-  l = (recap__cond_launch_t){.kind = RECAP__COND_SET_VALUE, .cond = {.flag = &flag}, .stream = s, .value = 5};
+  l = (recap__cond_launch_t){.kind = RECAP__COND_SET_VALUE,
+                             .cond = {.flag = &flag},
+                             .stream = s,
+                             .value = 5};
   EXPECT_STATUS(ops->cond_launch(&l), RECAP_ERROR_CUDA);
   assert_int_equal(flag, 0);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_RNG_ADVANCE, 1);

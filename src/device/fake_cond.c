@@ -79,8 +79,8 @@ static recap_status_t deps_check(fake_failure_t *f, const char *call, const fake
                                  const recap__graph_node_t *deps, size_t count, size_t *dep) {
   *dep = 0;
   if (count > 0 && !deps)
-    return recap__fake_note(f, RECAP_ERROR_INVALID_ARGUMENT, "%s: %zu dependencies but deps is NULL",
-                            call, count);
+    return recap__fake_note(f, RECAP_ERROR_INVALID_ARGUMENT,
+                            "%s: %zu dependencies but deps is NULL", call, count);
   if (count > 1)
     return recap__fake_note(
         f, RECAP_ERROR_NOT_SUPPORTED,
@@ -435,8 +435,8 @@ recap_status_t recap__fake_op_cond_handle_create(recap_cuda_graph_t graph, unsig
   fake_graph_t *g = graph_or_building(graph);
   if (handle) *handle = 0;
   if (inject) {
-    recap__fake_note_injected(&f, "cudaGraphConditionalHandleCreate",
-                              RECAP__FAKE_FAULT_COND_HANDLE, "conditional handle creation");
+    recap__fake_note_injected(&f, "cudaGraphConditionalHandleCreate", RECAP__FAKE_FAULT_COND_HANDLE,
+                              "conditional handle creation");
   } else if (!handle) {
     recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT,
                      "cudaGraphConditionalHandleCreate: handle is NULL");
@@ -545,9 +545,10 @@ recap_status_t recap__fake_op_cond_node_add(recap_cuda_graph_t graph,
     recap__fake_note_injected(&f, "cudaGraphAddNode", RECAP__FAKE_FAULT_COND_NODE,
                               "conditional node addition");
   } else if (recap__fake.cond_unsupported) {
-    recap__fake_note(&f, RECAP_ERROR_NOT_SUPPORTED,
-                     "cudaGraphAddNode: operation not supported (cudaErrorNotSupported): the fake "
-                     "device's driver has no conditional nodes (recap__fake_cond_supported(false))");
+    recap__fake_note(
+        &f, RECAP_ERROR_NOT_SUPPORTED,
+        "cudaGraphAddNode: operation not supported (cudaErrorNotSupported): the fake "
+        "device's driver has no conditional nodes (recap__fake_cond_supported(false))");
   } else if (!g) {
     recap__fake_note_bad_graph(&f, "cudaGraphAddNode", (const void *)graph, "graph");
   } else if (captured_into(g)) {
@@ -621,12 +622,12 @@ static void cond_kernel_countdown(void *const *args, size_t n) {
 }
 
 /* a op b, for any of the operand types. */
-#define FAKE_COMPARE(a, op, b)                \
-  ((op) == RECAP_COND_GT   ? (a) > (b)        \
-   : (op) == RECAP_COND_GE ? (a) >= (b)       \
-   : (op) == RECAP_COND_LT ? (a) < (b)        \
-   : (op) == RECAP_COND_LE ? (a) <= (b)       \
-   : (op) == RECAP_COND_EQ ? (a) == (b)       \
+#define FAKE_COMPARE(a, op, b)          \
+  ((op) == RECAP_COND_GT   ? (a) > (b)  \
+   : (op) == RECAP_COND_GE ? (a) >= (b) \
+   : (op) == RECAP_COND_LT ? (a) < (b)  \
+   : (op) == RECAP_COND_LE ? (a) <= (b) \
+   : (op) == RECAP_COND_EQ ? (a) == (b) \
                            : (a) != (b))
 
 static void cond_kernel_compare(void *const *args, size_t n) {
@@ -736,8 +737,8 @@ recap_status_t recap__fake_op_cond_launch(const recap__cond_launch_t *l) {
                           : l->kind == RECAP__COND_COMPARE   ? l->operand
                                                              : NULL;
     uint32_t low = l->kind == RECAP__COND_COMPARE ? l->max : l->value;
-    uint64_t packed = (uint64_t)low | (uint64_t)(l->dtype & 0xff) << 32 |
-                      (uint64_t)(l->op & 0xff) << 40;
+    uint64_t packed =
+        (uint64_t)low | (uint64_t)(l->dtype & 0xff) << 32 | (uint64_t)(l->op & 0xff) << 40;
     uint64_t bits = 0;
     if (l->kind == RECAP__COND_COMPARE) {
       if (l->dtype == RECAP_COND_F32) {
