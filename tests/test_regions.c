@@ -134,10 +134,14 @@ static uint32_t run_while(bool host, uint64_t *bodies) {
   mix(s, &w[1], 7); /* after the region */
   OK(recap_graph_capture_end(g));
   uint64_t before = recap__fake_now().body_launches;
+  uint64_t copies = recap__fake_now().eager_copies;
   OK(recap_graph_replay(g, s));
   OK(recap_graph_replay(g, s));
   recap__fake_stream_complete(s);
   *bodies = recap__fake_now().body_launches - before;
+  /* The host loop reads the flag back before each iteration and once more to stop: five
+   * copies a replay; the device path none. */
+  assert_int_equal(recap__fake_now().eager_copies - copies, host ? 10 : 0);
   uint32_t result = w[1];
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
@@ -484,6 +488,36 @@ static void test_too_deep(void **state) {
     OK(recap_graph_capture_end(g));
     OK(recap_graph_destroy(g));
     expect_quiet();
+  }
+}
+
+/* A side stream forked from the capture and not joined back: CUDA ends the capture at the
+ * pause, so the region call reports an invalidated capture and the graph is fresh again. */
+static void test_unjoined_side_stream(void **state) {
+  (void)state;
+  BOTH_PATHS {
+    for (int at_end = 0; at_end < 2; at_end++) {
+      reset();
+      recap_stream_t s = recap__fake_stream_new(), side = recap__fake_stream_new();
+      recap_graph_t g;
+      OK(recap_graph_create(&g, 0));
+      begin(g, s, host);
+      recap_cond_t c;
+      OK(recap_cond_create(s, 1, &c));
+      if (at_end) OK(recap_region_begin(s, RECAP_REGION_IF, c, 0));
+      assert_true(recap__fake_capture_join(side, s));
+      recap__fake_launch_kernel(side, "side_work");
+      EXPECT_STATUS(at_end ? recap_region_end(s) : recap_region_begin(s, RECAP_REGION_IF, c, 0),
+                    RECAP_ERROR_CAPTURE_INVALIDATED);
+      EXPECT_MESSAGE(at_end ? "recap_region_end: the capture ended"
+                            : "recap_region_begin: the capture ended");
+      EXPECT_MESSAGE("joined back");
+      assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
+      assert_int_equal(capturing(s), 0);
+      assert_int_equal(capturing(side), 0);
+      OK(recap_graph_destroy(g));
+      expect_quiet();
+    }
   }
 }
 
@@ -997,15 +1031,16 @@ static void test_fault_injection(void **state) {
 
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_while_both_paths),      cmocka_unit_test(test_branches),
-      cmocka_unit_test(test_if_else_closed_early),  cmocka_unit_test(test_nested),
-      cmocka_unit_test(test_auto_picks_host),       cmocka_unit_test(test_malloc_in_body),
-      cmocka_unit_test(test_refusals_unharmed),     cmocka_unit_test(test_too_deep),
-      cmocka_unit_test(test_forbidden_nodes),       cmocka_unit_test(test_abandon_inside),
-      cmocka_unit_test(test_host_loop_interplay),   cmocka_unit_test(test_device_path_inspect),
-      cmocka_unit_test(test_annotations_in_bodies), cmocka_unit_test(test_device_path_layers),
-      cmocka_unit_test(test_ready_kernels),         cmocka_unit_test(test_ready_kernel_checks),
-      cmocka_unit_test(test_loop_capture_unroll),   cmocka_unit_test(test_fault_injection),
+      cmocka_unit_test(test_while_both_paths),     cmocka_unit_test(test_branches),
+      cmocka_unit_test(test_if_else_closed_early), cmocka_unit_test(test_nested),
+      cmocka_unit_test(test_auto_picks_host),      cmocka_unit_test(test_malloc_in_body),
+      cmocka_unit_test(test_refusals_unharmed),    cmocka_unit_test(test_too_deep),
+      cmocka_unit_test(test_unjoined_side_stream), cmocka_unit_test(test_forbidden_nodes),
+      cmocka_unit_test(test_abandon_inside),       cmocka_unit_test(test_host_loop_interplay),
+      cmocka_unit_test(test_device_path_inspect),  cmocka_unit_test(test_annotations_in_bodies),
+      cmocka_unit_test(test_device_path_layers),   cmocka_unit_test(test_ready_kernels),
+      cmocka_unit_test(test_ready_kernel_checks),  cmocka_unit_test(test_loop_capture_unroll),
+      cmocka_unit_test(test_fault_injection),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }
