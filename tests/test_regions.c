@@ -655,6 +655,11 @@ static void test_host_loop_interplay(void **state) {
   recap_graph_info_t *info;
   EXPECT_STATUS(recap_graph_inspect(g, &info), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("runs as a host loop");
+  /* Every graph of the program: the kernel and the condition's initial value, the body's
+   * kernel, the last kernel. */
+  size_t nodes = 0;
+  OK(recap_graph_node_count(g, &nodes));
+  assert_int_equal(nodes, 4);
   EXPECT_STATUS(recap_graph_debug_dump(g, "regions.dot"), RECAP_ERROR_INVALID_USAGE);
   /* A replay: the segment before the region, the flag read back, the body, the last segment. */
   uint64_t launches = recap__fake_now().graph_launches;
