@@ -115,6 +115,8 @@ static uint32_t run_while(bool host, uint64_t *bodies) {
   reset();
   recap_stream_t s = recap__fake_stream_new();
   uint32_t *w = device_words(s, 2); /* w[0] counter, w[1] accumulator */
+  recap_memory_stats_t at_start;
+  OK(recap_memory_stats(-1, &at_start));
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = options(host);
@@ -132,12 +134,24 @@ static uint32_t run_while(bool host, uint64_t *bodies) {
   mix(s, &w[1], 7); /* after the region */
   OK(recap_graph_capture_end(g));
   uint64_t before = recap__fake_now().body_launches;
+  uint64_t copies = recap__fake_now().eager_copies;
   OK(recap_graph_replay(g, s));
   OK(recap_graph_replay(g, s));
   recap__fake_stream_complete(s);
   *bodies = recap__fake_now().body_launches - before;
+  /* The host loop reads the flag back before each iteration and once more to stop: five
+   * copies a replay; the device path none. */
+  assert_int_equal(recap__fake_now().eager_copies - copies, host ? 10 : 0);
   uint32_t result = w[1];
+  recap_pool_id_t pool;
+  OK(recap_graph_pool(g, &pool));
   OK(recap_graph_destroy(g));
+  /* The host path's flag went back to the pool, and the pool went with the graph. */
+  assert_int_equal(pool_references(pool), 0);
+  recap_memory_stats_t after;
+  OK(recap_memory_stats(-1, &after));
+  assert_int_equal(after.allocated_bytes[RECAP_STAT_ALL].current,
+                   at_start.allocated_bytes[RECAP_STAT_ALL].current);
   recap_free(w);
   expect_quiet();
   return result;
@@ -363,10 +377,14 @@ static void test_malloc_in_body(void **state) {
     OK(recap_graph_capture_end(g));
     assert_int_equal(recap__registry_count(), 0);
     assert_int_equal(pool_info(pool).routed, 0);
+    /* The body's block kept its address in every iteration: three runs of x*3+2 from 0. */
+    *(uint32_t *)in_body = 0;
     OK(recap_graph_replay(g, s));
     recap__fake_stream_complete(s);
     assert_int_equal(w[0], 0);
+    assert_int_equal(*(uint32_t *)in_body, 26);
     OK(recap_graph_destroy(g));
+    assert_int_equal(pool_references(pool), 0);
     recap_free(w);
     expect_quiet();
   }
@@ -473,6 +491,36 @@ static void test_too_deep(void **state) {
   }
 }
 
+/* A side stream forked from the capture and not joined back: CUDA ends the capture at the
+ * pause, so the region call reports an invalidated capture and the graph is fresh again. */
+static void test_unjoined_side_stream(void **state) {
+  (void)state;
+  BOTH_PATHS {
+    for (int at_end = 0; at_end < 2; at_end++) {
+      reset();
+      recap_stream_t s = recap__fake_stream_new(), side = recap__fake_stream_new();
+      recap_graph_t g;
+      OK(recap_graph_create(&g, 0));
+      begin(g, s, host);
+      recap_cond_t c;
+      OK(recap_cond_create(s, 1, &c));
+      if (at_end) OK(recap_region_begin(s, RECAP_REGION_IF, c, 0));
+      assert_true(recap__fake_capture_join(side, s));
+      recap__fake_launch_kernel(side, "side_work");
+      EXPECT_STATUS(at_end ? recap_region_end(s) : recap_region_begin(s, RECAP_REGION_IF, c, 0),
+                    RECAP_ERROR_CAPTURE_INVALIDATED);
+      EXPECT_MESSAGE(at_end ? "recap_region_end: the capture ended"
+                            : "recap_region_begin: the capture ended");
+      EXPECT_MESSAGE("joined back");
+      assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
+      assert_int_equal(capturing(s), 0);
+      assert_int_equal(capturing(side), 0);
+      OK(recap_graph_destroy(g));
+      expect_quiet();
+    }
+  }
+}
+
 /* Forbidden nodes in a body: refused at the region's end, the capture abandoned. */
 static void test_forbidden_nodes(void **state) {
   (void)state;
@@ -542,6 +590,9 @@ static void test_abandon_inside(void **state) {
       OK(recap_cond_create(s, 1, &c));
       OK(recap_region_begin(s, RECAP_REGION_WHILE, c, 0));
       recap__fake_stream_enqueue(s);
+      recap_pool_id_t pool;
+      OK(recap_graph_pool(g, &pool));
+      assert_int_equal(pool_info(pool).routed, 1);
       if (how == 0) {
         OK(recap_graph_reset(g));
         assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
@@ -559,6 +610,8 @@ static void test_abandon_inside(void **state) {
         OK(recap_graph_destroy(g));
       }
       assert_int_equal(capturing(s), 0);
+      /* No route, no reference left: the pool went with the capture. */
+      assert_int_equal(pool_references(pool), 0);
       expect_quiet();
     }
   }
@@ -602,6 +655,11 @@ static void test_host_loop_interplay(void **state) {
   recap_graph_info_t *info;
   EXPECT_STATUS(recap_graph_inspect(g, &info), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("runs as a host loop");
+  /* Every graph of the program: the kernel and the condition's initial value, the body's
+   * kernel, the last kernel. */
+  size_t nodes = 0;
+  OK(recap_graph_node_count(g, &nodes));
+  assert_int_equal(nodes, 4);
   EXPECT_STATUS(recap_graph_debug_dump(g, "regions.dot"), RECAP_ERROR_INVALID_USAGE);
   /* A replay: the segment before the region, the flag read back, the body, the last segment. */
   uint64_t launches = recap__fake_now().graph_launches;
@@ -653,6 +711,72 @@ static void test_device_path_inspect(void **state) {
   assert_int_equal(info->nodes[4].branch, 1);
   recap_graph_info_free(info);
   OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+/* Annotations inside bodies: the graph's own nodes get their labels, body nodes none. */
+static void test_annotations_in_bodies(void **state) {
+  (void)state;
+  reset();
+  recap_annotations_enable(1);
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_annotate_push(s, "outer"));
+  recap__fake_launch_kernel(s, "first");
+  recap_cond_t c;
+  OK(recap_cond_create(s, 1, &c));
+  OK(recap_region_begin(s, RECAP_REGION_IF, c, 0));
+  OK(recap_annotate_push(s, "inner"));
+  recap__fake_launch_kernel(s, "in_body");
+  OK(recap_annotate_pop(s));
+  OK(recap_region_end(s));
+  OK(recap_annotate_pop(s));
+  OK(recap_graph_capture_end(g));
+  recap_graph_info_t *info;
+  OK(recap_graph_inspect(g, &info));
+  assert_int_equal(info->node_count, 3);
+  assert_string_equal(info->nodes[0].annotation, "outer");
+  assert_string_equal(info->nodes[2].kernel_name, "in_body");
+  assert_null(info->nodes[2].annotation);
+  recap_graph_info_free(info);
+  OK(recap_graph_destroy(g));
+  recap_annotations_enable(0);
+  expect_quiet();
+}
+
+/* The device path keeps one graph: rebinding, input liveness and recaptures work on it. */
+static void test_device_path_layers(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  uint32_t *w = device_words(s, 2);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.rebind = RECAP_REBIND_AUTO;
+  o.check_input_liveness = 1;
+  for (int round = 0; round < 2; round++) {
+    if (round == 0)
+      OK(recap_graph_capture_begin(g, s, &o));
+    else
+      OK(recap_graph_recapture_begin(g, s, NULL));
+    set_u32(s, &w[0], 2);
+    OK(recap_cond_create(s, 1, &slots[0]));
+    OK(recap_region_begin(s, RECAP_REGION_WHILE, slots[0], 0));
+    mix(s, &w[1], 1);
+    OK(recap_cond_countdown(slots[0], &w[0], s));
+    OK(recap_region_end(s));
+    OK(recap_graph_capture_end(g));
+    w[1] = 0;
+    OK(recap_graph_replay(g, s));
+    recap__fake_stream_complete(s);
+    assert_int_equal(w[1], 4);
+  }
+  assert_int_equal(on_device(g), 1);
+  OK(recap_graph_destroy(g));
+  recap_free(w);
   expect_quiet();
 }
 
@@ -916,10 +1040,12 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_if_else_closed_early), cmocka_unit_test(test_nested),
       cmocka_unit_test(test_auto_picks_host),      cmocka_unit_test(test_malloc_in_body),
       cmocka_unit_test(test_refusals_unharmed),    cmocka_unit_test(test_too_deep),
-      cmocka_unit_test(test_forbidden_nodes),      cmocka_unit_test(test_abandon_inside),
-      cmocka_unit_test(test_host_loop_interplay),  cmocka_unit_test(test_device_path_inspect),
-      cmocka_unit_test(test_ready_kernels),        cmocka_unit_test(test_ready_kernel_checks),
-      cmocka_unit_test(test_loop_capture_unroll),  cmocka_unit_test(test_fault_injection),
+      cmocka_unit_test(test_unjoined_side_stream), cmocka_unit_test(test_forbidden_nodes),
+      cmocka_unit_test(test_abandon_inside),       cmocka_unit_test(test_host_loop_interplay),
+      cmocka_unit_test(test_device_path_inspect),  cmocka_unit_test(test_annotations_in_bodies),
+      cmocka_unit_test(test_device_path_layers),   cmocka_unit_test(test_ready_kernels),
+      cmocka_unit_test(test_ready_kernel_checks),  cmocka_unit_test(test_loop_capture_unroll),
+      cmocka_unit_test(test_fault_injection),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }

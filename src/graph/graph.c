@@ -653,7 +653,8 @@ recap_status_t recap_graph_node_count(recap_graph_t graph, size_t *count) {
     return recap__error(RECAP_ERROR_INVALID_USAGE, "recap_graph_node_count: nothing captured yet");
   if (graph->template_graph)
     RECAP__CHECK(recap__device()->graph_node_count(graph->template_graph, &graph->node_count));
-  *count = graph->node_count;
+  /* A host loop's graphs count too (graph->node_count is its last one's). */
+  *count = graph->node_count + recap__regions_program_nodes(graph);
   return RECAP_SUCCESS;
 }
 

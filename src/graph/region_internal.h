@@ -100,6 +100,10 @@ recap_cuda_graph_t recap__regions_abandoned_graph(recap_graph_t graph, recap_cud
 /* Whether graph replays as a host loop (its capture holds regions and took the host path). */
 bool recap__regions_host_loop(recap_graph_t graph);
 
+/* The nodes of the host loop's graphs before the graph's own template (0 on the device
+ * path): recap_graph_node_count counts the whole program. */
+size_t recap__regions_program_nodes(recap_graph_t graph);
+
 /* Run the host loop's program (what comes before the graph's own executable) on stream. */
 recap_status_t recap__regions_replay(recap_graph_t graph, recap_stream_t stream);
 

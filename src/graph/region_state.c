@@ -185,6 +185,23 @@ recap_cuda_graph_t recap__regions_abandoned_graph(recap_graph_t graph, recap_cud
   return top;
 }
 
+static size_t block_nodes(const recap__region_block_t *block) {
+  size_t total = 0;
+  for (size_t i = 0; i < block->count; i++) {
+    const recap__region_step_t *step = &block->steps[i];
+    size_t nodes = 0;
+    if (step->graph && recap__device()->graph_node_count(step->graph, &nodes) == RECAP_SUCCESS)
+      total += nodes;
+    for (unsigned b = 0; step->is_region && b < step->branches; b++)
+      total += block_nodes(&step->bodies[b]);
+  }
+  return total;
+}
+
+size_t recap__regions_program_nodes(recap_graph_t graph) {
+  return recap__regions_host_loop(graph) ? block_nodes(&graph->regions->top) : 0;
+}
+
 bool recap__regions_host_loop(recap_graph_t graph) {
   return graph->regions && !graph->regions->on_device && graph->regions->host_loop;
 }
