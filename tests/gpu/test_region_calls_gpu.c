@@ -29,10 +29,6 @@ static uint32_t *device_u32(uint32_t value) {
   return p;
 }
 
-static void put_u32(uint32_t *p, uint32_t value) {
-  CUDA_OK(cudaMemcpy(p, &value, sizeof value, cudaMemcpyHostToDevice));
-}
-
 static recap_capture_options_t options(bool host) {
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.regions = host ? RECAP_REGIONS_HOST : RECAP_REGIONS_DEVICE;
@@ -75,6 +71,7 @@ static void compare_and_malloc_in_body(void **state) {
     OK(recap_cond_compare(more, &c, s));
     OK(recap_region_end(s));
     OK(recap_graph_capture_end(g));
+    expect_path(g, host);
     gpu_set(x, N, 0.0f, s);
     OK(recap_graph_replay(g, s));
     gpu_expect_all(x, N, 8.0f); /* the cap */
@@ -127,6 +124,7 @@ static void loop_capture_unrolled(void **state) {
     loop.unroll = 4;
     OK(recap_loop_capture(s, &loop));
     OK(recap_graph_capture_end(g));
+    expect_path(g, host);
     gpu_set(l.x, N, 0.0f, s);
     OK(recap_graph_replay(g, s));
     gpu_expect_all(l.x, N, 12.0f);
