@@ -807,7 +807,7 @@ static void kernels_without_an_image_name_the_compute_capability(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   uint64_t *words = NULL;
   float *out = NULL;
-  assert_int_equal(ops->raw_malloc((void **)&words, 2 * sizeof *words), RECAP_SUCCESS);
+  assert_int_equal(ops->raw_malloc((void **)&words, 3 * sizeof *words), RECAP_SUCCESS);
   assert_int_equal(ops->raw_malloc((void **)&out, 16 * sizeof *out), RECAP_SUCCESS);
   words[0] = words[1] = 99;
   char want[512];
@@ -844,10 +844,12 @@ static void kernels_without_an_image_name_the_compute_capability(void **state) {
   /* A device recap's kernels cover runs them. */
   recap__fake_reset(NULL);
   s = recap__fake_stream_new();
-  assert_int_equal(ops->raw_malloc((void **)&words, 2 * sizeof *words), RECAP_SUCCESS);
+  /* Three words: {seed, base offset, offset drawn on the device}; the write adds the third. */
+  assert_int_equal(ops->raw_malloc((void **)&words, 3 * sizeof *words), RECAP_SUCCESS);
+  words[2] = 5;
   assert_int_equal(ops->rng_write_state(s, words, 1, 2), RECAP_SUCCESS);
   assert_int_equal(words[0], 1);
-  assert_int_equal(words[1], 2);
+  assert_int_equal(words[1], 2 + 5);
   assert_int_equal(recap__fake_now().rng_state_writes, writes + 1);
 }
 

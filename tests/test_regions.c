@@ -681,6 +681,53 @@ static void test_host_loop_interplay(void **state) {
   expect_quiet();
 }
 
+/* A recapture that fails leaves the host loop it replaces as it was, and its own flags go. */
+static void test_host_recapture_fails(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  uint32_t *w = device_words(s, 2);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  for (int round = 0; round < 2; round++) {
+    recap_capture_options_t o = options(true);
+    if (round == 0)
+      OK(recap_graph_capture_begin(g, s, &o));
+    else
+      OK(recap_graph_recapture_begin(g, s, NULL));
+    /* A slot per round: the first capture's kernels read theirs at every replay. */
+    set_u32(s, &w[0], round == 0 ? 3 : 5);
+    OK(recap_cond_create(s, 1, &slots[round]));
+    OK(recap_region_begin(s, RECAP_REGION_WHILE, slots[round], 0));
+    mix(s, &w[1], 1);
+    dec_cond(s, &w[0], round);
+    OK(recap_region_end(s));
+    mix(s, &w[1], 2);
+    if (round == 0) {
+      OK(recap_graph_capture_end(g));
+    } else {
+      recap_memory_stats_t st;
+      OK(recap_memory_stats(-1, &st));
+      int64_t with_both = st.allocated_bytes[RECAP_STAT_ALL].current;
+      /* The segment before the region fails to instantiate. */
+      recap__fake_fail_nth(RECAP__FAKE_FAULT_INSTANTIATE, 1);
+      EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CUDA);
+      recap__fake_fail_nth(RECAP__FAKE_FAULT_INSTANTIATE, 0);
+      OK(recap_memory_stats(-1, &st));
+      assert_int_equal(with_both - st.allocated_bytes[RECAP_STAT_ALL].current, 512);
+    }
+  }
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_INSTANTIATED);
+  assert_int_equal(on_device(g), 0);
+  w[1] = 0;
+  OK(recap_graph_replay(g, s));
+  recap__fake_stream_complete(s);
+  assert_int_equal(w[1], ((1 * 3 + 1) * 3 + 1) * 3 + 2); /* the first capture's three */
+  OK(recap_graph_destroy(g));
+  recap_free(w);
+  expect_quiet();
+}
+
 /* The device path: one graph holding the conditional node and its body. */
 static void test_device_path_inspect(void **state) {
   (void)state;
@@ -1036,16 +1083,16 @@ static void test_fault_injection(void **state) {
 
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_while_both_paths),     cmocka_unit_test(test_branches),
-      cmocka_unit_test(test_if_else_closed_early), cmocka_unit_test(test_nested),
-      cmocka_unit_test(test_auto_picks_host),      cmocka_unit_test(test_malloc_in_body),
-      cmocka_unit_test(test_refusals_unharmed),    cmocka_unit_test(test_too_deep),
-      cmocka_unit_test(test_unjoined_side_stream), cmocka_unit_test(test_forbidden_nodes),
-      cmocka_unit_test(test_abandon_inside),       cmocka_unit_test(test_host_loop_interplay),
-      cmocka_unit_test(test_device_path_inspect),  cmocka_unit_test(test_annotations_in_bodies),
-      cmocka_unit_test(test_device_path_layers),   cmocka_unit_test(test_ready_kernels),
-      cmocka_unit_test(test_ready_kernel_checks),  cmocka_unit_test(test_loop_capture_unroll),
-      cmocka_unit_test(test_fault_injection),
+      cmocka_unit_test(test_while_both_paths),      cmocka_unit_test(test_branches),
+      cmocka_unit_test(test_if_else_closed_early),  cmocka_unit_test(test_nested),
+      cmocka_unit_test(test_auto_picks_host),       cmocka_unit_test(test_malloc_in_body),
+      cmocka_unit_test(test_refusals_unharmed),     cmocka_unit_test(test_too_deep),
+      cmocka_unit_test(test_unjoined_side_stream),  cmocka_unit_test(test_forbidden_nodes),
+      cmocka_unit_test(test_abandon_inside),        cmocka_unit_test(test_host_loop_interplay),
+      cmocka_unit_test(test_host_recapture_fails),  cmocka_unit_test(test_device_path_inspect),
+      cmocka_unit_test(test_annotations_in_bodies), cmocka_unit_test(test_device_path_layers),
+      cmocka_unit_test(test_ready_kernels),         cmocka_unit_test(test_ready_kernel_checks),
+      cmocka_unit_test(test_loop_capture_unroll),   cmocka_unit_test(test_fault_injection),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }

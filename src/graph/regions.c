@@ -20,6 +20,7 @@
  */
 #include <inttypes.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -172,10 +173,13 @@ static recap_status_t pause_capture(recap_graph_t g, recap__regions_t *r, const 
   *count = 0;
   recap_status_t s = recap__device()->capture_pause(g->capture_stream, paused, deps, count);
   if (s == RECAP_ERROR_CAPTURE_INVALIDATED) {
+    /* The seam's message, copied: the new one is written where it lives. */
+    char cause[512];
+    snprintf(cause, sizeof cause, "%s", recap_last_error());
     recap__error(s,
                  "%s: the capture ended (%s); side streams forked from it must be joined back "
                  "into its stream before a region opens or closes; the graph is fresh again",
-                 function, recap_last_error());
+                 function, cause);
     r->paused = true;
     return abandon(g, s);
   }
