@@ -562,6 +562,42 @@ static void test_forbidden_nodes(void **state) {
   }
 }
 
+/* A forbidden node in a body before a nested region: the device path finds it when the body
+ * ends, the host path when the segment before the nested region ends (at its begin). */
+static void test_forbidden_before_a_nested_region(void **state) {
+  (void)state;
+  BOTH_PATHS {
+    reset();
+    recap_stream_t s = recap__fake_stream_new();
+    recap_graph_t g;
+    OK(recap_graph_create(&g, 0));
+    begin(g, s, host);
+    recap_cond_t outer, inner;
+    OK(recap_cond_create(s, 0, &outer));
+    OK(recap_region_begin(s, RECAP_REGION_WHILE, outer, 1));
+    forbidden_node(s, RECAP_NODE_MEM_ALLOC);
+    OK(recap_cond_create(s, 0, &inner));
+    if (host) {
+      EXPECT_STATUS(recap_region_begin(s, RECAP_REGION_IF, inner, 1), RECAP_ERROR_NOT_SUPPORTED);
+      EXPECT_MESSAGE("recap_region_begin: branch 0 of the while region opened 1 deep holds node 0");
+    } else {
+      OK(recap_region_begin(s, RECAP_REGION_IF, inner, 1));
+      recap__fake_launch_kernel(s, "inside");
+      OK(recap_region_end(s));
+      EXPECT_STATUS(recap_region_end(s), RECAP_ERROR_NOT_SUPPORTED);
+      EXPECT_MESSAGE("recap_region_end: branch 0 of the while region opened 1 deep holds node");
+    }
+    EXPECT_MESSAGE("of kind mem_alloc");
+    EXPECT_MESSAGE("the capture is abandoned");
+    assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
+    assert_int_equal(capturing(s), 0);
+    assert_int_equal(recap__registry_count(), 0);
+    capture_kernels(g, s, 1);
+    OK(recap_graph_destroy(g));
+    expect_quiet();
+  }
+}
+
 /* Abandoned inside bodies: reset, destroy, a failed loop step. */
 static recap_status_t failing_step(void *ctx, recap_stream_t s, unsigned copy) {
   (void)ctx;
@@ -679,6 +715,48 @@ static void test_host_loop_interplay(void **state) {
   assert_int_equal(recap__fake_now().graph_launches - launches, 2);
   OK(recap_graph_destroy(g));
   expect_quiet();
+}
+
+/* A recapture on the other path that fails leaves the graph on the path of the capture it
+ * keeps, whether or not that capture held regions. */
+static void test_failed_recapture_keeps_the_path(void **state) {
+  (void)state;
+  for (int with_region = 0; with_region < 2; with_region++) {
+    reset();
+    recap_stream_t s = recap__fake_stream_new();
+    recap_graph_t g;
+    OK(recap_graph_create(&g, 0));
+    recap_capture_options_t o = options(false);
+    OK(recap_graph_capture_begin(g, s, &o));
+    if (with_region) {
+      recap_cond_t c;
+      OK(recap_cond_create(s, 0, &c));
+      OK(recap_region_begin(s, RECAP_REGION_IF, c, 1));
+      recap__fake_launch_kernel(s, "inside");
+      OK(recap_region_end(s));
+    }
+    recap__fake_launch_kernel(s, "after");
+    OK(recap_graph_capture_end(g));
+    assert_int_equal(on_device(g), 1);
+    recap_capture_options_t h = options(true);
+    OK(recap_graph_recapture_begin(g, s, &h));
+    assert_int_equal(on_device(g), 0);
+    recap_cond_t c;
+    OK(recap_cond_create(s, 0, &c));
+    OK(recap_region_begin(s, RECAP_REGION_IF, c, 1));
+    recap__fake_launch_kernel(s, "inside");
+    OK(recap_region_end(s));
+    recap__fake_launch_kernel(s, "after");
+    recap__fake_fail_nth(RECAP__FAKE_FAULT_INSTANTIATE, 1);
+    EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CUDA);
+    recap__fake_fail_nth(RECAP__FAKE_FAULT_INSTANTIATE, 0);
+    assert_int_equal(state_of(g), RECAP_GRAPH_STATE_INSTANTIATED);
+    assert_int_equal(on_device(g), 1);
+    OK(recap_graph_replay(g, s));
+    recap__fake_stream_complete(s);
+    OK(recap_graph_destroy(g));
+    expect_quiet();
+  }
 }
 
 /* A recapture that fails leaves the host loop it replaces as it was, and its own flags go. */
@@ -1083,16 +1161,28 @@ static void test_fault_injection(void **state) {
 
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_while_both_paths),      cmocka_unit_test(test_branches),
-      cmocka_unit_test(test_if_else_closed_early),  cmocka_unit_test(test_nested),
-      cmocka_unit_test(test_auto_picks_host),       cmocka_unit_test(test_malloc_in_body),
-      cmocka_unit_test(test_refusals_unharmed),     cmocka_unit_test(test_too_deep),
-      cmocka_unit_test(test_unjoined_side_stream),  cmocka_unit_test(test_forbidden_nodes),
-      cmocka_unit_test(test_abandon_inside),        cmocka_unit_test(test_host_loop_interplay),
-      cmocka_unit_test(test_host_recapture_fails),  cmocka_unit_test(test_device_path_inspect),
-      cmocka_unit_test(test_annotations_in_bodies), cmocka_unit_test(test_device_path_layers),
-      cmocka_unit_test(test_ready_kernels),         cmocka_unit_test(test_ready_kernel_checks),
-      cmocka_unit_test(test_loop_capture_unroll),   cmocka_unit_test(test_fault_injection),
+      cmocka_unit_test(test_while_both_paths),
+      cmocka_unit_test(test_branches),
+      cmocka_unit_test(test_if_else_closed_early),
+      cmocka_unit_test(test_nested),
+      cmocka_unit_test(test_auto_picks_host),
+      cmocka_unit_test(test_malloc_in_body),
+      cmocka_unit_test(test_refusals_unharmed),
+      cmocka_unit_test(test_too_deep),
+      cmocka_unit_test(test_unjoined_side_stream),
+      cmocka_unit_test(test_forbidden_nodes),
+      cmocka_unit_test(test_forbidden_before_a_nested_region),
+      cmocka_unit_test(test_abandon_inside),
+      cmocka_unit_test(test_host_loop_interplay),
+      cmocka_unit_test(test_host_recapture_fails),
+      cmocka_unit_test(test_failed_recapture_keeps_the_path),
+      cmocka_unit_test(test_device_path_inspect),
+      cmocka_unit_test(test_annotations_in_bodies),
+      cmocka_unit_test(test_device_path_layers),
+      cmocka_unit_test(test_ready_kernels),
+      cmocka_unit_test(test_ready_kernel_checks),
+      cmocka_unit_test(test_loop_capture_unroll),
+      cmocka_unit_test(test_fault_injection),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }

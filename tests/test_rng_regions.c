@@ -16,6 +16,7 @@
 #include "device/fake.h"
 #include "harness.h"
 #include "fake_util.h"
+#include "graph/graph_internal.h"
 #include "recap.h"
 
 enum { MAX_RECORDS = 64 };
@@ -188,7 +189,9 @@ static void the_host_loop_draws_the_same(void **state) {
  * starts after the branch that ran. */
 static void branches_draw_what_the_branch_taken_draws(void **state) {
   (void)state;
-  for (unsigned taken = 0; taken < 2; taken++) {
+  for (unsigned run = 0; run < 4; run++) {
+    unsigned taken = run % 2;
+    recap_regions_mode_t mode = run < 2 ? RECAP_REGIONS_AUTO : RECAP_REGIONS_HOST;
     reset();
     state_count = 0;
     recap_stream_t s = recap__fake_stream_new();
@@ -196,7 +199,7 @@ static void branches_draw_what_the_branch_taken_draws(void **state) {
     OK(recap_generator_create(&gen, 3));
     static records_t r;
     memset(&r, 0, sizeof r);
-    recap_graph_t g = begin(s, RECAP_REGIONS_AUTO);
+    recap_graph_t g = begin(s, mode);
     draw(gen, s, 4, &r);
     static recap_cond_t c;
     OK(recap_cond_create(s, 0, &c));
@@ -231,8 +234,7 @@ static void branches_draw_what_the_branch_taken_draws(void **state) {
 
 /* WHILE 2 { draw 4; WHILE 3 { draw 4 }; draw 4 }: 2 * (4 + 3 * 4 + 4) = 40, in eager order. A
  * generator that first draws inside the inner body joins there. */
-static void nested_loops_compose(void **state) {
-  (void)state;
+static void nested_loops_compose_on(recap_regions_mode_t mode) {
   reset();
   state_count = 0;
   recap_stream_t s = recap__fake_stream_new();
@@ -243,7 +245,7 @@ static void nested_loops_compose(void **state) {
   static records_t r, rl;
   memset(&r, 0, sizeof r);
   memset(&rl, 0, sizeof rl);
-  recap_graph_t g = begin(s, RECAP_REGIONS_AUTO);
+  recap_graph_t g = begin(s, mode);
   set_counter(s, outer, 2);
   recap_cond_t co;
   OK(recap_cond_create(s, 1, &co));
@@ -274,6 +276,12 @@ static void nested_loops_compose(void **state) {
   OK(recap_generator_destroy(late));
   OK(recap_free(outer));
   OK(recap_free(inner));
+}
+
+static void nested_loops_compose(void **state) {
+  (void)state;
+  nested_loops_compose_on(RECAP_REGIONS_AUTO);
+  nested_loops_compose_on(RECAP_REGIONS_HOST);
 }
 
 /* A loop that runs no iteration draws nothing, and the host offset says so. */
@@ -321,13 +329,87 @@ static void a_failed_advance_fails_the_region_call(void **state) {
   OK(recap_cond_set_value(c, 0, s));
   recap__fake_fail_nth(RECAP__FAKE_FAULT_RNG_ADVANCE, 1);
   recap_status_t st = recap_region_end(s);
-  assert_int_not_equal(st, RECAP_SUCCESS);
-  assert_non_null(strstr(recap_last_error(), "fake"));
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_RNG_ADVANCE, 0);
+  assert_int_equal(st, RECAP_ERROR_CUDA);
+  assert_non_null(strstr(recap_last_error(), "injected"));
+  /* The region is still open and the capture unharmed: closing again appends the advance. */
+  assert_int_equal(recap__graph_region_depth(g), 1);
+  OK(recap_region_end(s));
+  draw(gen, s, 4, &r);
+  OK(recap_graph_capture_end(g));
+  memset(&r, 0, sizeof r);
+  OK(recap_graph_replay(g, s));
+  recap__fake_stream_complete(s);
+  assert_int_equal(r.count, 2); /* one iteration (the condition is set to 0 in it), then after */
+  assert_int_equal(r.offset[0], 0);
+  assert_int_equal(r.offset[1], 8);
+  assert_int_equal(offset_of(gen), 12);
   OK(recap_graph_destroy(g));
   OK(recap_generator_destroy(gen));
   assert_int_equal(recap__fake_now().live_graphs, 0);
   OK(recap_empty_cache());
   check();
+}
+
+/* After a replay whose loops drew, reading the offset needs a device synchronisation: refused
+ * while any capture is under way (it would invalidate it), with the capture unharmed; fine
+ * once it ended. An eager draw likewise. */
+static void a_fold_waits_for_no_capture(void **state) {
+  (void)state;
+  reset();
+  state_count = 0;
+  recap_stream_t s = recap__fake_stream_new(), other = recap__fake_stream_new();
+  recap_generator_t gen = NULL;
+  OK(recap_generator_create(&gen, 7));
+  uint32_t *counter = device_word();
+  static records_t r;
+  memset(&r, 0, sizeof r);
+  recap_graph_t g = capture_loop(s, gen, counter, 3, &r, RECAP_REGIONS_AUTO);
+  OK(recap_graph_replay(g, s));
+  recap__fake_stream_complete(s);
+  recap_graph_t busy = NULL;
+  OK(recap_graph_create(&busy, 0));
+  OK(recap_graph_capture_begin(busy, other, NULL));
+  uint64_t offset = 0;
+  assert_int_equal(recap_generator_get_offset(gen, &offset), RECAP_ERROR_INVALID_USAGE);
+  assert_non_null(strstr(recap_last_error(), "recap_generator_get_offset: loops of the "));
+  assert_non_null(strstr(recap_last_error(), "a graph capture under way forbids"));
+  recap_stream_t third = recap__fake_stream_new();
+  recap_philox_state_t st;
+  assert_int_equal(recap_generator_philox_state(gen, third, 4, &st), RECAP_ERROR_INVALID_USAGE);
+  recap__fake_launch_kernel(other, "work");
+  OK(recap_graph_capture_end(busy));
+  assert_int_equal(offset_of(gen), 4 + 3 * 8 + 4);
+  OK(recap_graph_destroy(busy));
+  OK(recap_graph_destroy(g));
+  OK(recap_generator_destroy(gen));
+  OK(recap_free(counter));
+}
+
+/* set_offset after a replay whose loops drew: the next replay starts there, and what the
+ * loops drew before is gone with the fold. */
+static void set_offset_after_a_replay(void **state) {
+  (void)state;
+  reset();
+  state_count = 0;
+  recap_stream_t s = recap__fake_stream_new();
+  recap_generator_t gen = NULL;
+  OK(recap_generator_create(&gen, 7));
+  uint32_t *counter = device_word();
+  static records_t r;
+  memset(&r, 0, sizeof r);
+  recap_graph_t g = capture_loop(s, gen, counter, 2, &r, RECAP_REGIONS_AUTO);
+  OK(recap_graph_replay(g, s));
+  recap__fake_stream_complete(s);
+  OK(recap_generator_set_offset(gen, 400));
+  memset(&r, 0, sizeof r);
+  OK(recap_graph_replay(g, s));
+  recap__fake_stream_complete(s);
+  expect_loop(&r, 7, 400, 2);
+  assert_int_equal(offset_of(gen), 400 + 4 + 2 * 8 + 4);
+  OK(recap_graph_destroy(g));
+  OK(recap_generator_destroy(gen));
+  OK(recap_free(counter));
 }
 
 int main(int argc, char **argv) {
@@ -338,6 +420,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(nested_loops_compose),
       cmocka_unit_test(a_loop_that_never_runs_draws_nothing),
       cmocka_unit_test(a_failed_advance_fails_the_region_call),
+      cmocka_unit_test(a_fold_waits_for_no_capture),
+      cmocka_unit_test(set_offset_after_a_replay),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }

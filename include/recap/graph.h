@@ -104,9 +104,11 @@ typedef struct recap_capture_options {
   recap_regions_mode_t regions;
 } recap_capture_options_t;
 
-#define RECAP_CAPTURE_OPTIONS_INIT \
-    { sizeof(recap_capture_options_t), {0, 0}, RECAP_CAPTURE_MODE_GLOBAL, 0, RECAP_REBIND_OFF, \
-    RECAP_REGIONS_AUTO }
+#define RECAP_CAPTURE_OPTIONS_INIT                                                           \
+  {                                                                                          \
+    sizeof(recap_capture_options_t), {0, 0}, RECAP_CAPTURE_MODE_GLOBAL, 0, RECAP_REBIND_OFF, \
+        RECAP_REGIONS_AUTO                                                                   \
+  }
 
 /* ------------------------------------------------------------------------------------------
  * Lifetime

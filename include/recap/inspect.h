@@ -74,7 +74,7 @@ typedef struct recap_graph_info {
    * its conditional nodes). */
   size_t node_count;
   recap_graph_node_t *nodes;
-  size_t edge_count; /* edges of the graph and of every body */
+  size_t edge_count;       /* edges of the graph and of every body */
   int tools_ids_available; /* 1 when the driver gave tools ids (CUDA 13.1 and later) */
 } recap_graph_info_t;
 

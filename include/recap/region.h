@@ -79,7 +79,10 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_cond_create(recap_stream_t stream
  * capture otherwise: RECAP_ERROR_CAPTURE_INVALIDATED, and the graph is fresh again). Errors:
  * stream not capturing into a recap graph, a condition not created at this point of this
  * capture or already used, a bad kind or branch count, too deep a nesting: each
- * RECAP_ERROR_INVALID_ARGUMENT or RECAP_ERROR_INVALID_USAGE with the capture unharmed. */
+ * RECAP_ERROR_INVALID_ARGUMENT or RECAP_ERROR_INVALID_USAGE with the capture unharmed; on the
+ * host-loop path, a capture with rebind or check_input_liveness (RECAP_ERROR_NOT_SUPPORTED, the
+ * capture unharmed). Inside a body on the host-loop path, the part of the body captured before
+ * this region is checked here as recap_region_end checks a body. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_region_begin(recap_stream_t stream,
                                                             recap_region_kind_t kind,
                                                             recap_cond_t cond, unsigned branches);
@@ -96,7 +99,11 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_region_next_branch(recap_stream_t
  * name where there is one) and the region; the capture is then abandoned (the graph is fresh
  * again, as after an invalidated capture). Errors that leave the capture unharmed: stream not
  * capturing into a recap graph, no region open (RECAP_ERROR_INVALID_USAGE), the innermost
- * region opened on another stream (RECAP_ERROR_INVALID_USAGE naming both streams). */
+ * region opened on another stream (RECAP_ERROR_INVALID_USAGE naming both streams), and a failure
+ * of what recap appends to every body before it ends (the random-number layer's advance of a
+ * generator's offset): the region stays open, and closing it again retries. A child graph node
+ * in a body (a graph launched inside it) counts as allowed; what it holds is checked by CUDA
+ * when the graph is instantiated. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_region_end(recap_stream_t stream);
 
 /* ------------------------------------------------------------------------------------------
@@ -180,7 +187,8 @@ typedef struct recap_loop {
   unsigned initial; /* the condition on entry; default 1 (at least one iteration) */
 } recap_loop_t;
 
-#define RECAP_LOOP_INIT { sizeof(recap_loop_t), NULL, NULL, NULL, 1, 1 }
+#define RECAP_LOOP_INIT \
+  { sizeof(recap_loop_t), NULL, NULL, NULL, 1, 1 }
 
 /* Capture loop as a WHILE region at this point of the capture under way on stream. A step or
  * check that fails abandons the capture (the graph is fresh again) and its status is returned;

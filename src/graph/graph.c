@@ -558,8 +558,14 @@ recap_status_t recap_graph_replay(recap_graph_t graph, recap_stream_t stream) {
     s = recap__update_measuring(&graph->update)
             ? recap__update_launch(&graph->update, graph->exec, stream)
             : recap__device()->graph_launch(graph->exec, stream);
-  if (s != RECAP_SUCCESS) hooks_replay_failed(graph, prepared);
-  return s;
+  if (s != RECAP_SUCCESS) {
+    hooks_replay_failed(graph, prepared);
+    return s;
+  }
+  for (size_t i = 0; i < graph->hook_count; i++)
+    if (graph->hooks[i].hooks->replay_done)
+      graph->hooks[i].hooks->replay_done(graph->hooks[i].ctx, graph);
+  return RECAP_SUCCESS;
 }
 
 /* ------------------------------------------------------------------------------------------

@@ -43,6 +43,9 @@ typedef struct recap__graph_hooks {
    * failed): undo what before_replay did, so that a failed replay changes nothing. Must not
    * fail, nor record an error. Optional. */
   void (*replay_failed)(void *ctx, recap_graph_t graph);
+  /* The replay launched (after this hook's before_replay succeeded). Must not fail, nor record
+   * an error. Optional. */
+  void (*replay_done)(void *ctx, recap_graph_t graph);
   /* When the capture ends: succeeded is false if it was invalidated or failed. */
   void (*capture_ended)(void *ctx, recap_graph_t graph, bool succeeded);
   /* The graph drops what it captured (reset, destroy, failed capture): free ctx. */
@@ -85,8 +88,7 @@ typedef struct recap__graph_hooks {
    * recap_region_end): enqueue on stream what the layer appends to every body (random numbers:
    * the advance of the Philox offset by what the body drew, so that each iteration draws fresh
    * numbers). A failure fails the region call. Optional. */
-  recap_status_t (*body_end)(void *ctx, recap_graph_t graph, recap_stream_t stream,
-                             unsigned depth);
+  recap_status_t (*body_end)(void *ctx, recap_graph_t graph, recap_stream_t stream, unsigned depth);
 } recap__graph_hooks_t;
 
 typedef struct recap__graph_hook_entry {
@@ -142,6 +144,7 @@ struct recap_graph {
     size_t node_count;
     recap_capture_options_t options;
     bool keep_template;
+    bool regions_on_device;
   } old;
   recap__update_t update; /* the update policy, its counters and measurements */
   /* Regions (regions.c): the open regions of the capture under way, the conditions it

@@ -453,6 +453,15 @@ static recap_status_t begin_host(recap_graph_t g, recap__regions_t *r, recap__re
   }
   recap__region_step_t *segment = recap__region_block_append(r->current);
   segment->graph = paused;
+  /* Inside a body, the segment that ends here is part of that body: the device path checks a
+   * whole body at its end, the host path each of its segments as it ends. */
+  if (r->depth > 0) {
+    s = scan_body(paused, &r->frames[r->depth - 1], r->depth, fn);
+    if (s != RECAP_SUCCESS) {
+      recap__host_free(bodies);
+      return abandon(g, s);
+    }
+  }
   size_t index = r->current->count;
   recap__region_step_t *step = recap__region_block_append(r->current);
   step->is_region = true;

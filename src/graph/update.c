@@ -35,6 +35,7 @@ void recap__recapture_set_aside(recap_graph_t g) {
   g->old.node_count = g->node_count;
   g->old.options = g->options;
   g->old.keep_template = g->keep_template;
+  g->old.regions_on_device = g->regions_on_device;
   g->hooks = NULL;
   g->hook_count = g->hook_capacity = 0;
   g->keep_template = false; /* the recapture's layers say again whether they need it */
@@ -52,9 +53,9 @@ void recap__recapture_put_back(recap_graph_t g) {
   g->old.hooks = NULL;
   g->old.hook_count = g->old.hook_capacity = 0;
   g->old.active = false;
-  /* The held capture's regions come back with its hooks, and the path they took. */
+  /* The held capture's regions come back with its hooks, and the path it took. */
   g->regions = recap__graph_hook_ctx(g, &recap__region_hooks);
-  if (g->regions) g->regions_on_device = g->regions->on_device;
+  g->regions_on_device = g->old.regions_on_device;
   recap__alloc_log_free(&g->alloc_log_next);
   g->state = RECAP__GRAPH_CAPTURED;
 }

@@ -23,6 +23,7 @@
  * setting the offset or the seed.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "core/args.h"
@@ -38,11 +39,14 @@ struct recap_generator {
   uint32_t magic; /* GENERATOR_MAGIC while the user's handle is valid */
   pthread_mutex_t lock;
   uint64_t seed;
-  uint64_t offset;         /* in 32-bit values per thread; always a multiple of 4 */
+  uint64_t offset; /* in 32-bit values per thread; always a multiple of 4 */
   /* {seed, base offset, offset drawn by region bodies since the last fold}: captured kernels read
    * the first two; region bodies advance the last two on the device. */
   uint64_t *device_state;
   bool device_ahead; /* a replay whose bodies draw ran since the last fold: word 2 may be set */
+  /* Replays whose bodies draw, between their state write and their launch: a fold meanwhile
+   * cannot see what they will draw, so it leaves device_ahead set. */
+  int replays_launching;
   int references;          /* the user's, plus one per graph that captured it */
   bool destroyed;          /* the user destroyed it; graphs still hold it */
   recap_graph_t capturing; /* the graph whose capture uses it now */
@@ -67,6 +71,7 @@ typedef struct rng_use {
    * replays then advance the offset on the device). */
   uint64_t body_start[RECAP_REGION_MAX_DEPTH + 1];
   bool draws_in_bodies;
+  bool launching; /* counted in the generator's replays_launching */
 } rng_use_t;
 
 static uint64_t round4(uint64_t increment) { return (increment + 3) & ~(uint64_t)3; }
@@ -163,6 +168,13 @@ static recap_status_t refuse_during_capture(recap_generator_t gen, const char *f
  * truth again. Nothing to do unless a replay whose bodies draw ran since the last fold. */
 static recap_status_t fold(recap_generator_t gen, const char *function) {
   if (!gen->device_ahead) return RECAP_SUCCESS;
+  /* A device synchronisation during a capture would invalidate it (global mode). */
+  if (recap__registry_active() > 0)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "%s: loops of the generator's last replays drew on the device, and reading "
+                        "how far needs a device synchronisation, which a graph capture under way "
+                        "forbids; call it once no capture is under way",
+                        function);
   const recap__device_ops_t *dev = recap__device();
   uint64_t drawn = 0;
   static const uint64_t zero = 0;
@@ -171,14 +183,17 @@ static recap_status_t fold(recap_generator_t gen, const char *function) {
   if (s == RECAP_SUCCESS) s = dev->stream_synchronize(NULL);
   if (s == RECAP_SUCCESS) s = dev->memcpy_async(gen->device_state + 2, &zero, sizeof zero, NULL);
   if (s == RECAP_SUCCESS) s = dev->stream_synchronize(NULL);
-  if (s != RECAP_SUCCESS)
+  if (s != RECAP_SUCCESS) {
+    char cause[256]; /* the message below is formatted into the buffer the cause lives in */
+    snprintf(cause, sizeof cause, "%s", recap_last_error());
     return recap__error(s,
                         "%s: reading what the loops of the last replays drew from the device "
                         "failed (%s); the generator's offset is unchanged",
-                        function, recap_last_error());
+                        function, cause);
+  }
   gen->offset += drawn;
   gen->version++;
-  gen->device_ahead = false;
+  gen->device_ahead = gen->replays_launching > 0;
   return RECAP_SUCCESS;
 }
 
@@ -259,16 +274,36 @@ static recap_status_t use_before_replay(void *ctx, recap_graph_t graph, recap_st
                         "instead");
   /* The words are read by this replay on `stream`: they must not be reused before it ends. */
   RECAP__CHECK(recap_record_stream(gen->device_state, stream));
-  /* Take the offset and advance it in one step, so concurrent replays get distinct ranges. */
+  /* Take the offset, advance it and enqueue the state write in one step under the lock, so
+   * that concurrent replays get distinct ranges and a fold (which zeroes word 2) never falls
+   * between a replay's offset and its write. */
   pthread_mutex_lock(&gen->lock);
   uint64_t seed = gen->seed, offset = advance(gen, use->increment, &use->replay);
-  /* Its bodies will add what they draw to word 2 (a failed replay adds nothing: a fold then
-   * reads 0). */
-  if (use->draws_in_bodies) gen->device_ahead = true;
-  pthread_mutex_unlock(&gen->lock);
   recap_status_t s = recap__device()->rng_write_state(stream, gen->device_state, seed, offset);
+  /* Its bodies will add what they draw to word 2 once it launches (a failed replay adds
+   * nothing: a fold then reads 0). */
+  if (s == RECAP_SUCCESS && use->draws_in_bodies) {
+    gen->device_ahead = true;
+    gen->replays_launching++;
+    use->launching = true;
+  }
+  pthread_mutex_unlock(&gen->lock);
   if (s != RECAP_SUCCESS) undo_advance(gen, &use->replay);
   return s;
+}
+
+/* The replay launched (or failed): it no longer holds folds back. */
+static void end_launching(rng_use_t *use) {
+  if (!use->launching) return;
+  pthread_mutex_lock(&use->generator->lock);
+  use->generator->replays_launching--;
+  pthread_mutex_unlock(&use->generator->lock);
+  use->launching = false;
+}
+
+static void use_replay_done(void *ctx, recap_graph_t graph) {
+  (void)graph;
+  end_launching(ctx);
 }
 
 /* The launch (or a later hook) failed: the replay drew nothing. The state words written above
@@ -276,6 +311,7 @@ static recap_status_t use_before_replay(void *ctx, recap_graph_t graph, recap_st
 static void use_replay_failed(void *ctx, recap_graph_t graph) {
   (void)graph;
   rng_use_t *use = ctx;
+  end_launching(use);
   undo_advance(use->generator, &use->replay);
 }
 
@@ -335,6 +371,7 @@ static recap_status_t use_body_end(void *ctx, recap_graph_t graph, recap_stream_
 static const recap__graph_hooks_t rng_hooks = {
     .before_replay = use_before_replay,
     .replay_failed = use_replay_failed,
+    .replay_done = use_replay_done,
     .capture_ended = use_capture_ended,
     .release = use_release,
     .body_begin = use_body_begin,
