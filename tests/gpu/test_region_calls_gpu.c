@@ -134,10 +134,42 @@ static void loop_capture_unrolled(void **state) {
   }
 }
 
+/* Conditions made and never used by a region (at the top level and inside a body), beside one
+ * that is: the graph instantiates and replays. */
+static void unused_conditions(void **state) {
+  (void)state;
+  for (int host = 0; host < 2; host++) {
+    gpu_begin();
+    cudaStream_t s = gpu_stream();
+    float *x = gpu_floats(N, s);
+    recap_graph_t g;
+    OK(recap_graph_create(&g, 0));
+    recap_capture_options_t o = options(host);
+    OK(recap_graph_capture_begin(g, s, &o));
+    recap_cond_t unused_top, once, unused_inside;
+    OK(recap_cond_create(s, 1, &unused_top));
+    OK(recap_cond_create(s, 1, &once));
+    OK(recap_region_begin(s, RECAP_REGION_IF, once, 0));
+    OK(recap_cond_create(s, 0, &unused_inside));
+    CUDA_OK(recap_test_add_scalar(x, x, N, 1.0f, s));
+    OK(recap_region_end(s));
+    OK(recap_graph_capture_end(g));
+    expect_path(g, host);
+    gpu_set(x, N, 0.0f, s);
+    OK(recap_graph_replay(g, s));
+    OK(recap_graph_replay(g, s));
+    gpu_expect_all(x, N, 2.0f);
+    recap_pool_id_t pool;
+    OK(recap_graph_pool(g, &pool));
+    gpu_finish_graph(g, s, pool, (void *[]){x}, 1);
+  }
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(compare_and_malloc_in_body),
       cmocka_unit_test(loop_capture_unrolled),
+      cmocka_unit_test(unused_conditions),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }
