@@ -902,17 +902,37 @@ static void condition_kernels_check_their_operands(void **state) {
   EXPECT_STATUS(ops->cond_launch(&l), RECAP_ERROR_CAPTURE_INVALIDATED);
   assert_false(recap__fake_capture_end(s));
 
-  /* A launch whose kernel sets a handle no conditional node of the executable holds fails. */
+  /* A graph holding a handle that no conditional node holds is refused at instantiation, as
+   * CUDA refuses it (cudaErrorInvalidValue). */
   begin(s);
   uint64_t h = make_handle(building(s), 0, true);
   cond_launch_ok((recap__cond_launch_t){
       .kind = RECAP__COND_SET_VALUE, .cond = {.handle = h}, .stream = s, .value = 1});
   recap_cuda_graph_t g = end_capture(s);
-  recap_cuda_graph_exec_t x = instantiate(g);
+  recap_cuda_graph_exec_t x = NULL;
+  EXPECT_STATUS(ops->graph_instantiate(&x, g), RECAP_ERROR_CUDA);
+  EXPECT_MESSAGE("cudaErrorInvalidValue");
+  EXPECT_MESSAGE("no conditional node there holds it");
+  assert_null(x);
+  OK(ops->graph_destroy(g));
+
+  /* A launch whose kernel sets a handle of another graph (held there) fails. */
+  begin(s);
+  uint64_t foreign = make_handle(building(s), 0, true);
+  recap__graph_node_t node;
+  recap_cuda_graph_t body;
+  recap_cuda_graph_t other = end_capture(s);
+  OK(ops->cond_node_add(other, NULL, 0, RECAP__COND_IF, foreign, 1, &node, &body));
+  begin(s);
+  cond_launch_ok((recap__cond_launch_t){
+      .kind = RECAP__COND_SET_VALUE, .cond = {.handle = foreign}, .stream = s, .value = 1});
+  g = end_capture(s);
+  x = instantiate(g);
   EXPECT_STATUS(ops->graph_launch(x, s), RECAP_ERROR_CUDA);
   EXPECT_MESSAGE("which no conditional node of this executable holds");
   EXPECT_MESSAGE("recap_cond_set_value");
   assert_int_equal(recap__fake_now().graph_launches, 0);
+  OK(ops->graph_destroy(other));
   cleanup(x, g);
 }
 

@@ -717,6 +717,36 @@ static void test_host_loop_interplay(void **state) {
   expect_quiet();
 }
 
+/* Conditions no region uses, at the top level and inside a body: CUDA refuses to instantiate a
+ * graph holding a handle no conditional node holds, so each gets an empty IF node of its own
+ * (device path); the host path needs none. Either way the graph instantiates and replays. */
+static void test_unused_conditions(void **state) {
+  (void)state;
+  BOTH_PATHS {
+    reset();
+    recap_stream_t s = recap__fake_stream_new();
+    recap_graph_t g;
+    OK(recap_graph_create(&g, 0));
+    begin(g, s, host);
+    recap_cond_t unused_top, once, unused_inside;
+    OK(recap_cond_create(s, 1, &unused_top));
+    OK(recap_cond_create(s, 1, &once));
+    OK(recap_region_begin(s, RECAP_REGION_IF, once, 0));
+    OK(recap_cond_create(s, 0, &unused_inside));
+    recap__fake_launch_kernel(s, "inside");
+    OK(recap_region_end(s));
+    OK(recap_graph_capture_end(g));
+    size_t nodes = 0;
+    OK(recap_graph_node_count(g, &nodes));
+    /* Device: the IF, its body's set kernel and kernel, and two empty IFs holding the unused. */
+    if (!host) assert_int_equal(nodes, 1 + 2 + 2);
+    OK(recap_graph_replay(g, s));
+    recap__fake_stream_complete(s);
+    OK(recap_graph_destroy(g));
+    expect_quiet();
+  }
+}
+
 /* A recapture on the other path that fails leaves the graph on the path of the capture it
  * keeps, whether or not that capture held regions. */
 static void test_failed_recapture_keeps_the_path(void **state) {
@@ -1176,6 +1206,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_host_loop_interplay),
       cmocka_unit_test(test_host_recapture_fails),
       cmocka_unit_test(test_failed_recapture_keeps_the_path),
+      cmocka_unit_test(test_unused_conditions),
       cmocka_unit_test(test_device_path_inspect),
       cmocka_unit_test(test_annotations_in_bodies),
       cmocka_unit_test(test_device_path_layers),

@@ -369,6 +369,7 @@ recap_status_t recap__fake_op_graph_instantiate(recap_cuda_graph_exec_t *exec,
   pthread_mutex_lock(&recap__fake.lock);
   bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_INSTANTIATE);
   fake_graph_t *g = recap__fake_graph_find(graph);
+  uint64_t unheld = 0;
   if (inject) {
     recap__fake_note_injected(&f, "cudaGraphInstantiateWithFlags", RECAP__FAKE_FAULT_INSTANTIATE,
                               "graph instantiation");
@@ -377,6 +378,12 @@ recap_status_t recap__fake_op_graph_instantiate(recap_cuda_graph_exec_t *exec,
                      "cudaGraphInstantiateWithFlags: exec is NULL");
   } else if (!g) {
     recap__fake_note_bad_graph(&f, "cudaGraphInstantiateWithFlags", (const void *)graph, "graph");
+  } else if (!recap__fake_cond_handles_held(g, &unheld)) {
+    recap__fake_note(&f, RECAP_ERROR_CUDA,
+                     "cudaGraphInstantiateWithFlags: invalid argument (cudaErrorInvalidValue): "
+                     "conditional handle %#llx was created on the graph (or a body of it) and no "
+                     "conditional node there holds it",
+                     (unsigned long long)unheld);
   } else {
     fake_exec_t *x = calloc(1, sizeof *x);
     if (x && !recap__fake_nodes_copy(&x->nodes, &g->nodes)) {

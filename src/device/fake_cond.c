@@ -815,3 +815,31 @@ bool recap__fake_capture_join_back(recap_stream_t side, recap_stream_t origin) {
   pthread_mutex_unlock(&recap__fake.lock);
   return joined;
 }
+
+/* Whether every conditional handle created on g, or on a body of its conditional nodes, is held
+ * by a conditional node of the graph it was created on: CUDA refuses to instantiate a graph with
+ * a handle no node holds (measured on an H200, driver 580: cudaErrorInvalidValue). *handle
+ * receives the first one that is not. Called with the lock held. */
+static bool handle_held(const fake_graph_t *g, uint64_t handle) {
+  for (size_t i = 0; i < g->nodes.count; i++)
+    if (g->nodes.v[i].type == RECAP_NODE_CONDITIONAL && g->nodes.v[i].cond_handle == handle)
+      return true;
+  return false;
+}
+
+bool recap__fake_cond_handles_held(const fake_graph_t *g, uint64_t *handle) {
+  for (size_t h = 0; h < recap__fake.handle_count; h++) {
+    const fake_handle_t *fh = &recap__fake.handles[h];
+    if (fh->graph_id == g->id && !handle_held(g, fh->handle)) {
+      *handle = fh->handle;
+      return false;
+    }
+  }
+  for (size_t i = 0; i < g->nodes.count; i++) {
+    const fake_node_t *n = &g->nodes.v[i];
+    if (n->type != RECAP_NODE_CONDITIONAL) continue;
+    for (unsigned b = 0; b < n->branches; b++)
+      if (n->bodies[b] && !recap__fake_cond_handles_held(n->bodies[b], handle)) return false;
+  }
+  return true;
+}

@@ -373,6 +373,10 @@ recap_status_t recap__fake_op_capture_pause(recap_stream_t stream, recap_cuda_gr
 recap_status_t recap__fake_op_capture_to_graph(recap_stream_t stream, recap_cuda_graph_t graph,
                                                const recap__graph_node_t *deps, size_t count,
                                                recap__capture_mode_t mode);
+/* Whether every conditional handle created on g or its bodies is held by a conditional node of
+ * its graph (instantiation refuses a graph otherwise); *handle: the first that is not. Lock
+ * held. */
+bool recap__fake_cond_handles_held(const fake_graph_t *g, uint64_t *handle);
 recap_status_t recap__fake_op_cond_handle_create(recap_cuda_graph_t graph, unsigned initial,
                                                  bool assign_default, uint64_t *handle);
 recap_status_t recap__fake_op_cond_node_add(recap_cuda_graph_t graph,

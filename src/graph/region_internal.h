@@ -44,6 +44,7 @@ typedef struct recap__region_cond {
   recap_cond_t cond;
   uint64_t context;
   bool used;
+  bool held; /* no region used it, and an empty IF node holds its handle (device path) */
 } recap__region_cond_t;
 
 /* An open region. */
@@ -124,6 +125,14 @@ recap_status_t recap__graph_not_host_loop(recap_graph_t graph, const char *funct
  * last region). */
 size_t recap__graph_capture_nodes(recap_graph_t graph, recap_cuda_graph_t template_graph,
                                   const char *what);
+
+/* Device path: give every condition made in `context` (0: the graph's top level) that no region
+ * used a conditional node of its own in graph, the graph its handle was made on: an IF with an
+ * empty body, which never runs anything. CUDA refuses to instantiate a graph holding a handle no
+ * node holds (measured on an H200, driver 580: cudaErrorInvalidValue), and a condition may be
+ * left unused by a refused region_begin or by the caller. */
+recap_status_t recap__regions_hold_unused(recap__regions_t *r, uint64_t context,
+                                          recap_cuda_graph_t graph);
 
 /* A block grown by one step (NULL without host memory, the error set). */
 recap__region_step_t *recap__region_block_append(recap__region_block_t *block);

@@ -144,6 +144,20 @@ static void release(void *ctx, recap_graph_t graph) {
   recap__host_free(r);
 }
 
+recap_status_t recap__regions_hold_unused(recap__regions_t *r, uint64_t context,
+                                          recap_cuda_graph_t graph) {
+  for (size_t i = 0; i < r->cond_count; i++) {
+    recap__region_cond_t *c = &r->conds[i];
+    if (c->used || c->held || c->context != context || !c->cond.handle) continue;
+    recap__graph_node_t node;
+    recap_cuda_graph_t body;
+    RECAP__CHECK(recap__device()->cond_node_add(graph, NULL, 0, RECAP__COND_IF, c->cond.handle, 1,
+                                                &node, &body));
+    c->held = true;
+  }
+  return RECAP_SUCCESS;
+}
+
 static recap_status_t captured(void *ctx, recap_graph_t graph, recap_cuda_graph_t template_graph) {
   (void)graph;
   (void)template_graph;

@@ -543,6 +543,7 @@ static recap_status_t close_branch(recap_graph_t g, recap__regions_t *r, const c
   /* Device path: body is the node's, owned by it; host path: a segment of the program. */
   if (!r->on_device) recap__region_block_append(r->current)->graph = body;
   recap_status_t s = scan_body(body, &r->frames[r->depth - 1], r->depth, function);
+  if (s == RECAP_SUCCESS && r->on_device) s = recap__regions_hold_unused(r, r->context, body);
   if (s != RECAP_SUCCESS) return abandon(g, s);
   return RECAP_SUCCESS;
 }
@@ -607,15 +608,46 @@ recap_status_t recap_region_end(recap_stream_t stream) {
   return RECAP_SUCCESS;
 }
 
+/* Whether a condition made in context has a handle that neither a region nor an empty IF node
+ * holds yet. */
+static bool unheld_in(const recap__regions_t *r, uint64_t context) {
+  for (size_t i = 0; i < r->cond_count; i++) {
+    const recap__region_cond_t *c = &r->conds[i];
+    if (!c->used && !c->held && c->context == context && c->cond.handle) return true;
+  }
+  return false;
+}
+
 recap_status_t recap__regions_check_end(recap_graph_t graph) {
-  const recap__regions_t *r = graph->regions;
-  if (!r || r->depth == 0) return RECAP_SUCCESS;
-  const recap__region_frame_t *f = &r->frames[r->depth - 1];
-  return recap__error(RECAP_ERROR_INVALID_USAGE,
-                      "recap_graph_capture_end: the %s region opened %u deep is still open (in "
-                      "its branch %u); close it with recap_region_end (and every region around "
-                      "it), then end the capture again, which goes on",
-                      recap_region_kind_name(f->kind), r->depth, f->branch);
+  static const char fn[] = "recap_graph_capture_end";
+  recap__regions_t *r = graph->regions;
+  if (!r) return RECAP_SUCCESS;
+  if (r->depth > 0) {
+    const recap__region_frame_t *f = &r->frames[r->depth - 1];
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "%s: the %s region opened %u deep is still open (in its branch %u); "
+                        "close it with recap_region_end (and every region around it), then end "
+                        "the capture again, which goes on",
+                        fn, recap_region_kind_name(f->kind), r->depth, f->branch);
+  }
+  if (!r->on_device || !unheld_in(r, 0)) return RECAP_SUCCESS;
+  /* Top-level conditions no region used: their handles get empty IF nodes in the capture's
+   * graph, added while the capture is paused (as a region's node is), before it ends. */
+  recap_cuda_graph_t paused;
+  recap__graph_node_t *deps;
+  size_t count;
+  RECAP__CHECK(pause_capture(graph, r, fn, &paused, &deps, &count));
+  r->top_graph = paused;
+  recap_status_t s = recap__regions_hold_unused(r, 0, paused);
+  if (s == RECAP_SUCCESS)
+    s = recap__device()->capture_to_graph(graph->capture_stream, paused, deps, count,
+                                          (recap__capture_mode_t)graph->options.mode);
+  free(deps);
+  if (s != RECAP_SUCCESS) return abandon(graph, s);
+  r->paused = false;
+  s = move_capture(graph, fn);
+  if (s != RECAP_SUCCESS) return abandon(graph, s);
+  return RECAP_SUCCESS;
 }
 
 /* ------------------------------------------------------------------------------------------
