@@ -628,4 +628,5 @@ const recap__device_ops_t recap__cuda_ops = {
     .cond_handle_create = recap__cuda_cond_handle_create,
     .cond_node_add = recap__cuda_cond_node_add,
     .cond_launch = recap__cuda_cond_launch,
+    .graph_add_empty = recap__cuda_graph_add_empty,
 };

@@ -329,3 +329,11 @@ recap_status_t recap__cuda_cond_node_add(recap_cuda_graph_t graph, const recap__
   *node = (recap__graph_node_t)n;
   return RECAP_SUCCESS;
 }
+
+recap_status_t recap__cuda_graph_add_empty(recap_cuda_graph_t graph) {
+  RECAP__ARG(graph != NULL, "cudaGraphAddEmptyNode: graph is NULL");
+  cudaGraphNode_t n = NULL;
+  CUDA_TRY_F(cudaGraphAddEmptyNode(&n, (cudaGraph_t)graph, NULL, 0),
+             "cudaGraphAddEmptyNode(graph %p)", (void *)graph);
+  return RECAP_SUCCESS;
+}

@@ -41,6 +41,7 @@ recap_status_t recap__cuda_capture_to_graph(recap_stream_t stream, recap_cuda_gr
                                             recap__capture_mode_t mode);
 recap_status_t recap__cuda_cond_handle_create(recap_cuda_graph_t graph, unsigned initial,
                                               bool assign_default, uint64_t *handle);
+recap_status_t recap__cuda_graph_add_empty(recap_cuda_graph_t graph);
 recap_status_t recap__cuda_cond_node_add(recap_cuda_graph_t graph, const recap__graph_node_t *deps,
                                          size_t count, recap__cond_kind_t kind, uint64_t handle,
                                          unsigned branches, recap__graph_node_t *node,

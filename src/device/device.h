@@ -286,6 +286,11 @@ typedef struct recap__device_ops {
                                   unsigned branches, recap__graph_node_t *node,
                                   recap_cuda_graph_t *bodies);
   recap_status_t (*cond_launch)(const struct recap__cond_launch *launch);
+  /* Add an empty node, depending on nothing, to graph: what recap puts into a conditional body
+   * that would otherwise hold no node (a branch never captured, the body of the empty IF that
+   * holds an unused condition's handle), which CUDA refuses to instantiate. Fault kind
+   * COND_NODE in the fake. */
+  recap_status_t (*graph_add_empty)(recap_cuda_graph_t graph);
 } recap__device_ops_t;
 
 /* The seam in use. The first call picks the CUDA implementation unless a test installed the

@@ -140,6 +140,7 @@ const recap__device_ops_t recap__fake_ops = {
     .cond_handle_create = recap__fake_op_cond_handle_create,
     .cond_node_add = recap__fake_op_cond_node_add,
     .cond_launch = recap__fake_op_cond_launch,
+    .graph_add_empty = recap__fake_op_graph_add_empty,
 };
 
 /* ---- test controls ---------------------------------------------------------------------- */

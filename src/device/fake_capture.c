@@ -384,6 +384,10 @@ recap_status_t recap__fake_op_graph_instantiate(recap_cuda_graph_exec_t *exec,
                      "conditional handle %#llx was created on the graph (or a body of it) and no "
                      "conditional node there holds it",
                      (unsigned long long)unheld);
+  } else if (recap__fake_cond_body_empty(g)) {
+    recap__fake_note(&f, RECAP_ERROR_CUDA,
+                     "cudaGraphInstantiateWithFlags: invalid argument (cudaErrorInvalidValue): a "
+                     "conditional node of the graph has a body with no node");
   } else {
     fake_exec_t *x = calloc(1, sizeof *x);
     if (x && !recap__fake_nodes_copy(&x->nodes, &g->nodes)) {

@@ -843,3 +843,52 @@ bool recap__fake_cond_handles_held(const fake_graph_t *g, uint64_t *handle) {
   }
   return true;
 }
+
+recap_status_t recap__fake_op_graph_add_empty(recap_cuda_graph_t graph) {
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_COND_NODE);
+  fake_graph_t *g = recap__fake_graph_find(graph);
+  if (inject) {
+    recap__fake_note_injected(&f, "cudaGraphAddEmptyNode", RECAP__FAKE_FAULT_COND_NODE,
+                              "empty node addition");
+  } else if (!g) {
+    recap__fake_note_bad_graph(&f, "cudaGraphAddEmptyNode", (const void *)graph, "graph");
+  } else if (captured_into(g)) {
+    recap__fake_note(&f, RECAP_ERROR_INVALID_USAGE,
+                     "cudaGraphAddEmptyNode: graph %p is being captured into", (void *)graph);
+  } else {
+    fake_nodes_t *nodes = &g->nodes;
+    if (nodes->count == nodes->cap) {
+      size_t cap = nodes->cap ? nodes->cap * 2 : 16;
+      fake_node_t *v = realloc(nodes->v, cap * sizeof *v);
+      if (v) {
+        nodes->v = v;
+        nodes->cap = cap;
+      }
+    }
+    if (nodes->count == nodes->cap) {
+      recap__fake_note(&f, RECAP_ERROR_CUDA,
+                       "cudaGraphAddEmptyNode: out of memory (cudaErrorMemoryAllocation)");
+    } else {
+      recap__fake.next_node_handle += 0x10;
+      nodes->v[nodes->count++] = (fake_node_t){
+          .type = RECAP_NODE_EMPTY, .handle = FAKE_NODE_HANDLE_BASE + recap__fake.next_node_handle};
+    }
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
+/* Whether g, or a body nested in it, has a conditional node with an empty body: CUDA refuses to
+ * instantiate such a graph (cudaErrorInvalidValue). Lock held. */
+bool recap__fake_cond_body_empty(const fake_graph_t *g) {
+  for (size_t i = 0; i < g->nodes.count; i++) {
+    const fake_node_t *n = &g->nodes.v[i];
+    if (n->type != RECAP_NODE_CONDITIONAL) continue;
+    for (unsigned b = 0; b < n->branches; b++)
+      if (!n->bodies[b] || n->bodies[b]->nodes.count == 0 ||
+          recap__fake_cond_body_empty(n->bodies[b]))
+        return true;
+  }
+  return false;
+}

@@ -377,6 +377,10 @@ recap_status_t recap__fake_op_capture_to_graph(recap_stream_t stream, recap_cuda
  * its graph (instantiation refuses a graph otherwise); *handle: the first that is not. Lock
  * held. */
 bool recap__fake_cond_handles_held(const fake_graph_t *g, uint64_t *handle);
+/* Whether a conditional node of g or of its bodies has an empty body (instantiation refuses
+ * it). Lock held. */
+bool recap__fake_cond_body_empty(const fake_graph_t *g);
+recap_status_t recap__fake_op_graph_add_empty(recap_cuda_graph_t graph);
 recap_status_t recap__fake_op_cond_handle_create(recap_cuda_graph_t graph, unsigned initial,
                                                  bool assign_default, uint64_t *handle);
 recap_status_t recap__fake_op_cond_node_add(recap_cuda_graph_t graph,

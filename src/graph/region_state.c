@@ -154,6 +154,7 @@ recap_status_t recap__regions_hold_unused(recap__regions_t *r, uint64_t context,
     RECAP__CHECK(recap__device()->cond_node_add(graph, NULL, 0, RECAP__COND_IF, c->cond.handle, 1,
                                                 &node, &body));
     c->held = true;
+    RECAP__CHECK(recap__device()->graph_add_empty(body));
   }
   return RECAP_SUCCESS;
 }

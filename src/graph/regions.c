@@ -587,10 +587,18 @@ recap_status_t recap_region_end(recap_stream_t stream) {
   RECAP__CHECK(check_close(stream, fn, &g, &r));
   RECAP__CHECK(close_branch(g, r, fn));
   recap__region_frame_t *f = &r->frames[r->depth - 1];
-  recap_status_t s;
+  recap_status_t s = RECAP_SUCCESS;
   if (r->on_device) {
-    s = recap__device()->capture_to_graph(g->capture_stream, f->parent_graph, &f->node, 1,
-                                          (recap__capture_mode_t)g->options.mode);
+    /* CUDA refuses to instantiate a conditional node with an empty body: a branch that holds no
+     * node (never captured, or captured empty) gets an empty node. */
+    for (unsigned b = 0; b < f->branches && s == RECAP_SUCCESS; b++) {
+      size_t nodes = 0;
+      s = recap__device()->graph_node_count(f->bodies[b], &nodes);
+      if (s == RECAP_SUCCESS && nodes == 0) s = recap__device()->graph_add_empty(f->bodies[b]);
+    }
+    if (s == RECAP_SUCCESS)
+      s = recap__device()->capture_to_graph(g->capture_stream, f->parent_graph, &f->node, 1,
+                                            (recap__capture_mode_t)g->options.mode);
   } else {
     s = recap__device()->stream_begin_capture(g->capture_stream,
                                               (recap__capture_mode_t)g->options.mode);

@@ -165,11 +165,47 @@ static void unused_conditions(void **state) {
   }
 }
 
+/* An IF_ELSE closed in its first branch and a SWITCH whose middle branch is never captured:
+ * the branches left empty run nothing, and the graph instantiates and replays. */
+static void branches_left_empty(void **state) {
+  (void)state;
+  for (int host = 0; host < 2; host++) {
+    gpu_begin();
+    cudaStream_t s = gpu_stream();
+    float *x = gpu_floats(N, s);
+    recap_graph_t g;
+    OK(recap_graph_create(&g, 0));
+    recap_capture_options_t o = options(host);
+    OK(recap_graph_capture_begin(g, s, &o));
+    recap_cond_t c, k;
+    OK(recap_cond_create(s, 0, &c));
+    OK(recap_region_begin(s, RECAP_REGION_IF_ELSE, c, 0));
+    CUDA_OK(recap_test_add_scalar(x, x, N, 100.0f, s));
+    OK(recap_region_end(s));
+    OK(recap_cond_create(s, 2, &k));
+    OK(recap_region_begin(s, RECAP_REGION_SWITCH, k, 3));
+    CUDA_OK(recap_test_add_scalar(x, x, N, 10.0f, s));
+    OK(recap_region_next_branch(s));
+    OK(recap_region_next_branch(s));
+    CUDA_OK(recap_test_add_scalar(x, x, N, 1.0f, s));
+    OK(recap_region_end(s));
+    OK(recap_graph_capture_end(g));
+    expect_path(g, host);
+    gpu_set(x, N, 0.0f, s);
+    OK(recap_graph_replay(g, s));
+    gpu_expect_all(x, N, 1.0f); /* the ELSE is empty, case 2 adds 1 */
+    recap_pool_id_t pool;
+    OK(recap_graph_pool(g, &pool));
+    gpu_finish_graph(g, s, pool, (void *[]){x}, 1);
+  }
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(compare_and_malloc_in_body),
       cmocka_unit_test(loop_capture_unrolled),
       cmocka_unit_test(unused_conditions),
+      cmocka_unit_test(branches_left_empty),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }
