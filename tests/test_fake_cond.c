@@ -1103,7 +1103,13 @@ static void inspection_flattens_bodies(void **state) {
   /* Launch: IF true (then: bump, WHILE with condition 1 kept... the kernel "deep" never sets
    * it, so the limit stops it). */
   recap__fake_cond_iteration_limit(5);
-  recap_cuda_graph_exec_t x = instantiate(g);
+  /* The SWITCH's case 0 is empty: CUDA refuses to instantiate that; an empty node fills it. */
+  recap_cuda_graph_exec_t x = NULL;
+  EXPECT_STATUS(ops->graph_instantiate(&x, g), RECAP_ERROR_CUDA);
+  EXPECT_MESSAGE("a body with no node");
+  OK(ops->graph_add_empty(r_sw.bodies[0]));
+  assert_int_equal(node_count(g), 11);
+  x = instantiate(g);
   EXPECT_STATUS(ops->graph_launch(x, s), RECAP_ERROR_CUDA);
   EXPECT_MESSAGE("in top-level node 1");
   cleanup(x, g);

@@ -680,9 +680,10 @@ static void regions_captured_on_the_fake(void **state) {
   OK(recap_graph_destroy(graph));
   if (rc != 0) fail_msg("%s", err);
   /* The graph's own nodes, then the WHILE body (its condition's SET_VALUE kernel included, and
-   * the kernel that sets the loop's condition), the IF_ELSE's two, the SWITCH's cases. */
+   * the kernel that sets the loop's condition), the IF_ELSE's two, the SWITCH's cases (case 1,
+   * never captured, holds the empty node recap puts into an empty body). */
   static const struct {
-    const char *name; /* NULL: a conditional node of kind */
+    const char *name; /* NULL: a conditional node of kind; "": an empty node */
     const char *kind;
     size_t parent;
     unsigned branch;
@@ -698,12 +699,16 @@ static void regions_captured_on_the_fake(void **state) {
       {"then_kernel", NULL, 6, 0},
       {"else_kernel", NULL, 6, 1},
       {"case0", NULL, 2, 0},
+      {"", NULL, 2, 1},
       {"case2", NULL, 2, 2},
   };
   assert_int_equal(g.count, sizeof want / sizeof want[0]);
   for (size_t i = 0; i < g.count; i++) {
     const recap_view_node_t *n = &g.nodes[i];
-    if (want[i].name) {
+    if (want[i].name && !*want[i].name) {
+      assert_string_equal(n->type, "empty");
+      assert_null(n->region_kind);
+    } else if (want[i].name) {
       assert_string_equal(n->kernel_name, want[i].name);
       assert_null(n->region_kind);
     } else {
@@ -723,7 +728,7 @@ static void regions_captured_on_the_fake(void **state) {
   assert_string_equal(body_cluster(&g, 1, 0)->path, "step/while body");
   assert_string_equal(body_cluster(&g, 6, 1)->path, "step/while body/else");
   assert_string_equal(body_cluster(&g, 2, 2)->path, "step/case 2");
-  assert_int_equal(body_cluster(&g, 2, 1)->node_count, 0); /* the empty case 1 */
+  assert_int_equal(body_cluster(&g, 2, 1)->node_count, 1); /* case 1: its empty node */
   assert_int_equal(body_cluster(&g, 1, 0)->node_count, 6);
   /* The epilogue below the SWITCH's cases, which lie below the WHILE's body. */
   assert_int_equal(g.nodes[2].layer, 7);

@@ -67,7 +67,9 @@ typedef struct recap_cond {
  * stream (in the same graph or body: the region that uses it must be opened where the condition
  * was created, and a condition serves one region). `initial` is its value every time the
  * capture reaches this point (the top level of a graph: at every replay; inside a body: each
- * time the body runs), until a kernel sets it. Errors: stream not capturing into a recap graph
+ * time the body runs), until a kernel sets it. A condition that no region uses in the end gets
+ * an IF node of its own with a body that does nothing (CUDA refuses to instantiate a graph holding
+ * a conditional handle that no node holds). Errors: stream not capturing into a recap graph
  * (RECAP_ERROR_INVALID_USAGE), the driver's failures. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_cond_create(recap_stream_t stream, unsigned initial,
                                                            recap_cond_t *cond);
@@ -90,7 +92,8 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_region_begin(recap_stream_t strea
  * (IF_ELSE: the ELSE branch; SWITCH: branch n + 1). Same checks as recap_region_end. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_region_next_branch(recap_stream_t stream);
 /* Close the innermost region open on stream; the capture goes on after it. Branches not
- * captured (an IF_ELSE closed in its first branch, a SWITCH before its last) are empty. The
+ * captured (an IF_ELSE closed in its first branch, a SWITCH before its last) run nothing (recap
+ * gives every body that holds no node an empty node: CUDA refuses empty bodies). The
  * body is checked before anything else happens: CUDA runs kernels, copies, memsets, empty
  * nodes, child graphs and regions inside a body, and nothing else (no event record or wait
  * nodes, such as collectives and external events put there; no memory alloc or free nodes,

@@ -872,8 +872,9 @@ recap_status_t recap__fake_op_graph_add_empty(recap_cuda_graph_t graph) {
                        "cudaGraphAddEmptyNode: out of memory (cudaErrorMemoryAllocation)");
     } else {
       recap__fake.next_node_handle += 0x10;
-      nodes->v[nodes->count++] = (fake_node_t){
-          .type = RECAP_NODE_EMPTY, .handle = FAKE_NODE_HANDLE_BASE + recap__fake.next_node_handle};
+      nodes->v[nodes->count++] =
+          (fake_node_t){.type = RECAP_NODE_EMPTY,
+                        .handle = FAKE_NODE_HANDLE_BASE + recap__fake.next_node_handle};
     }
   }
   return recap__fake_unlock_and_report(&f);
