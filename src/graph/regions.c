@@ -297,10 +297,8 @@ recap_status_t recap_cond_create(recap_stream_t stream, unsigned initial, recap_
       return s;
     }
   }
-  r->conds[r->cond_count].cond = made;
-  r->conds[r->cond_count].context = r->context;
-  r->conds[r->cond_count].used = false;
-  r->cond_count++;
+  r->conds[r->cond_count++] =
+      (recap__region_cond_t){.cond = made, .context = r->context, .used = false, .held = false};
   *cond = made;
   return RECAP_SUCCESS;
 }
