@@ -118,6 +118,13 @@ set(VALUES
   "const recap_update_policy_t *|&f->update_policy"
   "recap_update_stats_t *|&f->update_stats"
   "recap_capture_mode_t|RECAP_CAPTURE_MODE_GLOBAL"
+  "recap_region_kind_t|RECAP_REGION_WHILE"
+  "recap_cond_t|f->cond"
+  "recap_cond_t *|&f->cond_out"
+  "const uint32_t *|(const uint32_t *)f->block"
+  "uint32_t *|(uint32_t *)f->block"
+  "const recap_cond_compare_t *|&f->cond_compare"
+  "const recap_loop_t *|&f->loop"
   "recap_rebind_t *|f->rebinds"
   "recap_rebind_site_t *|f->rebind_sites"
 )

@@ -28,5 +28,6 @@
 #include "recap/liveness.h"
 #include "recap/rebind.h"
 #include "recap/update.h"
+#include "recap/region.h"
 
 #endif /* RECAP_H */

@@ -111,6 +111,9 @@ typedef struct bim_fixture {
   recap_graph_info_t *info_out;
   recap_philox_state_t philox;
   const recap_liveness_input_t *liveness_out;
+  recap_cond_t cond, cond_out;
+  recap_cond_compare_t cond_compare;
+  recap_loop_t loop;
 
   /* Handles that were destroyed, and storage on the stack posing as a handle. */
   recap_graph_t dead_recap_graph_t;
@@ -164,6 +167,8 @@ static void bim_setup(bim_fixture_t *f) {
   f->update_stats = (recap_update_stats_t)RECAP_UPDATE_STATS_INIT;
   f->scope_options = (recap_scope_options_t)RECAP_SCOPE_OPTIONS_INIT;
   f->graphed_options = (recap_graphed_options_t)RECAP_GRAPHED_OPTIONS_INIT;
+  f->cond_compare = (recap_cond_compare_t)RECAP_COND_COMPARE_INIT;
+  f->loop = (recap_loop_t)RECAP_LOOP_INIT;
   static const int requires_grad[1] = {1};
   f->inputs[0] = (recap_buffer_t){f->x, sizeof f->x};
   f->grad_outputs[0] = (recap_buffer_t){f->gx, sizeof f->gx};

@@ -21,6 +21,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/host.h"
+#include "device/cond_launch.h"
 #include "device/fake.h"
 #include "device/rng_launch.h"
 #include "fake_device_util.h"
@@ -450,8 +452,13 @@ typedef struct fault_fixture {
   recap__patch_plan_t plan; /* of graph */
   const recap__graph_read_t *sites;
   size_t site_count;
-  int words[4]; /* what the arguments point at */
-  bool flip;    /* which word the next patch points site 0 at */
+  int words[4];                  /* what the arguments point at */
+  bool flip;                     /* which word the next patch points site 0 at */
+  recap_cuda_graph_t cond_graph; /* an empty graph the conditional nodes are added to */
+  uint32_t flag;                 /* what the condition kernels set */
+  uint64_t rng[3];               /* a generator's state words */
+  uint64_t handles[16];          /* made for cond_graph, so that a node's add needs no other call */
+  size_t handles_used;
 } fault_fixture_t;
 
 static void fixture_make(fault_fixture_t *fx) {
@@ -468,6 +475,14 @@ static void fixture_make(fault_fixture_t *fx) {
                    RECAP_SUCCESS);
   assert_int_equal(fx->site_count, 2);
   fx->flip = false;
+  assert_int_not_equal(recap__fake_capture_begin(fx->stream, RECAP__CAPTURE_MODE_GLOBAL), 0);
+  assert_int_equal(ops->stream_end_capture(fx->stream, &fx->cond_graph), RECAP_SUCCESS);
+  fx->flag = 0;
+  memset(fx->rng, 0, sizeof fx->rng);
+  for (size_t i = 0; i < sizeof fx->handles / sizeof fx->handles[0]; i++)
+    assert_int_equal(ops->cond_handle_create(fx->cond_graph, 1, true, &fx->handles[i]),
+                     RECAP_SUCCESS);
+  fx->handles_used = 0;
 }
 
 /* A patch of site 0 to a word it does not point at now. */
@@ -480,6 +495,7 @@ static void fixture_free(fault_fixture_t *fx) {
   ops->patch_plan_destroy(fx->plan);
   assert_int_equal(ops->graph_exec_destroy(fx->exec), RECAP_SUCCESS);
   assert_int_equal(ops->graph_destroy(fx->graph), RECAP_SUCCESS);
+  assert_int_equal(ops->graph_destroy(fx->cond_graph), RECAP_SUCCESS);
   assert_int_equal(ops->event_destroy(fx->event), RECAP_SUCCESS);
   assert_int_equal(recap__fake_now().live_graphs, 0);
   assert_int_equal(recap__fake_now().live_execs, 0);
@@ -610,6 +626,75 @@ static recap_status_t call_kind(recap__fake_fault_t kind, fault_fixture_t *fx) {
       assert_int_equal(recap__fake_now().graph_uploads, uploads + (st == RECAP_SUCCESS));
       break;
     }
+    case RECAP__FAKE_FAULT_COND_SUPPORTED: {
+      bool supported = false;
+      st = ops->cond_supported(&supported);
+      assert_true(supported == (st == RECAP_SUCCESS));
+      break;
+    }
+    case RECAP__FAKE_FAULT_CAPTURE_PAUSE: {
+      assert_int_not_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 0);
+      recap__fake_stream_enqueue(s);
+      recap_cuda_graph_t g = NULL;
+      recap__graph_node_t *deps = NULL;
+      size_t count = 9;
+      st = ops->capture_pause(s, &g, &deps, &count);
+      if (st == RECAP_SUCCESS) {
+        assert_int_equal(count, 1);
+        recap__host_free(deps);
+        assert_int_equal(ops->graph_destroy(g), RECAP_SUCCESS);
+      } else {
+        /* A failed pause leaves the capture under way. */
+        assert_null(g);
+        assert_int_equal(count, 0);
+        assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_ACTIVE);
+        assert_true(recap__fake_capture_end(s));
+      }
+      assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_NONE);
+      break;
+    }
+    case RECAP__FAKE_FAULT_CAPTURE_TO_GRAPH:
+      st = ops->capture_to_graph(s, fx->cond_graph, NULL, 0, RECAP__CAPTURE_MODE_GLOBAL);
+      assert_int_equal(capture_status(s, NULL),
+                       st == RECAP_SUCCESS ? RECAP__CAPTURE_ACTIVE : RECAP__CAPTURE_NONE);
+      if (st == RECAP_SUCCESS) assert_true(recap__fake_capture_end(s));
+      break;
+    case RECAP__FAKE_FAULT_COND_HANDLE: {
+      uint64_t h = 7;
+      st = ops->cond_handle_create(fx->cond_graph, 1, true, &h);
+      assert_true((h != 0) == (st == RECAP_SUCCESS));
+      break;
+    }
+    case RECAP__FAKE_FAULT_COND_NODE: {
+      assert_true(fx->handles_used < sizeof fx->handles / sizeof fx->handles[0]);
+      uint64_t h = fx->handles[fx->handles_used];
+      size_t before = 0, after = 0;
+      assert_int_equal(ops->graph_node_count(fx->cond_graph, &before), RECAP_SUCCESS);
+      recap__graph_node_t node = NULL;
+      recap_cuda_graph_t body = NULL;
+      st = ops->cond_node_add(fx->cond_graph, NULL, 0, RECAP__COND_WHILE, h, 1, &node, &body);
+      assert_int_equal(ops->graph_node_count(fx->cond_graph, &after), RECAP_SUCCESS);
+      assert_int_equal(after, before + (st == RECAP_SUCCESS));
+      assert_true((node != NULL) == (st == RECAP_SUCCESS));
+      fx->handles_used += st == RECAP_SUCCESS;
+      break;
+    }
+    case RECAP__FAKE_FAULT_COND_LAUNCH: {
+      recap__cond_launch_t l = {.kind = RECAP__COND_SET_VALUE,
+                                .cond = {.flag = &fx->flag},
+                                .stream = s,
+                                .value = fx->flag + 1};
+      uint32_t before = fx->flag;
+      st = ops->cond_launch(&l);
+      assert_int_equal(fx->flag, before + (st == RECAP_SUCCESS));
+      break;
+    }
+    case RECAP__FAKE_FAULT_RNG_ADVANCE: {
+      uint64_t before = fx->rng[2];
+      st = ops->rng_advance(s, fx->rng, 3);
+      assert_int_equal(fx->rng[2], before + (st == RECAP_SUCCESS ? 3 : 0));
+      break;
+    }
     case RECAP__FAKE_FAULT_KINDS: break;
   }
   return st;
@@ -657,7 +742,7 @@ static void fault_injection(void **state) {
     assert_int_equal(call_kind(kind, &fx), expected);
 
     assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
-    assert_int_equal(recap__fake_now().live_graphs, 1);
+    assert_int_equal(recap__fake_now().live_graphs, 2);
     assert_int_equal(recap__fake_now().live_execs, 1);
     fixture_free(&fx);
     assert_int_equal(recap__fake_now().live_events, 0);
@@ -722,7 +807,7 @@ static void kernels_without_an_image_name_the_compute_capability(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   uint64_t *words = NULL;
   float *out = NULL;
-  assert_int_equal(ops->raw_malloc((void **)&words, 2 * sizeof *words), RECAP_SUCCESS);
+  assert_int_equal(ops->raw_malloc((void **)&words, 3 * sizeof *words), RECAP_SUCCESS);
   assert_int_equal(ops->raw_malloc((void **)&out, 16 * sizeof *out), RECAP_SUCCESS);
   words[0] = words[1] = 99;
   char want[512];
@@ -759,10 +844,12 @@ static void kernels_without_an_image_name_the_compute_capability(void **state) {
   /* A device recap's kernels cover runs them. */
   recap__fake_reset(NULL);
   s = recap__fake_stream_new();
-  assert_int_equal(ops->raw_malloc((void **)&words, 2 * sizeof *words), RECAP_SUCCESS);
+  /* Three words: {seed, base offset, offset drawn on the device}; the write adds the third. */
+  assert_int_equal(ops->raw_malloc((void **)&words, 3 * sizeof *words), RECAP_SUCCESS);
+  words[2] = 5;
   assert_int_equal(ops->rng_write_state(s, words, 1, 2), RECAP_SUCCESS);
   assert_int_equal(words[0], 1);
-  assert_int_equal(words[1], 2);
+  assert_int_equal(words[1], 2 + 5);
   assert_int_equal(recap__fake_now().rng_state_writes, writes + 1);
 }
 

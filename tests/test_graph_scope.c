@@ -22,6 +22,7 @@
 
 #include "graph_util.h"
 #include "harness.h"
+#include "regions_info.h"
 
 /* ------------------------------------------------------------------------------------------
  * Capture scope and the kill switch
@@ -459,6 +460,12 @@ static void inspect_reports_nodes_and_edges(void **state) {
     for (size_t k = 0; k < info->nodes[i].dependency_count; k++)
       assert_int_equal(cJSON_GetArrayItem(deps, (int)k)->valuedouble,
                        info->nodes[i].dependencies[k]);
+    /* Nodes of the graph itself: in no body, and no region of their own. */
+    assert_int_equal(info->nodes[i].parent, SIZE_MAX);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(n, "parent")));
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(n, "branch")->valuedouble, 0);
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(n, "region_kind")));
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(n, "branches")->valuedouble, 0);
   }
   cJSON_Delete(root);
   recap_string_free(json);
@@ -467,6 +474,68 @@ static void inspect_reports_nodes_and_edges(void **state) {
   OK(recap_graph_destroy(plain));
   OK(recap_graph_destroy(g));
   expect_quiet();
+}
+
+/* The JSON of a graph with regions (regions_info.h): where each node sits, and what each
+ * conditional node does. */
+static void json_of_regions(void **state) {
+  (void)state;
+  recap_graph_info_t info = regions_info();
+  char *json = NULL;
+  OK(recap_graph_info_json(&info, &json));
+  /* The exact text of a conditional node inside a body, and of a node in its else branch. */
+  assert_non_null(strstr(json,
+                         "{\"index\":5,\"type\":\"conditional\",\"kernel_name\":null,\"bytes\":0,"
+                         "\"annotation\":\"solve\",\"annotation_path\":\"step/solve\","
+                         "\"tools_id\":null,\"dependencies\":[4],\"dependents\":[6],\"parent\":1,"
+                         "\"branch\":0,\"region_kind\":\"if_else\",\"branches\":2}"));
+  assert_non_null(strstr(json,
+                         "\"dependents\":[],\"parent\":5,\"branch\":1,"
+                         "\"region_kind\":null,\"branches\":0}"));
+  cJSON *root = cJSON_Parse(json);
+  assert_non_null(root);
+  cJSON *nodes = cJSON_GetObjectItemCaseSensitive(root, "nodes");
+  assert_int_equal(cJSON_GetArraySize(nodes), REGIONS_INFO_NODES);
+  assert_int_equal(cJSON_GetObjectItemCaseSensitive(root, "edge_count")->valuedouble,
+                   REGIONS_INFO_EDGES);
+  static const struct {
+    long parent; /* -1: null */
+    unsigned branch;
+    const char *kind; /* NULL: null */
+    unsigned branches;
+  } want[REGIONS_INFO_NODES] = {
+      {-1, 0, NULL, 0}, {-1, 0, "while", 1},  {-1, 0, "switch", 3}, {-1, 0, NULL, 0},
+      {1, 0, NULL, 0},  {1, 0, "if_else", 2}, {1, 0, NULL, 0},      {5, 0, NULL, 0},
+      {5, 1, NULL, 0},  {2, 0, NULL, 0},      {2, 0, NULL, 0},      {2, 2, NULL, 0},
+  };
+  for (int i = 0; i < REGIONS_INFO_NODES; i++) {
+    cJSON *n = cJSON_GetArrayItem(nodes, i);
+    cJSON *parent = cJSON_GetObjectItemCaseSensitive(n, "parent");
+    cJSON *kind = cJSON_GetObjectItemCaseSensitive(n, "region_kind");
+    if (want[i].parent < 0)
+      assert_true(cJSON_IsNull(parent));
+    else
+      assert_int_equal(parent->valuedouble, want[i].parent);
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(n, "branch")->valuedouble, want[i].branch);
+    if (want[i].kind)
+      assert_string_equal(kind->valuestring, want[i].kind);
+    else
+      assert_true(cJSON_IsNull(kind));
+    assert_int_equal(cJSON_GetObjectItemCaseSensitive(n, "branches")->valuedouble,
+                     want[i].branches);
+  }
+  cJSON_Delete(root);
+  recap_string_free(json);
+}
+
+static void region_kind_names(void **state) {
+  (void)state;
+  assert_string_equal(recap_region_kind_name(RECAP_REGION_WHILE), "while");
+  assert_string_equal(recap_region_kind_name(RECAP_REGION_IF), "if");
+  assert_string_equal(recap_region_kind_name(RECAP_REGION_IF_ELSE), "if_else");
+  assert_string_equal(recap_region_kind_name(RECAP_REGION_SWITCH), "switch");
+  assert_string_equal(recap_region_kind_name((recap_region_kind_t)4), "unknown");
+  assert_string_equal(recap_region_kind_name((recap_region_kind_t)-1), "unknown");
 }
 
 /* Every node type has its own name, and a value out of range is "unknown", never NULL. */
@@ -724,6 +793,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(inspect_reports_nodes_and_edges),
       cmocka_unit_test(inspect_of_an_empty_graph),
       cmocka_unit_test(node_type_names),
+      cmocka_unit_test(json_of_regions),
+      cmocka_unit_test(region_kind_names),
       cmocka_unit_test(failed_capture_begin_leaves_nothing),
       cmocka_unit_test(failed_capture_end_leaves_nothing),
       cmocka_unit_test(failed_instantiate_in_capture_end),

@@ -21,8 +21,10 @@
 
 #include "device/fake.h"
 #include "harness.h"
-#include "reset.h"
 #include "recap.h"
+#include "recap_view.h"
+#include "regions_info.h"
+#include "reset.h"
 
 #ifndef RECAP_GRAPH_TOOL
 #  error "RECAP_GRAPH_TOOL must name the recap-graph program (tests/CMakeLists.txt sets it)"
@@ -384,6 +386,264 @@ static void names_annotations_and_copies_in_html(void **state) {
   scratch_close(&s);
 }
 
+/* ------------------------------------------------------------------------------------------
+ * Regions: conditional nodes and their bodies (regions_info.h)
+ * ---------------------------------------------------------------------------------------- */
+
+static void write_regions_json(const char *path) {
+  recap_graph_info_t info = regions_info();
+  char *json;
+  OK(recap_graph_info_json(&info, &json));
+  write_file(path, json);
+  recap_string_free(json);
+}
+
+static void regions_in_dot(void **state) {
+  (void)state;
+  scratch_t s;
+  scratch_open(&s);
+  const char *json = scratch_path(&s, "regions.json"), *dot = scratch_path(&s, "regions.dot");
+  write_regions_json(json);
+  char *text = convert(&s, "dot", json, dot);
+  /* The counts include the bodies. */
+  ASSERT_CONTAINS(text, "\n// 12 nodes (8 of them in the bodies of 3 conditional nodes), 6 edges.");
+  ASSERT_CONTAINS(text, "  compound=true;\n");
+  /* Clusters: the two annotation scopes and one per body (the empty case 1 included). */
+  assert_int_equal(count_of(text, "subgraph cluster_"), 8);
+  assert_int_equal(count_of(text, "style=\"dashed,rounded,filled\";"), 6);
+  /* The WHILE body inside "step" (where its node is), "solve" inside the body, and the if and
+   * else of node 5 inside "solve" (where node 5 is). */
+  const char *step = strstr(text, "  subgraph cluster_0 {\n    label=\"step\";\n");
+  const char *body = strstr(text,
+                            "    subgraph cluster_1 {\n"
+                            "      label=\"while body\";\n"
+                            "      style=\"dashed,rounded,filled\";\n"
+                            "      fillcolor=\"#f4f1fa\";\n"
+                            "      color=\"#6a51a3\";\n"
+                            "      fontname=\"Helvetica\";\n"
+                            "      subgraph cluster_5 {\n"
+                            "        label=\"solve\";\n");
+  const char *then = strstr(text, "        subgraph cluster_6 {\n          label=\"if\";\n");
+  const char *otherwise = strstr(text, "        subgraph cluster_7 {\n          label=\"else\";\n");
+  assert_non_null(step);
+  assert_non_null(body);
+  assert_non_null(then);
+  assert_non_null(otherwise);
+  assert_true(step < body && body < then && then < otherwise);
+  ASSERT_CONTAINS(text,
+                  "          n7 [label=\"#7 kernel\\nthen_kernel\\ngrid 1x1x1, block 1x1x1\", "
+                  "fillcolor=\"#9ecae1\", tooltip=\"then_kernel\"];\n        }\n");
+  ASSERT_CONTAINS(text,
+                  "          n8 [label=\"#8 memcpy\\n4.0 KiB\", fillcolor=\"#fdae6b\"];\n"
+                  "        }\n");
+  ASSERT_CONTAINS(text, "      n6 [label=\"#6 kernel\\ncondition\\n");
+  /* The SWITCH's cases, in order; the empty one holds a mark to point at. */
+  ASSERT_CONTAINS(text, "    subgraph cluster_2 {\n      label=\"case 0\";\n");
+  ASSERT_CONTAINS(
+      text,
+      "    subgraph cluster_3 {\n"
+      "      label=\"case 1\";\n"
+      "      style=\"dashed,rounded,filled\";\n"
+      "      fillcolor=\"#f4f1fa\";\n"
+      "      color=\"#6a51a3\";\n"
+      "      fontname=\"Helvetica\";\n"
+      "      empty_3 [label=\"empty\", shape=plain, style=\"\", fontcolor=\"#6a51a3\"];\n"
+      "    }\n"
+      "    subgraph cluster_4 {\n"
+      "      label=\"case 2\";\n");
+  /* Conditional nodes stand out, with their kind and branches. */
+  ASSERT_CONTAINS(text,
+                  "    n1 [label=\"#1 conditional\\nwhile, 1 branch\\n[step]\", "
+                  "fillcolor=\"#dadaeb\", shape=hexagon, style=\"filled,bold\", "
+                  "color=\"#6a51a3\"];\n");
+  ASSERT_CONTAINS(text, "    n2 [label=\"#2 conditional\\nswitch, 3 branches\\n[step]\"");
+  ASSERT_CONTAINS(text,
+                  "        n5 [label=\"#5 conditional\\nif_else, 2 branches\\n[step/solve]\"");
+  ASSERT_CONTAINS(text, "  n3 [label=\"#3 kernel\\nepilogue\\n"); /* outside every cluster */
+  /* The dependencies, and a dashed edge from each conditional node to each of its bodies. */
+  assert_int_equal(count_of(text, " -> "), 12);
+  ASSERT_CONTAINS(text,
+                  "  n0 -> n1;\n  n1 -> n2;\n  n2 -> n3;\n  n4 -> n5;\n  n5 -> n6;\n  n9 -> n10;\n"
+                  "  n1 -> n4 [style=dashed, color=\"#6a51a3\", lhead=cluster_1];\n"
+                  "  n2 -> n9 [style=dashed, color=\"#6a51a3\", lhead=cluster_2];\n"
+                  "  n2 -> empty_3 [style=dashed, color=\"#6a51a3\", lhead=cluster_3];\n"
+                  "  n2 -> n11 [style=dashed, color=\"#6a51a3\", lhead=cluster_4];\n"
+                  "  n5 -> n7 [style=dashed, color=\"#6a51a3\", lhead=cluster_6];\n"
+                  "  n5 -> n8 [style=dashed, color=\"#6a51a3\", lhead=cluster_7];\n");
+  /* The legend counts the bodies' nodes too. */
+  ASSERT_CONTAINS(text, "<td bgcolor=\"#9ecae1\">kernel</td><td>7</td>");
+  ASSERT_CONTAINS(text, "<td bgcolor=\"#dadaeb\">conditional</td><td>3</td>");
+  free(text);
+  scratch_close(&s);
+}
+
+static void regions_in_html(void **state) {
+  (void)state;
+  scratch_t s;
+  scratch_open(&s);
+  const char *json = scratch_path(&s, "regions.json"), *html = scratch_path(&s, "regions.html");
+  write_regions_json(json);
+  char *text = convert(&s, "html", json, html);
+  ASSERT_CONTAINS(text,
+                  "<b>12</b> nodes, <b>6</b> edges, 10 layers, 2 annotation scopes, <b>3</b> "
+                  "regions holding 8 nodes; tools ids not available");
+  ASSERT_CONTAINS(text, "kernel</td><td class=\"num\">7</td>");
+  ASSERT_CONTAINS(text, "conditional</td><td class=\"num\">3</td>");
+  /* The regions table: each conditional node, its bodies, the nodes they hold (nested ones
+   * included) and where it lies itself. */
+  ASSERT_CONTAINS(text, "<h2>Regions</h2>\n<table id=\"regions\">\n");
+  ASSERT_CONTAINS(text,
+                  "<tr data-node=\"1\"><td>#1</td><td>while</td><td class=\"num\">1</td>"
+                  "<td class=\"num\">5</td><td>graph</td></tr>\n"
+                  "<tr data-node=\"2\"><td>#2</td><td>switch</td><td class=\"num\">3</td>"
+                  "<td class=\"num\">3</td><td>graph</td></tr>\n"
+                  "<tr data-node=\"5\"><td>#5</td><td>if_else</td><td class=\"num\">2</td>"
+                  "<td class=\"num\">2</td><td><a href=\"#node-1\" data-node=\"1\">while body of "
+                  "#1</a></td></tr>\n</table>\n");
+  /* The frames, nested, with their labels and the node whose body each is. */
+  assert_int_equal(count_of(text, "{\"path\":"), 8);
+  ASSERT_CONTAINS(text,
+                  "{\"path\":\"step/while body\",\"label\":\"while body\",\"depth\":2,"
+                  "\"nodes\":5,\"parent\":0,\"node\":1,\"branch\":0,");
+  ASSERT_CONTAINS(text,
+                  "{\"path\":\"step/while body/solve\",\"label\":\"solve\",\"depth\":3,"
+                  "\"nodes\":4,\"parent\":1,\"node\":null,");
+  ASSERT_CONTAINS(text,
+                  "{\"path\":\"step/while body/solve/else\",\"label\":\"else\",\"depth\":4,"
+                  "\"nodes\":1,\"parent\":5,\"node\":5,\"branch\":1,");
+  ASSERT_CONTAINS(text,
+                  "{\"path\":\"step/case 1\",\"label\":\"case 1\",\"depth\":2,\"nodes\":0,"
+                  "\"parent\":0,\"node\":2,\"branch\":1,");
+  /* Every node is drawn, with where it sits; the script draws frames and links from these. */
+  assert_int_equal(count_of(text, "{\"i\":"), 12);
+  ASSERT_CONTAINS(text,
+                  "{\"i\":1,\"type\":\"conditional\",\"name\":\"while\",\"detail\":\"1 branch\"");
+  ASSERT_CONTAINS(text, "\"parent\":null,\"branch\":0,\"region\":\"while\",\"branches\":1,");
+  ASSERT_CONTAINS(text, "\"parent\":5,\"branch\":1,\"region\":null,\"branches\":0,\"cluster\":7,");
+  ASSERT_CONTAINS(text, "\"parent\":2,\"branch\":2,\"region\":null,\"branches\":0,\"cluster\":4,");
+  ASSERT_CONTAINS(text, "'region-link'");
+  ASSERT_CONTAINS(text, "'cluster body'");
+  /* Still one self-contained page. */
+  ASSERT_LACKS(text, "http://");
+  ASSERT_LACKS(text, "https://");
+  ASSERT_LACKS(text, " src=");
+  free(text);
+  scratch_close(&s);
+}
+
+/* The JSON carries everything: the tool's page from the file is the page a program writes
+ * straight from the info (recap_view_from_info), byte for byte. */
+static void regions_json_round_trip(void **state) {
+  (void)state;
+  scratch_t s;
+  scratch_open(&s);
+  const char *json = scratch_path(&s, "regions.json");
+  const char *from_file = scratch_path(&s, "file.html"), *direct = scratch_path(&s, "direct.html");
+  const char *dot_file = scratch_path(&s, "file.dot"), *dot_direct = scratch_path(&s, "direct.dot");
+  write_regions_json(json);
+  run_result_t r = run_tool5(&s, "--title", "regions", "html", json, from_file);
+  assert_int_equal(r.status, 0);
+  run_result_free(&r);
+  r = run_tool5(&s, "--title", "regions", "dot", json, dot_file);
+  assert_int_equal(r.status, 0);
+  run_result_free(&r);
+
+  recap_graph_info_t info = regions_info();
+  recap_view_graph_t view;
+  char err[256] = "";
+  if (recap_view_from_info(&view, &info, err, sizeof err) != 0) fail_msg("%s", err);
+  assert_int_equal(view.count, 12);
+  assert_int_equal(view.nodes[8].parent, 5);
+  assert_int_equal(view.nodes[8].branch, 1);
+  assert_string_equal(view.nodes[2].region_kind, "switch");
+  assert_int_equal(view.nodes[2].branches, 3);
+  assert_null(view.nodes[3].region_kind);
+  assert_int_equal(view.nodes[3].parent, SIZE_MAX);
+  assert_int_equal(recap_view_save_html(&view, direct, "regions", err, sizeof err), 0);
+  assert_int_equal(recap_view_save_dot(&view, dot_direct, "regions", err, sizeof err), 0);
+  recap_view_graph_free(&view);
+
+  char *a = read_file(from_file), *b = read_file(direct);
+  assert_string_equal(a, b);
+  free(a);
+  free(b);
+  a = read_file(dot_file);
+  b = read_file(dot_direct);
+  assert_string_equal(a, b);
+  free(a);
+  free(b);
+  scratch_close(&s);
+}
+
+/* A file whose regions do not nest is refused, naming the node and the field. */
+static void bad_regions_are_refused(void **state) {
+  (void)state;
+  scratch_t s;
+  scratch_open(&s);
+#define COND(i, deps, kind, branches)                                                            \
+  "{\"index\":" #i ",\"type\":\"conditional\",\"dependencies\":" deps ",\"region_kind\":\"" kind \
+  "\",\"branches\":" #branches ",\"parent\":null,\"branch\":0}"
+#define KERNEL_IN(i, deps, parent, branch)                                              \
+  "{\"index\":" #i ",\"type\":\"kernel\",\"dependencies\":" deps ",\"parent\":" #parent \
+  ",\"branch\":" #branch ",\"region_kind\":null,\"branches\":0}"
+  /* A good file, to show the pieces are right. */
+  const char *good = scratch_path(&s, "good.json"), *out = scratch_path(&s, "good.dot");
+  write_file(good, "{\"nodes\":[" COND(0, "[]", "if_else", 2) "," KERNEL_IN(1, "[]", 0, 1) "]}");
+  char *text = convert(&s, "dot", good, out);
+  ASSERT_CONTAINS(text, "label=\"else\"");
+  free(text);
+
+  expect_refused(&s, "{\"nodes\":[" KERNEL_IN(0, "[]", 1, 0) "," COND(1, "[]", "while", 1) "]}",
+                 "node 0: \"parent\" is 1, but a body's nodes follow their conditional node (the "
+                 "parent's index must be smaller)");
+  expect_refused(&s, "{\"nodes\":[" KERNEL_IN(0, "[]", null, 0) "," KERNEL_IN(1, "[]", 0, 0) "]}",
+                 "node 1: \"parent\" is node 0, a kernel node; only a conditional node has bodies");
+  expect_refused(&s, "{\"nodes\":[" COND(0, "[]", "while", 1) "," KERNEL_IN(1, "[]", 0, 1) "]}",
+                 "node 1: \"branch\" is 1, but its parent, node 0, has 1 branch");
+  expect_refused(&s, "{\"nodes\":[" COND(0, "[]", "switch", 3) "," KERNEL_IN(1, "[]", 0, 3) "]}",
+                 "node 1: \"branch\" is 3, but its parent, node 0, has 3 branches");
+  expect_refused(&s, "{\"nodes\":[" KERNEL_IN(0, "[]", null, 2) "]}",
+                 "node 0: \"branch\" is 2 but the node is in no body (its \"parent\" is null)");
+  expect_refused(&s, "{\"nodes\":[" KERNEL_IN(0, "[]", 5, 0) "]}",
+                 "node 0: \"parent\" is 5, but a body's nodes follow their conditional node");
+  /* A dependency across bodies, and one out of a body. */
+  expect_refused(&s,
+                 "{\"nodes\":[" COND(0, "[]", "if_else",
+                                     2) "," KERNEL_IN(1, "[]", 0, 0) "," KERNEL_IN(2, "[1]", 0,
+                                                                                   1) "]}",
+                 "node 2 (in body 1 of node 0) waits for node 1 (in body 0 of node 0); a "
+                 "dependency joins nodes of the same body");
+  expect_refused(&s,
+                 "{\"nodes\":[" COND(0, "[]", "while",
+                                     1) "," KERNEL_IN(1, "[]", 0, 0) "," KERNEL_IN(2, "[1]", null,
+                                                                                   0) "]}",
+                 "node 2 (in the graph itself) waits for node 1 (in body 0 of node 0)");
+  /* Fields of the wrong type. */
+  expect_refused(
+      &s, "{\"nodes\":[{\"index\":0,\"type\":\"kernel\",\"dependencies\":[],\"parent\":\"x\"}]}",
+      "node 0: \"parent\" must be null or the index of the conditional node whose body "
+      "holds it");
+  expect_refused(
+      &s, "{\"nodes\":[{\"index\":0,\"type\":\"kernel\",\"dependencies\":[],\"branch\":-1}]}",
+      "node 0: \"branch\" must be a non-negative integer");
+  expect_refused(&s,
+                 "{\"nodes\":[{\"index\":0,\"type\":\"conditional\",\"dependencies\":[],"
+                 "\"branches\":4294967296}]}",
+                 "node 0: \"branches\" must be an integer from 0 to 4294967295");
+  expect_refused(&s,
+                 "{\"nodes\":[{\"index\":0,\"type\":\"conditional\",\"dependencies\":[],"
+                 "\"region_kind\":7}]}",
+                 "node 0: \"region_kind\" must be null or a region's kind");
+  expect_refused(&s,
+                 "{\"nodes\":[{\"index\":0,\"type\":\"kernel\",\"dependencies\":[],"
+                 "\"region_kind\":\"while\",\"branches\":1}]}",
+                 "node 0: a kernel node with a \"region_kind\" or \"branches\"; only conditional "
+                 "nodes have them");
+#undef COND
+#undef KERNEL_IN
+  scratch_close(&s);
+}
+
 static void standard_input_and_output(void **state) {
   (void)state;
   scratch_t s;
@@ -516,6 +776,10 @@ int main(int argc, char **argv) {
       cmocka_unit_test(html_of_a_captured_graph),
       cmocka_unit_test(names_annotations_and_copies_in_dot),
       cmocka_unit_test(names_annotations_and_copies_in_html),
+      cmocka_unit_test(regions_in_dot),
+      cmocka_unit_test(regions_in_html),
+      cmocka_unit_test(regions_json_round_trip),
+      cmocka_unit_test(bad_regions_are_refused),
       cmocka_unit_test(standard_input_and_output),
       cmocka_unit_test(broken_input_is_refused),
       cmocka_unit_test(unreadable_and_unwritable_files_are_refused),

@@ -72,6 +72,47 @@ static void routing_follows_the_capture(void **state) {
   check();
 }
 
+/* A region pauses a capture and resumes it under a new capture id (recap/region.h): the route
+ * moves to the new id, and allocations on the stream follow. */
+static void routing_moves_with_the_capture(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new(), t = recap__fake_stream_new();
+  recap_pool_id_t pool = recap_pool_handle(), other = recap_pool_handle();
+  capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  capture_begin(t, other, RECAP__CAPTURE_MODE_GLOBAL);
+  /* The capture on s ends and another begins on it: the route still names the first. */
+  assert_true(recap__fake_capture_end(s));
+  uint64_t resumed = recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL);
+  assert_int_not_equal(resumed, 0);
+  void *before, *after;
+  OK(recap_malloc(&before, 4096, s));
+  assert_int_equal(pool_info(pool).allocated_bytes, 0);
+  OK(recap__pool_route_move(0, pool, resumed));
+  OK(recap__pool_route_move(0, pool, resumed)); /* to the id it has: nothing changes */
+  OK(recap_malloc(&after, 4096, s));
+  assert_int_equal(pool_info(pool).allocated_bytes, 4096);
+  /* The id of another route's capture, and a pool routed nowhere: refused, nothing moved. */
+  recap__capture_status_t status;
+  uint64_t t_id = 0;
+  OK(recap__device()->stream_capture_id(t, &status, &t_id));
+  EXPECT_STATUS(recap__pool_route_move(0, pool, t_id), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("already routes its allocations");
+  EXPECT_STATUS(recap__pool_route_move(0, recap_pool_handle(), resumed), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("is not routed");
+  void *again;
+  OK(recap_malloc(&again, 4096, s));
+  assert_int_equal(pool_info(pool).allocated_bytes, 8192);
+  OK(recap_free(again));
+  OK(recap_free(after));
+  OK(recap_free(before));
+  capture_end(s, pool);
+  capture_end(t, other);
+  OK(recap_pool_release(pool));
+  OK(recap_pool_release(other));
+  check();
+}
+
 static void capture_frees_are_reused_within_the_capture(void **state) {
   (void)state;
   reset();
@@ -555,6 +596,7 @@ static void snapshot_names_private_pools(void **state) {
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(pool_handles_are_fresh),
     cmocka_unit_test(routing_follows_the_capture),
+    cmocka_unit_test(routing_moves_with_the_capture),
     cmocka_unit_test(capture_frees_are_reused_within_the_capture),
     cmocka_unit_test(sharing_a_pool_saves_a_segment),
     cmocka_unit_test(pool_memory_returns_after_last_reference_and_block),

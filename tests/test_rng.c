@@ -206,12 +206,12 @@ static void captured_states_point_at_the_device_words(void **state) {
     assert_ptr_equal(st.seed_ptr, words); /* the same words every time */
     recap__fake_launch_kernel(s, "work");
   }
-  /* The words are one block of recap's allocator (the generator's 16 bytes). */
+  /* The words are one block of recap's allocator (the generator's 24 bytes). */
   recap_block_info_t block;
   OK(recap_block_info(words, &block));
   assert_ptr_equal(block.base, words);
   assert_int_equal(block.size, 512);
-  assert_int_equal(block.requested, 2 * sizeof(uint64_t));
+  assert_int_equal(block.requested, 3 * sizeof(uint64_t));
   assert_true(recap_pool_is_default(block.pool)); /* made eagerly, outside any capture */
   OK(recap_graph_capture_end(g));
   /* The capture did not advance the eager offset. */
@@ -592,7 +592,7 @@ static void memory_is_one_block_per_generator_and_stays_flat(void **state) {
   assert_int_equal(with.allocated_bytes[RECAP_STAT_ALL].current,
                    base.allocated_bytes[RECAP_STAT_ALL].current + 3 * 512);
   assert_int_equal(with.requested_bytes[RECAP_STAT_ALL].current,
-                   base.requested_bytes[RECAP_STAT_ALL].current + 3 * 16);
+                   base.requested_bytes[RECAP_STAT_ALL].current + 3 * 24);
 
   uint64_t expected = 0;
   for (int i = 0; i < 100; i++) {
@@ -787,7 +787,7 @@ static void fake_write_state_node_and_write(void **state) {
   reset();
   const recap__device_ops_t *dev = recap__device();
   recap_stream_t s = recap__fake_stream_new();
-  uint64_t words[2] = {0, 0};
+  uint64_t words[3] = {0, 0, 0}; /* {seed, base offset, offset drawn on the device} */
   uint64_t writes = recap__fake_now().rng_state_writes;
   OK(dev->rng_write_state(s, words, 7, 40));
   assert_int_equal(words[0], 7);

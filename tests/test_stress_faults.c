@@ -47,7 +47,7 @@ static recap_status_t workload(outcome_t *o) {
   recap_stream_t s1 = recap__fake_stream_new(), s2 = recap__fake_stream_new();
   void *a = NULL, *b = NULL, *c = NULL, *out1 = NULL, *out2 = NULL, *eager = NULL;
   recap_generator_t gen = NULL;
-  recap_graph_t g1 = NULL, g2 = NULL, g3 = NULL;
+  recap_graph_t g1 = NULL, g2 = NULL, g3 = NULL, g4 = NULL;
   recap_graphed_t h = NULL;
 
   /* Eager allocations of every size class; one used by another stream, then freed. */
@@ -130,6 +130,29 @@ static recap_status_t workload(outcome_t *o) {
     }
   }
 
+  /* A graph with regions: a WHILE whose body allocates from the graph's pool, draws random
+   * numbers and holds an IF on a condition of its own, run once per replay. */
+  if (STEP(o, recap_graph_create(&g4, 0)) && STEP(o, recap_graph_capture_begin(g4, s1, NULL))) {
+    recap_cond_t more, inner;
+    if (STEP(o, recap_cond_create(s1, 1, &more)) &&
+        STEP(o, recap_region_begin(s1, RECAP_REGION_WHILE, more, 0))) {
+      void *tmp = NULL;
+      if (STEP(o, recap_malloc(&tmp, 64 * KiB, s1))) {
+        recap__fake_launch_kernel(s1, "body");
+        if (gen) STEP(o, recap_rng_uniform(gen, (float *)tmp, 16, s1));
+      }
+      if (STEP(o, recap_cond_create(s1, 1, &inner)) &&
+          STEP(o, recap_region_begin(s1, RECAP_REGION_IF, inner, 0))) {
+        recap__fake_launch_kernel(s1, "inner");
+        STEP(o, recap_region_end(s1));
+      }
+      STEP(o, recap_cond_set_value(more, 0, s1));
+      if (tmp) STEP(o, recap_free(tmp));
+      STEP(o, recap_region_end(s1));
+    }
+    if (STEP(o, recap_graph_capture_end(g4))) STEP(o, recap_graph_replay(g4, s1));
+  }
+
   /* A graphed callable, forward and backward, then eagerly. */
   sweep_graphed(o, &h, s1, toy_forward);
 
@@ -140,6 +163,7 @@ static recap_status_t workload(outcome_t *o) {
   STEP(o, recap_graph_destroy(g1));
   STEP(o, recap_graph_destroy(g2));
   STEP(o, recap_graph_destroy(g3));
+  STEP(o, recap_graph_destroy(g4));
   if (out1) STEP(o, recap_free(out1));
   if (out2) STEP(o, recap_free(out2));
   if (b) STEP(o, recap_free(b));
@@ -157,11 +181,13 @@ static void count_warnings(recap_log_level_t level, const char *message, void *u
 }
 
 static const char *kind_name(recap__fake_fault_t kind) {
-  static const char *const names[] = {"raw_malloc",    "event_create",  "event_record",
-                                      "stream_create", "capture_begin", "capture_end",
-                                      "instantiate",   "launch",        "patch_plan",
-                                      "patch",         "patch_sync",    "exec_update",
-                                      "timing",        "upload"};
+  static const char *const names[] = {"raw_malloc",    "event_create",     "event_record",
+                                      "stream_create", "capture_begin",    "capture_end",
+                                      "instantiate",   "launch",           "patch_plan",
+                                      "patch",         "patch_sync",       "exec_update",
+                                      "timing",        "upload",           "cond_supported",
+                                      "capture_pause", "capture_to_graph", "cond_handle",
+                                      "cond_node",     "cond_launch",      "rng_advance"};
   _Static_assert(sizeof names / sizeof names[0] == RECAP__FAKE_FAULT_KINDS, "a name per kind");
   return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }

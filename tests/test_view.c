@@ -16,6 +16,7 @@
 #include "reset.h"
 #include "harness.h"
 #include "recap_view.h"
+#include "regions_info.h"
 #include "view_fixture.h"
 
 /* ------------------------------------------------------------------------------------------
@@ -68,6 +69,32 @@ static int in_scope(const recap_view_node_t *n, const char *path) {
   return scope && strncmp(scope, path, len) == 0 && (scope[len] == '\0' || scope[len] == '/');
 }
 
+/* 1 when node i lies in body `branch` of conditional node p, or in a body nested in it. */
+static int in_body(const recap_view_graph_t *g, size_t i, size_t p, unsigned branch) {
+  for (size_t k = i; g->nodes[k].parent != SIZE_MAX; k = g->nodes[k].parent)
+    if (g->nodes[k].parent == p) return g->nodes[k].branch == branch;
+  return 0;
+}
+
+/* 1 when cluster c or one of its ancestors is a body. */
+static int under_a_body(const recap_view_graph_t *g, long c) {
+  for (; c >= 0; c = g->clusters[c].parent)
+    if (g->clusters[c].node != SIZE_MAX) return 1;
+  return 0;
+}
+
+/* 1 when node i lies in cluster c: by the graph itself (the annotation path for a scope outside
+ * any body, the parents for a body), and by the layout's own record (the cluster chain). */
+static int in_cluster(const recap_view_graph_t *g, size_t i, size_t c) {
+  int chained = 0;
+  for (long k = g->nodes[i].cluster; k >= 0; k = g->clusters[k].parent) chained |= k == (long)c;
+  const recap_view_cluster_t *cl = &g->clusters[c];
+  if (cl->node != SIZE_MAX) assert_int_equal(chained, in_body(g, i, cl->node, cl->branch));
+  if (!under_a_body(g, (long)c) && g->nodes[i].parent == SIZE_MAX)
+    assert_int_equal(chained, in_scope(&g->nodes[i], cl->path));
+  return chained;
+}
+
 /* Boxes of one layer never overlap; every edge goes down; every scope's rectangle holds its
  * nodes and no other node; within each layer a scope's nodes are contiguous. */
 static void check_layout(const recap_view_graph_t *g) {
@@ -98,7 +125,7 @@ static void check_layout(const recap_view_graph_t *g) {
     size_t inside = 0;
     for (size_t i = 0; i < g->count; i++) {
       const recap_view_node_t *n = &g->nodes[i];
-      int mine = in_scope(n, cl->path);
+      int mine = in_cluster(g, i, c);
       int within = n->x >= cl->x && n->x + n->w <= cl->x + cl->w && n->y >= cl->y &&
                    n->y + n->h <= cl->y + cl->h;
       int touches = !(n->x + n->w <= cl->x || cl->x + cl->w <= n->x || n->y + n->h <= cl->y ||
@@ -112,10 +139,10 @@ static void check_layout(const recap_view_graph_t *g) {
     for (size_t i = 0; i < g->count; i++)
       for (size_t j = 0; j < g->count; j++) {
         const recap_view_node_t *a = &g->nodes[i], *b = &g->nodes[j];
-        if (a->layer != b->layer || !in_scope(a, cl->path) || !in_scope(b, cl->path)) continue;
+        if (a->layer != b->layer || !in_cluster(g, i, c) || !in_cluster(g, j, c)) continue;
         for (size_t k = 0; k < g->count; k++) {
           const recap_view_node_t *m = &g->nodes[k];
-          if (m->layer == a->layer && !in_scope(m, cl->path) && m->x > a->x && m->x < b->x)
+          if (m->layer == a->layer && !in_cluster(g, k, c) && m->x > a->x && m->x < b->x)
             fail_msg("node %zu sits between nodes %zu and %zu of scope %s", k, i, j, cl->path);
         }
       }
@@ -519,6 +546,269 @@ static void model_of_the_fixture(void **state) {
   recap_view_graph_free(&g);
 }
 
+/* ------------------------------------------------------------------------------------------
+ * Regions: the bodies of conditional nodes (regions_info.h)
+ * ---------------------------------------------------------------------------------------- */
+
+static const recap_view_cluster_t *body_cluster(const recap_view_graph_t *g, size_t node,
+                                                unsigned branch) {
+  for (size_t c = 0; c < g->cluster_count; c++)
+    if (g->clusters[c].node == node && g->clusters[c].branch == branch) return &g->clusters[c];
+  fail_msg("no cluster for body %u of node %zu", branch, node);
+  return NULL;
+}
+
+static int rect_inside(const recap_view_cluster_t *in, const recap_view_cluster_t *out) {
+  return in->x > out->x && in->x + in->w < out->x + out->w && in->y > out->y &&
+         in->y + in->h < out->y + out->h;
+}
+
+/* A WHILE whose body holds an IF_ELSE, and a SWITCH of three (one empty): each body is a frame
+ * below its node, nested in the frame of the body that holds the node, and what waits for a
+ * conditional node comes below all its bodies. */
+static void bodies_nest_below_their_node(void **state) {
+  (void)state;
+  recap_graph_info_t info = regions_info();
+  recap_view_graph_t g;
+  char err[256] = "";
+  if (recap_view_from_info(&g, &info, err, sizeof err) != 0) fail_msg("%s", err);
+  assert_int_equal(recap_view_layout(&g, err, sizeof err), 0);
+  check_layout(&g);
+  /* Layers: prologue, WHILE, its body (step, IF_ELSE, then/else side by side, condition), the
+   * SWITCH, its cases (case0_a and the memset side by side, case0_b), the epilogue. */
+  static const size_t layers[REGIONS_INFO_NODES] = {0, 1, 6, 9, 2, 3, 5, 4, 4, 7, 8, 7};
+  for (size_t i = 0; i < REGIONS_INFO_NODES; i++)
+    if (g.nodes[i].layer != layers[i])
+      fail_msg("node %zu is in layer %zu, expected %zu", i, g.nodes[i].layer, layers[i]);
+  assert_int_equal(g.layer_count, 10);
+  /* Two annotation scopes and six bodies. */
+  assert_int_equal(g.cluster_count, 8);
+  static const struct {
+    size_t node;
+    unsigned branch;
+    const char *label, *path;
+    size_t nodes;
+  } bodies[] = {
+      {1, 0, "while body", "step/while body", 5},  {2, 0, "case 0", "step/case 0", 2},
+      {2, 1, "case 1", "step/case 1", 0},          {2, 2, "case 2", "step/case 2", 1},
+      {5, 0, "if", "step/while body/solve/if", 1}, {5, 1, "else", "step/while body/solve/else", 1},
+  };
+  for (size_t b = 0; b < sizeof bodies / sizeof bodies[0]; b++) {
+    const recap_view_cluster_t *c = body_cluster(&g, bodies[b].node, bodies[b].branch);
+    assert_string_equal(c->label, bodies[b].label);
+    assert_string_equal(c->path, bodies[b].path);
+    assert_int_equal(c->node_count, bodies[b].nodes);
+    /* Below its conditional node, and above what waits for it. */
+    const recap_view_node_t *p = &g.nodes[bodies[b].node];
+    assert_true(c->y > p->y + p->h);
+    for (size_t k = 0; k < p->succ_count; k++) assert_true(g.nodes[p->succ[k]].y > c->y + c->h);
+  }
+  /* Nesting: the IF_ELSE's bodies inside "solve", inside the WHILE body, inside "step". */
+  const recap_view_cluster_t *step = NULL, *solve = NULL;
+  for (size_t c = 0; c < g.cluster_count; c++) {
+    if (strcmp(g.clusters[c].path, "step") == 0) step = &g.clusters[c];
+    if (strcmp(g.clusters[c].path, "step/while body/solve") == 0) solve = &g.clusters[c];
+  }
+  assert_non_null(step);
+  assert_non_null(solve);
+  assert_int_equal(solve->node, SIZE_MAX);
+  assert_int_equal(solve->node_count, 4);
+  assert_int_equal(step->node_count, 11); /* all but the epilogue */
+  const recap_view_cluster_t *loop = body_cluster(&g, 1, 0);
+  assert_true(rect_inside(body_cluster(&g, 5, 0), solve));
+  assert_true(rect_inside(body_cluster(&g, 5, 1), solve));
+  assert_true(rect_inside(solve, loop));
+  assert_true(rect_inside(loop, step));
+  assert_true(rect_inside(body_cluster(&g, 2, 1), step));
+  assert_true(g.nodes[3].x + g.nodes[3].w <= step->x || g.nodes[3].y >= step->y + step->h);
+  /* Branches left to right in their order: if before else, case 0 before 1 before 2. */
+  assert_true(body_cluster(&g, 5, 0)->x < body_cluster(&g, 5, 1)->x);
+  assert_true(body_cluster(&g, 2, 0)->x < body_cluster(&g, 2, 1)->x);
+  assert_true(body_cluster(&g, 2, 1)->x < body_cluster(&g, 2, 2)->x);
+  /* The body's nodes are recorded in their innermost cluster. */
+  assert_true(&g.clusters[g.nodes[8].cluster] == body_cluster(&g, 5, 1));
+  assert_true(&g.clusters[g.nodes[6].cluster] == loop);
+  assert_int_equal(g.nodes[3].cluster, -1);
+  recap_view_graph_free(&g);
+}
+
+/* The same shapes captured on the fake through recap/region.h, in an annotation scope:
+ * inspection lists the bodies' nodes after the graph's own (the annotation layer labelling only
+ * the nodes it knows), and the viewer frames them inside the scope. */
+static void regions_captured_on_the_fake(void **state) {
+  (void)state;
+  recap_test_reset(NULL);
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t graph;
+  OK(recap_graph_create(&graph, RECAP_GRAPH_KEEP));
+  OK(recap_graph_capture_begin(graph, s, NULL));
+  recap_annotations_enable(1);
+  OK(recap_annotate_push(s, "step"));
+  recap__fake_launch_kernel(s, "prologue");
+  recap_cond_t loop, choice, cases;
+  OK(recap_cond_create(s, 1, &loop));
+  OK(recap_region_begin(s, RECAP_REGION_WHILE, loop, 1));
+  recap__fake_launch_kernel(s, "step");
+  OK(recap_cond_create(s, 0, &choice));
+  OK(recap_region_begin(s, RECAP_REGION_IF_ELSE, choice, 2));
+  recap__fake_launch_kernel(s, "then_kernel");
+  OK(recap_region_next_branch(s));
+  recap__fake_launch_kernel(s, "else_kernel");
+  OK(recap_region_end(s));
+  OK(recap_cond_set_value(loop, 0, s));
+  OK(recap_region_end(s));
+  OK(recap_cond_create(s, 2, &cases));
+  OK(recap_region_begin(s, RECAP_REGION_SWITCH, cases, 3));
+  recap__fake_launch_kernel(s, "case0");
+  OK(recap_region_next_branch(s));
+  OK(recap_region_next_branch(s));
+  recap__fake_launch_kernel(s, "case2");
+  OK(recap_region_end(s));
+  OK(recap_annotate_pop(s));
+  recap__fake_launch_kernel(s, "epilogue");
+  OK(recap_graph_capture_end(graph));
+  recap_annotations_enable(-1);
+  /* The annotation layer labels what it knows (the graph's own nodes come first), no more. */
+  recap_graph_info_t *info;
+  OK(recap_graph_inspect(graph, &info));
+  for (size_t i = 0; i < 3; i++) assert_string_equal(info->nodes[i].annotation_path, "step");
+  assert_null(info->nodes[3].annotation_path);
+  recap_view_graph_t g;
+  char err[256] = "";
+  int rc = recap_view_from_info(&g, info, err, sizeof err);
+  recap_graph_info_free(info);
+  OK(recap_graph_destroy(graph));
+  if (rc != 0) fail_msg("%s", err);
+  /* The graph's own nodes, then the WHILE body (its condition's SET_VALUE kernel included, and
+   * the kernel that sets the loop's condition), the IF_ELSE's two, the SWITCH's cases (case 1,
+   * never captured, holds the empty node recap puts into an empty body). */
+  static const struct {
+    const char *name; /* NULL: a conditional node of kind; "": an empty node */
+    const char *kind;
+    size_t parent;
+    unsigned branch;
+  } want[] = {
+      {"prologue", NULL, SIZE_MAX, 0},
+      {NULL, "while", SIZE_MAX, 0},
+      {NULL, "switch", SIZE_MAX, 0},
+      {"epilogue", NULL, SIZE_MAX, 0},
+      {"step", NULL, 1, 0},
+      {"recap_cond_set_value", NULL, 1, 0},
+      {NULL, "if_else", 1, 0},
+      {"recap_cond_set_value", NULL, 1, 0},
+      {"then_kernel", NULL, 6, 0},
+      {"else_kernel", NULL, 6, 1},
+      {"case0", NULL, 2, 0},
+      {"", NULL, 2, 1},
+      {"case2", NULL, 2, 2},
+  };
+  assert_int_equal(g.count, sizeof want / sizeof want[0]);
+  for (size_t i = 0; i < g.count; i++) {
+    const recap_view_node_t *n = &g.nodes[i];
+    if (want[i].name && !*want[i].name) {
+      assert_string_equal(n->type, "empty");
+      assert_null(n->region_kind);
+    } else if (want[i].name) {
+      assert_string_equal(n->kernel_name, want[i].name);
+      assert_null(n->region_kind);
+    } else {
+      assert_string_equal(n->type, "conditional");
+      assert_string_equal(n->region_kind, want[i].kind);
+    }
+    assert_int_equal(n->parent, want[i].parent);
+    assert_int_equal(n->branch, want[i].branch);
+  }
+  assert_int_equal(g.nodes[2].branches, 3);
+  assert_int_equal(g.nodes[6].branches, 2);
+  assert_int_equal(recap_view_layout(&g, err, sizeof err), 0);
+  check_layout(&g);
+  /* "step" and six bodies; a body's nodes need no label of their own to sit inside the scope
+   * that holds their conditional node. */
+  assert_int_equal(g.cluster_count, 7);
+  assert_string_equal(body_cluster(&g, 1, 0)->path, "step/while body");
+  assert_string_equal(body_cluster(&g, 6, 1)->path, "step/while body/else");
+  assert_string_equal(body_cluster(&g, 2, 2)->path, "step/case 2");
+  assert_int_equal(body_cluster(&g, 2, 1)->node_count, 1); /* case 1: its empty node */
+  assert_int_equal(body_cluster(&g, 1, 0)->node_count, 6);
+  /* The epilogue below the SWITCH's cases, which lie below the WHILE's body. */
+  assert_int_equal(g.nodes[2].layer, 7);
+  assert_int_equal(g.nodes[3].layer, 9);
+  assert_int_equal(recap_view_layout(&g, err, sizeof err), 0);
+  check_layout(&g);
+  recap_view_graph_free(&g);
+}
+
+static size_t add_conditional(recap_view_graph_t *g, const char *kind, unsigned branches) {
+  recap_view_node_t *n = recap_view_add_node(g, "conditional");
+  assert_non_null(n);
+  assert_int_equal(recap_view_set_string(&n->region_kind, kind), 0);
+  n->branches = branches;
+  return g->count - 1;
+}
+
+static void refuses_regions_that_do_not_nest(void **state) {
+  (void)state;
+  char err[256];
+  recap_view_graph_t g;
+  /* A body node before its conditional node. */
+  recap_view_graph_init(&g);
+  add(&g, "a", NULL, -1);
+  add_conditional(&g, "while", 1);
+  g.nodes[0].parent = 1;
+  assert_int_equal(recap_view_finish(&g, err, sizeof err), -1);
+  assert_string_equal(err,
+                      "node 0: \"parent\" is 1, but a body's nodes follow their conditional node "
+                      "(the parent's index must be smaller)");
+  recap_view_graph_free(&g);
+  /* A parent that is no conditional node; a branch it does not have. */
+  recap_view_graph_init(&g);
+  add(&g, "a", NULL, -1);
+  add(&g, "b", NULL, -1);
+  g.nodes[1].parent = 0;
+  assert_int_equal(recap_view_finish(&g, err, sizeof err), -1);
+  assert_string_equal(
+      err, "node 1: \"parent\" is node 0, a kernel node; only a conditional node has bodies");
+  recap_view_graph_free(&g);
+  recap_view_graph_init(&g);
+  add_conditional(&g, "if_else", 2);
+  add(&g, "a", NULL, -1);
+  g.nodes[1].parent = 0;
+  g.nodes[1].branch = 2;
+  assert_int_equal(recap_view_finish(&g, err, sizeof err), -1);
+  assert_string_equal(err, "node 1: \"branch\" is 2, but its parent, node 0, has 2 branches");
+  /* Then a branch it has, but a dependency on the conditional node from its own body. */
+  g.nodes[1].branch = 1;
+  assert_int_equal(recap_view_finish(&g, err, sizeof err), 0);
+  assert_int_equal(recap_view_add_dependency(&g, 1, 0), 0);
+  assert_int_equal(recap_view_finish(&g, err, sizeof err), -1);
+  assert_string_equal(err,
+                      "node 1 (in body 1 of node 0) waits for node 0 (in the graph itself); a "
+                      "dependency joins nodes of the same body");
+  recap_view_graph_free(&g);
+}
+
+static void body_labels(void **state) {
+  (void)state;
+  recap_view_graph_t g;
+  recap_view_graph_init(&g);
+  static const struct {
+    const char *kind;
+    unsigned branch;
+    const char *label;
+  } cases[] = {{"while", 0, "while body"}, {"if", 0, "if"},         {"if_else", 0, "if"},
+               {"if_else", 1, "else"},     {"switch", 0, "case 0"}, {"switch", 1023, "case 1023"},
+               {"loop", 2, "branch 2"},    {NULL, 0, "branch 0"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    recap_view_node_t *n = recap_view_add_node(&g, "conditional");
+    assert_non_null(n);
+    assert_int_equal(recap_view_set_string(&n->region_kind, cases[i].kind), 0);
+    char label[32];
+    recap_view_body_label(n, cases[i].branch, label, sizeof label);
+    assert_string_equal(label, cases[i].label);
+  }
+  recap_view_graph_free(&g);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(demangles_templates_and_library_kernels),
@@ -531,6 +821,10 @@ int main(int argc, char **argv) {
       cmocka_unit_test(save_reports_unwritable_paths),
       cmocka_unit_test(model_from_a_captured_graph),
       cmocka_unit_test(model_of_the_fixture),
+      cmocka_unit_test(bodies_nest_below_their_node),
+      cmocka_unit_test(regions_captured_on_the_fake),
+      cmocka_unit_test(refuses_regions_that_do_not_nest),
+      cmocka_unit_test(body_labels),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }

@@ -4,9 +4,12 @@
 # recorded (<html data-recap-error>) or an empty drawing (data-recap-rendered missing, 0, or not
 # the number of nodes in the page's data).
 #
-#   cmake -DFIXTURE=view_fixture_page -DCHROMIUM=chromium -DWORK=dir [-DBREAK=ON] -P view_browser.cmake
+#   cmake -DFIXTURE=view_fixture_page -DCHROMIUM=chromium -DWORK=dir [-DBREAK=ON] [-DREGIONS=ON]
+#         -P view_browser.cmake
 #
-# BREAK=ON plants a script error in the page first, to show that the check sees one.
+# BREAK=ON plants a script error in the page first, to show that the check sees one. REGIONS=ON
+# draws the fixture with regions (view_fixture_page --regions) and also checks that the page drew
+# a frame per body and a dashed link from each conditional node to each of its bodies.
 foreach(var FIXTURE CHROMIUM WORK)
   if(NOT ${var})
     message(FATAL_ERROR "view_browser.cmake: -D${var}=... is required")
@@ -15,7 +18,11 @@ endforeach()
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
 set(page "${WORK}/fixture.html")
-execute_process(COMMAND "${FIXTURE}" "${page}" RESULT_VARIABLE rc)
+set(fixture_options "")
+if(REGIONS)
+  set(fixture_options --regions)
+endif()
+execute_process(COMMAND "${FIXTURE}" ${fixture_options} "${page}" RESULT_VARIABLE rc)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "${FIXTURE} ${page} failed (${rc})")
 endif()
@@ -62,3 +69,16 @@ if(NOT drawn_count EQUAL expected)
   message(FATAL_ERROR "the DOM holds ${drawn_count} node elements, expected ${expected}")
 endif()
 message(STATUS "the page drew all ${rendered} nodes with no JavaScript error")
+if(REGIONS)
+  string(REGEX MATCHALL "\"node\":[0-9]+,\"branch\":" bodies "${html}")
+  list(LENGTH bodies body_count)
+  string(REGEX MATCHALL "<g class=\"cluster body\"" frames "${dom}")
+  list(LENGTH frames frame_count)
+  string(REGEX MATCHALL "<path class=\"region-link\"" links "${dom}")
+  list(LENGTH links link_count)
+  if(body_count EQUAL 0 OR NOT frame_count EQUAL body_count OR NOT link_count EQUAL body_count)
+    message(FATAL_ERROR "the page's data has ${body_count} bodies; the DOM holds ${frame_count} "
+                        "body frames and ${link_count} region links")
+  endif()
+  message(STATUS "the page drew ${frame_count} body frames, each linked to its node")
+endif()

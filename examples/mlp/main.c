@@ -1,23 +1,28 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * mlp — train a multi-layer perceptron in C on cuBLAS, three ways, with recap.
+ * mlp — train a multi-layer perceptron in C on cuBLAS, four ways, with recap.
  *
  *   eager       every kernel and cuBLAS call launched from the host at every step;
  *   graphed     the network as recap graphed callables (the seed's make_graphed_callables):
  *               forward and backward captured as graphs sharing one pool, the loss launched
  *               eagerly between them, the Adam step captured as a graph of its own;
- *   whole-step  forward, loss, backward and Adam captured as one recap graph.
+ *   whole-step  forward, loss, backward and Adam captured as one recap graph;
+ *   loop        K steps per launch: the batch schedule on the device, one recap graph holding
+ *               a WHILE region whose body gathers the batch at the step counter's index and
+ *               runs the whole step (recap/region.h); run for K = 1, 10 and 100 by default.
  *
  * The task: K noisy interleaved spirals made on the host from a seed. Each step copies its
  * batch from pinned host memory into a device staging buffer (outside every graph), then
- * trains. With the same seed the three ways give the same loss at every step, bit for bit;
+ * trains (the loop way copies the same bytes on the device from its copy of the schedule).
+ * With the same seed every way gives the same loss at every step, bit for bit;
  * the program checks that and says so. It reports loss and accuracy as training goes, the
  * median step time of each way and the speedups, the memory recap's pools hold, and writes the
  * whole-step graph as recap's inspection JSON, Graphviz DOT and an HTML page (drawn by the
  * viewer library, tools/view, straight from recap_graph_inspect) into an output folder.
  *
- *     mlp [--way all|eager|graphed|whole] [--steps N] [--width W] [--depth D] [--batch B]
- *         [--callables model|layer] [--out DIR | --no-out] [--check] ...   (mlp --help)
+ *     mlp [--way all|eager|graphed|whole|loop] [--per-launch K,...] [--steps N] [--width W]
+ *         [--depth D] [--batch B] [--callables model|layer] [--out DIR | --no-out] [--check]
+ *         ...                                                              (mlp --help)
  *
  * Exit status: 0 success; 1 a failure, or the ways disagree; 2 a bad command line, or no
  * GPU; 77 no GPU with --check (the test runner's "skipped").
@@ -46,6 +51,7 @@
 
 #define PROGRAM "mlp"
 enum { EXIT_NO_DEVICE = 2, EXIT_CHECK_SKIP = 77, MAX_GRAPHS = 64, STEPS_UNDER_A_TOOL = 5 };
+enum { WAYS = 4, MAX_LOOPS = 4, MAX_RUNS = 4 + MAX_LOOPS };
 
 /* ==========================================================================================
  * Failing clearly
@@ -94,7 +100,9 @@ typedef struct options {
   int per_class;
   float noise;
   int eval_every;
-  int ways[3]; /* which of eager, graphed, whole-step run */
+  int ways[WAYS];            /* which of eager, graphed, whole-step, loop run */
+  int per_launch[MAX_LOOPS]; /* the loop way's K, one run each */
+  int loops;
   mlp_split_t split;
   int check;
   const char *out_dir; /* NULL: no output folder */
@@ -104,12 +112,15 @@ static void usage(FILE *f) {
   fprintf(f, "usage: " PROGRAM
              " [options]\n"
              "\n"
-             "Train an MLP on K noisy spirals with cuBLAS and recap: eagerly, with graphed\n"
-             "callables, and as one whole-step graph; compare losses bit for bit and step times.\n"
+             "Train an MLP on noisy spirals with cuBLAS and recap: eagerly, with graphed\n"
+             "callables, as one whole-step graph, and K steps per launch in a WHILE loop on the\n"
+             "GPU; compare losses bit for bit and step times.\n"
              "\n"
-             "  --way all|eager|graphed|whole  which way(s) to run (default all)\n"
-             "  --check              run eager, graphed (model and per-layer callables) and\n"
-             "                       whole-step; compare per-step losses and final parameters bit\n"
+             "  --way all|eager|graphed|whole|loop  which way(s) to run (default all)\n"
+             "  --per-launch K[,K...]  the loop way's steps per launch, one run each, at most\n"
+             "                       4 values (default 1,10,100)\n"
+             "  --check              run every way (graphed with model and per-layer\n"
+             "                       callables); compare per-step losses and final parameters bit\n"
              "                       for bit; exit 0 if identical, 1 if not, 77 without a GPU\n"
              "  --steps N            training steps per way (default 600)\n"
              "  --width W            units per hidden layer (default 512)\n"
@@ -136,6 +147,19 @@ static int parse_int(const char *s, int min, int *out) {
   if (errno || *end || end == s || v < min || v > 1000000000L) return 0;
   *out = (int)v;
   return 1;
+}
+
+/* "1,10,100": 1 to MAX_LOOPS positive integers. */
+static int parse_list(const char *s, int *values, int *count) {
+  char buf[128];
+  if (snprintf(buf, sizeof buf, "%s", s) >= (int)sizeof buf) return 0;
+  *count = 0;
+  for (char *save = NULL, *item = strtok_r(buf, ",", &save); item;
+       item = strtok_r(NULL, ",", &save)) {
+    if (*count == MAX_LOOPS || !parse_int(item, 1, &values[*count])) return 0;
+    (*count)++;
+  }
+  return *count > 0;
 }
 
 static int parse_float(const char *s, float *out) {
@@ -165,7 +189,8 @@ static int parse_args(int argc, char **argv, options_t *o) {
     OPT_CALLABLES,
     OPT_OUT,
     OPT_NO_OUT,
-    OPT_CHECK
+    OPT_CHECK,
+    OPT_PER_LAUNCH
   };
   static const struct option options[] = {
       {"way", required_argument, NULL, OPT_WAY},
@@ -184,6 +209,7 @@ static int parse_args(int argc, char **argv, options_t *o) {
       {"out", required_argument, NULL, OPT_OUT},
       {"no-out", no_argument, NULL, OPT_NO_OUT},
       {"check", no_argument, NULL, OPT_CHECK},
+      {"per-launch", required_argument, NULL, OPT_PER_LAUNCH},
       {"help", no_argument, NULL, 'h'},
       {NULL, 0, NULL, 0},
   };
@@ -193,7 +219,9 @@ static int parse_args(int argc, char **argv, options_t *o) {
                    .per_class = 2000,
                    .noise = 0.2f,
                    .eval_every = 100,
-                   .ways = {1, 1, 1},
+                   .ways = {1, 1, 1, 1},
+                   .per_launch = {1, 10, 100},
+                   .loops = 3,
                    .split = MLP_SPLIT_MODEL,
                    .out_dir = "mlp-out"};
   int c, index = 0;
@@ -206,16 +234,16 @@ static int parse_args(int argc, char **argv, options_t *o) {
       case OPT_CHECK: o->check = 1; break;
       case OPT_NO_OUT: o->out_dir = NULL; break;
       case OPT_WAY: {
-        int e = !strcmp(v, "eager"), g = !strcmp(v, "graphed"), w = !strcmp(v, "whole");
-        ok = e || g || w || !strcmp(v, "all");
-        if (ok) {
-          int all = !(e || g || w);
-          o->ways[0] = all || e;
-          o->ways[1] = all || g;
-          o->ways[2] = all || w;
+        static const char *const names[WAYS] = {"eager", "graphed", "whole", "loop"};
+        int all = !strcmp(v, "all"), known = all;
+        for (int w = 0; w < WAYS; w++) {
+          o->ways[w] = all || !strcmp(v, names[w]);
+          known |= o->ways[w];
         }
+        ok = known;
         break;
       }
+      case OPT_PER_LAUNCH: ok = parse_list(v, o->per_launch, &o->loops); break;
       case OPT_STEPS: ok = parse_int(v, 1, &o->steps); break;
       case OPT_WIDTH: ok = parse_int(v, 1, &o->model.width); break;
       case OPT_DEPTH: ok = parse_int(v, 1, &o->model.depth); break;
@@ -320,6 +348,7 @@ static void join(char *out, size_t size, const char *dir, const char *name) {
 typedef struct way_run {
   mlp_way_t way;
   mlp_split_t split;
+  int per_launch; /* the loop way's K */
   char label[32];
   int ran;
   float *losses; /* steps */
@@ -338,8 +367,9 @@ typedef struct context {
   unsigned char *schedule; /* pinned: steps packed batches */
   size_t batch_bytes;
   mlp_eval_set_t *train_set, *test_set;
-  cudaEvent_t *start, *end; /* per step */
+  cudaEvent_t *start, *end; /* per step (per launch in the loop way) */
   double *samples;
+  int *launch_steps; /* the loop way: steps of each launch */
   int tty;
   int quiet; /* --check: no per-way report */
 } context_t;
@@ -487,35 +517,58 @@ static const char *way_description(mlp_way_t way, mlp_split_t split) {
                  : "the network as a graphed callable (forward/backward graphs), loss eager, "
                    "Adam graph";
     case MLP_WAY_WHOLE: return "forward, loss, backward and Adam as one graph";
+    case MLP_WAY_LOOP:
+      return "K steps per launch: a WHILE region over the whole step, the batch gathered on "
+             "the device";
   }
   return "";
 }
 
-static void run_way(context_t *c, way_run_t *r) {
-  const options_t *o = c->o;
-  const int steps = o->steps;
+static mlp_trainer_t *make_trainer(context_t *c, way_run_t *r) {
   if (!c->quiet) {
     printf("\n== %s: %s ==\n", r->label, way_description(r->way, r->split));
     fflush(stdout);
   }
   CHECK_RECAP(recap_empty_cache());
   CHECK_RECAP(recap_memory_reset_peak(-1));
-
   uint64_t t0 = now_ns();
   mlp_trainer_t *trainer;
-  CHECK_MLP(mlp_trainer_create(&trainer, c->model, r->way, r->split));
+  if (r->way == MLP_WAY_LOOP)
+    CHECK_MLP(mlp_trainer_create_loop(&trainer, c->model, r->per_launch));
+  else
+    CHECK_MLP(mlp_trainer_create(&trainer, c->model, r->way, r->split));
   r->setup_ms = (double)(now_ns() - t0) / 1e6;
   if (!c->quiet) {
     printf("  prepared in %.1f ms (one eager warm-up step%s, then reset)\n", r->setup_ms,
            r->way == MLP_WAY_GRAPHED ? ", recap_graphed_create's warm-up and captures, the "
                                        "Adam capture"
            : r->way == MLP_WAY_WHOLE ? ", the whole-step capture"
+           : r->way == MLP_WAY_LOOP  ? ", the loop's capture"
                                      : "");
     if (r->way != MLP_WAY_EAGER && recap_graphs_disabled())
       printf("  RECAP_DISABLE_GRAPHS=1: nothing is captured, this way runs eagerly\n");
   }
+  return trainer;
+}
 
-  const int progress_every = steps >= 50 ? steps / 50 : 1;
+static void show_progress(const context_t *c, const way_run_t *r, int before, int done) {
+  const int steps = c->o->steps, every = steps >= 50 ? steps / 50 : 1;
+  if (c->tty && !c->quiet && done / every != before / every) {
+    printf("\r  [%s] step %d/%d", r->label, done, steps);
+    fflush(stdout);
+  }
+}
+
+/* Whether to evaluate after the steps (before, done]: at every multiple of --eval-every they
+ * cross, and at the end. */
+static int evaluate_now(const context_t *c, int before, int done) {
+  const int every = c->o->eval_every;
+  return (!c->quiet && every > 0 && done / every != before / every) || done == c->o->steps;
+}
+
+/* One step per call; returns the samples taken (one per step). */
+static int train_steps(context_t *c, way_run_t *r, mlp_trainer_t *trainer) {
+  const int steps = c->o->steps;
   for (int s = 0; s < steps; s++) {
     const void *batch = c->schedule + (size_t)s * c->batch_bytes;
     CHECK_CUDA(cudaEventRecord(c->start[s], c->stream));
@@ -523,31 +576,56 @@ static void run_way(context_t *c, way_run_t *r) {
     CHECK_MLP(mlp_trainer_step(trainer, batch));
     c->samples[s] = (double)(now_ns() - h0) / 1e3;
     CHECK_CUDA(cudaEventRecord(c->end[s], c->stream));
-    const int done = s + 1;
-    if (c->tty && !c->quiet && done % progress_every == 0) {
-      printf("\r  [%s] step %d/%d", r->label, done, steps);
-      fflush(stdout);
-    }
-    if ((!c->quiet && o->eval_every > 0 && done % o->eval_every == 0) || done == steps)
-      evaluate(c, r, done);
+    c->launch_steps[s] = 1;
+    show_progress(c, r, s, s + 1);
+    if (evaluate_now(c, s, s + 1)) evaluate(c, r, s + 1);
   }
+  return steps;
+}
+
+/* The loop way: K steps per launch; returns the launches made (one sample each). */
+static int train_launches(context_t *c, way_run_t *r, mlp_trainer_t *trainer) {
+  int done = 0, launches = 0;
+  while (done < c->o->steps) {
+    int n = 0;
+    CHECK_CUDA(cudaEventRecord(c->start[launches], c->stream));
+    uint64_t h0 = now_ns();
+    CHECK_MLP(mlp_trainer_launch(trainer, &n));
+    c->samples[launches] = (double)(now_ns() - h0) / 1e3;
+    CHECK_CUDA(cudaEventRecord(c->end[launches], c->stream));
+    c->launch_steps[launches++] = n;
+    show_progress(c, r, done, done + n);
+    if (evaluate_now(c, done, done + n)) evaluate(c, r, done + n);
+    done += n;
+  }
+  return launches;
+}
+
+/* Per-step host and GPU-timeline times from `count` samples (each covering launch_steps[i]
+ * steps): medians and quantiles. */
+static void summarize_times(context_t *c, way_run_t *r, int count) {
+  for (int i = 0; i < count; i++) c->samples[i] /= c->launch_steps[i];
+  qsort(c->samples, (size_t)count, sizeof(double), compare_double);
+  r->host_us = quantile(c->samples, count, 0.5);
+  for (int i = 0; i < count; i++) {
+    float ms = 0.0f;
+    CHECK_CUDA(cudaEventElapsedTime(&ms, c->start[i], c->end[i]));
+    c->samples[i] = (double)ms * 1e3 / c->launch_steps[i];
+  }
+  qsort(c->samples, (size_t)count, sizeof(double), compare_double);
+  r->step_us[0] = quantile(c->samples, count, 0.5);
+  r->step_us[1] = quantile(c->samples, count, 0.1);
+  r->step_us[2] = quantile(c->samples, count, 0.9);
+}
+
+static void run_way(context_t *c, way_run_t *r) {
+  mlp_trainer_t *trainer = make_trainer(c, r);
+  int count = r->way == MLP_WAY_LOOP ? train_launches(c, r, trainer) : train_steps(c, r, trainer);
   CHECK_CUDA(cudaStreamSynchronize(c->stream));
   clear_progress(c);
+  summarize_times(c, r, count);
 
-  /* Host enqueue times, then GPU-timeline step times. */
-  qsort(c->samples, (size_t)steps, sizeof(double), compare_double);
-  r->host_us = quantile(c->samples, steps, 0.5);
-  for (int s = 0; s < steps; s++) {
-    float ms = 0.0f;
-    CHECK_CUDA(cudaEventElapsedTime(&ms, c->start[s], c->end[s]));
-    c->samples[s] = (double)ms * 1e3;
-  }
-  qsort(c->samples, (size_t)steps, sizeof(double), compare_double);
-  r->step_us[0] = quantile(c->samples, steps, 0.5);
-  r->step_us[1] = quantile(c->samples, steps, 0.1);
-  r->step_us[2] = quantile(c->samples, steps, 0.9);
-
-  CHECK_MLP(mlp_model_read_losses(c->model, r->losses, steps));
+  CHECK_MLP(mlp_model_read_losses(c->model, r->losses, c->o->steps));
   CHECK_MLP(mlp_model_read_parameters(c->model, r->params));
   CHECK_RECAP(recap_generator_get_offset(mlp_model_generator(c->model), &r->generator_offset));
   r->ran = 1;
@@ -557,8 +635,10 @@ static void run_way(context_t *c, way_run_t *r) {
         "  time     %.1f us per step (median; p10 %.1f, p90 %.1f), host %.1f us to enqueue "
         "a step\n",
         r->step_us[0], r->step_us[1], r->step_us[2], r->host_us);
+    if (r->way == MLP_WAY_LOOP)
+      printf("  launches %d of up to %d steps each\n", count, r->per_launch);
     print_graphs_and_pools(trainer);
-    if (r->way == MLP_WAY_WHOLE && o->out_dir && !recap_graphs_disabled()) write_step_graph(c);
+    if (r->way == MLP_WAY_WHOLE && c->o->out_dir && !recap_graphs_disabled()) write_step_graph(c);
   }
   mlp_trainer_destroy(trainer);
   fflush(stdout);
@@ -666,23 +746,197 @@ static void write_outputs(const context_t *c, const way_run_t *runs, int count, 
  * main
  * ======================================================================================== */
 
+/* Under a CUDA tool (RECAP_UNDER_TOOL=1, as tools/gpu-check sets for compute-sanitizer, or a
+ * profiler's CUDA_INJECTION64_PATH) every kernel costs milliseconds or more: a few steps per
+ * way still take every path, the bit-for-bit check included, and the timings mean nothing
+ * there anyway. */
+static void shorten_under_a_tool(options_t *o) {
+  const char *flag = getenv("RECAP_UNDER_TOOL"), *injected = getenv("CUDA_INJECTION64_PATH");
+  bool under_tool = (flag && !strcmp(flag, "1")) || (injected && *injected);
+  if (under_tool && o->steps > STEPS_UNDER_A_TOOL) {
+    printf("a CUDA tool is attached: %d steps per way instead of %d\n", STEPS_UNDER_A_TOOL,
+           o->steps);
+    o->steps = STEPS_UNDER_A_TOOL;
+    o->model.loss_capacity = o->steps;
+  }
+}
+
+/* The device line of the report: name, SMs, driver and runtime. */
+static void describe_device(char *out, size_t size, struct cudaDeviceProp *prop) {
+  int driver = 0, runtime = 0;
+  CHECK_CUDA(cudaGetDeviceProperties(prop, 0));
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  snprintf(out, size, "%s (%d SMs), driver %d.%d, runtime %d.%d", prop->name,
+           prop->multiProcessorCount, driver / 1000, driver % 1000 / 10, runtime / 1000,
+           runtime % 1000 / 10);
+}
+
+/* The data, the model, the batch schedule (pinned, and on the device for the loop way) and
+ * the per-step events. */
+static void context_init(context_t *c, options_t *o, mlp_dataset_t *train, mlp_dataset_t *test) {
+  *c = (context_t){.o = o, .tty = isatty(STDOUT_FILENO), .quiet = o->check};
+  CHECK_CUDA(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+  if (mlp_spirals(o->model.classes, o->per_class, o->noise, 0.2, o->model.seed, train, test) != 0)
+    die("out of host memory for the data set");
+  if (train->count < 1 || test->count < 1)
+    die("--points %d leaves an empty train or test set", o->per_class);
+  c->batch_bytes = mlp_batch_bytes(o->model.batch, train->dim);
+  CHECK_CUDA(cudaHostAlloc((void **)&c->schedule, (size_t)o->steps * c->batch_bytes,
+                           cudaHostAllocDefault));
+  mlp_schedule_fill(train, o->model.batch, o->steps, o->model.seed, c->schedule);
+
+  CHECK_MLP(mlp_model_create(&c->model, &o->model, c->stream));
+  CHECK_MLP(mlp_eval_set_create(c->model, train, &c->train_set));
+  CHECK_MLP(mlp_eval_set_create(c->model, test, &c->test_set));
+  if (o->check || o->ways[MLP_WAY_LOOP])
+    CHECK_MLP(mlp_model_upload_schedule(c->model, c->schedule, o->steps));
+
+  c->start = calloc((size_t)o->steps, sizeof *c->start);
+  c->end = calloc((size_t)o->steps, sizeof *c->end);
+  c->samples = calloc((size_t)o->steps, sizeof *c->samples);
+  c->launch_steps = calloc((size_t)o->steps, sizeof *c->launch_steps);
+  if (!c->start || !c->end || !c->samples || !c->launch_steps) die("out of host memory");
+  for (int s = 0; s < o->steps; s++) {
+    CHECK_CUDA(cudaEventCreate(&c->start[s]));
+    CHECK_CUDA(cudaEventCreate(&c->end[s]));
+  }
+}
+
+static void context_destroy(context_t *c) {
+  for (int s = 0; s < c->o->steps; s++) {
+    cudaEventDestroy(c->start[s]);
+    cudaEventDestroy(c->end[s]);
+  }
+  free(c->start);
+  free(c->end);
+  free(c->samples);
+  free(c->launch_steps);
+  mlp_eval_set_destroy(c->train_set);
+  mlp_eval_set_destroy(c->test_set);
+  mlp_model_destroy(c->model);
+  cudaFreeHost(c->schedule);
+}
+
+static void label_run(way_run_t *r, int check) {
+  if (r->way == MLP_WAY_LOOP)
+    snprintf(r->label, sizeof r->label, "loop/K=%d", r->per_launch);
+  else if (r->way == MLP_WAY_GRAPHED && (check || r->split == MLP_SPLIT_LAYER))
+    snprintf(r->label, sizeof r->label, "graphed/%s", mlp_split_name(r->split));
+  else
+    snprintf(r->label, sizeof r->label, "%s", mlp_way_name(r->way));
+}
+
+/* The runs: eager, graphed, whole-step, then the loop way once per K; --check runs every way
+ * and adds the other callable split. Returns the count. */
+static int plan_runs(const context_t *c, way_run_t *runs) {
+  const options_t *o = c->o;
+  int count = 0;
+  const mlp_split_t other = o->split == MLP_SPLIT_MODEL ? MLP_SPLIT_LAYER : MLP_SPLIT_MODEL;
+  for (int w = 0; w < WAYS; w++) {
+    if (!o->check && !o->ways[w]) continue;
+    if (w == MLP_WAY_LOOP) {
+      for (int k = 0; k < o->loops; k++)
+        runs[count++] = (way_run_t){.way = MLP_WAY_LOOP, .per_launch = o->per_launch[k]};
+      continue;
+    }
+    runs[count++] = (way_run_t){.way = (mlp_way_t)w, .split = o->split};
+    if (o->check && w == MLP_WAY_GRAPHED)
+      runs[count++] = (way_run_t){.way = MLP_WAY_GRAPHED, .split = other};
+  }
+  const size_t flat = mlp_model_flat_count(c->model);
+  for (int i = 0; i < count; i++) {
+    label_run(&runs[i], o->check);
+    runs[i].losses = calloc((size_t)o->steps, sizeof(float));
+    runs[i].params = calloc(flat, sizeof(float));
+    if (!runs[i].losses || !runs[i].params) die("out of host memory");
+  }
+  return count;
+}
+
+static void print_intro(const context_t *c, const mlp_dataset_t *train, const mlp_dataset_t *test,
+                        const char *device, const char *device_name, int count) {
+  const options_t *o = c->o;
+  const mlp_config_t *m = &o->model;
+  if (o->check) {
+    printf(PROGRAM " --check: %d ways x %d steps (width %d, depth %d, batch %d) on %s\n", count,
+           o->steps, m->width, m->depth, m->batch, device_name);
+    return;
+  }
+  printf("recap %s: an MLP trained in C on cuBLAS, four ways\n", recap_version_string());
+  printf("  device   %s\n", device);
+  printf("  task     %d noisy spirals, %d features: %d training and %d test points\n", m->classes,
+         train->dim, train->count, test->count);
+  printf(
+      "  model    %d -> %d x %d (ReLU, dropout %.2g) -> %d: %zu parameters; Adam lr %g; "
+      "batch %d; %d steps per way; seed %llu\n",
+      train->dim, m->depth, m->width, (double)m->dropout, m->classes,
+      mlp_model_parameter_count(c->model), (double)m->lr, m->batch, o->steps,
+      (unsigned long long)m->seed);
+  printf(
+      "  timing   step time = cudaEvent time from just before to just after a step's (or a\n"
+      "           launch's, over its steps) enqueue, with no synchronisation per step (the GPU\n"
+      "           timeline of steady training); host = CPU time to enqueue one step\n");
+  if (o->out_dir && make_dirs(o->out_dir) != 0)
+    die("cannot create the output folder %s: %s", o->out_dir, strerror(errno));
+}
+
+/* Bit for bit: every run against the first. */
+static int compare_all(const context_t *c, const way_run_t *runs, int count) {
+  int identical = 1;
+  for (int i = 0; i < count; i++) identical &= losses_sane(c, &runs[i]);
+  for (int i = 1; i < count && identical; i++) identical &= compare_runs(c, &runs[0], &runs[i]);
+  return identical;
+}
+
+static void print_check(const context_t *c, const way_run_t *runs, int count, int identical) {
+  if (identical)
+    printf(PROGRAM
+           " --check: PASS: the %d ways agree bit for bit: %d per-step losses, %zu "
+           "parameters, generator offset %llu\n",
+           count, c->o->steps, mlp_model_flat_count(c->model),
+           (unsigned long long)runs[0].generator_offset);
+  else
+    printf(PROGRAM " --check: FAIL: the ways disagree (first difference above)\n");
+}
+
+static void print_summary(const context_t *c, const way_run_t *runs, int count, int identical) {
+  const options_t *o = c->o;
+  printf("\n== summary (%d steps, width %d, depth %d, batch %d) ==\n", o->steps, o->model.width,
+         o->model.depth, o->model.batch);
+  printf("  %-14s %12s %12s %10s %10s %11s %9s\n", "way", "step (us)", "host (us)", "vs eager",
+         "vs whole", "final loss", "test acc");
+  const way_run_t *eager = NULL, *whole = NULL;
+  for (int i = 0; i < count; i++) {
+    if (runs[i].way == MLP_WAY_EAGER) eager = &runs[i];
+    if (runs[i].way == MLP_WAY_WHOLE) whole = &runs[i];
+  }
+  for (int i = 0; i < count; i++) {
+    const way_run_t *r = &runs[i];
+    char vs_eager[16] = "-", vs_whole[16] = "-";
+    if (eager) snprintf(vs_eager, sizeof vs_eager, "%.2fx", eager->step_us[0] / r->step_us[0]);
+    if (whole) snprintf(vs_whole, sizeof vs_whole, "%.2fx", r->step_us[0] / whole->step_us[0]);
+    printf("  %-14s %12.1f %12.2f %10s %10s %11.4f %8.1f%%\n", r->label, r->step_us[0], r->host_us,
+           vs_eager, vs_whole, (double)r->losses[o->steps - 1], 100.0 * r->test_acc);
+  }
+  printf(
+      "  (vs eager: speedup over the eager step; vs whole: step time over the whole-step "
+      "graph's;\n   loop/K=k: k steps per launch, times per step)\n");
+  if (count > 1 && identical)
+    printf(
+        "  bit for bit: the %d loss curves (%d steps), the final parameters and the "
+        "generator offset are identical\n",
+        count, o->steps);
+  else if (count > 1)
+    printf("  bit for bit: NO, the ways disagree (first difference above)\n");
+}
+
 int main(int argc, char **argv) {
   options_t o;
   int parsed = parse_args(argc, argv, &o);
   if (parsed >= 0) return parsed;
   setvbuf(stdout, NULL, _IOLBF, 0);
-  /* Under a CUDA tool (RECAP_UNDER_TOOL=1, as tools/gpu-check sets for compute-sanitizer, or a
-   * profiler's CUDA_INJECTION64_PATH) every kernel costs milliseconds or more: a few steps per
-   * way still take every path, the bit-for-bit check included, and the timings mean nothing
-   * there anyway. */
-  const char *flag = getenv("RECAP_UNDER_TOOL"), *injected = getenv("CUDA_INJECTION64_PATH");
-  bool under_tool = (flag && !strcmp(flag, "1")) || (injected && *injected);
-  if (under_tool && o.steps > STEPS_UNDER_A_TOOL) {
-    printf("a CUDA tool is attached: %d steps per way instead of %d\n", STEPS_UNDER_A_TOOL,
-           o.steps);
-    o.steps = STEPS_UNDER_A_TOOL;
-    o.model.loss_capacity = o.steps;
-  }
+  shorten_under_a_tool(&o);
 
   /* Before any CUDA call of our own: recap says plainly when there is no driver or device. */
   int devices = 0;
@@ -694,85 +948,15 @@ int main(int argc, char **argv) {
   }
   CHECK_CUDA(cudaSetDevice(0));
   struct cudaDeviceProp prop;
-  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
-  int driver = 0, runtime = 0;
-  cudaDriverGetVersion(&driver);
-  cudaRuntimeGetVersion(&runtime);
-
-  context_t c = {.o = &o, .tty = isatty(STDOUT_FILENO), .quiet = o.check};
-  CHECK_CUDA(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
-
-  mlp_dataset_t train, test;
-  if (mlp_spirals(o.model.classes, o.per_class, o.noise, 0.2, o.model.seed, &train, &test) != 0)
-    die("out of host memory for the data set");
-  if (train.count < 1 || test.count < 1)
-    die("--points %d leaves an empty train or test set", o.per_class);
-  c.batch_bytes = mlp_batch_bytes(o.model.batch, train.dim);
-  CHECK_CUDA(
-      cudaHostAlloc((void **)&c.schedule, (size_t)o.steps * c.batch_bytes, cudaHostAllocDefault));
-  mlp_schedule_fill(&train, o.model.batch, o.steps, o.model.seed, c.schedule);
-
-  CHECK_MLP(mlp_model_create(&c.model, &o.model, c.stream));
-  CHECK_MLP(mlp_eval_set_create(c.model, &train, &c.train_set));
-  CHECK_MLP(mlp_eval_set_create(c.model, &test, &c.test_set));
-
-  c.start = calloc((size_t)o.steps, sizeof *c.start);
-  c.end = calloc((size_t)o.steps, sizeof *c.end);
-  c.samples = calloc((size_t)o.steps, sizeof *c.samples);
-  if (!c.start || !c.end || !c.samples) die("out of host memory");
-  for (int s = 0; s < o.steps; s++) {
-    CHECK_CUDA(cudaEventCreate(&c.start[s]));
-    CHECK_CUDA(cudaEventCreate(&c.end[s]));
-  }
-
-  /* The runs: eager, graphed, whole-step; --check adds the other callable split. */
-  way_run_t runs[4];
-  int count = 0;
-  const mlp_split_t other = o.split == MLP_SPLIT_MODEL ? MLP_SPLIT_LAYER : MLP_SPLIT_MODEL;
-  for (int w = 0; w < 3; w++) {
-    if (!o.check && !o.ways[w]) continue;
-    runs[count++] = (way_run_t){.way = (mlp_way_t)w, .split = o.split};
-    if (o.check && w == MLP_WAY_GRAPHED)
-      runs[count++] = (way_run_t){.way = MLP_WAY_GRAPHED, .split = other};
-  }
-  const size_t flat = mlp_model_flat_count(c.model);
-  for (int i = 0; i < count; i++) {
-    way_run_t *r = &runs[i];
-    if (r->way == MLP_WAY_GRAPHED && (o.check || r->split == MLP_SPLIT_LAYER))
-      snprintf(r->label, sizeof r->label, "graphed/%s", mlp_split_name(r->split));
-    else
-      snprintf(r->label, sizeof r->label, "%s", mlp_way_name(r->way));
-    r->losses = calloc((size_t)o.steps, sizeof(float));
-    r->params = calloc(flat, sizeof(float));
-    if (!r->losses || !r->params) die("out of host memory");
-  }
-
   char device[512];
-  snprintf(device, sizeof device, "%s (%d SMs), driver %d.%d, runtime %d.%d", prop.name,
-           prop.multiProcessorCount, driver / 1000, driver % 1000 / 10, runtime / 1000,
-           runtime % 1000 / 10);
-  const mlp_config_t *m = &o.model;
-  if (!o.check) {
-    printf("recap %s: an MLP trained in C on cuBLAS, three ways\n", recap_version_string());
-    printf("  device   %s\n", device);
-    printf("  task     %d noisy spirals, %d features: %d training and %d test points\n", m->classes,
-           train.dim, train.count, test.count);
-    printf(
-        "  model    %d -> %d x %d (ReLU, dropout %.2g) -> %d: %zu parameters; Adam lr %g; "
-        "batch %d; %d steps per way; seed %llu\n",
-        train.dim, m->depth, m->width, (double)m->dropout, m->classes,
-        mlp_model_parameter_count(c.model), (double)m->lr, m->batch, o.steps,
-        (unsigned long long)m->seed);
-    printf(
-        "  timing   step time = cudaEvent time from just before to just after a step's\n"
-        "           enqueue, with no synchronisation per step (the GPU timeline of steady\n"
-        "           training); host = CPU time to enqueue one step\n");
-    if (o.out_dir && make_dirs(o.out_dir) != 0)
-      die("cannot create the output folder %s: %s", o.out_dir, strerror(errno));
-  } else {
-    printf(PROGRAM " --check: %d ways x %d steps (width %d, depth %d, batch %d) on %s\n", count,
-           o.steps, m->width, m->depth, m->batch, prop.name);
-  }
+  describe_device(device, sizeof device, &prop);
+
+  context_t c;
+  mlp_dataset_t train, test;
+  context_init(&c, &o, &train, &test);
+  way_run_t runs[MAX_RUNS];
+  const int count = plan_runs(&c, runs);
+  print_intro(&c, &train, &test, device, prop.name, count);
 
   for (int i = 0; i < count; i++) {
     run_way(&c, &runs[i]);
@@ -781,48 +965,11 @@ int main(int argc, char **argv) {
              runs[i].label, (double)runs[i].losses[o.steps - 1], 100.0 * runs[i].test_acc,
              (unsigned long long)runs[i].generator_offset);
   }
-
-  /* Bit for bit: every run against the first. */
-  int identical = 1;
-  for (int i = 0; i < count; i++) identical &= losses_sane(&c, &runs[i]);
-  for (int i = 1; i < count && identical; i++) identical &= compare_runs(&c, &runs[0], &runs[i]);
-
+  const int identical = compare_all(&c, runs, count);
   if (o.check) {
-    if (identical)
-      printf(PROGRAM
-             " --check: PASS: the %d ways agree bit for bit: %d per-step losses, %zu "
-             "parameters, generator offset %llu\n",
-             count, o.steps, flat, (unsigned long long)runs[0].generator_offset);
-    else
-      printf(PROGRAM " --check: FAIL: the ways disagree (first difference above)\n");
+    print_check(&c, runs, count, identical);
   } else {
-    printf("\n== summary (%d steps, width %d, depth %d, batch %d) ==\n", o.steps, m->width,
-           m->depth, m->batch);
-    printf("  %-14s %12s %12s %10s %10s %11s %9s\n", "way", "step (us)", "host (us)", "vs eager",
-           "vs whole", "final loss", "test acc");
-    const way_run_t *eager = NULL, *whole = NULL;
-    for (int i = 0; i < count; i++) {
-      if (runs[i].way == MLP_WAY_EAGER) eager = &runs[i];
-      if (runs[i].way == MLP_WAY_WHOLE) whole = &runs[i];
-    }
-    for (int i = 0; i < count; i++) {
-      const way_run_t *r = &runs[i];
-      char vs_eager[16] = "-", vs_whole[16] = "-";
-      if (eager) snprintf(vs_eager, sizeof vs_eager, "%.2fx", eager->step_us[0] / r->step_us[0]);
-      if (whole) snprintf(vs_whole, sizeof vs_whole, "%.2fx", r->step_us[0] / whole->step_us[0]);
-      printf("  %-14s %12.1f %12.1f %10s %10s %11.4f %8.1f%%\n", r->label, r->step_us[0],
-             r->host_us, vs_eager, vs_whole, (double)r->losses[o.steps - 1], 100.0 * r->test_acc);
-    }
-    printf(
-        "  (vs eager: speedup over the eager step; vs whole: step time over the whole-step "
-        "graph's)\n");
-    if (count > 1 && identical)
-      printf(
-          "  bit for bit: the %d loss curves (%d steps), the final parameters and the "
-          "generator offset are identical\n",
-          count, o.steps);
-    else if (count > 1)
-      printf("  bit for bit: NO, the ways disagree (first difference above)\n");
+    print_summary(&c, runs, count, identical);
     if (o.out_dir) {
       printf("\n== output ==\n");
       write_outputs(&c, runs, count, identical, device);
@@ -830,21 +977,11 @@ int main(int argc, char **argv) {
     }
   }
 
-  for (int s = 0; s < o.steps; s++) {
-    cudaEventDestroy(c.start[s]);
-    cudaEventDestroy(c.end[s]);
-  }
   for (int i = 0; i < count; i++) {
     free(runs[i].losses);
     free(runs[i].params);
   }
-  free(c.start);
-  free(c.end);
-  free(c.samples);
-  mlp_eval_set_destroy(c.train_set);
-  mlp_eval_set_destroy(c.test_set);
-  mlp_model_destroy(c.model);
-  cudaFreeHost(c.schedule);
+  context_destroy(&c);
   mlp_dataset_free(&train);
   mlp_dataset_free(&test);
   recap_empty_cache();

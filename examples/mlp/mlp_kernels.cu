@@ -102,6 +102,16 @@ __global__ void mlp_eval_stats_kernel(const float *logits, const int32_t *labels
   correct[b] = best == labels[b];
 }
 
+__global__ void mlp_gather_batch_kernel(uint32_t *staging, const uint32_t *schedule, size_t words,
+                                        int steps, const mlp_scalars_t *s) {
+  const int step = s->step;
+  if (step < 0 || step >= steps) return;
+  const uint32_t *src = schedule + static_cast<size_t>(step) * words;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < words;
+       i += static_cast<size_t>(gridDim.x) * blockDim.x)
+    staging[i] = src[i];
+}
+
 __global__ void mlp_adam_prepare_kernel(mlp_scalars_t *s, float lr, float beta1, float beta2) {
   const int step = s->step + 1;
   s->step = step;
@@ -184,3 +194,16 @@ cudaError_t mlp_launch_adam(float *params, const float *grads, float *m, float *
 }
 
 } // extern "C"
+
+cudaError_t mlp_launch_gather_batch(unsigned char *staging, const unsigned char *schedule,
+                                    size_t bytes, int steps, const mlp_scalars_t *scalars,
+                                    cudaStream_t stream) {
+  const size_t words = bytes / 4;
+  unsigned blocks = blocks_for(words, kBlock);
+  if (blocks > 256) blocks = 256;
+  mlp_gather_batch_kernel<<<blocks, kBlock, 0, stream>>>(reinterpret_cast<uint32_t *>(staging),
+                                                         reinterpret_cast<const uint32_t *>(
+                                                             schedule),
+                                                         words, steps, scalars);
+  return cudaGetLastError();
+}

@@ -71,6 +71,14 @@ cudaError_t mlp_launch_adam(float *params, const float *grads, float *m, float *
                             const mlp_scalars_t *scalars, float beta1, float beta2, float eps,
                             cudaStream_t stream);
 
+/* The loop way's batch, chosen on the device: staging = the packed batch number scalars->step
+ * of a schedule of `steps` batches of `bytes` bytes each (bytes a multiple of 4, both buffers
+ * 4-byte aligned). A step counter at or past `steps` copies nothing. The bytes are those a
+ * host copy of the same batch writes, so the training is the same bit for bit. */
+cudaError_t mlp_launch_gather_batch(unsigned char *staging, const unsigned char *schedule,
+                                    size_t bytes, int steps, const mlp_scalars_t *scalars,
+                                    cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

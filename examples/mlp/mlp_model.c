@@ -97,6 +97,7 @@ const char *mlp_way_name(mlp_way_t way) {
     case MLP_WAY_EAGER: return "eager";
     case MLP_WAY_GRAPHED: return "graphed";
     case MLP_WAY_WHOLE: return "whole-step";
+    case MLP_WAY_LOOP: return "loop";
   }
   return "unknown";
 }
@@ -158,6 +159,12 @@ struct mlp_model {
 
   recap_generator_t generator;
   float *eval_buffer[2]; /* EVAL_ROWS x widest layer, ping-pong */
+
+  /* The loop way: the schedule on the device, and what the loop's capture needs. */
+  unsigned char *schedule; /* schedule_steps packed batches */
+  int schedule_steps;
+  uint32_t *loop_iterations; /* the steps of the current launch, counted on the device */
+  int loop_per_launch;       /* K of the loop being captured */
 };
 
 struct mlp_eval_set {
@@ -324,6 +331,8 @@ void mlp_model_destroy(mlp_model_t *m) {
   if (m->layers)
     for (int l = 0; l < m->layer_count; l++) recap_free(m->layers[l].mask);
   for (int i = 0; i < 2; i++) recap_free(m->eval_buffer[i]);
+  recap_free(m->schedule);
+  recap_free(m->loop_iterations);
   recap_free(m->staging);
   recap_free(m->losses);
   recap_free(m->scalars);
@@ -367,6 +376,25 @@ recap_status_t mlp_model_read_losses(mlp_model_t *m, float *host, int count) {
   MLP_CUDA(cudaMemcpyAsync(host, m->losses, (size_t)count * sizeof(float), cudaMemcpyDeviceToHost,
                            m->stream));
   MLP_CUDA(cudaStreamSynchronize(m->stream));
+  return RECAP_SUCCESS;
+}
+
+recap_status_t mlp_model_upload_schedule(mlp_model_t *m, const void *host_schedule, int steps) {
+  clear_errors();
+  if (steps < 1 || steps > m->cfg.loss_capacity)
+    return fail(RECAP_ERROR_INVALID_ARGUMENT,
+                "mlp_model_upload_schedule: %d steps; give 1 to the loss capacity (%d)", steps,
+                m->cfg.loss_capacity);
+  MLP_CUDA(cudaStreamSynchronize(m->stream));
+  recap_free(m->schedule);
+  m->schedule = NULL;
+  m->schedule_steps = 0;
+  const size_t bytes = (size_t)steps * m->batch_bytes;
+  MLP_TRY(model_alloc(m, (void **)&m->schedule, bytes));
+  if (!m->loop_iterations) MLP_TRY(model_alloc(m, (void **)&m->loop_iterations, sizeof(uint32_t)));
+  MLP_CUDA(cudaMemcpyAsync(m->schedule, host_schedule, bytes, cudaMemcpyHostToDevice, m->stream));
+  MLP_CUDA(cudaStreamSynchronize(m->stream));
+  m->schedule_steps = steps;
   return RECAP_SUCCESS;
 }
 
@@ -654,6 +682,43 @@ recap_status_t mlp_capture_step(mlp_model_t *m, unsigned flags, recap_graph_t *g
 }
 
 /* ==========================================================================================
+ * The loop way: K steps per launch, the batch chosen on the device
+ * ======================================================================================== */
+
+static recap_status_t gather_batch(mlp_model_t *m, cudaStream_t stream) {
+  MLP_CUDA(mlp_launch_gather_batch(m->staging, m->schedule, m->batch_bytes, m->schedule_steps,
+                                   m->scalars, stream));
+  return RECAP_SUCCESS;
+}
+
+/* One step of the loop: the batch at the step counter, then the whole step (whose optimizer
+ * advances the counter). What the eager loop runs, and what the WHILE body holds. */
+static recap_status_t loop_step(mlp_model_t *m, cudaStream_t stream) {
+  MLP_TRY(gather_batch(m, stream));
+  return step_body(m, stream);
+}
+
+/* The loop graph: iterations = 0; WHILE { loop_step; more = step < schedule_steps &&
+ * ++iterations < K }. The condition starts at 1: a launch is made only with a step left. */
+static recap_status_t loop_body(mlp_model_t *m, cudaStream_t stream) {
+  MLP_CUDA(cudaMemsetAsync(m->loop_iterations, 0, sizeof(uint32_t), stream));
+  recap_cond_t more;
+  MLP_RECAP(recap_cond_create(stream, 1, &more));
+  MLP_RECAP(recap_region_begin(stream, RECAP_REGION_WHILE, more, 1));
+  MLP_TRY(loop_step(m, stream));
+  recap_cond_compare_t c = RECAP_COND_COMPARE_INIT;
+  c.value = &m->scalars->step; /* the address of a field of device memory: no access here */
+  c.dtype = RECAP_COND_I32;
+  c.op = RECAP_COND_LT;
+  c.threshold = (double)m->schedule_steps;
+  c.iterations = m->loop_iterations;
+  c.max_iterations = (uint32_t)m->loop_per_launch;
+  MLP_RECAP(recap_cond_compare(more, &c, stream));
+  MLP_RECAP(recap_region_end(stream));
+  return RECAP_SUCCESS;
+}
+
+/* ==========================================================================================
  * Evaluation
  * ======================================================================================== */
 
@@ -751,6 +816,9 @@ struct mlp_trainer {
   mlp_split_t split;
   int graphs_disabled;           /* RECAP_DISABLE_GRAPHS=1: the graphs' work runs eagerly */
   recap_graph_t step_graph;      /* whole-step */
+  recap_graph_t loop_graph;      /* loop */
+  int per_launch;                /* loop: K */
+  int taken;                     /* loop: steps launched since the reset */
   recap_graph_t optimizer_graph; /* graphed */
   int count;                     /* graphed: callables */
   mlp_block_t *blocks;
@@ -839,19 +907,27 @@ static recap_status_t trainer_prepare(mlp_trainer_t *t) {
     case MLP_WAY_WHOLE:
       if (!t->graphs_disabled) MLP_TRY(capture(m, 0, step_body, &t->step_graph));
       break;
+    case MLP_WAY_LOOP:
+      /* The gather kernel is loaded outside the capture too. */
+      MLP_TRY(gather_batch(m, m->stream));
+      MLP_CUDA(cudaStreamSynchronize(m->stream));
+      m->loop_per_launch = t->per_launch;
+      if (!t->graphs_disabled) MLP_TRY(capture(m, 0, loop_body, &t->loop_graph));
+      break;
   }
+  t->taken = 0;
   return mlp_model_reset(m);
 }
 
-recap_status_t mlp_trainer_create(mlp_trainer_t **trainer, mlp_model_t *m, mlp_way_t way,
-                                  mlp_split_t split) {
-  clear_errors();
+static recap_status_t trainer_new(mlp_trainer_t **trainer, mlp_model_t *m, mlp_way_t way,
+                                  mlp_split_t split, int per_launch) {
   *trainer = NULL;
   mlp_trainer_t *t = calloc(1, sizeof *t);
   if (!t) return fail(RECAP_ERROR_OUT_OF_MEMORY, "mlp: out of host memory");
   t->model = m;
   t->way = way;
   t->split = split;
+  t->per_launch = per_launch;
   t->graphs_disabled = recap_graphs_disabled();
   recap_status_t s = trainer_prepare(t);
   if (s != RECAP_SUCCESS) {
@@ -865,6 +941,32 @@ recap_status_t mlp_trainer_create(mlp_trainer_t **trainer, mlp_model_t *m, mlp_w
   return RECAP_SUCCESS;
 }
 
+recap_status_t mlp_trainer_create(mlp_trainer_t **trainer, mlp_model_t *m, mlp_way_t way,
+                                  mlp_split_t split) {
+  clear_errors();
+  if (way == MLP_WAY_LOOP) {
+    *trainer = NULL;
+    return fail(RECAP_ERROR_INVALID_ARGUMENT,
+                "mlp_trainer_create: the loop way needs its steps per launch: use "
+                "mlp_trainer_create_loop");
+  }
+  return trainer_new(trainer, m, way, split, 0);
+}
+
+recap_status_t mlp_trainer_create_loop(mlp_trainer_t **trainer, mlp_model_t *m,
+                                       int steps_per_launch) {
+  clear_errors();
+  *trainer = NULL;
+  if (steps_per_launch < 1)
+    return fail(RECAP_ERROR_INVALID_ARGUMENT,
+                "mlp_trainer_create_loop: %d steps per launch; give 1 or more", steps_per_launch);
+  if (!m->schedule)
+    return fail(RECAP_ERROR_INVALID_USAGE,
+                "mlp_trainer_create_loop: the model has no schedule on the device: call "
+                "mlp_model_upload_schedule first");
+  return trainer_new(trainer, m, MLP_WAY_LOOP, MLP_SPLIT_MODEL, steps_per_launch);
+}
+
 void mlp_trainer_destroy(mlp_trainer_t *t) {
   if (!t) return;
   cudaStreamSynchronize(t->model->stream);
@@ -873,6 +975,7 @@ void mlp_trainer_destroy(mlp_trainer_t *t) {
     for (int i = 0; i < t->count; i++) recap_free(t->samples[i]);
   recap_graph_destroy(t->optimizer_graph);
   recap_graph_destroy(t->step_graph);
+  recap_graph_destroy(t->loop_graph);
   free(t->handles);
   free(t->samples);
   free(t->blocks);
@@ -922,8 +1025,31 @@ recap_status_t mlp_trainer_step(mlp_trainer_t *t, const void *host_batch) {
       if (!t->step_graph) return step_body(m, m->stream);
       MLP_RECAP(recap_graph_replay(t->step_graph, m->stream));
       return RECAP_SUCCESS;
+    case MLP_WAY_LOOP: break;
   }
-  return fail(RECAP_ERROR_INVALID_ARGUMENT, "mlp: unknown way %d", (int)t->way);
+  return fail(RECAP_ERROR_INVALID_USAGE,
+              "mlp_trainer_step: not a way of one step per call (way %s): the loop way runs "
+              "with mlp_trainer_launch",
+              mlp_way_name(t->way));
+}
+
+recap_status_t mlp_trainer_launch(mlp_trainer_t *t, int *steps) {
+  mlp_model_t *m = t->model;
+  *steps = 0;
+  const int left = m->schedule_steps - t->taken;
+  if (t->way != MLP_WAY_LOOP || left <= 0)
+    return fail(RECAP_ERROR_INVALID_USAGE, "mlp_trainer_launch: %s",
+                t->way != MLP_WAY_LOOP ? "not a loop trainer (mlp_trainer_create_loop)"
+                                       : "every step of the schedule has run");
+  const int n = left < t->per_launch ? left : t->per_launch;
+  if (t->loop_graph) {
+    MLP_RECAP(recap_graph_replay(t->loop_graph, m->stream));
+  } else {
+    for (int k = 0; k < n; k++) MLP_TRY(loop_step(m, m->stream)); /* RECAP_DISABLE_GRAPHS=1 */
+  }
+  t->taken += n;
+  *steps = n;
+  return RECAP_SUCCESS;
 }
 
 static void add_graph(mlp_graph_entry_t *graphs, int capacity, int *count, recap_graph_t g,
@@ -949,5 +1075,6 @@ recap_status_t mlp_trainer_graphs(mlp_trainer_t *t, mlp_graph_entry_t *graphs, i
   }
   add_graph(graphs, capacity, count, t->optimizer_graph, "optimizer", -1);
   add_graph(graphs, capacity, count, t->step_graph, "step", -1);
+  add_graph(graphs, capacity, count, t->loop_graph, "loop", -1);
   return RECAP_SUCCESS;
 }

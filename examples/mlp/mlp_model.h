@@ -1,16 +1,21 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * mlp_model.h — a multi-layer perceptron trained in C on cuBLAS, and the three ways of running
- * its training step that the example and bench/bench_mlp compare:
+ * mlp_model.h — a multi-layer perceptron trained in C on cuBLAS, and the ways of running its
+ * training step that the example and bench/bench_mlp compare:
  *
  *   MLP_WAY_EAGER    every kernel and cuBLAS call launched from the host, every step;
  *   MLP_WAY_GRAPHED  the network as recap graphed callables (recap_graphed_create: forwards
  *                    and backwards captured as graphs in one pool), the loss launched eagerly
  *                    between them, and the optimizer step captured as a recap graph of its own;
- *   MLP_WAY_WHOLE    forward, loss, backward and optimizer captured as ONE recap graph.
+ *   MLP_WAY_WHOLE    forward, loss, backward and optimizer captured as ONE recap graph;
+ *   MLP_WAY_LOOP     K steps per launch: the batch schedule resident on the device, and one
+ *                    recap graph holding a WHILE region (recap/region.h) whose body gathers the
+ *                    batch at the step counter's index into the staging buffer, then runs the
+ *                    whole step; the loop stops after K steps or at the schedule's end.
  *
- * The copy of each step's batch from pinned host memory into the device staging buffer is
- * outside every graph (the batch differs at every step), and the same in every way.
+ * In the first three ways the copy of each step's batch from pinned host memory into the device
+ * staging buffer is outside every graph (the batch differs at every step); the loop way copies
+ * the same bytes from its device copy of the schedule, so every way trains on the same data.
  *
  * The network: depth hidden layers of `width` units (Linear, bias + ReLU, inverted dropout
  * drawn from a recap generator), then a Linear layer to `classes` logits; softmax
@@ -57,7 +62,12 @@ typedef struct mlp_config {
 #define MLP_CONFIG_INIT \
   { 2, 3, 512, 4, 256, 0.1f, 2e-3f, 0.9f, 0.999f, 1e-8f, 1234u, (size_t)32 << 20, 1000 }
 
-typedef enum mlp_way { MLP_WAY_EAGER = 0, MLP_WAY_GRAPHED = 1, MLP_WAY_WHOLE = 2 } mlp_way_t;
+typedef enum mlp_way {
+  MLP_WAY_EAGER = 0,
+  MLP_WAY_GRAPHED = 1,
+  MLP_WAY_WHOLE = 2,
+  MLP_WAY_LOOP = 3
+} mlp_way_t;
 
 /* How the graphed way cuts the network into callables. */
 typedef enum mlp_split {
@@ -66,7 +76,7 @@ typedef enum mlp_split {
                           next block's input, its input gradient the previous block's) */
 } mlp_split_t;
 
-/* "eager", "graphed", "whole-step"; "model", "layer". */
+/* "eager", "graphed", "whole-step", "loop"; "model", "layer". */
 const char *mlp_way_name(mlp_way_t way);
 const char *mlp_split_name(mlp_split_t split);
 
@@ -107,6 +117,10 @@ recap_status_t mlp_model_read_losses(mlp_model_t *model, float *host, int count)
 /* The optimizer steps taken so far (the device counter). Synchronises the stream. */
 recap_status_t mlp_model_read_step(mlp_model_t *model, int *step);
 
+/* Copy a schedule of `steps` packed batches (mlp_schedule_fill's layout) to the device, for the
+ * loop way; a later call replaces it. steps must not exceed the loss capacity. Synchronises. */
+recap_status_t mlp_model_upload_schedule(mlp_model_t *model, const void *host_schedule, int steps);
+
 /* ------------------------------------------------------------------------------------------
  * Evaluation (eager, no dropout, draws no random numbers)
  * ---------------------------------------------------------------------------------------- */
@@ -129,9 +143,14 @@ typedef struct mlp_trainer mlp_trainer_t;
 
 /* Prepare the way: one eager warm-up step (kernels loaded, cuBLAS initialised outside any
  * capture), then the captures the way needs, then mlp_model_reset — so every way starts from
- * the same state, whatever its preparation ran. Only one trainer per model at a time. */
+ * the same state, whatever its preparation ran. Only one trainer per model at a time. The loop
+ * way is made by mlp_trainer_create_loop (here it is RECAP_ERROR_INVALID_ARGUMENT). */
 recap_status_t mlp_trainer_create(mlp_trainer_t **trainer, mlp_model_t *model, mlp_way_t way,
                                   mlp_split_t split);
+/* The loop way, steps_per_launch (K >= 1) steps per launch over the schedule uploaded with
+ * mlp_model_upload_schedule (RECAP_ERROR_INVALID_USAGE without one). */
+recap_status_t mlp_trainer_create_loop(mlp_trainer_t **trainer, mlp_model_t *model,
+                                       int steps_per_launch);
 void mlp_trainer_destroy(mlp_trainer_t *trainer);
 
 /* One training step on the packed batch at host_batch (pinned memory of
@@ -139,8 +158,14 @@ void mlp_trainer_destroy(mlp_trainer_t *trainer);
  * copy it into the staging buffer, then train. Asynchronous on the model's stream. */
 recap_status_t mlp_trainer_step(mlp_trainer_t *trainer, const void *host_batch);
 
+/* The loop way's launch: the next min(K, steps left in the schedule) training steps, as one
+ * replay (asynchronous on the model's stream); *steps says how many. With no step left, or on
+ * a trainer of another way: RECAP_ERROR_INVALID_USAGE. (mlp_trainer_step is
+ * RECAP_ERROR_INVALID_USAGE on a loop trainer.) */
+recap_status_t mlp_trainer_launch(mlp_trainer_t *trainer, int *steps);
+
 /* The recap graphs the way replays, each with a name ("forward[0]", "backward[0]",
- * "optimizer", "step"): up to capacity entries, *count of them filled. None for the eager way
+ * "optimizer", "step", "loop"): up to capacity entries, *count of them filled. None for the eager way
  * (or with RECAP_DISABLE_GRAPHS=1). Use them to read node counts and pools. */
 typedef struct mlp_graph_entry {
   char name[32];

@@ -73,6 +73,20 @@ typedef enum recap_rebind_mode {
   RECAP_REBIND_DECLARED = 2
 } recap_rebind_mode_t;
 
+/* How a capture runs the regions of recap/region.h (loops and branches on the GPU): the
+ * `regions` field of recap_capture_options_t. */
+typedef enum recap_regions_mode {
+  /* Default: as CUDA conditional nodes where the driver runs all four kinds (CUDA 12.8 or
+   * later), else as a host loop. */
+  RECAP_REGIONS_AUTO = 0,
+  /* As conditional nodes; capture_begin is RECAP_ERROR_NOT_SUPPORTED where the driver has
+   * none. */
+  RECAP_REGIONS_DEVICE = 1,
+  /* As a host loop: the work between and inside regions is captured into separate graphs,
+   * and a replay reads each condition back to the host (recap/region.h). */
+  RECAP_REGIONS_HOST = 2
+} recap_regions_mode_t;
+
 typedef struct recap_capture_options {
   size_t size;               /* sizeof(recap_capture_options_t), set by the INIT macro */
   recap_pool_id_t pool;      /* {0,0}: the graph makes a private pool of its own */
@@ -86,10 +100,15 @@ typedef struct recap_capture_options {
    * internally and, at capture end, the list of places (sites) where its nodes hold addresses.
    * Default RECAP_REBIND_OFF. */
   recap_rebind_mode_t rebind;
+  /* How the capture's regions (recap/region.h) run. Default RECAP_REGIONS_AUTO. */
+  recap_regions_mode_t regions;
 } recap_capture_options_t;
 
-#define RECAP_CAPTURE_OPTIONS_INIT \
-  { sizeof(recap_capture_options_t), {0, 0}, RECAP_CAPTURE_MODE_GLOBAL, 0, RECAP_REBIND_OFF }
+#define RECAP_CAPTURE_OPTIONS_INIT                                                           \
+  {                                                                                          \
+    sizeof(recap_capture_options_t), {0, 0}, RECAP_CAPTURE_MODE_GLOBAL, 0, RECAP_REBIND_OFF, \
+        RECAP_REGIONS_AUTO                                                                   \
+  }
 
 /* ------------------------------------------------------------------------------------------
  * Lifetime

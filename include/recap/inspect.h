@@ -11,6 +11,7 @@
 
 #include "core.h"
 #include "graph.h"
+#include "region.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -55,12 +56,25 @@ typedef struct recap_graph_node {
   size_t dependent_count;
   const char *annotation_path; /* every enclosing label, outermost first, joined by '/'
                                   ("step/forward/attention"), or NULL; see recap/annotate.h */
+  /* Regions (recap/region.h). A node inside a body: `parent` is the index of the conditional
+   * node whose body holds it, and `branch` which body (0 for WHILE and IF, 1 for the ELSE of
+   * IF_ELSE, n for case n of SWITCH); a node of the graph itself: parent SIZE_MAX, branch 0.
+   * Its dependencies and dependents are nodes of the same body. */
+  size_t parent;
+  unsigned branch;
+  /* Conditional nodes: the region's kind and its number of bodies (else 0 and 0). */
+  recap_region_kind_t region_kind;
+  unsigned branches;
 } recap_graph_node_t;
 
 typedef struct recap_graph_info {
+  /* Every node, those inside the bodies of conditional nodes included: first the graph's own
+   * nodes in the driver's order; then, for each conditional node in that order, each of its
+   * bodies in branch order, laid out by the same rule (a body's own nodes, then the bodies of
+   * its conditional nodes). */
   size_t node_count;
-  recap_graph_node_t *nodes; /* in the driver's node order */
-  size_t edge_count;
+  recap_graph_node_t *nodes;
+  size_t edge_count;       /* edges of the graph and of every body */
   int tools_ids_available; /* 1 when the driver gave tools ids (CUDA 13.1 and later) */
 } recap_graph_info_t;
 
@@ -73,8 +87,10 @@ RECAP_API void recap_graph_info_free(recap_graph_info_t *info);
 
 /* The info as JSON: {"nodes":[{"index":0,"type":"kernel","kernel_name":"...","grid":[x,y,z],
  * "block":[x,y,z],"shared_bytes":n,"bytes":n,"annotation":null,"annotation_path":null,
- * "tools_id":null,"dependencies":[...],"dependents":[...]}...],"edge_count":n,
- * "tools_ids_available":false}. Free with recap_string_free. */
+ * "tools_id":null,"dependencies":[...],"dependents":[...],"parent":null,"branch":0,
+ * "region_kind":null,"branches":0}...],"edge_count":n,"tools_ids_available":false}. A node in
+ * a body has "parent": the conditional node's index; a conditional node has "region_kind":
+ * "while", "if", "if_else" or "switch". Free with recap_string_free. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_info_json(const recap_graph_info_t *info,
                                                                char **json);
 

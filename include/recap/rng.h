@@ -10,6 +10,15 @@
  * there and advances the offset by what the graph consumes. So eager, graphed, eager, graphed
  * draws the same numbers as eager all along, and each replay draws new ones.
  *
+ * Inside the bodies of regions (recap/region.h: loops and branches on the GPU) every iteration
+ * draws fresh numbers: exactly those that the same number of eager calls would draw, in the
+ * same order, and what follows a region starts after the iterations that ran. How many ran is
+ * known on the device only, so after a replay whose bodies draw, the first host call that needs
+ * the generator's offset (an eager draw, get/set of the offset, set_seed) waits for the device
+ * (cudaDeviceSynchronize) and folds it in; replays that follow one another need no wait. While
+ * any graph capture is under way that call is RECAP_ERROR_INVALID_USAGE instead (a device
+ * synchronisation would invalidate the capture): make it once no capture is under way.
+ *
  * Kernels unpack the state with recap/rng_device.cuh (built on cuRAND's Philox4x32-10).
  */
 #ifndef RECAP_RNG_H
@@ -35,8 +44,9 @@ typedef struct recap_philox_state {
   int captured;
 } recap_philox_state_t;
 
-/* Create a generator with seed and offset 0 on the current device. It keeps 16 bytes of device
- * memory (the seed and base offset graphs read), whatever the number of graphs and replays. */
+/* Create a generator with seed and offset 0 on the current device. It keeps 24 bytes of device
+ * memory (the seed and base offset graphs read, and what region bodies drew), whatever the
+ * number of graphs and replays. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_generator_create(recap_generator_t *generator,
                                                                 uint64_t seed);
 /* Destroy the generator. Graphs that captured it keep it alive until they are reset or
@@ -51,7 +61,8 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_generator_set_seed(recap_generato
 RECAP_NODISCARD RECAP_API recap_status_t recap_generator_get_seed(recap_generator_t generator,
                                                                   uint64_t *seed);
 /* Read or set the offset (a multiple of 4). Refused while a capture that uses the generator is
- * under way: its final value is only known when the graph replays. */
+ * under way: its final value is only known when the graph replays. After a replay whose region
+ * bodies draw, both wait for the device first (see above). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_generator_get_offset(recap_generator_t generator,
                                                                     uint64_t *offset);
 RECAP_NODISCARD RECAP_API recap_status_t recap_generator_set_offset(recap_generator_t generator,

@@ -188,6 +188,10 @@ recap_status_t recap__pool_route_begin(int device, recap_pool_id_t pool, uint64_
  * reference to the pool and is ended (recap__pool_route_end) like any other. */
 recap_status_t recap__pool_route_reserve(int device, recap_pool_id_t pool);
 recap_status_t recap__pool_route_set_capture(int device, recap_pool_id_t pool, uint64_t capture_id);
+/* The capture of pool's route (not pending) goes on under a new capture id: a region paused
+ * and resumed it (recap/region.h), and CUDA may give the resumed capture a new id. Errors:
+ * INVALID_USAGE when pool is not routed on device, or another route has capture_id. */
+recap_status_t recap__pool_route_move(int device, recap_pool_id_t pool, uint64_t capture_id);
 /* Ends the route of pool. Events held back during captures are recorded once the last route
  * ends; when one cannot be, the allocator waits for its stream instead, and the calling thread's
  * last error stays what it was. */

@@ -177,6 +177,26 @@ out:
   return s;
 }
 
+recap_status_t recap__pool_route_move(int device, recap_pool_id_t id, uint64_t capture_id) {
+  recap_status_t s = RECAP_SUCCESS;
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__device_state_t *d;
+  int found = route_of_pool_or_error(device, id, &d, &s);
+  if (found < 0) goto out;
+  int other = find_route_of_capture(d, capture_id);
+  if (d->routes[found].pending)
+    s = recap__error(RECAP_ERROR_INVALID_USAGE,
+                     "pool {%" PRIu64 ",%" PRIu64 "} routes no capture yet (its route is pending)",
+                     id.a, id.b);
+  else if (other >= 0 && other != found)
+    s = already_routed(capture_id);
+  else
+    d->routes[found].capture_id = capture_id;
+out:
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return s;
+}
+
 recap_status_t recap__pool_route_end(int device, recap_pool_id_t id) {
   recap_status_t s = RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);

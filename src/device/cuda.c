@@ -19,6 +19,7 @@
 
 #include "core/env.h"
 #include "core/error.h"
+#include "device/cuda_cond.h"
 #include "device/cuda_error.h"
 #include "device/cuda_inspect.h"
 #include "device/device.h"
@@ -523,6 +524,7 @@ static recap_status_t cuda_graph_upload(recap_cuda_graph_exec_t exec, recap_stre
 /* Destroying NULL is a no-op, as free(NULL) is. */
 static recap_status_t cuda_graph_destroy(recap_cuda_graph_t graph) {
   if (!graph) return RECAP_SUCCESS;
+  recap__cuda_cond_forget(graph); /* its conditional nodes go with it */
   CUDA_TRY_F(cudaGraphDestroy(graph), "cudaGraphDestroy(%p)", (void *)graph);
   return RECAP_SUCCESS;
 }
@@ -537,11 +539,7 @@ static recap_status_t cuda_graph_node_count(recap_cuda_graph_t graph, size_t *co
   RECAP__ARG(count != NULL, "cudaGraphGetNodes: count is NULL");
   *count = 0;
   RECAP__ARG(graph != NULL, "cudaGraphGetNodes: graph is NULL");
-  size_t n = 0;
-  CUDA_TRY_F(cudaGraphGetNodes(graph, NULL, &n), "cudaGraphGetNodes(graph %p, NULL)",
-             (void *)graph);
-  *count = n;
-  return RECAP_SUCCESS;
+  return recap__cuda_graph_node_count(graph, count);
 }
 
 static recap_status_t cuda_graph_debug_dot(recap_cuda_graph_t graph, const char *path) {
@@ -575,6 +573,7 @@ static recap_status_t cuda_graph_debug_dot(recap_cuda_graph_t graph, const char 
 recap_status_t recap__cuda_rng_write_state(recap_stream_t stream, uint64_t *state, uint64_t seed,
                                            uint64_t offset);
 recap_status_t recap__cuda_rng_launch(const struct recap__rng_launch *launch);
+recap_status_t recap__cuda_rng_advance(recap_stream_t stream, uint64_t *state, uint64_t step);
 
 /* ---- the table ---------------------------------------------------------------------------- */
 
@@ -622,4 +621,12 @@ const recap__device_ops_t recap__cuda_ops = {
     .event_elapsed = cuda_event_elapsed,
     .rng_write_state = recap__cuda_rng_write_state,
     .rng_launch = recap__cuda_rng_launch,
+    .rng_advance = recap__cuda_rng_advance,
+    .cond_supported = recap__cuda_cond_supported,
+    .capture_pause = recap__cuda_capture_pause,
+    .capture_to_graph = recap__cuda_capture_to_graph,
+    .cond_handle_create = recap__cuda_cond_handle_create,
+    .cond_node_add = recap__cuda_cond_node_add,
+    .cond_launch = recap__cuda_cond_launch,
+    .graph_add_empty = recap__cuda_graph_add_empty,
 };

@@ -15,8 +15,48 @@
 #include "core/error.h"
 #include "core/host.h"
 #include "core/text.h"
+#include "device/cuda_cond.h"
 #include "device/cuda_error.h"
 #include "device/driver.h"
+
+/* Child graphs and region bodies nest; deeper than this is not a graph anyone captures (the
+ * region layer allows RECAP_REGION_MAX_DEPTH regions, each of which may hold child graphs). */
+enum { MAX_NEST_DEPTH = 64 };
+
+static recap_status_t list_nodes(cudaGraph_t graph, recap__graph_node_t **nodes, size_t *count);
+
+/* ---- node counts ---------------------------------------------------------------------------- */
+
+static recap_status_t count_nodes(cudaGraph_t graph, int depth, size_t *count) {
+  size_t n = 0;
+  CUDA_TRY_F(cudaGraphGetNodes(graph, NULL, &n), "cudaGraphGetNodes(graph %p, NULL)",
+             (void *)graph);
+  *count += n;
+  /* The common case, a graph without regions, costs one call. */
+  if (n == 0 || depth >= MAX_NEST_DEPTH || !recap__cuda_cond_any_in(graph)) return RECAP_SUCCESS;
+  recap__graph_node_t *nodes = NULL;
+  RECAP__CHECK(list_nodes(graph, &nodes, &n));
+  recap_status_t st = RECAP_SUCCESS;
+  for (size_t i = 0; i < n && st == RECAP_SUCCESS; i++) {
+    recap__cond_kind_t kind;
+    unsigned branches = 0;
+    recap_cuda_graph_t *bodies = NULL;
+    if (!recap__cuda_cond_find(nodes[i], &kind, &branches, &bodies)) continue;
+    for (unsigned b = 0; b < branches && st == RECAP_SUCCESS; b++)
+      st = count_nodes(bodies[b], depth + 1, count);
+    recap__host_free(bodies);
+  }
+  recap__host_free(nodes);
+  return st;
+}
+
+recap_status_t recap__cuda_graph_node_count(recap_cuda_graph_t graph, size_t *count) {
+  *count = 0;
+  size_t n = 0;
+  RECAP__CHECK(count_nodes(graph, 0, &n));
+  *count = n;
+  return RECAP_SUCCESS;
+}
 
 /* ---- graph inspection --------------------------------------------------------------------- */
 
@@ -137,8 +177,9 @@ static bool index_of(const node_slot_t *slots, size_t n, cudaGraphNode_t node, s
   return true;
 }
 
+/* The edges of graph, whose n nodes are info->nodes[base .. base + n): indices are global. */
 static recap_status_t inspect_edges(cudaGraph_t graph, cudaGraphNode_t *nodes, size_t n,
-                                    recap_graph_info_t *info) {
+                                    size_t base, recap_graph_info_t *info) {
   recap_status_t st = RECAP_SUCCESS;
   node_slot_t *slots = NULL;
   cudaGraphNode_t *from = NULL, *to = NULL;
@@ -179,10 +220,12 @@ static recap_status_t inspect_edges(cudaGraph_t graph, cudaGraphNode_t *nodes, s
                            e, (void *)graph, (void *)from[e], (void *)to[e], n);
       goto done;
     }
+    from_index[e] += base;
+    to_index[e] += base;
     info->nodes[to_index[e]].dependency_count++;
     info->nodes[from_index[e]].dependent_count++;
   }
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = base; i < base + n; i++) {
     recap_graph_node_t *node = &info->nodes[i];
     if (node->dependency_count && !(node->dependencies = recap__host_malloc(
                                         node->dependency_count * sizeof *node->dependencies))) {
@@ -203,14 +246,14 @@ static recap_status_t inspect_edges(cudaGraph_t graph, cudaGraphNode_t *nodes, s
     dst->dependencies[dst->dependency_count++] = from_index[e];
     src->dependents[src->dependent_count++] = to_index[e];
   }
-  for (size_t i = 0; i < n; i++) {
+  for (size_t i = base; i < base + n; i++) {
     recap_graph_node_t *node = &info->nodes[i];
     if (node->dependency_count > 1)
       qsort(node->dependencies, node->dependency_count, sizeof(size_t), compare_indices);
     if (node->dependent_count > 1)
       qsort(node->dependents, node->dependent_count, sizeof(size_t), compare_indices);
   }
-  info->edge_count = edges;
+  info->edge_count += edges;
 
 done:
   recap__host_free(slots);
@@ -222,42 +265,76 @@ done:
   return st;
 }
 
+static recap_region_kind_t region_kind_of(recap__cond_kind_t kind, unsigned branches) {
+  switch (kind) {
+    case RECAP__COND_IF: return branches == 2 ? RECAP_REGION_IF_ELSE : RECAP_REGION_IF;
+    case RECAP__COND_WHILE: return RECAP_REGION_WHILE;
+    case RECAP__COND_SWITCH: return RECAP_REGION_SWITCH;
+  }
+  return RECAP_REGION_WHILE;
+}
+
+/* Fill info->nodes from *next on with graph's nodes (a body of the conditional node at index
+ * parent, branch `branch`; parent SIZE_MAX: the graph's own) and edges, then the bodies of its
+ * conditional nodes, by recap/inspect.h's layout rule. total: the room in info->nodes. */
+static recap_status_t inspect_fill(cudaGraph_t graph, size_t parent, unsigned branch, int depth,
+                                   size_t total, size_t *next, recap_graph_info_t *info) {
+  recap__graph_node_t *nodes = NULL;
+  size_t n = 0;
+  RECAP__CHECK(list_nodes(graph, &nodes, &n));
+  recap_status_t st = RECAP_SUCCESS;
+  size_t base = *next;
+  if (n > total - base) {
+    recap__host_free(nodes);
+    return RECAP__ERROR_AT(RECAP_ERROR_INTERNAL,
+                           "graph inspection: graph %p gained nodes while it was inspected",
+                           (void *)graph);
+  }
+  *next += n;
+  for (size_t i = 0; i < n && st == RECAP_SUCCESS; i++) {
+    recap_graph_node_t *out = &info->nodes[base + i];
+    out->parent = parent;
+    out->branch = branch;
+    st = inspect_node((cudaGraphNode_t)nodes[i], out);
+  }
+  if (st == RECAP_SUCCESS) st = inspect_edges(graph, (cudaGraphNode_t *)nodes, n, base, info);
+  for (size_t i = 0; i < n && st == RECAP_SUCCESS; i++) {
+    recap__cond_kind_t kind;
+    unsigned branches = 0;
+    recap_cuda_graph_t *bodies = NULL;
+    if (info->nodes[base + i].type != RECAP_NODE_CONDITIONAL ||
+        !recap__cuda_cond_find(nodes[i], &kind, &branches, &bodies))
+      continue; /* a conditional node recap did not make shows no bodies */
+    info->nodes[base + i].region_kind = region_kind_of(kind, branches);
+    info->nodes[base + i].branches = branches;
+    for (unsigned b = 0; b < branches && st == RECAP_SUCCESS && depth < MAX_NEST_DEPTH; b++)
+      st = inspect_fill(bodies[b], base + i, b, depth + 1, total, next, info);
+    recap__host_free(bodies);
+  }
+  recap__host_free(nodes);
+  return st;
+}
+
 recap_status_t recap__cuda_graph_inspect(recap_cuda_graph_t graph, recap_graph_info_t *info) {
   RECAP__ARG(info != NULL, "graph inspection: info is NULL");
   RECAP__ARG(graph != NULL, "graph inspection: graph is NULL");
   recap_status_t st = RECAP_SUCCESS;
-  cudaGraphNode_t *nodes = NULL;
-
-  size_t n = 0;
-  CUDA_TRY_F(cudaGraphGetNodes(graph, NULL, &n), "cudaGraphGetNodes(graph %p, NULL)",
-             (void *)graph);
-  if (n > 0) {
-    nodes = recap__host_calloc(n, sizeof *nodes);
-    info->nodes = recap__host_calloc(n, sizeof *info->nodes);
-    if (!nodes || !info->nodes) {
-      st = host_oom("the graph's nodes");
-      goto fail;
-    }
-    info->node_count = n;
-    cudaError_t err = cudaGraphGetNodes(graph, nodes, &n);
-    if (err != cudaSuccess) {
-      st = recap__cuda_fail((int)err, __FILE__, __LINE__, "cudaGraphGetNodes(graph %p, %zu nodes)",
-                            (void *)graph, info->node_count);
-      goto fail;
-    }
-    /* CUDA fills fewer slots if the graph shrank in between. */
-    if (n < info->node_count) info->node_count = n;
-    for (size_t i = 0; i < n; i++)
-      RECAP__CHECK_GOTO(inspect_node(nodes[i], &info->nodes[i]), st, fail);
-    RECAP__CHECK_GOTO(inspect_edges(graph, nodes, n, info), st, fail);
+  size_t total = 0;
+  RECAP__CHECK(count_nodes(graph, 0, &total));
+  if (total > 0) {
+    info->nodes = recap__host_calloc(total, sizeof *info->nodes);
+    if (!info->nodes) return host_oom("the graph's nodes");
+    info->node_count = total;
+    size_t next = 0;
+    RECAP__CHECK_GOTO(inspect_fill(graph, SIZE_MAX, 0, 0, total, &next, info), st, fail);
+    /* CUDA lists fewer nodes if the graph shrank in between. */
+    info->node_count = next;
   }
   /* CUDA 13.0 offers no tools ids for graph nodes: tools_id, has_tools_id and
    * tools_ids_available stay 0. */
-  recap__host_free(nodes);
   return RECAP_SUCCESS;
 
 fail:
-  recap__host_free(nodes);
   recap__graph_info_clear(info);
   return st;
 }
@@ -335,9 +412,6 @@ static bool read_push(read_list_t *list, recap__graph_read_t read) {
   list->v[list->count++] = read;
   return true;
 }
-
-/* Child graphs nest; deeper than this is not a graph anyone captures. */
-enum { MAX_CHILD_DEPTH = 16 };
 
 /* One walk over a graph's reads, shared by graph_reads and the patch plans (cuda_patch.c). */
 typedef struct walk {
@@ -434,8 +508,20 @@ static recap_status_t collect_reads(cudaGraph_t graph, size_t owner, int depth, 
                                                       .nested = nested});
         break;
       }
+      case cudaGraphNodeTypeConditional: {
+        /* What a region's bodies read is nested in its conditional node, as a child graph's. */
+        recap__cond_kind_t kind;
+        unsigned branches = 0;
+        recap_cuda_graph_t *bodies = NULL;
+        if (depth >= MAX_NEST_DEPTH || !recap__cuda_cond_find(nodes[i], &kind, &branches, &bodies))
+          break;
+        for (unsigned b = 0; b < branches && st == RECAP_SUCCESS; b++)
+          st = collect_reads(bodies[b], index, depth + 1, w);
+        recap__host_free(bodies);
+        break;
+      }
       case cudaGraphNodeTypeGraph: {
-        if (depth >= MAX_CHILD_DEPTH) break;
+        if (depth >= MAX_NEST_DEPTH) break;
         cudaGraph_t child = NULL;
         err = cudaGraphChildGraphNodeGetGraph(node, &child);
         if (err != cudaSuccess) {

@@ -12,6 +12,9 @@
 #include "device/device.h"
 
 recap_status_t recap__cuda_graph_inspect(recap_cuda_graph_t graph, recap_graph_info_t *info);
+/* Every node of graph, those in the bodies of the conditional nodes cond_node_add made
+ * included (cuda_cond.h). */
+recap_status_t recap__cuda_graph_node_count(recap_cuda_graph_t graph, size_t *count);
 recap_status_t recap__cuda_capture_nodes(recap_stream_t stream, recap_cuda_graph_t *graph,
                                          recap__graph_node_t **nodes, size_t *count);
 recap_status_t recap__cuda_graph_nodes(recap_cuda_graph_t graph, recap__graph_node_t **nodes,

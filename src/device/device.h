@@ -45,7 +45,16 @@ typedef enum recap__capture_status {
   RECAP__CAPTURE_INVALIDATED = 2
 } recap__capture_status_t;
 
-struct recap__rng_launch; /* rng_launch.h */
+struct recap__rng_launch;  /* rng_launch.h */
+struct recap__cond_launch; /* cond_launch.h */
+
+/* CUDA's conditional node types, in the numbering of cudaGraphConditionalNodeType (an IF node
+ * with two bodies is IF/ELSE). */
+typedef enum recap__cond_kind {
+  RECAP__COND_IF = 0,
+  RECAP__COND_WHILE = 1,
+  RECAP__COND_SWITCH = 2
+} recap__cond_kind_t;
 
 /* A node of a graph: cudaGraphNode_t / CUgraphNode for CUDA, an opaque id for the fake. */
 typedef struct CUgraphNode_st *recap__graph_node_t;
@@ -139,20 +148,26 @@ typedef struct recap__device_ops {
   recap_status_t (*graph_upload)(recap_cuda_graph_exec_t exec, recap_stream_t stream);
   recap_status_t (*graph_destroy)(recap_cuda_graph_t graph);
   recap_status_t (*graph_exec_destroy)(recap_cuda_graph_exec_t exec);
+  /* Every node of graph, those in the bodies of its conditional nodes included (a child
+   * graph node counts as one). */
   recap_status_t (*graph_node_count)(recap_cuda_graph_t graph, size_t *count);
   /* Graphviz DOT of the template, through the driver's verbose dump. */
   recap_status_t (*graph_debug_dot)(recap_cuda_graph_t graph, const char *path);
-  /* Fill info (zeroed by the caller) with the template's nodes and edges. Arrays and strings
-   * are malloc'ed one by one; recap_graph_info_free releases them. */
+  /* Fill info (zeroed by the caller) with the template's nodes and edges, the bodies of
+   * conditional nodes included, laid out as recap/inspect.h says (parent, branch, region_kind,
+   * branches). Arrays and strings are malloc'ed one by one; recap_graph_info_free releases
+   * them. */
   recap_status_t (*graph_inspect)(recap_cuda_graph_t graph, recap_graph_info_t *info);
 
   /* Debug aids (annotations, input liveness). capture_nodes: the graph that the capture of
    * stream is building (cudaStreamGetCaptureInfo's graph_out, owned by the capture) and its
    * nodes so far, in a malloc'ed array the caller frees (NULL when there is none); fails with
    * RECAP_ERROR_INVALID_USAGE when the stream does not take part in an active capture.
-   * graph_nodes: the same list for a graph, in the order graph_inspect reports them.
+   * graph_nodes: the graph's own nodes (not those inside conditional bodies), in the order
+   * graph_inspect reports them (its first ones).
    * graph_reads: every pointer-like value the graph's nodes read or write (graph_read_t), in a
-   * malloc'ed array; graph_reads_check says whether graph_reads can work here (the CUDA seam
+   * malloc'ed array (what nodes inside child graphs and conditional bodies read counts as
+   * their top-level node's, with nested set); graph_reads_check says whether graph_reads can work here (the CUDA seam
    * needs a driver for CUDA 12.4 or later to learn kernels' argument layouts). */
   recap_status_t (*capture_nodes)(recap_stream_t stream, recap_cuda_graph_t *graph,
                                   recap__graph_node_t **nodes, size_t *count);
@@ -219,13 +234,63 @@ typedef struct recap__device_ops {
   recap_status_t (*timing_event_create)(recap__event_t *event);
   recap_status_t (*event_elapsed)(recap__event_t start, recap__event_t end, float *ms);
 
-  /* Random numbers. rng_write_state enqueues on stream the write of {seed, offset} into the two
-   * 64-bit words at state (device memory): the values travel as launch arguments, so nothing on
-   * the host must outlive the call, and the write is ordered before the graph launched after
-   * it. rng_launch enqueues one of the library's random kernels (rng_launch.h). */
+  /* Random numbers. state is a generator's three 64-bit words of device memory: {seed, base
+   * offset, offset drawn on the device}. rng_write_state enqueues on stream the write of
+   * state[0] = seed and state[1] = offset + state[2] (state[2] read when the write runs, so
+   * that what loops drew on the device since the host last folded it in counts): the values
+   * travel as launch arguments, so nothing on the host must outlive the call, and the write is
+   * ordered before the graph launched after it. rng_launch enqueues one of the library's random
+   * kernels (rng_launch.h). rng_advance enqueues state[1] += step and state[2] += step: the end
+   * of a region's body that drew `step` values per thread, so that the next iteration (and what
+   * follows the region) draws fresh ones. */
   recap_status_t (*rng_write_state)(recap_stream_t stream, uint64_t *state, uint64_t seed,
                                     uint64_t offset);
   recap_status_t (*rng_launch)(const struct recap__rng_launch *launch);
+  recap_status_t (*rng_advance)(recap_stream_t stream, uint64_t *state, uint64_t step);
+
+  /* Regions (conditional nodes). cond_supported: *supported = true when the driver runs
+   * conditional nodes of all three types with several bodies (IF/ELSE and SWITCH: CUDA 12.8).
+   *
+   * capture_pause stops the capture of stream without losing it: *graph receives the graph
+   * being built (the caller owns it from now on) and *deps (malloc'ed, the caller frees it;
+   * NULL when *count is 0) the nodes that the stream's next captured work would have depended
+   * on; the stream no longer captures. A stream not capturing: RECAP_ERROR_INVALID_USAGE,
+   * nothing changed. An invalidated capture, or side streams forked from it and not joined
+   * back (cudaErrorStreamCaptureUnjoined): RECAP_ERROR_CAPTURE_INVALIDATED naming the CUDA
+   * error, the capture is gone and *graph is NULL.
+   *
+   * capture_to_graph makes stream capture into graph (cudaStreamBeginCaptureToGraph), the new
+   * work depending on deps (count of them; 0: on nothing); the capture has a capture id of its
+   * own (stream_capture_id). Errors as stream_begin_capture's.
+   *
+   * cond_handle_create creates a conditional handle for a conditional node to be added to
+   * graph: with assign_default, the condition is set to `initial` at every launch of the
+   * executable; without, it starts at `initial` at the first launch only and keeps the last
+   * value set (recap then sets it where it must).
+   *
+   * cond_node_add adds to graph a conditional node of kind with `branches` bodies (1 for WHILE,
+   * 1 or 2 for IF, 1 or more for SWITCH) on handle, after deps; *node receives it and
+   * bodies[0..branches-1] its body graphs (owned by the node: valid while graph lives).
+   *
+   * cond_launch enqueues one of the library's condition kernels (cond_launch.h). */
+  recap_status_t (*cond_supported)(bool *supported);
+  recap_status_t (*capture_pause)(recap_stream_t stream, recap_cuda_graph_t *graph,
+                                  recap__graph_node_t **deps, size_t *count);
+  recap_status_t (*capture_to_graph)(recap_stream_t stream, recap_cuda_graph_t graph,
+                                     const recap__graph_node_t *deps, size_t count,
+                                     recap__capture_mode_t mode);
+  recap_status_t (*cond_handle_create)(recap_cuda_graph_t graph, unsigned initial,
+                                       bool assign_default, uint64_t *handle);
+  recap_status_t (*cond_node_add)(recap_cuda_graph_t graph, const recap__graph_node_t *deps,
+                                  size_t count, recap__cond_kind_t kind, uint64_t handle,
+                                  unsigned branches, recap__graph_node_t *node,
+                                  recap_cuda_graph_t *bodies);
+  recap_status_t (*cond_launch)(const struct recap__cond_launch *launch);
+  /* Add an empty node, depending on nothing, to graph: what recap puts into a conditional body
+   * that would otherwise hold no node (a branch never captured, the body of the empty IF that
+   * holds an unused condition's handle), which CUDA refuses to instantiate. Fault kind
+   * COND_NODE in the fake. */
+  recap_status_t (*graph_add_empty)(recap_cuda_graph_t graph);
 } recap__device_ops_t;
 
 /* The seam in use. The first call picks the CUDA implementation unless a test installed the

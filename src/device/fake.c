@@ -133,6 +133,14 @@ const recap__device_ops_t recap__fake_ops = {
     .event_elapsed = recap__fake_op_event_elapsed,
     .rng_write_state = recap__fake_op_rng_write_state,
     .rng_launch = recap__fake_op_rng_launch,
+    .rng_advance = recap__fake_op_rng_advance,
+    .cond_supported = recap__fake_op_cond_supported,
+    .capture_pause = recap__fake_op_capture_pause,
+    .capture_to_graph = recap__fake_op_capture_to_graph,
+    .cond_handle_create = recap__fake_op_cond_handle_create,
+    .cond_node_add = recap__fake_op_cond_node_add,
+    .cond_launch = recap__fake_op_cond_launch,
+    .graph_add_empty = recap__fake_op_graph_add_empty,
 };
 
 /* ---- test controls ---------------------------------------------------------------------- */
@@ -153,15 +161,17 @@ void recap__fake_reset(const recap__fake_config_t *cfg) {
   recap__fake.live_events = 0;
   for (fake_capture_t *c = recap__fake.captures, *next; c; c = next) {
     next = c->next;
-    recap__fake_nodes_free(&c->nodes);
+    if (!c->into_graph) recap__fake_graph_free(c->graph);
     free(c);
   }
   recap__fake.captures = NULL;
   recap__fake.next_capture_id = 0;
-  for (fake_graph_t *g = recap__fake.graphs, *next; g; g = next) {
-    next = g->next;
-    recap__fake_nodes_free(&g->nodes);
-    free(g);
+  /* Freeing a graph frees its bodies, which are listed too: free from the head, each time a
+   * graph of its own (the owner of the bodies after it). */
+  while (recap__fake.graphs) {
+    fake_graph_t *g = recap__fake.graphs;
+    while (g->owner) g = g->owner;
+    recap__fake_graph_free(g);
   }
   recap__fake.graphs = NULL;
   recap__fake.live_graphs = 0;
@@ -193,6 +203,7 @@ void recap__fake_reset(const recap__fake_config_t *cfg) {
   recap__fake.refuse_reason = RECAP_UPDATE_REASON_NONE;
   recap__fake.refuse_node = SIZE_MAX;
   recap__fake.updated_slowdown = 1.0;
+  recap__fake_cond_reset();
   recap__fake_configure(cfg);
   pthread_mutex_unlock(&recap__fake.lock);
 
@@ -219,5 +230,8 @@ void recap__fake_counters(recap__fake_counters_t *out) {
   out->exec_updates = recap__fake.exec_updates;
   out->eager_copies = recap__fake.eager_copies;
   out->update_refusals = recap__fake.update_refusals;
+  out->cond_nodes_run = recap__fake.cond_nodes_run;
+  out->body_launches = recap__fake.body_launches;
+  out->cond_kernels_run = recap__fake.cond_kernels_run;
   pthread_mutex_unlock(&recap__fake.lock);
 }

@@ -41,8 +41,9 @@
  *    graph_debug_dot writes "digraph fake { ... }", with one statement per node giving its
  *    handle as the driver's verbose dump does (n0 [comment="node handle | 0x00007E0000001230"];).
  *  - Debug aids: every node has a handle (recap__graph_node_t) unique in the process, the same
- *    in the capture (capture_nodes lists them, in capture order, and hands out the capture
- *    itself as the "graph" being built) and in the graph made from it (graph_nodes).
+ *    in the capture (capture_nodes lists them, in capture order, and hands out the graph being
+ *    built, the one stream_end_capture or capture_pause will hand out, or the graph given to
+ *    capture_to_graph) and in the graph made from it (graph_nodes).
  *    graph_reads reports the arguments given to recap__fake_launch_kernel_args (and _fn), the
  *    ends of memcpy_async copies and the destinations of recap__fake_memset_async (with the
  *    offsets and parameters of the patch plans below); graph_reads_check always succeeds.
@@ -97,9 +98,46 @@
  *    another thread than the one that began a non-relaxed capture, RECAP_ERROR_INVALID_USAGE
  *    (cudaErrorStreamCaptureWrongThread), the capture left intact; on a stream not capturing,
  *    RECAP_ERROR_INVALID_USAGE. destroy of NULL is a no-op.
+ *  - Regions (fake_cond.c). capture_pause ends a capture as stream_end_capture does and hands
+ *    out its graph (listed and counted in live_graphs from then on, unless it is a body) with
+ *    the stream's last node as the one dependency (none when the stream captured nothing yet);
+ *    refusals as device.h says: not capturing or a joined stream (INVALID_USAGE, the latter
+ *    invalidating the capture as stream_end_capture does), another thread (INVALID_USAGE,
+ *    capture intact), invalidated or with a side stream still joined
+ *    (recap__fake_capture_join_back not called: "cudaErrorStreamCaptureUnjoined") ends the
+ *    capture with RECAP_ERROR_CAPTURE_INVALIDATED. capture_to_graph begins a capture with a new
+ *    id that appends to the graph given, its first node waiting for the dependency given; the
+ *    fake keeps one dependency per node, so more than one is RECAP_ERROR_NOT_SUPPORTED; a graph
+ *    already captured into is refused (INVALID_USAGE); ending or pausing it hands out that
+ *    graph again; an invalidated one ends leaving the graph with what it held. A conditional
+ *    handle is made for a live graph or a capture's graph; cond_node_add (on a live graph not
+ *    being captured into) checks the kind, branch count (WHILE 1, IF 1 or 2, SWITCH 1 to
+ *    RECAP_REGION_MAX_BRANCHES), that the handle was made for that graph and serves no other
+ *    node; the bodies are fake graphs owned by the node (graph_destroy refuses them; destroying
+ *    the graph frees them) whose handles work with every op that takes a graph.
+ *    graph_instantiate copies the bodies deeply. A launch runs conditional nodes as CUDA does:
+ *    the condition is the handle's default at each launch with assign_default, else its
+ *    initial value at the executable's first launch and the last value set afterwards (values
+ *    are per executable); IF runs body 0 when nonzero, IF with two bodies body 1 otherwise;
+ *    WHILE checks before every iteration; SWITCH runs body n for n < branches, else none;
+ *    nesting works. A WHILE about to start an iteration past recap__fake_cond_iteration_limit
+ *    fails the launch (RECAP_ERROR_CUDA, naming the limit; not counted in graph_launches), as
+ *    does a kernel setting a handle no conditional node of the executable holds. Condition
+ *    kernels (cond_launch) are function kernels named recap_cond_set_value, _set_from,
+ *    _countdown and _compare, with six argument words (handle, flag, the pointer operand,
+ *    COMPARE's counter, packed value/max/dtype/op, the threshold's bits) that graph_reads
+ *    reports; eagerly they run at once (a handle then takes an eager value). graph_node_count
+ *    counts body nodes, graph_inspect lays them out as recap/inspect.h says, graph_reads
+ *    reports what bodies read as nested reads of the top-level conditional node (patch plans
+ *    refuse to patch them), graph_nodes lists the graph's own nodes. graph_exec_update with
+ *    conditional nodes refuses a graph whose structure differs (PARAMETERS_CHANGED for another
+ *    kind, TOPOLOGY_CHANGED for another branch count or body structure, naming the top-level
+ *    node); an update takes the new nodes and handles. With recap__fake_cond_supported(false),
+ *    cond_supported says false and cond_handle_create and cond_node_add fail with
+ *    RECAP_ERROR_NOT_SUPPORTED. Injected faults of the new kinds fail before anything changes.
  *  - Random numbers: the fake computes no real random numbers. rng_write_state on a stream
- *    that does not capture writes {seed, offset} into the two words at once (fake device memory
- *    is host memory) and enqueues one work item; on a capturing stream it adds a kernel node
+ *    that does not capture writes {seed, offset + state[2]} into the first two words at once
+ *    (fake device memory is host memory) and enqueues one work item; on a capturing stream it adds a kernel node
  *    named "fake_rng_state" and writes nothing (the write would happen when the graph runs).
  *    rng_launch adds a kernel node named after the kind ("recap_rng_uniform",
  *    "recap_rng_normal", "recap_rng_randint", "recap_rng_dropout") on a capturing stream;
@@ -108,9 +146,11 @@
  *    mapped to 0, so in [0, 1) as the CUDA kernel's; normal mean + stddev * (u(i) - 0.5);
  *    randint low + (s + o + i) mod (high - low); dropout keep = u(i) > p,
  *    out = in * keep / (1 - p), mask = keep. Graph launches never run these kernels,
- *    so replays fill nothing; the state words show what a replay was fed. Both fail with
+ *    so replays fill nothing; the state words show what a replay was fed. rng_advance adds
+ *    step to state[1] and state[2]: at once eagerly, else as a function kernel node named
+ *    recap_rng_advance that graph launches run. All fail with
  *    RECAP_ERROR_CAPTURE_INVALIDATED on a stream whose capture was invalidated. With
- *    no_kernel_image configured, both fail with RECAP_ERROR_NOT_SUPPORTED and the message the
+ *    no_kernel_image configured, they (and cond_launch) fail with RECAP_ERROR_NOT_SUPPORTED and the message the
  *    CUDA seam gives for a GPU that recap's kernels were not built for
  *    (recap__device_no_kernel_image_message), naming the configured compute capability.
  */
@@ -201,6 +241,26 @@ bool recap__fake_exec_arg(recap_cuda_graph_exec_t exec, size_t node, size_t arg,
                           const void **value);
 bool recap__fake_graph_arg(recap_cuda_graph_t graph, size_t node, size_t arg, const void **value);
 
+/* Regions. recap__fake_cond_set sets a condition from a test's kernel function
+ * (recap__fake_launch_kernel_fn), as recap_cond_set does on the device: cond.flag != NULL
+ * writes *flag; otherwise the handle's value in the executable being launched (outside a
+ * launch: the handle's eager value, which recap__fake_cond_value reads with exec NULL).
+ * recap__fake_cond_supported is the driver's answer to cond_supported (default true; reset
+ * restores it). recap__fake_cond_iteration_limit: a WHILE node that would start more
+ * iterations than this in one run fails the launch (default 1000000; 0 restores it; reset
+ * restores it). recap__fake_cond_value reads handle's value in exec (a conditional node of
+ * exec holds it) or, exec NULL, its eager value; false when there is none. */
+void recap__fake_cond_set(recap_cond_t cond, unsigned value);
+void recap__fake_cond_supported(bool supported);
+void recap__fake_cond_iteration_limit(uint64_t limit);
+bool recap__fake_cond_value(recap_cuda_graph_exec_t exec, uint64_t handle, unsigned *value);
+/* Side joins back into origin's capture (as an event recorded on side and waited for on
+ * origin would): side no longer takes part in it, and origin's next node waits for the later of
+ * the two streams' last nodes (the fake keeps one dependency per node, so origin's chain then
+ * continues through side's when side captured last). False when side is not a side stream of origin's
+ * capture. */
+bool recap__fake_capture_join_back(recap_stream_t side, recap_stream_t origin);
+
 /* Fault injection. Kinds of calls that can be made to fail. */
 typedef enum recap__fake_fault {
   RECAP__FAKE_FAULT_RAW_MALLOC = 0,
@@ -217,6 +277,15 @@ typedef enum recap__fake_fault {
   RECAP__FAKE_FAULT_EXEC_UPDATE,   /* graph_exec_update */
   RECAP__FAKE_FAULT_TIMING,        /* timing_event_create */
   RECAP__FAKE_FAULT_UPLOAD,        /* graph_upload */
+  /* Regions (each call fails before it changes anything: a failed capture_pause leaves the
+   * capture under way, a failed capture_to_graph leaves the stream not capturing). */
+  RECAP__FAKE_FAULT_COND_SUPPORTED,   /* cond_supported */
+  RECAP__FAKE_FAULT_CAPTURE_PAUSE,    /* capture_pause */
+  RECAP__FAKE_FAULT_CAPTURE_TO_GRAPH, /* capture_to_graph */
+  RECAP__FAKE_FAULT_COND_HANDLE,      /* cond_handle_create */
+  RECAP__FAKE_FAULT_COND_NODE,        /* cond_node_add */
+  RECAP__FAKE_FAULT_COND_LAUNCH,      /* cond_launch */
+  RECAP__FAKE_FAULT_RNG_ADVANCE,      /* rng_advance */
   RECAP__FAKE_FAULT_KINDS
 } recap__fake_fault_t;
 
@@ -242,6 +311,10 @@ typedef struct recap__fake_counters {
   uint64_t exec_patches, template_patches, exec_updates, update_refusals;
   /* memcpy_async calls that copied outside a capture (one work item each), since the reset. */
   uint64_t eager_copies;
+  /* Since the reset: conditional nodes run by graph launches (each time a node is reached),
+   * bodies run (each WHILE iteration counts one), and condition kernels run (cond_launch's,
+   * eagerly or in a launch). */
+  uint64_t cond_nodes_run, body_launches, cond_kernels_run;
 } recap__fake_counters_t;
 
 void recap__fake_counters(recap__fake_counters_t *out);

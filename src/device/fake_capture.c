@@ -68,6 +68,11 @@ void recap__fake_nodes_free(fake_nodes_t *nodes) {
   for (size_t i = 0; i < nodes->count; i++) {
     free(nodes->v[i].name);
     free(nodes->v[i].args);
+    if (nodes->v[i].bodies) {
+      for (unsigned b = 0; b < nodes->v[i].branches; b++)
+        if (nodes->v[i].bodies[b]) recap__fake_graph_free(nodes->v[i].bodies[b]);
+      free(nodes->v[i].bodies);
+    }
   }
   free(nodes->v);
   memset(nodes, 0, sizeof *nodes);
@@ -86,6 +91,7 @@ bool recap__fake_nodes_copy(fake_nodes_t *dst, const fake_nodes_t *src) {
     to->name = NULL;
     to->args = NULL;
     to->arg_count = 0;
+    to->bodies = NULL;
     dst->count = i + 1; /* what recap__fake_nodes_free releases if a copy below fails */
     if (from->name) {
       size_t n = strlen(from->name) + 1;
@@ -96,6 +102,17 @@ bool recap__fake_nodes_copy(fake_nodes_t *dst, const fake_nodes_t *src) {
       if (!(to->args = malloc(from->arg_count * sizeof *to->args))) goto fail;
       memcpy(to->args, from->args, from->arg_count * sizeof *to->args);
       to->arg_count = from->arg_count;
+    }
+    if (from->bodies) {
+      /* Bodies are copied deeply: an executable owns its own, which no graph handle names. */
+      if (!(to->bodies = calloc(from->branches, sizeof *to->bodies))) goto fail;
+      for (unsigned b = 0; b < from->branches; b++) {
+        fake_graph_t *body = recap__fake_graph_new();
+        if (!body) goto fail;
+        to->bodies[b] = body;
+        body->id = from->bodies[b]->id;
+        if (!recap__fake_nodes_copy(&body->nodes, &from->bodies[b]->nodes)) goto fail;
+      }
     }
   }
   return true;
@@ -110,7 +127,7 @@ fail:
 bool recap__fake_capture_append(fake_stream_t *s, recap_node_type_t type, const char *name) {
   fake_capture_t *c = s->capture;
   if (c->invalidated) return true;
-  fake_nodes_t *nodes = &c->nodes;
+  fake_nodes_t *nodes = &c->graph->nodes;
   if (nodes->count == nodes->cap) {
     size_t cap = nodes->cap ? nodes->cap * 2 : 16;
     fake_node_t *v = realloc(nodes->v, cap * sizeof *v);
@@ -138,10 +155,48 @@ bool recap__fake_capture_append(fake_stream_t *s, recap_node_type_t type, const 
   return true;
 }
 
-/* Begin a capture on s (not capturing); NULL when out of host memory. */
-static fake_capture_t *capture_begin_locked(fake_stream_t *s, recap__capture_mode_t mode) {
+/* The id is given at once: a conditional handle made on a graph still being captured names it. */
+fake_graph_t *recap__fake_graph_new(void) {
+  fake_graph_t *g = calloc(1, sizeof *g);
+  if (g) g->id = ++recap__fake.next_graph_id;
+  return g;
+}
+
+void recap__fake_graph_list(fake_graph_t *g) {
+  g->listed = true;
+  g->next = recap__fake.graphs;
+  recap__fake.graphs = g;
+  if (!g->owner) recap__fake.live_graphs++;
+}
+
+void recap__fake_graph_free(fake_graph_t *g) {
+  if (g->listed) {
+    fake_graph_t **link = &recap__fake.graphs;
+    while (*link && *link != g) link = &(*link)->next;
+    if (*link) *link = g->next;
+    if (!g->owner) recap__fake.live_graphs--;
+  }
+  recap__fake_nodes_free(&g->nodes);
+  free(g);
+}
+
+bool recap__fake_graph_capturing(const fake_graph_t *g) {
+  for (const fake_capture_t *c = recap__fake.captures; c; c = c->next)
+    for (const fake_graph_t *t = c->graph; t; t = t->owner)
+      if (t == g) return true;
+  return false;
+}
+
+fake_capture_t *recap__fake_capture_begin_locked(fake_stream_t *s, recap__capture_mode_t mode,
+                                                 fake_graph_t *into) {
   fake_capture_t *c = calloc(1, sizeof *c);
   if (!c) return NULL;
+  c->graph = into ? into : recap__fake_graph_new();
+  if (!c->graph) {
+    free(c);
+    return NULL;
+  }
+  c->into_graph = into != NULL;
   c->id = ++recap__fake.next_capture_id;
   c->mode = mode;
   c->thread = pthread_self();
@@ -154,9 +209,7 @@ static fake_capture_t *capture_begin_locked(fake_stream_t *s, recap__capture_mod
   return c;
 }
 
-/* End capture c: every stream taking part leaves it, and it is unlinked and freed. Its nodes
- * go to *keep when given, and are freed otherwise. */
-static void capture_finish(fake_capture_t *c, fake_nodes_t *keep) {
+fake_graph_t *recap__fake_capture_finish(fake_capture_t *c, bool keep) {
   for (fake_stream_t *t = recap__fake.streams; t; t = t->next)
     if (t->capture == c) {
       t->capture = NULL;
@@ -165,11 +218,11 @@ static void capture_finish(fake_capture_t *c, fake_nodes_t *keep) {
   fake_capture_t **link = &recap__fake.captures;
   while (*link != c) link = &(*link)->next;
   *link = c->next;
-  if (keep)
-    *keep = c->nodes;
-  else
-    recap__fake_nodes_free(&c->nodes);
+  fake_graph_t *g = c->graph;
+  /* A graph given to capture_to_graph stays its owner's, with what was captured into it. */
+  if (!keep && !c->into_graph) recap__fake_graph_free(g);
   free(c);
+  return keep ? g : NULL;
 }
 
 fake_graph_t *recap__fake_graph_find(recap_cuda_graph_t handle) {
@@ -237,7 +290,7 @@ recap_status_t recap__fake_op_stream_begin_capture(recap_stream_t stream,
         (void *)stream, (unsigned long long)s->capture->id,
         s->capture->origin == s ? "begun on it" : "joined by an event wait",
         s->capture->invalidated ? ", now invalidated" : "");
-  } else if (!capture_begin_locked(s, mode)) {
+  } else if (!recap__fake_capture_begin_locked(s, mode, NULL)) {
     recap__fake_note(
         &f, RECAP_ERROR_CUDA,
         "cudaStreamBeginCapture: out of memory (cudaErrorMemoryAllocation): no host memory for "
@@ -261,7 +314,7 @@ recap_status_t recap__fake_op_stream_end_capture(recap_stream_t stream, recap_cu
   fake_capture_t *c = s ? s->capture : NULL;
   if (inject) {
     /* A failed end leaves the stream not capturing, as the seam promises. */
-    if (c && c->origin == s) capture_finish(c, NULL);
+    if (c && c->origin == s) recap__fake_capture_finish(c, false);
     recap__fake_note_injected(&f, "cudaStreamEndCapture", RECAP__FAKE_FAULT_CAPTURE_END,
                               "capture end");
   } else if (!graph) {
@@ -292,7 +345,7 @@ recap_status_t recap__fake_op_stream_end_capture(recap_stream_t stream, recap_cu
         (void *)stream, (unsigned long long)c->id, recap__fake_mode_name(c->mode));
   } else if (c->invalidated) {
     uint64_t id = c->id;
-    capture_finish(c, NULL);
+    recap__fake_capture_finish(c, false);
     recap__fake_note(
         &f, RECAP_ERROR_CAPTURE_INVALIDATED,
         "cudaStreamEndCapture(stream %p): capture %llu was invalidated "
@@ -301,21 +354,10 @@ recap_status_t recap__fake_op_stream_end_capture(recap_stream_t stream, recap_cu
         "made and the stream no longer captures",
         (void *)stream, (unsigned long long)id);
   } else {
-    fake_graph_t *g = calloc(1, sizeof *g);
-    if (!g) {
-      capture_finish(c, NULL);
-      recap__fake_note(
-          &f, RECAP_ERROR_CUDA,
-          "cudaStreamEndCapture: out of memory (cudaErrorMemoryAllocation): no host memory for "
-          "a fake graph; the capture is thrown away");
-    } else {
-      capture_finish(c, &g->nodes);
-      g->id = ++recap__fake.next_graph_id;
-      g->next = recap__fake.graphs;
-      recap__fake.graphs = g;
-      recap__fake.live_graphs++;
-      *graph = (recap_cuda_graph_t)g;
-    }
+    /* The graph made at the begin (or the one captured into since a capture_to_graph). */
+    fake_graph_t *g = recap__fake_capture_finish(c, true);
+    if (!g->listed) recap__fake_graph_list(g);
+    *graph = (recap_cuda_graph_t)g;
   }
   return recap__fake_unlock_and_report(&f);
 }
@@ -327,6 +369,7 @@ recap_status_t recap__fake_op_graph_instantiate(recap_cuda_graph_exec_t *exec,
   pthread_mutex_lock(&recap__fake.lock);
   bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_INSTANTIATE);
   fake_graph_t *g = recap__fake_graph_find(graph);
+  uint64_t unheld = 0;
   if (inject) {
     recap__fake_note_injected(&f, "cudaGraphInstantiateWithFlags", RECAP__FAKE_FAULT_INSTANTIATE,
                               "graph instantiation");
@@ -335,6 +378,16 @@ recap_status_t recap__fake_op_graph_instantiate(recap_cuda_graph_exec_t *exec,
                      "cudaGraphInstantiateWithFlags: exec is NULL");
   } else if (!g) {
     recap__fake_note_bad_graph(&f, "cudaGraphInstantiateWithFlags", (const void *)graph, "graph");
+  } else if (!recap__fake_cond_handles_held(g, &unheld)) {
+    recap__fake_note(&f, RECAP_ERROR_CUDA,
+                     "cudaGraphInstantiateWithFlags: invalid argument (cudaErrorInvalidValue): "
+                     "conditional handle %#llx was created on the graph (or a body of it) and no "
+                     "conditional node there holds it",
+                     (unsigned long long)unheld);
+  } else if (recap__fake_cond_body_empty(g)) {
+    recap__fake_note(&f, RECAP_ERROR_CUDA,
+                     "cudaGraphInstantiateWithFlags: invalid argument (cudaErrorInvalidValue): a "
+                     "conditional node of the graph has a body with no node");
   } else {
     fake_exec_t *x = calloc(1, sizeof *x);
     if (x && !recap__fake_nodes_copy(&x->nodes, &g->nodes)) {
@@ -385,25 +438,29 @@ recap_status_t recap__fake_enqueue(fake_failure_t *f, fake_stream_t *s, const ch
   return RECAP_SUCCESS;
 }
 
-/* Run x's nodes in node order, with the executable's current values (fake device memory is
- * host memory): function kernels, copies and memsets. A copy or memset without an address (as
- * tests capture to count nodes) does nothing. */
-static void exec_run(const fake_exec_t *x) {
-  for (size_t i = 0; i < x->nodes.count; i++) {
-    const fake_node_t *n = &x->nodes.v[i];
-    switch (n->type) {
-      case RECAP_NODE_KERNEL:
-        if (n->fn) n->fn((void *const *)n->args, n->arg_count);
-        break;
-      case RECAP_NODE_MEMCPY:
-        if (n->dst && n->src && n->bytes) memmove((void *)n->dst, n->src, n->bytes);
-        break;
-      case RECAP_NODE_MEMSET:
-        if (n->dst && n->bytes) memset((void *)n->dst, n->value, n->bytes);
-        break;
-      default: break;
-    }
+recap_status_t recap__fake_enqueue_fn(fake_failure_t *f, fake_stream_t *s, const char *call,
+                                      const char *name, recap__fake_kernel_fn_t fn,
+                                      const void *const *args, size_t n) {
+  bool eager = false;
+  recap_status_t st = recap__fake_enqueue(f, s, call, RECAP_NODE_KERNEL, name, 1, &eager);
+  if (st != RECAP_SUCCESS) return st;
+  if (eager) {
+    fn((void *const *)args, n);
+    return RECAP_SUCCESS;
   }
+  fake_node_t *node = &s->capture->graph->nodes.v[s->tail - 1];
+  node->fn = fn;
+  if (n > 0) {
+    if (!(node->args = malloc(n * sizeof *node->args)))
+      return recap__fake_note(
+          f, RECAP_ERROR_CUDA,
+          "%s: out of memory (cudaErrorMemoryAllocation): no host memory for the arguments of a "
+          "node of capture %llu",
+          call, (unsigned long long)s->capture->id);
+    memcpy(node->args, args, n * sizeof *node->args);
+    node->arg_count = n;
+  }
+  return RECAP_SUCCESS;
 }
 
 recap_status_t recap__fake_op_graph_launch(recap_cuda_graph_exec_t exec, recap_stream_t stream) {
@@ -424,11 +481,13 @@ recap_status_t recap__fake_op_graph_launch(recap_cuda_graph_exec_t exec, recap_s
     recap_status_t st = recap__fake_enqueue(&f, s, "cudaGraphLaunch", RECAP_NODE_GRAPH, NULL,
                                             x->nodes.count, &eager);
     if (st == RECAP_SUCCESS && eager) {
-      x->launches++;
-      recap__fake.graph_launches++;
       /* The timing model: an updated executable runs `updated_slowdown` times as long. */
       if (x->updated) s->clock_us += (double)x->nodes.count * (recap__fake.updated_slowdown - 1.0);
-      exec_run(x);
+      /* A launch that fails while it runs (a loop past the fake's limit) is not counted. */
+      if (recap__fake_exec_run(&f, x)) {
+        x->launches++;
+        recap__fake.graph_launches++;
+      }
     }
   }
   return recap__fake_unlock_and_report(&f);
@@ -456,16 +515,23 @@ recap_status_t recap__fake_op_graph_destroy(recap_cuda_graph_t graph) {
   if (!graph) return RECAP_SUCCESS;
   fake_failure_t f = {0};
   pthread_mutex_lock(&recap__fake.lock);
-  fake_graph_t **link = &recap__fake.graphs;
-  while (*link && (recap_cuda_graph_t)*link != graph) link = &(*link)->next;
-  fake_graph_t *g = *link;
+  fake_graph_t *g = recap__fake_graph_find(graph);
   if (!g) {
     recap__fake_note_bad_graph(&f, "cudaGraphDestroy", (const void *)graph, "graph");
+  } else if (g->owner) {
+    recap__fake_note(
+        &f, RECAP_ERROR_INVALID_USAGE,
+        "cudaGraphDestroy: invalid argument (cudaErrorInvalidValue): graph %p is a body of a "
+        "conditional node of graph %p, which owns it; destroy that graph instead",
+        (void *)graph, (void *)g->owner);
+  } else if (recap__fake_graph_capturing(g)) {
+    recap__fake_note(
+        &f, RECAP_ERROR_INVALID_USAGE,
+        "cudaGraphDestroy: graph %p (or a body inside it) is being captured into; end or pause "
+        "that capture first",
+        (void *)graph);
   } else {
-    *link = g->next;
-    recap__fake_nodes_free(&g->nodes);
-    free(g);
-    recap__fake.live_graphs--;
+    recap__fake_graph_free(g);
   }
   return recap__fake_unlock_and_report(&f);
 }
@@ -498,7 +564,7 @@ recap_status_t recap__fake_op_graph_node_count(recap_cuda_graph_t graph, size_t 
   else if (!g)
     recap__fake_note_bad_graph(&f, "cudaGraphGetNodes", (const void *)graph, "graph");
   else
-    *count = g->nodes.count;
+    *count = recap__fake_nodes_count_deep(&g->nodes);
   return recap__fake_unlock_and_report(&f);
 }
 
@@ -513,7 +579,7 @@ uint64_t recap__fake_capture_begin(recap_stream_t stream, recap__capture_mode_t 
   pthread_mutex_lock(&recap__fake.lock);
   fake_stream_t *s = recap__fake_stream_of(stream);
   fake_capture_t *c;
-  if (s && !s->capture && (c = capture_begin_locked(s, mode)) != NULL) id = c->id;
+  if (s && !s->capture && (c = recap__fake_capture_begin_locked(s, mode, NULL)) != NULL) id = c->id;
   pthread_mutex_unlock(&recap__fake.lock);
   return id;
 }
@@ -544,7 +610,7 @@ bool recap__fake_capture_end(recap_stream_t origin) {
     c->invalidated = true;
   } else if (c) {
     ok = !c->invalidated;
-    capture_finish(c, NULL); /* the captured nodes are thrown away */
+    recap__fake_capture_finish(c, false); /* the captured nodes are thrown away */
   }
   pthread_mutex_unlock(&recap__fake.lock);
   return ok;

@@ -114,50 +114,79 @@ recap_status_t recap__fake_op_graph_debug_dot(recap_cuda_graph_t graph, const ch
 
 /* ---- inspection ------------------------------------------------------------------------- */
 
+static recap_region_kind_t region_kind_of(const fake_node_t *n) {
+  switch (n->cond_kind) {
+    case RECAP__COND_IF: return n->branches == 2 ? RECAP_REGION_IF_ELSE : RECAP_REGION_IF;
+    case RECAP__COND_WHILE: return RECAP_REGION_WHILE;
+    case RECAP__COND_SWITCH: return RECAP_REGION_SWITCH;
+  }
+  return RECAP_REGION_WHILE;
+}
+
+/* Fill info->nodes from *next on with nodes (those of a body of the conditional node at index
+ * parent, branch `branch`; parent SIZE_MAX: the graph's own), then the bodies of their
+ * conditional nodes, by recap/inspect.h's layout rule. False when out of host memory. */
+static bool inspect_fill(recap_graph_info_t *info, const fake_nodes_t *nodes, size_t parent,
+                         unsigned branch, size_t *next) {
+  size_t base = *next, n = nodes->count;
+  *next += n;
+  /* Each node waits for at most one other of its list: count the dependents first. */
+  for (size_t i = 0; i < n; i++)
+    if (nodes->v[i].dep) info->nodes[base + nodes->v[i].dep - 1].dependent_count++;
+  for (size_t i = 0; i < n; i++) {
+    const fake_node_t *src = &nodes->v[i];
+    recap_graph_node_t *dst = &info->nodes[base + i];
+    dst->type = src->type;
+    dst->parent = parent;
+    dst->branch = branch;
+    if (src->type == RECAP_NODE_KERNEL) {
+      for (int d = 0; d < 3; d++) dst->grid[d] = dst->block[d] = 1;
+      if (src->name && !(dst->kernel_name = recap__copy_string(src->name))) return false;
+    }
+    if (src->type == RECAP_NODE_MEMCPY || src->type == RECAP_NODE_MEMSET) dst->bytes = src->bytes;
+    if (src->type == RECAP_NODE_CONDITIONAL) {
+      dst->region_kind = region_kind_of(src);
+      dst->branches = src->branches;
+    }
+    if (src->dep) {
+      if (!(dst->dependencies = recap__host_malloc(sizeof *dst->dependencies))) return false;
+      dst->dependencies[0] = base + src->dep - 1;
+      dst->dependency_count = 1;
+      info->edge_count++;
+    }
+    if (dst->dependent_count) {
+      if (!(dst->dependents = recap__host_malloc(dst->dependent_count * sizeof *dst->dependents)))
+        return false;
+      dst->dependent_count = 0; /* counted again as they are filled in below */
+    }
+  }
+  for (size_t i = 0; i < n; i++)
+    if (nodes->v[i].dep) {
+      recap_graph_node_t *waited = &info->nodes[base + nodes->v[i].dep - 1];
+      waited->dependents[waited->dependent_count++] = base + i;
+    }
+  for (size_t i = 0; i < n; i++)
+    for (unsigned b = 0; b < nodes->v[i].branches; b++)
+      if (!inspect_fill(info, &nodes->v[i].bodies[b]->nodes, base + i, b, next)) return false;
+  return true;
+}
+
 recap_status_t recap__fake_op_graph_inspect(recap_cuda_graph_t graph, recap_graph_info_t *info) {
   fake_failure_t f = {0};
   pthread_mutex_lock(&recap__fake.lock);
   fake_graph_t *g = recap__fake_graph_find(graph);
+  size_t n = g ? recap__fake_nodes_count_deep(&g->nodes) : 0;
   if (!info) {
     recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT, "graph inspection: info is NULL");
   } else if (!g) {
     recap__fake_note_bad_graph(&f, "cudaGraphGetNodes", (const void *)graph, "graph");
-  } else if (g->nodes.count > 0) {
-    size_t n = g->nodes.count;
+  } else if (n > 0) {
+    size_t next = 0;
     bool ok = (info->nodes = recap__host_calloc(n, sizeof *info->nodes)) != NULL;
-    if (ok) info->node_count = n;
-    /* Each node waits for at most one other: count the dependents first. */
-    for (size_t i = 0; ok && i < n; i++)
-      if (g->nodes.v[i].dep) info->nodes[g->nodes.v[i].dep - 1].dependent_count++;
-    for (size_t i = 0; ok && i < n; i++) {
-      const fake_node_t *src = &g->nodes.v[i];
-      recap_graph_node_t *dst = &info->nodes[i];
-      dst->type = src->type;
-      if (src->type == RECAP_NODE_KERNEL) {
-        for (int d = 0; d < 3; d++) dst->grid[d] = dst->block[d] = 1;
-        if (src->name && !(dst->kernel_name = recap__copy_string(src->name))) ok = false;
-      }
-      if (src->type == RECAP_NODE_MEMCPY || src->type == RECAP_NODE_MEMSET) dst->bytes = src->bytes;
-      if (ok && src->dep) {
-        if (!(dst->dependencies = recap__host_malloc(sizeof *dst->dependencies)))
-          ok = false;
-        else {
-          dst->dependencies[0] = src->dep - 1;
-          dst->dependency_count = 1;
-          info->edge_count++;
-        }
-      }
-      if (ok && dst->dependent_count) {
-        if (!(dst->dependents = recap__host_malloc(dst->dependent_count * sizeof *dst->dependents)))
-          ok = false;
-        dst->dependent_count = 0; /* counted again as they are filled in below */
-      }
+    if (ok) {
+      info->node_count = n;
+      ok = inspect_fill(info, &g->nodes, SIZE_MAX, 0, &next);
     }
-    for (size_t i = 0; ok && i < n; i++)
-      if (g->nodes.v[i].dep) {
-        recap_graph_node_t *parent = &info->nodes[g->nodes.v[i].dep - 1];
-        parent->dependents[parent->dependent_count++] = i;
-      }
     if (!ok) {
       recap__graph_info_clear(info);
       recap__fake_note(&f, RECAP_ERROR_OUT_OF_MEMORY, "graph inspection: out of host memory");
@@ -185,7 +214,8 @@ static bool handles_of(const fake_nodes_t *nodes, recap__graph_node_t **out, siz
   return true;
 }
 
-/* The capture's "graph" is the capture itself: the fake makes its graph only at the end. */
+/* The capture's graph: the one stream_end_capture (or capture_pause) will hand out, or the
+ * graph given to capture_to_graph; the nodes are all of that graph's so far. */
 recap_status_t recap__fake_op_capture_nodes(recap_stream_t stream, recap_cuda_graph_t *graph,
                                             recap__graph_node_t **nodes, size_t *count) {
   RECAP__ARG(graph && nodes && count, "capture node list: an out-parameter is NULL");
@@ -202,11 +232,11 @@ recap_status_t recap__fake_op_capture_nodes(recap_stream_t stream, recap_cuda_gr
         &f, RECAP_ERROR_INVALID_USAGE,
         "cudaStreamGetCaptureInfo(stream %p): the stream takes part in no active capture (%s)",
         (void *)stream, s->capture ? "its capture was invalidated" : "not capturing");
-  } else if (!handles_of(&s->capture->nodes, nodes, count)) {
+  } else if (!handles_of(&s->capture->graph->nodes, nodes, count)) {
     recap__fake_note(&f, RECAP_ERROR_OUT_OF_MEMORY,
                      "capture node list: out of host memory in the fake");
   } else {
-    *graph = (recap_cuda_graph_t)(void *)s->capture;
+    *graph = (recap_cuda_graph_t)s->capture->graph;
   }
   return recap__fake_unlock_and_report(&f);
 }
@@ -243,38 +273,54 @@ static bool reads_push(recap__graph_read_t **v, size_t *count, size_t *cap,
   return true;
 }
 
+/* Push the reads of nodes: as node `top` with nested set when top is not SIZE_MAX (they lie in
+ * a body of that top-level conditional node), else each as its own node. */
+static bool nodes_reads_push(const fake_nodes_t *nodes, size_t top, recap__graph_read_t **v,
+                             size_t *n, size_t *cap) {
+  bool ok = true, nested = top != SIZE_MAX;
+  for (size_t i = 0; ok && i < nodes->count; i++) {
+    const fake_node_t *node = &nodes->v[i];
+    size_t at = nested ? top : i;
+    for (size_t k = 0; ok && k < node->arg_count; k++)
+      ok = reads_push(v, n, cap,
+                      (recap__graph_read_t){.node = at,
+                                            .ptr = node->args[k],
+                                            .kind = RECAP__READ_KERNEL_ARG,
+                                            .offset = 8 * k,
+                                            .param = (uint32_t)k,
+                                            .nested = nested});
+    if (node->type == RECAP_NODE_MEMCPY)
+      ok = ok &&
+           reads_push(v, n, cap,
+                      (recap__graph_read_t){.node = at,
+                                            .ptr = node->src,
+                                            .kind = RECAP__READ_COPY_SRC,
+                                            .nested = nested}) &&
+           reads_push(v, n, cap,
+                      (recap__graph_read_t){.node = at,
+                                            .ptr = node->dst,
+                                            .kind = RECAP__READ_COPY_DST,
+                                            .nested = nested});
+    else if (node->type == RECAP_NODE_MEMSET)
+      ok = ok && reads_push(v, n, cap,
+                            (recap__graph_read_t){.node = at,
+                                                  .ptr = node->dst,
+                                                  .kind = RECAP__READ_MEMSET_DST,
+                                                  .nested = nested});
+    for (unsigned b = 0; ok && b < node->branches; b++)
+      ok = nodes_reads_push(&node->bodies[b]->nodes, at, v, n, cap);
+  }
+  return ok;
+}
+
 /* Each argument of a fake kernel is one 8-byte parameter: word k is parameter k, at byte 8k.
- * The fake has no child graphs with content, so nothing is nested. */
+ * What the bodies of a conditional node read is nested in that node (the fake's child-graph
+ * nodes have no content). */
 bool recap__fake_nodes_reads(const fake_nodes_t *nodes, recap__graph_read_t **reads,
                              size_t *count) {
   recap__graph_read_t *v = NULL;
   size_t n = 0, cap = 0;
-  bool ok = true;
-  for (size_t i = 0; ok && i < nodes->count; i++) {
-    const fake_node_t *node = &nodes->v[i];
-    for (size_t k = 0; ok && k < node->arg_count; k++)
-      ok = reads_push(&v, &n, &cap,
-                      (recap__graph_read_t){.node = i,
-                                            .ptr = node->args[k],
-                                            .kind = RECAP__READ_KERNEL_ARG,
-                                            .offset = 8 * k,
-                                            .param = (uint32_t)k});
-    if (node->type == RECAP_NODE_MEMCPY)
-      ok = ok &&
-           reads_push(&v, &n, &cap,
-                      (recap__graph_read_t){.node = i,
-                                            .ptr = node->src,
-                                            .kind = RECAP__READ_COPY_SRC}) &&
-           reads_push(&v, &n, &cap,
-                      (recap__graph_read_t){.node = i,
-                                            .ptr = node->dst,
-                                            .kind = RECAP__READ_COPY_DST});
-    else if (node->type == RECAP_NODE_MEMSET)
-      ok = ok && reads_push(&v, &n, &cap,
-                            (recap__graph_read_t){.node = i,
-                                                  .ptr = node->dst,
-                                                  .kind = RECAP__READ_MEMSET_DST});
-  }
+  bool ok = nodes_reads_push(nodes, SIZE_MAX, &v, &n, &cap);
   if (!ok) {
     recap__host_free(v);
     v = NULL;

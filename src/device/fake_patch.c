@@ -200,8 +200,8 @@ static recap_status_t apply_check(fake_failure_t *f, recap__patch_plan_t plan, c
                               i, site, i - 1, patches[i - 1].site);
     if (plan->sites[site].nested)
       return recap__fake_note(f, RECAP_ERROR_NOT_SUPPORTED,
-                              "patch: site %zu lies inside a child graph of node %zu, which "
-                              "cannot be patched",
+                              "patch: site %zu lies inside a child graph or a conditional "
+                              "body of node %zu, which cannot be patched",
                               site, plan->sites[site].node);
   }
   if (!x || count == 0) return RECAP_SUCCESS; /* no set call, nothing CUDA could refuse */
@@ -345,7 +345,7 @@ static recap_update_reason_t update_refusal(const fake_exec_t *x, const fake_gra
       *node = i;
       return RECAP_UPDATE_REASON_NODE_TYPE_CHANGED;
     }
-  return RECAP_UPDATE_REASON_NONE;
+  return recap__fake_cond_update_refusal(&x->nodes, &g->nodes, node);
 }
 
 recap_status_t recap__fake_op_graph_exec_update(recap_cuda_graph_exec_t exec,

@@ -24,7 +24,7 @@ static const char *fake_rng_kernel_name(recap__rng_kind_t kind) {
 
 /* The failure the CUDA seam reports before recap's first kernel launch on a device its kernels
  * have no image for (recap__fake_config_t.no_kernel_image), worded the same way. */
-static bool no_kernel_image(fake_failure_t *f) {
+bool recap__fake_no_kernel_image(fake_failure_t *f) {
   if (!recap__fake.no_kernel_image) return false;
   char message[400];
   int capability = recap__fake.compute_capability;
@@ -44,14 +44,14 @@ recap_status_t recap__fake_op_rng_write_state(recap_stream_t stream, uint64_t *s
     recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT, "fake_rng_state: the state pointer is NULL");
   } else if (!s) {
     recap__fake_note_bad_stream(&f, "fake_rng_state<<<1, 1>>>", stream);
-  } else if (no_kernel_image(&f)) {
+  } else if (recap__fake_no_kernel_image(&f)) {
     /* Nothing is launched. */
   } else if (recap__fake_enqueue(&f, s, "fake_rng_state<<<1, 1>>>", RECAP_NODE_KERNEL,
                                  "fake_rng_state", 1, &eager) == RECAP_SUCCESS &&
              eager) {
     /* Fake device memory is host memory: the kernel's write happens now. */
     state[0] = seed;
-    state[1] = offset;
+    state[1] = offset + state[2]; /* what loops drew on the device counts */
     recap__fake.rng_state_writes++;
   }
   return recap__fake_unlock_and_report(&f);
@@ -130,13 +130,45 @@ recap_status_t recap__fake_op_rng_launch(const recap__rng_launch_t *l) {
                      name, l->grid);
   } else if (!s) {
     recap__fake_note_bad_stream(&f, name, l->stream);
-  } else if (no_kernel_image(&f)) {
+  } else if (recap__fake_no_kernel_image(&f)) {
     /* Nothing is launched. */
   } else if (recap__fake_enqueue(&f, s, name, RECAP_NODE_KERNEL, name, 1, &eager) ==
                  RECAP_SUCCESS &&
              eager) {
     fake_rng_fill(l);
     recap__fake.rng_launches++;
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
+/* state[1] += step, state[2] += step: args are {state, step}. */
+static void fake_rng_advance_fn(void *const *args, size_t n) {
+  (void)n;
+  uint64_t *state = args[0];
+  uint64_t step = (uint64_t)(uintptr_t)args[1];
+  state[1] += step;
+  state[2] += step;
+}
+
+/* A kernel that computes, unlike the other random kernels: graph launches run it (the fake runs
+ * regions' bodies), so that the state words show what loops drew. */
+recap_status_t recap__fake_op_rng_advance(recap_stream_t stream, uint64_t *state, uint64_t step) {
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_RNG_ADVANCE);
+  fake_stream_t *s = recap__fake_stream_of(stream);
+  if (inject) {
+    recap__fake_note_injected(&f, "recap_rng_advance<<<1, 1>>>", RECAP__FAKE_FAULT_RNG_ADVANCE,
+                              "random state advance");
+  } else if (!state) {
+    recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT,
+                     "recap_rng_advance: the state pointer is NULL");
+  } else if (!s) {
+    recap__fake_note_bad_stream(&f, "recap_rng_advance<<<1, 1>>>", stream);
+  } else if (!recap__fake_no_kernel_image(&f)) {
+    const void *args[2] = {state, (const void *)(uintptr_t)step};
+    recap__fake_enqueue_fn(&f, s, "recap_rng_advance<<<1, 1>>>", "recap_rng_advance",
+                           fake_rng_advance_fn, args, 2);
   }
   return recap__fake_unlock_and_report(&f);
 }

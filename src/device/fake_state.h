@@ -13,7 +13,9 @@
  * (devices and memory), fake_stream.c (streams, events, copies and the launch controls),
  * fake_capture.c (captures, graphs, executables and their launches), fake_inspect.c (DOT,
  * inspection, node lists and what nodes read), fake_patch.c (patch plans, executable
- * updates), fake_rng.c (random numbers), fake_fault.c (fault injection).
+ * updates), fake_rng.c (random numbers), fake_cond.c (regions: pausing and resuming captures,
+ * conditional handles and nodes, their bodies at a launch, condition kernels), fake_fault.c
+ * (fault injection).
  */
 #ifndef RECAP_FAKE_STATE_H
 #define RECAP_FAKE_STATE_H
@@ -24,6 +26,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
+#include "device/cond_launch.h"
 #include "device/fake.h"
 #include "device/rng_launch.h"
 
@@ -59,6 +62,17 @@ typedef struct fake_node {
   size_t bytes; /* memcpy and memset: the bytes copied or set, as graph_inspect reports them */
   int value;    /* memset: the byte value */
   recap__fake_kernel_fn_t fn; /* kernels launched with a function: what a launch runs */
+  /* Conditional nodes (fake_cond.c): the kind, the handle and what it was created with, and
+   * the bodies (`branches` fake graphs owned by the node). In an executable's copy, `value` is
+   * the condition's current value there and `started` says whether a launch has set it. */
+  recap__cond_kind_t cond_kind;
+  uint64_t cond_handle;
+  unsigned cond_initial;
+  bool cond_assign_default;
+  unsigned branches;
+  struct fake_graph **bodies;
+  unsigned cond_value;
+  bool cond_started;
 } fake_node_t;
 
 typedef struct fake_nodes {
@@ -73,7 +87,11 @@ typedef struct fake_capture {
   int device;       /* the device of the stream it began on; its rules hold on every device */
   bool invalidated;
   struct fake_stream *origin;
-  fake_nodes_t nodes; /* the work captured so far */
+  /* The graph being built: made at stream_begin_capture (listed among the graphs only when a
+   * capture_pause or stream_end_capture hands it out), or the graph given to capture_to_graph
+   * (into_graph), which the capture appends to. */
+  struct fake_graph *graph;
+  bool into_graph;
   struct fake_capture *next;
 } fake_capture_t;
 
@@ -91,8 +109,24 @@ typedef struct fake_stream {
 typedef struct fake_graph {
   fake_nodes_t nodes;
   uint64_t id; /* unique in the process: what an executable remembers of its source */
+  /* In recap__fake.graphs (handed out as a recap_cuda_graph_t). The body graphs of an
+   * executable's conditional nodes are not. */
+  bool listed;
+  /* A body: the graph whose conditional node owns it (freed with it, not counted in
+   * live_graphs, refused by graph_destroy); NULL for a graph of its own. */
+  struct fake_graph *owner;
   struct fake_graph *next;
 } fake_graph_t;
+
+/* A conditional handle (cond_handle_create). */
+typedef struct fake_handle {
+  uint64_t handle;
+  uint64_t graph_id; /* the graph it was created for, whose conditional node it may serve */
+  unsigned initial;
+  bool assign_default;
+  bool used;      /* a conditional node holds it */
+  unsigned value; /* what condition kernels run outside any launch set (eager) */
+} fake_handle_t;
 
 /* What graph_instantiate hands out as a recap_cuda_graph_exec_t. */
 typedef struct fake_exec {
@@ -166,6 +200,12 @@ typedef struct fake_state {
   bool dot_driver_style;   /* graph_debug_dot mimics the driver's verbose record format */
   /* Eager rng_write_state and rng_launch calls since the process started (never reset). */
   uint64_t rng_state_writes, rng_launches;
+  /* Regions (fake_cond.c). */
+  fake_handle_t *handles;
+  size_t handle_count, handle_cap;
+  bool cond_unsupported;         /* recap__fake_cond_supported(false) */
+  uint64_t cond_iteration_limit; /* 0: the default */
+  uint64_t cond_nodes_run, body_launches, cond_kernels_run;
 
   uint64_t calls[RECAP__FAKE_FAULT_KINDS];
   uint64_t fail_countdown[RECAP__FAKE_FAULT_KINDS]; /* 0: disarmed */
@@ -224,6 +264,14 @@ recap_status_t recap__fake_note_capturing_stream(fake_failure_t *f, const char *
  * graph". */
 recap_status_t recap__fake_note_bad_graph(fake_failure_t *f, const char *call, const void *graph,
                                           const char *what);
+/* Begin a capture on s (not capturing), building a new graph or, into given, appending to
+ * that graph; NULL when out of host memory. */
+fake_capture_t *recap__fake_capture_begin_locked(fake_stream_t *s, recap__capture_mode_t mode,
+                                                 fake_graph_t *into);
+/* End capture c: every stream taking part leaves it, and it is unlinked and freed. With keep
+ * its graph is returned (listed or not: the caller lists it); otherwise a graph it made is
+ * freed, a graph given to capture_to_graph kept as it is, and NULL returned. */
+fake_graph_t *recap__fake_capture_finish(fake_capture_t *c, bool keep);
 /* Append a node for work launched on s, which takes part in a capture; false when out of host
  * memory. An invalidated capture records nothing more. */
 bool recap__fake_capture_append(fake_stream_t *s, recap_node_type_t type, const char *name);
@@ -306,5 +354,65 @@ bool recap__fake_nodes_reads(const fake_nodes_t *nodes, recap__graph_read_t **re
 recap_status_t recap__fake_op_rng_write_state(recap_stream_t stream, uint64_t *state, uint64_t seed,
                                               uint64_t offset);
 recap_status_t recap__fake_op_rng_launch(const recap__rng_launch_t *launch);
+recap_status_t recap__fake_op_rng_advance(recap_stream_t stream, uint64_t *state, uint64_t step);
+/* The failure before recap's first kernel launch on a device its kernels have no image for
+ * (recap__fake_config_t.no_kernel_image); false (nothing noted) otherwise. */
+bool recap__fake_no_kernel_image(fake_failure_t *f);
+/* Enqueue a kernel of the fake's own that computes, fn(args, n): in a capture a kernel node
+ * named name holding fn and a copy of the words (run by graph launches); otherwise one work
+ * item, and fn runs at once, under the lock. Errors as recap__fake_enqueue's. */
+recap_status_t recap__fake_enqueue_fn(fake_failure_t *f, fake_stream_t *s, const char *call,
+                                      const char *name, recap__fake_kernel_fn_t fn,
+                                      const void *const *args, size_t n);
+
+/* ---- regions (fake_cond.c) ---------------------------------------------------------------- */
+
+recap_status_t recap__fake_op_cond_supported(bool *supported);
+recap_status_t recap__fake_op_capture_pause(recap_stream_t stream, recap_cuda_graph_t *graph,
+                                            recap__graph_node_t **deps, size_t *count);
+recap_status_t recap__fake_op_capture_to_graph(recap_stream_t stream, recap_cuda_graph_t graph,
+                                               const recap__graph_node_t *deps, size_t count,
+                                               recap__capture_mode_t mode);
+/* Whether every conditional handle created on g or its bodies is held by a conditional node of
+ * its graph (instantiation refuses a graph otherwise); *handle: the first that is not. Lock
+ * held. */
+bool recap__fake_cond_handles_held(const fake_graph_t *g, uint64_t *handle);
+/* Whether a conditional node of g or of its bodies has an empty body (instantiation refuses
+ * it). Lock held. */
+bool recap__fake_cond_body_empty(const fake_graph_t *g);
+recap_status_t recap__fake_op_graph_add_empty(recap_cuda_graph_t graph);
+recap_status_t recap__fake_op_cond_handle_create(recap_cuda_graph_t graph, unsigned initial,
+                                                 bool assign_default, uint64_t *handle);
+recap_status_t recap__fake_op_cond_node_add(recap_cuda_graph_t graph,
+                                            const recap__graph_node_t *deps, size_t count,
+                                            recap__cond_kind_t kind, uint64_t handle,
+                                            unsigned branches, recap__graph_node_t *node,
+                                            recap_cuda_graph_t *bodies);
+recap_status_t recap__fake_op_cond_launch(const struct recap__cond_launch *launch);
+
+/* A new fake graph, not listed, with no nodes; NULL when out of host memory. */
+fake_graph_t *recap__fake_graph_new(void);
+/* List g among the graphs handed out (a new id; counted in live_graphs unless a body). */
+void recap__fake_graph_list(fake_graph_t *g);
+/* Free g, its nodes and their bodies, unlinking every listed one; counts live_graphs down for
+ * a listed graph of its own. */
+void recap__fake_graph_free(fake_graph_t *g);
+/* Every node of nodes, those in the bodies of their conditional nodes included. */
+size_t recap__fake_nodes_count_deep(const fake_nodes_t *nodes);
+/* Run the nodes of an executable (graph_launch): kernels with functions, copies, memsets and
+ * conditional nodes with their bodies. False when a launch fails (noted in f): a WHILE past
+ * the iteration limit, a condition kernel setting a handle this executable does not hold. */
+bool recap__fake_exec_run(fake_failure_t *f, fake_exec_t *x);
+/* Prepare an executable's conditions for a launch: assign_default ones take their default,
+ * the others their initial value at the first launch. */
+void recap__fake_exec_conds_reset(fake_nodes_t *nodes);
+/* Why graph_exec_update refuses x's nodes to become g's because of conditional nodes (the
+ * kinds, branch counts and bodies' structure must match), or NONE; *node the top-level node. */
+recap_update_reason_t recap__fake_cond_update_refusal(const fake_nodes_t *x, const fake_nodes_t *g,
+                                                      size_t *node);
+/* Whether some capture appends to g or to a body inside g. */
+bool recap__fake_graph_capturing(const fake_graph_t *g);
+/* Free the handles table (recap__fake_reset). */
+void recap__fake_cond_reset(void);
 
 #endif /* RECAP_FAKE_STATE_H */

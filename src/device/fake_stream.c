@@ -291,7 +291,7 @@ recap_status_t recap__fake_op_memcpy_async(void *dst, const void *src, size_t by
       recap__fake_note(&f, RECAP_ERROR_OUT_OF_MEMORY,
                        "cudaMemcpyAsync: out of host memory in the fake");
     else if (!s->capture->invalidated) {
-      fake_node_t *node = &s->capture->nodes.v[s->tail - 1];
+      fake_node_t *node = &s->capture->graph->nodes.v[s->tail - 1];
       node->src = src;
       node->dst = dst;
       node->bytes = bytes;
@@ -392,7 +392,7 @@ void recap__fake_launch_kernel_fn(recap_stream_t stream, const char *name,
   if (s && s->capture) {
     ok = recap__fake_capture_append(s, RECAP_NODE_KERNEL, name ? name : "fake_kernel");
     if (ok && !s->capture->invalidated) {
-      fake_node_t *node = &s->capture->nodes.v[s->tail - 1];
+      fake_node_t *node = &s->capture->graph->nodes.v[s->tail - 1];
       node->fn = fn;
       if (n > 0) {
         node->args = malloc(n * sizeof *node->args);
@@ -425,7 +425,7 @@ void recap__fake_memset_async(recap_stream_t stream, void *dst, int value, size_
   if (s && s->capture) {
     ok = recap__fake_capture_append(s, RECAP_NODE_MEMSET, NULL);
     if (ok && !s->capture->invalidated) {
-      fake_node_t *node = &s->capture->nodes.v[s->tail - 1];
+      fake_node_t *node = &s->capture->graph->nodes.v[s->tail - 1];
       node->dst = dst;
       node->bytes = bytes; /* what cudaGraphMemsetNodeGetParams reports as width * elementSize */
       node->value = value;

@@ -20,6 +20,7 @@
 
 #include "core/error.h"
 #include "device/cuda_error.h"
+#include "device/cuda_kernel_image.h"
 #include "device/device.h"
 #include "device/rng_launch.h"
 #include "recap/rng_device.cuh"
@@ -107,10 +108,18 @@ __global__ void __launch_bounds__(RECAP__RNG_BLOCK)
       });
 }
 
-/* state[0] = seed, state[1] = offset: what captured kernels read at replay. */
+/* state[0] = seed, state[1] = offset + state[2]: what captured kernels read at replay, counting
+ * what loops drew on the device (state[2]) since the host last folded it in. */
 __global__ void recap_rng_write_state_kernel(uint64_t *state, uint64_t seed, uint64_t offset) {
   state[0] = seed;
-  state[1] = offset;
+  state[1] = offset + state[2];
+}
+
+/* The end of a region's body that drew `step` per thread: the next iteration draws fresh
+ * values, and state[2] keeps the total for the host. */
+__global__ void recap_rng_advance_kernel(uint64_t *state, uint64_t step) {
+  state[1] += step;
+  state[2] += step;
 }
 
 /* After a launch: a failed launch (bad configuration, invalidated capture, sticky error) is
@@ -127,7 +136,8 @@ __global__ void recap_rng_write_state_kernel(uint64_t *state, uint64_t seed, uin
  * image of these kernels, and a launch would fail with a bare cudaErrorNoKernelImageForDevice.
  * Before recap's first launch on a device, ask once whether the image exists, and otherwise
  * fail with a message naming the device's compute capability and the option to rebuild with.
- * Every kernel of this file is in the same image, so asking about one answers for all. */
+ * recap's kernels (this file's and cond_kernels.cu's) are built for the same architectures, so
+ * asking about one answers for all. */
 
 /* Devices whose image was found; beyond this many, the question is asked at every launch. The
  * flags are read and written with the compiler's atomic builtins: std::atomic's members would
@@ -135,7 +145,7 @@ __global__ void recap_rng_write_state_kernel(uint64_t *state, uint64_t seed, uin
 constexpr int kImageDevices = 64;
 static bool image_found[kImageDevices];
 
-static recap_status_t kernel_image_check() {
+extern "C" recap_status_t recap__cuda_kernel_image_check(void) {
   int device = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return recap__cuda_fail((int)err, __FILE__, __LINE__, "cudaGetDevice");
@@ -172,7 +182,7 @@ extern "C" recap_status_t recap__cuda_rng_write_state(recap_stream_t stream, uin
   if (!state)
     return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
                            "recap_rng_write_state_kernel: the state pointer is NULL");
-  RECAP__CHECK(kernel_image_check());
+  RECAP__CHECK(recap__cuda_kernel_image_check());
   recap_rng_write_state_kernel<<<1, 1, 0, stream>>>(state, seed, offset);
   RECAP__LAUNCH_CHECK(
       "recap_rng_write_state_kernel<<<1, 1, 0, stream %p>>>(state %p, seed %llu, "
@@ -201,7 +211,7 @@ extern "C" recap_status_t recap__cuda_rng_launch(const recap__rng_launch_t *l) {
     return RECAP__ERROR_AT(RECAP_ERROR_INTERNAL,
                            "%s: grid %u is not a shape recap__rng_shape gives (1 to %d blocks)",
                            kind_name(l->kind), l->grid, (int)RECAP__RNG_MAX_GRID);
-  RECAP__CHECK(kernel_image_check());
+  RECAP__CHECK(recap__cuda_kernel_image_check());
   const dim3 grid(l->grid), block(RECAP__RNG_BLOCK);
   switch (l->kind) {
     case RECAP__RNG_UNIFORM:
@@ -244,10 +254,25 @@ extern "C" recap_status_t recap__cuda_rng_launch(const recap__rng_launch_t *l) {
   return RECAP_SUCCESS;
 }
 
-/* The two functions are what the seam's table holds (cuda.c declares them for the table). */
+extern "C" recap_status_t recap__cuda_rng_advance(recap_stream_t stream, uint64_t *state,
+                                                  uint64_t step) {
+  if (!state)
+    return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
+                           "recap_rng_advance_kernel: the state pointer is NULL");
+  RECAP__CHECK(recap__cuda_kernel_image_check());
+  recap_rng_advance_kernel<<<1, 1, 0, stream>>>(state, step);
+  RECAP__LAUNCH_CHECK("recap_rng_advance_kernel<<<1, 1, 0, stream %p>>>(state %p, step %llu)",
+                      (void *)stream, (void *)state, (unsigned long long)step);
+  return RECAP_SUCCESS;
+}
+
+/* The functions are what the seam's table holds (cuda.c declares them for the table). */
 static_assert(std::is_same<decltype(&recap__cuda_rng_write_state),
                            decltype(recap__device_ops_t::rng_write_state)>::value,
               "recap__cuda_rng_write_state does not match the seam's rng_write_state");
 static_assert(std::is_same<decltype(&recap__cuda_rng_launch),
                            decltype(recap__device_ops_t::rng_launch)>::value,
               "recap__cuda_rng_launch does not match the seam's rng_launch");
+static_assert(std::is_same<decltype(&recap__cuda_rng_advance),
+                           decltype(recap__device_ops_t::rng_advance)>::value,
+              "recap__cuda_rng_advance does not match the seam's rng_advance");

@@ -15,6 +15,7 @@
 #include "core/args.h"
 #include "core/error.h"
 #include "graph/graph_internal.h"
+#include "graph/region_internal.h"
 
 /* Begin graph's capture with opts (copied and checked by the caller): graph.c's checks and
  * start, then the layers that act from the capture's first moment. A recapture sets the capture
@@ -26,7 +27,12 @@ static recap_status_t begin(recap_graph_t graph, recap_stream_t stream,
              "RECAP_REBIND_DECLARED",
              recapture ? "recap_graph_recapture_begin" : "recap_graph_capture_begin",
              (int)opts->rebind);
+  const char *function = recapture ? "recap_graph_recapture_begin" : "recap_graph_capture_begin";
   RECAP__CHECK(recap__graph_capture_check(graph, stream, opts, recapture));
+  /* The regions' path: decided (and RECAP_REGIONS_DEVICE refused where the driver has no
+   * conditional nodes) before anything starts. */
+  bool regions_on_device = false;
+  RECAP__CHECK(recap__regions_decide(opts, function, &regions_on_device));
   /* Refused before anything starts when the device cannot read what a graph reads. */
   if (opts->check_input_liveness) RECAP__CHECK(recap__liveness_probe());
   if (recapture) recap__recapture_set_aside(graph);
@@ -35,6 +41,7 @@ static recap_status_t begin(recap_graph_t graph, recap_stream_t stream,
     if (recapture) recap__recapture_put_back(graph);
     return s;
   }
+  graph->regions_on_device = regions_on_device;
   if (opts->check_input_liveness) s = recap__liveness_attach(graph);
   if (s == RECAP_SUCCESS && opts->rebind != RECAP_REBIND_OFF)
     s = recap__rebind_attach(graph, opts->rebind);
@@ -84,6 +91,8 @@ recap_status_t recap_graph_capture_end(recap_graph_t graph) {
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_graph_capture_end: no capture is under way on this graph "
                         "(call recap_graph_capture_begin first)");
+  /* A region still open: the capture goes on, to be closed and ended again. */
+  RECAP__CHECK(recap__regions_check_end(graph));
   recap_status_t s =
       graph->old.active ? recap__recapture_end(graph) : recap__graph_capture_end(graph);
   /* A capture scope's capture ended through this call closes the scope too: a later

@@ -23,6 +23,7 @@
 #include "core/error.h"
 #include "core/host.h"
 #include "graph/graph_internal.h"
+#include "graph/region_internal.h"
 #include "graph/registry.h"
 
 /* ------------------------------------------------------------------------------------------
@@ -189,9 +190,20 @@ static recap_status_t reset_graph(recap_graph_t graph, bool forget_pool) {
     /* Abandon the capture: end it and throw its template away. If CUDA refuses to end it here
      * (another thread's capture), the capture runs on: leave everything as it is. */
     recap_cuda_graph_t abandoned = NULL;
+    recap__saved_error_t before;
+    recap__error_save(&before);
     s = dev->stream_end_capture(graph->capture_stream, &abandoned);
-    if (s == RECAP_ERROR_INVALID_USAGE) return s;
-    if (s == RECAP_SUCCESS && abandoned) dev->graph_destroy(abandoned);
+    /* A region that paused the stream's capture (region_state.c) leaves nothing to end: that
+     * is no misuse. */
+    if (s == RECAP_ERROR_INVALID_USAGE && !recap__regions_paused(graph)) return s;
+    if (s != RECAP_SUCCESS) {
+      abandoned = NULL;
+      recap__error_restore(&before);
+    }
+    /* Inside a region's body the capture hands back a body, which its conditional node owns:
+     * the graph to destroy is the top-level one the region layer holds. */
+    abandoned = recap__regions_abandoned_graph(graph, abandoned);
+    if (abandoned) dev->graph_destroy(abandoned);
     recap__graph_close_capture(graph);
     recap__graph_hooks_capture_ended(graph, false);
   }
@@ -440,6 +452,16 @@ size_t recap__graph_template_nodes(recap_cuda_graph_t template_graph, const char
   return nodes;
 }
 
+size_t recap__graph_capture_nodes(recap_graph_t graph, recap_cuda_graph_t template_graph,
+                                  const char *what) {
+  /* On the host path the template is only the work after the last region, which may well be
+   * none: no warning then. */
+  if (!recap__regions_host_loop(graph)) return recap__graph_template_nodes(template_graph, what);
+  size_t nodes = 0;
+  if (recap__device()->graph_node_count(template_graph, &nodes) != RECAP_SUCCESS) nodes = 0;
+  return nodes;
+}
+
 void recap__graph_keep_alloc_log(recap_graph_t graph) {
   recap__alloc_log_free(&graph->alloc_log);
   graph->alloc_log = graph->alloc_log_next;
@@ -459,6 +481,9 @@ recap_status_t recap__graph_capture_end(recap_graph_t graph) {
      * the route records the events held back during the capture, which may fail). */
     recap__saved_error_t cause;
     recap__error_save(&cause);
+    /* A capture that regions resumed into its own graph leaves that graph behind. */
+    recap_cuda_graph_t lost = recap__regions_abandoned_graph(graph, NULL);
+    if (lost) dev->graph_destroy(lost);
     recap__graph_close_capture(graph);
     recap__graph_hooks_capture_ended(graph, false);
     recap__error_restore(&cause);
@@ -467,7 +492,7 @@ recap_status_t recap__graph_capture_end(recap_graph_t graph) {
   recap__graph_close_capture(graph);
   recap__graph_hooks_capture_ended(graph, true);
   graph->template_graph = template_graph;
-  graph->node_count = recap__graph_template_nodes(template_graph, "capture");
+  graph->node_count = recap__graph_capture_nodes(graph, template_graph, "capture");
   graph->state = RECAP__GRAPH_CAPTURED;
   /* A layer that cannot take in what was captured (input liveness: the pointer scan failed)
    * throws the capture away, as a failed instantiation does. */
@@ -525,13 +550,22 @@ recap_status_t recap_graph_replay(recap_graph_t graph, recap_stream_t stream) {
     if (h->hooks->before_replay) s = h->hooks->before_replay(h->ctx, graph, stream);
     if (s != RECAP_SUCCESS) break;
   }
+  /* A host-loop program (regions on the host path) runs what comes before the executable,
+   * which holds the work after the last region. */
+  if (s == RECAP_SUCCESS) s = recap__regions_replay(graph, stream);
   /* While the update policy measures, its launch times the replays; otherwise a plain one. */
   if (s == RECAP_SUCCESS)
     s = recap__update_measuring(&graph->update)
             ? recap__update_launch(&graph->update, graph->exec, stream)
             : recap__device()->graph_launch(graph->exec, stream);
-  if (s != RECAP_SUCCESS) hooks_replay_failed(graph, prepared);
-  return s;
+  if (s != RECAP_SUCCESS) {
+    hooks_replay_failed(graph, prepared);
+    return s;
+  }
+  for (size_t i = 0; i < graph->hook_count; i++)
+    if (graph->hooks[i].hooks->replay_done)
+      graph->hooks[i].hooks->replay_done(graph->hooks[i].ctx, graph);
+  return RECAP_SUCCESS;
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -568,6 +602,16 @@ recap_status_t recap_graph_pool(recap_graph_t graph, recap_pool_id_t *pool) {
   return RECAP_SUCCESS;
 }
 
+recap_status_t recap__graph_not_host_loop(recap_graph_t graph, const char *function) {
+  if (!recap__regions_host_loop(graph)) return RECAP_SUCCESS;
+  return recap__error(RECAP_ERROR_INVALID_USAGE,
+                      "%s: the graph runs as a host loop (its regions took the host path: "
+                      "options->regions RECAP_REGIONS_HOST, or a driver without conditional "
+                      "nodes), so it is no single CUDA graph; capture with "
+                      "RECAP_REGIONS_DEVICE or AUTO on a driver with conditional nodes",
+                      function);
+}
+
 recap_status_t recap__graph_not_recapturing(recap_graph_t graph, const char *function) {
   if (!graph->old.active) return RECAP_SUCCESS;
   return recap__error(RECAP_ERROR_INVALID_USAGE,
@@ -581,6 +625,7 @@ recap_status_t recap_graph_raw(recap_graph_t graph, recap_cuda_graph_t *cuda_gra
   RECAP__ARG(cuda_graph != NULL, "recap_graph_raw: cuda_graph is NULL");
   *cuda_graph = NULL;
   RECAP__CHECK(recap__graph_not_recapturing(graph, "recap_graph_raw"));
+  RECAP__CHECK(recap__graph_not_host_loop(graph, "recap_graph_raw"));
   if (!(graph->flags & RECAP_GRAPH_KEEP))
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_graph_raw: the template is kept only for graphs created with "
@@ -597,6 +642,7 @@ recap_status_t recap_graph_raw_exec(recap_graph_t graph, recap_cuda_graph_exec_t
   RECAP__ARG(cuda_graph_exec != NULL, "recap_graph_raw_exec: cuda_graph_exec is NULL");
   *cuda_graph_exec = NULL;
   RECAP__CHECK(recap__graph_not_recapturing(graph, "recap_graph_raw_exec"));
+  RECAP__CHECK(recap__graph_not_host_loop(graph, "recap_graph_raw_exec"));
   if (!graph->exec)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_graph_raw_exec: the graph is not instantiated yet (capture_end "
@@ -613,7 +659,8 @@ recap_status_t recap_graph_node_count(recap_graph_t graph, size_t *count) {
     return recap__error(RECAP_ERROR_INVALID_USAGE, "recap_graph_node_count: nothing captured yet");
   if (graph->template_graph)
     RECAP__CHECK(recap__device()->graph_node_count(graph->template_graph, &graph->node_count));
-  *count = graph->node_count;
+  /* A host loop's graphs count too (graph->node_count is its last one's). */
+  *count = graph->node_count + recap__regions_program_nodes(graph);
   return RECAP_SUCCESS;
 }
 
@@ -621,6 +668,7 @@ recap_status_t recap_graph_debug_dump(recap_graph_t graph, const char *path) {
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_debug_dump"));
   RECAP__ARG(path != NULL, "recap_graph_debug_dump: path is NULL");
   RECAP__CHECK(recap__graph_not_recapturing(graph, "recap_graph_debug_dump"));
+  RECAP__CHECK(recap__graph_not_host_loop(graph, "recap_graph_debug_dump"));
   if (!(graph->flags & RECAP_GRAPH_KEEP) || !graph->template_graph)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_graph_debug_dump: needs the kept template: create the graph with "

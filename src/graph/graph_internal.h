@@ -43,6 +43,9 @@ typedef struct recap__graph_hooks {
    * failed): undo what before_replay did, so that a failed replay changes nothing. Must not
    * fail, nor record an error. Optional. */
   void (*replay_failed)(void *ctx, recap_graph_t graph);
+  /* The replay launched (after this hook's before_replay succeeded). Must not fail, nor record
+   * an error. Optional. */
+  void (*replay_done)(void *ctx, recap_graph_t graph);
   /* When the capture ends: succeeded is false if it was invalidated or failed. */
   void (*capture_ended)(void *ctx, recap_graph_t graph, bool succeeded);
   /* The graph drops what it captured (reset, destroy, failed capture): free ctx. */
@@ -78,6 +81,14 @@ typedef struct recap__graph_hooks {
   /* The rebind prepared by `rebound` was applied (applied true: make it visible) or not (drop
    * what rebound prepared). Must not fail. */
   void (*rebound_done)(void *ctx, recap_graph_t graph, bool applied);
+  /* A region's body begins capturing (recap_region_begin, recap_region_next_branch), `depth`
+   * regions deep (1: a body of the graph itself). A failure fails the region call. Optional. */
+  recap_status_t (*body_begin)(void *ctx, recap_graph_t graph, unsigned depth);
+  /* The body being captured on stream, `depth` deep, is about to end (recap_region_next_branch,
+   * recap_region_end): enqueue on stream what the layer appends to every body (random numbers:
+   * the advance of the Philox offset by what the body drew, so that each iteration draws fresh
+   * numbers). A failure fails the region call. Optional. */
+  recap_status_t (*body_end)(void *ctx, recap_graph_t graph, recap_stream_t stream, unsigned depth);
 } recap__graph_hooks_t;
 
 typedef struct recap__graph_hook_entry {
@@ -133,9 +144,19 @@ struct recap_graph {
     size_t node_count;
     recap_capture_options_t options;
     bool keep_template;
+    bool regions_on_device;
   } old;
   recap__update_t update; /* the update policy, its counters and measurements */
+  /* Regions (regions.c): the open regions of the capture under way, the conditions it
+   * created, and, on the host-loop path, the captured program of graphs and loops that a
+   * replay runs instead of `exec`. NULL when the graph's captures used no region. */
+  struct recap__regions *regions;
+  bool regions_on_device; /* the path chosen at capture_begin (recap_graph_regions_on_device) */
 };
+
+/* How many regions are open in the capture under way on graph (0: none, or no capture); the
+ * random-number layer reads it when a generator first joins a capture inside a body. */
+unsigned recap__graph_region_depth(recap_graph_t graph);
 
 /* Attach hooks with ctx to a graph whose capture is under way. */
 recap_status_t recap__graph_add_hook(recap_graph_t graph, const recap__graph_hooks_t *hooks,

@@ -6,6 +6,7 @@
  * owns the public objects and the JSON emitter. One walk of the info feeds the JSON, which
  * tools/recap-graph turns into DOT and HTML.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -13,6 +14,7 @@
 #include "core/host.h"
 #include "core/json.h"
 #include "graph/graph_internal.h"
+#include "graph/region_internal.h"
 
 const char *recap_node_type_name(recap_node_type_t type) {
   switch (type) {
@@ -30,6 +32,7 @@ recap_status_t recap_graph_inspect(recap_graph_t graph, recap_graph_info_t **inf
   *info = NULL;
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_inspect"));
   RECAP__CHECK(recap__graph_not_recapturing(graph, "recap_graph_inspect"));
+  RECAP__CHECK(recap__graph_not_host_loop(graph, "recap_graph_inspect"));
   if (!(graph->flags & RECAP_GRAPH_KEEP) || !graph->template_graph)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_graph_inspect: needs the kept template: create the graph with "
@@ -111,6 +114,22 @@ recap_status_t recap_graph_info_json(const recap_graph_info_t *info, char **json
       recap__json_null(&j);
     write_indices(&j, "dependencies", n->dependencies, n->dependency_count);
     write_indices(&j, "dependents", n->dependents, n->dependent_count);
+    /* Where the node sits: a body of a conditional node (its index and which body), or the
+     * graph itself (null); and, for a conditional node, what it does and how many bodies. */
+    recap__json_key(&j, "parent");
+    if (n->parent == SIZE_MAX)
+      recap__json_null(&j);
+    else
+      recap__json_uint(&j, n->parent);
+    recap__json_key(&j, "branch");
+    recap__json_uint(&j, n->branch);
+    recap__json_key(&j, "region_kind");
+    if (n->type == RECAP_NODE_CONDITIONAL)
+      recap__json_string(&j, recap_region_kind_name(n->region_kind));
+    else
+      recap__json_null(&j);
+    recap__json_key(&j, "branches");
+    recap__json_uint(&j, n->branches);
     recap__json_object_end(&j);
   }
   recap__json_array_end(&j);

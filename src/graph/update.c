@@ -21,6 +21,7 @@
 #include "core/args.h"
 #include "core/error.h"
 #include "graph/graph_internal.h"
+#include "graph/region_internal.h"
 
 /* ------------------------------------------------------------------------------------------
  * Set aside, put back
@@ -34,9 +35,11 @@ void recap__recapture_set_aside(recap_graph_t g) {
   g->old.node_count = g->node_count;
   g->old.options = g->options;
   g->old.keep_template = g->keep_template;
+  g->old.regions_on_device = g->regions_on_device;
   g->hooks = NULL;
   g->hook_count = g->hook_capacity = 0;
   g->keep_template = false; /* the recapture's layers say again whether they need it */
+  g->regions = NULL;        /* the held capture's regions stay with its hooks */
 }
 
 void recap__recapture_put_back(recap_graph_t g) {
@@ -50,6 +53,9 @@ void recap__recapture_put_back(recap_graph_t g) {
   g->old.hooks = NULL;
   g->old.hook_count = g->old.hook_capacity = 0;
   g->old.active = false;
+  /* The held capture's regions come back with its hooks, and the path it took. */
+  g->regions = recap__graph_hook_ctx(g, &recap__region_hooks);
+  g->regions_on_device = g->old.regions_on_device;
   recap__alloc_log_free(&g->alloc_log_next);
   g->state = RECAP__GRAPH_CAPTURED;
 }
@@ -75,6 +81,8 @@ void recap__recapture_abandon(recap_graph_t g) {
   recap_cuda_graph_t abandoned = NULL;
   if (recap__device()->stream_end_capture(g->capture_stream, &abandoned) != RECAP_SUCCESS)
     abandoned = NULL;
+  /* Inside a region's body: the graph to destroy is the top-level one (region_state.c). */
+  abandoned = recap__regions_abandoned_graph(g, abandoned);
   recap__graph_close_capture(g);
   recap__graph_hooks_capture_ended(g, false);
   recap__error_restore(&cause);
@@ -175,9 +183,10 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
   recap__graph_close_capture(g);
   recap__graph_hooks_capture_ended(g, s == RECAP_SUCCESS);
   recap__error_restore(&cause);
-  if (s != RECAP_SUCCESS) return give_back(g, s, NULL);
+  /* A capture that regions resumed into its own graph leaves that graph behind. */
+  if (s != RECAP_SUCCESS) return give_back(g, s, recap__regions_abandoned_graph(g, NULL));
 
-  size_t nodes = recap__graph_template_nodes(template_graph, "recapture");
+  size_t nodes = recap__graph_capture_nodes(g, template_graph, "recapture");
   /* Update, or instantiate afresh: decided before anything changes, recorded once all
    * succeeded. An executable updated in place is patched through the nodes of the graph it was
    * instantiated from (its origin): the layers that patch (rebinding) plan against it, so it

@@ -12,8 +12,18 @@
  * running the captured work eagerly would have done. A replay (or an eager kernel) that fails to
  * launch moves the offset back, unless another draw advanced it since: then the failed call's
  * numbers are skipped, never handed out twice.
+ *
+ * Inside a region's body (recap/region.h) a kernel's offset within the graph counts from where
+ * the region began, and the end of each body adds what the body drew to the base offset on the
+ * device (the seam's rng_advance), so every iteration of a loop draws fresh numbers, and what
+ * follows the region starts after the iterations that ran, as eager calls would. How many ran is
+ * known on the device only: the third device word sums what bodies drew since the host last
+ * looked, every replay's state write adds it to the base, and the host folds it into the offset
+ * (a device synchronisation) only when it needs the offset itself: an eager draw, reading or
+ * setting the offset or the seed.
  */
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "core/args.h"
@@ -29,8 +39,14 @@ struct recap_generator {
   uint32_t magic; /* GENERATOR_MAGIC while the user's handle is valid */
   pthread_mutex_t lock;
   uint64_t seed;
-  uint64_t offset;         /* in 32-bit values per thread; always a multiple of 4 */
-  uint64_t *device_state;  /* {seed, base offset}, read by captured kernels */
+  uint64_t offset; /* in 32-bit values per thread; always a multiple of 4 */
+  /* {seed, base offset, offset drawn by region bodies since the last fold}: captured kernels read
+   * the first two; region bodies advance the last two on the device. */
+  uint64_t *device_state;
+  bool device_ahead; /* a replay whose bodies draw ran since the last fold: word 2 may be set */
+  /* Replays whose bodies draw, between their state write and their launch: a fold meanwhile
+   * cannot see what they will draw, so it leaves device_ahead set. */
+  int replays_launching;
   int references;          /* the user's, plus one per graph that captured it */
   bool destroyed;          /* the user destroyed it; graphs still hold it */
   recap_graph_t capturing; /* the graph whose capture uses it now */
@@ -48,8 +64,14 @@ typedef struct advance {
 /* One generator used by one graph. */
 typedef struct rng_use {
   recap_generator_t generator;
-  uint64_t increment; /* what one replay consumes */
+  uint64_t increment; /* what one replay consumes outside region bodies */
   advance_t replay;   /* the latest replay's advance (one thread replays a graph at a time) */
+  /* Region bodies (recap/region.h): the generator's offset within the graph where the body
+   * being captured at each depth began (index depth; 0 unused), and whether a body draws (its
+   * replays then advance the offset on the device). */
+  uint64_t body_start[RECAP_REGION_MAX_DEPTH + 1];
+  bool draws_in_bodies;
+  bool launching; /* counted in the generator's replays_launching */
 } rng_use_t;
 
 static uint64_t round4(uint64_t increment) { return (increment + 3) & ~(uint64_t)3; }
@@ -93,8 +115,17 @@ recap_status_t recap_generator_create(recap_generator_t *generator, uint64_t see
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_generator_create: out of host memory");
   /* From the default pool on the legacy stream: every graph shares it, so it must belong to
    * none of their private pools. */
-  recap_status_t s = recap_malloc((void **)&gen->device_state, 2 * sizeof(uint64_t), NULL);
+  recap_status_t s = recap_malloc((void **)&gen->device_state, 3 * sizeof(uint64_t), NULL);
   if (s != RECAP_SUCCESS) {
+    recap__host_free(gen);
+    return s;
+  }
+  /* Word 2 is added to the base offset at every replay: it starts at 0. */
+  static const uint64_t zero = 0;
+  s = recap__device()->memcpy_async(gen->device_state + 2, &zero, sizeof zero, NULL);
+  if (s == RECAP_SUCCESS) s = recap__device()->stream_synchronize(NULL);
+  if (s != RECAP_SUCCESS) {
+    (void)recap_free(gen->device_state);
     recap__host_free(gen);
     return s;
   }
@@ -132,6 +163,40 @@ static recap_status_t refuse_during_capture(recap_generator_t gen, const char *f
                       why);
 }
 
+/* Fold what region bodies drew on the device into the offset (gen->lock held): wait for the
+ * device, read word 2, add it, and set it back to 0, so that the host's offset is the whole
+ * truth again. Nothing to do unless a replay whose bodies draw ran since the last fold. */
+static recap_status_t fold(recap_generator_t gen, const char *function) {
+  if (!gen->device_ahead) return RECAP_SUCCESS;
+  /* A device synchronisation during a capture would invalidate it (global mode). */
+  if (recap__registry_active() > 0)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "%s: loops of the generator's last replays drew on the device, and reading "
+                        "how far needs a device synchronisation, which a graph capture under way "
+                        "forbids; call it once no capture is under way",
+                        function);
+  const recap__device_ops_t *dev = recap__device();
+  uint64_t drawn = 0;
+  static const uint64_t zero = 0;
+  recap_status_t s = dev->device_synchronize();
+  if (s == RECAP_SUCCESS) s = dev->memcpy_async(&drawn, gen->device_state + 2, sizeof drawn, NULL);
+  if (s == RECAP_SUCCESS) s = dev->stream_synchronize(NULL);
+  if (s == RECAP_SUCCESS) s = dev->memcpy_async(gen->device_state + 2, &zero, sizeof zero, NULL);
+  if (s == RECAP_SUCCESS) s = dev->stream_synchronize(NULL);
+  if (s != RECAP_SUCCESS) {
+    char cause[256]; /* the message below is formatted into the buffer the cause lives in */
+    snprintf(cause, sizeof cause, "%s", recap_last_error());
+    return recap__error(s,
+                        "%s: reading what the loops of the last replays drew from the device "
+                        "failed (%s); the generator's offset is unchanged",
+                        function, cause);
+  }
+  gen->offset += drawn;
+  gen->version++;
+  gen->device_ahead = gen->replays_launching > 0;
+  return RECAP_SUCCESS;
+}
+
 recap_status_t recap_generator_set_seed(recap_generator_t gen, uint64_t seed) {
   RECAP__CHECK(check_handle(gen, "recap_generator_set_seed"));
   pthread_mutex_lock(&gen->lock);
@@ -139,6 +204,7 @@ recap_status_t recap_generator_set_seed(recap_generator_t gen, uint64_t seed) {
       gen, "recap_generator_set_seed",
       "the graph would replay with a seed it never saw. Set the seed before capture_begin or "
       "after capture_end (it then takes effect at the next replay)");
+  if (s == RECAP_SUCCESS) s = fold(gen, "recap_generator_set_seed");
   if (s == RECAP_SUCCESS) {
     gen->seed = seed;
     gen->offset = 0;
@@ -164,6 +230,7 @@ recap_status_t recap_generator_get_offset(recap_generator_t gen, uint64_t *offse
   recap_status_t s = refuse_during_capture(
       gen, "recap_generator_get_offset",
       "its value depends on replays that have not happened. Read it after capture_end");
+  if (s == RECAP_SUCCESS) s = fold(gen, "recap_generator_get_offset");
   if (s == RECAP_SUCCESS) *offset = gen->offset;
   pthread_mutex_unlock(&gen->lock);
   return s;
@@ -178,6 +245,7 @@ recap_status_t recap_generator_set_offset(recap_generator_t gen, uint64_t offset
   pthread_mutex_lock(&gen->lock);
   recap_status_t s = refuse_during_capture(gen, "recap_generator_set_offset",
                                            "set it before capture_begin or after capture_end");
+  if (s == RECAP_SUCCESS) s = fold(gen, "recap_generator_set_offset");
   if (s == RECAP_SUCCESS) {
     gen->offset = offset;
     gen->version++;
@@ -206,13 +274,36 @@ static recap_status_t use_before_replay(void *ctx, recap_graph_t graph, recap_st
                         "instead");
   /* The words are read by this replay on `stream`: they must not be reused before it ends. */
   RECAP__CHECK(recap_record_stream(gen->device_state, stream));
-  /* Take the offset and advance it in one step, so concurrent replays get distinct ranges. */
+  /* Take the offset, advance it and enqueue the state write in one step under the lock, so
+   * that concurrent replays get distinct ranges and a fold (which zeroes word 2) never falls
+   * between a replay's offset and its write. */
   pthread_mutex_lock(&gen->lock);
   uint64_t seed = gen->seed, offset = advance(gen, use->increment, &use->replay);
-  pthread_mutex_unlock(&gen->lock);
   recap_status_t s = recap__device()->rng_write_state(stream, gen->device_state, seed, offset);
+  /* Its bodies will add what they draw to word 2 once it launches (a failed replay adds
+   * nothing: a fold then reads 0). */
+  if (s == RECAP_SUCCESS && use->draws_in_bodies) {
+    gen->device_ahead = true;
+    gen->replays_launching++;
+    use->launching = true;
+  }
+  pthread_mutex_unlock(&gen->lock);
   if (s != RECAP_SUCCESS) undo_advance(gen, &use->replay);
   return s;
+}
+
+/* The replay launched (or failed): it no longer holds folds back. */
+static void end_launching(rng_use_t *use) {
+  if (!use->launching) return;
+  pthread_mutex_lock(&use->generator->lock);
+  use->generator->replays_launching--;
+  pthread_mutex_unlock(&use->generator->lock);
+  use->launching = false;
+}
+
+static void use_replay_done(void *ctx, recap_graph_t graph) {
+  (void)graph;
+  end_launching(ctx);
 }
 
 /* The launch (or a later hook) failed: the replay drew nothing. The state words written above
@@ -220,6 +311,7 @@ static recap_status_t use_before_replay(void *ctx, recap_graph_t graph, recap_st
 static void use_replay_failed(void *ctx, recap_graph_t graph) {
   (void)graph;
   rng_use_t *use = ctx;
+  end_launching(use);
   undo_advance(use->generator, &use->replay);
 }
 
@@ -241,11 +333,49 @@ static void use_release(void *ctx, recap_graph_t graph) {
   recap__host_free(use);
 }
 
+/* A body begins at depth: its draws count from the generator's offset within the graph now. */
+static recap_status_t use_body_begin(void *ctx, recap_graph_t graph, unsigned depth) {
+  (void)graph;
+  rng_use_t *use = ctx;
+  if (depth == 0 || depth > RECAP_REGION_MAX_DEPTH)
+    return recap__error(RECAP_ERROR_INTERNAL, "generator: a region body at depth %u", depth);
+  pthread_mutex_lock(&use->generator->lock);
+  use->body_start[depth] = use->generator->offset_intragraph;
+  pthread_mutex_unlock(&use->generator->lock);
+  return RECAP_SUCCESS;
+}
+
+/* The body at depth ends: append the advance of the base offset by what it drew, so that the
+ * next iteration draws fresh numbers and what follows the region starts after them; the
+ * offset within the graph goes back to the region's start (the next branch, or the work after
+ * the region, counts from there on the advanced base). */
+static recap_status_t use_body_end(void *ctx, recap_graph_t graph, recap_stream_t stream,
+                                   unsigned depth) {
+  (void)graph;
+  rng_use_t *use = ctx;
+  recap_generator_t gen = use->generator;
+  if (depth == 0 || depth > RECAP_REGION_MAX_DEPTH)
+    return recap__error(RECAP_ERROR_INTERNAL, "generator: a region body at depth %u", depth);
+  pthread_mutex_lock(&gen->lock);
+  uint64_t start = use->body_start[depth], drawn = gen->offset_intragraph - start;
+  pthread_mutex_unlock(&gen->lock);
+  if (drawn == 0) return RECAP_SUCCESS;
+  RECAP__CHECK(recap__device()->rng_advance(stream, gen->device_state, drawn));
+  pthread_mutex_lock(&gen->lock);
+  gen->offset_intragraph = start;
+  use->draws_in_bodies = true;
+  pthread_mutex_unlock(&gen->lock);
+  return RECAP_SUCCESS;
+}
+
 static const recap__graph_hooks_t rng_hooks = {
     .before_replay = use_before_replay,
     .replay_failed = use_replay_failed,
+    .replay_done = use_replay_done,
     .capture_ended = use_capture_ended,
     .release = use_release,
+    .body_begin = use_body_begin,
+    .body_end = use_body_end,
 };
 
 /* Attach gen to graph's capture (called with gen->lock held). */
@@ -253,6 +383,8 @@ static recap_status_t attach(recap_generator_t gen, recap_graph_t graph) {
   rng_use_t *use = recap__host_calloc(1, sizeof *use);
   if (!use) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "generator: out of host memory");
   use->generator = gen;
+  /* Joining inside region bodies: it drew nothing before, so each body open now began at 0
+   * (body_start is zeroed). */
   recap_status_t s = recap__graph_add_hook(graph, &rng_hooks, use);
   if (s != RECAP_SUCCESS) {
     recap__host_free(use);
@@ -285,8 +417,11 @@ static recap_status_t philox_state(recap_generator_t gen, recap_stream_t stream,
   recap_status_t s = RECAP_SUCCESS;
   pthread_mutex_lock(&gen->lock);
   if (!graph) {
-    *state = (recap_philox_state_t){.seed = gen->seed};
-    state->offset = advance(gen, step, eager);
+    s = fold(gen, "recap_generator_philox_state");
+    if (s == RECAP_SUCCESS) {
+      *state = (recap_philox_state_t){.seed = gen->seed};
+      state->offset = advance(gen, step, eager);
+    }
   } else {
     if (gen->capturing && gen->capturing != graph)
       s = recap__error(RECAP_ERROR_INVALID_USAGE,

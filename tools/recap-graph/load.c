@@ -2,7 +2,8 @@
 /*
  * load.c — reading recap's inspection JSON into the viewer's model, checked the way a reader of
  * a file written by someone else must be: every field's type, indices in range, the dependents
- * the reverse of the dependencies, no cycle. cJSON does the parsing.
+ * the reverse of the dependencies, no cycle, bodies of conditional nodes that nest. cJSON does
+ * the parsing.
  */
 #include <errno.h>
 #include <stdarg.h>
@@ -202,6 +203,46 @@ static bool read_params(const cJSON *obj, size_t index, recap_view_node_t *n, fa
   return true;
 }
 
+/* Optional unsigned 32-bit field: absent or null leaves *out alone. */
+static bool read_unsigned(const cJSON *obj, size_t index, const char *key, unsigned *out,
+                          failure_t *err) {
+  uint64_t v = 0;
+  bool present;
+  if (!read_count(obj, index, key, &v, &present, err)) return false;
+  if (present && v > 4294967295u)
+    return fail(err, "node %zu: \"%s\" must be an integer from 0 to 4294967295", index, key);
+  if (present) *out = (unsigned)v;
+  return true;
+}
+
+/* Where the node sits ("parent": null or the conditional node's index, "branch": which body)
+ * and, for a conditional node, "region_kind" and "branches". A file without them (written
+ * before regions existed) is a graph without bodies. How they fit together is checked with the
+ * rest of the graph (recap_view_finish). */
+static bool read_region(const cJSON *obj, size_t index, recap_view_node_t *n, failure_t *err) {
+  const cJSON *parent = cJSON_GetObjectItemCaseSensitive(obj, "parent");
+  if (parent && !cJSON_IsNull(parent)) {
+    if (!is_count(parent))
+      return fail(err,
+                  "node %zu: \"parent\" must be null or the index of the conditional node whose "
+                  "body holds it",
+                  index);
+    n->parent = (size_t)parent->valuedouble;
+  }
+  if (!read_unsigned(obj, index, "branch", &n->branch, err)) return false;
+  if (!read_unsigned(obj, index, "branches", &n->branches, err)) return false;
+  const cJSON *kind = cJSON_GetObjectItemCaseSensitive(obj, "region_kind");
+  if (kind && !cJSON_IsNull(kind) && (!cJSON_IsString(kind) || !kind->valuestring[0]))
+    return fail(err,
+                "node %zu: \"region_kind\" must be null or a region's kind (\"while\", \"if\", "
+                "\"if_else\", \"switch\")",
+                index);
+  if (kind && cJSON_IsString(kind) &&
+      recap_view_set_string(&n->region_kind, kind->valuestring) != 0)
+    return fail(err, "out of memory");
+  return true;
+}
+
 static bool read_node(const cJSON *obj, size_t i, size_t count, recap_view_graph_t *g,
                       failure_t *err) {
   if (!cJSON_IsObject(obj)) return fail(err, "node %zu: must be an object", i);
@@ -240,6 +281,7 @@ static bool read_node(const cJSON *obj, size_t i, size_t count, recap_view_graph
     n->has_tools_id = 1;
   }
   if (!read_params(obj, i, n, err)) return false;
+  if (!read_region(obj, i, n, err)) return false;
   dependency_sink_t sink = {g, i};
   return read_indices(obj, i, "dependencies", true, count, take_dependency, &sink, err);
 }

@@ -3,7 +3,8 @@
  * recap-graph — turns the JSON of recap_graph_info_json() into a picture of the graph.
  *
  *     recap-graph dot  graph.json graph.dot    Graphviz DOT: a box per node, an edge per
- *                                              dependency, annotation scopes as clusters
+ *                                              dependency, annotation scopes and the bodies
+ *                                              of conditional nodes as clusters
  *     recap-graph html graph.json graph.html   one self-contained HTML page: the graph laid
  *                                              out in layers, with pan, zoom, search and a
  *                                              panel of everything a node holds
@@ -37,10 +38,13 @@ static void usage(FILE *out) {
         "edges) into a picture:\n"
         "  dot   Graphviz DOT: one box per node (type, kernel name, launch shape or bytes,\n"
         "        annotation), an edge per dependency, colour by node type, annotation scopes\n"
-        "        as nested clusters. Render with: dot -Tsvg OUTPUT.dot -o graph.svg\n"
+        "        and the bodies of conditional nodes (\"while body\", \"if\", \"else\",\n"
+        "        \"case N\") as nested clusters. Render with: dot -Tsvg OUTPUT.dot -o graph.svg\n"
         "  html  one self-contained HTML page (no network access): the graph laid out in\n"
-        "        layers with annotation scopes as labelled boxes, pan and zoom, a search box,\n"
-        "        a legend of node types, and everything a node holds on a click.\n"
+        "        layers with annotation scopes as labelled boxes and the bodies of\n"
+        "        conditional nodes as framed boxes below their node, pan and zoom, a search\n"
+        "        box, a legend of node types, a table of regions, and everything a node\n"
+        "        holds on a click.\n"
         "INPUT may be - for standard input and OUTPUT - for standard output.\n"
         "\n"
         "  -t, --title TEXT   the name the page and the DOT comment give the graph\n"

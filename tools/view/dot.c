@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * dot.c — the graph as Graphviz DOT: one box per node, an edge per dependency, colour by node
- * type, annotation scopes as nested clusters, and a legend of the node types present.
+ * type, annotation scopes and the bodies of conditional nodes as nested clusters (recap__view_
+ * scopes_build), a dashed edge from each conditional node to each of its bodies, and a legend
+ * of the node types present.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -38,6 +40,9 @@ static void dot_node(FILE *out, const recap_view_graph_t *g, size_t i, size_t in
   fprintf(out, "%*sn%zu [label=\"", (int)indent, "", i);
   dot_escape(out, label.data ? label.data : "");
   fprintf(out, "\", fillcolor=\"%s\"", recap__view_fill_of(n->type));
+  /* A conditional node stands out from the boxes: its bodies hang below it. */
+  if (strcmp(n->type, "conditional") == 0)
+    fputs(", shape=hexagon, style=\"filled,bold\", color=\"#6a51a3\"", out);
   if (n->kernel_name) {
     fputs(", tooltip=\"", out);
     dot_escape(out, n->kernel_name);
@@ -48,61 +53,53 @@ static void dot_node(FILE *out, const recap_view_graph_t *g, size_t i, size_t in
   free(shape.data);
 }
 
-/* The scopes of the graph: every annotation path and each of its prefixes, in order of first
- * use. */
-typedef struct scopes {
-  char **paths;
-  size_t count;
-  bool failed;
-} scopes_t;
-
-static long scope_index(const scopes_t *s, const char *path, size_t len) {
-  for (size_t k = 0; k < s->count; k++)
-    if (strlen(s->paths[k]) == len && memcmp(s->paths[k], path, len) == 0) return (long)k;
-  return -1;
-}
-
-static void add_scopes(scopes_t *s, const char *path) {
-  for (size_t end = 1; path[end - 1]; end++) {
-    if (path[end] != '/' && path[end] != '\0') continue;
-    if (scope_index(s, path, end) >= 0) continue;
-    char **paths = realloc(s->paths, (s->count + 1) * sizeof *paths);
-    char *copy = malloc(end + 1);
-    if (!paths || !copy) {
-      if (paths) s->paths = paths;
-      free(copy);
-      s->failed = true;
-      return;
-    }
-    s->paths = paths;
-    memcpy(copy, path, end);
-    copy[end] = '\0';
-    s->paths[s->count++] = copy;
-  }
-}
-
-/* The scope that directly holds path's scope: path without its last label, or "" at the top. */
-static bool is_child(const char *parent, const char *path) {
-  size_t n = strlen(parent);
-  if (n == 0) return strchr(path, '/') == NULL;
-  return strncmp(path, parent, n) == 0 && path[n] == '/' && strchr(path + n + 1, '/') == NULL;
-}
-
-static void write_scope(FILE *out, const recap_view_graph_t *g, const scopes_t *s, const char *path,
-                        size_t indent) {
+/* A cluster and what it holds: the clusters directly inside it, then its own nodes. A body's
+ * cluster is dashed and tinted; an empty body holds a small "empty" mark, so that it can be
+ * drawn and pointed at. */
+static void write_scope(FILE *out, const recap_view_graph_t *g, const recap__view_scopes_t *s,
+                        long scope, size_t indent) {
   for (size_t k = 0; k < s->count; k++) {
-    if (!is_child(path, s->paths[k])) continue;
-    const char *slash = strrchr(s->paths[k], '/');
+    const recap__view_scope_t *c = &s->v[k];
+    if (c->parent != scope) continue;
+    bool body = c->node != SIZE_MAX;
     fprintf(out, "%*ssubgraph cluster_%zu {\n%*slabel=\"", (int)indent, "", k, (int)indent + 2, "");
-    dot_escape(out, slash ? slash + 1 : s->paths[k]);
-    fprintf(out, "\";\n%*sstyle=\"rounded\";\n%*scolor=\"#7a8ca3\";\n%*sfontname=\"Helvetica\";\n",
-            (int)indent + 2, "", (int)indent + 2, "", (int)indent + 2, "");
-    write_scope(out, g, s, s->paths[k], indent + 2);
+    dot_escape(out, c->label);
+    if (body)
+      fprintf(out,
+              "\";\n%*sstyle=\"dashed,rounded,filled\";\n%*sfillcolor=\"#f4f1fa\";\n"
+              "%*scolor=\"#6a51a3\";\n%*sfontname=\"Helvetica\";\n",
+              (int)indent + 2, "", (int)indent + 2, "", (int)indent + 2, "", (int)indent + 2, "");
+    else
+      fprintf(out,
+              "\";\n%*sstyle=\"rounded\";\n%*scolor=\"#7a8ca3\";\n%*sfontname=\"Helvetica\";\n",
+              (int)indent + 2, "", (int)indent + 2, "", (int)indent + 2, "");
+    write_scope(out, g, s, (long)k, indent + 2);
+    if (body && c->node_count == 0)
+      fprintf(out,
+              "%*sempty_%zu [label=\"empty\", shape=plain, style=\"\", fontcolor=\"#6a51a3\"];\n",
+              (int)indent + 2, "", k);
     fprintf(out, "%*s}\n", (int)indent, "");
   }
-  for (size_t i = 0; i < g->count; i++) {
-    const char *scope = recap__view_scope_of(&g->nodes[i]);
-    if ((!scope && !*path) || (scope && strcmp(scope, path) == 0)) dot_node(out, g, i, indent);
+  for (size_t i = 0; i < g->count; i++)
+    if (s->of_node[i] == scope) dot_node(out, g, i, indent);
+}
+
+/* A dashed edge from each conditional node to each of its bodies: to the body's first node
+ * (or its empty mark), clipped at the body's cluster (lhead). */
+static void write_body_edges(FILE *out, const recap_view_graph_t *g,
+                             const recap__view_scopes_t *s) {
+  for (size_t k = 0; k < s->count; k++) {
+    const recap__view_scope_t *c = &s->v[k];
+    if (c->node == SIZE_MAX) continue;
+    size_t first = SIZE_MAX;
+    for (size_t i = c->node + 1; i < g->count && first == SIZE_MAX; i++)
+      if (recap__view_scope_within(s, s->of_node[i], (long)k)) first = i;
+    if (first != SIZE_MAX)
+      fprintf(out, "  n%zu -> n%zu [style=dashed, color=\"#6a51a3\", lhead=cluster_%zu];\n",
+              c->node, first, k);
+    else
+      fprintf(out, "  n%zu -> empty_%zu [style=dashed, color=\"#6a51a3\", lhead=cluster_%zu];\n",
+              c->node, k, k);
   }
 }
 
@@ -112,28 +109,29 @@ int recap_view_write_dot(FILE *out, const recap_view_graph_t *g, const char *sou
     fputs(" from ", out);
     for (const char *s = source; *s; s++) fputc(*s == '\n' ? ' ' : *s, out);
   }
-  fprintf(out, "\n// %zu nodes, %zu edges. Render with: dot -Tsvg this.dot -o graph.svg\n",
-          g->count, g->edge_count);
+  size_t conditional, in_bodies;
+  recap__view_count_regions(g, &conditional, &in_bodies);
+  fprintf(out, "\n// %zu nodes", g->count);
+  if (conditional)
+    fprintf(out, " (%zu of them in the bodies of %zu conditional node%s)", in_bodies, conditional,
+            conditional == 1 ? "" : "s");
+  fprintf(out, ", %zu edges. Render with: dot -Tsvg this.dot -o graph.svg\n", g->edge_count);
   fputs(
       "digraph recap_graph {\n"
       "  rankdir=TB;\n"
       "  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10];\n"
-      "  edge [color=\"#555555\", arrowsize=0.7];\n",
+      "  edge [color=\"#555555\", arrowsize=0.7];\n"
+      "  compound=true;\n",
       out);
 
-  scopes_t scopes = {0};
-  for (size_t i = 0; i < g->count && !scopes.failed; i++) {
-    const char *scope = recap__view_scope_of(&g->nodes[i]);
-    if (scope && *scope) add_scopes(&scopes, scope);
-  }
-  int rc = scopes.failed ? -1 : 0;
-  if (rc == 0) write_scope(out, g, &scopes, "", 2);
-  for (size_t k = 0; k < scopes.count; k++) free(scopes.paths[k]);
-  free(scopes.paths);
-
+  recap__view_scopes_t scopes;
+  if (recap__view_scopes_build(g, &scopes) != 0) return -1;
+  write_scope(out, g, &scopes, -1, 2);
   for (size_t i = 0; i < g->count; i++)
     for (size_t k = 0; k < g->nodes[i].dep_count; k++)
       fprintf(out, "  n%zu -> n%zu;\n", g->nodes[i].deps[k], i);
+  write_body_edges(out, g, &scopes);
+  recap__view_scopes_free(&scopes);
 
   /* A legend of the types present, as a plain table-shaped node off to the side. */
   recap__view_type_count_t *counts = NULL;
@@ -164,7 +162,7 @@ int recap_view_write_dot(FILE *out, const recap_view_graph_t *g, const char *sou
   }
   free(counts);
   fputs("}\n", out);
-  return rc == 0 && !ferror(out) ? 0 : -1;
+  return !ferror(out) ? 0 : -1;
 }
 
 /* ==========================================================================================

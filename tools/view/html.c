@@ -89,6 +89,14 @@ static int write_node(FILE *out, const recap_view_node_t *n, size_t i) {
     fprintf(out, ",\"tools_id\":\"%" PRIu64 "\"", n->tools_id);
   else
     fputs(",\"tools_id\":null", out);
+  /* Where the node sits: a body of a conditional node, or the graph itself (null). */
+  if (n->parent == SIZE_MAX)
+    fputs(",\"parent\":null", out);
+  else
+    fprintf(out, ",\"parent\":%zu", n->parent);
+  fprintf(out, ",\"branch\":%u,\"region\":", n->branch);
+  json_string(out, n->region_kind);
+  fprintf(out, ",\"branches\":%u,\"cluster\":%ld", n->branches, n->cluster);
   fputs(",\"deps\":", out);
   json_indices(out, n->deps, n->dep_count);
   fputs(",\"succ\":", out);
@@ -141,8 +149,13 @@ static int write_data(FILE *out, const recap_view_graph_t *g, const recap__view_
     json_string(out, cl->path);
     fputs(",\"label\":", out);
     json_string(out, cl->label);
-    fprintf(out, ",\"depth\":%zu,\"nodes\":%zu,\"x\":%.1f,\"y\":%.1f,\"w\":%.1f,\"h\":%.1f}",
-            cl->depth, cl->node_count, cl->x, cl->y, cl->w, cl->h);
+    fprintf(out, ",\"depth\":%zu,\"nodes\":%zu,\"parent\":%ld,", cl->depth, cl->node_count,
+            cl->parent);
+    if (cl->node == SIZE_MAX)
+      fputs("\"node\":null", out);
+    else
+      fprintf(out, "\"node\":%zu,\"branch\":%u", cl->node, cl->branch);
+    fprintf(out, ",\"x\":%.1f,\"y\":%.1f,\"w\":%.1f,\"h\":%.1f}", cl->x, cl->y, cl->w, cl->h);
   }
   fputs("],\n\"types\":[", out);
   for (size_t t = 0; t < type_count; t++) {
@@ -153,6 +166,46 @@ static int write_data(FILE *out, const recap_view_graph_t *g, const recap__view_
   }
   fputs("]}\n", out);
   return 0;
+}
+
+/* Where node i sits, as text: "while body of #3", or "graph" for the graph's own nodes. */
+static void write_place(FILE *out, const recap_view_graph_t *g, size_t i) {
+  const recap_view_node_t *n = &g->nodes[i];
+  if (n->parent == SIZE_MAX) {
+    fputs("graph", out);
+    return;
+  }
+  char label[32];
+  recap_view_body_label(&g->nodes[n->parent], n->branch, label, sizeof label);
+  fprintf(out, "<a href=\"#node-%zu\" data-node=\"%zu\">", n->parent, n->parent);
+  html_escape(out, label);
+  fprintf(out, " of #%zu</a>", n->parent);
+}
+
+/* The regions: one row per conditional node, with its kind, its bodies, the nodes they hold
+ * (nested ones included) and the region it lies in itself. */
+static void write_regions(FILE *out, const recap_view_graph_t *g) {
+  fputs(
+      "<h2>Regions</h2>\n<table id=\"regions\">\n<tr><th>node</th><th>kind</th>"
+      "<th class=\"num\">bodies</th><th class=\"num\">nodes</th><th>in</th></tr>\n",
+      out);
+  for (size_t i = 0; i < g->count; i++) {
+    const recap_view_node_t *n = &g->nodes[i];
+    if (strcmp(n->type, "conditional") != 0) continue;
+    size_t inside = 0; /* body nodes follow their conditional node */
+    for (size_t k = i + 1; k < g->count; k++) {
+      size_t p = g->nodes[k].parent;
+      while (p != SIZE_MAX && p > i) p = g->nodes[p].parent;
+      inside += p == i;
+    }
+    fprintf(out, "<tr data-node=\"%zu\"><td>#%zu</td><td>", i, i);
+    html_escape(out, n->region_kind ? n->region_kind : "?");
+    fprintf(out, "</td><td class=\"num\">%u</td><td class=\"num\">%zu</td><td>", n->branches,
+            inside);
+    write_place(out, g, i);
+    fputs("</td></tr>\n", out);
+  }
+  fputs("</table>\n", out);
 }
 
 /* Records any script error on <html>, before anything else runs. */
@@ -168,6 +221,9 @@ int recap_view_write_html(FILE *out, recap_view_graph_t *g, const char *title, c
   recap__view_type_count_t *types = NULL;
   size_t type_count = recap__view_count_types(g, &types);
   if (type_count == (size_t)-1) return recap__view_fail(err, err_size, "out of memory");
+  size_t conditional, in_bodies, scopes = 0;
+  recap__view_count_regions(g, &conditional, &in_bodies);
+  for (size_t c = 0; c < g->cluster_count; c++) scopes += g->clusters[c].node == SIZE_MAX;
 
   fputs(
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
@@ -180,10 +236,14 @@ int recap_view_write_html(FILE *out, recap_view_graph_t *g, const char *title, c
   html_escape(out, title);
   fprintf(out,
           "</span></h1>\n<span class=\"summary\"><b>%zu</b> node%s, <b>%zu</b> edge%s, %zu "
-          "layer%s, %zu annotation scope%s; tools ids %savailable",
+          "layer%s, %zu annotation scope%s",
           g->count, g->count == 1 ? "" : "s", g->edge_count, g->edge_count == 1 ? "" : "s",
-          g->layer_count, g->layer_count == 1 ? "" : "s", g->cluster_count,
-          g->cluster_count == 1 ? "" : "s", g->tools_ids_available ? "" : "not ");
+          g->layer_count, g->layer_count == 1 ? "" : "s", scopes, scopes == 1 ? "" : "s");
+  /* Bodies count among the nodes above; say how many. */
+  if (conditional)
+    fprintf(out, ", <b>%zu</b> region%s holding %zu node%s", conditional,
+            conditional == 1 ? "" : "s", in_bodies, in_bodies == 1 ? "" : "s");
+  fprintf(out, "; tools ids %savailable", g->tools_ids_available ? "" : "not ");
   if (g->pool) {
     fputs("; pool ", out);
     html_escape(out, g->pool);
@@ -211,8 +271,10 @@ int recap_view_write_html(FILE *out, recap_view_graph_t *g, const char *title, c
     html_escape(out, types[t].type);
     fprintf(out, "</td><td class=\"num\">%zu</td></tr>\n", types[t].count);
   }
+  fputs("</table>\n", out);
+  if (conditional) write_regions(out, g);
   fputs(
-      "</table>\n<p class=\"keys\">Drag to pan, wheel to zoom, F to fit the graph, W its width, / to search; click a "
+      "<p class=\"keys\">Drag to pan, wheel to zoom, F to fit the graph, W its width, / to search; click a "
       "type to find its nodes.</p>\n"
       "<h2>Node</h2>\n<p id=\"hint\" class=\"hint\">Click a node to see all it holds.</p>\n"
       "<dl id=\"fields\"></dl>\n</aside>\n</main>\n"

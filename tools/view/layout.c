@@ -4,9 +4,10 @@
  *
  *  1. Layers: a node sits one layer below the deepest node it waits for (longest path); a node
  *     that waits for nothing moves down to just above its first dependent, so that an input
- *     copy is drawn next to its reader, not far above it.
+ *     copy is drawn next to its reader, not far above it. A conditional node's bodies take the
+ *     layers below it, laid out the same way inside, and its dependents come after them.
  *  2. Edges longer than one layer are cut at every layer they cross by a dummy element, and
- *     every annotation scope gets a placeholder in each layer of its span where it has nothing,
+ *     every cluster (annotation scope or body) gets a placeholder in each layer of its span where it has nothing,
  *     so that a scope is one solid band in every layer it covers.
  *  3. Order within layers: sweeps down and up the layers sort each layer by the barycenter
  *     (mean position) of each element's neighbours in the layer before. The sort is by scope
@@ -32,6 +33,7 @@ enum {
   PAD = 10,     /* inside a scope's rectangle, left, right and below */
   LABEL_H = 20, /* a scope's label, above its first layer */
   DUMMY_W = 12, /* an edge passing through a layer */
+  EMPTY_W = 60, /* the mark of an empty body */
   MIN_W = 120,
   MAX_W = 280,
   SWEEPS = 24,
@@ -53,7 +55,6 @@ typedef struct elem {
 } elem_t;
 
 typedef struct scope {
-  char *path;
   long parent;
   size_t depth;
   size_t lo, hi; /* layers spanned */
@@ -69,8 +70,10 @@ typedef struct layout {
   recap_view_graph_t *g;
   elem_t *elems;
   size_t elem_count, elem_cap;
+  recap__view_scopes_t tree; /* the clusters (scopes.c); scopes[s] lays out tree.v[s] */
   scope_t *scopes;
-  size_t scope_count, scope_cap;
+  size_t scope_count;
+  size_t *extent; /* per node: the layers it takes, its bodies included */
   size_t layer_count;
   size_t max_depth; /* of the deepest scope */
   size_t **layers;  /* element indices per layer, in order */
@@ -88,48 +91,6 @@ static void *grow(layout_t *L, void *p, size_t count, size_t size) {
 /* ==========================================================================================
  * Scopes
  * ======================================================================================== */
-
-static long find_scope(const layout_t *L, const char *path, size_t len) {
-  for (size_t s = 0; s < L->scope_count; s++)
-    if (strlen(L->scopes[s].path) == len && memcmp(L->scopes[s].path, path, len) == 0)
-      return (long)s;
-  return -1;
-}
-
-/* The scope of path (and of each of its prefixes), created as needed; -1 for no path. */
-static long intern_scope(layout_t *L, const char *path) {
-  if (!path || !*path) return -1;
-  long parent = -1;
-  size_t depth = 0;
-  for (size_t end = 0;; end++) {
-    if (path[end] != '/' && path[end] != '\0') continue;
-    if (end > 0) {
-      long s = find_scope(L, path, end);
-      depth++;
-      if (s < 0) {
-        if (L->scope_count == L->scope_cap) {
-          size_t cap = L->scope_cap ? 2 * L->scope_cap : 16;
-          scope_t *scopes = grow(L, L->scopes, cap, sizeof *scopes);
-          if (!scopes) return -1;
-          L->scopes = scopes;
-          L->scope_cap = cap;
-        }
-        char *copy = malloc(end + 1);
-        if (!copy) {
-          L->oom = true;
-          return -1;
-        }
-        memcpy(copy, path, end);
-        copy[end] = '\0';
-        s = (long)L->scope_count++;
-        L->scopes[s] = (scope_t){.path = copy, .parent = parent, .depth = depth};
-      }
-      parent = s;
-    }
-    if (path[end] == '\0') break;
-  }
-  return parent;
-}
 
 static bool scope_within(const layout_t *L, long s, long ancestor) {
   for (; s >= 0; s = L->scopes[s].parent)
@@ -191,45 +152,101 @@ static double node_width(const recap_view_node_t *n) {
   return w < MIN_W ? MIN_W : w > MAX_W ? MAX_W : w;
 }
 
-/* Longest-path layers, then sources moved down next to their first dependent. */
-static bool assign_layers(layout_t *L, size_t *layer) {
-  recap_view_graph_t *g = L->g;
-  size_t *pending = calloc(g->count + 1, sizeof *pending),
-         *order = calloc(g->count + 1, sizeof *order);
-  if (!pending || !order) {
-    free(pending);
-    free(order);
-    return false;
-  }
+/* Layers of the nodes in members (one body, or the graph's own nodes), from 0: longest path,
+ * each node taking extent[] layers (a conditional node: itself and its bodies below it), then
+ * sources moved down next to their first dependent. Returns the layers the group takes. */
+static size_t layer_group(const recap_view_graph_t *g, const size_t *members, size_t count,
+                          const size_t *extent, size_t *local, size_t *pending, size_t *queue) {
   size_t head = 0, tail = 0;
-  for (size_t i = 0; i < g->count; i++) {
-    layer[i] = 0;
+  for (size_t m = 0; m < count; m++) {
+    size_t i = members[m];
+    local[i] = 0;
     pending[i] = g->nodes[i].dep_count;
-    if (!pending[i]) order[tail++] = i;
+    if (!pending[i]) queue[tail++] = i;
   }
   while (head < tail) {
-    const recap_view_node_t *n = &g->nodes[order[head]];
-    size_t l = layer[order[head++]];
+    size_t i = queue[head++];
+    const recap_view_node_t *n = &g->nodes[i];
     for (size_t k = 0; k < n->succ_count; k++) {
       size_t s = n->succ[k];
-      if (layer[s] < l + 1) layer[s] = l + 1;
-      if (--pending[s] == 0) order[tail++] = s;
+      if (local[s] < local[i] + extent[i]) local[s] = local[i] + extent[i];
+      if (--pending[s] == 0) queue[tail++] = s;
     }
   }
-  for (size_t i = 0; i < g->count; i++) {
+  size_t height = 0;
+  for (size_t m = 0; m < count; m++) {
+    size_t i = members[m];
     const recap_view_node_t *n = &g->nodes[i];
-    if (n->dep_count || !n->succ_count) continue;
-    size_t lowest = SIZE_MAX;
-    for (size_t k = 0; k < n->succ_count; k++)
-      if (layer[n->succ[k]] < lowest) lowest = layer[n->succ[k]];
-    layer[i] = lowest - 1;
+    if (!n->dep_count && n->succ_count) {
+      size_t lowest = SIZE_MAX;
+      for (size_t k = 0; k < n->succ_count; k++)
+        if (local[n->succ[k]] < lowest) lowest = local[n->succ[k]];
+      local[i] = lowest - extent[i];
+    }
+    if (local[i] + extent[i] > height) height = local[i] + extent[i];
   }
-  L->layer_count = 0;
-  for (size_t i = 0; i < g->count; i++)
-    if (layer[i] + 1 > L->layer_count) L->layer_count = layer[i] + 1;
+  return height;
+}
+
+/* Every node's layer. The bodies of a conditional node take the layers below it (an empty body
+ * one layer, for its frame), and what waits for it comes below them: bodies are laid out first,
+ * innermost first (a body's nodes follow their conditional node, so from the last conditional
+ * node back), then each body is moved under its node, outermost first. */
+static bool assign_layers(layout_t *L, size_t *layer) {
+  recap_view_graph_t *g = L->g;
+  size_t n = g->count;
+  /* Groups: 0 for the graph's own nodes, then one per body, numbered from base[P]. */
+  size_t *base = calloc(n + 1, sizeof *base), *extent = calloc(n + 1, sizeof *extent);
+  size_t *pending = calloc(n + 1, sizeof *pending), *queue = calloc(n + 1, sizeof *queue);
+  size_t groups = 1;
+  for (size_t i = 0; base && i < n; i++) {
+    base[i] = groups;
+    if (strcmp(g->nodes[i].type, "conditional") == 0) groups += g->nodes[i].branches;
+  }
+  size_t *start = calloc(groups + 1, sizeof *start), *members = calloc(n + 1, sizeof *members);
+  bool ok = base && extent && pending && queue && start && members;
+  if (ok) {
+    /* The members of each group in index order (a counting sort by group). */
+    for (size_t i = 0; i < n; i++) {
+      const recap_view_node_t *node = &g->nodes[i];
+      size_t group = node->parent == SIZE_MAX ? 0 : base[node->parent] + node->branch;
+      start[group + 1]++;
+      extent[i] = 1;
+    }
+    for (size_t k = 0; k < groups; k++) start[k + 1] += start[k];
+    for (size_t i = 0; i < n; i++) { /* start[group] moves on, then moves back */
+      const recap_view_node_t *node = &g->nodes[i];
+      size_t group = node->parent == SIZE_MAX ? 0 : base[node->parent] + node->branch;
+      members[start[group]++] = i;
+    }
+    for (size_t k = groups; k > 0; k--) start[k] = start[k - 1];
+    start[0] = 0;
+    for (size_t p = n; p-- > 0;) {
+      const recap_view_node_t *node = &g->nodes[p];
+      if (strcmp(node->type, "conditional") != 0 || !node->branches) continue;
+      size_t tallest = 1; /* an empty body still shows its frame */
+      for (unsigned b = 0; b < node->branches; b++) {
+        size_t group = base[p] + b;
+        size_t height = layer_group(g, members + start[group], start[group + 1] - start[group],
+                                    extent, layer, pending, queue);
+        if (height > tallest) tallest = height;
+      }
+      extent[p] = 1 + tallest;
+    }
+    layer_group(g, members + start[0], start[1] - start[0], extent, layer, pending, queue);
+    for (size_t i = 0; i < n; i++)
+      if (g->nodes[i].parent != SIZE_MAX) layer[i] += layer[g->nodes[i].parent] + 1;
+    L->layer_count = 0;
+    for (size_t i = 0; i < n; i++)
+      if (layer[i] + extent[i] > L->layer_count) L->layer_count = layer[i] + extent[i];
+  }
+  free(base);
   free(pending);
-  free(order);
-  return true;
+  free(queue);
+  free(start);
+  free(members);
+  L->extent = extent;
+  return ok;
 }
 
 static bool build_elements(layout_t *L) {
@@ -239,11 +256,37 @@ static bool build_elements(layout_t *L) {
     free(layer);
     return false;
   }
-  for (size_t i = 0; i < g->count && !L->oom; i++) {
-    long scope = intern_scope(L, recap__view_scope_of(&g->nodes[i]));
-    add_elem(L, ELEM_NODE, i, layer[i], scope, node_width(&g->nodes[i]));
+  if (recap__view_scopes_build(g, &L->tree) != 0) {
+    free(layer);
+    return false;
+  }
+  L->scope_count = L->tree.count;
+  L->scopes = calloc(L->scope_count + 1, sizeof *L->scopes);
+  if (!L->scopes) {
+    free(layer);
+    return false;
+  }
+  for (size_t s = 0; s < L->scope_count; s++)
+    L->scopes[s] = (scope_t){.parent = L->tree.v[s].parent, .depth = L->tree.v[s].depth};
+  for (size_t i = 0; i < g->count && !L->oom; i++)
+    add_elem(L, ELEM_NODE, i, layer[i], L->tree.of_node[i], node_width(&g->nodes[i]));
+  /* An empty body gets a mark in the layer below its node, so that its frame shows. */
+  for (size_t s = 0; s < L->scope_count && !L->oom; s++) {
+    const recap__view_scope_t *c = &L->tree.v[s];
+    if (c->node != SIZE_MAX && c->node_count == 0)
+      add_elem(L, ELEM_PLACEHOLDER, c->node, layer[c->node] + 1, (long)s, EMPTY_W);
   }
   free(layer);
+  if (L->oom) return false;
+  /* Each conditional node pulls the first layer of each of its bodies towards itself (these
+   * links order and place elements; they are not edges). */
+  for (size_t i = 0; i < L->elem_count && !L->oom; i++) {
+    const elem_t *e = &L->elems[i];
+    size_t owner = e->kind == ELEM_NODE ? g->nodes[e->node].parent : e->node;
+    if (e->kind == ELEM_DUMMY || owner == SIZE_MAX || e->layer != L->elems[owner].layer + 1)
+      continue;
+    link_elems(L, owner, i);
+  }
   if (L->oom) return false;
   for (size_t s = 0; s < L->scope_count; s++)
     if (L->scopes[s].depth > L->max_depth) L->max_depth = L->scopes[s].depth;
@@ -349,6 +392,20 @@ static void scope_keys(layout_t *L) {
   for (size_t s = 0; s < S; s++) L->scopes[s].key = count[s] > 0 ? sum[s] / count[s] : 0;
   free(sum);
   free(count);
+  /* The bodies of one conditional node (made one after another, in branch order) keep their
+   * branch order from left to right: they take their keys sorted. */
+  for (size_t s = 0; s < S; s++) {
+    const recap__view_scope_t *c = &L->tree.v[s];
+    if (c->node == SIZE_MAX || c->branch != 0) continue;
+    size_t end = s + 1;
+    while (end < S && L->tree.v[end].node == c->node) end++;
+    for (size_t i = s + 1; i < end; i++) { /* insertion sort of the keys */
+      double key = L->scopes[i].key;
+      size_t j = i;
+      for (; j > s && L->scopes[j - 1].key > key; j--) L->scopes[j].key = L->scopes[j - 1].key;
+      L->scopes[j].key = key;
+    }
+  }
 }
 
 /* Order of two elements of one layer: by the keys of what represents each under their
@@ -648,8 +705,9 @@ static void free_layout(layout_t *L) {
     free(L->elems[i].down);
   }
   free(L->elems);
-  for (size_t s = 0; s < L->scope_count; s++) free(L->scopes[s].path);
+  recap__view_scopes_free(&L->tree);
   free(L->scopes);
+  free(L->extent);
   if (L->layers)
     for (size_t l = 0; l < L->layer_count; l++) free(L->layers[l]);
   free(L->layers);
@@ -708,10 +766,13 @@ static bool store(layout_t *L, size_t crossings) {
     for (size_t s = 0; s < S; s++) {
       const scope_t *sc = &L->scopes[s];
       recap_view_cluster_t *c = &g->clusters[s];
-      c->path = sc->path;
-      L->scopes[s].path = NULL; /* now the graph's */
-      const char *slash = strrchr(c->path, '/');
-      c->label = slash ? slash + 1 : c->path;
+      recap__view_scope_t *t = &L->tree.v[s];
+      c->path = t->path;
+      t->path = NULL;                                          /* now the graph's */
+      c->label = c->path + strlen(c->path) - strlen(t->label); /* the path ends with it */
+      c->parent = t->parent;
+      c->node = t->node;
+      c->branch = t->branch;
       c->depth = sc->depth;
       c->node_count = sc->node_count;
       c->x = sc->absx;
@@ -728,6 +789,7 @@ static bool store(layout_t *L, size_t crossings) {
       if (right > width) width = right;
       if (e->kind != ELEM_NODE) continue;
       recap_view_node_t *n = &g->nodes[e->node];
+      n->cluster = e->scope;
       n->layer = e->layer;
       n->w = e->w;
       n->h = RECAP__VIEW_NODE_H;

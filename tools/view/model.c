@@ -111,6 +111,15 @@ const char *recap__view_fill_of(const char *type) {
   return "#d9d9d9";
 }
 
+void recap__view_count_regions(const recap_view_graph_t *g, size_t *conditional,
+                               size_t *in_bodies) {
+  *conditional = *in_bodies = 0;
+  for (size_t i = 0; i < g->count; i++) {
+    *conditional += strcmp(g->nodes[i].type, "conditional") == 0;
+    *in_bodies += g->nodes[i].parent != SIZE_MAX;
+  }
+}
+
 size_t recap__view_count_types(const recap_view_graph_t *g, recap__view_type_count_t **types) {
   recap__view_type_count_t *counts = calloc(KNOWN_TYPE_COUNT + g->count, sizeof *counts);
   if (!counts) return (size_t)-1;
@@ -138,6 +147,9 @@ void recap__view_describe_shape(const recap_view_node_t *n, bool compact, recap_
       recap__view_format_bytes(size, sizeof size, n->shared_bytes);
       recap__view_printf(out, ", smem %s", size);
     }
+  } else if (n->region_kind) {
+    if (!compact) recap__view_printf(out, "%s, ", n->region_kind);
+    recap__view_printf(out, "%u branch%s", n->branches, n->branches == 1 ? "" : "es");
   } else if (n->bytes > 0) {
     recap__view_format_bytes(size, sizeof size, n->bytes);
     recap__view_puts(out, size);
@@ -163,6 +175,7 @@ void recap_view_graph_free(recap_view_graph_t *g) {
     free(n->pretty_name);
     free(n->annotation);
     free(n->annotation_path);
+    free(n->region_kind);
     free(n->deps);
     free(n->succ);
     for (size_t k = 0; k < n->param_count; k++) free(n->params[k]);
@@ -202,6 +215,8 @@ recap_view_node_t *recap_view_add_node(recap_view_graph_t *g, const char *type) 
   }
   recap_view_node_t *n = &g->nodes[g->count];
   memset(n, 0, sizeof *n);
+  n->parent = SIZE_MAX;
+  n->cluster = -1;
   if (recap_view_set_string(&n->type, type ? type : "other") != 0) return NULL;
   g->count++;
   return n;
@@ -214,6 +229,66 @@ int recap_view_add_dependency(recap_view_graph_t *g, size_t to, size_t from) {
   if (!deps) return -1;
   deps[n->dep_count++] = from;
   n->deps = deps;
+  return 0;
+}
+
+static bool is_conditional(const recap_view_node_t *n) {
+  return strcmp(n->type, "conditional") == 0;
+}
+
+/* Where node i sits, for messages: "the graph itself" or "body 1 of node 4". */
+static void place_of(const recap_view_node_t *n, char *out, size_t size) {
+  if (n->parent == SIZE_MAX)
+    snprintf(out, size, "the graph itself");
+  else
+    snprintf(out, size, "body %u of node %zu", n->branch, n->parent);
+}
+
+/* Regions nest the way recap_graph_inspect lays them out: a body's nodes follow its
+ * conditional node, name one of its branches, and wait only for nodes of the same body. */
+static int check_regions(const recap_view_graph_t *g, size_t i, char *err, size_t err_size) {
+  const recap_view_node_t *n = &g->nodes[i];
+  if (!is_conditional(n) && (n->region_kind || n->branches))
+    return recap__view_fail(err, err_size,
+                            "node %zu: a %s node with a \"region_kind\" or \"branches\"; only "
+                            "conditional nodes have them",
+                            i, n->type);
+  if (n->parent == SIZE_MAX) {
+    if (n->branch)
+      return recap__view_fail(err, err_size,
+                              "node %zu: \"branch\" is %u but the node is in no body (its "
+                              "\"parent\" is null)",
+                              i, n->branch);
+  } else {
+    if (n->parent >= i)
+      return recap__view_fail(err, err_size,
+                              "node %zu: \"parent\" is %zu, but a body's nodes follow their "
+                              "conditional node (the parent's index must be smaller)",
+                              i, n->parent);
+    const recap_view_node_t *p = &g->nodes[n->parent];
+    if (!is_conditional(p))
+      return recap__view_fail(err, err_size,
+                              "node %zu: \"parent\" is node %zu, a %s node; only a conditional "
+                              "node has bodies",
+                              i, n->parent, p->type);
+    if (n->branch >= p->branches)
+      return recap__view_fail(err, err_size,
+                              "node %zu: \"branch\" is %u, but its parent, node %zu, has %u "
+                              "branch%s",
+                              i, n->branch, n->parent, p->branches, p->branches == 1 ? "" : "es");
+  }
+  for (size_t k = 0; k < n->dep_count; k++) {
+    const recap_view_node_t *d = &g->nodes[n->deps[k]];
+    if (d->parent != n->parent || d->branch != n->branch) {
+      char mine[64], theirs[64];
+      place_of(n, mine, sizeof mine);
+      place_of(d, theirs, sizeof theirs);
+      return recap__view_fail(err, err_size,
+                              "node %zu (in %s) waits for node %zu (in %s); a dependency joins "
+                              "nodes of the same body",
+                              i, mine, n->deps[k], theirs);
+    }
+  }
   return 0;
 }
 
@@ -232,6 +307,7 @@ int recap_view_finish(recap_view_graph_t *g, char *err, size_t err_size) {
                                 i, n->deps[k], g->count, g->count == 1 ? "" : "s");
       if (n->deps[k] == i) return recap__view_fail(err, err_size, "node %zu waits for itself", i);
     }
+    if (check_regions(g, i, err, err_size) != 0) return -1;
     g->edge_count += n->dep_count;
   }
   for (size_t i = 0; i < g->count; i++)
@@ -305,6 +381,13 @@ int recap_view_from_info(recap_view_graph_t *g, const recap_graph_info_t *info, 
       n->shared_bytes = in->shared_bytes;
     }
     n->bytes = in->bytes;
+    n->parent = in->parent;
+    n->branch = in->branch;
+    if (in->type == RECAP_NODE_CONDITIONAL) {
+      if (recap_view_set_string(&n->region_kind, recap_region_kind_name(in->region_kind)) != 0)
+        goto out_of_memory;
+      n->branches = in->branches;
+    }
     n->has_tools_id = in->has_tools_id;
     n->tools_id = in->tools_id;
     for (size_t k = 0; k < in->dependency_count; k++)
@@ -345,8 +428,25 @@ int recap_view_add_liveness(recap_view_graph_t *g, const recap_liveness_input_t 
   return 0;
 }
 
+void recap_view_body_label(const recap_view_node_t *conditional, unsigned branch, char *out,
+                           size_t size) {
+  const char *kind = conditional->region_kind ? conditional->region_kind : "";
+  if (strcmp(kind, "while") == 0 && branch == 0)
+    snprintf(out, size, "while body");
+  else if ((strcmp(kind, "if") == 0 || strcmp(kind, "if_else") == 0) && branch == 0)
+    snprintf(out, size, "if");
+  else if (strcmp(kind, "if_else") == 0 && branch == 1)
+    snprintf(out, size, "else");
+  else if (strcmp(kind, "switch") == 0)
+    snprintf(out, size, "case %u", branch);
+  else
+    snprintf(out, size, "branch %u", branch);
+}
+
 char *recap__view_box_name(const recap_view_node_t *n) {
-  return recap_view_short_name(n->pretty_name ? n->pretty_name : n->type, RECAP__VIEW_NAME_CHARS);
+  /* A conditional node is named by what it does: "while", "switch". */
+  const char *name = n->pretty_name ? n->pretty_name : n->region_kind ? n->region_kind : n->type;
+  return recap_view_short_name(name, RECAP__VIEW_NAME_CHARS);
 }
 
 void recap__view_box_detail(const recap_view_node_t *n, recap__view_buf_t *out) {

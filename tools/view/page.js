@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: BSD-3-Clause
 // page.js — draws the graph page (embedded into every page by html.c): the laid-out graph from
 // the JSON in #graph-data as SVG, pan and zoom, selection with a panel of all a node holds,
-// search, and the legend. When done it sets data-recap-rendered on <html> to the number of
+// search, the legend and the regions table; the bodies of conditional nodes are framed
+// clusters below their node, joined to it by a dashed line. When done it sets data-recap-rendered on <html> to the number of
 // nodes drawn; tests read it.
 (function () {
   'use strict';
@@ -29,14 +30,20 @@
   var layerNodes = make('g', {'class': 'nodes'}, view);
   var tints = ['#eef3fb', '#e3ecf8', '#d8e4f4', '#ccdcf0'];
 
+  // Clusters: annotation scopes, and the bodies of conditional nodes (framed, dashed, with the
+  // region's label: "while body", "if", "else", "case 2"), nested as the graph nests them.
+  var bodyTints = ['#f4f1fa', '#ebe5f5', '#e1d9ef', '#d7cdea'];
   data.clusters.forEach(function (c) {
-    var g = make('g', {'class': 'cluster'}, layerClusters);
+    var body = c.node !== null;
+    var g = make('g', {'class': body ? 'cluster body' : 'cluster'}, layerClusters);
+    if (body) g.setAttribute('data-node', c.node);
     make('rect', {x: c.x, y: c.y, width: c.w, height: c.h, rx: 8,
-                  fill: tints[(c.depth - 1) % tints.length]}, g);
+                  fill: (body ? bodyTints : tints)[(c.depth - 1) % tints.length]}, g);
     var t = make('text', {x: c.x + 10, y: c.y + 16}, g);
     t.textContent = c.label;
     var title = make('title', {}, g);
-    title.textContent = c.path + ' (' + c.nodes + ' node' + (c.nodes === 1 ? '' : 's') + ')';
+    title.textContent = (body ? c.label + ' of #' + c.node + ', ' : '') + c.path + ' (' + c.nodes +
+        ' node' + (c.nodes === 1 ? '' : 's') + ')';
   });
 
   function edgePath(points) {
@@ -54,8 +61,30 @@
                          'data-from': e.from, 'data-to': e.to}, layerEdges);
   });
 
+  // A dashed line from each conditional node down to each of its bodies.
+  data.clusters.forEach(function (c) {
+    if (c.node === null) return;
+    var n = data.nodes[c.node];
+    make('path', {'class': 'region-link', d: 'M' + (n.x + n.w / 2) + ',' + (n.y + n.h) + ' L' +
+                  (c.x + c.w / 2) + ',' + c.y, 'data-from': c.node}, layerEdges);
+  });
+
+  // "while body of #3", or null for the graph's own nodes.
+  function bodyLabel(p, branch) {
+    var kind = data.nodes[p].region;
+    if (kind === 'while' && branch === 0) return 'while body';
+    if ((kind === 'if' || kind === 'if_else') && branch === 0) return 'if';
+    if (kind === 'if_else' && branch === 1) return 'else';
+    if (kind === 'switch') return 'case ' + branch;
+    return 'branch ' + branch;
+  }
+  function placeOf(n) {
+    return n.parent === null ? null : bodyLabel(n.parent, n.branch) + ' of #' + n.parent;
+  }
+
   var nodeElems = data.nodes.map(function (n) {
     var g = make('g', {'class': 'node', id: 'node-' + n.i, 'data-index': n.i}, layerNodes);
+    if (n.type === 'conditional') g.setAttribute('data-region', n.region || 'unknown');
     make('rect', {x: n.x, y: n.y, width: n.w, height: n.h, rx: 6, fill: n.fill}, g);
     var name = make('text', {x: n.x + n.w / 2, y: n.y + 17}, g);
     name.textContent = n.name;
@@ -63,7 +92,7 @@
     detail.textContent = '#' + n.i + (n.detail ? ' \u00b7 ' + n.detail : '');
     var title = make('title', {}, g);
     title.textContent = '#' + n.i + ' ' + n.type + (n.pretty ? '\n' + n.pretty : '') +
-        (n.scope ? '\n[' + n.scope + ']' : '');
+        (n.scope ? '\n[' + n.scope + ']' : '') + (placeOf(n) ? '\nin the ' + placeOf(n) : '');
     g.addEventListener('click', function (ev) { ev.stopPropagation(); select(n.i); });
     return g;
   });
@@ -209,6 +238,17 @@
       field('dynamic shared memory', bytes(n.smem));
     }
     if (n.bytes) field('bytes', bytes(n.bytes));
+    if (n.type === 'conditional') {
+      var bodies = [];
+      for (var b = 0; b < n.branches; b++) bodies.push(bodyLabel(n.i, b));
+      field('region', (n.region || 'unknown kind') + ', ' + n.branches + ' branch' + (n.branches === 1 ? '' : 'es') +
+          (bodies.length ? ': ' + bodies.join(', ') : ''));
+    }
+    if (n.parent !== null) {
+      var chain = [], m = n;
+      while (m.parent !== null) { chain.push(placeOf(m)); m = data.nodes[m.parent]; }
+      field('inside', chain.join(', in the '));
+    }
     if (n.scope) field('annotation', n.scope);
     if (n.tools_id !== null) field('tools id', n.tools_id);
     if (n.params && n.params.length) field('parameters', list(n.params), true);
@@ -226,8 +266,8 @@
 
   // ---- search and legend --------------------------------------------------------------------
   var haystacks = data.nodes.map(function (n) {
-    return ['#' + n.i, n.type, n.name, n.pretty || '', n.kernel || '', n.scope || '']
-        .join('\n').toLowerCase();
+    return ['#' + n.i, n.type, n.name, n.pretty || '', n.kernel || '', n.scope || '',
+            n.region || '', placeOf(n) || ''].join('\n').toLowerCase();
   });
   var hits = [], hitAt = -1;
   function runSearch() {
@@ -254,6 +294,17 @@
       var type = row.getAttribute('data-type');
       search.value = search.value === type ? '' : type;
       runSearch();
+    });
+  });
+
+  // The regions table: a row, or a link to the enclosing region, selects its node.
+  Array.prototype.forEach.call(document.querySelectorAll('#regions [data-node]'), function (e) {
+    e.addEventListener('click', function (ev) {
+      ev.preventDefault();
+      ev.stopPropagation();
+      var i = +e.getAttribute('data-node');
+      select(i);
+      centreOn(data.nodes[i]);
     });
   });
 

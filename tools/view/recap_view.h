@@ -59,11 +59,20 @@ typedef struct recap_view_node {
   size_t param_count;
   recap_view_alloc_t *allocs; /* allocator blocks this node reads, where recorded */
   size_t alloc_count;
+  /* Regions (recap/region.h). A node inside a body of a conditional node: `parent` is that
+   * node's index (always smaller than this one's) and `branch` the body (0 for WHILE and IF, 1
+   * for an ELSE, n for case n); a node of the graph itself: parent SIZE_MAX, branch 0.
+   * Dependencies join nodes of the same body only. */
+  size_t parent;
+  unsigned branch;
+  char *region_kind; /* conditional nodes: "while", "if", "if_else", "switch", as given */
+  unsigned branches; /* conditional nodes: how many bodies */
 
   /* Layout, filled by recap_view_layout: the layer (0 at the top), the position in it, and the
    * box's top-left corner and size in drawing units. */
   size_t layer, order;
   double x, y, w, h;
+  long cluster; /* the innermost cluster holding the node, or -1 */
 } recap_view_node_t;
 
 /* A point of an edge's route. */
@@ -79,12 +88,19 @@ typedef struct recap_view_edge {
   size_t point_count;
 } recap_view_edge_t;
 
-/* An annotation scope drawn as a labelled rectangle around its nodes. */
+/* A labelled rectangle around nodes: an annotation scope, or a body of a conditional node.
+ * Clusters nest: an annotation scope opened inside a body lies inside the body's cluster, and a
+ * body inside the cluster that holds its conditional node. */
 typedef struct recap_view_cluster {
-  char *path;        /* "step/forward": the scope's whole path */
-  const char *label; /* its last label ("forward"), inside path */
-  size_t depth;      /* 1 for an outermost scope */
-  size_t node_count; /* nodes inside it, nested scopes included */
+  char *path;        /* the labels from the outermost cluster in, joined by '/':
+                        "step/forward", "step/while body/if" */
+  const char *label; /* its own label, the end of path: "forward"; for a body "while body",
+                        "if", "else" or "case 2" (recap_view_body_label) */
+  size_t depth;      /* 1 for an outermost cluster */
+  size_t node_count; /* nodes inside it, nested clusters included */
+  long parent;       /* the enclosing cluster, or -1 */
+  size_t node;       /* a body: the conditional node; an annotation scope: SIZE_MAX */
+  unsigned branch;   /* a body: which one */
   double x, y, w, h;
 } recap_view_cluster_t;
 
@@ -117,11 +133,13 @@ recap_view_node_t *recap_view_add_node(recap_view_graph_t *g, const char *type);
 /* A copy of s in the model's ownership (NULL for NULL); -1 when out of memory. */
 int recap_view_set_string(char **field, const char *s);
 
-/* Node `to` waits for node `from`. */
+/* Node `to` waits for node `from`. Both must be nodes of the same body (or of the graph). */
 int recap_view_add_dependency(recap_view_graph_t *g, size_t to, size_t from);
 
-/* Once every node and dependency is in: checks indices and that the graph has no cycle, builds
- * the reverse edges and demangles kernel names. */
+/* Once every node and dependency is in: checks indices, that the graph has no cycle and that
+ * regions nest (a node's parent is a conditional node listed before it, its branch one of the
+ * parent's, its dependencies in its own body), builds the reverse edges and demangles kernel
+ * names. */
 int recap_view_finish(recap_view_graph_t *g, char *err, size_t err_size);
 
 /* Fill g (initialised here) from recap_graph_inspect's result, finished. */
@@ -145,17 +163,25 @@ char *recap_view_demangle(const char *mangled);
  * ellipsis. malloc'ed; NULL when out of memory. */
 char *recap_view_short_name(const char *name, size_t max);
 
+/* The label of body `branch` of a conditional node: "while body", "if", "else", "case 2";
+ * "branch 2" for a kind the library does not list. Written into out (at most size bytes). */
+void recap_view_body_label(const recap_view_node_t *conditional, unsigned branch, char *out,
+                           size_t size);
+
 /* ---- layout ------------------------------------------------------------------------------- */
 
 /* A layered (Sugiyama) layout: layers by longest path, crossings reduced by barycenter sweeps,
- * nodes of one annotation scope kept side by side so that each scope is one rectangle, and
- * coordinates for nodes, edge routes and scope rectangles. Called by the writers when needed. */
+ * nodes of one cluster (annotation scope or body) kept side by side so that each is one
+ * rectangle, and coordinates for nodes, edge routes and cluster rectangles. A conditional
+ * node's bodies lie in the layers below it, and the nodes that wait for it below them. Called
+ * by the writers when needed. */
 int recap_view_layout(recap_view_graph_t *g, char *err, size_t err_size);
 
 /* ---- writers ------------------------------------------------------------------------------ */
 
-/* Graphviz DOT: one box per node, an edge per dependency, annotation scopes as nested
- * clusters, a legend of node types. source names the graph in a comment. */
+/* Graphviz DOT: one box per node, an edge per dependency, annotation scopes and bodies of
+ * conditional nodes as nested clusters (a dashed edge from each conditional node to each of its
+ * bodies), a legend of node types. source names the graph in a comment. */
 int recap_view_write_dot(FILE *out, const recap_view_graph_t *g, const char *source);
 
 /* The self-contained HTML page (style and script inline, nothing fetched). Lays g out first

@@ -1,0 +1,140 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * region_internal.h — the state of a graph's regions (recap/region.h), shared by regions.c (the
+ * public calls, which build it during a capture) and region_state.c (its lifetime, the host
+ * loop's replay, and what graph.c, inspect.c and update.c ask of it).
+ *
+ * Why two files: graph.c must replay a host-loop program and must know, when it abandons a
+ * capture, which graph CUDA's capture handed back, while regions.c pauses and resumes captures
+ * through graph.c. region_state.c knows only the device seam and this struct, so both graph.c
+ * and regions.c call it and the layers keep pointing down.
+ */
+#ifndef RECAP_REGION_INTERNAL_H
+#define RECAP_REGION_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "device/device.h"
+#include "graph/graph_internal.h"
+#include "recap/region.h"
+
+/* The host loop's program: a block is a list of steps run in order; a step is a segment (a
+ * graph captured between regions, instantiated at capture end) or a region (its kind, its flag
+ * and one block per branch). */
+typedef struct recap__region_step recap__region_step_t;
+typedef struct recap__region_block {
+  recap__region_step_t *steps;
+  size_t count, capacity;
+} recap__region_block_t;
+
+struct recap__region_step {
+  bool is_region;
+  recap_cuda_graph_t graph;      /* segment: the captured graph (NULL once found empty) */
+  recap_cuda_graph_exec_t exec;  /* segment: its executable, made by the captured hook */
+  recap_region_kind_t kind;      /* region */
+  uint32_t *flag;                /* region: the condition's device word */
+  unsigned branches;             /* region */
+  recap__region_block_t *bodies; /* region: branches blocks */
+};
+
+/* A condition made by recap_cond_create in this capture. `context` names the graph or body it
+ * was created in (0: the graph's top level); a region may use it there, once. */
+typedef struct recap__region_cond {
+  recap_cond_t cond;
+  uint64_t context;
+  bool used;
+  bool held; /* no region used it, and an empty IF node holds its handle (device path) */
+} recap__region_cond_t;
+
+/* An open region. */
+typedef struct recap__region_frame {
+  recap_region_kind_t kind;
+  unsigned branches, branch; /* the branch being captured */
+  recap_stream_t stream;     /* where it was opened */
+  uint64_t parent_context;   /* the context to go back to at its end */
+  /* Device path: the graph the region's conditional node was added to (resumed at the end),
+   * the node, and its bodies (owned by the node). */
+  recap_cuda_graph_t parent_graph;
+  recap__graph_node_t node;
+  recap_cuda_graph_t *bodies;
+  /* Host path: the block the region's step sits in, and the step's index there. */
+  recap__region_block_t *parent_block;
+  size_t step;
+} recap__region_frame_t;
+
+typedef struct recap__regions {
+  recap_graph_t graph;
+  bool on_device; /* the path of the capture that made this state */
+  recap__region_cond_t *conds;
+  size_t cond_count, cond_capacity;
+  uint64_t context, next_context; /* the context being captured; the last one handed out */
+  recap__region_frame_t frames[RECAP_REGION_MAX_DEPTH];
+  unsigned depth;
+  /* Device path, once a region opened at the top level: the capture's graph, which the first
+   * pause handed to the region layer and every resumption captures into again. Ending the
+   * capture hands it to the graph (capture_ended clears this); a capture that fails or is
+   * abandoned leaves it to the region layer to destroy (recap__regions_abandoned_graph). */
+  recap_cuda_graph_t top_graph;
+  /* Between a pause of the stream's capture and its resumption the stream does not capture:
+   * the abandon paths must not take that for misuse. */
+  bool paused;
+  /* Host path: the program's top-level steps (the segment after the last region is the graph's
+   * own template), the block being captured into, and whether a region was captured. */
+  recap__region_block_t top;
+  recap__region_block_t *current;
+  bool host_loop;
+  uint32_t word; /* where a replay reads a flag back */
+} recap__regions_t;
+
+/* The hooks that tie the state to the graph's capture (its release frees it). */
+extern const recap__graph_hooks_t recap__region_hooks;
+
+/* Whether the stream of graph's capture was paused by the region layer (it captures nothing
+ * now), and, for a capture that failed or is being abandoned, which graph the caller must
+ * destroy, given what ending the stream's capture handed back (NULL if nothing, or if the end
+ * failed): a body of a conditional node belongs to the node, and the top-level graph that
+ * regions resumed into is the region layer's until a capture_end succeeds. */
+bool recap__regions_paused(recap_graph_t graph);
+recap_cuda_graph_t recap__regions_abandoned_graph(recap_graph_t graph, recap_cuda_graph_t ended);
+
+/* Whether graph replays as a host loop (its capture holds regions and took the host path). */
+bool recap__regions_host_loop(recap_graph_t graph);
+
+/* The nodes of the host loop's graphs before the graph's own template (0 on the device
+ * path): recap_graph_node_count counts the whole program. */
+size_t recap__regions_program_nodes(recap_graph_t graph);
+
+/* Run the host loop's program (what comes before the graph's own executable) on stream. */
+recap_status_t recap__regions_replay(recap_graph_t graph, recap_stream_t stream);
+
+/* For capture.c (regions.c): the path a capture with opts takes (*on_device), decided before it
+ * begins: RECAP_REGIONS_DEVICE where the driver has no conditional nodes is
+ * RECAP_ERROR_NOT_SUPPORTED; and the refusal of capture_end while a region is open. */
+recap_status_t recap__regions_decide(const recap_capture_options_t *opts, const char *function,
+                                     bool *on_device);
+recap_status_t recap__regions_check_end(recap_graph_t graph);
+
+/* graph.c, for itself and inspect.c: RECAP_ERROR_INVALID_USAGE naming function when graph
+ * replays as a host loop (regions on the host path): it has no single template or executable to
+ * hand out or read. */
+recap_status_t recap__graph_not_host_loop(recap_graph_t graph, const char *function);
+
+/* graph.c, for itself and update.c: recap__graph_template_nodes, without its warning about an
+ * empty template when graph replays as a host loop (its template holds only what follows the
+ * last region). */
+size_t recap__graph_capture_nodes(recap_graph_t graph, recap_cuda_graph_t template_graph,
+                                  const char *what);
+
+/* Device path: give every condition made in `context` (0: the graph's top level) that no region
+ * used a conditional node of its own in graph, the graph its handle was made on: an IF with an
+ * empty body, which never runs anything. CUDA refuses to instantiate a graph holding a handle no
+ * node holds (measured on an H200, driver 580: cudaErrorInvalidValue), and a condition may be
+ * left unused by a refused region_begin or by the caller. */
+recap_status_t recap__regions_hold_unused(recap__regions_t *r, uint64_t context,
+                                          recap_cuda_graph_t graph);
+
+/* A block grown by one step (NULL without host memory, the error set). */
+recap__region_step_t *recap__region_block_append(recap__region_block_t *block);
+
+#endif /* RECAP_REGION_INTERNAL_H */

@@ -1,0 +1,787 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * regions.c — loops and branches on the GPU (recap/region.h): conditions, regions, the ready
+ * condition kernels, recap_loop_capture, and the path a capture takes.
+ *
+ * A region pauses the capture of its stream and resumes it elsewhere, on the same stream. On
+ * the device path the paused graph gets a conditional node and the stream captures into the
+ * node's bodies, then resumes the paused graph after the node: one template, one executable.
+ * On the host path the paused graph becomes a segment of a program (region_state.c) and a
+ * fresh capture takes each body and each stretch between regions; a replay runs the segments
+ * and reads each condition back to decide. Either way CUDA gives the stream's capture a new id
+ * at every resumption, so the graph's capture id, its registry entry and its allocator route
+ * follow it: recap_malloc in a body routes to the graph's pool, and the layers that find a
+ * graph from a stream (random numbers, annotations) find it.
+ *
+ * Failure rule: a check that fails before the capture is paused leaves it unharmed; once it is
+ * paused, a failure abandons it (the graph is fresh again, as after an invalidated capture),
+ * except where the paused graph can simply be resumed as it was (a conditional node the driver
+ * refused to add).
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/args.h"
+#include "core/error.h"
+#include "core/host.h"
+#include "device/cond_launch.h"
+#include "graph/region_internal.h"
+#include "graph/registry.h"
+#include "recap/alloc.h"
+
+/* ------------------------------------------------------------------------------------------
+ * Names, the path
+ * ---------------------------------------------------------------------------------------- */
+
+recap_status_t recap_device_conditional_nodes(int *supported) {
+  RECAP__ARG(supported != NULL, "recap_device_conditional_nodes: supported is NULL");
+  *supported = 0;
+  const recap__device_ops_t *dev = recap__device();
+  int count = 0;
+  RECAP__CHECK(dev->device_count(&count));
+  if (count == 0)
+    return recap__error(RECAP_ERROR_NO_DEVICE, "recap_device_conditional_nodes: no CUDA device");
+  bool answer = false;
+  RECAP__CHECK(dev->cond_supported(&answer));
+  *supported = answer;
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_graph_regions_on_device(recap_graph_t graph, int *on_device) {
+  RECAP__CHECK(recap__graph_check(graph, "recap_graph_regions_on_device"));
+  RECAP__ARG(on_device != NULL, "recap_graph_regions_on_device: on_device is NULL");
+  *on_device = 0;
+  if (!graph->pool_known)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_graph_regions_on_device: the graph has not begun a capture since "
+                        "it was created or reset, and the path is decided at capture_begin");
+  *on_device = graph->regions_on_device;
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap__regions_decide(const recap_capture_options_t *opts, const char *function,
+                                     bool *on_device) {
+  RECAP__ARG(opts->regions >= RECAP_REGIONS_AUTO && opts->regions <= RECAP_REGIONS_HOST,
+             "%s: options->regions %d is not one of RECAP_REGIONS_AUTO, RECAP_REGIONS_DEVICE, "
+             "RECAP_REGIONS_HOST",
+             function, (int)opts->regions);
+  *on_device = false;
+  if (opts->regions == RECAP_REGIONS_HOST) return RECAP_SUCCESS;
+  bool supported = false;
+  RECAP__CHECK(recap__device()->cond_supported(&supported));
+  if (!supported && opts->regions == RECAP_REGIONS_DEVICE)
+    return recap__error(RECAP_ERROR_NOT_SUPPORTED,
+                        "%s: options->regions is RECAP_REGIONS_DEVICE, but this driver does not "
+                        "run conditional nodes of all kinds (CUDA 12.8 or later needed); use "
+                        "RECAP_REGIONS_AUTO or RECAP_REGIONS_HOST to run regions as a host loop",
+                        function);
+  *on_device = supported;
+  return RECAP_SUCCESS;
+}
+
+/* The state of graph's capture under way, made and attached on first use (NULL with the error
+ * set when host memory runs out). */
+static recap__regions_t *regions_get(recap_graph_t graph) {
+  if (graph->regions) return graph->regions;
+  recap__regions_t *r = recap__host_calloc(1, sizeof *r);
+  if (!r) {
+    recap__error(RECAP_ERROR_OUT_OF_MEMORY, "regions: out of host memory");
+    return NULL;
+  }
+  r->graph = graph;
+  r->on_device = graph->regions_on_device;
+  r->current = &r->top;
+  if (recap__graph_add_hook(graph, &recap__region_hooks, r) != RECAP_SUCCESS) {
+    recap__host_free(r);
+    return NULL;
+  }
+  graph->regions = r;
+  return r;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The capture behind a stream
+ * ---------------------------------------------------------------------------------------- */
+
+static recap_status_t find_graph(recap_stream_t stream, const char *function,
+                                 recap_graph_t *graph) {
+  RECAP__CHECK(recap__registry_find_stream(stream, graph));
+  if (!*graph || (*graph)->state != RECAP__GRAPH_CAPTURING)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "%s: stream %p is not capturing into a recap graph (call "
+                        "recap_graph_capture_begin on it first)",
+                        function, (void *)stream);
+  return RECAP_SUCCESS;
+}
+
+/* The stream captures again, under a new capture id (or the same): the graph's registry entry,
+ * capture id and allocator route follow. */
+static recap_status_t move_capture(recap_graph_t g, const char *function) {
+  recap__capture_status_t status;
+  uint64_t id = 0;
+  RECAP__CHECK(recap__device()->stream_capture_id(g->capture_stream, &status, &id));
+  if (status != RECAP__CAPTURE_ACTIVE)
+    return recap__error(RECAP_ERROR_CAPTURE_INVALIDATED,
+                        "%s: the capture was invalidated as it resumed; the graph is fresh "
+                        "again",
+                        function);
+  /* Removed first, so that adding cannot need more room. */
+  recap__registry_remove(g->capture_id);
+  RECAP__CHECK(recap__registry_add(id, g));
+  g->capture_id = id;
+  return recap__pool_route_move(g->device, g->pool, id);
+}
+
+/* Abandon graph's capture after a failure (status, whose message stays the last error): the
+ * graph is fresh again. */
+static recap_status_t abandon(recap_graph_t g, recap_status_t status) {
+  recap__saved_error_t cause;
+  recap__error_save(&cause);
+  if (g->old.active)
+    recap__recapture_abandon(g);
+  else
+    (void)recap__graph_abandon(g);
+  recap__error_restore(&cause);
+  return status;
+}
+
+static recap_status_t hooks_body_begin(recap_graph_t g, unsigned depth) {
+  for (size_t i = 0; i < g->hook_count; i++)
+    if (g->hooks[i].hooks->body_begin)
+      RECAP__CHECK(g->hooks[i].hooks->body_begin(g->hooks[i].ctx, g, depth));
+  return RECAP_SUCCESS;
+}
+
+static recap_status_t hooks_body_end(recap_graph_t g, recap_stream_t stream, unsigned depth) {
+  for (size_t i = 0; i < g->hook_count; i++)
+    if (g->hooks[i].hooks->body_end)
+      RECAP__CHECK(g->hooks[i].hooks->body_end(g->hooks[i].ctx, g, stream, depth));
+  return RECAP_SUCCESS;
+}
+
+/* Pause the capture of g's stream: *paused the graph it was building, *deps (malloc'ed) what
+ * came next would have depended on. An invalidated capture (unjoined side streams) is gone:
+ * the graph is abandoned. Any other failure leaves the capture as it was. */
+static recap_status_t pause_capture(recap_graph_t g, recap__regions_t *r, const char *function,
+                                    recap_cuda_graph_t *paused, recap__graph_node_t **deps,
+                                    size_t *count) {
+  *paused = NULL;
+  *deps = NULL;
+  *count = 0;
+  recap_status_t s = recap__device()->capture_pause(g->capture_stream, paused, deps, count);
+  if (s == RECAP_ERROR_CAPTURE_INVALIDATED) {
+    /* The seam's message, copied: the new one is written where it lives. */
+    char cause[512];
+    snprintf(cause, sizeof cause, "%s", recap_last_error());
+    recap__error(s,
+                 "%s: the capture ended (%s); side streams forked from it must be joined back "
+                 "into its stream before a region opens or closes; the graph is fresh again",
+                 function, cause);
+    r->paused = true;
+    return abandon(g, s);
+  }
+  if (s == RECAP_SUCCESS) r->paused = true;
+  return s;
+}
+
+/* Check the body just captured: CUDA runs only some node kinds inside a conditional body, and
+ * would accept the others at capture and fail the instantiation much later. */
+static recap_status_t scan_body(recap_cuda_graph_t body, const recap__region_frame_t *f,
+                                unsigned depth, const char *function) {
+  recap_graph_info_t info;
+  memset(&info, 0, sizeof info);
+  RECAP__CHECK(recap__device()->graph_inspect(body, &info));
+  recap_status_t s = RECAP_SUCCESS;
+  for (size_t i = 0; i < info.node_count && s == RECAP_SUCCESS; i++) {
+    const recap_graph_node_t *n = &info.nodes[i];
+    switch (n->type) {
+      case RECAP_NODE_KERNEL:
+      case RECAP_NODE_MEMCPY:
+      case RECAP_NODE_MEMSET:
+      case RECAP_NODE_EMPTY:
+      case RECAP_NODE_GRAPH:
+      case RECAP_NODE_CONDITIONAL: continue;
+      default: break;
+    }
+    s = recap__error(
+        RECAP_ERROR_NOT_SUPPORTED,
+        "%s: branch %u of the %s region opened %u deep holds node %zu of its body, of kind %s%s%s%s, "
+        "which CUDA does not run inside a conditional body (only kernels, copies, memsets, empty "
+        "nodes, child graphs and regions: allocate before the region, record events after it); "
+        "the capture is abandoned and the graph is fresh again",
+        function, f->branch, recap_region_kind_name(f->kind), depth, i,
+        recap_node_type_name(n->type), n->kernel_name ? " (kernel " : "",
+        n->kernel_name ? n->kernel_name : "", n->kernel_name ? ")" : "");
+  }
+  recap__graph_info_clear(&info);
+  return s;
+}
+
+/* Room for n more steps in block, so that appending after a pause cannot fail. */
+static recap_status_t block_reserve(recap__region_block_t *block, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (!recap__region_block_append(block)) {
+      block->count -= i;
+      return RECAP_ERROR_OUT_OF_MEMORY;
+    }
+  block->count -= n;
+  return RECAP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Conditions
+ * ---------------------------------------------------------------------------------------- */
+
+static recap__region_cond_t *find_cond(recap__regions_t *r, recap_cond_t cond) {
+  for (size_t i = 0; r && i < r->cond_count; i++)
+    if (r->conds[i].cond.handle == cond.handle && r->conds[i].cond.flag == cond.flag)
+      return &r->conds[i];
+  return NULL;
+}
+
+recap_status_t recap_cond_create(recap_stream_t stream, unsigned initial, recap_cond_t *cond) {
+  static const char fn[] = "recap_cond_create";
+  RECAP__ARG(cond != NULL, "recap_cond_create: cond is NULL");
+  memset(cond, 0, sizeof *cond);
+  recap_graph_t g;
+  RECAP__CHECK(find_graph(stream, fn, &g));
+  recap__regions_t *r = regions_get(g);
+  if (!r) return recap_last_status();
+  if (r->cond_count == r->cond_capacity) {
+    size_t capacity = r->cond_capacity ? r->cond_capacity * 2 : 8;
+    recap__region_cond_t *grown = recap__host_realloc(r->conds, capacity * sizeof *grown);
+    if (!grown) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    r->conds = grown;
+    r->cond_capacity = capacity;
+  }
+  const recap__device_ops_t *dev = recap__device();
+  recap_cond_t made = {0, NULL};
+  if (r->on_device) {
+    /* The handle belongs to the graph that will hold the region's node. At the top level the
+     * driver sets it at every launch; inside a body a kernel sets it each time the body
+     * reaches this point. */
+    recap_cuda_graph_t target;
+    if (r->depth == 0) {
+      recap__graph_node_t *nodes = NULL;
+      size_t count = 0;
+      RECAP__CHECK(dev->capture_nodes(g->capture_stream, &target, &nodes, &count));
+      free(nodes);
+    } else {
+      const recap__region_frame_t *f = &r->frames[r->depth - 1];
+      target = f->bodies[f->branch];
+    }
+    RECAP__CHECK(dev->cond_handle_create(target, initial, r->depth == 0, &made.handle));
+  } else {
+    void *flag = NULL;
+    RECAP__CHECK(recap_malloc(&flag, sizeof(uint32_t), stream));
+    made.flag = flag;
+  }
+  if (!r->on_device || r->depth > 0) {
+    recap__cond_launch_t launch;
+    memset(&launch, 0, sizeof launch);
+    launch.kind = RECAP__COND_SET_VALUE;
+    launch.cond = made;
+    launch.stream = stream;
+    launch.value = initial;
+    recap_status_t s = dev->cond_launch(&launch);
+    if (s != RECAP_SUCCESS) {
+      if (made.flag) {
+        recap__saved_error_t cause;
+        recap__error_save(&cause);
+        (void)recap_free(made.flag);
+        recap__error_restore(&cause);
+      }
+      return s;
+    }
+  }
+  r->conds[r->cond_count++] =
+      (recap__region_cond_t){.cond = made, .context = r->context, .used = false, .held = false};
+  *cond = made;
+  return RECAP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Regions
+ * ---------------------------------------------------------------------------------------- */
+
+static recap__cond_kind_t cuda_kind(recap_region_kind_t kind) {
+  switch (kind) {
+    case RECAP_REGION_WHILE: return RECAP__COND_WHILE;
+    case RECAP_REGION_SWITCH: return RECAP__COND_SWITCH;
+    default: return RECAP__COND_IF; /* IF, and IF_ELSE with two bodies */
+  }
+}
+
+/* Checks of recap_region_begin that need no capture. */
+static recap_status_t check_kind(recap_region_kind_t kind, unsigned *branches) {
+  RECAP__ARG(kind >= RECAP_REGION_WHILE && kind <= RECAP_REGION_SWITCH,
+             "recap_region_begin: kind %d is not one of RECAP_REGION_WHILE, RECAP_REGION_IF, "
+             "RECAP_REGION_IF_ELSE, RECAP_REGION_SWITCH",
+             (int)kind);
+  unsigned want = kind == RECAP_REGION_IF_ELSE ? 2 : 1;
+  if (kind == RECAP_REGION_SWITCH) {
+    RECAP__ARG(*branches >= 1 && *branches <= RECAP_REGION_MAX_BRANCHES,
+               "recap_region_begin: branches is %u, but a switch region has 1 to %d branches "
+               "(there is no default)",
+               *branches, (int)RECAP_REGION_MAX_BRANCHES);
+    return RECAP_SUCCESS;
+  }
+  RECAP__ARG(*branches == 0 || *branches == want,
+             "recap_region_begin: branches is %u, but a %s region has %u (pass 0 or %u)", *branches,
+             recap_region_kind_name(kind), want, want);
+  *branches = want;
+  return RECAP_SUCCESS;
+}
+
+/* The checks that leave the capture unharmed; *cond_out the condition's entry. */
+static recap_status_t check_begin(recap_graph_t g, recap_stream_t stream, recap_cond_t cond,
+                                  recap__regions_t **r_out, recap__region_cond_t **cond_out) {
+  static const char fn[] = "recap_region_begin";
+  if (stream != g->capture_stream)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "%s: stream %p takes part in the capture, but the capture was begun on "
+                        "stream %p; open regions on the capture's own stream",
+                        fn, (void *)stream, (void *)g->capture_stream);
+  recap__regions_t *r = g->regions;
+  recap__region_cond_t *c = find_cond(r, cond);
+  if (!c)
+    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                        "%s: cond was not made by recap_cond_create in the capture under way on "
+                        "this stream",
+                        fn);
+  if (c->used)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "%s: cond serves a region already; a condition serves one region (create "
+                        "one per region with recap_cond_create)",
+                        fn);
+  if (c->context != r->context)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "%s: cond was created in %s, but the region opens in %s; create the "
+                        "condition where the region opens",
+                        fn, c->context == 0 ? "the graph's top level" : "another region's body",
+                        r->depth == 0 ? "the graph's top level" : "a region's body");
+  if (r->depth >= RECAP_REGION_MAX_DEPTH)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "%s: %d regions are open already, the most that nest", fn,
+                        (int)RECAP_REGION_MAX_DEPTH);
+  if (!r->on_device && (g->options.rebind != RECAP_REBIND_OFF || g->options.check_input_liveness))
+    return recap__error(RECAP_ERROR_NOT_SUPPORTED,
+                        "%s: the capture runs its regions as a host loop, which has no single "
+                        "executable to %s; capture without %s, or on a driver with conditional "
+                        "nodes (options->regions RECAP_REGIONS_AUTO or DEVICE)",
+                        fn, g->options.rebind != RECAP_REBIND_OFF ? "rebind" : "check inputs of",
+                        g->options.rebind != RECAP_REBIND_OFF ? "options->rebind"
+                                                              : "options->check_input_liveness");
+  *r_out = r;
+  *cond_out = c;
+  return RECAP_SUCCESS;
+}
+
+static recap_status_t begin_device(recap_graph_t g, recap__regions_t *r, recap__region_cond_t *c,
+                                   recap_region_kind_t kind, unsigned branches) {
+  static const char fn[] = "recap_region_begin";
+  const recap__device_ops_t *dev = recap__device();
+  recap_cuda_graph_t *bodies = recap__host_calloc(branches, sizeof *bodies);
+  if (!bodies) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  recap_cuda_graph_t paused;
+  recap__graph_node_t *deps;
+  size_t count;
+  recap_status_t s = pause_capture(g, r, fn, &paused, &deps, &count);
+  if (s != RECAP_SUCCESS) {
+    recap__host_free(bodies);
+    return s;
+  }
+  /* At the top level the paused graph is the capture's own, the region layer's from now on
+   * until a capture_end hands it out (region_internal.h). */
+  if (r->depth == 0) r->top_graph = paused;
+  recap__graph_node_t node = NULL;
+  s = dev->cond_node_add(paused, deps, count, cuda_kind(kind), c->cond.handle, branches, &node,
+                         bodies);
+  if (s != RECAP_SUCCESS) {
+    /* The node is not there: the capture goes on where it was. */
+    recap__saved_error_t cause;
+    recap__error_save(&cause);
+    recap_status_t resumed = dev->capture_to_graph(g->capture_stream, paused, deps, count,
+                                                   (recap__capture_mode_t)g->options.mode);
+    free(deps);
+    recap__host_free(bodies);
+    if (resumed != RECAP_SUCCESS) return abandon(g, recap__error_restore(&cause));
+    r->paused = false;
+    if (move_capture(g, fn) != RECAP_SUCCESS) return abandon(g, recap__error_restore(&cause));
+    return recap__error_restore(&cause);
+  }
+  free(deps);
+  recap__region_frame_t *f = &r->frames[r->depth++];
+  memset(f, 0, sizeof *f);
+  f->kind = kind;
+  f->branches = branches;
+  f->stream = g->capture_stream;
+  f->parent_context = r->context;
+  f->parent_graph = paused;
+  f->node = node;
+  f->bodies = bodies;
+  c->used = true;
+  r->context = ++r->next_context;
+  s = dev->capture_to_graph(g->capture_stream, bodies[0], NULL, 0,
+                            (recap__capture_mode_t)g->options.mode);
+  if (s != RECAP_SUCCESS) return abandon(g, s);
+  r->paused = false;
+  return RECAP_SUCCESS;
+}
+
+static recap_status_t begin_host(recap_graph_t g, recap__regions_t *r, recap__region_cond_t *c,
+                                 recap_region_kind_t kind, unsigned branches) {
+  static const char fn[] = "recap_region_begin";
+  recap__region_block_t *bodies = recap__host_calloc(branches, sizeof *bodies);
+  if (!bodies || block_reserve(r->current, 2) != RECAP_SUCCESS) {
+    recap__host_free(bodies);
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  }
+  recap_cuda_graph_t paused;
+  recap__graph_node_t *deps;
+  size_t count;
+  recap_status_t s = pause_capture(g, r, fn, &paused, &deps, &count);
+  free(deps);
+  if (s != RECAP_SUCCESS) {
+    recap__host_free(bodies);
+    return s;
+  }
+  recap__region_step_t *segment = recap__region_block_append(r->current);
+  segment->graph = paused;
+  /* Inside a body, the segment that ends here is part of that body: the device path checks a
+   * whole body at its end, the host path each of its segments as it ends. */
+  if (r->depth > 0) {
+    s = scan_body(paused, &r->frames[r->depth - 1], r->depth, fn);
+    if (s != RECAP_SUCCESS) {
+      recap__host_free(bodies);
+      return abandon(g, s);
+    }
+  }
+  size_t index = r->current->count;
+  recap__region_step_t *step = recap__region_block_append(r->current);
+  step->is_region = true;
+  step->kind = kind;
+  step->flag = c->cond.flag;
+  step->branches = branches;
+  step->bodies = bodies;
+  r->host_loop = true;
+  recap__region_frame_t *f = &r->frames[r->depth++];
+  memset(f, 0, sizeof *f);
+  f->kind = kind;
+  f->branches = branches;
+  f->stream = g->capture_stream;
+  f->parent_context = r->context;
+  f->parent_block = r->current;
+  f->step = index;
+  c->used = true;
+  r->context = ++r->next_context;
+  r->current = &bodies[0];
+  s = recap__device()->stream_begin_capture(g->capture_stream,
+                                            (recap__capture_mode_t)g->options.mode);
+  if (s != RECAP_SUCCESS) return abandon(g, s);
+  r->paused = false;
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_region_begin(recap_stream_t stream, recap_region_kind_t kind,
+                                  recap_cond_t cond, unsigned branches) {
+  static const char fn[] = "recap_region_begin";
+  RECAP__CHECK(check_kind(kind, &branches));
+  recap_graph_t g;
+  RECAP__CHECK(find_graph(stream, fn, &g));
+  if (!regions_get(g)) return recap_last_status();
+  recap__regions_t *r = NULL;
+  recap__region_cond_t *c = NULL;
+  RECAP__CHECK(check_begin(g, stream, cond, &r, &c));
+  RECAP__CHECK(r->on_device ? begin_device(g, r, c, kind, branches)
+                            : begin_host(g, r, c, kind, branches));
+  recap_status_t s = move_capture(g, fn);
+  if (s == RECAP_SUCCESS) s = hooks_body_begin(g, r->depth);
+  if (s != RECAP_SUCCESS) return abandon(g, s);
+  return RECAP_SUCCESS;
+}
+
+/* The innermost region of the capture on stream, checked for a branch's end. */
+static recap_status_t check_close(recap_stream_t stream, const char *function, recap_graph_t *g_out,
+                                  recap__regions_t **r_out) {
+  recap_graph_t g;
+  RECAP__CHECK(find_graph(stream, function, &g));
+  recap__regions_t *r = g->regions;
+  if (!r || r->depth == 0)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "%s: no region is open in the capture under way on stream %p (open one "
+                        "with recap_region_begin)",
+                        function, (void *)stream);
+  const recap__region_frame_t *f = &r->frames[r->depth - 1];
+  if (stream != f->stream)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "%s: the innermost region (%s, %u deep) was opened on stream %p, not on "
+                        "stream %p; close it on the stream it was opened on",
+                        function, recap_region_kind_name(f->kind), r->depth, (void *)f->stream,
+                        (void *)stream);
+  *g_out = g;
+  *r_out = r;
+  return RECAP_SUCCESS;
+}
+
+/* End the branch being captured: the layers' body_end hooks, the pause, the scan of the body
+ * (the host path keeps the body's last segment). On success the stream does not capture. */
+static recap_status_t close_branch(recap_graph_t g, recap__regions_t *r, const char *function) {
+  RECAP__CHECK(hooks_body_end(g, g->capture_stream, r->depth));
+  if (!r->on_device && block_reserve(r->current, 1) != RECAP_SUCCESS)
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory", function);
+  recap_cuda_graph_t body;
+  recap__graph_node_t *deps;
+  size_t count;
+  RECAP__CHECK(pause_capture(g, r, function, &body, &deps, &count));
+  free(deps);
+  /* Device path: body is the node's, owned by it; host path: a segment of the program. */
+  if (!r->on_device) recap__region_block_append(r->current)->graph = body;
+  recap_status_t s = scan_body(body, &r->frames[r->depth - 1], r->depth, function);
+  if (s == RECAP_SUCCESS && r->on_device) s = recap__regions_hold_unused(r, r->context, body);
+  if (s != RECAP_SUCCESS) return abandon(g, s);
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_region_next_branch(recap_stream_t stream) {
+  static const char fn[] = "recap_region_next_branch";
+  recap_graph_t g;
+  recap__regions_t *r;
+  RECAP__CHECK(check_close(stream, fn, &g, &r));
+  recap__region_frame_t *f = &r->frames[r->depth - 1];
+  if (f->branch + 1 >= f->branches)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "%s: the innermost region (%s, %u deep) has %u branch%s, and branch %u "
+                        "is its last; close it with recap_region_end",
+                        fn, recap_region_kind_name(f->kind), r->depth, f->branches,
+                        f->branches == 1 ? "" : "es", f->branch);
+  RECAP__CHECK(close_branch(g, r, fn));
+  f->branch++;
+  r->context = ++r->next_context;
+  recap_status_t s;
+  if (r->on_device) {
+    s = recap__device()->capture_to_graph(g->capture_stream, f->bodies[f->branch], NULL, 0,
+                                          (recap__capture_mode_t)g->options.mode);
+  } else {
+    r->current = &f->parent_block->steps[f->step].bodies[f->branch];
+    s = recap__device()->stream_begin_capture(g->capture_stream,
+                                              (recap__capture_mode_t)g->options.mode);
+  }
+  if (s != RECAP_SUCCESS) return abandon(g, s);
+  r->paused = false;
+  s = move_capture(g, fn);
+  if (s == RECAP_SUCCESS) s = hooks_body_begin(g, r->depth);
+  if (s != RECAP_SUCCESS) return abandon(g, s);
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_region_end(recap_stream_t stream) {
+  static const char fn[] = "recap_region_end";
+  recap_graph_t g;
+  recap__regions_t *r;
+  RECAP__CHECK(check_close(stream, fn, &g, &r));
+  RECAP__CHECK(close_branch(g, r, fn));
+  recap__region_frame_t *f = &r->frames[r->depth - 1];
+  recap_status_t s = RECAP_SUCCESS;
+  if (r->on_device) {
+    /* CUDA refuses to instantiate a conditional node with an empty body: a branch that holds no
+     * node (never captured, or captured empty) gets an empty node. */
+    for (unsigned b = 0; b < f->branches && s == RECAP_SUCCESS; b++) {
+      size_t nodes = 0;
+      s = recap__device()->graph_node_count(f->bodies[b], &nodes);
+      if (s == RECAP_SUCCESS && nodes == 0) s = recap__device()->graph_add_empty(f->bodies[b]);
+    }
+    if (s == RECAP_SUCCESS)
+      s = recap__device()->capture_to_graph(g->capture_stream, f->parent_graph, &f->node, 1,
+                                            (recap__capture_mode_t)g->options.mode);
+  } else {
+    s = recap__device()->stream_begin_capture(g->capture_stream,
+                                              (recap__capture_mode_t)g->options.mode);
+  }
+  if (s != RECAP_SUCCESS) return abandon(g, s);
+  /* The stream captures the parent again: the frame goes. */
+  r->paused = false;
+  if (!r->on_device) r->current = f->parent_block;
+  r->context = f->parent_context;
+  recap__host_free(f->bodies);
+  memset(f, 0, sizeof *f);
+  r->depth--;
+  s = move_capture(g, fn);
+  if (s != RECAP_SUCCESS) return abandon(g, s);
+  return RECAP_SUCCESS;
+}
+
+/* Whether a condition made in context has a handle that neither a region nor an empty IF node
+ * holds yet. */
+static bool unheld_in(const recap__regions_t *r, uint64_t context) {
+  for (size_t i = 0; i < r->cond_count; i++) {
+    const recap__region_cond_t *c = &r->conds[i];
+    if (!c->used && !c->held && c->context == context && c->cond.handle) return true;
+  }
+  return false;
+}
+
+recap_status_t recap__regions_check_end(recap_graph_t graph) {
+  static const char fn[] = "recap_graph_capture_end";
+  recap__regions_t *r = graph->regions;
+  if (!r) return RECAP_SUCCESS;
+  if (r->depth > 0) {
+    const recap__region_frame_t *f = &r->frames[r->depth - 1];
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "%s: the %s region opened %u deep is still open (in its branch %u); "
+                        "close it with recap_region_end (and every region around it), then end "
+                        "the capture again, which goes on",
+                        fn, recap_region_kind_name(f->kind), r->depth, f->branch);
+  }
+  if (!r->on_device || !unheld_in(r, 0)) return RECAP_SUCCESS;
+  /* Top-level conditions no region used: their handles get empty IF nodes in the capture's
+   * graph, added while the capture is paused (as a region's node is), before it ends. */
+  recap_cuda_graph_t paused;
+  recap__graph_node_t *deps;
+  size_t count;
+  RECAP__CHECK(pause_capture(graph, r, fn, &paused, &deps, &count));
+  r->top_graph = paused;
+  recap_status_t s = recap__regions_hold_unused(r, 0, paused);
+  if (s == RECAP_SUCCESS)
+    s = recap__device()->capture_to_graph(graph->capture_stream, paused, deps, count,
+                                          (recap__capture_mode_t)graph->options.mode);
+  free(deps);
+  if (s != RECAP_SUCCESS) return abandon(graph, s);
+  r->paused = false;
+  s = move_capture(graph, fn);
+  if (s != RECAP_SUCCESS) return abandon(graph, s);
+  return RECAP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Ready kernels
+ * ---------------------------------------------------------------------------------------- */
+
+/* cond valid in the capture under way on stream: the launch's common part. */
+static recap_status_t ready_launch(recap_cond_t cond, recap_stream_t stream, const char *function,
+                                   recap__cond_launch_t *launch) {
+  recap_graph_t g;
+  RECAP__CHECK(find_graph(stream, function, &g));
+  if (!find_cond(g->regions, cond))
+    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                        "%s: cond was not made by recap_cond_create in the capture under way on "
+                        "stream %p",
+                        function, (void *)stream);
+  launch->cond = cond;
+  launch->stream = stream;
+  return recap__device()->cond_launch(launch);
+}
+
+recap_status_t recap_cond_set_value(recap_cond_t cond, unsigned value, recap_stream_t stream) {
+  recap__cond_launch_t launch;
+  memset(&launch, 0, sizeof launch);
+  launch.kind = RECAP__COND_SET_VALUE;
+  launch.value = value;
+  return ready_launch(cond, stream, "recap_cond_set_value", &launch);
+}
+
+recap_status_t recap_cond_set_from(recap_cond_t cond, const uint32_t *value,
+                                   recap_stream_t stream) {
+  RECAP__ARG(value != NULL, "recap_cond_set_from: value is NULL");
+  recap__cond_launch_t launch;
+  memset(&launch, 0, sizeof launch);
+  launch.kind = RECAP__COND_SET_FROM;
+  launch.from = value;
+  return ready_launch(cond, stream, "recap_cond_set_from", &launch);
+}
+
+recap_status_t recap_cond_countdown(recap_cond_t cond, uint32_t *counter, recap_stream_t stream) {
+  RECAP__ARG(counter != NULL, "recap_cond_countdown: counter is NULL");
+  recap__cond_launch_t launch;
+  memset(&launch, 0, sizeof launch);
+  launch.kind = RECAP__COND_COUNTDOWN;
+  launch.counter = counter;
+  return ready_launch(cond, stream, "recap_cond_countdown", &launch);
+}
+
+/* The threshold in the operand's type; integers truncated toward zero, and refused out of
+ * their range (the conversion would be undefined). */
+static recap_status_t convert_threshold(const recap_cond_compare_t *c,
+                                        recap__cond_launch_t *launch) {
+  static const char fn[] = "recap_cond_compare";
+  double t = c->threshold, whole = trunc(t);
+  switch (c->dtype) {
+    case RECAP_COND_F32: launch->threshold.f32 = (float)t; return RECAP_SUCCESS;
+    case RECAP_COND_F64: launch->threshold.f64 = t; return RECAP_SUCCESS;
+    case RECAP_COND_I32:
+      RECAP__ARG(whole >= -2147483648.0 && whole <= 2147483647.0,
+                 "%s: compare->threshold %g does not fit RECAP_COND_I32", fn, t);
+      launch->threshold.i32 = (int32_t)whole;
+      return RECAP_SUCCESS;
+    case RECAP_COND_U32:
+      RECAP__ARG(whole >= 0.0 && whole <= 4294967295.0,
+                 "%s: compare->threshold %g does not fit RECAP_COND_U32", fn, t);
+      launch->threshold.u32 = (uint32_t)whole;
+      return RECAP_SUCCESS;
+    case RECAP_COND_I64:
+      RECAP__ARG(whole >= -9223372036854775808.0 && whole < 9223372036854775808.0,
+                 "%s: compare->threshold %g does not fit RECAP_COND_I64", fn, t);
+      launch->threshold.i64 = (int64_t)whole;
+      return RECAP_SUCCESS;
+  }
+  return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                      "%s: compare->dtype %d is not a recap_cond_dtype_t", fn, (int)c->dtype);
+}
+
+recap_status_t recap_cond_compare(recap_cond_t cond, const recap_cond_compare_t *compare,
+                                  recap_stream_t stream) {
+  static const char fn[] = "recap_cond_compare";
+  RECAP__ARG(compare != NULL, "%s: compare is NULL", fn);
+  recap_cond_compare_t c = RECAP_COND_COMPARE_INIT;
+  RECAP__CHECK(RECAP__OPTIONS_COPY(&c, compare, recap_cond_compare_t, max_iterations, fn,
+                                   "RECAP_COND_COMPARE_INIT"));
+  RECAP__ARG(c.value != NULL, "%s: compare->value is NULL (give the device scalar to compare)", fn);
+  RECAP__ARG(c.op >= RECAP_COND_GT && c.op <= RECAP_COND_NE,
+             "%s: compare->op %d is not a recap_cond_op_t", fn, (int)c.op);
+  recap__cond_launch_t launch;
+  memset(&launch, 0, sizeof launch);
+  launch.kind = RECAP__COND_COMPARE;
+  launch.operand = c.value;
+  launch.dtype = c.dtype;
+  launch.op = c.op;
+  launch.counter = c.iterations;
+  launch.max = c.max_iterations;
+  RECAP__CHECK(convert_threshold(&c, &launch));
+  return ready_launch(cond, stream, fn, &launch);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Loops
+ * ---------------------------------------------------------------------------------------- */
+
+/* A step or check of the loop failed with status: the capture is abandoned (unless the failure
+ * did it already) and status returned, its message kept. */
+static recap_status_t loop_failed(recap_graph_t g, recap_status_t status) {
+  if (g->state != RECAP__GRAPH_CAPTURING) return status;
+  return abandon(g, status);
+}
+
+recap_status_t recap_loop_capture(recap_stream_t stream, const recap_loop_t *loop) {
+  static const char fn[] = "recap_loop_capture";
+  RECAP__ARG(loop != NULL, "%s: loop is NULL", fn);
+  recap_loop_t l = RECAP_LOOP_INIT;
+  RECAP__CHECK(RECAP__OPTIONS_COPY(&l, loop, recap_loop_t, initial, fn, "RECAP_LOOP_INIT"));
+  RECAP__ARG(l.step != NULL, "%s: loop->step is NULL (the function that enqueues one step)", fn);
+  RECAP__ARG(l.check != NULL, "%s: loop->check is NULL (the function that sets the condition)", fn);
+  if (l.unroll == 0) l.unroll = 1;
+  recap_graph_t g;
+  RECAP__CHECK(find_graph(stream, fn, &g));
+  recap_cond_t cond;
+  RECAP__CHECK(recap_cond_create(stream, l.initial, &cond));
+  RECAP__CHECK(recap_region_begin(stream, RECAP_REGION_WHILE, cond, 1));
+  for (unsigned copy = 0; copy < l.unroll; copy++) {
+    recap_status_t s = l.step(l.ctx, stream, copy);
+    if (s != RECAP_SUCCESS) return loop_failed(g, s);
+  }
+  recap_status_t s = l.check(l.ctx, cond, stream);
+  if (s != RECAP_SUCCESS) return loop_failed(g, s);
+  return recap_region_end(stream);
+}
