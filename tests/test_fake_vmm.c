@@ -117,8 +117,9 @@ static void reserve_and_release_ranges(void **state) {
   void *p = &p;
   EXPECT_STATUS(ops->vmm_reserve(&p, G + 512), RECAP_ERROR_INVALID_ARGUMENT);
   assert_null(p);
-  assert_last_error_has("cuMemAddressReserve: the size 0x10200 is not a multiple of device 0's "
-                        "minimum VMM granularity, 65536 bytes");
+  assert_last_error_has(
+      "cuMemAddressReserve: the size 0x10200 is not a multiple of device 0's "
+      "minimum VMM granularity, 65536 bytes");
   EXPECT_STATUS(ops->vmm_reserve(&p, 0), RECAP_ERROR_INVALID_ARGUMENT);
   assert_last_error_has("the size is 0");
   EXPECT_STATUS(ops->vmm_reserve(NULL, G), RECAP_ERROR_INVALID_ARGUMENT);
@@ -169,8 +170,9 @@ static void chunks_count_against_the_device(void **state) {
   recap__vmm_handle_t h = 7;
   EXPECT_STATUS(ops->vmm_create(&h, 8 * G), RECAP_ERROR_OUT_OF_MEMORY);
   assert_int_equal(h, 0);
-  assert_last_error_has("cuMemCreate: out of memory (CUDA_ERROR_OUT_OF_MEMORY): tried to create "
-                        "a chunk of 524288 bytes on fake device 0, which has 262144 bytes free");
+  assert_last_error_has(
+      "cuMemCreate: out of memory (CUDA_ERROR_OUT_OF_MEMORY): tried to create "
+      "a chunk of 524288 bytes on fake device 0, which has 262144 bytes free");
   void *raw = NULL;
   EXPECT_STATUS(ops->raw_malloc(&raw, 5 * G), RECAP_ERROR_OUT_OF_MEMORY);
   OK(ops->raw_malloc(&raw, 4 * G));
@@ -226,7 +228,8 @@ static void contents_survive_unmap_and_map(void **state) {
   assert_true(write_faults(range + 2 * G)); /* a new mapping starts without access */
   OK(ops->vmm_set_access(range + 2 * G, 2 * G));
   assert_int_equal(range[2 * G], 42);
-  for (size_t i = 4096; i < 2 * G; i += 4096) assert_int_equal(range[2 * G + i], (char)(i / 4096 + 1));
+  for (size_t i = 4096; i < 2 * G; i += 4096)
+    assert_int_equal(range[2 * G + i], (char)(i / 4096 + 1));
 
   /* Part of a chunk: its first bytes. */
   OK(ops->vmm_map(range + 6 * G, G, h));
@@ -385,6 +388,24 @@ static void pinned_host_memory(void **state) {
   assert_int_equal(c.calls[RECAP__FAKE_FAULT_HOST_FREE_PINNED], 4);
 }
 
+/* The cuMem* calls are no stream work: a global capture allows them and stays intact. */
+static void captures_allow_vmm(void **state) {
+  (void)state;
+  reset_small(0);
+  char *range = reserve(G);
+  recap_stream_t cs = recap__fake_stream_new();
+  assert_int_not_equal(recap__fake_capture_begin(cs, RECAP__CAPTURE_MODE_GLOBAL), 0);
+  recap__vmm_handle_t h = create(G);
+  OK(ops->vmm_map(range, G, h));
+  OK(ops->vmm_set_access(range, G));
+  range[0] = 1;
+  OK(ops->vmm_unmap(range, G));
+  OK(ops->vmm_release(h));
+  assert_int_equal(capture_status(cs, NULL), RECAP__CAPTURE_ACTIVE);
+  assert_true(recap__fake_capture_end(cs));
+  OK(ops->vmm_release_range(range, G));
+}
+
 /* ---- faults -------------------------------------------------------------------------------- */
 
 static void faults_change_nothing(void **state) {
@@ -402,8 +423,9 @@ static void faults_change_nothing(void **state) {
   size_t g = 0;
   recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_GRANULARITY, 1);
   EXPECT_STATUS(ops->vmm_granularity(&g, NULL), RECAP_ERROR_CUDA);
-  assert_last_error_has("cuMemGetAllocationGranularity: unknown error (cudaErrorUnknown): fault "
-                        "injected by the fake device into VMM granularity call 1");
+  assert_last_error_has(
+      "cuMemGetAllocationGranularity: unknown error (cudaErrorUnknown): fault "
+      "injected by the fake device into VMM granularity call 1");
   assert_int_equal(g, 0);
 
   void *p = &p;
@@ -416,8 +438,9 @@ static void faults_change_nothing(void **state) {
   recap__vmm_handle_t x = 5;
   recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_CREATE, 1);
   EXPECT_STATUS(ops->vmm_create(&x, G), RECAP_ERROR_OUT_OF_MEMORY);
-  assert_last_error_has("cuMemCreate: out of memory: fault injected by the fake device into VMM "
-                        "chunk creation call");
+  assert_last_error_has(
+      "cuMemCreate: out of memory: fault injected by the fake device into VMM "
+      "chunk creation call");
   assert_int_equal(x, 0);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE, 1);
   EXPECT_STATUS(ops->vmm_release(spare), RECAP_ERROR_CUDA);
@@ -450,7 +473,8 @@ static void faults_change_nothing(void **state) {
   OK(ops->vmm_release_range(range, 4 * G));
   OK(ops->host_free_pinned(host));
   after = recap__fake_now();
-  assert_int_equal(after.calls[RECAP__FAKE_FAULT_VMM_MAP], before.calls[RECAP__FAKE_FAULT_VMM_MAP] + 2);
+  assert_int_equal(after.calls[RECAP__FAKE_FAULT_VMM_MAP],
+                   before.calls[RECAP__FAKE_FAULT_VMM_MAP] + 2);
   assert_int_equal(after.vmm_chunks_live, 0);
   assert_int_equal(after.bytes_in_use[0], 0);
 }
@@ -489,6 +513,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(map_refusals),
       cmocka_unit_test(release_while_mapped),
       cmocka_unit_test(pinned_host_memory),
+      cmocka_unit_test(captures_allow_vmm),
       cmocka_unit_test(faults_change_nothing),
       cmocka_unit_test(reset_gives_everything_back),
   };

@@ -33,10 +33,10 @@ enum { MAX_DEVICES = 64 };
 static _Atomic size_t minimum_granularity[MAX_DEVICES];
 
 /* Fetch driver function `symbol` (ABI 12.0: none of the cuMem* calls changed since 10.2). */
-#define FETCH(type, var, symbol)                                               \
-  type var;                                                                    \
-  do {                                                                         \
-    void *fetch_p_ = NULL;                                                     \
+#define FETCH(type, var, symbol)                                                \
+  type var;                                                                     \
+  do {                                                                          \
+    void *fetch_p_ = NULL;                                                      \
     RECAP__CHECK(recap__driver_get(symbol, RECAP__DRIVER_ABI_12_0, &fetch_p_)); \
     RECAP__DRIVER_ASSIGN(var, fetch_p_);                                        \
   } while (0)
@@ -119,7 +119,8 @@ recap_status_t recap__cuda_vmm_granularity(size_t *minimum, size_t *recommended)
   size_t g = 0;
   RECAP__CHECK(device_granularity(&device, &g));
   if (minimum) *minimum = g;
-  if (recommended) RECAP__CHECK(granularity_of(device, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED, recommended));
+  if (recommended)
+    RECAP__CHECK(granularity_of(device, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED, recommended));
   return RECAP_SUCCESS;
 }
 
@@ -134,8 +135,8 @@ recap_status_t recap__cuda_vmm_reserve(void **ptr, size_t size) {
   CUdeviceptr at = 0;
   recap__cu_result_t r = reserve(&at, size, g, 0, 0);
   if (r != RECAP__CU_SUCCESS)
-    return recap__driver_fail(r, __FILE__, __LINE__, "cuMemAddressReserve(%zu bytes, alignment %zu)",
-                              size, g);
+    return recap__driver_fail(r, __FILE__, __LINE__,
+                              "cuMemAddressReserve(%zu bytes, alignment %zu)", size, g);
   *ptr = (void *)(uintptr_t)at;
   return RECAP_SUCCESS;
 }
@@ -192,7 +193,8 @@ recap_status_t recap__cuda_vmm_map(void *ptr, size_t size, recap__vmm_handle_t h
   RECAP__CHECK(check("cuMemMap", "address", (uintptr_t)ptr, g, device));
   RECAP__CHECK(check("cuMemMap", "size", size, g, device));
   FETCH(PFN_cuMemMap_v10020, map, "cuMemMap");
-  recap__cu_result_t r = map((CUdeviceptr)(uintptr_t)ptr, size, 0, (CUmemGenericAllocationHandle)handle, 0);
+  recap__cu_result_t r =
+      map((CUdeviceptr)(uintptr_t)ptr, size, 0, (CUmemGenericAllocationHandle)handle, 0);
   if (r != RECAP__CU_SUCCESS)
     return recap__driver_fail(r, __FILE__, __LINE__, "cuMemMap(%p, %zu bytes, handle 0x%llx)", ptr,
                               size, (unsigned long long)handle);

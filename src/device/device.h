@@ -303,7 +303,7 @@ typedef struct recap__device_ops {
    * are made and mapped into it, and unmapped and released again. Every op acts for the
    * calling thread's current device and pinned device memory (CU_MEM_ALLOCATION_TYPE_PINNED,
    * CU_MEM_LOCATION_TYPE_DEVICE); none is ordered on a stream (callers synchronize what uses
-   * the memory first). Sizes and addresses must be multiples of the minimum granularity:
+   * the memory first), and none is refused during a capture. Sizes and addresses must be multiples of the minimum granularity:
    * otherwise RECAP_ERROR_INVALID_ARGUMENT naming the granularity, before CUDA is called; the
    * other refusals are CUDA's (RECAP_ERROR_CUDA, the message naming the cuMem call and the
    * CUDA error).

@@ -149,6 +149,7 @@
  *    over unmapped addresses; release_range of anything but a whole range, or of one still
  *    holding mappings; release of an unknown handle. vmm_release of a mapped chunk succeeds, as
  *    on CUDA: the handle is gone and the memory stays until its last mapping is unmapped.
+ *    No vmm_* op is refused during a capture (they are no stream work).
  *    host_alloc_pinned is host memory (not counted against the device), refused under a
  *    forbidding capture as raw_malloc is, and so is host_free_pinned; freeing a pointer it did
  *    not give out is RECAP_ERROR_CUDA (cudaErrorInvalidValue). Counters: vmm_chunks_live,

@@ -338,14 +338,14 @@ recap_status_t recap__fake_op_vmm_unmap(void *ptr, size_t size) {
              refuse_granular(&f, "cuMemUnmap", "size", size, device)) {
   } else if (mapped_within(p, size, &cut) != size || cut) {
     recap__fake_note(&f, RECAP_ERROR_CUDA,
-                     "cuMemUnmap: invalid argument (CUDA_ERROR_INVALID_VALUE): [%p, +%zu) %s",
-                     ptr, size,
+                     "cuMemUnmap: invalid argument (CUDA_ERROR_INVALID_VALUE): [%p, +%zu) %s", ptr,
+                     size,
                      cut ? "cuts a mapping; unmap whole mappings only"
                          : "covers addresses that are not mapped");
   } else {
     /* The addresses become a reservation again before the records go. */
-    void *at = mmap(p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
-                    -1, 0);
+    void *at =
+        mmap(p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
     if (at == MAP_FAILED) {
       recap__fake_note(&f, RECAP_ERROR_OUT_OF_MEMORY,
                        "cuMemUnmap: out of memory (CUDA_ERROR_OUT_OF_MEMORY): the host could not "

@@ -4,8 +4,8 @@
  * (src/device/cuda_vmm.c) on a real device, called through the seam's table with nothing above
  * it: the granularity, a reserved range, chunks counted by cudaMemGetInfo, map and access,
  * contents kept across unmap and map of the same chunk, a chunk released while mapped, the
- * refusals recap checks itself and some of CUDA's, and copies between pinned host memory and
- * mapped device memory.
+ * refusals recap checks itself and some of CUDA's, copies between pinned host memory and mapped
+ * device memory, and what a global capture allows of them (as the CPU fake models it).
  */
 #include <stdarg.h>
 #include <stddef.h>
@@ -134,11 +134,49 @@ static void out_of_memory(void **state) {
   assert_int_equal(h, 0);
 }
 
+/* What the fake models of captures, checked on CUDA: the cuMem* calls are no stream work and
+ * leave a global capture intact; cudaHostAlloc under it is refused and invalidates it. */
+static void captures_and_vmm(void **state) {
+  (void)state;
+  size_t g = 0;
+  const recap__device_ops_t *ops = seam(&g);
+  cudaStream_t s = gpu_stream();
+  void *range = NULL;
+  OK(ops->vmm_reserve(&range, g));
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  recap__vmm_handle_t h = 0;
+  OK(ops->vmm_create(&h, g));
+  OK(ops->vmm_map(range, g, h));
+  OK(ops->vmm_set_access(range, g));
+  OK(ops->vmm_unmap(range, g));
+  OK(ops->vmm_release(h));
+  enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  CUDA_OK(cudaStreamIsCapturing(s, &status));
+  assert_int_equal(status, cudaStreamCaptureStatusActive);
+  cudaGraph_t graph = NULL;
+  CUDA_OK(cudaStreamEndCapture(s, &graph));
+  CUDA_OK(cudaGraphDestroy(graph));
+
+  CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  void *host = NULL;
+  recap_status_t st = ops->host_alloc_pinned(&host, 4096);
+  graph = NULL;
+  cudaError_t end = cudaStreamEndCapture(s, &graph);
+  (void)cudaGetLastError();
+  if (graph) CUDA_OK(cudaGraphDestroy(graph));
+  if (host) OK(ops->host_free_pinned(host));
+  assert_int_equal(st, RECAP_ERROR_CAPTURE_INVALIDATED);
+  assert_int_equal(end, cudaErrorStreamCaptureInvalidated);
+  OK(ops->vmm_release_range(range, g));
+  CUDA_OK(cudaStreamDestroy(s));
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(map_unmap_keeps_contents),
       cmocka_unit_test(refusals),
       cmocka_unit_test(out_of_memory),
+      cmocka_unit_test(captures_and_vmm),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }
