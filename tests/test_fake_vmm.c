@@ -197,6 +197,23 @@ static void chunks_count_against_the_device(void **state) {
   OK(ops->vmm_release(c));
 }
 
+/* A chunk is the current device's: its bytes count there and nowhere else. */
+static void chunks_belong_to_the_current_device(void **state) {
+  (void)state;
+  recap__fake_config_t cfg = {.device_count = 2, .vmm_granularity = G, .memory_per_device = MiB};
+  recap__fake_reset(&cfg);
+  OK(ops->set_device(1));
+  recap__vmm_handle_t h = create(4 * G);
+  assert_int_equal(free_bytes(), MiB - 4 * G);
+  OK(ops->set_device(0));
+  assert_int_equal(free_bytes(), MiB);
+  recap__fake_counters_t c = recap__fake_now();
+  assert_int_equal(c.bytes_in_use[0], 0);
+  assert_int_equal(c.bytes_in_use[1], 4 * G);
+  OK(ops->vmm_release(h)); /* from another device: the handle names the chunk */
+  assert_int_equal(recap__fake_now().bytes_in_use[1], 0);
+}
+
 /* ---- mapping, access, contents ------------------------------------------------------------- */
 
 static void contents_survive_unmap_and_map(void **state) {
@@ -509,6 +526,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(granularity),
       cmocka_unit_test(reserve_and_release_ranges),
       cmocka_unit_test(chunks_count_against_the_device),
+      cmocka_unit_test(chunks_belong_to_the_current_device),
       cmocka_unit_test(contents_survive_unmap_and_map),
       cmocka_unit_test(map_refusals),
       cmocka_unit_test(release_while_mapped),
