@@ -303,10 +303,10 @@ typedef struct recap__device_ops {
    * are made and mapped into it, and unmapped and released again. Every op acts for the
    * calling thread's current device and pinned device memory (CU_MEM_ALLOCATION_TYPE_PINNED,
    * CU_MEM_LOCATION_TYPE_DEVICE); none is ordered on a stream (callers synchronize what uses
-   * the memory first), and none is refused during a capture. Sizes and addresses must be multiples of the minimum granularity:
-   * otherwise RECAP_ERROR_INVALID_ARGUMENT naming the granularity, before CUDA is called; the
-   * other refusals are CUDA's (RECAP_ERROR_CUDA, the message naming the cuMem call and the
-   * CUDA error).
+   * the memory first), and none is refused during a capture. Sizes and addresses must be
+   * nonzero multiples of the minimum granularity: otherwise RECAP_ERROR_INVALID_ARGUMENT naming
+   * the granularity, before CUDA is called; the other refusals are CUDA's (RECAP_ERROR_CUDA,
+   * the message naming the cuMem call and the CUDA error).
    *
    * vmm_granularity: the minimum and recommended granularity of a chunk
    * (cuMemGetAllocationGranularity, CU_MEM_ALLOC_GRANULARITY_MINIMUM and _RECOMMENDED); either
@@ -336,9 +336,8 @@ typedef struct recap__device_ops {
    *
    * host_alloc_pinned: *ptr receives size bytes of page-locked host memory (cudaHostAlloc,
    * cudaHostAllocDefault), which memcpy_async copies to and from device memory; size 0:
-   * RECAP_ERROR_INVALID_ARGUMENT. Not enough:
-   * RECAP_ERROR_OUT_OF_MEMORY. host_free_pinned gives it back (cudaFreeHost; NULL is a no-op).
-   * Callers make neither call during a capture (cudaFreeHost synchronizes the device): the
+   * RECAP_ERROR_INVALID_ARGUMENT; not enough: RECAP_ERROR_OUT_OF_MEMORY. host_free_pinned
+   * gives it back (cudaFreeHost; NULL is a no-op). Callers make neither call during a capture (cudaFreeHost synchronizes the device): the
    * fake refuses both as it refuses raw_malloc, while a capture forbids potentially unsafe
    * calls from the calling thread (RECAP_ERROR_CAPTURE_INVALIDATED). */
   recap_status_t (*vmm_granularity)(size_t *minimum, size_t *recommended);
