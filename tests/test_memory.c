@@ -192,8 +192,7 @@ static void the_default_pool_and_older_structs(void **state) {
   OK(recap_pool_memory((recap_pool_id_t){0, 0}, &small));
   assert_int_equal(small.allocated_bytes, 5120);
   small.size = offsetof(recap_pool_memory_t, budget_bytes);
-  EXPECT_STATUS(recap_pool_memory((recap_pool_id_t){0, 0}, &small),
-                RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_pool_memory((recap_pool_id_t){0, 0}, &small), RECAP_ERROR_INVALID_ARGUMENT);
   char expected[256];
   snprintf(expected, sizeof expected,
            "recap_pool_memory: info->size is %zu, but a recap_pool_memory_t is %zu to %zu bytes "
@@ -442,8 +441,8 @@ static void the_snapshot_shows_graphs_and_peaks(void **state) {
   OK(recap_memory_snapshot_json(-1, &json));
   cJSON *root = cJSON_Parse(json);
   assert_non_null(root);
-  cJSON *pools = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "devices"), 0),
-                                     "pools");
+  cJSON *pools =
+      cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "devices"), 0), "pools");
   assert_int_equal(cJSON_GetArraySize(pools), 2);
   cJSON *mine = cJSON_GetArrayItem(pools, 1);
   assert_true(cJSON_GetArrayItem(cJSON_GetObjectItem(mine, "id"), 0)->valuedouble ==
@@ -458,8 +457,7 @@ static void the_snapshot_shows_graphs_and_peaks(void **state) {
 
   OK(recap_memory_snapshot_json(-1, &json));
   root = cJSON_Parse(json);
-  pools = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "devices"), 0),
-                              "pools");
+  pools = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(root, "devices"), 0), "pools");
   cJSON *dflt = cJSON_GetArrayItem(pools, 0);
   mine = cJSON_GetArrayItem(pools, 1);
   assert_int_equal(cJSON_GetObjectItem(dflt, "graphs")->valueint, 0);
@@ -489,7 +487,8 @@ static void refusal_text(char *out, size_t cap, recap_pool_id_t pool, uint64_t b
                          size_t segment, int64_t reserved, int64_t allocated) {
   snprintf(out, cap,
            "the capture's budget of %" PRIu64 " bytes (%s) for pool {%" PRIu64 ",%" PRIu64
-           "} would be exceeded by %" PRIu64 " bytes (%s): the request of %zu bytes needs a new "
+           "} would be exceeded by %" PRIu64
+           " bytes (%s): the request of %zu bytes needs a new "
            "segment of %zu bytes, and the pool reserves %" PRId64 " bytes already (%" PRId64
            " allocated); nothing was allocated. Raise budget_bytes in the capture options, or "
            "allocate less during the capture",
@@ -643,8 +642,8 @@ static void a_recapture_over_its_budget_keeps_the_old_capture(void **state) {
   void *big = (void *)1;
   EXPECT_STATUS(recap_malloc(&big, 2 * MiB, s), RECAP_ERROR_OUT_OF_MEMORY);
   char first[512], expected[1024];
-  refusal_text(first, sizeof first, held.pool, 2 * MiB, "2.00 MiB", 20 * MiB, "20.00 MiB",
-               2 * MiB, 20 * MiB, 2 * MiB, 1024);
+  refusal_text(first, sizeof first, held.pool, 2 * MiB, "2.00 MiB", 20 * MiB, "20.00 MiB", 2 * MiB,
+               20 * MiB, 2 * MiB, 1024);
   snprintf(expected, sizeof expected, "recap_malloc: %s", first);
   assert_string_equal(recap_last_error(), expected);
   kernels(s, 2);
