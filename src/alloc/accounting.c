@@ -29,7 +29,8 @@ void recap__pool_account_graph(int device, recap_pool_id_t id, int graphs, int64
   pthread_mutex_lock(&recap__alloc.lock);
   recap__device_state_t *d = recap__alloc.devices[device];
   recap__pool_t *pool = d ? find_pool(d, id) : NULL;
-  RECAP__ASSERT(pool != NULL);
+  /* The graph holds a reference, so the pool exists, unless the allocator's state was dropped
+   * under the graph (recap__alloc_reset, in tests). */
   if (pool) {
     pool->graphs += graphs;
     pool->exec_bytes += exec_bytes;
