@@ -125,6 +125,7 @@ static void a_graph_reports_its_bytes(void **state) {
   assert_int_equal(m.pool_reserved_bytes, 2 * MiB);
   assert_int_equal(m.pool_allocated_bytes, 3584);
   assert_int_equal(m.capture_peak_bytes, 4096);
+  assert_int_equal(m.capture_reserved_bytes, 2 * MiB);
   assert_int_equal(m.exec_bytes, 3 * PER_NODE);
   assert_int_equal(m.nodes, 3);
   assert_int_equal(m.budget_bytes, 0);
@@ -235,6 +236,8 @@ static void peaks_of_two_captures_sharing_a_pool(void **state) {
   recap_graph_memory_t ma = graph_memory(a), mb = graph_memory(b);
   assert_int_equal(ma.capture_peak_bytes, 192 * KiB);
   assert_int_equal(mb.capture_peak_bytes, 96 * KiB); /* a's output and y */
+  assert_int_equal(ma.capture_reserved_bytes, 2 * MiB);
+  assert_int_equal(mb.capture_reserved_bytes, 0); /* a's segment had room */
   assert_int_equal(ma.pool_reserved_bytes, 2 * MiB);
   assert_int_equal(mb.pool_reserved_bytes, 2 * MiB); /* one segment, shared */
   assert_int_equal(ma.pool_allocated_bytes, 64 * KiB);
@@ -263,6 +266,7 @@ static void peaks_of_two_captures_sharing_a_pool(void **state) {
   assert_int_equal(u.updates, 1);
   mb = graph_memory(b);
   assert_int_equal(mb.capture_peak_bytes, 112 * KiB);
+  assert_int_equal(mb.capture_reserved_bytes, 0);
   assert_int_equal(mb.exec_bytes, 1 * PER_NODE);
   p = pool_memory(o.pool);
   assert_int_equal(p.graphs, 2);
@@ -576,6 +580,7 @@ static void the_budget_refuses_before_the_device(void **state) {
   recap_graph_memory_t m = graph_memory(g);
   assert_int_equal(m.budget_bytes, 2 * MiB);
   assert_int_equal(m.pool_reserved_bytes, 2 * MiB);
+  assert_int_equal(m.capture_reserved_bytes, 2 * MiB);
   assert_int_equal(pool_memory(m.pool).budget_refusals, 0);
   OK(recap_graph_destroy(g));
   OK(recap_free(a));

@@ -48,6 +48,9 @@ typedef struct recap_graph_memory {
    * its end: what the capture needed at once, blocks the pool held already (another graph's
    * outputs) included. */
   int64_t capture_peak_bytes;
+  /* The reserved bytes the pool gained during that capture: the segments the capture added.
+   * A capture into a pool that other graphs grew before may add none. */
+  int64_t capture_reserved_bytes;
   /* Device bytes the executable holds (for a graph that runs as a host loop of regions, every
    * executable of its program), measured as the drop of cudaMemGetInfo's free bytes across each
    * instantiation: device memory another thread or process allocates or frees meanwhile skews
@@ -60,7 +63,7 @@ typedef struct recap_graph_memory {
 } recap_graph_memory_t;
 
 #define RECAP_GRAPH_MEMORY_INIT \
-  { sizeof(recap_graph_memory_t), {0, 0}, 0, 0, 0, 0, 0, 0 }
+  { sizeof(recap_graph_memory_t), {0, 0}, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Fill *info for the capture graph holds (captured, or instantiated). info->size must lie
  * between the size of the struct's first version (ends at budget_bytes) and this library's

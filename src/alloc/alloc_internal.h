@@ -84,6 +84,7 @@ struct recap__pool {
    * route began (set to allocated_bytes there, raised by every hand-out); capture_peak_max: the
    * highest capture_peak of the routes that ended. */
   int64_t capture_peak, capture_peak_max;
+  int64_t capture_reserved_start; /* reserved_bytes when the latest route began */
   /* The budget of the capture routed now (0: none), the allocations it refused during the
    * latest route and the first of them; budget_attempt holds a refusal until recap_malloc
    * knows that the call failed (the replay path may still place the request in a free block). */
@@ -231,11 +232,13 @@ recap_status_t recap__pool_release(int device, recap_pool_id_t pool);
  * INVALID_USAGE when the pool is not routed. */
 recap_status_t recap__pool_route_set_budget(int device, recap_pool_id_t pool, uint64_t budget);
 
-/* What the capture routed to pool did so far: its peak of allocated bytes and its budget's
+/* What the capture routed to pool did so far: its peak of allocated bytes, the segments it
+ * added (a routed pool gives none back while the route lasts), and its budget's
  * refusals (the first in *first when refusals > 0). Read it before the route ends.
  * INVALID_USAGE when the pool is not routed. */
 typedef struct recap__capture_result {
   int64_t peak;
+  int64_t grew; /* reserved bytes the pool gained since the route began */
   uint64_t refusals;
   recap__budget_refusal_t first;
 } recap__capture_result_t;

@@ -119,6 +119,7 @@ static recap_status_t route_add(int device, recap_pool_id_t id, uint64_t capture
   /* The capture's accounting starts over: its peak from what the pool holds now, no budget
    * until the graph sets one, no refusal. */
   pool->capture_peak = pool->allocated_bytes;
+  pool->capture_reserved_start = pool->reserved_bytes;
   pool->budget = 0;
   pool->budget_refusals = 0;
   pool->budget_attempted = false;
@@ -303,6 +304,7 @@ recap_status_t recap__pool_capture_result(int device, recap_pool_id_t id,
   if (found >= 0) {
     const recap__pool_t *pool = d->routes[found].pool;
     result->peak = pool->capture_peak;
+    result->grew = pool->reserved_bytes - pool->capture_reserved_start;
     result->refusals = pool->budget_refusals;
     result->first = pool->budget_first;
   }

@@ -272,7 +272,7 @@ static recap_status_t reset_graph(recap_graph_t graph, bool forget_pool) {
   graph->template_graph = NULL;
   graph->exec_origin = NULL;
   graph->exec_bytes = 0;
-  graph->capture_peak = 0;
+  graph->capture_peak = graph->capture_grew = 0;
   release_pool(graph);
   graph->state = RECAP__GRAPH_FRESH;
   graph->node_count = 0;
@@ -495,7 +495,7 @@ static recap_status_t drop_capture(recap_graph_t graph, recap_status_t status) {
   graph->template_graph = NULL;
   recap__alloc_log_free(&graph->alloc_log_next);
   graph->exec_bytes = 0;
-  graph->capture_peak = 0;
+  graph->capture_peak = graph->capture_grew = 0;
   release_pool(graph);
   graph->state = RECAP__GRAPH_FRESH;
   graph->node_count = 0;
@@ -564,6 +564,7 @@ recap_status_t recap__graph_capture_end(recap_graph_t graph) {
   if (result.refusals) return drop_capture(graph, recap__graph_budget_error(&result, false));
   graph->node_count = recap__graph_capture_nodes(graph, template_graph, "capture");
   graph->capture_peak = result.peak;
+  graph->capture_grew = result.grew;
   graph->state = RECAP__GRAPH_CAPTURED;
   /* A layer that cannot take in what was captured (input liveness: the pointer scan failed)
    * throws the capture away, as a failed instantiation does. */

@@ -154,9 +154,10 @@ struct recap_graph {
   bool regions_on_device; /* the path chosen at capture_begin (recap_graph_regions_on_device) */
   /* Memory accounting (recap/memory.h). exec_bytes: what cudaMemGetInfo lost across the
    * instantiation of `exec` (0 without one); capture_peak: the pool's allocated high-water mark
-   * during the held capture. `accounted`: what this graph adds to its pool's totals now
+   * during the held capture; capture_grew: the reserved bytes the pool gained during it.
+   * `accounted`: what this graph adds to its pool's totals now
    * (recap__graph_account keeps it in step with the graph). */
-  int64_t exec_bytes, capture_peak;
+  int64_t exec_bytes, capture_peak, capture_grew;
   struct {
     bool on;
     int device;

@@ -45,6 +45,7 @@ recap_status_t recap_graph_memory(recap_graph_t graph, recap_graph_memory_t *inf
     return recap__error(RECAP_ERROR_INTERNAL,
                         "recap_graph_memory: the graph's pool is gone while the graph holds it");
   out.capture_peak_bytes = graph->capture_peak;
+  out.capture_reserved_bytes = graph->capture_grew;
   out.exec_bytes = graph->exec_bytes + recap__regions_program_exec_bytes(graph);
   out.budget_bytes = graph->options.budget_bytes;
   memcpy(info, &out, size);

@@ -134,11 +134,12 @@ static recap_status_t apply_template(recap_graph_t g, recap_cuda_graph_t templat
 }
 
 /* The recapture succeeded: the old capture goes, the new one stays (exec: a new executable,
- * which took exec_bytes of the device; peak: the pool's high-water mark during the
- * recapture). Nothing here can fail. */
+ * which took exec_bytes of the device; result: what the recapture's allocations did, its peak
+ * and the pool's growth). Nothing here can fail. */
 static void commit_recapture(recap_graph_t g, recap_cuda_graph_t template_graph,
                              recap_cuda_graph_exec_t exec, int64_t exec_bytes,
-                             bool updated_in_place, size_t nodes, int64_t peak) {
+                             bool updated_in_place, size_t nodes,
+                             const recap__capture_result_t *result) {
   const recap__device_ops_t *dev = recap__device();
   if (exec) {
     if (dev->graph_exec_destroy(g->exec) != RECAP_SUCCESS)
@@ -168,7 +169,8 @@ static void commit_recapture(recap_graph_t g, recap_cuda_graph_t template_graph,
     g->template_graph = NULL;
   }
   g->node_count = nodes;
-  g->capture_peak = peak;
+  g->capture_peak = result->peak;
+  g->capture_grew = result->grew;
   recap__graph_keep_alloc_log(g);
   recap__pool_release(g->device, g->pool);
   g->old.active = false;
@@ -222,7 +224,7 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
   s = apply_template(g, template_graph, decided, &outcome, &node, &exec, &exec_bytes);
   if (s != RECAP_SUCCESS) return give_back(g, s, template_graph);
   bool updated_in_place = g->exec && !exec && outcome == RECAP_UPDATE_REASON_NONE;
-  commit_recapture(g, template_graph, exec, exec_bytes, updated_in_place, nodes, result.peak);
+  commit_recapture(g, template_graph, exec, exec_bytes, updated_in_place, nodes, &result);
   recap__update_record(&g->update, decided, outcome, node, exec != NULL, reused, fresh);
   return RECAP_SUCCESS;
 }
