@@ -208,6 +208,7 @@ void recap__fake_reset(const recap__fake_config_t *cfg) {
   recap__fake.blocks_cap = 0;
   recap__fake.blocks_count = 0;
   memset(recap__fake.in_use, 0, sizeof recap__fake.in_use);
+  memset(recap__fake.exec_bytes, 0, sizeof recap__fake.exec_bytes);
   memset(&recap__fake.legacy, 0, sizeof recap__fake.legacy);
   memset(recap__fake.calls, 0, sizeof recap__fake.calls);
   memset(recap__fake.fail_countdown, 0, sizeof recap__fake.fail_countdown);
@@ -236,6 +237,7 @@ void recap__fake_reset(const recap__fake_config_t *cfg) {
 void recap__fake_counters(recap__fake_counters_t *out) {
   pthread_mutex_lock(&recap__fake.lock);
   memcpy(out->bytes_in_use, recap__fake.in_use, sizeof out->bytes_in_use);
+  memcpy(out->exec_bytes, recap__fake.exec_bytes, sizeof out->exec_bytes);
   memcpy(out->calls, recap__fake.calls, sizeof out->calls);
   out->live_events = recap__fake.live_events;
   out->live_graphs = recap__fake.live_graphs;

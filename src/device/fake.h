@@ -33,7 +33,11 @@
  *    nothing more. The ops stream_begin_capture / stream_end_capture drive the same captures as
  *    recap__fake_capture_begin / _end; ending hands out a fake graph (freed by graph_destroy or
  *    recap__fake_reset). graph_instantiate gives a fake executable with its own copy of the
- *    graph's nodes (type, name, dependency, arguments, ends, bytes, value, function);
+ *    graph's nodes (type, name, dependency, arguments, ends, bytes, value, function), which
+ *    holds RECAP__FAKE_EXEC_BYTES_PER_NODE bytes of the current device's memory per node
+ *    (graph_node_count's count, bodies included) until graph_exec_destroy: mem_get_info shows
+ *    them, raw_malloc cannot have them, and an instantiation they do not fit in fails with
+ *    RECAP_ERROR_OUT_OF_MEMORY (cudaErrorMemoryAllocation); an update keeps them;
  *    graph_launch enqueues one work item per node on its stream (so events recorded after it
  *    wait for it), or, on a capturing stream, adds one child-graph node to the capture.
  *    graph_inspect reports kernel nodes with their names, grid and block {1,1,1}, memcpy and
@@ -185,6 +189,10 @@ extern "C" {
 /* More devices than any node has; a config that asks for more gets this many. */
 enum { RECAP__FAKE_MAX_DEVICES = 64 };
 
+/* The device memory a fake executable holds per node (a real executable's memory depends on
+ * the driver and the graph; a fixed amount per node makes the measurement testable). */
+enum { RECAP__FAKE_EXEC_BYTES_PER_NODE = 4096 };
+
 typedef struct recap__fake_config {
   int device_count;         /* default 1 */
   size_t memory_per_device; /* bytes each device can hand out (default 64 GiB of address room;
@@ -331,6 +339,7 @@ void recap__fake_fail_nth(recap__fake_fault_t kind, uint64_t nth);
 /* The fake's counters, read at once under its lock. */
 typedef struct recap__fake_counters {
   size_t bytes_in_use[RECAP__FAKE_MAX_DEVICES]; /* raw bytes handed out and not had back */
+  size_t exec_bytes[RECAP__FAKE_MAX_DEVICES];   /* bytes live executables hold */
   uint64_t calls[RECAP__FAKE_FAULT_KINDS];      /* calls of each kind since the last reset */
   int64_t live_events;                          /* events created and not destroyed */
   int64_t live_graphs;     /* fake graphs (stream_end_capture) not yet destroyed */

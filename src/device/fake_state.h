@@ -136,6 +136,8 @@ typedef struct fake_exec {
   uint64_t origin_id;
   bool updated; /* updated at least once (the timing model's slowdown applies) */
   uint64_t launches;
+  int device;   /* the thread's current device at instantiation */
+  size_t bytes; /* the device memory it holds: RECAP__FAKE_EXEC_BYTES_PER_NODE per node */
   struct fake_exec *next;
 } fake_exec_t;
 
@@ -201,8 +203,9 @@ typedef struct fake_state {
   int device_count;
   size_t capacity;
   size_t in_use[RECAP__FAKE_MAX_DEVICES];
-  int compute_capability; /* the devices' major * 10 + minor */
-  bool no_kernel_image;   /* recap's kernels have no image for that compute capability */
+  size_t exec_bytes[RECAP__FAKE_MAX_DEVICES]; /* held by live executables (fake_exec_t.bytes) */
+  int compute_capability;                     /* the devices' major * 10 + minor */
+  bool no_kernel_image; /* recap's kernels have no image for that compute capability */
 
   fake_block_t *blocks; /* capacity blocks_cap, a power of two; at most half full */
   size_t blocks_cap;
@@ -257,6 +260,13 @@ typedef struct fake_state {
 extern fake_state_t recap__fake;
 extern _Thread_local int recap__fake_tl_device;
 extern _Thread_local recap__capture_mode_t recap__fake_tl_capture_mode;
+
+/* ---- memory (fake_memory.c) ------------------------------------------------------------- */
+
+/* What device still has free: raw allocations and executables both take from its capacity. */
+static inline size_t recap__fake_free_bytes(int device) {
+  return recap__fake.capacity - recap__fake.in_use[device] - recap__fake.exec_bytes[device];
+}
 
 /* ---- failures (fake.c) ------------------------------------------------------------------ */
 
