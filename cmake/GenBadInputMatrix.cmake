@@ -117,6 +117,8 @@ set(VALUES
   "recap_update_reason_t|RECAP_UPDATE_REASON_NONE"
   "const recap_update_policy_t *|&f->update_policy"
   "recap_update_stats_t *|&f->update_stats"
+  "recap_graph_memory_t *|&f->graph_memory"
+  "recap_pool_memory_t *|&f->pool_memory"
   "recap_capture_mode_t|RECAP_CAPTURE_MODE_GLOBAL"
   "recap_region_kind_t|RECAP_REGION_WHILE"
   "recap_cond_t|f->cond"

@@ -13,6 +13,7 @@
  *   recap/annotate.h  labels for captured nodes
  *   recap/liveness.h  checks that a graph's inputs are still alive
  *   recap/update.h    updating a graph's executable from a new capture
+ *   recap/memory.h    what graphs cost in device memory, and capture budgets
  */
 #ifndef RECAP_H
 #define RECAP_H
@@ -29,5 +30,6 @@
 #include "recap/rebind.h"
 #include "recap/update.h"
 #include "recap/region.h"
+#include "recap/memory.h"
 
 #endif /* RECAP_H */

@@ -86,6 +86,8 @@ typedef struct bim_fixture {
   recap_graph_info_t *heap_info; /* one recap_graph_info_free may take */
   recap_update_policy_t update_policy;
   recap_update_stats_t update_stats;
+  recap_graph_memory_t graph_memory;
+  recap_pool_memory_t pool_memory;
   recap_rebind_t rebinds[1]; /* a move of block to floats */
   recap_rebind_site_t rebind_sites[1];
 
@@ -165,6 +167,8 @@ static void bim_setup(bim_fixture_t *f) {
   f->capture_options = (recap_capture_options_t)RECAP_CAPTURE_OPTIONS_INIT;
   f->update_policy = (recap_update_policy_t)RECAP_UPDATE_POLICY_INIT;
   f->update_stats = (recap_update_stats_t)RECAP_UPDATE_STATS_INIT;
+  f->graph_memory = (recap_graph_memory_t)RECAP_GRAPH_MEMORY_INIT;
+  f->pool_memory = (recap_pool_memory_t)RECAP_POOL_MEMORY_INIT;
   f->scope_options = (recap_scope_options_t)RECAP_SCOPE_OPTIONS_INIT;
   f->graphed_options = (recap_graphed_options_t)RECAP_GRAPHED_OPTIONS_INIT;
   f->cond_compare = (recap_cond_compare_t)RECAP_COND_COMPARE_INIT;
@@ -514,6 +518,45 @@ static int st_route_end_of_a_pool_not_routed(bim_fixture_t *f) {
 static int st_pool_info_of_an_unknown_pool(bim_fixture_t *f) {
   return recap_pool_info(f->pool, &f->pool_info);
 }
+static int st_pool_memory_of_an_unknown_pool(bim_fixture_t *f) {
+  return recap_pool_memory(f->pool, &f->pool_memory);
+}
+static int st_pool_memory_bad_size(bim_fixture_t *f) {
+  f->pool_memory.size = sizeof f->pool_memory + 8;
+  return recap_pool_memory(f->pool, &f->pool_memory);
+}
+static int st_graph_memory_of_a_fresh_graph(bim_fixture_t *f) {
+  return recap_graph_memory(f->graph, &f->graph_memory);
+}
+static int st_graph_memory_during_capture(bim_fixture_t *f) {
+  MUST(recap_graph_capture_begin(f->graph, f->stream, NULL));
+  return recap_graph_memory(f->graph, &f->graph_memory);
+}
+static int st_graph_memory_during_recapture(bim_fixture_t *f) {
+  captured(f->graph, f->stream);
+  MUST(recap_graph_recapture_begin(f->graph, f->stream, NULL));
+  return recap_graph_memory(f->graph, &f->graph_memory);
+}
+static int st_graph_memory_bad_size(bim_fixture_t *f) {
+  captured(f->graph, f->stream);
+  f->graph_memory.size = 8;
+  return recap_graph_memory(f->graph, &f->graph_memory);
+}
+/* A budget smaller than one segment: the capture's first allocation is refused. */
+static int st_malloc_over_the_capture_budget(bim_fixture_t *f) {
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.budget_bytes = 1;
+  MUST(recap_graph_capture_begin(f->graph, f->stream, &o));
+  return recap_malloc(&f->ptr_out, 512, f->stream);
+}
+static int st_end_of_a_capture_over_its_budget(bim_fixture_t *f) {
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.budget_bytes = 1;
+  MUST(recap_graph_capture_begin(f->graph, f->stream, &o));
+  if (recap_malloc(&f->ptr_out, 512, f->stream) != RECAP_ERROR_OUT_OF_MEMORY) exit(10);
+  recap__fake_launch_kernel(f->stream, "bim_kernel");
+  return recap_graph_capture_end(f->graph);
+}
 static int st_stats_of_a_device_out_of_range(bim_fixture_t *f) {
   return recap_memory_stats(1 << 20, &f->stats);
 }
@@ -759,6 +802,21 @@ static const bim_case_t bim_state_cases[] = {
               "already routed"),
     STATE(recap_pool_route_end, route_end_of_a_pool_not_routed, ERROR_INVALID_USAGE),
     STATE(recap_pool_info, pool_info_of_an_unknown_pool, ERROR_NOT_FOUND),
+    STATE_MSG(recap_pool_memory, pool_memory_of_an_unknown_pool, ERROR_NOT_FOUND, "does not exist"),
+    STATE_MSG(recap_pool_memory, pool_memory_bad_size, ERROR_INVALID_ARGUMENT,
+              "RECAP_POOL_MEMORY_INIT"),
+    STATE_MSG(recap_graph_memory, graph_memory_of_a_fresh_graph, ERROR_INVALID_USAGE,
+              "holds no capture (it is fresh)"),
+    STATE_MSG(recap_graph_memory, graph_memory_during_capture, ERROR_INVALID_USAGE,
+              "its first capture is under way"),
+    STATE_MSG(recap_graph_memory, graph_memory_during_recapture, ERROR_INVALID_USAGE,
+              "being recaptured"),
+    STATE_MSG(recap_graph_memory, graph_memory_bad_size, ERROR_INVALID_ARGUMENT,
+              "RECAP_GRAPH_MEMORY_INIT"),
+    STATE_MSG(recap_malloc, malloc_over_the_capture_budget, ERROR_OUT_OF_MEMORY,
+              "would be exceeded by 2097151 bytes"),
+    STATE_MSG(recap_graph_capture_end, end_of_a_capture_over_its_budget, ERROR_OUT_OF_MEMORY,
+              "budget refused 1 allocation, so the capture was thrown away"),
     STATE(recap_memory_stats, stats_of_a_device_out_of_range, ERROR_INVALID_ARGUMENT),
     STATE(recap_memory_reset_peak, reset_peak_of_a_device_out_of_range, ERROR_INVALID_ARGUMENT),
     STATE(recap_memory_snapshot_json, snapshot_of_a_device_out_of_range, ERROR_INVALID_ARGUMENT),

@@ -459,6 +459,16 @@ typedef struct fault_fixture {
   uint64_t rng[3];               /* a generator's state words */
   uint64_t handles[16];          /* made for cond_graph, so that a node's add needs no other call */
   size_t handles_used;
+  /* Virtual memory: a range of 32 granules; granules 0-15 mapped (each unmap takes the next),
+   * 16 mapped (set_access's), 17-31 free (each map takes the next), all to map_chunk; 16
+   * chunks not mapped (each release takes the next); 16 pinned allocations (each free takes
+   * the next); 16 ranges of one granule. */
+  size_t granularity;
+  char *range;
+  recap__vmm_handle_t map_chunk, chunks[16];
+  void *pinned[16];
+  void *ranges[16]; /* one granule each, nothing mapped (each release_range takes the next) */
+  size_t unmaps, maps, releases, frees, range_releases;
 } fault_fixture_t;
 
 static void fixture_make(fault_fixture_t *fx) {
@@ -483,6 +493,20 @@ static void fixture_make(fault_fixture_t *fx) {
     assert_int_equal(ops->cond_handle_create(fx->cond_graph, 1, true, &fx->handles[i]),
                      RECAP_SUCCESS);
   fx->handles_used = 0;
+  assert_int_equal(ops->vmm_granularity(&fx->granularity, NULL), RECAP_SUCCESS);
+  size_t g = fx->granularity;
+  void *range = NULL;
+  assert_int_equal(ops->vmm_reserve(&range, 32 * g), RECAP_SUCCESS);
+  fx->range = range;
+  assert_int_equal(ops->vmm_create(&fx->map_chunk, g), RECAP_SUCCESS);
+  for (int i = 0; i <= 16; i++)
+    assert_int_equal(ops->vmm_map(fx->range + (size_t)i * g, g, fx->map_chunk), RECAP_SUCCESS);
+  for (int i = 0; i < 16; i++) {
+    assert_int_equal(ops->vmm_create(&fx->chunks[i], g), RECAP_SUCCESS);
+    assert_int_equal(ops->host_alloc_pinned(&fx->pinned[i], 64), RECAP_SUCCESS);
+    assert_int_equal(ops->vmm_reserve(&fx->ranges[i], g), RECAP_SUCCESS);
+  }
+  fx->unmaps = fx->maps = fx->releases = fx->frees = fx->range_releases = 0;
 }
 
 /* A patch of site 0 to a word it does not point at now. */
@@ -695,6 +719,88 @@ static recap_status_t call_kind(recap__fake_fault_t kind, fault_fixture_t *fx) {
       assert_int_equal(fx->rng[2], before + (st == RECAP_SUCCESS ? 3 : 0));
       break;
     }
+    case RECAP__FAKE_FAULT_VMM_GRANULARITY: {
+      size_t minimum = 0, recommended = 0;
+      st = ops->vmm_granularity(&minimum, &recommended);
+      assert_int_equal(minimum, st == RECAP_SUCCESS ? fx->granularity : 0);
+      assert_int_equal(recommended, st == RECAP_SUCCESS ? fx->granularity : 0);
+      break;
+    }
+    case RECAP__FAKE_FAULT_VMM_RESERVE: {
+      int64_t before = recap__fake_now().vmm_ranges_live;
+      void *p = &p;
+      st = ops->vmm_reserve(&p, fx->granularity);
+      assert_int_equal(recap__fake_now().vmm_ranges_live, before + (st == RECAP_SUCCESS));
+      if (st != RECAP_SUCCESS) assert_null(p);
+      break;
+    }
+    case RECAP__FAKE_FAULT_VMM_RELEASE_RANGE: {
+      assert_true(fx->range_releases < 16);
+      int64_t live = recap__fake_now().vmm_ranges_live;
+      st = ops->vmm_release_range(fx->ranges[fx->range_releases], fx->granularity);
+      assert_int_equal(recap__fake_now().vmm_ranges_live, live - (st == RECAP_SUCCESS));
+      if (st == RECAP_SUCCESS) fx->range_releases++;
+      break;
+    }
+    case RECAP__FAKE_FAULT_VMM_CREATE: {
+      size_t used = recap__fake_now().bytes_in_use[0];
+      recap__vmm_handle_t h = 99;
+      st = ops->vmm_create(&h, fx->granularity);
+      assert_int_equal(recap__fake_now().bytes_in_use[0],
+                       used + (st == RECAP_SUCCESS ? fx->granularity : 0));
+      if (st != RECAP_SUCCESS) assert_int_equal(h, 0);
+      break;
+    }
+    case RECAP__FAKE_FAULT_VMM_RELEASE: {
+      assert_true(fx->releases < 16);
+      size_t used = recap__fake_now().bytes_in_use[0];
+      st = ops->vmm_release(fx->chunks[fx->releases]);
+      assert_int_equal(recap__fake_now().bytes_in_use[0],
+                       used - (st == RECAP_SUCCESS ? fx->granularity : 0));
+      if (st == RECAP_SUCCESS) fx->releases++;
+      break;
+    }
+    case RECAP__FAKE_FAULT_VMM_MAP: {
+      assert_true(fx->maps < 15);
+      size_t mapped = recap__fake_now().vmm_bytes_mapped;
+      st = ops->vmm_map(fx->range + (17 + fx->maps) * fx->granularity, fx->granularity,
+                        fx->map_chunk);
+      assert_int_equal(recap__fake_now().vmm_bytes_mapped,
+                       mapped + (st == RECAP_SUCCESS ? fx->granularity : 0));
+      if (st == RECAP_SUCCESS) fx->maps++;
+      break;
+    }
+    case RECAP__FAKE_FAULT_VMM_UNMAP: {
+      assert_true(fx->unmaps < 16);
+      size_t mapped = recap__fake_now().vmm_bytes_mapped;
+      st = ops->vmm_unmap(fx->range + fx->unmaps * fx->granularity, fx->granularity);
+      assert_int_equal(recap__fake_now().vmm_bytes_mapped,
+                       mapped - (st == RECAP_SUCCESS ? fx->granularity : 0));
+      if (st == RECAP_SUCCESS) fx->unmaps++;
+      break;
+    }
+    case RECAP__FAKE_FAULT_VMM_SET_ACCESS: {
+      char *p = fx->range + 16 * fx->granularity;
+      st = ops->vmm_set_access(p, fx->granularity);
+      if (st == RECAP_SUCCESS) p[0]++; /* writable now */
+      break;
+    }
+    case RECAP__FAKE_FAULT_HOST_ALLOC_PINNED: {
+      int64_t live = recap__fake_now().pinned_live;
+      void *p = &p;
+      st = ops->host_alloc_pinned(&p, 100);
+      assert_int_equal(recap__fake_now().pinned_live, live + (st == RECAP_SUCCESS));
+      if (st != RECAP_SUCCESS) assert_null(p);
+      break;
+    }
+    case RECAP__FAKE_FAULT_HOST_FREE_PINNED: {
+      assert_true(fx->frees < 16);
+      int64_t live = recap__fake_now().pinned_live;
+      st = ops->host_free_pinned(fx->pinned[fx->frees]);
+      assert_int_equal(recap__fake_now().pinned_live, live - (st == RECAP_SUCCESS));
+      if (st == RECAP_SUCCESS) fx->frees++;
+      break;
+    }
     case RECAP__FAKE_FAULT_KINDS: break;
   }
   return st;
@@ -708,8 +814,11 @@ static void fault_injection(void **state) {
     fault_fixture_t fx;
     fixture_make(&fx);
     uint64_t base = recap__fake_now().calls[kind];
-    recap_status_t expected =
-        kind == RECAP__FAKE_FAULT_RAW_MALLOC ? RECAP_ERROR_OUT_OF_MEMORY : RECAP_ERROR_CUDA;
+    recap_status_t expected = kind == RECAP__FAKE_FAULT_RAW_MALLOC ||
+                                      kind == RECAP__FAKE_FAULT_VMM_CREATE ||
+                                      kind == RECAP__FAKE_FAULT_HOST_ALLOC_PINNED
+                                  ? RECAP_ERROR_OUT_OF_MEMORY
+                                  : RECAP_ERROR_CUDA;
 
     /* Two calls before arming count, but do not shift the target. */
     assert_int_equal(call_kind(kind, &fx), RECAP_SUCCESS);
@@ -741,7 +850,9 @@ static void fault_injection(void **state) {
       if (other != k) assert_int_equal(call_kind((recap__fake_fault_t)other, &fx), RECAP_SUCCESS);
     assert_int_equal(call_kind(kind, &fx), expected);
 
-    assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
+    /* Only the fixture's chunks hold device memory (one granule each). */
+    assert_int_equal(recap__fake_now().bytes_in_use[0],
+                     (size_t)recap__fake_now().vmm_chunks_live * fx.granularity);
     assert_int_equal(recap__fake_now().live_graphs, 2);
     assert_int_equal(recap__fake_now().live_execs, 1);
     fixture_free(&fx);

@@ -181,15 +181,28 @@ static void count_warnings(recap_log_level_t level, const char *message, void *u
 }
 
 static const char *kind_name(recap__fake_fault_t kind) {
-  static const char *const names[] = {"raw_malloc",    "event_create",     "event_record",
-                                      "stream_create", "capture_begin",    "capture_end",
-                                      "instantiate",   "launch",           "patch_plan",
-                                      "patch",         "patch_sync",       "exec_update",
-                                      "timing",        "upload",           "cond_supported",
-                                      "capture_pause", "capture_to_graph", "cond_handle",
-                                      "cond_node",     "cond_launch",      "rng_advance"};
+  static const char *const names[] = {"raw_malloc",      "event_create",     "event_record",
+                                      "stream_create",   "capture_begin",    "capture_end",
+                                      "instantiate",     "launch",           "patch_plan",
+                                      "patch",           "patch_sync",       "exec_update",
+                                      "timing",          "upload",           "cond_supported",
+                                      "capture_pause",   "capture_to_graph", "cond_handle",
+                                      "cond_node",       "cond_launch",      "rng_advance",
+                                      "vmm_granularity", "vmm_reserve",      "vmm_release_range",
+                                      "vmm_create",      "vmm_release",      "vmm_map",
+                                      "vmm_unmap",       "vmm_set_access",   "host_alloc_pinned",
+                                      "host_free_pinned"};
   _Static_assert(sizeof names / sizeof names[0] == RECAP__FAKE_FAULT_KINDS, "a name per kind");
   return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
+}
+
+/* Kinds of calls that no path of the library makes, so no workload can reach them: the seam's
+ * virtual memory management and pinned host memory (src/device/fake_vmm.c), which the
+ * allocator's VMM-backed segments and its sleep/wake (issue 15's later session) will call. The
+ * sweep checks that the workload indeed makes none of them: the day a library path makes one,
+ * the sweep fails until the kind leaves this list and its faults are swept. */
+static bool reached_by_no_library_path(recap__fake_fault_t kind) {
+  return kind >= RECAP__FAKE_FAULT_VMM_GRANULARITY && kind <= RECAP__FAKE_FAULT_HOST_FREE_PINNED;
 }
 
 static void fresh(int *warnings) {
@@ -212,7 +225,7 @@ static void faults_at_every_step_of_the_workload(void **state) {
   assert_int_equal(warnings, 0);
 
   int runs = 0, errors = 0, absorbed = 0;
-  char per_kind[512] = "";
+  char per_kind[1024] = "";
   const char *unreached = NULL;
   for (int k = 0; k < RECAP__FAKE_FAULT_KINDS; k++) {
     recap__fake_fault_t kind = (recap__fake_fault_t)k;
@@ -223,6 +236,11 @@ static void faults_at_every_step_of_the_workload(void **state) {
       recap_status_t s = workload(&o);
       bool reached = recap__fake_now().calls[kind] >= nth;
       recap__fake_fail_nth(kind, 0);
+      if (reached && reached_by_no_library_path(kind))
+        fail_msg(
+            "the workload makes a %s call, which the sweep counts as reached by no library "
+            "path: take the kind off reached_by_no_library_path",
+            kind_name(kind));
       if (!reached) break;
       runs++;
       const char *what = kind_name(kind);
@@ -258,7 +276,7 @@ static void faults_at_every_step_of_the_workload(void **state) {
         fail_msg("%s call %llu: the clean run afterwards leaves %s", what, (unsigned long long)nth,
                  left);
     }
-    if (nth == 1 && !unreached) unreached = kind_name(kind);
+    if (nth == 1 && !unreached && !reached_by_no_library_path(kind)) unreached = kind_name(kind);
     char part[64];
     snprintf(part, sizeof part, "%s%s %llu", per_kind[0] ? ", " : "", kind_name(kind),
              (unsigned long long)(nth - 1));
@@ -269,7 +287,8 @@ static void faults_at_every_step_of_the_workload(void **state) {
       "fault sweep: %d runs with one injected failure each (%s); %d ended in a clean error, "
       "%d were absorbed by a retry or fallback\n",
       runs, per_kind, errors, absorbed);
-  /* The workload makes at least one call of every kind, or the sweep misses a layer. */
+  /* The workload makes at least one call of every kind a library path makes, or the sweep
+   * misses a layer. */
   if (unreached) fail_msg("the workload never makes a %s call", unreached);
 }
 

@@ -102,12 +102,21 @@ typedef struct recap_capture_options {
   recap_rebind_mode_t rebind;
   /* How the capture's regions (recap/region.h) run. Default RECAP_REGIONS_AUTO. */
   recap_regions_mode_t regions;
+  /* The most bytes the capture's pool may reserve (0, the default: no limit). A recap_malloc
+   * routed to the pool during the capture that needs a new segment taking the pool's reserved
+   * bytes (its segments, whoever's blocks they hold) past the budget fails with
+   * RECAP_ERROR_OUT_OF_MEMORY before any device allocation, its message saying by how many bytes
+   * and what the pool holds; free blocks of the pool are still reused. The capture goes on (the
+   * caller decides what to do), and its end then fails with the same status and the first
+   * refusal's message: the capture is thrown away as an invalidated one is (a recapture leaves
+   * the graph with the capture it held). See recap/memory.h and docs/memory.md. */
+  uint64_t budget_bytes;
 } recap_capture_options_t;
 
 #define RECAP_CAPTURE_OPTIONS_INIT                                                           \
   {                                                                                          \
     sizeof(recap_capture_options_t), {0, 0}, RECAP_CAPTURE_MODE_GLOBAL, 0, RECAP_REBIND_OFF, \
-        RECAP_REGIONS_AUTO                                                                   \
+        RECAP_REGIONS_AUTO, 0                                                                \
   }
 
 /* ------------------------------------------------------------------------------------------
@@ -142,7 +151,9 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graph_capture_begin(
  * cudaErrorStreamCaptureWrongThread, and the capture goes on. If the capture was invalidated by
  * an illegal call inside it, returns RECAP_ERROR_CAPTURE_INVALIDATED naming the CUDA error; the
  * graph is then fresh, with no pool reference left (recap_graph_pool still names the pool the
- * capture used), and the stream can capture again. */
+ * capture used), and the stream can capture again. A capture whose budget
+ * (options->budget_bytes) refused an allocation ends the same way, with
+ * RECAP_ERROR_OUT_OF_MEMORY and a message that counts the refusals and repeats the first. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_capture_end(recap_graph_t graph);
 
 /* Instantiate (again) from the kept template: only for RECAP_GRAPH_KEEP graphs. The caller may

@@ -63,6 +63,15 @@ struct recap__segment {
   recap__segment_t *prev, *next; /* the pool's segments */
 };
 
+/* An allocation a capture's budget refused (recap_capture_options_t.budget_bytes): what the
+ * pool held and what the request needed, for the message recap_malloc and capture_end give. */
+typedef struct recap__budget_refusal {
+  recap_pool_id_t pool;
+  uint64_t budget;
+  int64_t reserved, allocated; /* the pool's bytes at the refusal */
+  size_t request, segment;     /* the bytes asked for, and the new segment they needed */
+} recap__budget_refusal_t;
+
 struct recap__pool {
   recap_pool_id_t id;
   recap__free_set_t small_free, large_free;
@@ -71,6 +80,21 @@ struct recap__pool {
   int references;      /* graphs holding the pool; the default pool has none and is never freed */
   bool routed;         /* a capture routes allocations here */
   recap__pool_t *next; /* the device's private pools */
+  /* Accounting (recap/memory.h). capture_peak: the highest allocated_bytes since the latest
+   * route began (set to allocated_bytes there, raised by every hand-out); capture_peak_max: the
+   * highest capture_peak of the routes that ended. */
+  int64_t capture_peak, capture_peak_max;
+  int64_t capture_reserved_start; /* reserved_bytes when the latest route began */
+  /* The budget of the capture routed now (0: none), the allocations it refused during the
+   * latest route and the first of them; budget_attempt holds a refusal until recap_malloc
+   * knows that the call failed (the replay path may still place the request in a free block). */
+  uint64_t budget, budget_refusals;
+  recap__budget_refusal_t budget_first, budget_attempt;
+  bool budget_attempted;
+  /* What the graphs holding the pool hold, as the graph layer reports it
+   * (recap__pool_account_graph): graphs, their executables' device bytes, their nodes. */
+  int graphs;
+  int64_t exec_bytes, nodes;
 };
 
 /* A block waiting for an event recorded on a stream that used it. */
@@ -197,6 +221,52 @@ recap_status_t recap__pool_route_move(int device, recap_pool_id_t pool, uint64_t
  * last error stays what it was. */
 recap_status_t recap__pool_route_end(int device, recap_pool_id_t pool);
 recap_status_t recap__pool_release(int device, recap_pool_id_t pool);
+
+/* ------------------------------------------------------------------------------------------
+ * Accounting (accounting.c, and the budget check in allocator.c): what graphs cost
+ * ---------------------------------------------------------------------------------------- */
+
+/* Set the budget of the capture routed to pool on device (0: none): from now until its route
+ * ends, an allocation that would need a new segment making the pool's reserved bytes exceed
+ * budget fails with RECAP_ERROR_OUT_OF_MEMORY before any device call, and is counted.
+ * INVALID_USAGE when the pool is not routed. */
+recap_status_t recap__pool_route_set_budget(int device, recap_pool_id_t pool, uint64_t budget);
+
+/* What the capture routed to pool did so far: its peak of allocated bytes, the segments it
+ * added (a routed pool gives none back while the route lasts), and its budget's
+ * refusals (the first in *first when refusals > 0). Read it before the route ends.
+ * INVALID_USAGE when the pool is not routed. */
+typedef struct recap__capture_result {
+  int64_t peak;
+  int64_t grew; /* reserved bytes the pool gained since the route began */
+  uint64_t refusals;
+  recap__budget_refusal_t first;
+} recap__capture_result_t;
+recap_status_t recap__pool_capture_result(int device, recap_pool_id_t pool,
+                                          recap__capture_result_t *result);
+
+/* The capture peaks recap_pool_memory and the snapshot report: the latest capture's and the
+ * highest of all (the one under way included). The default pool takes no capture: its running
+ * peak is no capture's, and both read 0. */
+static inline int64_t recap__pool_capture_peak(const recap__pool_t *p, bool is_default) {
+  return is_default ? 0 : p->capture_peak;
+}
+static inline int64_t recap__pool_capture_peak_max(const recap__pool_t *p, bool is_default) {
+  if (is_default) return 0;
+  return p->routed && p->capture_peak > p->capture_peak_max ? p->capture_peak : p->capture_peak_max;
+}
+
+/* The text of a budget refusal, as recap_malloc's message gives it after "recap_malloc: ". */
+void recap__budget_format(char *out, size_t cap, const recap__budget_refusal_t *refusal);
+
+/* The graph layer reports what a graph holding pool adds to the pool's totals: graphs, device
+ * bytes of executables, nodes (signed changes). A pool that does not exist is left alone (the
+ * graph holds a reference, so it does). */
+void recap__pool_account_graph(int device, recap_pool_id_t pool, int graphs, int64_t exec_bytes,
+                               int64_t nodes);
+
+/* The pool's reserved and allocated bytes now; false when the pool does not exist on device. */
+bool recap__pool_bytes(int device, recap_pool_id_t pool, int64_t *reserved, int64_t *allocated);
 
 /* ------------------------------------------------------------------------------------------
  * The allocation log of a capture and its replay at a recapture (replay.c)

@@ -645,11 +645,56 @@ static recap_status_t request_begin(request_t *r, int device, size_t size, recap
   return RECAP_SUCCESS;
 }
 
+void recap__budget_format(char *out, size_t cap, const recap__budget_refusal_t *x) {
+  uint64_t over = (uint64_t)x->reserved + x->segment - x->budget;
+  char budget[32], by[32];
+  format_bytes(budget, sizeof budget, x->budget);
+  format_bytes(by, sizeof by, over);
+  snprintf(out, cap,
+           "the capture's budget of %" PRIu64 " bytes (%s) for pool {%" PRIu64 ",%" PRIu64
+           "} would be exceeded by %" PRIu64
+           " bytes (%s): the request of %zu bytes needs a new "
+           "segment of %zu bytes, and the pool reserves %" PRId64 " bytes already (%" PRId64
+           " allocated); nothing was allocated. Raise budget_bytes in the capture options, or "
+           "allocate less during the capture",
+           x->budget, budget, x->pool.a, x->pool.b, over, by, x->request, x->segment, x->reserved,
+           x->allocated);
+}
+
+/* A capture's budget (recap__pool_route_set_budget): refuse a new segment that would make the
+ * pool reserve more than it, before any device call. The refusal is held in the pool until
+ * recap_malloc knows whether the call failed (budget_settle). */
+static COLD recap_status_t budget_refuse(const request_t *r, size_t segment) {
+  recap__pool_t *pool = r->pool;
+  pool->budget_attempt = (recap__budget_refusal_t){.pool = pool->id,
+                                                   .budget = pool->budget,
+                                                   .reserved = pool->reserved_bytes,
+                                                   .allocated = pool->allocated_bytes,
+                                                   .request = r->size,
+                                                   .segment = segment};
+  pool->budget_attempted = true;
+  char text[512];
+  recap__budget_format(text, sizeof text, &pool->budget_attempt);
+  return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: %s", text);
+}
+
+/* recap_malloc failed after the budget refused a segment: count the refusal (the first is kept
+ * for capture_end's message) and the failed allocation. */
+static COLD void budget_settle(recap__device_state_t *d, recap__pool_t *pool) {
+  pool->budget_attempted = false;
+  if (pool->budget_refusals++ == 0) pool->budget_first = pool->budget_attempt;
+  d->stats.num_ooms++;
+}
+
 /* The slow path: no cached block fits, so the request gets a new segment (new_segment retries
- * once after freeing the cache when the device is out of memory). */
+ * once after freeing the cache when the device is out of memory), within the capture's budget. */
 static recap_status_t malloc_slow(const request_t *r, recap__block_t **b) {
-  return new_segment(r->d, r->pool, r->small, segment_size_for(r->o, r->rounded), r->size,
-                     r->stream, r->o, b);
+  size_t segment = segment_size_for(r->o, r->rounded);
+  r->pool->budget_attempted = false;
+  if (RECAP__UNLIKELY(r->pool->budget != 0) &&
+      (uint64_t)r->pool->reserved_bytes + segment > r->pool->budget)
+    return budget_refuse(r, segment);
+  return new_segment(r->d, r->pool, r->small, segment, r->size, r->stream, r->o, b);
 }
 
 /* Keep the first `size` bytes of the free block b; `rest`, a fresh record, becomes the free
@@ -776,6 +821,7 @@ static COLD recap_status_t take_logged(const request_t *r, recap__block_t **b) {
         *b = r->set->items[slot];
         take_block(r, *b, slot, true);
         (void)recap__error_restore(&saved); /* the caller's last error, not this OOM */
+        r->pool->budget_attempted = false;  /* nor a refusal of the budget */
         s = RECAP_SUCCESS;
       }
       break;
@@ -795,6 +841,8 @@ static void account_alloc(const request_t *r, recap__block_t *b, void *site) {
   b->alloc_site = recap__alloc_sites_enabled() ? site : NULL;
   recap__ptr_map_insert(&recap__alloc.allocated, b->ptr, b);
   r->pool->allocated_bytes += (int64_t)b->size;
+  if (r->pool->allocated_bytes > r->pool->capture_peak)
+    r->pool->capture_peak = r->pool->allocated_bytes;
   recap_memory_stats_t *st = &r->d->stats;
   recap__stat_kind(st->allocation, r->small, 1);
   recap__stat_kind(st->allocated_bytes, r->small, (int64_t)b->size);
@@ -828,6 +876,8 @@ recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
     if (RECAP__LIKELY(s == RECAP_SUCCESS)) {
       account_alloc(&r, b, site);
       *ptr = b->ptr;
+    } else if (r.pool->budget_attempted) {
+      budget_settle(r.d, r.pool);
     }
   }
   pthread_mutex_unlock(&recap__alloc.lock);

@@ -143,11 +143,23 @@ static recap_status_t compare(const char *name, const recap_stat_t *stat, const 
 static recap_status_t check_device(const recap__device_state_t *d, size_t *allocated_blocks) {
   tally_t t = {0};
   RECAP__CHECK(check_pool(&d->default_pool, &t));
+  if (d->default_pool.graphs != 0)
+    FAIL("device %d: %d graphs hold the default pool", d->device, d->default_pool.graphs);
   int routed = 0;
   for (const recap__pool_t *p = d->private_pools; p; p = p->next) {
     RECAP__CHECK(check_pool(p, &t));
     if (p->references < 0)
       FAIL("pool {%" PRIu64 ",%" PRIu64 "} has negative references", p->id.a, p->id.b);
+    /* Each graph that holds the pool holds one of its references. */
+    if (p->graphs < 0 || p->graphs > p->references || p->exec_bytes < 0 || p->nodes < 0 ||
+        (p->graphs == 0 && (p->exec_bytes != 0 || p->nodes != 0)))
+      FAIL("pool {%" PRIu64 ",%" PRIu64 "}: its graph totals (%d graphs of %d references, %" PRId64
+           " executable bytes, %" PRId64 " nodes) do not add up",
+           p->id.a, p->id.b, p->graphs, p->references, p->exec_bytes, p->nodes);
+    if (p->capture_peak < p->allocated_bytes && p->routed)
+      FAIL("pool {%" PRIu64 ",%" PRIu64 "}: the capture's peak %" PRId64 " is below the %" PRId64
+           " bytes allocated now",
+           p->id.a, p->id.b, p->capture_peak, p->allocated_bytes);
     routed += p->routed;
   }
   if (routed != d->route_count)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * pool.c — pool ids, routing a capture's allocations to a private pool (allocation logs attached
- * to a route included), the references graphs hold on private pools, and recap_pool_info.
+ * pool.c — pool ids, routing a capture's allocations to a private pool (allocation logs, a
+ * budget and the capture's peak attached to a route included), the references graphs hold on
+ * private pools, and recap_pool_info.
  *
  * A private pool is made by the first capture routed to it. It keeps its segments while a graph
  * references it or a capture routes to it; after that its free segments go back to the driver
@@ -115,6 +116,13 @@ static recap_status_t route_add(int device, recap_pool_id_t id, uint64_t capture
   }
   pool->references++;
   pool->routed = true;
+  /* The capture's accounting starts over: its peak from what the pool holds now, no budget
+   * until the graph sets one, no refusal. */
+  pool->capture_peak = pool->allocated_bytes;
+  pool->capture_reserved_start = pool->reserved_bytes;
+  pool->budget = 0;
+  pool->budget_refusals = 0;
+  pool->budget_attempted = false;
   d->routes[d->route_count].pool = pool;
   d->routes[d->route_count].capture_id = capture_id;
   d->routes[d->route_count].pending = pending;
@@ -203,7 +211,10 @@ recap_status_t recap__pool_route_end(int device, recap_pool_id_t id) {
   recap__device_state_t *d;
   int found = route_of_pool_or_error(device, id, &d, &s);
   if (found < 0) goto out;
-  d->routes[found].pool->routed = false;
+  recap__pool_t *pool = d->routes[found].pool;
+  pool->routed = false;
+  pool->budget = 0;
+  if (pool->capture_peak > pool->capture_peak_max) pool->capture_peak_max = pool->capture_peak;
   recap__route_logs_delete(d->routes[found].logs); /* the logs themselves are the caller's */
   d->routes[found] = d->routes[--d->route_count];
   /* Blocks freed during the capture that other streams used can get their events now. A
@@ -269,6 +280,33 @@ recap_status_t recap__pool_route_replay_stats(int device, recap_pool_id_t pool, 
   int found = route_of_pool_or_error(device, pool, &d, &s);
   if (found >= 0) {
     recap__route_logs_counts(d->routes[found].logs, hits, misses);
+  }
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return s;
+}
+
+recap_status_t recap__pool_route_set_budget(int device, recap_pool_id_t id, uint64_t budget) {
+  recap_status_t s = RECAP_SUCCESS;
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__device_state_t *d;
+  int found = route_of_pool_or_error(device, id, &d, &s);
+  if (found >= 0) d->routes[found].pool->budget = budget;
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return s;
+}
+
+recap_status_t recap__pool_capture_result(int device, recap_pool_id_t id,
+                                          recap__capture_result_t *result) {
+  recap_status_t s = RECAP_SUCCESS;
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__device_state_t *d;
+  int found = route_of_pool_or_error(device, id, &d, &s);
+  if (found >= 0) {
+    const recap__pool_t *pool = d->routes[found].pool;
+    result->peak = pool->capture_peak;
+    result->grew = pool->reserved_bytes - pool->capture_reserved_start;
+    result->refusals = pool->budget_refusals;
+    result->first = pool->budget_first;
   }
   pthread_mutex_unlock(&recap__alloc.lock);
   return s;

@@ -3,9 +3,12 @@
  * snapshot.c — the allocator's state as JSON: one walk over devices, pools, segments and blocks.
  *
  * Shape: {"devices":[{"device":0,"stats":{...},"pools":[{"id":[a,b],"references":n,
- * "routed":bool,"segments":[{"address":"0x..","size":n,"small":bool,"stream":"0x..",
+ * "routed":bool,"reserved_bytes":n,"allocated_bytes":n,"graphs":n,"exec_bytes":n,"nodes":n,
+ * "capture_peak_bytes":n,"capture_peak_max_bytes":n,"budget_bytes":n,"budget_refusals":n,
+ * "segments":[{"address":"0x..","size":n,"small":bool,"stream":"0x..",
  * "blocks":[{"address":"0x..","size":n,"requested":n,"state":"allocated"|"free"|
  * "pending_events"|"deferred"}]}]}]}]}
+ * The pool's accounting fields are recap_pool_memory's (recap/memory.h), with its rules.
  */
 #include <stdlib.h>
 
@@ -64,7 +67,25 @@ static void write_stats(recap__json_t *j, const recap_memory_stats_t *st) {
   recap__json_object_end(j);
 }
 
-static void write_pool(recap__json_t *j, const recap__pool_t *pool) {
+/* recap_pool_memory's view of the pool (accounting.c gives the same figures). */
+static void write_accounting(recap__json_t *j, const recap__pool_t *pool, bool is_default) {
+  recap__json_key(j, "graphs");
+  recap__json_int(j, pool->graphs);
+  recap__json_key(j, "exec_bytes");
+  recap__json_int(j, pool->exec_bytes);
+  recap__json_key(j, "nodes");
+  recap__json_int(j, pool->nodes);
+  recap__json_key(j, "capture_peak_bytes");
+  recap__json_int(j, recap__pool_capture_peak(pool, is_default));
+  recap__json_key(j, "capture_peak_max_bytes");
+  recap__json_int(j, recap__pool_capture_peak_max(pool, is_default));
+  recap__json_key(j, "budget_bytes");
+  recap__json_uint(j, pool->routed ? pool->budget : 0);
+  recap__json_key(j, "budget_refusals");
+  recap__json_uint(j, pool->budget_refusals);
+}
+
+static void write_pool(recap__json_t *j, const recap__pool_t *pool, bool is_default) {
   recap__json_object_begin(j);
   recap__json_key(j, "id");
   recap__json_array_begin(j);
@@ -79,6 +100,7 @@ static void write_pool(recap__json_t *j, const recap__pool_t *pool) {
   recap__json_int(j, pool->reserved_bytes);
   recap__json_key(j, "allocated_bytes");
   recap__json_int(j, pool->allocated_bytes);
+  write_accounting(j, pool, is_default);
   recap__json_key(j, "segments");
   recap__json_array_begin(j);
   for (const recap__segment_t *seg = pool->segments; seg; seg = seg->next) {
@@ -133,8 +155,8 @@ recap_status_t recap_memory_snapshot_json(int device, char **json) {
     write_stats(&j, &d->stats);
     recap__json_key(&j, "pools");
     recap__json_array_begin(&j);
-    write_pool(&j, &d->default_pool);
-    for (const recap__pool_t *p = d->private_pools; p; p = p->next) write_pool(&j, p);
+    write_pool(&j, &d->default_pool, true);
+    for (const recap__pool_t *p = d->private_pools; p; p = p->next) write_pool(&j, p, false);
     recap__json_array_end(&j);
     recap__json_object_end(&j);
   }

@@ -3,7 +3,8 @@
  * cuda.c — the device seam on the CUDA runtime (linked statically; no libcuda at link time):
  * devices, memory, events, streams, captures and graphs, and the table of the seam's functions.
  * Graph inspection and what graph nodes read are in cuda_inspect.c, patch plans and executable
- * updates in cuda_patch.c, the random-number kernels in rng_kernels.cu.
+ * updates in cuda_patch.c, virtual memory management and pinned host memory in cuda_vmm.c, the
+ * random-number kernels in rng_kernels.cu.
  *
  * Every failing CUDA call goes through CUDA_TRY / recap__cuda_fail (cuda_error.h), which records
  * the call's text, CUDA's error name and description and the place, clears CUDA's last error,
@@ -22,6 +23,7 @@
 #include "device/cuda_cond.h"
 #include "device/cuda_error.h"
 #include "device/cuda_inspect.h"
+#include "device/cuda_vmm.h"
 #include "device/device.h"
 #include "device/driver.h"
 
@@ -629,4 +631,14 @@ const recap__device_ops_t recap__cuda_ops = {
     .cond_node_add = recap__cuda_cond_node_add,
     .cond_launch = recap__cuda_cond_launch,
     .graph_add_empty = recap__cuda_graph_add_empty,
+    .vmm_granularity = recap__cuda_vmm_granularity,
+    .vmm_reserve = recap__cuda_vmm_reserve,
+    .vmm_release_range = recap__cuda_vmm_release_range,
+    .vmm_create = recap__cuda_vmm_create,
+    .vmm_release = recap__cuda_vmm_release,
+    .vmm_map = recap__cuda_vmm_map,
+    .vmm_unmap = recap__cuda_vmm_unmap,
+    .vmm_set_access = recap__cuda_vmm_set_access,
+    .host_alloc_pinned = recap__cuda_host_alloc_pinned,
+    .host_free_pinned = recap__cuda_host_free_pinned,
 };

@@ -88,6 +88,10 @@ typedef struct recap__patch {
   const void *value;
 } recap__patch_t;
 
+/* A physical chunk of device memory made by vmm_create: CUmemGenericAllocationHandle for CUDA,
+ * an id for the fake. 0 is never a chunk. */
+typedef uint64_t recap__vmm_handle_t;
+
 typedef struct recap__device_ops {
   const char *name; /* "cuda" or "fake" */
 
@@ -116,7 +120,9 @@ typedef struct recap__device_ops {
   recap_status_t (*stream_create)(recap_stream_t *stream);
   recap_status_t (*stream_destroy)(recap_stream_t stream);
   recap_status_t (*stream_synchronize)(recap_stream_t stream);
-  /* Device-to-device copy ordered on stream (cudaMemcpyAsync with cudaMemcpyDefault). */
+  /* Copy ordered on stream (cudaMemcpyAsync with cudaMemcpyDefault): either end may be device
+   * memory (raw_malloc, or mapped chunks with access set) or pinned host memory
+   * (host_alloc_pinned), the direction read from the pointers. */
   recap_status_t (*memcpy_async)(void *dst, const void *src, size_t bytes, recap_stream_t stream);
 
   /* The capture status of stream and, when active, the id of its capture sequence. Must never
@@ -291,6 +297,59 @@ typedef struct recap__device_ops {
    * holds an unused condition's handle), which CUDA refuses to instantiate. Fault kind
    * COND_NODE in the fake. */
   recap_status_t (*graph_add_empty)(recap_cuda_graph_t graph);
+
+  /* Virtual memory management (cuMem* of the driver), for memory whose addresses stay while
+   * its physical backing comes and goes: an address range is reserved once, physical chunks
+   * are made and mapped into it, and unmapped and released again. Every op acts for the
+   * calling thread's current device and pinned device memory (CU_MEM_ALLOCATION_TYPE_PINNED,
+   * CU_MEM_LOCATION_TYPE_DEVICE); none is ordered on a stream (callers synchronize what uses
+   * the memory first), and none is refused during a capture. Sizes and addresses must be
+   * nonzero multiples of the minimum granularity: otherwise RECAP_ERROR_INVALID_ARGUMENT naming
+   * the granularity, before CUDA is called; the other refusals are CUDA's (RECAP_ERROR_CUDA,
+   * the message naming the cuMem call and the CUDA error).
+   *
+   * vmm_granularity: the minimum and recommended granularity of a chunk
+   * (cuMemGetAllocationGranularity, CU_MEM_ALLOC_GRANULARITY_MINIMUM and _RECOMMENDED); either
+   * pointer may be NULL, not both. A device without virtual memory management:
+   * RECAP_ERROR_NOT_SUPPORTED.
+   *
+   * vmm_reserve: *ptr receives a range of size bytes of device addresses, aligned to the
+   * minimum granularity, with nothing usable behind it (cuMemAddressReserve). vmm_release_range
+   * gives back a whole range as reserved, ptr and size as vmm_reserve gave them
+   * (cuMemAddressFree); every mapping inside it must have been unmapped first.
+   *
+   * vmm_create: *handle receives a physical chunk of size bytes of the device's memory
+   * (cuMemCreate), counted as in use (mem_get_info) until it is released and unmapped
+   * everywhere. Not enough memory: RECAP_ERROR_OUT_OF_MEMORY. vmm_release drops the handle
+   * (cuMemRelease): a chunk still mapped stays behind its mappings, and its memory is free
+   * once the last of them is unmapped; the handle names nothing afterwards. Handle 0 (never a
+   * chunk): RECAP_ERROR_INVALID_ARGUMENT in vmm_release and vmm_map.
+   *
+   * vmm_map: the first size bytes of the chunk (size at most the chunk's) become the memory at
+   * [ptr, ptr + size), which lies inside one reserved range and overlaps no other mapping
+   * (cuMemMap, offset 0). The memory is not accessible until vmm_set_access grants the current
+   * device read and write access to a mapped range (cuMemSetAccess); every new mapping starts
+   * without access. vmm_unmap (cuMemUnmap) takes back whole mappings, [ptr, ptr + size) covering
+   * each mapping it touches entirely and nothing unmapped; the range is reserved again. A chunk
+   * keeps its contents while it lives: mapped again (at the same or another address, even
+   * after it was unmapped), it shows what was written through its earlier mappings.
+   *
+   * host_alloc_pinned: *ptr receives size bytes of page-locked host memory (cudaHostAlloc,
+   * cudaHostAllocDefault), which memcpy_async copies to and from device memory; size 0:
+   * RECAP_ERROR_INVALID_ARGUMENT; not enough: RECAP_ERROR_OUT_OF_MEMORY. host_free_pinned
+   * gives it back (cudaFreeHost; NULL is a no-op). Callers make neither call during a capture (cudaFreeHost synchronizes the device): the
+   * fake refuses both as it refuses raw_malloc, while a capture forbids potentially unsafe
+   * calls from the calling thread (RECAP_ERROR_CAPTURE_INVALIDATED). */
+  recap_status_t (*vmm_granularity)(size_t *minimum, size_t *recommended);
+  recap_status_t (*vmm_reserve)(void **ptr, size_t size);
+  recap_status_t (*vmm_release_range)(void *ptr, size_t size);
+  recap_status_t (*vmm_create)(recap__vmm_handle_t *handle, size_t size);
+  recap_status_t (*vmm_release)(recap__vmm_handle_t handle);
+  recap_status_t (*vmm_map)(void *ptr, size_t size, recap__vmm_handle_t handle);
+  recap_status_t (*vmm_unmap)(void *ptr, size_t size);
+  recap_status_t (*vmm_set_access)(void *ptr, size_t size);
+  recap_status_t (*host_alloc_pinned)(void **ptr, size_t size);
+  recap_status_t (*host_free_pinned)(void *ptr);
 } recap__device_ops_t;
 
 /* The seam in use. The first call picks the CUDA implementation unless a test installed the
@@ -316,6 +375,13 @@ const char *recap__device_cuda_architectures(void);
  * it is RECAP_ERROR_NOT_SUPPORTED. */
 void recap__device_no_kernel_image_message(char *buf, size_t size, int device, const char *name,
                                            int major, int minor);
+
+/* The refusal both seams give a VMM size or address that is 0 (NULL) or not a multiple of the
+ * minimum granularity: false when value is fine; otherwise true with the message (naming call,
+ * what: "size" or "address", the value, the device and its granularity) written into buf
+ * (always terminated). The status that goes with it is RECAP_ERROR_INVALID_ARGUMENT. */
+bool recap__vmm_refuse(char *buf, size_t size, const char *call, const char *what, uintptr_t value,
+                       size_t granularity, int device);
 
 extern const recap__device_ops_t recap__cuda_ops;
 

@@ -7,7 +7,7 @@
  * The few driver functions it needs (cuDevicePrimaryCtxGetState now; cuFuncGetName,
  * cuFuncGetParamInfo and the like for the graph layer) are looked up through the runtime's
  * cudaGetDriverEntryPointByVersion and cached. This header declares their types itself, so
- * nothing outside driver.c includes <cuda.h>.
+ * no header of recap includes <cuda.h> (driver.c and cuda_vmm.c do, for the driver's types).
  *
  * Internal to src/device/ and the layers that talk to the driver through it.
  */

@@ -26,6 +26,8 @@
 
 /* The fake's devices report this compute capability unless the test configures another. */
 enum { FAKE_DEFAULT_COMPUTE_CAPABILITY = 90 };
+/* The minimum VMM granularity of an H100 or H200. */
+#define FAKE_DEFAULT_VMM_GRANULARITY ((size_t)2 << 20)
 
 fake_state_t recap__fake = {.lock = PTHREAD_MUTEX_INITIALIZER,
                             .refuse_node = SIZE_MAX,
@@ -66,6 +68,8 @@ void recap__fake_configure(const recap__fake_config_t *cfg) {
   size_t memory = FAKE_DEFAULT_MEMORY;
   int capability = FAKE_DEFAULT_COMPUTE_CAPABILITY;
   bool no_kernel_image = false;
+  size_t vmm_granularity = FAKE_DEFAULT_VMM_GRANULARITY;
+  bool vmm_unsupported = false;
   if (cfg) {
     /* 0 keeps the default, so that designated initializers can name only what they change; a
      * negative count simulates a machine with no device. */
@@ -74,12 +78,16 @@ void recap__fake_configure(const recap__fake_config_t *cfg) {
     if (cfg->memory_per_device > 0) memory = cfg->memory_per_device;
     if (cfg->compute_capability > 0) capability = cfg->compute_capability;
     no_kernel_image = cfg->no_kernel_image;
+    if (cfg->vmm_granularity > 0) vmm_granularity = cfg->vmm_granularity;
+    vmm_unsupported = cfg->vmm_unsupported;
   }
   if (count > RECAP__FAKE_MAX_DEVICES) count = RECAP__FAKE_MAX_DEVICES;
   recap__fake.device_count = count;
   recap__fake.capacity = memory;
   recap__fake.compute_capability = capability;
   recap__fake.no_kernel_image = no_kernel_image;
+  recap__fake.vmm_granularity = vmm_granularity;
+  recap__fake.vmm_unsupported = vmm_unsupported;
   recap__fake.configured = true;
 }
 
@@ -141,6 +149,16 @@ const recap__device_ops_t recap__fake_ops = {
     .cond_node_add = recap__fake_op_cond_node_add,
     .cond_launch = recap__fake_op_cond_launch,
     .graph_add_empty = recap__fake_op_graph_add_empty,
+    .vmm_granularity = recap__fake_op_vmm_granularity,
+    .vmm_reserve = recap__fake_op_vmm_reserve,
+    .vmm_release_range = recap__fake_op_vmm_release_range,
+    .vmm_create = recap__fake_op_vmm_create,
+    .vmm_release = recap__fake_op_vmm_release,
+    .vmm_map = recap__fake_op_vmm_map,
+    .vmm_unmap = recap__fake_op_vmm_unmap,
+    .vmm_set_access = recap__fake_op_vmm_set_access,
+    .host_alloc_pinned = recap__fake_op_host_alloc_pinned,
+    .host_free_pinned = recap__fake_op_host_free_pinned,
 };
 
 /* ---- test controls ---------------------------------------------------------------------- */
@@ -190,6 +208,7 @@ void recap__fake_reset(const recap__fake_config_t *cfg) {
   recap__fake.blocks_cap = 0;
   recap__fake.blocks_count = 0;
   memset(recap__fake.in_use, 0, sizeof recap__fake.in_use);
+  memset(recap__fake.exec_bytes, 0, sizeof recap__fake.exec_bytes);
   memset(&recap__fake.legacy, 0, sizeof recap__fake.legacy);
   memset(recap__fake.calls, 0, sizeof recap__fake.calls);
   memset(recap__fake.fail_countdown, 0, sizeof recap__fake.fail_countdown);
@@ -204,6 +223,7 @@ void recap__fake_reset(const recap__fake_config_t *cfg) {
   recap__fake.refuse_node = SIZE_MAX;
   recap__fake.updated_slowdown = 1.0;
   recap__fake_cond_reset();
+  recap__fake_vmm_reset();
   recap__fake_configure(cfg);
   pthread_mutex_unlock(&recap__fake.lock);
 
@@ -217,6 +237,7 @@ void recap__fake_reset(const recap__fake_config_t *cfg) {
 void recap__fake_counters(recap__fake_counters_t *out) {
   pthread_mutex_lock(&recap__fake.lock);
   memcpy(out->bytes_in_use, recap__fake.in_use, sizeof out->bytes_in_use);
+  memcpy(out->exec_bytes, recap__fake.exec_bytes, sizeof out->exec_bytes);
   memcpy(out->calls, recap__fake.calls, sizeof out->calls);
   out->live_events = recap__fake.live_events;
   out->live_graphs = recap__fake.live_graphs;
@@ -233,5 +254,11 @@ void recap__fake_counters(recap__fake_counters_t *out) {
   out->cond_nodes_run = recap__fake.cond_nodes_run;
   out->body_launches = recap__fake.body_launches;
   out->cond_kernels_run = recap__fake.cond_kernels_run;
+  out->vmm_chunks_live = recap__fake.vmm_chunks_live;
+  out->vmm_bytes_mapped = recap__fake.vmm_bytes_mapped;
+  out->vmm_ranges_live = recap__fake.vmm_ranges_live;
+  out->vmm_bytes_reserved = recap__fake.vmm_bytes_reserved;
+  out->pinned_live = recap__fake.pinned_live;
+  out->pinned_bytes = recap__fake.pinned_bytes;
   pthread_mutex_unlock(&recap__fake.lock);
 }

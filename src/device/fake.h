@@ -33,7 +33,11 @@
  *    nothing more. The ops stream_begin_capture / stream_end_capture drive the same captures as
  *    recap__fake_capture_begin / _end; ending hands out a fake graph (freed by graph_destroy or
  *    recap__fake_reset). graph_instantiate gives a fake executable with its own copy of the
- *    graph's nodes (type, name, dependency, arguments, ends, bytes, value, function);
+ *    graph's nodes (type, name, dependency, arguments, ends, bytes, value, function), which
+ *    holds RECAP__FAKE_EXEC_BYTES_PER_NODE bytes of the current device's memory per node
+ *    (graph_node_count's count, bodies included) until graph_exec_destroy: mem_get_info shows
+ *    them, raw_malloc cannot have them, and an instantiation they do not fit in fails with
+ *    RECAP_ERROR_OUT_OF_MEMORY (cudaErrorMemoryAllocation); an update keeps them;
  *    graph_launch enqueues one work item per node on its stream (so events recorded after it
  *    wait for it), or, on a capturing stream, adds one child-graph node to the capture.
  *    graph_inspect reports kernel nodes with their names, grid and block {1,1,1}, memcpy and
@@ -135,6 +139,25 @@
  *    node); an update takes the new nodes and handles. With recap__fake_cond_supported(false),
  *    cond_supported says false and cond_handle_create and cond_node_add fail with
  *    RECAP_ERROR_NOT_SUPPORTED. Injected faults of the new kinds fail before anything changes.
+ *  - Virtual memory management (fake_vmm.c), on host memory: vmm_reserve maps the range
+ *    PROT_NONE (the addresses are kept, nothing is usable); vmm_create makes a chunk backed by
+ *    a memory file of its own and counts its size in bytes_in_use (so mem_get_info and
+ *    raw_malloc see it) until it is released and unmapped everywhere; vmm_map maps the chunk's
+ *    file at the address (MAP_FIXED, shared), still PROT_NONE, and vmm_set_access makes mapped
+ *    pages readable and writable, so memory touched before set_access faults as on a GPU; a
+ *    chunk mapped twice shows the same bytes at both addresses, and mapped again after an
+ *    unmap shows what it held; vmm_unmap puts the reservation back (PROT_NONE). Refusals, with
+ *    RECAP_ERROR_CUDA and the driver's CUDA_ERROR_INVALID_VALUE in the message: a map not
+ *    inside one reserved range, over another mapping, longer than the chunk, of a handle never
+ *    made or released; an unmap that cuts a mapping or covers unmapped addresses; set_access
+ *    over unmapped addresses; release_range of anything but a whole range, or of one still
+ *    holding mappings; release of an unknown handle. vmm_release of a mapped chunk succeeds, as
+ *    on CUDA: the handle is gone and the memory stays until its last mapping is unmapped.
+ *    No vmm_* op is refused during a capture (they are no stream work).
+ *    host_alloc_pinned is host memory (not counted against the device), refused under a
+ *    forbidding capture as raw_malloc is, and so is host_free_pinned; freeing a pointer it did
+ *    not give out is RECAP_ERROR_CUDA (cudaErrorInvalidValue). Counters: vmm_chunks_live,
+ *    vmm_bytes_mapped, vmm_ranges_live, vmm_bytes_reserved, pinned_live, pinned_bytes.
  *  - Random numbers: the fake computes no real random numbers. rng_write_state on a stream
  *    that does not capture writes {seed, offset + state[2]} into the first two words at once
  *    (fake device memory is host memory) and enqueues one work item; on a capturing stream it adds a kernel node
@@ -166,6 +189,10 @@ extern "C" {
 /* More devices than any node has; a config that asks for more gets this many. */
 enum { RECAP__FAKE_MAX_DEVICES = 64 };
 
+/* The device memory a fake executable holds per node (a real executable's memory depends on
+ * the driver and the graph; a fixed amount per node makes the measurement testable). */
+enum { RECAP__FAKE_EXEC_BYTES_PER_NODE = 4096 };
+
 typedef struct recap__fake_config {
   int device_count;         /* default 1 */
   size_t memory_per_device; /* bytes each device can hand out (default 64 GiB of address room;
@@ -173,6 +200,10 @@ typedef struct recap__fake_config {
   int compute_capability;   /* major * 10 + minor, as 75 for 7.5 (default 90) */
   bool no_kernel_image;     /* recap's kernels have no image for the devices: the random-number
                                kernels fail as on a GPU outside RECAP_CUDA_ARCHITECTURES */
+  size_t vmm_granularity;   /* the devices' minimum and recommended VMM granularity, a multiple
+                               of the host's page size (default 2 MiB, as on an H100 or H200) */
+  bool vmm_unsupported;     /* the devices have no virtual memory management: the vmm_* ops
+                               that need a granularity fail with RECAP_ERROR_NOT_SUPPORTED */
 } recap__fake_config_t;
 
 /* The seam's table of the fake's functions. */
@@ -286,16 +317,29 @@ typedef enum recap__fake_fault {
   RECAP__FAKE_FAULT_COND_NODE,        /* cond_node_add */
   RECAP__FAKE_FAULT_COND_LAUNCH,      /* cond_launch */
   RECAP__FAKE_FAULT_RNG_ADVANCE,      /* rng_advance */
+  /* Virtual memory management and pinned host memory (fake_vmm.c): each call fails before it
+   * changes anything; VMM_CREATE and HOST_ALLOC_PINNED report out of memory. */
+  RECAP__FAKE_FAULT_VMM_GRANULARITY,   /* vmm_granularity */
+  RECAP__FAKE_FAULT_VMM_RESERVE,       /* vmm_reserve */
+  RECAP__FAKE_FAULT_VMM_RELEASE_RANGE, /* vmm_release_range */
+  RECAP__FAKE_FAULT_VMM_CREATE,        /* vmm_create */
+  RECAP__FAKE_FAULT_VMM_RELEASE,       /* vmm_release */
+  RECAP__FAKE_FAULT_VMM_MAP,           /* vmm_map */
+  RECAP__FAKE_FAULT_VMM_UNMAP,         /* vmm_unmap */
+  RECAP__FAKE_FAULT_VMM_SET_ACCESS,    /* vmm_set_access */
+  RECAP__FAKE_FAULT_HOST_ALLOC_PINNED, /* host_alloc_pinned */
+  RECAP__FAKE_FAULT_HOST_FREE_PINNED,  /* host_free_pinned */
   RECAP__FAKE_FAULT_KINDS
 } recap__fake_fault_t;
 
-/* The nth call (1-based, counted from now) of kind fails; 0 disarms. A failed raw_malloc reports
- * out of memory; the others report RECAP_ERROR_CUDA. */
+/* The nth call (1-based, counted from now) of kind fails; 0 disarms. A failed raw_malloc,
+ * vmm_create or host_alloc_pinned reports out of memory; the others report RECAP_ERROR_CUDA. */
 void recap__fake_fail_nth(recap__fake_fault_t kind, uint64_t nth);
 
 /* The fake's counters, read at once under its lock. */
 typedef struct recap__fake_counters {
   size_t bytes_in_use[RECAP__FAKE_MAX_DEVICES]; /* raw bytes handed out and not had back */
+  size_t exec_bytes[RECAP__FAKE_MAX_DEVICES];   /* bytes live executables hold */
   uint64_t calls[RECAP__FAKE_FAULT_KINDS];      /* calls of each kind since the last reset */
   int64_t live_events;                          /* events created and not destroyed */
   int64_t live_graphs;     /* fake graphs (stream_end_capture) not yet destroyed */
@@ -315,6 +359,15 @@ typedef struct recap__fake_counters {
    * bodies run (each WHILE iteration counts one), and condition kernels run (cond_launch's,
    * eagerly or in a launch). */
   uint64_t cond_nodes_run, body_launches, cond_kernels_run;
+  /* Virtual memory management, now: physical chunks alive (made and not yet both released and
+   * unmapped everywhere; their bytes count in bytes_in_use), bytes mapped, reserved ranges and
+   * their bytes; pinned host allocations and their bytes. */
+  int64_t vmm_chunks_live;
+  size_t vmm_bytes_mapped;
+  int64_t vmm_ranges_live;
+  size_t vmm_bytes_reserved;
+  int64_t pinned_live;
+  size_t pinned_bytes;
 } recap__fake_counters_t;
 
 void recap__fake_counters(recap__fake_counters_t *out);

@@ -388,6 +388,15 @@ recap_status_t recap__fake_op_graph_instantiate(recap_cuda_graph_exec_t *exec,
     recap__fake_note(&f, RECAP_ERROR_CUDA,
                      "cudaGraphInstantiateWithFlags: invalid argument (cudaErrorInvalidValue): a "
                      "conditional node of the graph has a body with no node");
+  } else if (recap__fake_nodes_count_deep(&g->nodes) >
+             recap__fake_free_bytes(recap__fake_tl_device) / RECAP__FAKE_EXEC_BYTES_PER_NODE) {
+    recap__fake_note(&f, RECAP_ERROR_OUT_OF_MEMORY,
+                     "cudaGraphInstantiateWithFlags: out of memory (cudaErrorMemoryAllocation): "
+                     "the executable of %zu nodes needs %zu bytes of fake device %d, which has "
+                     "%zu free",
+                     recap__fake_nodes_count_deep(&g->nodes),
+                     recap__fake_nodes_count_deep(&g->nodes) * RECAP__FAKE_EXEC_BYTES_PER_NODE,
+                     recap__fake_tl_device, recap__fake_free_bytes(recap__fake_tl_device));
   } else {
     fake_exec_t *x = calloc(1, sizeof *x);
     if (x && !recap__fake_nodes_copy(&x->nodes, &g->nodes)) {
@@ -401,6 +410,9 @@ recap_status_t recap__fake_op_graph_instantiate(recap_cuda_graph_exec_t *exec,
           "memory for a fake executable graph");
     } else {
       x->origin_id = g->id;
+      x->device = recap__fake_tl_device;
+      x->bytes = recap__fake_nodes_count_deep(&g->nodes) * RECAP__FAKE_EXEC_BYTES_PER_NODE;
+      recap__fake.exec_bytes[x->device] += x->bytes;
       x->next = recap__fake.execs;
       recap__fake.execs = x;
       recap__fake.live_execs++;
@@ -547,6 +559,7 @@ recap_status_t recap__fake_op_graph_exec_destroy(recap_cuda_graph_exec_t exec) {
     recap__fake_note_bad_graph(&f, "cudaGraphExecDestroy", (const void *)exec, "executable graph");
   } else {
     *link = x->next;
+    recap__fake.exec_bytes[x->device] -= x->bytes;
     recap__fake_nodes_free(&x->nodes);
     free(x);
     recap__fake.live_execs--;

@@ -140,13 +140,12 @@ recap_status_t recap__fake_op_raw_malloc(void **ptr, size_t size) {
     recap__fake_note_forbidden(&f, "cudaMalloc");
   } else if (size == 0) {
     /* cudaMalloc(&p, 0) succeeds with a null pointer. */
-  } else if (size > recap__fake.capacity - recap__fake.in_use[device] ||
-             size > SIZE_MAX - (FAKE_ALIGNMENT - 1)) {
+  } else if (size > recap__fake_free_bytes(device) || size > SIZE_MAX - (FAKE_ALIGNMENT - 1)) {
     recap__fake_note(
         &f, RECAP_ERROR_OUT_OF_MEMORY,
         "cudaMalloc: out of memory (cudaErrorMemoryAllocation): tried to allocate %zu bytes on "
         "fake device %d, which has %zu bytes free of %zu",
-        size, device, recap__fake.capacity - recap__fake.in_use[device], recap__fake.capacity);
+        size, device, recap__fake_free_bytes(device), recap__fake.capacity);
   } else {
     size_t rounded = (size + FAKE_ALIGNMENT - 1) / FAKE_ALIGNMENT * FAKE_ALIGNMENT;
     /* aligned_alloc, not calloc: the pages stay untouched until the test writes to them. */
@@ -203,7 +202,7 @@ recap_status_t recap__fake_op_mem_get_info(size_t *free_bytes, size_t *total_byt
         "device %d is not one of the fake's %d",
         device, recap__fake.device_count);
   } else {
-    *free_bytes = recap__fake.capacity - recap__fake.in_use[device];
+    *free_bytes = recap__fake_free_bytes(device);
     *total_bytes = recap__fake.capacity;
   }
   return recap__fake_unlock_and_report(&f);

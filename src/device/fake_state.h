@@ -14,8 +14,8 @@
  * fake_capture.c (captures, graphs, executables and their launches), fake_inspect.c (DOT,
  * inspection, node lists and what nodes read), fake_patch.c (patch plans, executable
  * updates), fake_rng.c (random numbers), fake_cond.c (regions: pausing and resuming captures,
- * conditional handles and nodes, their bodies at a launch, condition kernels), fake_fault.c
- * (fault injection).
+ * conditional handles and nodes, their bodies at a launch, condition kernels), fake_vmm.c
+ * (virtual memory management and pinned host memory), fake_fault.c (fault injection).
  */
 #ifndef RECAP_FAKE_STATE_H
 #define RECAP_FAKE_STATE_H
@@ -136,6 +136,8 @@ typedef struct fake_exec {
   uint64_t origin_id;
   bool updated; /* updated at least once (the timing model's slowdown applies) */
   uint64_t launches;
+  int device;   /* the thread's current device at instantiation */
+  size_t bytes; /* the device memory it holds: RECAP__FAKE_EXEC_BYTES_PER_NODE per node */
   struct fake_exec *next;
 } fake_exec_t;
 
@@ -155,6 +157,38 @@ typedef struct fake_block {
   int device;
 } fake_block_t;
 
+/* Virtual memory management (fake_vmm.c). A physical chunk: its backing is a memory file, so
+ * that every mapping of it shows the same bytes and an unmapped chunk keeps them. */
+typedef struct fake_chunk {
+  uint64_t handle; /* 0 once released (the chunk then lives only behind its mappings) */
+  size_t size;
+  int device; /* whose in_use counts it */
+  int fd;
+  size_t mappings;
+  struct fake_chunk *next;
+} fake_chunk_t;
+
+/* A range reserved by vmm_reserve, and a mapping inside one. */
+typedef struct fake_range {
+  char *base;
+  size_t size;
+  struct fake_range *next;
+} fake_range_t;
+
+typedef struct fake_mapping {
+  char *base;
+  size_t size;
+  fake_chunk_t *chunk;
+  struct fake_mapping *next;
+} fake_mapping_t;
+
+/* A pinned host allocation (host_alloc_pinned). */
+typedef struct fake_pinned {
+  void *ptr;
+  size_t size;
+  struct fake_pinned *next;
+} fake_pinned_t;
+
 /* A failure noted under the lock and recorded as the thread's last error after it. */
 typedef struct fake_failure {
   recap_status_t status;
@@ -169,8 +203,9 @@ typedef struct fake_state {
   int device_count;
   size_t capacity;
   size_t in_use[RECAP__FAKE_MAX_DEVICES];
-  int compute_capability; /* the devices' major * 10 + minor */
-  bool no_kernel_image;   /* recap's kernels have no image for that compute capability */
+  size_t exec_bytes[RECAP__FAKE_MAX_DEVICES]; /* held by live executables (fake_exec_t.bytes) */
+  int compute_capability;                     /* the devices' major * 10 + minor */
+  bool no_kernel_image; /* recap's kernels have no image for that compute capability */
 
   fake_block_t *blocks; /* capacity blocks_cap, a power of two; at most half full */
   size_t blocks_cap;
@@ -207,6 +242,17 @@ typedef struct fake_state {
   uint64_t cond_iteration_limit; /* 0: the default */
   uint64_t cond_nodes_run, body_launches, cond_kernels_run;
 
+  /* Virtual memory management and pinned host memory (fake_vmm.c). */
+  size_t vmm_granularity;
+  bool vmm_unsupported;
+  fake_chunk_t *chunks;
+  fake_range_t *ranges;
+  fake_mapping_t *mappings;
+  fake_pinned_t *pinned;
+  uint64_t next_vmm_handle; /* never reset, so that a stale handle never names a new chunk */
+  int64_t vmm_chunks_live, vmm_ranges_live, pinned_live;
+  size_t vmm_bytes_mapped, vmm_bytes_reserved, pinned_bytes;
+
   uint64_t calls[RECAP__FAKE_FAULT_KINDS];
   uint64_t fail_countdown[RECAP__FAKE_FAULT_KINDS]; /* 0: disarmed */
 } fake_state_t;
@@ -214,6 +260,13 @@ typedef struct fake_state {
 extern fake_state_t recap__fake;
 extern _Thread_local int recap__fake_tl_device;
 extern _Thread_local recap__capture_mode_t recap__fake_tl_capture_mode;
+
+/* ---- memory (fake_memory.c) ------------------------------------------------------------- */
+
+/* What device still has free: raw allocations and executables both take from its capacity. */
+static inline size_t recap__fake_free_bytes(int device) {
+  return recap__fake.capacity - recap__fake.in_use[device] - recap__fake.exec_bytes[device];
+}
 
 /* ---- failures (fake.c) ------------------------------------------------------------------ */
 
@@ -364,6 +417,22 @@ bool recap__fake_no_kernel_image(fake_failure_t *f);
 recap_status_t recap__fake_enqueue_fn(fake_failure_t *f, fake_stream_t *s, const char *call,
                                       const char *name, recap__fake_kernel_fn_t fn,
                                       const void *const *args, size_t n);
+
+/* ---- virtual memory management and pinned host memory (fake_vmm.c) ---------------------- */
+
+recap_status_t recap__fake_op_vmm_granularity(size_t *minimum, size_t *recommended);
+recap_status_t recap__fake_op_vmm_reserve(void **ptr, size_t size);
+recap_status_t recap__fake_op_vmm_release_range(void *ptr, size_t size);
+recap_status_t recap__fake_op_vmm_create(recap__vmm_handle_t *handle, size_t size);
+recap_status_t recap__fake_op_vmm_release(recap__vmm_handle_t handle);
+recap_status_t recap__fake_op_vmm_map(void *ptr, size_t size, recap__vmm_handle_t handle);
+recap_status_t recap__fake_op_vmm_unmap(void *ptr, size_t size);
+recap_status_t recap__fake_op_vmm_set_access(void *ptr, size_t size);
+recap_status_t recap__fake_op_host_alloc_pinned(void **ptr, size_t size);
+recap_status_t recap__fake_op_host_free_pinned(void *ptr);
+/* Give back every range, mapping, chunk and pinned allocation, and zero the counters
+ * (recap__fake_reset; the devices' in_use is reset there). */
+void recap__fake_vmm_reset(void);
 
 /* ---- regions (fake_cond.c) ---------------------------------------------------------------- */
 

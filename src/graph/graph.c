@@ -167,9 +167,54 @@ void recap__graph_close_capture(recap_graph_t g) {
   g->capture_id = 0;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * Memory accounting: what the graph adds to its pool's totals (recap/memory.h)
+ * ---------------------------------------------------------------------------------------- */
+
+void recap__graph_account(recap_graph_t g) {
+  bool on = g->holds_pool;
+  int64_t exec = 0, nodes = 0;
+  if (on) {
+    exec = g->exec_bytes + recap__regions_program_exec_bytes(g);
+    nodes = (int64_t)(g->node_count + recap__regions_program_nodes(g));
+  }
+  bool same = on && g->accounted.on && g->accounted.device == g->device &&
+              recap__pool_id_equal(g->accounted.pool, g->pool);
+  if (g->accounted.on && !same) {
+    recap__pool_account_graph(g->accounted.device, g->accounted.pool, -1, -g->accounted.exec_bytes,
+                              -g->accounted.nodes);
+    g->accounted.on = false;
+  }
+  if (!on) return;
+  recap__pool_account_graph(g->device, g->pool, same ? 0 : 1,
+                            exec - (same ? g->accounted.exec_bytes : 0),
+                            nodes - (same ? g->accounted.nodes : 0));
+  g->accounted.on = true;
+  g->accounted.device = g->device;
+  g->accounted.pool = g->pool;
+  g->accounted.exec_bytes = exec;
+  g->accounted.nodes = nodes;
+}
+
+recap_status_t recap__graph_budget_error(const recap__capture_result_t *result, bool recapture) {
+  char first[512];
+  recap__budget_format(first, sizeof first, &result->first);
+  return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
+                      "recap_graph_capture_end: the capture's budget refused %" PRIu64
+                      " allocation%s, so the %s; the first: recap_malloc: %s",
+                      result->refusals, result->refusals == 1 ? "" : "s",
+                      recapture ? "recapture was thrown away and the graph keeps the capture it "
+                                  "held"
+                                : "capture was thrown away and the graph is fresh again",
+                      first);
+}
+
+/* Drop the graph's reference to its pool; the pool's totals lose the graph first. */
 static void release_pool(recap_graph_t g) {
-  if (g->holds_pool) recap__pool_release(g->device, g->pool);
+  bool held = g->holds_pool;
   g->holds_pool = false;
+  recap__graph_account(g);
+  if (held) recap__pool_release(g->device, g->pool);
 }
 
 /* Keep the first failure of a sequence of cleanup steps, with its message: later steps may
@@ -226,6 +271,8 @@ static recap_status_t reset_graph(recap_graph_t graph, bool forget_pool) {
   graph->exec = NULL;
   graph->template_graph = NULL;
   graph->exec_origin = NULL;
+  graph->exec_bytes = 0;
+  graph->capture_peak = graph->capture_grew = 0;
   release_pool(graph);
   graph->state = RECAP__GRAPH_FRESH;
   graph->node_count = 0;
@@ -357,10 +404,12 @@ recap_status_t recap__graph_capture_start(recap_graph_t graph, recap_stream_t st
    * before anything began. */
   RECAP__CHECK(recap__pool_route_reserve(device, pool));
   /* The route records what this capture allocates; a recapture replays what the capture it
-   * replaces allocated, so that the same sequence gets the same addresses. */
+   * replaces allocated, so that the same sequence gets the same addresses. The capture's
+   * budget, if any, holds from its first allocation. */
   recap__alloc_log_free(&graph->alloc_log_next);
   recap_status_t s = recap__pool_route_set_logs(device, pool, &graph->alloc_log_next,
                                                 graph->old.active ? &graph->alloc_log : NULL);
+  if (s == RECAP_SUCCESS) s = recap__pool_route_set_budget(device, pool, opts->budget_bytes);
   if (s != RECAP_SUCCESS) return abandon_start(graph, s, false, stream, device, pool);
   s = dev->stream_begin_capture(stream, (recap__capture_mode_t)opts->mode);
   if (s != RECAP_SUCCESS) return abandon_start(graph, s, false, stream, device, pool);
@@ -388,18 +437,22 @@ recap_status_t recap__graph_capture_start(recap_graph_t graph, recap_stream_t st
   graph->options = *opts;
   graph->options.pool = pool;
   graph->state = RECAP__GRAPH_CAPTURING;
+  /* A first capture: the pool counts the graph from now on. A recapture's graph counts
+   * already, with the capture it holds. */
+  if (!graph->old.active) recap__graph_account(graph);
   return RECAP_SUCCESS;
 }
 
-static recap_status_t instantiate(recap_graph_t g) {
+static recap_status_t instantiate_exec(recap_graph_t g) {
   const recap__device_ops_t *dev = recap__device();
   /* The executable must start from what the layers changed in the previous one (rebinds). */
   RECAP__CHECK(recap__graph_sync_template(g));
   if (g->exec) {
     RECAP__CHECK(dev->graph_exec_destroy(g->exec));
     g->exec = NULL;
+    g->exec_bytes = 0;
   }
-  RECAP__CHECK(dev->graph_instantiate(&g->exec, g->template_graph));
+  RECAP__CHECK(recap__graph_instantiate_measured(&g->exec, g->template_graph, &g->exec_bytes));
   if (g->exec_origin) {
     /* The new executable's origin is the template: the layers that planned patches against
      * the old one's plan again, and the old origin can go once they did. Should they fail, the
@@ -411,6 +464,7 @@ static recap_status_t instantiate(recap_graph_t g) {
       recap__error_save(&cause);
       dev->graph_exec_destroy(g->exec);
       g->exec = NULL;
+      g->exec_bytes = 0;
       return recap__error_restore(&cause);
     }
     dev->graph_destroy(g->exec_origin);
@@ -418,6 +472,14 @@ static recap_status_t instantiate(recap_graph_t g) {
   }
   recap__update_fresh(&g->update);
   return RECAP_SUCCESS;
+}
+
+/* Instantiate from the template (the old executable goes first), and bring the pool's totals in
+ * step with the executable the graph holds afterwards, whether or not it succeeded. */
+static recap_status_t instantiate(recap_graph_t g) {
+  recap_status_t s = instantiate_exec(g);
+  recap__graph_account(g);
+  return s;
 }
 
 /* A capture that came to nothing, with status as the reason: the template (if any), the
@@ -432,6 +494,8 @@ static recap_status_t drop_capture(recap_graph_t graph, recap_status_t status) {
   if (graph->template_graph) recap__device()->graph_destroy(graph->template_graph);
   graph->template_graph = NULL;
   recap__alloc_log_free(&graph->alloc_log_next);
+  graph->exec_bytes = 0;
+  graph->capture_peak = graph->capture_grew = 0;
   release_pool(graph);
   graph->state = RECAP__GRAPH_FRESH;
   graph->node_count = 0;
@@ -489,10 +553,18 @@ recap_status_t recap__graph_capture_end(recap_graph_t graph) {
     recap__error_restore(&cause);
     return drop_capture(graph, s);
   }
+  /* What the capture's allocations did (peak, budget refusals), read before its route ends. */
+  recap__capture_result_t result = {0};
+  recap__graph_capture_result(graph, &result);
   recap__graph_close_capture(graph);
   recap__graph_hooks_capture_ended(graph, true);
   graph->template_graph = template_graph;
+  /* A budget that refused an allocation fails the end, so that the refusal cannot go unseen
+   * even if the caller's code went on after it; the capture is thrown away. */
+  if (result.refusals) return drop_capture(graph, recap__graph_budget_error(&result, false));
   graph->node_count = recap__graph_capture_nodes(graph, template_graph, "capture");
+  graph->capture_peak = result.peak;
+  graph->capture_grew = result.grew;
   graph->state = RECAP__GRAPH_CAPTURED;
   /* A layer that cannot take in what was captured (input liveness: the pointer scan failed)
    * throws the capture away, as a failed instantiation does. */
@@ -506,7 +578,19 @@ recap_status_t recap__graph_capture_end(recap_graph_t graph) {
     }
   }
   recap__graph_keep_alloc_log(graph);
+  recap__graph_account(graph); /* the nodes of a KEEP graph not instantiated yet */
   return RECAP_SUCCESS;
+}
+
+void recap__graph_capture_result(recap_graph_t graph, recap__capture_result_t *result) {
+  memset(result, 0, sizeof *result);
+  recap__saved_error_t saved;
+  recap__error_save(&saved);
+  if (recap__pool_capture_result(graph->device, graph->pool, result) != RECAP_SUCCESS) {
+    /* The route is the graph's while it captures: this does not happen. */
+    memset(result, 0, sizeof *result);
+    recap__error_restore(&saved);
+  }
 }
 
 recap_status_t recap_graph_instantiate(recap_graph_t graph) {

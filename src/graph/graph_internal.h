@@ -152,6 +152,18 @@ struct recap_graph {
    * replay runs instead of `exec`. NULL when the graph's captures used no region. */
   struct recap__regions *regions;
   bool regions_on_device; /* the path chosen at capture_begin (recap_graph_regions_on_device) */
+  /* Memory accounting (recap/memory.h). exec_bytes: what cudaMemGetInfo lost across the
+   * instantiation of `exec` (0 without one); capture_peak: the pool's allocated high-water mark
+   * during the held capture; capture_grew: the reserved bytes the pool gained during it.
+   * `accounted`: what this graph adds to its pool's totals now
+   * (recap__graph_account keeps it in step with the graph). */
+  int64_t exec_bytes, capture_peak, capture_grew;
+  struct {
+    bool on;
+    int device;
+    recap_pool_id_t pool;
+    int64_t exec_bytes, nodes;
+  } accounted;
 };
 
 /* How many regions are open in the capture under way on graph (0: none, or no capture); the
@@ -233,6 +245,26 @@ recap_status_t recap__recapture_end(recap_graph_t graph);
 /* Reset the graph (recap_graph_reset) but remember the pool of the capture it abandons, as a
  * failed capture does: for capture_begin's own failures once the capture began. */
 recap_status_t recap__graph_abandon(recap_graph_t graph);
+
+/* Instantiate graph into *exec, measuring the device memory the executable takes: *bytes is
+ * the drop of cudaMemGetInfo's free bytes across the call (0 when free did not drop, or when
+ * the device could not say; that failure is no failure of the call). exec_memory.c, below
+ * graph.c, update.c and region_state.c, which all instantiate. */
+recap_status_t recap__graph_instantiate_measured(recap_cuda_graph_exec_t *exec,
+                                                 recap_cuda_graph_t graph, int64_t *bytes);
+
+/* Bring the totals of graph's pool (recap__pool_account_graph) in step with what the graph
+ * holds now: one graph, its executables' bytes and its nodes while it holds the pool, nothing
+ * once it does not. Idempotent; graph.c calls it wherever that changes, update.c at a
+ * recapture's commit. */
+void recap__graph_account(recap_graph_t graph);
+
+/* What the capture routed to graph's pool did (recap__pool_capture_result; zeros if the route
+ * is gone), read before the capture's route ends; the last error stays as it was. */
+void recap__graph_capture_result(recap_graph_t graph, recap__capture_result_t *result);
+/* RECAP_ERROR_OUT_OF_MEMORY from recap_graph_capture_end for a capture whose budget refused
+ * allocations: how many, what became of the (re)capture, and the first refusal's text. */
+recap_status_t recap__graph_budget_error(const recap__capture_result_t *result, bool recapture);
 
 /* Argument check shared by every entry point: a live graph handle. */
 recap_status_t recap__graph_check(recap_graph_t graph, const char *function);

@@ -84,7 +84,8 @@ typedef struct recap__regions {
   recap__region_block_t top;
   recap__region_block_t *current;
   bool host_loop;
-  uint32_t word; /* where a replay reads a flag back */
+  int64_t exec_bytes; /* what the program's executables took at instantiation (measured) */
+  uint32_t word;      /* where a replay reads a flag back */
 } recap__regions_t;
 
 /* The hooks that tie the state to the graph's capture (its release frees it). */
@@ -104,6 +105,9 @@ bool recap__regions_host_loop(recap_graph_t graph);
 /* The nodes of the host loop's graphs before the graph's own template (0 on the device
  * path): recap_graph_node_count counts the whole program. */
 size_t recap__regions_program_nodes(recap_graph_t graph);
+/* The device bytes measured at the instantiation of those graphs' executables (0 on the device
+ * path): recap_graph_memory counts the whole program. */
+int64_t recap__regions_program_exec_bytes(recap_graph_t graph);
 
 /* Run the host loop's program (what comes before the graph's own executable) on stream. */
 recap_status_t recap__regions_replay(recap_graph_t graph, recap_stream_t stream);

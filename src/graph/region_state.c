@@ -53,14 +53,15 @@ static void block_free(recap__region_block_t *block) {
   memset(block, 0, sizeof *block);
 }
 
-/* Instantiate every segment of block that holds work; an empty one goes (replays skip it). */
-static recap_status_t block_instantiate(recap__region_block_t *block) {
+/* Instantiate every segment of block that holds work; an empty one goes (replays skip it).
+ * *bytes grows by what each executable took of the device. */
+static recap_status_t block_instantiate(recap__region_block_t *block, int64_t *bytes) {
   const recap__device_ops_t *dev = recap__device();
   for (size_t i = 0; i < block->count; i++) {
     recap__region_step_t *step = &block->steps[i];
     if (step->is_region) {
       for (unsigned b = 0; b < step->branches; b++)
-        RECAP__CHECK(block_instantiate(&step->bodies[b]));
+        RECAP__CHECK(block_instantiate(&step->bodies[b], bytes));
       continue;
     }
     if (!step->graph || step->exec) continue;
@@ -71,7 +72,9 @@ static recap_status_t block_instantiate(recap__region_block_t *block) {
       step->graph = NULL;
       continue;
     }
-    RECAP__CHECK(dev->graph_instantiate(&step->exec, step->graph));
+    int64_t taken = 0;
+    RECAP__CHECK(recap__graph_instantiate_measured(&step->exec, step->graph, &taken));
+    *bytes += taken;
   }
   return RECAP_SUCCESS;
 }
@@ -164,7 +167,7 @@ static recap_status_t captured(void *ctx, recap_graph_t graph, recap_cuda_graph_
   (void)template_graph;
   recap__regions_t *r = ctx;
   if (r->on_device) return RECAP_SUCCESS;
-  return block_instantiate(&r->top);
+  return block_instantiate(&r->top, &r->exec_bytes);
 }
 
 static void capture_ended(void *ctx, recap_graph_t graph, bool succeeded) {
@@ -215,6 +218,10 @@ static size_t block_nodes(const recap__region_block_t *block) {
 
 size_t recap__regions_program_nodes(recap_graph_t graph) {
   return recap__regions_host_loop(graph) ? block_nodes(&graph->regions->top) : 0;
+}
+
+int64_t recap__regions_program_exec_bytes(recap_graph_t graph) {
+  return recap__regions_host_loop(graph) ? graph->regions->exec_bytes : 0;
 }
 
 bool recap__regions_host_loop(recap_graph_t graph) {

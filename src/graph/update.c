@@ -98,11 +98,13 @@ void recap__recapture_abandon(recap_graph_t g) {
  * driver named). Nothing of the old capture changes; a failure leaves no new executable. */
 static recap_status_t apply_template(recap_graph_t g, recap_cuda_graph_t template_graph,
                                      recap_update_reason_t decided, recap_update_reason_t *outcome,
-                                     size_t *node, recap_cuda_graph_exec_t *exec) {
+                                     size_t *node, recap_cuda_graph_exec_t *exec,
+                                     int64_t *exec_bytes) {
   const recap__device_ops_t *dev = recap__device();
   *outcome = decided;
   *node = SIZE_MAX;
   *exec = NULL;
+  *exec_bytes = 0;
   if (decided == RECAP_UPDATE_REASON_NONE) {
     /* Refused: the executable is unchanged and outcome says why. Any other failure fails the
      * recapture, the old executable unchanged and replayable. */
@@ -115,7 +117,7 @@ static recap_status_t apply_template(recap_graph_t g, recap_cuda_graph_t templat
   }
   /* A KEEP graph that was never instantiated keeps the new template, as capture_end does. */
   if (*outcome == RECAP_UPDATE_REASON_NONE || !g->exec) return RECAP_SUCCESS;
-  RECAP__CHECK(dev->graph_instantiate(exec, template_graph));
+  RECAP__CHECK(recap__graph_instantiate_measured(exec, template_graph, exec_bytes));
   /* The layers planned against the old executable's origin, but the new template is the new
    * executable's: they plan again. */
   recap_status_t s = RECAP_SUCCESS;
@@ -125,20 +127,26 @@ static recap_status_t apply_template(recap_graph_t g, recap_cuda_graph_t templat
     recap__error_save(&why);
     dev->graph_exec_destroy(*exec);
     *exec = NULL;
+    *exec_bytes = 0;
     recap__error_restore(&why);
   }
   return s;
 }
 
-/* The recapture succeeded: the old capture goes, the new one stays. Nothing here can fail. */
+/* The recapture succeeded: the old capture goes, the new one stays (exec: a new executable,
+ * which took exec_bytes of the device; result: what the recapture's allocations did, its peak
+ * and the pool's growth). Nothing here can fail. */
 static void commit_recapture(recap_graph_t g, recap_cuda_graph_t template_graph,
-                             recap_cuda_graph_exec_t exec, bool updated_in_place, size_t nodes) {
+                             recap_cuda_graph_exec_t exec, int64_t exec_bytes,
+                             bool updated_in_place, size_t nodes,
+                             const recap__capture_result_t *result) {
   const recap__device_ops_t *dev = recap__device();
   if (exec) {
     if (dev->graph_exec_destroy(g->exec) != RECAP_SUCCESS)
       RECAP__WARN("recapture: the replaced executable could not be destroyed: %s",
                   recap_last_error());
     g->exec = exec;
+    g->exec_bytes = exec_bytes;
   }
   recap__graph_hooks_release_old(g); /* before the old template, which they may refer to */
   /* Whenever the graph keeps templates (KEEP, or a layer that needs them), an executable
@@ -161,10 +169,13 @@ static void commit_recapture(recap_graph_t g, recap_cuda_graph_t template_graph,
     g->template_graph = NULL;
   }
   g->node_count = nodes;
+  g->capture_peak = result->peak;
+  g->capture_grew = result->grew;
   recap__graph_keep_alloc_log(g);
   recap__pool_release(g->device, g->pool);
   g->old.active = false;
   g->state = RECAP__GRAPH_CAPTURED;
+  recap__graph_account(g);
 }
 
 recap_status_t recap__recapture_end(recap_graph_t g) {
@@ -175,16 +186,21 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
   if (s == RECAP_ERROR_INVALID_USAGE) return s;
   /* The allocator's counts of the replayed addresses, read before the route ends. */
   uint64_t reused = 0, fresh = 0;
+  recap__capture_result_t result = {0};
   recap__saved_error_t cause;
   recap__error_save(&cause);
   if (s == RECAP_SUCCESS &&
       recap__pool_route_replay_stats(g->device, g->pool, &reused, &fresh) != RECAP_SUCCESS)
     reused = fresh = 0;
+  if (s == RECAP_SUCCESS) recap__graph_capture_result(g, &result);
   recap__graph_close_capture(g);
   recap__graph_hooks_capture_ended(g, s == RECAP_SUCCESS);
   recap__error_restore(&cause);
   /* A capture that regions resumed into its own graph leaves that graph behind. */
   if (s != RECAP_SUCCESS) return give_back(g, s, recap__regions_abandoned_graph(g, NULL));
+  /* A budget that refused an allocation fails the recapture: the graph keeps what it held. */
+  if (result.refusals)
+    return give_back(g, recap__graph_budget_error(&result, true), template_graph);
 
   size_t nodes = recap__graph_capture_nodes(g, template_graph, "recapture");
   /* Update, or instantiate afresh: decided before anything changes, recorded once all
@@ -204,10 +220,11 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
   recap_update_reason_t outcome;
   size_t node;
   recap_cuda_graph_exec_t exec;
-  s = apply_template(g, template_graph, decided, &outcome, &node, &exec);
+  int64_t exec_bytes;
+  s = apply_template(g, template_graph, decided, &outcome, &node, &exec, &exec_bytes);
   if (s != RECAP_SUCCESS) return give_back(g, s, template_graph);
   bool updated_in_place = g->exec && !exec && outcome == RECAP_UPDATE_REASON_NONE;
-  commit_recapture(g, template_graph, exec, updated_in_place, nodes);
+  commit_recapture(g, template_graph, exec, exec_bytes, updated_in_place, nodes, &result);
   recap__update_record(&g->update, decided, outcome, node, exec != NULL, reused, fresh);
   return RECAP_SUCCESS;
 }

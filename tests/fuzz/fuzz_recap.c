@@ -120,7 +120,7 @@ static struct {
   uint64_t max_split, memory_cap;
   /* Faults armed: the fake's call count at which each fires, 0 when none is armed. */
   uint64_t fault_at[RECAP__FAKE_FAULT_KINDS];
-  unsigned fired; /* kinds that fired during the current call */
+  unsigned fired; /* kinds that fired during the current call, a bit each */
   /* The graphed callable. */
   recap_graphed_t callable;
   int callable_input; /* its static input's slot */
@@ -176,6 +176,8 @@ static void arm(recap__fake_fault_t kind, uint64_t n) {
   recap__fake_fail_nth(kind, n);
   st.fault_at[kind] = n ? recap__fake_now().calls[kind] + n : 0;
 }
+
+_Static_assert(RECAP__FAKE_FAULT_KINDS <= 32, "st.fired holds one bit per fault kind");
 
 /* Before every call: nothing fired yet. After it: which armed faults fired during it. */
 static void call_begins(void) { st.fired = 0; }
