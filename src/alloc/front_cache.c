@@ -67,8 +67,8 @@ bool recap__front_put(recap__front_t *f, recap__device_state_t *d, recap__block_
 }
 
 recap__block_t *recap__front_take(recap__front_t *f, recap__device_state_t *d,
-                                  const recap__pool_t *pool, recap_stream_t stream,
-                                  size_t rounded, uint64_t version) {
+                                  const recap__pool_t *pool, recap_stream_t stream, size_t rounded,
+                                  uint64_t version) {
   recap__block_t *b = f->block;
   RECAP__ASSERT(b != NULL);
   if (b->segment->pool != pool || b->stream != stream || b->size != rounded ||
