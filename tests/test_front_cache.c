@@ -50,8 +50,8 @@ static unsigned next_random(world_t *w) {
   return (w->rng >> 8) & 0xffffff;
 }
 
-static const size_t sizes[] = {512, 700, 4096, 64 << 10, 1 << 20, (1 << 20) + 1, 4 << 20, 12 << 20,
-                               25 << 20};
+static const size_t sizes[] = {512,           700,     4096,     64 << 10, 1 << 20,
+                               (1 << 20) + 1, 4 << 20, 12 << 20, 25 << 20};
 enum { SIZE_COUNT = sizeof sizes / sizeof sizes[0] };
 
 static int stream_index(const world_t *w, const char *text) {
@@ -70,16 +70,16 @@ static char *normalize(const world_t *w, const char *json) {
   char *out = malloc(cap);
   assert_non_null(out);
   out[0] = 0;
-#define EMIT(...)                                                          \
-  do {                                                                     \
-    int n_ = snprintf(out + len, cap - len, __VA_ARGS__);                  \
-    while ((size_t)n_ >= cap - len) {                                      \
-      cap *= 2;                                                            \
-      out = realloc(out, cap);                                             \
-      assert_non_null(out);                                                \
-      n_ = snprintf(out + len, cap - len, __VA_ARGS__);                    \
-    }                                                                      \
-    len += (size_t)n_;                                                     \
+#define EMIT(...)                                         \
+  do {                                                    \
+    int n_ = snprintf(out + len, cap - len, __VA_ARGS__); \
+    while ((size_t)n_ >= cap - len) {                     \
+      cap *= 2;                                           \
+      out = realloc(out, cap);                            \
+      assert_non_null(out);                               \
+      n_ = snprintf(out + len, cap - len, __VA_ARGS__);   \
+    }                                                     \
+    len += (size_t)n_;                                    \
   } while (0)
   cJSON *device = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "devices"), 0);
   cJSON *pools = device ? cJSON_GetObjectItem(device, "pools") : NULL;
@@ -396,11 +396,48 @@ static void a_block_the_slow_path_would_place_elsewhere_is_not_cached(void **sta
   check();
 }
 
+/* Ties go to the lowest address, as in the slow path: a freed block of the same size as another
+ * free block is cached only when it has the lower address. */
+static void a_tie_goes_to_the_lowest_address(void **state) {
+  (void)state;
+  for (int on = 0; on < 2; on++) {
+    reset();
+    recap__alloc_front_cache_enable(on);
+    recap_stream_t s = recap__fake_stream_new();
+    void *x, *y, *z, *w, *p;
+    OK(recap_malloc(&x, MiB, s)); /* segment 1: x and y */
+    OK(recap_malloc(&y, MiB, s));
+    OK(recap_malloc(&z, MiB, s)); /* segment 2: z and w */
+    OK(recap_malloc(&w, MiB, s));
+    void *lo = (char *)x < (char *)z ? x : z, *hi = lo == x ? z : x;
+    /* Two free blocks of 1 MiB; the latest free, hi, is not the best fit. */
+    OK(recap_free(lo));
+    OK(recap_free(hi));
+    assert_null(recap__alloc.front.block);
+    check();
+    OK(recap_malloc(&p, MiB, s));
+    assert_ptr_equal(p, lo);
+    OK(recap_free(p)); /* now lo is the best fit: cached, and taken back */
+    assert_ptr_equal(recap__alloc.front.block ? recap__alloc.front.block->ptr : NULL,
+                     on ? lo : NULL);
+    OK(recap_malloc(&p, MiB, s));
+    assert_ptr_equal(p, lo);
+    assert_int_equal(recap__alloc.front.hits, on ? 1 : 0);
+    check();
+    OK(recap_free(p));
+    OK(recap_free(y));
+    OK(recap_free(w));
+    check();
+  }
+  recap__alloc_front_cache_enable(true);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(random_workloads_match_the_slow_path),
       cmocka_unit_test(a_pair_is_served_by_the_cache_with_exact_stats),
       cmocka_unit_test(a_block_the_slow_path_would_place_elsewhere_is_not_cached),
+      cmocka_unit_test(a_tie_goes_to_the_lowest_address),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }

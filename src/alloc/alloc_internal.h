@@ -10,7 +10,8 @@
  *
  * Picture: a device has pools (the default one and private ones); a pool has segments (raw
  * driver allocations); a segment is tiled by blocks, linked in address order. A free block sits
- * in its pool's free set of its size class; an allocated one in the global pointer map. Every
+ * in its pool's free set of its size class; an allocated one in the global pointer map (and so
+ * does the front cache's block, not allocated, while it waits). Every
  * field is guarded by the allocator's one mutex.
  */
 #ifndef RECAP_ALLOC_INTERNAL_H
@@ -117,7 +118,8 @@ typedef struct recap__free_record {
 } recap__free_record_t;
 
 /* The front cache (front_cache.c): the block the latest recap_free freed, kept out of its free
- * set and unmerged so that a malloc of its size on its stream takes it back in O(1). It counts
+ * set, unmerged and in the pointer map so that a malloc of its size on its stream takes it back
+ * in O(1). It counts
  * as free, merged with `rest`, in every statistic, in the snapshot and in recap_memory_check;
  * every other change to the block structure merges it first (recap__alloc_settle). */
 typedef struct recap__front {

@@ -369,7 +369,11 @@ void recap__alloc_settle(void) {
   recap__block_t *b = f->block;
   if (RECAP__LIKELY(!b)) return;
   f->block = f->rest = NULL;
-  /* Its statistics were counted when it was admitted: only the blocks move now. */
+  /* It stayed in the pointer map (not allocated), so that a pair skips a removal and an insert:
+   * out now. Its statistics were counted when it was admitted: only the blocks move now. */
+  recap__block_t *mapped = recap__ptr_map_remove(&recap__alloc.allocated, b->ptr);
+  RECAP__ASSERT(mapped == b);
+  (void)mapped;
   int64_t split_blocks, split_bytes;
   merge_into_set(b, &split_blocks, &split_bytes);
   RECAP__ASSERT(split_blocks == f->split_blocks && split_bytes == f->split_bytes);
@@ -818,14 +822,16 @@ static COLD recap_status_t take_logged(const request_t *r, recap__block_t **b) {
   return s;
 }
 
-/* Hand b out: mark it allocated, put it in the pointer map and count it. */
+/* Hand b out: mark it allocated, put it in the pointer map (the front cache's block is there
+ * already) and count it. */
 static void account_alloc(const request_t *r, recap__block_t *b, void *site) {
-  RECAP__ASSERT(!b->allocated && recap__ptr_map_get(&recap__alloc.allocated, b->ptr) == NULL);
+  RECAP__ASSERT(!b->allocated &&
+                recap__ptr_map_get(&recap__alloc.allocated, b->ptr) == (r->cached ? b : NULL));
   b->allocated = true;
   b->requested = r->size;
   b->generation = ++recap__alloc.last_generation;
   b->alloc_site = recap__alloc_sites_enabled() ? site : NULL;
-  recap__ptr_map_insert(&recap__alloc.allocated, b->ptr, b);
+  if (!r->cached) recap__ptr_map_insert(&recap__alloc.allocated, b->ptr, b);
   r->pool->allocated_bytes += (int64_t)b->size;
   recap_memory_stats_t *st = &r->d->stats;
   recap__stat_kind(st->allocation, r->small, 1);
@@ -890,7 +896,9 @@ recap_status_t recap_free(void *ptr) {
   /* Out of the map at once (one probe). Nothing below needs host memory: recap_malloc kept
    * room in the free set for every block of it, and recap_record_stream room in the deferred
    * list for every block used by other streams, so a free cannot fail once the block is found. */
-  recap__block_t *b = recap__ptr_map_remove(&recap__alloc.allocated, ptr);
+  recap__ptr_map_t *map = &recap__alloc.allocated;
+  size_t slot = recap__ptr_map_slot(map, ptr);
+  recap__block_t *b = slot < map->capacity ? map->slots[slot].value : NULL;
   if (!b) {
     pthread_mutex_unlock(&recap__alloc.lock);
     return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
@@ -912,6 +920,7 @@ recap_status_t recap_free(void *ptr) {
   recap__stat_kind(st->requested_bytes, seg->small, -(int64_t)b->requested);
   b->requested = 0;
   if (b->stream_use_count) {
+    recap__ptr_map_remove_at(map, slot);
     if (d->route_count) {
       b->deferred = true;
       d->deferred[d->deferred_count++] = b;
@@ -920,6 +929,7 @@ recap_status_t recap_free(void *ptr) {
       if (b->event_count == 0) free_block(d, b);
     }
   } else if (!front_put(d, b)) {
+    recap__ptr_map_remove_at(map, slot);
     free_block(d, b);
   }
   pthread_mutex_unlock(&recap__alloc.lock);
@@ -931,7 +941,7 @@ recap_status_t recap_record_stream(void *ptr, recap_stream_t stream) {
   recap_status_t s = RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);
   recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, ptr);
-  if (!b) {
+  if (!b || !b->allocated) { /* the front cache's block is in the map, free */
     s = recap__error(RECAP_ERROR_INVALID_ARGUMENT,
                      "recap_record_stream(%p): not an allocated pointer of recap", ptr);
     goto out;
@@ -971,6 +981,7 @@ recap_status_t recap_block_info(const void *ptr, recap_block_info_t *info) {
   RECAP__ARG(info != NULL, "recap_block_info: info is NULL");
   pthread_mutex_lock(&recap__alloc.lock);
   recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, ptr);
+  if (b && !b->allocated) b = NULL; /* the front cache's block */
   if (b) {
     const recap__segment_t *seg = b->segment;
     *info = (recap_block_info_t){.base = b->ptr,

@@ -218,7 +218,15 @@ recap_status_t recap_memory_check(void) {
   pthread_mutex_lock(&recap__alloc.lock);
   for (int i = 0; i < RECAP__MAX_DEVICES && s == RECAP_SUCCESS; i++)
     if (recap__alloc.devices[i]) s = check_device(recap__alloc.devices[i], &allocated_blocks);
-  if (s == RECAP_SUCCESS && allocated_blocks != recap__alloc.allocated.count)
+  /* The front cache's block stays in the map while it waits. */
+  const recap__block_t *cached = recap__alloc.front.block;
+  if (s == RECAP_SUCCESS && cached &&
+      recap__ptr_map_get(&recap__alloc.allocated, cached->ptr) != cached)
+    s = recap__error(RECAP_ERROR_INTERNAL,
+                     "recap_memory_check: the front cache's block %p is missing from the "
+                     "pointer map",
+                     (void *)cached->ptr);
+  if (s == RECAP_SUCCESS && allocated_blocks + (cached != NULL) != recap__alloc.allocated.count)
     s = recap__error(RECAP_ERROR_INTERNAL,
                      "recap_memory_check: the pointer map holds %zu blocks but the walk found "
                      "%zu allocated",

@@ -147,7 +147,8 @@ size_t recap__alloc_count_dead(const recap__block_watch_t *watch, size_t n, bool
   pthread_mutex_lock(&recap__alloc.lock);
   for (size_t i = 0; i < n; i++) {
     const recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, watch[i].base);
-    bool is_dead = !b || b->generation != watch[i].generation;
+    /* The front cache's block is in the map but not allocated. */
+    bool is_dead = !b || !b->allocated || b->generation != watch[i].generation;
     dead_count += is_dead;
     if (dead) dead[i] = is_dead;
   }
