@@ -17,9 +17,11 @@
  * recap_malloc, recap_free, recap_record_stream, recap_block_info and recap_empty_cache. Pool
  * routing and references are in pool.c, the statistics queries in stats.c, lookups by address in
  * lookup.c, the allocation-site switch and lookup in sites.c and the reset in reset.c; they call
- * into this file, never the reverse. The one call out is the replay hook: for a route with
- * allocation logs, replay.c decides where an allocation goes (it reads the free set only) and
- * this file carves the block (take_range).
+ * into this file, never the reverse. Two calls go out: the replay hook (for a route with
+ * allocation logs, replay.c decides where an allocation goes, reading the free set only, and this
+ * file carves the block: take_range), and the front cache's rules (front_cache.c decides whether
+ * a freed block may wait unmerged and whether a request takes it, and counts both; this file
+ * merges it when anything else needs the blocks: recap__alloc_settle).
  */
 #include <inttypes.h>
 #include <stdio.h>

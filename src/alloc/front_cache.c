@@ -78,8 +78,9 @@ recap__block_t *recap__front_take(recap__front_t *f, recap__device_state_t *d,
    * change, so the request takes that path. */
   if (d->pending_count || d->deferred_count) return NULL;
   /* Nothing changed the block structure since the admission: every path that does settles. */
-  RECAP__ASSERT(recap__block_is_free(b) && b->next == f->rest);
-  RECAP__ASSERT(!f->rest || recap__block_is_free(f->rest));
+  RECAP__ASSERT(recap__block_is_free(b) && (!b->prev || !recap__block_is_free(b->prev)));
+  RECAP__ASSERT(f->rest ? b->next == f->rest && recap__block_is_free(f->rest)
+                        : !b->next || !recap__block_is_free(b->next));
   /* take_block's counts on the merged block: split back (rest) or taken whole. */
   bool small = b->segment->small;
   size_t merged = recap__front_merged_size(f);
