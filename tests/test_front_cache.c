@@ -384,15 +384,38 @@ static void a_block_the_slow_path_would_place_elsewhere_is_not_cached(void **sta
   void *e;
   OK(recap_malloc(&e, 512, s));
   assert_ptr_equal(e, a); /* the merged a+b hole, lowest of the two 1 KiB holes */
-  OK(recap_free(e));
-  /* d's free: its merged block (d + the rest) is not the best fit of 512 B, the holes are. */
+  OK(recap_free(e));      /* e's rest is free: e and it merge into a 1 KiB block, the best fit */
+  assert_ptr_equal(recap__alloc.front.block->ptr, a);
+  /* d's free: c before it is free, so d would merge into c: not cached. */
   admitted = recap__alloc.front.admitted;
   OK(recap_free(d));
   assert_int_equal(recap__alloc.front.admitted, admitted);
+  assert_null(recap__alloc.front.block);
   check();
   OK(recap_malloc(&e, 512, s));
   assert_ptr_equal(e, a);
   OK(recap_free(e));
+  check();
+
+  /* A block whose merged block (itself and the segment's big free rest) is not the best fit of
+   * its size: a 1 KiB hole is. */
+  reset();
+  s = recap__fake_stream_new();
+  OK(recap_malloc(&a, 512, s));
+  OK(recap_malloc(&b, 1024, s));
+  OK(recap_malloc(&c, 512, s));
+  OK(recap_malloc(&d, 512, s)); /* the last block before the segment's free rest */
+  OK(recap_free(b));            /* the hole: cached (its merged block is the best fit of 1 KiB) */
+  assert_ptr_equal(recap__alloc.front.block->ptr, b);
+  OK(recap_free(d));
+  assert_null(recap__alloc.front.block);
+  check();
+  OK(recap_malloc(&e, 512, s));
+  assert_ptr_equal(e, b);
+  assert_int_equal(recap__alloc.front.hits, 0);
+  OK(recap_free(e));
+  OK(recap_free(a));
+  OK(recap_free(c));
   check();
 }
 
