@@ -61,24 +61,12 @@ static int stream_index(const world_t *w, const char *text) {
   return -1;
 }
 
-/* Under AddressSanitizer the host heap is ASan's, and the fake's segments get addresses that
- * depend on every earlier host allocation, which the cache changes (it makes fewer block
- * records): equal segments can then swap places in the address order that best-fit ties use,
- * so the two runs may put a block in different ones of two equal free segments. There the
- * comparison is of segments as a set (sorted within each pool); elsewhere the runs get the same
- * addresses (see M_MMAP_THRESHOLD below) and the order must match as well. */
-#if defined(__SANITIZE_ADDRESS__)
-#  define ADDRESSES_VARY 1
-#elif defined(__has_feature)
-#  if __has_feature(address_sanitizer)
-#    define ADDRESSES_VARY 1
-#  endif
-#endif
-#ifndef ADDRESSES_VARY
-#  define ADDRESSES_VARY 0
-#endif
-
-#if ADDRESSES_VARY
+/* The two runs compare a pool's segments as a set (sorted within each pool). The fake's
+ * segments are host memory, and where the host heap is not glibc's own (AddressSanitizer,
+ * valgrind) their addresses depend on every earlier host allocation, which the cache changes
+ * (it makes fewer block records): equal segments then swap places in the address order that
+ * best-fit ties use, and the runs may put a block in different ones of two equal free segments
+ * with every statistic equal. The tie rule itself is a_tie_goes_to_the_lowest_address's. */
 static int compare_strings(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
@@ -124,7 +112,6 @@ static void sort_segments(char *text) {
   free(entries);
   free(copy);
 }
-#endif
 
 /* The snapshot with addresses made relative: segments by their place in their pool's list,
  * blocks by their offset in their segment, streams by index; pools by their place. */
@@ -174,9 +161,7 @@ static char *normalize(const world_t *w, const char *json) {
   }
 #undef EMIT
   cJSON_Delete(root);
-#if ADDRESSES_VARY
   sort_segments(out);
-#endif
   return out;
 }
 
