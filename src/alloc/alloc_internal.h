@@ -4,13 +4,16 @@
  * core), pool.c (pool ids, routing, references), stats.c (the statistics queries), lookup.c
  * (blocks by address), sites.c (allocation sites), reset.c, snapshot.c (the JSON walk) and
  * check.c (the invariant checker), replay.c (allocation logs and their replay at a recapture),
- * and the allocator's entry points for the layers above (capture registry, graphs, liveness
- * checks). The other files call into allocator.c, never the reverse; allocator.c calls only
- * replay.c, which calls neither (the replay hook: where a logged route's allocation goes).
+ * front_cache.c (the rules of the front cache), and the allocator's entry points for the layers
+ * above (capture registry, graphs, liveness checks). The other files call into allocator.c,
+ * never the reverse; allocator.c calls only replay.c (the replay hook: where a logged route's
+ * allocation goes) and front_cache.c (whether a freed block waits unmerged, whether a request
+ * takes it), which call neither.
  *
  * Picture: a device has pools (the default one and private ones); a pool has segments (raw
  * driver allocations); a segment is tiled by blocks, linked in address order. A free block sits
- * in its pool's free set of its size class; an allocated one in the global pointer map. Every
+ * in its pool's free set of its size class; an allocated one in the global pointer map (and so
+ * does the front cache's block, not allocated, while it waits). Every
  * field is guarded by the allocator's one mutex.
  */
 #ifndef RECAP_ALLOC_INTERNAL_H
@@ -140,8 +143,23 @@ typedef struct recap__free_record {
   void *alloc_site, *free_site;
 } recap__free_record_t;
 
+/* The front cache (front_cache.c): the block the latest recap_free freed, kept out of its free
+ * set, unmerged and in the pointer map so that a malloc of its size on its stream takes it back
+ * in O(1). It counts
+ * as free, merged with `rest`, in every statistic, in the snapshot and in recap_memory_check;
+ * every other change to the block structure merges it first (recap__alloc_settle). */
+typedef struct recap__front {
+  recap__block_t *block;             /* NULL: empty */
+  recap__block_t *rest;              /* its free next neighbour, which the merge absorbs; or NULL */
+  uint64_t options_version;          /* the options the entry was admitted under */
+  int64_t split_blocks, split_bytes; /* the inactive-split change counted at admission */
+  bool off;                          /* the internal switch: true, every free takes the slow path */
+  uint64_t hits, admitted;           /* for tests and measurements */
+} recap__front_t;
+
 typedef struct recap__allocator {
   pthread_mutex_t lock;
+  recap__front_t front;
   recap__device_state_t *devices[RECAP__MAX_DEVICES];
   recap__ptr_map_t allocated;   /* pointer -> allocated block, every device */
   recap__block_t *spare_blocks; /* recycled block records, linked through `next` */
@@ -185,6 +203,53 @@ static inline void recap__stat_kind(recap_stat_t *array, bool small, int64_t amo
     recap__stat_down(kind, -amount);
   }
 }
+
+/* Whether handing a free block of block_size bytes (of the small size class or not) to a request
+ * of `size` bytes (rounded) splits off the rest. Decided on the request's size, as PyTorch does:
+ * a request of max_split_size or more keeps its whole block (find_free_block gives it none more
+ * than large_segment larger); a smaller request splits even a new segment that rounding made
+ * max_split_size large. */
+static inline bool recap__should_split(size_t block_size, bool small, size_t size,
+                                       const recap__options_t *o) {
+  size_t remaining = block_size - size;
+  if (small) return remaining >= o->min_block_size;
+  if (o->max_split_size && size >= o->max_split_size) return false;
+  return remaining > o->small_size;
+}
+
+/* The max_split_size rules of best fit: whether a request of `size` bytes may take a free block
+ * of block_size bytes. */
+static inline bool recap__fit_allowed(size_t size, size_t block_size, const recap__options_t *o) {
+  if (!o->max_split_size) return true;
+  /* A small request does not take an unsplittable big block... */
+  if (size < o->max_split_size && block_size >= o->max_split_size) return false;
+  /* ...and a big request does not take a block much bigger than itself. */
+  if (size >= o->max_split_size && block_size >= size + o->large_segment) return false;
+  return true;
+}
+
+/* The front cache's rules (front_cache.c; lock held). put: whether the block b, just freed by
+ * the user and needing no event, may wait in the empty cache f: only when the slow path's next
+ * malloc of b's size on b's stream would take the block b merges into and split it back exactly
+ * into b and its rest, under the options of `version`. Admitted, b's free is counted in d's
+ * statistics as free_block counts it (merged), and f holds it. take: the cached block, when a
+ * request of `rounded` bytes on stream from pool (no logs) is one the slow path would serve
+ * with it; its take is counted as take_block counts it, and f is emptied. NULL otherwise. */
+bool recap__front_put(recap__front_t *f, recap__device_state_t *d, recap__block_t *b,
+                      const recap__free_set_t *set, const recap__options_t *o, uint64_t version);
+recap__block_t *recap__front_take(recap__front_t *f, recap__device_state_t *d,
+                                  const recap__pool_t *pool, recap_stream_t stream, size_t rounded,
+                                  uint64_t version);
+/* The size of the free block the cached block stands for (itself and its rest). */
+static inline size_t recap__front_merged_size(const recap__front_t *f) {
+  return f->block->size + (f->rest ? f->rest->size : 0);
+}
+
+/* Merge the front cache's block into its free set now (lock held; no-op when empty): what every
+ * path that changes or walks the block structure by address calls first. */
+void recap__alloc_settle(void);
+/* The internal switch of the front cache (tests): false sends every free down the slow path. */
+void recap__alloc_front_cache_enable(bool on);
 
 /* Helpers of the malloc/free core (allocator.c) that pool.c and stats.c use. */
 /* The state of device, made on first use; NULL without host memory. Call with the lock held. */

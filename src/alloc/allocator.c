@@ -17,9 +17,11 @@
  * recap_malloc, recap_free, recap_record_stream, recap_block_info and recap_empty_cache. Pool
  * routing and references are in pool.c, the statistics queries in stats.c, lookups by address in
  * lookup.c, the allocation-site switch and lookup in sites.c and the reset in reset.c; they call
- * into this file, never the reverse. The one call out is the replay hook: for a route with
- * allocation logs, replay.c decides where an allocation goes (it reads the free set only) and
- * this file carves the block (take_range).
+ * into this file, never the reverse. Two calls go out: the replay hook (for a route with
+ * allocation logs, replay.c decides where an allocation goes, reading the free set only, and this
+ * file carves the block: take_range), and the front cache's rules (front_cache.c decides whether
+ * a freed block may wait unmerged and whether a request takes it, and counts both; this file
+ * merges it when anything else needs the blocks: recap__alloc_settle).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -313,12 +315,11 @@ static size_t merge(recap__block_t *b, recap__block_t *other) {
  * merged block takes the set slot of a neighbour it absorbs (recap__free_set_replace_at), so the
  * common free, which undoes a split, moves nothing in the set. The set's capacity was reserved by
  * the caller's path (recap_free reserves before it starts), so the insert cannot fail here. */
-static void free_block(recap__device_state_t *d, recap__block_t *b) {
+static void merge_into_set(recap__block_t *b, int64_t *split_blocks_out, int64_t *split_bytes_out) {
   /* Freed once: the caller cleared `allocated`, and no event or capture still holds it. */
   RECAP__ASSERT(recap__block_is_free(b));
   recap__segment_t *seg = b->segment;
   recap__free_set_t *set = free_set_of(seg->pool, seg->small);
-  size_t original = b->size;
   int64_t split_blocks = 0, split_bytes = 0;
   recap__block_t *prev = b->prev && recap__block_is_free(b->prev) ? b->prev : NULL;
   recap__block_t *next = b->next && recap__block_is_free(b->next) ? b->next : NULL;
@@ -343,11 +344,50 @@ static void free_block(recap__device_state_t *d, recap__block_t *b) {
     recap__free_set_replace_at(set, slot, b);
   else if (!recap__free_set_insert(set, b))
     RECAP__WARN("out of host memory: a free block of %zu bytes is lost to the cache", b->size);
+  *split_blocks_out = split_blocks;
+  *split_bytes_out = split_bytes;
+}
+
+/* b is no longer used by anyone: merge it into its free set (merge_into_set) and count it. */
+static void free_block(recap__device_state_t *d, recap__block_t *b) {
+  bool small = b->segment->small;
+  size_t original = b->size;
+  int64_t split_blocks, split_bytes;
+  merge_into_set(b, &split_blocks, &split_bytes);
   recap_memory_stats_t *st = &d->stats;
-  recap__stat_kind(st->inactive_split, seg->small, split_blocks);
-  recap__stat_kind(st->inactive_split_bytes, seg->small, split_bytes);
-  recap__stat_kind(st->active, seg->small, -1);
-  recap__stat_kind(st->active_bytes, seg->small, -(int64_t)original);
+  recap__stat_kind(st->inactive_split, small, split_blocks);
+  recap__stat_kind(st->inactive_split_bytes, small, split_bytes);
+  recap__stat_kind(st->active, small, -1);
+  recap__stat_kind(st->active_bytes, small, -(int64_t)original);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The front cache (its rules are in front_cache.c): the latest freed block, counted free but
+ * not merged yet
+ * ---------------------------------------------------------------------------------------- */
+
+void recap__alloc_settle(void) {
+  recap__front_t *f = &recap__alloc.front;
+  recap__block_t *b = f->block;
+  if (RECAP__LIKELY(!b)) return;
+  f->block = f->rest = NULL;
+  /* It stayed in the pointer map (not allocated), so that a pair skips a removal and an insert:
+   * out now. Its statistics were counted when it was admitted: only the blocks move now. */
+  recap__block_t *mapped = recap__ptr_map_remove(&recap__alloc.allocated, b->ptr);
+  RECAP__ASSERT(mapped == b);
+  (void)mapped;
+  int64_t split_blocks, split_bytes;
+  merge_into_set(b, &split_blocks, &split_bytes);
+  RECAP__ASSERT(split_blocks == f->split_blocks && split_bytes == f->split_bytes);
+  (void)split_blocks;
+  (void)split_bytes;
+}
+
+void recap__alloc_front_cache_enable(bool on) {
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_settle();
+  recap__alloc.front.off = !on;
+  pthread_mutex_unlock(&recap__alloc.lock);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -588,24 +628,14 @@ static HOT_INLINE size_t find_free_block(const recap__free_set_t *set, recap_str
   if (i == set->count) return i;
   const recap__block_t *b = set->items[i];
   if (b->stream != stream) return set->count;
-  if (o->max_split_size) {
-    /* A small request does not take an unsplittable big block... */
-    if (size < o->max_split_size && b->size >= o->max_split_size) return set->count;
-    /* ...and a big request does not take a block much bigger than itself. */
-    if (size >= o->max_split_size && b->size >= size + o->large_segment) return set->count;
-  }
+  if (!recap__fit_allowed(size, b->size, o)) return set->count;
   return i;
 }
 
-/* Whether handing b to a request of `size` bytes (rounded) splits off the rest. Decided on the
- * request's size, as PyTorch does: a request of max_split_size or more keeps its whole block
- * (find_free_block gives it none more than large_segment larger); a smaller
- * request splits even a new segment that rounding made max_split_size large. */
+/* Whether handing b to a request of `size` bytes (rounded) splits off the rest
+ * (recap__should_split). */
 static bool should_split(const recap__block_t *b, size_t size, const recap__options_t *o) {
-  size_t remaining = b->size - size;
-  if (b->segment->small) return remaining >= o->min_block_size;
-  if (o->max_split_size && size >= o->max_split_size) return false;
-  return remaining > o->small_size;
+  return recap__should_split(b->size, b->segment->small, size, o);
 }
 
 /* What one recap_malloc call works with, found under the lock by request_begin. */
@@ -619,6 +649,7 @@ typedef struct request {
   size_t rounded; /* the block size it gets */
   bool small;
   recap__route_logs_t *logs; /* the route's allocation logs (replay.c), or NULL */
+  recap__block_t *cached;    /* the front cache's block, when it serves the request */
 } request_t;
 
 /* Find the pool and free set the request goes to, let completed events free their blocks, and
@@ -635,6 +666,13 @@ static recap_status_t request_begin(request_t *r, int device, size_t size, recap
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
   r->d = d;
   RECAP__CHECK(pool_for_stream(d, stream, &r->pool, &r->logs));
+  if (recap__alloc.front.block) {
+    /* The front cache serves the request when the slow path would give it the same block. */
+    if (!r->logs && (r->cached = recap__front_take(&recap__alloc.front, d, r->pool, stream,
+                                                   r->rounded, recap__options_version())))
+      return RECAP_SUCCESS;
+    recap__alloc_settle();
+  }
   if (RECAP__UNLIKELY(d->pending_count || d->deferred_count)) process_events(d, false);
   r->set = free_set_of(r->pool, r->small);
   /* Room in the free set for every block of it to be free, and for the two this call may add
@@ -832,14 +870,16 @@ static COLD recap_status_t take_logged(const request_t *r, recap__block_t **b) {
   return s;
 }
 
-/* Hand b out: mark it allocated, put it in the pointer map and count it. */
+/* Hand b out: mark it allocated, put it in the pointer map (the front cache's block is there
+ * already) and count it. */
 static void account_alloc(const request_t *r, recap__block_t *b, void *site) {
-  RECAP__ASSERT(!b->allocated && recap__ptr_map_get(&recap__alloc.allocated, b->ptr) == NULL);
+  RECAP__ASSERT(!b->allocated &&
+                recap__ptr_map_get(&recap__alloc.allocated, b->ptr) == (r->cached ? b : NULL));
   b->allocated = true;
   b->requested = r->size;
   b->generation = ++recap__alloc.last_generation;
   b->alloc_site = recap__alloc_sites_enabled() ? site : NULL;
-  recap__ptr_map_insert(&recap__alloc.allocated, b->ptr, b);
+  if (!r->cached) recap__ptr_map_insert(&recap__alloc.allocated, b->ptr, b);
   r->pool->allocated_bytes += (int64_t)b->size;
   if (r->pool->allocated_bytes > r->pool->capture_peak)
     r->pool->capture_peak = r->pool->allocated_bytes;
@@ -866,8 +906,10 @@ recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
   request_t r = {0};
   recap_status_t s = request_begin(&r, device, size, stream);
   if (RECAP__LIKELY(s == RECAP_SUCCESS)) {
-    recap__block_t *b = NULL;
-    if (RECAP__UNLIKELY(r.logs != NULL)) {
+    recap__block_t *b = r.cached;
+    if (b) {
+      /* Taken from the front cache: its place was counted there. */
+    } else if (RECAP__UNLIKELY(r.logs != NULL)) {
       /* A route with logs: a capture that records or replays its addresses (replay.c). */
       s = take_logged(&r, &b);
     } else {
@@ -884,14 +926,31 @@ recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
   return s;
 }
 
+/* Offer the freed block b, which needs no event, to the front cache (empty: recap_free settled
+ * it). False: it takes the slow path. */
+static bool front_put(recap__device_state_t *d, recap__block_t *b) {
+  if (recap__alloc.front.off) return false;
+  uint64_t version = recap__options_version();
+  const recap__options_t *o;
+  if (version == 0 || current_options(&o) != RECAP_SUCCESS) return false;
+  recap__segment_t *seg = b->segment;
+  return recap__front_put(&recap__alloc.front, d, b, free_set_of(seg->pool, seg->small), o,
+                          version);
+}
+
 recap_status_t recap_free(void *ptr) {
   void *site = CALLER_ADDRESS();
   if (!ptr) return RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);
+  /* The previous free's block merges now: this free may need it merged (a neighbour), and the
+   * cache holds one block. */
+  recap__alloc_settle();
   /* Out of the map at once (one probe). Nothing below needs host memory: recap_malloc kept
    * room in the free set for every block of it, and recap_record_stream room in the deferred
    * list for every block used by other streams, so a free cannot fail once the block is found. */
-  recap__block_t *b = recap__ptr_map_remove(&recap__alloc.allocated, ptr);
+  recap__ptr_map_t *map = &recap__alloc.allocated;
+  size_t slot = recap__ptr_map_slot(map, ptr);
+  recap__block_t *b = slot < map->capacity ? map->slots[slot].value : NULL;
   if (!b) {
     pthread_mutex_unlock(&recap__alloc.lock);
     return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
@@ -913,6 +972,7 @@ recap_status_t recap_free(void *ptr) {
   recap__stat_kind(st->requested_bytes, seg->small, -(int64_t)b->requested);
   b->requested = 0;
   if (b->stream_use_count) {
+    recap__ptr_map_remove_at(map, slot);
     if (d->route_count) {
       b->deferred = true;
       d->deferred[d->deferred_count++] = b;
@@ -920,7 +980,8 @@ recap_status_t recap_free(void *ptr) {
       insert_events(d, b);
       if (b->event_count == 0) free_block(d, b);
     }
-  } else {
+  } else if (!front_put(d, b)) {
+    recap__ptr_map_remove_at(map, slot);
     free_block(d, b);
   }
   pthread_mutex_unlock(&recap__alloc.lock);
@@ -932,7 +993,7 @@ recap_status_t recap_record_stream(void *ptr, recap_stream_t stream) {
   recap_status_t s = RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);
   recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, ptr);
-  if (!b) {
+  if (!b || !b->allocated) { /* the front cache's block is in the map, free */
     s = recap__error(RECAP_ERROR_INVALID_ARGUMENT,
                      "recap_record_stream(%p): not an allocated pointer of recap", ptr);
     goto out;
@@ -972,6 +1033,7 @@ recap_status_t recap_block_info(const void *ptr, recap_block_info_t *info) {
   RECAP__ARG(info != NULL, "recap_block_info: info is NULL");
   pthread_mutex_lock(&recap__alloc.lock);
   recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, ptr);
+  if (b && !b->allocated) b = NULL; /* the front cache's block */
   if (b) {
     const recap__segment_t *seg = b->segment;
     *info = (recap_block_info_t){.base = b->ptr,
@@ -998,6 +1060,7 @@ recap_status_t recap_empty_cache(void) {
   pthread_mutex_lock(&recap__alloc.lock);
   /* A capture on any device refuses the whole call: in global mode, cudaFree on another device
    * would invalidate it too. */
+  recap__alloc_settle();
   int capturing;
   if (capture_under_way(&capturing)) {
     pthread_mutex_unlock(&recap__alloc.lock);

@@ -45,9 +45,38 @@ static recap_status_t check_set_order(const recap__free_set_t *set, const char *
   return RECAP_SUCCESS;
 }
 
+/* The front cache's block b (in seg): free, in no free set, with no free block before it; its
+ * rest, if any, is its free next neighbour and in the set, and the block after the rest is not
+ * free; without rest, the block after b is not free. */
+static recap_status_t check_cached(const recap__front_t *f, const recap__free_set_t *set,
+                                   const recap__free_set_t *other, const recap__segment_t *seg) {
+  const recap__block_t *b = f->block;
+  if (!recap__block_is_free(b) || b->stream_use_count)
+    FAIL("the front cache's block %p is not free", (void *)b->ptr);
+  if (set_contains(set, b) || set_contains(other, b))
+    FAIL("the front cache's block %p is in a free set", (void *)b->ptr);
+  if (b->prev && recap__block_is_free(b->prev))
+    FAIL("the front cache's block %p follows a free block", (void *)b->ptr);
+  if (f->rest) {
+    if (b->next != f->rest || !recap__block_is_free(f->rest) || !set_contains(set, f->rest))
+      FAIL("the front cache's block %p: its rest is not its free next neighbour in the set",
+           (void *)b->ptr);
+    if (f->rest->next && recap__block_is_free(f->rest->next))
+      FAIL("free blocks %p and %p are neighbours but were not merged", (void *)f->rest->ptr,
+           (void *)f->rest->next->ptr);
+  } else if (b->next && recap__block_is_free(b->next)) {
+    FAIL("the front cache's block %p has a free next neighbour that is not its rest",
+         (void *)b->ptr);
+  }
+  if (b->segment != seg || b->stream != seg->stream)
+    FAIL("the front cache's block %p names another segment or stream", (void *)b->ptr);
+  return RECAP_SUCCESS;
+}
+
 static recap_status_t check_pool(const recap__pool_t *pool, tally_t *t) {
   int64_t segments = 0, reserved = 0, allocated = 0;
   size_t free_in_pool = 0, blocks[2] = {0, 0}; /* [small] */
+  size_t cached_outside_set = 0; /* the front cache's block when it has no rest in the set */
   RECAP__CHECK(check_set_order(&pool->small_free, "small"));
   RECAP__CHECK(check_set_order(&pool->large_free, "large"));
   for (const recap__segment_t *seg = pool->segments; seg; seg = seg->next) {
@@ -63,7 +92,24 @@ static recap_status_t check_pool(const recap__pool_t *pool, tally_t *t) {
     const recap__free_set_t *other = seg->small ? &pool->large_free : &pool->small_free;
     char *expected = seg->base;
     bool split = seg->head->next != NULL;
+    const recap__front_t *f = &recap__alloc.front;
     for (const recap__block_t *b = seg->head; b; b = b->next) {
+      if (b == f->block) {
+        /* The front cache's block: free, out of the free set, counted as the block it and its
+         * rest merge into; rest, when there is one, is the free block after it, in the set. */
+        RECAP__CHECK(check_cached(f, set, other, seg));
+        size_t merged = recap__front_merged_size(f);
+        blocks[seg->small] += f->rest ? 2 : 1;
+        free_in_pool++;
+        if (!f->rest) cached_outside_set++;
+        if (merged != seg->size) {
+          add(t->split, seg->small, 1);
+          add(t->split_bytes, seg->small, (int64_t)merged);
+        }
+        expected = b->ptr + merged;
+        if (f->rest) b = f->rest;
+        continue;
+      }
       if (b->segment != seg) FAIL("block %p names another segment", (void *)b->ptr);
       if (b->ptr != expected)
         FAIL("segment %p: block %p should start at %p (gap or overlap)", (void *)seg->base,
@@ -117,7 +163,7 @@ static recap_status_t check_pool(const recap__pool_t *pool, tally_t *t) {
            pool->id.a, pool->id.b, small ? "small" : "large", set->blocks, set->capacity,
            blocks[small]);
   }
-  if (free_in_pool != pool->small_free.count + pool->large_free.count)
+  if (free_in_pool != pool->small_free.count + pool->large_free.count + cached_outside_set)
     FAIL("pool {%" PRIu64 ",%" PRIu64 "}: %zu free blocks in segments but %zu in free sets",
          pool->id.a, pool->id.b, free_in_pool, pool->small_free.count + pool->large_free.count);
   if (segments != pool->segment_count || reserved != pool->reserved_bytes ||
@@ -184,7 +230,15 @@ recap_status_t recap_memory_check(void) {
   pthread_mutex_lock(&recap__alloc.lock);
   for (int i = 0; i < RECAP__MAX_DEVICES && s == RECAP_SUCCESS; i++)
     if (recap__alloc.devices[i]) s = check_device(recap__alloc.devices[i], &allocated_blocks);
-  if (s == RECAP_SUCCESS && allocated_blocks != recap__alloc.allocated.count)
+  /* The front cache's block stays in the map while it waits. */
+  const recap__block_t *cached = recap__alloc.front.block;
+  if (s == RECAP_SUCCESS && cached &&
+      recap__ptr_map_get(&recap__alloc.allocated, cached->ptr) != cached)
+    s = recap__error(RECAP_ERROR_INTERNAL,
+                     "recap_memory_check: the front cache's block %p is missing from the "
+                     "pointer map",
+                     (void *)cached->ptr);
+  if (s == RECAP_SUCCESS && allocated_blocks + (cached != NULL) != recap__alloc.allocated.count)
     s = recap__error(RECAP_ERROR_INTERNAL,
                      "recap_memory_check: the pointer map holds %zu blocks but the walk found "
                      "%zu allocated",

@@ -71,6 +71,7 @@ static recap_status_t route_add(int device, recap_pool_id_t id, uint64_t capture
                         "recap_pool_handle() or let the graph make its own pool");
   recap_status_t s = RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_settle();
   recap__device_state_t *d = recap__alloc_device_state(device);
   recap__pool_t *pool = d ? find_private_pool(d, id) : NULL;
   bool created = false;
@@ -167,6 +168,7 @@ static int route_of_pool_or_error(int device, recap_pool_id_t id, recap__device_
 recap_status_t recap__pool_route_set_capture(int device, recap_pool_id_t id, uint64_t capture_id) {
   recap_status_t s = RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_settle();
   recap__device_state_t *d;
   int found = route_of_pool_or_error(device, id, &d, &s);
   if (found < 0) goto out;
@@ -188,6 +190,7 @@ out:
 recap_status_t recap__pool_route_move(int device, recap_pool_id_t id, uint64_t capture_id) {
   recap_status_t s = RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_settle();
   recap__device_state_t *d;
   int found = route_of_pool_or_error(device, id, &d, &s);
   if (found < 0) goto out;
@@ -208,6 +211,7 @@ out:
 recap_status_t recap__pool_route_end(int device, recap_pool_id_t id) {
   recap_status_t s = RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_settle();
   recap__device_state_t *d;
   int found = route_of_pool_or_error(device, id, &d, &s);
   if (found < 0) goto out;
@@ -255,6 +259,7 @@ recap_status_t recap__pool_route_set_logs(int device, recap_pool_id_t pool,
   }
   recap_status_t s = RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_settle();
   recap__device_state_t *d;
   int found = route_of_pool_or_error(device, pool, &d, &s);
   if (found >= 0) {
@@ -276,6 +281,7 @@ recap_status_t recap__pool_route_replay_stats(int device, recap_pool_id_t pool, 
                         device, (void *)hits, (void *)misses, RECAP__MAX_DEVICES - 1);
   recap_status_t s = RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_settle();
   recap__device_state_t *d;
   int found = route_of_pool_or_error(device, pool, &d, &s);
   if (found >= 0) {
@@ -315,6 +321,7 @@ recap_status_t recap__pool_capture_result(int device, recap_pool_id_t id,
 recap_status_t recap__pool_release(int device, recap_pool_id_t id) {
   recap_status_t s = RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_settle();
   recap__device_state_t *d = recap__alloc.devices[device];
   recap__pool_t *pool = d ? find_private_pool(d, id) : NULL;
   if (!pool || pool->references == 0) {
@@ -370,6 +377,7 @@ recap_status_t recap_pool_info(recap_pool_id_t id, recap_pool_info_t *info) {
   RECAP__CHECK(recap__alloc_current_device(&device));
   recap_status_t s = RECAP_SUCCESS;
   pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_settle();
   recap__device_state_t *d = recap__alloc.devices[device];
   recap__pool_t *pool = NULL;
   if (d) pool = recap_pool_is_default(id) ? &d->default_pool : find_private_pool(d, id);

@@ -60,12 +60,23 @@ void *recap__ptr_map_get(const recap__ptr_map_t *m, const void *key) {
   return NULL;
 }
 
-void *recap__ptr_map_remove(recap__ptr_map_t *m, const void *key) {
-  if (!m->capacity || !key) return NULL;
+size_t recap__ptr_map_slot(const recap__ptr_map_t *m, const void *key) {
+  if (!m->capacity || !key) return m->capacity;
   size_t mask = m->capacity - 1;
   size_t i = slot_of(key, m->capacity);
   while (m->slots[i].key && m->slots[i].key != key) i = (i + 1) & mask;
-  if (!m->slots[i].key) return NULL;
+  return m->slots[i].key ? i : m->capacity;
+}
+
+void *recap__ptr_map_remove(recap__ptr_map_t *m, const void *key) {
+  size_t i = recap__ptr_map_slot(m, key);
+  return i < m->capacity ? recap__ptr_map_remove_at(m, i) : NULL;
+}
+
+void *recap__ptr_map_remove_at(recap__ptr_map_t *m, size_t i) {
+  RECAP__ASSERT(i < m->capacity && m->slots[i].key != NULL);
+  size_t mask = m->capacity - 1;
+  const void *key = m->slots[i].key;
   void *value = m->slots[i].value;
   /* Backward-shift deletion: move later members of the probe run into the hole when their
    * home slot does not lie (cyclically) between the hole and their current slot. */
@@ -83,6 +94,7 @@ void *recap__ptr_map_remove(recap__ptr_map_t *m, const void *key) {
   RECAP__ASSERT(m->count > 0);
   m->count--;
   RECAP__ASSERT(recap__ptr_map_get(m, key) == NULL);
+  (void)key;
   return value;
 }
 

@@ -35,6 +35,12 @@ bool recap__ptr_map_insert(recap__ptr_map_t *m, const void *key, void *value);
 void *recap__ptr_map_get(const recap__ptr_map_t *m, const void *key);
 /* Remove key and return its value, or NULL if absent. */
 void *recap__ptr_map_remove(recap__ptr_map_t *m, const void *key);
+/* The slot of key, m->capacity if absent: for a lookup that may be followed by a removal
+ * (recap__ptr_map_remove_at) without a second probe. */
+size_t recap__ptr_map_slot(const recap__ptr_map_t *m, const void *key);
+/* Remove the key in slot i (a slot recap__ptr_map_slot gave, with no change since) and return
+ * its value. */
+void *recap__ptr_map_remove_at(recap__ptr_map_t *m, size_t i);
 void recap__ptr_map_clear(recap__ptr_map_t *m);
 
 #endif /* RECAP_ALLOC_PTR_MAP_H */

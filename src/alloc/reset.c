@@ -43,6 +43,9 @@ void recap__alloc_reset(void) {
     recap__host_free(d);
     recap__alloc.devices[i] = NULL;
   }
+  /* The cached block's record went with its segment; the switch stays as it was. */
+  recap__alloc.front.block = recap__alloc.front.rest = NULL;
+  recap__alloc.front.hits = recap__alloc.front.admitted = 0;
   recap__ptr_map_clear(&recap__alloc.allocated);
   for (recap__block_t *b = recap__alloc.spare_blocks, *next; b; b = next) {
     next = b->next;

@@ -116,11 +116,20 @@ static void write_pool(recap__json_t *j, const recap__pool_t *pool, bool is_defa
     recap__json_key(j, "blocks");
     recap__json_array_begin(j);
     for (const recap__block_t *b = seg->head; b; b = b->next) {
+      /* The front cache's block is shown as the free block it stands for, merged with its
+       * rest: the snapshot is the same whether the cache holds it or not. */
+      const recap__front_t *f = &recap__alloc.front;
+      const char *start = b->ptr;
+      size_t size = b->size;
+      if (b == f->block) {
+        size = recap__front_merged_size(f);
+        if (f->rest) b = f->rest; /* free too; the walk goes on after it */
+      }
       recap__json_object_begin(j);
       recap__json_key(j, "address");
-      recap__json_pointer(j, b->ptr);
+      recap__json_pointer(j, start);
       recap__json_key(j, "size");
-      recap__json_uint(j, b->size);
+      recap__json_uint(j, size);
       recap__json_key(j, "requested");
       recap__json_uint(j, b->requested);
       recap__json_key(j, "state");
