@@ -124,17 +124,27 @@ fail:
 /* Append a node for work launched on s, which takes part in a capture: it waits for the
  * stream's previous node in the capture. An invalidated capture records nothing more, as CUDA
  * refuses further work into it. False when out of host memory. */
+bool recap__fake_nodes_reserve(fake_nodes_t *nodes) {
+  if (nodes->count < nodes->cap) return true;
+  size_t cap = nodes->cap ? nodes->cap * 2 : 16;
+  fake_node_t *v = realloc(nodes->v, cap * sizeof *v);
+  if (!v) return false;
+  nodes->v = v;
+  nodes->cap = cap;
+  return true;
+}
+
+uint64_t recap__fake_node_handle_new(void) {
+  /* Handles look like pointers (aligned, far from 0) and are never reused. */
+  recap__fake.next_node_handle += 0x10;
+  return FAKE_NODE_HANDLE_BASE + recap__fake.next_node_handle;
+}
+
 bool recap__fake_capture_append(fake_stream_t *s, recap_node_type_t type, const char *name) {
   fake_capture_t *c = s->capture;
   if (c->invalidated) return true;
   fake_nodes_t *nodes = &c->graph->nodes;
-  if (nodes->count == nodes->cap) {
-    size_t cap = nodes->cap ? nodes->cap * 2 : 16;
-    fake_node_t *v = realloc(nodes->v, cap * sizeof *v);
-    if (!v) return false;
-    nodes->v = v;
-    nodes->cap = cap;
-  }
+  if (!recap__fake_nodes_reserve(nodes)) return false;
   /* The C library's memory, not recap's host seam: the fake's own objects must not fail when a
    * test makes recap's host allocations fail. */
   char *copy = NULL;
@@ -143,13 +153,10 @@ bool recap__fake_capture_append(fake_stream_t *s, recap_node_type_t type, const 
     if (!(copy = malloc(n))) return false;
     memcpy(copy, name, n);
   }
-  /* Handles look like pointers (aligned, far from 0) and are never reused. */
-  recap__fake.next_node_handle += 0x10;
-  nodes->v[nodes->count] =
-      (fake_node_t){.type = type,
-                    .name = copy,
-                    .dep = s->tail,
-                    .handle = FAKE_NODE_HANDLE_BASE + recap__fake.next_node_handle};
+  nodes->v[nodes->count] = (fake_node_t){.type = type,
+                                         .name = copy,
+                                         .dep = s->tail,
+                                         .handle = recap__fake_node_handle_new()};
   nodes->count++;
   s->tail = nodes->count;
   return true;

@@ -492,13 +492,7 @@ static const char *branches_refusal(recap__cond_kind_t kind, unsigned branches) 
 static bool cond_node_append(fake_graph_t *g, size_t dep, recap__cond_kind_t kind,
                              const fake_handle_t *h, unsigned branches, fake_node_t **out) {
   fake_nodes_t *nodes = &g->nodes;
-  if (nodes->count == nodes->cap) {
-    size_t cap = nodes->cap ? nodes->cap * 2 : 16;
-    fake_node_t *v = realloc(nodes->v, cap * sizeof *v);
-    if (!v) return false;
-    nodes->v = v;
-    nodes->cap = cap;
-  }
+  if (!recap__fake_nodes_reserve(nodes)) return false;
   fake_graph_t **bodies = calloc(branches, sizeof *bodies);
   if (!bodies) return false;
   for (unsigned b = 0; b < branches; b++)
@@ -511,11 +505,10 @@ static bool cond_node_append(fake_graph_t *g, size_t dep, recap__cond_kind_t kin
     bodies[b]->owner = g;
     recap__fake_graph_list(bodies[b]);
   }
-  recap__fake.next_node_handle += 0x10;
   fake_node_t *n = &nodes->v[nodes->count++];
   *n = (fake_node_t){.type = RECAP_NODE_CONDITIONAL,
                      .dep = dep,
-                     .handle = FAKE_NODE_HANDLE_BASE + recap__fake.next_node_handle,
+                     .handle = recap__fake_node_handle_new(),
                      .cond_kind = kind,
                      .cond_handle = h->handle,
                      .cond_initial = h->initial,
@@ -858,24 +851,12 @@ recap_status_t recap__fake_op_graph_add_empty(recap_cuda_graph_t graph) {
     recap__fake_note(&f, RECAP_ERROR_INVALID_USAGE,
                      "cudaGraphAddEmptyNode: graph %p is being captured into", (void *)graph);
   } else {
-    fake_nodes_t *nodes = &g->nodes;
-    if (nodes->count == nodes->cap) {
-      size_t cap = nodes->cap ? nodes->cap * 2 : 16;
-      fake_node_t *v = realloc(nodes->v, cap * sizeof *v);
-      if (v) {
-        nodes->v = v;
-        nodes->cap = cap;
-      }
-    }
-    if (nodes->count == nodes->cap) {
+    if (!recap__fake_nodes_reserve(&g->nodes))
       recap__fake_note(&f, RECAP_ERROR_CUDA,
                        "cudaGraphAddEmptyNode: out of memory (cudaErrorMemoryAllocation)");
-    } else {
-      recap__fake.next_node_handle += 0x10;
-      nodes->v[nodes->count++] =
-          (fake_node_t){.type = RECAP_NODE_EMPTY,
-                        .handle = FAKE_NODE_HANDLE_BASE + recap__fake.next_node_handle};
-    }
+    else
+      g->nodes.v[g->nodes.count++] =
+          (fake_node_t){.type = RECAP_NODE_EMPTY, .handle = recap__fake_node_handle_new()};
   }
   return recap__fake_unlock_and_report(&f);
 }

@@ -337,6 +337,10 @@ void recap__fake_nodes_free(fake_nodes_t *nodes);
 /* A deep copy of src into *dst (names and arguments too); false when out of host memory, with
  * *dst empty. */
 bool recap__fake_nodes_copy(fake_nodes_t *dst, const fake_nodes_t *src);
+/* Room for one more node in nodes (false, nodes unchanged, when out of host memory), and the
+ * handle of a new node. Lock held. */
+bool recap__fake_nodes_reserve(fake_nodes_t *nodes);
+uint64_t recap__fake_node_handle_new(void);
 fake_graph_t *recap__fake_graph_find(recap_cuda_graph_t handle);
 fake_exec_t *recap__fake_exec_find(recap_cuda_graph_exec_t handle);
 

@@ -187,6 +187,23 @@ static recap_status_t pause_capture(recap_graph_t g, recap__regions_t *r, const 
   return s;
 }
 
+/* Make the paused stream capture again: into `into` after deps (device path), or into a fresh
+ * graph (into NULL: the host path's next segment); then the graph's capture id, registry entry
+ * and route follow. A failure abandons the capture. */
+static recap_status_t resume_capture(recap_graph_t g, recap__regions_t *r, recap_cuda_graph_t into,
+                                     const recap__graph_node_t *deps, size_t count,
+                                     const char *function) {
+  recap__capture_mode_t mode = (recap__capture_mode_t)g->options.mode;
+  recap_status_t s =
+      into ? recap__device()->capture_to_graph(g->capture_stream, into, deps, count, mode)
+           : recap__device()->stream_begin_capture(g->capture_stream, mode);
+  if (s != RECAP_SUCCESS) return abandon(g, s);
+  r->paused = false;
+  s = move_capture(g, function);
+  if (s != RECAP_SUCCESS) return abandon(g, s);
+  return RECAP_SUCCESS;
+}
+
 /* Check the body just captured: CUDA runs only some node kinds inside a conditional body, and
  * would accept the others at capture and fail the instantiation much later. */
 static recap_status_t scan_body(recap_cuda_graph_t body, const recap__region_frame_t *f,
@@ -561,19 +578,9 @@ recap_status_t recap_region_next_branch(recap_stream_t stream) {
   RECAP__CHECK(close_branch(g, r, fn));
   f->branch++;
   r->context = ++r->next_context;
-  recap_status_t s;
-  if (r->on_device) {
-    s = recap__device()->capture_to_graph(g->capture_stream, f->bodies[f->branch], NULL, 0,
-                                          (recap__capture_mode_t)g->options.mode);
-  } else {
-    r->current = &f->parent_block->steps[f->step].bodies[f->branch];
-    s = recap__device()->stream_begin_capture(g->capture_stream,
-                                              (recap__capture_mode_t)g->options.mode);
-  }
-  if (s != RECAP_SUCCESS) return abandon(g, s);
-  r->paused = false;
-  s = move_capture(g, fn);
-  if (s == RECAP_SUCCESS) s = hooks_body_begin(g, r->depth);
+  if (!r->on_device) r->current = &f->parent_block->steps[f->step].bodies[f->branch];
+  RECAP__CHECK(resume_capture(g, r, r->on_device ? f->bodies[f->branch] : NULL, NULL, 0, fn));
+  recap_status_t s = hooks_body_begin(g, r->depth);
   if (s != RECAP_SUCCESS) return abandon(g, s);
   return RECAP_SUCCESS;
 }
@@ -594,24 +601,17 @@ recap_status_t recap_region_end(recap_stream_t stream) {
       s = recap__device()->graph_node_count(f->bodies[b], &nodes);
       if (s == RECAP_SUCCESS && nodes == 0) s = recap__device()->graph_add_empty(f->bodies[b]);
     }
-    if (s == RECAP_SUCCESS)
-      s = recap__device()->capture_to_graph(g->capture_stream, f->parent_graph, &f->node, 1,
-                                            (recap__capture_mode_t)g->options.mode);
-  } else {
-    s = recap__device()->stream_begin_capture(g->capture_stream,
-                                              (recap__capture_mode_t)g->options.mode);
+    if (s != RECAP_SUCCESS) return abandon(g, s);
   }
-  if (s != RECAP_SUCCESS) return abandon(g, s);
-  /* The stream captures the parent again: the frame goes. */
-  r->paused = false;
+  /* The stream captures the parent again (after the region's node): the frame goes. */
+  recap_cuda_graph_t parent = r->on_device ? f->parent_graph : NULL;
+  recap__graph_node_t node = f->node;
   if (!r->on_device) r->current = f->parent_block;
   r->context = f->parent_context;
   recap__host_free(f->bodies);
   memset(f, 0, sizeof *f);
   r->depth--;
-  s = move_capture(g, fn);
-  if (s != RECAP_SUCCESS) return abandon(g, s);
-  return RECAP_SUCCESS;
+  return resume_capture(g, r, parent, &node, 1, fn);
 }
 
 /* Whether a condition made in context has a handle that neither a region nor an empty IF node
@@ -646,14 +646,11 @@ recap_status_t recap__regions_check_end(recap_graph_t graph) {
   r->top_graph = paused;
   recap_status_t s = recap__regions_hold_unused(r, 0, paused);
   if (s == RECAP_SUCCESS)
-    s = recap__device()->capture_to_graph(graph->capture_stream, paused, deps, count,
-                                          (recap__capture_mode_t)graph->options.mode);
+    s = resume_capture(graph, r, paused, deps, count, fn);
+  else
+    (void)abandon(graph, s);
   free(deps);
-  if (s != RECAP_SUCCESS) return abandon(graph, s);
-  r->paused = false;
-  s = move_capture(graph, fn);
-  if (s != RECAP_SUCCESS) return abandon(graph, s);
-  return RECAP_SUCCESS;
+  return s;
 }
 
 /* ------------------------------------------------------------------------------------------
