@@ -94,7 +94,8 @@ RECAP_API const char *recap_version_string(void);
   X(ERROR_DEAD_INPUT, 10, "a graph input was freed before replay")                                 \
   X(ERROR_NOT_SUPPORTED, 11, "the operation is not supported by this driver or build")             \
   X(ERROR_IO, 12, "a file could not be written or read")                                           \
-  X(ERROR_INTERNAL, 13, "an internal invariant was broken (a bug in recap)")
+  X(ERROR_INTERNAL, 13, "an internal invariant was broken (a bug in recap)")                       \
+  X(ERROR_POOL_ASLEEP, 14, "the memory pool is asleep (wake it first)")
 
 typedef enum recap_status {
 #define RECAP_X_ENUM(name, value, text) RECAP_##name = value,

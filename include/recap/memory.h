@@ -95,10 +95,17 @@ typedef struct recap_pool_memory {
    * allocations the budget of the latest capture refused. */
   uint64_t budget_bytes;
   uint64_t budget_refusals;
+  /* Segments on CUDA virtual memory (the expandable_segments option), which can sleep
+   * (recap/sleep.h), and the virtual bytes they hold reserved. */
+  int64_t vmm_segments;
+  int64_t vmm_reserved_va_bytes;
+  int state;               /* a recap_pool_state_t (recap/sleep.h) */
+  int64_t sleeping_bytes;  /* physical bytes given back to the device while asleep; 0 awake */
+  int64_t offloaded_bytes; /* bytes kept in pinned host memory while asleep after OFFLOAD */
 } recap_pool_memory_t;
 
 #define RECAP_POOL_MEMORY_INIT \
-  { sizeof(recap_pool_memory_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+  { sizeof(recap_pool_memory_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Fill *info for pool on the current device. The default pool {0,0} is answered too (no graph
  * holds it and no capture routes to it: those fields are 0). A private pool that does not

@@ -25,7 +25,8 @@ extern "C" {
   X(large_segment, 20971520, "segment size for requests between small_size and large_threshold")  \
   X(round_large, 2097152, "own segments of requests >= large_threshold are rounded to this")      \
   X(max_split_size, 0, "0: no limit; else > large_segment: requests this large are never split")  \
-  X(memory_cap, 0, "the allocator reserves at most this many bytes per device (0: no limit)")
+  X(memory_cap, 0, "the allocator reserves at most this many bytes per device (0: no limit)")     \
+  X(expandable_segments, 0, "1: segments on CUDA virtual memory that grow in place (recap/sleep.h)")
 
 /* Set an option from code: "name" and a value string in the RECAP_ALLOC_CONF syntax.
  * RECAP_ERROR_NOT_FOUND for an unknown name, RECAP_ERROR_INVALID_VALUE for a bad value or one

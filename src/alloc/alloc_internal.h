@@ -20,6 +20,7 @@
 #define RECAP_ALLOC_INTERNAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -55,15 +56,29 @@ typedef struct recap__block {
                          allocation sites are recorded (RECAP_LIVENESS_DEBUG=1); else NULL */
 } recap__block_t;
 
+/* One piece of physical memory mapped into a VMM segment (cuMemCreate + cuMemMap). */
+typedef struct recap__vmm_chunk {
+  size_t offset, size; /* where in the segment, from base */
+  recap__vmm_handle_t handle;
+} recap__vmm_chunk_t;
+
 struct recap__segment {
   char *base;
-  size_t size;
-  bool small; /* belongs to the small size class */
+  size_t size; /* the bytes the blocks tile; for a VMM segment, the mapped extent from base */
+  bool small;  /* belongs to the small size class */
   int device;
   recap_stream_t stream; /* the stream it was first allocated for */
   recap__pool_t *pool;
   recap__block_t *head;          /* the block at base */
   recap__segment_t *prev, *next; /* the pool's segments */
+  /* A segment on CUDA virtual memory (the expandable_segments option; vmm_segment.c): base
+   * starts a range of va_size reserved bytes; [base, base + size) is mapped by chunks, in
+   * offset order, tiling it without gaps while the pool is awake. Asleep (sleep.c), chunks is
+   * empty and size stays: the blocks keep their addresses for the wake. */
+  bool vmm;
+  size_t va_size;
+  recap__vmm_chunk_t *chunks;
+  int chunk_count, chunk_capacity;
 };
 
 /* An allocation a capture's budget refused (recap_capture_options_t.budget_bytes): what the
@@ -98,6 +113,11 @@ struct recap__pool {
    * (recap__pool_account_graph): graphs, their executables' device bytes, their nodes. */
   int graphs;
   int64_t exec_bytes, nodes;
+  /* Sleep (sleep.c): the pool's state (a recap_pool_state_t), the physical bytes released, and
+   * for OFFLOAD the pinned host copy of its blocks in use, as runs of bytes. */
+  int state;
+  int64_t sleeping_bytes;
+  struct recap__offload *offload; /* NULL unless asleep after OFFLOAD */
 };
 
 /* A block waiting for an event recorded on a stream that used it. */
@@ -250,6 +270,47 @@ static inline size_t recap__front_merged_size(const recap__front_t *f) {
 void recap__alloc_settle(void);
 /* The internal switch of the front cache (tests): false sends every free down the slow path. */
 void recap__alloc_front_cache_enable(bool on);
+
+/* ------------------------------------------------------------------------------------------
+ * Segments on CUDA virtual memory (vmm_segment.c): the expandable_segments option
+ *
+ * With the option on, a pool has at most one VMM segment per size class and stream; it reserves
+ * a range of virtual addresses as large as the device's memory and maps physical chunks
+ * (multiples of the device's allocation granularity) at its end as the pool grows, so a growing
+ * workload extends one segment instead of adding segments. The segment's free tail is unmapped
+ * by recap_empty_cache and the out-of-memory retry, chunk by chunk.
+ * ---------------------------------------------------------------------------------------- */
+
+/* Make room for a request of `size` rounded bytes in pool's VMM segment of that size class and
+ * stream, creating the segment on first use: map enough physical memory at its end that the
+ * segment's last block, free, holds at least `size` bytes (merged with a free last block, or a
+ * new free block after an allocated one), and return that block in *out, in its free set.
+ * Counts like new_segment (reserved bytes, num_device_alloc per chunk; the segment counts once,
+ * when made). Honours memory_cap and the out-of-memory retry like classic segments. Lock held. */
+recap_status_t recap__vmm_segment_grow(recap__device_state_t *d, recap__pool_t *pool, bool small,
+                                       size_t size, size_t request, recap_stream_t stream,
+                                       const recap__options_t *o, recap__block_t **out);
+/* Give back the chunks of seg that lie wholly inside its free last block, from the end; a
+ * segment left with nothing mapped releases its range and is deleted. Lock held. */
+recap_status_t recap__vmm_segment_trim(recap__device_state_t *d, recap__segment_t *seg);
+/* The chunk size sleep and wake map in, at most: fewer, larger chunks are what makes them fast
+ * (SPEC §14). */
+enum { RECAP__VMM_WAKE_CHUNK = 1u << 30 };
+
+/* ------------------------------------------------------------------------------------------
+ * Sleep and wake (sleep.c; recap/sleep.h)
+ * ---------------------------------------------------------------------------------------- */
+
+/* How many pools sleep, on every device: graph replays read it without the lock and ask
+ * recap__pool_replay_check only when it is not 0, so an awake process pays one load. */
+extern _Atomic int recap__alloc_sleeping;
+/* Whether a graph holding pool on device may replay now: RECAP_SUCCESS, or
+ * RECAP_ERROR_POOL_ASLEEP with a message naming the pool (or the device's default pool) that
+ * sleeps. Takes the lock. */
+recap_status_t recap__pool_replay_check(int device, recap_pool_id_t pool);
+/* The refusal of an allocation or a route to an asleep pool (lock held): POOL_ASLEEP with a
+ * message naming the call and the pool. */
+recap_status_t recap__pool_asleep_error(const char *call, const recap__pool_t *pool);
 
 /* Helpers of the malloc/free core (allocator.c) that pool.c and stats.c use. */
 /* The state of device, made on first use; NULL without host memory. Call with the lock held. */

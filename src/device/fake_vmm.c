@@ -294,9 +294,10 @@ recap_status_t recap__fake_op_vmm_map(void *ptr, size_t size, recap__vmm_handle_
                      "not a chunk of the fake (never made by vmm_create, or released)",
                      (unsigned long long)handle);
   } else if (size > c->size) {
-    recap__fake_note(&f, RECAP_ERROR_CUDA,
-                     "cuMemMap: invalid argument (CUDA_ERROR_INVALID_VALUE): %zu bytes asked of "
-                     "chunk 0x%llx, which has %zu",
+    /* What the H200's driver answers (580.159.04): not INVALID_VALUE but NOT_SUPPORTED. */
+    recap__fake_note(&f, RECAP_ERROR_NOT_SUPPORTED,
+                     "cuMemMap: operation not supported (CUDA_ERROR_NOT_SUPPORTED): %zu bytes "
+                     "asked of chunk 0x%llx, which has %zu",
                      size, (unsigned long long)handle, c->size);
   } else if (!range_holding(p, size)) {
     recap__fake_note(&f, RECAP_ERROR_CUDA,
