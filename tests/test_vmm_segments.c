@@ -124,7 +124,7 @@ static void small_and_large_classes_and_streams_get_own_segments(void **state) {
   OK(recap_malloc(&p[1], 2 * MiB, s));
   OK(recap_malloc(&p[2], 1000, t));
   OK(recap_malloc(&p[3], 2 * MiB, t));
-  OK(recap_malloc(&p[4], 3 * MiB, s)); /* grows nothing: fits in s's large segment */
+  OK(recap_malloc(&p[4], 3 * MiB, s));   /* grows nothing: fits in s's large segment */
   OK(recap_malloc(&p[5], 100 * MiB, s)); /* grows s's large segment, no own segment */
   recap_memory_stats_t st = stats();
   assert_int_equal(st.segment[RECAP_STAT_SMALL].current, 2);
@@ -211,7 +211,7 @@ static void trim_keeps_chunks_under_blocks_in_use(void **state) {
   OK(recap_empty_cache());
   st = stats();
   assert_int_equal(st.reserved_bytes[0].current, 40 * MiB); /* chunk 3 went, 2 stays */
-  assert_int_equal(st.inactive_split[0].current, 2);      /* [0,15) and [25,40) */
+  assert_int_equal(st.inactive_split[0].current, 2);        /* [0,15) and [25,40) */
   assert_int_equal(st.inactive_split_bytes[0].current, 30 * MiB);
   check();
   OK(recap_free(b));

@@ -287,43 +287,22 @@ void recap__alloc_front_cache_enable(bool on);
  * segment's last block, free, holds at least `size` bytes (merged with a free last block, or a
  * new free block after an allocated one), and return that block in *out, in its free set.
  * Counts like new_segment (reserved bytes, num_device_alloc per chunk; the segment counts once,
- * when made). Honours memory_cap and the out-of-memory retry like classic segments. Lock held. */
+ * when made). One try: a failure (OUT_OF_MEMORY from the device included) leaves everything as
+ * it was; allocator.c weighs memory_cap and the capture's budget first
+ * (recap__vmm_segment_need) and wraps it in the out-of-memory retry and report that classic
+ * segments have. Lock held. */
 recap_status_t recap__vmm_segment_grow(recap__device_state_t *d, recap__pool_t *pool, bool small,
-                                       size_t size, size_t request, recap_stream_t stream,
+                                       size_t size, recap_stream_t stream,
                                        const recap__options_t *o, recap__block_t **out);
 /* Give back the chunks of seg that lie wholly inside its free last block, from the end; a
- * segment left with nothing mapped releases its range and is deleted. Lock held. */
+ * segment left with nothing mapped releases its range and is deleted. The front cache must be
+ * settled (recap__alloc_settle). Lock held. */
 recap_status_t recap__vmm_segment_trim(recap__device_state_t *d, recap__segment_t *seg);
 /* The bytes recap__vmm_segment_grow would map for that request now (0: the segment's free last
- * block holds it already), asking the device's granularity if not known yet: what a capture's
- * budget weighs before the growth. Lock held. */
+ * block holds it already), asking the device's granularity if not known yet. Lock held. */
 recap_status_t recap__vmm_segment_need(recap__device_state_t *d, const recap__pool_t *pool,
                                        bool small, size_t size, recap_stream_t stream,
                                        const recap__options_t *o, size_t *bytes);
-
-/* What the classic segments and vmm_segment.c share (allocator.c; lock held). */
-/* One try at device memory for a segment or a growth: *bytes receives what it asked for. */
-typedef recap_status_t (*recap__memory_attempt_t)(recap__device_state_t *d, void *ctx,
-                                                  size_t *bytes);
-/* Device memory with the out-of-memory retry: when attempt says OUT_OF_MEMORY, free every cached
- * unused segment (and trim VMM segments) and try once more; a second no becomes the
- * out-of-memory report for a request of `request` bytes, which names `what` ("a new segment")
- * and its bytes. attempt must look at the pool afresh: the release may have trimmed or deleted
- * segments. */
-recap_status_t recap__alloc_device_memory(recap__device_state_t *d, size_t request,
-                                          const char *what, recap__memory_attempt_t attempt,
-                                          void *ctx);
-/* OUT_OF_MEMORY when reserving `bytes` more would exceed the memory_cap option. */
-recap_status_t recap__alloc_capped(const recap__device_state_t *d, const recap__options_t *o,
-                                   size_t bytes);
-/* A block record (zeroed) from the recycled ones, NULL without host memory; and its return. */
-recap__block_t *recap__alloc_block_new(void);
-void recap__alloc_block_delete(recap__block_t *b);
-/* Relax the calling thread's capture mode around driver calls that a capture under way on any
- * device would forbid (true: relaxed, restore it after), and restore it. */
-bool recap__alloc_relax_capture_mode(recap__capture_mode_t *saved);
-void recap__alloc_restore_capture_mode(bool relaxed, recap__capture_mode_t *saved);
-
 /* The chunk size sleep and wake map in, at most: fewer, larger chunks are what makes them fast
  * (SPEC §14). */
 enum { RECAP__VMM_WAKE_CHUNK = 1u << 30 };

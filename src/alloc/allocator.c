@@ -103,9 +103,6 @@ static void block_delete(recap__block_t *b) {
   recap__alloc.spare_blocks = b;
 }
 
-recap__block_t *recap__alloc_block_new(void) { return block_new(); }
-void recap__alloc_block_delete(recap__block_t *b) { block_delete(b); }
-
 /* ------------------------------------------------------------------------------------------
  * Devices and pools
  * ---------------------------------------------------------------------------------------- */
@@ -423,13 +420,6 @@ static void restore_capture_mode(bool relaxed, recap__capture_mode_t *saved) {
   if (relaxed) recap__device()->exchange_capture_mode(saved);
 }
 
-bool recap__alloc_relax_capture_mode(recap__capture_mode_t *saved) {
-  return relax_capture_mode(saved);
-}
-void recap__alloc_restore_capture_mode(bool relaxed, recap__capture_mode_t *saved) {
-  restore_capture_mode(relaxed, saved);
-}
-
 /* Give a segment whose only block is free back to the driver. */
 static recap_status_t release_segment(recap__device_state_t *d, recap__block_t *b) {
   recap__segment_t *seg = b->segment;
@@ -518,8 +508,9 @@ static recap_status_t raw_alloc(void **ptr, size_t size) {
   return s;
 }
 
-recap_status_t recap__alloc_capped(const recap__device_state_t *d, const recap__options_t *o,
-                                   size_t bytes) {
+/* OUT_OF_MEMORY when reserving `bytes` more would exceed the memory_cap option. */
+static recap_status_t capped(const recap__device_state_t *d, const recap__options_t *o,
+                             size_t bytes) {
   if (o->memory_cap && (uint64_t)d->stats.reserved_bytes[0].current + bytes > o->memory_cap)
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
                         "the memory_cap option (%" PRIu64 " bytes) would be exceeded",
@@ -562,9 +553,16 @@ static recap_status_t report_oom(recap__device_state_t *d, size_t request, const
                       cause_copy);
 }
 
-recap_status_t recap__alloc_device_memory(recap__device_state_t *d, size_t request,
-                                          const char *what, recap__memory_attempt_t attempt,
-                                          void *ctx) {
+/* One try at device memory for a segment or a growth: *bytes receives what it asked for. */
+typedef recap_status_t (*memory_attempt_t)(recap__device_state_t *d, void *ctx, size_t *bytes);
+
+/* Device memory with the out-of-memory retry, for classic and VMM segments alike: when attempt
+ * says OUT_OF_MEMORY (the device, or memory_cap), free every cached unused segment and trim the
+ * VMM segments' free tails, and try once more; a second no becomes the out-of-memory report for
+ * a request of `request` bytes, which names `what` ("a new segment") and its bytes. attempt
+ * looks at the pool afresh each time: the release may have trimmed or deleted segments. */
+static recap_status_t segment_memory(recap__device_state_t *d, size_t request, const char *what,
+                                     memory_attempt_t attempt, void *ctx) {
   size_t bytes = 0;
   recap_status_t s = attempt(d, ctx, &bytes);
   if (s == RECAP_ERROR_OUT_OF_MEMORY) {
@@ -579,7 +577,7 @@ recap_status_t recap__alloc_device_memory(recap__device_state_t *d, size_t reque
   return s;
 }
 
-/* A classic segment's try (recap__memory_attempt_t): `size` bytes from the driver, unless the
+/* A classic segment's try (memory_attempt_t): `size` bytes from the driver, unless the
  * memory_cap option forbids them. */
 typedef struct classic_attempt {
   const recap__options_t *o;
@@ -590,7 +588,7 @@ typedef struct classic_attempt {
 static recap_status_t classic_attempt(recap__device_state_t *d, void *ctx, size_t *bytes) {
   classic_attempt_t *a = ctx;
   *bytes = a->size;
-  RECAP__CHECK(recap__alloc_capped(d, a->o, a->size));
+  RECAP__CHECK(capped(d, a->o, a->size));
   return raw_alloc(&a->base, a->size);
 }
 
@@ -607,8 +605,7 @@ static recap_status_t new_segment(recap__device_state_t *d, recap__pool_t *pool,
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
   }
   classic_attempt_t attempt = {.o = o, .size = size};
-  recap_status_t s =
-      recap__alloc_device_memory(d, request, "a new segment", classic_attempt, &attempt);
+  recap_status_t s = segment_memory(d, request, "a new segment", classic_attempt, &attempt);
   void *base = attempt.base;
   if (s != RECAP_SUCCESS) {
     recap__host_free(seg);
@@ -765,6 +762,20 @@ static COLD void budget_settle(recap__device_state_t *d, recap__pool_t *pool) {
   d->stats.num_ooms++;
 }
 
+/* A VMM growth's try (memory_attempt_t): the bytes it needs, within memory_cap, mapped. */
+typedef struct vmm_attempt {
+  const request_t *r;
+  recap__block_t **out;
+} vmm_attempt_t;
+
+static recap_status_t vmm_attempt(recap__device_state_t *d, void *ctx, size_t *bytes) {
+  vmm_attempt_t *a = ctx;
+  const request_t *r = a->r;
+  RECAP__CHECK(recap__vmm_segment_need(d, r->pool, r->small, r->rounded, r->stream, r->o, bytes));
+  if (*bytes) RECAP__CHECK(capped(d, r->o, *bytes));
+  return recap__vmm_segment_grow(d, r->pool, r->small, r->rounded, r->stream, r->o, a->out);
+}
+
 /* The slow path with the expandable_segments option: the (pool, class, stream) VMM segment
  * grows (vmm_segment.c), within the capture's budget. The grown last block leaves the free set,
  * as a new segment's block is outside it. */
@@ -777,8 +788,8 @@ static COLD recap_status_t malloc_vmm(const request_t *r, recap__block_t **b) {
     if (bytes && (uint64_t)r->pool->reserved_bytes + bytes > r->pool->budget)
       return budget_refuse(r, bytes);
   }
-  RECAP__CHECK(
-      recap__vmm_segment_grow(r->d, r->pool, r->small, r->rounded, r->size, r->stream, r->o, b));
+  vmm_attempt_t attempt = {.r = r, .out = b};
+  RECAP__CHECK(segment_memory(r->d, r->size, "a growth of its VMM segment", vmm_attempt, &attempt));
   bool erased = recap__free_set_erase(r->set, *b);
   RECAP__ASSERT(erased);
   (void)erased;

@@ -13,10 +13,10 @@
  *
  * Each growth maps one chunk: vmm_create, vmm_map and vmm_set_access, and a new segment's
  * vmm_reserve before them. A failing call undoes the growth's own earlier calls and leaves the
- * allocator as it was; out of device memory goes through the allocator's retry (free the cache,
- * try once more) and its report, shared with classic segments (recap__alloc_device_memory).
- * Every host record a growth needs is had before the first device call, so that no failure
- * after one leaves half a growth.
+ * allocator as it was, so that allocator.c can wrap a growth in the out-of-memory retry (free
+ * the cache, try once more) and report it shares with classic segments. Every host record a
+ * growth needs is had before the first device call, so that no failure after one leaves half a
+ * growth.
  *
  * The trim gives back the chunks lying wholly inside the free last block, from the end (one
  * vmm_unmap and one vmm_release each); a segment left with nothing mapped releases its range
@@ -25,7 +25,7 @@
  *
  * Statistics: the segment counts once in `segment` when made and once down when its range goes;
  * reserved_bytes follows the mapped bytes; num_device_alloc and num_device_free count chunks.
- * Called by allocator.c with the allocator's lock held; calls back its shared helpers only.
+ * Called by allocator.c with the allocator's lock held; calls nothing of it back.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -37,6 +37,24 @@
 #include "core/host.h"
 
 static size_t round_up(size_t n, size_t unit) { return (n + unit - 1) / unit * unit; }
+
+/* VMM calls run with the thread's capture mode relaxed: a capture under way on any device
+ * would forbid them in global mode, though the memory is no part of its work. Relaxing while
+ * none is under way changes nothing. */
+static bool relax(recap__capture_mode_t *saved) {
+  *saved = RECAP__CAPTURE_MODE_RELAXED;
+  return recap__device()->exchange_capture_mode(saved) == RECAP_SUCCESS;
+}
+
+static void restore(bool relaxed, recap__capture_mode_t *saved) {
+  if (relaxed) recap__device()->exchange_capture_mode(saved);
+}
+
+/* Block records of their own (the allocator recycles them like any other). */
+static void block_free(recap__block_t *b) {
+  recap__host_free(b->stream_uses);
+  recap__host_free(b);
+}
 
 static recap__free_set_t *set_of(recap__pool_t *pool, bool small) {
   return small ? &pool->small_free : &pool->large_free;
@@ -59,9 +77,9 @@ static recap_status_t granularity(recap__device_state_t *d, size_t *out) {
   if (!d->vmm_granularity) {
     size_t minimum = 0, recommended = 0;
     recap__capture_mode_t saved;
-    bool relaxed = recap__alloc_relax_capture_mode(&saved);
+    bool relaxed = relax(&saved);
     recap_status_t s = recap__device()->vmm_granularity(&minimum, &recommended);
-    recap__alloc_restore_capture_mode(relaxed, &saved);
+    restore(relaxed, &saved);
     if (s != RECAP_SUCCESS) {
       char cause[512];
       snprintf(cause, sizeof cause, "%s", recap_last_error());
@@ -86,8 +104,8 @@ typedef struct plan {
 /* The growth of the segments of (pool, small, stream) for a request of `size` rounded bytes: the
  * first whose range holds what the request lacks beyond a free last block; bytes 0 when that
  * block holds it already. Without one, a new segment (seg NULL). */
-static plan_t plan_growth(const recap__pool_t *pool, bool small, size_t size,
-                          recap_stream_t stream, const recap__options_t *o, size_t gran) {
+static plan_t plan_growth(const recap__pool_t *pool, bool small, size_t size, recap_stream_t stream,
+                          const recap__options_t *o, size_t gran) {
   size_t least = class_segment(o, small);
   for (recap__segment_t *seg = pool->segments; seg; seg = seg->next) {
     if (!seg->vmm || seg->small != small || seg->stream != stream) continue;
@@ -130,26 +148,18 @@ typedef struct growth {
 
 static void undo_warn(const char *call, recap_status_t s) {
   if (s != RECAP_SUCCESS)
-    RECAP__WARN("a failed VMM segment growth could not undo its %s (%s); the memory stays "
-                "behind",
-                call, recap_last_error());
+    RECAP__WARN(
+        "a failed VMM segment growth could not undo its %s (%s); the memory stays "
+        "behind",
+        call, recap_last_error());
 }
 
-/* The device calls of one try (recap__memory_attempt_t): plan, then reserve a new range if the
- * plan needs one, create a chunk, map it at the segment's end and grant access. Any failure
- * undoes this try's earlier calls. */
-static recap_status_t attempt(recap__device_state_t *d, void *ctx, size_t *bytes) {
-  growth_t *g = ctx;
+/* The device calls of a growth: reserve a new range if the plan needs one, create a chunk, map
+ * it at the segment's end and grant access. Any failure undoes the earlier calls. */
+static recap_status_t map_chunk(growth_t *g) {
   const recap__device_ops_t *dev = recap__device();
-  g->plan = plan_growth(g->pool, g->small, g->size, g->stream, g->o, g->gran);
-  *bytes = g->plan.bytes;
-  g->base = NULL;
-  g->va_size = 0;
-  g->handle = 0;
-  if (g->plan.bytes == 0) return RECAP_SUCCESS;
-  RECAP__CHECK(recap__alloc_capped(d, g->o, g->plan.bytes));
   recap__capture_mode_t saved;
-  bool relaxed = recap__alloc_relax_capture_mode(&saved);
+  bool relaxed = relax(&saved);
   recap_status_t s = RECAP_SUCCESS;
   recap__saved_error_t failure;
   char *at;
@@ -190,7 +200,7 @@ release_range:
     g->base = NULL;
   }
 out:
-  recap__alloc_restore_capture_mode(relaxed, &saved);
+  restore(relaxed, &saved);
   return s;
 }
 
@@ -244,7 +254,8 @@ static recap__block_t *commit(recap__device_state_t *d, growth_t *g, recap__bloc
     /* The free tail grows: its place in the set (ordered by size) moves. */
     recap__free_set_erase(set, last);
     last->size += bytes;
-    if (recap__block_is_split(last)) recap__stat_kind(st->inactive_split_bytes, g->small, (int64_t)bytes);
+    if (recap__block_is_split(last))
+      recap__stat_kind(st->inactive_split_bytes, g->small, (int64_t)bytes);
     recap__free_set_insert(set, last);
     return last;
   }
@@ -267,35 +278,35 @@ static recap__block_t *commit(recap__device_state_t *d, growth_t *g, recap__bloc
 }
 
 recap_status_t recap__vmm_segment_grow(recap__device_state_t *d, recap__pool_t *pool, bool small,
-                                       size_t size, size_t request, recap_stream_t stream,
+                                       size_t size, recap_stream_t stream,
                                        const recap__options_t *o, recap__block_t **out) {
   growth_t g = {.pool = pool, .small = small, .size = size, .stream = stream, .o = o};
   RECAP__CHECK(granularity(d, &g.gran));
+  g.plan = plan_growth(pool, small, size, stream, o, g.gran);
+  if (g.plan.bytes == 0) {
+    *out = last_block(g.plan.seg);
+    return RECAP_SUCCESS;
+  }
   /* Every host record first: a new segment's (with room for chunks), a block for a new last
-   * block, room for one more chunk in each segment a retry may pick, and room in the set. */
+   * block, room for one more chunk in the segment, and room in the set. */
   recap__free_set_t *set = set_of(pool, small);
   g.spare_seg = recap__host_calloc(1, sizeof *g.spare_seg);
-  recap__block_t *spare = recap__alloc_block_new();
-  bool had = g.spare_seg && spare && reserve_chunk(g.spare_seg) &&
-             recap__free_set_reserve_all(set, 1);
-  for (recap__segment_t *seg = pool->segments; had && seg; seg = seg->next)
-    if (seg->vmm && seg->small == small && seg->stream == stream) had = reserve_chunk(seg);
+  recap__block_t *spare = recap__host_calloc(1, sizeof *spare);
+  bool had =
+      g.spare_seg && spare && reserve_chunk(g.spare_seg) && recap__free_set_reserve_all(set, 1);
+  if (had && g.plan.seg) had = reserve_chunk(g.plan.seg);
   recap_status_t s;
   if (!had) {
     s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
     goto done;
   }
-  s = recap__alloc_device_memory(d, request, "a growth of its VMM segment", attempt, &g);
+  s = map_chunk(&g);
   if (s != RECAP_SUCCESS) goto done;
-  if (g.plan.bytes == 0) {
-    *out = last_block(g.plan.seg);
-  } else {
-    *out = commit(d, &g, spare);
-    if (*out == spare) spare = NULL;
-  }
+  *out = commit(d, &g, spare);
+  if (*out == spare) spare = NULL;
   RECAP__ASSERT(recap__block_is_free(*out) && (*out)->size >= size && !(*out)->next);
 done:
-  if (spare) recap__alloc_block_delete(spare);
+  if (spare) block_free(spare);
   if (g.spare_seg) {
     recap__host_free(g.spare_seg->chunks);
     recap__host_free(g.spare_seg);
@@ -311,9 +322,10 @@ static recap_status_t segment_delete(recap__device_state_t *d, recap__segment_t 
   recap__pool_t *pool = seg->pool;
   recap_status_t s = recap__device()->vmm_release_range(seg->base, seg->va_size);
   if (s != RECAP_SUCCESS)
-    RECAP__WARN("recap_empty_cache: the address range of an empty VMM segment (%zu bytes at "
-                "%p) could not be given back (%s); it stays reserved",
-                seg->va_size, (void *)seg->base, recap_last_error());
+    RECAP__WARN(
+        "recap_empty_cache: the address range of an empty VMM segment (%zu bytes at "
+        "%p) could not be given back (%s); it stays reserved",
+        seg->va_size, (void *)seg->base, recap_last_error());
   if (seg->prev)
     seg->prev->next = seg->next;
   else
@@ -346,9 +358,10 @@ static bool give_back_last_chunk(recap__segment_t *seg, recap_status_t *status) 
   bool back = dev->vmm_map(at, c.size, c.handle) == RECAP_SUCCESS &&
               dev->vmm_set_access(at, c.size) == RECAP_SUCCESS;
   if (!back)
-    RECAP__WARN("recap_empty_cache: a VMM chunk of %zu bytes could be neither released nor "
-                "mapped back (%s); its memory is lost to recap",
-                c.size, recap_last_error());
+    RECAP__WARN(
+        "recap_empty_cache: a VMM chunk of %zu bytes could be neither released nor "
+        "mapped back (%s); its memory is lost to recap",
+        c.size, recap_last_error());
   (void)recap__error_restore(&failure);
   return !back;
 }
@@ -356,21 +369,20 @@ static bool give_back_last_chunk(recap__segment_t *seg, recap_status_t *status) 
 recap_status_t recap__vmm_segment_trim(recap__device_state_t *d, recap__segment_t *seg) {
   RECAP__ASSERT(seg->vmm);
   recap__block_t *last = last_block(seg);
-  /* The front cache's block is free but out of the set: its callers merge it first. */
-  if (!last || !recap__block_is_free(last) || last == recap__alloc.front.block) return RECAP_SUCCESS;
+  if (!last || !recap__block_is_free(last)) return RECAP_SUCCESS;
   size_t from = (size_t)(last->ptr - seg->base);
   recap_status_t s = RECAP_SUCCESS;
   size_t trimmed = 0;
   int64_t chunks = 0;
   recap__capture_mode_t saved;
-  bool relaxed = recap__alloc_relax_capture_mode(&saved);
+  bool relaxed = relax(&saved);
   while (seg->chunk_count > 0 && seg->chunks[seg->chunk_count - 1].offset >= from) {
     if (!give_back_last_chunk(seg, &s)) break;
     trimmed += seg->chunks[--seg->chunk_count].size;
     chunks++;
   }
   if (trimmed == 0) {
-    recap__alloc_restore_capture_mode(relaxed, &saved);
+    restore(relaxed, &saved);
     return s;
   }
   recap__pool_t *pool = seg->pool;
@@ -397,12 +409,12 @@ recap_status_t recap__vmm_segment_trim(recap__device_state_t *d, recap__segment_
       last->prev->next = NULL;
     else
       seg->head = NULL;
-    recap__alloc_block_delete(last);
+    block_free(last);
     if (!seg->head) {
       recap_status_t r = segment_delete(d, seg);
       if (s == RECAP_SUCCESS) s = r;
     }
   }
-  recap__alloc_restore_capture_mode(relaxed, &saved);
+  restore(relaxed, &saved);
   return s;
 }
