@@ -388,6 +388,7 @@ static void refusals(void **unused) {
   recap_graph_t other;
   OK(recap_graph_create(&other, 0));
   OK(recap_graph_capture_begin(other, s2, NULL));
+  launch(s2, 1);
   EXPECT_STATUS(recap_pool_sleep(m.pool, RECAP_SLEEP_OFFLOAD), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_pool_sleep: a capture is under way on device 0");
   EXPECT_STATUS(recap_sleep(RECAP_SLEEP_OFFLOAD), RECAP_ERROR_INVALID_USAGE);
@@ -397,6 +398,7 @@ static void refusals(void **unused) {
   OK(recap_pool_sleep(m.pool, RECAP_SLEEP_OFFLOAD));
   OK(recap_graph_reset(other));
   OK(recap_graph_capture_begin(other, s2, NULL)); /* a capture into another pool */
+  launch(s2, 1);
   EXPECT_STATUS(recap_pool_wake(m.pool), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_pool_wake: a capture is under way on device 0");
   OK(recap_graph_capture_end(other));
