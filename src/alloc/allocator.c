@@ -21,7 +21,9 @@
  * allocation logs, replay.c decides where an allocation goes, reading the free set only, and this
  * file carves the block: take_range), and the front cache's rules (front_cache.c decides whether
  * a freed block may wait unmerged and whether a request takes it, and counts both; this file
- * merges it when anything else needs the blocks: recap__alloc_settle).
+ * merges it when anything else needs the blocks: recap__alloc_settle). A request served by a
+ * pool that sleeps (sleep.c) is refused with sleep.c's message, and recap_empty_cache leaves
+ * such a pool alone.
  */
 #include <inttypes.h>
 #include <stdio.h>

@@ -337,7 +337,8 @@ recap_status_t recap__pool_release(int device, recap_pool_id_t id) {
     pool->references--;
     RECAP__ASSERT(pool->references >= 0);
     /* A pool nobody references and that holds no memory is gone at once. Otherwise its free
-     * segments go back on the next recap_empty_cache() or out-of-memory retry. */
+     * segments go back on the next recap_empty_cache() or out-of-memory retry. An asleep pool
+     * stays until it wakes (sleep.c keeps its state there). */
     if (pool->references == 0 && pool->segment_count == 0 && !pool->routed &&
         pool->state == RECAP_POOL_AWAKE)
       recap__alloc_pool_delete(d, pool);
