@@ -156,8 +156,7 @@ static void empty_cache_gives_the_memory_back(void **state) {
   assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, 0);
   assert_int_equal(st.segment[RECAP_STAT_ALL].current, 0);
   assert_int_equal(st.num_device_free, st.num_device_alloc);
-  if (gpu_free_memory_checks())
-    assert_true(gpu_free_bytes() - free_held >= round_up(bytes, gran));
+  if (gpu_free_memory_checks()) assert_true(gpu_free_bytes() - free_held >= round_up(bytes, gran));
   CUDA_OK(cudaStreamDestroy(s));
   gpu_finish(NULL, 0);
 }
