@@ -274,6 +274,38 @@ static void out_of_memory_retries_and_reports(void **state) {
   check();
 }
 
+/* The retry trims the very segment that grows: its free tail's chunk goes, and the second try
+ * maps what the request needs whole, within memory_cap. */
+static void the_retry_trims_the_growing_segment(void **state) {
+  (void)state;
+  reset();
+  vmm_on();
+  OK(recap_option_set("memory_cap", "50MiB"));
+  recap_stream_t s = recap__fake_stream_new();
+  void *a, *b, *c;
+  OK(recap_malloc(&a, 20 * MiB, s));
+  OK(recap_malloc(&b, 20 * MiB, s));
+  OK(recap_free(b)); /* a free tail of one whole 20 MiB chunk */
+  /* 30 MiB: 10 MiB lacking, a growth of 20 MiB would make 60 MiB; after the trim, 30 MiB. */
+  OK(recap_malloc(&c, 30 * MiB, s));
+  assert_ptr_equal(c, (char *)a + 20 * MiB);
+  recap_memory_stats_t st = stats();
+  assert_int_equal(st.num_alloc_retries, 1);
+  assert_int_equal(st.num_ooms, 0);
+  assert_int_equal(st.num_device_free, 1);
+  assert_int_equal(st.num_device_alloc, 3);
+  assert_int_equal(st.reserved_bytes[0].current, 50 * MiB);
+  assert_int_equal(st.segment[0].current, 1);
+  recap__segment_t *seg = only_segment(default_pool());
+  assert_int_equal(seg->chunk_count, 2);
+  assert_int_equal(seg->chunks[1].offset, 20 * MiB);
+  assert_int_equal(seg->chunks[1].size, 30 * MiB);
+  check();
+  OK(recap_free(a));
+  OK(recap_free(c));
+  check();
+}
+
 /* The fault kinds of a growth's calls, and of a trim's. */
 static const recap__fake_fault_t growth_faults[] = {
     RECAP__FAKE_FAULT_VMM_GRANULARITY, RECAP__FAKE_FAULT_VMM_RESERVE,
@@ -527,6 +559,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(trim_keeps_chunks_under_blocks_in_use),
     cmocka_unit_test(memory_cap_applies),
     cmocka_unit_test(out_of_memory_retries_and_reports),
+    cmocka_unit_test(the_retry_trims_the_growing_segment),
     cmocka_unit_test(fault_at_each_growth_call),
     cmocka_unit_test(fault_at_each_trim_call),
     cmocka_unit_test(capture_grows_a_private_pool_segment),

@@ -4,12 +4,13 @@
  * core), pool.c (pool ids, routing, references), stats.c (the statistics queries), lookup.c
  * (blocks by address), sites.c (allocation sites), reset.c, snapshot.c (the JSON walk) and
  * check.c (the invariant checker), sleep.c (pools that sleep and wake), replay.c (allocation
- * logs and their replay at a recapture), front_cache.c (the rules of the front cache), and the
- * allocator's entry points for the layers above (capture registry, graphs, liveness checks).
- * The other files call into allocator.c, never the reverse; allocator.c calls only replay.c
- * (the replay hook: where a logged route's allocation goes), front_cache.c (whether a freed
- * block waits unmerged, whether a request takes it) and sleep.c's message of a refusal
- * (recap__pool_asleep_error), none of which calls back.
+ * logs and their replay at a recapture), front_cache.c (the rules of the front cache),
+ * vmm_segment.c (segments on CUDA virtual memory), and the allocator's entry points for the
+ * layers above (capture registry, graphs, liveness checks). The other files call into
+ * allocator.c, never the reverse; allocator.c calls only replay.c (the replay hook: where a
+ * logged route's allocation goes), front_cache.c (whether a freed block waits unmerged, whether
+ * a request takes it), vmm_segment.c (growth and trim of segments on virtual memory) and
+ * sleep.c's message of a refusal (recap__pool_asleep_error), which call none of them.
  *
  * Picture: a device has pools (the default one and private ones); a pool has segments (raw
  * driver allocations); a segment is tiled by blocks, linked in address order. A free block sits

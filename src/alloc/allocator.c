@@ -17,13 +17,15 @@
  * recap_malloc, recap_free, recap_record_stream, recap_block_info and recap_empty_cache. Pool
  * routing and references are in pool.c, the statistics queries in stats.c, lookups by address in
  * lookup.c, the allocation-site switch and lookup in sites.c and the reset in reset.c; they call
- * into this file, never the reverse. Two calls go out: the replay hook (for a route with
+ * into this file, never the reverse. Three calls go out: the replay hook (for a route with
  * allocation logs, replay.c decides where an allocation goes, reading the free set only, and this
- * file carves the block: take_range), and the front cache's rules (front_cache.c decides whether
+ * file carves the block: take_range), the front cache's rules (front_cache.c decides whether
  * a freed block may wait unmerged and whether a request takes it, and counts both; this file
- * merges it when anything else needs the blocks: recap__alloc_settle). A request served by a
- * pool that sleeps (sleep.c) is refused with sleep.c's message, and recap_empty_cache leaves
- * such a pool alone.
+ * merges it when anything else needs the blocks: recap__alloc_settle), and segments on virtual
+ * memory (with the expandable_segments option, vmm_segment.c grows a segment by one try, which
+ * this file wraps in the out-of-memory retry classic segments have, and trims free tails). A
+ * request served by a pool that sleeps (sleep.c) is refused with sleep.c's message, and
+ * recap_empty_cache leaves such a pool alone.
  */
 #include <inttypes.h>
 #include <stdio.h>
