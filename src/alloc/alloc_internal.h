@@ -9,8 +9,8 @@
  * layers above (capture registry, graphs, liveness checks). The other files call into
  * allocator.c, never the reverse; allocator.c calls only replay.c (the replay hook: where a
  * logged route's allocation goes), front_cache.c (whether a freed block waits unmerged, whether
- * a request takes it), vmm_segment.c (growth and trim of segments on virtual memory) and
- * sleep.c's message of a refusal (recap__pool_asleep_error), which call none of them.
+ * a request takes it) and vmm_segment.c (growth and trim of segments on virtual memory),
+ * which call none of them.
  *
  * Picture: a device has pools (the default one and private ones); a pool has segments (raw
  * driver allocations); a segment is tiled by blocks, linked in address order. A free block sits
@@ -321,8 +321,18 @@ extern _Atomic int recap__alloc_sleeping;
  * sleeps. Takes the lock. */
 recap_status_t recap__pool_replay_check(int device, recap_pool_id_t pool);
 /* The refusal of an allocation or a route to an asleep pool (lock held): POOL_ASLEEP with a
- * message naming the call and the pool. */
+ * message naming the call and the pool. In allocator.c, which refuses requests, so that
+ * neither allocator.c nor pool.c calls into sleep.c. */
 recap_status_t recap__pool_asleep_error(const char *call, const recap__pool_t *pool);
+/* recap_pool_state_name's text of a pool's state (recap_pool_state_t values). */
+static inline const char *recap__pool_state_text(int state) {
+  switch (state) {
+    case RECAP_POOL_AWAKE: return "awake";
+    case RECAP_POOL_ASLEEP_DISCARDED: return "asleep (discarded)";
+    case RECAP_POOL_ASLEEP_OFFLOADED: return "asleep (offloaded)";
+    default: return "unknown";
+  }
+}
 /* The pinned host copy of an asleep pool's blocks in use (RECAP_SLEEP_OFFLOAD): one host
  * record (recap__host_free frees it, runs included) and one pinned buffer holding the runs
  * back to back, in the order of runs[]. A run is a stretch of consecutive blocks in use

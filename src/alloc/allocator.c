@@ -24,8 +24,8 @@
  * merges it when anything else needs the blocks: recap__alloc_settle), and segments on virtual
  * memory (with the expandable_segments option, vmm_segment.c grows a segment by one try, which
  * this file wraps in the out-of-memory retry classic segments have, and trims free tails). A
- * request served by a pool that sleeps (sleep.c) is refused with sleep.c's message, and
- * recap_empty_cache leaves such a pool alone.
+ * request served by a pool that sleeps (sleep.c) is refused here (recap__pool_asleep_error,
+ * which pool.c's routes use too), and recap_empty_cache leaves such a pool alone.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -689,6 +689,16 @@ static HOT_INLINE size_t find_free_block(const recap__free_set_t *set, recap_str
  * (recap__should_split). */
 static bool should_split(const recap__block_t *b, size_t size, const recap__options_t *o) {
   return recap__should_split(b->size, b->segment->small, size, o);
+}
+
+recap_status_t recap__pool_asleep_error(const char *call, const recap__pool_t *pool) {
+  return recap__error(RECAP_ERROR_POOL_ASLEEP,
+                      "%s: pool {%" PRIu64 ",%" PRIu64
+                      "}%s is %s (recap_pool_sleep); it hands out no memory and takes no "
+                      "capture until it wakes: call recap_pool_wake (or recap_wake) first",
+                      call, pool->id.a, pool->id.b,
+                      pool->id.a == 0 && pool->id.b == 0 ? " (the default pool)" : "",
+                      recap__pool_state_text(pool->state));
 }
 
 /* What one recap_malloc call works with, found under the lock by request_begin. */

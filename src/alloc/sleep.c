@@ -38,12 +38,7 @@ _Atomic int recap__alloc_sleeping;
  * ---------------------------------------------------------------------------------------- */
 
 const char *recap_pool_state_name(recap_pool_state_t state) {
-  switch (state) {
-    case RECAP_POOL_AWAKE: return "awake";
-    case RECAP_POOL_ASLEEP_DISCARDED: return "asleep (discarded)";
-    case RECAP_POOL_ASLEEP_OFFLOADED: return "asleep (offloaded)";
-  }
-  return "unknown";
+  return recap__pool_state_text((int)state);
 }
 
 static const char *pool_kind(const recap__pool_t *pool) {
@@ -89,15 +84,6 @@ static recap_status_t capture_refusal(const char *call, int device) {
 }
 
 static bool is_asleep(const recap__pool_t *pool) { return pool->state != RECAP_POOL_AWAKE; }
-
-recap_status_t recap__pool_asleep_error(const char *call, const recap__pool_t *pool) {
-  return recap__error(RECAP_ERROR_POOL_ASLEEP,
-                      "%s: pool {%" PRIu64 ",%" PRIu64
-                      "}%s is %s (recap_pool_sleep); it hands out no memory and takes no "
-                      "capture until it wakes: call recap_pool_wake (or recap_wake) first",
-                      call, pool->id.a, pool->id.b, pool_kind(pool),
-                      recap_pool_state_name((recap_pool_state_t)pool->state));
-}
 
 recap_status_t recap__pool_replay_check(int device, recap_pool_id_t id) {
   if (device < 0 || device >= RECAP__MAX_DEVICES) return RECAP_SUCCESS;

@@ -19,11 +19,11 @@
 
 enum { STEPS = 40, HALF = 20 };
 
-#define MLP_OK(expr)                                                                            \
-  do {                                                                                          \
-    recap_status_t mlp_status_ = (expr);                                                        \
-    if (mlp_status_ != RECAP_SUCCESS)                                                           \
-      fail_msg("%s returned %s: %s", #expr, recap_status_name(mlp_status_), mlp_error());       \
+#define MLP_OK(expr)                                                                      \
+  do {                                                                                    \
+    recap_status_t mlp_status_ = (expr);                                                  \
+    if (mlp_status_ != RECAP_SUCCESS)                                                     \
+      fail_msg("%s returned %s: %s", #expr, recap_status_name(mlp_status_), mlp_error()); \
   } while (0)
 
 /* What one training run leaves: the loss of every step and the final parameters. */
