@@ -483,6 +483,75 @@ static void classic_segments_in_use_refuse(void **unused) {
   teardown(&m);
 }
 
+/* ---- graphed callables ------------------------------------------------------------------------ */
+
+static recap_status_t toy_forward(void *ctx, recap_stream_t stream, int training,
+                                  const recap_buffer_t *inputs, recap_buffer_t *outputs) {
+  (void)ctx;
+  (void)training;
+  recap__fake_launch_kernel(stream, "toy_forward");
+  outputs[0].bytes = inputs[0].bytes;
+  return recap_malloc(&outputs[0].data, outputs[0].bytes, stream);
+}
+
+static recap_status_t toy_backward(void *ctx, recap_stream_t stream, const recap_buffer_t *inputs,
+                                   const recap_buffer_t *outputs,
+                                   const recap_buffer_t *grad_outputs,
+                                   recap_buffer_t *grad_inputs) {
+  (void)ctx;
+  (void)inputs;
+  (void)outputs;
+  recap__fake_launch_kernel(stream, "toy_backward");
+  grad_inputs[0].bytes = grad_outputs[0].bytes;
+  return recap_malloc(&grad_inputs[0].data, grad_inputs[0].bytes, stream);
+}
+
+/* A graphed callable copies its inputs into static buffers of its pool before it replays: while
+ * the pool sleeps, neither the copy nor the replay happens. */
+static void graphed_callables_while_asleep(void **unused) {
+  (void)unused;
+  setup(0);
+  recap_stream_t s = recap__fake_stream_new();
+  static float x[256], gy[256];
+  static const int requires_grad[1] = {1};
+  recap_buffer_t sample = {x, sizeof x}, grad = {gy, sizeof gy};
+  recap_callable_desc_t desc = {.size = sizeof(recap_callable_desc_t),
+                                .forward = toy_forward,
+                                .backward = toy_backward,
+                                .input_count = 1,
+                                .sample_inputs = &sample,
+                                .requires_grad = requires_grad,
+                                .output_count = 1};
+  recap_graphed_t h;
+  OK(recap_graphed_create(&h, &desc, 1, NULL));
+  recap_graph_t fw, bw;
+  OK(recap_graphed_graphs(h, &fw, &bw));
+  recap_pool_id_t pool;
+  OK(recap_graph_pool(fw, &pool));
+  const recap_buffer_t *out, *gin;
+  OK(recap_graphed_forward(h, s, 1, &sample, &out));
+  OK(recap_graphed_backward(h, s, &grad, &gin));
+  OK(recap_pool_sleep(pool, RECAP_SLEEP_OFFLOAD));
+  uint64_t copies = recap__fake_now().eager_copies;
+  uint64_t launches = recap__fake_now().graph_launches;
+  EXPECT_STATUS(recap_graphed_forward(h, s, 1, &sample, &out), RECAP_ERROR_POOL_ASLEEP);
+  EXPECT_MESSAGE("recap_graphed_forward: recap_graph_replay: the graph's pool");
+  EXPECT_MESSAGE("nothing was launched");
+  EXPECT_STATUS(recap_graphed_backward(h, s, &grad, &gin), RECAP_ERROR_POOL_ASLEEP);
+  EXPECT_MESSAGE("recap_graphed_backward: recap_graph_replay: the graph's pool");
+  assert_int_equal(recap__fake_now().eager_copies, copies);
+  assert_int_equal(recap__fake_now().graph_launches, launches);
+  expect_checker_passes();
+  OK(recap_pool_wake(pool));
+  OK(recap_graphed_forward(h, s, 1, &sample, &out));
+  OK(recap_graphed_backward(h, s, &grad, &gin));
+  assert_true(recap__fake_now().eager_copies > copies);
+  assert_int_equal(recap__fake_now().graph_launches, launches + 2);
+  OK(recap_graphed_destroy(h));
+  recap__fake_stream_complete(s);
+  teardown(NULL);
+}
+
 /* ---- frees while asleep ---------------------------------------------------------------------- */
 
 static void free_while_asleep(void **unused) {
@@ -585,6 +654,53 @@ static void sleep_and_wake_everything(void **unused) {
   OK(recap_free(plain));
   contents_free(&saved);
   teardown(&m);
+}
+
+/* recap_sleep and recap_wake make each device current in turn and the caller's again. */
+static void sleep_and_wake_two_devices(void **unused) {
+  (void)unused;
+  recap__fake_config_t cfg = {.device_count = 2};
+  recap_test_reset(&cfg);
+  recap__side_streams_forget();
+  recap_clear_last_error();
+  OK(recap_option_set("expandable_segments", "1"));
+  const recap__device_ops_t *dev = recap__device();
+  uint32_t *p[2];
+  for (int d = 1; d >= 0; d--) {
+    OK(dev->set_device(d));
+    OK(recap_malloc((void **)&p[d], MiB, recap__fake_stream_new()));
+    for (uint32_t i = 0; i < MiB / 4; i++) p[d][i] = i * 3u + (uint32_t)d;
+  }
+  /* The caller's device is 0; device 1 was made current last before it. */
+  size_t in_use[2] = {recap__fake_now().bytes_in_use[0], recap__fake_now().bytes_in_use[1]};
+  assert_true(in_use[0] > 0 && in_use[1] > 0);
+  OK(recap_sleep(RECAP_SLEEP_OFFLOAD));
+  int current = -1;
+  OK(dev->get_device(&current));
+  assert_int_equal(current, 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[1], 0);
+  for (int d = 0; d < 2; d++) {
+    OK(dev->set_device(d));
+    assert_int_equal(state_of_pool(default_pool), RECAP_POOL_ASLEEP_OFFLOADED);
+    assert_int_equal(pool_memory(default_pool).offloaded_bytes, MiB);
+  }
+  OK(dev->set_device(1));
+  OK(recap_wake());
+  OK(dev->get_device(&current));
+  assert_int_equal(current, 1);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], in_use[0]);
+  assert_int_equal(recap__fake_now().bytes_in_use[1], in_use[1]);
+  for (int d = 0; d < 2; d++) {
+    OK(dev->set_device(d));
+    assert_int_equal(state_of_pool(default_pool), RECAP_POOL_AWAKE);
+    for (uint32_t i = 0; i < MiB / 4; i++) assert_int_equal(p[d][i], i * 3u + (uint32_t)d);
+    OK(recap_free(p[d]));
+  }
+  expect_checker_passes();
+  OK(recap_empty_cache());
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[1], 0);
 }
 
 /* ---- faults ---------------------------------------------------------------------------------- */
@@ -792,8 +908,10 @@ int main(int argc, char **argv) {
       cmocka_unit_test(empty_and_free_classic_pools_sleep),
       cmocka_unit_test(refusals),
       cmocka_unit_test(classic_segments_in_use_refuse),
+      cmocka_unit_test(graphed_callables_while_asleep),
       cmocka_unit_test(free_while_asleep),
       cmocka_unit_test(sleep_and_wake_everything),
+      cmocka_unit_test(sleep_and_wake_two_devices),
       cmocka_unit_test(faults_at_each_call),
       cmocka_unit_test(a_kept_chunk_is_released_at_the_wake),
       cmocka_unit_test(wake_out_of_memory),
