@@ -124,10 +124,12 @@ static void model_free(model_t *m) {
   memset(m, 0, sizeof *m);
 }
 
-/* A fresh fake (capacity 0: the default) with the expandable_segments option on. */
+/* A fresh fake device of `capacity` bytes (VMM segments reserve that much address space each,
+ * which valgrind's address space must hold) with the expandable_segments option on. */
+enum { CAPACITY = 256 << 20 };
 static void setup(size_t capacity) {
   recap__fake_config_t cfg = {.memory_per_device = capacity};
-  recap_test_reset(capacity ? &cfg : NULL);
+  recap_test_reset(&cfg);
   recap__side_streams_forget();
   recap__graphs_disabled_override(0);
   recap_log_set(NULL, NULL);
@@ -212,7 +214,7 @@ static const int64_t model_in_use = 2 * WORDS * 4 + BIG_WORDS * 4;
 
 static void offload_round_trip(void **unused) {
   (void)unused;
-  setup(0);
+  setup(CAPACITY);
   model_t m;
   model_make(&m);
   model_run(&m, 3);
@@ -278,7 +280,7 @@ static void offload_round_trip(void **unused) {
 
 static void discard_round_trip(void **unused) {
   (void)unused;
-  setup(0);
+  setup(CAPACITY);
   model_t m;
   model_make(&m);
   model_run(&m, 2);
@@ -316,7 +318,7 @@ static void discard_round_trip(void **unused) {
  * back first and sleeps. */
 static void empty_and_free_classic_pools_sleep(void **unused) {
   (void)unused;
-  setup(0);
+  setup(CAPACITY);
   OK(recap_option_set("expandable_segments", "0"));
   recap_graph_t g;
   recap_stream_t s = recap__fake_stream_new();
@@ -357,7 +359,7 @@ static void empty_and_free_classic_pools_sleep(void **unused) {
 
 static void refusals(void **unused) {
   (void)unused;
-  setup(0);
+  setup(CAPACITY);
   model_t m;
   model_make(&m);
   model_run(&m, 1);
@@ -461,7 +463,7 @@ static void refusals(void **unused) {
 
 static void classic_segments_in_use_refuse(void **unused) {
   (void)unused;
-  setup(0);
+  setup(CAPACITY);
   OK(recap_option_set("expandable_segments", "0"));
   model_t m;
   model_make(&m);
@@ -510,7 +512,7 @@ static recap_status_t toy_backward(void *ctx, recap_stream_t stream, const recap
  * the pool sleeps, neither the copy nor the replay happens. */
 static void graphed_callables_while_asleep(void **unused) {
   (void)unused;
-  setup(0);
+  setup(CAPACITY);
   recap_stream_t s = recap__fake_stream_new();
   static float x[256], gy[256];
   static const int requires_grad[1] = {1};
@@ -556,7 +558,7 @@ static void graphed_callables_while_asleep(void **unused) {
 
 static void free_while_asleep(void **unused) {
   (void)unused;
-  setup(0);
+  setup(CAPACITY);
   model_t m;
   model_make(&m);
   model_run(&m, 2);
@@ -597,7 +599,7 @@ static void free_while_asleep(void **unused) {
 
 static void sleep_and_wake_everything(void **unused) {
   (void)unused;
-  setup(0);
+  setup(CAPACITY);
   model_t m;
   model_make(&m);
   model_run(&m, 1);
@@ -659,7 +661,7 @@ static void sleep_and_wake_everything(void **unused) {
 /* recap_sleep and recap_wake make each device current in turn and the caller's again. */
 static void sleep_and_wake_two_devices(void **unused) {
   (void)unused;
-  recap__fake_config_t cfg = {.device_count = 2};
+  recap__fake_config_t cfg = {.device_count = 2, .memory_per_device = CAPACITY};
   recap_test_reset(&cfg);
   recap__side_streams_forget();
   recap_clear_last_error();
@@ -740,7 +742,7 @@ static void expect_whole(const model_t *m, const contents_t *saved, const recap_
 static void faults_at_each_call(void **unused) {
   (void)unused;
   for (int mode = RECAP_SLEEP_DISCARD; mode <= RECAP_SLEEP_OFFLOAD; mode++) {
-    setup(0);
+    setup(CAPACITY);
     model_t m;
     model_make(&m);
     model_run(&m, 1);
@@ -831,7 +833,7 @@ static void faults_at_each_call(void **unused) {
  * stays asleep and a later wake releases it. */
 static void a_kept_chunk_is_released_at_the_wake(void **unused) {
   (void)unused;
-  setup(0);
+  setup(CAPACITY);
   model_t m;
   model_make(&m);
   contents_t saved = contents_save(&m);
