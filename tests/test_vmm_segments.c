@@ -522,6 +522,30 @@ static void option_accepts_0_and_1_only(void **state) {
   assert_int_equal(v, 1);
 }
 
+/* A device without virtual memory management: the allocation fails, saying what to do, and
+ * classic segments work. */
+static void a_device_without_vmm_says_so(void **state) {
+  (void)state;
+  recap__fake_config_t cfg = {.device_count = 1, .vmm_unsupported = true};
+  recap_test_reset(&cfg);
+  vmm_on();
+  recap_stream_t s = recap__fake_stream_new();
+  void *p = (void *)0x1;
+  EXPECT_STATUS(recap_malloc(&p, 4096, s), RECAP_ERROR_NOT_SUPPORTED);
+  assert_null(p);
+  assert_non_null(strstr(recap_last_error(),
+                         "recap_malloc: the expandable_segments option needs the device's "
+                         "virtual memory management, which failed: "));
+  assert_non_null(strstr(recap_last_error(), "Set expandable_segments:0 on this device"));
+  assert_int_equal(stats().num_ooms, 0);
+  check();
+  OK(recap_option_set_u64("expandable_segments", 0));
+  OK(recap_malloc(&p, 4096, s));
+  assert_int_equal(stats().segment[0].current, 1);
+  OK(recap_free(p));
+  check();
+}
+
 /* A classic segment made before the option was turned on and VMM segments after it coexist in
  * one pool; each gives its memory back its own way. */
 static void classic_and_vmm_segments_coexist(void **state) {
@@ -566,6 +590,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(graph_replays_on_a_grown_segment),
     cmocka_unit_test(option_accepts_0_and_1_only),
     cmocka_unit_test(classic_and_vmm_segments_coexist),
+    cmocka_unit_test(a_device_without_vmm_says_so),
 };
 
 int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }
