@@ -509,6 +509,69 @@ static void graph_replays_on_a_grown_segment(void **state) {
   check();
 }
 
+/* A recapture whose allocation the replay rule sends to "a new segment" while an unused entry
+ * of the old log claims the VMM segment's free tail: the segment grows by the whole request and
+ * the allocation goes past the claims, so the later entries still get their addresses. */
+static void a_replay_keeps_the_claimed_tail(void **state) {
+  (void)state;
+  reset();
+  vmm_on();
+  int device = 0;
+  OK(recap__alloc_current_device(&device));
+  recap_stream_t s = recap__fake_stream_new();
+  recap_pool_id_t pool = recap_pool_handle();
+  recap__alloc_log_t first = {0}, second = {0};
+  uint64_t hits = 0, misses = 0;
+  void *a, *b, *c;
+  /* The first capture fills the 2 MiB small segment: a, b at 512 KiB, c at 1 MiB. */
+  assert_int_not_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 0);
+  OK(recap_pool_route_begin(pool, s));
+  OK(recap__pool_route_set_logs(device, pool, &first, NULL));
+  OK(recap_malloc(&a, 512 * KiB, s));
+  OK(recap_malloc(&b, 512 * KiB, s));
+  OK(recap_malloc(&c, 1 * MiB, s));
+  OK(recap_free(a));
+  OK(recap_free(b));
+  OK(recap_free(c));
+  assert_true(recap__fake_capture_end(s));
+  OK(recap_pool_route_end(pool));
+  assert_int_equal(pool_memory(pool).reserved_bytes, 2 * MiB);
+  /* The recapture asks for 768 KiB after a: no entry of its size, and b's and c's entries claim
+   * the whole free tail [512 KiB, 2 MiB). */
+  void *a2, *e, *b2, *c2;
+  assert_int_not_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 0);
+  OK(recap_pool_route_begin(pool, s));
+  OK(recap__pool_route_set_logs(device, pool, &second, &first));
+  OK(recap_malloc(&a2, 512 * KiB, s));
+  OK(recap_malloc(&e, 768 * KiB, s));
+  OK(recap_malloc(&b2, 512 * KiB, s));
+  OK(recap_malloc(&c2, 1 * MiB, s));
+  OK(recap__pool_route_replay_stats(device, pool, &hits, &misses));
+  assert_ptr_equal(a2, a);
+  assert_ptr_equal(e, (char *)a + 2 * MiB); /* past the claims, in the 2 MiB the growth mapped */
+  assert_ptr_equal(b2, b);
+  assert_ptr_equal(c2, c);
+  assert_int_equal(hits, 3);
+  assert_int_equal(misses, 1);
+  recap_pool_memory_t m = pool_memory(pool);
+  assert_int_equal(m.reserved_bytes, 4 * MiB);
+  assert_int_equal(m.vmm_segments, 1);
+  check();
+  OK(recap_free(a2));
+  OK(recap_free(e));
+  OK(recap_free(b2));
+  OK(recap_free(c2));
+  assert_true(recap__fake_capture_end(s));
+  OK(recap_pool_route_end(pool));
+  recap__alloc_log_free(&first);
+  recap__alloc_log_free(&second);
+  OK(recap_pool_release(pool)); /* one reference per route_begin */
+  OK(recap_pool_release(pool));
+  OK(recap_empty_cache());
+  assert_int_equal(stats().reserved_bytes[0].current, 0);
+  check();
+}
+
 static void option_accepts_0_and_1_only(void **state) {
   (void)state;
   reset();
@@ -588,6 +651,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(fault_at_each_trim_call),
     cmocka_unit_test(capture_grows_a_private_pool_segment),
     cmocka_unit_test(graph_replays_on_a_grown_segment),
+    cmocka_unit_test(a_replay_keeps_the_claimed_tail),
     cmocka_unit_test(option_accepts_0_and_1_only),
     cmocka_unit_test(classic_and_vmm_segments_coexist),
     cmocka_unit_test(a_device_without_vmm_says_so),
