@@ -572,6 +572,42 @@ static void a_replay_keeps_the_claimed_tail(void **state) {
   check();
 }
 
+/* The checker sees a VMM segment whose chunks do not tile its mapped bytes, or whose mapped
+ * bytes pass its range. */
+static void checker_catches_vmm_corruption(void **state) {
+  (void)state;
+  reset();
+  vmm_on();
+  recap_stream_t s = recap__fake_stream_new();
+  void *a, *b;
+  OK(recap_malloc(&a, 20 * MiB, s));
+  OK(recap_malloc(&b, 20 * MiB, s));
+  check();
+  recap__segment_t *seg = only_segment(default_pool());
+  assert_int_equal(seg->chunk_count, 2);
+  seg->chunks[1].offset += GRAN;
+  EXPECT_STATUS(recap_memory_check(), RECAP_ERROR_INTERNAL);
+  assert_non_null(strstr(recap_last_error(),
+                         "chunk 1 (20971520 bytes at offset 23068672) does "
+                         "not follow at offset 20971520"));
+  seg->chunks[1].offset -= GRAN;
+  seg->chunks[1].size -= GRAN;
+  EXPECT_STATUS(recap_memory_check(), RECAP_ERROR_INTERNAL);
+  assert_non_null(strstr(recap_last_error(),
+                         "its chunks map 39845888 bytes but it counts "
+                         "41943040 reserved"));
+  seg->chunks[1].size += GRAN;
+  size_t va = seg->va_size;
+  seg->va_size = 20 * MiB;
+  EXPECT_STATUS(recap_memory_check(), RECAP_ERROR_INTERNAL);
+  assert_non_null(strstr(recap_last_error(), "maps 41943040 bytes of a range of 20971520"));
+  seg->va_size = va;
+  check();
+  OK(recap_free(a));
+  OK(recap_free(b));
+  check();
+}
+
 static void option_accepts_0_and_1_only(void **state) {
   (void)state;
   reset();
@@ -655,6 +691,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(option_accepts_0_and_1_only),
     cmocka_unit_test(classic_and_vmm_segments_coexist),
     cmocka_unit_test(a_device_without_vmm_says_so),
+    cmocka_unit_test(checker_catches_vmm_corruption),
 };
 
 int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }

@@ -779,9 +779,6 @@ static recap_status_t vmm_attempt(recap__device_state_t *d, void *ctx, size_t *b
   return recap__vmm_segment_grow(d, r->pool, r->small, a->size, r->stream, r->o, a->out);
 }
 
-/* The slow path with the expandable_segments option: the (pool, class, stream) VMM segment
- * grows (vmm_segment.c), within the capture's budget. The grown last block leaves the free set,
- * as a new segment's block is outside it. */
 /* Grow the request's VMM segment until its free last block, *b (in the free set), holds `size`
  * bytes: within the capture's budget, with the out-of-memory retry. */
 static recap_status_t grow_vmm(const request_t *r, size_t size, recap__block_t **b) {
@@ -796,6 +793,9 @@ static recap_status_t grow_vmm(const request_t *r, size_t size, recap__block_t *
   return segment_memory(r->d, r->size, "a growth of its VMM segment", vmm_attempt, &attempt);
 }
 
+/* The slow path with the expandable_segments option: the (pool, class, stream) VMM segment
+ * grows (vmm_segment.c). The grown last block leaves the free set, as a new segment's block is
+ * outside it. */
 static COLD recap_status_t malloc_vmm(const request_t *r, recap__block_t **b) {
   RECAP__CHECK(grow_vmm(r, r->rounded, b));
   bool erased = recap__free_set_erase(r->set, *b);
