@@ -509,6 +509,105 @@ static void graph_replays_on_a_grown_segment(void **state) {
   check();
 }
 
+/* A recapture whose allocation the replay rule sends to "a new segment" while an unused entry
+ * of the old log claims the VMM segment's free tail: the segment grows by the whole request and
+ * the allocation goes past the claims, so the later entries still get their addresses. */
+static void a_replay_keeps_the_claimed_tail(void **state) {
+  (void)state;
+  reset();
+  vmm_on();
+  int device = 0;
+  OK(recap__alloc_current_device(&device));
+  recap_stream_t s = recap__fake_stream_new();
+  recap_pool_id_t pool = recap_pool_handle();
+  recap__alloc_log_t first = {0}, second = {0};
+  uint64_t hits = 0, misses = 0;
+  void *a, *b, *c;
+  /* The first capture fills the 2 MiB small segment: a, b at 512 KiB, c at 1 MiB. */
+  assert_int_not_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 0);
+  OK(recap_pool_route_begin(pool, s));
+  OK(recap__pool_route_set_logs(device, pool, &first, NULL));
+  OK(recap_malloc(&a, 512 * KiB, s));
+  OK(recap_malloc(&b, 512 * KiB, s));
+  OK(recap_malloc(&c, 1 * MiB, s));
+  OK(recap_free(a));
+  OK(recap_free(b));
+  OK(recap_free(c));
+  assert_true(recap__fake_capture_end(s));
+  OK(recap_pool_route_end(pool));
+  assert_int_equal(pool_memory(pool).reserved_bytes, 2 * MiB);
+  /* The recapture asks for 768 KiB after a: no entry of its size, and b's and c's entries claim
+   * the whole free tail [512 KiB, 2 MiB). */
+  void *a2, *e, *b2, *c2;
+  assert_int_not_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 0);
+  OK(recap_pool_route_begin(pool, s));
+  OK(recap__pool_route_set_logs(device, pool, &second, &first));
+  OK(recap_malloc(&a2, 512 * KiB, s));
+  OK(recap_malloc(&e, 768 * KiB, s));
+  OK(recap_malloc(&b2, 512 * KiB, s));
+  OK(recap_malloc(&c2, 1 * MiB, s));
+  OK(recap__pool_route_replay_stats(device, pool, &hits, &misses));
+  assert_ptr_equal(a2, a);
+  assert_ptr_equal(e, (char *)a + 2 * MiB); /* past the claims, in the 2 MiB the growth mapped */
+  assert_ptr_equal(b2, b);
+  assert_ptr_equal(c2, c);
+  assert_int_equal(hits, 3);
+  assert_int_equal(misses, 1);
+  recap_pool_memory_t m = pool_memory(pool);
+  assert_int_equal(m.reserved_bytes, 4 * MiB);
+  assert_int_equal(m.vmm_segments, 1);
+  check();
+  OK(recap_free(a2));
+  OK(recap_free(e));
+  OK(recap_free(b2));
+  OK(recap_free(c2));
+  assert_true(recap__fake_capture_end(s));
+  OK(recap_pool_route_end(pool));
+  recap__alloc_log_free(&first);
+  recap__alloc_log_free(&second);
+  OK(recap_pool_release(pool)); /* one reference per route_begin */
+  OK(recap_pool_release(pool));
+  OK(recap_empty_cache());
+  assert_int_equal(stats().reserved_bytes[0].current, 0);
+  check();
+}
+
+/* The checker sees a VMM segment whose chunks do not tile its mapped bytes, or whose mapped
+ * bytes pass its range. */
+static void checker_catches_vmm_corruption(void **state) {
+  (void)state;
+  reset();
+  vmm_on();
+  recap_stream_t s = recap__fake_stream_new();
+  void *a, *b;
+  OK(recap_malloc(&a, 20 * MiB, s));
+  OK(recap_malloc(&b, 20 * MiB, s));
+  check();
+  recap__segment_t *seg = only_segment(default_pool());
+  assert_int_equal(seg->chunk_count, 2);
+  seg->chunks[1].offset += GRAN;
+  EXPECT_STATUS(recap_memory_check(), RECAP_ERROR_INTERNAL);
+  assert_non_null(strstr(recap_last_error(),
+                         "chunk 1 (20971520 bytes at offset 23068672) does "
+                         "not follow at offset 20971520"));
+  seg->chunks[1].offset -= GRAN;
+  seg->chunks[1].size -= GRAN;
+  EXPECT_STATUS(recap_memory_check(), RECAP_ERROR_INTERNAL);
+  assert_non_null(strstr(recap_last_error(),
+                         "its chunks map 39845888 bytes but it counts "
+                         "41943040 reserved"));
+  seg->chunks[1].size += GRAN;
+  size_t va = seg->va_size;
+  seg->va_size = 20 * MiB;
+  EXPECT_STATUS(recap_memory_check(), RECAP_ERROR_INTERNAL);
+  assert_non_null(strstr(recap_last_error(), "maps 41943040 bytes of a range of 20971520"));
+  seg->va_size = va;
+  check();
+  OK(recap_free(a));
+  OK(recap_free(b));
+  check();
+}
+
 static void option_accepts_0_and_1_only(void **state) {
   (void)state;
   reset();
@@ -520,6 +619,30 @@ static void option_accepts_0_and_1_only(void **state) {
   assert_non_null(strstr(recap_last_error(), "expandable_segments must be 0 (off) or 1 (on)"));
   OK(recap_option_get("expandable_segments", &v));
   assert_int_equal(v, 1);
+}
+
+/* A device without virtual memory management: the allocation fails, saying what to do, and
+ * classic segments work. */
+static void a_device_without_vmm_says_so(void **state) {
+  (void)state;
+  recap__fake_config_t cfg = {.device_count = 1, .vmm_unsupported = true};
+  recap_test_reset(&cfg);
+  vmm_on();
+  recap_stream_t s = recap__fake_stream_new();
+  void *p = (void *)0x1;
+  EXPECT_STATUS(recap_malloc(&p, 4096, s), RECAP_ERROR_NOT_SUPPORTED);
+  assert_null(p);
+  assert_non_null(strstr(recap_last_error(),
+                         "recap_malloc: the expandable_segments option needs the device's "
+                         "virtual memory management, which failed: "));
+  assert_non_null(strstr(recap_last_error(), "Set expandable_segments:0 on this device"));
+  assert_int_equal(stats().num_ooms, 0);
+  check();
+  OK(recap_option_set_u64("expandable_segments", 0));
+  OK(recap_malloc(&p, 4096, s));
+  assert_int_equal(stats().segment[0].current, 1);
+  OK(recap_free(p));
+  check();
 }
 
 /* A classic segment made before the option was turned on and VMM segments after it coexist in
@@ -564,8 +687,11 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(fault_at_each_trim_call),
     cmocka_unit_test(capture_grows_a_private_pool_segment),
     cmocka_unit_test(graph_replays_on_a_grown_segment),
+    cmocka_unit_test(a_replay_keeps_the_claimed_tail),
     cmocka_unit_test(option_accepts_0_and_1_only),
     cmocka_unit_test(classic_and_vmm_segments_coexist),
+    cmocka_unit_test(a_device_without_vmm_says_so),
+    cmocka_unit_test(checker_catches_vmm_corruption),
 };
 
 int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }

@@ -509,6 +509,13 @@ recap__replay_place_t recap__replay_place(recap__route_logs_t *logs, const recap
                                           recap_stream_t stream, size_t rounded,
                                           const recap__options_t *o, recap__block_t **block,
                                           char **at, bool *hit);
+/* The miss placement of the replay rule alone (no entry used up): where in the free blocks of
+ * set an allocation of `rounded` bytes on stream fits outside the unused entries' ranges; false
+ * when nowhere, or without a replay log. What a VMM segment's growth asks after it grew for a
+ * RECAP__REPLAY_NEW_SEGMENT placement, since the grown free tail may be claimed (lock held). */
+bool recap__replay_place_unclaimed(const recap__route_logs_t *logs, const recap__free_set_t *set,
+                                   recap_stream_t stream, size_t rounded, const recap__options_t *o,
+                                   recap__block_t **block, char **at);
 /* Count the allocation handed out at ptr and append it to the record log (lock held). */
 void recap__replay_note(recap__route_logs_t *logs, void *ptr, size_t rounded, bool hit);
 /* The state a route keeps for its logs (replay.c): made before the route takes it (NULL

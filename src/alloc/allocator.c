@@ -792,31 +792,37 @@ static COLD void budget_settle(recap__device_state_t *d, recap__pool_t *pool) {
 /* A VMM growth's try (memory_attempt_t): the bytes it needs, within memory_cap, mapped. */
 typedef struct vmm_attempt {
   const request_t *r;
+  size_t size; /* what the free last block must hold */
   recap__block_t **out;
 } vmm_attempt_t;
 
 static recap_status_t vmm_attempt(recap__device_state_t *d, void *ctx, size_t *bytes) {
   vmm_attempt_t *a = ctx;
   const request_t *r = a->r;
-  RECAP__CHECK(recap__vmm_segment_need(d, r->pool, r->small, r->rounded, r->stream, r->o, bytes));
+  RECAP__CHECK(recap__vmm_segment_need(d, r->pool, r->small, a->size, r->stream, r->o, bytes));
   if (*bytes) RECAP__CHECK(capped(d, r->o, *bytes));
-  return recap__vmm_segment_grow(d, r->pool, r->small, r->rounded, r->stream, r->o, a->out);
+  return recap__vmm_segment_grow(d, r->pool, r->small, a->size, r->stream, r->o, a->out);
 }
 
-/* The slow path with the expandable_segments option: the (pool, class, stream) VMM segment
- * grows (vmm_segment.c), within the capture's budget. The grown last block leaves the free set,
- * as a new segment's block is outside it. */
-static COLD recap_status_t malloc_vmm(const request_t *r, recap__block_t **b) {
+/* Grow the request's VMM segment until its free last block, *b (in the free set), holds `size`
+ * bytes: within the capture's budget, with the out-of-memory retry. */
+static recap_status_t grow_vmm(const request_t *r, size_t size, recap__block_t **b) {
   r->pool->budget_attempted = false;
   if (RECAP__UNLIKELY(r->pool->budget != 0)) {
     size_t bytes = 0;
-    RECAP__CHECK(
-        recap__vmm_segment_need(r->d, r->pool, r->small, r->rounded, r->stream, r->o, &bytes));
+    RECAP__CHECK(recap__vmm_segment_need(r->d, r->pool, r->small, size, r->stream, r->o, &bytes));
     if (bytes && (uint64_t)r->pool->reserved_bytes + bytes > r->pool->budget)
       return budget_refuse(r, bytes);
   }
-  vmm_attempt_t attempt = {.r = r, .out = b};
-  RECAP__CHECK(segment_memory(r->d, r->size, "a growth of its VMM segment", vmm_attempt, &attempt));
+  vmm_attempt_t attempt = {.r = r, .size = size, .out = b};
+  return segment_memory(r->d, r->size, "a growth of its VMM segment", vmm_attempt, &attempt);
+}
+
+/* The slow path with the expandable_segments option: the (pool, class, stream) VMM segment
+ * grows (vmm_segment.c). The grown last block leaves the free set, as a new segment's block is
+ * outside it. */
+static COLD recap_status_t malloc_vmm(const request_t *r, recap__block_t **b) {
+  RECAP__CHECK(grow_vmm(r, r->rounded, b));
   bool erased = recap__free_set_erase(r->set, *b);
   RECAP__ASSERT(erased);
   (void)erased;
@@ -933,6 +939,32 @@ static recap__block_t *take_range(const request_t *r, recap__block_t *f, char *a
   return b;
 }
 
+/* The replay's "new segment" with VMM segments: the growth's free tail is no new segment, and an
+ * unused entry of the replay log may claim it, so the request goes to unclaimed space after the
+ * growth; when the log claims the grown tail, the segment grows by the whole request beyond it.
+ * Should the log claim even that (addresses past a trim), the tail's start. */
+static COLD recap_status_t take_vmm_unclaimed(const request_t *r, recap__block_t **b) {
+  recap__block_t *tail = NULL, *f = NULL;
+  char *at = NULL;
+  RECAP__CHECK(grow_vmm(r, r->rounded, &tail));
+  for (int round = 0; round < 2; round++) {
+    /* take_range splits twice: room for two more blocks (the growth may have added one). */
+    if (!recap__free_set_reserve_all(r->set, 2)) break;
+    if (recap__replay_place_unclaimed(r->logs, r->set, r->stream, r->rounded, r->o, &f, &at)) {
+      *b = take_range(r, f, at);
+      if (*b) return RECAP_SUCCESS;
+      break;
+    }
+    if (round == 0) RECAP__CHECK(grow_vmm(r, tail->size + r->rounded, &tail));
+  }
+  bool erased = recap__free_set_erase(r->set, tail);
+  RECAP__ASSERT(erased);
+  (void)erased;
+  take_block(r, tail, r->set->count, false);
+  *b = tail;
+  return RECAP_SUCCESS;
+}
+
 /* The allocation path of a route with logs attached (replay.c decides, this file carves). */
 static COLD recap_status_t take_logged(const request_t *r, recap__block_t **b) {
   char *at = NULL;
@@ -948,10 +980,15 @@ static COLD recap_status_t take_logged(const request_t *r, recap__block_t **b) {
     case RECAP__REPLAY_NEW_SEGMENT: {
       recap__saved_error_t saved;
       recap__error_save(&saved);
-      s = malloc_slow(r, b);
-      if (s == RECAP_SUCCESS) {
-        take_block(r, *b, r->set->count, false);
-        break;
+      if (r->o->expandable_segments) {
+        s = take_vmm_unclaimed(r, b);
+        if (s == RECAP_SUCCESS) break;
+      } else {
+        s = malloc_slow(r, b);
+        if (s == RECAP_SUCCESS) {
+          take_block(r, *b, r->set->count, false);
+          break;
+        }
       }
       /* Out of device memory: space that a later replayed address claims beats failing. */
       size_t slot = find_free_block(r->set, r->stream, r->rounded, r->o);
