@@ -113,7 +113,7 @@ static void model_reload(const model_t *m) {
 }
 
 static void model_free(model_t *m) {
-  OK(recap_graph_destroy(m->graph));
+  if (m->graph) OK(recap_graph_destroy(m->graph));
   if (m->state) OK(recap_free(m->state));
   if (m->state2) OK(recap_free(m->state2));
   if (m->big) OK(recap_free(m->big));
@@ -595,6 +595,42 @@ static void free_while_asleep(void **unused) {
   teardown(&m);
 }
 
+/* A pool whose graph goes while it sleeps stays (asleep) until it wakes; then the cache gives
+ * it back. recap_empty_cache leaves it alone meanwhile, even with every block free and a chunk
+ * its sleep could not release. */
+static void a_pool_outlives_its_graph_while_asleep(void **unused) {
+  (void)unused;
+  setup(CAPACITY);
+  model_t m;
+  model_make(&m);
+  recap_pool_id_t pool = m.pool;
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE, 1);
+  EXPECT_STATUS(recap_pool_sleep(pool, RECAP_SLEEP_OFFLOAD), RECAP_ERROR_CUDA);
+  assert_int_equal(recap__fake_now().vmm_chunks_live, 1);
+  OK(recap_graph_destroy(m.graph));
+  m.graph = NULL;
+  OK(recap_free(m.state));
+  OK(recap_free(m.state2));
+  OK(recap_free(m.big));
+  m.state = m.state2 = m.big = NULL;
+  OK(recap_empty_cache());
+  assert_int_equal(state_of_pool(pool), RECAP_POOL_ASLEEP_OFFLOADED);
+  assert_int_equal(recap__fake_now().vmm_chunks_live, 1);
+  recap_pool_memory_t asleep = pool_memory(pool);
+  assert_int_equal(asleep.references, 0);
+  assert_int_equal(asleep.allocated_bytes, 0);
+  assert_true(asleep.sleeping_bytes > 0);
+  expect_checker_passes();
+  uint64_t copies = recap__fake_now().eager_copies;
+  OK(recap_wake());
+  assert_int_equal(recap__fake_now().eager_copies, copies); /* nothing in use to copy back */
+  OK(recap_empty_cache());
+  recap_pool_state_t st;
+  EXPECT_STATUS(recap_pool_state(pool, &st), RECAP_ERROR_NOT_FOUND);
+  recap__fake_stream_complete(m.stream);
+  teardown(&m);
+}
+
 /* ---- the whole allocator --------------------------------------------------------------------- */
 
 static void sleep_and_wake_everything(void **unused) {
@@ -912,6 +948,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(classic_segments_in_use_refuse),
       cmocka_unit_test(graphed_callables_while_asleep),
       cmocka_unit_test(free_while_asleep),
+      cmocka_unit_test(a_pool_outlives_its_graph_while_asleep),
       cmocka_unit_test(sleep_and_wake_everything),
       cmocka_unit_test(sleep_and_wake_two_devices),
       cmocka_unit_test(faults_at_each_call),
