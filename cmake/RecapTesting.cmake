@@ -69,3 +69,38 @@ function(recap__test_names path out_var)
   endforeach()
   set(${out_var} "${names}" PARENT_SCOPE)
 endfunction()
+
+# recap_add_test_variant(<source> <variant> ENVIRONMENT <var=value>... [EXCLUDE <test>...])
+#   Registers the CPU tests of <source>'s executable (made by recap_add_test) once more, as
+#   <exe>.<variant>.<test>, run with the given environment: the same test code under other
+#   options, e.g. RECAP_ALLOC_CONF=expandable_segments:1 (the options are read from the
+#   environment again at every test's reset). Label "cpu" and the variant's name. EXCLUDE
+#   names tests that are about what the variant changes, which it does not register.
+function(recap_add_test_variant source variant)
+  cmake_parse_arguments(PARSE_ARGV 2 arg "" "TIMEOUT" "ENVIRONMENT;EXCLUDE")
+  if(arg_UNPARSED_ARGUMENTS OR NOT arg_ENVIRONMENT)
+    message(FATAL_ERROR "recap_add_test_variant(${source} ${variant}): give ENVIRONMENT var=value...")
+  endif()
+  if(NOT arg_TIMEOUT)
+    set(arg_TIMEOUT 300)
+  endif()
+  get_filename_component(path "${source}" ABSOLUTE)
+  get_filename_component(exe "${source}" NAME_WE)
+  recap__test_names("${path}" names)
+  foreach(name IN LISTS arg_EXCLUDE)
+    if(NOT name IN_LIST names)
+      message(FATAL_ERROR "recap_add_test_variant(${source} ${variant}): no test ${name} to exclude")
+    endif()
+  endforeach()
+  foreach(name IN LISTS names)
+    if(name IN_LIST arg_EXCLUDE)
+      continue()
+    endif()
+    add_test(NAME ${exe}.${variant}.${name} COMMAND ${exe} ${name})
+    set_tests_properties(${exe}.${variant}.${name} PROPERTIES
+      LABELS "cpu;${variant}"
+      SKIP_RETURN_CODE 77
+      TIMEOUT ${arg_TIMEOUT}
+      ENVIRONMENT "${arg_ENVIRONMENT}")
+  endforeach()
+endfunction()

@@ -23,6 +23,15 @@ static inline void reset(void) {
   recap_clear_last_error();
 }
 
+/* Whether the allocator runs with the expandable_segments option: the allocator's suites run a
+ * second time with RECAP_ALLOC_CONF=expandable_segments:1 (tests/CMakeLists.txt), which every
+ * reset reads again. Expectations about classic segment sizes branch on it. */
+static inline bool vmm_segments_on(void) {
+  uint64_t on = 0;
+  OK(recap_option_get("expandable_segments", &on));
+  return on != 0;
+}
+
 static inline recap_memory_stats_t stats(void) {
   recap_memory_stats_t s;
   OK(recap_memory_stats(-1, &s));

@@ -196,24 +196,31 @@ static const char *kind_name(recap__fake_fault_t kind) {
   return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
 
-/* Kinds of calls that no path of the library makes, so no workload can reach them: the seam's
- * virtual memory management and pinned host memory (src/device/fake_vmm.c), which the
- * allocator's VMM-backed segments and its sleep/wake (issue 15's later session) will call. The
- * sweep checks that the workload indeed makes none of them: the day a library path makes one,
- * the sweep fails until the kind leaves this list and its faults are swept. */
+/* The sweep runs the workload twice: with classic segments, and with every segment on CUDA
+ * virtual memory (the expandable_segments option). */
+static bool sweep_vmm;
+
+/* Kinds of calls that no path of the library makes in the mode swept, so no workload can reach
+ * them: pinned host memory (src/device/fake_vmm.c), which the allocator's sleep/wake will call;
+ * with classic segments, the seam's virtual memory management, and with VMM segments,
+ * cudaMalloc. The sweep checks that the workload indeed makes none of them: the day a library
+ * path makes one, the sweep fails until the kind leaves this list and its faults are swept. */
 static bool reached_by_no_library_path(recap__fake_fault_t kind) {
-  return kind >= RECAP__FAKE_FAULT_VMM_GRANULARITY && kind <= RECAP__FAKE_FAULT_HOST_FREE_PINNED;
+  if (kind == RECAP__FAKE_FAULT_HOST_ALLOC_PINNED || kind == RECAP__FAKE_FAULT_HOST_FREE_PINNED)
+    return true;
+  if (sweep_vmm) return kind == RECAP__FAKE_FAULT_RAW_MALLOC;
+  return kind >= RECAP__FAKE_FAULT_VMM_GRANULARITY && kind <= RECAP__FAKE_FAULT_VMM_SET_ACCESS;
 }
 
 static void fresh(int *warnings) {
   recap_test_reset(NULL);
+  if (sweep_vmm) OK(recap_option_set_u64("expandable_segments", 1));
   recap__graphs_disabled_override(0);
   recap_log_set(count_warnings, warnings);
   recap_clear_last_error();
 }
 
-static void faults_at_every_step_of_the_workload(void **state) {
-  (void)state;
+static void sweep(void) {
   int warnings = 0;
   outcome_t o;
   fresh(&warnings);
@@ -252,12 +259,13 @@ static void faults_at_every_step_of_the_workload(void **state) {
       } else {
         /* Success with a failed call inside: the allocator retried (a failed segment
          * allocation after freeing the cache) or fell back (a stream wait instead of an event)
-         * and said so in the log; the update policy gave up a measurement (a timing event, or
+         * and said so in the log; a failed cuMemCreate is out of memory, which the allocator
+         * retries too; the update policy gave up a measurement (a timing event, or
          * the upload before a timed replay). Any other failed graph call must reach the
          * caller. */
         absorbed++;
         if (kind >= RECAP__FAKE_FAULT_CAPTURE_BEGIN && kind != RECAP__FAKE_FAULT_TIMING &&
-            kind != RECAP__FAKE_FAULT_UPLOAD)
+            kind != RECAP__FAKE_FAULT_UPLOAD && kind != RECAP__FAKE_FAULT_VMM_CREATE)
           fail_msg("%s call %llu failed, yet the workload reported success", what,
                    (unsigned long long)nth);
       }
@@ -284,17 +292,30 @@ static void faults_at_every_step_of_the_workload(void **state) {
   }
   recap_log_set(NULL, NULL);
   printf(
-      "fault sweep: %d runs with one injected failure each (%s); %d ended in a clean error, "
+      "fault sweep%s: %d runs with one injected failure each (%s); %d ended in a clean error, "
       "%d were absorbed by a retry or fallback\n",
-      runs, per_kind, errors, absorbed);
+      sweep_vmm ? " (VMM segments)" : "", runs, per_kind, errors, absorbed);
   /* The workload makes at least one call of every kind a library path makes, or the sweep
    * misses a layer. */
   if (unreached) fail_msg("the workload never makes a %s call", unreached);
 }
 
+static void faults_at_every_step_of_the_workload(void **state) {
+  (void)state;
+  sweep_vmm = false;
+  sweep();
+}
+
+static void faults_at_every_step_with_vmm_segments(void **state) {
+  (void)state;
+  sweep_vmm = true;
+  sweep();
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(faults_at_every_step_of_the_workload),
+      cmocka_unit_test(faults_at_every_step_with_vmm_segments),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }

@@ -143,7 +143,10 @@ static void oom_retry_on_another_device_during_a_global_capture(void **state) {
 
   OK(recap__device()->set_device(1));
   void *p = NULL;
-  OK(recap_malloc(&p, 24 * MiB, s1)); /* 12 + 24 > 32: the cached segment must go first */
+  /* 12 + 24 > 32: the cached segment must go first. Another stream, so that a VMM segment
+   * cannot grow into what is left: a new one is needed in both modes. */
+  recap_stream_t s1b = recap__fake_stream_new();
+  OK(recap_malloc(&p, 24 * MiB, s1b));
   recap_memory_stats_t st = stats_of(1);
   assert_int_equal(st.num_alloc_retries, 1);
   assert_int_equal(st.num_device_free, 1);

@@ -3,12 +3,14 @@
  * alloc_internal.h — the allocator's data structures, shared by allocator.c (the malloc/free
  * core), pool.c (pool ids, routing, references), stats.c (the statistics queries), lookup.c
  * (blocks by address), sites.c (allocation sites), reset.c, snapshot.c (the JSON walk) and
- * check.c (the invariant checker), replay.c (allocation logs and their replay at a recapture),
- * front_cache.c (the rules of the front cache), and the allocator's entry points for the layers
- * above (capture registry, graphs, liveness checks). The other files call into allocator.c,
- * never the reverse; allocator.c calls only replay.c (the replay hook: where a logged route's
- * allocation goes) and front_cache.c (whether a freed block waits unmerged, whether a request
- * takes it), which call neither.
+ * check.c (the invariant checker), sleep.c (pools that sleep and wake), replay.c (allocation
+ * logs and their replay at a recapture), front_cache.c (the rules of the front cache),
+ * vmm_segment.c (segments on CUDA virtual memory), and the allocator's entry points for the
+ * layers above (capture registry, graphs, liveness checks). The other files call into
+ * allocator.c, never the reverse; allocator.c calls only replay.c (the replay hook: where a
+ * logged route's allocation goes), front_cache.c (whether a freed block waits unmerged, whether
+ * a request takes it) and vmm_segment.c (growth and trim of segments on virtual memory),
+ * which call none of them.
  *
  * Picture: a device has pools (the default one and private ones); a pool has segments (raw
  * driver allocations); a segment is tiled by blocks, linked in address order. A free block sits
@@ -153,6 +155,7 @@ typedef struct recap__device_state {
   recap__event_t *spare_events; /* events kept for reuse */
   size_t spare_count, spare_capacity;
   recap_memory_stats_t stats;
+  size_t vmm_granularity; /* the device's recommended VMM granularity, once asked (0: not yet) */
 } recap__device_state_t;
 
 /* A block freed while allocation sites are recorded: where it was allocated and freed. */
@@ -286,13 +289,22 @@ void recap__alloc_front_cache_enable(bool on);
  * segment's last block, free, holds at least `size` bytes (merged with a free last block, or a
  * new free block after an allocated one), and return that block in *out, in its free set.
  * Counts like new_segment (reserved bytes, num_device_alloc per chunk; the segment counts once,
- * when made). Honours memory_cap and the out-of-memory retry like classic segments. Lock held. */
+ * when made). One try: a failure (OUT_OF_MEMORY from the device included) leaves everything as
+ * it was; allocator.c weighs memory_cap and the capture's budget first
+ * (recap__vmm_segment_need) and wraps it in the out-of-memory retry and report that classic
+ * segments have. Lock held. */
 recap_status_t recap__vmm_segment_grow(recap__device_state_t *d, recap__pool_t *pool, bool small,
-                                       size_t size, size_t request, recap_stream_t stream,
+                                       size_t size, recap_stream_t stream,
                                        const recap__options_t *o, recap__block_t **out);
 /* Give back the chunks of seg that lie wholly inside its free last block, from the end; a
- * segment left with nothing mapped releases its range and is deleted. Lock held. */
+ * segment left with nothing mapped releases its range and is deleted. The front cache must be
+ * settled (recap__alloc_settle). Lock held. */
 recap_status_t recap__vmm_segment_trim(recap__device_state_t *d, recap__segment_t *seg);
+/* The bytes recap__vmm_segment_grow would map for that request now (0: the segment's free last
+ * block holds it already), asking the device's granularity if not known yet. Lock held. */
+recap_status_t recap__vmm_segment_need(recap__device_state_t *d, const recap__pool_t *pool,
+                                       bool small, size_t size, recap_stream_t stream,
+                                       const recap__options_t *o, size_t *bytes);
 /* The chunk size sleep and wake map in, at most: fewer, larger chunks are what makes them fast
  * (SPEC §14). */
 enum { RECAP__VMM_WAKE_CHUNK = 1u << 30 };
@@ -309,8 +321,31 @@ extern _Atomic int recap__alloc_sleeping;
  * sleeps. Takes the lock. */
 recap_status_t recap__pool_replay_check(int device, recap_pool_id_t pool);
 /* The refusal of an allocation or a route to an asleep pool (lock held): POOL_ASLEEP with a
- * message naming the call and the pool. */
+ * message naming the call and the pool. In allocator.c, which refuses requests, so that
+ * neither allocator.c nor pool.c calls into sleep.c. */
 recap_status_t recap__pool_asleep_error(const char *call, const recap__pool_t *pool);
+/* recap_pool_state_name's text of a pool's state (recap_pool_state_t values). */
+static inline const char *recap__pool_state_text(int state) {
+  switch (state) {
+    case RECAP_POOL_AWAKE: return "awake";
+    case RECAP_POOL_ASLEEP_DISCARDED: return "asleep (discarded)";
+    case RECAP_POOL_ASLEEP_OFFLOADED: return "asleep (offloaded)";
+    default: return "unknown";
+  }
+}
+/* The pinned host copy of an asleep pool's blocks in use (RECAP_SLEEP_OFFLOAD): one host
+ * record (recap__host_free frees it, runs included) and one pinned buffer holding the runs
+ * back to back, in the order of runs[]. A run is a stretch of consecutive blocks in use
+ * (allocated, or freed and waiting on events) of one segment. */
+typedef struct recap__offload {
+  void *host;   /* pinned (host_alloc_pinned); NULL when bytes is 0 */
+  size_t bytes; /* the sum of the runs' sizes */
+  size_t count;
+  struct recap__offload_run {
+    char *ptr; /* device address, inside a segment of the pool */
+    size_t size;
+  } runs[];
+} recap__offload_t;
 
 /* Helpers of the malloc/free core (allocator.c) that pool.c and stats.c use. */
 /* The state of device, made on first use; NULL without host memory. Call with the lock held. */
@@ -319,6 +354,10 @@ recap__device_state_t *recap__alloc_device_state(int device);
 recap_status_t recap__alloc_current_device(int *device);
 /* Unlink a private pool with no reference, route or segment from d and free it (lock held). */
 void recap__alloc_pool_delete(recap__device_state_t *d, recap__pool_t *pool);
+/* Give back pool's free segments, as recap_empty_cache does for a pool nobody holds: wait for
+ * the events of its freed blocks, then release each segment whose one block is free (lock held,
+ * no capture under way; sleep.c, before the pool sleeps). The first failure is returned. */
+recap_status_t recap__alloc_pool_release_free(recap__device_state_t *d, recap__pool_t *pool);
 /* Record the events of the blocks freed during a capture once none is routed (lock held). */
 void recap__alloc_insert_deferred_events(recap__device_state_t *d);
 
@@ -470,6 +509,13 @@ recap__replay_place_t recap__replay_place(recap__route_logs_t *logs, const recap
                                           recap_stream_t stream, size_t rounded,
                                           const recap__options_t *o, recap__block_t **block,
                                           char **at, bool *hit);
+/* The miss placement of the replay rule alone (no entry used up): where in the free blocks of
+ * set an allocation of `rounded` bytes on stream fits outside the unused entries' ranges; false
+ * when nowhere, or without a replay log. What a VMM segment's growth asks after it grew for a
+ * RECAP__REPLAY_NEW_SEGMENT placement, since the grown free tail may be claimed (lock held). */
+bool recap__replay_place_unclaimed(const recap__route_logs_t *logs, const recap__free_set_t *set,
+                                   recap_stream_t stream, size_t rounded, const recap__options_t *o,
+                                   recap__block_t **block, char **at);
 /* Count the allocation handed out at ptr and append it to the record log (lock held). */
 void recap__replay_note(recap__route_logs_t *logs, void *ptr, size_t rounded, bool hit);
 /* The state a route keeps for its logs (replay.c): made before the route takes it (NULL

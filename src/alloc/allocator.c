@@ -17,11 +17,15 @@
  * recap_malloc, recap_free, recap_record_stream, recap_block_info and recap_empty_cache. Pool
  * routing and references are in pool.c, the statistics queries in stats.c, lookups by address in
  * lookup.c, the allocation-site switch and lookup in sites.c and the reset in reset.c; they call
- * into this file, never the reverse. Two calls go out: the replay hook (for a route with
+ * into this file, never the reverse. Three calls go out: the replay hook (for a route with
  * allocation logs, replay.c decides where an allocation goes, reading the free set only, and this
- * file carves the block: take_range), and the front cache's rules (front_cache.c decides whether
+ * file carves the block: take_range), the front cache's rules (front_cache.c decides whether
  * a freed block may wait unmerged and whether a request takes it, and counts both; this file
- * merges it when anything else needs the blocks: recap__alloc_settle).
+ * merges it when anything else needs the blocks: recap__alloc_settle), and segments on virtual
+ * memory (with the expandable_segments option, vmm_segment.c grows a segment by one try, which
+ * this file wraps in the out-of-memory retry classic segments have, and trims free tails). A
+ * request served by a pool that sleeps (sleep.c) is refused here (recap__pool_asleep_error,
+ * which pool.c's routes use too), and recap_empty_cache leaves such a pool alone.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -458,8 +462,21 @@ static recap_status_t release_free_segments(recap__device_state_t *d, recap__fre
   for (size_t i = set->count; i-- > 0;) {
     if (i >= set->count) continue;
     recap__block_t *b = set->items[i];
-    if (recap__block_is_split(b)) continue;
+    /* A VMM segment gives back its free tail instead (trim_vmm_segments). */
+    if (recap__block_is_split(b) || b->segment->vmm) continue;
     recap_status_t s = release_segment(d, b);
+    if (s != RECAP_SUCCESS) result = s;
+  }
+  return result;
+}
+
+/* Give back the free tails of pool's VMM segments; those left with nothing mapped go. */
+static recap_status_t trim_vmm_segments(recap__device_state_t *d, recap__pool_t *pool) {
+  recap_status_t result = RECAP_SUCCESS;
+  for (recap__segment_t *seg = pool->segments, *next; seg; seg = next) {
+    next = seg->next; /* the trim may delete seg */
+    if (!seg->vmm) continue;
+    recap_status_t s = recap__vmm_segment_trim(d, seg);
     if (s != RECAP_SUCCESS) result = s;
   }
   return result;
@@ -471,16 +488,29 @@ static recap_status_t release_free_segments(recap__device_state_t *d, recap__fre
 static recap_status_t release_cached(recap__device_state_t *d) {
   process_events(d, true);
   recap_status_t result = RECAP_SUCCESS, s;
-  if ((s = release_free_segments(d, &d->default_pool.large_free))) result = s;
-  if ((s = release_free_segments(d, &d->default_pool.small_free))) result = s;
+  /* An asleep pool (sleep.c) has nothing mapped to give back: its segments wait for the wake. */
+  if (d->default_pool.state == RECAP_POOL_AWAKE) {
+    if ((s = release_free_segments(d, &d->default_pool.large_free))) result = s;
+    if ((s = release_free_segments(d, &d->default_pool.small_free))) result = s;
+    if ((s = trim_vmm_segments(d, &d->default_pool))) result = s;
+  }
   for (recap__pool_t *p = d->private_pools, *next; p; p = next) {
     next = p->next;
     /* A pool still routed to a capture is in use even with no reference left. */
-    if (p->references > 0 || p->routed) continue;
+    if (p->references > 0 || p->routed || p->state != RECAP_POOL_AWAKE) continue;
     if ((s = release_free_segments(d, &p->large_free))) result = s;
     if ((s = release_free_segments(d, &p->small_free))) result = s;
+    if ((s = trim_vmm_segments(d, p))) result = s;
     if (p->segment_count == 0) recap__alloc_pool_delete(d, p);
   }
+  return result;
+}
+
+recap_status_t recap__alloc_pool_release_free(recap__device_state_t *d, recap__pool_t *pool) {
+  process_events(d, true);
+  recap_status_t result = RECAP_SUCCESS, s;
+  if ((s = release_free_segments(d, &pool->large_free))) result = s;
+  if ((s = release_free_segments(d, &pool->small_free))) result = s;
   return result;
 }
 
@@ -493,14 +523,14 @@ static recap_status_t raw_alloc(void **ptr, size_t size) {
   return s;
 }
 
-/* A new segment from the device, unless the memory_cap option forbids it. */
-static recap_status_t capped_alloc(recap__device_state_t *d, const recap__options_t *o, void **base,
-                                   size_t size) {
-  if (o->memory_cap && (uint64_t)d->stats.reserved_bytes[0].current + size > o->memory_cap)
+/* OUT_OF_MEMORY when reserving `bytes` more would exceed the memory_cap option. */
+static recap_status_t capped(const recap__device_state_t *d, const recap__options_t *o,
+                             size_t bytes) {
+  if (o->memory_cap && (uint64_t)d->stats.reserved_bytes[0].current + bytes > o->memory_cap)
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
                         "the memory_cap option (%" PRIu64 " bytes) would be exceeded",
                         o->memory_cap);
-  return raw_alloc(base, size);
+  return RECAP_SUCCESS;
 }
 
 static void format_bytes(char *out, size_t cap, uint64_t bytes) {
@@ -514,8 +544,8 @@ static void format_bytes(char *out, size_t cap, uint64_t bytes) {
     snprintf(out, cap, "%" PRIu64 " bytes", bytes);
 }
 
-static recap_status_t report_oom(recap__device_state_t *d, size_t request, size_t segment,
-                                 const char *cause) {
+static recap_status_t report_oom(recap__device_state_t *d, size_t request, const char *what,
+                                 size_t segment, const char *cause) {
   const recap_memory_stats_t *st = &d->stats;
   size_t free_bytes = 0, total_bytes = 0;
   char cause_copy[512];
@@ -531,28 +561,50 @@ static recap_status_t report_oom(recap__device_state_t *d, size_t request, size_
   format_bytes(dfree, sizeof dfree, free_bytes);
   format_bytes(dtotal, sizeof dtotal, total_bytes);
   return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
-                      "recap_malloc: out of memory on device %d: asked for %s (a new segment of "
-                      "%s); recap has %s allocated and %s reserved (%s cached in free blocks); "
-                      "the device has %s free of %s. Cause: %s",
-                      d->device, req, seg, alloc, reserved, cached, dfree, dtotal, cause_copy);
+                      "recap_malloc: out of memory on device %d: asked for %s (%s of %s); recap "
+                      "has %s allocated and %s reserved (%s cached in free blocks); the device "
+                      "has %s free of %s. Cause: %s",
+                      d->device, req, what, seg, alloc, reserved, cached, dfree, dtotal,
+                      cause_copy);
 }
 
-/* Device memory for a segment of `size` bytes. When the device (or memory_cap) says no, free
- * every cached unused segment and try once more; a second no becomes the out-of-memory report
- * for a request of `request` bytes. */
-static recap_status_t segment_memory(recap__device_state_t *d, const recap__options_t *o,
-                                     void **base, size_t size, size_t request) {
-  recap_status_t s = capped_alloc(d, o, base, size);
+/* One try at device memory for a segment or a growth: *bytes receives what it asked for. */
+typedef recap_status_t (*memory_attempt_t)(recap__device_state_t *d, void *ctx, size_t *bytes);
+
+/* Device memory with the out-of-memory retry, for classic and VMM segments alike: when attempt
+ * says OUT_OF_MEMORY (the device, or memory_cap), free every cached unused segment and trim the
+ * VMM segments' free tails, and try once more; a second no becomes the out-of-memory report for
+ * a request of `request` bytes, which names `what` ("a new segment") and its bytes. attempt
+ * looks at the pool afresh each time: the release may have trimmed or deleted segments. */
+static recap_status_t segment_memory(recap__device_state_t *d, size_t request, const char *what,
+                                     memory_attempt_t attempt, void *ctx) {
+  size_t bytes = 0;
+  recap_status_t s = attempt(d, ctx, &bytes);
   if (s == RECAP_ERROR_OUT_OF_MEMORY) {
     d->stats.num_alloc_retries++;
     release_cached(d);
-    s = capped_alloc(d, o, base, size);
+    s = attempt(d, ctx, &bytes);
   }
   if (s == RECAP_ERROR_OUT_OF_MEMORY) {
     d->stats.num_ooms++;
-    return report_oom(d, request, size, recap_last_error());
+    return report_oom(d, request, what, bytes, recap_last_error());
   }
   return s;
+}
+
+/* A classic segment's try (memory_attempt_t): `size` bytes from the driver, unless the
+ * memory_cap option forbids them. */
+typedef struct classic_attempt {
+  const recap__options_t *o;
+  void *base;
+  size_t size;
+} classic_attempt_t;
+
+static recap_status_t classic_attempt(recap__device_state_t *d, void *ctx, size_t *bytes) {
+  classic_attempt_t *a = ctx;
+  *bytes = a->size;
+  RECAP__CHECK(capped(d, a->o, a->size));
+  return raw_alloc(&a->base, a->size);
 }
 
 /* Get a new segment of `size` bytes for pool: one free block that covers it, not yet in the
@@ -567,8 +619,9 @@ static recap_status_t new_segment(recap__device_state_t *d, recap__pool_t *pool,
     if (b) block_delete(b);
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
   }
-  void *base = NULL;
-  recap_status_t s = segment_memory(d, o, &base, size, request);
+  classic_attempt_t attempt = {.o = o, .size = size};
+  recap_status_t s = segment_memory(d, request, "a new segment", classic_attempt, &attempt);
+  void *base = attempt.base;
   if (s != RECAP_SUCCESS) {
     recap__host_free(seg);
     block_delete(b);
@@ -638,6 +691,16 @@ static bool should_split(const recap__block_t *b, size_t size, const recap__opti
   return recap__should_split(b->size, b->segment->small, size, o);
 }
 
+recap_status_t recap__pool_asleep_error(const char *call, const recap__pool_t *pool) {
+  return recap__error(RECAP_ERROR_POOL_ASLEEP,
+                      "%s: pool {%" PRIu64 ",%" PRIu64
+                      "}%s is %s (recap_pool_sleep); it hands out no memory and takes no "
+                      "capture until it wakes: call recap_pool_wake (or recap_wake) first",
+                      call, pool->id.a, pool->id.b,
+                      pool->id.a == 0 && pool->id.b == 0 ? " (the default pool)" : "",
+                      recap__pool_state_text(pool->state));
+}
+
 /* What one recap_malloc call works with, found under the lock by request_begin. */
 typedef struct request {
   recap__device_state_t *d;
@@ -666,6 +729,8 @@ static recap_status_t request_begin(request_t *r, int device, size_t size, recap
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
   r->d = d;
   RECAP__CHECK(pool_for_stream(d, stream, &r->pool, &r->logs));
+  if (RECAP__UNLIKELY(r->pool->state != RECAP_POOL_AWAKE))
+    return recap__pool_asleep_error("recap_malloc", r->pool);
   if (recap__alloc.front.block) {
     /* The front cache serves the request when the slow path would give it the same block. */
     if (!r->logs && (r->cached = recap__front_take(&recap__alloc.front, d, r->pool, stream,
@@ -724,9 +789,50 @@ static COLD void budget_settle(recap__device_state_t *d, recap__pool_t *pool) {
   d->stats.num_ooms++;
 }
 
+/* A VMM growth's try (memory_attempt_t): the bytes it needs, within memory_cap, mapped. */
+typedef struct vmm_attempt {
+  const request_t *r;
+  size_t size; /* what the free last block must hold */
+  recap__block_t **out;
+} vmm_attempt_t;
+
+static recap_status_t vmm_attempt(recap__device_state_t *d, void *ctx, size_t *bytes) {
+  vmm_attempt_t *a = ctx;
+  const request_t *r = a->r;
+  RECAP__CHECK(recap__vmm_segment_need(d, r->pool, r->small, a->size, r->stream, r->o, bytes));
+  if (*bytes) RECAP__CHECK(capped(d, r->o, *bytes));
+  return recap__vmm_segment_grow(d, r->pool, r->small, a->size, r->stream, r->o, a->out);
+}
+
+/* Grow the request's VMM segment until its free last block, *b (in the free set), holds `size`
+ * bytes: within the capture's budget, with the out-of-memory retry. */
+static recap_status_t grow_vmm(const request_t *r, size_t size, recap__block_t **b) {
+  r->pool->budget_attempted = false;
+  if (RECAP__UNLIKELY(r->pool->budget != 0)) {
+    size_t bytes = 0;
+    RECAP__CHECK(recap__vmm_segment_need(r->d, r->pool, r->small, size, r->stream, r->o, &bytes));
+    if (bytes && (uint64_t)r->pool->reserved_bytes + bytes > r->pool->budget)
+      return budget_refuse(r, bytes);
+  }
+  vmm_attempt_t attempt = {.r = r, .size = size, .out = b};
+  return segment_memory(r->d, r->size, "a growth of its VMM segment", vmm_attempt, &attempt);
+}
+
+/* The slow path with the expandable_segments option: the (pool, class, stream) VMM segment
+ * grows (vmm_segment.c). The grown last block leaves the free set, as a new segment's block is
+ * outside it. */
+static COLD recap_status_t malloc_vmm(const request_t *r, recap__block_t **b) {
+  RECAP__CHECK(grow_vmm(r, r->rounded, b));
+  bool erased = recap__free_set_erase(r->set, *b);
+  RECAP__ASSERT(erased);
+  (void)erased;
+  return RECAP_SUCCESS;
+}
+
 /* The slow path: no cached block fits, so the request gets a new segment (new_segment retries
  * once after freeing the cache when the device is out of memory), within the capture's budget. */
 static recap_status_t malloc_slow(const request_t *r, recap__block_t **b) {
+  if (r->o->expandable_segments) return malloc_vmm(r, b);
   size_t segment = segment_size_for(r->o, r->rounded);
   r->pool->budget_attempted = false;
   if (RECAP__UNLIKELY(r->pool->budget != 0) &&
@@ -833,6 +939,32 @@ static recap__block_t *take_range(const request_t *r, recap__block_t *f, char *a
   return b;
 }
 
+/* The replay's "new segment" with VMM segments: the growth's free tail is no new segment, and an
+ * unused entry of the replay log may claim it, so the request goes to unclaimed space after the
+ * growth; when the log claims the grown tail, the segment grows by the whole request beyond it.
+ * Should the log claim even that (addresses past a trim), the tail's start. */
+static COLD recap_status_t take_vmm_unclaimed(const request_t *r, recap__block_t **b) {
+  recap__block_t *tail = NULL, *f = NULL;
+  char *at = NULL;
+  RECAP__CHECK(grow_vmm(r, r->rounded, &tail));
+  for (int round = 0; round < 2; round++) {
+    /* take_range splits twice: room for two more blocks (the growth may have added one). */
+    if (!recap__free_set_reserve_all(r->set, 2)) break;
+    if (recap__replay_place_unclaimed(r->logs, r->set, r->stream, r->rounded, r->o, &f, &at)) {
+      *b = take_range(r, f, at);
+      if (*b) return RECAP_SUCCESS;
+      break;
+    }
+    if (round == 0) RECAP__CHECK(grow_vmm(r, tail->size + r->rounded, &tail));
+  }
+  bool erased = recap__free_set_erase(r->set, tail);
+  RECAP__ASSERT(erased);
+  (void)erased;
+  take_block(r, tail, r->set->count, false);
+  *b = tail;
+  return RECAP_SUCCESS;
+}
+
 /* The allocation path of a route with logs attached (replay.c decides, this file carves). */
 static COLD recap_status_t take_logged(const request_t *r, recap__block_t **b) {
   char *at = NULL;
@@ -848,10 +980,15 @@ static COLD recap_status_t take_logged(const request_t *r, recap__block_t **b) {
     case RECAP__REPLAY_NEW_SEGMENT: {
       recap__saved_error_t saved;
       recap__error_save(&saved);
-      s = malloc_slow(r, b);
-      if (s == RECAP_SUCCESS) {
-        take_block(r, *b, r->set->count, false);
-        break;
+      if (r->o->expandable_segments) {
+        s = take_vmm_unclaimed(r, b);
+        if (s == RECAP_SUCCESS) break;
+      } else {
+        s = malloc_slow(r, b);
+        if (s == RECAP_SUCCESS) {
+          take_block(r, *b, r->set->count, false);
+          break;
+        }
       }
       /* Out of device memory: space that a later replayed address claims beats failing. */
       size_t slot = find_free_block(r->set, r->stream, r->rounded, r->o);

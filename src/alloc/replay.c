@@ -174,6 +174,12 @@ static bool place_unclaimed(const recap__route_logs_t *logs, const recap__free_s
   return false;
 }
 
+bool recap__replay_place_unclaimed(const recap__route_logs_t *logs, const recap__free_set_t *set,
+                                   recap_stream_t stream, size_t rounded, const recap__options_t *o,
+                                   recap__block_t **block, char **at) {
+  return logs->replay && place_unclaimed(logs, set, stream, rounded, o, block, at);
+}
+
 recap__replay_place_t recap__replay_place(recap__route_logs_t *logs, const recap__free_set_t *set,
                                           recap_stream_t stream, size_t rounded,
                                           const recap__options_t *o, recap__block_t **block,

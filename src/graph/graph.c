@@ -19,6 +19,7 @@
 
 #include "alloc/alloc_internal.h"
 #include "core/args.h"
+#include "core/assert.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/host.h"
@@ -607,6 +608,14 @@ recap_status_t recap_graph_instantiate(recap_graph_t graph) {
   return instantiate(graph);
 }
 
+recap_status_t recap__graph_pools_awake(recap_graph_t graph) {
+  /* A graph reads and writes its pool, and may read the default pool's blocks: while one
+   * sleeps nothing may run. The allocator is asked only once something sleeps. */
+  if (RECAP__LIKELY(atomic_load_explicit(&recap__alloc_sleeping, memory_order_relaxed) == 0))
+    return RECAP_SUCCESS;
+  return recap__pool_replay_check(graph->device, graph->pool);
+}
+
 recap_status_t recap_graph_replay(recap_graph_t graph, recap_stream_t stream) {
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_replay"));
   if (graph->state != RECAP__GRAPH_CAPTURED) {
@@ -623,6 +632,7 @@ recap_status_t recap_graph_replay(recap_graph_t graph, recap_stream_t stream) {
                         "recap_graph_replay: nothing was captured yet (capture_begin and "
                         "capture_end must succeed first)");
   }
+  RECAP__CHECK(recap__graph_pools_awake(graph));
   if (!graph->exec) RECAP__CHECK(instantiate(graph));
   /* The layers prepare the replay (random numbers: the generators' state is written and they
    * advance). Should a hook or the launch fail, the hooks that prepared undo it, so a failed

@@ -188,6 +188,13 @@ recap_status_t recap__liveness_attach(recap_graph_t graph);
  * sets the mode and forgets the declarations of the previous capture. */
 recap_status_t recap__rebind_attach(recap_graph_t graph, recap_rebind_mode_t mode);
 
+/* Whether graph may replay while pools sleep (recap/sleep.h): RECAP_SUCCESS, or
+ * RECAP_ERROR_POOL_ASLEEP when its pool or its device's default pool sleeps, with the message
+ * naming the pool. While no pool sleeps anywhere it costs one relaxed load. recap_graph_replay
+ * asks it first; callers that write a graph's pool before replaying it (graphed callables'
+ * static buffers) ask it before they write. */
+recap_status_t recap__graph_pools_awake(recap_graph_t graph);
+
 /* Call the sync_template hooks (see recap__graph_hooks_t): before reading or instantiating the
  * template. */
 recap_status_t recap__graph_sync_template(recap_graph_t graph);

@@ -590,6 +590,16 @@ static recap_status_t backward_zero_copy(recap_graphed_t h, recap_stream_t strea
   return RECAP_SUCCESS;
 }
 
+/* The refusal of a call that would copy into a graph's pool while it sleeps (recap/sleep.h),
+ * named after the call. */
+static recap_status_t pools_awake(recap_graph_t g, const char *call) {
+  recap_status_t s = recap__graph_pools_awake(g);
+  if (s == RECAP_SUCCESS) return s;
+  recap__saved_error_t cause;
+  recap__error_save(&cause);
+  return recap__error(s, "%s: %s", call, cause.message);
+}
+
 recap_status_t recap_graphed_forward(recap_graphed_t h, recap_stream_t stream, int training,
                                      const recap_buffer_t *inputs, const recap_buffer_t **outputs) {
   RECAP__CHECK(check_handle(h, "recap_graphed_forward"));
@@ -609,6 +619,8 @@ recap_status_t recap_graphed_forward(recap_graphed_t h, recap_stream_t stream, i
     *outputs = h->eager_outputs;
     return RECAP_SUCCESS;
   }
+  /* The inputs are copied into the pool before the replay: not while it sleeps. */
+  RECAP__CHECK(pools_awake(h->forward_graph, "recap_graphed_forward"));
   if (h->zero_copy) {
     /* Sizes first: a rebind must never move a graph to a buffer of the wrong size. */
     for (size_t i = 0; i < h->desc.input_count; i++)
@@ -655,6 +667,7 @@ recap_status_t recap_graphed_backward(recap_graphed_t h, recap_stream_t stream,
     *grad_inputs = h->eager_grad_inputs;
     return RECAP_SUCCESS;
   }
+  RECAP__CHECK(pools_awake(h->backward_graph, "recap_graphed_backward"));
   if (h->zero_copy) RECAP__CHECK(backward_zero_copy(h, stream, grad_outputs));
   RECAP__CHECK(stage(h->static_grad_outputs, h->zero_copy ? h->bw_graph_grad : NULL, grad_outputs,
                      h->desc.output_count, stream, "output gradient"));

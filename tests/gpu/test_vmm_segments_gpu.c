@@ -1,0 +1,171 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * test_vmm_segments_gpu.c — segments on CUDA virtual memory (the expandable_segments option) on
+ * a real device: a segment that grows keeps its contents and its addresses, kernels read and
+ * write blocks that span two physical chunks, a capture (global mode) whose private pool's
+ * segment grows during it replays bit for bit what the same work computes eagerly, and
+ * recap_empty_cache gives the mapped memory back to the device (cudaMemGetInfo).
+ */
+#include "device/device.h"
+#include "gpu_util.h"
+#include "graph_gpu_util.h"
+
+/* The chunk unit recap maps in: the device's recommended VMM granularity. */
+static size_t granularity(void) {
+  size_t minimum = 0, recommended = 0;
+  OK(recap__device()->vmm_granularity(&minimum, &recommended));
+  assert_true(recommended > 0);
+  return recommended;
+}
+
+static size_t round_up(size_t n, size_t unit) { return (n + unit - 1) / unit * unit; }
+
+static recap_pool_memory_t pool_memory(recap_pool_id_t pool) {
+  recap_pool_memory_t m = RECAP_POOL_MEMORY_INIT;
+  OK(recap_pool_memory(pool, &m));
+  return m;
+}
+
+static void begin_vmm(void) {
+  gpu_begin();
+  OK(recap_option_set_u64("expandable_segments", 1));
+}
+
+/* 12 MiB of floats, then 12 MiB more: the second block crosses the border between the
+ * segment's first chunk (a large_segment, 20 MiB, rounded to the granularity) and the chunk its
+ * growth maps. */
+static void a_growth_keeps_contents_and_addresses(void **state) {
+  (void)state;
+  begin_vmm();
+  cudaStream_t s = gpu_stream();
+  const size_t n = 12 * MiB / sizeof(float), gran = granularity();
+  const size_t chunk = round_up(20 * MiB, gran);
+  float *a = gpu_floats(n, s);
+  CUDA_OK(recap_test_fill(a, n, 1.0f, s));
+  recap_memory_stats_t st = gpu_stats();
+  assert_int_equal(st.segment[RECAP_STAT_ALL].current, 1);
+  assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, (int64_t)chunk);
+  float *b = gpu_floats(n, s);
+  assert_ptr_equal(b, a + n); /* contiguous: the same segment grew */
+  st = gpu_stats();
+  /* With a granularity of 12 MiB or more the first chunk holds both; else the segment grows by
+   * a large_segment (all b lacks is less). */
+  bool grew = chunk < 24 * MiB;
+  size_t grown = grew ? chunk + round_up(20 * MiB, gran) : chunk;
+  assert_int_equal(st.segment[RECAP_STAT_ALL].current, 1);
+  assert_int_equal(st.num_device_alloc, grew ? 2 : 1);
+  assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, (int64_t)grown);
+  /* b = a + 2 over both chunks, then a itself is untouched by the growth. */
+  CUDA_OK(recap_test_add_scalar(b, a, n, 2.0f, s));
+  gpu_expect_all(b, n, 3.0f);
+  gpu_expect_all(a, n, 1.0f);
+  /* One kernel over both blocks at once: 24 MiB through two physical chunks. */
+  CUDA_OK(recap_test_scale(a, 2 * n, 2.0f, s));
+  gpu_expect_all(a, n, 2.0f);
+  gpu_expect_all(b, n, 6.0f);
+  gpu_check_allocator();
+  OK(recap_free(a));
+  OK(recap_free(b));
+  CUDA_OK(cudaStreamDestroy(s));
+  gpu_finish(NULL, 0);
+}
+
+/* The step the graph captures and the eager run repeats: two temporaries of 15 MiB (the second
+ * grows the pool's segment), y = ((x + 1) + x) * 0.5 over the first n floats. */
+static void step(float *y, const float *x, size_t n, cudaStream_t s) {
+  const size_t big = 15 * MiB / sizeof(float);
+  float *t1 = gpu_floats(big, s);
+  float *t2 = gpu_floats(big, s);
+  CUDA_OK(recap_test_fill(t1, big, 0.0f, s));
+  CUDA_OK(recap_test_add_scalar(t1, x, n, 1.0f, s));
+  CUDA_OK(recap_test_add(t2, t1, x, n, s));
+  CUDA_OK(recap_test_scale(t2, n, 0.5f, s));
+  CUDA_OK(recap_test_add_scalar(y, t2, n, 0.0f, s));
+  OK(recap_free(t1));
+  OK(recap_free(t2));
+}
+
+static void a_capture_grows_its_pool_and_replays_bit_for_bit(void **state) {
+  (void)state;
+  begin_vmm();
+  cudaStream_t s = gpu_stream();
+  const size_t gran = granularity();
+  float *x = gpu_floats(N, s);
+  float *eager = gpu_floats(N, s);
+  float *y = gpu_floats(N, s);
+  float *host = malloc(N * sizeof *host);
+  assert_non_null(host);
+  for (size_t i = 0; i < N; i++) host[i] = 1.0f / (float)(i + 3);
+  CUDA_OK(cudaMemcpy(x, host, N * sizeof *host, cudaMemcpyHostToDevice));
+  step(eager, x, N, s);
+
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, s, NULL)); /* global mode: the growth relaxes it */
+  step(y, x, N, s);
+  OK(recap_graph_capture_end(g));
+  recap_pool_id_t pool = pool_of(g);
+  recap_pool_memory_t m = pool_memory(pool);
+  /* The large class's segment: 15 MiB in a 20 MiB chunk, then 10 MiB lacking: 20 MiB more. */
+  assert_int_equal(m.vmm_segments, 1);
+  assert_int_equal(m.reserved_bytes, (int64_t)(2 * round_up(20 * MiB, gran)));
+  assert_true(m.vmm_reserved_va_bytes >= m.reserved_bytes);
+
+  CUDA_OK(recap_test_fill(y, N, -1.0f, s));
+  OK(recap_graph_replay(g, s));
+  float *want = gpu_read(eager, N), *got = gpu_read(y, N);
+  assert_memory_equal(got, want, N * sizeof *got);
+  /* Again, with other inputs: the graph computes, not a copy of the first result. */
+  for (size_t i = 0; i < N; i++) host[i] = (float)i * 0.25f;
+  CUDA_OK(cudaMemcpy(x, host, N * sizeof *host, cudaMemcpyHostToDevice));
+  step(eager, x, N, s);
+  OK(recap_graph_replay(g, s));
+  free(want);
+  free(got);
+  want = gpu_read(eager, N);
+  got = gpu_read(y, N);
+  assert_memory_equal(got, want, N * sizeof *got);
+  free(want);
+  free(got);
+  free(host);
+  gpu_check_allocator();
+  OK(recap_graph_destroy(g));
+  OK(recap_free(x));
+  OK(recap_free(eager));
+  OK(recap_free(y));
+  CUDA_OK(cudaStreamDestroy(s));
+  gpu_finish(&pool, 1);
+}
+
+static void empty_cache_gives_the_memory_back(void **state) {
+  (void)state;
+  begin_vmm();
+  cudaStream_t s = gpu_stream();
+  const size_t bytes = (size_t)1 << 30, gran = granularity();
+  size_t free_start = gpu_free_bytes();
+  float *p = gpu_floats(bytes / sizeof(float), s);
+  CUDA_OK(recap_test_fill(p, bytes / sizeof(float), 7.0f, s));
+  CUDA_OK(cudaStreamSynchronize(s));
+  recap_memory_stats_t st = gpu_stats();
+  assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, (int64_t)round_up(bytes, gran));
+  size_t free_held = gpu_free_bytes();
+  if (gpu_free_memory_checks()) assert_true(free_start - free_held >= round_up(bytes, gran));
+  OK(recap_free(p));
+  OK(recap_empty_cache());
+  st = gpu_stats();
+  assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, 0);
+  assert_int_equal(st.segment[RECAP_STAT_ALL].current, 0);
+  assert_int_equal(st.num_device_free, st.num_device_alloc);
+  if (gpu_free_memory_checks()) assert_true(gpu_free_bytes() - free_held >= round_up(bytes, gran));
+  CUDA_OK(cudaStreamDestroy(s));
+  gpu_finish(NULL, 0);
+}
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(a_growth_keeps_contents_and_addresses),
+      cmocka_unit_test(a_capture_grows_its_pool_and_replays_bit_for_bit),
+      cmocka_unit_test(empty_cache_gives_the_memory_back),
+  };
+  return RECAP_TEST_RUN(argc, argv, tests);
+}
