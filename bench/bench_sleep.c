@@ -211,17 +211,17 @@ static void measure_pinned(size_t bytes, int reps, cudaStream_t stream, pinned_r
 /* ---- pools ------------------------------------------------------------------------------ */
 
 typedef struct cycle_result {
-  int done;                     /* 0: not run (or failed: failed says so) */
-  int failed;                   /* a recap call failed; figures incomplete */
-  double sleep_ms, wake_ms;     /* medians over the cycles */
-  double back_percent;          /* of the pool's reserved bytes, in free memory while asleep */
-  double vs_floor;              /* DISCARD: (sleep + wake) / floor of the same bytes */
-  double sleep_gbps, wake_gbps; /* OFFLOAD: bytes in use / time */
+  int done;                       /* 0: not run (or failed: failed says so) */
+  int failed;                     /* a recap call failed; figures incomplete */
+  double sleep_ms, wake_ms;       /* medians over the cycles */
+  double back_percent;            /* of the pool's reserved bytes, in free memory while asleep */
+  double vs_floor;                /* DISCARD: (sleep + wake) / floor of the same bytes */
+  double sleep_gbps, wake_gbps;   /* OFFLOAD: bytes in use / time */
   double sleep_ratio, wake_ratio; /* OFFLOAD: against the pinned bandwidth */
-  int identical;                /* checksums equal to those before the sleep */
+  int identical;                  /* checksums equal to those before the sleep */
   int64_t sleeping_bytes, offloaded_bytes;
   size_t free_awake, free_asleep, free_woken; /* cudaMemGetInfo around the last cycle */
-  const char *skipped; /* why it was not run */
+  const char *skipped;                        /* why it was not run */
 } cycle_result_t;
 
 typedef struct pool_result {
@@ -273,8 +273,7 @@ static void capture_pool(pool_run_t *run, cudaStream_t stream) {
 static void checksums(pool_run_t *run, cudaStream_t stream) {
   BENCH_CUDA(cudaMemsetAsync(run->sums_dev, 0, run->count * sizeof *run->sums_dev, stream));
   for (size_t i = 0; i < run->count; i++)
-    BENCH_CUDA(
-        bench_mem_checksum(run->blocks[i], run->block / 4, &run->sums_dev[i], stream));
+    BENCH_CUDA(bench_mem_checksum(run->blocks[i], run->block / 4, &run->sums_dev[i], stream));
   BENCH_CUDA(cudaMemcpyAsync(run->sums, run->sums_dev, run->count * sizeof *run->sums,
                              cudaMemcpyDeviceToHost, stream));
   BENCH_CUDA(cudaStreamSynchronize(stream));
@@ -374,8 +373,7 @@ typedef struct config {
   const pinned_result_t *pinned;
 } config_t;
 
-static void bench_pool(size_t bytes, const config_t *cfg, cudaStream_t stream,
-                       pool_result_t *out) {
+static void bench_pool(size_t bytes, const config_t *cfg, cudaStream_t stream, pool_result_t *out) {
   memset(out, 0, sizeof *out);
   pool_run_t run;
   memset(&run, 0, sizeof run);
@@ -406,27 +404,28 @@ static void bench_pool(size_t bytes, const config_t *cfg, cudaStream_t stream,
   out->vmm_segments = pm.vmm_segments;
   out->floor_ms = (cfg->floor_1g->map_ms + cfg->floor_1g->unmap_ms) * (double)pm.reserved_bytes /
                   (double)cfg->floor_bytes;
-  printf("  %zu GiB pool: %zu blocks of %zu MiB, reserved %.2f GiB in %lld VMM segment(s); "
-         "capture + instantiate %.1f ms, first replay %.1f ms\n",
-         bytes / GiB, run.count, run.block / MiB, (double)pm.reserved_bytes / (double)GiB,
-         (long long)pm.vmm_segments, out->capture_ms, out->first_replay_ms);
+  printf(
+      "  %zu GiB pool: %zu blocks of %zu MiB, reserved %.2f GiB in %lld VMM segment(s); "
+      "capture + instantiate %.1f ms, first replay %.1f ms\n",
+      bytes / GiB, run.count, run.block / MiB, (double)pm.reserved_bytes / (double)GiB,
+      (long long)pm.vmm_segments, out->capture_ms, out->first_replay_ms);
   fflush(stdout);
 
   int cycles = cfg->quick ? 1 : 3;
   sleep_cycles(&run, RECAP_SLEEP_DISCARD, cycles, before, pm.reserved_bytes, pm.allocated_bytes,
                stream, &out->discard);
   if (out->discard.done) {
-    out->discard.vs_floor = out->floor_ms > 0
-                                ? (out->discard.sleep_ms + out->discard.wake_ms) / out->floor_ms
-                                : 0;
-    printf("    DISCARD: sleep %.1f ms + wake %.1f ms = %.1f ms (%.2fx the floor's %.1f ms), "
-           "%.2f%% back while asleep (free %.1f / %.1f / %.1f GiB awake / asleep / woken), "
-           "replay after wake identical: %s\n",
-           out->discard.sleep_ms, out->discard.wake_ms,
-           out->discard.sleep_ms + out->discard.wake_ms, out->discard.vs_floor, out->floor_ms,
-           out->discard.back_percent, (double)out->discard.free_awake / (double)GiB,
-           (double)out->discard.free_asleep / (double)GiB,
-           (double)out->discard.free_woken / (double)GiB, out->discard.identical ? "yes" : "NO");
+    out->discard.vs_floor =
+        out->floor_ms > 0 ? (out->discard.sleep_ms + out->discard.wake_ms) / out->floor_ms : 0;
+    printf(
+        "    DISCARD: sleep %.1f ms + wake %.1f ms = %.1f ms (%.2fx the floor's %.1f ms), "
+        "%.2f%% back while asleep (free %.1f / %.1f / %.1f GiB awake / asleep / woken), "
+        "replay after wake identical: %s\n",
+        out->discard.sleep_ms, out->discard.wake_ms, out->discard.sleep_ms + out->discard.wake_ms,
+        out->discard.vs_floor, out->floor_ms, out->discard.back_percent,
+        (double)out->discard.free_awake / (double)GiB,
+        (double)out->discard.free_asleep / (double)GiB,
+        (double)out->discard.free_woken / (double)GiB, out->discard.identical ? "yes" : "NO");
     fflush(stdout);
   }
 
@@ -434,9 +433,10 @@ static void bench_pool(size_t bytes, const config_t *cfg, cudaStream_t stream,
     out->offload.skipped = "DISCARD failed";
   } else if (bytes > cfg->offload_max) {
     out->offload.skipped = "host memory";
-    printf("    OFFLOAD: skipped, %zu GiB would not fit in 45%% of the host's available memory "
-           "(--offload-max-gib)\n",
-           bytes / GiB);
+    printf(
+        "    OFFLOAD: skipped, %zu GiB would not fit in 45%% of the host's available memory "
+        "(--offload-max-gib)\n",
+        bytes / GiB);
   } else {
     sleep_cycles(&run, RECAP_SLEEP_OFFLOAD, cfg->quick || bytes > 16 * GiB ? 1 : 2, before,
                  pm.reserved_bytes, pm.allocated_bytes, stream, &out->offload);
@@ -444,10 +444,11 @@ static void bench_pool(size_t bytes, const config_t *cfg, cudaStream_t stream,
     if (o->done) {
       o->sleep_ratio = cfg->pinned->d2h_gbps > 0 ? o->sleep_gbps / cfg->pinned->d2h_gbps : 0;
       o->wake_ratio = cfg->pinned->h2d_gbps > 0 ? o->wake_gbps / cfg->pinned->h2d_gbps : 0;
-      printf("    OFFLOAD: sleep %.1f ms (%.1f GB/s, %.2fx pinned), wake %.1f ms (%.1f GB/s, "
-             "%.2fx pinned), %.2f%% back, contents identical: %s\n",
-             o->sleep_ms, o->sleep_gbps, o->sleep_ratio, o->wake_ms, o->wake_gbps, o->wake_ratio,
-             o->back_percent, o->identical ? "yes" : "NO");
+      printf(
+          "    OFFLOAD: sleep %.1f ms (%.1f GB/s, %.2fx pinned), wake %.1f ms (%.1f GB/s, "
+          "%.2fx pinned), %.2f%% back, contents identical: %s\n",
+          o->sleep_ms, o->sleep_gbps, o->sleep_ratio, o->wake_ms, o->wake_gbps, o->wake_ratio,
+          o->back_percent, o->identical ? "yes" : "NO");
       fflush(stdout);
     }
   }
@@ -471,9 +472,10 @@ static void bench_pool(size_t bytes, const config_t *cfg, cudaStream_t stream,
     out->recapture_replay_ms = replay_ms(run.graph, stream);
     checksums(&run, stream);
     out->recapture_identical = same_sums(&run, before);
-    printf("    recapture after a full free: free %.1f ms, capture + instantiate %.1f ms, first "
-           "replay %.1f ms\n",
-           out->free_ms, out->recapture_ms, out->recapture_replay_ms);
+    printf(
+        "    recapture after a full free: free %.1f ms, capture + instantiate %.1f ms, first "
+        "replay %.1f ms\n",
+        out->free_ms, out->recapture_ms, out->recapture_replay_ms);
     BENCH_RECAP(recap_graph_destroy(run.graph));
     for (size_t i = 0; i < run.count; i++) BENCH_RECAP(recap_free(run.blocks[i]));
     BENCH_RECAP(recap_empty_cache());
@@ -506,8 +508,8 @@ static void json_cycle(FILE *f, const char *key, const cycle_result_t *c, int of
           c->wake_ms, c->sleep_ms + c->wake_ms);
   fprintf(f, "\"back_percent\": %.4f, \"identical\": %s, \"failed\": %s, ", c->back_percent,
           c->identical ? "true" : "false", c->failed ? "true" : "false");
-  fprintf(f, "\"sleeping_bytes\": %lld, \"offloaded_bytes\": %lld, ",
-          (long long)c->sleeping_bytes, (long long)c->offloaded_bytes);
+  fprintf(f, "\"sleeping_bytes\": %lld, \"offloaded_bytes\": %lld, ", (long long)c->sleeping_bytes,
+          (long long)c->offloaded_bytes);
   fprintf(f, "\"free_awake\": %zu, \"free_asleep\": %zu, \"free_woken\": %zu, ", c->free_awake,
           c->free_asleep, c->free_woken);
   if (offload)
@@ -544,8 +546,8 @@ static int write_json(const char *path, int quick, size_t floor_bytes, const flo
   fprintf(f, "  \"pools\": [");
   for (int i = 0; i < count; i++) {
     const pool_result_t *p = &pools[i];
-    fprintf(f, "%s\n    {\"bytes\": %zu, \"blocks\": %zu, \"block\": %zu, ", i ? "," : "",
-            p->bytes, p->blocks, p->block);
+    fprintf(f, "%s\n    {\"bytes\": %zu, \"blocks\": %zu, \"block\": %zu, ", i ? "," : "", p->bytes,
+            p->blocks, p->block);
     fprintf(f, "\"reserved_bytes\": %lld, \"allocated_bytes\": %lld, \"vmm_segments\": %lld, ",
             (long long)p->reserved_bytes, (long long)p->allocated_bytes,
             (long long)p->vmm_segments);
@@ -562,7 +564,8 @@ static int write_json(const char *path, int quick, size_t floor_bytes, const flo
     fprintf(f, ", \"identical\": %s}, ", re ? (p->recapture_identical ? "true" : "false") : "null");
     double discard_total = p->discard.sleep_ms + p->discard.wake_ms;
     double recapture_total = p->free_ms + p->recapture_ms;
-    json_number(f, "discard_vs_recapture", recapture_total > 0 ? discard_total / recapture_total : 0,
+    json_number(f, "discard_vs_recapture",
+                recapture_total > 0 ? discard_total / recapture_total : 0,
                 re && p->discard.done && recapture_total > 0);
     fprintf(f, "}");
   }
@@ -574,9 +577,10 @@ static const char *yes(int ok) { return ok ? "yes" : "NO"; }
 
 static void print_tables(size_t floor_bytes, const floor_result_t *fl,
                          const pinned_result_t *pinned, const pool_result_t *pools, int count) {
-  printf("\nfloor: raw CUDA VMM, %zu GiB mapped in chunks (cuMemCreate + cuMemMap + "
-         "cuMemSetAccess per chunk), ms\n",
-         floor_bytes / GiB);
+  printf(
+      "\nfloor: raw CUDA VMM, %zu GiB mapped in chunks (cuMemCreate + cuMemMap + "
+      "cuMemSetAccess per chunk), ms\n",
+      floor_bytes / GiB);
   printf("%10s %8s %10s %14s %10s\n", "chunk", "chunks", "map", "unmap+release", "total");
   for (int i = 0; i < FLOOR_COUNT; i++)
     printf("%6zu MiB %8zu %10.1f %14.1f %10.1f\n", fl[i].chunk / MiB, fl[i].count, fl[i].map_ms,
@@ -584,9 +588,10 @@ static void print_tables(size_t floor_bytes, const floor_result_t *fl,
   printf("pinned copies (%zu MiB): device to host %.1f GB/s, host to device %.1f GB/s\n",
          pinned->bytes / MiB, pinned->d2h_gbps, pinned->h2d_gbps);
 
-  printf("\nDISCARD sleep + wake, ms (goals: <= %.0f ms at 64 GiB, <= %.0fx the floor, >= %.0f%% "
-         "back)\n",
-         DISCARD_GOAL_MS, FLOOR_GOAL, BACK_GOAL);
+  printf(
+      "\nDISCARD sleep + wake, ms (goals: <= %.0f ms at 64 GiB, <= %.0fx the floor, >= %.0f%% "
+      "back)\n",
+      DISCARD_GOAL_MS, FLOOR_GOAL, BACK_GOAL);
   printf("%8s %9s %9s %9s %9s %9s %4s %8s %4s %10s\n", "pool", "sleep", "wake", "total", "floor",
          "/floor", "met", "back %", "met", "identical");
   for (int i = 0; i < count; i++) {
@@ -603,9 +608,10 @@ static void print_tables(size_t floor_bytes, const floor_result_t *fl,
            yes(c->back_percent >= BACK_GOAL), yes(c->identical));
   }
 
-  printf("\nOFFLOAD sleep + wake, GB/s of the bytes in use against the pinned bandwidth "
-         "(goal >= %.1f)\n",
-         OFFLOAD_GOAL);
+  printf(
+      "\nOFFLOAD sleep + wake, GB/s of the bytes in use against the pinned bandwidth "
+      "(goal >= %.1f)\n",
+      OFFLOAD_GOAL);
   printf("%8s %9s %9s %8s %9s %9s %8s %4s %8s %10s\n", "pool", "sleep ms", "GB/s", "/pinned",
          "wake ms", "GB/s", "/pinned", "met", "back %", "identical");
   for (int i = 0; i < count; i++) {
@@ -622,8 +628,8 @@ static void print_tables(size_t floor_bytes, const floor_result_t *fl,
   }
 
   printf("\nsleep + wake against a full free and recapture, ms\n");
-  printf("%8s %10s %9s %10s %10s %14s %10s\n", "pool", "DISCARD", "free", "recapture",
-         "1st replay", "DISCARD/recap", "identical");
+  printf("%8s %10s %9s %10s %10s %14s %10s\n", "pool", "DISCARD", "free", "recapture", "1st replay",
+         "DISCARD/recap", "identical");
   for (int i = 0; i < count; i++) {
     const pool_result_t *p = &pools[i];
     if (p->failed || !p->discard.done) {
@@ -704,7 +710,8 @@ int main(int argc, char **argv) {
                         "  --pools A,B,..       pool sizes in GiB (default 1,16,64)\n"
                         "  --pinned-gib N       the pinned copy buffer (default 4)\n"
                         "  --offload-max-gib N  largest pool to OFFLOAD (default 45% of the\n"
-                        "                       host's available memory)\n",
+                        "                       host's available memory)\n"
+                        "Without a CUDA device it prints \"skipped: no GPU\" and exits 0.\n",
                         &args, &exit_code))
     return exit_code;
   if (!bench_have_device(NAME)) return 0;
@@ -731,8 +738,8 @@ int main(int argc, char **argv) {
   }
 
   print_tables(floor_bytes, floor_results, &pinned, pools, pool_count);
-  int written =
-      write_json(args.json_path, args.quick, floor_bytes, floor_results, &pinned, pools, pool_count);
+  int written = write_json(args.json_path, args.quick, floor_bytes, floor_results, &pinned, pools,
+                           pool_count);
   if (written) printf("\nresults: %s\n", args.json_path);
   BENCH_CUDA(cudaStreamDestroy(stream));
   if (!all_ok) fprintf(stderr, NAME ": a recap call failed or contents differed (see above)\n");
