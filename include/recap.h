@@ -14,6 +14,7 @@
  *   recap/liveness.h  checks that a graph's inputs are still alive
  *   recap/update.h    updating a graph's executable from a new capture
  *   recap/memory.h    what graphs cost in device memory, and capture budgets
+ *   recap/sleep.h     pools that give their device memory back and take it again
  */
 #ifndef RECAP_H
 #define RECAP_H
@@ -31,5 +32,6 @@
 #include "recap/update.h"
 #include "recap/region.h"
 #include "recap/memory.h"
+#include "recap/sleep.h"
 
 #endif /* RECAP_H */

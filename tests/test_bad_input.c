@@ -104,6 +104,7 @@ typedef struct bim_fixture {
   char *string_out;
   recap_pool_id_t pool_out;
   recap_graph_state_t graph_state_out;
+  recap_pool_state_t pool_state_out;
   recap_pool_info_t pool_info;
   recap_block_info_t block_info;
   recap_memory_stats_t stats;
@@ -515,6 +516,31 @@ static int st_route_a_pool_routed_to_another_capture(bim_fixture_t *f) {
 static int st_route_end_of_a_pool_not_routed(bim_fixture_t *f) {
   return recap_pool_route_end(f->pool);
 }
+static int st_sleep_with_an_unknown_mode(bim_fixture_t *f) {
+  return recap_pool_sleep(f->pool, (recap_sleep_mode_t)7);
+}
+static int st_sleep_all_with_an_unknown_mode(bim_fixture_t *f) {
+  (void)f;
+  return recap_sleep((recap_sleep_mode_t)-1);
+}
+static int st_sleep_an_unknown_pool(bim_fixture_t *f) {
+  return recap_pool_sleep(f->pool, RECAP_SLEEP_OFFLOAD);
+}
+static int st_wake_an_unknown_pool(bim_fixture_t *f) { return recap_pool_wake(f->pool); }
+static int st_state_of_an_unknown_pool(bim_fixture_t *f) {
+  return recap_pool_state(f->pool, &f->pool_state_out);
+}
+/* The fixture's blocks are in classic segments of the default pool. */
+static int st_sleep_a_pool_of_classic_segments(bim_fixture_t *f) {
+  (void)f;
+  recap_pool_id_t default_pool = {0, 0};
+  return recap_pool_sleep(default_pool, RECAP_SLEEP_DISCARD);
+}
+static int st_sleep_during_capture(bim_fixture_t *f) {
+  MUST(recap_graph_capture_begin(f->graph, f->stream, NULL));
+  recap_pool_id_t default_pool = {0, 0};
+  return recap_pool_sleep(default_pool, RECAP_SLEEP_DISCARD);
+}
 static int st_pool_info_of_an_unknown_pool(bim_fixture_t *f) {
   return recap_pool_info(f->pool, &f->pool_info);
 }
@@ -769,6 +795,17 @@ static const bim_case_t bim_state_cases[] = {
               "options->capture.size"),
     STATE(recap_capture_scope_begin, scope_options_bad_capture_mode, ERROR_INVALID_ARGUMENT),
     STATE(recap_empty_cache, empty_cache_during_capture, ERROR_INVALID_USAGE),
+    STATE_MSG(recap_pool_sleep, sleep_with_an_unknown_mode, ERROR_INVALID_ARGUMENT,
+              "RECAP_SLEEP_OFFLOAD"),
+    STATE_MSG(recap_sleep, sleep_all_with_an_unknown_mode, ERROR_INVALID_ARGUMENT,
+              "not a recap_sleep_mode_t"),
+    STATE_MSG(recap_pool_sleep, sleep_an_unknown_pool, ERROR_NOT_FOUND, "does not exist"),
+    STATE_MSG(recap_pool_wake, wake_an_unknown_pool, ERROR_NOT_FOUND, "does not exist"),
+    STATE_MSG(recap_pool_state, state_of_an_unknown_pool, ERROR_NOT_FOUND, "does not exist"),
+    STATE_MSG(recap_pool_sleep, sleep_a_pool_of_classic_segments, ERROR_NOT_SUPPORTED,
+              "expandable_segments"),
+    STATE_MSG(recap_pool_sleep, sleep_during_capture, ERROR_INVALID_USAGE,
+              "a capture is under way"),
     STATE_MSG(recap_graph_recapture_begin, recapture_of_a_fresh_graph, ERROR_INVALID_USAGE,
               "holds no capture to replace"),
     STATE_MSG(recap_graph_replay, replay_during_recapture, ERROR_INVALID_USAGE, "being recaptured"),

@@ -90,6 +90,9 @@ recap_status_t recap_pool_memory(recap_pool_id_t id, recap_pool_memory_t *info) 
     out.nodes = pool->nodes;
     out.budget_bytes = pool->routed ? pool->budget : 0;
     out.budget_refusals = pool->budget_refusals;
+    out.state = pool->state;
+    out.sleeping_bytes = pool->sleeping_bytes;
+    out.offloaded_bytes = pool->offload ? (int64_t)pool->offload->bytes : 0;
   }
   pthread_mutex_unlock(&recap__alloc.lock);
   if (s == RECAP_SUCCESS) memcpy(info, &out, size);

@@ -311,6 +311,19 @@ recap_status_t recap__pool_replay_check(int device, recap_pool_id_t pool);
 /* The refusal of an allocation or a route to an asleep pool (lock held): POOL_ASLEEP with a
  * message naming the call and the pool. */
 recap_status_t recap__pool_asleep_error(const char *call, const recap__pool_t *pool);
+/* The pinned host copy of an asleep pool's blocks in use (RECAP_SLEEP_OFFLOAD): one host
+ * record (recap__host_free frees it, runs included) and one pinned buffer holding the runs
+ * back to back, in the order of runs[]. A run is a stretch of consecutive blocks in use
+ * (allocated, or freed and waiting on events) of one segment. */
+typedef struct recap__offload {
+  void *host;   /* pinned (host_alloc_pinned); NULL when bytes is 0 */
+  size_t bytes; /* the sum of the runs' sizes */
+  size_t count;
+  struct recap__offload_run {
+    char *ptr; /* device address, inside a segment of the pool */
+    size_t size;
+  } runs[];
+} recap__offload_t;
 
 /* Helpers of the malloc/free core (allocator.c) that pool.c and stats.c use. */
 /* The state of device, made on first use; NULL without host memory. Call with the lock held. */
@@ -319,6 +332,10 @@ recap__device_state_t *recap__alloc_device_state(int device);
 recap_status_t recap__alloc_current_device(int *device);
 /* Unlink a private pool with no reference, route or segment from d and free it (lock held). */
 void recap__alloc_pool_delete(recap__device_state_t *d, recap__pool_t *pool);
+/* Give back pool's free segments, as recap_empty_cache does for a pool nobody holds: wait for
+ * the events of its freed blocks, then release each segment whose one block is free (lock held,
+ * no capture under way; sleep.c, before the pool sleeps). The first failure is returned. */
+recap_status_t recap__alloc_pool_release_free(recap__device_state_t *d, recap__pool_t *pool);
 /* Record the events of the blocks freed during a capture once none is routed (lock held). */
 void recap__alloc_insert_deferred_events(recap__device_state_t *d);
 

@@ -471,16 +471,27 @@ static recap_status_t release_free_segments(recap__device_state_t *d, recap__fre
 static recap_status_t release_cached(recap__device_state_t *d) {
   process_events(d, true);
   recap_status_t result = RECAP_SUCCESS, s;
-  if ((s = release_free_segments(d, &d->default_pool.large_free))) result = s;
-  if ((s = release_free_segments(d, &d->default_pool.small_free))) result = s;
+  /* An asleep pool (sleep.c) has nothing mapped to give back: its segments wait for the wake. */
+  if (d->default_pool.state == RECAP_POOL_AWAKE) {
+    if ((s = release_free_segments(d, &d->default_pool.large_free))) result = s;
+    if ((s = release_free_segments(d, &d->default_pool.small_free))) result = s;
+  }
   for (recap__pool_t *p = d->private_pools, *next; p; p = next) {
     next = p->next;
     /* A pool still routed to a capture is in use even with no reference left. */
-    if (p->references > 0 || p->routed) continue;
+    if (p->references > 0 || p->routed || p->state != RECAP_POOL_AWAKE) continue;
     if ((s = release_free_segments(d, &p->large_free))) result = s;
     if ((s = release_free_segments(d, &p->small_free))) result = s;
     if (p->segment_count == 0) recap__alloc_pool_delete(d, p);
   }
+  return result;
+}
+
+recap_status_t recap__alloc_pool_release_free(recap__device_state_t *d, recap__pool_t *pool) {
+  process_events(d, true);
+  recap_status_t result = RECAP_SUCCESS, s;
+  if ((s = release_free_segments(d, &pool->large_free))) result = s;
+  if ((s = release_free_segments(d, &pool->small_free))) result = s;
   return result;
 }
 
@@ -666,6 +677,8 @@ static recap_status_t request_begin(request_t *r, int device, size_t size, recap
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
   r->d = d;
   RECAP__CHECK(pool_for_stream(d, stream, &r->pool, &r->logs));
+  if (RECAP__UNLIKELY(r->pool->state != RECAP_POOL_AWAKE))
+    return recap__pool_asleep_error("recap_malloc", r->pool);
   if (recap__alloc.front.block) {
     /* The front cache serves the request when the slow path would give it the same block. */
     if (!r->logs && (r->cached = recap__front_take(&recap__alloc.front, d, r->pool, stream,

@@ -177,6 +177,68 @@ static recap_status_t check_pool(const recap__pool_t *pool, tally_t *t) {
   return RECAP_SUCCESS;
 }
 
+/* The sleep invariants (sleep.c): awake, nothing sleeps and no copy is kept; asleep, every
+ * segment is on virtual memory with nothing mapped (a chunk left in the list is a handle the
+ * sleep could not release, inside its segment), sleeping_bytes is the segments' bytes, and the
+ * pinned copy, kept exactly after OFFLOAD, holds runs inside the pool's segments. *asleep
+ * counts the asleep pools. */
+static recap_status_t check_sleep(const recap__pool_t *pool, int *asleep) {
+  if (pool->state == RECAP_POOL_AWAKE) {
+    if (pool->sleeping_bytes != 0 || pool->offload)
+      FAIL("pool {%" PRIu64 ",%" PRIu64 "} is awake but keeps %" PRId64
+           " sleeping bytes and %s host copy",
+           pool->id.a, pool->id.b, pool->sleeping_bytes, pool->offload ? "a" : "no");
+    return RECAP_SUCCESS;
+  }
+  if (pool->state != RECAP_POOL_ASLEEP_DISCARDED && pool->state != RECAP_POOL_ASLEEP_OFFLOADED)
+    FAIL("pool {%" PRIu64 ",%" PRIu64 "} has the unknown state %d", pool->id.a, pool->id.b,
+         pool->state);
+  (*asleep)++;
+  int64_t bytes = 0;
+  for (const recap__segment_t *seg = pool->segments; seg; seg = seg->next) {
+    if (!seg->vmm)
+      FAIL("asleep pool {%" PRIu64 ",%" PRIu64 "} keeps the classic segment %p", pool->id.a,
+           pool->id.b, (void *)seg->base);
+    for (int i = 0; i < seg->chunk_count; i++) {
+      const recap__vmm_chunk_t *c = &seg->chunks[i];
+      if (c->size == 0 || c->offset > seg->size || c->size > seg->size - c->offset)
+        FAIL("asleep pool {%" PRIu64 ",%" PRIu64
+             "}: the held chunk [%zu, +%zu) lies outside "
+             "its segment %p of %zu bytes",
+             pool->id.a, pool->id.b, c->offset, c->size, (void *)seg->base, seg->size);
+    }
+    bytes += (int64_t)seg->size;
+  }
+  if (bytes != pool->sleeping_bytes)
+    FAIL("asleep pool {%" PRIu64 ",%" PRIu64 "}: sleeping_bytes says %" PRId64
+         " but its segments hold %" PRId64,
+         pool->id.a, pool->id.b, pool->sleeping_bytes, bytes);
+  const recap__offload_t *off = pool->offload;
+  if ((off != NULL) != (pool->state == RECAP_POOL_ASLEEP_OFFLOADED))
+    FAIL("pool {%" PRIu64 ",%" PRIu64 "} is %s but %s a host copy", pool->id.a, pool->id.b,
+         pool->state == RECAP_POOL_ASLEEP_OFFLOADED ? "offloaded" : "discarded",
+         off ? "keeps" : "has no");
+  if (!off) return RECAP_SUCCESS;
+  size_t sum = 0;
+  for (size_t r = 0; r < off->count; r++) {
+    const char *p = off->runs[r].ptr;
+    size_t size = off->runs[r].size;
+    bool inside = false;
+    for (const recap__segment_t *seg = pool->segments; seg && !inside; seg = seg->next)
+      inside = p >= seg->base && size <= seg->size && (size_t)(p - seg->base) <= seg->size - size;
+    if (!inside || size == 0)
+      FAIL("asleep pool {%" PRIu64 ",%" PRIu64
+           "}: its copied run %p (%zu bytes) lies outside "
+           "its segments",
+           pool->id.a, pool->id.b, (const void *)p, size);
+    sum += size;
+  }
+  if (sum != off->bytes || (off->bytes != 0) != (off->host != NULL))
+    FAIL("asleep pool {%" PRIu64 ",%" PRIu64 "}: its runs hold %zu bytes, its copy %zu at %p",
+         pool->id.a, pool->id.b, sum, off->bytes, off->host);
+  return RECAP_SUCCESS;
+}
+
 static recap_status_t compare(const char *name, const recap_stat_t *stat, const int64_t *walk) {
   static const char *const kinds[RECAP_STAT_KINDS] = {"all", "small", "large"};
   for (int k = 0; k < RECAP_STAT_KINDS; k++)
@@ -186,14 +248,17 @@ static recap_status_t compare(const char *name, const recap_stat_t *stat, const 
   return RECAP_SUCCESS;
 }
 
-static recap_status_t check_device(const recap__device_state_t *d, size_t *allocated_blocks) {
+static recap_status_t check_device(const recap__device_state_t *d, size_t *allocated_blocks,
+                                   int *asleep) {
   tally_t t = {0};
   RECAP__CHECK(check_pool(&d->default_pool, &t));
+  RECAP__CHECK(check_sleep(&d->default_pool, asleep));
   if (d->default_pool.graphs != 0)
     FAIL("device %d: %d graphs hold the default pool", d->device, d->default_pool.graphs);
   int routed = 0;
   for (const recap__pool_t *p = d->private_pools; p; p = p->next) {
     RECAP__CHECK(check_pool(p, &t));
+    RECAP__CHECK(check_sleep(p, asleep));
     if (p->references < 0)
       FAIL("pool {%" PRIu64 ",%" PRIu64 "} has negative references", p->id.a, p->id.b);
     /* Each graph that holds the pool holds one of its references. */
@@ -227,9 +292,17 @@ static recap_status_t check_device(const recap__device_state_t *d, size_t *alloc
 recap_status_t recap_memory_check(void) {
   recap_status_t s = RECAP_SUCCESS;
   size_t allocated_blocks = 0;
+  int asleep = 0;
   pthread_mutex_lock(&recap__alloc.lock);
   for (int i = 0; i < RECAP__MAX_DEVICES && s == RECAP_SUCCESS; i++)
-    if (recap__alloc.devices[i]) s = check_device(recap__alloc.devices[i], &allocated_blocks);
+    if (recap__alloc.devices[i])
+      s = check_device(recap__alloc.devices[i], &allocated_blocks, &asleep);
+  int sleeping = atomic_load(&recap__alloc_sleeping);
+  if (s == RECAP_SUCCESS && sleeping != asleep)
+    s = recap__error(RECAP_ERROR_INTERNAL,
+                     "recap_memory_check: %d pools are asleep but the count of sleeping pools "
+                     "says %d",
+                     asleep, sleeping);
   /* The front cache's block stays in the map while it waits. */
   const recap__block_t *cached = recap__alloc.front.block;
   if (s == RECAP_SUCCESS && cached &&

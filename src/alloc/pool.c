@@ -87,6 +87,11 @@ static recap_status_t route_add(int device, recap_pool_id_t id, uint64_t capture
                      id.a, id.b);
     goto out;
   }
+  if (pool && pool->state != RECAP_POOL_AWAKE) {
+    s = recap__pool_asleep_error(pending ? "recap_graph_capture_begin" : "recap_pool_route_begin",
+                                 pool);
+    goto out;
+  }
   if (!pending && find_route_of_capture(d, capture_id) >= 0) {
     s = already_routed(capture_id);
     goto out;
@@ -333,7 +338,8 @@ recap_status_t recap__pool_release(int device, recap_pool_id_t id) {
     RECAP__ASSERT(pool->references >= 0);
     /* A pool nobody references and that holds no memory is gone at once. Otherwise its free
      * segments go back on the next recap_empty_cache() or out-of-memory retry. */
-    if (pool->references == 0 && pool->segment_count == 0 && !pool->routed)
+    if (pool->references == 0 && pool->segment_count == 0 && !pool->routed &&
+        pool->state == RECAP_POOL_AWAKE)
       recap__alloc_pool_delete(d, pool);
   }
   pthread_mutex_unlock(&recap__alloc.lock);

@@ -22,6 +22,9 @@ static void free_pool_memory_records(recap__pool_t *pool) {
   }
   recap__free_set_clear(&pool->small_free);
   recap__free_set_clear(&pool->large_free);
+  /* An asleep pool's host record of its copy; the pinned buffer went with the fake. */
+  recap__host_free(pool->offload);
+  pool->offload = NULL;
 }
 
 void recap__alloc_reset(void) {
@@ -55,5 +58,6 @@ void recap__alloc_reset(void) {
   recap__host_free(recap__alloc.freed);
   recap__alloc.freed = NULL;
   recap__alloc.freed_next = 0;
+  atomic_store(&recap__alloc_sleeping, 0);
   pthread_mutex_unlock(&recap__alloc.lock);
 }

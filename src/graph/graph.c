@@ -623,6 +623,10 @@ recap_status_t recap_graph_replay(recap_graph_t graph, recap_stream_t stream) {
                         "recap_graph_replay: nothing was captured yet (capture_begin and "
                         "capture_end must succeed first)");
   }
+  /* A graph reads and writes its pool, and may read the default pool's blocks: while one
+   * sleeps (recap/sleep.h) nothing is launched. Awake, this costs one relaxed load. */
+  if (atomic_load_explicit(&recap__alloc_sleeping, memory_order_relaxed) != 0)
+    RECAP__CHECK(recap__pool_replay_check(graph->device, graph->pool));
   if (!graph->exec) RECAP__CHECK(instantiate(graph));
   /* The layers prepare the replay (random numbers: the generators' state is written and they
    * advance). Should a hook or the launch fail, the hooks that prepared undo it, so a failed

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * recap/sleep.h — pools that give their device memory back and take it again at the same
+ * addresses, so that the graphs captured on them replay after a wake with no recapture.
+ *
+ * A pool can sleep when its segments are on CUDA's virtual memory management: set the option
+ * expandable_segments to 1 (recap/options.h) before the pool's first allocation. Such a segment
+ * reserves a range of virtual addresses and maps physical memory into it as it grows. Asleep,
+ * the physical memory is unmapped and released in the chunks it was mapped in (visible in
+ * cudaMemGetInfo); the virtual range stays reserved. Woken, fresh physical memory is mapped
+ * back at the same addresses, in chunks of up to 1 GiB, and for RECAP_SLEEP_OFFLOAD the
+ * contents of the pool's blocks in use are copied back from pinned host memory.
+ *
+ *     recap_option_set("expandable_segments", "1");
+ *     ... capture graphs into pool, replay them ...
+ *     recap_pool_sleep(pool, RECAP_SLEEP_OFFLOAD);   // the device memory is free for others
+ *     ... another job uses the GPU ...
+ *     recap_pool_wake(pool);                         // same addresses, same contents
+ *     recap_graph_replay(graph, stream);             // no recapture
+ *
+ * While a pool sleeps (RECAP_ERROR_POOL_ASLEEP is the status of what it refuses):
+ *   - a replay of a graph holding the pool, or of any graph of the device while the device's
+ *     default pool sleeps (a graph may read blocks of it), is refused and launches nothing;
+ *   - recap_malloc from it (routed by a capture, or the default pool's) is refused, and so is a
+ *     capture routed to it (recap_pool_route_begin, recap_graph_capture_begin);
+ *   - recap_free of its blocks is allowed and needs no device memory: the block is free when the
+ *     pool wakes (OFFLOAD restores only blocks still in use at the wake);
+ *   - recap_empty_cache leaves it alone.
+ * Sleep and wake change no statistic (recap/alloc.h): the pool's segments still count as
+ * reserved, since the wake takes their memory back; recap_pool_memory (recap/memory.h) says
+ * how many of those bytes sleep (sleeping_bytes) and how many wait in host memory
+ * (offloaded_bytes). docs/sleep.md has the whole contract.
+ */
+#ifndef RECAP_SLEEP_H
+#define RECAP_SLEEP_H
+
+#include "alloc.h"
+#include "core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What sleep does with the contents of the pool's blocks in use. */
+typedef enum recap_sleep_mode {
+  RECAP_SLEEP_DISCARD = 0, /* dropped: after the wake the blocks hold undefined bytes */
+  RECAP_SLEEP_OFFLOAD = 1  /* copied to pinned host memory first, copied back at the wake */
+} recap_sleep_mode_t;
+
+/* Where a pool stands. */
+typedef enum recap_pool_state {
+  RECAP_POOL_AWAKE = 0,
+  RECAP_POOL_ASLEEP_DISCARDED = 1, /* asleep after RECAP_SLEEP_DISCARD */
+  RECAP_POOL_ASLEEP_OFFLOADED = 2  /* asleep after RECAP_SLEEP_OFFLOAD */
+} recap_pool_state_t;
+
+/* Put pool (on the current device) to sleep. It first waits for all work queued on the device
+ * (cudaDeviceSynchronize: a replay still running may use the pool), then, for OFFLOAD, copies
+ * the blocks in use to pinned host memory, then unmaps and releases the physical memory.
+ * Errors, the pool left as it was (awake, contents intact) unless said otherwise:
+ *   RECAP_ERROR_INVALID_ARGUMENT  an unknown mode;
+ *   RECAP_ERROR_NOT_FOUND         a private pool recap does not know on this device;
+ *   RECAP_ERROR_INVALID_USAGE     the pool already sleeps, or a capture is under way on the
+ *                                 device (waiting for the device would invalidate it);
+ *   RECAP_ERROR_NOT_SUPPORTED     the pool has classic segments (cudaMalloc) with blocks in use
+ *                                 or waiting; its free classic segments are given back first;
+ *   RECAP_ERROR_OUT_OF_MEMORY     OFFLOAD could not get pinned host memory;
+ *   RECAP_ERROR_CUDA              an unmap failed: what was unmapped is mapped back (awake).
+ *                                 A release that fails after every unmap succeeded leaves the
+ *                                 pool asleep; the message says so and the handle is released
+ *                                 again at the wake.
+ * A pool with no segment sleeps at once. */
+RECAP_NODISCARD RECAP_API recap_status_t recap_pool_sleep(recap_pool_id_t pool,
+                                                          recap_sleep_mode_t mode);
+
+/* Wake pool (on the current device): physical memory mapped back at the same addresses, the
+ * contents restored for OFFLOAD, the pinned copy freed. An awake pool is RECAP_SUCCESS.
+ * RECAP_ERROR_OUT_OF_MEMORY (the device lacks the memory) or RECAP_ERROR_CUDA (a map failed)
+ * leave the pool asleep as it was, with nothing of this wake mapped; call again later.
+ * RECAP_ERROR_INVALID_USAGE while a capture is under way on the device. */
+RECAP_NODISCARD RECAP_API recap_status_t recap_pool_wake(recap_pool_id_t pool);
+
+/* The whole allocator: every pool of every device recap has used, the default pools included.
+ * Pools already asleep stay as they are. On the first failure the pools this call put to sleep
+ * are woken again (recap_sleep) and the failure is returned; recap_wake wakes what it can and
+ * returns the first failure. */
+RECAP_NODISCARD RECAP_API recap_status_t recap_sleep(recap_sleep_mode_t mode);
+RECAP_NODISCARD RECAP_API recap_status_t recap_wake(void);
+
+/* The state of pool on the current device (RECAP_POOL_AWAKE for the default pool of a device
+ * recap has not used). RECAP_ERROR_NOT_FOUND for an unknown private pool. */
+RECAP_NODISCARD RECAP_API recap_status_t recap_pool_state(recap_pool_id_t pool,
+                                                          recap_pool_state_t *state);
+
+/* The name of a state ("awake", "asleep (discarded)", "asleep (offloaded)"); "unknown" else. */
+RECAP_API const char *recap_pool_state_name(recap_pool_state_t state);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* RECAP_SLEEP_H */

@@ -1,0 +1,661 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * sleep.c — pools that sleep and wake (recap/sleep.h; docs/sleep.md).
+ *
+ * A pool sleeps when every segment it keeps is on CUDA virtual memory (vmm_segment.c): its
+ * blocks, free sets and statistics stay as they are, only the physical chunks behind its
+ * segments go. Sleep waits for the device, copies the blocks in use to one pinned host buffer
+ * (OFFLOAD), unmaps every chunk and releases every handle; wake maps fresh chunks of up to
+ * RECAP__VMM_WAKE_CHUNK over each segment's [0, size) at the same addresses and copies the
+ * blocks back. Every step that can fail before the pool's state changes is undone on failure,
+ * so a pool is asleep or awake, never half: the only failure that leaves a new state is a
+ * release after every unmap succeeded (the handle is kept in its segment and released at the
+ * wake; until then its memory stays taken).
+ *
+ * While a pool sleeps, the allocator refuses to hand out its blocks (request_begin in
+ * allocator.c) and to route a capture to it (pool.c), recap_empty_cache leaves it alone, and the
+ * graph layer asks recap__pool_replay_check before each replay once anything sleeps
+ * (recap__alloc_sleeping, read without the lock). Every function here takes the allocator's one
+ * lock itself, except the two the allocator calls with it held.
+ */
+#include <inttypes.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc/alloc_internal.h"
+#include "core/error.h"
+#include "core/host.h"
+
+_Atomic int recap__alloc_sleeping;
+
+/* A failure while undoing a failure: the caller's error stays, this one is logged. */
+#define LOG_ERROR(...) recap__log(RECAP_LOG_LEVEL_ERROR, __VA_ARGS__)
+
+/* ------------------------------------------------------------------------------------------
+ * Names and lookups
+ * ---------------------------------------------------------------------------------------- */
+
+const char *recap_pool_state_name(recap_pool_state_t state) {
+  switch (state) {
+    case RECAP_POOL_AWAKE: return "awake";
+    case RECAP_POOL_ASLEEP_DISCARDED: return "asleep (discarded)";
+    case RECAP_POOL_ASLEEP_OFFLOADED: return "asleep (offloaded)";
+  }
+  return "unknown";
+}
+
+static const char *pool_kind(const recap__pool_t *pool) {
+  return recap_pool_is_default(pool->id) ? " (the default pool)" : "";
+}
+
+static recap__pool_t *find_pool(recap__device_state_t *d, recap_pool_id_t id) {
+  if (!d) return NULL;
+  if (recap_pool_is_default(id)) return &d->default_pool;
+  for (recap__pool_t *p = d->private_pools; p; p = p->next)
+    if (recap__pool_id_equal(p->id, id)) return p;
+  return NULL;
+}
+
+static recap_status_t unknown_pool(const char *call, recap_pool_id_t id, int device) {
+  return recap__error(RECAP_ERROR_NOT_FOUND,
+                      "%s: pool {%" PRIu64 ",%" PRIu64
+                      "} does not exist on device %d (never used, or its memory went back to "
+                      "the driver); pass a pool a graph or recap_pool_route_begin made on the "
+                      "current device",
+                      call, id.a, id.b, device);
+}
+
+/* Whether a capture is routed on any device (CUDA's global capture mode makes a capture on one
+ * device forbid the synchronizing calls of every thread on any device). */
+static bool capture_under_way(int *device) {
+  for (int i = 0; i < RECAP__MAX_DEVICES; i++) {
+    const recap__device_state_t *d = recap__alloc.devices[i];
+    if (d && d->route_count) {
+      *device = i;
+      return true;
+    }
+  }
+  return false;
+}
+
+static recap_status_t capture_refusal(const char *call, int device) {
+  return recap__error(RECAP_ERROR_INVALID_USAGE,
+                      "%s: a capture is under way on device %d; sleep and wake wait for the "
+                      "device and copy on it, which would invalidate the capture. Call it "
+                      "before the capture begins or after it ends",
+                      call, device);
+}
+
+static bool is_asleep(const recap__pool_t *pool) { return pool->state != RECAP_POOL_AWAKE; }
+
+recap_status_t recap__pool_asleep_error(const char *call, const recap__pool_t *pool) {
+  return recap__error(RECAP_ERROR_POOL_ASLEEP,
+                      "%s: pool {%" PRIu64 ",%" PRIu64
+                      "}%s is %s (recap_pool_sleep); it hands out no memory and takes no "
+                      "capture until it wakes: call recap_pool_wake (or recap_wake) first",
+                      call, pool->id.a, pool->id.b, pool_kind(pool),
+                      recap_pool_state_name((recap_pool_state_t)pool->state));
+}
+
+recap_status_t recap__pool_replay_check(int device, recap_pool_id_t id) {
+  if (device < 0 || device >= RECAP__MAX_DEVICES) return RECAP_SUCCESS;
+  recap_status_t s = RECAP_SUCCESS;
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__device_state_t *d = recap__alloc.devices[device];
+  const recap__pool_t *pool = find_pool(d, id);
+  if (d && is_asleep(&d->default_pool)) {
+    s = recap__error(RECAP_ERROR_POOL_ASLEEP,
+                     "recap_graph_replay: the default pool {0,0} of device %d is %s, and a "
+                     "graph may read blocks of it; nothing was launched. Wake it "
+                     "(recap_pool_wake of {0,0}, or recap_wake) before replaying",
+                     device, recap_pool_state_name((recap_pool_state_t)d->default_pool.state));
+  } else if (pool && is_asleep(pool)) {
+    s = recap__error(RECAP_ERROR_POOL_ASLEEP,
+                     "recap_graph_replay: the graph's pool {%" PRIu64 ",%" PRIu64
+                     "} on device %d is %s; nothing was launched. Wake it (recap_pool_wake, "
+                     "or recap_wake) before replaying",
+                     id.a, id.b, device, recap_pool_state_name((recap_pool_state_t)pool->state));
+  }
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return s;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The pinned copy of the blocks in use (RECAP_SLEEP_OFFLOAD)
+ * ---------------------------------------------------------------------------------------- */
+
+/* A block in use: allocated, or freed and waiting on events (its contents may still be read). */
+static bool in_use(const recap__block_t *b) { return !recap__block_is_free(b); }
+
+/* Copy the runs between their device addresses and the pinned buffer (to_host: from the
+ * device) on the legacy stream and wait for them. */
+static recap_status_t copy_runs(const recap__offload_t *off, bool to_host) {
+  const recap__device_ops_t *dev = recap__device();
+  char *h = off->host;
+  for (size_t i = 0; i < off->count; i++) {
+    const struct recap__offload_run *r = &off->runs[i];
+    RECAP__CHECK(to_host ? dev->memcpy_async(h, r->ptr, r->size, NULL)
+                         : dev->memcpy_async(r->ptr, h, r->size, NULL));
+    h += r->size;
+  }
+  return dev->stream_synchronize(NULL);
+}
+
+/* Free off and its pinned buffer, on a path that already failed: a failure here is logged, the
+ * caller's error stays. */
+static void offload_drop(recap__offload_t *off) {
+  if (!off) return;
+  if (off->host) {
+    recap__saved_error_t saved;
+    recap__error_save(&saved);
+    if (recap__device()->host_free_pinned(off->host) != RECAP_SUCCESS)
+      RECAP__WARN("could not free %zu bytes of pinned host memory (%s); they are lost", off->bytes,
+                  recap_last_error());
+    recap__error_restore(&saved);
+  }
+  recap__host_free(off);
+}
+
+/* Copy pool's blocks in use to a new pinned buffer: *out, or an error with nothing kept. */
+static recap_status_t offload_take(const recap__pool_t *pool, const char *call,
+                                   recap__offload_t **out) {
+  size_t count = 0, bytes = 0;
+  for (const recap__segment_t *seg = pool->segments; seg; seg = seg->next)
+    for (const recap__block_t *b = seg->head; b; b = b->next)
+      if (in_use(b)) {
+        if (!b->prev || !in_use(b->prev)) count++;
+        bytes += b->size;
+      }
+  recap__offload_t *off = recap__host_calloc(1, sizeof *off + count * sizeof off->runs[0]);
+  if (!off)
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
+                        "%s: out of host memory for the record of %zu runs of blocks to copy; "
+                        "pool {%" PRIu64 ",%" PRIu64 "} stays awake",
+                        call, count, pool->id.a, pool->id.b);
+  for (const recap__segment_t *seg = pool->segments; seg; seg = seg->next)
+    for (const recap__block_t *b = seg->head; b; b = b->next) {
+      if (!in_use(b)) continue;
+      if (!b->prev || !in_use(b->prev))
+        off->runs[off->count++] = (struct recap__offload_run){.ptr = b->ptr, .size = 0};
+      off->runs[off->count - 1].size += b->size;
+    }
+  off->bytes = bytes;
+  if (bytes) {
+    recap_status_t s = recap__device()->host_alloc_pinned(&off->host, bytes);
+    if (s != RECAP_SUCCESS) {
+      off->host = NULL;
+      recap__host_free(off);
+      if (s == RECAP_ERROR_OUT_OF_MEMORY)
+        return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
+                            "%s: RECAP_SLEEP_OFFLOAD needs %zu bytes of pinned host memory for "
+                            "the blocks in use of pool {%" PRIu64 ",%" PRIu64
+                            "}, and the host gave none (%s); the pool stays awake. Free host "
+                            "memory, or sleep with RECAP_SLEEP_DISCARD",
+                            call, bytes, pool->id.a, pool->id.b, recap_last_error());
+      return s;
+    }
+    s = copy_runs(off, true);
+    if (s != RECAP_SUCCESS) {
+      offload_drop(off);
+      return s;
+    }
+  }
+  *out = off;
+  return RECAP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Chunks
+ * ---------------------------------------------------------------------------------------- */
+
+/* Map chunk c of seg again with its own handle, after an unmap (the undo of a failed sleep). */
+static void map_back(const recap__segment_t *seg, const recap__vmm_chunk_t *c) {
+  const recap__device_ops_t *dev = recap__device();
+  char *at = seg->base + c->offset;
+  if (dev->vmm_map(at, c->size, c->handle) != RECAP_SUCCESS ||
+      dev->vmm_set_access(at, c->size) != RECAP_SUCCESS)
+    LOG_ERROR("could not map the chunk at %p (%zu bytes) of pool {%" PRIu64 ",%" PRIu64
+              "} back after a failed sleep (%s); its addresses fault until the process ends",
+              (void *)at, c->size, seg->pool->id.a, seg->pool->id.b, recap_last_error());
+}
+
+/* Unmap every chunk of pool's segments. On a failure, what was unmapped is mapped back with the
+ * same handles (contents kept) and the error says so. */
+static recap_status_t unmap_all(recap__pool_t *pool, const char *call) {
+  const recap__device_ops_t *dev = recap__device();
+  recap__segment_t *seg;
+  int i = 0;
+  recap_status_t s = RECAP_SUCCESS;
+  for (seg = pool->segments; seg; seg = seg->next) {
+    for (i = 0; i < seg->chunk_count; i++) {
+      const recap__vmm_chunk_t *c = &seg->chunks[i];
+      s = dev->vmm_unmap(seg->base + c->offset, c->size);
+      if (s != RECAP_SUCCESS) goto undo;
+    }
+  }
+  return RECAP_SUCCESS;
+undo:;
+  recap__saved_error_t saved;
+  recap__error_save(&saved);
+  const recap__vmm_chunk_t *failed = &seg->chunks[i];
+  char *at = seg->base + failed->offset;
+  size_t size = failed->size;
+  for (recap__segment_t *back = pool->segments; back; back = back->next) {
+    int mapped_count = back == seg ? i : back->chunk_count;
+    for (int k = 0; k < mapped_count; k++) map_back(back, &back->chunks[k]);
+    if (back == seg) break;
+  }
+  return recap__error(s,
+                      "%s: unmapping the chunk at %p (%zu bytes) of pool {%" PRIu64 ",%" PRIu64
+                      "} failed: %s. The chunks unmapped before it were mapped back; the pool "
+                      "stays awake with its contents",
+                      call, (void *)at, size, pool->id.a, pool->id.b, saved.message);
+}
+
+/* Release the handles of seg's chunks, all unmapped. A handle whose release fails stays in the
+ * chunk list (the wake releases it first); *failed and *failed_bytes count them. */
+static void release_handles(recap__segment_t *seg, int *failed, size_t *failed_bytes,
+                            recap__saved_error_t *first) {
+  int kept = 0;
+  for (int i = 0; i < seg->chunk_count; i++) {
+    recap__vmm_chunk_t c = seg->chunks[i];
+    if (recap__device()->vmm_release(c.handle) == RECAP_SUCCESS) continue;
+    if (*failed == 0) recap__error_save(first);
+    (*failed)++;
+    *failed_bytes += c.size;
+    seg->chunks[kept++] = c;
+  }
+  seg->chunk_count = kept;
+}
+
+/* Unmap and release the chunks this wake mapped (every chunk of the pool's segments: a wake
+ * starts with none), on a path that already failed. */
+static void wake_undo(recap__pool_t *pool) {
+  const recap__device_ops_t *dev = recap__device();
+  recap__saved_error_t saved;
+  recap__error_save(&saved);
+  for (recap__segment_t *seg = pool->segments; seg; seg = seg->next) {
+    for (int i = seg->chunk_count; i-- > 0;) {
+      const recap__vmm_chunk_t *c = &seg->chunks[i];
+      char *at = seg->base + c->offset;
+      if (dev->vmm_unmap(at, c->size) != RECAP_SUCCESS ||
+          dev->vmm_release(c->handle) != RECAP_SUCCESS)
+        LOG_ERROR(
+            "could not give back the chunk at %p (%zu bytes) that a failed wake of "
+            "pool {%" PRIu64 ",%" PRIu64 "} mapped (%s); its memory stays taken",
+            (void *)at, c->size, pool->id.a, pool->id.b, recap_last_error());
+    }
+    seg->chunk_count = 0;
+  }
+  recap__error_restore(&saved);
+}
+
+/* Make room in seg's chunk list for the chunks a wake maps (host memory, before any map). */
+static bool reserve_chunks(recap__segment_t *seg) {
+  size_t needed = (seg->size + RECAP__VMM_WAKE_CHUNK - 1) / RECAP__VMM_WAKE_CHUNK;
+  if (needed <= (size_t)seg->chunk_capacity) return true;
+  recap__vmm_chunk_t *grown = recap__host_realloc(seg->chunks, needed * sizeof *grown);
+  if (!grown) return false;
+  seg->chunks = grown;
+  seg->chunk_capacity = (int)needed;
+  return true;
+}
+
+/* Map a fresh chunk of size bytes at offset of seg and append it to the chunk list. Fails with
+ * nothing of it left. */
+static recap_status_t map_fresh(recap__segment_t *seg, size_t offset, size_t size) {
+  const recap__device_ops_t *dev = recap__device();
+  char *at = seg->base + offset;
+  recap__vmm_handle_t h = 0;
+  RECAP__CHECK(dev->vmm_create(&h, size));
+  recap_status_t s = dev->vmm_map(at, size, h);
+  if (s == RECAP_SUCCESS) {
+    s = dev->vmm_set_access(at, size);
+    if (s != RECAP_SUCCESS) {
+      recap__saved_error_t saved;
+      recap__error_save(&saved);
+      if (dev->vmm_unmap(at, size) != RECAP_SUCCESS)
+        LOG_ERROR("could not unmap the chunk at %p (%zu bytes) after its access failed (%s)",
+                  (void *)at, size, recap_last_error());
+      recap__error_restore(&saved);
+    }
+  }
+  if (s != RECAP_SUCCESS) {
+    recap__saved_error_t saved;
+    recap__error_save(&saved);
+    if (dev->vmm_release(h) != RECAP_SUCCESS)
+      LOG_ERROR("could not release a chunk of %zu bytes after its map failed (%s)", size,
+                recap_last_error());
+    recap__error_restore(&saved);
+    return s;
+  }
+  seg->chunks[seg->chunk_count++] =
+      (recap__vmm_chunk_t){.offset = offset, .size = size, .handle = h};
+  return RECAP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Sleep and wake of one pool (lock held, the pool's device current)
+ * ---------------------------------------------------------------------------------------- */
+
+static int64_t vmm_bytes(const recap__pool_t *pool) {
+  int64_t bytes = 0;
+  for (const recap__segment_t *seg = pool->segments; seg; seg = seg->next)
+    if (seg->vmm) bytes += (int64_t)seg->size;
+  return bytes;
+}
+
+static recap_status_t sleep_pool(recap__device_state_t *d, recap__pool_t *pool,
+                                 recap_sleep_mode_t mode, const char *call) {
+  if (is_asleep(pool))
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "%s: pool {%" PRIu64 ",%" PRIu64 "}%s is %s already; wake it first", call,
+                        pool->id.a, pool->id.b, pool_kind(pool),
+                        recap_pool_state_name((recap_pool_state_t)pool->state));
+  int capturing;
+  if (capture_under_way(&capturing)) return capture_refusal(call, capturing);
+  /* Free classic segments go back now: what stays of cudaMalloc could not sleep. */
+  RECAP__CHECK(recap__alloc_pool_release_free(d, pool));
+  int classic = 0;
+  size_t classic_bytes = 0;
+  for (const recap__segment_t *seg = pool->segments; seg; seg = seg->next)
+    if (!seg->vmm) {
+      classic++;
+      classic_bytes += seg->size;
+    }
+  if (classic)
+    return recap__error(RECAP_ERROR_NOT_SUPPORTED,
+                        "%s: pool {%" PRIu64 ",%" PRIu64
+                        "}%s keeps %d segment(s) of %zu bytes from cudaMalloc with blocks in "
+                        "use; only segments on virtual memory can sleep. Set the option "
+                        "expandable_segments to 1 before the pool's first allocation, or free "
+                        "its blocks first",
+                        call, pool->id.a, pool->id.b, pool_kind(pool), classic, classic_bytes);
+  /* A replay still running may read or write the pool. */
+  RECAP__CHECK(recap__device()->device_synchronize());
+  recap__offload_t *off = NULL;
+  if (mode == RECAP_SLEEP_OFFLOAD) RECAP__CHECK(offload_take(pool, call, &off));
+  recap_status_t s = unmap_all(pool, call);
+  if (s != RECAP_SUCCESS) {
+    offload_drop(off);
+    return s;
+  }
+  /* Every chunk is unmapped: the pool sleeps from here on, whatever the releases say. */
+  int failed = 0;
+  size_t failed_bytes = 0;
+  recap__saved_error_t first;
+  for (recap__segment_t *seg = pool->segments; seg; seg = seg->next)
+    release_handles(seg, &failed, &failed_bytes, &first);
+  pool->state =
+      mode == RECAP_SLEEP_OFFLOAD ? RECAP_POOL_ASLEEP_OFFLOADED : RECAP_POOL_ASLEEP_DISCARDED;
+  pool->sleeping_bytes = vmm_bytes(pool);
+  pool->offload = off;
+  atomic_fetch_add(&recap__alloc_sleeping, 1);
+  if (failed)
+    return recap__error(first.status,
+                        "%s: pool {%" PRIu64 ",%" PRIu64
+                        "} is asleep, but %d of its physical chunks (%zu bytes) could not be "
+                        "released (%s); their memory stays taken until recap_pool_wake "
+                        "releases them",
+                        call, pool->id.a, pool->id.b, failed, failed_bytes, first.message);
+  return RECAP_SUCCESS;
+}
+
+static recap_status_t wake_pool(recap__pool_t *pool, int device, const char *call) {
+  if (!is_asleep(pool)) return RECAP_SUCCESS;
+  int capturing;
+  if (capture_under_way(&capturing)) return capture_refusal(call, capturing);
+  const recap__device_ops_t *dev = recap__device();
+  /* The chunks a sleep could not release first: their memory is what the wake needs. */
+  for (recap__segment_t *seg = pool->segments; seg; seg = seg->next) {
+    while (seg->chunk_count > 0) {
+      recap_status_t s = dev->vmm_release(seg->chunks[seg->chunk_count - 1].handle);
+      if (s != RECAP_SUCCESS)
+        return recap__error(s,
+                            "%s: pool {%" PRIu64 ",%" PRIu64
+                            "} stays asleep: a physical chunk its sleep could not release "
+                            "could not be released now either (%s)",
+                            call, pool->id.a, pool->id.b, recap_last_error());
+      seg->chunk_count--;
+    }
+  }
+  for (recap__segment_t *seg = pool->segments; seg; seg = seg->next)
+    if (!reserve_chunks(seg))
+      return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
+                          "%s: out of host memory for the chunk list of pool {%" PRIu64 ",%" PRIu64
+                          "}; it stays asleep",
+                          call, pool->id.a, pool->id.b);
+  recap_status_t s = RECAP_SUCCESS;
+  size_t asked = 0;
+  for (recap__segment_t *seg = pool->segments; seg && s == RECAP_SUCCESS; seg = seg->next) {
+    for (size_t offset = 0; offset < seg->size && s == RECAP_SUCCESS;) {
+      size_t size = seg->size - offset;
+      if (size > RECAP__VMM_WAKE_CHUNK) size = RECAP__VMM_WAKE_CHUNK;
+      asked = size;
+      s = map_fresh(seg, offset, size);
+      offset += size;
+    }
+  }
+  if (s != RECAP_SUCCESS) {
+    wake_undo(pool);
+    if (s != RECAP_ERROR_OUT_OF_MEMORY) return s;
+    size_t free_bytes = 0, total = 0;
+    recap__saved_error_t saved;
+    recap__error_save(&saved);
+    if (dev->mem_get_info(&free_bytes, &total) != RECAP_SUCCESS) free_bytes = total = 0;
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
+                        "%s: out of device memory on device %d: waking pool {%" PRIu64 ",%" PRIu64
+                        "} needs %" PRId64
+                        " bytes (its chunk of %zu bytes could not be had: %s), and the device "
+                        "has %zu bytes free of %zu. Nothing of it is mapped; the pool stays "
+                        "asleep. Free device memory and call %s again",
+                        call, device, pool->id.a, pool->id.b, pool->sleeping_bytes, asked,
+                        saved.message, free_bytes, total, call);
+  }
+  recap__offload_t *off = pool->offload;
+  if (off && off->bytes) s = copy_runs(off, false);
+  if (s == RECAP_SUCCESS && off && off->host) s = dev->host_free_pinned(off->host);
+  if (s != RECAP_SUCCESS) {
+    /* The copy is still whole in host memory: back to sleep as before. */
+    wake_undo(pool);
+    return s;
+  }
+  recap__host_free(off);
+  pool->offload = NULL;
+  pool->state = RECAP_POOL_AWAKE;
+  pool->sleeping_bytes = 0;
+  atomic_fetch_sub(&recap__alloc_sleeping, 1);
+  return RECAP_SUCCESS;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The public calls
+ * ---------------------------------------------------------------------------------------- */
+
+static bool mode_valid(recap_sleep_mode_t mode) {
+  return mode == RECAP_SLEEP_DISCARD || mode == RECAP_SLEEP_OFFLOAD;
+}
+
+#define MODE_ARG(call, mode)                                                           \
+  RECAP__ARG(mode_valid(mode),                                                         \
+             call                                                                      \
+             ": mode %d is not a recap_sleep_mode_t; pass RECAP_SLEEP_DISCARD (0) or " \
+             "RECAP_SLEEP_OFFLOAD (1)",                                                \
+             (int)(mode))
+
+recap_status_t recap_pool_sleep(recap_pool_id_t id, recap_sleep_mode_t mode) {
+  MODE_ARG("recap_pool_sleep", mode);
+  int device;
+  RECAP__CHECK(recap__alloc_current_device(&device));
+  recap_status_t s;
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_settle();
+  /* The default pool of a device recap has not used yet can sleep too (it is empty). */
+  recap__device_state_t *d =
+      recap_pool_is_default(id) ? recap__alloc_device_state(device) : recap__alloc.devices[device];
+  recap__pool_t *pool = find_pool(d, id);
+  if (!d && recap_pool_is_default(id))
+    s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_pool_sleep: out of host memory");
+  else if (!pool)
+    s = unknown_pool("recap_pool_sleep", id, device);
+  else
+    s = sleep_pool(d, pool, mode, "recap_pool_sleep");
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return s;
+}
+
+recap_status_t recap_pool_wake(recap_pool_id_t id) {
+  int device;
+  RECAP__CHECK(recap__alloc_current_device(&device));
+  recap_status_t s = RECAP_SUCCESS;
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_settle();
+  recap__device_state_t *d = recap__alloc.devices[device];
+  recap__pool_t *pool = find_pool(d, id);
+  if (!pool && !recap_pool_is_default(id))
+    s = unknown_pool("recap_pool_wake", id, device);
+  else if (pool)
+    s = wake_pool(pool, device, "recap_pool_wake");
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return s;
+}
+
+recap_status_t recap_pool_state(recap_pool_id_t id, recap_pool_state_t *state) {
+  RECAP__ARG(state != NULL, "recap_pool_state: state is NULL");
+  int device;
+  RECAP__CHECK(recap__alloc_current_device(&device));
+  recap_status_t s = RECAP_SUCCESS;
+  pthread_mutex_lock(&recap__alloc.lock);
+  const recap__pool_t *pool = find_pool(recap__alloc.devices[device], id);
+  if (pool)
+    *state = (recap_pool_state_t)pool->state;
+  else if (recap_pool_is_default(id))
+    *state = RECAP_POOL_AWAKE;
+  else
+    s = unknown_pool("recap_pool_state", id, device);
+  pthread_mutex_unlock(&recap__alloc.lock);
+  return s;
+}
+
+/* Make device current for the device calls of its pools; *switched says whether to switch
+ * back to previous. */
+static recap_status_t enter_device(int device, int previous, bool *switched) {
+  *switched = false;
+  if (device == previous) return RECAP_SUCCESS;
+  RECAP__CHECK(recap__device()->set_device(device));
+  *switched = true;
+  return RECAP_SUCCESS;
+}
+
+static void leave_device(int previous, bool switched) {
+  if (switched) (void)recap__device()->set_device(previous);
+}
+
+/* The pools of every device, in one list: the default pool first, then the private ones. */
+static size_t pool_count(void) {
+  size_t n = 0;
+  for (int i = 0; i < RECAP__MAX_DEVICES; i++) {
+    const recap__device_state_t *d = recap__alloc.devices[i];
+    if (!d) continue;
+    n++;
+    for (const recap__pool_t *p = d->private_pools; p; p = p->next) n++;
+  }
+  return n;
+}
+
+/* Wake the n pools of list (rolling back recap_sleep): a failure is logged, the caller's
+ * error stays. */
+static void wake_list(recap__pool_t **list, const int *devices, size_t n, int previous) {
+  recap__saved_error_t saved;
+  recap__error_save(&saved);
+  for (size_t k = 0; k < n; k++) {
+    bool switched;
+    recap_status_t s = enter_device(devices[k], previous, &switched);
+    if (s == RECAP_SUCCESS) s = wake_pool(list[k], devices[k], "recap_sleep");
+    leave_device(previous, switched);
+    if (s != RECAP_SUCCESS)
+      LOG_ERROR("recap_sleep: pool {%" PRIu64 ",%" PRIu64
+                "} of device %d could not be woken after a failure (%s); it stays asleep",
+                list[k]->id.a, list[k]->id.b, devices[k], recap_last_error());
+  }
+  recap__error_restore(&saved);
+}
+
+recap_status_t recap_sleep(recap_sleep_mode_t mode) {
+  MODE_ARG("recap_sleep", mode);
+  int previous;
+  RECAP__CHECK(recap__device()->get_device(&previous));
+  recap_status_t s = RECAP_SUCCESS;
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_settle();
+  int capturing;
+  size_t total = pool_count();
+  recap__pool_t **slept = NULL;
+  int *devices = NULL;
+  size_t n = 0;
+  if (capture_under_way(&capturing)) {
+    s = capture_refusal("recap_sleep", capturing);
+    goto out;
+  }
+  slept = recap__host_calloc(total ? total : 1, sizeof *slept);
+  devices = recap__host_calloc(total ? total : 1, sizeof *devices);
+  if (!slept || !devices) {
+    s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_sleep: out of host memory");
+    goto out;
+  }
+  for (int i = 0; i < RECAP__MAX_DEVICES && s == RECAP_SUCCESS; i++) {
+    recap__device_state_t *d = recap__alloc.devices[i];
+    if (!d) continue;
+    bool switched;
+    s = enter_device(i, previous, &switched);
+    for (recap__pool_t *p = &d->default_pool; p && s == RECAP_SUCCESS;
+         p = p == &d->default_pool ? d->private_pools : p->next) {
+      if (is_asleep(p)) continue;
+      s = sleep_pool(d, p, mode, "recap_sleep");
+      /* A release that failed leaves the pool asleep: the roll-back wakes it too. */
+      if (is_asleep(p)) {
+        slept[n] = p;
+        devices[n++] = i;
+      }
+    }
+    leave_device(previous, switched);
+  }
+  if (s != RECAP_SUCCESS) wake_list(slept, devices, n, previous);
+out:
+  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__host_free(slept);
+  recap__host_free(devices);
+  return s;
+}
+
+recap_status_t recap_wake(void) {
+  int previous;
+  RECAP__CHECK(recap__device()->get_device(&previous));
+  recap_status_t first = RECAP_SUCCESS;
+  recap__saved_error_t saved;
+  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_settle();
+  for (int i = 0; i < RECAP__MAX_DEVICES; i++) {
+    recap__device_state_t *d = recap__alloc.devices[i];
+    if (!d) continue;
+    bool switched;
+    recap_status_t s = enter_device(i, previous, &switched);
+    for (recap__pool_t *p = &d->default_pool; p && s == RECAP_SUCCESS;
+         p = p == &d->default_pool ? d->private_pools : p->next) {
+      recap_status_t w = wake_pool(p, i, "recap_wake");
+      if (w != RECAP_SUCCESS && first == RECAP_SUCCESS) {
+        first = w;
+        recap__error_save(&saved);
+      }
+    }
+    leave_device(previous, switched);
+    if (s != RECAP_SUCCESS && first == RECAP_SUCCESS) {
+      first = s;
+      recap__error_save(&saved);
+    }
+  }
+  pthread_mutex_unlock(&recap__alloc.lock);
+  if (first != RECAP_SUCCESS) recap__error_restore(&saved);
+  return first;
+}
