@@ -45,12 +45,12 @@ static const char *const way_labels[W_COUNT] = {"graph memory nodes", "recap sha
 typedef struct way_result {
   int done;
   const char *skipped;
-  int64_t reserved_bytes;   /* nodes: the driver's reserved graph memory */
-  int64_t used_high_bytes;  /* nodes: cudaGraphMemAttrUsedMemHigh; recap: the pools' peak */
-  int64_t segments;         /* recap: segments of the pools */
-  double capture_ms;        /* capture + instantiate of the 8 graphs */
-  bench_stats_t replay_us;  /* host µs per launch */
-  bench_stats_t raw_us;     /* the memory nodes' launches, timed in the same rounds */
+  int64_t reserved_bytes;  /* nodes: the driver's reserved graph memory */
+  int64_t used_high_bytes; /* nodes: cudaGraphMemAttrUsedMemHigh; recap: the pools' peak */
+  int64_t segments;        /* recap: segments of the pools */
+  double capture_ms;       /* capture + instantiate of the 8 graphs */
+  bench_stats_t replay_us; /* host µs per launch */
+  bench_stats_t raw_us;    /* the memory nodes' launches, timed in the same rounds */
   int outputs_match;
 } way_result_t;
 
@@ -172,8 +172,8 @@ static double recap_batch_us(recap_graph_t *graphs, cudaStream_t s) {
 }
 
 /* Batches of the two ways alternating A B B A.., so drift hits both alike. */
-static void time_replays(cudaGraphExec_t *execs, recap_graph_t *graphs, int batches,
-                         cudaStream_t s, way_result_t *out) {
+static void time_replays(cudaGraphExec_t *execs, recap_graph_t *graphs, int batches, cudaStream_t s,
+                         way_result_t *out) {
   double *raw = bench_calloc(NAME, (size_t)batches, sizeof *raw);
   double *rec = bench_calloc(NAME, (size_t)batches, sizeof *rec);
   nodes_batch_us(execs, s); /* warm-up */
@@ -245,10 +245,11 @@ static void run_recap_way(int way, cudaGraphExec_t *execs, float *out, const flo
   r->done = 1;
   for (int k = 0; k < BUCKETS; k++) BENCH_RECAP(recap_graph_destroy(graphs[k]));
   BENCH_RECAP(recap_empty_cache());
-  printf("  %-26s reserved %6.1f MiB in %lld segment(s), capture + instantiate %.1f ms, replay "
-         "%.2f us (nodes %.2f us), outputs match: %s\n",
-         way_labels[way], (double)r->reserved_bytes / (double)MiB, (long long)r->segments,
-         r->capture_ms, r->replay_us.median, r->raw_us.median, r->outputs_match ? "yes" : "NO");
+  printf(
+      "  %-26s reserved %6.1f MiB in %lld segment(s), capture + instantiate %.1f ms, replay "
+      "%.2f us (nodes %.2f us), outputs match: %s\n",
+      way_labels[way], (double)r->reserved_bytes / (double)MiB, (long long)r->segments,
+      r->capture_ms, r->replay_us.median, r->raw_us.median, r->outputs_match ? "yes" : "NO");
   fflush(stdout);
 }
 
@@ -266,12 +267,13 @@ static int goal_met(const way_result_t *r) {
 
 static void print_table(const way_result_t *r, int batches) {
   double ideal = (double)ideal_bytes(), driver = (double)r[W_NODES].reserved_bytes;
-  printf("\n8 bucket graphs (b = 512 .. 4, three temporaries of b x %d floats each): reserved "
-         "bytes against the ideal (%.0f MiB) and the driver's; replay host us per launch "
-         "(median of %d batches of %d)\n",
-         WIDTH, ideal / (double)MiB, batches, LAUNCHES_PER_BATCH);
-  printf("%-26s %9s %8s %9s %9s %10s %9s %9s %8s\n", "way", "MiB", "/ideal", "/driver",
-         "capt. ms", "replay us", "nodes us", "/nodes", "outputs");
+  printf(
+      "\n8 bucket graphs (b = 512 .. 4, three temporaries of b x %d floats each): reserved "
+      "bytes against the ideal (%.0f MiB) and the driver's; replay host us per launch "
+      "(median of %d batches of %d)\n",
+      WIDTH, ideal / (double)MiB, batches, LAUNCHES_PER_BATCH);
+  printf("%-26s %9s %8s %9s %9s %10s %9s %9s %8s\n", "way", "MiB", "/ideal", "/driver", "capt. ms",
+         "replay us", "nodes us", "/nodes", "outputs");
   for (int w = 0; w < W_COUNT; w++) {
     const way_result_t *x = &r[w];
     if (!x->done) {
@@ -281,17 +283,18 @@ static void print_table(const way_result_t *r, int batches) {
     double mib = (double)x->reserved_bytes / (double)MiB;
     if (w == W_NODES)
       printf("%-26s %9.1f %8.2f %9.2f %9.1f %10.2f %9s %9s %8s\n", way_labels[w], mib,
-             ratio((double)x->reserved_bytes, ideal), 1.0, x->capture_ms, x->replay_us.median,
-             "-", "-", "ref");
+             ratio((double)x->reserved_bytes, ideal), 1.0, x->capture_ms, x->replay_us.median, "-",
+             "-", "ref");
     else
       printf("%-26s %9.1f %8.2f %9.2f %9.1f %10.2f %9.2f %9.3f %8s\n", way_labels[w], mib,
              ratio((double)x->reserved_bytes, ideal), ratio((double)x->reserved_bytes, driver),
              x->capture_ms, x->replay_us.median, x->raw_us.median,
              ratio(x->replay_us.median, x->raw_us.median), x->outputs_match ? "same" : "DIFFER");
   }
-  printf("goal: recap's shared pool with VMM segments <= the driver's footprint and <= %.1fx the "
-         "ideal: %s\n",
-         IDEAL_GOAL, goal_met(r) ? "yes" : "NO");
+  printf(
+      "goal: recap's shared pool with VMM segments <= the driver's footprint and <= %.1fx the "
+      "ideal: %s\n",
+      IDEAL_GOAL, goal_met(r) ? "yes" : "NO");
 }
 
 static int write_json(const char *path, int quick, int batches, const way_result_t *r) {
@@ -341,7 +344,8 @@ int main(int argc, char **argv) {
   int exit_code = 0;
   if (!bench_parse_args(argc, argv, NAME,
                         "Without a CUDA device it prints \"skipped: no GPU\" and exits 0.\n", &args,
-                        &exit_code)) return exit_code;
+                        &exit_code))
+    return exit_code;
   if (!bench_have_device(NAME)) return 0;
   bench_banner(NAME, args.quick);
 

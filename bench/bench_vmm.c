@@ -210,12 +210,13 @@ static void bench_frag(int mode, int steps, cudaStream_t s, frag_result_t *out) 
   free(small);
   BENCH_CUDA(cudaStreamSynchronize(s));
   BENCH_RECAP(recap_empty_cache());
-  printf("  fragmentation (%s, requests 1 .. %d MiB): reserved %.1f MiB for %.1f MiB allocated "
-         "(%.3f), %lld device allocations, %.1f ms\n",
-         mode_names[mode], steps, (double)out->reserved / (double)MiB,
-         (double)out->allocated / (double)MiB,
-         out->allocated ? (double)out->reserved / (double)out->allocated : 0.0,
-         (long long)out->device_allocs, out->ms);
+  printf(
+      "  fragmentation (%s, requests 1 .. %d MiB): reserved %.1f MiB for %.1f MiB allocated "
+      "(%.3f), %lld device allocations, %.1f ms\n",
+      mode_names[mode], steps, (double)out->reserved / (double)MiB,
+      (double)out->allocated / (double)MiB,
+      out->allocated ? (double)out->reserved / (double)out->allocated : 0.0,
+      (long long)out->device_allocs, out->ms);
   fflush(stdout);
 }
 
