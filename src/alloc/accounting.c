@@ -93,6 +93,11 @@ recap_status_t recap_pool_memory(recap_pool_id_t id, recap_pool_memory_t *info) 
     out.state = pool->state;
     out.sleeping_bytes = pool->sleeping_bytes;
     out.offloaded_bytes = pool->offload ? (int64_t)pool->offload->bytes : 0;
+    for (const recap__segment_t *seg = pool->segments; seg; seg = seg->next) {
+      if (!seg->vmm) continue;
+      out.vmm_segments++;
+      out.vmm_reserved_va_bytes += (int64_t)seg->va_size;
+    }
   }
   pthread_mutex_unlock(&recap__alloc.lock);
   if (s == RECAP_SUCCESS) memcpy(info, &out, size);

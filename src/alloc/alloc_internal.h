@@ -153,6 +153,7 @@ typedef struct recap__device_state {
   recap__event_t *spare_events; /* events kept for reuse */
   size_t spare_count, spare_capacity;
   recap_memory_stats_t stats;
+  size_t vmm_granularity; /* the device's recommended VMM granularity, once asked (0: not yet) */
 } recap__device_state_t;
 
 /* A block freed while allocation sites are recorded: where it was allocated and freed. */
@@ -286,13 +287,22 @@ void recap__alloc_front_cache_enable(bool on);
  * segment's last block, free, holds at least `size` bytes (merged with a free last block, or a
  * new free block after an allocated one), and return that block in *out, in its free set.
  * Counts like new_segment (reserved bytes, num_device_alloc per chunk; the segment counts once,
- * when made). Honours memory_cap and the out-of-memory retry like classic segments. Lock held. */
+ * when made). One try: a failure (OUT_OF_MEMORY from the device included) leaves everything as
+ * it was; allocator.c weighs memory_cap and the capture's budget first
+ * (recap__vmm_segment_need) and wraps it in the out-of-memory retry and report that classic
+ * segments have. Lock held. */
 recap_status_t recap__vmm_segment_grow(recap__device_state_t *d, recap__pool_t *pool, bool small,
-                                       size_t size, size_t request, recap_stream_t stream,
+                                       size_t size, recap_stream_t stream,
                                        const recap__options_t *o, recap__block_t **out);
 /* Give back the chunks of seg that lie wholly inside its free last block, from the end; a
- * segment left with nothing mapped releases its range and is deleted. Lock held. */
+ * segment left with nothing mapped releases its range and is deleted. The front cache must be
+ * settled (recap__alloc_settle). Lock held. */
 recap_status_t recap__vmm_segment_trim(recap__device_state_t *d, recap__segment_t *seg);
+/* The bytes recap__vmm_segment_grow would map for that request now (0: the segment's free last
+ * block holds it already), asking the device's granularity if not known yet. Lock held. */
+recap_status_t recap__vmm_segment_need(recap__device_state_t *d, const recap__pool_t *pool,
+                                       bool small, size_t size, recap_stream_t stream,
+                                       const recap__options_t *o, size_t *bytes);
 /* The chunk size sleep and wake map in, at most: fewer, larger chunks are what makes them fast
  * (SPEC §14). */
 enum { RECAP__VMM_WAKE_CHUNK = 1u << 30 };

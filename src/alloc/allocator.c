@@ -458,8 +458,21 @@ static recap_status_t release_free_segments(recap__device_state_t *d, recap__fre
   for (size_t i = set->count; i-- > 0;) {
     if (i >= set->count) continue;
     recap__block_t *b = set->items[i];
-    if (recap__block_is_split(b)) continue;
+    /* A VMM segment gives back its free tail instead (trim_vmm_segments). */
+    if (recap__block_is_split(b) || b->segment->vmm) continue;
     recap_status_t s = release_segment(d, b);
+    if (s != RECAP_SUCCESS) result = s;
+  }
+  return result;
+}
+
+/* Give back the free tails of pool's VMM segments; those left with nothing mapped go. */
+static recap_status_t trim_vmm_segments(recap__device_state_t *d, recap__pool_t *pool) {
+  recap_status_t result = RECAP_SUCCESS;
+  for (recap__segment_t *seg = pool->segments, *next; seg; seg = next) {
+    next = seg->next; /* the trim may delete seg */
+    if (!seg->vmm) continue;
+    recap_status_t s = recap__vmm_segment_trim(d, seg);
     if (s != RECAP_SUCCESS) result = s;
   }
   return result;
@@ -475,6 +488,7 @@ static recap_status_t release_cached(recap__device_state_t *d) {
   if (d->default_pool.state == RECAP_POOL_AWAKE) {
     if ((s = release_free_segments(d, &d->default_pool.large_free))) result = s;
     if ((s = release_free_segments(d, &d->default_pool.small_free))) result = s;
+    if ((s = trim_vmm_segments(d, &d->default_pool))) result = s;
   }
   for (recap__pool_t *p = d->private_pools, *next; p; p = next) {
     next = p->next;
@@ -482,6 +496,7 @@ static recap_status_t release_cached(recap__device_state_t *d) {
     if (p->references > 0 || p->routed || p->state != RECAP_POOL_AWAKE) continue;
     if ((s = release_free_segments(d, &p->large_free))) result = s;
     if ((s = release_free_segments(d, &p->small_free))) result = s;
+    if ((s = trim_vmm_segments(d, p))) result = s;
     if (p->segment_count == 0) recap__alloc_pool_delete(d, p);
   }
   return result;
@@ -504,14 +519,14 @@ static recap_status_t raw_alloc(void **ptr, size_t size) {
   return s;
 }
 
-/* A new segment from the device, unless the memory_cap option forbids it. */
-static recap_status_t capped_alloc(recap__device_state_t *d, const recap__options_t *o, void **base,
-                                   size_t size) {
-  if (o->memory_cap && (uint64_t)d->stats.reserved_bytes[0].current + size > o->memory_cap)
+/* OUT_OF_MEMORY when reserving `bytes` more would exceed the memory_cap option. */
+static recap_status_t capped(const recap__device_state_t *d, const recap__options_t *o,
+                             size_t bytes) {
+  if (o->memory_cap && (uint64_t)d->stats.reserved_bytes[0].current + bytes > o->memory_cap)
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
                         "the memory_cap option (%" PRIu64 " bytes) would be exceeded",
                         o->memory_cap);
-  return raw_alloc(base, size);
+  return RECAP_SUCCESS;
 }
 
 static void format_bytes(char *out, size_t cap, uint64_t bytes) {
@@ -525,8 +540,8 @@ static void format_bytes(char *out, size_t cap, uint64_t bytes) {
     snprintf(out, cap, "%" PRIu64 " bytes", bytes);
 }
 
-static recap_status_t report_oom(recap__device_state_t *d, size_t request, size_t segment,
-                                 const char *cause) {
+static recap_status_t report_oom(recap__device_state_t *d, size_t request, const char *what,
+                                 size_t segment, const char *cause) {
   const recap_memory_stats_t *st = &d->stats;
   size_t free_bytes = 0, total_bytes = 0;
   char cause_copy[512];
@@ -542,28 +557,50 @@ static recap_status_t report_oom(recap__device_state_t *d, size_t request, size_
   format_bytes(dfree, sizeof dfree, free_bytes);
   format_bytes(dtotal, sizeof dtotal, total_bytes);
   return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
-                      "recap_malloc: out of memory on device %d: asked for %s (a new segment of "
-                      "%s); recap has %s allocated and %s reserved (%s cached in free blocks); "
-                      "the device has %s free of %s. Cause: %s",
-                      d->device, req, seg, alloc, reserved, cached, dfree, dtotal, cause_copy);
+                      "recap_malloc: out of memory on device %d: asked for %s (%s of %s); recap "
+                      "has %s allocated and %s reserved (%s cached in free blocks); the device "
+                      "has %s free of %s. Cause: %s",
+                      d->device, req, what, seg, alloc, reserved, cached, dfree, dtotal,
+                      cause_copy);
 }
 
-/* Device memory for a segment of `size` bytes. When the device (or memory_cap) says no, free
- * every cached unused segment and try once more; a second no becomes the out-of-memory report
- * for a request of `request` bytes. */
-static recap_status_t segment_memory(recap__device_state_t *d, const recap__options_t *o,
-                                     void **base, size_t size, size_t request) {
-  recap_status_t s = capped_alloc(d, o, base, size);
+/* One try at device memory for a segment or a growth: *bytes receives what it asked for. */
+typedef recap_status_t (*memory_attempt_t)(recap__device_state_t *d, void *ctx, size_t *bytes);
+
+/* Device memory with the out-of-memory retry, for classic and VMM segments alike: when attempt
+ * says OUT_OF_MEMORY (the device, or memory_cap), free every cached unused segment and trim the
+ * VMM segments' free tails, and try once more; a second no becomes the out-of-memory report for
+ * a request of `request` bytes, which names `what` ("a new segment") and its bytes. attempt
+ * looks at the pool afresh each time: the release may have trimmed or deleted segments. */
+static recap_status_t segment_memory(recap__device_state_t *d, size_t request, const char *what,
+                                     memory_attempt_t attempt, void *ctx) {
+  size_t bytes = 0;
+  recap_status_t s = attempt(d, ctx, &bytes);
   if (s == RECAP_ERROR_OUT_OF_MEMORY) {
     d->stats.num_alloc_retries++;
     release_cached(d);
-    s = capped_alloc(d, o, base, size);
+    s = attempt(d, ctx, &bytes);
   }
   if (s == RECAP_ERROR_OUT_OF_MEMORY) {
     d->stats.num_ooms++;
-    return report_oom(d, request, size, recap_last_error());
+    return report_oom(d, request, what, bytes, recap_last_error());
   }
   return s;
+}
+
+/* A classic segment's try (memory_attempt_t): `size` bytes from the driver, unless the
+ * memory_cap option forbids them. */
+typedef struct classic_attempt {
+  const recap__options_t *o;
+  void *base;
+  size_t size;
+} classic_attempt_t;
+
+static recap_status_t classic_attempt(recap__device_state_t *d, void *ctx, size_t *bytes) {
+  classic_attempt_t *a = ctx;
+  *bytes = a->size;
+  RECAP__CHECK(capped(d, a->o, a->size));
+  return raw_alloc(&a->base, a->size);
 }
 
 /* Get a new segment of `size` bytes for pool: one free block that covers it, not yet in the
@@ -578,8 +615,9 @@ static recap_status_t new_segment(recap__device_state_t *d, recap__pool_t *pool,
     if (b) block_delete(b);
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
   }
-  void *base = NULL;
-  recap_status_t s = segment_memory(d, o, &base, size, request);
+  classic_attempt_t attempt = {.o = o, .size = size};
+  recap_status_t s = segment_memory(d, request, "a new segment", classic_attempt, &attempt);
+  void *base = attempt.base;
   if (s != RECAP_SUCCESS) {
     recap__host_free(seg);
     block_delete(b);
@@ -737,9 +775,44 @@ static COLD void budget_settle(recap__device_state_t *d, recap__pool_t *pool) {
   d->stats.num_ooms++;
 }
 
+/* A VMM growth's try (memory_attempt_t): the bytes it needs, within memory_cap, mapped. */
+typedef struct vmm_attempt {
+  const request_t *r;
+  recap__block_t **out;
+} vmm_attempt_t;
+
+static recap_status_t vmm_attempt(recap__device_state_t *d, void *ctx, size_t *bytes) {
+  vmm_attempt_t *a = ctx;
+  const request_t *r = a->r;
+  RECAP__CHECK(recap__vmm_segment_need(d, r->pool, r->small, r->rounded, r->stream, r->o, bytes));
+  if (*bytes) RECAP__CHECK(capped(d, r->o, *bytes));
+  return recap__vmm_segment_grow(d, r->pool, r->small, r->rounded, r->stream, r->o, a->out);
+}
+
+/* The slow path with the expandable_segments option: the (pool, class, stream) VMM segment
+ * grows (vmm_segment.c), within the capture's budget. The grown last block leaves the free set,
+ * as a new segment's block is outside it. */
+static COLD recap_status_t malloc_vmm(const request_t *r, recap__block_t **b) {
+  r->pool->budget_attempted = false;
+  if (RECAP__UNLIKELY(r->pool->budget != 0)) {
+    size_t bytes = 0;
+    RECAP__CHECK(
+        recap__vmm_segment_need(r->d, r->pool, r->small, r->rounded, r->stream, r->o, &bytes));
+    if (bytes && (uint64_t)r->pool->reserved_bytes + bytes > r->pool->budget)
+      return budget_refuse(r, bytes);
+  }
+  vmm_attempt_t attempt = {.r = r, .out = b};
+  RECAP__CHECK(segment_memory(r->d, r->size, "a growth of its VMM segment", vmm_attempt, &attempt));
+  bool erased = recap__free_set_erase(r->set, *b);
+  RECAP__ASSERT(erased);
+  (void)erased;
+  return RECAP_SUCCESS;
+}
+
 /* The slow path: no cached block fits, so the request gets a new segment (new_segment retries
  * once after freeing the cache when the device is out of memory), within the capture's budget. */
 static recap_status_t malloc_slow(const request_t *r, recap__block_t **b) {
+  if (r->o->expandable_segments) return malloc_vmm(r, b);
   size_t segment = segment_size_for(r->o, r->rounded);
   r->pool->budget_attempted = false;
   if (RECAP__UNLIKELY(r->pool->budget != 0) &&

@@ -73,7 +73,45 @@ static recap_status_t check_cached(const recap__front_t *f, const recap__free_se
   return RECAP_SUCCESS;
 }
 
-static recap_status_t check_pool(const recap__pool_t *pool, tally_t *t) {
+/* A segment's VMM fields: a classic one has none; a VMM segment maps at most its range, in
+ * multiples of the device's granularity gran, and, in an awake pool, its chunks tile
+ * [0, size) in offset order, so that its reserved bytes are the bytes mapped. */
+static recap_status_t check_vmm(const recap__pool_t *pool, const recap__segment_t *seg,
+                                size_t gran) {
+  if (!seg->vmm) {
+    if (seg->chunk_count != 0 || seg->va_size != 0)
+      FAIL("classic segment %p has VMM chunks or a range", (void *)seg->base);
+    return RECAP_SUCCESS;
+  }
+  if (gran == 0)
+    FAIL("VMM segment %p on a device whose granularity was never asked", (void *)seg->base);
+  if (seg->size > seg->va_size)
+    FAIL("VMM segment %p maps %zu bytes of a range of %zu", (void *)seg->base, seg->size,
+         seg->va_size);
+  if (seg->size % gran || seg->va_size % gran || (uintptr_t)seg->base % gran)
+    FAIL("VMM segment %p (%zu bytes mapped of %zu) is not in multiples of the granularity %zu",
+         (void *)seg->base, seg->size, seg->va_size, gran);
+  if (seg->chunk_count < 0 || seg->chunk_count > seg->chunk_capacity)
+    FAIL("VMM segment %p counts %d chunks with room for %d", (void *)seg->base, seg->chunk_count,
+         seg->chunk_capacity);
+  if (pool->state != 0) return RECAP_SUCCESS; /* asleep: sleep.c's rules */
+  size_t offset = 0;
+  for (int i = 0; i < seg->chunk_count; i++) {
+    const recap__vmm_chunk_t *c = &seg->chunks[i];
+    if (c->offset != offset || c->size == 0 || c->size % gran || c->handle == 0)
+      FAIL(
+          "VMM segment %p: chunk %d (%zu bytes at offset %zu) does not follow at offset %zu in "
+          "multiples of %zu",
+          (void *)seg->base, i, c->size, c->offset, offset, gran);
+    offset += c->size;
+  }
+  if (offset != seg->size)
+    FAIL("VMM segment %p: its chunks map %zu bytes but it counts %zu reserved", (void *)seg->base,
+         offset, seg->size);
+  return RECAP_SUCCESS;
+}
+
+static recap_status_t check_pool(const recap__pool_t *pool, size_t gran, tally_t *t) {
   int64_t segments = 0, reserved = 0, allocated = 0;
   size_t free_in_pool = 0, blocks[2] = {0, 0}; /* [small] */
   size_t cached_outside_set = 0; /* the front cache's block when it has no rest in the set */
@@ -84,6 +122,7 @@ static recap_status_t check_pool(const recap__pool_t *pool, tally_t *t) {
     if (seg->next && seg->next->prev != seg) FAIL("segment list of a pool is broken");
     if (!seg->head || seg->head->ptr != seg->base || seg->head->prev)
       FAIL("segment %p does not start with its first block", (void *)seg->base);
+    RECAP__CHECK(check_vmm(pool, seg, gran));
     segments++;
     reserved += (int64_t)seg->size;
     add(t->segments, seg->small, 1);
@@ -251,13 +290,13 @@ static recap_status_t compare(const char *name, const recap_stat_t *stat, const 
 static recap_status_t check_device(const recap__device_state_t *d, size_t *allocated_blocks,
                                    int *asleep) {
   tally_t t = {0};
-  RECAP__CHECK(check_pool(&d->default_pool, &t));
+  RECAP__CHECK(check_pool(&d->default_pool, d->vmm_granularity, &t));
   RECAP__CHECK(check_sleep(&d->default_pool, asleep));
   if (d->default_pool.graphs != 0)
     FAIL("device %d: %d graphs hold the default pool", d->device, d->default_pool.graphs);
   int routed = 0;
   for (const recap__pool_t *p = d->private_pools; p; p = p->next) {
-    RECAP__CHECK(check_pool(p, &t));
+    RECAP__CHECK(check_pool(p, d->vmm_granularity, &t));
     RECAP__CHECK(check_sleep(p, asleep));
     if (p->references < 0)
       FAIL("pool {%" PRIu64 ",%" PRIu64 "} has negative references", p->id.a, p->id.b);

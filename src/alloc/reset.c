@@ -18,6 +18,7 @@ static void free_pool_memory_records(recap__pool_t *pool) {
       recap__host_free(b->stream_uses);
       recap__host_free(b);
     }
+    recap__host_free(seg->chunks);
     recap__host_free(seg);
   }
   recap__free_set_clear(&pool->small_free);

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "alloc/alloc_internal.h"
+#include "core/assert.h"
 #include "core/error.h"
 #include "core/host.h"
 
@@ -128,17 +129,50 @@ recap_status_t recap__pool_replay_check(int device, recap_pool_id_t id) {
 /* A block in use: allocated, or freed and waiting on events (its contents may still be read). */
 static bool in_use(const recap__block_t *b) { return !recap__block_is_free(b); }
 
-/* Copy the runs between their device addresses and the pinned buffer (to_host: from the
- * device) on the legacy stream and wait for them. */
-static recap_status_t copy_runs(const recap__offload_t *off, bool to_host) {
+/* Copy the runs from the device into the pinned buffer, back to back, on the legacy stream,
+ * and wait for them. */
+static recap_status_t copy_out(const recap__offload_t *off) {
   const recap__device_ops_t *dev = recap__device();
   char *h = off->host;
   for (size_t i = 0; i < off->count; i++) {
-    const struct recap__offload_run *r = &off->runs[i];
-    RECAP__CHECK(to_host ? dev->memcpy_async(h, r->ptr, r->size, NULL)
-                         : dev->memcpy_async(r->ptr, h, r->size, NULL));
-    h += r->size;
+    RECAP__CHECK(dev->memcpy_async(h, off->runs[i].ptr, off->runs[i].size, NULL));
+    h += off->runs[i].size;
   }
+  return dev->stream_synchronize(NULL);
+}
+
+/* Copy back the blocks of pool still in use, each stretch of neighbours in one run in one copy,
+ * and wait for them. A block freed while the pool slept is not copied: nothing may read it.
+ * Every block in use now was in use at the sleep (an asleep pool hands out nothing), so it lies
+ * in a run, and the runs were taken in the order of this walk. */
+static recap_status_t copy_back(const recap__pool_t *pool, const recap__offload_t *off) {
+  const recap__device_ops_t *dev = recap__device();
+  size_t r = 0;
+  const char *run_host = off->host; /* where run r starts in the copy */
+  char *dst = NULL;
+  const char *src = NULL;
+  size_t size = 0; /* the stretch waiting to be copied */
+  for (const recap__segment_t *seg = pool->segments; seg; seg = seg->next) {
+    for (const recap__block_t *b = seg->head; b; b = b->next) {
+      if (!in_use(b)) continue;
+      while (r < off->count &&
+             !(b->ptr >= off->runs[r].ptr && b->ptr < off->runs[r].ptr + off->runs[r].size)) {
+        run_host += off->runs[r].size;
+        r++;
+      }
+      RECAP__ASSERT(r < off->count && b->ptr + b->size <= off->runs[r].ptr + off->runs[r].size);
+      const char *from = run_host + (b->ptr - off->runs[r].ptr);
+      if (size && dst + size == b->ptr && src + size == from) {
+        size += b->size;
+        continue;
+      }
+      if (size) RECAP__CHECK(dev->memcpy_async(dst, src, size, NULL));
+      dst = b->ptr;
+      src = from;
+      size = b->size;
+    }
+  }
+  if (size) RECAP__CHECK(dev->memcpy_async(dst, src, size, NULL));
   return dev->stream_synchronize(NULL);
 }
 
@@ -186,19 +220,26 @@ static recap_status_t offload_take(const recap__pool_t *pool, const char *call,
     if (s != RECAP_SUCCESS) {
       off->host = NULL;
       recap__host_free(off);
+      recap__saved_error_t cause; /* recap__error rewrites the message it is read from */
+      recap__error_save(&cause);
       if (s == RECAP_ERROR_OUT_OF_MEMORY)
         return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
                             "%s: RECAP_SLEEP_OFFLOAD needs %zu bytes of pinned host memory for "
                             "the blocks in use of pool {%" PRIu64 ",%" PRIu64
                             "}, and the host gave none (%s); the pool stays awake. Free host "
                             "memory, or sleep with RECAP_SLEEP_DISCARD",
-                            call, bytes, pool->id.a, pool->id.b, recap_last_error());
+                            call, bytes, pool->id.a, pool->id.b, cause.message);
       return s;
     }
-    s = copy_runs(off, true);
+    s = copy_out(off);
     if (s != RECAP_SUCCESS) {
+      recap__saved_error_t saved;
+      recap__error_save(&saved);
       offload_drop(off);
-      return s;
+      return recap__error(s,
+                          "%s: copying the blocks in use of pool {%" PRIu64 ",%" PRIu64
+                          "} to pinned host memory failed: %s; the pool stays awake",
+                          call, pool->id.a, pool->id.b, saved.message);
     }
   }
   *out = off;
@@ -373,10 +414,18 @@ static recap_status_t sleep_pool(recap__device_state_t *d, recap__pool_t *pool,
                         "its blocks first",
                         call, pool->id.a, pool->id.b, pool_kind(pool), classic, classic_bytes);
   /* A replay still running may read or write the pool. */
-  RECAP__CHECK(recap__device()->device_synchronize());
+  recap_status_t s = recap__device()->device_synchronize();
+  if (s != RECAP_SUCCESS) {
+    recap__saved_error_t cause;
+    recap__error_save(&cause);
+    return recap__error(s,
+                        "%s: waiting for device %d failed: %s; pool {%" PRIu64 ",%" PRIu64
+                        "} stays awake",
+                        call, d->device, cause.message, pool->id.a, pool->id.b);
+  }
   recap__offload_t *off = NULL;
   if (mode == RECAP_SLEEP_OFFLOAD) RECAP__CHECK(offload_take(pool, call, &off));
-  recap_status_t s = unmap_all(pool, call);
+  s = unmap_all(pool, call);
   if (s != RECAP_SUCCESS) {
     offload_drop(off);
     return s;
@@ -411,12 +460,15 @@ static recap_status_t wake_pool(recap__pool_t *pool, int device, const char *cal
   for (recap__segment_t *seg = pool->segments; seg; seg = seg->next) {
     while (seg->chunk_count > 0) {
       recap_status_t s = dev->vmm_release(seg->chunks[seg->chunk_count - 1].handle);
-      if (s != RECAP_SUCCESS)
+      if (s != RECAP_SUCCESS) {
+        recap__saved_error_t cause;
+        recap__error_save(&cause);
         return recap__error(s,
                             "%s: pool {%" PRIu64 ",%" PRIu64
                             "} stays asleep: a physical chunk its sleep could not release "
                             "could not be released now either (%s)",
-                            call, pool->id.a, pool->id.b, recap_last_error());
+                            call, pool->id.a, pool->id.b, cause.message);
+      }
       seg->chunk_count--;
     }
   }
@@ -439,10 +491,14 @@ static recap_status_t wake_pool(recap__pool_t *pool, int device, const char *cal
   }
   if (s != RECAP_SUCCESS) {
     wake_undo(pool);
-    if (s != RECAP_ERROR_OUT_OF_MEMORY) return s;
-    size_t free_bytes = 0, total = 0;
     recap__saved_error_t saved;
     recap__error_save(&saved);
+    if (s != RECAP_ERROR_OUT_OF_MEMORY)
+      return recap__error(s,
+                          "%s: mapping a chunk of %zu bytes into pool {%" PRIu64 ",%" PRIu64
+                          "} failed: %s. Nothing of it is mapped; the pool stays asleep",
+                          call, asked, pool->id.a, pool->id.b, saved.message);
+    size_t free_bytes = 0, total = 0;
     if (dev->mem_get_info(&free_bytes, &total) != RECAP_SUCCESS) free_bytes = total = 0;
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
                         "%s: out of device memory on device %d: waking pool {%" PRIu64 ",%" PRIu64
@@ -454,12 +510,18 @@ static recap_status_t wake_pool(recap__pool_t *pool, int device, const char *cal
                         saved.message, free_bytes, total, call);
   }
   recap__offload_t *off = pool->offload;
-  if (off && off->bytes) s = copy_runs(off, false);
+  if (off && off->bytes) s = copy_back(pool, off);
   if (s == RECAP_SUCCESS && off && off->host) s = dev->host_free_pinned(off->host);
   if (s != RECAP_SUCCESS) {
     /* The copy is still whole in host memory: back to sleep as before. */
     wake_undo(pool);
-    return s;
+    recap__saved_error_t cause;
+    recap__error_save(&cause);
+    return recap__error(s,
+                        "%s: restoring the copy of pool {%" PRIu64 ",%" PRIu64
+                        "} from pinned host memory failed: %s. Nothing of it is mapped; the "
+                        "pool stays asleep with its copy",
+                        call, pool->id.a, pool->id.b, cause.message);
   }
   recap__host_free(off);
   pool->offload = NULL;

@@ -1,0 +1,420 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * vmm_segment.c — segments on CUDA virtual memory (the expandable_segments option): growth at
+ * the end, trim of the free tail.
+ *
+ * A VMM segment reserves a range of addresses as large as the device's memory once, and maps
+ * physical chunks (multiples of the device's recommended allocation granularity) one after the
+ * other from its base as its pool needs memory, so that a growing workload extends one segment
+ * where classic segments would add one segment after another and fragment. A pool has at most
+ * one such segment per size class and stream, until one's range is full. Blocks ignore chunk
+ * borders: a growth merges into the segment's last block when that is free, else it becomes a
+ * new free block after it.
+ *
+ * Each growth maps one chunk: vmm_create, vmm_map and vmm_set_access, and a new segment's
+ * vmm_reserve before them. A failing call undoes the growth's own earlier calls and leaves the
+ * allocator as it was, so that allocator.c can wrap a growth in the out-of-memory retry (free
+ * the cache, try once more) and report it shares with classic segments. Every host record a
+ * growth needs is had before the first device call, so that no failure after one leaves half a
+ * growth.
+ *
+ * The trim gives back the chunks lying wholly inside the free last block, from the end (one
+ * vmm_unmap and one vmm_release each); a segment left with nothing mapped releases its range
+ * and goes. A chunk in the middle of the segment stays mapped whatever its blocks hold: blocks
+ * never move, which is what captured graphs rely on.
+ *
+ * Statistics: the segment counts once in `segment` when made and once down when its range goes;
+ * reserved_bytes follows the mapped bytes; num_device_alloc and num_device_free count chunks.
+ * Called by allocator.c with the allocator's lock held; calls nothing of it back.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "alloc/alloc_internal.h"
+#include "core/assert.h"
+#include "core/error.h"
+#include "core/host.h"
+
+static size_t round_up(size_t n, size_t unit) { return (n + unit - 1) / unit * unit; }
+
+/* VMM calls run with the thread's capture mode relaxed: a capture under way on any device
+ * would forbid them in global mode, though the memory is no part of its work. Relaxing while
+ * none is under way changes nothing. */
+static bool relax(recap__capture_mode_t *saved) {
+  *saved = RECAP__CAPTURE_MODE_RELAXED;
+  return recap__device()->exchange_capture_mode(saved) == RECAP_SUCCESS;
+}
+
+static void restore(bool relaxed, recap__capture_mode_t *saved) {
+  if (relaxed) recap__device()->exchange_capture_mode(saved);
+}
+
+/* Block records of their own (the allocator recycles them like any other). */
+static void block_free(recap__block_t *b) {
+  recap__host_free(b->stream_uses);
+  recap__host_free(b);
+}
+
+static recap__free_set_t *set_of(recap__pool_t *pool, bool small) {
+  return small ? &pool->small_free : &pool->large_free;
+}
+
+static recap__block_t *last_block(const recap__segment_t *seg) {
+  recap__block_t *b = seg->head;
+  while (b && b->next) b = b->next;
+  return b;
+}
+
+/* The bytes a growth maps at least: a classic segment of the class, so that a pool growing by
+ * small requests maps as rarely as classic segments are made. */
+static size_t class_segment(const recap__options_t *o, bool small) {
+  return (size_t)(small ? o->small_segment : o->large_segment);
+}
+
+/* The device's recommended granularity, asked once per device state. */
+static recap_status_t granularity(recap__device_state_t *d, size_t *out) {
+  if (!d->vmm_granularity) {
+    size_t minimum = 0, recommended = 0;
+    recap__capture_mode_t saved;
+    bool relaxed = relax(&saved);
+    recap_status_t s = recap__device()->vmm_granularity(&minimum, &recommended);
+    restore(relaxed, &saved);
+    if (s != RECAP_SUCCESS) {
+      char cause[512];
+      snprintf(cause, sizeof cause, "%s", recap_last_error());
+      return recap__error(s,
+                          "recap_malloc: the expandable_segments option needs the device's "
+                          "virtual memory management, which failed: %s. Set "
+                          "expandable_segments:0 on this device",
+                          cause);
+    }
+    d->vmm_granularity = recommended ? recommended : minimum;
+  }
+  *out = d->vmm_granularity;
+  return RECAP_SUCCESS;
+}
+
+/* Where a growth for `size` bytes goes: seg (NULL: a new segment) and the bytes to map. */
+typedef struct plan {
+  recap__segment_t *seg;
+  size_t bytes;
+} plan_t;
+
+/* The growth of the segments of (pool, small, stream) for a request of `size` rounded bytes: the
+ * first whose range holds what the request lacks beyond a free last block; bytes 0 when that
+ * block holds it already. Without one, a new segment (seg NULL). */
+static plan_t plan_growth(const recap__pool_t *pool, bool small, size_t size, recap_stream_t stream,
+                          const recap__options_t *o, size_t gran) {
+  size_t least = class_segment(o, small);
+  for (recap__segment_t *seg = pool->segments; seg; seg = seg->next) {
+    if (!seg->vmm || seg->small != small || seg->stream != stream) continue;
+    const recap__block_t *last = last_block(seg);
+    size_t tail = last && recap__block_is_free(last) ? last->size : 0;
+    if (tail >= size) return (plan_t){.seg = seg, .bytes = 0};
+    size_t lack = round_up(size - tail, gran);
+    size_t room = seg->va_size - seg->size;
+    if (room < lack) continue;
+    size_t want = round_up(size - tail > least ? size - tail : least, gran);
+    return (plan_t){.seg = seg, .bytes = want < room ? want : room};
+  }
+  return (plan_t){.seg = NULL, .bytes = round_up(size > least ? size : least, gran)};
+}
+
+recap_status_t recap__vmm_segment_need(recap__device_state_t *d, const recap__pool_t *pool,
+                                       bool small, size_t size, recap_stream_t stream,
+                                       const recap__options_t *o, size_t *bytes) {
+  size_t gran;
+  RECAP__CHECK(granularity(d, &gran));
+  *bytes = plan_growth(pool, small, size, stream, o, gran).bytes;
+  return RECAP_SUCCESS;
+}
+
+/* A growth under way: what it was asked, the records it holds, and what its device calls made. */
+typedef struct growth {
+  recap__pool_t *pool;
+  bool small;
+  size_t size;
+  recap_stream_t stream;
+  const recap__options_t *o;
+  size_t gran;
+  recap__segment_t *spare_seg; /* the record of a new segment, with room for chunks */
+  /* Made by the latest successful try: */
+  plan_t plan;
+  char *base;     /* a new segment's range */
+  size_t va_size; /* its size */
+  recap__vmm_handle_t handle;
+} growth_t;
+
+static void undo_warn(const char *call, recap_status_t s) {
+  if (s != RECAP_SUCCESS)
+    RECAP__WARN(
+        "a failed VMM segment growth could not undo its %s (%s); the memory stays "
+        "behind",
+        call, recap_last_error());
+}
+
+/* The device calls of a growth: reserve a new range if the plan needs one, create a chunk, map
+ * it at the segment's end and grant access. Any failure undoes the earlier calls. */
+static recap_status_t map_chunk(growth_t *g) {
+  const recap__device_ops_t *dev = recap__device();
+  recap__capture_mode_t saved;
+  bool relaxed = relax(&saved);
+  recap_status_t s = RECAP_SUCCESS;
+  recap__saved_error_t failure;
+  char *at;
+  if (g->plan.seg) {
+    at = g->plan.seg->base + g->plan.seg->size;
+  } else {
+    /* The range spans the device's memory, so that the segment can grow to all of it. */
+    size_t free_bytes = 0, total = 0;
+    s = dev->mem_get_info(&free_bytes, &total);
+    if (s != RECAP_SUCCESS) goto out;
+    g->va_size = round_up(total, g->gran);
+    if (g->va_size < g->plan.bytes) g->va_size = g->plan.bytes;
+    void *base = NULL;
+    s = dev->vmm_reserve(&base, g->va_size);
+    if (s != RECAP_SUCCESS) goto out;
+    g->base = at = base;
+  }
+  s = dev->vmm_create(&g->handle, g->plan.bytes);
+  if (s != RECAP_SUCCESS) goto release_range;
+  s = dev->vmm_map(at, g->plan.bytes, g->handle);
+  if (s != RECAP_SUCCESS) goto release_handle;
+  s = dev->vmm_set_access(at, g->plan.bytes);
+  if (s == RECAP_SUCCESS) goto out;
+  /* Undo, keeping the failure's message as the last error. */
+  recap__error_save(&failure);
+  undo_warn("vmm_unmap", dev->vmm_unmap(at, g->plan.bytes));
+  (void)recap__error_restore(&failure);
+release_handle:
+  recap__error_save(&failure);
+  undo_warn("vmm_release", dev->vmm_release(g->handle));
+  (void)recap__error_restore(&failure);
+  g->handle = 0;
+release_range:
+  if (g->base) {
+    recap__error_save(&failure);
+    undo_warn("vmm_release_range", dev->vmm_release_range(g->base, g->va_size));
+    (void)recap__error_restore(&failure);
+    g->base = NULL;
+  }
+out:
+  restore(relaxed, &saved);
+  return s;
+}
+
+/* Room for one more chunk in seg's list. */
+static bool reserve_chunk(recap__segment_t *seg) {
+  if (seg->chunk_count < seg->chunk_capacity) return true;
+  int capacity = seg->chunk_capacity ? seg->chunk_capacity * 2 : 4;
+  recap__vmm_chunk_t *grown =
+      recap__host_realloc(seg->chunks, (size_t)capacity * sizeof *seg->chunks);
+  if (!grown) return false;
+  seg->chunks = grown;
+  seg->chunk_capacity = capacity;
+  return true;
+}
+
+/* Put the chunk the try made in its segment (a new one is linked into the pool first) and give
+ * its bytes to the blocks. Returns the free last block. Cannot fail: the records were had. */
+static recap__block_t *commit(recap__device_state_t *d, growth_t *g, recap__block_t *spare) {
+  recap__pool_t *pool = g->pool;
+  recap_memory_stats_t *st = &d->stats;
+  recap__free_set_t *set = set_of(pool, g->small);
+  recap__segment_t *seg = g->plan.seg;
+  if (!seg) {
+    seg = g->spare_seg;
+    g->spare_seg = NULL;
+    seg->base = g->base;
+    seg->size = 0;
+    seg->small = g->small;
+    seg->device = d->device;
+    seg->stream = g->stream;
+    seg->pool = pool;
+    seg->vmm = true;
+    seg->va_size = g->va_size;
+    seg->next = pool->segments;
+    if (seg->next) seg->next->prev = seg;
+    pool->segments = seg;
+    pool->segment_count++;
+    recap__stat_kind(st->segment, g->small, 1);
+  }
+  size_t bytes = g->plan.bytes;
+  RECAP__ASSERT(seg->chunk_count < seg->chunk_capacity);
+  seg->chunks[seg->chunk_count++] =
+      (recap__vmm_chunk_t){.offset = seg->size, .size = bytes, .handle = g->handle};
+  char *at = seg->base + seg->size;
+  seg->size += bytes;
+  pool->reserved_bytes += (int64_t)bytes;
+  recap__stat_kind(st->reserved_bytes, g->small, (int64_t)bytes);
+  st->num_device_alloc++;
+  recap__block_t *last = last_block(seg);
+  if (last && recap__block_is_free(last)) {
+    /* The free tail grows: its place in the set (ordered by size) moves. */
+    recap__free_set_erase(set, last);
+    last->size += bytes;
+    if (recap__block_is_split(last))
+      recap__stat_kind(st->inactive_split_bytes, g->small, (int64_t)bytes);
+    recap__free_set_insert(set, last);
+    return last;
+  }
+  recap__block_t *b = spare;
+  b->ptr = at;
+  b->size = bytes;
+  b->stream = g->stream;
+  b->segment = seg;
+  b->prev = last;
+  if (last) {
+    last->next = b;
+    recap__stat_kind(st->inactive_split, g->small, 1);
+    recap__stat_kind(st->inactive_split_bytes, g->small, (int64_t)bytes);
+  } else {
+    seg->head = b;
+  }
+  set->blocks++;
+  recap__free_set_insert(set, b);
+  return b;
+}
+
+recap_status_t recap__vmm_segment_grow(recap__device_state_t *d, recap__pool_t *pool, bool small,
+                                       size_t size, recap_stream_t stream,
+                                       const recap__options_t *o, recap__block_t **out) {
+  growth_t g = {.pool = pool, .small = small, .size = size, .stream = stream, .o = o};
+  RECAP__CHECK(granularity(d, &g.gran));
+  g.plan = plan_growth(pool, small, size, stream, o, g.gran);
+  if (g.plan.bytes == 0) {
+    *out = last_block(g.plan.seg);
+    return RECAP_SUCCESS;
+  }
+  /* Every host record first: a new segment's (with room for chunks), a block for a new last
+   * block, room for one more chunk in the segment, and room in the set. */
+  recap__free_set_t *set = set_of(pool, small);
+  g.spare_seg = recap__host_calloc(1, sizeof *g.spare_seg);
+  recap__block_t *spare = recap__host_calloc(1, sizeof *spare);
+  bool had =
+      g.spare_seg && spare && reserve_chunk(g.spare_seg) && recap__free_set_reserve_all(set, 1);
+  if (had && g.plan.seg) had = reserve_chunk(g.plan.seg);
+  recap_status_t s;
+  if (!had) {
+    s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
+    goto done;
+  }
+  s = map_chunk(&g);
+  if (s != RECAP_SUCCESS) goto done;
+  *out = commit(d, &g, spare);
+  if (*out == spare) spare = NULL;
+  RECAP__ASSERT(recap__block_is_free(*out) && (*out)->size >= size && !(*out)->next);
+done:
+  if (spare) block_free(spare);
+  if (g.spare_seg) {
+    recap__host_free(g.spare_seg->chunks);
+    recap__host_free(g.spare_seg);
+  }
+  return s;
+}
+
+/* Unlink seg, which holds no block and nothing mapped, from its pool, give back its range and
+ * free it. A range that cannot be given back holds addresses only: it is warned about and
+ * left. */
+static recap_status_t segment_delete(recap__device_state_t *d, recap__segment_t *seg) {
+  RECAP__ASSERT(seg->vmm && seg->chunk_count == 0 && seg->size == 0 && !seg->head);
+  recap__pool_t *pool = seg->pool;
+  recap_status_t s = recap__device()->vmm_release_range(seg->base, seg->va_size);
+  if (s != RECAP_SUCCESS)
+    RECAP__WARN(
+        "recap_empty_cache: the address range of an empty VMM segment (%zu bytes at "
+        "%p) could not be given back (%s); it stays reserved",
+        seg->va_size, (void *)seg->base, recap_last_error());
+  if (seg->prev)
+    seg->prev->next = seg->next;
+  else
+    pool->segments = seg->next;
+  if (seg->next) seg->next->prev = seg->prev;
+  pool->segment_count--;
+  recap__stat_kind(d->stats.segment, seg->small, -1);
+  recap__host_free(seg->chunks);
+  recap__host_free(seg);
+  return s;
+}
+
+/* Unmap and release the last chunk. A failed release maps the chunk back, so that nothing
+ * changes; should that fail too, the chunk is gone and its handle is warned about. False when
+ * the chunk stays. */
+static bool give_back_last_chunk(recap__segment_t *seg, recap_status_t *status) {
+  const recap__device_ops_t *dev = recap__device();
+  recap__vmm_chunk_t c = seg->chunks[seg->chunk_count - 1];
+  char *at = seg->base + c.offset;
+  recap_status_t s = dev->vmm_unmap(at, c.size);
+  if (s != RECAP_SUCCESS) {
+    *status = s;
+    return false;
+  }
+  s = dev->vmm_release(c.handle);
+  if (s == RECAP_SUCCESS) return true;
+  *status = s;
+  recap__saved_error_t failure;
+  recap__error_save(&failure);
+  bool back = dev->vmm_map(at, c.size, c.handle) == RECAP_SUCCESS &&
+              dev->vmm_set_access(at, c.size) == RECAP_SUCCESS;
+  if (!back)
+    RECAP__WARN(
+        "recap_empty_cache: a VMM chunk of %zu bytes could be neither released nor "
+        "mapped back (%s); its memory is lost to recap",
+        c.size, recap_last_error());
+  (void)recap__error_restore(&failure);
+  return !back;
+}
+
+recap_status_t recap__vmm_segment_trim(recap__device_state_t *d, recap__segment_t *seg) {
+  RECAP__ASSERT(seg->vmm);
+  recap__block_t *last = last_block(seg);
+  if (!last || !recap__block_is_free(last)) return RECAP_SUCCESS;
+  size_t from = (size_t)(last->ptr - seg->base);
+  recap_status_t s = RECAP_SUCCESS;
+  size_t trimmed = 0;
+  int64_t chunks = 0;
+  recap__capture_mode_t saved;
+  bool relaxed = relax(&saved);
+  while (seg->chunk_count > 0 && seg->chunks[seg->chunk_count - 1].offset >= from) {
+    if (!give_back_last_chunk(seg, &s)) break;
+    trimmed += seg->chunks[--seg->chunk_count].size;
+    chunks++;
+  }
+  if (trimmed == 0) {
+    restore(relaxed, &saved);
+    return s;
+  }
+  recap__pool_t *pool = seg->pool;
+  recap_memory_stats_t *st = &d->stats;
+  recap__free_set_t *set = set_of(pool, seg->small);
+  seg->size -= trimmed;
+  pool->reserved_bytes -= (int64_t)trimmed;
+  recap__stat_kind(st->reserved_bytes, seg->small, -(int64_t)trimmed);
+  st->num_device_free += chunks;
+  bool split = recap__block_is_split(last);
+  recap__free_set_erase(set, last);
+  last->size -= trimmed;
+  if (last->size > 0) {
+    if (split) recap__stat_kind(st->inactive_split_bytes, seg->small, -(int64_t)trimmed);
+    recap__free_set_insert(set, last); /* its slot was just freed */
+  } else {
+    /* The whole block went: the block before it (allocated or waiting) is the last now. */
+    set->blocks--;
+    if (split) {
+      recap__stat_kind(st->inactive_split, seg->small, -1);
+      recap__stat_kind(st->inactive_split_bytes, seg->small, -(int64_t)trimmed);
+    }
+    if (last->prev)
+      last->prev->next = NULL;
+    else
+      seg->head = NULL;
+    block_free(last);
+    if (!seg->head) {
+      recap_status_t r = segment_delete(d, seg);
+      if (s == RECAP_SUCCESS) s = r;
+    }
+  }
+  restore(relaxed, &saved);
+  return s;
+}
