@@ -17,6 +17,48 @@ uint64_t bench_now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+int bench_take_option(int *argc, char **argv, const char *name, const char **value) {
+  size_t len = strlen(name);
+  int found = 0;
+  int kept = 1;
+  for (int i = 1; i < *argc; i++) {
+    const char *arg = argv[i];
+    if (strncmp(arg, "--", 2) == 0 && strncmp(arg + 2, name, len) == 0) {
+      if (arg[2 + len] == '=') {
+        *value = arg + 3 + len;
+        found = 1;
+        continue;
+      }
+      if (arg[2 + len] == '\0') {
+        if (i + 1 >= *argc) {
+          fprintf(stderr, "%s: '--%s' needs a value\n", argv[0], name);
+          exit(1);
+        }
+        *value = argv[++i];
+        found = 1;
+        continue;
+      }
+    }
+    argv[kept++] = argv[i];
+  }
+  argv[kept] = NULL;
+  *argc = kept;
+  return found;
+}
+
+size_t bench_gib_option(const char *bench, const char *option, const char *value) {
+  char *end = NULL;
+  double gib = strtod(value, &end);
+  if (end == value || *end != '\0' || !(gib > 0) || gib > 1e6) {
+    fprintf(stderr, "%s: --%s '%s' is not a positive number of GiB (e.g. 64 or 0.5)\n", bench,
+            option, value);
+    exit(1);
+  }
+  size_t mib = (size_t)(gib * 1024.0);
+  if (mib == 0) mib = 1;
+  return mib << 20;
+}
+
 static int compare_doubles(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
@@ -125,6 +167,20 @@ int bench_require_device(const char *name) {
   /* Create the context now, so that no benchmark's first sample pays for it. */
   BENCH_CUDA(cudaFree(NULL));
   return 0;
+}
+
+int bench_have_device(const char *name) {
+  int count = 0;
+  recap_status_t status = recap_device_count(&count);
+  if (status != RECAP_SUCCESS || count < 1) {
+    const char *why = recap_last_error();
+    printf("%s: skipped: no GPU (%s)\n", name,
+           status != RECAP_SUCCESS && why[0] ? why : "the driver reports no device");
+    return 0;
+  }
+  BENCH_CUDA(cudaSetDevice(0));
+  BENCH_CUDA(cudaFree(NULL));
+  return 1;
 }
 
 static void versions(int *driver, int *runtime) {

@@ -51,6 +51,20 @@ typedef struct bench_args {
 int bench_parse_args(int argc, char **argv, const char *name, const char *usage_extra,
                      bench_args_t *args, int *exit_code);
 
+/* Takes a benchmark's own option out of argv before bench_parse_args sees it: "--name VALUE"
+ * or "--name=VALUE". Returns 1 and sets *value when it is there (the last one wins), else 0;
+ * *argc and argv lose the option either way. "--name" with no value is reported and exits 1. */
+int bench_take_option(int *argc, char **argv, const char *name, const char **value);
+
+/* A size in GiB from an option's value ("64", "0.5"): bytes, rounded down to whole MiB; exits 1
+ * saying which option was wrong when the value is not a positive number. */
+size_t bench_gib_option(const char *bench, const char *option, const char *value);
+
+/* Like bench_require_device, for the benchmarks that skip instead of failing: without a
+ * device it prints "<name>: skipped: no GPU (<why>)" on stdout and returns 0; with one, it
+ * makes device 0 current and returns 1. */
+int bench_have_device(const char *name);
+
 /* Checks that recap sees a CUDA device and makes device 0 current. Without one, prints
  * "<name>: no CUDA device: <recap_last_error()>" on stderr and returns 2 (the benchmark's
  * exit status); 0 when a device is there. */

@@ -11,7 +11,11 @@ torch_graph.json, torch_alloc.json (PyTorch, from bench/torch_*.py). Prints:
   capture     us for capture + instantiate of N kernels: raw, recap, torch (begin/end and the
               torch.cuda.graph context); recap/raw against 1.1, and recap/torch;
   allocator   ns per cached malloc + free pair: recap, cudaMallocAsync, torch; recap against
-              60 ns, and what routing to a capture's pool adds against 100 ns.
+              60 ns, and what routing to a capture's pool adds against 100 ns;
+  memory      from bench_sleep.json, bench_buckets.json and bench_vmm.json when present: sleep +
+              wake of pools against the raw VMM floor and the pinned bandwidth, the bucket
+              graphs' reserved bytes against the ideal and CUDA's graph memory nodes, and VMM
+              segments against classic ones.
 
 Writes the merged rows and the inputs as JSON (--out, default bench/results.json beside this
 script), a plot of the ratios as PNG (--plot, default the --out path with .png) when
@@ -26,7 +30,9 @@ import os
 import re
 import sys
 
-INPUTS = ("bench_graph", "bench_alloc", "torch_graph", "torch_alloc")
+INPUTS = ("bench_graph", "bench_alloc", "torch_graph", "torch_alloc", "bench_sleep",
+          "bench_buckets", "bench_vmm")
+MEMORY = ("bench_sleep", "bench_buckets", "bench_vmm")
 
 
 def load(folder):
@@ -137,7 +143,75 @@ def merge(data):
             "checks_passed": all(checks) if checks else None,
             "quick": any(d.get("quick") for d in data.values()),
             "replay": replay, "capture": capture, "alloc": allocs,
-            "inputs": data}
+            "memory": memory_lines(data), "inputs": data}
+
+
+def gib_label(size):
+    return f"{size / (1 << 30):g}G"
+
+
+def memory_lines(data):
+    """A few lines of the memory benchmarks' key figures (bench_sleep, bench_buckets, bench_vmm),
+    for the table and the summary. Figures a run did not produce print as dashes."""
+    lines = []
+    sleep = data.get("bench_sleep")
+    if sleep:
+        goals = sleep.get("goals", {})
+        pools = sleep.get("pools", [])
+        rows = [(gib_label(p["bytes"]), p.get("discard") or {}, p.get("offload") or {}) for p in pools]
+
+        def col(key, spec, which):
+            """key of each pool's DISCARD ('d') or OFFLOAD ('o') figures, labelled by size."""
+            return " ".join(f"{lab}:{fmt((d if which == 'd' else o).get(key), spec)}"
+                            for lab, d, o in rows)
+
+        big = [r for r in rows if r[0] == "64G" and "total_ms" in r[1]]
+        met64 = yes(big[0][1]["total_ms"] <= goals.get("discard_ms_64gib", 100)) if big else "-"
+        floors = [d.get("vs_floor") for _, d, _ in rows if "vs_floor" in d]
+        backs = [d.get("back_percent") for _, d, _ in rows if "back_percent" in d]
+        same = [d.get("identical") for _, d, _ in rows if "identical" in d] + \
+               [o.get("identical") for _, _, o in rows if "identical" in o]
+        lines.append(f"sleep DISCARD ms  {col('total_ms', '.1f', 'd')}  (64G <= "
+                     f"{goals.get('discard_ms_64gib', 100):g}: {met64})")
+        lines.append(f"sleep / floor     {col('vs_floor', '.2f', 'd')}  (<= "
+                     f"{goals.get('discard_vs_floor', 3):g}: "
+                     f"{yes(all(x <= goals.get('discard_vs_floor', 3) for x in floors)) if floors else '-'})")
+        lines.append(f"sleep back %      {col('back_percent', '.2f', 'd')}  (>= "
+                     f"{goals.get('back_percent', 99):g}: "
+                     f"{yes(all(x >= goals.get('back_percent', 99) for x in backs)) if backs else '-'});"
+                     f" identical after wake: {yes(all(same)) if same else '-'}")
+        ratios = [x for _, _, o in rows for x in (o.get("sleep_vs_pinned"), o.get("wake_vs_pinned"))
+                  if x is not None]
+        pinned = sleep.get("pinned", {})
+        lines.append(f"OFFLOAD/pinned    sleep {col('sleep_vs_pinned', '.2f', 'o')}; wake "
+                     f"{col('wake_vs_pinned', '.2f', 'o')}  (>= {goals.get('offload_vs_pinned', 0.8):g}: "
+                     f"{yes(all(x >= goals.get('offload_vs_pinned', 0.8) for x in ratios)) if ratios else '-'};"
+                     f" pinned {fmt(pinned.get('d2h_gbps'), '.1f')}/{fmt(pinned.get('h2d_gbps'), '.1f')} GB/s)")
+    buckets = data.get("bench_buckets")
+    if buckets:
+        ways = {w["way"]: w for w in buckets.get("ways", [])}
+        mib = " ".join(f"{name}:{fmt((w.get('reserved_bytes') or 0) / (1 << 20) if 'reserved_bytes' in w else None, '.1f')}"
+                       for name, w in ways.items())
+        vmm = ways.get("shared_vmm", {})
+        lines.append(f"buckets MiB       {mib}  (ideal {buckets.get('ideal_bytes', 0) / (1 << 20):g})")
+        lines.append(f"buckets VMM shared /ideal {fmt(vmm.get('vs_ideal'), '.2f')} /driver "
+                     f"{fmt(vmm.get('vs_driver'), '.2f')}  (<= {buckets.get('goal_ideal_ratio', 1.1):g} "
+                     f"and <= 1: {yes(buckets.get('goal_met'))})")
+        lines.append("buckets replay us " + " ".join(
+            f"{name}:{fmt(med(w, 'replay_us'), '.2f')}" for name, w in ways.items()) +
+            f"  (VMM shared/nodes {fmt(vmm.get('replay_vs_nodes'), '.3f')})")
+    vmmb = data.get("bench_vmm")
+    if vmmb:
+        pairs = " ".join(f"{size_label(p['size']).replace(' ', '')}:{fmt(p.get('vmm_vs_classic'), '.2f')}"
+                         for p in vmmb.get("pairs", []))
+        frag = vmmb.get("fragmentation", {})
+        lines.append(f"vmm/classic       pair {pairs}; capture "
+                     f"{fmt(vmmb.get('capture_us', {}).get('vmm_vs_classic'), '.2f')}; replay "
+                     f"{fmt(vmmb.get('replay_us', {}).get('vmm_vs_classic'), '.2f')}")
+        lines.append(f"growing reserved/allocated  classic "
+                     f"{fmt(frag.get('classic', {}).get('reserved_vs_allocated'), '.3f')}, vmm "
+                     f"{fmt(frag.get('vmm', {}).get('reserved_vs_allocated'), '.3f')}")
+    return lines
 
 
 def yes(x):
@@ -175,6 +249,10 @@ def print_tables(res):
               f"{fmt(r['recap_vs_cuda_async'], '7.3f')} {fmt(r['recap_vs_torch'], '8.3f')} "
               f"{fmt(r['routing_extra_ns'], '9.1f')} {yes(r['meets_routing_target']):>4} "
               f"{fmt(r['torch_routing_extra_ns'], '10.1f')}")
+    if res["memory"]:
+        print("\nmemory (bench_sleep, bench_buckets, bench_vmm; their own tables are in bench.log)")
+        for line in res["memory"]:
+            print("  " + line)
     m = res["targets_met"]
     print(f"\ntargets met: replay {yes(m['replay'])}, capture {yes(m['capture'])}, "
           f"alloc pair {yes(m['alloc_pair'])}, routing {yes(m['routing'])}; "
@@ -204,6 +282,7 @@ def brief_lines(res):
                      f"  (<= {t['routing_extra_ns']:g}: {yes(m['routing'])})")
         lines.append(f"recap/cudaAsync   {series(res['alloc'], 'recap_vs_cuda_async', '.3f', lab)};"
                      f" recap/torch {series(res['alloc'], 'recap_vs_torch', '.3f', lab)}")
+    lines.extend(res["memory"])
     return lines
 
 
