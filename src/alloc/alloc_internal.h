@@ -382,6 +382,10 @@ static inline int64_t recap__pool_capture_peak_max(const recap__pool_t *p, bool 
   return p->routed && p->capture_peak > p->capture_peak_max ? p->capture_peak : p->capture_peak_max;
 }
 
+/* recap_memory_snapshot_json's text for every device recap has used (snapshot.c): what the
+ * memory page (memory_page.c) draws. */
+recap_status_t recap__memory_snapshot_all(char **json);
+
 /* The text of a budget refusal, as recap_malloc's message gives it after "recap_malloc: ". */
 void recap__budget_format(char *out, size_t cap, const recap__budget_refusal_t *refusal);
 

@@ -5,10 +5,16 @@
  * Shape: {"devices":[{"device":0,"stats":{...},"pools":[{"id":[a,b],"references":n,
  * "routed":bool,"reserved_bytes":n,"allocated_bytes":n,"graphs":n,"exec_bytes":n,"nodes":n,
  * "capture_peak_bytes":n,"capture_peak_max_bytes":n,"budget_bytes":n,"budget_refusals":n,
- * "segments":[{"address":"0x..","size":n,"small":bool,"stream":"0x..",
+ * "state":"awake"|"asleep (discarded)"|"asleep (offloaded)","sleeping_bytes":n,
+ * "vmm_segments":n,
+ * "segments":[{"address":"0x..","size":n,"small":bool,"stream":"0x..","vmm":bool,
+ * "va_bytes":n,"chunks":n,
  * "blocks":[{"address":"0x..","size":n,"requested":n,"state":"allocated"|"free"|
  * "pending_events"|"deferred"}]}]}]}]}
- * The pool's accounting fields are recap_pool_memory's (recap/memory.h), with its rules.
+ * The pool's accounting fields are recap_pool_memory's (recap/memory.h), with its rules. A
+ * segment's "size" is what its blocks tile (for a VMM segment, the mapped extent, which stays
+ * while the pool sleeps); "va_bytes" is the virtual range a VMM segment reserves and "chunks" the
+ * physical chunks mapped into it now (both 0 for a classic segment).
  */
 #include <stdlib.h>
 
@@ -22,6 +28,13 @@ static const char *block_state(const recap__block_t *b) {
   if (b->deferred) return "deferred";
   if (b->event_count) return "pending_events";
   return "free";
+}
+
+/* A pool's state by the values of recap_pool_state_t (recap/sleep.h). */
+static const char *pool_state(int state) {
+  static const char *const names[] = {"awake", "asleep (discarded)", "asleep (offloaded)"};
+  if (state < 0 || state >= (int)(sizeof names / sizeof names[0])) return "unknown";
+  return names[state];
 }
 
 static void write_stat(recap__json_t *j, const char *name, const recap_stat_t *array) {
@@ -101,6 +114,14 @@ static void write_pool(recap__json_t *j, const recap__pool_t *pool, bool is_defa
   recap__json_key(j, "allocated_bytes");
   recap__json_int(j, pool->allocated_bytes);
   write_accounting(j, pool, is_default);
+  int64_t vmm_segments = 0;
+  for (const recap__segment_t *seg = pool->segments; seg; seg = seg->next) vmm_segments += seg->vmm;
+  recap__json_key(j, "state");
+  recap__json_string(j, pool_state(pool->state));
+  recap__json_key(j, "sleeping_bytes");
+  recap__json_int(j, pool->sleeping_bytes);
+  recap__json_key(j, "vmm_segments");
+  recap__json_int(j, vmm_segments);
   recap__json_key(j, "segments");
   recap__json_array_begin(j);
   for (const recap__segment_t *seg = pool->segments; seg; seg = seg->next) {
@@ -113,6 +134,12 @@ static void write_pool(recap__json_t *j, const recap__pool_t *pool, bool is_defa
     recap__json_bool(j, seg->small);
     recap__json_key(j, "stream");
     recap__json_pointer(j, seg->stream);
+    recap__json_key(j, "vmm");
+    recap__json_bool(j, seg->vmm);
+    recap__json_key(j, "va_bytes");
+    recap__json_uint(j, seg->vmm ? seg->va_size : 0);
+    recap__json_key(j, "chunks");
+    recap__json_int(j, seg->vmm ? seg->chunk_count : 0);
     recap__json_key(j, "blocks");
     recap__json_array_begin(j);
     for (const recap__block_t *b = seg->head; b; b = b->next) {
@@ -143,36 +170,47 @@ static void write_pool(recap__json_t *j, const recap__pool_t *pool, bool is_defa
   recap__json_object_end(j);
 }
 
-recap_status_t recap_memory_snapshot_json(int device, char **json) {
-  RECAP__ARG(json != NULL, "recap_memory_snapshot_json: json is NULL");
-  *json = NULL;
-  RECAP__ARG(device >= -1 && device < RECAP__MAX_DEVICES,
-             "recap_memory_snapshot_json: device %d is out of range", device);
-  if (device == -1) RECAP__CHECK(recap__device()->get_device(&device));
+static void write_device(recap__json_t *j, const recap__device_state_t *d) {
+  recap__json_object_begin(j);
+  recap__json_key(j, "device");
+  recap__json_int(j, d->device);
+  write_stats(j, &d->stats);
+  recap__json_key(j, "pools");
+  recap__json_array_begin(j);
+  write_pool(j, &d->default_pool, true);
+  for (const recap__pool_t *p = d->private_pools; p; p = p->next) write_pool(j, p, false);
+  recap__json_array_end(j);
+  recap__json_object_end(j);
+}
+
+/* The devices first..last that recap has used, in one JSON text. */
+static recap_status_t snapshot(int first, int last, char **json) {
   recap__json_t j;
   recap__json_init(&j);
   recap__json_object_begin(&j);
   recap__json_key(&j, "devices");
   recap__json_array_begin(&j);
   pthread_mutex_lock(&recap__alloc.lock);
-  const recap__device_state_t *d =
-      device >= 0 && device < RECAP__MAX_DEVICES ? recap__alloc.devices[device] : NULL;
-  if (d) {
-    recap__json_object_begin(&j);
-    recap__json_key(&j, "device");
-    recap__json_int(&j, d->device);
-    write_stats(&j, &d->stats);
-    recap__json_key(&j, "pools");
-    recap__json_array_begin(&j);
-    write_pool(&j, &d->default_pool, true);
-    for (const recap__pool_t *p = d->private_pools; p; p = p->next) write_pool(&j, p, false);
-    recap__json_array_end(&j);
-    recap__json_object_end(&j);
-  }
+  for (int device = first; device <= last; device++)
+    if (recap__alloc.devices[device]) write_device(&j, recap__alloc.devices[device]);
   pthread_mutex_unlock(&recap__alloc.lock);
   recap__json_array_end(&j);
   recap__json_object_end(&j);
   return recap__json_finish(&j, json);
+}
+
+recap_status_t recap_memory_snapshot_json(int device, char **json) {
+  RECAP__ARG(json != NULL, "recap_memory_snapshot_json: json is NULL");
+  *json = NULL;
+  RECAP__ARG(device >= -1 && device < RECAP__MAX_DEVICES,
+             "recap_memory_snapshot_json: device %d is out of range", device);
+  if (device == -1) RECAP__CHECK(recap__device()->get_device(&device));
+  if (device < 0 || device >= RECAP__MAX_DEVICES) return snapshot(0, -1, json);
+  return snapshot(device, device, json);
+}
+
+recap_status_t recap__memory_snapshot_all(char **json) {
+  return snapshot(0, RECAP__MAX_DEVICES - 1, json);
 }
 
 void recap_string_free(char *s) { recap__host_free(s); }
