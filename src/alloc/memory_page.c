@@ -196,9 +196,7 @@ static const char *pool_state(const recap__jv_t *pool) {
   return state ? state : "awake";
 }
 
-static bool asleep(const recap__jv_t *pool) {
-  return strncmp(pool_state(pool), "asleep", 6) == 0;
-}
+static bool asleep(const recap__jv_t *pool) { return strncmp(pool_state(pool), "asleep", 6) == 0; }
 
 static void badge(page_t *pg, const recap__jv_t *pool) {
   const char *state = pool_state(pool);
@@ -523,8 +521,7 @@ static recap_status_t draw(const char *snapshot_json, const char *who, char **ht
   recap__jv_free(root);
   if (pg.failed) {
     recap__host_free(pg.buf);
-    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory writing the page",
-                        who);
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory writing the page", who);
   }
   *html = pg.buf;
   return RECAP_SUCCESS;
@@ -548,8 +545,8 @@ recap_status_t recap_memory_html(const char *path) {
   if (s != RECAP_SUCCESS) return s;
   FILE *out = fopen(path, "wb");
   if (!out) {
-    s = recap__error(RECAP_ERROR_IO, "recap_memory_html: cannot open \"%s\" for writing: %s",
-                     path, strerror(errno));
+    s = recap__error(RECAP_ERROR_IO, "recap_memory_html: cannot open \"%s\" for writing: %s", path,
+                     strerror(errno));
   } else {
     size_t len = strlen(html);
     bool failed = fwrite(html, 1, len, out) != len;

@@ -238,7 +238,10 @@ static bool value(reader_t *r, recap__jv_t *v);
 /* The elements of an array or the members of an object, r->p just past the opening bracket. */
 static bool container(reader_t *r, recap__jv_t *v, bool object) {
   char close = object ? '}' : ']';
-  if (++r->depth > RECAP__JSON_MAX_DEPTH) return syntax(r, "less nesting (64 levels at most)");
+  if (++r->depth > RECAP__JSON_MAX_DEPTH) {
+    r->p--; /* at the bracket one level too deep */
+    return syntax(r, "less nesting (64 levels at most)");
+  }
   size_t capacity = 0;
   skip_space(r);
   if (*r->p == close) {
@@ -298,14 +301,9 @@ static bool value(reader_t *r, recap__jv_t *v) {
       v->kind = RECAP__JV_BOOL;
       v->boolean = true;
       return literal(r, "true");
-    case 'f':
-      v->kind = RECAP__JV_BOOL;
-      return literal(r, "false");
-    case 'n':
-      v->kind = RECAP__JV_NULL;
-      return literal(r, "null");
-    default:
-      return number(r, v);
+    case 'f': v->kind = RECAP__JV_BOOL; return literal(r, "false");
+    case 'n': v->kind = RECAP__JV_NULL; return literal(r, "null");
+    default: return number(r, v);
   }
 }
 
@@ -326,8 +324,7 @@ recap_status_t recap__jv_parse(const char *text, const char *who, recap__jv_t **
   *out = NULL;
   recap__jv_t *root = recap__host_calloc(1, sizeof *root);
   if (!root)
-    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory reading the JSON",
-                        who);
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory reading the JSON", who);
   reader_t r = {.text = text, .p = text, .who = who, .status = RECAP_SUCCESS};
   if (value(&r, root)) {
     skip_space(&r);
@@ -361,7 +358,8 @@ bool recap__jv_int(const recap__jv_t *v, int64_t *out) {
 }
 
 bool recap__jv_uint(const recap__jv_t *v, uint64_t *out) {
-  if (!v || v->kind != RECAP__JV_NUMBER || !v->integer || (v->negative && v->magnitude)) return false;
+  if (!v || v->kind != RECAP__JV_NUMBER || !v->integer || (v->negative && v->magnitude))
+    return false;
   *out = v->magnitude;
   return true;
 }

@@ -30,13 +30,13 @@ typedef enum recap__jv_kind {
 
 typedef struct recap__jv {
   recap__jv_kind_t kind;
-  char *key;       /* a member of an object: its name (NUL-terminated); else NULL */
-  bool boolean;    /* RECAP__JV_BOOL */
-  double number;   /* RECAP__JV_NUMBER, always */
-  bool integer;    /* the number is an integer that fits int64_t or uint64_t ... */
-  bool negative;   /* ... with this sign ... */
-  uint64_t magnitude; /* ... and this magnitude */
-  char *string;    /* RECAP__JV_STRING: NUL-terminated UTF-8 (a \u0000 inside is refused) */
+  char *key;               /* a member of an object: its name (NUL-terminated); else NULL */
+  bool boolean;            /* RECAP__JV_BOOL */
+  double number;           /* RECAP__JV_NUMBER, always */
+  bool integer;            /* the number is an integer that fits int64_t or uint64_t ... */
+  bool negative;           /* ... with this sign ... */
+  uint64_t magnitude;      /* ... and this magnitude */
+  char *string;            /* RECAP__JV_STRING: NUL-terminated UTF-8 (a \u0000 inside is refused) */
   struct recap__jv *items; /* RECAP__JV_ARRAY elements, RECAP__JV_OBJECT members, in order */
   size_t count;
 } recap__jv_t;
