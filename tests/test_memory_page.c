@@ -20,9 +20,9 @@
 
 enum { PER_NODE = RECAP__FAKE_EXEC_BYTES_PER_NODE };
 
-#define EXPECT_IN(haystack, needle)                                                     \
-  do {                                                                                  \
-    if (!strstr((haystack), (needle)))                                                  \
+#define EXPECT_IN(haystack, needle)                                                         \
+  do {                                                                                      \
+    if (!strstr((haystack), (needle)))                                                      \
       fail_msg("the page lacks\n  %s\n-- page --\n%s", (const char *)(needle), (haystack)); \
   } while (0)
 
@@ -62,9 +62,9 @@ static recap__pool_t *private_pool(recap_pool_id_t id) {
 /* The state every test of the page draws: see the file's comment. */
 typedef struct scene {
   recap_stream_t s, s2;
-  void *a, *b, *c;          /* default pool: 1000 bytes, 3 MiB, and 8 KiB waiting on s2 */
-  void *held, *orphan;      /* 8 KiB of the graph's pool, 3 MiB of the pool whose graph is gone */
-  recap_graph_t graph;      /* holds `mine` */
+  void *a, *b, *c;     /* default pool: 1000 bytes, 3 MiB, and 8 KiB waiting on s2 */
+  void *held, *orphan; /* 8 KiB of the graph's pool, 3 MiB of the pool whose graph is gone */
+  recap_graph_t graph; /* holds `mine` */
   recap_pool_id_t mine, gone;
 } scene_t;
 
@@ -139,15 +139,19 @@ static void the_page_shows_pools_segments_and_graphs(void **state) {
   EXPECT_IN(page, "<span class=\"k\">devices</span><span class=\"v\">1</span></div>");
   EXPECT_IN(page, "<span class=\"k\">pools</span><span class=\"v\">3</span> (0 asleep)</div>");
   EXPECT_IN(page, "<span class=\"k\">segments</span><span class=\"v\">4</span> (0 VMM)</div>");
-  EXPECT_IN(page, "<span class=\"k\">reserved</span><span class=\"v\"><span class=\"bytes\" "
-                  "title=\"46137344 bytes\">44.00 MiB</span>");
-  EXPECT_IN(page, "<span class=\"k\">allocated</span><span class=\"v\"><span class=\"bytes\" "
-                  "title=\"6300672 bytes\">6.01 MiB</span>");
-  EXPECT_IN(page, "<span class=\"k\">waiting</span><span class=\"v\"><span class=\"bytes\" "
-                  "title=\"8192 bytes\">8.00 KiB</span>");
+  EXPECT_IN(page,
+            "<span class=\"k\">reserved</span><span class=\"v\"><span class=\"bytes\" "
+            "title=\"46137344 bytes\">44.00 MiB</span>");
+  EXPECT_IN(page,
+            "<span class=\"k\">allocated</span><span class=\"v\"><span class=\"bytes\" "
+            "title=\"6300672 bytes\">6.01 MiB</span>");
+  EXPECT_IN(page,
+            "<span class=\"k\">waiting</span><span class=\"v\"><span class=\"bytes\" "
+            "title=\"8192 bytes\">8.00 KiB</span>");
   EXPECT_IN(page, "<span class=\"k\">graphs</span><span class=\"v\">1</span></div>");
-  EXPECT_IN(page, "<span class=\"k\">executables</span><span class=\"v\"><span class=\"bytes\" "
-                  "title=\"8192 bytes\">8.00 KiB</span>");
+  EXPECT_IN(page,
+            "<span class=\"k\">executables</span><span class=\"v\"><span class=\"bytes\" "
+            "title=\"8192 bytes\">8.00 KiB</span>");
   EXPECT_IN(page, "<h2>Device 0</h2>");
 
   /* The table: one row per pool, the default pool first, then the private pools as the
@@ -199,21 +203,25 @@ static void the_page_shows_pools_segments_and_graphs(void **state) {
   uint64_t a = (uint64_t)(uintptr_t)sc.a;
   snprintf(block, sizeof block,
            "<div class=\"block allocated\" style=\"width:0.0488%%\" title=\"0x%" PRIx64
-           " - 0x%" PRIx64 " (1.00 KiB), allocated, 1000 bytes requested\"></div>"
-           "<div class=\"block waiting\" style=\"width:0.3906%%\" title=\"0x%" PRIx64 " - 0x%" PRIx64
+           " - 0x%" PRIx64
+           " (1.00 KiB), allocated, 1000 bytes requested\"></div>"
+           "<div class=\"block waiting\" style=\"width:0.3906%%\" title=\"0x%" PRIx64
+           " - 0x%" PRIx64
            " (8.00 KiB), pending_events\"></div><div class=\"block free\" "
            "style=\"width:99.5605%%\" title=\"0x%" PRIx64 " - 0x%" PRIx64 " (1.99 MiB), free\">",
            a, a + 1024, a + 1024, a + 1024 + 8192, a + 1024 + 8192, a + 2 * MiB);
   EXPECT_IN(page, block);
   uint64_t b = (uint64_t)(uintptr_t)sc.b;
-  snprintf(block, sizeof block,
-           "<div class=\"label\">0x%" PRIx64
-           " &middot; <span class=\"bytes\" title=\"20971520 bytes\">20.00 MiB</span> &middot; "
-           "classic &middot; large &middot; stream %p &middot; 2 blocks</div>\n<div "
-           "class=\"bar\"><div class=\"block allocated\" style=\"width:15.0000%%\" title=\"0x%" PRIx64
-           " - 0x%" PRIx64 " (3.00 MiB), allocated, 3145728 bytes requested\"></div><div "
-           "class=\"block free\" style=\"width:85.0000%%\"",
-           b, (void *)sc.s, b, b + 3 * MiB);
+  snprintf(
+      block, sizeof block,
+      "<div class=\"label\">0x%" PRIx64
+      " &middot; <span class=\"bytes\" title=\"20971520 bytes\">20.00 MiB</span> &middot; "
+      "classic &middot; large &middot; stream %p &middot; 2 blocks</div>\n<div "
+      "class=\"bar\"><div class=\"block allocated\" style=\"width:15.0000%%\" title=\"0x%" PRIx64
+      " - 0x%" PRIx64
+      " (3.00 MiB), allocated, 3145728 bytes requested\"></div><div "
+      "class=\"block free\" style=\"width:85.0000%%\"",
+      b, (void *)sc.s, b, b + 3 * MiB);
   EXPECT_IN(page, block);
   free(page);
   scene_free(&sc);
@@ -229,8 +237,9 @@ static void the_snapshot_and_page_show_sleep_and_vmm(void **state) {
   scene_build(&sc);
   char *json;
   OK(recap_memory_snapshot_json(-1, &json));
-  assert_int_equal(occurrences(json, "\"budget_refusals\":0,\"state\":\"awake\","
-                                     "\"sleeping_bytes\":0,\"vmm_segments\":0,\"segments\":["),
+  assert_int_equal(occurrences(json,
+                               "\"budget_refusals\":0,\"state\":\"awake\","
+                               "\"sleeping_bytes\":0,\"vmm_segments\":0,\"segments\":["),
                    3);
   assert_int_equal(occurrences(json, "\"vmm\":false,\"va_bytes\":0,\"chunks\":0,\"blocks\":["), 4);
   recap_string_free(json);
@@ -271,8 +280,9 @@ static void the_snapshot_and_page_show_sleep_and_vmm(void **state) {
   remove(path);
   EXPECT_IN(page, "<span class=\"k\">pools</span><span class=\"v\">3</span> (1 asleep)</div>");
   EXPECT_IN(page, "<span class=\"k\">segments</span><span class=\"v\">4</span> (1 VMM)</div>");
-  EXPECT_IN(page, "<span class=\"k\">asleep, given back</span><span class=\"v\"><span "
-                  "class=\"bytes\" title=\"20971520 bytes\">20.00 MiB</span>");
+  EXPECT_IN(page,
+            "<span class=\"k\">asleep, given back</span><span class=\"v\"><span "
+            "class=\"bytes\" title=\"20971520 bytes\">20.00 MiB</span>");
   char row[256];
   snprintf(row, sizeof row,
            "<tr class=\"asleep\"><td><a href=\"#pool-0-1\">pool {%" PRIu64 ",%" PRIu64
@@ -285,11 +295,13 @@ static void the_snapshot_and_page_show_sleep_and_vmm(void **state) {
            "} <span class=\"badge asleep\">asleep (discarded)</span></h3>",
            sc.gone.a, sc.gone.b);
   EXPECT_IN(page, row);
-  EXPECT_IN(page, "<p class=\"note\">1 segment (VMM), 2 blocks; asleep: <span class=\"bytes\" "
-                  "title=\"20971520 bytes\">20.00 MiB</span> of device memory given back, the "
-                  "addresses kept for the wake</p>");
-  EXPECT_IN(page, "&middot; VMM, 0 chunks mapped, <span class=\"bytes\" "
-                  "title=\"85899345920 bytes\">80.00 GiB</span> of addresses &middot; large");
+  EXPECT_IN(page,
+            "<p class=\"note\">1 segment (VMM), 2 blocks; asleep: <span class=\"bytes\" "
+            "title=\"20971520 bytes\">20.00 MiB</span> of device memory given back, the "
+            "addresses kept for the wake</p>");
+  EXPECT_IN(page,
+            "&middot; VMM, 0 chunks mapped, <span class=\"bytes\" "
+            "title=\"85899345920 bytes\">80.00 GiB</span> of addresses &middot; large");
   assert_int_equal(occurrences(page, "<tr class=\"awake\">"), 2);
   free(page);
   scene_free(&sc);
@@ -326,16 +338,19 @@ static void an_asleep_pool_is_greyed_and_badged(void **state) {
   OK(recap_memory_html_from_json(ASLEEP_SNAPSHOT, &page));
   EXPECT_IN(page, "<span class=\"k\">pools</span><span class=\"v\">2</span> (1 asleep)</div>");
   EXPECT_IN(page, "<span class=\"k\">segments</span><span class=\"v\">2</span> (2 VMM)</div>");
-  EXPECT_IN(page, "<span class=\"k\">waiting</span><span class=\"v\"><span class=\"bytes\" "
-                  "title=\"1048576 bytes\">1.00 MiB</span>");
-  EXPECT_IN(page, "<span class=\"k\">asleep, given back</span><span class=\"v\"><span "
-                  "class=\"bytes\" title=\"4194304 bytes\">4.00 MiB</span>");
-  EXPECT_IN(page, "<h2>Device 1</h2>\n<p class=\"note\">reserved <span class=\"bytes\" "
-                  "title=\"6291456 bytes\">6.00 MiB</span> (peak <span class=\"bytes\" "
-                  "title=\"8388608 bytes\">8.00 MiB</span>), allocated <span class=\"bytes\" "
-                  "title=\"1048576 bytes\">1.00 MiB</span> (peak <span class=\"bytes\" "
-                  "title=\"2097152 bytes\">2.00 MiB</span>), out-of-memory errors 2, retries "
-                  "after freeing the cache 1</p>");
+  EXPECT_IN(page,
+            "<span class=\"k\">waiting</span><span class=\"v\"><span class=\"bytes\" "
+            "title=\"1048576 bytes\">1.00 MiB</span>");
+  EXPECT_IN(page,
+            "<span class=\"k\">asleep, given back</span><span class=\"v\"><span "
+            "class=\"bytes\" title=\"4194304 bytes\">4.00 MiB</span>");
+  EXPECT_IN(page,
+            "<h2>Device 1</h2>\n<p class=\"note\">reserved <span class=\"bytes\" "
+            "title=\"6291456 bytes\">6.00 MiB</span> (peak <span class=\"bytes\" "
+            "title=\"8388608 bytes\">8.00 MiB</span>), allocated <span class=\"bytes\" "
+            "title=\"1048576 bytes\">1.00 MiB</span> (peak <span class=\"bytes\" "
+            "title=\"2097152 bytes\">2.00 MiB</span>), out-of-memory errors 2, retries "
+            "after freeing the cache 1</p>");
   EXPECT_IN(page,
             "<tr class=\"asleep\"><td><a href=\"#pool-0-1\">pool {3,0}</a></td><td><span "
             "class=\"badge asleep\">asleep (offloaded)</span></td><td>VMM</td><td>1</td>"
@@ -345,21 +360,25 @@ static void an_asleep_pool_is_greyed_and_badged(void **state) {
             "<td><span class=\"bytes\" title=\"40960 bytes\">40.00 KiB</span></td><td>10</td>"
             "<td><span class=\"bytes\" title=\"1572864 bytes\">1.50 MiB</span></td><td>none</td>"
             "<td>0</td></tr>");
-  EXPECT_IN(page, "<section class=\"pool asleep\" id=\"pool-0-1\"><h3>pool {3,0} <span "
-                  "class=\"badge asleep\">asleep (offloaded)</span></h3>");
-  EXPECT_IN(page, "<div class=\"block allocated\" style=\"width:25.0000%\" title=\"0x7400000000 "
-                  "- 0x7400100000 (1.00 MiB), allocated, 1000000 bytes requested\"></div>"
-                  "<div class=\"block waiting\" style=\"width:25.0000%\" title=\"0x7400100000 - "
-                  "0x7400200000 (1.00 MiB), deferred\"></div><div class=\"block free\" "
-                  "style=\"width:50.0000%\" title=\"0x7400200000 - 0x7400400000 (2.00 MiB), "
-                  "free\"></div>");
+  EXPECT_IN(page,
+            "<section class=\"pool asleep\" id=\"pool-0-1\"><h3>pool {3,0} <span "
+            "class=\"badge asleep\">asleep (offloaded)</span></h3>");
+  EXPECT_IN(page,
+            "<div class=\"block allocated\" style=\"width:25.0000%\" title=\"0x7400000000 "
+            "- 0x7400100000 (1.00 MiB), allocated, 1000000 bytes requested\"></div>"
+            "<div class=\"block waiting\" style=\"width:25.0000%\" title=\"0x7400100000 - "
+            "0x7400200000 (1.00 MiB), deferred\"></div><div class=\"block free\" "
+            "style=\"width:50.0000%\" title=\"0x7400200000 - 0x7400400000 (2.00 MiB), "
+            "free\"></div>");
   /* The awake default pool on VMM: its three chunks, the range it reserves. */
-  EXPECT_IN(page, "<tr class=\"awake\"><td><a href=\"#pool-0-0\">pool {0,0} (default)</a></td>"
-                  "<td><span class=\"badge awake\">awake</span></td><td>VMM</td><td>1</td>");
-  EXPECT_IN(page, "<div class=\"label\">0x7000000000 &middot; <span class=\"bytes\" "
-                  "title=\"2097152 bytes\">2.00 MiB</span> &middot; VMM, 3 chunks mapped, "
-                  "<span class=\"bytes\" title=\"85899345920 bytes\">80.00 GiB</span> of "
-                  "addresses &middot; small &middot; stream 0x0 &middot; 1 block</div>");
+  EXPECT_IN(page,
+            "<tr class=\"awake\"><td><a href=\"#pool-0-0\">pool {0,0} (default)</a></td>"
+            "<td><span class=\"badge awake\">awake</span></td><td>VMM</td><td>1</td>");
+  EXPECT_IN(page,
+            "<div class=\"label\">0x7000000000 &middot; <span class=\"bytes\" "
+            "title=\"2097152 bytes\">2.00 MiB</span> &middot; VMM, 3 chunks mapped, "
+            "<span class=\"bytes\" title=\"85899345920 bytes\">80.00 GiB</span> of "
+            "addresses &middot; small &middot; stream 0x0 &middot; 1 block</div>");
   assert_int_equal(occurrences(page, "class=\"badge asleep\""), 2);
   assert_int_equal(occurrences(page, "class=\"badge awake\""), 2);
   recap_string_free(page);
@@ -386,14 +405,17 @@ static void hostile_strings_are_escaped(void **state) {
   EXPECT_IN(page, "<span class=\"badge other\">&lt;script&gt;alert(1)&lt;/script&gt;</span>");
   EXPECT_IN(page, "<div class=\"label\">&quot;&gt;&lt;img src=x onerror=alert(2)&gt; &middot; ");
   EXPECT_IN(page, "stream &#39;&amp;amp;&lt;b&gt; &middot; 1 block</div>");
-  EXPECT_IN(page, "<div class=\"block other\" style=\"width:100.0000%\" title=\"0x10&#39; "
-                  "onmouseover=&#39;alert(3) (1.00 KiB), &lt;i&gt;caf\xc3\xa9 \xf0\x9f\x98\x80"
-                  "&lt;/i&gt;\"></div>");
+  EXPECT_IN(page,
+            "<div class=\"block other\" style=\"width:100.0000%\" title=\"0x10&#39; "
+            "onmouseover=&#39;alert(3) (1.00 KiB), &lt;i&gt;caf\xc3\xa9 \xf0\x9f\x98\x80"
+            "&lt;/i&gt;\"></div>");
   /* The pool gives no bytes, graphs or budget: each shows the mark of a missing field. */
-  EXPECT_IN(page, "<tr class=\"awake\"><td><a href=\"#pool-0-0\">pool {5,6}</a></td><td><span "
-                  "class=\"badge other\">");
-  assert_int_equal(occurrences(page, "<span class=\"unknown\" title=\"not in the snapshot\">?"
-                                     "</span>"),
+  EXPECT_IN(page,
+            "<tr class=\"awake\"><td><a href=\"#pool-0-0\">pool {5,6}</a></td><td><span "
+            "class=\"badge other\">");
+  assert_int_equal(occurrences(page,
+                               "<span class=\"unknown\" title=\"not in the snapshot\">?"
+                               "</span>"),
                    8);
   EXPECT_NOT_IN(page, "<p class=\"note\">reserved"); /* no statistics in it */
   recap_string_free(page);
@@ -414,8 +436,7 @@ static void texts_that_are_no_snapshot_are_refused(void **state) {
   assert_string_equal(recap_last_error(),
                       "recap_memory_html_from_json: snapshot_json is not JSON: at line 2, column "
                       "7, the end of the text was expected");
-  EXPECT_STATUS(recap_memory_html_from_json("{\"pools\":[]}", &page),
-                RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_memory_html_from_json("{\"pools\":[]}", &page), RECAP_ERROR_INVALID_ARGUMENT);
   assert_string_equal(recap_last_error(),
                       "recap_memory_html_from_json: snapshot_json is JSON but no snapshot: it has "
                       "no \"devices\" array; give the text of recap_memory_snapshot_json");

@@ -236,7 +236,7 @@ static const char *kind(const pool_sums_t *s) {
 /* ---- the drawing --------------------------------------------------------------------------- */
 
 static const char STYLE[] =
-    "body{font:14px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px;color:#1d2330;"
+    "body{font:13px/1.4 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px;color:#1d2330;"
     "background:#fafbfc}\n"
     "h1{font-size:22px;margin:0 0 12px}h2{font-size:18px;margin:28px 0 8px}"
     "h3{font-size:15px;margin:18px 0 4px}\n"
@@ -250,8 +250,8 @@ static const char STYLE[] =
     "table.pools th,table.pools td{border:1px solid #d6dae1;padding:4px 8px;text-align:right;"
     "white-space:nowrap}\n"
     "table.pools th{background:#eef1f5;font-weight:600}\n"
-    "table.pools td:first-child,table.pools td:nth-child(2),table.pools td:nth-child(3)"
-    "{text-align:left}\n"
+    "table.pools td:nth-child(-n+3),table.pools th:nth-child(-n+3){text-align:left}\n"
+    ".table{overflow-x:auto}\n"
     "tr.asleep td{background:#f0f0f0;color:#7a7f88}\n"
     ".badge{display:inline-block;border-radius:9px;padding:0 8px;font-size:12px;"
     "font-weight:600}\n"
@@ -260,7 +260,7 @@ static const char STYLE[] =
     "section.pool{background:#fff;border:1px solid #d6dae1;border-radius:6px;padding:4px 12px 10px;"
     "margin:8px 0}\n"
     "section.pool.asleep{background:#f0f0f0}"
-    "section.pool.asleep .bar{filter:grayscale(1);opacity:.45}\n"
+    "section.pool.asleep .bar{filter:grayscale(1);opacity:.7}\n"
     ".note{color:#5b6474;margin:2px 0 6px}\n"
     ".segment{margin:6px 0}.segment .label{font-size:12px;color:#5b6474;"
     "font-family:ui-monospace,Menlo,Consolas,monospace}\n"
@@ -485,13 +485,14 @@ static void write_device(page_t *pg, const recap__jv_t *dev, size_t d) {
     text(pg, "</p>\n");
   }
   size_t pools = array_count(dev, "pools");
-  text(pg,
-       "<table class=\"pools\"><thead><tr><th>pool</th><th>state</th><th>segments are</th>"
-       "<th>segments</th><th>reserved</th><th>allocated</th><th>waiting</th><th>graphs</th>"
-       "<th>executables</th><th>nodes</th><th>capture peak</th><th>budget</th>"
-       "<th>refusals</th></tr></thead>\n<tbody>\n");
+  text(
+      pg,
+      "<div class=\"table\"><table class=\"pools\"><thead><tr><th>pool</th><th>state</th><th>segments are</th>"
+      "<th>segments</th><th>reserved</th><th>allocated</th><th>waiting</th><th>graphs</th>"
+      "<th>executables</th><th>nodes</th><th>capture peak</th><th>budget</th>"
+      "<th>refusals</th></tr></thead>\n<tbody>\n");
   for (size_t p = 0; p < pools; p++) write_pool_row(pg, element(dev, "pools", p), d, p);
-  text(pg, "</tbody></table>\n");
+  text(pg, "</tbody></table></div>\n");
   write_legend(pg);
   for (size_t p = 0; p < pools; p++) write_pool_section(pg, element(dev, "pools", p), d, p);
   text(pg, "</section>\n");
