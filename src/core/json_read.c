@@ -261,6 +261,7 @@ static bool container(reader_t *r, recap__jv_t *v, bool object) {
     v->count++; /* counted at once, so that a failure below frees what it holds */
     skip_space(r);
     if (object) {
+      if (*r->p != '"') return syntax(r, "a member's name in quotes");
       item->key = string(r);
       if (!item->key) return false;
       skip_space(r);
