@@ -125,17 +125,14 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_pool_memory(recap_pool_id_t pool,
  * reserved / allocated / waiting bytes, the graphs holding each and what they cost, the budget)
  * and per pool a bar per segment, its blocks drawn to scale and coloured allocated / waiting /
  * free; an asleep pool is greyed and badged. Every device recap has used is on it. The page
- * needs no network and no script. RECAP_ERROR_IO when the file cannot be written (a partial
+ * needs no network and no script. The allocator's lock is held only while its state is copied,
+ * not while the page is written. RECAP_ERROR_IO when the file cannot be written (a partial
  * file is removed). docs/memory.md, "The memory page", says what each part shows. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_memory_html(const char *path);
 
-/* The same page drawn from snapshot_json, a text of recap_memory_snapshot_json's shape (saved
- * earlier, from another process or another machine), into *html, NUL-terminated; free it with
- * recap_string_free. A text that is not JSON, or JSON without the snapshot's "devices" array,
- * is RECAP_ERROR_INVALID_ARGUMENT, the message saying where and what; fields the snapshot lacks
- * show as "?". Strings of the snapshot are escaped. tools/recap-memory is this call on a file. */
-RECAP_NODISCARD RECAP_API recap_status_t recap_memory_html_from_json(const char *snapshot_json,
-                                                                     char **html);
+/* The same page as recap_memory_html, into *html (NUL-terminated; free it with
+ * recap_string_free). */
+RECAP_NODISCARD RECAP_API recap_status_t recap_memory_html_string(char **html);
 
 #ifdef __cplusplus
 }

@@ -2,10 +2,11 @@
 /*
  * alloc_internal.h — the allocator's data structures, shared by allocator.c (the malloc/free
  * core), pool.c (pool ids, routing, references), stats.c (the statistics queries), lookup.c
- * (blocks by address), sites.c (allocation sites), reset.c, snapshot.c (the JSON walk) and
- * check.c (the invariant checker), replay.c (allocation logs and their replay at a recapture),
- * front_cache.c (the rules of the front cache), and the allocator's entry points for the layers
- * above (capture registry, graphs, liveness checks). The other files call into allocator.c,
+ * (blocks by address), sites.c (allocation sites), reset.c, memory_model.c (the walk that
+ * snapshot.c and memory_page.c write out) and check.c (the invariant checker), replay.c
+ * (allocation logs and their replay at a recapture), front_cache.c (the rules of the front
+ * cache), and the allocator's entry points for the layers above (capture registry, graphs,
+ * liveness checks). The other files call into allocator.c,
  * never the reverse; allocator.c calls only replay.c (the replay hook: where a logged route's
  * allocation goes) and front_cache.c (whether a freed block waits unmerged, whether a request
  * takes it), which call neither.
@@ -381,10 +382,6 @@ static inline int64_t recap__pool_capture_peak_max(const recap__pool_t *p, bool 
   if (is_default) return 0;
   return p->routed && p->capture_peak > p->capture_peak_max ? p->capture_peak : p->capture_peak_max;
 }
-
-/* recap_memory_snapshot_json's text for every device recap has used (snapshot.c): what the
- * memory page (memory_page.c) draws. */
-recap_status_t recap__memory_snapshot_all(char **json);
 
 /* The text of a budget refusal, as recap_malloc's message gives it after "recap_malloc: ". */
 void recap__budget_format(char *out, size_t cap, const recap__budget_refusal_t *refusal);

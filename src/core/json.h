@@ -2,9 +2,9 @@
 /*
  * json.h — a small JSON writer into a growable string.
  *
- * recap writes JSON (allocator snapshots, graph inspection) with a writer that tracks commas
- * and escapes strings; json_read.h reads a snapshot back for the memory page. Out of host
- * memory the writer remembers the failure and recap__json_finish reports it once.
+ * recap writes JSON (allocator snapshots, graph inspection) but never parses it, so a writer
+ * that tracks commas and escapes strings is all the library needs. Out of host memory the
+ * writer remembers the failure and recap__json_finish reports it once.
  */
 #ifndef RECAP_CORE_JSON_H
 #define RECAP_CORE_JSON_H
@@ -13,12 +13,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/strbuf.h"
 #include "recap.h"
 
 typedef struct recap__json {
-  char *buf;
-  size_t len, cap;
-  bool failed;     /* a host allocation failed; the text is incomplete */
+  recap__strbuf_t text;
   bool need_comma; /* the next value in the current container needs a separator */
   int depth;
 } recap__json_t;

@@ -9,7 +9,7 @@
  * and route a pool to it, join a side stream to a capture, end a capture and its route (in
  * either order), invalidate a capture, release a pool, empty the cache, change an option
  * (max_split_size, memory_cap), arm a device fault (segment allocation, event creation or
- * record), and read the statistics, a snapshot (drawn as the memory page) and a block's info.
+ * record), and read the statistics, a snapshot, the memory page and a block's info.
  * Captures routed to pools 0 and 1 record their allocation log and replay the previous one of
  * their pool (as a graph's recapture does; src/alloc/replay.c); those routed to pools 2 and 3
  * take the usual path.
@@ -517,12 +517,13 @@ static void op_inspect(void) {
     char *json = NULL;
     s = recap_memory_snapshot_json(-1, &json);
     if (s != RECAP_SUCCESS || !json || json[0] != '{') die("recap_memory_snapshot_json failed", s);
-    /* The memory page reads every snapshot back. */
-    char *html = NULL;
-    s = recap_memory_html_from_json(json, &html);
-    if (s != RECAP_SUCCESS || !html) die("recap_memory_html_from_json failed on a snapshot", s);
-    recap_string_free(html);
     recap_string_free(json);
+    /* The memory page of the same state. */
+    char *html = NULL;
+    s = recap_memory_html_string(&html);
+    if (s != RECAP_SUCCESS || !html || strncmp(html, "<!DOCTYPE html>", 15) != 0)
+      die("recap_memory_html_string failed", s);
+    recap_string_free(html);
   } else if (what % 3 == 1) {
     s = recap_memory_reset_peak(-1);
     if (s != RECAP_SUCCESS) die("recap_memory_reset_peak failed", s);
