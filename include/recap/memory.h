@@ -127,11 +127,13 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_pool_memory(recap_pool_id_t pool,
  * free; an asleep pool is greyed and badged. Every device recap has used is on it. The page
  * needs no network and no script. The allocator's lock is held only while its state is copied,
  * not while the page is written. RECAP_ERROR_IO when the file cannot be written (a partial
- * file is removed). docs/memory.md, "The memory page", says what each part shows. */
+ * file is removed); RECAP_ERROR_OUT_OF_MEMORY when the host has no memory for the copy or the
+ * text. docs/memory.md, "The memory page", says what each part shows. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_memory_html(const char *path);
 
 /* The same page as recap_memory_html, into *html (NUL-terminated; free it with
- * recap_string_free). */
+ * recap_string_free). *html is NULL on failure: RECAP_ERROR_OUT_OF_MEMORY when the host has no
+ * memory for the copy or the text. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_memory_html_string(char **html);
 
 #ifdef __cplusplus
