@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * harness.c — recap_test_main(): test selection by name, --list, and the GPU skip.
+ * harness.c — recap_test_main(): test selection by name, --list, and the GPU skip; the log
+ * capture and the file reader of harness.h.
  */
 #include "harness.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void usage(const char *program) {
@@ -86,3 +88,17 @@ void recap_test_log_capture(recap_test_log_t *log) {
 }
 
 void recap_test_log_stop(void) { recap_log_set(NULL, NULL); }
+
+char *recap_test_read_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) fail_msg("cannot read %s", path);
+  fseek(f, 0, SEEK_END);
+  long size = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *text = malloc((size_t)size + 1);
+  assert_non_null(text);
+  assert_int_equal(fread(text, 1, (size_t)size, f), (size_t)size);
+  text[size] = '\0';
+  fclose(f);
+  return text;
+}

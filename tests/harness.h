@@ -101,6 +101,11 @@ typedef struct recap_test_log {
 void recap_test_log_capture(recap_test_log_t *log);
 void recap_test_log_stop(void);
 
+/* ---- files ---------------------------------------------------------------------------------- */
+
+/* The whole file at path, NUL-terminated, from malloc; the test fails when it cannot be read. */
+char *recap_test_read_file(const char *path);
+
 #ifdef __cplusplus
 }
 #endif

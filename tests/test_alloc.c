@@ -431,13 +431,21 @@ static void snapshot_lists_segments_and_blocks(void **state) {
   cJSON *dev = cJSON_GetArrayItem(devices, 0);
   cJSON *pools = cJSON_GetObjectItem(dev, "pools");
   assert_int_equal(cJSON_GetArraySize(pools), 1);
-  cJSON *segments = cJSON_GetObjectItem(cJSON_GetArrayItem(pools, 0), "segments");
+  cJSON *pool = cJSON_GetArrayItem(pools, 0);
+  assert_string_equal(cJSON_GetObjectItem(pool, "state")->valuestring, "awake");
+  assert_true(cJSON_GetObjectItem(pool, "sleeping_bytes")->valuedouble == 0);
+  assert_true(cJSON_GetObjectItem(pool, "vmm_segments")->valuedouble == 0);
+  cJSON *segments = cJSON_GetObjectItem(pool, "segments");
   assert_int_equal(cJSON_GetArraySize(segments), 2);
   int allocated = 0, free_blocks = 0;
   double total = 0;
   cJSON *seg;
   cJSON_ArrayForEach(seg, segments) {
     total += cJSON_GetObjectItem(seg, "size")->valuedouble;
+    /* Classic segments (the expandable_segments option is off): no range, no chunks. */
+    assert_true(cJSON_IsFalse(cJSON_GetObjectItem(seg, "vmm")));
+    assert_true(cJSON_GetObjectItem(seg, "va_bytes")->valuedouble == 0);
+    assert_true(cJSON_GetObjectItem(seg, "chunks")->valuedouble == 0);
     cJSON *blk;
     cJSON_ArrayForEach(blk, cJSON_GetObjectItem(seg, "blocks")) {
       const char *st = cJSON_GetObjectItem(blk, "state")->valuestring;

@@ -4,7 +4,7 @@
  * allocate host memory in every layer (allocator and its event and deferred lists, pools,
  * record_stream, allocation sites, graph captures with annotations and input-liveness checks,
  * inspection and JSON, a capture scope, a generator used in a capture, graphed callables
- * forward and backward, the snapshot), run again and again on the CPU fake device with the
+ * forward and backward, the snapshot, the memory page), run again and again on the CPU fake device with the
  * 1st, 2nd, ... host allocation failing (host_faults.h, behind src/core/host.h), until a run
  * makes fewer allocations than that.
  *
@@ -152,9 +152,11 @@ static recap_status_t workload(outcome_t *o) {
   /* A graphed callable, forward and backward, then eagerly. */
   sweep_graphed(o, &h, s1, plain_forward);
 
-  /* The snapshot, then the cleanup, which runs whatever failed before. */
+  /* The snapshot and the memory page, then the cleanup, which runs whatever failed before. */
   char *json = NULL;
   if (STEP(o, recap_memory_snapshot_json(-1, &json))) recap_string_free(json);
+  char *html = NULL;
+  if (STEP(o, recap_memory_html_string(&html))) recap_string_free(html);
   STEP(o, recap_graphed_destroy(h));
   STEP(o, recap_graph_destroy(g1));
   STEP(o, recap_graph_destroy(g2));

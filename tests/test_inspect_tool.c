@@ -72,20 +72,6 @@ static void write_file(const char *path, const char *text) {
   assert_int_equal(fclose(f), 0);
 }
 
-static char *read_file(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) fail_msg("cannot read %s", path);
-  fseek(f, 0, SEEK_END);
-  long size = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *text = malloc((size_t)size + 1);
-  assert_non_null(text);
-  assert_int_equal(fread(text, 1, (size_t)size, f), (size_t)size);
-  text[size] = '\0';
-  fclose(f);
-  return text;
-}
-
 static bool file_exists(const char *path) {
   struct stat st;
   return stat(path, &st) == 0;
@@ -138,8 +124,8 @@ static run_result_t run_tool5(scratch_t *s, const char *a1, const char *a2, cons
   if (rc != 0) fail_msg("cannot run %s: %s", RECAP_GRAPH_TOOL, strerror(rc));
   int wstatus = 0;
   assert_int_equal(waitpid(pid, &wstatus, 0), pid);
-  run_result_t r = {WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1, read_file(out_path),
-                    read_file(err_path)};
+  run_result_t r = {WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1, recap_test_read_file(out_path),
+                    recap_test_read_file(err_path)};
   return r;
 }
 
@@ -153,7 +139,7 @@ static char *convert(scratch_t *s, const char *format, const char *input, const 
   if (r.status != 0)
     fail_msg("recap-graph %s %s %s exited with %d:\n%s", format, input, output, r.status, r.err);
   run_result_free(&r);
-  return read_file(output);
+  return recap_test_read_file(output);
 }
 
 /* Run the tool on input that must be refused: exit status 1, a message naming the problem,
@@ -380,7 +366,7 @@ static void names_annotations_and_copies_in_html(void **state) {
   run_result_t r = run_tool5(&s, "--title", "step <1>", "html", json, html);
   assert_int_equal(r.status, 0);
   run_result_free(&r);
-  text = read_file(html);
+  text = recap_test_read_file(html);
   ASSERT_CONTAINS(text, "<title>recap graph: step &lt;1&gt;</title>");
   free(text);
   scratch_close(&s);
@@ -563,12 +549,12 @@ static void regions_json_round_trip(void **state) {
   assert_int_equal(recap_view_save_dot(&view, dot_direct, "regions", err, sizeof err), 0);
   recap_view_graph_free(&view);
 
-  char *a = read_file(from_file), *b = read_file(direct);
+  char *a = recap_test_read_file(from_file), *b = recap_test_read_file(direct);
   assert_string_equal(a, b);
   free(a);
   free(b);
-  a = read_file(dot_file);
-  b = read_file(dot_direct);
+  a = recap_test_read_file(dot_file);
+  b = recap_test_read_file(dot_direct);
   assert_string_equal(a, b);
   free(a);
   free(b);

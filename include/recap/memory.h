@@ -116,6 +116,26 @@ typedef struct recap_pool_memory {
 RECAP_NODISCARD RECAP_API recap_status_t recap_pool_memory(recap_pool_id_t pool,
                                                            recap_pool_memory_t *info);
 
+/* ------------------------------------------------------------------------------------------
+ * The memory page
+ * ---------------------------------------------------------------------------------------- */
+
+/* Write a self-contained HTML page of recap's device memory now to path (created or replaced):
+ * totals at the top, then per device a table of its pools (state, VMM or classic segments,
+ * reserved / allocated / waiting bytes, the graphs holding each and what they cost, the budget)
+ * and per pool a bar per segment, its blocks drawn to scale and coloured allocated / waiting /
+ * free; an asleep pool is greyed and badged. Every device recap has used is on it. The page
+ * needs no network and no script. The allocator's lock is held only while its state is copied,
+ * not while the page is written. RECAP_ERROR_IO when the file cannot be written (a partial
+ * file is removed); RECAP_ERROR_OUT_OF_MEMORY when the host has no memory for the copy or the
+ * text. docs/memory.md, "The memory page", says what each part shows. */
+RECAP_NODISCARD RECAP_API recap_status_t recap_memory_html(const char *path);
+
+/* The same page as recap_memory_html, into *html (NUL-terminated; free it with
+ * recap_string_free). *html is NULL on failure: RECAP_ERROR_OUT_OF_MEMORY when the host has no
+ * memory for the copy or the text. */
+RECAP_NODISCARD RECAP_API recap_status_t recap_memory_html_string(char **html);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2,15 +2,15 @@
 /*
  * alloc_internal.h — the allocator's data structures, shared by allocator.c (the malloc/free
  * core), pool.c (pool ids, routing, references), stats.c (the statistics queries), lookup.c
- * (blocks by address), sites.c (allocation sites), reset.c, snapshot.c (the JSON walk) and
- * check.c (the invariant checker), sleep.c (pools that sleep and wake), replay.c (allocation
- * logs and their replay at a recapture), front_cache.c (the rules of the front cache),
- * vmm_segment.c (segments on CUDA virtual memory), and the allocator's entry points for the
- * layers above (capture registry, graphs, liveness checks). The other files call into
- * allocator.c, never the reverse; allocator.c calls only replay.c (the replay hook: where a
- * logged route's allocation goes), front_cache.c (whether a freed block waits unmerged, whether
- * a request takes it) and vmm_segment.c (growth and trim of segments on virtual memory),
- * which call none of them.
+ * (blocks by address), sites.c (allocation sites), reset.c, memory_model.c (the walk that
+ * snapshot.c and memory_page.c write out), check.c (the invariant checker), sleep.c (pools that
+ * sleep and wake), replay.c (allocation logs and their replay at a recapture), front_cache.c
+ * (the rules of the front cache), vmm_segment.c (segments on CUDA virtual memory), and the
+ * allocator's entry points for the layers above (capture registry, graphs, liveness checks).
+ * The other files call into allocator.c, never the reverse; allocator.c calls only replay.c
+ * (the replay hook: where a logged route's allocation goes), front_cache.c (whether a freed
+ * block waits unmerged, whether a request takes it) and vmm_segment.c (growth and trim of
+ * segments on virtual memory), which call none of them.
  *
  * Picture: a device has pools (the default one and private ones); a pool has segments (raw
  * driver allocations); a segment is tiled by blocks, linked in address order. A free block sits

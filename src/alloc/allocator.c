@@ -533,17 +533,6 @@ static recap_status_t capped(const recap__device_state_t *d, const recap__option
   return RECAP_SUCCESS;
 }
 
-static void format_bytes(char *out, size_t cap, uint64_t bytes) {
-  if (bytes >= (1ull << 30))
-    snprintf(out, cap, "%.2f GiB", (double)bytes / (double)(1ull << 30));
-  else if (bytes >= (1ull << 20))
-    snprintf(out, cap, "%.2f MiB", (double)bytes / (double)(1ull << 20));
-  else if (bytes >= (1ull << 10))
-    snprintf(out, cap, "%.2f KiB", (double)bytes / (double)(1ull << 10));
-  else
-    snprintf(out, cap, "%" PRIu64 " bytes", bytes);
-}
-
 static recap_status_t report_oom(recap__device_state_t *d, size_t request, const char *what,
                                  size_t segment, const char *cause) {
   const recap_memory_stats_t *st = &d->stats;
@@ -552,14 +541,14 @@ static recap_status_t report_oom(recap__device_state_t *d, size_t request, const
   snprintf(cause_copy, sizeof cause_copy, "%s", cause);
   recap__device()->mem_get_info(&free_bytes, &total_bytes);
   char req[32], seg[32], alloc[32], reserved[32], cached[32], dfree[32], dtotal[32];
-  format_bytes(req, sizeof req, request);
-  format_bytes(seg, sizeof seg, segment);
-  format_bytes(alloc, sizeof alloc, (uint64_t)st->allocated_bytes[0].current);
-  format_bytes(reserved, sizeof reserved, (uint64_t)st->reserved_bytes[0].current);
-  format_bytes(cached, sizeof cached,
-               (uint64_t)(st->reserved_bytes[0].current - st->allocated_bytes[0].current));
-  format_bytes(dfree, sizeof dfree, free_bytes);
-  format_bytes(dtotal, sizeof dtotal, total_bytes);
+  recap__format_bytes(req, sizeof req, request);
+  recap__format_bytes(seg, sizeof seg, segment);
+  recap__format_bytes(alloc, sizeof alloc, (uint64_t)st->allocated_bytes[0].current);
+  recap__format_bytes(reserved, sizeof reserved, (uint64_t)st->reserved_bytes[0].current);
+  recap__format_bytes(cached, sizeof cached,
+                      (uint64_t)(st->reserved_bytes[0].current - st->allocated_bytes[0].current));
+  recap__format_bytes(dfree, sizeof dfree, free_bytes);
+  recap__format_bytes(dtotal, sizeof dtotal, total_bytes);
   return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
                       "recap_malloc: out of memory on device %d: asked for %s (%s of %s); recap "
                       "has %s allocated and %s reserved (%s cached in free blocks); the device "
@@ -751,8 +740,8 @@ static recap_status_t request_begin(request_t *r, int device, size_t size, recap
 void recap__budget_format(char *out, size_t cap, const recap__budget_refusal_t *x) {
   uint64_t over = (uint64_t)x->reserved + x->segment - x->budget;
   char budget[32], by[32];
-  format_bytes(budget, sizeof budget, x->budget);
-  format_bytes(by, sizeof by, over);
+  recap__format_bytes(budget, sizeof budget, x->budget);
+  recap__format_bytes(by, sizeof by, over);
   snprintf(out, cap,
            "the capture's budget of %" PRIu64 " bytes (%s) for pool {%" PRIu64 ",%" PRIu64
            "} would be exceeded by %" PRIu64

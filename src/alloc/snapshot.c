@@ -1,28 +1,27 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * snapshot.c — the allocator's state as JSON: one walk over devices, pools, segments and blocks.
+ * snapshot.c — the allocator's state as JSON: the model of memory_model.h (one walk over devices,
+ * pools, segments and blocks, under the lock) written out after the lock is released.
  *
  * Shape: {"devices":[{"device":0,"stats":{...},"pools":[{"id":[a,b],"references":n,
  * "routed":bool,"reserved_bytes":n,"allocated_bytes":n,"graphs":n,"exec_bytes":n,"nodes":n,
  * "capture_peak_bytes":n,"capture_peak_max_bytes":n,"budget_bytes":n,"budget_refusals":n,
- * "segments":[{"address":"0x..","size":n,"small":bool,"stream":"0x..",
+ * "state":"awake"|"asleep (discarded)"|"asleep (offloaded)","sleeping_bytes":n,
+ * "vmm_segments":n,
+ * "segments":[{"address":"0x..","size":n,"small":bool,"stream":"0x..","vmm":bool,
+ * "va_bytes":n,"chunks":n,
  * "blocks":[{"address":"0x..","size":n,"requested":n,"state":"allocated"|"free"|
  * "pending_events"|"deferred"}]}]}]}]}
- * The pool's accounting fields are recap_pool_memory's (recap/memory.h), with its rules.
+ * The pool's accounting fields are recap_pool_memory's (recap/memory.h), with its rules. A
+ * segment's "size" is what its blocks tile (for a VMM segment, the mapped extent, which stays
+ * while the pool sleeps); "va_bytes" is the virtual range a VMM segment reserves and "chunks" the
+ * physical chunks mapped into it now (both 0 for a classic segment).
  */
-#include <stdlib.h>
-
+#include "alloc/memory_model.h"
 #include "alloc/alloc_internal.h"
 #include "core/error.h"
 #include "core/host.h"
 #include "core/json.h"
-
-static const char *block_state(const recap__block_t *b) {
-  if (b->allocated) return "allocated";
-  if (b->deferred) return "deferred";
-  if (b->event_count) return "pending_events";
-  return "free";
-}
 
 static void write_stat(recap__json_t *j, const char *name, const recap_stat_t *array) {
   static const char *const kinds[RECAP_STAT_KINDS] = {"all", "small", "large"};
@@ -67,25 +66,55 @@ static void write_stats(recap__json_t *j, const recap_memory_stats_t *st) {
   recap__json_object_end(j);
 }
 
-/* recap_pool_memory's view of the pool (accounting.c gives the same figures). */
-static void write_accounting(recap__json_t *j, const recap__pool_t *pool, bool is_default) {
-  recap__json_key(j, "graphs");
-  recap__json_int(j, pool->graphs);
-  recap__json_key(j, "exec_bytes");
-  recap__json_int(j, pool->exec_bytes);
-  recap__json_key(j, "nodes");
-  recap__json_int(j, pool->nodes);
-  recap__json_key(j, "capture_peak_bytes");
-  recap__json_int(j, recap__pool_capture_peak(pool, is_default));
-  recap__json_key(j, "capture_peak_max_bytes");
-  recap__json_int(j, recap__pool_capture_peak_max(pool, is_default));
-  recap__json_key(j, "budget_bytes");
-  recap__json_uint(j, pool->routed ? pool->budget : 0);
-  recap__json_key(j, "budget_refusals");
-  recap__json_uint(j, pool->budget_refusals);
+static void write_blocks(recap__json_t *j, const recap__memory_model_t *m,
+                         const recap__model_segment_t *seg) {
+  recap__json_key(j, "blocks");
+  recap__json_array_begin(j);
+  for (size_t i = seg->first_block; i < seg->first_block + seg->blocks; i++) {
+    const recap__model_block_t *b = &m->blocks[i];
+    recap__json_object_begin(j);
+    recap__json_key(j, "address");
+    recap__json_pointer(j, b->address);
+    recap__json_key(j, "size");
+    recap__json_uint(j, b->size);
+    recap__json_key(j, "requested");
+    recap__json_uint(j, b->requested);
+    recap__json_key(j, "state");
+    recap__json_string(j, recap__model_block_state_name(b->state));
+    recap__json_object_end(j);
+  }
+  recap__json_array_end(j);
 }
 
-static void write_pool(recap__json_t *j, const recap__pool_t *pool, bool is_default) {
+static void write_segments(recap__json_t *j, const recap__memory_model_t *m,
+                           const recap__model_pool_t *pool) {
+  recap__json_key(j, "segments");
+  recap__json_array_begin(j);
+  for (size_t i = pool->first_segment; i < pool->first_segment + pool->segments; i++) {
+    const recap__model_segment_t *seg = &m->segments[i];
+    recap__json_object_begin(j);
+    recap__json_key(j, "address");
+    recap__json_pointer(j, seg->address);
+    recap__json_key(j, "size");
+    recap__json_uint(j, seg->size);
+    recap__json_key(j, "small");
+    recap__json_bool(j, seg->small);
+    recap__json_key(j, "stream");
+    recap__json_pointer(j, seg->stream);
+    recap__json_key(j, "vmm");
+    recap__json_bool(j, seg->vmm);
+    recap__json_key(j, "va_bytes");
+    recap__json_uint(j, seg->va_bytes);
+    recap__json_key(j, "chunks");
+    recap__json_int(j, seg->chunks);
+    write_blocks(j, m, seg);
+    recap__json_object_end(j);
+  }
+  recap__json_array_end(j);
+}
+
+static void write_pool(recap__json_t *j, const recap__memory_model_t *m,
+                       const recap__model_pool_t *pool) {
   recap__json_object_begin(j);
   recap__json_key(j, "id");
   recap__json_array_begin(j);
@@ -100,46 +129,28 @@ static void write_pool(recap__json_t *j, const recap__pool_t *pool, bool is_defa
   recap__json_int(j, pool->reserved_bytes);
   recap__json_key(j, "allocated_bytes");
   recap__json_int(j, pool->allocated_bytes);
-  write_accounting(j, pool, is_default);
-  recap__json_key(j, "segments");
-  recap__json_array_begin(j);
-  for (const recap__segment_t *seg = pool->segments; seg; seg = seg->next) {
-    recap__json_object_begin(j);
-    recap__json_key(j, "address");
-    recap__json_pointer(j, seg->base);
-    recap__json_key(j, "size");
-    recap__json_uint(j, seg->size);
-    recap__json_key(j, "small");
-    recap__json_bool(j, seg->small);
-    recap__json_key(j, "stream");
-    recap__json_pointer(j, seg->stream);
-    recap__json_key(j, "blocks");
-    recap__json_array_begin(j);
-    for (const recap__block_t *b = seg->head; b; b = b->next) {
-      /* The front cache's block is shown as the free block it stands for, merged with its
-       * rest: the snapshot is the same whether the cache holds it or not. */
-      const recap__front_t *f = &recap__alloc.front;
-      const char *start = b->ptr;
-      size_t size = b->size;
-      if (b == f->block) {
-        size = recap__front_merged_size(f);
-        if (f->rest) b = f->rest; /* free too; the walk goes on after it */
-      }
-      recap__json_object_begin(j);
-      recap__json_key(j, "address");
-      recap__json_pointer(j, start);
-      recap__json_key(j, "size");
-      recap__json_uint(j, size);
-      recap__json_key(j, "requested");
-      recap__json_uint(j, b->requested);
-      recap__json_key(j, "state");
-      recap__json_string(j, block_state(b));
-      recap__json_object_end(j);
-    }
-    recap__json_array_end(j);
-    recap__json_object_end(j);
-  }
-  recap__json_array_end(j);
+  /* recap_pool_memory's view of the pool (accounting.c gives the same figures). */
+  recap__json_key(j, "graphs");
+  recap__json_int(j, pool->graphs);
+  recap__json_key(j, "exec_bytes");
+  recap__json_int(j, pool->exec_bytes);
+  recap__json_key(j, "nodes");
+  recap__json_int(j, pool->nodes);
+  recap__json_key(j, "capture_peak_bytes");
+  recap__json_int(j, pool->capture_peak);
+  recap__json_key(j, "capture_peak_max_bytes");
+  recap__json_int(j, pool->capture_peak_max);
+  recap__json_key(j, "budget_bytes");
+  recap__json_uint(j, pool->budget);
+  recap__json_key(j, "budget_refusals");
+  recap__json_uint(j, pool->budget_refusals);
+  recap__json_key(j, "state");
+  recap__json_string(j, recap__model_pool_state_name(pool->state));
+  recap__json_key(j, "sleeping_bytes");
+  recap__json_int(j, pool->sleeping_bytes);
+  recap__json_key(j, "vmm_segments");
+  recap__json_uint(j, pool->vmm_segments);
+  write_segments(j, m, pool);
   recap__json_object_end(j);
 }
 
@@ -149,29 +160,36 @@ recap_status_t recap_memory_snapshot_json(int device, char **json) {
   RECAP__ARG(device >= -1 && device < RECAP__MAX_DEVICES,
              "recap_memory_snapshot_json: device %d is out of range", device);
   if (device == -1) RECAP__CHECK(recap__device()->get_device(&device));
+  /* A current device recap cannot handle has no state: an empty list. */
+  bool known = device >= 0 && device < RECAP__MAX_DEVICES;
+  recap__memory_model_t m;
+  recap_status_t s = recap__memory_model_take(&m, known ? device : 0, known ? device : -1,
+                                              "recap_memory_snapshot_json");
+  if (s != RECAP_SUCCESS) {
+    recap__memory_model_free(&m);
+    return s;
+  }
   recap__json_t j;
   recap__json_init(&j);
   recap__json_object_begin(&j);
   recap__json_key(&j, "devices");
   recap__json_array_begin(&j);
-  pthread_mutex_lock(&recap__alloc.lock);
-  const recap__device_state_t *d =
-      device >= 0 && device < RECAP__MAX_DEVICES ? recap__alloc.devices[device] : NULL;
-  if (d) {
+  for (size_t d = 0; d < m.device_count; d++) {
+    const recap__model_device_t *dev = &m.devices[d];
     recap__json_object_begin(&j);
     recap__json_key(&j, "device");
-    recap__json_int(&j, d->device);
-    write_stats(&j, &d->stats);
+    recap__json_int(&j, dev->device);
+    write_stats(&j, &dev->stats);
     recap__json_key(&j, "pools");
     recap__json_array_begin(&j);
-    write_pool(&j, &d->default_pool, true);
-    for (const recap__pool_t *p = d->private_pools; p; p = p->next) write_pool(&j, p, false);
+    for (size_t p = dev->first_pool; p < dev->first_pool + dev->pools; p++)
+      write_pool(&j, &m, &m.pools[p]);
     recap__json_array_end(&j);
     recap__json_object_end(&j);
   }
-  pthread_mutex_unlock(&recap__alloc.lock);
   recap__json_array_end(&j);
   recap__json_object_end(&j);
+  recap__memory_model_free(&m);
   return recap__json_finish(&j, json);
 }
 

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,4 +162,15 @@ void recap__log(recap_log_level_t level, const char *fmt, ...) {
     fn(level, message, user);
   else
     fprintf(stderr, "recap %s: %s\n", recap__env_level_names[level], message);
+}
+
+void recap__format_bytes(char *out, size_t cap, uint64_t bytes) {
+  if (bytes >= (1ull << 30))
+    snprintf(out, cap, "%.2f GiB", (double)bytes / (double)(1ull << 30));
+  else if (bytes >= (1ull << 20))
+    snprintf(out, cap, "%.2f MiB", (double)bytes / (double)(1ull << 20));
+  else if (bytes >= (1ull << 10))
+    snprintf(out, cap, "%.2f KiB", (double)bytes / (double)(1ull << 10));
+  else
+    snprintf(out, cap, "%" PRIu64 " bytes", bytes);
 }

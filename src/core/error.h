@@ -30,6 +30,9 @@ recap_status_t recap__error(recap_status_t status, const char *fmt, ...) RECAP__
 recap_status_t recap__error_at(recap_status_t status, const char *file, int line, const char *fmt,
                                ...) RECAP__PRINTF(4, 5);
 
+/* A byte count as recap's messages (and the memory page) write it: "1.50 MiB", "512 bytes". */
+void recap__format_bytes(char *out, size_t cap, uint64_t bytes);
+
 /* Propagate a failing status from a callee that has already recorded its message. */
 #define RECAP__CHECK(expr)                            \
   do {                                                \

@@ -14,25 +14,9 @@
 
 void recap__json_init(recap__json_t *j) { memset(j, 0, sizeof *j); }
 
-static void put(recap__json_t *j, const char *s, size_t n) {
-  if (j->failed) return;
-  if (j->len + n + 1 > j->cap) {
-    size_t cap = j->cap ? j->cap : 256;
-    while (cap < j->len + n + 1) cap *= 2;
-    char *grown = recap__host_realloc(j->buf, cap);
-    if (!grown) {
-      j->failed = true;
-      return;
-    }
-    j->buf = grown;
-    j->cap = cap;
-  }
-  memcpy(j->buf + j->len, s, n);
-  j->len += n;
-  j->buf[j->len] = '\0';
-}
+static void put(recap__json_t *j, const char *s, size_t n) { recap__strbuf_put(&j->text, s, n); }
 
-static void puts_(recap__json_t *j, const char *s) { put(j, s, strlen(s)); }
+static void puts_(recap__json_t *j, const char *s) { recap__strbuf_puts(&j->text, s); }
 
 /* Before any value: a comma if a sibling came before it. */
 static void value_start(recap__json_t *j) {
@@ -134,18 +118,13 @@ void recap__json_pointer(recap__json_t *j, const void *p) {
 }
 
 recap_status_t recap__json_finish(recap__json_t *j, char **out) {
-  if (!j->failed && !j->buf) put(j, "", 0);
-  if (j->failed) {
-    recap__json_discard(j);
-    *out = NULL;
-    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "writing JSON: out of host memory");
-  }
-  *out = j->buf;
+  bool written = recap__strbuf_take(&j->text, out);
   recap__json_init(j);
+  if (!written) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "writing JSON: out of host memory");
   return RECAP_SUCCESS;
 }
 
 void recap__json_discard(recap__json_t *j) {
-  recap__host_free(j->buf);
+  recap__host_free(j->text.buf);
   recap__json_init(j);
 }

@@ -13,12 +13,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/strbuf.h"
 #include "recap.h"
 
 typedef struct recap__json {
-  char *buf;
-  size_t len, cap;
-  bool failed;     /* a host allocation failed; the text is incomplete */
+  recap__strbuf_t text;
   bool need_comma; /* the next value in the current container needs a separator */
   int depth;
 } recap__json_t;

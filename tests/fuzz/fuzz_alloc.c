@@ -9,9 +9,10 @@
  * and route a pool to it, join a side stream to a capture, end a capture and its route (in
  * either order), invalidate a capture, release a pool, empty the cache, change an option
  * (max_split_size, memory_cap), arm a device fault (segment allocation, event creation or
- * record), and read the statistics, a snapshot and a block's info. Captures routed to pools 0
- * and 1 record their allocation log and replay the previous one of their pool (as a graph's
- * recapture does; src/alloc/replay.c); those routed to pools 2 and 3 take the usual path.
+ * record), and read the statistics, a snapshot, the memory page and a block's info.
+ * Captures routed to pools 0 and 1 record their allocation log and replay the previous one of
+ * their pool (as a graph's recapture does; src/alloc/replay.c); those routed to pools 2 and 3
+ * take the usual path.
  *
  * After every operation: recap_memory_check() passes, the live blocks the program holds never
  * overlap, the statistics count exactly those blocks, and every call returned a status its
@@ -517,6 +518,12 @@ static void op_inspect(void) {
     s = recap_memory_snapshot_json(-1, &json);
     if (s != RECAP_SUCCESS || !json || json[0] != '{') die("recap_memory_snapshot_json failed", s);
     recap_string_free(json);
+    /* The memory page of the same state. */
+    char *html = NULL;
+    s = recap_memory_html_string(&html);
+    if (s != RECAP_SUCCESS || !html || strncmp(html, "<!DOCTYPE html>", 15) != 0)
+      die("recap_memory_html_string failed", s);
+    recap_string_free(html);
   } else if (what % 3 == 1) {
     s = recap_memory_reset_peak(-1);
     if (s != RECAP_SUCCESS) die("recap_memory_reset_peak failed", s);
