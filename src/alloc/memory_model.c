@@ -16,12 +16,6 @@ const char *recap__model_block_state_name(recap__model_block_state_t state) {
   return names[state];
 }
 
-const char *recap__model_pool_state_name(int state) {
-  static const char *const names[] = {"awake", "asleep (discarded)", "asleep (offloaded)"};
-  if (state < 0 || state >= (int)(sizeof names / sizeof names[0])) return "unknown";
-  return names[state];
-}
-
 /* A zeroed element at the end of the array whose pointer is at array_pointer (count elements of
  * size bytes, room for *cap), or NULL when the host has no memory for more. The pointer is read
  * and written through memcpy: it is one of the model's four typed pointers. */

@@ -78,9 +78,8 @@ recap_status_t recap__memory_model_take(recap__memory_model_t *model, int first,
                                         const char *who);
 void recap__memory_model_free(recap__memory_model_t *model);
 
-/* The names the snapshot and the page give: "allocated", "free", "pending_events", "deferred";
- * "awake", "asleep (discarded)", "asleep (offloaded)" ("unknown" for a value out of range). */
+/* The names the snapshot and the page give a block's state: "allocated", "free",
+ * "pending_events", "deferred" (a pool's state is named by recap__pool_state_text). */
 const char *recap__model_block_state_name(recap__model_block_state_t state);
-const char *recap__model_pool_state_name(int state);
 
 #endif /* RECAP_ALLOC_MEMORY_MODEL_H */

@@ -68,14 +68,14 @@ static pool_sums_t sum_pool(const recap__memory_model_t *m, const recap__model_p
   return s;
 }
 
-/* The values of recap_pool_state_t (recap/sleep.h): 0 awake, 1 and 2 asleep (discarded,
- * offloaded). */
-static bool asleep(const recap__model_pool_t *pool) { return pool->state == 1 || pool->state == 2; }
+static bool asleep(const recap__model_pool_t *pool) {
+  return pool->state == RECAP_POOL_ASLEEP_DISCARDED || pool->state == RECAP_POOL_ASLEEP_OFFLOADED;
+}
 
 static void badge(page_t *pg, const recap__model_pool_t *pool) {
-  const char *cls = pool->state == 0 ? "awake" : asleep(pool) ? "asleep" : "other";
+  const char *cls = pool->state == RECAP_POOL_AWAKE ? "awake" : asleep(pool) ? "asleep" : "other";
   recap__strbuf_printf(pg, "<span class=\"badge %s\">%s</span>", cls,
-                       recap__model_pool_state_name(pool->state));
+                       recap__pool_state_text(pool->state));
 }
 
 static void pool_name(page_t *pg, const recap__model_pool_t *pool) {

@@ -145,7 +145,7 @@ static void write_pool(recap__json_t *j, const recap__memory_model_t *m,
   recap__json_key(j, "budget_refusals");
   recap__json_uint(j, pool->budget_refusals);
   recap__json_key(j, "state");
-  recap__json_string(j, recap__model_pool_state_name(pool->state));
+  recap__json_string(j, recap__pool_state_text(pool->state));
   recap__json_key(j, "sleeping_bytes");
   recap__json_int(j, pool->sleeping_bytes);
   recap__json_key(j, "vmm_segments");
