@@ -227,7 +227,7 @@ static recap_status_t check_device(const recap__device_state_t *d, size_t *alloc
 recap_status_t recap_memory_check(void) {
   recap_status_t s = RECAP_SUCCESS;
   size_t allocated_blocks = 0;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   for (int i = 0; i < RECAP__MAX_DEVICES && s == RECAP_SUCCESS; i++)
     if (recap__alloc.devices[i]) s = check_device(recap__alloc.devices[i], &allocated_blocks);
   /* The front cache's block stays in the map while it waits. */
@@ -243,6 +243,6 @@ recap_status_t recap_memory_check(void) {
                      "recap_memory_check: the pointer map holds %zu blocks but the walk found "
                      "%zu allocated",
                      recap__alloc.allocated.count, allocated_blocks);
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   return s;
 }

@@ -154,7 +154,7 @@ recap_status_t recap_memory_snapshot_json(int device, char **json) {
   recap__json_object_begin(&j);
   recap__json_key(&j, "devices");
   recap__json_array_begin(&j);
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   const recap__device_state_t *d =
       device >= 0 && device < RECAP__MAX_DEVICES ? recap__alloc.devices[device] : NULL;
   if (d) {
@@ -169,7 +169,7 @@ recap_status_t recap_memory_snapshot_json(int device, char **json) {
     recap__json_array_end(&j);
     recap__json_object_end(&j);
   }
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   recap__json_array_end(&j);
   recap__json_object_end(&j);
   return recap__json_finish(&j, json);
