@@ -706,6 +706,51 @@ static void what_comes_between_a_folded_take_and_its_free(void **state) {
   recap__alloc_front_cache_enable(true);
 }
 
+/* Pairs during a capture routed to a pool with no allocation log (recap_pool_route_begin; a
+ * graph's own capture logs its allocations, and logged requests skip the cache): they fold
+ * too, through the general path of the take, and the pool's capture peak and every statistic
+ * are the slow path's, read while the route lasts and after. */
+static void pairs_in_a_routed_capture_fold_and_count_exactly(void **state) {
+  (void)state;
+  readings_t seen[2][2];
+  recap_pool_memory_t pool[2][2];
+  for (int on = 0; on < 2; on++) {
+    reset();
+    recap__alloc_front_cache_enable(on);
+    recap_stream_t s = recap__fake_stream_new();
+    recap_pool_id_t id = recap_pool_handle();
+    assert_int_not_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 0);
+    OK(recap_pool_route_begin(id, s));
+    void *keep = NULL, *p = NULL;
+    OK(recap_malloc(&keep, 4096, s));
+    for (int i = 0; i < 200; i++) {
+      OK(recap_malloc(&p, 512, s));
+      OK(recap_free(p));
+    }
+    if (on) assert_true(recap__alloc.front.folds >= 190);
+    OK(recap_malloc(&p, 512, s)); /* lent while the readers come */
+    for (int k = 0; k < 2; k++) {
+      pool[on][k] = (recap_pool_memory_t)RECAP_POOL_MEMORY_INIT;
+      OK(recap_pool_memory(id, &pool[on][k]));
+      seen[on][k] = read_all();
+      if (k == 0) {
+        assert_int_equal(pool[on][0].allocated_bytes, 4096 + 512);
+        assert_int_equal(seen[on][0].stats.allocation[RECAP_STAT_ALL].allocated, 202);
+        OK(recap_free(p));
+        OK(recap_free(keep));
+        assert_true(recap__fake_capture_end(s));
+        OK(recap_pool_route_end(id));
+      }
+    }
+    check();
+  }
+  for (int k = 0; k < 2; k++) {
+    assert_readings_equal(&seen[1][k], &seen[0][k], k);
+    assert_memory_equal(&pool[1][k], &pool[0][k], sizeof pool[0][k]);
+  }
+  recap__alloc_front_cache_enable(true);
+}
+
 /* Random bursts of operations, mostly repeated pairs, with the readers only between bursts:
  * with the cache on, folded runs end in every way the workload allows, and the readings after
  * each burst are the slow path's. */
@@ -781,6 +826,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(folded_pairs_count_exactly_for_every_reader),
       cmocka_unit_test(a_peak_reached_in_a_folded_run_is_kept),
       cmocka_unit_test(what_comes_between_a_folded_take_and_its_free),
+      cmocka_unit_test(pairs_in_a_routed_capture_fold_and_count_exactly),
       cmocka_unit_test(random_bursts_fold_and_match_the_slow_path),
   };
   return RECAP_TEST_RUN(argc, argv, tests);

@@ -899,14 +899,33 @@ static void account_alloc(const request_t *r, recap__block_t *b, void *site) {
 /* Hand out the block of a folded take (front_cache.c): everything account_alloc does but the
  * statistics, which recap__front_fold_end counts. The pool's bytes stay exact: a route's
  * capture peak is reset from them. */
-static HOT_INLINE void account_folded(const request_t *r, recap__block_t *b, void *site) {
+static HOT_INLINE void account_folded(recap__block_t *b, size_t size, void *site) {
   b->allocated = true;
-  b->requested = r->size;
+  b->requested = size;
   b->generation = ++recap__alloc.last_generation;
   b->alloc_site = recap__alloc_sites_enabled() ? site : NULL;
-  recap__pool_t *pool = r->pool;
+  recap__pool_t *pool = b->segment->pool;
   pool->allocated_bytes += (int64_t)b->size;
   if (pool->allocated_bytes > pool->capture_peak) pool->capture_peak = pool->allocated_bytes;
+}
+
+/* The folded take (front_cache.c) of a request that repeats the armed pair, checked without
+ * request_begin: the same requested size (so, under the same options, the same rounded size),
+ * the same stream and device, no capture routed on the device (so the default pool, the
+ * block's), and no event or deferred block waiting: all that request_begin and
+ * recap__front_take check before they fold a take. NULL, with nothing changed, otherwise. */
+static HOT_INLINE recap__block_t *take_folded(int device, size_t size, recap_stream_t stream) {
+  recap__front_t *f = &recap__alloc.front;
+  recap__block_t *b = f->block;
+  if (!b || !f->armed || size != f->fold_requested || b->stream != stream) return NULL;
+  recap__device_state_t *d = recap__alloc.devices[device];
+  if (d != f->fold_d || d->route_count || d->pending_count || d->deferred_count ||
+      b->segment->pool != &d->default_pool || recap__options_version() != f->options_version)
+    return NULL;
+  f->block = f->rest = NULL;
+  f->lent = b;
+  f->hits++;
+  return b;
 }
 
 /* The free of the block a folded take lent: back into the cache as it was admitted, counted
@@ -940,6 +959,13 @@ recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
   /* The lock without recap__alloc_lock's settling: request_begin settles the front cache unless
    * it serves the request. */
   recap__lock_acquire(&recap__alloc.lock);
+  recap__block_t *folded = take_folded(device, size, stream);
+  if (RECAP__LIKELY(folded != NULL)) {
+    account_folded(folded, size, site);
+    *ptr = folded->ptr;
+    recap__lock_release(&recap__alloc.lock);
+    return RECAP_SUCCESS;
+  }
   request_t r = {0};
   recap_status_t s = request_begin(&r, device, size, stream);
   if (RECAP__LIKELY(s == RECAP_SUCCESS)) {
@@ -953,7 +979,7 @@ recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
       s = take_usual(&r, &b);
     }
     if (r.folded) {
-      account_folded(&r, b, site);
+      account_folded(b, size, site);
       *ptr = b->ptr;
     } else if (RECAP__LIKELY(s == RECAP_SUCCESS)) {
       account_alloc(&r, b, site);
