@@ -14,7 +14,7 @@
  * driver allocations); a segment is tiled by blocks, linked in address order. A free block sits
  * in its pool's free set of its size class; an allocated one in the global pointer map (and so
  * does the front cache's block, not allocated, while it waits). Every
- * field is guarded by the allocator's one mutex.
+ * field is guarded by the allocator's one lock, taken through recap__alloc_lock (below).
  */
 #ifndef RECAP_ALLOC_INTERNAL_H
 #define RECAP_ALLOC_INTERNAL_H

@@ -10,8 +10,10 @@
  * a routed capture go to that capture's private pool; the pool's segments never return to the
  * default pool, so the addresses a graph baked in stay reserved for it.
  *
- * One mutex guards everything. The hot path (a cached hit, no capture) takes it once, does a
- * binary search in a sorted array and a hash-map insert, and touches no device.
+ * One lock guards everything (core/lock.h; other files take it through recap__alloc_lock). The
+ * hot path (a cached hit, no capture) takes it once, does a binary search in a sorted array and a
+ * hash-map insert, and touches no device; a repeated pair of the front cache does neither, and
+ * counts its statistics later (front_cache.c: folding).
  *
  * This file is the malloc/free core: blocks, events, merges and splits, segments, out of memory,
  * recap_malloc, recap_free, recap_record_stream, recap_block_info and recap_empty_cache. Pool
