@@ -753,64 +753,90 @@ static void pairs_in_a_routed_capture_fold_and_count_exactly(void **state) {
 
 /* Random bursts of operations, mostly repeated pairs, with the readers only between bursts:
  * with the cache on, folded runs end in every way the workload allows, and the readings after
- * each burst are the slow path's. */
+ * each burst are the slow path's. Each run forks from the same process state, as in
+ * random_workloads_match_the_slow_path: best-fit ties follow the fake's host addresses. */
+enum { BURSTS = 60 };
+
+static void bursts_run(unsigned seed, bool on, FILE *out) {
+  recap_test_reset(NULL);
+  recap__alloc_front_cache_enable(on);
+  world_t w = {.rng = seed};
+  for (int k = 0; k < 2; k++) w.streams[k] = recap__fake_stream_new();
+  void *p = NULL;
+  size_t pair_size = 512;
+  for (int b = 0; b < BURSTS; b++) {
+    int ops = 1 + (int)(next_random(&w) % 60);
+    for (int i = 0; i < ops; i++) {
+      unsigned r = next_random(&w) % 100;
+      if (r < 60) {
+        OK(recap_malloc(&p, pair_size, w.streams[0]));
+        if (next_random(&w) % 8 || w.live_count == LIVE)
+          OK(recap_free(p));
+        else
+          w.live[w.live_count++] = p;
+      } else if (r < 70) {
+        pair_size = sizes[next_random(&w) % 5] - next_random(&w) % 3;
+      } else if (r < 80) {
+        if (w.live_count < LIVE) {
+          OK(recap_malloc(&p, sizes[next_random(&w) % 5], w.streams[next_random(&w) % 2]));
+          w.live[w.live_count++] = p;
+        }
+      } else if (r < 90) {
+        if (w.live_count) {
+          size_t k = next_random(&w) % w.live_count;
+          OK(recap_free(w.live[k]));
+          w.live[k] = w.live[--w.live_count];
+        }
+      } else if (r < 93) {
+        if (w.live_count) OK(recap_record_stream(w.live[w.live_count - 1], w.streams[1]));
+      } else if (r < 95) {
+        recap__fake_stream_complete(w.streams[1]);
+      } else if (r < 97) {
+        OK(recap_memory_reset_peak(-1));
+      } else {
+        OK(recap_option_set_u64("max_split_size", next_random(&w) % 2 ? 0 : 32 * MiB));
+      }
+    }
+    readings_t now = read_all();
+    if (fwrite(&now, sizeof now, 1, out) != 1) _exit(2);
+  }
+  uint64_t folds = recap__alloc.front.folds;
+  while (w.live_count) OK(recap_free(w.live[--w.live_count]));
+  check();
+  if (fwrite(&folds, sizeof folds, 1, out) != 1 || fflush(out) != 0) _exit(2);
+  _exit(0);
+}
+
+/* The readings of one forked run, read back from its file. */
+static void bursts_readings(unsigned seed, bool on, readings_t *seen, uint64_t *folds) {
+  FILE *out = tmpfile();
+  assert_non_null(out);
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) bursts_run(seed, on, out);
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    fail_msg("seed %u: the run with the cache %s failed (see above)", seed, on ? "on" : "off");
+  size_t bytes = BURSTS * sizeof *seen;
+  assert_int_equal(pread(fileno(out), seen, bytes, 0), (ssize_t)bytes);
+  assert_int_equal(pread(fileno(out), folds, sizeof *folds, (off_t)bytes), (ssize_t)sizeof *folds);
+  fclose(out);
+}
+
 static void random_bursts_fold_and_match_the_slow_path(void **state) {
   (void)state;
-  enum { BURSTS = 60 };
-  static readings_t seen[BURSTS];
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024); /* as in random_workloads_match_the_slow_path */
+  static readings_t seen[2][BURSTS];
   uint64_t folds = 0;
   for (unsigned seed = 1; seed <= 4; seed++) {
-    for (int on = 0; on < 2; on++) {
-      reset();
-      recap__alloc_front_cache_enable(on);
-      world_t w = {.rng = seed};
-      for (int k = 0; k < 2; k++) w.streams[k] = recap__fake_stream_new();
-      void *p = NULL;
-      size_t pair_size = 512;
-      for (int b = 0; b < BURSTS; b++) {
-        int ops = 1 + (int)(next_random(&w) % 60);
-        for (int i = 0; i < ops; i++) {
-          unsigned r = next_random(&w) % 100;
-          if (r < 60) {
-            OK(recap_malloc(&p, pair_size, w.streams[0]));
-            if (next_random(&w) % 8 || w.live_count == LIVE) {
-              OK(recap_free(p));
-            } else {
-              w.live[w.live_count++] = p;
-            }
-          } else if (r < 70) {
-            pair_size = sizes[next_random(&w) % 5] - next_random(&w) % 3;
-          } else if (r < 80) {
-            if (w.live_count < LIVE) {
-              OK(recap_malloc(&p, sizes[next_random(&w) % 5], w.streams[next_random(&w) % 2]));
-              w.live[w.live_count++] = p;
-            }
-          } else if (r < 90) {
-            if (w.live_count) {
-              size_t k = next_random(&w) % w.live_count;
-              OK(recap_free(w.live[k]));
-              w.live[k] = w.live[--w.live_count];
-            }
-          } else if (r < 93) {
-            if (w.live_count) OK(recap_record_stream(w.live[w.live_count - 1], w.streams[1]));
-          } else if (r < 95) {
-            recap__fake_stream_complete(w.streams[1]);
-          } else if (r < 97) {
-            OK(recap_memory_reset_peak(-1));
-          } else {
-            OK(recap_option_set_u64("max_split_size", next_random(&w) % 2 ? 0 : 32 * MiB));
-          }
-        }
-        readings_t now = read_all();
-        if (!on)
-          seen[b] = now;
-        else
-          assert_readings_equal(&now, &seen[b], (int)seed * 1000 + b);
-      }
-      if (on) folds += recap__alloc.front.folds;
-      while (w.live_count) OK(recap_free(w.live[--w.live_count]));
-      check();
-    }
+    uint64_t f[2];
+    for (int on = 0; on < 2; on++) bursts_readings(seed, on, seen[on], &f[on]);
+    assert_int_equal(f[0], 0);
+    folds += f[1];
+    for (int b = 0; b < BURSTS; b++)
+      assert_readings_equal(&seen[1][b], &seen[0][b], (int)seed * 1000 + b);
   }
   /* The runs folded: a test of folding that never folds could not fail. */
   if (folds < 300) fail_msg("only %llu pairs folded", (unsigned long long)folds);
