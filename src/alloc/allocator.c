@@ -50,10 +50,14 @@ recap__allocator_t recap__alloc = {.lock = RECAP__LOCK_INIT};
 #  define HOT_INLINE inline __attribute__((always_inline))
 /* The replay hook's path: out of recap_malloc's body, so the hot path's code stays as it was. */
 #  define COLD __attribute__((noinline, cold))
+/* The rest of recap_malloc and recap_free after a folded pair's check: out of their bodies, so
+ * that the folded pair saves and restores no registers for it. */
+#  define NOINLINE __attribute__((noinline))
 #else
 #  define CALLER_ADDRESS() NULL
 #  define HOT_INLINE inline
 #  define COLD
+#  define NOINLINE
 #endif
 
 /* Keep a freed block's sites in the ring (called with the lock held). Best effort: without
@@ -947,27 +951,9 @@ static HOT_INLINE void free_folded(recap__front_t *f, recap__block_t *b, void *s
   f->admitted++;
 }
 
-recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
-  void *site = CALLER_ADDRESS();
-  RECAP__ARG(ptr != NULL, "recap_malloc: ptr is NULL");
-  *ptr = NULL;
-  if (RECAP__UNLIKELY(size == 0)) return RECAP_SUCCESS;
-  if (RECAP__UNLIKELY(size > SIZE_MAX / 2))
-    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: %zu bytes can never be had",
-                        size);
-  int device;
-  RECAP__CHECK(recap__alloc_current_device(&device));
-
-  /* The lock without recap__alloc_lock's settling: request_begin settles the front cache unless
-   * it serves the request. */
-  recap__lock_acquire(&recap__alloc.lock);
-  recap__block_t *folded = take_folded(device, size, stream);
-  if (RECAP__LIKELY(folded != NULL)) {
-    account_folded(folded, size, site);
-    *ptr = folded->ptr;
-    recap__lock_release(&recap__alloc.lock);
-    return RECAP_SUCCESS;
-  }
+/* recap_malloc under the lock, when the request is not a folded pair's. */
+static NOINLINE recap_status_t malloc_locked(void **ptr, size_t size, recap_stream_t stream,
+                                             int device, void *site) {
   request_t r = {0};
   recap_status_t s = request_begin(&r, device, size, stream);
   if (RECAP__LIKELY(s == RECAP_SUCCESS)) {
@@ -990,6 +976,31 @@ recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
       budget_settle(r.d, r.pool);
     }
   }
+  return s;
+}
+
+recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
+  void *site = CALLER_ADDRESS();
+  RECAP__ARG(ptr != NULL, "recap_malloc: ptr is NULL");
+  *ptr = NULL;
+  if (RECAP__UNLIKELY(size == 0)) return RECAP_SUCCESS;
+  if (RECAP__UNLIKELY(size > SIZE_MAX / 2))
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: %zu bytes can never be had",
+                        size);
+  int device;
+  RECAP__CHECK(recap__alloc_current_device(&device));
+
+  /* The lock without recap__alloc_lock's settling: request_begin settles the front cache unless
+   * it serves the request. */
+  recap__lock_acquire(&recap__alloc.lock);
+  recap_status_t s = RECAP_SUCCESS;
+  recap__block_t *folded = take_folded(device, size, stream);
+  if (RECAP__LIKELY(folded != NULL)) {
+    account_folded(folded, size, site);
+    *ptr = folded->ptr;
+  } else {
+    s = malloc_locked(ptr, size, stream, device, site);
+  }
   recap__lock_release(&recap__alloc.lock);
   return s;
 }
@@ -1006,18 +1017,9 @@ static bool front_put(recap__device_state_t *d, recap__block_t *b, size_t reques
                           requested);
 }
 
-recap_status_t recap_free(void *ptr) {
-  void *site = CALLER_ADDRESS();
-  if (!ptr) return RECAP_SUCCESS;
-  recap__lock_acquire(&recap__alloc.lock);
+/* recap_free under the lock, when ptr is not a folded pair's block. Releases the lock. */
+static NOINLINE recap_status_t free_locked(void *ptr, void *site) {
   recap__front_t *f = &recap__alloc.front;
-  recap__block_t *lent = f->lent;
-  if (lent && lent->ptr == ptr && RECAP__LIKELY(recap__options_version() == f->options_version)) {
-    /* The free of a folded pair (front_cache.c): the block goes back as it came, uncounted. */
-    free_folded(f, lent, site);
-    recap__lock_release(&recap__alloc.lock);
-    return RECAP_SUCCESS;
-  }
   /* The previous free's block merges now: this free may need it merged (a neighbour), and the
    * cache holds one block. A pair counted in full arms the cache when its block comes back
    * here with nothing between its take and this free. */
@@ -1072,6 +1074,21 @@ recap_status_t recap_free(void *ptr) {
   }
   recap__lock_release(&recap__alloc.lock);
   return RECAP_SUCCESS;
+}
+
+recap_status_t recap_free(void *ptr) {
+  void *site = CALLER_ADDRESS();
+  if (!ptr) return RECAP_SUCCESS;
+  recap__lock_acquire(&recap__alloc.lock);
+  recap__front_t *f = &recap__alloc.front;
+  recap__block_t *lent = f->lent;
+  if (lent && lent->ptr == ptr && RECAP__LIKELY(recap__options_version() == f->options_version)) {
+    /* The free of a folded pair (front_cache.c): the block goes back as it came, uncounted. */
+    free_folded(f, lent, site);
+    recap__lock_release(&recap__alloc.lock);
+    return RECAP_SUCCESS;
+  }
+  return free_locked(ptr, site);
 }
 
 recap_status_t recap_record_stream(void *ptr, recap_stream_t stream) {
