@@ -508,12 +508,352 @@ static void a_tie_goes_to_the_lowest_address(void **state) {
   recap__alloc_front_cache_enable(true);
 }
 
+/* ------------------------------------------------------------------------------------------
+ * Folded pairs (front_cache.c): a repeated pair counts nothing until something reads or
+ * changes the allocator; then every statistic is the slow path's.
+ * ---------------------------------------------------------------------------------------- */
+
+/* Everything a reader can see of the default pool's counters, for comparison between runs. */
+typedef struct readings {
+  recap_memory_stats_t stats;
+  recap_pool_info_t info;
+  recap_pool_memory_t memory;
+} readings_t;
+
+static readings_t read_all(void) {
+  readings_t r;
+  memset(&r, 0, sizeof r);
+  r.stats = stats();
+  OK(recap_pool_info((recap_pool_id_t){0, 0}, &r.info));
+  r.memory = (recap_pool_memory_t)RECAP_POOL_MEMORY_INIT;
+  OK(recap_pool_memory((recap_pool_id_t){0, 0}, &r.memory));
+  char *json = NULL;
+  OK(recap_memory_snapshot_json(-1, &json)); /* the snapshot walks the blocks: it must agree */
+  recap_string_free(json);
+  check();
+  return r;
+}
+
+static void assert_readings_equal(const readings_t *on, const readings_t *off, int checkpoint) {
+  if (memcmp(&on->stats, &off->stats, sizeof on->stats) != 0) {
+    const int64_t *a = (const int64_t *)&on->stats, *b = (const int64_t *)&off->stats;
+    for (size_t i = 0; i < sizeof on->stats / sizeof *a; i++)
+      if (a[i] != b[i])
+        fail_msg("checkpoint %d: statistics word %zu is %lld with folding, %lld without",
+                 checkpoint, i, (long long)a[i], (long long)b[i]);
+  }
+  assert_memory_equal(&on->info, &off->info, sizeof on->info);
+  assert_memory_equal(&on->memory, &off->memory, sizeof on->memory);
+}
+
+/* Many pairs with no reader between, then every reader; the same with a block lent (taken,
+ * not freed yet) when the readers come; then requests of another requested size with the same
+ * rounding, which ends the run and starts another. Exact figures, and the same as the slow
+ * path's. */
+static void folded_pairs_count_exactly_for_every_reader(void **state) {
+  (void)state;
+  enum { PAIRS = 1000 };
+  readings_t seen[2][4];
+  for (int on = 0; on < 2; on++) {
+    reset();
+    recap__alloc_front_cache_enable(on);
+    recap_stream_t s = recap__fake_stream_new();
+    void *keep = NULL, *p = NULL;
+    OK(recap_malloc(&keep, 4096, s)); /* the segment is split: the pair's block has a rest */
+    for (int i = 0; i < PAIRS; i++) {
+      OK(recap_malloc(&p, 512, s));
+      OK(recap_free(p));
+    }
+    if (on) assert_true(recap__alloc.front.folds >= PAIRS - 2);
+    seen[on][0] = read_all();
+    const recap_memory_stats_t *st = &seen[on][0].stats;
+    assert_int_equal(st->allocation[RECAP_STAT_ALL].current, 1);
+    assert_int_equal(st->allocation[RECAP_STAT_ALL].allocated, PAIRS + 1);
+    assert_int_equal(st->allocation[RECAP_STAT_SMALL].freed, PAIRS);
+    assert_int_equal(st->allocated_bytes[RECAP_STAT_ALL].peak, 4096 + 512);
+    assert_int_equal(st->requested_bytes[RECAP_STAT_ALL].allocated, 4096 + PAIRS * 512);
+    assert_int_equal(st->active_bytes[RECAP_STAT_SMALL].freed, PAIRS * 512);
+    assert_int_equal(st->inactive_split[RECAP_STAT_ALL].current, 1);
+    assert_int_equal(st->inactive_split_bytes[RECAP_STAT_ALL].current, 2 * MiB - 4096);
+
+    /* A block lent by a folded take when the readers come: counted as allocated. */
+    for (int i = 0; i < 10; i++) {
+      OK(recap_malloc(&p, 512, s));
+      OK(recap_free(p));
+    }
+    OK(recap_malloc(&p, 512, s));
+    seen[on][1] = read_all();
+    assert_int_equal(seen[on][1].stats.allocation[RECAP_STAT_ALL].current, 2);
+    assert_int_equal(seen[on][1].info.allocated_bytes, 4096 + 512);
+    recap_block_info_t info;
+    OK(recap_block_info(p, &info));
+    assert_int_equal(info.requested, 512);
+    OK(recap_free(p));
+
+    /* Another requested size of the same rounded size ends the run; its pairs fold again. */
+    for (int i = 0; i < 50; i++) {
+      OK(recap_malloc(&p, i < 25 ? 512 : 500, s));
+      OK(recap_free(p));
+    }
+    seen[on][2] = read_all();
+    assert_int_equal(seen[on][2].stats.requested_bytes[RECAP_STAT_ALL].allocated,
+                     4096 + (PAIRS + 11 + 25) * 512 + 25 * 500);
+
+    /* A pair of another size in the middle of a run, and a free of another block. */
+    for (int i = 0; i < 20; i++) {
+      OK(recap_malloc(&p, 512, s));
+      OK(recap_free(p));
+    }
+    void *q = NULL;
+    OK(recap_malloc(&p, 512, s));
+    OK(recap_malloc(&q, 64 * KiB, s));
+    OK(recap_free(keep));
+    OK(recap_free(p));
+    OK(recap_free(q));
+    seen[on][3] = read_all();
+    assert_int_equal(seen[on][3].stats.allocation[RECAP_STAT_ALL].current, 0);
+    OK(recap_empty_cache());
+    assert_int_equal(stats().reserved_bytes[RECAP_STAT_ALL].current, 0);
+    check();
+  }
+  for (int k = 0; k < 4; k++) assert_readings_equal(&seen[1][k], &seen[0][k], k);
+  recap__alloc_front_cache_enable(true);
+}
+
+/* The peaks of a folded run: after a reset of the peaks, the first pair raises them to the
+ * pair's own level (not the reset's, not the earlier high) and the folded ones keep them. */
+static void a_peak_reached_in_a_folded_run_is_kept(void **state) {
+  (void)state;
+  readings_t seen[2][2];
+  for (int on = 0; on < 2; on++) {
+    reset();
+    recap__alloc_front_cache_enable(on);
+    recap_stream_t s = recap__fake_stream_new();
+    void *big = NULL, *p = NULL, *keep = NULL;
+    OK(recap_malloc(&big, MiB, s));
+    OK(recap_free(big));
+    OK(recap_memory_reset_peak(-1));
+    for (int i = 0; i < 100; i++) {
+      OK(recap_malloc(&p, 4096, s));
+      OK(recap_free(p));
+    }
+    seen[on][0] = read_all();
+    const recap_memory_stats_t *st = &seen[on][0].stats;
+    assert_int_equal(st->allocated_bytes[RECAP_STAT_ALL].peak, 4096);
+    assert_int_equal(st->active[RECAP_STAT_ALL].peak, 1);
+    assert_int_equal(st->allocation[RECAP_STAT_ALL].allocated, 101);
+    /* A higher level reached inside a run: a block held, then pairs, then a reset between two
+     * of them, then more. */
+    OK(recap_malloc(&keep, 8192, s));
+    for (int i = 0; i < 100; i++) {
+      OK(recap_malloc(&p, 4096, s));
+      OK(recap_free(p));
+      if (i == 50) OK(recap_memory_reset_peak(-1));
+    }
+    OK(recap_free(keep));
+    seen[on][1] = read_all();
+    st = &seen[on][1].stats;
+    assert_int_equal(st->allocated_bytes[RECAP_STAT_ALL].peak, 8192 + 4096);
+    assert_int_equal(st->active[RECAP_STAT_ALL].peak, 2);
+    check();
+  }
+  for (int k = 0; k < 2; k++) assert_readings_equal(&seen[1][k], &seen[0][k], k);
+  recap__alloc_front_cache_enable(true);
+}
+
+/* What ends a folded pair between its take and its free: an option change (the free goes the
+ * slow path's way), recap_record_stream on the lent block (its free waits for the other
+ * stream), a lookup. Each time, the same statistics as without the cache. */
+static void what_comes_between_a_folded_take_and_its_free(void **state) {
+  (void)state;
+  readings_t seen[2][3];
+  for (int on = 0; on < 2; on++) {
+    reset();
+    recap__alloc_front_cache_enable(on);
+    recap_stream_t s = recap__fake_stream_new(), other = recap__fake_stream_new();
+    void *keep = NULL, *p = NULL;
+    OK(recap_malloc(&keep, 1024, s));
+    for (int i = 0; i < 20; i++) {
+      OK(recap_malloc(&p, 2048, s));
+      OK(recap_free(p));
+    }
+    OK(recap_malloc(&p, 2048, s));
+    OK(recap_option_set_u64("max_split_size", 32 * MiB));
+    OK(recap_free(p));
+    seen[on][0] = read_all();
+
+    for (int i = 0; i < 20; i++) {
+      OK(recap_malloc(&p, 2048, s));
+      OK(recap_free(p));
+    }
+    OK(recap_malloc(&p, 2048, s));
+    OK(recap_record_stream(p, other));
+    OK(recap_free(p));
+    seen[on][1] = read_all();
+    recap__fake_stream_complete(other);
+
+    for (int i = 0; i < 20; i++) {
+      OK(recap_malloc(&p, 2048, s));
+      recap_block_info_t info;
+      OK(recap_block_info(p, &info));
+      OK(recap_free(p));
+    }
+    OK(recap_free(keep));
+    seen[on][2] = read_all();
+    check();
+  }
+  for (int k = 0; k < 3; k++) assert_readings_equal(&seen[1][k], &seen[0][k], k);
+  recap__alloc_front_cache_enable(true);
+}
+
+/* Pairs during a capture routed to a pool with no allocation log (recap_pool_route_begin; a
+ * graph's own capture logs its allocations, and logged requests skip the cache): they fold
+ * too, through the general path of the take, and the pool's capture peak and every statistic
+ * are the slow path's, read while the route lasts and after. */
+static void pairs_in_a_routed_capture_fold_and_count_exactly(void **state) {
+  (void)state;
+  readings_t seen[2][2];
+  recap_pool_memory_t pool[2][2];
+  for (int on = 0; on < 2; on++) {
+    reset();
+    recap__alloc_front_cache_enable(on);
+    recap_stream_t s = recap__fake_stream_new();
+    recap_pool_id_t id = recap_pool_handle();
+    assert_int_not_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 0);
+    OK(recap_pool_route_begin(id, s));
+    void *keep = NULL, *p = NULL;
+    OK(recap_malloc(&keep, 4096, s));
+    for (int i = 0; i < 200; i++) {
+      OK(recap_malloc(&p, 512, s));
+      OK(recap_free(p));
+    }
+    if (on) assert_true(recap__alloc.front.folds >= 190);
+    OK(recap_malloc(&p, 512, s)); /* lent while the readers come */
+    for (int k = 0; k < 2; k++) {
+      pool[on][k] = (recap_pool_memory_t)RECAP_POOL_MEMORY_INIT;
+      OK(recap_pool_memory(id, &pool[on][k]));
+      seen[on][k] = read_all();
+      if (k == 0) {
+        assert_int_equal(pool[on][0].allocated_bytes, 4096 + 512);
+        assert_int_equal(seen[on][0].stats.allocation[RECAP_STAT_ALL].allocated, 202);
+        OK(recap_free(p));
+        OK(recap_free(keep));
+        assert_true(recap__fake_capture_end(s));
+        OK(recap_pool_route_end(id));
+      }
+    }
+    check();
+  }
+  for (int k = 0; k < 2; k++) {
+    assert_readings_equal(&seen[1][k], &seen[0][k], k);
+    assert_memory_equal(&pool[1][k], &pool[0][k], sizeof pool[0][k]);
+  }
+  recap__alloc_front_cache_enable(true);
+}
+
+/* Random bursts of operations, mostly repeated pairs, with the readers only between bursts:
+ * with the cache on, folded runs end in every way the workload allows, and the readings after
+ * each burst are the slow path's. Each run forks from the same process state, as in
+ * random_workloads_match_the_slow_path: best-fit ties follow the fake's host addresses. */
+enum { BURSTS = 60 };
+
+static void bursts_run(unsigned seed, bool on, FILE *out) {
+  recap_test_reset(NULL);
+  recap__alloc_front_cache_enable(on);
+  world_t w = {.rng = seed};
+  for (int k = 0; k < 2; k++) w.streams[k] = recap__fake_stream_new();
+  void *p = NULL;
+  size_t pair_size = 512;
+  for (int b = 0; b < BURSTS; b++) {
+    int ops = 1 + (int)(next_random(&w) % 60);
+    for (int i = 0; i < ops; i++) {
+      unsigned r = next_random(&w) % 100;
+      if (r < 60) {
+        OK(recap_malloc(&p, pair_size, w.streams[0]));
+        if (next_random(&w) % 8 || w.live_count == LIVE)
+          OK(recap_free(p));
+        else
+          w.live[w.live_count++] = p;
+      } else if (r < 70) {
+        pair_size = sizes[next_random(&w) % 5] - next_random(&w) % 3;
+      } else if (r < 80) {
+        if (w.live_count < LIVE) {
+          OK(recap_malloc(&p, sizes[next_random(&w) % 5], w.streams[next_random(&w) % 2]));
+          w.live[w.live_count++] = p;
+        }
+      } else if (r < 90) {
+        if (w.live_count) {
+          size_t k = next_random(&w) % w.live_count;
+          OK(recap_free(w.live[k]));
+          w.live[k] = w.live[--w.live_count];
+        }
+      } else if (r < 93) {
+        if (w.live_count) OK(recap_record_stream(w.live[w.live_count - 1], w.streams[1]));
+      } else if (r < 95) {
+        recap__fake_stream_complete(w.streams[1]);
+      } else if (r < 97) {
+        OK(recap_memory_reset_peak(-1));
+      } else {
+        OK(recap_option_set_u64("max_split_size", next_random(&w) % 2 ? 0 : 32 * MiB));
+      }
+    }
+    readings_t now = read_all();
+    if (fwrite(&now, sizeof now, 1, out) != 1) _exit(2);
+  }
+  uint64_t folds = recap__alloc.front.folds;
+  while (w.live_count) OK(recap_free(w.live[--w.live_count]));
+  check();
+  if (fwrite(&folds, sizeof folds, 1, out) != 1 || fflush(out) != 0) _exit(2);
+  _exit(0);
+}
+
+/* The readings of one forked run, read back from its file. */
+static void bursts_readings(unsigned seed, bool on, readings_t *seen, uint64_t *folds) {
+  FILE *out = tmpfile();
+  assert_non_null(out);
+  fflush(NULL);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) bursts_run(seed, on, out);
+  int status = 0;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    fail_msg("seed %u: the run with the cache %s failed (see above)", seed, on ? "on" : "off");
+  size_t bytes = BURSTS * sizeof *seen;
+  assert_int_equal(pread(fileno(out), seen, bytes, 0), (ssize_t)bytes);
+  assert_int_equal(pread(fileno(out), folds, sizeof *folds, (off_t)bytes), (ssize_t)sizeof *folds);
+  fclose(out);
+}
+
+static void random_bursts_fold_and_match_the_slow_path(void **state) {
+  (void)state;
+  mallopt(M_MMAP_THRESHOLD, 128 * 1024); /* as in random_workloads_match_the_slow_path */
+  static readings_t seen[2][BURSTS];
+  uint64_t folds = 0;
+  for (unsigned seed = 1; seed <= 4; seed++) {
+    uint64_t f[2];
+    for (int on = 0; on < 2; on++) bursts_readings(seed, on, seen[on], &f[on]);
+    assert_int_equal(f[0], 0);
+    folds += f[1];
+    for (int b = 0; b < BURSTS; b++)
+      assert_readings_equal(&seen[1][b], &seen[0][b], (int)seed * 1000 + b);
+  }
+  /* The runs folded: a test of folding that never folds could not fail. */
+  if (folds < 300) fail_msg("only %llu pairs folded", (unsigned long long)folds);
+  recap__alloc_front_cache_enable(true);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(random_workloads_match_the_slow_path),
       cmocka_unit_test(a_pair_is_served_by_the_cache_with_exact_stats),
       cmocka_unit_test(a_block_the_slow_path_would_place_elsewhere_is_not_cached),
       cmocka_unit_test(a_tie_goes_to_the_lowest_address),
+      cmocka_unit_test(folded_pairs_count_exactly_for_every_reader),
+      cmocka_unit_test(a_peak_reached_in_a_folded_run_is_kept),
+      cmocka_unit_test(what_comes_between_a_folded_take_and_its_free),
+      cmocka_unit_test(pairs_in_a_routed_capture_fold_and_count_exactly),
+      cmocka_unit_test(random_bursts_fold_and_match_the_slow_path),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }

@@ -26,7 +26,7 @@ static recap__pool_t *find_pool(recap__device_state_t *d, recap_pool_id_t id) {
 void recap__pool_account_graph(int device, recap_pool_id_t id, int graphs, int64_t exec_bytes,
                                int64_t nodes) {
   if (device < 0 || device >= RECAP__MAX_DEVICES) return;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   recap__device_state_t *d = recap__alloc.devices[device];
   recap__pool_t *pool = d ? find_pool(d, id) : NULL;
   /* The graph holds a reference, so the pool exists, unless the allocator's state was dropped
@@ -37,19 +37,19 @@ void recap__pool_account_graph(int device, recap_pool_id_t id, int graphs, int64
     pool->nodes += nodes;
     RECAP__ASSERT(pool->graphs >= 0 && pool->exec_bytes >= 0 && pool->nodes >= 0);
   }
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
 }
 
 bool recap__pool_bytes(int device, recap_pool_id_t id, int64_t *reserved, int64_t *allocated) {
   if (device < 0 || device >= RECAP__MAX_DEVICES) return false;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   recap__device_state_t *d = recap__alloc.devices[device];
   const recap__pool_t *pool = d ? find_pool(d, id) : NULL;
   if (pool) {
     *reserved = pool->reserved_bytes;
     *allocated = pool->allocated_bytes;
   }
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   return pool != NULL;
 }
 
@@ -68,7 +68,7 @@ recap_status_t recap_pool_memory(recap_pool_id_t id, recap_pool_memory_t *info) 
   memset(&out, 0, sizeof out);
   out.size = size;
   recap_status_t s = RECAP_SUCCESS;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   recap__device_state_t *d = recap__alloc.devices[device];
   const recap__pool_t *pool = d ? find_pool(d, id) : NULL;
   if (!pool && !recap_pool_is_default(id)) {
@@ -99,7 +99,7 @@ recap_status_t recap_pool_memory(recap_pool_id_t id, recap_pool_memory_t *info) 
       out.vmm_reserved_va_bytes += (int64_t)seg->va_size;
     }
   }
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   if (s == RECAP_SUCCESS) memcpy(info, &out, size);
   return s;
 }

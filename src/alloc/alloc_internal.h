@@ -16,7 +16,7 @@
  * driver allocations); a segment is tiled by blocks, linked in address order. A free block sits
  * in its pool's free set of its size class; an allocated one in the global pointer map (and so
  * does the front cache's block, not allocated, while it waits). Every
- * field is guarded by the allocator's one mutex.
+ * field is guarded by the allocator's one lock, taken through recap__alloc_lock (below).
  */
 #ifndef RECAP_ALLOC_INTERNAL_H
 #define RECAP_ALLOC_INTERNAL_H
@@ -30,6 +30,7 @@
 #include "alloc/free_set.h"
 #include "alloc/ptr_map.h"
 #include "core/env.h"
+#include "core/lock.h"
 #include "core/options.h"
 #include "device/device.h"
 #include "recap.h"
@@ -170,18 +171,40 @@ typedef struct recap__free_record {
  * set, unmerged and in the pointer map so that a malloc of its size on its stream takes it back
  * in O(1). It counts
  * as free, merged with `rest`, in every statistic, in the snapshot and in recap_memory_check;
- * every other change to the block structure merges it first (recap__alloc_settle). */
+ * every other change to the block structure merges it first (recap__alloc_settle).
+ *
+ * Folding (front_cache.c explains why it is exact): once a pair (a take of the cached block, its
+ * free and its admission again) was counted in full with nothing else between, the cache is
+ * `armed`, and the pairs that repeat it exactly are counted lazily: a folded take hands the
+ * block out (`lent`) without counting, a folded free puts it back without counting and adds one
+ * to `folded`. recap__front_fold_end counts what is owed; everything that takes the allocator's
+ * lock other than those two (recap__alloc_lock) calls it first, so nothing ever reads a
+ * statistic that is behind. */
 typedef struct recap__front {
   recap__block_t *block;             /* NULL: empty */
   recap__block_t *rest;              /* its free next neighbour, which the merge absorbs; or NULL */
   uint64_t options_version;          /* the options the entry was admitted under */
   int64_t split_blocks, split_bytes; /* the inactive-split change counted at admission */
   bool off;                          /* the internal switch: true, every free takes the slow path */
-  uint64_t hits, admitted;           /* for tests and measurements */
+  uint64_t hits, admitted, folds;    /* for tests and measurements */
+  /* The block the latest counted take handed out, and the size it was asked for: a free of it
+   * that follows with nothing between arms the cache. Cleared by everything else. */
+  recap__block_t *taken;
+  size_t taken_requested;
+  /* The pair that folds, while armed: its device, size class, block size, requested size and
+   * inactive-split changes (what the admission counts; the take counts their negation). */
+  bool armed;
+  recap__block_t *lent; /* handed out by a folded take, its take and hand-out not counted yet */
+  uint64_t folded;      /* pairs folded since the latest count */
+  recap__device_state_t *fold_d;
+  recap__block_t *fold_rest;
+  bool fold_small;
+  size_t fold_size, fold_requested;
+  int64_t fold_split_blocks, fold_split_bytes;
 } recap__front_t;
 
 typedef struct recap__allocator {
-  pthread_mutex_t lock;
+  recap__lock_t lock; /* a lean lock (core/lock.h): the hot pair pays little for it */
   recap__front_t front;
   recap__device_state_t *devices[RECAP__MAX_DEVICES];
   recap__ptr_map_t allocated;   /* pointer -> allocated block, every device */
@@ -257,12 +280,19 @@ static inline bool recap__fit_allowed(size_t size, size_t block_size, const reca
  * into b and its rest, under the options of `version`. Admitted, b's free is counted in d's
  * statistics as free_block counts it (merged), and f holds it. take: the cached block, when a
  * request of `rounded` bytes on stream from pool (no logs) is one the slow path would serve
- * with it; its take is counted as take_block counts it, and f is emptied. NULL otherwise. */
+ * with it; its take is counted as take_block counts it, and f is emptied. NULL otherwise.
+ * `requested` is what the freed block was asked for, `size` what the request asks for: with them
+ * put arms the cache after a pair counted in full, and take folds (*folded: nothing counted;
+ * the caller skips account_alloc's counts too) a pair that repeats it. */
 bool recap__front_put(recap__front_t *f, recap__device_state_t *d, recap__block_t *b,
-                      const recap__free_set_t *set, const recap__options_t *o, uint64_t version);
+                      const recap__free_set_t *set, const recap__options_t *o, uint64_t version,
+                      size_t requested);
 recap__block_t *recap__front_take(recap__front_t *f, recap__device_state_t *d,
                                   const recap__pool_t *pool, recap_stream_t stream, size_t rounded,
-                                  uint64_t version);
+                                  size_t size, uint64_t version, bool *folded);
+/* Count what the folded pairs owe (and the lent block's take and hand-out) and disarm: the
+ * statistics are then exactly the slow path's. Lock held; call it only when f->armed. */
+void recap__front_fold_end(recap__front_t *f);
 /* The size of the free block the cached block stands for (itself and its rest). */
 static inline size_t recap__front_merged_size(const recap__front_t *f) {
   return f->block->size + (f->rest ? f->rest->size : 0);
@@ -271,6 +301,16 @@ static inline size_t recap__front_merged_size(const recap__front_t *f) {
 /* Merge the front cache's block into its free set now (lock held; no-op when empty): what every
  * path that changes or walks the block structure by address calls first. */
 void recap__alloc_settle(void);
+/* The allocator's lock, for every caller but recap_malloc's and recap_free's own paths: it
+ * brings the statistics up to date (a folded run of pairs ends) and ends what a pair in progress
+ * would otherwise take for "nothing between", so that whatever the caller reads or changes is
+ * exact. The cached block stays cached. */
+static inline void recap__alloc_lock(void) {
+  recap__lock_acquire(&recap__alloc.lock);
+  recap__alloc.front.taken = NULL;
+  if (RECAP__UNLIKELY(recap__alloc.front.armed)) recap__front_fold_end(&recap__alloc.front);
+}
+static inline void recap__alloc_unlock(void) { recap__lock_release(&recap__alloc.lock); }
 /* The internal switch of the front cache (tests): false sends every free down the slow path. */
 void recap__alloc_front_cache_enable(bool on);
 

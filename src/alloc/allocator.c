@@ -10,8 +10,10 @@
  * a routed capture go to that capture's private pool; the pool's segments never return to the
  * default pool, so the addresses a graph baked in stay reserved for it.
  *
- * One mutex guards everything. The hot path (a cached hit, no capture) takes it once, does a
- * binary search in a sorted array and a hash-map insert, and touches no device.
+ * One lock guards everything (core/lock.h; other files take it through recap__alloc_lock). The
+ * hot path (a cached hit, no capture) takes it once, does a binary search in a sorted array and a
+ * hash-map insert, and touches no device; a repeated pair of the front cache does neither, and
+ * counts its statistics later (front_cache.c: folding).
  *
  * This file is the malloc/free core: blocks, events, merges and splits, segments, out of memory,
  * recap_malloc, recap_free, recap_record_stream, recap_block_info and recap_empty_cache. Pool
@@ -37,7 +39,7 @@
 #include "core/error.h"
 #include "core/host.h"
 
-recap__allocator_t recap__alloc = {.lock = PTHREAD_MUTEX_INITIALIZER};
+recap__allocator_t recap__alloc = {.lock = RECAP__LOCK_INIT};
 
 /* ------------------------------------------------------------------------------------------
  * Allocation sites, for the input-liveness checks' messages (the switch and the lookup are in
@@ -52,10 +54,14 @@ recap__allocator_t recap__alloc = {.lock = PTHREAD_MUTEX_INITIALIZER};
 #  define HOT_INLINE inline __attribute__((always_inline))
 /* The replay hook's path: out of recap_malloc's body, so the hot path's code stays as it was. */
 #  define COLD __attribute__((noinline, cold))
+/* The rest of recap_malloc and recap_free after a folded pair's check: out of their bodies, so
+ * that the folded pair saves and restores no registers for it. */
+#  define NOINLINE __attribute__((noinline))
 #else
 #  define CALLER_ADDRESS() NULL
 #  define HOT_INLINE inline
 #  define COLD
+#  define NOINLINE
 #endif
 
 /* Keep a freed block's sites in the ring (called with the lock held). Best effort: without
@@ -372,6 +378,8 @@ static void free_block(recap__device_state_t *d, recap__block_t *b) {
 
 void recap__alloc_settle(void) {
   recap__front_t *f = &recap__alloc.front;
+  f->taken = NULL;
+  if (f->armed) recap__front_fold_end(f);
   recap__block_t *b = f->block;
   if (RECAP__LIKELY(!b)) return;
   f->block = f->rest = NULL;
@@ -388,10 +396,10 @@ void recap__alloc_settle(void) {
 }
 
 void recap__alloc_front_cache_enable(bool on) {
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   recap__alloc_settle();
   recap__alloc.front.off = !on;
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -647,11 +655,10 @@ static recap_status_t new_segment(recap__device_state_t *d, recap__pool_t *pool,
 
 /* The options, from a copy refreshed only when the registry changed: the registry's own lock
  * stays off the hot path. Called with the allocator's lock held. */
-static recap_status_t current_options(const recap__options_t **o) {
+static recap_status_t current_options(const recap__options_t **o, uint64_t before) {
   static recap__options_t cached;
   static uint64_t cached_version; /* 0: nothing cached */
-  uint64_t before = recap__options_version();
-  if (before == 0 || before != cached_version) {
+  if (RECAP__UNLIKELY(before == 0 || before != cached_version)) {
     RECAP__CHECK(recap__options_get(&cached));
     /* Trust the copy only if nothing changed while it was taken. */
     uint64_t after = recap__options_version();
@@ -702,6 +709,7 @@ typedef struct request {
   bool small;
   recap__route_logs_t *logs; /* the route's allocation logs (replay.c), or NULL */
   recap__block_t *cached;    /* the front cache's block, when it serves the request */
+  bool folded;               /* ...in a folded pair: nothing to count (front_cache.c) */
 } request_t;
 
 /* Find the pool and free set the request goes to, let completed events free their blocks, and
@@ -709,7 +717,9 @@ typedef struct request {
  * structure starts to change. Called with the lock held. */
 static recap_status_t request_begin(request_t *r, int device, size_t size, recap_stream_t stream) {
   recap__device_state_t *d = recap__alloc_device_state(device);
-  RECAP__CHECK(current_options(&r->o));
+  /* One read of the options' version serves the whole call. */
+  uint64_t version = recap__options_version();
+  RECAP__CHECK(current_options(&r->o, version));
   r->stream = stream;
   r->size = size;
   r->rounded = round_size(r->o, size);
@@ -723,10 +733,11 @@ static recap_status_t request_begin(request_t *r, int device, size_t size, recap
   if (recap__alloc.front.block) {
     /* The front cache serves the request when the slow path would give it the same block. */
     if (!r->logs && (r->cached = recap__front_take(&recap__alloc.front, d, r->pool, stream,
-                                                   r->rounded, recap__options_version())))
+                                                   r->rounded, size, version, &r->folded)))
       return RECAP_SUCCESS;
-    recap__alloc_settle();
   }
+  /* Any other path: the cached block merges, and a folded run is counted. */
+  recap__alloc_settle();
   if (RECAP__UNLIKELY(d->pending_count || d->deferred_count)) process_events(d, false);
   r->set = free_set_of(r->pool, r->small);
   /* Room in the free set for every block of it to be free, and for the two this call may add
@@ -1017,18 +1028,58 @@ static void account_alloc(const request_t *r, recap__block_t *b, void *site) {
   recap__stat_kind(st->active_bytes, r->small, (int64_t)b->size);
 }
 
-recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
-  void *site = CALLER_ADDRESS();
-  RECAP__ARG(ptr != NULL, "recap_malloc: ptr is NULL");
-  *ptr = NULL;
-  if (RECAP__UNLIKELY(size == 0)) return RECAP_SUCCESS;
-  if (RECAP__UNLIKELY(size > SIZE_MAX / 2))
-    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: %zu bytes can never be had",
-                        size);
-  int device;
-  RECAP__CHECK(recap__alloc_current_device(&device));
+/* Hand out the block of a folded take (front_cache.c): everything account_alloc does but the
+ * statistics, which recap__front_fold_end counts. The pool's bytes stay exact: a route's
+ * capture peak is reset from them. */
+static HOT_INLINE void account_folded(recap__block_t *b, size_t size, void *site) {
+  b->allocated = true;
+  b->requested = size;
+  b->generation = ++recap__alloc.last_generation;
+  b->alloc_site = recap__alloc_sites_enabled() ? site : NULL;
+  recap__pool_t *pool = b->segment->pool;
+  pool->allocated_bytes += (int64_t)b->size;
+  if (pool->allocated_bytes > pool->capture_peak) pool->capture_peak = pool->allocated_bytes;
+}
 
-  pthread_mutex_lock(&recap__alloc.lock);
+/* The folded take (front_cache.c) of a request that repeats the armed pair, checked without
+ * request_begin: the same requested size (so, under the same options, the same rounded size),
+ * the same stream and device, no capture routed on the device (so the default pool, the
+ * block's), and no event or deferred block waiting: all that request_begin and
+ * recap__front_take check before they fold a take. NULL, with nothing changed, otherwise. */
+static HOT_INLINE recap__block_t *take_folded(int device, size_t size, recap_stream_t stream) {
+  recap__front_t *f = &recap__alloc.front;
+  recap__block_t *b = f->block;
+  if (!b || !f->armed || size != f->fold_requested || b->stream != stream) return NULL;
+  recap__device_state_t *d = recap__alloc.devices[device];
+  if (d != f->fold_d || d->route_count || d->pending_count || d->deferred_count ||
+      b->segment->pool != &d->default_pool || recap__options_version() != f->options_version)
+    return NULL;
+  f->block = f->rest = NULL;
+  f->lent = b;
+  f->hits++;
+  return b;
+}
+
+/* The free of the block a folded take lent: back into the cache as it was admitted, counted
+ * in f->folded. Nothing else took the lock since the take, so the admission rules give what
+ * they gave then. */
+static HOT_INLINE void free_folded(recap__front_t *f, recap__block_t *b, void *site) {
+  RECAP__ASSERT(f->armed && !f->block && b->allocated && b->stream_use_count == 0);
+  if (recap__alloc_sites_enabled()) remember_free(b, site);
+  b->allocated = false;
+  b->requested = 0;
+  b->segment->pool->allocated_bytes -= (int64_t)b->size;
+  f->block = b;
+  f->rest = f->fold_rest;
+  f->lent = NULL;
+  f->folded++;
+  f->folds++;
+  f->admitted++;
+}
+
+/* recap_malloc under the lock, when the request is not a folded pair's. */
+static NOINLINE recap_status_t malloc_locked(void **ptr, size_t size, recap_stream_t stream,
+                                             int device, void *site) {
   request_t r = {0};
   recap_status_t s = request_begin(&r, device, size, stream);
   if (RECAP__LIKELY(s == RECAP_SUCCESS)) {
@@ -1041,35 +1092,65 @@ recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
     } else {
       s = take_usual(&r, &b);
     }
-    if (RECAP__LIKELY(s == RECAP_SUCCESS)) {
+    if (r.folded) {
+      account_folded(b, size, site);
+      *ptr = b->ptr;
+    } else if (RECAP__LIKELY(s == RECAP_SUCCESS)) {
       account_alloc(&r, b, site);
       *ptr = b->ptr;
     } else if (r.pool->budget_attempted) {
       budget_settle(r.d, r.pool);
     }
   }
-  pthread_mutex_unlock(&recap__alloc.lock);
+  return s;
+}
+
+recap_status_t recap_malloc(void **ptr, size_t size, recap_stream_t stream) {
+  void *site = CALLER_ADDRESS();
+  RECAP__ARG(ptr != NULL, "recap_malloc: ptr is NULL");
+  *ptr = NULL;
+  if (RECAP__UNLIKELY(size == 0)) return RECAP_SUCCESS;
+  if (RECAP__UNLIKELY(size > SIZE_MAX / 2))
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: %zu bytes can never be had",
+                        size);
+  int device;
+  RECAP__CHECK(recap__alloc_current_device(&device));
+
+  /* The lock without recap__alloc_lock's settling: request_begin settles the front cache unless
+   * it serves the request. */
+  recap__lock_acquire(&recap__alloc.lock);
+  recap_status_t s = RECAP_SUCCESS;
+  recap__block_t *folded = take_folded(device, size, stream);
+  if (RECAP__LIKELY(folded != NULL)) {
+    account_folded(folded, size, site);
+    *ptr = folded->ptr;
+  } else {
+    s = malloc_locked(ptr, size, stream, device, site);
+  }
+  recap__lock_release(&recap__alloc.lock);
   return s;
 }
 
 /* Offer the freed block b, which needs no event, to the front cache (empty: recap_free settled
  * it). False: it takes the slow path. */
-static bool front_put(recap__device_state_t *d, recap__block_t *b) {
+static bool front_put(recap__device_state_t *d, recap__block_t *b, size_t requested) {
   if (recap__alloc.front.off) return false;
   uint64_t version = recap__options_version();
   const recap__options_t *o;
-  if (version == 0 || current_options(&o) != RECAP_SUCCESS) return false;
+  if (version == 0 || current_options(&o, version) != RECAP_SUCCESS) return false;
   recap__segment_t *seg = b->segment;
-  return recap__front_put(&recap__alloc.front, d, b, free_set_of(seg->pool, seg->small), o,
-                          version);
+  return recap__front_put(&recap__alloc.front, d, b, free_set_of(seg->pool, seg->small), o, version,
+                          requested);
 }
 
-recap_status_t recap_free(void *ptr) {
-  void *site = CALLER_ADDRESS();
-  if (!ptr) return RECAP_SUCCESS;
-  pthread_mutex_lock(&recap__alloc.lock);
+/* recap_free under the lock, when ptr is not a folded pair's block. Releases the lock. */
+static NOINLINE recap_status_t free_locked(void *ptr, void *site) {
+  recap__front_t *f = &recap__alloc.front;
   /* The previous free's block merges now: this free may need it merged (a neighbour), and the
-   * cache holds one block. */
+   * cache holds one block. A pair counted in full arms the cache when its block comes back
+   * here with nothing between its take and this free. */
+  recap__block_t *taken = f->taken;
+  size_t taken_requested = f->taken_requested;
   recap__alloc_settle();
   /* Out of the map at once (one probe). Nothing below needs host memory: recap_malloc kept
    * room in the free set for every block of it, and recap_record_stream room in the deferred
@@ -1078,7 +1159,7 @@ recap_status_t recap_free(void *ptr) {
   size_t slot = recap__ptr_map_slot(map, ptr);
   recap__block_t *b = slot < map->capacity ? map->slots[slot].value : NULL;
   if (!b) {
-    pthread_mutex_unlock(&recap__alloc.lock);
+    recap__lock_release(&recap__alloc.lock);
     return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
                         "recap_free(%p): not a pointer recap_malloc returned, or already freed",
                         ptr);
@@ -1096,6 +1177,7 @@ recap_status_t recap_free(void *ptr) {
   recap__stat_kind(st->allocation, seg->small, -1);
   recap__stat_kind(st->allocated_bytes, seg->small, -(int64_t)b->size);
   recap__stat_kind(st->requested_bytes, seg->small, -(int64_t)b->requested);
+  size_t requested = b->requested;
   b->requested = 0;
   if (b->stream_use_count) {
     recap__ptr_map_remove_at(map, slot);
@@ -1106,18 +1188,39 @@ recap_status_t recap_free(void *ptr) {
       insert_events(d, b);
       if (b->event_count == 0) free_block(d, b);
     }
-  } else if (!front_put(d, b)) {
-    recap__ptr_map_remove_at(map, slot);
-    free_block(d, b);
+  } else {
+    /* Restored for front_put only: settle cleared it, so that nothing else arms the cache. */
+    f->taken = taken;
+    f->taken_requested = taken_requested;
+    if (!front_put(d, b, requested)) {
+      f->taken = NULL;
+      recap__ptr_map_remove_at(map, slot);
+      free_block(d, b);
+    }
   }
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__lock_release(&recap__alloc.lock);
   return RECAP_SUCCESS;
+}
+
+recap_status_t recap_free(void *ptr) {
+  void *site = CALLER_ADDRESS();
+  if (!ptr) return RECAP_SUCCESS;
+  recap__lock_acquire(&recap__alloc.lock);
+  recap__front_t *f = &recap__alloc.front;
+  recap__block_t *lent = f->lent;
+  if (lent && lent->ptr == ptr && RECAP__LIKELY(recap__options_version() == f->options_version)) {
+    /* The free of a folded pair (front_cache.c): the block goes back as it came, uncounted. */
+    free_folded(f, lent, site);
+    recap__lock_release(&recap__alloc.lock);
+    return RECAP_SUCCESS;
+  }
+  return free_locked(ptr, site);
 }
 
 recap_status_t recap_record_stream(void *ptr, recap_stream_t stream) {
   RECAP__ARG(ptr != NULL, "recap_record_stream: ptr is NULL");
   recap_status_t s = RECAP_SUCCESS;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, ptr);
   if (!b || !b->allocated) { /* the front cache's block is in the map, free */
     s = recap__error(RECAP_ERROR_INVALID_ARGUMENT,
@@ -1150,14 +1253,14 @@ recap_status_t recap_record_stream(void *ptr, recap_stream_t stream) {
   }
   b->stream_uses[b->stream_use_count++] = stream;
 out:
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   return s;
 }
 
 recap_status_t recap_block_info(const void *ptr, recap_block_info_t *info) {
   RECAP__ARG(ptr != NULL, "recap_block_info: ptr is NULL");
   RECAP__ARG(info != NULL, "recap_block_info: info is NULL");
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, ptr);
   if (b && !b->allocated) b = NULL; /* the front cache's block */
   if (b) {
@@ -1169,7 +1272,7 @@ recap_status_t recap_block_info(const void *ptr, recap_block_info_t *info) {
                                  .stream = b->stream,
                                  .device = seg->device};
   }
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   if (!b)
     return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
                         "recap_block_info(%p): not an allocated pointer of recap", ptr);
@@ -1183,13 +1286,13 @@ recap_status_t recap_block_info(const void *ptr, recap_block_info_t *info) {
 recap_status_t recap_empty_cache(void) {
   const recap__device_ops_t *dev = recap__device();
   recap_status_t result = RECAP_SUCCESS;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   /* A capture on any device refuses the whole call: in global mode, cudaFree on another device
    * would invalidate it too. */
   recap__alloc_settle();
   int capturing;
   if (capture_under_way(&capturing)) {
-    pthread_mutex_unlock(&recap__alloc.lock);
+    recap__alloc_unlock();
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_empty_cache: a capture is under way on device %d; freeing device "
                         "memory now could invalidate it. Call it before the capture begins or "
@@ -1207,6 +1310,6 @@ recap_status_t recap_empty_cache(void) {
     if (s != RECAP_SUCCESS) result = s;
     if (switched) dev->set_device(previous);
   }
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   return result;
 }

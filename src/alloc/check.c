@@ -332,7 +332,7 @@ recap_status_t recap_memory_check(void) {
   recap_status_t s = RECAP_SUCCESS;
   size_t allocated_blocks = 0;
   int asleep = 0;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   for (int i = 0; i < RECAP__MAX_DEVICES && s == RECAP_SUCCESS; i++)
     if (recap__alloc.devices[i])
       s = check_device(recap__alloc.devices[i], &allocated_blocks, &asleep);
@@ -355,6 +355,6 @@ recap_status_t recap_memory_check(void) {
                      "recap_memory_check: the pointer map holds %zu blocks but the walk found "
                      "%zu allocated",
                      recap__alloc.allocated.count, allocated_blocks);
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   return s;
 }

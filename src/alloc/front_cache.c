@@ -18,6 +18,22 @@
  * ever sees it; the snapshot and recap_memory_check show it as the merged free block it stands
  * for. The cache holds one block: the latest free. These functions decide and count; allocator.c
  * moves the blocks.
+ *
+ * Folding. A loop that allocates and frees one size on one stream repeats one pair: the take of
+ * the cached block, its hand-out, its free and its admission, and each changes a dozen counters
+ * by the same amounts, back and forth. Once one such pair was counted in full with nothing else
+ * between its take and its admission, the cache is armed: the state after the admission is the
+ * state before the take (the same block, the same rest, the same counters), so a pair that
+ * repeats it (the same block, the same requested size, the same options, nothing else under the
+ * lock between) goes through the very states the counted one went through. Counted, it would
+ * leave every `current` and every `peak` as they are (the peaks already hold the states it
+ * passes through) and add the same amounts to the `allocated` and `freed` totals. So a folded
+ * pair counts nothing, and recap__front_fold_end adds k times those amounts for k pairs, plus
+ * the take and the hand-out of a block still lent (counted as front_take and account_alloc count
+ * them). Everything else that takes the allocator's lock calls it first (recap__alloc_lock), and
+ * so do recap_malloc and recap_free before any other path; so every reader and every writer of
+ * a statistic finds it exact, peaks included, and a reset of the peaks, or any other change,
+ * disarms the cache until a pair is again counted in full.
  */
 #include "alloc/alloc_internal.h"
 #include "core/assert.h"
@@ -36,8 +52,9 @@ static bool merged_is_best_fit(const recap__free_set_t *set, const recap__block_
 }
 
 bool recap__front_put(recap__front_t *f, recap__device_state_t *d, recap__block_t *b,
-                      const recap__free_set_t *set, const recap__options_t *o, uint64_t version) {
-  RECAP__ASSERT(!f->block && recap__block_is_free(b) && b->stream_use_count == 0);
+                      const recap__free_set_t *set, const recap__options_t *o, uint64_t version,
+                      size_t requested) {
+  RECAP__ASSERT(!f->block && !f->armed && recap__block_is_free(b) && b->stream_use_count == 0);
   if (f->off || version == 0) return false;
   /* A free block before b would absorb it: the merged block would start elsewhere. */
   if (b->prev && recap__block_is_free(b->prev)) return false;
@@ -63,12 +80,67 @@ bool recap__front_put(recap__front_t *f, recap__device_state_t *d, recap__block_
   f->rest = rest;
   f->options_version = version;
   f->admitted++;
+  /* The pair that ends here was counted in full, with nothing between its take and now: arm. */
+  if (f->taken == b && f->taken_requested == requested) {
+    f->armed = true;
+    f->folded = 0;
+    f->fold_d = d;
+    f->fold_rest = rest;
+    f->fold_small = seg->small;
+    f->fold_size = b->size;
+    f->fold_requested = requested;
+    f->fold_split_blocks = f->split_blocks;
+    f->fold_split_bytes = f->split_bytes;
+  }
+  f->taken = NULL;
   return true;
+}
+
+/* A counter's totals after k back-and-forth changes of `amount` (either sign first): its current
+ * and its peak are where one change and its undoing leave them. */
+static void add_cycles(recap_stat_t *array, bool small, int64_t amount, uint64_t k) {
+  int64_t total = (int64_t)k * (amount < 0 ? -amount : amount);
+  recap_stat_t *kind = &array[small ? RECAP_STAT_SMALL : RECAP_STAT_LARGE];
+  array[RECAP_STAT_ALL].allocated += total;
+  array[RECAP_STAT_ALL].freed += total;
+  kind->allocated += total;
+  kind->freed += total;
+}
+
+void recap__front_fold_end(recap__front_t *f) {
+  RECAP__ASSERT(f->armed && (!f->lent || !f->block));
+  recap_memory_stats_t *st = &f->fold_d->stats;
+  bool small = f->fold_small;
+  uint64_t k = f->folded;
+  if (k) {
+    int64_t size = (int64_t)f->fold_size;
+    add_cycles(st->inactive_split, small, f->fold_split_blocks, k);
+    add_cycles(st->inactive_split_bytes, small, f->fold_split_bytes, k);
+    add_cycles(st->allocation, small, 1, k);
+    add_cycles(st->allocated_bytes, small, size, k);
+    add_cycles(st->requested_bytes, small, (int64_t)f->fold_requested, k);
+    add_cycles(st->active, small, 1, k);
+    add_cycles(st->active_bytes, small, size, k);
+  }
+  if (f->lent) {
+    /* front_take's count of the take (the admission's, undone), then account_alloc's. */
+    int64_t size = (int64_t)f->fold_size;
+    recap__stat_kind(st->inactive_split, small, -f->fold_split_blocks);
+    recap__stat_kind(st->inactive_split_bytes, small, -f->fold_split_bytes);
+    recap__stat_kind(st->allocation, small, 1);
+    recap__stat_kind(st->allocated_bytes, small, size);
+    recap__stat_kind(st->requested_bytes, small, (int64_t)f->fold_requested);
+    recap__stat_kind(st->active, small, 1);
+    recap__stat_kind(st->active_bytes, small, size);
+    f->lent = NULL;
+  }
+  f->folded = 0;
+  f->armed = false;
 }
 
 recap__block_t *recap__front_take(recap__front_t *f, recap__device_state_t *d,
                                   const recap__pool_t *pool, recap_stream_t stream, size_t rounded,
-                                  uint64_t version) {
+                                  size_t size, uint64_t version, bool *folded) {
   recap__block_t *b = f->block;
   RECAP__ASSERT(b != NULL);
   if (b->segment->pool != pool || b->stream != stream || b->size != rounded ||
@@ -77,6 +149,18 @@ recap__block_t *recap__front_take(recap__front_t *f, recap__device_state_t *d,
   /* The slow path would first free the blocks whose events completed: the structure may
    * change, so the request takes that path. */
   if (d->pending_count || d->deferred_count) return NULL;
+  if (f->armed) {
+    if (RECAP__LIKELY(size == f->fold_requested && d == f->fold_d)) {
+      /* The pair repeats the counted one: nothing to count until recap__front_fold_end. */
+      f->block = f->rest = NULL;
+      f->lent = b;
+      f->hits++;
+      *folded = true;
+      return b;
+    }
+    recap__front_fold_end(f);
+  }
+  *folded = false;
   /* Nothing changed the block structure since the admission: every path that does settles. */
   RECAP__ASSERT(recap__block_is_free(b) && (!b->prev || !recap__block_is_free(b->prev)));
   RECAP__ASSERT(f->rest ? b->next == f->rest && recap__block_is_free(f->rest)
@@ -99,5 +183,7 @@ recap__block_t *recap__front_take(recap__front_t *f, recap__device_state_t *d,
   }
   f->block = f->rest = NULL;
   f->hits++;
+  f->taken = b;
+  f->taken_requested = size;
   return b;
 }

@@ -56,10 +56,10 @@ static bool find_locked(const void *ptr, recap__block_ref_t *ref) {
 }
 
 bool recap__alloc_find(const void *ptr, recap__block_ref_t *ref) {
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   recap__alloc_settle(); /* blocks by address: the cached one merged, as the slow path has it */
   bool found = find_locked(ptr, ref);
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   return found;
 }
 
@@ -114,7 +114,7 @@ static bool find_in_spans(const segment_span_t *spans, size_t n, const char *p,
 
 void recap__alloc_find_many(const void *const *ptrs, size_t n, recap__block_ref_t *refs,
                             bool *found) {
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   recap__alloc_settle();
   segment_span_t *spans = NULL;
   size_t span_count = 0;
@@ -138,13 +138,13 @@ void recap__alloc_find_many(const void *const *ptrs, size_t n, recap__block_ref_
       found[i] = find_locked(ptrs[i], &refs[i]);
     }
   }
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   recap__host_free(spans);
 }
 
 size_t recap__alloc_count_dead(const recap__block_watch_t *watch, size_t n, bool *dead) {
   size_t dead_count = 0;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   for (size_t i = 0; i < n; i++) {
     const recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, watch[i].base);
     /* The front cache's block is in the map but not allocated. */
@@ -152,6 +152,6 @@ size_t recap__alloc_count_dead(const recap__block_watch_t *watch, size_t n, bool
     dead_count += is_dead;
     if (dead) dead[i] = is_dead;
   }
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   return dead_count;
 }

@@ -115,10 +115,10 @@ recap_status_t recap__memory_model_take(recap__memory_model_t *model, int first,
                                         const char *who) {
   memset(model, 0, sizeof *model);
   bool taken = true;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   for (int device = first; taken && device <= last; device++)
     if (recap__alloc.devices[device]) taken = take_device(model, recap__alloc.devices[device]);
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   if (!taken)
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
                         "%s: out of host memory copying the allocator's state", who);

@@ -70,7 +70,7 @@ static recap_status_t route_add(int device, recap_pool_id_t id, uint64_t capture
                         "routing a capture to the default pool {0,0} is not possible: use "
                         "recap_pool_handle() or let the graph make its own pool");
   recap_status_t s = RECAP_SUCCESS;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   recap__alloc_settle();
   recap__device_state_t *d = recap__alloc_device_state(device);
   recap__pool_t *pool = d ? find_private_pool(d, id) : NULL;
@@ -135,7 +135,7 @@ static recap_status_t route_add(int device, recap_pool_id_t id, uint64_t capture
   d->routes[d->route_count].logs = NULL;
   d->route_count++;
 out:
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   return s;
 }
 
@@ -172,7 +172,7 @@ static int route_of_pool_or_error(int device, recap_pool_id_t id, recap__device_
 
 recap_status_t recap__pool_route_set_capture(int device, recap_pool_id_t id, uint64_t capture_id) {
   recap_status_t s = RECAP_SUCCESS;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   recap__alloc_settle();
   recap__device_state_t *d;
   int found = route_of_pool_or_error(device, id, &d, &s);
@@ -188,13 +188,13 @@ recap_status_t recap__pool_route_set_capture(int device, recap_pool_id_t id, uin
     d->routes[found].pending = false;
   }
 out:
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   return s;
 }
 
 recap_status_t recap__pool_route_move(int device, recap_pool_id_t id, uint64_t capture_id) {
   recap_status_t s = RECAP_SUCCESS;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   recap__alloc_settle();
   recap__device_state_t *d;
   int found = route_of_pool_or_error(device, id, &d, &s);
@@ -209,13 +209,13 @@ recap_status_t recap__pool_route_move(int device, recap_pool_id_t id, uint64_t c
   else
     d->routes[found].capture_id = capture_id;
 out:
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   return s;
 }
 
 recap_status_t recap__pool_route_end(int device, recap_pool_id_t id) {
   recap_status_t s = RECAP_SUCCESS;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   recap__alloc_settle();
   recap__device_state_t *d;
   int found = route_of_pool_or_error(device, id, &d, &s);
@@ -236,7 +236,7 @@ recap_status_t recap__pool_route_end(int device, recap_pool_id_t id) {
     recap__error_restore(&saved);
   }
 out:
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   return s;
 }
 
@@ -263,7 +263,7 @@ recap_status_t recap__pool_route_set_logs(int device, recap_pool_id_t pool,
                           replay ? replay->count : 0);
   }
   recap_status_t s = RECAP_SUCCESS;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   recap__alloc_settle();
   recap__device_state_t *d;
   int found = route_of_pool_or_error(device, pool, &d, &s);
@@ -272,7 +272,7 @@ recap_status_t recap__pool_route_set_logs(int device, recap_pool_id_t pool,
     d->routes[found].logs = logs;
     logs = old;
   }
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   recap__route_logs_delete(logs); /* the replaced state, or the new one when not routed */
   return s;
 }
@@ -285,31 +285,31 @@ recap_status_t recap__pool_route_replay_stats(int device, recap_pool_id_t pool, 
                         "from 0 to %d and two counters are needed",
                         device, (void *)hits, (void *)misses, RECAP__MAX_DEVICES - 1);
   recap_status_t s = RECAP_SUCCESS;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   recap__alloc_settle();
   recap__device_state_t *d;
   int found = route_of_pool_or_error(device, pool, &d, &s);
   if (found >= 0) {
     recap__route_logs_counts(d->routes[found].logs, hits, misses);
   }
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   return s;
 }
 
 recap_status_t recap__pool_route_set_budget(int device, recap_pool_id_t id, uint64_t budget) {
   recap_status_t s = RECAP_SUCCESS;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   recap__device_state_t *d;
   int found = route_of_pool_or_error(device, id, &d, &s);
   if (found >= 0) d->routes[found].pool->budget = budget;
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   return s;
 }
 
 recap_status_t recap__pool_capture_result(int device, recap_pool_id_t id,
                                           recap__capture_result_t *result) {
   recap_status_t s = RECAP_SUCCESS;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   recap__device_state_t *d;
   int found = route_of_pool_or_error(device, id, &d, &s);
   if (found >= 0) {
@@ -319,13 +319,13 @@ recap_status_t recap__pool_capture_result(int device, recap_pool_id_t id,
     result->refusals = pool->budget_refusals;
     result->first = pool->budget_first;
   }
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   return s;
 }
 
 recap_status_t recap__pool_release(int device, recap_pool_id_t id) {
   recap_status_t s = RECAP_SUCCESS;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   recap__alloc_settle();
   recap__device_state_t *d = recap__alloc.devices[device];
   recap__pool_t *pool = d ? find_private_pool(d, id) : NULL;
@@ -343,7 +343,7 @@ recap_status_t recap__pool_release(int device, recap_pool_id_t id) {
         pool->state == RECAP_POOL_AWAKE)
       recap__alloc_pool_delete(d, pool);
   }
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   return s;
 }
 
@@ -383,7 +383,7 @@ recap_status_t recap_pool_info(recap_pool_id_t id, recap_pool_info_t *info) {
   int device;
   RECAP__CHECK(recap__alloc_current_device(&device));
   recap_status_t s = RECAP_SUCCESS;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   recap__alloc_settle();
   recap__device_state_t *d = recap__alloc.devices[device];
   recap__pool_t *pool = NULL;
@@ -409,6 +409,6 @@ recap_status_t recap_pool_info(recap_pool_id_t id, recap_pool_info_t *info) {
       for (const recap__block_t *b = seg->head; b; b = b->next)
         if (!b->allocated && !recap__block_is_free(b)) info->waiting_bytes += (int64_t)b->size;
   }
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   return s;
 }

@@ -29,7 +29,7 @@ static void free_pool_memory_records(recap__pool_t *pool) {
 }
 
 void recap__alloc_reset(void) {
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   for (int i = 0; i < RECAP__MAX_DEVICES; i++) {
     recap__device_state_t *d = recap__alloc.devices[i];
     if (!d) continue;
@@ -49,7 +49,7 @@ void recap__alloc_reset(void) {
   }
   /* The cached block's record went with its segment; the switch stays as it was. */
   recap__alloc.front.block = recap__alloc.front.rest = NULL;
-  recap__alloc.front.hits = recap__alloc.front.admitted = 0;
+  recap__alloc.front.hits = recap__alloc.front.admitted = recap__alloc.front.folds = 0;
   recap__ptr_map_clear(&recap__alloc.allocated);
   for (recap__block_t *b = recap__alloc.spare_blocks, *next; b; b = next) {
     next = b->next;
@@ -60,5 +60,5 @@ void recap__alloc_reset(void) {
   recap__alloc.freed = NULL;
   recap__alloc.freed_next = 0;
   atomic_store(&recap__alloc_sleeping, 0);
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
 }

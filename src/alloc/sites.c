@@ -17,7 +17,7 @@ void recap__alloc_sites_enable(int enabled) {
 /* The ring holds the latest RECAP__FREE_HISTORY frees; search it from the newest back. */
 bool recap__alloc_free_record(const void *base, uint64_t generation, recap__free_record_t *out) {
   bool found = false;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   if (recap__alloc.freed) {
     size_t kept = recap__alloc.freed_next < RECAP__FREE_HISTORY ? recap__alloc.freed_next
                                                                 : RECAP__FREE_HISTORY;
@@ -30,6 +30,6 @@ bool recap__alloc_free_record(const void *base, uint64_t generation, recap__free
       }
     }
   }
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   return found;
 }

@@ -88,7 +88,7 @@ static bool is_asleep(const recap__pool_t *pool) { return pool->state != RECAP_P
 recap_status_t recap__pool_replay_check(int device, recap_pool_id_t id) {
   if (device < 0 || device >= RECAP__MAX_DEVICES) return RECAP_SUCCESS;
   recap_status_t s = RECAP_SUCCESS;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   recap__device_state_t *d = recap__alloc.devices[device];
   const recap__pool_t *pool = find_pool(d, id);
   if (d && is_asleep(&d->default_pool)) {
@@ -104,7 +104,7 @@ recap_status_t recap__pool_replay_check(int device, recap_pool_id_t id) {
                      "or recap_wake) before replaying",
                      id.a, id.b, device, recap_pool_state_name((recap_pool_state_t)pool->state));
   }
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   return s;
 }
 
@@ -537,7 +537,7 @@ recap_status_t recap_pool_sleep(recap_pool_id_t id, recap_sleep_mode_t mode) {
   int device;
   RECAP__CHECK(recap__alloc_current_device(&device));
   recap_status_t s;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   recap__alloc_settle();
   /* The default pool of a device recap has not used yet can sleep too (it is empty). */
   recap__device_state_t *d =
@@ -549,7 +549,7 @@ recap_status_t recap_pool_sleep(recap_pool_id_t id, recap_sleep_mode_t mode) {
     s = unknown_pool("recap_pool_sleep", id, device);
   else
     s = sleep_pool(d, pool, mode, "recap_pool_sleep");
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   return s;
 }
 
@@ -557,7 +557,7 @@ recap_status_t recap_pool_wake(recap_pool_id_t id) {
   int device;
   RECAP__CHECK(recap__alloc_current_device(&device));
   recap_status_t s = RECAP_SUCCESS;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   recap__alloc_settle();
   recap__device_state_t *d = recap__alloc.devices[device];
   recap__pool_t *pool = find_pool(d, id);
@@ -565,7 +565,7 @@ recap_status_t recap_pool_wake(recap_pool_id_t id) {
     s = unknown_pool("recap_pool_wake", id, device);
   else if (pool)
     s = wake_pool(pool, device, "recap_pool_wake");
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   return s;
 }
 
@@ -574,7 +574,7 @@ recap_status_t recap_pool_state(recap_pool_id_t id, recap_pool_state_t *state) {
   int device;
   RECAP__CHECK(recap__alloc_current_device(&device));
   recap_status_t s = RECAP_SUCCESS;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   const recap__pool_t *pool = find_pool(recap__alloc.devices[device], id);
   if (pool)
     *state = (recap_pool_state_t)pool->state;
@@ -582,7 +582,7 @@ recap_status_t recap_pool_state(recap_pool_id_t id, recap_pool_state_t *state) {
     *state = RECAP_POOL_AWAKE;
   else
     s = unknown_pool("recap_pool_state", id, device);
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   return s;
 }
 
@@ -635,7 +635,7 @@ recap_status_t recap_sleep(recap_sleep_mode_t mode) {
   int previous;
   RECAP__CHECK(recap__device()->get_device(&previous));
   recap_status_t s = RECAP_SUCCESS;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   recap__alloc_settle();
   int capturing;
   size_t total = pool_count();
@@ -671,7 +671,7 @@ recap_status_t recap_sleep(recap_sleep_mode_t mode) {
   }
   if (s != RECAP_SUCCESS) wake_list(slept, devices, n, previous);
 out:
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   recap__host_free(slept);
   recap__host_free(devices);
   return s;
@@ -682,7 +682,7 @@ recap_status_t recap_wake(void) {
   RECAP__CHECK(recap__device()->get_device(&previous));
   recap_status_t first = RECAP_SUCCESS;
   recap__saved_error_t saved;
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   recap__alloc_settle();
   for (int i = 0; i < RECAP__MAX_DEVICES; i++) {
     recap__device_state_t *d = recap__alloc.devices[i];
@@ -703,7 +703,7 @@ recap_status_t recap_wake(void) {
       recap__error_save(&saved);
     }
   }
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   if (first != RECAP_SUCCESS) recap__error_restore(&saved);
   return first;
 }

@@ -20,25 +20,25 @@ static recap_status_t resolve_device(int *device) {
 recap_status_t recap_memory_stats(int device, recap_memory_stats_t *stats) {
   RECAP__ARG(stats != NULL, "recap_memory_stats: stats is NULL");
   RECAP__CHECK(resolve_device(&device));
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   recap__device_state_t *d = recap__alloc.devices[device];
   if (d)
     *stats = d->stats;
   else
     memset(stats, 0, sizeof *stats);
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   return RECAP_SUCCESS;
 }
 
 recap_status_t recap_memory_reset_peak(int device) {
   RECAP__CHECK(resolve_device(&device));
-  pthread_mutex_lock(&recap__alloc.lock);
+  recap__alloc_lock();
   recap__device_state_t *d = recap__alloc.devices[device];
   if (d) {
     recap_stat_t *stat = (recap_stat_t *)&d->stats;
     size_t counters = offsetof(recap_memory_stats_t, num_alloc_retries) / sizeof(recap_stat_t);
     for (size_t i = 0; i < counters; i++) stat[i].peak = stat[i].current;
   }
-  pthread_mutex_unlock(&recap__alloc.lock);
+  recap__alloc_unlock();
   return RECAP_SUCCESS;
 }

@@ -61,11 +61,21 @@ static _Atomic bool env_warning_due;
 static _Atomic uint64_t version_counter;
 static _Atomic bool env_good;
 
-uint64_t recap__options_version(void) {
-  return atomic_load(&env_good) ? atomic_load(&version_counter) : 0;
+/* What recap__options_version reads: the counter while the environment is good, else 0. One
+ * word, so that the allocator's hot path pays one load; set under the lock after every change
+ * of either. */
+_Atomic uint64_t recap__options_stamp;
+
+static void publish_locked(void) {
+  atomic_store_explicit(&recap__options_stamp,
+                        atomic_load(&env_good) ? atomic_load(&version_counter) : 0,
+                        memory_order_release);
 }
 
-static void changed_locked(void) { atomic_fetch_add(&version_counter, 1); }
+static void changed_locked(void) {
+  atomic_fetch_add(&version_counter, 1);
+  publish_locked();
+}
 
 static int find_option(const char *name, size_t len) {
   for (int i = 0; i < OPT_COUNT; i++)
@@ -178,6 +188,7 @@ static void read_env_locked(void) {
   const char *conf = recap__env_text(RECAP__ENV_ALLOC_CONF);
   if (!conf) {
     atomic_store(&env_good, true);
+    publish_locked();
     return;
   }
   uint64_t v[OPT_COUNT];
@@ -193,6 +204,7 @@ static void read_env_locked(void) {
   for (int i = 0; i < OPT_COUNT; i++)
     if (!from_code[i]) values[i] = v[i];
   atomic_store(&env_good, true);
+  publish_locked();
 }
 
 /* The warning about a bad RECAP_ALLOC_CONF, once per reading of it. Called without the lock: a

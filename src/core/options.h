@@ -5,6 +5,7 @@
 #ifndef RECAP_CORE_OPTIONS_H
 #define RECAP_CORE_OPTIONS_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "recap.h"
@@ -21,7 +22,11 @@ typedef struct recap__options {
 recap_status_t recap__options_get(recap__options_t *out);
 
 /* A number that changes whenever the options may have changed; 0 until the environment was
- * read successfully. Lets the allocator keep a copy and skip the registry's lock. */
-uint64_t recap__options_version(void);
+ * read successfully. Lets the allocator keep a copy and skip the registry's lock. Inline, one
+ * load: recap_malloc and recap_free read it on every call. */
+extern _Atomic uint64_t recap__options_stamp;
+static inline uint64_t recap__options_version(void) {
+  return atomic_load_explicit(&recap__options_stamp, memory_order_acquire);
+}
 
 #endif /* RECAP_CORE_OPTIONS_H */
