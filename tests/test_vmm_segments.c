@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_vmm_segments.c — segments on CUDA virtual memory (the expandable_segments option) on the
- * CPU fake: one segment per pool, size class and stream that grows at its end in multiples of
- * the granularity, merges with a free last block, trims its free tail, releases its range when
- * empty; memory_cap, the out-of-memory retry and report; a fault at each VMM call of growth and
- * trim leaving the allocator as it was; captures into a private pool growing its segment.
+ * CPU fake: one segment per pool, size class and stream that grows at its end by what a
+ * request lacks, in multiples of the granularity (the small class by a small_segment at least),
+ * merges with a free last block, trims its free tail, releases its range when empty; memory_cap,
+ * the out-of-memory retry and report; a fault at each VMM call of growth and trim leaving the
+ * allocator as it was; captures into a private pool growing its segment, and bucket graphs
+ * sharing one.
  */
 #include <stdlib.h>
 #include <string.h>
