@@ -86,28 +86,29 @@ static void stats_exactly_one_mib_is_small(void **state) {
 
 static void stats_between_one_and_ten_mib(void **state) {
   (void)state;
-  expect_single(3 * MiB, 3 * MiB, 20 * MiB, RECAP_STAT_LARGE);
+  /* A classic segment of large_segment (20 MiB), split. A VMM segment maps the request rounded
+   * up to the granularity, 4 MiB, and the 1 MiB rest is no more than small_size: the block is
+   * the whole chunk. */
+  reset();
+  if (vmm_segments_on())
+    expect_single(3 * MiB, 4 * MiB, 4 * MiB, RECAP_STAT_LARGE);
+  else
+    expect_single(3 * MiB, 3 * MiB, 20 * MiB, RECAP_STAT_LARGE);
 }
 
 static void stats_over_ten_mib(void **state) {
   (void)state;
   /* 12 MiB + 1 -> 12 MiB + 512 -> an own segment of 14 MiB; the 2 MiB - 512 left over is
-   * more than small_size (1 MiB), so the block is split, as PyTorch does. A VMM segment maps a
-   * large_segment (20 MiB) at least, and splits too. */
-  reset();
-  size_t segment = vmm_segments_on() ? 20 * MiB : 14 * MiB;
-  expect_single(12 * MiB + 1, 12 * MiB + 512, segment, RECAP_STAT_LARGE);
+   * more than small_size (1 MiB), so the block is split, as PyTorch does. A VMM segment maps
+   * the same 14 MiB (rounded up to the 2 MiB granularity), and splits too. */
+  expect_single(12 * MiB + 1, 12 * MiB + 512, 14 * MiB, RECAP_STAT_LARGE);
 }
 
 static void stats_large_unsplit_when_rest_is_small(void **state) {
   (void)state;
   /* 13.5 MiB -> own segment of 14 MiB; the 0.5 MiB rest is not worth a block of its own. A
-   * VMM segment maps 20 MiB, and the 6.5 MiB rest is split off. */
-  reset();
-  if (vmm_segments_on())
-    expect_single(13 * MiB + 512 * KiB, 13 * MiB + 512 * KiB, 20 * MiB, RECAP_STAT_LARGE);
-  else
-    expect_single(13 * MiB + 512 * KiB, 14 * MiB, 14 * MiB, RECAP_STAT_LARGE);
+   * VMM segment maps the same 14 MiB, unsplit. */
+  expect_single(13 * MiB + 512 * KiB, 14 * MiB, 14 * MiB, RECAP_STAT_LARGE);
 }
 
 static void size_zero_gives_null(void **state) {
@@ -278,23 +279,21 @@ static void out_of_memory_reports_and_recovers(void **state) {
   assert_int_equal(st.num_alloc_retries, 1);
   check();
   /* Cached free segments are given back to make room: two 20 MiB segments cached, then a
-   * 40 MiB request fits only once they are gone. */
+   * 40 MiB request fits only once they are gone. VMM segments map 4 MiB each; s's would grow
+   * by 58 MiB at its free tail for 61 MiB, 66 MiB in all: the retry trims both, and a new
+   * segment maps 62 MiB. */
+  bool vmm = vmm_segments_on();
   void *a, *b;
   OK(recap_malloc(&a, 3 * MiB, s));
   OK(recap_malloc(&b, 3 * MiB, recap__fake_stream_new()));
   OK(recap_free(a));
   OK(recap_free(b));
-  assert_int_equal(stats().reserved_bytes[0].current, 40 * MiB);
-  OK(recap_malloc(&a, 40 * MiB, s));
+  assert_int_equal(stats().reserved_bytes[0].current, vmm ? 8 * MiB : 40 * MiB);
+  OK(recap_malloc(&a, vmm ? 61 * MiB : 40 * MiB, s));
   st = stats();
-  if (vmm_segments_on()) {
-    /* s's VMM segment grows by 20 MiB at its free tail: 60 MiB fit, no retry. */
-    assert_int_equal(st.num_alloc_retries, 1);
-    assert_int_equal(st.reserved_bytes[0].current, 60 * MiB);
-  } else {
-    assert_int_equal(st.num_alloc_retries, 2);
-    assert_int_equal(st.reserved_bytes[0].current, 40 * MiB);
-  }
+  assert_int_equal(st.num_alloc_retries, 2);
+  assert_int_equal(st.reserved_bytes[0].current, vmm ? 62 * MiB : 40 * MiB);
+  assert_int_equal(st.segment[0].current, 1);
   assert_int_equal(st.num_ooms, 1);
   OK(recap_free(a));
   check();
@@ -321,9 +320,14 @@ static void memory_cap_option(void **state) {
   OK(recap_option_set("memory_cap", "24MiB"));
   recap_stream_t s = recap__fake_stream_new();
   void *a, *b;
-  OK(recap_malloc(&a, 3 * MiB, s)); /* 20 MiB segment */
-  assert_int_equal(recap_malloc(&b, 3 * MiB, recap__fake_stream_new()), RECAP_ERROR_OUT_OF_MEMORY);
+  /* A classic 20 MiB segment, and a second one would pass the cap. A VMM segment maps 4 MiB,
+   * and 21 MiB on another stream would map 22 MiB more. */
+  bool vmm = vmm_segments_on();
+  OK(recap_malloc(&a, 3 * MiB, s));
+  assert_int_equal(recap_malloc(&b, vmm ? 21 * MiB : 3 * MiB, recap__fake_stream_new()),
+                   RECAP_ERROR_OUT_OF_MEMORY);
   assert_non_null(strstr(recap_last_error(), "memory_cap"));
+  assert_int_equal(stats().reserved_bytes[0].current, vmm ? 4 * MiB : 20 * MiB);
   OK(recap_malloc(&b, 1 * MiB, s)); /* 2 MiB small segment still fits */
   OK(recap_free(a));
   OK(recap_free(b));
@@ -422,6 +426,11 @@ static void snapshot_lists_segments_and_blocks(void **state) {
   void *a, *b;
   OK(recap_malloc(&a, 1000, s));
   OK(recap_malloc(&b, 3 * MiB, s));
+  /* Classic: a 2 MiB and a 20 MiB segment, each split. VMM: a 2 MiB segment, split, and one of
+   * 4 MiB that b's block fills (the 1 MiB rest is not split off); each reserves a range of the
+   * device's memory (64 GiB on the fake) and maps one chunk. */
+  bool vmm = vmm_segments_on();
+  size_t reserved_total = vmm ? 6 * MiB : 22 * MiB;
   char *json;
   OK(recap_memory_snapshot_json(-1, &json));
   cJSON *root = cJSON_Parse(json);
@@ -434,7 +443,7 @@ static void snapshot_lists_segments_and_blocks(void **state) {
   cJSON *pool = cJSON_GetArrayItem(pools, 0);
   assert_string_equal(cJSON_GetObjectItem(pool, "state")->valuestring, "awake");
   assert_true(cJSON_GetObjectItem(pool, "sleeping_bytes")->valuedouble == 0);
-  assert_true(cJSON_GetObjectItem(pool, "vmm_segments")->valuedouble == 0);
+  assert_true(cJSON_GetObjectItem(pool, "vmm_segments")->valuedouble == (vmm ? 2 : 0));
   cJSON *segments = cJSON_GetObjectItem(pool, "segments");
   assert_int_equal(cJSON_GetArraySize(segments), 2);
   int allocated = 0, free_blocks = 0;
@@ -442,10 +451,12 @@ static void snapshot_lists_segments_and_blocks(void **state) {
   cJSON *seg;
   cJSON_ArrayForEach(seg, segments) {
     total += cJSON_GetObjectItem(seg, "size")->valuedouble;
-    /* Classic segments (the expandable_segments option is off): no range, no chunks. */
-    assert_true(cJSON_IsFalse(cJSON_GetObjectItem(seg, "vmm")));
-    assert_true(cJSON_GetObjectItem(seg, "va_bytes")->valuedouble == 0);
-    assert_true(cJSON_GetObjectItem(seg, "chunks")->valuedouble == 0);
+    /* A VMM segment's range and its one chunk; a classic segment has neither. */
+    assert_true(cJSON_IsBool(cJSON_GetObjectItem(seg, "vmm")));
+    assert_true(cJSON_IsTrue(cJSON_GetObjectItem(seg, "vmm")) == vmm);
+    assert_true(cJSON_GetObjectItem(seg, "va_bytes")->valuedouble ==
+                (vmm ? (double)((size_t)64 << 30) : 0));
+    assert_true(cJSON_GetObjectItem(seg, "chunks")->valuedouble == (vmm ? 1 : 0));
     cJSON *blk;
     cJSON_ArrayForEach(blk, cJSON_GetObjectItem(seg, "blocks")) {
       const char *st = cJSON_GetObjectItem(blk, "state")->valuestring;
@@ -454,11 +465,11 @@ static void snapshot_lists_segments_and_blocks(void **state) {
     }
   }
   assert_int_equal(allocated, 2);
-  assert_int_equal(free_blocks, 2);
-  assert_true(total == (double)(22 * MiB));
+  assert_int_equal(free_blocks, vmm ? 1 : 2);
+  assert_true(total == (double)reserved_total);
   cJSON *stats_obj = cJSON_GetObjectItem(dev, "stats");
   cJSON *reserved = cJSON_GetObjectItem(cJSON_GetObjectItem(stats_obj, "reserved_bytes"), "all");
-  assert_true(cJSON_GetObjectItem(reserved, "current")->valuedouble == (double)(22 * MiB));
+  assert_true(cJSON_GetObjectItem(reserved, "current")->valuedouble == (double)reserved_total);
   cJSON_Delete(root);
   recap_string_free(json);
   OK(recap_free(a));

@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_vmm_segments.c — segments on CUDA virtual memory (the expandable_segments option) on the
- * CPU fake: one segment per pool, size class and stream that grows at its end in multiples of
- * the granularity, merges with a free last block, trims its free tail, releases its range when
- * empty; memory_cap, the out-of-memory retry and report; a fault at each VMM call of growth and
- * trim leaving the allocator as it was; captures into a private pool growing its segment.
+ * CPU fake: one segment per pool, size class and stream that grows at its end by what a
+ * request lacks, in multiples of the granularity (the small class by a small_segment at least),
+ * merges with a free last block, trims its free tail, releases its range when empty; memory_cap,
+ * the out-of-memory retry and report; a fault at each VMM call of growth and trim leaving the
+ * allocator as it was; captures into a private pool growing its segment, and bucket graphs
+ * sharing one.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -46,43 +48,76 @@ static void growth_extends_one_segment(void **state) {
   reset();
   vmm_on();
   recap_stream_t s = recap__fake_stream_new();
-  /* A medium request maps a large_segment's worth (20 MiB, a multiple of 2 MiB). */
+  /* A request of the large class maps what it asks for, rounded up to the granularity: no
+   * large_segment's worth (20 MiB) at least. */
   void *a, *b, *c;
   OK(recap_malloc(&a, 12 * MiB, s));
   recap_memory_stats_t st = stats();
   assert_int_equal(st.segment[RECAP_STAT_LARGE].current, 1);
-  assert_int_equal(st.reserved_bytes[RECAP_STAT_LARGE].current, 20 * MiB);
+  assert_int_equal(st.reserved_bytes[RECAP_STAT_LARGE].current, 12 * MiB);
   assert_int_equal(st.num_device_alloc, 1);
-  assert_int_equal(recap__fake_now().vmm_bytes_mapped, 20 * MiB);
+  assert_int_equal(recap__fake_now().vmm_bytes_mapped, 12 * MiB);
   assert_int_equal(recap__fake_now().vmm_ranges_live, 1);
   /* The range spans the device's memory (64 GiB by default). */
   assert_int_equal(recap__fake_now().vmm_bytes_reserved, (size_t)64 << 30);
   assert_int_equal(pool_memory(default_pool()).vmm_segments, 1);
   assert_int_equal(pool_memory(default_pool()).vmm_reserved_va_bytes, (int64_t)64 << 30);
-  /* 8 MiB free at the tail: a 9 MiB request lacks 1 MiB, the growth maps 20 MiB more. */
-  OK(recap_malloc(&b, 9 * MiB, s));
+  /* a fills the segment: a 4 MiB request maps 4 MiB more after it, in the same segment. */
+  OK(recap_malloc(&b, 4 * MiB, s));
   assert_ptr_equal(b, (char *)a + 12 * MiB);
   st = stats();
   assert_int_equal(st.segment[RECAP_STAT_LARGE].current, 1);
-  assert_int_equal(st.reserved_bytes[RECAP_STAT_LARGE].current, 40 * MiB);
+  assert_int_equal(st.reserved_bytes[RECAP_STAT_LARGE].current, 16 * MiB);
   assert_int_equal(st.num_device_alloc, 2);
-  /* A request bigger than large_segment maps what it lacks, rounded to the granularity. */
+  /* b freed is a free tail of 4 MiB: a request merges with it and maps what it lacks beyond
+   * it, rounded up to the granularity: 45 MiB + 512 - 4 MiB rounds up to 42 MiB. The 1 MiB -
+   * 512 left over is no more than small_size: the block is not split. */
+  OK(recap_free(b));
   OK(recap_malloc(&c, 45 * MiB + 1, s));
-  assert_ptr_equal(c, (char *)b + 9 * MiB);
+  assert_ptr_equal(c, b);
   st = stats();
   assert_int_equal(st.segment[RECAP_STAT_ALL].current, 1);
-  /* 19 MiB were free; 45 MiB + 512 - 19 MiB rounds up to 28 MiB. */
-  assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, 68 * MiB);
+  assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, 58 * MiB);
+  assert_int_equal(st.allocated_bytes[RECAP_STAT_ALL].current, 58 * MiB);
   assert_int_equal(st.num_device_alloc, 3);
   recap__segment_t *seg = only_segment(default_pool());
   assert_true(seg->vmm);
   assert_int_equal(seg->chunk_count, 3);
-  assert_int_equal(seg->chunks[2].size, 28 * MiB);
+  assert_int_equal(seg->chunks[2].offset, 16 * MiB);
+  assert_int_equal(seg->chunks[2].size, 42 * MiB);
   assert_ptr_equal(seg->base, a);
   check();
   OK(recap_free(a));
-  OK(recap_free(b));
   OK(recap_free(c));
+  check();
+}
+
+/* What a growth maps at least: the small class a small_segment, the large class nothing more
+ * than the request lacks (large_segment plays no part), both rounded up to the granularity. */
+static void growth_least_per_class(void **state) {
+  (void)state;
+  reset();
+  vmm_on();
+  OK(recap_option_set("small_segment", "4MiB"));
+  OK(recap_option_set("large_segment", "32MiB"));
+  recap_stream_t s = recap__fake_stream_new();
+  void *small, *a, *b;
+  OK(recap_malloc(&small, 1000, s));
+  recap_memory_stats_t st = stats();
+  assert_int_equal(st.reserved_bytes[RECAP_STAT_SMALL].current, 4 * MiB);
+  OK(recap_malloc(&a, 3 * MiB, s));
+  st = stats();
+  assert_int_equal(st.reserved_bytes[RECAP_STAT_LARGE].current, 4 * MiB);
+  OK(recap_malloc(&b, 5 * MiB, s));
+  assert_ptr_equal(b, (char *)a + 4 * MiB);
+  st = stats();
+  assert_int_equal(st.reserved_bytes[RECAP_STAT_LARGE].current, 10 * MiB);
+  assert_int_equal(st.segment[RECAP_STAT_ALL].current, 2);
+  assert_int_equal(st.num_device_alloc, 3);
+  check();
+  OK(recap_free(small));
+  OK(recap_free(a));
+  OK(recap_free(b));
   check();
 }
 
@@ -95,19 +130,19 @@ static void growth_after_an_allocated_last_block_adds_a_block(void **state) {
   OK(recap_malloc(&a, 20 * MiB, s)); /* the whole first chunk */
   recap_memory_stats_t st = stats();
   assert_int_equal(st.inactive_split[0].current, 0);
-  OK(recap_malloc(&b, 3 * MiB, s));
+  OK(recap_malloc(&b, 2 * MiB + 512 * KiB, s)); /* a chunk of 4 MiB */
   assert_ptr_equal(b, (char *)a + 20 * MiB);
   st = stats();
-  assert_int_equal(st.reserved_bytes[0].current, 40 * MiB);
-  /* The new chunk became a free block after a, then b split it: 17 MiB free, split. */
+  assert_int_equal(st.reserved_bytes[0].current, 24 * MiB);
+  /* The new chunk became a free block after a, then b split it: 1.5 MiB free, split. */
   assert_int_equal(st.inactive_split[0].current, 1);
-  assert_int_equal(st.inactive_split_bytes[0].current, 17 * MiB);
+  assert_int_equal(st.inactive_split_bytes[0].current, 1 * MiB + 512 * KiB);
   check();
   /* Freeing a leaves a free first block: the segment has three blocks. */
   OK(recap_free(a));
   st = stats();
   assert_int_equal(st.inactive_split[0].current, 2);
-  assert_int_equal(st.inactive_split_bytes[0].current, 37 * MiB);
+  assert_int_equal(st.inactive_split_bytes[0].current, 21 * MiB + 512 * KiB);
   OK(recap_free(b));
   st = stats();
   assert_int_equal(st.inactive_split[0].current, 0);
@@ -124,15 +159,17 @@ static void small_and_large_classes_and_streams_get_own_segments(void **state) {
   OK(recap_malloc(&p[1], 2 * MiB, s));
   OK(recap_malloc(&p[2], 1000, t));
   OK(recap_malloc(&p[3], 2 * MiB, t));
-  OK(recap_malloc(&p[4], 3 * MiB, s));   /* grows nothing: fits in s's large segment */
-  OK(recap_malloc(&p[5], 100 * MiB, s)); /* grows s's large segment, no own segment */
+  OK(recap_malloc(&p[4], 3 * MiB, s));   /* grows s's large segment by 4 MiB */
+  OK(recap_malloc(&p[5], 100 * MiB, s)); /* grows it by 100 MiB, no own segment */
   recap_memory_stats_t st = stats();
   assert_int_equal(st.segment[RECAP_STAT_SMALL].current, 2);
   assert_int_equal(st.segment[RECAP_STAT_LARGE].current, 2);
   assert_int_equal(st.reserved_bytes[RECAP_STAT_SMALL].current, 4 * MiB);
-  /* s's large: 20 MiB, then 100 MiB - 15 MiB free rounds to 86 MiB; t's large: 20 MiB. */
-  assert_int_equal(st.reserved_bytes[RECAP_STAT_LARGE].current, 126 * MiB);
-  assert_ptr_equal(p[5], (char *)p[4] + 3 * MiB);
+  /* s's large: 2 + 4 + 100 MiB; t's large: 2 MiB. */
+  assert_int_equal(st.reserved_bytes[RECAP_STAT_LARGE].current, 108 * MiB);
+  assert_ptr_equal(p[4], (char *)p[1] + 2 * MiB);
+  /* p[4]'s block is its whole chunk: the 1 MiB left over is not split off. */
+  assert_ptr_equal(p[5], (char *)p[4] + 4 * MiB);
   assert_int_equal(pool_memory(default_pool()).vmm_segments, 4);
   assert_int_equal(recap__fake_now().vmm_ranges_live, 4);
   check();
@@ -192,29 +229,35 @@ static void trim_keeps_chunks_under_blocks_in_use(void **state) {
   reset();
   vmm_on();
   recap_stream_t s = recap__fake_stream_new();
-  void *a, *b;
-  OK(recap_malloc(&a, 15 * MiB, s)); /* chunk 1: 20 MiB */
-  OK(recap_malloc(&b, 10 * MiB, s)); /* chunk 2: 20 MiB; b spans both chunks */
+  void *a, *b, *c;
+  OK(recap_malloc(&a, 16 * MiB, s)); /* chunk 1: [0, 16) MiB */
+  OK(recap_malloc(&b, 4 * MiB, s));  /* chunk 2: [16, 20) */
+  OK(recap_free(b));
+  OK(recap_malloc(&c, 2 * MiB, s)); /* splits b's block: c is [16, 18) */
+  assert_ptr_equal(c, b);
   OK(recap_free(a));
   recap_memory_stats_t before = stats();
   OK(recap_empty_cache());
   recap_memory_stats_t st = stats();
-  /* The free tail [25, 40) MiB holds no chunk wholly (chunk 2 is [20, 40)); a free head is no
+  /* The free tail [18, 20) MiB holds no chunk wholly (chunk 2 is [16, 20)); a free head is no
    * tail: nothing goes. */
-  assert_int_equal(st.reserved_bytes[0].current, 40 * MiB);
+  assert_int_equal(st.reserved_bytes[0].current, 20 * MiB);
   assert_int_equal(st.num_device_free, before.num_device_free);
   check();
-  /* b grows the tail's view: free a bigger tail after a third chunk and trim it. */
-  void *c;
-  OK(recap_malloc(&c, 30 * MiB, s)); /* 15 MiB free + 20 MiB: [25, 60) */
-  OK(recap_free(c));
+  /* A bigger tail after a third chunk: trimmed up to the chunk under c. */
+  void *d;
+  OK(recap_malloc(&d, 30 * MiB, s)); /* 2 MiB free + chunk 3 of 28 MiB: d is [18, 48) */
+  assert_ptr_equal(d, (char *)c + 2 * MiB);
+  assert_int_equal(stats().reserved_bytes[0].current, 48 * MiB);
+  OK(recap_free(d));
   OK(recap_empty_cache());
   st = stats();
-  assert_int_equal(st.reserved_bytes[0].current, 40 * MiB); /* chunk 3 went, 2 stays */
-  assert_int_equal(st.inactive_split[0].current, 2);        /* [0,15) and [25,40) */
-  assert_int_equal(st.inactive_split_bytes[0].current, 30 * MiB);
+  assert_int_equal(st.reserved_bytes[0].current, 20 * MiB); /* chunk 3 went, 2 stays */
+  assert_int_equal(st.num_device_free, before.num_device_free + 1);
+  assert_int_equal(st.inactive_split[0].current, 2); /* [0,16) and [18,20) */
+  assert_int_equal(st.inactive_split_bytes[0].current, 18 * MiB);
   check();
-  OK(recap_free(b));
+  OK(recap_free(c));
   OK(recap_empty_cache());
   assert_int_equal(stats().reserved_bytes[0].current, 0);
   assert_int_equal(recap__fake_now().vmm_ranges_live, 0);
@@ -227,17 +270,23 @@ static void memory_cap_applies(void **state) {
   vmm_on();
   OK(recap_option_set("memory_cap", "24MiB"));
   recap_stream_t s = recap__fake_stream_new();
-  void *a, *b;
-  OK(recap_malloc(&a, 3 * MiB, s)); /* 20 MiB mapped */
-  assert_int_equal(recap_malloc(&b, 18 * MiB, s), RECAP_ERROR_OUT_OF_MEMORY);
+  void *a, *b, *c;
+  OK(recap_malloc(&a, 3 * MiB, s)); /* 4 MiB mapped */
+  /* 21 MiB would map 22 MiB more: 26 MiB. */
+  assert_int_equal(recap_malloc(&b, 21 * MiB, s), RECAP_ERROR_OUT_OF_MEMORY);
   assert_non_null(strstr(recap_last_error(), "memory_cap"));
-  assert_non_null(strstr(recap_last_error(), "a growth of its VMM segment of 20.00 MiB"));
+  assert_non_null(strstr(recap_last_error(), "a growth of its VMM segment of 22.00 MiB"));
   assert_int_equal(stats().num_ooms, 1);
   assert_int_equal(stats().num_alloc_retries, 1);
   OK(recap_malloc(&b, 1 * MiB, s)); /* the small class's 2 MiB fits */
-  assert_int_equal(stats().reserved_bytes[0].current, 22 * MiB);
+  assert_int_equal(stats().reserved_bytes[0].current, 6 * MiB);
+  OK(recap_malloc(&c, 18 * MiB, s)); /* 18 MiB more: the cap, exactly */
+  assert_ptr_equal(c, (char *)a + 4 * MiB);
+  assert_int_equal(stats().reserved_bytes[0].current, 24 * MiB);
+  assert_int_equal(stats().num_ooms, 1);
   OK(recap_free(a));
   OK(recap_free(b));
+  OK(recap_free(c));
   check();
 }
 
@@ -275,19 +324,23 @@ static void out_of_memory_retries_and_reports(void **state) {
 }
 
 /* The retry trims the very segment that grows: its free tail's chunk goes, and the second try
- * maps what the request needs whole, within memory_cap. */
+ * plans afresh, mapping what the request needs whole. (The device's out-of-memory makes the
+ * retry: memory_cap could not, since a trimmed tail gives back no more than the growth would
+ * have merged.) */
 static void the_retry_trims_the_growing_segment(void **state) {
   (void)state;
   reset();
   vmm_on();
-  OK(recap_option_set("memory_cap", "50MiB"));
   recap_stream_t s = recap__fake_stream_new();
   void *a, *b, *c;
   OK(recap_malloc(&a, 20 * MiB, s));
   OK(recap_malloc(&b, 20 * MiB, s));
   OK(recap_free(b)); /* a free tail of one whole 20 MiB chunk */
-  /* 30 MiB: 10 MiB lacking, a growth of 20 MiB would make 60 MiB; after the trim, 30 MiB. */
+  /* 30 MiB: 10 MiB lacking; cuMemCreate is out of memory once, the retry trims the tail's
+   * chunk, and the second try maps 30 MiB after a. */
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_CREATE, 1);
   OK(recap_malloc(&c, 30 * MiB, s));
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_CREATE, 0);
   assert_ptr_equal(c, (char *)a + 20 * MiB);
   recap_memory_stats_t st = stats();
   assert_int_equal(st.num_alloc_retries, 1);
@@ -438,13 +491,14 @@ static void capture_grows_a_private_pool_segment(void **state) {
   assert_int_not_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 0);
   OK(recap_pool_route_begin(pool, s));
   void *a, *b;
-  OK(recap_malloc(&a, 15 * MiB, s));
-  OK(recap_malloc(&b, 15 * MiB, s)); /* grows during the capture, which stays valid */
-  assert_ptr_equal(b, (char *)a + 15 * MiB);
+  OK(recap_malloc(&a, 14 * MiB, s));
+  OK(recap_malloc(&b, 14 * MiB, s)); /* grows during the capture, which stays valid */
+  assert_ptr_equal(b, (char *)a + 14 * MiB);
   recap_pool_memory_t m = pool_memory(pool);
   assert_int_equal(m.vmm_segments, 1);
-  assert_int_equal(m.reserved_bytes, 40 * MiB);
-  assert_int_equal(pool_memory(default_pool()).reserved_bytes, 20 * MiB);
+  assert_int_equal(m.reserved_bytes, 28 * MiB);
+  assert_int_equal(stats().num_device_alloc, 3);
+  assert_int_equal(pool_memory(default_pool()).reserved_bytes, 4 * MiB);
   OK(recap_free(a));
   OK(recap_free(b));
   assert_true(recap__fake_capture_end(s)); /* not invalidated */
@@ -572,6 +626,42 @@ static void a_replay_keeps_the_claimed_tail(void **state) {
   check();
 }
 
+/* Eight bucket graphs sharing one pool (a serving loop's batch sizes b = 512, 256, .., 4), each
+ * capturing three temporaries of b x 4096 floats that it frees: the large class's segment maps
+ * the largest bucket's three (24 MiB), which every later bucket reuses; the 1 MiB temporaries
+ * of b = 64 are of the small class, and take two 2 MiB chunks of its segment. */
+static void bucket_graphs_sharing_a_pool_map_what_the_largest_uses(void **state) {
+  (void)state;
+  reset();
+  vmm_on();
+  recap_stream_t s = recap__fake_stream_new();
+  static const size_t batch[8] = {512, 256, 128, 64, 32, 16, 8, 4};
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.pool = recap_pool_handle();
+  recap_graph_t g[8];
+  for (int k = 0; k < 8; k++) {
+    void *t[3];
+    OK(recap_graph_create(&g[k], 0));
+    OK(recap_graph_capture_begin(g[k], s, &o));
+    for (int j = 0; j < 3; j++) OK(recap_malloc(&t[j], batch[k] * 4096 * sizeof(float), s));
+    recap__fake_launch_kernel(s, "bucket");
+    for (int j = 0; j < 3; j++) OK(recap_free(t[j]));
+    OK(recap_graph_capture_end(g[k]));
+  }
+  recap_pool_memory_t m = pool_memory(o.pool);
+  assert_int_equal(m.vmm_segments, 2);
+  assert_int_equal(m.reserved_bytes, 24 * MiB + 4 * MiB);
+  recap_memory_stats_t st = stats();
+  assert_int_equal(st.reserved_bytes[RECAP_STAT_LARGE].current, 24 * MiB);
+  assert_int_equal(st.reserved_bytes[RECAP_STAT_SMALL].current, 4 * MiB);
+  assert_int_equal(st.num_device_alloc, 5);
+  check();
+  for (int k = 0; k < 8; k++) OK(recap_graph_destroy(g[k]));
+  OK(recap_empty_cache());
+  assert_int_equal(stats().reserved_bytes[0].current, 0);
+  check();
+}
+
 /* The checker sees a VMM segment whose chunks do not tile its mapped bytes, or whose mapped
  * bytes pass its range. */
 static void checker_catches_vmm_corruption(void **state) {
@@ -676,6 +766,7 @@ static void classic_and_vmm_segments_coexist(void **state) {
 
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(growth_extends_one_segment),
+    cmocka_unit_test(growth_least_per_class),
     cmocka_unit_test(growth_after_an_allocated_last_block_adds_a_block),
     cmocka_unit_test(small_and_large_classes_and_streams_get_own_segments),
     cmocka_unit_test(empty_cache_trims_the_free_tail),
@@ -688,6 +779,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(capture_grows_a_private_pool_segment),
     cmocka_unit_test(graph_replays_on_a_grown_segment),
     cmocka_unit_test(a_replay_keeps_the_claimed_tail),
+    cmocka_unit_test(bucket_graphs_sharing_a_pool_map_what_the_largest_uses),
     cmocka_unit_test(option_accepts_0_and_1_only),
     cmocka_unit_test(classic_and_vmm_segments_coexist),
     cmocka_unit_test(a_device_without_vmm_says_so),

@@ -327,7 +327,9 @@ void recap__alloc_front_cache_enable(bool on);
 /* Make room for a request of `size` rounded bytes in pool's VMM segment of that size class and
  * stream, creating the segment on first use: map enough physical memory at its end that the
  * segment's last block, free, holds at least `size` bytes (merged with a free last block, or a
- * new free block after an allocated one), and return that block in *out, in its free set.
+ * new free block after an allocated one), and return that block in *out, in its free set. The
+ * chunk is what the request lacks rounded up to the granularity; for the small class at least
+ * small_segment, for the large class no more (vmm_segment.c class_least says why).
  * Counts like new_segment (reserved bytes, num_device_alloc per chunk; the segment counts once,
  * when made). One try: a failure (OUT_OF_MEMORY from the device included) leaves everything as
  * it was; allocator.c weighs memory_cap and the capture's budget first

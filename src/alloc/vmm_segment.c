@@ -66,10 +66,14 @@ static recap__block_t *last_block(const recap__segment_t *seg) {
   return b;
 }
 
-/* The bytes a growth maps at least: a classic segment of the class, so that a pool growing by
- * small requests maps as rarely as classic segments are made. */
-static size_t class_segment(const recap__options_t *o, bool small) {
-  return (size_t)(small ? o->small_segment : o->large_segment);
+/* The bytes a growth maps at least, before rounding to the granularity. The small class maps a
+ * classic small segment, so that a pool growing by small requests maps as rarely as classic
+ * segments are made. The large class maps only what the request lacks: a segment that grows in
+ * place needs no slack for later requests, and the class's 20 MiB would make a pool of a few
+ * MiB-sized temporaries reserve nearly twice what they use (the footprint SPEC §14 compares with
+ * CUDA's graph memory nodes). */
+static size_t class_least(const recap__options_t *o, bool small) {
+  return small ? (size_t)o->small_segment : 0;
 }
 
 /* The device's recommended granularity, asked once per device state. */
@@ -106,7 +110,7 @@ typedef struct plan {
  * block holds it already. Without one, a new segment (seg NULL). */
 static plan_t plan_growth(const recap__pool_t *pool, bool small, size_t size, recap_stream_t stream,
                           const recap__options_t *o, size_t gran) {
-  size_t least = class_segment(o, small);
+  size_t least = class_least(o, small);
   for (recap__segment_t *seg = pool->segments; seg; seg = seg->next) {
     if (!seg->vmm || seg->small != small || seg->stream != stream) continue;
     const recap__block_t *last = last_block(seg);

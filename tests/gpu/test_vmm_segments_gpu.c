@@ -31,35 +31,34 @@ static void begin_vmm(void) {
   OK(recap_option_set_u64("expandable_segments", 1));
 }
 
-/* 12 MiB of floats, then 12 MiB more: the second block crosses the border between the
- * segment's first chunk (a large_segment, 20 MiB, rounded to the granularity) and the chunk its
- * growth maps. */
+/* Blocks of six granules (12 MiB at a granularity of 2 MiB). A growth of the large class maps
+ * what the request lacks, rounded up to the granularity: a fills the segment's first chunk; t
+ * maps a second chunk of two granules and is freed; b merges that free chunk with the four
+ * granules its growth maps, so b crosses the border between two physical chunks. */
 static void a_growth_keeps_contents_and_addresses(void **state) {
   (void)state;
   begin_vmm();
   cudaStream_t s = gpu_stream();
-  const size_t n = 12 * MiB / sizeof(float), gran = granularity();
-  const size_t chunk = round_up(20 * MiB, gran);
+  const size_t gran = granularity(), bytes = 6 * gran, n = bytes / sizeof(float);
   float *a = gpu_floats(n, s);
   CUDA_OK(recap_test_fill(a, n, 1.0f, s));
   recap_memory_stats_t st = gpu_stats();
   assert_int_equal(st.segment[RECAP_STAT_ALL].current, 1);
-  assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, (int64_t)chunk);
+  assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, (int64_t)bytes);
+  float *t = gpu_floats(2 * gran / sizeof(float), s);
+  assert_ptr_equal(t, a + n); /* contiguous: the same segment grew */
+  OK(recap_free(t));
   float *b = gpu_floats(n, s);
-  assert_ptr_equal(b, a + n); /* contiguous: the same segment grew */
+  assert_ptr_equal(b, a + n); /* where t was, and on into the third chunk */
   st = gpu_stats();
-  /* With a granularity of 12 MiB or more the first chunk holds both; else the segment grows by
-   * a large_segment (all b lacks is less). */
-  bool grew = chunk < 24 * MiB;
-  size_t grown = grew ? chunk + round_up(20 * MiB, gran) : chunk;
   assert_int_equal(st.segment[RECAP_STAT_ALL].current, 1);
-  assert_int_equal(st.num_device_alloc, grew ? 2 : 1);
-  assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, (int64_t)grown);
-  /* b = a + 2 over both chunks, then a itself is untouched by the growth. */
+  assert_int_equal(st.num_device_alloc, 3);
+  assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, (int64_t)(2 * bytes));
+  /* b = a + 2 over both of b's chunks, then a itself is untouched by the growth. */
   CUDA_OK(recap_test_add_scalar(b, a, n, 2.0f, s));
   gpu_expect_all(b, n, 3.0f);
   gpu_expect_all(a, n, 1.0f);
-  /* One kernel over both blocks at once: 24 MiB through two physical chunks. */
+  /* One kernel over both blocks at once, through three physical chunks. */
   CUDA_OK(recap_test_scale(a, 2 * n, 2.0f, s));
   gpu_expect_all(a, n, 2.0f);
   gpu_expect_all(b, n, 6.0f);
@@ -106,9 +105,14 @@ static void a_capture_grows_its_pool_and_replays_bit_for_bit(void **state) {
   OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
   recap_pool_memory_t m = pool_memory(pool);
-  /* The large class's segment: 15 MiB in a 20 MiB chunk, then 10 MiB lacking: 20 MiB more. */
+  /* The large class's segment: t1 maps 15 MiB rounded up to the granularity. A rest of more
+   * than small_size (1 MiB) is split off, and t2 merges with it: the two map 30 MiB rounded
+   * up. Else t1 takes the whole chunk and t2 maps as much again (16 + 16 MiB at a granularity
+   * of 2 MiB). */
+  const size_t chunk = round_up(15 * MiB, gran);
+  const size_t mapped = chunk - 15 * MiB > 1 * MiB ? round_up(30 * MiB, gran) : 2 * chunk;
   assert_int_equal(m.vmm_segments, 1);
-  assert_int_equal(m.reserved_bytes, (int64_t)(2 * round_up(20 * MiB, gran)));
+  assert_int_equal(m.reserved_bytes, (int64_t)mapped);
   assert_true(m.vmm_reserved_va_bytes >= m.reserved_bytes);
 
   CUDA_OK(recap_test_fill(y, N, -1.0f, s));
