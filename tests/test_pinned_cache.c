@@ -287,7 +287,7 @@ static void whole_allocator_rounds_reuse(void **unused) {
   teardown();
 }
 
-/* ---- giving the buffers back ------------------------------------------------------------------ */
+/* ---- giving the buffers back ----------------------------------------------------------------- */
 
 /* Two buffers kept (one per pool that slept and woke). */
 static void keep_two(held_t *a, held_t *b) {
@@ -418,8 +418,9 @@ static void the_page_shows_the_kept(void **unused) {
   keep_two(&a, &b);
   char *html = NULL;
   OK(recap_memory_html_string(&html));
-  const char *needle = "<span class=\"k\">pinned, kept for offload</span><span class=\"v\"><span "
-                       "class=\"bytes\" title=\"6291456 bytes\">";
+  const char *needle =
+      "<span class=\"k\">pinned, kept for offload</span><span class=\"v\"><span "
+      "class=\"bytes\" title=\"6291456 bytes\">";
   if (!strstr(html, needle)) fail_msg("the page lacks %s", needle);
   if (!strstr(html, " (2 buffers)</div>")) fail_msg("the page does not count 2 buffers");
   recap_string_free(html);
@@ -428,7 +429,7 @@ static void the_page_shows_the_kept(void **unused) {
   teardown();
 }
 
-/* ---- faults ----------------------------------------------------------------------------------- */
+/* ---- faults ---------------------------------------------------------------------------------- */
 
 /* No pinned memory at all: the sleep fails, the pool awake and intact, nothing kept. */
 static void no_pinned_memory_leaves_the_pool_awake(void **unused) {
@@ -476,8 +477,9 @@ static void a_failed_free_keeps_the_buffer(void **unused) {
   uint64_t frees = pinned_frees();
   recap__fake_fail_nth(RECAP__FAKE_FAULT_HOST_FREE_PINNED, 1);
   EXPECT_STATUS(recap_empty_cache(), RECAP_ERROR_CUDA);
-  EXPECT_MESSAGE("recap_empty_cache: freeing a pinned host buffer kept for RECAP_SLEEP_OFFLOAD "
-                 "failed");
+  EXPECT_MESSAGE(
+      "recap_empty_cache: freeing a pinned host buffer kept for RECAP_SLEEP_OFFLOAD "
+      "failed");
   EXPECT_MESSAGE("it stays kept");
   assert_int_equal(pinned_frees() - frees, 2);
   assert_int_equal(recap__fake_now().pinned_live, 1);
@@ -503,8 +505,9 @@ static void a_failed_free_keeps_the_buffer(void **unused) {
   OK(recap_pool_sleep(a.pool, RECAP_SLEEP_OFFLOAD));
   recap_test_log_stop();
   assert_int_equal(log.warnings, 1);
-  if (!strstr(log.last_warning, "recap_pool_sleep: freeing a pinned host buffer kept for "
-                                "RECAP_SLEEP_OFFLOAD failed"))
+  if (!strstr(log.last_warning,
+              "recap_pool_sleep: freeing a pinned host buffer kept for "
+              "RECAP_SLEEP_OFFLOAD failed"))
     fail_msg("the warning: %s", log.last_warning);
   assert_int_equal(pinned_frees() - frees, 1);
   assert_int_equal(pinned_allocs(), allocs);
@@ -522,11 +525,11 @@ static void a_failed_free_keeps_the_buffer(void **unused) {
 }
 
 static const recap__fake_fault_t kinds[] = {
-    RECAP__FAKE_FAULT_VMM_CREATE,        RECAP__FAKE_FAULT_VMM_RELEASE,
-    RECAP__FAKE_FAULT_VMM_MAP,           RECAP__FAKE_FAULT_VMM_UNMAP,
-    RECAP__FAKE_FAULT_VMM_SET_ACCESS,    RECAP__FAKE_FAULT_HOST_ALLOC_PINNED,
-    RECAP__FAKE_FAULT_HOST_FREE_PINNED,  RECAP__FAKE_FAULT_VMM_GRANULARITY,
-    RECAP__FAKE_FAULT_VMM_RESERVE,       RECAP__FAKE_FAULT_VMM_RELEASE_RANGE};
+    RECAP__FAKE_FAULT_VMM_CREATE,       RECAP__FAKE_FAULT_VMM_RELEASE,
+    RECAP__FAKE_FAULT_VMM_MAP,          RECAP__FAKE_FAULT_VMM_UNMAP,
+    RECAP__FAKE_FAULT_VMM_SET_ACCESS,   RECAP__FAKE_FAULT_HOST_ALLOC_PINNED,
+    RECAP__FAKE_FAULT_HOST_FREE_PINNED, RECAP__FAKE_FAULT_VMM_GRANULARITY,
+    RECAP__FAKE_FAULT_VMM_RESERVE,      RECAP__FAKE_FAULT_VMM_RELEASE_RANGE};
 enum { KINDS = sizeof kinds / sizeof kinds[0] };
 
 /* Whatever failed: the pool wholly awake (contents intact) or wholly asleep, the checker
@@ -576,8 +579,8 @@ static void faults_with_the_cache(void **unused) {
           recap_test_log_t log; /* a kept buffer's failed free is a warning */
           recap_test_log_capture(&log);
           recap__fake_fail_nth(kind, n);
-          recap_status_t s = phase == 0 ? recap_pool_sleep(h.pool, RECAP_SLEEP_OFFLOAD)
-                                        : recap_pool_wake(h.pool);
+          recap_status_t s =
+              phase == 0 ? recap_pool_sleep(h.pool, RECAP_SLEEP_OFFLOAD) : recap_pool_wake(h.pool);
           recap__fake_fail_nth(kind, 0);
           recap_test_log_stop();
           assert_int_equal(log.warnings, kind == RECAP__FAKE_FAULT_HOST_FREE_PINNED && phase == 0 &&

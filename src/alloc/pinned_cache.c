@@ -75,8 +75,7 @@ static void release_all_quietly(const char *call) {
   if (kept_count == 0) return;
   recap__saved_error_t saved;
   recap__error_save(&saved);
-  if (recap__pinned_release_all(call) != RECAP_SUCCESS)
-    RECAP__WARN("%s", recap_last_error());
+  if (recap__pinned_release_all(call) != RECAP_SUCCESS) RECAP__WARN("%s", recap_last_error());
   recap__error_restore(&saved);
 }
 

@@ -8,10 +8,10 @@
  * (OFFLOAD; the buffer comes from pinned_cache.c, which keeps buffers between sleeps with the
  * option offload_keep_pinned), unmaps every chunk and releases every handle; wake maps fresh
  * chunks of up to RECAP__VMM_WAKE_CHUNK over each segment's [0, size) at the same addresses,
- * copies the blocks back and hands the buffer back to pinned_cache.c. Every step that can fail before the pool's state changes is undone on failure,
- * so a pool is asleep or awake, never half: the only failure that leaves a new state is a
- * release after every unmap succeeded (the handle is kept in its segment and released at the
- * wake; until then its memory stays taken).
+ * copies the blocks back and hands the buffer back to pinned_cache.c. Every step that can fail
+ * before the pool's state changes is undone on failure, so a pool is asleep or awake, never
+ * half: the only failure that leaves a new state is a release after every unmap succeeded (the
+ * handle is kept in its segment and released at the wake; until then its memory stays taken).
  *
  * While a pool sleeps, the allocator refuses to hand out its blocks (request_begin in
  * allocator.c) and to route a capture to it (pool.c), recap_empty_cache leaves it alone, and the
