@@ -6,8 +6,9 @@
  * host_alloc_pinned and host_free_pinned calls counted exactly), the smallest kept buffer that
  * fits is taken, a sleep that needs more frees the kept ones and pins anew, recap_empty_cache
  * frees them, the option back at 0 frees them at the next sleep, wake or recap_empty_cache (and
- * not before), the snapshot and the memory page show them, and a fault at every device call of
- * sleep and wake leaves each pool whole with every pinned buffer accounted for.
+ * not before), the snapshot and the memory page show them, a wake without host memory to list
+ * its buffer frees it, and a fault at every device call of sleep and wake leaves each pool whole
+ * with every pinned buffer accounted for.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include "alloc/alloc_internal.h"
 #include "alloc/pinned_cache.h"
 #include "graph_util.h"
+#include "host_faults.h"
 
 enum { CAPACITY = 256 << 20 };
 
@@ -524,6 +526,55 @@ static void a_failed_free_keeps_the_buffer(void **unused) {
   teardown();
 }
 
+/* No host memory to list the buffer at the wake: it is freed instead of kept, and the wake
+ * succeeds; a host allocation failing anywhere else in the wake leaves the pool asleep with its
+ * copy. */
+static void no_host_memory_to_keep_frees_the_buffer(void **unused) {
+  (void)unused;
+  setup();
+  held_t h = hold(4 * MiB, 0xe1);
+  recap_test_host_faults_install();
+  int freed_instead = 0;
+  for (uint64_t n = 1;; n++) {
+    OK(recap_empty_cache());
+    OK(recap_pool_sleep(h.pool, RECAP_SLEEP_OFFLOAD));
+    uint64_t frees = pinned_frees();
+    recap_test_host_fail_nth(n);
+    recap_status_t s = recap_pool_wake(h.pool);
+    bool failed = recap_test_host_failed();
+    recap_test_host_fail_nth(0);
+    expect_checker_passes();
+    if (s != RECAP_SUCCESS) {
+      assert_true(failed);
+      EXPECT_STATUS(s, RECAP_ERROR_OUT_OF_MEMORY);
+      EXPECT_MESSAGE("recap_pool_wake:");
+      assert_int_equal(state_of_pool(h.pool), RECAP_POOL_ASLEEP_OFFLOADED);
+      assert_int_equal(recap__fake_now().pinned_live, 1);
+      OK(recap_pool_wake(h.pool));
+      expect_contents(&h);
+      continue;
+    }
+    expect_contents(&h);
+    kept_t k = kept_now();
+    if (failed) {
+      /* The kept list could not grow: the buffer went back to the host. */
+      freed_instead++;
+      assert_int_equal(k.buffers, 0);
+      assert_int_equal(pinned_frees() - frees, 1);
+      assert_int_equal(recap__fake_now().pinned_live, 0);
+      continue;
+    }
+    assert_int_equal(k.buffers, 1);
+    assert_int_equal(pinned_frees(), frees);
+    assert_int_equal(recap__fake_now().pinned_live, 1);
+    break;
+  }
+  recap_test_host_faults_remove();
+  assert_int_equal(freed_instead, 1);
+  release(&h);
+  teardown();
+}
+
 static const recap__fake_fault_t kinds[] = {
     RECAP__FAKE_FAULT_VMM_CREATE,       RECAP__FAKE_FAULT_VMM_RELEASE,
     RECAP__FAKE_FAULT_VMM_MAP,          RECAP__FAKE_FAULT_VMM_UNMAP,
@@ -622,6 +673,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(the_page_shows_the_kept),
       cmocka_unit_test(no_pinned_memory_leaves_the_pool_awake),
       cmocka_unit_test(a_failed_free_keeps_the_buffer),
+      cmocka_unit_test(no_host_memory_to_keep_frees_the_buffer),
       cmocka_unit_test(faults_with_the_cache),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
