@@ -549,8 +549,8 @@ recap_status_t recap_pool_sleep(recap_pool_id_t id, recap_sleep_mode_t mode) {
   recap_status_t s;
   recap__alloc_lock();
   recap__alloc_settle();
-  /* The default pool of a device recap has not used yet can sleep too (it is empty). */
   apply_keep_option("recap_pool_sleep");
+  /* The default pool of a device recap has not used yet can sleep too (it is empty). */
   recap__device_state_t *d =
       recap_pool_is_default(id) ? recap__alloc_device_state(device) : recap__alloc.devices[device];
   recap__pool_t *pool = find_pool(d, id);
