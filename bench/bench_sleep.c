@@ -15,15 +15,20 @@
  *                      replayed after the wake, its blocks' checksums against those before;
  *             OFFLOAD  the same with the contents copied to pinned host memory and back: GB/s
  *                      of the pool's bytes in use against the pinned bandwidth measured above,
- *                      and the contents checked right after the wake, before any replay;
+ *                      and the contents checked right after the wake, before any replay. Two
+ *                      ways: the first cycle (offload_keep_pinned=0: the sleep pins a buffer,
+ *                      the wake unpins it), then warm cycles (offload_keep_pinned=1, the buffer
+ *                      kept from a priming cycle: the copies alone), and the kept buffer's
+ *                      release by recap_empty_cache;
  *             recapture what a program without sleep does instead: destroy the graph, free
  *                      its blocks, recap_empty_cache, then capture + instantiate again.
  *
  * Goals (issue 15): DISCARD sleep + wake <= 0.1 s at 64 GiB and <= 3x the floor (mapping and
  * unmapping the pool's bytes in 1 GiB chunks, as wake maps); >= 99% of the pool's physical
  * memory back while asleep; OFFLOAD at >= 0.8 of the pinned bandwidth; replays after a wake bit
- * identical. Figures are reported, never failed; a recap call that fails, or contents that
- * differ, make the exit status 1.
+ * identical. The OFFLOAD figures come twice, the first cycle's (what pinning costs) beside the
+ * warm cycles' (the copies). Figures are reported, never failed; a recap call that fails, or
+ * contents that differ, make the exit status 1.
  *
  * The driver's cuMem* calls are fetched with cudaGetDriverEntryPointByVersion, so nothing links
  * libcuda. Sizes larger than the device can hold are cut to 45% of its free memory, and OFFLOAD
@@ -224,12 +229,22 @@ typedef struct cycle_result {
   const char *skipped;                        /* why it was not run */
 } cycle_result_t;
 
+/* OFFLOAD with offload_keep_pinned=1: the priming cycle (pins at the sleep, keeps at the wake),
+ * the warm cycles after it, and recap_empty_cache freeing the kept buffer. */
+typedef struct warm_result {
+  cycle_result_t prime, warm;
+  size_t kept_bytes; /* the snapshot's pinned_kept_bytes after the priming cycle */
+  double release_ms; /* recap_empty_cache with the buffer kept */
+  int released;      /* recap_empty_cache ran and left nothing kept */
+} warm_result_t;
+
 typedef struct pool_result {
   size_t bytes, block, blocks;
   int64_t reserved_bytes, allocated_bytes, vmm_segments;
   double capture_ms, first_replay_ms;
   double floor_ms; /* map + unmap of reserved_bytes in 1 GiB chunks, scaled from the floor */
-  cycle_result_t discard, offload;
+  cycle_result_t discard, offload; /* offload: the first cycle, offload_keep_pinned=0 */
+  warm_result_t offload_keep;
   double free_ms, recapture_ms, recapture_replay_ms;
   int recapture_identical;
   int failed;
@@ -373,6 +388,80 @@ typedef struct config {
   const pinned_result_t *pinned;
 } config_t;
 
+/* GB/s of an OFFLOAD cycle against the pinned bandwidth each way. */
+static void offload_ratios(cycle_result_t *c, const pinned_result_t *pinned) {
+  if (!c->done) return;
+  c->sleep_ratio = pinned->d2h_gbps > 0 ? c->sleep_gbps / pinned->d2h_gbps : 0;
+  c->wake_ratio = pinned->h2d_gbps > 0 ? c->wake_gbps / pinned->h2d_gbps : 0;
+}
+
+static void print_offload(const char *what, const cycle_result_t *c) {
+  if (!c->done) return;
+  printf(
+      "    OFFLOAD, %s: sleep %.1f ms (%.1f GB/s, %.2fx pinned), wake %.1f ms (%.1f GB/s, "
+      "%.2fx pinned), %.2f%% back, contents identical: %s\n",
+      what, c->sleep_ms, c->sleep_gbps, c->sleep_ratio, c->wake_ms, c->wake_gbps, c->wake_ratio,
+      c->back_percent, c->identical ? "yes" : "NO");
+  fflush(stdout);
+}
+
+/* The snapshot's pinned_kept_bytes (recap's pinned buffers kept for the next OFFLOAD sleep). */
+static size_t kept_bytes(void) {
+  char *json = NULL;
+  BENCH_RECAP(recap_memory_snapshot_json(-1, &json));
+  const char *at = strstr(json, "\"pinned_kept_bytes\":");
+  unsigned long long bytes = 0;
+  if (!at || sscanf(at, "\"pinned_kept_bytes\":%llu", &bytes) != 1) {
+    fprintf(stderr, NAME ": the snapshot has no pinned_kept_bytes\n");
+    all_ok = 0;
+  }
+  recap_string_free(json);
+  return (size_t)bytes;
+}
+
+/* OFFLOAD twice over: the first cycle as a program without the option runs it (the sleep pins
+ * its buffer, the wake unpins it), then with offload_keep_pinned=1 a priming cycle whose wake
+ * keeps the buffer and warm cycles that reuse it, then recap_empty_cache frees it. */
+static void offload_both(pool_run_t *run, const config_t *cfg, const unsigned long long *before,
+                         const recap_pool_memory_t *pm, cudaStream_t stream, pool_result_t *out) {
+  BENCH_RECAP(recap_option_set("offload_keep_pinned", "0"));
+  out->offload_keep.released = 0;
+  sleep_cycles(run, RECAP_SLEEP_OFFLOAD, 1, before, pm->reserved_bytes, pm->allocated_bytes, stream,
+               &out->offload);
+  offload_ratios(&out->offload, cfg->pinned);
+  print_offload("first cycle (pins and unpins)", &out->offload);
+  if (out->offload.failed) {
+    out->offload_keep.prime.skipped = out->offload_keep.warm.skipped = "first cycle failed";
+    out->offload_keep.released = 1;
+    return;
+  }
+  warm_result_t *k = &out->offload_keep;
+  BENCH_RECAP(recap_option_set("offload_keep_pinned", "1"));
+  sleep_cycles(run, RECAP_SLEEP_OFFLOAD, 1, before, pm->reserved_bytes, pm->allocated_bytes, stream,
+               &k->prime);
+  offload_ratios(&k->prime, cfg->pinned);
+  k->kept_bytes = kept_bytes();
+  print_offload("priming cycle (pins, keeps)", &k->prime);
+  if (k->prime.failed) {
+    k->warm.skipped = "priming cycle failed";
+  } else {
+    sleep_cycles(run, RECAP_SLEEP_OFFLOAD, cfg->quick ? 1 : 3, before, pm->reserved_bytes,
+                 pm->allocated_bytes, stream, &k->warm);
+    offload_ratios(&k->warm, cfg->pinned);
+    print_offload("warm (offload_keep_pinned=1)", &k->warm);
+  }
+  BENCH_RECAP(recap_option_set("offload_keep_pinned", "0"));
+  BENCH_CUDA(cudaDeviceSynchronize());
+  uint64_t t0 = bench_now_ns();
+  BENCH_RECAP(recap_empty_cache());
+  k->release_ms = (double)(bench_now_ns() - t0) / 1e6;
+  k->released = kept_bytes() == 0;
+  printf("    OFFLOAD, the kept buffer (%.2f GiB): recap_empty_cache %.1f ms%s\n",
+         (double)k->kept_bytes / (double)GiB, k->release_ms, k->released ? "" : ", NOT freed");
+  if (!k->released) all_ok = 0;
+  fflush(stdout);
+}
+
 static void bench_pool(size_t bytes, const config_t *cfg, cudaStream_t stream, pool_result_t *out) {
   memset(out, 0, sizeof *out);
   pool_run_t run;
@@ -429,30 +518,23 @@ static void bench_pool(size_t bytes, const config_t *cfg, cudaStream_t stream, p
     fflush(stdout);
   }
 
+  /* Not run: the warm figures say why as the first cycle's do. */
+  out->offload_keep.released = 1;
   if (out->discard.failed) {
-    out->offload.skipped = "DISCARD failed";
+    out->offload.skipped = out->offload_keep.prime.skipped = out->offload_keep.warm.skipped =
+        "DISCARD failed";
   } else if (bytes > cfg->offload_max) {
-    out->offload.skipped = "host memory";
+    out->offload.skipped = out->offload_keep.prime.skipped = out->offload_keep.warm.skipped =
+        "host memory";
     printf(
         "    OFFLOAD: skipped, %zu GiB would not fit in 45%% of the host's available memory "
         "(--offload-max-gib)\n",
         bytes / GiB);
   } else {
-    sleep_cycles(&run, RECAP_SLEEP_OFFLOAD, cfg->quick || bytes > 16 * GiB ? 1 : 2, before,
-                 pm.reserved_bytes, pm.allocated_bytes, stream, &out->offload);
-    cycle_result_t *o = &out->offload;
-    if (o->done) {
-      o->sleep_ratio = cfg->pinned->d2h_gbps > 0 ? o->sleep_gbps / cfg->pinned->d2h_gbps : 0;
-      o->wake_ratio = cfg->pinned->h2d_gbps > 0 ? o->wake_gbps / cfg->pinned->h2d_gbps : 0;
-      printf(
-          "    OFFLOAD: sleep %.1f ms (%.1f GB/s, %.2fx pinned), wake %.1f ms (%.1f GB/s, "
-          "%.2fx pinned), %.2f%% back, contents identical: %s\n",
-          o->sleep_ms, o->sleep_gbps, o->sleep_ratio, o->wake_ms, o->wake_gbps, o->wake_ratio,
-          o->back_percent, o->identical ? "yes" : "NO");
-      fflush(stdout);
-    }
+    offload_both(&run, cfg, before, &pm, stream, out);
   }
-  out->failed = out->discard.failed || out->offload.failed;
+  out->failed = out->discard.failed || out->offload.failed || out->offload_keep.prime.failed ||
+                out->offload_keep.warm.failed || !out->offload_keep.released;
 
   /* What a program without sleep does: give everything back, capture again. A pool that
    * failed to wake stays asleep; its graph and blocks are only dropped. */
@@ -521,6 +603,17 @@ static void json_cycle(FILE *f, const char *key, const cycle_result_t *c, int of
     fprintf(f, "\"vs_floor\": %.4f}", c->vs_floor);
 }
 
+/* "offload_warm" (the warm cycles, as "offload" is the first) and "offload_keep" (the priming
+ * cycle, the kept bytes and their release). */
+static void json_warm(FILE *f, const warm_result_t *k) {
+  json_cycle(f, "offload_warm", &k->warm, 1);
+  fprintf(f, ",\n     \"offload_keep\": {");
+  json_cycle(f, "prime", &k->prime, 1);
+  fprintf(f, ", \"kept_bytes\": %zu, ", k->kept_bytes);
+  json_number(f, "release_ms", k->release_ms, k->prime.done);
+  fprintf(f, ", \"released\": %s}", k->released ? "true" : "false");
+}
+
 static int write_json(const char *path, int quick, size_t floor_bytes, const floor_result_t *fl,
                       const pinned_result_t *pinned, const pool_result_t *pools, int count) {
   FILE *f = fopen(path, "w");
@@ -556,6 +649,8 @@ static int write_json(const char *path, int quick, size_t floor_bytes, const flo
     json_cycle(f, "discard", &p->discard, 0);
     fprintf(f, ",\n     ");
     json_cycle(f, "offload", &p->offload, 1);
+    fprintf(f, ",\n     ");
+    json_warm(f, &p->offload_keep);
     fprintf(f, ",\n     \"recapture\": {\"free_ms\": %.4f, ", p->free_ms);
     int re = !p->failed;
     json_number(f, "capture_ms", p->recapture_ms, re);
@@ -609,22 +704,35 @@ static void print_tables(size_t floor_bytes, const floor_result_t *fl,
   }
 
   printf(
-      "\nOFFLOAD sleep + wake, GB/s of the bytes in use against the pinned bandwidth "
-      "(goal >= %.1f)\n",
+      "\nOFFLOAD sleep + wake, GB/s of the bytes in use against the pinned bandwidth (goal >= "
+      "%.1f)\n"
+      "  first: offload_keep_pinned=0, the sleep pins its buffer and the wake unpins it; warm:\n"
+      "  offload_keep_pinned=1, the buffer kept from a priming cycle; release: recap_empty_cache\n"
+      "  freeing the kept buffer\n",
       OFFLOAD_GOAL);
-  printf("%8s %9s %9s %8s %9s %9s %8s %4s %8s %10s\n", "pool", "sleep ms", "GB/s", "/pinned",
-         "wake ms", "GB/s", "/pinned", "met", "back %", "identical");
+  printf("%8s %6s %9s %9s %8s %9s %9s %8s %4s %8s %10s\n", "pool", "cycle", "sleep ms", "GB/s",
+         "/pinned", "wake ms", "GB/s", "/pinned", "met", "back %", "identical");
   for (int i = 0; i < count; i++) {
     const pool_result_t *p = &pools[i];
-    const cycle_result_t *c = &p->offload;
-    if (!c->done) {
-      printf("%5zu GiB %9s\n", p->bytes / GiB, c->skipped ? c->skipped : "failed");
-      continue;
+    const struct {
+      const char *name;
+      const cycle_result_t *c;
+    } rows[] = {{"first", &p->offload}, {"warm", &p->offload_keep.warm}};
+    for (int r = 0; r < 2; r++) {
+      const cycle_result_t *c = rows[r].c;
+      if (!c->done) {
+        printf("%5zu GiB %6s %9s\n", p->bytes / GiB, rows[r].name,
+               c->skipped ? c->skipped : "failed");
+        continue;
+      }
+      int met = c->sleep_ratio >= OFFLOAD_GOAL && c->wake_ratio >= OFFLOAD_GOAL;
+      printf("%5zu GiB %6s %9.1f %9.1f %8.2f %9.1f %9.1f %8.2f %4s %8.2f %10s\n", p->bytes / GiB,
+             rows[r].name, c->sleep_ms, c->sleep_gbps, c->sleep_ratio, c->wake_ms, c->wake_gbps,
+             c->wake_ratio, yes(met), c->back_percent, yes(c->identical));
     }
-    int met = c->sleep_ratio >= OFFLOAD_GOAL && c->wake_ratio >= OFFLOAD_GOAL;
-    printf("%5zu GiB %9.1f %9.1f %8.2f %9.1f %9.1f %8.2f %4s %8.2f %10s\n", p->bytes / GiB,
-           c->sleep_ms, c->sleep_gbps, c->sleep_ratio, c->wake_ms, c->wake_gbps, c->wake_ratio,
-           yes(met), c->back_percent, yes(c->identical));
+    if (p->offload_keep.prime.done)
+      printf("%5zu GiB %6s %.1f ms, %.2f GiB kept\n", p->bytes / GiB, "release",
+             p->offload_keep.release_ms, (double)p->offload_keep.kept_bytes / (double)GiB);
   }
 
   printf("\nsleep + wake against a full free and recapture, ms\n");

@@ -45,7 +45,9 @@ RECAP_API recap_status_t recap_free(void *ptr);
 RECAP_NODISCARD RECAP_API recap_status_t recap_record_stream(void *ptr, recap_stream_t stream);
 
 /* Give every cached unused segment back to the driver, on every device: those of the default
- * pool and those of private pools no graph references any more. Blocks still allocated stay. */
+ * pool and those of private pools no graph references any more. Blocks still allocated stay.
+ * The pinned host buffers kept for OFFLOAD sleeps (the option offload_keep_pinned,
+ * recap/sleep.h) are freed too. */
 RECAP_API recap_status_t recap_empty_cache(void);
 
 /* What recap knows of one allocated block. */

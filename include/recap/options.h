@@ -26,7 +26,9 @@ extern "C" {
   X(round_large, 2097152, "own segments of requests >= large_threshold are rounded to this")      \
   X(max_split_size, 0, "0: no limit; else > large_segment: requests this large are never split")  \
   X(memory_cap, 0, "the allocator reserves at most this many bytes per device (0: no limit)")     \
-  X(expandable_segments, 0, "1: segments on CUDA virtual memory that grow in place (recap/sleep.h)")
+  X(expandable_segments, 0,                                                                       \
+    "1: segments on CUDA virtual memory that grow in place (recap/sleep.h)")                      \
+  X(offload_keep_pinned, 0, "1: a wake keeps its OFFLOAD pinned host buffer for the next sleep")
 
 /* Set an option from code: "name" and a value string in the RECAP_ALLOC_CONF syntax.
  * RECAP_ERROR_NOT_FOUND for an unknown name, RECAP_ERROR_INVALID_VALUE for a bad value or one

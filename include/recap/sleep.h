@@ -30,6 +30,12 @@
  * reserved, since the wake takes their memory back; recap_pool_memory (recap/memory.h) says
  * how many of those bytes sleep (sleeping_bytes) and how many wait in host memory
  * (offloaded_bytes). docs/sleep.md has the whole contract.
+ *
+ * Pinning the host buffer of an OFFLOAD sleep (cudaHostAlloc) costs far more than the copies
+ * (about 1.6 GB/s against about 55 GB/s on a Linux host with an H200). With the option
+ * offload_keep_pinned at 1, a wake keeps its buffer and the next OFFLOAD sleep of any pool reuses
+ * the smallest kept buffer large enough; recap_empty_cache frees them (docs/sleep.md, "The cost
+ * of OFFLOAD").
  */
 #ifndef RECAP_SLEEP_H
 #define RECAP_SLEEP_H
@@ -64,7 +70,8 @@ typedef enum recap_pool_state {
  *                                 device (waiting for the device would invalidate it);
  *   RECAP_ERROR_NOT_SUPPORTED     the pool has classic segments (cudaMalloc) with blocks in use
  *                                 or waiting; its free classic segments are given back first;
- *   RECAP_ERROR_OUT_OF_MEMORY     OFFLOAD could not get pinned host memory;
+ *   RECAP_ERROR_OUT_OF_MEMORY     OFFLOAD could not get pinned host memory (kept buffers
+ *                                 too small to hold the copy are freed first);
  *   RECAP_ERROR_CUDA              an unmap failed: what was unmapped is mapped back (awake).
  *                                 A release that fails after every unmap succeeded leaves the
  *                                 pool asleep; the message says so and the handle is released
@@ -74,7 +81,8 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_pool_sleep(recap_pool_id_t pool,
                                                           recap_sleep_mode_t mode);
 
 /* Wake pool (on the current device): physical memory mapped back at the same addresses, the
- * contents restored for OFFLOAD, the pinned copy freed. An awake pool is RECAP_SUCCESS.
+ * contents restored for OFFLOAD, the pinned copy's buffer freed (or kept for the next OFFLOAD
+ * sleep with the option offload_keep_pinned, recap/options.h). An awake pool is RECAP_SUCCESS.
  * RECAP_ERROR_OUT_OF_MEMORY (the device lacks the memory) or RECAP_ERROR_CUDA (a map failed)
  * leave the pool asleep as it was, with nothing of this wake mapped; call again later.
  * RECAP_ERROR_INVALID_USAGE while a capture is under way on the device. */

@@ -380,8 +380,9 @@ static inline const char *recap__pool_state_text(int state) {
  * back to back, in the order of runs[]. A run is a stretch of consecutive blocks in use
  * (allocated, or freed and waiting on events) of one segment. */
 typedef struct recap__offload {
-  void *host;   /* pinned (host_alloc_pinned); NULL when bytes is 0 */
-  size_t bytes; /* the sum of the runs' sizes */
+  void *host;        /* pinned (pinned_cache.c); NULL when bytes is 0 */
+  size_t bytes;      /* the sum of the runs' sizes */
+  size_t host_bytes; /* the buffer's size: bytes, or more for a kept buffer reused */
   size_t count;
   struct recap__offload_run {
     char *ptr; /* device address, inside a segment of the pool */

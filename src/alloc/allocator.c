@@ -28,6 +28,8 @@
  * this file wraps in the out-of-memory retry classic segments have, and trims free tails). A
  * request served by a pool that sleeps (sleep.c) is refused here (recap__pool_asleep_error,
  * which pool.c's routes use too), and recap_empty_cache leaves such a pool alone.
+ * recap_empty_cache also frees the pinned host buffers kept for OFFLOAD sleeps
+ * (pinned_cache.c, which sleep.c takes its buffers from).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -35,6 +37,7 @@
 #include <string.h>
 
 #include "alloc/alloc_internal.h"
+#include "alloc/pinned_cache.h"
 #include "core/assert.h"
 #include "core/error.h"
 #include "core/host.h"
@@ -1310,6 +1313,10 @@ recap_status_t recap_empty_cache(void) {
     if (s != RECAP_SUCCESS) result = s;
     if (switched) dev->set_device(previous);
   }
+  /* The pinned host buffers kept for OFFLOAD sleeps (offload_keep_pinned) are cached memory
+   * too. */
+  recap_status_t s = recap__pinned_release_all("recap_empty_cache");
+  if (s != RECAP_SUCCESS) result = s;
   recap__alloc_unlock();
   return result;
 }

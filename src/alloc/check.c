@@ -10,6 +10,7 @@
 #include <inttypes.h>
 
 #include "alloc/alloc_internal.h"
+#include "alloc/pinned_cache.h"
 #include "core/error.h"
 
 typedef struct tally {
@@ -219,7 +220,8 @@ static recap_status_t check_pool(const recap__pool_t *pool, size_t gran, tally_t
 /* The sleep invariants (sleep.c): awake, nothing sleeps and no copy is kept; asleep, every
  * segment is on virtual memory with nothing mapped (a chunk left in the list is a handle the
  * sleep could not release, inside its segment), sleeping_bytes is the segments' bytes, and the
- * pinned copy, kept exactly after OFFLOAD, holds runs inside the pool's segments. *asleep
+ * pinned copy, kept exactly after OFFLOAD, holds runs inside the pool's segments, in a buffer
+ * large enough that is not also kept for the next sleep (pinned_cache.c). *asleep
  * counts the asleep pools. */
 static recap_status_t check_sleep(const recap__pool_t *pool, int *asleep) {
   if (pool->state == RECAP_POOL_AWAKE) {
@@ -272,9 +274,15 @@ static recap_status_t check_sleep(const recap__pool_t *pool, int *asleep) {
            pool->id.a, pool->id.b, (const void *)p, size);
     sum += size;
   }
-  if (sum != off->bytes || (off->bytes != 0) != (off->host != NULL))
-    FAIL("asleep pool {%" PRIu64 ",%" PRIu64 "}: its runs hold %zu bytes, its copy %zu at %p",
-         pool->id.a, pool->id.b, sum, off->bytes, off->host);
+  if (sum != off->bytes || (off->bytes != 0) != (off->host != NULL) ||
+      (off->host && off->host_bytes < off->bytes))
+    FAIL("asleep pool {%" PRIu64 ",%" PRIu64
+         "}: its runs hold %zu bytes, its copy %zu at %p in a buffer of %zu",
+         pool->id.a, pool->id.b, sum, off->bytes, off->host, off->host_bytes);
+  if (off->host && recap__pinned_is_kept(off->host))
+    FAIL("asleep pool {%" PRIu64 ",%" PRIu64
+         "}: its copy at %p is also a pinned buffer kept for the next sleep",
+         pool->id.a, pool->id.b, off->host);
   return RECAP_SUCCESS;
 }
 

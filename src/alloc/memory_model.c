@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "alloc/alloc_internal.h"
+#include "alloc/pinned_cache.h"
 #include "core/error.h"
 #include "core/host.h"
 
@@ -118,6 +119,7 @@ recap_status_t recap__memory_model_take(recap__memory_model_t *model, int first,
   recap__alloc_lock();
   for (int device = first; taken && device <= last; device++)
     if (recap__alloc.devices[device]) taken = take_device(model, recap__alloc.devices[device]);
+  recap__pinned_kept(&model->pinned_kept_buffers, &model->pinned_kept_bytes);
   recap__alloc_unlock();
   if (!taken)
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY,

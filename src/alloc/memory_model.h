@@ -69,6 +69,9 @@ typedef struct recap__memory_model {
   recap__model_block_t *blocks;
   size_t device_count, pool_count, segment_count, block_count;
   size_t device_cap, pool_cap, segment_cap, block_cap;
+  /* The pinned host buffers kept for OFFLOAD sleeps (offload_keep_pinned; pinned_cache.h),
+   * process-wide: how many and their bytes. */
+  size_t pinned_kept_buffers, pinned_kept_bytes;
 } recap__memory_model_t;
 
 /* Copy the devices first..last that recap has used into *model (emptied first; free it with

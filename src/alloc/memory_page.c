@@ -170,7 +170,12 @@ static void write_totals(page_t *pg, const recap__memory_model_t *m) {
   recap__strbuf_printf(pg, "%" PRId64 "</span></div>\n", graphs);
   totals_item(pg, "executables");
   bytes(pg, exec);
-  recap__strbuf_puts(pg, "</span></div>\n</div>\n");
+  recap__strbuf_puts(pg, "</span></div>\n");
+  /* Host memory, process-wide: the pinned buffers kept for the next OFFLOAD sleep. */
+  totals_item(pg, "pinned, kept for offload");
+  bytes(pg, (int64_t)m->pinned_kept_bytes);
+  recap__strbuf_printf(pg, "</span> (%zu buffer%s)</div>\n</div>\n", m->pinned_kept_buffers,
+                       m->pinned_kept_buffers == 1 ? "" : "s");
 }
 
 static void write_legend(page_t *pg) {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "alloc/alloc_internal.h"
+#include "alloc/pinned_cache.h"
 #include "core/host.h"
 
 static void free_pool_memory_records(recap__pool_t *pool) {
@@ -60,5 +61,7 @@ void recap__alloc_reset(void) {
   recap__alloc.freed = NULL;
   recap__alloc.freed_next = 0;
   atomic_store(&recap__alloc_sleeping, 0);
+  /* The kept pinned buffers went with the fake too. */
+  recap__pinned_reset();
   recap__alloc_unlock();
 }

@@ -5,12 +5,13 @@
  * A pool sleeps when every segment it keeps is on CUDA virtual memory (vmm_segment.c): its
  * blocks, free sets and statistics stay as they are, only the physical chunks behind its
  * segments go. Sleep waits for the device, copies the blocks in use to one pinned host buffer
- * (OFFLOAD), unmaps every chunk and releases every handle; wake maps fresh chunks of up to
- * RECAP__VMM_WAKE_CHUNK over each segment's [0, size) at the same addresses and copies the
- * blocks back. Every step that can fail before the pool's state changes is undone on failure,
- * so a pool is asleep or awake, never half: the only failure that leaves a new state is a
- * release after every unmap succeeded (the handle is kept in its segment and released at the
- * wake; until then its memory stays taken).
+ * (OFFLOAD; the buffer comes from pinned_cache.c, which keeps buffers between sleeps with the
+ * option offload_keep_pinned), unmaps every chunk and releases every handle; wake maps fresh
+ * chunks of up to RECAP__VMM_WAKE_CHUNK over each segment's [0, size) at the same addresses,
+ * copies the blocks back and hands the buffer back to pinned_cache.c. Every step that can fail
+ * before the pool's state changes is undone on failure, so a pool is asleep or awake, never
+ * half: the only failure that leaves a new state is a release after every unmap succeeded (the
+ * handle is kept in its segment and released at the wake; until then its memory stays taken).
  *
  * While a pool sleeps, the allocator refuses to hand out its blocks (request_begin in
  * allocator.c) and to route a capture to it (pool.c), recap_empty_cache leaves it alone, and the
@@ -24,6 +25,7 @@
 #include <string.h>
 
 #include "alloc/alloc_internal.h"
+#include "alloc/pinned_cache.h"
 #include "core/assert.h"
 #include "core/error.h"
 #include "core/host.h"
@@ -81,6 +83,13 @@ static recap_status_t capture_refusal(const char *call, int device) {
                       "device and copy on it, which would invalidate the capture. Call it "
                       "before the capture begins or after it ends",
                       call, device);
+}
+
+/* The option offload_keep_pinned at 0 frees the kept pinned buffers at the next sleep or wake
+ * (pinned_cache.c), unless a capture is under way: cudaFreeHost would invalidate it. */
+static void apply_keep_option(const char *call) {
+  int capturing;
+  if (!capture_under_way(&capturing)) recap__pinned_apply_option(call);
 }
 
 static bool is_asleep(const recap__pool_t *pool) { return pool->state != RECAP_POOL_AWAKE; }
@@ -162,22 +171,23 @@ static recap_status_t copy_back(const recap__pool_t *pool, const recap__offload_
   return dev->stream_synchronize(NULL);
 }
 
-/* Free off and its pinned buffer, on a path that already failed: a failure here is logged, the
- * caller's error stays. */
+/* Free off and hand its pinned buffer back (kept or freed, by the option), on a path that
+ * already failed: a failure here is logged, the caller's error stays. */
 static void offload_drop(recap__offload_t *off) {
   if (!off) return;
   if (off->host) {
     recap__saved_error_t saved;
     recap__error_save(&saved);
-    if (recap__device()->host_free_pinned(off->host) != RECAP_SUCCESS)
-      RECAP__WARN("could not free %zu bytes of pinned host memory (%s); they are lost", off->bytes,
-                  recap_last_error());
+    if (recap__pinned_give(off->host, off->host_bytes) != RECAP_SUCCESS)
+      RECAP__WARN("could not free %zu bytes of pinned host memory (%s); they are lost",
+                  off->host_bytes, recap_last_error());
     recap__error_restore(&saved);
   }
   recap__host_free(off);
 }
 
-/* Copy pool's blocks in use to a new pinned buffer: *out, or an error with nothing kept. */
+/* Copy pool's blocks in use to a pinned buffer (a kept one, or new): *out, or an error with
+ * nothing held. */
 static recap_status_t offload_take(const recap__pool_t *pool, const char *call,
                                    recap__offload_t **out) {
   size_t count = 0, bytes = 0;
@@ -202,7 +212,7 @@ static recap_status_t offload_take(const recap__pool_t *pool, const char *call,
     }
   off->bytes = bytes;
   if (bytes) {
-    recap_status_t s = recap__device()->host_alloc_pinned(&off->host, bytes);
+    recap_status_t s = recap__pinned_take(bytes, &off->host, &off->host_bytes, call);
     if (s != RECAP_SUCCESS) {
       off->host = NULL;
       recap__host_free(off);
@@ -497,7 +507,7 @@ static recap_status_t wake_pool(recap__pool_t *pool, int device, const char *cal
   }
   recap__offload_t *off = pool->offload;
   if (off && off->bytes) s = copy_back(pool, off);
-  if (s == RECAP_SUCCESS && off && off->host) s = dev->host_free_pinned(off->host);
+  if (s == RECAP_SUCCESS && off && off->host) s = recap__pinned_give(off->host, off->host_bytes);
   if (s != RECAP_SUCCESS) {
     /* The copy is still whole in host memory: back to sleep as before. */
     wake_undo(pool);
@@ -539,6 +549,7 @@ recap_status_t recap_pool_sleep(recap_pool_id_t id, recap_sleep_mode_t mode) {
   recap_status_t s;
   recap__alloc_lock();
   recap__alloc_settle();
+  apply_keep_option("recap_pool_sleep");
   /* The default pool of a device recap has not used yet can sleep too (it is empty). */
   recap__device_state_t *d =
       recap_pool_is_default(id) ? recap__alloc_device_state(device) : recap__alloc.devices[device];
@@ -559,6 +570,7 @@ recap_status_t recap_pool_wake(recap_pool_id_t id) {
   recap_status_t s = RECAP_SUCCESS;
   recap__alloc_lock();
   recap__alloc_settle();
+  apply_keep_option("recap_pool_wake");
   recap__device_state_t *d = recap__alloc.devices[device];
   recap__pool_t *pool = find_pool(d, id);
   if (!pool && !recap_pool_is_default(id))
@@ -646,6 +658,7 @@ recap_status_t recap_sleep(recap_sleep_mode_t mode) {
     s = capture_refusal("recap_sleep", capturing);
     goto out;
   }
+  recap__pinned_apply_option("recap_sleep");
   slept = recap__host_calloc(total ? total : 1, sizeof *slept);
   devices = recap__host_calloc(total ? total : 1, sizeof *devices);
   if (!slept || !devices) {
@@ -684,6 +697,7 @@ recap_status_t recap_wake(void) {
   recap__saved_error_t saved;
   recap__alloc_lock();
   recap__alloc_settle();
+  apply_keep_option("recap_wake");
   for (int i = 0; i < RECAP__MAX_DEVICES; i++) {
     recap__device_state_t *d = recap__alloc.devices[i];
     if (!d) continue;

@@ -11,11 +11,13 @@
  * "segments":[{"address":"0x..","size":n,"small":bool,"stream":"0x..","vmm":bool,
  * "va_bytes":n,"chunks":n,
  * "blocks":[{"address":"0x..","size":n,"requested":n,"state":"allocated"|"free"|
- * "pending_events"|"deferred"}]}]}]}]}
+ * "pending_events"|"deferred"}]}]}]}],"pinned_kept_buffers":n,"pinned_kept_bytes":n}
  * The pool's accounting fields are recap_pool_memory's (recap/memory.h), with its rules. A
  * segment's "size" is what its blocks tile (for a VMM segment, the mapped extent, which stays
  * while the pool sleeps); "va_bytes" is the virtual range a VMM segment reserves and "chunks" the
- * physical chunks mapped into it now (both 0 for a classic segment).
+ * physical chunks mapped into it now (both 0 for a classic segment). "pinned_kept_buffers" and
+ * "pinned_kept_bytes" are the process's pinned host buffers kept for the next OFFLOAD sleep
+ * (the option offload_keep_pinned), whatever device the snapshot is of.
  */
 #include "alloc/memory_model.h"
 #include "alloc/alloc_internal.h"
@@ -188,6 +190,10 @@ recap_status_t recap_memory_snapshot_json(int device, char **json) {
     recap__json_object_end(&j);
   }
   recap__json_array_end(&j);
+  recap__json_key(&j, "pinned_kept_buffers");
+  recap__json_uint(&j, m.pinned_kept_buffers);
+  recap__json_key(&j, "pinned_kept_bytes");
+  recap__json_uint(&j, m.pinned_kept_bytes);
   recap__json_object_end(&j);
   recap__memory_model_free(&m);
   return recap__json_finish(&j, json);

@@ -134,6 +134,7 @@ static const char *check_rules(const uint64_t *v) {
    * max_split_size never takes a block of max_split_size or more, so a limit at or below
    * large_segment would give every medium request a fresh segment that nobody reuses. */
   if (v[OPT_expandable_segments] > 1) return "expandable_segments must be 0 (off) or 1 (on)";
+  if (v[OPT_offload_keep_pinned] > 1) return "offload_keep_pinned must be 0 (off) or 1 (on)";
   if (v[OPT_max_split_size] && v[OPT_max_split_size] <= v[OPT_large_segment])
     return "max_split_size must be 0 (no limit) or larger than large_segment: medium requests "
            "share segments of large_segment bytes, which a smaller limit would forbid";

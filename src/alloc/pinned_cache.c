@@ -1,0 +1,139 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * pinned_cache.c — pinned host buffers for RECAP_SLEEP_OFFLOAD, kept between sleeps with the
+ * option offload_keep_pinned (pinned_cache.h; docs/sleep.md, "The cost of OFFLOAD").
+ *
+ * The kept buffers are an unsorted array: a process keeps about one per pool that sleeps, so a
+ * linear search for the smallest one that fits costs nothing beside the copies. sleep.c takes
+ * and gives buffers; allocator.c's recap_empty_cache releases them all; neither is called from
+ * here, and the caller holds the allocator's lock.
+ *
+ * Keeping never adds to the pinned memory recap holds: a new buffer is pinned only when no kept
+ * one is large enough, and then every kept one is freed first, so the pinned memory held
+ * (kept and in use) never exceeds what the buffers in use held at the latest new pinning (a
+ * buffer whose free failed aside).
+ */
+#include "alloc/pinned_cache.h"
+
+#include "core/error.h"
+#include "core/host.h"
+#include "core/options.h"
+#include "device/device.h"
+
+typedef struct kept {
+  void *ptr;
+  size_t size;
+} kept_t;
+
+static kept_t *kept;
+static size_t kept_count, kept_capacity;
+
+/* The option, read now; 0 when the options cannot be read (a bad RECAP_ALLOC_CONF): nothing is
+ * kept then, which needs no option to be right. */
+static bool keep_option(void) {
+  recap__options_t o;
+  recap__saved_error_t saved;
+  recap__error_save(&saved);
+  bool keep = recap__options_get(&o) == RECAP_SUCCESS && o.offload_keep_pinned;
+  recap__error_restore(&saved);
+  return keep;
+}
+
+static void remove_at(size_t i) { kept[i] = kept[--kept_count]; }
+
+recap_status_t recap__pinned_release_all(const char *call) {
+  recap_status_t first = RECAP_SUCCESS;
+  recap__saved_error_t cause;
+  for (size_t i = kept_count; i-- > 0;) {
+    kept_t k = kept[i];
+    recap_status_t s = recap__device()->host_free_pinned(k.ptr);
+    if (s == RECAP_SUCCESS) {
+      remove_at(i);
+      continue;
+    }
+    if (first == RECAP_SUCCESS) {
+      first = s;
+      recap__error_save(&cause);
+    }
+  }
+  if (first != RECAP_SUCCESS)
+    return recap__error(first,
+                        "%s: freeing a pinned host buffer kept for RECAP_SLEEP_OFFLOAD failed "
+                        "(%s); it stays kept, and the next recap_empty_cache frees it",
+                        call, cause.message);
+  if (kept_count == 0) {
+    recap__host_free(kept);
+    kept = NULL;
+    kept_capacity = 0;
+  }
+  return RECAP_SUCCESS;
+}
+
+/* Free every kept buffer where the caller's own outcome does not depend on it: a failure is a
+ * warning, the caller's error state untouched. */
+static void release_all_quietly(const char *call) {
+  if (kept_count == 0) return;
+  recap__saved_error_t saved;
+  recap__error_save(&saved);
+  if (recap__pinned_release_all(call) != RECAP_SUCCESS) RECAP__WARN("%s", recap_last_error());
+  recap__error_restore(&saved);
+}
+
+recap_status_t recap__pinned_take(size_t bytes, void **ptr, size_t *size, const char *call) {
+  size_t best = kept_count;
+  for (size_t i = 0; i < kept_count; i++)
+    if (kept[i].size >= bytes && (best == kept_count || kept[i].size < kept[best].size)) best = i;
+  if (best < kept_count) {
+    *ptr = kept[best].ptr;
+    *size = kept[best].size;
+    remove_at(best);
+    return RECAP_SUCCESS;
+  }
+  release_all_quietly(call);
+  void *p = NULL;
+  RECAP__CHECK(recap__device()->host_alloc_pinned(&p, bytes));
+  *ptr = p;
+  *size = bytes;
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap__pinned_give(void *ptr, size_t size) {
+  if (keep_option()) {
+    if (kept_count == kept_capacity) {
+      size_t capacity = kept_capacity ? 2 * kept_capacity : 4;
+      kept_t *grown = recap__host_realloc(kept, capacity * sizeof *grown);
+      if (grown) {
+        kept = grown;
+        kept_capacity = capacity;
+      }
+    }
+    if (kept_count < kept_capacity) {
+      kept[kept_count++] = (kept_t){.ptr = ptr, .size = size};
+      return RECAP_SUCCESS;
+    }
+  }
+  return recap__device()->host_free_pinned(ptr);
+}
+
+void recap__pinned_apply_option(const char *call) {
+  if (kept_count && !keep_option()) release_all_quietly(call);
+}
+
+void recap__pinned_kept(size_t *buffers, size_t *bytes) {
+  size_t sum = 0;
+  for (size_t i = 0; i < kept_count; i++) sum += kept[i].size;
+  *buffers = kept_count;
+  *bytes = sum;
+}
+
+bool recap__pinned_is_kept(const void *ptr) {
+  for (size_t i = 0; i < kept_count; i++)
+    if (kept[i].ptr == ptr) return true;
+  return false;
+}
+
+void recap__pinned_reset(void) {
+  recap__host_free(kept);
+  kept = NULL;
+  kept_count = kept_capacity = 0;
+}
