@@ -23,6 +23,15 @@ static recap_pool_id_t default_pool(void) { return (recap_pool_id_t){0, 0}; }
 
 static void vmm_on(void) { OK(recap_option_set_u64("expandable_segments", 1)); }
 
+/* A fresh fake device of 1 GiB: a VMM segment reserves as many addresses as the device has
+ * memory, and under valgrind a process cannot reserve the default 64 GiB. */
+enum { DEVICE_BYTES = 1 << 30 };
+static void reset_device(void) {
+  recap__fake_config_t cfg = {.device_count = 1, .memory_per_device = DEVICE_BYTES};
+  recap_test_reset(&cfg);
+  recap_clear_last_error();
+}
+
 static recap_pool_memory_t pool_memory(recap_pool_id_t id) {
   recap_pool_memory_t m = RECAP_POOL_MEMORY_INIT;
   OK(recap_pool_memory(id, &m));
@@ -45,7 +54,7 @@ static recap__segment_t *only_segment(recap_pool_id_t id) {
 
 static void growth_extends_one_segment(void **state) {
   (void)state;
-  reset();
+  reset_device();
   vmm_on();
   recap_stream_t s = recap__fake_stream_new();
   /* A request of the large class maps what it asks for, rounded up to the granularity: no
@@ -58,10 +67,10 @@ static void growth_extends_one_segment(void **state) {
   assert_int_equal(st.num_device_alloc, 1);
   assert_int_equal(recap__fake_now().vmm_bytes_mapped, 12 * MiB);
   assert_int_equal(recap__fake_now().vmm_ranges_live, 1);
-  /* The range spans the device's memory (64 GiB by default). */
-  assert_int_equal(recap__fake_now().vmm_bytes_reserved, (size_t)64 << 30);
+  /* The range spans the device's memory. */
+  assert_int_equal(recap__fake_now().vmm_bytes_reserved, (size_t)DEVICE_BYTES);
   assert_int_equal(pool_memory(default_pool()).vmm_segments, 1);
-  assert_int_equal(pool_memory(default_pool()).vmm_reserved_va_bytes, (int64_t)64 << 30);
+  assert_int_equal(pool_memory(default_pool()).vmm_reserved_va_bytes, (int64_t)DEVICE_BYTES);
   /* a fills the segment: a 4 MiB request maps 4 MiB more after it, in the same segment. */
   OK(recap_malloc(&b, 4 * MiB, s));
   assert_ptr_equal(b, (char *)a + 12 * MiB);
@@ -96,7 +105,7 @@ static void growth_extends_one_segment(void **state) {
  * than the request lacks (large_segment plays no part), both rounded up to the granularity. */
 static void growth_least_per_class(void **state) {
   (void)state;
-  reset();
+  reset_device();
   vmm_on();
   OK(recap_option_set("small_segment", "4MiB"));
   OK(recap_option_set("large_segment", "32MiB"));
@@ -123,7 +132,7 @@ static void growth_least_per_class(void **state) {
 
 static void growth_after_an_allocated_last_block_adds_a_block(void **state) {
   (void)state;
-  reset();
+  reset_device();
   vmm_on();
   recap_stream_t s = recap__fake_stream_new();
   void *a, *b;
@@ -151,7 +160,7 @@ static void growth_after_an_allocated_last_block_adds_a_block(void **state) {
 
 static void small_and_large_classes_and_streams_get_own_segments(void **state) {
   (void)state;
-  reset();
+  reset_device();
   vmm_on();
   recap_stream_t s = recap__fake_stream_new(), t = recap__fake_stream_new();
   void *p[6];
@@ -182,7 +191,7 @@ static void small_and_large_classes_and_streams_get_own_segments(void **state) {
 
 static void empty_cache_trims_the_free_tail(void **state) {
   (void)state;
-  reset();
+  reset_device();
   vmm_on();
   recap_stream_t s = recap__fake_stream_new();
   size_t free0 = 0, total = 0;
@@ -226,7 +235,7 @@ static void empty_cache_trims_the_free_tail(void **state) {
 
 static void trim_keeps_chunks_under_blocks_in_use(void **state) {
   (void)state;
-  reset();
+  reset_device();
   vmm_on();
   recap_stream_t s = recap__fake_stream_new();
   void *a, *b, *c;
@@ -266,7 +275,7 @@ static void trim_keeps_chunks_under_blocks_in_use(void **state) {
 
 static void memory_cap_applies(void **state) {
   (void)state;
-  reset();
+  reset_device();
   vmm_on();
   OK(recap_option_set("memory_cap", "24MiB"));
   recap_stream_t s = recap__fake_stream_new();
@@ -329,7 +338,7 @@ static void out_of_memory_retries_and_reports(void **state) {
  * have merged.) */
 static void the_retry_trims_the_growing_segment(void **state) {
   (void)state;
-  reset();
+  reset_device();
   vmm_on();
   recap_stream_t s = recap__fake_stream_new();
   void *a, *b, *c;
@@ -382,7 +391,7 @@ static void fault_at_each_growth_call(void **state) {
   (void)state;
   for (size_t k = 0; k < sizeof growth_faults / sizeof *growth_faults; k++) {
     for (int later = 0; later < 2; later++) {
-      reset();
+      reset_device();
       vmm_on();
       recap_stream_t s = recap__fake_stream_new();
       void *first = NULL, *p = (void *)0x1;
@@ -438,7 +447,7 @@ static void fault_at_each_trim_call(void **state) {
   (void)state;
   for (size_t k = 0; k < sizeof trim_faults / sizeof *trim_faults; k++) {
     for (int whole = 0; whole < 2; whole++) {
-      reset();
+      reset_device();
       vmm_on();
       recap_stream_t s = recap__fake_stream_new();
       void *a, *b;
@@ -482,7 +491,7 @@ static void fault_at_each_trim_call(void **state) {
  * as it was, and the private pool keeps its memory while routed. */
 static void capture_grows_a_private_pool_segment(void **state) {
   (void)state;
-  reset();
+  reset_device();
   vmm_on();
   recap_stream_t s = recap__fake_stream_new();
   void *outside;
@@ -534,7 +543,7 @@ static recap_status_t step(void *ctx, recap_stream_t stream) {
 
 static void graph_replays_on_a_grown_segment(void **state) {
   (void)state;
-  reset();
+  reset_device();
   vmm_on();
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g = NULL;
@@ -568,7 +577,7 @@ static void graph_replays_on_a_grown_segment(void **state) {
  * the allocation goes past the claims, so the later entries still get their addresses. */
 static void a_replay_keeps_the_claimed_tail(void **state) {
   (void)state;
-  reset();
+  reset_device();
   vmm_on();
   int device = 0;
   OK(recap__alloc_current_device(&device));
@@ -632,7 +641,7 @@ static void a_replay_keeps_the_claimed_tail(void **state) {
  * of b = 64 are of the small class, and take two 2 MiB chunks of its segment. */
 static void bucket_graphs_sharing_a_pool_map_what_the_largest_uses(void **state) {
   (void)state;
-  reset();
+  reset_device();
   vmm_on();
   recap_stream_t s = recap__fake_stream_new();
   static const size_t batch[8] = {512, 256, 128, 64, 32, 16, 8, 4};
@@ -666,7 +675,7 @@ static void bucket_graphs_sharing_a_pool_map_what_the_largest_uses(void **state)
  * bytes pass its range. */
 static void checker_catches_vmm_corruption(void **state) {
   (void)state;
-  reset();
+  reset_device();
   vmm_on();
   recap_stream_t s = recap__fake_stream_new();
   void *a, *b;
@@ -700,7 +709,7 @@ static void checker_catches_vmm_corruption(void **state) {
 
 static void option_accepts_0_and_1_only(void **state) {
   (void)state;
-  reset();
+  reset_device();
   OK(recap_options_parse("expandable_segments:1"));
   uint64_t v = 0;
   OK(recap_option_get("expandable_segments", &v));
@@ -739,7 +748,7 @@ static void a_device_without_vmm_says_so(void **state) {
  * one pool; each gives its memory back its own way. */
 static void classic_and_vmm_segments_coexist(void **state) {
   (void)state;
-  reset();
+  reset_device();
   recap_stream_t s = recap__fake_stream_new();
   void *classic, *vmm;
   OK(recap_malloc(&classic, 3 * MiB, s)); /* a classic 20 MiB segment */
