@@ -342,6 +342,10 @@ recap_status_t recap__vmm_segment_grow(recap__device_state_t *d, recap__pool_t *
  * segment left with nothing mapped releases its range and is deleted. The front cache must be
  * settled (recap__alloc_settle). Lock held. */
 recap_status_t recap__vmm_segment_trim(recap__device_state_t *d, recap__segment_t *seg);
+/* Whether recap__vmm_segment_trim would give back a chunk of seg: its last block is free and
+ * wholly holds the last chunk. The trim unmaps without waiting for the device (cuMemUnmap does
+ * not, unlike cudaFree), so the caller synchronises first when this says true. Lock held. */
+bool recap__vmm_segment_trimmable(const recap__segment_t *seg);
 /* The bytes recap__vmm_segment_grow would map for that request now (0: the segment's free last
  * block holds it already), asking the device's granularity if not known yet. Lock held. */
 recap_status_t recap__vmm_segment_need(recap__device_state_t *d, const recap__pool_t *pool,

@@ -370,6 +370,13 @@ static bool give_back_last_chunk(recap__segment_t *seg, recap_status_t *status) 
   return !back;
 }
 
+bool recap__vmm_segment_trimmable(const recap__segment_t *seg) {
+  RECAP__ASSERT(seg->vmm);
+  const recap__block_t *last = last_block(seg);
+  if (!last || !recap__block_is_free(last) || seg->chunk_count == 0) return false;
+  return seg->chunks[seg->chunk_count - 1].offset >= (size_t)(last->ptr - seg->base);
+}
+
 recap_status_t recap__vmm_segment_trim(recap__device_state_t *d, recap__segment_t *seg) {
   RECAP__ASSERT(seg->vmm);
   recap__block_t *last = last_block(seg);

@@ -256,6 +256,7 @@ void recap__fake_counters(recap__fake_counters_t *out) {
   out->cond_kernels_run = recap__fake.cond_kernels_run;
   out->vmm_chunks_live = recap__fake.vmm_chunks_live;
   out->vmm_bytes_mapped = recap__fake.vmm_bytes_mapped;
+  out->vmm_unmaps_unfinished = recap__fake.vmm_unmaps_unfinished;
   out->vmm_ranges_live = recap__fake.vmm_ranges_live;
   out->vmm_bytes_reserved = recap__fake.vmm_bytes_reserved;
   out->pinned_live = recap__fake.pinned_live;

@@ -328,6 +328,14 @@ recap_status_t recap__fake_op_vmm_map(void *ptr, size_t size, recap__vmm_handle_
   return recap__fake_unlock_and_report(&f);
 }
 
+/* Whether some stream (the legacy one included) has work queued and not completed. */
+static bool unfinished_work(void) {
+  if (recap__fake.legacy.completed != recap__fake.legacy.enqueued) return true;
+  for (const fake_stream_t *s = recap__fake.streams; s; s = s->next)
+    if (s->completed != s->enqueued) return true;
+  return false;
+}
+
 recap_status_t recap__fake_op_vmm_unmap(void *ptr, size_t size) {
   fake_failure_t f = {0};
   int device;
@@ -344,6 +352,9 @@ recap_status_t recap__fake_op_vmm_unmap(void *ptr, size_t size) {
                      cut ? "cuts a mapping; unmap whole mappings only"
                          : "covers addresses that are not mapped");
   } else {
+    /* CUDA's cuMemUnmap does not wait for queued work (cudaFree does): an unmap while a
+     * stream has work left is counted, for the tests of the callers' synchronisation. */
+    if (unfinished_work()) recap__fake.vmm_unmaps_unfinished++;
     /* The addresses become a reservation again before the records go. */
     void *at =
         mmap(p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
@@ -489,4 +500,5 @@ void recap__fake_vmm_reset(void) {
   recap__fake.pinned = NULL;
   recap__fake.vmm_chunks_live = recap__fake.vmm_ranges_live = recap__fake.pinned_live = 0;
   recap__fake.vmm_bytes_mapped = recap__fake.vmm_bytes_reserved = recap__fake.pinned_bytes = 0;
+  recap__fake.vmm_unmaps_unfinished = 0;
 }
