@@ -3,7 +3,9 @@
  * test_vmm_safety.c — what VMM segments (the expandable_segments option) must keep safe, on the
  * CPU fake: a trim of a free tail unmaps only after the device finished the work queued before
  * it (cuMemUnmap does not wait, unlike cudaFree), in recap_empty_cache and in the out-of-memory
- * retry; no tail is trimmed while a capture is under way.
+ * retry; no tail is trimmed while a capture is under way; the max_split_size rules, made for
+ * classic segments, leave VMM segments alone (a request takes what it needs of a free tail and
+ * leaves the rest).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -112,10 +114,86 @@ static void no_trim_during_a_capture(void **state) {
   check();
 }
 
+/* max_split_size=512MiB: after an 8 GiB block at the end of a VMM segment is freed, a request
+ * of 600 MiB (at least max_split_size) takes 600 MiB of the free tail, not all of it, and a
+ * request below the limit takes the tail's start too: the rest stays free for later requests,
+ * with no growth. */
+static void max_split_size_leaves_vmm_tails_split(void **state) {
+  (void)state;
+  reset();
+  vmm_on();
+  OK(recap_option_set("max_split_size", "512MiB"));
+  recap_stream_t s = recap__fake_stream_new();
+  void *keep, *big, *p, *q, *r;
+  OK(recap_malloc(&keep, 12 * MiB, s));
+  OK(recap_malloc(&big, 8192 * MiB, s));
+  OK(recap_free(big));
+  recap_memory_stats_t st = stats();
+  assert_int_equal(st.allocated_bytes[0].current, 12 * MiB);
+  assert_int_equal(st.reserved_bytes[0].current, 8204 * MiB);
+  assert_int_equal(st.num_device_alloc, 2);
+  OK(recap_malloc(&p, 600 * MiB, s));
+  assert_ptr_equal(p, big);
+  recap_block_info_t info;
+  OK(recap_block_info(p, &info));
+  assert_int_equal(info.size, 600 * MiB);
+  st = stats();
+  assert_int_equal(st.allocated_bytes[0].current, 612 * MiB);
+  assert_int_equal(st.reserved_bytes[0].current, 8204 * MiB);
+  assert_int_equal(st.num_device_alloc, 2);
+  assert_int_equal(st.inactive_split_bytes[0].current, (8192 - 600) * MiB);
+  /* Below the limit: 4 MiB from the tail's start. */
+  OK(recap_malloc(&q, 4 * MiB, s));
+  assert_ptr_equal(q, (char *)big + 600 * MiB);
+  /* 7 GiB of the 7588 MiB left: no growth. */
+  OK(recap_malloc(&r, 7168 * MiB, s));
+  assert_ptr_equal(r, (char *)big + 604 * MiB);
+  st = stats();
+  assert_int_equal(st.allocated_bytes[0].current, (12 + 600 + 4 + 7168) * MiB);
+  assert_int_equal(st.reserved_bytes[0].current, 8204 * MiB);
+  assert_int_equal(st.num_device_alloc, 2);
+  check();
+  OK(recap_free(r));
+  OK(recap_free(q));
+  OK(recap_free(p));
+  OK(recap_free(keep));
+  OK(recap_empty_cache());
+  assert_int_equal(recap__fake_now().vmm_chunks_live, 0);
+  check();
+}
+
+/* The same request freed and asked again on its stream keeps taking 600 MiB (the front cache's
+ * rules are the slow path's): the pair never holds the whole tail. */
+static void max_split_size_pairs_on_a_vmm_tail(void **state) {
+  (void)state;
+  reset();
+  vmm_on();
+  OK(recap_option_set("max_split_size", "512MiB"));
+  recap_stream_t s = recap__fake_stream_new();
+  void *big, *p;
+  OK(recap_malloc(&big, 2048 * MiB, s));
+  OK(recap_free(big));
+  for (int i = 0; i < 4; i++) {
+    OK(recap_malloc(&p, 600 * MiB, s));
+    assert_ptr_equal(p, big);
+    assert_int_equal(stats().allocated_bytes[0].current, 600 * MiB);
+    recap_block_info_t info;
+    OK(recap_block_info(p, &info));
+    assert_int_equal(info.size, 600 * MiB);
+    check();
+    OK(recap_free(p));
+  }
+  assert_int_equal(stats().num_device_alloc, 1);
+  OK(recap_empty_cache());
+  check();
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(empty_cache_waits_before_unmapping),
     cmocka_unit_test(the_retry_waits_before_unmapping),
     cmocka_unit_test(no_trim_during_a_capture),
+    cmocka_unit_test(max_split_size_leaves_vmm_tails_split),
+    cmocka_unit_test(max_split_size_pairs_on_a_vmm_tail),
 };
 
 int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }

@@ -250,23 +250,29 @@ static inline void recap__stat_kind(recap_stat_t *array, bool small, int64_t amo
   }
 }
 
-/* Whether handing a free block of block_size bytes (of the small size class or not) to a request
- * of `size` bytes (rounded) splits off the rest. Decided on the request's size, as PyTorch does:
- * a request of max_split_size or more keeps its whole block (find_free_block gives it none more
- * than large_segment larger); a smaller request splits even a new segment that rounding made
- * max_split_size large. */
-static inline bool recap__should_split(size_t block_size, bool small, size_t size,
+/* Whether handing a free block of block_size bytes (of the small size class or not, of a VMM
+ * segment or not) to a request of `size` bytes (rounded) splits off the rest. Decided on the
+ * request's size, as PyTorch does: a request of max_split_size or more keeps its whole block
+ * (find_free_block gives it none more than large_segment larger); a smaller request splits even
+ * a new segment that rounding made max_split_size large. The max_split_size rules limit the
+ * fragmentation of classic segments, which go back to the driver only whole; a VMM segment
+ * gives back its free tail at any chunk boundary, so its blocks are ruled as if max_split_size
+ * were 0: a request always splits off a rest larger than small_size, and never holds a tail
+ * much larger than itself. */
+static inline bool recap__should_split(size_t block_size, bool small, bool vmm, size_t size,
                                        const recap__options_t *o) {
   size_t remaining = block_size - size;
   if (small) return remaining >= o->min_block_size;
-  if (o->max_split_size && size >= o->max_split_size) return false;
+  if (o->max_split_size && !vmm && size >= o->max_split_size) return false;
   return remaining > o->small_size;
 }
 
 /* The max_split_size rules of best fit: whether a request of `size` bytes may take a free block
- * of block_size bytes. */
-static inline bool recap__fit_allowed(size_t size, size_t block_size, const recap__options_t *o) {
-  if (!o->max_split_size) return true;
+ * of block_size bytes (of a VMM segment or not: a VMM segment's blocks have no such rule, see
+ * recap__should_split). */
+static inline bool recap__fit_allowed(size_t size, size_t block_size, bool vmm,
+                                      const recap__options_t *o) {
+  if (!o->max_split_size || vmm) return true;
   /* A small request does not take an unsplittable big block... */
   if (size < o->max_split_size && block_size >= o->max_split_size) return false;
   /* ...and a big request does not take a block much bigger than itself. */

@@ -707,14 +707,16 @@ static HOT_INLINE size_t find_free_block(const recap__free_set_t *set, recap_str
   if (i == set->count) return i;
   const recap__block_t *b = set->items[i];
   if (b->stream != stream) return set->count;
-  if (!recap__fit_allowed(size, b->size, o)) return set->count;
+  /* The segment is looked at only under max_split_size, off the common path. */
+  if (o->max_split_size && !recap__fit_allowed(size, b->size, b->segment->vmm, o))
+    return set->count;
   return i;
 }
 
 /* Whether handing b to a request of `size` bytes (rounded) splits off the rest
  * (recap__should_split). */
 static bool should_split(const recap__block_t *b, size_t size, const recap__options_t *o) {
-  return recap__should_split(b->size, b->segment->small, size, o);
+  return recap__should_split(b->size, b->segment->small, b->segment->vmm, size, o);
 }
 
 recap_status_t recap__pool_asleep_error(const char *call, const recap__pool_t *pool) {
