@@ -5,7 +5,7 @@
  * it (cuMemUnmap does not wait, unlike cudaFree), in recap_empty_cache and in the out-of-memory
  * retry; no tail is trimmed while a capture is under way; the max_split_size rules, made for
  * classic segments, leave VMM segments alone (a request takes what it needs of a free tail and
- * leaves the rest).
+ * leaves the rest); the checker accepts a range aligned to the minimum granularity only.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -188,12 +188,40 @@ static void max_split_size_pairs_on_a_vmm_tail(void **state) {
   check();
 }
 
+/* A device whose recommended granularity (4 MiB) is larger than its minimum (2 MiB): ranges
+ * start at a multiple of the minimum only (the fake never aligns them to the recommended one,
+ * CUDA does not promise it), chunks are multiples of the recommended one, and the checker
+ * passes. */
+static void checker_accepts_a_range_at_the_minimum_granularity(void **state) {
+  (void)state;
+  recap__fake_config_t cfg = {.vmm_granularity = 2 * MiB, .vmm_recommended_granularity = 4 * MiB};
+  recap_test_reset(&cfg);
+  vmm_on();
+  recap_stream_t s = recap__fake_stream_new();
+  void *a, *b;
+  OK(recap_malloc(&a, 3 * MiB, s));
+  assert_int_equal((uintptr_t)a % (2 * MiB), 0);
+  assert_int_equal((uintptr_t)a % (4 * MiB), 2 * MiB);
+  assert_int_equal(recap__fake_now().vmm_bytes_mapped, 4 * MiB); /* the recommended unit */
+  check();
+  OK(recap_malloc(&b, 5 * MiB, s));
+  assert_ptr_equal(b, (char *)a + 4 * MiB);
+  assert_int_equal(recap__fake_now().vmm_bytes_mapped, 12 * MiB);
+  check();
+  OK(recap_free(b));
+  OK(recap_free(a));
+  OK(recap_empty_cache());
+  assert_int_equal(recap__fake_now().vmm_ranges_live, 0);
+  check();
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(empty_cache_waits_before_unmapping),
     cmocka_unit_test(the_retry_waits_before_unmapping),
     cmocka_unit_test(no_trim_during_a_capture),
     cmocka_unit_test(max_split_size_leaves_vmm_tails_split),
     cmocka_unit_test(max_split_size_pairs_on_a_vmm_tail),
+    cmocka_unit_test(checker_accepts_a_range_at_the_minimum_granularity),
 };
 
 int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }

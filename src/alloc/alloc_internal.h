@@ -157,6 +157,7 @@ typedef struct recap__device_state {
   size_t spare_count, spare_capacity;
   recap_memory_stats_t stats;
   size_t vmm_granularity; /* the device's recommended VMM granularity, once asked (0: not yet) */
+  size_t vmm_min_granularity; /* its minimum, all a range's start is aligned to (with it) */
 } recap__device_state_t;
 
 /* A block freed while allocation sites are recorded: where it was allocated and freed. */

@@ -94,6 +94,8 @@ static recap_status_t granularity(recap__device_state_t *d, size_t *out) {
                           cause);
     }
     d->vmm_granularity = recommended ? recommended : minimum;
+    /* vmm_reserve aligns a range's start to the minimum only: the checker asks no more. */
+    d->vmm_min_granularity = minimum ? minimum : d->vmm_granularity;
   }
   *out = d->vmm_granularity;
   return RECAP_SUCCESS;

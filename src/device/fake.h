@@ -204,7 +204,10 @@ typedef struct recap__fake_config {
                                kernels fail as on a GPU outside RECAP_CUDA_ARCHITECTURES */
   size_t vmm_granularity;   /* the devices' minimum and recommended VMM granularity, a multiple
                                of the host's page size (default 2 MiB, as on an H100 or H200) */
-  bool vmm_unsupported;     /* the devices have no virtual memory management: the vmm_* ops
+  size_t vmm_recommended_granularity; /* a larger recommended granularity, a multiple of the
+                               minimum (0: the same); vmm_reserve then aligns a range's start to
+                               the minimum and never to it, as CUDA promises no more */
+  bool vmm_unsupported; /* the devices have no virtual memory management: the vmm_* ops
                                that need a granularity fail with RECAP_ERROR_NOT_SUPPORTED */
 } recap__fake_config_t;
 

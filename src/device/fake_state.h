@@ -244,6 +244,7 @@ typedef struct fake_state {
 
   /* Virtual memory management and pinned host memory (fake_vmm.c). */
   size_t vmm_granularity;
+  size_t vmm_recommended; /* a multiple of vmm_granularity */
   bool vmm_unsupported;
   fake_chunk_t *chunks;
   fake_range_t *ranges;

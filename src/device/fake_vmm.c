@@ -130,7 +130,7 @@ recap_status_t recap__fake_op_vmm_granularity(size_t *minimum, size_t *recommend
                        "cuMemGetAllocationGranularity: minimum and recommended are both NULL");
     } else {
       if (minimum) *minimum = recap__fake.vmm_granularity;
-      if (recommended) *recommended = recap__fake.vmm_granularity;
+      if (recommended) *recommended = recap__fake.vmm_recommended;
     }
   }
   return recap__fake_unlock_and_report(&f);
@@ -146,23 +146,27 @@ recap_status_t recap__fake_op_vmm_reserve(void **ptr, size_t size) {
   } else if (!ptr) {
     recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cuMemAddressReserve: ptr is NULL");
   } else if (!refuse_granular(&f, "cuMemAddressReserve", "size", size, device)) {
-    /* Reserve one granule more and trim, for an aligned start. */
-    size_t g = recap__fake.vmm_granularity;
+    /* Reserve more and trim, for a start aligned to the minimum granularity. With a larger
+     * recommended granularity the start is deliberately not aligned to it (an odd multiple of
+     * the minimum), as CUDA does not promise more than the alignment asked for. */
+    size_t g = recap__fake.vmm_granularity, rec = recap__fake.vmm_recommended;
+    size_t extra = rec > g ? rec + g : g;
     fake_range_t *r = malloc(sizeof *r);
-    char *raw = size <= SIZE_MAX - g ? mmap(NULL, size + g, PROT_NONE,
-                                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
-                                     : MAP_FAILED;
+    char *raw = size <= SIZE_MAX - extra ? mmap(NULL, size + extra, PROT_NONE,
+                                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+                                         : MAP_FAILED;
     if (!r || raw == MAP_FAILED) {
       free(r);
-      if (raw != MAP_FAILED) munmap(raw, size + g);
+      if (raw != MAP_FAILED) munmap(raw, size + extra);
       recap__fake_note(&f, RECAP_ERROR_OUT_OF_MEMORY,
                        "cuMemAddressReserve: out of memory (CUDA_ERROR_OUT_OF_MEMORY): the host "
                        "could not reserve %zu bytes of addresses for the fake",
                        size);
     } else {
-      char *base = (char *)(((uintptr_t)raw + g - 1) / g * g);
+      char *base = rec > g ? (char *)(((uintptr_t)raw + rec - 1) / rec * rec) + g
+                           : (char *)(((uintptr_t)raw + g - 1) / g * g);
       if (base > raw) munmap(raw, (size_t)(base - raw));
-      size_t tail = (size_t)(raw + size + g - (base + size));
+      size_t tail = (size_t)(raw + size + extra - (base + size));
       if (tail) munmap(base + size, tail);
       *r = (fake_range_t){base, size, recap__fake.ranges};
       recap__fake.ranges = r;
