@@ -312,12 +312,14 @@ static void out_of_memory_inside_a_capture(void **state) {
   void *p;
   assert_int_equal(recap_malloc(&p, (size_t)1 << 40, s), RECAP_ERROR_OUT_OF_MEMORY);
   assert_non_null(strstr(recap_last_error(), "out of memory"));
-  /* The retry freed the default pool's cached segment in relaxed mode: capture still valid. */
+  /* The retry freed the default pool's cached classic segment in relaxed mode: capture still
+   * valid. A VMM segment's tail stays mapped: trimming it needs a device synchronisation, which
+   * would invalidate the capture (docs/allocator.md). */
   recap__capture_status_t status;
   uint64_t id;
   OK(recap__device()->stream_capture_info(s, &status, &id));
   assert_int_equal(status, RECAP__CAPTURE_ACTIVE);
-  assert_int_equal(stats().segment[0].current, 0);
+  assert_int_equal(stats().segment[0].current, vmm_segments_on() ? 1 : 0);
   OK(recap_malloc(&p, 1000, s));
   capture_end(s, pool);
   OK(recap_free(p));

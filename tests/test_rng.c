@@ -90,18 +90,20 @@ static void create_and_destroy(void **state) {
   (void)state;
   reset();
   recap_memory_stats_t before = stats();
+  size_t raw_before = recap__fake_now().bytes_in_use[0];
   recap_generator_t gen = generator(42);
   uint64_t v = 0;
   OK(recap_generator_get_seed(gen, &v));
   assert_int_equal(v, 42);
   assert_int_equal(offset_of(gen), 0);
+  /* Its 24 bytes of device state come from the driver, not from a pool. */
   recap_memory_stats_t during = stats();
   assert_int_equal(during.allocation[RECAP_STAT_ALL].current,
-                   before.allocation[RECAP_STAT_ALL].current + 1);
+                   before.allocation[RECAP_STAT_ALL].current);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], raw_before + 24);
   check();
   OK(recap_generator_destroy(gen));
-  assert_int_equal(stats().allocation[RECAP_STAT_ALL].current,
-                   before.allocation[RECAP_STAT_ALL].current);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], raw_before);
   OK(recap_generator_destroy(NULL));
 
   EXPECT_STATUS(recap_generator_create(NULL, 1), RECAP_ERROR_INVALID_ARGUMENT);
@@ -117,13 +119,16 @@ static void create_and_destroy(void **state) {
 /* A creation that cannot get its device words fails cleanly. */
 static void create_fails_without_device_memory(void **state) {
   (void)state;
-  recap__fake_config_t cfg = {.memory_per_device = 4096}; /* no room for a segment */
+  recap__fake_config_t cfg = {.memory_per_device = 16}; /* no room for 24 bytes */
   recap_test_reset(&cfg);
   recap_clear_last_error();
   recap_generator_t gen = (recap_generator_t)(uintptr_t)1;
   EXPECT_STATUS(recap_generator_create(&gen, 1), RECAP_ERROR_OUT_OF_MEMORY);
   assert_null(gen);
-  assert_int_equal(stats().allocation[RECAP_STAT_ALL].current, 0);
+  assert_non_null(strstr(recap_last_error(),
+                         "recap_generator_create: the generator's device "
+                         "state (24 bytes) could not be allocated: "));
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
   check();
 }
 
@@ -206,13 +211,10 @@ static void captured_states_point_at_the_device_words(void **state) {
     assert_ptr_equal(st.seed_ptr, words); /* the same words every time */
     recap__fake_launch_kernel(s, "work");
   }
-  /* The words are one block of recap's allocator (the generator's 24 bytes). */
+  /* The words (the generator's 24 bytes) come from the driver, in no pool of the allocator, so
+   * that no sleep takes them (docs/sleep.md). */
   recap_block_info_t block;
-  OK(recap_block_info(words, &block));
-  assert_ptr_equal(block.base, words);
-  assert_int_equal(block.size, 512);
-  assert_int_equal(block.requested, 3 * sizeof(uint64_t));
-  assert_true(recap_pool_is_default(block.pool)); /* made eagerly, outside any capture */
+  assert_int_equal(recap_block_info(words, &block), RECAP_ERROR_INVALID_ARGUMENT);
   OK(recap_graph_capture_end(g));
   /* The capture did not advance the eager offset. */
   assert_int_equal(offset_of(gen), 8);
@@ -555,21 +557,21 @@ static void graphs_keep_a_destroyed_generator_alive(void **state) {
   OK(recap_rng_uniform(gen, out, 4, s));
   OK(recap_graph_capture_end(g2));
   const uint64_t *words = st.seed_ptr;
-  int64_t with_generator = stats().allocation[RECAP_STAT_ALL].current;
+  size_t with_generator = recap__fake_now().bytes_in_use[0]; /* its words: 24 bytes */
 
   OK(recap_generator_destroy(gen)); /* the user's reference goes; the graphs' stay */
-  assert_int_equal(stats().allocation[RECAP_STAT_ALL].current, with_generator);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], with_generator);
   OK(recap_graph_replay(g1, s));
   OK(recap_graph_replay(g2, s));
   assert_int_equal(words[0], 8);
   assert_int_equal(words[1], 4);
 
   OK(recap_graph_reset(g1)); /* reset drops its reference */
-  assert_int_equal(stats().allocation[RECAP_STAT_ALL].current, with_generator);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], with_generator);
   OK(recap_graph_replay(g2, s));
   assert_int_equal(words[1], 8);
   OK(recap_graph_destroy(g2)); /* the last reference: the generator goes */
-  assert_int_equal(stats().allocation[RECAP_STAT_ALL].current, with_generator - 1);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], with_generator - 24);
   OK(recap_graph_destroy(g1));
   OK(recap_free(out));
   assert_int_equal(stats().allocation[RECAP_STAT_ALL].current, 0);
@@ -578,21 +580,22 @@ static void graphs_keep_a_destroyed_generator_alive(void **state) {
 
 /* ---- memory -------------------------------------------------------------------------------- */
 
-static void memory_is_one_block_per_generator_and_stays_flat(void **state) {
+static void memory_is_24_bytes_per_generator_and_stays_flat(void **state) {
   (void)state;
   reset();
   recap_stream_t s = recap__fake_stream_new();
   float *out = floats(1024);
   recap_memory_stats_t base = stats();
+  size_t raw_base = recap__fake_now().bytes_in_use[0];
   recap_generator_t gens[3];
   for (int i = 0; i < 3; i++) gens[i] = generator((uint64_t)i);
+  /* Each generator's words are 24 bytes from the driver, outside the allocator's pools. */
   recap_memory_stats_t with = stats();
   assert_int_equal(with.allocation[RECAP_STAT_ALL].current,
-                   base.allocation[RECAP_STAT_ALL].current + 3);
+                   base.allocation[RECAP_STAT_ALL].current);
   assert_int_equal(with.allocated_bytes[RECAP_STAT_ALL].current,
-                   base.allocated_bytes[RECAP_STAT_ALL].current + 3 * 512);
-  assert_int_equal(with.requested_bytes[RECAP_STAT_ALL].current,
-                   base.requested_bytes[RECAP_STAT_ALL].current + 3 * 24);
+                   base.allocated_bytes[RECAP_STAT_ALL].current);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], raw_base + 3 * 24);
 
   uint64_t expected = 0;
   for (int i = 0; i < 100; i++) {
@@ -627,6 +630,7 @@ static void memory_is_one_block_per_generator_and_stays_flat(void **state) {
   }
   assert_int_equal(stats().allocation[RECAP_STAT_ALL].current,
                    base.allocation[RECAP_STAT_ALL].current);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], raw_base);
   OK(recap_free(out));
   OK(recap_empty_cache());
   assert_int_equal(stats().reserved_bytes[RECAP_STAT_ALL].current, 0);
@@ -900,7 +904,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(concurrent_captures_cannot_share_a_generator),
       cmocka_unit_test(a_failed_capture_lets_go_of_the_generator),
       cmocka_unit_test(graphs_keep_a_destroyed_generator_alive),
-      cmocka_unit_test(memory_is_one_block_per_generator_and_stays_flat),
+      cmocka_unit_test(memory_is_24_bytes_per_generator_and_stays_flat),
       cmocka_unit_test(launch_shapes_and_increments),
       cmocka_unit_test(library_kernels_consume_their_increment),
       cmocka_unit_test(fake_kernels_fill_from_the_state),

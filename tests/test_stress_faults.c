@@ -202,13 +202,14 @@ static bool sweep_vmm;
 
 /* Kinds of calls that no path of the library makes in the mode swept, so no workload can reach
  * them: pinned host memory (src/device/fake_vmm.c), which the allocator's sleep/wake will call;
- * with classic segments, the seam's virtual memory management, and with VMM segments,
- * cudaMalloc. The sweep checks that the workload indeed makes none of them: the day a library
- * path makes one, the sweep fails until the kind leaves this list and its faults are swept. */
+ * with classic segments, the seam's virtual memory management (cudaMalloc is reached in both
+ * modes: segments, or the generators' device state). The sweep checks that the workload indeed
+ * makes none of them: the day a library path makes one, the sweep fails until the kind leaves
+ * this list and its faults are swept. */
 static bool reached_by_no_library_path(recap__fake_fault_t kind) {
   if (kind == RECAP__FAKE_FAULT_HOST_ALLOC_PINNED || kind == RECAP__FAKE_FAULT_HOST_FREE_PINNED)
     return true;
-  if (sweep_vmm) return kind == RECAP__FAKE_FAULT_RAW_MALLOC;
+  if (sweep_vmm) return false;
   return kind >= RECAP__FAKE_FAULT_VMM_GRANULARITY && kind <= RECAP__FAKE_FAULT_VMM_SET_ACCESS;
 }
 

@@ -20,7 +20,9 @@
  *
  * While a pool sleeps (RECAP_ERROR_POOL_ASLEEP is the status of what it refuses):
  *   - a replay of a graph holding the pool, or of any graph of the device while the device's
- *     default pool sleeps (a graph may read blocks of it), is refused and launches nothing;
+ *     default pool sleeps (a graph may read blocks of it), is refused and launches nothing; a
+ *     graph that reads blocks of another private pool is not refused while that pool sleeps:
+ *     the caller must not sleep a pool whose blocks a graph it replays reads;
  *   - recap_malloc from it (routed by a capture, or the default pool's) is refused, and so is a
  *     capture routed to it (recap_pool_route_begin, recap_graph_capture_begin);
  *   - recap_free of its blocks is allowed and needs no device memory: the block is free when the
@@ -63,6 +65,10 @@ typedef enum recap_pool_state {
 /* Put pool (on the current device) to sleep. It first waits for all work queued on the device
  * (cudaDeviceSynchronize: a replay still running may use the pool), then, for OFFLOAD, copies
  * the blocks in use to pinned host memory, then unmaps and releases the physical memory.
+ * A replay in another thread is ordered with a sleep by its check only: one whose launch is
+ * queued before that wait is waited for, but one that passed its check before the sleep and
+ * launches after the wait runs on unmapped memory. Sleep and wake between replays. The
+ * generators' device state (recap/rng.h) is in no pool and never sleeps.
  * Errors, the pool left as it was (awake, contents intact) unless said otherwise:
  *   RECAP_ERROR_INVALID_ARGUMENT  an unknown mode;
  *   RECAP_ERROR_NOT_FOUND         a private pool recap does not know on this device;

@@ -157,6 +157,7 @@ typedef struct recap__device_state {
   size_t spare_count, spare_capacity;
   recap_memory_stats_t stats;
   size_t vmm_granularity; /* the device's recommended VMM granularity, once asked (0: not yet) */
+  size_t vmm_min_granularity; /* its minimum, all a range's start is aligned to (with it) */
 } recap__device_state_t;
 
 /* A block freed while allocation sites are recorded: where it was allocated and freed. */
@@ -250,23 +251,29 @@ static inline void recap__stat_kind(recap_stat_t *array, bool small, int64_t amo
   }
 }
 
-/* Whether handing a free block of block_size bytes (of the small size class or not) to a request
- * of `size` bytes (rounded) splits off the rest. Decided on the request's size, as PyTorch does:
- * a request of max_split_size or more keeps its whole block (find_free_block gives it none more
- * than large_segment larger); a smaller request splits even a new segment that rounding made
- * max_split_size large. */
-static inline bool recap__should_split(size_t block_size, bool small, size_t size,
+/* Whether handing a free block of block_size bytes (of the small size class or not, of a VMM
+ * segment or not) to a request of `size` bytes (rounded) splits off the rest. Decided on the
+ * request's size, as PyTorch does: a request of max_split_size or more keeps its whole block
+ * (find_free_block gives it none more than large_segment larger); a smaller request splits even
+ * a new segment that rounding made max_split_size large. The max_split_size rules limit the
+ * fragmentation of classic segments, which go back to the driver only whole; a VMM segment
+ * gives back its free tail at any chunk boundary, so its blocks are ruled as if max_split_size
+ * were 0: a request always splits off a rest larger than small_size, and never holds a tail
+ * much larger than itself. */
+static inline bool recap__should_split(size_t block_size, bool small, bool vmm, size_t size,
                                        const recap__options_t *o) {
   size_t remaining = block_size - size;
   if (small) return remaining >= o->min_block_size;
-  if (o->max_split_size && size >= o->max_split_size) return false;
+  if (o->max_split_size && !vmm && size >= o->max_split_size) return false;
   return remaining > o->small_size;
 }
 
 /* The max_split_size rules of best fit: whether a request of `size` bytes may take a free block
- * of block_size bytes. */
-static inline bool recap__fit_allowed(size_t size, size_t block_size, const recap__options_t *o) {
-  if (!o->max_split_size) return true;
+ * of block_size bytes (of a VMM segment or not: a VMM segment's blocks have no such rule, see
+ * recap__should_split). */
+static inline bool recap__fit_allowed(size_t size, size_t block_size, bool vmm,
+                                      const recap__options_t *o) {
+  if (!o->max_split_size || vmm) return true;
   /* A small request does not take an unsplittable big block... */
   if (size < o->max_split_size && block_size >= o->max_split_size) return false;
   /* ...and a big request does not take a block much bigger than itself. */
@@ -342,6 +349,10 @@ recap_status_t recap__vmm_segment_grow(recap__device_state_t *d, recap__pool_t *
  * segment left with nothing mapped releases its range and is deleted. The front cache must be
  * settled (recap__alloc_settle). Lock held. */
 recap_status_t recap__vmm_segment_trim(recap__device_state_t *d, recap__segment_t *seg);
+/* Whether recap__vmm_segment_trim would give back a chunk of seg: its last block is free and
+ * wholly holds the last chunk. The trim unmaps without waiting for the device (cuMemUnmap does
+ * not, unlike cudaFree), so the caller synchronises first when this says true. Lock held. */
+bool recap__vmm_segment_trimmable(const recap__segment_t *seg);
 /* The bytes recap__vmm_segment_grow would map for that request now (0: the segment's free last
  * block holds it already), asking the device's granularity if not known yet. Lock held. */
 recap_status_t recap__vmm_segment_need(recap__device_state_t *d, const recap__pool_t *pool,

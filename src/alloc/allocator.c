@@ -481,13 +481,41 @@ static recap_status_t release_free_segments(recap__device_state_t *d, recap__fre
   return result;
 }
 
+/* Whether release_cached may trim VMM segments, decided at the first segment with something to
+ * trim. A free block may still be in use by work queued before its free: a block freed on its
+ * own stream is reused stream-ordered at once, and the events of blocks used on other streams
+ * say only that those streams got that far. cudaFree waits for the device, so a classic
+ * segment's release is safe; cuMemUnmap does not wait. So the first trim of a release_cached
+ * call synchronises the device once: that covers the segment's stream and every stream a block
+ * of the tail was used on, whatever the block's history, at the cost of one wait per call that
+ * trims (an empty_cache or an out-of-memory retry, both slow paths already). During a capture,
+ * on any device, a synchronisation would invalidate it: no VMM segment is trimmed then (the
+ * out-of-memory retry of a capture frees what classic segments can give and leaves the tails
+ * mapped). A failed synchronisation trims nothing either. */
+typedef struct trim_gate {
+  bool decided;
+  bool open;
+} trim_gate_t;
+
+static recap_status_t trim_gate_open(trim_gate_t *gate) {
+  if (gate->decided) return RECAP_SUCCESS;
+  gate->decided = true;
+  if (capture_under_way(NULL)) return RECAP_SUCCESS;
+  recap_status_t s = recap__device()->device_synchronize();
+  gate->open = s == RECAP_SUCCESS;
+  return s;
+}
+
 /* Give back the free tails of pool's VMM segments; those left with nothing mapped go. */
-static recap_status_t trim_vmm_segments(recap__device_state_t *d, recap__pool_t *pool) {
+static recap_status_t trim_vmm_segments(recap__device_state_t *d, recap__pool_t *pool,
+                                        trim_gate_t *gate) {
   recap_status_t result = RECAP_SUCCESS;
   for (recap__segment_t *seg = pool->segments, *next; seg; seg = next) {
     next = seg->next; /* the trim may delete seg */
-    if (!seg->vmm) continue;
-    recap_status_t s = recap__vmm_segment_trim(d, seg);
+    if (!seg->vmm || !recap__vmm_segment_trimmable(seg)) continue;
+    recap_status_t s = trim_gate_open(gate);
+    if (!gate->open) return s;
+    s = recap__vmm_segment_trim(d, seg);
     if (s != RECAP_SUCCESS) result = s;
   }
   return result;
@@ -495,15 +523,17 @@ static recap_status_t trim_vmm_segments(recap__device_state_t *d, recap__pool_t 
 
 /* Free the cached memory of device d: the default pool's unused segments and those of private
  * pools nobody references. Pools left with no segment are deleted. While a capture is routed,
- * events are not waited on (that is illegal during a capture), so only truly free segments go. */
+ * events are not waited on (that is illegal during a capture), so only truly free segments go,
+ * and VMM segments keep their tails (trim_gate_t says why). */
 static recap_status_t release_cached(recap__device_state_t *d) {
   process_events(d, true);
   recap_status_t result = RECAP_SUCCESS, s;
+  trim_gate_t gate = {false, false};
   /* An asleep pool (sleep.c) has nothing mapped to give back: its segments wait for the wake. */
   if (d->default_pool.state == RECAP_POOL_AWAKE) {
     if ((s = release_free_segments(d, &d->default_pool.large_free))) result = s;
     if ((s = release_free_segments(d, &d->default_pool.small_free))) result = s;
-    if ((s = trim_vmm_segments(d, &d->default_pool))) result = s;
+    if ((s = trim_vmm_segments(d, &d->default_pool, &gate))) result = s;
   }
   for (recap__pool_t *p = d->private_pools, *next; p; p = next) {
     next = p->next;
@@ -511,7 +541,7 @@ static recap_status_t release_cached(recap__device_state_t *d) {
     if (p->references > 0 || p->routed || p->state != RECAP_POOL_AWAKE) continue;
     if ((s = release_free_segments(d, &p->large_free))) result = s;
     if ((s = release_free_segments(d, &p->small_free))) result = s;
-    if ((s = trim_vmm_segments(d, p))) result = s;
+    if ((s = trim_vmm_segments(d, p, &gate))) result = s;
     if (p->segment_count == 0) recap__alloc_pool_delete(d, p);
   }
   return result;
@@ -680,14 +710,16 @@ static HOT_INLINE size_t find_free_block(const recap__free_set_t *set, recap_str
   if (i == set->count) return i;
   const recap__block_t *b = set->items[i];
   if (b->stream != stream) return set->count;
-  if (!recap__fit_allowed(size, b->size, o)) return set->count;
+  /* The segment is looked at only under max_split_size, off the common path. */
+  if (o->max_split_size && !recap__fit_allowed(size, b->size, b->segment->vmm, o))
+    return set->count;
   return i;
 }
 
 /* Whether handing b to a request of `size` bytes (rounded) splits off the rest
  * (recap__should_split). */
 static bool should_split(const recap__block_t *b, size_t size, const recap__options_t *o) {
-  return recap__should_split(b->size, b->segment->small, size, o);
+  return recap__should_split(b->size, b->segment->small, b->segment->vmm, size, o);
 }
 
 recap_status_t recap__pool_asleep_error(const char *call, const recap__pool_t *pool) {

@@ -75,10 +75,11 @@ static recap_status_t check_cached(const recap__front_t *f, const recap__free_se
 }
 
 /* A segment's VMM fields: a classic one has none; a VMM segment maps at most its range, in
- * multiples of the device's granularity gran, and, in an awake pool, its chunks tile
- * [0, size) in offset order, so that its reserved bytes are the bytes mapped. */
-static recap_status_t check_vmm(const recap__pool_t *pool, const recap__segment_t *seg,
-                                size_t gran) {
+ * multiples of the device's (recommended) granularity gran, from a start aligned to the minimum
+ * granularity align (all cuMemAddressReserve is asked for), and, in an awake pool, its chunks
+ * tile [0, size) in offset order, so that its reserved bytes are the bytes mapped. */
+static recap_status_t check_vmm(const recap__pool_t *pool, const recap__segment_t *seg, size_t gran,
+                                size_t align) {
   if (!seg->vmm) {
     if (seg->chunk_count != 0 || seg->va_size != 0)
       FAIL("classic segment %p has VMM chunks or a range", (void *)seg->base);
@@ -89,9 +90,12 @@ static recap_status_t check_vmm(const recap__pool_t *pool, const recap__segment_
   if (seg->size > seg->va_size)
     FAIL("VMM segment %p maps %zu bytes of a range of %zu", (void *)seg->base, seg->size,
          seg->va_size);
-  if (seg->size % gran || seg->va_size % gran || (uintptr_t)seg->base % gran)
+  if (seg->size % gran || seg->va_size % gran)
     FAIL("VMM segment %p (%zu bytes mapped of %zu) is not in multiples of the granularity %zu",
          (void *)seg->base, seg->size, seg->va_size, gran);
+  if (align == 0 || (uintptr_t)seg->base % align)
+    FAIL("VMM segment %p does not start at a multiple of the minimum granularity %zu",
+         (void *)seg->base, align);
   if (seg->chunk_count < 0 || seg->chunk_count > seg->chunk_capacity)
     FAIL("VMM segment %p counts %d chunks with room for %d", (void *)seg->base, seg->chunk_count,
          seg->chunk_capacity);
@@ -112,7 +116,7 @@ static recap_status_t check_vmm(const recap__pool_t *pool, const recap__segment_
   return RECAP_SUCCESS;
 }
 
-static recap_status_t check_pool(const recap__pool_t *pool, size_t gran, tally_t *t) {
+static recap_status_t check_pool(const recap__pool_t *pool, size_t gran, size_t align, tally_t *t) {
   int64_t segments = 0, reserved = 0, allocated = 0;
   size_t free_in_pool = 0, blocks[2] = {0, 0}; /* [small] */
   size_t cached_outside_set = 0; /* the front cache's block when it has no rest in the set */
@@ -123,7 +127,7 @@ static recap_status_t check_pool(const recap__pool_t *pool, size_t gran, tally_t
     if (seg->next && seg->next->prev != seg) FAIL("segment list of a pool is broken");
     if (!seg->head || seg->head->ptr != seg->base || seg->head->prev)
       FAIL("segment %p does not start with its first block", (void *)seg->base);
-    RECAP__CHECK(check_vmm(pool, seg, gran));
+    RECAP__CHECK(check_vmm(pool, seg, gran, align));
     segments++;
     reserved += (int64_t)seg->size;
     add(t->segments, seg->small, 1);
@@ -298,13 +302,13 @@ static recap_status_t compare(const char *name, const recap_stat_t *stat, const 
 static recap_status_t check_device(const recap__device_state_t *d, size_t *allocated_blocks,
                                    int *asleep) {
   tally_t t = {0};
-  RECAP__CHECK(check_pool(&d->default_pool, d->vmm_granularity, &t));
+  RECAP__CHECK(check_pool(&d->default_pool, d->vmm_granularity, d->vmm_min_granularity, &t));
   RECAP__CHECK(check_sleep(&d->default_pool, asleep));
   if (d->default_pool.graphs != 0)
     FAIL("device %d: %d graphs hold the default pool", d->device, d->default_pool.graphs);
   int routed = 0;
   for (const recap__pool_t *p = d->private_pools; p; p = p->next) {
-    RECAP__CHECK(check_pool(p, d->vmm_granularity, &t));
+    RECAP__CHECK(check_pool(p, d->vmm_granularity, d->vmm_min_granularity, &t));
     RECAP__CHECK(check_sleep(p, asleep));
     if (p->references < 0)
       FAIL("pool {%" PRIu64 ",%" PRIu64 "} has negative references", p->id.a, p->id.b);

@@ -63,8 +63,8 @@ bool recap__front_put(recap__front_t *f, recap__device_state_t *d, recap__block_
   size_t merged = b->size + (rest ? rest->size : 0);
   /* The slow path's malloc of b->size must take the merged block and split it back into b and
    * rest (or, without rest, take b whole: a split of nothing never happens). */
-  if (rest && !recap__should_split(merged, seg->small, b->size, o)) return false;
-  if (!recap__fit_allowed(b->size, merged, o)) return false;
+  if (rest && !recap__should_split(merged, seg->small, seg->vmm, b->size, o)) return false;
+  if (!recap__fit_allowed(b->size, merged, seg->vmm, o)) return false;
   if (!merged_is_best_fit(set, b, rest, merged)) return false;
   /* free_block's counts: the merge with rest removes one split block of rest's bytes, and the
    * merged block is one of a split segment unless it covers the whole segment. */

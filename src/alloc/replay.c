@@ -94,13 +94,14 @@ recap__route_logs_t *recap__route_logs_new(recap__alloc_log_t *record,
  * find_free_block in allocator.c), but for one case: a request below the limit may have the start
  * of a block that is as large as the limit only by the rounding of a segment made for a request
  * its size (less than round_large larger), which is what a new segment would give it, so that
- * replaying such a segment does not grow the pool. */
+ * replaying such a segment does not grow the pool. A VMM segment's blocks have no max_split_size
+ * rules (recap__should_split says why). */
 static bool fits(const recap__block_t *f, uintptr_t at, size_t size, recap_stream_t stream,
                  const recap__options_t *o) {
   uintptr_t start = (uintptr_t)f->ptr;
   if (f->stream != stream || at < start || at - start > f->size || f->size - (at - start) < size)
     return false;
-  if (o->max_split_size) {
+  if (o->max_split_size && !f->segment->vmm) {
     if (size >= o->max_split_size) return at == start && f->size < size + o->large_segment;
     if (f->size >= o->max_split_size) return at == start && f->size - size < o->round_large;
   }

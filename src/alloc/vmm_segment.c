@@ -94,6 +94,8 @@ static recap_status_t granularity(recap__device_state_t *d, size_t *out) {
                           cause);
     }
     d->vmm_granularity = recommended ? recommended : minimum;
+    /* vmm_reserve aligns a range's start to the minimum only: the checker asks no more. */
+    d->vmm_min_granularity = minimum ? minimum : d->vmm_granularity;
   }
   *out = d->vmm_granularity;
   return RECAP_SUCCESS;
@@ -368,6 +370,13 @@ static bool give_back_last_chunk(recap__segment_t *seg, recap_status_t *status) 
         c.size, recap_last_error());
   (void)recap__error_restore(&failure);
   return !back;
+}
+
+bool recap__vmm_segment_trimmable(const recap__segment_t *seg) {
+  RECAP__ASSERT(seg->vmm);
+  const recap__block_t *last = last_block(seg);
+  if (!last || !recap__block_is_free(last) || seg->chunk_count == 0) return false;
+  return seg->chunks[seg->chunk_count - 1].offset >= (size_t)(last->ptr - seg->base);
 }
 
 recap_status_t recap__vmm_segment_trim(recap__device_state_t *d, recap__segment_t *seg) {

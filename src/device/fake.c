@@ -69,6 +69,7 @@ void recap__fake_configure(const recap__fake_config_t *cfg) {
   int capability = FAKE_DEFAULT_COMPUTE_CAPABILITY;
   bool no_kernel_image = false;
   size_t vmm_granularity = FAKE_DEFAULT_VMM_GRANULARITY;
+  size_t vmm_recommended = 0;
   bool vmm_unsupported = false;
   if (cfg) {
     /* 0 keeps the default, so that designated initializers can name only what they change; a
@@ -79,6 +80,7 @@ void recap__fake_configure(const recap__fake_config_t *cfg) {
     if (cfg->compute_capability > 0) capability = cfg->compute_capability;
     no_kernel_image = cfg->no_kernel_image;
     if (cfg->vmm_granularity > 0) vmm_granularity = cfg->vmm_granularity;
+    vmm_recommended = cfg->vmm_recommended_granularity;
     vmm_unsupported = cfg->vmm_unsupported;
   }
   if (count > RECAP__FAKE_MAX_DEVICES) count = RECAP__FAKE_MAX_DEVICES;
@@ -87,6 +89,10 @@ void recap__fake_configure(const recap__fake_config_t *cfg) {
   recap__fake.compute_capability = capability;
   recap__fake.no_kernel_image = no_kernel_image;
   recap__fake.vmm_granularity = vmm_granularity;
+  /* A multiple of the minimum, as on CUDA. */
+  if (vmm_recommended < vmm_granularity) vmm_recommended = vmm_granularity;
+  recap__fake.vmm_recommended =
+      (vmm_recommended + vmm_granularity - 1) / vmm_granularity * vmm_granularity;
   recap__fake.vmm_unsupported = vmm_unsupported;
   recap__fake.configured = true;
 }
@@ -256,6 +262,7 @@ void recap__fake_counters(recap__fake_counters_t *out) {
   out->cond_kernels_run = recap__fake.cond_kernels_run;
   out->vmm_chunks_live = recap__fake.vmm_chunks_live;
   out->vmm_bytes_mapped = recap__fake.vmm_bytes_mapped;
+  out->vmm_unmaps_unfinished = recap__fake.vmm_unmaps_unfinished;
   out->vmm_ranges_live = recap__fake.vmm_ranges_live;
   out->vmm_bytes_reserved = recap__fake.vmm_bytes_reserved;
   out->pinned_live = recap__fake.pinned_live;

@@ -157,7 +157,9 @@
  *    host_alloc_pinned is host memory (not counted against the device), refused under a
  *    forbidding capture as raw_malloc is, and so is host_free_pinned; freeing a pointer it did
  *    not give out is RECAP_ERROR_CUDA (cudaErrorInvalidValue). Counters: vmm_chunks_live,
- *    vmm_bytes_mapped, vmm_ranges_live, vmm_bytes_reserved, pinned_live, pinned_bytes.
+ *    vmm_bytes_mapped, vmm_ranges_live, vmm_bytes_reserved, pinned_live, pinned_bytes, and
+ *    vmm_unmaps_unfinished (an unmap does not wait for queued work, as cuMemUnmap does not:
+ *    unmaps made while a stream had work left are counted).
  *  - Random numbers: the fake computes no real random numbers. rng_write_state on a stream
  *    that does not capture writes {seed, offset + state[2]} into the first two words at once
  *    (fake device memory is host memory) and enqueues one work item; on a capturing stream it adds a kernel node
@@ -202,7 +204,10 @@ typedef struct recap__fake_config {
                                kernels fail as on a GPU outside RECAP_CUDA_ARCHITECTURES */
   size_t vmm_granularity;   /* the devices' minimum and recommended VMM granularity, a multiple
                                of the host's page size (default 2 MiB, as on an H100 or H200) */
-  bool vmm_unsupported;     /* the devices have no virtual memory management: the vmm_* ops
+  size_t vmm_recommended_granularity; /* a larger recommended granularity, a multiple of the
+                               minimum (0: the same); vmm_reserve then aligns a range's start to
+                               the minimum and never to it, as CUDA promises no more */
+  bool vmm_unsupported; /* the devices have no virtual memory management: the vmm_* ops
                                that need a granularity fail with RECAP_ERROR_NOT_SUPPORTED */
 } recap__fake_config_t;
 
@@ -368,6 +373,11 @@ typedef struct recap__fake_counters {
   size_t vmm_bytes_reserved;
   int64_t pinned_live;
   size_t pinned_bytes;
+  /* Since the reset: vmm_unmap calls that unmapped while some stream (of any device, the
+   * legacy one included) had work queued and not completed. cuMemUnmap, unlike cudaFree, does
+   * not wait for that work, which may still use the memory: recap's unmaps come after a
+   * synchronisation, and the tests check this stays 0. */
+  uint64_t vmm_unmaps_unfinished;
 } recap__fake_counters_t;
 
 void recap__fake_counters(recap__fake_counters_t *out);

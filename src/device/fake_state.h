@@ -244,6 +244,7 @@ typedef struct fake_state {
 
   /* Virtual memory management and pinned host memory (fake_vmm.c). */
   size_t vmm_granularity;
+  size_t vmm_recommended; /* a multiple of vmm_granularity */
   bool vmm_unsupported;
   fake_chunk_t *chunks;
   fake_range_t *ranges;
@@ -252,6 +253,7 @@ typedef struct fake_state {
   uint64_t next_vmm_handle; /* never reset, so that a stale handle never names a new chunk */
   int64_t vmm_chunks_live, vmm_ranges_live, pinned_live;
   size_t vmm_bytes_mapped, vmm_bytes_reserved, pinned_bytes;
+  uint64_t vmm_unmaps_unfinished; /* vmm_unmap calls made while a stream had work queued */
 
   uint64_t calls[RECAP__FAKE_FAULT_KINDS];
   uint64_t fail_countdown[RECAP__FAKE_FAULT_KINDS]; /* 0: disarmed */

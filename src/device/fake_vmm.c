@@ -130,7 +130,7 @@ recap_status_t recap__fake_op_vmm_granularity(size_t *minimum, size_t *recommend
                        "cuMemGetAllocationGranularity: minimum and recommended are both NULL");
     } else {
       if (minimum) *minimum = recap__fake.vmm_granularity;
-      if (recommended) *recommended = recap__fake.vmm_granularity;
+      if (recommended) *recommended = recap__fake.vmm_recommended;
     }
   }
   return recap__fake_unlock_and_report(&f);
@@ -146,23 +146,27 @@ recap_status_t recap__fake_op_vmm_reserve(void **ptr, size_t size) {
   } else if (!ptr) {
     recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cuMemAddressReserve: ptr is NULL");
   } else if (!refuse_granular(&f, "cuMemAddressReserve", "size", size, device)) {
-    /* Reserve one granule more and trim, for an aligned start. */
-    size_t g = recap__fake.vmm_granularity;
+    /* Reserve more and trim, for a start aligned to the minimum granularity. With a larger
+     * recommended granularity the start is deliberately not aligned to it (an odd multiple of
+     * the minimum), as CUDA does not promise more than the alignment asked for. */
+    size_t g = recap__fake.vmm_granularity, rec = recap__fake.vmm_recommended;
+    size_t extra = rec > g ? rec + g : g;
     fake_range_t *r = malloc(sizeof *r);
-    char *raw = size <= SIZE_MAX - g ? mmap(NULL, size + g, PROT_NONE,
-                                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
-                                     : MAP_FAILED;
+    char *raw = size <= SIZE_MAX - extra ? mmap(NULL, size + extra, PROT_NONE,
+                                                MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0)
+                                         : MAP_FAILED;
     if (!r || raw == MAP_FAILED) {
       free(r);
-      if (raw != MAP_FAILED) munmap(raw, size + g);
+      if (raw != MAP_FAILED) munmap(raw, size + extra);
       recap__fake_note(&f, RECAP_ERROR_OUT_OF_MEMORY,
                        "cuMemAddressReserve: out of memory (CUDA_ERROR_OUT_OF_MEMORY): the host "
                        "could not reserve %zu bytes of addresses for the fake",
                        size);
     } else {
-      char *base = (char *)(((uintptr_t)raw + g - 1) / g * g);
+      char *base = rec > g ? (char *)(((uintptr_t)raw + rec - 1) / rec * rec) + g
+                           : (char *)(((uintptr_t)raw + g - 1) / g * g);
       if (base > raw) munmap(raw, (size_t)(base - raw));
-      size_t tail = (size_t)(raw + size + g - (base + size));
+      size_t tail = (size_t)(raw + size + extra - (base + size));
       if (tail) munmap(base + size, tail);
       *r = (fake_range_t){base, size, recap__fake.ranges};
       recap__fake.ranges = r;
@@ -328,6 +332,14 @@ recap_status_t recap__fake_op_vmm_map(void *ptr, size_t size, recap__vmm_handle_
   return recap__fake_unlock_and_report(&f);
 }
 
+/* Whether some stream (the legacy one included) has work queued and not completed. */
+static bool unfinished_work(void) {
+  if (recap__fake.legacy.completed != recap__fake.legacy.enqueued) return true;
+  for (const fake_stream_t *s = recap__fake.streams; s; s = s->next)
+    if (s->completed != s->enqueued) return true;
+  return false;
+}
+
 recap_status_t recap__fake_op_vmm_unmap(void *ptr, size_t size) {
   fake_failure_t f = {0};
   int device;
@@ -344,6 +356,9 @@ recap_status_t recap__fake_op_vmm_unmap(void *ptr, size_t size) {
                      cut ? "cuts a mapping; unmap whole mappings only"
                          : "covers addresses that are not mapped");
   } else {
+    /* CUDA's cuMemUnmap does not wait for queued work (cudaFree does): an unmap while a
+     * stream has work left is counted, for the tests of the callers' synchronisation. */
+    if (unfinished_work()) recap__fake.vmm_unmaps_unfinished++;
     /* The addresses become a reservation again before the records go. */
     void *at =
         mmap(p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
@@ -489,4 +504,5 @@ void recap__fake_vmm_reset(void) {
   recap__fake.pinned = NULL;
   recap__fake.vmm_chunks_live = recap__fake.vmm_ranges_live = recap__fake.pinned_live = 0;
   recap__fake.vmm_bytes_mapped = recap__fake.vmm_bytes_reserved = recap__fake.pinned_bytes = 0;
+  recap__fake.vmm_unmaps_unfinished = 0;
 }

@@ -97,12 +97,36 @@ static void undo_advance(recap_generator_t gen, advance_t *a) {
   a->done = false;
 }
 
+/* The generator's device words come straight from the driver, outside recap's pools: every
+ * graph that captured the generator reads them, whatever its pool, and the host reads word 2
+ * whenever it folds, so they must never sleep with a pool (recap_sleep, recap_pool_sleep), nor be
+ * dropped by a DISCARD: word 2 is recap's own count, which no replay writes again. A capture
+ * under way in any thread would forbid cudaMalloc and cudaFree in global mode, though the words
+ * are no part of its work: the thread's capture mode is relaxed around the calls, as the
+ * allocator does for its segments. allocate: *words receives them; else *words is freed. */
+enum { STATE_BYTES = 3 * sizeof(uint64_t) };
+
+static recap_status_t state_words(uint64_t **words, bool allocate) {
+  const recap__device_ops_t *dev = recap__device();
+  recap__capture_mode_t saved = RECAP__CAPTURE_MODE_RELAXED;
+  bool relaxed = dev->exchange_capture_mode(&saved) == RECAP_SUCCESS;
+  recap_status_t s =
+      allocate ? dev->raw_malloc((void **)words, STATE_BYTES) : dev->raw_free(*words);
+  if (relaxed) {
+    recap__saved_error_t cause;
+    recap__error_save(&cause);
+    (void)dev->exchange_capture_mode(&saved);
+    (void)recap__error_restore(&cause);
+  }
+  return s;
+}
+
 static void drop_reference(recap_generator_t gen) {
   pthread_mutex_lock(&gen->lock);
   bool last = --gen->references == 0;
   pthread_mutex_unlock(&gen->lock);
   if (!last) return;
-  recap_free(gen->device_state);
+  (void)state_words(&gen->device_state, false);
   pthread_mutex_destroy(&gen->lock);
   recap__host_free(gen);
 }
@@ -113,19 +137,26 @@ recap_status_t recap_generator_create(recap_generator_t *generator, uint64_t see
   recap_generator_t gen = recap__host_calloc(1, sizeof *gen);
   if (!gen)
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_generator_create: out of host memory");
-  /* From the default pool on the legacy stream: every graph shares it, so it must belong to
-   * none of their private pools. */
-  recap_status_t s = recap_malloc((void **)&gen->device_state, 3 * sizeof(uint64_t), NULL);
+  /* Outside every pool (state_words says why). */
+  recap_status_t s = state_words(&gen->device_state, true);
   if (s != RECAP_SUCCESS) {
+    char cause[256]; /* the message below is formatted into the buffer the cause lives in */
+    snprintf(cause, sizeof cause, "%s", recap_last_error());
     recap__host_free(gen);
-    return s;
+    return recap__error(s,
+                        "recap_generator_create: the generator's device state (%d bytes) could "
+                        "not be allocated: %s",
+                        (int)STATE_BYTES, cause);
   }
   /* Word 2 is added to the base offset at every replay: it starts at 0. */
   static const uint64_t zero = 0;
   s = recap__device()->memcpy_async(gen->device_state + 2, &zero, sizeof zero, NULL);
   if (s == RECAP_SUCCESS) s = recap__device()->stream_synchronize(NULL);
   if (s != RECAP_SUCCESS) {
-    (void)recap_free(gen->device_state);
+    recap__saved_error_t cause;
+    recap__error_save(&cause);
+    (void)state_words(&gen->device_state, false);
+    recap__error_restore(&cause);
     recap__host_free(gen);
     return s;
   }
@@ -272,8 +303,8 @@ static recap_status_t use_before_replay(void *ctx, recap_graph_t graph, recap_st
                         "recap_graph_replay: the graph draws random numbers, and replaying it "
                         "inside another capture would freeze them; capture that work directly "
                         "instead");
-  /* The words are read by this replay on `stream`: they must not be reused before it ends. */
-  RECAP__CHECK(recap_record_stream(gen->device_state, stream));
+  /* The words are read by this replay on `stream`; they go back to the driver with cudaFree
+   * (state_words), which waits for the device, so no stream's use of them needs recording. */
   /* Take the offset, advance it and enqueue the state write in one step under the lock, so
    * that concurrent replays get distinct ranges and a fold (which zeroes word 2) never falls
    * between a replay's offset and its write. */
