@@ -17,7 +17,11 @@
 #include "gpu_util.h"
 #include "mlp_model.h"
 
-enum { STEPS = 40, HALF = 20 };
+enum { STEPS = 40, STEPS_UNDER_TOOL = 6 };
+
+/* Steps per run: fewer under a CUDA tool (compute-sanitizer's racecheck makes each cuBLAS call
+ * take seconds), with the sleep halfway either way. */
+static int steps(void) { return gpu_under_tool() ? STEPS_UNDER_TOOL : STEPS; }
 
 #define MLP_OK(expr)                                                                      \
   do {                                                                                    \
@@ -59,7 +63,7 @@ static recap_pool_memory_t pool_memory(recap_pool_id_t pool) {
   return m;
 }
 
-/* Train STEPS steps of `way`, calling pause (when not NULL) after HALF of them. */
+/* Train steps() steps of `way`, calling pause (when not NULL) after half of them. */
 static void train(mlp_way_t way, pause_fn pause, outcome_t *out) {
   gpu_begin();
   OK(recap_option_set("expandable_segments", "1"));
@@ -77,8 +81,8 @@ static void train(mlp_way_t way, pause_fn pause, outcome_t *out) {
   MLP_OK(mlp_model_create(&model, &config, stream));
   mlp_trainer_t *trainer;
   MLP_OK(mlp_trainer_create(&trainer, model, way, MLP_SPLIT_MODEL));
-  for (int s = 0; s < STEPS; s++) {
-    if (s == HALF && pause) {
+  for (int s = 0; s < steps(); s++) {
+    if (s == steps() / 2 && pause) {
       CUDA_OK(cudaStreamSynchronize(stream));
       pause_ctx_t ctx = {.model = model};
       MLP_OK(mlp_trainer_graphs(trainer, ctx.graphs, 8, &ctx.graph_count));
@@ -87,7 +91,7 @@ static void train(mlp_way_t way, pause_fn pause, outcome_t *out) {
     }
     MLP_OK(mlp_trainer_step(trainer, schedule + (size_t)s * batch_bytes));
   }
-  MLP_OK(mlp_model_read_losses(model, out->losses, STEPS));
+  MLP_OK(mlp_model_read_losses(model, out->losses, steps()));
   out->flat = mlp_model_flat_count(model);
   out->params = malloc(out->flat * sizeof(float));
   if (!out->params) fail_msg("out of host memory");
@@ -105,7 +109,7 @@ static void train(mlp_way_t way, pause_fn pause, outcome_t *out) {
 }
 
 static void expect_same_outcome(const outcome_t *a, const outcome_t *b) {
-  for (int s = 0; s < STEPS; s++)
+  for (int s = 0; s < steps(); s++)
     if (memcmp(&a->losses[s], &b->losses[s], sizeof(float)) != 0)
       fail_msg("the loss of step %d differs: %.9g after the sleep, %.9g without", s + 1,
                (double)a->losses[s], (double)b->losses[s]);
