@@ -86,6 +86,11 @@ function(recap_add_test_variant source variant)
   endif()
   get_filename_component(path "${source}" ABSOLUTE)
   get_filename_component(exe "${source}" NAME_WE)
+  # A variant of a GPU test (tests/gpu/) is a GPU test too: gpu-check runs it, CI skips it.
+  set(kind cpu)
+  if(source MATCHES "^gpu/")
+    set(kind gpu)
+  endif()
   recap__test_names("${path}" names)
   foreach(name IN LISTS arg_EXCLUDE)
     if(NOT name IN_LIST names)
@@ -98,7 +103,7 @@ function(recap_add_test_variant source variant)
     endif()
     add_test(NAME ${exe}.${variant}.${name} COMMAND ${exe} ${name})
     set_tests_properties(${exe}.${variant}.${name} PROPERTIES
-      LABELS "cpu;${variant}"
+      LABELS "${kind};${variant}"
       SKIP_RETURN_CODE 77
       TIMEOUT ${arg_TIMEOUT}
       ENVIRONMENT "${arg_ENVIRONMENT}")
