@@ -164,13 +164,8 @@ static const char *size_label(size_t size, char *buffer, size_t n) {
 
 static int write_json(const char *path, int quick, int rounds, int pairs,
                       const size_result_t *results) {
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    perror(path);
-    return 0;
-  }
-  fprintf(f, "{\n  \"benchmark\": \"" NAME "\", ");
-  bench_device_json(f);
+  FILE *f = bench_json_begin(path, NAME);
+  if (!f) return 0;
   int all_ok = 1;
   for (int v = 0; v < V_COUNT; v++) all_ok &= variant_ok[v];
   fprintf(f,

@@ -298,13 +298,8 @@ static void print_table(const way_result_t *r, int batches) {
 }
 
 static int write_json(const char *path, int quick, int batches, const way_result_t *r) {
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    perror(path);
-    return 0;
-  }
-  fprintf(f, "{\n  \"benchmark\": \"" NAME "\", ");
-  bench_device_json(f);
+  FILE *f = bench_json_begin(path, NAME);
+  if (!f) return 0;
   fprintf(f,
           ",\n  \"quick\": %s, \"checks_passed\": %s, \"batches\": %d, \"launches_per_batch\": "
           "%d,\n",

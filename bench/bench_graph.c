@@ -185,13 +185,8 @@ static double ratio(const bench_stats_t *recap, const bench_stats_t *raw) {
 
 static int write_json(const char *path, int quick, int checks_ok, const replay_result_t *replay,
                       const capture_result_t *capture) {
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    perror(path);
-    return 0;
-  }
-  fprintf(f, "{\n  \"benchmark\": \"" NAME "\", ");
-  bench_device_json(f);
+  FILE *f = bench_json_begin(path, NAME);
+  if (!f) return 0;
   fprintf(f, ",\n  \"quick\": %s, \"checks_passed\": %s,\n", quick ? "true" : "false",
           checks_ok ? "true" : "false");
   fprintf(

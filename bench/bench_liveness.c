@@ -155,13 +155,8 @@ static void print_table(const result_t *results) {
 }
 
 static int write_json(const char *path, int quick, int ok, const result_t *results) {
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    perror(path);
-    return 0;
-  }
-  fprintf(f, "{\n  \"benchmark\": \"" NAME "\", ");
-  bench_device_json(f);
+  FILE *f = bench_json_begin(path, NAME);
+  if (!f) return 0;
   fprintf(f, ",\n  \"quick\": %s, \"checks_passed\": %s, \"unit\": \"us\",\n  \"results\": [\n",
           quick ? "true" : "false", ok ? "true" : "false");
   for (int i = 0; i < SIZE_COUNT; i++) {

@@ -920,13 +920,8 @@ static void bench_destroy(bench_t *b) {
 }
 
 static int write_json(const char *path, int quick, int checks_ok) {
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    perror(path);
-    return 0;
-  }
-  fprintf(f, "{\n  \"benchmark\": \"" NAME "\", ");
-  bench_device_json(f);
+  FILE *f = bench_json_begin(path, NAME);
+  if (!f) return 0;
   fprintf(f, ",\n  \"quick\": %s, \"checks_passed\": %s,\n  \"figures\": [\n",
           quick ? "true" : "false", checks_ok ? "true" : "false");
   for (size_t i = 0; i < figure_count; i++)

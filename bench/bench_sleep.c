@@ -616,13 +616,8 @@ static void json_warm(FILE *f, const warm_result_t *k) {
 
 static int write_json(const char *path, int quick, size_t floor_bytes, const floor_result_t *fl,
                       const pinned_result_t *pinned, const pool_result_t *pools, int count) {
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    perror(path);
-    return 0;
-  }
-  fprintf(f, "{\n  \"benchmark\": \"" NAME "\", ");
-  bench_device_json(f);
+  FILE *f = bench_json_begin(path, NAME);
+  if (!f) return 0;
   fprintf(f, ",\n  \"quick\": %s, \"checks_passed\": %s,\n", quick ? "true" : "false",
           all_ok ? "true" : "false");
   fprintf(f,

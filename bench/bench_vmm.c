@@ -261,13 +261,8 @@ static void json_frag(FILE *f, const frag_result_t *x) {
 }
 
 static int write_json(const char *path, int quick, const results_t *res) {
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    perror(path);
-    return 0;
-  }
-  fprintf(f, "{\n  \"benchmark\": \"" NAME "\", ");
-  bench_device_json(f);
+  FILE *f = bench_json_begin(path, NAME);
+  if (!f) return 0;
   fprintf(f, ",\n  \"quick\": %s, \"checks_passed\": true, \"steps\": %d,\n",
           quick ? "true" : "false", res->steps);
   fprintf(f, "  \"pairs\": [");

@@ -221,6 +221,18 @@ void bench_device_json(FILE *f) {
           prop.name, prop.major, prop.minor, driver, runtime, recap_version_string());
 }
 
+FILE *bench_json_begin(const char *path, const char *name) {
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    perror(path);
+    return NULL;
+  }
+  /* A benchmark's name holds no quotes or backslashes. */
+  fprintf(f, "{\n  \"benchmark\": \"%s\", ", name);
+  bench_device_json(f);
+  return f;
+}
+
 void bench_fail_cuda(cudaError_t error, const char *call, const char *file, int line) {
   fprintf(stderr, "%s:%d: %s failed: %s (%s)\n", file, line, call, cudaGetErrorName(error),
           cudaGetErrorString(error));

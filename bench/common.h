@@ -74,6 +74,10 @@ int bench_require_device(const char *name);
  * ("NVIDIA H200, driver 13.0, runtime 13.0, recap 0.1.0") and as JSON members (no braces). */
 void bench_describe_device(char *line, size_t size);
 void bench_device_json(FILE *f);
+/* Opens a benchmark's JSON output at path and writes its start: '{', the "benchmark" member
+ * naming name, and the device members of bench_device_json, leaving the object open for the
+ * benchmark's own members. Returns NULL after perror(path) when the file cannot be opened. */
+FILE *bench_json_begin(const char *path, const char *name);
 /* The first line of a benchmark's output: "<name>: <the device line>[ (quick run)]". */
 void bench_banner(const char *name, int quick);
 

@@ -11,6 +11,7 @@
 
 #include "device/fake.h"
 #include "harness.h"
+#include "plain_callable.h"
 #include "reset.h"
 #include "recap.h"
 
@@ -48,31 +49,6 @@ static inline recap_pool_info_t pool_info(recap_pool_id_t id) {
   recap_pool_info_t info;
   OK(recap_pool_info(id, &info));
   return info;
-}
-
-/* The plain callable of one input and one output that tests graph: forward launches a kernel
- * and allocates an output of the input's size, backward launches one and allocates the input's
- * gradient of the output gradient's size. They read no ctx. */
-static inline recap_status_t plain_forward(void *ctx, recap_stream_t stream, int training,
-                                           const recap_buffer_t *inputs, recap_buffer_t *outputs) {
-  (void)ctx;
-  (void)training;
-  recap__fake_launch_kernel(stream, "toy_forward");
-  outputs[0].bytes = inputs[0].bytes;
-  return recap_malloc(&outputs[0].data, outputs[0].bytes, stream);
-}
-
-static inline recap_status_t plain_backward(void *ctx, recap_stream_t stream,
-                                            const recap_buffer_t *inputs,
-                                            const recap_buffer_t *outputs,
-                                            const recap_buffer_t *grad_outputs,
-                                            recap_buffer_t *grad_inputs) {
-  (void)ctx;
-  (void)inputs;
-  (void)outputs;
-  recap__fake_launch_kernel(stream, "toy_backward");
-  grad_inputs[0].bytes = grad_outputs[0].bytes;
-  return recap_malloc(&grad_inputs[0].data, grad_inputs[0].bytes, stream);
 }
 
 #endif /* RECAP_TEST_FAKE_UTIL_H */

@@ -33,6 +33,19 @@ static inline void reset(void) {
   recap_clear_last_error();
 }
 
+/* A fresh fake of one device with memory_per_device bytes (VMM segments reserve that much
+ * address space each, which valgrind's address space must hold), the graph layer's process state
+ * cleared, no log callback, and the expandable_segments option on. */
+static inline void reset_expandable(size_t memory_per_device) {
+  recap__fake_config_t cfg = {.memory_per_device = memory_per_device};
+  recap_test_reset(&cfg);
+  recap__side_streams_forget();
+  recap__graphs_disabled_override(0);
+  recap_log_set(NULL, NULL);
+  recap_clear_last_error();
+  OK(recap_option_set("expandable_segments", "1"));
+}
+
 static inline int capturing(recap_stream_t s) {
   int flag = -1;
   OK(recap_stream_is_capturing(s, &flag));

@@ -23,13 +23,7 @@
 enum { CAPACITY = 256 << 20 };
 
 static void setup(void) {
-  recap__fake_config_t cfg = {.memory_per_device = CAPACITY};
-  recap_test_reset(&cfg);
-  recap__side_streams_forget();
-  recap__graphs_disabled_override(0);
-  recap_log_set(NULL, NULL);
-  recap_clear_last_error();
-  OK(recap_option_set("expandable_segments", "1"));
+  reset_expandable(CAPACITY);
   OK(recap_option_set("offload_keep_pinned", "1"));
 }
 

@@ -6,9 +6,7 @@
  * nested loops compose, the host-loop path draws the same, and the host's offset after a replay
  * counts the iterations that ran (folded from the device when the host needs it).
  *
- * The "kernels" here are fake kernel functions (recap__fake_launch_kernel_fn) that run at each
- * graph launch and record the seed and offset a captured state unpacks to, reading the
- * generator's device words then, as recap_philox_unpack does on a GPU.
+ * The "kernels" are the recording fake kernel functions of rng_records.h.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,50 +16,12 @@
 #include "fake_util.h"
 #include "graph/graph_internal.h"
 #include "recap.h"
-
-enum { MAX_RECORDS = 64 };
-
-/* What the recording kernels wrote, in launch order. */
-typedef struct records {
-  uint64_t offset[MAX_RECORDS];
-  uint64_t seed[MAX_RECORDS];
-  size_t count;
-} records_t;
-
-/* args: [0] the captured state (test-owned), [1] the records. */
-static void record_fn(void *const *args, size_t n) {
-  (void)n;
-  const recap_philox_state_t *st = args[0];
-  records_t *r = args[1];
-  if (r->count == MAX_RECORDS) return;
-  r->seed[r->count] = st->captured ? *st->seed_ptr : st->seed;
-  r->offset[r->count] = st->captured ? *st->offset_ptr + st->offset_intragraph : st->offset;
-  r->count++;
-}
-
-/* args: [0] a uint32_t counter (fake device memory), [1] the value. */
-static void set_counter_fn(void *const *args, size_t n) {
-  (void)n;
-  *(uint32_t *)args[0] = (uint32_t)(uintptr_t)args[1];
-}
+#include "rng_records.h"
 
 /* args: [0] a recap_cond_t (test-owned), [1] the value. */
 static void set_cond_fn(void *const *args, size_t n) {
   (void)n;
   recap__fake_cond_set(*(const recap_cond_t *)args[0], (unsigned)(uintptr_t)args[1]);
-}
-
-/* States live as long as the graph: a pool of them per test. */
-static recap_philox_state_t states[32];
-static size_t state_count;
-
-/* Draw `increment` on s from gen (captured or eager) and record the state the kernel sees. */
-static void draw(recap_generator_t gen, recap_stream_t s, uint64_t increment, records_t *r) {
-  assert_true(state_count < sizeof states / sizeof states[0]);
-  recap_philox_state_t *st = &states[state_count++];
-  OK(recap_generator_philox_state(gen, s, increment, st));
-  const void *args[2] = {st, r};
-  recap__fake_launch_kernel_fn(s, "draw", record_fn, args, 2);
 }
 
 static void set_counter(recap_stream_t s, uint32_t *counter, uint32_t value) {
@@ -73,12 +33,6 @@ static uint32_t *device_word(void) {
   void *p = NULL;
   OK(recap_malloc(&p, sizeof(uint32_t), NULL));
   return p;
-}
-
-static uint64_t offset_of(recap_generator_t gen) {
-  uint64_t offset = UINT64_MAX;
-  OK(recap_generator_get_offset(gen, &offset));
-  return offset;
 }
 
 static recap_graph_t begin(recap_stream_t s, recap_regions_mode_t mode) {

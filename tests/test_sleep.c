@@ -16,6 +16,7 @@
 
 #include "alloc/alloc_internal.h"
 #include "graph_util.h"
+#include "plain_callable.h"
 
 /* The model's buffers: two states of WORDS words in the small size class, a temporary between
  * them freed inside the capture (a free block splits the runs an OFFLOAD copies), and a big
@@ -124,18 +125,8 @@ static void model_free(model_t *m) {
   memset(m, 0, sizeof *m);
 }
 
-/* A fresh fake device of `capacity` bytes (VMM segments reserve that much address space each,
- * which valgrind's address space must hold) with the expandable_segments option on. */
+/* The fake device's memory (reset_expandable). */
 enum { CAPACITY = 256 << 20 };
-static void setup(size_t capacity) {
-  recap__fake_config_t cfg = {.memory_per_device = capacity};
-  recap_test_reset(&cfg);
-  recap__side_streams_forget();
-  recap__graphs_disabled_override(0);
-  recap_log_set(NULL, NULL);
-  recap_clear_last_error();
-  OK(recap_option_set("expandable_segments", "1"));
-}
 
 /* Everything gone, nothing held on the device. */
 static void teardown(model_t *m) {
@@ -214,7 +205,7 @@ static const int64_t model_in_use = 2 * WORDS * 4 + BIG_WORDS * 4;
 
 static void offload_round_trip(void **unused) {
   (void)unused;
-  setup(CAPACITY);
+  reset_expandable(CAPACITY);
   model_t m;
   model_make(&m);
   model_run(&m, 3);
@@ -280,7 +271,7 @@ static void offload_round_trip(void **unused) {
 
 static void discard_round_trip(void **unused) {
   (void)unused;
-  setup(CAPACITY);
+  reset_expandable(CAPACITY);
   model_t m;
   model_make(&m);
   model_run(&m, 2);
@@ -318,7 +309,7 @@ static void discard_round_trip(void **unused) {
  * back first and sleeps. */
 static void empty_and_free_classic_pools_sleep(void **unused) {
   (void)unused;
-  setup(CAPACITY);
+  reset_expandable(CAPACITY);
   OK(recap_option_set("expandable_segments", "0"));
   recap_graph_t g;
   recap_stream_t s = recap__fake_stream_new();
@@ -359,7 +350,7 @@ static void empty_and_free_classic_pools_sleep(void **unused) {
 
 static void refusals(void **unused) {
   (void)unused;
-  setup(CAPACITY);
+  reset_expandable(CAPACITY);
   model_t m;
   model_make(&m);
   model_run(&m, 1);
@@ -463,7 +454,7 @@ static void refusals(void **unused) {
 
 static void classic_segments_in_use_refuse(void **unused) {
   (void)unused;
-  setup(CAPACITY);
+  reset_expandable(CAPACITY);
   OK(recap_option_set("expandable_segments", "0"));
   model_t m;
   model_make(&m);
@@ -487,39 +478,18 @@ static void classic_segments_in_use_refuse(void **unused) {
 
 /* ---- graphed callables ------------------------------------------------------------------------ */
 
-static recap_status_t toy_forward(void *ctx, recap_stream_t stream, int training,
-                                  const recap_buffer_t *inputs, recap_buffer_t *outputs) {
-  (void)ctx;
-  (void)training;
-  recap__fake_launch_kernel(stream, "toy_forward");
-  outputs[0].bytes = inputs[0].bytes;
-  return recap_malloc(&outputs[0].data, outputs[0].bytes, stream);
-}
-
-static recap_status_t toy_backward(void *ctx, recap_stream_t stream, const recap_buffer_t *inputs,
-                                   const recap_buffer_t *outputs,
-                                   const recap_buffer_t *grad_outputs,
-                                   recap_buffer_t *grad_inputs) {
-  (void)ctx;
-  (void)inputs;
-  (void)outputs;
-  recap__fake_launch_kernel(stream, "toy_backward");
-  grad_inputs[0].bytes = grad_outputs[0].bytes;
-  return recap_malloc(&grad_inputs[0].data, grad_inputs[0].bytes, stream);
-}
-
 /* A graphed callable copies its inputs into static buffers of its pool before it replays: while
  * the pool sleeps, neither the copy nor the replay happens. */
 static void graphed_callables_while_asleep(void **unused) {
   (void)unused;
-  setup(CAPACITY);
+  reset_expandable(CAPACITY);
   recap_stream_t s = recap__fake_stream_new();
   static float x[256], gy[256];
   static const int requires_grad[1] = {1};
   recap_buffer_t sample = {x, sizeof x}, grad = {gy, sizeof gy};
   recap_callable_desc_t desc = {.size = sizeof(recap_callable_desc_t),
-                                .forward = toy_forward,
-                                .backward = toy_backward,
+                                .forward = plain_forward,
+                                .backward = plain_backward,
                                 .input_count = 1,
                                 .sample_inputs = &sample,
                                 .requires_grad = requires_grad,
@@ -558,7 +528,7 @@ static void graphed_callables_while_asleep(void **unused) {
 
 static void free_while_asleep(void **unused) {
   (void)unused;
-  setup(CAPACITY);
+  reset_expandable(CAPACITY);
   model_t m;
   model_make(&m);
   model_run(&m, 2);
@@ -600,7 +570,7 @@ static void free_while_asleep(void **unused) {
  * its sleep could not release. */
 static void a_pool_outlives_its_graph_while_asleep(void **unused) {
   (void)unused;
-  setup(CAPACITY);
+  reset_expandable(CAPACITY);
   model_t m;
   model_make(&m);
   recap_pool_id_t pool = m.pool;
@@ -635,7 +605,7 @@ static void a_pool_outlives_its_graph_while_asleep(void **unused) {
 
 static void sleep_and_wake_everything(void **unused) {
   (void)unused;
-  setup(CAPACITY);
+  reset_expandable(CAPACITY);
   model_t m;
   model_make(&m);
   model_run(&m, 1);
@@ -778,7 +748,7 @@ static void expect_whole(const model_t *m, const contents_t *saved, const recap_
 static void faults_at_each_call(void **unused) {
   (void)unused;
   for (int mode = RECAP_SLEEP_DISCARD; mode <= RECAP_SLEEP_OFFLOAD; mode++) {
-    setup(CAPACITY);
+    reset_expandable(CAPACITY);
     model_t m;
     model_make(&m);
     model_run(&m, 1);
@@ -869,7 +839,7 @@ static void faults_at_each_call(void **unused) {
  * stays asleep and a later wake releases it. */
 static void a_kept_chunk_is_released_at_the_wake(void **unused) {
   (void)unused;
-  setup(CAPACITY);
+  reset_expandable(CAPACITY);
   model_t m;
   model_make(&m);
   contents_t saved = contents_save(&m);
@@ -900,7 +870,7 @@ static void a_kept_chunk_is_released_at_the_wake(void **unused) {
 
 static void wake_out_of_memory(void **unused) {
   (void)unused;
-  setup(64 * MiB);
+  reset_expandable(64 * MiB);
   model_t m;
   model_make(&m);
   model_run(&m, 1);

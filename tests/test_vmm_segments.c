@@ -32,6 +32,20 @@ static void reset_device(void) {
   recap_clear_last_error();
 }
 
+/* A fresh fake device with expandable segments on, and a stream on it. */
+static recap_stream_t vmm_device(void) {
+  reset_device();
+  vmm_on();
+  return recap__fake_stream_new();
+}
+
+/* After everything is freed: empty_cache gives back every segment and the state checks. */
+static void expect_all_released(void) {
+  OK(recap_empty_cache());
+  assert_int_equal(stats().reserved_bytes[0].current, 0);
+  check();
+}
+
 static recap_pool_memory_t pool_memory(recap_pool_id_t id) {
   recap_pool_memory_t m = RECAP_POOL_MEMORY_INIT;
   OK(recap_pool_memory(id, &m));
@@ -54,9 +68,7 @@ static recap__segment_t *only_segment(recap_pool_id_t id) {
 
 static void growth_extends_one_segment(void **state) {
   (void)state;
-  reset_device();
-  vmm_on();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = vmm_device();
   /* A request of the large class maps what it asks for, rounded up to the granularity: no
    * large_segment's worth (20 MiB) at least. */
   void *a, *b, *c;
@@ -132,9 +144,7 @@ static void growth_least_per_class(void **state) {
 
 static void growth_after_an_allocated_last_block_adds_a_block(void **state) {
   (void)state;
-  reset_device();
-  vmm_on();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = vmm_device();
   void *a, *b;
   OK(recap_malloc(&a, 20 * MiB, s)); /* the whole first chunk */
   recap_memory_stats_t st = stats();
@@ -191,9 +201,7 @@ static void small_and_large_classes_and_streams_get_own_segments(void **state) {
 
 static void empty_cache_trims_the_free_tail(void **state) {
   (void)state;
-  reset_device();
-  vmm_on();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = vmm_device();
   size_t free0 = 0, total = 0;
   OK(recap__device()->mem_get_info(&free0, &total));
   void *a, *b, *c;
@@ -235,9 +243,7 @@ static void empty_cache_trims_the_free_tail(void **state) {
 
 static void trim_keeps_chunks_under_blocks_in_use(void **state) {
   (void)state;
-  reset_device();
-  vmm_on();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = vmm_device();
   void *a, *b, *c;
   OK(recap_malloc(&a, 16 * MiB, s)); /* chunk 1: [0, 16) MiB */
   OK(recap_malloc(&b, 4 * MiB, s));  /* chunk 2: [16, 20) */
@@ -338,9 +344,7 @@ static void out_of_memory_retries_and_reports(void **state) {
  * have merged.) */
 static void the_retry_trims_the_growing_segment(void **state) {
   (void)state;
-  reset_device();
-  vmm_on();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = vmm_device();
   void *a, *b, *c;
   OK(recap_malloc(&a, 20 * MiB, s));
   OK(recap_malloc(&b, 20 * MiB, s));
@@ -491,9 +495,7 @@ static void fault_at_each_trim_call(void **state) {
  * as it was, and the private pool keeps its memory while routed. */
 static void capture_grows_a_private_pool_segment(void **state) {
   (void)state;
-  reset_device();
-  vmm_on();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = vmm_device();
   void *outside;
   OK(recap_malloc(&outside, 4 * MiB, s));
   recap_pool_id_t pool = recap_pool_handle();
@@ -543,9 +545,7 @@ static recap_status_t step(void *ctx, recap_stream_t stream) {
 
 static void graph_replays_on_a_grown_segment(void **state) {
   (void)state;
-  reset_device();
-  vmm_on();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = vmm_device();
   recap_graph_t g = NULL;
   void *t2 = NULL;
   OK(recap_graph_create(&g, 0));
@@ -567,9 +567,7 @@ static void graph_replays_on_a_grown_segment(void **state) {
   OK(recap_free(t2));
   check();
   OK(recap_graph_destroy(g));
-  OK(recap_empty_cache());
-  assert_int_equal(stats().reserved_bytes[0].current, 0);
-  check();
+  expect_all_released();
 }
 
 /* A recapture whose allocation the replay rule sends to "a new segment" while an unused entry
@@ -630,9 +628,7 @@ static void a_replay_keeps_the_claimed_tail(void **state) {
   recap__alloc_log_free(&second);
   OK(recap_pool_release(pool)); /* one reference per route_begin */
   OK(recap_pool_release(pool));
-  OK(recap_empty_cache());
-  assert_int_equal(stats().reserved_bytes[0].current, 0);
-  check();
+  expect_all_released();
 }
 
 /* Eight bucket graphs sharing one pool (a serving loop's batch sizes b = 512, 256, .., 4), each
@@ -641,9 +637,7 @@ static void a_replay_keeps_the_claimed_tail(void **state) {
  * of b = 64 are of the small class, and take two 2 MiB chunks of its segment. */
 static void bucket_graphs_sharing_a_pool_map_what_the_largest_uses(void **state) {
   (void)state;
-  reset_device();
-  vmm_on();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = vmm_device();
   static const size_t batch[8] = {512, 256, 128, 64, 32, 16, 8, 4};
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.pool = recap_pool_handle();
@@ -666,18 +660,14 @@ static void bucket_graphs_sharing_a_pool_map_what_the_largest_uses(void **state)
   assert_int_equal(st.num_device_alloc, 5);
   check();
   for (int k = 0; k < 8; k++) OK(recap_graph_destroy(g[k]));
-  OK(recap_empty_cache());
-  assert_int_equal(stats().reserved_bytes[0].current, 0);
-  check();
+  expect_all_released();
 }
 
 /* The checker sees a VMM segment whose chunks do not tile its mapped bytes, or whose mapped
  * bytes pass its range. */
 static void checker_catches_vmm_corruption(void **state) {
   (void)state;
-  reset_device();
-  vmm_on();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = vmm_device();
   void *a, *b;
   OK(recap_malloc(&a, 20 * MiB, s));
   OK(recap_malloc(&b, 20 * MiB, s));

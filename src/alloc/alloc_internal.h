@@ -221,6 +221,18 @@ static inline bool recap__pool_id_equal(recap_pool_id_t x, recap_pool_id_t y) {
   return x.a == y.a && x.b == y.b;
 }
 
+/* Takes seg out of its pool's segment list and count (a plain segment released or an empty VMM
+ * segment deleted); the caller frees it and updates the byte counts and statistics. */
+static inline void recap__segment_unlink(recap__segment_t *seg) {
+  recap__pool_t *pool = seg->pool;
+  if (seg->prev)
+    seg->prev->next = seg->next;
+  else
+    pool->segments = seg->next;
+  if (seg->next) seg->next->prev = seg->prev;
+  pool->segment_count--;
+}
+
 static inline bool recap__block_is_split(const recap__block_t *b) { return b->prev || b->next; }
 static inline bool recap__block_is_free(const recap__block_t *b) {
   return !b->allocated && b->event_count == 0 && !b->deferred;

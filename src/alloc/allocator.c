@@ -450,12 +450,7 @@ static recap_status_t release_segment(recap__device_state_t *d, recap__block_t *
                 free_set_of(pool, seg->small)->count);
   recap__free_set_erase(free_set_of(pool, seg->small), b);
   free_set_of(pool, seg->small)->blocks--;
-  if (seg->prev)
-    seg->prev->next = seg->next;
-  else
-    pool->segments = seg->next;
-  if (seg->next) seg->next->prev = seg->prev;
-  pool->segment_count--;
+  recap__segment_unlink(seg);
   pool->reserved_bytes -= (int64_t)seg->size;
   RECAP__ASSERT(pool->segment_count >= 0 && pool->reserved_bytes >= 0);
   recap_memory_stats_t *st = &d->stats;

@@ -325,19 +325,13 @@ done:
  * left. */
 static recap_status_t segment_delete(recap__device_state_t *d, recap__segment_t *seg) {
   RECAP__ASSERT(seg->vmm && seg->chunk_count == 0 && seg->size == 0 && !seg->head);
-  recap__pool_t *pool = seg->pool;
   recap_status_t s = recap__device()->vmm_release_range(seg->base, seg->va_size);
   if (s != RECAP_SUCCESS)
     RECAP__WARN(
         "recap_empty_cache: the address range of an empty VMM segment (%zu bytes at "
         "%p) could not be given back (%s); it stays reserved",
         seg->va_size, (void *)seg->base, recap_last_error());
-  if (seg->prev)
-    seg->prev->next = seg->next;
-  else
-    pool->segments = seg->next;
-  if (seg->next) seg->next->prev = seg->prev;
-  pool->segment_count--;
+  recap__segment_unlink(seg);
   recap__stat_kind(d->stats.segment, seg->small, -1);
   recap__host_free(seg->chunks);
   recap__host_free(seg);
