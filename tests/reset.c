@@ -5,12 +5,24 @@
  */
 #include "reset.h"
 
+#include <stdlib.h>
+
 #include "alloc/alloc_internal.h"
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 #include "recap.h"
 
 void recap_test_reset(const recap__fake_config_t *cfg) {
+  /* RECAP_TEST_DEVICE_BYTES gives a default-configured fake device that much memory: a VMM
+   * segment reserves as many addresses as the device has memory, and under ThreadSanitizer or
+   * valgrind a process cannot reserve several ranges of the default 64 GiB (tests/CMakeLists.txt
+   * sets it for the threaded suites' VMM runs). */
+  const char *bytes = getenv("RECAP_TEST_DEVICE_BYTES");
+  recap__fake_config_t sized = {0};
+  if (!cfg && bytes && *bytes) {
+    sized.memory_per_device = (size_t)strtoull(bytes, NULL, 10);
+    cfg = &sized;
+  }
   recap__fake_reset(cfg);
   recap__alloc_reset();
   recap__side_streams_forget();
