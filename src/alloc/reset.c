@@ -7,6 +7,8 @@
  */
 #include <stdlib.h>
 
+#include <string.h>
+
 #include "alloc/alloc_internal.h"
 #include "alloc/pinned_cache.h"
 #include "core/host.h"
@@ -48,9 +50,12 @@ void recap__alloc_reset(void) {
     recap__host_free(d);
     recap__alloc.devices[i] = NULL;
   }
-  /* The cached block's record went with its segment; the switch stays as it was. */
-  recap__alloc.front.block = recap__alloc.front.rest = NULL;
-  recap__alloc.front.hits = recap__alloc.front.admitted = recap__alloc.front.folds = 0;
+  /* The cached block's record went with its segment, and so did the device state folded pairs
+   * are owed to: the whole cache starts over (an armed cache would count them into the next
+   * device state made); the switch stays as it was. */
+  bool off = recap__alloc.front.off;
+  memset(&recap__alloc.front, 0, sizeof recap__alloc.front);
+  recap__alloc.front.off = off;
   recap__ptr_map_clear(&recap__alloc.allocated);
   for (recap__block_t *b = recap__alloc.spare_blocks, *next; b; b = next) {
     next = b->next;

@@ -16,9 +16,9 @@
  *  - the status is one the documentation allows in that state (an armed fault that fired in
  *    the call adds its own status, since the fake counts the calls of each kind);
  *  - on failure, recap_last_status() equals the status returned and recap_last_error() is set;
- *  - the statistics count the live blocks exactly, blocks and bytes: the program's own, one
- *    512-byte block per generator alive or held by a graph, and what the graphed callable holds
- *    (measured after its own calls, which alone may change it);
+ *  - the statistics count the live blocks exactly, blocks and bytes: the program's own and what
+ *    the graphed callable holds (measured after its own calls, which alone may change it);
+ *    generators keep their state outside the pools (docs/rng.md), so they count nothing;
  *  - pool references and routing match the model; no two live blocks overlap and their tags
  *    hold; recap_memory_check() passes.
  * At the end everything is destroyed and freed, and the statistics, the fake's memory, graphs,
@@ -240,8 +240,6 @@ static void expect_or_fault(recap_status_t s, recap_status_t allowed, const char
 
 /* ---- the model's bookkeeping ------------------------------------------------------------------ */
 
-static size_t min_block;
-
 static bool any_capture(void) {
   for (int g = 0; g < GRAPHS; g++)
     if (st.graphs[g].state == CAPTURING) return true;
@@ -257,21 +255,6 @@ static bool slot_alive(uint64_t serial) {
   for (int i = 0; i < SLOTS; i++)
     if (st.slots[i].p && st.slots[i].serial == serial) return true;
   return false;
-}
-
-/* Generators hold one block each while alive or held by a graph (recap/rng.h: "keeps 16 bytes
- * of device memory"; "graphs that captured it keep it alive until they are reset or
- * destroyed"). */
-static int generator_blocks(void) {
-  int n = 0;
-  for (int k = 0; k < GENS; k++) {
-    bool held = st.gens[k].alive;
-    for (int g = 0; g < GRAPHS; g++)
-      if (st.graphs[g].h && st.graphs[g].state != FRESH && (st.graphs[g].gens & (1u << k)))
-        held = true;
-    n += held;
-  }
-  return n;
 }
 
 /* A graph's capture ended (successfully or not) or was abandoned: its streams are free again,
@@ -313,9 +296,8 @@ static void check_invariants(void) {
       blocks++;
       bytes += (int64_t)st.slots[i].usable;
     }
-  int gb = generator_blocks();
-  blocks += gb + st.callable_blocks;
-  bytes += (int64_t)gb * (int64_t)min_block + st.callable_bytes;
+  blocks += st.callable_blocks;
+  bytes += st.callable_bytes;
   if (stats.allocation[RECAP_STAT_ALL].current != blocks ||
       stats.allocated_bytes[RECAP_STAT_ALL].current != bytes) {
     fprintf(stderr, "fuzz_recap: %lld blocks of %lld bytes counted, the model holds %lld of %lld\n",
@@ -1315,9 +1297,6 @@ static void measure_callable(void) {
   int64_t blocks = 0, bytes = 0;
   for (int i = 0; i < SLOTS; i++)
     if (st.slots[i].p) blocks++, bytes += (int64_t)st.slots[i].usable;
-  int gb = generator_blocks();
-  blocks += gb;
-  bytes += (int64_t)gb * (int64_t)min_block;
   st.callable_blocks = stats.allocation[RECAP_STAT_ALL].current - blocks;
   st.callable_bytes = stats.allocated_bytes[RECAP_STAT_ALL].current - bytes;
 }
@@ -1445,14 +1424,13 @@ static void op_graphed(void) {
 /* ---- the program ------------------------------------------------------------------------------ */
 
 static void read_options(void) {
-  uint64_t v[4];
-  const char *names[4] = {"small_size", "large_threshold", "large_segment", "min_block_size"};
-  for (int i = 0; i < 4; i++)
+  uint64_t v[3];
+  const char *names[3] = {"small_size", "large_threshold", "large_segment"};
+  for (int i = 0; i < 3; i++)
     if (recap_option_get(names[i], &v[i]) != RECAP_SUCCESS) die("recap_option_get failed", 0);
   sizes.small = v[0];
   sizes.large = v[1];
   sizes.segment = v[2];
-  min_block = v[3];
 }
 
 static void parse_known(void) {
