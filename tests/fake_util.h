@@ -24,6 +24,15 @@ static inline void reset(void) {
   recap_clear_last_error();
 }
 
+/* A fresh fake of one device with `bytes` of memory: a VMM segment reserves as many addresses as
+ * the device has memory, and under valgrind or ThreadSanitizer a process cannot reserve the
+ * default 64 GiB again and again. */
+static inline void reset_with_memory(size_t bytes) {
+  recap__fake_config_t cfg = {.device_count = 1, .memory_per_device = bytes};
+  recap_test_reset(&cfg);
+  recap_clear_last_error();
+}
+
 /* Whether the allocator runs with the expandable_segments option: the allocator's suites run a
  * second time with RECAP_ALLOC_CONF=expandable_segments:1 (tests/CMakeLists.txt), which every
  * reset reads again. Expectations about classic segment sizes branch on it. */

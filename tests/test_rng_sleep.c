@@ -23,20 +23,13 @@ typedef struct run {
   uint64_t offset_asleep, offset_end;
 } run_t;
 
-/* A fresh fake device of 1 GiB: a VMM segment reserves as many addresses as the device has
- * memory, and under valgrind a process cannot reserve the default 64 GiB. */
-static void reset_device(void) {
-  recap__fake_config_t cfg = {.device_count = 1, .memory_per_device = (size_t)1 << 30};
-  recap_test_reset(&cfg);
-  recap_clear_last_error();
-}
 /* draw 4 ; WHILE 5 times { draw 8 } ; draw 4, captured into a private pool with the counter in
  * the default pool (the graph sets it at every replay). Two replays, the second left unfolded
  * (its loop's draws are known on the device only), then, with mode >= 0, recap_sleep(mode) of
  * everything: the generator is read, reseeded and drawn from while asleep; after the wake two
  * more replays. mode < 0: the same calls with no sleep. */
 static void run(int mode, recap_regions_mode_t regions, run_t *out) {
-  reset_device();
+  reset_with_memory((size_t)1 << 30);
   OK(recap_option_set_u64("expandable_segments", 1));
   state_count = 0;
   memset(out, 0, sizeof *out);
@@ -157,7 +150,7 @@ static void offload_host_loops(void **state) {
 /* A generator made and destroyed while the default pool sleeps: its words need no pool. */
 static void create_and_destroy_while_asleep(void **state) {
   (void)state;
-  reset_device();
+  reset_with_memory((size_t)1 << 30);
   OK(recap_option_set_u64("expandable_segments", 1));
   void *p = NULL;
   OK(recap_malloc(&p, 4 * MiB, NULL));

@@ -16,13 +16,6 @@
 #include "fake_util.h"
 #include "recap.h"
 
-/* A fresh fake device of 16 GiB (one test frees an 8 GiB block): a VMM segment reserves as many addresses as the device has
- * memory, and under valgrind a process cannot reserve the default 64 GiB. */
-static void reset_device(void) {
-  recap__fake_config_t cfg = {.device_count = 1, .memory_per_device = (size_t)16 << 30};
-  recap_test_reset(&cfg);
-  recap_clear_last_error();
-}
 static void vmm_on(void) { OK(recap_option_set_u64("expandable_segments", 1)); }
 
 static recap_pool_memory_t default_memory(void) {
@@ -35,7 +28,7 @@ static recap_pool_memory_t default_memory(void) {
  * free at once); recap_empty_cache trims b's chunk only after the device finished that kernel. */
 static void empty_cache_waits_before_unmapping(void **state) {
   (void)state;
-  reset_device();
+  reset_with_memory((size_t)16 << 30);
   vmm_on();
   recap_stream_t s = recap__fake_stream_new();
   void *a, *b;
@@ -127,7 +120,7 @@ static void no_trim_during_a_capture(void **state) {
  * with no growth. */
 static void max_split_size_leaves_vmm_tails_split(void **state) {
   (void)state;
-  reset_device();
+  reset_with_memory((size_t)16 << 30);
   vmm_on();
   OK(recap_option_set("max_split_size", "512MiB"));
   recap_stream_t s = recap__fake_stream_new();
@@ -173,7 +166,7 @@ static void max_split_size_leaves_vmm_tails_split(void **state) {
  * rules are the slow path's): the pair never holds the whole tail. */
 static void max_split_size_pairs_on_a_vmm_tail(void **state) {
   (void)state;
-  reset_device();
+  reset_with_memory((size_t)16 << 30);
   vmm_on();
   OK(recap_option_set("max_split_size", "512MiB"));
   recap_stream_t s = recap__fake_stream_new();

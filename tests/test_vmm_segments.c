@@ -23,18 +23,12 @@ static recap_pool_id_t default_pool(void) { return (recap_pool_id_t){0, 0}; }
 
 static void vmm_on(void) { OK(recap_option_set_u64("expandable_segments", 1)); }
 
-/* A fresh fake device of 1 GiB: a VMM segment reserves as many addresses as the device has
- * memory, and under valgrind a process cannot reserve the default 64 GiB. */
+/* The fake device's memory, and so the addresses each VMM segment reserves. */
 enum { DEVICE_BYTES = 1 << 30 };
-static void reset_device(void) {
-  recap__fake_config_t cfg = {.device_count = 1, .memory_per_device = DEVICE_BYTES};
-  recap_test_reset(&cfg);
-  recap_clear_last_error();
-}
 
 /* A fresh fake device with expandable segments on, and a stream on it. */
 static recap_stream_t vmm_device(void) {
-  reset_device();
+  reset_with_memory(DEVICE_BYTES);
   vmm_on();
   return recap__fake_stream_new();
 }
@@ -117,7 +111,7 @@ static void growth_extends_one_segment(void **state) {
  * than the request lacks (large_segment plays no part), both rounded up to the granularity. */
 static void growth_least_per_class(void **state) {
   (void)state;
-  reset_device();
+  reset_with_memory(DEVICE_BYTES);
   vmm_on();
   OK(recap_option_set("small_segment", "4MiB"));
   OK(recap_option_set("large_segment", "32MiB"));
@@ -170,7 +164,7 @@ static void growth_after_an_allocated_last_block_adds_a_block(void **state) {
 
 static void small_and_large_classes_and_streams_get_own_segments(void **state) {
   (void)state;
-  reset_device();
+  reset_with_memory(DEVICE_BYTES);
   vmm_on();
   recap_stream_t s = recap__fake_stream_new(), t = recap__fake_stream_new();
   void *p[6];
@@ -281,7 +275,7 @@ static void trim_keeps_chunks_under_blocks_in_use(void **state) {
 
 static void memory_cap_applies(void **state) {
   (void)state;
-  reset_device();
+  reset_with_memory(DEVICE_BYTES);
   vmm_on();
   OK(recap_option_set("memory_cap", "24MiB"));
   recap_stream_t s = recap__fake_stream_new();
@@ -395,7 +389,7 @@ static void fault_at_each_growth_call(void **state) {
   (void)state;
   for (size_t k = 0; k < sizeof growth_faults / sizeof *growth_faults; k++) {
     for (int later = 0; later < 2; later++) {
-      reset_device();
+      reset_with_memory(DEVICE_BYTES);
       vmm_on();
       recap_stream_t s = recap__fake_stream_new();
       void *first = NULL, *p = (void *)0x1;
@@ -451,7 +445,7 @@ static void fault_at_each_trim_call(void **state) {
   (void)state;
   for (size_t k = 0; k < sizeof trim_faults / sizeof *trim_faults; k++) {
     for (int whole = 0; whole < 2; whole++) {
-      reset_device();
+      reset_with_memory(DEVICE_BYTES);
       vmm_on();
       recap_stream_t s = recap__fake_stream_new();
       void *a, *b;
@@ -575,7 +569,7 @@ static void graph_replays_on_a_grown_segment(void **state) {
  * the allocation goes past the claims, so the later entries still get their addresses. */
 static void a_replay_keeps_the_claimed_tail(void **state) {
   (void)state;
-  reset_device();
+  reset_with_memory(DEVICE_BYTES);
   vmm_on();
   int device = 0;
   OK(recap__alloc_current_device(&device));
@@ -699,7 +693,7 @@ static void checker_catches_vmm_corruption(void **state) {
 
 static void option_accepts_0_and_1_only(void **state) {
   (void)state;
-  reset_device();
+  reset_with_memory(DEVICE_BYTES);
   OK(recap_options_parse("expandable_segments:1"));
   uint64_t v = 0;
   OK(recap_option_get("expandable_segments", &v));
@@ -738,7 +732,7 @@ static void a_device_without_vmm_says_so(void **state) {
  * one pool; each gives its memory back its own way. */
 static void classic_and_vmm_segments_coexist(void **state) {
   (void)state;
-  reset_device();
+  reset_with_memory(DEVICE_BYTES);
   recap_stream_t s = recap__fake_stream_new();
   void *classic, *vmm;
   OK(recap_malloc(&classic, 3 * MiB, s)); /* a classic 20 MiB segment */

@@ -111,6 +111,15 @@ static recap_status_t check(const char *call, const char *what, uintptr_t value,
   return RECAP_SUCCESS;
 }
 
+/* The current device, after refusing a range [ptr, ptr + size) whose start or size is not a
+ * multiple of its granularity: what every call on a range checks first. */
+static recap_status_t check_range(const char *call, const void *ptr, size_t size, int *device) {
+  size_t g = 0;
+  RECAP__CHECK(device_granularity(device, &g));
+  RECAP__CHECK(check(call, "address", (uintptr_t)ptr, g, *device));
+  return check(call, "size", size, g, *device);
+}
+
 recap_status_t recap__cuda_vmm_granularity(size_t *minimum, size_t *recommended) {
   if (!minimum && !recommended)
     return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
@@ -143,10 +152,7 @@ recap_status_t recap__cuda_vmm_reserve(void **ptr, size_t size) {
 
 recap_status_t recap__cuda_vmm_release_range(void *ptr, size_t size) {
   int device = 0;
-  size_t g = 0;
-  RECAP__CHECK(device_granularity(&device, &g));
-  RECAP__CHECK(check("cuMemAddressFree", "address", (uintptr_t)ptr, g, device));
-  RECAP__CHECK(check("cuMemAddressFree", "size", size, g, device));
+  RECAP__CHECK(check_range("cuMemAddressFree", ptr, size, &device));
   FETCH(PFN_cuMemAddressFree_v10020, address_free, "cuMemAddressFree");
   recap__cu_result_t r = address_free((CUdeviceptr)(uintptr_t)ptr, size);
   if (r != RECAP__CU_SUCCESS)
@@ -188,10 +194,7 @@ recap_status_t recap__cuda_vmm_release(recap__vmm_handle_t handle) {
 recap_status_t recap__cuda_vmm_map(void *ptr, size_t size, recap__vmm_handle_t handle) {
   RECAP__ARG(handle != 0, "cuMemMap: the handle is 0, which vmm_create never gives out");
   int device = 0;
-  size_t g = 0;
-  RECAP__CHECK(device_granularity(&device, &g));
-  RECAP__CHECK(check("cuMemMap", "address", (uintptr_t)ptr, g, device));
-  RECAP__CHECK(check("cuMemMap", "size", size, g, device));
+  RECAP__CHECK(check_range("cuMemMap", ptr, size, &device));
   FETCH(PFN_cuMemMap_v10020, map, "cuMemMap");
   recap__cu_result_t r =
       map((CUdeviceptr)(uintptr_t)ptr, size, 0, (CUmemGenericAllocationHandle)handle, 0);
@@ -203,10 +206,7 @@ recap_status_t recap__cuda_vmm_map(void *ptr, size_t size, recap__vmm_handle_t h
 
 recap_status_t recap__cuda_vmm_unmap(void *ptr, size_t size) {
   int device = 0;
-  size_t g = 0;
-  RECAP__CHECK(device_granularity(&device, &g));
-  RECAP__CHECK(check("cuMemUnmap", "address", (uintptr_t)ptr, g, device));
-  RECAP__CHECK(check("cuMemUnmap", "size", size, g, device));
+  RECAP__CHECK(check_range("cuMemUnmap", ptr, size, &device));
   FETCH(PFN_cuMemUnmap_v10020, unmap, "cuMemUnmap");
   recap__cu_result_t r = unmap((CUdeviceptr)(uintptr_t)ptr, size);
   if (r != RECAP__CU_SUCCESS)
@@ -216,10 +216,7 @@ recap_status_t recap__cuda_vmm_unmap(void *ptr, size_t size) {
 
 recap_status_t recap__cuda_vmm_set_access(void *ptr, size_t size) {
   int device = 0;
-  size_t g = 0;
-  RECAP__CHECK(device_granularity(&device, &g));
-  RECAP__CHECK(check("cuMemSetAccess", "address", (uintptr_t)ptr, g, device));
-  RECAP__CHECK(check("cuMemSetAccess", "size", size, g, device));
+  RECAP__CHECK(check_range("cuMemSetAccess", ptr, size, &device));
   FETCH(PFN_cuMemSetAccess_v10020, set_access, "cuMemSetAccess");
   CUmemAccessDesc desc;
   memset(&desc, 0, sizeof desc);
