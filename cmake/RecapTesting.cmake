@@ -107,5 +107,9 @@ function(recap_add_test_variant source variant)
       SKIP_RETURN_CODE 77
       TIMEOUT ${arg_TIMEOUT}
       ENVIRONMENT "${arg_ENVIRONMENT}")
+    if(kind STREQUAL gpu)
+      # As recap_add_test's GPU tests: one at a time, since they check the device's free memory.
+      set_tests_properties(${exe}.${variant}.${name} PROPERTIES RESOURCE_LOCK gpu)
+    endif()
   endforeach()
 endfunction()

@@ -103,6 +103,16 @@ static inline bool gpu_free_memory_checks(void) {
   return true;
 }
 
+/* Whether the allocator runs with expandable_segments (the "vmm" variants of the GPU suites,
+ * tests/CMakeLists.txt): a large request's segment is then the request rounded up to the
+ * device's 2 MiB granularity, not a 20 MiB classic segment, and nothing is trimmed while a
+ * capture is under way (docs/allocator.md). Expectations about segment sizes branch on it. */
+static inline bool gpu_vmm_segments_on(void) {
+  uint64_t on = 0;
+  OK(recap_option_get("expandable_segments", &on));
+  return on != 0;
+}
+
 static inline size_t gpu_free_bytes(void) {
   size_t free_bytes = 0, total = 0;
   CUDA_OK(cudaMemGetInfo(&free_bytes, &total));

@@ -83,7 +83,9 @@ static void map_unmap_keeps_contents(void **state) {
   OK(ops->vmm_unmap(b, chunk));
   OK(ops->vmm_release_range(range, 2 * chunk));
   OK(ops->host_free_pinned(host));
-  assert_true(device_free() + g >= before);
+  /* Everything went back to the device, unless a tool attached to the program (or a run beside
+   * it) moves the free memory. */
+  if (gpu_free_memory_checks()) assert_true(device_free() + g >= before);
   CUDA_OK(cudaStreamDestroy(s));
 }
 
