@@ -72,18 +72,19 @@ typedef recap_status_t (*recap_step_fn)(size_t size, recap_stream_t stream, void
 
 /* How the set's sizes are given, when options.sizes is NULL. */
 typedef enum recap_sizes_rule {
-  RECAP_SIZES_LIST = 0,           /* options.sizes / options.size_count (the default) */
-  RECAP_SIZES_POWERS_OF_TWO = 1,  /* 1, 2, 4, ... up to rule_max (rule_max itself included) */
-  RECAP_SIZES_MULTIPLES = 2       /* rule_step, 2 rule_step, ... up to rule_max (included) */
+  RECAP_SIZES_LIST = 0,          /* options.sizes / options.size_count (the default) */
+  RECAP_SIZES_POWERS_OF_TWO = 1, /* 1, 2, 4, ... up to rule_max (rule_max itself included) */
+  RECAP_SIZES_MULTIPLES = 2      /* rule_step, 2 rule_step, ... up to rule_max (included) */
 } recap_sizes_rule_t;
 
 /* When the members are captured. */
 typedef enum recap_set_capture {
   /* In recap_graph_set_create, on the caller's thread, every size in priority order (create
-   * returns once all are captured, failed, or left eager by the budget). */
+   * returns once all are captured, failed, or left eager by the budget). Every capture of a set
+   * runs on a stream of the set's own (the caller's streams are never made to capture). */
   RECAP_SET_CAPTURE_UPFRONT = 0,
   /* A size is captured by the first recap_graph_set_run that needs it, on the caller's thread
-   * and stream (that call captures, then replays). */
+   * (that call captures, then replays on the caller's stream). */
   RECAP_SET_CAPTURE_LAZY = 1,
   /* In the background: create starts a helper thread that captures every size in priority
    * order on a stream of its own; calls run eagerly until their bucket's graph is ready. */
@@ -128,11 +129,10 @@ typedef struct recap_graph_set_options {
   recap_capture_options_t capture_options;
 } recap_graph_set_options_t;
 
-#define RECAP_GRAPH_SET_OPTIONS_INIT                                                        \
-  {                                                                                         \
-    sizeof(recap_graph_set_options_t), NULL, 0, RECAP_SIZES_LIST, 0, 0,                     \
-        RECAP_SET_CAPTURE_UPFRONT, RECAP_SET_LARGEST_FIRST, RECAP_SET_OVERFLOW_EAGER, 0, 0.0, \
-        RECAP_CAPTURE_OPTIONS_INIT                                                          \
+#define RECAP_GRAPH_SET_OPTIONS_INIT                                                               \
+  {                                                                                                \
+    sizeof(recap_graph_set_options_t), NULL, 0, RECAP_SIZES_LIST, 0, 0, RECAP_SET_CAPTURE_UPFRONT, \
+        RECAP_SET_LARGEST_FIRST, RECAP_SET_OVERFLOW_EAGER, 0, 0.0, RECAP_CAPTURE_OPTIONS_INIT      \
   }
 
 /* Make a set. Bad options are RECAP_ERROR_INVALID_ARGUMENT with a message that names the field:
@@ -142,10 +142,9 @@ typedef struct recap_graph_set_options {
  * members that fail are recorded, and create still succeeds (read recap_graph_set_member);
  * only a failure of the set itself (no device, out of host memory, the helper thread) fails
  * create, leaving *set NULL. */
-RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_create(recap_graph_set_t *set,
-                                                                recap_step_fn step,
-                                                                void *user_data,
-                                                                const recap_graph_set_options_t *options);
+RECAP_NODISCARD RECAP_API recap_status_t
+recap_graph_set_create(recap_graph_set_t *set, recap_step_fn step, void *user_data,
+                       const recap_graph_set_options_t *options);
 /* Cancel a background capture and join its thread, destroy every member graph, and release the
  * set's reference to its pool (its memory goes back on recap_empty_cache once no graph holds
  * it). Waits for nothing on the caller's streams: replays already enqueued stay valid (the
@@ -155,10 +154,13 @@ RECAP_API recap_status_t recap_graph_set_destroy(recap_graph_set_t set);
 /* Run the work for n on stream: replay the bucket's graph if it is ready, else run the step
  * eagerly (capturing it first under LAZY). *padded (may be NULL) gets the size that ran, and
  * *graphed (may be NULL) 1 when a graph replayed. n = 0 is RECAP_ERROR_INVALID_ARGUMENT. The
- * step's failure in an eager run is returned as is (its message kept). */
+ * step's failure in an eager run is returned as is (its message kept). A capture made by the
+ * call (LAZY, or an evicted UPFRONT size) that fails is returned too, with the member's message,
+ * and nothing runs: the member is FAILED and later calls run it eagerly; one the budget leaves
+ * eager (OVER_BUDGET) runs eagerly at once. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_run(recap_graph_set_t set, size_t n,
-                                                             recap_stream_t stream,
-                                                             size_t *padded, int *graphed);
+                                                             recap_stream_t stream, size_t *padded,
+                                                             int *graphed);
 
 /* The bucket n would run (the smallest size >= n; n itself above the largest), without running
  * anything. */
@@ -172,14 +174,17 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_wait(recap_graph_set_t 
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_cancel(recap_graph_set_t set);
 /* Capture one size now on the caller's thread (size 0: every size not ready, in priority
  * order), as UPFRONT does; a size the set does not hold is RECAP_ERROR_NOT_FOUND. Refused
- * (RECAP_ERROR_BUSY) while a background capture is pending or under way. */
+ * (RECAP_ERROR_BUSY) while a background capture is pending or under way. Every size is tried;
+ * the first that failed or went over budget gives the status and message returned (its record
+ * is in recap_graph_set_member). With graphs disabled this does nothing. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_capture(recap_graph_set_t set,
                                                                  size_t size);
 
 /* Evict one member (its executable and graph destroyed, its pool memory left to the other
  * members and later captures), or every member idle for at least idle_seconds. An evicted
  * member is captured again when next used (LAZY, or BACKGROUND: queued for the helper; UPFRONT
- * sizes recapture as LAZY ones do). *evicted (may be NULL) gets how many went. */
+ * sizes recapture as LAZY ones do). Evicting a member that is not READY is
+ * RECAP_ERROR_INVALID_USAGE naming its state. *evicted (may be NULL) gets how many went. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_evict(recap_graph_set_t set, size_t size);
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_evict_idle(recap_graph_set_t set,
                                                                     double idle_seconds,
@@ -187,39 +192,41 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_evict_idle(recap_graph_
 
 /* The state of one member. */
 typedef enum recap_member_state {
-  RECAP_MEMBER_PENDING = 0,   /* not captured yet (LAZY before first use; BACKGROUND queued) */
-  RECAP_MEMBER_CAPTURING = 1, /* being captured in the background */
-  RECAP_MEMBER_READY = 2,     /* captured: calls replay it */
-  RECAP_MEMBER_FAILED = 3,    /* its step or capture failed: status and message say why */
+  RECAP_MEMBER_PENDING = 0,     /* not captured yet (LAZY before first use; BACKGROUND queued) */
+  RECAP_MEMBER_CAPTURING = 1,   /* being captured in the background */
+  RECAP_MEMBER_READY = 2,       /* captured: calls replay it */
+  RECAP_MEMBER_FAILED = 3,      /* its step or capture failed: status and message say why */
   RECAP_MEMBER_OVER_BUDGET = 4, /* left eager: capturing it would exceed the budget */
-  RECAP_MEMBER_EVICTED = 5,   /* evicted; captured again when used */
-  RECAP_MEMBER_CANCELLED = 6, /* its background capture was cancelled */
-  RECAP_MEMBER_EAGER = 7      /* graphs are disabled (RECAP_DISABLE_GRAPHS=1) */
+  RECAP_MEMBER_EVICTED = 5,     /* evicted; captured again when used */
+  RECAP_MEMBER_CANCELLED = 6,   /* its background capture was cancelled */
+  RECAP_MEMBER_EAGER = 7        /* graphs are disabled (RECAP_DISABLE_GRAPHS=1) */
 } recap_member_state_t;
 
 typedef struct recap_graph_set_member {
-  size_t size; /* sizeof(recap_graph_set_member_t), set by RECAP_GRAPH_SET_MEMBER_INIT */
-  size_t bucket;              /* the member's size */
+  size_t size;   /* sizeof(recap_graph_set_member_t), set by RECAP_GRAPH_SET_MEMBER_INIT */
+  size_t bucket; /* the member's size */
   recap_member_state_t state;
-  recap_status_t status;      /* FAILED, OVER_BUDGET: the status; else RECAP_SUCCESS */
-  char message[256];          /* FAILED, OVER_BUDGET: why (the step's or recap's last error) */
-  recap_graph_t graph;        /* READY: the member's graph, lent (inspect, rebind, update); else NULL */
-  uint64_t replays;           /* calls that replayed it */
-  uint64_t eager_runs;        /* calls for this bucket that ran eagerly */
-  uint64_t captures;          /* captures of it that succeeded (more than 1 after evictions) */
-  double capture_seconds;     /* the latest capture's time, instantiation included */
-  int64_t exec_bytes;         /* READY: its executable's bytes (recap/memory.h) */
-  size_t nodes;               /* READY: its node count */
+  recap_status_t status;  /* FAILED, OVER_BUDGET: the status; else RECAP_SUCCESS */
+  char message[256];      /* FAILED, OVER_BUDGET: why (the step's or recap's last error) */
+  recap_graph_t graph;    /* READY: the member's graph, lent (inspect, rebind, update); else NULL */
+  uint64_t replays;       /* calls that replayed it */
+  uint64_t eager_runs;    /* calls for this bucket that ran eagerly */
+  uint64_t captures;      /* captures of it that succeeded (more than 1 after evictions) */
+  double capture_seconds; /* the latest capture's time, instantiation included */
+  int64_t exec_bytes;     /* READY: its executable's bytes (recap/memory.h) */
+  size_t nodes;           /* READY: its node count */
 } recap_graph_set_member_t;
 
-#define RECAP_GRAPH_SET_MEMBER_INIT \
-  { sizeof(recap_graph_set_member_t), 0, RECAP_MEMBER_PENDING, RECAP_SUCCESS, {0}, NULL, 0, 0, 0, 0.0, 0, 0 }
+#define RECAP_GRAPH_SET_MEMBER_INIT                                                               \
+  {                                                                                               \
+    sizeof(recap_graph_set_member_t), 0, RECAP_MEMBER_PENDING, RECAP_SUCCESS, {0}, NULL, 0, 0, 0, \
+        0.0, 0, 0                                                                                 \
+  }
 
 /* The set's sizes in ascending order: *count gets how many; sizes (may be NULL) gets up to
  * capacity of them. */
-RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_sizes(recap_graph_set_t set,
-                                                               size_t *sizes, size_t capacity,
-                                                               size_t *count);
+RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_sizes(recap_graph_set_t set, size_t *sizes,
+                                                               size_t capacity, size_t *count);
 /* The member of size `size` (RECAP_ERROR_NOT_FOUND if the set has no such size). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_member(recap_graph_set_t set, size_t size,
                                                                 recap_graph_set_member_t *info);
