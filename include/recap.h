@@ -15,6 +15,7 @@
  *   recap/update.h    updating a graph's executable from a new capture
  *   recap/memory.h    what graphs cost in device memory, and capture budgets
  *   recap/sleep.h     pools that give their device memory back and take it again
+ *   recap/graph_set.h one step over many sizes: bucketed graph sets, background capture
  */
 #ifndef RECAP_H
 #define RECAP_H
@@ -33,5 +34,6 @@
 #include "recap/region.h"
 #include "recap/memory.h"
 #include "recap/sleep.h"
+#include "recap/graph_set.h"
 
 #endif /* RECAP_H */
