@@ -45,6 +45,12 @@ set(ALLOW
   "recap_rng_dropout.mask|SUCCESS|rng.h: mask may be NULL"
   "recap_graphed_graphs.forward|SUCCESS|graphed.h: either out-parameter may be NULL when not wanted"
   "recap_graphed_graphs.backward|SUCCESS|graphed.h: either out-parameter may be NULL when not wanted"
+  "recap_graph_set_destroy.set|SUCCESS|graph_set.h: destroying NULL is a no-op"
+  "recap_graph_set_create.user_data|SUCCESS|graph_set.h: user data is the caller's, handed to the step as it is"
+  "recap_graph_set_run.padded|SUCCESS|graph_set.h: padded may be NULL"
+  "recap_graph_set_run.graphed|SUCCESS|graph_set.h: graphed may be NULL"
+  "recap_graph_set_evict_idle.evicted|SUCCESS|graph_set.h: evicted may be NULL"
+  "recap_graph_set_sizes.sizes|SUCCESS|graph_set.h: sizes may be NULL (count alone is asked)"
 )
 
 # ---- a valid value for every parameter type -----------------------------------------------------
@@ -132,6 +138,13 @@ set(VALUES
   "const recap_loop_t *|&f->loop"
   "recap_rebind_t *|f->rebinds"
   "recap_rebind_site_t *|f->rebind_sites"
+  "recap_graph_set_t|f->graph_set"
+  "recap_graph_set_t *|&f->graph_set_out"
+  "recap_step_fn|bim_step"
+  "const recap_graph_set_options_t *|&f->graph_set_options"
+  "recap_graph_set_member_t *|&f->set_member"
+  "recap_graph_set_info_t *|&f->set_info"
+  "double idle_seconds|3600.0"
 )
 
 # ---- reading the headers --------------------------------------------------------------------------

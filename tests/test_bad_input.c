@@ -90,12 +90,17 @@ typedef struct bim_fixture {
   recap_pool_memory_t pool_memory;
   recap_rebind_t rebinds[1]; /* a move of block to floats */
   recap_rebind_site_t rebind_sites[1];
+  recap_graph_set_t graph_set; /* sizes 1 and 4, LAZY: nothing captured */
+  recap_graph_set_options_t graph_set_options;
+  recap_graph_set_member_t set_member;
+  recap_graph_set_info_t set_info;
 
   /* What calls hand back; everything here is released at the end of a case. */
   recap_graph_t graph_out, graph_out2;
   recap_graph_t borrowed_graph, borrowed_graph2; /* owned by a graphed callable */
   recap_generator_t gen_out;
   recap_graphed_t graphed_out[1];
+  recap_graph_set_t graph_set_out;
   recap_stream_t stream_out;
   void *ptr_out;
   size_t size_out;
@@ -122,6 +127,7 @@ typedef struct bim_fixture {
   recap_graph_t dead_recap_graph_t;
   recap_generator_t dead_recap_generator_t;
   recap_graphed_t dead_recap_graphed_t;
+  recap_graph_set_t dead_recap_graph_set_t;
   void *foreign;
   _Alignas(16) unsigned char foreign_storage[1024];
 } bim_fixture_t;
@@ -134,6 +140,14 @@ typedef struct bim_case {
   int (*run)(bim_fixture_t *f);
   const char *needle; /* the message must contain it, when set */
 } bim_case_t;
+
+/* A graph set's step that enqueues one kernel. */
+static recap_status_t bim_step(size_t size, recap_stream_t stream, void *user_data) {
+  (void)size;
+  (void)user_data;
+  recap__fake_stream_enqueue(stream);
+  return RECAP_SUCCESS;
+}
 
 static void bim_log(recap_log_level_t level, const char *message, void *user_data) {
   (void)level;
@@ -188,6 +202,14 @@ static void bim_setup(bim_fixture_t *f) {
   f->rebinds[0] = (recap_rebind_t){f->block, f->floats, 16, 0};
   f->heap_info = calloc(1, sizeof *f->heap_info);
   if (!f->heap_info) exit(10);
+  static const size_t set_sizes[2] = {1, 4};
+  f->graph_set_options = (recap_graph_set_options_t)RECAP_GRAPH_SET_OPTIONS_INIT;
+  f->graph_set_options.sizes = set_sizes;
+  f->graph_set_options.size_count = 2;
+  f->graph_set_options.capture = RECAP_SET_CAPTURE_LAZY;
+  f->set_member = (recap_graph_set_member_t)RECAP_GRAPH_SET_MEMBER_INIT;
+  f->set_info = (recap_graph_set_info_t)RECAP_GRAPH_SET_INFO_INIT;
+  MUST(recap_graph_set_create(&f->graph_set, bim_step, f, &f->graph_set_options));
   /* The destroyed handles last, so that nothing made after them reuses their memory. */
   MUST(recap_graph_create(&f->dead_recap_graph_t, RECAP_GRAPH_KEEP));
   MUST(recap_graph_destroy(f->dead_recap_graph_t));
@@ -195,6 +217,8 @@ static void bim_setup(bim_fixture_t *f) {
   MUST(recap_generator_destroy(f->dead_recap_generator_t));
   MUST(recap_graphed_create(&f->dead_recap_graphed_t, f->descs, 1, NULL));
   MUST(recap_graphed_destroy(f->dead_recap_graphed_t));
+  MUST(recap_graph_set_create(&f->dead_recap_graph_set_t, bim_step, f, &f->graph_set_options));
+  MUST(recap_graph_set_destroy(f->dead_recap_graph_set_t));
   memset(f->foreign_storage, 0x5a, sizeof f->foreign_storage);
   f->foreign = f->foreign_storage;
   recap_clear_last_error();
@@ -207,6 +231,8 @@ static const char *bim_teardown(bim_fixture_t *f) {
   recap_log_set(NULL, NULL);
   recap_graphed_destroy(f->graphed);
   recap_graphed_destroy(f->graphed_out[0]);
+  recap_graph_set_destroy(f->graph_set);
+  recap_graph_set_destroy(f->graph_set_out);
   recap_graph_destroy(f->graph);
   recap_graph_destroy(f->graph_out);
   recap_graph_destroy(f->graph_out2);

@@ -54,8 +54,7 @@ static void destroy_and_check(recap_graph_set_t set) {
 
 static void expect_refused(const recap_graph_set_options_t *o, const char *needle) {
   recap_graph_set_t set = (recap_graph_set_t)(uintptr_t)1;
-  EXPECT_STATUS(recap_graph_set_create(&set, model_step, &model, o),
-                RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_set_create(&set, model_step, &model, o), RECAP_ERROR_INVALID_ARGUMENT);
   assert_null(set);
   EXPECT_MESSAGE("recap_graph_set_create");
   EXPECT_MESSAGE(needle);
@@ -618,8 +617,9 @@ static void a_failing_step_fails_its_member_only(void **state) {
   recap_graph_set_member_t m = member_of(set, 8);
   assert_int_equal(m.state, RECAP_MEMBER_FAILED);
   assert_int_equal(m.status, RECAP_ERROR_CUDA);
-  assert_non_null(strstr(m.message, "size 8: the step returned RECAP_ERROR_CUDA during the "
-                                    "capture"));
+  assert_non_null(strstr(m.message,
+                         "size 8: the step returned RECAP_ERROR_CUDA during the "
+                         "capture"));
   assert_int_equal(state_of_size(set, 2), RECAP_MEMBER_READY);
   assert_int_equal(state_of_size(set, 32), RECAP_MEMBER_READY);
   assert_int_equal(capturing(stream), 0);
@@ -688,6 +688,7 @@ static void a_set_that_cannot_be_made_leaves_nothing(void **state) {
 static void an_unjoined_side_stream_fails_its_member(void **state) {
   (void)state;
   model.fork_unjoined = 1;
+  recap__fake_strict_joins(true);
   recap_graph_set_t set = make_set((const size_t[]){1, 4}, 2, RECAP_SET_CAPTURE_UPFRONT);
   for (size_t s = 1; s <= 4; s += 3) {
     recap_graph_set_member_t m = member_of(set, s);

@@ -228,6 +228,7 @@ void recap__fake_reset(const recap__fake_config_t *cfg) {
   recap__fake.refuse_reason = RECAP_UPDATE_REASON_NONE;
   recap__fake.refuse_node = SIZE_MAX;
   recap__fake.updated_slowdown = 1.0;
+  recap__fake.strict_joins = false;
   recap__fake_cond_reset();
   recap__fake_vmm_reset();
   recap__fake_configure(cfg);

@@ -243,6 +243,12 @@ void recap__fake_launch_kernel_fn(recap_stream_t stream, const char *name,
 /* cudaMemsetAsync: eagerly sets the bytes at once (one work item); in a capture, a memset node
  * whose destination graph_reads reports. */
 void recap__fake_memset_async(recap_stream_t stream, void *dst, int value, size_t bytes);
+/* true: stream_end_capture refuses, as CUDA does, a capture that a side stream still takes part
+ * in (joined by recap__fake_capture_join and not joined back with recap__fake_capture_join_back):
+ * the capture is ended and thrown away, RECAP_ERROR_CAPTURE_INVALIDATED naming
+ * cudaErrorStreamCaptureUnjoined and the side stream. Off by default (many tests end captures
+ * with side streams still joined); recap__fake_reset turns it off. */
+void recap__fake_strict_joins(bool on);
 /* true: graph_debug_dot writes the shape of the driver's verbose dump (a cluster, quoted ids,
  * multi-line record labels showing "node handle | ..."), for tests of code that reads it.
  * recap__fake_reset sets it back to false. */

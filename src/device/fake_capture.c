@@ -312,8 +312,22 @@ recap_status_t recap__fake_op_stream_begin_capture(recap_stream_t stream,
   return status;
 }
 
+void recap__fake_strict_joins(bool on) {
+  pthread_mutex_lock(&recap__fake.lock);
+  recap__fake.strict_joins = on;
+  pthread_mutex_unlock(&recap__fake.lock);
+}
+
+/* A stream other than c's origin that still takes part in c, or NULL (lock held). */
+static fake_stream_t *side_still_joined(const fake_capture_t *c) {
+  for (fake_stream_t *t = recap__fake.streams; t; t = t->next)
+    if (t->capture == c && t != c->origin) return t;
+  return NULL;
+}
+
 recap_status_t recap__fake_op_stream_end_capture(recap_stream_t stream, recap_cuda_graph_t *graph) {
   fake_failure_t f = {0};
+  fake_stream_t *side = NULL;
   if (graph) *graph = NULL;
   pthread_mutex_lock(&recap__fake.lock);
   bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_CAPTURE_END);
@@ -350,6 +364,17 @@ recap_status_t recap__fake_op_stream_end_capture(recap_stream_t stream, recap_cu
         "was begun in %s mode by another thread, which must end it (or begin it in relaxed "
         "mode)",
         (void *)stream, (unsigned long long)c->id, recap__fake_mode_name(c->mode));
+  } else if (recap__fake.strict_joins && !c->invalidated && (side = side_still_joined(c)) != NULL) {
+    /* As CUDA: the end fails, the capture is ended and thrown away. */
+    uint64_t id = c->id;
+    recap__fake_capture_finish(c, false);
+    recap__fake_note(
+        &f, RECAP_ERROR_CAPTURE_INVALIDATED,
+        "cudaStreamEndCapture(stream %p): capture %llu has a side stream (%p) forked from it and "
+        "not joined back (cudaErrorStreamCaptureUnjoined); join every side stream back to the "
+        "origin (an event recorded on it and waited for on the origin) before the end; no graph "
+        "was made and the stream no longer captures",
+        (void *)stream, (unsigned long long)id, (void *)side);
   } else if (c->invalidated) {
     uint64_t id = c->id;
     recap__fake_capture_finish(c, false);

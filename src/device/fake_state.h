@@ -233,6 +233,7 @@ typedef struct fake_state {
   size_t refuse_node;
   double updated_slowdown; /* the timing model's factor for updated executables */
   bool dot_driver_style;   /* graph_debug_dot mimics the driver's verbose record format */
+  bool strict_joins; /* recap__fake_strict_joins(true): ending with a side stream joined fails */
   /* Eager rng_write_state and rng_launch calls since the process started (never reset). */
   uint64_t rng_state_writes, rng_launches;
   /* Regions (fake_cond.c). */
