@@ -22,17 +22,17 @@ enum { MODEL_ROWS = 1024, MODEL_LOG = 256 };
 
 typedef struct model {
   int64_t in[MODEL_ROWS], out[MODEL_ROWS];
-  size_t row_bytes;    /* temporary bytes per row (0: none) */
-  int extra_kernels;   /* plain kernels launched per row */
-  size_t fail_size;    /* this size fails (0: none)... */
-  int fail_captured;   /* ...only while captured */
+  size_t row_bytes;  /* temporary bytes per row (0: none) */
+  int extra_kernels; /* plain kernels launched per row */
+  size_t fail_size;  /* this size fails (0: none)... */
+  int fail_captured; /* ...only while captured */
   recap_status_t fail_status;
   int fail_silently;   /* fail without recap_set_last_error */
   int fork_unjoined;   /* captured: fork a side stream into the capture and never join it */
   recap_stream_t side; /* that side stream */
   /* Blocking the step while captured on another thread (the background tests). */
-  int block_captures;  /* 1: a captured step waits until released */
-  int blocked;         /* a captured step waits now */
+  int block_captures; /* 1: a captured step waits until released */
+  int blocked;        /* a captured step waits now */
   pthread_mutex_t lock;
   pthread_cond_t cond;
   /* What ran (under lock). */

@@ -106,8 +106,7 @@ static recap_status_t hold_pool(recap_graph_set_t set) {
   recap_status_t s = recap__pool_route_reserve(set->device, pool);
   if (s != RECAP_SUCCESS)
     return recap__error(s, "recap_graph_set_create: the set's pool {%llu,%llu} cannot be held: %s",
-                        (unsigned long long)pool.a, (unsigned long long)pool.b,
-                        recap_last_error());
+                        (unsigned long long)pool.a, (unsigned long long)pool.b, recap_last_error());
   set->holds_pool = true;
   return recap__pool_route_end(set->device, pool);
 }
@@ -117,8 +116,7 @@ recap_status_t recap_graph_set_create(recap_graph_set_t *out, recap_step_fn step
   static const char *const fn = "recap_graph_set_create";
   RECAP__ARG(out != NULL, "%s: set is NULL", fn);
   *out = NULL;
-  RECAP__ARG(step != NULL, "%s: step is NULL: pass the function that enqueues one size's work",
-             fn);
+  RECAP__ARG(step != NULL, "%s: step is NULL: pass the function that enqueues one size's work", fn);
   recap_graph_set_options_t o = RECAP_GRAPH_SET_OPTIONS_INIT;
   RECAP__CHECK(RECAP__OPTIONS_COPY(&o, options, recap_graph_set_options_t, capture_options, fn,
                                    "RECAP_GRAPH_SET_OPTIONS_INIT"));

@@ -43,8 +43,7 @@ static void *helper(void *arg) {
     } else {
       /* The helper cannot reach the device: every member it takes fails, with that cause. */
       char message[sizeof set->members[i].message];
-      snprintf(message, sizeof message, "size %zu: %s", set->members[i].bucket,
-               recap_last_error());
+      snprintf(message, sizeof message, "size %zu: %s", set->members[i].bucket, recap_last_error());
       pthread_mutex_lock(&set->lock);
       set->members[i].state = RECAP_MEMBER_FAILED;
       set->members[i].status = device_status;
@@ -96,8 +95,7 @@ recap_status_t recap_graph_set_wait(recap_graph_set_t set) {
                                    "graph set", "recap_graph_set_create"));
   if (!set->thread_started) return RECAP_SUCCESS;
   pthread_mutex_lock(&set->lock);
-  while (set->busy || next_pending(set) != set->count)
-    pthread_cond_wait(&set->changed, &set->lock);
+  while (set->busy || next_pending(set) != set->count) pthread_cond_wait(&set->changed, &set->lock);
   pthread_mutex_unlock(&set->lock);
   return RECAP_SUCCESS;
 }

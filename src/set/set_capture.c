@@ -106,8 +106,9 @@ static void budget_message(recap_graph_set_t set, const recap__capture_result_t 
 /* The step failed during the capture: say so where the step did not. */
 static void step_message(recap_status_t s) {
   if (recap_last_status() != s)
-    recap__error(s, "the step returned %s during the capture without setting a message "
-                    "(recap_set_last_error)",
+    recap__error(s,
+                 "the step returned %s during the capture without setting a message "
+                 "(recap_set_last_error)",
                  recap_status_name(s));
 }
 

@@ -58,9 +58,9 @@ struct recap_graph_set {
   /* Background (under lock): the helper thread, whether it must stop, whether it captures. */
   bool thread_started, stop, busy;
   pthread_t thread;
-  double created;                   /* recap__set_now() at create */
-  double first_ready, all_ready;    /* seconds from create; 0: not yet */
-  double last_idle_scan;            /* recap__set_now() of run()'s latest idle scan */
+  double created;                /* recap__set_now() at create */
+  double first_ready, all_ready; /* seconds from create; 0: not yet */
+  double last_idle_scan;         /* recap__set_now() of run()'s latest idle scan */
   uint64_t replays, eager_runs, overflow_runs, evictions;
 };
 

@@ -105,8 +105,8 @@ static recap_status_t check_list(const recap_graph_set_options_t *o) {
              fn, (int)o->rule);
   RECAP__ARG(o->size_count != 0, "%s: options.size_count is 0: the list of sizes is empty", fn);
   RECAP__ARG(o->size_count <= RECAP__SET_MAX_MEMBERS,
-             "%s: options.size_count is %zu, more than the %d sizes a set holds", fn,
-             o->size_count, (int)RECAP__SET_MAX_MEMBERS);
+             "%s: options.size_count is %zu, more than the %d sizes a set holds", fn, o->size_count,
+             (int)RECAP__SET_MAX_MEMBERS);
   for (size_t i = 0; i < o->size_count; i++)
     RECAP__ARG(o->sizes[i] != 0, "%s: options.sizes[%zu] is 0: sizes are positive", fn, i);
   return RECAP_SUCCESS;
