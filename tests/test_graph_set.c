@@ -785,6 +785,78 @@ static void members_can_check_input_liveness(void **state) {
   destroy_and_check(set);
 }
 
+/* A step that draws: out[k] = f(seed, offset + k) from the generator's state, read at run time
+ * in a graph as a kernel built on recap/rng_device.cuh reads it. */
+typedef struct rng_model {
+  recap_generator_t gen;
+  uint64_t out[64];
+} rng_model_t;
+
+static void rng_fill(void *const *args, size_t n) {
+  (void)n;
+  uint64_t *out = args[0];
+  size_t rows = (size_t)(uintptr_t)args[1];
+  uint64_t seed, offset;
+  if ((uintptr_t)args[2]) {
+    seed = *(const uint64_t *)args[3];
+    offset = *(const uint64_t *)args[4] + (uint64_t)(uintptr_t)args[5];
+  } else {
+    seed = (uint64_t)(uintptr_t)args[3];
+    offset = (uint64_t)(uintptr_t)args[4];
+  }
+  for (size_t k = 0; k < rows; k++) out[k] = seed * 1000003u + offset * 7919u + k;
+}
+
+static recap_status_t rng_step(size_t size, recap_stream_t stream, void *user_data) {
+  rng_model_t *m = user_data;
+  recap_philox_state_t st;
+  recap_status_t s = recap_generator_philox_state(m->gen, stream, 4, &st);
+  if (s != RECAP_SUCCESS) return s;
+  const void *args[6] = {m->out,
+                         (const void *)(uintptr_t)size,
+                         (const void *)(uintptr_t)st.captured,
+                         st.captured ? (const void *)st.seed_ptr : (const void *)(uintptr_t)st.seed,
+                         st.captured ? (const void *)st.offset_ptr
+                                     : (const void *)(uintptr_t)st.offset,
+                         (const void *)(uintptr_t)st.offset_intragraph};
+  recap__fake_launch_kernel_fn(stream, "rng_fill", rng_fill, args, 6);
+  return RECAP_SUCCESS;
+}
+
+/* Replays draw what eager runs at the same offsets draw, bit for bit. */
+static void replays_draw_what_eager_runs_draw(void **state) {
+  (void)state;
+  rng_model_t graphed, eager;
+  memset(&graphed, 0, sizeof graphed);
+  memset(&eager, 0, sizeof eager);
+  OK(recap_generator_create(&graphed.gen, 42));
+  OK(recap_generator_create(&eager.gen, 42));
+  recap_graph_set_options_t o = RECAP_GRAPH_SET_OPTIONS_INIT;
+  o.sizes = (const size_t[]){4, 8};
+  o.size_count = 2;
+  recap_graph_set_t set;
+  OK(recap_graph_set_create(&set, rng_step, &graphed, &o));
+  assert_int_equal(info_of(set).ready, 2);
+  const size_t calls[] = {3, 8, 2, 5};
+  for (size_t i = 0; i < 4; i++) {
+    int was_graphed = 0;
+    size_t padded = 0;
+    OK(recap_graph_set_run(set, calls[i], stream, &padded, &was_graphed));
+    assert_int_equal(was_graphed, 1);
+    OK(rng_step(padded, stream, &eager));
+    assert_memory_equal(graphed.out, eager.out, padded * sizeof(uint64_t));
+    uint64_t a = 0, b = 1;
+    OK(recap_generator_get_offset(graphed.gen, &a));
+    OK(recap_generator_get_offset(eager.gen, &b));
+    assert_int_equal(a, b);
+    assert_int_equal(a, 4 * (i + 1));
+  }
+  OK(recap_graph_set_destroy(set));
+  OK(recap_generator_destroy(graphed.gen));
+  OK(recap_generator_destroy(eager.gen));
+  expect_quiet();
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(create_refuses_bad_options, setup, teardown),
@@ -815,6 +887,7 @@ int main(int argc, char **argv) {
                                       teardown),
       cmocka_unit_test_setup_teardown(member_and_info_refuse_bad_arguments, setup, teardown),
       cmocka_unit_test_setup_teardown(members_can_check_input_liveness, setup, teardown),
+      cmocka_unit_test_setup_teardown(replays_draw_what_eager_runs_draw, setup, teardown),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }
