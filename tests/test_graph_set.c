@@ -466,6 +466,26 @@ static void the_budget_refuses_the_pools_growth(void **state) {
   expect_no_device_memory();
 }
 
+static void a_budget_taken_already_is_not_tried(void **state) {
+  (void)state;
+  recap_graph_set_options_t o = RECAP_GRAPH_SET_OPTIONS_INIT;
+  o.sizes = (const size_t[]){1, 2};
+  o.size_count = 2;
+  o.budget_bytes = RECAP__FAKE_EXEC_BYTES_PER_NODE; /* one executable of one node */
+  recap_graph_set_t set;
+  OK(recap_graph_set_create(&set, model_step, &model, &o));
+  assert_int_equal(state_of_size(set, 2), RECAP_MEMBER_READY);
+  recap_graph_set_member_t m = member_of(set, 1);
+  assert_int_equal(m.state, RECAP_MEMBER_OVER_BUDGET);
+  assert_string_equal(m.message,
+                      "size 1: the set's budget of 4096 bytes is taken already (left: 0 bytes): "
+                      "the pool holds 0 bytes and the ready members' executables 4096 bytes; the "
+                      "size runs eagerly");
+  /* Not tried: the step ran for size 2 only. */
+  expect_order((const size_t[]){2}, 1);
+  destroy_and_check(set);
+}
+
 /* ---- eviction ----------------------------------------------------------------------------- */
 
 static void evicted_members_are_captured_again_when_used(void **state) {
@@ -871,6 +891,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(the_budget_leaves_sizes_eager_and_says_by_how_much, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(the_budget_refuses_the_pools_growth, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_budget_taken_already_is_not_tried, setup, teardown),
       cmocka_unit_test_setup_teardown(evicted_members_are_captured_again_when_used, setup,
                                       teardown),
       cmocka_unit_test_setup_teardown(idle_members_are_evicted, setup, teardown),

@@ -125,11 +125,16 @@ recap_status_t recap__set_capture(recap_graph_set_t set, size_t i, recap_capture
   opts.budget_bytes = 0;
   if (budget) {
     if ((uint64_t)exec_sum >= budget || (uint64_t)(exec_sum + reserved) > budget) {
+      /* Nothing is left for this size: its capture would need room for an executable at
+       * least. */
+      uint64_t held = (uint64_t)(exec_sum + reserved);
       recap__error(RECAP_ERROR_OUT_OF_MEMORY,
-                   "the set's budget of %" PRIu64 " bytes is taken already: the pool holds %" PRId64
+                   "the set's budget of %" PRIu64 " bytes is taken already (%s %" PRIu64
+                   " bytes): the pool holds %" PRId64
                    " bytes and the ready members' executables %" PRId64
                    " bytes; the size runs eagerly",
-                   budget, reserved, exec_sum);
+                   budget, held > budget ? "exceeded by" : "left:",
+                   held > budget ? held - budget : budget - held, reserved, exec_sum);
       return record(set, i, RECAP_MEMBER_OVER_BUDGET, RECAP_ERROR_OUT_OF_MEMORY);
     }
     opts.budget_bytes = budget - (uint64_t)exec_sum;
