@@ -13,6 +13,7 @@
 
 #include "harness.h"
 #include "graph_util.h"
+#include "host_faults.h"
 #include "set_util.h"
 
 static model_t model;
@@ -779,6 +780,56 @@ static void member_and_info_refuse_bad_arguments(void **state) {
   expect_quiet();
 }
 
+/* Host memory failing at each allocation of a set's life in turn: create fails cleanly (nothing
+ * made, nothing left) or records the members it could not capture; every call after works. */
+static void host_memory_failing_at_every_step(void **state) {
+  (void)state;
+  model.row_bytes = MiB;
+  recap_test_host_faults_install();
+  /* A first set makes what recap keeps for the process (the allocator's state of the device,
+   * the graphs' registry): the baseline. */
+  recap_graph_set_t warm = make_set((const size_t[]){2, 4, 8}, 3, RECAP_SET_CAPTURE_UPFRONT);
+  OK(recap_graph_set_destroy(warm));
+  OK(recap_empty_cache());
+  int64_t live = recap_test_host_live();
+  int refused = 0, failed_members = 0;
+  for (uint64_t n = 1;; n++) {
+    if (n > 5000) fail_msg("the sweep did not end");
+    recap_graph_set_options_t o = RECAP_GRAPH_SET_OPTIONS_INIT;
+    o.sizes = (const size_t[]){2, 4, 8};
+    o.size_count = 3;
+    recap_graph_set_t set = NULL;
+    recap_test_host_fail_nth(n);
+    recap_status_t s = recap_graph_set_create(&set, model_step, &model, &o);
+    bool failed = recap_test_host_failed();
+    recap_test_host_fail_nth(0);
+    if (s != RECAP_SUCCESS) {
+      assert_true(failed);
+      EXPECT_STATUS(s, RECAP_ERROR_OUT_OF_MEMORY);
+      assert_null(set);
+      refused++;
+    } else {
+      recap_graph_set_info_t info = info_of(set);
+      failed_members += (int)info.failed;
+      assert_int_equal(info.ready + info.failed, 3);
+      OK(recap_graph_set_capture(set, 0));
+      assert_int_equal(info_of(set).ready, 3);
+      OK(recap_graph_set_run(set, 3, stream, NULL, NULL));
+      expect_rows(&model, 4);
+      OK(recap_graph_set_destroy(set));
+    }
+    expect_quiet();
+    OK(recap_empty_cache());
+    if (recap_test_host_live() != live)
+      fail_msg("failing host allocation %llu: %lld blocks left, %lld before", (unsigned long long)n,
+               (long long)recap_test_host_live(), (long long)live);
+    if (!failed) break;
+  }
+  recap_test_host_faults_remove();
+  assert_true(refused > 0);
+  assert_true(failed_members > 0);
+}
+
 /* ---- with the rest of recap --------------------------------------------------------------- */
 
 static void members_can_check_input_liveness(void **state) {
@@ -902,6 +953,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(a_failing_step_fails_its_member_only, setup, teardown),
       cmocka_unit_test_setup_teardown(injected_faults_fail_one_member, setup, teardown),
       cmocka_unit_test_setup_teardown(a_failing_replay_is_returned, setup, teardown),
+      cmocka_unit_test_setup_teardown(host_memory_failing_at_every_step, setup, teardown),
       cmocka_unit_test_setup_teardown(a_set_that_cannot_be_made_leaves_nothing, setup, teardown),
       cmocka_unit_test_setup_teardown(an_unjoined_side_stream_fails_its_member, setup, teardown),
       cmocka_unit_test_setup_teardown(with_graphs_disabled_every_call_runs_eagerly, setup,
