@@ -362,6 +362,44 @@ static void end_capture_errors(void **state) {
   assert_int_equal(recap__fake_now().live_graphs, 0);
 }
 
+/* With strict joins, a capture that a side stream still takes part in cannot end, as on CUDA:
+ * the capture is thrown away; joined back, it ends. Off by default and after a reset. */
+static void strict_joins_refuse_an_unjoined_side_stream(void **state) {
+  (void)state;
+  recap__fake_reset(NULL);
+  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t side = recap__fake_stream_new();
+  recap_cuda_graph_t g = (recap_cuda_graph_t)&g;
+  recap__fake_strict_joins(true);
+  assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
+  assert_true(recap__fake_capture_join(side, s));
+  recap__fake_stream_enqueue(side);
+  assert_int_equal(ops->stream_end_capture(s, &g), RECAP_ERROR_CAPTURE_INVALIDATED);
+  assert_null(g);
+  assert_last_error_has("cudaErrorStreamCaptureUnjoined");
+  assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_NONE);
+  assert_int_equal(capture_status(side, NULL), RECAP__CAPTURE_NONE);
+  assert_int_equal(recap__fake_now().live_graphs, 0);
+  /* Joined back, the capture ends with the side stream's node. */
+  assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
+  assert_true(recap__fake_capture_join(side, s));
+  recap__fake_stream_enqueue(side);
+  assert_true(recap__fake_capture_join_back(side, s));
+  g = end_capture(s);
+  size_t count = 0;
+  assert_int_equal(ops->graph_node_count(g, &count), RECAP_SUCCESS);
+  assert_int_equal(count, 1);
+  assert_int_equal(ops->graph_destroy(g), RECAP_SUCCESS);
+  /* A reset turns the rule off. */
+  recap__fake_reset(NULL);
+  s = recap__fake_stream_new();
+  side = recap__fake_stream_new();
+  assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
+  assert_true(recap__fake_capture_join(side, s));
+  g = end_capture(s);
+  assert_int_equal(ops->graph_destroy(g), RECAP_SUCCESS);
+}
+
 typedef struct end_thread {
   recap_stream_t stream;
   recap_status_t status;
@@ -970,6 +1008,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(instantiate_and_launch),
     cmocka_unit_test(launch_into_capture),
     cmocka_unit_test(end_capture_errors),
+    cmocka_unit_test(strict_joins_refuse_an_unjoined_side_stream),
     cmocka_unit_test(end_capture_from_other_thread),
     cmocka_unit_test(reset_frees_graphs),
     cmocka_unit_test(fault_injection),
