@@ -856,6 +856,28 @@ static void members_can_check_input_liveness(void **state) {
   destroy_and_check(set);
 }
 
+/* A member's graph is lent: recaptured in place (recap/update.h), the set replays the update. */
+static void a_member_graph_can_be_recaptured_in_place(void **state) {
+  (void)state;
+  recap_graph_set_t set = make_set((const size_t[]){4, 8}, 2, RECAP_SET_CAPTURE_UPFRONT);
+  recap_graph_set_member_t m = member_of(set, 8);
+  recap_stream_t s = recap__fake_stream_new();
+  OK(recap_graph_recapture_begin(m.graph, s, NULL));
+  OK(model_step(6, s, &model));
+  OK(recap_graph_capture_end(m.graph));
+  memset(model.out, 0, sizeof model.out);
+  int graphed = 0;
+  size_t padded = 0;
+  OK(recap_graph_set_run(set, 7, stream, &padded, &graphed));
+  assert_int_equal(graphed, 1);
+  assert_int_equal(padded, 8);
+  /* The graph now computes 6 rows. */
+  expect_rows(&model, 6);
+  assert_int_equal(model.out[6], 0);
+  assert_int_equal(member_of(set, 8).graph, m.graph);
+  destroy_and_check(set);
+}
+
 /* A step that draws: out[k] = f(seed, offset + k) from the generator's state, read at run time
  * in a graph as a kernel built on recap/rng_device.cuh reads it. */
 typedef struct rng_model {
@@ -961,6 +983,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(member_and_info_refuse_bad_arguments, setup, teardown),
       cmocka_unit_test_setup_teardown(members_can_check_input_liveness, setup, teardown),
       cmocka_unit_test_setup_teardown(replays_draw_what_eager_runs_draw, setup, teardown),
+      cmocka_unit_test_setup_teardown(a_member_graph_can_be_recaptured_in_place, setup, teardown),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }
