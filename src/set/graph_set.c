@@ -256,10 +256,16 @@ recap_status_t recap_graph_set_run(recap_graph_set_t set, size_t n, recap_stream
   recap__member_t *m = &set->members[i];
   if (padded) *padded = m->bucket;
   double now = recap__set_now();
+  /* What this call runs is decided in one look at the member: a capture finishing on the
+   * helper thread meanwhile changes later calls, not this one. */
+  recap_graph_t g = NULL;
+  bool capture_here = false;
   pthread_mutex_lock(&set->lock);
   idle_scan(set, i, now);
-  bool capture_here = false;
-  if (m->state == RECAP_MEMBER_EVICTED && set->options.capture == RECAP_SET_CAPTURE_BACKGROUND) {
+  if (m->state == RECAP_MEMBER_READY) {
+    g = m->graph;
+  } else if (m->state == RECAP_MEMBER_EVICTED &&
+             set->options.capture == RECAP_SET_CAPTURE_BACKGROUND) {
     /* Queued for the helper; this call runs eagerly. */
     m->state = RECAP_MEMBER_PENDING;
     recap__set_background_kick(set);
@@ -270,16 +276,13 @@ recap_status_t recap_graph_set_run(recap_graph_set_t set, size_t n, recap_stream
   }
   pthread_mutex_unlock(&set->lock);
   if (capture_here) {
+    /* No helper thread: nothing but this call changes the member. */
     recap_status_t s = recap__set_capture(set, i, set->capture_options.mode);
-    pthread_mutex_lock(&set->lock);
-    recap_member_state_t st = m->state;
-    pthread_mutex_unlock(&set->lock);
-    if (s != RECAP_SUCCESS && st == RECAP_MEMBER_FAILED) return s;
+    if (s != RECAP_SUCCESS && m->state == RECAP_MEMBER_FAILED) return s;
+    if (m->state == RECAP_MEMBER_READY) g = m->graph;
   }
   pthread_mutex_lock(&set->lock);
-  recap_graph_t g = NULL;
-  if (m->state == RECAP_MEMBER_READY) {
-    g = m->graph;
+  if (g) {
     m->replays++;
     m->last_used = now;
     set->replays++;
