@@ -78,10 +78,12 @@ static void expect_all_released(void) {
 
 /* The device calls that make or map memory, and the events, so far. */
 static const int device_calls[] = {
-    RECAP__FAKE_FAULT_RAW_MALLOC,     RECAP__FAKE_FAULT_VMM_GRANULARITY, RECAP__FAKE_FAULT_VMM_RESERVE,
-    RECAP__FAKE_FAULT_VMM_CREATE,     RECAP__FAKE_FAULT_VMM_MAP,         RECAP__FAKE_FAULT_VMM_SET_ACCESS,
-    RECAP__FAKE_FAULT_EVENT_CREATE,   RECAP__FAKE_FAULT_EVENT_RECORD,    RECAP__FAKE_FAULT_HOST_ALLOC_PINNED,
-    RECAP__FAKE_FAULT_VMM_UNMAP,      RECAP__FAKE_FAULT_VMM_RELEASE,
+    RECAP__FAKE_FAULT_RAW_MALLOC,        RECAP__FAKE_FAULT_VMM_GRANULARITY,
+    RECAP__FAKE_FAULT_VMM_RESERVE,       RECAP__FAKE_FAULT_VMM_CREATE,
+    RECAP__FAKE_FAULT_VMM_MAP,           RECAP__FAKE_FAULT_VMM_SET_ACCESS,
+    RECAP__FAKE_FAULT_EVENT_CREATE,      RECAP__FAKE_FAULT_EVENT_RECORD,
+    RECAP__FAKE_FAULT_HOST_ALLOC_PINNED, RECAP__FAKE_FAULT_VMM_UNMAP,
+    RECAP__FAKE_FAULT_VMM_RELEASE,
 };
 enum { DEVICE_CALL_KINDS = sizeof device_calls / sizeof *device_calls };
 
@@ -179,8 +181,7 @@ static void counted_in_the_large_class_and_merged_at_free(void **state) {
   assert_int_equal(st.active_bytes[RECAP_STAT_SMALL].current, 0);
   /* One free rest after them, of a split segment. */
   assert_int_equal(st.inactive_split[RECAP_STAT_LARGE].current, 1);
-  assert_int_equal(st.inactive_split_bytes[RECAP_STAT_LARGE].current,
-                   8 * MiB - 1024 - 64 * KiB);
+  assert_int_equal(st.inactive_split_bytes[RECAP_STAT_LARGE].current, 8 * MiB - 1024 - 64 * KiB);
   assert_int_equal(st.segment[RECAP_STAT_SMALL].current, 0);
   assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, 8 * MiB);
   assert_int_equal(st.num_device_alloc, before.num_device_alloc);
