@@ -8,7 +8,8 @@
  * block counts in the large class (its segment's), merges back at its free, never waits in the
  * front cache, replays at its address, sleeps and wakes with its segment; the segment never
  * grows for it; no device call is made for it; the default pool and classic segments keep
- * PyTorch's classes. recap_memory_check passes after every step.
+ * PyTorch's classes; a host allocation failing at any step leaves everything exact.
+ * recap_memory_check passes after every step.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include "device/fake.h"
 #include "harness.h"
 #include "fake_util.h"
+#include "host_faults.h"
 #include "recap.h"
 
 /* The fake device's memory, and so the addresses each VMM segment reserves. */
@@ -427,6 +429,51 @@ static void sleeps_and_wakes_with_its_segment(void **state) {
   expect_all_released();
 }
 
+/* Host memory failing at each allocation of the call: the request succeeds (from the large
+ * segment, or, without room in its free set, the small class's way: a small segment) or fails
+ * with OUT_OF_MEMORY leaving the statistics as they were; the checker passes either way. */
+static void host_faults_at_each_step(void **state) {
+  (void)state;
+  bool done = false;
+  for (uint64_t n = 1; !done; n++) {
+    recap_stream_t s = vmm_device();
+    recap_pool_id_t pool = recap_pool_handle();
+    recap_graph_t g = capture_into(pool, s);
+    void *big, *p = NULL;
+    OK(recap_malloc(&big, 8 * MiB, s));
+    OK(recap_free(big));
+    recap_memory_stats_t before = stats();
+    recap_test_host_faults_install();
+    recap_test_host_fail_nth(n);
+    recap_status_t r = recap_malloc(&p, 256 * KiB, s);
+    bool failed = recap_test_host_failed();
+    recap_test_host_fail_nth(0);
+    recap_test_host_faults_remove();
+    done = !failed;
+    check();
+    recap_memory_stats_t st = stats();
+    if (r == RECAP_SUCCESS) {
+      recap__segment_t *seg = segment_holding(private_pool(pool), p);
+      /* From the large segment, unless its free set had no room for the split. */
+      if (!done) assert_true(seg->small || p == big);
+      if (done) assert_ptr_equal(p, big);
+      assert_int_equal(st.allocation[seg->small ? RECAP_STAT_SMALL : RECAP_STAT_LARGE].current, 1);
+      OK(recap_free(p));
+      check();
+    } else {
+      assert_true(failed);
+      EXPECT_STATUS(r, RECAP_ERROR_OUT_OF_MEMORY);
+      assert_int_equal(st.allocation[RECAP_STAT_ALL].allocated,
+                       before.allocation[RECAP_STAT_ALL].allocated);
+      assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current,
+                       before.reserved_bytes[RECAP_STAT_ALL].current);
+    }
+    capture_end(g, s);
+    OK(recap_graph_destroy(g));
+    expect_all_released();
+  }
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(bucket_graphs_reserve_the_largest_bucket),
     cmocka_unit_test(counted_in_the_large_class_and_merged_at_free),
@@ -436,6 +483,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(no_device_call_for_it),
     cmocka_unit_test(a_replay_gets_the_same_addresses),
     cmocka_unit_test(sleeps_and_wakes_with_its_segment),
+    cmocka_unit_test(host_faults_at_each_step),
 };
 
 int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }
