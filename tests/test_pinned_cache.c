@@ -739,7 +739,7 @@ static void reserve_failures_pin_nothing(void **unused) {
   EXPECT_STATUS(recap_pinned_reserve(4 * MiB), RECAP_ERROR_OUT_OF_MEMORY);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_HOST_ALLOC_PINNED, 0);
   EXPECT_MESSAGE("recap_pinned_reserve: pinning 4194304 bytes of host memory failed");
-  EXPECT_MESSAGE("nothing was pinned");
+  EXPECT_MESSAGE("nothing was pinned. Free host memory, or reserve fewer bytes");
   assert_int_equal(pinned_frees() - frees, 1);
   assert_int_equal(recap__fake_now().pinned_live, 0);
   expect_kept(0, 0);

@@ -159,7 +159,9 @@ recap_status_t recap__pinned_reserve(size_t bytes, const char *call) {
   if (s != RECAP_SUCCESS) {
     recap__saved_error_t cause; /* recap__error rewrites the message it is read from */
     recap__error_save(&cause);
-    return recap__error(s, "%s: pinning %zu bytes of host memory failed (%s); nothing was pinned",
+    return recap__error(s,
+                        "%s: pinning %zu bytes of host memory failed (%s); nothing was pinned. "
+                        "Free host memory, or reserve fewer bytes",
                         call, bytes, cause.message);
   }
   kept[kept_count++] = (kept_t){.ptr = p, .size = bytes, .reserved = true};
