@@ -8,7 +8,9 @@
  *                  capture; the footprint is the driver's reserved graph memory
  *                  (cudaGraphMemAttrReservedMemCurrent) after instantiating and launching all 8;
  *   shared         recap captures sharing one pool (recap_pool_handle), classic segments;
- *   shared vmm     the same with expandable_segments=1;
+ *   shared vmm     the same with expandable_segments=1 (the small class's temporaries, b <= 64,
+ *                  take the large segment's free blocks: docs/allocator.md, "Small requests in
+ *                  a graph pool's large segment");
  *   private        recap captures with a private pool each (classic);
  *   private vmm    the same with expandable_segments=1.
  *

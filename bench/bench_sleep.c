@@ -17,9 +17,11 @@
  *                      of the pool's bytes in use against the pinned bandwidth measured above,
  *                      and the contents checked right after the wake, before any replay. Two
  *                      ways: the first cycle (offload_keep_pinned=0: the sleep pins a buffer,
- *                      the wake unpins it), then warm cycles (offload_keep_pinned=1, the buffer
- *                      kept from a priming cycle: the copies alone), and the kept buffer's
- *                      release by recap_empty_cache;
+ *                      the wake unpins it), the first cycle with the buffer pinned ahead
+ *                      (recap_pinned_reserve of the bytes in use, timed apart; the sleep pins
+ *                      nothing), then warm cycles (offload_keep_pinned=1, the buffer kept from a
+ *                      priming cycle: the copies alone), and the kept buffer's release by
+ *                      recap_empty_cache;
  *             recapture what a program without sleep does instead: destroy the graph, free
  *                      its blocks, recap_empty_cache, then capture + instantiate again.
  *
@@ -244,6 +246,8 @@ typedef struct pool_result {
   double capture_ms, first_replay_ms;
   double floor_ms; /* map + unmap of reserved_bytes in 1 GiB chunks, scaled from the floor */
   cycle_result_t discard, offload; /* offload: the first cycle, offload_keep_pinned=0 */
+  cycle_result_t offload_reserved; /* the first cycle again, its buffer pinned ahead */
+  double reserve_ms;               /* recap_pinned_reserve of the bytes in use */
   warm_result_t offload_keep;
   double free_ms, recapture_ms, recapture_replay_ms;
   int recapture_identical;
@@ -431,9 +435,25 @@ static void offload_both(pool_run_t *run, const config_t *cfg, const unsigned lo
   offload_ratios(&out->offload, cfg->pinned);
   print_offload("first cycle (pins and unpins)", &out->offload);
   if (out->offload.failed) {
-    out->offload_keep.prime.skipped = out->offload_keep.warm.skipped = "first cycle failed";
+    out->offload_reserved.skipped = out->offload_keep.prime.skipped =
+        out->offload_keep.warm.skipped = "first cycle failed";
     out->offload_keep.released = 1;
     return;
+  }
+  /* The first cycle of a program that pins ahead: recap_pinned_reserve, timed apart, then a
+   * cycle whose sleep takes the reserved buffer (the option still 0: the wake unpins it). */
+  BENCH_CUDA(cudaDeviceSynchronize());
+  uint64_t r0 = bench_now_ns();
+  recap_status_t reserved = recap_pinned_reserve((size_t)pm->allocated_bytes);
+  out->reserve_ms = (double)(bench_now_ns() - r0) / 1e6;
+  if (try_recap(reserved, "recap_pinned_reserve", out->bytes)) {
+    sleep_cycles(run, RECAP_SLEEP_OFFLOAD, 1, before, pm->reserved_bytes, pm->allocated_bytes,
+                 stream, &out->offload_reserved);
+    offload_ratios(&out->offload_reserved, cfg->pinned);
+    printf("    OFFLOAD, recap_pinned_reserve ahead: %.1f ms\n", out->reserve_ms);
+    print_offload("first cycle, pinned ahead", &out->offload_reserved);
+  } else {
+    out->offload_reserved.failed = 1;
   }
   warm_result_t *k = &out->offload_keep;
   BENCH_RECAP(recap_option_set("offload_keep_pinned", "1"));
@@ -521,11 +541,11 @@ static void bench_pool(size_t bytes, const config_t *cfg, cudaStream_t stream, p
   /* Not run: the warm figures say why as the first cycle's do. */
   out->offload_keep.released = 1;
   if (out->discard.failed) {
-    out->offload.skipped = out->offload_keep.prime.skipped = out->offload_keep.warm.skipped =
-        "DISCARD failed";
+    out->offload.skipped = out->offload_reserved.skipped = out->offload_keep.prime.skipped =
+        out->offload_keep.warm.skipped = "DISCARD failed";
   } else if (bytes > cfg->offload_max) {
-    out->offload.skipped = out->offload_keep.prime.skipped = out->offload_keep.warm.skipped =
-        "host memory";
+    out->offload.skipped = out->offload_reserved.skipped = out->offload_keep.prime.skipped =
+        out->offload_keep.warm.skipped = "host memory";
     printf(
         "    OFFLOAD: skipped, %zu GiB would not fit in 45%% of the host's available memory "
         "(--offload-max-gib)\n",
@@ -533,8 +553,9 @@ static void bench_pool(size_t bytes, const config_t *cfg, cudaStream_t stream, p
   } else {
     offload_both(&run, cfg, before, &pm, stream, out);
   }
-  out->failed = out->discard.failed || out->offload.failed || out->offload_keep.prime.failed ||
-                out->offload_keep.warm.failed || !out->offload_keep.released;
+  out->failed = out->discard.failed || out->offload.failed || out->offload_reserved.failed ||
+                out->offload_keep.prime.failed || out->offload_keep.warm.failed ||
+                !out->offload_keep.released;
 
   /* What a program without sleep does: give everything back, capture again. A pool that
    * failed to wake stays asleep; its graph and blocks are only dropped. */
@@ -645,6 +666,10 @@ static int write_json(const char *path, int quick, size_t floor_bytes, const flo
     fprintf(f, ",\n     ");
     json_cycle(f, "offload", &p->offload, 1);
     fprintf(f, ",\n     ");
+    json_cycle(f, "offload_reserved", &p->offload_reserved, 1);
+    fprintf(f, ", ");
+    json_number(f, "reserve_ms", p->reserve_ms, p->offload_reserved.done);
+    fprintf(f, ",\n     ");
     json_warm(f, &p->offload_keep);
     fprintf(f, ",\n     \"recapture\": {\"free_ms\": %.4f, ", p->free_ms);
     int re = !p->failed;
@@ -701,7 +726,8 @@ static void print_tables(size_t floor_bytes, const floor_result_t *fl,
   printf(
       "\nOFFLOAD sleep + wake, GB/s of the bytes in use against the pinned bandwidth (goal >= "
       "%.1f)\n"
-      "  first: offload_keep_pinned=0, the sleep pins its buffer and the wake unpins it; warm:\n"
+      "  first: offload_keep_pinned=0, the sleep pins its buffer and the wake unpins it; ahead:\n"
+      "  the same with the buffer pinned before by recap_pinned_reserve (reserve: its ms); warm:\n"
       "  offload_keep_pinned=1, the buffer kept from a priming cycle; release: recap_empty_cache\n"
       "  freeing the kept buffer\n",
       OFFLOAD_GOAL);
@@ -712,8 +738,10 @@ static void print_tables(size_t floor_bytes, const floor_result_t *fl,
     const struct {
       const char *name;
       const cycle_result_t *c;
-    } rows[] = {{"first", &p->offload}, {"warm", &p->offload_keep.warm}};
-    for (int r = 0; r < 2; r++) {
+    } rows[] = {{"first", &p->offload},
+                {"ahead", &p->offload_reserved},
+                {"warm", &p->offload_keep.warm}};
+    for (int r = 0; r < 3; r++) {
       const cycle_result_t *c = rows[r].c;
       if (!c->done) {
         printf("%5zu GiB %6s %9s\n", p->bytes / GiB, rows[r].name,
@@ -725,6 +753,8 @@ static void print_tables(size_t floor_bytes, const floor_result_t *fl,
              rows[r].name, c->sleep_ms, c->sleep_gbps, c->sleep_ratio, c->wake_ms, c->wake_gbps,
              c->wake_ratio, yes(met), c->back_percent, yes(c->identical));
     }
+    if (p->offload_reserved.done)
+      printf("%5zu GiB %6s %.1f ms\n", p->bytes / GiB, "reserve", p->reserve_ms);
     if (p->offload_keep.prime.done)
       printf("%5zu GiB %6s %.1f ms, %.2f GiB kept\n", p->bytes / GiB, "release",
              p->offload_keep.release_ms, (double)p->offload_keep.kept_bytes / (double)GiB);

@@ -567,6 +567,14 @@ static int st_sleep_during_capture(bim_fixture_t *f) {
   recap_pool_id_t default_pool = {0, 0};
   return recap_pool_sleep(default_pool, RECAP_SLEEP_DISCARD);
 }
+static int st_pinned_reserve_during_capture(bim_fixture_t *f) {
+  MUST(recap_graph_capture_begin(f->graph, f->stream, NULL));
+  return recap_pinned_reserve(4096);
+}
+static int st_pinned_reserve_beyond_the_host(bim_fixture_t *f) {
+  (void)f;
+  return recap_pinned_reserve(SIZE_MAX);
+}
 static int st_pool_info_of_an_unknown_pool(bim_fixture_t *f) {
   return recap_pool_info(f->pool, &f->pool_info);
 }
@@ -832,6 +840,10 @@ static const bim_case_t bim_state_cases[] = {
               "expandable_segments"),
     STATE_MSG(recap_pool_sleep, sleep_during_capture, ERROR_INVALID_USAGE,
               "a capture is under way"),
+    STATE_MSG(recap_pinned_reserve, pinned_reserve_during_capture, ERROR_INVALID_USAGE,
+              "a capture is under way"),
+    STATE_MSG(recap_pinned_reserve, pinned_reserve_beyond_the_host, ERROR_OUT_OF_MEMORY,
+              "nothing was pinned"),
     STATE_MSG(recap_graph_recapture_begin, recapture_of_a_fresh_graph, ERROR_INVALID_USAGE,
               "holds no capture to replace"),
     STATE_MSG(recap_graph_replay, replay_during_recapture, ERROR_INVALID_USAGE, "being recaptured"),

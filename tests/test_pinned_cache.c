@@ -8,7 +8,11 @@
  * frees them, the option back at 0 frees them at the next sleep, wake or recap_empty_cache (and
  * not before), the snapshot and the memory page show them, a wake without host memory to list
  * its buffer frees it, and a fault at every device call of sleep and wake leaves each pool whole
- * with every pinned buffer accounted for.
+ * with every pinned buffer accounted for. recap_pinned_reserve: a buffer pinned ahead serves the
+ * first sleep (nothing pinned then), stays through the option at 0 and through sleeps that pin
+ * anew until its sleep takes it, one per call for recap_sleep of several pools, freed by
+ * recap_empty_cache; refused during a capture, and a host that will not pin or has no memory
+ * for the list leaves nothing pinned.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -569,6 +573,197 @@ static void no_host_memory_to_keep_frees_the_buffer(void **unused) {
   teardown();
 }
 
+/* ---- pinned ahead: recap_pinned_reserve ------------------------------------------------------ */
+
+/* With the option at 0, a buffer reserved ahead serves the first OFFLOAD sleep, which pins
+ * nothing; the wake frees it as the option says, and the next sleep pins again. */
+static void a_reserved_buffer_serves_the_first_sleep(void **unused) {
+  (void)unused;
+  setup();
+  OK(recap_option_set("offload_keep_pinned", "0"));
+  held_t h = hold(8 * MiB, 0x6a);
+  uint64_t allocs = pinned_allocs(), frees = pinned_frees();
+  OK(recap_pinned_reserve(8 * MiB));
+  assert_int_equal(pinned_allocs() - allocs, 1);
+  assert_int_equal(recap__fake_now().pinned_bytes, 8 * MiB);
+  expect_kept(1, 8 * MiB);
+  expect_checker_passes();
+  OK(recap_pool_sleep(h.pool, RECAP_SLEEP_OFFLOAD));
+  assert_int_equal(pinned_allocs() - allocs, 1);
+  assert_int_equal(offloaded(h.pool), 8 * MiB);
+  expect_kept(0, 0);
+  expect_checker_passes();
+  OK(recap_pool_wake(h.pool));
+  expect_contents(&h);
+  assert_int_equal(pinned_frees() - frees, 1);
+  assert_int_equal(recap__fake_now().pinned_live, 0);
+  expect_kept(0, 0);
+  /* Used up: the next sleep pins its own. */
+  OK(recap_pool_sleep(h.pool, RECAP_SLEEP_OFFLOAD));
+  assert_int_equal(pinned_allocs() - allocs, 2);
+  OK(recap_pool_wake(h.pool));
+  expect_contents(&h);
+  /* bytes 0 pins nothing. */
+  OK(recap_pinned_reserve(0));
+  assert_int_equal(pinned_allocs() - allocs, 2);
+  expect_kept(0, 0);
+  release(&h);
+  teardown();
+}
+
+/* With the option at 1 the reserved buffer, given back at the wake, stays kept for the next
+ * sleeps; a reserve that a kept buffer already holds pins nothing. A larger buffer serves a
+ * smaller sleep whole. */
+static void with_the_option_it_stays_kept(void **unused) {
+  (void)unused;
+  setup();
+  held_t h = hold(8 * MiB, 0x7b);
+  uint64_t allocs = pinned_allocs(), frees = pinned_frees();
+  OK(recap_pinned_reserve(16 * MiB));
+  expect_kept(1, 16 * MiB);
+  for (int cycle = 0; cycle < 3; cycle++) {
+    OK(recap_pool_sleep(h.pool, RECAP_SLEEP_OFFLOAD));
+    expect_kept(0, 0);
+    assert_int_equal(offloaded(h.pool), 8 * MiB);
+    expect_checker_passes();
+    OK(recap_pool_wake(h.pool));
+    expect_contents(&h);
+    expect_kept(1, 16 * MiB);
+  }
+  assert_int_equal(pinned_allocs() - allocs, 1);
+  assert_int_equal(pinned_frees() - frees, 0);
+  /* The kept 16 MiB hold 4 MiB: reserved, not pinned anew. */
+  OK(recap_pinned_reserve(4 * MiB));
+  assert_int_equal(pinned_allocs() - allocs, 1);
+  expect_kept(1, 16 * MiB);
+  /* A second reserve finds it reserved already: it pins one more. */
+  OK(recap_pinned_reserve(4 * MiB));
+  assert_int_equal(pinned_allocs() - allocs, 2);
+  expect_kept(2, 20 * MiB);
+  release(&h);
+  teardown();
+}
+
+/* A reserved buffer stays through the option at 0 (sleeps and wakes of other pools) and
+ * through a sleep that pins anew for more than it holds; recap_empty_cache frees it. */
+static void a_reserved_buffer_waits_for_its_sleep(void **unused) {
+  (void)unused;
+  setup();
+  OK(recap_option_set("offload_keep_pinned", "0"));
+  held_t small = hold(2 * MiB, 0x91), big = hold(12 * MiB, 0x92);
+  OK(recap_pinned_reserve(2 * MiB));
+  uint64_t allocs = pinned_allocs(), frees = pinned_frees();
+  OK(recap_pool_sleep(big.pool, RECAP_SLEEP_DISCARD));
+  OK(recap_pool_wake(big.pool));
+  expect_kept(1, 2 * MiB);
+  memset(big.ptr, big.fill, big.bytes); /* DISCARD dropped them */
+  /* 12 MiB: too much for it; the sleep pins its own and leaves it. */
+  OK(recap_pool_sleep(big.pool, RECAP_SLEEP_OFFLOAD));
+  assert_int_equal(pinned_allocs() - allocs, 1);
+  assert_int_equal(pinned_frees() - frees, 0);
+  assert_int_equal(recap__fake_now().pinned_live, 2);
+  expect_kept(1, 2 * MiB);
+  expect_checker_passes();
+  OK(recap_pool_wake(big.pool));
+  expect_contents(&big);
+  assert_int_equal(pinned_frees() - frees, 1);
+  expect_kept(1, 2 * MiB);
+  /* The small pool's sleep takes it. */
+  OK(recap_pool_sleep(small.pool, RECAP_SLEEP_OFFLOAD));
+  assert_int_equal(pinned_allocs() - allocs, 1);
+  expect_kept(0, 0);
+  OK(recap_pool_wake(small.pool));
+  expect_contents(&small);
+  /* recap_empty_cache frees a reserved buffer. */
+  OK(recap_pinned_reserve(6 * MiB));
+  expect_kept(1, 6 * MiB);
+  frees = pinned_frees();
+  OK(recap_empty_cache());
+  assert_int_equal(pinned_frees() - frees, 1);
+  expect_kept(0, 0);
+  assert_int_equal(recap__fake_now().pinned_live, 0);
+  release(&small);
+  release(&big);
+  teardown();
+}
+
+/* One reserve per pool: recap_sleep of two pools pins nothing. */
+static void one_reserve_per_pool_of_recap_sleep(void **unused) {
+  (void)unused;
+  setup();
+  OK(recap_option_set("offload_keep_pinned", "0"));
+  held_t a = hold(2 * MiB, 0xa5), b = hold(6 * MiB, 0xb6);
+  OK(recap_pinned_reserve(6 * MiB));
+  OK(recap_pinned_reserve(2 * MiB));
+  expect_kept(2, 8 * MiB);
+  uint64_t allocs = pinned_allocs();
+  OK(recap_sleep(RECAP_SLEEP_OFFLOAD));
+  assert_int_equal(pinned_allocs(), allocs);
+  expect_kept(0, 0);
+  assert_int_equal(offloaded(a.pool), 2 * MiB);
+  assert_int_equal(offloaded(b.pool), 6 * MiB);
+  expect_checker_passes();
+  OK(recap_wake());
+  expect_contents(&a);
+  expect_contents(&b);
+  expect_kept(0, 0);
+  assert_int_equal(recap__fake_now().pinned_live, 0);
+  release(&a);
+  release(&b);
+  teardown();
+}
+
+/* Refusals and failures pin nothing: during a capture; the host refusing to pin (a smaller kept
+ * buffer not reserved is freed first, as a sleep frees it); no host memory for the list. */
+static void reserve_failures_pin_nothing(void **unused) {
+  (void)unused;
+  setup();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, s, NULL));
+  uint64_t allocs = pinned_allocs();
+  EXPECT_STATUS(recap_pinned_reserve(4 * MiB), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("recap_pinned_reserve: a capture is under way on device 0");
+  assert_int_equal(pinned_allocs(), allocs);
+  recap__fake_launch_kernel(s, "k");
+  OK(recap_graph_capture_end(g));
+  OK(recap_graph_destroy(g));
+
+  held_t h = hold(2 * MiB, 0xc7);
+  OK(recap_pool_sleep(h.pool, RECAP_SLEEP_OFFLOAD));
+  OK(recap_pool_wake(h.pool));
+  expect_kept(1, 2 * MiB);
+  uint64_t frees = pinned_frees();
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_HOST_ALLOC_PINNED, 1);
+  EXPECT_STATUS(recap_pinned_reserve(4 * MiB), RECAP_ERROR_OUT_OF_MEMORY);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_HOST_ALLOC_PINNED, 0);
+  EXPECT_MESSAGE("recap_pinned_reserve: pinning 4194304 bytes of host memory failed");
+  EXPECT_MESSAGE("nothing was pinned. Free host memory, or reserve fewer bytes");
+  assert_int_equal(pinned_frees() - frees, 1);
+  assert_int_equal(recap__fake_now().pinned_live, 0);
+  expect_kept(0, 0);
+  expect_checker_passes();
+
+  /* The list's host memory: the first host allocation fails. */
+  recap_test_host_faults_install();
+  recap_test_host_fail_nth(1);
+  recap_status_t r = recap_pinned_reserve(4 * MiB);
+  bool failed = recap_test_host_failed();
+  recap_test_host_fail_nth(0);
+  recap_test_host_faults_remove();
+  assert_true(failed);
+  EXPECT_STATUS(r, RECAP_ERROR_OUT_OF_MEMORY);
+  EXPECT_MESSAGE("recap_pinned_reserve: out of host memory");
+  assert_int_equal(recap__fake_now().pinned_live, 0);
+  expect_kept(0, 0);
+  /* And then it works. */
+  OK(recap_pinned_reserve(4 * MiB));
+  expect_kept(1, 4 * MiB);
+  release(&h);
+  teardown();
+}
+
 static const recap__fake_fault_t kinds[] = {
     RECAP__FAKE_FAULT_VMM_CREATE,       RECAP__FAKE_FAULT_VMM_RELEASE,
     RECAP__FAKE_FAULT_VMM_MAP,          RECAP__FAKE_FAULT_VMM_UNMAP,
@@ -669,6 +864,11 @@ int main(int argc, char **argv) {
       cmocka_unit_test(a_failed_free_keeps_the_buffer),
       cmocka_unit_test(no_host_memory_to_keep_frees_the_buffer),
       cmocka_unit_test(faults_with_the_cache),
+      cmocka_unit_test(a_reserved_buffer_serves_the_first_sleep),
+      cmocka_unit_test(with_the_option_it_stays_kept),
+      cmocka_unit_test(a_reserved_buffer_waits_for_its_sleep),
+      cmocka_unit_test(one_reserve_per_pool_of_recap_sleep),
+      cmocka_unit_test(reserve_failures_pin_nothing),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }

@@ -36,8 +36,8 @@
  * Pinning the host buffer of an OFFLOAD sleep (cudaHostAlloc) costs far more than the copies
  * (about 1.6 GB/s against about 55 GB/s on a Linux host with an H200). With the option
  * offload_keep_pinned at 1, a wake keeps its buffer and the next OFFLOAD sleep of any pool reuses
- * the smallest kept buffer large enough; recap_empty_cache frees them (docs/sleep.md, "The cost
- * of OFFLOAD").
+ * the smallest kept buffer large enough; recap_pinned_reserve pins one before the first sleep;
+ * recap_empty_cache frees them (docs/sleep.md, "The cost of OFFLOAD").
  */
 #ifndef RECAP_SLEEP_H
 #define RECAP_SLEEP_H
@@ -77,7 +77,8 @@ typedef enum recap_pool_state {
  *   RECAP_ERROR_NOT_SUPPORTED     the pool has classic segments (cudaMalloc) with blocks in use
  *                                 or waiting; its free classic segments are given back first;
  *   RECAP_ERROR_OUT_OF_MEMORY     OFFLOAD could not get pinned host memory (kept buffers
- *                                 too small to hold the copy are freed first);
+ *                                 too small to hold the copy are freed first, but for those
+ *                                 recap_pinned_reserve pinned);
  *   RECAP_ERROR_CUDA              an unmap failed: what was unmapped is mapped back (awake).
  *                                 A release that fails after every unmap succeeded leaves the
  *                                 pool asleep; the message says so and the handle is released
@@ -100,6 +101,21 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_pool_wake(recap_pool_id_t pool);
  * returns the first failure. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_sleep(recap_sleep_mode_t mode);
 RECAP_NODISCARD RECAP_API recap_status_t recap_wake(void);
+
+/* Pin a host buffer of bytes now, ahead of an OFFLOAD sleep, so that the sleep copies into it
+ * and pins nothing: the first OFFLOAD cycle then runs at the copies' speed. The buffer is kept
+ * for RECAP_SLEEP_OFFLOAD as offload_keep_pinned keeps buffers (recap/options.h), whatever that
+ * option says, until an OFFLOAD sleep whose copy fits takes it (the sleep of one pool takes the
+ * smallest kept buffer that holds its blocks in use) or recap_empty_cache frees it. Given back
+ * at that pool's wake, it is kept or freed by offload_keep_pinned as any buffer. Each call pins
+ * one buffer, so a recap_sleep of several pools finds one per call; a call finds a kept buffer
+ * of at least bytes that no earlier call reserved, and reserves it instead of pinning. Kept
+ * buffers not reserved that are smaller are freed first. Size it with recap_pool_memory's
+ * allocated_bytes (recap/memory.h): the copy is the pool's blocks in use. bytes 0 does nothing.
+ * Errors, nothing pinned: RECAP_ERROR_INVALID_USAGE while a capture is under way (pinning host
+ * memory could invalidate it); RECAP_ERROR_OUT_OF_MEMORY when the host cannot pin that much;
+ * RECAP_ERROR_CUDA for another failure of cudaHostAlloc. */
+RECAP_NODISCARD RECAP_API recap_status_t recap_pinned_reserve(size_t bytes);
 
 /* The state of pool on the current device (RECAP_POOL_AWAKE for the default pool of a device
  * recap has not used). RECAP_ERROR_NOT_FOUND for an unknown private pool. */

@@ -14,7 +14,9 @@
  *
  * Picture: a device has pools (the default one and private ones); a pool has segments (raw
  * driver allocations); a segment is tiled by blocks, linked in address order. A free block sits
- * in its pool's free set of its size class; an allocated one in the global pointer map (and so
+ * in its pool's free set of its segment's size class (a block belongs to its segment's class,
+ * even a small request's block in a graph pool's large VMM segment: allocator.c
+ * take_from_large); an allocated one in the global pointer map (and so
  * does the front cache's block, not allocated, while it waits). Every
  * field is guarded by the allocator's one lock, taken through recap__alloc_lock (below).
  */
@@ -271,11 +273,13 @@ static inline void recap__stat_kind(recap_stat_t *array, bool small, int64_t amo
  * fragmentation of classic segments, which go back to the driver only whole; a VMM segment
  * gives back its free tail at any chunk boundary, so its blocks are ruled as if max_split_size
  * were 0: a request always splits off a rest larger than small_size, and never holds a tail
- * much larger than itself. */
+ * much larger than itself. A request of the small class served by a graph pool's large VMM
+ * segment (docs/allocator.md, "Small requests in a graph pool's large segment") splits as in a
+ * small segment: it holds no more than min_block_size beyond its size, as it would there. */
 static inline bool recap__should_split(size_t block_size, bool small, bool vmm, size_t size,
                                        const recap__options_t *o) {
   size_t remaining = block_size - size;
-  if (small) return remaining >= o->min_block_size;
+  if (small || size <= o->small_size) return remaining >= o->min_block_size;
   if (o->max_split_size && !vmm && size >= o->max_split_size) return false;
   return remaining > o->small_size;
 }
@@ -513,10 +517,12 @@ bool recap__pool_bytes(int device, recap_pool_id_t pool, int64_t *reserved, int6
  * by position when the sequence is the same, else the next entry of the same size (an extra or
  * a changed allocation takes nothing from the entries before it). It gets exactly that entry's
  * address when the range is free in the pool now, on the allocation's stream, in a free block
- * of its size class (a hit: the free block is split around it); else it is a miss, and the
- * entry is used up either way. A miss (no entry of that size, or its range not free) goes to
- * free space of the pool that no unused entry claims (the lowest such address in the best
- * fitting free block); when there is none, to a new segment, so that an allocation the old
+ * of its size class, or, for a request of the small class in a graph pool with VMM segments, of
+ * the pool's large VMM segments (a hit: the free block is split around it); else it is a miss,
+ * and the entry is used up either way. A miss (no entry of that size, or its range not free)
+ * goes to free space of the pool that no unused entry claims (the lowest such address in the
+ * best fitting free block of its size class, then, for such a small request, of the large VMM
+ * segments); when there is none, to a new segment, so that an allocation the old
  * capture did not make does not take the range a later one of the same sequence is about to
  * ask for. Thus an identical sequence gets identical addresses, and a different one grows the
  * pool only by what it needs beyond the old capture. Blocks of max_split_size or more follow the
@@ -565,16 +571,19 @@ recap_status_t recap__pool_route_replay_stats(int device, recap_pool_id_t pool, 
  * held). Where the next allocation of `rounded` bytes on stream goes, by the replay rule:
  * RECAP__REPLAY_AT: at *at, inside *block, a free member of set (*hit says whether it is the
  * replay log's address); RECAP__REPLAY_NEW_SEGMENT: a new segment (no unclaimed space fits);
- * RECAP__REPLAY_USUAL: the usual best fit (no replay log). */
+ * RECAP__REPLAY_USUAL: the usual best fit (no replay log). `also`, when not NULL, is a second
+ * free set whose blocks of VMM segments serve the request too, after set's (the pool's large
+ * set, for a small request of a graph pool with VMM segments: allocator.c take_from_large);
+ * *block may then be a member of it. */
 typedef enum recap__replay_place {
   RECAP__REPLAY_USUAL,
   RECAP__REPLAY_AT,
   RECAP__REPLAY_NEW_SEGMENT
 } recap__replay_place_t;
 recap__replay_place_t recap__replay_place(recap__route_logs_t *logs, const recap__free_set_t *set,
-                                          recap_stream_t stream, size_t rounded,
-                                          const recap__options_t *o, recap__block_t **block,
-                                          char **at, bool *hit);
+                                          const recap__free_set_t *also, recap_stream_t stream,
+                                          size_t rounded, const recap__options_t *o,
+                                          recap__block_t **block, char **at, bool *hit);
 /* The miss placement of the replay rule alone (no entry used up): where in the free blocks of
  * set an allocation of `rounded` bytes on stream fits outside the unused entries' ranges; false
  * when nowhere, or without a replay log. What a VMM segment's growth asks after it grew for a

@@ -925,15 +925,58 @@ static HOT_INLINE void take_block(const request_t *r, recap__block_t *b, size_t 
   }
 }
 
-/* The usual placement: the best fitting free block of the request's stream, else a new
- * segment; what the block does not need is split off. recap_malloc's hot path. */
-static HOT_INLINE recap_status_t take_usual(const request_t *r, recap__block_t **b) {
+/* Small requests in a graph pool's large segment (docs/allocator.md says why): with the
+ * expandable_segments option, a request of the small class routed to a private pool may take a
+ * free block of the pool's large-class VMM segments, already mapped, when no free small block
+ * fits it: graphs captured one after another into one pool then share its physical memory
+ * whatever their sizes, as the driver's graph memory nodes share one physical pool. The default
+ * pool keeps PyTorch's classes. The large set, prepared for the request: room in it for the
+ * split this call may add (as request_begin made in the small set), so that later frees need no
+ * host memory; NULL when the request is not such a one, or without host memory (it then takes
+ * the small class's way, as it would have). */
+static recap__free_set_t *large_set_for_small(const request_t *r) {
+  if (!r->small || !r->o->expandable_segments || r->pool == &r->d->default_pool) return NULL;
+  recap__free_set_t *large = &r->pool->large_free;
+  return recap__free_set_reserve_all(large, 2) ? large : NULL;
+}
+
+/* The request belongs to its block's segment's class from now on: it is carved from the large
+ * set and counted in the large class (take_block, account_alloc), as its free counts it. */
+static void request_to_large(request_t *r, recap__free_set_t *large) {
+  r->small = false;
+  r->set = large;
+}
+
+/* The best fitting free block of the pool's large VMM segments on the request's stream for a
+ * small request (large_set_for_small), taken and split: true; false, with nothing changed, when
+ * none fits. Never grows a segment: only what is mapped already serves. */
+static COLD bool take_from_large(request_t *r, recap__block_t **b) {
+  recap__free_set_t *large = large_set_for_small(r);
+  if (!large) return false;
+  for (size_t i = recap__free_set_lower_bound(large, r->stream, r->rounded);
+       i < large->count && large->items[i]->stream == r->stream; i++) {
+    if (!large->items[i]->segment->vmm) continue; /* a classic segment made with the option off */
+    request_to_large(r, large);
+    *b = large->items[i];
+    take_block(r, *b, i, true);
+    return true;
+  }
+  return false;
+}
+
+/* The usual placement: the best fitting free block of the request's stream, else (a graph
+ * pool's small request) a free block of its large VMM segments, else a new segment; what the
+ * block does not need is split off. recap_malloc's hot path. */
+static HOT_INLINE recap_status_t take_usual(request_t *r, recap__block_t **b) {
   /* A cached block stays in the set, at `slot`, until take_block decides what takes its place;
    * a new segment's block was never in it. */
   size_t slot = find_free_block(r->set, r->stream, r->rounded, r->o);
   bool in_set = slot < r->set->count;
   *b = in_set ? r->set->items[slot] : NULL;
-  if (RECAP__UNLIKELY(!in_set)) RECAP__CHECK(malloc_slow(r, b));
+  if (RECAP__UNLIKELY(!in_set)) {
+    if (r->small && take_from_large(r, b)) return RECAP_SUCCESS;
+    RECAP__CHECK(malloc_slow(r, b));
+  }
   take_block(r, *b, slot, in_set);
   return RECAP_SUCCESS;
 }
@@ -995,18 +1038,25 @@ static COLD recap_status_t take_vmm_unclaimed(const request_t *r, recap__block_t
   return RECAP_SUCCESS;
 }
 
-/* The allocation path of a route with logs attached (replay.c decides, this file carves). */
-static COLD recap_status_t take_logged(const request_t *r, recap__block_t **b) {
+/* The allocation path of a route with logs attached (replay.c decides, this file carves). A
+ * small request of a graph pool with VMM segments may be placed in the large set's blocks too
+ * (take_from_large's rule), after its own class's. */
+static COLD recap_status_t take_logged(request_t *r, recap__block_t **b) {
   char *at = NULL;
   bool hit = false;
   recap_status_t s = RECAP_SUCCESS;
-  switch (recap__replay_place(r->logs, r->set, r->stream, r->rounded, r->o, b, &at, &hit)) {
-    case RECAP__REPLAY_AT:
+  recap__free_set_t *large = large_set_for_small(r);
+  switch (recap__replay_place(r->logs, r->set, large, r->stream, r->rounded, r->o, b, &at, &hit)) {
+    case RECAP__REPLAY_AT: {
+      request_t own = *r;
+      if (large && !(*b)->segment->small) request_to_large(r, large);
       *b = take_range(r, *b, at);
       if (*b) break;
+      *r = own; /* nothing was carved: the request is its own class's again */
       hit = false;
       s = take_usual(r, b);
       break;
+    }
     case RECAP__REPLAY_NEW_SEGMENT: {
       recap__saved_error_t saved;
       recap__error_save(&saved);
@@ -1022,9 +1072,12 @@ static COLD recap_status_t take_logged(const request_t *r, recap__block_t **b) {
       }
       /* Out of device memory: space that a later replayed address claims beats failing. */
       size_t slot = find_free_block(r->set, r->stream, r->rounded, r->o);
-      if (s == RECAP_ERROR_OUT_OF_MEMORY && slot < r->set->count) {
+      bool found = slot < r->set->count;
+      if (s == RECAP_ERROR_OUT_OF_MEMORY && found) {
         *b = r->set->items[slot];
         take_block(r, *b, slot, true);
+      }
+      if (s == RECAP_ERROR_OUT_OF_MEMORY && (found || (r->small && take_from_large(r, b)))) {
         (void)recap__error_restore(&saved); /* the caller's last error, not this OOM */
         r->pool->budget_attempted = false;  /* nor a refusal of the budget */
         s = RECAP_SUCCESS;

@@ -56,6 +56,10 @@ bool recap__front_put(recap__front_t *f, recap__device_state_t *d, recap__block_
                       size_t requested) {
   RECAP__ASSERT(!f->block && !f->armed && recap__block_is_free(b) && b->stream_use_count == 0);
   if (f->off || version == 0) return false;
+  /* A small request's block in a graph pool's large VMM segment (allocator.c take_from_large):
+   * the slow path's malloc of its size looks in the small set first, which this rule does not
+   * see, so the block takes the slow path and merges at once. */
+  if (b->size <= o->small_size && !b->segment->small) return false;
   /* A free block before b would absorb it: the merged block would start elsewhere. */
   if (b->prev && recap__block_is_free(b->prev)) return false;
   recap__block_t *rest = b->next && recap__block_is_free(b->next) ? b->next : NULL;

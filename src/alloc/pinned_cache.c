@@ -11,9 +11,17 @@
  * Keeping never adds to the pinned memory recap holds: a new buffer is pinned only when no kept
  * one is large enough, and then every kept one is freed first, so the pinned memory held
  * (kept and in use) never exceeds what the buffers in use held at the latest new pinning (a
- * buffer whose free failed aside).
+ * buffer whose free failed aside), or what the caller asked recap_pinned_reserve for.
+ *
+ * A reserved buffer (recap_pinned_reserve) is pinned ahead of a sleep, so that the first OFFLOAD
+ * sleep pins nothing; one per call, so that a recap_sleep of several pools finds one for each.
+ * It is a kept buffer like the others, but that neither the option at 0 nor a take that pins
+ * anew frees it: it waits for the take that hands it out (its mark goes with it; given back at
+ * the wake, it is kept or freed by the option as any buffer), or for recap_empty_cache.
  */
 #include "alloc/pinned_cache.h"
+
+#include <stdbool.h>
 
 #include "core/error.h"
 #include "core/host.h"
@@ -23,6 +31,7 @@
 typedef struct kept {
   void *ptr;
   size_t size;
+  bool reserved; /* pinned ahead by recap__pinned_reserve: kept whatever the option says */
 } kept_t;
 
 static kept_t *kept;
@@ -41,11 +50,14 @@ static bool keep_option(void) {
 
 static void remove_at(size_t i) { kept[i] = kept[--kept_count]; }
 
-recap_status_t recap__pinned_release_all(const char *call) {
+/* Free the kept buffers, the reserved ones too unless keep_reserved (recap__pinned_release_all
+ * says what a failure does). */
+static recap_status_t release(const char *call, bool keep_reserved) {
   recap_status_t first = RECAP_SUCCESS;
   recap__saved_error_t cause;
   for (size_t i = kept_count; i-- > 0;) {
     kept_t k = kept[i];
+    if (keep_reserved && k.reserved) continue;
     recap_status_t s = recap__device()->host_free_pinned(k.ptr);
     if (s == RECAP_SUCCESS) {
       remove_at(i);
@@ -69,27 +81,50 @@ recap_status_t recap__pinned_release_all(const char *call) {
   return RECAP_SUCCESS;
 }
 
-/* Free every kept buffer where the caller's own outcome does not depend on it: a failure is a
- * warning, the caller's error state untouched. */
-static void release_all_quietly(const char *call) {
+recap_status_t recap__pinned_release_all(const char *call) { return release(call, false); }
+
+/* Free the kept buffers (the reserved ones too unless keep_reserved) where the caller's own
+ * outcome does not depend on it: a failure is a warning, the caller's error state untouched. */
+static void release_quietly(const char *call, bool keep_reserved) {
   if (kept_count == 0) return;
   recap__saved_error_t saved;
   recap__error_save(&saved);
-  if (recap__pinned_release_all(call) != RECAP_SUCCESS) RECAP__WARN("%s", recap_last_error());
+  if (release(call, keep_reserved) != RECAP_SUCCESS) RECAP__WARN("%s", recap_last_error());
   recap__error_restore(&saved);
 }
 
-recap_status_t recap__pinned_take(size_t bytes, void **ptr, size_t *size, const char *call) {
+/* Room in the list for one more buffer; false without host memory. */
+static bool list_reserve(void) {
+  if (kept_count < kept_capacity) return true;
+  size_t capacity = kept_capacity ? 2 * kept_capacity : 4;
+  kept_t *grown = recap__host_realloc(kept, capacity * sizeof *grown);
+  if (!grown) return false;
+  kept = grown;
+  kept_capacity = capacity;
+  return true;
+}
+
+/* The smallest kept buffer of at least bytes (not reserved, with unreserved_only), or
+ * kept_count. */
+static size_t smallest_fit(size_t bytes, bool unreserved_only) {
   size_t best = kept_count;
   for (size_t i = 0; i < kept_count; i++)
-    if (kept[i].size >= bytes && (best == kept_count || kept[i].size < kept[best].size)) best = i;
+    if (kept[i].size >= bytes && !(unreserved_only && kept[i].reserved) &&
+        (best == kept_count || kept[i].size < kept[best].size))
+      best = i;
+  return best;
+}
+
+recap_status_t recap__pinned_take(size_t bytes, void **ptr, size_t *size, const char *call) {
+  size_t best = smallest_fit(bytes, false);
   if (best < kept_count) {
     *ptr = kept[best].ptr;
     *size = kept[best].size;
     remove_at(best);
     return RECAP_SUCCESS;
   }
-  release_all_quietly(call);
+  /* The reserved buffers stay for the sleeps they were pinned for. */
+  release_quietly(call, true);
   void *p = NULL;
   RECAP__CHECK(recap__device()->host_alloc_pinned(&p, bytes));
   *ptr = p;
@@ -98,25 +133,43 @@ recap_status_t recap__pinned_take(size_t bytes, void **ptr, size_t *size, const 
 }
 
 recap_status_t recap__pinned_give(void *ptr, size_t size) {
-  if (keep_option()) {
-    if (kept_count == kept_capacity) {
-      size_t capacity = kept_capacity ? 2 * kept_capacity : 4;
-      kept_t *grown = recap__host_realloc(kept, capacity * sizeof *grown);
-      if (grown) {
-        kept = grown;
-        kept_capacity = capacity;
-      }
-    }
-    if (kept_count < kept_capacity) {
-      kept[kept_count++] = (kept_t){.ptr = ptr, .size = size};
-      return RECAP_SUCCESS;
-    }
+  if (keep_option() && list_reserve()) {
+    kept[kept_count++] = (kept_t){.ptr = ptr, .size = size};
+    return RECAP_SUCCESS;
   }
   return recap__device()->host_free_pinned(ptr);
 }
 
+recap_status_t recap__pinned_reserve(size_t bytes, const char *call) {
+  if (!list_reserve())
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
+                        "%s: out of host memory for the list of pinned buffers; nothing was "
+                        "pinned",
+                        call);
+  size_t best = smallest_fit(bytes, true);
+  if (best < kept_count) {
+    kept[best].reserved = true;
+    return RECAP_SUCCESS;
+  }
+  /* As a take that pins anew: the unreserved kept buffers are all too small, and freeing them
+   * first keeps the pinned memory held to what the buffers wanted need. */
+  release_quietly(call, true);
+  void *p = NULL;
+  recap_status_t s = recap__device()->host_alloc_pinned(&p, bytes);
+  if (s != RECAP_SUCCESS) {
+    recap__saved_error_t cause; /* recap__error rewrites the message it is read from */
+    recap__error_save(&cause);
+    return recap__error(s,
+                        "%s: pinning %zu bytes of host memory failed (%s); nothing was pinned. "
+                        "Free host memory, or reserve fewer bytes",
+                        call, bytes, cause.message);
+  }
+  kept[kept_count++] = (kept_t){.ptr = p, .size = bytes, .reserved = true};
+  return RECAP_SUCCESS;
+}
+
 void recap__pinned_apply_option(const char *call) {
-  if (kept_count && !keep_option()) release_all_quietly(call);
+  if (kept_count && !keep_option()) release_quietly(call, true);
 }
 
 void recap__pinned_kept(size_t *buffers, size_t *bytes) {

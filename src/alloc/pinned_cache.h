@@ -22,10 +22,10 @@
 #include "recap.h"
 
 /* A pinned buffer of at least bytes (bytes > 0) into *ptr and its size into *size: the smallest
- * kept one that is large enough when the option is 1, else a new one (host_alloc_pinned of
- * exactly bytes). Before pinning anew, every kept buffer is freed (all are too small, and the
- * host memory they lock is what the new one needs; a failed free is a warning naming call, that
- * buffer stays kept). Fails with host_alloc_pinned's status and
+ * kept one that is large enough (reserved or not), else a new one (host_alloc_pinned of
+ * exactly bytes). Before pinning anew, every kept buffer not reserved is freed (all are too
+ * small, and the host memory they lock is what the new one needs; a failed free is a warning
+ * naming call, that buffer stays kept). Fails with host_alloc_pinned's status and
  * message (RECAP_ERROR_OUT_OF_MEMORY when the host has none), nothing taken. */
 recap_status_t recap__pinned_take(size_t bytes, void **ptr, size_t *size, const char *call);
 
@@ -34,13 +34,22 @@ recap_status_t recap__pinned_take(size_t bytes, void **ptr, size_t *size, const 
  * returned (the caller still owns the buffer); a kept buffer needs no device call. */
 recap_status_t recap__pinned_give(void *ptr, size_t size);
 
-/* Free every kept buffer (recap_empty_cache; and the apply step below). A buffer whose free
+/* Free every kept buffer, reserved ones included (recap_empty_cache). A buffer whose free
  * fails stays kept, to be freed by a later call; the first failure is returned, its message
  * naming call. */
 recap_status_t recap__pinned_release_all(const char *call);
 
+/* Pin a buffer ahead of an OFFLOAD sleep (recap_pinned_reserve): when a kept buffer not
+ * reserved holds bytes (bytes > 0) already, mark it reserved; else free the kept buffers not
+ * reserved (as a take that pins anew does) and pin one of exactly bytes, kept and reserved. A
+ * reserved buffer stays kept whatever the option says (recap__pinned_apply_option and a take
+ * that pins anew leave it) until a take hands it out or recap__pinned_release_all frees it. Errors, nothing pinned: host_alloc_pinned's status
+ * (RECAP_ERROR_OUT_OF_MEMORY when the host has none), with a message naming call;
+ * RECAP_ERROR_OUT_OF_MEMORY without host memory for the list. */
+recap_status_t recap__pinned_reserve(size_t bytes, const char *call);
+
 /* The option's verdict at a sleep or a wake: when it is 0 (or the options cannot be read),
- * free every kept buffer. A failure is logged as a warning naming call, the buffer kept: the
+ * free every kept buffer but the reserved ones. A failure is logged as a warning naming call, the buffer kept: the
  * sleep or wake itself does not depend on it. */
 void recap__pinned_apply_option(const char *call);
 

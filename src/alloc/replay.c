@@ -108,13 +108,17 @@ static bool fits(const recap__block_t *f, uintptr_t at, size_t size, recap_strea
   return true;
 }
 
-/* The free block of set that may give [at, at + size) to the request, or NULL. A linear scan:
- * the free blocks of a private pool during a capture are few, and the set is ordered by size,
- * not address. */
-static recap__block_t *free_block_holding(const recap__free_set_t *set, recap_stream_t stream,
-                                          uintptr_t at, size_t size, const recap__options_t *o) {
-  for (size_t i = 0; i < set->count; i++)
-    if (fits(set->items[i], at, size, stream, o)) return set->items[i];
+/* The free block of set that may give [at, at + size) to the request, or NULL; with vmm_only,
+ * only a block of a VMM segment (the large set serving a small request). A linear scan: the free
+ * blocks of a private pool during a capture are few, and the set is ordered by size, not
+ * address. */
+static recap__block_t *free_block_holding(const recap__free_set_t *set, bool vmm_only,
+                                          recap_stream_t stream, uintptr_t at, size_t size,
+                                          const recap__options_t *o) {
+  for (size_t i = 0; i < set->count; i++) {
+    recap__block_t *f = set->items[i];
+    if ((!vmm_only || f->segment->vmm) && fits(f, at, size, stream, o)) return f;
+  }
   return NULL;
 }
 
@@ -157,14 +161,15 @@ static uintptr_t lowest_unclaimed(const recap__route_logs_t *logs, const recap__
   return end - p >= size ? p : UINTPTR_MAX;
 }
 
-/* A miss goes to the best fitting free block that has room outside the unused entries' ranges;
- * false if none has. */
+/* A miss goes to the best fitting free block that has room outside the unused entries' ranges
+ * (with vmm_only, of a VMM segment); false if none has. */
 static bool place_unclaimed(const recap__route_logs_t *logs, const recap__free_set_t *set,
-                            recap_stream_t stream, size_t size, const recap__options_t *o,
-                            recap__block_t **block, char **at) {
+                            bool vmm_only, recap_stream_t stream, size_t size,
+                            const recap__options_t *o, recap__block_t **block, char **at) {
   for (size_t i = recap__free_set_lower_bound(set, stream, size);
        i < set->count && set->items[i]->stream == stream; i++) {
     recap__block_t *f = set->items[i];
+    if (vmm_only && !f->segment->vmm) continue;
     uintptr_t p = lowest_unclaimed(logs, f, size);
     if (p != UINTPTR_MAX && fits(f, p, size, stream, o)) {
       *block = f;
@@ -178,13 +183,13 @@ static bool place_unclaimed(const recap__route_logs_t *logs, const recap__free_s
 bool recap__replay_place_unclaimed(const recap__route_logs_t *logs, const recap__free_set_t *set,
                                    recap_stream_t stream, size_t rounded, const recap__options_t *o,
                                    recap__block_t **block, char **at) {
-  return logs->replay && place_unclaimed(logs, set, stream, rounded, o, block, at);
+  return logs->replay && place_unclaimed(logs, set, false, stream, rounded, o, block, at);
 }
 
 recap__replay_place_t recap__replay_place(recap__route_logs_t *logs, const recap__free_set_t *set,
-                                          recap_stream_t stream, size_t rounded,
-                                          const recap__options_t *o, recap__block_t **block,
-                                          char **at, bool *hit) {
+                                          const recap__free_set_t *also, recap_stream_t stream,
+                                          size_t rounded, const recap__options_t *o,
+                                          recap__block_t **block, char **at, bool *hit) {
   *hit = false;
   if (!logs->replay) return RECAP__REPLAY_USUAL;
   size_t j = next_entry(logs, rounded);
@@ -193,7 +198,8 @@ recap__replay_place_t recap__replay_place(recap__route_logs_t *logs, const recap
      * this size then matches its own entry, not this one. */
     use_entry(logs, j);
     uintptr_t want = (uintptr_t)logs->replay->v[j].ptr;
-    recap__block_t *f = free_block_holding(set, stream, want, rounded, o);
+    recap__block_t *f = free_block_holding(set, false, stream, want, rounded, o);
+    if (!f && also) f = free_block_holding(also, true, stream, want, rounded, o);
     if (f) {
       *block = f;
       *at = f->ptr + (want - (uintptr_t)f->ptr);
@@ -201,7 +207,9 @@ recap__replay_place_t recap__replay_place(recap__route_logs_t *logs, const recap
       return RECAP__REPLAY_AT;
     }
   }
-  if (place_unclaimed(logs, set, stream, rounded, o, block, at)) return RECAP__REPLAY_AT;
+  if (place_unclaimed(logs, set, false, stream, rounded, o, block, at)) return RECAP__REPLAY_AT;
+  if (also && place_unclaimed(logs, also, true, stream, rounded, o, block, at))
+    return RECAP__REPLAY_AT;
   return RECAP__REPLAY_NEW_SEGMENT;
 }
 

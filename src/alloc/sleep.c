@@ -6,7 +6,7 @@
  * blocks, free sets and statistics stay as they are, only the physical chunks behind its
  * segments go. Sleep waits for the device, copies the blocks in use to one pinned host buffer
  * (OFFLOAD; the buffer comes from pinned_cache.c, which keeps buffers between sleeps with the
- * option offload_keep_pinned), unmaps every chunk and releases every handle; wake maps fresh
+ * option offload_keep_pinned and holds those recap_pinned_reserve pins ahead), unmaps every chunk and releases every handle; wake maps fresh
  * chunks of up to RECAP__VMM_WAKE_CHUNK over each segment's [0, size) at the same addresses,
  * copies the blocks back and hands the buffer back to pinned_cache.c. Every step that can fail
  * before the pool's state changes is undone on failure, so a pool is asleep or awake, never
@@ -687,6 +687,23 @@ out:
   recap__alloc_unlock();
   recap__host_free(slept);
   recap__host_free(devices);
+  return s;
+}
+
+recap_status_t recap_pinned_reserve(size_t bytes) {
+  if (bytes == 0) return RECAP_SUCCESS;
+  recap_status_t s;
+  int capturing;
+  recap__alloc_lock();
+  if (capture_under_way(&capturing))
+    s = recap__error(RECAP_ERROR_INVALID_USAGE,
+                     "recap_pinned_reserve: a capture is under way on device %d; pinning host "
+                     "memory (cudaHostAlloc) now could invalidate it. Call it before the "
+                     "capture begins or after it ends",
+                     capturing);
+  else
+    s = recap__pinned_reserve(bytes, "recap_pinned_reserve");
+  recap__alloc_unlock();
   return s;
 }
 
