@@ -135,11 +135,15 @@ static void model_init(model_t *m, int width, size_t max_batch, uint32_t seed) {
 /* The device is idle and no set is left: streams may be destroyed and their addresses reused. */
 static void model_forget_streams(model_t *m) {
   BENCH_CUDA(cudaDeviceSynchronize());
-  for (int i = 0; i < MAX_HANDLES; i++) m->slots[i].bound = 0;
+  /* Each handle goes back to the legacy stream: none keeps a stream that is gone. */
+  for (int i = 0; i < MAX_HANDLES; i++) {
+    BENCH_BLAS(cublasSetStream(m->slots[i].handle, NULL));
+    m->slots[i].bound = 0;
+  }
 }
 
 static void model_destroy(model_t *m) {
-  BENCH_CUDA(cudaDeviceSynchronize());
+  model_forget_streams(m);
   for (int i = 0; i < MAX_HANDLES; i++) {
     BENCH_BLAS(cublasDestroy(m->slots[i].handle));
     BENCH_CUDA(cudaFree(m->slots[i].workspace));

@@ -374,11 +374,15 @@ static void model_init(model_t *m, const options_t *o) {
  * (a later stream may reuse an address). The device is idle. */
 static void model_forget_streams(model_t *m) {
   CHECK_CUDA(cudaDeviceSynchronize());
-  for (int i = 0; i < MAX_HANDLES; i++) m->slots[i].bound = false;
+  /* Each handle goes back to the legacy stream: none keeps a stream that is gone. */
+  for (int i = 0; i < MAX_HANDLES; i++) {
+    CHECK_BLAS(cublasSetStream(m->slots[i].handle, NULL));
+    m->slots[i].bound = false;
+  }
 }
 
 static void model_destroy(model_t *m) {
-  CHECK_CUDA(cudaDeviceSynchronize());
+  model_forget_streams(m);
   for (int i = 0; i < MAX_HANDLES; i++) {
     CHECK_BLAS(cublasDestroy(m->slots[i].handle));
     CHECK_RECAP(recap_free(m->slots[i].workspace));

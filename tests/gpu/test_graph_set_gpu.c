@@ -85,6 +85,8 @@ static void model_init(model_t *m, cudaStream_t s) {
 static void model_destroy(model_t *m) {
   CUDA_OK(cudaDeviceSynchronize());
   for (int i = 0; i < HANDLES; i++) {
+    /* Back to the legacy stream first: the set's stream it may hold is gone. */
+    CUBLAS_OK(cublasSetStream(m->slots[i].handle, NULL));
     CUBLAS_OK(cublasDestroy(m->slots[i].handle));
     CUDA_OK(cudaFree(m->slots[i].workspace));
   }
