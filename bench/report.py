@@ -15,7 +15,11 @@ torch_graph.json, torch_alloc.json (PyTorch, from bench/torch_*.py). Prints:
   memory      from bench_sleep.json, bench_buckets.json and bench_vmm.json when present: sleep +
               wake of pools against the raw VMM floor and the pinned bandwidth, the bucket
               graphs' reserved bytes against the ideal and CUDA's graph memory nodes, and VMM
-              segments against classic ones.
+              segments against classic ones; from bench_sets.json and torch_sets.json, a graph
+              set's reserved bytes over 8 buckets against PyTorch's shared pool, the memory
+              nodes and the largest bucket alone, capture time against PyTorch's, an eager
+              loop's throughput beside a background capture, set_run's cost against a replay,
+              and PyTorch's serve loop with bucket graphs against eager.
 
 Writes the merged rows and the inputs as JSON (--out, default bench/results.json beside this
 script), a plot of the ratios as PNG (--plot, default the --out path with .png) when
@@ -31,8 +35,8 @@ import re
 import sys
 
 INPUTS = ("bench_graph", "bench_alloc", "torch_graph", "torch_alloc", "bench_sleep",
-          "bench_buckets", "bench_vmm")
-MEMORY = ("bench_sleep", "bench_buckets", "bench_vmm")
+          "bench_buckets", "bench_vmm", "bench_sets", "torch_sets")
+MEMORY = ("bench_sleep", "bench_buckets", "bench_vmm", "bench_sets", "torch_sets")
 
 
 def load(folder):
@@ -229,6 +233,46 @@ def memory_lines(data):
         lines.append(f"growing reserved/allocated  classic "
                      f"{fmt(frag.get('classic', {}).get('reserved_vs_allocated'), '.3f')}, vmm "
                      f"{fmt(frag.get('vmm', {}).get('reserved_vs_allocated'), '.3f')}")
+    lines.extend(sets_lines(data))
+    return lines
+
+
+def sets_lines(data):
+    """The graph sets' figures (bench_sets, torch_sets): ratios against their goals."""
+    sets, tsets = data.get("bench_sets"), data.get("torch_sets")
+    lines = []
+    tb = (tsets or {}).get("buckets", {})
+    torch_bytes = tb.get("reserved_bytes")
+    if sets:
+        ways = {w["way"]: w for w in sets.get("memory", [])}
+        goals = sets.get("goals", {})
+        mib = " ".join(f"{k}:{fmt(ways.get(k, {}).get('reserved_bytes', float('nan')) / (1 << 20), '.1f')}"
+                       for k in ("nodes", "set", "set_vmm", "alone", "alone_vmm"))
+        if torch_bytes is not None:
+            mib += f" torch:{torch_bytes / (1 << 20):.1f}"
+        lines.append(f"sets MiB          {mib}")
+        for key in ("set", "set_vmm"):
+            w = ways.get(key, {})
+            vs_torch = div(w.get("reserved_bytes"), torch_bytes)
+            lines.append(f"sets {key + ' /torch':<12} {fmt(vs_torch, '.2f')} /nodes "
+                         f"{fmt(w.get('vs_nodes'), '.2f')} /alone {fmt(w.get('vs_alone'), '.2f')}"
+                         f"  (<= 1, <= 1, <= {goals.get('alone_ratio', 1.25):g})")
+        cap = ways.get("set", {}).get("capture_ms")
+        lines.append(f"sets capture ms   recap {fmt(cap, '.1f')} nodes "
+                     f"{fmt(ways.get('nodes', {}).get('capture_ms'), '.1f')} torch "
+                     f"{fmt(tb.get('capture_ms'), '.1f')}  (recap/torch "
+                     f"{fmt(div(cap, tb.get('capture_ms')), '.2f')})")
+        bg = sets.get("background", {})
+        lines.append(f"sets background   eager loop during/alone {fmt(bg.get('ratio'), '.3f')} "
+                     f"(>= {goals.get('background_ratio', 0.9):g}); {bg.get('sizes', '-')} sizes "
+                     f"graphed in {fmt(med(bg, 'all_ready_ms'), '.1f')} ms")
+        rc = sets.get("run_cost", {})
+        lines.append(f"sets run/replay   {fmt(rc.get('ratio'), '.3f')} (set_run "
+                     f"{fmt(med(rc, 'set_run_us'), '.2f')} us, replay {fmt(med(rc, 'replay_us'), '.2f')} us)")
+    if tsets:
+        sv = tsets.get("serve", {})
+        lines.append(f"torch serve       graphs/eager {fmt(sv.get('speedup'), '.2f')}x requests/s; "
+                     f"shared pool /alone {fmt(tb.get('vs_alone'), '.2f')}")
     return lines
 
 
@@ -268,7 +312,8 @@ def print_tables(res):
               f"{fmt(r['routing_extra_ns'], '9.1f')} {yes(r['meets_routing_target']):>4} "
               f"{fmt(r['torch_routing_extra_ns'], '10.1f')}")
     if res["memory"]:
-        print("\nmemory (bench_sleep, bench_buckets, bench_vmm; their own tables are in bench.log)")
+        print("\nmemory (bench_sleep, bench_buckets, bench_vmm, bench_sets, torch_sets; their own tables "
+              "are in bench.log)")
         for line in res["memory"]:
             print("  " + line)
     m = res["targets_met"]
