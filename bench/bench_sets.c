@@ -25,7 +25,9 @@
  *     caller's stream, a synchronisation every 16 steps) alone, then while a set of 32 sizes
  *     (8, 16, .., 256) is captured in the background, until every size is ready; steps/s
  *     during the capture against steps/s alone (goal >= 90%), and the time until every size is
- *     graphed. Each size's replay is then compared with its eager run, bit for bit.
+ *     graphed, for the helper's default share of time (options.background_share, 0.2) and for
+ *     shares of 1 (no pause), 0.5 and 0.1. Each size's replay is then compared with its eager
+ *     run, bit for bit.
  *
  * (c) the host cost of recap_graph_set_run on a ready member against a bare recap_graph_replay
  *     of the same member's graph (one-kernel steps, batches of the two alternating).
@@ -264,12 +266,14 @@ static int same_as(const float *a, const float *b, size_t floats, const char *wh
   return 0;
 }
 
+/* share: options.background_share (0: the default). */
 static recap_graph_set_t make_set(model_t *m, const size_t *sizes, size_t count,
-                                  recap_set_capture_t capture) {
+                                  recap_set_capture_t capture, double share) {
   recap_graph_set_options_t o = RECAP_GRAPH_SET_OPTIONS_INIT;
   o.sizes = sizes;
   o.size_count = count;
   o.capture = capture;
+  o.background_share = share;
   recap_graph_set_t set = NULL;
   BENCH_RECAP(recap_graph_set_create(&set, gemm_step, m, &o));
   return set;
@@ -379,7 +383,7 @@ static void run_set_way(int way, model_t *m, cudaStream_t s, float *const *refer
     return;
   }
   uint64_t t0 = bench_now_ns();
-  recap_graph_set_t set = make_set(m, buckets, count, RECAP_SET_CAPTURE_UPFRONT);
+  recap_graph_set_t set = make_set(m, buckets, count, RECAP_SET_CAPTURE_UPFRONT, 0);
   r->capture_ms = (double)(bench_now_ns() - t0) / 1e6;
   if (members_not_ready(set, buckets, count, way_labels[way])) {
     r->skipped = "capture failed";
@@ -467,7 +471,12 @@ static void run_memory(model_t *m, cudaStream_t s, memory_result_t *r) {
  * (b) background capture beside an eager loop
  * ======================================================================================== */
 
+/* The helper's shares of time measured (options.background_share; 0, the default, first). */
+enum { BG_SHARES = 4 };
+static const double bg_shares[BG_SHARES] = {0, 1, 0.5, 0.1};
+
 typedef struct background_result {
+  double share;
   bench_stats_t alone_steps_per_s; /* per round */
   bench_stats_t during_steps_per_s;
   bench_stats_t all_ready_ms;
@@ -490,7 +499,8 @@ static int all_ready(recap_graph_set_t set, double *seconds) {
   return info.pending == 0 && info.capturing == 0;
 }
 
-static void run_background(model_t *m, cudaStream_t s, int rounds, background_result_t *r) {
+static void run_background(model_t *m, cudaStream_t s, int rounds, double share,
+                           background_result_t *r) {
   size_t sizes[BG_SIZES];
   for (int i = 0; i < BG_SIZES; i++) sizes[i] = (size_t)BG_STEP * (size_t)(i + 1);
   double *alone = bench_calloc(NAME, (size_t)rounds, sizeof(double));
@@ -512,7 +522,7 @@ static void run_background(model_t *m, cudaStream_t s, int rounds, background_re
     }
     alone[round] = (double)steps / t;
     /* The same loop while the set's helper captures the 32 sizes. */
-    recap_graph_set_t set = make_set(m, sizes, BG_SIZES, RECAP_SET_CAPTURE_BACKGROUND);
+    recap_graph_set_t set = make_set(m, sizes, BG_SIZES, RECAP_SET_CAPTURE_BACKGROUND, share);
     double done_at = 0;
     t = 0;
     steps = 0;
@@ -555,18 +565,29 @@ static void run_background(model_t *m, cudaStream_t s, int rounds, background_re
   bench_stats(ready_ms, (size_t)rounds, &r->all_ready_ms);
   r->ratio = ratio(r->during_steps_per_s.median, r->alone_steps_per_s.median);
   r->rounds = rounds;
+  r->share = share;
   free(alone);
   free(during);
   free(ready_ms);
+}
+
+static void print_background(const background_result_t *r, size_t count) {
   printf(
       "\n(b) an eager loop (steps of %d rows, width %d, a sync every %d) while %d sizes are "
-      "captured in the background (goal >= %.0f%% of the loop alone), medians of %d rounds\n",
-      BG_LOOP_SIZE, BG_WIDTH, BG_BATCH, BG_SIZES, BACKGROUND_GOAL * 100, rounds);
-  printf("%-14s %14s %14s %8s %16s %8s\n", "", "alone steps/s", "during steps/s", "ratio",
-         "all graphed ms", "outputs");
-  printf("%-14s %14.0f %14.0f %8.3f %16.1f %8s\n", "eager loop", r->alone_steps_per_s.median,
-         r->during_steps_per_s.median, r->ratio, r->all_ready_ms.median,
-         r->outputs_match ? "same" : "DIFFER");
+      "captured in the background (goal >= %.0f%% of the loop alone), medians of %d rounds, for "
+      "several shares of time the helper may capture (options.background_share; 0.2 is the "
+      "default)\n",
+      BG_LOOP_SIZE, BG_WIDTH, BG_BATCH, BG_SIZES, BACKGROUND_GOAL * 100, r[0].rounds);
+  printf("%-14s %14s %14s %8s %16s %8s\n", "helper share", "alone steps/s", "during steps/s",
+         "ratio", "all graphed ms", "outputs");
+  for (size_t i = 0; i < count; i++) {
+    char name[32];
+    snprintf(name, sizeof name, r[i].share > 0 ? "%.2f" : "%.2f (default)",
+             r[i].share > 0 ? r[i].share : 0.2);
+    printf("%-14s %14.0f %14.0f %8.3f %16.1f %8s\n", name, r[i].alone_steps_per_s.median,
+           r[i].during_steps_per_s.median, r[i].ratio, r[i].all_ready_ms.median,
+           r[i].outputs_match ? "same" : "DIFFER");
+  }
 }
 
 /* ==========================================================================================
@@ -705,7 +726,11 @@ static int write_json(const char *path, int quick, const memory_result_t *mem,
   bench_stats_json(f, &bg->during_steps_per_s);
   fprintf(f, ",\n    \"all_ready_ms\": ");
   bench_stats_json(f, &bg->all_ready_ms);
-  fprintf(f, "},\n  \"run_cost\": {\"counter_ok\": %s, \"ratio\": %.4f,\n    \"set_run_us\": ",
+  fprintf(f, "},\n  \"background_shares\": [");
+  for (int i = 0; i < BG_SHARES; i++)
+    fprintf(f, "%s\n    {\"share\": %.2f, \"ratio\": %.4f, \"all_ready_ms\": %.3f}", i ? "," : "",
+            bg[i].share > 0 ? bg[i].share : 0.2, bg[i].ratio, bg[i].all_ready_ms.median);
+  fprintf(f, "\n  ],\n  \"run_cost\": {\"counter_ok\": %s, \"ratio\": %.4f,\n    \"set_run_us\": ",
           cost->counter_ok ? "true" : "false",
           ratio(cost->set_run_us.median, cost->replay_us.median));
   bench_stats_json(f, &cost->set_run_us);
@@ -728,10 +753,10 @@ int main(int argc, char **argv) {
   cudaStream_t s;
   BENCH_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   memory_result_t mem[W_COUNT];
-  background_result_t bg;
+  background_result_t bg[BG_SHARES];
   run_cost_result_t cost;
   memset(mem, 0, sizeof mem);
-  memset(&bg, 0, sizeof bg);
+  memset(bg, 0, sizeof bg);
   memset(&cost, 0, sizeof cost);
 
   model_t big;
@@ -741,12 +766,14 @@ int main(int argc, char **argv) {
 
   model_t small;
   model_init(&small, BG_WIDTH, (size_t)BG_STEP * BG_SIZES, 4321u);
-  run_background(&small, s, args.quick ? 2 : 5, &bg);
+  for (int i = 0; i < BG_SHARES; i++)
+    run_background(&small, s, args.quick ? 2 : 5, bg_shares[i], &bg[i]);
+  print_background(bg, BG_SHARES);
   model_destroy(&small);
 
   run_cost(s, args.quick ? 11 : 41, &cost);
 
-  int written = write_json(args.json_path, args.quick, mem, &bg, &cost);
+  int written = write_json(args.json_path, args.quick, mem, bg, &cost);
   if (written) printf("\nresults: %s\n", args.json_path);
   BENCH_CUDA(cudaStreamDestroy(s));
   BENCH_RECAP(recap_empty_cache());

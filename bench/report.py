@@ -265,7 +265,12 @@ def sets_lines(data):
         bg = sets.get("background", {})
         lines.append(f"sets background   eager loop during/alone {fmt(bg.get('ratio'), '.3f')} "
                      f"(>= {goals.get('background_ratio', 0.9):g}); {bg.get('sizes', '-')} sizes "
-                     f"graphed in {fmt(med(bg, 'all_ready_ms'), '.1f')} ms")
+                     f"graphed in {fmt(med(bg, 'all_ready_ms'), '.1f')} ms (default share)")
+        shares = sets.get("background_shares", [])
+        if shares:
+            lines.append("sets bg shares    " + "  ".join(
+                f"{s.get('share', 0):g}: {fmt(s.get('ratio'), '.3f')} in {fmt(s.get('all_ready_ms'), '.1f')} ms"
+                for s in shares))
         rc = sets.get("run_cost", {})
         lines.append(f"sets run/replay   {fmt(rc.get('ratio'), '.3f')} (set_run "
                      f"{fmt(med(rc, 'set_run_us'), '.2f')} us, replay {fmt(med(rc, 'replay_us'), '.2f')} us)")

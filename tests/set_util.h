@@ -13,6 +13,7 @@
 #define RECAP_TEST_SET_UTIL_H
 
 #include <pthread.h>
+#include <time.h>
 #include <stdint.h>
 
 #include "device/fake.h"
@@ -31,8 +32,9 @@ typedef struct model {
   int fork_unjoined;   /* captured: fork a side stream into the capture and never join it */
   recap_stream_t side; /* that side stream */
   /* Blocking the step while captured on another thread (the background tests). */
-  int block_captures; /* 1: a captured step waits until released */
-  int blocked;        /* a captured step waits now */
+  int block_captures;    /* 1: a captured step waits until released */
+  int blocked;           /* a captured step waits now */
+  long capture_sleep_us; /* a captured step sleeps this long (a capture that takes time) */
   pthread_mutex_t lock;
   pthread_cond_t cond;
   /* What ran (under lock). */
@@ -75,6 +77,13 @@ static recap_status_t model_step(size_t size, recap_stream_t stream, void *user_
       pthread_cond_broadcast(&m->cond);
       while (m->block_captures) pthread_cond_wait(&m->cond, &m->lock);
       m->blocked = 0;
+    }
+    if (m->capture_sleep_us > 0) {
+      struct timespec pause = {m->capture_sleep_us / 1000000,
+                               (m->capture_sleep_us % 1000000) * 1000};
+      pthread_mutex_unlock(&m->lock);
+      nanosleep(&pause, NULL);
+      pthread_mutex_lock(&m->lock);
     }
   } else if (m->eager_count < MODEL_LOG) {
     m->eager[m->eager_count++] = size;

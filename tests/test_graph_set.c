@@ -113,6 +113,16 @@ static void create_refuses_bad_options(void **state) {
   expect_refused(&o, "options.evict_idle_seconds is -1");
   o.evict_idle_seconds = NAN;
   expect_refused(&o, "options.evict_idle_seconds");
+  o.evict_idle_seconds = 0;
+  o.background_share = 1.5;
+  expect_refused(&o,
+                 "options.background_share is 1.5: give a share of time in (0, 1] (0: the "
+                 "default, 0.2)");
+  o.background_share = -0.25;
+  expect_refused(&o, "options.background_share is -0.25");
+  o.background_share = NAN;
+  expect_refused(&o, "options.background_share is nan");
+  o.background_share = 0;
   o = good;
   o.capture_options.budget_bytes = 4096;
   expect_refused(&o, "options.capture_options.budget_bytes is 4096");

@@ -236,6 +236,44 @@ static void destroy_cancels_and_joins(void **state) {
   expect_quiet();
 }
 
+/* The helper keeps to its share of time: after a capture of t seconds it waits t (1 / share - 1)
+ * before the next, so three captures of >= 20 ms at a share of 0.25 are all ready no sooner than
+ * their own time plus three times the first two's; at a share of 1 nothing waits. */
+static double all_ready_with_share(double share, double *captures, double *first_two) {
+  model.capture_sleep_us = 20000;
+  recap_graph_set_options_t o = RECAP_GRAPH_SET_OPTIONS_INIT;
+  o.sizes = (const size_t[]){2, 4, 8};
+  o.size_count = 3;
+  o.capture = RECAP_SET_CAPTURE_BACKGROUND;
+  o.background_share = share;
+  recap_graph_set_t set = NULL;
+  OK(recap_graph_set_create(&set, model_step, &model, &o));
+  OK(recap_graph_set_wait(set));
+  recap_graph_set_info_t info = info_of(set);
+  assert_int_equal(info.ready, 3);
+  *captures = 0;
+  for (size_t k = 0; k < 3; k++) *captures += member_of(set, (size_t)2 << k).capture_seconds;
+  /* Largest first: 8, then 4, then 2. */
+  *first_two = member_of(set, 8).capture_seconds + member_of(set, 4).capture_seconds;
+  double ready = info.all_ready_seconds;
+  OK(recap_graph_set_destroy(set));
+  model.capture_sleep_us = 0;
+  return ready;
+}
+
+static void the_helper_keeps_its_share_of_time(void **state) {
+  (void)state;
+  double captures = 0, first_two = 0;
+  double paced = all_ready_with_share(0.25, &captures, &first_two);
+  assert_true(first_two >= 0.040);
+  assert_true(paced >= captures + 3 * first_two);
+  double full = all_ready_with_share(1, &captures, &first_two);
+  /* Without pauses the set is ready long before the paced one: the paced one waited at least
+   * 3 x 40 ms more than its captures took. */
+  assert_true(full < captures + first_two);
+  assert_true(paced > full);
+}
+
 /* Many calls while many sizes are captured: every result right, ThreadSanitizer quiet. */
 static void calls_and_captures_at_once(void **state) {
   (void)state;
@@ -278,6 +316,7 @@ int main(int argc, char **argv) {
                                       teardown),
       cmocka_unit_test_setup_teardown(destroy_cancels_and_joins, setup, teardown),
       cmocka_unit_test_setup_teardown(calls_and_captures_at_once, setup, teardown),
+      cmocka_unit_test_setup_teardown(the_helper_keeps_its_share_of_time, setup, teardown),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }

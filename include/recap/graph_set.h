@@ -127,12 +127,18 @@ typedef struct recap_graph_set_options {
    * destroy), mode (forced to THREAD_LOCAL in the background), check_input_liveness, rebind,
    * regions. Its budget_bytes must be 0 (the set's budget governs). */
   recap_capture_options_t capture_options;
+  /* BACKGROUND: the share of wall time the helper thread may spend capturing, in (0, 1]; after
+   * a capture that took t seconds it waits t * (1 / share - 1) before the next one. Capturing
+   * and instantiating take locks of the driver that the caller's launches wait for, so a lower
+   * share keeps the caller's eager calls faster while the set fills, and a higher one fills it
+   * sooner. 0 (the default): 0.2. */
+  double background_share;
 } recap_graph_set_options_t;
 
 #define RECAP_GRAPH_SET_OPTIONS_INIT                                                               \
   {                                                                                                \
     sizeof(recap_graph_set_options_t), NULL, 0, RECAP_SIZES_LIST, 0, 0, RECAP_SET_CAPTURE_UPFRONT, \
-        RECAP_SET_LARGEST_FIRST, RECAP_SET_OVERFLOW_EAGER, 0, 0.0, RECAP_CAPTURE_OPTIONS_INIT      \
+        RECAP_SET_LARGEST_FIRST, RECAP_SET_OVERFLOW_EAGER, 0, 0.0, RECAP_CAPTURE_OPTIONS_INIT, 0.0 \
   }
 
 /* Make a set. Bad options are RECAP_ERROR_INVALID_ARGUMENT with a message that names the field:

@@ -59,6 +59,10 @@ static recap_status_t check_options(const recap_graph_set_options_t *o) {
              "%s: options.evict_idle_seconds is %g: give a finite number of seconds >= 0 (0: "
              "never evict)",
              fn, o->evict_idle_seconds);
+  RECAP__ARG(o->background_share >= 0 && o->background_share <= 1,
+             "%s: options.background_share is %g: give a share of time in (0, 1] (0: the default, "
+             "%g)",
+             fn, o->background_share, RECAP__SET_DEFAULT_SHARE);
   const recap_capture_options_t *c = &o->capture_options;
   RECAP__ARG(c->budget_bytes == 0,
              "%s: options.capture_options.budget_bytes is %llu: the set's budget governs its "

@@ -10,8 +10,10 @@
  * may keep running the step eagerly, allocating and synchronising, meanwhile. The helper holds
  * the set's lock only to pick a member and to record what became of it.
  */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/args.h"
 #include "core/error.h"
@@ -23,6 +25,26 @@ static size_t next_pending(const recap_graph_set_t set) {
   for (size_t k = 0; k < set->count; k++)
     if (set->members[set->order[k]].state == RECAP_MEMBER_PENDING) return set->order[k];
   return set->count;
+}
+
+/* After a capture that took `took` seconds, wait until the helper's share of time
+ * (options.background_share) is kept, or until the set stops (lock held). */
+static void pause_for_share(recap_graph_set_t set, double took) {
+  double share =
+      set->options.background_share > 0 ? set->options.background_share : RECAP__SET_DEFAULT_SHARE;
+  if (share >= 1 || took <= 0) return;
+  double pause = took * (1 / share - 1);
+  struct timespec until;
+  clock_gettime(CLOCK_REALTIME, &until); /* the condition variable's clock */
+  double whole = floor(pause);
+  until.tv_sec += (time_t)whole;
+  until.tv_nsec += (long)((pause - whole) * 1e9);
+  if (until.tv_nsec >= 1000000000L) {
+    until.tv_sec++;
+    until.tv_nsec -= 1000000000L;
+  }
+  while (!set->stop && pthread_cond_timedwait(&set->changed, &set->lock, &until) == 0) {
+  }
 }
 
 static void *helper(void *arg) {
@@ -38,6 +60,7 @@ static void *helper(void *arg) {
     set->members[i].state = RECAP_MEMBER_CAPTURING;
     set->busy = true;
     pthread_mutex_unlock(&set->lock);
+    double started = recap__set_now();
     if (device_status == RECAP_SUCCESS) {
       (void)recap__set_capture(set, i, RECAP_CAPTURE_MODE_THREAD_LOCAL);
     } else {
@@ -54,6 +77,7 @@ static void *helper(void *arg) {
     pthread_mutex_lock(&set->lock);
     set->busy = false;
     pthread_cond_broadcast(&set->changed);
+    pause_for_share(set, recap__set_now() - started);
   }
   pthread_mutex_unlock(&set->lock);
   return NULL;

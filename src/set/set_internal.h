@@ -27,6 +27,12 @@ enum { RECAP__SET_MAGIC = 0x72677374 /* "rgst" */ };
  * than given a billion members. */
 enum { RECAP__SET_MAX_MEMBERS = 65536 };
 
+/* options.background_share 0: the helper captures a fifth of the time. On the H200 a helper
+ * capturing without pause cost an eager cuBLAS loop on another thread a third of its speed
+ * (bench/bench_sets, table (b)); at a fifth it costs a small part of that, and 32 sizes are
+ * still graphed in tens of milliseconds. */
+#define RECAP__SET_DEFAULT_SHARE 0.2
+
 typedef struct recap__member {
   size_t bucket;
   recap_member_state_t state;
