@@ -267,7 +267,14 @@ recap_status_t recap_graph_set_run(recap_graph_set_t set, size_t n, recap_stream
   pthread_mutex_lock(&set->lock);
   idle_scan(set, i, now);
   if (m->state == RECAP_MEMBER_READY) {
+    /* The usual call: one critical section, then the replay. */
     g = m->graph;
+    m->replays++;
+    m->last_used = now;
+    set->replays++;
+    pthread_mutex_unlock(&set->lock);
+    if (graphed) *graphed = 1;
+    return recap_graph_replay(g, stream);
   } else if (m->state == RECAP_MEMBER_EVICTED &&
              set->options.capture == RECAP_SET_CAPTURE_BACKGROUND) {
     /* Queued for the helper; this call runs eagerly. */
