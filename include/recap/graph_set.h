@@ -128,10 +128,10 @@ typedef struct recap_graph_set_options {
    * regions. Its budget_bytes must be 0 (the set's budget governs). */
   recap_capture_options_t capture_options;
   /* BACKGROUND: the share of wall time the helper thread may spend capturing, in (0, 1]; after
-   * a capture that took t seconds it waits t * (1 / share - 1) before the next one. Capturing
-   * and instantiating take locks of the driver that the caller's launches wait for, so a lower
-   * share keeps the caller's eager calls faster while the set fills, and a higher one fills it
-   * sooner. 0 (the default): 0.2. */
+   * a capture that took t seconds it waits t * (1 / share - 1) before the next one. The
+   * helper's captures slow the caller's eager calls while they run (docs/graph_sets.md gives
+   * the measure), so a lower share keeps those calls closer to their speed alone, and a higher
+   * one fills the set sooner. 0 (the default): 0.2. */
   double background_share;
 } recap_graph_set_options_t;
 
