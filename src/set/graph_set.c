@@ -108,9 +108,14 @@ static recap_status_t release_set(recap_graph_set_t set, bool mutex_made) {
 static recap_status_t hold_pool(recap_graph_set_t set) {
   recap_pool_id_t pool = set->capture_options.pool;
   recap_status_t s = recap__pool_route_reserve(set->device, pool);
-  if (s != RECAP_SUCCESS)
+  if (s != RECAP_SUCCESS) {
+    /* The cause is the thread's last error: copied out first, since the new message is
+     * written where it lies. */
+    recap__saved_error_t cause;
+    recap__error_save(&cause);
     return recap__error(s, "recap_graph_set_create: the set's pool {%llu,%llu} cannot be held: %s",
-                        (unsigned long long)pool.a, (unsigned long long)pool.b, recap_last_error());
+                        (unsigned long long)pool.a, (unsigned long long)pool.b, cause.message);
+  }
   set->holds_pool = true;
   return recap__pool_route_end(set->device, pool);
 }
