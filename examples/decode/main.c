@@ -56,6 +56,7 @@
 #include "recap.h"
 
 #define PROGRAM "decode"
+#include "example_check.h"
 enum { EXIT_NO_DEVICE = 2, EXIT_CHECK_SKIP = 77, STEPS_UNDER_A_TOOL = 24, STATE_BUFFERS = 2 };
 enum { WAY_EAGER, WAY_RECAPTURE, WAY_UPDATE, WAY_REBIND, WAYS };
 static const char *const WAY_NAMES[WAYS] = {"eager", "recapture", "update", "rebind"};
@@ -63,48 +64,6 @@ static const char *const WAY_TITLES[WAYS] = {"eager", "reset + capture + instant
                                              "recapture + update", "rebind + device length"};
 /* cuBLAS's workspace: fixed, from recap, so that every step's GEMMs run the same algorithm. */
 static const size_t WORKSPACE_BYTES = (size_t)4 << 20;
-
-/* ==========================================================================================
- * Failing clearly
- * ======================================================================================== */
-
-static void die(const char *format, ...) {
-  va_list args;
-  fflush(stdout);
-  fprintf(stderr, PROGRAM ": ");
-  va_start(args, format);
-  vfprintf(stderr, format, args);
-  va_end(args);
-  fputc('\n', stderr);
-  exit(1);
-}
-
-#define CHECK_RECAP(call)                                                              \
-  do {                                                                                 \
-    recap_status_t status_ = (call);                                                   \
-    if (status_ != RECAP_SUCCESS)                                                      \
-      die("%s failed: %s: %s", #call, recap_status_name(status_), recap_last_error()); \
-  } while (0)
-
-#define CHECK_CUDA(call)                                                                      \
-  do {                                                                                        \
-    cudaError_t error_ = (call);                                                              \
-    if (error_ != cudaSuccess)                                                                \
-      die("%s failed: %s (%s)", #call, cudaGetErrorName(error_), cudaGetErrorString(error_)); \
-  } while (0)
-
-#define CHECK_BLAS(call)                                                                          \
-  do {                                                                                            \
-    cublasStatus_t blas_ = (call);                                                                \
-    if (blas_ != CUBLAS_STATUS_SUCCESS)                                                           \
-      die("%s failed: %s (%s)", #call, cublasGetStatusName(blas_), cublasGetStatusString(blas_)); \
-  } while (0)
-
-static void *host_alloc(size_t bytes) {
-  void *p = calloc(1, bytes ? bytes : 1);
-  if (!p) die("out of host memory (%zu bytes)", bytes);
-  return p;
-}
 
 /* ==========================================================================================
  * Options

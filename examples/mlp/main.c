@@ -50,6 +50,7 @@
 #include "recap_view.h"
 
 #define PROGRAM "mlp"
+#include "example_check.h"
 enum { EXIT_NO_DEVICE = 2, EXIT_CHECK_SKIP = 77, MAX_GRAPHS = 64, STEPS_UNDER_A_TOOL = 5 };
 enum { WAYS = 4, MAX_LOOPS = 4, MAX_RUNS = 4 + MAX_LOOPS };
 
@@ -57,37 +58,12 @@ enum { WAYS = 4, MAX_LOOPS = 4, MAX_RUNS = 4 + MAX_LOOPS };
  * Failing clearly
  * ======================================================================================== */
 
-static void die(const char *format, ...) {
-  va_list args;
-  fflush(stdout);
-  fprintf(stderr, PROGRAM ": ");
-  va_start(args, format);
-  vfprintf(stderr, format, args);
-  va_end(args);
-  fputc('\n', stderr);
-  exit(1);
-}
-
 /* Calls into the model module: its own message says what failed and why. */
 #define CHECK_MLP(call)                                                             \
   do {                                                                              \
     recap_status_t status_ = (call);                                                \
     if (status_ != RECAP_SUCCESS)                                                   \
       die("%s failed (%s):\n  %s", #call, recap_status_name(status_), mlp_error()); \
-  } while (0)
-
-#define CHECK_RECAP(call)                                                              \
-  do {                                                                                 \
-    recap_status_t status_ = (call);                                                   \
-    if (status_ != RECAP_SUCCESS)                                                      \
-      die("%s failed: %s: %s", #call, recap_status_name(status_), recap_last_error()); \
-  } while (0)
-
-#define CHECK_CUDA(call)                                                                      \
-  do {                                                                                        \
-    cudaError_t error_ = (call);                                                              \
-    if (error_ != cudaSuccess)                                                                \
-      die("%s failed: %s (%s)", #call, cudaGetErrorName(error_), cudaGetErrorString(error_)); \
   } while (0)
 
 /* ==========================================================================================

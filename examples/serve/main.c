@@ -60,6 +60,7 @@
 #include "recap/graph_set.h"
 
 #define PROGRAM "serve"
+#include "example_check.h"
 enum { EXIT_BAD_USAGE = 2, EXIT_NO_DEVICE = 77, REQUESTS_UNDER_A_TOOL = 24 };
 enum { DEFAULT_REQUESTS = 400, BENCH_REQUESTS = 4000 };
 /* cuBLAS handles: the caller's stream, and the streams of the sets the way makes. */
@@ -76,46 +77,8 @@ static const size_t WORKSPACE_BYTES = (size_t)4 << 20;
 static const double MiB = 1048576.0;
 
 /* ==========================================================================================
- * Failing clearly
+ * Time
  * ======================================================================================== */
-
-static void die(const char *format, ...) {
-  va_list args;
-  fflush(stdout);
-  fprintf(stderr, PROGRAM ": ");
-  va_start(args, format);
-  vfprintf(stderr, format, args);
-  va_end(args);
-  fputc('\n', stderr);
-  exit(1);
-}
-
-#define CHECK_RECAP(call)                                                              \
-  do {                                                                                 \
-    recap_status_t status_ = (call);                                                   \
-    if (status_ != RECAP_SUCCESS)                                                      \
-      die("%s failed: %s: %s", #call, recap_status_name(status_), recap_last_error()); \
-  } while (0)
-
-#define CHECK_CUDA(call)                                                                      \
-  do {                                                                                        \
-    cudaError_t error_ = (call);                                                              \
-    if (error_ != cudaSuccess)                                                                \
-      die("%s failed: %s (%s)", #call, cudaGetErrorName(error_), cudaGetErrorString(error_)); \
-  } while (0)
-
-#define CHECK_BLAS(call)                                                                          \
-  do {                                                                                            \
-    cublasStatus_t blas_ = (call);                                                                \
-    if (blas_ != CUBLAS_STATUS_SUCCESS)                                                           \
-      die("%s failed: %s (%s)", #call, cublasGetStatusName(blas_), cublasGetStatusString(blas_)); \
-  } while (0)
-
-static void *host_alloc(size_t bytes) {
-  void *p = calloc(1, bytes ? bytes : 1);
-  if (!p) die("out of host memory (%zu bytes)", bytes);
-  return p;
-}
 
 static double now_seconds(void) {
   struct timespec ts;

@@ -46,6 +46,7 @@
 #include "recap.h"
 
 #define PROGRAM "solver"
+#include "example_check.h"
 enum { EXIT_BAD_USAGE = 2, EXIT_NO_DEVICE = 77, ITERATIONS_UNDER_A_TOOL = 64, BENCH_REPEATS = 5 };
 enum { WAY_EAGER, WAY_PER_ITERATION, WAY_WHILE, WAY_UNROLLED, WAY_HOST_EVERY_U, WAYS };
 static const char *const WAY_TITLES[WAYS] = {"(a) eager, residual read every iteration",
@@ -57,31 +58,6 @@ static const char *const WAY_TITLES[WAYS] = {"(a) eager, residual read every ite
 /* ==========================================================================================
  * Failing clearly
  * ======================================================================================== */
-
-static void die(const char *format, ...) {
-  va_list args;
-  fflush(stdout);
-  fprintf(stderr, PROGRAM ": ");
-  va_start(args, format);
-  vfprintf(stderr, format, args);
-  va_end(args);
-  fputc('\n', stderr);
-  exit(1);
-}
-
-#define CHECK_RECAP(call)                                                              \
-  do {                                                                                 \
-    recap_status_t status_ = (call);                                                   \
-    if (status_ != RECAP_SUCCESS)                                                      \
-      die("%s failed: %s: %s", #call, recap_status_name(status_), recap_last_error()); \
-  } while (0)
-
-#define CHECK_CUDA(call)                                                                      \
-  do {                                                                                        \
-    cudaError_t error_ = (call);                                                              \
-    if (error_ != cudaSuccess)                                                                \
-      die("%s failed: %s (%s)", #call, cudaGetErrorName(error_), cudaGetErrorString(error_)); \
-  } while (0)
 
 /* A kernel launcher's error as a recap status, for the callbacks of recap_loop_capture. */
 static recap_status_t from_cuda(cudaError_t error, const char *what) {
