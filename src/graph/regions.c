@@ -214,6 +214,20 @@ static recap_status_t scan_body(recap_cuda_graph_t body, const recap__region_fra
   recap_status_t s = RECAP_SUCCESS;
   for (size_t i = 0; i < info.node_count && s == RECAP_SUCCESS; i++) {
     const recap_graph_node_t *n = &info.nodes[i];
+    /* NCCL's kernels (a collective enqueued by a direct NCCL call, which recap_nccl_* would
+     * have refused here) are kernel nodes that CUDA accepts at capture and refuses at
+     * instantiation. */
+    if (n->type == RECAP_NODE_KERNEL && n->kernel_name && strncmp(n->kernel_name, "nccl", 4) == 0) {
+      s = recap__error(
+          RECAP_ERROR_INVALID_USAGE,
+          "%s: branch %u of the %s region opened %u deep holds node %zu of its body, kernel %s, "
+          "an NCCL collective: CUDA fails the instantiation of a conditional body holding NCCL's "
+          "work with a bare cudaErrorInvalidValue (pytorch #180960), and ranks whose regions run "
+          "a different number of times would wait for each other forever; enqueue collectives "
+          "before or after the region; the capture is abandoned and the graph is fresh again",
+          function, f->branch, recap_region_kind_name(f->kind), depth, i, n->kernel_name);
+      break;
+    }
     switch (n->type) {
       case RECAP_NODE_KERNEL:
       case RECAP_NODE_MEMCPY:
