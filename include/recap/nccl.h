@@ -98,21 +98,27 @@ RECAP_NODISCARD RECAP_API recap_status_t
 recap_nccl_all_reduce(const void *send, void *recv, size_t count, recap_nccl_dtype_t dtype,
                       recap_nccl_op_t op, recap_nccl_comm_t comm, recap_stream_t stream);
 /* Every rank's sendcount elements, in rank order, into every rank's recv (nranks * sendcount). */
-RECAP_NODISCARD RECAP_API recap_status_t
-recap_nccl_all_gather(const void *send, void *recv, size_t sendcount, recap_nccl_dtype_t dtype,
-                      recap_nccl_comm_t comm, recap_stream_t stream);
+RECAP_NODISCARD RECAP_API recap_status_t recap_nccl_all_gather(const void *send, void *recv,
+                                                               size_t sendcount,
+                                                               recap_nccl_dtype_t dtype,
+                                                               recap_nccl_comm_t comm,
+                                                               recap_stream_t stream);
 /* send (nranks * recvcount elements) reduced with op across ranks; rank r receives block r. */
 RECAP_NODISCARD RECAP_API recap_status_t
 recap_nccl_reduce_scatter(const void *send, void *recv, size_t recvcount, recap_nccl_dtype_t dtype,
                           recap_nccl_op_t op, recap_nccl_comm_t comm, recap_stream_t stream);
 /* root's send (count elements) into every rank's recv. */
-RECAP_NODISCARD RECAP_API recap_status_t
-recap_nccl_broadcast(const void *send, void *recv, size_t count, recap_nccl_dtype_t dtype, int root,
-                     recap_nccl_comm_t comm, recap_stream_t stream);
+RECAP_NODISCARD RECAP_API recap_status_t recap_nccl_broadcast(const void *send, void *recv,
+                                                              size_t count,
+                                                              recap_nccl_dtype_t dtype, int root,
+                                                              recap_nccl_comm_t comm,
+                                                              recap_stream_t stream);
 /* Every rank's count elements reduced with op into root's recv (other ranks' recv unused). */
-RECAP_NODISCARD RECAP_API recap_status_t
-recap_nccl_reduce(const void *send, void *recv, size_t count, recap_nccl_dtype_t dtype,
-                  recap_nccl_op_t op, int root, recap_nccl_comm_t comm, recap_stream_t stream);
+RECAP_NODISCARD RECAP_API recap_status_t recap_nccl_reduce(const void *send, void *recv,
+                                                           size_t count, recap_nccl_dtype_t dtype,
+                                                           recap_nccl_op_t op, int root,
+                                                           recap_nccl_comm_t comm,
+                                                           recap_stream_t stream);
 /* count elements of buf to rank peer, which calls recap_nccl_recv. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_nccl_send(const void *buf, size_t count,
                                                          recap_nccl_dtype_t dtype, int peer,
@@ -156,14 +162,17 @@ typedef struct recap_collective {
   int nranks;
   size_t count; /* as the wrapper took it: all_gather's sendcount, reduce_scatter's recvcount */
   recap_nccl_dtype_t dtype;
-  int op;             /* a recap_nccl_op_t; -1 for kinds without a reduction */
-  int peer;           /* send/recv's peer rank; -1 otherwise */
-  int root;           /* broadcast/reduce's root; -1 otherwise */
-  unsigned group;     /* recap_nccl_group_start depth when it was enqueued (0: outside groups) */
+  int op;         /* a recap_nccl_op_t; -1 for kinds without a reduction */
+  int peer;       /* send/recv's peer rank; -1 otherwise */
+  int root;       /* broadcast/reduce's root; -1 otherwise */
+  unsigned group; /* recap_nccl_group_start depth when it was enqueued (0: outside groups) */
 } recap_collective_t;
 
-#define RECAP_COLLECTIVE_INIT \
-  { sizeof(recap_collective_t), RECAP_COLLECTIVE_ALL_REDUCE, 0, 0, 0, RECAP_NCCL_INT8, -1, -1, -1, 0 }
+#define RECAP_COLLECTIVE_INIT                                                                      \
+  {                                                                                                \
+    sizeof(recap_collective_t), RECAP_COLLECTIVE_ALL_REDUCE, 0, 0, 0, RECAP_NCCL_INT8, -1, -1, -1, \
+        0                                                                                          \
+  }
 
 /* The collectives the capture graph holds (or the one under way) recorded, in order: the first
  * min(capacity, total) into out[0..], the total into *count, and the fingerprint's 64-bit hash

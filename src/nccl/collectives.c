@@ -120,11 +120,12 @@ static recap_status_t reserve(recap__nccl_graph_t *g, recap__nccl_comm_t comm, u
 
 static void warn_old_version(int version) {
   if (version >= RECAP__NCCL_FIXED_VERSION || atomic_exchange(&warned, true)) return;
-  RECAP__WARN("NCCL %d.%d.%d has the graph deadlock of vllm #52504: replays of graphs that share "
-              "a communicator on two streams can hang (fixed in NCCL 2.30.4); keep the "
-              "communicator's policy at RECAP_NCCL_SERIALIZE (recap_nccl_comm_policy) or "
-              "upgrade NCCL",
-              version / 10000, version / 100 % 100, version % 100);
+  RECAP__WARN(
+      "NCCL %d.%d.%d has the graph deadlock of vllm #52504: replays of graphs that share "
+      "a communicator on two streams can hang (fixed in NCCL 2.30.4); keep the "
+      "communicator's policy at RECAP_NCCL_SERIALIZE (recap_nccl_comm_policy) or "
+      "upgrade NCCL",
+      version / 10000, version / 100 % 100, version % 100);
 }
 
 recap_status_t recap_nccl_version(int *version) {
@@ -197,15 +198,15 @@ static recap_status_t enqueue(recap__coll_t *c, recap_stream_t stream, const cha
   return RECAP_SUCCESS;
 }
 
-#define CHECK_COMMON(fn, dtype, comm)                                                          \
-  do {                                                                                         \
-    RECAP__ARG((comm) != NULL, fn ": comm is NULL");                                           \
-    RECAP__ARG(dtype_valid(dtype),                                                             \
-               fn ": dtype %d is not a recap_nccl_dtype_t (RECAP_NCCL_INT8..FLOAT8E5M2)",      \
-               (int)(dtype));                                                                  \
+#define CHECK_COMMON(fn, dtype, comm)                                                     \
+  do {                                                                                    \
+    RECAP__ARG((comm) != NULL, fn ": comm is NULL");                                      \
+    RECAP__ARG(dtype_valid(dtype),                                                        \
+               fn ": dtype %d is not a recap_nccl_dtype_t (RECAP_NCCL_INT8..FLOAT8E5M2)", \
+               (int)(dtype));                                                             \
   } while (0)
 
-#define CHECK_OP(fn, op)                                                                       \
+#define CHECK_OP(fn, op) \
   RECAP__ARG(op_valid(op), fn ": op %d is not a recap_nccl_op_t (RECAP_NCCL_SUM..AVG)", (int)(op))
 
 recap_status_t recap_nccl_all_reduce(const void *send, void *recv, size_t count,
@@ -236,8 +237,8 @@ recap_status_t recap_nccl_reduce_scatter(const void *send, void *recv, size_t re
   RECAP__ARG(recv != NULL, "recap_nccl_reduce_scatter: recv is NULL");
   CHECK_COMMON("recap_nccl_reduce_scatter", dtype, comm);
   CHECK_OP("recap_nccl_reduce_scatter", op);
-  recap__coll_t c = {RECAP__COLL_REDUCE_SCATTER, send, recv, recvcount, (int)dtype, (int)op, -1, -1,
-                     comm};
+  recap__coll_t c = {
+      RECAP__COLL_REDUCE_SCATTER, send, recv, recvcount, (int)dtype, (int)op, -1, -1, comm};
   return enqueue(&c, stream, "recap_nccl_reduce_scatter");
 }
 
@@ -306,8 +307,8 @@ recap_status_t recap_nccl_group_end(void) {
  * ---------------------------------------------------------------------------------------- */
 
 const char *recap_nccl_dtype_name(recap_nccl_dtype_t dtype) {
-  static const char *const names[] = {"int8",    "uint8",   "int32",    "uint32",
-                                      "int64",   "uint64",  "float16",  "float32",
+  static const char *const names[] = {"int8",    "uint8",    "int32",      "uint32",
+                                      "int64",   "uint64",   "float16",    "float32",
                                       "float64", "bfloat16", "float8e4m3", "float8e5m2"};
   return dtype_valid(dtype) ? names[dtype] : "unknown";
 }
@@ -318,7 +319,8 @@ const char *recap_nccl_op_name(recap_nccl_op_t op) {
 }
 
 const char *recap_collective_kind_name(recap_collective_kind_t kind) {
-  static const char *const names[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast",
-                                      "reduce",     "send",       "recv"};
+  static const char *const names[] = {"all_reduce", "all_gather", "reduce_scatter",
+                                      "broadcast",  "reduce",     "send",
+                                      "recv"};
   return (int)kind >= 0 && (int)kind <= RECAP_COLLECTIVE_RECV ? names[kind] : "unknown";
 }

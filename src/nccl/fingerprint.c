@@ -122,7 +122,8 @@ recap_status_t recap_graph_collectives(recap_graph_t graph, recap_collective_t *
   size_t total = g ? g->count : 0;
   size_t n = total < capacity ? total : capacity;
   for (size_t i = 0; i < n; i++)
-    RECAP__ARG(out[i].size >= RECAP__COLLECTIVE_V1_SIZE && out[i].size <= sizeof(recap_collective_t),
+    RECAP__ARG(out[i].size >= RECAP__COLLECTIVE_V1_SIZE &&
+                   out[i].size <= sizeof(recap_collective_t),
                "recap_graph_collectives: out[%zu].size is %zu; start each element from "
                "RECAP_COLLECTIVE_INIT",
                i, out[i].size);
@@ -162,7 +163,8 @@ static recap_status_t exchange(recap__nccl_comm_t comm, const uint64_t *mine, si
   RECAP__CHECK_GOTO(dev->raw_malloc(&send, bytes), s, done);
   RECAP__CHECK_GOTO(dev->raw_malloc(&recv, bytes * (size_t)nranks), s, done);
   RECAP__CHECK_GOTO(dev->memcpy_async(send, mine, bytes, stream), s, done);
-  recap__coll_t c = {RECAP__COLL_ALL_GATHER, send, recv, words, RECAP_NCCL_UINT64, -1, -1, -1, comm};
+  recap__coll_t c = {
+      RECAP__COLL_ALL_GATHER, send, recv, words, RECAP_NCCL_UINT64, -1, -1, -1, comm};
   RECAP__CHECK_GOTO(recap__nccl()->collective(&c, stream), s, done);
   RECAP__CHECK_GOTO(dev->memcpy_async(all, recv, bytes * (size_t)nranks, stream), s, done);
   RECAP__CHECK_GOTO(dev->stream_synchronize(stream), s, done);
@@ -303,8 +305,7 @@ recap_status_t recap_graph_check_collectives(recap_graph_t graph, recap_nccl_com
   bool agree = true;
   for (int r = 0; s == RECAP_SUCCESS && r < nranks; r++)
     if (summary[2 * (size_t)r] != count || summary[2 * (size_t)r + 1] != h) agree = false;
-  if (s == RECAP_SUCCESS && !agree)
-    s = name_difference(comm, rank, nranks, mine, count, summary);
+  if (s == RECAP_SUCCESS && !agree) s = name_difference(comm, rank, nranks, mine, count, summary);
   recap__host_free(summary);
   recap__host_free(mine);
   return s;
