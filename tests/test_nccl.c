@@ -256,12 +256,13 @@ static void test_argument_refusals(void **state) {
   setup();
   recap_stream_t s = recap__fake_stream_new();
   float *buf = device_buffer(s, 64);
-  EXPECT_STATUS(recap_nccl_all_reduce(buf, buf, 4, (recap_nccl_dtype_t)12, RECAP_NCCL_SUM, COMM0, s),
+  EXPECT_STATUS(recap_nccl_all_reduce(buf, buf, 4, (recap_nccl_dtype_t)12, RECAP_NCCL_SUM, COMM0,
+                                      s),
                 RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("recap_nccl_all_reduce: dtype 12 is not a recap_nccl_dtype_t");
-  EXPECT_STATUS(
-      recap_nccl_all_reduce(buf, buf, 4, RECAP_NCCL_FLOAT32, (recap_nccl_op_t)5, COMM0, s),
-      RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_nccl_all_reduce(buf, buf, 4, RECAP_NCCL_FLOAT32, (recap_nccl_op_t)5, COMM0,
+                                      s),
+                RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("recap_nccl_all_reduce: op 5 is not a recap_nccl_op_t");
   EXPECT_STATUS(recap_nccl_broadcast(buf, buf, 4, RECAP_NCCL_FLOAT32, -1, COMM0, s),
                 RECAP_ERROR_INVALID_ARGUMENT);

@@ -206,8 +206,9 @@ typedef enum recap_nccl_policy {
   /* A replay of a graph using the communicator on another stream than the latest such replay
    * first waits, on the host, until that replay finished. The default. */
   RECAP_NCCL_SERIALIZE = 0,
-  /* Such a replay while the latest is unfinished is RECAP_ERROR_BUSY, naming the two streams
-   * and the communicator, and launches nothing. */
+  /* Such a replay while the latest is unfinished, or while another thread launches a replay
+   * using the communicator, is RECAP_ERROR_BUSY, naming the streams and the communicator, and
+   * launches nothing. */
   RECAP_NCCL_REFUSE_OVERLAP = 1
 } recap_nccl_policy_t;
 

@@ -11,7 +11,9 @@
  * (REFUSE_OVERLAP). The communicator's lock is held from the check to the event's record, so
  * that two threads replaying at once cannot both pass the check before either recorded.
  */
+#include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 
 #include "core/error.h"
@@ -21,7 +23,7 @@
 
 typedef struct comm_state {
   recap__nccl_comm_t comm;
-  recap_nccl_policy_t policy;
+  _Atomic int policy;     /* a recap_nccl_policy_t */
   pthread_mutex_t replay; /* held from a replay's check to its record */
   recap_stream_t last_stream;
   bool has_last;           /* a replay launched: last_stream is meaningful */
@@ -40,7 +42,7 @@ static comm_state_t *state_of(recap__nccl_comm_t comm) {
   while (c && c->comm != comm) c = c->next;
   if (!c && (c = recap__host_calloc(1, sizeof *c)) != NULL) {
     c->comm = comm;
-    c->policy = RECAP_NCCL_SERIALIZE;
+    atomic_init(&c->policy, RECAP_NCCL_SERIALIZE);
     pthread_mutex_init(&c->replay, NULL);
     c->next = table;
     table = c;
@@ -58,9 +60,7 @@ recap_status_t recap_nccl_comm_policy(recap_nccl_comm_t comm, recap_nccl_policy_
   comm_state_t *c = state_of(comm);
   if (!c)
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_nccl_comm_policy: out of host memory");
-  pthread_mutex_lock(&c->replay);
-  c->policy = policy;
-  pthread_mutex_unlock(&c->replay);
+  atomic_store(&c->policy, (int)policy);
   return RECAP_SUCCESS;
 }
 
@@ -89,7 +89,7 @@ static recap_status_t states(recap__nccl_comm_t *comms, size_t count, comm_state
 static recap_status_t admit(comm_state_t *c, recap_stream_t stream) {
   if (!c->has_last || c->last_stream == stream) return RECAP_SUCCESS;
   const recap__device_ops_t *dev = recap__device();
-  if (c->policy == RECAP_NCCL_REFUSE_OVERLAP) {
+  if (atomic_load(&c->policy) == RECAP_NCCL_REFUSE_OVERLAP) {
     bool done = false;
     if (c->event_valid) RECAP__CHECK(dev->event_query(c->event, &done));
     /* Without an event (its record failed) only the stream can say: assume pending. */
@@ -114,9 +114,25 @@ recap_status_t recap__nccl_policy_before(recap__nccl_comm_t *comms, size_t count
   RECAP__CHECK(states(comms, count, &s));
   size_t locked = 0;
   recap_status_t status = RECAP_SUCCESS;
-  for (; locked < count && status == RECAP_SUCCESS; locked++) {
-    pthread_mutex_lock(&s[locked]->replay);
-    status = admit(s[locked], stream);
+  while (locked < count && status == RECAP_SUCCESS) {
+    comm_state_t *c = s[locked];
+    if (atomic_load(&c->policy) == RECAP_NCCL_REFUSE_OVERLAP) {
+      /* Another thread's replay using the communicator is being launched: it overlaps. */
+      if (pthread_mutex_trylock(&c->replay) == EBUSY) {
+        status = recap__error(RECAP_ERROR_BUSY,
+                              "recap_graph_replay: the graph uses NCCL communicator %p, which a "
+                              "replay on another thread is launching now; this replay on stream "
+                              "%p would overlap it, which can deadlock the ranks (vllm #52504), "
+                              "and the communicator's policy is RECAP_NCCL_REFUSE_OVERLAP: "
+                              "order the replays, or choose RECAP_NCCL_SERIALIZE",
+                              (void *)c->comm, (void *)stream);
+        break;
+      }
+    } else {
+      pthread_mutex_lock(&c->replay);
+    }
+    locked++;
+    status = admit(c, stream);
   }
   if (status != RECAP_SUCCESS)
     while (locked > 0) pthread_mutex_unlock(&s[--locked]->replay);
