@@ -54,8 +54,8 @@ typedef struct nccl_fns {
                                  ncclComm_t, cudaStream_t);
   ncclResult_t (*broadcast)(const void *, void *, size_t, ncclDataType_t, int, ncclComm_t,
                             cudaStream_t);
-  ncclResult_t (*reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int,
-                         ncclComm_t, cudaStream_t);
+  ncclResult_t (*reduce)(const void *, void *, size_t, ncclDataType_t, ncclRedOp_t, int, ncclComm_t,
+                         cudaStream_t);
   ncclResult_t (*send)(const void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
   ncclResult_t (*recv)(void *, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t);
   ncclResult_t (*group_start)(void);
@@ -76,24 +76,24 @@ static struct {
 } loaded = {.once = PTHREAD_ONCE_INIT};
 
 /* Each function's name and where its pointer goes. */
-#  define NCCL_SYMBOLS(X)                                                                   \
-    X(ncclGetVersion, get_version)                                                          \
-    X(ncclGetErrorString, get_error_string)                                                 \
-    X(ncclCommUserRank, comm_user_rank)                                                     \
-    X(ncclCommCount, comm_count)                                                            \
-    X(ncclCommCuDevice, comm_cu_device)                                                     \
-    X(ncclAllReduce, all_reduce)                                                            \
-    X(ncclAllGather, all_gather)                                                            \
-    X(ncclReduceScatter, reduce_scatter)                                                    \
-    X(ncclBroadcast, broadcast)                                                             \
-    X(ncclReduce, reduce)                                                                   \
-    X(ncclSend, send)                                                                       \
-    X(ncclRecv, recv)                                                                       \
-    X(ncclGroupStart, group_start)                                                          \
-    X(ncclGroupEnd, group_end)                                                              \
-    X(ncclMemAlloc, mem_alloc)                                                              \
-    X(ncclMemFree, mem_free)                                                                \
-    X(ncclCommRegister, comm_register)                                                      \
+#  define NCCL_SYMBOLS(X)                   \
+    X(ncclGetVersion, get_version)          \
+    X(ncclGetErrorString, get_error_string) \
+    X(ncclCommUserRank, comm_user_rank)     \
+    X(ncclCommCount, comm_count)            \
+    X(ncclCommCuDevice, comm_cu_device)     \
+    X(ncclAllReduce, all_reduce)            \
+    X(ncclAllGather, all_gather)            \
+    X(ncclReduceScatter, reduce_scatter)    \
+    X(ncclBroadcast, broadcast)             \
+    X(ncclReduce, reduce)                   \
+    X(ncclSend, send)                       \
+    X(ncclRecv, recv)                       \
+    X(ncclGroupStart, group_start)          \
+    X(ncclGroupEnd, group_end)              \
+    X(ncclMemAlloc, mem_alloc)              \
+    X(ncclMemFree, mem_free)                \
+    X(ncclCommRegister, comm_register)      \
     X(ncclCommDeregister, comm_deregister)
 
 static void load_once(void) {
@@ -113,21 +113,22 @@ static void load_once(void) {
   }
   nccl_fns_t fns;
   memset(&fns, 0, sizeof fns);
-#  define NCCL_FETCH(symbol, field)                                                          \
-    {                                                                                        \
-      void *p = dlsym(lib, #symbol);                                                         \
-      if (!p) {                                                                              \
-        const char *why = dlerror();                                                         \
-        loaded.status = RECAP_ERROR_NOT_SUPPORTED;                                           \
-        snprintf(loaded.message, sizeof loaded.message,                                      \
-                 "NCCL: %s (%s) has no function " #symbol " (%s); recap needs NCCL 2.19 or " \
-                 "newer",                                                                    \
-                 tried, how, why ? why : "no reason given");                                 \
-        dlclose(lib);                                                                        \
-        return;                                                                              \
-      }                                                                                      \
-      /* ISO C has no conversion from an object pointer to a function pointer: copy it. */  \
-      memcpy(&fns.field, &p, sizeof p);                                                      \
+#  define NCCL_FETCH(symbol, field)                                                        \
+    {                                                                                      \
+      void *p = dlsym(lib, #symbol);                                                       \
+      if (!p) {                                                                            \
+        const char *why = dlerror();                                                       \
+        loaded.status = RECAP_ERROR_NOT_SUPPORTED;                                         \
+        snprintf(loaded.message, sizeof loaded.message,                                    \
+                 "NCCL: %s (%s) has no function " #symbol                                  \
+                 " (%s); recap needs NCCL 2.19 or "                                        \
+                 "newer",                                                                  \
+                 tried, how, why ? why : "no reason given");                               \
+        dlclose(lib);                                                                      \
+        return;                                                                            \
+      }                                                                                    \
+      /* ISO C has no conversion from an object pointer to a function pointer: copy it. */ \
+      memcpy(&fns.field, &p, sizeof p);                                                    \
     }
   NCCL_SYMBOLS(NCCL_FETCH)
 #  undef NCCL_FETCH
@@ -179,26 +180,23 @@ static recap_status_t nccl_status(ncclResult_t r, const char *call) {
     default: st = RECAP_ERROR_INTERNAL; break;
   }
   if (r == ncclSystemError && strcmp(call, "ncclMemAlloc") == 0) st = RECAP_ERROR_OUT_OF_MEMORY;
-  return recap__error(st,
-                      "%s failed: %s (ncclResult_t %d); NCCL_DEBUG=WARN makes NCCL say more", call,
-                      loaded.fns.get_error_string(r), (int)r);
+  return recap__error(st, "%s failed: %s (ncclResult_t %d); NCCL_DEBUG=WARN makes NCCL say more",
+                      call, loaded.fns.get_error_string(r), (int)r);
 }
 
-#  define LOADED_OR_RETURN()                    \
-    do {                                        \
-      recap_status_t st_ = ensure_loaded();     \
-      if (st_ != RECAP_SUCCESS) return st_;     \
+#  define LOADED_OR_RETURN()                \
+    do {                                    \
+      recap_status_t st_ = ensure_loaded(); \
+      if (st_ != RECAP_SUCCESS) return st_; \
     } while (0)
 
-static recap_status_t real_comm_info(recap__nccl_comm_t comm, int *rank, int *nranks,
-                                    int *device) {
+static recap_status_t real_comm_info(recap__nccl_comm_t comm, int *rank, int *nranks, int *device) {
   LOADED_OR_RETURN();
   RECAP__ARG(comm, "ncclCommUserRank: comm is NULL");
   recap_status_t st = RECAP_SUCCESS;
   if (rank && (st = nccl_status(loaded.fns.comm_user_rank(comm, rank), "ncclCommUserRank")))
     return st;
-  if (nranks && (st = nccl_status(loaded.fns.comm_count(comm, nranks), "ncclCommCount")))
-    return st;
+  if (nranks && (st = nccl_status(loaded.fns.comm_count(comm, nranks), "ncclCommCount"))) return st;
   if (device && (st = nccl_status(loaded.fns.comm_cu_device(comm, device), "ncclCommCuDevice")))
     return st;
   return st;
@@ -218,17 +216,14 @@ static recap_status_t real_collective(const recap__coll_t *c, recap_stream_t str
       return nccl_status(loaded.fns.all_gather(c->send, c->recv, c->count, t, c->comm, s),
                          "ncclAllGather");
     case RECAP__COLL_REDUCE_SCATTER:
-      return nccl_status(
-          loaded.fns.reduce_scatter(c->send, c->recv, c->count, t, op, c->comm, s),
-          "ncclReduceScatter");
+      return nccl_status(loaded.fns.reduce_scatter(c->send, c->recv, c->count, t, op, c->comm, s),
+                         "ncclReduceScatter");
     case RECAP__COLL_BROADCAST:
-      return nccl_status(
-          loaded.fns.broadcast(c->send, c->recv, c->count, t, c->root, c->comm, s),
-          "ncclBroadcast");
+      return nccl_status(loaded.fns.broadcast(c->send, c->recv, c->count, t, c->root, c->comm, s),
+                         "ncclBroadcast");
     case RECAP__COLL_REDUCE:
-      return nccl_status(
-          loaded.fns.reduce(c->send, c->recv, c->count, t, op, c->root, c->comm, s),
-          "ncclReduce");
+      return nccl_status(loaded.fns.reduce(c->send, c->recv, c->count, t, op, c->root, c->comm, s),
+                         "ncclReduce");
     case RECAP__COLL_SEND:
       return nccl_status(loaded.fns.send(c->send, c->count, t, c->peer, c->comm, s), "ncclSend");
     case RECAP__COLL_RECV:
@@ -291,8 +286,7 @@ static recap_status_t real_load(int *version) {
   return without_headers();
 }
 
-static recap_status_t real_comm_info(recap__nccl_comm_t comm, int *rank, int *nranks,
-                                     int *device) {
+static recap_status_t real_comm_info(recap__nccl_comm_t comm, int *rank, int *nranks, int *device) {
   (void)comm, (void)rank, (void)nranks, (void)device;
   return without_headers();
 }
