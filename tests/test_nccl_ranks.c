@@ -52,7 +52,7 @@ typedef struct rank_ctx {
   recap__nccl_comm_t comm;
   op_t program[8];
   int ops;
-  bool p2p;   /* rank 0 sends N_P2P floats to rank 1, which receives them */
+  bool p2p;    /* rank 0 sends N_P2P floats to rank 1, which receives them */
   bool replay; /* after a passing check: fill, replay, and verify the results */
   /* Results, read by the main thread after the join (cmocka's checks must not run here). */
   recap_status_t check;
@@ -60,13 +60,13 @@ typedef struct rank_ctx {
   char failure[2048]; /* the first thing that went wrong in the thread, or "" */
 } rank_ctx_t;
 
-#define T_OK(ctx, expr)                                                                       \
-  do {                                                                                        \
-    recap_status_t t_s_ = (expr);                                                             \
-    if (t_s_ != RECAP_SUCCESS && !(ctx)->failure[0])                                          \
-      snprintf((ctx)->failure, sizeof (ctx)->failure, "rank %d: %s returned %s: %s",         \
-               (ctx)->rank, #expr, recap_status_name(t_s_), recap_last_error());              \
-    if (t_s_ != RECAP_SUCCESS) goto out;                                                      \
+#define T_OK(ctx, expr)                                                                          \
+  do {                                                                                           \
+    recap_status_t t_s_ = (expr);                                                                \
+    if (t_s_ != RECAP_SUCCESS && !(ctx)->failure[0])                                             \
+      snprintf((ctx)->failure, sizeof(ctx)->failure, "rank %d: %s returned %s: %s", (ctx)->rank, \
+               #expr, recap_status_name(t_s_), recap_last_error());                              \
+    if (t_s_ != RECAP_SUCCESS) goto out;                                                         \
   } while (0)
 
 static void *run_rank(void *arg) {
@@ -212,8 +212,8 @@ static void dtype_on_rank1(rank_ctx_t *c) {
   if (c->rank == 1) c->program[0].dtype = RECAP_NCCL_INT32;
 }
 static void extra_on_rank1(rank_ctx_t *c) {
-  if (c->rank == 1) c->program[c->ops++] = (op_t){RECAP_COLLECTIVE_REDUCE_SCATTER, N_AG / 2,
-                                                  RECAP_NCCL_FLOAT32};
+  if (c->rank == 1)
+    c->program[c->ops++] = (op_t){RECAP_COLLECTIVE_REDUCE_SCATTER, N_AG / 2, RECAP_NCCL_FLOAT32};
 }
 static void count_on_rank2(rank_ctx_t *c) {
   if (c->rank == 2) c->program[2].count = 65;
@@ -224,8 +224,9 @@ static void expect_mismatch(const rank_ctx_t *ctx, int nranks) {
     if (ctx[r].check != RECAP_ERROR_INVALID_USAGE)
       fail_msg("rank %d: check returned %s: %s", r, recap_status_name(ctx[r].check),
                ctx[r].message);
-    EXPECT_IN(ctx[r].message, "recap_graph_check_collectives: the graph's collectives on the "
-                              "communicator differ between ranks");
+    EXPECT_IN(ctx[r].message,
+              "recap_graph_check_collectives: the graph's collectives on the "
+              "communicator differ between ranks");
     EXPECT_IN(ctx[r].message, "every rank must capture the same collectives in the same order");
   }
 }
@@ -237,45 +238,54 @@ static void test_mismatches_name_the_first_difference(void **state) {
   setup();
   run_clique(ctx, 2, false, false, swap_on_rank1);
   expect_mismatch(ctx, 2);
-  EXPECT_IN(ctx[0].message, "rank 0's collective 0 is all_reduce of 1024 float32 sum (2 ranks); "
-                            "rank 1's is all_gather of 256 float32 (2 ranks)");
-  EXPECT_IN(ctx[1].message, "rank 1's collective 0 is all_gather of 256 float32 (2 ranks); "
-                            "rank 0's is all_reduce of 1024 float32 sum (2 ranks)");
+  EXPECT_IN(ctx[0].message,
+            "rank 0's collective 0 is all_reduce of 1024 float32 sum (2 ranks); "
+            "rank 1's is all_gather of 256 float32 (2 ranks)");
+  EXPECT_IN(ctx[1].message,
+            "rank 1's collective 0 is all_gather of 256 float32 (2 ranks); "
+            "rank 0's is all_reduce of 1024 float32 sum (2 ranks)");
   teardown();
 
   setup();
   run_clique(ctx, 2, false, false, count_on_rank1);
   expect_mismatch(ctx, 2);
-  EXPECT_IN(ctx[0].message, "rank 0's collective 0 is all_reduce of 1024 float32 sum (2 ranks); "
-                            "rank 1's is all_reduce of 512 float32 sum (2 ranks)");
+  EXPECT_IN(ctx[0].message,
+            "rank 0's collective 0 is all_reduce of 1024 float32 sum (2 ranks); "
+            "rank 1's is all_reduce of 512 float32 sum (2 ranks)");
   teardown();
 
   setup();
   run_clique(ctx, 2, false, false, dtype_on_rank1);
   expect_mismatch(ctx, 2);
-  EXPECT_IN(ctx[1].message, "rank 1's collective 0 is all_reduce of 1024 int32 sum (2 ranks); "
-                            "rank 0's is all_reduce of 1024 float32 sum (2 ranks)");
+  EXPECT_IN(ctx[1].message,
+            "rank 1's collective 0 is all_reduce of 1024 int32 sum (2 ranks); "
+            "rank 0's is all_reduce of 1024 float32 sum (2 ranks)");
   teardown();
 
   setup();
   run_clique(ctx, 2, false, false, extra_on_rank1);
   expect_mismatch(ctx, 2);
-  EXPECT_IN(ctx[0].message, "rank 0's collective 3 does not exist (rank 0 recorded 3); rank 1's "
-                            "is reduce_scatter of 128 float32 sum (2 ranks)");
-  EXPECT_IN(ctx[1].message, "rank 1's collective 3 is reduce_scatter of 128 float32 sum (2 "
-                            "ranks); rank 0's does not exist (rank 0 recorded 3)");
+  EXPECT_IN(ctx[0].message,
+            "rank 0's collective 3 does not exist (rank 0 recorded 3); rank 1's "
+            "is reduce_scatter of 128 float32 sum (2 ranks)");
+  EXPECT_IN(ctx[1].message,
+            "rank 1's collective 3 is reduce_scatter of 128 float32 sum (2 "
+            "ranks); rank 0's does not exist (rank 0 recorded 3)");
   teardown();
 
   /* Four ranks, rank 2 differs: everyone else names rank 2, rank 2 names rank 0. */
   setup();
   run_clique(ctx, 4, false, false, count_on_rank2);
   expect_mismatch(ctx, 4);
-  EXPECT_IN(ctx[0].message, "rank 0's collective 2 is broadcast of 64 float32 from root 0 (4 "
-                            "ranks); rank 2's is broadcast of 65 float32 from root 0 (4 ranks)");
-  EXPECT_IN(ctx[3].message, "rank 3's collective 2 is broadcast of 64 float32 from root 0 (4 "
-                            "ranks); rank 2's is broadcast of 65");
-  EXPECT_IN(ctx[2].message, "rank 2's collective 2 is broadcast of 65 float32 from root 0 (4 "
-                            "ranks); rank 0's is broadcast of 64");
+  EXPECT_IN(ctx[0].message,
+            "rank 0's collective 2 is broadcast of 64 float32 from root 0 (4 "
+            "ranks); rank 2's is broadcast of 65 float32 from root 0 (4 ranks)");
+  EXPECT_IN(ctx[3].message,
+            "rank 3's collective 2 is broadcast of 64 float32 from root 0 (4 "
+            "ranks); rank 2's is broadcast of 65");
+  EXPECT_IN(ctx[2].message,
+            "rank 2's collective 2 is broadcast of 65 float32 from root 0 (4 "
+            "ranks); rank 0's is broadcast of 64");
   expect_quiet();
   teardown();
 }
@@ -465,8 +475,8 @@ static void test_region_refusals_with_the_fake(void **state) {
                 RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("(pytorch #180960)");
   /* NCCL called directly (here the fake's table): its kernel node is refused at the end. */
-  recap__coll_t c = {RECAP__COLL_ALL_REDUCE, buf, buf, 64, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM,
-                     -1, -1, comm};
+  recap__coll_t c = {RECAP__COLL_ALL_REDUCE, buf, buf, 64,  RECAP_NCCL_FLOAT32,
+                     RECAP_NCCL_SUM,         -1,  -1,  comm};
   OK(recap__fake_nccl_ops.collective(&c, s));
   EXPECT_STATUS(recap_region_end(s), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("holds node 0 of its body, kernel ncclDevKernel_");
@@ -520,9 +530,9 @@ static void test_faults_at_the_seam(void **state) {
   OK(recap_graph_create(&g, 0));
   OK(recap_graph_capture_begin(g, s, NULL));
   recap__fake_fail_nth(RECAP__FAKE_FAULT_NCCL_COLLECTIVE, 1);
-  assert_int_not_equal(
-      recap_nccl_all_reduce(buf, buf, 64, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm, s),
-      RECAP_SUCCESS);
+  assert_int_not_equal(recap_nccl_all_reduce(buf, buf, 64, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm,
+                                             s),
+                       RECAP_SUCCESS);
   OK(recap_nccl_all_gather(buf, buf, 64, RECAP_NCCL_FLOAT32, comm, s));
   OK(recap_graph_capture_end(g));
   size_t count = 0;
@@ -540,6 +550,85 @@ static void test_faults_at_the_seam(void **state) {
   teardown();
 }
 
+/* ------------------------------------------------------------------------------------------
+ * Pools of NCCL memory
+ * ---------------------------------------------------------------------------------------- */
+
+static void test_pool_of_nccl_memory(void **state) {
+  (void)state;
+  setup();
+  recap__nccl_comm_t comm;
+  OK(recap__fake_nccl_comms(1, &comm));
+  recap_stream_t s = recap__fake_stream_new();
+  recap_pool_id_t pool = recap_pool_handle();
+  EXPECT_STATUS(recap_pool_nccl((recap_pool_id_t){0, 0}, comm), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("recap_pool_nccl: the default pool {0,0} serves every caller");
+  OK(recap_pool_nccl(pool, comm));
+  recap__fake_nccl_counters_t before = recap__fake_nccl_now();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.pool = pool;
+  OK(recap_graph_capture_begin(g, s, &o));
+  float *buf = NULL;
+  OK(recap_malloc((void **)&buf, 4096, s));
+  OK(recap_nccl_all_reduce(buf, buf, 1024, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm, s));
+  OK(recap_free(buf));
+  OK(recap_graph_capture_end(g));
+  recap__fake_nccl_counters_t during = recap__fake_nccl_now();
+  assert_int_equal(during.mem_allocs - before.mem_allocs, 1);
+  assert_int_equal(during.registers - before.registers, 1);
+  assert_int_equal(during.mem_live - before.mem_live, 1);
+  assert_int_equal(during.registered_live - before.registered_live, 1);
+  /* The pool holds a segment now: the setting cannot change under it. */
+  EXPECT_STATUS(recap_pool_nccl(pool, comm), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("holds segments already");
+  OK(recap_graph_replay(g, s));
+  recap__fake_stream_complete(s);
+  OK(recap_graph_destroy(g));
+  OK(recap_empty_cache());
+  recap__fake_nccl_counters_t after = recap__fake_nccl_now();
+  assert_int_equal(after.deregisters - before.deregisters, 1);
+  assert_int_equal(after.mem_frees - before.mem_frees, 1);
+  assert_int_equal(after.mem_live, before.mem_live);
+  assert_int_equal(after.registered_live, before.registered_live);
+
+  /* NCCL refusing the memory or the registration fails recap_malloc and leaves nothing. */
+  recap_pool_id_t other = recap_pool_handle();
+  OK(recap_pool_nccl(other, comm));
+  recap_graph_t h;
+  OK(recap_graph_create(&h, 0));
+  o.pool = other;
+  OK(recap_graph_capture_begin(h, s, &o));
+  void *p = NULL;
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_NCCL_REGISTER, 1);
+  assert_int_not_equal(recap_malloc(&p, 4096, s), RECAP_SUCCESS);
+  EXPECT_MESSAGE("fault injected");
+  assert_int_equal(recap__fake_nccl_now().mem_live, before.mem_live);
+  assert_int_equal(recap__fake_nccl_now().registered_live, before.registered_live);
+  /* NCCL out of memory is the allocator's out of memory: it frees the cache and asks again. */
+  uint64_t allocs = recap__fake_nccl_now().mem_allocs;
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_NCCL_MEM_ALLOC, 1);
+  OK(recap_malloc(&p, 4096, s));
+  assert_int_equal(recap__fake_nccl_now().mem_allocs - allocs, 1);
+  assert_int_equal(recap__fake_nccl_now().mem_live, before.mem_live + 1);
+  OK(recap_free(p));
+  recap__fake_launch_kernel(s, "work");
+  OK(recap_graph_capture_end(h));
+  OK(recap_graph_destroy(h));
+  OK(recap_empty_cache());
+  assert_int_equal(recap__fake_nccl_now().mem_live, before.mem_live);
+  assert_int_equal(recap__fake_nccl_now().registered_live, before.registered_live);
+
+  /* Expandable segments cannot be NCCL's. */
+  OK(recap_option_set("expandable_segments", "1"));
+  EXPECT_STATUS(recap_pool_nccl(recap_pool_handle(), comm), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("the expandable_segments option is on");
+  OK(recap_option_set("expandable_segments", "0"));
+  expect_quiet();
+  teardown();
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_matching_fingerprints_pass_and_compute),
@@ -550,6 +639,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_region_refusals_with_the_fake),
       cmocka_unit_test(test_version_warning_from_the_fake),
       cmocka_unit_test(test_faults_at_the_seam),
+      cmocka_unit_test(test_pool_of_nccl_memory),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }

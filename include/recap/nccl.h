@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "core.h"
+#include "alloc.h"
 #include "graph.h"
 
 #ifdef __cplusplus
@@ -217,6 +218,22 @@ typedef enum recap_nccl_policy {
  * enum is RECAP_ERROR_INVALID_ARGUMENT. Thread safe. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_nccl_comm_policy(recap_nccl_comm_t comm,
                                                                 recap_nccl_policy_t policy);
+
+/* ------------------------------------------------------------------------------------------
+ * Pools of NCCL memory
+ * ---------------------------------------------------------------------------------------- */
+
+/* Make the segments of pool (a private pool: recap_pool_handle, or a graph's) NCCL memory
+ * registered with comm, so that NCCL's zero-copy paths can use collectives' buffers allocated
+ * from it: every segment the pool gets from now on is allocated with ncclMemAlloc and registered
+ * with ncclCommRegister; a segment given back (recap_empty_cache, the pool's release) is
+ * deregistered and freed with ncclMemFree. Call it before the pool's first allocation: a pool
+ * that holds segments is RECAP_ERROR_INVALID_USAGE, and so is the expandable_segments option on
+ * (its segments are virtual memory); the default pool is RECAP_ERROR_INVALID_ARGUMENT. The
+ * setting stays with the pool id for the process's life; comm must outlive the pool's segments.
+ * An allocation that NCCL refuses fails recap_malloc with NCCL's status and message. */
+RECAP_NODISCARD RECAP_API recap_status_t recap_pool_nccl(recap_pool_id_t pool,
+                                                         recap_nccl_comm_t comm);
 
 #ifdef __cplusplus
 }
