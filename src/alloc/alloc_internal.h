@@ -446,6 +446,9 @@ recap_status_t recap__pool_set_source(recap_pool_id_t id, const recap__segment_s
                                       const char *function);
 /* The source of pool id, or NULL (allocator lock held). */
 const recap__segment_source_t *recap__segment_source_find(recap_pool_id_t id);
+/* Set pool id's source (allocator lock held): pool.c's recap__pool_set_source checks first. */
+recap_status_t recap__segment_source_put(recap_pool_id_t id, const recap__segment_source_t *source,
+                                         const char *function);
 /* Give back pool's free segments, as recap_empty_cache does for a pool nobody holds: wait for
  * the events of its freed blocks, then release each segment whose one block is free (lock held,
  * no capture under way; sleep.c, before the pool sleeps). The first failure is returned. */

@@ -9,12 +9,9 @@
  * id may capture again after its pool was deleted, and its segments must come from the same
  * place then.
  */
-#include <inttypes.h>
-
 #include "alloc/alloc_internal.h"
 #include "core/error.h"
 #include "core/host.h"
-#include "core/options.h"
 
 typedef struct source_entry {
   recap_pool_id_t id;
@@ -31,47 +28,18 @@ const recap__segment_source_t *recap__segment_source_find(recap_pool_id_t id) {
   return NULL;
 }
 
-/* Whether pool id holds a segment on some device (lock held). */
-static bool holds_segments(recap_pool_id_t id) {
-  for (int dev = 0; dev < RECAP__MAX_DEVICES; dev++) {
-    const recap__device_state_t *d = recap__alloc.devices[dev];
-    for (const recap__pool_t *p = d ? d->private_pools : NULL; p; p = p->next)
-      if (recap__pool_id_equal(p->id, id) && p->segment_count > 0) return true;
-  }
-  return false;
-}
-
-recap_status_t recap__pool_set_source(recap_pool_id_t id, const recap__segment_source_t *source,
-                                      const char *function) {
-  recap__options_t o;
-  RECAP__CHECK(recap__options_get(&o));
-  if (o.expandable_segments)
-    return recap__error(RECAP_ERROR_INVALID_USAGE,
-                        "%s: the expandable_segments option is on, and its segments are virtual "
-                        "memory, which cannot come from NCCL; turn the option off first",
-                        function);
-  recap_status_t s = RECAP_SUCCESS;
-  recap__alloc_lock();
-  recap__alloc_settle();
-  source_entry_t *e = NULL;
-  for (e = sources; e && !recap__pool_id_equal(e->id, id); e = e->next) {
-  }
-  if (holds_segments(id)) {
-    s = recap__error(RECAP_ERROR_INVALID_USAGE,
-                     "%s: pool {%" PRIu64 ",%" PRIu64
-                     "} holds segments already; choose where its segments come from before its "
-                     "first allocation (or after recap_empty_cache gave them all back)",
-                     function, id.a, id.b);
-  } else if (e) {
-    e->source = *source;
-  } else if ((e = recap__host_calloc(1, sizeof *e)) == NULL) {
-    s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory", function);
-  } else {
-    e->id = id;
-    e->source = *source;
-    e->next = sources;
-    sources = e;
-  }
-  recap__alloc_unlock();
-  return s;
+recap_status_t recap__segment_source_put(recap_pool_id_t id, const recap__segment_source_t *source,
+                                         const char *function) {
+  for (source_entry_t *e = sources; e; e = e->next)
+    if (recap__pool_id_equal(e->id, id)) {
+      e->source = *source;
+      return RECAP_SUCCESS;
+    }
+  source_entry_t *e = recap__host_calloc(1, sizeof *e);
+  if (!e) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory", function);
+  e->id = id;
+  e->source = *source;
+  e->next = sources;
+  sources = e;
+  return RECAP_SUCCESS;
 }

@@ -45,7 +45,8 @@ recap_status_t recap_pool_nccl(recap_pool_id_t pool, recap_nccl_comm_t comm) {
              "pool (recap_pool_handle)");
   int version = 0;
   RECAP__CHECK(recap__nccl()->load(&version));
-  const recap__segment_source_t source = {
-      .alloc = nccl_segment_alloc, .free = nccl_segment_free, .ctx = comm};
+  const recap__segment_source_t source = {.alloc = nccl_segment_alloc,
+                                          .free = nccl_segment_free,
+                                          .ctx = comm};
   return recap__pool_set_source(pool, &source, fn);
 }
