@@ -4,12 +4,19 @@
 # recap never links NCCL (it loads libnccl.so.2 at run time); it needs the header for NCCL's
 # types and signatures. Searched in order: NCCL_INCLUDE_DIR, NCCL_ROOT/include, the
 # nvidia-nccl-cu13 (or -cu12) wheel of the python3 on the PATH (PyTorch installs it), then the
-# system's include directories. Sets RECAP_NCCL_INCLUDE_DIR in the caller's scope (empty when
+# system's include directories; RECAP_WITH_NCCL=OFF searches nothing. Sets RECAP_NCCL_INCLUDE_DIR in the caller's scope (empty when
 # not found) and says at configure time what it found.
 set(NCCL_ROOT "" CACHE PATH "A directory with include/nccl.h (an NCCL install or the nvidia/nccl folder of the nvidia-nccl wheel)")
 set(NCCL_INCLUDE_DIR "" CACHE PATH "The directory that holds nccl.h (overrides NCCL_ROOT)")
 
+option(RECAP_WITH_NCCL "Build the NCCL integration when nccl.h is found (OFF: without it)" ON)
+
 function(recap_find_nccl_headers)
+  if(NOT RECAP_WITH_NCCL)
+    message(STATUS "NCCL headers not searched (RECAP_WITH_NCCL=OFF): recap builds without the NCCL integration")
+    set(RECAP_NCCL_INCLUDE_DIR "" PARENT_SCOPE)
+    return()
+  endif()
   set(candidates "")
   if(NCCL_INCLUDE_DIR)
     list(APPEND candidates "${NCCL_INCLUDE_DIR}")

@@ -78,7 +78,8 @@ static void run_ranks(int n, rank_ctx_t ctx[], void (*body)(rank_ctx_t *), void 
     ctx[r] = (rank_ctx_t){.rank = r, .nranks = n, .comm = comms[r], .body = body, .user = user};
     ctx[r].stream = recap__fake_stream_new();
   }
-  for (int r = 0; r < n; r++) assert_int_equal(pthread_create(&threads[r], NULL, rank_main, &ctx[r]), 0);
+  for (int r = 0; r < n; r++)
+    assert_int_equal(pthread_create(&threads[r], NULL, rank_main, &ctx[r]), 0);
   for (int r = 0; r < n; r++) assert_int_equal(pthread_join(threads[r], NULL), 0);
 }
 
@@ -114,21 +115,21 @@ static void fill(void *buf, int dtype, size_t count, int r, int salt) {
 /* The reduction of element i over n ranks, in the dtype's arithmetic (avg: the sum divided by
  * n, integer division for integers), as a double (exact: the values are small integers, and
  * avg's quotient is rounded to the type before the conversion). */
-#define EXPECT_REDUCE(T)                                              \
-  {                                                                   \
-    T acc = (T)value(0, i, salt);                                     \
-    for (int r = 1; r < n; r++) {                                     \
-      T v = (T)value(r, i, salt);                                     \
-      switch (op) {                                                   \
-        case SUM:                                                     \
-        case AVG: acc = (T)(acc + v); break;                          \
-        case PROD: acc = (T)(acc * v); break;                         \
-        case MAX: acc = v > acc ? v : acc; break;                     \
-        default: acc = v < acc ? v : acc; break;                      \
-      }                                                               \
-    }                                                                 \
-    if (op == AVG) acc = (T)(acc / (T)n);                             \
-    return (double)acc;                                               \
+#define EXPECT_REDUCE(T)                          \
+  {                                               \
+    T acc = (T)value(0, i, salt);                 \
+    for (int r = 1; r < n; r++) {                 \
+      T v = (T)value(r, i, salt);                 \
+      switch (op) {                               \
+        case SUM:                                 \
+        case AVG: acc = (T)(acc + v); break;      \
+        case PROD: acc = (T)(acc * v); break;     \
+        case MAX: acc = v > acc ? v : acc; break; \
+        default: acc = v < acc ? v : acc; break;  \
+      }                                           \
+    }                                             \
+    if (op == AVG) acc = (T)(acc / (T)n);         \
+    return (double)acc;                           \
   }
 
 static double expected(int dtype, int op, int n, size_t i, int salt) {
@@ -190,29 +191,36 @@ static void issue_all(rank_ctx_t *ctx, buffers_t *b) {
     int t = dtypes[d];
     for (int o = 0; o < OPS; o++) {
       const void *send = o % 2 ? (const void *)b->out.all_reduce[d][o] : b->send[d][o];
-      recap__coll_t c = {RECAP__COLL_ALL_REDUCE, send, b->out.all_reduce[d][o], COUNT, t, o, -1,
-                         -1, ctx->comm};
+      recap__coll_t c = {
+          RECAP__COLL_ALL_REDUCE, send, b->out.all_reduce[d][o], COUNT, t, o, -1, -1, ctx->comm};
       if (!try_call(ctx, nccl->collective(&c, ctx->stream))) return;
-      recap__coll_t rs = {RECAP__COLL_REDUCE_SCATTER, b->send[d][o], b->out.scatter[d][o], COUNT,
-                          t, o, -1, -1, ctx->comm};
+      recap__coll_t rs = {RECAP__COLL_REDUCE_SCATTER,
+                          b->send[d][o],
+                          b->out.scatter[d][o],
+                          COUNT,
+                          t,
+                          o,
+                          -1,
+                          -1,
+                          ctx->comm};
       if (!try_call(ctx, nccl->collective(&rs, ctx->stream))) return;
     }
-    recap__coll_t g = {RECAP__COLL_ALL_GATHER, b->gsend[d], b->out.gather[d], COUNT, t, 0, -1, -1,
-                       ctx->comm};
-    recap__coll_t bc = {RECAP__COLL_BROADCAST, b->gsend[d], b->out.bcast[d], COUNT, t, 0, -1,
-                        n - 1, ctx->comm};
-    recap__coll_t rd = {RECAP__COLL_REDUCE, b->gsend[d], b->out.reduce[d], COUNT, t, SUM, -1,
-                        1 % n, ctx->comm};
+    recap__coll_t g = {
+        RECAP__COLL_ALL_GATHER, b->gsend[d], b->out.gather[d], COUNT, t, 0, -1, -1, ctx->comm};
+    recap__coll_t bc = {
+        RECAP__COLL_BROADCAST, b->gsend[d], b->out.bcast[d], COUNT, t, 0, -1, n - 1, ctx->comm};
+    recap__coll_t rd = {RECAP__COLL_REDUCE, b->gsend[d], b->out.reduce[d], COUNT, t, SUM, -1, 1 % n,
+                        ctx->comm};
     if (!try_call(ctx, nccl->collective(&g, ctx->stream)) ||
         !try_call(ctx, nccl->collective(&bc, ctx->stream)) ||
         !try_call(ctx, nccl->collective(&rd, ctx->stream)))
       return;
   }
   /* A ring: each rank sends to the next and receives from the previous (sends do not wait). */
-  recap__coll_t s = {RECAP__COLL_SEND, b->ring_send, NULL, COUNT, INT32, 0, (r + 1) % n, -1,
-                     ctx->comm};
-  recap__coll_t v = {RECAP__COLL_RECV, NULL, b->out.ring, COUNT, INT32, 0, (r + n - 1) % n, -1,
-                     ctx->comm};
+  recap__coll_t s = {RECAP__COLL_SEND, b->ring_send, NULL,     COUNT, INT32, 0,
+                     (r + 1) % n,      -1,           ctx->comm};
+  recap__coll_t v = {RECAP__COLL_RECV, NULL, b->out.ring, COUNT, INT32, 0,
+                     (r + n - 1) % n,  -1,   ctx->comm};
   if (!try_call(ctx, nccl->group_start())) return;
   if (!try_call(ctx, nccl->collective(&s, ctx->stream))) return;
   if (!try_call(ctx, nccl->collective(&v, ctx->stream))) return;
@@ -229,14 +237,14 @@ static void check_results(int n, buffers_t bufs[], int salt) {
           double want = expected(t, op, n, i, salt + op);
           double got = element(o->all_reduce[d][op], t, i);
           if (got != want)
-            fail_msg("%d ranks: rank %d all_reduce dtype %d op %d [%zu]: %g, expected %g", n, r,
-                     t, op, i, got, want);
+            fail_msg("%d ranks: rank %d all_reduce dtype %d op %d [%zu]: %g, expected %g", n, r, t,
+                     op, i, got, want);
           /* reduce_scatter: rank r gets elements r * COUNT ... of the reduction */
           want = expected(t, op, n, (size_t)r * COUNT + i, salt + op);
           got = element(o->scatter[d][op], t, i);
           if (got != want)
-            fail_msg("%d ranks: rank %d reduce_scatter dtype %d op %d [%zu]: %g, expected %g", n,
-                     r, t, op, i, got, want);
+            fail_msg("%d ranks: rank %d reduce_scatter dtype %d op %d [%zu]: %g, expected %g", n, r,
+                     t, op, i, got, want);
         }
       }
       for (int q = 0; q < n; q++)
@@ -404,11 +412,19 @@ static void mismatch_body(rank_ctx_t *ctx) {
   float *buf = (float *)ctx->user + ctx->rank * 64;
   bool captured = ((int *)((char *)ctx->user + 8 * 64 * sizeof(float)))[0];
   recap__coll_t ok = {RECAP__COLL_ALL_REDUCE, buf, buf, 16, FLOAT32, SUM, -1, -1, ctx->comm};
-  recap__coll_t c = ctx->rank == 0
-                        ? (recap__coll_t){RECAP__COLL_ALL_REDUCE, buf, buf + 32, 16, FLOAT32, SUM,
-                                          -1, -1, ctx->comm}
-                        : (recap__coll_t){RECAP__COLL_ALL_GATHER, buf, buf + 16, 16, FLOAT32, 0,
-                                          -1, -1, ctx->comm};
+  recap__coll_t c =
+      ctx->rank == 0
+          ? (recap__coll_t){RECAP__COLL_ALL_REDUCE,
+                            buf,
+                            buf + 32,
+                            16,
+                            FLOAT32,
+                            SUM,
+                            -1,
+                            -1,
+                            ctx->comm}
+          : (recap__coll_t){
+                RECAP__COLL_ALL_GATHER, buf, buf + 16, 16, FLOAT32, 0, -1, -1, ctx->comm};
   if (!captured) {
     if (!try_call(ctx, nccl->collective(&ok, ctx->stream))) return;
     try_call(ctx, nccl->collective(&c, ctx->stream));
@@ -440,7 +456,8 @@ static void mismatch(bool captured) {
     assert_int_equal(ctx[r].status, RECAP_ERROR_INVALID_USAGE);
     if (!strstr(ctx[r].message, want)) fail_msg("rank %d: %s", r, ctx[r].message);
     const char *where = captured ? "cudaGraphLaunch: kernel node 1 (ncclDevKernel_" : "ncclAll";
-    if (strncmp(ctx[r].message, where, strlen(where)) != 0) fail_msg("rank %d: %s", r, ctx[r].message);
+    if (strncmp(ctx[r].message, where, strlen(where)) != 0)
+      fail_msg("rank %d: %s", r, ctx[r].message);
   }
   assert_int_equal(recap__fake_nccl_now().collectives, 2); /* the first one, on each rank */
   assert_int_equal(recap__fake_nccl_now().failures, 2);
@@ -513,8 +530,9 @@ static void timeout_is_reported(void **state) {
   int32_t y[1] = {1};
   recap__coll_t c = {RECAP__COLL_REDUCE, y, y, 1, INT32, MAX, -1, 0, comms[0]};
   EXPECT_STATUS(nccl->collective(&c, recap__fake_stream_new()), RECAP_ERROR_INTERNAL);
-  EXPECT_MESSAGE("rank 0 waited 50 ms for collective 0 (reduce of 1 int32 max to root 0); rank 1 "
-                 "never reached it");
+  EXPECT_MESSAGE(
+      "rank 0 waited 50 ms for collective 0 (reduce of 1 int32 max to root 0); rank 1 "
+      "never reached it");
   /* The reset restores the default: 5 s. */
   reset();
   assert_int_equal(recap__fake_nccl_now().failures, 0);
@@ -601,8 +619,9 @@ static void concurrent_use(bool graphs) {
   recap__coll_t c = {RECAP__COLL_ALL_REDUCE, t.b, t.b, 4, FLOAT32, SUM, -1, -1, t.comms[0]};
   recap_status_t st = graphs ? ops->graph_launch(t.exec2, t.s2) : nccl->collective(&c, t.s2);
   assert_int_equal(st, RECAP_ERROR_INVALID_USAGE);
-  EXPECT_MESSAGE("fake NCCL: concurrent use of a communicator on two streams: rank 0's "
-                 "communicator");
+  EXPECT_MESSAGE(
+      "fake NCCL: concurrent use of a communicator on two streams: rank 0's "
+      "communicator");
   EXPECT_MESSAGE("began all_reduce of 4 float32 sum on stream");
   EXPECT_MESSAGE("while its collective 0 still runs on stream");
   EXPECT_MESSAGE_POINTER(t.s1);
@@ -686,8 +705,9 @@ static void collective_fault_enqueues_nothing(void **state) {
   OK(nccl->collective(&c, s));
   x[0] = 5;
   EXPECT_STATUS(nccl->collective(&c, s), RECAP_ERROR_INTERNAL);
-  EXPECT_MESSAGE("ncclAllGather: unhandled system error (ncclSystemError): fault injected by the "
-                 "fake NCCL into collective call 2");
+  EXPECT_MESSAGE(
+      "ncclAllGather: unhandled system error (ncclSystemError): fault injected by the "
+      "fake NCCL into collective call 2");
   assert_true(y[0] == 1.0); /* not run */
   assert_int_equal(recap__fake_nccl_now().collectives, 1);
   OK(nccl->collective(&c, s));
@@ -722,8 +742,9 @@ static void memory_and_registration(void **state) {
   void *r = &r;
   EXPECT_STATUS(nccl->mem_alloc(&r, 8), RECAP_ERROR_OUT_OF_MEMORY);
   assert_null(r);
-  EXPECT_MESSAGE("ncclMemAlloc: unhandled system error (ncclSystemError): fault injected by the "
-                 "fake NCCL into mem_alloc call 3 (8 bytes)");
+  EXPECT_MESSAGE(
+      "ncclMemAlloc: unhandled system error (ncclSystemError): fault injected by the "
+      "fake NCCL into mem_alloc call 3 (8 bytes)");
   assert_int_equal(recap__fake_nccl_now().mem_live, 2);
 
   void *h = NULL, *h2 = NULL;

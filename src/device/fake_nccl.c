@@ -24,8 +24,21 @@ enum { MAX_RANKS = 64, DEFAULT_VERSION = 23203, DEFAULT_TIMEOUT_MS = 5000, ALIGN
 #define COMM_MAGIC 0x6e63636cu /* "nccl" */
 
 /* NCCL's numbering (nccl.h): the dtypes and reduction operations. */
-enum { DT_INT8, DT_UINT8, DT_INT32, DT_UINT32, DT_INT64, DT_UINT64, DT_FLOAT16, DT_FLOAT32,
-       DT_FLOAT64, DT_BFLOAT16, DT_FP8_E4M3, DT_FP8_E5M2, DT_COUNT };
+enum {
+  DT_INT8,
+  DT_UINT8,
+  DT_INT32,
+  DT_UINT32,
+  DT_INT64,
+  DT_UINT64,
+  DT_FLOAT16,
+  DT_FLOAT32,
+  DT_FLOAT64,
+  DT_BFLOAT16,
+  DT_FP8_E4M3,
+  DT_FP8_E5M2,
+  DT_COUNT
+};
 enum { OP_SUM, OP_PROD, OP_MAX, OP_MIN, OP_AVG, OP_COUNT };
 
 typedef struct fake_round {
@@ -103,12 +116,12 @@ static const char *const kind_names[] = {"all_reduce", "all_gather", "reduce_sca
 static const char *const call_names[] = {"ncclAllReduce", "ncclAllGather", "ncclReduceScatter",
                                          "ncclBroadcast", "ncclReduce",    "ncclSend",
                                          "ncclRecv"};
-static const char *const kernel_names[] = {
-    "ncclDevKernel_AllReduce", "ncclDevKernel_AllGather", "ncclDevKernel_ReduceScatter",
-    "ncclDevKernel_Broadcast", "ncclDevKernel_Reduce",    "ncclDevKernel_SendRecv",
-    "ncclDevKernel_SendRecv"};
-static const char *const dtype_names[] = {"int8",    "uint8",   "int32",    "uint32",
-                                          "int64",   "uint64",  "float16",  "float32",
+static const char *const kernel_names[] = {"ncclDevKernel_AllReduce",     "ncclDevKernel_AllGather",
+                                           "ncclDevKernel_ReduceScatter", "ncclDevKernel_Broadcast",
+                                           "ncclDevKernel_Reduce",        "ncclDevKernel_SendRecv",
+                                           "ncclDevKernel_SendRecv"};
+static const char *const dtype_names[] = {"int8",    "uint8",    "int32",      "uint32",
+                                          "int64",   "uint64",   "float16",    "float32",
                                           "float64", "bfloat16", "float8e4m3", "float8e5m2"};
 static const char *const op_names[] = {"sum", "prod", "max", "min", "avg"};
 
@@ -138,24 +151,24 @@ static void describe(char *out, size_t cap, const recap__coll_t *c) {
 
 /* ---- arithmetic ------------------------------------------------------------------------- */
 
-#define FAKE_ACCUMULATE(T)                           \
-  {                                                  \
-    T *a = acc;                                      \
-    const T *b = in;                                 \
-    for (size_t i = 0; i < count; i++) {             \
-      switch (op) {                                  \
-        case OP_SUM:                                 \
-        case OP_AVG: a[i] = (T)(a[i] + b[i]); break; \
+#define FAKE_ACCUMULATE(T)                            \
+  {                                                   \
+    T *a = acc;                                       \
+    const T *b = in;                                  \
+    for (size_t i = 0; i < count; i++) {              \
+      switch (op) {                                   \
+        case OP_SUM:                                  \
+        case OP_AVG: a[i] = (T)(a[i] + b[i]); break;  \
         case OP_PROD: a[i] = (T)(a[i] * b[i]); break; \
-        case OP_MAX:                                 \
-          if (b[i] > a[i]) a[i] = b[i];              \
-          break;                                     \
-        default:                                     \
-          if (b[i] < a[i]) a[i] = b[i];              \
-          break;                                     \
-      }                                              \
-    }                                                \
-  }                                                  \
+        case OP_MAX:                                  \
+          if (b[i] > a[i]) a[i] = b[i];               \
+          break;                                      \
+        default:                                      \
+          if (b[i] < a[i]) a[i] = b[i];               \
+          break;                                      \
+      }                                               \
+    }                                                 \
+  }                                                   \
   break
 
 /* acc[i] = acc[i] op in[i] for count elements of dtype (one the fake reduces). */
@@ -216,9 +229,7 @@ static recap_status_t compute(fake_round_t *r, int nranks) {
   void *tmp = NULL;
   switch (c0->kind) {
     case RECAP__COLL_ALL_REDUCE:
-    case RECAP__COLL_REDUCE:
-      tmp = reduce_all(r->calls, nranks, c0->count);
-      break;
+    case RECAP__COLL_REDUCE: tmp = reduce_all(r->calls, nranks, c0->count); break;
     case RECAP__COLL_REDUCE_SCATTER:
       tmp = reduce_all(r->calls, nranks, c0->count * (size_t)nranks);
       break;
@@ -358,8 +369,8 @@ static recap_status_t run_collective(struct ncclComm *comm, const recap__coll_t 
       for (int i = 0; i < q->nranks && used < sizeof missing; i++)
         if (!r->present[i]) {
           absent++;
-          used += (size_t)snprintf(missing + used, sizeof missing - used, "%s%d",
-                                   used ? ", " : "", i);
+          used +=
+              (size_t)snprintf(missing + used, sizeof missing - used, "%s%d", used ? ", " : "", i);
         }
       snprintf(message, cap,
                "fake NCCL: rank %d waited %d ms for collective %llu (%s); %s %s never reached "
@@ -416,8 +427,7 @@ static recap_status_t run_recv(struct ncclComm *comm, const recap__coll_t *c, ch
       snprintf(message, cap,
                "fake NCCL: rank %d waited %d ms for a message from rank %d (recv of %zu %s); "
                "rank %d never sent it",
-               comm->rank, nccl.timeout_ms, c->peer, c->count,
-               dtype_names[c->dtype], c->peer);
+               comm->rank, nccl.timeout_ms, c->peer, c->count, dtype_names[c->dtype], c->peer);
       return RECAP_ERROR_INTERNAL;
     }
   }
@@ -548,8 +558,7 @@ static recap_status_t fake_load(int *version) {
   return RECAP_SUCCESS;
 }
 
-static recap_status_t fake_comm_info(recap__nccl_comm_t comm, int *rank, int *nranks,
-                                     int *device) {
+static recap_status_t fake_comm_info(recap__nccl_comm_t comm, int *rank, int *nranks, int *device) {
   pthread_mutex_lock(&nccl.lock);
   struct ncclComm *c = comm_find(comm);
   int r = c ? c->rank : 0, n = c ? c->clique->nranks : 0;

@@ -172,11 +172,8 @@ static recap_status_t nccl_status(ncclResult_t r, const char *call) {
     case ncclUnhandledCudaError: st = RECAP_ERROR_CUDA; break;
     case ncclInvalidArgument: st = RECAP_ERROR_INVALID_ARGUMENT; break;
     case ncclInvalidUsage: st = RECAP_ERROR_INVALID_USAGE; break;
-    case ncclSystemError:
-    case ncclInternalError:
-    case ncclRemoteError:
-    case ncclInProgress:
-    case ncclTimeout:
+    /* System, internal, remote errors (and ncclTimeout of NCCL 2.29 and later, a name older
+     * headers lack): NCCL's own. */
     default: st = RECAP_ERROR_INTERNAL; break;
   }
   if (r == ncclSystemError && strcmp(call, "ncclMemAlloc") == 0) st = RECAP_ERROR_OUT_OF_MEMORY;
