@@ -204,6 +204,18 @@ static recap_status_t resume_capture(recap_graph_t g, recap__regions_t *r, recap
   return RECAP_SUCCESS;
 }
 
+/* Whether a kernel's function name is one of NCCL's ("ncclDevKernel_AllReduce_...", or its
+ * C++-mangled form "_Z36ncclDevKernel_...", as cuFuncGetName may report it). */
+static bool nccl_kernel(const char *name) {
+  if (!name) return false;
+  if (strncmp(name, "_Z", 2) == 0) {
+    name += 2;
+    if (*name == 'N') name++;
+    while (*name >= '0' && *name <= '9') name++;
+  }
+  return strncmp(name, "nccl", 4) == 0;
+}
+
 /* Check the body just captured: CUDA runs only some node kinds inside a conditional body, and
  * would accept the others at capture and fail the instantiation much later. */
 static recap_status_t scan_body(recap_cuda_graph_t body, const recap__region_frame_t *f,
@@ -217,7 +229,7 @@ static recap_status_t scan_body(recap_cuda_graph_t body, const recap__region_fra
     /* NCCL's kernels (a collective enqueued by a direct NCCL call, which recap_nccl_* would
      * have refused here) are kernel nodes that CUDA accepts at capture and refuses at
      * instantiation. */
-    if (n->type == RECAP_NODE_KERNEL && n->kernel_name && strncmp(n->kernel_name, "nccl", 4) == 0) {
+    if (n->type == RECAP_NODE_KERNEL && nccl_kernel(n->kernel_name)) {
       s = recap__error(
           RECAP_ERROR_INVALID_USAGE,
           "%s: branch %u of the %s region opened %u deep holds node %zu of its body, kernel %s, "
