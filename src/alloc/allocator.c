@@ -633,8 +633,13 @@ static recap_status_t classic_attempt(recap__device_state_t *d, void *ctx, size_
   classic_attempt_t *a = ctx;
   *bytes = a->size;
   RECAP__CHECK(capped(d, a->o, a->size));
-  if (a->source) return a->source->alloc(a->source->ctx, &a->base, a->size, &a->handle);
-  return raw_alloc(&a->base, a->size);
+  if (!a->source) return raw_alloc(&a->base, a->size);
+  /* The source allocates device memory as raw_alloc does, so under the same relaxed mode. */
+  recap__capture_mode_t saved;
+  bool relaxed = relax_capture_mode(&saved);
+  recap_status_t s = a->source->alloc(a->source->ctx, &a->base, a->size, &a->handle);
+  restore_capture_mode(relaxed, &saved);
+  return s;
 }
 
 /* Get a new segment of `size` bytes for pool: one free block that covers it, not yet in the
