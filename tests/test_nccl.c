@@ -467,6 +467,12 @@ static void test_policies(void **state) {
   assert_int_equal(recap__fake_now().graph_launches, launches);
   OK(dev->event_query(before, &done));
   assert_false(done);
+  /* The check's exchange is ordered the same way: refused while s1's replay is pending. */
+  int calls = rec.call_count;
+  EXPECT_STATUS(recap_graph_check_collectives(g1, COMM0), RECAP_ERROR_BUSY);
+  EXPECT_MESSAGE("recap_graph_check_collectives: the graph uses NCCL communicator");
+  EXPECT_MESSAGE("this exchange on stream");
+  assert_int_equal(rec.call_count, calls);
   /* Once s1 finished, s2 may replay. */
   recap__fake_stream_complete(s1);
   OK(recap_graph_replay(g2, s2));
@@ -479,6 +485,15 @@ static void test_policies(void **state) {
   OK(dev->event_query(before, &done));
   assert_false(done);
   OK(recap_graph_replay(g1, s1));
+  OK(dev->event_query(before, &done));
+  assert_true(done);
+  /* SERIALIZE: the check waits for the latest replay (on s1) before its exchange. */
+  recap__fake_launch_kernel(s1, "before");
+  OK(dev->event_record(before, s1));
+  OK(recap_graph_replay(g1, s1));
+  OK(dev->event_query(before, &done));
+  assert_false(done);
+  OK(recap_graph_check_collectives(g1, COMM0));
   OK(dev->event_query(before, &done));
   assert_true(done);
   recap__fake_stream_complete(s1);

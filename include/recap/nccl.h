@@ -194,8 +194,9 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graph_collectives(recap_graph_t g
  * float32 sum on comm 0 (2 ranks); rank 1's is all_gather of ..." (or "has none"). A graph with
  * no collective on comm passes when the others have none either. A graph that holds no capture
  * (fresh, capturing, eager) is RECAP_ERROR_INVALID_USAGE, before any communication: every rank
- * must then fail the same way, or the others wait in the exchange. Not during a capture of
- * comm's ranks' streams (it synchronises). */
+ * must then fail the same way, or the others wait in the exchange. The exchange is ordered
+ * after comm's latest replay like a replay on another stream (recap_nccl_comm_policy: it waits
+ * for it, or is RECAP_ERROR_BUSY under REFUSE_OVERLAP). Not during a capture (it synchronises). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_check_collectives(recap_graph_t graph,
                                                                        recap_nccl_comm_t comm);
 

@@ -35,7 +35,7 @@ void recap__nccl_warning_reset(void) { atomic_store(&warned, false); }
 static recap_status_t hook_before_replay(void *ctx, recap_graph_t graph, recap_stream_t stream) {
   (void)graph;
   recap__nccl_graph_t *g = ctx;
-  RECAP__CHECK(recap__nccl_policy_before(g->comms, g->comm_count, stream));
+  RECAP__CHECK(recap__nccl_policy_before(g->comms, g->comm_count, stream, "recap_graph_replay"));
   g->replay_stream = stream;
   return RECAP_SUCCESS;
 }

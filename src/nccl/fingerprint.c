@@ -152,14 +152,12 @@ recap_status_t recap_graph_collectives(recap_graph_t graph, recap_collective_t *
 
 /* All-gather `words` 64-bit words of every rank of comm into all (nranks * words), through the
  * seam on a stream of its own, and wait for it. */
-static recap_status_t exchange(recap__nccl_comm_t comm, const uint64_t *mine, size_t words,
-                               int nranks, uint64_t *all) {
+static recap_status_t exchange(recap__nccl_comm_t comm, recap_stream_t stream, const uint64_t *mine,
+                               size_t words, int nranks, uint64_t *all) {
   const recap__device_ops_t *dev = recap__device();
   size_t bytes = words * sizeof(uint64_t);
-  recap_stream_t stream = NULL;
   void *send = NULL, *recv = NULL;
   recap_status_t s;
-  RECAP__CHECK_GOTO(dev->stream_create(&stream), s, done);
   RECAP__CHECK_GOTO(dev->raw_malloc(&send, bytes), s, done);
   RECAP__CHECK_GOTO(dev->raw_malloc(&recv, bytes * (size_t)nranks), s, done);
   RECAP__CHECK_GOTO(dev->memcpy_async(send, mine, bytes, stream), s, done);
@@ -173,16 +171,15 @@ done:;
   recap__error_save(&saved);
   if (recv) (void)dev->raw_free(recv);
   if (send) (void)dev->raw_free(send);
-  if (stream) (void)dev->stream_destroy(stream);
   if (s != RECAP_SUCCESS) return recap__error_restore(&saved);
   recap__error_restore(&saved);
   return RECAP_SUCCESS;
 }
 
 /* The second exchange: each rank's first entries, to name the first difference. */
-static recap_status_t name_difference(recap__nccl_comm_t comm, int rank, int nranks,
-                                      const recap__nccl_entry_t *const *mine, size_t count,
-                                      const uint64_t *summary) {
+static recap_status_t name_difference(recap__nccl_comm_t comm, recap_stream_t stream, int rank,
+                                      int nranks, const recap__nccl_entry_t *const *mine,
+                                      size_t count, const uint64_t *summary) {
   static const char fn[] = "recap_graph_check_collectives";
   size_t words = 1 + (size_t)RECAP__NCCL_NAMED * RECAP__NCCL_WORDS;
   uint64_t *send = recap__host_calloc(words, sizeof *send);
@@ -195,7 +192,7 @@ static recap_status_t name_difference(recap__nccl_comm_t comm, int rank, int nra
   size_t named = count < RECAP__NCCL_NAMED ? count : RECAP__NCCL_NAMED;
   send[0] = count;
   for (size_t i = 0; i < named; i++) encode(mine[i], &send[1 + i * RECAP__NCCL_WORDS]);
-  recap_status_t s = exchange(comm, send, words, nranks, all);
+  recap_status_t s = exchange(comm, stream, send, words, nranks, all);
   if (s != RECAP_SUCCESS) {
     recap__host_free(send);
     recap__host_free(all);
@@ -301,11 +298,26 @@ recap_status_t recap_graph_check_collectives(recap_graph_t graph, recap_nccl_com
   uint64_t *summary = recap__host_calloc(2 * (size_t)nranks, sizeof *summary);
   recap_status_t s = RECAP_SUCCESS;
   if (!summary) s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-  if (s == RECAP_SUCCESS) s = exchange(comm, summary_mine, 2, nranks, summary);
+  /* The exchange runs on a stream of its own, ordered after the communicator's latest replay
+   * as a replay on another stream would be (recap_nccl_comm_policy). */
+  const recap__device_ops_t *dev = recap__device();
+  recap_stream_t stream = NULL;
+  if (s == RECAP_SUCCESS) s = dev->stream_create(&stream);
+  if (s == RECAP_SUCCESS) s = recap__nccl_policy_before(&comm, 1, stream, fn);
+  bool admitted = s == RECAP_SUCCESS;
+  if (s == RECAP_SUCCESS) s = exchange(comm, stream, summary_mine, 2, nranks, summary);
   bool agree = true;
   for (int r = 0; s == RECAP_SUCCESS && r < nranks; r++)
     if (summary[2 * (size_t)r] != count || summary[2 * (size_t)r + 1] != h) agree = false;
-  if (s == RECAP_SUCCESS && !agree) s = name_difference(comm, rank, nranks, mine, count, summary);
+  if (s == RECAP_SUCCESS && !agree)
+    s = name_difference(comm, stream, rank, nranks, mine, count, summary);
+  if (admitted) recap__nccl_policy_after(&comm, 1, stream, false);
+  if (stream) {
+    recap__saved_error_t saved;
+    recap__error_save(&saved);
+    (void)dev->stream_destroy(stream);
+    recap__error_restore(&saved);
+  }
   recap__host_free(summary);
   recap__host_free(mine);
   return s;

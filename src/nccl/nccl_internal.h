@@ -45,10 +45,12 @@ uint64_t recap__nccl_hash(const recap__nccl_entry_t *entries, size_t count, long
 /* "all_reduce of 1024 float32 sum on comm 0 (2 ranks)" into out. */
 void recap__nccl_describe(const recap__nccl_entry_t *e, char *out, size_t cap);
 
-/* The replay policy (policy.c): before a replay of a graph that recorded comms, on stream.
- * Success holds each communicator's replay lock until recap__nccl_policy_after. */
+/* The replay policy (policy.c): before a replay of a graph that recorded comms, on stream, or
+ * before the check's exchange on its own stream; function names the caller in messages
+ * ("recap_graph_replay", "recap_graph_check_collectives"). Success holds each communicator's
+ * replay lock until recap__nccl_policy_after. */
 recap_status_t recap__nccl_policy_before(recap__nccl_comm_t *comms, size_t count,
-                                         recap_stream_t stream);
+                                         recap_stream_t stream, const char *function);
 /* The replay launched (launched) or failed: record where the comms' latest replay is, and
  * release their locks. Never fails. */
 void recap__nccl_policy_after(recap__nccl_comm_t *comms, size_t count, recap_stream_t stream,

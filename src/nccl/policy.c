@@ -15,6 +15,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
 #include "core/host.h"
@@ -86,7 +87,7 @@ static recap_status_t states(recap__nccl_comm_t *comms, size_t count, comm_state
 
 /* With c's lock held: whether a replay on stream may start now, waiting for the latest one
  * under SERIALIZE. */
-static recap_status_t admit(comm_state_t *c, recap_stream_t stream) {
+static recap_status_t admit(comm_state_t *c, recap_stream_t stream, const char *function) {
   if (!c->has_last || c->last_stream == stream) return RECAP_SUCCESS;
   const recap__device_ops_t *dev = recap__device();
   if (atomic_load(&c->policy) == RECAP_NCCL_REFUSE_OVERLAP) {
@@ -95,12 +96,14 @@ static recap_status_t admit(comm_state_t *c, recap_stream_t stream) {
     /* Without an event (its record failed) only the stream can say: assume pending. */
     if (!done)
       return recap__error(RECAP_ERROR_BUSY,
-                          "recap_graph_replay: the graph uses NCCL communicator %p, whose latest "
-                          "replay, on stream %p, has not finished; this replay on stream %p "
-                          "would overlap it, which can deadlock the ranks (vllm #52504), and the "
-                          "communicator's policy is RECAP_NCCL_REFUSE_OVERLAP: replay on the "
-                          "same stream, wait for the other, or choose RECAP_NCCL_SERIALIZE",
-                          (void *)c->comm, (void *)c->last_stream, (void *)stream);
+                          "%s: the graph uses NCCL communicator %p, whose latest replay, on "
+                          "stream %p, has not finished; this %s on stream %p would overlap it, "
+                          "which can deadlock the ranks (vllm #52504), and the communicator's "
+                          "policy is RECAP_NCCL_REFUSE_OVERLAP: replay on the same stream, wait "
+                          "for the other, or choose RECAP_NCCL_SERIALIZE",
+                          function, (void *)c->comm, (void *)c->last_stream,
+                          strcmp(function, "recap_graph_replay") == 0 ? "replay" : "exchange",
+                          (void *)stream);
     return RECAP_SUCCESS;
   }
   if (c->event_valid) return dev->event_synchronize(c->event);
@@ -108,7 +111,7 @@ static recap_status_t admit(comm_state_t *c, recap_stream_t stream) {
 }
 
 recap_status_t recap__nccl_policy_before(recap__nccl_comm_t *comms, size_t count,
-                                         recap_stream_t stream) {
+                                         recap_stream_t stream, const char *function) {
   if (count == 0) return RECAP_SUCCESS;
   comm_state_t **s = NULL;
   RECAP__CHECK(states(comms, count, &s));
@@ -120,19 +123,19 @@ recap_status_t recap__nccl_policy_before(recap__nccl_comm_t *comms, size_t count
       /* Another thread's replay using the communicator is being launched: it overlaps. */
       if (pthread_mutex_trylock(&c->replay) == EBUSY) {
         status = recap__error(RECAP_ERROR_BUSY,
-                              "recap_graph_replay: the graph uses NCCL communicator %p, which a "
-                              "replay on another thread is launching now; this replay on stream "
-                              "%p would overlap it, which can deadlock the ranks (vllm #52504), "
-                              "and the communicator's policy is RECAP_NCCL_REFUSE_OVERLAP: "
-                              "order the replays, or choose RECAP_NCCL_SERIALIZE",
-                              (void *)c->comm, (void *)stream);
+                              "%s: the graph uses NCCL communicator %p, which a replay on "
+                              "another thread is launching now; this call on stream %p would "
+                              "overlap it, which can deadlock the ranks (vllm #52504), and the "
+                              "communicator's policy is RECAP_NCCL_REFUSE_OVERLAP: order the "
+                              "replays, or choose RECAP_NCCL_SERIALIZE",
+                              function, (void *)c->comm, (void *)stream);
         break;
       }
     } else {
       pthread_mutex_lock(&c->replay);
     }
     locked++;
-    status = admit(c, stream);
+    status = admit(c, stream, function);
   }
   if (status != RECAP_SUCCESS)
     while (locked > 0) pthread_mutex_unlock(&s[--locked]->replay);

@@ -163,8 +163,8 @@ static void refused_in_conditional_bodies(void **state) {
   OK(recap_malloc((void **)&a, N * sizeof(float), (recap_stream_t)s));
   OK(recap_nccl_all_reduce(a, a, N, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm, (recap_stream_t)s));
   CUDA_OK(cudaStreamSynchronize(s));
-  recap__coll_t direct = {RECAP__COLL_ALL_REDUCE, a, a, N, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM,
-                          -1, -1, comm};
+  recap__coll_t direct = {RECAP__COLL_ALL_REDUCE, a,  a,  N,   RECAP_NCCL_FLOAT32,
+                          RECAP_NCCL_SUM,         -1, -1, comm};
 
   /* What a direct call enqueues, read from a kept template. */
   recap_graph_t probe;
@@ -178,7 +178,8 @@ static void refused_in_conditional_bodies(void **state) {
   for (size_t i = 0; i < info->node_count; i++) {
     printf("direct all_reduce node %zu: %s %s\n", i, recap_node_type_name(info->nodes[i].type),
            info->nodes[i].kernel_name ? info->nodes[i].kernel_name : "");
-    nccl_kernels += info->nodes[i].type == RECAP_NODE_KERNEL && nccl_name(info->nodes[i].kernel_name);
+    nccl_kernels +=
+        info->nodes[i].type == RECAP_NODE_KERNEL && nccl_name(info->nodes[i].kernel_name);
   }
   recap_graph_info_free(info);
   OK(recap_graph_destroy(probe));
