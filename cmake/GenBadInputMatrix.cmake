@@ -51,6 +51,7 @@ set(ALLOW
   "recap_graph_set_run.graphed|SUCCESS|graph_set.h: graphed may be NULL"
   "recap_graph_set_evict_idle.evicted|SUCCESS|graph_set.h: evicted may be NULL"
   "recap_graph_set_sizes.sizes|SUCCESS|graph_set.h: sizes may be NULL (count alone is asked)"
+  "recap_graph_collectives.hash|SUCCESS|nccl.h: hash may be NULL when not wanted"
 )
 
 # ---- a valid value for every parameter type -----------------------------------------------------
@@ -145,6 +146,12 @@ set(VALUES
   "recap_graph_set_member_t *|&f->set_member"
   "recap_graph_set_info_t *|&f->set_info"
   "double idle_seconds|3600.0"
+  "recap_nccl_comm_t|(recap_nccl_comm_t)f->block"
+  "recap_nccl_dtype_t|RECAP_NCCL_FLOAT32"
+  "recap_nccl_op_t|RECAP_NCCL_SUM"
+  "recap_nccl_policy_t|RECAP_NCCL_SERIALIZE"
+  "recap_collective_kind_t|RECAP_COLLECTIVE_ALL_REDUCE"
+  "recap_collective_t *|f->collectives"
 )
 
 # ---- reading the headers --------------------------------------------------------------------------

@@ -35,5 +35,6 @@
 #include "recap/memory.h"
 #include "recap/sleep.h"
 #include "recap/graph_set.h"
+#include "recap/nccl.h"
 
 #endif /* RECAP_H */

@@ -94,6 +94,7 @@ typedef struct bim_fixture {
   recap_graph_set_options_t graph_set_options;
   recap_graph_set_member_t set_member;
   recap_graph_set_info_t set_info;
+  recap_collective_t collectives[1];
 
   /* What calls hand back; everything here is released at the end of a case. */
   recap_graph_t graph_out, graph_out2;
@@ -209,6 +210,7 @@ static void bim_setup(bim_fixture_t *f) {
   f->graph_set_options.capture = RECAP_SET_CAPTURE_LAZY;
   f->set_member = (recap_graph_set_member_t)RECAP_GRAPH_SET_MEMBER_INIT;
   f->set_info = (recap_graph_set_info_t)RECAP_GRAPH_SET_INFO_INIT;
+  f->collectives[0] = (recap_collective_t)RECAP_COLLECTIVE_INIT;
   MUST(recap_graph_set_create(&f->graph_set, bim_step, f, &f->graph_set_options));
   /* The destroyed handles last, so that nothing made after them reuses their memory. */
   MUST(recap_graph_create(&f->dead_recap_graph_t, RECAP_GRAPH_KEEP));

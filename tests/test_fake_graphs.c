@@ -839,6 +839,34 @@ static recap_status_t call_kind(recap__fake_fault_t kind, fault_fixture_t *fx) {
       if (st == RECAP_SUCCESS) fx->frees++;
       break;
     }
+    case RECAP__FAKE_FAULT_NCCL_LOAD: {
+      int version = 0;
+      st = recap__fake_nccl_ops.load(&version);
+      break;
+    }
+    case RECAP__FAKE_FAULT_NCCL_COLLECTIVE:
+    case RECAP__FAKE_FAULT_NCCL_REGISTER: {
+      /* A clique of one rank (the reset frees it). */
+      recap__nccl_comm_t comm;
+      assert_int_equal(recap__fake_nccl_comms(1, &comm), RECAP_SUCCESS);
+      float x = 1.0f;
+      if (kind == RECAP__FAKE_FAULT_NCCL_COLLECTIVE) {
+        recap__coll_t c = {RECAP__COLL_ALL_REDUCE, &x, &x, 1, 7 /* ncclFloat32 */, 0, -1, -1, comm};
+        st = recap__fake_nccl_ops.collective(&c, s);
+      } else {
+        void *handle = NULL;
+        st = recap__fake_nccl_ops.comm_register(comm, &x, sizeof x, &handle);
+        if (st == RECAP_SUCCESS)
+          assert_int_equal(recap__fake_nccl_ops.comm_deregister(comm, handle), RECAP_SUCCESS);
+      }
+      break;
+    }
+    case RECAP__FAKE_FAULT_NCCL_MEM_ALLOC: {
+      void *p = NULL;
+      st = recap__fake_nccl_ops.mem_alloc(&p, 64);
+      if (st == RECAP_SUCCESS) assert_int_equal(recap__fake_nccl_ops.mem_free(p), RECAP_SUCCESS);
+      break;
+    }
     case RECAP__FAKE_FAULT_KINDS: break;
   }
   return st;
@@ -854,9 +882,14 @@ static void fault_injection(void **state) {
     uint64_t base = recap__fake_now().calls[kind];
     recap_status_t expected = kind == RECAP__FAKE_FAULT_RAW_MALLOC ||
                                       kind == RECAP__FAKE_FAULT_VMM_CREATE ||
-                                      kind == RECAP__FAKE_FAULT_HOST_ALLOC_PINNED
+                                      kind == RECAP__FAKE_FAULT_HOST_ALLOC_PINNED ||
+                                      kind == RECAP__FAKE_FAULT_NCCL_MEM_ALLOC
                                   ? RECAP_ERROR_OUT_OF_MEMORY
                                   : RECAP_ERROR_CUDA;
+    /* The fake NCCL's faults read as NCCL's failures (fake.h). */
+    if (kind == RECAP__FAKE_FAULT_NCCL_LOAD) expected = RECAP_ERROR_NOT_FOUND;
+    if (kind == RECAP__FAKE_FAULT_NCCL_COLLECTIVE || kind == RECAP__FAKE_FAULT_NCCL_REGISTER)
+      expected = RECAP_ERROR_INTERNAL;
 
     /* Two calls before arming count, but do not shift the target. */
     assert_int_equal(call_kind(kind, &fx), RECAP_SUCCESS);

@@ -181,17 +181,24 @@ static void count_warnings(recap_log_level_t level, const char *message, void *u
 }
 
 static const char *kind_name(recap__fake_fault_t kind) {
-  static const char *const names[] = {"raw_malloc",      "event_create",     "event_record",
-                                      "stream_create",   "capture_begin",    "capture_end",
-                                      "instantiate",     "launch",           "patch_plan",
-                                      "patch",           "patch_sync",       "exec_update",
-                                      "timing",          "upload",           "cond_supported",
-                                      "capture_pause",   "capture_to_graph", "cond_handle",
-                                      "cond_node",       "cond_launch",      "rng_advance",
-                                      "vmm_granularity", "vmm_reserve",      "vmm_release_range",
-                                      "vmm_create",      "vmm_release",      "vmm_map",
-                                      "vmm_unmap",       "vmm_set_access",   "host_alloc_pinned",
-                                      "host_free_pinned"};
+  static const char *const names[] = {"raw_malloc",       "event_create",
+                                      "event_record",     "stream_create",
+                                      "capture_begin",    "capture_end",
+                                      "instantiate",      "launch",
+                                      "patch_plan",       "patch",
+                                      "patch_sync",       "exec_update",
+                                      "timing",           "upload",
+                                      "cond_supported",   "capture_pause",
+                                      "capture_to_graph", "cond_handle",
+                                      "cond_node",        "cond_launch",
+                                      "rng_advance",      "vmm_granularity",
+                                      "vmm_reserve",      "vmm_release_range",
+                                      "vmm_create",       "vmm_release",
+                                      "vmm_map",          "vmm_unmap",
+                                      "vmm_set_access",   "host_alloc_pinned",
+                                      "host_free_pinned", "nccl_load",
+                                      "nccl_collective",  "nccl_mem_alloc",
+                                      "nccl_register"};
   _Static_assert(sizeof names / sizeof names[0] == RECAP__FAKE_FAULT_KINDS, "a name per kind");
   return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
@@ -202,6 +209,7 @@ static bool sweep_vmm;
 
 /* Kinds of calls that no path of the library makes in the mode swept, so no workload can reach
  * them: pinned host memory (src/device/fake_vmm.c), which the allocator's sleep/wake will call;
+ * the fake NCCL (src/device/fake_nccl.c), which the workload does not use;
  * with classic segments, the seam's virtual memory management (cudaMalloc is reached in both
  * modes: segments, or the generators' device state). The sweep checks that the workload indeed
  * makes none of them: the day a library path makes one, the sweep fails until the kind leaves
@@ -209,6 +217,8 @@ static bool sweep_vmm;
 static bool reached_by_no_library_path(recap__fake_fault_t kind) {
   if (kind == RECAP__FAKE_FAULT_HOST_ALLOC_PINNED || kind == RECAP__FAKE_FAULT_HOST_FREE_PINNED)
     return true;
+  /* The fake NCCL: the workload makes no collective. */
+  if (kind >= RECAP__FAKE_FAULT_NCCL_LOAD && kind <= RECAP__FAKE_FAULT_NCCL_REGISTER) return true;
   if (sweep_vmm) return false;
   return kind >= RECAP__FAKE_FAULT_VMM_GRANULARITY && kind <= RECAP__FAKE_FAULT_VMM_SET_ACCESS;
 }

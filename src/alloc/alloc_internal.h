@@ -84,6 +84,10 @@ struct recap__segment {
   size_t va_size;
   recap__vmm_chunk_t *chunks;
   int chunk_count, chunk_capacity;
+  /* The source its memory came from (NULL: the device's raw_malloc) and the handle the source
+   * gave with it (segment_source.c). */
+  const struct recap__segment_source *source;
+  void *source_handle;
 };
 
 /* An allocation a capture's budget refused (recap_capture_options_t.budget_bytes): what the
@@ -424,6 +428,27 @@ recap__device_state_t *recap__alloc_device_state(int device);
 recap_status_t recap__alloc_current_device(int *device);
 /* Unlink a private pool with no reference, route or segment from d and free it (lock held). */
 void recap__alloc_pool_delete(recap__device_state_t *d, recap__pool_t *pool);
+
+/* Where a pool's classic segments come from when a layer above says so (the NCCL layer:
+ * ncclMemAlloc and registration with a communicator), so that the allocator does not depend on
+ * it. alloc gives `bytes` of device memory and a handle; free gives them back. Both are called
+ * with the allocator's lock held and must not call recap_malloc nor recap_free. */
+typedef struct recap__segment_source {
+  recap_status_t (*alloc)(void *ctx, void **ptr, size_t bytes, void **handle);
+  recap_status_t (*free)(void *ctx, void *ptr, void *handle);
+  void *ctx;
+} recap__segment_source_t;
+
+/* Take the segments of pool `id` (on every device) from *source from now on (copied; kept for
+ * the rest of the process). RECAP_ERROR_INVALID_USAGE naming function when the pool holds
+ * segments already, or when expandable_segments is on (its segments are virtual memory). */
+recap_status_t recap__pool_set_source(recap_pool_id_t id, const recap__segment_source_t *source,
+                                      const char *function);
+/* The source of pool id, or NULL (allocator lock held). */
+const recap__segment_source_t *recap__segment_source_find(recap_pool_id_t id);
+/* Set pool id's source (allocator lock held): pool.c's recap__pool_set_source checks first. */
+recap_status_t recap__segment_source_put(recap_pool_id_t id, const recap__segment_source_t *source,
+                                         const char *function);
 /* Give back pool's free segments, as recap_empty_cache does for a pool nobody holds: wait for
  * the events of its freed blocks, then release each segment whose one block is free (lock held,
  * no capture under way; sleep.c, before the pool sleeps). The first failure is returned. */

@@ -443,7 +443,9 @@ static recap_status_t release_segment(recap__device_state_t *d, recap__block_t *
   recap__pool_t *pool = seg->pool;
   recap__capture_mode_t saved;
   bool relaxed = relax_capture_mode(&saved);
-  recap_status_t s = recap__device()->raw_free(seg->base);
+  recap_status_t s = seg->source
+                         ? seg->source->free(seg->source->ctx, seg->base, seg->source_handle)
+                         : recap__device()->raw_free(seg->base);
   restore_capture_mode(relaxed, &saved);
   RECAP__CHECK(s);
   RECAP__ASSERT(recap__free_set_find(free_set_of(pool, seg->small), b) <
@@ -621,7 +623,9 @@ static recap_status_t segment_memory(recap__device_state_t *d, size_t request, c
  * memory_cap option forbids them. */
 typedef struct classic_attempt {
   const recap__options_t *o;
+  const recap__segment_source_t *source; /* NULL: raw_alloc */
   void *base;
+  void *handle;
   size_t size;
 } classic_attempt_t;
 
@@ -629,7 +633,13 @@ static recap_status_t classic_attempt(recap__device_state_t *d, void *ctx, size_
   classic_attempt_t *a = ctx;
   *bytes = a->size;
   RECAP__CHECK(capped(d, a->o, a->size));
-  return raw_alloc(&a->base, a->size);
+  if (!a->source) return raw_alloc(&a->base, a->size);
+  /* The source allocates device memory as raw_alloc does, so under the same relaxed mode. */
+  recap__capture_mode_t saved;
+  bool relaxed = relax_capture_mode(&saved);
+  recap_status_t s = a->source->alloc(a->source->ctx, &a->base, a->size, &a->handle);
+  restore_capture_mode(relaxed, &saved);
+  return s;
 }
 
 /* Get a new segment of `size` bytes for pool: one free block that covers it, not yet in the
@@ -644,7 +654,9 @@ static recap_status_t new_segment(recap__device_state_t *d, recap__pool_t *pool,
     if (b) block_delete(b);
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
   }
-  classic_attempt_t attempt = {.o = o, .size = size};
+  classic_attempt_t attempt = {.o = o,
+                               .size = size,
+                               .source = recap__segment_source_find(pool->id)};
   recap_status_t s = segment_memory(d, request, "a new segment", classic_attempt, &attempt);
   void *base = attempt.base;
   if (s != RECAP_SUCCESS) {
@@ -659,6 +671,8 @@ static recap_status_t new_segment(recap__device_state_t *d, recap__pool_t *pool,
   seg->stream = stream;
   seg->pool = pool;
   seg->head = b;
+  seg->source = attempt.source;
+  seg->source_handle = attempt.handle;
   seg->next = pool->segments;
   if (seg->next) seg->next->prev = seg;
   pool->segments = seg;
@@ -862,7 +876,15 @@ static COLD recap_status_t malloc_vmm(const request_t *r, recap__block_t **b) {
 /* The slow path: no cached block fits, so the request gets a new segment (new_segment retries
  * once after freeing the cache when the device is out of memory), within the capture's budget. */
 static recap_status_t malloc_slow(const request_t *r, recap__block_t **b) {
-  if (r->o->expandable_segments) return malloc_vmm(r, b);
+  if (r->o->expandable_segments) {
+    if (RECAP__UNLIKELY(recap__segment_source_find(r->pool->id) != NULL))
+      return recap__error(RECAP_ERROR_NOT_SUPPORTED,
+                          "recap_malloc: pool {%" PRIu64 ",%" PRIu64
+                          "} takes its segments from NCCL (recap_pool_nccl), which cannot be "
+                          "virtual memory; turn the expandable_segments option off",
+                          r->pool->id.a, r->pool->id.b);
+    return malloc_vmm(r, b);
+  }
   size_t segment = segment_size_for(r->o, r->rounded);
   r->pool->budget_attempted = false;
   if (RECAP__UNLIKELY(r->pool->budget != 0) &&

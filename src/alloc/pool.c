@@ -21,6 +21,7 @@
 #include "core/assert.h"
 #include "core/error.h"
 #include "core/host.h"
+#include "core/options.h"
 
 static _Atomic uint64_t next_handle_id = 1; /* recap_pool_handle(): {0, n} */
 static _Atomic uint64_t next_graph_id = 1;  /* pools graphs make for themselves: {n, 0} */
@@ -409,6 +410,43 @@ recap_status_t recap_pool_info(recap_pool_id_t id, recap_pool_info_t *info) {
       for (const recap__block_t *b = seg->head; b; b = b->next)
         if (!b->allocated && !recap__block_is_free(b)) info->waiting_bytes += (int64_t)b->size;
   }
+  recap__alloc_unlock();
+  return s;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Segment sources (segment_source.c)
+ * ---------------------------------------------------------------------------------------- */
+
+/* Whether pool id holds a segment on some device (lock held). */
+static bool holds_segments(recap_pool_id_t id) {
+  for (int dev = 0; dev < RECAP__MAX_DEVICES; dev++) {
+    const recap__device_state_t *d = recap__alloc.devices[dev];
+    for (const recap__pool_t *p = d ? d->private_pools : NULL; p; p = p->next)
+      if (recap__pool_id_equal(p->id, id) && p->segment_count > 0) return true;
+  }
+  return false;
+}
+
+recap_status_t recap__pool_set_source(recap_pool_id_t id, const recap__segment_source_t *source,
+                                      const char *function) {
+  recap__options_t o;
+  RECAP__CHECK(recap__options_get(&o));
+  if (o.expandable_segments)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "%s: the expandable_segments option is on, and its segments are virtual "
+                        "memory, which cannot come from NCCL; turn the option off first",
+                        function);
+  recap__alloc_lock();
+  recap__alloc_settle();
+  recap_status_t s =
+      holds_segments(id)
+          ? recap__error(RECAP_ERROR_INVALID_USAGE,
+                         "%s: pool {%" PRIu64 ",%" PRIu64
+                         "} holds segments already; choose where its segments come from before "
+                         "its first allocation (or after recap_empty_cache gave them all back)",
+                         function, id.a, id.b)
+          : recap__segment_source_put(id, source, function);
   recap__alloc_unlock();
   return s;
 }

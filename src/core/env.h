@@ -40,7 +40,10 @@
   X(FAIL, TEXT, 0, "(none)",                                                                  \
     "kind:n entries separated by commas, n >= 1, kinds malloc, event, event_record, "         \
     "capture_begin, capture_end, instantiate, launch, upload",                                \
-    "Debug builds only: the nth CUDA call of each kind fails, as CUDA would report it")
+    "Debug builds only: the nth CUDA call of each kind fails, as CUDA would report it")       \
+  X(NCCL_LIBRARY, TEXT, 0, "(none)", "a path to libnccl.so.2 (or a name the loader finds)",   \
+    "the NCCL library recap loads at its first NCCL call; unset: libnccl.so.2 through the "   \
+    "dynamic loader's search path")
 
 typedef enum recap__env {
 #define RECAP_X_ENV_ID(id, type, def, def_text, accepted, meaning) RECAP__ENV_##id,

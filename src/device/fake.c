@@ -239,6 +239,7 @@ void recap__fake_reset(const recap__fake_config_t *cfg) {
   recap__fake_tl_capture_mode = RECAP__CAPTURE_MODE_GLOBAL;
 
   recap__device_install(&recap__fake_ops);
+  recap__fake_nccl_reset();
 }
 
 void recap__fake_counters(recap__fake_counters_t *out) {

@@ -183,6 +183,7 @@
 #define RECAP_FAKE_H
 
 #include "device/device.h"
+#include "device/nccl_seam.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -340,6 +341,14 @@ typedef enum recap__fake_fault {
   RECAP__FAKE_FAULT_VMM_SET_ACCESS,    /* vmm_set_access */
   RECAP__FAKE_FAULT_HOST_ALLOC_PINNED, /* host_alloc_pinned */
   RECAP__FAKE_FAULT_HOST_FREE_PINNED,  /* host_free_pinned */
+  /* The fake NCCL (recap__fake_nccl_ops): load (RECAP_ERROR_NOT_FOUND, as a missing library),
+   * collective (each call, sends and receives included, before it enqueues anything:
+   * RECAP_ERROR_INTERNAL, ncclSystemError), mem_alloc (RECAP_ERROR_OUT_OF_MEMORY), comm_register
+   * (RECAP_ERROR_INTERNAL); each fails before it changes anything. */
+  RECAP__FAKE_FAULT_NCCL_LOAD,
+  RECAP__FAKE_FAULT_NCCL_COLLECTIVE,
+  RECAP__FAKE_FAULT_NCCL_MEM_ALLOC,
+  RECAP__FAKE_FAULT_NCCL_REGISTER,
   RECAP__FAKE_FAULT_KINDS
 } recap__fake_fault_t;
 
@@ -395,6 +404,74 @@ static inline recap__fake_counters_t recap__fake_now(void) {
   recap__fake_counters(&c);
   return c;
 }
+
+/* ---- NCCL (fake_nccl.c) ------------------------------------------------------------------
+ *
+ * recap__fake_reset installs recap__fake_nccl_ops behind the NCCL seam and forgets every
+ * clique. recap__fake_nccl_comms makes a clique of nranks communicators: comms[i] is rank i,
+ * used by its own thread (with its own fake stream), as NCCL's one rank per GPU.
+ *  - A collective on a stream not capturing enqueues one work item (a kernel named
+ *    "ncclDevKernel_<Kind>") and runs at once in the calling thread: it waits (the fake's lock
+ *    released) for the same collective of every other rank, numbered per rank in the order the
+ *    rank runs them (from 0), then the last rank to arrive does the arithmetic for all on the
+ *    fake's memory (host memory): sum, prod, max, min and avg (the sum divided by nranks,
+ *    integer division for integers) over int8, uint8, int32, uint32, int64, uint64, float32 and
+ *    float64, reduced in rank order; all_gather, reduce_scatter, broadcast and reduce move any
+ *    dtype. In place (send == recv, or all_gather's send == recv + rank * count) works.
+ *  - On a capturing stream it becomes a kernel node of that name (argument words: send, recv,
+ *    count, then the kind, dtype, op, peer, root and comm packed) that runs the same way at
+ *    each graph_launch of an executable made from the graph, on the launch's stream.
+ *  - A send copies its data into a mailbox of the (sender, receiver) pair and does not wait; a
+ *    receive takes the pair's oldest message, waiting for it. Count or dtype differing: the
+ *    receive fails naming both.
+ *  - Failures (each the status of the call, or of the launch that ran the node, with the
+ *    message after "cudaGraphLaunch: kernel node i (name): "):
+ *    ranks whose collective of one number differs (kind, count, dtype, op, root): all of them
+ *    fail with RECAP_ERROR_INVALID_USAGE, "fake NCCL: collective 3 differs across ranks: rank
+ *    0's is all_reduce of 1024 float32 sum; rank 1's is all_gather of 1024 float32";
+ *    a rank that waits longer than the timeout (5 s; recap__fake_nccl_timeout_ms) fails with
+ *    RECAP_ERROR_INTERNAL (ncclTimeout), "fake NCCL: rank 1 waited 5000 ms for collective 3
+ *    (all_reduce of ...); ranks 0, 2 never reached it" (one: "rank 0 never") (a receive: "... for a message from
+ *    rank 0"); and a collective that starts on a communicator while another of the same
+ *    communicator still waits on another stream fails with RECAP_ERROR_INVALID_USAGE, "fake
+ *    NCCL: concurrent use of a communicator on two streams: ..." naming both streams (NCCL
+ *    would deadlock, vllm #52504); the one already waiting goes on.
+ *  - mem_alloc / mem_free and comm_register / comm_deregister are counted (recap__fake_nccl_now);
+ *    mem_alloc gives host memory aligned to 512 bytes; freeing or deregistering what the fake
+ *    did not hand out is RECAP_ERROR_INVALID_ARGUMENT.
+ *  - load gives the version set by recap__fake_nccl_version (default 23203, NCCL 2.32.3).
+ *  - group_start / group_end nest per thread (counted); a group_end without its start is
+ *    RECAP_ERROR_INVALID_USAGE. Collectives inside a group run as outside one.
+ * No thread may be inside a fake NCCL call at recap__fake_reset. */
+
+extern const recap__nccl_ops_t recap__fake_nccl_ops;
+
+/* A clique of nranks (1 to 64) communicators, rank i in comms[i]; they live until the next
+ * reset. RECAP_ERROR_INVALID_ARGUMENT for a bad nranks or NULL comms. */
+recap_status_t recap__fake_nccl_comms(int nranks, recap__nccl_comm_t comms[]);
+/* The NCCL_VERSION_CODE that load reports (0: the default, 23203). Reset restores it. */
+void recap__fake_nccl_version(int version);
+/* How long a rank waits for the others before it fails (0: the default, 5000 ms). Reset
+ * restores it. */
+void recap__fake_nccl_timeout_ms(int ms);
+
+typedef struct recap__fake_nccl_counters {
+  uint64_t loads;        /* load calls that succeeded */
+  uint64_t collectives;  /* collectives run to completion, each rank counting its own */
+  uint64_t sends, recvs; /* sends deposited, receives completed */
+  uint64_t failures;     /* runs that failed (mismatch, timeout, concurrent use) */
+  int64_t waiting;       /* runs waiting for other ranks (or for a message) now */
+  uint64_t group_starts, group_ends;
+  int64_t mem_live; /* mem_alloc'ed and not mem_free'd, now */
+  size_t mem_bytes; /* their bytes */
+  uint64_t mem_allocs, mem_frees;
+  int64_t registered_live; /* registrations not deregistered, now */
+  size_t registered_bytes; /* their bytes */
+  uint64_t registers, deregisters;
+} recap__fake_nccl_counters_t;
+
+/* The counters since the reset, read at once. */
+recap__fake_nccl_counters_t recap__fake_nccl_now(void);
 
 #ifdef __cplusplus
 }

@@ -507,6 +507,8 @@ recap_status_t recap__fake_enqueue_fn(fake_failure_t *f, fake_stream_t *s, const
   return RECAP_SUCCESS;
 }
 
+_Thread_local recap_stream_t recap__fake_tl_launch_stream;
+
 recap_status_t recap__fake_op_graph_launch(recap_cuda_graph_exec_t exec, recap_stream_t stream) {
   fake_failure_t f = {0};
   pthread_mutex_lock(&recap__fake.lock);
@@ -528,7 +530,10 @@ recap_status_t recap__fake_op_graph_launch(recap_cuda_graph_exec_t exec, recap_s
       /* The timing model: an updated executable runs `updated_slowdown` times as long. */
       if (x->updated) s->clock_us += (double)x->nodes.count * (recap__fake.updated_slowdown - 1.0);
       /* A launch that fails while it runs (a loop past the fake's limit) is not counted. */
-      if (recap__fake_exec_run(&f, x)) {
+      recap__fake_tl_launch_stream = stream;
+      bool ran = recap__fake_exec_run(&f, x);
+      recap__fake_tl_launch_stream = NULL;
+      if (ran) {
         x->launches++;
         recap__fake.graph_launches++;
       }

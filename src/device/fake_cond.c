@@ -12,6 +12,7 @@
  * handle in the executable being run, which the launching thread names in a thread-local
  * variable while it holds the fake's lock.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -163,6 +164,28 @@ void recap__fake_exec_conds_reset(fake_nodes_t *nodes) {
 
 static bool run_nodes(fake_failure_t *f, fake_nodes_t *nodes, size_t top);
 
+/* Run a node that blocks (a fake NCCL collective) with the lock released: it waits for the
+ * other ranks' threads, which need the lock to launch theirs. Its argument words and name are
+ * copied first; the executable itself must stay alive and unchanged meanwhile, which holds as
+ * long as no other thread destroys, updates or patches it during its launch. */
+static bool run_unlocked(fake_failure_t *f, fake_node_t *n, size_t where, bool nested) {
+  enum { MAX_WORDS = 16 };
+  void *words[MAX_WORDS];
+  size_t count = n->arg_count < MAX_WORDS ? n->arg_count : MAX_WORDS;
+  if (count) memcpy(words, n->args, count * sizeof *words);
+  char name[96];
+  snprintf(name, sizeof name, "%s", n->name ? n->name : "unnamed");
+  char message[400] = "";
+  recap_status_t (*fn)(void *const *, size_t, char *, size_t) = n->unlocked;
+  pthread_mutex_unlock(&recap__fake.lock);
+  recap_status_t st = fn(words, count, message, sizeof message);
+  pthread_mutex_lock(&recap__fake.lock);
+  if (st == RECAP_SUCCESS) return true;
+  recap__fake_note(f, st, "cudaGraphLaunch: kernel node %zu%s (%s): %s", where,
+                   nested ? " (inside a body)" : "", name, message);
+  return false;
+}
+
 /* Run body b of conditional node n. */
 static bool run_body(fake_failure_t *f, fake_node_t *n, unsigned b, size_t top) {
   recap__fake.body_launches++;
@@ -212,6 +235,7 @@ static bool run_nodes(fake_failure_t *f, fake_nodes_t *nodes, size_t top) {
     switch (n->type) {
       case RECAP_NODE_KERNEL:
         if (n->fn) n->fn((void *const *)n->args, n->arg_count);
+        if (n->unlocked && !run_unlocked(f, n, where, nested)) return false;
         if (tl_stray) {
           recap__fake_note(
               f, RECAP_ERROR_CUDA,

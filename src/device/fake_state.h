@@ -62,6 +62,10 @@ typedef struct fake_node {
   size_t bytes; /* memcpy and memset: the bytes copied or set, as graph_inspect reports them */
   int value;    /* memset: the byte value */
   recap__fake_kernel_fn_t fn; /* kernels launched with a function: what a launch runs */
+  /* Kernels that block (fake NCCL collectives, fake_nccl.c): run by a launch with the fake's
+   * lock released, since they wait for other threads that need it; a failure fails the launch
+   * with the message written. */
+  recap_status_t (*unlocked)(void *const *args, size_t n, char *message, size_t cap);
   /* Conditional nodes (fake_cond.c): the kind, the handle and what it was created with, and
    * the bodies (`branches` fake graphs owned by the node). In an executable's copy, `value` is
    * the condition's current value there and `started` says whether a launch has set it. */
@@ -263,6 +267,15 @@ typedef struct fake_state {
 extern fake_state_t recap__fake;
 extern _Thread_local int recap__fake_tl_device;
 extern _Thread_local recap__capture_mode_t recap__fake_tl_capture_mode;
+/* The stream of the graph_launch this thread is running (NULL outside one): what a node that
+ * runs unlocked executes on. */
+extern _Thread_local recap_stream_t recap__fake_tl_launch_stream;
+
+/* ---- NCCL (fake_nccl.c) ----------------------------------------------------------------- */
+
+/* Free every clique, allocation and registration, restore the defaults and install the fake's
+ * NCCL table; called by recap__fake_reset without the fake's lock. */
+void recap__fake_nccl_reset(void);
 
 /* ---- memory (fake_memory.c) ------------------------------------------------------------- */
 

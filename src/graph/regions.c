@@ -204,6 +204,18 @@ static recap_status_t resume_capture(recap_graph_t g, recap__regions_t *r, recap
   return RECAP_SUCCESS;
 }
 
+/* Whether a kernel's function name is one of NCCL's ("ncclDevKernel_AllReduce_...", or its
+ * C++-mangled form "_Z36ncclDevKernel_...", as cuFuncGetName may report it). */
+static bool nccl_kernel(const char *name) {
+  if (!name) return false;
+  if (strncmp(name, "_Z", 2) == 0) {
+    name += 2;
+    if (*name == 'N') name++;
+    while (*name >= '0' && *name <= '9') name++;
+  }
+  return strncmp(name, "nccl", 4) == 0;
+}
+
 /* Check the body just captured: CUDA runs only some node kinds inside a conditional body, and
  * would accept the others at capture and fail the instantiation much later. */
 static recap_status_t scan_body(recap_cuda_graph_t body, const recap__region_frame_t *f,
@@ -214,6 +226,20 @@ static recap_status_t scan_body(recap_cuda_graph_t body, const recap__region_fra
   recap_status_t s = RECAP_SUCCESS;
   for (size_t i = 0; i < info.node_count && s == RECAP_SUCCESS; i++) {
     const recap_graph_node_t *n = &info.nodes[i];
+    /* NCCL's kernels (a collective enqueued by a direct NCCL call, which recap_nccl_* would
+     * have refused here) are kernel nodes that CUDA accepts at capture and refuses at
+     * instantiation. */
+    if (n->type == RECAP_NODE_KERNEL && nccl_kernel(n->kernel_name)) {
+      s = recap__error(
+          RECAP_ERROR_INVALID_USAGE,
+          "%s: branch %u of the %s region opened %u deep holds node %zu of its body, kernel %s, "
+          "an NCCL collective: CUDA fails the instantiation of a conditional body holding NCCL's "
+          "work with a bare cudaErrorInvalidValue (pytorch #180960), and ranks whose regions run "
+          "a different number of times would wait for each other forever; enqueue collectives "
+          "before or after the region; the capture is abandoned and the graph is fresh again",
+          function, f->branch, recap_region_kind_name(f->kind), depth, i, n->kernel_name);
+      break;
+    }
     switch (n->type) {
       case RECAP_NODE_KERNEL:
       case RECAP_NODE_MEMCPY:

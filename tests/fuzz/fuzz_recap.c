@@ -120,7 +120,7 @@ static struct {
   uint64_t max_split, memory_cap;
   /* Faults armed: the fake's call count at which each fires, 0 when none is armed. */
   uint64_t fault_at[RECAP__FAKE_FAULT_KINDS];
-  unsigned fired; /* kinds that fired during the current call, a bit each */
+  uint64_t fired; /* kinds that fired during the current call, a bit each */
   /* The graphed callable. */
   recap_graphed_t callable;
   int callable_input; /* its static input's slot */
@@ -177,7 +177,7 @@ static void arm(recap__fake_fault_t kind, uint64_t n) {
   st.fault_at[kind] = n ? recap__fake_now().calls[kind] + n : 0;
 }
 
-_Static_assert(RECAP__FAKE_FAULT_KINDS <= 32, "st.fired holds one bit per fault kind");
+_Static_assert(RECAP__FAKE_FAULT_KINDS <= 64, "st.fired holds one bit per fault kind");
 
 /* Before every call: nothing fired yet. After it: which armed faults fired during it. */
 static void call_begins(void) { st.fired = 0; }
@@ -186,12 +186,12 @@ static void call_ends(void) {
   recap__fake_counters_t c = recap__fake_now();
   for (int k = 0; k < RECAP__FAKE_FAULT_KINDS; k++)
     if (st.fault_at[k] && c.calls[k] >= st.fault_at[k]) {
-      st.fired |= 1u << k;
+      st.fired |= 1ull << k;
       st.fault_at[k] = 0;
     }
 }
 
-static bool fired(recap__fake_fault_t kind) { return st.fired & (1u << kind); }
+static bool fired(recap__fake_fault_t kind) { return st.fired & (1ull << kind); }
 
 /* An event that could not be made or recorded makes the allocator wait for the stream instead,
  * and waiting for a capturing stream invalidates its capture (docs/guarantees.md, "Device

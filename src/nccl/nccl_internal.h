@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * nccl_internal.h — the NCCL layer's shared state: what a graph's capture recorded of its
+ * collectives (collectives.c records, fingerprint.c reads and compares), and the
+ * per-communicator replay policy (policy.c) the graph's replay hooks apply.
+ */
+#ifndef RECAP_NCCL_INTERNAL_H
+#define RECAP_NCCL_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device/nccl_seam.h"
+#include "recap.h"
+#include "recap/nccl.h"
+
+/* One recorded collective (the public recap_collective_t's fields, and the communicator). */
+typedef struct recap__nccl_entry {
+  recap__coll_kind_t kind;
+  unsigned comm_index;
+  int nranks;
+  size_t count;
+  int dtype, op, peer, root;
+  unsigned group;
+} recap__nccl_entry_t;
+
+/* What one capture of a graph recorded; attached as the ctx of the layer's graph hooks. */
+typedef struct recap__nccl_graph {
+  recap__nccl_entry_t *entries;
+  size_t count, capacity;
+  recap__nccl_comm_t *comms; /* in the order the capture first used them */
+  size_t comm_count, comm_capacity;
+  recap_stream_t replay_stream; /* of the replay under way (between the replay hooks) */
+} recap__nccl_graph_t;
+
+/* The record of graph's capture, or NULL when it recorded no collective. */
+recap__nccl_graph_t *recap__nccl_graph_find(recap_graph_t graph);
+
+/* The fingerprint's hash of entries (FNV-1a over their fields); only the entries on comm_index
+ * when comm_index >= 0. Send and receive are skipped when skip_p2p (the cross-rank check). */
+uint64_t recap__nccl_hash(const recap__nccl_entry_t *entries, size_t count, long comm_index,
+                          bool skip_p2p);
+
+/* "all_reduce of 1024 float32 sum on comm 0 (2 ranks)" into out. */
+void recap__nccl_describe(const recap__nccl_entry_t *e, char *out, size_t cap);
+
+/* The replay policy (policy.c): before a replay of a graph that recorded comms, on stream, or
+ * before the check's exchange on its own stream; function names the caller in messages
+ * ("recap_graph_replay", "recap_graph_check_collectives"). Success holds each communicator's
+ * replay lock until recap__nccl_policy_after. */
+recap_status_t recap__nccl_policy_before(recap__nccl_comm_t *comms, size_t count,
+                                         recap_stream_t stream, const char *function);
+/* The replay launched (launched) or failed: record where the comms' latest replay is, and
+ * release their locks. Never fails. */
+void recap__nccl_policy_after(recap__nccl_comm_t *comms, size_t count, recap_stream_t stream,
+                              bool launched);
+/* Forget every communicator's state (tests, after the fake device was reset: its events are
+ * gone). */
+void recap__nccl_policy_forget(void);
+/* Warn again at the next captured collective of an old NCCL (tests). */
+void recap__nccl_warning_reset(void);
+
+#endif /* RECAP_NCCL_INTERNAL_H */

@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * policy.c — how replays of graphs that share a communicator order themselves
+ * (recap_nccl_comm_policy).
+ *
+ * NCCL runs a communicator's collectives in the order they were enqueued, one stream at a time;
+ * two graphs using one communicator replayed on two streams can interleave their collectives
+ * differently on different ranks and hang (vllm #52504). recap keeps, per communicator, the
+ * stream and an event of the latest replay of a graph that used it. A replay on another stream
+ * waits on the host for that event (SERIALIZE) or is refused while it is pending
+ * (REFUSE_OVERLAP). The communicator's lock is held from the check to the event's record, so
+ * that two threads replaying at once cannot both pass the check before either recorded.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/host.h"
+#include "device/device.h"
+#include "nccl/nccl_internal.h"
+
+typedef struct comm_state {
+  recap__nccl_comm_t comm;
+  _Atomic int policy;     /* a recap_nccl_policy_t */
+  pthread_mutex_t replay; /* held from a replay's check to its record */
+  recap_stream_t last_stream;
+  bool has_last;           /* a replay launched: last_stream is meaningful */
+  recap__event_t event;    /* recorded after the latest replay (NULL: not made yet) */
+  bool event_valid;        /* the record succeeded: event marks the latest replay's end */
+  struct comm_state *next; /* the table's list */
+} comm_state_t;
+
+static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
+static comm_state_t *table;
+
+/* The state of comm, made on first use (NULL: out of host memory). */
+static comm_state_t *state_of(recap__nccl_comm_t comm) {
+  pthread_mutex_lock(&table_lock);
+  comm_state_t *c = table;
+  while (c && c->comm != comm) c = c->next;
+  if (!c && (c = recap__host_calloc(1, sizeof *c)) != NULL) {
+    c->comm = comm;
+    atomic_init(&c->policy, RECAP_NCCL_SERIALIZE);
+    pthread_mutex_init(&c->replay, NULL);
+    c->next = table;
+    table = c;
+  }
+  pthread_mutex_unlock(&table_lock);
+  return c;
+}
+
+recap_status_t recap_nccl_comm_policy(recap_nccl_comm_t comm, recap_nccl_policy_t policy) {
+  RECAP__ARG(comm != NULL, "recap_nccl_comm_policy: comm is NULL");
+  RECAP__ARG(policy == RECAP_NCCL_SERIALIZE || policy == RECAP_NCCL_REFUSE_OVERLAP,
+             "recap_nccl_comm_policy: policy %d is neither RECAP_NCCL_SERIALIZE nor "
+             "RECAP_NCCL_REFUSE_OVERLAP",
+             (int)policy);
+  comm_state_t *c = state_of(comm);
+  if (!c)
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_nccl_comm_policy: out of host memory");
+  atomic_store(&c->policy, (int)policy);
+  return RECAP_SUCCESS;
+}
+
+static int by_address(const void *a, const void *b) {
+  uintptr_t x = (uintptr_t) * (comm_state_t *const *)a, y = (uintptr_t) * (comm_state_t *const *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The states of comms, sorted by address (the order their locks are taken in, so that two
+ * replays sharing several communicators cannot deadlock). *out is malloc'ed. */
+static recap_status_t states(recap__nccl_comm_t *comms, size_t count, comm_state_t ***out) {
+  comm_state_t **s = recap__host_calloc(count, sizeof *s);
+  if (!s) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graph_replay: out of host memory");
+  for (size_t i = 0; i < count; i++)
+    if (!(s[i] = state_of(comms[i]))) {
+      recap__host_free(s);
+      return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graph_replay: out of host memory");
+    }
+  qsort(s, count, sizeof *s, by_address);
+  *out = s;
+  return RECAP_SUCCESS;
+}
+
+/* With c's lock held: whether a replay on stream may start now, waiting for the latest one
+ * under SERIALIZE. */
+static recap_status_t admit(comm_state_t *c, recap_stream_t stream, const char *function) {
+  if (!c->has_last || c->last_stream == stream) return RECAP_SUCCESS;
+  const recap__device_ops_t *dev = recap__device();
+  if (atomic_load(&c->policy) == RECAP_NCCL_REFUSE_OVERLAP) {
+    bool done = false;
+    if (c->event_valid) RECAP__CHECK(dev->event_query(c->event, &done));
+    /* Without an event (its record failed) only the stream can say: assume pending. */
+    if (!done)
+      return recap__error(RECAP_ERROR_BUSY,
+                          "%s: the graph uses NCCL communicator %p, whose latest replay, on "
+                          "stream %p, has not finished; this %s on stream %p would overlap it, "
+                          "which can deadlock the ranks (vllm #52504), and the communicator's "
+                          "policy is RECAP_NCCL_REFUSE_OVERLAP: replay on the same stream, wait "
+                          "for the other, or choose RECAP_NCCL_SERIALIZE",
+                          function, (void *)c->comm, (void *)c->last_stream,
+                          strcmp(function, "recap_graph_replay") == 0 ? "replay" : "exchange",
+                          (void *)stream);
+    return RECAP_SUCCESS;
+  }
+  if (c->event_valid) return dev->event_synchronize(c->event);
+  return dev->stream_synchronize(c->last_stream);
+}
+
+recap_status_t recap__nccl_policy_before(recap__nccl_comm_t *comms, size_t count,
+                                         recap_stream_t stream, const char *function) {
+  if (count == 0) return RECAP_SUCCESS;
+  comm_state_t **s = NULL;
+  RECAP__CHECK(states(comms, count, &s));
+  size_t locked = 0;
+  recap_status_t status = RECAP_SUCCESS;
+  while (locked < count && status == RECAP_SUCCESS) {
+    comm_state_t *c = s[locked];
+    if (atomic_load(&c->policy) == RECAP_NCCL_REFUSE_OVERLAP) {
+      /* Another thread's replay using the communicator is being launched: it overlaps. */
+      if (pthread_mutex_trylock(&c->replay) == EBUSY) {
+        status = recap__error(RECAP_ERROR_BUSY,
+                              "%s: the graph uses NCCL communicator %p, which a replay on "
+                              "another thread is launching now; this call on stream %p would "
+                              "overlap it, which can deadlock the ranks (vllm #52504), and the "
+                              "communicator's policy is RECAP_NCCL_REFUSE_OVERLAP: order the "
+                              "replays, or choose RECAP_NCCL_SERIALIZE",
+                              function, (void *)c->comm, (void *)stream);
+        break;
+      }
+    } else {
+      pthread_mutex_lock(&c->replay);
+    }
+    locked++;
+    status = admit(c, stream, function);
+  }
+  if (status != RECAP_SUCCESS)
+    while (locked > 0) pthread_mutex_unlock(&s[--locked]->replay);
+  recap__host_free(s);
+  return status;
+}
+
+void recap__nccl_policy_after(recap__nccl_comm_t *comms, size_t count, recap_stream_t stream,
+                              bool launched) {
+  const recap__device_ops_t *dev = recap__device();
+  recap__saved_error_t saved;
+  recap__error_save(&saved);
+  for (size_t i = 0; i < count; i++) {
+    /* The state exists: before_replay made it, and states are never freed while recap runs. */
+    comm_state_t *c = state_of(comms[i]);
+    if (launched) {
+      c->has_last = true;
+      c->last_stream = stream;
+      c->event_valid = false;
+      if (!c->event && dev->event_create(&c->event) != RECAP_SUCCESS) c->event = NULL;
+      /* A failed record leaves event_valid false: the next replay elsewhere then waits for the
+       * whole stream (SERIALIZE) or is refused (REFUSE_OVERLAP), never runs unordered. */
+      if (c->event && dev->event_record(c->event, stream) == RECAP_SUCCESS) c->event_valid = true;
+    }
+    pthread_mutex_unlock(&c->replay);
+  }
+  recap__error_restore(&saved);
+}
+
+void recap__nccl_policy_forget(void) {
+  pthread_mutex_lock(&table_lock);
+  while (table) {
+    comm_state_t *c = table;
+    table = c->next;
+    pthread_mutex_destroy(&c->replay);
+    recap__host_free(c);
+  }
+  pthread_mutex_unlock(&table_lock);
+}
