@@ -74,8 +74,9 @@ static void missing_library_named_by_the_variable(void **state) {
   int version = -1;
   EXPECT_STATUS(ops->load(&version), RECAP_ERROR_NOT_FOUND);
   assert_int_equal(version, 0);
-  EXPECT_MESSAGE("NCCL: could not load the library RECAP_NCCL_LIBRARY names "
-                 "(/nonexistent/libnccl.so.2): ");
+  EXPECT_MESSAGE(
+      "NCCL: could not load the library RECAP_NCCL_LIBRARY names "
+      "(/nonexistent/libnccl.so.2): ");
   EXPECT_MESSAGE("No such file or directory"); /* dlerror()'s text */
   EXPECT_MESSAGE("or set RECAP_NCCL_LIBRARY to the path of libnccl.so.2");
   /* Loaded once: a second call repeats the answer, as does every other call. */
@@ -100,8 +101,9 @@ static void library_without_nccl_functions(void **state) {
   int version = -1;
   EXPECT_STATUS(ops->load(&version), RECAP_ERROR_NOT_SUPPORTED);
   assert_int_equal(version, 0);
-  EXPECT_MESSAGE("NCCL: libc.so.6 (the library RECAP_NCCL_LIBRARY names) has no function "
-                 "ncclGetVersion");
+  EXPECT_MESSAGE(
+      "NCCL: libc.so.6 (the library RECAP_NCCL_LIBRARY names) has no function "
+      "ncclGetVersion");
   every_call_says_the_same(ops, RECAP_ERROR_NOT_SUPPORTED, "has no function ncclGetVersion");
 }
 
@@ -121,8 +123,9 @@ static void default_library(void **state) {
   } else {
     assert_int_equal(st, RECAP_ERROR_NOT_FOUND);
     assert_int_equal(version, 0);
-    EXPECT_MESSAGE("NCCL: could not load libnccl.so.2 through the dynamic loader's search path "
-                   "(libnccl.so.2): ");
+    EXPECT_MESSAGE(
+        "NCCL: could not load libnccl.so.2 through the dynamic loader's search path "
+        "(libnccl.so.2): ");
   }
 }
 

@@ -46,11 +46,12 @@ static inline void die(const char *format, ...) {
   } while (0)
 
 #ifdef CUBLAS_API_H_
-#  define CHECK_BLAS(call)                                                                        \
-    do {                                                                                          \
-      cublasStatus_t blas_ = (call);                                                              \
-      if (blas_ != CUBLAS_STATUS_SUCCESS)                                                         \
-        die("%s failed: %s (%s)", #call, cublasGetStatusName(blas_), cublasGetStatusString(blas_)); \
+#  define CHECK_BLAS(call)                                           \
+    do {                                                             \
+      cublasStatus_t blas_ = (call);                                 \
+      if (blas_ != CUBLAS_STATUS_SUCCESS)                            \
+        die("%s failed: %s (%s)", #call, cublasGetStatusName(blas_), \
+            cublasGetStatusString(blas_));                           \
     } while (0)
 #endif
 

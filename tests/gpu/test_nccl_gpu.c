@@ -51,8 +51,7 @@ static recap__nccl_comm_t one_rank(const recap__nccl_ops_t **ops_out) {
     fflush(stdout);
     exit(RECAP_TEST_SKIP);
   }
-  printf("NCCL %d.%d.%d (code %d)\n", version / 10000, version / 100 % 100, version % 100,
-         version);
+  printf("NCCL %d.%d.%d (code %d)\n", version / 10000, version / 100 % 100, version % 100, version);
   const char *path = getenv("RECAP_NCCL_LIBRARY");
   library = dlopen(path && *path ? path : "libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
   assert_non_null(library);
@@ -110,8 +109,8 @@ static void expect(const float *src, size_t n, float base, const char *what) {
  * input: sum of one, gather of one, broadcast from itself. */
 static void issue(const recap__nccl_ops_t *ops, recap__nccl_comm_t comm, const float *a, float *b,
                   float *c, float *d, cudaStream_t s) {
-  recap__coll_t all_reduce = {RECAP__COLL_ALL_REDUCE, a, b, N, NCCL_FLOAT32, NCCL_SUM, -1, -1,
-                              comm};
+  recap__coll_t all_reduce = {
+      RECAP__COLL_ALL_REDUCE, a, b, N, NCCL_FLOAT32, NCCL_SUM, -1, -1, comm};
   recap__coll_t all_gather = {RECAP__COLL_ALL_GATHER, a, c, N, NCCL_FLOAT32, 0, -1, -1, comm};
   recap__coll_t broadcast = {RECAP__COLL_BROADCAST, a, d, N, NCCL_FLOAT32, 0, -1, 0, comm};
   OK(ops->collective(&all_reduce, (recap_stream_t)s));
@@ -126,8 +125,7 @@ static void eager_collectives(void **state) {
   const recap__nccl_ops_t *ops;
   recap__nccl_comm_t comm = one_rank(&ops);
   cudaStream_t s = gpu_stream();
-  float *a = device_floats(N), *b = device_floats(N), *c = device_floats(N),
-        *d = device_floats(N);
+  float *a = device_floats(N), *b = device_floats(N), *c = device_floats(N), *d = device_floats(N);
   upload(a, N, 1.0f);
   issue(ops, comm, a, b, c, d, s);
   CUDA_OK(cudaStreamSynchronize(s));
@@ -154,8 +152,7 @@ static void captured_collectives_replay(void **state) {
   const recap__nccl_ops_t *ops;
   recap__nccl_comm_t comm = one_rank(&ops);
   cudaStream_t s = gpu_stream();
-  float *a = device_floats(N), *b = device_floats(N), *c = device_floats(N),
-        *d = device_floats(N);
+  float *a = device_floats(N), *b = device_floats(N), *c = device_floats(N), *d = device_floats(N);
   /* NCCL sets up its buffers at a communicator's first collectives: do them eagerly first, as
    * PyTorch does before a capture. */
   issue(ops, comm, a, b, c, d, s);

@@ -131,9 +131,16 @@ static void captured_checked_replayed(void **state) {
     expect(c, base, "replayed all_gather");
   }
   OK(recap_graph_destroy(g));
+  /* The capture's buffers outlive the graph until freed; then the pool's NCCL segments go back
+   * (deregistered, ncclMemFree) with the cache. */
+  OK(recap_free(a));
+  OK(recap_free(b));
+  OK(recap_free(c));
   OK(recap_free(warm));
   CUDA_OK(cudaStreamSynchronize(s));
   OK(recap_empty_cache());
+  recap_pool_memory_t pm = RECAP_POOL_MEMORY_INIT;
+  assert_int_equal(recap_pool_memory(pool, &pm), RECAP_ERROR_NOT_FOUND); /* the pool is gone */
   CUDA_OK(cudaStreamDestroy(s));
   release(comm);
 }
@@ -219,6 +226,7 @@ static void refused_in_conditional_bodies(void **state) {
   OK(recap_graph_destroy(g));
   CUDA_OK(cudaStreamSynchronize(s));
   OK(recap_free(a));
+  OK(recap_empty_cache()); /* the segment goes back before the program ends */
   CUDA_OK(cudaStreamDestroy(s));
   release(comm);
 }
