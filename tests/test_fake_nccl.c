@@ -154,21 +154,23 @@ static const int dtypes[] = {FLOAT32, FLOAT64, INT32, INT64};
 enum { DTYPES = 4, OPS = 5 };
 
 /* Every rank's buffers of one run of every collective: results kept for the main thread. */
+/* Every buffer starts 8-aligned, as device memory is, so that 64-bit elements are aligned (each
+ * row is a multiple of 8 bytes). */
 typedef struct results {
   /* all_reduce of each dtype and op, in place for odd ops */
-  unsigned char all_reduce[DTYPES][OPS][COUNT * 8];
-  unsigned char gather[DTYPES][MAX_RANKS * COUNT * 8];
-  unsigned char scatter[DTYPES][OPS][COUNT * 8];
-  unsigned char bcast[DTYPES][COUNT * 8];
-  unsigned char reduce[DTYPES][COUNT * 8];
+  _Alignas(8) unsigned char all_reduce[DTYPES][OPS][COUNT * 8];
+  _Alignas(8) unsigned char gather[DTYPES][MAX_RANKS * COUNT * 8];
+  _Alignas(8) unsigned char scatter[DTYPES][OPS][COUNT * 8];
+  _Alignas(8) unsigned char bcast[DTYPES][COUNT * 8];
+  _Alignas(8) unsigned char reduce[DTYPES][COUNT * 8];
   int32_t ring[COUNT];
 } results_t;
 
 /* Issue every collective once on ctx's stream (eager: computed at once; captured: nodes). The
  * send buffers are filled by the caller (fill_sends) before each run. */
 typedef struct buffers {
-  unsigned char send[DTYPES][OPS][MAX_RANKS * COUNT * 8]; /* reduce_scatter sends n * COUNT */
-  unsigned char gsend[DTYPES][COUNT * 8];
+  _Alignas(8) unsigned char send[DTYPES][OPS][MAX_RANKS * COUNT * 8]; /* reduce_scatter: n COUNT */
+  _Alignas(8) unsigned char gsend[DTYPES][COUNT * 8];
   int32_t ring_send[COUNT];
   results_t out;
 } buffers_t;
