@@ -37,19 +37,65 @@ if(NOT programs)
 endif()
 
 set(ENV{RECAP_BAD_INPUT_SKIP_DESTROYED} 1)
+
+# Programs whose tests each need an environment of their own (tests/CMakeLists.txt sets it per
+# ctest test): these run test by test, "program|test|VAR=value" (an empty value unsets VAR),
+# instead of all their tests in one process.
+set(runs_with_env
+    "test_nccl_loader|missing_library_named_by_the_variable|RECAP_NCCL_LIBRARY=/nonexistent/libnccl.so.2"
+    "test_nccl_loader|library_without_nccl_functions|RECAP_NCCL_LIBRARY=libc.so.6"
+    "test_nccl_loader|default_library|RECAP_NCCL_LIBRARY="
+    "test_nccl_loader|install_swaps_the_table|RECAP_NCCL_LIBRARY=")
+
 set(failed "")
 set(count 0)
 foreach(program IN LISTS programs)
   get_filename_component(name "${program}" NAME)
+  # One run of the whole program, or its runs with an environment each.
+  set(runs "")
+  foreach(entry IN LISTS runs_with_env)
+    string(REPLACE "|" ";" fields "${entry}")
+    list(GET fields 0 entry_program)
+    if(entry_program STREQUAL name)
+      list(APPEND runs "${entry}")
+    endif()
+  endforeach()
+  if(NOT runs)
+    set(runs "${name}|-|-") # "-": no test named, no variable
+  endif()
   string(TIMESTAMP start "%s")
-  execute_process(
-    COMMAND "${VALGRIND}" --quiet --error-exitcode=99 --leak-check=full
-            --errors-for-leak-kinds=definite,indirect --show-leak-kinds=definite,indirect
-            --track-fds=no "${program}"
-    WORKING_DIRECTORY "${BUILD_DIR}/tests"
-    RESULT_VARIABLE rc
-    OUTPUT_VARIABLE out
-    ERROR_VARIABLE err)
+  set(rc 0)
+  set(out "")
+  set(err "")
+  foreach(run IN LISTS runs)
+    string(REPLACE "|" ";" fields "${run}")
+    list(GET fields 1 test)
+    list(GET fields 2 variable)
+    if(test STREQUAL "-")
+      set(test "")
+    endif()
+    set(env_args "")
+    if(variable MATCHES "^([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+      if(CMAKE_MATCH_2 STREQUAL "")
+        set(env_args "--unset=${CMAKE_MATCH_1}")
+      else()
+        set(env_args "${variable}")
+      endif()
+    endif()
+    execute_process(
+      COMMAND "${CMAKE_COMMAND}" -E env ${env_args} "${VALGRIND}" --quiet --error-exitcode=99
+              --leak-check=full --errors-for-leak-kinds=definite,indirect
+              --show-leak-kinds=definite,indirect --track-fds=no "${program}" ${test}
+      WORKING_DIRECTORY "${BUILD_DIR}/tests"
+      RESULT_VARIABLE run_rc
+      OUTPUT_VARIABLE run_out
+      ERROR_VARIABLE run_err)
+    if(NOT run_rc EQUAL 0)
+      set(rc "${run_rc}")
+      string(APPEND out "${run_out}")
+      string(APPEND err "${run_err}")
+    endif()
+  endforeach()
   string(TIMESTAMP end "%s")
   math(EXPR seconds "${end} - ${start}")
   math(EXPR count "${count} + 1")
