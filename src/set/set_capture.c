@@ -59,12 +59,17 @@ void recap__set_note_progress(recap_graph_set_t set) {
   if (!open && set->all_ready == 0) set->all_ready = since;
 }
 
-void recap__set_evict_member(recap_graph_set_t set, size_t i) {
-  recap__member_t *m = &set->members[i];
+/* Destroy g, keeping the thread's last error: it says why g goes, not what its destroy did. */
+static void destroy_keeping_error(recap_graph_t g) {
   recap__saved_error_t saved;
   recap__error_save(&saved);
-  (void)recap_graph_destroy(m->graph);
+  (void)recap_graph_destroy(g);
   recap__error_restore(&saved);
+}
+
+void recap__set_evict_member(recap_graph_set_t set, size_t i) {
+  recap__member_t *m = &set->members[i];
+  destroy_keeping_error(m->graph);
   m->graph = NULL;
   m->exec_bytes = 0;
   m->nodes = 0;
@@ -144,10 +149,7 @@ recap_status_t recap__set_capture(recap_graph_set_t set, size_t i, recap_capture
   if (s != RECAP_SUCCESS) return record(set, i, RECAP_MEMBER_FAILED, s);
   s = recap_graph_capture_begin(g, set->stream, &opts);
   if (s != RECAP_SUCCESS) {
-    recap__saved_error_t saved;
-    recap__error_save(&saved);
-    (void)recap_graph_destroy(g);
-    recap__error_restore(&saved);
+    destroy_keeping_error(g);
     return record(set, i, RECAP_MEMBER_FAILED, s);
   }
   recap_clear_last_error();
@@ -164,19 +166,13 @@ recap_status_t recap__set_capture(recap_graph_set_t set, size_t i, recap_capture
   if (s != RECAP_SUCCESS) {
     /* Destroying the graph throws away a capture still under way (the step failed, or the end
      * was refused), so the stream does not stay capturing; the cause stays the last error. */
-    recap__saved_error_t saved;
-    recap__error_save(&saved);
-    (void)recap_graph_destroy(g);
-    recap__error_restore(&saved);
+    destroy_keeping_error(g);
     return record(set, i, result.refusals ? RECAP_MEMBER_OVER_BUDGET : RECAP_MEMBER_FAILED, s);
   }
   recap_graph_memory_t mem = RECAP_GRAPH_MEMORY_INIT;
   s = recap_graph_memory(g, &mem);
   if (s != RECAP_SUCCESS) {
-    recap__saved_error_t saved;
-    recap__error_save(&saved);
-    (void)recap_graph_destroy(g);
-    recap__error_restore(&saved);
+    destroy_keeping_error(g);
     return record(set, i, RECAP_MEMBER_FAILED, s);
   }
   pthread_mutex_lock(&set->lock);
