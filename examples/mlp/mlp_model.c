@@ -607,6 +607,18 @@ static recap_status_t loss_forward_backward(mlp_model_t *m, cudaStream_t stream,
   return RECAP_SUCCESS;
 }
 
+/* The configuration's gradient hook, if any: what data-parallel training puts between the
+ * backward and the optimizer. */
+static recap_status_t gradient_hook(mlp_model_t *m, cudaStream_t stream) {
+  const mlp_config_t *c = &m->cfg;
+  if (!c->gradient_hook) return RECAP_SUCCESS;
+  recap_status_t s = c->gradient_hook(c->hook_ctx, m->grads, m->flat, stream);
+  if (s != RECAP_SUCCESS)
+    return fail(s, "mlp: the gradient hook failed (%s): %s", recap_status_name(s),
+                recap_last_error());
+  return RECAP_SUCCESS;
+}
+
 static recap_status_t optimizer_step(mlp_model_t *m, cudaStream_t stream) {
   const mlp_config_t *c = &m->cfg;
   MLP_CUDA(mlp_launch_adam_prepare(m->scalars, c->lr, c->beta1, c->beta2, stream));
@@ -643,6 +655,10 @@ static recap_status_t step_body(mlp_model_t *m, cudaStream_t stream) {
   recap_free(dlogits);
   recap_free(out.data);
   MLP_TRY(s);
+  if (c->gradient_hook) {
+    MLP_RECAP(recap_annotate_push(stream, "gradients"));
+    MLP_TRY(annotated(gradient_hook(m, stream), stream));
+  }
   MLP_RECAP(recap_annotate_push(stream, "optimizer"));
   return annotated(optimizer_step(m, stream), stream);
 }
@@ -655,7 +671,11 @@ static recap_status_t capture(mlp_model_t *m, unsigned flags, capture_fn fn, rec
   *graph = NULL;
   recap_graph_t g = NULL;
   MLP_RECAP(recap_graph_create(&g, flags));
-  recap_status_t s = recap_graph_capture_begin(g, m->stream, NULL);
+  /* Thread-local: a data-parallel program's other threads (NCCL's proxy thread among them) may
+   * call CUDA while this thread captures (examples/dp_mlp). */
+  recap_capture_options_t options = RECAP_CAPTURE_OPTIONS_INIT;
+  options.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
+  recap_status_t s = recap_graph_capture_begin(g, m->stream, &options);
   if (s != RECAP_SUCCESS) {
     fail_recap(s, "recap_graph_capture_begin", __FILE__, __LINE__);
     recap_graph_destroy(g);
@@ -1007,6 +1027,7 @@ static recap_status_t graphed_step(mlp_trainer_t *t) {
   }
   recap_free(dlogits);
   MLP_TRY(s);
+  MLP_TRY(gradient_hook(m, stream));
   if (t->optimizer_graph)
     MLP_RECAP(recap_graph_replay(t->optimizer_graph, stream));
   else

@@ -46,6 +46,15 @@
 extern "C" {
 #endif
 
+/* Called at every training step between the backward and the optimizer, with the flat gradient
+ * buffer (count floats, the padding zero) on the step's stream: eagerly in the eager way, and
+ * inside the capture in the whole-step way, so that what it enqueues is part of the step's graph.
+ * Data-parallel training all-reduces the gradients here (examples/dp_mlp). A failure fails the
+ * step (or the capture) with its status; the hook leaves its own message in recap's or the
+ * caller's. */
+typedef recap_status_t (*mlp_gradient_hook_t)(void *ctx, float *grads, size_t count,
+                                              cudaStream_t stream);
+
 typedef struct mlp_config {
   int input_dim;               /* features per sample */
   int classes;                 /* logits per sample */
@@ -57,10 +66,12 @@ typedef struct mlp_config {
   uint64_t seed;               /* initial parameters and the dropout generator */
   size_t workspace_bytes;      /* cuBLAS workspace (recap_malloc'd) */
   int loss_capacity;           /* steps whose loss is recorded (the loss history's length) */
+  mlp_gradient_hook_t gradient_hook; /* NULL: none */
+  void *hook_ctx;
 } mlp_config_t;
 
 #define MLP_CONFIG_INIT \
-  { 2, 3, 512, 4, 256, 0.1f, 2e-3f, 0.9f, 0.999f, 1e-8f, 1234u, (size_t)32 << 20, 1000 }
+  { 2, 3, 512, 4, 256, 0.1f, 2e-3f, 0.9f, 0.999f, 1e-8f, 1234u, (size_t)32 << 20, 1000, NULL, NULL }
 
 typedef enum mlp_way {
   MLP_WAY_EAGER = 0,
