@@ -103,7 +103,9 @@ while [ "$left" -gt 0 ]; do
         skipped=$((skipped + 1))
       elif [ "$rc" -ne 0 ] && [ "$status" -eq 0 ]; then
         status=$rc
-        echo "launch.sh: rank $i exited with status $rc; stopping the other ranks" >&2
+        if [ "$left" -gt 0 ]; then
+          echo "launch.sh: rank $i exited with status $rc; stopping the other ranks" >&2
+        fi
         stop_all
       fi
     fi

@@ -96,8 +96,14 @@ static int parse_int(const char *s, int min, int *out) {
 }
 
 static void parse_args(int argc, char **argv, options_t *o) {
-  *o = (options_t){.steps = 300, .batch = 256, .width = 512, .depth = 4, .per_class = 2000,
-                   .rank = 0, .world = 1, .id_file = getenv("RECAP_DP_ID_FILE")};
+  *o = (options_t){.steps = 300,
+                   .batch = 256,
+                   .width = 512,
+                   .depth = 4,
+                   .per_class = 2000,
+                   .rank = 0,
+                   .world = 1,
+                   .id_file = getenv("RECAP_DP_ID_FILE")};
   const char *env_rank = getenv("RECAP_DP_RANK"), *env_world = getenv("RECAP_DP_WORLD");
   if ((env_rank && !parse_int(env_rank, 0, &o->rank)) ||
       (env_world && !parse_int(env_world, 1, &o->world))) {
@@ -105,15 +111,27 @@ static void parse_args(int argc, char **argv, options_t *o) {
             env_rank ? env_rank : "", env_world ? env_world : "");
     exit(EXIT_UNAVAILABLE);
   }
-  enum { OPT_STEPS = 256, OPT_BATCH, OPT_WIDTH, OPT_DEPTH, OPT_POINTS, OPT_RANK, OPT_WORLD,
-         OPT_ID };
-  static const struct option longs[] = {
-      {"steps", required_argument, NULL, OPT_STEPS}, {"batch", required_argument, NULL, OPT_BATCH},
-      {"width", required_argument, NULL, OPT_WIDTH}, {"depth", required_argument, NULL, OPT_DEPTH},
-      {"points", required_argument, NULL, OPT_POINTS},
-      {"rank", required_argument, NULL, OPT_RANK},   {"world", required_argument, NULL, OPT_WORLD},
-      {"id-file", required_argument, NULL, OPT_ID},  {"check", no_argument, NULL, 'c'},
-      {"help", no_argument, NULL, 'h'},              {NULL, 0, NULL, 0}};
+  enum {
+    OPT_STEPS = 256,
+    OPT_BATCH,
+    OPT_WIDTH,
+    OPT_DEPTH,
+    OPT_POINTS,
+    OPT_RANK,
+    OPT_WORLD,
+    OPT_ID
+  };
+  static const struct option longs[] = {{"steps", required_argument, NULL, OPT_STEPS},
+                                        {"batch", required_argument, NULL, OPT_BATCH},
+                                        {"width", required_argument, NULL, OPT_WIDTH},
+                                        {"depth", required_argument, NULL, OPT_DEPTH},
+                                        {"points", required_argument, NULL, OPT_POINTS},
+                                        {"rank", required_argument, NULL, OPT_RANK},
+                                        {"world", required_argument, NULL, OPT_WORLD},
+                                        {"id-file", required_argument, NULL, OPT_ID},
+                                        {"check", no_argument, NULL, 'c'},
+                                        {"help", no_argument, NULL, 'h'},
+                                        {NULL, 0, NULL, 0}};
   int opt;
   while ((opt = getopt_long(argc, argv, "h", longs, NULL)) != -1) {
     int ok = 1;
@@ -280,8 +298,8 @@ static size_t differing(const float *a, const float *b, size_t n, double *worst)
 
 /* Prints the comparison (rank 0, or any rank where it fails); returns 0 when it is as good as
  * required: bit for bit when exact, else within the relative tolerance. */
-static int compare(int rank, const char *what, const float *a, const float *b, size_t n,
-                   int exact, double tolerance) {
+static int compare(int rank, const char *what, const float *a, const float *b, size_t n, int exact,
+                   double tolerance) {
   double worst = 0;
   const size_t count = differing(a, b, n, &worst);
   const int bad = count > 0 && (exact || worst > tolerance);
@@ -289,8 +307,8 @@ static int compare(int rank, const char *what, const float *a, const float *b, s
   if (count == 0)
     printf("  %-42s equal bit for bit (%zu values)\n", what, n);
   else
-    printf("  %s%-42s %zu of %zu differ, largest relative difference %.3g%s\n",
-           rank ? "rank " : "", what, count, n, worst, bad ? ": FAILED" : "");
+    printf("  %s%-42s %zu of %zu differ, largest relative difference %.3g%s\n", rank ? "rank " : "",
+           what, count, n, worst, bad ? ": FAILED" : "");
   return bad;
 }
 
@@ -344,8 +362,9 @@ int main(int argc, char **argv) {
     unavailable(&o, "no CUDA device", NULL);
   if (o.world > devices) {
     fprintf(stderr,
-            PROGRAM ": %d ranks need %d GPUs, this machine has %d (NCCL takes one GPU per "
-                    "rank)\n",
+            PROGRAM
+            ": %d ranks need %d GPUs, this machine has %d (NCCL takes one GPU per "
+            "rank)\n",
             o.world, o.world, devices);
     return EXIT_UNAVAILABLE;
   }
@@ -355,13 +374,14 @@ int main(int argc, char **argv) {
     unavailable(&o, "NCCL is not available", recap_last_error());
   if (rank0) {
     if (o.world == 1)
-      printf("One rank: this process on GPU 0, the all-reduce through NCCL with one rank (a "
-             "copy). launch.sh starts one process per GPU.\n");
+      printf(
+          "One rank: this process on GPU 0, the all-reduce through NCCL with one rank (a "
+          "copy). launch.sh starts one process per GPU.\n");
     else
       printf("%d ranks, one process per GPU.\n", o.world);
     printf("NCCL %d.%d.%d; global batch %d, %d per rank; MLP 2-%dx%d-3; %d steps\n",
-           version / 10000, version / 100 % 100, version % 100, o.batch, o.batch / o.world,
-           o.width, o.depth, o.steps);
+           version / 10000, version / 100 % 100, version % 100, o.batch, o.batch / o.world, o.width,
+           o.depth, o.steps);
   }
 
   const char *error = NULL;
@@ -413,8 +433,8 @@ int main(int argc, char **argv) {
   if (rank0) printf("\nchecks:\n");
   bad |= compare(o.rank, "eager vs graph, global losses", eager.losses, graph.losses,
                  (size_t)o.steps, 1, 0);
-  bad |= compare(o.rank, "eager vs graph, the rank's parameters", eager.params, graph.params,
-                 flat, 1, 0);
+  bad |= compare(o.rank, "eager vs graph, the rank's parameters", eager.params, graph.params, flat,
+                 1, 0);
   if (rank0) {
     run_t single = {.name = "single process"};
     reference(&o, &config, c.stream, schedule, global_bytes, &single);
