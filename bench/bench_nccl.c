@@ -3,7 +3,9 @@
  * bench_nccl — NCCL collectives in recap graphs, on one GPU with a one-rank communicator
  * (docs/nccl.md):
  *
- * (a) the host cost of a step of K all-reduces (K = 1, 8, 32; 1024 floats each, in place):
+ * (a) the host cost of a step of K all-reduces (K = 1, 8, 32; 1024 floats each, from a buffer of
+ *     their own into another: one rank's in-place all-reduce has nothing to move, and NCCL
+ *     enqueues no work for it, where out of place it copies):
  *
  *       raw eager      K ncclAllReduce calls
  *       recap eager    K recap_nccl_all_reduce calls (the wrapper on an eager stream)
@@ -60,20 +62,20 @@ static void take(void *library, const char *name, void *fn, size_t size) {
   memcpy(fn, &symbol, size);
 }
 
-#define NCCL_OK(call)                                                                   \
-  do {                                                                                  \
-    int nccl_ = (call);                                                                 \
-    if (nccl_ != 0) {                                                                   \
-      fprintf(stderr, NAME ": %s failed: NCCL status %d at %s:%d\n", #call, nccl_,      \
-              __FILE__, __LINE__);                                                      \
-      exit(1);                                                                          \
-    }                                                                                   \
+#define NCCL_OK(call)                                                                        \
+  do {                                                                                       \
+    int nccl_ = (call);                                                                      \
+    if (nccl_ != 0) {                                                                        \
+      fprintf(stderr, NAME ": %s failed: NCCL status %d at %s:%d\n", #call, nccl_, __FILE__, \
+              __LINE__);                                                                     \
+      exit(1);                                                                               \
+    }                                                                                        \
   } while (0)
 
 typedef struct setup {
   recap_nccl_comm_t comm;
   cudaStream_t stream;
-  float *buffers[MAX_K]; /* one per all-reduce of a step */
+  float *send[MAX_K], *recv[MAX_K]; /* one pair per all-reduce of a step */
   int batches, steps_per_batch;
 } setup_t;
 
@@ -82,16 +84,15 @@ typedef struct setup {
  * ======================================================================================== */
 
 typedef enum way { RAW_EAGER, RECAP_EAGER, RAW_GRAPH, RECAP_GRAPH, WAYS } way_t;
-static const char *const way_names[WAYS] = {"raw eager", "recap eager", "raw graph",
-                                            "recap graph"};
+static const char *const way_names[WAYS] = {"raw eager", "recap eager", "raw graph", "recap graph"};
 
 static void enqueue_step(setup_t *s, way_t way, int k) {
   for (int i = 0; i < k; i++) {
     if (way == RAW_EAGER || way == RAW_GRAPH)
-      NCCL_OK(raw_all_reduce(s->buffers[i], s->buffers[i], COUNT, RECAP_NCCL_FLOAT32,
-                             RECAP_NCCL_SUM, s->comm, s->stream));
+      NCCL_OK(raw_all_reduce(s->send[i], s->recv[i], COUNT, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM,
+                             s->comm, s->stream));
     else
-      BENCH_RECAP(recap_nccl_all_reduce(s->buffers[i], s->buffers[i], COUNT, RECAP_NCCL_FLOAT32,
+      BENCH_RECAP(recap_nccl_all_reduce(s->send[i], s->recv[i], COUNT, RECAP_NCCL_FLOAT32,
                                         RECAP_NCCL_SUM, s->comm, (recap_stream_t)s->stream));
   }
 }
@@ -142,18 +143,19 @@ static cudaGraphExec_t capture_raw(setup_t *s, int k, cudaGraph_t *raw) {
   return exec;
 }
 
-/* One rank's all-reduce copies its input: after a replay every buffer holds what was there. */
-static int replay_kept_values(setup_t *s, recap_graph_t graph, int k) {
+/* One rank's all-reduce copies its input: after a replay every output holds its input. */
+static int replay_copies(setup_t *s, recap_graph_t graph, int k) {
   float *host = bench_calloc(NAME, COUNT, sizeof *host);
   int ok = 1;
   for (int i = 0; i < k && ok; i++) {
     for (int j = 0; j < COUNT; j++) host[j] = (float)(i * COUNT + j);
-    BENCH_CUDA(cudaMemcpy(s->buffers[i], host, COUNT * sizeof *host, cudaMemcpyHostToDevice));
+    BENCH_CUDA(cudaMemcpy(s->send[i], host, COUNT * sizeof *host, cudaMemcpyHostToDevice));
+    BENCH_CUDA(cudaMemset(s->recv[i], 0, COUNT * sizeof *host));
   }
   BENCH_RECAP(recap_graph_replay(graph, (recap_stream_t)s->stream));
   BENCH_CUDA(cudaStreamSynchronize(s->stream));
   for (int i = 0; i < k && ok; i++) {
-    BENCH_CUDA(cudaMemcpy(host, s->buffers[i], COUNT * sizeof *host, cudaMemcpyDeviceToHost));
+    BENCH_CUDA(cudaMemcpy(host, s->recv[i], COUNT * sizeof *host, cudaMemcpyDeviceToHost));
     for (int j = 0; j < COUNT && ok; j++) ok = host[j] == (float)(i * COUNT + j);
   }
   free(host);
@@ -216,21 +218,23 @@ int main(int argc, char **argv) {
   take(library, "ncclAllGather", &raw_all_gather, sizeof raw_all_gather);
 
   bench_banner(NAME, args.quick);
-  printf("NCCL %d.%d.%d, one rank; all-reduces of %d floats, in place\n", version / 10000,
+  printf("NCCL %d.%d.%d, one rank; all-reduces of %d floats, out of place\n", version / 10000,
          version / 100 % 100, version % 100, COUNT);
   setup_t s = {.batches = args.quick ? 20 : 100, .steps_per_batch = 50};
   NCCL_OK(comm_init_all(&s.comm, 1, NULL));
   BENCH_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
-  for (int i = 0; i < MAX_K; i++)
-    BENCH_CUDA(cudaMalloc((void **)&s.buffers[i], COUNT * sizeof(float)));
+  for (int i = 0; i < MAX_K; i++) {
+    BENCH_CUDA(cudaMalloc((void **)&s.send[i], COUNT * sizeof(float)));
+    BENCH_CUDA(cudaMalloc((void **)&s.recv[i], COUNT * sizeof(float)));
+  }
   enqueue_step(&s, RAW_EAGER, MAX_K); /* NCCL sets up at a communicator's first collective */
   BENCH_CUDA(cudaStreamSynchronize(s.stream));
 
   FILE *json = bench_json_begin(args.json_path, NAME);
   if (json) fprintf(json, ",\n  \"nccl_version\": %d,\n  \"steps\": [", version);
   int ok = 1;
-  printf("\n(a) host ns per step of K all-reduces (median of %d batches of %d steps)\n",
-         s.batches, s.steps_per_batch);
+  printf("\n(a) host ns per step of K all-reduces (median of %d batches of %d steps)\n", s.batches,
+         s.steps_per_batch);
   printf("%4s %11s %11s %11s %11s %9s %9s %11s %11s\n", "K", way_names[0], way_names[1],
          way_names[2], way_names[3], "eager r/r", "graph r/r", "raw g/e", "recap g/e");
   recap_graph_t graphs[KINDS];
@@ -244,8 +248,8 @@ int main(int argc, char **argv) {
     printf("%4d %11.0f %11.0f %11.0f %11.0f %9.3f %9.3f %11.3f %11.3f\n", k, t[0].median,
            t[1].median, t[2].median, t[3].median, t[1].median / t[0].median,
            t[3].median / t[2].median, t[2].median / t[0].median, t[3].median / t[1].median);
-    if (!replay_kept_values(&s, graphs[i], k)) {
-      fprintf(stderr, NAME ": the replay of %d all-reduces changed their buffers\n", k);
+    if (!replay_copies(&s, graphs[i], k)) {
+      fprintf(stderr, NAME ": the replay of %d all-reduces did not copy their inputs\n", k);
       ok = 0;
     }
     if (json) {
@@ -287,7 +291,10 @@ int main(int argc, char **argv) {
     fclose(json);
   }
   for (int i = 0; i < KINDS; i++) BENCH_RECAP(recap_graph_destroy(graphs[i]));
-  for (int i = 0; i < MAX_K; i++) BENCH_CUDA(cudaFree(s.buffers[i]));
+  for (int i = 0; i < MAX_K; i++) {
+    BENCH_CUDA(cudaFree(s.send[i]));
+    BENCH_CUDA(cudaFree(s.recv[i]));
+  }
   BENCH_CUDA(cudaStreamDestroy(s.stream));
   NCCL_OK(comm_destroy(s.comm));
   dlclose(library);

@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
 """torch_nccl.py: PyTorch's side of bench_nccl: a step of K all-reduces (K = 1, 8, 32; 1024
-floats each, in place) with torch.distributed on NCCL with one rank (a process group of size 1
-through a file store), eagerly (K dist.all_reduce calls) and captured as one CUDA graph
-(torch.cuda.graph, replayed with graph.replay()). Printed: host nanoseconds per step (a batch of
+floats each) with torch.distributed on NCCL with one rank (a process group of size 1 through a
+file store), eagerly (K dist.all_reduce calls) and captured as one CUDA graph (torch.cuda.graph,
+replayed with graph.replay()). torch's all_reduce works in place, and one rank's in-place
+all-reduce enqueues no work in NCCL: torch's graph is empty (torch warns so), its replay the cost
+of launching an empty graph, and its eager figure torch's own cost per call. Printed: host nanoseconds per step (a batch of
 steps between two clock reads, the stream synchronised between batches, outside the timing),
 the median over batches, and graph / eager.
 
