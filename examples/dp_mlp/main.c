@@ -375,8 +375,8 @@ int main(int argc, char **argv) {
   if (rank0) {
     if (o.world == 1)
       printf(
-          "One rank: this process on GPU 0, the all-reduce through NCCL with one rank (a "
-          "copy). launch.sh starts one process per GPU.\n");
+          "One rank: this process on GPU 0, the all-reduce through NCCL with one rank (in "
+          "place: NCCL moves nothing). launch.sh starts one process per GPU.\n");
     else
       printf("%d ranks, one process per GPU.\n", o.world);
     printf("NCCL %d.%d.%d; global batch %d, %d per rank; MLP 2-%dx%d-3; %d steps\n",
