@@ -536,6 +536,24 @@ static void test_policies(void **state) {
   assert_false(recap__fake_capture_end(s2));
   recap__fake_stream_complete(s2);
 
+  /* A replay on a capturing stream (a child graph of the capture) is ordered on the host: a
+   * wait there for the event, recorded outside the capture, would invalidate the capture. */
+  recap__fake_launch_kernel(s2, "before");
+  OK(dev->event_record(before, s2));
+  OK(recap_graph_replay(g2, s2));
+  assert_int_not_equal(recap__fake_capture_begin(s1, RECAP__CAPTURE_MODE_RELAXED), 0);
+  waits = wait_calls();
+  OK(recap_graph_replay(g1, s1));
+  assert_int_equal(wait_calls(), waits);
+  OK(dev->event_query(before, &done));
+  assert_true(done);
+  recap__capture_status_t capture = RECAP__CAPTURE_NONE;
+  OK(dev->stream_capture_info(s1, &capture, NULL));
+  assert_int_equal(capture, RECAP__CAPTURE_ACTIVE);
+  assert_true(recap__fake_capture_end(s1));
+  recap__fake_stream_complete(s2);
+  OK(recap_graph_replay(g1, s1));
+
   /* SERIALIZE: the check's exchange, on its own stream, is ordered after the latest replay (on
    * s1) the same way: its stream waits for the replay's event, and the exchange's own host wait
    * for its stream finishes s1's work up to that event, not beyond. */

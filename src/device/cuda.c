@@ -43,8 +43,8 @@ _Static_assert(sizeof(unsigned long long) == sizeof(uint64_t), "capture ids are 
  * makes the nth call of that kind fail the way CUDA reports a failure, without reaching CUDA:
  * malloc (cudaMalloc: cudaErrorMemoryAllocation), event (cudaEventCreateWithFlags),
  * event_record, capture_begin, capture_end, instantiate, launch, upload and stream_wait_event
- * (cudaErrorUnknown, as the CPU fake injects). Several may be given, separated by commas; the variable is read once, at
- * the first call of any kind. A failed capture_end still ends the capture in CUDA and drops its
+ * (cudaErrorUnknown, as the CPU fake injects). Several may be given, separated by commas; the
+ * variable is read once, at the first call of any kind. A failed capture_end still ends the capture in CUDA and drops its
  * graph, since the seam promises that a failed end leaves the stream not capturing. Tests arm
  * kinds from code with recap__cuda_fail_nth(). */
 #ifdef RECAP_FAULT_INJECTION
