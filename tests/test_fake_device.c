@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_fake_device.c — tests of the CPU fake device's devices and memory, streams and events,
- * capture modes and the calls a capture forbids, from one thread and several, and its reset
- * (src/device/fake_memory.c, fake_stream.c, the capture rules of fake_capture.c, fake.c).
+ * waits between streams, capture modes and the calls a capture forbids, from one thread and
+ * several, and its reset (src/device/fake_memory.c, fake_stream.c, the capture rules of
+ * fake_capture.c, fake.c).
  *
  * The allocator's tests trust the fake's accounting, event and capture semantics; these tests
  * pin those semantics down, calling the fake's ops table directly so that nothing above the
@@ -253,6 +254,232 @@ static void stream_create_destroy(void **state) {
   assert_int_equal(capture_status(c, NULL), RECAP__CAPTURE_INVALIDATED);
   assert_false(recap__fake_capture_end(c));
   assert_int_equal(ops->stream_destroy(c), RECAP_SUCCESS);
+}
+
+/* ---- waits between streams ------------------------------------------------------------- */
+
+static recap__event_t event_new(void) {
+  recap__event_t e = NULL;
+  assert_int_equal(ops->event_create(&e), RECAP_SUCCESS);
+  return e;
+}
+
+static void record(recap__event_t e, recap_stream_t s) {
+  assert_int_equal(ops->event_record(e, s), RECAP_SUCCESS);
+}
+
+static void wait_event(recap_stream_t s, recap__event_t e) {
+  assert_int_equal(ops->stream_wait_event(s, e), RECAP_SUCCESS);
+}
+
+static void stream_waits_order_streams(void **state) {
+  (void)state;
+  recap__fake_reset(NULL);
+  recap_stream_t s1 = recap__fake_stream_new(), s2 = recap__fake_stream_new();
+  recap__event_t e = event_new(), late = event_new(), a = event_new(), b = event_new();
+
+  /* s2's marker waits for s1 up to e: nothing moves on the host, completing s2 up to its
+   * work before the marker leaves s1 alone, completing the marker finishes s1 up to e, and
+   * not beyond. */
+  recap__fake_stream_enqueue(s1);
+  record(e, s1);
+  recap__fake_stream_enqueue(s1);
+  record(late, s1);
+  recap__fake_stream_enqueue(s2);
+  record(a, s2);
+  wait_event(s2, e);
+  recap__fake_stream_enqueue(s2);
+  record(b, s2);
+  assert_false(query(e));
+  assert_int_equal(ops->event_synchronize(a), RECAP_SUCCESS);
+  assert_true(query(a));
+  assert_false(query(e));
+  assert_int_equal(ops->event_synchronize(b), RECAP_SUCCESS);
+  assert_true(query(e));
+  assert_false(query(late));
+  /* Completing s1 does nothing to s2. */
+  recap__fake_stream_enqueue(s2);
+  record(b, s2);
+  recap__fake_stream_complete(s1);
+  assert_true(query(late));
+  assert_false(query(b));
+  recap__fake_stream_complete(s2);
+
+  /* The wait takes the event's record at the time of the call: recording it again later
+   * does not move what the marker waits for. */
+  recap__fake_stream_enqueue(s1);
+  record(a, s1); /* just before e's first record */
+  record(e, s1);
+  wait_event(s2, e);
+  recap__fake_stream_enqueue(s1);
+  record(e, s1);
+  recap__fake_stream_complete(s2);
+  assert_true(query(a));
+  assert_false(query(e));
+  recap__fake_stream_complete(s1);
+
+  /* Markers that wait for nothing: an event never recorded (recorded on s1 only after the
+   * wait), one recorded on the waiting stream itself, one whose work completed. */
+  recap__event_t never = event_new();
+  wait_event(s2, never);
+  recap__fake_stream_enqueue(s1);
+  record(never, s1);
+  recap__fake_stream_complete(s2);
+  assert_false(query(never));
+  recap__fake_stream_enqueue(s2);
+  record(a, s2);
+  wait_event(s2, a);
+  assert_false(query(a));
+  recap__fake_stream_complete(s2);
+  assert_true(query(a));
+  recap__fake_stream_complete(s1);
+  wait_event(s2, never); /* completed already */
+  recap__fake_stream_enqueue(s1);
+  record(late, s1);
+  recap__fake_stream_complete(s2);
+  assert_false(query(late));
+  recap__fake_stream_complete(s1);
+
+  /* The legacy stream waits and is waited for like any other; stream_synchronize and
+   * device_synchronize complete through the waits too. */
+  recap__fake_stream_enqueue(s1);
+  record(e, s1);
+  wait_event(NULL, e);
+  recap__fake_stream_enqueue(NULL);
+  record(a, NULL);
+  wait_event(s2, a);
+  assert_int_equal(ops->stream_synchronize(s2), RECAP_SUCCESS);
+  assert_true(query(a));
+  assert_true(query(e));
+  recap__fake_stream_enqueue(s1);
+  record(e, s1);
+  wait_event(s2, e);
+  assert_int_equal(ops->device_synchronize(), RECAP_SUCCESS);
+  assert_true(query(e));
+
+  /* Destroying a stream finishes its work: its markers complete what they waited for, and
+   * other streams' waits for it are dropped (ASan and valgrind see no dangling stream). */
+  recap_stream_t gone = recap__fake_stream_new();
+  recap__fake_stream_enqueue(s1);
+  record(e, s1);
+  wait_event(gone, e);
+  recap__fake_stream_enqueue(gone);
+  record(a, gone);
+  wait_event(s2, a);
+  assert_int_equal(ops->stream_destroy(gone), RECAP_SUCCESS);
+  assert_true(query(e));
+  assert_true(query(a));
+  gone = recap__fake_stream_new();
+  recap__fake_stream_enqueue(gone);
+  record(a, gone);
+  wait_event(s2, a);
+  recap__fake_stream_enqueue(s2);
+  record(b, s2);
+  assert_int_equal(ops->stream_destroy(gone), RECAP_SUCCESS);
+  assert_true(query(a));
+  assert_false(query(b));
+  recap__fake_stream_complete(s2);
+  assert_true(query(b));
+
+  assert_int_equal(ops->event_destroy(e), RECAP_SUCCESS);
+  assert_int_equal(ops->event_destroy(late), RECAP_SUCCESS);
+  assert_int_equal(ops->event_destroy(a), RECAP_SUCCESS);
+  assert_int_equal(ops->event_destroy(b), RECAP_SUCCESS);
+  assert_int_equal(ops->event_destroy(never), RECAP_SUCCESS);
+}
+
+/* A chain of waits across many streams completes through one completion, in either order of
+ * the streams, without recursion. */
+enum { CHAIN = 1000 };
+
+static void stream_waits_chain(void **state) {
+  (void)state;
+  for (int direction = 0; direction < 2; direction++) {
+    recap__fake_reset(NULL);
+    static recap_stream_t s[CHAIN];
+    static recap__event_t e[CHAIN];
+    for (int i = 0; i < CHAIN; i++) {
+      s[i] = recap__fake_stream_new();
+      e[i] = event_new();
+    }
+    /* Stream i's work, then its record; stream next(i) waits for it before its own work.
+     * Streams are listed newest first: one direction completes in one pass, the other in
+     * one pass per link. */
+    for (int k = 0; k < CHAIN; k++) {
+      int i = direction ? CHAIN - 1 - k : k;
+      if (k > 0) wait_event(s[i], e[direction ? i + 1 : i - 1]);
+      recap__fake_stream_enqueue(s[i]);
+      record(e[i], s[i]);
+    }
+    int last = direction ? 0 : CHAIN - 1;
+    for (int i = 0; i < CHAIN; i++) assert_false(query(e[i]));
+    recap__fake_stream_complete(s[last]);
+    for (int i = 0; i < CHAIN; i++) assert_true(query(e[i]));
+    for (int i = 0; i < CHAIN; i++) assert_int_equal(ops->event_destroy(e[i]), RECAP_SUCCESS);
+  }
+  recap__fake_reset(NULL);
+}
+
+static void stream_wait_refusals_and_faults(void **state) {
+  (void)state;
+  recap__fake_reset(NULL);
+  recap_stream_t s1 = recap__fake_stream_new(), s2 = recap__fake_stream_new();
+  recap__event_t e = event_new();
+  recap__fake_stream_enqueue(s1);
+  record(e, s1);
+
+  /* An injected fault fails the call before it enqueues anything. */
+  uint64_t calls = recap__fake_now().calls[RECAP__FAKE_FAULT_STREAM_WAIT_EVENT];
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_STREAM_WAIT_EVENT, 1);
+  recap_clear_last_error();
+  assert_int_equal(ops->stream_wait_event(s2, e), RECAP_ERROR_CUDA);
+  assert_last_error_has("cudaStreamWaitEvent: unknown error (cudaErrorUnknown)");
+  assert_last_error_has("fault injected");
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_STREAM_WAIT_EVENT], calls + 1);
+  recap__fake_stream_complete(s2);
+  assert_false(query(e));
+
+  /* Handles CUDA refuses. */
+  recap_clear_last_error();
+  assert_int_equal(ops->stream_wait_event(s2, NULL), RECAP_ERROR_CUDA);
+  assert_last_error_has("cudaStreamWaitEvent: invalid resource handle");
+  assert_last_error_has("cudaErrorInvalidResourceHandle");
+  assert_last_error_has("the event is NULL");
+  uint32_t not_an_event[16] = {0};
+  recap_clear_last_error();
+  assert_int_equal(ops->stream_wait_event(s2, (recap__event_t)(void *)not_an_event),
+                   RECAP_ERROR_CUDA);
+  assert_last_error_has("cudaErrorInvalidResourceHandle");
+  assert_last_error_has("is not a live fake event");
+  recap_stream_t bogus = (recap_stream_t)&s1;
+  recap_clear_last_error();
+  assert_int_equal(ops->stream_wait_event(bogus, e), RECAP_ERROR_CUDA);
+  assert_last_error_has("cudaStreamWaitEvent: invalid resource handle");
+  assert_last_error_has("is not a fake stream");
+  recap__fake_stream_complete(s2);
+  assert_false(query(e));
+
+  /* On a capturing stream: an event recorded outside the capture is CUDA's isolation error
+   * and invalidates the capture; a never-recorded one adds nothing. */
+  recap__event_t never = event_new();
+  uint64_t id = recap__fake_capture_begin(s2, RECAP__CAPTURE_MODE_RELAXED);
+  assert_int_not_equal(id, 0);
+  wait_event(s2, never);
+  assert_int_equal(capture_status(s2, NULL), RECAP__CAPTURE_ACTIVE);
+  recap_clear_last_error();
+  assert_int_equal(ops->stream_wait_event(s2, e), RECAP_ERROR_CAPTURE_INVALIDATED);
+  assert_last_error_has("cudaStreamWaitEvent: dependency created on uncaptured work");
+  assert_last_error_has("cudaErrorStreamCaptureIsolation");
+  assert_last_error_has("now invalidated");
+  assert_int_equal(capture_status(s2, NULL), RECAP__CAPTURE_INVALIDATED);
+  assert_false(recap__fake_capture_end(s2));
+  assert_false(query(e)); /* nothing was enqueued */
+  recap__fake_stream_complete(s2);
+  assert_false(query(e));
+  recap__fake_stream_complete(s1);
+  assert_true(query(e));
+  assert_int_equal(ops->event_destroy(e), RECAP_SUCCESS);
+  assert_int_equal(ops->event_destroy(never), RECAP_SUCCESS);
 }
 
 /* ---- captures --------------------------------------------------------------------------- */
@@ -655,6 +882,9 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(devices),
     cmocka_unit_test(events_follow_streams),
     cmocka_unit_test(stream_create_destroy),
+    cmocka_unit_test(stream_waits_order_streams),
+    cmocka_unit_test(stream_waits_chain),
+    cmocka_unit_test(stream_wait_refusals_and_faults),
     cmocka_unit_test(capture_ids_and_statuses),
     cmocka_unit_test(events_refused_on_capturing_streams),
     cmocka_unit_test(malloc_during_capture),

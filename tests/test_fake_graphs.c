@@ -867,6 +867,7 @@ static recap_status_t call_kind(recap__fake_fault_t kind, fault_fixture_t *fx) {
       if (st == RECAP_SUCCESS) assert_int_equal(recap__fake_nccl_ops.mem_free(p), RECAP_SUCCESS);
       break;
     }
+    case RECAP__FAKE_FAULT_STREAM_WAIT_EVENT: st = ops->stream_wait_event(s, fx->event); break;
     case RECAP__FAKE_FAULT_KINDS: break;
   }
   return st;

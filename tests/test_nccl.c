@@ -438,6 +438,11 @@ static recap_graph_t collective_graph(recap_stream_t s, float *buf) {
   return g;
 }
 
+/* Calls of the seam's stream_wait_event so far (the policy's waits on the device). */
+static uint64_t wait_calls(void) {
+  return recap__fake_now().calls[RECAP__FAKE_FAULT_STREAM_WAIT_EVENT];
+}
+
 static void test_policies(void **state) {
   (void)state;
   setup();
@@ -446,8 +451,9 @@ static void test_policies(void **state) {
   recap__fake_stream_complete(s1);
   recap_graph_t g1 = collective_graph(s1, buf), g2 = collective_graph(s2, buf);
   const recap__device_ops_t *dev = recap__device();
-  recap__event_t before;
+  recap__event_t before, after;
   OK(dev->event_create(&before));
+  OK(dev->event_create(&after));
   bool done = true;
 
   /* REFUSE_OVERLAP: g2 on s2 while g1's replay on s1 is pending is BUSY and launches nothing. */
@@ -477,25 +483,113 @@ static void test_policies(void **state) {
   recap__fake_stream_complete(s1);
   OK(recap_graph_replay(g2, s2));
 
-  /* SERIALIZE (the default after a forget): the replay on s1 waits for s2's on the host. */
+  /* SERIALIZE (the default after a forget): the replay on s1 is ordered after s2's on the
+   * device. The host does not wait: s2's work before its replay is still pending; s1 finishing
+   * finishes it, through the wait, and nothing of s2 after the replay's event. */
   OK(recap_nccl_comm_policy(COMM0, RECAP_NCCL_SERIALIZE));
   recap__fake_launch_kernel(s2, "before");
   OK(dev->event_record(before, s2));
   OK(recap_graph_replay(g2, s2));
+  uint64_t waits = wait_calls();
+  OK(recap_graph_replay(g1, s1));
+  assert_int_equal(wait_calls(), waits + 1);
   OK(dev->event_query(before, &done));
   assert_false(done);
-  OK(recap_graph_replay(g1, s1));
+  recap__fake_launch_kernel(s2, "after");
+  OK(dev->event_record(after, s2));
+  recap__fake_stream_complete(s1);
   OK(dev->event_query(before, &done));
   assert_true(done);
-  /* SERIALIZE: the check waits for the latest replay (on s1) before its exchange. */
+  OK(dev->event_query(after, &done));
+  assert_false(done);
+  recap__fake_stream_complete(s2);
+
+  /* A wait that cannot be enqueued: the host waits for the event instead, and the replay
+   * succeeds without leaving the wait's failure as the thread's last error. */
   recap__fake_launch_kernel(s1, "before");
   OK(dev->event_record(before, s1));
   OK(recap_graph_replay(g1, s1));
+  recap__fake_launch_kernel(s1, "after");
+  OK(dev->event_record(after, s1));
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_STREAM_WAIT_EVENT, 1);
+  recap_clear_last_error();
+  waits = wait_calls();
+  OK(recap_graph_replay(g2, s2));
+  assert_int_equal(wait_calls(), waits + 1);
+  assert_int_equal(recap_last_status(), RECAP_SUCCESS);
   OK(dev->event_query(before, &done));
-  assert_false(done);
-  OK(recap_graph_check_collectives(g1, COMM0));
+  assert_true(done); /* at once: the host waited */
+  OK(dev->event_query(after, &done));
+  assert_false(done); /* for the event, not the whole stream */
+  recap__fake_stream_complete(s1);
+  recap__fake_stream_complete(s2);
+
+  /* Both failing: the replay fails with the host wait's error and launches nothing. s2 (the
+   * latest replay's stream) capturing makes the event's host wait fail. */
+  OK(recap_graph_replay(g2, s2));
+  assert_int_not_equal(recap__fake_capture_begin(s2, RECAP__CAPTURE_MODE_RELAXED), 0);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_STREAM_WAIT_EVENT, 1);
+  launches = recap__fake_now().graph_launches;
+  EXPECT_STATUS(recap_graph_replay(g1, s1), RECAP_ERROR_CAPTURE_INVALIDATED);
+  EXPECT_MESSAGE("cudaEventSynchronize");
+  assert_int_equal(recap__fake_now().graph_launches, launches);
+  assert_false(recap__fake_capture_end(s2));
+  recap__fake_stream_complete(s2);
+
+  /* A replay on a capturing stream (a child graph of the capture) is ordered on the host: a
+   * wait there for the event, recorded outside the capture, would invalidate the capture. */
+  recap__fake_launch_kernel(s2, "before");
+  OK(dev->event_record(before, s2));
+  OK(recap_graph_replay(g2, s2));
+  assert_int_not_equal(recap__fake_capture_begin(s1, RECAP__CAPTURE_MODE_RELAXED), 0);
+  waits = wait_calls();
+  OK(recap_graph_replay(g1, s1));
+  assert_int_equal(wait_calls(), waits);
   OK(dev->event_query(before, &done));
   assert_true(done);
+  recap__capture_status_t capture = RECAP__CAPTURE_NONE;
+  OK(dev->stream_capture_info(s1, &capture, NULL));
+  assert_int_equal(capture, RECAP__CAPTURE_ACTIVE);
+  assert_true(recap__fake_capture_end(s1));
+  recap__fake_stream_complete(s2);
+  OK(recap_graph_replay(g1, s1));
+
+  /* SERIALIZE: the check's exchange, on its own stream, is ordered after the latest replay (on
+   * s1) the same way: its stream waits for the replay's event, and the exchange's own host wait
+   * for its stream finishes s1's work up to that event, not beyond. */
+  recap__fake_launch_kernel(s1, "before");
+  OK(dev->event_record(before, s1));
+  OK(recap_graph_replay(g1, s1));
+  recap__fake_launch_kernel(s1, "after");
+  OK(dev->event_record(after, s1));
+  OK(dev->event_query(before, &done));
+  assert_false(done);
+  waits = wait_calls();
+  int calls_before = rec.call_count;
+  OK(recap_graph_check_collectives(g1, COMM0));
+  assert_int_equal(wait_calls(), waits + 1);
+  assert_int_equal(rec.call_count, calls_before + 1);
+  assert_ptr_not_equal(rec.streams[calls_before], s1);
+  OK(dev->event_query(before, &done));
+  assert_true(done);
+  OK(dev->event_query(after, &done));
+  assert_false(done);
+  /* The check's wait failing: the host waits for the event instead. */
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_STREAM_WAIT_EVENT, 1);
+  recap_clear_last_error();
+  OK(recap_graph_check_collectives(g1, COMM0));
+  assert_int_equal(wait_calls(), waits + 2);
+  assert_int_equal(recap_last_status(), RECAP_SUCCESS);
+  OK(dev->event_query(after, &done));
+  assert_false(done);
+  /* Both failing: the check fails with the host wait's error before any communication. */
+  assert_int_not_equal(recap__fake_capture_begin(s1, RECAP__CAPTURE_MODE_RELAXED), 0);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_STREAM_WAIT_EVENT, 1);
+  calls_before = rec.call_count;
+  EXPECT_STATUS(recap_graph_check_collectives(g1, COMM0), RECAP_ERROR_CAPTURE_INVALIDATED);
+  EXPECT_MESSAGE("cudaEventSynchronize");
+  assert_int_equal(rec.call_count, calls_before);
+  assert_false(recap__fake_capture_end(s1));
   recap__fake_stream_complete(s1);
   recap__fake_stream_complete(s2);
 
@@ -512,6 +606,7 @@ static void test_policies(void **state) {
   recap__fake_stream_complete(s1);
   recap__fake_stream_complete(s2);
   OK(dev->event_destroy(before));
+  OK(dev->event_destroy(after));
   OK(recap_graph_destroy(plain));
   OK(recap_graph_destroy(g1));
   OK(recap_graph_destroy(g2));

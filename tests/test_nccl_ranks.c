@@ -5,7 +5,7 @@
  * graphs then compute the collectives' results; mismatches (order, count, dtype, an extra
  * collective) name the first differing collective on each rank; send and receive are left out of
  * the comparison; SERIALIZE keeps two graphs sharing a communicator, replayed on two streams from
- * two threads, from overlapping (eager collectives arranged the same way make the fake fail
+ * two threads, from overlapping, through a wait on the device (eager collectives arranged the same way make the fake fail
  * them), and REFUSE_OVERLAP refuses the second; the refusals inside regions with the fake's NCCL
  * kernels; the version warning; injected faults at the seam's calls. Runs under ThreadSanitizer
  * (the tsan preset).
@@ -412,9 +412,12 @@ static void test_serialize_orders_replays_sharing_a_communicator(void **state) {
   race_t x;
   race_prepare(&x, true);
   uint64_t failures = recap__fake_nccl_now().failures;
+  uint64_t waits = recap__fake_now().calls[RECAP__FAKE_FAULT_STREAM_WAIT_EVENT];
   race_run(&x);
   assert_int_equal(x.a, RECAP_SUCCESS);
   if (x.b != RECAP_SUCCESS) fail_msg("B: %s", x.b_message);
+  /* Each rank's replay on s2 was ordered after its replay on s1 by a wait on the device. */
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_STREAM_WAIT_EVENT], waits + 2);
   assert_int_equal(x.r1_first, RECAP_SUCCESS);
   assert_int_equal(x.r1_second, RECAP_SUCCESS);
   assert_int_equal(recap__fake_nccl_now().failures, failures);

@@ -206,7 +206,10 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graph_check_collectives(recap_gra
 
 typedef enum recap_nccl_policy {
   /* A replay of a graph using the communicator on another stream than the latest such replay
-   * first waits, on the host, until that replay finished. The default. */
+   * is ordered after that replay on the device: its stream waits for the latest replay's
+   * event, and the host does not block. The host waits instead when the stream wait cannot be
+   * enqueued, on a capturing stream, or when the latest replay's event could not be recorded
+   * (then for that replay's whole stream). The default. */
   RECAP_NCCL_SERIALIZE = 0,
   /* Such a replay while the latest is unfinished, or while another thread launches a replay
    * using the communicator, is RECAP_ERROR_BUSY, naming the streams and the communicator, and

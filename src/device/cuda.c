@@ -42,9 +42,9 @@ _Static_assert(sizeof(unsigned long long) == sizeof(uint64_t), "capture ids are 
  * With RECAP_FAULT_INJECTION defined (CMake defines it in Debug builds), RECAP_FAIL="kind:n"
  * makes the nth call of that kind fail the way CUDA reports a failure, without reaching CUDA:
  * malloc (cudaMalloc: cudaErrorMemoryAllocation), event (cudaEventCreateWithFlags),
- * event_record, capture_begin, capture_end, instantiate, launch and upload (cudaErrorUnknown, as the
- * CPU fake injects). Several may be given, separated by commas; the variable is read once, at
- * the first call of any kind. A failed capture_end still ends the capture in CUDA and drops its
+ * event_record, capture_begin, capture_end, instantiate, launch, upload and stream_wait_event
+ * (cudaErrorUnknown, as the CPU fake injects). Several may be given, separated by commas; the
+ * variable is read once, at the first call of any kind. A failed capture_end still ends the capture in CUDA and drops its
  * graph, since the seam promises that a failed end leaves the stream not capturing. Tests arm
  * kinds from code with recap__cuda_fail_nth(). */
 #ifdef RECAP_FAULT_INJECTION
@@ -59,12 +59,15 @@ typedef enum cuda_fault {
   FAULT_INSTANTIATE,
   FAULT_LAUNCH,
   FAULT_UPLOAD,
+  FAULT_STREAM_WAIT_EVENT,
   FAULT_KINDS
 } cuda_fault_t;
 
-static const char *const fault_names[FAULT_KINDS] = {"malloc",        "event",       "event_record",
-                                                     "capture_begin", "capture_end", "instantiate",
-                                                     "launch",        "upload"};
+static const char *const fault_names[FAULT_KINDS] = {"malloc",           "event",
+                                                     "event_record",     "capture_begin",
+                                                     "capture_end",      "instantiate",
+                                                     "launch",           "upload",
+                                                     "stream_wait_event"};
 static _Atomic uint64_t fault_calls[FAULT_KINDS];
 static _Atomic uint64_t fault_at[FAULT_KINDS]; /* the call that fails; 0: none */
 static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
@@ -245,6 +248,14 @@ static recap_status_t cuda_event_query(recap__event_t event, bool *done) {
 
 static recap_status_t cuda_event_synchronize(recap__event_t event) {
   CUDA_TRY_F(cudaEventSynchronize((cudaEvent_t)event), "cudaEventSynchronize(%p)", (void *)event);
+  return RECAP_SUCCESS;
+}
+
+static recap_status_t cuda_stream_wait_event(recap_stream_t stream, recap__event_t event) {
+  CUDA_FAULT(FAULT_STREAM_WAIT_EVENT, cudaErrorUnknown, "cudaStreamWaitEvent(stream %p, %p)",
+             (void *)stream, (void *)event);
+  CUDA_TRY_F(cudaStreamWaitEvent(stream, (cudaEvent_t)event, 0),
+             "cudaStreamWaitEvent(stream %p, %p)", (void *)stream, (void *)event);
   return RECAP_SUCCESS;
 }
 
@@ -593,6 +604,7 @@ const recap__device_ops_t recap__cuda_ops = {
     .event_record = cuda_event_record,
     .event_query = cuda_event_query,
     .event_synchronize = cuda_event_synchronize,
+    .stream_wait_event = cuda_stream_wait_event,
     .stream_create = cuda_stream_create,
     .stream_destroy = cuda_stream_destroy,
     .stream_synchronize = cuda_stream_synchronize,

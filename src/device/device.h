@@ -115,6 +115,14 @@ typedef struct recap__device_ops {
   /* *done is true once the work before the record has finished. */
   recap_status_t (*event_query)(recap__event_t event, bool *done);
   recap_status_t (*event_synchronize)(recap__event_t event);
+  /* Make the work enqueued on stream from now on wait, on the device, for the work before
+   * event's latest record (cudaStreamWaitEvent, flags 0); the host does not block. An event
+   * never recorded makes it wait for nothing. A NULL or destroyed event, or a stream that is
+   * not one: RECAP_ERROR_CUDA (cudaErrorInvalidResourceHandle). On a capturing stream the event
+   * must have been recorded in the same capture: one recorded outside it is
+   * cudaErrorStreamCaptureIsolation (RECAP_ERROR_CAPTURE_INVALIDATED, the capture invalidated),
+   * which recap never asks for. */
+  recap_status_t (*stream_wait_event)(recap_stream_t stream, recap__event_t event);
 
   /* Streams (non-blocking with respect to the legacy default stream). */
   recap_status_t (*stream_create)(recap_stream_t *stream);

@@ -117,6 +117,7 @@ const recap__device_ops_t recap__fake_ops = {
     .event_record = recap__fake_op_event_record,
     .event_query = recap__fake_op_event_query,
     .event_synchronize = recap__fake_op_event_synchronize,
+    .stream_wait_event = recap__fake_op_stream_wait_event,
     .stream_create = recap__fake_op_stream_create,
     .stream_destroy = recap__fake_op_stream_destroy,
     .stream_synchronize = recap__fake_op_stream_synchronize,
@@ -173,6 +174,7 @@ void recap__fake_reset(const recap__fake_config_t *cfg) {
   pthread_mutex_lock(&recap__fake.lock);
   for (fake_stream_t *s = recap__fake.streams, *next; s; s = next) {
     next = s->next;
+    recap__fake_stream_waits_free(s);
     free(s);
   }
   recap__fake.streams = NULL;
@@ -215,6 +217,7 @@ void recap__fake_reset(const recap__fake_config_t *cfg) {
   recap__fake.blocks_count = 0;
   memset(recap__fake.in_use, 0, sizeof recap__fake.in_use);
   memset(recap__fake.exec_bytes, 0, sizeof recap__fake.exec_bytes);
+  recap__fake_stream_waits_free(&recap__fake.legacy);
   memset(&recap__fake.legacy, 0, sizeof recap__fake.legacy);
   memset(recap__fake.calls, 0, sizeof recap__fake.calls);
   memset(recap__fake.fail_countdown, 0, sizeof recap__fake.fail_countdown);

@@ -15,6 +15,18 @@
  *    event enqueues one item and remembers it; the event is done when the stream has completed
  *    that item. recap__fake_stream_complete() finishes everything queued so far on one stream;
  *    stream_synchronize, event_synchronize and device_synchronize finish it too.
+ *  - stream_wait_event(s, e), e last recorded on stream t at item k, enqueues one marker item
+ *    on s and records that once s completes that item, t has completed k: whatever completes
+ *    s's marker (recap__fake_stream_complete, a synchronize) completes t up to k, and so on
+ *    along chains of waits. An event never recorded, one whose stream is gone, one recorded on
+ *    s itself or whose work already completed makes a marker that waits for nothing. A NULL or
+ *    destroyed event, or a handle that is not a stream, fails with RECAP_ERROR_CUDA
+ *    (cudaErrorInvalidResourceHandle). On a capturing stream, an event ever recorded (always
+ *    outside the capture: records on capturing streams are refused) fails with
+ *    RECAP_ERROR_CAPTURE_INVALIDATED (cudaErrorStreamCaptureIsolation) and invalidates the
+ *    capture; a never-recorded one adds nothing. Destroying a stream completes its work, and
+ *    with it what its markers waited for; the waits of other streams on it are dropped.
+ *    RECAP__FAKE_FAULT_STREAM_WAIT_EVENT fails a call before it enqueues anything.
  *  - Recording or querying an event on a capturing stream is refused (CUDA would turn the record
  *    into a graph node, and querying would invalidate the capture), and so the fake fails it with
  *    RECAP_ERROR_CAPTURE_INVALIDATED ("cudaErrorStreamCaptureUnsupported"), as the CUDA seam
@@ -85,7 +97,7 @@
  *    through a plan of that graph whose origin is the graph it was instantiated from. A
  *    refusal or a failure leaves it unchanged.
  *  - Timing model: every stream has a clock in µs. Each eager work item (kernels, copies,
- *    memsets, random-number kernels) advances it by 1 µs, an event record by nothing, a
+ *    memsets, random-number kernels) advances it by 1 µs, an event record or a stream wait by nothing, a
  *    graph_launch by its node count times 1.0, or times the factor of
  *    recap__fake_updated_slowdown for an executable updated at least once, and a graph_upload
  *    by nothing (it enqueues no work item; counted in graph_uploads; RECAP__FAKE_FAULT_UPLOAD;
@@ -349,6 +361,7 @@ typedef enum recap__fake_fault {
   RECAP__FAKE_FAULT_NCCL_COLLECTIVE,
   RECAP__FAKE_FAULT_NCCL_MEM_ALLOC,
   RECAP__FAKE_FAULT_NCCL_REGISTER,
+  RECAP__FAKE_FAULT_STREAM_WAIT_EVENT, /* stream_wait_event, before it enqueues anything */
   RECAP__FAKE_FAULT_KINDS
 } recap__fake_fault_t;
 

@@ -99,9 +99,20 @@ typedef struct fake_capture {
   struct fake_capture *next;
 } fake_capture_t;
 
+/* A marker item of a stream that waits for another stream's work (stream_wait_event): once
+ * its stream completes item `at`, stream `on` has completed `item`. */
+typedef struct fake_wait {
+  uint64_t at;
+  struct fake_stream *on;
+  uint64_t item;
+} fake_wait_t;
+
 typedef struct fake_stream {
   uint64_t enqueued;
-  uint64_t completed;
+  uint64_t completed; /* moved only by recap__fake_stream_advance */
+  /* The stream's markers still waiting, in item order: waits[wait_head .. wait_count). */
+  fake_wait_t *waits;
+  size_t wait_head, wait_count, wait_cap;
   int device;              /* the thread's current device when the stream was made */
   fake_capture_t *capture; /* the capture this stream takes part in, or NULL */
   size_t tail;             /* in that capture, 1 + index of this stream's last node; 0: none */
@@ -313,6 +324,13 @@ static inline void recap__fake_work(fake_stream_t *s, uint64_t items) {
   s->clock_us += (double)items;
 }
 
+/* Complete s's work up to item (nothing when it has already), and with it, transitively, the
+ * work on other streams that the completed marker items waited for. Every change of a stream's
+ * completed goes through here. */
+void recap__fake_stream_advance(fake_stream_t *s, uint64_t item);
+/* Free s's waits (recap__fake_reset, stream destruction). */
+void recap__fake_stream_waits_free(fake_stream_t *s);
+
 /* The fake stream of handle (NULL: the legacy stream), or NULL when it is not one. */
 fake_stream_t *recap__fake_stream_of(recap_stream_t handle);
 /* The fake's answer to a stream handle it does not know, worded as CUDA's error. */
@@ -376,6 +394,7 @@ recap_status_t recap__fake_op_event_destroy(recap__event_t event);
 recap_status_t recap__fake_op_event_record(recap__event_t event, recap_stream_t stream);
 recap_status_t recap__fake_op_event_query(recap__event_t event, bool *done);
 recap_status_t recap__fake_op_event_synchronize(recap__event_t event);
+recap_status_t recap__fake_op_stream_wait_event(recap_stream_t stream, recap__event_t event);
 recap_status_t recap__fake_op_timing_event_create(recap__event_t *event);
 recap_status_t recap__fake_op_event_elapsed(recap__event_t start, recap__event_t end, float *ms);
 recap_status_t recap__fake_op_stream_create(recap_stream_t *stream);

@@ -2,7 +2,8 @@
 /*
  * fake_stream.c — the CPU fake device's streams and events. A stream is a pair of counters,
  * work items enqueued and completed, that the test moves by hand; an event remembers the stream
- * and the item its record enqueued, and is done once that item completed. Also the copies,
+ * and the item its record enqueued, and is done once that item completed; a stream wait is a
+ * marker item whose completion completes the work it waits for on another stream. Also the copies,
  * capture queries and capture mode of a stream, device-wide synchronisation, and the test
  * controls that launch work on a stream.
  */
@@ -40,6 +41,75 @@ static recap_status_t note_bad_event(fake_failure_t *f, const char *call, recap_
       "%s: invalid resource handle (cudaErrorInvalidResourceHandle): %p is not a live "
       "fake event",
       call, (void *)event);
+}
+
+/* ---- progress and waits between streams ------------------------------------------------- */
+
+void recap__fake_stream_waits_free(fake_stream_t *s) {
+  free(s->waits);
+  s->waits = NULL;
+  s->wait_head = s->wait_count = s->wait_cap = 0;
+}
+
+/* The streams in turn: the legacy one, then the list. */
+static fake_stream_t *stream_after(fake_stream_t *t) {
+  return t == &recap__fake.legacy ? recap__fake.streams : t->next;
+}
+
+/* Complete, on every stream, the waits whose marker completed, until nothing moves. A loop
+ * over the streams rather than a recursion, so that a long chain of waits (s1 waits for s2,
+ * which waits for s3, ...) costs passes, not stack. It ends: completed only grows, and never
+ * past what a stream enqueued. */
+static void complete_waits(void) {
+  bool moved = true;
+  while (moved) {
+    moved = false;
+    for (fake_stream_t *t = &recap__fake.legacy; t; t = stream_after(t)) {
+      while (t->wait_head < t->wait_count && t->waits[t->wait_head].at <= t->completed) {
+        fake_wait_t w = t->waits[t->wait_head++];
+        if (w.on->completed < w.item) {
+          w.on->completed = w.item;
+          moved = true;
+        }
+      }
+      if (t->wait_head == t->wait_count) t->wait_head = t->wait_count = 0;
+    }
+  }
+}
+
+void recap__fake_stream_advance(fake_stream_t *s, uint64_t item) {
+  if (s->completed >= item) return;
+  s->completed = item;
+  complete_waits();
+}
+
+/* Append a wait to s's list; false when out of host memory (s unchanged). */
+static bool wait_push(fake_stream_t *s, fake_wait_t w) {
+  if (s->wait_count == s->wait_cap && s->wait_head > 0) {
+    memmove(s->waits, s->waits + s->wait_head, (s->wait_count - s->wait_head) * sizeof *s->waits);
+    s->wait_count -= s->wait_head;
+    s->wait_head = 0;
+  }
+  if (s->wait_count == s->wait_cap) {
+    size_t cap = s->wait_cap ? 2 * s->wait_cap : 4;
+    fake_wait_t *v = realloc(s->waits, cap * sizeof *v);
+    if (!v) return false;
+    s->waits = v;
+    s->wait_cap = cap;
+  }
+  s->waits[s->wait_count++] = w;
+  return true;
+}
+
+/* s is going away with all its work completed: drop the other streams' waits for it, which
+ * that work satisfied. */
+static void waits_drop_on(const fake_stream_t *s) {
+  for (fake_stream_t *t = &recap__fake.legacy; t; t = stream_after(t)) {
+    size_t kept = t->wait_head;
+    for (size_t i = t->wait_head; i < t->wait_count; i++)
+      if (t->waits[i].on != s) t->waits[kept++] = t->waits[i];
+    t->wait_count = kept;
+  }
 }
 
 /* ---- events ----------------------------------------------------------------------------- */
@@ -195,9 +265,55 @@ recap_status_t recap__fake_op_event_query(recap__event_t event, bool *done) {
 recap_status_t recap__fake_op_event_synchronize(recap__event_t event) {
   fake_failure_t f = {0};
   pthread_mutex_lock(&recap__fake.lock);
-  if (check_event_wait(&f, event, "cudaEventSynchronize") == RECAP_SUCCESS && event->stream &&
-      event->stream->completed < event->item)
-    event->stream->completed = event->item;
+  if (check_event_wait(&f, event, "cudaEventSynchronize") == RECAP_SUCCESS && event->stream)
+    recap__fake_stream_advance(event->stream, event->item);
+  return recap__fake_unlock_and_report(&f);
+}
+
+recap_status_t recap__fake_op_stream_wait_event(recap_stream_t stream, recap__event_t event) {
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_STREAM_WAIT_EVENT);
+  fake_stream_t *s = recap__fake_stream_of(stream);
+  if (inject) {
+    recap__fake_note_injected(&f, "cudaStreamWaitEvent", RECAP__FAKE_FAULT_STREAM_WAIT_EVENT,
+                              "stream wait");
+  } else if (!event) {
+    /* CUDA answers a NULL event as it answers a destroyed one. */
+    recap__fake_note(&f, RECAP_ERROR_CUDA,
+                     "cudaStreamWaitEvent: invalid resource handle "
+                     "(cudaErrorInvalidResourceHandle): the event is NULL");
+  } else if (!event_valid(event)) {
+    note_bad_event(&f, "cudaStreamWaitEvent", event);
+  } else if (!s) {
+    recap__fake_note_bad_stream(&f, "cudaStreamWaitEvent", stream);
+  } else if (s->capture) {
+    /* Records on capturing streams are refused, so an event ever recorded was recorded outside
+     * the capture: CUDA refuses to make the capture depend on uncaptured work. A never-recorded
+     * event waits for nothing, and adds nothing to the capture. */
+    if (event->item != 0) {
+      s->capture->invalidated = true;
+      recap__fake_note(
+          &f, RECAP_ERROR_CAPTURE_INVALIDATED,
+          "cudaStreamWaitEvent: dependency created on uncaptured work in another stream "
+          "(cudaErrorStreamCaptureIsolation): event %p was recorded outside capture %llu, in "
+          "which stream %p takes part; the capture is now invalidated",
+          (void *)event, (unsigned long long)s->capture->id, (void *)stream);
+    }
+  } else {
+    /* A marker item (the timing model's clock does not move). It depends on nothing when the
+     * event was never recorded, its stream is gone (its work finished), it is s itself (its
+     * work comes before the marker), or its work completed already. */
+    fake_stream_t *t = event->stream;
+    bool depends = t && t != s && t->completed < event->item;
+    if (depends && !wait_push(s, (fake_wait_t){s->enqueued + 1, t, event->item}))
+      recap__fake_note(&f, RECAP_ERROR_CUDA,
+                       "cudaStreamWaitEvent: out of memory (cudaErrorMemoryAllocation): no host "
+                       "memory for a wait of fake stream %p",
+                       (void *)stream);
+    else
+      s->enqueued++;
+  }
   return recap__fake_unlock_and_report(&f);
 }
 
@@ -250,10 +366,14 @@ recap_status_t recap__fake_op_stream_destroy(recap_stream_t stream) {
     s->capture->invalidated = true;
     recap__fake_note_capturing_stream(&f, "cudaStreamDestroy", s, true);
   } else {
-    /* CUDA finishes the work of a destroyed stream, so events recorded on it become done. */
+    /* CUDA finishes the work of a destroyed stream, so events recorded on it become done, the
+     * work its markers waited for completes, and other streams' waits for it are satisfied. */
+    recap__fake_stream_advance(s, s->enqueued);
+    waits_drop_on(s);
     for (struct recap__event *e = recap__fake.events; e; e = e->next)
       if (e->stream == s) e->stream = NULL;
     *link = s->next;
+    recap__fake_stream_waits_free(s);
     free(s);
   }
   return recap__fake_unlock_and_report(&f);
@@ -269,7 +389,7 @@ recap_status_t recap__fake_op_stream_synchronize(recap_stream_t stream) {
     s->capture->invalidated = true;
     recap__fake_note_capturing_stream(&f, "cudaStreamSynchronize", s, true);
   } else {
-    s->completed = s->enqueued;
+    recap__fake_stream_advance(s, s->enqueued);
   }
   return recap__fake_unlock_and_report(&f);
 }
@@ -346,8 +466,9 @@ recap_status_t recap__fake_op_device_synchronize(void) {
   if (recap__fake_forbidding_captures(false, &first) > 0) {
     recap__fake_note_forbidden(&f, "cudaDeviceSynchronize");
   } else {
-    recap__fake.legacy.completed = recap__fake.legacy.enqueued;
-    for (fake_stream_t *s = recap__fake.streams; s; s = s->next) s->completed = s->enqueued;
+    recap__fake_stream_advance(&recap__fake.legacy, recap__fake.legacy.enqueued);
+    for (fake_stream_t *s = recap__fake.streams; s; s = s->next)
+      recap__fake_stream_advance(s, s->enqueued);
   }
   return recap__fake_unlock_and_report(&f);
 }
@@ -365,7 +486,7 @@ recap_stream_t recap__fake_stream_new(void) {
 void recap__fake_stream_complete(recap_stream_t stream) {
   pthread_mutex_lock(&recap__fake.lock);
   fake_stream_t *s = recap__fake_stream_of(stream);
-  if (s) s->completed = s->enqueued;
+  if (s) recap__fake_stream_advance(s, s->enqueued);
   pthread_mutex_unlock(&recap__fake.lock);
 }
 

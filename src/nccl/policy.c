@@ -7,8 +7,15 @@
  * two graphs using one communicator replayed on two streams can interleave their collectives
  * differently on different ranks and hang (vllm #52504). recap keeps, per communicator, the
  * stream and an event of the latest replay of a graph that used it. A replay on another stream
- * waits on the host for that event (SERIALIZE) or is refused while it is pending
- * (REFUSE_OVERLAP). The communicator's lock is held from the check to the event's record, so
+ * is ordered after that event (SERIALIZE) or refused while it is pending (REFUSE_OVERLAP).
+ *
+ * SERIALIZE orders on the device: the replay's stream waits for the event
+ * (stream_wait_event), and the host goes on. Where that wait cannot be enqueued the host waits
+ * for the event instead; where there is no event (its record failed) it waits for the whole
+ * stream of the latest replay; and on a capturing stream it waits on the host too, since a
+ * capture may not depend on work recorded outside it (cudaErrorStreamCaptureIsolation would
+ * invalidate the capture). The check's exchange (fingerprint.c) is admitted the same way, on
+ * its own stream. The communicator's lock is held from the check to the event's record, so
  * that two threads replaying at once cannot both pass the check before either recorded.
  */
 #include <errno.h>
@@ -85,7 +92,24 @@ static recap_status_t states(recap__nccl_comm_t *comms, size_t count, comm_state
   return RECAP_SUCCESS;
 }
 
-/* With c's lock held: whether a replay on stream may start now, waiting for the latest one
+/* Under SERIALIZE, with c's lock held and c's event valid: order stream after the latest
+ * replay, on the device when possible. A failed capture query or stream wait is not the
+ * caller's failure while the host wait that replaces it succeeds: the thread's last error is
+ * left as it was. */
+static recap_status_t serialize(comm_state_t *c, recap_stream_t stream) {
+  const recap__device_ops_t *dev = recap__device();
+  recap__saved_error_t saved;
+  recap__error_save(&saved);
+  recap__capture_status_t capture = RECAP__CAPTURE_NONE;
+  if (dev->stream_capture_info(stream, &capture, NULL) == RECAP_SUCCESS &&
+      capture == RECAP__CAPTURE_NONE && dev->stream_wait_event(stream, c->event) == RECAP_SUCCESS)
+    return RECAP_SUCCESS;
+  RECAP__CHECK(dev->event_synchronize(c->event));
+  recap__error_restore(&saved);
+  return RECAP_SUCCESS;
+}
+
+/* With c's lock held: whether a replay on stream may start now, ordered after the latest one
  * under SERIALIZE. */
 static recap_status_t admit(comm_state_t *c, recap_stream_t stream, const char *function) {
   if (!c->has_last || c->last_stream == stream) return RECAP_SUCCESS;
@@ -106,7 +130,7 @@ static recap_status_t admit(comm_state_t *c, recap_stream_t stream, const char *
                           (void *)stream);
     return RECAP_SUCCESS;
   }
-  if (c->event_valid) return dev->event_synchronize(c->event);
+  if (c->event_valid) return serialize(c, stream);
   return dev->stream_synchronize(c->last_stream);
 }
 
