@@ -129,52 +129,50 @@ static void rank_fail(rank_ctx_t *ctx, const char *format, ...) {
 }
 
 /* A rank's checks: on failure, record it, open the gate, and leave for the cleanup at `out`. */
-#define T_OK(ctx, expr)                                                                     \
-  do {                                                                                      \
-    recap_status_t t_s_ = (expr);                                                           \
-    if (t_s_ != RECAP_SUCCESS) {                                                            \
-      rank_fail((ctx), "%s returned %s: %s", #expr, recap_status_name(t_s_),                \
-                recap_last_error());                                                        \
-      goto out;                                                                             \
-    }                                                                                       \
+#define T_OK(ctx, expr)                                                                           \
+  do {                                                                                            \
+    recap_status_t t_s_ = (expr);                                                                 \
+    if (t_s_ != RECAP_SUCCESS) {                                                                  \
+      rank_fail((ctx), "%s returned %s: %s", #expr, recap_status_name(t_s_), recap_last_error()); \
+      goto out;                                                                                   \
+    }                                                                                             \
   } while (0)
-#define T_STATUS(ctx, expr, expected)                                                       \
-  do {                                                                                      \
-    recap_status_t t_s_ = (expr);                                                           \
-    if (t_s_ != (expected)) {                                                               \
-      rank_fail((ctx), "%s returned %s, expected %s: %s", #expr, recap_status_name(t_s_),   \
-                recap_status_name(expected), recap_last_error());                           \
-      goto out;                                                                             \
-    }                                                                                       \
+#define T_STATUS(ctx, expr, expected)                                                     \
+  do {                                                                                    \
+    recap_status_t t_s_ = (expr);                                                         \
+    if (t_s_ != (expected)) {                                                             \
+      rank_fail((ctx), "%s returned %s, expected %s: %s", #expr, recap_status_name(t_s_), \
+                recap_status_name(expected), recap_last_error());                         \
+      goto out;                                                                           \
+    }                                                                                     \
   } while (0)
-#define T_MESSAGE(ctx, needle)                                                              \
-  do {                                                                                      \
-    if (!strstr(recap_last_error(), (needle))) {                                            \
-      rank_fail((ctx), "the last error does not mention \"%s\": %s", (needle),              \
-                recap_last_error());                                                        \
-      goto out;                                                                             \
-    }                                                                                       \
+#define T_MESSAGE(ctx, needle)                                                 \
+  do {                                                                         \
+    if (!strstr(recap_last_error(), (needle))) {                               \
+      rank_fail((ctx), "the last error does not mention \"%s\": %s", (needle), \
+                recap_last_error());                                           \
+      goto out;                                                                \
+    }                                                                          \
   } while (0)
-#define T_CUDA(ctx, expr)                                                                   \
-  do {                                                                                      \
-    cudaError_t t_e_ = (expr);                                                              \
-    if (t_e_ != cudaSuccess) {                                                              \
-      rank_fail((ctx), "%s failed: %s (%s)", #expr, cudaGetErrorName(t_e_),                 \
-                cudaGetErrorString(t_e_));                                                  \
-      goto out;                                                                             \
-    }                                                                                       \
+#define T_CUDA(ctx, expr)                                                   \
+  do {                                                                      \
+    cudaError_t t_e_ = (expr);                                              \
+    if (t_e_ != cudaSuccess) {                                              \
+      rank_fail((ctx), "%s failed: %s (%s)", #expr, cudaGetErrorName(t_e_), \
+                cudaGetErrorString(t_e_));                                  \
+      goto out;                                                             \
+    }                                                                       \
   } while (0)
 /* In the cleanup after `out`: record a failure and go on. */
-#define T_CLEAN(ctx, expr)                                                                  \
-  do {                                                                                      \
-    recap_status_t t_s_ = (expr);                                                           \
-    if (t_s_ != RECAP_SUCCESS)                                                              \
-      rank_fail((ctx), "%s returned %s: %s", #expr, recap_status_name(t_s_),                \
-                recap_last_error());                                                        \
+#define T_CLEAN(ctx, expr)                                                                        \
+  do {                                                                                            \
+    recap_status_t t_s_ = (expr);                                                                 \
+    if (t_s_ != RECAP_SUCCESS)                                                                    \
+      rank_fail((ctx), "%s returned %s: %s", #expr, recap_status_name(t_s_), recap_last_error()); \
   } while (0)
-#define T_GATE(ctx)                                       \
-  do {                                                    \
-    if (!gate_wait(&(ctx)->clique->gate)) goto out;       \
+#define T_GATE(ctx)                                 \
+  do {                                              \
+    if (!gate_wait(&(ctx)->clique->gate)) goto out; \
   } while (0)
 
 /* The GPUs this program uses: all of them, at most MAX_RANKS. */
@@ -265,8 +263,7 @@ out:
 
 /* Copy n floats of host to the device buffer dst on stream (from pageable memory: staged at
  * once, so host may change when this returns). */
-static bool upload(rank_ctx_t *ctx, float *dst, const float *host, size_t n,
-                   cudaStream_t stream) {
+static bool upload(rank_ctx_t *ctx, float *dst, const float *host, size_t n, cudaStream_t stream) {
   T_CUDA(ctx, cudaMemcpyAsync(dst, host, n * sizeof *host, cudaMemcpyHostToDevice, stream));
   return true;
 out:
@@ -360,8 +357,7 @@ static void *captured_rank(void *arg) {
     if (!download(ctx, host, b, N, s)) goto out;
     char what[64];
     snprintf(what, sizeof what, "replay %d: all_reduce", replay);
-    if (!expect_affine(ctx, host, N, (float)(n * (n - 1) / 2 + n * (size_t)replay), (float)n,
-                       what))
+    if (!expect_affine(ctx, host, N, (float)(n * (n - 1) / 2 + n * (size_t)replay), (float)n, what))
       goto out;
     if (!download(ctx, host, c, N * n, s)) goto out;
     for (size_t j = 0; j < n; j++) {
@@ -407,8 +403,7 @@ static void *mismatch_rank(void *arg) {
   T_OK(ctx, recap_graph_capture_begin(g, rs, &o));
   /* Captured, not run: the differing counts cannot hang here, only at a replay. */
   size_t count = ctx->rank == 0 ? N : N / 2;
-  T_OK(ctx,
-       recap_nccl_all_reduce(a, a, count, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, ctx->comm, rs));
+  T_OK(ctx, recap_nccl_all_reduce(a, a, count, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, ctx->comm, rs));
   T_OK(ctx, recap_graph_capture_end(g));
   /* The check exchanges the fingerprints eagerly (equal sizes on every rank), finds them
    * different, and names the first difference: no replay, so no rank waits for another. */
@@ -437,8 +432,9 @@ static void mismatch_named(void **state) {
   snprintf(small, sizeof small, "all_reduce of %d float32 sum (%d ranks)", N / 2, c.nranks);
   for (int r = 0; r < c.nranks; r++) {
     const char *m = c.ranks[r].message;
-    if (!strstr(m, "recap_graph_check_collectives: the graph's collectives on the communicator "
-                   "differ between ranks"))
+    if (!strstr(m,
+                "recap_graph_check_collectives: the graph's collectives on the communicator "
+                "differ between ranks"))
       fail_msg("rank %d: %s", r, m);
     if (!strstr(m, "every rank must capture the same collectives in the same order"))
       fail_msg("rank %d: %s", r, m);
@@ -474,8 +470,7 @@ static void *region_rank(void *arg) {
   T_OK(ctx, recap_cond_create(rs, 1, &cond));
   T_OK(ctx, recap_region_begin(rs, RECAP_REGION_IF, cond, 1));
   /* The wrapper refuses at once and enqueues nothing; the capture goes on. */
-  T_STATUS(ctx,
-           recap_nccl_all_reduce(a, a, N, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, ctx->comm, rs),
+  T_STATUS(ctx, recap_nccl_all_reduce(a, a, N, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, ctx->comm, rs),
            RECAP_ERROR_INVALID_USAGE);
   T_MESSAGE(ctx, "(pytorch #180960)");
   /* NCCL called directly: captured into the body, so nothing runs and no rank waits. Every
@@ -583,8 +578,7 @@ static void *streams_rank(void *arg) {
       goto out;
     snprintf(what, sizeof what, "round %d: g2's all_reduce", k);
     if (!download(ctx, host, y2, N, s2)) goto out;
-    if (!expect_affine(ctx, host, N, (float)(n * (n - 1) + n * (size_t)(100 + k)), (float)n,
-                       what))
+    if (!expect_affine(ctx, host, N, (float)(n * (n - 1) + n * (size_t)(100 + k)), (float)n, what))
       goto out;
   }
   T_CUDA(ctx, cudaStreamSynchronize(s1));
@@ -622,8 +616,7 @@ static void *streams_rank(void *arg) {
                      "REFUSE_OVERLAP: g1"))
     goto out;
   if (!download(ctx, host, y2, N, s2)) goto out;
-  if (!expect_affine(ctx, host, N, (float)(n * (n - 1) + n * 2000), (float)n,
-                     "REFUSE_OVERLAP: g2"))
+  if (!expect_affine(ctx, host, N, (float)(n * (n - 1) + n * 2000), (float)n, "REFUSE_OVERLAP: g2"))
     goto out;
 out:
   /* The policy stays with the communicator's address: the next test's may reuse it. */
