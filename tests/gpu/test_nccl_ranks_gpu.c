@@ -247,13 +247,17 @@ static void clique_close(clique_t *c) {
   library = NULL;
 }
 
-/* The start of every rank: its GPU, a stream of its own, and one eager all-reduce, during which
- * NCCL sets up the communicator's buffers (all ranks call it at once, as a collective). */
+/* The start of every rank: its GPU, a stream of its own, and eager all-reduces, during which
+ * NCCL sets up the communicator's buffers (all ranks call them at once, as collectives). */
 static bool rank_begin(rank_ctx_t *ctx, cudaStream_t *stream, float **scratch) {
   T_CUDA(ctx, cudaSetDevice(ctx->rank));
   T_CUDA(ctx, cudaStreamCreateWithFlags(stream, cudaStreamNonBlocking));
   T_OK(ctx, recap_malloc((void **)scratch, N * sizeof(float), (recap_stream_t)*stream));
+  /* Both sizes the scenarios capture, so that whatever algorithm NCCL picks for each is
+   * connected before any capture. */
   T_OK(ctx, recap_nccl_all_reduce(*scratch, *scratch, N, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM,
+                                  ctx->comm, (recap_stream_t)*stream));
+  T_OK(ctx, recap_nccl_all_reduce(*scratch, *scratch, N / 2, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM,
                                   ctx->comm, (recap_stream_t)*stream));
   T_CUDA(ctx, cudaStreamSynchronize(*stream));
   return true;
@@ -652,6 +656,13 @@ static void require_gpus_and_nccl(void) {
     fflush(stdout);
     exit(RECAP_TEST_SKIP);
   }
+  /* NCCL may talk between ranks inside a captured call: to connect the peers of an algorithm
+   * at its first use, or to register the user's buffers with the graph. Ranks capturing
+   * different collectives (mismatch_named) would then wait for each other in the capture,
+   * before recap's check could name the difference. Both are set up eagerly instead, unless
+   * the environment says otherwise. */
+  setenv("NCCL_RUNTIME_CONNECT", "0", 0);
+  setenv("NCCL_GRAPH_REGISTER", "0", 0);
   int version = 0;
   recap_status_t st = recap_nccl_version(&version);
   if (st != RECAP_SUCCESS) {
