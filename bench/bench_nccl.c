@@ -12,9 +12,12 @@
  *       raw graph      the K raw calls captured by cudaStreamBeginCapture, one cudaGraphLaunch
  *       recap graph    the K wrapper calls captured into a recap graph, one recap_graph_replay
  *
+ *       raw g+event    the raw graph's launch and a cudaEventRecord after it: what ordering
+ *                      replays across streams by hand costs, as recap's policy does
+ *
  *     nanoseconds of host time per step (a batch of steps timed between two clock reads, the
  *     stream synchronised between batches, outside the timing), and the ratios recap/raw for
- *     each way and graph/eager for each side;
+ *     each way (the graph's also against raw g+event) and graph/eager for each side;
  *
  * (b) the cost of recap_graph_check_collectives on a graph of 1, 8 and 32 all-reduces (the
  *     exchange of one rank: one all-gather of 16 bytes on the check's own stream, waited for),
@@ -76,6 +79,7 @@ typedef struct setup {
   recap_nccl_comm_t comm;
   cudaStream_t stream;
   float *send[MAX_K], *recv[MAX_K]; /* one pair per all-reduce of a step */
+  cudaEvent_t event;                /* raw g+event's */
   int batches, steps_per_batch;
 } setup_t;
 
@@ -83,8 +87,11 @@ typedef struct setup {
  * (a) the host cost of a step
  * ======================================================================================== */
 
-typedef enum way { RAW_EAGER, RECAP_EAGER, RAW_GRAPH, RECAP_GRAPH, WAYS } way_t;
-static const char *const way_names[WAYS] = {"raw eager", "recap eager", "raw graph", "recap graph"};
+/* raw g+event: the raw graph's launch and a cudaEventRecord after it, what ordering replays
+ * across streams by hand costs (recap's policy records such an event after each replay). */
+typedef enum way { RAW_EAGER, RECAP_EAGER, RAW_GRAPH, RECAP_GRAPH, RAW_GRAPH_EVENT, WAYS } way_t;
+static const char *const way_names[WAYS] = {"raw eager", "recap eager", "raw graph", "recap graph",
+                                            "raw g+event"};
 
 static void enqueue_step(setup_t *s, way_t way, int k) {
   for (int i = 0; i < k; i++) {
@@ -105,9 +112,10 @@ static bench_stats_t time_way(setup_t *s, way_t way, int k, cudaGraphExec_t raw_
     BENCH_CUDA(cudaStreamSynchronize(s->stream));
     const uint64_t t0 = bench_now_ns();
     for (int i = 0; i < s->steps_per_batch; i++) {
-      if (way == RAW_GRAPH)
+      if (way == RAW_GRAPH || way == RAW_GRAPH_EVENT) {
         BENCH_CUDA(cudaGraphLaunch(raw_exec, s->stream));
-      else if (way == RECAP_GRAPH)
+        if (way == RAW_GRAPH_EVENT) BENCH_CUDA(cudaEventRecord(s->event, s->stream));
+      } else if (way == RECAP_GRAPH)
         BENCH_RECAP(recap_graph_replay(graph, (recap_stream_t)s->stream));
       else
         enqueue_step(s, way, k);
@@ -223,6 +231,7 @@ int main(int argc, char **argv) {
   setup_t s = {.batches = args.quick ? 20 : 100, .steps_per_batch = 50};
   NCCL_OK(comm_init_all(&s.comm, 1, NULL));
   BENCH_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
+  BENCH_CUDA(cudaEventCreateWithFlags(&s.event, cudaEventDisableTiming));
   for (int i = 0; i < MAX_K; i++) {
     BENCH_CUDA(cudaMalloc((void **)&s.send[i], COUNT * sizeof(float)));
     BENCH_CUDA(cudaMalloc((void **)&s.recv[i], COUNT * sizeof(float)));
@@ -235,8 +244,9 @@ int main(int argc, char **argv) {
   int ok = 1;
   printf("\n(a) host ns per step of K all-reduces (median of %d batches of %d steps)\n", s.batches,
          s.steps_per_batch);
-  printf("%4s %11s %11s %11s %11s %9s %9s %11s %11s\n", "K", way_names[0], way_names[1],
-         way_names[2], way_names[3], "eager r/r", "graph r/r", "raw g/e", "recap g/e");
+  printf("%4s %11s %11s %11s %11s %11s %9s %9s %9s %9s %9s\n", "K", way_names[0], way_names[1],
+         way_names[2], way_names[3], way_names[4], "eager r/r", "graph r/r", "g r/r+ev", "raw g/e",
+         "recap g/e");
   recap_graph_t graphs[KINDS];
   for (int i = 0; i < KINDS; i++) {
     const int k = step_sizes[i];
@@ -245,9 +255,10 @@ int main(int argc, char **argv) {
     graphs[i] = capture_recap(&s, k);
     bench_stats_t t[WAYS];
     for (int w = 0; w < WAYS; w++) t[w] = time_way(&s, (way_t)w, k, raw_exec, graphs[i]);
-    printf("%4d %11.0f %11.0f %11.0f %11.0f %9.3f %9.3f %11.3f %11.3f\n", k, t[0].median,
-           t[1].median, t[2].median, t[3].median, t[1].median / t[0].median,
-           t[3].median / t[2].median, t[2].median / t[0].median, t[3].median / t[1].median);
+    printf("%4d %11.0f %11.0f %11.0f %11.0f %11.0f %9.3f %9.3f %9.3f %9.3f %9.3f\n", k, t[0].median,
+           t[1].median, t[2].median, t[3].median, t[4].median, t[1].median / t[0].median,
+           t[3].median / t[2].median, t[3].median / t[4].median, t[2].median / t[0].median,
+           t[3].median / t[1].median);
     if (!replay_copies(&s, graphs[i], k)) {
       fprintf(stderr, NAME ": the replay of %d all-reduces did not copy their inputs\n", k);
       ok = 0;
@@ -295,6 +306,7 @@ int main(int argc, char **argv) {
     BENCH_CUDA(cudaFree(s.send[i]));
     BENCH_CUDA(cudaFree(s.recv[i]));
   }
+  BENCH_CUDA(cudaEventDestroy(s.event));
   BENCH_CUDA(cudaStreamDestroy(s.stream));
   NCCL_OK(comm_destroy(s.comm));
   dlclose(library);

@@ -77,17 +77,23 @@ static int by_address(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* Replays of graphs using at most this many communicators keep their states on the stack: a
+ * replay's host cost is the point of a graph. */
+enum { STACK_STATES = 8 };
+
 /* The states of comms, sorted by address (the order their locks are taken in, so that two
- * replays sharing several communicators cannot deadlock). *out is malloc'ed. */
-static recap_status_t states(recap__nccl_comm_t *comms, size_t count, comm_state_t ***out) {
-  comm_state_t **s = recap__host_calloc(count, sizeof *s);
+ * replays sharing several communicators cannot deadlock), in stack (STACK_STATES entries) when
+ * they fit, else in memory of their own: *out is stack or is freed with recap__host_free. */
+static recap_status_t states(recap__nccl_comm_t *comms, size_t count, comm_state_t **stack,
+                             comm_state_t ***out) {
+  comm_state_t **s = count <= STACK_STATES ? stack : recap__host_calloc(count, sizeof *s);
   if (!s) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graph_replay: out of host memory");
   for (size_t i = 0; i < count; i++)
     if (!(s[i] = state_of(comms[i]))) {
-      recap__host_free(s);
+      if (s != stack) recap__host_free(s);
       return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graph_replay: out of host memory");
     }
-  qsort(s, count, sizeof *s, by_address);
+  if (count > 1) qsort(s, count, sizeof *s, by_address);
   *out = s;
   return RECAP_SUCCESS;
 }
@@ -137,8 +143,9 @@ static recap_status_t admit(comm_state_t *c, recap_stream_t stream, const char *
 recap_status_t recap__nccl_policy_before(recap__nccl_comm_t *comms, size_t count,
                                          recap_stream_t stream, const char *function) {
   if (count == 0) return RECAP_SUCCESS;
+  comm_state_t *stack[STACK_STATES];
   comm_state_t **s = NULL;
-  RECAP__CHECK(states(comms, count, &s));
+  RECAP__CHECK(states(comms, count, stack, &s));
   size_t locked = 0;
   recap_status_t status = RECAP_SUCCESS;
   while (locked < count && status == RECAP_SUCCESS) {
@@ -163,7 +170,7 @@ recap_status_t recap__nccl_policy_before(recap__nccl_comm_t *comms, size_t count
   }
   if (status != RECAP_SUCCESS)
     while (locked > 0) pthread_mutex_unlock(&s[--locked]->replay);
-  recap__host_free(s);
+  if (s != stack) recap__host_free(s);
   return status;
 }
 
