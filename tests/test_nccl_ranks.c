@@ -60,13 +60,18 @@ typedef struct rank_ctx {
   char failure[2048]; /* the first thing that went wrong in the thread, or "" */
 } rank_ctx_t;
 
-#define T_OK(ctx, expr)                                                                          \
-  do {                                                                                           \
-    recap_status_t t_s_ = (expr);                                                                \
-    if (t_s_ != RECAP_SUCCESS && !(ctx)->failure[0])                                             \
-      snprintf((ctx)->failure, sizeof(ctx)->failure, "rank %d: %s returned %s: %s", (ctx)->rank, \
-               #expr, recap_status_name(t_s_), recap_last_error());                              \
-    if (t_s_ != RECAP_SUCCESS) goto out;                                                         \
+/* t_note records the first failure of a rank's thread; T_OK also leaves for its cleanup at out:,
+ * where T_NOTE (never T_OK) keeps the cleanup from jumping back into itself. */
+static recap_status_t t_note(rank_ctx_t *ctx, recap_status_t status, const char *expr) {
+  if (status != RECAP_SUCCESS && !ctx->failure[0])
+    snprintf(ctx->failure, sizeof ctx->failure, "rank %d: %s returned %s: %s", ctx->rank, expr,
+             recap_status_name(status), recap_last_error());
+  return status;
+}
+#define T_NOTE(ctx, expr) ((void)t_note((ctx), (expr), #expr))
+#define T_OK(ctx, expr)                                          \
+  do {                                                           \
+    if (t_note((ctx), (expr), #expr) != RECAP_SUCCESS) goto out; \
   } while (0)
 
 static void *run_rank(void *arg) {
@@ -131,13 +136,13 @@ static void *run_rank(void *arg) {
         snprintf(ctx->failure, sizeof ctx->failure, "rank 1: p2p[%zu] = %g", i, (double)p2p[i]);
   }
 out:
-  if (g) T_OK(ctx, recap_graph_destroy(g));
+  if (g) T_NOTE(ctx, recap_graph_destroy(g));
   recap__fake_stream_complete(s);
-  if (ar) T_OK(ctx, recap_free(ar));
-  if (ag_send) T_OK(ctx, recap_free(ag_send));
-  if (ag_recv) T_OK(ctx, recap_free(ag_recv));
-  if (bc) T_OK(ctx, recap_free(bc));
-  if (p2p) T_OK(ctx, recap_free(p2p));
+  if (ar) T_NOTE(ctx, recap_free(ar));
+  if (ag_send) T_NOTE(ctx, recap_free(ag_send));
+  if (ag_recv) T_NOTE(ctx, recap_free(ag_recv));
+  if (bc) T_NOTE(ctx, recap_free(bc));
+  if (p2p) T_NOTE(ctx, recap_free(p2p));
   return NULL;
 }
 
