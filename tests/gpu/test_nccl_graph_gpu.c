@@ -3,8 +3,9 @@
  * test_nccl_graph_gpu.c — the NCCL layer (recap/nccl.h) on a GPU with a one-rank communicator:
  * collectives captured through recap into a graph whose pool is NCCL memory registered with the
  * communicator (recap_pool_nccl), the record, the check of one rank, replays with new inputs;
- * and inside a conditional body, the wrappers' refusal and the refusal at the region's end of
- * NCCL's own kernels enqueued by a direct call.
+ * inside a conditional body, the wrappers' refusal and the refusal at the region's end of
+ * NCCL's own kernels enqueued by a direct call; and two graphs sharing the communicator replayed
+ * on two streams, ordered on the device (RECAP_NCCL_SERIALIZE).
  *
  * Nothing links NCCL: the communicator comes from ncclCommInitAll, opened with dlopen from the
  * library the seam loads (RECAP_NCCL_LIBRARY, else libnccl.so.2). Exits 77 (skipped) without a
@@ -23,8 +24,9 @@
 #include <string.h>
 
 #include "device/nccl_seam.h"
-#include "gpu_util.h"
 #include "harness.h"
+#include "gpu_util.h"
+#include "kernels.h"
 #include "recap.h"
 
 enum { N = 1 << 16 };
@@ -231,10 +233,73 @@ static void refused_in_conditional_bodies(void **state) {
   release(comm);
 }
 
+/* RECAP_NCCL_SERIALIZE on the device: g1 on s1 spins, adds 1 to a and all-reduces a into b; g2
+ * on s2 all-reduces b into c. Replayed one after the other on the two streams, g2 waits for g1 on
+ * the device (c holds g1's new value every time), and the host does not wait: right after g2's
+ * replay returned, s1 is still spinning. */
+static void serialized_on_the_device(void **state) {
+  (void)state;
+  recap_nccl_comm_t comm = one_rank();
+  CUDA_OK(recap_test_kernels_load());
+  cudaStream_t s1 = gpu_stream(), s2 = NULL;
+  CUDA_OK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  float *a = NULL, *b = NULL, *c = NULL;
+  CUDA_OK(cudaMalloc((void **)&a, N * sizeof(float)));
+  CUDA_OK(cudaMalloc((void **)&b, N * sizeof(float)));
+  CUDA_OK(cudaMalloc((void **)&c, N * sizeof(float)));
+  CUDA_OK(cudaMemset(a, 0, N * sizeof(float)));
+  CUDA_OK(cudaMemset(b, 0, N * sizeof(float)));
+  /* NCCL sets up at a communicator's first collective: once eagerly on each stream. */
+  OK(recap_nccl_all_reduce(a, b, N, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm, (recap_stream_t)s1));
+  OK(recap_nccl_all_reduce(b, c, N, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm, (recap_stream_t)s2));
+  CUDA_OK(cudaDeviceSynchronize());
+
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
+  recap_graph_t g1, g2;
+  OK(recap_graph_create(&g1, 0));
+  OK(recap_graph_capture_begin(g1, (recap_stream_t)s1, &o));
+  CUDA_OK(recap_test_spin(20ull * 1000 * 1000, s1));
+  CUDA_OK(recap_test_add_scalar(a, a, N, 1.0f, s1));
+  OK(recap_nccl_all_reduce(a, b, N, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm, (recap_stream_t)s1));
+  OK(recap_graph_capture_end(g1));
+  OK(recap_graph_create(&g2, 0));
+  OK(recap_graph_capture_begin(g2, (recap_stream_t)s2, &o));
+  OK(recap_nccl_all_reduce(b, c, N, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm, (recap_stream_t)s2));
+  OK(recap_graph_capture_end(g2));
+  OK(recap_nccl_comm_policy(comm, RECAP_NCCL_SERIALIZE));
+
+  float *host = malloc(N * sizeof *host);
+  assert_non_null(host);
+  for (int round = 1; round <= 4; round++) {
+    OK(recap_graph_replay(g1, (recap_stream_t)s1));
+    OK(recap_graph_replay(g2, (recap_stream_t)s2));
+    /* A host wait would have let s1 finish its 20 ms spin before g2's replay returned. Under a
+     * CUDA tool the host may be slower than the spin: not asserted there. */
+    if (!gpu_under_tool()) assert_int_equal(cudaStreamQuery(s1), cudaErrorNotReady);
+    CUDA_OK(cudaStreamSynchronize(s2));
+    CUDA_OK(cudaMemcpy(host, c, N * sizeof *host, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < N; i++)
+      if (host[i] != (float)round)
+        fail_msg("round %d: c[%zu] = %g: g2 did not wait for g1", round, i, (double)host[i]);
+    CUDA_OK(cudaStreamSynchronize(s1));
+  }
+  free(host);
+  OK(recap_graph_destroy(g1));
+  OK(recap_graph_destroy(g2));
+  CUDA_OK(cudaFree(a));
+  CUDA_OK(cudaFree(b));
+  CUDA_OK(cudaFree(c));
+  CUDA_OK(cudaStreamDestroy(s2));
+  CUDA_OK(cudaStreamDestroy(s1));
+  release(comm);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(captured_checked_replayed),
       cmocka_unit_test(refused_in_conditional_bodies),
+      cmocka_unit_test(serialized_on_the_device),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }
