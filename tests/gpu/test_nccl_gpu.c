@@ -83,6 +83,8 @@ static float *device_floats(size_t n) {
   float *p = NULL;
   CUDA_OK(cudaMalloc((void **)&p, n * sizeof *p));
   CUDA_OK(cudaMemset(p, 0, n * sizeof *p));
+  /* The legacy stream's memset is not ordered with the tests' non-blocking streams. */
+  CUDA_OK(cudaDeviceSynchronize());
   return p;
 }
 
@@ -91,6 +93,9 @@ static void upload(float *dst, size_t n, float base) {
   assert_non_null(host);
   for (size_t i = 0; i < n; i++) host[i] = base + (float)(i % 1000);
   CUDA_OK(cudaMemcpy(dst, host, n * sizeof *host, cudaMemcpyHostToDevice));
+  /* From pageable memory cudaMemcpy may return before the copy reached the device, and the
+   * legacy stream is not ordered with the tests' non-blocking streams. */
+  CUDA_OK(cudaDeviceSynchronize());
   free(host);
 }
 
@@ -173,6 +178,7 @@ static void captured_collectives_replay(void **state) {
     CUDA_OK(cudaMemset(b, 0, N * sizeof *b));
     CUDA_OK(cudaMemset(c, 0, N * sizeof *c));
     CUDA_OK(cudaMemset(d, 0, N * sizeof *d));
+    CUDA_OK(cudaDeviceSynchronize()); /* the memsets ran on the legacy stream */
     CUDA_OK(cudaGraphLaunch(exec, s));
     CUDA_OK(cudaStreamSynchronize(s));
     expect(b, N, base, "replayed all_reduce");

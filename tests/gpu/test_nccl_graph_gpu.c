@@ -71,6 +71,9 @@ static void upload(float *dst, float base) {
   assert_non_null(host);
   for (size_t i = 0; i < N; i++) host[i] = base + (float)(i % 1000);
   CUDA_OK(cudaMemcpy(dst, host, N * sizeof *host, cudaMemcpyHostToDevice));
+  /* From pageable memory cudaMemcpy may return before the copy reached the device, and the
+   * legacy stream is not ordered with the tests' non-blocking streams. */
+  CUDA_OK(cudaDeviceSynchronize());
   free(host);
 }
 
@@ -249,6 +252,7 @@ static void serialized_on_the_device(void **state) {
   CUDA_OK(cudaMalloc((void **)&c, N * sizeof(float)));
   CUDA_OK(cudaMemset(a, 0, N * sizeof(float)));
   CUDA_OK(cudaMemset(b, 0, N * sizeof(float)));
+  CUDA_OK(cudaDeviceSynchronize()); /* the memsets ran on the legacy stream */
   /* NCCL sets up at a communicator's first collective: once eagerly on each stream. */
   OK(recap_nccl_all_reduce(a, b, N, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm, (recap_stream_t)s1));
   OK(recap_nccl_all_reduce(b, c, N, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm, (recap_stream_t)s2));
