@@ -481,7 +481,10 @@ int main(int argc, char **argv) {
   cudaFreeHost(schedule);
   mlp_dataset_free(&train_set);
   mlp_dataset_free(&test_set);
+  CHECK_CUDA(cudaStreamSynchronize(c.stream));
   cudaStreamDestroy(c.stream);
+  /* The model's memory went back to recap's cache: give the cached segments back to CUDA. */
+  CHECK_RECAP(recap_empty_cache());
   dp_comm_destroy(c.comm);
   return bad ? 1 : 0;
 }
