@@ -57,6 +57,7 @@
 
 #define PROGRAM "decode"
 #include "example_check.h"
+#include "example_args.h"
 enum { EXIT_NO_DEVICE = 2, EXIT_CHECK_SKIP = 77, STEPS_UNDER_A_TOOL = 24, STATE_BUFFERS = 2 };
 enum { WAY_EAGER, WAY_RECAPTURE, WAY_UPDATE, WAY_REBIND, WAYS };
 static const char *const WAY_NAMES[WAYS] = {"eager", "recapture", "update", "rebind"};
@@ -98,15 +99,6 @@ static void usage(FILE *f) {
              "no GPU; 77 no GPU with --check.\n");
 }
 
-static bool parse_int(const char *s, long min, long max, int *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || *end || end == s || v < min || v > max) return false;
-  *out = (int)v;
-  return true;
-}
-
 /* Returns -1 to go on, or an exit status. */
 static int parse_args(int argc, char **argv, options_t *o) {
   enum { OPT_STEPS = 256, OPT_DIM, OPT_HEADS, OPT_SEED, OPT_WAY, OPT_CHECK };
@@ -128,16 +120,16 @@ static int parse_args(int argc, char **argv, options_t *o) {
     const char *arg = optarg;
     switch (c) {
       case OPT_STEPS:
-        if (!parse_int(arg, 1, 100000, &o->steps)) goto bad_value;
+        if (!example_parse_int(arg, 1, 100000, &o->steps)) goto bad_value;
         break;
       case OPT_DIM:
-        if (!parse_int(arg, 1, 1024, &o->dim)) goto bad_value;
+        if (!example_parse_int(arg, 1, 1024, &o->dim)) goto bad_value;
         break;
       case OPT_HEADS:
-        if (!parse_int(arg, 1, 1024, &o->heads)) goto bad_value;
+        if (!example_parse_int(arg, 1, 1024, &o->heads)) goto bad_value;
         break;
       case OPT_SEED:
-        if (!parse_int(arg, 0, 2147483647L, &seed)) goto bad_value;
+        if (!example_parse_int(arg, 0, 2147483647L, &seed)) goto bad_value;
         o->seed = (unsigned)seed;
         break;
       case OPT_WAY: {

@@ -45,6 +45,7 @@
 
 #define PROGRAM "dp_mlp"
 #include "example_check.h"
+#include "example_args.h"
 
 enum { EXIT_UNAVAILABLE = 2, EXIT_CHECK_SKIP = 77, ID_WAIT_SECONDS = 120, STEPS_UNDER_A_TOOL = 5 };
 
@@ -86,13 +87,9 @@ static void usage(FILE *f) {
              "  -h, --help    this text\n");
 }
 
+/* A count of at most a billion. */
 static int parse_int(const char *s, int min, int *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || *end || end == s || v < min || v > 1000000000L) return 0;
-  *out = (int)v;
-  return 1;
+  return example_parse_int(s, min, 1000000000L, out);
 }
 
 static void parse_args(int argc, char **argv, options_t *o) {

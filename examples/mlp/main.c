@@ -51,6 +51,7 @@
 
 #define PROGRAM "mlp"
 #include "example_check.h"
+#include "example_args.h"
 enum { EXIT_NO_DEVICE = 2, EXIT_CHECK_SKIP = 77, MAX_GRAPHS = 64, STEPS_UNDER_A_TOOL = 5 };
 enum { WAYS = 4, MAX_LOOPS = 4, MAX_RUNS = 4 + MAX_LOOPS };
 
@@ -116,13 +117,9 @@ static void usage(FILE *f) {
              "  -h, --help           this text\n");
 }
 
+/* A count of at most a billion. */
 static int parse_int(const char *s, int min, int *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || *end || end == s || v < min || v > 1000000000L) return 0;
-  *out = (int)v;
-  return 1;
+  return example_parse_int(s, min, 1000000000L, out);
 }
 
 /* "1,10,100": 1 to MAX_LOOPS positive integers. */

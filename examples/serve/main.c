@@ -61,6 +61,7 @@
 
 #define PROGRAM "serve"
 #include "example_check.h"
+#include "example_args.h"
 enum { EXIT_BAD_USAGE = 2, EXIT_NO_DEVICE = 77, REQUESTS_UNDER_A_TOOL = 24 };
 enum { DEFAULT_REQUESTS = 400, BENCH_REQUESTS = 4000 };
 /* cuBLAS handles: the caller's stream, and the streams of the sets the way makes. */
@@ -121,15 +122,6 @@ static void usage(FILE *f) {
           "command line; 77 no CUDA device.\n");
 }
 
-static bool parse_int(const char *s, long min, long max, int *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || *end || end == s || v < min || v > max) return false;
-  *out = (int)v;
-  return true;
-}
-
 /* Returns -1 to go on, or an exit status. */
 static int parse_args(int argc, char **argv, options_t *o) {
   enum { OPT_REQUESTS = 256, OPT_MAX_BATCH, OPT_DIM, OPT_HIDDEN, OPT_CLASSES, OPT_SEED, OPT_BENCH };
@@ -156,23 +148,23 @@ static int parse_args(int argc, char **argv, options_t *o) {
     const char *arg = optarg;
     switch (c) {
       case OPT_REQUESTS:
-        if (!parse_int(arg, 1, 1000000, &o->requests)) goto bad_value;
+        if (!example_parse_int(arg, 1, 1000000, &o->requests)) goto bad_value;
         o->requests_given = true;
         break;
       case OPT_MAX_BATCH:
-        if (!parse_int(arg, 1, INPUT_POOL_COLUMNS, &o->max_batch)) goto bad_value;
+        if (!example_parse_int(arg, 1, INPUT_POOL_COLUMNS, &o->max_batch)) goto bad_value;
         break;
       case OPT_DIM:
-        if (!parse_int(arg, 1, 8192, &o->dim)) goto bad_value;
+        if (!example_parse_int(arg, 1, 8192, &o->dim)) goto bad_value;
         break;
       case OPT_HIDDEN:
-        if (!parse_int(arg, 1, 16384, &o->hidden)) goto bad_value;
+        if (!example_parse_int(arg, 1, 16384, &o->hidden)) goto bad_value;
         break;
       case OPT_CLASSES:
-        if (!parse_int(arg, 1, 8192, &o->classes)) goto bad_value;
+        if (!example_parse_int(arg, 1, 8192, &o->classes)) goto bad_value;
         break;
       case OPT_SEED:
-        if (!parse_int(arg, 0, 2147483647L, &seed)) goto bad_value;
+        if (!example_parse_int(arg, 0, 2147483647L, &seed)) goto bad_value;
         o->seed = (unsigned)seed;
         break;
       case OPT_BENCH: o->bench = true; break;

@@ -47,6 +47,7 @@
 
 #define PROGRAM "solver"
 #include "example_check.h"
+#include "example_args.h"
 enum { EXIT_BAD_USAGE = 2, EXIT_NO_DEVICE = 77, ITERATIONS_UNDER_A_TOOL = 64, BENCH_REPEATS = 5 };
 enum { WAY_EAGER, WAY_PER_ITERATION, WAY_WHILE, WAY_UNROLLED, WAY_HOST_EVERY_U, WAYS };
 static const char *const WAY_TITLES[WAYS] = {"(a) eager, residual read every iteration",
@@ -104,15 +105,6 @@ static void usage(FILE *f) {
           "line; 77 no CUDA device.\n");
 }
 
-static bool parse_long(const char *s, long min, long max, long *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || *end || end == s || v < min || v > max) return false;
-  *out = v;
-  return true;
-}
-
 static bool parse_tol(const char *s, double *out) {
   char *end;
   errno = 0;
@@ -143,17 +135,17 @@ static int parse_args(int argc, char **argv, options_t *o) {
     const char *arg = optarg;
     switch (c) {
       case OPT_N:
-        if (!parse_long(arg, 2, 4096, &v)) goto bad_value;
+        if (!example_parse_long(arg, 2, 4096, &v)) goto bad_value;
         o->n = (int)v;
         break;
       case OPT_TOL:
         if (!parse_tol(arg, &o->tol)) goto bad_value;
         break;
       case OPT_MAX:
-        if (!parse_long(arg, 1, 10000000, &o->max_iterations)) goto bad_value;
+        if (!example_parse_long(arg, 1, 10000000, &o->max_iterations)) goto bad_value;
         break;
       case OPT_UNROLL:
-        if (!parse_long(arg, 1, 1024, &v)) goto bad_value;
+        if (!example_parse_long(arg, 1, 1024, &v)) goto bad_value;
         o->unroll = (int)v;
         break;
       case OPT_HOST_LOOP: o->host_loop = true; break;
