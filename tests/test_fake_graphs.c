@@ -868,6 +868,14 @@ static recap_status_t call_kind(recap__fake_fault_t kind, fault_fixture_t *fx) {
       break;
     }
     case RECAP__FAKE_FAULT_STREAM_WAIT_EVENT: st = ops->stream_wait_event(s, fx->event); break;
+    case RECAP__FAKE_FAULT_GRAPH_EVENT_NODE: {
+      size_t before = 0, after = 0;
+      assert_int_equal(ops->graph_node_count(fx->cond_graph, &before), RECAP_SUCCESS);
+      st = ops->graph_add_event_record(fx->cond_graph, fx->event);
+      assert_int_equal(ops->graph_node_count(fx->cond_graph, &after), RECAP_SUCCESS);
+      assert_int_equal(after, before + (st == RECAP_SUCCESS));
+      break;
+    }
     case RECAP__FAKE_FAULT_KINDS: break;
   }
   return st;
