@@ -796,6 +796,31 @@ static void test_mark_recapture_updates(void **state) {
   recap__fake_stream_complete(s1);
   assert_int_equal(calls_of(RECAP__FAKE_FAULT_EVENT_RECORD), records);
   OK(recap_graph_destroy(g));
+
+  /* With rebinding, which plans the recapture's template against the previous one: both end
+   * with their marks when it plans, and the update still happens in place. */
+  OK(recap_nccl_comm_policy(COMM0, RECAP_NCCL_SERIALIZE));
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.rebind = RECAP_REBIND_AUTO;
+  OK(recap_graph_create(&g, 0));
+  for (int capture = 0; capture < 2; capture++) {
+    if (capture == 0)
+      OK(recap_graph_capture_begin(g, s1, &o));
+    else
+      OK(recap_graph_recapture_begin(g, s1, &o));
+    recap__fake_launch_kernel(s1, "work");
+    OK(recap_nccl_all_reduce(buf, buf, 16, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s1));
+    OK(recap_graph_capture_end(g));
+    OK(recap_graph_replay(g, s1));
+    recap__fake_stream_complete(s1);
+  }
+  OK(recap_graph_update_stats(g, &stats));
+  assert_int_equal(stats.recaptures, 1);
+  assert_int_equal(stats.updates, 1);
+  assert_int_equal(stats.instantiations, 0);
+  OK(recap_graph_node_count(g, &nodes));
+  assert_int_equal(nodes, 2);
+  OK(recap_graph_destroy(g));
   recap__nccl_policy_forget();
   assert_int_equal(recap__fake_now().live_events, events);
   OK(recap_free(buf));

@@ -104,6 +104,9 @@ void *recap__graph_hook_ctx(recap_graph_t g, const recap__graph_hooks_t *hooks) 
 
 recap_status_t recap__graph_hooks_captured(recap_graph_t g, recap_cuda_graph_t template_graph) {
   for (size_t i = 0; i < g->hook_count; i++)
+    if (g->hooks[i].hooks->append)
+      RECAP__CHECK(g->hooks[i].hooks->append(g->hooks[i].ctx, g, template_graph));
+  for (size_t i = 0; i < g->hook_count; i++)
     if (g->hooks[i].hooks->captured)
       RECAP__CHECK(g->hooks[i].hooks->captured(g->hooks[i].ctx, g, template_graph));
   return RECAP_SUCCESS;

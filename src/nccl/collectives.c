@@ -65,8 +65,8 @@ static void hook_capture_ended(void *ctx, recap_graph_t graph, bool succeeded) {
  * replays record an event after the launch, as fast as ever: never a failure of the capture.
  * A host loop (regions on the host path) is several executables, the template only the last:
  * no mark there either. */
-static recap_status_t hook_captured(void *ctx, recap_graph_t graph,
-                                    recap_cuda_graph_t template_graph) {
+static recap_status_t hook_append(void *ctx, recap_graph_t graph,
+                                  recap_cuda_graph_t template_graph) {
   recap__nccl_graph_t *g = ctx;
   if (g->mark || g->comm_count == 0 || recap__regions_host_loop(graph)) return RECAP_SUCCESS;
   recap__saved_error_t saved;
@@ -105,7 +105,7 @@ static const recap__graph_hooks_t nccl_hooks = {
     .replay_done = hook_replay_done,
     .capture_ended = hook_capture_ended,
     .release = hook_release,
-    .captured = hook_captured,
+    .append = hook_append,
 };
 
 recap__nccl_graph_t *recap__nccl_graph_find(recap_graph_t graph) {
