@@ -87,12 +87,12 @@ static char comm_storage[2];
 #define COMM1 ((recap_nccl_comm_t)(void *)&comm_storage[1])
 
 static void setup(void) {
+  recap__nccl_policy_forget(); /* before the reset: the states' events are the fake's */
   reset();
   memset(&rec, 0, sizeof rec);
   rec.version = 23203;
   rec.nranks = 1;
   recap__nccl_install(&rec_ops);
-  recap__nccl_policy_forget();
   recap__nccl_warning_reset();
 }
 
@@ -710,6 +710,44 @@ static void test_replay_mark(void **state) {
   teardown();
 }
 
+/* Regions: on the device path the graph is one executable and ends with its mark; on the host
+ * path it is several, and has none: its replays record an event after each launch. */
+static void test_mark_and_regions(void **state) {
+  (void)state;
+  setup();
+  recap_stream_t s = recap__fake_stream_new();
+  float *buf = device_buffer(s, 64);
+  recap__fake_stream_complete(s);
+  for (int host = 0; host < 2; host++) {
+    int64_t events = recap__fake_now().live_events;
+    recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+    o.regions = host ? RECAP_REGIONS_HOST : RECAP_REGIONS_DEVICE;
+    recap_graph_t g;
+    OK(recap_graph_create(&g, 0));
+    OK(recap_graph_capture_begin(g, s, &o));
+    OK(recap_nccl_all_reduce(buf, buf, 16, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s));
+    recap_cond_t cond;
+    OK(recap_cond_create(s, 1, &cond));
+    OK(recap_region_begin(s, RECAP_REGION_IF, cond, 1));
+    recap__fake_launch_kernel(s, "body_work");
+    OK(recap_region_end(s));
+    recap__fake_launch_kernel(s, "after");
+    OK(recap_graph_capture_end(g));
+    assert_int_equal(recap__fake_now().live_events, events + (host ? 0 : 1));
+    uint64_t records = calls_of(RECAP__FAKE_FAULT_EVENT_RECORD);
+    OK(recap_graph_replay(g, s));
+    OK(recap_graph_replay(g, s));
+    recap__fake_stream_complete(s);
+    assert_int_equal(calls_of(RECAP__FAKE_FAULT_EVENT_RECORD), records + (host ? 2 : 0));
+    OK(recap_graph_destroy(g));
+    recap__nccl_policy_forget();
+    assert_int_equal(recap__fake_now().live_events, events);
+  }
+  OK(recap_free(buf));
+  expect_quiet();
+  teardown();
+}
+
 /* A graph destroyed while its replay is pending and the communicator points at its mark: the
  * next replay on another stream still waits for it, and the mark goes once nothing needs it. */
 static void test_mark_outlives_its_graph(void **state) {
@@ -924,6 +962,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_replay_mark),
       cmocka_unit_test(test_mark_outlives_its_graph),
       cmocka_unit_test(test_mark_recapture_updates),
+      cmocka_unit_test(test_mark_and_regions),
       cmocka_unit_test(test_seam_failures),
   };
   return RECAP_TEST_RUN(argc, argv, tests);

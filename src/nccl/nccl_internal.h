@@ -73,8 +73,9 @@ recap_status_t recap__nccl_policy_before(recap__nccl_comm_t *comms, size_t count
  * then); NULL: an event is recorded on stream now. Never fails. */
 void recap__nccl_policy_after(recap__nccl_comm_t *comms, size_t count, recap_stream_t stream,
                               bool launched, recap__nccl_mark_t *mark);
-/* Forget every communicator's state (tests, after the fake device was reset: its events are
- * gone). */
+/* Forget every communicator's state (tests): its event is destroyed, and the mark it holds
+ * released (destroyed with its last holder). Call it while the device that made them lives
+ * (before the fake device is reset). */
 void recap__nccl_policy_forget(void);
 /* Warn again at the next captured collective of an old NCCL (tests). */
 void recap__nccl_warning_reset(void);

@@ -222,13 +222,17 @@ void recap__nccl_policy_after(recap__nccl_comm_t *comms, size_t count, recap_str
 }
 
 void recap__nccl_policy_forget(void) {
+  recap__saved_error_t saved;
+  recap__error_save(&saved);
   pthread_mutex_lock(&table_lock);
   while (table) {
     comm_state_t *c = table;
     table = c->next;
     pthread_mutex_destroy(&c->replay);
     recap__nccl_mark_unref(c->mark);
+    if (c->event) (void)recap__device()->event_destroy(c->event);
     recap__host_free(c);
   }
   pthread_mutex_unlock(&table_lock);
+  recap__error_restore(&saved);
 }
