@@ -868,14 +868,6 @@ static recap_status_t call_kind(recap__fake_fault_t kind, fault_fixture_t *fx) {
       break;
     }
     case RECAP__FAKE_FAULT_STREAM_WAIT_EVENT: st = ops->stream_wait_event(s, fx->event); break;
-    case RECAP__FAKE_FAULT_GRAPH_EVENT_NODE: {
-      size_t before = 0, after = 0;
-      assert_int_equal(ops->graph_node_count(fx->cond_graph, &before), RECAP_SUCCESS);
-      st = ops->graph_add_event_record(fx->cond_graph, fx->event);
-      assert_int_equal(ops->graph_node_count(fx->cond_graph, &after), RECAP_SUCCESS);
-      assert_int_equal(after, before + (st == RECAP_SUCCESS));
-      break;
-    }
     case RECAP__FAKE_FAULT_KINDS: break;
   }
   return st;
@@ -990,85 +982,6 @@ static void copy_and_memset_nodes_report_their_bytes(void **state) {
   assert_int_equal(ops->raw_free(b), RECAP_SUCCESS);
 }
 
-/* An event-record node (graph_add_event_record): each launch records its event on the launch
- * stream after the executable's work, without an event_record call; an update may change the
- * event; destroying the event detaches it, and a launch then fails instead of recording a
- * destroyed event. */
-static void event_record_nodes_record_at_each_launch(void **state) {
-  (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new(), other = recap__fake_stream_new();
-  recap__event_t e, f;
-  assert_int_equal(ops->event_create(&e), RECAP_SUCCESS);
-  assert_int_equal(ops->event_create(&f), RECAP_SUCCESS);
-  assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
-  recap__fake_launch_kernel(s, "a");
-  recap__fake_launch_kernel(s, "b");
-  recap_cuda_graph_t g = end_capture(s);
-  assert_int_equal(ops->graph_add_event_record(g, e), RECAP_SUCCESS);
-  size_t count = 0;
-  assert_int_equal(ops->graph_node_count(g, &count), RECAP_SUCCESS);
-  assert_int_equal(count, 3);
-  recap_graph_info_t info;
-  memset(&info, 0, sizeof info);
-  assert_int_equal(ops->graph_inspect(g, &info), RECAP_SUCCESS);
-  assert_int_equal(info.nodes[2].type, RECAP_NODE_EVENT_RECORD);
-  assert_int_equal(info.nodes[2].dependency_count, 1);
-  assert_int_equal(info.nodes[2].dependencies[0], 1);
-  recap__graph_info_clear(&info);
-  /* Refusals: no graph, no event. */
-  assert_int_equal(ops->graph_add_event_record((recap_cuda_graph_t)&count, e), RECAP_ERROR_CUDA);
-  assert_int_equal(ops->graph_add_event_record(g, NULL), RECAP_ERROR_CUDA);
-  assert_last_error_has("not a live fake event");
-
-  recap_cuda_graph_exec_t x = NULL;
-  assert_int_equal(ops->graph_instantiate(&x, g), RECAP_SUCCESS);
-  uint64_t records = recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD];
-  assert_true(query(e)); /* never recorded */
-  assert_int_equal(ops->graph_launch(x, s), RECAP_SUCCESS);
-  assert_false(query(e));
-  /* Another stream waiting for it waits for the launch. */
-  assert_int_equal(ops->stream_wait_event(other, e), RECAP_SUCCESS);
-  assert_int_equal(ops->event_record(f, other), RECAP_SUCCESS);
-  recap__fake_stream_complete(other);
-  assert_true(query(e));
-  assert_true(query(f));
-  assert_int_equal(ops->graph_launch(x, other), RECAP_SUCCESS);
-  assert_false(query(e));
-  assert_int_equal(ops->event_synchronize(e), RECAP_SUCCESS);
-  assert_true(query(e));
-  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records + 1);
-
-  /* An update to a graph whose node records f: launches record f, not e. */
-  assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
-  recap__fake_launch_kernel(s, "a");
-  recap__fake_launch_kernel(s, "b");
-  recap_cuda_graph_t h = end_capture(s);
-  assert_int_equal(ops->graph_add_event_record(h, f), RECAP_SUCCESS);
-  recap_update_reason_t refused = RECAP_UPDATE_REASON_COUNT;
-  size_t node = 0;
-  assert_int_equal(ops->graph_exec_update(x, h, &refused, &node), RECAP_SUCCESS);
-  assert_int_equal(refused, RECAP_UPDATE_REASON_NONE);
-  assert_int_equal(ops->graph_launch(x, s), RECAP_SUCCESS);
-  assert_true(query(e));
-  assert_false(query(f));
-  recap__fake_stream_complete(s);
-  assert_true(query(f));
-
-  /* The event destroyed while the executable holds the node: the launch fails. */
-  assert_int_equal(ops->event_destroy(f), RECAP_SUCCESS);
-  uint64_t launches = recap__fake_now().graph_launches;
-  assert_int_equal(ops->graph_launch(x, s), RECAP_ERROR_CUDA);
-  assert_last_error_has("event-record node 2 records an event that was destroyed");
-  assert_int_equal(recap__fake_now().graph_launches, launches);
-  recap__fake_stream_complete(s);
-  assert_int_equal(ops->graph_exec_destroy(x), RECAP_SUCCESS);
-  assert_int_equal(ops->graph_destroy(g), RECAP_SUCCESS);
-  assert_int_equal(ops->graph_destroy(h), RECAP_SUCCESS);
-  assert_int_equal(ops->event_destroy(e), RECAP_SUCCESS);
-  assert_int_equal(recap__fake_now().live_events, 0);
-}
-
 /* A device that recap's kernels have no image for: the random-number kernels fail before
  * anything is launched, with the message of the CUDA seam naming the compute capability. */
 static void kernels_without_an_image_name_the_compute_capability(void **state) {
@@ -1134,7 +1047,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(reset_frees_graphs),
     cmocka_unit_test(fault_injection),
     cmocka_unit_test(copy_and_memset_nodes_report_their_bytes),
-    cmocka_unit_test(event_record_nodes_record_at_each_launch),
     cmocka_unit_test(kernels_without_an_image_name_the_compute_capability),
 };
 

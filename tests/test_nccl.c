@@ -87,12 +87,12 @@ static char comm_storage[2];
 #define COMM1 ((recap_nccl_comm_t)(void *)&comm_storage[1])
 
 static void setup(void) {
-  recap__nccl_policy_forget(); /* before the reset: the states' events are the fake's */
   reset();
   memset(&rec, 0, sizeof rec);
   rec.version = 23203;
   rec.nranks = 1;
   recap__nccl_install(&rec_ops);
+  recap__nccl_policy_forget();
   recap__nccl_warning_reset();
 }
 
@@ -614,258 +614,6 @@ static void test_policies(void **state) {
   teardown();
 }
 
-/* The calls of kind so far. */
-static uint64_t calls_of(recap__fake_fault_t kind) { return recap__fake_now().calls[kind]; }
-
-static void test_replay_mark(void **state) {
-  (void)state;
-  setup();
-  recap_stream_t s1 = recap__fake_stream_new(), s2 = recap__fake_stream_new();
-  float *buf = device_buffer(s1, 64);
-  recap__fake_stream_complete(s1);
-  const recap__device_ops_t *dev = recap__device();
-  recap__event_t before;
-  OK(dev->event_create(&before));
-  int64_t events = recap__fake_now().live_events;
-
-  /* A graph that recorded collectives ends with one event-record node after its work. */
-  recap_graph_t keep;
-  OK(recap_graph_create(&keep, RECAP_GRAPH_KEEP));
-  OK(recap_graph_capture_begin(keep, s1, NULL));
-  recap__fake_launch_kernel(s1, "work");
-  OK(recap_nccl_all_reduce(buf, buf, 16, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s1));
-  OK(recap_graph_capture_end(keep));
-  recap_graph_info_t *info = NULL;
-  OK(recap_graph_inspect(keep, &info));
-  assert_int_equal(info->node_count, 2);
-  assert_int_equal(info->nodes[0].type, RECAP_NODE_KERNEL);
-  assert_int_equal(info->nodes[1].type, RECAP_NODE_EVENT_RECORD);
-  assert_int_equal(info->nodes[1].dependency_count, 1);
-  assert_int_equal(info->nodes[1].dependencies[0], 0);
-  assert_int_equal(info->nodes[0].dependent_count, 1);
-  recap_graph_info_free(info);
-  size_t nodes = 0;
-  OK(recap_graph_node_count(keep, &nodes));
-  assert_int_equal(nodes, 2);
-  OK(recap_graph_instantiate(keep));
-  /* Without KEEP the same, and a graph without collectives gets none. */
-  recap_graph_t g1 = collective_graph(s1, buf), g2 = collective_graph(s2, buf), plain;
-  OK(recap_graph_node_count(g1, &nodes));
-  assert_int_equal(nodes, 2);
-  OK(recap_graph_create(&plain, 0));
-  OK(recap_graph_capture_begin(plain, s1, NULL));
-  recap__fake_launch_kernel(s1, "plain");
-  OK(recap_graph_capture_end(plain));
-  OK(recap_graph_node_count(plain, &nodes));
-  assert_int_equal(nodes, 1);
-  assert_int_equal(recap__fake_now().live_events, events + 3); /* the three marks */
-
-  /* Replays record no event of their own, on one stream or alternating ones. */
-  uint64_t records = calls_of(RECAP__FAKE_FAULT_EVENT_RECORD);
-  uint64_t creates = calls_of(RECAP__FAKE_FAULT_EVENT_CREATE);
-  OK(recap_graph_replay(g1, s1));
-  OK(recap_graph_replay(g1, s1));
-  OK(recap_graph_replay(g2, s2));
-  OK(recap_graph_replay(keep, s1));
-  OK(recap_graph_replay(g1, s2));
-  recap__fake_stream_complete(s1);
-  recap__fake_stream_complete(s2);
-  assert_int_equal(calls_of(RECAP__FAKE_FAULT_EVENT_RECORD), records);
-  assert_int_equal(calls_of(RECAP__FAKE_FAULT_EVENT_CREATE), creates);
-  assert_int_equal(recap__fake_now().live_events, events + 3);
-
-  /* The mark orders as the recorded event did: g2 on s2 waits on the device for g1's latest
-   * launch on s1, and what s1 did before that launch finishes with s2. */
-  recap__fake_launch_kernel(s1, "before");
-  OK(dev->event_record(before, s1));
-  OK(recap_graph_replay(g1, s1));
-  uint64_t waits = wait_calls();
-  OK(recap_graph_replay(g2, s2));
-  assert_int_equal(wait_calls(), waits + 1);
-  bool done = true;
-  OK(dev->event_query(before, &done));
-  assert_false(done);
-  recap__fake_stream_complete(s2);
-  OK(dev->event_query(before, &done));
-  assert_true(done);
-  /* REFUSE_OVERLAP queries the mark: pending until the launch that recorded it finished. */
-  OK(recap_nccl_comm_policy(COMM0, RECAP_NCCL_REFUSE_OVERLAP));
-  OK(recap_graph_replay(keep, s1));
-  EXPECT_STATUS(recap_graph_replay(g2, s2), RECAP_ERROR_BUSY);
-  recap__fake_stream_complete(s1);
-  OK(recap_graph_replay(g2, s2));
-  recap__fake_stream_complete(s2);
-
-  OK(recap_graph_destroy(plain));
-  OK(recap_graph_destroy(keep));
-  OK(recap_graph_destroy(g1));
-  OK(recap_graph_destroy(g2));
-  /* The communicator holds the mark of the graph replayed last until it forgets. */
-  assert_int_equal(recap__fake_now().live_events, events + 1);
-  recap__nccl_policy_forget();
-  assert_int_equal(recap__fake_now().live_events, events);
-  OK(dev->event_destroy(before));
-  OK(recap_free(buf));
-  expect_quiet();
-  teardown();
-}
-
-/* Regions: on the device path the graph is one executable and ends with its mark; on the host
- * path it is several, and has none: its replays record an event after each launch. */
-static void test_mark_and_regions(void **state) {
-  (void)state;
-  setup();
-  recap_stream_t s = recap__fake_stream_new();
-  float *buf = device_buffer(s, 64);
-  recap__fake_stream_complete(s);
-  for (int host = 0; host < 2; host++) {
-    int64_t events = recap__fake_now().live_events;
-    recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
-    o.regions = host ? RECAP_REGIONS_HOST : RECAP_REGIONS_DEVICE;
-    recap_graph_t g;
-    OK(recap_graph_create(&g, 0));
-    OK(recap_graph_capture_begin(g, s, &o));
-    OK(recap_nccl_all_reduce(buf, buf, 16, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s));
-    recap_cond_t cond;
-    OK(recap_cond_create(s, 1, &cond));
-    OK(recap_region_begin(s, RECAP_REGION_IF, cond, 1));
-    recap__fake_launch_kernel(s, "body_work");
-    OK(recap_region_end(s));
-    recap__fake_launch_kernel(s, "after");
-    OK(recap_graph_capture_end(g));
-    assert_int_equal(recap__fake_now().live_events, events + (host ? 0 : 1));
-    uint64_t records = calls_of(RECAP__FAKE_FAULT_EVENT_RECORD);
-    OK(recap_graph_replay(g, s));
-    OK(recap_graph_replay(g, s));
-    recap__fake_stream_complete(s);
-    assert_int_equal(calls_of(RECAP__FAKE_FAULT_EVENT_RECORD), records + (host ? 2 : 0));
-    OK(recap_graph_destroy(g));
-    recap__nccl_policy_forget();
-    assert_int_equal(recap__fake_now().live_events, events);
-  }
-  OK(recap_free(buf));
-  expect_quiet();
-  teardown();
-}
-
-/* A graph destroyed while its replay is pending and the communicator points at its mark: the
- * next replay on another stream still waits for it, and the mark goes once nothing needs it. */
-static void test_mark_outlives_its_graph(void **state) {
-  (void)state;
-  setup();
-  recap_stream_t s1 = recap__fake_stream_new(), s2 = recap__fake_stream_new();
-  float *buf = device_buffer(s1, 64);
-  recap__fake_stream_complete(s1);
-  const recap__device_ops_t *dev = recap__device();
-  recap__event_t before;
-  OK(dev->event_create(&before));
-  int64_t events = recap__fake_now().live_events;
-  int64_t execs = recap__fake_now().live_execs;
-  recap_graph_t g1 = collective_graph(s1, buf), g2 = collective_graph(s2, buf);
-  recap__fake_launch_kernel(s1, "before");
-  OK(dev->event_record(before, s1));
-  OK(recap_graph_replay(g1, s1));
-  OK(recap_graph_destroy(g1));
-  assert_int_equal(recap__fake_now().live_execs, execs + 1);
-  assert_int_equal(recap__fake_now().live_events, events + 2); /* g1's mark lives on */
-  /* REFUSE_OVERLAP: still pending. */
-  OK(recap_nccl_comm_policy(COMM0, RECAP_NCCL_REFUSE_OVERLAP));
-  EXPECT_STATUS(recap_graph_replay(g2, s2), RECAP_ERROR_BUSY);
-  EXPECT_MESSAGE_POINTER(s1);
-  /* SERIALIZE: ordered on the device after it. */
-  OK(recap_nccl_comm_policy(COMM0, RECAP_NCCL_SERIALIZE));
-  uint64_t waits = wait_calls();
-  OK(recap_graph_replay(g2, s2));
-  assert_int_equal(wait_calls(), waits + 1);
-  bool done = true;
-  OK(dev->event_query(before, &done));
-  assert_false(done);
-  recap__fake_stream_complete(s2);
-  OK(dev->event_query(before, &done));
-  assert_true(done);
-  /* The communicator moved to g2's mark: g1's went. */
-  assert_int_equal(recap__fake_now().live_events, events + 1);
-  recap__fake_stream_complete(s1);
-  OK(recap_graph_destroy(g2));
-  assert_int_equal(recap__fake_now().live_execs, execs);
-  assert_int_equal(recap__fake_now().live_events, events + 1);
-  recap__nccl_policy_forget();
-  assert_int_equal(recap__fake_now().live_events, events);
-  OK(dev->event_destroy(before));
-  OK(recap_free(buf));
-  expect_quiet();
-  teardown();
-}
-
-/* A recapture of a graph with collectives gives its template a mark of its own, with the same
- * topology, so the executable is updated in place and then records the new mark. */
-static void test_mark_recapture_updates(void **state) {
-  (void)state;
-  setup();
-  recap_stream_t s1 = recap__fake_stream_new(), s2 = recap__fake_stream_new();
-  float *buf = device_buffer(s1, 64);
-  recap__fake_stream_complete(s1);
-  int64_t events = recap__fake_now().live_events;
-  recap_graph_t g = collective_graph(s1, buf);
-  OK(recap_graph_replay(g, s1));
-  recap__fake_stream_complete(s1);
-  OK(recap_graph_recapture_begin(g, s1, NULL));
-  recap__fake_launch_kernel(s1, "work");
-  OK(recap_nccl_all_reduce(buf, buf, 16, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s1));
-  OK(recap_graph_capture_end(g));
-  recap_update_stats_t stats = RECAP_UPDATE_STATS_INIT;
-  OK(recap_graph_update_stats(g, &stats));
-  assert_int_equal(stats.recaptures, 1);
-  assert_int_equal(stats.updates, 1);
-  assert_int_equal(stats.instantiations, 0);
-  size_t nodes = 0;
-  OK(recap_graph_node_count(g, &nodes));
-  assert_int_equal(nodes, 2);
-  /* The old mark lives while the communicator points at it; the new one is the graph's. */
-  assert_int_equal(recap__fake_now().live_events, events + 2);
-  uint64_t records = calls_of(RECAP__FAKE_FAULT_EVENT_RECORD);
-  OK(recap_nccl_comm_policy(COMM0, RECAP_NCCL_REFUSE_OVERLAP));
-  OK(recap_graph_replay(g, s2));
-  assert_int_equal(recap__fake_now().live_events, events + 1);
-  /* The updated executable recorded the new mark: pending until s2 finishes. */
-  EXPECT_STATUS(recap_graph_replay(g, s1), RECAP_ERROR_BUSY);
-  recap__fake_stream_complete(s2);
-  OK(recap_graph_replay(g, s1));
-  recap__fake_stream_complete(s1);
-  assert_int_equal(calls_of(RECAP__FAKE_FAULT_EVENT_RECORD), records);
-  OK(recap_graph_destroy(g));
-
-  /* With rebinding, which plans the recapture's template against the previous one: both end
-   * with their marks when it plans, and the update still happens in place. */
-  OK(recap_nccl_comm_policy(COMM0, RECAP_NCCL_SERIALIZE));
-  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
-  o.rebind = RECAP_REBIND_AUTO;
-  OK(recap_graph_create(&g, 0));
-  for (int capture = 0; capture < 2; capture++) {
-    if (capture == 0)
-      OK(recap_graph_capture_begin(g, s1, &o));
-    else
-      OK(recap_graph_recapture_begin(g, s1, &o));
-    recap__fake_launch_kernel(s1, "work");
-    OK(recap_nccl_all_reduce(buf, buf, 16, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s1));
-    OK(recap_graph_capture_end(g));
-    OK(recap_graph_replay(g, s1));
-    recap__fake_stream_complete(s1);
-  }
-  OK(recap_graph_update_stats(g, &stats));
-  assert_int_equal(stats.recaptures, 1);
-  assert_int_equal(stats.updates, 1);
-  assert_int_equal(stats.instantiations, 0);
-  OK(recap_graph_node_count(g, &nodes));
-  assert_int_equal(nodes, 2);
-  OK(recap_graph_destroy(g));
-  recap__nccl_policy_forget();
-  assert_int_equal(recap__fake_now().live_events, events);
-  OK(recap_free(buf));
-  expect_quiet();
-  teardown();
-}
-
 static void test_seam_failures(void **state) {
   (void)state;
   setup();
@@ -899,19 +647,7 @@ static void test_seam_failures(void **state) {
   OK(recap_graph_create(&g, 0));
   OK(recap_graph_capture_begin(g, s, NULL));
   OK(recap_nccl_all_gather(buf, buf, 2, RECAP_NCCL_FLOAT32, COMM0, s));
-  /* Its replay mark cannot be added: the capture still succeeds, without the node, and the
-   * policy records an event after each replay instead (below). */
-  uint64_t node_adds = recap__fake_now().calls[RECAP__FAKE_FAULT_GRAPH_EVENT_NODE];
-  int64_t events = recap__fake_now().live_events;
-  recap__fake_fail_nth(RECAP__FAKE_FAULT_GRAPH_EVENT_NODE, 1);
-  recap_clear_last_error();
   OK(recap_graph_capture_end(g));
-  assert_int_equal(recap_last_status(), RECAP_SUCCESS);
-  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_GRAPH_EVENT_NODE], node_adds + 1);
-  assert_int_equal(recap__fake_now().live_events, events); /* the mark's event went again */
-  size_t nodes = 9;
-  OK(recap_graph_node_count(g, &nodes));
-  assert_int_equal(nodes, 0); /* the recording NCCL enqueues nothing, and no mark */
   rec.call_count = 0;
   recap__fake_fail_nth(RECAP__FAKE_FAULT_STREAM_CREATE, 1);
   assert_int_not_equal(recap_graph_check_collectives(g, COMM0), RECAP_SUCCESS);
@@ -936,12 +672,6 @@ static void test_seam_failures(void **state) {
   OK(recap_graph_replay(g, s2));
   recap__fake_stream_complete(s);
   recap__fake_stream_complete(s2);
-  /* Each replay of the graph without mark records the communicator's event. */
-  uint64_t records = recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD];
-  OK(recap_graph_replay(g, s));
-  OK(recap_graph_replay(g, s));
-  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records + 2);
-  recap__fake_stream_complete(s);
   OK(recap_graph_destroy(g));
   expect_quiet();
   OK(recap_free(buf));
@@ -959,10 +689,6 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_old_version_warns_once),
       cmocka_unit_test(test_check_one_rank),
       cmocka_unit_test(test_policies),
-      cmocka_unit_test(test_replay_mark),
-      cmocka_unit_test(test_mark_outlives_its_graph),
-      cmocka_unit_test(test_mark_recapture_updates),
-      cmocka_unit_test(test_mark_and_regions),
       cmocka_unit_test(test_seam_failures),
   };
   return RECAP_TEST_RUN(argc, argv, tests);

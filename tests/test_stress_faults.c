@@ -198,8 +198,7 @@ static const char *kind_name(recap__fake_fault_t kind) {
                                       "vmm_set_access",   "host_alloc_pinned",
                                       "host_free_pinned", "nccl_load",
                                       "nccl_collective",  "nccl_mem_alloc",
-                                      "nccl_register",    "stream_wait_event",
-                                      "graph_event_node"};
+                                      "nccl_register",    "stream_wait_event"};
   _Static_assert(sizeof names / sizeof names[0] == RECAP__FAKE_FAULT_KINDS, "a name per kind");
   return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
@@ -211,8 +210,7 @@ static bool sweep_vmm;
 /* Kinds of calls that no path of the library makes in the mode swept, so no workload can reach
  * them: pinned host memory (src/device/fake_vmm.c), which the allocator's sleep/wake will call;
  * the fake NCCL (src/device/fake_nccl.c), which the workload does not use, and the stream waits
- * that only replays of graphs with collectives make (src/nccl/policy.c), and the replay marks
- * only captures of collectives add (src/nccl/collectives.c);
+ * that only replays of graphs with collectives make (src/nccl/policy.c);
  * with classic segments, the seam's virtual memory management (cudaMalloc is reached in both
  * modes: segments, or the generators' device state). The sweep checks that the workload indeed
  * makes none of them: the day a library path makes one, the sweep fails until the kind leaves
@@ -222,8 +220,7 @@ static bool reached_by_no_library_path(recap__fake_fault_t kind) {
     return true;
   /* The fake NCCL: the workload makes no collective. */
   if (kind >= RECAP__FAKE_FAULT_NCCL_LOAD && kind <= RECAP__FAKE_FAULT_NCCL_REGISTER) return true;
-  if (kind == RECAP__FAKE_FAULT_STREAM_WAIT_EVENT || kind == RECAP__FAKE_FAULT_GRAPH_EVENT_NODE)
-    return true;
+  if (kind == RECAP__FAKE_FAULT_STREAM_WAIT_EVENT) return true;
   if (sweep_vmm) return false;
   return kind >= RECAP__FAKE_FAULT_VMM_GRANULARITY && kind <= RECAP__FAKE_FAULT_VMM_SET_ACCESS;
 }

@@ -39,8 +39,7 @@
     "recap_liveness_debug_enable() overrides")                                                \
   X(FAIL, TEXT, 0, "(none)",                                                                  \
     "kind:n entries separated by commas, n >= 1, kinds malloc, event, event_record, "         \
-    "capture_begin, capture_end, instantiate, launch, upload, stream_wait_event, "            \
-    "graph_event_node",                                                                       \
+    "capture_begin, capture_end, instantiate, launch, upload, stream_wait_event",             \
     "Debug builds only: the nth CUDA call of each kind fails, as CUDA would report it")       \
   X(NCCL_LIBRARY, TEXT, 0, "(none)", "a path to libnccl.so.2 (or a name the loader finds)",   \
     "the NCCL library recap loads at its first NCCL call; unset: libnccl.so.2 through the "   \

@@ -20,7 +20,6 @@
 
 #include "core/env.h"
 #include "core/error.h"
-#include "core/host.h"
 #include "device/cuda_cond.h"
 #include "device/cuda_error.h"
 #include "device/cuda_inspect.h"
@@ -43,8 +42,8 @@ _Static_assert(sizeof(unsigned long long) == sizeof(uint64_t), "capture ids are 
  * With RECAP_FAULT_INJECTION defined (CMake defines it in Debug builds), RECAP_FAIL="kind:n"
  * makes the nth call of that kind fail the way CUDA reports a failure, without reaching CUDA:
  * malloc (cudaMalloc: cudaErrorMemoryAllocation), event (cudaEventCreateWithFlags),
- * event_record, capture_begin, capture_end, instantiate, launch, upload, stream_wait_event and
- * graph_event_node (cudaErrorUnknown, as the CPU fake injects). Several may be given, separated by commas; the
+ * event_record, capture_begin, capture_end, instantiate, launch, upload and stream_wait_event
+ * (cudaErrorUnknown, as the CPU fake injects). Several may be given, separated by commas; the
  * variable is read once, at the first call of any kind. A failed capture_end still ends the capture in CUDA and drops its
  * graph, since the seam promises that a failed end leaves the stream not capturing. Tests arm
  * kinds from code with recap__cuda_fail_nth(). */
@@ -61,13 +60,14 @@ typedef enum cuda_fault {
   FAULT_LAUNCH,
   FAULT_UPLOAD,
   FAULT_STREAM_WAIT_EVENT,
-  FAULT_GRAPH_EVENT_NODE,
   FAULT_KINDS
 } cuda_fault_t;
 
-static const char *const fault_names[FAULT_KINDS] = {
-    "malloc",      "event",  "event_record", "capture_begin",     "capture_end",
-    "instantiate", "launch", "upload",       "stream_wait_event", "graph_event_node"};
+static const char *const fault_names[FAULT_KINDS] = {"malloc",           "event",
+                                                     "event_record",     "capture_begin",
+                                                     "capture_end",      "instantiate",
+                                                     "launch",           "upload",
+                                                     "stream_wait_event"};
 static _Atomic uint64_t fault_calls[FAULT_KINDS];
 static _Atomic uint64_t fault_at[FAULT_KINDS]; /* the call that fails; 0: none */
 static pthread_once_t fault_once = PTHREAD_ONCE_INIT;
@@ -555,66 +555,6 @@ static recap_status_t cuda_graph_node_count(recap_cuda_graph_t graph, size_t *co
   return recap__cuda_graph_node_count(graph, count);
 }
 
-static int compare_nodes(const void *a, const void *b) {
-  uintptr_t x = (uintptr_t) * (const cudaGraphNode_t *)a,
-            y = (uintptr_t) * (const cudaGraphNode_t *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* The sinks of graph (nodes that no edge leaves) are found from its node and edge lists: one
- * query each, rather than one per node. */
-static recap_status_t cuda_graph_add_event_record(recap_cuda_graph_t graph, recap__event_t event) {
-  RECAP__ARG(graph != NULL, "cudaGraphAddEventRecordNode: graph is NULL");
-  RECAP__ARG(event != NULL, "cudaGraphAddEventRecordNode: event is NULL");
-  CUDA_FAULT(FAULT_GRAPH_EVENT_NODE, cudaErrorUnknown, "cudaGraphAddEventRecordNode(graph %p, %p)",
-             (void *)graph, (void *)event);
-  cudaGraph_t g = (cudaGraph_t)graph;
-  size_t n = 0, edges = 0;
-  CUDA_TRY_F(cudaGraphGetNodes(g, NULL, &n), "cudaGraphGetNodes(graph %p, NULL)", (void *)graph);
-  CUDA_TRY_F(cudaGraphGetEdges(g, NULL, NULL, NULL, &edges), "cudaGraphGetEdges(graph %p, NULL)",
-             (void *)graph);
-  recap_status_t st = RECAP_SUCCESS;
-  cudaGraphNode_t *nodes = recap__host_calloc(n ? n : 1, sizeof *nodes);
-  cudaGraphNode_t *from = recap__host_calloc(edges ? edges : 1, sizeof *from);
-  cudaGraphNode_t *to = recap__host_calloc(edges ? edges : 1, sizeof *to);
-  /* Edge data too: without it CUDA refuses graphs whose edges carry ports (cudaErrorLossyQuery). */
-  cudaGraphEdgeData *data = recap__host_calloc(edges ? edges : 1, sizeof *data);
-  size_t sinks = 0;
-  cudaError_t err = cudaSuccess;
-  cudaGraphNode_t node = NULL;
-  if (!nodes || !from || !to || !data) {
-    st = RECAP__ERROR_AT(RECAP_ERROR_OUT_OF_MEMORY,
-                         "cudaGraphAddEventRecordNode: out of host memory for the lists of the "
-                         "graph's %zu nodes and %zu edges",
-                         n, edges);
-    goto done;
-  }
-  if (n && (err = cudaGraphGetNodes(g, nodes, &n)) != cudaSuccess) {
-    st = recap__cuda_fail((int)err, __FILE__, __LINE__, "cudaGraphGetNodes(graph %p, %zu nodes)",
-                          (void *)graph, n);
-    goto done;
-  }
-  if (edges && (err = cudaGraphGetEdges(g, from, to, data, &edges)) != cudaSuccess) {
-    st = recap__cuda_fail((int)err, __FILE__, __LINE__, "cudaGraphGetEdges(graph %p, %zu edges)",
-                          (void *)graph, edges);
-    goto done;
-  }
-  qsort(from, edges, sizeof *from, compare_nodes);
-  for (size_t i = 0; i < n; i++)
-    if (!bsearch(&nodes[i], from, edges, sizeof *from, compare_nodes)) nodes[sinks++] = nodes[i];
-  err = cudaGraphAddEventRecordNode(&node, g, nodes, sinks, (cudaEvent_t)event);
-  if (err != cudaSuccess)
-    st = recap__cuda_fail((int)err, __FILE__, __LINE__,
-                          "cudaGraphAddEventRecordNode(graph %p, %zu dependencies, %p)",
-                          (void *)graph, sinks, (void *)event);
-done:
-  recap__host_free(nodes);
-  recap__host_free(from);
-  recap__host_free(to);
-  recap__host_free(data);
-  return st;
-}
-
 static recap_status_t cuda_graph_debug_dot(recap_cuda_graph_t graph, const char *path) {
   RECAP__ARG(graph != NULL, "cudaGraphDebugDotPrint: graph is NULL");
   RECAP__ARG(path != NULL && path[0] != '\0', "cudaGraphDebugDotPrint: path is NULL or empty");
@@ -703,7 +643,6 @@ const recap__device_ops_t recap__cuda_ops = {
     .cond_node_add = recap__cuda_cond_node_add,
     .cond_launch = recap__cuda_cond_launch,
     .graph_add_empty = recap__cuda_graph_add_empty,
-    .graph_add_event_record = cuda_graph_add_event_record,
     .vmm_granularity = recap__cuda_vmm_granularity,
     .vmm_reserve = recap__cuda_vmm_reserve,
     .vmm_release_range = recap__cuda_vmm_release_range,

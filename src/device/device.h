@@ -305,14 +305,6 @@ typedef struct recap__device_ops {
    * holds an unused condition's handle), which CUDA refuses to instantiate. Fault kind
    * COND_NODE in the fake. */
   recap_status_t (*graph_add_empty)(recap_cuda_graph_t graph);
-  /* Append to graph (not captured into, not instantiated: a template) a node that records
-   * event, depending on every top-level node that has no dependent (cudaGraphGetNodes,
-   * cudaGraphGetEdges, cudaGraphAddEventRecordNode): every launch of an executable made from
-   * graph then records event on the launch stream once all the graph's work is done, as an
-   * event_record after the launch would. The graph does not own the event: it must outlive
-   * every executable made from the graph. A failure adds nothing (fault kind GRAPH_EVENT_NODE
-   * in the fake, graph_event_node in RECAP_FAIL). */
-  recap_status_t (*graph_add_event_record)(recap_cuda_graph_t graph, recap__event_t event);
 
   /* Virtual memory management (cuMem* of the driver), for memory whose addresses stay while
    * its physical backing comes and goes: an address range is reserved once, physical chunks

@@ -156,7 +156,6 @@ const recap__device_ops_t recap__fake_ops = {
     .cond_node_add = recap__fake_op_cond_node_add,
     .cond_launch = recap__fake_op_cond_launch,
     .graph_add_empty = recap__fake_op_graph_add_empty,
-    .graph_add_event_record = recap__fake_op_graph_add_event_record,
     .vmm_granularity = recap__fake_op_vmm_granularity,
     .vmm_reserve = recap__fake_op_vmm_reserve,
     .vmm_release_range = recap__fake_op_vmm_release_range,

@@ -27,14 +27,6 @@
  *    capture; a never-recorded one adds nothing. Destroying a stream completes its work, and
  *    with it what its markers waited for; the waits of other streams on it are dropped.
  *    RECAP__FAKE_FAULT_STREAM_WAIT_EVENT fails a call before it enqueues anything.
- *  - graph_add_event_record appends to a graph an event-record node (RECAP_NODE_EVENT_RECORD)
- *    that waits for the graph's last node; every graph_launch of an executable holding it
- *    records its event on the launch stream after the executable's work items, as event_record
- *    would (one marker item; event_record's call count does not move). Destroying the event
- *    while a graph or executable holds such a node detaches it: a later launch of that
- *    executable fails with RECAP_ERROR_CUDA naming the node (CUDA leaves this undefined), and
- *    instantiating that graph copies the detached node. RECAP__FAKE_FAULT_GRAPH_EVENT_NODE fails
- *    a call before it adds anything.
  *  - Recording or querying an event on a capturing stream is refused (CUDA would turn the record
  *    into a graph node, and querying would invalidate the capture), and so the fake fails it with
  *    RECAP_ERROR_CAPTURE_INVALIDATED ("cudaErrorStreamCaptureUnsupported"), as the CUDA seam
@@ -370,7 +362,6 @@ typedef enum recap__fake_fault {
   RECAP__FAKE_FAULT_NCCL_MEM_ALLOC,
   RECAP__FAKE_FAULT_NCCL_REGISTER,
   RECAP__FAKE_FAULT_STREAM_WAIT_EVENT, /* stream_wait_event, before it enqueues anything */
-  RECAP__FAKE_FAULT_GRAPH_EVENT_NODE,  /* graph_add_event_record, before it adds anything */
   RECAP__FAKE_FAULT_KINDS
 } recap__fake_fault_t;
 

@@ -542,56 +542,6 @@ recap_status_t recap__fake_op_graph_launch(recap_cuda_graph_exec_t exec, recap_s
   return recap__fake_unlock_and_report(&f);
 }
 
-/* The node waits for the graph's last node: the fake's dependencies are one node each, and a
- * launch runs the nodes in node order, so the record comes after all the graph's work. */
-recap_status_t recap__fake_op_graph_add_event_record(recap_cuda_graph_t graph,
-                                                     recap__event_t event) {
-  fake_failure_t f = {0};
-  pthread_mutex_lock(&recap__fake.lock);
-  bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_GRAPH_EVENT_NODE);
-  fake_graph_t *g = recap__fake_graph_find(graph);
-  bool capturing = false;
-  for (const fake_capture_t *c = recap__fake.captures; c && g; c = c->next)
-    if (c->graph == g) capturing = true;
-  if (inject) {
-    recap__fake_note_injected(&f, "cudaGraphAddEventRecordNode", RECAP__FAKE_FAULT_GRAPH_EVENT_NODE,
-                              "event-record node addition");
-  } else if (!g) {
-    recap__fake_note_bad_graph(&f, "cudaGraphAddEventRecordNode", (const void *)graph, "graph");
-  } else if (!recap__fake_event_live(event)) {
-    recap__fake_note(&f, RECAP_ERROR_CUDA,
-                     "cudaGraphAddEventRecordNode: invalid resource handle "
-                     "(cudaErrorInvalidResourceHandle): %p is not a live fake event",
-                     (void *)event);
-  } else if (capturing) {
-    recap__fake_note(&f, RECAP_ERROR_INVALID_USAGE,
-                     "cudaGraphAddEventRecordNode: graph %p is being captured into", (void *)graph);
-  } else if (!recap__fake_nodes_reserve(&g->nodes)) {
-    recap__fake_note(&f, RECAP_ERROR_CUDA,
-                     "cudaGraphAddEventRecordNode: out of memory (cudaErrorMemoryAllocation)");
-  } else {
-    g->nodes.v[g->nodes.count] = (fake_node_t){.type = RECAP_NODE_EVENT_RECORD,
-                                               .dep = g->nodes.count,
-                                               .handle = recap__fake_node_handle_new(),
-                                               .event = event};
-    g->nodes.count++;
-  }
-  return recap__fake_unlock_and_report(&f);
-}
-
-static void detach_nodes(fake_nodes_t *nodes, recap__event_t event) {
-  for (size_t i = 0; i < nodes->count; i++)
-    if (nodes->v[i].type == RECAP_NODE_EVENT_RECORD && nodes->v[i].event == event) {
-      nodes->v[i].event = NULL;
-      nodes->v[i].event_gone = true;
-    }
-}
-
-void recap__fake_event_nodes_detach(recap__event_t event) {
-  for (fake_graph_t *g = recap__fake.graphs; g; g = g->next) detach_nodes(&g->nodes, event);
-  for (fake_exec_t *x = recap__fake.execs; x; x = x->next) detach_nodes(&x->nodes, event);
-}
-
 /* An upload is counted and enqueues nothing: the timing model gives it no time, so that events
  * around a launch after it measure the launch alone. */
 recap_status_t recap__fake_op_graph_upload(recap_cuda_graph_exec_t exec, recap_stream_t stream) {

@@ -256,19 +256,6 @@ static bool run_nodes(fake_failure_t *f, fake_nodes_t *nodes, size_t top) {
       case RECAP_NODE_CONDITIONAL:
         if (!run_cond(f, n, where)) return false;
         break;
-      case RECAP_NODE_EVENT_RECORD: {
-        if (n->event_gone) {
-          recap__fake_note(f, RECAP_ERROR_CUDA,
-                           "cudaGraphLaunch: event-record node %zu%s records an event that was "
-                           "destroyed while the executable held the node; keep the event alive "
-                           "until the executable is destroyed",
-                           where, nested ? " (inside a body)" : "");
-          return false;
-        }
-        fake_stream_t *s = recap__fake_stream_of(recap__fake_tl_launch_stream);
-        if (n->event && s) recap__fake_event_record_locked(n->event, s);
-        break;
-      }
       default: break;
     }
   }

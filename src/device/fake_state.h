@@ -66,10 +66,6 @@ typedef struct fake_node {
    * lock released, since they wait for other threads that need it; a failure fails the launch
    * with the message written. */
   recap_status_t (*unlocked)(void *const *args, size_t n, char *message, size_t cap);
-  /* Event-record nodes (graph_add_event_record): the event a launch records, NULL once it was
-   * destroyed (event_gone). */
-  struct recap__event *event;
-  bool event_gone;
   /* Conditional nodes (fake_cond.c): the kind, the handle and what it was created with, and
    * the bodies (`branches` fake graphs owned by the node). In an executable's copy, `value` is
    * the condition's current value there and `started` says whether a launch has set it. */
@@ -493,15 +489,6 @@ bool recap__fake_cond_handles_held(const fake_graph_t *g, uint64_t *handle);
  * it). Lock held. */
 bool recap__fake_cond_body_empty(const fake_graph_t *g);
 recap_status_t recap__fake_op_graph_add_empty(recap_cuda_graph_t graph);
-recap_status_t recap__fake_op_graph_add_event_record(recap_cuda_graph_t graph,
-                                                     recap__event_t event);
-/* Record event on s as event_record does (lock held; both valid, s not capturing). */
-void recap__fake_event_record_locked(recap__event_t event, fake_stream_t *s);
-/* Whether event is a live fake event (lock held). */
-bool recap__fake_event_live(recap__event_t event);
-/* The event is being destroyed: detach it from every node of a graph or executable that
- * records it (lock held). */
-void recap__fake_event_nodes_detach(recap__event_t event);
 recap_status_t recap__fake_op_cond_handle_create(recap_cuda_graph_t graph, unsigned initial,
                                                  bool assign_default, uint64_t *handle);
 recap_status_t recap__fake_op_cond_node_add(recap_cuda_graph_t graph,

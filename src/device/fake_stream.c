@@ -25,15 +25,6 @@ fake_stream_t *recap__fake_stream_of(recap_stream_t handle) {
  * destroyed event read here is a use after free that the sanitizers report. */
 static bool event_valid(recap__event_t e) { return e && e->magic == FAKE_EVENT_MAGIC; }
 
-bool recap__fake_event_live(recap__event_t event) { return event_valid(event); }
-
-void recap__fake_event_record_locked(recap__event_t event, fake_stream_t *s) {
-  s->enqueued++; /* a record is a marker: the timing model's clock does not move */
-  event->stream = s;
-  event->item = s->enqueued;
-  event->clock_us = s->clock_us;
-}
-
 /* The fake's answers to a handle it does not know, worded as CUDA's errors. */
 recap_status_t recap__fake_note_bad_stream(fake_failure_t *f, const char *call,
                                            recap_stream_t stream) {
@@ -213,7 +204,6 @@ recap_status_t recap__fake_op_event_destroy(recap__event_t event) {
     else
       recap__fake.events = event->next;
     if (event->next) event->next->prev = event->prev;
-    recap__fake_event_nodes_detach(event);
     event->magic = FAKE_EVENT_DEAD;
     free(event);
     recap__fake.live_events--;
@@ -239,7 +229,10 @@ recap_status_t recap__fake_op_event_record(recap__event_t event, recap_stream_t 
     /* CUDA would turn the record into a graph node; an allocator must never rely on that. */
     recap__fake_note_capturing_stream(&f, "cudaEventRecord", s, false);
   } else {
-    recap__fake_event_record_locked(event, s);
+    s->enqueued++; /* a record is a marker: the timing model's clock does not move */
+    event->stream = s;
+    event->item = s->enqueued;
+    event->clock_us = s->clock_us;
   }
   return recap__fake_unlock_and_report(&f);
 }

@@ -104,9 +104,6 @@ void *recap__graph_hook_ctx(recap_graph_t g, const recap__graph_hooks_t *hooks) 
 
 recap_status_t recap__graph_hooks_captured(recap_graph_t g, recap_cuda_graph_t template_graph) {
   for (size_t i = 0; i < g->hook_count; i++)
-    if (g->hooks[i].hooks->append)
-      RECAP__CHECK(g->hooks[i].hooks->append(g->hooks[i].ctx, g, template_graph));
-  for (size_t i = 0; i < g->hook_count; i++)
     if (g->hooks[i].hooks->captured)
       RECAP__CHECK(g->hooks[i].hooks->captured(g->hooks[i].ctx, g, template_graph));
   return RECAP_SUCCESS;
@@ -256,10 +253,6 @@ static recap_status_t reset_graph(recap_graph_t graph, bool forget_pool) {
     recap__graph_close_capture(graph);
     recap__graph_hooks_capture_ended(graph, false);
   }
-  /* The executable goes before the layers' state: it may use what a layer owns (the NCCL
-   * layer's replay mark, an event its event-record node records). */
-  if (graph->exec) keep_first_failure(dev->graph_exec_destroy(graph->exec), &result, &saved);
-  graph->exec = NULL;
   recap__graph_hooks_release(graph);
   if (graph->old.active) {
     /* A recapture was under way: what it set aside goes too, and the second pool reference
@@ -271,6 +264,7 @@ static recap_status_t reset_graph(recap_graph_t graph, bool forget_pool) {
   recap__alloc_log_free(&graph->alloc_log);
   recap__alloc_log_free(&graph->alloc_log_next);
   recap__update_forget(&graph->update);
+  if (graph->exec) keep_first_failure(dev->graph_exec_destroy(graph->exec), &result, &saved);
   if (graph->template_graph)
     keep_first_failure(dev->graph_destroy(graph->template_graph), &result, &saved);
   if (graph->exec_origin)
@@ -569,6 +563,7 @@ recap_status_t recap__graph_capture_end(recap_graph_t graph) {
   /* A budget that refused an allocation fails the end, so that the refusal cannot go unseen
    * even if the caller's code went on after it; the capture is thrown away. */
   if (result.refusals) return drop_capture(graph, recap__graph_budget_error(&result, false));
+  graph->node_count = recap__graph_capture_nodes(graph, template_graph, "capture");
   graph->capture_peak = result.peak;
   graph->capture_grew = result.grew;
   graph->state = RECAP__GRAPH_CAPTURED;
@@ -576,8 +571,6 @@ recap_status_t recap__graph_capture_end(recap_graph_t graph) {
    * throws the capture away, as a failed instantiation does. */
   if ((s = recap__graph_hooks_captured(graph, graph->template_graph)) != RECAP_SUCCESS)
     return drop_capture(graph, s);
-  /* Counted once the layers added their nodes (the NCCL layer's replay mark). */
-  graph->node_count = recap__graph_capture_nodes(graph, template_graph, "capture");
   if (!(graph->flags & RECAP_GRAPH_KEEP)) {
     if ((s = instantiate(graph)) != RECAP_SUCCESS) return drop_capture(graph, s);
     if (recap__graph_drops_template(graph)) {

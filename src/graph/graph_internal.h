@@ -48,21 +48,11 @@ typedef struct recap__graph_hooks {
   void (*replay_done)(void *ctx, recap_graph_t graph);
   /* When the capture ends: succeeded is false if it was invalidated or failed. */
   void (*capture_ended)(void *ctx, recap_graph_t graph, bool succeeded);
-  /* The graph drops what it captured (reset, destroy, failed capture): free ctx. No
-   * executable that the capture's template made is left by then (reset destroys the executable
-   * first; a recapture's hooks go once the executable no longer uses their template's nodes),
-   * so ctx may own what an executable uses (the NCCL layer's replay mark). */
+  /* The graph drops what it captured (reset, destroy, failed capture): free ctx. */
   void (*release)(void *ctx, recap_graph_t graph);
   /* The capture succeeded: the template, before it is instantiated (and dropped, without
-   * KEEP), or before it updates the executable (a recapture). A failure fails capture_end, and
-   * the graph is fresh again (a recapture: the graph keeps what it held). Optional. */
+   * KEEP). A failure fails capture_end, and the graph is fresh again. Optional. */
   recap_status_t (*captured)(void *ctx, recap_graph_t graph, recap_cuda_graph_t template_graph);
-  /* The capture succeeded: append to the template what the layer ends every capture with (the
-   * NCCL layer's replay mark), before any layer's captured hook reads the template, so that
-   * they all see its final nodes (rebinding plans a recapture's template against the previous
-   * one, which has them too); the graph counts them. A failure fails capture_end as captured's
-   * does. Optional. */
-  recap_status_t (*append)(void *ctx, recap_graph_t graph, recap_cuda_graph_t template_graph);
   /* recap_graph_inspect read the kept template into info: add what the layer knows of its
    * nodes (annotations: their labels). A failure fails the inspection. Optional. */
   recap_status_t (*inspect)(void *ctx, recap_graph_t graph, recap_graph_info_t *info);
@@ -229,8 +219,8 @@ void recap__graph_keep_alloc_log(recap_graph_t graph);
 recap_status_t recap__graph_capture_end(recap_graph_t graph);
 
 /* The pieces of a capture's end that a recapture's end (update.c) shares with graph.c: stop
- * routing and forget the capture in the registry; the layers' hooks (ended; captured, which
- * calls every append hook first; released: the last frees the hooks array). */
+ * routing and forget the capture in the registry; the layers' hooks (ended, captured,
+ * released: the last frees the hooks array). */
 void recap__graph_close_capture(recap_graph_t graph);
 void recap__graph_hooks_capture_ended(recap_graph_t graph, bool succeeded);
 recap_status_t recap__graph_hooks_captured(recap_graph_t graph, recap_cuda_graph_t template_graph);

@@ -202,6 +202,7 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
   if (result.refusals)
     return give_back(g, recap__graph_budget_error(&result, true), template_graph);
 
+  size_t nodes = recap__graph_capture_nodes(g, template_graph, "recapture");
   /* Update, or instantiate afresh: decided before anything changes, recorded once all
    * succeeded. An executable updated in place is patched through the nodes of the graph it was
    * instantiated from (its origin): the layers that patch (rebinding) plan against it, so it
@@ -215,8 +216,6 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
   s = recap__graph_hooks_captured(g, template_graph);
   g->capture_origin = NULL;
   if (s != RECAP_SUCCESS) return give_back(g, s, template_graph);
-  /* Counted once the layers added their nodes (the NCCL layer's replay mark). */
-  size_t nodes = recap__graph_capture_nodes(g, template_graph, "recapture");
 
   recap_update_reason_t outcome;
   size_t node;

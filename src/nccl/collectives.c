@@ -16,7 +16,6 @@
 #include "core/host.h"
 #include "device/device.h"
 #include "graph/graph_internal.h"
-#include "graph/region_internal.h"
 #include "graph/registry.h"
 #include "nccl/nccl_internal.h"
 
@@ -44,56 +43,22 @@ static recap_status_t hook_before_replay(void *ctx, recap_graph_t graph, recap_s
 static void hook_replay_failed(void *ctx, recap_graph_t graph) {
   (void)graph;
   recap__nccl_graph_t *g = ctx;
-  recap__nccl_policy_after(g->comms, g->comm_count, g->replay_stream, false, NULL);
+  recap__nccl_policy_after(g->comms, g->comm_count, g->replay_stream, false);
 }
 
 static void hook_replay_done(void *ctx, recap_graph_t graph) {
   (void)graph;
   recap__nccl_graph_t *g = ctx;
-  recap__nccl_policy_after(g->comms, g->comm_count, g->replay_stream, true, g->mark);
+  recap__nccl_policy_after(g->comms, g->comm_count, g->replay_stream, true);
 }
 
 static void hook_capture_ended(void *ctx, recap_graph_t graph, bool succeeded) {
   (void)ctx, (void)graph, (void)succeeded;
 }
 
-/* The template of a capture that recorded collectives gets the graph's replay mark: an
- * event-record node after all its work, so that every launch records the mark itself and a
- * replay needs no event record of its own (policy.c). A recapture's template gets a mark of its
- * own the same way, so that it keeps the topology of the executable it updates (an update
- * changes the node's event). Where the node cannot be added the graph has no mark and its
- * replays record an event after the launch, as fast as ever: never a failure of the capture.
- * A host loop (regions on the host path) is several executables, the template only the last:
- * no mark there either. */
-static recap_status_t hook_append(void *ctx, recap_graph_t graph,
-                                  recap_cuda_graph_t template_graph) {
-  recap__nccl_graph_t *g = ctx;
-  if (g->mark || g->comm_count == 0 || recap__regions_host_loop(graph)) return RECAP_SUCCESS;
-  recap__saved_error_t saved;
-  recap__error_save(&saved);
-  recap__nccl_mark_t *mark = NULL;
-  recap_status_t s = recap__nccl_mark_create(&mark);
-  if (s == RECAP_SUCCESS)
-    s = recap__device()->graph_add_event_record(template_graph, recap__nccl_mark_event(mark));
-  if (s == RECAP_SUCCESS) {
-    g->mark = mark;
-    return RECAP_SUCCESS;
-  }
-  RECAP__DEBUG(
-      "capture end: the replay mark of a graph with collectives could not be added (%s); its "
-      "replays record an event after each launch instead",
-      recap_last_error());
-  recap__nccl_mark_unref(mark);
-  recap__error_restore(&saved);
-  return RECAP_SUCCESS;
-}
-
-/* The graph layer destroys the executable before it releases its hooks: the executable, which
- * records the mark, is gone by now; a communicator may still hold the mark. */
 static void hook_release(void *ctx, recap_graph_t graph) {
   (void)graph;
   recap__nccl_graph_t *g = ctx;
-  recap__nccl_mark_unref(g->mark);
   recap__host_free(g->entries);
   recap__host_free(g->comms);
   recap__host_free(g);
@@ -105,7 +70,6 @@ static const recap__graph_hooks_t nccl_hooks = {
     .replay_done = hook_replay_done,
     .capture_ended = hook_capture_ended,
     .release = hook_release,
-    .append = hook_append,
 };
 
 recap__nccl_graph_t *recap__nccl_graph_find(recap_graph_t graph) {

@@ -311,7 +311,7 @@ recap_status_t recap_graph_check_collectives(recap_graph_t graph, recap_nccl_com
     if (summary[2 * (size_t)r] != count || summary[2 * (size_t)r + 1] != h) agree = false;
   if (s == RECAP_SUCCESS && !agree)
     s = name_difference(comm, stream, rank, nranks, mine, count, summary);
-  if (admitted) recap__nccl_policy_after(&comm, 1, stream, false, NULL);
+  if (admitted) recap__nccl_policy_after(&comm, 1, stream, false);
   if (stream) {
     recap__saved_error_t saved;
     recap__error_save(&saved);

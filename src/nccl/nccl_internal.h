@@ -25,19 +25,6 @@ typedef struct recap__nccl_entry {
   unsigned group;
 } recap__nccl_entry_t;
 
-/* A graph's replay mark (mark.c): an event that the graph's executable records at the end of
- * every launch, shared by the graph's record and the communicators whose latest replay was the
- * graph's, destroyed with its last holder. */
-typedef struct recap__nccl_mark recap__nccl_mark_t;
-/* A mark with one reference and a fresh event (fails as event_create does, or out of host
- * memory). */
-recap_status_t recap__nccl_mark_create(recap__nccl_mark_t **mark);
-recap__event_t recap__nccl_mark_event(const recap__nccl_mark_t *mark);
-void recap__nccl_mark_ref(recap__nccl_mark_t *mark);
-/* Drop a reference (NULL: nothing); the last destroys the event. Never fails, nor records an
- * error. */
-void recap__nccl_mark_unref(recap__nccl_mark_t *mark);
-
 /* What one capture of a graph recorded; attached as the ctx of the layer's graph hooks. */
 typedef struct recap__nccl_graph {
   recap__nccl_entry_t *entries;
@@ -45,10 +32,6 @@ typedef struct recap__nccl_graph {
   recap__nccl_comm_t *comms; /* in the order the capture first used them */
   size_t comm_count, comm_capacity;
   recap_stream_t replay_stream; /* of the replay under way (between the replay hooks) */
-  /* Recorded by the graph's executable at the end of every launch; NULL when the capture
-   * recorded no collective, its regions took the host path, or the node could not be added
-   * (the policy then records an event after each replay). */
-  recap__nccl_mark_t *mark;
 } recap__nccl_graph_t;
 
 /* The record of graph's capture, or NULL when it recorded no collective. */
@@ -69,13 +52,11 @@ void recap__nccl_describe(const recap__nccl_entry_t *e, char *out, size_t cap);
 recap_status_t recap__nccl_policy_before(recap__nccl_comm_t *comms, size_t count,
                                          recap_stream_t stream, const char *function);
 /* The replay launched (launched) or failed: record where the comms' latest replay is, and
- * release their locks. mark: the graph's replay mark, which its launch recorded (no CUDA call
- * then); NULL: an event is recorded on stream now. Never fails. */
+ * release their locks. Never fails. */
 void recap__nccl_policy_after(recap__nccl_comm_t *comms, size_t count, recap_stream_t stream,
-                              bool launched, recap__nccl_mark_t *mark);
-/* Forget every communicator's state (tests): its event is destroyed, and the mark it holds
- * released (destroyed with its last holder). Call it while the device that made them lives
- * (before the fake device is reset). */
+                              bool launched);
+/* Forget every communicator's state (tests, after the fake device was reset: its events are
+ * gone). */
 void recap__nccl_policy_forget(void);
 /* Warn again at the next captured collective of an old NCCL (tests). */
 void recap__nccl_warning_reset(void);

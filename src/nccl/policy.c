@@ -9,22 +9,14 @@
  * stream and an event of the latest replay of a graph that used it. A replay on another stream
  * is ordered after that event (SERIALIZE) or refused while it is pending (REFUSE_OVERLAP).
  *
- * The event is the graph's replay mark (mark.c), which its executable records itself at the
- * end of every launch: a replay makes no CUDA call beyond its launch, and the communicator
- * points at the mark of the graph replayed last. A wait or a query reads the event's latest
- * record, which is the latest launch of that graph; any later launch of it used the
- * communicator too, and moved the pointer there. A graph without a mark has the communicator's
- * own event recorded after its launch instead.
- *
  * SERIALIZE orders on the device: the replay's stream waits for the event
  * (stream_wait_event), and the host goes on. Where that wait cannot be enqueued the host waits
  * for the event instead; where there is no event (its record failed) it waits for the whole
  * stream of the latest replay; and on a capturing stream it waits on the host too, since a
  * capture may not depend on work recorded outside it (cudaErrorStreamCaptureIsolation would
  * invalidate the capture). The check's exchange (fingerprint.c) is admitted the same way, on
- * its own stream. The communicator's lock is held from the check to the launch (and the
- * event's record), so that two threads replaying at once cannot both pass the check before
- * either launched.
+ * its own stream. The communicator's lock is held from the check to the event's record, so
+ * that two threads replaying at once cannot both pass the check before either recorded.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -42,11 +34,10 @@ typedef struct comm_state {
   _Atomic int policy;     /* a recap_nccl_policy_t */
   pthread_mutex_t replay; /* held from a replay's check to its record */
   recap_stream_t last_stream;
-  bool has_last;            /* a replay launched: last_stream is meaningful */
-  recap__nccl_mark_t *mark; /* the latest replay's graph's mark, referenced (NULL: none) */
-  recap__event_t event;     /* recorded after a latest replay without mark (NULL: not made) */
-  bool event_valid;         /* that record succeeded: event marks the latest replay's end */
-  struct comm_state *next;  /* the table's list */
+  bool has_last;           /* a replay launched: last_stream is meaningful */
+  recap__event_t event;    /* recorded after the latest replay (NULL: not made yet) */
+  bool event_valid;        /* the record succeeded: event marks the latest replay's end */
+  struct comm_state *next; /* the table's list */
 } comm_state_t;
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -107,25 +98,19 @@ static recap_status_t states(recap__nccl_comm_t *comms, size_t count, comm_state
   return RECAP_SUCCESS;
 }
 
-/* The event that marks the end of c's latest replay, or NULL when its record failed. */
-static recap__event_t latest_event(const comm_state_t *c) {
-  if (c->mark) return recap__nccl_mark_event(c->mark);
-  return c->event_valid ? c->event : NULL;
-}
-
-/* Under SERIALIZE, with c's lock held and event marking its latest replay: order stream after
- * that replay, on the device when possible. A failed capture query or stream wait is not the
+/* Under SERIALIZE, with c's lock held and c's event valid: order stream after the latest
+ * replay, on the device when possible. A failed capture query or stream wait is not the
  * caller's failure while the host wait that replaces it succeeds: the thread's last error is
  * left as it was. */
-static recap_status_t serialize(recap__event_t event, recap_stream_t stream) {
+static recap_status_t serialize(comm_state_t *c, recap_stream_t stream) {
   const recap__device_ops_t *dev = recap__device();
   recap__saved_error_t saved;
   recap__error_save(&saved);
   recap__capture_status_t capture = RECAP__CAPTURE_NONE;
   if (dev->stream_capture_info(stream, &capture, NULL) == RECAP_SUCCESS &&
-      capture == RECAP__CAPTURE_NONE && dev->stream_wait_event(stream, event) == RECAP_SUCCESS)
+      capture == RECAP__CAPTURE_NONE && dev->stream_wait_event(stream, c->event) == RECAP_SUCCESS)
     return RECAP_SUCCESS;
-  RECAP__CHECK(dev->event_synchronize(event));
+  RECAP__CHECK(dev->event_synchronize(c->event));
   recap__error_restore(&saved);
   return RECAP_SUCCESS;
 }
@@ -135,10 +120,9 @@ static recap_status_t serialize(recap__event_t event, recap_stream_t stream) {
 static recap_status_t admit(comm_state_t *c, recap_stream_t stream, const char *function) {
   if (!c->has_last || c->last_stream == stream) return RECAP_SUCCESS;
   const recap__device_ops_t *dev = recap__device();
-  recap__event_t event = latest_event(c);
   if (atomic_load(&c->policy) == RECAP_NCCL_REFUSE_OVERLAP) {
     bool done = false;
-    if (event) RECAP__CHECK(dev->event_query(event, &done));
+    if (c->event_valid) RECAP__CHECK(dev->event_query(c->event, &done));
     /* Without an event (its record failed) only the stream can say: assume pending. */
     if (!done)
       return recap__error(RECAP_ERROR_BUSY,
@@ -152,7 +136,7 @@ static recap_status_t admit(comm_state_t *c, recap_stream_t stream, const char *
                           (void *)stream);
     return RECAP_SUCCESS;
   }
-  if (event) return serialize(event, stream);
+  if (c->event_valid) return serialize(c, stream);
   return dev->stream_synchronize(c->last_stream);
 }
 
@@ -191,7 +175,7 @@ recap_status_t recap__nccl_policy_before(recap__nccl_comm_t *comms, size_t count
 }
 
 void recap__nccl_policy_after(recap__nccl_comm_t *comms, size_t count, recap_stream_t stream,
-                              bool launched, recap__nccl_mark_t *mark) {
+                              bool launched) {
   const recap__device_ops_t *dev = recap__device();
   recap__saved_error_t saved;
   recap__error_save(&saved);
@@ -202,15 +186,6 @@ void recap__nccl_policy_after(recap__nccl_comm_t *comms, size_t count, recap_str
       c->has_last = true;
       c->last_stream = stream;
       c->event_valid = false;
-      /* Replays of one graph find the mark in place: no reference moves, no CUDA call. The
-       * mark dropped here is destroyed only if its graph is gone. */
-      if (c->mark != mark) {
-        if (mark) recap__nccl_mark_ref(mark);
-        recap__nccl_mark_unref(c->mark);
-        c->mark = mark;
-      }
-    }
-    if (launched && !mark) {
       if (!c->event && dev->event_create(&c->event) != RECAP_SUCCESS) c->event = NULL;
       /* A failed record leaves event_valid false: the next replay elsewhere then waits for the
        * whole stream (SERIALIZE) or is refused (REFUSE_OVERLAP), never runs unordered. */
@@ -222,17 +197,12 @@ void recap__nccl_policy_after(recap__nccl_comm_t *comms, size_t count, recap_str
 }
 
 void recap__nccl_policy_forget(void) {
-  recap__saved_error_t saved;
-  recap__error_save(&saved);
   pthread_mutex_lock(&table_lock);
   while (table) {
     comm_state_t *c = table;
     table = c->next;
     pthread_mutex_destroy(&c->replay);
-    recap__nccl_mark_unref(c->mark);
-    if (c->event) (void)recap__device()->event_destroy(c->event);
     recap__host_free(c);
   }
   pthread_mutex_unlock(&table_lock);
-  recap__error_restore(&saved);
 }

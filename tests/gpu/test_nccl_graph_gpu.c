@@ -291,34 +291,6 @@ static void serialized_on_the_device(void **state) {
   free(host);
   OK(recap_graph_destroy(g1));
   OK(recap_graph_destroy(g2));
-
-  /* The replay mark on CUDA: one event-record node, which every other node of the graph
-   * precedes (each has a dependent), and whose event the replays wait for. */
-  recap_graph_t kept;
-  OK(recap_graph_create(&kept, RECAP_GRAPH_KEEP));
-  OK(recap_graph_capture_begin(kept, (recap_stream_t)s1, &o));
-  CUDA_OK(recap_test_add_scalar(a, a, N, 1.0f, s1));
-  OK(recap_nccl_all_reduce(a, b, N, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm, (recap_stream_t)s1));
-  OK(recap_graph_capture_end(kept));
-  recap_graph_info_t *info = NULL;
-  OK(recap_graph_inspect(kept, &info));
-  size_t marks = 0;
-  for (size_t i = 0; i < info->node_count; i++) {
-    if (info->nodes[i].parent != SIZE_MAX) continue;
-    if (info->nodes[i].type == RECAP_NODE_EVENT_RECORD) {
-      marks++;
-      assert_int_equal(info->nodes[i].dependent_count, 0);
-    } else if (info->nodes[i].dependent_count == 0) {
-      fail_msg("node %zu (%s) has no dependent: the mark does not wait for it", i,
-               recap_node_type_name(info->nodes[i].type));
-    }
-  }
-  assert_int_equal(marks, 1);
-  recap_graph_info_free(info);
-  OK(recap_graph_replay(kept, (recap_stream_t)s1));
-  OK(recap_graph_replay(kept, (recap_stream_t)s1));
-  CUDA_OK(cudaStreamSynchronize(s1));
-  OK(recap_graph_destroy(kept));
   CUDA_OK(cudaFree(a));
   CUDA_OK(cudaFree(b));
   CUDA_OK(cudaFree(c));
