@@ -35,7 +35,8 @@ void recap__nccl_warning_reset(void) { atomic_store(&warned, false); }
 static recap_status_t hook_before_replay(void *ctx, recap_graph_t graph, recap_stream_t stream) {
   (void)graph;
   recap__nccl_graph_t *g = ctx;
-  RECAP__CHECK(recap__nccl_policy_before(g->comms, g->comm_count, stream, "recap_graph_replay"));
+  RECAP__CHECK(recap__nccl_policy_before(g->comms, g->comm_count, stream, "recap_graph_replay",
+                                         &g->admission));
   g->replay_stream = stream;
   return RECAP_SUCCESS;
 }
@@ -43,13 +44,13 @@ static recap_status_t hook_before_replay(void *ctx, recap_graph_t graph, recap_s
 static void hook_replay_failed(void *ctx, recap_graph_t graph) {
   (void)graph;
   recap__nccl_graph_t *g = ctx;
-  recap__nccl_policy_after(g->comms, g->comm_count, g->replay_stream, false);
+  recap__nccl_policy_after(&g->admission, g->replay_stream, false);
 }
 
 static void hook_replay_done(void *ctx, recap_graph_t graph) {
   (void)graph;
   recap__nccl_graph_t *g = ctx;
-  recap__nccl_policy_after(g->comms, g->comm_count, g->replay_stream, true);
+  recap__nccl_policy_after(&g->admission, g->replay_stream, true);
 }
 
 static void hook_capture_ended(void *ctx, recap_graph_t graph, bool succeeded) {

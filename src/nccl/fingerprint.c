@@ -303,7 +303,8 @@ recap_status_t recap_graph_check_collectives(recap_graph_t graph, recap_nccl_com
   const recap__device_ops_t *dev = recap__device();
   recap_stream_t stream = NULL;
   if (s == RECAP_SUCCESS) s = dev->stream_create(&stream);
-  if (s == RECAP_SUCCESS) s = recap__nccl_policy_before(&comm, 1, stream, fn);
+  recap__nccl_admission_t admission;
+  if (s == RECAP_SUCCESS) s = recap__nccl_policy_before(&comm, 1, stream, fn, &admission);
   bool admitted = s == RECAP_SUCCESS;
   if (s == RECAP_SUCCESS) s = exchange(comm, stream, summary_mine, 2, nranks, summary);
   bool agree = true;
@@ -311,7 +312,7 @@ recap_status_t recap_graph_check_collectives(recap_graph_t graph, recap_nccl_com
     if (summary[2 * (size_t)r] != count || summary[2 * (size_t)r + 1] != h) agree = false;
   if (s == RECAP_SUCCESS && !agree)
     s = name_difference(comm, stream, rank, nranks, mine, count, summary);
-  if (admitted) recap__nccl_policy_after(&comm, 1, stream, false);
+  if (admitted) recap__nccl_policy_after(&admission, stream, false);
   if (stream) {
     recap__saved_error_t saved;
     recap__error_save(&saved);

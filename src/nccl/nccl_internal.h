@@ -25,13 +25,26 @@ typedef struct recap__nccl_entry {
   unsigned group;
 } recap__nccl_entry_t;
 
+/* The communicators' states a replay (or the check's exchange) was admitted under, sorted by
+ * address, their replay locks held: filled by recap__nccl_policy_before, used and emptied by
+ * recap__nccl_policy_after, so that the replay looks its communicators up once. Up to
+ * RECAP__NCCL_STACK_STATES of them live in the struct; more in memory of their own. */
+enum { RECAP__NCCL_STACK_STATES = 8 };
+struct recap__nccl_comm_state;
+typedef struct recap__nccl_admission {
+  struct recap__nccl_comm_state **states; /* stack, or allocated */
+  struct recap__nccl_comm_state *stack[RECAP__NCCL_STACK_STATES];
+  size_t count;
+} recap__nccl_admission_t;
+
 /* What one capture of a graph recorded; attached as the ctx of the layer's graph hooks. */
 typedef struct recap__nccl_graph {
   recap__nccl_entry_t *entries;
   size_t count, capacity;
   recap__nccl_comm_t *comms; /* in the order the capture first used them */
   size_t comm_count, comm_capacity;
-  recap_stream_t replay_stream; /* of the replay under way (between the replay hooks) */
+  recap_stream_t replay_stream;      /* of the replay under way (between the replay hooks) */
+  recap__nccl_admission_t admission; /* of the replay under way */
 } recap__nccl_graph_t;
 
 /* The record of graph's capture, or NULL when it recorded no collective. */
@@ -47,13 +60,14 @@ void recap__nccl_describe(const recap__nccl_entry_t *e, char *out, size_t cap);
 
 /* The replay policy (policy.c): before a replay of a graph that recorded comms, on stream, or
  * before the check's exchange on its own stream; function names the caller in messages
- * ("recap_graph_replay", "recap_graph_check_collectives"). Success holds each communicator's
- * replay lock until recap__nccl_policy_after. */
+ * ("recap_graph_replay", "recap_graph_check_collectives"). Success fills *admission and holds
+ * each communicator's replay lock until recap__nccl_policy_after; a failure leaves it empty. */
 recap_status_t recap__nccl_policy_before(recap__nccl_comm_t *comms, size_t count,
-                                         recap_stream_t stream, const char *function);
-/* The replay launched (launched) or failed: record where the comms' latest replay is, and
- * release their locks. Never fails. */
-void recap__nccl_policy_after(recap__nccl_comm_t *comms, size_t count, recap_stream_t stream,
+                                         recap_stream_t stream, const char *function,
+                                         recap__nccl_admission_t *admission);
+/* The replay launched (launched) or failed: record where the admitted comms' latest replay is,
+ * release their locks and empty *admission. Never fails. */
+void recap__nccl_policy_after(recap__nccl_admission_t *admission, recap_stream_t stream,
                               bool launched);
 /* Forget every communicator's state (tests, after the fake device was reset: its events are
  * gone). */

@@ -29,15 +29,15 @@
 #include "device/device.h"
 #include "nccl/nccl_internal.h"
 
-typedef struct comm_state {
+typedef struct recap__nccl_comm_state {
   recap__nccl_comm_t comm;
   _Atomic int policy;     /* a recap_nccl_policy_t */
   pthread_mutex_t replay; /* held from a replay's check to its record */
   recap_stream_t last_stream;
-  bool has_last;           /* a replay launched: last_stream is meaningful */
-  recap__event_t event;    /* recorded after the latest replay (NULL: not made yet) */
-  bool event_valid;        /* the record succeeded: event marks the latest replay's end */
-  struct comm_state *next; /* the table's list */
+  bool has_last;        /* a replay launched: last_stream is meaningful */
+  recap__event_t event; /* recorded after the latest replay (NULL: not made yet) */
+  bool event_valid;     /* the record succeeded: event marks the latest replay's end */
+  struct recap__nccl_comm_state *next; /* the table's list */
 } comm_state_t;
 
 static pthread_mutex_t table_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -77,25 +77,28 @@ static int by_address(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* Replays of graphs using at most this many communicators keep their states on the stack: a
- * replay's host cost is the point of a graph. */
-enum { STACK_STATES = 8 };
-
-/* The states of comms, sorted by address (the order their locks are taken in, so that two
- * replays sharing several communicators cannot deadlock), in stack (STACK_STATES entries) when
- * they fit, else in memory of their own: *out is stack or is freed with recap__host_free. */
-static recap_status_t states(recap__nccl_comm_t *comms, size_t count, comm_state_t **stack,
-                             comm_state_t ***out) {
-  comm_state_t **s = count <= STACK_STATES ? stack : recap__host_calloc(count, sizeof *s);
+/* The states of comms into *a, sorted by address (the order their locks are taken in, so
+ * that two replays sharing several communicators cannot deadlock): in a's own room when they
+ * fit (a replay's host cost is the point of a graph), else in memory of their own. */
+static recap_status_t states(recap__nccl_comm_t *comms, size_t count, recap__nccl_admission_t *a) {
+  comm_state_t **s =
+      count <= RECAP__NCCL_STACK_STATES ? a->stack : recap__host_calloc(count, sizeof *s);
   if (!s) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graph_replay: out of host memory");
   for (size_t i = 0; i < count; i++)
     if (!(s[i] = state_of(comms[i]))) {
-      if (s != stack) recap__host_free(s);
+      if (s != a->stack) recap__host_free(s);
       return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graph_replay: out of host memory");
     }
   if (count > 1) qsort(s, count, sizeof *s, by_address);
-  *out = s;
+  a->states = s;
+  a->count = count;
   return RECAP_SUCCESS;
+}
+
+static void admission_clear(recap__nccl_admission_t *a) {
+  if (a->states && a->states != a->stack) recap__host_free(a->states);
+  a->states = NULL;
+  a->count = 0;
 }
 
 /* Under SERIALIZE, with c's lock held and c's event valid: order stream after the latest
@@ -141,11 +144,13 @@ static recap_status_t admit(comm_state_t *c, recap_stream_t stream, const char *
 }
 
 recap_status_t recap__nccl_policy_before(recap__nccl_comm_t *comms, size_t count,
-                                         recap_stream_t stream, const char *function) {
+                                         recap_stream_t stream, const char *function,
+                                         recap__nccl_admission_t *admission) {
+  admission->states = NULL;
+  admission->count = 0;
   if (count == 0) return RECAP_SUCCESS;
-  comm_state_t *stack[STACK_STATES];
-  comm_state_t **s = NULL;
-  RECAP__CHECK(states(comms, count, stack, &s));
+  RECAP__CHECK(states(comms, count, admission));
+  comm_state_t **s = admission->states;
   size_t locked = 0;
   recap_status_t status = RECAP_SUCCESS;
   while (locked < count && status == RECAP_SUCCESS) {
@@ -168,20 +173,20 @@ recap_status_t recap__nccl_policy_before(recap__nccl_comm_t *comms, size_t count
     locked++;
     status = admit(c, stream, function);
   }
-  if (status != RECAP_SUCCESS)
+  if (status != RECAP_SUCCESS) {
     while (locked > 0) pthread_mutex_unlock(&s[--locked]->replay);
-  if (s != stack) recap__host_free(s);
+    admission_clear(admission);
+  }
   return status;
 }
 
-void recap__nccl_policy_after(recap__nccl_comm_t *comms, size_t count, recap_stream_t stream,
+void recap__nccl_policy_after(recap__nccl_admission_t *admission, recap_stream_t stream,
                               bool launched) {
   const recap__device_ops_t *dev = recap__device();
   recap__saved_error_t saved;
   recap__error_save(&saved);
-  for (size_t i = 0; i < count; i++) {
-    /* The state exists: before_replay made it, and states are never freed while recap runs. */
-    comm_state_t *c = state_of(comms[i]);
+  for (size_t i = 0; i < admission->count; i++) {
+    comm_state_t *c = admission->states[i];
     if (launched) {
       c->has_last = true;
       c->last_stream = stream;
@@ -193,6 +198,7 @@ void recap__nccl_policy_after(recap__nccl_comm_t *comms, size_t count, recap_str
     }
     pthread_mutex_unlock(&c->replay);
   }
+  admission_clear(admission);
   recap__error_restore(&saved);
 }
 
