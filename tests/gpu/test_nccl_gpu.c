@@ -25,6 +25,7 @@
 #include "device/nccl_seam.h"
 #include "gpu_util.h"
 #include "harness.h"
+#include "nccl_util.h"
 
 enum { N = 1 << 16 };
 /* NCCL's numbering (nccl.h). */
@@ -52,16 +53,10 @@ static recap__nccl_comm_t one_rank(const recap__nccl_ops_t **ops_out) {
     exit(RECAP_TEST_SKIP);
   }
   printf("NCCL %d.%d.%d (code %d)\n", version / 10000, version / 100 % 100, version % 100, version);
-  const char *path = getenv("RECAP_NCCL_LIBRARY");
-  library = dlopen(path && *path ? path : "libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-  assert_non_null(library);
-  void *init = dlsym(library, "ncclCommInitAll");
-  void *destroy = dlsym(library, "ncclCommDestroy");
-  assert_non_null(init);
-  assert_non_null(destroy);
+  library = gpu_nccl_open();
   comm_init_all_fn init_all;
-  memcpy(&init_all, &init, sizeof init);
-  memcpy(&comm_destroy, &destroy, sizeof destroy);
+  gpu_nccl_take(library, "ncclCommInitAll", &init_all, sizeof init_all);
+  gpu_nccl_take(library, "ncclCommDestroy", &comm_destroy, sizeof comm_destroy);
   recap__nccl_comm_t comm = NULL;
   assert_int_equal(init_all(&comm, 1, NULL), 0);
   assert_non_null(comm);

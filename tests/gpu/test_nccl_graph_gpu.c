@@ -27,6 +27,7 @@
 #include "harness.h"
 #include "gpu_util.h"
 #include "kernels.h"
+#include "nccl_util.h"
 #include "recap.h"
 
 enum { N = 1 << 16 };
@@ -46,16 +47,10 @@ static recap_nccl_comm_t one_rank(void) {
     fflush(stdout);
     exit(RECAP_TEST_SKIP);
   }
-  const char *path = getenv("RECAP_NCCL_LIBRARY");
-  library = dlopen(path && *path ? path : "libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-  assert_non_null(library);
-  void *init = dlsym(library, "ncclCommInitAll");
-  void *destroy = dlsym(library, "ncclCommDestroy");
-  assert_non_null(init);
-  assert_non_null(destroy);
+  library = gpu_nccl_open();
   comm_init_all_fn init_all;
-  memcpy(&init_all, &init, sizeof init);
-  memcpy(&comm_destroy, &destroy, sizeof destroy);
+  gpu_nccl_take(library, "ncclCommInitAll", &init_all, sizeof init_all);
+  gpu_nccl_take(library, "ncclCommDestroy", &comm_destroy, sizeof comm_destroy);
   recap__nccl_comm_t comm = NULL;
   assert_int_equal(init_all(&comm, 1, NULL), 0);
   return comm;

@@ -34,6 +34,7 @@
 #include "device/nccl_seam.h"
 #include "gpu_util.h"
 #include "harness.h"
+#include "nccl_util.h"
 #include "recap.h"
 
 enum { MAX_RANKS = 8, N = 1 << 16, ROUNDS = 20 };
@@ -189,22 +190,12 @@ static void clique_open(clique_t *c) {
   memset(c, 0, sizeof *c);
   c->nranks = gpu_count();
   assert_true(c->nranks >= 2);
-  const char *path = getenv("RECAP_NCCL_LIBRARY");
-  library = dlopen(path && *path ? path : "libnccl.so.2", RTLD_NOW | RTLD_LOCAL);
-  if (!library) fail_msg("dlopen(%s): %s", path && *path ? path : "libnccl.so.2", dlerror());
-  void *init = dlsym(library, "ncclCommInitAll");
-  void *destroy = dlsym(library, "ncclCommDestroy");
-  void *reduce = dlsym(library, "ncclAllReduce");
-  void *error_string = dlsym(library, "ncclGetErrorString");
-  assert_non_null(init);
-  assert_non_null(destroy);
-  assert_non_null(reduce);
-  assert_non_null(error_string);
+  library = gpu_nccl_open();
   comm_init_all_fn init_all;
-  memcpy(&init_all, &init, sizeof init);
-  memcpy(&comm_destroy, &destroy, sizeof destroy);
-  memcpy(&nccl_all_reduce, &reduce, sizeof reduce);
-  memcpy(&nccl_error_string, &error_string, sizeof error_string);
+  gpu_nccl_take(library, "ncclCommInitAll", &init_all, sizeof init_all);
+  gpu_nccl_take(library, "ncclCommDestroy", &comm_destroy, sizeof comm_destroy);
+  gpu_nccl_take(library, "ncclAllReduce", &nccl_all_reduce, sizeof nccl_all_reduce);
+  gpu_nccl_take(library, "ncclGetErrorString", &nccl_error_string, sizeof nccl_error_string);
   int result = init_all(c->comms, c->nranks, NULL);
   if (result != 0) fail_msg("ncclCommInitAll(%d GPUs): %s", c->nranks, nccl_error_string(result));
   gate_init(&c->gate, c->nranks);
