@@ -457,6 +457,7 @@ static void snapshot_lists_segments_and_blocks(void **state) {
     assert_true(cJSON_GetObjectItem(seg, "va_bytes")->valuedouble ==
                 (vmm ? (double)((size_t)64 << 30) : 0));
     assert_true(cJSON_GetObjectItem(seg, "chunks")->valuedouble == (vmm ? 1 : 0));
+    assert_true(cJSON_GetObjectItem(seg, "unmapped_bytes")->valuedouble == 0);
     cJSON *blk;
     cJSON_ArrayForEach(blk, cJSON_GetObjectItem(seg, "blocks")) {
       const char *st = cJSON_GetObjectItem(blk, "state")->valuestring;

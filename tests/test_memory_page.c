@@ -244,7 +244,10 @@ static void the_snapshot_and_page_show_sleep_and_vmm(void **state) {
                                "\"budget_refusals\":0,\"state\":\"awake\","
                                "\"sleeping_bytes\":0,\"vmm_segments\":0,\"segments\":["),
                    3);
-  assert_int_equal(occurrences(json, "\"vmm\":false,\"va_bytes\":0,\"chunks\":0,\"blocks\":["), 4);
+  assert_int_equal(
+      occurrences(json,
+                  "\"vmm\":false,\"va_bytes\":0,\"chunks\":0,\"unmapped_bytes\":0,\"blocks\":["),
+      4);
   recap_string_free(json);
 
   recap__pool_t *gone = private_pool(sc.gone);
@@ -264,7 +267,7 @@ static void the_snapshot_and_page_show_sleep_and_vmm(void **state) {
            "\"budget_bytes\":0,\"budget_refusals\":0,\"state\":\"asleep (offloaded)\","
            "\"sleeping_bytes\":20971520,\"vmm_segments\":1,\"segments\":[{\"address\":\"%p\","
            "\"size\":20971520,\"small\":false,\"stream\":\"%p\",\"vmm\":true,"
-           "\"va_bytes\":85899345920,\"chunks\":0,\"blocks\":[",
+           "\"va_bytes\":85899345920,\"chunks\":0,\"unmapped_bytes\":0,\"blocks\":[",
            sc.gone.a, sc.gone.b, (void *)seg->base, (void *)sc.s);
   if (!strstr(json, expected)) fail_msg("the snapshot lacks\n  %s\n%s", expected, json);
   recap_string_free(json);

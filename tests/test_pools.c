@@ -599,6 +599,140 @@ static void snapshot_names_private_pools(void **state) {
   OK(recap_pool_release(pool));
 }
 
+/* With captures back to back, no recap_malloc runs outside one: a block freed during the first,
+ * used by another stream, gets its event when that capture's route ends and comes back when a
+ * later route ends, once the stream passed it. */
+static void blocks_freed_during_back_to_back_captures_come_back(void **state) {
+  (void)state;
+  reset();
+  const recap_pool_id_t default_pool = {0, 0};
+  recap_stream_t s1 = recap__fake_stream_new(), reader = recap__fake_stream_new();
+  recap_stream_t cs = recap__fake_stream_new();
+  void *a;
+  OK(recap_malloc(&a, 8192, s1));
+  recap__fake_stream_enqueue(reader); /* the reader's work on a, queued */
+  OK(recap_record_stream(a, reader));
+  recap_pool_id_t pool = recap_pool_handle();
+  capture_begin(cs, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  int64_t events = recap__fake_now().live_events;
+  OK(recap_free(a)); /* during a capture: the event waits for the route's end */
+  assert_int_equal(recap__fake_now().live_events, events);
+  capture_end(cs, pool);
+  OK(recap_pool_release(pool));                                /* every route took a reference */
+  assert_int_equal(recap__fake_now().live_events, events + 1); /* recorded on the reader */
+  assert_int_equal(pool_info(default_pool).waiting_bytes, 8192);
+  for (int i = 0; i < 2; i++) {
+    capture_begin(cs, pool, RECAP__CAPTURE_MODE_GLOBAL);
+    void *p;
+    OK(recap_malloc(&p, 1024, cs)); /* routed: collects nothing */
+    assert_int_equal(pool_info(default_pool).waiting_bytes, 8192);
+    if (i == 1) recap__fake_stream_complete(reader);
+    OK(recap_free(p));
+    capture_end(cs, pool);
+    if (i == 0) OK(recap_pool_release(pool));
+  }
+  /* The second route's end found the event complete: the block is free, no malloc between. */
+  assert_int_equal(pool_info(default_pool).waiting_bytes, 0);
+  assert_int_equal(stats().active[0].current, 0);
+  OK(recap_pool_release(pool));
+  OK(recap_empty_cache());
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
+  check();
+}
+
+/* While one capture goes on (another thread's, say), the out-of-memory retry waits for the
+ * events of streams outside it, and the long capture stays valid; blocks freed during it get
+ * their events only once no capture is under way (a stream may join a capture at any time). */
+static void blocks_come_back_while_another_capture_goes_on(void **state) {
+  (void)state;
+  reset();
+  const recap_pool_id_t default_pool = {0, 0};
+  recap_stream_t s1 = recap__fake_stream_new(), reader = recap__fake_stream_new();
+  recap_stream_t long_s = recap__fake_stream_new(), cs = recap__fake_stream_new();
+  recap_pool_id_t long_pool = recap_pool_handle(), pool = recap_pool_handle();
+  void *a, *b, *huge;
+  OK(recap_malloc(&a, 8192, s1));
+  OK(recap_malloc(&b, 16384, s1));
+  recap__fake_stream_enqueue(reader);
+  OK(recap_record_stream(a, reader));
+  OK(recap_record_stream(b, reader));
+  OK(recap_free(a)); /* its event is recorded on the reader, not complete */
+  capture_begin(long_s, long_pool, RECAP__CAPTURE_MODE_GLOBAL);
+  assert_int_equal(pool_info(default_pool).waiting_bytes, 8192);
+  int64_t retries = stats().num_alloc_retries;
+  assert_int_equal(recap_malloc(&huge, (size_t)1 << 40, s1), RECAP_ERROR_OUT_OF_MEMORY);
+  assert_int_equal(stats().num_alloc_retries, retries + 1);
+  assert_int_equal(pool_info(default_pool).waiting_bytes, 0); /* the retry waited for it */
+  OK(recap_free(b));                                          /* during the capture: no event yet */
+  capture_begin(cs, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  capture_end(cs, pool); /* the long capture goes on: nothing recorded */
+  OK(recap_pool_release(pool));
+  assert_int_equal(recap_malloc(&huge, (size_t)1 << 40, s1), RECAP_ERROR_OUT_OF_MEMORY);
+  assert_non_null(strstr(recap_last_error(), "16.00 KiB freed during captures"));
+  assert_int_equal(pool_info(default_pool).waiting_bytes, 16384);
+  recap__capture_status_t status;
+  uint64_t id;
+  OK(recap__device()->stream_capture_info(long_s, &status, &id));
+  assert_int_equal(status, RECAP__CAPTURE_ACTIVE);
+  assert_int_equal(recap__alloc.devices[0]->deferred_count, 1);
+  capture_end(long_s, long_pool); /* the last route: b gets its event on the reader */
+  assert_int_equal(recap__alloc.devices[0]->deferred_count, 0);
+  assert_int_equal(recap__alloc.devices[0]->pending_count, 1);
+  recap__fake_stream_complete(reader);
+  void *p;
+  OK(recap_malloc(&p, 512, s1)); /* outside captures: collects the completed event */
+  assert_int_equal(pool_info(default_pool).waiting_bytes, 0);
+  OK(recap_free(p));
+  OK(recap_pool_release(long_pool));
+  OK(recap_empty_cache());
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
+  check();
+}
+
+/* The out-of-memory message splits what is reserved but not allocated: free blocks, blocks
+ * waiting for other streams' events, blocks freed during a capture waiting for it. */
+static void out_of_memory_message_tells_waiting_bytes_apart(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s1 = recap__fake_stream_new(), reader = recap__fake_stream_new();
+  recap_stream_t cs = recap__fake_stream_new();
+  void *a;
+  OK(recap_malloc(&a, 16384, s1));
+  recap__fake_stream_enqueue(reader);
+  OK(recap_record_stream(a, reader));
+  OK(recap_free(a)); /* waits for its event on the reader */
+  recap_pool_id_t pool = recap_pool_handle();
+  capture_begin(cs, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  /* The reader joins the capture: its event cannot be waited for now. */
+  assert_true(recap__fake_capture_join(reader, cs));
+  void *d;
+  OK(recap_malloc(&d, 8192, cs));
+  OK(recap_record_stream(d, reader));
+  OK(recap_free(d)); /* freed during the capture, used by a capturing stream */
+  void *huge;
+  assert_int_equal(recap_malloc(&huge, (size_t)1 << 40, s1), RECAP_ERROR_OUT_OF_MEMORY);
+  recap_memory_stats_t st = stats();
+  char cached[32], expected[256];
+  uint64_t unallocated = (uint64_t)(st.reserved_bytes[0].current - st.allocated_bytes[0].current);
+  snprintf(cached, sizeof cached, "%.2f MiB", (double)(unallocated - 16384 - 8192) / (1 << 20));
+  snprintf(expected, sizeof expected,
+           "of which %s cached in free blocks, 16.00 KiB freed and waiting for other streams' "
+           "events and 8.00 KiB freed during captures and waiting for them to end",
+           cached);
+  assert_non_null(strstr(recap_last_error(), expected));
+  recap__capture_status_t status;
+  uint64_t id;
+  OK(recap__device()->stream_capture_info(cs, &status, &id));
+  assert_int_equal(status, RECAP__CAPTURE_ACTIVE); /* the retry asked no capturing stream */
+  assert_true(recap__fake_capture_join_back(reader, cs));
+  capture_end(cs, pool);
+  recap__fake_stream_complete(reader);
+  OK(recap_pool_release(pool));
+  OK(recap_empty_cache());
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
+  check();
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(pool_handles_are_fresh),
     cmocka_unit_test(routing_follows_the_capture),
@@ -617,6 +751,9 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(pool_info_answers_the_default_pool),
     cmocka_unit_test(pool_info_counts_blocks_waiting_on_events),
     cmocka_unit_test(snapshot_names_private_pools),
+    cmocka_unit_test(blocks_freed_during_back_to_back_captures_come_back),
+    cmocka_unit_test(blocks_come_back_while_another_capture_goes_on),
+    cmocka_unit_test(out_of_memory_message_tells_waiting_bytes_apart),
 };
 
 int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }

@@ -235,7 +235,9 @@ static void empty_cache_trims_the_free_tail(void **state) {
   check();
 }
 
-static void trim_keeps_chunks_under_blocks_in_use(void **state) {
+/* The release gives back every chunk lying wholly inside a free block, wherever it is in the
+ * segment: the live block after it keeps its address and contents; a reuse maps the hole again. */
+static void release_gives_back_free_chunks_anywhere(void **state) {
   (void)state;
   recap_stream_t s = vmm_device();
   void *a, *b, *c;
@@ -244,28 +246,106 @@ static void trim_keeps_chunks_under_blocks_in_use(void **state) {
   OK(recap_free(b));
   OK(recap_malloc(&c, 2 * MiB, s)); /* splits b's block: c is [16, 18) */
   assert_ptr_equal(c, b);
+  memset(c, 0x5a, 2 * MiB);
   OK(recap_free(a));
   recap_memory_stats_t before = stats();
   OK(recap_empty_cache());
   recap_memory_stats_t st = stats();
-  /* The free tail [18, 20) MiB holds no chunk wholly (chunk 2 is [16, 20)); a free head is no
-   * tail: nothing goes. */
-  assert_int_equal(st.reserved_bytes[0].current, 20 * MiB);
-  assert_int_equal(st.num_device_free, before.num_device_free);
+  /* Chunk 1 lies wholly in the free block [0, 16): it goes. Chunk 2 holds c: it stays, and so
+   * does the free [18, 20) inside it. */
+  assert_int_equal(st.reserved_bytes[0].current, 4 * MiB);
+  assert_int_equal(st.num_device_free, before.num_device_free + 1);
+  assert_int_equal(st.segment[0].current, 1);
+  assert_int_equal(st.inactive_split[0].current, 2); /* [0,16) and [18,20): blocks stay */
+  assert_int_equal(st.inactive_split_bytes[0].current, 18 * MiB);
+  assert_int_equal(recap__fake_now().vmm_bytes_mapped, 4 * MiB);
+  for (size_t i = 0; i < 2 * MiB; i += 4096) assert_int_equal(((unsigned char *)c)[i], 0x5a);
   check();
-  /* A bigger tail after a third chunk: trimmed up to the chunk under c. */
+  /* A request of the hole's size takes it back at the same address, mapped again. */
+  void *a2;
+  OK(recap_malloc(&a2, 16 * MiB, s));
+  assert_ptr_equal(a2, a);
+  assert_int_equal(stats().reserved_bytes[0].current, 20 * MiB);
+  assert_int_equal(stats().num_device_alloc, st.num_device_alloc + 1);
+  memset(a2, 1, 16 * MiB); /* mapped: the fake would fault on a hole */
+  check();
+  /* A bigger tail after a third chunk: given back whole, the segment's end cut. */
   void *d;
-  OK(recap_malloc(&d, 30 * MiB, s)); /* 2 MiB free + chunk 3 of 28 MiB: d is [18, 48) */
+  OK(recap_malloc(&d, 30 * MiB, s)); /* 2 MiB free + chunk of 28 MiB: d is [18, 48) */
   assert_ptr_equal(d, (char *)c + 2 * MiB);
   assert_int_equal(stats().reserved_bytes[0].current, 48 * MiB);
   OK(recap_free(d));
+  OK(recap_free(a2));
   OK(recap_empty_cache());
   st = stats();
-  assert_int_equal(st.reserved_bytes[0].current, 20 * MiB); /* chunk 3 went, 2 stays */
-  assert_int_equal(st.num_device_free, before.num_device_free + 1);
-  assert_int_equal(st.inactive_split[0].current, 2); /* [0,16) and [18,20) */
+  assert_int_equal(st.reserved_bytes[0].current, 4 * MiB); /* only chunk 2, under c */
+  assert_int_equal(st.inactive_split[0].current, 2);       /* [0,16) and [18,20) */
   assert_int_equal(st.inactive_split_bytes[0].current, 18 * MiB);
   check();
+  OK(recap_free(c));
+  OK(recap_empty_cache());
+  assert_int_equal(stats().reserved_bytes[0].current, 0);
+  assert_int_equal(recap__fake_now().vmm_ranges_live, 0);
+  check();
+}
+
+/* A graph's pool keeps only what outlives the capture: a temporary captured before an output
+ * goes back at recap_empty_cache once the pool is released, though the live output sits after
+ * it in the segment. */
+static void a_released_pool_gives_back_the_temporary_before_its_output(void **state) {
+  (void)state;
+  recap_stream_t s = vmm_device();
+  recap_pool_id_t pool = recap_pool_handle();
+  assert_int_not_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 0);
+  OK(recap_pool_route_begin(pool, s));
+  void *temp, *out;
+  OK(recap_malloc(&temp, 16 * MiB, s));
+  OK(recap_malloc(&out, 16 * MiB, s));
+  OK(recap_free(temp));
+  assert_true(recap__fake_capture_end(s));
+  OK(recap_pool_route_end(pool));
+  OK(recap_pool_release(pool)); /* the graph's reset */
+  assert_int_equal(pool_memory(pool).reserved_bytes, 32 * MiB);
+  OK(recap_empty_cache());
+  assert_int_equal(pool_memory(pool).reserved_bytes, 16 * MiB);
+  assert_int_equal(stats().reserved_bytes[0].current, 16 * MiB);
+  assert_int_equal(recap__fake_now().vmm_bytes_mapped, 16 * MiB);
+  memset(out, 3, 16 * MiB); /* still mapped, at its address */
+  check();
+  OK(recap_free(out));
+  OK(recap_empty_cache());
+  assert_int_equal(stats().reserved_bytes[0].current, 0);
+  assert_int_equal(recap__fake_now().vmm_ranges_live, 0);
+  check();
+}
+
+/* A segment with holes sleeps and wakes: the wake maps what the blocks in use touch, their
+ * contents come back (OFFLOAD), the holes stay holes until a request takes them. */
+static void a_segment_with_holes_sleeps_and_wakes(void **state) {
+  (void)state;
+  recap_stream_t s = vmm_device();
+  void *a, *c;
+  OK(recap_malloc(&a, 16 * MiB, s));
+  OK(recap_malloc(&c, 4 * MiB, s));
+  memset(c, 0x3c, 4 * MiB);
+  OK(recap_free(a));
+  OK(recap_empty_cache()); /* [0, 16) becomes a hole */
+  assert_int_equal(stats().reserved_bytes[0].current, 4 * MiB);
+  OK(recap_pool_sleep(default_pool(), RECAP_SLEEP_OFFLOAD));
+  check();
+  assert_int_equal(recap__fake_now().vmm_bytes_mapped, 0);
+  OK(recap_pool_wake(default_pool()));
+  check();
+  assert_int_equal(recap__fake_now().vmm_bytes_mapped, 4 * MiB);
+  assert_int_equal(stats().reserved_bytes[0].current, 4 * MiB);
+  for (size_t i = 0; i < 4 * MiB; i += 4096) assert_int_equal(((unsigned char *)c)[i], 0x3c);
+  void *a2;
+  OK(recap_malloc(&a2, 16 * MiB, s)); /* the hole, mapped again */
+  assert_ptr_equal(a2, a);
+  memset(a2, 0, 16 * MiB);
+  assert_int_equal(stats().reserved_bytes[0].current, 20 * MiB);
+  check();
+  OK(recap_free(a2));
   OK(recap_free(c));
   OK(recap_empty_cache());
   assert_int_equal(stats().reserved_bytes[0].current, 0);
@@ -658,8 +738,8 @@ static void bucket_graphs_sharing_a_pool_map_what_the_largest_uses(void **state)
   expect_all_released();
 }
 
-/* The checker sees a VMM segment whose chunks do not tile its mapped bytes, or whose mapped
- * bytes pass its range. */
+/* The checker sees a VMM segment whose chunks leave it, do not account for its bytes, or whose
+ * bytes pass its range; and a hole where a block in use lies. */
 static void checker_catches_vmm_corruption(void **state) {
   (void)state;
   recap_stream_t s = vmm_device();
@@ -673,19 +753,28 @@ static void checker_catches_vmm_corruption(void **state) {
   EXPECT_STATUS(recap_memory_check(), RECAP_ERROR_INTERNAL);
   assert_non_null(strstr(recap_last_error(),
                          "chunk 1 (20971520 bytes at offset 23068672) does "
-                         "not follow at offset 20971520"));
+                         "not lie after offset 20971520 inside the segment's 41943040 bytes"));
   seg->chunks[1].offset -= GRAN;
   seg->chunks[1].size -= GRAN;
   EXPECT_STATUS(recap_memory_check(), RECAP_ERROR_INTERNAL);
   assert_non_null(strstr(recap_last_error(),
-                         "its chunks map 39845888 bytes but it counts "
-                         "41943040 reserved"));
+                         "its chunks map 39845888 bytes and it counts 0 "
+                         "unmapped of 41943040"));
   seg->chunks[1].size += GRAN;
   size_t va = seg->va_size;
   seg->va_size = 20 * MiB;
   EXPECT_STATUS(recap_memory_check(), RECAP_ERROR_INTERNAL);
-  assert_non_null(strstr(recap_last_error(), "maps 41943040 bytes of a range of 20971520"));
+  assert_non_null(strstr(recap_last_error(), "spans 41943040 bytes of a range of 20971520"));
   seg->va_size = va;
+  check();
+  /* A block in use over a hole: chunk 1 (under b) forgotten, counted as unmapped. */
+  recap__vmm_chunk_t gone = seg->chunks[1];
+  seg->chunk_count = 1;
+  seg->unmapped += gone.size;
+  EXPECT_STATUS(recap_memory_check(), RECAP_ERROR_INTERNAL);
+  assert_non_null(strstr(recap_last_error(), "in use, touches 20971520 unmapped bytes"));
+  seg->chunk_count = 2;
+  seg->unmapped -= gone.size;
   check();
   OK(recap_free(a));
   OK(recap_free(b));
@@ -764,7 +853,9 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(growth_after_an_allocated_last_block_adds_a_block),
     cmocka_unit_test(small_and_large_classes_and_streams_get_own_segments),
     cmocka_unit_test(empty_cache_trims_the_free_tail),
-    cmocka_unit_test(trim_keeps_chunks_under_blocks_in_use),
+    cmocka_unit_test(release_gives_back_free_chunks_anywhere),
+    cmocka_unit_test(a_released_pool_gives_back_the_temporary_before_its_output),
+    cmocka_unit_test(a_segment_with_holes_sleeps_and_wakes),
     cmocka_unit_test(memory_cap_applies),
     cmocka_unit_test(out_of_memory_retries_and_reports),
     cmocka_unit_test(the_retry_trims_the_growing_segment),

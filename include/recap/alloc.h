@@ -81,7 +81,8 @@ RECAP_API int recap_pool_is_default(recap_pool_id_t pool);
  * not capturing, or if the pool is already routed for another capture. Graphs call this for you. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_pool_route_begin(recap_pool_id_t pool,
                                                                 recap_stream_t capturing_stream);
-/* Stop routing to pool. Blocks held back during the capture become reusable. */
+/* Stop routing to pool. Blocks freed during captures whose streams capture no more get their
+ * events now, and blocks whose events completed become reusable (docs/allocator.md). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_pool_route_end(recap_pool_id_t pool);
 /* Drop one reference to pool. At zero the pool becomes freeable: its unused segments go back to
  * the driver on recap_empty_cache() or an out-of-memory retry, never to the default pool, and
@@ -89,7 +90,8 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_pool_route_end(recap_pool_id_t po
 RECAP_API recap_status_t recap_pool_release(recap_pool_id_t pool);
 
 /* A summary of one pool on the current device. A freed block that still waits (on the events of
- * streams named with recap_record_stream, or, freed during a capture, for the capture to end)
+ * streams named with recap_record_stream, or, freed during a capture, for those streams to
+ * leave every capture)
  * is no longer allocated: its bytes leave allocated_bytes at recap_free and are counted in
  * waiting_bytes until the block is reusable; they stay in reserved_bytes throughout, and its
  * segment cannot go back to the driver meanwhile. */

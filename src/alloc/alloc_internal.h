@@ -59,6 +59,8 @@ typedef struct recap__block {
                          hand-outs share one: a stale reference can be told apart */
   void *alloc_site;    /* the return address of the recap_malloc call that handed it out, when
                          allocation sites are recorded (RECAP_LIVENESS_DEBUG=1); else NULL */
+  size_t unmapped;     /* a free block of a VMM segment: its bytes whose chunks were given back
+                          (holes, vmm_segment.c); 0 for every other block */
 } recap__block_t;
 
 /* One piece of physical memory mapped into a VMM segment (cuMemCreate + cuMemMap). */
@@ -78,10 +80,12 @@ struct recap__segment {
   recap__segment_t *prev, *next; /* the pool's segments */
   /* A segment on CUDA virtual memory (the expandable_segments option; vmm_segment.c): base
    * starts a range of va_size reserved bytes; [base, base + size) is mapped by chunks, in
-   * offset order, tiling it without gaps while the pool is awake. Asleep (sleep.c), chunks is
-   * empty and size stays: the blocks keep their addresses for the wake. */
+   * offset order, but for `unmapped` bytes of holes, each wholly inside a free block, while the
+   * pool is awake. Asleep (sleep.c), chunks is empty and size stays: the blocks keep their
+   * addresses for the wake. Its reserved bytes are size - unmapped. */
   bool vmm;
   size_t va_size;
+  size_t unmapped;
   recap__vmm_chunk_t *chunks;
   int chunk_count, chunk_capacity;
   /* The source its memory came from (NULL: the device's raw_malloc) and the handle the source
@@ -133,6 +137,7 @@ struct recap__pool {
 typedef struct recap__pending_event {
   recap__event_t event;
   recap__block_t *block;
+  recap_stream_t stream; /* where the event was recorded */
 } recap__pending_event_t;
 
 /* An active capture whose allocations go to a private pool. A route is pending while its
@@ -347,8 +352,9 @@ void recap__alloc_front_cache_enable(bool on);
  * With the option on, a pool has at most one VMM segment per size class and stream; it reserves
  * a range of virtual addresses as large as the device's memory and maps physical chunks
  * (multiples of the device's allocation granularity) at its end as the pool grows, so a growing
- * workload extends one segment instead of adding segments. The segment's free tail is unmapped
- * by recap_empty_cache and the out-of-memory retry, chunk by chunk.
+ * workload extends one segment instead of adding segments. recap_empty_cache and the
+ * out-of-memory retry unmap the chunks lying wholly inside free blocks, anywhere in the
+ * segment; a request carved from such a block maps its holes again.
  * ---------------------------------------------------------------------------------------- */
 
 /* Make room for a request of `size` rounded bytes in pool's VMM segment of that size class and
@@ -365,14 +371,28 @@ void recap__alloc_front_cache_enable(bool on);
 recap_status_t recap__vmm_segment_grow(recap__device_state_t *d, recap__pool_t *pool, bool small,
                                        size_t size, recap_stream_t stream,
                                        const recap__options_t *o, recap__block_t **out);
-/* Give back the chunks of seg that lie wholly inside its free last block, from the end; a
- * segment left with nothing mapped releases its range and is deleted. The front cache must be
- * settled (recap__alloc_settle). Lock held. */
-recap_status_t recap__vmm_segment_trim(recap__device_state_t *d, recap__segment_t *seg);
-/* Whether recap__vmm_segment_trim would give back a chunk of seg: its last block is free and
- * wholly holds the last chunk. The trim unmaps without waiting for the device (cuMemUnmap does
- * not, unlike cudaFree), so the caller synchronises first when this says true. Lock held. */
-bool recap__vmm_segment_trimmable(const recap__segment_t *seg);
+/* Give back every chunk of seg that lies wholly inside a free block other than keep (which may
+ * be NULL), wherever it is: the blocks keep their places, their bytes become holes; then cut a
+ * free end past the last chunk off the segment (its last block shrinks or goes) unless that
+ * block is keep; a segment left with no block releases its range and is deleted. The front
+ * cache must be settled (recap__alloc_settle). A chunk that cannot be given back stays (the
+ * first failure is returned). Unmapping does not wait for the device (cuMemUnmap does not,
+ * unlike cudaFree): the caller synchronises first when recap__vmm_segment_releasable says
+ * there is something to give back. Lock held. */
+recap_status_t recap__vmm_segment_release(recap__device_state_t *d, recap__segment_t *seg,
+                                          const recap__block_t *keep);
+bool recap__vmm_segment_releasable(recap__segment_t *seg, const recap__block_t *keep);
+/* The unmapped bytes of seg within [from, from + size) (lock held). */
+size_t recap__vmm_unmapped_in(const recap__segment_t *seg, const char *from, size_t size);
+/* Map again the holes of the free block b (of a VMM segment) in the granules that a request
+ * carved from b at `at` for `size` bytes touches, one chunk per hole, so that the request lies
+ * wholly in mapped memory; counts them as a growth does. One try: a failure leaves everything
+ * as it was; allocator.c weighs memory_cap first (map_need: the bytes it would map) and wraps it
+ * in the out-of-memory retry. Lock held. */
+recap_status_t recap__vmm_segment_map(recap__device_state_t *d, recap__block_t *b, const char *at,
+                                      size_t size);
+size_t recap__vmm_segment_map_need(const recap__device_state_t *d, const recap__block_t *b,
+                                   const char *at, size_t size);
 /* The bytes recap__vmm_segment_grow would map for that request now (0: the segment's free last
  * block holds it already), asking the device's granularity if not known yet. Lock held. */
 recap_status_t recap__vmm_segment_need(recap__device_state_t *d, const recap__pool_t *pool,
@@ -455,6 +475,10 @@ recap_status_t recap__segment_source_put(recap_pool_id_t id, const recap__segmen
 recap_status_t recap__alloc_pool_release_free(recap__device_state_t *d, recap__pool_t *pool);
 /* Record the events of the blocks freed during a capture once none is routed (lock held). */
 void recap__alloc_insert_deferred_events(recap__device_state_t *d);
+/* Collect what waits for events on device d without waiting (lock held; a route has just
+ * ended): when no capture is under way on any device, the blocks freed during captures get
+ * their events and the blocks whose events completed are free again; otherwise nothing. */
+void recap__alloc_collect_events(recap__device_state_t *d);
 
 /* Drop every piece of allocator state without calling the device (tests, after the fake was
  * reset). */

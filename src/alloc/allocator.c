@@ -237,6 +237,7 @@ static void insert_events(recap__device_state_t *d, recap__block_t *b) {
       if (e && dev->event_record(e, s) == RECAP_SUCCESS) {
         d->pending[d->pending_count].event = e;
         d->pending[d->pending_count].block = b;
+        d->pending[d->pending_count].stream = s;
         d->pending_count++;
         b->event_count++;
         recorded = true;
@@ -254,9 +255,69 @@ static void insert_events(recap__device_state_t *d, recap__block_t *b) {
   b->stream_use_count = 0;
 }
 
-/* Blocks freed during a capture get their events once no capture is under way (no event may
- * be recorded on a capturing stream). */
-void recap__alloc_insert_deferred_events(recap__device_state_t *d) {
+/* Whether a route is pending on any device: a capture is about to begin on a stream recap
+ * does not know yet. */
+static bool route_pending(void) {
+  for (int i = 0; i < RECAP__MAX_DEVICES; i++) {
+    const recap__device_state_t *d = recap__alloc.devices[i];
+    for (int k = 0; d && k < d->route_count; k++)
+      if (d->routes[k].pending) return true;
+  }
+  return false;
+}
+
+/* Whether an event recorded on stream may be waited for while captures are under way: the
+ * stream does not capture (and is not the legacy stream, which no call may use then). A stream
+ * whose status cannot be read counts as capturing. */
+static bool stream_outside_captures(recap_stream_t stream) {
+  recap__capture_status_t status;
+  uint64_t id = 0;
+  return stream && recap__device()->stream_capture_id(stream, &status, &id) == RECAP_SUCCESS &&
+         status == RECAP__CAPTURE_NONE;
+}
+
+/* Release the event of pending[i] and free its block when it was the block's last. */
+static void event_done(recap__device_state_t *d, recap__pending_event_t p) {
+  release_event(d, p.event);
+  if (--p.block->event_count == 0) free_block(d, p.block);
+}
+
+/* The out-of-memory retry during captures: wait for the pending events recorded on streams that
+ * capture nothing now, so that their blocks are free to serve the request. CUDA's global
+ * capture mode forbids the calling thread event waits while another thread captures: the
+ * thread's mode is relaxed around them, which allows waiting for an event recorded outside any
+ * capture (every pending event is: events are recorded only while no capture is under way).
+ * The events of a stream that captures now are left for later, and so is everything while a
+ * route is pending (its stream, unknown here, is beginning a capture). */
+static void wait_outside_captures(recap__device_state_t *d) {
+  const recap__device_ops_t *dev = recap__device();
+  recap__capture_mode_t saved = RECAP__CAPTURE_MODE_RELAXED;
+  if (!d->pending_count || route_pending() || dev->exchange_capture_mode(&saved) != RECAP_SUCCESS)
+    return;
+  size_t kept = 0;
+  for (size_t i = 0; i < d->pending_count; i++) {
+    recap__pending_event_t p = d->pending[i];
+    if (stream_outside_captures(p.stream) && dev->event_synchronize(p.event) == RECAP_SUCCESS)
+      event_done(d, p);
+    else
+      d->pending[kept++] = p;
+  }
+  d->pending_count = kept;
+  dev->exchange_capture_mode(&saved);
+}
+
+/* Free the blocks whose events have completed, after giving the blocks freed during captures
+ * their events. With `wait`, wait for every event first. Event work needs a moment with no
+ * capture under way on any device (CUDA's global mode forbids event calls in every thread,
+ * and a stream may join another thread's capture at any time, so an event recorded on it could
+ * land in that capture): during captures only the out-of-memory retry (`wait`) does what it
+ * can, wait_outside_captures. */
+static void process_events(recap__device_state_t *d, bool wait) {
+  if (capture_under_way(NULL)) {
+    if (wait) wait_outside_captures(d);
+    return;
+  }
+  /* Blocks freed during a capture get their events now. */
   for (size_t i = 0; i < d->deferred_count; i++) {
     recap__block_t *b = d->deferred[i];
     b->deferred = false;
@@ -264,13 +325,6 @@ void recap__alloc_insert_deferred_events(recap__device_state_t *d) {
     if (b->event_count == 0) free_block(d, b);
   }
   d->deferred_count = 0;
-}
-
-/* Free the blocks whose events have completed. With `wait`, wait for every event first. */
-static void process_events(recap__device_state_t *d, bool wait) {
-  /* Events may not be queried while a capture is under way, on any device. */
-  if (d->route_count || capture_under_way(NULL)) return;
-  recap__alloc_insert_deferred_events(d);
   const recap__device_ops_t *dev = recap__device();
   size_t kept = 0;
   for (size_t i = 0; i < d->pending_count; i++) {
@@ -284,14 +338,16 @@ static void process_events(recap__device_state_t *d, bool wait) {
       dev->device_synchronize();
       done = true;
     }
-    if (!done) {
+    if (done)
+      event_done(d, p);
+    else
       d->pending[kept++] = p;
-      continue;
-    }
-    release_event(d, p.event);
-    if (--p.block->event_count == 0) free_block(d, p.block);
   }
   d->pending_count = kept;
+}
+
+void recap__alloc_collect_events(recap__device_state_t *d) {
+  if (d->pending_count || d->deferred_count) process_events(d, false);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -317,6 +373,7 @@ static size_t merge(recap__block_t *b, recap__block_t *other) {
     if (b->next) b->next->prev = b;
   }
   b->size += absorbed;
+  b->unmapped += other->unmapped; /* holes of a VMM segment stay where they are */
   free_set_of(b->segment->pool, b->segment->small)->blocks--;
   RECAP__ASSERT(b->ptr >= b->segment->base &&
                 b->ptr + b->size <= b->segment->base + b->segment->size);
@@ -470,7 +527,7 @@ static recap_status_t release_free_segments(recap__device_state_t *d, recap__fre
   for (size_t i = set->count; i-- > 0;) {
     if (i >= set->count) continue;
     recap__block_t *b = set->items[i];
-    /* A VMM segment gives back its free tail instead (trim_vmm_segments). */
+    /* A VMM segment gives back its free chunks instead (release_vmm_segments). */
     if (recap__block_is_split(b) || b->segment->vmm) continue;
     recap_status_t s = release_segment(d, b);
     if (s != RECAP_SUCCESS) result = s;
@@ -478,23 +535,23 @@ static recap_status_t release_free_segments(recap__device_state_t *d, recap__fre
   return result;
 }
 
-/* Whether release_cached may trim VMM segments, decided at the first segment with something to
- * trim. A free block may still be in use by work queued before its free: a block freed on its
- * own stream is reused stream-ordered at once, and the events of blocks used on other streams
- * say only that those streams got that far. cudaFree waits for the device, so a classic
- * segment's release is safe; cuMemUnmap does not wait. So the first trim of a release_cached
- * call synchronises the device once: that covers the segment's stream and every stream a block
- * of the tail was used on, whatever the block's history, at the cost of one wait per call that
- * trims (an empty_cache or an out-of-memory retry, both slow paths already). During a capture,
- * on any device, a synchronisation would invalidate it: no VMM segment is trimmed then (the
- * out-of-memory retry of a capture frees what classic segments can give and leaves the tails
- * mapped). A failed synchronisation trims nothing either. */
-typedef struct trim_gate {
+/* Whether release_cached may unmap VMM chunks, decided at the first segment with something to
+ * give back. A free block may still be in use by work queued before its free: a block freed on
+ * its own stream is reused stream-ordered at once, and the events of blocks used on other
+ * streams say only that those streams got that far. cudaFree waits for the device, so a classic
+ * segment's release is safe; cuMemUnmap does not wait. So the first unmap of a release_cached
+ * call synchronises the device once: that covers the segment's stream and every stream a free
+ * block was used on, whatever the block's history, at the cost of one wait per call that
+ * unmaps (an empty_cache or an out-of-memory retry, both slow paths already). During a capture,
+ * on any device, a synchronisation would invalidate it: no VMM chunk is given back then (the
+ * out-of-memory retry of a capture frees what classic segments can give and leaves the chunks
+ * mapped). A failed synchronisation gives back nothing either. */
+typedef struct unmap_gate {
   bool decided;
   bool open;
-} trim_gate_t;
+} unmap_gate_t;
 
-static recap_status_t trim_gate_open(trim_gate_t *gate) {
+static recap_status_t unmap_gate_open(unmap_gate_t *gate) {
   if (gate->decided) return RECAP_SUCCESS;
   gate->decided = true;
   if (capture_under_way(NULL)) return RECAP_SUCCESS;
@@ -503,34 +560,37 @@ static recap_status_t trim_gate_open(trim_gate_t *gate) {
   return s;
 }
 
-/* Give back the free tails of pool's VMM segments; those left with nothing mapped go. */
-static recap_status_t trim_vmm_segments(recap__device_state_t *d, recap__pool_t *pool,
-                                        trim_gate_t *gate) {
+/* Give back the chunks inside free blocks of pool's VMM segments, but keep's; those left with
+ * no block go. */
+static recap_status_t release_vmm_segments(recap__device_state_t *d, recap__pool_t *pool,
+                                           unmap_gate_t *gate, const recap__block_t *keep) {
   recap_status_t result = RECAP_SUCCESS;
   for (recap__segment_t *seg = pool->segments, *next; seg; seg = next) {
-    next = seg->next; /* the trim may delete seg */
-    if (!seg->vmm || !recap__vmm_segment_trimmable(seg)) continue;
-    recap_status_t s = trim_gate_open(gate);
+    next = seg->next; /* the release may delete seg */
+    if (!seg->vmm || !recap__vmm_segment_releasable(seg, keep)) continue;
+    recap_status_t s = unmap_gate_open(gate);
     if (!gate->open) return s;
-    s = recap__vmm_segment_trim(d, seg);
+    s = recap__vmm_segment_release(d, seg, keep);
     if (s != RECAP_SUCCESS) result = s;
   }
   return result;
 }
 
 /* Free the cached memory of device d: the default pool's unused segments and those of private
- * pools nobody references. Pools left with no segment are deleted. While a capture is routed,
- * events are not waited on (that is illegal during a capture), so only truly free segments go,
- * and VMM segments keep their tails (trim_gate_t says why). */
-static recap_status_t release_cached(recap__device_state_t *d) {
+ * pools nobody references, and the chunks inside free blocks of their VMM segments, but those
+ * of keep (a free block a request is about to take; NULL: none). Pools left with no segment are
+ * deleted. Events are waited for first (process_events: during captures, those of streams
+ * outside them), so that the blocks waiting for them are free to go; during a capture VMM
+ * segments keep their chunks (unmap_gate_t says why). */
+static recap_status_t release_cached(recap__device_state_t *d, const recap__block_t *keep) {
   process_events(d, true);
   recap_status_t result = RECAP_SUCCESS, s;
-  trim_gate_t gate = {false, false};
+  unmap_gate_t gate = {false, false};
   /* An asleep pool (sleep.c) has nothing mapped to give back: its segments wait for the wake. */
   if (d->default_pool.state == RECAP_POOL_AWAKE) {
     if ((s = release_free_segments(d, &d->default_pool.large_free))) result = s;
     if ((s = release_free_segments(d, &d->default_pool.small_free))) result = s;
-    if ((s = trim_vmm_segments(d, &d->default_pool, &gate))) result = s;
+    if ((s = release_vmm_segments(d, &d->default_pool, &gate, keep))) result = s;
   }
   for (recap__pool_t *p = d->private_pools, *next; p; p = next) {
     next = p->next;
@@ -538,7 +598,7 @@ static recap_status_t release_cached(recap__device_state_t *d) {
     if (p->references > 0 || p->routed || p->state != RECAP_POOL_AWAKE) continue;
     if ((s = release_free_segments(d, &p->large_free))) result = s;
     if ((s = release_free_segments(d, &p->small_free))) result = s;
-    if ((s = trim_vmm_segments(d, p, &gate))) result = s;
+    if ((s = release_vmm_segments(d, p, &gate, keep))) result = s;
     if (p->segment_count == 0) recap__alloc_pool_delete(d, p);
   }
   return result;
@@ -571,6 +631,33 @@ static recap_status_t capped(const recap__device_state_t *d, const recap__option
   return RECAP_SUCCESS;
 }
 
+/* What the reserved bytes of device d not allocated are doing: free in blocks (the cache),
+ * waiting for events recorded on other streams that used them, or freed during a capture and
+ * waiting for its end. */
+typedef struct unallocated {
+  uint64_t free, events, captures;
+} unallocated_t;
+
+static void unallocated_add(unallocated_t *u, const recap__pool_t *pool) {
+  for (const recap__segment_t *seg = pool->segments; seg; seg = seg->next)
+    for (const recap__block_t *b = seg->head; b; b = b->next) {
+      if (b->deferred)
+        u->captures += b->size;
+      else if (!b->allocated && b->event_count > 0)
+        u->events += b->size;
+    }
+}
+
+static unallocated_t unallocated_of(const recap__device_state_t *d) {
+  unallocated_t u = {0, 0, 0};
+  unallocated_add(&u, &d->default_pool);
+  for (const recap__pool_t *p = d->private_pools; p; p = p->next) unallocated_add(&u, p);
+  uint64_t unallocated =
+      (uint64_t)(d->stats.reserved_bytes[0].current - d->stats.allocated_bytes[0].current);
+  u.free = unallocated - u.events - u.captures;
+  return u;
+}
+
 static recap_status_t report_oom(recap__device_state_t *d, size_t request, const char *what,
                                  size_t segment, const char *cause) {
   const recap_memory_stats_t *st = &d->stats;
@@ -578,38 +665,44 @@ static recap_status_t report_oom(recap__device_state_t *d, size_t request, const
   char cause_copy[512];
   snprintf(cause_copy, sizeof cause_copy, "%s", cause);
   recap__device()->mem_get_info(&free_bytes, &total_bytes);
-  char req[32], seg[32], alloc[32], reserved[32], cached[32], dfree[32], dtotal[32];
+  unallocated_t u = unallocated_of(d);
+  char req[32], seg[32], alloc[32], reserved[32], cached[32], events[32], captures[32], dfree[32],
+      dtotal[32];
   recap__format_bytes(req, sizeof req, request);
   recap__format_bytes(seg, sizeof seg, segment);
   recap__format_bytes(alloc, sizeof alloc, (uint64_t)st->allocated_bytes[0].current);
   recap__format_bytes(reserved, sizeof reserved, (uint64_t)st->reserved_bytes[0].current);
-  recap__format_bytes(cached, sizeof cached,
-                      (uint64_t)(st->reserved_bytes[0].current - st->allocated_bytes[0].current));
+  recap__format_bytes(cached, sizeof cached, u.free);
+  recap__format_bytes(events, sizeof events, u.events);
+  recap__format_bytes(captures, sizeof captures, u.captures);
   recap__format_bytes(dfree, sizeof dfree, free_bytes);
   recap__format_bytes(dtotal, sizeof dtotal, total_bytes);
   return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
                       "recap_malloc: out of memory on device %d: asked for %s (%s of %s); recap "
-                      "has %s allocated and %s reserved (%s cached in free blocks); the device "
-                      "has %s free of %s. Cause: %s",
-                      d->device, req, what, seg, alloc, reserved, cached, dfree, dtotal,
-                      cause_copy);
+                      "has %s allocated and %s reserved, of which %s cached in free blocks, %s "
+                      "freed and waiting for other streams' events and %s freed during captures "
+                      "and waiting for them to end; the device has %s free of %s. Cause: %s",
+                      d->device, req, what, seg, alloc, reserved, cached, events, captures, dfree,
+                      dtotal, cause_copy);
 }
 
 /* One try at device memory for a segment or a growth: *bytes receives what it asked for. */
 typedef recap_status_t (*memory_attempt_t)(recap__device_state_t *d, void *ctx, size_t *bytes);
 
 /* Device memory with the out-of-memory retry, for classic and VMM segments alike: when attempt
- * says OUT_OF_MEMORY (the device, or memory_cap), free every cached unused segment and trim the
- * VMM segments' free tails, and try once more; a second no becomes the out-of-memory report for
- * a request of `request` bytes, which names `what` ("a new segment") and its bytes. attempt
- * looks at the pool afresh each time: the release may have trimmed or deleted segments. */
+ * says OUT_OF_MEMORY (the device, or memory_cap), free every cached unused segment and give back
+ * the chunks inside the VMM segments' free blocks (but keep's: the block the attempt maps into,
+ * or NULL), and try once more; a second no becomes the out-of-memory report for a request of
+ * `request` bytes, which names `what` ("a new segment") and its bytes. attempt looks at the pool
+ * afresh each time: the release may have cut or deleted segments and blocks other than keep. */
 static recap_status_t segment_memory(recap__device_state_t *d, size_t request, const char *what,
-                                     memory_attempt_t attempt, void *ctx) {
+                                     memory_attempt_t attempt, void *ctx,
+                                     const recap__block_t *keep) {
   size_t bytes = 0;
   recap_status_t s = attempt(d, ctx, &bytes);
   if (s == RECAP_ERROR_OUT_OF_MEMORY) {
     d->stats.num_alloc_retries++;
-    release_cached(d);
+    release_cached(d, keep);
     s = attempt(d, ctx, &bytes);
   }
   if (s == RECAP_ERROR_OUT_OF_MEMORY) {
@@ -657,7 +750,7 @@ static recap_status_t new_segment(recap__device_state_t *d, recap__pool_t *pool,
   classic_attempt_t attempt = {.o = o,
                                .size = size,
                                .source = recap__segment_source_find(pool->id)};
-  recap_status_t s = segment_memory(d, request, "a new segment", classic_attempt, &attempt);
+  recap_status_t s = segment_memory(d, request, "a new segment", classic_attempt, &attempt, NULL);
   void *base = attempt.base;
   if (s != RECAP_SUCCESS) {
     recap__host_free(seg);
@@ -859,7 +952,31 @@ static recap_status_t grow_vmm(const request_t *r, size_t size, recap__block_t *
       return budget_refuse(r, bytes);
   }
   vmm_attempt_t attempt = {.r = r, .size = size, .out = b};
-  return segment_memory(r->d, r->size, "a growth of its VMM segment", vmm_attempt, &attempt);
+  return segment_memory(r->d, r->size, "a growth of its VMM segment", vmm_attempt, &attempt, NULL);
+}
+
+/* Mapping the holes a request needs again (memory_attempt_t): within memory_cap, one try. */
+typedef struct remap_attempt {
+  const request_t *r;
+  recap__block_t *b;
+  const char *at;
+} remap_attempt_t;
+
+static recap_status_t remap_attempt(recap__device_state_t *d, void *ctx, size_t *bytes) {
+  remap_attempt_t *a = ctx;
+  *bytes = recap__vmm_segment_map_need(d, a->b, a->at, a->r->rounded);
+  if (*bytes) RECAP__CHECK(capped(d, a->r->o, *bytes));
+  return recap__vmm_segment_map(d, a->b, a->at, a->r->rounded);
+}
+
+/* Before the request is carved from the free block b at `at`: map the holes it touches again
+ * (vmm_segment.c), with the out-of-memory retry, which keeps b as it is. Nothing to do, and
+ * one load on the hot path, for a block without holes. The free set may change meanwhile: the
+ * caller finds b's slot again. */
+static COLD recap_status_t remap(const request_t *r, recap__block_t *b, const char *at) {
+  remap_attempt_t attempt = {.r = r, .b = b, .at = at};
+  return segment_memory(r->d, r->size, "mapping its VMM segment's free pages again", remap_attempt,
+                        &attempt, b);
 }
 
 /* The slow path with the expandable_segments option: the (pool, class, stream) VMM segment
@@ -867,6 +984,8 @@ static recap_status_t grow_vmm(const request_t *r, size_t size, recap__block_t *
  * outside it. */
 static COLD recap_status_t malloc_vmm(const request_t *r, recap__block_t **b) {
   RECAP__CHECK(grow_vmm(r, r->rounded, b));
+  /* The grown block may hold holes (a free last block's) where the request goes. */
+  if ((*b)->unmapped) RECAP__CHECK(remap(r, *b, (*b)->ptr));
   bool erased = recap__free_set_erase(r->set, *b);
   RECAP__ASSERT(erased);
   (void)erased;
@@ -910,6 +1029,11 @@ static void split_block(recap__free_set_t *set, recap__block_t *b, recap__block_
   if (rest->next) rest->next->prev = rest;
   b->next = rest;
   b->size = size;
+  if (RECAP__UNLIKELY(b->unmapped)) {
+    /* Holes of a VMM segment: each part keeps those inside it. */
+    rest->unmapped = recap__vmm_unmapped_in(b->segment, rest->ptr, rest->size);
+    b->unmapped -= rest->unmapped;
+  }
   set->blocks++;
   if (in_set)
     recap__free_set_replace_at(set, slot, rest);
@@ -978,8 +1102,13 @@ static COLD bool take_from_large(request_t *r, recap__block_t **b) {
   for (size_t i = recap__free_set_lower_bound(large, r->stream, r->rounded);
        i < large->count && large->items[i]->stream == r->stream; i++) {
     if (!large->items[i]->segment->vmm) continue; /* a classic segment made with the option off */
-    request_to_large(r, large);
     *b = large->items[i];
+    if ((*b)->unmapped) {
+      /* Its holes mapped again, or none of it: the request then takes its own class's way. */
+      if (remap(r, *b, (*b)->ptr) != RECAP_SUCCESS) return false;
+      i = recap__free_set_find(large, *b);
+    }
+    request_to_large(r, large);
     take_block(r, *b, i, true);
     return true;
   }
@@ -998,25 +1127,33 @@ static HOT_INLINE recap_status_t take_usual(request_t *r, recap__block_t **b) {
   if (RECAP__UNLIKELY(!in_set)) {
     if (r->small && take_from_large(r, b)) return RECAP_SUCCESS;
     RECAP__CHECK(malloc_slow(r, b));
+  } else if (RECAP__UNLIKELY((*b)->unmapped)) {
+    RECAP__CHECK(remap(r, *b, (*b)->ptr));
+    slot = recap__free_set_find(r->set, *b);
   }
   take_block(r, *b, slot, in_set);
   return RECAP_SUCCESS;
 }
 
 /* Take exactly [at, at + rounded) out of the free block f (a member of the request's set), for
- * a replayed address: the part of f before `at` stays a free block in the set, the part after
- * is split off as take_block decides. NULL, with nothing changed, when no block record can be
- * had for the part before. */
-static recap__block_t *take_range(const request_t *r, recap__block_t *f, char *at) {
+ * a replayed address, into *out: the part of f before `at` stays a free block in the set, the
+ * part after is split off as take_block decides. *out NULL, with nothing changed, when no block
+ * record can be had for the part before; an error when f's holes there could not be mapped
+ * again (f stays as it was; other blocks may have changed, remap). */
+static recap_status_t take_range(const request_t *r, recap__block_t *f, char *at,
+                                 recap__block_t **out) {
+  *out = NULL;
+  if (f->unmapped) RECAP__CHECK(remap(r, f, at));
   size_t slot = recap__free_set_find(r->set, f);
   RECAP__ASSERT(slot < r->set->count && recap__block_is_free(f));
   RECAP__ASSERT(at >= f->ptr && (size_t)(at - f->ptr) + r->rounded <= f->size);
   if (at == f->ptr) {
     take_block(r, f, slot, true);
-    return f;
+    *out = f;
+    return RECAP_SUCCESS;
   }
   recap__block_t *b = block_new();
-  if (!b) return NULL;
+  if (!b) return RECAP_SUCCESS;
   bool already_split = recap__block_is_split(f);
   /* f keeps the part before `at`; b, from `at` on, takes f's slot; f goes back in the set
    * (request_begin kept room for two more blocks than the set has). */
@@ -1031,7 +1168,8 @@ static recap__block_t *take_range(const request_t *r, recap__block_t *f, char *a
   /* A record for take_block's split of the rest; without one the block keeps the rest. */
   (void)block_reserve();
   take_block(r, b, recap__free_set_find(r->set, b), true);
-  return b;
+  *out = b;
+  return RECAP_SUCCESS;
 }
 
 /* The replay's "new segment" with VMM segments: the growth's free tail is no new segment, and an
@@ -1046,12 +1184,13 @@ static COLD recap_status_t take_vmm_unclaimed(const request_t *r, recap__block_t
     /* take_range splits twice: room for two more blocks (the growth may have added one). */
     if (!recap__free_set_reserve_all(r->set, 2)) break;
     if (recap__replay_place_unclaimed(r->logs, r->set, r->stream, r->rounded, r->o, &f, &at)) {
-      *b = take_range(r, f, at);
+      RECAP__CHECK(take_range(r, f, at, b));
       if (*b) return RECAP_SUCCESS;
       break;
     }
     if (round == 0) RECAP__CHECK(grow_vmm(r, tail->size + r->rounded, &tail));
   }
+  if (tail->unmapped) RECAP__CHECK(remap(r, tail, tail->ptr));
   bool erased = recap__free_set_erase(r->set, tail);
   RECAP__ASSERT(erased);
   (void)erased;
@@ -1072,8 +1211,7 @@ static COLD recap_status_t take_logged(request_t *r, recap__block_t **b) {
     case RECAP__REPLAY_AT: {
       request_t own = *r;
       if (large && !(*b)->segment->small) request_to_large(r, large);
-      *b = take_range(r, *b, at);
-      if (*b) break;
+      if (take_range(r, *b, at, b) == RECAP_SUCCESS && *b) break;
       *r = own; /* nothing was carved: the request is its own class's again */
       hit = false;
       s = take_usual(r, b);
@@ -1097,7 +1235,8 @@ static COLD recap_status_t take_logged(request_t *r, recap__block_t **b) {
       bool found = slot < r->set->count;
       if (s == RECAP_ERROR_OUT_OF_MEMORY && found) {
         *b = r->set->items[slot];
-        take_block(r, *b, slot, true);
+        found = !(*b)->unmapped || remap(r, *b, (*b)->ptr) == RECAP_SUCCESS;
+        if (found) take_block(r, *b, recap__free_set_find(r->set, *b), true);
       }
       if (s == RECAP_ERROR_OUT_OF_MEMORY && (found || (r->small && take_from_large(r, b)))) {
         (void)recap__error_restore(&saved); /* the caller's last error, not this OOM */
@@ -1115,6 +1254,7 @@ static COLD recap_status_t take_logged(request_t *r, recap__block_t **b) {
 /* Hand b out: mark it allocated, put it in the pointer map (the front cache's block is there
  * already) and count it. */
 static void account_alloc(const request_t *r, recap__block_t *b, void *site) {
+  RECAP__ASSERT(!b->unmapped); /* remap mapped its holes */
   RECAP__ASSERT(!b->allocated &&
                 recap__ptr_map_get(&recap__alloc.allocated, b->ptr) == (r->cached ? b : NULL));
   b->allocated = true;
@@ -1411,7 +1551,7 @@ recap_status_t recap_empty_cache(void) {
     bool switched = false;
     if (dev->get_device(&previous) == RECAP_SUCCESS && previous != i)
       switched = dev->set_device(i) == RECAP_SUCCESS;
-    recap_status_t s = release_cached(d);
+    recap_status_t s = release_cached(d, NULL);
     if (s != RECAP_SUCCESS) result = s;
     if (switched) dev->set_device(previous);
   }

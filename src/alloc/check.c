@@ -77,22 +77,28 @@ static recap_status_t check_cached(const recap__front_t *f, const recap__free_se
 /* A segment's VMM fields: a classic one has none; a VMM segment maps at most its range, in
  * multiples of the device's (recommended) granularity gran, from a start aligned to the minimum
  * granularity align (all cuMemAddressReserve is asked for), and, in an awake pool, its chunks
- * tile [0, size) in offset order, so that its reserved bytes are the bytes mapped. */
+ * lie in [0, size) in offset order without overlap, leaving `unmapped` bytes of holes, each
+ * wholly inside one free block whose `unmapped` counts it; every block not free lies wholly in
+ * chunks (the granules it touches are mapped). Its reserved bytes are size - unmapped. */
 static recap_status_t check_vmm(const recap__pool_t *pool, const recap__segment_t *seg, size_t gran,
                                 size_t align) {
   if (!seg->vmm) {
-    if (seg->chunk_count != 0 || seg->va_size != 0)
-      FAIL("classic segment %p has VMM chunks or a range", (void *)seg->base);
+    if (seg->chunk_count != 0 || seg->va_size != 0 || seg->unmapped != 0)
+      FAIL("classic segment %p has VMM chunks, a range or holes", (void *)seg->base);
+    for (const recap__block_t *b = seg->head; b; b = b->next)
+      if (b->unmapped) FAIL("block %p of a classic segment has holes", (void *)b->ptr);
     return RECAP_SUCCESS;
   }
   if (gran == 0)
     FAIL("VMM segment %p on a device whose granularity was never asked", (void *)seg->base);
   if (seg->size > seg->va_size)
-    FAIL("VMM segment %p maps %zu bytes of a range of %zu", (void *)seg->base, seg->size,
+    FAIL("VMM segment %p spans %zu bytes of a range of %zu", (void *)seg->base, seg->size,
          seg->va_size);
-  if (seg->size % gran || seg->va_size % gran)
-    FAIL("VMM segment %p (%zu bytes mapped of %zu) is not in multiples of the granularity %zu",
-         (void *)seg->base, seg->size, seg->va_size, gran);
+  if (seg->size % gran || seg->va_size % gran || seg->unmapped % gran || seg->unmapped > seg->size)
+    FAIL(
+        "VMM segment %p (%zu bytes, %zu of them unmapped, of %zu) is not in multiples of the "
+        "granularity %zu",
+        (void *)seg->base, seg->size, seg->unmapped, seg->va_size, gran);
   if (align == 0 || (uintptr_t)seg->base % align)
     FAIL("VMM segment %p does not start at a multiple of the minimum granularity %zu",
          (void *)seg->base, align);
@@ -100,19 +106,42 @@ static recap_status_t check_vmm(const recap__pool_t *pool, const recap__segment_
     FAIL("VMM segment %p counts %d chunks with room for %d", (void *)seg->base, seg->chunk_count,
          seg->chunk_capacity);
   if (pool->state != 0) return RECAP_SUCCESS; /* asleep: sleep.c's rules */
-  size_t offset = 0;
+  size_t end = 0, mapped = 0;
   for (int i = 0; i < seg->chunk_count; i++) {
     const recap__vmm_chunk_t *c = &seg->chunks[i];
-    if (c->offset != offset || c->size == 0 || c->size % gran || c->handle == 0)
+    if (c->offset < end || c->size == 0 || c->size % gran || c->offset % gran || c->handle == 0 ||
+        c->offset + c->size > seg->size)
       FAIL(
-          "VMM segment %p: chunk %d (%zu bytes at offset %zu) does not follow at offset %zu in "
-          "multiples of %zu",
-          (void *)seg->base, i, c->size, c->offset, offset, gran);
-    offset += c->size;
+          "VMM segment %p: chunk %d (%zu bytes at offset %zu) does not lie after offset %zu "
+          "inside the segment's %zu bytes, in multiples of %zu",
+          (void *)seg->base, i, c->size, c->offset, end, seg->size, gran);
+    end = c->offset + c->size;
+    mapped += c->size;
   }
-  if (offset != seg->size)
-    FAIL("VMM segment %p: its chunks map %zu bytes but it counts %zu reserved", (void *)seg->base,
-         offset, seg->size);
+  if (mapped + seg->unmapped != seg->size)
+    FAIL("VMM segment %p: its chunks map %zu bytes and it counts %zu unmapped of %zu",
+         (void *)seg->base, mapped, seg->unmapped, seg->size);
+  size_t holes = 0;
+  for (const recap__block_t *b = seg->head; b; b = b->next) {
+    const recap__front_t *f = &recap__alloc.front;
+    bool free_block = b == f->block || recap__block_is_free(b);
+    size_t lo = (size_t)(b->ptr - seg->base), hi = lo + b->size;
+    if (!free_block) {
+      lo = lo / gran * gran;
+      hi = (hi + gran - 1) / gran * gran;
+    }
+    size_t unmapped = recap__vmm_unmapped_in(seg, seg->base + lo, hi - lo);
+    if (!free_block && unmapped)
+      FAIL("VMM segment %p: block %p, in use, touches %zu unmapped bytes", (void *)seg->base,
+           (void *)b->ptr, unmapped);
+    if (free_block && unmapped != b->unmapped)
+      FAIL("VMM segment %p: free block %p holds %zu unmapped bytes but counts %zu",
+           (void *)seg->base, (void *)b->ptr, unmapped, b->unmapped);
+    holes += unmapped;
+  }
+  if (holes != seg->unmapped)
+    FAIL("VMM segment %p: its blocks hold %zu unmapped bytes but it counts %zu", (void *)seg->base,
+         holes, seg->unmapped);
   return RECAP_SUCCESS;
 }
 
@@ -129,9 +158,9 @@ static recap_status_t check_pool(const recap__pool_t *pool, size_t gran, size_t 
       FAIL("segment %p does not start with its first block", (void *)seg->base);
     RECAP__CHECK(check_vmm(pool, seg, gran, align));
     segments++;
-    reserved += (int64_t)seg->size;
+    reserved += (int64_t)(seg->size - seg->unmapped);
     add(t->segments, seg->small, 1);
-    add(t->reserved, seg->small, (int64_t)seg->size);
+    add(t->reserved, seg->small, (int64_t)(seg->size - seg->unmapped));
     const recap__free_set_t *set = seg->small ? &pool->small_free : &pool->large_free;
     const recap__free_set_t *other = seg->small ? &pool->large_free : &pool->small_free;
     char *expected = seg->base;
@@ -223,7 +252,8 @@ static recap_status_t check_pool(const recap__pool_t *pool, size_t gran, size_t 
 
 /* The sleep invariants (sleep.c): awake, nothing sleeps and no copy is kept; asleep, every
  * segment is on virtual memory with nothing mapped (a chunk left in the list is a handle the
- * sleep could not release, inside its segment), sleeping_bytes is the segments' bytes, and the
+ * sleep could not release, inside its segment), sleeping_bytes is the bytes the segments had
+ * mapped (size - unmapped), and the
  * pinned copy, kept exactly after OFFLOAD, holds runs inside the pool's segments, in a buffer
  * large enough that is not also kept for the next sleep (pinned_cache.c). *asleep
  * counts the asleep pools. */
@@ -252,7 +282,7 @@ static recap_status_t check_sleep(const recap__pool_t *pool, int *asleep) {
              "its segment %p of %zu bytes",
              pool->id.a, pool->id.b, c->offset, c->size, (void *)seg->base, seg->size);
     }
-    bytes += (int64_t)seg->size;
+    bytes += (int64_t)(seg->size - seg->unmapped);
   }
   if (bytes != pool->sleeping_bytes)
     FAIL("asleep pool {%" PRIu64 ",%" PRIu64 "}: sleeping_bytes says %" PRId64

@@ -53,6 +53,7 @@ static bool take_segment(recap__memory_model_t *m, const recap__segment_t *seg) 
   s->stream = seg->stream;
   s->va_bytes = seg->vmm ? seg->va_size : 0;
   s->chunks = seg->vmm ? seg->chunk_count : 0;
+  s->unmapped = seg->unmapped;
   s->first_block = m->block_count;
   for (const recap__block_t *b = seg->head; b; b = b->next) {
     /* The front cache's block is taken as the free block it stands for, merged with its rest:

@@ -39,6 +39,7 @@ typedef struct recap__model_segment {
   recap_stream_t stream;
   size_t va_bytes; /* the range a VMM segment reserves; 0 classic */
   int chunks;      /* physical chunks mapped into a VMM segment now; 0 classic */
+  size_t unmapped; /* bytes of a VMM segment's free blocks whose chunks were given back */
   size_t first_block, blocks;
 } recap__model_segment_t;
 

@@ -209,6 +209,10 @@ static void write_segment(page_t *pg, const recap__memory_model_t *m,
   if (seg->vmm) {
     recap__strbuf_printf(pg, " &middot; VMM, %d chunk%s mapped, ", seg->chunks,
                          plural((size_t)seg->chunks));
+    if (seg->unmapped) {
+      bytes(pg, (int64_t)seg->unmapped);
+      recap__strbuf_puts(pg, " given back from free blocks, ");
+    }
     bytes(pg, (int64_t)seg->va_bytes);
     recap__strbuf_puts(pg, " of addresses");
   } else {

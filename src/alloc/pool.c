@@ -227,13 +227,15 @@ recap_status_t recap__pool_route_end(int device, recap_pool_id_t id) {
   if (pool->capture_peak > pool->capture_peak_max) pool->capture_peak_max = pool->capture_peak;
   recap__route_logs_delete(d->routes[found].logs); /* the logs themselves are the caller's */
   d->routes[found] = d->routes[--d->route_count];
-  /* Blocks freed during the capture that other streams used can get their events now. A
-   * failure there is handled (the allocator waits for the stream instead) and logged; it must
+  /* Once no capture is under way, blocks freed during captures that other streams used get
+   * their events, and blocks whose events completed come back: with captures back to back, no
+   * recap_malloc may ever run outside one to collect them.
+   * A failure there is handled (the allocator waits for the stream instead) and logged; it must
    * not become the last error of a call that ends a capture for another reason. */
-  if (d->route_count == 0 && d->deferred_count) {
+  if (d->deferred_count || d->pending_count) {
     recap__saved_error_t saved;
     recap__error_save(&saved);
-    recap__alloc_insert_deferred_events(d);
+    recap__alloc_collect_events(d);
     recap__error_restore(&saved);
   }
 out:

@@ -9,13 +9,15 @@
  * "state":"awake"|"asleep (discarded)"|"asleep (offloaded)","sleeping_bytes":n,
  * "vmm_segments":n,
  * "segments":[{"address":"0x..","size":n,"small":bool,"stream":"0x..","vmm":bool,
- * "va_bytes":n,"chunks":n,
+ * "va_bytes":n,"chunks":n,"unmapped_bytes":n,
  * "blocks":[{"address":"0x..","size":n,"requested":n,"state":"allocated"|"free"|
  * "pending_events"|"deferred"}]}]}]}],"pinned_kept_buffers":n,"pinned_kept_bytes":n}
  * The pool's accounting fields are recap_pool_memory's (recap/memory.h), with its rules. A
  * segment's "size" is what its blocks tile (for a VMM segment, the mapped extent, which stays
  * while the pool sleeps); "va_bytes" is the virtual range a VMM segment reserves and "chunks" the
- * physical chunks mapped into it now (both 0 for a classic segment). "pinned_kept_buffers" and
+ * physical chunks mapped into it now, "unmapped_bytes" the bytes of its free blocks whose chunks
+ * went back (holes; size - unmapped_bytes is what it reserves), all 0 for a classic segment.
+ * "pinned_kept_buffers" and
  * "pinned_kept_bytes" are the process's pinned host buffers kept for the next OFFLOAD sleep
  * (the option offload_keep_pinned), whatever device the snapshot is of.
  */
@@ -109,6 +111,8 @@ static void write_segments(recap__json_t *j, const recap__memory_model_t *m,
     recap__json_uint(j, seg->va_bytes);
     recap__json_key(j, "chunks");
     recap__json_int(j, seg->chunks);
+    recap__json_key(j, "unmapped_bytes");
+    recap__json_uint(j, seg->unmapped);
     write_blocks(j, m, seg);
     recap__json_object_end(j);
   }
