@@ -63,6 +63,11 @@ typedef struct recap__block {
                           (holes, vmm_segment.c); 0 for every other block */
 } recap__block_t;
 
+/* A range of a VMM segment, from base. */
+typedef struct recap__vmm_run {
+  size_t offset, size;
+} recap__vmm_run_t;
+
 /* One piece of physical memory mapped into a VMM segment (cuMemCreate + cuMemMap). */
 typedef struct recap__vmm_chunk {
   size_t offset, size; /* where in the segment, from base */
@@ -86,6 +91,8 @@ struct recap__segment {
   bool vmm;
   size_t va_size;
   size_t unmapped;
+  recap__vmm_run_t *asleep_runs; /* asleep: what it had mapped, for the wake (sleep.c) */
+  int asleep_run_count;
   recap__vmm_chunk_t *chunks;
   int chunk_count, chunk_capacity;
   /* The source its memory came from (NULL: the device's raw_malloc) and the handle the source

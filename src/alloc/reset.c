@@ -22,6 +22,7 @@ static void free_pool_memory_records(recap__pool_t *pool) {
       recap__host_free(b);
     }
     recap__host_free(seg->chunks);
+    recap__host_free(seg->asleep_runs);
     recap__host_free(seg);
   }
   recap__free_set_clear(&pool->small_free);

@@ -8,9 +8,9 @@
  * (OFFLOAD; the buffer comes from pinned_cache.c, which keeps buffers between sleeps with the
  * option offload_keep_pinned and holds those recap_pinned_reserve pins ahead), unmaps every
  * chunk and releases every handle; wake maps fresh chunks of up to RECAP__VMM_WAKE_CHUNK at the
- * same addresses over the granules that the blocks in use touch (whole granules inside free
- * blocks stay holes, mapped again when a request takes them: vmm_segment.c), copies the blocks
- * back and hands the buffer back to pinned_cache.c. Every step that can fail
+ * same addresses over what each segment had mapped (the ranges the sleep noted: the holes of
+ * free blocks, vmm_segment.c, stay holes), copies the blocks back and hands the buffer back to
+ * pinned_cache.c. Every step that can fail
  * before the pool's state changes is undone on failure, so a pool is asleep or awake, never
  * half: the only failure that leaves a new state is a release after every unmap succeeded (the
  * handle is kept in its segment and released at the wake; until then its memory stays taken).
@@ -330,39 +330,35 @@ static void wake_undo(recap__pool_t *pool) {
   recap__error_restore(&saved);
 }
 
-/* The runs of seg a wake maps: the granules (of gran bytes) that its blocks in use touch,
- * neighbours merged, in offset order. Calls f for each run until it says stop. */
-typedef bool (*run_fn)(recap__segment_t *seg, size_t offset, size_t size, void *ctx);
-
-static void each_run_in_use(recap__segment_t *seg, size_t gran, run_fn f, void *ctx) {
-  size_t lo = 0, hi = 0; /* the run being gathered; empty when hi == 0 */
-  for (const recap__block_t *b = seg->head; b; b = b->next) {
-    if (!in_use(b)) continue;
-    size_t start = (size_t)(b->ptr - seg->base) / gran * gran;
-    size_t end = ((size_t)(b->ptr - seg->base) + b->size + gran - 1) / gran * gran;
-    if (hi && start <= hi) {
-      if (end > hi) hi = end;
-      continue;
-    }
-    if (hi && !f(seg, lo, hi - lo, ctx)) return;
-    lo = start;
-    hi = end;
+/* What a segment had mapped when its pool went to sleep, which the wake maps again: its chunks'
+ * ranges, neighbours joined (the holes between them stay holes, vmm_segment.c). Taken before the
+ * first unmap, so that the only host memory a sleep needs is had while nothing has changed. */
+static bool runs_take(recap__segment_t *seg) {
+  int n = 0;
+  for (int i = 0; i < seg->chunk_count; i++)
+    if (i == 0 || seg->chunks[i - 1].offset + seg->chunks[i - 1].size != seg->chunks[i].offset) n++;
+  recap__vmm_run_t *runs = n ? recap__host_calloc((size_t)n, sizeof *runs) : NULL;
+  if (n && !runs) return false;
+  int k = -1;
+  for (int i = 0; i < seg->chunk_count; i++) {
+    const recap__vmm_chunk_t *c = &seg->chunks[i];
+    if (k >= 0 && runs[k].offset + runs[k].size == c->offset)
+      runs[k].size += c->size;
+    else
+      runs[++k] = (recap__vmm_run_t){.offset = c->offset, .size = c->size};
   }
-  if (hi) f(seg, lo, hi - lo, ctx);
+  recap__host_free(seg->asleep_runs);
+  seg->asleep_runs = runs;
+  seg->asleep_run_count = n;
+  return true;
 }
 
-/* How many chunks and bytes a wake maps for a run (chunks of up to RECAP__VMM_WAKE_CHUNK). */
-typedef struct wake_plan {
-  size_t chunks, bytes;
-} wake_plan_t;
-
-static bool count_run(recap__segment_t *seg, size_t offset, size_t size, void *ctx) {
-  (void)seg;
-  (void)offset;
-  wake_plan_t *plan = ctx;
-  plan->chunks += (size + RECAP__VMM_WAKE_CHUNK - 1) / RECAP__VMM_WAKE_CHUNK;
-  plan->bytes += size;
-  return true;
+/* The chunks a wake maps for seg: its runs cut into chunks of up to RECAP__VMM_WAKE_CHUNK. */
+static size_t wake_chunk_count(const recap__segment_t *seg) {
+  size_t n = 0;
+  for (int i = 0; i < seg->asleep_run_count; i++)
+    n += (seg->asleep_runs[i].size + RECAP__VMM_WAKE_CHUNK - 1) / RECAP__VMM_WAKE_CHUNK;
+  return n;
 }
 
 /* Make room in seg's chunk list for the chunks a wake maps (host memory, before any map). */
@@ -420,41 +416,6 @@ static int64_t vmm_bytes(const recap__pool_t *pool) {
   return bytes;
 }
 
-/* A wake's mapping of one run (run_fn): chunks of up to RECAP__VMM_WAKE_CHUNK. */
-typedef struct wake_map {
-  recap_status_t status;
-  size_t asked; /* the chunk that failed */
-} wake_map_t;
-
-static recap_status_t map_fresh(recap__segment_t *seg, size_t offset, size_t size);
-
-static bool map_run(recap__segment_t *seg, size_t offset, size_t size, void *ctx) {
-  wake_map_t *w = ctx;
-  for (size_t end = offset + size; offset < end;) {
-    size_t chunk = end - offset < RECAP__VMM_WAKE_CHUNK ? end - offset : RECAP__VMM_WAKE_CHUNK;
-    w->asked = chunk;
-    w->status = map_fresh(seg, offset, chunk);
-    if (w->status != RECAP_SUCCESS) return false;
-    offset += chunk;
-  }
-  return true;
-}
-
-/* After a wake mapped the runs in use: the holes are what it left unmapped, in the free blocks;
- * the reserved bytes follow (what the pool counted asleep was its mapped bytes at the sleep). */
-static void count_holes(recap__device_state_t *d, recap__pool_t *pool) {
-  for (recap__segment_t *seg = pool->segments; seg; seg = seg->next) {
-    size_t before = seg->size - seg->unmapped, mapped = 0;
-    for (int i = 0; i < seg->chunk_count; i++) mapped += seg->chunks[i].size;
-    seg->unmapped = seg->size - mapped;
-    for (recap__block_t *b = seg->head; b; b = b->next)
-      b->unmapped = in_use(b) ? 0 : recap__vmm_unmapped_in(seg, b->ptr, b->size);
-    int64_t change = (int64_t)mapped - (int64_t)before;
-    pool->reserved_bytes += change;
-    recap__stat_kind(d->stats.reserved_bytes, seg->small, change);
-  }
-}
-
 static recap_status_t sleep_pool(recap__device_state_t *d, recap__pool_t *pool,
                                  recap_sleep_mode_t mode, const char *call) {
   if (is_asleep(pool))
@@ -491,6 +452,12 @@ static recap_status_t sleep_pool(recap__device_state_t *d, recap__pool_t *pool,
                         "} stays awake",
                         call, d->device, cause.message, pool->id.a, pool->id.b);
   }
+  for (recap__segment_t *seg = pool->segments; seg; seg = seg->next)
+    if (!runs_take(seg))
+      return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
+                          "%s: out of host memory for the chunk ranges of pool {%" PRIu64
+                          ",%" PRIu64 "}; it stays awake",
+                          call, pool->id.a, pool->id.b);
   recap__offload_t *off = NULL;
   if (mode == RECAP_SLEEP_OFFLOAD) RECAP__CHECK(offload_take(pool, call, &off));
   s = unmap_all(pool, call);
@@ -540,25 +507,28 @@ static recap_status_t wake_pool(recap__pool_t *pool, int device, const char *cal
       seg->chunk_count--;
     }
   }
-  recap__device_state_t *d = recap__alloc.devices[device];
-  size_t gran = d->vmm_granularity;
-  RECAP__ASSERT(gran || !pool->segments); /* a pool that sleeps has VMM segments only */
   int64_t needed = 0;
   for (recap__segment_t *seg = pool->segments; seg; seg = seg->next) {
-    wake_plan_t plan = {0, 0};
-    each_run_in_use(seg, gran, count_run, &plan);
-    needed += (int64_t)plan.bytes;
-    if (!reserve_chunks(seg, plan.chunks))
+    needed += (int64_t)(seg->size - seg->unmapped);
+    if (!reserve_chunks(seg, wake_chunk_count(seg)))
       return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
                           "%s: out of host memory for the chunk list of pool {%" PRIu64 ",%" PRIu64
                           "}; it stays asleep",
                           call, pool->id.a, pool->id.b);
   }
-  wake_map_t w = {RECAP_SUCCESS, 0};
-  for (recap__segment_t *seg = pool->segments; seg && w.status == RECAP_SUCCESS; seg = seg->next)
-    each_run_in_use(seg, gran, map_run, &w);
-  recap_status_t s = w.status;
-  size_t asked = w.asked;
+  recap_status_t s = RECAP_SUCCESS;
+  size_t asked = 0;
+  for (recap__segment_t *seg = pool->segments; seg && s == RECAP_SUCCESS; seg = seg->next) {
+    for (int i = 0; i < seg->asleep_run_count && s == RECAP_SUCCESS; i++) {
+      for (size_t offset = seg->asleep_runs[i].offset, end = offset + seg->asleep_runs[i].size;
+           offset < end && s == RECAP_SUCCESS;) {
+        size_t size = end - offset < RECAP__VMM_WAKE_CHUNK ? end - offset : RECAP__VMM_WAKE_CHUNK;
+        asked = size;
+        s = map_fresh(seg, offset, size);
+        offset += size;
+      }
+    }
+  }
   if (s != RECAP_SUCCESS) {
     wake_undo(pool);
     recap__saved_error_t saved;
@@ -595,7 +565,11 @@ static recap_status_t wake_pool(recap__pool_t *pool, int device, const char *cal
   }
   recap__host_free(off);
   pool->offload = NULL;
-  count_holes(d, pool);
+  for (recap__segment_t *seg = pool->segments; seg; seg = seg->next) {
+    recap__host_free(seg->asleep_runs);
+    seg->asleep_runs = NULL;
+    seg->asleep_run_count = 0;
+  }
   pool->state = RECAP_POOL_AWAKE;
   pool->sleeping_bytes = 0;
   atomic_fetch_sub(&recap__alloc_sleeping, 1);

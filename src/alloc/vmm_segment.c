@@ -341,6 +341,7 @@ static recap_status_t segment_delete(recap__device_state_t *d, recap__segment_t 
   recap__segment_unlink(seg);
   recap__stat_kind(d->stats.segment, seg->small, -1);
   recap__host_free(seg->chunks);
+  recap__host_free(seg->asleep_runs);
   recap__host_free(seg);
   return s;
 }
