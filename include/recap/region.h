@@ -108,7 +108,8 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_region_next_branch(recap_stream_t
  * in a body (a graph launched inside it) counts as allowed; what it holds is checked by CUDA
  * when the graph is instantiated. A capture that CUDA invalidated (a call made during it that
  * capture does not permit) cannot go on: this call, and every other region call on a stream of
- * it (recap_cond_create, recap_region_begin, recap_region_next_branch, the ready kernels),
+ * it (recap_cond_create, recap_region_begin, recap_region_next_branch, the ready kernels,
+ * recap_loop_capture),
  * abandons it and returns RECAP_ERROR_CAPTURE_INVALIDATED naming the call and the regions open;
  * the graph is then as before the capture began (fresh, or holding the capture a recapture was
  * to replace), with no pool reference of the capture left, and the stream can capture again.
