@@ -151,6 +151,48 @@ static void cancel_leaves_the_queue_eager(void **state) {
   expect_quiet();
 }
 
+/* The helper's capture is a capture under way: recap_empty_cache, the sleep calls and
+ * recap_pinned_reserve are refused while it runs, nothing changed. Cancel then wait quiesces the
+ * set (the capture under way finishes), after which they run; the cancelled sizes are captured
+ * later on the caller's thread. */
+static void quiescing_lets_the_calls_refused_during_captures_run(void **state) {
+  (void)state;
+  block_captures();
+  recap_graph_set_t set = make_background((const size_t[]){2, 4, 8}, 3);
+  wait_blocked();
+  recap_pool_id_t pool = info_of(set).pool;
+  uint64_t pinned = recap__fake_now().calls[RECAP__FAKE_FAULT_HOST_ALLOC_PINNED];
+  EXPECT_STATUS(recap_empty_cache(), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("recap_empty_cache: a capture is under way on device 0");
+  EXPECT_STATUS(recap_pool_sleep(pool, RECAP_SLEEP_OFFLOAD), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("recap_pool_sleep: a capture is under way on device 0");
+  EXPECT_STATUS(recap_sleep(RECAP_SLEEP_DISCARD), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("a capture is under way on device 0");
+  EXPECT_STATUS(recap_pinned_reserve(MiB), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("recap_pinned_reserve: a capture is under way on device 0");
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_HOST_ALLOC_PINNED], pinned);
+  recap_pool_state_t st = (recap_pool_state_t)-1;
+  OK(recap_pool_state(pool, &st));
+  assert_int_equal(st, RECAP_POOL_AWAKE);
+  OK(recap_graph_set_cancel(set));
+  release_captures();
+  OK(recap_graph_set_wait(set));
+  recap_graph_set_info_t info = info_of(set);
+  assert_int_equal(info.ready, 1);
+  assert_int_equal(info.cancelled, 2);
+  assert_int_equal(info.pending + info.capturing, 0);
+  /* Quiesced: the calls run. */
+  OK(recap_pinned_reserve(MiB));
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_HOST_ALLOC_PINNED], pinned + 1);
+  OK(recap_empty_cache());
+  assert_int_equal(recap__fake_now().pinned_live, 0);
+  /* The cancelled sizes, captured on the caller's thread. */
+  OK(recap_graph_set_capture(set, 0));
+  assert_int_equal(info_of(set).ready, 3);
+  OK(recap_graph_set_destroy(set));
+  expect_quiet();
+}
+
 static void evicted_members_are_queued_again(void **state) {
   (void)state;
   recap_graph_set_t set = make_background((const size_t[]){2, 8}, 2);
@@ -310,6 +352,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test_setup_teardown(calls_run_eagerly_until_the_background_capture_is_ready,
                                       setup, teardown),
       cmocka_unit_test_setup_teardown(cancel_leaves_the_queue_eager, setup, teardown),
+      cmocka_unit_test_setup_teardown(quiescing_lets_the_calls_refused_during_captures_run, setup,
+                                      teardown),
       cmocka_unit_test_setup_teardown(evicted_members_are_queued_again, setup, teardown),
       cmocka_unit_test_setup_teardown(failures_in_the_background_fail_one_member, setup, teardown),
       cmocka_unit_test_setup_teardown(a_background_set_whose_stream_fails_is_not_made, setup,

@@ -764,6 +764,72 @@ static void reserve_failures_pin_nothing(void **unused) {
   teardown();
 }
 
+/* The only kept buffers are not reserved and too small: the reserve frees them (and with them
+ * the list, nothing being kept) and lists its own buffer in a list made anew; the reserved
+ * buffer then serves a sleep. Under a host allocation failing at each call in turn, the reserve
+ * either succeeds so or fails out of host memory for the list, the small buffer freed and
+ * nothing pinned. */
+static void a_reserve_that_frees_every_kept_buffer_lists_its_own(void **unused) {
+  (void)unused;
+  setup();
+  held_t small = hold(2 * MiB, 0xd3), big = hold(4 * MiB, 0xd4);
+  OK(recap_pool_sleep(small.pool, RECAP_SLEEP_OFFLOAD));
+  OK(recap_pool_wake(small.pool));
+  expect_kept(1, 2 * MiB);
+  uint64_t allocs = pinned_allocs(), frees = pinned_frees();
+  OK(recap_pinned_reserve(4 * MiB));
+  assert_int_equal(pinned_allocs() - allocs, 1);
+  assert_int_equal(pinned_frees() - frees, 1);
+  assert_int_equal(recap__fake_now().pinned_live, 1);
+  expect_kept(1, 4 * MiB);
+  expect_checker_passes();
+  OK(recap_pool_sleep(big.pool, RECAP_SLEEP_OFFLOAD));
+  assert_int_equal(pinned_allocs() - allocs, 1);
+  expect_kept(0, 0);
+  OK(recap_pool_wake(big.pool));
+  expect_contents(&big);
+  expect_kept(1, 4 * MiB);
+
+  recap_test_host_faults_install();
+  int list_failures = 0;
+  for (uint64_t n = 1;; n++) {
+    OK(recap_empty_cache());
+    OK(recap_pool_sleep(small.pool, RECAP_SLEEP_OFFLOAD));
+    OK(recap_pool_wake(small.pool));
+    expect_kept(1, 2 * MiB);
+    allocs = pinned_allocs();
+    frees = pinned_frees();
+    recap_test_host_fail_nth(n);
+    recap_status_t s = recap_pinned_reserve(4 * MiB);
+    bool failed = recap_test_host_failed();
+    recap_test_host_fail_nth(0);
+    expect_checker_passes();
+    assert_int_equal(pinned_frees() - frees, 1);
+    if (s != RECAP_SUCCESS) {
+      assert_true(failed);
+      list_failures++;
+      EXPECT_STATUS(s, RECAP_ERROR_OUT_OF_MEMORY);
+      EXPECT_MESSAGE(
+          "recap_pinned_reserve: out of host memory for the list of pinned buffers; "
+          "nothing was pinned");
+      assert_int_equal(pinned_allocs(), allocs);
+      assert_int_equal(recap__fake_now().pinned_live, 0);
+      expect_kept(0, 0);
+      continue;
+    }
+    assert_false(failed);
+    assert_int_equal(pinned_allocs() - allocs, 1);
+    assert_int_equal(recap__fake_now().pinned_live, 1);
+    expect_kept(1, 4 * MiB);
+    break;
+  }
+  recap_test_host_faults_remove();
+  assert_int_equal(list_failures, 1);
+  release(&small);
+  release(&big);
+  teardown();
+}
+
 static const recap__fake_fault_t kinds[] = {
     RECAP__FAKE_FAULT_VMM_CREATE,       RECAP__FAKE_FAULT_VMM_RELEASE,
     RECAP__FAKE_FAULT_VMM_MAP,          RECAP__FAKE_FAULT_VMM_UNMAP,
@@ -869,6 +935,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(a_reserved_buffer_waits_for_its_sleep),
       cmocka_unit_test(one_reserve_per_pool_of_recap_sleep),
       cmocka_unit_test(reserve_failures_pin_nothing),
+      cmocka_unit_test(a_reserve_that_frees_every_kept_buffer_lists_its_own),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }

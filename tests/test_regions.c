@@ -653,6 +653,94 @@ static void test_abandon_inside(void **state) {
   }
 }
 
+/* A capture invalidated while regions are open (an illegal call inside a body): capture_end
+ * reports the invalidation whatever regions are open, and recap_region_end abandons the capture
+ * and says so; either way nothing is left capturing, no route or pool reference of the capture
+ * stays, and the graph and the stream capture again. A recapture so invalidated leaves the graph
+ * with the capture it replaced. (Found by a fuzz: capture_end answered "still open" and
+ * region_end "not capturing", and the graph stayed capturing until a reset.) */
+static void test_invalidated_with_regions_open(void **state) {
+  (void)state;
+  BOTH_PATHS {
+    for (unsigned depth = 1; depth <= 2; depth++) {
+      for (int how = 0; how < 3; how++) {
+        bool by_region_end = how == 1, recapture = how == 2;
+        reset();
+        recap_stream_t s = recap__fake_stream_new();
+        recap_graph_t g;
+        OK(recap_graph_create(&g, 0));
+        recap_capture_options_t o = options(host);
+        if (recapture) {
+          begin(g, s, host);
+          recap__fake_launch_kernel(s, "first");
+          OK(recap_graph_capture_end(g));
+          OK(recap_graph_recapture_begin(g, s, &o));
+        } else {
+          OK(recap_graph_capture_begin(g, s, &o));
+        }
+        recap_pool_id_t pool;
+        OK(recap_graph_pool(g, &pool));
+        for (unsigned d = 0; d < depth; d++) {
+          recap_cond_t c;
+          OK(recap_cond_create(s, 1, &c));
+          OK(recap_region_begin(s, RECAP_REGION_IF, c, 0));
+        }
+        uint32_t *w = device_words(s, 1); /* from the graph's pool, inside the body */
+        mix(s, w, 1);
+        recap__fake_capture_invalidate(s);
+        if (by_region_end) {
+          EXPECT_STATUS(recap_region_end(s), RECAP_ERROR_CAPTURE_INVALIDATED);
+          EXPECT_MESSAGE("recap_region_end: the capture under way on stream");
+          EXPECT_MESSAGE(
+              "was invalidated by a call that capture does not permit "
+              "(cudaErrorStreamCaptureInvalidated)");
+          char needle[128];
+          snprintf(needle, sizeof needle, "with %u region%s open; the capture is abandoned", depth,
+                   depth == 1 ? "" : "s");
+          EXPECT_MESSAGE(needle);
+          assert_int_equal(recap_last_status(), RECAP_ERROR_CAPTURE_INVALIDATED);
+          EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_INVALID_USAGE);
+          EXPECT_MESSAGE("no capture is under way on this graph");
+        } else {
+          EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
+          assert_int_equal(recap_last_status(), RECAP_ERROR_CAPTURE_INVALIDATED);
+          EXPECT_MESSAGE("cudaErrorStreamCaptureInvalidated");
+        }
+        assert_int_equal(state_of(g),
+                         recapture ? RECAP_GRAPH_STATE_INSTANTIATED : RECAP_GRAPH_STATE_FRESH);
+        assert_int_equal(capturing(s), 0);
+        assert_int_equal(recap__registry_count(), 0);
+        assert_int_equal(recap__graph_region_depth(g), 0);
+        assert_int_equal(pool_info(pool).routed, 0);
+        assert_int_equal(pool_references(pool), recapture ? 1 : 0);
+        OK(recap_free(w));
+        /* A region call on the stream finds no capture now. */
+        EXPECT_STATUS(recap_region_end(s), RECAP_ERROR_INVALID_USAGE);
+        EXPECT_MESSAGE("is not capturing into a recap graph");
+        /* The graph replays what it holds, and captures again, regions and all. */
+        if (recapture) {
+          OK(recap_graph_replay(g, s));
+          recap__fake_stream_complete(s);
+          OK(recap_graph_recapture_begin(g, s, &o));
+        } else {
+          OK(recap_graph_capture_begin(g, s, &o));
+        }
+        recap_cond_t c;
+        OK(recap_cond_create(s, 1, &c));
+        OK(recap_region_begin(s, RECAP_REGION_IF, c, 0));
+        recap__fake_launch_kernel(s, "again");
+        OK(recap_region_end(s));
+        OK(recap_graph_capture_end(g));
+        assert_int_equal(on_device(g), !host);
+        OK(recap_graph_replay(g, s));
+        recap__fake_stream_complete(s);
+        OK(recap_graph_destroy(g));
+        expect_quiet();
+      }
+    }
+  }
+}
+
 /* ------------------------------------------------------------------------------------------
  * Host loop interplay
  * ---------------------------------------------------------------------------------------- */
@@ -1204,6 +1292,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_forbidden_nodes),
       cmocka_unit_test(test_forbidden_before_a_nested_region),
       cmocka_unit_test(test_abandon_inside),
+      cmocka_unit_test(test_invalidated_with_regions_open),
       cmocka_unit_test(test_host_loop_interplay),
       cmocka_unit_test(test_host_recapture_fails),
       cmocka_unit_test(test_failed_recapture_keeps_the_path),

@@ -48,16 +48,28 @@ static void add_device_value(void *const *args, size_t n) {
   for (int i = 0; i < N; i++) out[i] += *k;
 }
 
-/* The step under test: out = in * 2 + k, then out += *dk, then a copy of out into copy, on
- * the fake's computing kernels (four nodes: kernel, kernel, memset, memcpy). */
-static void step(recap_stream_t s, float *out, const float *in, unsigned k, const float *dk,
-                 float *copy) {
+/* The step in another shape, computing the same: shape 0 is step() below; -1 leaves out the
+ * memset (three nodes); 1 memsets copy twice (five nodes); 2 launches a kernel that does nothing
+ * where the memset was (four nodes, node 2 a kernel instead of a memset). */
+static void step_shaped(recap_stream_t s, float *out, const float *in, unsigned k, const float *dk,
+                        float *copy, int shape) {
   const void *a1[3] = {out, in, (const void *)(uintptr_t)k};
   recap__fake_launch_kernel_fn(s, "scale_add", scale_add, a1, 3);
   const void *a2[2] = {out, dk};
   recap__fake_launch_kernel_fn(s, "add_device_value", add_device_value, a2, 2);
-  recap__fake_memset_async(s, copy, 0, N * sizeof(float));
+  if (shape == 1) recap__fake_memset_async(s, copy, 0, N * sizeof(float));
+  if (shape == 2)
+    recap__fake_launch_kernel(s, "nothing");
+  else if (shape != -1)
+    recap__fake_memset_async(s, copy, 0, N * sizeof(float));
   OK(recap__device()->memcpy_async(copy, out, N * sizeof(float), s));
+}
+
+/* The step under test: out = in * 2 + k, then out += *dk, then a copy of out into copy, on
+ * the fake's computing kernels (four nodes: kernel, kernel, memset, memcpy). */
+static void step(recap_stream_t s, float *out, const float *in, unsigned k, const float *dk,
+                 float *copy) {
+  step_shaped(s, out, in, k, dk, copy, 0);
 }
 
 static float *device_floats(recap_stream_t s) {
@@ -549,6 +561,94 @@ static void rebinds_go_through_the_executables_origin(void **state) {
   OK(recap_graph_destroy(g));
   free_step_buffers(in, in2, out, copy, dk);
   check();
+}
+
+/* Capture (recapture: recapture_begin with the last options) step_shaped(in, k, shape) into g
+ * with rebinding `mode`, declaring `in` when the mode is DECLARED. */
+static void capture_shaped(recap_graph_t g, recap_stream_t s, bool recapture,
+                           recap_rebind_mode_t mode, float *out, float *in, unsigned k,
+                           const float *dk, float *copy, int shape) {
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.rebind = mode;
+  if (recapture)
+    OK(recap_graph_recapture_begin(g, s, NULL));
+  else
+    OK(recap_graph_capture_begin(g, s, &o));
+  if (mode == RECAP_REBIND_DECLARED) OK(recap_graph_declare_buffer(g, in, N * sizeof(float)));
+  step_shaped(s, out, in, k, dk, copy, shape);
+  OK(recap_graph_capture_end(g));
+}
+
+/* A recapture of a rebinding graph (AUTO or DECLARED) whose nodes no longer pair with the
+ * executable's (more nodes, fewer, a node of another type) is instantiated afresh with the
+ * driver's reason, as without rebinding, and the new executable replays and rebinds through
+ * the new capture's sites; a recapture of the same shape again updates it in place. (Found by
+ * a fuzz: capture_end failed with "patch plan: origin ... has 4 nodes and graph ... has 5".) */
+static void a_recapture_of_another_shape_is_instantiated_afresh_and_rebindable(void **state) {
+  (void)state;
+  reset();
+  recap_stream_t s = recap__fake_stream_new();
+  float *in, *in2, *out, *copy, *dk;
+  step_buffers(s, &in, &in2, &out, &copy, &dk, 1000, 0.25f);
+  static const struct {
+    int shape;
+    recap_update_reason_t reason;
+    size_t node;
+  } changes[] = {
+      {1, RECAP_UPDATE_REASON_TOPOLOGY_CHANGED, SIZE_MAX},  /* 4 nodes to 5 */
+      {-1, RECAP_UPDATE_REASON_TOPOLOGY_CHANGED, SIZE_MAX}, /* 5 to 3 */
+      {0, RECAP_UPDATE_REASON_TOPOLOGY_CHANGED, SIZE_MAX},  /* 3 to 4 */
+      {2, RECAP_UPDATE_REASON_NODE_TYPE_CHANGED, 2},        /* node 2: memset to kernel */
+  };
+  enum { CHANGES = sizeof changes / sizeof changes[0] };
+  const recap_rebind_mode_t modes[] = {RECAP_REBIND_AUTO, RECAP_REBIND_DECLARED};
+  for (size_t m = 0; m < 2; m++) {
+    recap_graph_t g;
+    OK(recap_graph_create(&g, 0));
+    capture_shaped(g, s, false, modes[m], out, in, 1, dk, copy, 0);
+    int64_t graphs = recap__fake_now().live_graphs; /* the template, kept for rebinding */
+    rebind_and_check(g, s, in, in2, copy, 1000, 1);
+    rebind_and_check(g, s, in2, in, copy, 0, 1);
+    uint64_t by_reason[RECAP_UPDATE_REASON_COUNT] = {0};
+    for (unsigned i = 0; i < CHANGES; i++) {
+      unsigned k = 10 + i;
+      capture_shaped(g, s, true, modes[m], out, in, k, dk, copy, changes[i].shape);
+      by_reason[changes[i].reason]++;
+      recap_update_stats_t st = stats_of(g);
+      assert_int_equal(st.recaptures, i + 1);
+      assert_int_equal(st.instantiations, i + 1);
+      assert_int_equal(st.updates, 0);
+      assert_int_equal(st.last_reason, changes[i].reason);
+      assert_int_equal(st.last_node, changes[i].node);
+      assert_int_equal(st.consecutive_failures, i + 1);
+      for (int r = 0; r < RECAP_UPDATE_REASON_COUNT; r++)
+        assert_int_equal(st.by_reason[r], by_reason[r]);
+      assert_int_equal(state_of(g), RECAP_GRAPH_STATE_INSTANTIATED);
+      /* The old executable and its origin went: the new template is the new one's origin. */
+      assert_int_equal(recap__fake_now().live_execs, 1);
+      assert_int_equal(recap__fake_now().live_graphs, graphs);
+      assert_int_equal(sites_of(g, in), 1);
+      OK(recap_graph_replay(g, s));
+      expect_copy(copy, 0, k);
+      rebind_and_check(g, s, in, in2, copy, 1000, k);
+      rebind_and_check(g, s, in2, in, copy, 0, k);
+    }
+    /* The same shape again: updated in place, rebound through the kept origin. */
+    capture_shaped(g, s, true, modes[m], out, in, 20, dk, copy, 2);
+    recap_update_stats_t st = stats_of(g);
+    assert_int_equal(st.updates, 1);
+    assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_NONE);
+    assert_int_equal(st.consecutive_failures, 0);
+    assert_int_equal(recap__fake_now().live_graphs, graphs + 1);
+    rebind_and_check(g, s, in, in2, copy, 1000, 20);
+    rebind_and_check(g, s, in2, in, copy, 0, 20);
+    assert_int_equal(stats_of(g).rebinds, 2 * CHANGES + 4);
+    OK(recap_graph_destroy(g));
+    assert_int_equal(recap__fake_now().live_graphs, 0);
+  }
+  free_step_buffers(in, in2, out, copy, dk);
+  check();
+  expect_quiet();
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -1583,6 +1683,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(failed_recapture_keeps_the_old_inputs_and_results),
       cmocka_unit_test(recaptures_and_rebinds_agree),
       cmocka_unit_test(rebinds_go_through_the_executables_origin),
+      cmocka_unit_test(a_recapture_of_another_shape_is_instantiated_afresh_and_rebindable),
       cmocka_unit_test(the_origin_outlives_recaptures_without_rebinding),
       cmocka_unit_test(recapture_needs_a_captured_graph),
       cmocka_unit_test(replay_is_refused_while_recapturing),

@@ -47,7 +47,10 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_record_stream(void *ptr, recap_st
 /* Give every cached unused segment back to the driver, on every device: those of the default
  * pool and those of private pools no graph references any more. Blocks still allocated stay.
  * The pinned host buffers kept for OFFLOAD sleeps (the option offload_keep_pinned,
- * recap/sleep.h) are freed too. */
+ * recap/sleep.h) are freed too. While a capture is under way on any device, freeing would
+ * invalidate it: RECAP_ERROR_INVALID_USAGE, nothing freed. A graph set capturing in the
+ * background (recap/graph_set.h) holds such captures at moments the caller does not see: call
+ * recap_graph_set_wait (or recap_graph_set_cancel, then recap_graph_set_wait) on it first. */
 RECAP_API recap_status_t recap_empty_cache(void);
 
 /* What recap knows of one allocated block. */

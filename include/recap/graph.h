@@ -148,8 +148,10 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graph_capture_begin(
  * and drops the template. An empty capture warns through the log. A graph that is not
  * capturing is RECAP_ERROR_INVALID_USAGE. A capture in global or thread-local mode is ended by
  * the thread that began it: from another thread this is RECAP_ERROR_INVALID_USAGE naming
- * cudaErrorStreamCaptureWrongThread, and the capture goes on. If the capture was invalidated by
- * an illegal call inside it, returns RECAP_ERROR_CAPTURE_INVALIDATED naming the CUDA error; the
+ * cudaErrorStreamCaptureWrongThread, and the capture goes on. A region still open
+ * (recap/region.h) is RECAP_ERROR_INVALID_USAGE, and the capture goes on. If the capture was
+ * invalidated by an illegal call inside it, returns RECAP_ERROR_CAPTURE_INVALIDATED naming the
+ * CUDA error, whatever regions are open; the
  * graph is then fresh, with no pool reference left (recap_graph_pool still names the pool the
  * capture used), and the stream can capture again. A capture whose budget
  * (options->budget_bytes) refused an allocation ends the same way, with

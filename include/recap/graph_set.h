@@ -175,7 +175,16 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_bucket(recap_graph_set_
 
 /* Background capture: wait until no capture is pending or under way (returns at once in the
  * other modes); cancel the captures not yet started (the one under way finishes), after which
- * those sizes run eagerly until recap_graph_set_capture is called for them. */
+ * those sizes run eagerly until recap_graph_set_capture is called for them.
+ *
+ * The helper's captures are captures under way in the process: while one runs, the calls that
+ * refuse to run during any capture (recap_empty_cache, recap/alloc.h; recap_pool_sleep,
+ * recap_pool_wake, recap_sleep, recap_wake, recap_pinned_reserve, recap/sleep.h) answer
+ * RECAP_ERROR_INVALID_USAGE, nothing changed. Before them, recap_graph_set_wait (every queued
+ * size captured), or recap_graph_set_cancel then recap_graph_set_wait (only the capture under way
+ * finishes, at most one capture's time); after either the helper begins no capture until a
+ * recap_graph_set_run queues an evicted size again. docs/graph_sets.md, "Calls refused while the
+ * helper captures". */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_wait(recap_graph_set_t set);
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_cancel(recap_graph_set_t set);
 /* Capture one size now on the caller's thread (size 0: every size not ready, in priority

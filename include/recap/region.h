@@ -106,7 +106,15 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_region_next_branch(recap_stream_t
  * of what recap appends to every body before it ends (the random-number layer's advance of a
  * generator's offset): the region stays open, and closing it again retries. A child graph node
  * in a body (a graph launched inside it) counts as allowed; what it holds is checked by CUDA
- * when the graph is instantiated. */
+ * when the graph is instantiated. A capture that CUDA invalidated (a call made during it that
+ * capture does not permit) cannot go on: this call, and every other region call on a stream of
+ * it (recap_cond_create, recap_region_begin, recap_region_next_branch, the ready kernels,
+ * recap_loop_capture),
+ * abandons it and returns RECAP_ERROR_CAPTURE_INVALIDATED naming the call and the regions open;
+ * the graph is then as before the capture began (fresh, or holding the capture a recapture was
+ * to replace), with no pool reference of the capture left, and the stream can capture again.
+ * recap_graph_capture_end on such a capture reports the invalidation the same way, whatever
+ * regions are open. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_region_end(recap_stream_t stream);
 
 /* ------------------------------------------------------------------------------------------

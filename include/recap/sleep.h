@@ -72,8 +72,9 @@ typedef enum recap_pool_state {
  * Errors, the pool left as it was (awake, contents intact) unless said otherwise:
  *   RECAP_ERROR_INVALID_ARGUMENT  an unknown mode;
  *   RECAP_ERROR_NOT_FOUND         a private pool recap does not know on this device;
- *   RECAP_ERROR_INVALID_USAGE     the pool already sleeps, or a capture is under way on the
- *                                 device (waiting for the device would invalidate it);
+ *   RECAP_ERROR_INVALID_USAGE     the pool already sleeps, or a capture is under way on any
+ *                                 device (waiting for the device would invalidate it), a graph
+ *                                 set's background capture included (see below);
  *   RECAP_ERROR_NOT_SUPPORTED     the pool has classic segments (cudaMalloc) with blocks in use
  *                                 or waiting; its free classic segments are given back first;
  *   RECAP_ERROR_OUT_OF_MEMORY     OFFLOAD could not get pinned host memory (kept buffers
@@ -92,7 +93,16 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_pool_sleep(recap_pool_id_t pool,
  * sleep with the option offload_keep_pinned, recap/options.h). An awake pool is RECAP_SUCCESS.
  * RECAP_ERROR_OUT_OF_MEMORY (the device lacks the memory) or RECAP_ERROR_CUDA (a map failed)
  * leave the pool asleep as it was, with nothing of this wake mapped; call again later.
- * RECAP_ERROR_INVALID_USAGE while a capture is under way on the device. */
+ * RECAP_ERROR_INVALID_USAGE while a capture is under way on any device.
+ *
+ * Captures the caller did not begin count too: a graph set created with
+ * RECAP_SET_CAPTURE_BACKGROUND (recap/graph_set.h) captures on a helper thread at moments the
+ * caller does not see, and while it does, recap_pool_sleep, recap_pool_wake, recap_sleep,
+ * recap_wake, recap_pinned_reserve and recap_empty_cache are refused as above, nothing changed.
+ * Quiesce each such set first, on the thread that uses it: recap_graph_set_wait (every queued size
+ * captured), or recap_graph_set_cancel then recap_graph_set_wait (only the capture under way
+ * finishes; the cancelled sizes run eagerly until recap_graph_set_capture takes them); then make
+ * these calls before the set's next recap_graph_set_run, which may queue an evicted size again. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_pool_wake(recap_pool_id_t pool);
 
 /* The whole allocator: every pool of every device recap has used, the default pools included.

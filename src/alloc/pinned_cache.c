@@ -50,6 +50,14 @@ static bool keep_option(void) {
 
 static void remove_at(size_t i) { kept[i] = kept[--kept_count]; }
 
+/* Nothing kept holds no host memory either. */
+static void free_list_if_empty(void) {
+  if (kept_count) return;
+  recap__host_free(kept);
+  kept = NULL;
+  kept_capacity = 0;
+}
+
 /* Free the kept buffers, the reserved ones too unless keep_reserved (recap__pinned_release_all
  * says what a failure does). */
 static recap_status_t release(const char *call, bool keep_reserved) {
@@ -73,11 +81,7 @@ static recap_status_t release(const char *call, bool keep_reserved) {
                         "%s: freeing a pinned host buffer kept for RECAP_SLEEP_OFFLOAD failed "
                         "(%s); it stays kept, and the next recap_empty_cache frees it",
                         call, cause.message);
-  if (kept_count == 0) {
-    recap__host_free(kept);
-    kept = NULL;
-    kept_capacity = 0;
-  }
+  free_list_if_empty();
   return RECAP_SUCCESS;
 }
 
@@ -141,11 +145,6 @@ recap_status_t recap__pinned_give(void *ptr, size_t size) {
 }
 
 recap_status_t recap__pinned_reserve(size_t bytes, const char *call) {
-  if (!list_reserve())
-    return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
-                        "%s: out of host memory for the list of pinned buffers; nothing was "
-                        "pinned",
-                        call);
   size_t best = smallest_fit(bytes, true);
   if (best < kept_count) {
     kept[best].reserved = true;
@@ -154,9 +153,17 @@ recap_status_t recap__pinned_reserve(size_t bytes, const char *call) {
   /* As a take that pins anew: the unreserved kept buffers are all too small, and freeing them
    * first keeps the pinned memory held to what the buffers wanted need. */
   release_quietly(call, true);
+  /* The room for the new entry is made after that release, which frees the list itself when it
+   * leaves nothing kept; room made before it would be gone. */
+  if (!list_reserve())
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
+                        "%s: out of host memory for the list of pinned buffers; nothing was "
+                        "pinned",
+                        call);
   void *p = NULL;
   recap_status_t s = recap__device()->host_alloc_pinned(&p, bytes);
   if (s != RECAP_SUCCESS) {
+    free_list_if_empty();
     recap__saved_error_t cause; /* recap__error rewrites the message it is read from */
     recap__error_save(&cause);
     return recap__error(s,

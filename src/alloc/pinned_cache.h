@@ -45,7 +45,8 @@ recap_status_t recap__pinned_release_all(const char *call);
  * reserved buffer stays kept whatever the option says (recap__pinned_apply_option and a take
  * that pins anew leave it) until a take hands it out or recap__pinned_release_all frees it. Errors, nothing pinned: host_alloc_pinned's status
  * (RECAP_ERROR_OUT_OF_MEMORY when the host has none), with a message naming call;
- * RECAP_ERROR_OUT_OF_MEMORY without host memory for the list. */
+ * RECAP_ERROR_OUT_OF_MEMORY without host memory for the list (the kept buffers not reserved
+ * freed by then). */
 recap_status_t recap__pinned_reserve(size_t bytes, const char *call);
 
 /* The option's verdict at a sleep or a wake: when it is 0 (or the options cannot be read),

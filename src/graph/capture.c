@@ -91,7 +91,8 @@ recap_status_t recap_graph_capture_end(recap_graph_t graph) {
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_graph_capture_end: no capture is under way on this graph "
                         "(call recap_graph_capture_begin first)");
-  /* A region still open: the capture goes on, to be closed and ended again. */
+  /* A region still open: the capture goes on, to be closed and ended again (unless it was
+   * invalidated: then it ends here, reporting the invalidation). */
   RECAP__CHECK(recap__regions_check_end(graph));
   recap_status_t s =
       graph->old.active ? recap__recapture_end(graph) : recap__graph_capture_end(graph);

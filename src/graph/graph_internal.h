@@ -126,6 +126,13 @@ struct recap_graph {
    * new template is about to update (the layers plan patches against it); NULL when the new
    * template will be instantiated afresh, or outside a recapture's end. */
   recap_cuda_graph_t capture_origin;
+  /* Set by a layer's captured hook when capture_origin cannot stand for the new template (the
+   * device's patch plan refuses it: another node count, or another node type at an index),
+   * which is a change of topology that the driver cannot update the executable across: the
+   * layer planned against the new template itself, the recapture asks the driver anyway (its
+   * refusal gives the counters their reason, as for a graph without such layers), and the fresh
+   * instantiation that follows needs no planning again (instantiated_afresh is not called). */
+  bool capture_origin_unfit;
   uint64_t rebinds, sites_patched; /* recap_graph_rebind calls that succeeded, sites changed */
   recap__graph_hook_entry_t *hooks;
   size_t hook_count, hook_capacity;

@@ -219,8 +219,25 @@ static recap_status_t hook_captured(void *ctx, recap_graph_t graph,
                                     recap_cuda_graph_t template_graph) {
   rebind_t *r = ctx, next;
   memset(&next, 0, sizeof next);
-  RECAP__CHECK(recap__device()->patch_plan_create(template_graph, graph->capture_origin, &next.plan,
-                                                  &next.sites, &next.site_count));
+  const recap__device_ops_t *dev = recap__device();
+  recap__saved_error_t saved;
+  recap__error_save(&saved);
+  recap_status_t s = dev->patch_plan_create(template_graph, graph->capture_origin, &next.plan,
+                                            &next.sites, &next.site_count);
+  if (s == RECAP_ERROR_INVALID_ARGUMENT && graph->capture_origin) {
+    /* The origin's nodes do not pair with the new template's (another node count, or another
+     * type at an index): the new capture changed the topology, so the executable cannot be
+     * updated from it and will be instantiated afresh from the template, whose own nodes the
+     * plan names then. */
+    RECAP__DEBUG(
+        "rebind: the recapture's nodes do not pair with the executable's (%s); planning "
+        "against the new template",
+        recap_last_error());
+    recap__error_restore(&saved);
+    graph->capture_origin_unfit = true;
+    s = dev->patch_plan_create(template_graph, NULL, &next.plan, &next.sites, &next.site_count);
+  }
+  RECAP__CHECK(s);
   size_t n = next.site_count ? next.site_count : 1;
   next.index = recap__host_malloc(n * sizeof *next.index);
   next.scratch = recap__host_malloc(n * sizeof *next.scratch);

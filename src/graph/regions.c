@@ -106,9 +106,36 @@ static recap__regions_t *regions_get(recap_graph_t graph) {
  * The capture behind a stream
  * ---------------------------------------------------------------------------------------- */
 
+static recap_status_t abandon(recap_graph_t g, recap_status_t status);
+
+/* stream takes part in a recap graph's capture that CUDA invalidated (a call made during it
+ * that capture does not permit): no region can be opened, closed or set in it any more, so the
+ * call abandons it and says so, as a pause that finds the capture ended does. Nothing is left
+ * capturing: the graph is as before the capture began (fresh; a recapture's graph holds the
+ * capture it was to replace), the capture's pool reference released, the stream free to
+ * capture again. RECAP_SUCCESS when stream's
+ * capture is not such a capture. */
+static recap_status_t abandon_invalidated(recap_stream_t stream, const char *function) {
+  recap__capture_status_t status;
+  uint64_t id = 0;
+  RECAP__CHECK(recap__device()->stream_capture_info(stream, &status, &id));
+  if (status != RECAP__CAPTURE_INVALIDATED) return RECAP_SUCCESS;
+  recap_graph_t g = recap__registry_find(id);
+  if (!g || g->state != RECAP__GRAPH_CAPTURING) return RECAP_SUCCESS;
+  recap__error(RECAP_ERROR_CAPTURE_INVALIDATED,
+               "%s: the capture under way on stream %p was invalidated by a call that capture "
+               "does not permit (cudaErrorStreamCaptureInvalidated), with %u region%s open; the "
+               "capture is abandoned, the graph left as before it began: capture the step "
+               "again",
+               function, (void *)stream, recap__graph_region_depth(g),
+               recap__graph_region_depth(g) == 1 ? "" : "s");
+  return abandon(g, RECAP_ERROR_CAPTURE_INVALIDATED);
+}
+
 static recap_status_t find_graph(recap_stream_t stream, const char *function,
                                  recap_graph_t *graph) {
   RECAP__CHECK(recap__registry_find_stream(stream, graph));
+  if (!*graph) RECAP__CHECK(abandon_invalidated(stream, function));
   if (!*graph || (*graph)->state != RECAP__GRAPH_CAPTURING)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "%s: stream %p is not capturing into a recap graph (call "
@@ -650,10 +677,27 @@ static bool unheld_in(const recap__regions_t *r, uint64_t context) {
   return false;
 }
 
+/* Whether the capture of graph's stream was invalidated (a failed query: not known to be). */
+static bool capture_invalidated(recap_graph_t graph) {
+  recap__capture_status_t status;
+  uint64_t id = 0;
+  recap__saved_error_t saved;
+  recap__error_save(&saved);
+  if (recap__device()->stream_capture_id(graph->capture_stream, &status, &id) != RECAP_SUCCESS) {
+    recap__error_restore(&saved);
+    return false;
+  }
+  return status == RECAP__CAPTURE_INVALIDATED;
+}
+
 recap_status_t recap__regions_check_end(recap_graph_t graph) {
   static const char fn[] = "recap_graph_capture_end";
   recap__regions_t *r = graph->regions;
   if (!r) return RECAP_SUCCESS;
+  /* An invalidated capture goes on no more, and no region call could close its regions: the
+   * end reports the invalidation, whatever regions are open, and throws the capture away as it
+   * does without regions. */
+  if (capture_invalidated(graph)) return RECAP_SUCCESS;
   if (r->depth > 0) {
     const recap__region_frame_t *f = &r->frames[r->depth - 1];
     return recap__error(RECAP_ERROR_INVALID_USAGE,

@@ -97,9 +97,9 @@ void recap__recapture_abandon(recap_graph_t g) {
  * as `decided` says and the driver allows (*outcome: why not in place, *node: the node the
  * driver named). Nothing of the old capture changes; a failure leaves no new executable. */
 static recap_status_t apply_template(recap_graph_t g, recap_cuda_graph_t template_graph,
-                                     recap_update_reason_t decided, recap_update_reason_t *outcome,
-                                     size_t *node, recap_cuda_graph_exec_t *exec,
-                                     int64_t *exec_bytes) {
+                                     recap_update_reason_t decided, bool planned_on_template,
+                                     recap_update_reason_t *outcome, size_t *node,
+                                     recap_cuda_graph_exec_t *exec, int64_t *exec_bytes) {
   const recap__device_ops_t *dev = recap__device();
   *outcome = decided;
   *node = SIZE_MAX;
@@ -119,9 +119,10 @@ static recap_status_t apply_template(recap_graph_t g, recap_cuda_graph_t templat
   if (*outcome == RECAP_UPDATE_REASON_NONE || !g->exec) return RECAP_SUCCESS;
   RECAP__CHECK(recap__graph_instantiate_measured(exec, template_graph, exec_bytes));
   /* The layers planned against the old executable's origin, but the new template is the new
-   * executable's: they plan again. */
+   * executable's: they plan again (unless the origin did not fit the template and they planned
+   * against the template already). */
   recap_status_t s = RECAP_SUCCESS;
-  if (decided == RECAP_UPDATE_REASON_NONE && g->keep_template &&
+  if (decided == RECAP_UPDATE_REASON_NONE && g->keep_template && !planned_on_template &&
       (s = recap__graph_hooks_instantiated_afresh(g, template_graph)) != RECAP_SUCCESS) {
     recap__saved_error_t why;
     recap__error_save(&why);
@@ -213,15 +214,21 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
   if (decided == RECAP_UPDATE_REASON_NONE && g->keep_template && !origin)
     decided = RECAP_UPDATE_REASON_NO_ORIGIN;
   g->capture_origin = decided == RECAP_UPDATE_REASON_NONE && g->keep_template ? origin : NULL;
+  g->capture_origin_unfit = false;
   s = recap__graph_hooks_captured(g, template_graph);
+  /* A layer found that the new template's nodes do not pair with the origin's: a topology
+   * change, which the driver refuses below, and then the template is instantiated afresh. */
+  bool planned_on_template = g->capture_origin_unfit;
   g->capture_origin = NULL;
+  g->capture_origin_unfit = false;
   if (s != RECAP_SUCCESS) return give_back(g, s, template_graph);
 
   recap_update_reason_t outcome;
   size_t node;
   recap_cuda_graph_exec_t exec;
   int64_t exec_bytes;
-  s = apply_template(g, template_graph, decided, &outcome, &node, &exec, &exec_bytes);
+  s = apply_template(g, template_graph, decided, planned_on_template, &outcome, &node, &exec,
+                     &exec_bytes);
   if (s != RECAP_SUCCESS) return give_back(g, s, template_graph);
   bool updated_in_place = g->exec && !exec && outcome == RECAP_UPDATE_REASON_NONE;
   commit_recapture(g, template_graph, exec, exec_bytes, updated_in_place, nodes, &result);
