@@ -165,11 +165,75 @@ static void empty_cache_gives_the_memory_back(void **state) {
   gpu_finish(NULL, 0);
 }
 
+/* A graph's temporary captured before its output: once the pool is released, recap_empty_cache
+ * gives the temporary's chunk back to the device though the output lives after it; the output
+ * keeps its address and contents, and a request of the temporary's size maps the hole again at
+ * the same address. */
+static void free_memory_inside_a_segment_goes_back(void **state) {
+  (void)state;
+  begin_vmm();
+  cudaStream_t s = gpu_stream();
+  const size_t bytes = 16 * MiB, n = bytes / sizeof(float);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, s, NULL));
+  float *temp = gpu_floats(n, s), *out = gpu_floats(n, s);
+  CUDA_OK(recap_test_fill(temp, n, 2.0f, s));
+  CUDA_OK(recap_test_add_scalar(out, temp, n, 1.0f, s));
+  OK(recap_free(temp));
+  OK(recap_graph_capture_end(g));
+  OK(recap_graph_replay(g, s));
+  CUDA_OK(cudaStreamSynchronize(s));
+  gpu_expect_all(out, n, 3.0f);
+  recap_pool_id_t pool;
+  OK(recap_graph_pool(g, &pool));
+  OK(recap_graph_reset(g));
+  assert_int_equal(pool_memory(pool).reserved_bytes, (int64_t)(2 * bytes));
+  size_t free_before = gpu_free_bytes();
+  OK(recap_empty_cache());
+  assert_int_equal(pool_memory(pool).reserved_bytes, (int64_t)bytes);
+  if (gpu_free_memory_checks()) assert_true(gpu_free_bytes() - free_before >= bytes);
+  gpu_expect_all(out, n, 3.0f); /* in place, contents kept */
+  gpu_check_allocator();
+  OK(recap_free(out));
+  OK(recap_graph_destroy(g));
+  CUDA_OK(cudaStreamDestroy(s));
+  gpu_finish(NULL, 0);
+}
+
+/* In the default pool: a block freed in the middle goes back, and the next request of its size
+ * maps it again at its address, usable at once. */
+static void a_hole_is_mapped_again_on_reuse(void **state) {
+  (void)state;
+  begin_vmm();
+  cudaStream_t s = gpu_stream();
+  const size_t bytes = 16 * MiB, n = bytes / sizeof(float);
+  float *a = gpu_floats(n, s), *b = gpu_floats(n, s);
+  CUDA_OK(recap_test_fill(b, n, 5.0f, s));
+  CUDA_OK(cudaStreamSynchronize(s));
+  OK(recap_free(a));
+  OK(recap_empty_cache());
+  assert_int_equal(gpu_stats().reserved_bytes[RECAP_STAT_ALL].current, (int64_t)bytes);
+  float *a2 = gpu_floats(n, s);
+  assert_ptr_equal(a2, a);
+  assert_int_equal(gpu_stats().reserved_bytes[RECAP_STAT_ALL].current, (int64_t)(2 * bytes));
+  CUDA_OK(recap_test_add_scalar(a2, b, n, 1.0f, s));
+  gpu_expect_all(a2, n, 6.0f);
+  gpu_expect_all(b, n, 5.0f);
+  gpu_check_allocator();
+  OK(recap_free(a2));
+  OK(recap_free(b));
+  CUDA_OK(cudaStreamDestroy(s));
+  gpu_finish(NULL, 0);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(a_growth_keeps_contents_and_addresses),
       cmocka_unit_test(a_capture_grows_its_pool_and_replays_bit_for_bit),
       cmocka_unit_test(empty_cache_gives_the_memory_back),
+      cmocka_unit_test(free_memory_inside_a_segment_goes_back),
+      cmocka_unit_test(a_hole_is_mapped_again_on_reuse),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }
