@@ -2,7 +2,8 @@
 /*
  * test_env.c — recap's environment variables (src/core/env.h, docs/environment.md): good values
  * work, a value set from code wins, and a bad value of every variable gives the same warning
- * through the log, once, naming the variable, the value, what is accepted and what is used.
+ * through the log, once, naming the variable, the value, what is accepted and what is used;
+ * RECAP_ALLOC_CONF's booleans take true and false in any case, and 1 and 0.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -198,6 +199,101 @@ static void bad_alloc_conf_warns_the_same_way(void **state) {
   done();
 }
 
+/* The booleans of RECAP_ALLOC_CONF take PyTorch's spelling (expandable_segments:True) as well
+ * as 1 and 0; the kind is the option's, so a byte count refuses the same words. */
+static void alloc_conf_booleans_take_true_and_false(void **state) {
+  (void)state;
+  fresh();
+  static const char *const on[] = {"True", "true", "TRUE", "tRUe", "1"};
+  static const char *const off[] = {"False", "false", "FALSE", "fAlSe", "0"};
+  uint64_t value = 7;
+  char conf[128];
+  for (size_t i = 0; i < sizeof on / sizeof on[0]; i++) {
+    snprintf(conf, sizeof conf, "expandable_segments:%s, offload_keep_pinned : %s", on[i], on[i]);
+    setenv("RECAP_ALLOC_CONF", conf, 1);
+    recap_options_reset();
+    OK(recap_option_get("expandable_segments", &value));
+    assert_int_equal(value, 1);
+    OK(recap_option_get("offload_keep_pinned", &value));
+    assert_int_equal(value, 1);
+    /* Every spelling of off turns it off again, from the environment and from code. */
+    snprintf(conf, sizeof conf, "expandable_segments:%s", off[i]);
+    OK(recap_options_parse(conf));
+    OK(recap_option_get("expandable_segments", &value));
+    assert_int_equal(value, 0);
+    OK(recap_option_set("offload_keep_pinned", off[i]));
+    OK(recap_option_get("offload_keep_pinned", &value));
+    assert_int_equal(value, 0);
+    OK(recap_option_set("offload_keep_pinned", on[i]));
+    OK(recap_option_get("offload_keep_pinned", &value));
+    assert_int_equal(value, 1);
+  }
+  unsetenv("RECAP_ALLOC_CONF");
+  recap_options_reset();
+  for (size_t i = 0; i < sizeof off / sizeof off[0]; i++) {
+    snprintf(conf, sizeof conf, "expandable_segments:%s", off[i]);
+    setenv("RECAP_ALLOC_CONF", conf, 1);
+    recap_options_reset();
+    OK(recap_option_get("expandable_segments", &value));
+    assert_int_equal(value, 0);
+  }
+  assert_int_equal(logged.warnings, 0);
+  done();
+}
+
+static void a_bad_boolean_says_it_wants_one(void **state) {
+  (void)state;
+  fresh();
+  static const char *const bad[] = {"yes", "on", "2", "1K", "truee", "T", "", "-1"};
+  uint64_t value = 7;
+  char conf[128], detail[256];
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    snprintf(conf, sizeof conf, "expandable_segments:%s", bad[i]);
+    setenv("RECAP_ALLOC_CONF", conf, 1);
+    recap_options_reset();
+    logged.warnings = 0;
+    EXPECT_STATUS(recap_option_get("expandable_segments", &value), RECAP_ERROR_INVALID_VALUE);
+    snprintf(detail, sizeof detail,
+             "option expandable_segments has value '%s', which is not a boolean (true or false "
+             "in any case, or 1 or 0)",
+             bad[i]);
+    char message[512];
+    snprintf(message, sizeof message, "RECAP_ALLOC_CONF: %s", detail);
+    assert_string_equal(recap_last_error(), message);
+    expect_warning(RECAP__ENV_ALLOC_CONF, conf, detail,
+                   "no options: every allocation fails with RECAP_ERROR_INVALID_VALUE until "
+                   "recap_options_reset()");
+  }
+  unsetenv("RECAP_ALLOC_CONF");
+  recap_options_reset();
+
+  /* From code: the same words, and nothing changes. */
+  EXPECT_STATUS(recap_option_set("offload_keep_pinned", "yes"), RECAP_ERROR_INVALID_VALUE);
+  assert_string_equal(recap_last_error(),
+                      "recap_option_set: option offload_keep_pinned has value 'yes', which is not "
+                      "a boolean (true or false in any case, or 1 or 0)");
+  EXPECT_STATUS(recap_options_parse("offload_keep_pinned:1,expandable_segments:enabled"),
+                RECAP_ERROR_INVALID_VALUE);
+  assert_string_equal(recap_last_error(),
+                      "recap_options_parse: option expandable_segments has value 'enabled', which "
+                      "is not a boolean (true or false in any case, or 1 or 0)");
+  OK(recap_option_get("offload_keep_pinned", &value));
+  assert_int_equal(value, 0);
+  EXPECT_STATUS(recap_option_set_u64("expandable_segments", 2), RECAP_ERROR_INVALID_VALUE);
+  assert_string_equal(recap_last_error(),
+                      "recap_option_set(expandable_segments=2): expandable_segments must be 0 "
+                      "(off) or 1 (on)");
+  OK(recap_option_get("expandable_segments", &value));
+  assert_int_equal(value, 0);
+
+  /* A byte count is not a boolean: True is no size. */
+  EXPECT_STATUS(recap_option_set("memory_cap", "True"), RECAP_ERROR_INVALID_VALUE);
+  assert_string_equal(recap_last_error(),
+                      "recap_option_set: option memory_cap has value 'True', which is not a byte "
+                      "count (a number, optionally with K, M or G, KiB, MiB or GiB)");
+  done();
+}
+
 #ifdef RECAP_FAULT_INJECTION
 bool recap__cuda_fail_nth(const char *kind, uint64_t nth); /* src/device/cuda.c */
 #endif
@@ -247,6 +343,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(code_overrides_the_environment),
       cmocka_unit_test(bad_log_level_with_the_stderr_logger),
       cmocka_unit_test(bad_alloc_conf_warns_the_same_way),
+      cmocka_unit_test(alloc_conf_booleans_take_true_and_false),
+      cmocka_unit_test(a_bad_boolean_says_it_wants_one),
       cmocka_unit_test(bad_fail_entry_warns_the_same_way),
       cmocka_unit_test(every_variable_is_documented),
   };

@@ -2,7 +2,8 @@
 /*
  * test_fake_vmm.c — the CPU fake's virtual memory management and pinned host memory, called
  * through its ops table with nothing above the seam involved: granularity, reserved ranges,
- * physical chunks counted against the device (mem_get_info exact), maps, access and unmaps,
+ * physical chunks counted against the device (mem_get_info exact, one free figure shared with
+ * executables, raw allocations and the fake NCCL's buffers), maps, access and unmaps,
  * contents kept across unmap and map, CUDA's refusals, release of a mapped chunk, pinned host
  * memory and copies to and from it, injected faults that leave everything as it was, and reset.
  */
@@ -212,6 +213,77 @@ static void chunks_belong_to_the_current_device(void **state) {
   assert_int_equal(c.bytes_in_use[1], 4 * G);
   OK(ops->vmm_release(h)); /* from another device: the handle names the chunk */
   assert_int_equal(recap__fake_now().bytes_in_use[1], 0);
+}
+
+/* Everything that takes a device's memory takes it from the one free figure mem_get_info
+ * reports: executables, chunks, raw allocations and the fake NCCL's buffers. A chunk that would
+ * fit beside raw allocations alone does not fit beside an executable, so the device never holds
+ * more than its capacity and free never exceeds total. */
+static void one_free_figure_for_everything(void **state) {
+  (void)state;
+  enum { NODES = 4 * G / RECAP__FAKE_EXEC_BYTES_PER_NODE };
+  reset_small(1 * MiB);
+  const recap__nccl_ops_t *nccl = &recap__fake_nccl_ops;
+  recap_stream_t s = recap__fake_stream_new();
+  recap_cuda_graph_t g = NULL, one = NULL;
+  recap_cuda_graph_exec_t x = NULL, more = NULL;
+  OK(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL));
+  for (int i = 0; i < NODES; i++) recap__fake_stream_enqueue(s);
+  OK(ops->stream_end_capture(s, &g));
+  OK(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL));
+  recap__fake_stream_enqueue(s);
+  OK(ops->stream_end_capture(s, &one));
+  OK(ops->graph_instantiate(&x, g));
+  assert_int_equal(recap__fake_now().exec_bytes[0], 4 * G);
+  assert_int_equal(free_bytes(), 1 * MiB - 4 * G);
+
+  recap__vmm_handle_t h = 7;
+  EXPECT_STATUS(ops->vmm_create(&h, 16 * G), RECAP_ERROR_OUT_OF_MEMORY);
+  assert_int_equal(h, 0);
+  assert_last_error_has(
+      "cuMemCreate: out of memory (CUDA_ERROR_OUT_OF_MEMORY): tried to create a chunk of 1048576 "
+      "bytes on fake device 0, which has 786432 bytes free of 1048576");
+  recap__vmm_handle_t a = create(12 * G);
+  size_t free_b = 1, total = 0;
+  OK(ops->mem_get_info(&free_b, &total));
+  assert_int_equal(free_b, 0);
+  assert_int_equal(total, 1 * MiB);
+
+  /* Full: every way of taking memory sees it. */
+  EXPECT_STATUS(ops->vmm_create(&h, G), RECAP_ERROR_OUT_OF_MEMORY);
+  assert_last_error_has(
+      "a chunk of 65536 bytes on fake device 0, which has 0 bytes free of "
+      "1048576");
+  void *raw = NULL;
+  EXPECT_STATUS(ops->raw_malloc(&raw, 1), RECAP_ERROR_OUT_OF_MEMORY);
+  assert_last_error_has(
+      "tried to allocate 1 bytes on fake device 0, which has 0 bytes free of "
+      "1048576");
+  void *buffer = NULL;
+  EXPECT_STATUS(nccl->mem_alloc(&buffer, 512), RECAP_ERROR_OUT_OF_MEMORY);
+  assert_null(buffer);
+  assert_last_error_has(
+      "ncclMemAlloc: unhandled system error (ncclSystemError): out of memory: tried to allocate "
+      "512 bytes on fake device 0, which has 0 bytes free of 1048576");
+  EXPECT_STATUS(ops->graph_instantiate(&more, one), RECAP_ERROR_OUT_OF_MEMORY);
+  assert_last_error_has(
+      "the executable of 1 nodes needs 4096 bytes of fake device 0, which has "
+      "0 free");
+
+  /* The fake NCCL's buffers count as raw allocations do, until they are freed. */
+  OK(ops->vmm_release(a));
+  assert_int_equal(free_bytes(), 12 * G);
+  OK(nccl->mem_alloc(&buffer, 8 * G));
+  assert_int_equal(free_bytes(), 4 * G);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 8 * G);
+  EXPECT_STATUS(ops->vmm_create(&h, 8 * G), RECAP_ERROR_OUT_OF_MEMORY);
+  OK(nccl->mem_free(buffer));
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
+
+  OK(ops->graph_exec_destroy(x));
+  OK(ops->graph_destroy(g));
+  OK(ops->graph_destroy(one));
+  assert_int_equal(free_bytes(), 1 * MiB);
 }
 
 /* ---- mapping, access, contents ------------------------------------------------------------- */
@@ -528,6 +600,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(reserve_and_release_ranges),
       cmocka_unit_test(chunks_count_against_the_device),
       cmocka_unit_test(chunks_belong_to_the_current_device),
+      cmocka_unit_test(one_free_figure_for_everything),
       cmocka_unit_test(contents_survive_unmap_and_map),
       cmocka_unit_test(map_refusals),
       cmocka_unit_test(release_while_mapped),

@@ -397,6 +397,8 @@ static void the_option_takes_zero_or_one(void **unused) {
   (void)unused;
   setup();
   EXPECT_STATUS(recap_option_set("offload_keep_pinned", "2"), RECAP_ERROR_INVALID_VALUE);
+  EXPECT_MESSAGE("option offload_keep_pinned has value '2', which is not a boolean");
+  EXPECT_STATUS(recap_option_set_u64("offload_keep_pinned", 2), RECAP_ERROR_INVALID_VALUE);
   EXPECT_MESSAGE("offload_keep_pinned must be 0 (off) or 1 (on)");
   uint64_t v = 7;
   OK(recap_option_get("offload_keep_pinned", &v));

@@ -5,7 +5,9 @@
  * Every option has a name, a default (PyTorch's figures, so results compare one to one), and
  * is read once, lazily, from the RECAP_ALLOC_CONF environment variable ("key:value,key:value").
  * Values set from code override the environment. Sizes accept a plain byte count or a count with
- * a unit: K/KB/KiB, M/MB/MiB, G/GB/GiB (all binary), e.g. "small_segment:2MiB".
+ * a unit: K/KB/KiB, M/MB/MiB, G/GB/GiB (all binary), e.g. "small_segment:2MiB". Booleans
+ * (expandable_segments, offload_keep_pinned) accept true or false in any case, or 1 or 0, e.g.
+ * "expandable_segments:True" as PyTorch's PYTORCH_CUDA_ALLOC_CONF writes it.
  */
 #ifndef RECAP_OPTIONS_H
 #define RECAP_OPTIONS_H
@@ -16,25 +18,36 @@
 extern "C" {
 #endif
 
-/* The option registry. name, default, meaning. "max_split_size" 0 means "no limit". */
-#define RECAP_OPTION_MAP(X)                                                                       \
-  X(min_block_size, 512, "every request is rounded up to a multiple of this (a power of two)")    \
-  X(small_size, 1048576, "requests up to this size come from the small pool")                     \
-  X(small_segment, 2097152, "segment size of the small pool")                                     \
-  X(large_threshold, 10485760, "requests below this (and above small_size) share large segments") \
-  X(large_segment, 20971520, "segment size for requests between small_size and large_threshold")  \
-  X(round_large, 2097152, "own segments of requests >= large_threshold are rounded to this")      \
-  X(max_split_size, 0, "0: no limit; else > large_segment: requests this large are never split")  \
-  X(memory_cap, 0, "the allocator reserves at most this many bytes per device (0: no limit)")     \
-  X(expandable_segments, 0,                                                                       \
-    "1: segments on CUDA virtual memory that grow in place (recap/sleep.h)")                      \
-  X(offload_keep_pinned, 0, "1: a wake keeps its OFFLOAD pinned host buffer for the next sleep")
+/* The option registry: X(name, kind, default, meaning). "max_split_size" 0 means "no limit".
+ * The kind says what a value is written as: BYTES, a byte count (a plain number or one with a
+ * unit, as above); BOOL, on or off, written true or false in any case, or 1 or 0, and read
+ * back by recap_option_get as 1 or 0. */
+#define RECAP_OPTION_MAP(X)                                                          \
+  X(min_block_size, BYTES, 512,                                                      \
+    "every request is rounded up to a multiple of this (a power of two)")            \
+  X(small_size, BYTES, 1048576, "requests up to this size come from the small pool") \
+  X(small_segment, BYTES, 2097152, "segment size of the small pool")                 \
+  X(large_threshold, BYTES, 10485760,                                                \
+    "requests below this (and above small_size) share large segments")               \
+  X(large_segment, BYTES, 20971520,                                                  \
+    "segment size for requests between small_size and large_threshold")              \
+  X(round_large, BYTES, 2097152,                                                     \
+    "own segments of requests >= large_threshold are rounded to this")               \
+  X(max_split_size, BYTES, 0,                                                        \
+    "0: no limit; else > large_segment: requests this large are never split")        \
+  X(memory_cap, BYTES, 0,                                                            \
+    "the allocator reserves at most this many bytes per device (0: no limit)")       \
+  X(expandable_segments, BOOL, 0,                                                    \
+    "on: segments on CUDA virtual memory that grow in place (recap/sleep.h)")        \
+  X(offload_keep_pinned, BOOL, 0,                                                    \
+    "on: a wake keeps its OFFLOAD pinned host buffer for the next sleep")
 
 /* Set an option from code: "name" and a value string in the RECAP_ALLOC_CONF syntax.
- * RECAP_ERROR_NOT_FOUND for an unknown name, RECAP_ERROR_INVALID_VALUE for a bad value or one
- * that breaks the options' rules (e.g. small_size > small_segment); the message names both. */
+ * RECAP_ERROR_NOT_FOUND for an unknown name, RECAP_ERROR_INVALID_VALUE for a bad value (one that
+ * is not of the option's kind, naming the option and what its kind accepts) or one that breaks
+ * the options' rules (e.g. small_size > small_segment); the message names both. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_option_set(const char *name, const char *value);
-/* Same as recap_option_set with a number. */
+/* Same as recap_option_set with a number; a BOOL option takes 0 or 1. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_option_set_u64(const char *name, uint64_t value);
 /* Read an option's current value (the environment is read first if it has not been). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_option_get(const char *name, uint64_t *value);

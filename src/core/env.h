@@ -28,7 +28,8 @@
     "how much recap logs; recap_log_set_level() overrides it")                                \
   X(ALLOC_CONF, TEXT, 0, "(none)",                                                            \
     "key:value entries separated by commas, values in bytes with an optional K, M, G, KiB, "  \
-    "MiB or GiB (docs/allocator.md lists the keys)",                                          \
+    "MiB or GiB, booleans (expandable_segments, offload_keep_pinned) true or false in any "   \
+    "case, or 1 or 0 (docs/allocator.md lists the keys)",                                     \
     "the allocator's options; recap_option_set() and recap_options_parse() override entries") \
   X(DISABLE_GRAPHS, FLAG, 0, "0", "0 or 1",                                                   \
     "1: nothing is captured, capture scopes and graphed callables run their work eagerly")    \

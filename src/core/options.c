@@ -23,30 +23,45 @@
 #include "core/error.h"
 
 enum {
-#define RECAP_X_INDEX(name, def, text) OPT_##name,
+#define RECAP_X_INDEX(name, kind, def, text) OPT_##name,
   RECAP_OPTION_MAP(RECAP_X_INDEX)
 #undef RECAP_X_INDEX
       OPT_COUNT
 };
 
 static const char *const option_names[OPT_COUNT] = {
-#define RECAP_X_NAME(name, def, text) #name,
+#define RECAP_X_NAME(name, kind, def, text) #name,
     RECAP_OPTION_MAP(RECAP_X_NAME)
 #undef RECAP_X_NAME
 };
 
 /* "min_block_size, small_size, ...": the names for messages, from the same map. */
 static const char option_list[] =
-#define RECAP_X_LIST(name, def, text) ", " #name
+#define RECAP_X_LIST(name, kind, def, text) ", " #name
     RECAP_OPTION_MAP(RECAP_X_LIST)
 #undef RECAP_X_LIST
     ;
 #define OPTION_LIST (option_list + 2) /* without the leading ", " */
 
 static const uint64_t option_defaults[OPT_COUNT] = {
-#define RECAP_X_DEF(name, def, text) (uint64_t)(def),
+#define RECAP_X_DEF(name, kind, def, text) (uint64_t)(def),
     RECAP_OPTION_MAP(RECAP_X_DEF)
 #undef RECAP_X_DEF
+};
+
+/* What an option's value is written as (the registry's kind column). */
+typedef enum { KIND_BYTES, KIND_BOOL } option_kind_t;
+
+static const option_kind_t option_kinds[OPT_COUNT] = {
+#define RECAP_X_KIND(name, kind, def, text) KIND_##kind,
+    RECAP_OPTION_MAP(RECAP_X_KIND)
+#undef RECAP_X_KIND
+};
+
+/* What each kind accepts, for the message about a value that is not of it. */
+static const char *const kind_accepts[] = {
+    [KIND_BYTES] = "a byte count (a number, optionally with K, M or G, KiB, MiB or GiB)",
+    [KIND_BOOL] = "a boolean (true or false in any case, or 1 or 0)",
 };
 
 static pthread_mutex_t options_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -112,10 +127,35 @@ static bool parse_size(const char *text, size_t len, uint64_t *out) {
   return true;
 }
 
+/* A boolean: true or false in any case (PyTorch's configuration writes True and False), or 1
+ * or 0. */
+static bool parse_bool(const char *text, size_t len, uint64_t *out) {
+  if ((len == 4 && strncasecmp(text, "true", 4) == 0) || (len == 1 && text[0] == '1')) {
+    *out = 1;
+    return true;
+  }
+  if ((len == 5 && strncasecmp(text, "false", 5) == 0) || (len == 1 && text[0] == '0')) {
+    *out = 0;
+    return true;
+  }
+  return false;
+}
+
+/* A value of option idx's kind. */
+static bool parse_value(int idx, const char *text, size_t len, uint64_t *out) {
+  return option_kinds[idx] == KIND_BOOL ? parse_bool(text, len, out) : parse_size(text, len, out);
+}
+
 static bool is_pow2(uint64_t v) { return v && !(v & (v - 1)); }
 
-/* The rules that keep the size classes coherent. Returns a message or NULL. */
-static const char *check_rules(const uint64_t *v) {
+/* The rules that keep the size classes coherent, and booleans 0 or 1 (recap_option_set_u64 can
+ * give any number). Returns a message, in buf when it names an option, or NULL. */
+static const char *check_rules(const uint64_t *v, char *buf, size_t cap) {
+  for (int i = 0; i < OPT_COUNT; i++)
+    if (option_kinds[i] == KIND_BOOL && v[i] > 1) {
+      snprintf(buf, cap, "%s must be 0 (off) or 1 (on)", option_names[i]);
+      return buf;
+    }
   if (!is_pow2(v[OPT_min_block_size])) return "min_block_size must be a power of two";
   if (v[OPT_small_size] == 0 || v[OPT_small_size] % v[OPT_min_block_size])
     return "small_size must be a positive multiple of min_block_size";
@@ -133,8 +173,6 @@ static const char *check_rules(const uint64_t *v) {
   /* As in PyTorch: medium requests share large_segment segments, and a request below
    * max_split_size never takes a block of max_split_size or more, so a limit at or below
    * large_segment would give every medium request a fresh segment that nobody reuses. */
-  if (v[OPT_expandable_segments] > 1) return "expandable_segments must be 0 (off) or 1 (on)";
-  if (v[OPT_offload_keep_pinned] > 1) return "offload_keep_pinned must be 0 (off) or 1 (on)";
   if (v[OPT_max_split_size] && v[OPT_max_split_size] <= v[OPT_large_segment])
     return "max_split_size must be 0 (no limit) or larger than large_segment: medium requests "
            "share segments of large_segment bytes, which a smaller limit would forbid";
@@ -167,15 +205,16 @@ static recap_status_t parse_conf(const char *conf, const char *origin, uint64_t 
       return recap__error(RECAP_ERROR_INVALID_VALUE, "%s: unknown option '%.*s' (known: %s)",
                           origin, (int)(k_end - k), k, OPTION_LIST);
     uint64_t number;
-    if (!parse_size(val, (size_t)(val_end - val), &number))
+    if (!parse_value(idx, val, (size_t)(val_end - val), &number))
       return recap__error(RECAP_ERROR_INVALID_VALUE,
-                          "%s: option %s has value '%.*s', which is not a byte count "
-                          "(a number, optionally with K, M or G, KiB, MiB or GiB)",
-                          origin, option_names[idx], (int)(val_end - val), val);
+                          "%s: option %s has value '%.*s', which is not %s", origin,
+                          option_names[idx], (int)(val_end - val), val,
+                          kind_accepts[option_kinds[idx]]);
     v[idx] = number;
     if (set) set[idx] = true;
   }
-  const char *broken = check_rules(v);
+  char rule[128];
+  const char *broken = check_rules(v, rule, sizeof rule);
   if (broken) return recap__error(RECAP_ERROR_INVALID_VALUE, "%s: %s", origin, broken);
   return RECAP_SUCCESS;
 }
@@ -278,17 +317,18 @@ static recap_status_t set_value(const char *name, const char *text, const uint64
     parsed = *number;
   } else {
     RECAP__ARG(text != NULL, "recap_option_set(%s): value is NULL", name);
-    if (!parse_size(text, strlen(text), &parsed))
+    if (!parse_value(idx, text, strlen(text), &parsed))
       return recap__error(RECAP_ERROR_INVALID_VALUE,
-                          "recap_option_set: option %s has value '%s', which is not a byte count",
-                          name, text);
+                          "recap_option_set: option %s has value '%s', which is not %s", name, text,
+                          kind_accepts[option_kinds[idx]]);
   }
   pthread_mutex_lock(&options_lock);
   read_env_locked();
   uint64_t v[OPT_COUNT];
   memcpy(v, values, sizeof v);
   v[idx] = parsed;
-  const char *broken = check_rules(v);
+  char rule[128];
+  const char *broken = check_rules(v, rule, sizeof rule);
   if (!broken) {
     memcpy(values, v, sizeof v);
     from_code[idx] = true;

@@ -11,7 +11,7 @@
 #include "recap.h"
 
 typedef struct recap__options {
-#define RECAP_X_FIELD(name, def, text) uint64_t name;
+#define RECAP_X_FIELD(name, kind, def, text) uint64_t name;
   RECAP_OPTION_MAP(RECAP_X_FIELD)
 #undef RECAP_X_FIELD
 } recap__options_t;

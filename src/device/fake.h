@@ -371,12 +371,16 @@ void recap__fake_fail_nth(recap__fake_fault_t kind, uint64_t nth);
 
 /* The fake's counters, read at once under its lock. */
 typedef struct recap__fake_counters {
-  size_t bytes_in_use[RECAP__FAKE_MAX_DEVICES]; /* raw bytes handed out and not had back */
-  size_t exec_bytes[RECAP__FAKE_MAX_DEVICES];   /* bytes live executables hold */
-  uint64_t calls[RECAP__FAKE_FAULT_KINDS];      /* calls of each kind since the last reset */
-  int64_t live_events;                          /* events created and not destroyed */
-  int64_t live_graphs;     /* fake graphs (stream_end_capture) not yet destroyed */
-  int64_t live_execs;      /* executables (graph_instantiate) not yet destroyed */
+  /* Bytes handed out and not had back (raw_malloc, vmm_create, the fake NCCL's mem_alloc) and
+   * bytes live executables hold. Together they never exceed memory_per_device: everything the
+   * fake takes from a device is checked against the same free figure that mem_get_info reports
+   * (capacity - bytes_in_use - exec_bytes). */
+  size_t bytes_in_use[RECAP__FAKE_MAX_DEVICES];
+  size_t exec_bytes[RECAP__FAKE_MAX_DEVICES];
+  uint64_t calls[RECAP__FAKE_FAULT_KINDS]; /* calls of each kind since the last reset */
+  int64_t live_events;                     /* events created and not destroyed */
+  int64_t live_graphs;                     /* fake graphs (stream_end_capture) not yet destroyed */
+  int64_t live_execs;                      /* executables (graph_instantiate) not yet destroyed */
   uint64_t graph_launches; /* successful graph_launch calls outside captures since the reset */
   uint64_t graph_uploads;  /* successful graph_upload calls since the reset */
   /* rng_write_state calls that wrote the state words and rng_launch calls that filled an
@@ -450,8 +454,12 @@ static inline recap__fake_counters_t recap__fake_now(void) {
  *    NCCL: concurrent use of a communicator on two streams: ..." naming both streams (NCCL
  *    would deadlock, vllm #52504); the one already waiting goes on.
  *  - mem_alloc / mem_free and comm_register / comm_deregister are counted (recap__fake_nccl_now);
- *    mem_alloc gives host memory aligned to 512 bytes; freeing or deregistering what the fake
- *    did not hand out is RECAP_ERROR_INVALID_ARGUMENT.
+ *    mem_alloc gives host memory aligned to 512 bytes and takes its size from the calling
+ *    thread's current fake device until mem_free, counted in bytes_in_use as raw_malloc's
+ *    bytes are; what does not fit there fails with RECAP_ERROR_OUT_OF_MEMORY ("ncclMemAlloc:
+ *    ... out of memory: tried to allocate N bytes on fake device D, which has F bytes free of
+ *    T"). Freeing or deregistering what the fake did not hand out is
+ *    RECAP_ERROR_INVALID_ARGUMENT.
  *  - load gives the version set by recap__fake_nccl_version (default 23203, NCCL 2.32.3).
  *  - group_start / group_end nest per thread (counted); a group_end without its start is
  *    RECAP_ERROR_INVALID_USAGE. Collectives inside a group run as outside one.

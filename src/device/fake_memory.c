@@ -2,7 +2,7 @@
 /*
  * fake_memory.c — the CPU fake device's devices and memory: device count and selection, raw
  * allocations (host memory aligned like cudaMalloc's, bounded per device by a capacity, kept in
- * a table of live blocks), and cudaMemGetInfo.
+ * a table of live blocks), the capacity taken by memory other files keep, and cudaMemGetInfo.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -140,7 +140,7 @@ recap_status_t recap__fake_op_raw_malloc(void **ptr, size_t size) {
     recap__fake_note_forbidden(&f, "cudaMalloc");
   } else if (size == 0) {
     /* cudaMalloc(&p, 0) succeeds with a null pointer. */
-  } else if (size > recap__fake_free_bytes(device) || size > SIZE_MAX - (FAKE_ALIGNMENT - 1)) {
+  } else if (!recap__fake_fits(device, size) || size > SIZE_MAX - (FAKE_ALIGNMENT - 1)) {
     recap__fake_note(
         &f, RECAP_ERROR_OUT_OF_MEMORY,
         "cudaMalloc: out of memory (cudaErrorMemoryAllocation): tried to allocate %zu bytes on "
@@ -186,6 +186,25 @@ recap_status_t recap__fake_op_raw_free(void *ptr) {
     free(b.ptr);
   }
   return recap__fake_unlock_and_report(&f);
+}
+
+bool recap__fake_memory_take(size_t size, int *device, size_t *free_bytes, size_t *total) {
+  pthread_mutex_lock(&recap__fake.lock);
+  recap__fake_ensure_configured();
+  *device = recap__fake_tl_device;
+  *total = recap__fake.capacity;
+  bool valid = *device >= 0 && *device < recap__fake.device_count;
+  *free_bytes = valid ? recap__fake_free_bytes(*device) : 0;
+  bool fits = valid && size <= *free_bytes;
+  if (fits) recap__fake.in_use[*device] += size;
+  pthread_mutex_unlock(&recap__fake.lock);
+  return fits;
+}
+
+void recap__fake_memory_give(int device, size_t size) {
+  pthread_mutex_lock(&recap__fake.lock);
+  recap__fake.in_use[device] -= size;
+  pthread_mutex_unlock(&recap__fake.lock);
 }
 
 recap_status_t recap__fake_op_mem_get_info(size_t *free_bytes, size_t *total_bytes) {

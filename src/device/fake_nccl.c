@@ -82,6 +82,7 @@ struct fake_clique {
 typedef struct fake_alloc {
   void *ptr;
   size_t bytes;
+  int device; /* the device whose memory it takes (recap__fake_memory_take) */
   struct fake_alloc *next;
 } fake_alloc_t;
 
@@ -700,12 +701,23 @@ static recap_status_t fake_mem_alloc(void **ptr, size_t bytes) {
                         "ncclMemAlloc: unhandled system error (ncclSystemError): fault injected "
                         "by the fake NCCL into mem_alloc call %llu (%zu bytes)",
                         (unsigned long long)nth, bytes);
-  size_t rounded = (bytes + ALIGN - 1) / ALIGN * ALIGN;
+  /* ncclMemAlloc takes device memory, so the fake device's capacity bounds it as it bounds
+   * cudaMalloc, and mem_get_info shows it. */
+  int device;
+  size_t free_bytes, total;
+  if (!recap__fake_memory_take(bytes, &device, &free_bytes, &total))
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
+                        "ncclMemAlloc: unhandled system error (ncclSystemError): out of memory: "
+                        "tried to allocate %zu bytes on fake device %d, which has %zu bytes free "
+                        "of %zu",
+                        bytes, device, free_bytes, total);
+  size_t rounded = bytes > SIZE_MAX - (ALIGN - 1) ? 0 : (bytes + ALIGN - 1) / ALIGN * ALIGN;
   fake_alloc_t *a = malloc(sizeof *a);
-  void *p = aligned_alloc(ALIGN, rounded ? rounded : ALIGN);
+  void *p = bytes && !rounded ? NULL : aligned_alloc(ALIGN, rounded ? rounded : ALIGN);
   if (!a || !p) {
     free(a);
     free(p);
+    recap__fake_memory_give(device, bytes);
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
                         "ncclMemAlloc: unhandled system error (ncclSystemError): no host memory "
                         "for %zu bytes in the fake NCCL",
@@ -713,6 +725,7 @@ static recap_status_t fake_mem_alloc(void **ptr, size_t bytes) {
   }
   a->ptr = p;
   a->bytes = bytes;
+  a->device = device;
   pthread_mutex_lock(&nccl.lock);
   a->next = nccl.allocs;
   nccl.allocs = a;
@@ -742,6 +755,7 @@ static recap_status_t fake_mem_free(void *ptr) {
                         "ncclMemFree: invalid argument (ncclInvalidArgument): %p was not handed "
                         "out by ncclMemAlloc of the fake NCCL (or was freed already)",
                         ptr);
+  recap__fake_memory_give(a->device, a->bytes);
   free(a->ptr);
   free(a);
   return RECAP_SUCCESS;

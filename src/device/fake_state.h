@@ -24,6 +24,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #include "core/error.h"
 #include "device/cond_launch.h"
@@ -290,10 +292,37 @@ void recap__fake_nccl_reset(void);
 
 /* ---- memory (fake_memory.c) ------------------------------------------------------------- */
 
-/* What device still has free: raw allocations and executables both take from its capacity. */
+/* What device still has free. Everything the fake takes from a device's capacity, raw
+ * allocations and VMM chunks (in_use) and executables (exec_bytes), is checked against this one
+ * figure before it is taken (recap__fake_fits), so what is held never exceeds the capacity and
+ * the difference cannot wrap. A fake that held more would report more free memory than it has
+ * and let every later check pass; that is a broken fake, not a state to test on, so the check
+ * aborts in every build. */
 static inline size_t recap__fake_free_bytes(int device) {
-  return recap__fake.capacity - recap__fake.in_use[device] - recap__fake.exec_bytes[device];
+  size_t in_use = recap__fake.in_use[device], exec = recap__fake.exec_bytes[device];
+  if (in_use > recap__fake.capacity || exec > recap__fake.capacity - in_use) {
+    fprintf(stderr,
+            "recap fake device: device %d holds %zu bytes (%zu raw and VMM, %zu executables), "
+            "more than its capacity of %zu\n",
+            device, in_use + exec, in_use, exec, recap__fake.capacity);
+    fflush(stderr);
+    abort();
+  }
+  return recap__fake.capacity - in_use - exec;
 }
+
+/* Whether size more bytes fit in device's free memory. */
+static inline bool recap__fake_fits(int device, size_t size) {
+  return size <= recap__fake_free_bytes(device);
+}
+
+/* Take size bytes of the calling thread's current device for memory the fake keeps outside
+ * this state (the fake NCCL's mem_alloc), checked as raw_malloc is; false when they do not fit
+ * or the device is not one of the fake's. *device, *free_bytes and *total say what was found,
+ * for the caller's message. Takes the lock itself. */
+bool recap__fake_memory_take(size_t size, int *device, size_t *free_bytes, size_t *total);
+/* Give back what recap__fake_memory_take took on device. Takes the lock itself. */
+void recap__fake_memory_give(int device, size_t size);
 
 /* ---- failures (fake.c) ------------------------------------------------------------------ */
 

@@ -222,12 +222,11 @@ recap_status_t recap__fake_op_vmm_create(recap__vmm_handle_t *handle, size_t siz
   } else if (!handle) {
     recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cuMemCreate: handle is NULL");
   } else if (refuse_granular(&f, "cuMemCreate", "size", size, device)) {
-  } else if (size > recap__fake.capacity - recap__fake.in_use[device]) {
+  } else if (!recap__fake_fits(device, size)) {
     recap__fake_note(&f, RECAP_ERROR_OUT_OF_MEMORY,
                      "cuMemCreate: out of memory (CUDA_ERROR_OUT_OF_MEMORY): tried to create a "
                      "chunk of %zu bytes on fake device %d, which has %zu bytes free of %zu",
-                     size, device, recap__fake.capacity - recap__fake.in_use[device],
-                     recap__fake.capacity);
+                     size, device, recap__fake_free_bytes(device), recap__fake.capacity);
   } else {
     fake_chunk_t *c = malloc(sizeof *c);
     int fd = c ? memfd_create("recap-fake-chunk", MFD_CLOEXEC) : -1;
