@@ -10,6 +10,7 @@
 #include "alloc/alloc_internal.h"
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
+#include "nccl/nccl_internal.h"
 #include "recap.h"
 
 void recap_test_reset(const recap__fake_config_t *cfg) {
@@ -27,5 +28,9 @@ void recap_test_reset(const recap__fake_config_t *cfg) {
   recap__alloc_reset();
   recap__side_streams_forget();
   recap__registry_clear();
+  /* The replay policy's table keeps, per communicator, the event of its latest replay: an
+   * event of the fake just reset, and a communicator address the next test's fake may hand
+   * out again (a replay would then wait on a dead event). */
+  recap__nccl_policy_forget();
   recap_options_reset();
 }
