@@ -12,8 +12,14 @@
  * blocks stay holes, mapped again when a request takes them: vmm_segment.c), copies the blocks
  * back and hands the buffer back to pinned_cache.c. Every step that can fail
  * before the pool's state changes is undone on failure, so a pool is asleep or awake, never
- * half: the only failure that leaves a new state is a release after every unmap succeeded (the
- * handle is kept in its segment and released at the wake; until then its memory stays taken).
+ * half. Three failures leave a new state instead, each whole: a release after every unmap
+ * succeeded (the handle is kept in its segment and released at the wake; until then its memory
+ * stays taken); an unmap whose roll-back cannot map everything back (the sleep goes forward and
+ * the pool sleeps: an OFFLOAD copy was taken before the unmaps); and a pinned copy that cannot
+ * be freed after a restore that succeeded (the pool is awake, the buffer lost, a warning says
+ * so). What a failure cannot give back (a chunk whose unmap or release failed during an undo)
+ * stays in its segment's chunk list, marked by recap__vmm_chunk_t.held, and the next wake gives
+ * it back before it maps anything.
  *
  * While a pool sleeps, the allocator refuses to hand out its blocks (request_begin in
  * allocator.c) and to route a capture to it (pool.c), recap_empty_cache leaves it alone, and the
@@ -874,7 +880,8 @@ recap_status_t recap_sleep(recap_sleep_mode_t mode) {
          p = p == &d->default_pool ? d->private_pools : p->next) {
       if (is_asleep(p)) continue;
       s = sleep_pool(d, p, mode, "recap_sleep");
-      /* A release that failed leaves the pool asleep: the roll-back wakes it too. */
+      /* A release that failed, or a roll-back that failed, leaves the pool asleep: the
+       * roll-back of this call wakes it too. */
       if (is_asleep(p)) {
         slept[n] = p;
         devices[n++] = i;
