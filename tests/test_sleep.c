@@ -172,6 +172,37 @@ static void expect_checker_passes(void) {
   if (s != RECAP_SUCCESS) fail_msg("memory checker: %s", recap_last_error());
 }
 
+/* The allocator's record of pool on device 0 (asserted). */
+static recap__pool_t *pool_record(recap_pool_id_t id) {
+  recap__device_state_t *d = recap__alloc.devices[0];
+  assert_non_null(d);
+  recap__pool_t *pool = &d->default_pool;
+  if (!recap_pool_is_default(id))
+    for (pool = d->private_pools; pool && !recap__pool_id_equal(pool->id, id); pool = pool->next)
+      ;
+  assert_non_null(pool);
+  return pool;
+}
+
+/* The pinned buffer holding an asleep pool's copy (NULL after DISCARD). */
+static void *offload_host(recap_pool_id_t id) {
+  const recap__pool_t *pool = pool_record(id);
+  return pool->offload ? pool->offload->host : NULL;
+}
+
+/* The chunks the allocator lists for pool (asleep: those a failure left), and how many of them
+ * are still mapped. */
+static int listed_chunks(recap_pool_id_t id, int *mapped) {
+  int n = 0;
+  *mapped = 0;
+  for (const recap__segment_t *seg = pool_record(id)->segments; seg; seg = seg->next)
+    for (int i = 0; i < seg->chunk_count; i++) {
+      n++;
+      *mapped += !seg->chunks[i].held;
+    }
+  return n;
+}
+
 /* The contents of the model's buffers now, to compare after a wake. */
 typedef struct contents {
   uint32_t *state, *state2, *big;
@@ -800,12 +831,29 @@ static void faults_at_each_call(void **unused) {
       recap__fake_fault_t kind = vmm_kinds[i];
       for (uint64_t k = 1;; k++) {
         OK(recap_pool_sleep(m.pool, (recap_sleep_mode_t)mode));
+        void *host = offload_host(m.pool);
         size_t free_asleep = device_free();
         uint64_t calls = recap__fake_now().calls[kind];
+        recap_test_log_t log;
+        recap_test_log_capture(&log);
         recap__fake_fail_nth(kind, k);
         recap_status_t s = recap_pool_wake(m.pool);
         recap__fake_fail_nth(kind, 0);
+        recap_test_log_stop();
         bool reached = recap__fake_now().calls[kind] - calls >= k;
+        if (s == RECAP_SUCCESS && reached) {
+          /* The pinned copy's free, after the restore: the pool is awake, the buffer lost
+           * (a_wake_whose_pinned_free_fails_stays_awake); the test frees it. */
+          assert_int_equal(kind, RECAP__FAKE_FAULT_HOST_FREE_PINNED);
+          assert_int_equal(mode, RECAP_SLEEP_OFFLOAD);
+          faults_hit++;
+          assert_int_equal(log.warnings, 1);
+          assert_non_null(strstr(log.last_warning, "is awake, but its pinned host copy"));
+          assert_int_equal(recap__fake_now().pinned_live, 1);
+          OK(recap__device()->host_free_pinned(host));
+          expect_whole(&m, &saved, &st, free_awake, reserved);
+          continue;
+        }
         if (s == RECAP_SUCCESS) {
           assert_false(reached);
           if (mode == RECAP_SLEEP_DISCARD) model_reload(&m);
@@ -862,6 +910,189 @@ static void a_kept_chunk_is_released_at_the_wake(void **unused) {
   assert_int_equal(device_free(), free_awake);
   contents_expect(&saved, &m);
   expect_checker_passes();
+  contents_free(&saved);
+  teardown(&m);
+}
+
+/* A sleep whose unmap fails and whose roll-back cannot map everything back goes forward: the
+ * pool is fully asleep (nothing mapped, every handle released), the error says so, and the
+ * next wake restores it (OFFLOAD: the copy was taken before the unmaps). A third fault, a
+ * release of that forward pass, leaves a handle for the wake, which releases it first. */
+static void a_sleep_whose_roll_back_fails_goes_forward(void **unused) {
+  (void)unused;
+  for (int third = 0; third <= 1; third++) {
+    for (int mode = RECAP_SLEEP_DISCARD; mode <= RECAP_SLEEP_OFFLOAD; mode++) {
+      reset_expandable(CAPACITY);
+      model_t m;
+      model_make(&m);
+      model_run(&m, 1);
+      contents_t saved = contents_save(&m);
+      recap_memory_stats_t st = stats_now();
+      size_t free_awake = device_free();
+      int64_t reserved = pool_memory(m.pool).reserved_bytes;
+      int mapped;
+      assert_true(listed_chunks(m.pool, &mapped) >= 2);
+      recap_pool_state_t asleep_state =
+          mode == RECAP_SLEEP_OFFLOAD ? RECAP_POOL_ASLEEP_OFFLOADED : RECAP_POOL_ASLEEP_DISCARDED;
+      recap_test_log_t log;
+      recap_test_log_capture(&log);
+      /* The second chunk's unmap fails, then the map back of the first. */
+      recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_UNMAP, 2);
+      recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_MAP, 1);
+      if (third) recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE, 1);
+      recap_status_t s = recap_pool_sleep(m.pool, (recap_sleep_mode_t)mode);
+      recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_UNMAP, 0);
+      recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_MAP, 0);
+      recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE, 0);
+      recap_test_log_stop();
+      EXPECT_STATUS(s, RECAP_ERROR_CUDA);
+      EXPECT_MESSAGE("recap_pool_sleep: unmapping the chunk at");
+      EXPECT_MESSAGE("fault injected by the fake device into VMM unmap call");
+      EXPECT_MESSAGE(
+          "and the roll-back failed too: the chunks unmapped before it could not all "
+          "be mapped back");
+      EXPECT_MESSAGE(mode == RECAP_SLEEP_OFFLOAD
+                         ? "So the pool is asleep instead (its blocks in use were copied to "
+                           "pinned host memory first: the wake restores them); wake it "
+                           "(recap_pool_wake) to use it"
+                         : "So the pool is asleep instead (RECAP_SLEEP_DISCARD: its blocks' "
+                           "contents are dropped); wake it (recap_pool_wake) to use it");
+      assert_int_equal(log.errors, 1 + third); /* the map back, and the release */
+      assert_int_equal(state_of_pool(m.pool), asleep_state);
+      assert_int_equal(recap__fake_now().vmm_bytes_mapped, 0);
+      assert_int_equal(recap__fake_now().vmm_chunks_live, third);
+      assert_int_equal(listed_chunks(m.pool, &mapped), third);
+      assert_int_equal(mapped, 0);
+      if (!third) assert_int_equal(device_free(), free_awake + (size_t)reserved);
+      recap_pool_memory_t pm = pool_memory(m.pool);
+      assert_int_equal(pm.sleeping_bytes, reserved);
+      assert_int_equal(pm.offloaded_bytes, mode == RECAP_SLEEP_OFFLOAD ? model_in_use : 0);
+      expect_whole(&m, &saved, &st, free_awake, reserved);
+      EXPECT_STATUS(recap_graph_replay(m.graph, m.stream), RECAP_ERROR_POOL_ASLEEP);
+      /* The next wake works. */
+      OK(recap_pool_wake(m.pool));
+      assert_int_equal(state_of_pool(m.pool), RECAP_POOL_AWAKE);
+      if (mode == RECAP_SLEEP_DISCARD) model_reload(&m);
+      expect_whole(&m, &saved, &st, free_awake, reserved);
+      model_run(&m, 1);
+      model_expect_reference(&m);
+      contents_free(&saved);
+      teardown(&m);
+    }
+  }
+}
+
+/* A wake whose map of a later chunk fails and whose undo cannot unmap an earlier chunk keeps
+ * that chunk listed, mapped: the pool stays asleep, the checker passes, and the next wake
+ * unmaps it first and succeeds. The same for a chunk whose access and then unmap fail. */
+static void a_wake_whose_undo_cannot_unmap_retries(void **unused) {
+  (void)unused;
+  for (int access = 0; access <= 1; access++) {
+    for (int mode = RECAP_SLEEP_DISCARD; mode <= RECAP_SLEEP_OFFLOAD; mode++) {
+      reset_expandable(CAPACITY);
+      model_t m;
+      model_make(&m);
+      model_run(&m, 1);
+      contents_t saved = contents_save(&m);
+      recap_memory_stats_t st = stats_now();
+      size_t free_awake = device_free();
+      int64_t reserved = pool_memory(m.pool).reserved_bytes;
+      recap_pool_state_t asleep_state =
+          mode == RECAP_SLEEP_OFFLOAD ? RECAP_POOL_ASLEEP_OFFLOADED : RECAP_POOL_ASLEEP_DISCARDED;
+      OK(recap_pool_sleep(m.pool, (recap_sleep_mode_t)mode));
+      size_t free_asleep = device_free();
+      recap_test_log_t log;
+      recap_test_log_capture(&log);
+      if (access) {
+        /* The first chunk's access fails, then its unmap: wake_undo unmaps it (the second
+         * unmap call) and nothing stays. */
+        recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_SET_ACCESS, 1);
+      } else {
+        /* The second chunk's map fails, then wake_undo's unmap of the first. */
+        recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_MAP, 2);
+      }
+      recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_UNMAP, 1);
+      recap_status_t s = recap_pool_wake(m.pool);
+      recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_SET_ACCESS, 0);
+      recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_MAP, 0);
+      recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_UNMAP, 0);
+      recap_test_log_stop();
+      EXPECT_STATUS(s, RECAP_ERROR_CUDA);
+      EXPECT_MESSAGE("recap_pool_wake: mapping a chunk of");
+      assert_int_equal(state_of_pool(m.pool), asleep_state);
+      assert_int_equal(pool_memory(m.pool).offloaded_bytes,
+                       mode == RECAP_SLEEP_OFFLOAD ? model_in_use : 0);
+      int mapped;
+      if (access) {
+        EXPECT_MESSAGE("Nothing of it is mapped; the pool stays asleep");
+        assert_int_equal(log.errors, 0);
+        assert_int_equal(listed_chunks(m.pool, &mapped), 0);
+        assert_int_equal(recap__fake_now().vmm_bytes_mapped, 0);
+        assert_int_equal(device_free(), free_asleep);
+      } else {
+        EXPECT_MESSAGE("The pool stays asleep; 1 chunk(s) of this wake (");
+        EXPECT_MESSAGE(
+            "could not be given back (the log says why), and the next wake gives "
+            "them back first");
+        assert_int_equal(log.errors, 1);
+        assert_non_null(strstr(log.last, "it stays mapped until the next wake gives it back"));
+        assert_int_equal(listed_chunks(m.pool, &mapped), 1);
+        assert_int_equal(mapped, 1);
+        assert_int_equal(recap__fake_now().vmm_chunks_live, 1);
+        assert_true(recap__fake_now().vmm_bytes_mapped > 0);
+      }
+      expect_checker_passes();
+      expect_stats(&st);
+      /* The next wake, faults gone, gives back what was left and restores the pool. */
+      OK(recap_pool_wake(m.pool));
+      assert_int_equal(state_of_pool(m.pool), RECAP_POOL_AWAKE);
+      if (mode == RECAP_SLEEP_DISCARD) model_reload(&m);
+      expect_whole(&m, &saved, &st, free_awake, reserved);
+      model_run(&m, 1);
+      model_expect_reference(&m);
+      contents_free(&saved);
+      teardown(&m);
+    }
+  }
+}
+
+/* A wake whose restore succeeded but whose pinned copy cannot be freed leaves the pool awake
+ * with its contents; a warning says the buffer stays pinned. */
+static void a_wake_whose_pinned_free_fails_stays_awake(void **unused) {
+  (void)unused;
+  reset_expandable(CAPACITY);
+  model_t m;
+  model_make(&m);
+  model_run(&m, 1);
+  contents_t saved = contents_save(&m);
+  recap_memory_stats_t st = stats_now();
+  size_t free_awake = device_free();
+  int64_t reserved = pool_memory(m.pool).reserved_bytes;
+  OK(recap_pool_sleep(m.pool, RECAP_SLEEP_OFFLOAD));
+  void *host = offload_host(m.pool);
+  assert_non_null(host);
+  recap_test_log_t log;
+  recap_test_log_capture(&log);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_HOST_FREE_PINNED, 1);
+  recap_status_t s = recap_pool_wake(m.pool);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_HOST_FREE_PINNED, 0);
+  recap_test_log_stop();
+  OK(s);
+  assert_int_equal(state_of_pool(m.pool), RECAP_POOL_AWAKE);
+  assert_int_equal(log.warnings, 1);
+  char needle[200];
+  snprintf(needle, sizeof needle,
+           "recap_pool_wake: pool {%llu,%llu} is awake, but its pinned host copy (%lld bytes) "
+           "could not be freed (",
+           (unsigned long long)m.pool.a, (unsigned long long)m.pool.b, (long long)model_in_use);
+  assert_non_null(strstr(log.last_warning, needle));
+  assert_non_null(strstr(log.last_warning, "that host memory stays pinned until the process ends"));
+  contents_expect(&saved, &m);
+  assert_int_equal(recap__fake_now().pinned_live, 1);
+  OK(recap__device()->host_free_pinned(host));
+  expect_whole(&m, &saved, &st, free_awake, reserved);
+  model_run(&m, 1);
+  model_expect_reference(&m);
   contents_free(&saved);
   teardown(&m);
 }
@@ -923,6 +1154,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(sleep_and_wake_two_devices),
       cmocka_unit_test(faults_at_each_call),
       cmocka_unit_test(a_kept_chunk_is_released_at_the_wake),
+      cmocka_unit_test(a_sleep_whose_roll_back_fails_goes_forward),
+      cmocka_unit_test(a_wake_whose_undo_cannot_unmap_retries),
+      cmocka_unit_test(a_wake_whose_pinned_free_fails_stays_awake),
       cmocka_unit_test(wake_out_of_memory),
   };
   return RECAP_TEST_RUN(argc, argv, tests);

@@ -565,6 +565,66 @@ static void fault_at_each_trim_call(void **state) {
   }
 }
 
+/* An empty segment's address range whose release fails is kept and given back by a later
+ * recap_empty_cache: each call tries again and reports those still stuck, and so does the
+ * out-of-memory message, until a try succeeds. */
+static void a_stuck_range_is_given_back_later(void **state) {
+  (void)state;
+  recap__fake_config_t cfg = {.device_count = 1, .memory_per_device = 64 * MiB};
+  recap_test_reset(&cfg);
+  vmm_on();
+  recap_stream_t s = recap__fake_stream_new();
+  void *p;
+  OK(recap_malloc(&p, 20 * MiB, s));
+  OK(recap_free(p));
+  assert_int_equal(recap__fake_now().vmm_ranges_live, 1);
+  recap_test_log_t log;
+  recap_test_log_capture(&log);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE_RANGE, 1);
+  recap_status_t r = recap_empty_cache();
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE_RANGE, 0);
+  recap_test_log_stop();
+  /* The segment went; its range (as large as the device) stays, listed for another try. */
+  EXPECT_STATUS(r, RECAP_ERROR_CUDA);
+  EXPECT_MESSAGE(
+      "recap_empty_cache: 1 address range(s) of deleted VMM segments on device 0 "
+      "(67108864 bytes of addresses, no memory) could not be given back (latest "
+      "failure: ");
+  EXPECT_MESSAGE("fault injected by the fake device");
+  EXPECT_MESSAGE("they stay reserved, and the next recap_empty_cache tries again");
+  assert_int_equal(log.warnings, 1);
+  assert_non_null(strstr(log.last_warning, "every recap_empty_cache tries again"));
+  assert_int_equal(stats().segment[0].current, 0);
+  assert_int_equal(stats().reserved_bytes[0].current, 0);
+  assert_int_equal(recap__fake_now().vmm_ranges_live, 1);
+  assert_int_equal(recap__alloc.devices[0]->stuck_count, 1);
+  check();
+  /* The out-of-memory message says a range waits. */
+  void *q = (void *)0x1;
+  EXPECT_STATUS(recap_malloc(&q, 100 * MiB, s), RECAP_ERROR_OUT_OF_MEMORY);
+  EXPECT_MESSAGE(
+      "; 1 address range(s) of deleted VMM segments could not be given back yet (the "
+      "next recap_empty_cache tries again). Cause: ");
+  assert_null(q);
+  /* The next try fails too: still listed, still reported. */
+  uint64_t calls = recap__fake_now().calls[RECAP__FAKE_FAULT_VMM_RELEASE_RANGE];
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE_RANGE, 1);
+  r = recap_empty_cache();
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE_RANGE, 0);
+  EXPECT_STATUS(r, RECAP_ERROR_CUDA);
+  EXPECT_MESSAGE("recap_empty_cache: 1 address range(s)");
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_VMM_RELEASE_RANGE] - calls, 1);
+  assert_int_equal(recap__fake_now().vmm_ranges_live, 1);
+  check();
+  /* Then it goes, and nothing is left to report. */
+  OK(recap_empty_cache());
+  assert_int_equal(recap__fake_now().vmm_ranges_live, 0);
+  assert_int_equal(recap__alloc.devices[0]->stuck_count, 0);
+  OK(recap_empty_cache());
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_VMM_RELEASE_RANGE] - calls, 2);
+  check();
+}
+
 /* A capture routed to a private pool grows the pool's own VMM segment; the default pool's stays
  * as it was, and the private pool keeps its memory while routed. */
 static void capture_grows_a_private_pool_segment(void **state) {
@@ -865,6 +925,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(the_retry_trims_the_growing_segment),
     cmocka_unit_test(fault_at_each_growth_call),
     cmocka_unit_test(fault_at_each_trim_call),
+    cmocka_unit_test(a_stuck_range_is_given_back_later),
     cmocka_unit_test(capture_grows_a_private_pool_segment),
     cmocka_unit_test(graph_replays_on_a_grown_segment),
     cmocka_unit_test(a_replay_keeps_the_claimed_tail),

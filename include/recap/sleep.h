@@ -81,9 +81,13 @@ typedef enum recap_pool_state {
  *                                 too small to hold the copy are freed first, but for those
  *                                 recap_pinned_reserve pinned);
  *   RECAP_ERROR_CUDA              an unmap failed: what was unmapped is mapped back (awake).
+ *                                 When mapping back fails too, the sleep goes forward instead
+ *                                 and the pool is asleep (OFFLOAD: its copy was taken first, the
+ *                                 wake restores it); the message says so: wake it to use it.
  *                                 A release that fails after every unmap succeeded leaves the
  *                                 pool asleep; the message says so and the handle is released
  *                                 again at the wake.
+ * So a failed sleep leaves the pool fully awake or fully asleep (recap_pool_state says which).
  * A pool with no segment sleeps at once. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_pool_sleep(recap_pool_id_t pool,
                                                           recap_sleep_mode_t mode);
@@ -91,8 +95,12 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_pool_sleep(recap_pool_id_t pool,
 /* Wake pool (on the current device): physical memory mapped back at the same addresses, the
  * contents restored for OFFLOAD, the pinned copy's buffer freed (or kept for the next OFFLOAD
  * sleep with the option offload_keep_pinned, recap/options.h). An awake pool is RECAP_SUCCESS.
- * RECAP_ERROR_OUT_OF_MEMORY (the device lacks the memory) or RECAP_ERROR_CUDA (a map failed)
- * leave the pool asleep as it was, with nothing of this wake mapped; call again later.
+ * RECAP_ERROR_OUT_OF_MEMORY (the device lacks the memory) or RECAP_ERROR_CUDA (a map or the copy
+ * back failed) leave the pool asleep as it was; call again later. A chunk of this wake that
+ * cannot be given back after such a failure stays with the pool (the message says so) and the
+ * next wake gives it back before it maps anything. Once the contents are restored the pool is
+ * awake: a pinned buffer that cannot be freed then is RECAP_SUCCESS with a warning ("awake, but
+ * its pinned host copy ... could not be freed"), that buffer staying pinned.
  * RECAP_ERROR_INVALID_USAGE while a capture is under way on any device.
  *
  * Captures the caller did not begin count too: a graph set created with

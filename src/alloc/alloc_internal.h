@@ -72,6 +72,10 @@ typedef struct recap__vmm_run {
 typedef struct recap__vmm_chunk {
   size_t offset, size; /* where in the segment, from base */
   recap__vmm_handle_t handle;
+  /* Only while its pool sleeps, or during a sleep or wake (sleep.c): true when the chunk is
+   * unmapped and only its handle is held (its release failed), false when it is still mapped
+   * (an unmap failed). Every chunk of an awake pool is mapped, with held false. */
+  bool held;
 } recap__vmm_chunk_t;
 
 struct recap__segment {
@@ -86,7 +90,9 @@ struct recap__segment {
   /* A segment on CUDA virtual memory (the expandable_segments option; vmm_segment.c): base
    * starts a range of va_size reserved bytes; [base, base + size) is mapped by chunks, in
    * offset order, but for `unmapped` bytes of holes, each wholly inside a free block, while the
-   * pool is awake. Asleep (sleep.c), chunks is empty and size stays: the blocks keep their
+   * pool is awake. Asleep (sleep.c), chunks holds only what a failure left behind (a handle
+   * whose release failed, or a chunk whose unmap failed: recap__vmm_chunk_t.held tells them
+   * apart; the next wake gives them back first) and size stays: the blocks keep their
    * addresses for the wake. Its reserved bytes are size - unmapped. */
   bool vmm;
   size_t va_size;
@@ -158,6 +164,12 @@ typedef struct recap__route {
   recap__route_logs_t *logs; /* the allocation logs attached to the route, or NULL */
 } recap__route_t;
 
+/* An address range (cuMemAddressReserve) that could not be given back. */
+typedef struct recap__stuck_range {
+  char *base;
+  size_t size;
+} recap__stuck_range_t;
+
 typedef struct recap__device_state {
   int device;
   recap__pool_t default_pool;
@@ -176,6 +188,13 @@ typedef struct recap__device_state {
   recap_memory_stats_t stats;
   size_t vmm_granularity; /* the device's recommended VMM granularity, once asked (0: not yet) */
   size_t vmm_min_granularity; /* its minimum, all a range's start is aligned to (with it) */
+  /* The address ranges of deleted VMM segments whose release failed (vmm_segment.c): every
+   * recap_empty_cache tries them again (recap__vmm_ranges_retry), and the status and message of
+   * the latest failure are kept for its report. */
+  recap__stuck_range_t *stuck_ranges;
+  size_t stuck_count, stuck_capacity;
+  recap_status_t stuck_status;
+  char stuck_cause[512];
 } recap__device_state_t;
 
 /* A block freed while allocation sites are recorded: where it was allocated and freed. */
@@ -405,6 +424,14 @@ size_t recap__vmm_segment_map_need(const recap__device_state_t *d, const recap__
 recap_status_t recap__vmm_segment_need(recap__device_state_t *d, const recap__pool_t *pool,
                                        bool small, size_t size, recap_stream_t stream,
                                        const recap__options_t *o, size_t *bytes);
+/* Give back again the address ranges of deleted VMM segments whose release failed
+ * (d->stuck_ranges); those that fail again stay listed, with the latest cause. Lock held, d's
+ * device current. */
+void recap__vmm_ranges_retry(recap__device_state_t *d);
+/* RECAP_SUCCESS when d lists no such range, else the latest failure's status with a message
+ * (starting with call) naming how many ranges of how many bytes of addresses stay reserved, the
+ * cause, and that the next recap_empty_cache tries again. Lock held. */
+recap_status_t recap__vmm_ranges_report(const recap__device_state_t *d, const char *call);
 /* The chunk size sleep and wake map in, at most: fewer, larger chunks are what makes them fast
  * (SPEC §14). */
 enum { RECAP__VMM_WAKE_CHUNK = 1u << 30 };

@@ -677,13 +677,21 @@ static recap_status_t report_oom(recap__device_state_t *d, size_t request, const
   recap__format_bytes(captures, sizeof captures, u.captures);
   recap__format_bytes(dfree, sizeof dfree, free_bytes);
   recap__format_bytes(dtotal, sizeof dtotal, total_bytes);
+  /* Address ranges whose release failed hold no memory, but say that recap_empty_cache has
+   * something left to do. */
+  char stuck[160] = "";
+  if (d->stuck_count)
+    snprintf(stuck, sizeof stuck,
+             "; %zu address range(s) of deleted VMM segments could not be given back yet (the "
+             "next recap_empty_cache tries again)",
+             d->stuck_count);
   return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
                       "recap_malloc: out of memory on device %d: asked for %s (%s of %s); recap "
                       "has %s allocated and %s reserved, of which %s cached in free blocks, %s "
                       "freed and waiting for other streams' events and %s freed during captures "
-                      "and waiting for them to end; the device has %s free of %s. Cause: %s",
+                      "and waiting for them to end; the device has %s free of %s%s. Cause: %s",
                       d->device, req, what, seg, alloc, reserved, cached, events, captures, dfree,
-                      dtotal, cause_copy);
+                      dtotal, stuck, cause_copy);
 }
 
 /* One try at device memory for a segment or a growth: *bytes receives what it asked for. */
@@ -1551,7 +1559,12 @@ recap_status_t recap_empty_cache(void) {
     bool switched = false;
     if (dev->get_device(&previous) == RECAP_SUCCESS && previous != i)
       switched = dev->set_device(i) == RECAP_SUCCESS;
+    /* The address ranges whose release failed before are tried again first; those that fail
+     * now, or in this release, are reported. */
+    recap__vmm_ranges_retry(d);
     recap_status_t s = release_cached(d, NULL);
+    if (s != RECAP_SUCCESS) result = s;
+    s = recap__vmm_ranges_report(d, "recap_empty_cache");
     if (s != RECAP_SUCCESS) result = s;
     if (switched) dev->set_device(previous);
   }

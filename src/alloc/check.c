@@ -110,11 +110,12 @@ static recap_status_t check_vmm(const recap__pool_t *pool, const recap__segment_
   for (int i = 0; i < seg->chunk_count; i++) {
     const recap__vmm_chunk_t *c = &seg->chunks[i];
     if (c->offset < end || c->size == 0 || c->size % gran || c->offset % gran || c->handle == 0 ||
-        c->offset + c->size > seg->size)
+        c->offset + c->size > seg->size || c->held)
       FAIL(
-          "VMM segment %p: chunk %d (%zu bytes at offset %zu) does not lie after offset %zu "
-          "inside the segment's %zu bytes, in multiples of %zu",
-          (void *)seg->base, i, c->size, c->offset, end, seg->size, gran);
+          "VMM segment %p: chunk %d (%zu bytes at offset %zu%s) does not lie after offset %zu "
+          "inside the segment's %zu bytes, in multiples of %zu, mapped",
+          (void *)seg->base, i, c->size, c->offset, c->held ? ", unmapped" : "", end, seg->size,
+          gran);
     end = c->offset + c->size;
     mapped += c->size;
   }
@@ -251,9 +252,10 @@ static recap_status_t check_pool(const recap__pool_t *pool, size_t gran, size_t 
 }
 
 /* The sleep invariants (sleep.c): awake, nothing sleeps and no copy is kept; asleep, every
- * segment is on virtual memory with nothing mapped (a chunk left in the list is a handle the
- * sleep could not release, inside its segment), sleeping_bytes is the bytes the segments had
- * mapped (size - unmapped), and the
+ * segment is on virtual memory and its chunk list holds only what a failure left for the next
+ * wake (a handle whose release failed, held, or a chunk whose unmap failed, still mapped), each
+ * with a handle, inside its segment, in offset order without overlap; sleeping_bytes is the
+ * bytes the segments had mapped (size - unmapped), and the
  * pinned copy, kept exactly after OFFLOAD, holds runs inside the pool's segments, in a buffer
  * large enough that is not also kept for the next sleep (pinned_cache.c). *asleep
  * counts the asleep pools. */
@@ -274,13 +276,17 @@ static recap_status_t check_sleep(const recap__pool_t *pool, int *asleep) {
     if (!seg->vmm)
       FAIL("asleep pool {%" PRIu64 ",%" PRIu64 "} keeps the classic segment %p", pool->id.a,
            pool->id.b, (void *)seg->base);
+    size_t end = 0;
     for (int i = 0; i < seg->chunk_count; i++) {
       const recap__vmm_chunk_t *c = &seg->chunks[i];
-      if (c->size == 0 || c->offset > seg->size || c->size > seg->size - c->offset)
+      if (c->size == 0 || c->handle == 0 || c->offset < end || c->offset > seg->size ||
+          c->size > seg->size - c->offset)
         FAIL("asleep pool {%" PRIu64 ",%" PRIu64
-             "}: the held chunk [%zu, +%zu) lies outside "
-             "its segment %p of %zu bytes",
-             pool->id.a, pool->id.b, c->offset, c->size, (void *)seg->base, seg->size);
+             "}: the %s chunk [%zu, +%zu) left by a failure has no handle, overlaps the one "
+             "before it or lies outside its segment %p of %zu bytes",
+             pool->id.a, pool->id.b, c->held ? "held" : "mapped", c->offset, c->size,
+             (void *)seg->base, seg->size);
+      end = c->offset + c->size;
     }
     bytes += (int64_t)(seg->size - seg->unmapped);
     size_t runs = 0, end = 0;
@@ -373,6 +379,12 @@ static recap_status_t check_device(const recap__device_state_t *d, size_t *alloc
   if (routed != d->route_count)
     FAIL("device %d: %d pools are marked routed but %d routes exist", d->device, routed,
          d->route_count);
+  if (d->stuck_count > d->stuck_capacity)
+    FAIL("device %d lists %zu address ranges to give back with room for %zu", d->device,
+         d->stuck_count, d->stuck_capacity);
+  for (size_t i = 0; i < d->stuck_count; i++)
+    if (!d->stuck_ranges[i].base || d->stuck_ranges[i].size == 0)
+      FAIL("device %d: the address range %zu to give back is empty", d->device, i);
   const recap_memory_stats_t *st = &d->stats;
   RECAP__CHECK(compare("segment", st->segment, t.segments));
   RECAP__CHECK(compare("reserved_bytes", st->reserved_bytes, t.reserved));

@@ -48,6 +48,8 @@ void recap__alloc_reset(void) {
     recap__host_free(d->pending);
     recap__host_free(d->deferred);
     recap__host_free(d->spare_events);
+    /* The address ranges whose release failed went with the fake too. */
+    recap__host_free(d->stuck_ranges);
     recap__host_free(d);
     recap__alloc.devices[i] = NULL;
   }

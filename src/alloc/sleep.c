@@ -12,8 +12,14 @@
  * free blocks, vmm_segment.c, stay holes), copies the blocks back and hands the buffer back to
  * pinned_cache.c. Every step that can fail
  * before the pool's state changes is undone on failure, so a pool is asleep or awake, never
- * half: the only failure that leaves a new state is a release after every unmap succeeded (the
- * handle is kept in its segment and released at the wake; until then its memory stays taken).
+ * half. Three failures leave a new state instead, each whole: a release after every unmap
+ * succeeded (the handle is kept in its segment and released at the wake; until then its memory
+ * stays taken); an unmap whose roll-back cannot map everything back (the sleep goes forward and
+ * the pool sleeps: an OFFLOAD copy was taken before the unmaps); and a pinned copy that cannot
+ * be freed after a restore that succeeded (the pool is awake, the buffer lost, a warning says
+ * so). What a failure cannot give back (a chunk whose unmap or release failed during an undo)
+ * stays in its segment's chunk list, marked by recap__vmm_chunk_t.held, and the next wake gives
+ * it back before it maps anything.
  *
  * While a pool sleeps, the allocator refuses to hand out its blocks (request_begin in
  * allocator.c) and to route a capture to it (pool.c), recap_empty_cache leaves it alone, and the
@@ -248,29 +254,68 @@ static recap_status_t offload_take(const recap__pool_t *pool, const char *call,
  * Chunks
  * ---------------------------------------------------------------------------------------- */
 
-/* Map chunk c of seg again with its own handle, after an unmap (the undo of a failed sleep). */
-static void map_back(const recap__segment_t *seg, const recap__vmm_chunk_t *c) {
+/* Map chunk c of seg again with its own handle, after an unmap (the roll-back of a failed
+ * sleep); c->held follows what is mapped (a map whose access failed leaves it mapped). A failure
+ * is logged, the caller's error stays. */
+static bool map_back(const recap__segment_t *seg, recap__vmm_chunk_t *c) {
   const recap__device_ops_t *dev = recap__device();
   char *at = seg->base + c->offset;
-  if (dev->vmm_map(at, c->size, c->handle) != RECAP_SUCCESS ||
-      dev->vmm_set_access(at, c->size) != RECAP_SUCCESS)
+  recap__saved_error_t saved;
+  recap__error_save(&saved);
+  recap_status_t s = dev->vmm_map(at, c->size, c->handle);
+  if (s == RECAP_SUCCESS) {
+    c->held = false;
+    s = dev->vmm_set_access(at, c->size);
+  }
+  if (s != RECAP_SUCCESS)
     LOG_ERROR("could not map the chunk at %p (%zu bytes) of pool {%" PRIu64 ",%" PRIu64
-              "} back after a failed sleep (%s); its addresses fault until the process ends",
+              "} back after a failed sleep (%s)",
               (void *)at, c->size, seg->pool->id.a, seg->pool->id.b, recap_last_error());
+  recap__error_restore(&saved);
+  return s == RECAP_SUCCESS;
 }
 
-/* Unmap every chunk of pool's segments. On a failure, what was unmapped is mapped back with the
- * same handles (contents kept) and the error says so. */
-static recap_status_t unmap_all(recap__pool_t *pool, const char *call) {
+/* Unmap every chunk of pool's still mapped (held false) and mark it held; false when one could
+ * not be unmapped (logged: it stays mapped, for the wake to unmap first). */
+static bool unmap_mapped(recap__pool_t *pool, const char *why) {
   const recap__device_ops_t *dev = recap__device();
+  bool all = true;
+  for (recap__segment_t *seg = pool->segments; seg; seg = seg->next)
+    for (int i = 0; i < seg->chunk_count; i++) {
+      recap__vmm_chunk_t *c = &seg->chunks[i];
+      if (c->held) continue;
+      char *at = seg->base + c->offset;
+      if (dev->vmm_unmap(at, c->size) == RECAP_SUCCESS) {
+        c->held = true;
+        continue;
+      }
+      all = false;
+      LOG_ERROR("could not unmap the chunk at %p (%zu bytes) of pool {%" PRIu64 ",%" PRIu64
+                "} %s (%s); it stays mapped until its next wake unmaps it",
+                (void *)at, c->size, pool->id.a, pool->id.b, why, recap_last_error());
+    }
+  return all;
+}
+
+/* The unmaps of a sleep. Each chunk unmapped is marked held. On a failure, what was unmapped is
+ * mapped back with the same handles (contents kept) and the error says the pool stays awake.
+ * When that roll-back fails too, the sleep goes forward instead: *forward is set, every chunk
+ * still mapped is unmapped (one that cannot be stays mapped, marked so), and the error says the
+ * pool is asleep (offloaded: the blocks in use were copied to pinned memory first); the caller
+ * releases the handles and puts it to sleep. */
+static recap_status_t unmap_all(recap__pool_t *pool, bool offloaded, const char *call,
+                                bool *forward) {
+  const recap__device_ops_t *dev = recap__device();
+  *forward = false;
   recap__segment_t *seg;
   int i = 0;
   recap_status_t s = RECAP_SUCCESS;
   for (seg = pool->segments; seg; seg = seg->next) {
     for (i = 0; i < seg->chunk_count; i++) {
-      const recap__vmm_chunk_t *c = &seg->chunks[i];
+      recap__vmm_chunk_t *c = &seg->chunks[i];
       s = dev->vmm_unmap(seg->base + c->offset, c->size);
       if (s != RECAP_SUCCESS) goto undo;
+      c->held = true;
     }
   }
   return RECAP_SUCCESS;
@@ -280,52 +325,83 @@ undo:;
   const recap__vmm_chunk_t *failed = &seg->chunks[i];
   char *at = seg->base + failed->offset;
   size_t size = failed->size;
-  for (recap__segment_t *back = pool->segments; back; back = back->next) {
-    int mapped_count = back == seg ? i : back->chunk_count;
-    for (int k = 0; k < mapped_count; k++) map_back(back, &back->chunks[k]);
-    if (back == seg) break;
-  }
+  bool back = true;
+  for (recap__segment_t *b = pool->segments; b; b = b->next)
+    for (int k = 0; k < b->chunk_count; k++)
+      if (b->chunks[k].held && !map_back(b, &b->chunks[k])) back = false;
+  if (back)
+    return recap__error(s,
+                        "%s: unmapping the chunk at %p (%zu bytes) of pool {%" PRIu64 ",%" PRIu64
+                        "} failed: %s. The chunks unmapped before it were mapped back; the pool "
+                        "stays awake with its contents",
+                        call, (void *)at, size, pool->id.a, pool->id.b, saved.message);
+  /* Part of the pool is unmapped for good: awake, its blocks would fault. Asleep is whole. */
+  *forward = true;
+  bool unmapped = unmap_mapped(pool, "while a failed sleep went forward");
   return recap__error(s,
                       "%s: unmapping the chunk at %p (%zu bytes) of pool {%" PRIu64 ",%" PRIu64
-                      "} failed: %s. The chunks unmapped before it were mapped back; the pool "
-                      "stays awake with its contents",
-                      call, (void *)at, size, pool->id.a, pool->id.b, saved.message);
+                      "} failed: %s, and the roll-back failed too: the chunks unmapped before "
+                      "it could not all be mapped back (the log names them). So the pool is "
+                      "asleep instead (%s)%s; wake it (recap_pool_wake) to use it",
+                      call, (void *)at, size, pool->id.a, pool->id.b, saved.message,
+                      offloaded ? "its blocks in use were copied to pinned host memory first: the "
+                                  "wake restores them"
+                                : "RECAP_SLEEP_DISCARD: its blocks' contents are dropped",
+                      unmapped ? ""
+                               : ", and chunks that could not be unmapped stay mapped until "
+                                 "the wake unmaps them");
 }
 
-/* Release the handles of seg's chunks, all unmapped. A handle whose release fails stays in the
- * chunk list (the wake releases it first); *failed and *failed_bytes count them. */
+/* Release the handles of seg's unmapped chunks (held). A handle whose release fails stays in the
+ * chunk list (the wake releases it first), and so does a chunk still mapped; *failed and
+ * *failed_bytes count the former. */
 static void release_handles(recap__segment_t *seg, int *failed, size_t *failed_bytes,
                             recap__saved_error_t *first) {
   int kept = 0;
   for (int i = 0; i < seg->chunk_count; i++) {
     recap__vmm_chunk_t c = seg->chunks[i];
-    if (recap__device()->vmm_release(c.handle) == RECAP_SUCCESS) continue;
-    if (*failed == 0) recap__error_save(first);
-    (*failed)++;
-    *failed_bytes += c.size;
+    if (c.held) {
+      if (recap__device()->vmm_release(c.handle) == RECAP_SUCCESS) continue;
+      if (*failed == 0) recap__error_save(first);
+      (*failed)++;
+      *failed_bytes += c.size;
+    }
     seg->chunks[kept++] = c;
   }
   seg->chunk_count = kept;
 }
 
 /* Unmap and release the chunks this wake mapped (every chunk of the pool's segments: a wake
- * starts with none), on a path that already failed. */
-static void wake_undo(recap__pool_t *pool) {
+ * starts with none), on a path that already failed. A chunk that cannot be unmapped stays in
+ * the list, mapped; one whose release fails stays, held: the next wake gives them back first.
+ * *left and *left_bytes count them. */
+static void wake_undo(recap__pool_t *pool, int *left, size_t *left_bytes) {
   const recap__device_ops_t *dev = recap__device();
   recap__saved_error_t saved;
   recap__error_save(&saved);
+  *left = 0;
+  *left_bytes = 0;
   for (recap__segment_t *seg = pool->segments; seg; seg = seg->next) {
     for (int i = seg->chunk_count; i-- > 0;) {
-      const recap__vmm_chunk_t *c = &seg->chunks[i];
+      recap__vmm_chunk_t *c = &seg->chunks[i];
       char *at = seg->base + c->offset;
-      if (dev->vmm_unmap(at, c->size) != RECAP_SUCCESS ||
-          dev->vmm_release(c->handle) != RECAP_SUCCESS)
-        LOG_ERROR(
-            "could not give back the chunk at %p (%zu bytes) that a failed wake of "
-            "pool {%" PRIu64 ",%" PRIu64 "} mapped (%s); its memory stays taken",
-            (void *)at, c->size, pool->id.a, pool->id.b, recap_last_error());
+      if (!c->held && dev->vmm_unmap(at, c->size) == RECAP_SUCCESS) c->held = true;
+      if (c->held && dev->vmm_release(c->handle) == RECAP_SUCCESS) {
+        c->size = 0; /* gone: dropped below */
+        continue;
+      }
+      (*left)++;
+      *left_bytes += c->size;
+      LOG_ERROR(
+          "could not give back the chunk at %p (%zu bytes) that a failed wake of pool {%" PRIu64
+          ",%" PRIu64 "} mapped (%s); it stays %s until the next wake gives it back",
+          (void *)at, c->size, pool->id.a, pool->id.b, recap_last_error(),
+          c->held ? "held" : "mapped");
     }
-    seg->chunk_count = 0;
+    int kept = 0;
+    for (int i = 0; i < seg->chunk_count; i++)
+      if (seg->chunks[i].size) seg->chunks[kept++] = seg->chunks[i];
+    seg->chunk_count = kept;
   }
   recap__error_restore(&saved);
 }
@@ -372,7 +448,8 @@ static bool reserve_chunks(recap__segment_t *seg, size_t needed) {
 }
 
 /* Map a fresh chunk of size bytes at offset of seg and append it to the chunk list. Fails with
- * nothing of it left. */
+ * nothing of it left, but for a chunk whose access failed and whose unmap failed then: it is
+ * appended, mapped, for wake_undo to give back. */
 static recap_status_t map_fresh(recap__segment_t *seg, size_t offset, size_t size) {
   const recap__device_ops_t *dev = recap__device();
   char *at = seg->base + offset;
@@ -384,10 +461,15 @@ static recap_status_t map_fresh(recap__segment_t *seg, size_t offset, size_t siz
     if (s != RECAP_SUCCESS) {
       recap__saved_error_t saved;
       recap__error_save(&saved);
-      if (dev->vmm_unmap(at, size) != RECAP_SUCCESS)
-        LOG_ERROR("could not unmap the chunk at %p (%zu bytes) after its access failed (%s)",
-                  (void *)at, size, recap_last_error());
+      bool unmapped = dev->vmm_unmap(at, size) == RECAP_SUCCESS;
       recap__error_restore(&saved);
+      if (!unmapped) {
+        /* Released now, the mapping would stay, forgotten, and every later wake would fail
+         * to map over it. */
+        seg->chunks[seg->chunk_count++] =
+            (recap__vmm_chunk_t){.offset = offset, .size = size, .handle = h};
+        return s;
+      }
     }
   }
   if (s != RECAP_SUCCESS) {
@@ -460,15 +542,18 @@ static recap_status_t sleep_pool(recap__device_state_t *d, recap__pool_t *pool,
                           call, pool->id.a, pool->id.b);
   recap__offload_t *off = NULL;
   if (mode == RECAP_SLEEP_OFFLOAD) RECAP__CHECK(offload_take(pool, call, &off));
-  s = unmap_all(pool, call);
-  if (s != RECAP_SUCCESS) {
+  bool forward;
+  s = unmap_all(pool, mode == RECAP_SLEEP_OFFLOAD, call, &forward);
+  if (s != RECAP_SUCCESS && !forward) {
     offload_drop(off);
     return s;
   }
-  /* Every chunk is unmapped: the pool sleeps from here on, whatever the releases say. */
+  /* Every chunk is unmapped (or, going forward after a failed roll-back, every chunk that could
+   * be): the pool sleeps from here on, whatever the releases say. */
   int failed = 0;
   size_t failed_bytes = 0;
-  recap__saved_error_t first;
+  recap__saved_error_t first, unmap_error;
+  if (forward) recap__error_save(&unmap_error);
   for (recap__segment_t *seg = pool->segments; seg; seg = seg->next)
     release_handles(seg, &failed, &failed_bytes, &first);
   pool->state =
@@ -476,6 +561,14 @@ static recap_status_t sleep_pool(recap__device_state_t *d, recap__pool_t *pool,
   pool->sleeping_bytes = vmm_bytes(pool);
   pool->offload = off;
   atomic_fetch_add(&recap__alloc_sleeping, 1);
+  if (forward) {
+    if (failed)
+      LOG_ERROR("%s: %d physical chunk(s) of pool {%" PRIu64 ",%" PRIu64
+                "} (%zu bytes) could not be released after its sleep went forward (%s); their "
+                "memory stays taken until recap_pool_wake releases them",
+                call, failed, pool->id.a, pool->id.b, failed_bytes, first.message);
+    return recap__error_restore(&unmap_error);
+  }
   if (failed)
     return recap__error(first.status,
                         "%s: pool {%" PRIu64 ",%" PRIu64
@@ -491,18 +584,28 @@ static recap_status_t wake_pool(recap__pool_t *pool, int device, const char *cal
   int capturing;
   if (capture_under_way(&capturing)) return capture_refusal(call, capturing);
   const recap__device_ops_t *dev = recap__device();
-  /* The chunks a sleep could not release first: their memory is what the wake needs. */
+  /* What a failure left in the chunk lists first: chunks still mapped (an unmap failed) are
+   * unmapped, since the wake maps over their addresses, and handles not released are released,
+   * since their memory is what the wake needs. */
   for (recap__segment_t *seg = pool->segments; seg; seg = seg->next) {
     while (seg->chunk_count > 0) {
-      recap_status_t s = dev->vmm_release(seg->chunks[seg->chunk_count - 1].handle);
+      recap__vmm_chunk_t *c = &seg->chunks[seg->chunk_count - 1];
+      bool mapped = !c->held;
+      recap_status_t s = mapped ? dev->vmm_unmap(seg->base + c->offset, c->size) : RECAP_SUCCESS;
+      if (s == RECAP_SUCCESS) {
+        c->held = true;
+        s = dev->vmm_release(c->handle);
+      }
       if (s != RECAP_SUCCESS) {
         recap__saved_error_t cause;
         recap__error_save(&cause);
         return recap__error(s,
                             "%s: pool {%" PRIu64 ",%" PRIu64
-                            "} stays asleep: a physical chunk its sleep could not release "
-                            "could not be released now either (%s)",
-                            call, pool->id.a, pool->id.b, cause.message);
+                            "} stays asleep: a physical chunk (%zu bytes at %p) that an earlier "
+                            "failure left %s could not be %s now either (%s)",
+                            call, pool->id.a, pool->id.b, c->size, (void *)(seg->base + c->offset),
+                            mapped && !c->held ? "mapped" : "unreleased",
+                            mapped && !c->held ? "unmapped" : "released", cause.message);
       }
       seg->chunk_count--;
     }
@@ -530,9 +633,18 @@ static recap_status_t wake_pool(recap__pool_t *pool, int device, const char *cal
     }
   }
   if (s != RECAP_SUCCESS) {
-    wake_undo(pool);
+    int left;
+    size_t left_bytes;
+    wake_undo(pool, &left, &left_bytes);
     recap__saved_error_t saved;
     recap__error_save(&saved);
+    if (left)
+      return recap__error(s,
+                          "%s: mapping a chunk of %zu bytes into pool {%" PRIu64 ",%" PRIu64
+                          "} failed: %s. The pool stays asleep; %d chunk(s) of this wake (%zu "
+                          "bytes) could not be given back (the log says why), and the next wake "
+                          "gives them back first",
+                          call, asked, pool->id.a, pool->id.b, saved.message, left, left_bytes);
     if (s != RECAP_ERROR_OUT_OF_MEMORY)
       return recap__error(s,
                           "%s: mapping a chunk of %zu bytes into pool {%" PRIu64 ",%" PRIu64
@@ -551,17 +663,36 @@ static recap_status_t wake_pool(recap__pool_t *pool, int device, const char *cal
   }
   recap__offload_t *off = pool->offload;
   if (off && off->bytes) s = copy_back(pool, off);
-  if (s == RECAP_SUCCESS && off && off->host) s = recap__pinned_give(off->host, off->host_bytes);
   if (s != RECAP_SUCCESS) {
     /* The copy is still whole in host memory: back to sleep as before. */
-    wake_undo(pool);
+    int left;
+    size_t left_bytes;
+    wake_undo(pool, &left, &left_bytes);
     recap__saved_error_t cause;
     recap__error_save(&cause);
+    if (left)
+      return recap__error(s,
+                          "%s: restoring the copy of pool {%" PRIu64 ",%" PRIu64
+                          "} from pinned host memory failed: %s. The pool stays asleep with its "
+                          "copy; %d chunk(s) of this wake (%zu bytes) could not be given back "
+                          "(the log says why), and the next wake gives them back first",
+                          call, pool->id.a, pool->id.b, cause.message, left, left_bytes);
     return recap__error(s,
                         "%s: restoring the copy of pool {%" PRIu64 ",%" PRIu64
                         "} from pinned host memory failed: %s. Nothing of it is mapped; the "
                         "pool stays asleep with its copy",
                         call, pool->id.a, pool->id.b, cause.message);
+  }
+  /* The pool is restored: a pinned buffer that cannot be freed is lost, not the wake. */
+  if (off && off->host) {
+    recap__saved_error_t saved;
+    recap__error_save(&saved);
+    if (recap__pinned_give(off->host, off->host_bytes) != RECAP_SUCCESS)
+      RECAP__WARN("%s: pool {%" PRIu64 ",%" PRIu64
+                  "} is awake, but its pinned host copy (%zu bytes) could not be freed (%s); "
+                  "that host memory stays pinned until the process ends",
+                  call, pool->id.a, pool->id.b, off->host_bytes, recap_last_error());
+    recap__error_restore(&saved);
   }
   recap__host_free(off);
   pool->offload = NULL;
@@ -723,7 +854,8 @@ recap_status_t recap_sleep(recap_sleep_mode_t mode) {
          p = p == &d->default_pool ? d->private_pools : p->next) {
       if (is_asleep(p)) continue;
       s = sleep_pool(d, p, mode, "recap_sleep");
-      /* A release that failed leaves the pool asleep: the roll-back wakes it too. */
+      /* A release that failed, or a roll-back that failed, leaves the pool asleep: the
+       * roll-back of this call wakes it too. */
       if (is_asleep(p)) {
         slept[n] = p;
         devices[n++] = i;

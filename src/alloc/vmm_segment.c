@@ -327,23 +327,79 @@ done:
   return s;
 }
 
+/* Keep a range whose release failed in d's list, with the cause, for recap_empty_cache to try
+ * again; false without host memory for the list. */
+static bool stuck_add(recap__device_state_t *d, char *base, size_t size, recap_status_t s) {
+  if (d->stuck_count == d->stuck_capacity) {
+    size_t capacity = d->stuck_capacity ? 2 * d->stuck_capacity : 4;
+    recap__stuck_range_t *grown = recap__host_realloc(d->stuck_ranges, capacity * sizeof *grown);
+    if (!grown) return false;
+    d->stuck_ranges = grown;
+    d->stuck_capacity = capacity;
+  }
+  d->stuck_ranges[d->stuck_count++] = (recap__stuck_range_t){.base = base, .size = size};
+  d->stuck_status = s;
+  snprintf(d->stuck_cause, sizeof d->stuck_cause, "%s", recap_last_error());
+  return true;
+}
+
 /* Unlink seg, which holds no block and nothing mapped, from its pool, give back its range and
- * free it. A range that cannot be given back holds addresses only: it is warned about and
- * left. */
+ * free it. A range that cannot be given back holds addresses only: it goes to the device's list
+ * of stuck ranges, which every recap_empty_cache tries again (recap__vmm_ranges_retry), with a
+ * warning; the segment goes either way. */
 static recap_status_t segment_delete(recap__device_state_t *d, recap__segment_t *seg) {
   RECAP__ASSERT(seg->vmm && seg->chunk_count == 0 && seg->size == 0 && !seg->head);
   recap_status_t s = recap__device()->vmm_release_range(seg->base, seg->va_size);
-  if (s != RECAP_SUCCESS)
-    RECAP__WARN(
-        "recap_empty_cache: the address range of an empty VMM segment (%zu bytes at "
-        "%p) could not be given back (%s); it stays reserved",
-        seg->va_size, (void *)seg->base, recap_last_error());
+  if (s != RECAP_SUCCESS) {
+    if (stuck_add(d, seg->base, seg->va_size, s)) {
+      RECAP__WARN(
+          "recap_empty_cache: the address range of an empty VMM segment (%zu bytes at %p) could "
+          "not be given back (%s); it stays reserved, and every recap_empty_cache tries again",
+          seg->va_size, (void *)seg->base, recap_last_error());
+      s = RECAP_SUCCESS; /* recap_empty_cache reports the stuck ranges */
+    } else {
+      RECAP__WARN(
+          "recap_empty_cache: the address range of an empty VMM segment (%zu bytes at %p) could "
+          "not be given back (%s), and there is no host memory to keep it for another try; it "
+          "stays reserved until the process ends",
+          seg->va_size, (void *)seg->base, recap_last_error());
+    }
+  }
   recap__segment_unlink(seg);
   recap__stat_kind(d->stats.segment, seg->small, -1);
   recap__host_free(seg->chunks);
   recap__host_free(seg->asleep_runs);
   recap__host_free(seg);
   return s;
+}
+
+void recap__vmm_ranges_retry(recap__device_state_t *d) {
+  size_t kept = 0;
+  for (size_t i = 0; i < d->stuck_count; i++) {
+    recap__stuck_range_t r = d->stuck_ranges[i];
+    recap_status_t s = recap__device()->vmm_release_range(r.base, r.size);
+    if (s == RECAP_SUCCESS) continue;
+    d->stuck_status = s;
+    snprintf(d->stuck_cause, sizeof d->stuck_cause, "%s", recap_last_error());
+    d->stuck_ranges[kept++] = r;
+  }
+  d->stuck_count = kept;
+  if (kept == 0) {
+    recap__host_free(d->stuck_ranges);
+    d->stuck_ranges = NULL;
+    d->stuck_capacity = 0;
+  }
+}
+
+recap_status_t recap__vmm_ranges_report(const recap__device_state_t *d, const char *call) {
+  if (d->stuck_count == 0) return RECAP_SUCCESS;
+  size_t bytes = 0;
+  for (size_t i = 0; i < d->stuck_count; i++) bytes += d->stuck_ranges[i].size;
+  return recap__error(d->stuck_status,
+                      "%s: %zu address range(s) of deleted VMM segments on device %d (%zu bytes "
+                      "of addresses, no memory) could not be given back (latest failure: %s); "
+                      "they stay reserved, and the next recap_empty_cache tries again",
+                      call, d->stuck_count, d->device, bytes, d->stuck_cause);
 }
 
 /* ------------------------------------------------------------------------------------------
