@@ -27,7 +27,9 @@
  * from a free block with holes, the holes in the granules it touches are mapped again first
  * (recap__vmm_segment_map), so that every block not free lies wholly in mapped chunks. A free
  * end of the segment past its last chunk is cut off the segment, and a segment left with no
- * block releases its range and goes. Blocks never move, which is what captured graphs rely on.
+ * block releases its range and goes (a range whose release fails is kept on its device's list
+ * and released again at every recap_empty_cache: recap__vmm_ranges_retry). Blocks never move,
+ * which is what captured graphs rely on.
  *
  * Statistics: the segment counts once in `segment` when made and once down when its range goes;
  * reserved_bytes follows the mapped bytes (size - unmapped); num_device_alloc and
