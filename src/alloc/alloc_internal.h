@@ -432,8 +432,8 @@ void recap__vmm_ranges_retry(recap__device_state_t *d);
  * (starting with call) naming how many ranges of how many bytes of addresses stay reserved, the
  * cause, and that the next recap_empty_cache tries again. Lock held. */
 recap_status_t recap__vmm_ranges_report(const recap__device_state_t *d, const char *call);
-/* The chunk size sleep and wake map in, at most: fewer, larger chunks are what makes them fast
- * (SPEC §14). */
+/* The chunk size a wake maps in, at most: fewer, larger chunks are what makes sleep and wake
+ * fast. */
 enum { RECAP__VMM_WAKE_CHUNK = 1u << 30 };
 
 /* ------------------------------------------------------------------------------------------

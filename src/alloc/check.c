@@ -289,15 +289,15 @@ static recap_status_t check_sleep(const recap__pool_t *pool, int *asleep) {
       end = c->offset + c->size;
     }
     bytes += (int64_t)(seg->size - seg->unmapped);
-    size_t runs = 0, end = 0;
+    size_t runs = 0, run_end = 0;
     for (int i = 0; i < seg->asleep_run_count; i++) {
       const recap__vmm_run_t *r = &seg->asleep_runs[i];
-      if (r->offset < end || r->size == 0 || r->offset + r->size > seg->size)
+      if (r->offset < run_end || r->size == 0 || r->offset + r->size > seg->size)
         FAIL("asleep pool {%" PRIu64 ",%" PRIu64
              "}: the range [%zu, +%zu) its wake maps does "
              "not lie after offset %zu in its segment %p of %zu bytes",
-             pool->id.a, pool->id.b, r->offset, r->size, end, (void *)seg->base, seg->size);
-      end = r->offset + r->size;
+             pool->id.a, pool->id.b, r->offset, r->size, run_end, (void *)seg->base, seg->size);
+      run_end = r->offset + r->size;
       runs += r->size;
     }
     if (runs != seg->size - seg->unmapped)
