@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * stress_util.h — what the multi-threaded stress tests share: a deterministic stream of random
- * numbers per thread, and the first failure of any thread, kept until the test's own thread
- * fails with it after the join (cmocka's checks may only be called from the test's own thread).
+ * numbers per thread, the first failure of any thread, kept until the test's own thread fails
+ * with it after the join (cmocka's checks may only be called from the test's own thread), and a
+ * barrier that a failing thread can break.
  * Include it after harness.h.
  */
 #ifndef RECAP_TEST_STRESS_UTIL_H
@@ -52,6 +53,52 @@ static inline void thread_failure_clear(void) { thread_failure[0] = '\0'; }
 
 static inline void expect_no_thread_failure(void) {
   if (thread_failure[0]) fail_msg("%s", thread_failure);
+}
+
+/* A barrier that a failing thread can open for good, so that the others never wait for it. */
+typedef struct stress_barrier {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int parties, waiting;
+  unsigned long generation;
+  bool broken;
+} stress_barrier_t;
+
+static inline void barrier_init(stress_barrier_t *b, int parties) {
+  pthread_mutex_init(&b->lock, NULL);
+  pthread_cond_init(&b->cond, NULL);
+  b->parties = parties;
+  b->waiting = 0;
+  b->generation = 0;
+  b->broken = false;
+}
+
+static inline void barrier_destroy(stress_barrier_t *b) {
+  pthread_mutex_destroy(&b->lock);
+  pthread_cond_destroy(&b->cond);
+}
+
+/* False once the barrier is broken: the caller stops. */
+static inline bool barrier_wait(stress_barrier_t *b) {
+  pthread_mutex_lock(&b->lock);
+  unsigned long generation = b->generation;
+  if (++b->waiting == b->parties) {
+    b->waiting = 0;
+    b->generation++;
+    pthread_cond_broadcast(&b->cond);
+  } else {
+    while (generation == b->generation && !b->broken) pthread_cond_wait(&b->cond, &b->lock);
+  }
+  bool ok = !b->broken;
+  pthread_mutex_unlock(&b->lock);
+  return ok;
+}
+
+static inline void barrier_break(stress_barrier_t *b) {
+  pthread_mutex_lock(&b->lock);
+  b->broken = true;
+  pthread_cond_broadcast(&b->cond);
+  pthread_mutex_unlock(&b->lock);
 }
 
 #endif

@@ -47,52 +47,6 @@ static int scale(void) {
     }                                                                                           \
   } while (0)
 
-/* A barrier that a failing thread can open for good, so that the others never wait for it. */
-typedef struct stress_barrier {
-  pthread_mutex_t lock;
-  pthread_cond_t cond;
-  int parties, waiting;
-  unsigned long generation;
-  bool broken;
-} stress_barrier_t;
-
-static void barrier_init(stress_barrier_t *b, int parties) {
-  pthread_mutex_init(&b->lock, NULL);
-  pthread_cond_init(&b->cond, NULL);
-  b->parties = parties;
-  b->waiting = 0;
-  b->generation = 0;
-  b->broken = false;
-}
-
-static void barrier_destroy(stress_barrier_t *b) {
-  pthread_mutex_destroy(&b->lock);
-  pthread_cond_destroy(&b->cond);
-}
-
-/* False once the barrier is broken: the caller stops. */
-static bool barrier_wait(stress_barrier_t *b) {
-  pthread_mutex_lock(&b->lock);
-  unsigned long generation = b->generation;
-  if (++b->waiting == b->parties) {
-    b->waiting = 0;
-    b->generation++;
-    pthread_cond_broadcast(&b->cond);
-  } else {
-    while (generation == b->generation && !b->broken) pthread_cond_wait(&b->cond, &b->lock);
-  }
-  bool ok = !b->broken;
-  pthread_mutex_unlock(&b->lock);
-  return ok;
-}
-
-static void barrier_break(stress_barrier_t *b) {
-  pthread_mutex_lock(&b->lock);
-  b->broken = true;
-  pthread_cond_broadcast(&b->cond);
-  pthread_mutex_unlock(&b->lock);
-}
-
 static void quiet_log(recap_log_level_t level, const char *message, void *user_data) {
   (void)level;
   (void)message;
@@ -138,7 +92,8 @@ static bool tag_holds(const void *p, size_t size, uint64_t tag_value) {
 
 /* ---- many threads allocate, free, and hand blocks to each other ---------------------------- */
 
-enum { ALLOC_THREADS = 8, SLOTS = 24 };
+/* MAILBOX: the blocks a thread may have handed to its neighbour and not had freed yet. */
+enum { ALLOC_THREADS = 8, SLOTS = 24, MAILBOX = 16 };
 
 typedef struct slot {
   void *p;
@@ -146,13 +101,16 @@ typedef struct slot {
   uint64_t tag;
 } slot_t;
 
-/* Blocks handed to a neighbour, who checks and frees them (frees from another thread). It grows
- * as needed, so that a send never fails and each thread's sequence of operations is the same in
- * every run, whatever the interleaving. */
+/* Blocks handed to a neighbour, who checks and frees them (frees from another thread). It holds
+ * MAILBOX blocks: a thread whose neighbour lags waits for room (send), so that a send never
+ * fails and each thread's sequence of operations is the same in every run, whatever the
+ * interleaving, while what the mailboxes hold stays bounded however the threads are scheduled
+ * (unbounded, a neighbour not yet scheduled on a loaded machine let them hold gigabytes and
+ * the 4 GiB device of the vmm variant ran out). */
 typedef struct mailbox {
   pthread_mutex_t lock;
-  slot_t *items;
-  size_t count, capacity;
+  slot_t items[MAILBOX];
+  size_t count;
 } mailbox_t;
 
 typedef struct alloc_thread {
@@ -194,6 +152,22 @@ static void drain(mailbox_t *box, const char *who) {
   pthread_mutex_unlock(&box->lock);
 }
 
+/* Hand s to the neighbour. While its mailbox is full, free what this thread was handed
+ * meanwhile (the thread behind may be waiting for that room in turn, so a ring of full mailboxes
+ * always drains) and let the neighbour run. */
+static void send(alloc_thread_t *t, const slot_t *s) {
+  mailbox_t *box = t->outbox;
+  for (;;) {
+    pthread_mutex_lock(&box->lock);
+    bool room = box->count < MAILBOX;
+    if (room) box->items[box->count++] = *s;
+    pthread_mutex_unlock(&box->lock);
+    if (room) return;
+    drain(t->inbox, "alloc_worker (neighbour's block, waiting to send)");
+    sched_yield();
+  }
+}
+
 static void *alloc_worker(void *arg) {
   alloc_thread_t *t = arg;
   uint64_t rng = 0x9E3779B97F4A7C15ULL * (uint64_t)(t->id + 1);
@@ -216,17 +190,7 @@ static void *alloc_worker(void *arg) {
       t->stream_uses++;
     } else if (op < 25) {
       /* Hand it to the neighbour, who frees it. */
-      mailbox_t *box = t->outbox;
-      pthread_mutex_lock(&box->lock);
-      if (box->count == box->capacity) {
-        size_t capacity = box->capacity ? 2 * box->capacity : 64;
-        slot_t *items = realloc(box->items, capacity * sizeof *items);
-        if (!items) abort(); /* a few kilobytes: nothing to test without them */
-        box->items = items;
-        box->capacity = capacity;
-      }
-      box->items[box->count++] = *s;
-      pthread_mutex_unlock(&box->lock);
+      send(t, s);
       memset(s, 0, sizeof *s);
       t->cross_frees++;
     } else {
@@ -286,7 +250,6 @@ static void many_threads_allocate_and_free(void **state) {
   for (int i = 0; i < ALLOC_THREADS; i++) pthread_join(threads[i], NULL);
   for (int i = 0; i < ALLOC_THREADS; i++) {
     pthread_mutex_destroy(&boxes[i].lock);
-    free(boxes[i].items);
   }
   expect_no_thread_failure();
   uint64_t allocations = 0, cross = 0, uses = 0;
@@ -312,8 +275,16 @@ typedef struct capture_thread {
   stress_barrier_t *barrier;
   recap_pool_id_t pools[2]; /* the pool of the first round and of the last */
   uint64_t replays;
-  _Atomic int *rounds_begun; /* counted by thread 0, for the eager thread's pace */
+  _Atomic int *rounds_begun;           /* counted by thread 0, for the eager thread's pace */
+  _Atomic uint64_t *eager_allocations; /* the eager thread's so far, for thread 0's pace */
 } capture_thread_t;
+
+/* Eager allocations per capture round, and how many rounds the captures may run ahead of the
+ * eager thread: each side keeps pace with the other. The eager thread does not spin as fast as
+ * it can (which, under valgrind's one-thread-at-a-time scheduling, starves the capturing
+ * threads), and the captures do not finish before it ran (on a loaded machine its thread may
+ * not be scheduled at all during a whole run of captures). */
+enum { EAGER_PER_ROUND = 40, EAGER_LAG = 4 };
 
 static void *capture_worker(void *arg) {
   capture_thread_t *t = arg;
@@ -326,7 +297,13 @@ static void *capture_worker(void *arg) {
   T_OK(recap_malloc(&weights, 256 * KiB, s));
   for (int round = 0; round < t->rounds; round++) {
     T_OK(recap_graph_create(&g, 0));
-    if (t->id == 0) atomic_fetch_add(t->rounds_begun, 1);
+    if (t->id == 0) {
+      while ((uint64_t)round > EAGER_LAG &&
+             atomic_load(t->eager_allocations) < (uint64_t)(round - EAGER_LAG) * EAGER_PER_ROUND &&
+             !thread_failed())
+        sched_yield();
+      atomic_fetch_add(t->rounds_begun, 1);
+    }
     recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
     o.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
     /* Both threads begin, allocate and end their captures at the same time. */
@@ -373,20 +350,16 @@ out:
 typedef struct eager_thread {
   _Atomic int *stop;
   _Atomic int *rounds; /* capture rounds begun so far (thread 0's) */
-  uint64_t allocations, refused_empty_cache;
+  _Atomic uint64_t allocations;
+  uint64_t refused_empty_cache;
 } eager_thread_t;
-
-/* Eager allocations per capture round: the eager thread keeps pace with the captures instead of
- * spinning as fast as it can (which, under valgrind's one-thread-at-a-time scheduling, starves
- * the capturing threads). */
-enum { EAGER_PER_ROUND = 40 };
 
 static void *eager_worker(void *arg) {
   eager_thread_t *t = arg;
   recap_stream_t s = recap__fake_stream_new();
   uint64_t rng = 77;
   while (!atomic_load(t->stop)) {
-    if (t->allocations >= (uint64_t)(atomic_load(t->rounds) + 1) * EAGER_PER_ROUND) {
+    if (atomic_load(&t->allocations) >= (uint64_t)(atomic_load(t->rounds) + 1) * EAGER_PER_ROUND) {
       sched_yield();
       continue;
     }
@@ -396,8 +369,7 @@ static void *eager_worker(void *arg) {
     tag(p, size, 0xEEEE);
     if (!tag_holds(p, size, 0xEEEE)) thread_fail("the eager thread's block %p was overwritten", p);
     T_OK(recap_free(p));
-    t->allocations++;
-    if (t->allocations % 256 == 0) {
+    if ((atomic_fetch_add(&t->allocations, 1) + 1) % 256 == 0) {
       /* Refused while a capture is under way; the cache must survive either way. */
       recap_status_t st = recap_empty_cache();
       if (st == RECAP_ERROR_INVALID_USAGE)
@@ -424,7 +396,8 @@ static void two_thread_local_captures_at_once(void **state) {
     t[i] = (capture_thread_t){.id = i,
                               .rounds = 150 * scale(),
                               .barrier = &barrier,
-                              .rounds_begun = &rounds_begun};
+                              .rounds_begun = &rounds_begun,
+                              .eager_allocations = &eager.allocations};
   assert_int_equal(pthread_create(&threads[2], NULL, eager_worker, &eager), 0);
   for (int i = 0; i < 2; i++)
     assert_int_equal(pthread_create(&threads[i], NULL, capture_worker, &t[i]), 0);
@@ -441,9 +414,10 @@ static void two_thread_local_captures_at_once(void **state) {
   print_message(
       "2 threads x %d thread-local captures, %llu eager allocations beside them "
       "(%llu empty_cache calls refused during a capture)\n",
-      t[0].rounds, (unsigned long long)eager.allocations,
+      t[0].rounds, (unsigned long long)atomic_load(&eager.allocations),
       (unsigned long long)eager.refused_empty_cache);
-  assert_true(eager.allocations > 0);
+  assert_true(atomic_load(&eager.allocations) >=
+              (uint64_t)(t[0].rounds - 1 - EAGER_LAG) * EAGER_PER_ROUND);
   expect_nothing_left();
 }
 

@@ -14,8 +14,15 @@
  * capture_begin and capture_end succeeds, every replay too, and at the end the allocator's
  * checker passes and nothing is left. CI runs it under ThreadSanitizer too (the "tsan" preset).
  *
+ * The capture threads meet at a quiet point every QUIET_EVERY rounds, where no capture is under
+ * way and the allocator gives back the blocks freed during captures; the free threads wait for
+ * the next quiet point while too many bytes are freed and not yet reusable. So what the test
+ * holds is bounded by its rhythm, not by how fast the machine runs it or how its threads are
+ * scheduled.
+ *
  * It runs for a bounded time (RECAP_STRESS_SECONDS, default 1.5 s of capturing; a few
- * thousand captures in a release build, a few hundred under ThreadSanitizer).
+ * thousand captures in a release build, a few hundred under ThreadSanitizer), and for at least
+ * MIN_ROUNDS rounds and one block handed across however slow the machine is.
  */
 #include <pthread.h>
 #include <sched.h>
@@ -34,7 +41,20 @@
 #include "stress_util.h"
 #include "recap.h"
 
-enum { CAPTURE_THREADS = 2, FREE_THREADS = 2, MAX_ROUNDS = 100000 };
+/* Capture rounds end at quiet points (below), every QUIET_EVERY rounds, and a run has at least
+ * MIN_ROUNDS of them whatever the machine's speed. */
+enum {
+  CAPTURE_THREADS = 2,
+  FREE_THREADS = 2,
+  MAX_ROUNDS = 100000,
+  MIN_ROUNDS = 64,
+  QUIET_EVERY = 8
+};
+
+/* The free threads wait while more than this many bytes are freed and not yet reusable (active
+ * and not allocated, recap_memory_stats): see free_worker. An eighth of the vmm variant's 4 GiB
+ * device. */
+#define BACKLOG_BUDGET ((int64_t)512 << 20)
 
 static double seconds(void) {
   const char *env = getenv("RECAP_STRESS_SECONDS");
@@ -68,6 +88,9 @@ static void quiet_log(recap_log_level_t level, const char *message, void *user_d
 static recap_stream_t capture_streams[CAPTURE_THREADS];
 static _Atomic int capturing_threads; /* capture threads not finished yet */
 static _Atomic int sending_threads;   /* free threads that may still hand blocks over */
+static _Atomic uint64_t cross_total;  /* blocks handed to the other free thread so far */
+static stress_barrier_t quiet;        /* the capture threads' quiet points */
+static _Atomic bool stop_capturing;   /* decided at a quiet point, read by both */
 
 /* ---- the capture threads -------------------------------------------------------------------- */
 
@@ -75,15 +98,59 @@ typedef struct capture_thread {
   int id;
   double until;
   int rounds; /* captures ended */
+  int quiet_points;
 } capture_thread_t;
+
+/* Bytes freed and not yet reusable: active (allocated, or freed and waiting for events) and not
+ * allocated. */
+static int64_t backlog(void) {
+  recap_memory_stats_t st;
+  if (recap_memory_stats(0, &st) != RECAP_SUCCESS) return 0;
+  return st.active_bytes[RECAP_STAT_ALL].current - st.allocated_bytes[RECAP_STAT_ALL].current;
+}
+
+/* A quiet point: both capture threads stop between rounds, so that for a moment no capture is
+ * under way. The allocator gives blocks freed with events on other streams back only then (it
+ * may not query or record events while any capture is under way), so without quiet points the
+ * free threads' blocks would come back only when the two threads' rounds happened to leave a
+ * gap, and on a fast machine the 4 GiB device of the vmm variant filled first. Thread 0 makes
+ * two allocations on its stream, which process the events (of two sizes, so that neither is the
+ * block just freed, which the front cache would hand back without that processing), and decides
+ * for both whether to stop: after `until`, MIN_ROUNDS and a block handed across. False when the
+ * other thread failed. */
+static bool quiet_point(capture_thread_t *t, recap_stream_t s, int round) {
+  if (!barrier_wait(&quiet)) return false;
+  if (t->id == 0) {
+    for (int step = 0; step < 2; step++) {
+      /* The first allocation records the events of the blocks freed during captures, on the
+       * capture streams; those streams' work is finished (both threads are here, between
+       * rounds), and the second allocation finds the events done and frees the blocks. */
+      if (step == 1)
+        for (int i = 0; i < CAPTURE_THREADS; i++) recap__fake_stream_complete(capture_streams[i]);
+      void *p = NULL;
+      recap_status_t st = recap_malloc(&p, (size_t)(1 + step) * KiB, s);
+      if (st == RECAP_SUCCESS) st = recap_free(p);
+      if (st != RECAP_SUCCESS) {
+        thread_fail("capture thread 0: an allocation at a quiet point returned %s: %s (round %d)",
+                    recap_status_name(st), recap_last_error(), round);
+        return false;
+      }
+    }
+    bool done = now() >= t->until && round + 1 >= MIN_ROUNDS && atomic_load(&cross_total) > 0;
+    atomic_store(&stop_capturing, done || round + 1 >= MAX_ROUNDS || thread_failed());
+  }
+  t->quiet_points++;
+  return barrier_wait(&quiet);
+}
 
 static void *capture_worker(void *arg) {
   capture_thread_t *t = arg;
   recap_stream_t s = capture_streams[t->id];
   recap_pool_id_t pool = recap_pool_handle();
   recap_graph_t kept = NULL, g = NULL;
+  bool finished = false;
   int round = 0;
-  for (; round < MAX_ROUNDS && now() < t->until && !thread_failed(); round++) {
+  for (;; round++) {
     T_OK(recap_graph_create(&g, 0));
     recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
     o.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
@@ -105,8 +172,16 @@ static void *capture_worker(void *arg) {
     if (kept) T_OK(recap_graph_destroy(kept));
     kept = g;
     g = NULL;
+    if (round % QUIET_EVERY == QUIET_EVERY - 1) {
+      if (!quiet_point(t, s, round)) goto out;
+      if (atomic_load(&stop_capturing)) break;
+    }
   }
+  finished = true;
 out:
+  /* A failed thread breaks the quiet points' barrier, so that the other one does not wait for
+   * it forever. */
+  if (!finished) barrier_break(&quiet);
   recap_graph_destroy(g);
   recap_graph_destroy(kept);
   recap_status_t s_release = recap_pool_release(pool);
@@ -131,7 +206,8 @@ typedef struct mailbox {
 typedef struct free_thread {
   int id;
   mailbox_t *inbox, *outbox;
-  uint64_t allocations, stream_uses, cross_frees;
+  uint64_t allocations, stream_uses, cross_frees, waits;
+  int64_t backlog_peak; /* the most bytes seen freed and not yet reusable */
 } free_thread_t;
 
 static int drain(mailbox_t *box, int round) {
@@ -154,6 +230,19 @@ static void *free_worker(void *arg) {
   uint64_t rng = 0x9E3779B97F4A7C15ULL * (uint64_t)(t->id + 1);
   int round = 0;
   for (; atomic_load(&capturing_threads) > 0 && !thread_failed(); round++) {
+    /* The rhythm: blocks freed during captures come back at the capture threads' quiet points
+     * only, so a free thread that runs far ahead of the captures (a capture thread descheduled
+     * in the middle of a capture on a loaded machine) waits for the next quiet point instead of
+     * filling the device. */
+    if (round % 16 == 0) {
+      int64_t b = backlog();
+      if (b > t->backlog_peak) t->backlog_peak = b;
+      while (b > BACKLOG_BUDGET && atomic_load(&capturing_threads) > 0 && !thread_failed()) {
+        t->waits++;
+        nanosleep(&(struct timespec){.tv_nsec = 100000}, NULL);
+        b = backlog();
+      }
+    }
     void *p = NULL;
     size_t size = 512 + next_random(&rng) % (256 * KiB);
     T_OK(recap_malloc(&p, size, own));
@@ -169,10 +258,12 @@ static void *free_worker(void *arg) {
       bool full = t->outbox->count == (int)(sizeof t->outbox->items / sizeof t->outbox->items[0]);
       if (!full) t->outbox->items[t->outbox->count++] = p;
       pthread_mutex_unlock(&t->outbox->lock);
-      if (full)
+      if (full) {
         T_OK(recap_free(p));
-      else
+      } else {
         t->cross_frees++;
+        atomic_fetch_add(&cross_total, 1);
+      }
     }
     drain(t->inbox, round);
     if (round % 16 == 15) recap__fake_stream_complete(own);
@@ -198,6 +289,9 @@ static void frees_across_threads_during_captures(void **state) {
   for (int i = 0; i < CAPTURE_THREADS; i++) capture_streams[i] = recap__fake_stream_new();
   atomic_store(&capturing_threads, CAPTURE_THREADS);
   atomic_store(&sending_threads, FREE_THREADS);
+  atomic_store(&cross_total, 0);
+  atomic_store(&stop_capturing, false);
+  barrier_init(&quiet, CAPTURE_THREADS);
   mailbox_t boxes[FREE_THREADS];
   free_thread_t f[FREE_THREADS];
   capture_thread_t c[CAPTURE_THREADS];
@@ -217,22 +311,28 @@ static void frees_across_threads_during_captures(void **state) {
   }
   for (int i = 0; i < CAPTURE_THREADS + FREE_THREADS; i++) pthread_join(threads[i], NULL);
   for (int i = 0; i < FREE_THREADS; i++) pthread_mutex_destroy(&boxes[i].lock);
+  barrier_destroy(&quiet);
   recap_log_set(NULL, NULL);
 
-  uint64_t allocations = 0, uses = 0, cross = 0;
+  uint64_t allocations = 0, uses = 0, cross = 0, waits = 0;
+  int64_t peak = 0;
   for (int i = 0; i < FREE_THREADS; i++) {
     allocations += f[i].allocations;
     uses += f[i].stream_uses;
     cross += f[i].cross_frees;
+    waits += f[i].waits;
+    if (f[i].backlog_peak > peak) peak = f[i].backlog_peak;
   }
   print_message(
-      "%d threads x %d + %d thread-local captures into a shared pool each; %d threads: %llu "
-      "allocations, %llu record_stream on a capture thread's stream, %llu freed by the other "
-      "thread\n",
-      CAPTURE_THREADS, c[0].rounds, c[1].rounds, FREE_THREADS, (unsigned long long)allocations,
-      (unsigned long long)uses, (unsigned long long)cross);
+      "%d threads x %d + %d thread-local captures into a shared pool each, %d quiet points; %d "
+      "threads: %llu allocations, %llu record_stream on a capture thread's stream, %llu freed by "
+      "the other thread; at most %lld MiB freed and not yet reusable, %llu waits for a quiet "
+      "point\n",
+      CAPTURE_THREADS, c[0].rounds, c[1].rounds, c[0].quiet_points, FREE_THREADS,
+      (unsigned long long)allocations, (unsigned long long)uses, (unsigned long long)cross,
+      (long long)(peak >> 20), (unsigned long long)waits);
   expect_no_thread_failure();
-  assert_true(c[0].rounds > 0 && c[1].rounds > 0 && cross > 0);
+  assert_true(c[0].rounds >= MIN_ROUNDS && c[1].rounds == c[0].rounds && cross > 0);
 
   /* Everything was freed and destroyed: the statistics agree and nothing is left. */
   check();
