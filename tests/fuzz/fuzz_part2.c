@@ -579,7 +579,7 @@ static void wake_pool(int pool) {
   snprintf(what, sizeof what, "recap_pool_wake(pool %d)", pool);
   /* A pool recap does not know (never captured into, or its memory gone back) is awake: the
    * header lists no status for it, so NOT_FOUND and SUCCESS both pass. */
-  if (r == RECAP_ERROR_NOT_FOUND && !capture && was == RECAP_POOL_AWAKE && !pool_known(pool))
+  if (r == RECAP_ERROR_NOT_FOUND && was == RECAP_POOL_AWAKE && !pool_known(pool))
     allowed = RECAP_ERROR_NOT_FOUND;
   /* An awake pool during a capture: the docs say both "refused" and "RECAP_SUCCESS, nothing
    * done"; either passes. */
@@ -641,6 +641,12 @@ static void op_sleep_all(void) {
     if (r == RECAP_SUCCESS && (what & 1)) st.pools[i].residue = false;
     if (r == RECAP_SUCCESS && !(what & 1) && now == RECAP_POOL_AWAKE && (i || st.device_used))
       die("recap_sleep succeeded and left a pool awake", r);
+    /* A failed recap_sleep wakes the pools it put to sleep: after DISCARD their blocks hold
+     * undefined bytes, which the caller writes again. */
+    bool discarded = r != RECAP_SUCCESS && !(what & 1) && !((what >> 1) & 1);
+    if (discarded && now == RECAP_POOL_AWAKE && was == RECAP_POOL_AWAKE)
+      for (int k = 0; k < SLOTS; k++)
+        if (st.slots[k].p && st.slots[k].pool == i) write_pattern(&st.slots[k], 0xd5);
     if (now == was) continue;
     if (now == RECAP_POOL_AWAKE) {
       st.pools[i].state = now;
@@ -720,6 +726,17 @@ static void op_fault(void) {
   uint8_t k = byte();
   uint8_t n = byte() % 6;
   recap__fake_fault_t kind = fault_kinds[k % (sizeof fault_kinds / sizeof fault_kinds[0])];
+  /* Defect (d) needs an unmap fault beside a map or access fault: with it tolerated, the two
+   * are never armed together. */
+  bool unmap = kind == RECAP__FAKE_FAULT_VMM_UNMAP;
+  bool map = kind == RECAP__FAKE_FAULT_VMM_MAP || kind == RECAP__FAKE_FAULT_VMM_SET_ACCESS;
+  if ((known & FUZZ_KNOWN_SLEEP_DOUBLE_FAULT) && n &&
+      ((unmap && (st.fault_at[RECAP__FAKE_FAULT_VMM_MAP] ||
+                  st.fault_at[RECAP__FAKE_FAULT_VMM_SET_ACCESS])) ||
+       (map && st.fault_at[RECAP__FAKE_FAULT_VMM_UNMAP]))) {
+    TRACE("known defect avoided (sleep_double_fault): no unmap fault beside a map fault");
+    return;
+  }
   TRACE("fault: call %u of kind %d fails", n, (int)kind);
   arm(kind, n);
 }
@@ -735,7 +752,10 @@ static void op_double_fault(void) {
   if (capturing_graph() >= 0) return;
   bool wake = asleep(pool);
   bool second = !(known & FUZZ_KNOWN_SLEEP_DOUBLE_FAULT);
-  if (!second) TRACE("known defect avoided (sleep_double_fault): one fault only");
+  if (!second) {
+    TRACE("known defect avoided (sleep_double_fault): one fault only");
+    disarm_all(); /* a fault armed before would be the second */
+  }
   if (!wake) {
     arm(RECAP__FAKE_FAULT_VMM_UNMAP, n);
     if (second) arm(RECAP__FAKE_FAULT_VMM_MAP, 1 + (what >> 2) % 2);
