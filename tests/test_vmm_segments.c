@@ -353,6 +353,42 @@ static void a_segment_with_holes_sleeps_and_wakes(void **state) {
   check();
 }
 
+/* A request that takes a free block with holes holds the rest too when the rest is too small to
+ * split off (no more than small_size): the holes in that rest are mapped again as well, so that
+ * every byte of the block it gets is mapped (a fuzzer wrote past the request's end into one). */
+static void an_unsplit_rest_is_mapped_too(void **state) {
+  (void)state;
+  const size_t G = 64 * KiB;
+  recap__fake_config_t cfg = {.device_count = 1,
+                              .vmm_granularity = G,
+                              .memory_per_device = 64 * MiB};
+  recap_test_reset(&cfg);
+  vmm_on();
+  recap_stream_t s = recap__fake_stream_new();
+  void *a, *b, *c;
+  OK(recap_malloc(&a, 20 * G, s)); /* a chunk each */
+  OK(recap_malloc(&b, 18 * G, s)); /* over 1 MiB: the large class too */
+  OK(recap_malloc(&c, 17 * G, s)); /* keeps the segment's end in use (the large class) */
+  OK(recap_free(a));
+  OK(recap_free(b));
+  OK(recap_empty_cache()); /* [0, 38 G) free and unmapped */
+  assert_int_equal(stats().reserved_bytes[0].current, (int64_t)(17 * G));
+  void *d;
+  OK(recap_malloc(&d, 22 * G + 512, s)); /* the rest, under 16 G = 1 MiB, is not split off */
+  assert_ptr_equal(d, a);
+  recap_block_info_t info;
+  OK(recap_block_info(d, &info));
+  assert_int_equal(info.size, 38 * G);
+  memset(d, 1, info.size); /* all of it mapped: the fake would fault on a hole */
+  assert_int_equal(stats().reserved_bytes[0].current, (int64_t)(55 * G));
+  check();
+  OK(recap_free(d));
+  OK(recap_free(c));
+  OK(recap_empty_cache());
+  assert_int_equal(stats().reserved_bytes[0].current, 0);
+  check();
+}
+
 static void memory_cap_applies(void **state) {
   (void)state;
   reset_with_memory(DEVICE_BYTES);
@@ -920,6 +956,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(release_gives_back_free_chunks_anywhere),
     cmocka_unit_test(a_released_pool_gives_back_the_temporary_before_its_output),
     cmocka_unit_test(a_segment_with_holes_sleeps_and_wakes),
+    cmocka_unit_test(an_unsplit_rest_is_mapped_too),
     cmocka_unit_test(memory_cap_applies),
     cmocka_unit_test(out_of_memory_retries_and_reports),
     cmocka_unit_test(the_retry_trims_the_growing_segment),

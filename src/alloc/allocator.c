@@ -968,21 +968,26 @@ typedef struct remap_attempt {
   const request_t *r;
   recap__block_t *b;
   const char *at;
+  size_t size; /* what the request holds from at */
 } remap_attempt_t;
 
 static recap_status_t remap_attempt(recap__device_state_t *d, void *ctx, size_t *bytes) {
   remap_attempt_t *a = ctx;
-  *bytes = recap__vmm_segment_map_need(d, a->b, a->at, a->r->rounded);
+  *bytes = recap__vmm_segment_map_need(d, a->b, a->at, a->size);
   if (*bytes) RECAP__CHECK(capped(d, a->r->o, *bytes));
-  return recap__vmm_segment_map(d, a->b, a->at, a->r->rounded);
+  return recap__vmm_segment_map(d, a->b, a->at, a->size);
 }
 
 /* Before the request is carved from the free block b at `at`: map the holes it touches again
- * (vmm_segment.c), with the out-of-memory retry, which keeps b as it is. Nothing to do, and
+ * (vmm_segment.c), with the out-of-memory retry, which keeps b as it is. What it touches is what
+ * it will hold: its rounded size when take_block splits the rest off, else everything from at to
+ * b's end (a rest too small to split stays with the block, holes and all). Nothing to do, and
  * one load on the hot path, for a block without holes. The free set may change meanwhile: the
  * caller finds b's slot again. */
 static COLD recap_status_t remap(const request_t *r, recap__block_t *b, const char *at) {
-  remap_attempt_t attempt = {.r = r, .b = b, .at = at};
+  size_t from_at = (size_t)(b->ptr + b->size - at);
+  bool split = recap__should_split(from_at, b->segment->small, b->segment->vmm, r->rounded, r->o);
+  remap_attempt_t attempt = {.r = r, .b = b, .at = at, .size = split ? r->rounded : from_at};
   return segment_memory(r->d, r->size, "mapping its VMM segment's free pages again", remap_attempt,
                         &attempt, b);
 }
