@@ -389,6 +389,41 @@ static void an_unsplit_rest_is_mapped_too(void **state) {
   check();
 }
 
+/* A block whose holes lie on both sides of a chunk still mapped: a request over all of it maps
+ * both, the chunk list growing for them (its room was once reserved for one chunk only). */
+static void holes_on_both_sides_of_a_chunk_are_mapped(void **state) {
+  (void)state;
+  recap_stream_t s = vmm_device();
+  void *a, *c1, *c2, *x, *y;
+  OK(recap_malloc(&a, 16 * MiB, s));
+  OK(recap_malloc(&c1, 4 * MiB, s));
+  OK(recap_malloc(&c2, 4 * MiB, s)); /* three chunks, room for four */
+  OK(recap_free(a));
+  OK(recap_empty_cache());          /* [0, 16) a hole */
+  OK(recap_malloc(&x, 4 * MiB, s)); /* [0, 4) mapped again */
+  OK(recap_malloc(&y, 4 * MiB, s)); /* [4, 8) mapped again */
+  assert_ptr_equal(x, a);
+  OK(recap_free(x));
+  OK(recap_empty_cache()); /* [0, 4) a hole again; y's chunk stays */
+  OK(recap_free(y));       /* [0, 16) free: holes [0, 4) and [8, 16), a chunk between */
+  recap__segment_t *seg = only_segment(default_pool());
+  assert_int_equal(seg->chunk_count, 3);
+  assert_int_equal(seg->chunk_capacity, 4);
+  void *d;
+  OK(recap_malloc(&d, 16 * MiB, s)); /* maps two holes: five chunks */
+  assert_ptr_equal(d, a);
+  memset(d, 2, 16 * MiB);
+  assert_int_equal(seg->chunk_count, 5);
+  assert_int_equal(stats().reserved_bytes[0].current, 24 * MiB);
+  check();
+  OK(recap_free(d));
+  OK(recap_free(c1));
+  OK(recap_free(c2));
+  OK(recap_empty_cache());
+  assert_int_equal(stats().reserved_bytes[0].current, 0);
+  check();
+}
+
 static void memory_cap_applies(void **state) {
   (void)state;
   reset_with_memory(DEVICE_BYTES);
@@ -957,6 +992,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_released_pool_gives_back_the_temporary_before_its_output),
     cmocka_unit_test(a_segment_with_holes_sleeps_and_wakes),
     cmocka_unit_test(an_unsplit_rest_is_mapped_too),
+    cmocka_unit_test(holes_on_both_sides_of_a_chunk_are_mapped),
     cmocka_unit_test(memory_cap_applies),
     cmocka_unit_test(out_of_memory_retries_and_reports),
     cmocka_unit_test(the_retry_trims_the_growing_segment),

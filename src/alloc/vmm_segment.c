@@ -219,10 +219,11 @@ out:
   return s;
 }
 
-/* Room for one more chunk in seg's list. */
-static bool reserve_chunk(recap__segment_t *seg) {
-  if (seg->chunk_count < seg->chunk_capacity) return true;
+/* Room for `more` chunks in seg's list. */
+static bool reserve_chunks(recap__segment_t *seg, int more) {
+  if (seg->chunk_count + more <= seg->chunk_capacity) return true;
   int capacity = seg->chunk_capacity ? seg->chunk_capacity * 2 : 4;
+  while (capacity < seg->chunk_count + more) capacity *= 2;
   recap__vmm_chunk_t *grown =
       recap__host_realloc(seg->chunks, (size_t)capacity * sizeof *seg->chunks);
   if (!grown) return false;
@@ -308,8 +309,8 @@ recap_status_t recap__vmm_segment_grow(recap__device_state_t *d, recap__pool_t *
   g.spare_seg = recap__host_calloc(1, sizeof *g.spare_seg);
   recap__block_t *spare = recap__host_calloc(1, sizeof *spare);
   bool had =
-      g.spare_seg && spare && reserve_chunk(g.spare_seg) && recap__free_set_reserve_all(set, 1);
-  if (had && g.plan.seg) had = reserve_chunk(g.plan.seg);
+      g.spare_seg && spare && reserve_chunks(g.spare_seg, 1) && recap__free_set_reserve_all(set, 1);
+  if (had && g.plan.seg) had = reserve_chunks(g.plan.seg, 1);
   recap_status_t s;
   if (!had) {
     s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
@@ -530,7 +531,7 @@ recap_status_t recap__vmm_segment_map(recap__device_state_t *d, recap__block_t *
   /* Every host record first: the holes' list and room for their chunks. */
   hole_t *holes = recap__host_calloc((size_t)n, sizeof *holes);
   bool had = holes != NULL;
-  while (had && seg->chunk_count + n > seg->chunk_capacity) had = reserve_chunk(seg);
+  had = had && reserve_chunks(seg, n);
   if (!had) {
     recap__host_free(holes);
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
