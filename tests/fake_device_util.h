@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "harness.h"
 
 static const recap__device_ops_t *const ops = &recap__fake_ops;

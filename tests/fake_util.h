@@ -9,7 +9,7 @@
 #ifndef RECAP_TEST_FAKE_UTIL_H
 #define RECAP_TEST_FAKE_UTIL_H
 
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "harness.h"
 #include "plain_callable.h"
 #include "reset.h"

@@ -12,7 +12,7 @@
 #ifndef RECAP_TEST_GRAPH_UTIL_H
 #define RECAP_TEST_GRAPH_UTIL_H
 
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 #include "harness.h"

@@ -14,7 +14,7 @@
 #include <stdlib.h>
 
 #include "alloc/alloc_internal.h"
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "recap.h"
 #include "reset.h"
 

@@ -6,7 +6,7 @@
 #ifndef RECAP_TEST_PLAIN_CALLABLE_H
 #define RECAP_TEST_PLAIN_CALLABLE_H
 
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "recap.h"
 
 /* The plain callable of one input and one output that tests graph: forward launches a kernel

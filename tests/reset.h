@@ -5,7 +5,7 @@
 #ifndef RECAP_TEST_RESET_H
 #define RECAP_TEST_RESET_H
 
-#include "device/fake.h"
+#include "fake/fake.h"
 
 #ifdef __cplusplus
 extern "C" {

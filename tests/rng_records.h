@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "harness.h"
 #include "recap.h"
 

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <stdint.h>
 
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "recap.h"
 
 enum { MODEL_ROWS = 1024, MODEL_LOG = 256 };

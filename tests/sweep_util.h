@@ -16,7 +16,7 @@
 #include <stdio.h>
 
 #include "alloc/alloc_internal.h"
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "graph/registry.h"
 #include "fake_util.h"
 #include "recap.h"

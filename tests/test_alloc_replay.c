@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "alloc/alloc_internal.h"
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "fake_util.h"
 #include "harness.h"
 #include "host_faults.h"

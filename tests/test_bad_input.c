@@ -39,7 +39,7 @@
 
 #include "alloc/alloc_internal.h"
 #include "core/error.h"
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 #include "harness.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * test_fake_cond.c — tests of the CPU fake device's regions (src/device/fake_cond.c): pausing a
+ * test_fake_cond.c — tests of the CPU fake device's regions (tests/fake/fake_cond.c): pausing a
  * capture and resuming it into a graph, conditional handles and nodes of each kind, nesting,
  * what a launch runs, the condition kernels, rng_advance, inspection and reads of bodies,
  * executable updates, and the faults of each new operation.
@@ -18,7 +18,7 @@
 
 #include "core/host.h"
 #include "device/cond_launch.h"
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "fake_device_util.h"
 #include "harness.h"
 

@@ -2,7 +2,7 @@
 /*
  * test_fake_device.c — tests of the CPU fake device's devices and memory, streams and events,
  * waits between streams, capture modes and the calls a capture forbids, from one thread and
- * several, and its reset (src/device/fake_memory.c, fake_stream.c, the capture rules of
+ * several, and its reset (tests/fake/fake_memory.c, fake_stream.c, the capture rules of
  * fake_capture.c, fake.c).
  *
  * The allocator's tests trust the fake's accounting, event and capture semantics; these tests
@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "fake_device_util.h"
 #include "harness.h"
 

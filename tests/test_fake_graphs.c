@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_fake_graphs.c — tests of the graphs the CPU fake device builds from captures and
- * launches (src/device/fake_capture.c), the faults it injects (fake_fault.c), and what it tells
+ * launches (tests/fake/fake_capture.c), the faults it injects (fake_fault.c), and what it tells
  * about the nodes of its graphs, random-number kernels included (fake_inspect.c, fake_rng.c).
  *
  * The layers above trust the fake's graphs to record, instantiate and launch the way CUDA's do;
@@ -23,8 +23,8 @@
 
 #include "core/host.h"
 #include "device/cond_launch.h"
-#include "device/fake.h"
 #include "device/rng_launch.h"
+#include "fake/fake.h"
 #include "fake_device_util.h"
 #include "harness.h"
 

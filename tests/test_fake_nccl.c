@@ -18,7 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "fake_device_util.h"
 #include "harness.h"
 

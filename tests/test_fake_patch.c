@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_fake_patch.c — tests of the CPU fake device's rebinding and update model
- * (src/device/fake_patch.c): patch plans and their sites, patches of executables and of
+ * (tests/fake/fake_patch.c): patch plans and their sites, patches of executables and of
  * templates, kernels that compute at a replay, executable updates and their refusals, the
  * timing model, and the faults of each step.
  *
@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "core/host.h"
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "fake_device_util.h"
 #include "harness.h"
 

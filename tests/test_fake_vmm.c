@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "fake_device_util.h"
 #include "harness.h"
 

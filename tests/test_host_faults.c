@@ -22,7 +22,7 @@
 #include <string.h>
 
 #include "alloc/alloc_internal.h"
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 #include "harness.h"

@@ -19,7 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "harness.h"
 #include "recap.h"
 #include "recap_view.h"

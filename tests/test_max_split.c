@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "alloc/alloc_internal.h"
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "harness.h"
 #include "reset.h"
 #include "fake_util.h"

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "alloc/alloc_internal.h"
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "fake_util.h"
 #include "harness.h"
 #include "recap.h"

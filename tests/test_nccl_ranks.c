@@ -17,8 +17,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "device/fake.h"
 #include "device/nccl_seam.h"
+#include "fake/fake.h"
 #include "graph_util.h"
 #include "harness.h"
 #include "nccl/nccl_internal.h"

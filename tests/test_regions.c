@@ -13,8 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/fake.h"
-#include "device/fake_state.h"
+#include "fake/fake.h"
+#include "fake/fake_state.h"
 #include "graph/registry.h"
 #include "graph_util.h"
 #include "harness.h"

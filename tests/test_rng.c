@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "device/rng_launch.h"
 #include "harness.h"
 #include "reset.h"

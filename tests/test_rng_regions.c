@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "harness.h"
 #include "fake_util.h"
 #include "graph/graph_internal.h"

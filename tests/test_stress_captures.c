@@ -34,7 +34,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "graph/registry.h"
 #include "harness.h"
 #include "fake_util.h"

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "alloc/alloc_internal.h"
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 #include "harness.h"
@@ -208,8 +208,8 @@ static const char *kind_name(recap__fake_fault_t kind) {
 static bool sweep_vmm;
 
 /* Kinds of calls that no path of the library makes in the mode swept, so no workload can reach
- * them: pinned host memory (src/device/fake_vmm.c), which the allocator's sleep/wake will call;
- * the fake NCCL (src/device/fake_nccl.c), which the workload does not use, and the stream waits
+ * them: pinned host memory (tests/fake/fake_vmm.c), which the allocator's sleep/wake will call;
+ * the fake NCCL (tests/fake/fake_nccl.c), which the workload does not use, and the stream waits
  * that only replays of graphs with collectives make (src/nccl/policy.c);
  * with classic segments, the seam's virtual memory management (cudaMalloc is reached in both
  * modes: segments, or the generators' device state). The sweep checks that the workload indeed

@@ -7,7 +7,7 @@
  * with the capture mode relaxed.
  */
 #include "alloc/alloc_internal.h"
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "harness.h"
 #include "reset.h"
 #include "fake_util.h"

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "reset.h"
 #include "harness.h"
 #include "recap_view.h"

@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "alloc/alloc_internal.h"
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "harness.h"
 #include "fake_util.h"
 #include "recap.h"

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "reset.h"
 #include "view_fixture.h"
 

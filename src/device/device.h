@@ -4,9 +4,10 @@
  *
  * Only src/device/ calls CUDA. Two implementations stand behind this table: cuda.c (the CUDA
  * runtime, linked statically, and driver entry points fetched at run time, so nothing links
- * against libcuda) and the CPU fake (fake.h: host memory, simulated streams, events and
- * captures, and fault injection), which lets CI test everything above this layer without a
- * GPU. The fake is built only for the tests, which install it with recap__device_install.
+ * against libcuda) and the CPU fake (tests/fake/fake.h: host memory, simulated streams, events
+ * and captures, and fault injection), which lets CI test everything above this layer without a
+ * GPU. The fake is test code, built only for the tests, which install it with
+ * recap__device_install.
  *
  * Every function returns a recap status; on failure it has already set the thread's last error
  * with the failing call, the CUDA error name and the place.

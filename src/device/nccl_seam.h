@@ -3,8 +3,9 @@
  * nccl_seam.h — everything recap asks of NCCL, behind one table of functions.
  *
  * recap never links NCCL: nccl.c loads libnccl.so.2 at first use (or the library named by
- * RECAP_NCCL_LIBRARY) and fetches each function with dlsym; the CPU fake (fake_nccl.c, tests
- * only) models communicators of several ranks as threads. recap__nccl() returns the table in use.
+ * RECAP_NCCL_LIBRARY) and fetches each function with dlsym; the CPU fake
+ * (tests/fake/fake_nccl.c, tests only) models communicators of several ranks as threads.
+ * recap__nccl() returns the table in use.
  *
  * Every function returns a recap status; on failure it has already set the thread's last error
  * with the failing call, NCCL's error string and what to do.

@@ -31,7 +31,7 @@
 #include <string.h>
 
 #include "alloc/alloc_internal.h"
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "fuzz_util.h"
 #include "reset.h"
 #include "recap.h"

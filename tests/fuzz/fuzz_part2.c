@@ -41,7 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "fuzz_util.h"
 #include "recap.h"
 #include "reset.h"

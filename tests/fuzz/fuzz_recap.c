@@ -38,7 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/fake.h"
+#include "fake/fake.h"
 #include "fuzz_util.h"
 #include "reset.h"
 #include "recap.h"

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/fake_state.h"
+#include "fake/fake_state.h"
 
 /* ---- what a capture forbids ------------------------------------------------------------- */
 

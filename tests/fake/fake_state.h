@@ -29,8 +29,8 @@
 
 #include "core/error.h"
 #include "device/cond_launch.h"
-#include "device/fake.h"
 #include "device/rng_launch.h"
+#include "fake/fake.h"
 
 /* ---- configuration ---------------------------------------------------------------------- */
 

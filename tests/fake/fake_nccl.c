@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "device/fake_state.h"
+#include "fake/fake_state.h"
 
 enum { MAX_RANKS = 64, DEFAULT_VERSION = 23203, DEFAULT_TIMEOUT_MS = 5000, ALIGN = 512 };
 #define COMM_MAGIC 0x6e63636cu /* "nccl" */

@@ -12,7 +12,7 @@
 
 #include "core/host.h"
 #include "core/text.h"
-#include "device/fake_state.h"
+#include "fake/fake_state.h"
 
 /* ---- DOT -------------------------------------------------------------------------------- */
 

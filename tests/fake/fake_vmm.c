@@ -21,7 +21,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "device/fake_state.h"
+#include "fake/fake_state.h"
 
 /* ---- lookups (lock held) ------------------------------------------------------------------- */
 

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "core/host.h"
-#include "device/fake_state.h"
+#include "fake/fake_state.h"
 
 /* What the plan knows of one node of its graph: for a node that holds a site, the values a
  * SetParams call writes (the plan's current ones), and whether the template lags behind. */

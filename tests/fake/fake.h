@@ -2,8 +2,12 @@
 /*
  * fake.h — controls of the CPU fake device, for tests.
  *
- * The fake is a library of its own (recap_fake, src/device/fake*.c) that only the tests and
- * fuzzers link; the installed librecap.so and librecap.a do not contain it.
+ * The fake is test code and lives with the tests: a library of its own (recap_fake,
+ * tests/fake/fake*.c) that only the tests and fuzzers link; the installed librecap.so and
+ * librecap.a do not contain it. Its users include it as "fake/fake.h" (tests/ is on their include
+ * path), and its own files include their private state as "fake/fake_state.h". It uses the
+ * library's core and device seam headers (src/) and nothing above them, which library.layers
+ * checks.
  *
  * The fake stands in for CUDA behind the device seam: memory is host memory, a stream is a
  * queue whose progress the test moves by hand, an event is "done" once its stream has

@@ -3,7 +3,7 @@
  * fake_fault.c — fault injection in the CPU fake device: the nth call of a kind fails, the way
  * CUDA reports a failure, so that tests reach every error path of the layers above.
  */
-#include "device/fake_state.h"
+#include "fake/fake_state.h"
 
 bool recap__fake_count_call(recap__fake_fault_t kind) {
   recap__fake.calls[kind]++;

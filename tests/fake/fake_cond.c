@@ -17,7 +17,7 @@
 #include <string.h>
 
 #include "core/host.h"
-#include "device/fake_state.h"
+#include "fake/fake_state.h"
 
 enum { FAKE_DEFAULT_ITERATION_LIMIT = 1000000 };
 #define FAKE_COND_HANDLE_BASE 0xc0d0000000000000ull

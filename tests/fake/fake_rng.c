@@ -5,7 +5,7 @@
  */
 #include <stdlib.h>
 
-#include "device/fake_state.h"
+#include "fake/fake_state.h"
 
 /* ---- random numbers ------------------------------------------------------------------------
  * The fake computes no real random numbers: eager kernels fill their output with a simple

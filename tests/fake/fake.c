@@ -22,7 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/fake_state.h"
+#include "fake/fake_state.h"
 
 /* The fake's devices report this compute capability unless the test configures another. */
 enum { FAKE_DEFAULT_COMPUTE_CAPABILITY = 90 };

@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device/fake_state.h"
+#include "fake/fake_state.h"
 
 /* ---- the table of live blocks ----------------------------------------------------------- */
 
