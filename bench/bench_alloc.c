@@ -8,12 +8,12 @@
  *   async         cudaMallocFromPoolAsync + cudaFreeAsync on s, from a CUDA memory pool whose
  *                 release threshold is the maximum, so it keeps its memory cached too;
  *   routed        the recap pair while a recap capture is under way on s: the allocation is
- *                 routed to the graph's private pool (SPEC §3), which is what the routing adds;
+ *                 routed to the graph's private pool, which is what the routing adds;
  *   other stream  the recap pair on a second stream while s is capturing: allocations there
  *                 must see that their stream is not part of the capture and use the default pool.
  *
  * Each figure is the median over rounds; a round times a batch of pairs of each variant, one
- * after another, so drift hits all alike. SPEC §9's targets: the recap pair <= 60 ns, and the
+ * after another, so drift hits all alike. recap's targets: the recap pair <= 60 ns, and the
  * routed pair at most 100 ns dearer than the plain one. PyTorch's caching allocator is measured
  * on the same machine by bench/torch_alloc.py.
  */

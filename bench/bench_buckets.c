@@ -20,7 +20,7 @@
  * launches cycling through the 8 graphs, batches of the raw and the recap way alternating).
  * Every way computes the same outputs: they are compared bit for bit with the first way's.
  *
- * Goal (issue 15): recap's shared pool with VMM segments reserves <= the driver's footprint and
+ * Goal: recap's shared pool with VMM segments reserves <= the driver's footprint and
  * <= 1.1x the ideal, while its replay stays cheaper than the memory nodes'. Reported, never
  * failed; a call that fails or outputs that differ make the exit status 1.
  */

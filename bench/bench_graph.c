@@ -15,7 +15,7 @@
  *            UseNodePriority) + cudaGraphDestroy: the same work recap does for the user.
  *            Destroying the executables is left out of both.
  *
- * SPEC §9's targets: replay <= 1.05x a bare launch, capture + instantiate <= 1.1x raw CUDA.
+ * recap's targets: replay <= 1.05x a bare launch, capture + instantiate <= 1.1x raw CUDA.
  * Every graph adds one to a device counter per kernel; the counter is checked after the replays.
  */
 #include <stdlib.h>

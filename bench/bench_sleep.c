@@ -25,7 +25,7 @@
  *             recapture what a program without sleep does instead: destroy the graph, free
  *                      its blocks, recap_empty_cache, then capture + instantiate again.
  *
- * Goals (issue 15): DISCARD sleep + wake <= 0.1 s at 64 GiB and <= 3x the floor (mapping and
+ * Goals: DISCARD sleep + wake <= 0.1 s at 64 GiB and <= 3x the floor (mapping and
  * unmapping the pool's bytes in 1 GiB chunks, as wake maps); >= 99% of the pool's physical
  * memory back while asleep; OFFLOAD at >= 0.8 of the pinned bandwidth; replays after a wake bit
  * identical. The OFFLOAD figures come twice, the first cycle's (what pinning costs) beside the

@@ -3,7 +3,7 @@
  * common.h — what recap's benchmarks share: a monotonic clock, sample statistics, the device
  * check every benchmark starts with, checked CUDA and recap calls, and the output path rule.
  *
- * The benchmarks time host-side costs (SPEC §9): the CPU time a call takes to return, not the
+ * The benchmarks time host-side costs: the CPU time a call takes to return, not the
  * GPU time of the work it enqueues. Each figure is the median of many batches; a batch times
  * many calls in a row with one clock read before and one after, so the clock's own cost is
  * spread over the batch.

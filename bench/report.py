@@ -7,7 +7,7 @@ bench_graph.json, bench_alloc.json (recap and raw CUDA, from the C benchmarks) a
 torch_graph.json, torch_alloc.json (PyTorch, from bench/torch_*.py). Prints:
 
   replay      host us per launch: raw cudaGraphLaunch, recap_graph_replay, torch g.replay();
-              recap/raw against SPEC §9's 1.05, and recap/torch;
+              recap/raw against recap's target of 1.05, and recap/torch;
   capture     us for capture + instantiate of N kernels: raw, recap, torch (begin/end and the
               torch.cuda.graph context); recap/raw against 1.1, and recap/torch;
   allocator   ns per cached malloc + free pair: recap, cudaMallocAsync, torch; recap against

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_max_split.c — the max_split_size option: which values it takes, and that medium requests
- * keep sharing 20 MiB segments whatever its value (issue 12, defect 1: with max_split_size
- * between large_threshold and large_segment every medium request took a fresh 20 MiB segment
- * that it never split and that the next request never reused).
+ * keep sharing 20 MiB segments whatever its value (the defect this guards against: with
+ * max_split_size between large_threshold and large_segment, every medium request would take a
+ * fresh 20 MiB segment that it never split and that the next request never reused).
  */
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * test_stress.c — the deterministic multi-threaded stress test, on the CPU fake device (SPEC
- * §10: allocation from many threads, and thread-local captures from two threads at once, work).
+ * test_stress.c — the deterministic multi-threaded stress test, on the CPU fake device: it checks
+ * that allocation from many threads, and thread-local captures from two threads at once, work.
  *
  * Each thread draws its operations from a generator seeded by its index, so a run does the same
  * work whatever the interleaving, and the checks at the end hold for every interleaving: every

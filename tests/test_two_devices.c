@@ -2,9 +2,9 @@
 /*
  * test_two_devices.c — the allocator on a fake with two devices while a capture runs on one of
  * them. CUDA's global capture mode forbids cudaMalloc and cudaFree in every thread, whatever
- * the device, so recap treats a capture on any device as a capture under way (issue 12,
- * defect 3): recap_empty_cache() refuses, and a new segment on the other device is allocated
- * with the capture mode relaxed.
+ * the device, so recap treats a capture on any device as a capture under way (else a cudaMalloc
+ * or cudaFree on the other device would invalidate the capture): recap_empty_cache() refuses,
+ * and a new segment on the other device is allocated with the capture mode relaxed.
  */
 #include "alloc/alloc_internal.h"
 #include "fake/fake.h"

@@ -3,7 +3,7 @@
  * mlp — train a multi-layer perceptron in C on cuBLAS, four ways, with recap.
  *
  *   eager       every kernel and cuBLAS call launched from the host at every step;
- *   graphed     the network as recap graphed callables (the seed's make_graphed_callables):
+ *   graphed     the network as recap graphed callables (PyTorch's make_graphed_callables):
  *               forward and backward captured as graphs sharing one pool, the loss launched
  *               eagerly between them, the Adam step captured as a graph of its own;
  *   whole-step  forward, loss, backward and Adam captured as one recap graph;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * recap/annotate.h — labels for the nodes of a captured graph ("which of my code is this
- * node?"), the seed's enable_annotations.
+ * node?").
  *
  *     recap_annotations_enable(1);                  // or RECAP_ANNOTATIONS=1
  *     recap_graph_capture_begin(g, s, NULL);        // g created with RECAP_GRAPH_KEEP

@@ -232,7 +232,7 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_stream_is_capturing(recap_stream_
 RECAP_API int recap_graphs_disabled(void);
 
 /* ------------------------------------------------------------------------------------------
- * Capture scope (the seed's `with torch.cuda.graph(g):`)
+ * Capture scope (PyTorch's `with torch.cuda.graph(g):`)
  * ---------------------------------------------------------------------------------------- */
 
 /* Options of a capture scope: the scope's own fields, then the options of its capture,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * recap/graphed.h — graphed callables: the seed's make_graphed_callables, for C.
+ * recap/graphed.h — graphed callables: PyTorch's make_graphed_callables, for C.
  *
  * C has no autograd, so a callable is a pair of functions the user writes: a forward that
  * enqueues its work on the stream recap passes and allocates its outputs with recap_malloc on

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * recap/liveness.h — input-liveness checks ("which buffer did I free that the graph still
- * reads?"), the seed's check_input_liveness.
+ * reads?").
  *
  *     recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
  *     o.check_input_liveness = 1;

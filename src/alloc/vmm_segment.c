@@ -79,8 +79,8 @@ static recap__block_t *last_block(const recap__segment_t *seg) {
  * classic small segment, so that a pool growing by small requests maps as rarely as classic
  * segments are made. The large class maps only what the request lacks: a segment that grows in
  * place needs no slack for later requests, and the class's 20 MiB would make a pool of a few
- * MiB-sized temporaries reserve nearly twice what they use (the footprint SPEC §14 compares with
- * CUDA's graph memory nodes). */
+ * MiB-sized temporaries reserve nearly twice what they use (the footprint bench_buckets compares
+ * with CUDA's graph memory nodes'). */
 static size_t class_least(const recap__options_t *o, bool small) {
   return small ? (size_t)o->small_segment : 0;
 }

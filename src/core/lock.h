@@ -3,8 +3,8 @@
  * lock.h — a lean mutual-exclusion lock for the allocator's one lock.
  *
  * recap_malloc and recap_free each take the allocator's lock once, and the pair of them costs
- * a few dozen nanoseconds (SPEC §9), so the lock's own cost is a large part of it. A
- * pthread_mutex_t pays for what recap does not use (its kinds, robustness, owner and count
+ * a few dozen nanoseconds (the target is at most 60 ns), so the lock's own cost is a large part
+ * of it. A pthread_mutex_t pays for what recap does not use (its kinds, robustness, owner and count
  * checks: about fifty instructions per lock and unlock in glibc); recap never waits on a
  * condition variable with this lock, so a lock of one atomic word does: taking it free is one
  * compare-and-swap, giving it back one exchange. A contended lock spins briefly (the critical

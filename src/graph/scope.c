@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * scope.c — the capture scope (the seed's `with torch.cuda.graph(g):`) and the library-owned
+ * scope.c — the capture scope (PyTorch's `with torch.cuda.graph(g):`) and the library-owned
  * side streams it captures on when given none.
  *
  * Beginning a scope synchronises the device and gives unused cached memory back first, as the

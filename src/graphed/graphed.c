@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * graphed.c — graphed callables (the seed's make_graphed_callables), built on graphs and the
+ * graphed.c — graphed callables (PyTorch's make_graphed_callables), built on graphs and the
  * allocator.
  *
  * create: warm every callable up on recap's side stream (lazy initialisation inside user code —

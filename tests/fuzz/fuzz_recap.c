@@ -24,10 +24,13 @@
  * At the end everything is destroyed and freed, and the statistics, the fake's memory, graphs,
  * executables and captures must all be zero.
  *
- * Known defects (issue 12) can be tolerated one by one: RECAP_FUZZ_KNOWN="1,4,5,rng" makes the
- * check that finds defect 1, 4 or 5, or a failed replay that advanced a generator, note the
- * violation and go on (the model then follows what recap did). Without it every violation
- * aborts. RECAP_FUZZ_TRACE=1 prints every call and its status.
+ * Known defects can be tolerated one by one: RECAP_FUZZ_KNOWN="1,4,5,rng" makes the check that
+ * finds defect 1 (a request takes a fresh segment where max_split_size lies between
+ * large_threshold and large_segment), 4 (the last status differs from the status returned) or 5
+ * (recap_capture_scope_end ends a plain capture begun after the scope's capture failed), or a
+ * failed replay that advanced a generator (rng), note the violation and go on (the model then
+ * follows what recap did). Without it every violation aborts. RECAP_FUZZ_TRACE=1 prints every
+ * call and its status.
  *
  * Build: cmake --preset fuzz && cmake --build --preset fuzz; run:
  *   build-fuzz/tests/fuzz_recap -max_total_time=60 corpus-dir tests/fuzz/corpus_recap
@@ -212,8 +215,8 @@ static void check_last(recap_status_t s, const char *call) {
   if (recap_last_status() != s) {
     char what[256];
     snprintf(what, sizeof what,
-             "%s returned %s but recap_last_status() is %s (issue 12, defect 4: a cleanup "
-             "overwrote the error)",
+             "%s returned %s but recap_last_status() is %s (defect 4: a cleanup overwrote "
+             "the error)",
              call, recap_status_name(s), recap_status_name(recap_last_status()));
     known_defect(KNOWN_4, what, s);
   }
@@ -364,9 +367,9 @@ static void check_tag(const slot_t *s) {
 
 static struct { size_t small, large, segment; } sizes;
 
-/* The public headers before and after issue 12's API changes (recap_block_info's struct, the
- * callable description's size and the backward's inputs and outputs) came in one change, which
- * RECAP_CALLABLE_DESC_INIT marks: the target builds against both. */
+/* recap_block_info's struct, the callable description's size and the backward's inputs and
+ * outputs changed in one change of the public headers, which RECAP_CALLABLE_DESC_INIT marks:
+ * the target builds against the headers before and after it. */
 #ifdef RECAP_CALLABLE_DESC_INIT
 static recap_status_t block_info(const void *p, void **base, size_t *usable) {
   recap_block_info_t info;
@@ -441,8 +444,8 @@ static void op_malloc(void) {
    * that merged with free neighbours may legitimately be too large to split for a request
    * below the limit (PyTorch's rule), so the check holds for requests below large_threshold
    * only, which share large_segment-sized segments (docs/allocator.md). Where max_split_size
-   * lies between large_threshold and large_segment, this is issue 12's defect 1: every such
-   * request takes a fresh segment. Values at or above large_segment cannot hit it. */
+   * lies between large_threshold and large_segment, this is defect 1: every such request takes
+   * a fresh segment. Values at or above large_segment cannot hit it. */
   if (reuse_check && usable == freed_usable && (st.max_split == 0 || size < sizes.large)) {
     recap_memory_stats_t after;
     if (recap_memory_stats(-1, &after) != RECAP_SUCCESS) die("recap_memory_stats failed", 0);
@@ -452,8 +455,7 @@ static void op_malloc(void) {
       if (defect_1)
         known_defect(KNOWN_1,
                      "a request took a new segment though the block freed just before fits it "
-                     "(issue 12, defect 1: max_split_size between large_threshold and "
-                     "large_segment)",
+                     "(defect 1: max_split_size between large_threshold and large_segment)",
                      s);
       else
         die(what, s);
@@ -518,9 +520,10 @@ static void op_empty_cache(void) {
 
 static void op_option(void) {
   /* In units of large_threshold (10 MiB, or 160 KiB scaled). 1, 1.2 and 1.6 lie between
-   * large_threshold and large_segment, where issue 12's defect 1 wastes memory; its fix makes
-   * the option refuse them (max_split_size 0 or larger than large_segment), so the model takes
-   * either outcome there: accepted, the reuse check in op_malloc holds recap to its promise. */
+   * large_threshold and large_segment, where defect 1 (a fresh segment for every medium request)
+   * wastes memory; its fix makes the option refuse them (max_split_size 0 or larger than
+   * large_segment), so the model takes either outcome there: accepted, the reuse check in
+   * op_malloc holds recap to its promise. */
   static const double split[] = {0, 1, 1.2, 1.6, 2.5, 4};
   static const double cap[] = {0, 3.2, 6.4, 25.6};
   uint8_t which = byte(), value = byte();
@@ -796,7 +799,7 @@ static void op_scope_end(void) {
     if (s != RECAP_ERROR_INVALID_USAGE && gr->state == CAPTURING) {
       known_defect(KNOWN_5,
                    "recap_capture_scope_end ended a plain capture after the scope's capture "
-                   "had failed (issue 12, defect 5)",
+                   "had failed (defect 5)",
                    s);
       capture_ended(g, s, "recap_capture_scope_end");
       return;
@@ -848,7 +851,7 @@ static void op_replay(void) {
            "recap_graph_replay");
   if (s == RECAP_SUCCESS) gr->instantiated = true;
   /* Every replay advances the generators the graph draws from by what it consumes; a failed
-   * one leaves them as they were (issue 12 asks for it). */
+   * one leaves them as they were (docs/rng.md, "A replay that fails"). */
   for (int k = 0; k < GENS; k++) {
     if (!(gr->gens & (1u << k))) continue;
     if (s == RECAP_SUCCESS) {
