@@ -478,9 +478,10 @@ static recap_status_t map_fresh(recap__segment_t *seg, size_t offset, size_t siz
     if (dev->vmm_release(h) != RECAP_SUCCESS) {
       /* Forgotten, the handle would hold its memory for good: listed as held, the undo and
        * the next wake release it again. */
-      LOG_ERROR("could not release a chunk of %zu bytes after its map failed (%s); it is kept "
-                "for the next try",
-                size, recap_last_error());
+      LOG_ERROR(
+          "could not release a chunk of %zu bytes after its map failed (%s); it is kept "
+          "for the next try",
+          size, recap_last_error());
       seg->chunks[seg->chunk_count++] =
           (recap__vmm_chunk_t){.offset = offset, .size = size, .handle = h, .held = true};
     }
