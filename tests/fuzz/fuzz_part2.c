@@ -69,7 +69,11 @@ enum {
   FUZZ_KNOWN_REBIND_RECAPTURE = 2,   /* (b) accept INVALID_ARGUMENT at such a recapture's end */
   FUZZ_KNOWN_REGION_INVALIDATED = 4, /* (c) invalidate no capture while a region is open */
   FUZZ_KNOWN_SLEEP_DOUBLE_FAULT = 8, /* (d) arm no second fault behind a sleep's or wake's */
-  FUZZ_KNOWN_VMM_INTERIOR = 16       /* (e) skip the interior-chunk check of empty_cache */
+  FUZZ_KNOWN_VMM_INTERIOR = 16,      /* (e) skip the interior-chunk check of empty_cache */
+  /* (f), open: a recapture refused after a fault, while a pool sleeps, returned
+   * INVALID_USAGE with recap_last_status() still the pool's POOL_ASLEEP: the two are not
+   * compared for a failed recap_graph_recapture_begin */
+  FUZZ_KNOWN_RECAPTURE_STATUS = 32
 };
 
 typedef struct slot {
@@ -181,7 +185,10 @@ static bool status(recap_status_t s, recap_status_t allowed, const char *call) {
   if (s == RECAP_ERROR_INTERNAL && !fired(RECAP__FAKE_FAULT_NCCL_COLLECTIVE)) die(call, s);
   if (s != RECAP_SUCCESS) {
     if (!recap_last_error()[0]) die("a failed call left recap_last_error() empty", s);
-    if (recap_last_status() != s) die("recap_last_status() differs from the status", s);
+    bool tolerated =
+        (known & FUZZ_KNOWN_RECAPTURE_STATUS) && strcmp(call, "recap_graph_recapture_begin") == 0;
+    if (recap_last_status() != s && !tolerated)
+      die("recap_last_status() differs from the status", s);
   }
   if (s == allowed) return false;
   if (st.fired && s != RECAP_SUCCESS) return true;
@@ -1203,8 +1210,9 @@ static void release_everything(void) {
 }
 
 static void parse_known(void) {
-  static const char *const names[] = {"pinned_null", "rebind_recapture", "region_invalidated",
-                                      "sleep_double_fault", "vmm_interior"};
+  static const char *const names[] = {"pinned_null",        "rebind_recapture",
+                                      "region_invalidated", "sleep_double_fault",
+                                      "vmm_interior",       "recapture_status"};
   known = 0;
   const char *env = getenv("RECAP_FUZZ_KNOWN");
   if (!env) return;
