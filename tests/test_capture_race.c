@@ -314,7 +314,7 @@ static void *churning_thread(void *arg) {
   return NULL;
 }
 
-/* The race of the issue: two plain threads, one capturing, one freeing blocks used on the
+/* The race itself: two plain threads, one capturing, one freeing blocks used on the
  * capturing stream; no capture may break. */
 static void two_threads_break_no_capture(void **state) {
   (void)state;

@@ -51,7 +51,7 @@ static void medium_requests_share_a_segment_with_no_limit(void **state) {
   ten_rounds_of_two_mib();
 }
 
-/* The issue's case: max_split_size=10MiB (between large_threshold and large_segment), then ten
+/* The defect's case: max_split_size=10MiB (between large_threshold and large_segment), then ten
  * rounds of free + malloc of 2 MiB. They must end with one 20 MiB segment, not eleven (220 MiB
  * reserved for one live 2 MiB block): the value is refused, with a message that says why, and
  * the rounds run as with no limit. */
