@@ -141,7 +141,24 @@ recap_status_t recap__pinned_give(void *ptr, size_t size) {
     kept[kept_count++] = (kept_t){.ptr = ptr, .size = size};
     return RECAP_SUCCESS;
   }
-  return recap__device()->host_free_pinned(ptr);
+  recap_status_t s = recap__device()->host_free_pinned(ptr);
+  if (s == RECAP_SUCCESS) return RECAP_SUCCESS;
+  /* A buffer that could not be freed is kept, so that recap_empty_cache (or the option at 0
+   * at the next sleep or wake) frees it: host memory comes back once the device lets it. */
+  recap__saved_error_t cause;
+  recap__error_save(&cause);
+  if (list_reserve()) {
+    kept[kept_count++] = (kept_t){.ptr = ptr, .size = size};
+    return recap__error(s,
+                        "freeing %zu bytes of pinned host memory failed (%s); the buffer stays "
+                        "kept, and the next recap_empty_cache frees it",
+                        size, cause.message);
+  }
+  return recap__error(s,
+                      "freeing %zu bytes of pinned host memory failed (%s), and no host memory "
+                      "is left to list it for a later free: it stays pinned until the process "
+                      "ends",
+                      size, cause.message);
 }
 
 recap_status_t recap__pinned_reserve(size_t bytes, const char *call) {

@@ -31,7 +31,9 @@ recap_status_t recap__pinned_take(size_t bytes, void **ptr, size_t *size, const 
 
 /* Hand back a buffer recap__pinned_take gave: kept when the option is 1, freed
  * (host_free_pinned) when it is 0 or the host lacks memory to list it. A failed free is
- * returned (the caller still owns the buffer); a kept buffer needs no device call. */
+ * returned, its message saying where the buffer went: kept (unreserved, so recap_empty_cache
+ * or the option at 0 frees it later), or, without host memory for the list, pinned until the
+ * process ends. Either way the caller no longer owns it. */
 recap_status_t recap__pinned_give(void *ptr, size_t size);
 
 /* Free every kept buffer, reserved ones included (recap_empty_cache). A buffer whose free

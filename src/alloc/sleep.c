@@ -187,8 +187,7 @@ static void offload_drop(recap__offload_t *off) {
     recap__saved_error_t saved;
     recap__error_save(&saved);
     if (recap__pinned_give(off->host, off->host_bytes) != RECAP_SUCCESS)
-      RECAP__WARN("could not free %zu bytes of pinned host memory (%s); they are lost",
-                  off->host_bytes, recap_last_error());
+      RECAP__WARN("%s", recap_last_error());
     recap__error_restore(&saved);
   }
   recap__host_free(off);
@@ -696,8 +695,7 @@ static recap_status_t wake_pool(recap__pool_t *pool, int device, const char *cal
     recap__error_save(&saved);
     if (recap__pinned_give(off->host, off->host_bytes) != RECAP_SUCCESS)
       RECAP__WARN("%s: pool {%" PRIu64 ",%" PRIu64
-                  "} is awake, but its pinned host copy (%zu bytes) could not be freed (%s); "
-                  "that host memory stays pinned until the process ends",
+                  "} is awake, but its pinned host copy (%zu bytes) could not be freed: %s",
                   call, pool->id.a, pool->id.b, off->host_bytes, recap_last_error());
     recap__error_restore(&saved);
   }
