@@ -1208,9 +1208,8 @@ static void release_everything(void) {
 }
 
 static void parse_known(void) {
-  static const char *const names[] = {"pinned_null",        "rebind_recapture",
-                                      "region_invalidated", "sleep_double_fault",
-                                      "vmm_interior"};
+  static const char *const names[] = {"pinned_null", "rebind_recapture", "region_invalidated",
+                                      "sleep_double_fault", "vmm_interior"};
   known = 0;
   const char *env = getenv("RECAP_FUZZ_KNOWN");
   if (!env) return;
