@@ -9,7 +9,10 @@
  */
 #include <stdlib.h>
 
-#include "alloc/alloc_internal.h"
+#include "alloc/alloc_lock.h"
+#include "alloc/blocks.h"
+#include "alloc/lookup.h"
+#include "core/error.h"
 #include "core/host.h"
 
 static recap__block_ref_t ref_of(const recap__block_t *b) {
@@ -154,4 +157,25 @@ size_t recap__alloc_count_dead(const recap__block_watch_t *watch, size_t n, bool
   }
   recap__alloc_unlock();
   return dead_count;
+}
+recap_status_t recap_block_info(const void *ptr, recap_block_info_t *info) {
+  RECAP__ARG(ptr != NULL, "recap_block_info: ptr is NULL");
+  RECAP__ARG(info != NULL, "recap_block_info: info is NULL");
+  recap__alloc_lock();
+  recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, ptr);
+  if (b && !b->allocated) b = NULL; /* the front cache's block */
+  if (b) {
+    const recap__segment_t *seg = b->segment;
+    *info = (recap_block_info_t){.base = b->ptr,
+                                 .size = b->size,
+                                 .requested = b->requested,
+                                 .pool = seg->pool->id,
+                                 .stream = b->stream,
+                                 .device = seg->device};
+  }
+  recap__alloc_unlock();
+  if (!b)
+    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                        "recap_block_info(%p): not an allocated pointer of recap", ptr);
+  return RECAP_SUCCESS;
 }

@@ -17,7 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "recap.h"
+#include "recap/alloc.h"
+#include "recap/core.h"
 
 typedef enum recap__model_block_state {
   RECAP__MODEL_BLOCK_ALLOCATED,

@@ -11,7 +11,7 @@
  * process-wide: pinned memory from cudaHostAlloc serves every device of the process.
  *
  * Every function is called with the allocator's lock held (recap__alloc_lock) and takes no lock
- * of its own; none calls back into the allocator, so allocator.c and sleep.c both call it.
+ * of its own; none calls back into the allocator, so cache_release.c and sleep.c both call it.
  */
 #ifndef RECAP_ALLOC_PINNED_CACHE_H
 #define RECAP_ALLOC_PINNED_CACHE_H
@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "recap.h"
+#include "recap/core.h"
 
 /* A pinned buffer of at least bytes (bytes > 0) into *ptr and its size into *size: the smallest
  * kept one that is large enough (reserved or not), else a new one (host_alloc_pinned of

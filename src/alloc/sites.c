@@ -6,7 +6,8 @@
  * recap_malloc and recap_free (allocator.c) record the sites while the switch is on; the read
  * of the switch is inline in alloc_internal.h, so the hot path makes no call for it.
  */
-#include "alloc/alloc_internal.h"
+#include "alloc/alloc_lock.h"
+#include "alloc/sites.h"
 #include "core/env.h"
 
 /* RECAP_LIVENESS_DEBUG, which code overrides (core/env.h). */

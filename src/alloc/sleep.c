@@ -32,8 +32,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "alloc/alloc_internal.h"
+#include "alloc/alloc_lock.h"
+#include "alloc/allocator.h"
+#include "alloc/blocks.h"
+#include "alloc/cache_release.h"
+#include "alloc/events.h"
 #include "alloc/pinned_cache.h"
+#include "alloc/sleep.h"
+#include "alloc/vmm_segment.h"
 #include "core/assert.h"
 #include "core/error.h"
 #include "core/host.h"
@@ -72,19 +78,6 @@ static recap_status_t unknown_pool(const char *call, recap_pool_id_t id, int dev
                       call, id.a, id.b, device);
 }
 
-/* Whether a capture is routed on any device (CUDA's global capture mode makes a capture on one
- * device forbid the synchronizing calls of every thread on any device). */
-static bool capture_under_way(int *device) {
-  for (int i = 0; i < RECAP__MAX_DEVICES; i++) {
-    const recap__device_state_t *d = recap__alloc.devices[i];
-    if (d && d->route_count) {
-      *device = i;
-      return true;
-    }
-  }
-  return false;
-}
-
 static recap_status_t capture_refusal(const char *call, int device) {
   return recap__error(RECAP_ERROR_INVALID_USAGE,
                       "%s: a capture is under way on device %d; sleep and wake wait for the "
@@ -97,7 +90,7 @@ static recap_status_t capture_refusal(const char *call, int device) {
  * (pinned_cache.c), unless a capture is under way: cudaFreeHost would invalidate it. */
 static void apply_keep_option(const char *call) {
   int capturing;
-  if (!capture_under_way(&capturing)) recap__pinned_apply_option(call);
+  if (!recap__alloc_capture_under_way(&capturing)) recap__pinned_apply_option(call);
 }
 
 static bool is_asleep(const recap__pool_t *pool) { return pool->state != RECAP_POOL_AWAKE; }
@@ -512,7 +505,7 @@ static recap_status_t sleep_pool(recap__device_state_t *d, recap__pool_t *pool,
                         pool->id.a, pool->id.b, pool_kind(pool),
                         recap_pool_state_name((recap_pool_state_t)pool->state));
   int capturing;
-  if (capture_under_way(&capturing)) return capture_refusal(call, capturing);
+  if (recap__alloc_capture_under_way(&capturing)) return capture_refusal(call, capturing);
   /* Free classic segments go back now: what stays of cudaMalloc could not sleep. */
   RECAP__CHECK(recap__alloc_pool_release_free(d, pool));
   int classic = 0;
@@ -588,7 +581,7 @@ static recap_status_t sleep_pool(recap__device_state_t *d, recap__pool_t *pool,
 static recap_status_t wake_pool(recap__pool_t *pool, int device, const char *call) {
   if (!is_asleep(pool)) return RECAP_SUCCESS;
   int capturing;
-  if (capture_under_way(&capturing)) return capture_refusal(call, capturing);
+  if (recap__alloc_capture_under_way(&capturing)) return capture_refusal(call, capturing);
   const recap__device_ops_t *dev = recap__device();
   /* What a failure left in the chunk lists first: chunks still mapped (an unmap failed) are
    * unmapped, since the wake maps over their addresses, and handles not released are released,
@@ -839,7 +832,7 @@ recap_status_t recap_sleep(recap_sleep_mode_t mode) {
   recap__pool_t **slept = NULL;
   int *devices = NULL;
   size_t n = 0;
-  if (capture_under_way(&capturing)) {
+  if (recap__alloc_capture_under_way(&capturing)) {
     s = capture_refusal("recap_sleep", capturing);
     goto out;
   }
@@ -881,7 +874,7 @@ recap_status_t recap_pinned_reserve(size_t bytes) {
   recap_status_t s;
   int capturing;
   recap__alloc_lock();
-  if (capture_under_way(&capturing))
+  if (recap__alloc_capture_under_way(&capturing))
     s = recap__error(RECAP_ERROR_INVALID_USAGE,
                      "recap_pinned_reserve: a capture is under way on device %d; pinning host "
                      "memory (cudaHostAlloc) now could invalidate it. Call it before the "

@@ -13,7 +13,7 @@
  *
  * Each growth maps one chunk: vmm_create, vmm_map and vmm_set_access, and a new segment's
  * vmm_reserve before them. A failing call undoes the growth's own earlier calls and leaves the
- * allocator as it was, so that allocator.c can wrap a growth in the out-of-memory retry (free
+ * allocator as it was, so that segment_growth.c can wrap a growth in the out-of-memory retry (free
  * the cache, try once more) and report it shares with classic segments. Every host record a
  * growth needs is had before the first device call, so that no failure after one leaves half a
  * growth.
@@ -34,13 +34,16 @@
  * Statistics: the segment counts once in `segment` when made and once down when its range goes;
  * reserved_bytes follows the mapped bytes (size - unmapped); num_device_alloc and
  * num_device_free count chunks.
- * Called by allocator.c with the allocator's lock held; calls nothing of it back.
+ * Called by segment_growth.c (growth, remapping) and cache_release.c (release), and asked for
+ * the holes in a range by blocks.c, sleep.c and check.c, always with the allocator's lock held;
+ * calls none of them back.
  */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "alloc/alloc_internal.h"
+#include "alloc/state.h"
+#include "alloc/vmm_segment.h"
 #include "core/assert.h"
 #include "core/error.h"
 #include "core/host.h"
