@@ -115,7 +115,8 @@ void recap__block_merge_into_set(recap__block_t *b, int64_t *split_blocks_out,
   *split_bytes_out = split_bytes;
 }
 
-/* b is no longer used by anyone: merge it into its free set (recap__block_merge_into_set) and count it. */
+/* b is no longer used by anyone: merge it into its free set (recap__block_merge_into_set) and
+ * count it. */
 void recap__block_free(recap__device_state_t *d, recap__block_t *b) {
   bool small = b->segment->small;
   size_t original = b->size;

@@ -94,16 +94,16 @@ static recap_status_t release_free_segments(recap__device_state_t *d, recap__fre
   return result;
 }
 
-/* Whether recap__alloc_release_cached may unmap VMM chunks, decided at the first segment with something to
- * give back. A free block may still be in use by work queued before its free: a block freed on
- * its own stream is reused stream-ordered at once, and the events of blocks used on other
+/* Whether recap__alloc_release_cached may unmap VMM chunks, decided at the first segment with
+ * something to give back. A free block may still be in use by work queued before its free: a block
+ * freed on its own stream is reused stream-ordered at once, and the events of blocks used on other
  * streams say only that those streams got that far. cudaFree waits for the device, so a classic
- * segment's release is safe; cuMemUnmap does not wait. So the first unmap of a recap__alloc_release_cached
- * call synchronises the device once: that covers the segment's stream and every stream a free
- * block was used on, whatever the block's history, at the cost of one wait per call that
- * unmaps (an empty_cache or an out-of-memory retry, both slow paths already). During a capture,
- * on any device, a synchronisation would invalidate it: no VMM chunk is given back then (the
- * out-of-memory retry of a capture frees what classic segments can give and leaves the chunks
+ * segment's release is safe; cuMemUnmap does not wait. So the first unmap of a
+ * recap__alloc_release_cached call synchronises the device once: that covers the segment's stream
+ * and every stream a free block was used on, whatever the block's history, at the cost of one wait
+ * per call that unmaps (an empty_cache or an out-of-memory retry, both slow paths already). During
+ * a capture, on any device, a synchronisation would invalidate it: no VMM chunk is given back then
+ * (the out-of-memory retry of a capture frees what classic segments can give and leaves the chunks
  * mapped). A failed synchronisation gives back nothing either. */
 typedef struct unmap_gate {
   bool decided;
@@ -135,12 +135,12 @@ static recap_status_t release_vmm_segments(recap__device_state_t *d, recap__pool
   return result;
 }
 
-/* Free the cached memory of device d: the default pool's unused segments and those of private
- * pools nobody references, and the chunks inside free blocks of their VMM segments, but those
- * of keep (a free block a request is about to take; NULL: none). Pools left with no segment are
- * deleted. Events are waited for first (recap__alloc_process_events: during captures, those of streams
- * outside them), so that the blocks waiting for them are free to go; during a capture VMM
- * segments keep their chunks (unmap_gate_t says why). */
+/* Free the cached memory of device d: the default pool's unused segments and those of private pools
+ * nobody references, and the chunks inside free blocks of their VMM segments, but those of keep (a
+ * free block a request is about to take; NULL: none). Pools left with no segment are deleted.
+ * Events are waited for first (recap__alloc_process_events: during captures, those of streams
+ * outside them), so that the blocks waiting for them are free to go; during a capture VMM segments
+ * keep their chunks (unmap_gate_t says why). */
 recap_status_t recap__alloc_release_cached(recap__device_state_t *d, const recap__block_t *keep) {
   recap__alloc_process_events(d, true);
   recap_status_t result = RECAP_SUCCESS, s;

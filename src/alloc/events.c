@@ -6,10 +6,10 @@
  *
  * Apart because event work has rules of its own, all about captures: CUDA's global capture mode
  * forbids event calls while any capture is under way, so events are recorded and collected only
- * when none is (recap__alloc_process_events), and the out-of-memory retry during a capture waits only for
- * what is outside it (wait_outside_captures). The malloc/free path (allocator.c), the release of
- * cached memory (cache_release.c) and the end of a route (pool.c) call it; it calls only the
- * merges of blocks.c.
+ * when none is (recap__alloc_process_events), and the out-of-memory retry during a capture waits
+ * only for what is outside it (wait_outside_captures). The malloc/free path (allocator.c), the
+ * release of cached memory (cache_release.c) and the end of a route (pool.c) call it; it calls only
+ * the merges of blocks.c.
  */
 #include "alloc/events.h"
 

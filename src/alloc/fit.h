@@ -16,14 +16,14 @@
 /* Whether handing a free block of block_size bytes (of the small size class or not, of a VMM
  * segment or not) to a request of `size` bytes (rounded) splits off the rest. Decided on the
  * request's size, as PyTorch does: a request of max_split_size or more keeps its whole block
- * (recap__find_free_block gives it none more than large_segment larger); a smaller request splits even
- * a new segment that rounding made max_split_size large. The max_split_size rules limit the
- * fragmentation of classic segments, which go back to the driver only whole; a VMM segment
- * gives back its free tail at any chunk boundary, so its blocks are ruled as if max_split_size
- * were 0: a request always splits off a rest larger than small_size, and never holds a tail
- * much larger than itself. A request of the small class served by a graph pool's large VMM
- * segment (docs/allocator.md, "Small requests in a graph pool's large segment") splits as in a
- * small segment: it holds no more than min_block_size beyond its size, as it would there. */
+ * (recap__find_free_block gives it none more than large_segment larger); a smaller request splits
+ * even a new segment that rounding made max_split_size large. The max_split_size rules limit the
+ * fragmentation of classic segments, which go back to the driver only whole; a VMM segment gives
+ * back its free tail at any chunk boundary, so its blocks are ruled as if max_split_size were 0: a
+ * request always splits off a rest larger than small_size, and never holds a tail much larger than
+ * itself. A request of the small class served by a graph pool's large VMM segment
+ * (docs/allocator.md, "Small requests in a graph pool's large segment") splits as in a small
+ * segment: it holds no more than min_block_size beyond its size, as it would there. */
 static inline bool recap__should_split(size_t block_size, bool small, bool vmm, size_t size,
                                        const recap__options_t *o) {
   size_t remaining = block_size - size;

@@ -57,9 +57,9 @@ bool recap__front_put(recap__front_t *f, recap__device_state_t *d, recap__block_
                       size_t requested) {
   RECAP__ASSERT(!f->block && !f->armed && recap__block_is_free(b) && b->stream_use_count == 0);
   if (f->off || version == 0) return false;
-  /* A small request's block in a graph pool's large VMM segment (segment_growth.c recap__alloc_take_from_large):
-   * the slow path's malloc of its size looks in the small set first, which this rule does not
-   * see, so the block takes the slow path and merges at once. */
+  /* A small request's block in a graph pool's large VMM segment (segment_growth.c
+   * recap__alloc_take_from_large): the slow path's malloc of its size looks in the small set first,
+   * which this rule does not see, so the block takes the slow path and merges at once. */
   if (b->size <= o->small_size && !b->segment->small) return false;
   /* A free block before b would absorb it: the merged block would start elsewhere. */
   if (b->prev && recap__block_is_free(b->prev)) return false;
@@ -71,8 +71,8 @@ bool recap__front_put(recap__front_t *f, recap__device_state_t *d, recap__block_
   if (rest && !recap__should_split(merged, seg->small, seg->vmm, b->size, o)) return false;
   if (!recap__fit_allowed(b->size, merged, seg->vmm, o)) return false;
   if (!merged_is_best_fit(set, b, rest, merged)) return false;
-  /* recap__block_free's counts: the merge with rest removes one split block of rest's bytes, and the
-   * merged block is one of a split segment unless it covers the whole segment. */
+  /* recap__block_free's counts: the merge with rest removes one split block of rest's bytes, and
+   * the merged block is one of a split segment unless it covers the whole segment. */
   bool split = merged != seg->size;
   f->split_blocks = (split ? 1 : 0) - (rest ? 1 : 0);
   f->split_bytes = (split ? (int64_t)merged : 0) - (rest ? (int64_t)rest->size : 0);

@@ -16,16 +16,16 @@
 #include "core/options.h"
 #include "recap/core.h"
 
-/* The front cache's rules (front_cache.c; lock held). put: whether the block b, just freed by
- * the user and needing no event, may wait in the empty cache f: only when the slow path's next
- * malloc of b's size on b's stream would take the block b merges into and split it back exactly
- * into b and its rest, under the options of `version`. Admitted, b's free is counted in d's
- * statistics as recap__block_free counts it (merged), and f holds it. take: the cached block, when a
- * request of `rounded` bytes on stream from pool (no logs) is one the slow path would serve
- * with it; its take is counted as recap__take_block counts it, and f is emptied. NULL otherwise.
- * `requested` is what the freed block was asked for, `size` what the request asks for: with them
- * put arms the cache after a pair counted in full, and take folds (*folded: nothing counted;
- * the caller skips account_alloc's counts too) a pair that repeats it. */
+/* The front cache's rules (front_cache.c; lock held). put: whether the block b, just freed by the
+ * user and needing no event, may wait in the empty cache f: only when the slow path's next malloc
+ * of b's size on b's stream would take the block b merges into and split it back exactly into b and
+ * its rest, under the options of `version`. Admitted, b's free is counted in d's statistics as
+ * recap__block_free counts it (merged), and f holds it. take: the cached block, when a request of
+ * `rounded` bytes on stream from pool (no logs) is one the slow path would serve with it; its take
+ * is counted as recap__take_block counts it, and f is emptied. NULL otherwise. `requested` is what
+ * the freed block was asked for, `size` what the request asks for: with them put arms the cache
+ * after a pair counted in full, and take folds (*folded: nothing counted; the caller skips
+ * account_alloc's counts too) a pair that repeats it. */
 bool recap__front_put(recap__front_t *f, recap__device_state_t *d, recap__block_t *b,
                       const recap__free_set_t *set, const recap__options_t *o, uint64_t version,
                       size_t requested);

@@ -41,19 +41,19 @@ recap_status_t recap__pinned_give(void *ptr, size_t size);
  * naming call. */
 recap_status_t recap__pinned_release_all(const char *call);
 
-/* Pin a buffer ahead of an OFFLOAD sleep (recap_pinned_reserve): when a kept buffer not
- * reserved holds bytes (bytes > 0) already, mark it reserved; else free the kept buffers not
- * reserved (as a take that pins anew does) and pin one of exactly bytes, kept and reserved. A
- * reserved buffer stays kept whatever the option says (recap__pinned_apply_option and a take
- * that pins anew leave it) until a take hands it out or recap__pinned_release_all frees it. Errors, nothing pinned: host_alloc_pinned's status
- * (RECAP_ERROR_OUT_OF_MEMORY when the host has none), with a message naming call;
- * RECAP_ERROR_OUT_OF_MEMORY without host memory for the list (the kept buffers not reserved
- * freed by then). */
+/* Pin a buffer ahead of an OFFLOAD sleep (recap_pinned_reserve): when a kept buffer not reserved
+ * holds bytes (bytes > 0) already, mark it reserved; else free the kept buffers not reserved (as a
+ * take that pins anew does) and pin one of exactly bytes, kept and reserved. A reserved buffer
+ * stays kept whatever the option says (recap__pinned_apply_option and a take that pins anew leave
+ * it) until a take hands it out or recap__pinned_release_all frees it. Errors, nothing pinned:
+ * host_alloc_pinned's status (RECAP_ERROR_OUT_OF_MEMORY when the host has none), with a message
+ * naming call; RECAP_ERROR_OUT_OF_MEMORY without host memory for the list (the kept buffers not
+ * reserved freed by then). */
 recap_status_t recap__pinned_reserve(size_t bytes, const char *call);
 
-/* The option's verdict at a sleep or a wake: when it is 0 (or the options cannot be read),
- * free every kept buffer but the reserved ones. A failure is logged as a warning naming call, the buffer kept: the
- * sleep or wake itself does not depend on it. */
+/* The option's verdict at a sleep or a wake: when it is 0 (or the options cannot be read), free
+ * every kept buffer but the reserved ones. A failure is logged as a warning naming call, the buffer
+ * kept: the sleep or wake itself does not depend on it. */
 void recap__pinned_apply_option(const char *call);
 
 /* What is kept now: buffers and their bytes. */

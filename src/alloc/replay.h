@@ -77,13 +77,13 @@ recap_status_t recap__pool_route_set_logs(int device, recap_pool_id_t pool,
 recap_status_t recap__pool_route_replay_stats(int device, recap_pool_id_t pool, uint64_t *hits,
                                               uint64_t *misses);
 
-/* The hook of the allocation path (replay_take.c calls it only for a route with logs; lock
- * held). Where the next allocation of `rounded` bytes on stream goes, by the replay rule:
- * RECAP__REPLAY_AT: at *at, inside *block, a free member of set (*hit says whether it is the
- * replay log's address); RECAP__REPLAY_NEW_SEGMENT: a new segment (no unclaimed space fits);
- * RECAP__REPLAY_USUAL: the usual best fit (no replay log). `also`, when not NULL, is a second
- * free set whose blocks of VMM segments serve the request too, after set's (the pool's large
- * set, for a small request of a graph pool with VMM segments: segment_growth.c recap__alloc_take_from_large);
+/* The hook of the allocation path (replay_take.c calls it only for a route with logs; lock held).
+ * Where the next allocation of `rounded` bytes on stream goes, by the replay rule:
+ * RECAP__REPLAY_AT: at *at, inside *block, a free member of set (*hit says whether it is the replay
+ * log's address); RECAP__REPLAY_NEW_SEGMENT: a new segment (no unclaimed space fits);
+ * RECAP__REPLAY_USUAL: the usual best fit (no replay log). `also`, when not NULL, is a second free
+ * set whose blocks of VMM segments serve the request too, after set's (the pool's large set, for a
+ * small request of a graph pool with VMM segments: segment_growth.c recap__alloc_take_from_large);
  * *block may then be a member of it. */
 typedef enum recap__replay_place {
   RECAP__REPLAY_USUAL,

@@ -17,11 +17,11 @@
 #include "core/assert.h"
 #include "core/error.h"
 
-/* Take exactly [at, at + rounded) out of the free block f (a member of the request's set), for
- * a replayed address, into *out: the part of f before `at` stays a free block in the set, the
- * part after is split off as recap__take_block decides. *out NULL, with nothing changed, when no block
- * record can be had for the part before; an error when f's holes there could not be mapped
- * again (f stays as it was; other blocks may have changed, recap__alloc_remap). */
+/* Take exactly [at, at + rounded) out of the free block f (a member of the request's set), for a
+ * replayed address, into *out: the part of f before `at` stays a free block in the set, the part
+ * after is split off as recap__take_block decides. *out NULL, with nothing changed, when no block
+ * record can be had for the part before; an error when f's holes there could not be mapped again (f
+ * stays as it was; other blocks may have changed, recap__alloc_remap). */
 static recap_status_t take_range(const recap__request_t *r, recap__block_t *f, char *at,
                                  recap__block_t **out) {
   *out = NULL;

@@ -122,8 +122,8 @@ static inline void recap__request_to_large(recap__request_t *r, recap__free_set_
  * pool's small request) a free block of its large VMM segments, else a new segment; what the
  * block does not need is split off. recap_malloc's hot path. */
 static RECAP__HOT_INLINE recap_status_t recap__take_usual(recap__request_t *r, recap__block_t **b) {
-  /* A cached block stays in the set, at `slot`, until recap__take_block decides what takes its place;
-   * a new segment's block was never in it. */
+  /* A cached block stays in the set, at `slot`, until recap__take_block decides what takes its
+   * place; a new segment's block was never in it. */
   size_t slot = recap__find_free_block(r->set, r->stream, r->rounded, r->o);
   bool in_set = slot < r->set->count;
   *b = in_set ? r->set->items[slot] : NULL;

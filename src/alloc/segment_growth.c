@@ -200,9 +200,9 @@ static recap_status_t remap_attempt(recap__device_state_t *d, void *ctx, size_t 
 }
 
 /* Before the request is carved from the free block b at `at`: map the holes it touches again
- * (vmm_segment.c), with the out-of-memory retry, which keeps b as it is. What it touches is what
- * it will hold: its rounded size when recap__take_block splits the rest off, else everything from at to
- * b's end (a rest too small to split stays with the block, holes and all). Nothing to do, and
+ * (vmm_segment.c), with the out-of-memory retry, which keeps b as it is. What it touches is what it
+ * will hold: its rounded size when recap__take_block splits the rest off, else everything from at
+ * to b's end (a rest too small to split stays with the block, holes and all). Nothing to do, and
  * one load on the hot path, for a block without holes. The free set may change meanwhile: the
  * caller finds b's slot again. */
 RECAP__COLD recap_status_t recap__alloc_remap(const recap__request_t *r, recap__block_t *b,
@@ -262,9 +262,9 @@ recap__free_set_t *recap__alloc_large_set_for_small(const recap__request_t *r) {
   return recap__free_set_reserve_all(large, 2) ? large : NULL;
 }
 
-/* The best fitting free block of the pool's large VMM segments on the request's stream for a
- * small request (recap__alloc_large_set_for_small), taken and split: true; false, with nothing changed, when
- * none fits. Never grows a segment: only what is mapped already serves. */
+/* The best fitting free block of the pool's large VMM segments on the request's stream for a small
+ * request (recap__alloc_large_set_for_small), taken and split: true; false, with nothing changed,
+ * when none fits. Never grows a segment: only what is mapped already serves. */
 RECAP__COLD bool recap__alloc_take_from_large(recap__request_t *r, recap__block_t **b) {
   recap__free_set_t *large = recap__alloc_large_set_for_small(r);
   if (!large) return false;

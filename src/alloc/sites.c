@@ -4,7 +4,7 @@
  * the switch, and the lookup of a block's latest free in the ring of recent frees.
  *
  * recap_malloc and recap_free (allocator.c) record the sites while the switch is on; the read
- * of the switch is inline in alloc_internal.h, so the hot path makes no call for it.
+ * of the switch is inline in sites.h, so the hot path makes no call for it.
  */
 #include "alloc/alloc_lock.h"
 #include "alloc/sites.h"

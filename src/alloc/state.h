@@ -4,13 +4,13 @@
  * allocator record (recap__alloc), with the small inline helpers every file that walks them uses
  * (block states, segment unlinking, statistics counters).
  *
- * Picture: a device has pools (the default one and private ones); a pool has segments (raw
- * driver allocations); a segment is tiled by blocks, linked in address order. A free block sits
- * in its pool's free set of its segment's size class (a block belongs to its segment's class,
- * even a small request's block in a graph pool's large VMM segment: segment_growth.c
- * recap__alloc_take_from_large); an allocated one in the global pointer map (and so does the front cache's
- * block, not allocated, while it waits). Every field is guarded by the allocator's one lock,
- * taken through recap__alloc_lock (alloc_lock.h).
+ * Picture: a device has pools (the default one and private ones); a pool has segments (raw driver
+ * allocations); a segment is tiled by blocks, linked in address order. A free block sits in its
+ * pool's free set of its segment's size class (a block belongs to its segment's class, even a small
+ * request's block in a graph pool's large VMM segment: segment_growth.c
+ * recap__alloc_take_from_large); an allocated one in the global pointer map (and so does the front
+ * cache's block, not allocated, while it waits). Every field is guarded by the allocator's one
+ * lock, taken through recap__alloc_lock (alloc_lock.h).
  *
  * A header of its own because nearly every file of the allocator reads these structures while
  * few call the same functions: each file adds the headers of the functions it calls.

@@ -2,8 +2,9 @@
 /*
  * stats.c — the public statistics queries: recap_memory_stats and recap_memory_reset_peak.
  *
- * The counters themselves are updated by the malloc/free core (allocator.c and the files below
- * it: blocks.c, events.c, segment_growth.c, cache_release.c), under the allocator's lock; these functions copy or reset them under the same lock.
+ * The counters themselves are updated by the malloc/free core (allocator.c and the files below it:
+ * blocks.c, events.c, segment_growth.c, cache_release.c), under the allocator's lock; these
+ * functions copy or reset them under the same lock.
  */
 #include <stddef.h>
 #include <string.h>

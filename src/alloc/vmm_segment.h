@@ -52,11 +52,11 @@ recap_status_t recap__vmm_segment_release(recap__device_state_t *d, recap__segme
 bool recap__vmm_segment_releasable(recap__segment_t *seg, const recap__block_t *keep);
 /* The unmapped bytes of seg within [from, from + size) (lock held). */
 size_t recap__vmm_unmapped_in(const recap__segment_t *seg, const char *from, size_t size);
-/* Map again the holes of the free block b (of a VMM segment) in the granules that a request
- * carved from b at `at` for `size` bytes touches, one chunk per hole, so that the request lies
- * wholly in mapped memory; counts them as a growth does. One try: a failure leaves everything
- * as it was; segment_growth.c weighs memory_cap first (map_need: the bytes it would map) and wraps it
- * in the out-of-memory retry. Lock held. */
+/* Map again the holes of the free block b (of a VMM segment) in the granules that a request carved
+ * from b at `at` for `size` bytes touches, one chunk per hole, so that the request lies wholly in
+ * mapped memory; counts them as a growth does. One try: a failure leaves everything as it was;
+ * segment_growth.c weighs memory_cap first (map_need: the bytes it would map) and wraps it in the
+ * out-of-memory retry. Lock held. */
 recap_status_t recap__vmm_segment_map(recap__device_state_t *d, recap__block_t *b, const char *at,
                                       size_t size);
 size_t recap__vmm_segment_map_need(const recap__device_state_t *d, const recap__block_t *b,
