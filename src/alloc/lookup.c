@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * lookup.c — finding blocks by address for the layers above: recap__alloc_find,
- * recap__alloc_find_many (the scan at capture end) and recap__alloc_count_dead (the
- * input-liveness check of every replay).
+ * lookup.c — finding blocks by address: recap_block_info for the user, and for the layers
+ * above recap__alloc_find, recap__alloc_find_many (the scan at capture end) and
+ * recap__alloc_count_dead (the input-liveness check of every replay).
  *
  * Each takes the allocator's lock once for the whole lookup. Allocated blocks are found by one
  * hash lookup in the pointer map; any other address by a walk of the segments that hold it.
