@@ -115,8 +115,8 @@ static recap_status_t pool_for_stream(recap__device_state_t *d, recap_stream_t s
 }
 
 /* ------------------------------------------------------------------------------------------
- * The front cache (its rules are in front_cache.c): the latest freed block, counted free but
- * not merged yet
+ * The front cache (its rules are in front_cache.c, its merge, recap__alloc_settle, in blocks.c):
+ * the latest freed block, counted free but not merged yet
  * ---------------------------------------------------------------------------------------- */
 
 void recap__alloc_front_cache_enable(bool on) {
@@ -127,18 +127,15 @@ void recap__alloc_front_cache_enable(bool on) {
 }
 
 /* ------------------------------------------------------------------------------------------
- * Segments
+ * Allocation
  * ---------------------------------------------------------------------------------------- */
 
+/* The block size of a request: a multiple of min_block_size (a power of two). */
 static size_t round_size(const recap__options_t *o, size_t size) {
   size_t unit = (size_t)o->min_block_size;
   if (size < unit) return unit;
   return (size + unit - 1) & ~(unit - 1);
 }
-
-/* ------------------------------------------------------------------------------------------
- * Allocation
- * ---------------------------------------------------------------------------------------- */
 
 /* The options, from a copy refreshed only when the registry changed: the registry's own lock
  * stays off the hot path. Called with the allocator's lock held. */

@@ -24,6 +24,8 @@
 #include "core/error.h"
 #include "core/host.h"
 
+/* The size of a new classic segment for a request of `size` rounded bytes: a shared small or
+ * large segment, or one of its own rounded to round_large for a big request. */
 static size_t segment_size_for(const recap__options_t *o, size_t size) {
   if (size <= o->small_size) return (size_t)o->small_segment;
   if (size < o->large_threshold) return (size_t)o->large_segment;

@@ -244,7 +244,15 @@ typedef struct recap__allocator {
   size_t freed_next;            /* where the next free record goes (counts up; index mod size) */
 } recap__allocator_t;
 
+/* The one allocator record (defined in blocks.c). Declared hidden: the library is built with
+ * hidden visibility, but only a declaration that says so lets the compiler reach the record
+ * directly instead of through the global offset table, and recap_malloc and recap_free read it
+ * on every call from another file than the one defining it. */
+#if defined(__GNUC__)
+extern __attribute__((visibility("hidden"))) recap__allocator_t recap__alloc;
+#else
 extern recap__allocator_t recap__alloc;
+#endif
 
 static inline bool recap__pool_id_equal(recap_pool_id_t x, recap_pool_id_t y) {
   return x.a == y.a && x.b == y.b;
