@@ -25,6 +25,12 @@ Writes the merged rows and the inputs as JSON (--out, default bench/results.json
 script), a plot of the ratios as PNG (--plot, default the --out path with .png) when
 matplotlib is importable, and with --brief PATH a few lines for a summary. Exit status 0, or 1
 when no input was found; missed targets are reported, not failed (--strict makes them fail).
+
+  report.py RESULTS.json [--check PAGE]
+
+prints docs/benchmarks.md from a results file (benchmarks_page.py says what it holds; the
+merged JSON above holds the sections this script can build from the benchmarks' JSON). With
+--check it prints nothing and exits 1, with a diff, when PAGE differs from what it would print.
 """
 import argparse
 import datetime
@@ -403,8 +409,39 @@ def plot(res, path):
     return True
 
 
+def page_main(results_path, check):
+    """Print the benchmarks page for a results file, or compare it with the page at check."""
+    import difflib
+    import benchmarks_page
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(results_path, encoding="utf-8") as f:
+        results = json.load(f)
+    with open(os.path.join(here, "benchmarks.md.in"), encoding="utf-8") as f:
+        template = f.read()
+    text = benchmarks_page.render(results, template)
+    if not check:
+        sys.stdout.write(text)
+        return 0
+    with open(check, encoding="utf-8") as f:
+        current = f.read()
+    if current == text:
+        return 0
+    sys.stdout.writelines(difflib.unified_diff(current.splitlines(True), text.splitlines(True),
+                                               check, f"report.py {results_path}"))
+    print(f"report: {check} is not what {results_path} gives: regenerate it with\n"
+          f"  python3 bench/report.py {results_path} > {check}", file=sys.stderr)
+    return 1
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
+    if len(sys.argv) > 1 and sys.argv[1].endswith(".json"):
+        sys.path.insert(0, here)
+        check = sys.argv[3] if len(sys.argv) == 4 and sys.argv[2] == "--check" else None
+        if len(sys.argv) not in (2, 4) or (len(sys.argv) == 4 and not check):
+            print("usage: report.py RESULTS.json [--check PAGE]", file=sys.stderr)
+            return 2
+        return page_main(sys.argv[1], check)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dir", default=os.environ.get("OUT") or ".",
                         help="folder holding the benchmarks' JSON files")
