@@ -153,7 +153,85 @@ def merge(data):
             "checks_passed": all(checks) if checks else None,
             "quick": any(d.get("quick") for d in data.values()),
             "replay": replay, "capture": capture, "alloc": allocs,
-            "memory": memory_lines(data), "inputs": data}
+            "memory": memory_lines(data), "machine": machine(data), "inputs": data}
+
+
+def machine(data):
+    """What ran the benchmarks, for the page's header: GPU, driver, CUDA, PyTorch, NCCL, host."""
+    import platform
+    import subprocess
+    first = next((d for d in data.values() if d.get("device")), {})
+    out = {"gpu": first.get("device")}
+    try:
+        out["driver"] = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20).stdout.split("\n")[0].strip() or None
+    except (OSError, subprocess.SubprocessError):
+        out["driver"] = None
+    runtime = first.get("runtime_version")
+    if isinstance(runtime, int):
+        out["cuda"] = f"{runtime // 1000}.{runtime % 1000 // 10}"
+    torch_version = next((d["torch_version"] for d in data.values() if d.get("torch_version")), None)
+    if torch_version:
+        out["pytorch"] = torch_version
+    code = (data.get("bench_nccl") or {}).get("nccl_version")
+    if isinstance(code, int) and code >= 10000:  # NCCL_VERSION_CODE: major*10000 + minor*100 + patch
+        out["nccl"] = f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+    try:
+        with open("/proc/meminfo") as f:
+            kib = int(f.readline().split()[1])
+        out["host"] = f"a host of {round(kib / (1 << 20))} GiB memory ({platform.machine()})"
+    except (OSError, ValueError, IndexError):
+        out["host"] = None
+    return out
+
+
+def col(name, spec=None):
+    return {"name": name, "format": spec} if spec else {"name": name}
+
+
+def page_sections(res):
+    """The tables of docs/benchmarks.md this script can build from the benchmarks' JSON, in the
+    format of benchmarks_page.py; the page says "not measured" for the others."""
+    t, out = res["targets"], {}
+    if res["replay"]:
+        out["graph.replay"] = {
+            "programs": ["bench/bench_graph", "bench/torch_graph.py"],
+            "columns": [col("N"), col("raw CUDA", ".3f"), col("recap", ".3f"), col("PyTorch", ".3f"),
+                        col("recap / raw", ".3f"), col("recap / PyTorch", ".2f")],
+            "rows": [[r["n"], r["raw_us"], r["recap_us"], r["torch_us"], r["recap_vs_raw"],
+                      r["recap_vs_torch"]] for r in res["replay"]],
+            "goals": [{"what": "recap / raw", "column": "recap / raw", "op": "<=",
+                       "limit": t["replay_ratio"]}]}
+    if res["capture"]:
+        out["graph.capture"] = {
+            "programs": ["bench/bench_graph", "bench/torch_graph.py"],
+            "columns": [col("N"), col("raw CUDA", ".1f"), col("recap", ".1f"), col("PyTorch", ".1f"),
+                        col("PyTorch ctx", ".1f"), col("recap / raw", ".3f"), col("recap − raw", ".1f")],
+            "rows": [[r["n"], r["raw_us"], r["recap_us"], r["torch_us"], r["torch_scope_us"],
+                      r["recap_vs_raw"],
+                      r["recap_us"] - r["raw_us"] if r["recap_us"] is not None and r["raw_us"] is not None
+                      else None] for r in res["capture"]],
+            "goals": [{"what": "recap / raw", "column": "recap / raw", "op": "<=",
+                       "limit": t["capture_ratio"]},
+                      {"what": "recap / PyTorch", "ratio_columns": ["recap", "PyTorch"], "format": ".2f"},
+                      {"what": "recap − raw CUDA, µs", "column": "recap − raw"}]}
+    if res["alloc"]:
+        out["alloc.pair"] = {
+            "programs": ["bench/bench_alloc", "bench/torch_alloc.py"],
+            "columns": [col("size"), col("recap", ".1f"), col("cudaMallocAsync", ".1f"),
+                        col("PyTorch", ".1f"), col("PyTorch `_C`", ".1f"),
+                        col("recap during a capture", ".1f"), col("routing adds", ".1f")],
+            "rows": [[size_label(r["size"]), r["recap_ns"], r["cuda_async_ns"], r["torch_ns"],
+                      r["torch_c_ns"], r["recap_routed_ns"], r["routing_extra_ns"]] for r in res["alloc"]],
+            "goals": [{"what": "recap pair, ns", "column": "recap", "op": "<=", "limit": t["pair_ns"]},
+                      {"what": "routing to a capture's pool adds, ns", "column": "routing adds",
+                       "op": "<=", "limit": t["routing_extra_ns"]},
+                      {"what": "recap / cudaMallocAsync", "ratio_columns": ["recap", "cudaMallocAsync"],
+                       "format": ".3f"},
+                      {"what": "recap / PyTorch `_C`", "ratio_columns": ["recap", "PyTorch `_C`"],
+                       "format": ".3f"}]}
+    return out
 
 
 def gib_label(size):
@@ -457,6 +535,7 @@ def main():
         print(f"report: no benchmark JSON found in {args.dir}", file=sys.stderr)
         return 1
     res = merge(data)
+    res["sections"] = page_sections(res)
     print_tables(res)
     with open(args.out, "w") as f:
         json.dump(res, f, indent=1)
