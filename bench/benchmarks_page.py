@@ -136,8 +136,12 @@ def goal_line(section, goal):
     bound = goal["limit_column"] if "limit_column" in goal else show(goal["limit"])
     claim = f"{what}" if goal["op"] == "==" else f"{what} {word} {bound}"
     met, missed, unknown = [], [], []
+    # Labels that hold commas or brackets (table rows such as "1 GiB, first (pins)") are set
+    # apart with semicolons and a colon, so that no bracket nests and no list runs together.
+    busy = any(label and ("," in label or "(" in label) for label, _, _, _ in values)
+    sep = "; " if busy else ", "
     for label, v, s, lim in values:
-        item = s if label is None else f"{label} ({s})"
+        item = s if label is None else f"{label}: {s}" if busy else f"{label} ({s})"
         if v is None or lim is None:
             unknown.append(item)
         elif test(v, lim):
@@ -147,12 +151,14 @@ def goal_line(section, goal):
     parts = []
     single = len(values) == 1 and values[0][0] is None
     if met:
-        parts.append("**met**" + (f" ({met[0]})" if single else " at " + ", ".join(met)))
+        parts.append("**met**" + (f" ({met[0]})" if single else " at " + sep.join(met)))
     if missed:
-        parts.append("**missed**" + (f" ({missed[0]})" if single else " at " + ", ".join(missed)))
+        parts.append("**missed**" + (f" ({missed[0]})" if single else " at " + sep.join(missed)))
     if unknown:
-        parts.append("not measured" + ("" if single else " at " + ", ".join(unknown)))
-    return f"- Goal: {claim}: " + "; ".join(parts) + "."
+        parts.append("not measured" + ("" if single else " at " + sep.join(unknown)))
+    if len(parts) > 1:
+        return f"- Goal: {claim}:\n" + "\n".join(f"  - {p}." for p in parts)
+    return f"- Goal: {claim}: " + parts[0] + "."
 
 
 def section_text(section):
