@@ -127,13 +127,20 @@ def goal_values(section, goal):
 
 
 def goal_line(section, goal):
-    values = goal_values(section, goal)
     what = goal["what"]
+    try:
+        values = goal_values(section, goal)
+    except KeyError:  # a row or column this run did not produce
+        values = []
+    if not values:
+        return f"- {'Goal: ' if 'op' in goal else ''}{what}: not measured."
     if "op" not in goal:
         shown = ", ".join(s if label is None else f"{label}: {s}" for label, _, s, _ in values)
         return f"- {what}: {shown}."
     word, test = OPS[goal["op"]]
-    bound = goal["limit_column"] if "limit_column" in goal else show(goal["limit"])
+    limit = goal.get("limit")
+    bound = goal["limit_column"] if "limit_column" in goal else \
+        f"{limit:g}" if isinstance(limit, float) else show(limit)
     claim = f"{what}" if goal["op"] == "==" else f"{what} {word} {bound}"
     met, missed, unknown = [], [], []
     # Labels that hold commas or brackets (table rows such as "1 GiB, first (pins)") are set

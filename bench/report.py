@@ -21,8 +21,11 @@ torch_graph.json, torch_alloc.json (PyTorch, from bench/torch_*.py). Prints:
               loop's throughput beside a background capture, set_run's cost against a replay,
               and PyTorch's serve loop with bucket graphs against eager.
 
-Writes the merged rows and the inputs as JSON (--out, default bench/results.json beside this
-script), a plot of the ratios as PNG (--plot, default the --out path with .png) when
+It also reads, when present, bench_rebind, bench_cond, bench_mlp, torch_mlp, bench_nccl and
+torch_nccl.json, for the tables of docs/benchmarks.md (report_sections.py builds them).
+
+Writes the merged rows, the page's tables ("sections") and the inputs as JSON (--out, default
+bench/results.json beside this script), a plot of the ratios as PNG (--plot, default the --out path with .png) when
 matplotlib is importable, and with --brief PATH a few lines for a summary. Exit status 0, or 1
 when no input was found; missed targets are reported, not failed (--strict makes them fail).
 
@@ -40,8 +43,13 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchmarks_page  # noqa: E402  (beside this script)
+import report_sections  # noqa: E402
+
 INPUTS = ("bench_graph", "bench_alloc", "torch_graph", "torch_alloc", "bench_sleep",
-          "bench_buckets", "bench_vmm", "bench_sets", "torch_sets")
+          "bench_buckets", "bench_vmm", "bench_sets", "torch_sets", "bench_rebind", "bench_cond",
+          "bench_mlp", "torch_mlp", "bench_nccl", "torch_nccl")
 MEMORY = ("bench_sleep", "bench_buckets", "bench_vmm", "bench_sets", "torch_sets")
 
 
@@ -183,54 +191,6 @@ def machine(data):
         out["host"] = f"a host of {round(kib / (1 << 20))} GiB memory ({platform.machine()})"
     except (OSError, ValueError, IndexError):
         out["host"] = None
-    return out
-
-
-def col(name, spec=None):
-    return {"name": name, "format": spec} if spec else {"name": name}
-
-
-def page_sections(res):
-    """The tables of docs/benchmarks.md this script can build from the benchmarks' JSON, in the
-    format of benchmarks_page.py; the page says "not measured" for the others."""
-    t, out = res["targets"], {}
-    if res["replay"]:
-        out["graph.replay"] = {
-            "programs": ["bench/bench_graph", "bench/torch_graph.py"],
-            "columns": [col("N"), col("raw CUDA", ".3f"), col("recap", ".3f"), col("PyTorch", ".3f"),
-                        col("recap / raw", ".3f"), col("recap / PyTorch", ".2f")],
-            "rows": [[r["n"], r["raw_us"], r["recap_us"], r["torch_us"], r["recap_vs_raw"],
-                      r["recap_vs_torch"]] for r in res["replay"]],
-            "goals": [{"what": "recap / raw", "column": "recap / raw", "op": "<=",
-                       "limit": t["replay_ratio"]}]}
-    if res["capture"]:
-        out["graph.capture"] = {
-            "programs": ["bench/bench_graph", "bench/torch_graph.py"],
-            "columns": [col("N"), col("raw CUDA", ".1f"), col("recap", ".1f"), col("PyTorch", ".1f"),
-                        col("PyTorch ctx", ".1f"), col("recap / raw", ".3f"), col("recap − raw", ".1f")],
-            "rows": [[r["n"], r["raw_us"], r["recap_us"], r["torch_us"], r["torch_scope_us"],
-                      r["recap_vs_raw"],
-                      r["recap_us"] - r["raw_us"] if r["recap_us"] is not None and r["raw_us"] is not None
-                      else None] for r in res["capture"]],
-            "goals": [{"what": "recap / raw", "column": "recap / raw", "op": "<=",
-                       "limit": t["capture_ratio"]},
-                      {"what": "recap / PyTorch", "ratio_columns": ["recap", "PyTorch"], "format": ".2f"},
-                      {"what": "recap − raw CUDA, µs", "column": "recap − raw"}]}
-    if res["alloc"]:
-        out["alloc.pair"] = {
-            "programs": ["bench/bench_alloc", "bench/torch_alloc.py"],
-            "columns": [col("size"), col("recap", ".1f"), col("cudaMallocAsync", ".1f"),
-                        col("PyTorch", ".1f"), col("PyTorch `_C`", ".1f"),
-                        col("recap during a capture", ".1f"), col("routing adds", ".1f")],
-            "rows": [[size_label(r["size"]), r["recap_ns"], r["cuda_async_ns"], r["torch_ns"],
-                      r["torch_c_ns"], r["recap_routed_ns"], r["routing_extra_ns"]] for r in res["alloc"]],
-            "goals": [{"what": "recap pair, ns", "column": "recap", "op": "<=", "limit": t["pair_ns"]},
-                      {"what": "routing to a capture's pool adds, ns", "column": "routing adds",
-                       "op": "<=", "limit": t["routing_extra_ns"]},
-                      {"what": "recap / cudaMallocAsync", "ratio_columns": ["recap", "cudaMallocAsync"],
-                       "format": ".3f"},
-                      {"what": "recap / PyTorch `_C`", "ratio_columns": ["recap", "PyTorch `_C`"],
-                       "format": ".3f"}]}
     return out
 
 
@@ -490,7 +450,6 @@ def plot(res, path):
 def page_main(results_path, check):
     """Print the benchmarks page for a results file, or compare it with the page at check."""
     import difflib
-    import benchmarks_page
     here = os.path.dirname(os.path.abspath(__file__))
     with open(results_path, encoding="utf-8") as f:
         results = json.load(f)
@@ -514,7 +473,6 @@ def page_main(results_path, check):
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     if len(sys.argv) > 1 and sys.argv[1].endswith(".json"):
-        sys.path.insert(0, here)
         check = sys.argv[3] if len(sys.argv) == 4 and sys.argv[2] == "--check" else None
         if len(sys.argv) not in (2, 4) or (len(sys.argv) == 4 and not check):
             print("usage: report.py RESULTS.json [--check PAGE]", file=sys.stderr)
@@ -535,7 +493,7 @@ def main():
         print(f"report: no benchmark JSON found in {args.dir}", file=sys.stderr)
         return 1
     res = merge(data)
-    res["sections"] = page_sections(res)
+    res["sections"] = report_sections.sections(data, res)
     print_tables(res)
     with open(args.out, "w") as f:
         json.dump(res, f, indent=1)
