@@ -8,6 +8,7 @@ page says "not measured" there. The examples' tables (serve, solver, dp_mlp, dec
 example's loop and memory) come from programs that print them and write no JSON, so a run gives
 none of them.
 """
+import sys
 
 
 def col(name, spec=None):
@@ -494,19 +495,24 @@ def nccl_sections(nccl, tnccl):
 
 
 def sections(data, merged):
-    """Every table of the page that the JSON files in data (name -> parsed JSON) can give."""
-    out = graph_sections(merged)
-    if data.get("bench_rebind"):
-        out.update(rebind_sections(data["bench_rebind"]))
-    out.update(mlp_sections(data.get("bench_mlp"), data.get("torch_mlp")))
-    if data.get("bench_cond"):
-        out.update(cond_sections(data["bench_cond"]))
-    if data.get("bench_sleep"):
-        out.update(sleep_sections(data["bench_sleep"]))
-    if data.get("bench_buckets"):
-        out.update(buckets_section(data["bench_buckets"]))
-    if data.get("bench_vmm"):
-        out.update(vmm_section(data["bench_vmm"]))
-    out.update(sets_sections(data.get("bench_sets"), data.get("torch_sets")))
-    out.update(nccl_sections(data.get("bench_nccl"), data.get("torch_nccl")))
+    """Every table of the page that the JSON files in data (name -> parsed JSON) can give. A
+    benchmark whose JSON does not have the shape expected gives no table and a line on stderr:
+    the merged results and the other tables matter more than one table."""
+    builders = [
+        ("bench_graph, bench_alloc", lambda: graph_sections(merged)),
+        ("bench_rebind", lambda: rebind_sections(data.get("bench_rebind") or {})),
+        ("bench_mlp, torch_mlp", lambda: mlp_sections(data.get("bench_mlp"), data.get("torch_mlp"))),
+        ("bench_cond", lambda: cond_sections(data.get("bench_cond") or {})),
+        ("bench_sleep", lambda: sleep_sections(data.get("bench_sleep") or {})),
+        ("bench_buckets", lambda: buckets_section(data.get("bench_buckets") or {})),
+        ("bench_vmm", lambda: vmm_section(data.get("bench_vmm") or {})),
+        ("bench_sets, torch_sets", lambda: sets_sections(data.get("bench_sets"), data.get("torch_sets"))),
+        ("bench_nccl, torch_nccl", lambda: nccl_sections(data.get("bench_nccl"), data.get("torch_nccl"))),
+    ]
+    out = {}
+    for names, build in builders:
+        try:
+            out.update(build())
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            print(f"report: no page tables from {names}: {type(e).__name__}: {e}", file=sys.stderr)
     return out
