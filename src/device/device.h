@@ -19,10 +19,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "recap.h"
+#include "recap/core.h"
 #include "recap/graph.h"
 #include "recap/inspect.h"
-#include "recap/rng.h"
 #include "recap/update.h"
 
 #ifdef __cplusplus
