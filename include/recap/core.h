@@ -159,7 +159,9 @@ typedef struct CUstream_st *recap_stream_t;
  * RECAP_ERROR_NO_DEVICE and recap_last_error() says why; it never aborts. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_device_count(int *count);
 
-/* A string naming the device backend in use ("cuda" or "fake"). */
+/* A string naming the device backend in use: "cuda", "fake" (the tests' CPU fake), or "none" in
+ * a recap built without CUDA (the CMake option RECAP_CUDA=OFF), where every call that needs a
+ * device returns RECAP_ERROR_NO_DEVICE and recap_last_error() names the option. */
 RECAP_API const char *recap_device_backend(void);
 
 #ifdef __cplusplus

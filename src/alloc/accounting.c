@@ -18,6 +18,7 @@
 #include "alloc/sleep.h"
 #include "core/assert.h"
 #include "core/error.h"
+#include "recap/memory.h"
 
 static recap__pool_t *find_pool(recap__device_state_t *d, recap_pool_id_t id) {
   if (recap_pool_is_default(id)) return &d->default_pool;

@@ -30,6 +30,7 @@
 #include "core/error.h"
 #include "core/host.h"
 #include "core/options.h"
+#include "recap/sleep.h"
 
 static _Atomic uint64_t next_handle_id = 1; /* recap_pool_handle(): {0, n} */
 static _Atomic uint64_t next_graph_id = 1;  /* pools graphs make for themselves: {n, 0} */

@@ -156,10 +156,21 @@ typedef struct recap__route {
   recap__route_logs_t *logs; /* the allocation logs attached to the route, or NULL */
 } recap__route_t;
 
-/* An address range (cuMemAddressReserve) that could not be given back. */
+/* What a device call could not give back (vmm_segment.c): a chunk's mapping, a chunk's physical
+ * memory, or an address range (cuMemAddressReserve). They are tried again in that order: a
+ * range is given back only once nothing is mapped in it. */
+typedef enum recap__stuck_kind {
+  RECAP__STUCK_MAPPING, /* base, size: unmap */
+  RECAP__STUCK_CHUNK,   /* handle, size: release */
+  RECAP__STUCK_RANGE,   /* base, size: give the addresses back */
+  RECAP__STUCK_KINDS
+} recap__stuck_kind_t;
+
 typedef struct recap__stuck_range {
+  recap__stuck_kind_t kind;
   char *base;
   size_t size;
+  recap__vmm_handle_t handle;
 } recap__stuck_range_t;
 
 typedef struct recap__device_state {
@@ -180,9 +191,10 @@ typedef struct recap__device_state {
   recap_memory_stats_t stats;
   size_t vmm_granularity; /* the device's recommended VMM granularity, once asked (0: not yet) */
   size_t vmm_min_granularity; /* its minimum, all a range's start is aligned to (with it) */
-  /* The address ranges of deleted VMM segments whose release failed (vmm_segment.c): every
-   * recap_empty_cache tries them again (recap__vmm_ranges_retry), and the status and message of
-   * the latest failure are kept for its report. */
+  /* What VMM calls could not give back (vmm_segment.c: the address ranges of deleted segments,
+   * the mappings and chunks of failed growths): every recap_empty_cache tries them again
+   * (recap__vmm_ranges_retry), and the status and message of the latest failure are kept for
+   * its report. */
   recap__stuck_range_t *stuck_ranges;
   size_t stuck_count, stuck_capacity;
   recap_status_t stuck_status;

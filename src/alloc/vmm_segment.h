@@ -66,13 +66,13 @@ size_t recap__vmm_segment_map_need(const recap__device_state_t *d, const recap__
 recap_status_t recap__vmm_segment_need(recap__device_state_t *d, const recap__pool_t *pool,
                                        bool small, size_t size, recap_stream_t stream,
                                        const recap__options_t *o, size_t *bytes);
-/* Give back again the address ranges of deleted VMM segments whose release failed
- * (d->stuck_ranges); those that fail again stay listed, with the latest cause. Lock held, d's
- * device current. */
+/* Give back again what d->stuck_ranges lists (mappings first, then chunks, then address
+ * ranges); what fails again stays listed, with the latest cause. Lock held, d's device
+ * current. */
 void recap__vmm_ranges_retry(recap__device_state_t *d);
-/* RECAP_SUCCESS when d lists no such range, else the latest failure's status with a message
- * (starting with call) naming how many ranges of how many bytes of addresses stay reserved, the
- * cause, and that the next recap_empty_cache tries again. Lock held. */
+/* RECAP_SUCCESS when d lists nothing, else the latest failure's status with a message (starting
+ * with call) naming what stays of each kind and its bytes, the cause, and that the next
+ * recap_empty_cache tries again. Lock held. */
 recap_status_t recap__vmm_ranges_report(const recap__device_state_t *d, const char *call);
 /* The chunk size a wake maps in, at most: fewer, larger chunks are what makes sleep and wake
  * fast. */
