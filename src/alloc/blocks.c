@@ -12,7 +12,7 @@
 #include "alloc/blocks.h"
 #include "alloc/front_cache.h"
 #include "alloc/ptr_map.h"
-#include "alloc/vmm_segment.h"
+#include "alloc/vmm_holes.h"
 #include "core/assert.h"
 #include "core/error.h"
 

@@ -16,6 +16,7 @@
 #include "alloc/events.h"
 #include "alloc/pinned_cache.h"
 #include "alloc/segment_source.h"
+#include "alloc/vmm_holes.h"
 #include "alloc/vmm_segment.h"
 #include "core/assert.h"
 #include "core/error.h"

@@ -12,7 +12,7 @@
 #include "alloc/alloc_lock.h"
 #include "alloc/pinned_cache.h"
 #include "alloc/sleep.h"
-#include "alloc/vmm_segment.h"
+#include "alloc/vmm_holes.h"
 #include "core/error.h"
 
 typedef struct tally {

@@ -20,6 +20,7 @@
 #include "alloc/cache_release.h"
 #include "alloc/out_of_memory.h"
 #include "alloc/segment_source.h"
+#include "alloc/vmm_holes.h"
 #include "alloc/vmm_segment.h"
 #include "core/error.h"
 #include "core/host.h"

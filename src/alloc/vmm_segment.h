@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * vmm_segment.h — segments on CUDA virtual memory (vmm_segment.c): the expandable_segments
- * option. What segment_growth.c grows and maps, what cache_release.c trims, and the chunk size
- * a wake (sleep.c) maps in.
+ * option. What segment_growth.c grows, what cache_release.c gives back again when the device
+ * would not take it at first, and the chunk size a wake (sleep.c) maps in. The holes inside a
+ * segment's free blocks are vmm_holes.h's.
  */
 #ifndef RECAP_ALLOC_VMM_SEGMENT_H
 #define RECAP_ALLOC_VMM_SEGMENT_H
@@ -15,7 +16,7 @@
 #include "recap/core.h"
 
 /* ------------------------------------------------------------------------------------------
- * Segments on CUDA virtual memory (vmm_segment.c): the expandable_segments option
+ * Segments on CUDA virtual memory (vmm_segment.c, vmm_holes.c): the expandable_segments option
  *
  * With the option on, a pool has at most one VMM segment per size class and stream; it reserves
  * a range of virtual addresses as large as the device's memory and maps physical chunks
@@ -39,28 +40,6 @@
 recap_status_t recap__vmm_segment_grow(recap__device_state_t *d, recap__pool_t *pool, bool small,
                                        size_t size, recap_stream_t stream,
                                        const recap__options_t *o, recap__block_t **out);
-/* Give back every chunk of seg that lies wholly inside a free block other than keep (which may
- * be NULL), wherever it is: the blocks keep their places, their bytes become holes; then cut a
- * free end past the last chunk off the segment (its last block shrinks or goes) unless that
- * block is keep; a segment left with no block releases its range and is deleted. The front
- * cache must be settled (recap__alloc_settle). A chunk that cannot be given back stays (the
- * first failure is returned). Unmapping does not wait for the device (cuMemUnmap does not,
- * unlike cudaFree): the caller synchronises first when recap__vmm_segment_releasable says
- * there is something to give back. Lock held. */
-recap_status_t recap__vmm_segment_release(recap__device_state_t *d, recap__segment_t *seg,
-                                          const recap__block_t *keep);
-bool recap__vmm_segment_releasable(recap__segment_t *seg, const recap__block_t *keep);
-/* The unmapped bytes of seg within [from, from + size) (lock held). */
-size_t recap__vmm_unmapped_in(const recap__segment_t *seg, const char *from, size_t size);
-/* Map again the holes of the free block b (of a VMM segment) in the granules that a request carved
- * from b at `at` for `size` bytes touches, one chunk per hole, so that the request lies wholly in
- * mapped memory; counts them as a growth does. One try: a failure leaves everything as it was;
- * segment_growth.c weighs memory_cap first (map_need: the bytes it would map) and wraps it in the
- * out-of-memory retry. Lock held. */
-recap_status_t recap__vmm_segment_map(recap__device_state_t *d, recap__block_t *b, const char *at,
-                                      size_t size);
-size_t recap__vmm_segment_map_need(const recap__device_state_t *d, const recap__block_t *b,
-                                   const char *at, size_t size);
 /* The bytes recap__vmm_segment_grow would map for that request now (0: the segment's free last
  * block holds it already), asking the device's granularity if not known yet. Lock held. */
 recap_status_t recap__vmm_segment_need(recap__device_state_t *d, const recap__pool_t *pool,
