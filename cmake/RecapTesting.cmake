@@ -25,6 +25,11 @@ function(recap_add_test source)
   add_executable(${exe} "${source}")
   target_link_libraries(${exe} PRIVATE recap_test_harness ${arg_LIBS})
   target_compile_definitions(${exe} PRIVATE RECAP_TEST_NEEDS_GPU=$<BOOL:${arg_GPU}>)
+  if(arg_GPU)
+    # A GPU program sits beside its CPU counterpart; what the GPU programs share (gpu_util.h,
+    # the kernels' launchers) is in tests/gpu/.
+    target_include_directories(${exe} PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}/gpu")
+  endif()
 
   # The test list is read from the source, so a new test means a new configure run.
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${path}")
@@ -86,9 +91,9 @@ function(recap_add_test_variant source variant)
   endif()
   get_filename_component(path "${source}" ABSOLUTE)
   get_filename_component(exe "${source}" NAME_WE)
-  # A variant of a GPU test (tests/gpu/) is a GPU test too: gpu-check runs it, CI skips it.
+  # A variant of a GPU test (test_*_gpu.c) is a GPU test too: gpu-check runs it, CI skips it.
   set(kind cpu)
-  if(source MATCHES "^gpu/")
+  if(source MATCHES "_gpu\\.c$")
     set(kind gpu)
   endif()
   recap__test_names("${path}" names)

@@ -8,7 +8,7 @@
  * replayed on two streams, are ordered under RECAP_NCCL_SERIALIZE, and an overlap is refused
  * under RECAP_NCCL_REFUSE_OVERLAP.
  *
- * tests/test_nccl_ranks.c asserts the same guard rails on the CPU fake; this program runs them
+ * tests/nccl/test_nccl_ranks.c asserts the same guard rails on the CPU fake; this program runs them
  * on real NCCL, whose ranks wait for each other on the GPUs. The communicators come from
  * ncclCommInitAll, opened with dlopen from the library the seam loads (RECAP_NCCL_LIBRARY, else
  * libnccl.so.2): nothing links NCCL. Exits 77 (skipped) with fewer than 2 GPUs, without the

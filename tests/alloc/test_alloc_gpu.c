@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_alloc_gpu.c — the caching allocator on a real device: exact statistics for the four
- * size classes (the figures of tests/test_alloc.c, which checks them on the fake device), the
+ * size classes (the figures of tests/alloc/test_alloc.c, which checks them on the fake device), the
  * device's free memory coming back after recap_empty_cache, stream-ordered reuse of a block
  * that another stream still uses (recap_record_stream), and out of memory.
  */
