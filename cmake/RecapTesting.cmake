@@ -6,13 +6,15 @@
 # crash or a GPU fault in one test cannot take the others with it, and ctest reports each test
 # by name. GPU tests exit with 77 when there is no device, which ctest shows as skipped.
 
-# recap_add_test(<source> [GPU] [TIMEOUT <seconds>] [LIBS <lib>...])
+# recap_add_test(<source> [GPU] [TIMEOUT <seconds>] [SOURCES <source>...] [LIBS <lib>...])
 #   GPU      the tests need a CUDA device: label "gpu" instead of "cpu", skipped without one,
 #            and run one at a time (they may fill the device's memory).
 #   TIMEOUT  per test, default 300 seconds.
+#   SOURCES  more sources of the same program, each with a part of its tests (harness.h
+#            RECAP_TEST_PART); their tests are registered too.
 #   LIBS     more libraries to link.
 function(recap_add_test source)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "GPU" "TIMEOUT" "LIBS")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "GPU" "TIMEOUT" "SOURCES;LIBS")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "recap_add_test(${source}): unknown arguments ${arg_UNPARSED_ARGUMENTS}")
   endif()
@@ -22,7 +24,7 @@ function(recap_add_test source)
 
   get_filename_component(path "${source}" ABSOLUTE)
   get_filename_component(exe "${source}" NAME_WE)
-  add_executable(${exe} "${source}")
+  add_executable(${exe} "${source}" ${arg_SOURCES})
   target_link_libraries(${exe} PRIVATE recap_test_harness ${arg_LIBS})
   target_compile_definitions(${exe} PRIVATE RECAP_TEST_NEEDS_GPU=$<BOOL:${arg_GPU}>)
   if(arg_GPU)
@@ -32,11 +34,23 @@ function(recap_add_test source)
   endif()
 
   # The test list is read from the source, so a new test means a new configure run.
-  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${path}")
-  recap__test_names("${path}" names)
+  set(names "")
+  foreach(part IN ITEMS "${source}" ${arg_SOURCES})
+    get_filename_component(part_path "${part}" ABSOLUTE)
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${part_path}")
+    recap__test_names("${part_path}" part_names)
+    foreach(name IN LISTS part_names)
+      if(name IN_LIST names)
+        message(FATAL_ERROR "${part}: test ${name} is listed twice")
+      endif()
+    endforeach()
+    list(APPEND names ${part_names})
+  endforeach()
   if(NOT names)
     message(FATAL_ERROR "${source}: no cmocka_unit_test(...) entries found")
   endif()
+  # recap_add_test_variant registers the same names again.
+  set_property(TARGET ${exe} PROPERTY RECAP_TEST_NAMES "${names}")
 
   if(arg_GPU)
     set(label gpu)
@@ -89,14 +103,13 @@ function(recap_add_test_variant source variant)
   if(NOT arg_TIMEOUT)
     set(arg_TIMEOUT 300)
   endif()
-  get_filename_component(path "${source}" ABSOLUTE)
   get_filename_component(exe "${source}" NAME_WE)
   # A variant of a GPU test (test_*_gpu.c) is a GPU test too: gpu-check runs it, CI skips it.
   set(kind cpu)
   if(source MATCHES "_gpu\\.c$")
     set(kind gpu)
   endif()
-  recap__test_names("${path}" names)
+  get_property(names TARGET ${exe} PROPERTY RECAP_TEST_NAMES)
   foreach(name IN LISTS arg_EXCLUDE)
     if(NOT name IN_LIST names)
       message(FATAL_ERROR "recap_add_test_variant(${source} ${variant}): no test ${name} to exclude")

@@ -46,6 +46,23 @@ int recap_test_main(int argc, char **argv, const struct CMUnitTest *tests, size_
 #define RECAP_TEST_RUN(argc, argv, tests) \
   recap_test_main((argc), (argv), (tests), sizeof(tests) / sizeof((tests)[0]), RECAP_TEST_NEEDS_GPU)
 
+/* A program's tests split over several sources by concept: each source other than the one with
+ * main() exports its table as a part (RECAP_TEST_PART), and main() runs them all together with
+ * RECAP_TEST_RUN_PARTS. recap_add_test(... SOURCES ...) registers the tests of every source. */
+typedef struct recap_test_part {
+  const struct CMUnitTest *tests;
+  size_t count;
+} recap_test_part_t;
+#define RECAP_TEST_PART(tests) \
+  { (tests), sizeof(tests) / sizeof((tests)[0]) }
+
+/* recap_test_main over the tests of parts[0..part_count), in that order. */
+int recap_test_main_parts(int argc, char **argv, const recap_test_part_t *parts, size_t part_count,
+                          int needs_gpu);
+#define RECAP_TEST_RUN_PARTS(argc, argv, parts)                                      \
+  recap_test_main_parts((argc), (argv), (parts), sizeof(parts) / sizeof((parts)[0]), \
+                        RECAP_TEST_NEEDS_GPU)
+
 /* ---- checks shared by every test ------------------------------------------------------------ */
 
 /* A recap call that must succeed; on failure the test fails with recap's message. */
