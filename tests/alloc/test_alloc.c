@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * test_alloc.c — the caching allocator on the CPU fake device: sizes and exact statistics,
- * split and merge, stream-ordered reuse through events, out of memory, options, snapshot and
- * checker, and thread safety. Pools and capture routing are in test_pools.c.
+ * test_alloc.c — the caching allocator on the CPU fake device: sizes, split and merge,
+ * stream-ordered reuse through events, out of memory, options, snapshot and checker, and thread
+ * safety. Pools and capture routing are in test_pools.c; the exact statistics of one allocation
+ * of each size class are a conformance scenario, run on the fake and on CUDA
+ * (tests/conformance/alloc_stats.c).
  */
 #include <cjson/cJSON.h>
 #include <pthread.h>
@@ -15,101 +17,6 @@
 #include "reset.h"
 #include "fake_util.h"
 #include "recap.h"
-
-/* The stats of one allocation of `request` bytes, from an empty allocator, then after freeing
- * it, then after emptying the cache. */
-static void expect_single(size_t request, size_t block, size_t segment, int kind) {
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  void *p;
-  OK(recap_malloc(&p, request, s));
-  assert_non_null(p);
-  recap_memory_stats_t st = stats();
-  int other = kind == RECAP_STAT_SMALL ? RECAP_STAT_LARGE : RECAP_STAT_SMALL;
-  assert_int_equal(st.segment[kind].current, 1);
-  assert_int_equal(st.segment[other].current, 0);
-  assert_int_equal(st.reserved_bytes[kind].current, (int64_t)segment);
-  assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, (int64_t)segment);
-  assert_int_equal(st.allocation[kind].current, 1);
-  assert_int_equal(st.allocated_bytes[kind].current, (int64_t)block);
-  assert_int_equal(st.requested_bytes[kind].current, (int64_t)request);
-  assert_int_equal(st.active[kind].current, 1);
-  assert_int_equal(st.active_bytes[kind].current, (int64_t)block);
-  bool split = segment > block;
-  assert_int_equal(st.inactive_split[kind].current, split ? 1 : 0);
-  assert_int_equal(st.inactive_split_bytes[kind].current, (int64_t)(segment - block));
-  assert_int_equal(st.num_device_alloc, 1);
-  assert_int_equal(recap__fake_now().bytes_in_use[0], segment);
-  check();
-
-  OK(recap_free(p));
-  st = stats();
-  assert_int_equal(st.allocation[kind].current, 0);
-  assert_int_equal(st.allocation[kind].allocated, 1);
-  assert_int_equal(st.allocation[kind].freed, 1);
-  assert_int_equal(st.allocated_bytes[kind].current, 0);
-  assert_int_equal(st.allocated_bytes[kind].peak, (int64_t)block);
-  assert_int_equal(st.requested_bytes[kind].current, 0);
-  assert_int_equal(st.active[kind].current, 0);
-  assert_int_equal(st.inactive_split[kind].current, 0); /* merged back into one block */
-  assert_int_equal(st.inactive_split_bytes[kind].current, 0);
-  assert_int_equal(st.segment[kind].current, 1); /* cached, not returned */
-  assert_int_equal(st.reserved_bytes[kind].current, (int64_t)segment);
-  check();
-
-  OK(recap_empty_cache());
-  st = stats();
-  assert_int_equal(st.segment[kind].current, 0);
-  assert_int_equal(st.segment[kind].freed, 1);
-  assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, 0);
-  assert_int_equal(st.reserved_bytes[kind].peak, (int64_t)segment);
-  assert_int_equal(st.num_device_free, 1);
-  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
-  check();
-}
-
-static void stats_tiny_request(void **state) {
-  (void)state;
-  expect_single(1, 512, 2 * MiB, RECAP_STAT_SMALL);
-}
-
-static void stats_under_one_mib(void **state) {
-  (void)state;
-  /* 600 KiB + 1 rounds up to the next 512 bytes. */
-  expect_single(600 * KiB + 1, 600 * KiB + 512, 2 * MiB, RECAP_STAT_SMALL);
-}
-
-static void stats_exactly_one_mib_is_small(void **state) {
-  (void)state;
-  expect_single(1 * MiB, 1 * MiB, 2 * MiB, RECAP_STAT_SMALL);
-}
-
-static void stats_between_one_and_ten_mib(void **state) {
-  (void)state;
-  /* A classic segment of large_segment (20 MiB), split. A VMM segment maps the request rounded
-   * up to the granularity, 4 MiB, and the 1 MiB rest is no more than small_size: the block is
-   * the whole chunk. */
-  reset();
-  if (vmm_segments_on())
-    expect_single(3 * MiB, 4 * MiB, 4 * MiB, RECAP_STAT_LARGE);
-  else
-    expect_single(3 * MiB, 3 * MiB, 20 * MiB, RECAP_STAT_LARGE);
-}
-
-static void stats_over_ten_mib(void **state) {
-  (void)state;
-  /* 12 MiB + 1 -> 12 MiB + 512 -> an own segment of 14 MiB; the 2 MiB - 512 left over is
-   * more than small_size (1 MiB), so the block is split, as PyTorch does. A VMM segment maps
-   * the same 14 MiB (rounded up to the 2 MiB granularity), and splits too. */
-  expect_single(12 * MiB + 1, 12 * MiB + 512, 14 * MiB, RECAP_STAT_LARGE);
-}
-
-static void stats_large_unsplit_when_rest_is_small(void **state) {
-  (void)state;
-  /* 13.5 MiB -> own segment of 14 MiB; the 0.5 MiB rest is not worth a block of its own. A
-   * VMM segment maps the same 14 MiB, unsplit. */
-  expect_single(13 * MiB + 512 * KiB, 14 * MiB, 14 * MiB, RECAP_STAT_LARGE);
-}
 
 static void size_zero_gives_null(void **state) {
   (void)state;
@@ -610,12 +517,6 @@ static void fault_at_every_step(void **state) {
 }
 
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(stats_tiny_request),
-    cmocka_unit_test(stats_under_one_mib),
-    cmocka_unit_test(stats_exactly_one_mib_is_small),
-    cmocka_unit_test(stats_between_one_and_ten_mib),
-    cmocka_unit_test(stats_over_ten_mib),
-    cmocka_unit_test(stats_large_unsplit_when_rest_is_small),
     cmocka_unit_test(size_zero_gives_null),
     cmocka_unit_test(bad_arguments),
     cmocka_unit_test(split_and_merge),

@@ -1,0 +1,74 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * backend.h — the device a conformance scenario runs on: the CPU fake device (backend_fake.c) or
+ * a CUDA device (backend_cuda.c).
+ *
+ * A scenario that must behave the same on both is written once against these calls and the
+ * public API; tests/CMakeLists.txt builds the scenarios twice, test_conformance with the fake's
+ * backend (label cpu) and test_conformance_gpu with CUDA's (label gpu, skipped without a device),
+ * so that the fake's model of CUDA is checked against CUDA itself. Where the two can only be
+ * measured with different precision (the device's memory in use: the fake counts it to the byte,
+ * CUDA's free memory moves with the driver's own needs), the backend decides how exact a check
+ * is; the scenario states what must hold.
+ */
+#ifndef RECAP_TEST_CONFORMANCE_BACKEND_H
+#define RECAP_TEST_CONFORMANCE_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "harness.h"
+#include "recap.h"
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+
+/* A fresh start: the fake reset, or the device idle with recap's cache empty. */
+void backend_begin(void);
+recap_stream_t backend_stream(void);
+void backend_stream_destroy(recap_stream_t stream);
+/* Wait for all the device's work. */
+void backend_sync(void);
+/* Set `bytes` bytes at p to value, eagerly on stream (as cudaMemsetAsync). */
+void backend_memset(void *p, int value, size_t bytes, recap_stream_t stream);
+/* Copy `bytes` bytes of device memory at src to the host, once the device is idle. */
+void backend_to_host(void *dst, const void *src, size_t bytes);
+/* Whether the allocator runs with expandable_segments (the "vmm" variants). */
+bool backend_vmm_segments_on(void);
+/* The bytes of device memory in use, recap's and anyone else's. */
+size_t backend_device_used(void);
+/* The device's memory in use went from `before` to `now`, and should have grown by `grown`:
+ * exactly on the fake; on CUDA by at least `grown` less a slack for the driver's own caches (and
+ * when `grown` is 0, by no more than the slack), unless a CUDA tool holds device memory too. */
+void backend_expect_device_grew(size_t before, size_t now, size_t grown);
+
+static inline recap_memory_stats_t backend_stats(void) {
+  recap_memory_stats_t s;
+  OK(recap_memory_stats(-1, &s));
+  return s;
+}
+
+static inline void backend_check_allocator(void) {
+  recap_status_t s = recap_memory_check();
+  if (s != RECAP_SUCCESS) fail_msg("recap_memory_check: %s", recap_last_error());
+}
+
+/* The end of a scenario that freed everything and destroyed its graphs and streams: after
+ * emptying the cache no pool of `pools` is left, recap holds no device memory, and the
+ * allocator's invariants hold. */
+static inline void backend_finish(const recap_pool_id_t *pools, size_t pool_count) {
+  backend_sync();
+  OK(recap_empty_cache());
+  for (size_t i = 0; i < pool_count; i++) {
+    recap_pool_info_t info;
+    EXPECT_STATUS(recap_pool_info(pools[i], &info), RECAP_ERROR_NOT_FOUND);
+  }
+  recap_memory_stats_t st = backend_stats();
+  assert_int_equal(st.allocation[RECAP_STAT_ALL].current, 0);
+  assert_int_equal(st.active[RECAP_STAT_ALL].current, 0);
+  assert_int_equal(st.segment[RECAP_STAT_ALL].current, 0);
+  assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, 0);
+  backend_check_allocator();
+}
+
+#endif /* RECAP_TEST_CONFORMANCE_BACKEND_H */
