@@ -16,6 +16,8 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
 
 #include "harness.h"
 #include "recap.h"
@@ -33,6 +35,21 @@ void backend_sync(void);
 void backend_memset(void *p, int value, size_t bytes, recap_stream_t stream);
 /* Copy `bytes` bytes of device memory at src to the host, once the device is idle. */
 void backend_to_host(void *dst, const void *src, size_t bytes);
+/* Kernels on floats, the test kernels of tests/gpu/kernels.h (the fake's compute on its host
+ * memory under the same names): p[i] = value; out[i] = in[i] + value; out[i] = a[i] + b[i];
+ * y[i] += alpha * x[i]. Launched on stream, eagerly or into the capture the stream takes part in. */
+void backend_fill(float *p, size_t n, float value, recap_stream_t stream);
+void backend_add_scalar(float *out, const float *in, size_t n, float value, recap_stream_t stream);
+void backend_add(float *out, const float *a, const float *b, size_t n, recap_stream_t stream);
+void backend_axpy(float *y, const float *x, size_t n, float alpha, recap_stream_t stream);
+#define BACKEND_ADD_SCALAR_KERNEL "recap_test_add_scalar_kernel"
+#define BACKEND_ADD_KERNEL "recap_test_add_kernel"
+/* The graph launches so far, and the check that `launched` more were made since `before`: on the
+ * fake, which counts them; CUDA counts none, and its scenarios see launches in the values. */
+uint64_t backend_graph_launches(void);
+void backend_expect_launched(uint64_t before, uint64_t launched);
+/* Nothing of the device's is left: no graph or executable (the fake counts them). */
+void backend_expect_nothing_left(void);
 /* Whether the allocator runs with expandable_segments (the "vmm" variants). */
 bool backend_vmm_segments_on(void);
 /* The bytes of device memory in use, recap's and anyone else's. */
@@ -53,6 +70,29 @@ static inline void backend_check_allocator(void) {
   if (s != RECAP_SUCCESS) fail_msg("recap_memory_check: %s", recap_last_error());
 }
 
+static inline float *backend_floats(size_t n, recap_stream_t stream) {
+  void *p = NULL;
+  OK(recap_malloc(&p, n * sizeof(float), stream));
+  if (!p) fail_msg("recap_malloc(%zu floats) gave NULL", n);
+  return p;
+}
+
+/* Every one of the n floats at device pointer p equals expected, exactly. */
+static inline void backend_expect_all(const float *p, size_t n, float expected) {
+  float *host = malloc(n * sizeof *host);
+  if (!host) fail_msg("out of host memory");
+  backend_to_host(host, p, n * sizeof *host);
+  for (size_t i = 0; i < n; i++) {
+    if (host[i] != expected) {
+      float got = host[i];
+      free(host);
+      fail_msg("element %zu of %p is %.9g, expected %.9g", i, (const void *)p, (double)got,
+               (double)expected);
+    }
+  }
+  free(host);
+}
+
 /* The end of a scenario that freed everything and destroyed its graphs and streams: after
  * emptying the cache no pool of `pools` is left, recap holds no device memory, and the
  * allocator's invariants hold. */
@@ -69,6 +109,7 @@ static inline void backend_finish(const recap_pool_id_t *pools, size_t pool_coun
   assert_int_equal(st.segment[RECAP_STAT_ALL].current, 0);
   assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, 0);
   backend_check_allocator();
+  backend_expect_nothing_left();
 }
 
 #endif /* RECAP_TEST_CONFORMANCE_BACKEND_H */

@@ -28,6 +28,31 @@ void backend_begin(void) {
 
 recap_stream_t backend_stream(void) { return gpu_stream(); }
 
+void backend_fill(float *p, size_t n, float value, recap_stream_t stream) {
+  CUDA_OK(recap_test_fill(p, n, value, stream));
+}
+
+void backend_add_scalar(float *out, const float *in, size_t n, float value, recap_stream_t stream) {
+  CUDA_OK(recap_test_add_scalar(out, in, n, value, stream));
+}
+
+void backend_add(float *out, const float *a, const float *b, size_t n, recap_stream_t stream) {
+  CUDA_OK(recap_test_add(out, a, b, n, stream));
+}
+
+void backend_axpy(float *y, const float *x, size_t n, float alpha, recap_stream_t stream) {
+  CUDA_OK(recap_test_axpy(y, x, n, alpha, stream));
+}
+
+uint64_t backend_graph_launches(void) { return 0; }
+
+void backend_expect_launched(uint64_t before, uint64_t launched) {
+  (void)before;
+  (void)launched;
+}
+
+void backend_expect_nothing_left(void) {}
+
 void backend_stream_destroy(recap_stream_t stream) { CUDA_OK(cudaStreamDestroy(stream)); }
 
 void backend_sync(void) { CUDA_OK(cudaDeviceSynchronize()); }

@@ -7,8 +7,9 @@
 #include "backend.h"
 
 extern const recap_test_part_t conformance_alloc_stats_tests;
+extern const recap_test_part_t conformance_liveness_tests;
 
 int main(int argc, char **argv) {
-  const recap_test_part_t parts[] = {conformance_alloc_stats_tests};
+  const recap_test_part_t parts[] = {conformance_alloc_stats_tests, conformance_liveness_tests};
   return RECAP_TEST_RUN_PARTS(argc, argv, parts);
 }
