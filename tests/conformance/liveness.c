@@ -10,46 +10,14 @@
 #include <stdio.h>
 
 #include "backend.h"
+#include "liveness_util.h"
 
 #define N ((size_t)1024) /* floats per buffer: 4096 bytes */
-
-static recap_capture_options_t liveness_options(void) {
-  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
-  o.check_input_liveness = 1;
-  return o;
-}
-
-static void begin_capture(recap_graph_t g, recap_stream_t s) {
-  recap_capture_options_t o = liveness_options();
-  OK(recap_graph_capture_begin(g, s, &o));
-}
-
-static size_t input_count(recap_graph_t g) {
-  const recap_liveness_input_t *inputs = NULL;
-  size_t n = 0;
-  OK(recap_graph_liveness_inputs(g, &inputs, &n));
-  return n;
-}
-
-static const recap_liveness_input_t *input_at(recap_graph_t g, size_t i) {
-  const recap_liveness_input_t *inputs = NULL;
-  size_t n = 0;
-  OK(recap_graph_liveness_inputs(g, &inputs, &n));
-  if (i >= n) fail_msg("input %zu of %zu", i, n);
-  return &inputs[i];
-}
 
 static recap_pool_id_t pool_of(recap_graph_t g) {
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
   return pool;
-}
-
-/* The last error names p, which is dead. */
-static void expect_mentions_pointer(const void *p) {
-  char text[32];
-  snprintf(text, sizeof text, "%p", p);
-  EXPECT_MESSAGE(text);
 }
 
 /* The last error does not name p as dead. */
@@ -128,7 +96,7 @@ static void one_dead_input(void **state) {
   OK(recap_free(x));
   expect_dead(g, s, y, N);
   EXPECT_MESSAGE("recap_graph_replay: 1 of the graph's 1 external input was freed");
-  expect_mentions_pointer(x);
+  EXPECT_MESSAGE_POINTER(x);
   EXPECT_MESSAGE("(4096 bytes) read by node 0 (kernel ");
   EXPECT_MESSAGE(BACKEND_ADD_SCALAR_KERNEL);
   EXPECT_MESSAGE("RECAP_LIVENESS_DEBUG=1");
@@ -186,7 +154,7 @@ static void one_of_several_inputs_dead(void **state) {
   OK(recap_free(b));
   expect_dead(g, s, out, N);
   EXPECT_MESSAGE("1 of the graph's 3 external inputs was freed");
-  expect_mentions_pointer(b);
+  EXPECT_MESSAGE_POINTER(b);
   EXPECT_MESSAGE("(8192 bytes)");
   EXPECT_MESSAGE(BACKEND_ADD_KERNEL);
   expect_no_pointer(a);
@@ -227,7 +195,7 @@ static void dead_model_weights(void **state) {
   backend_expect_all(h, N, 4.0f);
   OK(recap_free(weights));
   expect_dead(g, s, h, N);
-  expect_mentions_pointer(weights);
+  EXPECT_MESSAGE_POINTER(weights);
   EXPECT_MESSAGE("read by node 0 (kernel ");
   EXPECT_MESSAGE(") and others: freed");
   OK(recap_graph_destroy(g));
@@ -254,11 +222,11 @@ static void buffer_dies_between_replays(void **state) {
   backend_expect_all(y, N, 2.0f);
   OK(recap_free(y)); /* an output written by the graph dies too */
   expect_dead(g, s, z, N);
-  expect_mentions_pointer(y);
+  EXPECT_MESSAGE_POINTER(y);
   expect_no_pointer(x);
   OK(recap_free(x));
   expect_dead(g, s, z, N);
-  expect_mentions_pointer(x);
+  EXPECT_MESSAGE_POINTER(x);
   OK(recap_graph_destroy(g));
   OK(recap_free(z));
   backend_stream_destroy(s);
@@ -282,7 +250,7 @@ static void freed_and_reallocated_at_the_same_address(void **state) {
   float *again = backend_floats(N, s);
   assert_ptr_equal(again, x); /* the cache hands the same block out again */
   expect_dead(g, s, y, N);
-  expect_mentions_pointer(x);
+  EXPECT_MESSAGE_POINTER(x);
   EXPECT_MESSAGE("freed and handed out again");
   OK(recap_free(again));
   OK(recap_graph_destroy(g));
@@ -324,7 +292,7 @@ static void output_of_earlier_graph_in_shared_pool_not_flagged(void **state) {
   /* The first graph's input is still checked. */
   OK(recap_free(x));
   EXPECT_STATUS(recap_graph_replay(first, s), RECAP_ERROR_DEAD_INPUT);
-  expect_mentions_pointer(x);
+  EXPECT_MESSAGE_POINTER(x);
   OK(recap_graph_destroy(first));
   OK(recap_graph_destroy(second));
   OK(recap_free(out));

@@ -17,6 +17,7 @@
 
 #include "alloc/alloc_internal.h"
 #include "fake_util.h"
+#include "liveness_util.h"
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 
@@ -63,32 +64,6 @@ static void kernel1(recap_stream_t s, const char *name, const void *a) {
   recap__fake_launch_kernel_args(s, name, &a, 1);
 }
 
-static recap_capture_options_t liveness_options(void) {
-  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
-  o.check_input_liveness = 1;
-  return o;
-}
-
-static void begin(recap_graph_t g, recap_stream_t s) {
-  recap_capture_options_t o = liveness_options();
-  OK(recap_graph_capture_begin(g, s, &o));
-}
-
-static size_t input_count(recap_graph_t g) {
-  const recap_liveness_input_t *inputs = NULL;
-  size_t n = 0;
-  OK(recap_graph_liveness_inputs(g, &inputs, &n));
-  return n;
-}
-
-static const recap_liveness_input_t *input_at(recap_graph_t g, size_t i) {
-  const recap_liveness_input_t *inputs = NULL;
-  size_t n = 0;
-  OK(recap_graph_liveness_inputs(g, &inputs, &n));
-  if (i >= n) fail_msg("input %zu of %zu", i, n);
-  return &inputs[i];
-}
-
 /* The replay fails with DEAD_INPUT and launches nothing. */
 static void expect_dead(recap_graph_t g, recap_stream_t s) {
   uint64_t launches = recap__fake_now().graph_launches;
@@ -111,7 +86,7 @@ static void reallocation_through_another_block_record_is_caught(void **state) {
   assert_ptr_equal(x, front + 512);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  begin(g, s);
+  begin_capture(g, s);
   kernel1(s, "read_x", x);
   OK(recap_graph_capture_end(g));
   /* x merges with the free rest of the segment, then front absorbs it: x's record is gone. */
@@ -152,7 +127,7 @@ static void inputs_of_streams_outside_the_capture_are_not_tracked(void **state) 
   recap_stream_t side = recap__fake_stream_new();
   float *w = alloc(4096, side);
   OK(recap_graph_create(&joined, 0));
-  begin(joined, s);
+  begin_capture(joined, s);
   assert_true(recap__fake_capture_join(side, s));
   kernel1(side, "on_side", w);
   OK(recap_graph_capture_end(joined));
@@ -232,7 +207,7 @@ static void copies_memsets_and_foreign_pointers(void **state) {
   static char host_buffer[64];
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  begin(g, s);
+  begin_capture(g, s);
   OK(recap__device()->memcpy_async(dst, src + 128, 256, s));
   recap__fake_memset_async(s, zeroed + 4096, 0, 64);
   const void *args[3] = {host_buffer, (const void *)(uintptr_t)42, (const void *)(uintptr_t)-1};
@@ -273,7 +248,7 @@ static void input_freed_during_the_capture(void **state) {
   float *x = alloc(4096, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  begin(g, s);
+  begin_capture(g, s);
   kernel1(s, "reads_x", x);
   OK(recap_free(x)); /* a default-pool block, freed while the capture runs */
   OK(recap_graph_capture_end(g));
@@ -295,7 +270,7 @@ static void allocation_and_free_sites(void **state) {
   float *x = alloc(4096, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  begin(g, s);
+  begin_capture(g, s);
   kernel1(s, "reads_x", x);
   OK(recap_graph_capture_end(g));
   assert_non_null(input_at(g, 0)->alloc_site);
@@ -335,7 +310,7 @@ static void long_reports_go_to_the_log(void **state) {
   for (int i = 0; i < INPUTS; i++) bufs[i] = alloc(512, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  begin(g, s);
+  begin_capture(g, s);
   for (int i = 0; i < INPUTS; i++) kernel1(s, "reader_kernel_with_a_long_name", bufs[i]);
   OK(recap_graph_capture_end(g));
   assert_int_equal(input_count(g), INPUTS);
@@ -390,7 +365,7 @@ static void lifetime_of_the_checks(void **state) {
   float *x = alloc(4096, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
-  begin(g, s);
+  begin_capture(g, s);
   kernel1(s, "reads_x", x);
   const recap_liveness_input_t *inputs;
   size_t n;
@@ -407,7 +382,7 @@ static void lifetime_of_the_checks(void **state) {
   OK(recap_graph_replay(g, s));
   /* An invalidated capture with the option leaves nothing behind. */
   OK(recap_graph_reset(g));
-  begin(g, s);
+  begin_capture(g, s);
   recap__fake_capture_invalidate(s);
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
   assert_int_equal(g->hook_count, 0);

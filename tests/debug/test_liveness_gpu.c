@@ -13,36 +13,9 @@
 #include <pthread.h>
 
 #include "gpu_util.h"
+#include "liveness_util.h"
 
 #define N ((size_t)1024)
-
-static recap_capture_options_t liveness_options(void) {
-  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
-  o.check_input_liveness = 1;
-  return o;
-}
-
-static void begin_capture(recap_graph_t g, cudaStream_t s) {
-  recap_capture_options_t o = liveness_options();
-  OK(recap_graph_capture_begin(g, s, &o));
-}
-
-static size_t input_count(recap_graph_t g) {
-  const recap_liveness_input_t *inputs = NULL;
-  size_t n = 0;
-  OK(recap_graph_liveness_inputs(g, &inputs, &n));
-  return n;
-}
-
-/* Whether base is among the graph's recorded inputs. */
-static bool has_input(recap_graph_t g, const void *base) {
-  const recap_liveness_input_t *inputs = NULL;
-  size_t n = 0;
-  OK(recap_graph_liveness_inputs(g, &inputs, &n));
-  for (size_t i = 0; i < n; i++)
-    if (inputs[i].base == base) return true;
-  return false;
-}
 
 static recap_pool_id_t pool_of(recap_graph_t g) {
   recap_pool_id_t pool;

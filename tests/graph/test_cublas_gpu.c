@@ -8,16 +8,8 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include <cublas_v2.h>
-
+#include "cublas_util.h"
 #include "gpu_util.h"
-
-#define CUBLAS_OK(expr)                                                    \
-  do {                                                                     \
-    cublasStatus_t cublas_status_ = (expr);                                \
-    if (cublas_status_ != CUBLAS_STATUS_SUCCESS)                           \
-      fail_msg("%s failed: cuBLAS status %d", #expr, (int)cublas_status_); \
-  } while (0)
 
 #define DIM 64                    /* square matrices of DIM x DIM floats */
 #define WORKSPACE_BYTES (4 * MiB) /* a large-pool block: a 20 MiB segment */

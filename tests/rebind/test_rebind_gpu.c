@@ -12,18 +12,11 @@
 
 #include <stdint.h>
 
-#include <cublas_v2.h>
-
+#include "cublas_util.h"
 #include "gpu_util.h"
+#include "liveness_util.h"
 #include "rebind_kernels.h"
 #include "update_util.h"
-
-#define CUBLAS_OK(expr)                                                    \
-  do {                                                                     \
-    cublasStatus_t cublas_status_ = (expr);                                \
-    if (cublas_status_ != CUBLAS_STATUS_SUCCESS)                           \
-      fail_msg("%s failed: cuBLAS status %d", #expr, (int)cublas_status_); \
-  } while (0)
 
 enum { N = 4096, DIM = 96 };
 #define WORKSPACE_BYTES (4 * MiB)
@@ -428,15 +421,6 @@ static void update_refused_for_topology_instantiates(void **state) {
  * Input liveness follows a rebind
  * ---------------------------------------------------------------------------------------- */
 
-static bool watches(recap_graph_t g, const void *base) {
-  const recap_liveness_input_t *inputs = NULL;
-  size_t n = 0;
-  OK(recap_graph_liveness_inputs(g, &inputs, &n));
-  for (size_t i = 0; i < n; i++)
-    if (inputs[i].base == base) return true;
-  return false;
-}
-
 static void liveness_follows_rebind(void **state) {
   (void)state;
   begin();
@@ -451,12 +435,12 @@ static void liveness_follows_rebind(void **state) {
   OK(recap_graph_capture_begin(g, s, &o));
   CUDA_OK(recap_test_add_scalar(out, in, N, 1.0f, s));
   OK(recap_graph_capture_end(g));
-  assert_true(watches(g, in));
+  assert_true(has_input(g, in));
 
   recap_rebind_t move = {in, in2, 0, 0};
   OK(recap_graph_rebind(g, &move, 1));
-  assert_true(watches(g, in2));
-  assert_false(watches(g, in));
+  assert_true(has_input(g, in2));
+  assert_false(has_input(g, in));
   /* The old input may go: the graph no longer reads it. */
   CUDA_OK(cudaStreamSynchronize(s));
   OK(recap_free(in));

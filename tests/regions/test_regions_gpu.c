@@ -11,21 +11,13 @@
 
 #include <stdint.h>
 
-#include <cublas_v2.h>
-
+#include "cublas_util.h"
 #include "gpu_util.h"
 #include "region_kernels.h"
 
 #define N 1024      /* floats per buffer */
 #define DRAWS 5     /* WHILE iterations of the random-number test */
 #define GEMV_DIM 64 /* the cuBLAS test's square matrix */
-
-#define CUBLAS_OK(expr)                                                    \
-  do {                                                                     \
-    cublasStatus_t cublas_status_ = (expr);                                \
-    if (cublas_status_ != CUBLAS_STATUS_SUCCESS)                           \
-      fail_msg("%s failed: cuBLAS status %d", #expr, (int)cublas_status_); \
-  } while (0)
 
 /* ==========================================================================================
  * Helpers

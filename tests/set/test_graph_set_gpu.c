@@ -21,17 +21,9 @@
 
 #include <pthread.h>
 
-#include <cublas_v2.h>
-
+#include "cublas_util.h"
 #include "gpu_util.h"
 #include "recap/graph_set.h"
-
-#define CUBLAS_OK(expr)                                                    \
-  do {                                                                     \
-    cublasStatus_t cublas_status_ = (expr);                                \
-    if (cublas_status_ != CUBLAS_STATUS_SUCCESS)                           \
-      fail_msg("%s failed: cuBLAS status %d", #expr, (int)cublas_status_); \
-  } while (0)
 
 /* Columns of WIDTH floats: a size of n is n columns. With WIDTH 1024 the temporary of every
  * size below is over 1 MiB, so all of them come from the pool's large segments. */
