@@ -112,4 +112,23 @@ static inline void backend_finish(const recap_pool_id_t *pools, size_t pool_coun
   backend_expect_nothing_left();
 }
 
+/* The end of a scenario of one graph g on stream s: g destroyed, the n blocks freed, s
+ * destroyed, then backend_finish over g's pool. */
+static inline void backend_finish_graph(recap_graph_t g, recap_stream_t s, void *const *blocks,
+                                        size_t n) {
+  recap_pool_id_t pool;
+  OK(recap_graph_pool(g, &pool));
+  OK(recap_graph_destroy(g));
+  for (size_t i = 0; i < n; i++) OK(recap_free(blocks[i]));
+  backend_stream_destroy(s);
+  backend_finish(&pool, 1);
+}
+
+/* n floats on stream s, each set to value. */
+static inline float *backend_floats_set(size_t n, float value, recap_stream_t s) {
+  float *p = backend_floats(n, s);
+  backend_fill(p, n, value, s);
+  return p;
+}
+
 #endif /* RECAP_TEST_CONFORMANCE_BACKEND_H */

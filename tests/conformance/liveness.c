@@ -14,12 +14,6 @@
 
 #define N ((size_t)1024) /* floats per buffer: 4096 bytes */
 
-static recap_pool_id_t pool_of(recap_graph_t g) {
-  recap_pool_id_t pool;
-  OK(recap_graph_pool(g, &pool));
-  return pool;
-}
-
 /* The last error does not name p as dead. */
 static void expect_no_pointer(const void *p) {
   char text[40];
@@ -50,13 +44,11 @@ static void nothing_dead(void **state) {
   (void)state;
   backend_begin();
   recap_stream_t s = backend_stream();
-  float *x = backend_floats(N, s);
-  backend_fill(x, N, 1.0f, s);
+  float *x = backend_floats_set(N, 1.0f, s);
   recap_graph_t g = liveness_graph(s);
   float *y = backend_floats(N, s); /* the graph's own output */
   backend_add_scalar(y, x, N, 2.0f, s);
   OK(recap_graph_capture_end(g));
-  recap_pool_id_t pool = pool_of(g);
   assert_int_equal(input_count(g), 1);
   const recap_liveness_input_t *in = input_at(g, 0);
   assert_ptr_equal(in->base, x);
@@ -73,24 +65,18 @@ static void nothing_dead(void **state) {
   backend_expect_launched(launches, 3);
   backend_expect_all(y, N, 3.0f);
   OK(recap_graph_check_inputs(g));
-  OK(recap_graph_destroy(g));
-  OK(recap_free(x));
-  OK(recap_free(y));
-  backend_stream_destroy(s);
-  backend_finish(&pool, 1);
+  backend_finish_graph(g, s, (void *[]){x, y}, 2);
 }
 
 static void one_dead_input(void **state) {
   (void)state;
   backend_begin();
   recap_stream_t s = backend_stream();
-  float *x = backend_floats(N, s);
-  backend_fill(x, N, 1.0f, s);
+  float *x = backend_floats_set(N, 1.0f, s);
   recap_graph_t g = liveness_graph(s);
   float *y = backend_floats(N, s);
   backend_add_scalar(y, x, N, 1.0f, s);
   OK(recap_graph_capture_end(g));
-  recap_pool_id_t pool = pool_of(g);
   OK(recap_graph_replay(g, s));
   backend_expect_all(y, N, 2.0f);
   OK(recap_free(x));
@@ -103,10 +89,7 @@ static void one_dead_input(void **state) {
   EXPECT_STATUS(recap_graph_check_inputs(g), RECAP_ERROR_DEAD_INPUT);
   /* Still dead at the next try; the graph object itself is fine. */
   expect_dead(g, s, y, N);
-  OK(recap_graph_destroy(g));
-  OK(recap_free(y));
-  backend_stream_destroy(s);
-  backend_finish(&pool, 1);
+  backend_finish_graph(g, s, (void *[]){y}, 1);
 }
 
 /* An intermediate allocated and freed inside the capture lives in the graph's pool: not an
@@ -115,8 +98,7 @@ static void dead_intermediate_is_fine(void **state) {
   (void)state;
   backend_begin();
   recap_stream_t s = backend_stream();
-  float *x = backend_floats(N, s);
-  backend_fill(x, N, 1.0f, s);
+  float *x = backend_floats_set(N, 1.0f, s);
   recap_graph_t g = liveness_graph(s);
   float *tmp = backend_floats(N, s);
   backend_add_scalar(tmp, x, N, 1.0f, s);
@@ -124,16 +106,11 @@ static void dead_intermediate_is_fine(void **state) {
   backend_add_scalar(out, tmp, N, 1.0f, s);
   OK(recap_free(tmp));
   OK(recap_graph_capture_end(g));
-  recap_pool_id_t pool = pool_of(g);
   assert_int_equal(input_count(g), 1);
   assert_ptr_equal(input_at(g, 0)->base, x);
   for (int i = 0; i < 2; i++) OK(recap_graph_replay(g, s));
   backend_expect_all(out, N, 3.0f);
-  OK(recap_graph_destroy(g));
-  OK(recap_free(out));
-  OK(recap_free(x));
-  backend_stream_destroy(s);
-  backend_finish(&pool, 1);
+  backend_finish_graph(g, s, (void *[]){out, x}, 2);
 }
 
 static void one_of_several_inputs_dead(void **state) {
@@ -146,7 +123,6 @@ static void one_of_several_inputs_dead(void **state) {
   backend_add(out, a, b, N, s);
   backend_axpy(out, c, N, 2.0f, s);
   OK(recap_graph_capture_end(g));
-  recap_pool_id_t pool = pool_of(g);
   assert_int_equal(input_count(g), 3);
   /* Sorted by address. */
   for (size_t i = 1; i < 3; i++)
@@ -162,11 +138,7 @@ static void one_of_several_inputs_dead(void **state) {
   OK(recap_free(a));
   expect_dead(g, s, out, N);
   EXPECT_MESSAGE("2 of the graph's 3 external inputs were freed");
-  OK(recap_graph_destroy(g));
-  OK(recap_free(c));
-  OK(recap_free(out));
-  backend_stream_destroy(s);
-  backend_finish(&pool, 1);
+  backend_finish_graph(g, s, (void *[]){c, out}, 2);
 }
 
 /* Weights read by every layer, through pointers into their middle: one input, read by several
@@ -183,7 +155,6 @@ static void dead_model_weights(void **state) {
   backend_add(h, x, weights, N, s);
   for (size_t layer = 1; layer < 4; layer++) backend_add(h, h, weights + layer * N, N, s);
   OK(recap_graph_capture_end(g));
-  recap_pool_id_t pool = pool_of(g);
   assert_int_equal(input_count(g), 2);
   const recap_liveness_input_t *w =
       input_at(g, 0)->base == weights ? input_at(g, 0) : input_at(g, 1);
@@ -198,11 +169,7 @@ static void dead_model_weights(void **state) {
   EXPECT_MESSAGE_POINTER(weights);
   EXPECT_MESSAGE("read by node 0 (kernel ");
   EXPECT_MESSAGE(") and others: freed");
-  OK(recap_graph_destroy(g));
-  OK(recap_free(x));
-  OK(recap_free(h));
-  backend_stream_destroy(s);
-  backend_finish(&pool, 1);
+  backend_finish_graph(g, s, (void *[]){x, h}, 2);
 }
 
 /* Between two replays, an output the graph writes dies, then its input. */
@@ -216,7 +183,6 @@ static void buffer_dies_between_replays(void **state) {
   backend_add_scalar(y, x, N, 1.0f, s);
   backend_add_scalar(z, x, N, 2.0f, s);
   OK(recap_graph_capture_end(g));
-  recap_pool_id_t pool = pool_of(g);
   OK(recap_graph_replay(g, s));
   OK(recap_graph_replay(g, s));
   backend_expect_all(y, N, 2.0f);
@@ -227,10 +193,7 @@ static void buffer_dies_between_replays(void **state) {
   OK(recap_free(x));
   expect_dead(g, s, z, N);
   EXPECT_MESSAGE_POINTER(x);
-  OK(recap_graph_destroy(g));
-  OK(recap_free(z));
-  backend_stream_destroy(s);
-  backend_finish(&pool, 1);
+  backend_finish_graph(g, s, (void *[]){z}, 1);
 }
 
 /* The classic use after free: the block is freed and handed out again, at the same address,
@@ -244,7 +207,6 @@ static void freed_and_reallocated_at_the_same_address(void **state) {
   float *y = backend_floats(N, s);
   backend_add_scalar(y, x, N, 1.0f, s);
   OK(recap_graph_capture_end(g));
-  recap_pool_id_t pool = pool_of(g);
   backend_sync();
   OK(recap_free(x));
   float *again = backend_floats(N, s);
@@ -253,10 +215,7 @@ static void freed_and_reallocated_at_the_same_address(void **state) {
   EXPECT_MESSAGE_POINTER(x);
   EXPECT_MESSAGE("freed and handed out again");
   OK(recap_free(again));
-  OK(recap_graph_destroy(g));
-  OK(recap_free(y));
-  backend_stream_destroy(s);
-  backend_finish(&pool, 1);
+  backend_finish_graph(g, s, (void *[]){y}, 1);
 }
 
 /* Graphs that share a pool: the second reads an output of the first; that block is the pool's
@@ -265,8 +224,7 @@ static void output_of_earlier_graph_in_shared_pool_not_flagged(void **state) {
   (void)state;
   backend_begin();
   recap_stream_t s = backend_stream();
-  float *x = backend_floats(N, s);
-  backend_fill(x, N, 1.0f, s);
+  float *x = backend_floats_set(N, 1.0f, s);
   recap_pool_id_t pool = recap_pool_handle();
   recap_capture_options_t o = liveness_options();
   o.pool = pool;
