@@ -42,6 +42,12 @@ void backend_fill(float *p, size_t n, float value, recap_stream_t stream);
 void backend_add_scalar(float *out, const float *in, size_t n, float value, recap_stream_t stream);
 void backend_add(float *out, const float *a, const float *b, size_t n, recap_stream_t stream);
 void backend_axpy(float *y, const float *x, size_t n, float alpha, recap_stream_t stream);
+/* A kernel that sets p[i] = tag, told apart from the others of a graph by its tag (1 to 15):
+ * on CUDA its grid's x, on the fake its name, "recap_test_fill_kernel#<tag>". Both names contain
+ * BACKEND_FILL_KERNEL. backend_node_tag gives a kernel node's tag back. */
+void backend_tagged(float *p, size_t n, unsigned tag, recap_stream_t stream);
+unsigned backend_node_tag(const recap_graph_node_t *node);
+#define BACKEND_FILL_KERNEL "recap_test_fill_kernel"
 #define BACKEND_ADD_SCALAR_KERNEL "recap_test_add_scalar_kernel"
 #define BACKEND_ADD_KERNEL "recap_test_add_kernel"
 /* The graph launches so far, and the check that `launched` more were made since `before`: on the

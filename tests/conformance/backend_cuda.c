@@ -32,6 +32,12 @@ void backend_fill(float *p, size_t n, float value, recap_stream_t stream) {
   CUDA_OK(recap_test_fill(p, n, value, stream));
 }
 
+void backend_tagged(float *p, size_t n, unsigned tag, recap_stream_t stream) {
+  CUDA_OK(recap_test_fill_shaped(p, n, (float)tag, tag, 32, stream));
+}
+
+unsigned backend_node_tag(const recap_graph_node_t *node) { return node->grid[0]; }
+
 void backend_add_scalar(float *out, const float *in, size_t n, float value, recap_stream_t stream) {
   CUDA_OK(recap_test_add_scalar(out, in, n, value, stream));
 }

@@ -5,6 +5,7 @@
  * exactly.
  */
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend.h"
@@ -56,6 +57,26 @@ static void axpy_kernel(void *const *args, size_t n) {
 void backend_fill(float *p, size_t n, float value, recap_stream_t stream) {
   const void *args[3] = {p, (void *)(uintptr_t)n, word_of_float(value)};
   recap__fake_launch_kernel_fn(stream, "recap_test_fill_kernel", fill_kernel, args, 3);
+}
+
+void backend_tagged(float *p, size_t n, unsigned tag, recap_stream_t stream) {
+  /* The fake keeps a kernel's name as given: one string per tag, alive for the program. */
+  static const char *const names[] = {"recap_test_fill_kernel#0",  "recap_test_fill_kernel#1",
+                                      "recap_test_fill_kernel#2",  "recap_test_fill_kernel#3",
+                                      "recap_test_fill_kernel#4",  "recap_test_fill_kernel#5",
+                                      "recap_test_fill_kernel#6",  "recap_test_fill_kernel#7",
+                                      "recap_test_fill_kernel#8",  "recap_test_fill_kernel#9",
+                                      "recap_test_fill_kernel#10", "recap_test_fill_kernel#11",
+                                      "recap_test_fill_kernel#12", "recap_test_fill_kernel#13",
+                                      "recap_test_fill_kernel#14", "recap_test_fill_kernel#15"};
+  assert_true(tag < sizeof names / sizeof names[0]);
+  const void *args[3] = {p, (void *)(uintptr_t)n, word_of_float((float)tag)};
+  recap__fake_launch_kernel_fn(stream, names[tag], fill_kernel, args, 3);
+}
+
+unsigned backend_node_tag(const recap_graph_node_t *node) {
+  const char *hash = node->kernel_name ? strchr(node->kernel_name, '#') : NULL;
+  return hash ? (unsigned)strtoul(hash + 1, NULL, 10) : 0;
 }
 
 void backend_add_scalar(float *out, const float *in, size_t n, float value, recap_stream_t stream) {

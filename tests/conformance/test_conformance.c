@@ -8,8 +8,10 @@
 
 extern const recap_test_part_t conformance_alloc_stats_tests;
 extern const recap_test_part_t conformance_liveness_tests;
+extern const recap_test_part_t conformance_annotate_tests;
 
 int main(int argc, char **argv) {
-  const recap_test_part_t parts[] = {conformance_alloc_stats_tests, conformance_liveness_tests};
+  const recap_test_part_t parts[] = {conformance_alloc_stats_tests, conformance_liveness_tests,
+                                     conformance_annotate_tests};
   return RECAP_TEST_RUN_PARTS(argc, argv, parts);
 }

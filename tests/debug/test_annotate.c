@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * test_annotate.c — annotations on the CPU fake device: the analogues of PyTorch's
- * test_cuda_graph_annotations.py (no-op outside a capture or when disabled, one scope, disjoint
- * scopes, only in-scope nodes, nested scopes where the inner label wins, empty scopes, two
- * streams), the errors of push and pop, scopes left open, the JSON and the DOT dump, the
- * switch and its environment variable, and captures in two threads at once.
+ * test_annotate.c — annotations on the CPU fake device: a side stream joined to the capture, the
+ * errors of push and pop, scopes left open, the JSON and the DOT dump, the switch and its
+ * environment variable, and captures in two threads at once. PyTorch's single-stream scenarios
+ * (test_cuda_graph_annotations.py) are conformance scenarios, run on the fake and on a device
+ * (tests/conformance/annotate.c).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -94,184 +94,6 @@ static char *read_text(const char *path) {
 /* ------------------------------------------------------------------------------------------
  * PyTorch's scenarios
  * ---------------------------------------------------------------------------------------- */
-
-/* Outside a capture push and pop succeed and record nothing; a pop with no push too. */
-static void noop_outside_capture(void **state) {
-  (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
-  OK(recap_annotate_push(s, "eager"));
-  kernel(s, "k");
-  OK(recap_annotate_pop(s));
-  OK(recap_annotate_pop(s)); /* nothing is open, but nothing is recorded either */
-  OK(recap_annotate_push(NULL, "legacy stream"));
-  OK(recap_annotate_pop(NULL));
-  /* A graph captured afterwards carries no label from the eager scope. */
-  recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
-  kernel(s, "k");
-  OK(recap_graph_capture_end(g));
-  recap_graph_info_t *info = inspect(g);
-  expect_node(info, 0, "k", NULL, NULL);
-  recap_graph_info_free(info);
-  OK(recap_graph_destroy(g));
-  done();
-}
-
-/* Disabled, scopes inside a capture record nothing, and unbalanced pops are not errors. */
-static void noop_when_disabled(void **state) {
-  (void)state;
-  fresh();
-  recap_annotations_enable(0);
-  assert_int_equal(recap_annotations_enabled(), 0);
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
-  OK(recap_annotate_push(s, "off"));
-  kernel(s, "k0");
-  OK(recap_annotate_pop(s));
-  OK(recap_annotate_pop(s));
-  OK(recap_graph_capture_end(g));
-  /* No state was attached to the graph at all. */
-  assert_int_equal(g->hook_count, 0);
-  recap_graph_info_t *info = inspect(g);
-  expect_node(info, 0, "k0", NULL, NULL);
-  recap_graph_info_free(info);
-  /* The argument checks still run when disabled, so a bad label shows without a capture. */
-  EXPECT_STATUS(recap_annotate_push(s, NULL), RECAP_ERROR_INVALID_ARGUMENT);
-  OK(recap_graph_destroy(g));
-  done();
-}
-
-static void one_scope_labels_all_its_kernels(void **state) {
-  (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
-  OK(recap_annotate_push(s, "forward"));
-  kernel(s, "a");
-  kernel(s, "b");
-  kernel(s, "c");
-  OK(recap_annotate_pop(s));
-  OK(recap_graph_capture_end(g));
-  recap_graph_info_t *info = inspect(g);
-  assert_int_equal(info->node_count, 3);
-  expect_node(info, 0, "a", "forward", "forward");
-  expect_node(info, 1, "b", "forward", "forward");
-  expect_node(info, 2, "c", "forward", "forward");
-  recap_graph_info_free(info);
-  OK(recap_graph_destroy(g));
-  done();
-}
-
-static void disjoint_scopes(void **state) {
-  (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
-  OK(recap_annotate_push(s, "first"));
-  kernel(s, "a");
-  kernel(s, "b");
-  OK(recap_annotate_pop(s));
-  OK(recap_annotate_push(s, "second"));
-  kernel(s, "c");
-  OK(recap_annotate_pop(s));
-  OK(recap_annotate_push(s, "first")); /* the same label again: a scope of its own */
-  kernel(s, "d");
-  OK(recap_annotate_pop(s));
-  OK(recap_graph_capture_end(g));
-  recap_graph_info_t *info = inspect(g);
-  expect_node(info, 0, "a", "first", "first");
-  expect_node(info, 1, "b", "first", "first");
-  expect_node(info, 2, "c", "second", "second");
-  expect_node(info, 3, "d", "first", "first");
-  recap_graph_info_free(info);
-  OK(recap_graph_destroy(g));
-  done();
-}
-
-static void only_in_scope_kernels_are_labelled(void **state) {
-  (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
-  kernel(s, "before");
-  OK(recap_annotate_push(s, "inside"));
-  kernel(s, "in");
-  OK(recap_annotate_pop(s));
-  kernel(s, "after");
-  OK(recap_graph_capture_end(g));
-  recap_graph_info_t *info = inspect(g);
-  expect_node(info, 0, "before", NULL, NULL);
-  expect_node(info, 1, "in", "inside", "inside");
-  expect_node(info, 2, "after", NULL, NULL);
-  recap_graph_info_free(info);
-  OK(recap_graph_destroy(g));
-  done();
-}
-
-static void nested_scopes_inner_wins(void **state) {
-  (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
-  OK(recap_annotate_push(s, "step"));
-  kernel(s, "k0");
-  OK(recap_annotate_push(s, "forward"));
-  kernel(s, "k1");
-  OK(recap_annotate_push(s, "attention"));
-  kernel(s, "k2");
-  kernel(s, "k3");
-  OK(recap_annotate_pop(s));
-  kernel(s, "k4");
-  OK(recap_annotate_pop(s));
-  kernel(s, "k5");
-  OK(recap_annotate_pop(s));
-  kernel(s, "k6");
-  OK(recap_graph_capture_end(g));
-  recap_graph_info_t *info = inspect(g);
-  expect_node(info, 0, "k0", "step", "step");
-  expect_node(info, 1, "k1", "forward", "step/forward");
-  expect_node(info, 2, "k2", "attention", "step/forward/attention");
-  expect_node(info, 3, "k3", "attention", "step/forward/attention");
-  expect_node(info, 4, "k4", "forward", "step/forward");
-  expect_node(info, 5, "k5", "step", "step");
-  expect_node(info, 6, "k6", NULL, NULL);
-  recap_graph_info_free(info);
-  OK(recap_graph_destroy(g));
-  done();
-}
-
-static void empty_scope_labels_nothing(void **state) {
-  (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
-  kernel(s, "a");
-  OK(recap_annotate_push(s, "empty"));
-  OK(recap_annotate_pop(s));
-  kernel(s, "b");
-  OK(recap_annotate_push(s, "outer"));
-  OK(recap_annotate_push(s, "empty inner"));
-  OK(recap_annotate_pop(s));
-  kernel(s, "c");
-  OK(recap_annotate_pop(s));
-  OK(recap_graph_capture_end(g));
-  recap_graph_info_t *info = inspect(g);
-  expect_node(info, 0, "a", NULL, NULL);
-  expect_node(info, 1, "b", NULL, NULL);
-  expect_node(info, 2, "c", "outer", "outer");
-  for (size_t i = 0; i < info->node_count; i++)
-    if (info->nodes[i].annotation) assert_null(strstr(info->nodes[i].annotation, "empty"));
-  recap_graph_info_free(info);
-  OK(recap_graph_destroy(g));
-  done();
-}
 
 /* A side stream joined to the capture: its nodes get the labels of the capture's scopes. */
 static void two_stream_capture(void **state) {
@@ -659,13 +481,6 @@ static void two_threads_capture_at_once(void **state) {
 
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(noop_outside_capture),
-      cmocka_unit_test(noop_when_disabled),
-      cmocka_unit_test(one_scope_labels_all_its_kernels),
-      cmocka_unit_test(disjoint_scopes),
-      cmocka_unit_test(only_in_scope_kernels_are_labelled),
-      cmocka_unit_test(nested_scopes_inner_wins),
-      cmocka_unit_test(empty_scope_labels_nothing),
       cmocka_unit_test(two_stream_capture),
       cmocka_unit_test(push_and_pop_errors),
       cmocka_unit_test(scopes_left_open_close_at_capture_end),

@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * test_annotate_gpu.c — annotations on a real device: the analogues of PyTorch's
- * test_cuda_graph_annotations.py (no-op outside a capture or when disabled, one scope, disjoint
- * scopes, only in-scope kernels, nested scopes where the inner label wins, empty scopes, two
- * streams joined by events), then the labels in the JSON and in the driver's DOT dump, and
- * replays that compute what eager runs compute.
+ * test_annotate_gpu.c — annotations on a real device: two streams joined by events, the labels
+ * in the JSON and in the driver's DOT dump, and replays that compute what eager runs compute.
+ * PyTorch's single-stream scenarios (test_cuda_graph_annotations.py) are conformance scenarios,
+ * run on the fake and here on the device (tests/conformance/annotate.c).
  *
  * cudaGraphGetNodes does not promise any order, so the tests tell kernels apart by their launch
  * shape: each kernel of a test is recap_test_fill_shaped with a grid of its own, and nodes are
@@ -95,159 +94,6 @@ static void teardown(recap_graph_t g, cudaStream_t s) {
 /* ------------------------------------------------------------------------------------------
  * PyTorch's scenarios
  * ---------------------------------------------------------------------------------------- */
-
-static void noop_outside_capture(void **state) {
-  (void)state;
-  begin();
-  cudaStream_t s = gpu_stream();
-  setup_buffer(s);
-  OK(recap_annotate_push(s, "eager"));
-  tagged(s, 3);
-  OK(recap_annotate_pop(s));
-  OK(recap_annotate_pop(s));
-  OK(recap_annotate_push(NULL, "legacy"));
-  OK(recap_annotate_pop(NULL));
-  CUDA_OK(cudaStreamSynchronize(s));
-  gpu_expect_all(buffer, N, 3.0f);
-  recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
-  tagged(s, 5);
-  OK(recap_graph_capture_end(g));
-  recap_graph_info_t *info = inspect(g);
-  expect_label(info, 5, NULL, NULL);
-  recap_graph_info_free(info);
-  teardown(g, s);
-}
-
-static void noop_when_disabled(void **state) {
-  (void)state;
-  begin();
-  recap_annotations_enable(0);
-  cudaStream_t s = gpu_stream();
-  setup_buffer(s);
-  recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
-  OK(recap_annotate_push(s, "off"));
-  tagged(s, 2);
-  OK(recap_annotate_pop(s));
-  OK(recap_annotate_pop(s));
-  OK(recap_graph_capture_end(g));
-  recap_graph_info_t *info = inspect(g);
-  expect_label(info, 2, NULL, NULL);
-  recap_graph_info_free(info);
-  replay_and_check(g, s, 2);
-  teardown(g, s);
-}
-
-static void one_scope_labels_all_its_kernels(void **state) {
-  (void)state;
-  begin();
-  cudaStream_t s = gpu_stream();
-  setup_buffer(s);
-  recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
-  OK(recap_annotate_push(s, "forward"));
-  tagged(s, 1);
-  tagged(s, 2);
-  tagged(s, 3);
-  OK(recap_annotate_pop(s));
-  OK(recap_graph_capture_end(g));
-  recap_graph_info_t *info = inspect(g);
-  assert_int_equal(info->node_count, 3);
-  for (unsigned k = 1; k <= 3; k++) expect_label(info, k, "forward", "forward");
-  recap_graph_info_free(info);
-  replay_and_check(g, s, 3);
-  teardown(g, s);
-}
-
-static void disjoint_scopes(void **state) {
-  (void)state;
-  begin();
-  cudaStream_t s = gpu_stream();
-  setup_buffer(s);
-  recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
-  OK(recap_annotate_push(s, "first"));
-  tagged(s, 1);
-  tagged(s, 2);
-  OK(recap_annotate_pop(s));
-  OK(recap_annotate_push(s, "second"));
-  tagged(s, 3);
-  OK(recap_annotate_pop(s));
-  OK(recap_graph_capture_end(g));
-  recap_graph_info_t *info = inspect(g);
-  expect_label(info, 1, "first", "first");
-  expect_label(info, 2, "first", "first");
-  expect_label(info, 3, "second", "second");
-  recap_graph_info_free(info);
-  replay_and_check(g, s, 3);
-  teardown(g, s);
-}
-
-static void only_in_scope_kernels_are_labelled(void **state) {
-  (void)state;
-  begin();
-  cudaStream_t s = gpu_stream();
-  setup_buffer(s);
-  recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
-  tagged(s, 1);
-  OK(recap_annotate_push(s, "inside"));
-  tagged(s, 2);
-  OK(recap_annotate_pop(s));
-  tagged(s, 3);
-  OK(recap_graph_capture_end(g));
-  recap_graph_info_t *info = inspect(g);
-  expect_label(info, 1, NULL, NULL);
-  expect_label(info, 2, "inside", "inside");
-  expect_label(info, 3, NULL, NULL);
-  recap_graph_info_free(info);
-  replay_and_check(g, s, 3);
-  teardown(g, s);
-}
-
-static void nested_scopes_inner_wins(void **state) {
-  (void)state;
-  begin();
-  cudaStream_t s = gpu_stream();
-  setup_buffer(s);
-  recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
-  OK(recap_annotate_push(s, "outer"));
-  tagged(s, 1);
-  OK(recap_annotate_push(s, "inner"));
-  tagged(s, 2);
-  OK(recap_annotate_pop(s));
-  tagged(s, 3);
-  OK(recap_annotate_pop(s));
-  OK(recap_graph_capture_end(g));
-  recap_graph_info_t *info = inspect(g);
-  expect_label(info, 1, "outer", "outer");
-  expect_label(info, 2, "inner", "outer/inner");
-  expect_label(info, 3, "outer", "outer");
-  recap_graph_info_free(info);
-  replay_and_check(g, s, 3);
-  teardown(g, s);
-}
-
-static void empty_scope_labels_nothing(void **state) {
-  (void)state;
-  begin();
-  cudaStream_t s = gpu_stream();
-  setup_buffer(s);
-  recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
-  tagged(s, 1);
-  OK(recap_annotate_push(s, "empty"));
-  OK(recap_annotate_pop(s));
-  tagged(s, 2);
-  OK(recap_graph_capture_end(g));
-  recap_graph_info_t *info = inspect(g);
-  expect_label(info, 1, NULL, NULL);
-  expect_label(info, 2, NULL, NULL);
-  recap_graph_info_free(info);
-  teardown(g, s);
-}
 
 /* A side stream forked from and joined back to the capture by events. */
 static void two_stream_capture(void **state) {
@@ -360,13 +206,6 @@ static void labels_in_the_driver_dot_dump(void **state) {
 
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(noop_outside_capture),
-      cmocka_unit_test(noop_when_disabled),
-      cmocka_unit_test(one_scope_labels_all_its_kernels),
-      cmocka_unit_test(disjoint_scopes),
-      cmocka_unit_test(only_in_scope_kernels_are_labelled),
-      cmocka_unit_test(nested_scopes_inner_wins),
-      cmocka_unit_test(empty_scope_labels_nothing),
       cmocka_unit_test(two_stream_capture),
       cmocka_unit_test(labels_in_json),
       cmocka_unit_test(labels_in_the_driver_dot_dump),
