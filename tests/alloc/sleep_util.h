@@ -16,6 +16,7 @@
 #include "alloc/pinned_cache.h"
 #include "graph_util.h"
 #include "plain_callable.h"
+#include "memory_util.h"
 
 /* The model's buffers: two states of WORDS words in the small size class, a temporary between
  * them freed inside the capture (a free block splits the runs an OFFLOAD copies), and a big
@@ -141,12 +142,6 @@ static inline size_t device_free(void) {
   size_t free_bytes = 0, total = 0;
   OK(recap__device()->mem_get_info(&free_bytes, &total));
   return free_bytes;
-}
-
-static inline recap_pool_memory_t pool_memory(recap_pool_id_t pool) {
-  recap_pool_memory_t m = RECAP_POOL_MEMORY_INIT;
-  OK(recap_pool_memory(pool, &m));
-  return m;
 }
 
 static inline recap_pool_state_t state_of_pool(recap_pool_id_t pool) {

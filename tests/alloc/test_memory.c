@@ -17,6 +17,7 @@
 #include "harness.h"
 #include "fake_util.h"
 #include "recap.h"
+#include "memory_util.h"
 
 enum { PER_NODE = RECAP__FAKE_EXEC_BYTES_PER_NODE };
 
@@ -24,18 +25,6 @@ static size_t device_free(void) {
   size_t free_bytes = 0, total = 0;
   OK(recap__device()->mem_get_info(&free_bytes, &total));
   return free_bytes;
-}
-
-static recap_graph_memory_t graph_memory(recap_graph_t g) {
-  recap_graph_memory_t m = RECAP_GRAPH_MEMORY_INIT;
-  OK(recap_graph_memory(g, &m));
-  return m;
-}
-
-static recap_pool_memory_t pool_memory(recap_pool_id_t pool) {
-  recap_pool_memory_t m = RECAP_POOL_MEMORY_INIT;
-  OK(recap_pool_memory(pool, &m));
-  return m;
 }
 
 static recap_pool_id_t pool_of(recap_graph_t g) {

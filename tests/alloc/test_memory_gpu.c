@@ -8,18 +8,7 @@
  */
 #include "gpu_util.h"
 #include "graph_gpu_util.h"
-
-static recap_graph_memory_t graph_memory(recap_graph_t g) {
-  recap_graph_memory_t m = RECAP_GRAPH_MEMORY_INIT;
-  OK(recap_graph_memory(g, &m));
-  return m;
-}
-
-static recap_pool_memory_t pool_memory(recap_pool_id_t pool) {
-  recap_pool_memory_t m = RECAP_POOL_MEMORY_INIT;
-  OK(recap_pool_memory(pool, &m));
-  return m;
-}
+#include "memory_util.h"
 
 enum { KERNELS = 64 };
 

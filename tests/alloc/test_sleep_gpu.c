@@ -16,6 +16,7 @@
  */
 #include "gpu_util.h"
 #include "mlp_model.h"
+#include "memory_util.h"
 
 enum { STEPS = 40, STEPS_UNDER_TOOL = 6 };
 
@@ -55,12 +56,6 @@ static recap_pool_state_t pool_state(recap_pool_id_t pool) {
   recap_pool_state_t st = (recap_pool_state_t)-1;
   OK(recap_pool_state(pool, &st));
   return st;
-}
-
-static recap_pool_memory_t pool_memory(recap_pool_id_t pool) {
-  recap_pool_memory_t m = RECAP_POOL_MEMORY_INIT;
-  OK(recap_pool_memory(pool, &m));
-  return m;
 }
 
 /* Train steps() steps of `way`, calling pause (when not NULL) after half of them. */

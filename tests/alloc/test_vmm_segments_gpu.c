@@ -9,6 +9,7 @@
 #include "device/device.h"
 #include "gpu_util.h"
 #include "graph_gpu_util.h"
+#include "memory_util.h"
 
 /* The chunk unit recap maps in: the device's recommended VMM granularity. */
 static size_t granularity(void) {
@@ -19,12 +20,6 @@ static size_t granularity(void) {
 }
 
 static size_t round_up(size_t n, size_t unit) { return (n + unit - 1) / unit * unit; }
-
-static recap_pool_memory_t pool_memory(recap_pool_id_t pool) {
-  recap_pool_memory_t m = RECAP_POOL_MEMORY_INIT;
-  OK(recap_pool_memory(pool, &m));
-  return m;
-}
 
 static void begin_vmm(void) {
   gpu_begin();

@@ -21,6 +21,7 @@
 #include "fake_util.h"
 #include "host_faults.h"
 #include "recap.h"
+#include "memory_util.h"
 
 /* The fake device's memory, and so the addresses each VMM segment reserves. */
 enum { DEVICE_BYTES = 1 << 30 };
@@ -29,12 +30,6 @@ static recap_stream_t vmm_device(void) {
   reset_with_memory(DEVICE_BYTES);
   OK(recap_option_set_u64("expandable_segments", 1));
   return recap__fake_stream_new();
-}
-
-static recap_pool_memory_t pool_memory(recap_pool_id_t id) {
-  recap_pool_memory_t m = RECAP_POOL_MEMORY_INIT;
-  OK(recap_pool_memory(id, &m));
-  return m;
 }
 
 static recap__pool_t *private_pool(recap_pool_id_t id) {

@@ -15,6 +15,7 @@
 #include "harness.h"
 #include "fake_util.h"
 #include "recap.h"
+#include "memory_util.h"
 
 enum { GRAN = 2 * 1024 * 1024 }; /* the fake's default granularity */
 
@@ -37,12 +38,6 @@ static inline void expect_all_released(void) {
   OK(recap_empty_cache());
   assert_int_equal(stats().reserved_bytes[0].current, 0);
   check();
-}
-
-static inline recap_pool_memory_t pool_memory(recap_pool_id_t id) {
-  recap_pool_memory_t m = RECAP_POOL_MEMORY_INIT;
-  OK(recap_pool_memory(id, &m));
-  return m;
 }
 
 /* The pool's only segment (asserted). */

@@ -1,0 +1,28 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * memory_util.h — what the tests of memory accounting share, on the fake device and on a real
+ * one: a graph's and a pool's memory (recap_graph_memory, recap_pool_memory) read with calls that
+ * must succeed.
+ *
+ * Include after harness.h. Every helper is static inline, so a test file that uses only some
+ * of them builds without warnings.
+ */
+#ifndef RECAP_TEST_MEMORY_UTIL_H
+#define RECAP_TEST_MEMORY_UTIL_H
+
+#include "harness.h"
+#include "recap.h"
+
+static inline recap_graph_memory_t graph_memory(recap_graph_t g) {
+  recap_graph_memory_t m = RECAP_GRAPH_MEMORY_INIT;
+  OK(recap_graph_memory(g, &m));
+  return m;
+}
+
+static inline recap_pool_memory_t pool_memory(recap_pool_id_t pool) {
+  recap_pool_memory_t m = RECAP_POOL_MEMORY_INIT;
+  OK(recap_pool_memory(pool, &m));
+  return m;
+}
+
+#endif /* RECAP_TEST_MEMORY_UTIL_H */
