@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * memory_util.h — what the tests of memory accounting share, on the fake device and on a real
- * one: a graph's and a pool's memory (recap_graph_memory, recap_pool_memory) read with calls that
- * must succeed.
+ * one: the device's statistics, a graph's and a pool's memory (recap_graph_memory,
+ * recap_pool_memory) read with calls that must succeed, and the allocator's checker as an
+ * assertion.
  *
  * Include after harness.h. Every helper is static inline, so a test file that uses only some
  * of them builds without warnings.
@@ -12,6 +13,18 @@
 
 #include "harness.h"
 #include "recap.h"
+
+static inline recap_memory_stats_t memory_stats_now(void) {
+  recap_memory_stats_t s;
+  OK(recap_memory_stats(-1, &s));
+  return s;
+}
+
+/* The allocator's checker must pass. */
+static inline void memory_check_passes(void) {
+  recap_status_t s = recap_memory_check();
+  if (s != RECAP_SUCCESS) fail_msg("recap_memory_check: %s", recap_last_error());
+}
 
 static inline recap_graph_memory_t graph_memory(recap_graph_t g) {
   recap_graph_memory_t m = RECAP_GRAPH_MEMORY_INIT;

@@ -18,8 +18,7 @@ static void record_stream_waits_for_the_other_stream(void **state) {
   cudaStream_t owner = gpu_stream(), user = gpu_stream();
   cudaEvent_t user_done = gpu_event();
 
-  float *p = gpu_floats(n, owner);
-  gpu_set(p, n, 1.0f, owner);
+  float *p = gpu_floats_set(n, 1.0f, owner);
   /* The user stream holds p for 200 ms, then writes it. */
   CUDA_OK(recap_test_spin(200ull * 1000 * 1000, user));
   CUDA_OK(recap_test_fill(p, n, 7.0f, user));
@@ -77,8 +76,7 @@ static void out_of_memory_then_usable(void **state) {
   gpu_check_allocator();
 
   /* Still usable. */
-  float *p = gpu_floats(n, s);
-  gpu_set(p, n, 3.0f, s);
+  float *p = gpu_floats_set(n, 3.0f, s);
   CUDA_OK(recap_test_add_scalar(p, p, n, 0.5f, s));
   gpu_expect_all(p, n, 3.5f);
   OK(recap_free(p));

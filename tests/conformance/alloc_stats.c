@@ -23,7 +23,7 @@ static void expect_single(single_case_t c) {
   const size_t segment = vmm && c.vmm_segment ? c.vmm_segment : c.segment;
   const int kind = c.kind, other = kind == RECAP_STAT_SMALL ? RECAP_STAT_LARGE : RECAP_STAT_SMALL;
   OK(recap_memory_reset_peak(-1));
-  recap_memory_stats_t before = backend_stats();
+  recap_memory_stats_t before = memory_stats_now();
   assert_int_equal(before.reserved_bytes[RECAP_STAT_ALL].current, 0);
   const size_t used_before = backend_device_used();
 
@@ -38,7 +38,7 @@ static void expect_single(single_case_t c) {
   assert_int_equal(ends[0], 0x5a);
   assert_int_equal(ends[1], 0x5a);
 
-  recap_memory_stats_t st = backend_stats();
+  recap_memory_stats_t st = memory_stats_now();
   assert_int_equal(st.segment[kind].current, 1);
   assert_int_equal(st.segment[other].current, 0);
   assert_int_equal(st.reserved_bytes[kind].current, (int64_t)segment);
@@ -52,10 +52,10 @@ static void expect_single(single_case_t c) {
   assert_int_equal(st.inactive_split_bytes[kind].current, (int64_t)(segment - block));
   assert_int_equal(st.num_device_alloc - before.num_device_alloc, 1);
   backend_expect_device_grew(used_before, backend_device_used(), segment);
-  backend_check_allocator();
+  memory_check_passes();
 
   OK(recap_free(p));
-  st = backend_stats();
+  st = memory_stats_now();
   assert_int_equal(st.allocation[kind].current, 0);
   assert_int_equal(st.allocation[kind].allocated - before.allocation[kind].allocated, 1);
   assert_int_equal(st.allocation[kind].freed - before.allocation[kind].freed, 1);
@@ -68,17 +68,17 @@ static void expect_single(single_case_t c) {
   assert_int_equal(st.segment[kind].current, 1); /* cached, not returned */
   assert_int_equal(st.reserved_bytes[kind].current, (int64_t)segment);
   assert_int_equal(st.num_device_free - before.num_device_free, 0);
-  backend_check_allocator();
+  memory_check_passes();
 
   OK(recap_empty_cache());
-  st = backend_stats();
+  st = memory_stats_now();
   assert_int_equal(st.segment[kind].current, 0);
   assert_int_equal(st.segment[kind].freed - before.segment[kind].freed, 1);
   assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, 0);
   assert_int_equal(st.reserved_bytes[kind].peak, (int64_t)segment);
   assert_int_equal(st.num_device_free - before.num_device_free, 1);
   backend_expect_device_grew(used_before, backend_device_used(), 0);
-  backend_check_allocator();
+  memory_check_passes();
 
   backend_stream_destroy(s);
   backend_finish(NULL, 0);

@@ -20,6 +20,7 @@
 #include <stdlib.h>
 
 #include "harness.h"
+#include "memory_util.h"
 #include "recap.h"
 
 #define KiB ((size_t)1 << 10)
@@ -65,17 +66,6 @@ size_t backend_device_used(void);
  * when `grown` is 0, by no more than the slack), unless a CUDA tool holds device memory too. */
 void backend_expect_device_grew(size_t before, size_t now, size_t grown);
 
-static inline recap_memory_stats_t backend_stats(void) {
-  recap_memory_stats_t s;
-  OK(recap_memory_stats(-1, &s));
-  return s;
-}
-
-static inline void backend_check_allocator(void) {
-  recap_status_t s = recap_memory_check();
-  if (s != RECAP_SUCCESS) fail_msg("recap_memory_check: %s", recap_last_error());
-}
-
 static inline float *backend_floats(size_t n, recap_stream_t stream) {
   void *p = NULL;
   OK(recap_malloc(&p, n * sizeof(float), stream));
@@ -109,12 +99,12 @@ static inline void backend_finish(const recap_pool_id_t *pools, size_t pool_coun
     recap_pool_info_t info;
     EXPECT_STATUS(recap_pool_info(pools[i], &info), RECAP_ERROR_NOT_FOUND);
   }
-  recap_memory_stats_t st = backend_stats();
+  recap_memory_stats_t st = memory_stats_now();
   assert_int_equal(st.allocation[RECAP_STAT_ALL].current, 0);
   assert_int_equal(st.active[RECAP_STAT_ALL].current, 0);
   assert_int_equal(st.segment[RECAP_STAT_ALL].current, 0);
   assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, 0);
-  backend_check_allocator();
+  memory_check_passes();
   backend_expect_nothing_left();
 }
 

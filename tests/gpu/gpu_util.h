@@ -19,6 +19,7 @@
 
 #include "harness.h"
 #include "kernels.h"
+#include "memory_util.h"
 #include "recap.h"
 
 #define KiB ((size_t)1 << 10)
@@ -33,16 +34,9 @@
                cudaGetErrorString(cuda_err_));                           \
   } while (0)
 
-static inline recap_memory_stats_t gpu_stats(void) {
-  recap_memory_stats_t s;
-  OK(recap_memory_stats(-1, &s));
-  return s;
-}
+static inline recap_memory_stats_t gpu_stats(void) { return memory_stats_now(); }
 
-static inline void gpu_check_allocator(void) {
-  recap_status_t s = recap_memory_check();
-  if (s != RECAP_SUCCESS) fail_msg("recap_memory_check: %s", recap_last_error());
-}
+static inline void gpu_check_allocator(void) { memory_check_passes(); }
 
 /* The start of every test: the test kernels loaded, the device idle, the cache empty. */
 static inline void gpu_begin(void) {
@@ -147,6 +141,21 @@ static inline void gpu_expect_all(const float *p, size_t n, float expected) {
 static inline void gpu_set(float *p, size_t n, float value, cudaStream_t stream) {
   CUDA_OK(recap_test_fill(p, n, value, stream));
   CUDA_OK(cudaStreamSynchronize(stream));
+}
+
+/* Whether the driver has conditional nodes; without, prints why the test does nothing. */
+static inline bool gpu_conditional_nodes(void) {
+  int supported = 0;
+  OK(recap_device_conditional_nodes(&supported));
+  if (!supported) printf("SKIP: the driver has no conditional nodes\n");
+  return supported != 0;
+}
+
+/* n floats from recap_malloc on stream, each set to value. */
+static inline float *gpu_floats_set(size_t n, float value, cudaStream_t stream) {
+  float *p = gpu_floats(n, stream);
+  gpu_set(p, n, value, stream);
+  return p;
 }
 
 static inline void gpu_expect_pool_gone(recap_pool_id_t pool) {

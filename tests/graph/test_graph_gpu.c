@@ -136,8 +136,7 @@ static void capture_simple(void **state) {
   (void)state;
   gpu_begin();
   cudaStream_t s = gpu_stream();
-  float *x = gpu_floats(N, s);
-  gpu_set(x, N, -1.0f, s);
+  float *x = gpu_floats_set(N, -1.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   OK(recap_graph_capture_begin(g, s, NULL));
@@ -174,8 +173,7 @@ static void capture_reset_recapture(void **state) {
   (void)state;
   gpu_begin();
   cudaStream_t s = gpu_stream();
-  float *x = gpu_floats(N, s);
-  gpu_set(x, N, 0.0f, s);
+  float *x = gpu_floats_set(N, 0.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
 
@@ -273,8 +271,7 @@ static void graph_error(void **state) {
   (void)state;
   gpu_begin();
   cudaStream_t s = gpu_stream(), t = gpu_stream();
-  float *x = gpu_floats(N, s);
-  gpu_set(x, N, 0.0f, s);
+  float *x = gpu_floats_set(N, 0.0f, s);
   recap_graph_t g, kept;
   OK(recap_graph_create(&g, 0));
   OK(recap_graph_create(&kept, RECAP_GRAPH_KEEP));
@@ -348,8 +345,7 @@ static void capture_invalidated_by(illegal_call_t call) {
     CUDA_OK(cudaStreamCreate(&s));
   else
     s = gpu_stream();
-  float *x = gpu_floats(N, s);
-  gpu_set(x, N, 1.0f, s);
+  float *x = gpu_floats_set(N, 1.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
 
@@ -461,8 +457,7 @@ static void capture_oom(void **state) {
   (void)state;
   gpu_begin();
   cudaStream_t s = gpu_stream();
-  float *x = gpu_floats(N, s);
-  gpu_set(x, N, 2.0f, s);
+  float *x = gpu_floats_set(N, 2.0f, s);
   recap_memory_stats_t before = gpu_stats();
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
@@ -510,8 +505,7 @@ static void capture_oom_releases_cached_segments(void **state) {
   (void)state;
   gpu_begin();
   cudaStream_t s = gpu_stream();
-  float *x = gpu_floats(N, s);
-  gpu_set(x, N, 2.0f, s);
+  float *x = gpu_floats_set(N, 2.0f, s);
   float *cached = gpu_floats(3 * MiB / sizeof(float), s); /* a 20 MiB segment of its own */
   OK(recap_free(cached));
   recap_memory_stats_t before = gpu_stats();
@@ -558,8 +552,7 @@ static void two_successive(share_t share) {
   gpu_begin();
   const size_t tmp_n = 700 * KiB / sizeof(float);
   cudaStream_t s = gpu_stream();
-  float *x = gpu_floats(N, s);
-  gpu_set(x, N, 1.0f, s);
+  float *x = gpu_floats_set(N, 1.0f, s);
   recap_memory_stats_t base = gpu_stats();
   recap_pool_id_t handle = recap_pool_handle();
   recap_graph_t g1, g2;
@@ -654,8 +647,7 @@ static void concurrent_replay(void **state) {
   (void)state;
   gpu_begin();
   cudaStream_t s1 = gpu_stream(), s2 = gpu_stream();
-  float *x = gpu_floats(N, s1);
-  gpu_set(x, N, 1.0f, s1);
+  float *x = gpu_floats_set(N, 1.0f, s1);
   recap_graph_t g1, g2;
   OK(recap_graph_create(&g1, 0));
   OK(recap_graph_create(&g2, 0));
@@ -715,8 +707,7 @@ static void three_successive(void **state) {
   (void)state;
   gpu_begin();
   cudaStream_t s = gpu_stream();
-  float *x = gpu_floats(N, s);
-  gpu_set(x, N, 1.0f, s);
+  float *x = gpu_floats_set(N, 1.0f, s);
   recap_pool_id_t shared = recap_pool_handle();
   recap_capture_options_t o = capture_options(shared, RECAP_CAPTURE_MODE_GLOBAL);
   recap_graph_t g0, g1, g2;

@@ -30,8 +30,7 @@ static void record_stream_inside_capture(void **state) {
   gpu_begin();
   cudaStream_t s = gpu_stream(), side = gpu_stream();
   cudaEvent_t fork = gpu_event(), join = gpu_event();
-  float *x = gpu_floats(N, s);
-  gpu_set(x, N, 2.0f, s);
+  float *x = gpu_floats_set(N, 2.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   OK(recap_graph_capture_begin(g, s, NULL));
@@ -74,8 +73,7 @@ static void allocator_follows_side_stream(void **state) {
   gpu_begin();
   cudaStream_t s = gpu_stream(), side = gpu_stream();
   cudaEvent_t fork = gpu_event(), join = gpu_event();
-  float *x = gpu_floats(N, s);
-  gpu_set(x, N, 1.0f, s);
+  float *x = gpu_floats_set(N, 1.0f, s);
   recap_pool_info_t default_before = pool_info(DEFAULT_POOL);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
@@ -136,8 +134,7 @@ static void *malloc_in_thread(void *arg) {
 static void capture_with_foreign_malloc(recap_capture_mode_t mode) {
   gpu_begin();
   cudaStream_t s = gpu_stream();
-  float *x = gpu_floats(N, s);
-  gpu_set(x, N, 1.0f, s);
+  float *x = gpu_floats_set(N, 1.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = capture_options(DEFAULT_POOL, mode);
@@ -306,8 +303,7 @@ static void raw_exec_before_and_after_instantiate(void **state) {
   (void)state;
   gpu_begin();
   cudaStream_t s = gpu_stream();
-  float *x = gpu_floats(N, s);
-  gpu_set(x, N, 0.0f, s);
+  float *x = gpu_floats_set(N, 0.0f, s);
   recap_graph_t kept, plain;
   OK(recap_graph_create(&kept, RECAP_GRAPH_KEEP));
   OK(recap_graph_create(&plain, 0));
@@ -350,8 +346,7 @@ static void repeated_instantiate_and_replay(void **state) {
   (void)state;
   gpu_begin();
   cudaStream_t s = gpu_stream();
-  float *x = gpu_floats(N, s);
-  gpu_set(x, N, 0.0f, s);
+  float *x = gpu_floats_set(N, 0.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
   OK(recap_graph_capture_begin(g, s, NULL));
@@ -441,8 +436,7 @@ static void event_timing_inside_graph(void **state) {
   cudaEvent_t start, stop;
   CUDA_OK(cudaEventCreate(&start));
   CUDA_OK(cudaEventCreate(&stop));
-  float *x = gpu_floats(N, s);
-  gpu_set(x, N, 0.0f, s);
+  float *x = gpu_floats_set(N, 0.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   OK(recap_graph_capture_begin(g, s, NULL));
@@ -706,8 +700,7 @@ static void capture_scope_side_stream(void **state) {
   (void)state;
   gpu_begin();
   cudaStream_t s = gpu_stream();
-  float *x = gpu_floats(N, s);
-  gpu_set(x, N, 2.0f, s);
+  float *x = gpu_floats_set(N, 2.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   recap_stream_t scope = NULL;

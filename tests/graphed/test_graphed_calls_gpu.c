@@ -179,8 +179,7 @@ static void eval_mode_runs_eagerly(void **state) {
   mlp_t graphed, eager;
   mlp_init(&graphed, ROWS, D_OUT, HIDDEN, D_OUT, 300, gen_graphed, P_DROP, 1, s);
   mlp_init(&eager, ROWS, D_OUT, HIDDEN, D_OUT, 300, gen_eager, P_DROP, 1, s);
-  float *sample = gpu_floats(FEATURES, s);
-  gpu_set(sample, FEATURES, 0.0f, s);
+  float *sample = gpu_floats_set(FEATURES, 0.0f, s);
   recap_buffer_t sample_buf = buffer(sample, FEATURES * sizeof(float));
   recap_callable_desc_t desc =
       callable(mlp_forward, mlp_backward, &graphed, 1, &sample_buf, NEEDS_GRAD, 1);

@@ -296,8 +296,7 @@ static void dead_weight_in_a_graphed_training_step(void **state) {
   cudaStream_t s = gpu_stream();
   mlp_t m;
   mlp_init(&m, ROWS, D_IN, HIDDEN, D_OUT, 300, NULL, 0.0f, 0, s);
-  float *sample = gpu_floats(ROWS * D_IN, s);
-  gpu_set(sample, ROWS * D_IN, 0.0f, s);
+  float *sample = gpu_floats_set(ROWS * D_IN, 0.0f, s);
   recap_buffer_t sample_buf = buffer(sample, ROWS * D_IN * sizeof(float));
   recap_callable_desc_t desc =
       callable(mlp_forward, mlp_backward, &m, 1, &sample_buf, NEEDS_NO_GRAD, 1);

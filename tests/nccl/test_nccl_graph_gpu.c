@@ -158,12 +158,7 @@ static int nccl_name(const char *name) {
 
 static void refused_in_conditional_bodies(void **state) {
   (void)state;
-  int supported = 0;
-  OK(recap_device_conditional_nodes(&supported));
-  if (!supported) {
-    printf("SKIP: the driver has no conditional nodes\n");
-    return;
-  }
+  if (!gpu_conditional_nodes()) return;
   recap_nccl_comm_t comm = one_rank();
   cudaStream_t s = gpu_stream();
   float *a = NULL;

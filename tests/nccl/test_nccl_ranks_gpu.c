@@ -505,12 +505,7 @@ out:
 
 static void nccl_kernel_in_region_body_refused(void **state) {
   (void)state;
-  int supported = 0;
-  OK(recap_device_conditional_nodes(&supported));
-  if (!supported) {
-    printf("SKIP: the driver has no conditional nodes\n");
-    return;
-  }
+  if (!gpu_conditional_nodes()) return;
   clique_t c;
   clique_open(&c);
   clique_run(&c, region_rank);

@@ -47,8 +47,7 @@ static void scalar_changed_by_recapture_and_update(void **state) {
   (void)state;
   gpu_begin();
   cudaStream_t s = gpu_stream();
-  float *x = gpu_floats(N, s);
-  gpu_set(x, N, 1.0f, s);
+  float *x = gpu_floats_set(N, 1.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   float *y0 = NULL, *y = NULL;
