@@ -3,9 +3,12 @@
  * annotate.c — annotation scopes on both backends (backend.h), the analogues of PyTorch's
  * test_cuda_graph_annotations.py: a no-op outside a capture and when disabled, one scope,
  * disjoint scopes, only in-scope kernels, nested scopes where the inner label wins, an empty
- * scope. Each capture is a script of kernels and scopes; its kernels are told apart by a tag
- * (CUDA gives no order of nodes), and a replay must compute what the last kernel writes.
+ * scope; then the labels in the graph's JSON. Each capture is a script of kernels and scopes;
+ * its kernels are told apart by a tag (CUDA gives no order of nodes), and a replay must compute
+ * what the last kernel writes.
  */
+#include <cjson/cJSON.h>
+
 #include "backend.h"
 #include "graph/graph_internal.h"
 
@@ -64,11 +67,14 @@ static void expect_label(const recap_graph_info_t *info, const labelled_t *want)
              n->annotation_path ? n->annotation_path : "(none)", want->path);
 }
 
+/* The JSON of the graph's nodes (recap_graph_info_json) as the test reads it back. */
+typedef void (*json_check_t)(const cJSON *nodes);
+
 /* Capture the script into a kept graph on s (annotations as `enabled` says: 1 on, 0 off), check
- * each kernel's label and that the graph has `nodes` nodes, replay, and check that the buffer
- * holds the tag of the last kernel. */
-static void capture_and_check(int enabled, const step_t *steps, const labelled_t *want,
-                              size_t nodes) {
+ * each kernel's label, that the graph has `nodes` nodes and (when json is set) its JSON, replay,
+ * and check that the buffer holds the tag of the last kernel. */
+static void capture_and_check_json(int enabled, const step_t *steps, const labelled_t *want,
+                                   size_t nodes, json_check_t json) {
   backend_begin();
   recap_annotations_enable(enabled);
   recap_stream_t s = backend_stream();
@@ -84,6 +90,15 @@ static void capture_and_check(int enabled, const step_t *steps, const labelled_t
   OK(recap_graph_inspect(g, &info));
   assert_int_equal(info->node_count, nodes);
   for (const labelled_t *w = want; w->tag; w++) expect_label(info, w);
+  if (json) {
+    char *text = NULL;
+    OK(recap_graph_info_json(info, &text));
+    cJSON *root = cJSON_Parse(text);
+    assert_non_null(root);
+    json(cJSON_GetObjectItemCaseSensitive(root, "nodes"));
+    cJSON_Delete(root);
+    recap_string_free(text);
+  }
   recap_graph_info_free(info);
   unsigned last = 0;
   for (const step_t *st = steps; st->op; st++)
@@ -93,6 +108,11 @@ static void capture_and_check(int enabled, const step_t *steps, const labelled_t
   backend_expect_all(buffer, N, (float)last);
   backend_finish_graph(g, s, (void *[]){buffer}, 1);
   recap_annotations_enable(-1);
+}
+
+static void capture_and_check(int enabled, const step_t *steps, const labelled_t *want,
+                              size_t nodes) {
+  capture_and_check_json(enabled, steps, want, nodes, NULL);
 }
 
 /* Outside a capture push and pop succeed and record nothing; a pop with no push too, and the
@@ -175,6 +195,35 @@ static void empty_scope_labels_nothing(void **state) {
   capture_and_check(1, steps, want, 2);
 }
 
+/* The labelled node carries its label and path (quotes escaped), the other null for both, and
+ * neither a tools id made up (CUDA 13.0 gives none). */
+static void expect_json_labels(const cJSON *nodes) {
+  assert_int_equal(cJSON_GetArraySize(nodes), 2);
+  int labelled = 0;
+  for (int i = 0; i < 2; i++) {
+    const cJSON *node = cJSON_GetArrayItem(nodes, i);
+    const cJSON *label = cJSON_GetObjectItemCaseSensitive(node, "annotation");
+    const cJSON *path = cJSON_GetObjectItemCaseSensitive(node, "annotation_path");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(node, "tools_id")));
+    if (cJSON_IsNull(label)) {
+      assert_true(cJSON_IsNull(path));
+      continue;
+    }
+    labelled++;
+    assert_string_equal(label->valuestring, "inner");
+    assert_string_equal(path->valuestring, "outer \"quoted\"/inner");
+  }
+  assert_int_equal(labelled, 1);
+}
+
+static void labels_in_json(void **state) {
+  (void)state;
+  static const step_t steps[] = {
+      PUSH("outer \"quoted\""), PUSH("inner"), KERNEL(4), POP, POP, KERNEL(5), {0}};
+  static const labelled_t want[] = {{4, "inner", "outer \"quoted\"/inner"}, {5, NULL, NULL}, {0}};
+  capture_and_check_json(1, steps, want, 2, expect_json_labels);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(noop_outside_capture),
     cmocka_unit_test(noop_when_disabled),
@@ -183,5 +232,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(only_in_scope_kernels_are_labelled),
     cmocka_unit_test(nested_scopes_inner_wins),
     cmocka_unit_test(empty_scope_labels_nothing),
+    cmocka_unit_test(labels_in_json),
 };
 const recap_test_part_t conformance_annotate_tests = RECAP_TEST_PART(tests);

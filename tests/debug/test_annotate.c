@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * test_annotate.c — annotations on the CPU fake device: a side stream joined to the capture, the
- * errors of push and pop, scopes left open, the JSON and the DOT dump, the switch and its
- * environment variable, and captures in two threads at once. PyTorch's single-stream scenarios
- * (test_cuda_graph_annotations.py) are conformance scenarios, run on the fake and on a device
- * (tests/conformance/annotate.c).
+ * errors of push and pop, scopes left open, the DOT dump, the switch and its environment
+ * variable, and captures in two threads at once. PyTorch's single-stream scenarios
+ * (test_cuda_graph_annotations.py) and the labels in the JSON are conformance scenarios, run on
+ * the fake and on a device (tests/conformance/annotate.c).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -275,38 +275,6 @@ static void state_is_released_with_the_capture(void **state) {
  * Where labels show: JSON, DOT, the switch
  * ---------------------------------------------------------------------------------------- */
 
-static void labels_in_json(void **state) {
-  (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
-  OK(recap_annotate_push(s, "outer \"quoted\""));
-  OK(recap_annotate_push(s, "inner"));
-  kernel(s, "a");
-  OK(recap_annotate_pop(s));
-  OK(recap_annotate_pop(s));
-  kernel(s, "b");
-  OK(recap_graph_capture_end(g));
-  recap_graph_info_t *info = inspect(g);
-  char *json = NULL;
-  OK(recap_graph_info_json(info, &json));
-  cJSON *root = cJSON_Parse(json);
-  assert_non_null(root);
-  const cJSON *nodes = cJSON_GetObjectItemCaseSensitive(root, "nodes");
-  const cJSON *n0 = cJSON_GetArrayItem(nodes, 0), *n1 = cJSON_GetArrayItem(nodes, 1);
-  assert_string_equal(cJSON_GetObjectItemCaseSensitive(n0, "annotation")->valuestring, "inner");
-  assert_string_equal(cJSON_GetObjectItemCaseSensitive(n0, "annotation_path")->valuestring,
-                      "outer \"quoted\"/inner");
-  assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(n1, "annotation")));
-  assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(n1, "annotation_path")));
-  cJSON_Delete(root);
-  recap_string_free(json);
-  recap_graph_info_free(info);
-  OK(recap_graph_destroy(g));
-  done();
-}
-
 /* The DOT dump: the node statements that show a labelled node's handle get attributes, and a
  * comment block lists every label; an unlabelled graph's dump is left as the driver wrote it. */
 static void labels_in_the_dot_dump(void **state) {
@@ -485,7 +453,6 @@ int main(int argc, char **argv) {
       cmocka_unit_test(push_and_pop_errors),
       cmocka_unit_test(scopes_left_open_close_at_capture_end),
       cmocka_unit_test(state_is_released_with_the_capture),
-      cmocka_unit_test(labels_in_json),
       cmocka_unit_test(labels_in_the_dot_dump),
       cmocka_unit_test(labels_in_a_driver_style_dot_dump),
       cmocka_unit_test(switch_and_environment),
