@@ -236,63 +236,70 @@ static void expect_mismatch(const rank_ctx_t *ctx, int nranks) {
   }
 }
 
+/* A clique whose ranks capture differently, and what each named rank's message must hold. */
+typedef struct mismatch_case {
+  int nranks;
+  void (*edit)(rank_ctx_t *);
+  struct {
+    int rank;
+    const char *needle;
+  } says[3];
+} mismatch_case_t;
+
+static const mismatch_case_t mismatch_cases[] = {
+    {2,
+     swap_on_rank1,
+     {{0,
+       "rank 0's collective 0 is all_reduce of 1024 float32 sum (2 ranks); "
+       "rank 1's is all_gather of 256 float32 (2 ranks)"},
+      {1,
+       "rank 1's collective 0 is all_gather of 256 float32 (2 ranks); "
+       "rank 0's is all_reduce of 1024 float32 sum (2 ranks)"}}},
+    {2,
+     count_on_rank1,
+     {{0,
+       "rank 0's collective 0 is all_reduce of 1024 float32 sum (2 ranks); "
+       "rank 1's is all_reduce of 512 float32 sum (2 ranks)"}}},
+    {2,
+     dtype_on_rank1,
+     {{1,
+       "rank 1's collective 0 is all_reduce of 1024 int32 sum (2 ranks); "
+       "rank 0's is all_reduce of 1024 float32 sum (2 ranks)"}}},
+    {2,
+     extra_on_rank1,
+     {{0,
+       "rank 0's collective 3 does not exist (rank 0 recorded 3); rank 1's "
+       "is reduce_scatter of 128 float32 sum (2 ranks)"},
+      {1,
+       "rank 1's collective 3 is reduce_scatter of 128 float32 sum (2 "
+       "ranks); rank 0's does not exist (rank 0 recorded 3)"}}},
+    /* Four ranks, rank 2 differs: everyone else names rank 2, rank 2 names rank 0. */
+    {4,
+     count_on_rank2,
+     {{0,
+       "rank 0's collective 2 is broadcast of 64 float32 from root 0 (4 "
+       "ranks); rank 2's is broadcast of 65 float32 from root 0 (4 ranks)"},
+      {3,
+       "rank 3's collective 2 is broadcast of 64 float32 from root 0 (4 "
+       "ranks); rank 2's is broadcast of 65"},
+      {2,
+       "rank 2's collective 2 is broadcast of 65 float32 from root 0 (4 "
+       "ranks); rank 0's is broadcast of 64"}}},
+};
+
 static void test_mismatches_name_the_first_difference(void **state) {
   (void)state;
   rank_ctx_t ctx[MAX_RANKS];
-
-  setup();
-  run_clique(ctx, 2, false, false, swap_on_rank1);
-  expect_mismatch(ctx, 2);
-  EXPECT_IN(ctx[0].message,
-            "rank 0's collective 0 is all_reduce of 1024 float32 sum (2 ranks); "
-            "rank 1's is all_gather of 256 float32 (2 ranks)");
-  EXPECT_IN(ctx[1].message,
-            "rank 1's collective 0 is all_gather of 256 float32 (2 ranks); "
-            "rank 0's is all_reduce of 1024 float32 sum (2 ranks)");
-  teardown();
-
-  setup();
-  run_clique(ctx, 2, false, false, count_on_rank1);
-  expect_mismatch(ctx, 2);
-  EXPECT_IN(ctx[0].message,
-            "rank 0's collective 0 is all_reduce of 1024 float32 sum (2 ranks); "
-            "rank 1's is all_reduce of 512 float32 sum (2 ranks)");
-  teardown();
-
-  setup();
-  run_clique(ctx, 2, false, false, dtype_on_rank1);
-  expect_mismatch(ctx, 2);
-  EXPECT_IN(ctx[1].message,
-            "rank 1's collective 0 is all_reduce of 1024 int32 sum (2 ranks); "
-            "rank 0's is all_reduce of 1024 float32 sum (2 ranks)");
-  teardown();
-
-  setup();
-  run_clique(ctx, 2, false, false, extra_on_rank1);
-  expect_mismatch(ctx, 2);
-  EXPECT_IN(ctx[0].message,
-            "rank 0's collective 3 does not exist (rank 0 recorded 3); rank 1's "
-            "is reduce_scatter of 128 float32 sum (2 ranks)");
-  EXPECT_IN(ctx[1].message,
-            "rank 1's collective 3 is reduce_scatter of 128 float32 sum (2 "
-            "ranks); rank 0's does not exist (rank 0 recorded 3)");
-  teardown();
-
-  /* Four ranks, rank 2 differs: everyone else names rank 2, rank 2 names rank 0. */
-  setup();
-  run_clique(ctx, 4, false, false, count_on_rank2);
-  expect_mismatch(ctx, 4);
-  EXPECT_IN(ctx[0].message,
-            "rank 0's collective 2 is broadcast of 64 float32 from root 0 (4 "
-            "ranks); rank 2's is broadcast of 65 float32 from root 0 (4 ranks)");
-  EXPECT_IN(ctx[3].message,
-            "rank 3's collective 2 is broadcast of 64 float32 from root 0 (4 "
-            "ranks); rank 2's is broadcast of 65");
-  EXPECT_IN(ctx[2].message,
-            "rank 2's collective 2 is broadcast of 65 float32 from root 0 (4 "
-            "ranks); rank 0's is broadcast of 64");
-  expect_quiet();
-  teardown();
+  for (size_t i = 0; i < sizeof mismatch_cases / sizeof mismatch_cases[0]; i++) {
+    const mismatch_case_t *c = &mismatch_cases[i];
+    setup();
+    run_clique(ctx, c->nranks, false, false, c->edit);
+    expect_mismatch(ctx, c->nranks);
+    for (size_t k = 0; k < 3 && c->says[k].needle; k++)
+      EXPECT_IN(ctx[c->says[k].rank].message, c->says[k].needle);
+    expect_quiet();
+    teardown();
+  }
 }
 
 /* ------------------------------------------------------------------------------------------
