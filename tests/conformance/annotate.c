@@ -11,6 +11,7 @@
 
 #include "backend.h"
 #include "graph/graph_internal.h"
+#include "inspect_util.h"
 
 #define N ((size_t)1024)
 
@@ -79,15 +80,13 @@ static void capture_and_check_json(int enabled, const step_t *steps, const label
   recap_annotations_enable(enabled);
   recap_stream_t s = backend_stream();
   float *buffer = backend_floats(N, s);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  recap_graph_t g = kept_graph();
   OK(recap_graph_capture_begin(g, s, NULL));
   run_script(steps, buffer, s);
   OK(recap_graph_capture_end(g));
   /* Disabled, no state was attached to the graph at all. */
   if (!enabled) assert_int_equal(g->hook_count, 0);
-  recap_graph_info_t *info = NULL;
-  OK(recap_graph_inspect(g, &info));
+  recap_graph_info_t *info = inspect(g);
   assert_int_equal(info->node_count, nodes);
   for (const labelled_t *w = want; w->tag; w++) expect_label(info, w);
   if (json) {

@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "fake_util.h"
+#include "inspect_util.h"
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 
@@ -44,19 +45,6 @@ static void done(void) {
 }
 
 static void kernel(recap_stream_t s, const char *name) { recap__fake_launch_kernel(s, name); }
-
-static recap_graph_t kept_graph(void) {
-  recap_graph_t g;
-  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
-  return g;
-}
-
-static recap_graph_info_t *inspect(recap_graph_t g) {
-  recap_graph_info_t *info = NULL;
-  OK(recap_graph_inspect(g, &info));
-  assert_non_null(info);
-  return info;
-}
 
 /* Node i of info is the kernel `name` with the label (NULL: none) and path. */
 static void expect_node(const recap_graph_info_t *info, size_t i, const char *name,

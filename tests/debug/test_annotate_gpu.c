@@ -18,6 +18,7 @@
 #include <cjson/cJSON.h>
 
 #include "gpu_util.h"
+#include "inspect_util.h"
 
 #define N ((size_t)1024)
 
@@ -33,18 +34,6 @@ static void finish(void) { recap_annotations_enable(-1); }
 /* A kernel told apart by its grid: fill buffer with `grid` as the value. */
 static void tagged(cudaStream_t s, unsigned grid) {
   CUDA_OK(recap_test_fill_shaped(buffer, N, (float)grid, grid, 32, s));
-}
-
-static recap_graph_t kept_graph(void) {
-  recap_graph_t g;
-  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
-  return g;
-}
-
-static recap_graph_info_t *inspect(recap_graph_t g) {
-  recap_graph_info_t *info = NULL;
-  OK(recap_graph_inspect(g, &info));
-  return info;
 }
 
 /* The kernel node launched with grid.x == grid. */
