@@ -89,6 +89,17 @@ int recap_test_main_parts(int argc, char **argv, const recap_test_part_t *parts,
   return result;
 }
 
+void recap_test_expect_all_and_free(float *host, size_t n, float expected, const void *where) {
+  for (size_t i = 0; i < n; i++) {
+    if (host[i] != expected) {
+      float got = host[i];
+      free(host);
+      fail_msg("element %zu of %p is %.9g, expected %.9g", i, where, (double)got, (double)expected);
+    }
+  }
+  free(host);
+}
+
 static void record_log(recap_log_level_t level, const char *message, void *user_data) {
   recap_test_log_t *log = user_data;
   log->count++;

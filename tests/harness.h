@@ -101,6 +101,10 @@ static inline void ignore_status(recap_status_t status) { (void)status; }
     EXPECT_MESSAGE(pointer_text_);                                          \
   } while (0)
 
+/* Every one of the n floats at host (a copy of device memory at `where`) equals expected,
+ * exactly; host (from malloc) is freed either way. */
+void recap_test_expect_all_and_free(float *host, size_t n, float expected, const void *where);
+
 /* ---- recap's log, captured -------------------------------------------------------------- */
 
 /* What recap logged since recap_test_log_capture(). */

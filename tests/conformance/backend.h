@@ -78,15 +78,7 @@ static inline void backend_expect_all(const float *p, size_t n, float expected) 
   float *host = malloc(n * sizeof *host);
   if (!host) fail_msg("out of host memory");
   backend_to_host(host, p, n * sizeof *host);
-  for (size_t i = 0; i < n; i++) {
-    if (host[i] != expected) {
-      float got = host[i];
-      free(host);
-      fail_msg("element %zu of %p is %.9g, expected %.9g", i, (const void *)p, (double)got,
-               (double)expected);
-    }
-  }
-  free(host);
+  recap_test_expect_all_and_free(host, n, expected, p);
 }
 
 /* The end of a scenario that freed everything and destroyed its graphs and streams: after

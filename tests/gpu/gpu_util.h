@@ -125,16 +125,7 @@ static inline float *gpu_read(const float *p, size_t n) {
 
 /* Every one of the n floats at p equals expected, exactly. */
 static inline void gpu_expect_all(const float *p, size_t n, float expected) {
-  float *host = gpu_read(p, n);
-  for (size_t i = 0; i < n; i++) {
-    if (host[i] != expected) {
-      float got = host[i];
-      free(host);
-      fail_msg("element %zu of %p is %.9g, expected %.9g", i, (const void *)p, (double)got,
-               (double)expected);
-    }
-  }
-  free(host);
+  recap_test_expect_all_and_free(gpu_read(p, n), n, expected, p);
 }
 
 /* Set n floats at p to value, eagerly on stream, and wait for it. */
