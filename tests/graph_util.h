@@ -33,6 +33,15 @@ static inline void reset(void) {
   recap_clear_last_error();
 }
 
+/* A fresh fake and allocator (reset), a new stream *s, and a new graph (no flags). */
+static inline recap_graph_t fresh_graph(recap_stream_t *s) {
+  reset();
+  *s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  return g;
+}
+
 /* A fresh fake of one device with memory_per_device bytes (VMM segments reserve that much
  * address space each, which valgrind's address space must hold), the graph layer's process state
  * cleared, no log callback, and the expandable_segments option on. */

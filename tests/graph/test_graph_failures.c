@@ -101,10 +101,8 @@ static void invalidate_in_window(void *ctx, recap_stream_t stream) {
  * capture_begin says so, and the abandoning end's own failure does not replace it. */
 static void capture_invalidated_as_it_begins(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s);
   recap__fake_after_capture_begin(invalidate_in_window, NULL);
   EXPECT_LAST(recap_graph_capture_begin(g, s, NULL), RECAP_ERROR_CAPTURE_INVALIDATED,
               "recap_graph_capture_begin: the capture was invalidated as soon as it began");

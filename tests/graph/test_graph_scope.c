@@ -260,10 +260,8 @@ static void *end_from_another_thread(void *arg) {
  * graph must still be capturing too, and the right thread must be able to end it. */
 static void end_from_another_thread_keeps_the_capture(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s);
   OK(recap_graph_capture_begin(g, s, NULL));
   launch(s, 1);
   foreign_end_t f = {g, s, RECAP_SUCCESS};
@@ -288,10 +286,8 @@ static void end_from_another_thread_keeps_the_capture(void **state) {
  * graph's capture on the stream it began on, which the graph knows. */
 static void relaxed_capture_ends_from_another_thread(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s);
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
   opts.mode = RECAP_CAPTURE_MODE_RELAXED;
   OK(recap_graph_capture_begin(g, s, &opts));
@@ -322,10 +318,8 @@ static void *reset_from_another_thread(void *arg) {
  * stream and the graph must agree afterwards. */
 static void reset_from_another_thread_keeps_stream_and_graph_in_step(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s);
   OK(recap_graph_capture_begin(g, s, NULL));
   launch(s, 1);
   foreign_end_t f = {g, s, RECAP_SUCCESS};
@@ -582,10 +576,8 @@ static void inspect_of_an_empty_graph(void **state) {
 
 static void failed_capture_begin_leaves_nothing(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_CAPTURE_BEGIN, 1);
   EXPECT_STATUS(recap_graph_capture_begin(g, s, NULL), RECAP_ERROR_CUDA);
   EXPECT_MESSAGE("cudaStreamBeginCapture");
@@ -627,10 +619,8 @@ static void failed_capture_end_leaves_nothing(void **state) {
 
 static void failed_instantiate_in_capture_end(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s);
   OK(recap_graph_capture_begin(g, s, NULL));
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
@@ -677,10 +667,8 @@ static void failed_instantiate_of_a_kept_graph_can_be_retried(void **state) {
 
 static void failed_launch_can_be_retried(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s);
   capture_kernels(g, s, 2);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_LAUNCH, 2);
   OK(recap_graph_replay(g, s));

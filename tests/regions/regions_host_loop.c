@@ -76,10 +76,8 @@ static void test_host_loop_interplay(void **state) {
 static void test_unused_conditions(void **state) {
   (void)state;
   BOTH_PATHS {
-    reset();
-    recap_stream_t s = recap__fake_stream_new();
-    recap_graph_t g;
-    OK(recap_graph_create(&g, 0));
+    recap_stream_t s;
+    recap_graph_t g = fresh_graph(&s);
     begin(g, s, host);
     recap_cond_t unused_top, once, unused_inside;
     OK(recap_cond_create(s, 1, &unused_top));
@@ -106,10 +104,8 @@ static void test_unused_conditions(void **state) {
 static void test_failed_recapture_keeps_the_path(void **state) {
   (void)state;
   for (int with_region = 0; with_region < 2; with_region++) {
-    reset();
-    recap_stream_t s = recap__fake_stream_new();
-    recap_graph_t g;
-    OK(recap_graph_create(&g, 0));
+    recap_stream_t s;
+    recap_graph_t g = fresh_graph(&s);
     recap_capture_options_t o = options(false);
     OK(recap_graph_capture_begin(g, s, &o));
     if (with_region) {
@@ -360,10 +356,8 @@ static void test_ready_kernels(void **state) {
 
 static void test_ready_kernel_checks(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s);
   begin(g, s, false);
   recap_cond_t c;
   OK(recap_cond_create(s, 1, &c));

@@ -89,10 +89,8 @@ static void the_origin_outlives_recaptures_without_rebinding(void **state) {
 
 static void recapture_needs_a_captured_graph(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s);
   EXPECT_STATUS(recap_graph_recapture_begin(g, s, NULL), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_graph_recapture_begin: the graph holds no capture to replace");
   OK(recap_graph_capture_begin(g, s, NULL));
@@ -183,10 +181,8 @@ static void replay_is_refused_while_recapturing(void **state) {
 
 static void reset_and_destroy_during_a_recapture_release_both_captures(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s);
   capture_kernels(g, s, 2);
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));

@@ -15,10 +15,8 @@
 
 static void never_update_always_instantiates(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s);
   recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
   p.never_update = 1;
   OK(recap_graph_set_update_policy(g, &p));
@@ -46,10 +44,8 @@ static void never_update_always_instantiates(void **state) {
 
 static void failures_pause_updates_for_retry_after_recaptures(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s);
   recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
   p.max_failures = 2;
   p.retry_after = 3;
@@ -111,10 +107,8 @@ static void replays(recap_graph_t g, recap_stream_t s, int n) {
 
 static void slower_updates_pause_updates(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s);
   recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
   p.max_slowdown = 0.10;
   p.measure_replays = 4;
@@ -161,10 +155,8 @@ static void slower_updates_pause_updates(void **state) {
  * executable's replays as the baseline, as one set before. */
 static void a_policy_set_after_the_capture_measures(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s);
   recap__fake_updated_slowdown(1.5);
   capture_kernels(g, s, 10);
   measure_updates(g, 0.10, 2);
@@ -190,10 +182,8 @@ static void a_policy_set_after_the_capture_measures(void **state) {
 
 static void equal_speed_keeps_updating_and_stops_measuring(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s);
   measure_updates(g, 0.05, 3);
   capture_kernels(g, s, 6);
   replays(g, s, 3);
@@ -400,10 +390,8 @@ static void a_replay_into_another_capture_is_not_timed(void **state) {
 
 static void timing_failures_never_fail_a_replay(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s);
   measure_updates(g, 0.05, 2);
   capture_kernels(g, s, 2);
   logged[0] = '\0';
@@ -433,10 +421,8 @@ static void timing_failures_never_fail_a_replay(void **state) {
  * timed, upload nothing. */
 static void a_timed_first_launch_uploads_the_executable_first(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s);
   measure_updates(g, 0.10, 2);
   capture_kernels(g, s, 10);
   assert_int_equal(recap__fake_now().graph_uploads, 0); /* instantiating uploads nothing */
@@ -492,10 +478,8 @@ static void a_timed_first_launch_uploads_the_executable_first(void **state) {
  * replay itself goes on and succeeds. */
 static void an_upload_failure_gives_up_measuring_not_the_replay(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s);
   measure_updates(g, 0.05, 2);
   capture_kernels(g, s, 2);
   logged[0] = '\0';
@@ -552,10 +536,8 @@ static void *replay_many(void *arg) {
 
 static void measured_replays_from_two_threads(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s);
   measure_updates(g, 0.05, 8);
   recap__fake_updated_slowdown(2.0);
   capture_kernels(g, s, 4);
