@@ -46,6 +46,10 @@ int recap_test_main(int argc, char **argv, const struct CMUnitTest *tests, size_
 #define RECAP_TEST_RUN(argc, argv, tests) \
   recap_test_main((argc), (argv), (tests), sizeof(tests) / sizeof((tests)[0]), RECAP_TEST_NEEDS_GPU)
 
+/* The main() of a test program whose tests are the array `tests`. */
+#define RECAP_TEST_MAIN(tests) \
+  int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }
+
 /* A program's tests split over several sources by concept: each source other than the one with
  * main() exports its table as a part (RECAP_TEST_PART), and main() runs them all together with
  * RECAP_TEST_RUN_PARTS. recap_add_test(... SOURCES ...) registers the tests of every source. */

@@ -538,4 +538,4 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(fault_at_every_step),
 };
 
-int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }
+RECAP_TEST_MAIN(tests)

@@ -84,10 +84,8 @@ static void out_of_memory_then_usable(void **state) {
   gpu_finish(NULL, 0);
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(record_stream_waits_for_the_other_stream),
-      cmocka_unit_test(out_of_memory_then_usable),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(record_stream_waits_for_the_other_stream),
+    cmocka_unit_test(out_of_memory_then_usable),
+};
+RECAP_TEST_MAIN(tests)

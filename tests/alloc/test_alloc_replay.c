@@ -760,4 +760,4 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_reset_with_logs_attached_frees_the_state),
 };
 
-int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }
+RECAP_TEST_MAIN(tests)

@@ -135,10 +135,8 @@ static void replace_at_moves_to_either_end(void **state) {
   recap__free_set_clear(&s);
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(random_operations_keep_the_order),
-      cmocka_unit_test(replace_at_moves_to_either_end),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(random_operations_keep_the_order),
+    cmocka_unit_test(replace_at_moves_to_either_end),
+};
+RECAP_TEST_MAIN(tests)

@@ -843,17 +843,15 @@ static void random_bursts_fold_and_match_the_slow_path(void **state) {
   recap__alloc_front_cache_enable(true);
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(random_workloads_match_the_slow_path),
-      cmocka_unit_test(a_pair_is_served_by_the_cache_with_exact_stats),
-      cmocka_unit_test(a_block_the_slow_path_would_place_elsewhere_is_not_cached),
-      cmocka_unit_test(a_tie_goes_to_the_lowest_address),
-      cmocka_unit_test(folded_pairs_count_exactly_for_every_reader),
-      cmocka_unit_test(a_peak_reached_in_a_folded_run_is_kept),
-      cmocka_unit_test(what_comes_between_a_folded_take_and_its_free),
-      cmocka_unit_test(pairs_in_a_routed_capture_fold_and_count_exactly),
-      cmocka_unit_test(random_bursts_fold_and_match_the_slow_path),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(random_workloads_match_the_slow_path),
+    cmocka_unit_test(a_pair_is_served_by_the_cache_with_exact_stats),
+    cmocka_unit_test(a_block_the_slow_path_would_place_elsewhere_is_not_cached),
+    cmocka_unit_test(a_tie_goes_to_the_lowest_address),
+    cmocka_unit_test(folded_pairs_count_exactly_for_every_reader),
+    cmocka_unit_test(a_peak_reached_in_a_folded_run_is_kept),
+    cmocka_unit_test(what_comes_between_a_folded_take_and_its_free),
+    cmocka_unit_test(pairs_in_a_routed_capture_fold_and_count_exactly),
+    cmocka_unit_test(random_bursts_fold_and_match_the_slow_path),
+};
+RECAP_TEST_MAIN(tests)

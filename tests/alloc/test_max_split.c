@@ -152,14 +152,12 @@ static void splitting_is_decided_on_the_request_size(void **state) {
   check();
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(medium_requests_share_a_segment_with_no_limit),
-      cmocka_unit_test(ten_rounds_with_max_split_size_10mib_keep_one_segment),
-      cmocka_unit_test(max_split_size_at_or_below_large_segment_is_refused),
-      cmocka_unit_test(max_split_size_rule_follows_large_segment),
-      cmocka_unit_test(medium_requests_share_a_segment_just_above_large_segment),
-      cmocka_unit_test(splitting_is_decided_on_the_request_size),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(medium_requests_share_a_segment_with_no_limit),
+    cmocka_unit_test(ten_rounds_with_max_split_size_10mib_keep_one_segment),
+    cmocka_unit_test(max_split_size_at_or_below_large_segment_is_refused),
+    cmocka_unit_test(max_split_size_rule_follows_large_segment),
+    cmocka_unit_test(medium_requests_share_a_segment_just_above_large_segment),
+    cmocka_unit_test(splitting_is_decided_on_the_request_size),
+};
+RECAP_TEST_MAIN(tests)

@@ -729,21 +729,19 @@ static void a_replayed_allocation_falls_back_within_the_budget(void **state) {
   check();
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(fake_executables_hold_device_memory),
-      cmocka_unit_test(a_graph_reports_its_bytes),
-      cmocka_unit_test(the_default_pool_and_older_structs),
-      cmocka_unit_test(peaks_of_two_captures_sharing_a_pool),
-      cmocka_unit_test(a_fresh_instantiation_at_recapture_is_measured),
-      cmocka_unit_test(keep_graphs_count_at_instantiation),
-      cmocka_unit_test(failed_captures_leave_the_totals),
-      cmocka_unit_test(a_host_loop_counts_every_executable),
-      cmocka_unit_test(the_snapshot_shows_graphs_and_peaks),
-      cmocka_unit_test(the_budget_refuses_before_the_device),
-      cmocka_unit_test(the_budget_counts_the_shared_pool),
-      cmocka_unit_test(a_recapture_over_its_budget_keeps_the_old_capture),
-      cmocka_unit_test(a_replayed_allocation_falls_back_within_the_budget),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(fake_executables_hold_device_memory),
+    cmocka_unit_test(a_graph_reports_its_bytes),
+    cmocka_unit_test(the_default_pool_and_older_structs),
+    cmocka_unit_test(peaks_of_two_captures_sharing_a_pool),
+    cmocka_unit_test(a_fresh_instantiation_at_recapture_is_measured),
+    cmocka_unit_test(keep_graphs_count_at_instantiation),
+    cmocka_unit_test(failed_captures_leave_the_totals),
+    cmocka_unit_test(a_host_loop_counts_every_executable),
+    cmocka_unit_test(the_snapshot_shows_graphs_and_peaks),
+    cmocka_unit_test(the_budget_refuses_before_the_device),
+    cmocka_unit_test(the_budget_counts_the_shared_pool),
+    cmocka_unit_test(a_recapture_over_its_budget_keeps_the_old_capture),
+    cmocka_unit_test(a_replayed_allocation_falls_back_within_the_budget),
+};
+RECAP_TEST_MAIN(tests)

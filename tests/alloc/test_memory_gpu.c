@@ -100,10 +100,8 @@ static void the_budget_refuses_without_a_device_call(void **state) {
   gpu_finish(pools, 2);
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(a_graph_reports_what_it_costs),
-      cmocka_unit_test(the_budget_refuses_without_a_device_call),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(a_graph_reports_what_it_costs),
+    cmocka_unit_test(the_budget_refuses_without_a_device_call),
+};
+RECAP_TEST_MAIN(tests)

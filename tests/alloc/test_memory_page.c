@@ -404,4 +404,4 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(bad_arguments_and_files_that_cannot_be_written),
 };
 
-int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }
+RECAP_TEST_MAIN(tests)

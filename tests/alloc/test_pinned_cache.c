@@ -917,27 +917,25 @@ static void faults_with_the_cache(void **unused) {
   }
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(a_wake_keeps_and_the_next_sleep_reuses),
-      cmocka_unit_test(any_pool_takes_the_smallest_that_fits),
-      cmocka_unit_test(a_larger_sleep_frees_the_kept_and_pins_anew),
-      cmocka_unit_test(whole_allocator_rounds_reuse),
-      cmocka_unit_test(empty_cache_frees_the_kept),
-      cmocka_unit_test(option_zero_frees_at_the_next_call),
-      cmocka_unit_test(option_zero_while_asleep),
-      cmocka_unit_test(the_option_takes_zero_or_one),
-      cmocka_unit_test(the_page_shows_the_kept),
-      cmocka_unit_test(no_pinned_memory_leaves_the_pool_awake),
-      cmocka_unit_test(a_failed_free_keeps_the_buffer),
-      cmocka_unit_test(no_host_memory_to_keep_frees_the_buffer),
-      cmocka_unit_test(faults_with_the_cache),
-      cmocka_unit_test(a_reserved_buffer_serves_the_first_sleep),
-      cmocka_unit_test(with_the_option_it_stays_kept),
-      cmocka_unit_test(a_reserved_buffer_waits_for_its_sleep),
-      cmocka_unit_test(one_reserve_per_pool_of_recap_sleep),
-      cmocka_unit_test(reserve_failures_pin_nothing),
-      cmocka_unit_test(a_reserve_that_frees_every_kept_buffer_lists_its_own),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(a_wake_keeps_and_the_next_sleep_reuses),
+    cmocka_unit_test(any_pool_takes_the_smallest_that_fits),
+    cmocka_unit_test(a_larger_sleep_frees_the_kept_and_pins_anew),
+    cmocka_unit_test(whole_allocator_rounds_reuse),
+    cmocka_unit_test(empty_cache_frees_the_kept),
+    cmocka_unit_test(option_zero_frees_at_the_next_call),
+    cmocka_unit_test(option_zero_while_asleep),
+    cmocka_unit_test(the_option_takes_zero_or_one),
+    cmocka_unit_test(the_page_shows_the_kept),
+    cmocka_unit_test(no_pinned_memory_leaves_the_pool_awake),
+    cmocka_unit_test(a_failed_free_keeps_the_buffer),
+    cmocka_unit_test(no_host_memory_to_keep_frees_the_buffer),
+    cmocka_unit_test(faults_with_the_cache),
+    cmocka_unit_test(a_reserved_buffer_serves_the_first_sleep),
+    cmocka_unit_test(with_the_option_it_stays_kept),
+    cmocka_unit_test(a_reserved_buffer_waits_for_its_sleep),
+    cmocka_unit_test(one_reserve_per_pool_of_recap_sleep),
+    cmocka_unit_test(reserve_failures_pin_nothing),
+    cmocka_unit_test(a_reserve_that_frees_every_kept_buffer_lists_its_own),
+};
+RECAP_TEST_MAIN(tests)

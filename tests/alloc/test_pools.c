@@ -756,4 +756,4 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(out_of_memory_message_tells_waiting_bytes_apart),
 };
 
-int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }
+RECAP_TEST_MAIN(tests)

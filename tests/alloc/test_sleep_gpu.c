@@ -241,11 +241,9 @@ static void discard_the_step_pool_and_recompute(void **state) {
   check_way(MLP_WAY_WHOLE, pause_discard_the_step_pool);
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(offload_the_whole_step),
-      cmocka_unit_test(offload_the_graphed_callables),
-      cmocka_unit_test(discard_the_step_pool_and_recompute),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(offload_the_whole_step),
+    cmocka_unit_test(offload_the_graphed_callables),
+    cmocka_unit_test(discard_the_step_pool_and_recompute),
+};
+RECAP_TEST_MAIN(tests)

@@ -198,11 +198,9 @@ static void oom_retry_on_another_device_during_a_global_capture(void **state) {
   check();
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(empty_cache_refuses_during_a_capture_on_another_device),
-      cmocka_unit_test(new_segment_on_another_device_during_a_global_capture),
-      cmocka_unit_test(oom_retry_on_another_device_during_a_global_capture),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(empty_cache_refuses_during_a_capture_on_another_device),
+    cmocka_unit_test(new_segment_on_another_device_during_a_global_capture),
+    cmocka_unit_test(oom_retry_on_another_device_during_a_global_capture),
+};
+RECAP_TEST_MAIN(tests)

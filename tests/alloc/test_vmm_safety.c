@@ -226,4 +226,4 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(checker_accepts_a_range_at_the_minimum_granularity),
 };
 
-int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }
+RECAP_TEST_MAIN(tests)

@@ -222,13 +222,11 @@ static void a_hole_is_mapped_again_on_reuse(void **state) {
   gpu_finish(NULL, 0);
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(a_growth_keeps_contents_and_addresses),
-      cmocka_unit_test(a_capture_grows_its_pool_and_replays_bit_for_bit),
-      cmocka_unit_test(empty_cache_gives_the_memory_back),
-      cmocka_unit_test(free_memory_inside_a_segment_goes_back),
-      cmocka_unit_test(a_hole_is_mapped_again_on_reuse),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(a_growth_keeps_contents_and_addresses),
+    cmocka_unit_test(a_capture_grows_its_pool_and_replays_bit_for_bit),
+    cmocka_unit_test(empty_cache_gives_the_memory_back),
+    cmocka_unit_test(free_memory_inside_a_segment_goes_back),
+    cmocka_unit_test(a_hole_is_mapped_again_on_reuse),
+};
+RECAP_TEST_MAIN(tests)

@@ -481,4 +481,4 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(host_faults_at_each_step),
 };
 
-int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }
+RECAP_TEST_MAIN(tests)

@@ -228,12 +228,10 @@ static void handle_checks(void **state) {
   expect_exact(expected);
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(options_too_small),
-      cmocka_unit_test(options_too_large),
-      cmocka_unit_test(older_options_take_defaults),
-      cmocka_unit_test(handle_checks),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(options_too_small),
+    cmocka_unit_test(options_too_large),
+    cmocka_unit_test(older_options_take_defaults),
+    cmocka_unit_test(handle_checks),
+};
+RECAP_TEST_MAIN(tests)

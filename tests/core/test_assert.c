@@ -172,13 +172,11 @@ static void deleting_a_pool_that_holds_memory_aborts(void **state) {
                 "pool->segment_count == 0 && pool->segments == NULL");
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(a_child_that_breaks_nothing_exits_cleanly),
-      cmocka_unit_test(free_set_member_twice_aborts),
-      cmocka_unit_test(pointer_map_key_twice_aborts),
-      cmocka_unit_test(handing_out_a_busy_block_aborts),
-      cmocka_unit_test(deleting_a_pool_that_holds_memory_aborts),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(a_child_that_breaks_nothing_exits_cleanly),
+    cmocka_unit_test(free_set_member_twice_aborts),
+    cmocka_unit_test(pointer_map_key_twice_aborts),
+    cmocka_unit_test(handing_out_a_busy_block_aborts),
+    cmocka_unit_test(deleting_a_pool_that_holds_memory_aborts),
+};
+RECAP_TEST_MAIN(tests)

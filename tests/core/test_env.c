@@ -336,17 +336,15 @@ static void every_variable_is_documented(void **state) {
   assert_non_null(strstr(text, "`RECAP_UNDER_TOOL=1`"));
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(bad_flags_and_levels_warn_the_same_way),
-      cmocka_unit_test(good_flags_and_levels),
-      cmocka_unit_test(code_overrides_the_environment),
-      cmocka_unit_test(bad_log_level_with_the_stderr_logger),
-      cmocka_unit_test(bad_alloc_conf_warns_the_same_way),
-      cmocka_unit_test(alloc_conf_booleans_take_true_and_false),
-      cmocka_unit_test(a_bad_boolean_says_it_wants_one),
-      cmocka_unit_test(bad_fail_entry_warns_the_same_way),
-      cmocka_unit_test(every_variable_is_documented),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(bad_flags_and_levels_warn_the_same_way),
+    cmocka_unit_test(good_flags_and_levels),
+    cmocka_unit_test(code_overrides_the_environment),
+    cmocka_unit_test(bad_log_level_with_the_stderr_logger),
+    cmocka_unit_test(bad_alloc_conf_warns_the_same_way),
+    cmocka_unit_test(alloc_conf_booleans_take_true_and_false),
+    cmocka_unit_test(a_bad_boolean_says_it_wants_one),
+    cmocka_unit_test(bad_fail_entry_warns_the_same_way),
+    cmocka_unit_test(every_variable_is_documented),
+};
+RECAP_TEST_MAIN(tests)

@@ -152,16 +152,14 @@ static void last_error_is_per_thread(void **state) {
   recap_clear_last_error();
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(status_names_match_the_list),
-      cmocka_unit_test(status_values_and_names_are_distinct),
-      cmocka_unit_test(status_strings_are_not_empty),
-      cmocka_unit_test(unknown_status_has_a_name_and_a_string),
-      cmocka_unit_test(clear_last_error_empties_it),
-      cmocka_unit_test(set_last_error_from_user_code),
-      cmocka_unit_test(version_macros_match_the_library),
-      cmocka_unit_test(last_error_is_per_thread),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(status_names_match_the_list),
+    cmocka_unit_test(status_values_and_names_are_distinct),
+    cmocka_unit_test(status_strings_are_not_empty),
+    cmocka_unit_test(unknown_status_has_a_name_and_a_string),
+    cmocka_unit_test(clear_last_error_empties_it),
+    cmocka_unit_test(set_last_error_from_user_code),
+    cmocka_unit_test(version_macros_match_the_library),
+    cmocka_unit_test(last_error_is_per_thread),
+};
+RECAP_TEST_MAIN(tests)

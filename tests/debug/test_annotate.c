@@ -435,16 +435,14 @@ static void two_threads_capture_at_once(void **state) {
   done();
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(two_stream_capture),
-      cmocka_unit_test(push_and_pop_errors),
-      cmocka_unit_test(scopes_left_open_close_at_capture_end),
-      cmocka_unit_test(state_is_released_with_the_capture),
-      cmocka_unit_test(labels_in_the_dot_dump),
-      cmocka_unit_test(labels_in_a_driver_style_dot_dump),
-      cmocka_unit_test(switch_and_environment),
-      cmocka_unit_test(two_threads_capture_at_once),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(two_stream_capture),
+    cmocka_unit_test(push_and_pop_errors),
+    cmocka_unit_test(scopes_left_open_close_at_capture_end),
+    cmocka_unit_test(state_is_released_with_the_capture),
+    cmocka_unit_test(labels_in_the_dot_dump),
+    cmocka_unit_test(labels_in_a_driver_style_dot_dump),
+    cmocka_unit_test(switch_and_environment),
+    cmocka_unit_test(two_threads_capture_at_once),
+};
+RECAP_TEST_MAIN(tests)

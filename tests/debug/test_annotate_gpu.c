@@ -163,10 +163,8 @@ static void labels_in_the_driver_dot_dump(void **state) {
   teardown(g, s);
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(two_stream_capture),
-      cmocka_unit_test(labels_in_the_driver_dot_dump),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(two_stream_capture),
+    cmocka_unit_test(labels_in_the_driver_dot_dump),
+};
+RECAP_TEST_MAIN(tests)

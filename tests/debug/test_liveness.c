@@ -466,19 +466,17 @@ static void batch_lookups(void **state) {
   done();
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(reallocation_through_another_block_record_is_caught),
-      cmocka_unit_test(inputs_of_streams_outside_the_capture_are_not_tracked),
-      cmocka_unit_test(capture_in_one_thread_replay_in_another),
-      cmocka_unit_test(copies_memsets_and_foreign_pointers),
-      cmocka_unit_test(input_freed_during_the_capture),
-      cmocka_unit_test(allocation_and_free_sites),
-      cmocka_unit_test(long_reports_go_to_the_log),
-      cmocka_unit_test(option_off_attaches_nothing),
-      cmocka_unit_test(lifetime_of_the_checks),
-      cmocka_unit_test(capture_scope_option),
-      cmocka_unit_test(batch_lookups),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(reallocation_through_another_block_record_is_caught),
+    cmocka_unit_test(inputs_of_streams_outside_the_capture_are_not_tracked),
+    cmocka_unit_test(capture_in_one_thread_replay_in_another),
+    cmocka_unit_test(copies_memsets_and_foreign_pointers),
+    cmocka_unit_test(input_freed_during_the_capture),
+    cmocka_unit_test(allocation_and_free_sites),
+    cmocka_unit_test(long_reports_go_to_the_log),
+    cmocka_unit_test(option_off_attaches_nothing),
+    cmocka_unit_test(lifetime_of_the_checks),
+    cmocka_unit_test(capture_scope_option),
+    cmocka_unit_test(batch_lookups),
+};
+RECAP_TEST_MAIN(tests)

@@ -176,12 +176,10 @@ static void allocation_sites_in_the_message(void **state) {
   gpu_finish(&pool, 1);
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(inputs_of_streams_outside_the_capture_are_not_tracked),
-      cmocka_unit_test(capture_in_one_thread_replay_in_another),
-      cmocka_unit_test(copies_and_memsets_are_inputs),
-      cmocka_unit_test(allocation_sites_in_the_message),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(inputs_of_streams_outside_the_capture_are_not_tracked),
+    cmocka_unit_test(capture_in_one_thread_replay_in_another),
+    cmocka_unit_test(copies_and_memsets_are_inputs),
+    cmocka_unit_test(allocation_sites_in_the_message),
+};
+RECAP_TEST_MAIN(tests)

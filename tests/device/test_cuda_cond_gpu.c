@@ -512,4 +512,4 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(random_state_advances_in_loops),
 };
 
-int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }
+RECAP_TEST_MAIN(tests)

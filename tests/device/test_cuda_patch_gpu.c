@@ -306,4 +306,4 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(timing_events_measure),
 };
 
-int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }
+RECAP_TEST_MAIN(tests)

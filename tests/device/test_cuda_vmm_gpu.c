@@ -174,12 +174,10 @@ static void captures_and_vmm(void **state) {
   CUDA_OK(cudaStreamDestroy(s));
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(map_unmap_keeps_contents),
-      cmocka_unit_test(refusals),
-      cmocka_unit_test(out_of_memory),
-      cmocka_unit_test(captures_and_vmm),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(map_unmap_keeps_contents),
+    cmocka_unit_test(refusals),
+    cmocka_unit_test(out_of_memory),
+    cmocka_unit_test(captures_and_vmm),
+};
+RECAP_TEST_MAIN(tests)

@@ -895,4 +895,4 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(reset_frees_everything),
 };
 
-int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }
+RECAP_TEST_MAIN(tests)

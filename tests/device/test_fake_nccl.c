@@ -868,27 +868,25 @@ static void in_place_all_gather(void **state) {
     }
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(eager_2_ranks),
-      cmocka_unit_test(eager_4_ranks),
-      cmocka_unit_test(eager_8_ranks),
-      cmocka_unit_test(captured_2_ranks),
-      cmocka_unit_test(captured_4_ranks),
-      cmocka_unit_test(captured_8_ranks),
-      cmocka_unit_test(captured_node_is_an_nccl_kernel),
-      cmocka_unit_test(mismatch_eager),
-      cmocka_unit_test(mismatch_replayed),
-      cmocka_unit_test(timeout_is_reported),
-      cmocka_unit_test(p2p_mismatch),
-      cmocka_unit_test(concurrent_use_eager),
-      cmocka_unit_test(concurrent_use_replayed),
-      cmocka_unit_test(sequential_streams_are_fine),
-      cmocka_unit_test(load_version_and_faults),
-      cmocka_unit_test(collective_fault_enqueues_nothing),
-      cmocka_unit_test(memory_and_registration),
-      cmocka_unit_test(comm_info_groups_and_bad_arguments),
-      cmocka_unit_test(in_place_all_gather),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(eager_2_ranks),
+    cmocka_unit_test(eager_4_ranks),
+    cmocka_unit_test(eager_8_ranks),
+    cmocka_unit_test(captured_2_ranks),
+    cmocka_unit_test(captured_4_ranks),
+    cmocka_unit_test(captured_8_ranks),
+    cmocka_unit_test(captured_node_is_an_nccl_kernel),
+    cmocka_unit_test(mismatch_eager),
+    cmocka_unit_test(mismatch_replayed),
+    cmocka_unit_test(timeout_is_reported),
+    cmocka_unit_test(p2p_mismatch),
+    cmocka_unit_test(concurrent_use_eager),
+    cmocka_unit_test(concurrent_use_replayed),
+    cmocka_unit_test(sequential_streams_are_fine),
+    cmocka_unit_test(load_version_and_faults),
+    cmocka_unit_test(collective_fault_enqueues_nothing),
+    cmocka_unit_test(memory_and_registration),
+    cmocka_unit_test(comm_info_groups_and_bad_arguments),
+    cmocka_unit_test(in_place_all_gather),
+};
+RECAP_TEST_MAIN(tests)

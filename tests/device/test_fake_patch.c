@@ -933,4 +933,4 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(update_reasons_have_names),
 };
 
-int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }
+RECAP_TEST_MAIN(tests)

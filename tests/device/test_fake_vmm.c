@@ -594,20 +594,18 @@ static void reset_gives_everything_back(void **state) {
   EXPECT_STATUS(ops->vmm_release(h), RECAP_ERROR_CUDA);
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(granularity),
-      cmocka_unit_test(reserve_and_release_ranges),
-      cmocka_unit_test(chunks_count_against_the_device),
-      cmocka_unit_test(chunks_belong_to_the_current_device),
-      cmocka_unit_test(one_free_figure_for_everything),
-      cmocka_unit_test(contents_survive_unmap_and_map),
-      cmocka_unit_test(map_refusals),
-      cmocka_unit_test(release_while_mapped),
-      cmocka_unit_test(pinned_host_memory),
-      cmocka_unit_test(captures_allow_vmm),
-      cmocka_unit_test(faults_change_nothing),
-      cmocka_unit_test(reset_gives_everything_back),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(granularity),
+    cmocka_unit_test(reserve_and_release_ranges),
+    cmocka_unit_test(chunks_count_against_the_device),
+    cmocka_unit_test(chunks_belong_to_the_current_device),
+    cmocka_unit_test(one_free_figure_for_everything),
+    cmocka_unit_test(contents_survive_unmap_and_map),
+    cmocka_unit_test(map_refusals),
+    cmocka_unit_test(release_while_mapped),
+    cmocka_unit_test(pinned_host_memory),
+    cmocka_unit_test(captures_allow_vmm),
+    cmocka_unit_test(faults_change_nothing),
+    cmocka_unit_test(reset_gives_everything_back),
+};
+RECAP_TEST_MAIN(tests)

@@ -231,11 +231,9 @@ static void registered_memory_round_trip(void **state) {
   release(comm);
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(eager_collectives),
-      cmocka_unit_test(captured_collectives_replay),
-      cmocka_unit_test(registered_memory_round_trip),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(eager_collectives),
+    cmocka_unit_test(captured_collectives_replay),
+    cmocka_unit_test(registered_memory_round_trip),
+};
+RECAP_TEST_MAIN(tests)

@@ -139,12 +139,10 @@ static void install_swaps_the_table(void **state) {
   assert_string_equal(recap__nccl()->name, "nccl");
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(missing_library_named_by_the_variable),
-      cmocka_unit_test(library_without_nccl_functions),
-      cmocka_unit_test(default_library),
-      cmocka_unit_test(install_swaps_the_table),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(missing_library_named_by_the_variable),
+    cmocka_unit_test(library_without_nccl_functions),
+    cmocka_unit_test(default_library),
+    cmocka_unit_test(install_swaps_the_table),
+};
+RECAP_TEST_MAIN(tests)

@@ -342,12 +342,10 @@ static void two_threads_break_no_capture(void **state) {
   expect_no_device_memory();
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(free_while_capture_begins),
-      cmocka_unit_test(malloc_while_capture_begins),
-      cmocka_unit_test(route_end_while_capture_begins),
-      cmocka_unit_test(two_threads_break_no_capture),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(free_while_capture_begins),
+    cmocka_unit_test(malloc_while_capture_begins),
+    cmocka_unit_test(route_end_while_capture_begins),
+    cmocka_unit_test(two_threads_break_no_capture),
+};
+RECAP_TEST_MAIN(tests)

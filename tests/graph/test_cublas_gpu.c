@@ -85,9 +85,7 @@ static void repeat_graph_capture_cublas_workspace_memory(void **state) {
   gpu_finish(NULL, 0);
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(repeat_graph_capture_cublas_workspace_memory),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(repeat_graph_capture_cublas_workspace_memory),
+};
+RECAP_TEST_MAIN(tests)

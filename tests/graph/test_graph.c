@@ -903,34 +903,32 @@ static void graph_launched_inside_a_capture_becomes_a_child_node(void **state) {
   expect_quiet();
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(create_checks_its_arguments),
-      cmocka_unit_test(null_arguments_are_refused),
-      cmocka_unit_test(capture_on_the_default_stream_is_refused),
-      cmocka_unit_test(capture_options_are_checked),
-      cmocka_unit_test(begin_twice_is_refused),
-      cmocka_unit_test(end_ends_the_graphs_own_capture),
-      cmocka_unit_test(end_without_begin_is_refused),
-      cmocka_unit_test(replay_and_instantiate_need_a_capture),
-      cmocka_unit_test(instantiate_needs_keep),
-      cmocka_unit_test(raw_and_raw_exec_follow_the_template_and_the_executable),
-      cmocka_unit_test(pool_exists_from_capture_begin),
-      cmocka_unit_test(debug_dump_needs_the_kept_template),
-      cmocka_unit_test(destroy_during_capture_ends_it),
-      cmocka_unit_test(capture_makes_its_own_pool),
-      cmocka_unit_test(captures_share_a_given_pool),
-      cmocka_unit_test(a_pool_serves_one_capture_at_a_time),
-      cmocka_unit_test(allocations_in_a_capture_come_from_the_graph_pool),
-      cmocka_unit_test(invalidated_capture_leaves_nothing_behind),
-      cmocka_unit_test(illegal_call_in_a_capture_invalidates_it),
-      cmocka_unit_test(reset_mid_capture_abandons_it),
-      cmocka_unit_test(state_follows_every_transition),
-      cmocka_unit_test(pool_of_a_failed_capture_audits_its_cleanup),
-      cmocka_unit_test(keep_instantiates_on_demand),
-      cmocka_unit_test(replay_launches_without_a_template),
-      cmocka_unit_test(empty_capture_warns),
-      cmocka_unit_test(graph_launched_inside_a_capture_becomes_a_child_node),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(create_checks_its_arguments),
+    cmocka_unit_test(null_arguments_are_refused),
+    cmocka_unit_test(capture_on_the_default_stream_is_refused),
+    cmocka_unit_test(capture_options_are_checked),
+    cmocka_unit_test(begin_twice_is_refused),
+    cmocka_unit_test(end_ends_the_graphs_own_capture),
+    cmocka_unit_test(end_without_begin_is_refused),
+    cmocka_unit_test(replay_and_instantiate_need_a_capture),
+    cmocka_unit_test(instantiate_needs_keep),
+    cmocka_unit_test(raw_and_raw_exec_follow_the_template_and_the_executable),
+    cmocka_unit_test(pool_exists_from_capture_begin),
+    cmocka_unit_test(debug_dump_needs_the_kept_template),
+    cmocka_unit_test(destroy_during_capture_ends_it),
+    cmocka_unit_test(capture_makes_its_own_pool),
+    cmocka_unit_test(captures_share_a_given_pool),
+    cmocka_unit_test(a_pool_serves_one_capture_at_a_time),
+    cmocka_unit_test(allocations_in_a_capture_come_from_the_graph_pool),
+    cmocka_unit_test(invalidated_capture_leaves_nothing_behind),
+    cmocka_unit_test(illegal_call_in_a_capture_invalidates_it),
+    cmocka_unit_test(reset_mid_capture_abandons_it),
+    cmocka_unit_test(state_follows_every_transition),
+    cmocka_unit_test(pool_of_a_failed_capture_audits_its_cleanup),
+    cmocka_unit_test(keep_instantiates_on_demand),
+    cmocka_unit_test(replay_launches_without_a_template),
+    cmocka_unit_test(empty_capture_warns),
+    cmocka_unit_test(graph_launched_inside_a_capture_becomes_a_child_node),
+};
+RECAP_TEST_MAIN(tests)

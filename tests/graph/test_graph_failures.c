@@ -293,16 +293,14 @@ static void failed_random_kernel_leaves_the_generator(void **state) {
   expect_quiet();
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(invalidated_end_reports_the_invalidation_not_the_event),
-      cmocka_unit_test(refused_route_reports_the_refusal),
-      cmocka_unit_test(capture_invalidated_as_it_begins),
-      cmocka_unit_test(graphed_forward_failure_keeps_its_status),
-      cmocka_unit_test(failed_scope_capture_closes_the_scope),
-      cmocka_unit_test(failed_replay_leaves_the_generators),
-      cmocka_unit_test(failed_state_write_leaves_the_generator),
-      cmocka_unit_test(failed_random_kernel_leaves_the_generator),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(invalidated_end_reports_the_invalidation_not_the_event),
+    cmocka_unit_test(refused_route_reports_the_refusal),
+    cmocka_unit_test(capture_invalidated_as_it_begins),
+    cmocka_unit_test(graphed_forward_failure_keeps_its_status),
+    cmocka_unit_test(failed_scope_capture_closes_the_scope),
+    cmocka_unit_test(failed_replay_leaves_the_generators),
+    cmocka_unit_test(failed_state_write_leaves_the_generator),
+    cmocka_unit_test(failed_random_kernel_leaves_the_generator),
+};
+RECAP_TEST_MAIN(tests)

@@ -846,26 +846,24 @@ static void memory_stats_and_use_result_after_destroy_graph(void **state) {
   gpu_finish(&pool, 1);
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(is_current_stream_capturing_creates_no_context),
-      cmocka_unit_test(is_current_stream_capturing),
-      cmocka_unit_test(is_capturing_on_the_legacy_stream_while_a_blocking_stream_captures),
-      cmocka_unit_test(capture_simple),
-      cmocka_unit_test(capture_reset_recapture),
-      cmocka_unit_test(debugdump_two_streams),
-      cmocka_unit_test(graph_error),
-      cmocka_unit_test(capture_invalidated_by_sync_copy),
-      cmocka_unit_test(capture_invalidated_by_cuda_malloc),
-      cmocka_unit_test(warn_if_has_zero_nodes),
-      cmocka_unit_test(capture_oom),
-      cmocka_unit_test(capture_oom_releases_cached_segments),
-      cmocka_unit_test(two_successive_no_sharing),
-      cmocka_unit_test(two_successive_share_graph_pool),
-      cmocka_unit_test(two_successive_share_pool_handle),
-      cmocka_unit_test(concurrent_replay),
-      cmocka_unit_test(three_successive),
-      cmocka_unit_test(memory_stats_and_use_result_after_destroy_graph),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(is_current_stream_capturing_creates_no_context),
+    cmocka_unit_test(is_current_stream_capturing),
+    cmocka_unit_test(is_capturing_on_the_legacy_stream_while_a_blocking_stream_captures),
+    cmocka_unit_test(capture_simple),
+    cmocka_unit_test(capture_reset_recapture),
+    cmocka_unit_test(debugdump_two_streams),
+    cmocka_unit_test(graph_error),
+    cmocka_unit_test(capture_invalidated_by_sync_copy),
+    cmocka_unit_test(capture_invalidated_by_cuda_malloc),
+    cmocka_unit_test(warn_if_has_zero_nodes),
+    cmocka_unit_test(capture_oom),
+    cmocka_unit_test(capture_oom_releases_cached_segments),
+    cmocka_unit_test(two_successive_no_sharing),
+    cmocka_unit_test(two_successive_share_graph_pool),
+    cmocka_unit_test(two_successive_share_pool_handle),
+    cmocka_unit_test(concurrent_replay),
+    cmocka_unit_test(three_successive),
+    cmocka_unit_test(memory_stats_and_use_result_after_destroy_graph),
+};
+RECAP_TEST_MAIN(tests)

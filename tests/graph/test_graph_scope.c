@@ -768,27 +768,25 @@ static void faults_at_every_step_leave_everything_consistent(void **state) {
   assert_true(injected >= 6); /* each graph fault kind was reached at least once */
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(scope_uses_a_shared_side_stream),
-      cmocka_unit_test(scope_captures_on_a_given_stream_and_pool),
-      cmocka_unit_test(disabled_graphs_run_the_scope_eagerly),
-      cmocka_unit_test(two_threads_capture_at_once),
-      cmocka_unit_test(end_from_another_thread_keeps_the_capture),
-      cmocka_unit_test(relaxed_capture_ends_from_another_thread),
-      cmocka_unit_test(reset_from_another_thread_keeps_stream_and_graph_in_step),
-      cmocka_unit_test(scope_end_from_another_thread_keeps_the_scope),
-      cmocka_unit_test(inspect_reports_nodes_and_edges),
-      cmocka_unit_test(inspect_of_an_empty_graph),
-      cmocka_unit_test(node_type_names),
-      cmocka_unit_test(json_of_regions),
-      cmocka_unit_test(region_kind_names),
-      cmocka_unit_test(failed_capture_begin_leaves_nothing),
-      cmocka_unit_test(failed_capture_end_leaves_nothing),
-      cmocka_unit_test(failed_instantiate_in_capture_end),
-      cmocka_unit_test(failed_instantiate_of_a_kept_graph_can_be_retried),
-      cmocka_unit_test(failed_launch_can_be_retried),
-      cmocka_unit_test(faults_at_every_step_leave_everything_consistent),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(scope_uses_a_shared_side_stream),
+    cmocka_unit_test(scope_captures_on_a_given_stream_and_pool),
+    cmocka_unit_test(disabled_graphs_run_the_scope_eagerly),
+    cmocka_unit_test(two_threads_capture_at_once),
+    cmocka_unit_test(end_from_another_thread_keeps_the_capture),
+    cmocka_unit_test(relaxed_capture_ends_from_another_thread),
+    cmocka_unit_test(reset_from_another_thread_keeps_stream_and_graph_in_step),
+    cmocka_unit_test(scope_end_from_another_thread_keeps_the_scope),
+    cmocka_unit_test(inspect_reports_nodes_and_edges),
+    cmocka_unit_test(inspect_of_an_empty_graph),
+    cmocka_unit_test(node_type_names),
+    cmocka_unit_test(json_of_regions),
+    cmocka_unit_test(region_kind_names),
+    cmocka_unit_test(failed_capture_begin_leaves_nothing),
+    cmocka_unit_test(failed_capture_end_leaves_nothing),
+    cmocka_unit_test(failed_instantiate_in_capture_end),
+    cmocka_unit_test(failed_instantiate_of_a_kept_graph_can_be_retried),
+    cmocka_unit_test(failed_launch_can_be_retried),
+    cmocka_unit_test(faults_at_every_step_leave_everything_consistent),
+};
+RECAP_TEST_MAIN(tests)

@@ -745,22 +745,20 @@ static void capture_scope_side_stream(void **state) {
   gpu_finish(pools, 2);
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(record_stream_inside_capture),
-      cmocka_unit_test(allocator_follows_side_stream),
-      cmocka_unit_test(two_thread_local_captures_at_once),
-      cmocka_unit_test(thread_local_capture_ignores_other_threads),
-      cmocka_unit_test(relaxed_capture_allows_cuda_malloc),
-      cmocka_unit_test(raw_graph_with_and_without_keep),
-      cmocka_unit_test(raw_exec_before_and_after_instantiate),
-      cmocka_unit_test(repeated_instantiate_and_replay),
-      cmocka_unit_test(external_events_between_graphs),
-      cmocka_unit_test(event_timing_inside_graph),
-      cmocka_unit_test(multi_stream_capture_with_host_node),
-      cmocka_unit_test(kernel_memcpy_memset_pipeline),
-      cmocka_unit_test(inspect_kernel_memset_memcpy),
-      cmocka_unit_test(capture_scope_side_stream),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(record_stream_inside_capture),
+    cmocka_unit_test(allocator_follows_side_stream),
+    cmocka_unit_test(two_thread_local_captures_at_once),
+    cmocka_unit_test(thread_local_capture_ignores_other_threads),
+    cmocka_unit_test(relaxed_capture_allows_cuda_malloc),
+    cmocka_unit_test(raw_graph_with_and_without_keep),
+    cmocka_unit_test(raw_exec_before_and_after_instantiate),
+    cmocka_unit_test(repeated_instantiate_and_replay),
+    cmocka_unit_test(external_events_between_graphs),
+    cmocka_unit_test(event_timing_inside_graph),
+    cmocka_unit_test(multi_stream_capture_with_host_node),
+    cmocka_unit_test(kernel_memcpy_memset_pipeline),
+    cmocka_unit_test(inspect_kernel_memset_memcpy),
+    cmocka_unit_test(capture_scope_side_stream),
+};
+RECAP_TEST_MAIN(tests)

@@ -556,4 +556,4 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(bad_arguments),
 };
 
-int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }
+RECAP_TEST_MAIN(tests)

@@ -350,4 +350,4 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(new_inputs_are_copied_into_static_buffers),
 };
 
-int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }
+RECAP_TEST_MAIN(tests)

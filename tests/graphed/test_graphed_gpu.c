@@ -449,4 +449,4 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(graphed_mlp_zero_copy_matches_copy_path),
 };
 
-int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }
+RECAP_TEST_MAIN(tests)

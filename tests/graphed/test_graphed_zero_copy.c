@@ -666,19 +666,17 @@ static void input_read_by_the_backward_only(void **state) {
   done();
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(alternating_inputs_match_the_copy_path),
-      cmocka_unit_test(backward_reads_the_last_forwards_input),
-      cmocka_unit_test(flagged_output_gradients_are_not_copied),
-      cmocka_unit_test(refused_rebind_falls_back_to_copying),
-      cmocka_unit_test(refused_backward_rebind_copies_the_forwards_input),
-      cmocka_unit_test(chain_reads_the_previous_static_output),
-      cmocka_unit_test(the_callers_buffer_is_read_in_place),
-      cmocka_unit_test(eager_calls_are_unchanged),
-      cmocka_unit_test(descs_without_the_flags_copy),
-      cmocka_unit_test(overlapping_flagged_samples_are_refused),
-      cmocka_unit_test(input_read_by_the_backward_only),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(alternating_inputs_match_the_copy_path),
+    cmocka_unit_test(backward_reads_the_last_forwards_input),
+    cmocka_unit_test(flagged_output_gradients_are_not_copied),
+    cmocka_unit_test(refused_rebind_falls_back_to_copying),
+    cmocka_unit_test(refused_backward_rebind_copies_the_forwards_input),
+    cmocka_unit_test(chain_reads_the_previous_static_output),
+    cmocka_unit_test(the_callers_buffer_is_read_in_place),
+    cmocka_unit_test(eager_calls_are_unchanged),
+    cmocka_unit_test(descs_without_the_flags_copy),
+    cmocka_unit_test(overlapping_flagged_samples_are_refused),
+    cmocka_unit_test(input_read_by_the_backward_only),
+};
+RECAP_TEST_MAIN(tests)

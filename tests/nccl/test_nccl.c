@@ -678,18 +678,16 @@ static void test_seam_failures(void **state) {
   teardown();
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_eager_calls_nccl_and_records_nothing),
-      cmocka_unit_test(test_enums_equal_nccls),
-      cmocka_unit_test(test_capture_records_in_order),
-      cmocka_unit_test(test_argument_refusals),
-      cmocka_unit_test(test_refused_inside_region_body),
-      cmocka_unit_test(test_direct_nccl_kernel_in_body_refused_at_region_end),
-      cmocka_unit_test(test_old_version_warns_once),
-      cmocka_unit_test(test_check_one_rank),
-      cmocka_unit_test(test_policies),
-      cmocka_unit_test(test_seam_failures),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_eager_calls_nccl_and_records_nothing),
+    cmocka_unit_test(test_enums_equal_nccls),
+    cmocka_unit_test(test_capture_records_in_order),
+    cmocka_unit_test(test_argument_refusals),
+    cmocka_unit_test(test_refused_inside_region_body),
+    cmocka_unit_test(test_direct_nccl_kernel_in_body_refused_at_region_end),
+    cmocka_unit_test(test_old_version_warns_once),
+    cmocka_unit_test(test_check_one_rank),
+    cmocka_unit_test(test_policies),
+    cmocka_unit_test(test_seam_failures),
+};
+RECAP_TEST_MAIN(tests)

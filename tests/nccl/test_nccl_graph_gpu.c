@@ -289,11 +289,9 @@ static void serialized_on_the_device(void **state) {
   release(comm);
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(captured_checked_replayed),
-      cmocka_unit_test(refused_in_conditional_bodies),
-      cmocka_unit_test(serialized_on_the_device),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(captured_checked_replayed),
+    cmocka_unit_test(refused_in_conditional_bodies),
+    cmocka_unit_test(serialized_on_the_device),
+};
+RECAP_TEST_MAIN(tests)

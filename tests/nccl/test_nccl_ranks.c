@@ -644,17 +644,15 @@ static void test_pool_of_nccl_memory(void **state) {
   teardown();
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_matching_fingerprints_pass_and_compute),
-      cmocka_unit_test(test_mismatches_name_the_first_difference),
-      cmocka_unit_test(test_eager_overlap_fails_in_the_fake),
-      cmocka_unit_test(test_serialize_orders_replays_sharing_a_communicator),
-      cmocka_unit_test(test_refuse_overlap_refuses_the_second_replay),
-      cmocka_unit_test(test_region_refusals_with_the_fake),
-      cmocka_unit_test(test_version_warning_from_the_fake),
-      cmocka_unit_test(test_faults_at_the_seam),
-      cmocka_unit_test(test_pool_of_nccl_memory),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_matching_fingerprints_pass_and_compute),
+    cmocka_unit_test(test_mismatches_name_the_first_difference),
+    cmocka_unit_test(test_eager_overlap_fails_in_the_fake),
+    cmocka_unit_test(test_serialize_orders_replays_sharing_a_communicator),
+    cmocka_unit_test(test_refuse_overlap_refuses_the_second_replay),
+    cmocka_unit_test(test_region_refusals_with_the_fake),
+    cmocka_unit_test(test_version_warning_from_the_fake),
+    cmocka_unit_test(test_faults_at_the_seam),
+    cmocka_unit_test(test_pool_of_nccl_memory),
+};
+RECAP_TEST_MAIN(tests)

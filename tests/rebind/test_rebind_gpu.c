@@ -457,14 +457,12 @@ static void liveness_follows_rebind(void **state) {
   gpu_finish_graph(g, s, pool, (void *[]){out}, 1);
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(cublas_gemm_rebound_matches_direct_capture),
-      cmocka_unit_test(struct_by_value_and_interior_pointers),
-      cmocka_unit_test(memcpy_and_memset_nodes),
-      cmocka_unit_test(recapture_update_keeps_addresses),
-      cmocka_unit_test(update_refused_for_topology_instantiates),
-      cmocka_unit_test(liveness_follows_rebind),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(cublas_gemm_rebound_matches_direct_capture),
+    cmocka_unit_test(struct_by_value_and_interior_pointers),
+    cmocka_unit_test(memcpy_and_memset_nodes),
+    cmocka_unit_test(recapture_update_keeps_addresses),
+    cmocka_unit_test(update_refused_for_topology_instantiates),
+    cmocka_unit_test(liveness_follows_rebind),
+};
+RECAP_TEST_MAIN(tests)

@@ -200,12 +200,10 @@ static void branches_left_empty(void **state) {
   }
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(compare_and_malloc_in_body),
-      cmocka_unit_test(loop_capture_unrolled),
-      cmocka_unit_test(unused_conditions),
-      cmocka_unit_test(branches_left_empty),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(compare_and_malloc_in_body),
+    cmocka_unit_test(loop_capture_unrolled),
+    cmocka_unit_test(unused_conditions),
+    cmocka_unit_test(branches_left_empty),
+};
+RECAP_TEST_MAIN(tests)

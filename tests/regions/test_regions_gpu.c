@@ -592,25 +592,23 @@ static void region_open_at_capture_end(void **state) {
   gpu_finish_graph(g, s, pool, blocks, 1);
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(while_countdown_device),
-      cmocka_unit_test(while_countdown_host),
-      cmocka_unit_test(if_and_if_else_device),
-      cmocka_unit_test(if_and_if_else_host),
-      cmocka_unit_test(switch_device),
-      cmocka_unit_test(switch_host),
-      cmocka_unit_test(nesting_device),
-      cmocka_unit_test(nesting_host),
-      cmocka_unit_test(malloc_in_body_device),
-      cmocka_unit_test(malloc_in_body_host),
-      cmocka_unit_test(rng_in_while_device),
-      cmocka_unit_test(rng_in_while_host),
-      cmocka_unit_test(cublas_in_body_device),
-      cmocka_unit_test(cublas_in_body_host),
-      cmocka_unit_test(forbidden_node_device),
-      cmocka_unit_test(forbidden_node_host),
-      cmocka_unit_test(region_open_at_capture_end),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(while_countdown_device),
+    cmocka_unit_test(while_countdown_host),
+    cmocka_unit_test(if_and_if_else_device),
+    cmocka_unit_test(if_and_if_else_host),
+    cmocka_unit_test(switch_device),
+    cmocka_unit_test(switch_host),
+    cmocka_unit_test(nesting_device),
+    cmocka_unit_test(nesting_host),
+    cmocka_unit_test(malloc_in_body_device),
+    cmocka_unit_test(malloc_in_body_host),
+    cmocka_unit_test(rng_in_while_device),
+    cmocka_unit_test(rng_in_while_host),
+    cmocka_unit_test(cublas_in_body_device),
+    cmocka_unit_test(cublas_in_body_host),
+    cmocka_unit_test(forbidden_node_device),
+    cmocka_unit_test(forbidden_node_host),
+    cmocka_unit_test(region_open_at_capture_end),
+};
+RECAP_TEST_MAIN(tests)

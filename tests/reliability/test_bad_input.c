@@ -358,10 +358,8 @@ static void state_cases_name_public_functions(void **state) {
   }
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(state_cases_name_public_functions),
-      cmocka_unit_test(bad_input_matrix),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(state_cases_name_public_functions),
+    cmocka_unit_test(bad_input_matrix),
+};
+RECAP_TEST_MAIN(tests)

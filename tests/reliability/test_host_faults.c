@@ -304,10 +304,8 @@ static void frees_need_no_host_memory(void **state) {
   recap_test_host_faults_remove();
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(host_allocation_failures_at_every_step),
-      cmocka_unit_test(frees_need_no_host_memory),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(host_allocation_failures_at_every_step),
+    cmocka_unit_test(frees_need_no_host_memory),
+};
+RECAP_TEST_MAIN(tests)

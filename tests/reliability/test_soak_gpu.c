@@ -410,11 +410,9 @@ static void fault_from_the_environment(void **state) {
 #endif
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(a_million_replays_of_two_graphs_sharing_a_pool),
-      cmocka_unit_test(every_cuda_call_kind_failing_once),
-      cmocka_unit_test(fault_from_the_environment),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(a_million_replays_of_two_graphs_sharing_a_pool),
+    cmocka_unit_test(every_cuda_call_kind_failing_once),
+    cmocka_unit_test(fault_from_the_environment),
+};
+RECAP_TEST_MAIN(tests)

@@ -496,11 +496,9 @@ static void one_generator_many_threads(void **state) {
   expect_nothing_left();
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(many_threads_allocate_and_free),
-      cmocka_unit_test(two_thread_local_captures_at_once),
-      cmocka_unit_test(one_generator_many_threads),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(many_threads_allocate_and_free),
+    cmocka_unit_test(two_thread_local_captures_at_once),
+    cmocka_unit_test(one_generator_many_threads),
+};
+RECAP_TEST_MAIN(tests)

@@ -351,9 +351,7 @@ static void frees_across_threads_during_captures(void **state) {
   assert_int_equal(recap__fake_now().live_execs, 0);
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(frees_across_threads_during_captures),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(frees_across_threads_during_captures),
+};
+RECAP_TEST_MAIN(tests)

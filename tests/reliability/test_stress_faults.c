@@ -328,10 +328,8 @@ static void faults_at_every_step_with_vmm_segments(void **state) {
   sweep();
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(faults_at_every_step_of_the_workload),
-      cmocka_unit_test(faults_at_every_step_with_vmm_segments),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(faults_at_every_step_of_the_workload),
+    cmocka_unit_test(faults_at_every_step_with_vmm_segments),
+};
+RECAP_TEST_MAIN(tests)

@@ -887,30 +887,28 @@ static void argument_errors_consume_nothing(void **state) {
   check();
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(create_and_destroy),
-      cmocka_unit_test(create_fails_without_device_memory),
-      cmocka_unit_test(double_destroy_while_a_graph_holds_it),
-      cmocka_unit_test(eager_states_advance_by_multiples_of_4),
-      cmocka_unit_test(captured_states_point_at_the_device_words),
-      cmocka_unit_test(seed_and_offset_are_refused_during_capture),
-      cmocka_unit_test(replay_writes_the_state_and_advances_the_offset),
-      cmocka_unit_test(eager_and_graphed_calls_interleave_exactly),
-      cmocka_unit_test(two_generators_in_one_graph),
-      cmocka_unit_test(one_generator_in_two_graphs),
-      cmocka_unit_test(set_seed_between_replays_takes_effect_at_the_next),
-      cmocka_unit_test(a_capture_outside_recap_graphs_is_refused),
-      cmocka_unit_test(concurrent_captures_cannot_share_a_generator),
-      cmocka_unit_test(a_failed_capture_lets_go_of_the_generator),
-      cmocka_unit_test(graphs_keep_a_destroyed_generator_alive),
-      cmocka_unit_test(memory_is_24_bytes_per_generator_and_stays_flat),
-      cmocka_unit_test(launch_shapes_and_increments),
-      cmocka_unit_test(library_kernels_consume_their_increment),
-      cmocka_unit_test(fake_kernels_fill_from_the_state),
-      cmocka_unit_test(fake_write_state_node_and_write),
-      cmocka_unit_test(argument_errors_consume_nothing),
-      cmocka_unit_test(a_gpu_outside_the_built_architectures_is_named),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(create_and_destroy),
+    cmocka_unit_test(create_fails_without_device_memory),
+    cmocka_unit_test(double_destroy_while_a_graph_holds_it),
+    cmocka_unit_test(eager_states_advance_by_multiples_of_4),
+    cmocka_unit_test(captured_states_point_at_the_device_words),
+    cmocka_unit_test(seed_and_offset_are_refused_during_capture),
+    cmocka_unit_test(replay_writes_the_state_and_advances_the_offset),
+    cmocka_unit_test(eager_and_graphed_calls_interleave_exactly),
+    cmocka_unit_test(two_generators_in_one_graph),
+    cmocka_unit_test(one_generator_in_two_graphs),
+    cmocka_unit_test(set_seed_between_replays_takes_effect_at_the_next),
+    cmocka_unit_test(a_capture_outside_recap_graphs_is_refused),
+    cmocka_unit_test(concurrent_captures_cannot_share_a_generator),
+    cmocka_unit_test(a_failed_capture_lets_go_of_the_generator),
+    cmocka_unit_test(graphs_keep_a_destroyed_generator_alive),
+    cmocka_unit_test(memory_is_24_bytes_per_generator_and_stays_flat),
+    cmocka_unit_test(launch_shapes_and_increments),
+    cmocka_unit_test(library_kernels_consume_their_increment),
+    cmocka_unit_test(fake_kernels_fill_from_the_state),
+    cmocka_unit_test(fake_write_state_node_and_write),
+    cmocka_unit_test(argument_errors_consume_nothing),
+    cmocka_unit_test(a_gpu_outside_the_built_architectures_is_named),
+};
+RECAP_TEST_MAIN(tests)

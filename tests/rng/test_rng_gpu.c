@@ -561,14 +561,12 @@ static void user_kernel_through_rng_device_header(void **state) {
   gpu_finish(NULL, 0);
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(graph_rng_functional),
-      cmocka_unit_test(graph_rng_distributions),
-      cmocka_unit_test(graph_manual_seed_mismatch_raises),
-      cmocka_unit_test(memory_stats_of_multiple_generators_and_graphs),
-      cmocka_unit_test(dropout_masks_graphed_equal_eager),
-      cmocka_unit_test(user_kernel_through_rng_device_header),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(graph_rng_functional),
+    cmocka_unit_test(graph_rng_distributions),
+    cmocka_unit_test(graph_manual_seed_mismatch_raises),
+    cmocka_unit_test(memory_stats_of_multiple_generators_and_graphs),
+    cmocka_unit_test(dropout_masks_graphed_equal_eager),
+    cmocka_unit_test(user_kernel_through_rng_device_header),
+};
+RECAP_TEST_MAIN(tests)

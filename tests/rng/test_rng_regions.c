@@ -366,16 +366,14 @@ static void set_offset_after_a_replay(void **state) {
   OK(recap_free(counter));
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(loops_draw_like_eager_calls),
-      cmocka_unit_test(the_host_loop_draws_the_same),
-      cmocka_unit_test(branches_draw_what_the_branch_taken_draws),
-      cmocka_unit_test(nested_loops_compose),
-      cmocka_unit_test(a_loop_that_never_runs_draws_nothing),
-      cmocka_unit_test(a_failed_advance_fails_the_region_call),
-      cmocka_unit_test(a_fold_waits_for_no_capture),
-      cmocka_unit_test(set_offset_after_a_replay),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(loops_draw_like_eager_calls),
+    cmocka_unit_test(the_host_loop_draws_the_same),
+    cmocka_unit_test(branches_draw_what_the_branch_taken_draws),
+    cmocka_unit_test(nested_loops_compose),
+    cmocka_unit_test(a_loop_that_never_runs_draws_nothing),
+    cmocka_unit_test(a_failed_advance_fails_the_region_call),
+    cmocka_unit_test(a_fold_waits_for_no_capture),
+    cmocka_unit_test(set_offset_after_a_replay),
+};
+RECAP_TEST_MAIN(tests)

@@ -182,4 +182,4 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(create_and_destroy_while_asleep),
 };
 
-int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }
+RECAP_TEST_MAIN(tests)

@@ -347,20 +347,18 @@ static void calls_and_captures_at_once(void **state) {
   expect_quiet();
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(calls_run_eagerly_until_the_background_capture_is_ready,
-                                      setup, teardown),
-      cmocka_unit_test_setup_teardown(cancel_leaves_the_queue_eager, setup, teardown),
-      cmocka_unit_test_setup_teardown(quiescing_lets_the_calls_refused_during_captures_run, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(evicted_members_are_queued_again, setup, teardown),
-      cmocka_unit_test_setup_teardown(failures_in_the_background_fail_one_member, setup, teardown),
-      cmocka_unit_test_setup_teardown(a_background_set_whose_stream_fails_is_not_made, setup,
-                                      teardown),
-      cmocka_unit_test_setup_teardown(destroy_cancels_and_joins, setup, teardown),
-      cmocka_unit_test_setup_teardown(calls_and_captures_at_once, setup, teardown),
-      cmocka_unit_test_setup_teardown(the_helper_keeps_its_share_of_time, setup, teardown),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test_setup_teardown(calls_run_eagerly_until_the_background_capture_is_ready, setup,
+                                    teardown),
+    cmocka_unit_test_setup_teardown(cancel_leaves_the_queue_eager, setup, teardown),
+    cmocka_unit_test_setup_teardown(quiescing_lets_the_calls_refused_during_captures_run, setup,
+                                    teardown),
+    cmocka_unit_test_setup_teardown(evicted_members_are_queued_again, setup, teardown),
+    cmocka_unit_test_setup_teardown(failures_in_the_background_fail_one_member, setup, teardown),
+    cmocka_unit_test_setup_teardown(a_background_set_whose_stream_fails_is_not_made, setup,
+                                    teardown),
+    cmocka_unit_test_setup_teardown(destroy_cancels_and_joins, setup, teardown),
+    cmocka_unit_test_setup_teardown(calls_and_captures_at_once, setup, teardown),
+    cmocka_unit_test_setup_teardown(the_helper_keeps_its_share_of_time, setup, teardown),
+};
+RECAP_TEST_MAIN(tests)

@@ -447,12 +447,10 @@ static void generator_in_step_draws_as_eager(void **state) {
   gpu_finish(&pool, 1);
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(replay_equals_eager_for_each_size),
-      cmocka_unit_test(members_share_one_pool),
-      cmocka_unit_test(background_capture_beside_eager_work),
-      cmocka_unit_test(generator_in_step_draws_as_eager),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(replay_equals_eager_for_each_size),
+    cmocka_unit_test(members_share_one_pool),
+    cmocka_unit_test(background_capture_beside_eager_work),
+    cmocka_unit_test(generator_in_step_draws_as_eager),
+};
+RECAP_TEST_MAIN(tests)

@@ -756,20 +756,18 @@ static void command_line(void **state) {
   scratch_close(&s);
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(dot_of_a_captured_graph),
-      cmocka_unit_test(html_of_a_captured_graph),
-      cmocka_unit_test(names_annotations_and_copies_in_dot),
-      cmocka_unit_test(names_annotations_and_copies_in_html),
-      cmocka_unit_test(regions_in_dot),
-      cmocka_unit_test(regions_in_html),
-      cmocka_unit_test(regions_json_round_trip),
-      cmocka_unit_test(bad_regions_are_refused),
-      cmocka_unit_test(standard_input_and_output),
-      cmocka_unit_test(broken_input_is_refused),
-      cmocka_unit_test(unreadable_and_unwritable_files_are_refused),
-      cmocka_unit_test(command_line),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(dot_of_a_captured_graph),
+    cmocka_unit_test(html_of_a_captured_graph),
+    cmocka_unit_test(names_annotations_and_copies_in_dot),
+    cmocka_unit_test(names_annotations_and_copies_in_html),
+    cmocka_unit_test(regions_in_dot),
+    cmocka_unit_test(regions_in_html),
+    cmocka_unit_test(regions_json_round_trip),
+    cmocka_unit_test(bad_regions_are_refused),
+    cmocka_unit_test(standard_input_and_output),
+    cmocka_unit_test(broken_input_is_refused),
+    cmocka_unit_test(unreadable_and_unwritable_files_are_refused),
+    cmocka_unit_test(command_line),
+};
+RECAP_TEST_MAIN(tests)

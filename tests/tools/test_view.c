@@ -809,22 +809,20 @@ static void body_labels(void **state) {
   recap_view_graph_free(&g);
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(demangles_templates_and_library_kernels),
-      cmocka_unit_test(untangles_crossed_chains),
-      cmocka_unit_test(diamond_branches_side_by_side),
-      cmocka_unit_test(long_edges_and_late_sources),
-      cmocka_unit_test(scopes_stay_together),
-      cmocka_unit_test(refuses_cycles_and_bad_indices),
-      cmocka_unit_test(writes_a_self_contained_page),
-      cmocka_unit_test(save_reports_unwritable_paths),
-      cmocka_unit_test(model_from_a_captured_graph),
-      cmocka_unit_test(model_of_the_fixture),
-      cmocka_unit_test(bodies_nest_below_their_node),
-      cmocka_unit_test(regions_captured_on_the_fake),
-      cmocka_unit_test(refuses_regions_that_do_not_nest),
-      cmocka_unit_test(body_labels),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(demangles_templates_and_library_kernels),
+    cmocka_unit_test(untangles_crossed_chains),
+    cmocka_unit_test(diamond_branches_side_by_side),
+    cmocka_unit_test(long_edges_and_late_sources),
+    cmocka_unit_test(scopes_stay_together),
+    cmocka_unit_test(refuses_cycles_and_bad_indices),
+    cmocka_unit_test(writes_a_self_contained_page),
+    cmocka_unit_test(save_reports_unwritable_paths),
+    cmocka_unit_test(model_from_a_captured_graph),
+    cmocka_unit_test(model_of_the_fixture),
+    cmocka_unit_test(bodies_nest_below_their_node),
+    cmocka_unit_test(regions_captured_on_the_fake),
+    cmocka_unit_test(refuses_regions_that_do_not_nest),
+    cmocka_unit_test(body_labels),
+};
+RECAP_TEST_MAIN(tests)

@@ -199,12 +199,10 @@ static void policy_times_replays_with_events(void **state) {
   gpu_finish_graph(g, s, pool, (void *[]){x, y}, 2);
 }
 
-int main(int argc, char **argv) {
-  const struct CMUnitTest tests[] = {
-      cmocka_unit_test(scalar_changed_by_recapture_and_update),
-      cmocka_unit_test(driver_refusals_fall_back_to_instantiation),
-      cmocka_unit_test(invalidated_recapture_keeps_the_old_graph),
-      cmocka_unit_test(policy_times_replays_with_events),
-  };
-  return RECAP_TEST_RUN(argc, argv, tests);
-}
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(scalar_changed_by_recapture_and_update),
+    cmocka_unit_test(driver_refusals_fall_back_to_instantiation),
+    cmocka_unit_test(invalidated_recapture_keeps_the_old_graph),
+    cmocka_unit_test(policy_times_replays_with_events),
+};
+RECAP_TEST_MAIN(tests)
