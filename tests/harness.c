@@ -89,6 +89,10 @@ int recap_test_main_parts(int argc, char **argv, const recap_test_part_t *parts,
   return result;
 }
 
+void recap_test_free_all(void *const *blocks, size_t count) {
+  for (size_t i = 0; i < count; i++) OK(recap_free(blocks[i]));
+}
+
 void recap_test_expect_all_and_free(float *host, size_t n, float expected, const void *where) {
   for (size_t i = 0; i < n; i++) {
     if (host[i] != expected) {

@@ -86,6 +86,12 @@ int recap_test_main_parts(int argc, char **argv, const recap_test_part_t *parts,
                recap_status_name(status), recap_last_error());                                    \
   } while (0)
 
+/* recap_free of each block, in order; each must succeed. FREE_ALL(a, b, c) frees a, b and c. */
+void recap_test_free_all(void *const *blocks, size_t count);
+#define FREE_ALL(...)                               \
+  recap_test_free_all((void *const[]){__VA_ARGS__}, \
+                      sizeof((void *[]){__VA_ARGS__}) / sizeof(void *))
+
 /* A recap call whose status the test ignores on purpose. RECAP_NODISCARD makes dropping one a
  * warning, and GCC does not accept a (void) cast as the answer, so the intent is spelled out. */
 static inline void ignore_status(recap_status_t status) { (void)status; }

@@ -72,9 +72,7 @@ static void split_and_merge(void **state) {
   void *d;
   OK(recap_malloc(&d, 300, s));
   assert_ptr_equal(d, b);
-  OK(recap_free(d));
-  OK(recap_free(a));
-  OK(recap_free(c));
+  FREE_ALL(d, a, c);
   st = stats();
   assert_int_equal(st.inactive_split[0].current, 0);
   assert_int_equal(st.active[0].current, 0);

@@ -602,9 +602,7 @@ static void host_oom_marks_the_log_incomplete_and_malloc_succeeds(void **state) 
   assert_int_equal(hits + misses, 0);
   assert_int_equal(next.count, 0);
   end_routed(s, pool);
-  OK(recap_free(a));
-  OK(recap_free(b));
-  OK(recap_free(c));
+  FREE_ALL(a, b, c);
   recap__alloc_log_free(&log);
   OK(recap_pool_release(pool));
   OK(recap_pool_release(pool));

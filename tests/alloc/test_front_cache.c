@@ -466,9 +466,7 @@ static void a_block_the_slow_path_would_place_elsewhere_is_not_cached(void **sta
   OK(recap_malloc(&e, 512, s));
   assert_ptr_equal(e, b);
   assert_int_equal(recap__alloc.front.hits, 0);
-  OK(recap_free(e));
-  OK(recap_free(a));
-  OK(recap_free(c));
+  FREE_ALL(e, a, c);
   check();
 }
 
@@ -500,9 +498,7 @@ static void a_tie_goes_to_the_lowest_address(void **state) {
     assert_ptr_equal(p, lo);
     assert_int_equal(recap__alloc.front.hits, on ? 1 : 0);
     check();
-    OK(recap_free(p));
-    OK(recap_free(y));
-    OK(recap_free(w));
+    FREE_ALL(p, y, w);
     check();
   }
   recap__alloc_front_cache_enable(true);
@@ -607,9 +603,7 @@ static void folded_pairs_count_exactly_for_every_reader(void **state) {
     void *q = NULL;
     OK(recap_malloc(&p, 512, s));
     OK(recap_malloc(&q, 64 * KiB, s));
-    OK(recap_free(keep));
-    OK(recap_free(p));
-    OK(recap_free(q));
+    FREE_ALL(keep, p, q);
     seen[on][3] = read_all();
     assert_int_equal(seen[on][3].stats.allocation[RECAP_STAT_ALL].current, 0);
     OK(recap_empty_cache());

@@ -581,9 +581,7 @@ static void the_budget_refuses_before_the_device(void **state) {
   assert_int_equal(m.capture_reserved_bytes, 2 * MiB);
   assert_int_equal(pool_memory(m.pool).budget_refusals, 0);
   OK(recap_graph_destroy(g));
-  OK(recap_free(a));
-  OK(recap_free(c));
-  OK(recap_free(e));
+  FREE_ALL(a, c, e);
   OK(recap_empty_cache());
   check();
 }

@@ -64,10 +64,7 @@ static void routing_follows_the_capture(void **state) {
   void *after;
   OK(recap_malloc(&after, 4096, s));
   assert_int_equal(pool_info(pool).allocated_bytes, 8192);
-  OK(recap_free(after));
-  OK(recap_free(outside));
-  OK(recap_free(on_side));
-  OK(recap_free(in_capture));
+  FREE_ALL(after, outside, on_side, in_capture);
   OK(recap_pool_release(pool));
   check();
 }
@@ -103,9 +100,7 @@ static void routing_moves_with_the_capture(void **state) {
   void *again;
   OK(recap_malloc(&again, 4096, s));
   assert_int_equal(pool_info(pool).allocated_bytes, 8192);
-  OK(recap_free(again));
-  OK(recap_free(after));
-  OK(recap_free(before));
+  FREE_ALL(again, after, before);
   capture_end(s, pool);
   capture_end(t, other);
   OK(recap_pool_release(pool));

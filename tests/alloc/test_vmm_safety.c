@@ -153,10 +153,7 @@ static void max_split_size_leaves_vmm_tails_split(void **state) {
   assert_int_equal(st.reserved_bytes[0].current, 8204 * MiB);
   assert_int_equal(st.num_device_alloc, 2);
   check();
-  OK(recap_free(r));
-  OK(recap_free(q));
-  OK(recap_free(p));
-  OK(recap_free(keep));
+  FREE_ALL(r, q, p, keep);
   OK(recap_empty_cache());
   assert_int_equal(recap__fake_now().vmm_chunks_live, 0);
   check();

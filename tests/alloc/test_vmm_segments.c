@@ -83,9 +83,7 @@ static void growth_least_per_class(void **state) {
   assert_int_equal(st.segment[RECAP_STAT_ALL].current, 2);
   assert_int_equal(st.num_device_alloc, 3);
   check();
-  OK(recap_free(small));
-  OK(recap_free(a));
-  OK(recap_free(b));
+  FREE_ALL(small, a, b);
   check();
 }
 
@@ -369,9 +367,7 @@ static void holes_on_both_sides_of_a_chunk_are_mapped(void **state) {
   assert_int_equal(seg->chunk_count, 5);
   assert_int_equal(stats().reserved_bytes[0].current, 24 * MiB);
   check();
-  OK(recap_free(d));
-  OK(recap_free(c1));
-  OK(recap_free(c2));
+  FREE_ALL(d, c1, c2);
   OK(recap_empty_cache());
   assert_int_equal(stats().reserved_bytes[0].current, 0);
   check();
@@ -477,9 +473,7 @@ static void a_replay_keeps_the_claimed_tail(void **state) {
   OK(recap_malloc(&a, 512 * KiB, s));
   OK(recap_malloc(&b, 512 * KiB, s));
   OK(recap_malloc(&c, 1 * MiB, s));
-  OK(recap_free(a));
-  OK(recap_free(b));
-  OK(recap_free(c));
+  FREE_ALL(a, b, c);
   assert_true(recap__fake_capture_end(s));
   OK(recap_pool_route_end(pool));
   assert_int_equal(pool_memory(pool).reserved_bytes, 2 * MiB);
@@ -504,10 +498,7 @@ static void a_replay_keeps_the_claimed_tail(void **state) {
   assert_int_equal(m.reserved_bytes, 4 * MiB);
   assert_int_equal(m.vmm_segments, 1);
   check();
-  OK(recap_free(a2));
-  OK(recap_free(e));
-  OK(recap_free(b2));
-  OK(recap_free(c2));
+  FREE_ALL(a2, e, b2, c2);
   assert_true(recap__fake_capture_end(s));
   OK(recap_pool_route_end(pool));
   recap__alloc_log_free(&first);
@@ -652,9 +643,7 @@ static void classic_and_vmm_segments_coexist(void **state) {
   OK(recap_malloc(&more, 4 * MiB, s)); /* best fit: the classic segment's free 17 MiB */
   assert_ptr_equal(more, (char *)classic + 3 * MiB);
   check();
-  OK(recap_free(classic));
-  OK(recap_free(vmm));
-  OK(recap_free(more));
+  FREE_ALL(classic, vmm, more);
   OK(recap_empty_cache());
   st = stats();
   assert_int_equal(st.segment[0].current, 0);

@@ -129,9 +129,7 @@ static void a_capture_grows_its_pool_and_replays_bit_for_bit(void **state) {
   free(host);
   gpu_check_allocator();
   OK(recap_graph_destroy(g));
-  OK(recap_free(x));
-  OK(recap_free(eager));
-  OK(recap_free(y));
+  FREE_ALL(x, eager, y);
   CUDA_OK(cudaStreamDestroy(s));
   gpu_finish(&pool, 1);
 }

@@ -248,9 +248,7 @@ static void small_blocks_first_and_no_growth(void **state) {
   assert_int_equal(st.allocation[RECAP_STAT_LARGE].current, 1);
   assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, 6 * MiB);
   assert_int_equal(st.segment[RECAP_STAT_ALL].current, 2);
-  OK(recap_free(small));
-  OK(recap_free(x));
-  OK(recap_free(y));
+  FREE_ALL(small, x, y);
   check();
   capture_end(g, s);
   OK(recap_graph_destroy(g));

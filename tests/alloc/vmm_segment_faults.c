@@ -27,9 +27,7 @@ static void memory_cap_applies(void **state) {
   assert_ptr_equal(c, (char *)a + 4 * MiB);
   assert_int_equal(stats().reserved_bytes[0].current, 24 * MiB);
   assert_int_equal(stats().num_ooms, 1);
-  OK(recap_free(a));
-  OK(recap_free(b));
-  OK(recap_free(c));
+  FREE_ALL(a, b, c);
   check();
 }
 

@@ -77,10 +77,7 @@ static void repeat_graph_capture_cublas_workspace_memory(void **state) {
 
   /* The handle's workspace must outlive the handle's last use. */
   CUBLAS_OK(cublasDestroy(handle));
-  OK(recap_free(eager_workspace));
-  OK(recap_free(a));
-  OK(recap_free(b));
-  OK(recap_free(c));
+  FREE_ALL(eager_workspace, a, b, c);
   CUDA_OK(cudaStreamDestroy(s));
   gpu_finish(NULL, 0);
 }

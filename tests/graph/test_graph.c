@@ -550,11 +550,7 @@ static void allocations_in_a_capture_come_from_the_graph_pool(void **state) {
   void *later;
   OK(recap_malloc(&later, 4 * KiB, s));
   assert_int_equal(pool_info(default_pool).allocated_bytes, 8 * KiB);
-  OK(recap_free(later));
-  OK(recap_free(eager));
-  OK(recap_free(joined));
-  OK(recap_free(again));
-  OK(recap_free(out));
+  FREE_ALL(later, eager, joined, again, out);
   OK(recap_graph_destroy(g));
   expect_quiet();
   expect_no_device_memory();

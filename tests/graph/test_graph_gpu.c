@@ -490,10 +490,7 @@ static void capture_oom(void **state) {
   gpu_check_allocator();
 
   OK(recap_graph_destroy(g));
-  OK(recap_free(w));
-  OK(recap_free(z));
-  OK(recap_free(y));
-  OK(recap_free(x));
+  FREE_ALL(w, z, y, x);
   CUDA_OK(cudaStreamDestroy(s));
   gpu_finish(&pool, 1);
 }
@@ -618,9 +615,7 @@ static void two_successive(share_t share) {
 
   OK(recap_graph_destroy(g1));
   OK(recap_graph_destroy(g2));
-  OK(recap_free(out1));
-  OK(recap_free(out2));
-  OK(recap_free(x));
+  FREE_ALL(out1, out2, x);
   CUDA_OK(cudaStreamDestroy(s));
   recap_pool_id_t pools[] = {p1, p2, handle};
   gpu_finish(pools, 3);
@@ -685,9 +680,7 @@ static void concurrent_replay(void **state) {
 
   OK(recap_graph_destroy(g1));
   OK(recap_graph_destroy(g2));
-  OK(recap_free(out1));
-  OK(recap_free(out2));
-  OK(recap_free(x));
+  FREE_ALL(out1, out2, x);
   CUDA_OK(cudaStreamDestroy(s1));
   CUDA_OK(cudaStreamDestroy(s2));
   recap_pool_id_t pools[] = {p1, p2};
@@ -764,10 +757,7 @@ static void three_successive(void **state) {
   OK(recap_graph_destroy(g0));
   OK(recap_graph_destroy(g1));
   OK(recap_graph_destroy(g2));
-  OK(recap_free(d));
-  OK(recap_free(e));
-  OK(recap_free(f));
-  OK(recap_free(x));
+  FREE_ALL(d, e, f, x);
   CUDA_OK(cudaStreamDestroy(s));
   gpu_finish(&shared, 1);
 }

@@ -57,9 +57,7 @@ static void record_stream_inside_capture(void **state) {
   gpu_expect_all(c, N, 111.0f);
 
   OK(recap_graph_destroy(g));
-  OK(recap_free(b));
-  OK(recap_free(c));
-  OK(recap_free(x));
+  FREE_ALL(b, c, x);
   CUDA_OK(cudaEventDestroy(fork));
   CUDA_OK(cudaEventDestroy(join));
   CUDA_OK(cudaStreamDestroy(s));
@@ -102,9 +100,7 @@ static void allocator_follows_side_stream(void **state) {
   gpu_expect_all(out, N, 5.0f);
 
   OK(recap_graph_destroy(g));
-  OK(recap_free(d));
-  OK(recap_free(out));
-  OK(recap_free(x));
+  FREE_ALL(d, out, x);
   CUDA_OK(cudaEventDestroy(fork));
   CUDA_OK(cudaEventDestroy(join));
   CUDA_OK(cudaStreamDestroy(s));
@@ -507,9 +503,7 @@ static void multi_stream_capture_with_host_node(void **state) {
   }
 
   OK(recap_graph_destroy(g));
-  OK(recap_free(a));
-  OK(recap_free(b));
-  OK(recap_free(c));
+  FREE_ALL(a, b, c);
   CUDA_OK(cudaEventDestroy(fork));
   CUDA_OK(cudaEventDestroy(join1));
   CUDA_OK(cudaEventDestroy(join2));
@@ -685,9 +679,7 @@ static void inspect_kernel_memset_memcpy(void **state) {
   gpu_expect_all(z, N / 2, 1.5f);
 
   OK(recap_graph_destroy(g));
-  OK(recap_free(x));
-  OK(recap_free(y));
-  OK(recap_free(z));
+  FREE_ALL(x, y, z);
   CUDA_OK(cudaStreamDestroy(s));
   gpu_finish(&pool, 1);
 }

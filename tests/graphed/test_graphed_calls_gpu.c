@@ -156,10 +156,7 @@ static void unused_input_is_refused_unless_allowed(void **state) {
 
   CUDA_OK(cudaDeviceSynchronize());
   OK(recap_graphed_destroy(h));
-  OK(recap_free(a));
-  OK(recap_free(b));
-  OK(recap_free(x));
-  OK(recap_free(dy));
+  FREE_ALL(a, b, x, dy);
   CUDA_OK(cudaStreamDestroy(s));
   gpu_finish(&pool, 1);
 }
@@ -249,11 +246,7 @@ static void eval_mode_runs_eagerly(void **state) {
 
   CUDA_OK(cudaDeviceSynchronize());
   OK(recap_graphed_destroy(h));
-  OK(recap_free(sample));
-  OK(recap_free(x));
-  OK(recap_free(dy));
-  OK(recap_free(first_train));
-  OK(recap_free(eval_out));
+  FREE_ALL(sample, x, dy, first_train, eval_out);
   mlp_free(&graphed);
   mlp_free(&eager);
   OK(recap_generator_destroy(gen_graphed));
@@ -335,10 +328,7 @@ static void new_inputs_are_copied_into_static_buffers(void **state) {
 
   CUDA_OK(cudaDeviceSynchronize());
   OK(recap_graphed_destroy(h));
-  OK(recap_free(sample));
-  OK(recap_free(other));
-  OK(recap_free(from_other));
-  OK(recap_free(dy));
+  FREE_ALL(sample, other, from_other, dy);
   CUDA_OK(cudaStreamDestroy(s));
   gpu_finish(&pool, 1);
 }

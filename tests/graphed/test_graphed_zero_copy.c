@@ -242,10 +242,7 @@ static void alternating_inputs_match_the_copy_path(void **state) {
   expect_values(zc.sample_x, 100.0f);
   unmake(&zc);
   unmake(&cp);
-  OK(recap_free(a));
-  OK(recap_free(b));
-  OK(recap_free(w));
-  OK(recap_free(g));
+  FREE_ALL(a, b, w, g);
   done();
 }
 
@@ -374,9 +371,7 @@ static void refused_rebind_falls_back_to_copying(void **state) {
   recap_log_set(NULL, NULL);
   unmake(&zc);
   unmake(&cp);
-  OK(recap_free(a));
-  OK(recap_free(g));
-  OK(recap_free(w_data));
+  FREE_ALL(a, g, w_data);
   done();
 }
 
@@ -410,9 +405,7 @@ static void refused_backward_rebind_copies_the_forwards_input(void **state) {
   expect_equal(gz[1].data, gc[1].data);
   unmake(&zc);
   unmake(&cp);
-  OK(recap_free(w));
-  OK(recap_free(g));
-  OK(recap_free(x_copy));
+  FREE_ALL(w, g, x_copy);
   done();
 }
 
@@ -545,9 +538,7 @@ static void eager_calls_are_unchanged(void **state) {
   assert_null(f);
   assert_null(b);
   unmake(&zc);
-  OK(recap_free(a));
-  OK(recap_free(w));
-  OK(recap_free(g));
+  FREE_ALL(a, w, g);
   done();
 }
 

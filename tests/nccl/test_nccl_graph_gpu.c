@@ -133,10 +133,7 @@ static void captured_checked_replayed(void **state) {
   OK(recap_graph_destroy(g));
   /* The capture's buffers outlive the graph until freed; then the pool's NCCL segments go back
    * (deregistered, ncclMemFree) with the cache. */
-  OK(recap_free(a));
-  OK(recap_free(b));
-  OK(recap_free(c));
-  OK(recap_free(warm));
+  FREE_ALL(a, b, c, warm);
   CUDA_OK(cudaStreamSynchronize(s));
   OK(recap_empty_cache());
   recap_pool_memory_t pm = RECAP_POOL_MEMORY_INIT;

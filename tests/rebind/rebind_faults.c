@@ -47,9 +47,7 @@ static void fault_in_a_node_set(void **state) {
   replay(g, s);
   assert_true(out[2 * N] == 5.0f);
   OK(recap_graph_destroy(g));
-  OK(recap_free(in));
-  OK(recap_free(in2));
-  OK(recap_free(out));
+  FREE_ALL(in, in2, out);
   done();
 }
 
@@ -114,9 +112,7 @@ static void fault_in_the_template_sync(void **state) {
   OK(recap_graph_instantiate(g));
   assert_ptr_equal(exec_arg(g, 0, 0), in2);
   OK(recap_graph_destroy(g));
-  OK(recap_free(in));
-  OK(recap_free(in2));
-  OK(recap_free(out));
+  FREE_ALL(in, in2, out);
   done();
 }
 

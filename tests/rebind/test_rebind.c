@@ -87,9 +87,7 @@ static void one_buffer_read_by_k_nodes(void **state) {
 
   OK(recap_graph_destroy(g));
   OK(recap_graph_destroy(g2));
-  OK(recap_free(in));
-  OK(recap_free(in2));
-  OK(recap_free(unrelated));
+  FREE_ALL(in, in2, unrelated);
   for (int j = 0; j < K; j++) {
     OK(recap_free(out[j]));
     OK(recap_free(direct[j]));
@@ -142,10 +140,7 @@ static void interior_pointers_and_several_args_of_one_node(void **state) {
 
   OK(recap_graph_destroy(g));
   OK(recap_graph_destroy(g2));
-  OK(recap_free(in));
-  OK(recap_free(in2));
-  OK(recap_free(out));
-  OK(recap_free(direct));
+  FREE_ALL(in, in2, out, direct);
   done();
 }
 
@@ -328,10 +323,7 @@ static void declared_buffers_have_exact_extents(void **state) {
     OK(recap_graph_destroy(g));
   }
 
-  OK(recap_free(block));
-  OK(recap_free(in2));
-  OK(recap_free(out1));
-  OK(recap_free(out2));
+  FREE_ALL(block, in2, out1, out2);
   done();
 }
 
@@ -484,10 +476,7 @@ static void shared_pool_blocks(void **state) {
 
   OK(recap_graph_destroy(g1));
   OK(recap_graph_destroy(g2));
-  OK(recap_free(out1));
-  OK(recap_free(out2));
-  OK(recap_free(in1));
-  OK(recap_free(in2));
+  FREE_ALL(out1, out2, in1, in2);
   done();
 }
 
@@ -694,9 +683,7 @@ static void cost_is_the_sites_patched(void **state) {
   /* The template learns of it only when something reads it. */
   assert_int_equal(recap__fake_now().template_patches, template_before);
   OK(recap_graph_destroy(g));
-  OK(recap_free(in));
-  OK(recap_free(in2));
-  OK(recap_free(other));
+  FREE_ALL(in, in2, other);
   done();
 }
 
@@ -746,9 +733,7 @@ static void keep_graph_reinstantiated_keeps_rebinds(void **state) {
   OK(recap_graph_instantiate(g));
   assert_ptr_equal(exec_arg(g, 0, 0), in);
   OK(recap_graph_destroy(g));
-  OK(recap_free(in));
-  OK(recap_free(in2));
-  OK(recap_free(out));
+  FREE_ALL(in, in2, out);
   done();
 }
 

@@ -160,9 +160,7 @@ static void a_million_replays_of_two_graphs_sharing_a_pool(void **state) {
 
   OK(recap_graph_destroy(a));
   OK(recap_graph_destroy(b));
-  OK(recap_free(out));
-  OK(recap_free(count_a));
-  OK(recap_free(count_b));
+  FREE_ALL(out, count_a, count_b);
   CUDA_OK(cudaStreamDestroy(s));
   CUDA_OK(cudaStreamDestroy(other));
   gpu_finish(&pool, 1);

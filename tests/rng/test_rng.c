@@ -776,10 +776,7 @@ static void fake_kernels_fill_from_the_state(void **state) {
   for (size_t i = 0; i < n; i++) assert_true(out[i] == -1.0f); /* fake replays run nothing */
 
   OK(recap_graph_destroy(g));
-  OK(recap_free(mask));
-  OK(recap_free(ints));
-  OK(recap_free(in));
-  OK(recap_free(out));
+  FREE_ALL(mask, ints, in, out);
   OK(recap_generator_destroy(gen));
   check();
 }

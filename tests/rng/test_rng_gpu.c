@@ -103,9 +103,7 @@ static void rng_begin(void) {
   OK(recap_rng_randint(gen, ints, 16, 0, 10, s));
   OK(recap_rng_dropout(gen, f, f, mask, 16, 0.5f, s));
   CUDA_OK(cudaStreamSynchronize(s));
-  OK(recap_free(mask));
-  OK(recap_free(ints));
-  OK(recap_free(f));
+  FREE_ALL(mask, ints, f);
   OK(recap_generator_destroy(gen));
   CUDA_OK(cudaStreamDestroy(s));
   OK(recap_empty_cache());
@@ -289,10 +287,7 @@ static void graph_rng_distributions(void **state) {
     OK(recap_graph_destroy(g));
     OK(recap_generator_destroy(gen));
     for (int i = 0; i < 4; i++) OK(recap_free(e[i]));
-    OK(recap_free(g2));
-    OK(recap_free(g1));
-    OK(recap_free(b));
-    OK(recap_free(a));
+    FREE_ALL(g2, g1, b, a);
   }
   CUDA_OK(cudaStreamDestroy(other));
   CUDA_OK(cudaStreamDestroy(s));
@@ -439,13 +434,7 @@ static void dropout_masks_graphed_equal_eager(void **state) {
   OK(recap_graph_destroy(g));
   OK(recap_generator_destroy(gen));
   OK(recap_generator_destroy(data));
-  OK(recap_free(mask_first));
-  OK(recap_free(mask_e));
-  OK(recap_free(mask));
-  OK(recap_free(out_first));
-  OK(recap_free(out_e));
-  OK(recap_free(out));
-  OK(recap_free(in));
+  FREE_ALL(mask_first, mask_e, mask, out_first, out_e, out, in);
   CUDA_OK(cudaStreamDestroy(s));
   gpu_finish(NULL, 0);
 }
@@ -552,11 +541,7 @@ static void user_kernel_through_rng_device_header(void **state) {
   }
 
   OK(recap_generator_destroy(gen));
-  OK(recap_free(words));
-  OK(recap_free(e1));
-  OK(recap_free(e0));
-  OK(recap_free(first));
-  OK(recap_free(a));
+  FREE_ALL(words, e1, e0, first, a);
   CUDA_OK(cudaStreamDestroy(s));
   gpu_finish(NULL, 0);
 }

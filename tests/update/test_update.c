@@ -272,9 +272,7 @@ static void failed_recapture_keeps_the_old_inputs_and_results(void **state) {
   OK(recap_free(in2));
   EXPECT_STATUS(recap_graph_replay(g, s), RECAP_ERROR_DEAD_INPUT);
   OK(recap_graph_destroy(g));
-  OK(recap_free(out));
-  OK(recap_free(copy));
-  OK(recap_free(dk));
+  FREE_ALL(out, copy, dk);
   expect_quiet();
 }
 
