@@ -17,6 +17,7 @@
 #include "graph_util.h"
 #include "plain_callable.h"
 #include "memory_util.h"
+#include "pool_record.h"
 
 /* The model's buffers: two states of WORDS words in the small size class, a temporary between
  * them freed inside the capture (a free block splits the runs an OFFLOAD copies), and a big
@@ -164,18 +165,6 @@ static inline void expect_stats(const recap_memory_stats_t *before) {
 static inline void expect_checker_passes(void) {
   recap_status_t s = recap_memory_check();
   if (s != RECAP_SUCCESS) fail_msg("memory checker: %s", recap_last_error());
-}
-
-/* The allocator's record of pool on device 0 (asserted). */
-static inline recap__pool_t *pool_record(recap_pool_id_t id) {
-  recap__device_state_t *d = recap__alloc.devices[0];
-  assert_non_null(d);
-  recap__pool_t *pool = &d->default_pool;
-  if (!recap_pool_is_default(id))
-    for (pool = d->private_pools; pool && !recap__pool_id_equal(pool->id, id); pool = pool->next)
-      ;
-  assert_non_null(pool);
-  return pool;
 }
 
 /* The pinned buffer holding an asleep pool's copy (NULL after DISCARD). */

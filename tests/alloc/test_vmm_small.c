@@ -22,6 +22,7 @@
 #include "host_faults.h"
 #include "recap.h"
 #include "memory_util.h"
+#include "pool_record.h"
 
 /* The fake device's memory, and so the addresses each VMM segment reserves. */
 enum { DEVICE_BYTES = 1 << 30 };
@@ -30,15 +31,6 @@ static recap_stream_t vmm_device(void) {
   reset_with_memory(DEVICE_BYTES);
   OK(recap_option_set_u64("expandable_segments", 1));
   return recap__fake_stream_new();
-}
-
-static recap__pool_t *private_pool(recap_pool_id_t id) {
-  recap__device_state_t *d = recap__alloc.devices[0];
-  assert_non_null(d);
-  recap__pool_t *pool = d->private_pools;
-  while (pool && !recap__pool_id_equal(pool->id, id)) pool = pool->next;
-  assert_non_null(pool);
-  return pool;
 }
 
 /* The segment of pool holding p (asserted). */
@@ -164,7 +156,7 @@ static void counted_in_the_large_class_and_merged_at_free(void **state) {
   check();
   assert_ptr_equal(a, big);
   assert_ptr_equal(b, (char *)big + 1024);
-  recap__segment_t *seg = segment_holding(private_pool(pool), a);
+  recap__segment_t *seg = segment_holding(pool_record(pool), a);
   assert_true(seg->vmm);
   assert_false(seg->small);
   recap_memory_stats_t st = stats();
@@ -207,8 +199,8 @@ static void counted_in_the_large_class_and_merged_at_free(void **state) {
   assert_int_equal(st.active[RECAP_STAT_ALL].current, 0);
   assert_int_equal(st.inactive_split[RECAP_STAT_ALL].current, 0);
   assert_int_equal(st.inactive_split_bytes[RECAP_STAT_ALL].current, 0);
-  assert_int_equal(private_pool(pool)->large_free.count, 1);
-  assert_int_equal(private_pool(pool)->large_free.blocks, 1);
+  assert_int_equal(pool_record(pool)->large_free.count, 1);
+  assert_int_equal(pool_record(pool)->large_free.blocks, 1);
   capture_end(g, s);
   OK(recap_graph_destroy(g));
   expect_all_released();
@@ -232,7 +224,7 @@ static void small_blocks_first_and_no_growth(void **state) {
   assert_int_equal(st.reserved_bytes[RECAP_STAT_LARGE].current, 4 * MiB);
   assert_int_equal(st.reserved_bytes[RECAP_STAT_SMALL].current, 2 * MiB);
   assert_int_equal(st.allocation[RECAP_STAT_SMALL].current, 1);
-  assert_true(segment_holding(private_pool(pool), small)->small);
+  assert_true(segment_holding(pool_record(pool), small)->small);
   /* The small segment's free 1 MiB serves the next small request, though big's 4 MiB are free
    * too. */
   OK(recap_free(big));
@@ -295,7 +287,7 @@ static void classic_segments_keep_the_classes(void **state) {
   assert_int_equal(st.reserved_bytes[RECAP_STAT_LARGE].current, 20 * MiB);
   assert_int_equal(st.reserved_bytes[RECAP_STAT_SMALL].current, 2 * MiB);
   assert_int_equal(st.allocation[RECAP_STAT_SMALL].current, 1);
-  assert_true(segment_holding(private_pool(pool), small)->small);
+  assert_true(segment_holding(pool_record(pool), small)->small);
   OK(recap_free(small));
   capture_end(g, s);
   OK(recap_graph_destroy(g));
@@ -446,7 +438,7 @@ static void host_faults_at_each_step(void **state) {
     check();
     recap_memory_stats_t st = stats();
     if (r == RECAP_SUCCESS) {
-      recap__segment_t *seg = segment_holding(private_pool(pool), p);
+      recap__segment_t *seg = segment_holding(pool_record(pool), p);
       /* From the large segment, unless its free set had no room for the split. */
       if (!done) assert_true(seg->small || p == big);
       if (done) assert_ptr_equal(p, big);

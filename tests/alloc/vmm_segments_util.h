@@ -16,6 +16,7 @@
 #include "fake_util.h"
 #include "recap.h"
 #include "memory_util.h"
+#include "pool_record.h"
 
 enum { GRAN = 2 * 1024 * 1024 }; /* the fake's default granularity */
 
@@ -42,13 +43,7 @@ static inline void expect_all_released(void) {
 
 /* The pool's only segment (asserted). */
 static inline recap__segment_t *only_segment(recap_pool_id_t id) {
-  recap__device_state_t *d = recap__alloc.devices[0];
-  assert_non_null(d);
-  recap__pool_t *pool = &d->default_pool;
-  if (!recap_pool_is_default(id))
-    for (pool = d->private_pools; pool && !recap__pool_id_equal(pool->id, id); pool = pool->next)
-      ;
-  assert_non_null(pool);
+  recap__pool_t *pool = pool_record(id);
   assert_non_null(pool->segments);
   assert_null(pool->segments->next);
   return pool->segments;

@@ -83,17 +83,6 @@ static float *device_floats(size_t n) {
   return p;
 }
 
-static void upload(float *dst, size_t n, float base) {
-  float *host = malloc(n * sizeof *host);
-  assert_non_null(host);
-  for (size_t i = 0; i < n; i++) host[i] = base + (float)(i % 1000);
-  CUDA_OK(cudaMemcpy(dst, host, n * sizeof *host, cudaMemcpyHostToDevice));
-  /* From pageable memory cudaMemcpy may return before the copy reached the device, and the
-   * legacy stream is not ordered with the tests' non-blocking streams. */
-  CUDA_OK(cudaDeviceSynchronize());
-  free(host);
-}
-
 static void expect(const float *src, size_t n, float base, const char *what) {
   float *host = malloc(n * sizeof *host);
   assert_non_null(host);
@@ -126,7 +115,7 @@ static void eager_collectives(void **state) {
   recap__nccl_comm_t comm = one_rank(&ops);
   cudaStream_t s = gpu_stream();
   float *a = device_floats(N), *b = device_floats(N), *c = device_floats(N), *d = device_floats(N);
-  upload(a, N, 1.0f);
+  gpu_upload_pattern(a, N, 1.0f);
   issue(ops, comm, a, b, c, d, s);
   CUDA_OK(cudaStreamSynchronize(s));
   expect(b, N, 1.0f, "all_reduce");
@@ -169,7 +158,7 @@ static void captured_collectives_replay(void **state) {
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
   for (int replay = 0; replay < 2; replay++) {
     float base = 10.0f * (float)(replay + 1);
-    upload(a, N, base);
+    gpu_upload_pattern(a, N, base);
     CUDA_OK(cudaMemset(b, 0, N * sizeof *b));
     CUDA_OK(cudaMemset(c, 0, N * sizeof *c));
     CUDA_OK(cudaMemset(d, 0, N * sizeof *d));
@@ -206,7 +195,7 @@ static void registered_memory_round_trip(void **state) {
   assert_non_null(handle);
   float *x = p;
   recap__coll_t in_place = {RECAP__COLL_ALL_REDUCE, x, x, N, NCCL_FLOAT32, NCCL_SUM, -1, -1, comm};
-  upload(x, N, 3.0f);
+  gpu_upload_pattern(x, N, 3.0f);
   OK(ops->collective(&in_place, (recap_stream_t)s));
   CUDA_OK(cudaStreamSynchronize(s));
   expect(x, N, 3.0f, "eager all_reduce on registered memory");
@@ -218,7 +207,7 @@ static void registered_memory_round_trip(void **state) {
   cudaGraphExec_t exec = NULL;
   CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
   for (int replay = 0; replay < 2; replay++) {
-    upload(x, N, 5.0f + (float)replay);
+    gpu_upload_pattern(x, N, 5.0f + (float)replay);
     CUDA_OK(cudaGraphLaunch(exec, s));
     CUDA_OK(cudaStreamSynchronize(s));
     expect(x, N, 5.0f + (float)replay, "replayed all_reduce on registered memory");

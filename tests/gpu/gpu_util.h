@@ -142,6 +142,19 @@ static inline bool gpu_conditional_nodes(void) {
   return supported != 0;
 }
 
+/* dst[i] = base + i % 1000 for the n floats at dst, copied from the host, once the copy has
+ * reached the device. */
+static inline void gpu_upload_pattern(float *dst, size_t n, float base) {
+  float *host = malloc(n * sizeof *host);
+  assert_non_null(host);
+  for (size_t i = 0; i < n; i++) host[i] = base + (float)(i % 1000);
+  CUDA_OK(cudaMemcpy(dst, host, n * sizeof *host, cudaMemcpyHostToDevice));
+  /* From pageable memory cudaMemcpy may return before the copy reached the device, and the
+   * legacy stream is not ordered with the tests' non-blocking streams. */
+  CUDA_OK(cudaDeviceSynchronize());
+  free(host);
+}
+
 /* n floats from recap_malloc on stream, each set to value. */
 static inline float *gpu_floats_set(size_t n, float value, cudaStream_t stream) {
   float *p = gpu_floats(n, stream);

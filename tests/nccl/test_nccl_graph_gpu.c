@@ -40,13 +40,7 @@ static comm_destroy_fn comm_destroy;
 
 static recap_nccl_comm_t one_rank(void) {
   CUDA_OK(cudaSetDevice(0));
-  int version = 0;
-  recap_status_t st = recap_nccl_version(&version);
-  if (st != RECAP_SUCCESS) {
-    printf("SKIP: %s\n", recap_last_error());
-    fflush(stdout);
-    exit(RECAP_TEST_SKIP);
-  }
+  gpu_nccl_version_or_skip();
   library = gpu_nccl_open();
   comm_init_all_fn init_all;
   gpu_nccl_take(library, "ncclCommInitAll", &init_all, sizeof init_all);
@@ -59,17 +53,6 @@ static recap_nccl_comm_t one_rank(void) {
 static void release(recap_nccl_comm_t comm) {
   assert_int_equal(comm_destroy(comm), 0);
   dlclose(library);
-}
-
-static void upload(float *dst, float base) {
-  float *host = malloc(N * sizeof *host);
-  assert_non_null(host);
-  for (size_t i = 0; i < N; i++) host[i] = base + (float)(i % 1000);
-  CUDA_OK(cudaMemcpy(dst, host, N * sizeof *host, cudaMemcpyHostToDevice));
-  /* From pageable memory cudaMemcpy may return before the copy reached the device, and the
-   * legacy stream is not ordered with the tests' non-blocking streams. */
-  CUDA_OK(cudaDeviceSynchronize());
-  free(host);
 }
 
 static void expect(const float *src, float base, const char *what) {
@@ -124,7 +107,7 @@ static void captured_checked_replayed(void **state) {
   OK(recap_graph_check_collectives(g, comm));
   for (int replay = 0; replay < 2; replay++) {
     float base = 10.0f * (float)(replay + 1);
-    upload(a, base);
+    gpu_upload_pattern(a, N, base);
     OK(recap_graph_replay(g, (recap_stream_t)s));
     CUDA_OK(cudaStreamSynchronize(s));
     expect(b, base, "replayed all_reduce");

@@ -667,13 +667,7 @@ static void require_gpus_and_nccl(void) {
    * the environment says otherwise. */
   setenv("NCCL_RUNTIME_CONNECT", "0", 0);
   setenv("NCCL_GRAPH_REGISTER", "0", 0);
-  int version = 0;
-  recap_status_t st = recap_nccl_version(&version);
-  if (st != RECAP_SUCCESS) {
-    printf("SKIP: %s\n", recap_last_error());
-    fflush(stdout);
-    exit(RECAP_TEST_SKIP);
-  }
+  int version = gpu_nccl_version_or_skip();
   printf("%d GPUs, NCCL %d\n", gpus, version);
 }
 
