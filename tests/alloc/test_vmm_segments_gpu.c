@@ -128,10 +128,7 @@ static void a_capture_grows_its_pool_and_replays_bit_for_bit(void **state) {
   free(got);
   free(host);
   gpu_check_allocator();
-  OK(recap_graph_destroy(g));
-  FREE_ALL(x, eager, y);
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_graph(g, s, pool, (void *[]){x, eager, y}, 3);
 }
 
 static void empty_cache_gives_the_memory_back(void **state) {

@@ -146,11 +146,7 @@ static void copies_and_memsets_are_inputs(void **state) {
   OK(recap_free(zeroed));
   EXPECT_STATUS(recap_graph_replay(g, s), RECAP_ERROR_DEAD_INPUT);
   EXPECT_MESSAGE("(memset): freed");
-  OK(recap_graph_destroy(g));
-  OK(recap_free(src));
-  OK(recap_free(dst));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_graph(g, s, pool, (void *[]){src, dst}, 2);
 }
 
 static void allocation_sites_in_the_message(void **state) {

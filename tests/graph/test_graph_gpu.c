@@ -162,11 +162,7 @@ static void capture_simple(void **state) {
   gpu_expect_all(x, N, 1.0f);
   gpu_expect_all(y, N, 3.0f);
 
-  OK(recap_graph_destroy(g));
-  OK(recap_free(y));
-  OK(recap_free(x));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_graph(g, s, pool, (void *[]){y, x}, 2);
 }
 
 static void capture_reset_recapture(void **state) {
@@ -489,10 +485,7 @@ static void capture_oom(void **state) {
   gpu_expect_all(w, N, 5.0f);
   gpu_check_allocator();
 
-  OK(recap_graph_destroy(g));
-  FREE_ALL(w, z, y, x);
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_graph(g, s, pool, (void *[]){w, z, y, x}, 4);
 }
 
 /* The same with a free cached segment in the default pool: the out-of-memory retry gives it
@@ -529,11 +522,7 @@ static void capture_oom_releases_cached_segments(void **state) {
   OK(recap_graph_replay(g, s));
   gpu_expect_all(y, N, 4.0f);
 
-  OK(recap_graph_destroy(g));
-  OK(recap_free(y));
-  OK(recap_free(x));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_graph(g, s, pool, (void *[]){y, x}, 2);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -756,10 +745,7 @@ static void three_successive(void **state) {
 
   OK(recap_graph_destroy(g0));
   OK(recap_graph_destroy(g1));
-  OK(recap_graph_destroy(g2));
-  FREE_ALL(d, e, f, x);
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&shared, 1);
+  gpu_finish_graph(g2, s, shared, (void *[]){d, e, f, x}, 4);
 }
 
 /* A graph's output outlives the graph; its segment alone stays, then goes when freed. */

@@ -163,11 +163,7 @@ static void capture_with_foreign_malloc(recap_capture_mode_t mode) {
   OK(recap_graph_replay(g, s));
   gpu_expect_all(y, N, 4.0f);
 
-  OK(recap_graph_destroy(g));
-  OK(recap_free(y));
-  OK(recap_free(x));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_graph(g, s, pool, (void *[]){y, x}, 2);
 }
 
 /* Two threads capture at once in thread-local mode, each into its own graph and pool, each
@@ -370,10 +366,7 @@ static void repeated_instantiate_and_replay(void **state) {
   OK(recap_graph_raw(g, &raw));
   assert_non_null(raw);
 
-  OK(recap_graph_destroy(g));
-  OK(recap_free(x));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_graph(g, s, pool, (void *[]){x}, 1);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -678,10 +671,7 @@ static void inspect_kernel_memset_memcpy(void **state) {
   gpu_expect_all(y, N / 4, 0.0f);
   gpu_expect_all(z, N / 2, 1.5f);
 
-  OK(recap_graph_destroy(g));
-  FREE_ALL(x, y, z);
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_graph(g, s, pool, (void *[]){x, y, z}, 3);
 }
 
 /* ------------------------------------------------------------------------------------------
