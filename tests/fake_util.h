@@ -48,10 +48,4 @@ static inline recap_memory_stats_t stats(void) { return memory_stats_now(); }
 /* The allocator's checker must pass. */
 static inline void check(void) { memory_check_passes(); }
 
-static inline recap_pool_info_t pool_info(recap_pool_id_t id) {
-  recap_pool_info_t info;
-  OK(recap_pool_info(id, &info));
-  return info;
-}
-
 #endif /* RECAP_TEST_FAKE_UTIL_H */

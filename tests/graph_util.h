@@ -16,6 +16,7 @@
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 #include "harness.h"
+#include "memory_util.h"
 #include "reset.h"
 #include "recap.h"
 
@@ -75,12 +76,6 @@ static inline int pool_references(recap_pool_id_t pool) {
   if (s == RECAP_ERROR_NOT_FOUND) return 0;
   OK(s);
   return info.references;
-}
-
-static inline recap_pool_info_t pool_info(recap_pool_id_t pool) {
-  recap_pool_info_t info;
-  OK(recap_pool_info(pool, &info));
-  return info;
 }
 
 static const recap_pool_id_t default_pool = {0, 0};

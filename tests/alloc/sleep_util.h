@@ -145,12 +145,6 @@ static inline size_t device_free(void) {
   return free_bytes;
 }
 
-static inline recap_pool_state_t state_of_pool(recap_pool_id_t pool) {
-  recap_pool_state_t st = (recap_pool_state_t)-1;
-  OK(recap_pool_state(pool, &st));
-  return st;
-}
-
 static inline recap_memory_stats_t stats_now(void) {
   recap_memory_stats_t st;
   OK(recap_memory_stats(-1, &st));

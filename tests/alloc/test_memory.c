@@ -27,12 +27,6 @@ static size_t device_free(void) {
   return free_bytes;
 }
 
-static recap_pool_id_t pool_of(recap_graph_t g) {
-  recap_pool_id_t pool;
-  OK(recap_graph_pool(g, &pool));
-  return pool;
-}
-
 static void kernels(recap_stream_t s, int n) {
   for (int i = 0; i < n; i++) recap__fake_launch_kernel(s, "k");
 }

@@ -86,12 +86,6 @@ static void release(held_t *h) {
   memset(h, 0, sizeof *h);
 }
 
-static recap_pool_state_t state_of_pool(recap_pool_id_t pool) {
-  recap_pool_state_t st = (recap_pool_state_t)-1;
-  OK(recap_pool_state(pool, &st));
-  return st;
-}
-
 static int64_t offloaded(recap_pool_id_t pool) {
   recap_pool_memory_t m = RECAP_POOL_MEMORY_INIT;
   OK(recap_pool_memory(pool, &m));

@@ -52,12 +52,6 @@ static recap_pool_id_t pool_of_graph(recap_graph_t g) {
   return pool;
 }
 
-static recap_pool_state_t pool_state(recap_pool_id_t pool) {
-  recap_pool_state_t st = (recap_pool_state_t)-1;
-  OK(recap_pool_state(pool, &st));
-  return st;
-}
-
 /* Train steps() steps of `way`, calling pause (when not NULL) after half of them. */
 static void train(mlp_way_t way, pause_fn pause, outcome_t *out) {
   gpu_begin();
@@ -135,11 +129,11 @@ static void pause_offload_everything(pause_ctx_t *ctx) {
   size_t free_awake = gpu_free_bytes();
   OK(recap_sleep(RECAP_SLEEP_OFFLOAD));
   gpu_check_allocator();
-  assert_int_equal(pool_state(default_pool), RECAP_POOL_ASLEEP_OFFLOADED);
+  assert_int_equal(state_of_pool(default_pool), RECAP_POOL_ASLEEP_OFFLOADED);
   assert_true(pool_memory(default_pool).sleeping_bytes > 0);
   for (int i = 0; i < ctx->graph_count; i++) {
     recap_pool_id_t pool = pool_of_graph(ctx->graphs[i].graph);
-    assert_int_equal(pool_state(pool), RECAP_POOL_ASLEEP_OFFLOADED);
+    assert_int_equal(state_of_pool(pool), RECAP_POOL_ASLEEP_OFFLOADED);
     assert_int_equal(pool_memory(pool).sleeping_bytes, pool_memory(pool).reserved_bytes);
   }
   /* Statistics do not move: the pools still reserve what the wake takes back. */
@@ -185,9 +179,9 @@ static void pause_offload_everything(pause_ctx_t *ctx) {
   }
   CUDA_OK(cudaFree(other));
   OK(recap_wake());
-  assert_int_equal(pool_state(default_pool), RECAP_POOL_AWAKE);
+  assert_int_equal(state_of_pool(default_pool), RECAP_POOL_AWAKE);
   for (int i = 0; i < ctx->graph_count; i++)
-    assert_int_equal(pool_state(pool_of_graph(ctx->graphs[i].graph)), RECAP_POOL_AWAKE);
+    assert_int_equal(state_of_pool(pool_of_graph(ctx->graphs[i].graph)), RECAP_POOL_AWAKE);
   recap_memory_stats_t woken = gpu_stats();
   assert_memory_equal(&woken, &st, sizeof st);
   gpu_check_allocator();
@@ -203,7 +197,7 @@ static void pause_discard_the_step_pool(pause_ctx_t *ctx) {
   assert_true(before.vmm_segments > 0);
   size_t free_awake = gpu_free_bytes();
   OK(recap_pool_sleep(pool, RECAP_SLEEP_DISCARD));
-  assert_int_equal(pool_state(pool), RECAP_POOL_ASLEEP_DISCARDED);
+  assert_int_equal(state_of_pool(pool), RECAP_POOL_ASLEEP_DISCARDED);
   recap_pool_memory_t asleep = pool_memory(pool);
   assert_int_equal(asleep.sleeping_bytes, before.reserved_bytes);
   assert_int_equal(asleep.offloaded_bytes, 0);
@@ -213,7 +207,7 @@ static void pause_discard_the_step_pool(pause_ctx_t *ctx) {
                 RECAP_ERROR_POOL_ASLEEP);
   EXPECT_MESSAGE("is asleep (discarded)");
   OK(recap_pool_wake(pool));
-  assert_int_equal(pool_state(pool), RECAP_POOL_AWAKE);
+  assert_int_equal(state_of_pool(pool), RECAP_POOL_AWAKE);
   gpu_check_allocator();
 }
 

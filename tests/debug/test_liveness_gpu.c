@@ -17,12 +17,6 @@
 
 #define N ((size_t)1024)
 
-static recap_pool_id_t pool_of(recap_graph_t g) {
-  recap_pool_id_t pool;
-  OK(recap_graph_pool(g, &pool));
-  return pool;
-}
-
 /* ------------------------------------------------------------------------------------------
  * PyTorch's scenarios
  * ---------------------------------------------------------------------------------------- */

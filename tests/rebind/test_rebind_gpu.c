@@ -32,12 +32,6 @@ static recap_capture_options_t rebind_options(recap_rebind_mode_t mode) {
   return o;
 }
 
-static recap_pool_id_t pool_of(recap_graph_t g) {
-  recap_pool_id_t pool;
-  OK(recap_graph_pool(g, &pool));
-  return pool;
-}
-
 /* The n floats at a and at b are the same bits. */
 static void expect_same_bits(const float *a, const float *b, size_t n) {
   float *ha = gpu_read(a, n), *hb = gpu_read(b, n);

@@ -14,12 +14,6 @@
 
 #define N ((size_t)4096)
 
-static recap_pool_id_t pool_of(recap_graph_t g) {
-  recap_pool_id_t pool;
-  OK(recap_graph_pool(g, &pool));
-  return pool;
-}
-
 /* The step: *y = a new block of the graph's pool holding x + k. */
 static void step(cudaStream_t s, float **y, const float *x, float k) {
   *y = gpu_floats(N, s);
