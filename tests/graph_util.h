@@ -34,12 +34,12 @@ static inline void reset(void) {
   recap_clear_last_error();
 }
 
-/* A fresh fake and allocator (reset), a new stream *s, and a new graph (no flags). */
-static inline recap_graph_t fresh_graph(recap_stream_t *s) {
+/* A fresh fake and allocator (reset), a new stream *s, and a new graph with `flags`. */
+static inline recap_graph_t fresh_graph(recap_stream_t *s, unsigned flags) {
   reset();
   *s = recap__fake_stream_new();
   recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_create(&g, flags));
   return g;
 }
 

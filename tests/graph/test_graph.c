@@ -128,7 +128,7 @@ static void capture_on_the_default_stream_is_refused(void **state) {
 static void capture_options_are_checked(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
   opts.size = 3;
   EXPECT_STATUS(recap_graph_capture_begin(g, s, &opts), RECAP_ERROR_INVALID_ARGUMENT);
@@ -228,7 +228,7 @@ static void end_ends_the_graphs_own_capture(void **state) {
 static void end_without_begin_is_refused(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_graph_capture_end: no capture is under way on this graph");
   EXPECT_MESSAGE("recap_graph_capture_begin");
@@ -254,10 +254,8 @@ static void end_without_begin_is_refused(void **state) {
 
 static void replay_and_instantiate_need_a_capture(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
   EXPECT_STATUS(recap_graph_replay(g, s), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("nothing was captured");
   EXPECT_STATUS(recap_graph_instantiate(g), RECAP_ERROR_INVALID_USAGE);
@@ -277,7 +275,7 @@ static void replay_and_instantiate_need_a_capture(void **state) {
 static void instantiate_needs_keep(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   capture_kernels(g, s, 2);
   EXPECT_STATUS(recap_graph_instantiate(g), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("RECAP_GRAPH_KEEP");
@@ -340,7 +338,7 @@ static void raw_and_raw_exec_follow_the_template_and_the_executable(void **state
 static void pool_exists_from_capture_begin(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   recap_pool_id_t pool = {7, 7}, during, after;
   EXPECT_STATUS(recap_graph_pool(g, &pool), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE(
@@ -399,7 +397,7 @@ static void debug_dump_needs_the_kept_template(void **state) {
 static void destroy_during_capture_ends_it(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   OK(recap_graph_capture_begin(g, s, NULL));
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
@@ -427,7 +425,7 @@ static void destroy_during_capture_ends_it(void **state) {
 static void capture_makes_its_own_pool(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   OK(recap_graph_capture_begin(g, s, NULL));
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
@@ -562,10 +560,8 @@ static void allocations_in_a_capture_come_from_the_graph_pool(void **state) {
 
 static void invalidated_capture_leaves_nothing_behind(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
   OK(recap_graph_capture_begin(g, s, NULL));
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
@@ -609,7 +605,7 @@ static void invalidated_capture_leaves_nothing_behind(void **state) {
 static void illegal_call_in_a_capture_invalidates_it(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   OK(recap_graph_capture_begin(g, s, NULL));
   /* Synchronising a capturing stream is illegal; CUDA invalidates the capture. */
   EXPECT_STATUS(recap__device()->stream_synchronize(s), RECAP_ERROR_CAPTURE_INVALIDATED);
@@ -624,10 +620,8 @@ static void illegal_call_in_a_capture_invalidates_it(void **state) {
 
 static void reset_mid_capture_abandons_it(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
   OK(recap_graph_capture_begin(g, s, NULL));
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
@@ -738,7 +732,7 @@ static void state_follows_every_transition(void **state) {
 static void pool_of_a_failed_capture_audits_its_cleanup(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   OK(recap_graph_capture_begin(g, s, NULL));
   void *kept_block, *scratch;
   OK(recap_malloc(&kept_block, 4 * KiB, s));
@@ -837,7 +831,7 @@ static void keep_instantiates_on_demand(void **state) {
 static void replay_launches_without_a_template(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   capture_kernels(g, s, 5);
   assert_int_equal(recap__fake_now().live_graphs, 0); /* dropped after instantiation */
   assert_int_equal(recap__fake_now().live_execs, 1);

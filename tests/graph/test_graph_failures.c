@@ -102,7 +102,7 @@ static void invalidate_in_window(void *ctx, recap_stream_t stream) {
 static void capture_invalidated_as_it_begins(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   recap__fake_after_capture_begin(invalidate_in_window, NULL);
   EXPECT_LAST(recap_graph_capture_begin(g, s, NULL), RECAP_ERROR_CAPTURE_INVALIDATED,
               "recap_graph_capture_begin: the capture was invalidated as soon as it began");

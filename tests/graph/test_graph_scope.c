@@ -261,7 +261,7 @@ static void *end_from_another_thread(void *arg) {
 static void end_from_another_thread_keeps_the_capture(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   OK(recap_graph_capture_begin(g, s, NULL));
   launch(s, 1);
   foreign_end_t f = {g, s, RECAP_SUCCESS};
@@ -287,7 +287,7 @@ static void end_from_another_thread_keeps_the_capture(void **state) {
 static void relaxed_capture_ends_from_another_thread(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
   opts.mode = RECAP_CAPTURE_MODE_RELAXED;
   OK(recap_graph_capture_begin(g, s, &opts));
@@ -319,7 +319,7 @@ static void *reset_from_another_thread(void *arg) {
 static void reset_from_another_thread_keeps_stream_and_graph_in_step(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   OK(recap_graph_capture_begin(g, s, NULL));
   launch(s, 1);
   foreign_end_t f = {g, s, RECAP_SUCCESS};
@@ -548,10 +548,8 @@ static void node_type_names(void **state) {
 
 static void inspect_of_an_empty_graph(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
   OK(recap_graph_capture_begin(g, s, NULL));
   OK(recap_graph_capture_end(g));
   recap_graph_info_t *info;
@@ -577,7 +575,7 @@ static void inspect_of_an_empty_graph(void **state) {
 static void failed_capture_begin_leaves_nothing(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_CAPTURE_BEGIN, 1);
   EXPECT_STATUS(recap_graph_capture_begin(g, s, NULL), RECAP_ERROR_CUDA);
   EXPECT_MESSAGE("cudaStreamBeginCapture");
@@ -592,10 +590,8 @@ static void failed_capture_begin_leaves_nothing(void **state) {
 
 static void failed_capture_end_leaves_nothing(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
   OK(recap_graph_capture_begin(g, s, NULL));
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
@@ -620,7 +616,7 @@ static void failed_capture_end_leaves_nothing(void **state) {
 static void failed_instantiate_in_capture_end(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   OK(recap_graph_capture_begin(g, s, NULL));
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
@@ -642,10 +638,8 @@ static void failed_instantiate_in_capture_end(void **state) {
 
 static void failed_instantiate_of_a_kept_graph_can_be_retried(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
   capture_kernels(g, s, 2);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_INSTANTIATE, 1);
   EXPECT_STATUS(recap_graph_replay(g, s), RECAP_ERROR_CUDA); /* the lazy instantiation failed */
@@ -668,7 +662,7 @@ static void failed_instantiate_of_a_kept_graph_can_be_retried(void **state) {
 static void failed_launch_can_be_retried(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   capture_kernels(g, s, 2);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_LAUNCH, 2);
   OK(recap_graph_replay(g, s));

@@ -12,10 +12,8 @@
 
 static void test_host_loop_interplay(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
   recap_capture_options_t o = options(true);
   o.rebind = RECAP_REBIND_AUTO;
   OK(recap_graph_capture_begin(g, s, &o));
@@ -77,7 +75,7 @@ static void test_unused_conditions(void **state) {
   (void)state;
   BOTH_PATHS {
     recap_stream_t s;
-    recap_graph_t g = fresh_graph(&s);
+    recap_graph_t g = fresh_graph(&s, 0);
     begin(g, s, host);
     recap_cond_t unused_top, once, unused_inside;
     OK(recap_cond_create(s, 1, &unused_top));
@@ -105,7 +103,7 @@ static void test_failed_recapture_keeps_the_path(void **state) {
   (void)state;
   for (int with_region = 0; with_region < 2; with_region++) {
     recap_stream_t s;
-    recap_graph_t g = fresh_graph(&s);
+    recap_graph_t g = fresh_graph(&s, 0);
     recap_capture_options_t o = options(false);
     OK(recap_graph_capture_begin(g, s, &o));
     if (with_region) {
@@ -189,10 +187,8 @@ static void test_host_recapture_fails(void **state) {
 /* The device path: one graph holding the conditional node and its body. */
 static void test_device_path_inspect(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
   OK(recap_graph_capture_begin(g, s, NULL));
   recap__fake_launch_kernel(s, "before");
   recap_cond_t c;
@@ -357,7 +353,7 @@ static void test_ready_kernels(void **state) {
 static void test_ready_kernel_checks(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   begin(g, s, false);
   recap_cond_t c;
   OK(recap_cond_create(s, 1, &c));

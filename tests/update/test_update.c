@@ -63,7 +63,7 @@ static void recapture_updates_the_executable_in_place(void **state) {
 static void every_driver_refusal_falls_back_to_instantiation(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   capture_kernels(g, s, 4);
   uint64_t expected = 0;
   for (recap_update_reason_t r = RECAP_UPDATE_REASON_TOPOLOGY_CHANGED;
@@ -114,7 +114,7 @@ static void recapture_with_memset(recap_graph_t g, recap_stream_t s, void *buf) 
 static void natural_changes_are_refused_with_their_reason(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   void *buf;
   OK(recap_malloc(&buf, 4096, s));
   capture_kernels(g, s, 3);
@@ -515,7 +515,7 @@ static void capture_allocating_step(recap_graph_t g, recap_stream_t s, bool reca
 static void same_allocations_get_the_same_addresses_over_100_recaptures(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   void *out0, *scratch0, *out, *scratch;
   capture_allocating_step(g, s, false, &out0, &scratch0, false, NULL);
   recap_pool_id_t pool;
@@ -544,7 +544,7 @@ static void same_allocations_get_the_same_addresses_over_100_recaptures(void **s
 static void another_sequence_grows_the_pool_by_what_is_new(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   void *out0, *scratch0, *out, *scratch, *more;
   capture_allocating_step(g, s, false, &out0, &scratch0, false, NULL);
   recap_pool_id_t pool;

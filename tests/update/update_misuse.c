@@ -90,7 +90,7 @@ static void the_origin_outlives_recaptures_without_rebinding(void **state) {
 static void recapture_needs_a_captured_graph(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   EXPECT_STATUS(recap_graph_recapture_begin(g, s, NULL), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_graph_recapture_begin: the graph holds no capture to replace");
   OK(recap_graph_capture_begin(g, s, NULL));
@@ -182,7 +182,7 @@ static void replay_is_refused_while_recapturing(void **state) {
 static void reset_and_destroy_during_a_recapture_release_both_captures(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   capture_kernels(g, s, 2);
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
@@ -244,10 +244,8 @@ static void recapture_refused_while_its_pool_serves_another_capture(void **state
 
 static void keep_graph_never_instantiated_keeps_the_new_template(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
   capture_kernels(g, s, 2);
   recap_cuda_graph_t first;
   OK(recap_graph_raw(g, &first));

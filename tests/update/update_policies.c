@@ -16,7 +16,7 @@
 static void never_update_always_instantiates(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
   p.never_update = 1;
   OK(recap_graph_set_update_policy(g, &p));
@@ -45,7 +45,7 @@ static void never_update_always_instantiates(void **state) {
 static void failures_pause_updates_for_retry_after_recaptures(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
   p.max_failures = 2;
   p.retry_after = 3;
@@ -108,7 +108,7 @@ static void replays(recap_graph_t g, recap_stream_t s, int n) {
 static void slower_updates_pause_updates(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
   p.max_slowdown = 0.10;
   p.measure_replays = 4;
@@ -156,7 +156,7 @@ static void slower_updates_pause_updates(void **state) {
 static void a_policy_set_after_the_capture_measures(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   recap__fake_updated_slowdown(1.5);
   capture_kernels(g, s, 10);
   measure_updates(g, 0.10, 2);
@@ -183,7 +183,7 @@ static void a_policy_set_after_the_capture_measures(void **state) {
 static void equal_speed_keeps_updating_and_stops_measuring(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   measure_updates(g, 0.05, 3);
   capture_kernels(g, s, 6);
   replays(g, s, 3);
@@ -391,7 +391,7 @@ static void a_replay_into_another_capture_is_not_timed(void **state) {
 static void timing_failures_never_fail_a_replay(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   measure_updates(g, 0.05, 2);
   capture_kernels(g, s, 2);
   logged[0] = '\0';
@@ -422,7 +422,7 @@ static void timing_failures_never_fail_a_replay(void **state) {
 static void a_timed_first_launch_uploads_the_executable_first(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   measure_updates(g, 0.10, 2);
   capture_kernels(g, s, 10);
   assert_int_equal(recap__fake_now().graph_uploads, 0); /* instantiating uploads nothing */
@@ -479,7 +479,7 @@ static void a_timed_first_launch_uploads_the_executable_first(void **state) {
 static void an_upload_failure_gives_up_measuring_not_the_replay(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   measure_updates(g, 0.05, 2);
   capture_kernels(g, s, 2);
   logged[0] = '\0';
@@ -537,7 +537,7 @@ static void *replay_many(void *arg) {
 static void measured_replays_from_two_threads(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s);
+  recap_graph_t g = fresh_graph(&s, 0);
   measure_updates(g, 0.05, 8);
   recap__fake_updated_slowdown(2.0);
   capture_kernels(g, s, 4);
