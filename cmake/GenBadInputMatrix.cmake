@@ -8,7 +8,7 @@
 # streams, callbacks) one case passes NULL with every other argument valid; for each parameter
 # that is a recap handle (typedef struct recap_x *recap_x_t) two more cases pass a destroyed
 # handle and a foreign one (an object on the stack cast to the handle type). The output is C:
-# one thunk per case and a table tests/test_bad_input.c runs, each case in its own process.
+# one thunk per case and a table tests/reliability/test_bad_input.c runs, each case in its own process.
 #
 # A NULL is expected to give RECAP_ERROR_INVALID_ARGUMENT unless the allow-list below says what
 # the headers document instead. The build fails, naming the function, when a parameter's type has
@@ -55,7 +55,7 @@ set(ALLOW
 )
 
 # ---- a valid value for every parameter type -----------------------------------------------------
-# "key|C expression" over the fixture `f` of tests/test_bad_input.c. Keys are looked up in this
+# "key|C expression" over the fixture `f` of tests/reliability/bad_input.h. Keys are looked up in this
 # order: "function.parameter", "type parameter", "type" (types written as "const char *").
 set(VALUES
   "recap_graph_t|f->graph"
@@ -319,7 +319,7 @@ foreach(decl IN LISTS decls)
     list(GET pnames ${i} n)
     lookup_value("${fn}" "${n}" "${t}" v)
     if(v STREQUAL "")
-      list(APPEND errors "${fn}: no valid value is known for parameter '${n}' of type '${t}': add one to VALUES in cmake/GenBadInputMatrix.cmake (and the fixture field it names to tests/test_bad_input.c)")
+      list(APPEND errors "${fn}: no valid value is known for parameter '${n}' of type '${t}': add one to VALUES in cmake/GenBadInputMatrix.cmake (and the fixture field it names to tests/reliability/bad_input.h)")
       set(ok FALSE)
     endif()
     list(APPEND values "${v}")

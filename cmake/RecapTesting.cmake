@@ -6,13 +6,17 @@
 # crash or a GPU fault in one test cannot take the others with it, and ctest reports each test
 # by name. GPU tests exit with 77 when there is no device, which ctest shows as skipped.
 
-# recap_add_test(<source> [GPU] [TIMEOUT <seconds>] [LIBS <lib>...])
+# recap_add_test(<source> [GPU] [NAME <name>] [TIMEOUT <seconds>] [SOURCES <source>...]
+#                [LIBS <lib>...])
 #   GPU      the tests need a CUDA device: label "gpu" instead of "cpu", skipped without one,
 #            and run one at a time (they may fill the device's memory).
+#   NAME     the program's name, when it is not the source's (one source built twice).
 #   TIMEOUT  per test, default 300 seconds.
+#   SOURCES  more sources of the same program, each with a part of its tests (harness.h
+#            RECAP_TEST_PART); their tests are registered too.
 #   LIBS     more libraries to link.
 function(recap_add_test source)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "GPU" "TIMEOUT" "LIBS")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "GPU" "NAME;TIMEOUT" "SOURCES;LIBS")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "recap_add_test(${source}): unknown arguments ${arg_UNPARSED_ARGUMENTS}")
   endif()
@@ -20,18 +24,38 @@ function(recap_add_test source)
     set(arg_TIMEOUT 300)
   endif()
 
-  get_filename_component(path "${source}" ABSOLUTE)
   get_filename_component(exe "${source}" NAME_WE)
-  add_executable(${exe} "${source}")
+  if(arg_NAME)
+    set(exe ${arg_NAME})
+  endif()
+  add_executable(${exe} "${source}" ${arg_SOURCES})
   target_link_libraries(${exe} PRIVATE recap_test_harness ${arg_LIBS})
   target_compile_definitions(${exe} PRIVATE RECAP_TEST_NEEDS_GPU=$<BOOL:${arg_GPU}>)
+  if(arg_GPU)
+    # A GPU program sits beside its CPU counterpart; what the GPU programs share (gpu_util.h,
+    # the kernels' launchers) is in tests/gpu/.
+    target_include_directories(${exe} PRIVATE "${CMAKE_CURRENT_SOURCE_DIR}/gpu")
+  endif()
 
   # The test list is read from the source, so a new test means a new configure run.
-  set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${path}")
-  recap__test_names("${path}" names)
+  set(names "")
+  foreach(part IN ITEMS "${source}" ${arg_SOURCES})
+    get_filename_component(part_path "${part}" ABSOLUTE)
+    set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS "${part_path}")
+    recap__test_names("${part_path}" part_names)
+    foreach(name IN LISTS part_names)
+      if(name IN_LIST names)
+        message(FATAL_ERROR "${part}: test ${name} is listed twice")
+      endif()
+    endforeach()
+    list(APPEND names ${part_names})
+  endforeach()
   if(NOT names)
     message(FATAL_ERROR "${source}: no cmocka_unit_test(...) entries found")
   endif()
+  # recap_add_test_variant registers the same names again, with the same label.
+  set_property(TARGET ${exe} PROPERTY RECAP_TEST_NAMES "${names}")
+  set_property(TARGET ${exe} PROPERTY RECAP_TEST_GPU ${arg_GPU})
 
   if(arg_GPU)
     set(label gpu)
@@ -70,28 +94,32 @@ function(recap__test_names path out_var)
   set(${out_var} "${names}" PARENT_SCOPE)
 endfunction()
 
-# recap_add_test_variant(<source> <variant> ENVIRONMENT <var=value>... [EXCLUDE <test>...])
-#   Registers the CPU tests of <source>'s executable (made by recap_add_test) once more, as
+# recap_add_test_variant(<source> <variant> [NAME <name>] ENVIRONMENT <var=value>...
+#                        [EXCLUDE <test>...])
+#   Registers the tests of <source>'s executable (made by recap_add_test; NAME as there) once more, as
 #   <exe>.<variant>.<test>, run with the given environment: the same test code under other
 #   options, e.g. RECAP_ALLOC_CONF=expandable_segments:1 (the options are read from the
 #   environment again at every test's reset). Label "cpu" and the variant's name. EXCLUDE
 #   names tests that are about what the variant changes, which it does not register.
 function(recap_add_test_variant source variant)
-  cmake_parse_arguments(PARSE_ARGV 2 arg "" "TIMEOUT" "ENVIRONMENT;EXCLUDE")
+  cmake_parse_arguments(PARSE_ARGV 2 arg "" "NAME;TIMEOUT" "ENVIRONMENT;EXCLUDE")
   if(arg_UNPARSED_ARGUMENTS OR NOT arg_ENVIRONMENT)
     message(FATAL_ERROR "recap_add_test_variant(${source} ${variant}): give ENVIRONMENT var=value...")
   endif()
   if(NOT arg_TIMEOUT)
     set(arg_TIMEOUT 300)
   endif()
-  get_filename_component(path "${source}" ABSOLUTE)
   get_filename_component(exe "${source}" NAME_WE)
-  # A variant of a GPU test (tests/gpu/) is a GPU test too: gpu-check runs it, CI skips it.
+  if(arg_NAME)
+    set(exe ${arg_NAME})
+  endif()
+  # A variant of a GPU test is a GPU test too: gpu-check runs it, CI skips it.
   set(kind cpu)
-  if(source MATCHES "^gpu/")
+  get_property(gpu TARGET ${exe} PROPERTY RECAP_TEST_GPU)
+  if(gpu)
     set(kind gpu)
   endif()
-  recap__test_names("${path}" names)
+  get_property(names TARGET ${exe} PROPERTY RECAP_TEST_NAMES)
   foreach(name IN LISTS arg_EXCLUDE)
     if(NOT name IN_LIST names)
       message(FATAL_ERROR "recap_add_test_variant(${source} ${variant}): no test ${name} to exclude")

@@ -11,6 +11,7 @@
 
 #include "fake/fake.h"
 #include "harness.h"
+#include "memory_util.h"
 #include "plain_callable.h"
 #include "reset.h"
 #include "recap.h"
@@ -42,22 +43,9 @@ static inline bool vmm_segments_on(void) {
   return on != 0;
 }
 
-static inline recap_memory_stats_t stats(void) {
-  recap_memory_stats_t s;
-  OK(recap_memory_stats(-1, &s));
-  return s;
-}
+static inline recap_memory_stats_t stats(void) { return memory_stats_now(); }
 
 /* The allocator's checker must pass. */
-static inline void check(void) {
-  recap_status_t s = recap_memory_check();
-  if (s != RECAP_SUCCESS) fail_msg("%s", recap_last_error());
-}
-
-static inline recap_pool_info_t pool_info(recap_pool_id_t id) {
-  recap_pool_info_t info;
-  OK(recap_pool_info(id, &info));
-  return info;
-}
+static inline void check(void) { memory_check_passes(); }
 
 #endif /* RECAP_TEST_FAKE_UTIL_H */

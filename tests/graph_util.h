@@ -16,6 +16,7 @@
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 #include "harness.h"
+#include "memory_util.h"
 #include "reset.h"
 #include "recap.h"
 
@@ -31,6 +32,15 @@ static inline void reset(void) {
   recap_log_set(NULL, NULL);
   recap_log_set_level(RECAP_LOG_LEVEL_WARN);
   recap_clear_last_error();
+}
+
+/* A fresh fake and allocator (reset), a new stream *s, and a new graph with `flags`. */
+static inline recap_graph_t fresh_graph(recap_stream_t *s, unsigned flags) {
+  reset();
+  *s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, flags));
+  return g;
 }
 
 /* A fresh fake of one device with memory_per_device bytes (VMM segments reserve that much
@@ -66,12 +76,6 @@ static inline int pool_references(recap_pool_id_t pool) {
   if (s == RECAP_ERROR_NOT_FOUND) return 0;
   OK(s);
   return info.references;
-}
-
-static inline recap_pool_info_t pool_info(recap_pool_id_t pool) {
-  recap_pool_info_t info;
-  OK(recap_pool_info(pool, &info));
-  return info;
 }
 
 static const recap_pool_id_t default_pool = {0, 0};

@@ -70,6 +70,40 @@ int recap_test_main(int argc, char **argv, const struct CMUnitTest *tests, size_
   return failed == 0 ? 0 : 1;
 }
 
+int recap_test_main_parts(int argc, char **argv, const recap_test_part_t *parts, size_t part_count,
+                          int needs_gpu) {
+  size_t count = 0;
+  for (size_t i = 0; i < part_count; i++) count += parts[i].count;
+  struct CMUnitTest *tests = calloc(count, sizeof *tests);
+  if (!tests) {
+    fprintf(stderr, "out of host memory\n");
+    return 1;
+  }
+  size_t at = 0;
+  for (size_t i = 0; i < part_count; i++) {
+    memcpy(tests + at, parts[i].tests, parts[i].count * sizeof *tests);
+    at += parts[i].count;
+  }
+  int result = recap_test_main(argc, argv, tests, count, needs_gpu);
+  free(tests);
+  return result;
+}
+
+void recap_test_free_all(void *const *blocks, size_t count) {
+  for (size_t i = 0; i < count; i++) OK(recap_free(blocks[i]));
+}
+
+void recap_test_expect_all_and_free(float *host, size_t n, float expected, const void *where) {
+  for (size_t i = 0; i < n; i++) {
+    if (host[i] != expected) {
+      float got = host[i];
+      free(host);
+      fail_msg("element %zu of %p is %.9g, expected %.9g", i, where, (double)got, (double)expected);
+    }
+  }
+  free(host);
+}
+
 static void record_log(recap_log_level_t level, const char *message, void *user_data) {
   recap_test_log_t *log = user_data;
   log->count++;

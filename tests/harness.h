@@ -46,6 +46,27 @@ int recap_test_main(int argc, char **argv, const struct CMUnitTest *tests, size_
 #define RECAP_TEST_RUN(argc, argv, tests) \
   recap_test_main((argc), (argv), (tests), sizeof(tests) / sizeof((tests)[0]), RECAP_TEST_NEEDS_GPU)
 
+/* The main() of a test program whose tests are the array `tests`. */
+#define RECAP_TEST_MAIN(tests) \
+  int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }
+
+/* A program's tests split over several sources by concept: each source other than the one with
+ * main() exports its table as a part (RECAP_TEST_PART), and main() runs them all together with
+ * RECAP_TEST_RUN_PARTS. recap_add_test(... SOURCES ...) registers the tests of every source. */
+typedef struct recap_test_part {
+  const struct CMUnitTest *tests;
+  size_t count;
+} recap_test_part_t;
+#define RECAP_TEST_PART(tests) \
+  { (tests), sizeof(tests) / sizeof((tests)[0]) }
+
+/* recap_test_main over the tests of parts[0..part_count), in that order. */
+int recap_test_main_parts(int argc, char **argv, const recap_test_part_t *parts, size_t part_count,
+                          int needs_gpu);
+#define RECAP_TEST_RUN_PARTS(argc, argv, parts)                                      \
+  recap_test_main_parts((argc), (argv), (parts), sizeof(parts) / sizeof((parts)[0]), \
+                        RECAP_TEST_NEEDS_GPU)
+
 /* ---- checks shared by every test ------------------------------------------------------------ */
 
 /* A recap call that must succeed; on failure the test fails with recap's message. */
@@ -65,6 +86,12 @@ int recap_test_main(int argc, char **argv, const struct CMUnitTest *tests, size_
                recap_status_name(status), recap_last_error());                                    \
   } while (0)
 
+/* recap_free of each block, in order; each must succeed. FREE_ALL(a, b, c) frees a, b and c. */
+void recap_test_free_all(void *const *blocks, size_t count);
+#define FREE_ALL(...)                               \
+  recap_test_free_all((void *const[]){__VA_ARGS__}, \
+                      sizeof((void *[]){__VA_ARGS__}) / sizeof(void *))
+
 /* A recap call whose status the test ignores on purpose. RECAP_NODISCARD makes dropping one a
  * warning, and GCC does not accept a (void) cast as the answer, so the intent is spelled out. */
 static inline void ignore_status(recap_status_t status) { (void)status; }
@@ -83,6 +110,10 @@ static inline void ignore_status(recap_status_t status) { (void)status; }
     snprintf(pointer_text_, sizeof pointer_text_, "%p", (const void *)(p)); \
     EXPECT_MESSAGE(pointer_text_);                                          \
   } while (0)
+
+/* Every one of the n floats at host (a copy of device memory at `where`) equals expected,
+ * exactly; host (from malloc) is freed either way. */
+void recap_test_expect_all_and_free(float *host, size_t n, float expected, const void *where);
 
 /* ---- recap's log, captured -------------------------------------------------------------- */
 

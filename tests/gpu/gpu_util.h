@@ -19,6 +19,7 @@
 
 #include "harness.h"
 #include "kernels.h"
+#include "memory_util.h"
 #include "recap.h"
 
 #define KiB ((size_t)1 << 10)
@@ -33,16 +34,9 @@
                cudaGetErrorString(cuda_err_));                           \
   } while (0)
 
-static inline recap_memory_stats_t gpu_stats(void) {
-  recap_memory_stats_t s;
-  OK(recap_memory_stats(-1, &s));
-  return s;
-}
+static inline recap_memory_stats_t gpu_stats(void) { return memory_stats_now(); }
 
-static inline void gpu_check_allocator(void) {
-  recap_status_t s = recap_memory_check();
-  if (s != RECAP_SUCCESS) fail_msg("recap_memory_check: %s", recap_last_error());
-}
+static inline void gpu_check_allocator(void) { memory_check_passes(); }
 
 /* The start of every test: the test kernels loaded, the device idle, the cache empty. */
 static inline void gpu_begin(void) {
@@ -131,22 +125,41 @@ static inline float *gpu_read(const float *p, size_t n) {
 
 /* Every one of the n floats at p equals expected, exactly. */
 static inline void gpu_expect_all(const float *p, size_t n, float expected) {
-  float *host = gpu_read(p, n);
-  for (size_t i = 0; i < n; i++) {
-    if (host[i] != expected) {
-      float got = host[i];
-      free(host);
-      fail_msg("element %zu of %p is %.9g, expected %.9g", i, (const void *)p, (double)got,
-               (double)expected);
-    }
-  }
-  free(host);
+  recap_test_expect_all_and_free(gpu_read(p, n), n, expected, p);
 }
 
 /* Set n floats at p to value, eagerly on stream, and wait for it. */
 static inline void gpu_set(float *p, size_t n, float value, cudaStream_t stream) {
   CUDA_OK(recap_test_fill(p, n, value, stream));
   CUDA_OK(cudaStreamSynchronize(stream));
+}
+
+/* Whether the driver has conditional nodes; without, prints why the test does nothing. */
+static inline bool gpu_conditional_nodes(void) {
+  int supported = 0;
+  OK(recap_device_conditional_nodes(&supported));
+  if (!supported) printf("SKIP: the driver has no conditional nodes\n");
+  return supported != 0;
+}
+
+/* dst[i] = base + i % 1000 for the n floats at dst, copied from the host, once the copy has
+ * reached the device. */
+static inline void gpu_upload_pattern(float *dst, size_t n, float base) {
+  float *host = malloc(n * sizeof *host);
+  assert_non_null(host);
+  for (size_t i = 0; i < n; i++) host[i] = base + (float)(i % 1000);
+  CUDA_OK(cudaMemcpy(dst, host, n * sizeof *host, cudaMemcpyHostToDevice));
+  /* From pageable memory cudaMemcpy may return before the copy reached the device, and the
+   * legacy stream is not ordered with the tests' non-blocking streams. */
+  CUDA_OK(cudaDeviceSynchronize());
+  free(host);
+}
+
+/* n floats from recap_malloc on stream, each set to value. */
+static inline float *gpu_floats_set(size_t n, float value, cudaStream_t stream) {
+  float *p = gpu_floats(n, stream);
+  gpu_set(p, n, value, stream);
+  return p;
 }
 
 static inline void gpu_expect_pool_gone(recap_pool_id_t pool) {

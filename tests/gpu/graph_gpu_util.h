@@ -15,19 +15,6 @@
 #define N ((size_t)1024)              /* floats in most buffers: 4 KiB */
 #define SPIN_NS (20ull * 1000 * 1000) /* 20 ms: long enough for another stream to overtake */
 
-static inline recap_pool_id_t pool_of(recap_graph_t g) {
-  recap_pool_id_t pool = {0, 0};
-  OK(recap_graph_pool(g, &pool));
-  assert_false(recap_pool_is_default(pool));
-  return pool;
-}
-
-static inline recap_pool_info_t pool_info(recap_pool_id_t pool) {
-  recap_pool_info_t info;
-  OK(recap_pool_info(pool, &info));
-  return info;
-}
-
 static inline int is_capturing(cudaStream_t s) {
   int capturing = -1;
   OK(recap_stream_is_capturing(s, &capturing));

@@ -8,8 +8,12 @@
 #define RECAP_TEST_NCCL_UTIL_H
 
 #include <dlfcn.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "harness.h"
+#include "recap.h"
 
 /* The library, or a failed test naming it and dlerror(). */
 static inline void *gpu_nccl_open(void) {
@@ -26,6 +30,18 @@ static inline void gpu_nccl_take(void *library, const char *name, void *fn, size
   void *symbol = dlsym(library, name);
   if (!symbol) fail_msg("the NCCL library has no %s", name);
   memcpy(fn, &symbol, size);
+}
+
+/* The version of NCCL the seam found; without one, the program prints why and exits
+ * "skipped" (RECAP_TEST_SKIP). */
+static inline int gpu_nccl_version_or_skip(void) {
+  int version = 0;
+  if (recap_nccl_version(&version) != RECAP_SUCCESS) {
+    printf("SKIP: %s\n", recap_last_error());
+    fflush(stdout);
+    exit(RECAP_TEST_SKIP);
+  }
+  return version;
 }
 
 #endif /* RECAP_TEST_NCCL_UTIL_H */

@@ -9,7 +9,7 @@
  *
  * A first inline script records any JavaScript error in <html data-recap-error="...">, and the
  * drawing script sets <html data-recap-rendered="N"> to the number of nodes it drew, so that a
- * headless browser can tell a page that works from one that does not (tests/view_browser.cmake).
+ * headless browser can tell a page that works from one that does not (tests/tools/view_browser.cmake).
  */
 #include <inttypes.h>
 #include <stdlib.h>

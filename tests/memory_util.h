@@ -1,0 +1,61 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * memory_util.h — what the tests of memory accounting share, on the fake device and on a real
+ * one: the device's statistics, a graph's pool, a pool's information, state and memory, and a
+ * graph's memory (recap_graph_memory, recap_pool_memory), read with calls that must succeed, and
+ * the allocator's checker as an assertion.
+ *
+ * Include after harness.h. Every helper is static inline, so a test file that uses only some
+ * of them builds without warnings.
+ */
+#ifndef RECAP_TEST_MEMORY_UTIL_H
+#define RECAP_TEST_MEMORY_UTIL_H
+
+#include "harness.h"
+#include "recap.h"
+
+static inline recap_memory_stats_t memory_stats_now(void) {
+  recap_memory_stats_t s;
+  OK(recap_memory_stats(-1, &s));
+  return s;
+}
+
+/* The allocator's checker must pass. */
+static inline void memory_check_passes(void) {
+  recap_status_t s = recap_memory_check();
+  if (s != RECAP_SUCCESS) fail_msg("recap_memory_check: %s", recap_last_error());
+}
+
+/* A graph's pool (a private one, asserted). */
+static inline recap_pool_id_t pool_of(recap_graph_t g) {
+  recap_pool_id_t pool = {0, 0};
+  OK(recap_graph_pool(g, &pool));
+  assert_false(recap_pool_is_default(pool));
+  return pool;
+}
+
+static inline recap_pool_info_t pool_info(recap_pool_id_t pool) {
+  recap_pool_info_t info;
+  OK(recap_pool_info(pool, &info));
+  return info;
+}
+
+static inline recap_pool_state_t state_of_pool(recap_pool_id_t pool) {
+  recap_pool_state_t st = (recap_pool_state_t)-1;
+  OK(recap_pool_state(pool, &st));
+  return st;
+}
+
+static inline recap_graph_memory_t graph_memory(recap_graph_t g) {
+  recap_graph_memory_t m = RECAP_GRAPH_MEMORY_INIT;
+  OK(recap_graph_memory(g, &m));
+  return m;
+}
+
+static inline recap_pool_memory_t pool_memory(recap_pool_id_t pool) {
+  recap_pool_memory_t m = RECAP_POOL_MEMORY_INIT;
+  OK(recap_pool_memory(pool, &m));
+  return m;
+}
+
+#endif /* RECAP_TEST_MEMORY_UTIL_H */
