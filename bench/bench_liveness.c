@@ -45,7 +45,7 @@ typedef struct setup {
 static void capture(recap_graph_t graph, cudaStream_t stream, int **counters, int n, int check) {
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.check_input_liveness = check;
-  BENCH_RECAP(recap_graph_capture_begin(graph, stream, &o));
+  BENCH_RECAP(recap_graph_capture_begin(graph, &o, stream));
   for (int i = 0; i < n; i++) BENCH_CUDA(bench_launch_increment(stream, counters[i]));
   BENCH_RECAP(recap_graph_capture_end(graph));
 }

@@ -130,7 +130,7 @@ static recap_graph_t capture_with(bench_t *b, recap_rebind_mode_t mode,
   recap_capture_options_t options = RECAP_CAPTURE_OPTIONS_INIT;
   options.rebind = mode;
   BENCH_RECAP(recap_graph_create(&g, 0));
-  BENCH_RECAP(recap_graph_capture_begin(g, b->stream, &options));
+  BENCH_RECAP(recap_graph_capture_begin(g, &options, b->stream));
   enqueue(b, arg);
   BENCH_RECAP(recap_graph_capture_end(g));
   return g;
@@ -302,7 +302,7 @@ static void measure_recapture(bench_t *b, double *recapture_us, double *llama_us
     const readers_t *r = i % 2 ? &ra : &rb;
     uint64_t t0 = bench_now_ns();
     BENCH_RECAP(recap_graph_reset(g));
-    BENCH_RECAP(recap_graph_capture_begin(g, b->stream, NULL));
+    BENCH_RECAP(recap_graph_capture_begin(g, NULL, b->stream));
     enqueue_readers(b, r);
     BENCH_RECAP(recap_graph_capture_end(g));
     uint64_t t1 = bench_now_ns();
@@ -430,7 +430,7 @@ static void section_update(bench_t *b) {
   recap_graph_t never = capture_with(b, RECAP_REBIND_OFF, enqueue_values, &value);
   recap_update_policy_t policy = RECAP_UPDATE_POLICY_INIT;
   policy.never_update = 1;
-  BENCH_RECAP(recap_graph_set_update_policy(never, &policy));
+  BENCH_RECAP(recap_graph_update_policy_set(never, &policy));
   cudaGraph_t first = capture_raw(b, enqueue_values, &value);
   cudaGraphExec_t exec = instantiate_raw(first);
 
@@ -443,7 +443,7 @@ static void section_update(bench_t *b) {
   for (int i = 0; i < reps; i++) {
     value = 2 + i % 2; /* a parameter changes at every recapture */
     uint64_t t0 = bench_now_ns();
-    BENCH_RECAP(recap_graph_recapture_begin(upd, b->stream, NULL));
+    BENCH_RECAP(recap_graph_recapture_begin(upd, NULL, b->stream));
     enqueue_values(b, &value);
     uint64_t t1 = bench_now_ns();
     BENCH_RECAP(recap_graph_capture_end(upd));
@@ -462,7 +462,7 @@ static void section_update(bench_t *b) {
     raw_total[i] = (double)(t3 - t0) / 1e3;
     raw_update[i] = (double)(t2 - t1) / 1e3;
 
-    BENCH_RECAP(recap_graph_recapture_begin(never, b->stream, NULL));
+    BENCH_RECAP(recap_graph_recapture_begin(never, NULL, b->stream));
     enqueue_values(b, &value);
     t0 = bench_now_ns();
     BENCH_RECAP(recap_graph_capture_end(never));
@@ -607,7 +607,7 @@ static void section_replay(bench_t *b) {
     g[2] = capture_with(b, RECAP_REBIND_OFF, enqueue_shape, &a1);
     for (int i = 0; i < changes; i++) {
       rebind_once(g[1], i % 2 ? x2 : x1, i % 2 ? x1 : x2, NULL);
-      BENCH_RECAP(recap_graph_recapture_begin(g[2], b->stream, NULL));
+      BENCH_RECAP(recap_graph_recapture_begin(g[2], NULL, b->stream));
       enqueue_shape(b, i % 2 ? &a1 : &a2);
       BENCH_RECAP(recap_graph_capture_end(g[2]));
     }
@@ -691,10 +691,10 @@ static void section_policy(bench_t *b) {
     recap_update_policy_t policy = RECAP_UPDATE_POLICY_INIT;
     policy.max_slowdown = 0.01;
     policy.measure_replays = 8;
-    BENCH_RECAP(recap_graph_set_update_policy(g, &policy));
+    BENCH_RECAP(recap_graph_update_policy_set(g, &policy));
     BENCH_RECAP(recap_graph_replay(g, b->stream));
     for (int i = 0; i < changes; i++) {
-      BENCH_RECAP(recap_graph_recapture_begin(g, b->stream, NULL));
+      BENCH_RECAP(recap_graph_recapture_begin(g, NULL, b->stream));
       enqueue_shape(b, i % 2 ? &a1 : &a2);
       BENCH_RECAP(recap_graph_capture_end(g));
       BENCH_RECAP(recap_graph_replay(g, b->stream));
@@ -763,7 +763,7 @@ static void time_calls(bench_t *b, recap_graphed_t h, void *in_a, void *in_b, si
   uint64_t t0 = bench_now_ns();
   for (int i = 0; i < per_batch; i++) {
     recap_buffer_t in = {i % 2 ? in_b : in_a, bytes};
-    BENCH_RECAP(recap_graphed_forward(h, b->stream, 1, &in, &out));
+    BENCH_RECAP(recap_graphed_forward(h, 1, &in, b->stream, &out));
   }
   *host_us = (double)(bench_now_ns() - t0) / 1e3 / per_batch;
   BENCH_CUDA(cudaEventRecord(b->gpu_end, b->stream));

@@ -97,7 +97,7 @@ static void bench_pairs(cudaStream_t s, int rounds, int pairs, results_t *res) {
 static void capture_graph(recap_graph_t *graph, cudaStream_t s, int *counter) {
   void *t[TEMPS];
   BENCH_RECAP(recap_graph_create(graph, 0));
-  BENCH_RECAP(recap_graph_capture_begin(*graph, s, NULL));
+  BENCH_RECAP(recap_graph_capture_begin(*graph, NULL, s));
   for (int i = 0; i < KERNELS; i++) {
     if (i % (KERNELS / TEMPS) == 0 && i / (KERNELS / TEMPS) < TEMPS)
       BENCH_RECAP(recap_malloc(&t[i / (KERNELS / TEMPS)], temp_sizes[i / (KERNELS / TEMPS)], s));

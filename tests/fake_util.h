@@ -54,9 +54,9 @@ static inline void check(void) {
   if (s != RECAP_SUCCESS) fail_msg("%s", recap_last_error());
 }
 
-static inline recap_pool_info_t pool_info(recap_pool_id_t id) {
-  recap_pool_info_t info;
-  OK(recap_pool_info(id, &info));
+static inline recap_pool_memory_t pool_info(recap_pool_id_t id) {
+  recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
+  OK(recap_pool_memory(id, &info));
   return info;
 }
 

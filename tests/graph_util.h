@@ -29,7 +29,7 @@ static inline void reset(void) {
   recap__side_streams_forget();
   recap__graphs_disabled_override(0);
   recap_log_set(NULL, NULL);
-  recap_log_set_level(RECAP_LOG_LEVEL_WARN);
+  recap_log_level_set(RECAP_LOG_LEVEL_WARN);
   recap_clear_last_error();
 }
 
@@ -61,16 +61,16 @@ static inline recap_graph_state_t state_of(recap_graph_t g) {
 
 /* References to pool, 0 once the pool is gone. */
 static inline int pool_references(recap_pool_id_t pool) {
-  recap_pool_info_t info;
-  recap_status_t s = recap_pool_info(pool, &info);
+  recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
+  recap_status_t s = recap_pool_memory(pool, &info);
   if (s == RECAP_ERROR_NOT_FOUND) return 0;
   OK(s);
   return info.references;
 }
 
-static inline recap_pool_info_t pool_info(recap_pool_id_t pool) {
-  recap_pool_info_t info;
-  OK(recap_pool_info(pool, &info));
+static inline recap_pool_memory_t pool_info(recap_pool_id_t pool) {
+  recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
+  OK(recap_pool_memory(pool, &info));
   return info;
 }
 
@@ -97,7 +97,7 @@ static inline void launch(recap_stream_t s, int count) {
 
 /* Capture `kernels` kernels on s into g (begin/end must succeed). */
 static inline void capture_kernels(recap_graph_t g, recap_stream_t s, int kernels) {
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   launch(s, kernels);
   OK(recap_graph_capture_end(g));
 }

@@ -62,9 +62,9 @@ static inline void sweep_graphed(outcome_t *o, recap_graphed_t *h, recap_stream_
   gopts.warmup_iters = 1;
   if (STEP(o, recap_graphed_create(h, &desc, 1, &gopts))) {
     const recap_buffer_t *outs = NULL, *grads = NULL;
-    if (STEP(o, recap_graphed_forward(*h, s, 1, in, &outs)))
-      STEP(o, recap_graphed_backward(*h, s, grad, &grads));
-    STEP(o, recap_graphed_forward(*h, s, 0, in, &outs));
+    if (STEP(o, recap_graphed_forward(*h, 1, in, s, &outs)))
+      STEP(o, recap_graphed_backward(*h, grad, s, &grads));
+    STEP(o, recap_graphed_forward(*h, 0, in, s, &outs));
   }
 }
 

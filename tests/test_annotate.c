@@ -31,7 +31,7 @@ static void fresh(void) {
   recap__graphs_disabled_override(0);
   recap_annotations_enable(1);
   recap_test_log_capture(&logged);
-  recap_log_set_level(RECAP_LOG_LEVEL_WARN);
+  recap_log_level_set(RECAP_LOG_LEVEL_WARN);
 }
 
 static void done(void) {
@@ -100,15 +100,15 @@ static void noop_outside_capture(void **state) {
   (void)state;
   fresh();
   recap_stream_t s = recap__fake_stream_new();
-  OK(recap_annotate_push(s, "eager"));
+  OK(recap_annotate_push("eager", s));
   kernel(s, "k");
   OK(recap_annotate_pop(s));
   OK(recap_annotate_pop(s)); /* nothing is open, but nothing is recorded either */
-  OK(recap_annotate_push(NULL, "legacy stream"));
+  OK(recap_annotate_push("legacy stream", NULL));
   OK(recap_annotate_pop(NULL));
   /* A graph captured afterwards carries no label from the eager scope. */
   recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   kernel(s, "k");
   OK(recap_graph_capture_end(g));
   recap_graph_info_t *info = inspect(g);
@@ -126,8 +126,8 @@ static void noop_when_disabled(void **state) {
   assert_int_equal(recap_annotations_enabled(), 0);
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
-  OK(recap_annotate_push(s, "off"));
+  OK(recap_graph_capture_begin(g, NULL, s));
+  OK(recap_annotate_push("off", s));
   kernel(s, "k0");
   OK(recap_annotate_pop(s));
   OK(recap_annotate_pop(s));
@@ -138,7 +138,7 @@ static void noop_when_disabled(void **state) {
   expect_node(info, 0, "k0", NULL, NULL);
   recap_graph_info_free(info);
   /* The argument checks still run when disabled, so a bad label shows without a capture. */
-  EXPECT_STATUS(recap_annotate_push(s, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_annotate_push(NULL, s), RECAP_ERROR_INVALID_ARGUMENT);
   OK(recap_graph_destroy(g));
   done();
 }
@@ -148,8 +148,8 @@ static void one_scope_labels_all_its_kernels(void **state) {
   fresh();
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
-  OK(recap_annotate_push(s, "forward"));
+  OK(recap_graph_capture_begin(g, NULL, s));
+  OK(recap_annotate_push("forward", s));
   kernel(s, "a");
   kernel(s, "b");
   kernel(s, "c");
@@ -170,15 +170,15 @@ static void disjoint_scopes(void **state) {
   fresh();
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
-  OK(recap_annotate_push(s, "first"));
+  OK(recap_graph_capture_begin(g, NULL, s));
+  OK(recap_annotate_push("first", s));
   kernel(s, "a");
   kernel(s, "b");
   OK(recap_annotate_pop(s));
-  OK(recap_annotate_push(s, "second"));
+  OK(recap_annotate_push("second", s));
   kernel(s, "c");
   OK(recap_annotate_pop(s));
-  OK(recap_annotate_push(s, "first")); /* the same label again: a scope of its own */
+  OK(recap_annotate_push("first", s)); /* the same label again: a scope of its own */
   kernel(s, "d");
   OK(recap_annotate_pop(s));
   OK(recap_graph_capture_end(g));
@@ -197,9 +197,9 @@ static void only_in_scope_kernels_are_labelled(void **state) {
   fresh();
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   kernel(s, "before");
-  OK(recap_annotate_push(s, "inside"));
+  OK(recap_annotate_push("inside", s));
   kernel(s, "in");
   OK(recap_annotate_pop(s));
   kernel(s, "after");
@@ -218,12 +218,12 @@ static void nested_scopes_inner_wins(void **state) {
   fresh();
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
-  OK(recap_annotate_push(s, "step"));
+  OK(recap_graph_capture_begin(g, NULL, s));
+  OK(recap_annotate_push("step", s));
   kernel(s, "k0");
-  OK(recap_annotate_push(s, "forward"));
+  OK(recap_annotate_push("forward", s));
   kernel(s, "k1");
-  OK(recap_annotate_push(s, "attention"));
+  OK(recap_annotate_push("attention", s));
   kernel(s, "k2");
   kernel(s, "k3");
   OK(recap_annotate_pop(s));
@@ -251,13 +251,13 @@ static void empty_scope_labels_nothing(void **state) {
   fresh();
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   kernel(s, "a");
-  OK(recap_annotate_push(s, "empty"));
+  OK(recap_annotate_push("empty", s));
   OK(recap_annotate_pop(s));
   kernel(s, "b");
-  OK(recap_annotate_push(s, "outer"));
-  OK(recap_annotate_push(s, "empty inner"));
+  OK(recap_annotate_push("outer", s));
+  OK(recap_annotate_push("empty inner", s));
   OK(recap_annotate_pop(s));
   kernel(s, "c");
   OK(recap_annotate_pop(s));
@@ -279,13 +279,13 @@ static void two_stream_capture(void **state) {
   fresh();
   recap_stream_t s = recap__fake_stream_new(), side = recap__fake_stream_new();
   recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   kernel(s, "main0");
-  OK(recap_annotate_push(s, "fork"));
+  OK(recap_annotate_push("fork", s));
   assert_true(recap__fake_capture_join(side, s));
   kernel(side, "side0");
   kernel(s, "main1");
-  OK(recap_annotate_push(side, "side only"));
+  OK(recap_annotate_push("side only", side));
   kernel(side, "side1");
   OK(recap_annotate_pop(side));
   OK(recap_annotate_pop(s));
@@ -315,22 +315,22 @@ static void push_and_pop_errors(void **state) {
   long_label[RECAP_ANNOTATION_MAX_LENGTH + 1] = '\0';
 
   /* Arguments are checked with and without a capture. */
-  EXPECT_STATUS(recap_annotate_push(s, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_annotate_push(NULL, s), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("label is NULL");
-  EXPECT_STATUS(recap_annotate_push(s, ""), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_annotate_push("", s), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("empty");
-  EXPECT_STATUS(recap_annotate_push(s, long_label), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_annotate_push(long_label, s), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("RECAP_ANNOTATION_MAX_LENGTH");
 
   recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   /* A pop before any push. */
   EXPECT_STATUS(recap_annotate_pop(s), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("no annotation scope is open");
-  EXPECT_STATUS(recap_annotate_push(s, long_label), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_annotate_push(long_label, s), RECAP_ERROR_INVALID_ARGUMENT);
   /* The longest label allowed works. */
   long_label[RECAP_ANNOTATION_MAX_LENGTH] = '\0';
-  OK(recap_annotate_push(s, long_label));
+  OK(recap_annotate_push(long_label, s));
   kernel(s, "long");
   OK(recap_annotate_pop(s));
   /* Every push popped: one more pop is refused. */
@@ -339,7 +339,7 @@ static void push_and_pop_errors(void **state) {
 
   /* A pop on another stream of the capture than the push's is refused and pops nothing. */
   assert_true(recap__fake_capture_join(other, s));
-  OK(recap_annotate_push(s, "outer"));
+  OK(recap_annotate_push("outer", s));
   kernel(s, "in outer");
   EXPECT_STATUS(recap_annotate_pop(other), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("was pushed on stream");
@@ -351,9 +351,9 @@ static void push_and_pop_errors(void **state) {
   for (int i = 0; i < RECAP_ANNOTATION_MAX_DEPTH; i++) {
     char label[16];
     snprintf(label, sizeof label, "d%d", i);
-    OK(recap_annotate_push(s, label));
+    OK(recap_annotate_push(label, s));
   }
-  EXPECT_STATUS(recap_annotate_push(s, "one too many"), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_annotate_push("one too many", s), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("RECAP_ANNOTATION_MAX_DEPTH");
   kernel(s, "deep");
   for (int i = 0; i < RECAP_ANNOTATION_MAX_DEPTH; i++) OK(recap_annotate_pop(s));
@@ -379,10 +379,10 @@ static void scopes_left_open_close_at_capture_end(void **state) {
   fresh();
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
-  OK(recap_annotate_push(s, "outer"));
+  OK(recap_graph_capture_begin(g, NULL, s));
+  OK(recap_annotate_push("outer", s));
   kernel(s, "a");
-  OK(recap_annotate_push(s, "inner"));
+  OK(recap_annotate_push("inner", s));
   kernel(s, "b");
   OK(recap_graph_capture_end(g));
   assert_int_equal(logged.warnings, 1);
@@ -406,20 +406,20 @@ static void state_is_released_with_the_capture(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g = kept_graph();
 
-  OK(recap_graph_capture_begin(g, s, NULL));
-  OK(recap_annotate_push(s, "doomed"));
+  OK(recap_graph_capture_begin(g, NULL, s));
+  OK(recap_annotate_push("doomed", s));
   kernel(s, "a");
   recap__fake_capture_invalidate(s);
   OK(recap_annotate_pop(s)); /* the capture is invalidated: nothing to do */
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
   assert_int_equal(g->hook_count, 0);
 
-  OK(recap_graph_capture_begin(g, s, NULL));
-  OK(recap_annotate_push(s, "abandoned"));
+  OK(recap_graph_capture_begin(g, NULL, s));
+  OK(recap_annotate_push("abandoned", s));
   kernel(s, "b");
   OK(recap_graph_reset(g));
 
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   kernel(s, "c");
   OK(recap_graph_capture_end(g));
   recap_graph_info_t *info = inspect(g);
@@ -430,8 +430,8 @@ static void state_is_released_with_the_capture(void **state) {
   /* A graph without KEEP has nothing to inspect, but annotating it is fine. */
   recap_graph_t plain;
   OK(recap_graph_create(&plain, 0));
-  OK(recap_graph_capture_begin(plain, s, NULL));
-  OK(recap_annotate_push(s, "plain"));
+  OK(recap_graph_capture_begin(plain, NULL, s));
+  OK(recap_annotate_push("plain", s));
   kernel(s, "d");
   OK(recap_annotate_pop(s));
   OK(recap_graph_capture_end(plain));
@@ -439,8 +439,8 @@ static void state_is_released_with_the_capture(void **state) {
 
   /* Destroyed in the middle of a capture, with a scope open. */
   recap_graph_t mid = kept_graph();
-  OK(recap_graph_capture_begin(mid, s, NULL));
-  OK(recap_annotate_push(s, "mid"));
+  OK(recap_graph_capture_begin(mid, NULL, s));
+  OK(recap_annotate_push("mid", s));
   kernel(s, "e");
   OK(recap_graph_destroy(mid));
 
@@ -458,9 +458,9 @@ static void labels_in_json(void **state) {
   fresh();
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
-  OK(recap_annotate_push(s, "outer \"quoted\""));
-  OK(recap_annotate_push(s, "inner"));
+  OK(recap_graph_capture_begin(g, NULL, s));
+  OK(recap_annotate_push("outer \"quoted\"", s));
+  OK(recap_annotate_push("inner", s));
   kernel(s, "a");
   OK(recap_annotate_pop(s));
   OK(recap_annotate_pop(s));
@@ -492,10 +492,10 @@ static void labels_in_the_dot_dump(void **state) {
   fresh();
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   kernel(s, "plain");
-  OK(recap_annotate_push(s, "out\"er"));
-  OK(recap_annotate_push(s, "in\\ner"));
+  OK(recap_annotate_push("out\"er", s));
+  OK(recap_annotate_push("in\\ner", s));
   kernel(s, "labelled");
   OK(recap_annotate_pop(s));
   OK(recap_annotate_pop(s));
@@ -523,7 +523,7 @@ static void labels_in_the_dot_dump(void **state) {
 
   /* Without labels the dump is the driver's, byte for byte. */
   recap_graph_t bare = kept_graph();
-  OK(recap_graph_capture_begin(bare, s, NULL));
+  OK(recap_graph_capture_begin(bare, NULL, s));
   kernel(s, "x");
   OK(recap_graph_capture_end(bare));
   OK(recap_graph_debug_dump(bare, path));
@@ -543,9 +543,9 @@ static void labels_in_a_driver_style_dot_dump(void **state) {
   recap__fake_dot_driver_style(true);
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   kernel(s, "_Z5firstPf");
-  OK(recap_annotate_push(s, "layer"));
+  OK(recap_annotate_push("layer", s));
   kernel(s, "_Z6secondPf");
   kernel(s, "_Z5thirdPf");
   OK(recap_annotate_pop(s));
@@ -617,10 +617,10 @@ static void *annotate_in_thread(void *arg) {
   worker_t *w = arg;
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
-  w->status = recap_graph_capture_begin(w->graph, w->stream, &o);
+  w->status = recap_graph_capture_begin(w->graph, &o, w->stream);
   pthread_barrier_wait(w->barrier); /* both captures are under way */
   for (int i = 0; i < 50 && w->status == RECAP_SUCCESS; i++) {
-    w->status = recap_annotate_push(w->stream, w->label);
+    w->status = recap_annotate_push(w->label, w->stream);
     kernel(w->stream, w->label);
     if (w->status == RECAP_SUCCESS) w->status = recap_annotate_pop(w->stream);
   }

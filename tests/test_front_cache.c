@@ -206,7 +206,7 @@ static recap_status_t do_capture(world_t *w) {
   }
   recap_graph_t g = NULL;
   OK(recap_graph_create(&g, 0));
-  recap_status_t s = recap_graph_capture_begin(g, w->streams[0], NULL);
+  recap_status_t s = recap_graph_capture_begin(g, NULL, w->streams[0]);
   if (s != RECAP_SUCCESS) {
     OK(recap_graph_destroy(g));
     return s;
@@ -516,7 +516,7 @@ static void a_tie_goes_to_the_lowest_address(void **state) {
 /* Everything a reader can see of the default pool's counters, for comparison between runs. */
 typedef struct readings {
   recap_memory_stats_t stats;
-  recap_pool_info_t info;
+  recap_pool_memory_t info;
   recap_pool_memory_t memory;
 } readings_t;
 
@@ -524,7 +524,8 @@ static readings_t read_all(void) {
   readings_t r;
   memset(&r, 0, sizeof r);
   r.stats = stats();
-  OK(recap_pool_info((recap_pool_id_t){0, 0}, &r.info));
+  r.info = (recap_pool_memory_t)RECAP_POOL_MEMORY_INIT;
+  OK(recap_pool_memory((recap_pool_id_t){0, 0}, &r.info));
   r.memory = (recap_pool_memory_t)RECAP_POOL_MEMORY_INIT;
   OK(recap_pool_memory((recap_pool_id_t){0, 0}, &r.memory));
   char *json = NULL;

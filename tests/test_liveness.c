@@ -77,7 +77,7 @@ static recap_capture_options_t liveness_options(void) {
 
 static void begin(recap_graph_t g, recap_stream_t s) {
   recap_capture_options_t o = liveness_options();
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
 }
 
 static size_t input_count(recap_graph_t g) {
@@ -351,11 +351,11 @@ static void output_of_earlier_graph_in_shared_pool_not_flagged(void **state) {
   recap_graph_t first, second;
   OK(recap_graph_create(&first, 0));
   OK(recap_graph_create(&second, 0));
-  OK(recap_graph_capture_begin(first, s, &o));
+  OK(recap_graph_capture_begin(first, &o, s));
   float *mid = alloc(4096, s);
   kernel2(s, "stage1", x, mid);
   OK(recap_graph_capture_end(first));
-  OK(recap_graph_capture_begin(second, s, &o));
+  OK(recap_graph_capture_begin(second, &o, s));
   float *out = alloc(4096, s);
   kernel2(s, "stage2", mid, out);
   OK(recap_graph_capture_end(second));
@@ -385,7 +385,7 @@ static void inputs_of_streams_outside_the_capture_are_not_tracked(void **state) 
   float *x = alloc(4096, s), *z = alloc(4096, other);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, &relaxed));
+  OK(recap_graph_capture_begin(g, &relaxed, s));
   kernel1(s, "captured", x);
   kernel1(other, "eager", z); /* runs now, outside the graph */
   OK(recap_graph_capture_end(g));
@@ -423,7 +423,7 @@ typedef struct thread_job {
 static void *capture_in_thread(void *arg) {
   thread_job_t *job = arg;
   recap_capture_options_t o = liveness_options();
-  job->status = recap_graph_capture_begin(job->graph, job->stream, &o);
+  job->status = recap_graph_capture_begin(job->graph, &o, job->stream);
   if (job->status == RECAP_SUCCESS) {
     kernel1(job->stream, "threaded", job->input);
     job->status = recap_graph_capture_end(job->graph);
@@ -607,7 +607,7 @@ static void option_off_attaches_nothing(void **state) {
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   EXPECT_STATUS(recap_graph_check_inputs(g), RECAP_ERROR_INVALID_USAGE);
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   kernel1(s, "reads_x", x);
   OK(recap_graph_capture_end(g));
   assert_int_equal(g->hook_count, 0); /* replays pay nothing */
@@ -646,7 +646,7 @@ static void lifetime_of_the_checks(void **state) {
   OK(recap_graph_replay(g, s));
   OK(recap_graph_reset(g));
   EXPECT_STATUS(recap_graph_check_inputs(g), RECAP_ERROR_INVALID_USAGE);
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   kernel1(s, "reads_x", x);
   OK(recap_graph_capture_end(g));
   OK(recap_free(x));

@@ -229,8 +229,8 @@ static void pool_memory_returns_after_last_reference_and_block(void **state) {
   OK(recap_free(eager));
   /* ...and goes back to the driver with the pool on the next empty_cache. */
   OK(recap_empty_cache());
-  recap_pool_info_t info;
-  assert_int_equal(recap_pool_info(pool, &info), RECAP_ERROR_NOT_FOUND);
+  recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
+  assert_int_equal(recap_pool_memory(pool, &info), RECAP_ERROR_NOT_FOUND);
   assert_int_equal(stats().reserved_bytes[0].current, 0);
   assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
   check();
@@ -244,8 +244,8 @@ static void releasing_an_empty_pool_deletes_it(void **state) {
   capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
   capture_end(s, pool);
   OK(recap_pool_release(pool));
-  recap_pool_info_t info;
-  assert_int_equal(recap_pool_info(pool, &info), RECAP_ERROR_NOT_FOUND);
+  recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
+  assert_int_equal(recap_pool_memory(pool, &info), RECAP_ERROR_NOT_FOUND);
   assert_int_equal(recap_pool_release(pool), RECAP_ERROR_INVALID_USAGE);
 }
 
@@ -347,8 +347,8 @@ static void released_pool_survives_an_oom_retry_while_routed(void **state) {
   capture_end(s, pool);
   OK(recap_free(b));
   OK(recap_empty_cache());
-  recap_pool_info_t info;
-  assert_int_equal(recap_pool_info(pool, &info), RECAP_ERROR_NOT_FOUND);
+  recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
+  assert_int_equal(recap_pool_memory(pool, &info), RECAP_ERROR_NOT_FOUND);
   assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
   check();
 }
@@ -377,9 +377,9 @@ static void routing_misuse_is_refused(void **state) {
   assert_int_equal(recap_pool_route_end(pool), RECAP_ERROR_INVALID_USAGE);
   assert_int_equal(recap_pool_release(recap_pool_handle()), RECAP_ERROR_INVALID_USAGE);
   OK(recap_pool_release(pool));
-  recap_pool_info_t info;
-  assert_int_equal(recap_pool_info(pool, NULL), RECAP_ERROR_INVALID_ARGUMENT);
-  assert_int_equal(recap_pool_info(pool, &info), RECAP_ERROR_NOT_FOUND);
+  recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
+  assert_int_equal(recap_pool_memory(pool, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(recap_pool_memory(pool, &info), RECAP_ERROR_NOT_FOUND);
   check();
 }
 
@@ -434,7 +434,7 @@ static void two_thread_local_captures_at_once(void **state) {
   pthread_barrier_destroy(&barrier);
   for (int i = 0; i < 2; i++) {
     assert_int_equal(jobs[i].failures, 0);
-    recap_pool_info_t info = pool_info(jobs[i].pool);
+    recap_pool_memory_t info = pool_info(jobs[i].pool);
     recap_block_info_t block;
     OK(recap_block_info(jobs[i].kept, &block));
     assert_true(recap__pool_id_equal(block.pool, jobs[i].pool)); /* from the thread's pool */
@@ -504,9 +504,10 @@ static void pool_info_answers_the_default_pool(void **state) {
   (void)state;
   reset();
   const recap_pool_id_t default_pool = {0, 0};
-  recap_pool_info_t info;
+  recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
   memset(&info, 0x5a, sizeof info);
-  OK(recap_pool_info(default_pool, &info));
+  info.size = sizeof info;
+  OK(recap_pool_memory(default_pool, &info));
   assert_int_equal(info.references, 0);
   assert_int_equal(info.routed, 0);
   assert_int_equal(info.segments, 0);
@@ -522,7 +523,7 @@ static void pool_info_answers_the_default_pool(void **state) {
   assert_int_equal(info.segments, 1);
   assert_int_equal(info.reserved_bytes, 2 * MiB);
   assert_int_equal(info.allocated_bytes, 4096);
-  EXPECT_STATUS(recap_pool_info(recap_pool_handle(), &info), RECAP_ERROR_NOT_FOUND);
+  EXPECT_STATUS(recap_pool_memory(recap_pool_handle(), &info), RECAP_ERROR_NOT_FOUND);
   EXPECT_MESSAGE("never used");
   OK(recap_free(a));
   OK(recap_empty_cache());
@@ -543,7 +544,7 @@ static void pool_info_counts_blocks_waiting_on_events(void **state) {
   recap__fake_stream_enqueue(s2); /* s2 has work that reads a */
   OK(recap_record_stream(a, s2));
   OK(recap_free(a));
-  recap_pool_info_t info = pool_info(default_pool);
+  recap_pool_memory_t info = pool_info(default_pool);
   assert_int_equal(info.allocated_bytes, 4096);
   assert_int_equal(info.waiting_bytes, 8192);
   assert_int_equal(info.reserved_bytes, 2 * MiB);

@@ -92,7 +92,7 @@ static void fill(float *p, float base) {
 static void begin(recap_graph_t g, recap_stream_t s, recap_rebind_mode_t mode) {
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.rebind = mode;
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
 }
 
 static void replay(recap_graph_t g, recap_stream_t s) {
@@ -537,14 +537,14 @@ static void shared_pool_blocks(void **state) {
   o.rebind = RECAP_REBIND_AUTO;
   o.pool = pool;
   /* g1: in1 -> tmp1 (freed in the capture) -> out1 (kept). */
-  OK(recap_graph_capture_begin(g1, s, &o));
+  OK(recap_graph_capture_begin(g1, &o, s));
   float *tmp1 = alloc(4 * BYTES, s), *out1 = alloc(BYTES, s);
   scale(s, "g1_a", in1, tmp1);
   scale(s, "g1_b", tmp1, out1);
   OK(recap_free(tmp1));
   OK(recap_graph_capture_end(g1));
   /* g2: in2 -> out2, where out2 takes the block g1's intermediate had; tmp2 is freed. */
-  OK(recap_graph_capture_begin(g2, s, &o));
+  OK(recap_graph_capture_begin(g2, &o, s));
   float *out2 = alloc(4 * BYTES, s), *tmp2 = alloc(8 * BYTES, s);
   scale(s, "g2_a", in2, out2);
   scale(s, "g2_b", in2, tmp2);
@@ -1057,7 +1057,7 @@ static void liveness_follows_rebinds(void **state) {
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.rebind = RECAP_REBIND_AUTO;
   o.check_input_liveness = 1;
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   scale(s, "k", in, out);
   OK(recap_graph_capture_end(g));
   const recap_liveness_input_t *inputs = NULL;
@@ -1117,11 +1117,11 @@ static void options(void **state) {
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.rebind = (recap_rebind_mode_t)7;
-  EXPECT_STATUS(recap_graph_capture_begin(g, s, &o), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_capture_begin(g, &o, s), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("options->rebind 7");
   o.rebind = RECAP_REBIND_AUTO;
   o.size = offsetof(recap_capture_options_t, rebind);
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   scale(s, "k", in, in);
   OK(recap_graph_capture_end(g));
   recap_rebind_t r = move(in, in2, 0);

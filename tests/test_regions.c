@@ -120,12 +120,12 @@ static uint32_t run_while(bool host, uint64_t *bodies) {
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = options(host);
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   assert_int_equal(on_device(g), !host);
   set_u32(s, &w[0], 4);
-  OK(recap_cond_create(s, 1, &slots[0]));
+  OK(recap_cond_create(&slots[0], 1, s));
   assert_true(host ? slots[0].flag != NULL && slots[0].handle == 0 : slots[0].flag == NULL);
-  OK(recap_region_begin(s, RECAP_REGION_WHILE, slots[0], 0));
+  OK(recap_region_begin(RECAP_REGION_WHILE, slots[0], 0, s));
   assert_int_equal(recap__graph_region_depth(g), 1);
   mix(s, &w[1], 1);
   dec_cond(s, &w[0], 0);
@@ -182,22 +182,22 @@ static uint32_t run_branches(bool host, uint32_t choice) {
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = options(host);
-  OK(recap_graph_capture_begin(g, s, &o));
-  OK(recap_cond_create(s, 0, &slots[0]));
+  OK(recap_graph_capture_begin(g, &o, s));
+  OK(recap_cond_create(&slots[0], 0, s));
   cond_from(s, &w[0], 0);
-  OK(recap_region_begin(s, RECAP_REGION_IF, slots[0], 1));
+  OK(recap_region_begin(RECAP_REGION_IF, slots[0], 1, s));
   mix(s, &w[1], 1);
   OK(recap_region_end(s));
-  OK(recap_cond_create(s, 0, &slots[1]));
+  OK(recap_cond_create(&slots[1], 0, s));
   cond_from(s, &w[0], 1);
-  OK(recap_region_begin(s, RECAP_REGION_IF_ELSE, slots[1], 2));
+  OK(recap_region_begin(RECAP_REGION_IF_ELSE, slots[1], 2, s));
   mix(s, &w[1], 2);
   OK(recap_region_next_branch(s));
   mix(s, &w[1], 3);
   OK(recap_region_end(s));
-  OK(recap_cond_create(s, 0, &slots[2]));
+  OK(recap_cond_create(&slots[2], 0, s));
   OK(recap_cond_set_from(slots[2], &w[0], s));
-  OK(recap_region_begin(s, RECAP_REGION_SWITCH, slots[2], 3));
+  OK(recap_region_begin(RECAP_REGION_SWITCH, slots[2], 3, s));
   mix(s, &w[1], 4);
   OK(recap_region_next_branch(s));
   mix(s, &w[1], 5);
@@ -240,9 +240,9 @@ static void test_if_else_closed_early(void **state) {
     recap_graph_t g;
     OK(recap_graph_create(&g, 0));
     recap_capture_options_t o = options(host);
-    OK(recap_graph_capture_begin(g, s, &o));
-    OK(recap_cond_create(s, 0, &slots[0]));
-    OK(recap_region_begin(s, RECAP_REGION_IF_ELSE, slots[0], 0));
+    OK(recap_graph_capture_begin(g, &o, s));
+    OK(recap_cond_create(&slots[0], 0, s));
+    OK(recap_region_begin(RECAP_REGION_IF_ELSE, slots[0], 0, s));
     mix(s, &w[0], 9);
     OK(recap_region_end(s));
     mix(s, &w[0], 1);
@@ -267,14 +267,14 @@ static uint32_t run_nested(bool host) {
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = options(host);
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   set_u32(s, &w[0], 3);
-  OK(recap_cond_create(s, 1, &slots[0]));
-  OK(recap_region_begin(s, RECAP_REGION_WHILE, slots[0], 1));
+  OK(recap_cond_create(&slots[0], 1, s));
+  OK(recap_region_begin(RECAP_REGION_WHILE, slots[0], 1, s));
   set_u32(s, &w[1], 2);
   /* Created inside the outer body: 1 again at each outer iteration. */
-  OK(recap_cond_create(s, 1, &slots[1]));
-  OK(recap_region_begin(s, RECAP_REGION_WHILE, slots[1], 1));
+  OK(recap_cond_create(&slots[1], 1, s));
+  OK(recap_region_begin(RECAP_REGION_WHILE, slots[1], 1, s));
   assert_int_equal(recap__graph_region_depth(g), 2);
   mix(s, &w[2], 1);
   dec_cond(s, &w[1], 1);
@@ -311,13 +311,13 @@ static void test_auto_picks_host(void **state) {
   EXPECT_STATUS(recap_graph_regions_on_device(g, &(int){0}), RECAP_ERROR_INVALID_USAGE);
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.regions = RECAP_REGIONS_DEVICE;
-  EXPECT_STATUS(recap_graph_capture_begin(g, s, &o), RECAP_ERROR_NOT_SUPPORTED);
+  EXPECT_STATUS(recap_graph_capture_begin(g, &o, s), RECAP_ERROR_NOT_SUPPORTED);
   EXPECT_MESSAGE("RECAP_REGIONS_DEVICE");
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
   o.regions = (recap_regions_mode_t)9;
-  EXPECT_STATUS(recap_graph_capture_begin(g, s, &o), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_capture_begin(g, &o, s), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("options->regions 9");
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   assert_int_equal(on_device(g), 0);
   int supported = -1;
   OK(recap_device_conditional_nodes(&supported));
@@ -344,14 +344,14 @@ static void test_malloc_in_body(void **state) {
     recap_graph_t g;
     OK(recap_graph_create(&g, 0));
     recap_capture_options_t o = options(host);
-    OK(recap_graph_capture_begin(g, s, &o));
+    OK(recap_graph_capture_begin(g, &o, s));
     recap_pool_id_t pool;
     OK(recap_graph_pool(g, &pool));
     set_u32(s, &w[0], 3);
-    OK(recap_cond_create(s, 1, &slots[0]));
+    OK(recap_cond_create(&slots[0], 1, s));
     recap_memory_stats_t before;
     OK(recap_memory_stats(-1, &before));
-    OK(recap_region_begin(s, RECAP_REGION_WHILE, slots[0], 1));
+    OK(recap_region_begin(RECAP_REGION_WHILE, slots[0], 1, s));
     assert_int_equal(recap__registry_count(), 1);
     recap_graph_t found = NULL;
     OK(recap__registry_find_stream(s, &found));
@@ -396,7 +396,7 @@ static void test_malloc_in_body(void **state) {
 
 static void begin(recap_graph_t g, recap_stream_t s, bool host) {
   recap_capture_options_t o = options(host);
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
 }
 
 static void test_refusals_unharmed(void **state) {
@@ -407,21 +407,21 @@ static void test_refusals_unharmed(void **state) {
     recap_graph_t g;
     OK(recap_graph_create(&g, 0));
     recap_cond_t c;
-    EXPECT_STATUS(recap_cond_create(s, 1, &c), RECAP_ERROR_INVALID_USAGE);
+    EXPECT_STATUS(recap_cond_create(&c, 1, s), RECAP_ERROR_INVALID_USAGE);
     EXPECT_MESSAGE("is not capturing into a recap graph");
     begin(g, s, host);
-    OK(recap_cond_create(s, 1, &c));
-    EXPECT_STATUS(recap_region_begin(s, (recap_region_kind_t)7, c, 0),
+    OK(recap_cond_create(&c, 1, s));
+    EXPECT_STATUS(recap_region_begin((recap_region_kind_t)7, c, 0, s),
                   RECAP_ERROR_INVALID_ARGUMENT);
     EXPECT_MESSAGE("kind 7");
-    EXPECT_STATUS(recap_region_begin(s, RECAP_REGION_IF_ELSE, c, 3), RECAP_ERROR_INVALID_ARGUMENT);
+    EXPECT_STATUS(recap_region_begin(RECAP_REGION_IF_ELSE, c, 3, s), RECAP_ERROR_INVALID_ARGUMENT);
     EXPECT_MESSAGE("branches is 3, but a if_else region has 2");
-    EXPECT_STATUS(recap_region_begin(s, RECAP_REGION_SWITCH, c, 0), RECAP_ERROR_INVALID_ARGUMENT);
+    EXPECT_STATUS(recap_region_begin(RECAP_REGION_SWITCH, c, 0, s), RECAP_ERROR_INVALID_ARGUMENT);
     EXPECT_MESSAGE("switch region has 1 to 1024 branches");
-    EXPECT_STATUS(recap_region_begin(s, RECAP_REGION_SWITCH, c, 1025),
+    EXPECT_STATUS(recap_region_begin(RECAP_REGION_SWITCH, c, 1025, s),
                   RECAP_ERROR_INVALID_ARGUMENT);
     recap_cond_t bogus = {12345, NULL};
-    EXPECT_STATUS(recap_region_begin(s, RECAP_REGION_WHILE, bogus, 1),
+    EXPECT_STATUS(recap_region_begin(RECAP_REGION_WHILE, bogus, 1, s),
                   RECAP_ERROR_INVALID_ARGUMENT);
     EXPECT_MESSAGE("not made by recap_cond_create");
     EXPECT_STATUS(recap_cond_set_value(bogus, 1, s), RECAP_ERROR_INVALID_ARGUMENT);
@@ -429,14 +429,14 @@ static void test_refusals_unharmed(void **state) {
     EXPECT_MESSAGE("no region is open");
     EXPECT_STATUS(recap_region_next_branch(s), RECAP_ERROR_INVALID_USAGE);
     /* A region on a stream that is no part of the capture. */
-    EXPECT_STATUS(recap_region_begin(other, RECAP_REGION_WHILE, c, 1), RECAP_ERROR_INVALID_USAGE);
+    EXPECT_STATUS(recap_region_begin(RECAP_REGION_WHILE, c, 1, other), RECAP_ERROR_INVALID_USAGE);
     EXPECT_MESSAGE("is not capturing into a recap graph");
 
-    OK(recap_region_begin(s, RECAP_REGION_IF, c, 0));
+    OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
     recap__fake_stream_enqueue(s);
     /* Reused condition; a condition of another body (the top level). */
     recap_cond_t top = c;
-    EXPECT_STATUS(recap_region_begin(s, RECAP_REGION_IF, top, 0), RECAP_ERROR_INVALID_USAGE);
+    EXPECT_STATUS(recap_region_begin(RECAP_REGION_IF, top, 0, s), RECAP_ERROR_INVALID_USAGE);
     EXPECT_MESSAGE("serves a region already");
     /* Left open at capture_end: refused, the capture goes on. */
     EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_INVALID_USAGE);
@@ -448,17 +448,17 @@ static void test_refusals_unharmed(void **state) {
     EXPECT_MESSAGE("was opened on stream");
     EXPECT_MESSAGE_POINTER(s);
     EXPECT_MESSAGE_POINTER(other);
-    EXPECT_STATUS(recap_region_begin(other, RECAP_REGION_IF, c, 0), RECAP_ERROR_INVALID_USAGE);
+    EXPECT_STATUS(recap_region_begin(RECAP_REGION_IF, c, 0, other), RECAP_ERROR_INVALID_USAGE);
     EXPECT_MESSAGE("the capture's own stream");
     assert_true(recap__fake_capture_join_back(other, s));
     OK(recap_region_end(s));
     /* A condition made in a body, used at the top level. */
-    OK(recap_cond_create(s, 0, &c));
-    OK(recap_region_begin(s, RECAP_REGION_IF, c, 0));
+    OK(recap_cond_create(&c, 0, s));
+    OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
     recap_cond_t inner;
-    OK(recap_cond_create(s, 0, &inner));
+    OK(recap_cond_create(&inner, 0, s));
     OK(recap_region_end(s));
-    EXPECT_STATUS(recap_region_begin(s, RECAP_REGION_IF, inner, 0), RECAP_ERROR_INVALID_USAGE);
+    EXPECT_STATUS(recap_region_begin(RECAP_REGION_IF, inner, 0, s), RECAP_ERROR_INVALID_USAGE);
     EXPECT_MESSAGE("another region's body");
     OK(recap_graph_capture_end(g));
     OK(recap_graph_replay(g, s));
@@ -477,11 +477,11 @@ static void test_too_deep(void **state) {
     begin(g, s, host);
     recap_cond_t c;
     for (int d = 0; d < RECAP_REGION_MAX_DEPTH; d++) {
-      OK(recap_cond_create(s, 0, &c));
-      OK(recap_region_begin(s, RECAP_REGION_IF, c, 0));
+      OK(recap_cond_create(&c, 0, s));
+      OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
     }
-    OK(recap_cond_create(s, 0, &c));
-    EXPECT_STATUS(recap_region_begin(s, RECAP_REGION_IF, c, 0), RECAP_ERROR_INVALID_USAGE);
+    OK(recap_cond_create(&c, 0, s));
+    EXPECT_STATUS(recap_region_begin(RECAP_REGION_IF, c, 0, s), RECAP_ERROR_INVALID_USAGE);
     EXPECT_MESSAGE("32 regions are open already");
     assert_int_equal(recap__graph_region_depth(g), 32);
     for (int d = 0; d < RECAP_REGION_MAX_DEPTH; d++) OK(recap_region_end(s));
@@ -503,11 +503,11 @@ static void test_unjoined_side_stream(void **state) {
       OK(recap_graph_create(&g, 0));
       begin(g, s, host);
       recap_cond_t c;
-      OK(recap_cond_create(s, 1, &c));
-      if (at_end) OK(recap_region_begin(s, RECAP_REGION_IF, c, 0));
+      OK(recap_cond_create(&c, 1, s));
+      if (at_end) OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
       assert_true(recap__fake_capture_join(side, s));
       recap__fake_launch_kernel(side, "side_work");
-      EXPECT_STATUS(at_end ? recap_region_end(s) : recap_region_begin(s, RECAP_REGION_IF, c, 0),
+      EXPECT_STATUS(at_end ? recap_region_end(s) : recap_region_begin(RECAP_REGION_IF, c, 0, s),
                     RECAP_ERROR_CAPTURE_INVALIDATED);
       EXPECT_MESSAGE(at_end ? "recap_region_end: the capture ended"
                             : "recap_region_begin: the capture ended");
@@ -535,8 +535,8 @@ static void test_forbidden_nodes(void **state) {
       begin(g, s, host);
       uint32_t *w = device_words(s, 1);
       recap_cond_t c;
-      OK(recap_cond_create(s, 0, &c));
-      OK(recap_region_begin(s, RECAP_REGION_SWITCH, c, 2));
+      OK(recap_cond_create(&c, 0, s));
+      OK(recap_region_begin(RECAP_REGION_SWITCH, c, 2, s));
       recap__fake_launch_kernel(s, "fine");
       OK(recap_region_next_branch(s));
       mix(s, w, 1);
@@ -573,15 +573,15 @@ static void test_forbidden_before_a_nested_region(void **state) {
     OK(recap_graph_create(&g, 0));
     begin(g, s, host);
     recap_cond_t outer, inner;
-    OK(recap_cond_create(s, 0, &outer));
-    OK(recap_region_begin(s, RECAP_REGION_WHILE, outer, 1));
+    OK(recap_cond_create(&outer, 0, s));
+    OK(recap_region_begin(RECAP_REGION_WHILE, outer, 1, s));
     forbidden_node(s, RECAP_NODE_MEM_ALLOC);
-    OK(recap_cond_create(s, 0, &inner));
+    OK(recap_cond_create(&inner, 0, s));
     if (host) {
-      EXPECT_STATUS(recap_region_begin(s, RECAP_REGION_IF, inner, 1), RECAP_ERROR_NOT_SUPPORTED);
+      EXPECT_STATUS(recap_region_begin(RECAP_REGION_IF, inner, 1, s), RECAP_ERROR_NOT_SUPPORTED);
       EXPECT_MESSAGE("recap_region_begin: branch 0 of the while region opened 1 deep holds node 0");
     } else {
-      OK(recap_region_begin(s, RECAP_REGION_IF, inner, 1));
+      OK(recap_region_begin(RECAP_REGION_IF, inner, 1, s));
       recap__fake_launch_kernel(s, "inside");
       OK(recap_region_end(s));
       EXPECT_STATUS(recap_region_end(s), RECAP_ERROR_NOT_SUPPORTED);
@@ -621,10 +621,10 @@ static void test_abandon_inside(void **state) {
       OK(recap_graph_create(&g, 0));
       begin(g, s, host);
       recap_cond_t c;
-      OK(recap_cond_create(s, 1, &c));
-      OK(recap_region_begin(s, RECAP_REGION_WHILE, c, 0));
-      OK(recap_cond_create(s, 1, &c));
-      OK(recap_region_begin(s, RECAP_REGION_WHILE, c, 0));
+      OK(recap_cond_create(&c, 1, s));
+      OK(recap_region_begin(RECAP_REGION_WHILE, c, 0, s));
+      OK(recap_cond_create(&c, 1, s));
+      OK(recap_region_begin(RECAP_REGION_WHILE, c, 0, s));
       recap__fake_stream_enqueue(s);
       recap_pool_id_t pool;
       OK(recap_graph_pool(g, &pool));
@@ -640,7 +640,7 @@ static void test_abandon_inside(void **state) {
         loop.step = failing_step;
         loop.check = plain_check;
         loop.unroll = 3;
-        EXPECT_STATUS(recap_loop_capture(s, &loop), RECAP_ERROR_CUDA);
+        EXPECT_STATUS(recap_loop_capture(&loop, s), RECAP_ERROR_CUDA);
         EXPECT_MESSAGE("test step failed");
         assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
         OK(recap_graph_destroy(g));
@@ -674,16 +674,16 @@ static void test_invalidated_with_regions_open(void **state) {
           begin(g, s, host);
           recap__fake_launch_kernel(s, "first");
           OK(recap_graph_capture_end(g));
-          OK(recap_graph_recapture_begin(g, s, &o));
+          OK(recap_graph_recapture_begin(g, &o, s));
         } else {
-          OK(recap_graph_capture_begin(g, s, &o));
+          OK(recap_graph_capture_begin(g, &o, s));
         }
         recap_pool_id_t pool;
         OK(recap_graph_pool(g, &pool));
         for (unsigned d = 0; d < depth; d++) {
           recap_cond_t c;
-          OK(recap_cond_create(s, 1, &c));
-          OK(recap_region_begin(s, RECAP_REGION_IF, c, 0));
+          OK(recap_cond_create(&c, 1, s));
+          OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
         }
         uint32_t *w = device_words(s, 1); /* from the graph's pool, inside the body */
         mix(s, w, 1);
@@ -721,13 +721,13 @@ static void test_invalidated_with_regions_open(void **state) {
         if (recapture) {
           OK(recap_graph_replay(g, s));
           recap__fake_stream_complete(s);
-          OK(recap_graph_recapture_begin(g, s, &o));
+          OK(recap_graph_recapture_begin(g, &o, s));
         } else {
-          OK(recap_graph_capture_begin(g, s, &o));
+          OK(recap_graph_capture_begin(g, &o, s));
         }
         recap_cond_t c;
-        OK(recap_cond_create(s, 1, &c));
-        OK(recap_region_begin(s, RECAP_REGION_IF, c, 0));
+        OK(recap_cond_create(&c, 1, s));
+        OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
         recap__fake_launch_kernel(s, "again");
         OK(recap_region_end(s));
         OK(recap_graph_capture_end(g));
@@ -753,18 +753,18 @@ static void test_host_loop_interplay(void **state) {
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
   recap_capture_options_t o = options(true);
   o.rebind = RECAP_REBIND_AUTO;
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   recap_cond_t c;
-  OK(recap_cond_create(s, 0, &c));
-  EXPECT_STATUS(recap_region_begin(s, RECAP_REGION_IF, c, 0), RECAP_ERROR_NOT_SUPPORTED);
+  OK(recap_cond_create(&c, 0, s));
+  EXPECT_STATUS(recap_region_begin(RECAP_REGION_IF, c, 0, s), RECAP_ERROR_NOT_SUPPORTED);
   EXPECT_MESSAGE("options->rebind");
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_CAPTURING);
   OK(recap_graph_reset(g));
   o.rebind = RECAP_REBIND_OFF;
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   recap__fake_stream_enqueue(s);
-  OK(recap_cond_create(s, 1, &c));
-  OK(recap_region_begin(s, RECAP_REGION_IF, c, 0));
+  OK(recap_cond_create(&c, 1, s));
+  OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
   recap__fake_stream_enqueue(s);
   OK(recap_region_end(s));
   recap__fake_stream_enqueue(s);
@@ -790,9 +790,9 @@ static void test_host_loop_interplay(void **state) {
   OK(recap_graph_replay(g, s));
   assert_int_equal(recap__fake_now().graph_launches - launches, 3);
   /* A recapture re-instantiates every segment. */
-  OK(recap_graph_recapture_begin(g, s, NULL));
-  OK(recap_cond_create(s, 0, &c));
-  OK(recap_region_begin(s, RECAP_REGION_IF, c, 0));
+  OK(recap_graph_recapture_begin(g, NULL, s));
+  OK(recap_cond_create(&c, 0, s));
+  OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
   recap__fake_stream_enqueue(s);
   OK(recap_region_end(s));
   OK(recap_graph_capture_end(g));
@@ -817,10 +817,10 @@ static void test_unused_conditions(void **state) {
     OK(recap_graph_create(&g, 0));
     begin(g, s, host);
     recap_cond_t unused_top, once, unused_inside;
-    OK(recap_cond_create(s, 1, &unused_top));
-    OK(recap_cond_create(s, 1, &once));
-    OK(recap_region_begin(s, RECAP_REGION_IF, once, 0));
-    OK(recap_cond_create(s, 0, &unused_inside));
+    OK(recap_cond_create(&unused_top, 1, s));
+    OK(recap_cond_create(&once, 1, s));
+    OK(recap_region_begin(RECAP_REGION_IF, once, 0, s));
+    OK(recap_cond_create(&unused_inside, 0, s));
     recap__fake_launch_kernel(s, "inside");
     OK(recap_region_end(s));
     OK(recap_graph_capture_end(g));
@@ -846,11 +846,11 @@ static void test_failed_recapture_keeps_the_path(void **state) {
     recap_graph_t g;
     OK(recap_graph_create(&g, 0));
     recap_capture_options_t o = options(false);
-    OK(recap_graph_capture_begin(g, s, &o));
+    OK(recap_graph_capture_begin(g, &o, s));
     if (with_region) {
       recap_cond_t c;
-      OK(recap_cond_create(s, 0, &c));
-      OK(recap_region_begin(s, RECAP_REGION_IF, c, 1));
+      OK(recap_cond_create(&c, 0, s));
+      OK(recap_region_begin(RECAP_REGION_IF, c, 1, s));
       recap__fake_launch_kernel(s, "inside");
       OK(recap_region_end(s));
     }
@@ -858,11 +858,11 @@ static void test_failed_recapture_keeps_the_path(void **state) {
     OK(recap_graph_capture_end(g));
     assert_int_equal(on_device(g), 1);
     recap_capture_options_t h = options(true);
-    OK(recap_graph_recapture_begin(g, s, &h));
+    OK(recap_graph_recapture_begin(g, &h, s));
     assert_int_equal(on_device(g), 0);
     recap_cond_t c;
-    OK(recap_cond_create(s, 0, &c));
-    OK(recap_region_begin(s, RECAP_REGION_IF, c, 1));
+    OK(recap_cond_create(&c, 0, s));
+    OK(recap_region_begin(RECAP_REGION_IF, c, 1, s));
     recap__fake_launch_kernel(s, "inside");
     OK(recap_region_end(s));
     recap__fake_launch_kernel(s, "after");
@@ -889,13 +889,13 @@ static void test_host_recapture_fails(void **state) {
   for (int round = 0; round < 2; round++) {
     recap_capture_options_t o = options(true);
     if (round == 0)
-      OK(recap_graph_capture_begin(g, s, &o));
+      OK(recap_graph_capture_begin(g, &o, s));
     else
-      OK(recap_graph_recapture_begin(g, s, NULL));
+      OK(recap_graph_recapture_begin(g, NULL, s));
     /* A slot per round: the first capture's kernels read theirs at every replay. */
     set_u32(s, &w[0], round == 0 ? 3 : 5);
-    OK(recap_cond_create(s, 1, &slots[round]));
-    OK(recap_region_begin(s, RECAP_REGION_WHILE, slots[round], 0));
+    OK(recap_cond_create(&slots[round], 1, s));
+    OK(recap_region_begin(RECAP_REGION_WHILE, slots[round], 0, s));
     mix(s, &w[1], 1);
     dec_cond(s, &w[0], round);
     OK(recap_region_end(s));
@@ -932,11 +932,11 @@ static void test_device_path_inspect(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g;
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   recap__fake_launch_kernel(s, "before");
   recap_cond_t c;
-  OK(recap_cond_create(s, 1, &c));
-  OK(recap_region_begin(s, RECAP_REGION_IF_ELSE, c, 0));
+  OK(recap_cond_create(&c, 1, s));
+  OK(recap_region_begin(RECAP_REGION_IF_ELSE, c, 0, s));
   recap__fake_launch_kernel(s, "then");
   OK(recap_region_next_branch(s));
   recap__fake_launch_kernel(s, "else");
@@ -966,13 +966,13 @@ static void test_annotations_in_bodies(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g;
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
-  OK(recap_graph_capture_begin(g, s, NULL));
-  OK(recap_annotate_push(s, "outer"));
+  OK(recap_graph_capture_begin(g, NULL, s));
+  OK(recap_annotate_push("outer", s));
   recap__fake_launch_kernel(s, "first");
   recap_cond_t c;
-  OK(recap_cond_create(s, 1, &c));
-  OK(recap_region_begin(s, RECAP_REGION_IF, c, 0));
-  OK(recap_annotate_push(s, "inner"));
+  OK(recap_cond_create(&c, 1, s));
+  OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
+  OK(recap_annotate_push("inner", s));
   recap__fake_launch_kernel(s, "in_body");
   OK(recap_annotate_pop(s));
   OK(recap_region_end(s));
@@ -1003,12 +1003,12 @@ static void test_device_path_layers(void **state) {
   o.check_input_liveness = 1;
   for (int round = 0; round < 2; round++) {
     if (round == 0)
-      OK(recap_graph_capture_begin(g, s, &o));
+      OK(recap_graph_capture_begin(g, &o, s));
     else
-      OK(recap_graph_recapture_begin(g, s, NULL));
+      OK(recap_graph_recapture_begin(g, NULL, s));
     set_u32(s, &w[0], 2);
-    OK(recap_cond_create(s, 1, &slots[0]));
-    OK(recap_region_begin(s, RECAP_REGION_WHILE, slots[0], 0));
+    OK(recap_cond_create(&slots[0], 1, s));
+    OK(recap_region_begin(RECAP_REGION_WHILE, slots[0], 0, s));
     mix(s, &w[1], 1);
     OK(recap_cond_countdown(slots[0], &w[0], s));
     OK(recap_region_end(s));
@@ -1041,8 +1041,8 @@ static uint32_t run_ready(bool host, int which, const void *operand, recap_cond_
   set_u32(s, &w[2], 0);
   set_u32(s, &w[1], 0);
   recap_cond_t c;
-  OK(recap_cond_create(s, 1, &c));
-  OK(recap_region_begin(s, RECAP_REGION_WHILE, c, 0));
+  OK(recap_cond_create(&c, 1, s));
+  OK(recap_region_begin(RECAP_REGION_WHILE, c, 0, s));
   mix(s, &w[1], 1); /* x*3+1 counts iterations in a way that can be read back */
   if (which == 0) {
     OK(recap_cond_countdown(c, &w[0], s));
@@ -1101,7 +1101,7 @@ static void test_ready_kernel_checks(void **state) {
   OK(recap_graph_create(&g, 0));
   begin(g, s, false);
   recap_cond_t c;
-  OK(recap_cond_create(s, 1, &c));
+  OK(recap_cond_create(&c, 1, s));
   static uint32_t u = 1;
   recap_cond_compare_t cmp = RECAP_COND_COMPARE_INIT;
   cmp.value = &u;
@@ -1129,7 +1129,7 @@ static void test_ready_kernel_checks(void **state) {
   EXPECT_STATUS(recap_cond_compare(c, &cmp, s), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("RECAP_COND_COMPARE_INIT");
   recap_loop_t loop = RECAP_LOOP_INIT;
-  EXPECT_STATUS(recap_loop_capture(s, &loop), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_loop_capture(&loop, s), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("loop->step is NULL");
   OK(recap_graph_reset(g));
   EXPECT_STATUS(recap_cond_set_value(c, 1, s), RECAP_ERROR_INVALID_USAGE);
@@ -1187,7 +1187,7 @@ static void test_loop_capture_unroll(void **state) {
       loop.check = loop_check;
       loop.ctx = &l;
       loop.unroll = unroll;
-      OK(recap_loop_capture(s, &loop));
+      OK(recap_loop_capture(&loop, s));
       OK(recap_graph_capture_end(g));
       OK(recap_graph_replay(g, s));
       recap__fake_stream_complete(s);
@@ -1211,16 +1211,16 @@ static recap_status_t scenario(recap_graph_t g, recap_stream_t s, bool host, uin
   do {                                             \
     if ((st = (expr)) != RECAP_SUCCESS) return st; \
   } while (0)
-  TRY(recap_graph_capture_begin(g, s, &o));
+  TRY(recap_graph_capture_begin(g, &o, s));
   set_u32(s, &w[0], 3);
-  TRY(recap_cond_create(s, 1, &slots[0]));
-  TRY(recap_region_begin(s, RECAP_REGION_WHILE, slots[0], 0));
+  TRY(recap_cond_create(&slots[0], 1, s));
+  TRY(recap_region_begin(RECAP_REGION_WHILE, slots[0], 0, s));
   void *block;
   TRY(recap_malloc(&block, 256, s));
   mix(s, block, 1);
-  TRY(recap_cond_create(s, 0, &slots[1]));
+  TRY(recap_cond_create(&slots[1], 0, s));
   TRY(recap_cond_set_value(slots[1], 1, s));
-  TRY(recap_region_begin(s, RECAP_REGION_IF_ELSE, slots[1], 0));
+  TRY(recap_region_begin(RECAP_REGION_IF_ELSE, slots[1], 0, s));
   mix(s, &w[1], 1);
   TRY(recap_region_next_branch(s));
   mix(s, &w[1], 2);

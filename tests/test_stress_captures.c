@@ -155,7 +155,7 @@ static void *capture_worker(void *arg) {
     recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
     o.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
     o.pool = pool;
-    T_OK(recap_graph_capture_begin(g, s, &o));
+    T_OK(recap_graph_capture_begin(g, &o, s));
     void *a = NULL, *b = NULL;
     T_OK(recap_malloc(&a, 64 * KiB, s));
     recap__fake_launch_kernel(s, "stress_capture");

@@ -80,7 +80,7 @@ static float *device_floats(recap_stream_t s) {
 
 /* Capture `kernels` plain kernels into g with recapture_begin. */
 static void recapture_kernels(recap_graph_t g, recap_stream_t s, int kernels) {
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   launch(s, kernels);
   OK(recap_graph_capture_end(g));
 }
@@ -114,7 +114,7 @@ static void free_step_buffers(float *in, float *in2, float *out, float *copy, fl
 /* Capture step(out, in, k, dk, copy) into g with capture_begin(opts) (begin/end must succeed). */
 static void capture_step(recap_graph_t g, recap_stream_t s, const recap_capture_options_t *opts,
                          float *out, const float *in, unsigned k, const float *dk, float *copy) {
-  OK(recap_graph_capture_begin(g, s, opts));
+  OK(recap_graph_capture_begin(g, opts, s));
   step(s, out, in, k, dk, copy);
   OK(recap_graph_capture_end(g));
 }
@@ -122,7 +122,7 @@ static void capture_step(recap_graph_t g, recap_stream_t s, const recap_capture_
 /* The same with recapture_begin(NULL): in place of g's capture, with its last options. */
 static void recapture_step(recap_graph_t g, recap_stream_t s, float *out, const float *in,
                            unsigned k, const float *dk, float *copy) {
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   step(s, out, in, k, dk, copy);
   OK(recap_graph_capture_end(g));
 }
@@ -132,7 +132,7 @@ static void measure_updates(recap_graph_t g, double max_slowdown, unsigned measu
   recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
   p.max_slowdown = max_slowdown;
   p.measure_replays = measure_replays;
-  OK(recap_graph_set_update_policy(g, &p));
+  OK(recap_graph_update_policy_set(g, &p));
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -230,7 +230,7 @@ static void every_driver_refusal_falls_back_to_instantiation(void **state) {
 
 /* Recapture three nodes into g, the third (node 2) a memset of buf instead of a kernel. */
 static void recapture_with_memset(recap_graph_t g, recap_stream_t s, void *buf) {
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   launch(s, 2);
   recap__fake_memset_async(s, buf, 0, 16);
   launch(s, 1);
@@ -303,7 +303,7 @@ static void failed_update_call_fails_the_recapture_and_keeps_the_old_graph(void 
   recap_pool_id_t pool;
   recap_graph_t g = captured_graph(s, 3, &x, &pool);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_EXEC_UPDATE, 1);
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   assert_int_equal(pool_references(pool), 2); /* the graph's and the recapture's route */
   launch(s, 3);
   uint64_t instantiations = recap__fake_now().calls[RECAP__FAKE_FAULT_INSTANTIATE];
@@ -326,7 +326,7 @@ static void failed_instantiation_of_a_fallback_keeps_the_old_graph(void **state)
   recap_cuda_graph_exec_t x;
   recap_pool_id_t pool;
   recap_graph_t g = captured_graph(s, 3, &x, &pool);
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   launch(s, 7); /* refused: another topology */
   recap__fake_fail_nth(RECAP__FAKE_FAULT_INSTANTIATE, 1);
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CUDA);
@@ -346,14 +346,14 @@ static void invalidated_recapture_keeps_the_old_graph(void **state) {
   recap_cuda_graph_exec_t x;
   recap_pool_id_t pool;
   recap_graph_t g = captured_graph(s, 3, &x, &pool);
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   launch(s, 2);
   recap__fake_capture_invalidate(s);
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
   expect_old_graph(g, s, x, pool, 3);
   /* A failed start (the CUDA capture refused) leaves it too. */
   recap__fake_fail_nth(RECAP__FAKE_FAULT_CAPTURE_BEGIN, 1);
-  EXPECT_STATUS(recap_graph_recapture_begin(g, s, NULL), RECAP_ERROR_CUDA);
+  EXPECT_STATUS(recap_graph_recapture_begin(g, NULL, s), RECAP_ERROR_CUDA);
   expect_old_graph(g, s, x, pool, 3);
   OK(recap_graph_destroy(g));
   expect_quiet();
@@ -378,7 +378,7 @@ static void failed_recapture_keeps_the_old_inputs_and_results(void **state) {
   assert_int_equal(count, 4); /* in, out, copy, dk */
 
   /* Recapture on in2 with options NULL: the last capture's (liveness on), then invalidated. */
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   step(s, out, in2, 2, dk, copy);
   recap__fake_capture_invalidate(s);
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
@@ -468,7 +468,7 @@ static void recaptures_and_rebinds_agree(void **state) {
   expect_copy(copy, 1000, 2);
 
   /* A failed recapture: the rebound sites stay (in2), and can be rebound back. */
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   step(s, out, in, 3, dk, copy);
   recap__fake_capture_invalidate(s);
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
@@ -519,7 +519,7 @@ static void rebinds_go_through_the_executables_origin(void **state) {
    * as it was (rebound to in2, replayable, rebindable). */
   recapture_step(g, s, out, in2, 21, dk, copy); /* updated in place: the origin is kept */
   recap__fake_refuse_next_update(RECAP_UPDATE_REASON_TOPOLOGY_CHANGED, SIZE_MAX);
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   step(s, out, in2, 22, dk, copy);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH_PLAN, 2); /* 1: captured, 2: afresh */
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CUDA);
@@ -535,7 +535,7 @@ static void rebinds_go_through_the_executables_origin(void **state) {
   /* A recapture that turns rebinding on, of a graph that kept nothing: instantiated afresh. */
   OK(recap_graph_create(&g, 0));
   capture_step(g, s, NULL, out, in, 1, dk, copy);
-  OK(recap_graph_recapture_begin(g, s, &opts));
+  OK(recap_graph_recapture_begin(g, &opts, s));
   step(s, out, in, 2, dk, copy);
   OK(recap_graph_capture_end(g));
   recap_update_stats_t st = stats_of(g);
@@ -571,9 +571,9 @@ static void capture_shaped(recap_graph_t g, recap_stream_t s, bool recapture,
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.rebind = mode;
   if (recapture)
-    OK(recap_graph_recapture_begin(g, s, NULL));
+    OK(recap_graph_recapture_begin(g, NULL, s));
   else
-    OK(recap_graph_capture_begin(g, s, &o));
+    OK(recap_graph_capture_begin(g, &o, s));
   if (mode == RECAP_REBIND_DECLARED) OK(recap_graph_declare_buffer(g, in, N * sizeof(float)));
   step_shaped(s, out, in, k, dk, copy, shape);
   OK(recap_graph_capture_end(g));
@@ -661,7 +661,7 @@ static void recapture_step_with(recap_graph_t g, recap_stream_t s, recap_rebind_
                                 float *copy) {
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.rebind = mode;
-  OK(recap_graph_recapture_begin(g, s, &o));
+  OK(recap_graph_recapture_begin(g, &o, s));
   step(s, out, in, k, dk, copy);
   OK(recap_graph_capture_end(g));
 }
@@ -735,35 +735,35 @@ static void recapture_needs_a_captured_graph(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  EXPECT_STATUS(recap_graph_recapture_begin(g, s, NULL), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_graph_recapture_begin(g, NULL, s), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_graph_recapture_begin: the graph holds no capture to replace");
-  OK(recap_graph_capture_begin(g, s, NULL));
-  EXPECT_STATUS(recap_graph_recapture_begin(g, s, NULL), RECAP_ERROR_INVALID_USAGE);
+  OK(recap_graph_capture_begin(g, NULL, s));
+  EXPECT_STATUS(recap_graph_recapture_begin(g, NULL, s), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("a capture is already under way");
   launch(s, 1);
   OK(recap_graph_capture_end(g));
   /* capture_begin on a captured graph points to recapture_begin. */
-  EXPECT_STATUS(recap_graph_capture_begin(g, s, NULL), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_graph_capture_begin(g, NULL, s), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_graph_recapture_begin()");
   EXPECT_STATUS(recap_graph_recapture_begin(g, NULL, NULL), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_graph_recapture_begin: cannot capture on the legacy default stream");
   /* Options: checked by the options rule, and the pool must be the graph's. */
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
   opts.size = 3;
-  EXPECT_STATUS(recap_graph_recapture_begin(g, s, &opts), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_recapture_begin(g, &opts, s), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("RECAP_CAPTURE_OPTIONS_INIT");
   opts = (recap_capture_options_t)RECAP_CAPTURE_OPTIONS_INIT;
   opts.pool = recap_pool_handle();
-  EXPECT_STATUS(recap_graph_recapture_begin(g, s, &opts), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_recapture_begin(g, &opts, s), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("options->pool is not the graph's pool");
   OK(recap_graph_pool(g, &opts.pool));
   opts.mode = RECAP_CAPTURE_MODE_RELAXED;
-  OK(recap_graph_recapture_begin(g, s, &opts));
+  OK(recap_graph_recapture_begin(g, &opts, s));
   launch(s, 1);
   OK(recap_graph_capture_end(g));
   assert_int_equal(g->options.mode, RECAP_CAPTURE_MODE_RELAXED);
   /* options NULL: the last capture's (relaxed). */
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   assert_int_equal(g->options.mode, RECAP_CAPTURE_MODE_RELAXED);
   launch(s, 1);
   OK(recap_graph_capture_end(g));
@@ -785,7 +785,7 @@ static void a_recapture_is_not_a_closed_scopes_capture(void **state) {
   launch(scope_stream, 1);
   OK(recap_graph_capture_end(g));
   recap_stream_t s = recap__fake_stream_new();
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   launch(s, 1);
   EXPECT_STATUS(recap_capture_scope_end(g), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_capture_scope_end: no capture scope is open on this graph");
@@ -803,7 +803,7 @@ static void replay_is_refused_while_recapturing(void **state) {
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   capture_kernels(g, s, 2);
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_CAPTURING);
   uint64_t launches = recap__fake_now().graph_launches;
   EXPECT_STATUS(recap_graph_replay(g, other), RECAP_ERROR_INVALID_USAGE);
@@ -834,7 +834,7 @@ static void reset_and_destroy_during_a_recapture_release_both_captures(void **st
   OK(recap_graph_pool(g, &pool));
   recapture_kernels(g, s, 2);
   assert_int_equal(stats_of(g).recaptures, 1);
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   launch(s, 2);
   assert_int_equal(pool_references(pool), 2);
   OK(recap_graph_reset(g));
@@ -847,7 +847,7 @@ static void reset_and_destroy_during_a_recapture_release_both_captures(void **st
   assert_int_equal(capturing(s), 0);
   expect_quiet();
   capture_kernels(g, s, 2);
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   launch(s, 2);
   OK(recap_graph_destroy(g));
   assert_int_equal(capturing(s), 0);
@@ -863,18 +863,18 @@ static void recapture_refused_while_its_pool_serves_another_capture(void **state
   OK(recap_graph_create(&g2, 0));
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
   opts.pool = recap_pool_handle();
-  OK(recap_graph_capture_begin(g1, s, &opts));
+  OK(recap_graph_capture_begin(g1, &opts, s));
   launch(s, 2);
   OK(recap_graph_capture_end(g1));
   recap_cuda_graph_exec_t x = exec_of(g1);
-  OK(recap_graph_capture_begin(g2, s2, &opts));
-  EXPECT_STATUS(recap_graph_recapture_begin(g1, s, NULL), RECAP_ERROR_INVALID_USAGE);
+  OK(recap_graph_capture_begin(g2, &opts, s2));
+  EXPECT_STATUS(recap_graph_recapture_begin(g1, NULL, s), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("already routed to another capture");
   assert_int_equal(state_of(g1), RECAP_GRAPH_STATE_INSTANTIATED);
   assert_ptr_equal(exec_of(g1), x);
   assert_int_equal(pool_references(opts.pool), 2); /* g1's and g2's */
   /* Nor on a stream that captures already. */
-  EXPECT_STATUS(recap_graph_recapture_begin(g1, s2, NULL), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_graph_recapture_begin(g1, NULL, s2), RECAP_ERROR_INVALID_USAGE);
   assert_int_equal(state_of(g1), RECAP_GRAPH_STATE_INSTANTIATED);
   launch(s2, 1);
   OK(recap_graph_capture_end(g2));
@@ -914,7 +914,7 @@ static void keep_graph_never_instantiated_keeps_the_new_template(void **state) {
   OK(recap_graph_instantiate(g));
   recap_cuda_graph_exec_t x = exec_of(g);
   /* During the recapture, the template and what it holds are set aside. */
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   recap_cuda_graph_t during = NULL;
   EXPECT_STATUS(recap_graph_raw(g, &during), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_graph_raw: the graph is being recaptured");
@@ -948,15 +948,15 @@ static void stats_and_policy_check_their_arguments(void **state) {
   EXPECT_STATUS(recap_graph_update_stats(g, NULL), RECAP_ERROR_INVALID_ARGUMENT);
   recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
   p.size = 4;
-  EXPECT_STATUS(recap_graph_set_update_policy(g, &p), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_update_policy_set(g, &p), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("RECAP_UPDATE_POLICY_INIT");
   p = (recap_update_policy_t)RECAP_UPDATE_POLICY_INIT;
   p.max_slowdown = -0.5;
-  EXPECT_STATUS(recap_graph_set_update_policy(g, &p), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_update_policy_set(g, &p), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("max_slowdown is -0.5");
   p.max_slowdown = NAN;
-  EXPECT_STATUS(recap_graph_set_update_policy(g, &p), RECAP_ERROR_INVALID_ARGUMENT);
-  OK(recap_graph_set_update_policy(g, NULL));
+  EXPECT_STATUS(recap_graph_update_policy_set(g, &p), RECAP_ERROR_INVALID_ARGUMENT);
+  OK(recap_graph_update_policy_set(g, NULL));
   assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_NONE), "none");
   assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_POLICY_SLOWER), "policy_slower");
   assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_COUNT), "unknown");
@@ -985,7 +985,7 @@ static void allocating_step(recap_stream_t s, void **out, void **scratch, bool e
 /* Capture allocating_step into g (recapture: in place of its capture). */
 static void capture_allocating_step(recap_graph_t g, recap_stream_t s, bool recapture, void **out,
                                     void **scratch, bool extra, void **more) {
-  OK(recapture ? recap_graph_recapture_begin(g, s, NULL) : recap_graph_capture_begin(g, s, NULL));
+  OK(recapture ? recap_graph_recapture_begin(g, NULL, s) : recap_graph_capture_begin(g, NULL, s));
   allocating_step(s, out, scratch, extra, more);
   OK(recap_graph_capture_end(g));
 }
@@ -1070,7 +1070,7 @@ static void never_update_always_instantiates(void **state) {
   OK(recap_graph_create(&g, 0));
   recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
   p.never_update = 1;
-  OK(recap_graph_set_update_policy(g, &p));
+  OK(recap_graph_update_policy_set(g, &p));
   capture_kernels(g, s, 3);
   for (int i = 1; i <= 3; i++) {
     recap_cuda_graph_exec_t old = exec_of(g);
@@ -1086,7 +1086,7 @@ static void never_update_always_instantiates(void **state) {
   assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_POLICY_NEVER);
   assert_int_equal(st.last_node, SIZE_MAX);
   /* Back to the default policy: the next recapture updates. */
-  OK(recap_graph_set_update_policy(g, NULL));
+  OK(recap_graph_update_policy_set(g, NULL));
   recapture_kernels(g, s, 3);
   assert_int_equal(stats_of(g).updates, 1);
   OK(recap_graph_destroy(g));
@@ -1102,7 +1102,7 @@ static void failures_pause_updates_for_retry_after_recaptures(void **state) {
   recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
   p.max_failures = 2;
   p.retry_after = 3;
-  OK(recap_graph_set_update_policy(g, &p));
+  OK(recap_graph_update_policy_set(g, &p));
   capture_kernels(g, s, 3);
   /* Two refusals in a row. */
   recap__fake_refuse_next_update(RECAP_UPDATE_REASON_PARAMETERS_CHANGED, 1);
@@ -1146,7 +1146,7 @@ static void failures_pause_updates_for_retry_after_recaptures(void **state) {
   recapture_kernels(g, s, 3);
   recap__fake_refuse_next_update(RECAP_UPDATE_REASON_NOT_SUPPORTED, 2);
   recapture_kernels(g, s, 3);
-  OK(recap_graph_set_update_policy(g, &p));
+  OK(recap_graph_update_policy_set(g, &p));
   recapture_kernels(g, s, 3);
   assert_int_equal(stats_of(g).updates, 2);
   OK(recap_graph_destroy(g));
@@ -1168,7 +1168,7 @@ static void slower_updates_pause_updates(void **state) {
   p.max_slowdown = 0.10;
   p.measure_replays = 4;
   p.retry_after = 2;
-  OK(recap_graph_set_update_policy(g, &p));
+  OK(recap_graph_update_policy_set(g, &p));
   recap__fake_updated_slowdown(1.5);
   capture_kernels(g, s, 10); /* 10 µs per fresh replay, 15 µs once updated */
   int64_t events = recap__fake_now().live_events;
@@ -1433,7 +1433,7 @@ static void a_replay_into_another_capture_is_not_timed(void **state) {
   capture_kernels(g, s, 3);
   assert_true(recap__update_measuring(&g->update));
   uint64_t records = recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD];
-  OK(recap_graph_capture_begin(outer, outer_stream, NULL));
+  OK(recap_graph_capture_begin(outer, NULL, outer_stream));
   OK(recap_graph_replay(g, outer_stream)); /* a child graph node of `outer` */
   OK(recap_graph_capture_end(outer));
   assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records);

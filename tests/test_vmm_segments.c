@@ -754,7 +754,7 @@ static void graph_replays_on_a_grown_segment(void **state) {
   recap_graph_t g = NULL;
   void *t2 = NULL;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   recap_status_t st = step(&t2, s);
   OK(st);
   OK(recap_graph_capture_end(g)); /* instantiates it */
@@ -851,7 +851,7 @@ static void bucket_graphs_sharing_a_pool_map_what_the_largest_uses(void **state)
   for (int k = 0; k < 8; k++) {
     void *t[3];
     OK(recap_graph_create(&g[k], 0));
-    OK(recap_graph_capture_begin(g[k], s, &o));
+    OK(recap_graph_capture_begin(g[k], &o, s));
     for (int j = 0; j < 3; j++) OK(recap_malloc(&t[j], batch[k] * 4096 * sizeof(float), s));
     recap__fake_launch_kernel(s, "bucket");
     for (int j = 0; j < 3; j++) OK(recap_free(t[j]));

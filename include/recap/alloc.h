@@ -92,12 +92,8 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_pool_route_end(recap_pool_id_t po
  * its blocks still held by the user stay valid until freed. */
 RECAP_API recap_status_t recap_pool_release(recap_pool_id_t pool);
 
-/* A summary of one pool on the current device. A freed block that still waits (on the events of
- * streams named with recap_record_stream, or, freed during a capture, for those streams to
- * leave every capture)
- * is no longer allocated: its bytes leave allocated_bytes at recap_free and are counted in
- * waiting_bytes until the block is reusable; they stay in reserved_bytes throughout, and its
- * segment cannot go back to the driver meanwhile. */
+/* Deprecated: recap_pool_memory (recap/memory.h) gives these figures and more, in a versioned
+ * struct. recap_pool_info and its struct stay for one more release. */
 typedef struct recap_pool_info {
   int references;          /* graphs (or route_begin callers) holding the pool; 0 for default */
   int routed;              /* 1 while a capture routes allocations to it; 0 for default */
@@ -107,9 +103,7 @@ typedef struct recap_pool_info {
   int64_t waiting_bytes;   /* bytes of freed blocks waiting before reuse (above) */
 } recap_pool_info_t;
 
-/* The default pool {0,0} is answered too, as zeros on a device recap has not used. A private
- * pool is RECAP_ERROR_NOT_FOUND before its first capture and once its memory has gone back to
- * the driver. */
+RECAP_DEPRECATED("use recap_pool_memory (recap/memory.h)")
 RECAP_NODISCARD RECAP_API recap_status_t recap_pool_info(recap_pool_id_t pool,
                                                          recap_pool_info_t *info);
 
@@ -151,7 +145,6 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_memory_reset_peak(int device);
  * stream, and every block in it with its address, size, requested size and state. The string
  * is allocated by recap; free it with recap_string_free(). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_memory_snapshot_json(int device, char **json);
-RECAP_API void recap_string_free(char *s);
 
 /* Walk every pool and segment of every device and verify the allocator's invariants: blocks
  * tile their segment without overlap or gap, no two free neighbours are left unmerged, the free

@@ -4,9 +4,9 @@
  * node?").
  *
  *     recap_annotations_enable(1);                  // or RECAP_ANNOTATIONS=1
- *     recap_graph_capture_begin(g, s, NULL);        // g created with RECAP_GRAPH_KEEP
- *     recap_annotate_push(s, "forward");
- *       recap_annotate_push(s, "attention");
+ *     recap_graph_capture_begin(g, NULL, s);        // g created with RECAP_GRAPH_KEEP
+ *     recap_annotate_push("forward", s);
+ *       recap_annotate_push("attention", s);
  *       launch_attention(s);                        // these nodes: "attention",
  *       recap_annotate_pop(s);                      //   path "forward/attention"
  *     launch_mlp(s);                                // these nodes: "forward"
@@ -45,8 +45,8 @@ extern "C" {
  * found without a capture); RECAP_ERROR_INVALID_USAGE past RECAP_ANNOTATION_MAX_DEPTH open
  * scopes. On a stream whose capture was invalidated it does nothing (capture_end reports the
  * invalidation). Thread safe: streams of one capture may push and pop from several threads. */
-RECAP_NODISCARD RECAP_API recap_status_t recap_annotate_push(recap_stream_t stream,
-                                                             const char *label);
+RECAP_NODISCARD RECAP_API recap_status_t recap_annotate_push(const char *label,
+                                                             recap_stream_t stream);
 
 /* Close the innermost scope. It must have been pushed on the same stream: a pop with no scope
  * open, or on another stream than the innermost scope's, is RECAP_ERROR_INVALID_USAGE and

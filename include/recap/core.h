@@ -20,7 +20,7 @@ extern "C" {
  * ---------------------------------------------------------------------------------------- */
 
 #define RECAP_VERSION_MAJOR 0
-#define RECAP_VERSION_MINOR 1
+#define RECAP_VERSION_MINOR 2
 #define RECAP_VERSION_PATCH 0
 #define RECAP_VERSION_HEX \
   ((RECAP_VERSION_MAJOR << 16) | (RECAP_VERSION_MINOR << 8) | RECAP_VERSION_PATCH)
@@ -61,6 +61,19 @@ extern "C" {
 #  define RECAP_NODISCARD __attribute__((warn_unused_result))
 #else
 #  define RECAP_NODISCARD
+#endif
+
+/* RECAP_DEPRECATED(hint): the compiler warns at each use of a name kept for one more release,
+ * with hint saying what replaces it (GCC and Clang; C23 and C++14 [[deprecated]] elsewhere;
+ * nothing where neither exists). Build with -Wno-deprecated-declarations to silence it while
+ * moving to the new names. */
+#if defined(__GNUC__)
+#  define RECAP_DEPRECATED(hint) __attribute__((deprecated(hint)))
+#elif (defined(__cplusplus) && __cplusplus >= 201402L) || \
+    (!defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 202311L)
+#  define RECAP_DEPRECATED(hint) [[deprecated(hint)]]
+#else
+#  define RECAP_DEPRECATED(hint)
 #endif
 
 /* RECAP_PRINTF_2_3: the compiler checks a printf-style format in parameter 2 against the
@@ -144,7 +157,11 @@ typedef void (*recap_log_fn)(recap_log_level_t level, const char *message, void 
 
 /* Replace the log callback; NULL restores the stderr logger. Thread safe. */
 RECAP_API void recap_log_set(recap_log_fn fn, void *user_data);
+RECAP_API void recap_log_level_set(recap_log_level_t level);
+RECAP_API recap_log_level_t recap_log_level_get(void);
+RECAP_DEPRECATED("use recap_log_level_set")
 RECAP_API void recap_log_set_level(recap_log_level_t level);
+RECAP_DEPRECATED("use recap_log_level_get")
 RECAP_API recap_log_level_t recap_log_get_level(void);
 
 /* ------------------------------------------------------------------------------------------
@@ -159,8 +176,11 @@ typedef struct CUstream_st *recap_stream_t;
  * RECAP_ERROR_NO_DEVICE and recap_last_error() says why; it never aborts. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_device_count(int *count);
 
-/* A string naming the device backend in use ("cuda" or "fake"). */
+/* A static string naming the device backend in use: "cuda" in the shipped library. */
 RECAP_API const char *recap_device_backend(void);
+
+/* Free a string recap allocated and handed over (JSON, the memory page); NULL does nothing. */
+RECAP_API void recap_string_free(char *s);
 
 #ifdef __cplusplus
 }

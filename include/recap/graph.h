@@ -6,7 +6,7 @@
  *
  *     recap_graph_t g;
  *     recap_graph_create(&g, 0);
- *     recap_graph_capture_begin(g, stream, NULL);   // stream must not be the legacy default
+ *     recap_graph_capture_begin(g, NULL, stream);   // stream must not be the legacy default
  *     enqueue_work(stream);                          // kernels, cuBLAS, copies, recap_malloc...
  *     recap_graph_capture_end(g);                    // instantiates
  *     for (;;) recap_graph_replay(g, stream);        // any stream
@@ -141,7 +141,7 @@ RECAP_API recap_status_t recap_graph_destroy(recap_graph_t graph);
  * graph already captured or capturing (reset it first, or capture it again in place with
  * recap_graph_recapture_begin, recap/update.h). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_capture_begin(
-    recap_graph_t graph, recap_stream_t stream, const recap_capture_options_t *options);
+    recap_graph_t graph, const recap_capture_options_t *options, recap_stream_t stream);
 /* End the graph's capture, on the stream it began on (the graph knows it); the end of a
  * recapture (recap_graph_recapture_begin) is described in recap/update.h. Unless the graph was
  * created with KEEP, this instantiates the executable (auto-free-on-launch, node priorities)
@@ -227,8 +227,12 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graph_debug_dump(recap_graph_t gr
 RECAP_NODISCARD RECAP_API recap_status_t recap_stream_is_capturing(recap_stream_t stream,
                                                                    int *capturing);
 
-/* 1 when RECAP_DISABLE_GRAPHS=1 (read once): capture scopes and graphed callables then run
- * eagerly. */
+/* The global kill switch of graphs. 1 to capture (the default), 0 to run capture scopes, graph
+ * sets and graphed callables eagerly, -1 to follow RECAP_DISABLE_GRAPHS again (read once; 1
+ * disables). Change it between captures. recap_graphs_enabled says which holds now. */
+RECAP_API void recap_graphs_enable(int enabled);
+RECAP_API int recap_graphs_enabled(void);
+RECAP_DEPRECATED("use !recap_graphs_enabled()")
 RECAP_API int recap_graphs_disabled(void);
 
 /* ------------------------------------------------------------------------------------------
@@ -254,7 +258,7 @@ typedef struct recap_scope_options {
  * stream or recap's shared side stream; *stream receives the stream to enqueue work on.
  * options NULL means defaults. With graphs disabled (RECAP_DISABLE_GRAPHS=1) nothing is
  * captured: the work enqueued on *stream runs eagerly, and replaying the graph later returns
- * RECAP_ERROR_INVALID_USAGE (check recap_graphs_disabled() and run the work again instead). */
+ * RECAP_ERROR_INVALID_USAGE (check recap_graphs_enabled() and run the work again instead). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_capture_scope_begin(
     recap_graph_t graph, const recap_scope_options_t *options, recap_stream_t *stream);
 /* End the scope's capture (recap_graph_capture_end), or the eager scope. */

@@ -173,9 +173,9 @@ RECAP_API recap_status_t recap_graphed_destroy(recap_graphed_t handle);
  * into their static buffers (logged once per callable at debug level); another failure of the
  * rebind fails the call. In the other mode (or with graphs disabled): calls the forward
  * eagerly, with no copy and no rebind. */
-RECAP_NODISCARD RECAP_API recap_status_t recap_graphed_forward(recap_graphed_t handle,
-                                                               recap_stream_t stream, int training,
+RECAP_NODISCARD RECAP_API recap_status_t recap_graphed_forward(recap_graphed_t handle, int training,
                                                                const recap_buffer_t *inputs,
+                                                               recap_stream_t stream,
                                                                const recap_buffer_t **outputs);
 /* Run the backward of the last forward on stream with grad_outputs (output_count buffers of
  * the outputs' sizes; the entries of outputs that require no gradient are not read), and set
@@ -187,8 +187,8 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graphed_forward(recap_graphed_t h
  * zero-copy inputs) and at flagged output gradients where the caller passes them, by one
  * rebind, with the forward's fallback to copying. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graphed_backward(recap_graphed_t handle,
-                                                                recap_stream_t stream,
                                                                 const recap_buffer_t *grad_outputs,
+                                                                recap_stream_t stream,
                                                                 const recap_buffer_t **grad_inputs);
 
 /* The forward and backward graphs (NULL when not captured), e.g. for inspection. Either

@@ -5,7 +5,7 @@
  *
  *     recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
  *     o.check_input_liveness = 1;
- *     recap_graph_capture_begin(g, s, &o);
+ *     recap_graph_capture_begin(g, &o, s);
  *     kernel<<<..., s>>>(weights, x, y);            // weights, x: recap_malloc'ed before
  *     recap_graph_capture_end(g);                   // records weights' and x's blocks
  *     recap_free(weights);

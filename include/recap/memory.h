@@ -39,7 +39,7 @@ extern "C" {
 typedef struct recap_graph_memory {
   size_t size;          /* sizeof(recap_graph_memory_t), set by RECAP_GRAPH_MEMORY_INIT */
   recap_pool_id_t pool; /* the pool of the capture the graph holds */
-  /* The pool's bytes now (recap_pool_info's reserved and allocated bytes): the device memory
+  /* The pool's bytes now (recap_pool_memory's reserved and allocated bytes): the device memory
    * its segments hold, shared by every graph captured into the pool and by blocks still
    * allocated from it. */
   int64_t pool_reserved_bytes;
@@ -82,7 +82,7 @@ typedef struct recap_pool_memory {
   /* Graphs holding the pool: a graph holds the pool of its capture from capture_begin until
    * it is reset or destroyed, or the capture fails. */
   int graphs;
-  int references;          /* recap_pool_info's references: graphs and route_begin callers */
+  int references;          /* graphs and recap_pool_route_begin callers holding the pool */
   int64_t reserved_bytes;  /* bytes of the pool's segments */
   int64_t allocated_bytes; /* bytes of its blocks in use */
   /* The highest allocated bytes during the latest capture routed to the pool (while one runs,
@@ -102,10 +102,17 @@ typedef struct recap_pool_memory {
   int state;               /* a recap_pool_state_t (recap/sleep.h) */
   int64_t sleeping_bytes;  /* physical bytes given back to the device while asleep; 0 awake */
   int64_t offloaded_bytes; /* bytes kept in pinned host memory while asleep after OFFLOAD */
+  int routed;              /* 1 while a capture routes allocations to it; 0 for the default */
+  int64_t segments;        /* segments the pool holds */
+  /* Bytes of freed blocks that still wait before reuse (on the events of streams named with
+   * recap_record_stream or, freed during a capture, for those streams to leave every capture):
+   * out of allocated_bytes since recap_free, in reserved_bytes until reusable, and their
+   * segment cannot go back to the driver meanwhile. */
+  int64_t waiting_bytes;
 } recap_pool_memory_t;
 
 #define RECAP_POOL_MEMORY_INIT \
-  { sizeof(recap_pool_memory_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
+  { sizeof(recap_pool_memory_t), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Fill *info for pool on the current device. The default pool {0,0} is answered too (no graph
  * holds it and no capture routes to it: those fields are 0). A private pool that does not

@@ -13,7 +13,7 @@
  * stream captures into a recap graph they also record the collective in the graph's
  * fingerprint, which ranks compare before the first replay:
  *
- *     recap_graph_capture_begin(graph, stream, NULL);
+ *     recap_graph_capture_begin(graph, NULL, stream);
  *     ... forward, backward ...
  *     recap_nccl_all_reduce(grads, grads, n, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm, stream);
  *     recap_graph_capture_end(graph);

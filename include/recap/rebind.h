@@ -4,7 +4,7 @@
  *
  *     recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
  *     o.rebind = RECAP_REBIND_AUTO;                  // or DECLARED, with declare_buffer below
- *     recap_graph_capture_begin(g, stream, &o);
+ *     recap_graph_capture_begin(g, &o, stream);
  *     step(stream, in_a, out);                       // kernels, copies, memsets, cuBLAS...
  *     recap_graph_capture_end(g);
  *     recap_graph_replay(g, stream);                 // reads in_a

@@ -8,8 +8,8 @@
  * and loops on the device without coming back to the host:
  *
  *     recap_cond_t more;
- *     recap_cond_create(stream, 1, &more);             // the condition, 1 on entry
- *     recap_region_begin(stream, RECAP_REGION_WHILE, more, 1);
+ *     recap_cond_create(&more, 1, stream);             // the condition, 1 on entry
+ *     recap_region_begin(RECAP_REGION_WHILE, more, 1, stream);
  *     step(stream);                                     // the body: any captured work
  *     recap_cond_compare_t c = RECAP_COND_COMPARE_INIT; // more = residual > tol && ++it < max
  *     c.value = residual; c.threshold = 1e-6; c.iterations = it; c.max_iterations = 1000;
@@ -71,8 +71,8 @@ typedef struct recap_cond {
  * an IF node of its own with a body that does nothing (CUDA refuses to instantiate a graph holding
  * a conditional handle that no node holds). Errors: stream not capturing into a recap graph
  * (RECAP_ERROR_INVALID_USAGE), the driver's failures. */
-RECAP_NODISCARD RECAP_API recap_status_t recap_cond_create(recap_stream_t stream, unsigned initial,
-                                                           recap_cond_t *cond);
+RECAP_NODISCARD RECAP_API recap_status_t recap_cond_create(recap_cond_t *cond, unsigned initial,
+                                                           recap_stream_t stream);
 
 /* Open a region of `kind` on cond, on the stream of the capture under way, which then captures
  * the region's first branch. `branches`: 1 for WHILE and IF, 2 for IF_ELSE, 1 to
@@ -85,9 +85,9 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_cond_create(recap_stream_t stream
  * host-loop path, a capture with rebind or check_input_liveness (RECAP_ERROR_NOT_SUPPORTED, the
  * capture unharmed). Inside a body on the host-loop path, the part of the body captured before
  * this region is checked here as recap_region_end checks a body. */
-RECAP_NODISCARD RECAP_API recap_status_t recap_region_begin(recap_stream_t stream,
-                                                            recap_region_kind_t kind,
-                                                            recap_cond_t cond, unsigned branches);
+RECAP_NODISCARD RECAP_API recap_status_t recap_region_begin(recap_region_kind_t kind,
+                                                            recap_cond_t cond, unsigned branches,
+                                                            recap_stream_t stream);
 /* Close the branch being captured and begin capturing the next one of the innermost region
  * (IF_ELSE: the ELSE branch; SWITCH: branch n + 1). Same checks as recap_region_end. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_region_next_branch(recap_stream_t stream);
@@ -204,8 +204,8 @@ typedef struct recap_loop {
 /* Capture loop as a WHILE region at this point of the capture under way on stream. A step or
  * check that fails abandons the capture (the graph is fresh again) and its status is returned;
  * errors of the region calls are theirs. */
-RECAP_NODISCARD RECAP_API recap_status_t recap_loop_capture(recap_stream_t stream,
-                                                            const recap_loop_t *loop);
+RECAP_NODISCARD RECAP_API recap_status_t recap_loop_capture(const recap_loop_t *loop,
+                                                            recap_stream_t stream);
 
 /* ------------------------------------------------------------------------------------------
  * Which path

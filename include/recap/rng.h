@@ -56,25 +56,39 @@ RECAP_API recap_status_t recap_generator_destroy(recap_generator_t generator);
 /* Set the seed and reset the offset to 0 (as torch.manual_seed does). Refused with
  * RECAP_ERROR_INVALID_USAGE while a capture that uses the generator is under way; between
  * replays it takes effect at the next replay. */
-RECAP_NODISCARD RECAP_API recap_status_t recap_generator_set_seed(recap_generator_t generator,
+RECAP_NODISCARD RECAP_API recap_status_t recap_generator_seed_set(recap_generator_t generator,
                                                                   uint64_t seed);
-RECAP_NODISCARD RECAP_API recap_status_t recap_generator_get_seed(recap_generator_t generator,
+RECAP_NODISCARD RECAP_API recap_status_t recap_generator_seed_get(recap_generator_t generator,
                                                                   uint64_t *seed);
 /* Read or set the offset (a multiple of 4). Refused while a capture that uses the generator is
  * under way: its final value is only known when the graph replays. After a replay whose region
  * bodies draw, both wait for the device first (see above). */
-RECAP_NODISCARD RECAP_API recap_status_t recap_generator_get_offset(recap_generator_t generator,
+RECAP_NODISCARD RECAP_API recap_status_t recap_generator_offset_get(recap_generator_t generator,
                                                                     uint64_t *offset);
-RECAP_NODISCARD RECAP_API recap_status_t recap_generator_set_offset(recap_generator_t generator,
+RECAP_NODISCARD RECAP_API recap_status_t recap_generator_offset_set(recap_generator_t generator,
                                                                     uint64_t offset);
 
 /* The state for a kernel about to be enqueued on stream that draws `increment` 32-bit values
  * per thread. If stream is capturing into a recap graph, the state is a captured one and the
  * graph records the use; otherwise the offset advances now. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_generator_philox_state(recap_generator_t generator,
-                                                                      recap_stream_t stream,
                                                                       uint64_t increment,
+                                                                      recap_stream_t stream,
                                                                       recap_philox_state_t *state);
+
+/* The names of 0.1, kept for one more release. */
+RECAP_DEPRECATED("use recap_generator_seed_set")
+RECAP_NODISCARD RECAP_API recap_status_t recap_generator_set_seed(recap_generator_t generator,
+                                                                  uint64_t seed);
+RECAP_DEPRECATED("use recap_generator_seed_get")
+RECAP_NODISCARD RECAP_API recap_status_t recap_generator_get_seed(recap_generator_t generator,
+                                                                  uint64_t *seed);
+RECAP_DEPRECATED("use recap_generator_offset_get")
+RECAP_NODISCARD RECAP_API recap_status_t recap_generator_get_offset(recap_generator_t generator,
+                                                                    uint64_t *offset);
+RECAP_DEPRECATED("use recap_generator_offset_set")
+RECAP_NODISCARD RECAP_API recap_status_t recap_generator_set_offset(recap_generator_t generator,
+                                                                    uint64_t offset);
 
 /* ------------------------------------------------------------------------------------------
  * Library kernels, built on the same state. Each enqueues on stream and may be captured.

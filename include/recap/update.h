@@ -3,18 +3,18 @@
  * recap/update.h — capture a step again into the same graph, and update the graph's executable
  * in place from the new capture (cudaGraphExecUpdate) instead of instantiating it afresh:
  *
- *     recap_graph_capture_begin(g, stream, NULL);   // the first capture, as usual
+ *     recap_graph_capture_begin(g, NULL, stream);   // the first capture, as usual
  *     step(stream, 0);
  *     recap_graph_capture_end(g);                   // instantiates
  *     for (int t = 1;; t++) {
- *       recap_graph_recapture_begin(g, stream, NULL); // same pool, same options
+ *       recap_graph_recapture_begin(g, NULL, stream); // same pool, same options
  *       step(stream, t);                              // the same recap_malloc sequence gets
  *       recap_graph_capture_end(g);                   //   the same addresses; update or not
  *       recap_graph_replay(g, stream);
  *     }
  *
  * Whether each recapture updated the executable or instantiated a new one, and why, is in the
- * graph's counters (recap_graph_update_stats); a policy (recap_graph_set_update_policy) says
+ * graph's counters (recap_graph_update_stats); a policy (recap_graph_update_policy_set) says
  * when recap should stop trying updates. See docs/update.md.
  */
 #ifndef RECAP_UPDATE_H
@@ -80,7 +80,7 @@ RECAP_API const char *recap_update_reason_name(recap_update_reason_t reason);
  * RECAP_ERROR_INVALID_USAGE for a graph that holds no capture (fresh, capturing, eager), and
  * those of recap_graph_capture_begin. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_recapture_begin(
-    recap_graph_t graph, recap_stream_t stream, const recap_capture_options_t *options);
+    recap_graph_t graph, const recap_capture_options_t *options, recap_stream_t stream);
 
 /* ------------------------------------------------------------------------------------------
  * Policy
@@ -116,6 +116,9 @@ typedef struct recap_update_policy {
  * ends; the counters stay. Measurements start at the next fresh instantiation (set the policy
  * before the first capture to measure its executable). max_slowdown negative or not a number:
  * RECAP_ERROR_INVALID_ARGUMENT. */
+RECAP_NODISCARD RECAP_API recap_status_t
+recap_graph_update_policy_set(recap_graph_t graph, const recap_update_policy_t *policy);
+RECAP_DEPRECATED("use recap_graph_update_policy_set")
 RECAP_NODISCARD RECAP_API recap_status_t
 recap_graph_set_update_policy(recap_graph_t graph, const recap_update_policy_t *policy);
 

@@ -25,7 +25,7 @@
  * RECAP_<id>. */
 #define RECAP__ENV_MAP(X)                                                                     \
   X(LOG, LEVEL, RECAP_LOG_LEVEL_WARN, "warn", "none, error, warn, info or debug (any case)",  \
-    "how much recap logs; recap_log_set_level() overrides it")                                \
+    "how much recap logs; recap_log_level_set() overrides it")                                \
   X(ALLOC_CONF, TEXT, 0, "(none)",                                                            \
     "key:value entries separated by commas, values in bytes with an optional K, M, G, KiB, "  \
     "MiB or GiB, booleans (expandable_segments, offload_keep_pinned) true or false in any "   \

@@ -848,8 +848,8 @@ static void op_graph(void) {
   if (capture) allowed = RECAP_ERROR_INVALID_USAGE; /* the stream captures already */
   bool recapture = gr->state == CAPTURED;
   call_begins();
-  recap_status_t r = recapture ? recap_graph_recapture_begin(gr->h, st.cap, (what & 8) ? &o : NULL)
-                               : recap_graph_capture_begin(gr->h, st.cap, &o);
+  recap_status_t r = recapture ? recap_graph_recapture_begin(gr->h, (what & 8) ? &o : NULL, st.cap)
+                               : recap_graph_capture_begin(gr->h, &o, st.cap);
   call_ends();
   /* An asleep pool while the stream captures: either refusal passes. */
   if (capture && asleep(gr->pool) && r == RECAP_ERROR_POOL_ASLEEP) allowed = r;
@@ -1006,7 +1006,7 @@ static recap_status_t cond_region(int g, uint8_t what) {
   int kind = what % 4;
   unsigned initial = kind == RECAP_REGION_WHILE ? 0 : (what >> 2) & 3;
   call_begins();
-  recap_status_t r = recap_cond_create(st.cap, initial, &cond);
+  recap_status_t r = recap_cond_create(&cond, initial, st.cap);
   call_ends();
   if (gr->invalid) {
     TRACE("recap_cond_create in an invalidated capture: %s", recap_status_name(r));
@@ -1024,7 +1024,7 @@ static recap_status_t cond_region(int g, uint8_t what) {
   recap_status_t allowed = gr->depth >= DEPTH ? RECAP_ERROR_INVALID_USAGE : RECAP_SUCCESS;
   if (gr->depth >= DEPTH) return r;
   call_begins();
-  r = recap_region_begin(st.cap, (recap_region_kind_t)kind, cond, branches);
+  r = recap_region_begin((recap_region_kind_t)kind, cond, branches, st.cap);
   call_ends();
   if (status(r, allowed, "recap_region_begin")) {
     capture_fault(g);
@@ -1043,7 +1043,7 @@ static void op_region(void) {
   int g = capturing_graph();
   if (g < 0) {
     recap_cond_t cond;
-    recap_status_t r = recap_cond_create(st.cap, 1, &cond);
+    recap_status_t r = recap_cond_create(&cond, 1, st.cap);
     status(r, RECAP_ERROR_INVALID_USAGE, "recap_cond_create (not capturing)");
     r = recap_region_end(st.cap);
     status(r, RECAP_ERROR_INVALID_USAGE, "recap_region_end (not capturing)");

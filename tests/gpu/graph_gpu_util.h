@@ -22,9 +22,9 @@ static inline recap_pool_id_t pool_of(recap_graph_t g) {
   return pool;
 }
 
-static inline recap_pool_info_t pool_info(recap_pool_id_t pool) {
-  recap_pool_info_t info;
-  OK(recap_pool_info(pool, &info));
+static inline recap_pool_memory_t pool_info(recap_pool_id_t pool) {
+  recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
+  OK(recap_pool_memory(pool, &info));
   return info;
 }
 

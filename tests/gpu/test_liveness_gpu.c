@@ -25,7 +25,7 @@ static recap_capture_options_t liveness_options(void) {
 
 static void begin_capture(recap_graph_t g, cudaStream_t s) {
   recap_capture_options_t o = liveness_options();
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
 }
 
 static size_t input_count(recap_graph_t g) {
@@ -274,11 +274,11 @@ static void output_of_earlier_graph_in_shared_pool_not_flagged(void **state) {
   recap_graph_t first, second;
   OK(recap_graph_create(&first, 0));
   OK(recap_graph_create(&second, 0));
-  OK(recap_graph_capture_begin(first, s, &o));
+  OK(recap_graph_capture_begin(first, &o, s));
   float *mid = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(mid, x, N, 1.0f, s));
   OK(recap_graph_capture_end(first));
-  OK(recap_graph_capture_begin(second, s, &o));
+  OK(recap_graph_capture_begin(second, &o, s));
   float *out = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(out, mid, N, 1.0f, s));
   OK(recap_graph_capture_end(second));
@@ -305,7 +305,7 @@ static void inputs_of_streams_outside_the_capture_are_not_tracked(void **state) 
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = liveness_options();
   o.mode = RECAP_CAPTURE_MODE_RELAXED;
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   CUDA_OK(recap_test_fill(x, N, 1.0f, s));
   CUDA_OK(recap_test_fill(z, N, 2.0f, other)); /* eager: not part of the graph */
   OK(recap_graph_capture_end(g));
@@ -339,7 +339,7 @@ static void *capture_job(void *arg) {
     return NULL;
   }
   recap_capture_options_t o = liveness_options();
-  j->status = recap_graph_capture_begin(j->graph, j->stream, &o);
+  j->status = recap_graph_capture_begin(j->graph, &o, j->stream);
   if (j->status == RECAP_SUCCESS) {
     if (recap_test_add_scalar(j->output, j->input, N, 1.0f, j->stream) != cudaSuccess)
       j->status = RECAP_ERROR_CUDA;

@@ -121,10 +121,10 @@ static void cublas_gemm_rebound_matches_direct_capture(void **state) {
   OK(recap_graph_create(&g, 0));
   OK(recap_graph_create(&direct, 0));
   recap_capture_options_t o = rebind_options(RECAP_REBIND_AUTO);
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   enqueue_gemm(h, s, a, b, c);
   OK(recap_graph_capture_end(g));
-  OK(recap_graph_capture_begin(direct, s, NULL));
+  OK(recap_graph_capture_begin(direct, NULL, s));
   enqueue_gemm(h, s, a2, b2, c3);
   OK(recap_graph_capture_end(direct));
 
@@ -196,12 +196,12 @@ static void struct_by_value_and_interior_pointers(void **state) {
   OK(recap_graph_create(&g, 0));
   OK(recap_graph_create(&direct, 0));
   recap_capture_options_t o = rebind_options(RECAP_REBIND_DECLARED);
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   OK(recap_graph_declare_buffer(g, big + N, N * sizeof(float)));
   OK(recap_graph_declare_buffer(g, out, N * sizeof(float)));
   CUDA_OK(recap_test_pair_affine((recap_test_pair_t){big + N, out}, N, 3.0f, 0.5f, s));
   OK(recap_graph_capture_end(g));
-  OK(recap_graph_capture_begin(direct, s, NULL));
+  OK(recap_graph_capture_begin(direct, NULL, s));
   CUDA_OK(recap_test_pair_affine((recap_test_pair_t){big2 + N, out3}, N, 3.0f, 0.5f, s));
   OK(recap_graph_capture_end(direct));
 
@@ -261,10 +261,10 @@ static void memcpy_and_memset_nodes(void **state) {
   OK(recap_graph_create(&g, 0));
   OK(recap_graph_create(&direct, 0));
   recap_capture_options_t o = rebind_options(RECAP_REBIND_AUTO);
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   enqueue_copy_step(s, src, dst);
   OK(recap_graph_capture_end(g));
-  OK(recap_graph_capture_begin(direct, s, NULL));
+  OK(recap_graph_capture_begin(direct, NULL, s));
   enqueue_copy_step(s, src2, dst3);
   OK(recap_graph_capture_end(direct));
 
@@ -332,7 +332,7 @@ static recap_graph_t scratch_step_graph(cudaStream_t s, float **in, float **out,
   gpu_set(*in, N, 1.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   void *first = enqueue_scratch_step(s, *in, *out, value, false);
   OK(recap_graph_capture_end(g));
   if (scratch) *scratch = first;
@@ -342,7 +342,7 @@ static recap_graph_t scratch_step_graph(cudaStream_t s, float **in, float **out,
 /* Recapture g as enqueue_scratch_step(in, out, value, extra); returns the scratch's address. */
 static void *recapture_scratch_step(recap_graph_t g, cudaStream_t s, const float *in, float *out,
                                     float value, bool extra) {
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   void *scratch = enqueue_scratch_step(s, in, out, value, extra);
   OK(recap_graph_capture_end(g));
   return scratch;
@@ -356,8 +356,8 @@ static void recapture_update_keeps_addresses(void **state) {
   void *first;
   recap_graph_t g = scratch_step_graph(s, &in, &out, 10.0f, &first);
   recap_pool_id_t pool = pool_of(g);
-  recap_pool_info_t before;
-  OK(recap_pool_info(pool, &before));
+  recap_pool_memory_t before = RECAP_POOL_MEMORY_INIT;
+  OK(recap_pool_memory(pool, &before));
   OK(recap_graph_replay(g, s));
   gpu_expect_all(out, N, 11.0f);
 
@@ -374,8 +374,8 @@ static void recapture_update_keeps_addresses(void **state) {
   assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_NONE);
   assert_int_equal(st.pool_reused, 5);
   assert_int_equal(st.pool_new, 0);
-  recap_pool_info_t after;
-  OK(recap_pool_info(pool, &after));
+  recap_pool_memory_t after = RECAP_POOL_MEMORY_INIT;
+  OK(recap_pool_memory(pool, &after));
   assert_int_equal(after.reserved_bytes, before.reserved_bytes); /* the pool did not grow */
 
   gpu_finish_graph(g, s, pool, (void *[]){in, out}, 2);
@@ -448,7 +448,7 @@ static void liveness_follows_rebind(void **state) {
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = rebind_options(RECAP_REBIND_AUTO);
   o.check_input_liveness = 1;
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   CUDA_OK(recap_test_add_scalar(out, in, N, 1.0f, s));
   OK(recap_graph_capture_end(g));
   assert_true(watches(g, in));
