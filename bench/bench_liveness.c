@@ -87,8 +87,7 @@ static int bench_size(cudaStream_t stream, int n, int quick, result_t *r) {
   capture(st.off, stream, counters, n, 0);
   capture(st.on, stream, counters, n, 1);
   BENCH_RECAP(recap_graph_raw_exec(st.off, &st.raw));
-  const recap_liveness_input_t *inputs = NULL;
-  BENCH_RECAP(recap_graph_liveness_inputs(st.on, &inputs, &r->inputs));
+  BENCH_RECAP(recap_graph_liveness_inputs(st.on, NULL, 0, &r->inputs));
 
   int batch = n <= 10 ? 50 : 10;
   int calls = n <= 10 ? 4000 : 600;

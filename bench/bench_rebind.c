@@ -222,9 +222,8 @@ static void raw_patch_apply(cudaGraphExec_t exec, raw_patch_t *p, int which) {
 }
 
 static void rebind_once(recap_graph_t g, const int *from, int *to, size_t *patched) {
-  recap_rebind_t r = {from, to, 0, 0};
-  BENCH_RECAP(recap_graph_rebind(g, &r, 1));
-  if (patched) *patched = r.patched;
+  recap_rebind_t r = {sizeof(recap_rebind_t), from, to, 0};
+  BENCH_RECAP(recap_graph_rebind(g, &r, 1, patched));
 }
 
 typedef struct rebind_result {
@@ -348,12 +347,13 @@ static double measure_first_rebind16(bench_t *b) {
     recap_graph_t g = capture_with(b, RECAP_REBIND_AUTO, enqueue_sixteen, &from);
     recap_rebind_t moves[BUFFERS16];
     for (int j = 0; j < BUFFERS16; j++)
-      moves[j] = (recap_rebind_t){from.buffers[j], to.buffers[j], 0, 0};
+      moves[j] = (recap_rebind_t){sizeof(recap_rebind_t), from.buffers[j], to.buffers[j], 0};
     uint64_t t0 = bench_now_ns();
-    BENCH_RECAP(recap_graph_rebind(g, moves, BUFFERS16));
+    size_t counts[BUFFERS16];
+    BENCH_RECAP(recap_graph_rebind(g, moves, BUFFERS16, counts));
     s[i] = (double)(bench_now_ns() - t0) / 1e3;
     size_t patched = 0;
-    for (int j = 0; j < BUFFERS16; j++) patched += moves[j].patched;
+    for (int j = 0; j < BUFFERS16; j++) patched += counts[j];
     check(b, patched == BUFFERS16 * READERS_PER_BUFFER, "16 buffers x 4 readers patched");
     if (i == 0) {
       set_int(b->counter, 0);

@@ -43,7 +43,7 @@ static inline bool vmm_segments_on(void) {
 }
 
 static inline recap_memory_stats_t stats(void) {
-  recap_memory_stats_t s;
+  recap_memory_stats_t s = RECAP_MEMORY_STATS_INIT;
   OK(recap_memory_stats(-1, &s));
   return s;
 }

@@ -106,7 +106,7 @@ static inline const char *sweep_leftovers(bool deferred_too) {
              (long long)recap__fake_now().live_events, (long long)cached, pending, deferred);
     return why;
   }
-  recap_memory_stats_t s;
+  recap_memory_stats_t s = RECAP_MEMORY_STATS_INIT;
   if (recap_memory_stats(0, &s) != RECAP_SUCCESS) return "recap_memory_stats failed";
   if (s.allocation[RECAP_STAT_ALL].current || s.reserved_bytes[RECAP_STAT_ALL].current) {
     snprintf(why, sizeof why, "%lld blocks, %lld reserved bytes still counted",

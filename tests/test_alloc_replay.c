@@ -498,9 +498,9 @@ static void a_replayed_range_splits_its_free_block_on_both_sides(void **state) {
   check();
   OK(recap_malloc(&q, 2 * MiB + 512 * KiB, s));
   assert_ptr_equal(q, (char *)large_seg + 17 * MiB);
-  recap_block_info_t info;
+  recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
   OK(recap_block_info(q, &info));
-  assert_int_equal(info.size, 3 * MiB); /* the 512 KiB rest stayed with it */
+  assert_int_equal(info.bytes, 3 * MiB); /* the 512 KiB rest stayed with it */
   assert_int_equal(info.requested, 2 * MiB + 512 * KiB);
   recap_memory_stats_t both = stats();
   assert_int_equal(both.inactive_split[RECAP_STAT_LARGE].current, 1);

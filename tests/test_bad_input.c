@@ -119,7 +119,7 @@ typedef struct bim_fixture {
   recap_cuda_graph_exec_t cuda_exec_out;
   recap_graph_info_t *info_out;
   recap_philox_state_t philox;
-  const recap_liveness_input_t *liveness_out;
+  recap_liveness_input_t liveness_out[1];
   recap_cond_t cond, cond_out;
   recap_cond_compare_t cond_compare;
   recap_loop_t loop;
@@ -200,7 +200,7 @@ static void bim_setup(bim_fixture_t *f) {
                                         .requires_grad = requires_grad,
                                         .output_count = 1};
   MUST(recap_graphed_create(&f->graphed, f->descs, 1, NULL));
-  f->rebinds[0] = (recap_rebind_t){f->block, f->floats, 16, 0};
+  f->rebinds[0] = (recap_rebind_t){sizeof(recap_rebind_t), f->block, f->floats, 16};
   f->heap_info = calloc(1, sizeof *f->heap_info);
   if (!f->heap_info) exit(10);
   static const size_t set_sizes[2] = {1, 4};
@@ -211,6 +211,10 @@ static void bim_setup(bim_fixture_t *f) {
   f->set_member = (recap_graph_set_member_t)RECAP_GRAPH_SET_MEMBER_INIT;
   f->set_info = (recap_graph_set_info_t)RECAP_GRAPH_SET_INFO_INIT;
   f->collectives[0] = (recap_collective_t)RECAP_COLLECTIVE_INIT;
+  f->rebind_sites[0] = (recap_rebind_site_t)RECAP_REBIND_SITE_INIT;
+  f->liveness_out[0] = (recap_liveness_input_t)RECAP_LIVENESS_INPUT_INIT;
+  f->block_info = (recap_block_info_t)RECAP_BLOCK_INFO_INIT;
+  f->stats = (recap_memory_stats_t)RECAP_MEMORY_STATS_INIT;
   MUST(recap_graph_set_create(&f->graph_set, bim_step, f, &f->graph_set_options));
   /* The destroyed handles last, so that nothing made after them reuses their memory. */
   MUST(recap_graph_create(&f->dead_recap_graph_t, RECAP_GRAPH_KEEP));
@@ -751,7 +755,7 @@ static int st_annotate_label_too_long(bim_fixture_t *f) {
 }
 static int st_liveness_inputs_without_liveness(bim_fixture_t *f) {
   captured(f->graph, f->stream);
-  return recap_graph_liveness_inputs(f->graph, &f->liveness_out, &f->size_out);
+  return recap_graph_liveness_inputs(f->graph, f->liveness_out, 1, &f->size_out);
 }
 static int st_check_inputs_without_liveness(bim_fixture_t *f) {
   captured(f->graph, f->stream);

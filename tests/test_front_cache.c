@@ -187,7 +187,7 @@ static recap_status_t do_free(world_t *w) {
   /* Mostly the latest allocation (a pair), else any. */
   size_t i = next_random(w) % 3 ? w->live_count - 1 : next_random(w) % w->live_count;
   void *p = w->live[i];
-  recap_block_info_t info;
+  recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
   OK(recap_block_info(p, &info));
   w->last_freed_size = info.requested;
   w->last_freed_stream = w->live_stream[i];
@@ -284,7 +284,7 @@ static void run(unsigned seed, bool cache_on, FILE *records, FILE *counts) {
   world_t w = {.rng = seed};
   for (int k = 0; k < STREAMS; k++) w.streams[k] = recap__fake_stream_new();
   for (i = 0; i < STEPS; i++) {
-    step_record_t now = {.status = step(&w)};
+    step_record_t now = {.status = step(&w), .stats = RECAP_MEMORY_STATS_INIT};
     RUN_CHECK(recap_memory_check() == RECAP_SUCCESS, "%s", recap_last_error());
     RUN_CHECK(recap_memory_stats(0, &now.stats) == RECAP_SUCCESS, "stats");
     char *json = NULL;
@@ -586,7 +586,7 @@ static void folded_pairs_count_exactly_for_every_reader(void **state) {
     seen[on][1] = read_all();
     assert_int_equal(seen[on][1].stats.allocation[RECAP_STAT_ALL].current, 2);
     assert_int_equal(seen[on][1].info.allocated_bytes, 4096 + 512);
-    recap_block_info_t info;
+    recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
     OK(recap_block_info(p, &info));
     assert_int_equal(info.requested, 512);
     OK(recap_free(p));
@@ -695,7 +695,7 @@ static void what_comes_between_a_folded_take_and_its_free(void **state) {
 
     for (int i = 0; i < 20; i++) {
       OK(recap_malloc(&p, 2048, s));
-      recap_block_info_t info;
+      recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
       OK(recap_block_info(p, &info));
       OK(recap_free(p));
     }

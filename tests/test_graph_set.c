@@ -15,6 +15,7 @@
 #include "graph_util.h"
 #include "host_faults.h"
 #include "set_util.h"
+#include "liveness_util.h"
 
 static model_t model;
 static recap_stream_t stream;
@@ -856,13 +857,13 @@ static void members_can_check_input_liveness(void **state) {
    * its own); without the option the graph has no record. */
   const recap_liveness_input_t *inputs = NULL;
   size_t n = 99;
-  OK(recap_graph_liveness_inputs(m.graph, &inputs, &n));
+  OK(liveness_inputs_of(m.graph, &inputs, &n));
   assert_int_equal(n, 0);
   OK(recap_graph_set_destroy(set));
   o.capture_options.check_input_liveness = 0;
   OK(recap_graph_set_create(&set, model_step, &model, &o));
   m = member_of(set, 4);
-  EXPECT_STATUS(recap_graph_liveness_inputs(m.graph, &inputs, &n), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(liveness_inputs_of(m.graph, &inputs, &n), RECAP_ERROR_INVALID_USAGE);
   destroy_and_check(set);
 }
 

@@ -31,6 +31,7 @@
 #include "fake_util.h"
 #include "sweep_util.h"
 #include "recap.h"
+#include "liveness_util.h"
 
 /* ---- the workload ------------------------------------------------------------------------- */
 
@@ -78,7 +79,7 @@ static void annotated_graph(outcome_t *o, recap_graph_t *g, recap_stream_t s, vo
   }
   const recap_liveness_input_t *inputs = NULL;
   size_t count = 0;
-  STEP(o, recap_graph_liveness_inputs(*g, &inputs, &count));
+  STEP(o, liveness_inputs_of(*g, &inputs, &count));
   STEP(o, recap_graph_check_inputs(*g));
   STEP(o, recap_graph_instantiate(*g));
   for (int i = 0; i < 2; i++) STEP(o, recap_graph_replay(*g, s));

@@ -20,6 +20,7 @@
 #include "fake_util.h"
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
+#include "liveness_util.h"
 
 /* ------------------------------------------------------------------------------------------
  * Helpers
@@ -83,14 +84,14 @@ static void begin(recap_graph_t g, recap_stream_t s) {
 static size_t input_count(recap_graph_t g) {
   const recap_liveness_input_t *inputs = NULL;
   size_t n = 0;
-  OK(recap_graph_liveness_inputs(g, &inputs, &n));
+  OK(liveness_inputs_of(g, &inputs, &n));
   return n;
 }
 
 static const recap_liveness_input_t *input_at(recap_graph_t g, size_t i) {
   const recap_liveness_input_t *inputs = NULL;
   size_t n = 0;
-  OK(recap_graph_liveness_inputs(g, &inputs, &n));
+  OK(liveness_inputs_of(g, &inputs, &n));
   if (i >= n) fail_msg("input %zu of %zu", i, n);
   return &inputs[i];
 }
@@ -133,7 +134,7 @@ static void nothing_dead(void **state) {
   assert_int_equal(input_count(g), 1);
   const recap_liveness_input_t *in = input_at(g, 0);
   assert_ptr_equal(in->base, x);
-  assert_int_equal(in->size, 4096);
+  assert_int_equal(in->bytes, 4096);
   assert_int_equal(in->node, 0);
   assert_int_equal(in->reader_count, 1);
   assert_string_equal(in->node_type, "kernel");
@@ -251,7 +252,7 @@ static void dead_model_weights(void **state) {
   const recap_liveness_input_t *w =
       input_at(g, 0)->base == weights ? input_at(g, 0) : input_at(g, 1);
   assert_ptr_equal(w->base, weights);
-  assert_int_equal(w->size, 64 * KiB);
+  assert_int_equal(w->bytes, 64 * KiB);
   assert_int_equal(w->node, 0);
   assert_int_equal(w->reader_count, 3);
   OK(recap_graph_replay(g, s));
@@ -487,7 +488,7 @@ static void copies_memsets_and_foreign_pointers(void **state) {
   assert_int_equal(input_count(g), 3);
   const recap_liveness_input_t *inputs;
   size_t n;
-  OK(recap_graph_liveness_inputs(g, &inputs, &n));
+  OK(liveness_inputs_of(g, &inputs, &n));
   for (size_t i = 0; i < n; i++) {
     if (inputs[i].base == zeroed) {
       assert_string_equal(inputs[i].node_type, "memset");
@@ -611,17 +612,16 @@ static void option_off_attaches_nothing(void **state) {
   kernel1(s, "reads_x", x);
   OK(recap_graph_capture_end(g));
   assert_int_equal(g->hook_count, 0); /* replays pay nothing */
-  const recap_liveness_input_t *inputs = NULL;
+  recap_liveness_input_t one = RECAP_LIVENESS_INPUT_INIT;
   size_t n = 1;
-  EXPECT_STATUS(recap_graph_liveness_inputs(g, &inputs, &n), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_graph_liveness_inputs(g, &one, 1, &n), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("check_input_liveness");
-  assert_null(inputs);
   assert_int_equal(n, 0);
   EXPECT_STATUS(recap_graph_check_inputs(g), RECAP_ERROR_INVALID_USAGE);
   OK(recap_free(x));
   OK(recap_graph_replay(g, s)); /* unchecked: the caller's risk */
-  EXPECT_STATUS(recap_graph_liveness_inputs(g, NULL, &n), RECAP_ERROR_INVALID_ARGUMENT);
-  EXPECT_STATUS(recap_graph_liveness_inputs(NULL, &inputs, &n), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_liveness_inputs(g, NULL, 1, &n), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_liveness_inputs(NULL, &one, 1, &n), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_STATUS(recap_graph_check_inputs(NULL), RECAP_ERROR_INVALID_ARGUMENT);
   OK(recap_graph_destroy(g));
   done();
@@ -640,7 +640,7 @@ static void lifetime_of_the_checks(void **state) {
   kernel1(s, "reads_x", x);
   const recap_liveness_input_t *inputs;
   size_t n;
-  EXPECT_STATUS(recap_graph_liveness_inputs(g, &inputs, &n), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(liveness_inputs_of(g, &inputs, &n), RECAP_ERROR_INVALID_USAGE);
   OK(recap_graph_capture_end(g));
   assert_int_equal(input_count(g), 1);
   OK(recap_graph_replay(g, s));

@@ -435,11 +435,11 @@ static void two_thread_local_captures_at_once(void **state) {
   for (int i = 0; i < 2; i++) {
     assert_int_equal(jobs[i].failures, 0);
     recap_pool_memory_t info = pool_info(jobs[i].pool);
-    recap_block_info_t block;
+    recap_block_info_t block = RECAP_BLOCK_INFO_INIT;
     OK(recap_block_info(jobs[i].kept, &block));
     assert_true(recap__pool_id_equal(block.pool, jobs[i].pool)); /* from the thread's pool */
     assert_ptr_equal(block.stream, jobs[i].stream);
-    assert_int_equal(info.allocated_bytes, (int64_t)block.size); /* only the kept block */
+    assert_int_equal(info.allocated_bytes, (int64_t)block.bytes); /* only the kept block */
   }
   assert_int_equal(pool_info((recap_pool_id_t){0, 0}).allocated_bytes, 0);
   check();
@@ -459,10 +459,10 @@ static void block_info_reports_pool_and_stream(void **state) {
   recap_stream_t s = recap__fake_stream_new(), other = recap__fake_stream_new();
   void *eager;
   OK(recap_malloc(&eager, 1000, other));
-  recap_block_info_t info;
+  recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
   OK(recap_block_info(eager, &info));
   assert_ptr_equal(info.base, eager);
-  assert_int_equal(info.size, 1024); /* rounded to 512 */
+  assert_int_equal(info.bytes, 1024); /* rounded to 512 */
   assert_int_equal(info.requested, 1000);
   assert_true(recap_pool_is_default(info.pool));
   assert_ptr_equal(info.stream, other);
@@ -476,7 +476,7 @@ static void block_info_reports_pool_and_stream(void **state) {
   assert_ptr_equal(info.base, captured);
   /* A VMM segment maps 4 MiB (the granularity's multiple), and the 1 MiB rest is no more than
    * small_size: the block is the whole chunk. */
-  assert_int_equal(info.size, vmm_segments_on() ? 4 * MiB : 3 * MiB);
+  assert_int_equal(info.bytes, vmm_segments_on() ? 4 * MiB : 3 * MiB);
   assert_int_equal(info.requested, 3 * MiB);
   assert_true(recap__pool_id_equal(info.pool, pool));
   assert_ptr_equal(info.stream, s);
@@ -484,6 +484,7 @@ static void block_info_reports_pool_and_stream(void **state) {
 
   /* Only the start of a live block is known; *info is left as it was otherwise. */
   memset(&info, 0x5a, sizeof info);
+  info.size = sizeof info;
   recap_block_info_t untouched = info;
   EXPECT_STATUS(recap_block_info((char *)eager + 512, &info), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("not an allocated pointer of recap");

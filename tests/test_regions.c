@@ -115,7 +115,7 @@ static uint32_t run_while(bool host, uint64_t *bodies) {
   reset();
   recap_stream_t s = recap__fake_stream_new();
   uint32_t *w = device_words(s, 2); /* w[0] counter, w[1] accumulator */
-  recap_memory_stats_t at_start;
+  recap_memory_stats_t at_start = RECAP_MEMORY_STATS_INIT;
   OK(recap_memory_stats(-1, &at_start));
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
@@ -148,7 +148,7 @@ static uint32_t run_while(bool host, uint64_t *bodies) {
   OK(recap_graph_destroy(g));
   /* The host path's flag went back to the pool, and the pool went with the graph. */
   assert_int_equal(pool_references(pool), 0);
-  recap_memory_stats_t after;
+  recap_memory_stats_t after = RECAP_MEMORY_STATS_INIT;
   OK(recap_memory_stats(-1, &after));
   assert_int_equal(after.allocated_bytes[RECAP_STAT_ALL].current,
                    at_start.allocated_bytes[RECAP_STAT_ALL].current);
@@ -349,7 +349,7 @@ static void test_malloc_in_body(void **state) {
     OK(recap_graph_pool(g, &pool));
     set_u32(s, &w[0], 3);
     OK(recap_cond_create(&slots[0], 1, s));
-    recap_memory_stats_t before;
+    recap_memory_stats_t before = RECAP_MEMORY_STATS_INIT;
     OK(recap_memory_stats(-1, &before));
     OK(recap_region_begin(RECAP_REGION_WHILE, slots[0], 1, s));
     assert_int_equal(recap__registry_count(), 1);
@@ -359,10 +359,10 @@ static void test_malloc_in_body(void **state) {
     assert_int_equal(pool_info(pool).routed, 1);
     void *in_body;
     OK(recap_malloc(&in_body, 1000, s));
-    recap_block_info_t info;
+    recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
     OK(recap_block_info(in_body, &info));
     assert_true(info.pool.a == pool.a && info.pool.b == pool.b);
-    recap_memory_stats_t after;
+    recap_memory_stats_t after = RECAP_MEMORY_STATS_INIT;
     OK(recap_memory_stats(-1, &after));
     assert_int_equal(after.allocated_bytes[RECAP_STAT_ALL].current -
                          before.allocated_bytes[RECAP_STAT_ALL].current,
@@ -903,7 +903,7 @@ static void test_host_recapture_fails(void **state) {
     if (round == 0) {
       OK(recap_graph_capture_end(g));
     } else {
-      recap_memory_stats_t st;
+      recap_memory_stats_t st = RECAP_MEMORY_STATS_INIT;
       OK(recap_memory_stats(-1, &st));
       int64_t with_both = st.allocated_bytes[RECAP_STAT_ALL].current;
       /* The segment before the region fails to instantiate. */

@@ -213,7 +213,7 @@ static void captured_states_point_at_the_device_words(void **state) {
   }
   /* The words (the generator's 24 bytes) come from the driver, in no pool of the allocator, so
    * that no sleep takes them (docs/sleep.md). */
-  recap_block_info_t block;
+  recap_block_info_t block = RECAP_BLOCK_INFO_INIT;
   assert_int_equal(recap_block_info(words, &block), RECAP_ERROR_INVALID_ARGUMENT);
   OK(recap_graph_capture_end(g));
   /* The capture did not advance the eager offset. */

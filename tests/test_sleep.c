@@ -158,7 +158,7 @@ static recap_pool_state_t state_of_pool(recap_pool_id_t pool) {
 }
 
 static recap_memory_stats_t stats_now(void) {
-  recap_memory_stats_t st;
+  recap_memory_stats_t st = RECAP_MEMORY_STATS_INIT;
   OK(recap_memory_stats(-1, &st));
   return st;
 }

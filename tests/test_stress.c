@@ -206,7 +206,7 @@ static void *alloc_worker(void *arg) {
     if (it % 1024 == 1023 && t->id == 0) {
       /* The checker walks everything under the allocator's lock while the others allocate. */
       T_OK(recap_memory_check());
-      recap_memory_stats_t st;
+      recap_memory_stats_t st = RECAP_MEMORY_STATS_INIT;
       T_OK(recap_memory_stats(-1, &st));
     }
     if (it % 2048 == 2047 && t->id == 1) T_OK(recap_empty_cache());

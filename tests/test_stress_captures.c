@@ -104,7 +104,7 @@ typedef struct capture_thread {
 /* Bytes freed and not yet reusable: active (allocated, or freed and waiting for events) and not
  * allocated. */
 static int64_t backlog(void) {
-  recap_memory_stats_t st;
+  recap_memory_stats_t st = RECAP_MEMORY_STATS_INIT;
   if (recap_memory_stats(0, &st) != RECAP_SUCCESS) return 0;
   return st.active_bytes[RECAP_STAT_ALL].current - st.allocated_bytes[RECAP_STAT_ALL].current;
 }

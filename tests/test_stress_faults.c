@@ -124,8 +124,8 @@ static recap_status_t workload(outcome_t *o) {
     const void *args[1] = {b};
     recap__fake_launch_kernel_args(s1, "rebound", args, 1);
     if (STEP(o, recap_graph_capture_end(g3))) {
-      recap_rebind_t r = {b, c, 3 * MiB, 0};
-      if (STEP(o, recap_graph_rebind(g3, &r, 1)) && STEP(o, recap_graph_instantiate(g3)))
+      recap_rebind_t r = {sizeof(recap_rebind_t), b, c, 3 * MiB};
+      if (STEP(o, recap_graph_rebind(g3, &r, 1, NULL)) && STEP(o, recap_graph_instantiate(g3)))
         STEP(o, recap_graph_replay(g3, s1));
     }
   }

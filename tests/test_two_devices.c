@@ -19,7 +19,7 @@ static void two_devices(void) {
 }
 
 static recap_memory_stats_t stats_of(int device) {
-  recap_memory_stats_t st;
+  recap_memory_stats_t st = RECAP_MEMORY_STATS_INIT;
   OK(recap_memory_stats(device, &st));
   return st;
 }

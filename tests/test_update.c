@@ -18,6 +18,10 @@
 #include "graph_util.h"
 #include "harness.h"
 #include "update_util.h"
+#include "liveness_util.h"
+
+/* The sites each move of the latest recap_graph_rebind changed. */
+static size_t patched[16];
 
 /* ------------------------------------------------------------------------------------------
  * Helpers
@@ -374,7 +378,7 @@ static void failed_recapture_keeps_the_old_inputs_and_results(void **state) {
   capture_step(g, s, &opts, out, in, 1, dk, copy);
   const recap_liveness_input_t *inputs;
   size_t count;
-  OK(recap_graph_liveness_inputs(g, &inputs, &count));
+  OK(liveness_inputs_of(g, &inputs, &count));
   assert_int_equal(count, 4); /* in, out, copy, dk */
 
   /* Recapture on in2 with options NULL: the last capture's (liveness on), then invalidated. */
@@ -382,7 +386,7 @@ static void failed_recapture_keeps_the_old_inputs_and_results(void **state) {
   step(s, out, in2, 2, dk, copy);
   recap__fake_capture_invalidate(s);
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
-  OK(recap_graph_liveness_inputs(g, &inputs, &count));
+  OK(liveness_inputs_of(g, &inputs, &count));
   assert_int_equal(count, 4);
   bool reads_in = false;
   for (size_t i = 0; i < count; i++) reads_in |= inputs[i].base == (void *)in;
@@ -414,9 +418,9 @@ static void expect_copy(const float *copy, float base, unsigned k) {
 /* Rebind in -> to, replay, and check what the replay read. */
 static void rebind_and_check(recap_graph_t g, recap_stream_t s, float *from, float *to,
                              const float *copy, float base, unsigned k) {
-  recap_rebind_t r = {from, to, 0, 0};
-  OK(recap_graph_rebind(g, &r, 1));
-  assert_int_equal(r.patched, 1);
+  recap_rebind_t r = {sizeof(recap_rebind_t), from, to, 0};
+  OK(recap_graph_rebind(g, &r, 1, patched));
+  assert_int_equal(patched[0], 1);
   OK(recap_graph_replay(g, s));
   expect_copy(copy, base, k);
 }
@@ -462,8 +466,8 @@ static void recaptures_and_rebinds_agree(void **state) {
   OK(recap_graph_replay(g, s));
   expect_copy(copy, 0, 2);
   /* The updated executable is rebound through the new capture's sites. */
-  recap_rebind_t r = {in, in2, 0, 0};
-  OK(recap_graph_rebind(g, &r, 1));
+  recap_rebind_t r = {sizeof(recap_rebind_t), in, in2, 0};
+  OK(recap_graph_rebind(g, &r, 1, patched));
   OK(recap_graph_replay(g, s));
   expect_copy(copy, 1000, 2);
 
@@ -475,8 +479,8 @@ static void recaptures_and_rebinds_agree(void **state) {
   assert_int_equal(sites_of(g, in2), 1);
   OK(recap_graph_replay(g, s));
   expect_copy(copy, 1000, 2);
-  r = (recap_rebind_t){in2, in, 0, 0};
-  OK(recap_graph_rebind(g, &r, 1));
+  r = (recap_rebind_t){sizeof(recap_rebind_t), in2, in, 0};
+  OK(recap_graph_rebind(g, &r, 1, patched));
   OK(recap_graph_replay(g, s));
   expect_copy(copy, 0, 2);
   assert_int_equal(stats_of(g).rebinds, 3);
@@ -718,8 +722,8 @@ static void the_origin_outlives_recaptures_without_rebinding(void **state) {
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
   capture_step(g, s, &opts, out, in, 1, dk, copy);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 1);
-  recap_rebind_t r = {in, in2, 0, 0};
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_CUDA);
+  recap_rebind_t r = {sizeof(recap_rebind_t), in, in2, 0};
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_CUDA);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 0);
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_CAPTURED);
   assert_int_equal(recap__fake_now().live_execs, 0);

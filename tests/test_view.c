@@ -397,8 +397,9 @@ static void writes_a_self_contained_page(void **state) {
   g.nodes[0].has_launch = 1;
   g.nodes[0].grid[0] = 40, g.nodes[0].grid[1] = g.nodes[0].grid[2] = 1;
   g.nodes[0].block[0] = 256, g.nodes[0].block[1] = g.nodes[0].block[2] = 1;
-  recap_liveness_input_t input = {.base = (void *)0x7f0000001000,
-                                  .size = 4096,
+  recap_liveness_input_t input = {.size = sizeof(recap_liveness_input_t),
+                                  .base = (void *)0x7f0000001000,
+                                  .bytes = 4096,
                                   .generation = 3,
                                   .node = 0,
                                   .reader_count = 2,

@@ -376,10 +376,10 @@ static void an_unsplit_rest_is_mapped_too(void **state) {
   void *d;
   OK(recap_malloc(&d, 22 * G + 512, s)); /* the rest, under 16 G = 1 MiB, is not split off */
   assert_ptr_equal(d, a);
-  recap_block_info_t info;
+  recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
   OK(recap_block_info(d, &info));
-  assert_int_equal(info.size, 38 * G);
-  memset(d, 1, info.size); /* all of it mapped: the fake would fault on a hole */
+  assert_int_equal(info.bytes, 38 * G);
+  memset(d, 1, info.bytes); /* all of it mapped: the fake would fault on a hole */
   assert_int_equal(stats().reserved_bytes[0].current, (int64_t)(55 * G));
   check();
   OK(recap_free(d));

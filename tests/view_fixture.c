@@ -8,6 +8,7 @@
 #include "fake/fake.h"
 #include "reset.h"
 #include "view_fixture.h"
+#include "liveness_util.h"
 
 enum { LAYERS = 3 };
 
@@ -124,7 +125,7 @@ int view_fixture_model(recap_graph_t graph, int plausible, recap_view_graph_t *v
   const recap_liveness_input_t *inputs_read = NULL;
   size_t input_count = 0;
   recap_pool_id_t pool;
-  status = recap_graph_liveness_inputs(graph, &inputs_read, &input_count);
+  status = liveness_inputs_of(graph, &inputs_read, &input_count);
   if (status == RECAP_SUCCESS) status = recap_graph_pool(graph, &pool);
   if (status != RECAP_SUCCESS) {
     snprintf(err, err_size, "%s", recap_last_error());

@@ -426,13 +426,15 @@ static void run_rebind(decoder_t *m, int steps, timing_t *tm) {
   CHECK_RECAP(recap_graph_capture_end(g));
   for (int t = 0; t < steps; t++) {
     if (t > 0) {
-      recap_rebind_t swap[2] = {{in_of(m, t - 1), in_of(m, t), state_bytes, 0},
-                                {out_of(m, t - 1), out_of(m, t), state_bytes, 0}};
-      CHECK_RECAP(recap_graph_rebind(g, swap, 2));
-      if (swap[0].patched == 0 || swap[1].patched == 0)
+      recap_rebind_t swap[2] = {{sizeof(recap_rebind_t), in_of(m, t - 1), in_of(m, t), state_bytes},
+                                {sizeof(recap_rebind_t), out_of(m, t - 1), out_of(m, t),
+                                 state_bytes}};
+      size_t patched[2];
+      CHECK_RECAP(recap_graph_rebind(g, swap, 2, patched));
+      if (patched[0] == 0 || patched[1] == 0)
         die("recap_graph_rebind patched %zu sites of the input and %zu of the output: both "
             "should have sites",
-            swap[0].patched, swap[1].patched);
+            patched[0], patched[1]);
     }
     CHECK_RECAP(recap_graph_replay(g, m->stream));
   }

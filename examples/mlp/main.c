@@ -411,7 +411,7 @@ static void print_graphs_and_pools(mlp_trainer_t *trainer) {
       printf("no memory (%s)\n",
              s == RECAP_ERROR_NOT_FOUND ? "the graph allocated nothing" : recap_last_error());
   }
-  recap_memory_stats_t stats;
+  recap_memory_stats_t stats = RECAP_MEMORY_STATS_INIT;
   CHECK_RECAP(recap_memory_stats(-1, &stats));
   printf(
       "  memory   recap on the device: %.1f MiB allocated, %.1f MiB reserved (peak %.1f MiB "

@@ -53,18 +53,24 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_record_stream(void *ptr, recap_st
  * recap_graph_set_wait (or recap_graph_set_cancel, then recap_graph_set_wait) on it first. */
 RECAP_API recap_status_t recap_empty_cache(void);
 
-/* What recap knows of one allocated block. */
+/* What recap knows of one allocated block. Start from RECAP_BLOCK_INFO_INIT (docs/api.md,
+ * "Versioned structs"; the first version ends at device). */
 typedef struct recap_block_info {
+  size_t size;           /* sizeof(recap_block_info_t), set by RECAP_BLOCK_INFO_INIT */
   void *base;            /* the block's start: the pointer recap_malloc returned */
-  size_t size;           /* usable bytes: the request rounded up (options.h) */
+  size_t bytes;          /* usable bytes: the request rounded up (options.h) */
   size_t requested;      /* the bytes recap_malloc was asked for */
   recap_pool_id_t pool;  /* the pool it came from: {0,0} the default pool, else a private one */
   recap_stream_t stream; /* the stream it was allocated for (recap_record_stream adds others) */
   int device;            /* the device it lives on */
 } recap_block_info_t;
 
+#define RECAP_BLOCK_INFO_INIT \
+  { sizeof(recap_block_info_t), NULL, 0, 0, {0, 0}, NULL, 0 }
+
 /* Fill *info for the allocated block that starts at ptr. A pointer recap did not hand out, one
- * already freed, or one inside a block is RECAP_ERROR_INVALID_ARGUMENT (*info untouched). */
+ * already freed, one inside a block, or a bad info->size is RECAP_ERROR_INVALID_ARGUMENT (*info
+ * untouched). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_block_info(const void *ptr,
                                                           recap_block_info_t *info);
 
@@ -119,7 +125,10 @@ typedef struct recap_stat {
 /* Index into each counter array: all blocks, blocks of the small pool, of the large pool. */
 enum { RECAP_STAT_ALL = 0, RECAP_STAT_SMALL = 1, RECAP_STAT_LARGE = 2, RECAP_STAT_KINDS = 3 };
 
+/* Start from RECAP_MEMORY_STATS_INIT (docs/api.md, "Versioned structs"; the first version ends at
+ * num_device_free). */
 typedef struct recap_memory_stats {
+  size_t size; /* sizeof(recap_memory_stats_t), set by RECAP_MEMORY_STATS_INIT */
   recap_stat_t allocation[RECAP_STAT_KINDS];           /* blocks handed to callers */
   recap_stat_t segment[RECAP_STAT_KINDS];              /* segments obtained from the driver */
   recap_stat_t active[RECAP_STAT_KINDS];               /* blocks allocated or waiting on events */
@@ -135,7 +144,14 @@ typedef struct recap_memory_stats {
   int64_t num_device_free;   /* raw driver frees */
 } recap_memory_stats_t;
 
-/* Statistics of device (-1: the current device). A device recap has not used reads as zeros. */
+#define RECAP_MEMORY_STATS_INIT                                                                    \
+  {                                                                                                \
+    sizeof(recap_memory_stats_t), {{0, 0, 0, 0}}, {{0, 0, 0, 0}}, {{0, 0, 0, 0}}, {{0, 0, 0, 0}},  \
+        {{0, 0, 0, 0}}, {{0, 0, 0, 0}}, {{0, 0, 0, 0}}, {{0, 0, 0, 0}}, {{0, 0, 0, 0}}, 0, 0, 0, 0 \
+  }
+
+/* Statistics of device (-1: the current device). A device recap has not used reads as zeros. A
+ * bad stats->size is RECAP_ERROR_INVALID_ARGUMENT. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_memory_stats(int device,
                                                             recap_memory_stats_t *stats);
 /* Set every peak to its current value. */

@@ -8,8 +8,9 @@
  *     step(stream, in_a, out);                       // kernels, copies, memsets, cuBLAS...
  *     recap_graph_capture_end(g);
  *     recap_graph_replay(g, stream);                 // reads in_a
- *     recap_rebind_t r = {in_a, in_b, 0, 0};         // size 0: in_a's allocation
- *     recap_graph_rebind(g, &r, 1);                  // r.patched: the sites changed
+ *     recap_rebind_t r = RECAP_REBIND_INIT;
+ *     r.old_ptr = in_a; r.new_ptr = in_b;            // bytes 0: in_a's allocation
+ *     recap_graph_rebind(g, &r, 1, NULL);            // or &patched: the sites changed
  *     recap_graph_replay(g, stream);                 // reads in_b, as if captured on it
  *
  * A site is a place where a node of the graph holds an address: an 8-byte word of a kernel's
@@ -32,7 +33,7 @@
  * Declaring avoids the guesses about extents: a declared buffer has the exact extent the caller
  * gives (not the allocator's block, which may be larger), a capture in RECAP_REBIND_DECLARED
  * mode refuses to rebind any undeclared range, and recap_graph_rebind_sites shows every site a
- * rebind would patch, so that a caller can check them (recap_rebind_t.patched counts them).
+ * rebind would patch, so that a caller can check them (recap_graph_rebind's patched counts them).
  * docs/rebind.md says more.
  *
  * Input liveness (recap/liveness.h) follows rebinds: after one, replays check the new buffers,
@@ -63,21 +64,27 @@ extern "C" {
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_declare_buffer(recap_graph_t graph,
                                                                     const void *ptr, size_t size);
 
-/* One move of a rebind batch. */
+/* One move of a rebind batch. Start from RECAP_REBIND_INIT (docs/api.md, "Versioned structs";
+ * the first version ends at bytes). */
 typedef struct recap_rebind {
+  size_t size;         /* sizeof(recap_rebind_t), set by RECAP_REBIND_INIT */
   const void *old_ptr; /* where the graph points now: the start of the range to move */
   void *new_ptr;       /* the new buffer */
-  size_t size;         /* bytes from old_ptr; 0: the declared buffer holding old_ptr (from
+  size_t bytes;        /* bytes from old_ptr; 0: the declared buffer holding old_ptr (from
                           old_ptr to its end), else recap's allocation holding old_ptr (from
                           old_ptr to its end) */
-  size_t patched;      /* out: the sites this move changed */
 } recap_rebind_t;
 
+#define RECAP_REBIND_INIT \
+  { sizeof(recap_rebind_t), NULL, NULL, 0 }
+
 /* Point the captured graph at new buffers: every site holding an address in
- * [old_ptr, old_ptr + size) gets new_ptr + (address - old_ptr), in the executable (and, before
+ * [old_ptr, old_ptr + bytes) gets new_ptr + (address - old_ptr), in the executable (and, before
  * anything reads or instantiates it, in the kept template). All moves of the batch or none.
+ * patched (may be NULL) gets, for each move, the sites it changed.
  * Errors (nothing changed):
- *  - RECAP_ERROR_INVALID_ARGUMENT: rebinds NULL or count 0; an old_ptr or new_ptr NULL; a range
+ *  - RECAP_ERROR_INVALID_ARGUMENT: rebinds NULL or count 0; a bad rebinds[i].size; an old_ptr
+ *    or new_ptr NULL; a range
  *    that wraps; size 0 where neither a declared buffer nor recap's allocation holds old_ptr; a
  *    new buffer of recap's allocator that is not allocated or holds fewer than size bytes from
  *    new_ptr (foreign memory, such as cudaMalloc's, is the caller's word); a new range that
@@ -96,10 +103,13 @@ typedef struct recap_rebind {
  * Messages name the move (its index and range) and the nodes concerned (index, type, kernel
  * name). A KEEP graph with no executable yet is instantiated first. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_rebind(recap_graph_t graph,
-                                                            recap_rebind_t *rebinds, size_t count);
+                                                            const recap_rebind_t *rebinds,
+                                                            size_t count, size_t *patched);
 
-/* One site: a place where the graph holds an address (recap_graph_rebind_sites). */
+/* One site: a place where the graph holds an address (recap_graph_rebind_sites). Start each
+ * element from RECAP_REBIND_SITE_INIT (the first version ends at declared). */
 typedef struct recap_rebind_site {
+  size_t size;            /* sizeof(recap_rebind_site_t), set by RECAP_REBIND_SITE_INIT */
   size_t node;            /* node index, in recap_graph_inspect's order */
   recap_node_type_t type; /* RECAP_NODE_KERNEL, RECAP_NODE_MEMCPY or RECAP_NODE_MEMSET */
   uint32_t param;         /* kernel: the index of the parameter holding the word; else 0 */
@@ -108,9 +118,13 @@ typedef struct recap_rebind_site {
   int declared;           /* 1: the address lies inside a declared buffer */
 } recap_rebind_site_t;
 
-/* The sites holding an address in [ptr, ptr + size) (size 0: as in recap_rebind_t), in node
- * order, then by offset: *count gets how many there are, and the first min(capacity, *count) are
- * written to sites (sites NULL with capacity 0 only counts). Lets a caller see what a rebind
+#define RECAP_REBIND_SITE_INIT \
+  { sizeof(recap_rebind_site_t), 0, RECAP_NODE_KERNEL, 0, 0, NULL, 0 }
+
+/* The sites holding an address in [ptr, ptr + size) (size 0: as bytes 0 in recap_rebind_t), in
+ * node order, then by offset: *count gets how many there are, and the first min(capacity,
+ * *count) are written to sites, each element's size set first (RECAP_REBIND_SITE_INIT; sites
+ * NULL with capacity 0 only counts). Lets a caller see what a rebind
  * would patch; a range no site points into gives *count 0. Errors as recap_graph_rebind's for
  * the graph and the range (size 0 without a declared buffer or allocation at ptr, a wrap);
  * RECAP_ERROR_INVALID_ARGUMENT for sites NULL with capacity > 0. */

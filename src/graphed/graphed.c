@@ -515,11 +515,12 @@ static recap_status_t move_slots(recap_graphed_t h, recap_graph_t graph, const c
   size_t m = 0;
   for (size_t k = 0; k < n; k++)
     if (*slots[k].at != slots[k].want)
-      h->moves[m++] = (recap_rebind_t){*slots[k].at, (void *)slots[k].want, slots[k].bytes, 0};
+      h->moves[m++] = (recap_rebind_t){sizeof(recap_rebind_t), *slots[k].at, (void *)slots[k].want,
+                                       slots[k].bytes};
   if (m == 0) return RECAP_SUCCESS;
   recap__saved_error_t saved;
   recap__error_save(&saved);
-  recap_status_t s = recap_graph_rebind(graph, h->moves, m);
+  recap_status_t s = recap_graph_rebind(graph, h->moves, m, NULL);
   if (s == RECAP_SUCCESS) {
     for (size_t k = 0; k < n; k++) *slots[k].at = slots[k].want;
     return RECAP_SUCCESS;
@@ -535,8 +536,9 @@ static recap_status_t move_slots(recap_graphed_t h, recap_graph_t graph, const c
   m = 0;
   for (size_t k = 0; k < n; k++)
     if (*slots[k].at != slots[k].home)
-      h->moves[m++] = (recap_rebind_t){*slots[k].at, (void *)slots[k].home, slots[k].bytes, 0};
-  if (m) RECAP__CHECK(recap_graph_rebind(graph, h->moves, m));
+      h->moves[m++] = (recap_rebind_t){sizeof(recap_rebind_t), *slots[k].at, (void *)slots[k].home,
+                                       slots[k].bytes};
+  if (m) RECAP__CHECK(recap_graph_rebind(graph, h->moves, m, NULL));
   for (size_t k = 0; k < n; k++) *slots[k].at = slots[k].home;
   recap__error_restore(&saved);
   *fell_back = true;

@@ -152,7 +152,7 @@ static bool any_capture(void) {
 static void check_invariants(void) {
   recap_status_t s = recap_memory_check();
   if (s != RECAP_SUCCESS) die("recap_memory_check failed", s);
-  recap_memory_stats_t stats;
+  recap_memory_stats_t stats = RECAP_MEMORY_STATS_INIT;
   s = recap_memory_stats(-1, &stats);
   if (s != RECAP_SUCCESS) die("recap_memory_stats failed", s);
   int64_t live = 0;
@@ -240,9 +240,9 @@ static void malloc_into(int i, int stream, size_t size) {
   st.slots[i] = (slot_t){p, size, ++st.next_tag};
   check_no_overlap(i);
   write_tag(&st.slots[i]);
-  recap_block_info_t info;
+  recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
   s = recap_block_info(p, &info);
-  if (s != RECAP_SUCCESS || info.base != p || info.size < size || info.requested != size)
+  if (s != RECAP_SUCCESS || info.base != p || info.bytes < size || info.requested != size)
     die("recap_block_info disagrees", s);
 }
 

@@ -290,7 +290,7 @@ static void graph_fresh(int g) {
 static void check_invariants(void) {
   recap_status_t s = recap_memory_check();
   if (s != RECAP_SUCCESS) die("recap_memory_check failed", s);
-  recap_memory_stats_t stats;
+  recap_memory_stats_t stats = RECAP_MEMORY_STATS_INIT;
   s = recap_memory_stats(-1, &stats);
   if (s != RECAP_SUCCESS) die("recap_memory_stats failed", s);
   int64_t blocks = 0, bytes = 0;
@@ -372,9 +372,9 @@ static struct { size_t small, large, segment; } sizes;
  * the target builds against the headers before and after it. */
 #ifdef RECAP_CALLABLE_DESC_INIT
 static recap_status_t block_info(const void *p, void **base, size_t *usable) {
-  recap_block_info_t info;
+  recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
   recap_status_t s = recap_block_info(p, &info);
-  if (s == RECAP_SUCCESS) *base = info.base, *usable = info.size;
+  if (s == RECAP_SUCCESS) *base = info.base, *usable = info.bytes;
   return s;
 }
 #else
@@ -401,7 +401,7 @@ static void op_malloc(void) {
   bool reuse_check =
       st.prev_plain_free && st.last_free_slot_stream == j && !any_capture() && st.owner[j] < 0;
   size_t freed_usable = st.last_free_usable;
-  recap_memory_stats_t before;
+  recap_memory_stats_t before = RECAP_MEMORY_STATS_INIT;
   if (recap_memory_stats(-1, &before) != RECAP_SUCCESS) die("recap_memory_stats failed", 0);
   void *p = (void *)1;
   call_begins();
@@ -447,7 +447,7 @@ static void op_malloc(void) {
    * lies between large_threshold and large_segment, this is defect 1: every such request takes
    * a fresh segment. Values at or above large_segment cannot hit it. */
   if (reuse_check && usable == freed_usable && (st.max_split == 0 || size < sizes.large)) {
-    recap_memory_stats_t after;
+    recap_memory_stats_t after = RECAP_MEMORY_STATS_INIT;
     if (recap_memory_stats(-1, &after) != RECAP_SUCCESS) die("recap_memory_stats failed", 0);
     if (after.num_device_alloc != before.num_device_alloc) {
       bool defect_1 = st.max_split >= sizes.large && st.max_split <= sizes.segment;
@@ -952,9 +952,8 @@ static void op_liveness(void) {
   else
     expect(s, graph_inputs_dead(gr) ? RECAP_ERROR_DEAD_INPUT : RECAP_SUCCESS,
            "recap_graph_check_inputs");
-  const recap_liveness_input_t *inputs = NULL;
   size_t count = 0;
-  s = recap_graph_liveness_inputs(gr->h, &inputs, &count);
+  s = recap_graph_liveness_inputs(gr->h, NULL, 0, &count);
   expect(s, RECAP_SUCCESS, "recap_graph_liveness_inputs");
   if (!gr->inputs_unknown && count != (size_t)gr->input_count) {
     fprintf(stderr, "fuzz_recap: %zu inputs recorded, the model read %d\n", count, gr->input_count);
@@ -1295,7 +1294,7 @@ static size_t callable_input_bytes;
 
 /* What the callable holds: the statistics less what the model knows of. */
 static void measure_callable(void) {
-  recap_memory_stats_t stats;
+  recap_memory_stats_t stats = RECAP_MEMORY_STATS_INIT;
   if (recap_memory_stats(-1, &stats) != RECAP_SUCCESS) die("recap_memory_stats failed", 0);
   int64_t blocks = 0, bytes = 0;
   for (int i = 0; i < SLOTS; i++)
@@ -1490,7 +1489,7 @@ static void release_everything(void) {
     if (st.streams[j]) recap__fake_stream_complete(st.streams[j]);
   expect(recap_empty_cache(), RECAP_SUCCESS, "recap_empty_cache at the end");
   check_invariants();
-  recap_memory_stats_t stats;
+  recap_memory_stats_t stats = RECAP_MEMORY_STATS_INIT;
   if (recap_memory_stats(-1, &stats) != RECAP_SUCCESS) die("recap_memory_stats failed", 0);
   recap__fake_counters_t c = recap__fake_now();
   if (stats.allocation[RECAP_STAT_ALL].current || stats.reserved_bytes[RECAP_STAT_ALL].current ||

@@ -34,7 +34,7 @@
   } while (0)
 
 static inline recap_memory_stats_t gpu_stats(void) {
-  recap_memory_stats_t s;
+  recap_memory_stats_t s = RECAP_MEMORY_STATS_INIT;
   OK(recap_memory_stats(-1, &s));
   return s;
 }

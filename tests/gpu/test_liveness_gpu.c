@@ -14,6 +14,7 @@
 #include <pthread.h>
 
 #include "gpu_util.h"
+#include "liveness_util.h"
 
 #define N ((size_t)1024)
 
@@ -31,7 +32,7 @@ static void begin_capture(recap_graph_t g, cudaStream_t s) {
 static size_t input_count(recap_graph_t g) {
   const recap_liveness_input_t *inputs = NULL;
   size_t n = 0;
-  OK(recap_graph_liveness_inputs(g, &inputs, &n));
+  OK(liveness_inputs_of(g, &inputs, &n));
   return n;
 }
 
@@ -39,7 +40,7 @@ static size_t input_count(recap_graph_t g) {
 static bool has_input(recap_graph_t g, const void *base) {
   const recap_liveness_input_t *inputs = NULL;
   size_t n = 0;
-  OK(recap_graph_liveness_inputs(g, &inputs, &n));
+  OK(liveness_inputs_of(g, &inputs, &n));
   for (size_t i = 0; i < n; i++)
     if (inputs[i].base == base) return true;
   return false;
@@ -78,8 +79,8 @@ static void nothing_dead(void **state) {
   assert_true(has_input(g, x));
   const recap_liveness_input_t *inputs;
   size_t n;
-  OK(recap_graph_liveness_inputs(g, &inputs, &n));
-  assert_int_equal(inputs[0].size, N * sizeof(float));
+  OK(liveness_inputs_of(g, &inputs, &n));
+  assert_int_equal(inputs[0].bytes, N * sizeof(float));
   assert_string_equal(inputs[0].node_type, "kernel");
   assert_non_null(inputs[0].kernel_name);
   assert_non_null(strstr(inputs[0].kernel_name, "recap_test_add_scalar_kernel"));
@@ -196,7 +197,7 @@ static void dead_model_weights(void **state) {
   assert_int_equal(input_count(g), 2);
   const recap_liveness_input_t *inputs;
   size_t n;
-  OK(recap_graph_liveness_inputs(g, &inputs, &n));
+  OK(liveness_inputs_of(g, &inputs, &n));
   const recap_liveness_input_t *w = inputs[0].base == weights ? &inputs[0] : &inputs[1];
   assert_ptr_equal(w->base, weights);
   assert_int_equal(w->reader_count, 4);

@@ -17,6 +17,10 @@
 #include "gpu_util.h"
 #include "rebind_kernels.h"
 #include "update_util.h"
+#include "liveness_util.h"
+
+/* The sites each move of the latest recap_graph_rebind changed. */
+static size_t patched[16];
 
 #define CUBLAS_OK(expr)                                                    \
   do {                                                                     \
@@ -139,14 +143,16 @@ static void cublas_gemm_rebound_matches_direct_capture(void **state) {
   OK(recap_graph_replay(g, s));
   float *c_first = gpu_read(c, e); /* A B + 1, as captured */
 
-  recap_rebind_t moves[3] = {{a, a2, 0, 0}, {b, b2, 0, 0}, {c, c2, 0, 0}};
-  OK(recap_graph_rebind(g, moves, 3));
-  assert_int_equal(moves[0].patched, count_a);
-  assert_true(moves[1].patched >= 1);
-  assert_int_equal(moves[2].patched, count_c);
+  recap_rebind_t moves[3] = {{sizeof(recap_rebind_t), a, a2, 0},
+                             {sizeof(recap_rebind_t), b, b2, 0},
+                             {sizeof(recap_rebind_t), c, c2, 0}};
+  OK(recap_graph_rebind(g, moves, 3, patched));
+  assert_int_equal(patched[0], count_a);
+  assert_true(patched[1] >= 1);
+  assert_int_equal(patched[2], count_c);
   recap_update_stats_t st = stats_of(g);
   assert_int_equal(st.rebinds, 1);
-  assert_int_equal(st.sites_patched, moves[0].patched + moves[1].patched + moves[2].patched);
+  assert_int_equal(st.sites_patched, patched[0] + patched[1] + patched[2]);
 
   gpu_set(c, e, -7.0f, s);
   gpu_set(c2, e, -8.0f, s);
@@ -157,8 +163,10 @@ static void cublas_gemm_rebound_matches_direct_capture(void **state) {
   gpu_expect_all(c, e, -7.0f); /* the old output is left alone */
 
   /* And back: the graph computes the old product into the old buffer again. */
-  recap_rebind_t back[3] = {{a2, a, 0, 0}, {b2, b, 0, 0}, {c2, c, 0, 0}};
-  OK(recap_graph_rebind(g, back, 3));
+  recap_rebind_t back[3] = {{sizeof(recap_rebind_t), a2, a, 0},
+                            {sizeof(recap_rebind_t), b2, b, 0},
+                            {sizeof(recap_rebind_t), c2, c, 0}};
+  OK(recap_graph_rebind(g, back, 3, patched));
   gpu_set(c2, e, -8.0f, s);
   gpu_set(c, e, -7.0f, s);
   OK(recap_graph_replay(g, s));
@@ -206,7 +214,8 @@ static void struct_by_value_and_interior_pointers(void **state) {
   OK(recap_graph_capture_end(direct));
 
   /* The struct's two words are the sites: parameter 0, offsets 0 and 8. */
-  recap_rebind_site_t sites[4];
+  recap_rebind_site_t sites[4] = {RECAP_REBIND_SITE_INIT, RECAP_REBIND_SITE_INIT,
+                                  RECAP_REBIND_SITE_INIT, RECAP_REBIND_SITE_INIT};
   size_t count = 0;
   OK(recap_graph_rebind_sites(g, big + N, 0, sites, 4, &count));
   assert_int_equal(count, 1);
@@ -221,14 +230,15 @@ static void struct_by_value_and_interior_pointers(void **state) {
   assert_int_equal(sites[0].offset, 8);
 
   /* In DECLARED mode an undeclared range is refused, naming it; nothing changes. */
-  recap_rebind_t undeclared = {big + N, big2 + N, 2 * N * sizeof(float), 0};
-  EXPECT_STATUS(recap_graph_rebind(g, &undeclared, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  recap_rebind_t undeclared = {sizeof(recap_rebind_t), big + N, big2 + N, 2 * N * sizeof(float)};
+  EXPECT_STATUS(recap_graph_rebind(g, &undeclared, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("declared");
 
-  recap_rebind_t moves[2] = {{big + N, big2 + N, 0, 0}, {out, out2, 0, 0}};
-  OK(recap_graph_rebind(g, moves, 2));
-  assert_int_equal(moves[0].patched, 1);
-  assert_int_equal(moves[1].patched, 1);
+  recap_rebind_t moves[2] = {{sizeof(recap_rebind_t), big + N, big2 + N, 0},
+                             {sizeof(recap_rebind_t), out, out2, 0}};
+  OK(recap_graph_rebind(g, moves, 2, patched));
+  assert_int_equal(patched[0], 1);
+  assert_int_equal(patched[1], 1);
   gpu_set(out, N, -1.0f, s);
   OK(recap_graph_replay(g, s));
   OK(recap_graph_replay(direct, s));
@@ -269,7 +279,10 @@ static void memcpy_and_memset_nodes(void **state) {
   OK(recap_graph_capture_end(direct));
 
   /* dst's sites: the memset, the copy's destination (interior: dst + N), the kernel's two. */
-  recap_rebind_site_t sites[8];
+  recap_rebind_site_t sites[8] = {RECAP_REBIND_SITE_INIT, RECAP_REBIND_SITE_INIT,
+                                  RECAP_REBIND_SITE_INIT, RECAP_REBIND_SITE_INIT,
+                                  RECAP_REBIND_SITE_INIT, RECAP_REBIND_SITE_INIT,
+                                  RECAP_REBIND_SITE_INIT, RECAP_REBIND_SITE_INIT};
   size_t count = 0;
   OK(recap_graph_rebind_sites(g, dst, 0, sites, 8, &count));
   assert_int_equal(count, 4);
@@ -284,10 +297,11 @@ static void memcpy_and_memset_nodes(void **state) {
   assert_int_equal(copies, 1);
   assert_int_equal(kernels, 2);
 
-  recap_rebind_t moves[2] = {{src, src2, 0, 0}, {dst, dst2, 0, 0}};
-  OK(recap_graph_rebind(g, moves, 2));
-  assert_int_equal(moves[0].patched, 1);
-  assert_int_equal(moves[1].patched, 4);
+  recap_rebind_t moves[2] = {{sizeof(recap_rebind_t), src, src2, 0},
+                             {sizeof(recap_rebind_t), dst, dst2, 0}};
+  OK(recap_graph_rebind(g, moves, 2, patched));
+  assert_int_equal(patched[0], 1);
+  assert_int_equal(patched[1], 4);
   gpu_set(dst, 2 * N, -3.0f, s);
   gpu_set(dst2, 2 * N, -4.0f, s);
   OK(recap_graph_replay(g, s));
@@ -298,8 +312,8 @@ static void memcpy_and_memset_nodes(void **state) {
 
   /* A new buffer smaller than the range is refused, naming it; the graph is unchanged. */
   float *small = gpu_floats(N, s);
-  recap_rebind_t too_small = {dst2, small, 0, 0};
-  EXPECT_STATUS(recap_graph_rebind(g, &too_small, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  recap_rebind_t too_small = {sizeof(recap_rebind_t), dst2, small, 0};
+  EXPECT_STATUS(recap_graph_rebind(g, &too_small, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE_POINTER(small);
   gpu_set(dst2, 2 * N, -4.0f, s);
   OK(recap_graph_replay(g, s));
@@ -431,7 +445,7 @@ static void update_refused_for_topology_instantiates(void **state) {
 static bool watches(recap_graph_t g, const void *base) {
   const recap_liveness_input_t *inputs = NULL;
   size_t n = 0;
-  OK(recap_graph_liveness_inputs(g, &inputs, &n));
+  OK(liveness_inputs_of(g, &inputs, &n));
   for (size_t i = 0; i < n; i++)
     if (inputs[i].base == base) return true;
   return false;
@@ -453,8 +467,8 @@ static void liveness_follows_rebind(void **state) {
   OK(recap_graph_capture_end(g));
   assert_true(watches(g, in));
 
-  recap_rebind_t move = {in, in2, 0, 0};
-  OK(recap_graph_rebind(g, &move, 1));
+  recap_rebind_t move = {sizeof(recap_rebind_t), in, in2, 0};
+  OK(recap_graph_rebind(g, &move, 1, patched));
   assert_true(watches(g, in2));
   assert_false(watches(g, in));
   /* The old input may go: the graph no longer reads it. */

@@ -310,7 +310,7 @@ static void malloc_in_body(recap_regions_mode_t mode) {
   void *scratch = NULL, *kept = NULL;
   OK(recap_malloc(&scratch, N * sizeof(float), s));
   OK(recap_malloc(&kept, N * sizeof(float), s));
-  recap_block_info_t info;
+  recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
   OK(recap_block_info(scratch, &info));
   assert_memory_equal(&info.pool, &pool, sizeof pool);
   OK(recap_block_info(kept, &info));
@@ -339,7 +339,7 @@ static void malloc_in_body(recap_regions_mode_t mode) {
   if (more.flag) {
     OK(recap_block_info(more.flag, &info));
     assert_memory_equal(&info.pool, &pool, sizeof pool);
-    expected += (int64_t)info.size;
+    expected += (int64_t)info.bytes;
   }
   recap_pool_memory_t pool_info = RECAP_POOL_MEMORY_INIT;
   OK(recap_pool_memory(pool, &pool_info));
