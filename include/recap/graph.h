@@ -200,7 +200,7 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graph_state(recap_graph_t graph,
  * the graph holds a reference to; after a capture that failed (the graph is fresh again), the
  * pool that capture used, which the graph no longer holds: it keeps the blocks the caller still
  * holds and the segments not yet given back, and nothing else of the graph unless another graph
- * or route shares it (recap_pool_info audits it). RECAP_ERROR_INVALID_USAGE before the first
+ * or route shares it (recap_pool_memory audits it). RECAP_ERROR_INVALID_USAGE before the first
  * capture, after a reset, and for a capture scope run eagerly. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_pool(recap_graph_t graph,
                                                           recap_pool_id_t *pool);

@@ -14,7 +14,7 @@
  * draws fresh numbers: exactly those that the same number of eager calls would draw, in the
  * same order, and what follows a region starts after the iterations that ran. How many ran is
  * known on the device only, so after a replay whose bodies draw, the first host call that needs
- * the generator's offset (an eager draw, get/set of the offset, set_seed) waits for the device
+ * the generator's offset (an eager draw, offset_get or offset_set, seed_set) waits for the device
  * (cudaDeviceSynchronize) and folds it in; replays that follow one another need no wait. While
  * any graph capture is under way that call is RECAP_ERROR_INVALID_USAGE instead (a device
  * synchronisation would invalidate the capture): make it once no capture is under way.
