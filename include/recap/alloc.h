@@ -2,12 +2,11 @@
 /*
  * recap/alloc.h — the caching, stream-ordered device allocator and its graph-private pools.
  *
- * Memory comes from cached segments (2 MiB for requests up to 1 MiB, 20 MiB for requests under
- * 10 MiB, an own segment rounded to 2 MiB above; see recap/options.h). A freed block is reusable
- * at once on the stream it was allocated for, and on other streams only once the work recorded
- * with recap_record_stream() has finished. While a graph capture is under way, allocations made
- * on the capturing stream (and on side streams joined to the capture) come from the capture's
- * private pool, so the addresses a graph bakes in stay reserved for it.
+ * Memory comes from cached segments (recap/options.h gives their sizes). A freed block is
+ * reusable at once on the stream it was allocated for, and on other streams once the work
+ * recorded with recap_record_stream() has finished. During a graph capture, allocations on the
+ * capturing stream (and side streams joined to it) come from the capture's private pool, so the
+ * addresses a graph bakes in stay reserved for it. docs/allocator.md gives the contract.
  */
 #ifndef RECAP_ALLOC_H
 #define RECAP_ALLOC_H
@@ -44,13 +43,10 @@ RECAP_API recap_status_t recap_free(void *ptr);
  * finished (an event is recorded at free time). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_record_stream(void *ptr, recap_stream_t stream);
 
-/* Give every cached unused segment back to the driver, on every device: those of the default
- * pool and those of private pools no graph references any more. Blocks still allocated stay.
- * The pinned host buffers kept for OFFLOAD sleeps (the option offload_keep_pinned,
- * recap/sleep.h) are freed too. While a capture is under way on any device, freeing would
- * invalidate it: RECAP_ERROR_INVALID_USAGE, nothing freed. A graph set capturing in the
- * background (recap/graph_set.h) holds such captures at moments the caller does not see: call
- * recap_graph_set_wait (or recap_graph_set_cancel, then recap_graph_set_wait) on it first. */
+/* Give every cached unused segment back to the driver, on every device (private pools only
+ * once no graph references them), and free the pinned buffers kept for OFFLOAD sleeps. Blocks
+ * still allocated stay. While a capture is under way on any device (a graph set's background
+ * capture included: recap_graph_set_wait first): RECAP_ERROR_INVALID_USAGE, nothing freed. */
 RECAP_API recap_status_t recap_empty_cache(void);
 
 /* What recap knows of one allocated block. Start from RECAP_BLOCK_INFO_INIT (docs/api.md,
@@ -83,19 +79,17 @@ RECAP_API recap_pool_id_t recap_pool_handle(void);
 /* 1 when pool is the default pool {0,0}. */
 RECAP_API int recap_pool_is_default(recap_pool_id_t pool);
 
-/* Route allocations to pool: from now until recap_pool_route_end(), allocations on any stream
- * that belongs to the capture under way on capturing_stream (side streams joined to it by events
- * included) come from pool, on the current device. Creates the pool on first use and takes a
- * reference to it, which recap_pool_release() drops. RECAP_ERROR_INVALID_USAGE if the stream is
- * not capturing, or if the pool is already routed for another capture. Graphs call this for you. */
+/* Route the allocations of the capture under way on capturing_stream (side streams included)
+ * to pool, on the current device, until recap_pool_route_end(); takes a reference to the pool
+ * (recap_pool_release drops it). INVALID_USAGE: the stream is not capturing, or the pool is
+ * routed for another capture. Graphs call this for you. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_pool_route_begin(recap_pool_id_t pool,
                                                                 recap_stream_t capturing_stream);
 /* Stop routing to pool. Blocks freed during captures whose streams capture no more get their
  * events now, and blocks whose events completed become reusable (docs/allocator.md). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_pool_route_end(recap_pool_id_t pool);
-/* Drop one reference to pool. At zero the pool becomes freeable: its unused segments go back to
- * the driver on recap_empty_cache() or an out-of-memory retry, never to the default pool, and
- * its blocks still held by the user stay valid until freed. */
+/* Drop one reference to pool. At zero its unused segments go back to the driver on
+ * recap_empty_cache() or an out-of-memory retry; blocks the user holds stay valid until freed. */
 RECAP_API recap_status_t recap_pool_release(recap_pool_id_t pool);
 
 /* Deprecated: recap_pool_memory (recap/memory.h) gives these figures and more, in a versioned
@@ -162,9 +156,8 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_memory_reset_peak(int device);
  * is allocated by recap; free it with recap_string_free(). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_memory_snapshot_json(int device, char **json);
 
-/* Walk every pool and segment of every device and verify the allocator's invariants: blocks
- * tile their segment without overlap or gap, no two free neighbours are left unmerged, the free
- * lists hold exactly the free blocks, and the statistics equal what the walk counts.
+/* Verify the allocator's invariants over every pool and segment of every device (blocks tile
+ * their segments, free neighbours are merged, free lists and statistics agree):
  * RECAP_ERROR_INTERNAL with the first violation in recap_last_error(). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_memory_check(void);
 

@@ -44,13 +44,10 @@ extern "C" {
 #endif
 
 /* ------------------------------------------------------------------------------------------
- * RECAP_NODISCARD: the compiler warns when a call drops the function's result. Every public
- * function that returns recap_status_t carries it, except the release functions: recap_free,
- * recap_empty_cache, recap_pool_release, recap_graph_reset and the *_destroy functions. Those
- * run on cleanup paths, where a failure leaves the caller nothing to do but carry on, and
- * they record it as the thread's last error all the same. To drop a marked status on purpose,
- * assign it to a variable and ignore that: GCC's warn_unused_result is not silenced by a
- * (void) cast.
+ * RECAP_NODISCARD: the compiler warns when a call drops the function's status. Every function
+ * returning recap_status_t carries it except the release functions (recap_free,
+ * recap_empty_cache, recap_pool_release, recap_graph_reset, the *_destroy functions). To drop a
+ * status on purpose, assign it to a variable: a (void) cast does not silence GCC.
  * ---------------------------------------------------------------------------------------- */
 
 #if (defined(__cplusplus) && __cplusplus >= 201703L) || \
@@ -128,14 +125,12 @@ RECAP_API const char *recap_last_error(void);
 /* The status that goes with recap_last_error(). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_last_status(void);
 RECAP_API void recap_clear_last_error(void);
-/* Set the calling thread's last error, for code that mixes recap calls with calls of its own
- * (CUDA, cuBLAS) and reports failures as recap statuses: recap_last_status() becomes status and
- * recap_last_error() the printf-formatted message (cut at 4095 bytes), exactly as if recap had
- * failed. Returns status, so a wrapper writes
+/* Set the calling thread's last error, as if recap had failed, for code that mixes recap with
+ * calls of its own: recap_last_status() becomes status and recap_last_error() the printf-style
+ * message (cut at 4095 bytes). Returns status, to pass on:
  *     if (err != cudaSuccess)
  *       return recap_set_last_error(RECAP_ERROR_CUDA, "my_kernel: %s", cudaGetErrorName(err));
- * status must be one of the failure codes of RECAP_STATUS_MAP: RECAP_SUCCESS, a value outside
- * the list or a NULL format is RECAP_ERROR_INVALID_ARGUMENT, and then the last error says so. */
+ * status must be a failure code of RECAP_STATUS_MAP, else RECAP_ERROR_INVALID_ARGUMENT. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_set_last_error(recap_status_t status,
                                                               const char *format,
                                                               ...) RECAP_PRINTF_2_3;

@@ -11,22 +11,12 @@
  *     recap_free(weights);
  *     recap_graph_replay(g, s);                     // RECAP_ERROR_DEAD_INPUT, naming weights
  *
- * At capture end recap reads what every node of the graph reads: each kernel's arguments (the
- * argument layout comes from the driver), and the source and destination of each copy and
- * memset, child graphs included. The values that lie in blocks of recap's allocator outside
- * the graph's own pool are the graph's external inputs; recap keeps each block's start, size
- * and generation (a number that changes whenever the block is handed out again). Before every
- * replay it checks that each block is still allocated, with the same generation; if not, the
- * replay fails with RECAP_ERROR_DEAD_INPUT before anything is launched, and recap_last_error()
- * lists every dead input: its address and size, the node that reads it and, for kernels, the
- * kernel's name. Blocks of the graph's pool are never recorded: its own intermediates, and
- * outputs of earlier graphs that share the pool, whose lifetime the pool's order of replays
- * governs. Memory recap did not allocate (cudaMalloc, host memory) is not tracked.
- *
- * With RECAP_LIVENESS_DEBUG=1 (or recap_liveness_debug_enable(1)) recap also records where
- * each block was allocated and freed — the return address of the recap_malloc and recap_free
- * calls, printed as an address (and as symbol+offset where the dynamic linker can name it) —
- * and the message says it. See docs/debug.md for the costs and the limits.
+ * At capture end recap records the blocks of its allocator, outside the graph's own pool, that
+ * the graph's kernels, copies and memsets read; before every replay it checks that each is still
+ * allocated, as captured. Otherwise the replay launches nothing and fails with
+ * RECAP_ERROR_DEAD_INPUT, the message listing each dead input and the node that reads it. With
+ * RECAP_LIVENESS_DEBUG=1 (or recap_liveness_debug_enable(1)) the message also says where each
+ * block was allocated and freed. docs/debug.md gives the costs and the limits.
  */
 #ifndef RECAP_LIVENESS_H
 #define RECAP_LIVENESS_H

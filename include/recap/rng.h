@@ -2,24 +2,13 @@
 /*
  * recap/rng.h — random numbers that stay right across graph replays.
  *
- * A generator holds a Philox seed and offset. Every random kernel asks it for a state with the
- * number of 32-bit values each thread will draw (the increment); the generator advances its
- * offset by that much, rounded up to a multiple of 4. Eagerly the state carries plain numbers.
- * During a graph capture it carries device pointers to a seed and a base offset, plus an offset
- * within the graph; before every replay recap writes the generator's current seed and offset
- * there and advances the offset by what the graph consumes. So eager, graphed, eager, graphed
- * draws the same numbers as eager all along, and each replay draws new ones.
- *
- * Inside the bodies of regions (recap/region.h: loops and branches on the GPU) every iteration
- * draws fresh numbers: exactly those that the same number of eager calls would draw, in the
- * same order, and what follows a region starts after the iterations that ran. How many ran is
- * known on the device only, so after a replay whose bodies draw, the first host call that needs
- * the generator's offset (an eager draw, offset_get or offset_set, seed_set) waits for the device
- * (cudaDeviceSynchronize) and folds it in; replays that follow one another need no wait. While
- * any graph capture is under way that call is RECAP_ERROR_INVALID_USAGE instead (a device
- * synchronisation would invalidate the capture): make it once no capture is under way.
- *
- * Kernels unpack the state with recap/rng_device.cuh (built on cuRAND's Philox4x32-10).
+ * A generator holds a Philox seed and offset. Each random kernel asks it for a state, and the
+ * offset advances by what the kernel draws. In a graph the state points at device words recap
+ * rewrites before every replay, so eager, graphed, eager, graphed draws the same numbers as eager
+ * all along, and each replay draws new ones; inside region bodies every iteration draws fresh
+ * numbers. After a replay whose bodies draw, the next host call that needs the offset waits for
+ * the device, and is RECAP_ERROR_INVALID_USAGE while any capture is under way. docs/rng.md;
+ * kernels unpack the state with recap/rng_device.cuh (cuRAND's Philox4x32-10).
  */
 #ifndef RECAP_RNG_H
 #define RECAP_RNG_H

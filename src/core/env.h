@@ -32,7 +32,8 @@
     "case, or 1 or 0 (docs/allocator.md lists the keys)",                                     \
     "the allocator's options; recap_option_set() and recap_options_parse() override entries") \
   X(DISABLE_GRAPHS, FLAG, 0, "0", "0 or 1",                                                   \
-    "1: nothing is captured, capture scopes and graphed callables run their work eagerly")    \
+    "1: nothing is captured, capture scopes and graphed callables run their work eagerly; "   \
+    "recap_graphs_enable() overrides")                                                        \
   X(ANNOTATIONS, FLAG, 0, "0", "0 or 1",                                                      \
     "1: annotation scopes label the nodes of captures; recap_annotations_enable() overrides") \
   X(LIVENESS_DEBUG, FLAG, 0, "0", "0 or 1",                                                   \
