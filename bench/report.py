@@ -21,10 +21,19 @@ torch_graph.json, torch_alloc.json (PyTorch, from bench/torch_*.py). Prints:
               loop's throughput beside a background capture, set_run's cost against a replay,
               and PyTorch's serve loop with bucket graphs against eager.
 
-Writes the merged rows and the inputs as JSON (--out, default bench/results.json beside this
-script), a plot of the ratios as PNG (--plot, default the --out path with .png) when
+It also reads, when present, bench_rebind, bench_cond, bench_mlp, torch_mlp, bench_nccl and
+torch_nccl.json, for the tables of docs/benchmarks.md (report_sections.py builds them).
+
+Writes the merged rows, the page's tables ("sections") and the inputs as JSON (--out, default
+bench/results.json beside this script), a plot of the ratios as PNG (--plot, default the --out path with .png) when
 matplotlib is importable, and with --brief PATH a few lines for a summary. Exit status 0, or 1
 when no input was found; missed targets are reported, not failed (--strict makes them fail).
+
+  report.py RESULTS.json [--check PAGE]
+
+prints docs/benchmarks.md from a results file (benchmarks_page.py says what it holds; the
+merged JSON above holds the sections this script can build from the benchmarks' JSON). With
+--check it prints nothing and exits 1, with a diff, when PAGE differs from what it would print.
 """
 import argparse
 import datetime
@@ -34,8 +43,13 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchmarks_page  # noqa: E402  (beside this script)
+import report_sections  # noqa: E402
+
 INPUTS = ("bench_graph", "bench_alloc", "torch_graph", "torch_alloc", "bench_sleep",
-          "bench_buckets", "bench_vmm", "bench_sets", "torch_sets")
+          "bench_buckets", "bench_vmm", "bench_sets", "torch_sets", "bench_rebind", "bench_cond",
+          "bench_mlp", "torch_mlp", "bench_nccl", "torch_nccl")
 MEMORY = ("bench_sleep", "bench_buckets", "bench_vmm", "bench_sets", "torch_sets")
 
 
@@ -147,7 +161,37 @@ def merge(data):
             "checks_passed": all(checks) if checks else None,
             "quick": any(d.get("quick") for d in data.values()),
             "replay": replay, "capture": capture, "alloc": allocs,
-            "memory": memory_lines(data), "inputs": data}
+            "memory": memory_lines(data), "machine": machine(data), "inputs": data}
+
+
+def machine(data):
+    """What ran the benchmarks, for the page's header: GPU, driver, CUDA, PyTorch, NCCL, host."""
+    import platform
+    import subprocess
+    first = next((d for d in data.values() if d.get("device")), {})
+    out = {"gpu": first.get("device")}
+    try:
+        out["driver"] = subprocess.run(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+            capture_output=True, text=True, timeout=20).stdout.split("\n")[0].strip() or None
+    except (OSError, subprocess.SubprocessError):
+        out["driver"] = None
+    runtime = first.get("runtime_version")
+    if isinstance(runtime, int):
+        out["cuda"] = f"{runtime // 1000}.{runtime % 1000 // 10}"
+    torch_version = next((d["torch_version"] for d in data.values() if d.get("torch_version")), None)
+    if torch_version:
+        out["pytorch"] = torch_version
+    code = (data.get("bench_nccl") or {}).get("nccl_version")
+    if isinstance(code, int) and code >= 10000:  # NCCL_VERSION_CODE: major*10000 + minor*100 + patch
+        out["nccl"] = f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+    try:
+        with open("/proc/meminfo") as f:
+            kib = int(f.readline().split()[1])
+        out["host"] = f"a host of {round(kib / (1 << 20))} GiB memory ({platform.machine()})"
+    except (OSError, ValueError, IndexError):
+        out["host"] = None
+    return out
 
 
 def gib_label(size):
@@ -403,8 +447,37 @@ def plot(res, path):
     return True
 
 
+def page_main(results_path, check):
+    """Print the benchmarks page for a results file, or compare it with the page at check."""
+    import difflib
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(results_path, encoding="utf-8") as f:
+        results = json.load(f)
+    with open(os.path.join(here, "benchmarks.md.in"), encoding="utf-8") as f:
+        template = f.read()
+    text = benchmarks_page.render(results, template)
+    if not check:
+        sys.stdout.write(text)
+        return 0
+    with open(check, encoding="utf-8") as f:
+        current = f.read()
+    if current == text:
+        return 0
+    sys.stdout.writelines(difflib.unified_diff(current.splitlines(True), text.splitlines(True),
+                                               check, f"report.py {results_path}"))
+    print(f"report: {check} is not what {results_path} gives: regenerate it with\n"
+          f"  python3 bench/report.py {results_path} > {check}", file=sys.stderr)
+    return 1
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
+    if len(sys.argv) > 1 and sys.argv[1].endswith(".json"):
+        check = sys.argv[3] if len(sys.argv) == 4 and sys.argv[2] == "--check" else None
+        if len(sys.argv) not in (2, 4) or (len(sys.argv) == 4 and not check):
+            print("usage: report.py RESULTS.json [--check PAGE]", file=sys.stderr)
+            return 2
+        return page_main(sys.argv[1], check)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--dir", default=os.environ.get("OUT") or ".",
                         help="folder holding the benchmarks' JSON files")
@@ -420,6 +493,7 @@ def main():
         print(f"report: no benchmark JSON found in {args.dir}", file=sys.stderr)
         return 1
     res = merge(data)
+    res["sections"] = report_sections.sections(data, res)
     print_tables(res)
     with open(args.out, "w") as f:
         json.dump(res, f, indent=1)

@@ -5,18 +5,6 @@
 # benchmarks all build with the same warnings and, when RECAP_SANITIZE is set, the same
 # sanitizers: a sanitizer only helps if the test program and the library are both instrumented.
 
-# nvcc sits in /usr/local/cuda/bin, which is often not on PATH. Point CMake at it before
-# project() enables CUDA, unless the user chose a compiler already.
-macro(recap_find_cuda_compiler)
-  if(NOT DEFINED CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX})
-    find_program(RECAP_NVCC nvcc PATHS /usr/local/cuda/bin)
-    mark_as_advanced(RECAP_NVCC)
-    if(RECAP_NVCC)
-      set(CMAKE_CUDA_COMPILER "${RECAP_NVCC}")
-    endif()
-  endif()
-endmacro()
-
 function(recap_add_compile_options)
   # Debug builds check the library's internal invariants (RECAP__ASSERT, src/core/assert.h).
   add_compile_definitions("$<$<CONFIG:Debug>:RECAP_DEBUG>")

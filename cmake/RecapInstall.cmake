@@ -21,8 +21,12 @@ function(recap_install)
           DESTINATION "${cmake_dir}" COMPONENT Development)
 
   # The config file finds the static library's dependencies; it suggests the toolkit recap was
-  # built with, but a CUDAToolkit_ROOT given by the consumer wins.
-  get_filename_component(RECAP_CUDA_ROOT "${CUDAToolkit_BIN_DIR}" DIRECTORY)
+  # built with, but a CUDAToolkit_ROOT given by the consumer wins. A build without CUDA
+  # (RECAP_CUDA=OFF) needs no toolkit.
+  set(RECAP_CUDA_ROOT "")
+  if(RECAP_CUDA)
+    get_filename_component(RECAP_CUDA_ROOT "${CUDAToolkit_BIN_DIR}" DIRECTORY)
+  endif()
   configure_package_config_file(
     "${PROJECT_SOURCE_DIR}/cmake/recap-config.cmake.in"
     "${PROJECT_BINARY_DIR}/recap-config.cmake"
@@ -48,7 +52,10 @@ function(recap_install)
     set(RECAP_PC_LIBDIR "\${prefix}/${CMAKE_INSTALL_LIBDIR}")
     set(RECAP_PC_INCLUDEDIR "\${prefix}/${CMAKE_INSTALL_INCLUDEDIR}")
   endif()
-  set(RECAP_PC_LIBS_PRIVATE "-L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -pthread")
+  set(RECAP_PC_LIBS_PRIVATE "-pthread")
+  if(RECAP_CUDA)
+    set(RECAP_PC_LIBS_PRIVATE "-L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -pthread")
+  endif()
   foreach(lib IN LISTS CMAKE_DL_LIBS ITEMS rt)
     string(APPEND RECAP_PC_LIBS_PRIVATE " -l${lib}")
   endforeach()

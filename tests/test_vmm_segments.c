@@ -658,11 +658,10 @@ static void a_stuck_range_is_given_back_later(void **state) {
   /* The segment went; its range (as large as the device) stays, listed for another try. */
   EXPECT_STATUS(r, RECAP_ERROR_CUDA);
   EXPECT_MESSAGE(
-      "recap_empty_cache: 1 address range(s) of deleted VMM segments on device 0 "
-      "(67108864 bytes of addresses, no memory) could not be given back (latest "
-      "failure: ");
+      "recap_empty_cache: 1 address range(s) of deleted VMM segments (67108864 bytes of "
+      "addresses, no memory) on device 0 could not be given back (latest failure: ");
   EXPECT_MESSAGE("fault injected by the fake device");
-  EXPECT_MESSAGE("they stay reserved, and the next recap_empty_cache tries again");
+  EXPECT_MESSAGE("they stay, and the next recap_empty_cache tries again");
   assert_int_equal(log.warnings, 1);
   assert_non_null(strstr(log.last_warning, "every recap_empty_cache tries again"));
   assert_int_equal(stats().segment[0].current, 0);
@@ -674,8 +673,8 @@ static void a_stuck_range_is_given_back_later(void **state) {
   void *q = (void *)0x1;
   EXPECT_STATUS(recap_malloc(&q, 100 * MiB, s), RECAP_ERROR_OUT_OF_MEMORY);
   EXPECT_MESSAGE(
-      "; 1 address range(s) of deleted VMM segments could not be given back yet (the "
-      "next recap_empty_cache tries again). Cause: ");
+      "; 1 piece(s) of VMM memory (address ranges, mappings or chunks) could not be given "
+      "back yet (the next recap_empty_cache tries again). Cause: ");
   assert_null(q);
   /* The next try fails too: still listed, still reported. */
   uint64_t calls = recap__fake_now().calls[RECAP__FAKE_FAULT_VMM_RELEASE_RANGE];
@@ -693,6 +692,67 @@ static void a_stuck_range_is_given_back_later(void **state) {
   assert_int_equal(recap__alloc.devices[0]->stuck_count, 0);
   OK(recap_empty_cache());
   assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_VMM_RELEASE_RANGE] - calls, 2);
+  check();
+}
+
+/* A growth whose access grant fails, and whose undo then fails at every step (unmap, release
+ * of the chunk, release of the new range): nothing is lost. What could not be given back is
+ * listed, the next recap_empty_cache gives it all back in order (mapping, chunk, range), and
+ * the device holds nothing afterwards. */
+static void a_failed_growth_whose_undo_fails_is_given_back_later(void **state) {
+  (void)state;
+  recap__fake_config_t cfg = {.device_count = 1, .memory_per_device = 64 * MiB};
+  recap_test_reset(&cfg);
+  vmm_on();
+  recap_stream_t s = recap__fake_stream_new();
+  recap_test_log_t log;
+  recap_test_log_capture(&log);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_SET_ACCESS, 1);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_UNMAP, 1);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE, 1);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE_RANGE, 1);
+  void *p = (void *)0x1;
+  recap_status_t r = recap_malloc(&p, 20 * MiB, s);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_SET_ACCESS, 0);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_UNMAP, 0);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE, 0);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE_RANGE, 0);
+  recap_test_log_stop();
+  /* The access grant's failure is the call's; each failed undo is a warning. */
+  EXPECT_STATUS(r, RECAP_ERROR_CUDA);
+  assert_null(p);
+  assert_int_equal(log.warnings, 3);
+  assert_non_null(strstr(log.last_warning, "could not undo its vmm_release_range"));
+  assert_non_null(strstr(log.last_warning, "stays until a recap_empty_cache gives it back"));
+  assert_int_equal(stats().segment[0].current, 0);
+  assert_int_equal(stats().reserved_bytes[0].current, 0);
+  assert_int_equal(recap__alloc.devices[0]->stuck_count, 3);
+  assert_int_equal(recap__fake_now().vmm_chunks_live, 1);
+  assert_int_equal(recap__fake_now().vmm_ranges_live, 1);
+  assert_true(recap__fake_now().vmm_bytes_mapped > 0);
+  check();
+  /* The out-of-memory message says they wait. */
+  void *q = (void *)0x1;
+  EXPECT_STATUS(recap_malloc(&q, 100 * MiB, s), RECAP_ERROR_OUT_OF_MEMORY);
+  EXPECT_MESSAGE("; 3 piece(s) of VMM memory (address ranges, mappings or chunks) could not");
+  /* A recap_empty_cache whose unmap fails again gives nothing back (the range holds the
+   * mapping) and reports each kind. */
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_UNMAP, 1);
+  r = recap_empty_cache();
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_UNMAP, 0);
+  EXPECT_STATUS(r, RECAP_ERROR_CUDA);
+  EXPECT_MESSAGE("recap_empty_cache: 1 mapping(s) of failed growths (");
+  EXPECT_MESSAGE(", 1 address range(s) of deleted VMM segments (");
+  assert_int_equal(recap__alloc.devices[0]->stuck_count, 2);
+  assert_int_equal(recap__fake_now().vmm_ranges_live, 1);
+  check();
+  /* Then all of it goes. */
+  OK(recap_empty_cache());
+  assert_int_equal(recap__alloc.devices[0]->stuck_count, 0);
+  assert_int_equal(recap__fake_now().vmm_chunks_live, 0);
+  assert_int_equal(recap__fake_now().vmm_ranges_live, 0);
+  assert_int_equal(recap__fake_now().vmm_bytes_mapped, 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
   check();
 }
 
@@ -999,6 +1059,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(fault_at_each_growth_call),
     cmocka_unit_test(fault_at_each_trim_call),
     cmocka_unit_test(a_stuck_range_is_given_back_later),
+    cmocka_unit_test(a_failed_growth_whose_undo_fails_is_given_back_later),
     cmocka_unit_test(capture_grows_a_private_pool_segment),
     cmocka_unit_test(graph_replays_on_a_grown_segment),
     cmocka_unit_test(a_replay_keeps_the_claimed_tail),

@@ -171,7 +171,9 @@ typedef struct CUstream_st *recap_stream_t;
  * RECAP_ERROR_NO_DEVICE and recap_last_error() says why; it never aborts. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_device_count(int *count);
 
-/* A static string naming the device backend in use: "cuda" in the shipped library. */
+/* A static string naming the device backend in use: "cuda", or "none" in a recap built without
+ * CUDA (the CMake option RECAP_CUDA=OFF), where every call that needs a device returns
+ * RECAP_ERROR_NO_DEVICE and recap_last_error() names the option. */
 RECAP_API const char *recap_device_backend(void);
 
 /* Free a string recap allocated and handed over (JSON, the memory page); NULL does nothing. */

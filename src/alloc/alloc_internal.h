@@ -164,10 +164,21 @@ typedef struct recap__route {
   recap__route_logs_t *logs; /* the allocation logs attached to the route, or NULL */
 } recap__route_t;
 
-/* An address range (cuMemAddressReserve) that could not be given back. */
+/* What a device call could not give back (vmm_segment.c): a chunk's mapping, a chunk's physical
+ * memory, or an address range (cuMemAddressReserve). They are tried again in that order: a
+ * range is given back only once nothing is mapped in it. */
+typedef enum recap__stuck_kind {
+  RECAP__STUCK_MAPPING, /* base, size: unmap */
+  RECAP__STUCK_CHUNK,   /* handle, size: release */
+  RECAP__STUCK_RANGE,   /* base, size: give the addresses back */
+  RECAP__STUCK_KINDS
+} recap__stuck_kind_t;
+
 typedef struct recap__stuck_range {
+  recap__stuck_kind_t kind;
   char *base;
   size_t size;
+  recap__vmm_handle_t handle;
 } recap__stuck_range_t;
 
 typedef struct recap__device_state {
@@ -188,9 +199,10 @@ typedef struct recap__device_state {
   recap_memory_stats_t stats;
   size_t vmm_granularity; /* the device's recommended VMM granularity, once asked (0: not yet) */
   size_t vmm_min_granularity; /* its minimum, all a range's start is aligned to (with it) */
-  /* The address ranges of deleted VMM segments whose release failed (vmm_segment.c): every
-   * recap_empty_cache tries them again (recap__vmm_ranges_retry), and the status and message of
-   * the latest failure are kept for its report. */
+  /* What VMM calls could not give back (vmm_segment.c: the address ranges of deleted segments,
+   * the mappings and chunks of failed growths): every recap_empty_cache tries them again
+   * (recap__vmm_ranges_retry), and the status and message of the latest failure are kept for
+   * its report. */
   recap__stuck_range_t *stuck_ranges;
   size_t stuck_count, stuck_capacity;
   recap_status_t stuck_status;
@@ -424,13 +436,13 @@ size_t recap__vmm_segment_map_need(const recap__device_state_t *d, const recap__
 recap_status_t recap__vmm_segment_need(recap__device_state_t *d, const recap__pool_t *pool,
                                        bool small, size_t size, recap_stream_t stream,
                                        const recap__options_t *o, size_t *bytes);
-/* Give back again the address ranges of deleted VMM segments whose release failed
- * (d->stuck_ranges); those that fail again stay listed, with the latest cause. Lock held, d's
- * device current. */
+/* Give back again what d->stuck_ranges lists (mappings first, then chunks, then address
+ * ranges); what fails again stays listed, with the latest cause. Lock held, d's device
+ * current. */
 void recap__vmm_ranges_retry(recap__device_state_t *d);
-/* RECAP_SUCCESS when d lists no such range, else the latest failure's status with a message
- * (starting with call) naming how many ranges of how many bytes of addresses stay reserved, the
- * cause, and that the next recap_empty_cache tries again. Lock held. */
+/* RECAP_SUCCESS when d lists nothing, else the latest failure's status with a message (starting
+ * with call) naming what stays of each kind and its bytes, the cause, and that the next
+ * recap_empty_cache tries again. Lock held. */
 recap_status_t recap__vmm_ranges_report(const recap__device_state_t *d, const char *call);
 /* The chunk size a wake maps in, at most: fewer, larger chunks are what makes sleep and wake
  * fast. */

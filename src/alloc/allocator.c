@@ -678,13 +678,13 @@ static recap_status_t report_oom(recap__device_state_t *d, size_t request, const
   recap__format_bytes(captures, sizeof captures, u.captures);
   recap__format_bytes(dfree, sizeof dfree, free_bytes);
   recap__format_bytes(dtotal, sizeof dtotal, total_bytes);
-  /* Address ranges whose release failed hold no memory, but say that recap_empty_cache has
-   * something left to do. */
+  /* What VMM calls could not give back (address ranges, and the mappings and chunks of failed
+   * growths) says that recap_empty_cache has something left to do. */
   char stuck[160] = "";
   if (d->stuck_count)
     snprintf(stuck, sizeof stuck,
-             "; %zu address range(s) of deleted VMM segments could not be given back yet (the "
-             "next recap_empty_cache tries again)",
+             "; %zu piece(s) of VMM memory (address ranges, mappings or chunks) could not be "
+             "given back yet (the next recap_empty_cache tries again)",
              d->stuck_count);
   return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
                       "recap_malloc: out of memory on device %d: asked for %s (%s of %s); recap "

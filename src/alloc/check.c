@@ -380,11 +380,14 @@ static recap_status_t check_device(const recap__device_state_t *d, size_t *alloc
     FAIL("device %d: %d pools are marked routed but %d routes exist", d->device, routed,
          d->route_count);
   if (d->stuck_count > d->stuck_capacity)
-    FAIL("device %d lists %zu address ranges to give back with room for %zu", d->device,
+    FAIL("device %d lists %zu pieces of VMM memory to give back with room for %zu", d->device,
          d->stuck_count, d->stuck_capacity);
-  for (size_t i = 0; i < d->stuck_count; i++)
-    if (!d->stuck_ranges[i].base || d->stuck_ranges[i].size == 0)
-      FAIL("device %d: the address range %zu to give back is empty", d->device, i);
+  for (size_t i = 0; i < d->stuck_count; i++) {
+    const recap__stuck_range_t *r = &d->stuck_ranges[i];
+    bool addressed = r->kind != RECAP__STUCK_CHUNK;
+    if ((unsigned)r->kind >= RECAP__STUCK_KINDS || r->size == 0 || (addressed && !r->base))
+      FAIL("device %d: the piece %zu of VMM memory to give back is empty", d->device, i);
+  }
   const recap_memory_stats_t *st = &d->stats;
   RECAP__CHECK(compare("segment", st->segment, t.segments));
   RECAP__CHECK(compare("reserved_bytes", st->reserved_bytes, t.reserved));

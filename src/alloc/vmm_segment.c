@@ -161,17 +161,28 @@ typedef struct growth {
   recap__vmm_handle_t handle;
 } growth_t;
 
-static void undo_warn(const char *call, recap_status_t s) {
-  if (s != RECAP_SUCCESS)
+static bool stuck_add(recap__device_state_t *d, recap__stuck_range_t r, recap_status_t s);
+
+/* An undo call of a failed growth that failed too: what it could not give back is listed for
+ * recap_empty_cache to try again (lost only without host memory for the list). */
+static void undo_failed(recap__device_state_t *d, const char *call, recap_status_t s,
+                        recap__stuck_range_t r) {
+  if (s == RECAP_SUCCESS) return;
+  if (stuck_add(d, r, s))
     RECAP__WARN(
-        "a failed VMM segment growth could not undo its %s (%s); the memory stays "
-        "behind",
+        "a failed VMM segment growth could not undo its %s (%s); what it holds stays until a "
+        "recap_empty_cache gives it back",
+        call, recap_last_error());
+  else
+    RECAP__WARN(
+        "a failed VMM segment growth could not undo its %s (%s), and there is no host memory to "
+        "keep it for another try; it stays until the process ends",
         call, recap_last_error());
 }
 
 /* The device calls of a growth: reserve a new range if the plan needs one, create a chunk, map
  * it at the segment's end and grant access. Any failure undoes the earlier calls. */
-static recap_status_t map_chunk(growth_t *g) {
+static recap_status_t map_chunk(recap__device_state_t *d, growth_t *g) {
   const recap__device_ops_t *dev = recap__device();
   recap__capture_mode_t saved;
   bool relaxed = relax(&saved);
@@ -200,17 +211,26 @@ static recap_status_t map_chunk(growth_t *g) {
   if (s == RECAP_SUCCESS) goto out;
   /* Undo, keeping the failure's message as the last error. */
   recap__error_save(&failure);
-  undo_warn("vmm_unmap", dev->vmm_unmap(at, g->plan.bytes));
+  undo_failed(d, "vmm_unmap", dev->vmm_unmap(at, g->plan.bytes),
+              (recap__stuck_range_t){.kind = RECAP__STUCK_MAPPING,
+                                     .base = at,
+                                     .size = g->plan.bytes});
   (void)recap__error_restore(&failure);
 release_handle:
   recap__error_save(&failure);
-  undo_warn("vmm_release", dev->vmm_release(g->handle));
+  undo_failed(d, "vmm_release", dev->vmm_release(g->handle),
+              (recap__stuck_range_t){.kind = RECAP__STUCK_CHUNK,
+                                     .handle = g->handle,
+                                     .size = g->plan.bytes});
   (void)recap__error_restore(&failure);
   g->handle = 0;
 release_range:
   if (g->base) {
     recap__error_save(&failure);
-    undo_warn("vmm_release_range", dev->vmm_release_range(g->base, g->va_size));
+    undo_failed(d, "vmm_release_range", dev->vmm_release_range(g->base, g->va_size),
+                (recap__stuck_range_t){.kind = RECAP__STUCK_RANGE,
+                                       .base = g->base,
+                                       .size = g->va_size});
     (void)recap__error_restore(&failure);
     g->base = NULL;
   }
@@ -316,7 +336,7 @@ recap_status_t recap__vmm_segment_grow(recap__device_state_t *d, recap__pool_t *
     s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_malloc: out of host memory");
     goto done;
   }
-  s = map_chunk(&g);
+  s = map_chunk(d, &g);
   if (s != RECAP_SUCCESS) goto done;
   *out = commit(d, &g, spare);
   if (*out == spare) spare = NULL;
@@ -330,9 +350,9 @@ done:
   return s;
 }
 
-/* Keep a range whose release failed in d's list, with the cause, for recap_empty_cache to try
- * again; false without host memory for the list. */
-static bool stuck_add(recap__device_state_t *d, char *base, size_t size, recap_status_t s) {
+/* Keep what a device call could not give back in d's list, with the cause, for
+ * recap_empty_cache to try again; false without host memory for the list. */
+static bool stuck_add(recap__device_state_t *d, recap__stuck_range_t r, recap_status_t s) {
   if (d->stuck_count == d->stuck_capacity) {
     size_t capacity = d->stuck_capacity ? 2 * d->stuck_capacity : 4;
     recap__stuck_range_t *grown = recap__host_realloc(d->stuck_ranges, capacity * sizeof *grown);
@@ -340,7 +360,7 @@ static bool stuck_add(recap__device_state_t *d, char *base, size_t size, recap_s
     d->stuck_ranges = grown;
     d->stuck_capacity = capacity;
   }
-  d->stuck_ranges[d->stuck_count++] = (recap__stuck_range_t){.base = base, .size = size};
+  d->stuck_ranges[d->stuck_count++] = r;
   d->stuck_status = s;
   snprintf(d->stuck_cause, sizeof d->stuck_cause, "%s", recap_last_error());
   return true;
@@ -354,7 +374,11 @@ static recap_status_t segment_delete(recap__device_state_t *d, recap__segment_t 
   RECAP__ASSERT(seg->vmm && seg->chunk_count == 0 && seg->size == 0 && !seg->head);
   recap_status_t s = recap__device()->vmm_release_range(seg->base, seg->va_size);
   if (s != RECAP_SUCCESS) {
-    if (stuck_add(d, seg->base, seg->va_size, s)) {
+    if (stuck_add(d,
+                  (recap__stuck_range_t){.kind = RECAP__STUCK_RANGE,
+                                         .base = seg->base,
+                                         .size = seg->va_size},
+                  s)) {
       RECAP__WARN(
           "recap_empty_cache: the address range of an empty VMM segment (%zu bytes at %p) could "
           "not be given back (%s); it stays reserved, and every recap_empty_cache tries again",
@@ -376,17 +400,34 @@ static recap_status_t segment_delete(recap__device_state_t *d, recap__segment_t 
   return s;
 }
 
-void recap__vmm_ranges_retry(recap__device_state_t *d) {
-  size_t kept = 0;
-  for (size_t i = 0; i < d->stuck_count; i++) {
-    recap__stuck_range_t r = d->stuck_ranges[i];
-    recap_status_t s = recap__device()->vmm_release_range(r.base, r.size);
-    if (s == RECAP_SUCCESS) continue;
-    d->stuck_status = s;
-    snprintf(d->stuck_cause, sizeof d->stuck_cause, "%s", recap_last_error());
-    d->stuck_ranges[kept++] = r;
+static recap_status_t stuck_give_back(const recap__stuck_range_t *r) {
+  const recap__device_ops_t *dev = recap__device();
+  switch (r->kind) {
+    case RECAP__STUCK_MAPPING: return dev->vmm_unmap(r->base, r->size);
+    case RECAP__STUCK_CHUNK: return dev->vmm_release(r->handle);
+    case RECAP__STUCK_RANGE: break;
+    case RECAP__STUCK_KINDS: break;
   }
-  d->stuck_count = kept;
+  return dev->vmm_release_range(r->base, r->size);
+}
+
+void recap__vmm_ranges_retry(recap__device_state_t *d) {
+  /* By kind, in the enum's order: a range goes back only once its mappings are gone. */
+  for (int kind = 0; kind < RECAP__STUCK_KINDS; kind++) {
+    size_t kept = 0;
+    for (size_t i = 0; i < d->stuck_count; i++) {
+      recap__stuck_range_t r = d->stuck_ranges[i];
+      if ((int)r.kind == kind) {
+        recap_status_t s = stuck_give_back(&r);
+        if (s == RECAP_SUCCESS) continue;
+        d->stuck_status = s;
+        snprintf(d->stuck_cause, sizeof d->stuck_cause, "%s", recap_last_error());
+      }
+      d->stuck_ranges[kept++] = r;
+    }
+    d->stuck_count = kept;
+  }
+  size_t kept = d->stuck_count;
   if (kept == 0) {
     recap__host_free(d->stuck_ranges);
     d->stuck_ranges = NULL;
@@ -396,13 +437,28 @@ void recap__vmm_ranges_retry(recap__device_state_t *d) {
 
 recap_status_t recap__vmm_ranges_report(const recap__device_state_t *d, const char *call) {
   if (d->stuck_count == 0) return RECAP_SUCCESS;
-  size_t bytes = 0;
-  for (size_t i = 0; i < d->stuck_count; i++) bytes += d->stuck_ranges[i].size;
+  size_t count[RECAP__STUCK_KINDS] = {0}, bytes[RECAP__STUCK_KINDS] = {0};
+  for (size_t i = 0; i < d->stuck_count; i++) {
+    count[d->stuck_ranges[i].kind]++;
+    bytes[d->stuck_ranges[i].kind] += d->stuck_ranges[i].size;
+  }
+  static const char *const what[RECAP__STUCK_KINDS] = {
+      [RECAP__STUCK_MAPPING] = "mapping(s) of failed growths (%zu bytes mapped)",
+      [RECAP__STUCK_CHUNK] = "chunk(s) of failed growths (%zu bytes of memory)",
+      [RECAP__STUCK_RANGE] =
+          "address range(s) of deleted VMM segments (%zu bytes of addresses, "
+          "no memory)"};
+  char list[320] = "";
+  size_t at = 0;
+  for (int k = 0; k < RECAP__STUCK_KINDS; k++) {
+    if (!count[k] || at >= sizeof list) continue;
+    at += (size_t)snprintf(list + at, sizeof list - at, "%s%zu ", at ? ", " : "", count[k]);
+    if (at < sizeof list) at += (size_t)snprintf(list + at, sizeof list - at, what[k], bytes[k]);
+  }
   return recap__error(d->stuck_status,
-                      "%s: %zu address range(s) of deleted VMM segments on device %d (%zu bytes "
-                      "of addresses, no memory) could not be given back (latest failure: %s); "
-                      "they stay reserved, and the next recap_empty_cache tries again",
-                      call, d->stuck_count, d->device, bytes, d->stuck_cause);
+                      "%s: %s on device %d could not be given back (latest failure: %s); they "
+                      "stay, and the next recap_empty_cache tries again",
+                      call, list, d->device, d->stuck_cause);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -486,8 +542,8 @@ static void chunk_insert(recap__segment_t *seg, recap__vmm_chunk_t c) {
 
 /* Map one fresh chunk at offset of seg: create, map, grant access; a failure undoes its own
  * calls and leaves the failure as the last error. */
-static recap_status_t map_one(recap__segment_t *seg, size_t offset, size_t size,
-                              recap__vmm_handle_t *handle) {
+static recap_status_t map_one(recap__device_state_t *d, recap__segment_t *seg, size_t offset,
+                              size_t size, recap__vmm_handle_t *handle) {
   const recap__device_ops_t *dev = recap__device();
   char *at = seg->base + offset;
   recap__saved_error_t failure;
@@ -497,24 +553,29 @@ static recap_status_t map_one(recap__segment_t *seg, size_t offset, size_t size,
     s = dev->vmm_set_access(at, size);
     if (s == RECAP_SUCCESS) return RECAP_SUCCESS;
     recap__error_save(&failure);
-    undo_warn("vmm_unmap", dev->vmm_unmap(at, size));
+    undo_failed(d, "vmm_unmap", dev->vmm_unmap(at, size),
+                (recap__stuck_range_t){.kind = RECAP__STUCK_MAPPING, .base = at, .size = size});
     (void)recap__error_restore(&failure);
   }
   recap__error_save(&failure);
-  undo_warn("vmm_release", dev->vmm_release(*handle));
+  undo_failed(d, "vmm_release", dev->vmm_release(*handle),
+              (recap__stuck_range_t){.kind = RECAP__STUCK_CHUNK, .handle = *handle, .size = size});
   (void)recap__error_restore(&failure);
   *handle = 0;
   return s;
 }
 
 /* Unmap and release the chunk at offset (the undo of a failed recap__vmm_segment_map). */
-static void unmap_one(recap__segment_t *seg, size_t offset, size_t size,
+static void unmap_one(recap__device_state_t *d, recap__segment_t *seg, size_t offset, size_t size,
                       recap__vmm_handle_t handle) {
   const recap__device_ops_t *dev = recap__device();
+  char *at = seg->base + offset;
   recap__saved_error_t failure;
   recap__error_save(&failure);
-  undo_warn("vmm_unmap", dev->vmm_unmap(seg->base + offset, size));
-  undo_warn("vmm_release", dev->vmm_release(handle));
+  undo_failed(d, "vmm_unmap", dev->vmm_unmap(at, size),
+              (recap__stuck_range_t){.kind = RECAP__STUCK_MAPPING, .base = at, .size = size});
+  undo_failed(d, "vmm_release", dev->vmm_release(handle),
+              (recap__stuck_range_t){.kind = RECAP__STUCK_CHUNK, .handle = handle, .size = size});
   (void)recap__error_restore(&failure);
 }
 
@@ -542,12 +603,12 @@ recap_status_t recap__vmm_segment_map(recap__device_state_t *d, recap__block_t *
   recap_status_t s = RECAP_SUCCESS;
   int mapped = 0;
   for (; mapped < n; mapped++) {
-    s = map_one(seg, holes[mapped].offset, holes[mapped].size, &holes[mapped].handle);
+    s = map_one(d, seg, holes[mapped].offset, holes[mapped].size, &holes[mapped].handle);
     if (s != RECAP_SUCCESS) break;
   }
   if (s != RECAP_SUCCESS) {
     while (mapped-- > 0)
-      unmap_one(seg, holes[mapped].offset, holes[mapped].size, holes[mapped].handle);
+      unmap_one(d, seg, holes[mapped].offset, holes[mapped].size, holes[mapped].handle);
     restore(relaxed, &saved);
     recap__host_free(holes);
     return s;

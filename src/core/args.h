@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "recap.h"
+#include "recap/core.h"
 
 /* ---- handles ------------------------------------------------------------------------------
  * A public handle points at a struct whose `magic` field holds the type's magic number while the

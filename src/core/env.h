@@ -19,7 +19,7 @@
 #include <stdatomic.h>
 
 #include "core/error.h"
-#include "recap.h"
+#include "recap/core.h"
 
 /* X(id, type, default value, default as text, what is accepted, meaning). The variable is
  * RECAP_<id>. */

@@ -9,7 +9,7 @@
 #ifndef RECAP_ERROR_H
 #define RECAP_ERROR_H
 
-#include "recap.h"
+#include "recap/core.h"
 
 #ifdef __cplusplus
 extern "C" {

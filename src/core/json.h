@@ -14,7 +14,7 @@
 #include <stdint.h>
 
 #include "core/strbuf.h"
-#include "recap.h"
+#include "recap/core.h"
 
 typedef struct recap__json {
   recap__strbuf_t text;

@@ -8,7 +8,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "recap.h"
+#include "recap/options.h"
 
 typedef struct recap__options {
 #define RECAP_X_FIELD(name, kind, def, text) uint64_t name;

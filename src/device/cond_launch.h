@@ -10,7 +10,7 @@
 
 #include <stdint.h>
 
-#include "recap.h"
+#include "recap/core.h"
 #include "recap/region.h"
 
 #ifdef __cplusplus

@@ -11,7 +11,7 @@
 #include <stddef.h>
 
 #include "core/error.h"
-#include "recap.h"
+#include "recap/core.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -10,7 +10,7 @@
 #ifndef RECAP_CUDA_KERNEL_IMAGE_H
 #define RECAP_CUDA_KERNEL_IMAGE_H
 
-#include "recap.h"
+#include "recap/core.h"
 
 #ifdef __cplusplus
 extern "C" {

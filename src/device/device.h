@@ -4,7 +4,8 @@
  *
  * Only src/device/ calls CUDA. Two implementations stand behind this table: cuda.c (the CUDA
  * runtime, linked statically, and driver entry points fetched at run time, so nothing links
- * against libcuda) and the CPU fake (tests/fake/fake.h: host memory, simulated streams, events
+ * against libcuda; in a build without CUDA, no_cuda.c, whose every call fails with
+ * RECAP_ERROR_NO_DEVICE) and the CPU fake (tests/fake/fake.h: host memory, simulated streams, events
  * and captures, and fault injection), which lets CI test everything above this layer without a
  * GPU. The fake is test code, built only for the tests, which install it with
  * recap__device_install.
@@ -19,10 +20,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "recap.h"
+#include "recap/core.h"
 #include "recap/graph.h"
 #include "recap/inspect.h"
-#include "recap/rng.h"
 #include "recap/update.h"
 
 #ifdef __cplusplus
@@ -94,7 +94,7 @@ typedef struct recap__patch {
 typedef uint64_t recap__vmm_handle_t;
 
 typedef struct recap__device_ops {
-  const char *name; /* "cuda" or "fake" */
+  const char *name; /* "cuda", "fake", or "none" (no_cuda.c: a build without CUDA) */
 
   /* Devices. device_count fails with RECAP_ERROR_NO_DEVICE where there is no driver or device,
    * without aborting. get_device/set_device act on the calling thread's current device. */
@@ -392,6 +392,8 @@ void recap__device_no_kernel_image_message(char *buf, size_t size, int device, c
 bool recap__vmm_refuse(char *buf, size_t size, const char *call, const char *what, uintptr_t value,
                        size_t granularity, int device);
 
+/* The CUDA implementation (cuda.c), or in a build without CUDA the table that says so
+ * (no_cuda.c). */
 extern const recap__device_ops_t recap__cuda_ops;
 
 #ifdef __cplusplus

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "recap.h"
+#include "recap/core.h"
 #include "recap/graph.h"
 
 #ifdef __cplusplus

@@ -16,7 +16,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "recap.h"
+#include "recap/core.h"
 
 #ifdef __cplusplus
 extern "C" {

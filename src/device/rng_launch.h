@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "recap.h"
+#include "recap/core.h"
 #include "recap/rng.h"
 
 #ifdef __cplusplus

@@ -12,7 +12,8 @@
 #include <stdint.h>
 
 #include "device/nccl_seam.h"
-#include "recap.h"
+#include "recap/core.h"
+#include "recap/graph.h"
 #include "recap/nccl.h"
 
 /* One recorded collective (the public recap_collective_t's fields, and the communicator). */
