@@ -14,11 +14,8 @@
  *     recap_graph_capture_end(g);
  *     recap_graph_inspect(g, &info);                // info->nodes[i].annotation, annotation_path
  *
- * A push opens a scope of the capture its stream belongs to: every node captured until the
- * matching pop (side streams joined to the capture included) gets the innermost label and the
- * path of all ("outer/inner"), shown by recap_graph_inspect, its JSON and tools/recap-graph.
- * Outside a capture, or with annotations disabled (the default: each push lists the nodes
- * captured so far), push and pop do nothing and succeed. See docs/debug.md.
+ * Labels show in recap_graph_inspect, its JSON and tools/recap-graph. Outside a capture, or
+ * with annotations disabled (the default), push and pop do nothing. See docs/debug.md.
  */
 #ifndef RECAP_ANNOTATE_H
 #define RECAP_ANNOTATE_H

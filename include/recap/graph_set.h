@@ -18,18 +18,11 @@
  *     }
  *     recap_graph_set_destroy(set);
  *
- * The step (the caller's) enqueues the work of one call for a size on the stream it is given,
- * on buffers sized for the largest size, and may allocate temporaries with recap_malloc on that
- * stream (freed before it returns). It may run on two threads at once with two streams (the
- * caller's eager call and a background capture): a library handle it uses must follow the
- * stream. A failure during a capture marks that size failed; the set keeps the others.
- *
- * A call for n runs the smallest size >= n (its bucket, *padded: pad the inputs to it); above the
- * largest, the step runs eagerly with n, or is refused (options.overflow). A bucket whose graph
- * is not ready runs the step eagerly with the bucket's size: a call never waits for a capture.
- * Every member shares one pool, so replaying two members of one set at once on different streams
- * is wrong. One set is used from one thread at a time. With graphs disabled every call runs
- * eagerly. docs/graph_sets.md gives the whole contract.
+ * A call for n runs the smallest size >= n (its bucket: pad the inputs to *padded), or the step
+ * eagerly while that size's graph is not ready; a call never waits for a capture. The step may
+ * run on two threads at once (an eager call and a background capture): a library handle it uses
+ * must follow the stream it is given. Members share one pool: never replay two members of one set
+ * at once on different streams. One set is used from one thread at a time. docs/graph_sets.md.
  */
 #ifndef RECAP_GRAPH_SET_H
 #define RECAP_GRAPH_SET_H

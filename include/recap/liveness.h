@@ -11,12 +11,8 @@
  *     recap_free(weights);
  *     recap_graph_replay(g, s);                     // RECAP_ERROR_DEAD_INPUT, naming weights
  *
- * At capture end recap records the blocks of its allocator, outside the graph's own pool, that
- * the graph's kernels, copies and memsets read; before every replay it checks that each is still
- * allocated, as captured. Otherwise the replay launches nothing and fails with
- * RECAP_ERROR_DEAD_INPUT, the message listing each dead input and the node that reads it. With
- * RECAP_LIVENESS_DEBUG=1 (or recap_liveness_debug_enable(1)) the message also says where each
- * block was allocated and freed. docs/debug.md gives the costs and the limits.
+ * The graph watches the blocks of recap's allocator, outside its own pool, that its nodes read;
+ * a replay after one was freed launches nothing and lists the dead inputs. docs/debug.md.
  */
 #ifndef RECAP_LIVENESS_H
 #define RECAP_LIVENESS_H

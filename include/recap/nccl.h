@@ -3,11 +3,9 @@
  * recap/nccl.h — NCCL collectives inside recap graphs, with the checks that keep ranks from
  * hanging or failing with a bare driver error.
  *
- * recap never links NCCL: it loads libnccl.so.2 at the first call that needs it (or the library
- * named by the environment variable RECAP_NCCL_LIBRARY). Without NCCL every function here fails
- * with RECAP_ERROR_NOT_FOUND (the library is absent) or RECAP_ERROR_NOT_SUPPORTED (recap was
- * built without NCCL's headers), and the rest of recap works as before. docs/nccl.md has the
- * whole contract.
+ * recap loads libnccl.so.2 (or RECAP_NCCL_LIBRARY) at the first call that needs it; without it
+ * every function here fails with RECAP_ERROR_NOT_FOUND (RECAP_ERROR_NOT_SUPPORTED in a recap built
+ * without NCCL's headers). docs/nccl.md has the whole contract.
  *
  * Enqueue collectives through the recap_nccl_* wrappers: eagerly they call NCCL; while the
  * stream captures into a recap graph they also record the collective in the graph's

@@ -9,12 +9,8 @@
  *     recap_pool_wake(pool);                         // same addresses, same contents
  *     recap_graph_replay(graph, stream);             // no recapture
  *
- * Only segments on CUDA virtual memory can sleep (the option expandable_segments). While a pool
- * sleeps, replays of graphs holding it, allocations from it and captures routed to it are
- * refused with RECAP_ERROR_POOL_ASLEEP; recap_free of its blocks is allowed. Statistics do not
- * change; recap_pool_memory says what sleeps. Every call here is RECAP_ERROR_INVALID_USAGE while
- * a capture is under way on any device, a graph set's background capture included.
- * docs/sleep.md has the whole contract: states, failures, costs, pinned buffers.
+ * Only segments on CUDA virtual memory can sleep. An asleep pool refuses replays of graphs that
+ * hold it, allocations and routed captures (RECAP_ERROR_POOL_ASLEEP). docs/sleep.md.
  */
 #ifndef RECAP_SLEEP_H
 #define RECAP_SLEEP_H
