@@ -31,12 +31,12 @@
  * Kill switch
  * ---------------------------------------------------------------------------------------- */
 
-void recap__graphs_disabled_override(int disabled) {
-  recap__env_set(RECAP__ENV_DISABLE_GRAPHS, disabled < 0 ? -1 : disabled != 0);
-}
-
 void recap_graphs_enable(int enabled) {
   recap__env_set(RECAP__ENV_DISABLE_GRAPHS, enabled < 0 ? -1 : enabled == 0);
+}
+
+void recap__graphs_disabled_override(int disabled) {
+  recap_graphs_enable(disabled < 0 ? -1 : !disabled);
 }
 
 int recap_graphs_enabled(void) { return !recap__env_int(RECAP__ENV_DISABLE_GRAPHS); }
