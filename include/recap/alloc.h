@@ -23,9 +23,7 @@ typedef struct recap_pool_id {
   uint64_t a, b;
 } recap_pool_id_t;
 
-/* ------------------------------------------------------------------------------------------
- * Allocation
- * ---------------------------------------------------------------------------------------- */
+/* ---- Allocation ------------------------------------------------------------------------------ */
 
 /* Allocate size bytes usable on stream, on the current device. size 0 gives *ptr = NULL and
  * RECAP_SUCCESS. On failure *ptr is NULL; RECAP_ERROR_OUT_OF_MEMORY comes after every cached
@@ -70,9 +68,7 @@ typedef struct recap_block_info {
 RECAP_NODISCARD RECAP_API recap_status_t recap_block_info(const void *ptr,
                                                           recap_block_info_t *info);
 
-/* ------------------------------------------------------------------------------------------
- * Pools
- * ---------------------------------------------------------------------------------------- */
+/* ---- Pools ----------------------------------------------------------------------------------- */
 
 /* A fresh pool id that several captures can share. Thread safe, never repeats. */
 RECAP_API recap_pool_id_t recap_pool_handle(void);
@@ -107,9 +103,7 @@ RECAP_DEPRECATED("use recap_pool_memory (recap/memory.h)")
 RECAP_NODISCARD RECAP_API recap_status_t recap_pool_info(recap_pool_id_t pool,
                                                          recap_pool_info_t *info);
 
-/* ------------------------------------------------------------------------------------------
- * Statistics, snapshot and checker
- * ---------------------------------------------------------------------------------------- */
+/* ---- Statistics, snapshot and checker -------------------------------------------------------- */
 
 /* One counter: its value now, its peak, and the sums of its increases and decreases. */
 typedef struct recap_stat {

@@ -15,9 +15,7 @@
 extern "C" {
 #endif
 
-/* ------------------------------------------------------------------------------------------
- * Version
- * ---------------------------------------------------------------------------------------- */
+/* ---- Version --------------------------------------------------------------------------------- */
 
 #define RECAP_VERSION_MAJOR 0
 #define RECAP_VERSION_MINOR 2
@@ -159,9 +157,7 @@ RECAP_API void recap_log_set_level(recap_log_level_t level);
 RECAP_DEPRECATED("use recap_log_level_get")
 RECAP_API recap_log_level_t recap_log_get_level(void);
 
-/* ------------------------------------------------------------------------------------------
- * Streams and devices
- * ---------------------------------------------------------------------------------------- */
+/* ---- Streams and devices --------------------------------------------------------------------- */
 
 /* The same type as CUDA's cudaStream_t and CUstream, so either converts without a cast.
  * NULL is the legacy default stream. */

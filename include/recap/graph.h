@@ -94,9 +94,7 @@ typedef struct recap_capture_options {
         RECAP_REGIONS_AUTO, 0                                                                \
   }
 
-/* ------------------------------------------------------------------------------------------
- * Lifetime
- * ---------------------------------------------------------------------------------------- */
+/* ---- Lifetime -------------------------------------------------------------------------------- */
 
 /* Create an empty graph. flags: 0 or RECAP_GRAPH_KEEP. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_create(recap_graph_t *graph, unsigned flags);
@@ -106,9 +104,7 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graph_create(recap_graph_t *graph
  * thrown away). */
 RECAP_API recap_status_t recap_graph_destroy(recap_graph_t graph);
 
-/* ------------------------------------------------------------------------------------------
- * Capture
- * ---------------------------------------------------------------------------------------- */
+/* ---- Capture --------------------------------------------------------------------------------- */
 
 /* Begin capturing the work enqueued on stream (and on streams joined to it by events).
  * options NULL means RECAP_CAPTURE_OPTIONS_INIT. Errors: the legacy default stream
@@ -138,9 +134,7 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graph_replay(recap_graph_t graph,
  * abandons a capture under way. The graph can capture again afterwards. */
 RECAP_API recap_status_t recap_graph_reset(recap_graph_t graph);
 
-/* ------------------------------------------------------------------------------------------
- * Accessors
- * ---------------------------------------------------------------------------------------- */
+/* ---- Accessors ------------------------------------------------------------------------------- */
 
 /* Where a graph is in its life (recap_graph_state). */
 typedef enum recap_graph_state {
@@ -187,9 +181,7 @@ RECAP_API int recap_graphs_enabled(void);
 RECAP_DEPRECATED("use !recap_graphs_enabled()")
 RECAP_API int recap_graphs_disabled(void);
 
-/* ------------------------------------------------------------------------------------------
- * Capture scope (PyTorch's `with torch.cuda.graph(g):`)
- * ---------------------------------------------------------------------------------------- */
+/* ---- Capture scope (PyTorch's `with torch.cuda.graph(g):`) ----------------------------------- */
 
 /* Options of a capture scope: its stream, then its capture's options, embedded last so that
  * both can grow. Start from RECAP_SCOPE_OPTIONS_INIT; each `size` follows the options rule (the

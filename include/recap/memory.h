@@ -24,9 +24,7 @@
 extern "C" {
 #endif
 
-/* ------------------------------------------------------------------------------------------
- * Per graph
- * ---------------------------------------------------------------------------------------- */
+/* ---- Per graph ------------------------------------------------------------------------------- */
 
 typedef struct recap_graph_memory {
   size_t size;          /* sizeof(recap_graph_memory_t), set by RECAP_GRAPH_MEMORY_INIT */
@@ -53,9 +51,7 @@ typedef struct recap_graph_memory {
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_memory(recap_graph_t graph,
                                                             recap_graph_memory_t *info);
 
-/* ------------------------------------------------------------------------------------------
- * Per pool
- * ---------------------------------------------------------------------------------------- */
+/* ---- Per pool -------------------------------------------------------------------------------- */
 
 typedef struct recap_pool_memory {
   size_t size;             /* sizeof(recap_pool_memory_t), set by RECAP_POOL_MEMORY_INIT */
@@ -93,9 +89,7 @@ typedef struct recap_pool_memory {
 RECAP_NODISCARD RECAP_API recap_status_t recap_pool_memory(recap_pool_id_t pool,
                                                            recap_pool_memory_t *info);
 
-/* ------------------------------------------------------------------------------------------
- * The memory page
- * ---------------------------------------------------------------------------------------- */
+/* ---- The memory page ------------------------------------------------------------------------- */
 
 /* Write a self-contained HTML page of recap's device memory now to path (created or replaced):
  * per device its pools, segments and blocks drawn to scale, the graphs holding each pool and

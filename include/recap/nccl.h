@@ -32,9 +32,7 @@
 extern "C" {
 #endif
 
-/* ------------------------------------------------------------------------------------------
- * Communicators and NCCL's numbering
- * ---------------------------------------------------------------------------------------- */
+/* ---- Communicators and NCCL's numbering ------------------------------------------------------ */
 
 /* NCCL's communicator: the same type as nccl.h's ncclComm_t, so callers pass theirs. recap
  * never creates nor destroys one. */
@@ -128,9 +126,7 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_nccl_recv(void *buf, size_t count
 RECAP_NODISCARD RECAP_API recap_status_t recap_nccl_group_start(void);
 RECAP_NODISCARD RECAP_API recap_status_t recap_nccl_group_end(void);
 
-/* ------------------------------------------------------------------------------------------
- * Fingerprints
- * ---------------------------------------------------------------------------------------- */
+/* ---- Fingerprints ---------------------------------------------------------------------------- */
 
 typedef enum recap_collective_kind {
   RECAP_COLLECTIVE_ALL_REDUCE = 0,
@@ -184,9 +180,7 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graph_collectives(recap_graph_t g
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_check_collectives(recap_graph_t graph,
                                                                        recap_nccl_comm_t comm);
 
-/* ------------------------------------------------------------------------------------------
- * Replays of graphs that share a communicator
- * ---------------------------------------------------------------------------------------- */
+/* ---- Replays of graphs that share a communicator --------------------------------------------- */
 
 /* How a replay of a graph using a communicator orders itself after the latest such replay on
  * another stream: SERIALIZE (the default) makes its stream wait for that replay's event, or the
@@ -203,9 +197,7 @@ typedef enum recap_nccl_policy {
 RECAP_NODISCARD RECAP_API recap_status_t recap_nccl_comm_policy(recap_nccl_comm_t comm,
                                                                 recap_nccl_policy_t policy);
 
-/* ------------------------------------------------------------------------------------------
- * Pools of NCCL memory
- * ---------------------------------------------------------------------------------------- */
+/* ---- Pools of NCCL memory -------------------------------------------------------------------- */
 
 /* Make pool's segments NCCL memory registered with comm (ncclMemAlloc, ncclCommRegister), for
  * NCCL's zero-copy paths; segments given back are deregistered and freed. Before the pool's

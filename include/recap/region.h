@@ -146,9 +146,7 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_cond_compare(recap_cond_t cond,
                                                             const recap_cond_compare_t *compare,
                                                             recap_stream_t stream);
 
-/* ------------------------------------------------------------------------------------------
- * Loops, checked every `unroll` steps
- * ---------------------------------------------------------------------------------------- */
+/* ---- Loops, checked every `unroll` steps ----------------------------------------------------- */
 
 /* A WHILE loop over a step, written once: the body is `unroll` calls of step, then one call of
  * check, which enqueues what sets the condition. Checking every U steps costs about one check
@@ -175,9 +173,7 @@ typedef struct recap_loop {
 RECAP_NODISCARD RECAP_API recap_status_t recap_loop_capture(const recap_loop_t *loop,
                                                             recap_stream_t stream);
 
-/* ------------------------------------------------------------------------------------------
- * Which path
- * ---------------------------------------------------------------------------------------- */
+/* ---- Which path ------------------------------------------------------------------------------ */
 
 /* *supported = 1 when the current device's driver runs conditional nodes of all four kinds
  * (CUDA 12.8 or later), else 0. Errors: no device (RECAP_ERROR_NO_DEVICE). */

@@ -79,9 +79,7 @@ RECAP_DEPRECATED("use recap_generator_offset_set")
 RECAP_NODISCARD RECAP_API recap_status_t recap_generator_set_offset(recap_generator_t generator,
                                                                     uint64_t offset);
 
-/* ------------------------------------------------------------------------------------------
- * Library kernels, built on the same state. Each enqueues on stream and may be captured.
- * ---------------------------------------------------------------------------------------- */
+/* ---- Library kernels on the same state; each enqueues on stream and may be captured ------- */
 
 /* out[i] uniform in [0, 1): 0 included, 1 excluded, as PyTorch's torch.rand and uniform_. This
  * is NOT cuRAND's curand_uniform range, (0, 1]: recap draws with curand_uniform4 and maps 1.0 to

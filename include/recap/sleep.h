@@ -38,10 +38,10 @@ typedef enum recap_pool_state {
 /* Put pool (on the current device) to sleep: wait for the device (cudaDeviceSynchronize), copy
  * the blocks in use to pinned host memory (OFFLOAD), unmap and release the physical memory. A
  * pool with no segment sleeps at once. Sleep between replays: a replay another thread launches
- * after its check passed runs on unmapped memory. Errors leave the pool fully awake or, where the message
- * says so, fully asleep (recap_pool_state tells): INVALID_ARGUMENT (mode), NOT_FOUND (pool),
- * INVALID_USAGE (asleep already, a capture under way), NOT_SUPPORTED (classic segments in use),
- * OUT_OF_MEMORY (no pinned memory), CUDA (an unmap; docs/sleep.md, "Failures"). */
+ * after its check passed runs on unmapped memory. Errors leave the pool fully awake or, where
+ * the message says so, fully asleep (recap_pool_state tells): INVALID_ARGUMENT (mode),
+ * NOT_FOUND (pool), INVALID_USAGE (asleep already, a capture under way), NOT_SUPPORTED (classic
+ * segments in use), OUT_OF_MEMORY (no pinned memory), CUDA (an unmap; docs/sleep.md). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_pool_sleep(recap_pool_id_t pool,
                                                           recap_sleep_mode_t mode);
 

@@ -57,9 +57,7 @@ typedef enum recap_update_reason {
  * case); "unknown" out of range. The string is static. */
 RECAP_API const char *recap_update_reason_name(recap_update_reason_t reason);
 
-/* ------------------------------------------------------------------------------------------
- * Recapture
- * ---------------------------------------------------------------------------------------- */
+/* ---- Recapture ------------------------------------------------------------------------------- */
 
 /* Begin capturing the step again into graph, which holds a capture (CAPTURED or INSTANTIATED),
  * with its pool and its last capture's options (options NULL), or options whose pool is {0,0}
@@ -72,9 +70,7 @@ RECAP_API const char *recap_update_reason_name(recap_update_reason_t reason);
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_recapture_begin(
     recap_graph_t graph, const recap_capture_options_t *options, recap_stream_t stream);
 
-/* ------------------------------------------------------------------------------------------
- * Policy
- * ---------------------------------------------------------------------------------------- */
+/* ---- Policy ---------------------------------------------------------------------------------- */
 
 /* When a recapture tries to update the executable. Start from RECAP_UPDATE_POLICY_INIT (always
  * try an update), then set fields; `size` follows the options rule of recap/graph.h (the first
@@ -105,9 +101,7 @@ RECAP_DEPRECATED("use recap_graph_update_policy_set")
 RECAP_NODISCARD RECAP_API recap_status_t
 recap_graph_set_update_policy(recap_graph_t graph, const recap_update_policy_t *policy);
 
-/* ------------------------------------------------------------------------------------------
- * Counters
- * ---------------------------------------------------------------------------------------- */
+/* ---- Counters -------------------------------------------------------------------------------- */
 
 /* The graph's counters since it was created or reset. Start from RECAP_UPDATE_STATS_INIT (the
  * first version ends at fresh_replay_ms). docs/update.md, "The counters". */
