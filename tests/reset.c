@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "alloc/alloc_internal.h"
+#include "alloc/reset.h"
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 #include "nccl/nccl_internal.h"

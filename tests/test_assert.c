@@ -163,12 +163,12 @@ static void pointer_map_key_twice_aborts(void **state) {
 
 static void handing_out_a_busy_block_aborts(void **state) {
   (void)state;
-  expect_assert(hand_out_a_block_that_is_not_free, "alloc/allocator.c", "recap__block_is_free(b)");
+  expect_assert(hand_out_a_block_that_is_not_free, "alloc/request.h", "recap__block_is_free(b)");
 }
 
 static void deleting_a_pool_that_holds_memory_aborts(void **state) {
   (void)state;
-  expect_assert(delete_a_pool_that_holds_memory, "alloc/allocator.c",
+  expect_assert(delete_a_pool_that_holds_memory, "alloc/cache_release.c",
                 "pool->segment_count == 0 && pool->segments == NULL");
 }
 

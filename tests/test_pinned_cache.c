@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "alloc/alloc_internal.h"
+#include "alloc/alloc_lock.h"
 #include "alloc/pinned_cache.h"
 #include "graph_util.h"
 #include "host_faults.h"

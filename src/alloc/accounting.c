@@ -5,17 +5,22 @@
  * pools but not graphs.
  *
  * The capture's peak and budget live on the route (pool.c sets them up and ends them; the
- * malloc/free core in allocator.c raises the peak and applies the budget); this file only reads
- * them. Every function takes the allocator's one lock itself.
+ * malloc/free core raises the peak, allocator.c, and applies the budget, segment_growth.c); this
+ * file only reads them. Every function takes the allocator's one lock itself.
  */
 #include <inttypes.h>
 #include <stddef.h>
 #include <string.h>
 
-#include "alloc/alloc_internal.h"
+#include "alloc/accounting.h"
+#include "alloc/alloc_lock.h"
+#include "alloc/allocator.h"
+#include "alloc/blocks.h"
+#include "alloc/sleep.h"
 #include "core/args.h"
 #include "core/assert.h"
 #include "core/error.h"
+#include "recap/memory.h"
 
 static recap__pool_t *find_pool(recap__device_state_t *d, recap_pool_id_t id) {
   if (recap_pool_is_default(id)) return &d->default_pool;

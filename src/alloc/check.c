@@ -9,8 +9,10 @@
  */
 #include <inttypes.h>
 
-#include "alloc/alloc_internal.h"
+#include "alloc/alloc_lock.h"
 #include "alloc/pinned_cache.h"
+#include "alloc/sleep.h"
+#include "alloc/vmm_holes.h"
 #include "core/error.h"
 
 typedef struct tally {

@@ -8,7 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc/alloc_internal.h"
+#include "alloc/free_set.h"
+#include "alloc/state.h"
 #include "core/assert.h"
 #include "core/host.h"
 

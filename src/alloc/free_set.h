@@ -15,7 +15,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "recap.h"
+#include "recap/alloc.h"
+#include "recap/core.h"
 
 struct recap__block;
 

@@ -17,7 +17,7 @@
  * blocks up by address, merges the cached block first (recap__alloc_settle), so nothing else
  * ever sees it; the snapshot and recap_memory_check show it as the merged free block it stands
  * for. The cache holds one block: the latest free. These functions decide and count; allocator.c
- * moves the blocks.
+ * and blocks.c move the blocks.
  *
  * Folding. A loop that allocates and frees one size on one stream repeats one pair: the take of
  * the cached block, its hand-out, its free and its admission, and each changes a dozen counters
@@ -35,7 +35,8 @@
  * a statistic finds it exact, peaks included, and a reset of the peaks, or any other change,
  * disarms the cache until a pair is again counted in full.
  */
-#include "alloc/alloc_internal.h"
+#include "alloc/fit.h"
+#include "alloc/front_cache.h"
 #include "core/assert.h"
 
 /* Whether the free block that b and rest merge into (merged bytes, starting at b) would be the
@@ -56,9 +57,9 @@ bool recap__front_put(recap__front_t *f, recap__device_state_t *d, recap__block_
                       size_t requested) {
   RECAP__ASSERT(!f->block && !f->armed && recap__block_is_free(b) && b->stream_use_count == 0);
   if (f->off || version == 0) return false;
-  /* A small request's block in a graph pool's large VMM segment (allocator.c take_from_large):
-   * the slow path's malloc of its size looks in the small set first, which this rule does not
-   * see, so the block takes the slow path and merges at once. */
+  /* A small request's block in a graph pool's large VMM segment (segment_growth.c
+   * recap__alloc_take_from_large): the slow path's malloc of its size looks in the small set first,
+   * which this rule does not see, so the block takes the slow path and merges at once. */
   if (b->size <= o->small_size && !b->segment->small) return false;
   /* A free block before b would absorb it: the merged block would start elsewhere. */
   if (b->prev && recap__block_is_free(b->prev)) return false;
@@ -70,8 +71,8 @@ bool recap__front_put(recap__front_t *f, recap__device_state_t *d, recap__block_
   if (rest && !recap__should_split(merged, seg->small, seg->vmm, b->size, o)) return false;
   if (!recap__fit_allowed(b->size, merged, seg->vmm, o)) return false;
   if (!merged_is_best_fit(set, b, rest, merged)) return false;
-  /* free_block's counts: the merge with rest removes one split block of rest's bytes, and the
-   * merged block is one of a split segment unless it covers the whole segment. */
+  /* recap__block_free's counts: the merge with rest removes one split block of rest's bytes, and
+   * the merged block is one of a split segment unless it covers the whole segment. */
   bool split = merged != seg->size;
   f->split_blocks = (split ? 1 : 0) - (rest ? 1 : 0);
   f->split_bytes = (split ? (int64_t)merged : 0) - (rest ? (int64_t)rest->size : 0);
@@ -169,7 +170,7 @@ recap__block_t *recap__front_take(recap__front_t *f, recap__device_state_t *d,
   RECAP__ASSERT(recap__block_is_free(b) && (!b->prev || !recap__block_is_free(b->prev)));
   RECAP__ASSERT(f->rest ? b->next == f->rest && recap__block_is_free(f->rest)
                         : !b->next || !recap__block_is_free(b->next));
-  /* take_block's counts on the merged block: split back (rest) or taken whole. */
+  /* recap__take_block's counts on the merged block: split back (rest) or taken whole. */
   bool small = b->segment->small;
   size_t merged = recap__front_merged_size(f);
   bool already_split = merged != b->segment->size;

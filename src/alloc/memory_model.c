@@ -7,7 +7,9 @@
 
 #include <string.h>
 
-#include "alloc/alloc_internal.h"
+#include "alloc/accounting.h"
+#include "alloc/alloc_lock.h"
+#include "alloc/memory_model.h"
 #include "alloc/pinned_cache.h"
 #include "core/error.h"
 #include "core/host.h"

@@ -8,7 +8,7 @@
  * Plain values in four flat arrays, in walk order: a device's pools, a pool's segments and a
  * segment's blocks are consecutive, named by the first one's index and a count. The front
  * cache's block appears as the free block it stands for, merged with its rest, as everywhere
- * else (alloc_internal.h).
+ * else (state.h, recap__front_t).
  */
 #ifndef RECAP_ALLOC_MEMORY_MODEL_H
 #define RECAP_ALLOC_MEMORY_MODEL_H
@@ -17,7 +17,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "recap.h"
+#include "recap/alloc.h"
+#include "recap/core.h"
 
 typedef enum recap__model_block_state {
   RECAP__MODEL_BLOCK_ALLOCATED,

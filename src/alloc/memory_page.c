@@ -16,8 +16,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "alloc/alloc_internal.h"
 #include "alloc/memory_model.h"
+#include "alloc/sleep.h"
+#include "alloc/state.h"
 #include "core/error.h"
 #include "core/host.h"
 #include "core/strbuf.h"

@@ -5,7 +5,7 @@
  *
  * The kept buffers are an unsorted array: a process keeps about one per pool that sleeps, so a
  * linear search for the smallest one that fits costs nothing beside the copies. sleep.c takes
- * and gives buffers; allocator.c's recap_empty_cache releases them all; neither is called from
+ * and gives buffers; cache_release.c's recap_empty_cache releases them all; neither is called from
  * here, and the caller holds the allocator's lock.
  *
  * Keeping never adds to the pinned memory recap holds: a new buffer is pinned only when no kept

@@ -11,7 +11,7 @@
  * process-wide: pinned memory from cudaHostAlloc serves every device of the process.
  *
  * Every function is called with the allocator's lock held (recap__alloc_lock) and takes no lock
- * of its own; none calls back into the allocator, so allocator.c and sleep.c both call it.
+ * of its own; none calls back into the allocator, so cache_release.c and sleep.c both call it.
  */
 #ifndef RECAP_ALLOC_PINNED_CACHE_H
 #define RECAP_ALLOC_PINNED_CACHE_H
@@ -19,7 +19,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "recap.h"
+#include "recap/core.h"
 
 /* A pinned buffer of at least bytes (bytes > 0) into *ptr and its size into *size: the smallest
  * kept one that is large enough (reserved or not), else a new one (host_alloc_pinned of
@@ -41,19 +41,19 @@ recap_status_t recap__pinned_give(void *ptr, size_t size);
  * naming call. */
 recap_status_t recap__pinned_release_all(const char *call);
 
-/* Pin a buffer ahead of an OFFLOAD sleep (recap_pinned_reserve): when a kept buffer not
- * reserved holds bytes (bytes > 0) already, mark it reserved; else free the kept buffers not
- * reserved (as a take that pins anew does) and pin one of exactly bytes, kept and reserved. A
- * reserved buffer stays kept whatever the option says (recap__pinned_apply_option and a take
- * that pins anew leave it) until a take hands it out or recap__pinned_release_all frees it. Errors, nothing pinned: host_alloc_pinned's status
- * (RECAP_ERROR_OUT_OF_MEMORY when the host has none), with a message naming call;
- * RECAP_ERROR_OUT_OF_MEMORY without host memory for the list (the kept buffers not reserved
- * freed by then). */
+/* Pin a buffer ahead of an OFFLOAD sleep (recap_pinned_reserve): when a kept buffer not reserved
+ * holds bytes (bytes > 0) already, mark it reserved; else free the kept buffers not reserved (as a
+ * take that pins anew does) and pin one of exactly bytes, kept and reserved. A reserved buffer
+ * stays kept whatever the option says (recap__pinned_apply_option and a take that pins anew leave
+ * it) until a take hands it out or recap__pinned_release_all frees it. Errors, nothing pinned:
+ * host_alloc_pinned's status (RECAP_ERROR_OUT_OF_MEMORY when the host has none), with a message
+ * naming call; RECAP_ERROR_OUT_OF_MEMORY without host memory for the list (the kept buffers not
+ * reserved freed by then). */
 recap_status_t recap__pinned_reserve(size_t bytes, const char *call);
 
-/* The option's verdict at a sleep or a wake: when it is 0 (or the options cannot be read),
- * free every kept buffer but the reserved ones. A failure is logged as a warning naming call, the buffer kept: the
- * sleep or wake itself does not depend on it. */
+/* The option's verdict at a sleep or a wake: when it is 0 (or the options cannot be read), free
+ * every kept buffer but the reserved ones. A failure is logged as a warning naming call, the buffer
+ * kept: the sleep or wake itself does not depend on it. */
 void recap__pinned_apply_option(const char *call);
 
 /* What is kept now: buffers and their bytes. */

@@ -6,22 +6,31 @@
  *
  * A private pool is made by the first capture routed to it. It keeps its segments while a graph
  * references it or a capture routes to it; after that its free segments go back to the driver
- * on recap_empty_cache or an out-of-memory retry (allocator.c), and a pool left with no
+ * on recap_empty_cache or an out-of-memory retry (cache_release.c), and a pool left with no
  * reference, route or segment is deleted. A graph reserves its route before its capture begins
  * (pending, with no capture id yet) and names the capture once CUDA gives the id, so that the
  * allocator holds event work back from the first moment the stream may capture. Every function
- * here takes the allocator's one lock itself; the malloc/free core in allocator.c never calls
- * into this file.
+ * here takes the allocator's one lock itself; the malloc/free core (allocator.c and the files
+ * below it) never calls into this file.
  */
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 
-#include "alloc/alloc_internal.h"
+#include "alloc/accounting.h"
+#include "alloc/alloc_lock.h"
+#include "alloc/allocator.h"
+#include "alloc/blocks.h"
+#include "alloc/cache_release.h"
+#include "alloc/events.h"
+#include "alloc/pool.h"
+#include "alloc/replay.h"
+#include "alloc/segment_source.h"
 #include "core/assert.h"
 #include "core/error.h"
 #include "core/host.h"
 #include "core/options.h"
+#include "recap/sleep.h"
 
 static _Atomic uint64_t next_handle_id = 1; /* recap_pool_handle(): {0, n} */
 static _Atomic uint64_t next_graph_id = 1;  /* pools graphs make for themselves: {n, 0} */

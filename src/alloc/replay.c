@@ -1,20 +1,21 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * replay.c — the allocation log of a capture and its replay at a recapture (the rule is in
- * alloc_internal.h): the logs, the state a route keeps for them (its hit and miss counters
+ * replay.h): the logs, the state a route keeps for them (its hit and miss counters
  * included), and the placement decision the allocation path asks for when a route has logs.
  *
- * The decision is made here and carried out by allocator.c (take_range), which owns the block
- * surgery; this file only reads the pool's free set, and calls neither allocator.c nor pool.c
- * (pool.c attaches the state to a route: recap__pool_route_set_logs). The placement runs under
- * the allocator's lock, on the allocation path of a capture: a hit of an identical sequence
+ * The decision is made here and carried out by replay_take.c (take_range), which owns the block
+ * surgery; this file only reads the pool's free set, and calls neither the malloc/free path nor
+ * pool.c (pool.c attaches the state to a route: recap__pool_route_set_logs). The placement runs
+ * under the allocator's lock, on the allocation path of a capture: a hit of an identical sequence
  * costs one look at the cursor's entry and a scan of the free set of its size class.
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "alloc/alloc_internal.h"
+#include "alloc/fit.h"
+#include "alloc/replay.h"
 #include "core/host.h"
 
 typedef struct recap__alloc_log_entry entry_t;
@@ -89,13 +90,13 @@ recap__route_logs_t *recap__route_logs_new(recap__alloc_log_t *record,
  * Placement (lock held)
  * ---------------------------------------------------------------------------------------- */
 
-/* Whether a request of `size` bytes on stream may be given [at, at + size) out of the free
- * block f: it lies inside f, and the max_split_size rules of the usual path hold (see
- * find_free_block in allocator.c), but for one case: a request below the limit may have the start
- * of a block that is as large as the limit only by the rounding of a segment made for a request
- * its size (less than round_large larger), which is what a new segment would give it, so that
- * replaying such a segment does not grow the pool. A VMM segment's blocks have no max_split_size
- * rules (recap__should_split says why). */
+/* Whether a request of `size` bytes on stream may be given [at, at + size) out of the free block f:
+ * it lies inside f, and the max_split_size rules of the usual path hold (see recap__find_free_block
+ * in request.h), but for one case: a request below the limit may have the start of a block that is
+ * as large as the limit only by the rounding of a segment made for a request its size (less than
+ * round_large larger), which is what a new segment would give it, so that replaying such a segment
+ * does not grow the pool. A VMM segment's blocks have no max_split_size rules (recap__should_split
+ * says why). */
 static bool fits(const recap__block_t *f, uintptr_t at, size_t size, recap_stream_t stream,
                  const recap__options_t *o) {
   uintptr_t start = (uintptr_t)f->ptr;

@@ -9,8 +9,11 @@
 
 #include <string.h>
 
-#include "alloc/alloc_internal.h"
+#include "alloc/alloc_lock.h"
 #include "alloc/pinned_cache.h"
+#include "alloc/replay.h"
+#include "alloc/reset.h"
+#include "alloc/sleep.h"
 #include "core/host.h"
 
 static void free_pool_memory_records(recap__pool_t *pool) {

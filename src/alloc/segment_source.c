@@ -9,7 +9,8 @@
  * id may capture again after its pool was deleted, and its segments must come from the same
  * place then.
  */
-#include "alloc/alloc_internal.h"
+#include "alloc/segment_source.h"
+#include "alloc/state.h"
 #include "core/error.h"
 #include "core/host.h"
 

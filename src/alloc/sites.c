@@ -4,9 +4,10 @@
  * the switch, and the lookup of a block's latest free in the ring of recent frees.
  *
  * recap_malloc and recap_free (allocator.c) record the sites while the switch is on; the read
- * of the switch is inline in alloc_internal.h, so the hot path makes no call for it.
+ * of the switch is inline in sites.h, so the hot path makes no call for it.
  */
-#include "alloc/alloc_internal.h"
+#include "alloc/alloc_lock.h"
+#include "alloc/sites.h"
 #include "core/env.h"
 
 /* RECAP_LIVENESS_DEBUG, which code overrides (core/env.h). */

@@ -26,14 +26,25 @@
  * graph layer asks recap__pool_replay_check before each replay once anything sleeps
  * (recap__alloc_sleeping, read without the lock). Every function here takes the allocator's one
  * lock itself, except the two the allocator calls with it held.
+ *
+ * This file orders the steps and keeps the pools' states; the pinned copy is sleep_offload.c's,
+ * the unmapping, releasing and mapping of the segments' chunks sleep_chunks.c's.
  */
 #include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "alloc/alloc_internal.h"
+#include "alloc/alloc_lock.h"
+#include "alloc/allocator.h"
+#include "alloc/blocks.h"
+#include "alloc/cache_release.h"
+#include "alloc/events.h"
 #include "alloc/pinned_cache.h"
+#include "alloc/sleep.h"
+#include "alloc/sleep_chunks.h"
+#include "alloc/sleep_offload.h"
+#include "alloc/vmm_segment.h"
 #include "core/assert.h"
 #include "core/error.h"
 #include "core/host.h"
@@ -72,19 +83,6 @@ static recap_status_t unknown_pool(const char *call, recap_pool_id_t id, int dev
                       call, id.a, id.b, device);
 }
 
-/* Whether a capture is routed on any device (CUDA's global capture mode makes a capture on one
- * device forbid the synchronizing calls of every thread on any device). */
-static bool capture_under_way(int *device) {
-  for (int i = 0; i < RECAP__MAX_DEVICES; i++) {
-    const recap__device_state_t *d = recap__alloc.devices[i];
-    if (d && d->route_count) {
-      *device = i;
-      return true;
-    }
-  }
-  return false;
-}
-
 static recap_status_t capture_refusal(const char *call, int device) {
   return recap__error(RECAP_ERROR_INVALID_USAGE,
                       "%s: a capture is under way on device %d; sleep and wake wait for the "
@@ -97,7 +95,7 @@ static recap_status_t capture_refusal(const char *call, int device) {
  * (pinned_cache.c), unless a capture is under way: cudaFreeHost would invalidate it. */
 static void apply_keep_option(const char *call) {
   int capturing;
-  if (!capture_under_way(&capturing)) recap__pinned_apply_option(call);
+  if (!recap__alloc_capture_under_way(&capturing)) recap__pinned_apply_option(call);
 }
 
 static bool is_asleep(const recap__pool_t *pool) { return pool->state != RECAP_POOL_AWAKE; }
@@ -126,373 +124,6 @@ recap_status_t recap__pool_replay_check(int device, recap_pool_id_t id) {
 }
 
 /* ------------------------------------------------------------------------------------------
- * The pinned copy of the blocks in use (RECAP_SLEEP_OFFLOAD)
- * ---------------------------------------------------------------------------------------- */
-
-/* A block in use: allocated, or freed and waiting on events (its contents may still be read). */
-static bool in_use(const recap__block_t *b) { return !recap__block_is_free(b); }
-
-/* Copy the runs from the device into the pinned buffer, back to back, on the legacy stream,
- * and wait for them. */
-static recap_status_t copy_out(const recap__offload_t *off) {
-  const recap__device_ops_t *dev = recap__device();
-  char *h = off->host;
-  for (size_t i = 0; i < off->count; i++) {
-    RECAP__CHECK(dev->memcpy_async(h, off->runs[i].ptr, off->runs[i].size, NULL));
-    h += off->runs[i].size;
-  }
-  return dev->stream_synchronize(NULL);
-}
-
-/* Copy back the blocks of pool still in use, each stretch of neighbours in one run in one copy,
- * and wait for them. A block freed while the pool slept is not copied: nothing may read it.
- * Every block in use now was in use at the sleep (an asleep pool hands out nothing), so it lies
- * in a run, and the runs were taken in the order of this walk. */
-static recap_status_t copy_back(const recap__pool_t *pool, const recap__offload_t *off) {
-  const recap__device_ops_t *dev = recap__device();
-  size_t r = 0;
-  const char *run_host = off->host; /* where run r starts in the copy */
-  char *dst = NULL;
-  const char *src = NULL;
-  size_t size = 0; /* the stretch waiting to be copied */
-  for (const recap__segment_t *seg = pool->segments; seg; seg = seg->next) {
-    for (const recap__block_t *b = seg->head; b; b = b->next) {
-      if (!in_use(b)) continue;
-      while (r < off->count &&
-             !(b->ptr >= off->runs[r].ptr && b->ptr < off->runs[r].ptr + off->runs[r].size)) {
-        run_host += off->runs[r].size;
-        r++;
-      }
-      RECAP__ASSERT(r < off->count && b->ptr + b->size <= off->runs[r].ptr + off->runs[r].size);
-      const char *from = run_host + (b->ptr - off->runs[r].ptr);
-      if (size && dst + size == b->ptr && src + size == from) {
-        size += b->size;
-        continue;
-      }
-      if (size) RECAP__CHECK(dev->memcpy_async(dst, src, size, NULL));
-      dst = b->ptr;
-      src = from;
-      size = b->size;
-    }
-  }
-  if (size) RECAP__CHECK(dev->memcpy_async(dst, src, size, NULL));
-  return dev->stream_synchronize(NULL);
-}
-
-/* Free off and hand its pinned buffer back (kept or freed, by the option), on a path that
- * already failed: a failure here is logged, the caller's error stays. */
-static void offload_drop(recap__offload_t *off) {
-  if (!off) return;
-  if (off->host) {
-    recap__saved_error_t saved;
-    recap__error_save(&saved);
-    if (recap__pinned_give(off->host, off->host_bytes) != RECAP_SUCCESS)
-      RECAP__WARN("%s", recap_last_error());
-    recap__error_restore(&saved);
-  }
-  recap__host_free(off);
-}
-
-/* Copy pool's blocks in use to a pinned buffer (a kept one, or new): *out, or an error with
- * nothing held. */
-static recap_status_t offload_take(const recap__pool_t *pool, const char *call,
-                                   recap__offload_t **out) {
-  size_t count = 0, bytes = 0;
-  for (const recap__segment_t *seg = pool->segments; seg; seg = seg->next)
-    for (const recap__block_t *b = seg->head; b; b = b->next)
-      if (in_use(b)) {
-        if (!b->prev || !in_use(b->prev)) count++;
-        bytes += b->size;
-      }
-  recap__offload_t *off = recap__host_calloc(1, sizeof *off + count * sizeof off->runs[0]);
-  if (!off)
-    return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
-                        "%s: out of host memory for the record of %zu runs of blocks to copy; "
-                        "pool {%" PRIu64 ",%" PRIu64 "} stays awake",
-                        call, count, pool->id.a, pool->id.b);
-  for (const recap__segment_t *seg = pool->segments; seg; seg = seg->next)
-    for (const recap__block_t *b = seg->head; b; b = b->next) {
-      if (!in_use(b)) continue;
-      if (!b->prev || !in_use(b->prev))
-        off->runs[off->count++] = (struct recap__offload_run){.ptr = b->ptr, .size = 0};
-      off->runs[off->count - 1].size += b->size;
-    }
-  off->bytes = bytes;
-  if (bytes) {
-    recap_status_t s = recap__pinned_take(bytes, &off->host, &off->host_bytes, call);
-    if (s != RECAP_SUCCESS) {
-      off->host = NULL;
-      recap__host_free(off);
-      recap__saved_error_t cause; /* recap__error rewrites the message it is read from */
-      recap__error_save(&cause);
-      if (s == RECAP_ERROR_OUT_OF_MEMORY)
-        return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
-                            "%s: RECAP_SLEEP_OFFLOAD needs %zu bytes of pinned host memory for "
-                            "the blocks in use of pool {%" PRIu64 ",%" PRIu64
-                            "}, and the host gave none (%s); the pool stays awake. Free host "
-                            "memory, or sleep with RECAP_SLEEP_DISCARD",
-                            call, bytes, pool->id.a, pool->id.b, cause.message);
-      return s;
-    }
-    s = copy_out(off);
-    if (s != RECAP_SUCCESS) {
-      recap__saved_error_t saved;
-      recap__error_save(&saved);
-      offload_drop(off);
-      return recap__error(s,
-                          "%s: copying the blocks in use of pool {%" PRIu64 ",%" PRIu64
-                          "} to pinned host memory failed: %s; the pool stays awake",
-                          call, pool->id.a, pool->id.b, saved.message);
-    }
-  }
-  *out = off;
-  return RECAP_SUCCESS;
-}
-
-/* ------------------------------------------------------------------------------------------
- * Chunks
- * ---------------------------------------------------------------------------------------- */
-
-/* Map chunk c of seg again with its own handle, after an unmap (the roll-back of a failed
- * sleep); c->held follows what is mapped (a map whose access failed leaves it mapped). A failure
- * is logged, the caller's error stays. */
-static bool map_back(const recap__segment_t *seg, recap__vmm_chunk_t *c) {
-  const recap__device_ops_t *dev = recap__device();
-  char *at = seg->base + c->offset;
-  recap__saved_error_t saved;
-  recap__error_save(&saved);
-  recap_status_t s = dev->vmm_map(at, c->size, c->handle);
-  if (s == RECAP_SUCCESS) {
-    c->held = false;
-    s = dev->vmm_set_access(at, c->size);
-  }
-  if (s != RECAP_SUCCESS)
-    LOG_ERROR("could not map the chunk at %p (%zu bytes) of pool {%" PRIu64 ",%" PRIu64
-              "} back after a failed sleep (%s)",
-              (void *)at, c->size, seg->pool->id.a, seg->pool->id.b, recap_last_error());
-  recap__error_restore(&saved);
-  return s == RECAP_SUCCESS;
-}
-
-/* Unmap every chunk of pool's still mapped (held false) and mark it held; false when one could
- * not be unmapped (logged: it stays mapped, for the wake to unmap first). */
-static bool unmap_mapped(recap__pool_t *pool, const char *why) {
-  const recap__device_ops_t *dev = recap__device();
-  bool all = true;
-  for (recap__segment_t *seg = pool->segments; seg; seg = seg->next)
-    for (int i = 0; i < seg->chunk_count; i++) {
-      recap__vmm_chunk_t *c = &seg->chunks[i];
-      if (c->held) continue;
-      char *at = seg->base + c->offset;
-      if (dev->vmm_unmap(at, c->size) == RECAP_SUCCESS) {
-        c->held = true;
-        continue;
-      }
-      all = false;
-      LOG_ERROR("could not unmap the chunk at %p (%zu bytes) of pool {%" PRIu64 ",%" PRIu64
-                "} %s (%s); it stays mapped until its next wake unmaps it",
-                (void *)at, c->size, pool->id.a, pool->id.b, why, recap_last_error());
-    }
-  return all;
-}
-
-/* The unmaps of a sleep. Each chunk unmapped is marked held. On a failure, what was unmapped is
- * mapped back with the same handles (contents kept) and the error says the pool stays awake.
- * When that roll-back fails too, the sleep goes forward instead: *forward is set, every chunk
- * still mapped is unmapped (one that cannot be stays mapped, marked so), and the error says the
- * pool is asleep (offloaded: the blocks in use were copied to pinned memory first); the caller
- * releases the handles and puts it to sleep. */
-static recap_status_t unmap_all(recap__pool_t *pool, bool offloaded, const char *call,
-                                bool *forward) {
-  const recap__device_ops_t *dev = recap__device();
-  *forward = false;
-  recap__segment_t *seg;
-  int i = 0;
-  recap_status_t s = RECAP_SUCCESS;
-  for (seg = pool->segments; seg; seg = seg->next) {
-    for (i = 0; i < seg->chunk_count; i++) {
-      recap__vmm_chunk_t *c = &seg->chunks[i];
-      s = dev->vmm_unmap(seg->base + c->offset, c->size);
-      if (s != RECAP_SUCCESS) goto undo;
-      c->held = true;
-    }
-  }
-  return RECAP_SUCCESS;
-undo:;
-  recap__saved_error_t saved;
-  recap__error_save(&saved);
-  const recap__vmm_chunk_t *failed = &seg->chunks[i];
-  char *at = seg->base + failed->offset;
-  size_t size = failed->size;
-  bool back = true;
-  for (recap__segment_t *b = pool->segments; b; b = b->next)
-    for (int k = 0; k < b->chunk_count; k++)
-      if (b->chunks[k].held && !map_back(b, &b->chunks[k])) back = false;
-  if (back)
-    return recap__error(s,
-                        "%s: unmapping the chunk at %p (%zu bytes) of pool {%" PRIu64 ",%" PRIu64
-                        "} failed: %s. The chunks unmapped before it were mapped back; the pool "
-                        "stays awake with its contents",
-                        call, (void *)at, size, pool->id.a, pool->id.b, saved.message);
-  /* Part of the pool is unmapped for good: awake, its blocks would fault. Asleep is whole. */
-  *forward = true;
-  bool unmapped = unmap_mapped(pool, "while a failed sleep went forward");
-  return recap__error(s,
-                      "%s: unmapping the chunk at %p (%zu bytes) of pool {%" PRIu64 ",%" PRIu64
-                      "} failed: %s, and the roll-back failed too: the chunks unmapped before "
-                      "it could not all be mapped back (the log names them). So the pool is "
-                      "asleep instead (%s)%s; wake it (recap_pool_wake) to use it",
-                      call, (void *)at, size, pool->id.a, pool->id.b, saved.message,
-                      offloaded ? "its blocks in use were copied to pinned host memory first: the "
-                                  "wake restores them"
-                                : "RECAP_SLEEP_DISCARD: its blocks' contents are dropped",
-                      unmapped ? ""
-                               : ", and chunks that could not be unmapped stay mapped until "
-                                 "the wake unmaps them");
-}
-
-/* Release the handles of seg's unmapped chunks (held). A handle whose release fails stays in the
- * chunk list (the wake releases it first), and so does a chunk still mapped; *failed and
- * *failed_bytes count the former. */
-static void release_handles(recap__segment_t *seg, int *failed, size_t *failed_bytes,
-                            recap__saved_error_t *first) {
-  int kept = 0;
-  for (int i = 0; i < seg->chunk_count; i++) {
-    recap__vmm_chunk_t c = seg->chunks[i];
-    if (c.held) {
-      if (recap__device()->vmm_release(c.handle) == RECAP_SUCCESS) continue;
-      if (*failed == 0) recap__error_save(first);
-      (*failed)++;
-      *failed_bytes += c.size;
-    }
-    seg->chunks[kept++] = c;
-  }
-  seg->chunk_count = kept;
-}
-
-/* Unmap and release the chunks this wake mapped (every chunk of the pool's segments: a wake
- * starts with none), on a path that already failed. A chunk that cannot be unmapped stays in
- * the list, mapped; one whose release fails stays, held: the next wake gives them back first.
- * *left and *left_bytes count them. */
-static void wake_undo(recap__pool_t *pool, int *left, size_t *left_bytes) {
-  const recap__device_ops_t *dev = recap__device();
-  recap__saved_error_t saved;
-  recap__error_save(&saved);
-  *left = 0;
-  *left_bytes = 0;
-  for (recap__segment_t *seg = pool->segments; seg; seg = seg->next) {
-    for (int i = seg->chunk_count; i-- > 0;) {
-      recap__vmm_chunk_t *c = &seg->chunks[i];
-      char *at = seg->base + c->offset;
-      if (!c->held && dev->vmm_unmap(at, c->size) == RECAP_SUCCESS) c->held = true;
-      if (c->held && dev->vmm_release(c->handle) == RECAP_SUCCESS) {
-        c->size = 0; /* gone: dropped below */
-        continue;
-      }
-      (*left)++;
-      *left_bytes += c->size;
-      LOG_ERROR(
-          "could not give back the chunk at %p (%zu bytes) that a failed wake of pool {%" PRIu64
-          ",%" PRIu64 "} mapped (%s); it stays %s until the next wake gives it back",
-          (void *)at, c->size, pool->id.a, pool->id.b, recap_last_error(),
-          c->held ? "held" : "mapped");
-    }
-    int kept = 0;
-    for (int i = 0; i < seg->chunk_count; i++)
-      if (seg->chunks[i].size) seg->chunks[kept++] = seg->chunks[i];
-    seg->chunk_count = kept;
-  }
-  recap__error_restore(&saved);
-}
-
-/* What a segment had mapped when its pool went to sleep, which the wake maps again: its chunks'
- * ranges, neighbours joined (the holes between them stay holes, vmm_segment.c). Taken before the
- * first unmap, so that the only host memory a sleep needs is had while nothing has changed. */
-static bool runs_take(recap__segment_t *seg) {
-  int n = 0;
-  for (int i = 0; i < seg->chunk_count; i++)
-    if (i == 0 || seg->chunks[i - 1].offset + seg->chunks[i - 1].size != seg->chunks[i].offset) n++;
-  recap__vmm_run_t *runs = n ? recap__host_calloc((size_t)n, sizeof *runs) : NULL;
-  if (n && !runs) return false;
-  int k = -1;
-  for (int i = 0; i < seg->chunk_count; i++) {
-    const recap__vmm_chunk_t *c = &seg->chunks[i];
-    if (k >= 0 && runs[k].offset + runs[k].size == c->offset)
-      runs[k].size += c->size;
-    else
-      runs[++k] = (recap__vmm_run_t){.offset = c->offset, .size = c->size};
-  }
-  recap__host_free(seg->asleep_runs);
-  seg->asleep_runs = runs;
-  seg->asleep_run_count = n;
-  return true;
-}
-
-/* The chunks a wake maps for seg: its runs cut into chunks of up to RECAP__VMM_WAKE_CHUNK. */
-static size_t wake_chunk_count(const recap__segment_t *seg) {
-  size_t n = 0;
-  for (int i = 0; i < seg->asleep_run_count; i++)
-    n += (seg->asleep_runs[i].size + RECAP__VMM_WAKE_CHUNK - 1) / RECAP__VMM_WAKE_CHUNK;
-  return n;
-}
-
-/* Make room in seg's chunk list for the chunks a wake maps (host memory, before any map). */
-static bool reserve_chunks(recap__segment_t *seg, size_t needed) {
-  if (needed <= (size_t)seg->chunk_capacity) return true;
-  recap__vmm_chunk_t *grown = recap__host_realloc(seg->chunks, needed * sizeof *grown);
-  if (!grown) return false;
-  seg->chunks = grown;
-  seg->chunk_capacity = (int)needed;
-  return true;
-}
-
-/* Map a fresh chunk of size bytes at offset of seg and append it to the chunk list. Fails with
- * nothing of it left, but for a chunk whose access failed and whose unmap failed then: it is
- * appended, mapped, for wake_undo to give back. */
-static recap_status_t map_fresh(recap__segment_t *seg, size_t offset, size_t size) {
-  const recap__device_ops_t *dev = recap__device();
-  char *at = seg->base + offset;
-  recap__vmm_handle_t h = 0;
-  RECAP__CHECK(dev->vmm_create(&h, size));
-  recap_status_t s = dev->vmm_map(at, size, h);
-  if (s == RECAP_SUCCESS) {
-    s = dev->vmm_set_access(at, size);
-    if (s != RECAP_SUCCESS) {
-      recap__saved_error_t saved;
-      recap__error_save(&saved);
-      bool unmapped = dev->vmm_unmap(at, size) == RECAP_SUCCESS;
-      recap__error_restore(&saved);
-      if (!unmapped) {
-        /* Released now, the mapping would stay, forgotten, and every later wake would fail
-         * to map over it. */
-        seg->chunks[seg->chunk_count++] =
-            (recap__vmm_chunk_t){.offset = offset, .size = size, .handle = h};
-        return s;
-      }
-    }
-  }
-  if (s != RECAP_SUCCESS) {
-    recap__saved_error_t saved;
-    recap__error_save(&saved);
-    if (dev->vmm_release(h) != RECAP_SUCCESS) {
-      /* Forgotten, the handle would hold its memory for good: listed as held, the undo and
-       * the next wake release it again. */
-      LOG_ERROR(
-          "could not release a chunk of %zu bytes after its map failed (%s); it is kept "
-          "for the next try",
-          size, recap_last_error());
-      seg->chunks[seg->chunk_count++] =
-          (recap__vmm_chunk_t){.offset = offset, .size = size, .handle = h, .held = true};
-    }
-    recap__error_restore(&saved);
-    return s;
-  }
-  seg->chunks[seg->chunk_count++] =
-      (recap__vmm_chunk_t){.offset = offset, .size = size, .handle = h};
-  return RECAP_SUCCESS;
-}
-
-/* ------------------------------------------------------------------------------------------
  * Sleep and wake of one pool (lock held, the pool's device current)
  * ---------------------------------------------------------------------------------------- */
 
@@ -512,7 +143,7 @@ static recap_status_t sleep_pool(recap__device_state_t *d, recap__pool_t *pool,
                         pool->id.a, pool->id.b, pool_kind(pool),
                         recap_pool_state_name((recap_pool_state_t)pool->state));
   int capturing;
-  if (capture_under_way(&capturing)) return capture_refusal(call, capturing);
+  if (recap__alloc_capture_under_way(&capturing)) return capture_refusal(call, capturing);
   /* Free classic segments go back now: what stays of cudaMalloc could not sleep. */
   RECAP__CHECK(recap__alloc_pool_release_free(d, pool));
   int classic = 0;
@@ -541,17 +172,17 @@ static recap_status_t sleep_pool(recap__device_state_t *d, recap__pool_t *pool,
                         call, d->device, cause.message, pool->id.a, pool->id.b);
   }
   for (recap__segment_t *seg = pool->segments; seg; seg = seg->next)
-    if (!runs_take(seg))
+    if (!recap__sleep_runs_take(seg))
       return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
                           "%s: out of host memory for the chunk ranges of pool {%" PRIu64
                           ",%" PRIu64 "}; it stays awake",
                           call, pool->id.a, pool->id.b);
   recap__offload_t *off = NULL;
-  if (mode == RECAP_SLEEP_OFFLOAD) RECAP__CHECK(offload_take(pool, call, &off));
+  if (mode == RECAP_SLEEP_OFFLOAD) RECAP__CHECK(recap__sleep_offload_take(pool, call, &off));
   bool forward;
-  s = unmap_all(pool, mode == RECAP_SLEEP_OFFLOAD, call, &forward);
+  s = recap__sleep_unmap_all(pool, mode == RECAP_SLEEP_OFFLOAD, call, &forward);
   if (s != RECAP_SUCCESS && !forward) {
-    offload_drop(off);
+    recap__sleep_offload_drop(off);
     return s;
   }
   /* Every chunk is unmapped (or, going forward after a failed roll-back, every chunk that could
@@ -561,7 +192,7 @@ static recap_status_t sleep_pool(recap__device_state_t *d, recap__pool_t *pool,
   recap__saved_error_t first, unmap_error;
   if (forward) recap__error_save(&unmap_error);
   for (recap__segment_t *seg = pool->segments; seg; seg = seg->next)
-    release_handles(seg, &failed, &failed_bytes, &first);
+    recap__sleep_release_handles(seg, &failed, &failed_bytes, &first);
   pool->state =
       mode == RECAP_SLEEP_OFFLOAD ? RECAP_POOL_ASLEEP_OFFLOADED : RECAP_POOL_ASLEEP_DISCARDED;
   pool->sleeping_bytes = vmm_bytes(pool);
@@ -588,7 +219,7 @@ static recap_status_t sleep_pool(recap__device_state_t *d, recap__pool_t *pool,
 static recap_status_t wake_pool(recap__pool_t *pool, int device, const char *call) {
   if (!is_asleep(pool)) return RECAP_SUCCESS;
   int capturing;
-  if (capture_under_way(&capturing)) return capture_refusal(call, capturing);
+  if (recap__alloc_capture_under_way(&capturing)) return capture_refusal(call, capturing);
   const recap__device_ops_t *dev = recap__device();
   /* What a failure left in the chunk lists first: chunks still mapped (an unmap failed) are
    * unmapped, since the wake maps over their addresses, and handles not released are released,
@@ -619,7 +250,7 @@ static recap_status_t wake_pool(recap__pool_t *pool, int device, const char *cal
   int64_t needed = 0;
   for (recap__segment_t *seg = pool->segments; seg; seg = seg->next) {
     needed += (int64_t)(seg->size - seg->unmapped);
-    if (!reserve_chunks(seg, wake_chunk_count(seg)))
+    if (!recap__sleep_reserve_chunks(seg, recap__sleep_wake_chunk_count(seg)))
       return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
                           "%s: out of host memory for the chunk list of pool {%" PRIu64 ",%" PRIu64
                           "}; it stays asleep",
@@ -633,7 +264,7 @@ static recap_status_t wake_pool(recap__pool_t *pool, int device, const char *cal
            offset < end && s == RECAP_SUCCESS;) {
         size_t size = end - offset < RECAP__VMM_WAKE_CHUNK ? end - offset : RECAP__VMM_WAKE_CHUNK;
         asked = size;
-        s = map_fresh(seg, offset, size);
+        s = recap__sleep_map_fresh(seg, offset, size);
         offset += size;
       }
     }
@@ -641,7 +272,7 @@ static recap_status_t wake_pool(recap__pool_t *pool, int device, const char *cal
   if (s != RECAP_SUCCESS) {
     int left;
     size_t left_bytes;
-    wake_undo(pool, &left, &left_bytes);
+    recap__sleep_wake_undo(pool, &left, &left_bytes);
     recap__saved_error_t saved;
     recap__error_save(&saved);
     if (left)
@@ -668,12 +299,12 @@ static recap_status_t wake_pool(recap__pool_t *pool, int device, const char *cal
                         free_bytes, total, call);
   }
   recap__offload_t *off = pool->offload;
-  if (off && off->bytes) s = copy_back(pool, off);
+  if (off && off->bytes) s = recap__sleep_copy_back(pool, off);
   if (s != RECAP_SUCCESS) {
     /* The copy is still whole in host memory: back to sleep as before. */
     int left;
     size_t left_bytes;
-    wake_undo(pool, &left, &left_bytes);
+    recap__sleep_wake_undo(pool, &left, &left_bytes);
     recap__saved_error_t cause;
     recap__error_save(&cause);
     if (left)
@@ -839,7 +470,7 @@ recap_status_t recap_sleep(recap_sleep_mode_t mode) {
   recap__pool_t **slept = NULL;
   int *devices = NULL;
   size_t n = 0;
-  if (capture_under_way(&capturing)) {
+  if (recap__alloc_capture_under_way(&capturing)) {
     s = capture_refusal("recap_sleep", capturing);
     goto out;
   }
@@ -881,7 +512,7 @@ recap_status_t recap_pinned_reserve(size_t bytes) {
   recap_status_t s;
   int capturing;
   recap__alloc_lock();
-  if (capture_under_way(&capturing))
+  if (recap__alloc_capture_under_way(&capturing))
     s = recap__error(RECAP_ERROR_INVALID_USAGE,
                      "recap_pinned_reserve: a capture is under way on device %d; pinning host "
                      "memory (cudaHostAlloc) now could invalidate it. Call it before the "

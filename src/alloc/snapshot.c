@@ -22,10 +22,12 @@
  * (the option offload_keep_pinned), whatever device the snapshot is of.
  */
 #include "alloc/memory_model.h"
-#include "alloc/alloc_internal.h"
+#include "alloc/sleep.h"
+#include "alloc/state.h"
 #include "core/error.h"
 #include "core/host.h"
 #include "core/json.h"
+#include "device/device.h"
 
 static void write_stat(recap__json_t *j, const char *name, const recap_stat_t *array) {
   static const char *const kinds[RECAP_STAT_KINDS] = {"all", "small", "large"};

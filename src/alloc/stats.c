@@ -2,13 +2,15 @@
 /*
  * stats.c — the public statistics queries: recap_memory_stats and recap_memory_reset_peak.
  *
- * The counters themselves are updated by the malloc/free core in allocator.c, under the
- * allocator's lock; these functions copy or reset them under the same lock.
+ * The counters themselves are updated by the malloc/free core (allocator.c and the files below it:
+ * blocks.c, events.c, segment_growth.c, cache_release.c), under the allocator's lock; these
+ * functions copy or reset them under the same lock.
  */
 #include <stddef.h>
 #include <string.h>
 
-#include "alloc/alloc_internal.h"
+#include "alloc/alloc_lock.h"
+#include "alloc/allocator.h"
 #include "core/args.h"
 #include "core/error.h"
 
