@@ -119,7 +119,7 @@ static void bench_size(size_t size, int rounds, int pairs, cudaStream_t stream, 
     if (variant_ok[V_ROUTED] || variant_ok[V_OTHER]) {
       recap_graph_t graph = NULL;
       BENCH_RECAP(recap_graph_create(&graph, 0));
-      BENCH_RECAP(recap_graph_capture_begin(graph, stream, NULL));
+      BENCH_RECAP(recap_graph_capture_begin(graph, NULL, stream));
       BENCH_CUDA(bench_launch_increment(stream, counter));      /* so the graph is not empty */
       try_recap_pairs_ns(V_ROUTED, stream, size, WARMUP_PAIRS); /* the pool's first segment */
       if (r % 2 == 0) {

@@ -106,7 +106,7 @@ static int capture_recap(recap_graph_t *graphs, recap_pool_id_t pool, float *out
     BENCH_RECAP(recap_graph_create(&graphs[k], 0));
     recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
     opts.pool = pool;
-    BENCH_RECAP(recap_graph_capture_begin(graphs[k], s, &opts));
+    BENCH_RECAP(recap_graph_capture_begin(graphs[k], &opts, s));
     recap_status_t st = RECAP_SUCCESS;
     for (int j = 0; j < TEMPS && st == RECAP_SUCCESS; j++)
       st = recap_malloc((void **)&t[j], temp_bytes(buckets[k]), s);
@@ -143,9 +143,9 @@ static void recap_footprint(recap_graph_t *graphs, int64_t *reserved, int64_t *p
     if (dup) continue;
     seen[n++] = pool;
     recap_pool_memory_t pm = RECAP_POOL_MEMORY_INIT;
-    recap_pool_info_t info;
+    recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
     BENCH_RECAP(recap_pool_memory(pool, &pm));
-    BENCH_RECAP(recap_pool_info(pool, &info));
+    BENCH_RECAP(recap_pool_memory(pool, &info));
     *reserved += pm.reserved_bytes;
     *peak += pm.capture_peak_max_bytes;
     *segments += info.segments;

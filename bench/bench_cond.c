@@ -214,7 +214,7 @@ static recap_graph_t recap_begin(bench_t *b, recap_regions_mode_t mode) {
   BENCH_RECAP(recap_graph_create(&g, 0));
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.regions = mode;
-  BENCH_RECAP(recap_graph_capture_begin(g, b->stream, &o));
+  BENCH_RECAP(recap_graph_capture_begin(g, &o, b->stream));
   return g;
 }
 
@@ -224,8 +224,8 @@ static recap_graph_t recap_while(bench_t *b, int body, uint32_t iterations,
   recap_graph_t g = recap_begin(b, mode);
   BENCH_CUDA(bench_cond_set_word(b->remaining, iterations, b->stream));
   recap_cond_t more;
-  BENCH_RECAP(recap_cond_create(b->stream, 1, &more));
-  BENCH_RECAP(recap_region_begin(b->stream, RECAP_REGION_WHILE, more, 1));
+  BENCH_RECAP(recap_cond_create(&more, 1, b->stream));
+  BENCH_RECAP(recap_region_begin(RECAP_REGION_WHILE, more, 1, b->stream));
   for (int k = 0; k < body; k++) BENCH_CUDA(bench_launch_increment(b->stream, b->counter));
   BENCH_RECAP(recap_cond_countdown(more, b->remaining, b->stream));
   BENCH_RECAP(recap_region_end(b->stream));
@@ -245,7 +245,7 @@ static recap_status_t loop_check(void *ctx, recap_cond_t cond, recap_stream_t st
   return recap_cond_countdown(cond, ((bench_t *)ctx)->remaining, stream);
 }
 
-/* remaining = trips; recap_loop_capture(unroll U: U increments, then the countdown). */
+/* remaining = trips; recap_loop_capture(then the countdown, unroll U: U increments). */
 static recap_graph_t recap_unrolled(bench_t *b, uint32_t trips) {
   recap_graph_t g = recap_begin(b, RECAP_REGIONS_AUTO);
   BENCH_CUDA(bench_cond_set_word(b->remaining, trips, b->stream));
@@ -254,7 +254,7 @@ static recap_graph_t recap_unrolled(bench_t *b, uint32_t trips) {
   loop.check = loop_check;
   loop.ctx = b;
   loop.unroll = UNROLL;
-  BENCH_RECAP(recap_loop_capture(b->stream, &loop));
+  BENCH_RECAP(recap_loop_capture(&loop, b->stream));
   BENCH_RECAP(recap_graph_capture_end(g));
   return g;
 }
@@ -340,9 +340,9 @@ static void section_wide(bench_t *b) {
 static recap_graph_t recap_switch(bench_t *b, int k) {
   recap_graph_t g = recap_begin(b, RECAP_REGIONS_AUTO);
   recap_cond_t which;
-  BENCH_RECAP(recap_cond_create(b->stream, 0, &which));
+  BENCH_RECAP(recap_cond_create(&which, 0, b->stream));
   BENCH_RECAP(recap_cond_set_from(which, b->index, b->stream));
-  BENCH_RECAP(recap_region_begin(b->stream, RECAP_REGION_SWITCH, which, (unsigned)k));
+  BENCH_RECAP(recap_region_begin(RECAP_REGION_SWITCH, which, (unsigned)k, b->stream));
   for (int branch = 0; branch < k; branch++) {
     if (branch > 0) BENCH_RECAP(recap_region_next_branch(b->stream));
     BENCH_CUDA(bench_launch_increment(b->stream, b->counter));

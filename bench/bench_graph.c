@@ -66,7 +66,7 @@ static double capture_recap_us(cudaStream_t stream, int *counter, int n) {
   recap_graph_t graph = NULL;
   uint64_t t0 = bench_now_ns();
   BENCH_RECAP(recap_graph_create(&graph, 0));
-  BENCH_RECAP(recap_graph_capture_begin(graph, stream, NULL));
+  BENCH_RECAP(recap_graph_capture_begin(graph, NULL, stream));
   enqueue_chain(stream, counter, n);
   BENCH_RECAP(recap_graph_capture_end(graph));
   uint64_t t1 = bench_now_ns();
@@ -129,7 +129,7 @@ static int bench_replay(cudaStream_t stream, int *counter, int n, int quick,
 
   recap_graph_t graph = NULL;
   BENCH_RECAP(recap_graph_create(&graph, 0));
-  BENCH_RECAP(recap_graph_capture_begin(graph, stream, NULL));
+  BENCH_RECAP(recap_graph_capture_begin(graph, NULL, stream));
   enqueue_chain(stream, counter, n);
   BENCH_RECAP(recap_graph_capture_end(graph));
   size_t nodes = 0;

@@ -45,7 +45,7 @@ typedef struct setup {
 static void capture(recap_graph_t graph, cudaStream_t stream, int **counters, int n, int check) {
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.check_input_liveness = check;
-  BENCH_RECAP(recap_graph_capture_begin(graph, stream, &o));
+  BENCH_RECAP(recap_graph_capture_begin(graph, &o, stream));
   for (int i = 0; i < n; i++) BENCH_CUDA(bench_launch_increment(stream, counters[i]));
   BENCH_RECAP(recap_graph_capture_end(graph));
 }
@@ -87,8 +87,7 @@ static int bench_size(cudaStream_t stream, int n, int quick, result_t *r) {
   capture(st.off, stream, counters, n, 0);
   capture(st.on, stream, counters, n, 1);
   BENCH_RECAP(recap_graph_raw_exec(st.off, &st.raw));
-  const recap_liveness_input_t *inputs = NULL;
-  BENCH_RECAP(recap_graph_liveness_inputs(st.on, &inputs, &r->inputs));
+  BENCH_RECAP(recap_graph_liveness_inputs(st.on, NULL, 0, &r->inputs));
 
   int batch = n <= 10 ? 50 : 10;
   int calls = n <= 10 ? 4000 : 600;

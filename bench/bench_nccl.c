@@ -134,7 +134,7 @@ static recap_graph_t capture_recap(setup_t *s, int k) {
   BENCH_RECAP(recap_graph_create(&graph, 0));
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
-  BENCH_RECAP(recap_graph_capture_begin(graph, (recap_stream_t)s->stream, &o));
+  BENCH_RECAP(recap_graph_capture_begin(graph, &o, (recap_stream_t)s->stream));
   enqueue_step(s, RECAP_GRAPH, k);
   BENCH_RECAP(recap_graph_capture_end(graph));
   BENCH_RECAP(recap_graph_replay(graph, (recap_stream_t)s->stream)); /* the first launch uploads */

@@ -130,7 +130,7 @@ static recap_graph_t capture_with(bench_t *b, recap_rebind_mode_t mode,
   recap_capture_options_t options = RECAP_CAPTURE_OPTIONS_INIT;
   options.rebind = mode;
   BENCH_RECAP(recap_graph_create(&g, 0));
-  BENCH_RECAP(recap_graph_capture_begin(g, b->stream, &options));
+  BENCH_RECAP(recap_graph_capture_begin(g, &options, b->stream));
   enqueue(b, arg);
   BENCH_RECAP(recap_graph_capture_end(g));
   return g;
@@ -222,9 +222,8 @@ static void raw_patch_apply(cudaGraphExec_t exec, raw_patch_t *p, int which) {
 }
 
 static void rebind_once(recap_graph_t g, const int *from, int *to, size_t *patched) {
-  recap_rebind_t r = {from, to, 0, 0};
-  BENCH_RECAP(recap_graph_rebind(g, &r, 1));
-  if (patched) *patched = r.patched;
+  recap_rebind_t r = {sizeof(recap_rebind_t), from, to, 0};
+  BENCH_RECAP(recap_graph_rebind(g, &r, 1, patched));
 }
 
 typedef struct rebind_result {
@@ -302,7 +301,7 @@ static void measure_recapture(bench_t *b, double *recapture_us, double *llama_us
     const readers_t *r = i % 2 ? &ra : &rb;
     uint64_t t0 = bench_now_ns();
     BENCH_RECAP(recap_graph_reset(g));
-    BENCH_RECAP(recap_graph_capture_begin(g, b->stream, NULL));
+    BENCH_RECAP(recap_graph_capture_begin(g, NULL, b->stream));
     enqueue_readers(b, r);
     BENCH_RECAP(recap_graph_capture_end(g));
     uint64_t t1 = bench_now_ns();
@@ -348,12 +347,13 @@ static double measure_first_rebind16(bench_t *b) {
     recap_graph_t g = capture_with(b, RECAP_REBIND_AUTO, enqueue_sixteen, &from);
     recap_rebind_t moves[BUFFERS16];
     for (int j = 0; j < BUFFERS16; j++)
-      moves[j] = (recap_rebind_t){from.buffers[j], to.buffers[j], 0, 0};
+      moves[j] = (recap_rebind_t){sizeof(recap_rebind_t), from.buffers[j], to.buffers[j], 0};
     uint64_t t0 = bench_now_ns();
-    BENCH_RECAP(recap_graph_rebind(g, moves, BUFFERS16));
+    size_t counts[BUFFERS16];
+    BENCH_RECAP(recap_graph_rebind(g, moves, BUFFERS16, counts));
     s[i] = (double)(bench_now_ns() - t0) / 1e3;
     size_t patched = 0;
-    for (int j = 0; j < BUFFERS16; j++) patched += moves[j].patched;
+    for (int j = 0; j < BUFFERS16; j++) patched += counts[j];
     check(b, patched == BUFFERS16 * READERS_PER_BUFFER, "16 buffers x 4 readers patched");
     if (i == 0) {
       set_int(b->counter, 0);
@@ -430,7 +430,7 @@ static void section_update(bench_t *b) {
   recap_graph_t never = capture_with(b, RECAP_REBIND_OFF, enqueue_values, &value);
   recap_update_policy_t policy = RECAP_UPDATE_POLICY_INIT;
   policy.never_update = 1;
-  BENCH_RECAP(recap_graph_set_update_policy(never, &policy));
+  BENCH_RECAP(recap_graph_update_policy_set(never, &policy));
   cudaGraph_t first = capture_raw(b, enqueue_values, &value);
   cudaGraphExec_t exec = instantiate_raw(first);
 
@@ -443,7 +443,7 @@ static void section_update(bench_t *b) {
   for (int i = 0; i < reps; i++) {
     value = 2 + i % 2; /* a parameter changes at every recapture */
     uint64_t t0 = bench_now_ns();
-    BENCH_RECAP(recap_graph_recapture_begin(upd, b->stream, NULL));
+    BENCH_RECAP(recap_graph_recapture_begin(upd, NULL, b->stream));
     enqueue_values(b, &value);
     uint64_t t1 = bench_now_ns();
     BENCH_RECAP(recap_graph_capture_end(upd));
@@ -462,7 +462,7 @@ static void section_update(bench_t *b) {
     raw_total[i] = (double)(t3 - t0) / 1e3;
     raw_update[i] = (double)(t2 - t1) / 1e3;
 
-    BENCH_RECAP(recap_graph_recapture_begin(never, b->stream, NULL));
+    BENCH_RECAP(recap_graph_recapture_begin(never, NULL, b->stream));
     enqueue_values(b, &value);
     t0 = bench_now_ns();
     BENCH_RECAP(recap_graph_capture_end(never));
@@ -607,7 +607,7 @@ static void section_replay(bench_t *b) {
     g[2] = capture_with(b, RECAP_REBIND_OFF, enqueue_shape, &a1);
     for (int i = 0; i < changes; i++) {
       rebind_once(g[1], i % 2 ? x2 : x1, i % 2 ? x1 : x2, NULL);
-      BENCH_RECAP(recap_graph_recapture_begin(g[2], b->stream, NULL));
+      BENCH_RECAP(recap_graph_recapture_begin(g[2], NULL, b->stream));
       enqueue_shape(b, i % 2 ? &a1 : &a2);
       BENCH_RECAP(recap_graph_capture_end(g[2]));
     }
@@ -691,10 +691,10 @@ static void section_policy(bench_t *b) {
     recap_update_policy_t policy = RECAP_UPDATE_POLICY_INIT;
     policy.max_slowdown = 0.01;
     policy.measure_replays = 8;
-    BENCH_RECAP(recap_graph_set_update_policy(g, &policy));
+    BENCH_RECAP(recap_graph_update_policy_set(g, &policy));
     BENCH_RECAP(recap_graph_replay(g, b->stream));
     for (int i = 0; i < changes; i++) {
-      BENCH_RECAP(recap_graph_recapture_begin(g, b->stream, NULL));
+      BENCH_RECAP(recap_graph_recapture_begin(g, NULL, b->stream));
       enqueue_shape(b, i % 2 ? &a1 : &a2);
       BENCH_RECAP(recap_graph_capture_end(g));
       BENCH_RECAP(recap_graph_replay(g, b->stream));
@@ -763,7 +763,7 @@ static void time_calls(bench_t *b, recap_graphed_t h, void *in_a, void *in_b, si
   uint64_t t0 = bench_now_ns();
   for (int i = 0; i < per_batch; i++) {
     recap_buffer_t in = {i % 2 ? in_b : in_a, bytes};
-    BENCH_RECAP(recap_graphed_forward(h, b->stream, 1, &in, &out));
+    BENCH_RECAP(recap_graphed_forward(h, 1, &in, b->stream, &out));
   }
   *host_us = (double)(bench_now_ns() - t0) / 1e3 / per_batch;
   BENCH_CUDA(cudaEventRecord(b->gpu_end, b->stream));

@@ -280,7 +280,7 @@ static void capture_pool(pool_run_t *run, cudaStream_t stream) {
   BENCH_RECAP(recap_graph_create(&run->graph, 0));
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
   opts.pool = run->pool;
-  BENCH_RECAP(recap_graph_capture_begin(run->graph, stream, &opts));
+  BENCH_RECAP(recap_graph_capture_begin(run->graph, &opts, stream));
   for (size_t i = 0; i < run->count; i++) {
     BENCH_RECAP(recap_malloc(&run->blocks[i], run->block, stream));
     BENCH_CUDA(bench_mem_fill(run->blocks[i], run->block / 4, (uint32_t)(i + 1), stream));

@@ -97,7 +97,7 @@ static void bench_pairs(cudaStream_t s, int rounds, int pairs, results_t *res) {
 static void capture_graph(recap_graph_t *graph, cudaStream_t s, int *counter) {
   void *t[TEMPS];
   BENCH_RECAP(recap_graph_create(graph, 0));
-  BENCH_RECAP(recap_graph_capture_begin(*graph, s, NULL));
+  BENCH_RECAP(recap_graph_capture_begin(*graph, NULL, s));
   for (int i = 0; i < KERNELS; i++) {
     if (i % (KERNELS / TEMPS) == 0 && i / (KERNELS / TEMPS) < TEMPS)
       BENCH_RECAP(recap_malloc(&t[i / (KERNELS / TEMPS)], temp_sizes[i / (KERNELS / TEMPS)], s));
@@ -180,7 +180,7 @@ static void bench_replay(cudaStream_t s, int *counter, int batches, results_t *r
 static void bench_frag(int mode, int steps, cudaStream_t s, frag_result_t *out) {
   set_mode(mode);
   BENCH_RECAP(recap_memory_reset_peak(-1));
-  recap_memory_stats_t before;
+  recap_memory_stats_t before = RECAP_MEMORY_STATS_INIT;
   BENCH_RECAP(recap_memory_stats(-1, &before));
   void **big = bench_calloc(NAME, (size_t)steps, sizeof(void *));
   void **small = bench_calloc(NAME, (size_t)steps, sizeof(void *));
@@ -195,7 +195,7 @@ static void bench_frag(int mode, int steps, cudaStream_t s, frag_result_t *out) 
     }
   }
   out->ms = (double)(bench_now_ns() - t0) / 1e6;
-  recap_memory_stats_t st;
+  recap_memory_stats_t st = RECAP_MEMORY_STATS_INIT;
   BENCH_RECAP(recap_memory_stats(-1, &st));
   out->reserved = st.reserved_bytes[RECAP_STAT_ALL].current;
   out->allocated = st.allocated_bytes[RECAP_STAT_ALL].current;

@@ -71,7 +71,7 @@ int bench_have_device(const char *name);
 int bench_require_device(const char *name);
 
 /* The current device's name, the driver and runtime versions and recap's version, as one line
- * ("NVIDIA H200, driver 13.0, runtime 13.0, recap 0.1.0") and as JSON members (no braces). */
+ * ("NVIDIA H200, driver 13.0, runtime 13.0, recap 0.2.0") and as JSON members (no braces). */
 void bench_describe_device(char *line, size_t size);
 void bench_device_json(FILE *f);
 /* Opens a benchmark's JSON output at path and writes its start: '{', the "benchmark" member

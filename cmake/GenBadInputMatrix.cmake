@@ -39,7 +39,8 @@ set(ALLOW
   "recap_log_set.user_data|VOID|recap.h: user data is opaque, handed back to the callback"
   "recap_graph_capture_begin.options|SUCCESS|graph.h: options NULL means RECAP_CAPTURE_OPTIONS_INIT"
   "recap_graph_recapture_begin.options|ERROR_INVALID_USAGE|update.h: options NULL means the last capture's options, and the fixture's graph holds no capture, which is INVALID_USAGE"
-  "recap_graph_set_update_policy.policy|SUCCESS|update.h: policy NULL means RECAP_UPDATE_POLICY_INIT"
+  "recap_graph_update_policy_set.policy|SUCCESS|update.h: policy NULL means RECAP_UPDATE_POLICY_INIT"
+  "recap_graph_set_update_policy.policy|SUCCESS|update.h: the deprecated name of recap_graph_update_policy_set"
   "recap_capture_scope_begin.options|SUCCESS|graph.h: options NULL means defaults"
   "recap_graphed_create.options|SUCCESS|graphed.h: options NULL means defaults"
   "recap_rng_dropout.mask|SUCCESS|rng.h: mask may be NULL"
@@ -52,6 +53,7 @@ set(ALLOW
   "recap_graph_set_evict_idle.evicted|SUCCESS|graph_set.h: evicted may be NULL"
   "recap_graph_set_sizes.sizes|SUCCESS|graph_set.h: sizes may be NULL (count alone is asked)"
   "recap_graph_collectives.hash|SUCCESS|nccl.h: hash may be NULL when not wanted"
+  "recap_graph_rebind.patched|ERROR_INVALID_USAGE|rebind.h: patched may be NULL, and the fixture's graph was not captured for rebinding, which is INVALID_USAGE"
 )
 
 # ---- a valid value for every parameter type -----------------------------------------------------
@@ -115,7 +117,7 @@ set(VALUES
   "const recap_graph_info_t *|&f->info"
   "recap_graph_info_t *|f->heap_info"
   "recap_philox_state_t *|&f->philox"
-  "const recap_liveness_input_t **|&f->liveness_out"
+  "recap_liveness_input_t *|f->liveness_out"
   "recap_log_fn|bim_log"
   "recap_log_level_t|RECAP_LOG_LEVEL_WARN"
   "recap_status_t|RECAP_SUCCESS"
@@ -137,7 +139,7 @@ set(VALUES
   "uint32_t *|(uint32_t *)f->block"
   "const recap_cond_compare_t *|&f->cond_compare"
   "const recap_loop_t *|&f->loop"
-  "recap_rebind_t *|f->rebinds"
+  "const recap_rebind_t *|f->rebinds"
   "recap_rebind_site_t *|f->rebind_sites"
   "recap_graph_set_t|f->graph_set"
   "recap_graph_set_t *|&f->graph_set_out"
@@ -156,21 +158,8 @@ set(VALUES
 
 # ---- reading the headers --------------------------------------------------------------------------
 
-file(GLOB headers "${SOURCE_DIR}/include/recap.h" "${SOURCE_DIR}/include/recap/*.h")
-list(SORT headers)
-set(text "")
-foreach(header IN LISTS headers)
-  file(READ "${header}" one)
-  string(APPEND text "\n${one}")
-endforeach()
-# Comments, line continuations and preprocessor lines go first: declarations are all that stays.
-string(REGEX REPLACE "/\\*([^*]|\\*+[^*/])*\\*+/" " " text "${text}")
-string(REGEX REPLACE "//[^\n]*" "" text "${text}")
-string(REGEX REPLACE "\\\\\n" " " text "${text}")
-string(REGEX REPLACE "(^|\n)[ \t]*#[^\n]*" "\\1" text "${text}")
-# Brackets and semicolons would confuse CMake's lists; declarations use neither.
-string(REPLACE "[" "<" text "${text}")
-string(REPLACE "]" ">" text "${text}")
+include("${CMAKE_CURRENT_LIST_DIR}/PublicHeaders.cmake")
+recap_public_header_text("${SOURCE_DIR}" text)
 
 # Typedefs of pointers: recap's own handles (typedef struct recap_x *recap_x_t), other struct
 # pointers (streams, CUDA graphs) and function pointers (callbacks).
@@ -250,15 +239,7 @@ set(table "")
 set(ncases 0)
 set(nfunctions_with_cases 0)
 foreach(decl IN LISTS decls)
-  string(REGEX REPLACE "^RECAP_API[ \t\r\n]+" "" decl "${decl}")
-  string(REGEX REPLACE "\\)$" "" decl "${decl}")
-  string(FIND "${decl}" "(" open)
-  string(SUBSTRING "${decl}" 0 ${open} head)
-  math(EXPR after "${open} + 1")
-  string(SUBSTRING "${decl}" ${after} -1 params_text)
-  string(REGEX MATCH "[A-Za-z_][A-Za-z0-9_]*[ \t\r\n]*$" fn "${head}")
-  string(STRIP "${fn}" fn)
-  string(REGEX REPLACE "[A-Za-z_][A-Za-z0-9_]*[ \t\r\n]*$" "" ret "${head}")
+  recap_split_declaration("${decl}" fn ret params_text)
   canonical_type("${ret}" ret)
   list(APPEND functions "${fn}")
   if(params_text MATCHES "\\(")
@@ -267,7 +248,6 @@ foreach(decl IN LISTS decls)
   endif()
 
   # Parameters: canonical type and name of each.
-  string(STRIP "${params_text}" params_text)
   # A variadic function's "..." takes nothing here: its cases pass the named parameters only.
   string(REGEX REPLACE ",[ \t\r\n]*\\.\\.\\.$" "" params_text "${params_text}")
   set(ptypes "")

@@ -30,7 +30,7 @@ static inline void reset(void) {
   recap__side_streams_forget();
   recap__graphs_disabled_override(0);
   recap_log_set(NULL, NULL);
-  recap_log_set_level(RECAP_LOG_LEVEL_WARN);
+  recap_log_level_set(RECAP_LOG_LEVEL_WARN);
   recap_clear_last_error();
 }
 
@@ -71,8 +71,8 @@ static inline recap_graph_state_t state_of(recap_graph_t g) {
 
 /* References to pool, 0 once the pool is gone. */
 static inline int pool_references(recap_pool_id_t pool) {
-  recap_pool_info_t info;
-  recap_status_t s = recap_pool_info(pool, &info);
+  recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
+  recap_status_t s = recap_pool_memory(pool, &info);
   if (s == RECAP_ERROR_NOT_FOUND) return 0;
   OK(s);
   return info.references;
@@ -101,7 +101,7 @@ static inline void launch(recap_stream_t s, int count) {
 
 /* Capture `kernels` kernels on s into g (begin/end must succeed). */
 static inline void capture_kernels(recap_graph_t g, recap_stream_t s, int kernels) {
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   launch(s, kernels);
   OK(recap_graph_capture_end(g));
 }

@@ -10,9 +10,28 @@
 #define RECAP_TEST_LIVENESS_UTIL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 #include "harness.h"
 #include "recap.h"
+
+#define LIVENESS_UTIL_CAPACITY 1024
+
+/* recap_graph_liveness_inputs into a static array of LIVENESS_UTIL_CAPACITY elements, each
+ * started from RECAP_LIVENESS_INPUT_INIT; *inputs points at it, and the next call overwrites it.
+ * More inputs than that is RECAP_ERROR_INTERNAL (a test to grow the array). */
+static inline recap_status_t liveness_inputs_of(recap_graph_t graph,
+                                                const recap_liveness_input_t **inputs,
+                                                size_t *count) {
+  static recap_liveness_input_t array[LIVENESS_UTIL_CAPACITY];
+  for (size_t i = 0; i < LIVENESS_UTIL_CAPACITY; i++)
+    array[i] = (recap_liveness_input_t)RECAP_LIVENESS_INPUT_INIT;
+  *inputs = array;
+  recap_status_t s = recap_graph_liveness_inputs(graph, array, LIVENESS_UTIL_CAPACITY, count);
+  if (s == RECAP_SUCCESS && *count > LIVENESS_UTIL_CAPACITY)
+    return recap_set_last_error(RECAP_ERROR_INTERNAL, "liveness_inputs_of: %zu inputs", *count);
+  return s;
+}
 
 static inline recap_capture_options_t liveness_options(void) {
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
@@ -23,13 +42,13 @@ static inline recap_capture_options_t liveness_options(void) {
 /* Begin capturing g on s with the liveness checks on. */
 static inline void begin_capture(recap_graph_t g, recap_stream_t s) {
   recap_capture_options_t o = liveness_options();
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
 }
 
 static inline size_t input_count(recap_graph_t g) {
   const recap_liveness_input_t *inputs = NULL;
   size_t n = 0;
-  OK(recap_graph_liveness_inputs(g, &inputs, &n));
+  OK(liveness_inputs_of(g, &inputs, &n));
   return n;
 }
 
@@ -37,7 +56,7 @@ static inline size_t input_count(recap_graph_t g) {
 static inline const recap_liveness_input_t *input_at(recap_graph_t g, size_t i) {
   const recap_liveness_input_t *inputs = NULL;
   size_t n = 0;
-  OK(recap_graph_liveness_inputs(g, &inputs, &n));
+  OK(liveness_inputs_of(g, &inputs, &n));
   if (i >= n) fail_msg("input %zu of %zu", i, n);
   return &inputs[i];
 }

@@ -15,7 +15,7 @@
 #include "recap.h"
 
 static inline recap_memory_stats_t memory_stats_now(void) {
-  recap_memory_stats_t s;
+  recap_memory_stats_t s = RECAP_MEMORY_STATS_INIT;
   OK(recap_memory_stats(-1, &s));
   return s;
 }
@@ -26,18 +26,19 @@ static inline void memory_check_passes(void) {
   if (s != RECAP_SUCCESS) fail_msg("recap_memory_check: %s", recap_last_error());
 }
 
+/* What recap_pool_memory says of pool, which must exist. */
+static inline recap_pool_memory_t pool_info(recap_pool_id_t pool) {
+  recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
+  OK(recap_pool_memory(pool, &info));
+  return info;
+}
+
 /* A graph's pool (a private one, asserted). */
 static inline recap_pool_id_t pool_of(recap_graph_t g) {
   recap_pool_id_t pool = {0, 0};
   OK(recap_graph_pool(g, &pool));
   assert_false(recap_pool_is_default(pool));
   return pool;
-}
-
-static inline recap_pool_info_t pool_info(recap_pool_id_t pool) {
-  recap_pool_info_t info;
-  OK(recap_pool_info(pool, &info));
-  return info;
 }
 
 static inline recap_pool_state_t state_of_pool(recap_pool_id_t pool) {

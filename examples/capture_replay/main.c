@@ -166,7 +166,7 @@ int main(int argc, char **argv) {
   recap_graph_t graph;
   CHECK_RECAP(recap_graph_create(&graph, json_path ? RECAP_GRAPH_KEEP : 0));
   float *acc, *y;
-  CHECK_RECAP(recap_graph_capture_begin(graph, stream, NULL));
+  CHECK_RECAP(recap_graph_capture_begin(graph, NULL, stream));
   CHECK_RECAP(recap_malloc((void **)&acc, N * sizeof(float), stream));
   CHECK_RECAP(recap_malloc((void **)&y, N * sizeof(float), stream));
   enqueue_pipeline(stream, x, acc, y, N);
@@ -175,10 +175,10 @@ int main(int argc, char **argv) {
 
   size_t nodes;
   recap_pool_id_t pool;
-  recap_pool_info_t pool_info;
+  recap_pool_memory_t pool_info = RECAP_POOL_MEMORY_INIT;
   CHECK_RECAP(recap_graph_node_count(graph, &nodes));
   CHECK_RECAP(recap_graph_pool(graph, &pool));
-  CHECK_RECAP(recap_pool_info(pool, &pool_info));
+  CHECK_RECAP(recap_pool_memory(pool, &pool_info));
   printf("captured %zu nodes; the graph's pool {%llu,%llu} holds %lld bytes in %lld segment(s)\n",
          nodes, (unsigned long long)pool.a, (unsigned long long)pool.b,
          (long long)pool_info.reserved_bytes, (long long)pool_info.segments);

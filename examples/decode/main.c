@@ -357,7 +357,7 @@ static void run_recapture(decoder_t *m, int steps, timing_t *tm) {
   options.pool = recap_pool_handle();
   for (int t = 0; t < steps; t++) {
     CHECK_RECAP(recap_graph_reset(g));
-    CHECK_RECAP(recap_graph_capture_begin(g, m->stream, &options));
+    CHECK_RECAP(recap_graph_capture_begin(g, &options, m->stream));
     enqueue_step(m, t, NULL, in_of(m, t), out_of(m, t));
     CHECK_RECAP(recap_graph_capture_end(g));
     CHECK_RECAP(recap_graph_replay(g, m->stream));
@@ -386,9 +386,9 @@ static void run_update(decoder_t *m, int steps, timing_t *tm) {
   CHECK_RECAP(recap_graph_create(&g, 0));
   for (int t = 0; t < steps; t++) {
     if (t == 0)
-      CHECK_RECAP(recap_graph_capture_begin(g, m->stream, NULL));
+      CHECK_RECAP(recap_graph_capture_begin(g, NULL, m->stream));
     else
-      CHECK_RECAP(recap_graph_recapture_begin(g, m->stream, NULL));
+      CHECK_RECAP(recap_graph_recapture_begin(g, NULL, m->stream));
     enqueue_step(m, t, NULL, in_of(m, t), out_of(m, t));
     CHECK_RECAP(recap_graph_capture_end(g));
     CHECK_RECAP(recap_graph_replay(g, m->stream));
@@ -418,7 +418,7 @@ static void run_rebind(decoder_t *m, int steps, timing_t *tm) {
   recap_capture_options_t options = RECAP_CAPTURE_OPTIONS_INIT;
   options.rebind = RECAP_REBIND_DECLARED;
   size_t state_bytes = (size_t)m->shape.dim * sizeof(float);
-  CHECK_RECAP(recap_graph_capture_begin(g, m->stream, &options));
+  CHECK_RECAP(recap_graph_capture_begin(g, &options, m->stream));
   CHECK_RECAP(recap_graph_declare_buffer(g, in_of(m, 0), state_bytes));
   CHECK_RECAP(recap_graph_declare_buffer(g, out_of(m, 0), state_bytes));
   enqueue_step(m, 0, m->t_dev, in_of(m, 0), out_of(m, 0));
@@ -426,13 +426,15 @@ static void run_rebind(decoder_t *m, int steps, timing_t *tm) {
   CHECK_RECAP(recap_graph_capture_end(g));
   for (int t = 0; t < steps; t++) {
     if (t > 0) {
-      recap_rebind_t swap[2] = {{in_of(m, t - 1), in_of(m, t), state_bytes, 0},
-                                {out_of(m, t - 1), out_of(m, t), state_bytes, 0}};
-      CHECK_RECAP(recap_graph_rebind(g, swap, 2));
-      if (swap[0].patched == 0 || swap[1].patched == 0)
+      recap_rebind_t swap[2] = {{sizeof(recap_rebind_t), in_of(m, t - 1), in_of(m, t), state_bytes},
+                                {sizeof(recap_rebind_t), out_of(m, t - 1), out_of(m, t),
+                                 state_bytes}};
+      size_t patched[2];
+      CHECK_RECAP(recap_graph_rebind(g, swap, 2, patched));
+      if (patched[0] == 0 || patched[1] == 0)
         die("recap_graph_rebind patched %zu sites of the input and %zu of the output: both "
             "should have sites",
-            swap[0].patched, swap[1].patched);
+            patched[0], patched[1]);
     }
     CHECK_RECAP(recap_graph_replay(g, m->stream));
   }

@@ -399,8 +399,8 @@ static void print_graphs_and_pools(mlp_trainer_t *trainer) {
     uses[k]++;
   }
   for (int k = 0; k < pools; k++) {
-    recap_pool_info_t info;
-    recap_status_t s = recap_pool_info(seen[k], &info);
+    recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
+    recap_status_t s = recap_pool_memory(seen[k], &info);
     printf("  pool     {%llu,%llu} of %d graph%s (%s%s): ", (unsigned long long)seen[k].a,
            (unsigned long long)seen[k].b, uses[k], uses[k] == 1 ? "" : "s", graphs[first[k]].name,
            uses[k] > 1 ? ", ..." : "");
@@ -411,7 +411,7 @@ static void print_graphs_and_pools(mlp_trainer_t *trainer) {
       printf("no memory (%s)\n",
              s == RECAP_ERROR_NOT_FOUND ? "the graph allocated nothing" : recap_last_error());
   }
-  recap_memory_stats_t stats;
+  recap_memory_stats_t stats = RECAP_MEMORY_STATS_INIT;
   CHECK_RECAP(recap_memory_stats(-1, &stats));
   printf(
       "  memory   recap on the device: %.1f MiB allocated, %.1f MiB reserved (peak %.1f MiB "
@@ -518,7 +518,7 @@ static mlp_trainer_t *make_trainer(context_t *c, way_run_t *r) {
            : r->way == MLP_WAY_WHOLE ? ", the whole-step capture"
            : r->way == MLP_WAY_LOOP  ? ", the loop's capture"
                                      : "");
-    if (r->way != MLP_WAY_EAGER && recap_graphs_disabled())
+    if (r->way != MLP_WAY_EAGER && !recap_graphs_enabled())
       printf("  RECAP_DISABLE_GRAPHS=1: nothing is captured, this way runs eagerly\n");
   }
   return trainer;
@@ -600,7 +600,7 @@ static void run_way(context_t *c, way_run_t *r) {
 
   CHECK_MLP(mlp_model_read_losses(c->model, r->losses, c->o->steps));
   CHECK_MLP(mlp_model_read_parameters(c->model, r->params));
-  CHECK_RECAP(recap_generator_get_offset(mlp_model_generator(c->model), &r->generator_offset));
+  CHECK_RECAP(recap_generator_offset_get(mlp_model_generator(c->model), &r->generator_offset));
   r->ran = 1;
 
   if (!c->quiet) {
@@ -611,7 +611,7 @@ static void run_way(context_t *c, way_run_t *r) {
     if (r->way == MLP_WAY_LOOP)
       printf("  launches %d of up to %d steps each\n", count, r->per_launch);
     print_graphs_and_pools(trainer);
-    if (r->way == MLP_WAY_WHOLE && c->o->out_dir && !recap_graphs_disabled()) write_step_graph(c);
+    if (r->way == MLP_WAY_WHOLE && c->o->out_dir && !!recap_graphs_enabled()) write_step_graph(c);
   }
   mlp_trainer_destroy(trainer);
   fflush(stdout);

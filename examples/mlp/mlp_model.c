@@ -356,7 +356,7 @@ recap_status_t mlp_model_reset(mlp_model_t *m) {
   MLP_CUDA(cudaMemsetAsync(m->losses, 0, (size_t)c->loss_capacity * sizeof(float), m->stream));
   MLP_CUDA(cudaStreamSynchronize(m->stream));
   /* Seed and offset 0 again: whatever warm-ups drew, every way now draws the same masks. */
-  MLP_RECAP(recap_generator_set_seed(m->generator, c->seed));
+  MLP_RECAP(recap_generator_seed_set(m->generator, c->seed));
   return RECAP_SUCCESS;
 }
 
@@ -494,7 +494,7 @@ static recap_status_t annotated(recap_status_t part, recap_stream_t stream) {
 static recap_status_t annotate_layer(recap_stream_t stream, int l) {
   char label[32];
   snprintf(label, sizeof label, "layer%d", l);
-  MLP_RECAP(recap_annotate_push(stream, label));
+  MLP_RECAP(recap_annotate_push(label, stream));
   return RECAP_SUCCESS;
 }
 
@@ -632,17 +632,17 @@ static recap_status_t step_body(mlp_model_t *m, cudaStream_t stream) {
   const mlp_config_t *c = &m->cfg;
   recap_buffer_t in = {m->x, (size_t)c->batch * (size_t)c->input_dim * sizeof(float)};
   recap_buffer_t out = {NULL, 0}, grad_in = {NULL, 0};
-  MLP_RECAP(recap_annotate_push(stream, "forward"));
+  MLP_RECAP(recap_annotate_push("forward", stream));
   MLP_TRY(annotated(block_forward(&m->whole, stream, 1, &in, &out), stream));
   float *dlogits = NULL;
-  recap_status_t s = recap_annotate_push(stream, "loss");
+  recap_status_t s = recap_annotate_push("loss", stream);
   if (s != RECAP_SUCCESS)
     fail_recap(s, "recap_annotate_push", __FILE__, __LINE__);
   else
     s = annotated(loss_forward_backward(m, stream, out.data, &dlogits), stream);
   if (s == RECAP_SUCCESS) {
     recap_buffer_t grad_out = {dlogits, out.bytes};
-    s = recap_annotate_push(stream, "backward");
+    s = recap_annotate_push("backward", stream);
     if (s != RECAP_SUCCESS) {
       fail_recap(s, "recap_annotate_push", __FILE__, __LINE__);
       free_intermediates(&m->whole);
@@ -656,10 +656,10 @@ static recap_status_t step_body(mlp_model_t *m, cudaStream_t stream) {
   recap_free(out.data);
   MLP_TRY(s);
   if (c->gradient_hook) {
-    MLP_RECAP(recap_annotate_push(stream, "gradients"));
+    MLP_RECAP(recap_annotate_push("gradients", stream));
     MLP_TRY(annotated(gradient_hook(m, stream), stream));
   }
-  MLP_RECAP(recap_annotate_push(stream, "optimizer"));
+  MLP_RECAP(recap_annotate_push("optimizer", stream));
   return annotated(optimizer_step(m, stream), stream);
 }
 
@@ -675,7 +675,7 @@ static recap_status_t capture(mlp_model_t *m, unsigned flags, capture_fn fn, rec
    * call CUDA while this thread captures (examples/dp_mlp). */
   recap_capture_options_t options = RECAP_CAPTURE_OPTIONS_INIT;
   options.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
-  recap_status_t s = recap_graph_capture_begin(g, m->stream, &options);
+  recap_status_t s = recap_graph_capture_begin(g, &options, m->stream);
   if (s != RECAP_SUCCESS) {
     fail_recap(s, "recap_graph_capture_begin", __FILE__, __LINE__);
     recap_graph_destroy(g);
@@ -723,8 +723,8 @@ static recap_status_t loop_step(mlp_model_t *m, cudaStream_t stream) {
 static recap_status_t loop_body(mlp_model_t *m, cudaStream_t stream) {
   MLP_CUDA(cudaMemsetAsync(m->loop_iterations, 0, sizeof(uint32_t), stream));
   recap_cond_t more;
-  MLP_RECAP(recap_cond_create(stream, 1, &more));
-  MLP_RECAP(recap_region_begin(stream, RECAP_REGION_WHILE, more, 1));
+  MLP_RECAP(recap_cond_create(&more, 1, stream));
+  MLP_RECAP(recap_region_begin(RECAP_REGION_WHILE, more, 1, stream));
   MLP_TRY(loop_step(m, stream));
   recap_cond_compare_t c = RECAP_COND_COMPARE_INIT;
   c.value = &m->scalars->step; /* the address of a field of device memory: no access here */
@@ -948,7 +948,7 @@ static recap_status_t trainer_new(mlp_trainer_t **trainer, mlp_model_t *m, mlp_w
   t->way = way;
   t->split = split;
   t->per_launch = per_launch;
-  t->graphs_disabled = recap_graphs_disabled();
+  t->graphs_disabled = !recap_graphs_enabled();
   recap_status_t s = trainer_prepare(t);
   if (s != RECAP_SUCCESS) {
     char saved[sizeof g_error];
@@ -1010,7 +1010,7 @@ static recap_status_t graphed_step(mlp_trainer_t *t) {
   recap_buffer_t current = {m->x, (size_t)m->cfg.batch * (size_t)m->cfg.input_dim * sizeof(float)};
   for (int i = 0; i < t->count; i++) {
     const recap_buffer_t *outputs;
-    MLP_RECAP(recap_graphed_forward(t->handles[i], stream, 1, &current, &outputs));
+    MLP_RECAP(recap_graphed_forward(t->handles[i], 1, &current, stream, &outputs));
     current = outputs[0];
   }
   float *dlogits = NULL;
@@ -1019,7 +1019,7 @@ static recap_status_t graphed_step(mlp_trainer_t *t) {
   recap_status_t s = RECAP_SUCCESS;
   for (int i = t->count; i-- > 0 && s == RECAP_SUCCESS;) {
     const recap_buffer_t *grad_inputs;
-    s = recap_graphed_backward(t->handles[i], stream, &grad, &grad_inputs);
+    s = recap_graphed_backward(t->handles[i], &grad, stream, &grad_inputs);
     if (s != RECAP_SUCCESS)
       fail_recap(s, "recap_graphed_backward", __FILE__, __LINE__);
     else if (i > 0)

@@ -505,7 +505,7 @@ static void run_trace(const loop_t *l, recap_graph_set_t set, outcome_t *out) {
 /* Fails unless every member of the set is ready (or, with RECAP_DISABLE_GRAPHS=1, left eager),
  * naming those that are not and why. */
 static void expect_all_ready(recap_graph_set_t set, const char *way) {
-  recap_member_state_t expected = recap_graphs_disabled() ? RECAP_MEMBER_EAGER : RECAP_MEMBER_READY;
+  recap_member_state_t expected = !recap_graphs_enabled() ? RECAP_MEMBER_EAGER : RECAP_MEMBER_READY;
   size_t count = 0;
   CHECK_RECAP(recap_graph_set_sizes(set, NULL, 0, &count));
   size_t *sizes = host_alloc(count * sizeof *sizes);
@@ -676,7 +676,7 @@ int main(int argc, char **argv) {
         w == WAY_EAGER || same_outputs(&outcomes[WAY_EAGER], x, &trace, o.classes, WAY_TITLES[w]);
     /* With every size ready before the loop, every request replays a graph; with graphs
      * disabled, none does. */
-    long expected = recap_graphs_disabled() ? 0 : trace.count;
+    long expected = !recap_graphs_enabled() ? 0 : trace.count;
     if ((w == WAY_UPFRONT || w == WAY_BACKGROUND_READY) && x->graphed != expected) {
       printf("  %s: %ld of %d requests replayed a graph, expected %ld\n", WAY_TITLES[w], x->graphed,
              trace.count, expected);

@@ -283,7 +283,7 @@ static recap_graph_t begin_capture(const solver_t *s) {
   CHECK_RECAP(recap_graph_create(&g, 0));
   recap_capture_options_t options = RECAP_CAPTURE_OPTIONS_INIT;
   options.regions = s->regions;
-  CHECK_RECAP(recap_graph_capture_begin(g, s->stream, &options));
+  CHECK_RECAP(recap_graph_capture_begin(g, &options, s->stream));
   return g;
 }
 
@@ -310,8 +310,8 @@ static recap_graph_t capture_while(const solver_t *s) {
   recap_graph_t g = begin_capture(s);
   enqueue_reset(s, s->stream);
   recap_cond_t more;
-  CHECK_RECAP(recap_cond_create(s->stream, 1, &more));
-  CHECK_RECAP(recap_region_begin(s->stream, RECAP_REGION_WHILE, more, 1));
+  CHECK_RECAP(recap_cond_create(&more, 1, s->stream));
+  CHECK_RECAP(recap_region_begin(RECAP_REGION_WHILE, more, 1, s->stream));
   CHECK_CUDA(enqueue_iteration(s, s->stream));
   recap_cond_compare_t c = RECAP_COND_COMPARE_INIT;
   c.value = s->residual;
@@ -350,7 +350,7 @@ static recap_graph_t capture_unrolled(solver_t *s) {
   loop.check = loop_check;
   loop.ctx = s;
   loop.unroll = (unsigned)s->unroll;
-  CHECK_RECAP(recap_loop_capture(s->stream, &loop));
+  CHECK_RECAP(recap_loop_capture(&loop, s->stream));
   CHECK_RECAP(recap_graph_capture_end(g));
   return g;
 }

@@ -2,12 +2,11 @@
 /*
  * recap/alloc.h — the caching, stream-ordered device allocator and its graph-private pools.
  *
- * Memory comes from cached segments (2 MiB for requests up to 1 MiB, 20 MiB for requests under
- * 10 MiB, an own segment rounded to 2 MiB above; see recap/options.h). A freed block is reusable
- * at once on the stream it was allocated for, and on other streams only once the work recorded
- * with recap_record_stream() has finished. While a graph capture is under way, allocations made
- * on the capturing stream (and on side streams joined to the capture) come from the capture's
- * private pool, so the addresses a graph bakes in stay reserved for it.
+ * Memory comes from cached segments (recap/options.h gives their sizes). A freed block is
+ * reusable at once on the stream it was allocated for, and on other streams once the work
+ * recorded with recap_record_stream() has finished. During a graph capture, allocations on the
+ * capturing stream (and side streams joined to it) come from the capture's private pool, so the
+ * addresses a graph bakes in stay reserved for it. docs/allocator.md gives the contract.
  */
 #ifndef RECAP_ALLOC_H
 #define RECAP_ALLOC_H
@@ -24,9 +23,7 @@ typedef struct recap_pool_id {
   uint64_t a, b;
 } recap_pool_id_t;
 
-/* ------------------------------------------------------------------------------------------
- * Allocation
- * ---------------------------------------------------------------------------------------- */
+/* ---- Allocation ------------------------------------------------------------------------------ */
 
 /* Allocate size bytes usable on stream, on the current device. size 0 gives *ptr = NULL and
  * RECAP_SUCCESS. On failure *ptr is NULL; RECAP_ERROR_OUT_OF_MEMORY comes after every cached
@@ -44,60 +41,55 @@ RECAP_API recap_status_t recap_free(void *ptr);
  * finished (an event is recorded at free time). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_record_stream(void *ptr, recap_stream_t stream);
 
-/* Give every cached unused segment back to the driver, on every device: those of the default
- * pool and those of private pools no graph references any more. Blocks still allocated stay.
- * The pinned host buffers kept for OFFLOAD sleeps (the option offload_keep_pinned,
- * recap/sleep.h) are freed too. While a capture is under way on any device, freeing would
- * invalidate it: RECAP_ERROR_INVALID_USAGE, nothing freed. A graph set capturing in the
- * background (recap/graph_set.h) holds such captures at moments the caller does not see: call
- * recap_graph_set_wait (or recap_graph_set_cancel, then recap_graph_set_wait) on it first. */
+/* Give every cached unused segment back to the driver, on every device (private pools only
+ * once no graph references them), and free the pinned buffers kept for OFFLOAD sleeps. Blocks
+ * still allocated stay. While a capture is under way on any device (a graph set's background
+ * capture included: recap_graph_set_wait first): RECAP_ERROR_INVALID_USAGE, nothing freed. */
 RECAP_API recap_status_t recap_empty_cache(void);
 
-/* What recap knows of one allocated block. */
+/* What recap knows of one allocated block. Start from RECAP_BLOCK_INFO_INIT (docs/api.md,
+ * "Versioned structs"; the first version ends at device). */
 typedef struct recap_block_info {
+  size_t size;           /* sizeof(recap_block_info_t), set by RECAP_BLOCK_INFO_INIT */
   void *base;            /* the block's start: the pointer recap_malloc returned */
-  size_t size;           /* usable bytes: the request rounded up (options.h) */
+  size_t bytes;          /* usable bytes: the request rounded up (options.h) */
   size_t requested;      /* the bytes recap_malloc was asked for */
   recap_pool_id_t pool;  /* the pool it came from: {0,0} the default pool, else a private one */
   recap_stream_t stream; /* the stream it was allocated for (recap_record_stream adds others) */
   int device;            /* the device it lives on */
 } recap_block_info_t;
 
+#define RECAP_BLOCK_INFO_INIT \
+  { sizeof(recap_block_info_t), NULL, 0, 0, {0, 0}, NULL, 0 }
+
 /* Fill *info for the allocated block that starts at ptr. A pointer recap did not hand out, one
- * already freed, or one inside a block is RECAP_ERROR_INVALID_ARGUMENT (*info untouched). */
+ * already freed, one inside a block, or a bad info->size is RECAP_ERROR_INVALID_ARGUMENT (*info
+ * untouched). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_block_info(const void *ptr,
                                                           recap_block_info_t *info);
 
-/* ------------------------------------------------------------------------------------------
- * Pools
- * ---------------------------------------------------------------------------------------- */
+/* ---- Pools ----------------------------------------------------------------------------------- */
 
 /* A fresh pool id that several captures can share. Thread safe, never repeats. */
 RECAP_API recap_pool_id_t recap_pool_handle(void);
 /* 1 when pool is the default pool {0,0}. */
 RECAP_API int recap_pool_is_default(recap_pool_id_t pool);
 
-/* Route allocations to pool: from now until recap_pool_route_end(), allocations on any stream
- * that belongs to the capture under way on capturing_stream (side streams joined to it by events
- * included) come from pool, on the current device. Creates the pool on first use and takes a
- * reference to it, which recap_pool_release() drops. RECAP_ERROR_INVALID_USAGE if the stream is
- * not capturing, or if the pool is already routed for another capture. Graphs call this for you. */
+/* Route the allocations of the capture under way on capturing_stream (side streams included)
+ * to pool, on the current device, until recap_pool_route_end(); takes a reference to the pool
+ * (recap_pool_release drops it). INVALID_USAGE: the stream is not capturing, or the pool is
+ * routed for another capture. Graphs call this for you. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_pool_route_begin(recap_pool_id_t pool,
                                                                 recap_stream_t capturing_stream);
 /* Stop routing to pool. Blocks freed during captures whose streams capture no more get their
  * events now, and blocks whose events completed become reusable (docs/allocator.md). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_pool_route_end(recap_pool_id_t pool);
-/* Drop one reference to pool. At zero the pool becomes freeable: its unused segments go back to
- * the driver on recap_empty_cache() or an out-of-memory retry, never to the default pool, and
- * its blocks still held by the user stay valid until freed. */
+/* Drop one reference to pool. At zero its unused segments go back to the driver on
+ * recap_empty_cache() or an out-of-memory retry; blocks the user holds stay valid until freed. */
 RECAP_API recap_status_t recap_pool_release(recap_pool_id_t pool);
 
-/* A summary of one pool on the current device. A freed block that still waits (on the events of
- * streams named with recap_record_stream, or, freed during a capture, for those streams to
- * leave every capture)
- * is no longer allocated: its bytes leave allocated_bytes at recap_free and are counted in
- * waiting_bytes until the block is reusable; they stay in reserved_bytes throughout, and its
- * segment cannot go back to the driver meanwhile. */
+/* Deprecated: recap_pool_memory (recap/memory.h) gives these figures and more, in a versioned
+ * struct. recap_pool_info and its struct stay for one more release. */
 typedef struct recap_pool_info {
   int references;          /* graphs (or route_begin callers) holding the pool; 0 for default */
   int routed;              /* 1 while a capture routes allocations to it; 0 for default */
@@ -107,15 +99,11 @@ typedef struct recap_pool_info {
   int64_t waiting_bytes;   /* bytes of freed blocks waiting before reuse (above) */
 } recap_pool_info_t;
 
-/* The default pool {0,0} is answered too, as zeros on a device recap has not used. A private
- * pool is RECAP_ERROR_NOT_FOUND before its first capture and once its memory has gone back to
- * the driver. */
+RECAP_DEPRECATED("use recap_pool_memory (recap/memory.h)")
 RECAP_NODISCARD RECAP_API recap_status_t recap_pool_info(recap_pool_id_t pool,
                                                          recap_pool_info_t *info);
 
-/* ------------------------------------------------------------------------------------------
- * Statistics, snapshot and checker
- * ---------------------------------------------------------------------------------------- */
+/* ---- Statistics, snapshot and checker -------------------------------------------------------- */
 
 /* One counter: its value now, its peak, and the sums of its increases and decreases. */
 typedef struct recap_stat {
@@ -125,7 +113,10 @@ typedef struct recap_stat {
 /* Index into each counter array: all blocks, blocks of the small pool, of the large pool. */
 enum { RECAP_STAT_ALL = 0, RECAP_STAT_SMALL = 1, RECAP_STAT_LARGE = 2, RECAP_STAT_KINDS = 3 };
 
+/* Start from RECAP_MEMORY_STATS_INIT (docs/api.md, "Versioned structs"; the first version ends at
+ * num_device_free). */
 typedef struct recap_memory_stats {
+  size_t size; /* sizeof(recap_memory_stats_t), set by RECAP_MEMORY_STATS_INIT */
   recap_stat_t allocation[RECAP_STAT_KINDS];           /* blocks handed to callers */
   recap_stat_t segment[RECAP_STAT_KINDS];              /* segments obtained from the driver */
   recap_stat_t active[RECAP_STAT_KINDS];               /* blocks allocated or waiting on events */
@@ -141,7 +132,14 @@ typedef struct recap_memory_stats {
   int64_t num_device_free;   /* raw driver frees */
 } recap_memory_stats_t;
 
-/* Statistics of device (-1: the current device). A device recap has not used reads as zeros. */
+#define RECAP_MEMORY_STATS_INIT                                                                    \
+  {                                                                                                \
+    sizeof(recap_memory_stats_t), {{0, 0, 0, 0}}, {{0, 0, 0, 0}}, {{0, 0, 0, 0}}, {{0, 0, 0, 0}},  \
+        {{0, 0, 0, 0}}, {{0, 0, 0, 0}}, {{0, 0, 0, 0}}, {{0, 0, 0, 0}}, {{0, 0, 0, 0}}, 0, 0, 0, 0 \
+  }
+
+/* Statistics of device (-1: the current device). A device recap has not used reads as zeros. A
+ * bad stats->size is RECAP_ERROR_INVALID_ARGUMENT. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_memory_stats(int device,
                                                             recap_memory_stats_t *stats);
 /* Set every peak to its current value. */
@@ -151,11 +149,9 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_memory_reset_peak(int device);
  * stream, and every block in it with its address, size, requested size and state. The string
  * is allocated by recap; free it with recap_string_free(). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_memory_snapshot_json(int device, char **json);
-RECAP_API void recap_string_free(char *s);
 
-/* Walk every pool and segment of every device and verify the allocator's invariants: blocks
- * tile their segment without overlap or gap, no two free neighbours are left unmerged, the free
- * lists hold exactly the free blocks, and the statistics equal what the walk counts.
+/* Verify the allocator's invariants over every pool and segment of every device (blocks tile
+ * their segments, free neighbours are merged, free lists and statistics agree):
  * RECAP_ERROR_INTERNAL with the first violation in recap_last_error(). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_memory_check(void);
 

@@ -15,12 +15,10 @@
 extern "C" {
 #endif
 
-/* ------------------------------------------------------------------------------------------
- * Version
- * ---------------------------------------------------------------------------------------- */
+/* ---- Version --------------------------------------------------------------------------------- */
 
 #define RECAP_VERSION_MAJOR 0
-#define RECAP_VERSION_MINOR 1
+#define RECAP_VERSION_MINOR 2
 #define RECAP_VERSION_PATCH 0
 #define RECAP_VERSION_HEX \
   ((RECAP_VERSION_MAJOR << 16) | (RECAP_VERSION_MINOR << 8) | RECAP_VERSION_PATCH)
@@ -44,13 +42,10 @@ extern "C" {
 #endif
 
 /* ------------------------------------------------------------------------------------------
- * RECAP_NODISCARD: the compiler warns when a call drops the function's result. Every public
- * function that returns recap_status_t carries it, except the release functions: recap_free,
- * recap_empty_cache, recap_pool_release, recap_graph_reset and the *_destroy functions. Those
- * run on cleanup paths, where a failure leaves the caller nothing to do but carry on, and
- * they record it as the thread's last error all the same. To drop a marked status on purpose,
- * assign it to a variable and ignore that: GCC's warn_unused_result is not silenced by a
- * (void) cast.
+ * RECAP_NODISCARD: the compiler warns when a call drops the function's status. Every function
+ * returning recap_status_t carries it except the release functions (recap_free,
+ * recap_empty_cache, recap_pool_release, recap_graph_reset, the *_destroy functions). To drop a
+ * status on purpose, assign it to a variable: a (void) cast does not silence GCC.
  * ---------------------------------------------------------------------------------------- */
 
 #if (defined(__cplusplus) && __cplusplus >= 201703L) || \
@@ -61,6 +56,19 @@ extern "C" {
 #  define RECAP_NODISCARD __attribute__((warn_unused_result))
 #else
 #  define RECAP_NODISCARD
+#endif
+
+/* RECAP_DEPRECATED(hint): the compiler warns at each use of a name kept for one more release,
+ * with hint saying what replaces it (GCC and Clang; C23 and C++14 [[deprecated]] elsewhere;
+ * nothing where neither exists). Build with -Wno-deprecated-declarations to silence it while
+ * moving to the new names. */
+#if defined(__GNUC__)
+#  define RECAP_DEPRECATED(hint) __attribute__((deprecated(hint)))
+#elif (defined(__cplusplus) && __cplusplus >= 201402L) || \
+    (!defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 202311L)
+#  define RECAP_DEPRECATED(hint) [[deprecated(hint)]]
+#else
+#  define RECAP_DEPRECATED(hint)
 #endif
 
 /* RECAP_PRINTF_2_3: the compiler checks a printf-style format in parameter 2 against the
@@ -115,14 +123,12 @@ RECAP_API const char *recap_last_error(void);
 /* The status that goes with recap_last_error(). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_last_status(void);
 RECAP_API void recap_clear_last_error(void);
-/* Set the calling thread's last error, for code that mixes recap calls with calls of its own
- * (CUDA, cuBLAS) and reports failures as recap statuses: recap_last_status() becomes status and
- * recap_last_error() the printf-formatted message (cut at 4095 bytes), exactly as if recap had
- * failed. Returns status, so a wrapper writes
+/* Set the calling thread's last error, as if recap had failed, for code that mixes recap with
+ * calls of its own: recap_last_status() becomes status and recap_last_error() the printf-style
+ * message (cut at 4095 bytes). Returns status, to pass on:
  *     if (err != cudaSuccess)
  *       return recap_set_last_error(RECAP_ERROR_CUDA, "my_kernel: %s", cudaGetErrorName(err));
- * status must be one of the failure codes of RECAP_STATUS_MAP: RECAP_SUCCESS, a value outside
- * the list or a NULL format is RECAP_ERROR_INVALID_ARGUMENT, and then the last error says so. */
+ * status must be a failure code of RECAP_STATUS_MAP, else RECAP_ERROR_INVALID_ARGUMENT. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_set_last_error(recap_status_t status,
                                                               const char *format,
                                                               ...) RECAP_PRINTF_2_3;
@@ -144,12 +150,14 @@ typedef void (*recap_log_fn)(recap_log_level_t level, const char *message, void 
 
 /* Replace the log callback; NULL restores the stderr logger. Thread safe. */
 RECAP_API void recap_log_set(recap_log_fn fn, void *user_data);
+RECAP_API void recap_log_level_set(recap_log_level_t level);
+RECAP_API recap_log_level_t recap_log_level_get(void);
+RECAP_DEPRECATED("use recap_log_level_set")
 RECAP_API void recap_log_set_level(recap_log_level_t level);
+RECAP_DEPRECATED("use recap_log_level_get")
 RECAP_API recap_log_level_t recap_log_get_level(void);
 
-/* ------------------------------------------------------------------------------------------
- * Streams and devices
- * ---------------------------------------------------------------------------------------- */
+/* ---- Streams and devices --------------------------------------------------------------------- */
 
 /* The same type as CUDA's cudaStream_t and CUstream, so either converts without a cast.
  * NULL is the legacy default stream. */
@@ -159,10 +167,13 @@ typedef struct CUstream_st *recap_stream_t;
  * RECAP_ERROR_NO_DEVICE and recap_last_error() says why; it never aborts. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_device_count(int *count);
 
-/* A string naming the device backend in use: "cuda", "fake" (the tests' CPU fake), or "none" in
- * a recap built without CUDA (the CMake option RECAP_CUDA=OFF), where every call that needs a
- * device returns RECAP_ERROR_NO_DEVICE and recap_last_error() names the option. */
+/* A static string naming the device backend in use: "cuda", or "none" in a recap built without
+ * CUDA (the CMake option RECAP_CUDA=OFF), where every call that needs a device returns
+ * RECAP_ERROR_NO_DEVICE and recap_last_error() names the option. */
 RECAP_API const char *recap_device_backend(void);
+
+/* Free a string recap allocated and handed over (JSON, the memory page); NULL does nothing. */
+RECAP_API void recap_string_free(char *s);
 
 #ifdef __cplusplus
 }

@@ -18,41 +18,11 @@
  *     }
  *     recap_graph_set_destroy(set);
  *
- * The step is the caller's function: for a size it enqueues on the stream it is given the work
- * of one call, reading and writing buffers sized for the largest size (the caller's, through
- * user_data), and may allocate temporaries with recap_malloc on that stream (freed before it
- * returns; they come from the set's pool while it is captured). recap calls it to capture a
- * size and to run a size eagerly. The same step may run at once on two threads with two
- * streams (the caller's eager call and the background capture): a library handle it uses must
- * follow the stream it is given (one cuBLAS handle per stream, say). It returns RECAP_SUCCESS or
- * a failure status (set recap_set_last_error to say why); a failure during a capture marks that
- * size failed (with the status and message) and the set keeps its other sizes.
- *
- * Sizes are positive and distinct. A call for n runs the smallest size >= n that the set holds
- * (its "bucket", returned in *padded: the caller pads its inputs to it); an n above the largest
- * size runs the step eagerly with n itself (*padded = n), or is refused, as options.overflow
- * says. A bucket whose graph is not ready (not yet captured, capturing in the background,
- * evicted, left eager by the budget, failed) runs the step eagerly with the bucket's size: the
- * call never waits for a capture, and its results are those the graph would give.
- *
- * Memory: every member is captured into one pool (options.capture_options.pool, or one the set
- * makes), largest first by default, so smaller sizes reuse the memory the largest one's
- * temporaries took. Replays of the set's graphs on one stream are then correct; replaying two
- * members of one set at once on different streams is not (they share memory). The budget
- * (options.budget_bytes) bounds the pool's reserved bytes plus the members' executables
- * (recap/memory.h's exec_bytes): sizes are captured in priority order while they fit, and a
- * size that would not fit is left eager, its reason recorded (recap_graph_set_member).
- *
- * Threads: one set is used from one thread at a time (any thread, one after another); different
- * sets from different threads at once. A background capture runs on a helper thread of the set,
- * with its own stream and thread-local capture mode; it never touches the caller's stream, and
- * the caller may keep calling recap_graph_set_run meanwhile. recap_graph_set_destroy cancels and
- * joins it.
- *
- * With graphs disabled (RECAP_DISABLE_GRAPHS=1) nothing is captured: every call runs the step
- * eagerly with its bucket's size.
- *
- * docs/graph_sets.md gives the whole contract.
+ * A call for n runs the smallest size >= n (its bucket: pad the inputs to *padded), or the step
+ * eagerly while that size's graph is not ready; a call never waits for a capture. The step may
+ * run on two threads at once (an eager call and a background capture): a library handle it uses
+ * must follow the stream it is given. Members share one pool: never replay two members of one set
+ * at once on different streams. One set is used from one thread at a time. docs/graph_sets.md.
  */
 #ifndef RECAP_GRAPH_SET_H
 #define RECAP_GRAPH_SET_H
@@ -77,17 +47,12 @@ typedef enum recap_sizes_rule {
   RECAP_SIZES_MULTIPLES = 2      /* rule_step, 2 rule_step, ... up to rule_max (included) */
 } recap_sizes_rule_t;
 
-/* When the members are captured. */
+/* When the members are captured, each on a stream of the set's own: all in create, on the
+ * caller's thread (UPFRONT); each by the first recap_graph_set_run that needs it (LAZY); or by a
+ * helper thread while calls run eagerly (BACKGROUND). */
 typedef enum recap_set_capture {
-  /* In recap_graph_set_create, on the caller's thread, every size in priority order (create
-   * returns once all are captured, failed, or left eager by the budget). Every capture of a set
-   * runs on a stream of the set's own (the caller's streams are never made to capture). */
   RECAP_SET_CAPTURE_UPFRONT = 0,
-  /* A size is captured by the first recap_graph_set_run that needs it, on the caller's thread
-   * (that call captures, then replays on the caller's stream). */
   RECAP_SET_CAPTURE_LAZY = 1,
-  /* In the background: create starts a helper thread that captures every size in priority
-   * order on a stream of its own; calls run eagerly until their bucket's graph is ready. */
   RECAP_SET_CAPTURE_BACKGROUND = 2
 } recap_set_capture_t;
 
@@ -127,11 +92,8 @@ typedef struct recap_graph_set_options {
    * destroy), mode (forced to THREAD_LOCAL in the background), check_input_liveness, rebind,
    * regions. Its budget_bytes must be 0 (the set's budget governs). */
   recap_capture_options_t capture_options;
-  /* BACKGROUND: the share of wall time the helper thread may spend capturing, in (0, 1]; after
-   * a capture that took t seconds it waits t * (1 / share - 1) before the next one. The
-   * helper's captures slow the caller's eager calls while they run (docs/graph_sets.md gives
-   * the measure), so a lower share keeps those calls closer to their speed alone, and a higher
-   * one fills the set sooner. 0 (the default): 0.2. */
+  /* BACKGROUND: the share of wall time the helper may spend capturing, in (0, 1]; lower keeps
+   * the caller's eager calls faster, higher fills the set sooner. 0 (the default): 0.2. */
   double background_share;
 } recap_graph_set_options_t;
 
@@ -141,29 +103,22 @@ typedef struct recap_graph_set_options {
         RECAP_SET_LARGEST_FIRST, RECAP_SET_OVERFLOW_EAGER, 0, 0.0, RECAP_CAPTURE_OPTIONS_INIT, 0.0 \
   }
 
-/* Make a set. Bad options are RECAP_ERROR_INVALID_ARGUMENT with a message that names the field:
- * no sizes (an empty list, or a rule that gives none), a zero size, a duplicate size, a rule
- * with rule_step or rule_max 0, both a list and a rule, an unknown enum value, a budget in
- * capture_options, a bad options size. step NULL likewise. UPFRONT captures before returning:
- * members that fail are recorded, and create still succeeds (read recap_graph_set_member);
- * only a failure of the set itself (no device, out of host memory, the helper thread) fails
- * create, leaving *set NULL. */
+/* Make a set. Bad options or step NULL: RECAP_ERROR_INVALID_ARGUMENT naming the field. UPFRONT
+ * captures before returning; members that fail are recorded (recap_graph_set_member) and create
+ * succeeds. Only a failure of the set itself fails create, leaving *set NULL. */
 RECAP_NODISCARD RECAP_API recap_status_t
 recap_graph_set_create(recap_graph_set_t *set, recap_step_fn step, void *user_data,
                        const recap_graph_set_options_t *options);
-/* Cancel a background capture and join its thread, destroy every member graph, and release the
- * set's reference to its pool (its memory goes back on recap_empty_cache once no graph holds
- * it). Waits for nothing on the caller's streams: replays already enqueued stay valid (the
- * executables go after the device finishes them, as recap_graph_destroy's do). NULL: no-op. */
+/* Cancel and join a background capture, destroy the members and release the set's pool
+ * reference. Waits for nothing on the caller's streams (replays already enqueued stay valid).
+ * NULL: no-op. */
 RECAP_API recap_status_t recap_graph_set_destroy(recap_graph_set_t set);
 
-/* Run the work for n on stream: replay the bucket's graph if it is ready, else run the step
- * eagerly (capturing it first under LAZY). *padded (may be NULL) gets the size that ran, and
- * *graphed (may be NULL) 1 when a graph replayed. n = 0 is RECAP_ERROR_INVALID_ARGUMENT. The
- * step's failure in an eager run is returned as is (its message kept). A capture made by the
- * call (LAZY, or an evicted UPFRONT size) that fails is returned too, with the member's message,
- * and nothing runs: the member is FAILED and later calls run it eagerly; one the budget leaves
- * eager (OVER_BUDGET) runs eagerly at once. */
+/* Run the work for n on stream: replay its bucket's graph if ready, else run the step eagerly
+ * (capturing it first under LAZY). *padded (may be NULL): the size that ran; *graphed (may be
+ * NULL): 1 when a graph replayed. n = 0: INVALID_ARGUMENT. The step's failure, or the failure of
+ * a capture this call made (nothing then runs; the member is FAILED), is returned with its
+ * message. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_run(recap_graph_set_t set, size_t n,
                                                              recap_stream_t stream, size_t *padded,
                                                              int *graphed);
@@ -173,33 +128,22 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_run(recap_graph_set_t s
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_bucket(recap_graph_set_t set, size_t n,
                                                                 size_t *bucket);
 
-/* Background capture: wait until no capture is pending or under way (returns at once in the
- * other modes); cancel the captures not yet started (the one under way finishes), after which
- * those sizes run eagerly until recap_graph_set_capture is called for them.
- *
- * The helper's captures are captures under way in the process: while one runs, the calls that
- * refuse to run during any capture (recap_empty_cache, recap/alloc.h; recap_pool_sleep,
- * recap_pool_wake, recap_sleep, recap_wake, recap_pinned_reserve, recap/sleep.h) answer
- * RECAP_ERROR_INVALID_USAGE, nothing changed. Before them, recap_graph_set_wait (every queued
- * size captured), or recap_graph_set_cancel then recap_graph_set_wait (only the capture under way
- * finishes, at most one capture's time); after either the helper begins no capture until a
- * recap_graph_set_run queues an evicted size again. docs/graph_sets.md, "Calls refused while the
- * helper captures". */
+/* Background capture: wait until no capture is pending or under way (at once in the other
+ * modes); cancel the captures not yet started (the one under way finishes; those sizes run
+ * eagerly until recap_graph_set_capture takes them). Call wait, or cancel then wait, before the
+ * calls refused while any capture runs (recap_empty_cache, recap/sleep.h's): docs/graph_sets.md,
+ * "Calls refused while the helper captures". */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_wait(recap_graph_set_t set);
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_cancel(recap_graph_set_t set);
-/* Capture one size now on the caller's thread (size 0: every size not ready, in priority
- * order), as UPFRONT does; a size the set does not hold is RECAP_ERROR_NOT_FOUND. Refused
- * (RECAP_ERROR_BUSY) while a background capture is pending or under way. Every size is tried;
- * the first that failed or went over budget gives the status and message returned (its record
- * is in recap_graph_set_member). With graphs disabled this does nothing. */
+/* Capture one size now on the caller's thread (0: every size not ready), as UPFRONT does. A
+ * size the set does not hold: NOT_FOUND; a background capture pending: BUSY. The first size that
+ * failed or went over budget gives the status returned. Graphs disabled: does nothing. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_capture(recap_graph_set_t set,
                                                                  size_t size);
 
-/* Evict one member (its executable and graph destroyed, its pool memory left to the other
- * members and later captures), or every member idle for at least idle_seconds. An evicted
- * member is captured again when next used (LAZY, or BACKGROUND: queued for the helper; UPFRONT
- * sizes recapture as LAZY ones do). Evicting a member that is not READY is
- * RECAP_ERROR_INVALID_USAGE naming its state. *evicted (may be NULL) gets how many went. */
+/* Evict one member, or every member idle for idle_seconds (*evicted, may be NULL: how many): its
+ * graph goes, its pool memory stays, and it is captured again when used. A member not READY is
+ * INVALID_USAGE. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_evict(recap_graph_set_t set, size_t size);
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_evict_idle(recap_graph_set_t set,
                                                                     double idle_seconds,

@@ -67,7 +67,10 @@ typedef struct recap_graph_node {
   unsigned branches;
 } recap_graph_node_t;
 
+/* Made by recap_graph_inspect, which sets `size` to the library's sizeof(recap_graph_info_t):
+ * fields past it do not exist in the library that made it. */
 typedef struct recap_graph_info {
+  size_t size; /* set by recap */
   /* Every node, those inside the bodies of conditional nodes included: first the graph's own
    * nodes in the driver's order; then, for each conditional node in that order, each of its
    * bodies in branch order, laid out by the same rule (a body's own nodes, then the bodies of

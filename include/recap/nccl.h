@@ -3,17 +3,15 @@
  * recap/nccl.h — NCCL collectives inside recap graphs, with the checks that keep ranks from
  * hanging or failing with a bare driver error.
  *
- * recap never links NCCL: it loads libnccl.so.2 at the first call that needs it (or the library
- * named by the environment variable RECAP_NCCL_LIBRARY). Without NCCL every function here fails
- * with RECAP_ERROR_NOT_FOUND (the library is absent) or RECAP_ERROR_NOT_SUPPORTED (recap was
- * built without NCCL's headers), and the rest of recap works as before. docs/nccl.md has the
- * whole contract.
+ * recap loads libnccl.so.2 (or RECAP_NCCL_LIBRARY) at the first call that needs it; without it
+ * every function here fails with RECAP_ERROR_NOT_FOUND (RECAP_ERROR_NOT_SUPPORTED in a recap built
+ * without NCCL's headers). docs/nccl.md has the whole contract.
  *
  * Enqueue collectives through the recap_nccl_* wrappers: eagerly they call NCCL; while the
  * stream captures into a recap graph they also record the collective in the graph's
  * fingerprint, which ranks compare before the first replay:
  *
- *     recap_graph_capture_begin(graph, stream, NULL);
+ *     recap_graph_capture_begin(graph, NULL, stream);
  *     ... forward, backward ...
  *     recap_nccl_all_reduce(grads, grads, n, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm, stream);
  *     recap_graph_capture_end(graph);
@@ -34,9 +32,7 @@
 extern "C" {
 #endif
 
-/* ------------------------------------------------------------------------------------------
- * Communicators and NCCL's numbering
- * ---------------------------------------------------------------------------------------- */
+/* ---- Communicators and NCCL's numbering ------------------------------------------------------ */
 
 /* NCCL's communicator: the same type as nccl.h's ncclComm_t, so callers pass theirs. recap
  * never creates nor destroys one. */
@@ -81,17 +77,12 @@ RECAP_API const char *recap_nccl_op_name(recap_nccl_op_t op);
  * Collectives through recap
  *
  * Each takes NCCL's arguments in NCCL's order and enqueues the collective on stream, as NCCL
- * does (comm's rank calls it with the matching collective of every other rank). Buffers are
- * device memory; the in-place forms NCCL documents (send == recv, or send inside recv) are
- * accepted. While stream captures into a recap graph the collective becomes part of the graph
- * and of its fingerprint (recap_graph_collectives); its buffers must then outlive the graph's
- * replays (the graph's pool, or memory registered with the communicator). Inside the body of a
- * region (recap/region.h) a collective is RECAP_ERROR_INVALID_USAGE and nothing is enqueued:
- * CUDA refuses to instantiate a conditional body holding NCCL's work with a bare
- * cudaErrorInvalidValue (pytorch #180960), and a rank whose loop ran a different number of
- * times than its peers would hang them. NULL buffers and comm are RECAP_ERROR_INVALID_ARGUMENT,
- * and so are a dtype or op outside the enums; NCCL's failure is its status mapped to recap's,
- * with NCCL's message.
+ * does; in-place forms are accepted. While stream captures into a recap graph the collective
+ * joins the graph and its fingerprint, and its buffers must outlive the graph's replays. Inside
+ * a region's body a collective is RECAP_ERROR_INVALID_USAGE, nothing enqueued (CUDA cannot
+ * instantiate it there, and ranks looping different counts would hang). NULL buffers or comm,
+ * or a dtype or op outside the enums, are RECAP_ERROR_INVALID_ARGUMENT; NCCL's failure is its
+ * status mapped to recap's, with NCCL's message. docs/nccl.md.
  * ---------------------------------------------------------------------------------------- */
 
 /* Every rank's count elements reduced with op into every rank's recv. */
@@ -135,9 +126,7 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_nccl_recv(void *buf, size_t count
 RECAP_NODISCARD RECAP_API recap_status_t recap_nccl_group_start(void);
 RECAP_NODISCARD RECAP_API recap_status_t recap_nccl_group_end(void);
 
-/* ------------------------------------------------------------------------------------------
- * Fingerprints
- * ---------------------------------------------------------------------------------------- */
+/* ---- Fingerprints ---------------------------------------------------------------------------- */
 
 typedef enum recap_collective_kind {
   RECAP_COLLECTIVE_ALL_REDUCE = 0,
@@ -175,45 +164,30 @@ typedef struct recap_collective {
         0                                                                                          \
   }
 
-/* The collectives the capture graph holds (or the one under way) recorded, in order: the first
- * min(capacity, total) into out[0..], the total into *count, and the fingerprint's 64-bit hash
- * into *hash when hash is not NULL (0 for none). Every out[i] written must have its size set
- * (RECAP_COLLECTIVE_INIT), between the first version's and this library's
- * (RECAP_ERROR_INVALID_ARGUMENT otherwise). out may be NULL only with capacity 0. A graph that
- * recorded none gives *count 0. */
+/* The collectives graph's capture recorded, in order: *count gets how many, the first
+ * min(capacity, *count) go to out (each element started from RECAP_COLLECTIVE_INIT; out NULL
+ * with capacity 0 only counts), and *hash (may be NULL) the fingerprint's hash (0: none). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_collectives(recap_graph_t graph,
                                                                  recap_collective_t *out,
                                                                  size_t capacity, size_t *count,
                                                                  uint64_t *hash);
 
-/* Compare graph's collectives on comm with every other rank's, before the first replay: every
- * rank of comm calls it (collectively, like an NCCL call) for its graph of the same step. It
- * all-gathers each rank's count and hash of the entries on comm (on an internal stream, and
- * waits for it), and on a difference all-gathers the first 64 entries to name the first
- * differing collective: RECAP_ERROR_INVALID_USAGE, "rank 0's collective 3 is all_reduce of 1024
- * float32 sum on comm 0 (2 ranks); rank 1's is all_gather of ..." (or "has none"). A graph with
- * no collective on comm passes when the others have none either. A graph that holds no capture
- * (fresh, capturing, eager) is RECAP_ERROR_INVALID_USAGE, before any communication: every rank
- * must then fail the same way, or the others wait in the exchange. The exchange is ordered
- * after comm's latest replay like a replay on another stream (recap_nccl_comm_policy: it waits
- * for it, or is RECAP_ERROR_BUSY under REFUSE_OVERLAP). Not during a capture (it synchronises). */
+/* Compare graph's collectives on comm with every other rank's, before the first replay; every
+ * rank of comm calls it, collectively. A difference is RECAP_ERROR_INVALID_USAGE naming the
+ * first differing collective on each side; so is a graph that holds no capture, before any
+ * communication. Ordered after comm's latest replay as recap_nccl_comm_policy says (it waits,
+ * or RECAP_ERROR_BUSY under REFUSE_OVERLAP). Not during a capture: it synchronises. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_check_collectives(recap_graph_t graph,
                                                                        recap_nccl_comm_t comm);
 
-/* ------------------------------------------------------------------------------------------
- * Replays of graphs that share a communicator
- * ---------------------------------------------------------------------------------------- */
+/* ---- Replays of graphs that share a communicator --------------------------------------------- */
 
+/* How a replay of a graph using a communicator orders itself after the latest such replay on
+ * another stream: SERIALIZE (the default) makes its stream wait for that replay's event, or the
+ * host wait where the stream cannot; REFUSE_OVERLAP refuses it with RECAP_ERROR_BUSY while that
+ * replay is unfinished, launching nothing. docs/nccl.md. */
 typedef enum recap_nccl_policy {
-  /* A replay of a graph using the communicator on another stream than the latest such replay
-   * is ordered after that replay on the device: its stream waits for the latest replay's
-   * event, and the host does not block. The host waits instead when the stream wait cannot be
-   * enqueued, on a capturing stream, or when the latest replay's event could not be recorded
-   * (then for that replay's whole stream). The default. */
   RECAP_NCCL_SERIALIZE = 0,
-  /* Such a replay while the latest is unfinished, or while another thread launches a replay
-   * using the communicator, is RECAP_ERROR_BUSY, naming the streams and the communicator, and
-   * launches nothing. */
   RECAP_NCCL_REFUSE_OVERLAP = 1
 } recap_nccl_policy_t;
 
@@ -223,19 +197,12 @@ typedef enum recap_nccl_policy {
 RECAP_NODISCARD RECAP_API recap_status_t recap_nccl_comm_policy(recap_nccl_comm_t comm,
                                                                 recap_nccl_policy_t policy);
 
-/* ------------------------------------------------------------------------------------------
- * Pools of NCCL memory
- * ---------------------------------------------------------------------------------------- */
+/* ---- Pools of NCCL memory -------------------------------------------------------------------- */
 
-/* Make the segments of pool (a private pool: recap_pool_handle, or a graph's) NCCL memory
- * registered with comm, so that NCCL's zero-copy paths can use collectives' buffers allocated
- * from it: every segment the pool gets from now on is allocated with ncclMemAlloc and registered
- * with ncclCommRegister; a segment given back (recap_empty_cache, the pool's release) is
- * deregistered and freed with ncclMemFree. Call it before the pool's first allocation: a pool
- * that holds segments is RECAP_ERROR_INVALID_USAGE, and so is the expandable_segments option on
- * (its segments are virtual memory); the default pool is RECAP_ERROR_INVALID_ARGUMENT. The
- * setting stays with the pool id for the process's life; comm must outlive the pool's segments.
- * An allocation that NCCL refuses fails recap_malloc with NCCL's status and message. */
+/* Make pool's segments NCCL memory registered with comm (ncclMemAlloc, ncclCommRegister), for
+ * NCCL's zero-copy paths; segments given back are deregistered and freed. Before the pool's
+ * first allocation: a pool holding segments, or expandable_segments on, is INVALID_USAGE; the
+ * default pool INVALID_ARGUMENT. comm must outlive the pool's segments. docs/nccl.md. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_pool_nccl(recap_pool_id_t pool,
                                                          recap_nccl_comm_t comm);
 

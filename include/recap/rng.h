@@ -2,24 +2,13 @@
 /*
  * recap/rng.h — random numbers that stay right across graph replays.
  *
- * A generator holds a Philox seed and offset. Every random kernel asks it for a state with the
- * number of 32-bit values each thread will draw (the increment); the generator advances its
- * offset by that much, rounded up to a multiple of 4. Eagerly the state carries plain numbers.
- * During a graph capture it carries device pointers to a seed and a base offset, plus an offset
- * within the graph; before every replay recap writes the generator's current seed and offset
- * there and advances the offset by what the graph consumes. So eager, graphed, eager, graphed
- * draws the same numbers as eager all along, and each replay draws new ones.
- *
- * Inside the bodies of regions (recap/region.h: loops and branches on the GPU) every iteration
- * draws fresh numbers: exactly those that the same number of eager calls would draw, in the
- * same order, and what follows a region starts after the iterations that ran. How many ran is
- * known on the device only, so after a replay whose bodies draw, the first host call that needs
- * the generator's offset (an eager draw, get/set of the offset, set_seed) waits for the device
- * (cudaDeviceSynchronize) and folds it in; replays that follow one another need no wait. While
- * any graph capture is under way that call is RECAP_ERROR_INVALID_USAGE instead (a device
- * synchronisation would invalidate the capture): make it once no capture is under way.
- *
- * Kernels unpack the state with recap/rng_device.cuh (built on cuRAND's Philox4x32-10).
+ * A generator holds a Philox seed and offset. Each random kernel asks it for a state, and the
+ * offset advances by what the kernel draws. In a graph the state points at device words recap
+ * rewrites before every replay, so eager, graphed, eager, graphed draws the same numbers as eager
+ * all along, and each replay draws new ones; inside region bodies every iteration draws fresh
+ * numbers. After a replay whose bodies draw, the next host call that needs the offset waits for
+ * the device, and is RECAP_ERROR_INVALID_USAGE while any capture is under way. docs/rng.md;
+ * kernels unpack the state with recap/rng_device.cuh (cuRAND's Philox4x32-10).
  */
 #ifndef RECAP_RNG_H
 #define RECAP_RNG_H
@@ -56,29 +45,41 @@ RECAP_API recap_status_t recap_generator_destroy(recap_generator_t generator);
 /* Set the seed and reset the offset to 0 (as torch.manual_seed does). Refused with
  * RECAP_ERROR_INVALID_USAGE while a capture that uses the generator is under way; between
  * replays it takes effect at the next replay. */
-RECAP_NODISCARD RECAP_API recap_status_t recap_generator_set_seed(recap_generator_t generator,
+RECAP_NODISCARD RECAP_API recap_status_t recap_generator_seed_set(recap_generator_t generator,
                                                                   uint64_t seed);
-RECAP_NODISCARD RECAP_API recap_status_t recap_generator_get_seed(recap_generator_t generator,
+RECAP_NODISCARD RECAP_API recap_status_t recap_generator_seed_get(recap_generator_t generator,
                                                                   uint64_t *seed);
 /* Read or set the offset (a multiple of 4). Refused while a capture that uses the generator is
  * under way: its final value is only known when the graph replays. After a replay whose region
  * bodies draw, both wait for the device first (see above). */
-RECAP_NODISCARD RECAP_API recap_status_t recap_generator_get_offset(recap_generator_t generator,
+RECAP_NODISCARD RECAP_API recap_status_t recap_generator_offset_get(recap_generator_t generator,
                                                                     uint64_t *offset);
-RECAP_NODISCARD RECAP_API recap_status_t recap_generator_set_offset(recap_generator_t generator,
+RECAP_NODISCARD RECAP_API recap_status_t recap_generator_offset_set(recap_generator_t generator,
                                                                     uint64_t offset);
 
 /* The state for a kernel about to be enqueued on stream that draws `increment` 32-bit values
  * per thread. If stream is capturing into a recap graph, the state is a captured one and the
  * graph records the use; otherwise the offset advances now. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_generator_philox_state(recap_generator_t generator,
-                                                                      recap_stream_t stream,
                                                                       uint64_t increment,
+                                                                      recap_stream_t stream,
                                                                       recap_philox_state_t *state);
 
-/* ------------------------------------------------------------------------------------------
- * Library kernels, built on the same state. Each enqueues on stream and may be captured.
- * ---------------------------------------------------------------------------------------- */
+/* The names of 0.1, kept for one more release. */
+RECAP_DEPRECATED("use recap_generator_seed_set")
+RECAP_NODISCARD RECAP_API recap_status_t recap_generator_set_seed(recap_generator_t generator,
+                                                                  uint64_t seed);
+RECAP_DEPRECATED("use recap_generator_seed_get")
+RECAP_NODISCARD RECAP_API recap_status_t recap_generator_get_seed(recap_generator_t generator,
+                                                                  uint64_t *seed);
+RECAP_DEPRECATED("use recap_generator_offset_get")
+RECAP_NODISCARD RECAP_API recap_status_t recap_generator_get_offset(recap_generator_t generator,
+                                                                    uint64_t *offset);
+RECAP_DEPRECATED("use recap_generator_offset_set")
+RECAP_NODISCARD RECAP_API recap_status_t recap_generator_set_offset(recap_generator_t generator,
+                                                                    uint64_t offset);
+
+/* ---- Library kernels on the same state; each enqueues on stream and may be captured ------- */
 
 /* out[i] uniform in [0, 1): 0 included, 1 excluded, as PyTorch's torch.rand and uniform_. This
  * is NOT cuRAND's curand_uniform range, (0, 1]: recap draws with curand_uniform4 and maps 1.0 to

@@ -9,7 +9,7 @@
  * The contract (PyTorch's, for its Philox-based kernels):
  *
  *  - On the host, before enqueueing the kernel, ask the generator for a state with
- *    recap_generator_philox_state(generator, stream, increment, &state) and pass the state to
+ *    recap_generator_philox_state(generator, increment, stream, &state) and pass the state to
  *    the kernel by value. `increment` is the number of 32-bit random values that any one thread
  *    of the launch draws at most (curand() and curand_uniform() draw 1; curand4(),
  *    curand_uniform4() and curand_normal4() draw 4; curand_normal() draws 2 on every other

@@ -8,10 +8,12 @@
  * hash lookup in the pointer map; any other address by a walk of the segments that hold it.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "alloc/alloc_lock.h"
 #include "alloc/blocks.h"
 #include "alloc/lookup.h"
+#include "core/args.h"
 #include "core/error.h"
 #include "core/host.h"
 
@@ -161,21 +163,27 @@ size_t recap__alloc_count_dead(const recap__block_watch_t *watch, size_t n, bool
 recap_status_t recap_block_info(const void *ptr, recap_block_info_t *info) {
   RECAP__ARG(ptr != NULL, "recap_block_info: ptr is NULL");
   RECAP__ARG(info != NULL, "recap_block_info: info is NULL");
+  RECAP__CHECK(RECAP__OUTPUT_SIZE_CHECK(info, recap_block_info_t, device, "recap_block_info",
+                                        "info->size", "RECAP_BLOCK_INFO_INIT"));
+  size_t size = info->size;
+  recap_block_info_t out = {0};
   recap__alloc_lock();
   recap__block_t *b = recap__ptr_map_get(&recap__alloc.allocated, ptr);
   if (b && !b->allocated) b = NULL; /* the front cache's block */
   if (b) {
     const recap__segment_t *seg = b->segment;
-    *info = (recap_block_info_t){.base = b->ptr,
-                                 .size = b->size,
-                                 .requested = b->requested,
-                                 .pool = seg->pool->id,
-                                 .stream = b->stream,
-                                 .device = seg->device};
+    out = (recap_block_info_t){.size = size,
+                               .base = b->ptr,
+                               .bytes = b->size,
+                               .requested = b->requested,
+                               .pool = seg->pool->id,
+                               .stream = b->stream,
+                               .device = seg->device};
   }
   recap__alloc_unlock();
   if (!b)
     return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
                         "recap_block_info(%p): not an allocated pointer of recap", ptr);
+  memcpy(info, &out, size);
   return RECAP_SUCCESS;
 }

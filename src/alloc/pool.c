@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * pool.c — pool ids, routing a capture's allocations to a private pool (allocation logs, a
- * budget and the capture's peak attached to a route included), the references graphs hold on
- * private pools, and recap_pool_info.
+ * budget and the capture's peak attached to a route included), and the references graphs hold
+ * on private pools.
  *
  * A private pool is made by the first capture routed to it. It keeps its segments while a graph
  * references it or a capture routes to it; after that its free segments go back to the driver
@@ -388,41 +388,6 @@ recap_status_t recap_pool_release(recap_pool_id_t pool) {
   int device;
   RECAP__CHECK(recap__alloc_current_device(&device));
   return recap__pool_release(device, pool);
-}
-
-recap_status_t recap_pool_info(recap_pool_id_t id, recap_pool_info_t *info) {
-  RECAP__ARG(info != NULL, "recap_pool_info: info is NULL");
-  int device;
-  RECAP__CHECK(recap__alloc_current_device(&device));
-  recap_status_t s = RECAP_SUCCESS;
-  recap__alloc_lock();
-  recap__alloc_settle();
-  recap__device_state_t *d = recap__alloc.devices[device];
-  recap__pool_t *pool = NULL;
-  if (d) pool = recap_pool_is_default(id) ? &d->default_pool : find_private_pool(d, id);
-  if (!pool && recap_pool_is_default(id)) {
-    /* The default pool of a device recap has not used: empty, like its statistics. */
-    *info = (recap_pool_info_t){0};
-  } else if (!pool) {
-    s = recap__error(RECAP_ERROR_NOT_FOUND,
-                     "pool {%" PRIu64 ",%" PRIu64
-                     "} does not exist on device %d (never used, "
-                     "or its memory went back to the driver)",
-                     id.a, id.b, device);
-  } else {
-    info->references = pool->references;
-    info->routed = pool->routed;
-    info->segments = pool->segment_count;
-    info->reserved_bytes = pool->reserved_bytes;
-    info->allocated_bytes = pool->allocated_bytes;
-    /* Freed blocks not yet reusable are few and the query is rare: count them by a walk. */
-    info->waiting_bytes = 0;
-    for (const recap__segment_t *seg = pool->segments; seg; seg = seg->next)
-      for (const recap__block_t *b = seg->head; b; b = b->next)
-        if (!b->allocated && !recap__block_is_free(b)) info->waiting_bytes += (int64_t)b->size;
-  }
-  recap__alloc_unlock();
-  return s;
 }
 
 /* ------------------------------------------------------------------------------------------

@@ -204,5 +204,3 @@ recap_status_t recap_memory_snapshot_json(int device, char **json) {
   recap__memory_model_free(&m);
   return recap__json_finish(&j, json);
 }
-
-void recap_string_free(char *s) { recap__host_free(s); }

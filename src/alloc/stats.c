@@ -11,6 +11,7 @@
 
 #include "alloc/alloc_lock.h"
 #include "alloc/allocator.h"
+#include "core/args.h"
 #include "core/error.h"
 
 static recap_status_t resolve_device(int *device) {
@@ -21,14 +22,21 @@ static recap_status_t resolve_device(int *device) {
 
 recap_status_t recap_memory_stats(int device, recap_memory_stats_t *stats) {
   RECAP__ARG(stats != NULL, "recap_memory_stats: stats is NULL");
+  RECAP__CHECK(RECAP__OUTPUT_SIZE_CHECK(stats, recap_memory_stats_t, num_device_free,
+                                        "recap_memory_stats", "stats->size",
+                                        "RECAP_MEMORY_STATS_INIT"));
   RECAP__CHECK(resolve_device(&device));
+  size_t size = stats->size;
+  recap_memory_stats_t out;
   recap__alloc_lock();
   recap__device_state_t *d = recap__alloc.devices[device];
   if (d)
-    *stats = d->stats;
+    out = d->stats;
   else
-    memset(stats, 0, sizeof *stats);
+    memset(&out, 0, sizeof out);
   recap__alloc_unlock();
+  out.size = size;
+  memcpy(stats, &out, size);
   return RECAP_SUCCESS;
 }
 
@@ -37,8 +45,10 @@ recap_status_t recap_memory_reset_peak(int device) {
   recap__alloc_lock();
   recap__device_state_t *d = recap__alloc.devices[device];
   if (d) {
-    recap_stat_t *stat = (recap_stat_t *)&d->stats;
-    size_t counters = offsetof(recap_memory_stats_t, num_alloc_retries) / sizeof(recap_stat_t);
+    recap_stat_t *stat = d->stats.allocation; /* the counter arrays follow one another */
+    size_t counters = (offsetof(recap_memory_stats_t, num_alloc_retries) -
+                       offsetof(recap_memory_stats_t, allocation)) /
+                      sizeof(recap_stat_t);
     for (size_t i = 0; i < counters; i++) stat[i].peak = stat[i].current;
   }
   recap__alloc_unlock();

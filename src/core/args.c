@@ -35,3 +35,13 @@ recap_status_t recap__options_copy(void *dst, size_t library_size, const void *s
   memcpy(dst, &library_size, sizeof library_size);
   return RECAP_SUCCESS;
 }
+
+recap_status_t recap__output_size_check(size_t size, size_t library_size, size_t first_size,
+                                        const char *function, const char *field, const char *type,
+                                        const char *init) {
+  if (size >= first_size && size <= library_size) return RECAP_SUCCESS;
+  return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                      "%s: %s is %zu, but a %s is %zu to %zu bytes (from its first version to "
+                      "this library's); start it from %s",
+                      function, field, size, type, first_size, library_size, init);
+}

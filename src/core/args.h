@@ -48,4 +48,17 @@ recap_status_t recap__options_copy(void *dst, size_t library_size, const void *s
                       offsetof(type, first_last) + sizeof(((type *)0)->first_last), (function), \
                       "options->" member ".size", #type, (init))
 
+/* ---- versioned output structs --------------------------------------------------------------
+ * The public structs recap fills for the caller begin with `size_t size` too, set by their _INIT
+ * macro. The same bounds hold: a size from the first version's struct to the library's, else
+ * RECAP_ERROR_INVALID_ARGUMENT naming the function, the field ("info->size"), the struct and its
+ * _INIT macro. recap then writes the struct's first `size` bytes, `size` itself unchanged. */
+recap_status_t recap__output_size_check(size_t size, size_t library_size, size_t first_size,
+                                        const char *function, const char *field, const char *type,
+                                        const char *init);
+#define RECAP__OUTPUT_SIZE_CHECK(out, type, first_last, function, field, init)           \
+  recap__output_size_check((out)->size, sizeof(type),                                    \
+                           offsetof(type, first_last) + sizeof(((type *)0)->first_last), \
+                           (function), (field), #type, (init))
+
 #endif /* RECAP_CORE_ARGS_H */

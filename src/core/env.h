@@ -25,14 +25,15 @@
  * RECAP_<id>. */
 #define RECAP__ENV_MAP(X)                                                                     \
   X(LOG, LEVEL, RECAP_LOG_LEVEL_WARN, "warn", "none, error, warn, info or debug (any case)",  \
-    "how much recap logs; recap_log_set_level() overrides it")                                \
+    "how much recap logs; recap_log_level_set() overrides it")                                \
   X(ALLOC_CONF, TEXT, 0, "(none)",                                                            \
     "key:value entries separated by commas, values in bytes with an optional K, M, G, KiB, "  \
     "MiB or GiB, booleans (expandable_segments, offload_keep_pinned) true or false in any "   \
     "case, or 1 or 0 (docs/allocator.md lists the keys)",                                     \
     "the allocator's options; recap_option_set() and recap_options_parse() override entries") \
   X(DISABLE_GRAPHS, FLAG, 0, "0", "0 or 1",                                                   \
-    "1: nothing is captured, capture scopes and graphed callables run their work eagerly")    \
+    "1: nothing is captured, capture scopes and graphed callables run their work eagerly; "   \
+    "recap_graphs_enable() overrides")                                                        \
   X(ANNOTATIONS, FLAG, 0, "0", "0 or 1",                                                      \
     "1: annotation scopes label the nodes of captures; recap_annotations_enable() overrides") \
   X(LIVENESS_DEBUG, FLAG, 0, "0", "0 or 1",                                                   \

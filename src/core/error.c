@@ -129,7 +129,7 @@ void recap_clear_last_error(void) {
 /* ---- logging ---------------------------------------------------------------------------- */
 
 /* The callback under a lock; the level is RECAP_LOG's slot of the environment table
- * (core/env.h), which recap_log_set_level overrides. */
+ * (core/env.h), which recap_log_level_set overrides. */
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static recap_log_fn log_fn;
 static void *log_user;
@@ -141,14 +141,18 @@ void recap_log_set(recap_log_fn fn, void *user_data) {
   pthread_mutex_unlock(&log_lock);
 }
 
-void recap_log_set_level(recap_log_level_t level) { recap__env_set(RECAP__ENV_LOG, (int)level); }
+void recap_log_level_set(recap_log_level_t level) { recap__env_set(RECAP__ENV_LOG, (int)level); }
 
-recap_log_level_t recap_log_get_level(void) {
+recap_log_level_t recap_log_level_get(void) {
   return (recap_log_level_t)recap__env_int(RECAP__ENV_LOG);
 }
 
+/* The names of 0.1, deprecated (recap/core.h). */
+void recap_log_set_level(recap_log_level_t level) { recap_log_level_set(level); }
+recap_log_level_t recap_log_get_level(void) { return recap_log_level_get(); }
+
 void recap__log(recap_log_level_t level, const char *fmt, ...) {
-  if ((int)level > (int)recap_log_get_level()) return;
+  if ((int)level > (int)recap_log_level_get()) return;
   char message[RECAP__ERROR_CAPACITY];
   va_list ap;
   va_start(ap, fmt);

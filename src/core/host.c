@@ -5,6 +5,8 @@
  */
 #include "core/host.h"
 
+#include "recap/core.h"
+
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -37,3 +39,6 @@ void *recap__host_malloc(size_t size) { return host()->malloc_fn(size); }
 void *recap__host_calloc(size_t count, size_t size) { return host()->calloc_fn(count, size); }
 void *recap__host_realloc(void *ptr, size_t size) { return host()->realloc_fn(ptr, size); }
 void recap__host_free(void *ptr) { host()->free_fn(ptr); }
+
+/* Strings recap hands over (JSON, the memory page) come from the host allocator. */
+void recap_string_free(char *s) { recap__host_free(s); }

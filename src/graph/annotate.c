@@ -255,7 +255,7 @@ static recap_status_t state_of(recap_graph_t graph, bool attach, annotations_t *
  * Push and pop
  * ---------------------------------------------------------------------------------------- */
 
-recap_status_t recap_annotate_push(recap_stream_t stream, const char *label) {
+recap_status_t recap_annotate_push(const char *label, recap_stream_t stream) {
   RECAP__ARG(label != NULL, "recap_annotate_push: label is NULL");
   size_t length = strnlen(label, RECAP_ANNOTATION_MAX_LENGTH + 1);
   RECAP__ARG(length > 0, "recap_annotate_push: the label is empty");

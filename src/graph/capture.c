@@ -58,8 +58,9 @@ static recap_status_t begin(recap_graph_t graph, recap_stream_t stream,
   return recap__error_restore(&saved);
 }
 
-recap_status_t recap_graph_capture_begin(recap_graph_t graph, recap_stream_t stream,
-                                         const recap_capture_options_t *options) {
+recap_status_t recap_graph_capture_begin(recap_graph_t graph,
+                                         const recap_capture_options_t *options,
+                                         recap_stream_t stream) {
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_capture_begin"));
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
   RECAP__CHECK(RECAP__OPTIONS_COPY(&opts, options, recap_capture_options_t, mode,
@@ -67,8 +68,9 @@ recap_status_t recap_graph_capture_begin(recap_graph_t graph, recap_stream_t str
   return begin(graph, stream, &opts, false);
 }
 
-recap_status_t recap_graph_recapture_begin(recap_graph_t graph, recap_stream_t stream,
-                                           const recap_capture_options_t *options) {
+recap_status_t recap_graph_recapture_begin(recap_graph_t graph,
+                                           const recap_capture_options_t *options,
+                                           recap_stream_t stream) {
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_recapture_begin"));
   /* The last capture's options, or the caller's whole; the pool is always the graph's. */
   recap_capture_options_t opts = graph->options;

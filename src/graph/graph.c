@@ -31,11 +31,17 @@
  * Kill switch
  * ---------------------------------------------------------------------------------------- */
 
-void recap__graphs_disabled_override(int disabled) {
-  recap__env_set(RECAP__ENV_DISABLE_GRAPHS, disabled < 0 ? -1 : disabled != 0);
+void recap_graphs_enable(int enabled) {
+  recap__env_set(RECAP__ENV_DISABLE_GRAPHS, enabled < 0 ? -1 : enabled == 0);
 }
 
-int recap_graphs_disabled(void) { return recap__env_int(RECAP__ENV_DISABLE_GRAPHS); }
+void recap__graphs_disabled_override(int disabled) {
+  recap_graphs_enable(disabled < 0 ? -1 : !disabled);
+}
+
+int recap_graphs_enabled(void) { return !recap__env_int(RECAP__ENV_DISABLE_GRAPHS); }
+
+int recap_graphs_disabled(void) { return !recap_graphs_enabled(); }
 
 /* ------------------------------------------------------------------------------------------
  * Lifetime
@@ -627,7 +633,7 @@ recap_status_t recap_graph_replay(recap_graph_t graph, recap_stream_t stream) {
       return recap__error(RECAP_ERROR_INVALID_USAGE,
                           "recap_graph_replay: graphs are disabled (RECAP_DISABLE_GRAPHS=1), so "
                           "the capture scope ran its work eagerly and there is nothing to "
-                          "replay; run the work again instead (see recap_graphs_disabled())");
+                          "replay; run the work again instead (see recap_graphs_enabled())");
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_graph_replay: nothing was captured yet (capture_begin and "
                         "capture_end must succeed first)");

@@ -288,7 +288,7 @@ recap_status_t recap__side_stream(recap_stream_t *stream);
 /* Forget the side streams (tests, after the fake device was reset). */
 void recap__side_streams_forget(void);
 
-/* For tests: override RECAP_DISABLE_GRAPHS (-1 restores reading the environment). */
+/* For tests: recap_graphs_enable in the variable's sense (1: disabled; -1: the environment). */
 void recap__graphs_disabled_override(int disabled);
 
 #endif /* RECAP_GRAPH_INTERNAL_H */

@@ -42,6 +42,7 @@ recap_status_t recap_graph_inspect(recap_graph_t graph, recap_graph_info_t **inf
   recap_graph_info_t *result = recap__host_calloc(1, sizeof *result);
   if (!result)
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graph_inspect: out of host memory");
+  result->size = sizeof *result;
   recap_status_t s = recap__device()->graph_inspect(graph->template_graph, result);
   /* The layers attached to the graph add what they know of its nodes (annotations: labels). */
   for (size_t i = 0; i < graph->hook_count && s == RECAP_SUCCESS; i++)

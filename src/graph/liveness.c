@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "alloc/alloc_internal.h"
+#include "core/args.h"
 #include "core/error.h"
 #include "core/host.h"
 #include "core/text.h"
@@ -150,8 +151,9 @@ static recap_status_t scan_reads(liveness_t *l, recap_graph_t graph,
     }
     l->watch[l->count] = (recap__block_watch_t){c->ref.base, c->ref.generation};
     l->inputs[l->count] = (recap_liveness_input_t){
+        .size = sizeof(recap_liveness_input_t),
         .base = c->ref.base,
-        .size = c->ref.size,
+        .bytes = c->ref.size,
         .generation = c->ref.generation,
         .node = c->node,
         .reader_count = 1,
@@ -216,7 +218,7 @@ static int describe_dead(char *out, size_t size, const recap_liveness_input_t *i
     snprintf(reader, sizeof reader, "node %zu (kernel %.240s)", in->node, in->kernel_name);
   else
     snprintf(reader, sizeof reader, "node %zu (%s)", in->node, in->node_type);
-  int n = snprintf(out, size, "\n  %p (%zu bytes) read by %s%s: %s", in->base, in->size, reader,
+  int n = snprintf(out, size, "\n  %p (%zu bytes) read by %s%s: %s", in->base, in->bytes, reader,
                    in->reader_count > 1 ? " and others" : "", fate);
   if (n < 0 || (size_t)n >= size) return n;
   recap__free_record_t freed;
@@ -350,7 +352,7 @@ static recap_status_t hook_rebound(void *ctx, recap_graph_t graph, const recap__
   for (size_t i = 0, j = 0; i < next->count; i++) {
     while (j < l->count && (uintptr_t)l->watch[j].base < (uintptr_t)next->watch[i].base) j++;
     if (j < l->count && l->watch[j].base == next->watch[i].base &&
-        !meets(next->inputs[i].base, next->inputs[i].size, to, moves)) {
+        !meets(next->inputs[i].base, next->inputs[i].bytes, to, moves)) {
       next->watch[i].generation = l->watch[j].generation;
       next->inputs[i].generation = l->inputs[j].generation;
       next->inputs[i].freed_before_capture_end = l->inputs[j].freed_before_capture_end;
@@ -422,15 +424,27 @@ static recap_status_t captured_state(recap_graph_t graph, const char *function, 
   return RECAP_SUCCESS;
 }
 
-recap_status_t recap_graph_liveness_inputs(recap_graph_t graph,
-                                           const recap_liveness_input_t **inputs, size_t *count) {
-  RECAP__ARG(inputs != NULL && count != NULL,
-             "recap_graph_liveness_inputs: inputs and count must not be NULL");
-  *inputs = NULL;
+recap_status_t recap_graph_liveness_inputs(recap_graph_t graph, recap_liveness_input_t *inputs,
+                                           size_t capacity, size_t *count) {
+  static const char fn[] = "recap_graph_liveness_inputs";
+  RECAP__ARG(count != NULL, "%s: count is NULL", fn);
+  RECAP__ARG(inputs != NULL || capacity == 0,
+             "%s: inputs is NULL and capacity is %zu (pass capacity 0 to ask only for the count)",
+             fn, capacity);
   *count = 0;
   liveness_t *l;
-  RECAP__CHECK(captured_state(graph, "recap_graph_liveness_inputs", &l));
-  *inputs = l->inputs;
+  RECAP__CHECK(captured_state(graph, fn, &l));
+  size_t n = l->count < capacity ? l->count : capacity;
+  for (size_t i = 0; i < n; i++)
+    RECAP__CHECK(RECAP__OUTPUT_SIZE_CHECK(&inputs[i], recap_liveness_input_t,
+                                          freed_before_capture_end, fn, "inputs[i].size",
+                                          "RECAP_LIVENESS_INPUT_INIT"));
+  for (size_t i = 0; i < n; i++) {
+    size_t size = inputs[i].size;
+    recap_liveness_input_t in = l->inputs[i];
+    in.size = size;
+    memcpy(&inputs[i], &in, size);
+  }
   *count = l->count;
   return RECAP_SUCCESS;
 }

@@ -18,13 +18,10 @@
 recap_status_t recap_graph_memory(recap_graph_t graph, recap_graph_memory_t *info) {
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_memory"));
   RECAP__ARG(info != NULL, "recap_graph_memory: info is NULL");
-  const size_t first = offsetof(recap_graph_memory_t, budget_bytes) + sizeof(uint64_t);
+  RECAP__CHECK(RECAP__OUTPUT_SIZE_CHECK(info, recap_graph_memory_t, budget_bytes,
+                                        "recap_graph_memory", "info->size",
+                                        "RECAP_GRAPH_MEMORY_INIT"));
   size_t size = info->size;
-  RECAP__ARG(size >= first && size <= sizeof *info,
-             "recap_graph_memory: info->size is %zu, but a recap_graph_memory_t is %zu to %zu "
-             "bytes (from its first version to this library's); start it from "
-             "RECAP_GRAPH_MEMORY_INIT",
-             size, first, sizeof *info);
   RECAP__CHECK(recap__graph_not_recapturing(graph, "recap_graph_memory"));
   if (graph->state != RECAP__GRAPH_CAPTURED)
     return recap__error(RECAP_ERROR_INVALID_USAGE,

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "alloc/alloc_internal.h"
+#include "core/args.h"
 #include "core/error.h"
 #include "core/host.h"
 #include "graph/graph_internal.h"
@@ -536,10 +537,12 @@ static recap_status_t check_own_pool(rebind_t *r, recap_graph_t graph, const cha
 
 /* The checks of one move that need only itself and the graph. */
 static recap_status_t check_move(rebind_t *r, recap_graph_t graph, const char *fn,
-                                 recap_rebind_t *in, size_t i, move_t *m) {
+                                 const recap_rebind_t *in, size_t i, move_t *m) {
   char what[48];
+  snprintf(what, sizeof what, "rebinds[%zu].size", i);
+  RECAP__CHECK(RECAP__OUTPUT_SIZE_CHECK(in, recap_rebind_t, bytes, fn, what, "RECAP_REBIND_INIT"));
   snprintf(what, sizeof what, "rebinds[%zu].old_ptr", i);
-  size_t size = in->size;
+  size_t size = in->bytes;
   RECAP__CHECK(resolve_range(r, fn, what, in->old_ptr, &size, &m->old));
   RECAP__ARG(in->new_ptr != NULL, "%s: rebinds[%zu].new_ptr is NULL", fn, i);
   uintptr_t nb = (uintptr_t)in->new_ptr;
@@ -791,7 +794,8 @@ static void layers_done(recap_graph_t graph, size_t prepared, bool applied) {
   }
 }
 
-recap_status_t recap_graph_rebind(recap_graph_t graph, recap_rebind_t *rebinds, size_t count) {
+recap_status_t recap_graph_rebind(recap_graph_t graph, const recap_rebind_t *rebinds, size_t count,
+                                  size_t *patched) {
   static const char fn[] = "recap_graph_rebind";
   RECAP__CHECK(recap__graph_check(graph, fn));
   RECAP__ARG(rebinds != NULL, "%s: rebinds is NULL", fn);
@@ -847,7 +851,8 @@ recap_status_t recap_graph_rebind(recap_graph_t graph, recap_rebind_t *rebinds, 
   }
   reindex(r, moves, by_new, count);
   move_declarations(r, moves, count);
-  for (size_t i = 0; i < count; i++) rebinds[moves[i].arg].patched = moves[i].hi - moves[i].lo;
+  if (patched)
+    for (size_t i = 0; i < count; i++) patched[moves[i].arg] = moves[i].hi - moves[i].lo;
   graph->rebinds++;
   graph->sites_patched += total;
   layers_done(graph, prepared, true);
@@ -878,6 +883,9 @@ recap_status_t recap_graph_rebind_sites(recap_graph_t graph, const void *ptr, si
   span_t range;
   RECAP__CHECK(resolve_range(r, fn, "ptr", ptr, &size, &range));
   size_t lo = lower_bound(r, range.base), hi = lower_bound(r, range.end);
+  for (size_t k = 0; k < hi - lo && k < capacity; k++)
+    RECAP__CHECK(RECAP__OUTPUT_SIZE_CHECK(&sites[k], recap_rebind_site_t, declared, fn,
+                                          "sites[i].size", "RECAP_REBIND_SITE_INIT"));
   *count = hi - lo;
   if (capacity == 0 || hi == lo) return RECAP_SUCCESS;
   /* Node order: the sites' own order (graph_reads'), which is their index in the plan. */
@@ -887,7 +895,9 @@ recap_status_t recap_graph_rebind_sites(recap_graph_t graph, const void *ptr, si
   qsort(order, hi - lo, sizeof *order, compare_size);
   for (size_t k = 0; k < hi - lo && k < capacity; k++) {
     const recap__graph_read_t *site = &r->sites[order[k]];
-    sites[k] = (recap_rebind_site_t){
+    size_t element = sites[k].size;
+    recap_rebind_site_t out = {
+        .size = element,
         .node = site->node,
         .type = type_of_site(site),
         .param = site->kind == RECAP__READ_KERNEL_ARG ? site->param : 0,
@@ -895,6 +905,7 @@ recap_status_t recap_graph_rebind_sites(recap_graph_t graph, const void *ptr, si
         .value = site->ptr,
         .declared = declared_at(&r->declared, (uintptr_t)site->ptr) != NULL,
     };
+    memcpy(&sites[k], &out, element);
   }
   recap__host_free(order);
   return RECAP_SUCCESS;

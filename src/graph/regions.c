@@ -312,7 +312,7 @@ static recap__region_cond_t *find_cond(recap__regions_t *r, recap_cond_t cond) {
   return NULL;
 }
 
-recap_status_t recap_cond_create(recap_stream_t stream, unsigned initial, recap_cond_t *cond) {
+recap_status_t recap_cond_create(recap_cond_t *cond, unsigned initial, recap_stream_t stream) {
   static const char fn[] = "recap_cond_create";
   RECAP__ARG(cond != NULL, "recap_cond_create: cond is NULL");
   memset(cond, 0, sizeof *cond);
@@ -556,8 +556,8 @@ static recap_status_t begin_host(recap_graph_t g, recap__regions_t *r, recap__re
   return RECAP_SUCCESS;
 }
 
-recap_status_t recap_region_begin(recap_stream_t stream, recap_region_kind_t kind,
-                                  recap_cond_t cond, unsigned branches) {
+recap_status_t recap_region_begin(recap_region_kind_t kind, recap_cond_t cond, unsigned branches,
+                                  recap_stream_t stream) {
   static const char fn[] = "recap_region_begin";
   RECAP__CHECK(check_kind(kind, &branches));
   recap_graph_t g;
@@ -831,7 +831,7 @@ static recap_status_t loop_failed(recap_graph_t g, recap_status_t status) {
   return abandon(g, status);
 }
 
-recap_status_t recap_loop_capture(recap_stream_t stream, const recap_loop_t *loop) {
+recap_status_t recap_loop_capture(const recap_loop_t *loop, recap_stream_t stream) {
   static const char fn[] = "recap_loop_capture";
   RECAP__ARG(loop != NULL, "%s: loop is NULL", fn);
   recap_loop_t l = RECAP_LOOP_INIT;
@@ -842,8 +842,8 @@ recap_status_t recap_loop_capture(recap_stream_t stream, const recap_loop_t *loo
   recap_graph_t g;
   RECAP__CHECK(find_graph(stream, fn, &g));
   recap_cond_t cond;
-  RECAP__CHECK(recap_cond_create(stream, l.initial, &cond));
-  RECAP__CHECK(recap_region_begin(stream, RECAP_REGION_WHILE, cond, 1));
+  RECAP__CHECK(recap_cond_create(&cond, l.initial, stream));
+  RECAP__CHECK(recap_region_begin(RECAP_REGION_WHILE, cond, 1, stream));
   for (unsigned copy = 0; copy < l.unroll; copy++) {
     recap_status_t s = l.step(l.ctx, stream, copy);
     if (s != RECAP_SUCCESS) return loop_failed(g, s);

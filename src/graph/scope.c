@@ -64,7 +64,7 @@ recap_status_t recap_capture_scope_begin(recap_graph_t graph, const recap_scope_
                         "recap_graph_reset() first");
   recap_stream_t s = opts.stream;
   if (!s) RECAP__CHECK(recap__side_stream(&s));
-  if (recap_graphs_disabled()) {
+  if (!recap_graphs_enabled()) {
     /* An eager scope is the graph's last "capture": it has no pool, so none is named. */
     graph->state = RECAP__GRAPH_EAGER;
     graph->pool_known = false;
@@ -77,7 +77,7 @@ recap_status_t recap_capture_scope_begin(recap_graph_t graph, const recap_scope_
   /* Another thread may be capturing: then the cache stays, which is only less tidy. */
   if (recap_empty_cache() != RECAP_SUCCESS)
     RECAP__DEBUG("capture scope: the cache was not emptied (%s)", recap_last_error());
-  RECAP__CHECK(recap_graph_capture_begin(graph, s, &copts));
+  RECAP__CHECK(recap_graph_capture_begin(graph, &copts, s));
   graph->scope_stream = s;
   *stream = s;
   return RECAP_SUCCESS;

@@ -240,30 +240,33 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
  * Policy and counters
  * ---------------------------------------------------------------------------------------- */
 
-recap_status_t recap_graph_set_update_policy(recap_graph_t graph,
+recap_status_t recap_graph_update_policy_set(recap_graph_t graph,
                                              const recap_update_policy_t *policy) {
-  RECAP__CHECK(recap__graph_check(graph, "recap_graph_set_update_policy"));
+  RECAP__CHECK(recap__graph_check(graph, "recap_graph_update_policy_set"));
   recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
   RECAP__CHECK(RECAP__OPTIONS_COPY(&p, policy, recap_update_policy_t, measure_replays,
-                                   "recap_graph_set_update_policy", "RECAP_UPDATE_POLICY_INIT"));
+                                   "recap_graph_update_policy_set", "RECAP_UPDATE_POLICY_INIT"));
   RECAP__ARG(p.max_slowdown >= 0 && !isnan(p.max_slowdown),
-             "recap_graph_set_update_policy: policy->max_slowdown is %g; give a fraction >= 0 "
+             "recap_graph_update_policy_set: policy->max_slowdown is %g; give a fraction >= 0 "
              "(0.05 for 5%%), or 0 to measure nothing",
              p.max_slowdown);
   recap__update_set_policy(&graph->update, &p);
   return RECAP_SUCCESS;
 }
 
+/* The name of 0.1, deprecated (recap/update.h). */
+recap_status_t recap_graph_set_update_policy(recap_graph_t graph,
+                                             const recap_update_policy_t *policy) {
+  return recap_graph_update_policy_set(graph, policy);
+}
+
 recap_status_t recap_graph_update_stats(recap_graph_t graph, recap_update_stats_t *stats) {
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_update_stats"));
   RECAP__ARG(stats != NULL, "recap_graph_update_stats: stats is NULL");
-  const size_t first = offsetof(recap_update_stats_t, fresh_replay_ms) + sizeof(double);
+  RECAP__CHECK(RECAP__OUTPUT_SIZE_CHECK(stats, recap_update_stats_t, fresh_replay_ms,
+                                        "recap_graph_update_stats", "stats->size",
+                                        "RECAP_UPDATE_STATS_INIT"));
   size_t size = stats->size;
-  RECAP__ARG(size >= first && size <= sizeof *stats,
-             "recap_graph_update_stats: stats->size is %zu, but a recap_update_stats_t is %zu to "
-             "%zu bytes (from its first version to this library's); start it from "
-             "RECAP_UPDATE_STATS_INIT",
-             size, first, sizeof *stats);
   recap_update_stats_t out;
   recap__update_stats_get(&graph->update, &out);
   out.size = size;

@@ -323,7 +323,7 @@ static recap_status_t capture_pass(recap_graphed_t h, recap_graph_t *graph, reca
   copts.check_input_liveness = o->check_input_liveness;
   /* Only the declared (flagged) buffers can move: no scalar is ever mistaken for an input. */
   if (h->zero_copy) copts.rebind = RECAP_REBIND_DECLARED;
-  RECAP__CHECK(recap_graph_capture_begin(*graph, s, &copts));
+  RECAP__CHECK(recap_graph_capture_begin(*graph, &copts, s));
   recap_status_t st = fn(h, s, o);
   if (st != RECAP_SUCCESS) {
     /* Keep the pass's own error; the reset only abandons the capture. */
@@ -434,7 +434,7 @@ recap_status_t recap_graphed_create(recap_graphed_t *handles, const recap_callab
   }
   if (s != RECAP_SUCCESS) goto fail;
 
-  if (recap_graphs_disabled()) {
+  if (!recap_graphs_enabled()) {
     for (size_t i = 0; i < count; i++) handles[i]->eager_only = true;
     return RECAP_SUCCESS;
   }
@@ -515,11 +515,12 @@ static recap_status_t move_slots(recap_graphed_t h, recap_graph_t graph, const c
   size_t m = 0;
   for (size_t k = 0; k < n; k++)
     if (*slots[k].at != slots[k].want)
-      h->moves[m++] = (recap_rebind_t){*slots[k].at, (void *)slots[k].want, slots[k].bytes, 0};
+      h->moves[m++] = (recap_rebind_t){sizeof(recap_rebind_t), *slots[k].at, (void *)slots[k].want,
+                                       slots[k].bytes};
   if (m == 0) return RECAP_SUCCESS;
   recap__saved_error_t saved;
   recap__error_save(&saved);
-  recap_status_t s = recap_graph_rebind(graph, h->moves, m);
+  recap_status_t s = recap_graph_rebind(graph, h->moves, m, NULL);
   if (s == RECAP_SUCCESS) {
     for (size_t k = 0; k < n; k++) *slots[k].at = slots[k].want;
     return RECAP_SUCCESS;
@@ -535,8 +536,9 @@ static recap_status_t move_slots(recap_graphed_t h, recap_graph_t graph, const c
   m = 0;
   for (size_t k = 0; k < n; k++)
     if (*slots[k].at != slots[k].home)
-      h->moves[m++] = (recap_rebind_t){*slots[k].at, (void *)slots[k].home, slots[k].bytes, 0};
-  if (m) RECAP__CHECK(recap_graph_rebind(graph, h->moves, m));
+      h->moves[m++] = (recap_rebind_t){sizeof(recap_rebind_t), *slots[k].at, (void *)slots[k].home,
+                                       slots[k].bytes};
+  if (m) RECAP__CHECK(recap_graph_rebind(graph, h->moves, m, NULL));
   for (size_t k = 0; k < n; k++) *slots[k].at = slots[k].home;
   recap__error_restore(&saved);
   *fell_back = true;
@@ -600,8 +602,8 @@ static recap_status_t pools_awake(recap_graph_t g, const char *call) {
   return recap__error(s, "%s: %s", call, cause.message);
 }
 
-recap_status_t recap_graphed_forward(recap_graphed_t h, recap_stream_t stream, int training,
-                                     const recap_buffer_t *inputs, const recap_buffer_t **outputs) {
+recap_status_t recap_graphed_forward(recap_graphed_t h, int training, const recap_buffer_t *inputs,
+                                     recap_stream_t stream, const recap_buffer_t **outputs) {
   RECAP__CHECK(check_handle(h, "recap_graphed_forward"));
   RECAP__ARG(outputs != NULL, "recap_graphed_forward: outputs is NULL");
   RECAP__ARG(inputs != NULL || h->desc.input_count == 0, "recap_graphed_forward: inputs is NULL");
@@ -636,9 +638,8 @@ recap_status_t recap_graphed_forward(recap_graphed_t h, recap_stream_t stream, i
   return RECAP_SUCCESS;
 }
 
-recap_status_t recap_graphed_backward(recap_graphed_t h, recap_stream_t stream,
-                                      const recap_buffer_t *grad_outputs,
-                                      const recap_buffer_t **grad_inputs) {
+recap_status_t recap_graphed_backward(recap_graphed_t h, const recap_buffer_t *grad_outputs,
+                                      recap_stream_t stream, const recap_buffer_t **grad_inputs) {
   RECAP__CHECK(check_handle(h, "recap_graphed_backward"));
   RECAP__ARG(grad_inputs != NULL, "recap_graphed_backward: grad_inputs is NULL");
   *grad_inputs = NULL;

@@ -228,14 +228,14 @@ static recap_status_t fold(recap_generator_t gen, const char *function) {
   return RECAP_SUCCESS;
 }
 
-recap_status_t recap_generator_set_seed(recap_generator_t gen, uint64_t seed) {
-  RECAP__CHECK(check_handle(gen, "recap_generator_set_seed"));
+recap_status_t recap_generator_seed_set(recap_generator_t gen, uint64_t seed) {
+  RECAP__CHECK(check_handle(gen, "recap_generator_seed_set"));
   pthread_mutex_lock(&gen->lock);
   recap_status_t s = refuse_during_capture(
-      gen, "recap_generator_set_seed",
+      gen, "recap_generator_seed_set",
       "the graph would replay with a seed it never saw. Set the seed before capture_begin or "
       "after capture_end (it then takes effect at the next replay)");
-  if (s == RECAP_SUCCESS) s = fold(gen, "recap_generator_set_seed");
+  if (s == RECAP_SUCCESS) s = fold(gen, "recap_generator_seed_set");
   if (s == RECAP_SUCCESS) {
     gen->seed = seed;
     gen->offset = 0;
@@ -245,44 +245,58 @@ recap_status_t recap_generator_set_seed(recap_generator_t gen, uint64_t seed) {
   return s;
 }
 
-recap_status_t recap_generator_get_seed(recap_generator_t gen, uint64_t *seed) {
-  RECAP__CHECK(check_handle(gen, "recap_generator_get_seed"));
-  RECAP__ARG(seed != NULL, "recap_generator_get_seed: seed is NULL");
+recap_status_t recap_generator_seed_get(recap_generator_t gen, uint64_t *seed) {
+  RECAP__CHECK(check_handle(gen, "recap_generator_seed_get"));
+  RECAP__ARG(seed != NULL, "recap_generator_seed_get: seed is NULL");
   pthread_mutex_lock(&gen->lock);
   *seed = gen->seed;
   pthread_mutex_unlock(&gen->lock);
   return RECAP_SUCCESS;
 }
 
-recap_status_t recap_generator_get_offset(recap_generator_t gen, uint64_t *offset) {
-  RECAP__CHECK(check_handle(gen, "recap_generator_get_offset"));
-  RECAP__ARG(offset != NULL, "recap_generator_get_offset: offset is NULL");
+recap_status_t recap_generator_offset_get(recap_generator_t gen, uint64_t *offset) {
+  RECAP__CHECK(check_handle(gen, "recap_generator_offset_get"));
+  RECAP__ARG(offset != NULL, "recap_generator_offset_get: offset is NULL");
   pthread_mutex_lock(&gen->lock);
   recap_status_t s = refuse_during_capture(
-      gen, "recap_generator_get_offset",
+      gen, "recap_generator_offset_get",
       "its value depends on replays that have not happened. Read it after capture_end");
-  if (s == RECAP_SUCCESS) s = fold(gen, "recap_generator_get_offset");
+  if (s == RECAP_SUCCESS) s = fold(gen, "recap_generator_offset_get");
   if (s == RECAP_SUCCESS) *offset = gen->offset;
   pthread_mutex_unlock(&gen->lock);
   return s;
 }
 
-recap_status_t recap_generator_set_offset(recap_generator_t gen, uint64_t offset) {
-  RECAP__CHECK(check_handle(gen, "recap_generator_set_offset"));
+recap_status_t recap_generator_offset_set(recap_generator_t gen, uint64_t offset) {
+  RECAP__CHECK(check_handle(gen, "recap_generator_offset_set"));
   RECAP__ARG(offset % 4 == 0,
-             "recap_generator_set_offset: offset %llu is not a multiple of 4 (each Philox draw "
+             "recap_generator_offset_set: offset %llu is not a multiple of 4 (each Philox draw "
              "uses 4 values)",
              (unsigned long long)offset);
   pthread_mutex_lock(&gen->lock);
-  recap_status_t s = refuse_during_capture(gen, "recap_generator_set_offset",
+  recap_status_t s = refuse_during_capture(gen, "recap_generator_offset_set",
                                            "set it before capture_begin or after capture_end");
-  if (s == RECAP_SUCCESS) s = fold(gen, "recap_generator_set_offset");
+  if (s == RECAP_SUCCESS) s = fold(gen, "recap_generator_offset_set");
   if (s == RECAP_SUCCESS) {
     gen->offset = offset;
     gen->version++;
   }
   pthread_mutex_unlock(&gen->lock);
   return s;
+}
+
+/* The names of 0.1, deprecated (recap/rng.h). */
+recap_status_t recap_generator_set_seed(recap_generator_t gen, uint64_t seed) {
+  return recap_generator_seed_set(gen, seed);
+}
+recap_status_t recap_generator_get_seed(recap_generator_t gen, uint64_t *seed) {
+  return recap_generator_seed_get(gen, seed);
+}
+recap_status_t recap_generator_get_offset(recap_generator_t gen, uint64_t *offset) {
+  return recap_generator_offset_get(gen, offset);
+}
+recap_status_t recap_generator_set_offset(recap_generator_t gen, uint64_t offset) {
+  return recap_generator_offset_set(gen, offset);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -472,8 +486,8 @@ static recap_status_t philox_state(recap_generator_t gen, recap_stream_t stream,
   return s;
 }
 
-recap_status_t recap_generator_philox_state(recap_generator_t gen, recap_stream_t stream,
-                                            uint64_t increment, recap_philox_state_t *state) {
+recap_status_t recap_generator_philox_state(recap_generator_t gen, uint64_t increment,
+                                            recap_stream_t stream, recap_philox_state_t *state) {
   RECAP__CHECK(check_handle(gen, "recap_generator_philox_state"));
   RECAP__ARG(state != NULL, "recap_generator_philox_state: state is NULL");
   RECAP__ARG(increment <= UINT64_MAX - 3,

@@ -159,7 +159,7 @@ recap_status_t recap_graph_set_create(recap_graph_set_t *out, recap_step_fn step
   set->order = order;
   set->created = recap__set_now();
   set->last_idle_scan = set->created;
-  set->disabled = recap_graphs_disabled() != 0;
+  set->disabled = !recap_graphs_enabled();
   for (size_t i = 0; i < count; i++) {
     members[i].bucket = sizes[i];
     members[i].state = set->disabled ? RECAP_MEMBER_EAGER : RECAP_MEMBER_PENDING;
@@ -435,10 +435,8 @@ recap_status_t recap_graph_set_member(recap_graph_set_t set, size_t size,
   static const char *const fn = "recap_graph_set_member";
   RECAP__CHECK(check_set(set, fn));
   RECAP__ARG(info != NULL, "%s: info is NULL", fn);
-  RECAP__ARG(info->size == sizeof *info,
-             "%s: info->size is %zu, but a recap_graph_set_member_t is %zu bytes; start it from "
-             "RECAP_GRAPH_SET_MEMBER_INIT",
-             fn, info->size, sizeof *info);
+  RECAP__CHECK(RECAP__OUTPUT_SIZE_CHECK(info, recap_graph_set_member_t, nodes, fn, "info->size",
+                                        "RECAP_GRAPH_SET_MEMBER_INIT"));
   size_t i = recap__set_find(set, size);
   if (i == set->count)
     return recap__error(RECAP_ERROR_NOT_FOUND,
@@ -465,10 +463,8 @@ recap_status_t recap_graph_set_info(recap_graph_set_t set, recap_graph_set_info_
   static const char *const fn = "recap_graph_set_info";
   RECAP__CHECK(check_set(set, fn));
   RECAP__ARG(info != NULL, "%s: info is NULL", fn);
-  RECAP__ARG(info->size == sizeof *info,
-             "%s: info->size is %zu, but a recap_graph_set_info_t is %zu bytes; start it from "
-             "RECAP_GRAPH_SET_INFO_INIT",
-             fn, info->size, sizeof *info);
+  RECAP__CHECK(RECAP__OUTPUT_SIZE_CHECK(info, recap_graph_set_info_t, all_ready_seconds, fn,
+                                        "info->size", "RECAP_GRAPH_SET_INFO_INIT"));
   int64_t reserved = recap__set_pool_reserved(set);
   recap_graph_set_info_t out;
   memset(&out, 0, sizeof out);

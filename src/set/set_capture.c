@@ -147,7 +147,7 @@ recap_status_t recap__set_capture(recap_graph_set_t set, size_t i, recap_capture
   recap_graph_t g = NULL;
   recap_status_t s = recap_graph_create(&g, 0);
   if (s != RECAP_SUCCESS) return record(set, i, RECAP_MEMBER_FAILED, s);
-  s = recap_graph_capture_begin(g, set->stream, &opts);
+  s = recap_graph_capture_begin(g, &opts, set->stream);
   if (s != RECAP_SUCCESS) {
     destroy_keeping_error(g);
     return record(set, i, RECAP_MEMBER_FAILED, s);

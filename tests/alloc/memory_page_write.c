@@ -32,7 +32,7 @@ static recap_graph_t graph_holding(recap_stream_t s, size_t bytes, void **block,
                                    recap_pool_id_t *pool) {
   recap_graph_t graph;
   TRY(recap_graph_create(&graph, 0));
-  TRY(recap_graph_capture_begin(graph, s, NULL));
+  TRY(recap_graph_capture_begin(graph, NULL, s));
   TRY(recap_malloc(block, bytes, s));
   recap__fake_launch_kernel(s, "k");
   TRY(recap_graph_capture_end(graph));

@@ -59,7 +59,7 @@ static inline void model_make(model_t *m) {
   memset(m, 0, sizeof *m);
   m->stream = recap__fake_stream_new();
   OK(recap_graph_create(&m->graph, 0));
-  OK(recap_graph_capture_begin(m->graph, m->stream, NULL));
+  OK(recap_graph_capture_begin(m->graph, NULL, m->stream));
   uint32_t *tmp;
   OK(recap_malloc((void **)&m->state, WORDS * 4, m->stream));
   OK(recap_malloc((void **)&tmp, WORDS * 4, m->stream));
@@ -147,7 +147,7 @@ static inline size_t device_free(void) {
 }
 
 static inline recap_memory_stats_t stats_now(void) {
-  recap_memory_stats_t st;
+  recap_memory_stats_t st = RECAP_MEMORY_STATS_INIT;
   OK(recap_memory_stats(-1, &st));
   return st;
 }

@@ -44,7 +44,8 @@ static void bad_arguments(void **state) {
   assert_int_equal(recap_record_stream(p, s), RECAP_ERROR_INVALID_ARGUMENT);
   assert_int_equal(recap_record_stream(NULL, s), RECAP_ERROR_INVALID_ARGUMENT);
   assert_int_equal(recap_memory_stats(-1, NULL), RECAP_ERROR_INVALID_ARGUMENT);
-  assert_int_equal(recap_memory_stats(RECAP__MAX_DEVICES, &(recap_memory_stats_t){0}),
+  assert_int_equal(recap_memory_stats(RECAP__MAX_DEVICES,
+                                      &(recap_memory_stats_t)RECAP_MEMORY_STATS_INIT),
                    RECAP_ERROR_INVALID_ARGUMENT);
   assert_int_equal(recap_memory_snapshot_json(-1, NULL), RECAP_ERROR_INVALID_ARGUMENT);
   check();
@@ -427,7 +428,7 @@ static void two_devices_are_kept_apart(void **state) {
   OK(recap_malloc(&a, 4096, s));
   OK(recap__device()->set_device(1));
   OK(recap_malloc(&b, 4096, s));
-  recap_memory_stats_t s0, s1;
+  recap_memory_stats_t s0 = RECAP_MEMORY_STATS_INIT, s1 = RECAP_MEMORY_STATS_INIT;
   OK(recap_memory_stats(0, &s0));
   OK(recap_memory_stats(1, &s1));
   assert_int_equal(s0.allocation[0].current, 1);

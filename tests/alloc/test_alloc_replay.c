@@ -132,7 +132,7 @@ static void identical_sequences_get_identical_addresses(void **state) {
   expect_log(record, first, step_sizes, STEP_ALLOCS); /* the sizes: multiples of 512 already */
   assert_false(record->incomplete);
   free_outputs(first);
-  recap_pool_info_t after_first = pool_info(pool);
+  recap_pool_memory_t after_first = pool_info(pool);
   if (vmm_segments_on()) {
     /* One VMM segment per class: c mapped a 4 MiB chunk of the large one (3 MiB rounded up to
      * the granularity), and e grew it by its 18 MiB. */
@@ -156,7 +156,7 @@ static void identical_sequences_get_identical_addresses(void **state) {
     assert_int_equal(record->count, STEP_ALLOCS);
     assert_memory_equal(record->v, replay->v, STEP_ALLOCS * sizeof *record->v);
     free_outputs(now);
-    recap_pool_info_t info = pool_info(pool);
+    recap_pool_memory_t info = pool_info(pool);
     assert_int_equal(info.segments, after_first.segments);
     assert_int_equal(info.reserved_bytes, after_first.reserved_bytes);
     assert_int_equal(info.allocated_bytes, 0);
@@ -252,7 +252,7 @@ static void a_kept_output_with_no_room_grows_the_pool_by_itself(void **state) {
   OK(recap_malloc(&tmp1, 1 * MiB, s));
   OK(recap_free(tmp1));
   end(s, pool, &hits, &misses);
-  recap_pool_info_t before = pool_info(pool);
+  recap_pool_memory_t before = pool_info(pool);
   begin(s, pool, &second_log, &first_log);
   OK(recap_malloc(&out2, 12 * MiB, s));
   OK(recap_malloc(&tmp2, 1 * MiB, s));
@@ -262,7 +262,7 @@ static void a_kept_output_with_no_room_grows_the_pool_by_itself(void **state) {
   assert_ptr_equal(tmp2, tmp1);
   assert_int_equal(hits, 1);
   assert_int_equal(misses, 1);
-  recap_pool_info_t after = pool_info(pool);
+  recap_pool_memory_t after = pool_info(pool);
   if (vmm_segments_on()) {
     /* out1 fills the large VMM segment: it grows by out2's 12 MiB, and out2 follows out1. */
     assert_ptr_equal(out2, (char *)out1 + 12 * MiB);
@@ -400,7 +400,7 @@ static void a_change_with_no_room_grows_once(void **state) {
   assert_ptr_equal(p[3], t.base + 768 * KiB);
   assert_int_equal(hits, 3);
   assert_int_equal(misses, 2);
-  recap_pool_info_t grown = pool_info(t.pool);
+  recap_pool_memory_t grown = pool_info(t.pool);
   assert_int_equal(grown.reserved_bytes, t.reserved + (int64_t)(2 * MiB));
   if (vmm_segments_on()) {
     /* The small VMM segment grows by 2 MiB at its free tail, which 512 KiB starts. */
@@ -498,9 +498,9 @@ static void a_replayed_range_splits_its_free_block_on_both_sides(void **state) {
   check();
   OK(recap_malloc(&q, 2 * MiB + 512 * KiB, s));
   assert_ptr_equal(q, (char *)large_seg + 17 * MiB);
-  recap_block_info_t info;
+  recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
   OK(recap_block_info(q, &info));
-  assert_int_equal(info.size, 3 * MiB); /* the 512 KiB rest stayed with it */
+  assert_int_equal(info.bytes, 3 * MiB); /* the 512 KiB rest stayed with it */
   assert_int_equal(info.requested, 2 * MiB + 512 * KiB);
   recap_memory_stats_t both = stats();
   assert_int_equal(both.inactive_split[RECAP_STAT_LARGE].current, 1);

@@ -187,7 +187,7 @@ static recap_status_t do_free(world_t *w) {
   /* Mostly the latest allocation (a pair), else any. */
   size_t i = next_random(w) % 3 ? w->live_count - 1 : next_random(w) % w->live_count;
   void *p = w->live[i];
-  recap_block_info_t info;
+  recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
   OK(recap_block_info(p, &info));
   w->last_freed_size = info.requested;
   w->last_freed_stream = w->live_stream[i];
@@ -206,7 +206,7 @@ static recap_status_t do_capture(world_t *w) {
   }
   recap_graph_t g = NULL;
   OK(recap_graph_create(&g, 0));
-  recap_status_t s = recap_graph_capture_begin(g, w->streams[0], NULL);
+  recap_status_t s = recap_graph_capture_begin(g, NULL, w->streams[0]);
   if (s != RECAP_SUCCESS) {
     OK(recap_graph_destroy(g));
     return s;
@@ -284,7 +284,7 @@ static void run(unsigned seed, bool cache_on, FILE *records, FILE *counts) {
   world_t w = {.rng = seed};
   for (int k = 0; k < STREAMS; k++) w.streams[k] = recap__fake_stream_new();
   for (i = 0; i < STEPS; i++) {
-    step_record_t now = {.status = step(&w)};
+    step_record_t now = {.status = step(&w), .stats = RECAP_MEMORY_STATS_INIT};
     RUN_CHECK(recap_memory_check() == RECAP_SUCCESS, "%s", recap_last_error());
     RUN_CHECK(recap_memory_stats(0, &now.stats) == RECAP_SUCCESS, "stats");
     char *json = NULL;
@@ -512,7 +512,7 @@ static void a_tie_goes_to_the_lowest_address(void **state) {
 /* Everything a reader can see of the default pool's counters, for comparison between runs. */
 typedef struct readings {
   recap_memory_stats_t stats;
-  recap_pool_info_t info;
+  recap_pool_memory_t info;
   recap_pool_memory_t memory;
 } readings_t;
 
@@ -520,7 +520,8 @@ static readings_t read_all(void) {
   readings_t r;
   memset(&r, 0, sizeof r);
   r.stats = stats();
-  OK(recap_pool_info((recap_pool_id_t){0, 0}, &r.info));
+  r.info = (recap_pool_memory_t)RECAP_POOL_MEMORY_INIT;
+  OK(recap_pool_memory((recap_pool_id_t){0, 0}, &r.info));
   r.memory = (recap_pool_memory_t)RECAP_POOL_MEMORY_INIT;
   OK(recap_pool_memory((recap_pool_id_t){0, 0}, &r.memory));
   char *json = NULL;
@@ -581,7 +582,7 @@ static void folded_pairs_count_exactly_for_every_reader(void **state) {
     seen[on][1] = read_all();
     assert_int_equal(seen[on][1].stats.allocation[RECAP_STAT_ALL].current, 2);
     assert_int_equal(seen[on][1].info.allocated_bytes, 4096 + 512);
-    recap_block_info_t info;
+    recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
     OK(recap_block_info(p, &info));
     assert_int_equal(info.requested, 512);
     OK(recap_free(p));
@@ -688,7 +689,7 @@ static void what_comes_between_a_folded_take_and_its_free(void **state) {
 
     for (int i = 0; i < 20; i++) {
       OK(recap_malloc(&p, 2048, s));
-      recap_block_info_t info;
+      recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
       OK(recap_block_info(p, &info));
       OK(recap_free(p));
     }

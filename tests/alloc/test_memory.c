@@ -85,7 +85,7 @@ static void a_graph_reports_its_bytes(void **state) {
   size_t free_at_start = device_free();
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   void *a, *b, *c;
   OK(recap_malloc(&a, 1000, s)); /* 1024 */
   OK(recap_malloc(&b, 3000, s)); /* 3072: 4096 allocated, the peak */
@@ -201,7 +201,7 @@ static void peaks_of_two_captures_sharing_a_pool(void **state) {
   OK(recap_graph_create(&a, 0));
   OK(recap_graph_create(&b, 0));
 
-  OK(recap_graph_capture_begin(a, s, &o));
+  OK(recap_graph_capture_begin(a, &o, s));
   void *out, *tmp;
   OK(recap_malloc(&out, 64 * KiB, s));
   OK(recap_malloc(&tmp, 128 * KiB, s));
@@ -209,7 +209,7 @@ static void peaks_of_two_captures_sharing_a_pool(void **state) {
   kernels(s, 2);
   OK(recap_graph_capture_end(a));
 
-  OK(recap_graph_capture_begin(b, s, &o));
+  OK(recap_graph_capture_begin(b, &o, s));
   void *y;
   OK(recap_malloc(&y, 32 * KiB, s));
   kernels(s, 1);
@@ -236,7 +236,7 @@ static void peaks_of_two_captures_sharing_a_pool(void **state) {
   check();
 
   /* b captured again: its new peak; the executable is updated in place and keeps its bytes. */
-  OK(recap_graph_recapture_begin(b, s, NULL));
+  OK(recap_graph_recapture_begin(b, NULL, s));
   void *y2, *z;
   OK(recap_malloc(&y2, 32 * KiB, s));
   OK(recap_malloc(&z, 16 * KiB, s));
@@ -278,10 +278,10 @@ static void a_fresh_instantiation_at_recapture_is_measured(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   kernels(s, 2);
   OK(recap_graph_capture_end(g));
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   kernels(s, 5);
   OK(recap_graph_capture_end(g));
   recap_update_stats_t u = RECAP_UPDATE_STATS_INIT;
@@ -304,7 +304,7 @@ static void keep_graphs_count_at_instantiation(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g;
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   kernels(s, 2);
   OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
@@ -345,12 +345,12 @@ static void failed_captures_leave_the_totals(void **state) {
   o.pool = recap_pool_handle();
   recap_graph_t keep, g;
   OK(recap_graph_create(&keep, 0));
-  OK(recap_graph_capture_begin(keep, s, &o));
+  OK(recap_graph_capture_begin(keep, &o, s));
   kernels(s, 1);
   OK(recap_graph_capture_end(keep));
 
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   assert_int_equal(pool_memory(o.pool).graphs, 2);
   kernels(s, 4);
   recap__fake_capture_invalidate(s);
@@ -361,7 +361,7 @@ static void failed_captures_leave_the_totals(void **state) {
   assert_int_equal(p.nodes, 1);
   check();
 
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   kernels(s, 4);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_INSTANTIATE, 1);
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CUDA);
@@ -387,11 +387,11 @@ static void a_host_loop_counts_every_executable(void **state) {
     OK(recap_graph_create(&g, 0));
     recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
     o.regions = host ? RECAP_REGIONS_HOST : RECAP_REGIONS_DEVICE;
-    OK(recap_graph_capture_begin(g, s, &o));
+    OK(recap_graph_capture_begin(g, &o, s));
     kernels(s, 2);
     recap_cond_t c;
-    OK(recap_cond_create(s, 1, &c));
-    OK(recap_region_begin(s, RECAP_REGION_IF, c, 0));
+    OK(recap_cond_create(&c, 1, s));
+    OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
     kernels(s, 3);
     OK(recap_region_end(s));
     kernels(s, 1);
@@ -417,7 +417,7 @@ static void the_snapshot_shows_graphs_and_peaks(void **state) {
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.budget_bytes = 4 * MiB;
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   void *a, *b;
   OK(recap_malloc(&a, 8 * KiB, s));
   OK(recap_malloc(&b, 8 * KiB, s));
@@ -490,7 +490,7 @@ static void the_budget_refuses_before_the_device(void **state) {
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.budget_bytes = 3 * MiB;
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   recap_pool_id_t pool = pool_of(g);
   void *a, *b = (void *)1, *c, *d = (void *)1;
   OK(recap_malloc(&a, 1000, s)); /* a small segment: 2 MiB of the 3 */
@@ -564,7 +564,7 @@ static void the_budget_refuses_before_the_device(void **state) {
 
   /* The graph captures again, within a budget that fits. */
   o.budget_bytes = 2 * MiB;
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   void *e;
   OK(recap_malloc(&e, 1000, s)); /* exactly the budget: a new 2 MiB segment of a new pool */
   kernels(s, 1);
@@ -590,7 +590,7 @@ static void the_budget_counts_the_shared_pool(void **state) {
   recap_graph_t a, b;
   OK(recap_graph_create(&a, 0));
   OK(recap_graph_create(&b, 0));
-  OK(recap_graph_capture_begin(a, s, &o));
+  OK(recap_graph_capture_begin(a, &o, s));
   /* A 20 MiB segment, or a VMM segment mapping 2 MiB: a budget of 1 MiB more than it leaves
    * no room for a 2 MiB small segment. */
   bool vmm = vmm_segments_on();
@@ -601,7 +601,7 @@ static void the_budget_counts_the_shared_pool(void **state) {
   OK(recap_graph_capture_end(a));
   assert_int_equal(pool_memory(o.pool).reserved_bytes, held);
   o.budget_bytes = (uint64_t)held + 1 * MiB;
-  OK(recap_graph_capture_begin(b, s, &o));
+  OK(recap_graph_capture_begin(b, &o, s));
   void *small = (void *)1;
   EXPECT_STATUS(recap_malloc(&small, 100, s), RECAP_ERROR_OUT_OF_MEMORY);
   char first[512];
@@ -630,7 +630,7 @@ static void a_recapture_over_its_budget_keeps_the_old_capture(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   void *t;
   OK(recap_malloc(&t, 1000, s));
   kernels(s, 2);
@@ -641,7 +641,7 @@ static void a_recapture_over_its_budget_keeps_the_old_capture(void **state) {
 
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.budget_bytes = 2 * MiB;
-  OK(recap_graph_recapture_begin(g, s, &o));
+  OK(recap_graph_recapture_begin(g, &o, s));
   OK(recap_malloc(&t, 1000, s)); /* the same address again: no new segment */
   void *big = (void *)1;
   EXPECT_STATUS(recap_malloc(&big, 2 * MiB, s), RECAP_ERROR_OUT_OF_MEMORY);
@@ -689,7 +689,7 @@ static void a_replayed_allocation_falls_back_within_the_budget(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   void *a, *b;
   OK(recap_malloc(&a, 1 * MiB, s)); /* two small blocks fill one 2 MiB segment */
   OK(recap_malloc(&b, 1 * MiB, s));
@@ -701,7 +701,7 @@ static void a_replayed_allocation_falls_back_within_the_budget(void **state) {
   OK(recap_free(b));
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.budget_bytes = 2 * MiB;
-  OK(recap_graph_recapture_begin(g, s, &o));
+  OK(recap_graph_recapture_begin(g, &o, s));
   void *c;
   int64_t ooms = stats().num_ooms;
   OK(recap_malloc(&c, 1 * MiB, s));

@@ -18,7 +18,7 @@ static void a_graph_reports_what_it_costs(void **state) {
   cudaStream_t s = gpu_stream();
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   float *x = gpu_floats(N, s);   /* 4 KiB */
   float *tmp = gpu_floats(N, s); /* 4 KiB more: the peak */
   for (int i = 0; i < KERNELS; i++) CUDA_OK(recap_test_fill(tmp, N, (float)i, s));
@@ -60,7 +60,7 @@ static void the_budget_refuses_without_a_device_call(void **state) {
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.budget_bytes = 2 * MiB;
-  OK(recap_graph_capture_begin(g, s, &o)); /* global mode: a cudaMalloc would invalidate it */
+  OK(recap_graph_capture_begin(g, &o, s)); /* global mode: a cudaMalloc would invalidate it */
   float *x = gpu_floats(N, s);
   recap_memory_stats_t before = gpu_stats();
   void *big = (void *)1;
@@ -85,7 +85,7 @@ static void the_budget_refuses_without_a_device_call(void **state) {
 
   /* The graph captures again within a budget that fits, and replays. */
   o.budget_bytes = 2 * MiB;
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   x = gpu_floats(N, s);
   CUDA_OK(recap_test_fill(x, N, 5.0f, s));
   OK(recap_graph_capture_end(g));

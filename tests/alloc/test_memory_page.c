@@ -72,7 +72,7 @@ static void scene_build(scene_t *sc) {
 
   /* A graph of two kernels holding its pool, 8 KiB of it still allocated. */
   OK(recap_graph_create(&sc->graph, 0));
-  OK(recap_graph_capture_begin(sc->graph, sc->s, NULL));
+  OK(recap_graph_capture_begin(sc->graph, NULL, sc->s));
   void *scratch;
   OK(recap_malloc(&sc->held, 8 * KiB, sc->s));
   OK(recap_malloc(&scratch, 8 * KiB, sc->s));
@@ -85,7 +85,7 @@ static void scene_build(scene_t *sc) {
   /* A pool whose graph is destroyed while a block of it is still held. */
   recap_graph_t other;
   OK(recap_graph_create(&other, 0));
-  OK(recap_graph_capture_begin(other, sc->s, NULL));
+  OK(recap_graph_capture_begin(other, NULL, sc->s));
   OK(recap_malloc(&sc->orphan, 3 * MiB, sc->s));
   recap__fake_launch_kernel(sc->s, "k");
   OK(recap_graph_capture_end(other));

@@ -63,7 +63,7 @@ static held_t hold(size_t bytes, unsigned char fill) {
   held_t h = {.bytes = bytes, .fill = fill};
   recap_stream_t s = recap__fake_stream_new();
   OK(recap_graph_create(&h.graph, 0));
-  OK(recap_graph_capture_begin(h.graph, s, NULL));
+  OK(recap_graph_capture_begin(h.graph, NULL, s));
   OK(recap_malloc((void **)&h.ptr, bytes, s));
   const void *args[1] = {h.ptr};
   recap__fake_launch_kernel_fn(s, "use", no_op, args, 1);
@@ -718,7 +718,7 @@ static void reserve_failures_pin_nothing(void **unused) {
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   uint64_t allocs = pinned_allocs();
   EXPECT_STATUS(recap_pinned_reserve(4 * MiB), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_pinned_reserve: a capture is under way on device 0");

@@ -224,8 +224,8 @@ static void pool_memory_returns_after_last_reference_and_block(void **state) {
   OK(recap_free(eager));
   /* ...and goes back to the driver with the pool on the next empty_cache. */
   OK(recap_empty_cache());
-  recap_pool_info_t info;
-  assert_int_equal(recap_pool_info(pool, &info), RECAP_ERROR_NOT_FOUND);
+  recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
+  assert_int_equal(recap_pool_memory(pool, &info), RECAP_ERROR_NOT_FOUND);
   assert_int_equal(stats().reserved_bytes[0].current, 0);
   assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
   check();
@@ -239,8 +239,8 @@ static void releasing_an_empty_pool_deletes_it(void **state) {
   capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
   capture_end(s, pool);
   OK(recap_pool_release(pool));
-  recap_pool_info_t info;
-  assert_int_equal(recap_pool_info(pool, &info), RECAP_ERROR_NOT_FOUND);
+  recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
+  assert_int_equal(recap_pool_memory(pool, &info), RECAP_ERROR_NOT_FOUND);
   assert_int_equal(recap_pool_release(pool), RECAP_ERROR_INVALID_USAGE);
 }
 
@@ -342,8 +342,8 @@ static void released_pool_survives_an_oom_retry_while_routed(void **state) {
   capture_end(s, pool);
   OK(recap_free(b));
   OK(recap_empty_cache());
-  recap_pool_info_t info;
-  assert_int_equal(recap_pool_info(pool, &info), RECAP_ERROR_NOT_FOUND);
+  recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
+  assert_int_equal(recap_pool_memory(pool, &info), RECAP_ERROR_NOT_FOUND);
   assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
   check();
 }
@@ -372,9 +372,9 @@ static void routing_misuse_is_refused(void **state) {
   assert_int_equal(recap_pool_route_end(pool), RECAP_ERROR_INVALID_USAGE);
   assert_int_equal(recap_pool_release(recap_pool_handle()), RECAP_ERROR_INVALID_USAGE);
   OK(recap_pool_release(pool));
-  recap_pool_info_t info;
-  assert_int_equal(recap_pool_info(pool, NULL), RECAP_ERROR_INVALID_ARGUMENT);
-  assert_int_equal(recap_pool_info(pool, &info), RECAP_ERROR_NOT_FOUND);
+  recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
+  assert_int_equal(recap_pool_memory(pool, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(recap_pool_memory(pool, &info), RECAP_ERROR_NOT_FOUND);
   check();
 }
 
@@ -429,12 +429,12 @@ static void two_thread_local_captures_at_once(void **state) {
   pthread_barrier_destroy(&barrier);
   for (int i = 0; i < 2; i++) {
     assert_int_equal(jobs[i].failures, 0);
-    recap_pool_info_t info = pool_info(jobs[i].pool);
-    recap_block_info_t block;
+    recap_pool_memory_t info = pool_info(jobs[i].pool);
+    recap_block_info_t block = RECAP_BLOCK_INFO_INIT;
     OK(recap_block_info(jobs[i].kept, &block));
     assert_true(recap__pool_id_equal(block.pool, jobs[i].pool)); /* from the thread's pool */
     assert_ptr_equal(block.stream, jobs[i].stream);
-    assert_int_equal(info.allocated_bytes, (int64_t)block.size); /* only the kept block */
+    assert_int_equal(info.allocated_bytes, (int64_t)block.bytes); /* only the kept block */
   }
   assert_int_equal(pool_info((recap_pool_id_t){0, 0}).allocated_bytes, 0);
   check();
@@ -454,10 +454,10 @@ static void block_info_reports_pool_and_stream(void **state) {
   recap_stream_t s = recap__fake_stream_new(), other = recap__fake_stream_new();
   void *eager;
   OK(recap_malloc(&eager, 1000, other));
-  recap_block_info_t info;
+  recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
   OK(recap_block_info(eager, &info));
   assert_ptr_equal(info.base, eager);
-  assert_int_equal(info.size, 1024); /* rounded to 512 */
+  assert_int_equal(info.bytes, 1024); /* rounded to 512 */
   assert_int_equal(info.requested, 1000);
   assert_true(recap_pool_is_default(info.pool));
   assert_ptr_equal(info.stream, other);
@@ -471,7 +471,7 @@ static void block_info_reports_pool_and_stream(void **state) {
   assert_ptr_equal(info.base, captured);
   /* A VMM segment maps 4 MiB (the granularity's multiple), and the 1 MiB rest is no more than
    * small_size: the block is the whole chunk. */
-  assert_int_equal(info.size, vmm_segments_on() ? 4 * MiB : 3 * MiB);
+  assert_int_equal(info.bytes, vmm_segments_on() ? 4 * MiB : 3 * MiB);
   assert_int_equal(info.requested, 3 * MiB);
   assert_true(recap__pool_id_equal(info.pool, pool));
   assert_ptr_equal(info.stream, s);
@@ -479,6 +479,7 @@ static void block_info_reports_pool_and_stream(void **state) {
 
   /* Only the start of a live block is known; *info is left as it was otherwise. */
   memset(&info, 0x5a, sizeof info);
+  info.size = sizeof info;
   recap_block_info_t untouched = info;
   EXPECT_STATUS(recap_block_info((char *)eager + 512, &info), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("not an allocated pointer of recap");
@@ -499,9 +500,10 @@ static void pool_info_answers_the_default_pool(void **state) {
   (void)state;
   reset();
   const recap_pool_id_t default_pool = {0, 0};
-  recap_pool_info_t info;
+  recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
   memset(&info, 0x5a, sizeof info);
-  OK(recap_pool_info(default_pool, &info));
+  info.size = sizeof info;
+  OK(recap_pool_memory(default_pool, &info));
   assert_int_equal(info.references, 0);
   assert_int_equal(info.routed, 0);
   assert_int_equal(info.segments, 0);
@@ -517,7 +519,7 @@ static void pool_info_answers_the_default_pool(void **state) {
   assert_int_equal(info.segments, 1);
   assert_int_equal(info.reserved_bytes, 2 * MiB);
   assert_int_equal(info.allocated_bytes, 4096);
-  EXPECT_STATUS(recap_pool_info(recap_pool_handle(), &info), RECAP_ERROR_NOT_FOUND);
+  EXPECT_STATUS(recap_pool_memory(recap_pool_handle(), &info), RECAP_ERROR_NOT_FOUND);
   EXPECT_MESSAGE("never used");
   OK(recap_free(a));
   OK(recap_empty_cache());
@@ -538,7 +540,7 @@ static void pool_info_counts_blocks_waiting_on_events(void **state) {
   recap__fake_stream_enqueue(s2); /* s2 has work that reads a */
   OK(recap_record_stream(a, s2));
   OK(recap_free(a));
-  recap_pool_info_t info = pool_info(default_pool);
+  recap_pool_memory_t info = pool_info(default_pool);
   assert_int_equal(info.allocated_bytes, 4096);
   assert_int_equal(info.waiting_bytes, 8192);
   assert_int_equal(info.reserved_bytes, 2 * MiB);

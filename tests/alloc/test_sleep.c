@@ -127,7 +127,7 @@ static void empty_and_free_classic_pools_sleep(void **unused) {
   recap_graph_t g;
   recap_stream_t s = recap__fake_stream_new();
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   void *p;
   OK(recap_malloc(&p, 4096, s));
   launch(s, 1);
@@ -193,7 +193,7 @@ static void refusals(void **unused) {
   /* During a capture, neither sleep nor wake. */
   recap_graph_t other;
   OK(recap_graph_create(&other, 0));
-  OK(recap_graph_capture_begin(other, s2, NULL));
+  OK(recap_graph_capture_begin(other, NULL, s2));
   launch(s2, 1);
   EXPECT_STATUS(recap_pool_sleep(m.pool, RECAP_SLEEP_OFFLOAD), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_pool_sleep: a capture is under way on device 0");
@@ -203,7 +203,7 @@ static void refusals(void **unused) {
   OK(recap_graph_capture_end(other));
   OK(recap_pool_sleep(m.pool, RECAP_SLEEP_OFFLOAD));
   OK(recap_graph_reset(other));
-  OK(recap_graph_capture_begin(other, s2, NULL)); /* a capture into another pool */
+  OK(recap_graph_capture_begin(other, NULL, s2)); /* a capture into another pool */
   launch(s2, 1);
   EXPECT_STATUS(recap_pool_wake(m.pool), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_pool_wake: a capture is under way on device 0");
@@ -217,7 +217,7 @@ static void refusals(void **unused) {
   OK(recap_graph_create(&into, 0));
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
   opts.pool = m.pool;
-  EXPECT_STATUS(recap_graph_capture_begin(into, s2, &opts), RECAP_ERROR_POOL_ASLEEP);
+  EXPECT_STATUS(recap_graph_capture_begin(into, &opts, s2), RECAP_ERROR_POOL_ASLEEP);
   EXPECT_MESSAGE("recap_graph_capture_begin: pool {");
   EXPECT_MESSAGE("is asleep (offloaded)");
   EXPECT_MESSAGE("recap_pool_wake");
@@ -235,7 +235,7 @@ static void refusals(void **unused) {
   expect_checker_passes();
   OK(recap_pool_wake(m.pool));
   /* The graph that was refused captures fine once the pool is awake. */
-  OK(recap_graph_capture_begin(into, s2, &opts));
+  OK(recap_graph_capture_begin(into, &opts, s2));
   launch(s2, 1);
   OK(recap_graph_capture_end(into));
 
@@ -314,22 +314,22 @@ static void graphed_callables_while_asleep(void **unused) {
   recap_pool_id_t pool;
   OK(recap_graph_pool(fw, &pool));
   const recap_buffer_t *out, *gin;
-  OK(recap_graphed_forward(h, s, 1, &sample, &out));
-  OK(recap_graphed_backward(h, s, &grad, &gin));
+  OK(recap_graphed_forward(h, 1, &sample, s, &out));
+  OK(recap_graphed_backward(h, &grad, s, &gin));
   OK(recap_pool_sleep(pool, RECAP_SLEEP_OFFLOAD));
   uint64_t copies = recap__fake_now().eager_copies;
   uint64_t launches = recap__fake_now().graph_launches;
-  EXPECT_STATUS(recap_graphed_forward(h, s, 1, &sample, &out), RECAP_ERROR_POOL_ASLEEP);
+  EXPECT_STATUS(recap_graphed_forward(h, 1, &sample, s, &out), RECAP_ERROR_POOL_ASLEEP);
   EXPECT_MESSAGE("recap_graphed_forward: recap_graph_replay: the graph's pool");
   EXPECT_MESSAGE("nothing was launched");
-  EXPECT_STATUS(recap_graphed_backward(h, s, &grad, &gin), RECAP_ERROR_POOL_ASLEEP);
+  EXPECT_STATUS(recap_graphed_backward(h, &grad, s, &gin), RECAP_ERROR_POOL_ASLEEP);
   EXPECT_MESSAGE("recap_graphed_backward: recap_graph_replay: the graph's pool");
   assert_int_equal(recap__fake_now().eager_copies, copies);
   assert_int_equal(recap__fake_now().graph_launches, launches);
   expect_checker_passes();
   OK(recap_pool_wake(pool));
-  OK(recap_graphed_forward(h, s, 1, &sample, &out));
-  OK(recap_graphed_backward(h, s, &grad, &gin));
+  OK(recap_graphed_forward(h, 1, &sample, s, &out));
+  OK(recap_graphed_backward(h, &grad, s, &gin));
   assert_true(recap__fake_now().eager_copies > copies);
   assert_int_equal(recap__fake_now().graph_launches, launches + 2);
   OK(recap_graphed_destroy(h));

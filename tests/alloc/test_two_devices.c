@@ -19,7 +19,7 @@ static void two_devices(void) {
 }
 
 static recap_memory_stats_t stats_of(int device) {
-  recap_memory_stats_t st;
+  recap_memory_stats_t st = RECAP_MEMORY_STATS_INIT;
   OK(recap_memory_stats(device, &st));
   return st;
 }
@@ -29,7 +29,7 @@ static void begin_global_capture(recap_graph_t *g, recap_stream_t s) {
   OK(recap_graph_create(g, 0));
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
   opts.mode = RECAP_CAPTURE_MODE_GLOBAL;
-  OK(recap_graph_capture_begin(*g, s, &opts));
+  OK(recap_graph_capture_begin(*g, &opts, s));
 }
 
 /* End the capture and check it was not invalidated. */
@@ -112,8 +112,8 @@ static void new_segment_on_another_device_during_a_global_capture(void **state) 
   OK(recap_stream_is_capturing(s0, &flag));
   assert_int_equal(flag, 1);
   /* The blocks come from device 1's default pool, not the capture's. */
-  recap_pool_info_t info;
-  OK(recap_pool_info((recap_pool_id_t){0, 0}, &info));
+  recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
+  OK(recap_pool_memory((recap_pool_id_t){0, 0}, &info));
   assert_int_equal(info.segments, 2);
   assert_int_equal(info.allocated_bytes, (int64_t)(4096 + large_block));
   check();

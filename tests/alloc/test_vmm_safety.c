@@ -134,9 +134,9 @@ static void max_split_size_leaves_vmm_tails_split(void **state) {
   assert_int_equal(st.num_device_alloc, 2);
   OK(recap_malloc(&p, 600 * MiB, s));
   assert_ptr_equal(p, big);
-  recap_block_info_t info;
+  recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
   OK(recap_block_info(p, &info));
-  assert_int_equal(info.size, 600 * MiB);
+  assert_int_equal(info.bytes, 600 * MiB);
   st = stats();
   assert_int_equal(st.allocated_bytes[0].current, 612 * MiB);
   assert_int_equal(st.reserved_bytes[0].current, 8204 * MiB);
@@ -174,9 +174,9 @@ static void max_split_size_pairs_on_a_vmm_tail(void **state) {
     OK(recap_malloc(&p, 600 * MiB, s));
     assert_ptr_equal(p, big);
     assert_int_equal(stats().allocated_bytes[0].current, 600 * MiB);
-    recap_block_info_t info;
+    recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
     OK(recap_block_info(p, &info));
-    assert_int_equal(info.size, 600 * MiB);
+    assert_int_equal(info.bytes, 600 * MiB);
     check();
     OK(recap_free(p));
   }

@@ -327,10 +327,10 @@ static void an_unsplit_rest_is_mapped_too(void **state) {
   void *d;
   OK(recap_malloc(&d, 22 * G + 512, s)); /* the rest, under 16 G = 1 MiB, is not split off */
   assert_ptr_equal(d, a);
-  recap_block_info_t info;
+  recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
   OK(recap_block_info(d, &info));
-  assert_int_equal(info.size, 38 * G);
-  memset(d, 1, info.size); /* all of it mapped: the fake would fault on a hole */
+  assert_int_equal(info.bytes, 38 * G);
+  memset(d, 1, info.bytes); /* all of it mapped: the fake would fault on a hole */
   assert_int_equal(stats().reserved_bytes[0].current, (int64_t)(55 * G));
   check();
   OK(recap_free(d));
@@ -431,7 +431,7 @@ static void graph_replays_on_a_grown_segment(void **state) {
   recap_graph_t g = NULL;
   void *t2 = NULL;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   recap_status_t st = step(&t2, s);
   OK(st);
   OK(recap_graph_capture_end(g)); /* instantiates it */
@@ -523,7 +523,7 @@ static void bucket_graphs_sharing_a_pool_map_what_the_largest_uses(void **state)
   for (int k = 0; k < 8; k++) {
     void *t[3];
     OK(recap_graph_create(&g[k], 0));
-    OK(recap_graph_capture_begin(g[k], s, &o));
+    OK(recap_graph_capture_begin(g[k], &o, s));
     for (int j = 0; j < 3; j++) OK(recap_malloc(&t[j], batch[k] * 4096 * sizeof(float), s));
     recap__fake_launch_kernel(s, "bucket");
     for (int j = 0; j < 3; j++) OK(recap_free(t[j]));

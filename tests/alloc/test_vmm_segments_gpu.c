@@ -95,7 +95,7 @@ static void a_capture_grows_its_pool_and_replays_bit_for_bit(void **state) {
 
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL)); /* global mode: the growth relaxes it */
+  OK(recap_graph_capture_begin(g, NULL, s)); /* global mode: the growth relaxes it */
   step(y, x, N, s);
   OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
@@ -166,7 +166,7 @@ static void free_memory_inside_a_segment_goes_back(void **state) {
   const size_t bytes = 16 * MiB, n = bytes / sizeof(float);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   float *temp = gpu_floats(n, s), *out = gpu_floats(n, s);
   CUDA_OK(recap_test_fill(temp, n, 2.0f, s));
   CUDA_OK(recap_test_add_scalar(out, temp, n, 1.0f, s));

@@ -47,7 +47,7 @@ static recap_graph_t capture_into(recap_pool_id_t pool, recap_stream_t s) {
   o.pool = pool;
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   return g;
 }
 

@@ -37,7 +37,7 @@ typedef struct labelled {
 static void run_script(const step_t *steps, float *buffer, recap_stream_t s) {
   for (const step_t *st = steps; st->op; st++) {
     if (st->op == 'k') backend_tagged(buffer, N, st->tag, s);
-    if (st->op == '(') OK(recap_annotate_push(s, st->label));
+    if (st->op == '(') OK(recap_annotate_push(st->label, s));
     if (st->op == ')') OK(recap_annotate_pop(s));
   }
 }
@@ -81,7 +81,7 @@ static void capture_and_check_json(int enabled, const step_t *steps, const label
   recap_stream_t s = backend_stream();
   float *buffer = backend_floats(N, s);
   recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   run_script(steps, buffer, s);
   OK(recap_graph_capture_end(g));
   /* Disabled, no state was attached to the graph at all. */
@@ -124,7 +124,7 @@ static void noop_outside_capture(void **state) {
   float *buffer = backend_floats(N, s);
   static const step_t eager[] = {PUSH("eager"), KERNEL(3), POP, POP, {0}};
   run_script(eager, buffer, s);
-  OK(recap_annotate_push(NULL, "legacy stream"));
+  OK(recap_annotate_push("legacy stream", NULL));
   OK(recap_annotate_pop(NULL));
   backend_expect_all(buffer, N, 3.0f);
   OK(recap_free(buffer));

@@ -88,8 +88,8 @@ static inline void backend_finish(const recap_pool_id_t *pools, size_t pool_coun
   backend_sync();
   OK(recap_empty_cache());
   for (size_t i = 0; i < pool_count; i++) {
-    recap_pool_info_t info;
-    EXPECT_STATUS(recap_pool_info(pools[i], &info), RECAP_ERROR_NOT_FOUND);
+    recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
+    EXPECT_STATUS(recap_pool_memory(pools[i], &info), RECAP_ERROR_NOT_FOUND);
   }
   recap_memory_stats_t st = memory_stats_now();
   assert_int_equal(st.allocation[RECAP_STAT_ALL].current, 0);

@@ -52,7 +52,7 @@ static void nothing_dead(void **state) {
   assert_int_equal(input_count(g), 1);
   const recap_liveness_input_t *in = input_at(g, 0);
   assert_ptr_equal(in->base, x);
-  assert_int_equal(in->size, N * sizeof(float));
+  assert_int_equal(in->bytes, N * sizeof(float));
   assert_int_equal(in->node, 0);
   assert_int_equal(in->reader_count, 1);
   assert_string_equal(in->node_type, "kernel");
@@ -159,7 +159,7 @@ static void dead_model_weights(void **state) {
   const recap_liveness_input_t *w =
       input_at(g, 0)->base == weights ? input_at(g, 0) : input_at(g, 1);
   assert_ptr_equal(w->base, weights);
-  assert_int_equal(w->size, 4 * N * sizeof(float));
+  assert_int_equal(w->bytes, 4 * N * sizeof(float));
   assert_int_equal(w->node, 0);
   assert_int_equal(w->reader_count, 4);
   OK(recap_graph_replay(g, s));
@@ -231,11 +231,11 @@ static void output_of_earlier_graph_in_shared_pool_not_flagged(void **state) {
   recap_graph_t first, second;
   OK(recap_graph_create(&first, 0));
   OK(recap_graph_create(&second, 0));
-  OK(recap_graph_capture_begin(first, s, &o));
+  OK(recap_graph_capture_begin(first, &o, s));
   float *mid = backend_floats(N, s);
   backend_add_scalar(mid, x, N, 1.0f, s);
   OK(recap_graph_capture_end(first));
-  OK(recap_graph_capture_begin(second, s, &o));
+  OK(recap_graph_capture_begin(second, &o, s));
   float *out = backend_floats(N, s);
   backend_add_scalar(out, mid, N, 1.0f, s);
   OK(recap_graph_capture_end(second));

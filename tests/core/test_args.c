@@ -71,7 +71,7 @@ static void options_too_small(void **state) {
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t c = RECAP_CAPTURE_OPTIONS_INIT;
   c.size = FIRST_SIZE(recap_capture_options_t) - 1;
-  EXPECT_STATUS(recap_graph_capture_begin(g, s, &c), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_capture_begin(g, &c, s), RECAP_ERROR_INVALID_ARGUMENT);
   expect_size_message("recap_graph_capture_begin", c.size, "recap_capture_options_t",
                       FIRST_SIZE(recap_capture_options_t), sizeof c, "RECAP_CAPTURE_OPTIONS_INIT");
   recap_scope_options_t o = RECAP_SCOPE_OPTIONS_INIT;
@@ -112,7 +112,7 @@ static void options_too_large(void **state) {
   memset(&r, 0, sizeof r);
   r.capture = (recap_capture_options_t)RECAP_CAPTURE_OPTIONS_INIT;
   r.capture.size = sizeof r.capture + 8;
-  EXPECT_STATUS(recap_graph_capture_begin(g, s, &r.capture), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_capture_begin(g, &r.capture, s), RECAP_ERROR_INVALID_ARGUMENT);
   expect_size_message("recap_graph_capture_begin", sizeof r.capture + 8, "recap_capture_options_t",
                       FIRST_SIZE(recap_capture_options_t), sizeof r.capture,
                       "RECAP_CAPTURE_OPTIONS_INIT");
@@ -154,7 +154,7 @@ static void older_options_take_defaults(void **state) {
   c.mode = RECAP_CAPTURE_MODE_RELAXED;
   c.check_input_liveness = 1; /* past the first version: must be ignored */
   c.size = FIRST_SIZE(recap_capture_options_t);
-  OK(recap_graph_capture_begin(g, s, &c));
+  OK(recap_graph_capture_begin(g, &c, s));
   recap__fake_launch_kernel(s, "k");
   OK(recap_graph_capture_end(g));
   /* No input-liveness checks were attached: the default (0) was used. */
@@ -206,12 +206,12 @@ static void handle_checks(void **state) {
   expect_exact(expected);
 
   uint64_t seed;
-  EXPECT_STATUS(recap_generator_get_seed(NULL, &seed), RECAP_ERROR_INVALID_ARGUMENT);
-  expect_exact("recap_generator_get_seed: generator is NULL");
-  EXPECT_STATUS(recap_generator_set_seed((recap_generator_t)foreign, 1),
+  EXPECT_STATUS(recap_generator_seed_get(NULL, &seed), RECAP_ERROR_INVALID_ARGUMENT);
+  expect_exact("recap_generator_seed_get: generator is NULL");
+  EXPECT_STATUS(recap_generator_seed_set((recap_generator_t)foreign, 1),
                 RECAP_ERROR_INVALID_ARGUMENT);
   snprintf(expected, sizeof expected,
-           "recap_generator_set_seed: %p is not a live generator (destroyed, or not made by "
+           "recap_generator_seed_set: %p is not a live generator (destroyed, or not made by "
            "recap_generator_create)",
            (void *)foreign);
   expect_exact(expected);

@@ -32,7 +32,7 @@ static void fresh(void) {
   recap__graphs_disabled_override(0);
   recap_annotations_enable(1);
   recap_test_log_capture(&logged);
-  recap_log_set_level(RECAP_LOG_LEVEL_WARN);
+  recap_log_level_set(RECAP_LOG_LEVEL_WARN);
 }
 
 static void done(void) {
@@ -89,13 +89,13 @@ static void two_stream_capture(void **state) {
   fresh();
   recap_stream_t s = recap__fake_stream_new(), side = recap__fake_stream_new();
   recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   kernel(s, "main0");
-  OK(recap_annotate_push(s, "fork"));
+  OK(recap_annotate_push("fork", s));
   assert_true(recap__fake_capture_join(side, s));
   kernel(side, "side0");
   kernel(s, "main1");
-  OK(recap_annotate_push(side, "side only"));
+  OK(recap_annotate_push("side only", side));
   kernel(side, "side1");
   OK(recap_annotate_pop(side));
   OK(recap_annotate_pop(s));
@@ -125,22 +125,22 @@ static void push_and_pop_errors(void **state) {
   long_label[RECAP_ANNOTATION_MAX_LENGTH + 1] = '\0';
 
   /* Arguments are checked with and without a capture. */
-  EXPECT_STATUS(recap_annotate_push(s, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_annotate_push(NULL, s), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("label is NULL");
-  EXPECT_STATUS(recap_annotate_push(s, ""), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_annotate_push("", s), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("empty");
-  EXPECT_STATUS(recap_annotate_push(s, long_label), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_annotate_push(long_label, s), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("RECAP_ANNOTATION_MAX_LENGTH");
 
   recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   /* A pop before any push. */
   EXPECT_STATUS(recap_annotate_pop(s), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("no annotation scope is open");
-  EXPECT_STATUS(recap_annotate_push(s, long_label), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_annotate_push(long_label, s), RECAP_ERROR_INVALID_ARGUMENT);
   /* The longest label allowed works. */
   long_label[RECAP_ANNOTATION_MAX_LENGTH] = '\0';
-  OK(recap_annotate_push(s, long_label));
+  OK(recap_annotate_push(long_label, s));
   kernel(s, "long");
   OK(recap_annotate_pop(s));
   /* Every push popped: one more pop is refused. */
@@ -149,7 +149,7 @@ static void push_and_pop_errors(void **state) {
 
   /* A pop on another stream of the capture than the push's is refused and pops nothing. */
   assert_true(recap__fake_capture_join(other, s));
-  OK(recap_annotate_push(s, "outer"));
+  OK(recap_annotate_push("outer", s));
   kernel(s, "in outer");
   EXPECT_STATUS(recap_annotate_pop(other), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("was pushed on stream");
@@ -161,9 +161,9 @@ static void push_and_pop_errors(void **state) {
   for (int i = 0; i < RECAP_ANNOTATION_MAX_DEPTH; i++) {
     char label[16];
     snprintf(label, sizeof label, "d%d", i);
-    OK(recap_annotate_push(s, label));
+    OK(recap_annotate_push(label, s));
   }
-  EXPECT_STATUS(recap_annotate_push(s, "one too many"), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_annotate_push("one too many", s), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("RECAP_ANNOTATION_MAX_DEPTH");
   kernel(s, "deep");
   for (int i = 0; i < RECAP_ANNOTATION_MAX_DEPTH; i++) OK(recap_annotate_pop(s));
@@ -189,10 +189,10 @@ static void scopes_left_open_close_at_capture_end(void **state) {
   fresh();
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
-  OK(recap_annotate_push(s, "outer"));
+  OK(recap_graph_capture_begin(g, NULL, s));
+  OK(recap_annotate_push("outer", s));
   kernel(s, "a");
-  OK(recap_annotate_push(s, "inner"));
+  OK(recap_annotate_push("inner", s));
   kernel(s, "b");
   OK(recap_graph_capture_end(g));
   assert_int_equal(logged.warnings, 1);
@@ -216,20 +216,20 @@ static void state_is_released_with_the_capture(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g = kept_graph();
 
-  OK(recap_graph_capture_begin(g, s, NULL));
-  OK(recap_annotate_push(s, "doomed"));
+  OK(recap_graph_capture_begin(g, NULL, s));
+  OK(recap_annotate_push("doomed", s));
   kernel(s, "a");
   recap__fake_capture_invalidate(s);
   OK(recap_annotate_pop(s)); /* the capture is invalidated: nothing to do */
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
   assert_int_equal(g->hook_count, 0);
 
-  OK(recap_graph_capture_begin(g, s, NULL));
-  OK(recap_annotate_push(s, "abandoned"));
+  OK(recap_graph_capture_begin(g, NULL, s));
+  OK(recap_annotate_push("abandoned", s));
   kernel(s, "b");
   OK(recap_graph_reset(g));
 
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   kernel(s, "c");
   OK(recap_graph_capture_end(g));
   recap_graph_info_t *info = inspect(g);
@@ -240,8 +240,8 @@ static void state_is_released_with_the_capture(void **state) {
   /* A graph without KEEP has nothing to inspect, but annotating it is fine. */
   recap_graph_t plain;
   OK(recap_graph_create(&plain, 0));
-  OK(recap_graph_capture_begin(plain, s, NULL));
-  OK(recap_annotate_push(s, "plain"));
+  OK(recap_graph_capture_begin(plain, NULL, s));
+  OK(recap_annotate_push("plain", s));
   kernel(s, "d");
   OK(recap_annotate_pop(s));
   OK(recap_graph_capture_end(plain));
@@ -249,8 +249,8 @@ static void state_is_released_with_the_capture(void **state) {
 
   /* Destroyed in the middle of a capture, with a scope open. */
   recap_graph_t mid = kept_graph();
-  OK(recap_graph_capture_begin(mid, s, NULL));
-  OK(recap_annotate_push(s, "mid"));
+  OK(recap_graph_capture_begin(mid, NULL, s));
+  OK(recap_annotate_push("mid", s));
   kernel(s, "e");
   OK(recap_graph_destroy(mid));
 
@@ -270,10 +270,10 @@ static void labels_in_the_dot_dump(void **state) {
   fresh();
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   kernel(s, "plain");
-  OK(recap_annotate_push(s, "out\"er"));
-  OK(recap_annotate_push(s, "in\\ner"));
+  OK(recap_annotate_push("out\"er", s));
+  OK(recap_annotate_push("in\\ner", s));
   kernel(s, "labelled");
   OK(recap_annotate_pop(s));
   OK(recap_annotate_pop(s));
@@ -301,7 +301,7 @@ static void labels_in_the_dot_dump(void **state) {
 
   /* Without labels the dump is the driver's, byte for byte. */
   recap_graph_t bare = kept_graph();
-  OK(recap_graph_capture_begin(bare, s, NULL));
+  OK(recap_graph_capture_begin(bare, NULL, s));
   kernel(s, "x");
   OK(recap_graph_capture_end(bare));
   OK(recap_graph_debug_dump(bare, path));
@@ -321,9 +321,9 @@ static void labels_in_a_driver_style_dot_dump(void **state) {
   recap__fake_dot_driver_style(true);
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   kernel(s, "_Z5firstPf");
-  OK(recap_annotate_push(s, "layer"));
+  OK(recap_annotate_push("layer", s));
   kernel(s, "_Z6secondPf");
   kernel(s, "_Z5thirdPf");
   OK(recap_annotate_pop(s));
@@ -395,10 +395,10 @@ static void *annotate_in_thread(void *arg) {
   worker_t *w = arg;
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
-  w->status = recap_graph_capture_begin(w->graph, w->stream, &o);
+  w->status = recap_graph_capture_begin(w->graph, &o, w->stream);
   pthread_barrier_wait(w->barrier); /* both captures are under way */
   for (int i = 0; i < 50 && w->status == RECAP_SUCCESS; i++) {
-    w->status = recap_annotate_push(w->stream, w->label);
+    w->status = recap_annotate_push(w->label, w->stream);
     kernel(w->stream, w->label);
     if (w->status == RECAP_SUCCESS) w->status = recap_annotate_pop(w->stream);
   }

@@ -93,12 +93,12 @@ static void two_stream_capture(void **state) {
   setup_buffer(s);
   float *other = gpu_floats(N, s);
   recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
-  OK(recap_annotate_push(s, "both"));
+  OK(recap_graph_capture_begin(g, NULL, s));
+  OK(recap_annotate_push("both", s));
   gpu_join(side, s, fork);
   tagged(s, 1);
   CUDA_OK(recap_test_fill_shaped(other, N, 7.0f, 7, 32, side));
-  OK(recap_annotate_push(side, "side"));
+  OK(recap_annotate_push("side", side));
   CUDA_OK(recap_test_fill_shaped(other, N, 8.0f, 8, 32, side));
   OK(recap_annotate_pop(side));
   gpu_join(s, side, join);
@@ -134,9 +134,9 @@ static void labels_in_the_driver_dot_dump(void **state) {
   cudaStream_t s = gpu_stream();
   setup_buffer(s);
   recap_graph_t g = kept_graph();
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   tagged(s, 1);
-  OK(recap_annotate_push(s, "dumped"));
+  OK(recap_annotate_push("dumped", s));
   tagged(s, 2);
   OK(recap_annotate_pop(s));
   OK(recap_graph_capture_end(g));

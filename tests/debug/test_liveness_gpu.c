@@ -30,7 +30,7 @@ static void inputs_of_streams_outside_the_capture_are_not_tracked(void **state) 
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = liveness_options();
   o.mode = RECAP_CAPTURE_MODE_RELAXED;
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   CUDA_OK(recap_test_fill(x, N, 1.0f, s));
   CUDA_OK(recap_test_fill(z, N, 2.0f, other)); /* eager: not part of the graph */
   OK(recap_graph_capture_end(g));
@@ -64,7 +64,7 @@ static void *capture_job(void *arg) {
     return NULL;
   }
   recap_capture_options_t o = liveness_options();
-  j->status = recap_graph_capture_begin(j->graph, j->stream, &o);
+  j->status = recap_graph_capture_begin(j->graph, &o, j->stream);
   if (j->status == RECAP_SUCCESS) {
     if (recap_test_add_scalar(j->output, j->input, N, 1.0f, j->stream) != cudaSuccess)
       j->status = RECAP_ERROR_CUDA;

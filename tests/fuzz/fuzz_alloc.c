@@ -152,7 +152,7 @@ static bool any_capture(void) {
 static void check_invariants(void) {
   recap_status_t s = recap_memory_check();
   if (s != RECAP_SUCCESS) die("recap_memory_check failed", s);
-  recap_memory_stats_t stats;
+  recap_memory_stats_t stats = RECAP_MEMORY_STATS_INIT;
   s = recap_memory_stats(-1, &stats);
   if (s != RECAP_SUCCESS) die("recap_memory_stats failed", s);
   int64_t live = 0;
@@ -240,9 +240,9 @@ static void malloc_into(int i, int stream, size_t size) {
   st.slots[i] = (slot_t){p, size, ++st.next_tag};
   check_no_overlap(i);
   write_tag(&st.slots[i]);
-  recap_block_info_t info;
+  recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
   s = recap_block_info(p, &info);
-  if (s != RECAP_SUCCESS || info.base != p || info.size < size || info.requested != size)
+  if (s != RECAP_SUCCESS || info.base != p || info.bytes < size || info.requested != size)
     die("recap_block_info disagrees", s);
 }
 
@@ -369,9 +369,9 @@ static void op_recapture(void) {
   const recap__alloc_log_t *replay = &st.logs[pool][st.last_log[pool]];
   size_t n = routed ? replay->count : 0;
   size_t count = n ? n : 1 + (size_t)(flags % 6);
-  recap_pool_info_t info;
+  recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
   bool expect_all = n && st.clean_stream[pool] == stream && no_split_limit() &&
-                    recap_pool_info(st.pools[pool], &info) == RECAP_SUCCESS &&
+                    recap_pool_memory(st.pools[pool], &info) == RECAP_SUCCESS &&
                     info.allocated_bytes == 0 && info.waiting_bytes == 0 &&
                     info.reserved_bytes == st.clean_reserved[pool];
   bool clean = routed && count <= SLOTS;
@@ -408,10 +408,10 @@ static void op_recapture(void) {
   end_capture(stream, flags & 0x80);
   if (flags & 0x40)
     for (int k = 0; k < held_count; k++) free_slot(&st.slots[held[k]]);
-  if (expect_all && (recap_pool_info(st.pools[pool], &info) != RECAP_SUCCESS ||
+  if (expect_all && (recap_pool_memory(st.pools[pool], &info) != RECAP_SUCCESS ||
                      info.reserved_bytes != st.clean_reserved[pool]))
     die("a recapture of the same sequence grew its pool", RECAP_SUCCESS);
-  if (clean && no_split_limit() && recap_pool_info(st.pools[pool], &info) == RECAP_SUCCESS) {
+  if (clean && no_split_limit() && recap_pool_memory(st.pools[pool], &info) == RECAP_SUCCESS) {
     st.clean_stream[pool] = stream;
     st.clean_reserved[pool] = info.reserved_bytes;
   }
@@ -528,9 +528,9 @@ static void op_inspect(void) {
     s = recap_memory_reset_peak(-1);
     if (s != RECAP_SUCCESS) die("recap_memory_reset_peak failed", s);
   } else {
-    recap_pool_info_t info;
-    s = recap_pool_info(st.pools[byte() % POOLS], &info);
-    if (s != RECAP_SUCCESS && s != RECAP_ERROR_NOT_FOUND) die("recap_pool_info failed", s);
+    recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
+    s = recap_pool_memory(st.pools[byte() % POOLS], &info);
+    if (s != RECAP_SUCCESS && s != RECAP_ERROR_NOT_FOUND) die("recap_pool_memory failed", s);
   }
 }
 

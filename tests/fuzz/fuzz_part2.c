@@ -46,6 +46,9 @@
 #include "recap.h"
 #include "reset.h"
 
+/* The sites each move of the latest recap_graph_rebind changed. */
+static size_t patched[16];
+
 enum {
   SLOTS = 24,
   GRAPHS = 3,
@@ -269,7 +272,7 @@ static void check_mapped(const recap_memory_stats_t *stats) {
 static void check_invariants(void) {
   recap_status_t s = recap_memory_check();
   if (s != RECAP_SUCCESS) die("recap_memory_check failed", s);
-  recap_memory_stats_t stats;
+  recap_memory_stats_t stats = RECAP_MEMORY_STATS_INIT;
   s = recap_memory_stats(-1, &stats);
   if (s != RECAP_SUCCESS) die("recap_memory_stats failed", s);
   int64_t blocks = 0, bytes = 0;
@@ -372,10 +375,10 @@ static void op_malloc(void) {
     return;
   }
   st.device_used = true;
-  recap_block_info_t info;
+  recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
   if (recap_block_info(p, &info) != RECAP_SUCCESS) die("recap_block_info failed", RECAP_SUCCESS);
   s->p = p;
-  s->usable = info.size;
+  s->usable = info.bytes;
   s->pool = add_pool(info.pool);
   if (s->pool < 0) die("too many pools", RECAP_SUCCESS);
   if (s->pool != pool && !(g >= 0 && st.graphs[g].invalid))
@@ -450,10 +453,10 @@ static void op_vmm_interior(void) {
     recap_status_t r = recap_malloc(&p, size, st.other);
     if (r == RECAP_ERROR_OUT_OF_MEMORY) return;
     status(r, RECAP_SUCCESS, "recap_malloc (the segment)");
-    recap_block_info_t info;
+    recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
     if (recap_block_info(p, &info) != RECAP_SUCCESS) die("recap_block_info", r);
     s->p = p;
-    s->usable = info.size;
+    s->usable = info.bytes;
     s->pool = 0;
     s->side = true;
     write_pattern(s, (uint8_t)(grow + k));
@@ -491,9 +494,9 @@ static void op_vmm_interior(void) {
       void *p = NULL;
       recap_status_t r = recap_malloc(&p, base + GRANULE, st.other);
       status(r, RECAP_SUCCESS, "recap_malloc (after the segment's trim)");
-      recap_block_info_t info;
+      recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
       if (recap_block_info(p, &info) != RECAP_SUCCESS) die("recap_block_info", r);
-      st.slots[i] = (slot_t){.p = p, .usable = info.size, .pool = 0, .side = true};
+      st.slots[i] = (slot_t){.p = p, .usable = info.bytes, .pool = 0, .side = true};
       write_pattern(&st.slots[i], grow);
       break;
     }
@@ -848,8 +851,8 @@ static void op_graph(void) {
   if (capture) allowed = RECAP_ERROR_INVALID_USAGE; /* the stream captures already */
   bool recapture = gr->state == CAPTURED;
   call_begins();
-  recap_status_t r = recapture ? recap_graph_recapture_begin(gr->h, st.cap, (what & 8) ? &o : NULL)
-                               : recap_graph_capture_begin(gr->h, st.cap, &o);
+  recap_status_t r = recapture ? recap_graph_recapture_begin(gr->h, (what & 8) ? &o : NULL, st.cap)
+                               : recap_graph_capture_begin(gr->h, &o, st.cap);
   call_ends();
   /* An asleep pool while the stream captures: either refusal passes. */
   if (capture && asleep(gr->pool) && r == RECAP_ERROR_POOL_ASLEEP) allowed = r;
@@ -966,9 +969,9 @@ static void op_rebind(void) {
   slot_t *t = &st.slots[to];
   if (!gr->h || gr->state == CAPTURING || !t->p || t->pool != 0) return;
   if (gr->state == FRESH || !gr->rebind || !gr->nsites) {
-    recap_rebind_t rb = {t->p, t->p, t->usable, 0};
+    recap_rebind_t rb = {sizeof(recap_rebind_t), t->p, t->p, t->usable};
     call_begins();
-    recap_status_t r = recap_graph_rebind(gr->h, &rb, 1);
+    recap_status_t r = recap_graph_rebind(gr->h, &rb, 1, patched);
     call_ends();
     recap_status_t allowed = gr->state == CAPTURED && gr->rebind ? RECAP_ERROR_INVALID_ARGUMENT
                                                                  : RECAP_ERROR_INVALID_USAGE;
@@ -986,16 +989,16 @@ static void op_rebind(void) {
   bool overlaps = false;
   for (int i = 0; i < gr->nsites; i++)
     overlaps |= fuzz_overlap(gr->sites[i], gr->site_size[i], t->p, size);
-  recap_rebind_t rb = {old, t->p, size, 0};
+  recap_rebind_t rb = {sizeof(recap_rebind_t), old, t->p, size};
   call_begins();
-  recap_status_t r = recap_graph_rebind(gr->h, &rb, 1);
+  recap_status_t r = recap_graph_rebind(gr->h, &rb, 1, patched);
   call_ends();
   if (overlaps && r == RECAP_ERROR_INVALID_ARGUMENT) {
     status(r, r, "recap_graph_rebind (an overlap)");
     return;
   }
   if (status(r, RECAP_SUCCESS, "recap_graph_rebind")) return;
-  if (rb.patched == 0) die("a rebind of a site patched nothing", r);
+  if (patched[0] == 0) die("a rebind of a site patched nothing", r);
   for (int i = 0; i < gr->nsites; i++)
     if (gr->sites[i] == old) gr->sites[i] = t->p;
 }
@@ -1006,7 +1009,7 @@ static recap_status_t cond_region(int g, uint8_t what) {
   int kind = what % 4;
   unsigned initial = kind == RECAP_REGION_WHILE ? 0 : (what >> 2) & 3;
   call_begins();
-  recap_status_t r = recap_cond_create(st.cap, initial, &cond);
+  recap_status_t r = recap_cond_create(&cond, initial, st.cap);
   call_ends();
   if (gr->invalid) {
     TRACE("recap_cond_create in an invalidated capture: %s", recap_status_name(r));
@@ -1024,7 +1027,7 @@ static recap_status_t cond_region(int g, uint8_t what) {
   recap_status_t allowed = gr->depth >= DEPTH ? RECAP_ERROR_INVALID_USAGE : RECAP_SUCCESS;
   if (gr->depth >= DEPTH) return r;
   call_begins();
-  r = recap_region_begin(st.cap, (recap_region_kind_t)kind, cond, branches);
+  r = recap_region_begin((recap_region_kind_t)kind, cond, branches, st.cap);
   call_ends();
   if (status(r, allowed, "recap_region_begin")) {
     capture_fault(g);
@@ -1043,7 +1046,7 @@ static void op_region(void) {
   int g = capturing_graph();
   if (g < 0) {
     recap_cond_t cond;
-    recap_status_t r = recap_cond_create(st.cap, 1, &cond);
+    recap_status_t r = recap_cond_create(&cond, 1, st.cap);
     status(r, RECAP_ERROR_INVALID_USAGE, "recap_cond_create (not capturing)");
     r = recap_region_end(st.cap);
     status(r, RECAP_ERROR_INVALID_USAGE, "recap_region_end (not capturing)");
@@ -1190,7 +1193,7 @@ static void release_everything(void) {
   for (int i = 0; i < SLOTS; i++)
     if (st.slots[i].p) status(recap_free(st.slots[i].p), RECAP_SUCCESS, "recap_free (the end)");
   status(recap_empty_cache(), RECAP_SUCCESS, "recap_empty_cache (the end)");
-  recap_memory_stats_t stats;
+  recap_memory_stats_t stats = RECAP_MEMORY_STATS_INIT;
   if (recap_memory_stats(-1, &stats) != RECAP_SUCCESS) die("recap_memory_stats", RECAP_SUCCESS);
   recap__fake_counters_t c = recap__fake_now();
   if (stats.allocation[RECAP_STAT_ALL].current || stats.reserved_bytes[RECAP_STAT_ALL].current ||

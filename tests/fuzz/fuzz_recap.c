@@ -290,7 +290,7 @@ static void graph_fresh(int g) {
 static void check_invariants(void) {
   recap_status_t s = recap_memory_check();
   if (s != RECAP_SUCCESS) die("recap_memory_check failed", s);
-  recap_memory_stats_t stats;
+  recap_memory_stats_t stats = RECAP_MEMORY_STATS_INIT;
   s = recap_memory_stats(-1, &stats);
   if (s != RECAP_SUCCESS) die("recap_memory_stats failed", s);
   int64_t blocks = 0, bytes = 0;
@@ -321,13 +321,13 @@ static void check_invariants(void) {
         refs += 1 + st.graphs[g].recapturing;
         routed += st.graphs[g].state == CAPTURING;
       }
-    recap_pool_info_t info;
-    s = recap_pool_info(st.shared[k], &info);
+    recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
+    s = recap_pool_memory(st.shared[k], &info);
     if (s == RECAP_ERROR_NOT_FOUND) {
       if (refs) die("the pool of a captured graph was not found", s);
       continue;
     }
-    if (s != RECAP_SUCCESS) die("recap_pool_info failed", s);
+    if (s != RECAP_SUCCESS) die("recap_pool_memory failed", s);
     if (info.references != refs || info.routed != routed) {
       fprintf(stderr, "fuzz_recap: shared pool %d: %d references, routed %d; the model: %d, %d\n",
               k, info.references, info.routed, refs, routed);
@@ -372,9 +372,9 @@ static struct { size_t small, large, segment; } sizes;
  * the target builds against the headers before and after it. */
 #ifdef RECAP_CALLABLE_DESC_INIT
 static recap_status_t block_info(const void *p, void **base, size_t *usable) {
-  recap_block_info_t info;
+  recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
   recap_status_t s = recap_block_info(p, &info);
-  if (s == RECAP_SUCCESS) *base = info.base, *usable = info.size;
+  if (s == RECAP_SUCCESS) *base = info.base, *usable = info.bytes;
   return s;
 }
 #else
@@ -401,7 +401,7 @@ static void op_malloc(void) {
   bool reuse_check =
       st.prev_plain_free && st.last_free_slot_stream == j && !any_capture() && st.owner[j] < 0;
   size_t freed_usable = st.last_free_usable;
-  recap_memory_stats_t before;
+  recap_memory_stats_t before = RECAP_MEMORY_STATS_INIT;
   if (recap_memory_stats(-1, &before) != RECAP_SUCCESS) die("recap_memory_stats failed", 0);
   void *p = (void *)1;
   call_begins();
@@ -447,7 +447,7 @@ static void op_malloc(void) {
    * lies between large_threshold and large_segment, this is defect 1: every such request takes
    * a fresh segment. Values at or above large_segment cannot hit it. */
   if (reuse_check && usable == freed_usable && (st.max_split == 0 || size < sizes.large)) {
-    recap_memory_stats_t after;
+    recap_memory_stats_t after = RECAP_MEMORY_STATS_INIT;
     if (recap_memory_stats(-1, &after) != RECAP_SUCCESS) die("recap_memory_stats failed", 0);
     if (after.num_device_alloc != before.num_device_alloc) {
       bool defect_1 = st.max_split >= sizes.large && st.max_split <= sizes.segment;
@@ -609,8 +609,8 @@ static void capture_started(int g, int j, int mode, int shared, bool liveness, b
   if (s != RECAP_SUCCESS) die("recap_graph_pool during a capture failed", s);
   if (shared >= 0 && (pool.a != st.shared[shared].a || pool.b != st.shared[shared].b))
     die("recap_graph_pool is not the shared pool the capture was given", s);
-  recap_pool_info_t info;
-  s = recap_pool_info(pool, &info);
+  recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
+  s = recap_pool_memory(pool, &info);
   if (s != RECAP_SUCCESS || info.routed != 1 || info.references < 1)
     die("the pool of a capture under way is not routed or not referenced", s);
 }
@@ -627,7 +627,7 @@ static void op_capture_begin(void) {
   o.check_input_liveness = liveness;
   recap_status_t want = begin_expected(g, j, shared);
   call_begins();
-  recap_status_t s = recap_graph_capture_begin(st.graphs[g].h, st.streams[j], &o);
+  recap_status_t s = recap_graph_capture_begin(st.graphs[g].h, &o, st.streams[j]);
   call_ends();
   TRACE("recap_graph_capture_begin(graph %d, stream %d, mode %d, pool %d, liveness %d) -> %s", g, j,
         mode, shared, liveness, recap_status_name(s));
@@ -697,7 +697,7 @@ static void op_recapture_begin(void) {
           st.graphs[o].shared == gr->shared)
         want = RECAP_ERROR_INVALID_USAGE; /* the pool is routed for another capture */
   call_begins();
-  recap_status_t s = recap_graph_recapture_begin(gr->h, st.streams[j], NULL);
+  recap_status_t s = recap_graph_recapture_begin(gr->h, NULL, st.streams[j]);
   call_ends();
   TRACE("recap_graph_recapture_begin(graph %d, stream %d) -> %s", g, j, recap_status_name(s));
   expect_or_fault(s, want, "recap_graph_recapture_begin");
@@ -722,9 +722,9 @@ static void op_update_policy(void) {
   p.retry_after = (b >> 3) & 3;
   p.max_slowdown = (b >> 5) & 1 ? 0.05 : 0.0;
   p.measure_replays = 1 + ((b >> 6) & 1);
-  recap_status_t s = recap_graph_set_update_policy(gr->h, &p);
-  TRACE("recap_graph_set_update_policy(graph %d, 0x%02x) -> %s", g, b, recap_status_name(s));
-  expect(s, RECAP_SUCCESS, "recap_graph_set_update_policy");
+  recap_status_t s = recap_graph_update_policy_set(gr->h, &p);
+  TRACE("recap_graph_update_policy_set(graph %d, 0x%02x) -> %s", g, b, recap_status_name(s));
+  expect(s, RECAP_SUCCESS, "recap_graph_update_policy_set");
   recap_update_stats_t u = RECAP_UPDATE_STATS_INIT;
   s = recap_graph_update_stats(gr->h, &u);
   expect(s, RECAP_SUCCESS, "recap_graph_update_stats");
@@ -859,7 +859,7 @@ static void op_replay(void) {
       if (gr->consumed_unknown) st.gens[k].offset_known = false;
     } else if (st.gens[k].alive && st.gens[k].offset_known) {
       uint64_t now_offset = 0;
-      recap_status_t r = recap_generator_get_offset(st.gens[k].h, &now_offset);
+      recap_status_t r = recap_generator_offset_get(st.gens[k].h, &now_offset);
       if (r == RECAP_SUCCESS && now_offset != offsets[k]) {
         known_defect(KNOWN_RNG, "a failed replay advanced a generator", s);
         st.gens[k].offset = now_offset;
@@ -952,9 +952,8 @@ static void op_liveness(void) {
   else
     expect(s, graph_inputs_dead(gr) ? RECAP_ERROR_DEAD_INPUT : RECAP_SUCCESS,
            "recap_graph_check_inputs");
-  const recap_liveness_input_t *inputs = NULL;
   size_t count = 0;
-  s = recap_graph_liveness_inputs(gr->h, &inputs, &count);
+  s = recap_graph_liveness_inputs(gr->h, NULL, 0, &count);
   expect(s, RECAP_SUCCESS, "recap_graph_liveness_inputs");
   if (!gr->inputs_unknown && count != (size_t)gr->input_count) {
     fprintf(stderr, "fuzz_recap: %zu inputs recorded, the model read %d\n", count, gr->input_count);
@@ -1117,27 +1116,27 @@ static void op_generator(void) {
       ge->alive = false;
       return;
     case 1:
-      s = recap_generator_set_seed(ge->h, what);
-      TRACE("recap_generator_set_seed(gen %d) -> %s", k, recap_status_name(s));
-      expect(s, g >= 0 ? RECAP_ERROR_INVALID_USAGE : RECAP_SUCCESS, "recap_generator_set_seed");
+      s = recap_generator_seed_set(ge->h, what);
+      TRACE("recap_generator_seed_set(gen %d) -> %s", k, recap_status_name(s));
+      expect(s, g >= 0 ? RECAP_ERROR_INVALID_USAGE : RECAP_SUCCESS, "recap_generator_seed_set");
       if (s == RECAP_SUCCESS) ge->offset = 0, ge->offset_known = true;
       return;
     case 2:
       v = (uint64_t)byte() * 2; /* odd multiples of 2 are not multiples of 4 */
-      s = recap_generator_set_offset(ge->h, v);
-      TRACE("recap_generator_set_offset(gen %d, %llu) -> %s", k, (unsigned long long)v,
+      s = recap_generator_offset_set(ge->h, v);
+      TRACE("recap_generator_offset_set(gen %d, %llu) -> %s", k, (unsigned long long)v,
             recap_status_name(s));
       if (v % 4)
-        expect(s, RECAP_ERROR_INVALID_ARGUMENT, "recap_generator_set_offset");
+        expect(s, RECAP_ERROR_INVALID_ARGUMENT, "recap_generator_offset_set");
       else
-        expect(s, g >= 0 ? RECAP_ERROR_INVALID_USAGE : RECAP_SUCCESS, "recap_generator_set_offset");
+        expect(s, g >= 0 ? RECAP_ERROR_INVALID_USAGE : RECAP_SUCCESS, "recap_generator_offset_set");
       if (s == RECAP_SUCCESS) ge->offset = v, ge->offset_known = true;
       return;
     default:
-      s = recap_generator_get_offset(ge->h, &v);
-      TRACE("recap_generator_get_offset(gen %d) -> %s, %llu", k, recap_status_name(s),
+      s = recap_generator_offset_get(ge->h, &v);
+      TRACE("recap_generator_offset_get(gen %d) -> %s, %llu", k, recap_status_name(s),
             (unsigned long long)v);
-      expect(s, g >= 0 ? RECAP_ERROR_INVALID_USAGE : RECAP_SUCCESS, "recap_generator_get_offset");
+      expect(s, g >= 0 ? RECAP_ERROR_INVALID_USAGE : RECAP_SUCCESS, "recap_generator_offset_get");
       if (s != RECAP_SUCCESS) return;
       if (ge->offset_known && v != ge->offset) {
         fprintf(stderr, "fuzz_recap: generator %d at offset %llu, the model says %llu\n", k,
@@ -1166,7 +1165,7 @@ static void op_draw(void) {
   call_begins();
   recap_status_t s =
       library ? recap_rng_uniform(ge->h, (float *)(void *)st.slots[i].p, n, st.streams[j])
-              : recap_generator_philox_state(ge->h, st.streams[j], increment, &ph);
+              : recap_generator_philox_state(ge->h, increment, st.streams[j], &ph);
   call_ends();
   TRACE("%s(gen %d, stream %d) -> %s", library ? "recap_rng_uniform" : "philox_state", k, j,
         recap_status_name(s));
@@ -1218,7 +1217,7 @@ static void op_annotate(void) {
   recap_status_t s;
   if (what & 1) {
     const char *label = (what & 6) == 0 ? "" : "fuzz";
-    s = recap_annotate_push(st.streams[j], label);
+    s = recap_annotate_push(label, st.streams[j]);
     TRACE("recap_annotate_push(stream %d, \"%s\") -> %s", j, label, recap_status_name(s));
     if (!label[0]) {
       expect(s, RECAP_ERROR_INVALID_ARGUMENT, "recap_annotate_push");
@@ -1295,7 +1294,7 @@ static size_t callable_input_bytes;
 
 /* What the callable holds: the statistics less what the model knows of. */
 static void measure_callable(void) {
-  recap_memory_stats_t stats;
+  recap_memory_stats_t stats = RECAP_MEMORY_STATS_INIT;
   if (recap_memory_stats(-1, &stats) != RECAP_SUCCESS) die("recap_memory_stats failed", 0);
   int64_t blocks = 0, bytes = 0;
   for (int i = 0; i < SLOTS; i++)
@@ -1377,7 +1376,7 @@ static void op_graphed(void) {
       recap_buffer_t input = {in->p, in->size};
       int training = (what >> 3) & 1;
       call_begins();
-      s = recap_graphed_forward(st.callable, st.streams[j], training, &input, &out);
+      s = recap_graphed_forward(st.callable, training, &input, st.streams[j], &out);
       call_ends();
       TRACE("recap_graphed_forward(stream %d, training %d, %zu bytes) -> %s", j, training, in->size,
             recap_status_name(s));
@@ -1406,7 +1405,7 @@ static void op_graphed(void) {
       if (recap_malloc(&g, CALLABLE_OUT, st.streams[j]) != RECAP_SUCCESS) return;
       grad.data = g;
       call_begins();
-      s = recap_graphed_backward(st.callable, st.streams[j], &grad, &out);
+      s = recap_graphed_backward(st.callable, &grad, st.streams[j], &out);
       call_ends();
       TRACE("recap_graphed_backward(stream %d) -> %s", j, recap_status_name(s));
       if (!st.callable_forward_ran)
@@ -1490,7 +1489,7 @@ static void release_everything(void) {
     if (st.streams[j]) recap__fake_stream_complete(st.streams[j]);
   expect(recap_empty_cache(), RECAP_SUCCESS, "recap_empty_cache at the end");
   check_invariants();
-  recap_memory_stats_t stats;
+  recap_memory_stats_t stats = RECAP_MEMORY_STATS_INIT;
   if (recap_memory_stats(-1, &stats) != RECAP_SUCCESS) die("recap_memory_stats failed", 0);
   recap__fake_counters_t c = recap__fake_now();
   if (stats.allocation[RECAP_STAT_ALL].current || stats.reserved_bytes[RECAP_STAT_ALL].current ||

@@ -163,8 +163,8 @@ static inline float *gpu_floats_set(size_t n, float value, cudaStream_t stream) 
 }
 
 static inline void gpu_expect_pool_gone(recap_pool_id_t pool) {
-  recap_pool_info_t info = {0};
-  recap_status_t s = recap_pool_info(pool, &info);
+  recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
+  recap_status_t s = recap_pool_memory(pool, &info);
   if (s != RECAP_ERROR_NOT_FOUND)
     fail_msg(
         "pool {%llu,%llu} is still there (%s): %d references, %lld segments, "

@@ -128,7 +128,7 @@ static inline void expect_finite(const float *p, size_t n, const char *what) {
 
 static inline uint64_t offset_of(recap_generator_t gen) {
   uint64_t offset = 0;
-  OK(recap_generator_get_offset(gen, &offset));
+  OK(recap_generator_offset_get(gen, &offset));
   return offset;
 }
 
@@ -167,8 +167,8 @@ static inline recap_pool_id_t forward_pool(recap_graphed_t h) {
 }
 
 static inline int pool_references(recap_pool_id_t pool) {
-  recap_pool_info_t info;
-  OK(recap_pool_info(pool, &info));
+  recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
+  OK(recap_pool_memory(pool, &info));
   return info.references;
 }
 

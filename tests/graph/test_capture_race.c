@@ -117,7 +117,7 @@ static recap_graph_t begin_with_hook(recap_stream_t s, recap__fake_capture_hook_
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t opts = thread_local_mode();
-  OK(recap_graph_capture_begin(g, s, &opts));
+  OK(recap_graph_capture_begin(g, &opts, s));
   assert_int_equal(w->ran, 1);
   OK(w->status);
   return g;
@@ -187,7 +187,7 @@ static void route_end_while_capture_begins(void **state) {
   OK(recap_graph_create(&other, 0));
   recap_capture_options_t relaxed = RECAP_CAPTURE_OPTIONS_INIT;
   relaxed.mode = RECAP_CAPTURE_MODE_RELAXED;
-  OK(recap_graph_capture_begin(other, t, &relaxed));
+  OK(recap_graph_capture_begin(other, &relaxed, t));
   launch(t, 1);
   OK(recap_free(p)); /* during a capture: its event is held back until no route is left */
   window_t w = {.other = other, .other_stream = t};
@@ -246,7 +246,7 @@ static void *capturing_thread(void *arg) {
   pthread_barrier_wait(&r->start);
   for (int i = 0; st == RECAP_SUCCESS && keep_capturing(r, i); i++) {
     r->captures++;
-    st = recap_graph_capture_begin(g, r->s, &opts);
+    st = recap_graph_capture_begin(g, &opts, r->s);
     if (st != RECAP_SUCCESS) {
       note(r->first, sizeof r->first, "capture_begin", st);
       r->broken++;
@@ -290,7 +290,7 @@ static void *churning_thread(void *arg) {
       if ((st = recap_malloc(&p, 4 * KiB, x)) != RECAP_SUCCESS ||
           (st = recap_record_stream(p, r->s)) != RECAP_SUCCESS)
         break;
-      recap_status_t c = recap_graph_capture_begin(g, t, &opts);
+      recap_status_t c = recap_graph_capture_begin(g, &opts, t);
       if ((st = recap_free(p)) != RECAP_SUCCESS) break;
       if (c == RECAP_SUCCESS) {
         recap__fake_launch_kernel(t, "churn_kernel");

@@ -42,7 +42,7 @@ static void repeat_graph_capture_cublas_workspace_memory(void **state) {
   for (int cycle = 0; cycle < CYCLES; cycle++) {
     recap_graph_t g;
     OK(recap_graph_create(&g, 0));
-    OK(recap_graph_capture_begin(g, s, NULL));
+    OK(recap_graph_capture_begin(g, NULL, s));
     void *workspace = NULL;
     OK(recap_malloc(&workspace, WORKSPACE_BYTES, s));
     CUBLAS_OK(cublasSetStream(handle, s));
@@ -52,8 +52,8 @@ static void repeat_graph_capture_cublas_workspace_memory(void **state) {
     OK(recap_graph_capture_end(g));
     recap_pool_id_t pool;
     OK(recap_graph_pool(g, &pool));
-    recap_pool_info_t info;
-    OK(recap_pool_info(pool, &info));
+    recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
+    OK(recap_pool_memory(pool, &info));
     assert_int_equal(info.allocated_bytes, (int64_t)WORKSPACE_BYTES);
 
     gpu_set(c, elements, 0.0f, s);

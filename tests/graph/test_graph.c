@@ -69,7 +69,7 @@ static void null_arguments_are_refused(void **state) {
   recap_graph_info_t *info;
   recap_stream_t scope_stream;
 
-  EXPECT_STATUS(recap_graph_capture_begin(NULL, s, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_capture_begin(NULL, NULL, s), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("graph is NULL");
   EXPECT_STATUS(recap_graph_capture_end(NULL), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_STATUS(recap_graph_instantiate(NULL), RECAP_ERROR_INVALID_ARGUMENT);
@@ -131,15 +131,15 @@ static void capture_options_are_checked(void **state) {
   recap_graph_t g = fresh_graph(&s, 0);
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
   opts.size = 3;
-  EXPECT_STATUS(recap_graph_capture_begin(g, s, &opts), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_capture_begin(g, &opts, s), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("RECAP_CAPTURE_OPTIONS_INIT");
   opts = (recap_capture_options_t)RECAP_CAPTURE_OPTIONS_INIT;
   opts.mode = (recap_capture_mode_t)7;
-  EXPECT_STATUS(recap_graph_capture_begin(g, s, &opts), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_capture_begin(g, &opts, s), RECAP_ERROR_INVALID_ARGUMENT);
   opts = (recap_capture_options_t)RECAP_CAPTURE_OPTIONS_INIT;
   /* Input-liveness checks are supported (test_liveness.c tests them). */
   opts.check_input_liveness = 1;
-  OK(recap_graph_capture_begin(g, s, &opts));
+  OK(recap_graph_capture_begin(g, &opts, s));
   assert_int_equal(capturing(s), 1);
   OK(recap_graph_reset(g));
   assert_int_equal(capturing(s), 0);
@@ -147,7 +147,7 @@ static void capture_options_are_checked(void **state) {
   for (int mode = RECAP_CAPTURE_MODE_GLOBAL; mode <= RECAP_CAPTURE_MODE_RELAXED; mode++) {
     opts = (recap_capture_options_t)RECAP_CAPTURE_OPTIONS_INIT;
     opts.mode = (recap_capture_mode_t)mode;
-    OK(recap_graph_capture_begin(g, s, &opts));
+    OK(recap_graph_capture_begin(g, &opts, s));
     assert_int_equal(capturing(s), 1);
     launch(s, 1);
     OK(recap_graph_capture_end(g));
@@ -164,20 +164,20 @@ static void begin_twice_is_refused(void **state) {
   recap_graph_t g, h;
   OK(recap_graph_create(&g, 0));
   OK(recap_graph_create(&h, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
-  EXPECT_STATUS(recap_graph_capture_begin(g, s, NULL), RECAP_ERROR_INVALID_USAGE);
+  OK(recap_graph_capture_begin(g, NULL, s));
+  EXPECT_STATUS(recap_graph_capture_begin(g, NULL, s), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("already under way");
-  EXPECT_STATUS(recap_graph_capture_begin(g, other, NULL), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_graph_capture_begin(g, NULL, other), RECAP_ERROR_INVALID_USAGE);
   assert_int_equal(capturing(other), 0);
   /* Another graph on the stream that is capturing: the device refuses, nothing is left. */
-  EXPECT_STATUS(recap_graph_capture_begin(h, s, NULL), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_graph_capture_begin(h, NULL, s), RECAP_ERROR_INVALID_USAGE);
   assert_int_equal(recap__registry_count(), 1);
   recap_pool_id_t pool;
   EXPECT_STATUS(recap_graph_pool(h, &pool), RECAP_ERROR_INVALID_USAGE);
   launch(s, 1);
   OK(recap_graph_capture_end(g));
   /* A captured graph must be reset before it captures again. */
-  EXPECT_STATUS(recap_graph_capture_begin(g, s, NULL), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_graph_capture_begin(g, NULL, s), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_graph_reset");
   OK(recap_graph_reset(g));
   capture_kernels(g, s, 1);
@@ -200,8 +200,8 @@ static void end_ends_the_graphs_own_capture(void **state) {
   OK(recap_graph_create(&g2, RECAP_GRAPH_KEEP));
   recap_capture_options_t relaxed = RECAP_CAPTURE_OPTIONS_INIT;
   relaxed.mode = RECAP_CAPTURE_MODE_RELAXED;
-  OK(recap_graph_capture_begin(g1, s1, &relaxed));
-  OK(recap_graph_capture_begin(g2, s2, &relaxed));
+  OK(recap_graph_capture_begin(g1, &relaxed, s1));
+  OK(recap_graph_capture_begin(g2, &relaxed, s2));
   launch(s1, 1);
   assert_true(recap__fake_capture_join(side, s1));
   launch(side, 2);
@@ -242,7 +242,7 @@ static void end_without_begin_is_refused(void **state) {
   OK(recap_graph_reset(g));
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_INVALID_USAGE);
   /* A failed end ends the capture too: there is nothing left to end. */
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   recap__fake_capture_invalidate(s);
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_INVALID_USAGE);
@@ -261,7 +261,7 @@ static void replay_and_instantiate_need_a_capture(void **state) {
   EXPECT_STATUS(recap_graph_instantiate(g), RECAP_ERROR_INVALID_USAGE);
   size_t nodes;
   EXPECT_STATUS(recap_graph_node_count(g, &nodes), RECAP_ERROR_INVALID_USAGE);
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   EXPECT_STATUS(recap_graph_replay(g, s), RECAP_ERROR_INVALID_USAGE);
   EXPECT_STATUS(recap_graph_instantiate(g), RECAP_ERROR_INVALID_USAGE);
   launch(s, 1);
@@ -312,7 +312,7 @@ static void raw_and_raw_exec_follow_the_template_and_the_executable(void **state
   recap_graph_t kept;
   OK(recap_graph_create(&kept, RECAP_GRAPH_KEEP));
   EXPECT_STATUS(recap_graph_raw(kept, &raw), RECAP_ERROR_INVALID_USAGE);
-  OK(recap_graph_capture_begin(kept, s, NULL));
+  OK(recap_graph_capture_begin(kept, NULL, s));
   EXPECT_STATUS(recap_graph_raw(kept, &raw), RECAP_ERROR_INVALID_USAGE);
   launch(s, 3);
   OK(recap_graph_capture_end(kept));
@@ -345,7 +345,7 @@ static void pool_exists_from_capture_begin(void **state) {
       "recap_graph_pool: the graph has no pool: it has not begun a capture since it "
       "was created or reset");
   assert_true(pool.a == 7 && pool.b == 7); /* untouched */
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   OK(recap_graph_pool(g, &during));
   launch(s, 1);
   OK(recap_graph_capture_end(g));
@@ -376,7 +376,7 @@ static void debug_dump_needs_the_kept_template(void **state) {
   capture_kernels(plain, s, 1);
   EXPECT_STATUS(recap_graph_debug_dump(plain, path), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("RECAP_GRAPH_KEEP");
-  OK(recap_graph_capture_begin(kept, s, NULL));
+  OK(recap_graph_capture_begin(kept, NULL, s));
   EXPECT_STATUS(recap_graph_debug_dump(kept, path), RECAP_ERROR_INVALID_USAGE); /* mid-capture */
   recap__fake_launch_kernel(s, "dumped_kernel");
   launch(s, 1);
@@ -398,7 +398,7 @@ static void destroy_during_capture_ends_it(void **state) {
   (void)state;
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
   void *p;
@@ -426,12 +426,12 @@ static void capture_makes_its_own_pool(void **state) {
   (void)state;
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
   assert_true(pool.a > 0); /* a graph's own pool is {n,0} */
   assert_int_equal(pool.b, 0);
-  recap_pool_info_t info = pool_info(pool);
+  recap_pool_memory_t info = pool_info(pool);
   assert_int_equal(info.references, 1);
   assert_int_equal(info.routed, 1);
   OK(recap_graph_capture_end(g));
@@ -441,7 +441,7 @@ static void capture_makes_its_own_pool(void **state) {
   /* Two graphs given no pool get different ones. */
   recap_graph_t h;
   OK(recap_graph_create(&h, 0));
-  OK(recap_graph_capture_begin(h, s, NULL));
+  OK(recap_graph_capture_begin(h, NULL, s));
   recap_pool_id_t other;
   OK(recap_graph_pool(h, &other));
   assert_false(other.a == pool.a && other.b == pool.b);
@@ -464,11 +464,11 @@ static void captures_share_a_given_pool(void **state) {
   OK(recap_graph_create(&g1, 0));
   OK(recap_graph_create(&g2, 0));
   void *a, *b;
-  OK(recap_graph_capture_begin(g1, s, &opts));
+  OK(recap_graph_capture_begin(g1, &opts, s));
   OK(recap_malloc(&a, 64 * KiB, s));
   launch(s, 1);
   OK(recap_graph_capture_end(g1));
-  OK(recap_graph_capture_begin(g2, s, &opts));
+  OK(recap_graph_capture_begin(g2, &opts, s));
   OK(recap_malloc(&b, 64 * KiB, s));
   launch(s, 1);
   OK(recap_graph_capture_end(g2));
@@ -477,7 +477,7 @@ static void captures_share_a_given_pool(void **state) {
   OK(recap_graph_pool(g2, &p2));
   assert_true(p1.a == shared.a && p1.b == shared.b);
   assert_true(p2.a == shared.a && p2.b == shared.b);
-  recap_pool_info_t info = pool_info(shared);
+  recap_pool_memory_t info = pool_info(shared);
   assert_int_equal(info.references, 2);
   assert_int_equal(info.allocated_bytes, 128 * KiB);
   assert_int_equal(info.segments, 1); /* both captures' blocks in one small segment */
@@ -501,8 +501,8 @@ static void a_pool_serves_one_capture_at_a_time(void **state) {
   recap_graph_t g1, g2;
   OK(recap_graph_create(&g1, 0));
   OK(recap_graph_create(&g2, 0));
-  OK(recap_graph_capture_begin(g1, s1, &opts));
-  EXPECT_STATUS(recap_graph_capture_begin(g2, s2, &opts), RECAP_ERROR_INVALID_USAGE);
+  OK(recap_graph_capture_begin(g1, &opts, s1));
+  EXPECT_STATUS(recap_graph_capture_begin(g2, &opts, s2), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("already routed");
   /* The refused capture was ended and left nothing behind. */
   assert_int_equal(capturing(s2), 0);
@@ -510,7 +510,7 @@ static void a_pool_serves_one_capture_at_a_time(void **state) {
   assert_int_equal(pool_references(shared), 1);
   launch(s1, 1);
   OK(recap_graph_capture_end(g1));
-  OK(recap_graph_capture_begin(g2, s2, &opts)); /* now it may */
+  OK(recap_graph_capture_begin(g2, &opts, s2)); /* now it may */
   launch(s2, 1);
   OK(recap_graph_capture_end(g2));
   assert_int_equal(pool_references(shared), 2);
@@ -526,7 +526,7 @@ static void allocations_in_a_capture_come_from_the_graph_pool(void **state) {
                  other = recap__fake_stream_new();
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
   void *tmp, *out, *joined, *eager;
@@ -562,7 +562,7 @@ static void invalidated_capture_leaves_nothing_behind(void **state) {
   (void)state;
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
   void *p;
@@ -606,7 +606,7 @@ static void illegal_call_in_a_capture_invalidates_it(void **state) {
   (void)state;
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   /* Synchronising a capturing stream is illegal; CUDA invalidates the capture. */
   EXPECT_STATUS(recap__device()->stream_synchronize(s), RECAP_ERROR_CAPTURE_INVALIDATED);
   launch(s, 1);
@@ -622,7 +622,7 @@ static void reset_mid_capture_abandons_it(void **state) {
   (void)state;
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
   void *p;
@@ -660,7 +660,7 @@ static void state_follows_every_transition(void **state) {
   assert_int_equal(state_of(kept), RECAP_GRAPH_STATE_FRESH);
 
   /* Without KEEP, capture_end instantiates. */
-  OK(recap_graph_capture_begin(plain, s, NULL));
+  OK(recap_graph_capture_begin(plain, NULL, s));
   assert_int_equal(state_of(plain), RECAP_GRAPH_STATE_CAPTURING);
   launch(s, 1);
   OK(recap_graph_capture_end(plain));
@@ -685,12 +685,12 @@ static void state_follows_every_transition(void **state) {
   OK(recap_graph_reset(kept));
 
   /* A reset abandons a capture under way. */
-  OK(recap_graph_capture_begin(kept, s, NULL));
+  OK(recap_graph_capture_begin(kept, NULL, s));
   OK(recap_graph_reset(kept));
   assert_int_equal(state_of(kept), RECAP_GRAPH_STATE_FRESH);
 
   /* A capture that fails leaves the graph fresh, as does a refused begin. */
-  OK(recap_graph_capture_begin(kept, s, NULL));
+  OK(recap_graph_capture_begin(kept, NULL, s));
   recap__fake_capture_invalidate(s);
   EXPECT_STATUS(recap_graph_capture_end(kept), RECAP_ERROR_CAPTURE_INVALIDATED);
   assert_int_equal(state_of(kept), RECAP_GRAPH_STATE_FRESH);
@@ -698,7 +698,7 @@ static void state_follows_every_transition(void **state) {
   assert_int_equal(state_of(kept), RECAP_GRAPH_STATE_FRESH);
   /* A refused begin on a graph that is not fresh leaves its state too. */
   capture_kernels(plain, s, 1);
-  EXPECT_STATUS(recap_graph_capture_begin(plain, s, NULL), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_graph_capture_begin(plain, NULL, s), RECAP_ERROR_INVALID_USAGE);
   assert_int_equal(state_of(plain), RECAP_GRAPH_STATE_INSTANTIATED);
 
   /* The capture scope goes through the same states. */
@@ -733,7 +733,7 @@ static void pool_of_a_failed_capture_audits_its_cleanup(void **state) {
   (void)state;
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   void *kept_block, *scratch;
   OK(recap_malloc(&kept_block, 4 * KiB, s));
   OK(recap_malloc(&scratch, 64 * KiB, s));
@@ -745,7 +745,7 @@ static void pool_of_a_failed_capture_audits_its_cleanup(void **state) {
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
   assert_false(recap_pool_is_default(pool));
-  recap_pool_info_t info = pool_info(pool);
+  recap_pool_memory_t info = pool_info(pool);
   assert_int_equal(info.references, 0);
   assert_int_equal(info.routed, 0);
   assert_int_equal(info.allocated_bytes, 4 * KiB); /* the caller's block, nothing else */
@@ -755,15 +755,15 @@ static void pool_of_a_failed_capture_audits_its_cleanup(void **state) {
   info = pool_info(pool);
   assert_int_equal(info.allocated_bytes, 0);
   OK(recap_empty_cache());
-  recap_pool_info_t gone;
-  EXPECT_STATUS(recap_pool_info(pool, &gone), RECAP_ERROR_NOT_FOUND);
+  recap_pool_memory_t gone = RECAP_POOL_MEMORY_INIT;
+  EXPECT_STATUS(recap_pool_memory(pool, &gone), RECAP_ERROR_NOT_FOUND);
   expect_no_device_memory();
 
   /* The id stays while the graph is fresh; a new capture replaces it, a reset forgets it. */
   recap_pool_id_t again;
   OK(recap_graph_pool(g, &again));
   assert_true(again.a == pool.a && again.b == pool.b);
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   OK(recap_graph_pool(g, &again));
   assert_false(again.a == pool.a && again.b == pool.b);
   launch(s, 1);
@@ -777,11 +777,11 @@ static void pool_of_a_failed_capture_audits_its_cleanup(void **state) {
   recap_graph_t other;
   OK(recap_graph_create(&other, 0));
   void *out;
-  OK(recap_graph_capture_begin(other, s, &opts));
+  OK(recap_graph_capture_begin(other, &opts, s));
   OK(recap_malloc(&out, 4 * KiB, s));
   launch(s, 1);
   OK(recap_graph_capture_end(other));
-  OK(recap_graph_capture_begin(g, s, &opts));
+  OK(recap_graph_capture_begin(g, &opts, s));
   recap__fake_capture_invalidate(s);
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
   OK(recap_graph_pool(g, &pool));
@@ -852,7 +852,7 @@ static void empty_capture_warns(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   OK(recap_graph_capture_end(g));
   assert_int_equal(log.count, 1);
   assert_int_equal(log.level, RECAP_LOG_LEVEL_WARN);
@@ -876,7 +876,7 @@ static void graph_launched_inside_a_capture_becomes_a_child_node(void **state) {
   OK(recap_graph_create(&inner, 0));
   OK(recap_graph_create(&outer, RECAP_GRAPH_KEEP));
   capture_kernels(inner, s, 2);
-  OK(recap_graph_capture_begin(outer, s, NULL));
+  OK(recap_graph_capture_begin(outer, NULL, s));
   launch(s, 1);
   OK(recap_graph_replay(inner, s));
   OK(recap_graph_capture_end(outer));

@@ -39,7 +39,7 @@ static void invalidated_end_reports_the_invalidation_not_the_event(void **state)
   void *p = block_used_on(a, b);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
   launch(s, 1);
@@ -74,10 +74,10 @@ static void refused_route_reports_the_refusal(void **state) {
   recap_graph_t g1, g2;
   OK(recap_graph_create(&g1, 0));
   OK(recap_graph_create(&g2, 0));
-  OK(recap_graph_capture_begin(g1, s1, &opts));
+  OK(recap_graph_capture_begin(g1, &opts, s1));
   recap__fake_fail_nth(RECAP__FAKE_FAULT_CAPTURE_END, 1);
   uint64_t begins = recap__fake_now().calls[RECAP__FAKE_FAULT_CAPTURE_BEGIN];
-  EXPECT_LAST(recap_graph_capture_begin(g2, s2, &opts), RECAP_ERROR_INVALID_USAGE,
+  EXPECT_LAST(recap_graph_capture_begin(g2, &opts, s2), RECAP_ERROR_INVALID_USAGE,
               "is already routed to another capture");
   assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_CAPTURE_BEGIN], begins);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_CAPTURE_END, 0);
@@ -104,7 +104,7 @@ static void capture_invalidated_as_it_begins(void **state) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   recap__fake_after_capture_begin(invalidate_in_window, NULL);
-  EXPECT_LAST(recap_graph_capture_begin(g, s, NULL), RECAP_ERROR_CAPTURE_INVALIDATED,
+  EXPECT_LAST(recap_graph_capture_begin(g, NULL, s), RECAP_ERROR_CAPTURE_INVALIDATED,
               "recap_graph_capture_begin: the capture was invalidated as soon as it began");
   assert_int_equal(capturing(s), 0);
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
@@ -166,7 +166,7 @@ static void failed_scope_capture_closes_the_scope(void **state) {
   launch(s, 1);
   recap__fake_capture_invalidate(s);
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   EXPECT_LAST(recap_capture_scope_end(g), RECAP_ERROR_INVALID_USAGE,
               "no capture scope is open on this graph");
   assert_int_equal(capturing(s), 1);
@@ -192,7 +192,7 @@ static void failed_scope_capture_closes_the_scope(void **state) {
 
 static uint64_t offset_of(recap_generator_t gen) {
   uint64_t offset = UINT64_MAX;
-  OK(recap_generator_get_offset(gen, &offset));
+  OK(recap_generator_offset_get(gen, &offset));
   return offset;
 }
 
@@ -206,14 +206,14 @@ static void failed_replay_leaves_the_generators(void **state) {
   OK(recap_generator_create(&a, 10));
   OK(recap_generator_create(&b, 20));
   recap_philox_state_t st;
-  OK(recap_generator_philox_state(a, s, 8, &st)); /* eager: a at 8 */
-  OK(recap_generator_set_offset(b, 100));
+  OK(recap_generator_philox_state(a, 8, s, &st)); /* eager: a at 8 */
+  OK(recap_generator_offset_set(b, 100));
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   recap_philox_state_t sa, sb;
-  OK(recap_generator_philox_state(a, s, 12, &sa));
-  OK(recap_generator_philox_state(b, s, 4, &sb));
+  OK(recap_generator_philox_state(a, 12, s, &sa));
+  OK(recap_generator_philox_state(b, 4, s, &sb));
   launch(s, 1);
   OK(recap_graph_capture_end(g));
   assert_int_equal(sa.captured, 1);
@@ -233,7 +233,7 @@ static void failed_replay_leaves_the_generators(void **state) {
   assert_int_equal(offset_of(a), 20);
   assert_int_equal(offset_of(b), 104);
   /* Eager code after the replay goes on where the captured work ended. */
-  OK(recap_generator_philox_state(a, s, 4, &st));
+  OK(recap_generator_philox_state(a, 4, s, &st));
   assert_int_equal(st.offset, 20);
   assert_int_equal(offset_of(a), 24);
 
@@ -251,7 +251,7 @@ static recap_generator_t generator_without_kernels(uint64_t seed, uint64_t offse
   recap_clear_last_error();
   recap_generator_t gen;
   OK(recap_generator_create(&gen, seed));
-  OK(recap_generator_set_offset(gen, offset));
+  OK(recap_generator_offset_set(gen, offset));
   return gen;
 }
 
@@ -262,9 +262,9 @@ static void failed_state_write_leaves_the_generator(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   recap_philox_state_t st;
-  OK(recap_generator_philox_state(gen, s, 16, &st));
+  OK(recap_generator_philox_state(gen, 16, s, &st));
   launch(s, 1);
   OK(recap_graph_capture_end(g));
   EXPECT_LAST(recap_graph_replay(g, s), RECAP_ERROR_NOT_SUPPORTED, "compute capability 6.1");

@@ -76,7 +76,7 @@ static void is_current_stream_capturing(void **state) {
   float *x = gpu_floats(N, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   assert_int_equal(is_capturing(s), 1);
   assert_int_equal(is_capturing(other), 0);
   CUDA_OK(recap_test_fill(x, N, 4.0f, s));
@@ -105,14 +105,14 @@ static void is_capturing_on_the_legacy_stream_while_a_blocking_stream_captures(v
   CUDA_OK(cudaStreamSynchronize(nonblocking));
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, nonblocking, NULL));
+  OK(recap_graph_capture_begin(g, NULL, nonblocking));
   assert_int_equal(is_capturing(NULL), 0);
   CUDA_OK(recap_test_fill(x, N, 2.0f, nonblocking));
   OK(recap_graph_capture_end(g));
   recap_pool_id_t first = pool_of(g);
   OK(recap_graph_reset(g));
 
-  OK(recap_graph_capture_begin(g, blocking, NULL));
+  OK(recap_graph_capture_begin(g, NULL, blocking));
   int capturing = -1;
   EXPECT_STATUS(recap_stream_is_capturing(NULL, &capturing), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("cudaErrorStreamCaptureImplicit");
@@ -139,7 +139,7 @@ static void capture_simple(void **state) {
   float *x = gpu_floats_set(N, -1.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   float *y = gpu_floats(N, s); /* from the graph's pool */
   CUDA_OK(recap_test_fill(x, N, 1.0f, s));
   CUDA_OK(recap_test_add_scalar(y, x, N, 2.0f, s));
@@ -173,7 +173,7 @@ static void capture_reset_recapture(void **state) {
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
 
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   float *y = gpu_floats(N, s);
   CUDA_OK(recap_test_fill(y, N, 1.0f, s));
   CUDA_OK(recap_test_add_scalar(x, y, N, 1.0f, s));
@@ -191,7 +191,7 @@ static void capture_reset_recapture(void **state) {
   gpu_expect_all(y, N, 1.0f);
 
   /* Different work into the same graph object. */
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   CUDA_OK(recap_test_add_scalar(x, x, N, 4.0f, s));
   CUDA_OK(recap_test_scale(x, N, 2.0f, s));
   OK(recap_graph_capture_end(g));
@@ -221,7 +221,7 @@ static void debugdump_two_streams(void **state) {
   gpu_set(b, N, 0.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   CUDA_OK(recap_test_fill(a, N, 1.0f, s));
   gpu_join(side, s, fork);
   CUDA_OK(recap_test_fill(b, N, 2.0f, side));
@@ -285,11 +285,11 @@ static void graph_error(void **state) {
   EXPECT_STATUS(recap_graph_raw_exec(g, &exec), RECAP_ERROR_INVALID_USAGE);
   assert_null(exec);
 
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   CUDA_OK(recap_test_fill(x, N, 1.0f, s));
   /* capture_begin twice, on the same stream or another. */
-  EXPECT_STATUS(recap_graph_capture_begin(g, s, NULL), RECAP_ERROR_INVALID_USAGE);
-  EXPECT_STATUS(recap_graph_capture_begin(g, t, NULL), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_graph_capture_begin(g, NULL, s), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_graph_capture_begin(g, NULL, t), RECAP_ERROR_INVALID_USAGE);
   /* The refusals leave the capture under way, on its own stream only. */
   recap_graph_state_t graph_state;
   OK(recap_graph_state(g, &graph_state));
@@ -305,7 +305,7 @@ static void graph_error(void **state) {
 
   /* A captured graph must be reset before capturing again; a non-KEEP graph cannot be
    * instantiated by the caller. */
-  EXPECT_STATUS(recap_graph_capture_begin(g, s, NULL), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_graph_capture_begin(g, NULL, s), RECAP_ERROR_INVALID_USAGE);
   EXPECT_STATUS(recap_graph_instantiate(g), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("RECAP_GRAPH_KEEP");
   assert_int_equal(is_capturing(s), 0);
@@ -345,7 +345,7 @@ static void capture_invalidated_by(illegal_call_t call) {
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
 
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   recap_pool_id_t broken = pool_of(g);
   float *y = gpu_floats(N, s); /* from the graph's pool, before the capture breaks */
   CUDA_OK(recap_test_add_scalar(y, x, N, 1.0f, s));
@@ -380,7 +380,7 @@ static void capture_invalidated_by(illegal_call_t call) {
   assert_true(named.a == broken.a && named.b == broken.b);
   EXPECT_STATUS(recap_graph_replay(g, s), RECAP_ERROR_INVALID_USAGE);
   /* No reference and no route left: once y is freed, the pool goes with the cache. */
-  recap_pool_info_t info = pool_info(broken);
+  recap_pool_memory_t info = pool_info(broken);
   assert_int_equal(info.references, 0);
   assert_int_equal(info.routed, 0);
   OK(recap_free(y));
@@ -389,7 +389,7 @@ static void capture_invalidated_by(illegal_call_t call) {
   gpu_check_allocator();
 
   /* The same stream and graph capture again. */
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   float *z = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(z, x, N, 5.0f, s));
   OK(recap_graph_capture_end(g));
@@ -428,14 +428,14 @@ static void warn_if_has_zero_nodes(void **state) {
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   recap_test_log_t record;
-  recap_log_level_t level = recap_log_get_level();
-  recap_log_set_level(RECAP_LOG_LEVEL_WARN);
+  recap_log_level_t level = recap_log_level_get();
+  recap_log_level_set(RECAP_LOG_LEVEL_WARN);
   recap_test_log_capture(&record);
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   assert_int_equal(record.warnings, 0);
   recap_status_t end = recap_graph_capture_end(g);
   recap_test_log_stop();
-  recap_log_set_level(level);
+  recap_log_level_set(level);
   OK(end);
   if (record.warnings != 1 || !strstr(record.last_warning, "empty"))
     fail_msg("expected one warning, that the graph is empty; got %d warnings (last: %s)",
@@ -457,7 +457,7 @@ static void capture_oom(void **state) {
   recap_memory_stats_t before = gpu_stats();
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   float *y = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(y, x, N, 1.0f, s));
   void *huge = (void *)0x1;
@@ -502,7 +502,7 @@ static void capture_oom_releases_cached_segments(void **state) {
   assert_int_equal(before.segment[RECAP_STAT_LARGE].current, 1);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   float *y = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(y, x, N, 1.0f, s));
   void *huge = NULL;
@@ -547,7 +547,7 @@ static void two_successive(share_t share) {
 
   recap_capture_options_t o1 = capture_options(share == SHARE_POOL_HANDLE ? handle : DEFAULT_POOL,
                                                RECAP_CAPTURE_MODE_GLOBAL);
-  OK(recap_graph_capture_begin(g1, s, &o1));
+  OK(recap_graph_capture_begin(g1, &o1, s));
   float *tmp = gpu_floats(tmp_n, s);
   float *out1 = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(tmp, x, N, 1.0f, s));
@@ -568,7 +568,7 @@ static void two_successive(share_t share) {
                            : share == SHARE_POOL_HANDLE ? handle
                                                         : DEFAULT_POOL;
   recap_capture_options_t o2 = capture_options(shared, RECAP_CAPTURE_MODE_GLOBAL);
-  OK(recap_graph_capture_begin(g2, s, &o2));
+  OK(recap_graph_capture_begin(g2, &o2, s));
   tmp = gpu_floats(tmp_n, s);
   float *out2 = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(tmp, out1, N, 10.0f, s));
@@ -636,7 +636,7 @@ static void concurrent_replay(void **state) {
   OK(recap_graph_create(&g1, 0));
   OK(recap_graph_create(&g2, 0));
 
-  OK(recap_graph_capture_begin(g1, s1, NULL));
+  OK(recap_graph_capture_begin(g1, NULL, s1));
   float *tmp = gpu_floats(N, s1);
   float *out1 = gpu_floats(N, s1);
   CUDA_OK(recap_test_spin(SPIN_NS, s1));
@@ -646,7 +646,7 @@ static void concurrent_replay(void **state) {
   OK(recap_free(tmp));
   OK(recap_graph_capture_end(g1));
 
-  OK(recap_graph_capture_begin(g2, s2, NULL));
+  OK(recap_graph_capture_begin(g2, NULL, s2));
   tmp = gpu_floats(N, s2);
   float *out2 = gpu_floats(N, s2);
   CUDA_OK(recap_test_add_scalar(tmp, x, N, 100.0f, s2));
@@ -697,19 +697,19 @@ static void three_successive(void **state) {
   OK(recap_graph_create(&g1, 0));
   OK(recap_graph_create(&g2, 0));
 
-  OK(recap_graph_capture_begin(g0, s, &o));
+  OK(recap_graph_capture_begin(g0, &o, s));
   float *c = gpu_floats(N, s), *d = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(c, x, N, 1.0f, s));
   CUDA_OK(recap_test_add_scalar(d, x, N, 2.0f, s));
   OK(recap_graph_capture_end(g0));
 
-  OK(recap_graph_capture_begin(g1, s, &o));
+  OK(recap_graph_capture_begin(g1, &o, s));
   float *e = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(e, c, N, 3.0f, s));
   OK(recap_free(c));
   OK(recap_graph_capture_end(g1));
 
-  OK(recap_graph_capture_begin(g2, s, &o));
+  OK(recap_graph_capture_begin(g2, &o, s));
   float *f = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(f, d, N, 4.0f, s));
   OK(recap_graph_capture_end(g2));
@@ -763,7 +763,7 @@ static void memory_stats_and_use_result_after_destroy_graph(void **state) {
 
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   float *out = gpu_floats(out_n, s);
   float *tmp = gpu_floats(tmp_n, s);
   CUDA_OK(recap_test_fill(tmp, tmp_n, 2.0f, s));
@@ -785,7 +785,7 @@ static void memory_stats_and_use_result_after_destroy_graph(void **state) {
                        base.allocation[RECAP_STAT_ALL].allocated,
                    2);
   assert_int_equal(st.num_device_alloc - base.num_device_alloc, 2);
-  recap_pool_info_t info = pool_info(pool);
+  recap_pool_memory_t info = pool_info(pool);
   assert_int_equal(info.references, 1);
   assert_int_equal(info.routed, 0);
   assert_int_equal(info.segments, 2);

@@ -116,7 +116,7 @@ static void disabled_graphs_run_the_scope_eagerly(void **state) {
   (void)state;
   reset();
   recap__graphs_disabled_override(1);
-  assert_int_equal(recap_graphs_disabled(), 1);
+  assert_int_equal(!recap_graphs_enabled(), 1);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   recap_stream_t s = NULL;
@@ -136,14 +136,14 @@ static void disabled_graphs_run_the_scope_eagerly(void **state) {
   recap_pool_id_t pool;
   EXPECT_STATUS(recap_graph_pool(g, &pool), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("ran eagerly");
-  EXPECT_STATUS(recap_graph_capture_begin(g, s, NULL), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_graph_capture_begin(g, NULL, s), RECAP_ERROR_INVALID_USAGE);
   EXPECT_STATUS(recap_capture_scope_begin(g, NULL, &s), RECAP_ERROR_INVALID_USAGE);
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_EAGER); /* the refusals changed nothing */
   /* After a reset, and with graphs enabled again, the same graph captures. */
   OK(recap_graph_reset(g));
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
   recap__graphs_disabled_override(0);
-  assert_int_equal(recap_graphs_disabled(), 0);
+  assert_int_equal(!recap_graphs_enabled(), 0);
   OK(recap_capture_scope_begin(g, NULL, &s));
   assert_int_equal(capturing(s), 1);
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_CAPTURING);
@@ -187,7 +187,7 @@ static void *capture_in_thread(void *arg) {
   note_error(t, st);
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
   opts.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
-  t->begin = recap_graph_capture_begin(g, s, &opts);
+  t->begin = recap_graph_capture_begin(g, &opts, s);
   note_error(t, t->begin);
   note_error(t, recap_graph_pool(g, &t->pool));
   pthread_barrier_wait(t->barrier); /* both captures are under way now */
@@ -262,7 +262,7 @@ static void end_from_another_thread_keeps_the_capture(void **state) {
   (void)state;
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   launch(s, 1);
   foreign_end_t f = {g, s, RECAP_SUCCESS};
   pthread_t thread;
@@ -290,7 +290,7 @@ static void relaxed_capture_ends_from_another_thread(void **state) {
   recap_graph_t g = fresh_graph(&s, 0);
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
   opts.mode = RECAP_CAPTURE_MODE_RELAXED;
-  OK(recap_graph_capture_begin(g, s, &opts));
+  OK(recap_graph_capture_begin(g, &opts, s));
   launch(s, 3);
   foreign_end_t f = {g, s, RECAP_ERROR_INTERNAL};
   pthread_t thread;
@@ -320,7 +320,7 @@ static void reset_from_another_thread_keeps_stream_and_graph_in_step(void **stat
   (void)state;
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   launch(s, 1);
   foreign_end_t f = {g, s, RECAP_SUCCESS};
   pthread_t thread;
@@ -404,7 +404,7 @@ static void inspect_reports_nodes_and_edges(void **state) {
   EXPECT_MESSAGE("RECAP_GRAPH_KEEP");
 
   /* first -> second -> third on s; side joins after second: second -> side_kernel. */
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   recap__fake_launch_kernel(s, "first");
   recap__fake_launch_kernel(s, "second");
   assert_true(recap__fake_capture_join(side, s));
@@ -550,7 +550,7 @@ static void inspect_of_an_empty_graph(void **state) {
   (void)state;
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   OK(recap_graph_capture_end(g));
   recap_graph_info_t *info;
   OK(recap_graph_inspect(g, &info));
@@ -577,7 +577,7 @@ static void failed_capture_begin_leaves_nothing(void **state) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_CAPTURE_BEGIN, 1);
-  EXPECT_STATUS(recap_graph_capture_begin(g, s, NULL), RECAP_ERROR_CUDA);
+  EXPECT_STATUS(recap_graph_capture_begin(g, NULL, s), RECAP_ERROR_CUDA);
   EXPECT_MESSAGE("cudaStreamBeginCapture");
   assert_int_equal(capturing(s), 0);
   recap_pool_id_t pool;
@@ -592,7 +592,7 @@ static void failed_capture_end_leaves_nothing(void **state) {
   (void)state;
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
   void *p;
@@ -617,7 +617,7 @@ static void failed_instantiate_in_capture_end(void **state) {
   (void)state;
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
   launch(s, 2);

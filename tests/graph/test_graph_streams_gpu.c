@@ -33,7 +33,7 @@ static void record_stream_inside_capture(void **state) {
   float *x = gpu_floats_set(N, 2.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   float *a = gpu_floats(N, s);
   float *b = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(a, x, N, 1.0f, s));
@@ -72,10 +72,10 @@ static void allocator_follows_side_stream(void **state) {
   cudaStream_t s = gpu_stream(), side = gpu_stream();
   cudaEvent_t fork = gpu_event(), join = gpu_event();
   float *x = gpu_floats_set(N, 1.0f, s);
-  recap_pool_info_t default_before = pool_info(DEFAULT_POOL);
+  recap_pool_memory_t default_before = pool_info(DEFAULT_POOL);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   recap_pool_id_t pool = pool_of(g);
   assert_int_equal(pool_info(pool).routed, 1);
   gpu_join(side, s, fork);
@@ -134,7 +134,7 @@ static void capture_with_foreign_malloc(recap_capture_mode_t mode) {
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = capture_options(DEFAULT_POOL, mode);
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   CUDA_OK(recap_test_add_scalar(x, x, N, 1.0f, s));
   malloc_job_t job = {cudaErrorUnknown, NULL};
   pthread_t thread;
@@ -181,7 +181,7 @@ static void *capture_in_thread(void *arg) {
   capture_thread_job_t *job = arg;
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
   opts.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
-  job->status = recap_graph_capture_begin(job->graph, job->stream, &opts);
+  job->status = recap_graph_capture_begin(job->graph, &opts, job->stream);
   pthread_barrier_wait(job->barrier); /* both captures are under way from here */
   if (job->status == RECAP_SUCCESS)
     job->status = recap_malloc((void **)&job->out, N * sizeof(float), job->stream);
@@ -217,8 +217,8 @@ static void two_thread_local_captures_at_once(void **state) {
     if (jobs[i].status != RECAP_SUCCESS)
       fail_msg("capture %d: %s: %s", i, recap_status_name(jobs[i].status), recap_last_error());
     pools[i] = pool_of(jobs[i].graph);
-    recap_pool_info_t info;
-    OK(recap_pool_info(pools[i], &info));
+    recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
+    OK(recap_pool_memory(pools[i], &info));
     assert_int_equal(info.allocated_bytes, (int64_t)(N * sizeof(float))); /* its own output */
   }
   assert_false(pools[0].a == pools[1].a && pools[0].b == pools[1].b);
@@ -260,11 +260,11 @@ static void raw_graph_with_and_without_keep(void **state) {
   EXPECT_STATUS(recap_graph_raw(kept, &raw), RECAP_ERROR_INVALID_USAGE); /* nothing captured */
   assert_null(raw);
 
-  OK(recap_graph_capture_begin(kept, s, NULL));
+  OK(recap_graph_capture_begin(kept, NULL, s));
   CUDA_OK(recap_test_fill(x, N, 1.0f, s));
   CUDA_OK(recap_test_scale(x, N, 3.0f, s));
   OK(recap_graph_capture_end(kept));
-  OK(recap_graph_capture_begin(plain, s, NULL));
+  OK(recap_graph_capture_begin(plain, NULL, s));
   CUDA_OK(recap_test_fill(x, N, 2.0f, s));
   OK(recap_graph_capture_end(plain));
   recap_pool_id_t pools[] = {pool_of(kept), pool_of(plain)};
@@ -299,7 +299,7 @@ static void raw_exec_before_and_after_instantiate(void **state) {
   recap_graph_t kept, plain;
   OK(recap_graph_create(&kept, RECAP_GRAPH_KEEP));
   OK(recap_graph_create(&plain, 0));
-  OK(recap_graph_capture_begin(kept, s, NULL));
+  OK(recap_graph_capture_begin(kept, NULL, s));
   CUDA_OK(recap_test_add_scalar(x, x, N, 1.0f, s));
   OK(recap_graph_capture_end(kept));
 
@@ -317,7 +317,7 @@ static void raw_exec_before_and_after_instantiate(void **state) {
   gpu_expect_all(x, N, 2.0f);
 
   /* Without KEEP, capture_end instantiated it. */
-  OK(recap_graph_capture_begin(plain, s, NULL));
+  OK(recap_graph_capture_begin(plain, NULL, s));
   CUDA_OK(recap_test_scale(x, N, 5.0f, s));
   OK(recap_graph_capture_end(plain));
   exec = NULL;
@@ -341,7 +341,7 @@ static void repeated_instantiate_and_replay(void **state) {
   float *x = gpu_floats_set(N, 0.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   float *tmp = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(tmp, x, N, 1.0f, s));
   CUDA_OK(recap_test_add_scalar(x, tmp, N, 0.0f, s));
@@ -387,13 +387,13 @@ static void external_events_between_graphs(void **state) {
   OK(recap_graph_create(&producer, 0));
   OK(recap_graph_create(&consumer, 0));
 
-  OK(recap_graph_capture_begin(producer, s1, NULL));
+  OK(recap_graph_capture_begin(producer, NULL, s1));
   CUDA_OK(recap_test_spin(SPIN_NS, s1)); /* the consumer would overtake without the event */
   CUDA_OK(recap_test_add_scalar(buf, buf, N, 1.0f, s1));
   CUDA_OK(cudaEventRecordWithFlags(produced, s1, cudaEventRecordExternal));
   OK(recap_graph_capture_end(producer));
 
-  OK(recap_graph_capture_begin(consumer, s2, NULL));
+  OK(recap_graph_capture_begin(consumer, NULL, s2));
   CUDA_OK(cudaStreamWaitEvent(s2, produced, cudaEventWaitExternal));
   CUDA_OK(recap_test_add_scalar(out, buf, N, 0.0f, s2));
   OK(recap_graph_capture_end(consumer));
@@ -428,7 +428,7 @@ static void event_timing_inside_graph(void **state) {
   float *x = gpu_floats_set(N, 0.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   CUDA_OK(cudaEventRecordWithFlags(start, s, cudaEventRecordExternal));
   CUDA_OK(recap_test_spin(2ull * 1000 * 1000, s)); /* 2 ms */
   CUDA_OK(recap_test_add_scalar(x, x, N, 1.0f, s));
@@ -469,7 +469,7 @@ static void multi_stream_capture_with_host_node(void **state) {
   atomic_int calls = 0;
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   gpu_join(s1, s, fork);
   CUDA_OK(cudaStreamWaitEvent(s2, fork, 0));
   CUDA_OK(recap_test_fill(a, N, 1.0f, s1));
@@ -537,7 +537,7 @@ static void kernel_memcpy_memset_pipeline(void **state) {
   memset(h_out, 0, N * sizeof(float));
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   pipeline(s, h_in, h_out, d_in, d_tmp);
   OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
@@ -595,7 +595,7 @@ static void inspect_kernel_memset_memcpy(void **state) {
   gpu_set(z, N / 2, 5.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   CUDA_OK(recap_test_fill_shaped(x, N, 1.5f, 4, 64, s));
   CUDA_OK(cudaMemsetAsync(y, 0, (N / 4) * sizeof(float), s));
   CUDA_OK(cudaMemcpyAsync(z, x, (N / 2) * sizeof(float), cudaMemcpyDeviceToDevice, s));

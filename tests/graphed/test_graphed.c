@@ -151,8 +151,8 @@ static void warmup_then_captures_in_training_order(void **state) {
   assert_non_null(bw);
   recap_pool_id_t pool;
   OK(recap_graph_pool(fw, &pool));
-  recap_pool_info_t info;
-  OK(recap_pool_info(pool, &info));
+  recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
+  OK(recap_pool_memory(pool, &info));
   assert_int_equal(info.references, 4);
   check_all();
   teardown(h, 2);
@@ -166,13 +166,13 @@ static void calls_replay_and_hand_back_static_outputs(void **state) {
   OK(recap_graphed_create(h, f.descs, 2, NULL));
   uint64_t launches = recap__fake_now().graph_launches;
   const recap_buffer_t *out1, *out2, *grads;
-  OK(recap_graphed_forward(h[0], f.stream, 1, f.inputs[0], &out1));
-  OK(recap_graphed_forward(h[0], f.stream, 1, f.inputs[0], &out2));
+  OK(recap_graphed_forward(h[0], 1, f.inputs[0], f.stream, &out1));
+  OK(recap_graphed_forward(h[0], 1, f.inputs[0], f.stream, &out2));
   assert_ptr_equal(out1[0].data, out2[0].data); /* static: the same buffer every time */
   assert_int_equal(out1[0].bytes, sizeof f.x[0]);
   assert_int_equal(recap__fake_now().graph_launches, launches + 2);
   assert_int_equal(f.toys[0].forwards, 4); /* replays, not calls */
-  OK(recap_graphed_backward(h[0], f.stream, out1, &grads));
+  OK(recap_graphed_backward(h[0], out1, f.stream, &grads));
   assert_int_equal(recap__fake_now().graph_launches, launches + 3);
   assert_null(grads[0].data); /* no gradient asked for the data */
   assert_non_null(grads[1].data);
@@ -190,12 +190,12 @@ static void new_inputs_are_copied_into_static_buffers(void **state) {
   for (int i = 0; i < 64; i++) fresh[i] = (float)i;
   recap_buffer_t in[2] = {{fresh, sizeof fresh}, f.inputs[0][1]};
   const recap_buffer_t *out;
-  OK(recap_graphed_forward(h, f.stream, 1, in, &out));
+  OK(recap_graphed_forward(h, 1, in, f.stream, &out));
   /* The fake copies at once: the static (sample) buffer now holds the new data. */
   assert_memory_equal(f.x[0], fresh, sizeof fresh);
   /* A wrong size is refused. */
   recap_buffer_t bad[2] = {{fresh, sizeof fresh / 2}, f.inputs[0][1]};
-  assert_int_equal(recap_graphed_forward(h, f.stream, 1, bad, &out), RECAP_ERROR_INVALID_ARGUMENT);
+  assert_int_equal(recap_graphed_forward(h, 1, bad, f.stream, &out), RECAP_ERROR_INVALID_ARGUMENT);
   assert_non_null(strstr(recap_last_error(), "captured with"));
   teardown(&h, 1);
 }
@@ -208,21 +208,21 @@ static void other_mode_runs_eagerly(void **state) {
   OK(recap_graphed_create(&h, f.descs, 1, NULL));
   uint64_t launches = recap__fake_now().graph_launches;
   const recap_buffer_t *out, *graphed_out;
-  OK(recap_graphed_forward(h, f.stream, 1, f.inputs[0], &graphed_out));
+  OK(recap_graphed_forward(h, 1, f.inputs[0], f.stream, &graphed_out));
   void *static_out = graphed_out[0].data;
-  OK(recap_graphed_forward(h, f.stream, 0, f.inputs[0], &out)); /* eval */
+  OK(recap_graphed_forward(h, 0, f.inputs[0], f.stream, &out)); /* eval */
   assert_int_equal(f.toys[0].forwards, 5);
   assert_int_equal(f.toys[0].last_training, 0);
   assert_ptr_not_equal(out[0].data, static_out);
   assert_int_equal(recap__fake_now().graph_launches, launches + 1);
   /* The backward of an eager forward is eager too. */
   const recap_buffer_t *grads;
-  OK(recap_graphed_backward(h, f.stream, out, &grads));
+  OK(recap_graphed_backward(h, out, f.stream, &grads));
   assert_int_equal(f.toys[0].backwards, 5);
-  OK(recap_graphed_forward(h, f.stream, 0, f.inputs[0], &out)); /* frees the last eager outputs */
+  OK(recap_graphed_forward(h, 0, f.inputs[0], f.stream, &out)); /* frees the last eager outputs */
   /* An eager call takes inputs of the sample sizes only, as a replay does. */
   recap_buffer_t bad[2] = {{f.inputs[0][0].data, f.inputs[0][0].bytes / 2}, f.inputs[0][1]};
-  EXPECT_STATUS(recap_graphed_forward(h, f.stream, 0, bad, &out), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graphed_forward(h, 0, bad, f.stream, &out), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("input 0 has");
   assert_int_equal(f.toys[0].forwards, 6);
   check_all();
@@ -242,15 +242,15 @@ static void graphs_disabled_runs_everything_eagerly(void **state) {
   assert_null(fw);
   assert_null(bw);
   const recap_buffer_t *out, *grads;
-  OK(recap_graphed_forward(h, f.stream, 1, f.inputs[0], &out));
-  OK(recap_graphed_backward(h, f.stream, out, &grads));
+  OK(recap_graphed_forward(h, 1, f.inputs[0], f.stream, &out));
+  OK(recap_graphed_backward(h, out, f.stream, &grads));
   assert_int_equal(f.toys[0].forwards, 1);
   assert_int_equal(f.toys[0].backwards, 1);
   assert_int_equal(recap__fake_now().graph_launches, 0);
   /* The unused-input rule holds without a capture too. */
   f.toys[0].skip_grad_of = 1;
-  OK(recap_graphed_forward(h, f.stream, 1, f.inputs[0], &out));
-  EXPECT_STATUS(recap_graphed_backward(h, f.stream, out, &grads), RECAP_ERROR_INVALID_USAGE);
+  OK(recap_graphed_forward(h, 1, f.inputs[0], f.stream, &out));
+  EXPECT_STATUS(recap_graphed_backward(h, out, f.stream, &grads), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("allow_unused_input");
   teardown(&h, 1);
 }
@@ -273,8 +273,8 @@ static void unused_input_is_an_error_unless_allowed(void **state) {
   opts.allow_unused_input = 1;
   OK(recap_graphed_create(&h, f.descs, 1, &opts));
   const recap_buffer_t *out, *grads;
-  OK(recap_graphed_forward(h, f.stream, 1, f.inputs[0], &out));
-  OK(recap_graphed_backward(h, f.stream, out, &grads));
+  OK(recap_graphed_forward(h, 1, f.inputs[0], f.stream, &out));
+  OK(recap_graphed_backward(h, out, f.stream, &grads));
   assert_null(grads[1].data);
   teardown(&h, 1);
 }
@@ -291,9 +291,9 @@ static void inference_only_callable(void **state) {
   assert_non_null(fw);
   assert_null(bw);
   const recap_buffer_t *out, *grads;
-  assert_int_equal(recap_graphed_backward(h, f.stream, NULL, &grads), RECAP_ERROR_INVALID_USAGE);
-  OK(recap_graphed_forward(h, f.stream, 1, f.inputs[0], &out));
-  assert_int_equal(recap_graphed_backward(h, f.stream, out, &grads), RECAP_ERROR_INVALID_USAGE);
+  assert_int_equal(recap_graphed_backward(h, NULL, f.stream, &grads), RECAP_ERROR_INVALID_USAGE);
+  OK(recap_graphed_forward(h, 1, f.inputs[0], f.stream, &out));
+  assert_int_equal(recap_graphed_backward(h, out, f.stream, &grads), RECAP_ERROR_INVALID_USAGE);
   assert_non_null(strstr(recap_last_error(), "no backward"));
   teardown(&h, 1);
 }
@@ -363,8 +363,8 @@ static void parameter_only_backward_is_captured(void **state) {
   assert_int_equal(f.toys[0].captured_backwards, 1);
   const recap_buffer_t *out, *grads;
   uint64_t launches = recap__fake_now().graph_launches;
-  OK(recap_graphed_forward(h, f.stream, 1, f.inputs[0], &out));
-  OK(recap_graphed_backward(h, f.stream, out, &grads));
+  OK(recap_graphed_forward(h, 1, f.inputs[0], f.stream, &out));
+  OK(recap_graphed_backward(h, out, f.stream, &grads));
   assert_int_equal(recap__fake_now().graph_launches, launches + 2);
   assert_null(grads[0].data);
   assert_null(grads[1].data);
@@ -400,9 +400,9 @@ static void dead_weight_in_a_graphed_step(void **state) {
   recap_graphed_t h;
   OK(recap_graphed_create(&h, &desc, 1, &opts));
   const recap_buffer_t *out;
-  OK(recap_graphed_forward(h, f.stream, 1, f.inputs[0], &out));
+  OK(recap_graphed_forward(h, 1, f.inputs[0], f.stream, &out));
   OK(recap_free(weight));
-  EXPECT_STATUS(recap_graphed_forward(h, f.stream, 1, f.inputs[0], &out), RECAP_ERROR_DEAD_INPUT);
+  EXPECT_STATUS(recap_graphed_forward(h, 1, f.inputs[0], f.stream, &out), RECAP_ERROR_DEAD_INPUT);
   EXPECT_MESSAGE("linear");
   teardown(&h, 1);
 }
@@ -421,7 +421,7 @@ static void backward_receives_the_forwards_buffers(void **state) {
   assert_int_equal(t->seen_inputs[0].bytes, sizeof f.x[0]);
   assert_ptr_equal(t->seen_inputs[1].data, f.w[0]);
   const recap_buffer_t *out, *grads;
-  OK(recap_graphed_forward(h, f.stream, 1, f.inputs[0], &out));
+  OK(recap_graphed_forward(h, 1, f.inputs[0], f.stream, &out));
   assert_ptr_equal(t->seen_output.data, out[0].data);
   assert_int_equal(t->seen_output.bytes, sizeof f.x[0]);
   assert_non_null(t->seen_grad_output.data); /* the static gradient buffer */
@@ -430,11 +430,11 @@ static void backward_receives_the_forwards_buffers(void **state) {
   /* Eagerly (the other mode) it sees the caller's inputs and the eager outputs. */
   float fresh[64] = {0};
   recap_buffer_t in[2] = {{fresh, sizeof fresh}, f.inputs[0][1]};
-  OK(recap_graphed_forward(h, f.stream, 0, in, &out));
+  OK(recap_graphed_forward(h, 0, in, f.stream, &out));
   in[0] = (recap_buffer_t){NULL, 0}; /* the array may go; recap kept its own copy */
   float g[64] = {0};
   recap_buffer_t grad_out[1] = {{g, sizeof g}};
-  OK(recap_graphed_backward(h, f.stream, grad_out, &grads));
+  OK(recap_graphed_backward(h, grad_out, f.stream, &grads));
   assert_int_equal(t->backwards, 5);
   assert_ptr_equal(t->seen_inputs[0].data, fresh);
   assert_int_equal(t->seen_inputs[0].bytes, sizeof fresh);
@@ -461,26 +461,26 @@ static void outputs_without_grad_get_no_gradient(void **state) {
   const recap_pool_id_t default_pool = {0, 0};
   assert_int_equal(pool_info(default_pool).allocated_bytes, 0);
   const recap_buffer_t *out, *grads;
-  OK(recap_graphed_forward(h, f.stream, 1, f.inputs[0], &out));
+  OK(recap_graphed_forward(h, 1, f.inputs[0], f.stream, &out));
   uint64_t launches = recap__fake_now().graph_launches;
-  OK(recap_graphed_backward(h, f.stream, NULL, &grads));
+  OK(recap_graphed_backward(h, NULL, f.stream, &grads));
   assert_int_equal(recap__fake_now().graph_launches, launches + 1);
   assert_non_null(grads[1].data);
   /* Eagerly too: the caller's entry for that output is not read or passed on. */
-  OK(recap_graphed_forward(h, f.stream, 0, f.inputs[0], &out));
+  OK(recap_graphed_forward(h, 0, f.inputs[0], f.stream, &out));
   recap_buffer_t junk[1] = {{(void *)0x10, 3}};
-  OK(recap_graphed_backward(h, f.stream, junk, &grads));
+  OK(recap_graphed_backward(h, junk, f.stream, &grads));
   assert_null(t->seen_grad_output.data);
   assert_int_equal(t->seen_grad_output.bytes, 0);
-  OK(recap_graphed_backward(h, f.stream, NULL, &grads));
+  OK(recap_graphed_backward(h, NULL, f.stream, &grads));
   teardown(&h, 1);
 
   /* By default every output requires a gradient, and grad_outputs must be given. */
   setup(&f);
   OK(recap_graphed_create(&h, f.descs, 1, NULL));
   assert_int_equal(pool_info(default_pool).allocated_bytes, 512); /* 256 bytes, rounded */
-  OK(recap_graphed_forward(h, f.stream, 1, f.inputs[0], &out));
-  EXPECT_STATUS(recap_graphed_backward(h, f.stream, NULL, &grads), RECAP_ERROR_INVALID_ARGUMENT);
+  OK(recap_graphed_forward(h, 1, f.inputs[0], f.stream, &out));
+  EXPECT_STATUS(recap_graphed_backward(h, NULL, f.stream, &grads), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("grad_outputs is NULL but an output requires a gradient");
   teardown(&h, 1);
 }
@@ -532,7 +532,7 @@ static void bad_arguments(void **state) {
   opts.warmup_iters = -1;
   assert_int_equal(recap_graphed_create(&h, f.descs, 1, &opts), RECAP_ERROR_INVALID_ARGUMENT);
   const recap_buffer_t *out;
-  assert_int_equal(recap_graphed_forward(NULL, f.stream, 1, f.inputs[0], &out),
+  assert_int_equal(recap_graphed_forward(NULL, 1, f.inputs[0], f.stream, &out),
                    RECAP_ERROR_INVALID_ARGUMENT);
   OK(recap_graphed_destroy(NULL));
   recap__graphs_disabled_override(-1);

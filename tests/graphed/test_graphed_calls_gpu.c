@@ -59,9 +59,9 @@ static void separately_graphed_callables_share_a_pool(void **state) {
     const recap_buffer_t *out[3], *grad[3];
     recap_buffer_t in = buffer(x, N * sizeof(float));
     for (int i = 0; i < 3; i++) {
-      OK(recap_graphed_forward(h[i], s, 1, &in, &out[i]));
+      OK(recap_graphed_forward(h[i], 1, &in, s, &out[i]));
       recap_buffer_t dy = buffer(dys[i], N * sizeof(float));
-      OK(recap_graphed_backward(h[i], s, &dy, &grad[i]));
+      OK(recap_graphed_backward(h[i], &dy, s, &grad[i]));
       in = out[i][0];
     }
     float value[N];
@@ -145,11 +145,11 @@ static void unused_input_is_refused_unless_allowed(void **state) {
   upload(dy, host, sizeof host, s);
   recap_buffer_t in[2] = {buffer(x, N * sizeof(float)), samples[1]};
   const recap_buffer_t *out = NULL, *grads = NULL;
-  OK(recap_graphed_forward(h, s, 1, in, &out));
+  OK(recap_graphed_forward(h, 1, in, s, &out));
   for (size_t i = 0; i < N; i++) expected[i] = 2.0f * host[i] + 1.0f;
   expect_floats(out[0].data, expected, N, "output");
   recap_buffer_t dy_buf = buffer(dy, N * sizeof(float));
-  OK(recap_graphed_backward(h, s, &dy_buf, &grads));
+  OK(recap_graphed_backward(h, &dy_buf, s, &grads));
   for (size_t i = 0; i < N; i++) expected[i] = 2.0f * host[i];
   expect_floats(grads[0].data, expected, N, "gradient of input 0");
   assert_null(grads[1].data);
@@ -184,8 +184,8 @@ static void eval_mode_runs_eagerly(void **state) {
   OK(recap_graphed_create(&h, &desc, 1, NULL)); /* training mode by default */
   recap_pool_id_t pool = forward_pool(h);
   const int forwards = graphed.forwards, backwards = graphed.backwards;
-  OK(recap_generator_set_seed(gen_graphed, SEED));
-  OK(recap_generator_set_seed(gen_eager, SEED));
+  OK(recap_generator_seed_set(gen_graphed, SEED));
+  OK(recap_generator_seed_set(gen_eager, SEED));
 
   float *x = device_random(FEATURES, 77, -1.0f, 1.0f, s);
   float *dy = device_random(FEATURES, 78, -1.0f, 1.0f, s);
@@ -195,7 +195,7 @@ static void eval_mode_runs_eagerly(void **state) {
   const recap_buffer_t *out = NULL, *grads = NULL;
 
   /* Training: a replay, as the eager training forward. */
-  OK(recap_graphed_forward(h, s, 1, &in, &out));
+  OK(recap_graphed_forward(h, 1, &in, s, &out));
   void *static_out = out[0].data;
   OK(mlp_forward(&eager, s, 1, &in, ref));
   expect_same(ref[0].data, out[0].data, bytes, "first training forward");
@@ -205,7 +205,7 @@ static void eval_mode_runs_eagerly(void **state) {
 
   /* Eval: the forward runs eagerly, into an output of its own, draws no random numbers. */
   const uint64_t offset = offset_of(gen_graphed);
-  OK(recap_graphed_forward(h, s, 0, &in, &out));
+  OK(recap_graphed_forward(h, 0, &in, s, &out));
   assert_ptr_not_equal(out[0].data, static_out);
   assert_int_equal(graphed.forwards, forwards + 1);
   assert_int_equal(offset_of(gen_graphed), offset);
@@ -218,7 +218,7 @@ static void eval_mode_runs_eagerly(void **state) {
   expect_same(static_out, first_train, bytes, "static output after an eval call");
 
   /* The backward of an eager forward is eager too, and right. */
-  OK(recap_graphed_backward(h, s, &dy_buf, &grads));
+  OK(recap_graphed_backward(h, &dy_buf, s, &grads));
   assert_int_equal(graphed.backwards, backwards + 1);
   memset(ref_grad, 0, sizeof ref_grad);
   OK(mlp_backward(&eager, s, &in, ref, &dy_buf, ref_grad));
@@ -227,7 +227,7 @@ static void eval_mode_runs_eagerly(void **state) {
   OK(recap_free(ref_grad[0].data));
 
   /* Training again: a replay into the static output, with fresh dropout numbers. */
-  OK(recap_graphed_forward(h, s, 1, &in, &out));
+  OK(recap_graphed_forward(h, 1, &in, s, &out));
   assert_ptr_equal(out[0].data, static_out);
   assert_int_equal(graphed.forwards, forwards + 1);
   OK(mlp_forward(&eager, s, 1, &in, ref));
@@ -236,7 +236,7 @@ static void eval_mode_runs_eagerly(void **state) {
   assert_true(floats_differ(out[0].data, first_train, FEATURES)); /* a new mask */
   assert_int_equal(offset_of(gen_graphed), offset_of(gen_eager));
   /* Its backward replays (the graph baked in the dropout the capture ran). */
-  OK(recap_graphed_backward(h, s, &dy_buf, &grads));
+  OK(recap_graphed_backward(h, &dy_buf, s, &grads));
   assert_int_equal(graphed.backwards, backwards + 1);
   memset(ref_grad, 0, sizeof ref_grad);
   OK(mlp_backward(&eager, s, &in, ref, &dy_buf, ref_grad));
@@ -284,7 +284,7 @@ static void new_inputs_are_copied_into_static_buffers(void **state) {
 
   /* Another buffer: copied into the static one, then replayed. */
   upload(other, v2, bytes, s);
-  OK(recap_graphed_forward(h, s, 1, &other_buf, &out));
+  OK(recap_graphed_forward(h, 1, &other_buf, s, &out));
   for (size_t i = 0; i < N; i++) expected[i] = 2.0f * v2[i] + 1.0f;
   expect_floats(out[0].data, expected, N, "output for another buffer");
   expect_floats(sample, v2, N, "static input after a call with another buffer");
@@ -292,7 +292,7 @@ static void new_inputs_are_copied_into_static_buffers(void **state) {
 
   /* The static buffer itself, holding new data: read as it is. */
   upload(sample, v3, bytes, s);
-  OK(recap_graphed_forward(h, s, 1, &sample_buf, &out));
+  OK(recap_graphed_forward(h, 1, &sample_buf, s, &out));
   for (size_t i = 0; i < N; i++) expected[i] = 2.0f * v3[i] + 1.0f;
   expect_floats(out[0].data, expected, N, "output for the static buffer");
   expect_floats(sample, v3, N, "static input after a call with itself");
@@ -300,12 +300,12 @@ static void new_inputs_are_copied_into_static_buffers(void **state) {
 
   /* The static buffer holding the other buffer's data gives the same bits. */
   upload(sample, v2, bytes, s);
-  OK(recap_graphed_forward(h, s, 1, &sample_buf, &out));
+  OK(recap_graphed_forward(h, 1, &sample_buf, s, &out));
   expect_same(from_other, out[0].data, bytes, "another buffer vs the static buffer");
 
   /* The copy is ordered on the caller's stream: work queued before the call is seen. */
   CUDA_OK(recap_test_fill(other, N, 5.0f, s));
-  OK(recap_graphed_forward(h, s, 1, &other_buf, &out));
+  OK(recap_graphed_forward(h, 1, &other_buf, s, &out));
   gpu_expect_all(out[0].data, N, 11.0f);
   gpu_expect_all(sample, N, 5.0f);
   assert_int_equal(e.forwards, forwards);
@@ -316,14 +316,14 @@ static void new_inputs_are_copied_into_static_buffers(void **state) {
   for (int round = 0; round < 2; round++) {
     small_values(v3, N, (float)round);
     upload(dy, v3, bytes, s);
-    OK(recap_graphed_backward(h, s, &dy_buf, &grads));
+    OK(recap_graphed_backward(h, &dy_buf, s, &grads));
     for (size_t i = 0; i < N; i++) expected[i] = 2.0f * v3[i];
     expect_floats(grads[0].data, expected, N, "input gradient");
   }
 
   /* A buffer of another size is refused. */
   recap_buffer_t short_buf = buffer(other, bytes / 2);
-  EXPECT_STATUS(recap_graphed_forward(h, s, 1, &short_buf, &out), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graphed_forward(h, 1, &short_buf, s, &out), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("captured with");
 
   CUDA_OK(cudaDeviceSynchronize());

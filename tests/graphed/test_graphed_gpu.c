@@ -121,7 +121,7 @@ static void graphed_step(recap_graphed_t *h, chain_t *c, float *x, float *gate, 
   for (int k = 0; k < CHAIN; k++) {
     recap_buffer_t in[2] = {k == 0 ? buffer(x, ROWS * D_IN * sizeof(float)) : r->out[k - 1][0],
                             buffer(gate, FEATURES * sizeof(float))};
-    OK(recap_graphed_forward(h[k], s, 1, in, &r->out[k]));
+    OK(recap_graphed_forward(h[k], 1, in, s, &r->out[k]));
   }
   r->dy = gpu_floats(FEATURES, s);
   CUDA_OK(recap_graphed_test_sub_scale(r->dy, r->out[CHAIN - 1][0].data, target, FEATURES,
@@ -129,7 +129,7 @@ static void graphed_step(recap_graphed_t *h, chain_t *c, float *x, float *gate, 
   for (int k = CHAIN - 1; k >= 0; k--) {
     recap_buffer_t gout =
         k == CHAIN - 1 ? buffer(r->dy, FEATURES * sizeof(float)) : r->grad[k + 1][0];
-    OK(recap_graphed_backward(h[k], s, &gout, &r->grad[k]));
+    OK(recap_graphed_backward(h[k], &gout, s, &r->grad[k]));
   }
   chain_sgd(c, s);
 }
@@ -191,8 +191,8 @@ static void graphed_callables_train_like_eager(void **state) {
   /* The warm-up ran dropout eagerly: the generator moved. Seed both runs now, as PyTorch's test
    * calls torch.cuda.manual_seed before each run. */
   assert_true(offset_of(gen_graphed) > 0);
-  OK(recap_generator_set_seed(gen_graphed, SEED));
-  OK(recap_generator_set_seed(gen_eager, SEED));
+  OK(recap_generator_seed_set(gen_graphed, SEED));
+  OK(recap_generator_seed_set(gen_eager, SEED));
 
   mlp_t *gm[2] = {&graphed->first, &graphed->second};
   elementwise_t *ge[3] = {&graphed->affine, &graphed->square, &graphed->gate};
@@ -306,12 +306,12 @@ static void dead_weight_in_a_graphed_training_step(void **state) {
   OK(recap_graphed_create(&h, &desc, 1, &opts));
   recap_pool_id_t pool = forward_pool(h);
   const recap_buffer_t *out = NULL, *grads = NULL;
-  OK(recap_graphed_forward(h, s, 1, &sample_buf, &out)); /* every weight alive */
-  OK(recap_graphed_backward(h, s, out, &grads));
+  OK(recap_graphed_forward(h, 1, &sample_buf, s, &out)); /* every weight alive */
+  OK(recap_graphed_backward(h, out, s, &grads));
   CUDA_OK(cudaDeviceSynchronize());
   OK(recap_free(m.w1)); /* the first layer's weight dies */
   m.w1 = NULL;
-  EXPECT_STATUS(recap_graphed_forward(h, s, 1, &sample_buf, &out), RECAP_ERROR_DEAD_INPUT);
+  EXPECT_STATUS(recap_graphed_forward(h, 1, &sample_buf, s, &out), RECAP_ERROR_DEAD_INPUT);
   EXPECT_MESSAGE("freed");
   CUDA_OK(cudaDeviceSynchronize());
   OK(recap_graphed_destroy(h));
@@ -349,7 +349,7 @@ static void graphed_callable_without_gradients(void **state) {
     upload(x, host, sizeof host, s);
     recap_buffer_t in = buffer(x, N * sizeof(float)), eager_out[1];
     const recap_buffer_t *out = NULL;
-    OK(recap_graphed_forward(h, s, 1, &in, &out));
+    OK(recap_graphed_forward(h, 1, &in, s, &out));
     OK(affine_forward(&eager, s, 1, &in, eager_out));
     expect_same(eager_out[0].data, out[0].data, N * sizeof(float), "graphed vs eager forward");
     expect_floats(out[0].data, expected, N, "graphed forward");
@@ -358,7 +358,7 @@ static void graphed_callable_without_gradients(void **state) {
   assert_int_equal(graphed.forwards, forwards);
   const recap_buffer_t *grads = NULL;
   recap_buffer_t dy = buffer(x, N * sizeof(float));
-  EXPECT_STATUS(recap_graphed_backward(h, s, &dy, &grads), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_graphed_backward(h, &dy, s, &grads), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("no backward");
 
   CUDA_OK(cudaDeviceSynchronize());
@@ -405,10 +405,10 @@ static void graphed_mlp_zero_copy_matches_copy_path(void **state) {
     recap_buffer_t in = buffer(xs[step % 2], x_bytes);
     recap_buffer_t dy = buffer(dys[(step / 2) % 2], y_bytes);
     const recap_buffer_t *oz = NULL, *oc = NULL, *gz = NULL, *gc = NULL;
-    OK(recap_graphed_forward(hz, s, 1, &in, &oz));
-    OK(recap_graphed_forward(hc, s, 1, &in, &oc));
-    OK(recap_graphed_backward(hz, s, &dy, &gz));
-    OK(recap_graphed_backward(hc, s, &dy, &gc));
+    OK(recap_graphed_forward(hz, 1, &in, s, &oz));
+    OK(recap_graphed_forward(hc, 1, &in, s, &oc));
+    OK(recap_graphed_backward(hz, &dy, s, &gz));
+    OK(recap_graphed_backward(hc, &dy, s, &gc));
     char label[128];
     snprintf(label, sizeof label, "step %d: output", step);
     expect_same(oc[0].data, oz[0].data, y_bytes, label);

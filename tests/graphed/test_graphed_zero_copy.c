@@ -170,7 +170,7 @@ static void unmake(callable_t *c) {
 static const float *forward(recap_graphed_t h, const float *x, const float *w) {
   recap_buffer_t in[2] = {{(void *)x, BYTES}, {(void *)w, BYTES}};
   const recap_buffer_t *out = NULL;
-  OK(recap_graphed_forward(h, stream, 1, in, &out));
+  OK(recap_graphed_forward(h, 1, in, stream, &out));
   OK(recap__device()->stream_synchronize(stream));
   return out[0].data;
 }
@@ -178,7 +178,7 @@ static const float *forward(recap_graphed_t h, const float *x, const float *w) {
 static const recap_buffer_t *backward(recap_graphed_t h, const float *gout) {
   recap_buffer_t g[1] = {{(void *)gout, BYTES}};
   const recap_buffer_t *gin = NULL;
-  OK(recap_graphed_backward(h, stream, g, &gin));
+  OK(recap_graphed_backward(h, g, stream, &gin));
   OK(recap__device()->stream_synchronize(stream));
   return gin;
 }
@@ -331,8 +331,8 @@ static void refused_rebind_falls_back_to_copying(void **state) {
   fresh();
   log_capture_t log = {0};
   recap_log_set(on_log, &log);
-  recap_log_level_t level = recap_log_get_level();
-  recap_log_set_level(RECAP_LOG_LEVEL_DEBUG);
+  recap_log_level_t level = recap_log_level_get();
+  recap_log_level_set(RECAP_LOG_LEVEL_DEBUG);
   callable_t zc, cp;
   make(&zc, 1, 0, 0);
   make(&cp, 0, 0, 0);
@@ -367,7 +367,7 @@ static void refused_rebind_falls_back_to_copying(void **state) {
   forward(zc.h, a, zc.sample_w);
   assert_int_equal(copies(), c0);
   assert_ptr_equal(exec_arg(zc.h, false, 0, 1), a);
-  recap_log_set_level(level);
+  recap_log_level_set(level);
   recap_log_set(NULL, NULL);
   unmake(&zc);
   unmake(&cp);
@@ -510,7 +510,7 @@ static void the_callers_buffer_is_read_in_place(void **state) {
   OK(recap_free(b));
   recap_buffer_t gb[1] = {{g, BYTES}};
   const recap_buffer_t *out = NULL;
-  EXPECT_STATUS(recap_graphed_backward(h, stream, gb, &out), RECAP_ERROR_DEAD_INPUT);
+  EXPECT_STATUS(recap_graphed_backward(h, gb, stream, &out), RECAP_ERROR_DEAD_INPUT);
   OK(recap_graphed_destroy(h));
   float *bufs[] = {sx, sw, w, g};
   for (size_t i = 0; i < 4; i++) OK(recap_free(bufs[i]));

@@ -178,7 +178,7 @@ static void test_capture_records_in_order(void **state) {
   float *buf = device_buffer(s, 4096);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   OK(recap_nccl_all_reduce(buf, buf, 1024, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM1, s));
   OK(recap_nccl_group_start());
   OK(recap_nccl_send(buf, 8, RECAP_NCCL_BFLOAT16, 0, COMM0, s));
@@ -232,7 +232,7 @@ static void test_capture_records_in_order(void **state) {
   /* The same collectives in another order: another hash. */
   recap_graph_t h;
   OK(recap_graph_create(&h, 0));
-  OK(recap_graph_capture_begin(h, s, NULL));
+  OK(recap_graph_capture_begin(h, NULL, s));
   OK(recap_nccl_all_gather(buf, buf, 4, RECAP_NCCL_INT64, COMM1, s));
   OK(recap_nccl_all_reduce(buf, buf, 1024, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM1, s));
   OK(recap_graph_capture_end(h));
@@ -241,7 +241,7 @@ static void test_capture_records_in_order(void **state) {
   assert_true(other != hash);
   /* A recapture records afresh. */
   OK(recap_graph_reset(h));
-  OK(recap_graph_capture_begin(h, s, NULL));
+  OK(recap_graph_capture_begin(h, NULL, s));
   OK(recap_nccl_all_reduce(buf, buf, 1024, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM1, s));
   OK(recap_graph_capture_end(h));
   assert_int_equal(collectives(h, c, 8, NULL), 1);
@@ -288,10 +288,10 @@ static void test_refused_inside_region_body(void **state) {
   float *buf = device_buffer(s, 64);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   recap_cond_t cond;
-  OK(recap_cond_create(s, 1, &cond));
-  OK(recap_region_begin(s, RECAP_REGION_IF, cond, 1));
+  OK(recap_cond_create(&cond, 1, s));
+  OK(recap_region_begin(RECAP_REGION_IF, cond, 1, s));
   EXPECT_STATUS(recap_nccl_all_reduce(buf, buf, 16, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s),
                 RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_nccl_all_reduce: the stream captures the body of a region 1 deep");
@@ -320,10 +320,10 @@ static void test_direct_nccl_kernel_in_body_refused_at_region_end(void **state) 
     OK(recap_graph_create(&g, 0));
     recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
     o.regions = host ? RECAP_REGIONS_HOST : RECAP_REGIONS_DEVICE;
-    OK(recap_graph_capture_begin(g, s, &o));
+    OK(recap_graph_capture_begin(g, &o, s));
     recap_cond_t cond;
-    OK(recap_cond_create(s, 1, &cond));
-    OK(recap_region_begin(s, RECAP_REGION_IF, cond, 1));
+    OK(recap_cond_create(&cond, 1, s));
+    OK(recap_region_begin(RECAP_REGION_IF, cond, 1, s));
     recap__fake_launch_kernel(s, "body_work");
     /* NCCL's name as such on one path, C++-mangled (as cuFuncGetName may give it) on the other. */
     const char *name = host ? "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
@@ -339,9 +339,9 @@ static void test_direct_nccl_kernel_in_body_refused_at_region_end(void **state) 
     assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
     assert_int_equal(capturing(s), 0);
     /* Names that only contain "nccl" elsewhere are the caller's kernels. */
-    OK(recap_graph_capture_begin(g, s, &o));
-    OK(recap_cond_create(s, 1, &cond));
-    OK(recap_region_begin(s, RECAP_REGION_IF, cond, 1));
+    OK(recap_graph_capture_begin(g, &o, s));
+    OK(recap_cond_create(&cond, 1, s));
+    OK(recap_region_begin(RECAP_REGION_IF, cond, 1, s));
     recap__fake_launch_kernel(s, "_Z9my_ncclv");
     recap__fake_launch_kernel(s, "scale_after_nccl");
     OK(recap_region_end(s));
@@ -365,7 +365,7 @@ static void test_old_version_warns_once(void **state) {
   for (int i = 0; i < 2; i++) {
     recap_graph_t g;
     OK(recap_graph_create(&g, 0));
-    OK(recap_graph_capture_begin(g, s, NULL));
+    OK(recap_graph_capture_begin(g, NULL, s));
     recap__fake_launch_kernel(s, "work");
     OK(recap_nccl_all_reduce(buf, buf, 16, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s));
     OK(recap_nccl_all_reduce(buf, buf, 16, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s));
@@ -380,7 +380,7 @@ static void test_old_version_warns_once(void **state) {
   rec.version = 23004;
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   recap__fake_launch_kernel(s, "work");
   OK(recap_nccl_all_reduce(buf, buf, 16, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s));
   OK(recap_graph_capture_end(g));
@@ -401,7 +401,7 @@ static void test_check_one_rank(void **state) {
   EXPECT_STATUS(recap_graph_check_collectives(g, COMM0), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_graph_check_collectives: the graph holds no capture");
   assert_int_equal(rec.call_count, 0);
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   OK(recap_nccl_all_reduce(buf, buf, 16, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s));
   EXPECT_STATUS(recap_graph_check_collectives(g, COMM0), RECAP_ERROR_INVALID_USAGE);
   OK(recap_graph_capture_end(g));
@@ -431,7 +431,7 @@ static void test_check_one_rank(void **state) {
 static recap_graph_t collective_graph(recap_stream_t s, float *buf) {
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   recap__fake_launch_kernel(s, "work");
   OK(recap_nccl_all_reduce(buf, buf, 16, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s));
   OK(recap_graph_capture_end(g));
@@ -596,7 +596,7 @@ static void test_policies(void **state) {
   /* A graph without collectives is not held back. */
   recap_graph_t plain;
   OK(recap_graph_create(&plain, 0));
-  OK(recap_graph_capture_begin(plain, s2, NULL));
+  OK(recap_graph_capture_begin(plain, NULL, s2));
   recap__fake_launch_kernel(s2, "plain");
   OK(recap_graph_capture_end(plain));
   OK(recap_nccl_comm_policy(COMM0, RECAP_NCCL_REFUSE_OVERLAP));
@@ -632,7 +632,7 @@ static void test_seam_failures(void **state) {
   /* A collective NCCL refuses during a capture is not recorded, and the capture goes on. */
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   rec.collective_status = RECAP_ERROR_CUDA;
   EXPECT_STATUS(recap_nccl_all_reduce(buf, buf, 16, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s),
                 RECAP_ERROR_CUDA);
@@ -645,7 +645,7 @@ static void test_seam_failures(void **state) {
   OK(recap_graph_destroy(g));
   /* The check's own stream and buffers failing fail the check, and leave nothing behind. */
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   OK(recap_nccl_all_gather(buf, buf, 2, RECAP_NCCL_FLOAT32, COMM0, s));
   OK(recap_graph_capture_end(g));
   rec.call_count = 0;

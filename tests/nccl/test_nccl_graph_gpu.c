@@ -88,7 +88,7 @@ static void captured_checked_replayed(void **state) {
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.pool = pool;
   o.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
-  OK(recap_graph_capture_begin(g, (recap_stream_t)s, &o));
+  OK(recap_graph_capture_begin(g, &o, (recap_stream_t)s));
   float *a = NULL, *b = NULL, *c = NULL;
   OK(recap_malloc((void **)&a, N * sizeof(float), (recap_stream_t)s));
   OK(recap_malloc((void **)&b, N * sizeof(float), (recap_stream_t)s));
@@ -151,7 +151,7 @@ static void refused_in_conditional_bodies(void **state) {
   /* What a direct call enqueues, read from a kept template. */
   recap_graph_t probe;
   OK(recap_graph_create(&probe, RECAP_GRAPH_KEEP));
-  OK(recap_graph_capture_begin(probe, (recap_stream_t)s, NULL));
+  OK(recap_graph_capture_begin(probe, NULL, (recap_stream_t)s));
   OK(recap__nccl()->collective(&direct, (recap_stream_t)s));
   OK(recap_graph_capture_end(probe));
   recap_graph_info_t *info = NULL;
@@ -170,10 +170,10 @@ static void refused_in_conditional_bodies(void **state) {
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.regions = RECAP_REGIONS_DEVICE;
-  OK(recap_graph_capture_begin(g, (recap_stream_t)s, &o));
+  OK(recap_graph_capture_begin(g, &o, (recap_stream_t)s));
   recap_cond_t cond;
-  OK(recap_cond_create((recap_stream_t)s, 1, &cond));
-  OK(recap_region_begin((recap_stream_t)s, RECAP_REGION_IF, cond, 1));
+  OK(recap_cond_create(&cond, 1, (recap_stream_t)s));
+  OK(recap_region_begin(RECAP_REGION_IF, cond, 1, (recap_stream_t)s));
   EXPECT_STATUS(recap_nccl_all_reduce(a, a, N, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm,
                                       (recap_stream_t)s),
                 RECAP_ERROR_INVALID_USAGE);
@@ -232,13 +232,13 @@ static void serialized_on_the_device(void **state) {
   o.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
   recap_graph_t g1, g2;
   OK(recap_graph_create(&g1, 0));
-  OK(recap_graph_capture_begin(g1, (recap_stream_t)s1, &o));
+  OK(recap_graph_capture_begin(g1, &o, (recap_stream_t)s1));
   CUDA_OK(recap_test_spin(20ull * 1000 * 1000, s1));
   CUDA_OK(recap_test_add_scalar(a, a, N, 1.0f, s1));
   OK(recap_nccl_all_reduce(a, b, N, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm, (recap_stream_t)s1));
   OK(recap_graph_capture_end(g1));
   OK(recap_graph_create(&g2, 0));
-  OK(recap_graph_capture_begin(g2, (recap_stream_t)s2, &o));
+  OK(recap_graph_capture_begin(g2, &o, (recap_stream_t)s2));
   OK(recap_nccl_all_reduce(b, c, N, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm, (recap_stream_t)s2));
   OK(recap_graph_capture_end(g2));
   OK(recap_nccl_comm_policy(comm, RECAP_NCCL_SERIALIZE));

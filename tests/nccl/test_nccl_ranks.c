@@ -88,7 +88,7 @@ static void *run_rank(void *arg) {
   T_OK(ctx, recap_graph_create(&g, 0));
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
-  T_OK(ctx, recap_graph_capture_begin(g, s, &o));
+  T_OK(ctx, recap_graph_capture_begin(g, &o, s));
   for (int i = 0; i < ctx->ops; i++) {
     const op_t *p = &ctx->program[i];
     switch (p->kind) {
@@ -365,12 +365,12 @@ static void race_prepare(race_t *x, bool graphs) {
     for (size_t i = 0; i < N_AR; i++) x->b1[r][i] = (float)(r + 1), x->b2[r][i] = (float)(10 * r);
     if (!graphs) continue;
     OK(recap_graph_create(&x->g1[r], 0));
-    OK(recap_graph_capture_begin(x->g1[r], x->s1[r], NULL));
+    OK(recap_graph_capture_begin(x->g1[r], NULL, x->s1[r]));
     OK(recap_nccl_all_reduce(x->b1[r], x->b1[r], N_AR, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM,
                              x->comm[r], x->s1[r]));
     OK(recap_graph_capture_end(x->g1[r]));
     OK(recap_graph_create(&x->g2[r], 0));
-    OK(recap_graph_capture_begin(x->g2[r], x->s2[r], NULL));
+    OK(recap_graph_capture_begin(x->g2[r], NULL, x->s2[r]));
     OK(recap_nccl_all_reduce(x->b2[r], x->b2[r], N_AR, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM,
                              x->comm[r], x->s2[r]));
     OK(recap_graph_capture_end(x->g2[r]));
@@ -482,10 +482,10 @@ static void test_region_refusals_with_the_fake(void **state) {
   OK(recap_malloc((void **)&buf, 64 * sizeof(float), s));
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   recap_cond_t cond;
-  OK(recap_cond_create(s, 1, &cond));
-  OK(recap_region_begin(s, RECAP_REGION_IF, cond, 1));
+  OK(recap_cond_create(&cond, 1, s));
+  OK(recap_region_begin(RECAP_REGION_IF, cond, 1, s));
   EXPECT_STATUS(recap_nccl_all_reduce(buf, buf, 64, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm, s),
                 RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("(pytorch #180960)");
@@ -519,7 +519,7 @@ static void test_version_warning_from_the_fake(void **state) {
   recap_test_log_capture(&log);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   OK(recap_nccl_all_reduce(buf, buf, 64, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm, s));
   OK(recap_graph_capture_end(g));
   recap_test_log_stop();
@@ -543,7 +543,7 @@ static void test_faults_at_the_seam(void **state) {
   OK(recap_malloc((void **)&buf, 64 * sizeof(float), s));
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   recap__fake_fail_nth(RECAP__FAKE_FAULT_NCCL_COLLECTIVE, 1);
   assert_int_not_equal(recap_nccl_all_reduce(buf, buf, 64, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm,
                                              s),
@@ -584,7 +584,7 @@ static void test_pool_of_nccl_memory(void **state) {
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.pool = pool;
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   float *buf = NULL;
   OK(recap_malloc((void **)&buf, 4096, s));
   OK(recap_nccl_all_reduce(buf, buf, 1024, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm, s));
@@ -614,7 +614,7 @@ static void test_pool_of_nccl_memory(void **state) {
   recap_graph_t h;
   OK(recap_graph_create(&h, 0));
   o.pool = other;
-  OK(recap_graph_capture_begin(h, s, &o));
+  OK(recap_graph_capture_begin(h, &o, s));
   void *p = NULL;
   recap__fake_fail_nth(RECAP__FAKE_FAULT_NCCL_REGISTER, 1);
   assert_int_not_equal(recap_malloc(&p, 4096, s), RECAP_SUCCESS);

@@ -323,7 +323,7 @@ static void *captured_rank(void *arg) {
   T_OK(ctx, recap_graph_create(&g, 0));
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL; /* the other ranks' threads go on meanwhile */
-  T_OK(ctx, recap_graph_capture_begin(g, rs, &o));
+  T_OK(ctx, recap_graph_capture_begin(g, &o, rs));
   T_OK(ctx, recap_nccl_all_reduce(a, b, N, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, ctx->comm, rs));
   T_OK(ctx, recap_nccl_all_gather(a, c, N, RECAP_NCCL_FLOAT32, ctx->comm, rs));
   T_OK(ctx, recap_graph_capture_end(g));
@@ -394,7 +394,7 @@ static void *mismatch_rank(void *arg) {
   T_OK(ctx, recap_graph_create(&g, 0));
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
-  T_OK(ctx, recap_graph_capture_begin(g, rs, &o));
+  T_OK(ctx, recap_graph_capture_begin(g, &o, rs));
   /* Captured, not run: the differing counts cannot hang here, only at a replay. */
   size_t count = ctx->rank == 0 ? N : N / 2;
   T_OK(ctx, recap_nccl_all_reduce(a, a, count, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, ctx->comm, rs));
@@ -459,10 +459,10 @@ static void *region_rank(void *arg) {
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
   o.regions = RECAP_REGIONS_DEVICE;
-  T_OK(ctx, recap_graph_capture_begin(g, rs, &o));
+  T_OK(ctx, recap_graph_capture_begin(g, &o, rs));
   recap_cond_t cond;
-  T_OK(ctx, recap_cond_create(rs, 1, &cond));
-  T_OK(ctx, recap_region_begin(rs, RECAP_REGION_IF, cond, 1));
+  T_OK(ctx, recap_cond_create(&cond, 1, rs));
+  T_OK(ctx, recap_region_begin(RECAP_REGION_IF, cond, 1, rs));
   /* The wrapper refuses at once and enqueues nothing; the capture goes on. */
   T_STATUS(ctx, recap_nccl_all_reduce(a, a, N, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, ctx->comm, rs),
            RECAP_ERROR_INVALID_USAGE);
@@ -538,11 +538,11 @@ static void *streams_rank(void *arg) {
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
   T_OK(ctx, recap_graph_create(&g1, 0));
-  T_OK(ctx, recap_graph_capture_begin(g1, r1, &o));
+  T_OK(ctx, recap_graph_capture_begin(g1, &o, r1));
   T_OK(ctx, recap_nccl_all_reduce(x1, y1, N, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, ctx->comm, r1));
   T_OK(ctx, recap_graph_capture_end(g1));
   T_OK(ctx, recap_graph_create(&g2, 0));
-  T_OK(ctx, recap_graph_capture_begin(g2, r2, &o));
+  T_OK(ctx, recap_graph_capture_begin(g2, &o, r2));
   T_OK(ctx, recap_nccl_all_reduce(x2, y2, N, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, ctx->comm, r2));
   T_OK(ctx, recap_graph_capture_end(g2));
   T_OK(ctx, recap_graph_check_collectives(g1, ctx->comm));

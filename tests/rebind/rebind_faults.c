@@ -5,6 +5,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include "liveness_util.h"
 #include "rebind_util.h"
 
 /* ------------------------------------------------------------------------------------------
@@ -28,13 +29,14 @@ static void fault_in_a_node_set(void **state) {
 
   recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 2);
   recap_rebind_t r = move(in, in2, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_CUDA);
+  size_t patched = 7;
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, &patched), RECAP_ERROR_CUDA);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 0);
-  assert_int_equal(r.patched, 0);
+  assert_int_equal(patched, 7); /* nothing written on failure */
   for (size_t j = 0; j < 3; j++) assert_ptr_equal(exec_arg(g, j, 0), in);
   assert_int_equal(g->rebinds, 0);
   size_t count = 0;
-  recap_rebind_site_t site;
+  recap_rebind_site_t site = RECAP_REBIND_SITE_INIT;
   OK(recap_graph_rebind_sites(g, in, 0, &site, 1, &count));
   assert_int_equal(count, 3);
   assert_ptr_equal(site.value, in);
@@ -42,7 +44,7 @@ static void fault_in_a_node_set(void **state) {
   assert_true(out[2 * N] == 3.0f);
 
   uint64_t before = exec_patches();
-  OK(recap_graph_rebind(g, &r, 1));
+  OK(recap_graph_rebind(g, &r, 1, NULL));
   assert_int_equal(exec_patches() - before, 3);
   replay(g, s);
   assert_true(out[2 * N] == 5.0f);
@@ -92,7 +94,7 @@ static void fault_in_the_template_sync(void **state) {
   OK(recap_graph_capture_end(g));
   OK(recap_graph_instantiate(g));
   recap_rebind_t r = move(in, in2, 0);
-  OK(recap_graph_rebind(g, &r, 1));
+  OK(recap_graph_rebind(g, &r, 1, NULL));
   recap_cuda_graph_exec_t exec_before;
   OK(recap_graph_raw_exec(g, &exec_before));
 
@@ -131,17 +133,17 @@ static void liveness_follows_rebinds(void **state) {
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.rebind = RECAP_REBIND_AUTO;
   o.check_input_liveness = 1;
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   scale(s, "k", in, out);
   OK(recap_graph_capture_end(g));
   const recap_liveness_input_t *inputs = NULL;
   size_t n = 0;
-  OK(recap_graph_liveness_inputs(g, &inputs, &n));
+  OK(liveness_inputs_of(g, &inputs, &n));
   assert_int_equal(n, 2);
 
   recap_rebind_t r = move(in, in2, 0);
-  OK(recap_graph_rebind(g, &r, 1));
-  OK(recap_graph_liveness_inputs(g, &inputs, &n));
+  OK(recap_graph_rebind(g, &r, 1, NULL));
+  OK(liveness_inputs_of(g, &inputs, &n));
   assert_int_equal(n, 2);
   bool watches_new = false;
   for (size_t i = 0; i < n; i++) {
@@ -160,11 +162,11 @@ static void liveness_follows_rebinds(void **state) {
 
   /* A rebind the device refuses leaves the watch list as it was. */
   r = move(in2, in3, BYTES);
-  OK(recap_graph_rebind(g, &r, 1));
+  OK(recap_graph_rebind(g, &r, 1, NULL));
   replay(g, s);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 1);
   r = move(in3, in4, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_CUDA);
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, NULL), RECAP_ERROR_CUDA);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 0);
   OK(recap_free(in4));
   replay(g, s); /* in4 is not watched */
@@ -191,15 +193,15 @@ static void options(void **state) {
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.rebind = (recap_rebind_mode_t)7;
-  EXPECT_STATUS(recap_graph_capture_begin(g, s, &o), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_capture_begin(g, &o, s), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("options->rebind 7");
   o.rebind = RECAP_REBIND_AUTO;
   o.size = offsetof(recap_capture_options_t, rebind);
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   scale(s, "k", in, in);
   OK(recap_graph_capture_end(g));
   recap_rebind_t r = move(in, in2, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, NULL), RECAP_ERROR_INVALID_USAGE);
   OK(recap_graph_reset(g));
 
   recap_scope_options_t so = RECAP_SCOPE_OPTIONS_INIT;
@@ -209,8 +211,9 @@ static void options(void **state) {
   OK(recap_capture_scope_begin(g, &so, &cs));
   scale(cs, "k", in, in);
   OK(recap_capture_scope_end(g));
-  OK(recap_graph_rebind(g, &r, 1));
-  assert_int_equal(r.patched, 2);
+  size_t patched2 = 0;
+  OK(recap_graph_rebind(g, &r, 1, &patched2));
+  assert_int_equal(patched2, 2);
   /* Reset forgets the rebinds and the template. */
   OK(recap_graph_reset(g));
   assert_int_equal(g->rebinds, 0);

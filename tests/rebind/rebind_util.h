@@ -82,7 +82,7 @@ static inline void fill(float *p, float base) {
 static inline void begin(recap_graph_t g, recap_stream_t s, recap_rebind_mode_t mode) {
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.rebind = mode;
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
 }
 
 static inline void replay(recap_graph_t g, recap_stream_t s) {
@@ -101,7 +101,7 @@ static inline const void *exec_arg(recap_graph_t g, size_t node, size_t arg) {
 }
 
 static inline recap_rebind_t move(const void *old_ptr, void *new_ptr, size_t size) {
-  return (recap_rebind_t){old_ptr, new_ptr, size, 0};
+  return (recap_rebind_t){sizeof(recap_rebind_t), old_ptr, new_ptr, size};
 }
 
 static inline void expect_floats_equal(const float *a, const float *b, size_t n) {

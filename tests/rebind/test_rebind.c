@@ -21,6 +21,9 @@
 
 #include "rebind_util.h"
 
+/* The sites each move of a rebind changed (recap_graph_rebind's last argument). */
+static size_t patched[16];
+
 /* ------------------------------------------------------------------------------------------
  * Rebinding
  * ---------------------------------------------------------------------------------------- */
@@ -58,8 +61,8 @@ static void one_buffer_read_by_k_nodes(void **state) {
 
   uint64_t before = exec_patches();
   recap_rebind_t r = move(in, in2, BYTES);
-  OK(recap_graph_rebind(g, &r, 1));
-  assert_int_equal(r.patched, K);
+  OK(recap_graph_rebind(g, &r, 1, patched));
+  assert_int_equal(patched[0], K);
   assert_int_equal(exec_patches() - before, K); /* one set per node holding a site */
   for (int j = 0; j < K; j++) assert_ptr_equal(exec_arg(g, 2 * (size_t)j, 0), in2);
   assert_int_equal(g->rebinds, 1);
@@ -77,8 +80,8 @@ static void one_buffer_read_by_k_nodes(void **state) {
 
   /* And back again: the index follows the addresses the sites hold now. */
   r = move(in2, in, 0);
-  OK(recap_graph_rebind(g, &r, 1));
-  assert_int_equal(r.patched, K);
+  OK(recap_graph_rebind(g, &r, 1, patched));
+  assert_int_equal(patched[0], K);
   fill(in, 1.0f);
   replay(g, s);
   assert_true(out[2][3] == 9.0f);
@@ -117,8 +120,8 @@ static void interior_pointers_and_several_args_of_one_node(void **state) {
 
   uint64_t before = exec_patches();
   recap_rebind_t r = move(in, in2, 0); /* size 0: recap's allocation, from in to its end */
-  OK(recap_graph_rebind(g, &r, 1));
-  assert_int_equal(r.patched, 3);
+  OK(recap_graph_rebind(g, &r, 1, patched));
+  assert_int_equal(patched[0], 3);
   assert_int_equal(exec_patches() - before, 2); /* two nodes, three sites */
   assert_ptr_equal(exec_arg(g, 0, 0), in2);
   assert_ptr_equal(exec_arg(g, 0, 1), in2 + N / 2);
@@ -163,7 +166,8 @@ static void copy_and_memset_nodes(void **state) {
   scale(s, "scale", dst, out);                           /* node 2 */
   OK(recap_graph_capture_end(g));
 
-  recap_rebind_site_t sites[4];
+  recap_rebind_site_t sites[4] = {RECAP_REBIND_SITE_INIT, RECAP_REBIND_SITE_INIT,
+                                  RECAP_REBIND_SITE_INIT, RECAP_REBIND_SITE_INIT};
   size_t count = 0;
   OK(recap_graph_rebind_sites(g, src, 0, sites, 4, &count));
   assert_int_equal(count, 1);
@@ -179,10 +183,10 @@ static void copy_and_memset_nodes(void **state) {
 
   uint64_t before = exec_patches();
   recap_rebind_t r[3] = {move(src, src2, 0), move(zeroed, zeroed2, 0), move(dst, dst2, 0)};
-  OK(recap_graph_rebind(g, r, 3));
-  assert_int_equal(r[0].patched, 1);
-  assert_int_equal(r[1].patched, 1);
-  assert_int_equal(r[2].patched, 2);
+  OK(recap_graph_rebind(g, r, 3, patched));
+  assert_int_equal(patched[0], 1);
+  assert_int_equal(patched[1], 1);
+  assert_int_equal(patched[2], 2);
   assert_int_equal(exec_patches() - before, 3);
 
   fill(zeroed2, 9.0f);
@@ -218,11 +222,11 @@ static void batch_swaps_ping_pong(void **state) {
 
   uint64_t before = exec_patches();
   recap_rebind_t r[2] = {move(a, b, 0), move(b, a, 0)};
-  OK(recap_graph_rebind(g, r, 2));
+  OK(recap_graph_rebind(g, r, 2, patched));
   assert_int_equal(exec_patches() - before, 1); /* one node, both sites */
   replay(g, s);                                 /* a = 2b + 1 */
   assert_true(a[0] == 7.0f);
-  OK(recap_graph_rebind(g, r, 2));
+  OK(recap_graph_rebind(g, r, 2, patched));
   replay(g, s); /* b = 2a + 1 */
   assert_true(b[0] == 15.0f);
   assert_int_equal(g->rebinds, 2);
@@ -254,13 +258,13 @@ static void foreign_memory_with_explicit_size(void **state) {
   OK(recap_graph_capture_end(g));
 
   recap_rebind_t r = move(raw, raw2, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("recap_graph_rebind");
   EXPECT_MESSAGE("give the size");
   expect_message_pointer(raw);
   r = move(raw, raw2, BYTES);
-  OK(recap_graph_rebind(g, &r, 1));
-  assert_int_equal(r.patched, 1);
+  OK(recap_graph_rebind(g, &r, 1, patched));
+  assert_int_equal(patched[0], 1);
   replay(g, s);
   assert_true(out[1] == 43.0f);
 
@@ -295,7 +299,7 @@ static void declared_buffers_have_exact_extents(void **state) {
     scale(s, "first", first, out1);
     scale(s, "second", second, out2);
     OK(recap_graph_capture_end(g));
-    recap_rebind_site_t site;
+    recap_rebind_site_t site = RECAP_REBIND_SITE_INIT;
     size_t count = 0;
     OK(recap_graph_rebind_sites(g, first, 0, &site, 1, &count));
     assert_int_equal(count, declared ? 1 : 2);
@@ -304,19 +308,19 @@ static void declared_buffers_have_exact_extents(void **state) {
     /* Into the unused third quarter of the same allocation. */
     recap_rebind_t carve = move(first, block + 2 * N, BYTES);
     if (declared) {
-      OK(recap_graph_rebind(g, &r, 1));
-      assert_int_equal(r.patched, 1);
+      OK(recap_graph_rebind(g, &r, 1, patched));
+      assert_int_equal(patched[0], 1);
       assert_ptr_equal(exec_arg(g, 1, 0), second); /* the other buffer stays */
       carve.old_ptr = in2;
-      OK(recap_graph_rebind(g, &carve, 1));
+      OK(recap_graph_rebind(g, &carve, 1, patched));
       assert_ptr_equal(exec_arg(g, 0, 0), block + 2 * N);
       assert_ptr_equal(exec_arg(g, 1, 0), second);
     } else {
       /* The whole block is 4 * BYTES: more than in2 holds. */
-      EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
+      EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
       EXPECT_MESSAGE("fewer than");
       /* Without declarations, `second` is the whole allocation as far as recap knows. */
-      EXPECT_STATUS(recap_graph_rebind(g, &carve, 1), RECAP_ERROR_INVALID_ARGUMENT);
+      EXPECT_STATUS(recap_graph_rebind(g, &carve, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
       EXPECT_MESSAGE("in the same allocation");
       expect_message_pointer(second);
     }
@@ -349,7 +353,7 @@ static void declared_mode_and_declaration_rules(void **state) {
                 RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("wraps");
   recap_rebind_t r = move(a, a2, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_USAGE); /* capturing */
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_USAGE); /* capturing */
   EXPECT_MESSAGE("under way");
   scale(s, "reads_a", a, out);
   scale(s, "reads_b", b, out);
@@ -358,32 +362,32 @@ static void declared_mode_and_declaration_rules(void **state) {
 
   uint64_t before = exec_patches();
   r = move(b, b2, BYTES);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("RECAP_REBIND_DECLARED");
   EXPECT_MESSAGE("node 1 (kernel reads_b");
   expect_message_pointer(b);
   assert_int_equal(exec_patches(), before);
   r = move(a, a2, 0);
-  OK(recap_graph_rebind(g, &r, 1));
-  assert_int_equal(r.patched, 1);
+  OK(recap_graph_rebind(g, &r, 1, patched));
+  assert_int_equal(patched[0], 1);
   assert_ptr_equal(exec_arg(g, 0, 0), a2);
   /* The declaration followed the buffer: a2 is declared now (size 0 is its extent), a is not. */
-  recap_rebind_site_t site;
+  recap_rebind_site_t site = RECAP_REBIND_SITE_INIT;
   size_t count = 0;
   OK(recap_graph_rebind_sites(g, a2, 0, &site, 1, &count));
   assert_int_equal(count, 1);
   assert_int_equal(site.declared, 1);
   r = move(a2, a, 0);
-  OK(recap_graph_rebind(g, &r, 1));
-  assert_int_equal(r.patched, 1);
+  OK(recap_graph_rebind(g, &r, 1, patched));
+  assert_int_equal(patched[0], 1);
   assert_ptr_equal(exec_arg(g, 0, 0), a);
   r = move(a, b2, 0);
-  OK(recap_graph_rebind(g, &r, 1));
+  OK(recap_graph_rebind(g, &r, 1, patched));
   /* Only part of a declared buffer moved: the declaration stays where it was. */
   r = move(b2, a2, 16);
-  OK(recap_graph_rebind(g, &r, 1));
+  OK(recap_graph_rebind(g, &r, 1, patched));
   r = move(a2, b2, 16);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("not inside a buffer declared");
   OK(recap_graph_destroy(g));
 
@@ -396,7 +400,7 @@ static void declared_mode_and_declaration_rules(void **state) {
   OK(recap_graph_capture_end(g));
   assert_int_equal(recap__fake_now().live_graphs, 0); /* the template went as usual */
   r = move(a, a2, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("rebind OFF");
   OK(recap_graph_destroy(g));
 
@@ -425,14 +429,14 @@ static void shared_pool_blocks(void **state) {
   o.rebind = RECAP_REBIND_AUTO;
   o.pool = pool;
   /* g1: in1 -> tmp1 (freed in the capture) -> out1 (kept). */
-  OK(recap_graph_capture_begin(g1, s, &o));
+  OK(recap_graph_capture_begin(g1, &o, s));
   float *tmp1 = alloc(4 * BYTES, s), *out1 = alloc(BYTES, s);
   scale(s, "g1_a", in1, tmp1);
   scale(s, "g1_b", tmp1, out1);
   OK(recap_free(tmp1));
   OK(recap_graph_capture_end(g1));
   /* g2: in2 -> out2, where out2 takes the block g1's intermediate had; tmp2 is freed. */
-  OK(recap_graph_capture_begin(g2, s, &o));
+  OK(recap_graph_capture_begin(g2, &o, s));
   float *out2 = alloc(4 * BYTES, s), *tmp2 = alloc(8 * BYTES, s);
   scale(s, "g2_a", in2, out2);
   scale(s, "g2_b", in2, tmp2);
@@ -448,29 +452,29 @@ static void shared_pool_blocks(void **state) {
 
   /* Accepted: g2 reads g1's output, a live block of the pool that g2 never writes. */
   recap_rebind_t r = move(in2, out1, BYTES);
-  OK(recap_graph_rebind(g2, &r, 1));
-  assert_int_equal(r.patched, 2);
+  OK(recap_graph_rebind(g2, &r, 1, patched));
+  assert_int_equal(patched[0], 2);
   replay(g2, s);
   for (int i = 0; i < N; i++) assert_true(out2[i] == 2.0f * out1[i] + 1.0f);
   /* And back out of the pool. */
   r = move(out1, in2, BYTES);
-  OK(recap_graph_rebind(g2, &r, 1));
+  OK(recap_graph_rebind(g2, &r, 1, patched));
 
   uint64_t before = exec_patches();
   /* Refused: a free block of the pool (memory intermediates use at replays). */
   r = move(in1, tmp2, BYTES);
-  EXPECT_STATUS(recap_graph_rebind(g1, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_rebind(g1, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("free block of the graph's own pool");
   EXPECT_MESSAGE("kernel g1_a");
   /* Refused: g2's output lies where g1's capture allocated its intermediate, which g1's replays
    * write. */
   r = move(in1, out2, BYTES);
-  EXPECT_STATUS(recap_graph_rebind(g1, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_rebind(g1, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("its capture allocated and its replays write");
   expect_message_pointer(tmp1);
   /* Refused: g2's own output (its capture allocated it, and its sites point into it). */
   r = move(in2, out2, BYTES);
-  EXPECT_STATUS(recap_graph_rebind(g2, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_rebind(g2, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("its capture allocated");
   assert_int_equal(exec_patches(), before);
 
@@ -493,7 +497,7 @@ static void refusals(void **state) {
   OK(recap_graph_create(&g, 0));
   OK(recap_graph_create(&fresh_graph, 0));
   recap_rebind_t r = move(in, big, 0);
-  EXPECT_STATUS(recap_graph_rebind(fresh_graph, &r, 1), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_graph_rebind(fresh_graph, &r, 1, patched), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("fresh");
 
   begin(g, s, RECAP_REBIND_AUTO);
@@ -505,61 +509,61 @@ static void refusals(void **state) {
 
   /* A smaller new buffer. */
   r = move(in, small, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("rebinds[0]");
   EXPECT_MESSAGE("fewer than");
   EXPECT_MESSAGE("node 0 (kernel produce, parameter 0, byte 0)");
   expect_message_pointer(small);
   /* A new buffer the graph writes. */
   r = move(in, out, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("overlaps memory the graph uses");
   EXPECT_MESSAGE("node 1 (kernel consume, parameter 1, byte 8)");
   EXPECT_MESSAGE("lies in it");
   /* Inside a buffer the graph writes, past the address the graph holds: the same allocation. */
   r = move(in, out + 8, 64);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("in the same allocation");
   EXPECT_MESSAGE("kernel consume");
   expect_message_pointer(out);
   /* A new buffer in the graph's own pool, and an old one there. */
   r = move(in, tmp, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("own pool");
   r = move(tmp, big, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("own pool");
   EXPECT_MESSAGE("kernel consume");
   /* A buffer the graph does not use. */
   r = move(unused, big, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("does not use");
   expect_message_pointer(unused);
   /* A freed new buffer. */
   r = move(in, freed, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("not allocated");
   /* NULLs, a wrap, an empty batch. */
   r = move(in, NULL, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("rebinds[0].new_ptr is NULL");
   r = move(NULL, big, 16);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
   r = move(in, (void *)(UINTPTR_MAX - 16), 64);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("wraps");
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 0), RECAP_ERROR_INVALID_ARGUMENT);
-  EXPECT_STATUS(recap_graph_rebind(g, NULL, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 0, patched), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_rebind(g, NULL, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
   /* Overlapping moves in one batch: the same old range twice, or the same new buffer twice; the
    * second move of a batch is named even when the first is fine. */
   recap_rebind_t two[2] = {move(in, big, 0), move(in, big2, 16)};
-  EXPECT_STATUS(recap_graph_rebind(g, two, 2), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_rebind(g, two, 2, patched), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("overlapping ranges");
   two[1] = move(out, big + 8, 16);
-  EXPECT_STATUS(recap_graph_rebind(g, two, 2), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_rebind(g, two, 2, patched), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("overlapping new buffers");
   two[1] = move(out, small, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, two, 2), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_rebind(g, two, 2, patched), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("rebinds[1]");
   EXPECT_MESSAGE("fewer than");
 
@@ -568,7 +572,7 @@ static void refusals(void **state) {
   assert_int_equal(exec_patches(), before);
   assert_ptr_equal(exec_arg(g, 0, 0), in);
   assert_ptr_equal(exec_arg(g, 1, 1), out);
-  assert_int_equal(two[0].patched, 0);
+  assert_int_equal(patched[0], 0);
   assert_int_equal(g->rebinds, 0);
 
   /* The sites listing has the graph's rules, not the rebind's. */
@@ -604,8 +608,10 @@ static void site_listing(void **state) {
   size_t count = 0;
   OK(recap_graph_rebind_sites(g, in, 0, NULL, 0, &count));
   assert_int_equal(count, 3);
-  recap_rebind_site_t sites[3];
+  recap_rebind_site_t sites[3] = {RECAP_REBIND_SITE_INIT, RECAP_REBIND_SITE_INIT,
+                                  RECAP_REBIND_SITE_INIT};
   memset(sites, 0xff, sizeof sites);
+  for (size_t i = 0; i < 3; i++) sites[i].size = sizeof sites[i];
   OK(recap_graph_rebind_sites(g, in, 0, sites, 2, &count)); /* room for two */
   assert_int_equal(count, 3);
   assert_int_equal(sites[0].node, 0);
@@ -648,14 +654,14 @@ static void scalar_that_looks_like_an_address(void **state) {
   const void *args[2] = {in, (const void *)((uintptr_t)in + 40)}; /* a pointer, an "integer" */
   recap__fake_launch_kernel_args(s, "pointer_and_integer", args, 2);
   OK(recap_graph_capture_end(g));
-  recap_rebind_site_t sites[2];
+  recap_rebind_site_t sites[2] = {RECAP_REBIND_SITE_INIT, RECAP_REBIND_SITE_INIT};
   size_t count = 0;
   OK(recap_graph_rebind_sites(g, in, 0, sites, 2, &count));
   assert_int_equal(count, 2);
   assert_int_equal(sites[1].param, 1);
   recap_rebind_t r = move(in, in2, 0);
-  OK(recap_graph_rebind(g, &r, 1));
-  assert_int_equal(r.patched, 2);
+  OK(recap_graph_rebind(g, &r, 1, patched));
+  assert_int_equal(patched[0], 2);
   assert_ptr_equal(exec_arg(g, 0, 1), (const char *)in2 + 40);
   OK(recap_graph_destroy(g));
   OK(recap_free(in));
@@ -677,8 +683,8 @@ static void cost_is_the_sites_patched(void **state) {
   uint64_t before = exec_patches();
   uint64_t template_before = recap__fake_now().template_patches;
   recap_rebind_t r = move(in, in2, 0);
-  OK(recap_graph_rebind(g, &r, 1));
-  assert_int_equal(r.patched, 3);
+  OK(recap_graph_rebind(g, &r, 1, patched));
+  assert_int_equal(patched[0], 3);
   assert_int_equal(exec_patches() - before, 3);
   /* The template learns of it only when something reads it. */
   assert_int_equal(recap__fake_now().template_patches, template_before);
@@ -705,7 +711,7 @@ static void keep_graph_reinstantiated_keeps_rebinds(void **state) {
   OK(recap_graph_state(g, &st));
   assert_int_equal(st, RECAP_GRAPH_STATE_CAPTURED);
   recap_rebind_t r = move(in, in2, 0);
-  OK(recap_graph_rebind(g, &r, 1));
+  OK(recap_graph_rebind(g, &r, 1, patched));
   OK(recap_graph_state(g, &st));
   assert_int_equal(st, RECAP_GRAPH_STATE_INSTANTIATED);
   assert_ptr_equal(exec_arg(g, 0, 0), in2);
@@ -729,7 +735,7 @@ static void keep_graph_reinstantiated_keeps_rebinds(void **state) {
 
   /* Rebinding again, then re-instantiating: still the newest. */
   r = move(in2, in, 0);
-  OK(recap_graph_rebind(g, &r, 1));
+  OK(recap_graph_rebind(g, &r, 1, patched));
   OK(recap_graph_instantiate(g));
   assert_ptr_equal(exec_arg(g, 0, 0), in);
   OK(recap_graph_destroy(g));
@@ -789,7 +795,7 @@ static void random_batches_against_a_model(void **state) {
       target[i] = t;
       r[i] = move(buffer[where[moving[i]]], buffer[t], 0);
     }
-    OK(recap_graph_rebind(g, r, (size_t)count));
+    OK(recap_graph_rebind(g, r, (size_t)count, patched));
     for (int i = 0; i < count; i++) where[moving[i]] = target[i];
     for (int n = 0; n < NODES; n++)
       for (int a = 0; a < 2; a++)

@@ -17,6 +17,10 @@
 #include "liveness_util.h"
 #include "rebind_kernels.h"
 #include "update_util.h"
+#include "liveness_util.h"
+
+/* The sites each move of the latest recap_graph_rebind changed. */
+static size_t patched[16];
 
 enum { N = 4096, DIM = 96 };
 #define WORKSPACE_BYTES (4 * MiB)
@@ -108,10 +112,10 @@ static void cublas_gemm_rebound_matches_direct_capture(void **state) {
   OK(recap_graph_create(&g, 0));
   OK(recap_graph_create(&direct, 0));
   recap_capture_options_t o = rebind_options(RECAP_REBIND_AUTO);
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   enqueue_gemm(h, s, a, b, c);
   OK(recap_graph_capture_end(g));
-  OK(recap_graph_capture_begin(direct, s, NULL));
+  OK(recap_graph_capture_begin(direct, NULL, s));
   enqueue_gemm(h, s, a2, b2, c3);
   OK(recap_graph_capture_end(direct));
 
@@ -126,14 +130,16 @@ static void cublas_gemm_rebound_matches_direct_capture(void **state) {
   OK(recap_graph_replay(g, s));
   float *c_first = gpu_read(c, e); /* A B + 1, as captured */
 
-  recap_rebind_t moves[3] = {{a, a2, 0, 0}, {b, b2, 0, 0}, {c, c2, 0, 0}};
-  OK(recap_graph_rebind(g, moves, 3));
-  assert_int_equal(moves[0].patched, count_a);
-  assert_true(moves[1].patched >= 1);
-  assert_int_equal(moves[2].patched, count_c);
+  recap_rebind_t moves[3] = {{sizeof(recap_rebind_t), a, a2, 0},
+                             {sizeof(recap_rebind_t), b, b2, 0},
+                             {sizeof(recap_rebind_t), c, c2, 0}};
+  OK(recap_graph_rebind(g, moves, 3, patched));
+  assert_int_equal(patched[0], count_a);
+  assert_true(patched[1] >= 1);
+  assert_int_equal(patched[2], count_c);
   recap_update_stats_t st = stats_of(g);
   assert_int_equal(st.rebinds, 1);
-  assert_int_equal(st.sites_patched, moves[0].patched + moves[1].patched + moves[2].patched);
+  assert_int_equal(st.sites_patched, patched[0] + patched[1] + patched[2]);
 
   gpu_set(c, e, -7.0f, s);
   gpu_set(c2, e, -8.0f, s);
@@ -144,8 +150,10 @@ static void cublas_gemm_rebound_matches_direct_capture(void **state) {
   gpu_expect_all(c, e, -7.0f); /* the old output is left alone */
 
   /* And back: the graph computes the old product into the old buffer again. */
-  recap_rebind_t back[3] = {{a2, a, 0, 0}, {b2, b, 0, 0}, {c2, c, 0, 0}};
-  OK(recap_graph_rebind(g, back, 3));
+  recap_rebind_t back[3] = {{sizeof(recap_rebind_t), a2, a, 0},
+                            {sizeof(recap_rebind_t), b2, b, 0},
+                            {sizeof(recap_rebind_t), c2, c, 0}};
+  OK(recap_graph_rebind(g, back, 3, patched));
   gpu_set(c2, e, -8.0f, s);
   gpu_set(c, e, -7.0f, s);
   OK(recap_graph_replay(g, s));
@@ -183,17 +191,18 @@ static void struct_by_value_and_interior_pointers(void **state) {
   OK(recap_graph_create(&g, 0));
   OK(recap_graph_create(&direct, 0));
   recap_capture_options_t o = rebind_options(RECAP_REBIND_DECLARED);
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   OK(recap_graph_declare_buffer(g, big + N, N * sizeof(float)));
   OK(recap_graph_declare_buffer(g, out, N * sizeof(float)));
   CUDA_OK(recap_test_pair_affine((recap_test_pair_t){big + N, out}, N, 3.0f, 0.5f, s));
   OK(recap_graph_capture_end(g));
-  OK(recap_graph_capture_begin(direct, s, NULL));
+  OK(recap_graph_capture_begin(direct, NULL, s));
   CUDA_OK(recap_test_pair_affine((recap_test_pair_t){big2 + N, out3}, N, 3.0f, 0.5f, s));
   OK(recap_graph_capture_end(direct));
 
   /* The struct's two words are the sites: parameter 0, offsets 0 and 8. */
-  recap_rebind_site_t sites[4];
+  recap_rebind_site_t sites[4] = {RECAP_REBIND_SITE_INIT, RECAP_REBIND_SITE_INIT,
+                                  RECAP_REBIND_SITE_INIT, RECAP_REBIND_SITE_INIT};
   size_t count = 0;
   OK(recap_graph_rebind_sites(g, big + N, 0, sites, 4, &count));
   assert_int_equal(count, 1);
@@ -208,14 +217,15 @@ static void struct_by_value_and_interior_pointers(void **state) {
   assert_int_equal(sites[0].offset, 8);
 
   /* In DECLARED mode an undeclared range is refused, naming it; nothing changes. */
-  recap_rebind_t undeclared = {big + N, big2 + N, 2 * N * sizeof(float), 0};
-  EXPECT_STATUS(recap_graph_rebind(g, &undeclared, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  recap_rebind_t undeclared = {sizeof(recap_rebind_t), big + N, big2 + N, 2 * N * sizeof(float)};
+  EXPECT_STATUS(recap_graph_rebind(g, &undeclared, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("declared");
 
-  recap_rebind_t moves[2] = {{big + N, big2 + N, 0, 0}, {out, out2, 0, 0}};
-  OK(recap_graph_rebind(g, moves, 2));
-  assert_int_equal(moves[0].patched, 1);
-  assert_int_equal(moves[1].patched, 1);
+  recap_rebind_t moves[2] = {{sizeof(recap_rebind_t), big + N, big2 + N, 0},
+                             {sizeof(recap_rebind_t), out, out2, 0}};
+  OK(recap_graph_rebind(g, moves, 2, patched));
+  assert_int_equal(patched[0], 1);
+  assert_int_equal(patched[1], 1);
   gpu_set(out, N, -1.0f, s);
   OK(recap_graph_replay(g, s));
   OK(recap_graph_replay(direct, s));
@@ -248,15 +258,18 @@ static void memcpy_and_memset_nodes(void **state) {
   OK(recap_graph_create(&g, 0));
   OK(recap_graph_create(&direct, 0));
   recap_capture_options_t o = rebind_options(RECAP_REBIND_AUTO);
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   enqueue_copy_step(s, src, dst);
   OK(recap_graph_capture_end(g));
-  OK(recap_graph_capture_begin(direct, s, NULL));
+  OK(recap_graph_capture_begin(direct, NULL, s));
   enqueue_copy_step(s, src2, dst3);
   OK(recap_graph_capture_end(direct));
 
   /* dst's sites: the memset, the copy's destination (interior: dst + N), the kernel's two. */
-  recap_rebind_site_t sites[8];
+  recap_rebind_site_t sites[8] = {RECAP_REBIND_SITE_INIT, RECAP_REBIND_SITE_INIT,
+                                  RECAP_REBIND_SITE_INIT, RECAP_REBIND_SITE_INIT,
+                                  RECAP_REBIND_SITE_INIT, RECAP_REBIND_SITE_INIT,
+                                  RECAP_REBIND_SITE_INIT, RECAP_REBIND_SITE_INIT};
   size_t count = 0;
   OK(recap_graph_rebind_sites(g, dst, 0, sites, 8, &count));
   assert_int_equal(count, 4);
@@ -271,10 +284,11 @@ static void memcpy_and_memset_nodes(void **state) {
   assert_int_equal(copies, 1);
   assert_int_equal(kernels, 2);
 
-  recap_rebind_t moves[2] = {{src, src2, 0, 0}, {dst, dst2, 0, 0}};
-  OK(recap_graph_rebind(g, moves, 2));
-  assert_int_equal(moves[0].patched, 1);
-  assert_int_equal(moves[1].patched, 4);
+  recap_rebind_t moves[2] = {{sizeof(recap_rebind_t), src, src2, 0},
+                             {sizeof(recap_rebind_t), dst, dst2, 0}};
+  OK(recap_graph_rebind(g, moves, 2, patched));
+  assert_int_equal(patched[0], 1);
+  assert_int_equal(patched[1], 4);
   gpu_set(dst, 2 * N, -3.0f, s);
   gpu_set(dst2, 2 * N, -4.0f, s);
   OK(recap_graph_replay(g, s));
@@ -285,8 +299,8 @@ static void memcpy_and_memset_nodes(void **state) {
 
   /* A new buffer smaller than the range is refused, naming it; the graph is unchanged. */
   float *small = gpu_floats(N, s);
-  recap_rebind_t too_small = {dst2, small, 0, 0};
-  EXPECT_STATUS(recap_graph_rebind(g, &too_small, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  recap_rebind_t too_small = {sizeof(recap_rebind_t), dst2, small, 0};
+  EXPECT_STATUS(recap_graph_rebind(g, &too_small, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE_POINTER(small);
   gpu_set(dst2, 2 * N, -4.0f, s);
   OK(recap_graph_replay(g, s));
@@ -319,7 +333,7 @@ static recap_graph_t scratch_step_graph(cudaStream_t s, float **in, float **out,
   gpu_set(*in, N, 1.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   void *first = enqueue_scratch_step(s, *in, *out, value, false);
   OK(recap_graph_capture_end(g));
   if (scratch) *scratch = first;
@@ -329,7 +343,7 @@ static recap_graph_t scratch_step_graph(cudaStream_t s, float **in, float **out,
 /* Recapture g as enqueue_scratch_step(in, out, value, extra); returns the scratch's address. */
 static void *recapture_scratch_step(recap_graph_t g, cudaStream_t s, const float *in, float *out,
                                     float value, bool extra) {
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   void *scratch = enqueue_scratch_step(s, in, out, value, extra);
   OK(recap_graph_capture_end(g));
   return scratch;
@@ -343,8 +357,8 @@ static void recapture_update_keeps_addresses(void **state) {
   void *first;
   recap_graph_t g = scratch_step_graph(s, &in, &out, 10.0f, &first);
   recap_pool_id_t pool = pool_of(g);
-  recap_pool_info_t before;
-  OK(recap_pool_info(pool, &before));
+  recap_pool_memory_t before = RECAP_POOL_MEMORY_INIT;
+  OK(recap_pool_memory(pool, &before));
   OK(recap_graph_replay(g, s));
   gpu_expect_all(out, N, 11.0f);
 
@@ -361,8 +375,8 @@ static void recapture_update_keeps_addresses(void **state) {
   assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_NONE);
   assert_int_equal(st.pool_reused, 5);
   assert_int_equal(st.pool_new, 0);
-  recap_pool_info_t after;
-  OK(recap_pool_info(pool, &after));
+  recap_pool_memory_t after = RECAP_POOL_MEMORY_INIT;
+  OK(recap_pool_memory(pool, &after));
   assert_int_equal(after.reserved_bytes, before.reserved_bytes); /* the pool did not grow */
 
   gpu_finish_graph(g, s, pool, (void *[]){in, out}, 2);
@@ -426,13 +440,13 @@ static void liveness_follows_rebind(void **state) {
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = rebind_options(RECAP_REBIND_AUTO);
   o.check_input_liveness = 1;
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   CUDA_OK(recap_test_add_scalar(out, in, N, 1.0f, s));
   OK(recap_graph_capture_end(g));
   assert_true(has_input(g, in));
 
-  recap_rebind_t move = {in, in2, 0, 0};
-  OK(recap_graph_rebind(g, &move, 1));
+  recap_rebind_t move = {sizeof(recap_rebind_t), in, in2, 0};
+  OK(recap_graph_rebind(g, &move, 1, NULL));
   assert_true(has_input(g, in2));
   assert_false(has_input(g, in));
   /* The old input may go: the graph no longer reads it. */

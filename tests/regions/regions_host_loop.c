@@ -16,18 +16,18 @@ static void test_host_loop_interplay(void **state) {
   recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
   recap_capture_options_t o = options(true);
   o.rebind = RECAP_REBIND_AUTO;
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   recap_cond_t c;
-  OK(recap_cond_create(s, 0, &c));
-  EXPECT_STATUS(recap_region_begin(s, RECAP_REGION_IF, c, 0), RECAP_ERROR_NOT_SUPPORTED);
+  OK(recap_cond_create(&c, 0, s));
+  EXPECT_STATUS(recap_region_begin(RECAP_REGION_IF, c, 0, s), RECAP_ERROR_NOT_SUPPORTED);
   EXPECT_MESSAGE("options->rebind");
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_CAPTURING);
   OK(recap_graph_reset(g));
   o.rebind = RECAP_REBIND_OFF;
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   recap__fake_stream_enqueue(s);
-  OK(recap_cond_create(s, 1, &c));
-  OK(recap_region_begin(s, RECAP_REGION_IF, c, 0));
+  OK(recap_cond_create(&c, 1, s));
+  OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
   recap__fake_stream_enqueue(s);
   OK(recap_region_end(s));
   recap__fake_stream_enqueue(s);
@@ -53,9 +53,9 @@ static void test_host_loop_interplay(void **state) {
   OK(recap_graph_replay(g, s));
   assert_int_equal(recap__fake_now().graph_launches - launches, 3);
   /* A recapture re-instantiates every segment. */
-  OK(recap_graph_recapture_begin(g, s, NULL));
-  OK(recap_cond_create(s, 0, &c));
-  OK(recap_region_begin(s, RECAP_REGION_IF, c, 0));
+  OK(recap_graph_recapture_begin(g, NULL, s));
+  OK(recap_cond_create(&c, 0, s));
+  OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
   recap__fake_stream_enqueue(s);
   OK(recap_region_end(s));
   OK(recap_graph_capture_end(g));
@@ -78,10 +78,10 @@ static void test_unused_conditions(void **state) {
     recap_graph_t g = fresh_graph(&s, 0);
     begin(g, s, host);
     recap_cond_t unused_top, once, unused_inside;
-    OK(recap_cond_create(s, 1, &unused_top));
-    OK(recap_cond_create(s, 1, &once));
-    OK(recap_region_begin(s, RECAP_REGION_IF, once, 0));
-    OK(recap_cond_create(s, 0, &unused_inside));
+    OK(recap_cond_create(&unused_top, 1, s));
+    OK(recap_cond_create(&once, 1, s));
+    OK(recap_region_begin(RECAP_REGION_IF, once, 0, s));
+    OK(recap_cond_create(&unused_inside, 0, s));
     recap__fake_launch_kernel(s, "inside");
     OK(recap_region_end(s));
     OK(recap_graph_capture_end(g));
@@ -105,11 +105,11 @@ static void test_failed_recapture_keeps_the_path(void **state) {
     recap_stream_t s;
     recap_graph_t g = fresh_graph(&s, 0);
     recap_capture_options_t o = options(false);
-    OK(recap_graph_capture_begin(g, s, &o));
+    OK(recap_graph_capture_begin(g, &o, s));
     if (with_region) {
       recap_cond_t c;
-      OK(recap_cond_create(s, 0, &c));
-      OK(recap_region_begin(s, RECAP_REGION_IF, c, 1));
+      OK(recap_cond_create(&c, 0, s));
+      OK(recap_region_begin(RECAP_REGION_IF, c, 1, s));
       recap__fake_launch_kernel(s, "inside");
       OK(recap_region_end(s));
     }
@@ -117,11 +117,11 @@ static void test_failed_recapture_keeps_the_path(void **state) {
     OK(recap_graph_capture_end(g));
     assert_int_equal(on_device(g), 1);
     recap_capture_options_t h = options(true);
-    OK(recap_graph_recapture_begin(g, s, &h));
+    OK(recap_graph_recapture_begin(g, &h, s));
     assert_int_equal(on_device(g), 0);
     recap_cond_t c;
-    OK(recap_cond_create(s, 0, &c));
-    OK(recap_region_begin(s, RECAP_REGION_IF, c, 1));
+    OK(recap_cond_create(&c, 0, s));
+    OK(recap_region_begin(RECAP_REGION_IF, c, 1, s));
     recap__fake_launch_kernel(s, "inside");
     OK(recap_region_end(s));
     recap__fake_launch_kernel(s, "after");
@@ -148,13 +148,13 @@ static void test_host_recapture_fails(void **state) {
   for (int round = 0; round < 2; round++) {
     recap_capture_options_t o = options(true);
     if (round == 0)
-      OK(recap_graph_capture_begin(g, s, &o));
+      OK(recap_graph_capture_begin(g, &o, s));
     else
-      OK(recap_graph_recapture_begin(g, s, NULL));
+      OK(recap_graph_recapture_begin(g, NULL, s));
     /* A slot per round: the first capture's kernels read theirs at every replay. */
     set_u32(s, &w[0], round == 0 ? 3 : 5);
-    OK(recap_cond_create(s, 1, &slots[round]));
-    OK(recap_region_begin(s, RECAP_REGION_WHILE, slots[round], 0));
+    OK(recap_cond_create(&slots[round], 1, s));
+    OK(recap_region_begin(RECAP_REGION_WHILE, slots[round], 0, s));
     mix(s, &w[1], 1);
     dec_cond(s, &w[0], round);
     OK(recap_region_end(s));
@@ -162,7 +162,7 @@ static void test_host_recapture_fails(void **state) {
     if (round == 0) {
       OK(recap_graph_capture_end(g));
     } else {
-      recap_memory_stats_t st;
+      recap_memory_stats_t st = RECAP_MEMORY_STATS_INIT;
       OK(recap_memory_stats(-1, &st));
       int64_t with_both = st.allocated_bytes[RECAP_STAT_ALL].current;
       /* The segment before the region fails to instantiate. */
@@ -189,11 +189,11 @@ static void test_device_path_inspect(void **state) {
   (void)state;
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   recap__fake_launch_kernel(s, "before");
   recap_cond_t c;
-  OK(recap_cond_create(s, 1, &c));
-  OK(recap_region_begin(s, RECAP_REGION_IF_ELSE, c, 0));
+  OK(recap_cond_create(&c, 1, s));
+  OK(recap_region_begin(RECAP_REGION_IF_ELSE, c, 0, s));
   recap__fake_launch_kernel(s, "then");
   OK(recap_region_next_branch(s));
   recap__fake_launch_kernel(s, "else");
@@ -223,13 +223,13 @@ static void test_annotations_in_bodies(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g;
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
-  OK(recap_graph_capture_begin(g, s, NULL));
-  OK(recap_annotate_push(s, "outer"));
+  OK(recap_graph_capture_begin(g, NULL, s));
+  OK(recap_annotate_push("outer", s));
   recap__fake_launch_kernel(s, "first");
   recap_cond_t c;
-  OK(recap_cond_create(s, 1, &c));
-  OK(recap_region_begin(s, RECAP_REGION_IF, c, 0));
-  OK(recap_annotate_push(s, "inner"));
+  OK(recap_cond_create(&c, 1, s));
+  OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
+  OK(recap_annotate_push("inner", s));
   recap__fake_launch_kernel(s, "in_body");
   OK(recap_annotate_pop(s));
   OK(recap_region_end(s));
@@ -260,12 +260,12 @@ static void test_device_path_layers(void **state) {
   o.check_input_liveness = 1;
   for (int round = 0; round < 2; round++) {
     if (round == 0)
-      OK(recap_graph_capture_begin(g, s, &o));
+      OK(recap_graph_capture_begin(g, &o, s));
     else
-      OK(recap_graph_recapture_begin(g, s, NULL));
+      OK(recap_graph_recapture_begin(g, NULL, s));
     set_u32(s, &w[0], 2);
-    OK(recap_cond_create(s, 1, &slots[0]));
-    OK(recap_region_begin(s, RECAP_REGION_WHILE, slots[0], 0));
+    OK(recap_cond_create(&slots[0], 1, s));
+    OK(recap_region_begin(RECAP_REGION_WHILE, slots[0], 0, s));
     mix(s, &w[1], 1);
     OK(recap_cond_countdown(slots[0], &w[0], s));
     OK(recap_region_end(s));
@@ -298,8 +298,8 @@ static uint32_t run_ready(bool host, int which, const void *operand, recap_cond_
   set_u32(s, &w[2], 0);
   set_u32(s, &w[1], 0);
   recap_cond_t c;
-  OK(recap_cond_create(s, 1, &c));
-  OK(recap_region_begin(s, RECAP_REGION_WHILE, c, 0));
+  OK(recap_cond_create(&c, 1, s));
+  OK(recap_region_begin(RECAP_REGION_WHILE, c, 0, s));
   mix(s, &w[1], 1); /* x*3+1 counts iterations in a way that can be read back */
   if (which == 0) {
     OK(recap_cond_countdown(c, &w[0], s));
@@ -356,7 +356,7 @@ static void test_ready_kernel_checks(void **state) {
   recap_graph_t g = fresh_graph(&s, 0);
   begin(g, s, false);
   recap_cond_t c;
-  OK(recap_cond_create(s, 1, &c));
+  OK(recap_cond_create(&c, 1, s));
   static uint32_t u = 1;
   recap_cond_compare_t cmp = RECAP_COND_COMPARE_INIT;
   cmp.value = &u;
@@ -384,7 +384,7 @@ static void test_ready_kernel_checks(void **state) {
   EXPECT_STATUS(recap_cond_compare(c, &cmp, s), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("RECAP_COND_COMPARE_INIT");
   recap_loop_t loop = RECAP_LOOP_INIT;
-  EXPECT_STATUS(recap_loop_capture(s, &loop), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_loop_capture(&loop, s), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("loop->step is NULL");
   OK(recap_graph_reset(g));
   EXPECT_STATUS(recap_cond_set_value(c, 1, s), RECAP_ERROR_INVALID_USAGE);
@@ -442,7 +442,7 @@ static void test_loop_capture_unroll(void **state) {
       loop.check = loop_check;
       loop.ctx = &l;
       loop.unroll = unroll;
-      OK(recap_loop_capture(s, &loop));
+      OK(recap_loop_capture(&loop, s));
       OK(recap_graph_capture_end(g));
       OK(recap_graph_replay(g, s));
       recap__fake_stream_complete(s);

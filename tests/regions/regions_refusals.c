@@ -18,21 +18,21 @@ static void test_refusals_unharmed(void **state) {
     recap_graph_t g;
     OK(recap_graph_create(&g, 0));
     recap_cond_t c;
-    EXPECT_STATUS(recap_cond_create(s, 1, &c), RECAP_ERROR_INVALID_USAGE);
+    EXPECT_STATUS(recap_cond_create(&c, 1, s), RECAP_ERROR_INVALID_USAGE);
     EXPECT_MESSAGE("is not capturing into a recap graph");
     begin(g, s, host);
-    OK(recap_cond_create(s, 1, &c));
-    EXPECT_STATUS(recap_region_begin(s, (recap_region_kind_t)7, c, 0),
+    OK(recap_cond_create(&c, 1, s));
+    EXPECT_STATUS(recap_region_begin((recap_region_kind_t)7, c, 0, s),
                   RECAP_ERROR_INVALID_ARGUMENT);
     EXPECT_MESSAGE("kind 7");
-    EXPECT_STATUS(recap_region_begin(s, RECAP_REGION_IF_ELSE, c, 3), RECAP_ERROR_INVALID_ARGUMENT);
+    EXPECT_STATUS(recap_region_begin(RECAP_REGION_IF_ELSE, c, 3, s), RECAP_ERROR_INVALID_ARGUMENT);
     EXPECT_MESSAGE("branches is 3, but a if_else region has 2");
-    EXPECT_STATUS(recap_region_begin(s, RECAP_REGION_SWITCH, c, 0), RECAP_ERROR_INVALID_ARGUMENT);
+    EXPECT_STATUS(recap_region_begin(RECAP_REGION_SWITCH, c, 0, s), RECAP_ERROR_INVALID_ARGUMENT);
     EXPECT_MESSAGE("switch region has 1 to 1024 branches");
-    EXPECT_STATUS(recap_region_begin(s, RECAP_REGION_SWITCH, c, 1025),
+    EXPECT_STATUS(recap_region_begin(RECAP_REGION_SWITCH, c, 1025, s),
                   RECAP_ERROR_INVALID_ARGUMENT);
     recap_cond_t bogus = {12345, NULL};
-    EXPECT_STATUS(recap_region_begin(s, RECAP_REGION_WHILE, bogus, 1),
+    EXPECT_STATUS(recap_region_begin(RECAP_REGION_WHILE, bogus, 1, s),
                   RECAP_ERROR_INVALID_ARGUMENT);
     EXPECT_MESSAGE("not made by recap_cond_create");
     EXPECT_STATUS(recap_cond_set_value(bogus, 1, s), RECAP_ERROR_INVALID_ARGUMENT);
@@ -40,14 +40,14 @@ static void test_refusals_unharmed(void **state) {
     EXPECT_MESSAGE("no region is open");
     EXPECT_STATUS(recap_region_next_branch(s), RECAP_ERROR_INVALID_USAGE);
     /* A region on a stream that is no part of the capture. */
-    EXPECT_STATUS(recap_region_begin(other, RECAP_REGION_WHILE, c, 1), RECAP_ERROR_INVALID_USAGE);
+    EXPECT_STATUS(recap_region_begin(RECAP_REGION_WHILE, c, 1, other), RECAP_ERROR_INVALID_USAGE);
     EXPECT_MESSAGE("is not capturing into a recap graph");
 
-    OK(recap_region_begin(s, RECAP_REGION_IF, c, 0));
+    OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
     recap__fake_stream_enqueue(s);
     /* Reused condition; a condition of another body (the top level). */
     recap_cond_t top = c;
-    EXPECT_STATUS(recap_region_begin(s, RECAP_REGION_IF, top, 0), RECAP_ERROR_INVALID_USAGE);
+    EXPECT_STATUS(recap_region_begin(RECAP_REGION_IF, top, 0, s), RECAP_ERROR_INVALID_USAGE);
     EXPECT_MESSAGE("serves a region already");
     /* Left open at capture_end: refused, the capture goes on. */
     EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_INVALID_USAGE);
@@ -59,17 +59,17 @@ static void test_refusals_unharmed(void **state) {
     EXPECT_MESSAGE("was opened on stream");
     EXPECT_MESSAGE_POINTER(s);
     EXPECT_MESSAGE_POINTER(other);
-    EXPECT_STATUS(recap_region_begin(other, RECAP_REGION_IF, c, 0), RECAP_ERROR_INVALID_USAGE);
+    EXPECT_STATUS(recap_region_begin(RECAP_REGION_IF, c, 0, other), RECAP_ERROR_INVALID_USAGE);
     EXPECT_MESSAGE("the capture's own stream");
     assert_true(recap__fake_capture_join_back(other, s));
     OK(recap_region_end(s));
     /* A condition made in a body, used at the top level. */
-    OK(recap_cond_create(s, 0, &c));
-    OK(recap_region_begin(s, RECAP_REGION_IF, c, 0));
+    OK(recap_cond_create(&c, 0, s));
+    OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
     recap_cond_t inner;
-    OK(recap_cond_create(s, 0, &inner));
+    OK(recap_cond_create(&inner, 0, s));
     OK(recap_region_end(s));
-    EXPECT_STATUS(recap_region_begin(s, RECAP_REGION_IF, inner, 0), RECAP_ERROR_INVALID_USAGE);
+    EXPECT_STATUS(recap_region_begin(RECAP_REGION_IF, inner, 0, s), RECAP_ERROR_INVALID_USAGE);
     EXPECT_MESSAGE("another region's body");
     OK(recap_graph_capture_end(g));
     OK(recap_graph_replay(g, s));
@@ -88,11 +88,11 @@ static void test_too_deep(void **state) {
     begin(g, s, host);
     recap_cond_t c;
     for (int d = 0; d < RECAP_REGION_MAX_DEPTH; d++) {
-      OK(recap_cond_create(s, 0, &c));
-      OK(recap_region_begin(s, RECAP_REGION_IF, c, 0));
+      OK(recap_cond_create(&c, 0, s));
+      OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
     }
-    OK(recap_cond_create(s, 0, &c));
-    EXPECT_STATUS(recap_region_begin(s, RECAP_REGION_IF, c, 0), RECAP_ERROR_INVALID_USAGE);
+    OK(recap_cond_create(&c, 0, s));
+    EXPECT_STATUS(recap_region_begin(RECAP_REGION_IF, c, 0, s), RECAP_ERROR_INVALID_USAGE);
     EXPECT_MESSAGE("32 regions are open already");
     assert_int_equal(recap__graph_region_depth(g), 32);
     for (int d = 0; d < RECAP_REGION_MAX_DEPTH; d++) OK(recap_region_end(s));
@@ -114,11 +114,11 @@ static void test_unjoined_side_stream(void **state) {
       OK(recap_graph_create(&g, 0));
       begin(g, s, host);
       recap_cond_t c;
-      OK(recap_cond_create(s, 1, &c));
-      if (at_end) OK(recap_region_begin(s, RECAP_REGION_IF, c, 0));
+      OK(recap_cond_create(&c, 1, s));
+      if (at_end) OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
       assert_true(recap__fake_capture_join(side, s));
       recap__fake_launch_kernel(side, "side_work");
-      EXPECT_STATUS(at_end ? recap_region_end(s) : recap_region_begin(s, RECAP_REGION_IF, c, 0),
+      EXPECT_STATUS(at_end ? recap_region_end(s) : recap_region_begin(RECAP_REGION_IF, c, 0, s),
                     RECAP_ERROR_CAPTURE_INVALIDATED);
       EXPECT_MESSAGE(at_end ? "recap_region_end: the capture ended"
                             : "recap_region_begin: the capture ended");
@@ -146,8 +146,8 @@ static void test_forbidden_nodes(void **state) {
       begin(g, s, host);
       uint32_t *w = device_words(s, 1);
       recap_cond_t c;
-      OK(recap_cond_create(s, 0, &c));
-      OK(recap_region_begin(s, RECAP_REGION_SWITCH, c, 2));
+      OK(recap_cond_create(&c, 0, s));
+      OK(recap_region_begin(RECAP_REGION_SWITCH, c, 2, s));
       recap__fake_launch_kernel(s, "fine");
       OK(recap_region_next_branch(s));
       mix(s, w, 1);
@@ -184,15 +184,15 @@ static void test_forbidden_before_a_nested_region(void **state) {
     OK(recap_graph_create(&g, 0));
     begin(g, s, host);
     recap_cond_t outer, inner;
-    OK(recap_cond_create(s, 0, &outer));
-    OK(recap_region_begin(s, RECAP_REGION_WHILE, outer, 1));
+    OK(recap_cond_create(&outer, 0, s));
+    OK(recap_region_begin(RECAP_REGION_WHILE, outer, 1, s));
     forbidden_node(s, RECAP_NODE_MEM_ALLOC);
-    OK(recap_cond_create(s, 0, &inner));
+    OK(recap_cond_create(&inner, 0, s));
     if (host) {
-      EXPECT_STATUS(recap_region_begin(s, RECAP_REGION_IF, inner, 1), RECAP_ERROR_NOT_SUPPORTED);
+      EXPECT_STATUS(recap_region_begin(RECAP_REGION_IF, inner, 1, s), RECAP_ERROR_NOT_SUPPORTED);
       EXPECT_MESSAGE("recap_region_begin: branch 0 of the while region opened 1 deep holds node 0");
     } else {
-      OK(recap_region_begin(s, RECAP_REGION_IF, inner, 1));
+      OK(recap_region_begin(RECAP_REGION_IF, inner, 1, s));
       recap__fake_launch_kernel(s, "inside");
       OK(recap_region_end(s));
       EXPECT_STATUS(recap_region_end(s), RECAP_ERROR_NOT_SUPPORTED);
@@ -232,10 +232,10 @@ static void test_abandon_inside(void **state) {
       OK(recap_graph_create(&g, 0));
       begin(g, s, host);
       recap_cond_t c;
-      OK(recap_cond_create(s, 1, &c));
-      OK(recap_region_begin(s, RECAP_REGION_WHILE, c, 0));
-      OK(recap_cond_create(s, 1, &c));
-      OK(recap_region_begin(s, RECAP_REGION_WHILE, c, 0));
+      OK(recap_cond_create(&c, 1, s));
+      OK(recap_region_begin(RECAP_REGION_WHILE, c, 0, s));
+      OK(recap_cond_create(&c, 1, s));
+      OK(recap_region_begin(RECAP_REGION_WHILE, c, 0, s));
       recap__fake_stream_enqueue(s);
       recap_pool_id_t pool;
       OK(recap_graph_pool(g, &pool));
@@ -251,7 +251,7 @@ static void test_abandon_inside(void **state) {
         loop.step = failing_step;
         loop.check = plain_check;
         loop.unroll = 3;
-        EXPECT_STATUS(recap_loop_capture(s, &loop), RECAP_ERROR_CUDA);
+        EXPECT_STATUS(recap_loop_capture(&loop, s), RECAP_ERROR_CUDA);
         EXPECT_MESSAGE("test step failed");
         assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
         OK(recap_graph_destroy(g));
@@ -285,16 +285,16 @@ static void test_invalidated_with_regions_open(void **state) {
           begin(g, s, host);
           recap__fake_launch_kernel(s, "first");
           OK(recap_graph_capture_end(g));
-          OK(recap_graph_recapture_begin(g, s, &o));
+          OK(recap_graph_recapture_begin(g, &o, s));
         } else {
-          OK(recap_graph_capture_begin(g, s, &o));
+          OK(recap_graph_capture_begin(g, &o, s));
         }
         recap_pool_id_t pool;
         OK(recap_graph_pool(g, &pool));
         for (unsigned d = 0; d < depth; d++) {
           recap_cond_t c;
-          OK(recap_cond_create(s, 1, &c));
-          OK(recap_region_begin(s, RECAP_REGION_IF, c, 0));
+          OK(recap_cond_create(&c, 1, s));
+          OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
         }
         uint32_t *w = device_words(s, 1); /* from the graph's pool, inside the body */
         mix(s, w, 1);
@@ -332,13 +332,13 @@ static void test_invalidated_with_regions_open(void **state) {
         if (recapture) {
           OK(recap_graph_replay(g, s));
           recap__fake_stream_complete(s);
-          OK(recap_graph_recapture_begin(g, s, &o));
+          OK(recap_graph_recapture_begin(g, &o, s));
         } else {
-          OK(recap_graph_capture_begin(g, s, &o));
+          OK(recap_graph_capture_begin(g, &o, s));
         }
         recap_cond_t c;
-        OK(recap_cond_create(s, 1, &c));
-        OK(recap_region_begin(s, RECAP_REGION_IF, c, 0));
+        OK(recap_cond_create(&c, 1, s));
+        OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
         recap__fake_launch_kernel(s, "again");
         OK(recap_region_end(s));
         OK(recap_graph_capture_end(g));

@@ -109,7 +109,7 @@ static inline int on_device(recap_graph_t g) {
 
 static inline void begin(recap_graph_t g, recap_stream_t s, bool host) {
   recap_capture_options_t o = options(host);
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
 }
 
 #endif /* RECAP_TEST_REGIONS_UTIL_H */

@@ -19,17 +19,17 @@ static uint32_t run_while(bool host, uint64_t *bodies) {
   reset();
   recap_stream_t s = recap__fake_stream_new();
   uint32_t *w = device_words(s, 2); /* w[0] counter, w[1] accumulator */
-  recap_memory_stats_t at_start;
+  recap_memory_stats_t at_start = RECAP_MEMORY_STATS_INIT;
   OK(recap_memory_stats(-1, &at_start));
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = options(host);
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   assert_int_equal(on_device(g), !host);
   set_u32(s, &w[0], 4);
-  OK(recap_cond_create(s, 1, &slots[0]));
+  OK(recap_cond_create(&slots[0], 1, s));
   assert_true(host ? slots[0].flag != NULL && slots[0].handle == 0 : slots[0].flag == NULL);
-  OK(recap_region_begin(s, RECAP_REGION_WHILE, slots[0], 0));
+  OK(recap_region_begin(RECAP_REGION_WHILE, slots[0], 0, s));
   assert_int_equal(recap__graph_region_depth(g), 1);
   mix(s, &w[1], 1);
   dec_cond(s, &w[0], 0);
@@ -52,7 +52,7 @@ static uint32_t run_while(bool host, uint64_t *bodies) {
   OK(recap_graph_destroy(g));
   /* The host path's flag went back to the pool, and the pool went with the graph. */
   assert_int_equal(pool_references(pool), 0);
-  recap_memory_stats_t after;
+  recap_memory_stats_t after = RECAP_MEMORY_STATS_INIT;
   OK(recap_memory_stats(-1, &after));
   assert_int_equal(after.allocated_bytes[RECAP_STAT_ALL].current,
                    at_start.allocated_bytes[RECAP_STAT_ALL].current);
@@ -86,22 +86,22 @@ static uint32_t run_branches(bool host, uint32_t choice) {
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = options(host);
-  OK(recap_graph_capture_begin(g, s, &o));
-  OK(recap_cond_create(s, 0, &slots[0]));
+  OK(recap_graph_capture_begin(g, &o, s));
+  OK(recap_cond_create(&slots[0], 0, s));
   cond_from(s, &w[0], 0);
-  OK(recap_region_begin(s, RECAP_REGION_IF, slots[0], 1));
+  OK(recap_region_begin(RECAP_REGION_IF, slots[0], 1, s));
   mix(s, &w[1], 1);
   OK(recap_region_end(s));
-  OK(recap_cond_create(s, 0, &slots[1]));
+  OK(recap_cond_create(&slots[1], 0, s));
   cond_from(s, &w[0], 1);
-  OK(recap_region_begin(s, RECAP_REGION_IF_ELSE, slots[1], 2));
+  OK(recap_region_begin(RECAP_REGION_IF_ELSE, slots[1], 2, s));
   mix(s, &w[1], 2);
   OK(recap_region_next_branch(s));
   mix(s, &w[1], 3);
   OK(recap_region_end(s));
-  OK(recap_cond_create(s, 0, &slots[2]));
+  OK(recap_cond_create(&slots[2], 0, s));
   OK(recap_cond_set_from(slots[2], &w[0], s));
-  OK(recap_region_begin(s, RECAP_REGION_SWITCH, slots[2], 3));
+  OK(recap_region_begin(RECAP_REGION_SWITCH, slots[2], 3, s));
   mix(s, &w[1], 4);
   OK(recap_region_next_branch(s));
   mix(s, &w[1], 5);
@@ -144,9 +144,9 @@ static void test_if_else_closed_early(void **state) {
     recap_graph_t g;
     OK(recap_graph_create(&g, 0));
     recap_capture_options_t o = options(host);
-    OK(recap_graph_capture_begin(g, s, &o));
-    OK(recap_cond_create(s, 0, &slots[0]));
-    OK(recap_region_begin(s, RECAP_REGION_IF_ELSE, slots[0], 0));
+    OK(recap_graph_capture_begin(g, &o, s));
+    OK(recap_cond_create(&slots[0], 0, s));
+    OK(recap_region_begin(RECAP_REGION_IF_ELSE, slots[0], 0, s));
     mix(s, &w[0], 9);
     OK(recap_region_end(s));
     mix(s, &w[0], 1);
@@ -171,14 +171,14 @@ static uint32_t run_nested(bool host) {
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = options(host);
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   set_u32(s, &w[0], 3);
-  OK(recap_cond_create(s, 1, &slots[0]));
-  OK(recap_region_begin(s, RECAP_REGION_WHILE, slots[0], 1));
+  OK(recap_cond_create(&slots[0], 1, s));
+  OK(recap_region_begin(RECAP_REGION_WHILE, slots[0], 1, s));
   set_u32(s, &w[1], 2);
   /* Created inside the outer body: 1 again at each outer iteration. */
-  OK(recap_cond_create(s, 1, &slots[1]));
-  OK(recap_region_begin(s, RECAP_REGION_WHILE, slots[1], 1));
+  OK(recap_cond_create(&slots[1], 1, s));
+  OK(recap_region_begin(RECAP_REGION_WHILE, slots[1], 1, s));
   assert_int_equal(recap__graph_region_depth(g), 2);
   mix(s, &w[2], 1);
   dec_cond(s, &w[1], 1);
@@ -215,13 +215,13 @@ static void test_auto_picks_host(void **state) {
   EXPECT_STATUS(recap_graph_regions_on_device(g, &(int){0}), RECAP_ERROR_INVALID_USAGE);
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.regions = RECAP_REGIONS_DEVICE;
-  EXPECT_STATUS(recap_graph_capture_begin(g, s, &o), RECAP_ERROR_NOT_SUPPORTED);
+  EXPECT_STATUS(recap_graph_capture_begin(g, &o, s), RECAP_ERROR_NOT_SUPPORTED);
   EXPECT_MESSAGE("RECAP_REGIONS_DEVICE");
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
   o.regions = (recap_regions_mode_t)9;
-  EXPECT_STATUS(recap_graph_capture_begin(g, s, &o), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_capture_begin(g, &o, s), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("options->regions 9");
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   assert_int_equal(on_device(g), 0);
   int supported = -1;
   OK(recap_device_conditional_nodes(&supported));
@@ -248,14 +248,14 @@ static void test_malloc_in_body(void **state) {
     recap_graph_t g;
     OK(recap_graph_create(&g, 0));
     recap_capture_options_t o = options(host);
-    OK(recap_graph_capture_begin(g, s, &o));
+    OK(recap_graph_capture_begin(g, &o, s));
     recap_pool_id_t pool;
     OK(recap_graph_pool(g, &pool));
     set_u32(s, &w[0], 3);
-    OK(recap_cond_create(s, 1, &slots[0]));
-    recap_memory_stats_t before;
+    OK(recap_cond_create(&slots[0], 1, s));
+    recap_memory_stats_t before = RECAP_MEMORY_STATS_INIT;
     OK(recap_memory_stats(-1, &before));
-    OK(recap_region_begin(s, RECAP_REGION_WHILE, slots[0], 1));
+    OK(recap_region_begin(RECAP_REGION_WHILE, slots[0], 1, s));
     assert_int_equal(recap__registry_count(), 1);
     recap_graph_t found = NULL;
     OK(recap__registry_find_stream(s, &found));
@@ -263,10 +263,10 @@ static void test_malloc_in_body(void **state) {
     assert_int_equal(pool_info(pool).routed, 1);
     void *in_body;
     OK(recap_malloc(&in_body, 1000, s));
-    recap_block_info_t info;
+    recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
     OK(recap_block_info(in_body, &info));
     assert_true(info.pool.a == pool.a && info.pool.b == pool.b);
-    recap_memory_stats_t after;
+    recap_memory_stats_t after = RECAP_MEMORY_STATS_INIT;
     OK(recap_memory_stats(-1, &after));
     assert_int_equal(after.allocated_bytes[RECAP_STAT_ALL].current -
                          before.allocated_bytes[RECAP_STAT_ALL].current,
@@ -306,16 +306,16 @@ static recap_status_t scenario(recap_graph_t g, recap_stream_t s, bool host, uin
   do {                                             \
     if ((st = (expr)) != RECAP_SUCCESS) return st; \
   } while (0)
-  TRY(recap_graph_capture_begin(g, s, &o));
+  TRY(recap_graph_capture_begin(g, &o, s));
   set_u32(s, &w[0], 3);
-  TRY(recap_cond_create(s, 1, &slots[0]));
-  TRY(recap_region_begin(s, RECAP_REGION_WHILE, slots[0], 0));
+  TRY(recap_cond_create(&slots[0], 1, s));
+  TRY(recap_region_begin(RECAP_REGION_WHILE, slots[0], 0, s));
   void *block;
   TRY(recap_malloc(&block, 256, s));
   mix(s, block, 1);
-  TRY(recap_cond_create(s, 0, &slots[1]));
+  TRY(recap_cond_create(&slots[1], 0, s));
   TRY(recap_cond_set_value(slots[1], 1, s));
-  TRY(recap_region_begin(s, RECAP_REGION_IF_ELSE, slots[1], 0));
+  TRY(recap_region_begin(RECAP_REGION_IF_ELSE, slots[1], 0, s));
   mix(s, &w[1], 1);
   TRY(recap_region_next_branch(s));
   mix(s, &w[1], 2);

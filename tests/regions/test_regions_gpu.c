@@ -52,7 +52,7 @@ static recap_graph_t capture_begin(cudaStream_t s, recap_regions_mode_t mode) {
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t options = RECAP_CAPTURE_OPTIONS_INIT;
   options.regions = mode;
-  OK(recap_graph_capture_begin(g, s, &options));
+  OK(recap_graph_capture_begin(g, &options, s));
   return g;
 }
 
@@ -67,7 +67,7 @@ static void expect_path(recap_graph_t g, recap_regions_mode_t mode) {
 
 static void region_begin(cudaStream_t s, recap_region_kind_t kind, recap_cond_t cond,
                          unsigned branches) {
-  OK(recap_region_begin(s, kind, cond, branches));
+  OK(recap_region_begin(kind, cond, branches, s));
 }
 
 /* ==========================================================================================
@@ -83,14 +83,14 @@ static void while_countdown(recap_regions_mode_t mode) {
   CUDA_OK(recap_test_fill(x, N, 0.0f, s));
   CUDA_OK(region_test_set_word(counter, 5, s));
   recap_cond_t more;
-  OK(recap_cond_create(s, 1, &more));
+  OK(recap_cond_create(&more, 1, s));
   region_begin(s, RECAP_REGION_WHILE, more, 1);
   CUDA_OK(recap_test_add_scalar(x, x, N, 1.0f, s));
   OK(recap_cond_countdown(more, counter, s));
   OK(recap_region_end(s));
   /* A WHILE whose condition is 0 on entry runs no iteration. */
   recap_cond_t never;
-  OK(recap_cond_create(s, 0, &never));
+  OK(recap_cond_create(&never, 0, s));
   region_begin(s, RECAP_REGION_WHILE, never, 0);
   CUDA_OK(recap_test_fill(x, N, 100.0f, s));
   OK(recap_region_end(s));
@@ -130,13 +130,13 @@ static void if_and_if_else(recap_regions_mode_t mode) {
   recap_graph_t g = capture_begin(s, mode);
   CUDA_OK(recap_test_fill(a, N, 0.0f, s));
   recap_cond_t c_if;
-  OK(recap_cond_create(s, 0, &c_if));
+  OK(recap_cond_create(&c_if, 0, s));
   OK(recap_cond_set_from(c_if, word, s));
   region_begin(s, RECAP_REGION_IF, c_if, 0);
   CUDA_OK(recap_test_fill(a, N, 1.0f, s));
   OK(recap_region_end(s));
   recap_cond_t c_else;
-  OK(recap_cond_create(s, 0, &c_else));
+  OK(recap_cond_create(&c_else, 0, s));
   OK(recap_cond_set_from(c_else, word, s));
   region_begin(s, RECAP_REGION_IF_ELSE, c_else, 2);
   CUDA_OK(recap_test_fill(b, N, 2.0f, s));
@@ -181,7 +181,7 @@ static void switch_branches(recap_regions_mode_t mode) {
   recap_graph_t g = capture_begin(s, mode);
   CUDA_OK(recap_test_fill(x, N, 0.0f, s));
   recap_cond_t which;
-  OK(recap_cond_create(s, 0, &which));
+  OK(recap_cond_create(&which, 0, s));
   CUDA_OK(region_test_cond_from(which, index, s)); /* a user kernel: recap_cond_set */
   region_begin(s, RECAP_REGION_SWITCH, which, 3);
   for (int branch = 0; branch < 3; branch++) {
@@ -231,17 +231,17 @@ static void nesting(recap_regions_mode_t mode) {
   CUDA_OK(recap_test_fill(b, N, 0.0f, s));
   CUDA_OK(region_test_set_word(outer, 3, s));
   recap_cond_t c_outer;
-  OK(recap_cond_create(s, 1, &c_outer));
+  OK(recap_cond_create(&c_outer, 1, s));
   region_begin(s, RECAP_REGION_WHILE, c_outer, 1);
   {
     recap_cond_t c_odd;
-    OK(recap_cond_create(s, 0, &c_odd));
+    OK(recap_cond_create(&c_odd, 0, s));
     CUDA_OK(region_test_cond_odd(c_odd, outer, s));
     region_begin(s, RECAP_REGION_IF_ELSE, c_odd, 2);
     {
       CUDA_OK(region_test_set_word(inner, 2, s));
       recap_cond_t c_inner;
-      OK(recap_cond_create(s, 1, &c_inner));
+      OK(recap_cond_create(&c_inner, 1, s));
       region_begin(s, RECAP_REGION_WHILE, c_inner, 1);
       CUDA_OK(recap_test_add_scalar(a, a, N, 1.0f, s));
       OK(recap_cond_countdown(c_inner, inner, s));
@@ -297,12 +297,12 @@ static void malloc_in_body(recap_regions_mode_t mode) {
   CUDA_OK(recap_test_fill(acc, N, 0.0f, s));
   CUDA_OK(region_test_set_word(counter, 4, s));
   recap_cond_t more;
-  OK(recap_cond_create(s, 1, &more));
+  OK(recap_cond_create(&more, 1, s));
   region_begin(s, RECAP_REGION_WHILE, more, 1);
   void *scratch = NULL, *kept = NULL;
   OK(recap_malloc(&scratch, N * sizeof(float), s));
   OK(recap_malloc(&kept, N * sizeof(float), s));
-  recap_block_info_t info;
+  recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
   OK(recap_block_info(scratch, &info));
   assert_memory_equal(&info.pool, &pool, sizeof pool);
   OK(recap_block_info(kept, &info));
@@ -331,10 +331,10 @@ static void malloc_in_body(recap_regions_mode_t mode) {
   if (more.flag) {
     OK(recap_block_info(more.flag, &info));
     assert_memory_equal(&info.pool, &pool, sizeof pool);
-    expected += (int64_t)info.size;
+    expected += (int64_t)info.bytes;
   }
-  recap_pool_info_t pool_info;
-  OK(recap_pool_info(pool, &pool_info));
+  recap_pool_memory_t pool_info = RECAP_POOL_MEMORY_INIT;
+  OK(recap_pool_memory(pool, &pool_info));
   assert_int_equal(pool_info.allocated_bytes, expected);
   assert_true(pool_info.segments >= 1);
   for (int replay = 0; replay < 2; replay++) {
@@ -385,7 +385,7 @@ static void rng_in_while(recap_regions_mode_t mode) {
   OK(recap_rng_uniform(graphed, top, N, s));
   CUDA_OK(region_test_set_word(counter, DRAWS, s));
   recap_cond_t more;
-  OK(recap_cond_create(s, 1, &more));
+  OK(recap_cond_create(&more, 1, s));
   region_begin(s, RECAP_REGION_WHILE, more, 1);
   OK(recap_rng_uniform(graphed, draw, N, s));
   CUDA_OK(region_test_append_row(rows, draw, N, row, s));
@@ -416,8 +416,8 @@ static void rng_in_while(recap_regions_mode_t mode) {
   for (int replay = 0; replay < 2; replay++)
     assert_memory_equal(top_rows[replay], want_top + (size_t)replay * N, N * sizeof(float));
   uint64_t offset_graphed = 0, offset_reference = 0;
-  OK(recap_generator_get_offset(graphed, &offset_graphed));
-  OK(recap_generator_get_offset(reference, &offset_reference));
+  OK(recap_generator_offset_get(graphed, &offset_graphed));
+  OK(recap_generator_offset_get(reference, &offset_reference));
   assert_int_equal(offset_graphed, offset_reference);
   /* An eager draw after the replays continues the sequence on both. */
   OK(recap_rng_uniform(graphed, top, N, s));
@@ -482,7 +482,7 @@ static void cublas_in_body(recap_regions_mode_t mode) {
   CUDA_OK(recap_test_fill(x, dim, 1.0f, s));
   CUDA_OK(region_test_set_word(counter, 3, s));
   recap_cond_t more;
-  OK(recap_cond_create(s, 1, &more));
+  OK(recap_cond_create(&more, 1, s));
   region_begin(s, RECAP_REGION_WHILE, more, 1);
   CUBLAS_OK(
       cublasSgemv(handle, CUBLAS_OP_N, (int)dim, (int)dim, &alpha, a, (int)dim, x, 1, &beta, y, 1));
@@ -528,7 +528,7 @@ static void forbidden_node(recap_regions_mode_t mode) {
   recap_graph_t g = capture_begin(s, mode);
   CUDA_OK(region_test_set_word(counter, 1, s));
   recap_cond_t more;
-  OK(recap_cond_create(s, 1, &more));
+  OK(recap_cond_create(&more, 1, s));
   region_begin(s, RECAP_REGION_WHILE, more, 1);
   void *raw = NULL;
   CUDA_OK(cudaMallocAsync(&raw, 4096, s));
@@ -547,7 +547,7 @@ static void forbidden_node(recap_regions_mode_t mode) {
   assert_int_equal(capturing, 0);
 
   /* The graph captures again, and runs. */
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   CUDA_OK(recap_test_fill(x, N, 4.0f, s));
   OK(recap_graph_capture_end(g));
   OK(recap_graph_replay(g, s));
@@ -575,7 +575,7 @@ static void region_open_at_capture_end(void **state) {
   float *x = gpu_floats(N, s);
   recap_graph_t g = capture_begin(s, RECAP_REGIONS_AUTO);
   recap_cond_t c;
-  OK(recap_cond_create(s, 1, &c));
+  OK(recap_cond_create(&c, 1, s));
   region_begin(s, RECAP_REGION_IF, c, 1);
   CUDA_OK(recap_test_fill(x, N, 6.0f, s));
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_INVALID_USAGE);

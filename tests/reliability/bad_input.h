@@ -97,7 +97,7 @@ typedef struct bim_fixture {
   recap_cuda_graph_exec_t cuda_exec_out;
   recap_graph_info_t *info_out;
   recap_philox_state_t philox;
-  const recap_liveness_input_t *liveness_out;
+  recap_liveness_input_t liveness_out[1];
   recap_cond_t cond, cond_out;
   recap_cond_compare_t cond_compare;
   recap_loop_t loop;

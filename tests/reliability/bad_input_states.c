@@ -11,7 +11,7 @@
 
 /* A capture of one kernel on f->stream into g (begun and ended). */
 static void captured(recap_graph_t g, recap_stream_t s) {
-  MUST(recap_graph_capture_begin(g, s, NULL));
+  MUST(recap_graph_capture_begin(g, NULL, s));
   recap__fake_launch_kernel(s, "bim_kernel");
   MUST(recap_graph_capture_end(g));
 }
@@ -25,32 +25,32 @@ static int st_replay_after_reset(bim_fixture_t *f) {
   return recap_graph_replay(f->graph, f->stream);
 }
 static int st_replay_during_capture(bim_fixture_t *f) {
-  MUST(recap_graph_capture_begin(f->graph, f->stream, NULL));
+  MUST(recap_graph_capture_begin(f->graph, NULL, f->stream));
   return recap_graph_replay(f->graph, f->stream2);
 }
 static int st_capture_twice(bim_fixture_t *f) {
-  MUST(recap_graph_capture_begin(f->graph, f->stream, NULL));
-  return recap_graph_capture_begin(f->graph, f->stream2, NULL);
+  MUST(recap_graph_capture_begin(f->graph, NULL, f->stream));
+  return recap_graph_capture_begin(f->graph, NULL, f->stream2);
 }
 static int st_capture_again_without_reset(bim_fixture_t *f) {
   captured(f->graph, f->stream);
-  return recap_graph_capture_begin(f->graph, f->stream, NULL);
+  return recap_graph_capture_begin(f->graph, NULL, f->stream);
 }
 static int st_capture_on_a_capturing_stream(bim_fixture_t *f) {
-  MUST(recap_graph_capture_begin(f->graph, f->stream, NULL));
+  MUST(recap_graph_capture_begin(f->graph, NULL, f->stream));
   MUST(recap_graph_create(&f->graph_out, 0));
-  return recap_graph_capture_begin(f->graph_out, f->stream, NULL);
+  return recap_graph_capture_begin(f->graph_out, NULL, f->stream);
 }
 static int st_capture_on_the_legacy_stream(bim_fixture_t *f) {
   return recap_graph_capture_begin(f->graph, NULL, NULL);
 }
 static int st_capture_options_bad_size(bim_fixture_t *f) {
   f->capture_options.size = 3;
-  return recap_graph_capture_begin(f->graph, f->stream, &f->capture_options);
+  return recap_graph_capture_begin(f->graph, &f->capture_options, f->stream);
 }
 static int st_capture_options_bad_mode(bim_fixture_t *f) {
   f->capture_options.mode = (recap_capture_mode_t)7;
-  return recap_graph_capture_begin(f->graph, f->stream, &f->capture_options);
+  return recap_graph_capture_begin(f->graph, &f->capture_options, f->stream);
 }
 static int st_end_without_begin(bim_fixture_t *f) { return recap_graph_capture_end(f->graph); }
 static int st_end_twice(bim_fixture_t *f) {
@@ -58,18 +58,18 @@ static int st_end_twice(bim_fixture_t *f) {
   return recap_graph_capture_end(f->graph);
 }
 static int st_end_after_a_failed_end(bim_fixture_t *f) {
-  MUST(recap_graph_capture_begin(f->graph, f->stream, NULL));
+  MUST(recap_graph_capture_begin(f->graph, NULL, f->stream));
   recap__fake_capture_invalidate(f->stream);
   if (recap_graph_capture_end(f->graph) != RECAP_ERROR_CAPTURE_INVALIDATED) exit(10);
   return recap_graph_capture_end(f->graph);
 }
 static int st_end_after_reset_mid_capture(bim_fixture_t *f) {
-  MUST(recap_graph_capture_begin(f->graph, f->stream, NULL));
+  MUST(recap_graph_capture_begin(f->graph, NULL, f->stream));
   MUST(recap_graph_reset(f->graph));
   return recap_graph_capture_end(f->graph);
 }
 static int st_end_of_an_invalidated_capture(bim_fixture_t *f) {
-  MUST(recap_graph_capture_begin(f->graph, f->stream, NULL));
+  MUST(recap_graph_capture_begin(f->graph, NULL, f->stream));
   recap__fake_capture_invalidate(f->stream);
   return recap_graph_capture_end(f->graph);
 }
@@ -86,7 +86,7 @@ static int st_instantiate_before_capture(bim_fixture_t *f) {
 }
 static int st_instantiate_during_capture(bim_fixture_t *f) {
   MUST(recap_graph_create(&f->graph_out, RECAP_GRAPH_KEEP));
-  MUST(recap_graph_capture_begin(f->graph_out, f->stream, NULL));
+  MUST(recap_graph_capture_begin(f->graph_out, NULL, f->stream));
   return recap_graph_instantiate(f->graph_out);
 }
 static int st_pool_before_capture(bim_fixture_t *f) {
@@ -150,7 +150,7 @@ static int st_scope_options_bad_capture_mode(bim_fixture_t *f) {
   return recap_capture_scope_begin(f->graph, &f->scope_options, &f->stream_out);
 }
 static int st_empty_cache_during_capture(bim_fixture_t *f) {
-  MUST(recap_graph_capture_begin(f->graph, f->stream, NULL));
+  MUST(recap_graph_capture_begin(f->graph, NULL, f->stream));
   return recap_empty_cache();
 }
 
@@ -186,15 +186,15 @@ static int from_other_thread(bim_fixture_t *f, int which) {
   return c.status;
 }
 static int st_destroy_from_another_thread_during_capture(bim_fixture_t *f) {
-  MUST(recap_graph_capture_begin(f->graph, f->stream, NULL));
+  MUST(recap_graph_capture_begin(f->graph, NULL, f->stream));
   return from_other_thread(f, 0);
 }
 static int st_reset_from_another_thread_during_capture(bim_fixture_t *f) {
-  MUST(recap_graph_capture_begin(f->graph, f->stream, NULL));
+  MUST(recap_graph_capture_begin(f->graph, NULL, f->stream));
   return from_other_thread(f, 1);
 }
 static int st_end_from_another_thread(bim_fixture_t *f) {
-  MUST(recap_graph_capture_begin(f->graph, f->stream, NULL));
+  MUST(recap_graph_capture_begin(f->graph, NULL, f->stream));
   return from_other_thread(f, 2);
 }
 static int st_scope_end_from_another_thread(bim_fixture_t *f) {
@@ -288,20 +288,17 @@ static int st_sleep_a_pool_of_classic_segments(bim_fixture_t *f) {
   return recap_pool_sleep(default_pool, RECAP_SLEEP_DISCARD);
 }
 static int st_sleep_during_capture(bim_fixture_t *f) {
-  MUST(recap_graph_capture_begin(f->graph, f->stream, NULL));
+  MUST(recap_graph_capture_begin(f->graph, NULL, f->stream));
   recap_pool_id_t default_pool = {0, 0};
   return recap_pool_sleep(default_pool, RECAP_SLEEP_DISCARD);
 }
 static int st_pinned_reserve_during_capture(bim_fixture_t *f) {
-  MUST(recap_graph_capture_begin(f->graph, f->stream, NULL));
+  MUST(recap_graph_capture_begin(f->graph, NULL, f->stream));
   return recap_pinned_reserve(4096);
 }
 static int st_pinned_reserve_beyond_the_host(bim_fixture_t *f) {
   (void)f;
   return recap_pinned_reserve(SIZE_MAX);
-}
-static int st_pool_info_of_an_unknown_pool(bim_fixture_t *f) {
-  return recap_pool_info(f->pool, &f->pool_info);
 }
 static int st_pool_memory_of_an_unknown_pool(bim_fixture_t *f) {
   return recap_pool_memory(f->pool, &f->pool_memory);
@@ -314,12 +311,12 @@ static int st_graph_memory_of_a_fresh_graph(bim_fixture_t *f) {
   return recap_graph_memory(f->graph, &f->graph_memory);
 }
 static int st_graph_memory_during_capture(bim_fixture_t *f) {
-  MUST(recap_graph_capture_begin(f->graph, f->stream, NULL));
+  MUST(recap_graph_capture_begin(f->graph, NULL, f->stream));
   return recap_graph_memory(f->graph, &f->graph_memory);
 }
 static int st_graph_memory_during_recapture(bim_fixture_t *f) {
   captured(f->graph, f->stream);
-  MUST(recap_graph_recapture_begin(f->graph, f->stream, NULL));
+  MUST(recap_graph_recapture_begin(f->graph, NULL, f->stream));
   return recap_graph_memory(f->graph, &f->graph_memory);
 }
 static int st_graph_memory_bad_size(bim_fixture_t *f) {
@@ -331,13 +328,13 @@ static int st_graph_memory_bad_size(bim_fixture_t *f) {
 static int st_malloc_over_the_capture_budget(bim_fixture_t *f) {
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.budget_bytes = 1;
-  MUST(recap_graph_capture_begin(f->graph, f->stream, &o));
+  MUST(recap_graph_capture_begin(f->graph, &o, f->stream));
   return recap_malloc(&f->ptr_out, 512, f->stream);
 }
 static int st_end_of_a_capture_over_its_budget(bim_fixture_t *f) {
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.budget_bytes = 1;
-  MUST(recap_graph_capture_begin(f->graph, f->stream, &o));
+  MUST(recap_graph_capture_begin(f->graph, &o, f->stream));
   if (recap_malloc(&f->ptr_out, 512, f->stream) != RECAP_ERROR_OUT_OF_MEMORY) exit(10);
   recap__fake_launch_kernel(f->stream, "bim_kernel");
   return recap_graph_capture_end(f->graph);
@@ -374,46 +371,46 @@ static int st_options_parse_bad_entry(bim_fixture_t *f) {
 
 /* A capture into f->graph on f->stream that uses f->gen. */
 static void capture_using_the_generator(bim_fixture_t *f) {
-  MUST(recap_graph_capture_begin(f->graph, f->stream, NULL));
-  MUST(recap_generator_philox_state(f->gen, f->stream, 4, &f->philox));
+  MUST(recap_graph_capture_begin(f->graph, NULL, f->stream));
+  MUST(recap_generator_philox_state(f->gen, 4, f->stream, &f->philox));
 }
 static int st_set_seed_during_capture(bim_fixture_t *f) {
   capture_using_the_generator(f);
-  return recap_generator_set_seed(f->gen, 42);
+  return recap_generator_seed_set(f->gen, 42);
 }
 static int st_set_offset_during_capture(bim_fixture_t *f) {
   capture_using_the_generator(f);
-  return recap_generator_set_offset(f->gen, 8);
+  return recap_generator_offset_set(f->gen, 8);
 }
 static int st_get_offset_during_capture(bim_fixture_t *f) {
   capture_using_the_generator(f);
-  return recap_generator_get_offset(f->gen, &f->u64_out);
+  return recap_generator_offset_get(f->gen, &f->u64_out);
 }
 static int st_set_offset_not_a_multiple_of_4(bim_fixture_t *f) {
-  return recap_generator_set_offset(f->gen, 6);
+  return recap_generator_offset_set(f->gen, 6);
 }
 static int st_generator_in_two_captures_at_once(bim_fixture_t *f) {
   capture_using_the_generator(f);
   MUST(recap_graph_create(&f->graph_out, 0));
-  MUST(recap_graph_capture_begin(f->graph_out, f->stream2, NULL));
-  return recap_generator_philox_state(f->gen, f->stream2, 4, &f->philox);
+  MUST(recap_graph_capture_begin(f->graph_out, NULL, f->stream2));
+  return recap_generator_philox_state(f->gen, 4, f->stream2, &f->philox);
 }
 static int st_philox_state_in_a_foreign_capture(bim_fixture_t *f) {
   if (!recap__fake_capture_begin(f->stream2, RECAP__CAPTURE_MODE_RELAXED)) exit(10);
-  int s = recap_generator_philox_state(f->gen, f->stream2, 4, &f->philox);
+  int s = recap_generator_philox_state(f->gen, 4, f->stream2, &f->philox);
   recap__fake_capture_end(f->stream2);
   return s;
 }
 static int st_philox_state_in_an_invalidated_capture(bim_fixture_t *f) {
-  MUST(recap_graph_capture_begin(f->graph, f->stream, NULL));
+  MUST(recap_graph_capture_begin(f->graph, NULL, f->stream));
   recap__fake_capture_invalidate(f->stream);
-  return recap_generator_philox_state(f->gen, f->stream, 4, &f->philox);
+  return recap_generator_philox_state(f->gen, 4, f->stream, &f->philox);
 }
 static int st_replay_of_a_random_graph_inside_a_capture(bim_fixture_t *f) {
   capture_using_the_generator(f);
   MUST(recap_graph_capture_end(f->graph));
   MUST(recap_graph_create(&f->graph_out, 0));
-  MUST(recap_graph_capture_begin(f->graph_out, f->stream2, NULL));
+  MUST(recap_graph_capture_begin(f->graph_out, NULL, f->stream2));
   return recap_graph_replay(f->graph, f->stream2);
 }
 static int st_randint_empty_range(bim_fixture_t *f) {
@@ -427,22 +424,22 @@ static int st_normal_negative_stddev(bim_fixture_t *f) {
 }
 
 static int st_backward_before_forward(bim_fixture_t *f) {
-  return recap_graphed_backward(f->graphed, f->stream, f->grad_outputs, &f->buffers_out);
+  return recap_graphed_backward(f->graphed, f->grad_outputs, f->stream, &f->buffers_out);
 }
 static int st_backward_without_a_backward_function(bim_fixture_t *f) {
   f->descs[0].backward = NULL;
   MUST(recap_graphed_create(f->graphed_out, f->descs, 1, NULL));
-  MUST(recap_graphed_forward(f->graphed_out[0], f->stream, 1, f->inputs, &f->buffers_out));
-  return recap_graphed_backward(f->graphed_out[0], f->stream, f->grad_outputs, &f->buffers_out);
+  MUST(recap_graphed_forward(f->graphed_out[0], 1, f->inputs, f->stream, &f->buffers_out));
+  return recap_graphed_backward(f->graphed_out[0], f->grad_outputs, f->stream, &f->buffers_out);
 }
 static int st_forward_with_an_input_of_another_size(bim_fixture_t *f) {
   recap_buffer_t other = {f->block, 16};
-  return recap_graphed_forward(f->graphed, f->stream, 1, &other, &f->buffers_out);
+  return recap_graphed_forward(f->graphed, 1, &other, f->stream, &f->buffers_out);
 }
 static int st_forward_before_create(bim_fixture_t *f) {
   f->descs[0].forward = NULL; /* create fails and leaves the handle NULL */
   if (recap_graphed_create(f->graphed_out, f->descs, 1, NULL) == RECAP_SUCCESS) exit(10);
-  return recap_graphed_forward(f->graphed_out[0], f->stream, 1, f->inputs, &f->buffers_out);
+  return recap_graphed_forward(f->graphed_out[0], 1, f->inputs, f->stream, &f->buffers_out);
 }
 static int st_graphed_create_no_callables(bim_fixture_t *f) {
   return recap_graphed_create(f->graphed_out, f->descs, 0, NULL);
@@ -466,18 +463,18 @@ static int st_graphed_options_negative_warmup(bim_fixture_t *f) {
 
 static int st_annotate_pop_without_push(bim_fixture_t *f) {
   recap_annotations_enable(1);
-  MUST(recap_graph_capture_begin(f->graph, f->stream, NULL));
+  MUST(recap_graph_capture_begin(f->graph, NULL, f->stream));
   return recap_annotate_pop(f->stream);
 }
-static int st_annotate_empty_label(bim_fixture_t *f) { return recap_annotate_push(f->stream, ""); }
+static int st_annotate_empty_label(bim_fixture_t *f) { return recap_annotate_push("", f->stream); }
 static int st_annotate_label_too_long(bim_fixture_t *f) {
   static char label[RECAP_ANNOTATION_MAX_LENGTH + 2];
   memset(label, 'a', sizeof label - 1);
-  return recap_annotate_push(f->stream, label);
+  return recap_annotate_push(label, f->stream);
 }
 static int st_liveness_inputs_without_liveness(bim_fixture_t *f) {
   captured(f->graph, f->stream);
-  return recap_graph_liveness_inputs(f->graph, &f->liveness_out, &f->size_out);
+  return recap_graph_liveness_inputs(f->graph, f->liveness_out, 1, &f->size_out);
 }
 static int st_check_inputs_without_liveness(bim_fixture_t *f) {
   captured(f->graph, f->stream);
@@ -485,21 +482,21 @@ static int st_check_inputs_without_liveness(bim_fixture_t *f) {
 }
 
 static int st_recapture_of_a_fresh_graph(bim_fixture_t *f) {
-  return recap_graph_recapture_begin(f->graph, f->stream, NULL);
+  return recap_graph_recapture_begin(f->graph, NULL, f->stream);
 }
 static int st_replay_during_recapture(bim_fixture_t *f) {
   captured(f->graph, f->stream);
-  MUST(recap_graph_recapture_begin(f->graph, f->stream, NULL));
+  MUST(recap_graph_recapture_begin(f->graph, NULL, f->stream));
   return recap_graph_replay(f->graph, f->stream2);
 }
 static int st_recapture_into_another_pool(bim_fixture_t *f) {
   captured(f->graph, f->stream);
   f->capture_options.pool = f->pool;
-  return recap_graph_recapture_begin(f->graph, f->stream, &f->capture_options);
+  return recap_graph_recapture_begin(f->graph, &f->capture_options, f->stream);
 }
 static int st_update_policy_negative_slowdown(bim_fixture_t *f) {
   f->update_policy.max_slowdown = -1;
-  return recap_graph_set_update_policy(f->graph, &f->update_policy);
+  return recap_graph_update_policy_set(f->graph, &f->update_policy);
 }
 static int st_update_stats_bad_size(bim_fixture_t *f) {
   f->update_stats.size = 1;
@@ -574,7 +571,7 @@ const bim_case_t bim_state_cases[] = {
     STATE_MSG(recap_graph_replay, replay_during_recapture, ERROR_INVALID_USAGE, "being recaptured"),
     STATE_MSG(recap_graph_recapture_begin, recapture_into_another_pool, ERROR_INVALID_ARGUMENT,
               "not the graph's pool"),
-    STATE_MSG(recap_graph_set_update_policy, update_policy_negative_slowdown,
+    STATE_MSG(recap_graph_update_policy_set, update_policy_negative_slowdown,
               ERROR_INVALID_ARGUMENT, "max_slowdown"),
     STATE_MSG(recap_graph_update_stats, update_stats_bad_size, ERROR_INVALID_ARGUMENT,
               "RECAP_UPDATE_STATS_INIT"),
@@ -601,7 +598,6 @@ const bim_case_t bim_state_cases[] = {
     STATE_MSG(recap_pool_route_begin, route_a_pool_routed_to_another_capture, ERROR_INVALID_USAGE,
               "already routed"),
     STATE(recap_pool_route_end, route_end_of_a_pool_not_routed, ERROR_INVALID_USAGE),
-    STATE(recap_pool_info, pool_info_of_an_unknown_pool, ERROR_NOT_FOUND),
     STATE_MSG(recap_pool_memory, pool_memory_of_an_unknown_pool, ERROR_NOT_FOUND, "does not exist"),
     STATE_MSG(recap_pool_memory, pool_memory_bad_size, ERROR_INVALID_ARGUMENT,
               "RECAP_POOL_MEMORY_INIT"),
@@ -625,10 +621,10 @@ const bim_case_t bim_state_cases[] = {
     STATE(recap_option_set_u64, option_breaking_a_rule, ERROR_INVALID_VALUE),
     STATE(recap_option_get, option_get_unknown, ERROR_NOT_FOUND),
     STATE(recap_options_parse, options_parse_bad_entry, ERROR_INVALID_VALUE),
-    STATE(recap_generator_set_seed, set_seed_during_capture, ERROR_INVALID_USAGE),
-    STATE(recap_generator_set_offset, set_offset_during_capture, ERROR_INVALID_USAGE),
-    STATE(recap_generator_get_offset, get_offset_during_capture, ERROR_INVALID_USAGE),
-    STATE(recap_generator_set_offset, set_offset_not_a_multiple_of_4, ERROR_INVALID_ARGUMENT),
+    STATE(recap_generator_seed_set, set_seed_during_capture, ERROR_INVALID_USAGE),
+    STATE(recap_generator_offset_set, set_offset_during_capture, ERROR_INVALID_USAGE),
+    STATE(recap_generator_offset_get, get_offset_during_capture, ERROR_INVALID_USAGE),
+    STATE(recap_generator_offset_set, set_offset_not_a_multiple_of_4, ERROR_INVALID_ARGUMENT),
     STATE(recap_generator_philox_state, generator_in_two_captures_at_once, ERROR_INVALID_USAGE),
     STATE(recap_generator_philox_state, philox_state_in_a_foreign_capture, ERROR_INVALID_USAGE),
     STATE(recap_generator_philox_state, philox_state_in_an_invalidated_capture,

@@ -62,9 +62,9 @@ static inline void sweep_graphed(outcome_t *o, recap_graphed_t *h, recap_stream_
   gopts.warmup_iters = 1;
   if (STEP(o, recap_graphed_create(h, &desc, 1, &gopts))) {
     const recap_buffer_t *outs = NULL, *grads = NULL;
-    if (STEP(o, recap_graphed_forward(*h, s, 1, in, &outs)))
-      STEP(o, recap_graphed_backward(*h, s, grad, &grads));
-    STEP(o, recap_graphed_forward(*h, s, 0, in, &outs));
+    if (STEP(o, recap_graphed_forward(*h, 1, in, s, &outs)))
+      STEP(o, recap_graphed_backward(*h, grad, s, &grads));
+    STEP(o, recap_graphed_forward(*h, 0, in, s, &outs));
   }
 }
 
@@ -106,7 +106,7 @@ static inline const char *sweep_leftovers(bool deferred_too) {
              (long long)recap__fake_now().live_events, (long long)cached, pending, deferred);
     return why;
   }
-  recap_memory_stats_t s;
+  recap_memory_stats_t s = RECAP_MEMORY_STATS_INIT;
   if (recap_memory_stats(0, &s) != RECAP_SUCCESS) return "recap_memory_stats failed";
   if (s.allocation[RECAP_STAT_ALL].current || s.reserved_bytes[RECAP_STAT_ALL].current) {
     snprintf(why, sizeof why, "%lld blocks, %lld reserved bytes still counted",

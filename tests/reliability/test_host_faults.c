@@ -31,6 +31,7 @@
 #include "fake_util.h"
 #include "sweep_util.h"
 #include "recap.h"
+#include "liveness_util.h"
 
 /* ---- the workload ------------------------------------------------------------------------- */
 
@@ -39,8 +40,8 @@
 static void annotated_work(outcome_t *o, recap_stream_t s, void *input, recap_generator_t gen,
                            void **out) {
   void *tmp = NULL;
-  if (STEP(o, recap_annotate_push(s, "forward"))) {
-    if (STEP(o, recap_annotate_push(s, "attention"))) {
+  if (STEP(o, recap_annotate_push("forward", s))) {
+    if (STEP(o, recap_annotate_push("attention", s))) {
       if (STEP(o, recap_malloc(&tmp, 1 * MiB, s))) {
         const void *args[2] = {input, tmp};
         recap__fake_launch_kernel_args(s, "attention_kernel", args, 2);
@@ -65,8 +66,8 @@ static void annotated_graph(outcome_t *o, recap_graph_t *g, recap_stream_t s, vo
   policy.max_slowdown = 0.5;
   policy.measure_replays = 2;
   if (!STEP(o, recap_graph_create(g, RECAP_GRAPH_KEEP))) return;
-  if (!STEP(o, recap_graph_set_update_policy(*g, &policy))) return;
-  if (!STEP(o, recap_graph_capture_begin(*g, s, &opts))) return;
+  if (!STEP(o, recap_graph_update_policy_set(*g, &policy))) return;
+  if (!STEP(o, recap_graph_capture_begin(*g, &opts, s))) return;
   annotated_work(o, s, input, gen, out);
   if (!STEP(o, recap_graph_capture_end(*g))) return;
 
@@ -78,7 +79,7 @@ static void annotated_graph(outcome_t *o, recap_graph_t *g, recap_stream_t s, vo
   }
   const recap_liveness_input_t *inputs = NULL;
   size_t count = 0;
-  STEP(o, recap_graph_liveness_inputs(*g, &inputs, &count));
+  STEP(o, liveness_inputs_of(*g, &inputs, &count));
   STEP(o, recap_graph_check_inputs(*g));
   STEP(o, recap_graph_instantiate(*g));
   for (int i = 0; i < 2; i++) STEP(o, recap_graph_replay(*g, s));
@@ -113,7 +114,7 @@ static recap_status_t workload(outcome_t *o) {
   annotated_graph(o, &g1, s1, c, pool, gen, &out1);
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
   opts.pool = pool;
-  if (STEP(o, recap_graph_create(&g2, 0)) && STEP(o, recap_graph_capture_begin(g2, s1, &opts))) {
+  if (STEP(o, recap_graph_create(&g2, 0)) && STEP(o, recap_graph_capture_begin(g2, &opts, s1))) {
     if (STEP(o, recap_malloc(&out2, 8 * KiB, s1))) recap__fake_launch_kernel(s1, "consume");
     if (b && STEP(o, recap_record_stream(b, s2))) {
       STEP(o, recap_free(b));
@@ -132,7 +133,7 @@ static recap_status_t workload(outcome_t *o) {
     STEP(o, recap_free(out1));
     out1 = NULL;
   }
-  if (g1 && STEP(o, recap_graph_recapture_begin(g1, s1, NULL))) {
+  if (g1 && STEP(o, recap_graph_recapture_begin(g1, NULL, s1))) {
     annotated_work(o, s1, c, gen, &out1);
     if (STEP(o, recap_graph_capture_end(g1)))
       for (int i = 0; i < 2; i++) STEP(o, recap_graph_replay(g1, s1));
@@ -278,7 +279,7 @@ static void frees_need_no_host_memory(void **state) {
   }
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   for (int i = 0; i < N; i += 2) {
     recap_test_host_fail_nth(1);
     OK(recap_free(p[i]));

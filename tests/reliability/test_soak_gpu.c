@@ -107,14 +107,14 @@ static void a_million_replays_of_two_graphs_sharing_a_pool(void **state) {
   recap_graph_t a, b;
   OK(recap_graph_create(&a, 0));
   OK(recap_graph_create(&b, 0));
-  OK(recap_graph_capture_begin(a, s, &o));
+  OK(recap_graph_capture_begin(a, &o, s));
   float *out = gpu_floats(N, s), *tmp = gpu_floats(N, s);
   CUDA_OK(recap_test_fill(out, N, 1.0f, s));
   CUDA_OK(recap_test_add_scalar(tmp, out, N, 0.0f, s));
   CUDA_OK(recap_test_add(count_a, count_a, tmp, N, s));
   OK(recap_free(tmp));
   OK(recap_graph_capture_end(a));
-  OK(recap_graph_capture_begin(b, s, &o));
+  OK(recap_graph_capture_begin(b, &o, s));
   float *tmp2 = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(tmp2, out, N, 0.0f, s));
   CUDA_OK(recap_test_add(count_b, count_b, tmp2, N, s));
@@ -128,8 +128,8 @@ static void a_million_replays_of_two_graphs_sharing_a_pool(void **state) {
   eager_churn(other, 0);
   CUDA_OK(cudaDeviceSynchronize());
   recap_memory_stats_t before = gpu_stats();
-  recap_pool_info_t pool_before;
-  OK(recap_pool_info(pool, &pool_before));
+  recap_pool_memory_t pool_before = RECAP_POOL_MEMORY_INIT;
+  OK(recap_pool_memory(pool, &pool_before));
 
   unsigned rounds = 0;
   long churn_every = replays / 1000;
@@ -144,8 +144,8 @@ static void a_million_replays_of_two_graphs_sharing_a_pool(void **state) {
   }
   CUDA_OK(cudaDeviceSynchronize());
   recap_memory_stats_t after = gpu_stats();
-  recap_pool_info_t pool_after;
-  OK(recap_pool_info(pool, &pool_after));
+  recap_pool_memory_t pool_after = RECAP_POOL_MEMORY_INIT;
+  OK(recap_pool_memory(pool, &pool_after));
   char why[256];
   if (!stats_equal(&before, &after, why, sizeof why))
     fail_msg("the allocator's memory moved over %ld replays: %s", replays, why);
@@ -244,8 +244,8 @@ static recap_status_t workload(outcome_t *o, bool check_values) {
   recap_update_policy_t policy = RECAP_UPDATE_POLICY_INIT;
   policy.max_slowdown = 0.5;
   policy.measure_replays = 2;
-  if (STEP(o, recap_graph_create(&g, 0)) && STEP(o, recap_graph_set_update_policy(g, &policy)) &&
-      STEP(o, recap_graph_capture_begin(g, s, NULL))) {
+  if (STEP(o, recap_graph_create(&g, 0)) && STEP(o, recap_graph_update_policy_set(g, &policy)) &&
+      STEP(o, recap_graph_capture_begin(g, NULL, s))) {
     void *tmp = NULL;
     if (STEP(o, recap_malloc(&tmp, 1 * MiB, s)))
       STEP(o, recap_test_fill(tmp, N, 2.0f, s) == cudaSuccess ? RECAP_SUCCESS : RECAP_ERROR_CUDA);
@@ -281,8 +281,8 @@ static recap_status_t workload(outcome_t *o, bool check_values) {
     recap_graphed_options_t gopts = RECAP_GRAPHED_OPTIONS_INIT;
     gopts.warmup_iters = 1;
     if (STEP(o, recap_graphed_create(&h, &desc, 1, &gopts)) &&
-        STEP(o, recap_graphed_forward(h, s, 1, in, &outs)) &&
-        STEP(o, recap_graphed_backward(h, s, grad, &grads)))
+        STEP(o, recap_graphed_forward(h, 1, in, s, &outs)) &&
+        STEP(o, recap_graphed_backward(h, grad, s, &grads)))
       graphed_ran = true;
     CUDA_OK(cudaStreamSynchronize(s));
     if (check_values && graphed_ran && o->status == RECAP_SUCCESS) {

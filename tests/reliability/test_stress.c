@@ -206,7 +206,7 @@ static void *alloc_worker(void *arg) {
     if (it % 1024 == 1023 && t->id == 0) {
       /* The checker walks everything under the allocator's lock while the others allocate. */
       T_OK(recap_memory_check());
-      recap_memory_stats_t st;
+      recap_memory_stats_t st = RECAP_MEMORY_STATS_INIT;
       T_OK(recap_memory_stats(-1, &st));
     }
     if (it % 2048 == 2047 && t->id == 1) T_OK(recap_empty_cache());
@@ -308,14 +308,14 @@ static void *capture_worker(void *arg) {
     o.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
     /* Both threads begin, allocate and end their captures at the same time. */
     if (!barrier_wait(t->barrier)) goto out;
-    T_OK(recap_graph_capture_begin(g, s, &o));
+    T_OK(recap_graph_capture_begin(g, &o, s));
     if (!barrier_wait(t->barrier)) goto out;
     void *a = NULL, *b = NULL, *c = NULL;
     T_OK(recap_malloc(&a, 64 * KiB, s));
     T_OK(recap_malloc(&b, 3 * MiB, s)); /* a new segment of the graph's pool */
     recap__fake_launch_kernel(s, "stress_capture");
     recap_philox_state_t ph;
-    T_OK(recap_generator_philox_state(gen, s, 4, &ph));
+    T_OK(recap_generator_philox_state(gen, 4, s, &ph));
     T_OK(recap_free(a));
     T_OK(recap_malloc(&c, 32 * KiB, s)); /* may reuse a's memory, inside the same capture */
     recap__fake_launch_kernel(s, "stress_capture2");
@@ -443,7 +443,7 @@ static void *rng_worker(void *arg) {
   for (int i = 0; i < t->draws; i++) {
     uint64_t increment = 1 + next_random(&rng) % 16;
     recap_philox_state_t ph;
-    T_OK(recap_generator_philox_state(t->gen, s, increment, &ph));
+    T_OK(recap_generator_philox_state(t->gen, increment, s, &ph));
     if (ph.captured) {
       thread_fail("draw %d of thread %d: an eager draw got a captured state", i, t->id);
       goto out;
@@ -489,7 +489,7 @@ static void one_generator_many_threads(void **state) {
     at += draws[i].length;
   }
   uint64_t final_offset;
-  OK(recap_generator_get_offset(gen, &final_offset));
+  OK(recap_generator_offset_get(gen, &final_offset));
   assert_int_equal(final_offset, at);
   free(draws);
   OK(recap_generator_destroy(gen));

@@ -104,7 +104,7 @@ typedef struct capture_thread {
 /* Bytes freed and not yet reusable: active (allocated, or freed and waiting for events) and not
  * allocated. */
 static int64_t backlog(void) {
-  recap_memory_stats_t st;
+  recap_memory_stats_t st = RECAP_MEMORY_STATS_INIT;
   if (recap_memory_stats(0, &st) != RECAP_SUCCESS) return 0;
   return st.active_bytes[RECAP_STAT_ALL].current - st.allocated_bytes[RECAP_STAT_ALL].current;
 }
@@ -155,7 +155,7 @@ static void *capture_worker(void *arg) {
     recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
     o.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
     o.pool = pool;
-    T_OK(recap_graph_capture_begin(g, s, &o));
+    T_OK(recap_graph_capture_begin(g, &o, s));
     void *a = NULL, *b = NULL;
     T_OK(recap_malloc(&a, 64 * KiB, s));
     recap__fake_launch_kernel(s, "stress_capture");

@@ -67,8 +67,8 @@ static recap_status_t workload(outcome_t *o) {
   recap_update_policy_t policy = RECAP_UPDATE_POLICY_INIT;
   policy.max_slowdown = 0.5;
   policy.measure_replays = 2;
-  if (STEP(o, recap_graph_create(&g1, 0)) && STEP(o, recap_graph_set_update_policy(g1, &policy)) &&
-      STEP(o, recap_graph_capture_begin(g1, s1, &opts))) {
+  if (STEP(o, recap_graph_create(&g1, 0)) && STEP(o, recap_graph_update_policy_set(g1, &policy)) &&
+      STEP(o, recap_graph_capture_begin(g1, &opts, s1))) {
     void *tmp = NULL;
     if (STEP(o, recap_malloc(&tmp, 1 * MiB, s1))) recap__fake_launch_kernel(s1, "produce");
     STEP(o, recap_malloc(&out1, 4 * KiB, s1));
@@ -76,7 +76,7 @@ static recap_status_t workload(outcome_t *o) {
     if (tmp) STEP(o, recap_free(tmp));
     STEP(o, recap_graph_capture_end(g1));
   }
-  if (STEP(o, recap_graph_create(&g2, 0)) && STEP(o, recap_graph_capture_begin(g2, s1, &opts))) {
+  if (STEP(o, recap_graph_create(&g2, 0)) && STEP(o, recap_graph_capture_begin(g2, &opts, s1))) {
     if (STEP(o, recap_malloc(&out2, 8 * KiB, s1))) recap__fake_launch_kernel(s1, "consume");
     STEP(o, recap_graph_capture_end(g2));
   }
@@ -93,7 +93,7 @@ static recap_status_t workload(outcome_t *o) {
     STEP(o, recap_free(out2));
     out2 = NULL;
   }
-  if (STEP(o, recap_graph_reset(g2)) && STEP(o, recap_graph_capture_begin(g2, s1, &opts))) {
+  if (STEP(o, recap_graph_reset(g2)) && STEP(o, recap_graph_capture_begin(g2, &opts, s1))) {
     if (STEP(o, recap_malloc(&out2, 8 * KiB, s1))) recap__fake_launch_kernel(s1, "consume2");
     if (STEP(o, recap_graph_capture_end(g2))) STEP(o, recap_graph_replay(g2, s1));
   }
@@ -103,7 +103,7 @@ static recap_status_t workload(outcome_t *o) {
     STEP(o, recap_free(out1));
     out1 = NULL;
   }
-  if (g1 && STEP(o, recap_graph_recapture_begin(g1, s1, NULL))) {
+  if (g1 && STEP(o, recap_graph_recapture_begin(g1, NULL, s1))) {
     void *tmp = NULL;
     if (STEP(o, recap_malloc(&tmp, 1 * MiB, s1))) recap__fake_launch_kernel(s1, "produce");
     STEP(o, recap_malloc(&out1, 4 * KiB, s1));
@@ -120,29 +120,29 @@ static recap_status_t workload(outcome_t *o) {
   recap_capture_options_t ropts = RECAP_CAPTURE_OPTIONS_INIT;
   ropts.rebind = RECAP_REBIND_AUTO;
   if (b && c && STEP(o, recap_graph_create(&g3, RECAP_GRAPH_KEEP)) &&
-      STEP(o, recap_graph_capture_begin(g3, s1, &ropts))) {
+      STEP(o, recap_graph_capture_begin(g3, &ropts, s1))) {
     const void *args[1] = {b};
     recap__fake_launch_kernel_args(s1, "rebound", args, 1);
     if (STEP(o, recap_graph_capture_end(g3))) {
-      recap_rebind_t r = {b, c, 3 * MiB, 0};
-      if (STEP(o, recap_graph_rebind(g3, &r, 1)) && STEP(o, recap_graph_instantiate(g3)))
+      recap_rebind_t r = {sizeof(recap_rebind_t), b, c, 3 * MiB};
+      if (STEP(o, recap_graph_rebind(g3, &r, 1, NULL)) && STEP(o, recap_graph_instantiate(g3)))
         STEP(o, recap_graph_replay(g3, s1));
     }
   }
 
   /* A graph with regions: a WHILE whose body allocates from the graph's pool, draws random
    * numbers and holds an IF on a condition of its own, run once per replay. */
-  if (STEP(o, recap_graph_create(&g4, 0)) && STEP(o, recap_graph_capture_begin(g4, s1, NULL))) {
+  if (STEP(o, recap_graph_create(&g4, 0)) && STEP(o, recap_graph_capture_begin(g4, NULL, s1))) {
     recap_cond_t more, inner;
-    if (STEP(o, recap_cond_create(s1, 1, &more)) &&
-        STEP(o, recap_region_begin(s1, RECAP_REGION_WHILE, more, 0))) {
+    if (STEP(o, recap_cond_create(&more, 1, s1)) &&
+        STEP(o, recap_region_begin(RECAP_REGION_WHILE, more, 0, s1))) {
       void *tmp = NULL;
       if (STEP(o, recap_malloc(&tmp, 64 * KiB, s1))) {
         recap__fake_launch_kernel(s1, "body");
         if (gen) STEP(o, recap_rng_uniform(gen, (float *)tmp, 16, s1));
       }
-      if (STEP(o, recap_cond_create(s1, 1, &inner)) &&
-          STEP(o, recap_region_begin(s1, RECAP_REGION_IF, inner, 0))) {
+      if (STEP(o, recap_cond_create(&inner, 1, s1)) &&
+          STEP(o, recap_region_begin(RECAP_REGION_IF, inner, 0, s1))) {
         recap__fake_launch_kernel(s1, "inner");
         STEP(o, recap_region_end(s1));
       }

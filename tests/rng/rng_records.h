@@ -48,7 +48,7 @@ static size_t state_count;
 static void draw(recap_generator_t gen, recap_stream_t s, uint64_t increment, records_t *r) {
   assert_true(state_count < sizeof states / sizeof states[0]);
   recap_philox_state_t *st = &states[state_count++];
-  OK(recap_generator_philox_state(gen, s, increment, st));
+  OK(recap_generator_philox_state(gen, increment, s, st));
   const void *args[2] = {st, r};
   recap__fake_launch_kernel_fn(s, "draw", record_fn, args, 2);
 }
@@ -56,7 +56,7 @@ static void draw(recap_generator_t gen, recap_stream_t s, uint64_t increment, re
 /* The generator's host offset (folding what replays drew on the device). */
 static uint64_t offset_of(recap_generator_t gen) {
   uint64_t offset = UINT64_MAX;
-  OK(recap_generator_get_offset(gen, &offset));
+  OK(recap_generator_offset_get(gen, &offset));
   return offset;
 }
 

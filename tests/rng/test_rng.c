@@ -24,7 +24,7 @@
 
 static uint64_t offset_of(recap_generator_t gen) {
   uint64_t offset = UINT64_MAX;
-  OK(recap_generator_get_offset(gen, &offset));
+  OK(recap_generator_offset_get(gen, &offset));
   return offset;
 }
 
@@ -46,7 +46,7 @@ static float *floats(size_t n) {
 static recap_graph_t capture_begin(recap_stream_t s, unsigned flags) {
   recap_graph_t g = NULL;
   OK(recap_graph_create(&g, flags));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   return g;
 }
 
@@ -55,7 +55,7 @@ static recap_philox_state_t captured_state(recap_generator_t gen, recap_stream_t
                                            uint64_t increment) {
   recap_philox_state_t st;
   memset(&st, 0xab, sizeof st);
-  OK(recap_generator_philox_state(gen, s, increment, &st));
+  OK(recap_generator_philox_state(gen, increment, s, &st));
   assert_int_equal(st.captured, 1);
   assert_non_null(st.seed_ptr);
   assert_ptr_equal(st.offset_ptr, st.seed_ptr + 1);
@@ -93,7 +93,7 @@ static void create_and_destroy(void **state) {
   size_t raw_before = recap__fake_now().bytes_in_use[0];
   recap_generator_t gen = generator(42);
   uint64_t v = 0;
-  OK(recap_generator_get_seed(gen, &v));
+  OK(recap_generator_seed_get(gen, &v));
   assert_int_equal(v, 42);
   assert_int_equal(offset_of(gen), 0);
   /* Its 24 bytes of device state come from the driver, not from a pool. */
@@ -108,11 +108,11 @@ static void create_and_destroy(void **state) {
 
   EXPECT_STATUS(recap_generator_create(NULL, 1), RECAP_ERROR_INVALID_ARGUMENT);
   recap_philox_state_t st;
-  EXPECT_STATUS(recap_generator_philox_state(NULL, NULL, 4, &st), RECAP_ERROR_INVALID_ARGUMENT);
-  EXPECT_STATUS(recap_generator_set_seed(NULL, 1), RECAP_ERROR_INVALID_ARGUMENT);
-  EXPECT_STATUS(recap_generator_get_seed(NULL, &v), RECAP_ERROR_INVALID_ARGUMENT);
-  EXPECT_STATUS(recap_generator_get_offset(NULL, &v), RECAP_ERROR_INVALID_ARGUMENT);
-  EXPECT_STATUS(recap_generator_set_offset(NULL, 0), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_generator_philox_state(NULL, 4, NULL, &st), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_generator_seed_set(NULL, 1), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_generator_seed_get(NULL, &v), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_generator_offset_get(NULL, &v), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_generator_offset_set(NULL, 0), RECAP_ERROR_INVALID_ARGUMENT);
   check();
 }
 
@@ -163,7 +163,7 @@ static void eager_states_advance_by_multiples_of_4(void **state) {
   for (size_t i = 0; i < sizeof increments / sizeof increments[0]; i++) {
     recap_philox_state_t st;
     memset(&st, 0xab, sizeof st);
-    OK(recap_generator_philox_state(gen, NULL, increments[i], &st));
+    OK(recap_generator_philox_state(gen, increments[i], NULL, &st));
     assert_int_equal(st.captured, 0);
     assert_int_equal(st.seed, 7);
     assert_int_equal(st.offset, expected);
@@ -176,16 +176,16 @@ static void eager_states_advance_by_multiples_of_4(void **state) {
   /* A non-capturing fake stream is eager too. */
   recap_stream_t s = recap__fake_stream_new();
   recap_philox_state_t st;
-  OK(recap_generator_philox_state(gen, s, 2, &st));
+  OK(recap_generator_philox_state(gen, 2, s, &st));
   assert_int_equal(st.offset, expected);
   assert_int_equal(offset_of(gen), expected + 4);
 
-  OK(recap_generator_set_offset(gen, 400));
+  OK(recap_generator_offset_set(gen, 400));
   assert_int_equal(offset_of(gen), 400);
-  EXPECT_STATUS(recap_generator_set_offset(gen, 402), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_generator_offset_set(gen, 402), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("multiple of 4");
   assert_int_equal(offset_of(gen), 400);
-  OK(recap_generator_set_seed(gen, 9));
+  OK(recap_generator_seed_set(gen, 9));
   assert_int_equal(offset_of(gen), 0); /* as torch.manual_seed */
   OK(recap_generator_destroy(gen));
   check();
@@ -196,7 +196,7 @@ static void captured_states_point_at_the_device_words(void **state) {
   reset();
   recap_stream_t s = recap__fake_stream_new();
   recap_generator_t gen = generator(5);
-  OK(recap_generator_set_offset(gen, 8));
+  OK(recap_generator_offset_set(gen, 8));
   recap_graph_t g = capture_begin(s, 0);
 
   const uint64_t increments[] = {1, 5, 4, 0, 2};
@@ -213,7 +213,7 @@ static void captured_states_point_at_the_device_words(void **state) {
   }
   /* The words (the generator's 24 bytes) come from the driver, in no pool of the allocator, so
    * that no sleep takes them (docs/sleep.md). */
-  recap_block_info_t block;
+  recap_block_info_t block = RECAP_BLOCK_INFO_INIT;
   assert_int_equal(recap_block_info(words, &block), RECAP_ERROR_INVALID_ARGUMENT);
   OK(recap_graph_capture_end(g));
   /* The capture did not advance the eager offset. */
@@ -233,23 +233,23 @@ static void seed_and_offset_are_refused_during_capture(void **state) {
   recap__fake_launch_kernel(s, "work");
 
   uint64_t v = 0;
-  EXPECT_STATUS(recap_generator_set_seed(gen, 11), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_generator_seed_set(gen, 11), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("capture");
-  EXPECT_STATUS(recap_generator_get_offset(gen, &v), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_generator_offset_get(gen, &v), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("capture");
-  EXPECT_STATUS(recap_generator_set_offset(gen, 16), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_generator_offset_set(gen, 16), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("capture");
-  OK(recap_generator_get_seed(gen, &v));
+  OK(recap_generator_seed_get(gen, &v));
   assert_int_equal(v, 3);
   /* A generator the capture does not use is not affected. */
-  OK(recap_generator_set_seed(other, 12));
+  OK(recap_generator_seed_set(other, 12));
   assert_int_equal(offset_of(other), 0);
 
   OK(recap_graph_capture_end(g));
-  OK(recap_generator_set_seed(gen, 11));
-  OK(recap_generator_set_offset(gen, 16));
+  OK(recap_generator_seed_set(gen, 11));
+  OK(recap_generator_offset_set(gen, 16));
   assert_int_equal(offset_of(gen), 16);
-  OK(recap_generator_get_seed(gen, &v));
+  OK(recap_generator_seed_get(gen, &v));
   assert_int_equal(v, 11);
   OK(recap_graph_destroy(g));
   OK(recap_generator_destroy(other));
@@ -339,7 +339,7 @@ static void two_generators_in_one_graph(void **state) {
   reset();
   recap_stream_t s = recap__fake_stream_new();
   recap_generator_t a = generator(10), b = generator(20);
-  OK(recap_generator_set_offset(b, 100));
+  OK(recap_generator_offset_set(b, 100));
   float *out = floats(8);
 
   recap_graph_t g = capture_begin(s, 0);
@@ -434,7 +434,7 @@ static void set_seed_between_replays_takes_effect_at_the_next(void **state) {
   assert_int_equal(words[1], 12);
   assert_int_equal(offset_of(gen), 24);
 
-  OK(recap_generator_set_seed(gen, 77));
+  OK(recap_generator_seed_set(gen, 77));
   assert_int_equal(offset_of(gen), 0);
   /* Nothing is written until the next replay. */
   assert_int_equal(words[0], 1);
@@ -442,7 +442,7 @@ static void set_seed_between_replays_takes_effect_at_the_next(void **state) {
   assert_int_equal(words[0], 77);
   assert_int_equal(words[1], 0);
   assert_int_equal(offset_of(gen), 12);
-  OK(recap_generator_set_offset(gen, 400));
+  OK(recap_generator_offset_set(gen, 400));
   OK(recap_graph_replay(g, s));
   assert_int_equal(words[0], 77);
   assert_int_equal(words[1], 400);
@@ -464,13 +464,13 @@ static void a_capture_outside_recap_graphs_is_refused(void **state) {
   float *out = floats(4);
   assert_int_not_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 0);
   recap_philox_state_t st;
-  EXPECT_STATUS(recap_generator_philox_state(gen, s, 4, &st), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_generator_philox_state(gen, 4, s, &st), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_graph_capture_begin");
   EXPECT_STATUS(recap_rng_uniform(gen, out, 4, s), RECAP_ERROR_INVALID_USAGE);
   assert_true(recap__fake_capture_end(s));
   /* Nothing was consumed, and the generator is not held by anything. */
   assert_int_equal(offset_of(gen), 0);
-  OK(recap_generator_set_seed(gen, 2));
+  OK(recap_generator_seed_set(gen, 2));
   OK(recap_free(out));
   OK(recap_generator_destroy(gen));
   check();
@@ -486,7 +486,7 @@ static void concurrent_captures_cannot_share_a_generator(void **state) {
   (void)captured_state(gen, s1, 4);
   recap__fake_launch_kernel(s1, "work");
   recap_philox_state_t st;
-  EXPECT_STATUS(recap_generator_philox_state(gen, s2, 4, &st), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_generator_philox_state(gen, 4, s2, &st), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("another capture");
   (void)captured_state(own, s2, 4); /* a generator of its own works */
   recap__fake_launch_kernel(s2, "work");
@@ -523,16 +523,16 @@ static void a_failed_capture_lets_go_of_the_generator(void **state) {
   recap__fake_launch_kernel(s, "work");
   recap__fake_capture_invalidate(s);
   recap_philox_state_t st;
-  EXPECT_STATUS(recap_generator_philox_state(gen, s, 4, &st), RECAP_ERROR_CAPTURE_INVALIDATED);
+  EXPECT_STATUS(recap_generator_philox_state(gen, 4, s, &st), RECAP_ERROR_CAPTURE_INVALIDATED);
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
-  OK(recap_generator_set_seed(gen, 5));
+  OK(recap_generator_seed_set(gen, 5));
   assert_int_equal(offset_of(gen), 0);
 
   /* Abandoned by reset. */
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   (void)captured_state(gen, s, 4);
   OK(recap_graph_reset(g));
-  OK(recap_generator_set_offset(gen, 8));
+  OK(recap_generator_offset_set(gen, 8));
 
   /* The graph holds no reference any more: destroying the generator frees its words. */
   OK(recap_generator_destroy(gen));
@@ -871,9 +871,9 @@ static void argument_errors_consume_nothing(void **state) {
   EXPECT_STATUS(recap_rng_dropout(gen, NULL, out, NULL, 16, 0.5f, s), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_STATUS(recap_rng_dropout(gen, out, NULL, NULL, 16, 0.5f, s), RECAP_ERROR_INVALID_ARGUMENT);
   recap_philox_state_t st;
-  EXPECT_STATUS(recap_generator_philox_state(gen, s, 4, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_generator_philox_state(gen, 4, s, NULL), RECAP_ERROR_INVALID_ARGUMENT);
   /* A stream the device does not know. */
-  EXPECT_STATUS(recap_generator_philox_state(gen, (recap_stream_t)(uintptr_t)0x10, 4, &st),
+  EXPECT_STATUS(recap_generator_philox_state(gen, 4, (recap_stream_t)(uintptr_t)0x10, &st),
                 RECAP_ERROR_CUDA);
   assert_int_equal(offset_of(gen), 0);
   OK(recap_rng_randint(gen, ints, 16, 4, 5, s)); /* a range of one */

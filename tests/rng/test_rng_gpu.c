@@ -44,7 +44,7 @@ static void *device_bytes(size_t bytes, cudaStream_t stream) {
 
 static uint64_t offset_of(recap_generator_t gen) {
   uint64_t offset = 0;
-  OK(recap_generator_get_offset(gen, &offset));
+  OK(recap_generator_offset_get(gen, &offset));
   return offset;
 }
 
@@ -113,7 +113,7 @@ static void rng_begin(void) {
 static recap_graph_t graph_begin(cudaStream_t s) {
   recap_graph_t g = NULL;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   return g;
 }
 
@@ -146,7 +146,7 @@ static void graph_rng_functional(void **state) {
 
   const uint64_t seeds[] = {5, 0, 123456789};
   for (size_t k = 0; k < sizeof seeds / sizeof seeds[0]; k++) {
-    OK(recap_generator_set_seed(gen, seeds[k]));
+    OK(recap_generator_seed_set(gen, seeds[k]));
     gpu_set(graph_in, n, 1.0f, s);
     OK(recap_graph_replay(g, s));
     OK(recap_rng_dropout(gen, graph_out, e1, NULL, n, p, s));
@@ -156,7 +156,7 @@ static void graph_rng_functional(void **state) {
     uint64_t graphed_offset = offset_of(gen);
 
     /* The control: six eager dropouts from the same seed. */
-    OK(recap_generator_set_seed(gen, seeds[k]));
+    OK(recap_generator_seed_set(gen, seeds[k]));
     gpu_set(ctrl_a, n, 1.0f, s);
     for (int i = 0; i < 6; i++) {
       OK(recap_rng_dropout(gen, ctrl_a, ctrl_b, NULL, n, p, s));
@@ -263,11 +263,11 @@ static void graph_rng_distributions(void **state) {
     draw(d, gen, b, n, s);
     OK(recap_graph_capture_end(g));
 
-    OK(recap_generator_set_seed(gen, 1000 + k));
+    OK(recap_generator_seed_set(gen, 1000 + k));
     for (int i = 0; i < 4; i++) draw(d, gen, e[i], n, s);
     assert_int_equal(offset_of(gen), 4 * 16);
 
-    OK(recap_generator_set_seed(gen, 1000 + k));
+    OK(recap_generator_seed_set(gen, 1000 + k));
     OK(recap_graph_replay(g, s));
     copy_async(g1, a, bytes, s);
     copy_async(g2, b, bytes, s);
@@ -305,16 +305,16 @@ static void graph_manual_seed_mismatch_raises(void **state) {
   recap_generator_t gen = generator(3);
   recap_graph_t g = graph_begin(s);
   OK(recap_rng_uniform(gen, out, n, s));
-  EXPECT_STATUS(recap_generator_set_seed(gen, 4), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_generator_seed_set(gen, 4), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("capture");
   uint64_t v;
-  EXPECT_STATUS(recap_generator_get_offset(gen, &v), RECAP_ERROR_INVALID_USAGE);
-  EXPECT_STATUS(recap_generator_set_offset(gen, 8), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_generator_offset_get(gen, &v), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_generator_offset_set(gen, 8), RECAP_ERROR_INVALID_USAGE);
   /* The refusal leaves the capture intact. */
   OK(recap_graph_capture_end(g));
-  OK(recap_generator_set_seed(gen, 4));
+  OK(recap_generator_seed_set(gen, 4));
   OK(recap_graph_replay(g, s));
-  OK(recap_generator_set_seed(gen, 4));
+  OK(recap_generator_seed_set(gen, 4));
   OK(recap_rng_uniform(gen, ctrl, n, s));
   expect_same(out, ctrl, n * sizeof(float), "graphed vs eager after the refused seed");
 
@@ -396,13 +396,13 @@ static void dropout_masks_graphed_equal_eager(void **state) {
   OK(recap_rng_dropout(gen, in, out, mask, n, p, s));
   OK(recap_graph_capture_end(g));
 
-  OK(recap_generator_set_seed(gen, 77));
+  OK(recap_generator_seed_set(gen, 77));
   OK(recap_graph_replay(g, s));
   copy_async(out_first, out, n * sizeof(float), s);
   copy_async(mask_first, mask, n, s);
   OK(recap_graph_replay(g, s));
 
-  OK(recap_generator_set_seed(gen, 77));
+  OK(recap_generator_seed_set(gen, 77));
   OK(recap_rng_dropout(gen, in, out_e, mask_e, n, p, s));
   expect_same(out_first, out_e, n * sizeof(float), "first replay's output");
   expect_same(mask_first, mask_e, n, "first replay's mask");
@@ -459,22 +459,22 @@ static void user_kernel_through_rng_device_header(void **state) {
 
   /* Graphed. */
   recap_graph_t g = graph_begin(s);
-  OK(recap_generator_philox_state(gen, s, increment, &st));
+  OK(recap_generator_philox_state(gen, increment, s, &st));
   assert_int_equal(st.captured, 1);
   CUDA_OK(recap_rng_test_user_uniform(st, a, n, grid, s));
   OK(recap_graph_capture_end(g));
-  OK(recap_generator_set_seed(gen, 11));
+  OK(recap_generator_seed_set(gen, 11));
   OK(recap_graph_replay(g, s));
   copy_async(first, a, n * sizeof(float), s);
   OK(recap_graph_replay(g, s));
   assert_int_equal(offset_of(gen), 24);
 
   /* Eager, same seed. */
-  OK(recap_generator_set_seed(gen, 11));
-  OK(recap_generator_philox_state(gen, s, increment, &st));
+  OK(recap_generator_seed_set(gen, 11));
+  OK(recap_generator_philox_state(gen, increment, s, &st));
   assert_int_equal(st.captured, 0);
   CUDA_OK(recap_rng_test_user_uniform(st, e0, n, grid, s));
-  OK(recap_generator_philox_state(gen, s, increment, &st));
+  OK(recap_generator_philox_state(gen, increment, s, &st));
   assert_int_equal(st.offset, 12);
   CUDA_OK(recap_rng_test_user_uniform(st, e1, n, grid, s));
   expect_same(first, e0, n * sizeof(float), "user kernel, first replay");
@@ -489,14 +489,14 @@ static void user_kernel_through_rng_device_header(void **state) {
   /* What a captured kernel unpacks: the seed and base offset of this replay, plus its offset
    * within the graph. */
   g = graph_begin(s);
-  OK(recap_generator_philox_state(gen, s, 8, &st));
+  OK(recap_generator_philox_state(gen, 8, s, &st));
   CUDA_OK(recap_rng_test_unpack(st, words, s));
-  OK(recap_generator_philox_state(gen, s, 1, &st));
+  OK(recap_generator_philox_state(gen, 1, s, &st));
   assert_int_equal(st.offset_intragraph, 8);
   CUDA_OK(recap_rng_test_unpack(st, words + 2, s));
   OK(recap_graph_capture_end(g));
-  OK(recap_generator_set_seed(gen, 9));
-  OK(recap_generator_set_offset(gen, 40));
+  OK(recap_generator_seed_set(gen, 9));
+  OK(recap_generator_offset_set(gen, 40));
   OK(recap_graph_replay(g, s));
   unsigned long long *hw = read_bytes(words, 4 * sizeof *hw);
   assert_int_equal(hw[0], 9);
@@ -505,7 +505,7 @@ static void user_kernel_through_rng_device_header(void **state) {
   assert_int_equal(hw[3], 48);
   free(hw);
   assert_int_equal(offset_of(gen), 52);
-  OK(recap_generator_philox_state(gen, s, 4, &st)); /* eager */
+  OK(recap_generator_philox_state(gen, 4, s, &st)); /* eager */
   CUDA_OK(recap_rng_test_unpack(st, words, s));
   hw = read_bytes(words, 2 * sizeof *hw);
   assert_int_equal(hw[0], 9);
@@ -518,8 +518,8 @@ static void user_kernel_through_rng_device_header(void **state) {
   for (size_t k = 0; k < 2; k++) {
     size_t m = sizes[k];
     float *lib = gpu_floats(m, s), *mine = gpu_floats(m, s);
-    OK(recap_generator_set_seed(gen, 123));
-    OK(recap_generator_set_offset(gen, 16));
+    OK(recap_generator_seed_set(gen, 123));
+    OK(recap_generator_offset_set(gen, 16));
     OK(recap_rng_uniform(gen, lib, m, s));
     unsigned shape_grid = 0;
     uint64_t shape_increment = 0;

@@ -40,7 +40,7 @@ static recap_graph_t begin(recap_stream_t s, recap_regions_mode_t mode) {
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.regions = mode;
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   return g;
 }
 
@@ -59,8 +59,8 @@ static recap_graph_t capture_loop(recap_stream_t s, recap_generator_t gen, uint3
   draw(gen, s, 4, r);
   set_counter(s, counter, n);
   recap_cond_t more;
-  OK(recap_cond_create(s, 1, &more));
-  OK(recap_region_begin(s, RECAP_REGION_WHILE, more, 1));
+  OK(recap_cond_create(&more, 1, s));
+  OK(recap_region_begin(RECAP_REGION_WHILE, more, 1, s));
   draw(gen, s, 8, r);
   OK(recap_cond_countdown(more, counter, s));
   OK(recap_region_end(s));
@@ -116,7 +116,7 @@ static void each_iteration_draws_fresh_numbers(recap_regions_mode_t mode) {
   assert_int_equal(offset_of(gen), 196);
 
   /* set_seed after a replay starts the next replay from offset 0 (word 2 was folded away). */
-  OK(recap_generator_set_seed(gen, 9));
+  OK(recap_generator_seed_set(gen, 9));
   memset(&r, 0, sizeof r);
   OK(recap_graph_replay(g, s));
   recap__fake_stream_complete(s);
@@ -156,10 +156,10 @@ static void branches_draw_what_the_branch_taken_draws(void **state) {
     recap_graph_t g = begin(s, mode);
     draw(gen, s, 4, &r);
     static recap_cond_t c;
-    OK(recap_cond_create(s, 0, &c));
+    OK(recap_cond_create(&c, 0, s));
     const void *args[2] = {&c, (const void *)(uintptr_t)taken};
     recap__fake_launch_kernel_fn(s, "choose", set_cond_fn, args, 2);
-    OK(recap_region_begin(s, RECAP_REGION_IF_ELSE, c, 2));
+    OK(recap_region_begin(RECAP_REGION_IF_ELSE, c, 2, s));
     draw(gen, s, 8, &r); /* runs when taken == 1 */
     draw(gen, s, 8, &r);
     OK(recap_region_next_branch(s));
@@ -202,13 +202,13 @@ static void nested_loops_compose_on(recap_regions_mode_t mode) {
   recap_graph_t g = begin(s, mode);
   set_counter(s, outer, 2);
   recap_cond_t co;
-  OK(recap_cond_create(s, 1, &co));
-  OK(recap_region_begin(s, RECAP_REGION_WHILE, co, 1));
+  OK(recap_cond_create(&co, 1, s));
+  OK(recap_region_begin(RECAP_REGION_WHILE, co, 1, s));
   draw(gen, s, 4, &r);
   set_counter(s, inner, 3);
   recap_cond_t ci;
-  OK(recap_cond_create(s, 1, &ci));
-  OK(recap_region_begin(s, RECAP_REGION_WHILE, ci, 1));
+  OK(recap_cond_create(&ci, 1, s));
+  OK(recap_region_begin(RECAP_REGION_WHILE, ci, 1, s));
   draw(gen, s, 4, &r);
   draw(late, s, 4, &rl);
   OK(recap_cond_countdown(ci, inner, s));
@@ -250,8 +250,8 @@ static void a_loop_that_never_runs_draws_nothing(void **state) {
   memset(&r, 0, sizeof r);
   recap_graph_t g = begin(s, RECAP_REGIONS_AUTO);
   recap_cond_t c;
-  OK(recap_cond_create(s, 0, &c));
-  OK(recap_region_begin(s, RECAP_REGION_WHILE, c, 1));
+  OK(recap_cond_create(&c, 0, s));
+  OK(recap_region_begin(RECAP_REGION_WHILE, c, 1, s));
   draw(gen, s, 8, &r);
   OK(recap_cond_set_value(c, 0, s));
   OK(recap_region_end(s));
@@ -277,8 +277,8 @@ static void a_failed_advance_fails_the_region_call(void **state) {
   static records_t r;
   recap_graph_t g = begin(s, RECAP_REGIONS_AUTO);
   recap_cond_t c;
-  OK(recap_cond_create(s, 1, &c));
-  OK(recap_region_begin(s, RECAP_REGION_WHILE, c, 1));
+  OK(recap_cond_create(&c, 1, s));
+  OK(recap_region_begin(RECAP_REGION_WHILE, c, 1, s));
   draw(gen, s, 8, &r);
   OK(recap_cond_set_value(c, 0, s));
   recap__fake_fail_nth(RECAP__FAKE_FAULT_RNG_ADVANCE, 1);
@@ -323,14 +323,14 @@ static void a_fold_waits_for_no_capture(void **state) {
   recap__fake_stream_complete(s);
   recap_graph_t busy = NULL;
   OK(recap_graph_create(&busy, 0));
-  OK(recap_graph_capture_begin(busy, other, NULL));
+  OK(recap_graph_capture_begin(busy, NULL, other));
   uint64_t offset = 0;
-  assert_int_equal(recap_generator_get_offset(gen, &offset), RECAP_ERROR_INVALID_USAGE);
-  assert_non_null(strstr(recap_last_error(), "recap_generator_get_offset: loops of the "));
+  assert_int_equal(recap_generator_offset_get(gen, &offset), RECAP_ERROR_INVALID_USAGE);
+  assert_non_null(strstr(recap_last_error(), "recap_generator_offset_get: loops of the "));
   assert_non_null(strstr(recap_last_error(), "a graph capture under way forbids"));
   recap_stream_t third = recap__fake_stream_new();
   recap_philox_state_t st;
-  assert_int_equal(recap_generator_philox_state(gen, third, 4, &st), RECAP_ERROR_INVALID_USAGE);
+  assert_int_equal(recap_generator_philox_state(gen, 4, third, &st), RECAP_ERROR_INVALID_USAGE);
   recap__fake_launch_kernel(other, "work");
   OK(recap_graph_capture_end(busy));
   assert_int_equal(offset_of(gen), 4 + 3 * 8 + 4);
@@ -355,7 +355,7 @@ static void set_offset_after_a_replay(void **state) {
   recap_graph_t g = capture_loop(s, gen, counter, 2, &r, RECAP_REGIONS_AUTO);
   OK(recap_graph_replay(g, s));
   recap__fake_stream_complete(s);
-  OK(recap_generator_set_offset(gen, 400));
+  OK(recap_generator_offset_set(gen, 400));
   memset(&r, 0, sizeof r);
   OK(recap_graph_replay(g, s));
   recap__fake_stream_complete(s);

@@ -45,13 +45,13 @@ static void run(int mode, recap_regions_mode_t regions, run_t *out) {
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.regions = regions;
-  OK(recap_graph_capture_begin(g, s, &o));
+  OK(recap_graph_capture_begin(g, &o, s));
   draw(gen, s, 4, &during);
   const void *set_args[2] = {counter, (const void *)(uintptr_t)5};
   recap__fake_launch_kernel_fn(s, "set_counter", set_counter_fn, set_args, 2);
   recap_cond_t more;
-  OK(recap_cond_create(s, 1, &more));
-  OK(recap_region_begin(s, RECAP_REGION_WHILE, more, 1));
+  OK(recap_cond_create(&more, 1, s));
+  OK(recap_region_begin(RECAP_REGION_WHILE, more, 1, s));
   draw(gen, s, 8, &during);
   OK(recap_cond_countdown(more, counter, s));
   OK(recap_region_end(s));
@@ -78,14 +78,14 @@ static void run(int mode, recap_regions_mode_t regions, run_t *out) {
   out->offset_asleep = offset_of(gen);
   assert_int_equal(out->offset_asleep, 96);
   uint64_t seed = 0;
-  OK(recap_generator_get_seed(gen, &seed));
+  OK(recap_generator_seed_get(gen, &seed));
   assert_int_equal(seed, 7);
   static records_t eager;
   memset(&eager, 0, sizeof eager);
   draw(gen, s, 4, &eager); /* an eager draw needs no pool */
   assert_int_equal(eager.count, 1);
   assert_int_equal(eager.offset[0], 96);
-  OK(recap_generator_set_offset(gen, 120));
+  OK(recap_generator_offset_set(gen, 120));
   if (mode >= 0) OK(recap_wake());
 
   memset(&during, 0, sizeof during);
@@ -164,7 +164,7 @@ static void create_and_destroy_while_asleep(void **state) {
   memset(&eager, 0, sizeof eager);
   state_count = 0;
   draw(gen, s, 4, &eager);
-  OK(recap_generator_set_seed(gen, 5));
+  OK(recap_generator_seed_set(gen, 5));
   draw(gen, s, 4, &eager);
   assert_int_equal(eager.count, 2);
   assert_int_equal(eager.seed[1], 5);

@@ -15,6 +15,7 @@
 #include "graph_util.h"
 #include "host_faults.h"
 #include "set_util.h"
+#include "liveness_util.h"
 
 static model_t model;
 static recap_stream_t stream;
@@ -856,13 +857,13 @@ static void members_can_check_input_liveness(void **state) {
    * its own); without the option the graph has no record. */
   const recap_liveness_input_t *inputs = NULL;
   size_t n = 99;
-  OK(recap_graph_liveness_inputs(m.graph, &inputs, &n));
+  OK(liveness_inputs_of(m.graph, &inputs, &n));
   assert_int_equal(n, 0);
   OK(recap_graph_set_destroy(set));
   o.capture_options.check_input_liveness = 0;
   OK(recap_graph_set_create(&set, model_step, &model, &o));
   m = member_of(set, 4);
-  EXPECT_STATUS(recap_graph_liveness_inputs(m.graph, &inputs, &n), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(liveness_inputs_of(m.graph, &inputs, &n), RECAP_ERROR_INVALID_USAGE);
   destroy_and_check(set);
 }
 
@@ -872,7 +873,7 @@ static void a_member_graph_can_be_recaptured_in_place(void **state) {
   recap_graph_set_t set = make_set((const size_t[]){4, 8}, 2, RECAP_SET_CAPTURE_UPFRONT);
   recap_graph_set_member_t m = member_of(set, 8);
   recap_stream_t s = recap__fake_stream_new();
-  OK(recap_graph_recapture_begin(m.graph, s, NULL));
+  OK(recap_graph_recapture_begin(m.graph, NULL, s));
   OK(model_step(6, s, &model));
   OK(recap_graph_capture_end(m.graph));
   memset(model.out, 0, sizeof model.out);
@@ -913,7 +914,7 @@ static void rng_fill(void *const *args, size_t n) {
 static recap_status_t rng_step(size_t size, recap_stream_t stream, void *user_data) {
   rng_model_t *m = user_data;
   recap_philox_state_t st;
-  recap_status_t s = recap_generator_philox_state(m->gen, stream, 4, &st);
+  recap_status_t s = recap_generator_philox_state(m->gen, 4, stream, &st);
   if (s != RECAP_SUCCESS) return s;
   const void *args[6] = {m->out,
                          (const void *)(uintptr_t)size,
@@ -949,8 +950,8 @@ static void replays_draw_what_eager_runs_draw(void **state) {
     OK(rng_step(padded, stream, &eager));
     assert_memory_equal(graphed.out, eager.out, padded * sizeof(uint64_t));
     uint64_t a = 0, b = 1;
-    OK(recap_generator_get_offset(graphed.gen, &a));
-    OK(recap_generator_get_offset(eager.gen, &b));
+    OK(recap_generator_offset_get(graphed.gen, &a));
+    OK(recap_generator_offset_get(eager.gen, &b));
     assert_int_equal(a, b);
     assert_int_equal(a, 4 * (i + 1));
   }

@@ -417,17 +417,17 @@ static void generator_in_step_draws_as_eager(void **state) {
   for (size_t i = 0; i < count; i++) {
     expect_ready(set, sizes[i]);
     uint64_t before = 0, after_eager = 0, after_replay = 0;
-    OK(recap_generator_get_offset(m.generator, &before));
+    OK(recap_generator_offset_get(m.generator, &before));
     float *eager = eager_out(&m, sizes[i], s);
-    OK(recap_generator_get_offset(m.generator, &after_eager));
+    OK(recap_generator_offset_get(m.generator, &after_eager));
     assert_true(after_eager > before);
-    OK(recap_generator_set_offset(m.generator, before));
+    OK(recap_generator_offset_set(m.generator, before));
     int graphed = 0;
     OK(recap_graph_set_run(set, sizes[i], s, NULL, &graphed));
     assert_int_equal(graphed, 1);
     float *got = read_out(&m, sizes[i], s);
     expect_same(eager, got, sizes[i], "replay with a generator");
-    OK(recap_generator_get_offset(m.generator, &after_replay));
+    OK(recap_generator_offset_get(m.generator, &after_replay));
     assert_int_equal(after_replay, after_eager);
     /* The next replay draws new numbers. */
     gpu_set(m.out, (size_t)WIDTH * MAX_COLUMNS, 0.0f, s);

@@ -172,12 +172,12 @@ static void write_captured_graph(const char *path) {
   recap_stream_t s = recap__fake_stream_new(), side = recap__fake_stream_new();
   recap_graph_t child, g;
   OK(recap_graph_create(&child, 0));
-  OK(recap_graph_capture_begin(child, s, NULL));
+  OK(recap_graph_capture_begin(child, NULL, s));
   recap__fake_launch_kernel(s, "child_kernel");
   OK(recap_graph_capture_end(child));
 
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   recap__fake_launch_kernel(s, "first");
   recap__fake_launch_kernel(s, "second");
   assert_true(recap__fake_capture_join(side, s));

@@ -397,8 +397,9 @@ static void writes_a_self_contained_page(void **state) {
   g.nodes[0].has_launch = 1;
   g.nodes[0].grid[0] = 40, g.nodes[0].grid[1] = g.nodes[0].grid[2] = 1;
   g.nodes[0].block[0] = 256, g.nodes[0].block[1] = g.nodes[0].block[2] = 1;
-  recap_liveness_input_t input = {.base = (void *)0x7f0000001000,
-                                  .size = 4096,
+  recap_liveness_input_t input = {.size = sizeof(recap_liveness_input_t),
+                                  .base = (void *)0x7f0000001000,
+                                  .bytes = 4096,
                                   .generation = 3,
                                   .node = 0,
                                   .reader_count = 2,
@@ -487,7 +488,7 @@ static void model_from_a_captured_graph(void **state) {
   recap_stream_t s = recap__fake_stream_new(), side = recap__fake_stream_new();
   recap_graph_t graph;
   OK(recap_graph_create(&graph, RECAP_GRAPH_KEEP));
-  OK(recap_graph_capture_begin(graph, s, NULL));
+  OK(recap_graph_capture_begin(graph, NULL, s));
   recap__fake_launch_kernel(s, "first");
   recap__fake_launch_kernel(s, "_Z6kernelIfEvPT_i");
   assert_true(recap__fake_capture_join(side, s));
@@ -641,24 +642,24 @@ static void regions_captured_on_the_fake(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t graph;
   OK(recap_graph_create(&graph, RECAP_GRAPH_KEEP));
-  OK(recap_graph_capture_begin(graph, s, NULL));
+  OK(recap_graph_capture_begin(graph, NULL, s));
   recap_annotations_enable(1);
-  OK(recap_annotate_push(s, "step"));
+  OK(recap_annotate_push("step", s));
   recap__fake_launch_kernel(s, "prologue");
   recap_cond_t loop, choice, cases;
-  OK(recap_cond_create(s, 1, &loop));
-  OK(recap_region_begin(s, RECAP_REGION_WHILE, loop, 1));
+  OK(recap_cond_create(&loop, 1, s));
+  OK(recap_region_begin(RECAP_REGION_WHILE, loop, 1, s));
   recap__fake_launch_kernel(s, "step");
-  OK(recap_cond_create(s, 0, &choice));
-  OK(recap_region_begin(s, RECAP_REGION_IF_ELSE, choice, 2));
+  OK(recap_cond_create(&choice, 0, s));
+  OK(recap_region_begin(RECAP_REGION_IF_ELSE, choice, 2, s));
   recap__fake_launch_kernel(s, "then_kernel");
   OK(recap_region_next_branch(s));
   recap__fake_launch_kernel(s, "else_kernel");
   OK(recap_region_end(s));
   OK(recap_cond_set_value(loop, 0, s));
   OK(recap_region_end(s));
-  OK(recap_cond_create(s, 2, &cases));
-  OK(recap_region_begin(s, RECAP_REGION_SWITCH, cases, 3));
+  OK(recap_cond_create(&cases, 2, s));
+  OK(recap_region_begin(RECAP_REGION_SWITCH, cases, 3, s));
   recap__fake_launch_kernel(s, "case0");
   OK(recap_region_next_branch(s));
   OK(recap_region_next_branch(s));

@@ -8,6 +8,7 @@
 #include "fake/fake.h"
 #include "reset.h"
 #include "view_fixture.h"
+#include "liveness_util.h"
 
 enum { LAYERS = 3 };
 
@@ -50,43 +51,43 @@ recap_status_t view_fixture_capture(recap_graph_t *graph) {
   CHECK(recap_graph_create(graph, RECAP_GRAPH_KEEP));
   recap_capture_options_t options = RECAP_CAPTURE_OPTIONS_INIT;
   options.check_input_liveness = 1;
-  CHECK(recap_graph_capture_begin(*graph, s, &options));
-  CHECK(recap_annotate_push(s, "step"));
+  CHECK(recap_graph_capture_begin(*graph, &options, s));
+  CHECK(recap_annotate_push("step", s));
 
-  CHECK(recap_annotate_push(s, "data"));
+  CHECK(recap_annotate_push("data", s));
   recap__fake_memset_async(s, inputs, 0, 256 << 10);
   launch(s, k_gather, inputs, labels);
   CHECK(recap_annotate_pop(s));
 
-  CHECK(recap_annotate_push(s, "forward"));
+  CHECK(recap_annotate_push("forward", s));
   for (int i = 0; i < LAYERS; i++) {
     char label[16];
     snprintf(label, sizeof label, "layer%d", i);
-    CHECK(recap_annotate_push(s, label));
+    CHECK(recap_annotate_push(label, s));
     launch(s, k_gemm, weights[i], NULL);
     launch(s, k_fwd, NULL, NULL);
     CHECK(recap_annotate_pop(s));
   }
   CHECK(recap_annotate_pop(s));
 
-  CHECK(recap_annotate_push(s, "loss"));
+  CHECK(recap_annotate_push("loss", s));
   launch(s, k_loss, labels, NULL);
   CHECK(recap_annotate_pop(s));
   if (!recap__fake_capture_join(metrics, s)) return RECAP_ERROR_INVALID_USAGE;
-  CHECK(recap_annotate_push(metrics, "metrics"));
+  CHECK(recap_annotate_push("metrics", metrics));
   launch(metrics, k_reduce, labels, NULL);
   CHECK(recap_annotate_pop(metrics));
 
-  CHECK(recap_annotate_push(s, "backward"));
+  CHECK(recap_annotate_push("backward", s));
   recap__fake_memset_async(s, NULL, 0, 16 << 10); /* the gradient accumulator */
   for (int i = LAYERS - 1; i >= 0; i--) {
     char label[16];
     snprintf(label, sizeof label, "layer%d", i);
-    CHECK(recap_annotate_push(s, label));
+    CHECK(recap_annotate_push(label, s));
     launch(s, k_bwd, NULL, NULL);
     /* The weight gradient and the layer's Adam step on a side stream, beside the chain. */
     if (!recap__fake_capture_join(side[i], s)) return RECAP_ERROR_INVALID_USAGE;
-    CHECK(recap_annotate_push(side[i], "wgrad+adam"));
+    CHECK(recap_annotate_push("wgrad+adam", side[i]));
     launch(side[i], k_gemm, weights[i], NULL);
     launch(side[i], k_adam, weights[i], NULL);
     CHECK(recap_annotate_pop(side[i]));
@@ -124,7 +125,7 @@ int view_fixture_model(recap_graph_t graph, int plausible, recap_view_graph_t *v
   const recap_liveness_input_t *inputs_read = NULL;
   size_t input_count = 0;
   recap_pool_id_t pool;
-  status = recap_graph_liveness_inputs(graph, &inputs_read, &input_count);
+  status = liveness_inputs_of(graph, &inputs_read, &input_count);
   if (status == RECAP_SUCCESS) status = recap_graph_pool(graph, &pool);
   if (status != RECAP_SUCCESS) {
     snprintf(err, err_size, "%s", recap_last_error());

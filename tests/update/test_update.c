@@ -9,6 +9,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include "liveness_util.h"
 #include "update_steps.h"
 
 /* ------------------------------------------------------------------------------------------
@@ -104,7 +105,7 @@ static void every_driver_refusal_falls_back_to_instantiation(void **state) {
 
 /* Recapture three nodes into g, the third (node 2) a memset of buf instead of a kernel. */
 static void recapture_with_memset(recap_graph_t g, recap_stream_t s, void *buf) {
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   launch(s, 2);
   recap__fake_memset_async(s, buf, 0, 16);
   launch(s, 1);
@@ -175,7 +176,7 @@ static void failed_update_call_fails_the_recapture_and_keeps_the_old_graph(void 
   recap_pool_id_t pool;
   recap_graph_t g = captured_graph(s, 3, &x, &pool);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_EXEC_UPDATE, 1);
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   assert_int_equal(pool_references(pool), 2); /* the graph's and the recapture's route */
   launch(s, 3);
   uint64_t instantiations = recap__fake_now().calls[RECAP__FAKE_FAULT_INSTANTIATE];
@@ -198,7 +199,7 @@ static void failed_instantiation_of_a_fallback_keeps_the_old_graph(void **state)
   recap_cuda_graph_exec_t x;
   recap_pool_id_t pool;
   recap_graph_t g = captured_graph(s, 3, &x, &pool);
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   launch(s, 7); /* refused: another topology */
   recap__fake_fail_nth(RECAP__FAKE_FAULT_INSTANTIATE, 1);
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CUDA);
@@ -218,14 +219,14 @@ static void invalidated_recapture_keeps_the_old_graph(void **state) {
   recap_cuda_graph_exec_t x;
   recap_pool_id_t pool;
   recap_graph_t g = captured_graph(s, 3, &x, &pool);
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   launch(s, 2);
   recap__fake_capture_invalidate(s);
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
   expect_old_graph(g, s, x, pool, 3);
   /* A failed start (the CUDA capture refused) leaves it too. */
   recap__fake_fail_nth(RECAP__FAKE_FAULT_CAPTURE_BEGIN, 1);
-  EXPECT_STATUS(recap_graph_recapture_begin(g, s, NULL), RECAP_ERROR_CUDA);
+  EXPECT_STATUS(recap_graph_recapture_begin(g, NULL, s), RECAP_ERROR_CUDA);
   expect_old_graph(g, s, x, pool, 3);
   OK(recap_graph_destroy(g));
   expect_quiet();
@@ -246,15 +247,15 @@ static void failed_recapture_keeps_the_old_inputs_and_results(void **state) {
   capture_step(g, s, &opts, out, in, 1, dk, copy);
   const recap_liveness_input_t *inputs;
   size_t count;
-  OK(recap_graph_liveness_inputs(g, &inputs, &count));
+  OK(liveness_inputs_of(g, &inputs, &count));
   assert_int_equal(count, 4); /* in, out, copy, dk */
 
   /* Recapture on in2 with options NULL: the last capture's (liveness on), then invalidated. */
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   step(s, out, in2, 2, dk, copy);
   recap__fake_capture_invalidate(s);
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
-  OK(recap_graph_liveness_inputs(g, &inputs, &count));
+  OK(liveness_inputs_of(g, &inputs, &count));
   assert_int_equal(count, 4);
   bool reads_in = false;
   for (size_t i = 0; i < count; i++) reads_in |= inputs[i].base == (void *)in;
@@ -297,21 +298,21 @@ static void recaptures_and_rebinds_agree(void **state) {
   OK(recap_graph_replay(g, s));
   expect_copy(copy, 0, 2);
   /* The updated executable is rebound through the new capture's sites. */
-  recap_rebind_t r = {in, in2, 0, 0};
-  OK(recap_graph_rebind(g, &r, 1));
+  recap_rebind_t r = {sizeof(recap_rebind_t), in, in2, 0};
+  OK(recap_graph_rebind(g, &r, 1, NULL));
   OK(recap_graph_replay(g, s));
   expect_copy(copy, 1000, 2);
 
   /* A failed recapture: the rebound sites stay (in2), and can be rebound back. */
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   step(s, out, in, 3, dk, copy);
   recap__fake_capture_invalidate(s);
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
   assert_int_equal(sites_of(g, in2), 1);
   OK(recap_graph_replay(g, s));
   expect_copy(copy, 1000, 2);
-  r = (recap_rebind_t){in2, in, 0, 0};
-  OK(recap_graph_rebind(g, &r, 1));
+  r = (recap_rebind_t){sizeof(recap_rebind_t), in2, in, 0};
+  OK(recap_graph_rebind(g, &r, 1, NULL));
   OK(recap_graph_replay(g, s));
   expect_copy(copy, 0, 2);
   assert_int_equal(stats_of(g).rebinds, 3);
@@ -354,7 +355,7 @@ static void rebinds_go_through_the_executables_origin(void **state) {
    * as it was (rebound to in2, replayable, rebindable). */
   recapture_step(g, s, out, in2, 21, dk, copy); /* updated in place: the origin is kept */
   recap__fake_refuse_next_update(RECAP_UPDATE_REASON_TOPOLOGY_CHANGED, SIZE_MAX);
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   step(s, out, in2, 22, dk, copy);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH_PLAN, 2); /* 1: captured, 2: afresh */
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CUDA);
@@ -370,7 +371,7 @@ static void rebinds_go_through_the_executables_origin(void **state) {
   /* A recapture that turns rebinding on, of a graph that kept nothing: instantiated afresh. */
   OK(recap_graph_create(&g, 0));
   capture_step(g, s, NULL, out, in, 1, dk, copy);
-  OK(recap_graph_recapture_begin(g, s, &opts));
+  OK(recap_graph_recapture_begin(g, &opts, s));
   step(s, out, in, 2, dk, copy);
   OK(recap_graph_capture_end(g));
   recap_update_stats_t st = stats_of(g);
@@ -406,9 +407,9 @@ static void capture_shaped(recap_graph_t g, recap_stream_t s, bool recapture,
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.rebind = mode;
   if (recapture)
-    OK(recap_graph_recapture_begin(g, s, NULL));
+    OK(recap_graph_recapture_begin(g, NULL, s));
   else
-    OK(recap_graph_capture_begin(g, s, &o));
+    OK(recap_graph_capture_begin(g, &o, s));
   if (mode == RECAP_REBIND_DECLARED) OK(recap_graph_declare_buffer(g, in, N * sizeof(float)));
   step_shaped(s, out, in, k, dk, copy, shape);
   OK(recap_graph_capture_end(g));
@@ -507,7 +508,7 @@ static void allocating_step(recap_stream_t s, void **out, void **scratch, bool e
 /* Capture allocating_step into g (recapture: in place of its capture). */
 static void capture_allocating_step(recap_graph_t g, recap_stream_t s, bool recapture, void **out,
                                     void **scratch, bool extra, void **more) {
-  OK(recapture ? recap_graph_recapture_begin(g, s, NULL) : recap_graph_capture_begin(g, s, NULL));
+  OK(recapture ? recap_graph_recapture_begin(g, NULL, s) : recap_graph_capture_begin(g, NULL, s));
   allocating_step(s, out, scratch, extra, more);
   OK(recap_graph_capture_end(g));
 }

@@ -32,7 +32,7 @@ static recap_graph_t start(cudaStream_t s, float **x, float **y, float x_value) 
 /* Capture into g (recapture: in place of its capture) `kernels` launches of y = x + k. */
 static void capture_adds(recap_graph_t g, cudaStream_t s, bool recapture, int kernels, float *y,
                          const float *x, float k) {
-  OK(recapture ? recap_graph_recapture_begin(g, s, NULL) : recap_graph_capture_begin(g, s, NULL));
+  OK(recapture ? recap_graph_recapture_begin(g, NULL, s) : recap_graph_capture_begin(g, NULL, s));
   for (int i = 0; i < kernels; i++) CUDA_OK(recap_test_add_scalar(y, x, N, k, s));
   OK(recap_graph_capture_end(g));
 }
@@ -45,17 +45,17 @@ static void scalar_changed_by_recapture_and_update(void **state) {
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   float *y0 = NULL, *y = NULL;
-  OK(recap_graph_capture_begin(g, s, NULL));
+  OK(recap_graph_capture_begin(g, NULL, s));
   step(s, &y0, x, 0.0f);
   OK(recap_graph_capture_end(g));
   recap_cuda_graph_exec_t exec = exec_of(g);
   recap_pool_id_t pool = pool_of(g);
-  recap_pool_info_t before;
-  OK(recap_pool_info(pool, &before));
+  recap_pool_memory_t before = RECAP_POOL_MEMORY_INIT;
+  OK(recap_pool_memory(pool, &before));
   int steps = gpu_under_tool() ? 5 : 50;
   for (int t = 1; t <= steps; t++) {
     OK(recap_free(y0)); /* the previous capture's output, freed before the recapture */
-    OK(recap_graph_recapture_begin(g, s, NULL));
+    OK(recap_graph_recapture_begin(g, NULL, s));
     step(s, &y, x, (float)t);
     OK(recap_graph_capture_end(g));
     assert_ptr_equal(y, y0);
@@ -64,8 +64,8 @@ static void scalar_changed_by_recapture_and_update(void **state) {
     y0 = y;
   }
   assert_ptr_equal(exec_of(g), exec);
-  recap_pool_info_t after;
-  OK(recap_pool_info(pool, &after));
+  recap_pool_memory_t after = RECAP_POOL_MEMORY_INIT;
+  OK(recap_pool_memory(pool, &after));
   assert_int_equal(after.reserved_bytes, before.reserved_bytes);
   recap_update_stats_t st = stats_of(g);
   assert_int_equal(st.recaptures, steps);
@@ -86,7 +86,7 @@ static void driver_refusals_fall_back_to_instantiation(void **state) {
   recap_pool_id_t pool = pool_of(g);
 
   /* Two kernels where there was one: the topology changed. */
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   CUDA_OK(recap_test_add_scalar(y, x, N, 1.0f, s));
   CUDA_OK(recap_test_scale(y, N, 3.0f, s));
   OK(recap_graph_capture_end(g));
@@ -98,7 +98,7 @@ static void driver_refusals_fall_back_to_instantiation(void **state) {
 
   /* The same two kernels with other scalars: updated in place. */
   recap_cuda_graph_exec_t exec = exec_of(g);
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   CUDA_OK(recap_test_add_scalar(y, x, N, 2.0f, s));
   CUDA_OK(recap_test_scale(y, N, 5.0f, s));
   OK(recap_graph_capture_end(g));
@@ -109,7 +109,7 @@ static void driver_refusals_fall_back_to_instantiation(void **state) {
 
   /* Another kernel function at the same place (fill instead of add_scalar): the driver updates
    * ordinary kernels' functions in place. */
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   CUDA_OK(recap_test_fill(y, N, 7.0f, s));
   CUDA_OK(recap_test_scale(y, N, 2.0f, s));
   OK(recap_graph_capture_end(g));
@@ -120,7 +120,7 @@ static void driver_refusals_fall_back_to_instantiation(void **state) {
   gpu_expect_all(y, N, 14.0f);
 
   /* A memset where the first kernel was: another node type. */
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   CUDA_OK(cudaMemsetAsync(y, 0, N * sizeof(float), s));
   CUDA_OK(recap_test_scale(y, N, 2.0f, s));
   OK(recap_graph_capture_end(g));
@@ -142,7 +142,7 @@ static void invalidated_recapture_keeps_the_old_graph(void **state) {
   capture_adds(g, s, false, 1, y, x, 4.0f);
   recap_pool_id_t pool = pool_of(g);
   recap_cuda_graph_exec_t exec = exec_of(g);
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   CUDA_OK(recap_test_add_scalar(y, x, N, 8.0f, s));
   /* cudaMalloc is illegal in a global-mode capture: it invalidates it. */
   void *raw = NULL;
@@ -172,7 +172,7 @@ static void policy_times_replays_with_events(void **state) {
   recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
   p.max_slowdown = 1000.0; /* measured, never paused: no real replay is 1000 times slower */
   p.measure_replays = 4;
-  OK(recap_graph_set_update_policy(g, &p));
+  OK(recap_graph_update_policy_set(g, &p));
   capture_adds(g, s, false, 20, y, x, 1.0f);
   recap_pool_id_t pool = pool_of(g);
   for (int i = 0; i < 4; i++) OK(recap_graph_replay(g, s));

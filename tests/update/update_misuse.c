@@ -19,7 +19,7 @@ static void recapture_step_with(recap_graph_t g, recap_stream_t s, recap_rebind_
                                 float *copy) {
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.rebind = mode;
-  OK(recap_graph_recapture_begin(g, s, &o));
+  OK(recap_graph_recapture_begin(g, &o, s));
   step(s, out, in, k, dk, copy);
   OK(recap_graph_capture_end(g));
 }
@@ -76,8 +76,8 @@ static void the_origin_outlives_recaptures_without_rebinding(void **state) {
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
   capture_step(g, s, &opts, out, in, 1, dk, copy);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 1);
-  recap_rebind_t r = {in, in2, 0, 0};
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1), RECAP_ERROR_CUDA);
+  recap_rebind_t r = {sizeof(recap_rebind_t), in, in2, 0};
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, NULL), RECAP_ERROR_CUDA);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 0);
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_CAPTURED);
   assert_int_equal(recap__fake_now().live_execs, 0);
@@ -91,35 +91,35 @@ static void recapture_needs_a_captured_graph(void **state) {
   (void)state;
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
-  EXPECT_STATUS(recap_graph_recapture_begin(g, s, NULL), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_graph_recapture_begin(g, NULL, s), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_graph_recapture_begin: the graph holds no capture to replace");
-  OK(recap_graph_capture_begin(g, s, NULL));
-  EXPECT_STATUS(recap_graph_recapture_begin(g, s, NULL), RECAP_ERROR_INVALID_USAGE);
+  OK(recap_graph_capture_begin(g, NULL, s));
+  EXPECT_STATUS(recap_graph_recapture_begin(g, NULL, s), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("a capture is already under way");
   launch(s, 1);
   OK(recap_graph_capture_end(g));
   /* capture_begin on a captured graph points to recapture_begin. */
-  EXPECT_STATUS(recap_graph_capture_begin(g, s, NULL), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_graph_capture_begin(g, NULL, s), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_graph_recapture_begin()");
   EXPECT_STATUS(recap_graph_recapture_begin(g, NULL, NULL), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_graph_recapture_begin: cannot capture on the legacy default stream");
   /* Options: checked by the options rule, and the pool must be the graph's. */
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
   opts.size = 3;
-  EXPECT_STATUS(recap_graph_recapture_begin(g, s, &opts), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_recapture_begin(g, &opts, s), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("RECAP_CAPTURE_OPTIONS_INIT");
   opts = (recap_capture_options_t)RECAP_CAPTURE_OPTIONS_INIT;
   opts.pool = recap_pool_handle();
-  EXPECT_STATUS(recap_graph_recapture_begin(g, s, &opts), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_recapture_begin(g, &opts, s), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("options->pool is not the graph's pool");
   OK(recap_graph_pool(g, &opts.pool));
   opts.mode = RECAP_CAPTURE_MODE_RELAXED;
-  OK(recap_graph_recapture_begin(g, s, &opts));
+  OK(recap_graph_recapture_begin(g, &opts, s));
   launch(s, 1);
   OK(recap_graph_capture_end(g));
   assert_int_equal(g->options.mode, RECAP_CAPTURE_MODE_RELAXED);
   /* options NULL: the last capture's (relaxed). */
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   assert_int_equal(g->options.mode, RECAP_CAPTURE_MODE_RELAXED);
   launch(s, 1);
   OK(recap_graph_capture_end(g));
@@ -141,7 +141,7 @@ static void a_recapture_is_not_a_closed_scopes_capture(void **state) {
   launch(scope_stream, 1);
   OK(recap_graph_capture_end(g));
   recap_stream_t s = recap__fake_stream_new();
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   launch(s, 1);
   EXPECT_STATUS(recap_capture_scope_end(g), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_capture_scope_end: no capture scope is open on this graph");
@@ -159,7 +159,7 @@ static void replay_is_refused_while_recapturing(void **state) {
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   capture_kernels(g, s, 2);
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_CAPTURING);
   uint64_t launches = recap__fake_now().graph_launches;
   EXPECT_STATUS(recap_graph_replay(g, other), RECAP_ERROR_INVALID_USAGE);
@@ -188,7 +188,7 @@ static void reset_and_destroy_during_a_recapture_release_both_captures(void **st
   OK(recap_graph_pool(g, &pool));
   recapture_kernels(g, s, 2);
   assert_int_equal(stats_of(g).recaptures, 1);
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   launch(s, 2);
   assert_int_equal(pool_references(pool), 2);
   OK(recap_graph_reset(g));
@@ -201,7 +201,7 @@ static void reset_and_destroy_during_a_recapture_release_both_captures(void **st
   assert_int_equal(capturing(s), 0);
   expect_quiet();
   capture_kernels(g, s, 2);
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   launch(s, 2);
   OK(recap_graph_destroy(g));
   assert_int_equal(capturing(s), 0);
@@ -217,18 +217,18 @@ static void recapture_refused_while_its_pool_serves_another_capture(void **state
   OK(recap_graph_create(&g2, 0));
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
   opts.pool = recap_pool_handle();
-  OK(recap_graph_capture_begin(g1, s, &opts));
+  OK(recap_graph_capture_begin(g1, &opts, s));
   launch(s, 2);
   OK(recap_graph_capture_end(g1));
   recap_cuda_graph_exec_t x = exec_of(g1);
-  OK(recap_graph_capture_begin(g2, s2, &opts));
-  EXPECT_STATUS(recap_graph_recapture_begin(g1, s, NULL), RECAP_ERROR_INVALID_USAGE);
+  OK(recap_graph_capture_begin(g2, &opts, s2));
+  EXPECT_STATUS(recap_graph_recapture_begin(g1, NULL, s), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("already routed to another capture");
   assert_int_equal(state_of(g1), RECAP_GRAPH_STATE_INSTANTIATED);
   assert_ptr_equal(exec_of(g1), x);
   assert_int_equal(pool_references(opts.pool), 2); /* g1's and g2's */
   /* Nor on a stream that captures already. */
-  EXPECT_STATUS(recap_graph_recapture_begin(g1, s2, NULL), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_graph_recapture_begin(g1, NULL, s2), RECAP_ERROR_INVALID_USAGE);
   assert_int_equal(state_of(g1), RECAP_GRAPH_STATE_INSTANTIATED);
   launch(s2, 1);
   OK(recap_graph_capture_end(g2));
@@ -266,7 +266,7 @@ static void keep_graph_never_instantiated_keeps_the_new_template(void **state) {
   OK(recap_graph_instantiate(g));
   recap_cuda_graph_exec_t x = exec_of(g);
   /* During the recapture, the template and what it holds are set aside. */
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   recap_cuda_graph_t during = NULL;
   EXPECT_STATUS(recap_graph_raw(g, &during), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_graph_raw: the graph is being recaptured");
@@ -300,15 +300,15 @@ static void stats_and_policy_check_their_arguments(void **state) {
   EXPECT_STATUS(recap_graph_update_stats(g, NULL), RECAP_ERROR_INVALID_ARGUMENT);
   recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
   p.size = 4;
-  EXPECT_STATUS(recap_graph_set_update_policy(g, &p), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_update_policy_set(g, &p), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("RECAP_UPDATE_POLICY_INIT");
   p = (recap_update_policy_t)RECAP_UPDATE_POLICY_INIT;
   p.max_slowdown = -0.5;
-  EXPECT_STATUS(recap_graph_set_update_policy(g, &p), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_update_policy_set(g, &p), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("max_slowdown is -0.5");
   p.max_slowdown = NAN;
-  EXPECT_STATUS(recap_graph_set_update_policy(g, &p), RECAP_ERROR_INVALID_ARGUMENT);
-  OK(recap_graph_set_update_policy(g, NULL));
+  EXPECT_STATUS(recap_graph_update_policy_set(g, &p), RECAP_ERROR_INVALID_ARGUMENT);
+  OK(recap_graph_update_policy_set(g, NULL));
   assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_NONE), "none");
   assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_POLICY_SLOWER), "policy_slower");
   assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_COUNT), "unknown");

@@ -19,7 +19,7 @@ static void never_update_always_instantiates(void **state) {
   recap_graph_t g = fresh_graph(&s, 0);
   recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
   p.never_update = 1;
-  OK(recap_graph_set_update_policy(g, &p));
+  OK(recap_graph_update_policy_set(g, &p));
   capture_kernels(g, s, 3);
   for (int i = 1; i <= 3; i++) {
     recap_cuda_graph_exec_t old = exec_of(g);
@@ -35,7 +35,7 @@ static void never_update_always_instantiates(void **state) {
   assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_POLICY_NEVER);
   assert_int_equal(st.last_node, SIZE_MAX);
   /* Back to the default policy: the next recapture updates. */
-  OK(recap_graph_set_update_policy(g, NULL));
+  OK(recap_graph_update_policy_set(g, NULL));
   recapture_kernels(g, s, 3);
   assert_int_equal(stats_of(g).updates, 1);
   OK(recap_graph_destroy(g));
@@ -49,7 +49,7 @@ static void failures_pause_updates_for_retry_after_recaptures(void **state) {
   recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
   p.max_failures = 2;
   p.retry_after = 3;
-  OK(recap_graph_set_update_policy(g, &p));
+  OK(recap_graph_update_policy_set(g, &p));
   capture_kernels(g, s, 3);
   /* Two refusals in a row. */
   recap__fake_refuse_next_update(RECAP_UPDATE_REASON_PARAMETERS_CHANGED, 1);
@@ -93,7 +93,7 @@ static void failures_pause_updates_for_retry_after_recaptures(void **state) {
   recapture_kernels(g, s, 3);
   recap__fake_refuse_next_update(RECAP_UPDATE_REASON_NOT_SUPPORTED, 2);
   recapture_kernels(g, s, 3);
-  OK(recap_graph_set_update_policy(g, &p));
+  OK(recap_graph_update_policy_set(g, &p));
   recapture_kernels(g, s, 3);
   assert_int_equal(stats_of(g).updates, 2);
   OK(recap_graph_destroy(g));
@@ -113,7 +113,7 @@ static void slower_updates_pause_updates(void **state) {
   p.max_slowdown = 0.10;
   p.measure_replays = 4;
   p.retry_after = 2;
-  OK(recap_graph_set_update_policy(g, &p));
+  OK(recap_graph_update_policy_set(g, &p));
   recap__fake_updated_slowdown(1.5);
   capture_kernels(g, s, 10); /* 10 µs per fresh replay, 15 µs once updated */
   int64_t events = recap__fake_now().live_events;
@@ -374,7 +374,7 @@ static void a_replay_into_another_capture_is_not_timed(void **state) {
   capture_kernels(g, s, 3);
   assert_true(recap__update_measuring(&g->update));
   uint64_t records = recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD];
-  OK(recap_graph_capture_begin(outer, outer_stream, NULL));
+  OK(recap_graph_capture_begin(outer, NULL, outer_stream));
   OK(recap_graph_replay(g, outer_stream)); /* a child graph node of `outer` */
   OK(recap_graph_capture_end(outer));
   assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records);

@@ -80,7 +80,7 @@ static inline float *device_floats(recap_stream_t s) {
 
 /* Capture `kernels` plain kernels into g with recapture_begin. */
 static inline void recapture_kernels(recap_graph_t g, recap_stream_t s, int kernels) {
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   launch(s, kernels);
   OK(recap_graph_capture_end(g));
 }
@@ -115,7 +115,7 @@ static inline void free_step_buffers(float *in, float *in2, float *out, float *c
 static inline void capture_step(recap_graph_t g, recap_stream_t s,
                                 const recap_capture_options_t *opts, float *out, const float *in,
                                 unsigned k, const float *dk, float *copy) {
-  OK(recap_graph_capture_begin(g, s, opts));
+  OK(recap_graph_capture_begin(g, opts, s));
   step(s, out, in, k, dk, copy);
   OK(recap_graph_capture_end(g));
 }
@@ -123,7 +123,7 @@ static inline void capture_step(recap_graph_t g, recap_stream_t s,
 /* The same with recapture_begin(NULL): in place of g's capture, with its last options. */
 static inline void recapture_step(recap_graph_t g, recap_stream_t s, float *out, const float *in,
                                   unsigned k, const float *dk, float *copy) {
-  OK(recap_graph_recapture_begin(g, s, NULL));
+  OK(recap_graph_recapture_begin(g, NULL, s));
   step(s, out, in, k, dk, copy);
   OK(recap_graph_capture_end(g));
 }
@@ -133,7 +133,7 @@ static inline void measure_updates(recap_graph_t g, double max_slowdown, unsigne
   recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
   p.max_slowdown = max_slowdown;
   p.measure_replays = measure_replays;
-  OK(recap_graph_set_update_policy(g, &p));
+  OK(recap_graph_update_policy_set(g, &p));
 }
 
 /* copy[i] after a replay of step(in, k) with dk = 0.25 reads in[i] = base + i. */
@@ -144,9 +144,10 @@ static inline void expect_copy(const float *copy, float base, unsigned k) {
 /* Rebind in -> to, replay, and check what the replay read. */
 static inline void rebind_and_check(recap_graph_t g, recap_stream_t s, float *from, float *to,
                                     const float *copy, float base, unsigned k) {
-  recap_rebind_t r = {from, to, 0, 0};
-  OK(recap_graph_rebind(g, &r, 1));
-  assert_int_equal(r.patched, 1);
+  recap_rebind_t r = {sizeof(recap_rebind_t), from, to, 0};
+  size_t patched = 0;
+  OK(recap_graph_rebind(g, &r, 1, &patched));
+  assert_int_equal(patched, 1);
   OK(recap_graph_replay(g, s));
   expect_copy(copy, base, k);
 }

@@ -418,7 +418,7 @@ int recap_view_add_liveness(recap_view_graph_t *g, const recap_liveness_input_t 
     n->allocs = allocs;
     allocs[n->alloc_count++] = (recap_view_alloc_t){
         .base = (uint64_t)(uintptr_t)in->base,
-        .size = in->size,
+        .size = in->bytes,
         .generation = in->generation,
         .reader_count = in->reader_count,
         .alloc_site = (uint64_t)(uintptr_t)in->alloc_site,
