@@ -5,7 +5,7 @@
  * what a launch runs, the condition kernels, rng_advance, inspection and reads of bodies,
  * executable updates, and the faults of each new operation.
  *
- * The region layer (src/graph/regions.c) is tested on top of this model; these tests pin the
+ * The region layer (src/regions/regions.c) is tested on top of this model; these tests pin the
  * model down through the fake's ops table, with nothing above the seam involved.
  */
 #include <stdarg.h>

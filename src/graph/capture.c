@@ -15,7 +15,7 @@
 #include "core/args.h"
 #include "core/error.h"
 #include "graph/graph_internal.h"
-#include "graph/region_internal.h"
+#include "regions/region_internal.h"
 
 /* Begin graph's capture with opts (copied and checked by the caller): graph.c's checks and
  * start, then the layers that act from the capture's first moment. A recapture sets the capture

@@ -24,7 +24,7 @@
 #include "core/error.h"
 #include "core/host.h"
 #include "graph/graph_internal.h"
-#include "graph/region_internal.h"
+#include "regions/region_internal.h"
 #include "graph/registry.h"
 
 /* ------------------------------------------------------------------------------------------

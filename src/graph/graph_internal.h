@@ -12,7 +12,7 @@
 
 #include "alloc/alloc_internal.h"
 #include "device/device.h"
-#include "graph/update_internal.h"
+#include "update/update_internal.h"
 #include "recap.h"
 #include "recap/graph.h"
 #include "recap/inspect.h"

@@ -13,7 +13,7 @@
 #include "core/args.h"
 #include "core/error.h"
 #include "graph/graph_internal.h"
-#include "graph/region_internal.h"
+#include "regions/region_internal.h"
 
 recap_status_t recap_graph_memory(recap_graph_t graph, recap_graph_memory_t *info) {
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_memory"));

@@ -15,7 +15,7 @@
 
 #include "core/error.h"
 #include "core/host.h"
-#include "graph/region_internal.h"
+#include "regions/region_internal.h"
 #include "recap/alloc.h"
 
 /* ------------------------------------------------------------------------------------------

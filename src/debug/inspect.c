@@ -14,7 +14,7 @@
 #include "core/host.h"
 #include "core/json.h"
 #include "graph/graph_internal.h"
-#include "graph/region_internal.h"
+#include "regions/region_internal.h"
 
 const char *recap_node_type_name(recap_node_type_t type) {
   switch (type) {

@@ -23,7 +23,7 @@
 
 #include "core/error.h"
 #include "core/host.h"
-#include "graph/update_internal.h"
+#include "update/update_internal.h"
 
 enum { DEFAULT_RETRY_AFTER = 16, DEFAULT_MEASURE_REPLAYS = 8 };
 

@@ -28,7 +28,7 @@
 #include "core/error.h"
 #include "core/host.h"
 #include "device/cond_launch.h"
-#include "graph/region_internal.h"
+#include "regions/region_internal.h"
 #include "graph/registry.h"
 #include "recap/alloc.h"
 

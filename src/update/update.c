@@ -21,7 +21,7 @@
 #include "core/args.h"
 #include "core/error.h"
 #include "graph/graph_internal.h"
-#include "graph/region_internal.h"
+#include "regions/region_internal.h"
 
 /* ------------------------------------------------------------------------------------------
  * Set aside, put back
