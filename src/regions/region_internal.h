@@ -1,13 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * region_internal.h — the state of a graph's regions (recap/region.h), shared by regions.c (the
- * public calls, which build it during a capture) and region_state.c (its lifetime, the host
- * loop's replay, and what graph.c, inspect.c and update.c ask of it).
- *
- * Why two files: graph.c must replay a host-loop program and must know, when it abandons a
- * capture, which graph CUDA's capture handed back, while regions.c pauses and resumes captures
- * through graph.c. region_state.c knows only the device seam and this struct, so both graph.c
- * and regions.c call it and the layers keep pointing down.
+ * public calls of regions, which build it during a capture), conditions.c (conditions and the
+ * ready kernels) and region_state.c (its lifetime, the host loop's replay, and what graph.c,
+ * inspect.c and update.c ask of it).
  */
 #ifndef RECAP_REGION_INTERNAL_H
 #define RECAP_REGION_INTERNAL_H
@@ -137,6 +133,16 @@ size_t recap__graph_capture_nodes(recap_graph_t graph, recap_cuda_graph_t templa
  * left unused by a refused region_begin or by the caller. */
 recap_status_t recap__regions_hold_unused(recap__regions_t *r, uint64_t context,
                                           recap_cuda_graph_t graph);
+
+/* Shared by regions.c and conditions.c. The graph capturing on stream (RECAP_ERROR_INVALID_USAGE
+ * naming function when none does; a capture CUDA invalidated is abandoned first, and says so).
+ * The regions' state of graph's capture under way, made and attached on first use (NULL with
+ * the error set when host memory runs out). The condition cond in r (NULL: not made in this
+ * capture). */
+recap_status_t recap__regions_find_graph(recap_stream_t stream, const char *function,
+                                         recap_graph_t *graph);
+recap__regions_t *recap__regions_get(recap_graph_t graph);
+recap__region_cond_t *recap__regions_find_cond(recap__regions_t *r, recap_cond_t cond);
 
 /* A block grown by one step (NULL without host memory, the error set). */
 recap__region_step_t *recap__region_block_append(recap__region_block_t *block);

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * region_state.c — the lifetime of a graph's region state (region_internal.h) and the replay of
- * a host-loop program. It knows the device seam, the allocator's free and the struct, nothing
- * of graph.c, so graph.c (replay, abandon), inspect.c and update.c call it without a circle.
+ * a host-loop program: what graph.c (replay, abandon), inspect.c and update.c ask of a graph's
+ * regions.
  *
  * The state hangs on the graph's hooks: it is made with the capture's first condition or
  * region, and the graph's release of what it captured (reset, destroy, a failed capture, the

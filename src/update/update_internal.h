@@ -4,7 +4,7 @@
  * (update_policy.c), for graph.c (replays, instantiations, resets) and update.c (recaptures).
  *
  * update_policy.c knows nothing of the graph object: it works on the recap__update_t the graph
- * embeds, so that graph.c can call it without a circle between the two files.
+ * embeds.
  */
 #ifndef RECAP_UPDATE_INTERNAL_H
 #define RECAP_UPDATE_INTERNAL_H
