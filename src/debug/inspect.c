@@ -16,16 +16,7 @@
 #include "graph/graph_internal.h"
 #include "regions/region_internal.h"
 
-const char *recap_node_type_name(recap_node_type_t type) {
-  switch (type) {
-#define RECAP_X_NODE_NAME(name, text) \
-  case RECAP_NODE_##name: return text;
-    RECAP_NODE_TYPE_MAP(RECAP_X_NODE_NAME)
-#undef RECAP_X_NODE_NAME
-    case RECAP_NODE_TYPE_COUNT: break;
-  }
-  return "unknown";
-}
+const char *recap_node_type_name(recap_node_type_t type) { return recap__node_type_name(type); }
 
 recap_status_t recap_graph_inspect(recap_graph_t graph, recap_graph_info_t **info) {
   RECAP__ARG(info != NULL, "recap_graph_inspect: info is NULL");

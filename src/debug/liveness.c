@@ -66,12 +66,12 @@ static int compare_candidates(const void *x, const void *y) {
 
 static const char *type_of_read(recap__read_kind_t kind) {
   switch (kind) {
-    case RECAP__READ_KERNEL_ARG: return recap_node_type_name(RECAP_NODE_KERNEL);
+    case RECAP__READ_KERNEL_ARG: return recap__node_type_name(RECAP_NODE_KERNEL);
     case RECAP__READ_COPY_SRC:
-    case RECAP__READ_COPY_DST: return recap_node_type_name(RECAP_NODE_MEMCPY);
-    case RECAP__READ_MEMSET_DST: return recap_node_type_name(RECAP_NODE_MEMSET);
+    case RECAP__READ_COPY_DST: return recap__node_type_name(RECAP_NODE_MEMCPY);
+    case RECAP__READ_MEMSET_DST: return recap__node_type_name(RECAP_NODE_MEMSET);
   }
-  return recap_node_type_name(RECAP_NODE_OTHER);
+  return recap__node_type_name(RECAP_NODE_OTHER);
 }
 
 static void liveness_clear(liveness_t *l) {
@@ -95,7 +95,7 @@ static void name_inputs(liveness_t *l, recap_cuda_graph_t template_graph) {
     for (size_t i = 0; i < l->count; i++) {
       recap_liveness_input_t *in = &l->inputs[i];
       if (in->node >= info.node_count) continue;
-      in->node_type = recap_node_type_name(info.nodes[in->node].type);
+      in->node_type = recap__node_type_name(info.nodes[in->node].type);
       const char *name = info.nodes[in->node].kernel_name;
       if (name) in->kernel_name = recap__copy_string(name);
     }

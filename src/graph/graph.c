@@ -169,33 +169,8 @@ void recap__graph_close_capture(recap_graph_t g) {
 }
 
 /* ------------------------------------------------------------------------------------------
- * Memory accounting: what the graph adds to its pool's totals (recap/memory.h)
+ * The pool and reset
  * ---------------------------------------------------------------------------------------- */
-
-void recap__graph_account(recap_graph_t g) {
-  bool on = g->holds_pool;
-  int64_t exec = 0, nodes = 0;
-  if (on) {
-    exec = g->exec_bytes + recap__regions_program_exec_bytes(g);
-    nodes = (int64_t)(g->node_count + recap__regions_program_nodes(g));
-  }
-  bool same = on && g->accounted.on && g->accounted.device == g->device &&
-              recap__pool_id_equal(g->accounted.pool, g->pool);
-  if (g->accounted.on && !same) {
-    recap__pool_account_graph(g->accounted.device, g->accounted.pool, -1, -g->accounted.exec_bytes,
-                              -g->accounted.nodes);
-    g->accounted.on = false;
-  }
-  if (!on) return;
-  recap__pool_account_graph(g->device, g->pool, same ? 0 : 1,
-                            exec - (same ? g->accounted.exec_bytes : 0),
-                            nodes - (same ? g->accounted.nodes : 0));
-  g->accounted.on = true;
-  g->accounted.device = g->device;
-  g->accounted.pool = g->pool;
-  g->accounted.exec_bytes = exec;
-  g->accounted.nodes = nodes;
-}
 
 recap_status_t recap__graph_budget_error(const recap__capture_result_t *result, bool recapture) {
   char first[512];

@@ -262,8 +262,8 @@ recap_status_t recap__graph_abandon(recap_graph_t graph);
 
 /* Instantiate graph into *exec, measuring the device memory the executable takes: *bytes is
  * the drop of cudaMemGetInfo's free bytes across the call (0 when free did not drop, or when
- * the device could not say; that failure is no failure of the call). exec_memory.c, below
- * graph.c, update.c and region_state.c, which all instantiate. */
+ * the device could not say; that failure is no failure of the call). memory.c, for every place
+ * that instantiates: graph.c, update.c and region_state.c. */
 recap_status_t recap__graph_instantiate_measured(recap_cuda_graph_exec_t *exec,
                                                  recap_cuda_graph_t graph, int64_t *bytes);
 

@@ -110,7 +110,7 @@ static void describe_node(char *out, size_t size, rebind_t *r, recap_graph_t gra
   const recap_graph_info_t *info = node_names(r, graph);
   const char *kernel =
       info && site->node < info->node_count ? info->nodes[site->node].kernel_name : NULL;
-  const char *type = recap_node_type_name(type_of_site(site));
+  const char *type = recap__node_type_name(type_of_site(site));
   if (kernel && site->kind == RECAP__READ_KERNEL_ARG)
     snprintf(out, size, "node %zu (kernel %.200s, parameter %" PRIu32 ", byte %zu)", site->node,
              kernel, site->param, site->offset);

@@ -35,6 +35,16 @@
  * Names, the path
  * ---------------------------------------------------------------------------------------- */
 
+const char *recap_region_kind_name(recap_region_kind_t kind) {
+  switch (kind) {
+    case RECAP_REGION_WHILE: return "while";
+    case RECAP_REGION_IF: return "if";
+    case RECAP_REGION_IF_ELSE: return "if_else";
+    case RECAP_REGION_SWITCH: return "switch";
+  }
+  return "unknown";
+}
+
 recap_status_t recap_device_conditional_nodes(int *supported) {
   RECAP__ARG(supported != NULL, "recap_device_conditional_nodes: supported is NULL");
   *supported = 0;
@@ -280,7 +290,7 @@ static recap_status_t scan_body(recap_cuda_graph_t body, const recap__region_fra
         "nodes, child graphs and regions: allocate before the region, record events after it); "
         "the capture is abandoned and the graph is fresh again",
         function, f->branch, recap_region_kind_name(f->kind), depth, i,
-        recap_node_type_name(n->type), n->kernel_name ? " (kernel " : "",
+        recap__node_type_name(n->type), n->kernel_name ? " (kernel " : "",
         n->kernel_name ? n->kernel_name : "", n->kernel_name ? ")" : "");
   }
   recap__graph_info_clear(&info);
