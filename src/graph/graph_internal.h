@@ -13,7 +13,6 @@
 #include "alloc/alloc_internal.h"
 #include "device/device.h"
 #include "update/update_internal.h"
-#include "recap.h"
 #include "recap/graph.h"
 #include "recap/inspect.h"
 

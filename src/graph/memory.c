@@ -17,6 +17,7 @@
 #include "core/args.h"
 #include "core/error.h"
 #include "graph/graph_internal.h"
+#include "recap/memory.h"
 #include "regions/region_internal.h"
 
 /* Free device memory now, or false when the device cannot say; a failure leaves the calling
