@@ -133,7 +133,7 @@ static void noop_when_disabled(void **state) {
   OK(recap_annotate_pop(s));
   OK(recap_graph_capture_end(g));
   /* No state was attached to the graph at all. */
-  assert_int_equal(g->hook_count, 0);
+  assert_int_equal(g->hooks.count, 0);
   recap_graph_info_t *info = inspect(g);
   expect_node(info, 0, "k0", NULL, NULL);
   recap_graph_info_free(info);
@@ -412,7 +412,7 @@ static void state_is_released_with_the_capture(void **state) {
   recap__fake_capture_invalidate(s);
   OK(recap_annotate_pop(s)); /* the capture is invalidated: nothing to do */
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
-  assert_int_equal(g->hook_count, 0);
+  assert_int_equal(g->hooks.count, 0);
 
   OK(recap_graph_capture_begin(g, s, NULL));
   OK(recap_annotate_push(s, "abandoned"));

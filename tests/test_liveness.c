@@ -610,7 +610,7 @@ static void option_off_attaches_nothing(void **state) {
   OK(recap_graph_capture_begin(g, s, NULL));
   kernel1(s, "reads_x", x);
   OK(recap_graph_capture_end(g));
-  assert_int_equal(g->hook_count, 0); /* replays pay nothing */
+  assert_int_equal(g->hooks.count, 0); /* replays pay nothing */
   const recap_liveness_input_t *inputs = NULL;
   size_t n = 1;
   EXPECT_STATUS(recap_graph_liveness_inputs(g, &inputs, &n), RECAP_ERROR_INVALID_USAGE);
@@ -656,7 +656,7 @@ static void lifetime_of_the_checks(void **state) {
   begin(g, s);
   recap__fake_capture_invalidate(s);
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
-  assert_int_equal(g->hook_count, 0);
+  assert_int_equal(g->hooks.count, 0);
   OK(recap_graph_destroy(g));
   done();
 }

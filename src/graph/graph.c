@@ -13,7 +13,6 @@
  * whatever the cleanup meets.
  */
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -62,99 +61,8 @@ recap_status_t recap_graph_create(recap_graph_t *graph, unsigned flags) {
 }
 
 /* ------------------------------------------------------------------------------------------
- * Hooks of the layers above
+ * Templates and captures
  * ---------------------------------------------------------------------------------------- */
-
-/* Hooks attach during a capture, possibly from several threads working on its streams. */
-static pthread_mutex_t hook_lock = PTHREAD_MUTEX_INITIALIZER;
-
-recap_status_t recap__graph_add_hook(recap_graph_t g, const recap__graph_hooks_t *hooks,
-                                     void *ctx) {
-  pthread_mutex_lock(&hook_lock);
-  recap_status_t s = RECAP_SUCCESS;
-  if (g->state != RECAP__GRAPH_CAPTURING) {
-    s = recap__error(RECAP_ERROR_INVALID_USAGE, "graph hooks attach only during a capture");
-  } else if (g->hook_count == g->hook_capacity) {
-    size_t capacity = g->hook_capacity ? g->hook_capacity * 2 : 4;
-    recap__graph_hook_entry_t *grown = recap__host_realloc(g->hooks, capacity * sizeof *grown);
-    if (!grown)
-      s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "graph hooks: out of host memory");
-    else {
-      g->hooks = grown;
-      g->hook_capacity = capacity;
-    }
-  }
-  if (s == RECAP_SUCCESS) {
-    g->hooks[g->hook_count].hooks = hooks;
-    g->hooks[g->hook_count].ctx = ctx;
-    g->hook_count++;
-  }
-  pthread_mutex_unlock(&hook_lock);
-  return s;
-}
-
-void *recap__graph_hook_ctx(recap_graph_t g, const recap__graph_hooks_t *hooks) {
-  void *ctx = NULL;
-  pthread_mutex_lock(&hook_lock);
-  for (size_t i = 0; i < g->hook_count && !ctx; i++)
-    if (g->hooks[i].hooks == hooks) ctx = g->hooks[i].ctx;
-  pthread_mutex_unlock(&hook_lock);
-  return ctx;
-}
-
-recap_status_t recap__graph_hooks_captured(recap_graph_t g, recap_cuda_graph_t template_graph) {
-  for (size_t i = 0; i < g->hook_count; i++)
-    if (g->hooks[i].hooks->captured)
-      RECAP__CHECK(g->hooks[i].hooks->captured(g->hooks[i].ctx, g, template_graph));
-  return RECAP_SUCCESS;
-}
-
-recap_status_t recap__graph_hooks_instantiated_afresh(recap_graph_t g,
-                                                      recap_cuda_graph_t template_graph) {
-  for (size_t i = 0; i < g->hook_count; i++)
-    if (g->hooks[i].hooks->instantiated_afresh)
-      RECAP__CHECK(g->hooks[i].hooks->instantiated_afresh(g->hooks[i].ctx, g, template_graph));
-  return RECAP_SUCCESS;
-}
-
-recap_status_t recap__graph_sync_template(recap_graph_t g) {
-  for (size_t i = 0; i < g->hook_count; i++)
-    if (g->hooks[i].hooks->sync_template)
-      RECAP__CHECK(g->hooks[i].hooks->sync_template(g->hooks[i].ctx, g));
-  return RECAP_SUCCESS;
-}
-
-void recap__graph_hooks_capture_ended(recap_graph_t g, bool succeeded) {
-  for (size_t i = 0; i < g->hook_count; i++)
-    if (g->hooks[i].hooks->capture_ended)
-      g->hooks[i].hooks->capture_ended(g->hooks[i].ctx, g, succeeded);
-}
-
-/* The replay did not launch: undo, newest first, what the first `prepared` hooks' before_replay
- * did. */
-static void hooks_replay_failed(recap_graph_t g, size_t prepared) {
-  for (size_t i = prepared; i-- > 0;)
-    if (g->hooks[i].hooks->replay_failed) g->hooks[i].hooks->replay_failed(g->hooks[i].ctx, g);
-}
-
-static void release_hook_entries(recap_graph_t g, recap__graph_hook_entry_t *entries,
-                                 size_t count) {
-  for (size_t i = 0; i < count; i++)
-    if (entries[i].hooks->release) entries[i].hooks->release(entries[i].ctx, g);
-  recap__host_free(entries);
-}
-
-void recap__graph_hooks_release(recap_graph_t g) {
-  release_hook_entries(g, g->hooks, g->hook_count);
-  g->hooks = NULL;
-  g->hook_count = g->hook_capacity = 0;
-}
-
-void recap__graph_hooks_release_old(recap_graph_t g) {
-  release_hook_entries(g, g->old.hooks, g->old.hook_count);
-  g->old.hooks = NULL;
-  g->old.hook_count = g->old.hook_capacity = 0;
-}
 
 bool recap__graph_drops_template(recap_graph_t g) {
   return !(g->flags & RECAP_GRAPH_KEEP) && !g->keep_template;
@@ -254,7 +162,6 @@ static recap_status_t reset_graph(recap_graph_t graph, bool forget_pool) {
   graph->node_count = 0;
   graph->scope_stream = NULL;
   graph->keep_template = false;
-  graph->rebinds = graph->sites_patched = 0;
   if (forget_pool) {
     memset(&graph->pool, 0, sizeof graph->pool);
     graph->pool_known = false;
@@ -422,7 +329,7 @@ recap_status_t recap__graph_capture_start(recap_graph_t graph, recap_stream_t st
 static recap_status_t instantiate_exec(recap_graph_t g) {
   const recap__device_ops_t *dev = recap__device();
   /* The executable must start from what the layers changed in the previous one (rebinds). */
-  RECAP__CHECK(recap__graph_sync_template(g));
+  RECAP__CHECK(recap__graph_hooks_template_read(g));
   if (g->exec) {
     RECAP__CHECK(dev->graph_exec_destroy(g->exec));
     g->exec = NULL;
@@ -609,32 +516,18 @@ recap_status_t recap_graph_replay(recap_graph_t graph, recap_stream_t stream) {
   }
   RECAP__CHECK(recap__graph_pools_awake(graph));
   if (!graph->exec) RECAP__CHECK(instantiate(graph));
-  /* The layers prepare the replay (random numbers: the generators' state is written and they
-   * advance). Should a hook or the launch fail, the hooks that prepared undo it, so a failed
-   * replay leaves the generators where they were. */
-  recap_status_t s = RECAP_SUCCESS;
-  size_t prepared = 0;
-  for (; prepared < graph->hook_count; prepared++) {
-    const recap__graph_hook_entry_t *h = &graph->hooks[prepared];
-    if (h->hooks->before_replay) s = h->hooks->before_replay(h->ctx, graph, stream);
-    if (s != RECAP_SUCCESS) break;
-  }
-  /* A host-loop program (regions on the host path) runs what comes before the executable,
-   * which holds the work after the last region. */
-  if (s == RECAP_SUCCESS) s = recap__regions_replay(graph, stream);
+  /* Checked, the executable made: the modules attached to the graph's capture take part in the
+   * replay (hooks.c); a graph with none that handle replays launches its executable alone. */
+  if (RECAP__LIKELY(!(graph->hooks.events & RECAP__GRAPH_EVENTS_REPLAY)))
+    return recap__graph_launch_exec(graph, stream);
+  return recap__graph_hooks_replay(graph, stream);
+}
+
+recap_status_t recap__graph_launch_exec(recap_graph_t graph, recap_stream_t stream) {
   /* While the update policy measures, its launch times the replays; otherwise a plain one. */
-  if (s == RECAP_SUCCESS)
-    s = recap__update_measuring(&graph->update)
-            ? recap__update_launch(&graph->update, graph->exec, stream)
-            : recap__device()->graph_launch(graph->exec, stream);
-  if (s != RECAP_SUCCESS) {
-    hooks_replay_failed(graph, prepared);
-    return s;
-  }
-  for (size_t i = 0; i < graph->hook_count; i++)
-    if (graph->hooks[i].hooks->replay_done)
-      graph->hooks[i].hooks->replay_done(graph->hooks[i].ctx, graph);
-  return RECAP_SUCCESS;
+  if (recap__update_measuring(&graph->update))
+    return recap__update_launch(&graph->update, graph->exec, stream);
+  return recap__device()->graph_launch(graph->exec, stream);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -701,7 +594,7 @@ recap_status_t recap_graph_raw(recap_graph_t graph, recap_cuda_graph_t *cuda_gra
                         "RECAP_GRAPH_KEEP");
   if (!graph->template_graph)
     return recap__error(RECAP_ERROR_INVALID_USAGE, "recap_graph_raw: nothing was captured yet");
-  RECAP__CHECK(recap__graph_sync_template(graph));
+  RECAP__CHECK(recap__graph_hooks_template_read(graph));
   *cuda_graph = graph->template_graph;
   return RECAP_SUCCESS;
 }
@@ -742,12 +635,9 @@ recap_status_t recap_graph_debug_dump(recap_graph_t graph, const char *path) {
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_graph_debug_dump: needs the kept template: create the graph with "
                         "RECAP_GRAPH_KEEP and dump it after capture_end");
-  RECAP__CHECK(recap__graph_sync_template(graph));
+  RECAP__CHECK(recap__graph_hooks_template_read(graph));
   RECAP__CHECK(recap__device()->graph_debug_dot(graph->template_graph, path));
-  for (size_t i = 0; i < graph->hook_count; i++)
-    if (graph->hooks[i].hooks->dump)
-      RECAP__CHECK(graph->hooks[i].hooks->dump(graph->hooks[i].ctx, graph, path));
-  return RECAP_SUCCESS;
+  return recap__graph_hooks_dump(graph, path);
 }
 
 recap_status_t recap_stream_is_capturing(recap_stream_t stream, int *capturing) {

@@ -12,6 +12,7 @@
 
 #include "alloc/alloc_internal.h"
 #include "device/device.h"
+#include "graph/hooks.h"
 #include "update/update_internal.h"
 #include "recap/graph.h"
 #include "recap/inspect.h"
@@ -24,76 +25,6 @@ typedef enum recap__graph_state {
 } recap__graph_state_t;
 
 enum { RECAP__GRAPH_MAGIC = 0x72636170 /* "rcap" */ };
-
-/* Layers built on graphs (random numbers, annotations, input-liveness checks) attach state
- * to a graph through hooks, so the graph layer does not depend on them: graph.c and inspect.c
- * call only the hooks attached to a graph, never the files that attach them. */
-/* A range a rebind moves sites into (the `rebound` hook). */
-typedef struct recap__rebound_range {
-  const void *base;
-  size_t size;
-} recap__rebound_range_t;
-
-typedef struct recap__graph_hooks {
-  /* Before every launch of the executable, on the replay stream. A failure stops the replay;
-   * the hook then undoes what it did itself. */
-  recap_status_t (*before_replay)(void *ctx, recap_graph_t graph, recap_stream_t stream);
-  /* The replay failed after this hook's before_replay succeeded (a later hook or the launch
-   * failed): undo what before_replay did, so that a failed replay changes nothing. Must not
-   * fail, nor record an error. Optional. */
-  void (*replay_failed)(void *ctx, recap_graph_t graph);
-  /* The replay launched (after this hook's before_replay succeeded). Must not fail, nor record
-   * an error. Optional. */
-  void (*replay_done)(void *ctx, recap_graph_t graph);
-  /* When the capture ends: succeeded is false if it was invalidated or failed. */
-  void (*capture_ended)(void *ctx, recap_graph_t graph, bool succeeded);
-  /* The graph drops what it captured (reset, destroy, failed capture): free ctx. */
-  void (*release)(void *ctx, recap_graph_t graph);
-  /* The capture succeeded: the template, before it is instantiated (and dropped, without
-   * KEEP). A failure fails capture_end, and the graph is fresh again. Optional. */
-  recap_status_t (*captured)(void *ctx, recap_graph_t graph, recap_cuda_graph_t template_graph);
-  /* recap_graph_inspect read the kept template into info: add what the layer knows of its
-   * nodes (annotations: their labels). A failure fails the inspection. Optional. */
-  recap_status_t (*inspect)(void *ctx, recap_graph_t graph, recap_graph_info_t *info);
-  /* recap_graph_debug_dump wrote the template's DOT to path: add to the file (annotations:
-   * their labels). A failure fails the dump. Optional. */
-  recap_status_t (*dump)(void *ctx, recap_graph_t graph, const char *path);
-  /* Something is about to instantiate from the template, or read it (recap_graph_instantiate,
-   * a replay that instantiates, recap_graph_raw, recap_graph_inspect, debug_dump): write into
-   * it what the layer changed in the executable only (rebinding: the patched addresses). A
-   * failure fails that call. Optional. */
-  recap_status_t (*sync_template)(void *ctx, recap_graph_t graph);
-  /* A rebind (rebind.c) is about to move sites: sites[i] (count of them) is every site of the
-   * graph (graph_reads' list and order) with the address it will hold if the rebind succeeds,
-   * and to[j] (moves of them) the new ranges of the batch. The layer prepares what it must
-   * change (input liveness: the blocks it watches) without making it visible; a failure (host
-   * memory) refuses the rebind, nothing changed. Optional; if present, rebound_done is called
-   * once after every rebound that succeeded. */
-  recap_status_t (*rebound)(void *ctx, recap_graph_t graph, const recap__graph_read_t *sites,
-                            size_t count, const recap__rebound_range_t *to, size_t moves);
-  /* A recapture planned against the old executable's origin (capture_origin), but its
-   * template was instantiated afresh (the driver refused the update): plan again against the
-   * new template, which is the new executable's origin. A failure fails the recapture, which
-   * leaves the graph as it was. Optional. */
-  recap_status_t (*instantiated_afresh)(void *ctx, recap_graph_t graph,
-                                        recap_cuda_graph_t template_graph);
-  /* The rebind prepared by `rebound` was applied (applied true: make it visible) or not (drop
-   * what rebound prepared). Must not fail. */
-  void (*rebound_done)(void *ctx, recap_graph_t graph, bool applied);
-  /* A region's body begins capturing (recap_region_begin, recap_region_next_branch), `depth`
-   * regions deep (1: a body of the graph itself). A failure fails the region call. Optional. */
-  recap_status_t (*body_begin)(void *ctx, recap_graph_t graph, unsigned depth);
-  /* The body being captured on stream, `depth` deep, is about to end (recap_region_next_branch,
-   * recap_region_end): enqueue on stream what the layer appends to every body (random numbers:
-   * the advance of the Philox offset by what the body drew, so that each iteration draws fresh
-   * numbers). A failure fails the region call. Optional. */
-  recap_status_t (*body_end)(void *ctx, recap_graph_t graph, recap_stream_t stream, unsigned depth);
-} recap__graph_hooks_t;
-
-typedef struct recap__graph_hook_entry {
-  const recap__graph_hooks_t *hooks;
-  void *ctx;
-} recap__graph_hook_entry_t;
 
 struct recap_graph {
   uint32_t magic; /* RECAP__GRAPH_MAGIC while alive: catches foreign and destroyed handles */
@@ -132,9 +63,8 @@ struct recap_graph {
    * refusal gives the counters their reason, as for a graph without such layers), and the fresh
    * instantiation that follows needs no planning again (instantiated_afresh is not called). */
   bool capture_origin_unfit;
-  uint64_t rebinds, sites_patched; /* recap_graph_rebind calls that succeeded, sites changed */
-  recap__graph_hook_entry_t *hooks;
-  size_t hook_count, hook_capacity;
+  /* The modules attached to the capture the graph holds or is making (hooks.h). */
+  recap__graph_hook_set_t hooks;
   /* The options of the last capture begun, its pool resolved: a recapture's defaults. */
   recap_capture_options_t options;
   /* What the capture the graph holds allocated through its pool's route, in order (a
@@ -145,8 +75,7 @@ struct recap_graph {
    * reference to the pool, given back at its end. */
   struct {
     bool active;
-    recap__graph_hook_entry_t *hooks;
-    size_t hook_count, hook_capacity;
+    recap__graph_hook_set_t hooks;
     size_t node_count;
     recap_capture_options_t options;
     bool keep_template;
@@ -176,13 +105,6 @@ struct recap_graph {
  * random-number layer reads it when a generator first joins a capture inside a body. */
 unsigned recap__graph_region_depth(recap_graph_t graph);
 
-/* Attach hooks with ctx to a graph whose capture is under way. */
-recap_status_t recap__graph_add_hook(recap_graph_t graph, const recap__graph_hooks_t *hooks,
-                                     void *ctx);
-
-/* The ctx attached with hooks, or NULL when none was. */
-void *recap__graph_hook_ctx(recap_graph_t graph, const recap__graph_hooks_t *hooks);
-
 /* Input liveness (liveness.c), for the capture entry point (capture.c), the one file above
  * both graph.c and liveness.c: the probe says beforehand whether the device can read what graphs
  * read; attach adds the checks' hooks to a graph whose capture just began. */
@@ -200,10 +122,6 @@ recap_status_t recap__rebind_attach(recap_graph_t graph, recap_rebind_mode_t mod
  * asks it first; callers that write a graph's pool before replaying it (graphed callables'
  * static buffers) ask it before they write. */
 recap_status_t recap__graph_pools_awake(recap_graph_t graph);
-
-/* Call the sync_template hooks (see recap__graph_hooks_t): before reading or instantiating the
- * template. */
-recap_status_t recap__graph_sync_template(recap_graph_t graph);
 
 /* The two halves of recap_graph_capture_begin that graph.c owns, for capture.c: the checks of
  * the mode, the graph's state (fresh; for a recapture, holding a capture) and the stream, and
@@ -224,18 +142,13 @@ void recap__graph_keep_alloc_log(recap_graph_t graph);
 /* recap_graph_capture_end of a first capture (capture.c sends recaptures to update.c). */
 recap_status_t recap__graph_capture_end(recap_graph_t graph);
 
-/* The pieces of a capture's end that a recapture's end (update.c) shares with graph.c: stop
- * routing and forget the capture in the registry; the layers' hooks (ended, captured,
- * released: the last frees the hooks array). */
+/* A piece of a capture's end that a recapture's end (update.c) shares with graph.c: stop
+ * routing and forget the capture in the registry. */
 void recap__graph_close_capture(recap_graph_t graph);
-void recap__graph_hooks_capture_ended(recap_graph_t graph, bool succeeded);
-recap_status_t recap__graph_hooks_captured(recap_graph_t graph, recap_cuda_graph_t template_graph);
-void recap__graph_hooks_release(recap_graph_t graph);
-/* The instantiated_afresh hooks (see recap__graph_hooks_t). */
-recap_status_t recap__graph_hooks_instantiated_afresh(recap_graph_t graph,
-                                                      recap_cuda_graph_t template_graph);
-/* The same for the hooks a recapture set aside (graph->old). */
-void recap__graph_hooks_release_old(recap_graph_t graph);
+
+/* Launch graph's executable on stream: the replay's own launch, or the one a hook's launch
+ * calls after what it runs first. While the update policy measures, the launch is timed. */
+recap_status_t recap__graph_launch_exec(recap_graph_t graph, recap_stream_t stream);
 
 /* RECAP_ERROR_INVALID_USAGE naming function while graph is recaptured: what it captured (the
  * template, the executable, the layers' view of them) is set aside until the recapture ends. */

@@ -8,8 +8,8 @@
  * re-sorts the index: the moved sites of one range stay in order among themselves, so the
  * index is rebuilt by a merge of the untouched pairs with the moved runs, into scratch space
  * allocated at capture end (a rebind allocates host memory only for its batch). Layers that
- * follow addresses (input liveness) prepare through the `rebound` hook before the device
- * patches and commit after it, so a failed rebind changes nothing anywhere.
+ * follow addresses (input liveness) prepare through the graph's `exec_patching` event before
+ * the device patches and commit at `exec_patched` after it, so a failed rebind changes nothing anywhere.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -331,42 +331,29 @@ static void move_declarations(rebind_t *r, const move_t *moves, size_t count) {
   if (changed) qsort(d->v, d->count, sizeof *d->v, compare_spans);
 }
 
-/* The layers' `rebound` hooks, with every site as it will be; on failure, those that prepared
- * are told it was not applied. *prepared counts the hooks that prepared. */
-static recap_status_t layers_prepare(rebind_t *r, recap_graph_t graph, size_t total,
-                                     const move_t *moves, size_t count, size_t *prepared) {
+/* The modules' exec_patching hooks, with every site as it will be; on failure, those that
+ * prepared are told it was not applied. *prepared: what to pass to
+ * recap__graph_hooks_exec_patched. */
+static recap_status_t modules_prepare(rebind_t *r, recap_graph_t graph, size_t total,
+                                      const move_t *moves, size_t count, size_t *prepared) {
   *prepared = 0;
-  bool any = false;
-  for (size_t i = 0; i < graph->hook_count; i++) any |= graph->hooks[i].hooks->rebound != NULL;
-  if (!any) return RECAP_SUCCESS;
+  if (!(graph->hooks.events & RECAP__GRAPH_EVENTS_EXEC_PATCHING)) return RECAP_SUCCESS;
   if (!r->staged) {
     r->staged = recap__host_malloc((r->site_count ? r->site_count : 1) * sizeof *r->staged);
     if (!r->staged)
       return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graph_rebind: out of host memory");
   }
-  recap__rebound_range_t *to = recap__host_malloc(count * sizeof *to);
+  recap__patch_range_t *to = recap__host_malloc(count * sizeof *to);
   if (!to) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graph_rebind: out of host memory");
   for (size_t i = 0; i < count; i++)
-    to[i] = (recap__rebound_range_t){(const void *)moves[i].new_.base,
-                                     (size_t)(moves[i].new_.end - moves[i].new_.base)};
+    to[i] = (recap__patch_range_t){(const void *)moves[i].new_.base,
+                                   (size_t)(moves[i].new_.end - moves[i].new_.base)};
   memcpy(r->staged, r->sites, r->site_count * sizeof *r->staged);
   for (size_t k = 0; k < total; k++) r->staged[r->patches[k].site].ptr = r->patches[k].value;
-  recap_status_t s = RECAP_SUCCESS;
-  for (; *prepared < graph->hook_count; ++*prepared) {
-    const recap__graph_hook_entry_t *h = &graph->hooks[*prepared];
-    if (!h->hooks->rebound) continue;
-    s = h->hooks->rebound(h->ctx, graph, r->staged, r->site_count, to, count);
-    if (s != RECAP_SUCCESS) break;
-  }
+  recap_status_t s =
+      recap__graph_hooks_exec_patching(graph, r->staged, r->site_count, to, count, prepared);
   recap__host_free(to);
   return s;
-}
-
-static void layers_done(recap_graph_t graph, size_t prepared, bool applied) {
-  for (size_t i = 0; i < prepared; i++) {
-    const recap__graph_hook_entry_t *h = &graph->hooks[i];
-    if (h->hooks->rebound && h->hooks->rebound_done) h->hooks->rebound_done(h->ctx, graph, applied);
-  }
 }
 
 recap_status_t recap_graph_rebind(recap_graph_t graph, recap_rebind_t *rebinds, size_t count) {
@@ -409,13 +396,13 @@ recap_status_t recap_graph_rebind(recap_graph_t graph, recap_rebind_t *rebinds, 
   qsort(r->patches, total, sizeof *r->patches, compare_patches);
 
   size_t prepared;
-  s = layers_prepare(r, graph, total, moves, count, &prepared);
+  s = modules_prepare(r, graph, total, moves, count, &prepared);
   if (s == RECAP_SUCCESS)
     s = recap__device()->patch_plan_apply(r->plan, graph->exec, r->patches, total);
   if (s != RECAP_SUCCESS) {
     recap__saved_error_t cause;
     recap__error_save(&cause);
-    layers_done(graph, prepared, false);
+    recap__graph_hooks_exec_patched(graph, prepared, false);
     if (instantiated_here) {
       recap__device()->graph_exec_destroy(graph->exec);
       graph->exec = NULL;
@@ -426,9 +413,8 @@ recap_status_t recap_graph_rebind(recap_graph_t graph, recap_rebind_t *rebinds, 
   reindex(r, moves, by_new, count);
   move_declarations(r, moves, count);
   for (size_t i = 0; i < count; i++) rebinds[moves[i].arg].patched = moves[i].hi - moves[i].lo;
-  graph->rebinds++;
-  graph->sites_patched += total;
-  layers_done(graph, prepared, true);
+  recap__update_count_rebind(&graph->update, total);
+  recap__graph_hooks_exec_patched(graph, prepared, true);
   if (moves != small) recap__host_free(moves);
   return RECAP_SUCCESS;
 }

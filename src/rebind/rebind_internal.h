@@ -48,7 +48,7 @@ typedef struct rebind {
   entry_t *scratch;            /* site_count pairs: the re-sort after a rebind */
   recap__patch_t *patches;     /* site_count patches: the most one batch can make */
   recap__graph_read_t *staged; /* site_count reads: the sites as a rebind would leave them, for
-                                  the layers' `rebound` hooks (allocated on first need) */
+                                  the modules' exec_patching hooks (allocated on first need) */
   recap_graph_info_t *names;   /* the template's nodes, read for messages only, lazily */
 } rebind_t;
 

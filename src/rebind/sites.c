@@ -11,7 +11,7 @@
  * (value, site) pairs sorted by value, so that the sites of a range are one binary search and a
  * walk over exactly those sites. rebind.c moves them.
  *
- * The template learns of rebinds lazily: graph.c and inspect.c call the `sync_template` hook
+ * The template learns of rebinds lazily: graph.c and inspect.c raise the `template_read` event
  * before they instantiate from it or read it, and the seam writes the nodes patched since the
  * last sync.
  */
@@ -251,7 +251,7 @@ static void hook_capture_ended(void *ctx, recap_graph_t graph, bool succeeded) {
   pthread_mutex_unlock(&r->lock);
 }
 
-static recap_status_t hook_sync_template(void *ctx, recap_graph_t graph) {
+static recap_status_t hook_template_read(void *ctx, recap_graph_t graph) {
   (void)graph;
   rebind_t *r = ctx;
   return r->plan ? recap__device()->patch_plan_sync(r->plan) : RECAP_SUCCESS;
@@ -271,7 +271,7 @@ static const recap__graph_hooks_t rebind_hooks = {
     .capture_ended = hook_capture_ended,
     .release = hook_release,
     .captured = hook_captured,
-    .sync_template = hook_sync_template,
+    .template_read = hook_template_read,
     .instantiated_afresh = hook_instantiated_afresh,
 };
 

@@ -84,8 +84,11 @@ typedef struct recap__regions {
   uint32_t word;      /* where a replay reads a flag back */
 } recap__regions_t;
 
-/* The hooks that tie the state to the graph's capture (its release frees it). */
-extern const recap__graph_hooks_t recap__region_hooks;
+/* Attach r (made for graph's capture under way, on_device set) through the hooks that tie it
+ * to the capture: its release frees it, and on the host path the replay's launch runs the host
+ * loop. The state attached to the capture graph holds, or NULL. */
+recap_status_t recap__regions_attach(recap_graph_t graph, recap__regions_t *r);
+recap__regions_t *recap__regions_attached(recap_graph_t graph);
 
 /* Whether the stream of graph's capture was paused by the region layer (it captures nothing
  * now), and, for a capture that failed or is being abandoned, which graph the caller must
@@ -104,9 +107,6 @@ size_t recap__regions_program_nodes(recap_graph_t graph);
 /* The device bytes measured at the instantiation of those graphs' executables (0 on the device
  * path): recap_graph_memory counts the whole program. */
 int64_t recap__regions_program_exec_bytes(recap_graph_t graph);
-
-/* Run the host loop's program (what comes before the graph's own executable) on stream. */
-recap_status_t recap__regions_replay(recap_graph_t graph, recap_stream_t stream);
 
 /* For capture.c (regions.c): the path a capture with opts takes (*on_device), decided before it
  * begins: RECAP_REGIONS_DEVICE where the driver has no conditional nodes is

@@ -121,10 +121,12 @@ static recap_status_t block_run(recap__regions_t *r, const recap__region_block_t
   return RECAP_SUCCESS;
 }
 
-recap_status_t recap__regions_replay(recap_graph_t graph, recap_stream_t stream) {
-  recap__regions_t *r = graph->regions;
-  if (!r || r->on_device || !r->host_loop) return RECAP_SUCCESS;
-  return block_run(r, &r->top, stream);
+/* The replay's launch on the host path (the launch event): the host loop's program, then the
+ * executable, which holds the work after the last region. */
+static recap_status_t launch(void *ctx, recap_graph_t graph, recap_stream_t stream) {
+  recap__regions_t *r = ctx;
+  if (r->host_loop) RECAP__CHECK(block_run(r, &r->top, stream));
+  return recap__graph_launch_exec(graph, stream);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -177,9 +179,24 @@ static void capture_ended(void *ctx, recap_graph_t graph, bool succeeded) {
   if (succeeded) r->top_graph = NULL;
 }
 
-const recap__graph_hooks_t recap__region_hooks = {.release = release,
+/* The device path's hooks, and the host path's, which supply the replay's launch: a graph whose
+ * regions run on the device replays as any other. */
+static const recap__graph_hooks_t device_hooks = {.release = release,
                                                   .captured = captured,
                                                   .capture_ended = capture_ended};
+static const recap__graph_hooks_t host_hooks = {.release = release,
+                                                .captured = captured,
+                                                .capture_ended = capture_ended,
+                                                .launch = launch};
+
+recap_status_t recap__regions_attach(recap_graph_t graph, recap__regions_t *r) {
+  return recap__graph_add_hook(graph, r->on_device ? &device_hooks : &host_hooks, r);
+}
+
+recap__regions_t *recap__regions_attached(recap_graph_t graph) {
+  recap__regions_t *r = recap__graph_hook_ctx(graph, &device_hooks);
+  return r ? r : recap__graph_hook_ctx(graph, &host_hooks);
+}
 
 /* ------------------------------------------------------------------------------------------
  * What the graph layer asks

@@ -101,7 +101,7 @@ recap__regions_t *recap__regions_get(recap_graph_t graph) {
   r->graph = graph;
   r->on_device = graph->regions_on_device;
   r->current = &r->top;
-  if (recap__graph_add_hook(graph, &recap__region_hooks, r) != RECAP_SUCCESS) {
+  if (recap__regions_attach(graph, r) != RECAP_SUCCESS) {
     recap__host_free(r);
     return NULL;
   }
@@ -180,20 +180,6 @@ static recap_status_t abandon(recap_graph_t g, recap_status_t status) {
     (void)recap__graph_abandon(g);
   recap__error_restore(&cause);
   return status;
-}
-
-static recap_status_t hooks_body_begin(recap_graph_t g, unsigned depth) {
-  for (size_t i = 0; i < g->hook_count; i++)
-    if (g->hooks[i].hooks->body_begin)
-      RECAP__CHECK(g->hooks[i].hooks->body_begin(g->hooks[i].ctx, g, depth));
-  return RECAP_SUCCESS;
-}
-
-static recap_status_t hooks_body_end(recap_graph_t g, recap_stream_t stream, unsigned depth) {
-  for (size_t i = 0; i < g->hook_count; i++)
-    if (g->hooks[i].hooks->body_end)
-      RECAP__CHECK(g->hooks[i].hooks->body_end(g->hooks[i].ctx, g, stream, depth));
-  return RECAP_SUCCESS;
 }
 
 /* Pause the capture of g's stream: *paused the graph it was building, *deps (malloc'ed) what
@@ -511,7 +497,7 @@ recap_status_t recap_region_begin(recap_stream_t stream, recap_region_kind_t kin
   RECAP__CHECK(r->on_device ? begin_device(g, r, c, kind, branches)
                             : begin_host(g, r, c, kind, branches));
   recap_status_t s = move_capture(g, fn);
-  if (s == RECAP_SUCCESS) s = hooks_body_begin(g, r->depth);
+  if (s == RECAP_SUCCESS) s = recap__graph_hooks_nested_capture_begin(g, r->depth);
   if (s != RECAP_SUCCESS) return abandon(g, s);
   return RECAP_SUCCESS;
 }
@@ -539,10 +525,10 @@ static recap_status_t check_close(recap_stream_t stream, const char *function, r
   return RECAP_SUCCESS;
 }
 
-/* End the branch being captured: the layers' body_end hooks, the pause, the scan of the body
+/* End the branch being captured: the modules' nested_capture_end hooks, the pause, the scan of the body
  * (the host path keeps the body's last segment). On success the stream does not capture. */
 static recap_status_t close_branch(recap_graph_t g, recap__regions_t *r, const char *function) {
-  RECAP__CHECK(hooks_body_end(g, g->capture_stream, r->depth));
+  RECAP__CHECK(recap__graph_hooks_nested_capture_end(g, g->capture_stream, r->depth));
   if (!r->on_device && block_reserve(r->current, 1) != RECAP_SUCCESS)
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory", function);
   recap_cuda_graph_t body;
@@ -575,7 +561,7 @@ recap_status_t recap_region_next_branch(recap_stream_t stream) {
   r->context = ++r->next_context;
   if (!r->on_device) r->current = &f->parent_block->steps[f->step].bodies[f->branch];
   RECAP__CHECK(resume_capture(g, r, r->on_device ? f->bodies[f->branch] : NULL, NULL, 0, fn));
-  recap_status_t s = hooks_body_begin(g, r->depth);
+  recap_status_t s = recap__graph_hooks_nested_capture_begin(g, r->depth);
   if (s != RECAP_SUCCESS) return abandon(g, s);
   return RECAP_SUCCESS;
 }

@@ -30,14 +30,11 @@
 void recap__recapture_set_aside(recap_graph_t g) {
   g->old.active = true;
   g->old.hooks = g->hooks;
-  g->old.hook_count = g->hook_count;
-  g->old.hook_capacity = g->hook_capacity;
   g->old.node_count = g->node_count;
   g->old.options = g->options;
   g->old.keep_template = g->keep_template;
   g->old.regions_on_device = g->regions_on_device;
-  g->hooks = NULL;
-  g->hook_count = g->hook_capacity = 0;
+  g->hooks = (recap__graph_hook_set_t){0};
   g->keep_template = false; /* the recapture's layers say again whether they need it */
   g->regions = NULL;        /* the held capture's regions stay with its hooks */
 }
@@ -45,16 +42,13 @@ void recap__recapture_set_aside(recap_graph_t g) {
 void recap__recapture_put_back(recap_graph_t g) {
   recap__graph_hooks_release(g); /* what the recapture attached */
   g->hooks = g->old.hooks;
-  g->hook_count = g->old.hook_count;
-  g->hook_capacity = g->old.hook_capacity;
   g->node_count = g->old.node_count;
   g->options = g->old.options;
   g->keep_template = g->old.keep_template;
-  g->old.hooks = NULL;
-  g->old.hook_count = g->old.hook_capacity = 0;
+  g->old.hooks = (recap__graph_hook_set_t){0};
   g->old.active = false;
   /* The held capture's regions come back with its hooks, and the path it took. */
-  g->regions = recap__graph_hook_ctx(g, &recap__region_hooks);
+  g->regions = recap__regions_attached(g);
   g->regions_on_device = g->old.regions_on_device;
   recap__alloc_log_free(&g->alloc_log_next);
   g->state = RECAP__GRAPH_CAPTURED;
@@ -267,8 +261,6 @@ recap_status_t recap_graph_update_stats(recap_graph_t graph, recap_update_stats_
   recap_update_stats_t out;
   recap__update_stats_get(&graph->update, &out);
   out.size = size;
-  out.rebinds = graph->rebinds;
-  out.sites_patched = graph->sites_patched;
   memcpy(stats, &out, size);
   return RECAP_SUCCESS;
 }

@@ -101,6 +101,9 @@ static inline bool recap__update_measuring(recap__update_t *u) {
 /* *stats = the counters, read at once. */
 void recap__update_stats_get(recap__update_t *u, recap_update_stats_t *stats);
 
+/* A rebind (recap_graph_rebind) succeeded, patching `sites` sites: the stats count it. */
+void recap__update_count_rebind(recap__update_t *u, uint64_t sites);
+
 /* Launch exec on stream while recap__update_measuring(u): reads the times of earlier timed
  * launches the GPU finished, and times this launch when its kind still needs samples, never
  * waiting. The first launch of an executable since it was instantiated or updated, when timed,

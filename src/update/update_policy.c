@@ -112,6 +112,13 @@ void recap__update_stats_get(recap__update_t *u, recap_update_stats_t *stats) {
   pthread_mutex_unlock(&u->lock);
 }
 
+void recap__update_count_rebind(recap__update_t *u, uint64_t sites) {
+  pthread_mutex_lock(&u->lock);
+  u->stats.rebinds++;
+  u->stats.sites_patched += sites;
+  pthread_mutex_unlock(&u->lock);
+}
+
 /* Make the arrays of a round of measure_replays samples per kind (events are made on first
  * use). False, logged, without host memory: the policy then measures nothing this round. */
 static bool prepare_measurements(recap__update_t *u) {
