@@ -14,7 +14,6 @@
 #include "core/host.h"
 #include "core/json.h"
 #include "graph/graph_internal.h"
-#include "regions/region_internal.h"
 
 const char *recap_node_type_name(recap_node_type_t type) { return recap__node_type_name(type); }
 

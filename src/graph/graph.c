@@ -23,7 +23,6 @@
 #include "core/error.h"
 #include "core/host.h"
 #include "graph/graph_internal.h"
-#include "regions/region_internal.h"
 #include "graph/registry.h"
 
 /* ------------------------------------------------------------------------------------------
@@ -124,14 +123,14 @@ static recap_status_t reset_graph(recap_graph_t graph, bool forget_pool) {
     s = dev->stream_end_capture(graph->capture_stream, &abandoned);
     /* A region that paused the stream's capture (region_state.c) leaves nothing to end: that
      * is no misuse. */
-    if (s == RECAP_ERROR_INVALID_USAGE && !recap__regions_paused(graph)) return s;
+    if (s == RECAP_ERROR_INVALID_USAGE && !recap__graph_hooks_capture_paused(graph)) return s;
     if (s != RECAP_SUCCESS) {
       abandoned = NULL;
       recap__error_restore(&before);
     }
     /* Inside a region's body the capture hands back a body, which its conditional node owns:
      * the graph to destroy is the top-level one the region layer holds. */
-    abandoned = recap__regions_abandoned_graph(graph, abandoned);
+    abandoned = recap__graph_hooks_capture_abandoned(graph, abandoned);
     if (abandoned) dev->graph_destroy(abandoned);
     recap__graph_close_capture(graph);
     recap__graph_hooks_capture_ended(graph, false);
@@ -403,7 +402,10 @@ size_t recap__graph_capture_nodes(recap_graph_t graph, recap_cuda_graph_t templa
                                   const char *what) {
   /* On the host path the template is only the work after the last region, which may well be
    * none: no warning then. */
-  if (!recap__regions_host_loop(graph)) return recap__graph_template_nodes(template_graph, what);
+  size_t own_nodes;
+  int64_t own_bytes;
+  if (!recap__graph_hooks_own_graphs(graph, &own_nodes, &own_bytes))
+    return recap__graph_template_nodes(template_graph, what);
   size_t nodes = 0;
   if (recap__device()->graph_node_count(template_graph, &nodes) != RECAP_SUCCESS) nodes = 0;
   return nodes;
@@ -429,7 +431,7 @@ recap_status_t recap__graph_capture_end(recap_graph_t graph) {
     recap__saved_error_t cause;
     recap__error_save(&cause);
     /* A capture that regions resumed into its own graph leaves that graph behind. */
-    recap_cuda_graph_t lost = recap__regions_abandoned_graph(graph, NULL);
+    recap_cuda_graph_t lost = recap__graph_hooks_capture_abandoned(graph, NULL);
     if (lost) dev->graph_destroy(lost);
     recap__graph_close_capture(graph);
     recap__graph_hooks_capture_ended(graph, false);
@@ -565,7 +567,9 @@ recap_status_t recap_graph_pool(recap_graph_t graph, recap_pool_id_t *pool) {
 }
 
 recap_status_t recap__graph_not_host_loop(recap_graph_t graph, const char *function) {
-  if (!recap__regions_host_loop(graph)) return RECAP_SUCCESS;
+  size_t nodes;
+  int64_t bytes;
+  if (!recap__graph_hooks_own_graphs(graph, &nodes, &bytes)) return RECAP_SUCCESS;
   return recap__error(RECAP_ERROR_INVALID_USAGE,
                       "%s: the graph runs as a host loop (its regions took the host path: "
                       "options->regions RECAP_REGIONS_HOST, or a driver without conditional "
@@ -622,7 +626,10 @@ recap_status_t recap_graph_node_count(recap_graph_t graph, size_t *count) {
   if (graph->template_graph)
     RECAP__CHECK(recap__device()->graph_node_count(graph->template_graph, &graph->node_count));
   /* A host loop's graphs count too (graph->node_count is its last one's). */
-  *count = graph->node_count + recap__regions_program_nodes(graph);
+  size_t own_nodes;
+  int64_t own_bytes;
+  (void)recap__graph_hooks_own_graphs(graph, &own_nodes, &own_bytes);
+  *count = graph->node_count + own_nodes;
   return RECAP_SUCCESS;
 }
 

@@ -82,10 +82,6 @@ struct recap_graph {
     bool regions_on_device;
   } old;
   recap__update_t update; /* the update policy, its counters and measurements */
-  /* Regions (regions.c): the open regions of the capture under way, the conditions it
-   * created, and, on the host-loop path, the captured program of graphs and loops that a
-   * replay runs instead of `exec`. NULL when the graph's captures used no region. */
-  struct recap__regions *regions;
   bool regions_on_device; /* the path chosen at capture_begin (recap_graph_regions_on_device) */
   /* Memory accounting (recap/memory.h). exec_bytes: what cudaMemGetInfo lost across the
    * instantiation of `exec` (0 without one); capture_peak: the pool's allocated high-water mark
@@ -145,6 +141,17 @@ recap_status_t recap__graph_capture_end(recap_graph_t graph);
 /* A piece of a capture's end that a recapture's end (update.c) shares with graph.c: stop
  * routing and forget the capture in the registry. */
 void recap__graph_close_capture(recap_graph_t graph);
+
+/* RECAP_ERROR_INVALID_USAGE naming function when graph is no single CUDA graph (a module runs
+ * graphs of its own in its replays: regions on the host path), so it has no single template or
+ * executable to hand out or read. */
+recap_status_t recap__graph_not_host_loop(recap_graph_t graph, const char *function);
+
+/* recap__graph_template_nodes, without its warning about an empty template when a module runs
+ * graphs of its own in graph's replays (the template then holds only what follows the last
+ * region), for graph.c and update.c. */
+size_t recap__graph_capture_nodes(recap_graph_t graph, recap_cuda_graph_t template_graph,
+                                  const char *what);
 
 /* Launch graph's executable on stream: the replay's own launch, or the one a hook's launch
  * calls after what it runs first. While the update policy measures, the launch is timed. */

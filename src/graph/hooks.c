@@ -73,6 +73,24 @@ void recap__graph_hooks_capture_ended(recap_graph_t g, bool succeeded) {
   EACH_HOOK(g, capture_ended, h) h->hooks->capture_ended(h->ctx, g, succeeded);
 }
 
+bool recap__graph_hooks_capture_paused(recap_graph_t g) {
+  EACH_HOOK(g, capture_paused, h) if (h->hooks->capture_paused(h->ctx, g)) return true;
+  return false;
+}
+
+recap_cuda_graph_t recap__graph_hooks_capture_abandoned(recap_graph_t g, recap_cuda_graph_t ended) {
+  EACH_HOOK(g, capture_abandoned, h) ended = h->hooks->capture_abandoned(h->ctx, g, ended);
+  return ended;
+}
+
+bool recap__graph_hooks_own_graphs(recap_graph_t g, size_t *nodes, int64_t *exec_bytes) {
+  bool own = false;
+  *nodes = 0;
+  *exec_bytes = 0;
+  EACH_HOOK(g, own_graphs, h) own |= h->hooks->own_graphs(h->ctx, g, nodes, exec_bytes);
+  return own;
+}
+
 recap_status_t recap__graph_hooks_captured(recap_graph_t g, recap_cuda_graph_t template_graph) {
   EACH_HOOK(g, captured, h) RECAP__CHECK(h->hooks->captured(h->ctx, g, template_graph));
   return RECAP_SUCCESS;

@@ -16,6 +16,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "device/device.h"
 #include "recap/graph.h"
@@ -45,6 +46,20 @@ typedef struct recap__graph_hooks {
   void (*replay_done)(void *ctx, recap_graph_t graph);
   /* When the capture ends: succeeded is false if it was invalidated or failed. */
   void (*capture_ended)(void *ctx, recap_graph_t graph, bool succeeded);
+  /* Whether the module paused the capture's stream (regions between two graphs they capture
+   * into): it captures nothing now, so ending it finds nothing to end. Optional. */
+  bool (*capture_paused)(void *ctx, recap_graph_t graph);
+  /* The capture under way failed or is being abandoned, before capture_ended: `ended` is what
+   * ending its stream's capture handed back (NULL: nothing, or the end failed). Return the graph
+   * the caller must destroy: `ended`, or the module's own when the capture ran in a graph of
+   * the module's (regions: a nested graph belongs to its conditional node, inside the top-level
+   * graph they resumed into, which is theirs until a capture_end succeeds). Optional. */
+  recap_cuda_graph_t (*capture_abandoned)(void *ctx, recap_graph_t graph, recap_cuda_graph_t ended);
+  /* Whether a replay runs graphs of the module's besides the executable (regions on the host
+   * path: a host loop's program); then *nodes and *exec_bytes grow by those graphs' nodes and
+   * the device bytes measured at their instantiation, which the graph's node count and memory
+   * include, and the graph is no single CUDA graph to hand out or read. Optional. */
+  bool (*own_graphs)(void *ctx, recap_graph_t graph, size_t *nodes, int64_t *exec_bytes);
   /* The graph drops what it captured (reset, destroy, failed capture): free ctx. */
   void (*release)(void *ctx, recap_graph_t graph);
   /* The capture succeeded: the template, before it is instantiated (and dropped, without
@@ -120,6 +135,12 @@ void *recap__graph_hook_ctx(recap_graph_t graph, const recap__graph_hooks_t *hoo
 /* Raise an event: call the hooks that handle it, in the order they attached. The ones that can
  * fail stop at the first failure and return it. */
 void recap__graph_hooks_capture_ended(recap_graph_t graph, bool succeeded);
+bool recap__graph_hooks_capture_paused(recap_graph_t graph);
+recap_cuda_graph_t recap__graph_hooks_capture_abandoned(recap_graph_t graph,
+                                                        recap_cuda_graph_t ended);
+/* own_graphs: whether any hook runs graphs of its own; *nodes and *exec_bytes (set to 0 first)
+ * add up theirs. */
+bool recap__graph_hooks_own_graphs(recap_graph_t graph, size_t *nodes, int64_t *exec_bytes);
 recap_status_t recap__graph_hooks_captured(recap_graph_t graph, recap_cuda_graph_t template_graph);
 recap_status_t recap__graph_hooks_template_read(recap_graph_t graph);
 recap_status_t recap__graph_hooks_instantiated_afresh(recap_graph_t graph,

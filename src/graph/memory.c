@@ -18,7 +18,6 @@
 #include "core/error.h"
 #include "graph/graph_internal.h"
 #include "recap/memory.h"
-#include "regions/region_internal.h"
 
 /* Free device memory now, or false when the device cannot say; a failure leaves the calling
  * thread's last error as it was, since the measure is best effort and the call it surrounds
@@ -46,8 +45,11 @@ void recap__graph_account(recap_graph_t g) {
   bool on = g->holds_pool;
   int64_t exec = 0, nodes = 0;
   if (on) {
-    exec = g->exec_bytes + recap__regions_program_exec_bytes(g);
-    nodes = (int64_t)(g->node_count + recap__regions_program_nodes(g));
+    size_t own_nodes;
+    int64_t own_bytes;
+    (void)recap__graph_hooks_own_graphs(g, &own_nodes, &own_bytes);
+    exec = g->exec_bytes + own_bytes;
+    nodes = (int64_t)(g->node_count + own_nodes);
   }
   bool same = on && g->accounted.on && g->accounted.device == g->device &&
               recap__pool_id_equal(g->accounted.pool, g->pool);
@@ -98,7 +100,10 @@ recap_status_t recap_graph_memory(recap_graph_t graph, recap_graph_memory_t *inf
                         "recap_graph_memory: the graph's pool is gone while the graph holds it");
   out.capture_peak_bytes = graph->capture_peak;
   out.capture_reserved_bytes = graph->capture_grew;
-  out.exec_bytes = graph->exec_bytes + recap__regions_program_exec_bytes(graph);
+  size_t own_nodes;
+  int64_t own_bytes;
+  (void)recap__graph_hooks_own_graphs(graph, &own_nodes, &own_bytes);
+  out.exec_bytes = graph->exec_bytes + own_bytes;
   out.budget_bytes = graph->options.budget_bytes;
   memcpy(info, &out, size);
   return RECAP_SUCCESS;

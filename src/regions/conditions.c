@@ -95,7 +95,7 @@ static recap_status_t ready_launch(recap_cond_t cond, recap_stream_t stream, con
                                    recap__cond_launch_t *launch) {
   recap_graph_t g;
   RECAP__CHECK(recap__regions_find_graph(stream, function, &g));
-  if (!recap__regions_find_cond(g->regions, cond))
+  if (!recap__regions_find_cond(recap__regions_attached(g), cond))
     return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
                         "%s: cond was not made by recap_cond_create in the capture under way on "
                         "stream %p",

@@ -2,8 +2,8 @@
 /*
  * region_internal.h — the state of a graph's regions (recap/region.h), shared by regions.c (the
  * public calls of regions, which build it during a capture), conditions.c (conditions and the
- * ready kernels) and region_state.c (its lifetime, the host loop's replay, and what graph.c,
- * inspect.c and update.c ask of it).
+ * ready kernels) and region_state.c (its lifetime, and the hooks through which the graph sees
+ * it: the host loop's replay, its graphs, a capture paused or abandoned).
  */
 #ifndef RECAP_REGION_INTERNAL_H
 #define RECAP_REGION_INTERNAL_H
@@ -90,41 +90,12 @@ typedef struct recap__regions {
 recap_status_t recap__regions_attach(recap_graph_t graph, recap__regions_t *r);
 recap__regions_t *recap__regions_attached(recap_graph_t graph);
 
-/* Whether the stream of graph's capture was paused by the region layer (it captures nothing
- * now), and, for a capture that failed or is being abandoned, which graph the caller must
- * destroy, given what ending the stream's capture handed back (NULL if nothing, or if the end
- * failed): a body of a conditional node belongs to the node, and the top-level graph that
- * regions resumed into is the region layer's until a capture_end succeeds. */
-bool recap__regions_paused(recap_graph_t graph);
-recap_cuda_graph_t recap__regions_abandoned_graph(recap_graph_t graph, recap_cuda_graph_t ended);
-
-/* Whether graph replays as a host loop (its capture holds regions and took the host path). */
-bool recap__regions_host_loop(recap_graph_t graph);
-
-/* The nodes of the host loop's graphs before the graph's own template (0 on the device
- * path): recap_graph_node_count counts the whole program. */
-size_t recap__regions_program_nodes(recap_graph_t graph);
-/* The device bytes measured at the instantiation of those graphs' executables (0 on the device
- * path): recap_graph_memory counts the whole program. */
-int64_t recap__regions_program_exec_bytes(recap_graph_t graph);
-
 /* For capture.c (regions.c): the path a capture with opts takes (*on_device), decided before it
  * begins: RECAP_REGIONS_DEVICE where the driver has no conditional nodes is
  * RECAP_ERROR_NOT_SUPPORTED; and the refusal of capture_end while a region is open. */
 recap_status_t recap__regions_decide(const recap_capture_options_t *opts, const char *function,
                                      bool *on_device);
 recap_status_t recap__regions_check_end(recap_graph_t graph);
-
-/* graph.c, for itself and inspect.c: RECAP_ERROR_INVALID_USAGE naming function when graph
- * replays as a host loop (regions on the host path): it has no single template or executable to
- * hand out or read. */
-recap_status_t recap__graph_not_host_loop(recap_graph_t graph, const char *function);
-
-/* graph.c, for itself and update.c: recap__graph_template_nodes, without its warning about an
- * empty template when graph replays as a host loop (its template holds only what follows the
- * last region). */
-size_t recap__graph_capture_nodes(recap_graph_t graph, recap_cuda_graph_t template_graph,
-                                  const char *what);
 
 /* Device path: give every condition made in `context` (0: the graph's top level) that no region
  * used a conditional node of its own in graph, the graph its handle was made on: an IF with an

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * region_state.c — the lifetime of a graph's region state (region_internal.h) and the replay of
- * a host-loop program: what graph.c (replay, abandon), inspect.c and update.c ask of a graph's
- * regions.
+ * region_state.c — the lifetime of a graph's region state (region_internal.h) and the hooks
+ * through which the graph sees its regions: the replay of a host-loop program (the replay's
+ * launch), the graphs of that program in the graph's counts, and a capture paused or abandoned
+ * between the graphs regions capture into.
  *
  * The state hangs on the graph's hooks: it is made with the capture's first condition or
  * region, and the graph's release of what it captured (reset, destroy, a failed capture, the
@@ -134,9 +135,10 @@ static recap_status_t launch(void *ctx, recap_graph_t graph, recap_stream_t stre
  * ---------------------------------------------------------------------------------------- */
 
 static void release(void *ctx, recap_graph_t graph) {
+  (void)graph;
   recap__regions_t *r = ctx;
   /* A capture that ended without handing its graph out, nor through
-   * recap__regions_abandoned_graph: the top-level graph is still the region layer's. */
+   * the capture_abandoned event: the top-level graph is still the region layer's. */
   if (r->top_graph) recap__device()->graph_destroy(r->top_graph);
   for (unsigned d = 0; d < r->depth; d++) recap__host_free(r->frames[d].bodies);
   block_free(&r->top);
@@ -145,7 +147,6 @@ static void release(void *ctx, recap_graph_t graph) {
   for (size_t i = 0; i < r->cond_count; i++)
     if (r->conds[i].cond.flag) (void)recap_free(r->conds[i].cond.flag);
   recap__host_free(r->conds);
-  if (graph->regions == r) graph->regions = NULL;
   recap__host_free(r);
 }
 
@@ -179,38 +180,17 @@ static void capture_ended(void *ctx, recap_graph_t graph, bool succeeded) {
   if (succeeded) r->top_graph = NULL;
 }
 
-/* The device path's hooks, and the host path's, which supply the replay's launch: a graph whose
- * regions run on the device replays as any other. */
-static const recap__graph_hooks_t device_hooks = {.release = release,
-                                                  .captured = captured,
-                                                  .capture_ended = capture_ended};
-static const recap__graph_hooks_t host_hooks = {.release = release,
-                                                .captured = captured,
-                                                .capture_ended = capture_ended,
-                                                .launch = launch};
-
-recap_status_t recap__regions_attach(recap_graph_t graph, recap__regions_t *r) {
-  return recap__graph_add_hook(graph, r->on_device ? &device_hooks : &host_hooks, r);
+/* The capture's stream is paused between two graphs the regions capture into. */
+static bool capture_paused(void *ctx, recap_graph_t graph) {
+  (void)graph;
+  return ((recap__regions_t *)ctx)->paused;
 }
 
-recap__regions_t *recap__regions_attached(recap_graph_t graph) {
-  recap__regions_t *r = recap__graph_hook_ctx(graph, &device_hooks);
-  return r ? r : recap__graph_hook_ctx(graph, &host_hooks);
-}
-
-/* ------------------------------------------------------------------------------------------
- * What the graph layer asks
- * ---------------------------------------------------------------------------------------- */
-
-unsigned recap__graph_region_depth(recap_graph_t graph) {
-  return graph && graph->regions ? graph->regions->depth : 0;
-}
-
-bool recap__regions_paused(recap_graph_t graph) { return graph->regions && graph->regions->paused; }
-
-recap_cuda_graph_t recap__regions_abandoned_graph(recap_graph_t graph, recap_cuda_graph_t ended) {
-  recap__regions_t *r = graph->regions;
-  if (!r || !r->top_graph) return ended;
+static recap_cuda_graph_t capture_abandoned(void *ctx, recap_graph_t graph,
+                                            recap_cuda_graph_t ended) {
+  (void)graph;
+  recap__regions_t *r = ctx;
+  if (!r->top_graph) return ended;
   /* Device path: inside a body, what the capture ended is a body, owned by its conditional
    * node inside the top-level graph; at the top level, the top-level graph itself; and a
    * failed end handed nothing back. The graph to destroy is the top-level one in each case. */
@@ -233,14 +213,42 @@ static size_t block_nodes(const recap__region_block_t *block) {
   return total;
 }
 
-size_t recap__regions_program_nodes(recap_graph_t graph) {
-  return recap__regions_host_loop(graph) ? block_nodes(&graph->regions->top) : 0;
+/* Host path: once a region was captured, the replay runs the host loop's program before the
+ * executable, and the graph counts its graphs' nodes and executables' bytes. */
+static bool own_graphs(void *ctx, recap_graph_t graph, size_t *nodes, int64_t *exec_bytes) {
+  (void)graph;
+  recap__regions_t *r = ctx;
+  if (!r->host_loop) return false;
+  *nodes += block_nodes(&r->top);
+  *exec_bytes += r->exec_bytes;
+  return true;
 }
 
-int64_t recap__regions_program_exec_bytes(recap_graph_t graph) {
-  return recap__regions_host_loop(graph) ? graph->regions->exec_bytes : 0;
+/* The device path's hooks, and the host path's, which supply the replay's launch: a graph whose
+ * regions run on the device replays as any other. */
+static const recap__graph_hooks_t device_hooks = {.release = release,
+                                                  .captured = captured,
+                                                  .capture_ended = capture_ended,
+                                                  .capture_paused = capture_paused,
+                                                  .capture_abandoned = capture_abandoned};
+static const recap__graph_hooks_t host_hooks = {.release = release,
+                                                .captured = captured,
+                                                .capture_ended = capture_ended,
+                                                .capture_paused = capture_paused,
+                                                .capture_abandoned = capture_abandoned,
+                                                .launch = launch,
+                                                .own_graphs = own_graphs};
+
+recap_status_t recap__regions_attach(recap_graph_t graph, recap__regions_t *r) {
+  return recap__graph_add_hook(graph, r->on_device ? &device_hooks : &host_hooks, r);
 }
 
-bool recap__regions_host_loop(recap_graph_t graph) {
-  return graph->regions && !graph->regions->on_device && graph->regions->host_loop;
+recap__regions_t *recap__regions_attached(recap_graph_t graph) {
+  recap__regions_t *r = recap__graph_hook_ctx(graph, &device_hooks);
+  return r ? r : recap__graph_hook_ctx(graph, &host_hooks);
+}
+
+unsigned recap__graph_region_depth(recap_graph_t graph) {
+  recap__regions_t *r = graph ? recap__regions_attached(graph) : NULL;
+  return r ? r->depth : 0;
 }

@@ -92,8 +92,9 @@ recap_status_t recap__regions_decide(const recap_capture_options_t *opts, const 
 }
 
 recap__regions_t *recap__regions_get(recap_graph_t graph) {
-  if (graph->regions) return graph->regions;
-  recap__regions_t *r = recap__host_calloc(1, sizeof *r);
+  recap__regions_t *r = recap__regions_attached(graph);
+  if (r) return r;
+  r = recap__host_calloc(1, sizeof *r);
   if (!r) {
     recap__error(RECAP_ERROR_OUT_OF_MEMORY, "regions: out of host memory");
     return NULL;
@@ -105,7 +106,6 @@ recap__regions_t *recap__regions_get(recap_graph_t graph) {
     recap__host_free(r);
     return NULL;
   }
-  graph->regions = r;
   return r;
 }
 
@@ -343,7 +343,7 @@ static recap_status_t check_begin(recap_graph_t g, recap_stream_t stream, recap_
                         "%s: stream %p takes part in the capture, but the capture was begun on "
                         "stream %p; open regions on the capture's own stream",
                         fn, (void *)stream, (void *)g->capture_stream);
-  recap__regions_t *r = g->regions;
+  recap__regions_t *r = recap__regions_attached(g);
   recap__region_cond_t *c = recap__regions_find_cond(r, cond);
   if (!c)
     return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
@@ -507,7 +507,7 @@ static recap_status_t check_close(recap_stream_t stream, const char *function, r
                                   recap__regions_t **r_out) {
   recap_graph_t g;
   RECAP__CHECK(recap__regions_find_graph(stream, function, &g));
-  recap__regions_t *r = g->regions;
+  recap__regions_t *r = recap__regions_attached(g);
   if (!r || r->depth == 0)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "%s: no region is open in the capture under way on stream %p (open one "
@@ -620,7 +620,7 @@ static bool capture_invalidated(recap_graph_t graph) {
 
 recap_status_t recap__regions_check_end(recap_graph_t graph) {
   static const char fn[] = "recap_graph_capture_end";
-  recap__regions_t *r = graph->regions;
+  recap__regions_t *r = recap__regions_attached(graph);
   if (!r) return RECAP_SUCCESS;
   /* An invalidated capture goes on no more, and no region call could close its regions: the
    * end reports the invalidation, whatever regions are open, and throws the capture away as it

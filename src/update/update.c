@@ -21,7 +21,6 @@
 #include "core/args.h"
 #include "core/error.h"
 #include "graph/graph_internal.h"
-#include "regions/region_internal.h"
 
 /* ------------------------------------------------------------------------------------------
  * Set aside, put back
@@ -35,8 +34,7 @@ void recap__recapture_set_aside(recap_graph_t g) {
   g->old.keep_template = g->keep_template;
   g->old.regions_on_device = g->regions_on_device;
   g->hooks = (recap__graph_hook_set_t){0};
-  g->keep_template = false; /* the recapture's layers say again whether they need it */
-  g->regions = NULL;        /* the held capture's regions stay with its hooks */
+  g->keep_template = false; /* the recapture's modules say again whether they need it */
 }
 
 void recap__recapture_put_back(recap_graph_t g) {
@@ -48,7 +46,6 @@ void recap__recapture_put_back(recap_graph_t g) {
   g->old.hooks = (recap__graph_hook_set_t){0};
   g->old.active = false;
   /* The held capture's regions come back with its hooks, and the path it took. */
-  g->regions = recap__regions_attached(g);
   g->regions_on_device = g->old.regions_on_device;
   recap__alloc_log_free(&g->alloc_log_next);
   g->state = RECAP__GRAPH_CAPTURED;
@@ -75,8 +72,8 @@ void recap__recapture_abandon(recap_graph_t g) {
   recap_cuda_graph_t abandoned = NULL;
   if (recap__device()->stream_end_capture(g->capture_stream, &abandoned) != RECAP_SUCCESS)
     abandoned = NULL;
-  /* Inside a region's body: the graph to destroy is the top-level one (region_state.c). */
-  abandoned = recap__regions_abandoned_graph(g, abandoned);
+  /* Inside a region's body: the graph to destroy is the top-level one (capture_abandoned). */
+  abandoned = recap__graph_hooks_capture_abandoned(g, abandoned);
   recap__graph_close_capture(g);
   recap__graph_hooks_capture_ended(g, false);
   recap__error_restore(&cause);
@@ -192,7 +189,7 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
   recap__graph_hooks_capture_ended(g, s == RECAP_SUCCESS);
   recap__error_restore(&cause);
   /* A capture that regions resumed into its own graph leaves that graph behind. */
-  if (s != RECAP_SUCCESS) return give_back(g, s, recap__regions_abandoned_graph(g, NULL));
+  if (s != RECAP_SUCCESS) return give_back(g, s, recap__graph_hooks_capture_abandoned(g, NULL));
   /* A budget that refused an allocation fails the recapture: the graph keeps what it held. */
   if (result.refusals)
     return give_back(g, recap__graph_budget_error(&result, true), template_graph);
