@@ -11,8 +11,9 @@
  * call checks them all under one allocator lock: an exact-address hash lookup per block. Only
  * when one is dead does the slow path run: a second pass to say which, the names, the sites.
  *
- * After a rebind (rebind.c, through the graph's events `exec_patching` and `exec_patched`) the blocks are found
- * again from the sites as the rebind leaves them: replays then watch the new buffers.
+ * After a rebind (src/rebind/, through the graph's events `exec_patching` and `exec_patched`)
+ * the blocks are found again from the sites as the rebind leaves them: replays then watch the
+ * new buffers.
  *
  * A graph captured without the option gets no hook, so its replays pay nothing.
  */

@@ -2,15 +2,15 @@
 /*
  * capture.c — the entry points of a capture: recap_graph_capture_begin and
  * recap_graph_recapture_begin (the caller's options, then the graph's capture in graph.c, then
- * the layers that act from the capture's first moment: input liveness, liveness.c; rebinding,
- * rebind.c), and recap_graph_capture_end, which ends a first capture in graph.c and a recapture
- * in update.c.
+ * the modules that act from the capture's first moment: input liveness, src/debug/liveness.c;
+ * rebinding, src/rebind/), and recap_graph_capture_end, which ends a first capture in graph.c
+ * and a recapture in src/update/.
  *
- * Why a file of its own: the input-liveness option must refuse a capture before it begins and
- * attach its hooks as soon as it has begun, so the entry points call both graph.c and
- * liveness.c; and a recapture's end (update.c) builds on graph.c. Here, above them all, every
- * call keeps pointing down the layers: graph.c knows no debug aid and no recapture, and
- * liveness.c reaches graphs only through graph.c's hooks.
+ * Why a file of its own: here the capture options meet the modules they turn on (the regions'
+ * path and the input-liveness probe are decided before the capture begins, liveness and
+ * rebinding attach their hooks as soon as it has begun, a recapture is update's), so graph.c
+ * knows none of them; they reach the graph only through its hooks. These calls are the graph
+ * core's known calls into its feature modules (tools/check-layers).
  */
 #include "core/args.h"
 #include "core/error.h"

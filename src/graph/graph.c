@@ -121,7 +121,7 @@ static recap_status_t reset_graph(recap_graph_t graph, bool forget_pool) {
     recap__saved_error_t before;
     recap__error_save(&before);
     s = dev->stream_end_capture(graph->capture_stream, &abandoned);
-    /* A region that paused the stream's capture (region_state.c) leaves nothing to end: that
+    /* A module that paused the stream's capture (regions) leaves nothing to end: that
      * is no misuse. */
     if (s == RECAP_ERROR_INVALID_USAGE && !recap__graph_hooks_capture_paused(graph)) return s;
     if (s != RECAP_SUCCESS) {

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * graph_internal.h — the recap graph object, shared by graph.c (lifetime, capture, replay),
- * capture.c (recap_graph_capture_begin), scope.c (the capture scope) and inspect.c
- * (introspection), and by the layers built on graphs.
+ * graph_internal.h — the recap graph object, shared by the graph core's files (graph.c:
+ * lifetime, capture, replay; hooks.c: the modules' hooks; capture.c: recap_graph_capture_begin;
+ * scope.c: the capture scope; memory.c: what a graph costs) and by the modules built on graphs.
  */
 #ifndef RECAP_GRAPH_INTERNAL_H
 #define RECAP_GRAPH_INTERNAL_H
@@ -182,7 +182,7 @@ recap_status_t recap__graph_abandon(recap_graph_t graph);
 /* Instantiate graph into *exec, measuring the device memory the executable takes: *bytes is
  * the drop of cudaMemGetInfo's free bytes across the call (0 when free did not drop, or when
  * the device could not say; that failure is no failure of the call). memory.c, for every place
- * that instantiates: graph.c, update.c and region_state.c. */
+ * that instantiates: graph.c, update.c and the regions' host loop (region_state.c). */
 recap_status_t recap__graph_instantiate_measured(recap_cuda_graph_exec_t *exec,
                                                  recap_cuda_graph_t graph, int64_t *bytes);
 
