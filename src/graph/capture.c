@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "graph/graph_internal.h"
 #include "regions/region_internal.h"
+#include "update/update_internal.h"
 
 /* Begin graph's capture with opts (copied and checked by the caller): graph.c's checks and
  * start, then the layers that act from the capture's first moment. A recapture sets the capture
@@ -35,6 +36,8 @@ static recap_status_t begin(recap_graph_t graph, recap_stream_t stream,
   RECAP__CHECK(recap__regions_decide(opts, function, &regions_on_device));
   /* Refused before anything starts when the device cannot read what a graph reads. */
   if (opts->check_input_liveness) RECAP__CHECK(recap__liveness_probe());
+  /* The update policy's state, attached for the graph's life at its first capture. */
+  RECAP__CHECK(recap__update_attach(graph));
   if (recapture) recap__recapture_set_aside(graph);
   recap_status_t s = recap__graph_capture_start(graph, stream, opts);
   if (s != RECAP_SUCCESS) {

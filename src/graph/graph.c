@@ -54,7 +54,6 @@ recap_status_t recap_graph_create(recap_graph_t *graph, unsigned flags) {
   g->magic = RECAP__GRAPH_MAGIC;
   g->flags = flags;
   g->options = (recap_capture_options_t)RECAP_CAPTURE_OPTIONS_INIT;
-  recap__update_init(&g->update);
   *graph = g;
   return RECAP_SUCCESS;
 }
@@ -145,7 +144,7 @@ static recap_status_t reset_graph(recap_graph_t graph, bool forget_pool) {
   }
   recap__alloc_log_free(&graph->alloc_log);
   recap__alloc_log_free(&graph->alloc_log_next);
-  recap__update_forget(&graph->update);
+  recap__graph_hooks_graph_reset(graph);
   if (graph->exec) keep_first_failure(dev->graph_exec_destroy(graph->exec), &result, &saved);
   if (graph->template_graph)
     keep_first_failure(dev->graph_destroy(graph->template_graph), &result, &saved);
@@ -189,7 +188,7 @@ recap_status_t recap_graph_destroy(recap_graph_t graph) {
                         "ended from this thread (%s); end it in the capturing thread first",
                         cause.message);
   }
-  recap__update_free(&graph->update);
+  recap__graph_hooks_release_attached(graph);
   graph->magic = 0;
   recap__host_free(graph);
   return s;
@@ -352,7 +351,7 @@ static recap_status_t instantiate_exec(recap_graph_t g) {
     dev->graph_destroy(g->exec_origin);
     g->exec_origin = NULL;
   }
-  recap__update_fresh(&g->update);
+  recap__graph_hooks_instantiated(g);
   return RECAP_SUCCESS;
 }
 
@@ -526,10 +525,12 @@ recap_status_t recap_graph_replay(recap_graph_t graph, recap_stream_t stream) {
 }
 
 recap_status_t recap__graph_launch_exec(recap_graph_t graph, recap_stream_t stream) {
-  /* While the update policy measures, its launch times the replays; otherwise a plain one. */
-  if (recap__update_measuring(&graph->update))
-    return recap__update_launch(&graph->update, graph->exec, stream);
-  return recap__device()->graph_launch(graph->exec, stream);
+  /* A module attached for the graph's life may launch it in its place (the update policy,
+   * whose launches time the replays while it measures); otherwise a plain one. */
+  if (RECAP__LIKELY(!graph->attached.exec_launcher))
+    return recap__device()->graph_launch(graph->exec, stream);
+  const recap__graph_hook_entry_t *l = &graph->attached.entries[graph->attached.exec_launcher - 1];
+  return l->hooks->launch_exec(l->ctx, graph, stream);
 }
 
 /* ------------------------------------------------------------------------------------------

@@ -13,7 +13,6 @@
 #include "alloc/alloc_internal.h"
 #include "device/device.h"
 #include "graph/hooks.h"
-#include "update/update_internal.h"
 #include "recap/graph.h"
 #include "recap/inspect.h"
 
@@ -81,7 +80,8 @@ struct recap_graph {
     bool keep_template;
     bool regions_on_device;
   } old;
-  recap__update_t update; /* the update policy, its counters and measurements */
+  /* The modules attached for the graph's whole life (hooks.h: the update policy). */
+  recap__graph_hook_set_t attached;
   bool regions_on_device; /* the path chosen at capture_begin (recap_graph_regions_on_device) */
   /* Memory accounting (recap/memory.h). exec_bytes: what cudaMemGetInfo lost across the
    * instantiation of `exec` (0 without one); capture_peak: the pool's allocated high-water mark

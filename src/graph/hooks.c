@@ -20,43 +20,71 @@ static unsigned events_of(const recap__graph_hooks_t *hooks) {
   return events;
 }
 
+/* The set's events and launchers, from its entries. */
+static void summarize(recap__graph_hook_set_t *set) {
+  set->events = 0;
+  set->launcher = set->exec_launcher = 0;
+  for (size_t i = 0; i < set->count; i++) {
+    set->events |= events_of(set->entries[i].hooks);
+    if (set->entries[i].hooks->launch) set->launcher = i + 1;
+    if (set->entries[i].hooks->launch_exec) set->exec_launcher = i + 1;
+  }
+}
+
+static recap_status_t add_to(recap__graph_hook_set_t *set, const recap__graph_hooks_t *hooks,
+                             void *ctx) {
+  if ((hooks->launch && set->launcher) || (hooks->launch_exec && set->exec_launcher))
+    return recap__error(RECAP_ERROR_INTERNAL, "graph hooks: a second hook supplies a launch");
+  if (set->count == set->capacity) {
+    size_t capacity = set->capacity ? set->capacity * 2 : 4;
+    recap__graph_hook_entry_t *grown = recap__host_realloc(set->entries, capacity * sizeof *grown);
+    if (!grown) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "graph hooks: out of host memory");
+    set->entries = grown;
+    set->capacity = capacity;
+  }
+  set->entries[set->count].hooks = hooks;
+  set->entries[set->count].ctx = ctx;
+  set->count++;
+  summarize(set);
+  return RECAP_SUCCESS;
+}
+
+static void *ctx_in(const recap__graph_hook_set_t *set, const recap__graph_hooks_t *hooks) {
+  for (size_t i = 0; i < set->count; i++)
+    if (set->entries[i].hooks == hooks) return set->entries[i].ctx;
+  return NULL;
+}
+
 recap_status_t recap__graph_add_hook(recap_graph_t g, const recap__graph_hooks_t *hooks,
                                      void *ctx) {
   pthread_mutex_lock(&hook_lock);
-  recap__graph_hook_set_t *set = &g->hooks;
-  recap_status_t s = RECAP_SUCCESS;
-  if (g->state != RECAP__GRAPH_CAPTURING) {
-    s = recap__error(RECAP_ERROR_INVALID_USAGE, "graph hooks attach only during a capture");
-  } else if (hooks->launch && set->launcher) {
-    s = recap__error(RECAP_ERROR_INTERNAL, "graph hooks: a second hook supplies the launch");
-  } else if (set->count == set->capacity) {
-    size_t capacity = set->capacity ? set->capacity * 2 : 4;
-    recap__graph_hook_entry_t *grown = recap__host_realloc(set->entries, capacity * sizeof *grown);
-    if (!grown)
-      s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "graph hooks: out of host memory");
-    else {
-      set->entries = grown;
-      set->capacity = capacity;
-    }
-  }
-  if (s == RECAP_SUCCESS) {
-    set->entries[set->count].hooks = hooks;
-    set->entries[set->count].ctx = ctx;
-    set->count++;
-    set->events |= events_of(hooks);
-    if (hooks->launch) set->launcher = set->count;
-  }
+  recap_status_t s =
+      g->state != RECAP__GRAPH_CAPTURING
+          ? recap__error(RECAP_ERROR_INVALID_USAGE, "graph hooks attach only during a capture")
+          : add_to(&g->hooks, hooks, ctx);
   pthread_mutex_unlock(&hook_lock);
   return s;
 }
 
 void *recap__graph_hook_ctx(recap_graph_t g, const recap__graph_hooks_t *hooks) {
-  void *ctx = NULL;
   pthread_mutex_lock(&hook_lock);
-  for (size_t i = 0; i < g->hooks.count && !ctx; i++)
-    if (g->hooks.entries[i].hooks == hooks) ctx = g->hooks.entries[i].ctx;
+  void *ctx = ctx_in(&g->hooks, hooks);
   pthread_mutex_unlock(&hook_lock);
   return ctx;
+}
+
+recap_status_t recap__graph_attach(recap_graph_t g, const recap__graph_hooks_t *hooks, void *ctx) {
+  return add_to(&g->attached, hooks, ctx);
+}
+
+void *recap__graph_attached_ctx(recap_graph_t g, const recap__graph_hooks_t *hooks) {
+  return ctx_in(&g->attached, hooks);
+}
+
+void recap__graph_reattach(recap_graph_t g, void *ctx, const recap__graph_hooks_t *hooks) {
+  for (size_t i = 0; i < g->attached.count; i++)
+    if (g->attached.entries[i].ctx == ctx) g->attached.entries[i].hooks = hooks;
+  summarize(&g->attached);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -89,6 +117,18 @@ bool recap__graph_hooks_own_graphs(recap_graph_t g, size_t *nodes, int64_t *exec
   *exec_bytes = 0;
   EACH_HOOK(g, own_graphs, h) own |= h->hooks->own_graphs(h->ctx, g, nodes, exec_bytes);
   return own;
+}
+
+void recap__graph_hooks_graph_reset(recap_graph_t g) {
+  for (size_t i = 0; i < g->attached.count; i++)
+    if (g->attached.entries[i].hooks->graph_reset)
+      g->attached.entries[i].hooks->graph_reset(g->attached.entries[i].ctx, g);
+}
+
+void recap__graph_hooks_instantiated(recap_graph_t g) {
+  for (size_t i = 0; i < g->attached.count; i++)
+    if (g->attached.entries[i].hooks->instantiated)
+      g->attached.entries[i].hooks->instantiated(g->attached.entries[i].ctx, g);
 }
 
 recap_status_t recap__graph_hooks_captured(recap_graph_t g, recap_cuda_graph_t template_graph) {
@@ -193,3 +233,5 @@ static void release_set(recap_graph_t g, recap__graph_hook_set_t *set) {
 void recap__graph_hooks_release(recap_graph_t g) { release_set(g, &g->hooks); }
 
 void recap__graph_hooks_release_old(recap_graph_t g) { release_set(g, &g->old.hooks); }
+
+void recap__graph_hooks_release_attached(recap_graph_t g) { release_set(g, &g->attached); }

@@ -3,7 +3,8 @@
  * hooks.h — the one way the modules above the graph core attach to a graph: a table of
  * functions named for the graph's events (its capture ends, its template is read, its
  * executable is patched or replayed, a nested graph begins capturing, ...), attached with a
- * context during a capture and released with what the capture made (hooks.c).
+ * context during a capture and released with what the capture made, or attached for the
+ * graph's whole life by a module whose state outlives captures (the update policy) (hooks.c).
  *
  * The graph core and the modules that cause an event (rebinding patches the executable, regions
  * capture nested graphs) raise it through the recap__graph_hooks_* functions below, never by
@@ -104,6 +105,17 @@ typedef struct recap__graph_hooks {
    * Optional. */
   recap_status_t (*nested_capture_end)(void *ctx, recap_graph_t graph, recap_stream_t stream,
                                        unsigned depth);
+  /* The events below reach only the modules attached for the graph's life (recap__graph_attach),
+   * whose release comes with recap_graph_destroy. */
+  /* The graph dropped what it captured (recap_graph_reset, a capture abandoned): the update
+   * policy's measurements, a pause under way and its counters end. Must not fail. */
+  void (*graph_reset)(void *ctx, recap_graph_t graph);
+  /* An executable was instantiated afresh from the template (capture_end,
+   * recap_graph_instantiate, a replay of a KEEP graph). Must not fail. */
+  void (*instantiated)(void *ctx, recap_graph_t graph);
+  /* Launch the executable (recap__graph_launch_exec) in place of a plain launch: the update
+   * policy's timed launches while it measures. At most one attached module supplies it. */
+  recap_status_t (*launch_exec)(void *ctx, recap_graph_t graph, recap_stream_t stream);
 } recap__graph_hooks_t;
 
 typedef struct recap__graph_hook_entry {
@@ -121,8 +133,9 @@ enum {
 typedef struct recap__graph_hook_set {
   recap__graph_hook_entry_t *entries;
   size_t count, capacity;
-  unsigned events; /* RECAP__GRAPH_EVENTS_* of the attached hooks */
-  size_t launcher; /* 1 + the index of the hook that supplies the launch; 0: none */
+  unsigned events;      /* RECAP__GRAPH_EVENTS_* of the attached hooks */
+  size_t launcher;      /* 1 + the index of the hook that supplies the launch; 0: none */
+  size_t exec_launcher; /* the same for launch_exec */
 } recap__graph_hook_set_t;
 
 /* Attach hooks with ctx to a graph whose capture is under way. */
@@ -131,6 +144,16 @@ recap_status_t recap__graph_add_hook(recap_graph_t graph, const recap__graph_hoo
 
 /* The ctx attached with hooks, or NULL when none was. */
 void *recap__graph_hook_ctx(recap_graph_t graph, const recap__graph_hooks_t *hooks);
+
+/* Attach hooks with ctx to graph for its whole life, in any state (graph->attached): they stay
+ * through resets and recaptures, and are released by recap_graph_destroy. The ctx attached so
+ * with hooks, or NULL. Replace the table ctx was attached with (its events change: the update
+ * policy supplies launch_exec only while its policy may measure). Like every other use of a
+ * graph, these are not made while another thread replays it. */
+recap_status_t recap__graph_attach(recap_graph_t graph, const recap__graph_hooks_t *hooks,
+                                   void *ctx);
+void *recap__graph_attached_ctx(recap_graph_t graph, const recap__graph_hooks_t *hooks);
+void recap__graph_reattach(recap_graph_t graph, void *ctx, const recap__graph_hooks_t *hooks);
 
 /* Raise an event: call the hooks that handle it, in the order they attached. The ones that can
  * fail stop at the first failure and return it. */
@@ -167,5 +190,11 @@ recap_status_t recap__graph_hooks_replay(recap_graph_t graph, recap_stream_t str
  * capture the graph holds or is making, or (_old) of the one a recapture set aside. */
 void recap__graph_hooks_release(recap_graph_t graph);
 void recap__graph_hooks_release_old(recap_graph_t graph);
+
+/* The events of the modules attached for the graph's life: graph_reset, instantiated, and
+ * their release (recap_graph_destroy). */
+void recap__graph_hooks_graph_reset(recap_graph_t graph);
+void recap__graph_hooks_instantiated(recap_graph_t graph);
+void recap__graph_hooks_release_attached(recap_graph_t graph);
 
 #endif /* RECAP_GRAPH_HOOKS_H */

@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/host.h"
 #include "rebind/rebind_internal.h"
+#include "update/update_internal.h"
 
 /* ------------------------------------------------------------------------------------------
  * Rebind
@@ -413,7 +414,7 @@ recap_status_t recap_graph_rebind(recap_graph_t graph, recap_rebind_t *rebinds, 
   reindex(r, moves, by_new, count);
   move_declarations(r, moves, count);
   for (size_t i = 0; i < count; i++) rebinds[moves[i].arg].patched = moves[i].hi - moves[i].lo;
-  recap__update_count_rebind(&graph->update, total);
+  recap__update_count_rebind_of(graph, total);
   recap__graph_hooks_exec_patched(graph, prepared, true);
   if (moves != small) recap__host_free(moves);
   return RECAP_SUCCESS;

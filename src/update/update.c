@@ -20,7 +20,69 @@
 
 #include "core/args.h"
 #include "core/error.h"
+#include "core/host.h"
 #include "graph/graph_internal.h"
+#include "update/update_internal.h"
+
+/* ------------------------------------------------------------------------------------------
+ * The update state, attached to the graph for its life
+ * ---------------------------------------------------------------------------------------- */
+
+static void hook_graph_reset(void *ctx, recap_graph_t graph) {
+  (void)graph;
+  recap__update_forget(ctx);
+}
+
+static void hook_instantiated(void *ctx, recap_graph_t graph) {
+  (void)graph;
+  recap__update_fresh(ctx);
+}
+
+/* While the policy measures, its launches time the replays; otherwise a plain one. */
+static recap_status_t hook_launch_exec(void *ctx, recap_graph_t graph, recap_stream_t stream) {
+  recap__update_t *u = ctx;
+  if (recap__update_measuring(u)) return recap__update_launch(u, graph->exec, stream);
+  return recap__device()->graph_launch(graph->exec, stream);
+}
+
+static void hook_release(void *ctx, recap_graph_t graph) {
+  (void)graph;
+  recap__update_free(ctx);
+  recap__host_free(ctx);
+}
+
+/* A policy that measures (max_slowdown > 0) launches the replays; any other leaves them plain,
+ * so that they pay nothing for the update policy. */
+static const recap__graph_hooks_t plain_hooks = {.graph_reset = hook_graph_reset,
+                                                 .instantiated = hook_instantiated,
+                                                 .release = hook_release};
+static const recap__graph_hooks_t measuring_hooks = {.graph_reset = hook_graph_reset,
+                                                     .instantiated = hook_instantiated,
+                                                     .launch_exec = hook_launch_exec,
+                                                     .release = hook_release};
+
+recap__update_t *recap__update_of(recap_graph_t graph) {
+  recap__update_t *u = recap__graph_attached_ctx(graph, &plain_hooks);
+  return u ? u : recap__graph_attached_ctx(graph, &measuring_hooks);
+}
+
+recap_status_t recap__update_attach(recap_graph_t graph) {
+  if (recap__update_of(graph)) return RECAP_SUCCESS;
+  recap__update_t *u = recap__host_malloc(sizeof *u);
+  if (!u) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "update policy: out of host memory");
+  recap__update_init(u);
+  recap_status_t s = recap__graph_attach(graph, &plain_hooks, u);
+  if (s != RECAP_SUCCESS) {
+    recap__update_free(u);
+    recap__host_free(u);
+  }
+  return s;
+}
+
+void recap__update_count_rebind_of(recap_graph_t graph, uint64_t sites) {
+  recap__update_t *u = recap__update_of(graph);
+  if (u) recap__update_count_rebind(u, sites);
+}
 
 /* ------------------------------------------------------------------------------------------
  * Set aside, put back
@@ -199,8 +261,10 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
    * succeeded. An executable updated in place is patched through the nodes of the graph it was
    * instantiated from (its origin): the layers that patch (rebinding) plan against it, so it
    * must still exist when they need it. */
-  recap__update_poll(&g->update);
-  recap_update_reason_t decided = recap__update_decide(&g->update, g->exec != NULL);
+  /* The capture's beginning attached the update state (capture.c). */
+  recap__update_t *u = recap__update_of(g);
+  recap__update_poll(u);
+  recap_update_reason_t decided = recap__update_decide(u, g->exec != NULL);
   recap_cuda_graph_t origin = g->exec_origin ? g->exec_origin : g->template_graph;
   if (decided == RECAP_UPDATE_REASON_NONE && g->keep_template && !origin)
     decided = RECAP_UPDATE_REASON_NO_ORIGIN;
@@ -223,7 +287,7 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
   if (s != RECAP_SUCCESS) return give_back(g, s, template_graph);
   bool updated_in_place = g->exec && !exec && outcome == RECAP_UPDATE_REASON_NONE;
   commit_recapture(g, template_graph, exec, exec_bytes, updated_in_place, nodes, &result);
-  recap__update_record(&g->update, decided, outcome, node, exec != NULL, reused, fresh);
+  recap__update_record(u, decided, outcome, node, exec != NULL, reused, fresh);
   return RECAP_SUCCESS;
 }
 
@@ -241,7 +305,10 @@ recap_status_t recap_graph_set_update_policy(recap_graph_t graph,
              "recap_graph_set_update_policy: policy->max_slowdown is %g; give a fraction >= 0 "
              "(0.05 for 5%%), or 0 to measure nothing",
              p.max_slowdown);
-  recap__update_set_policy(&graph->update, &p);
+  RECAP__CHECK(recap__update_attach(graph));
+  recap__update_t *u = recap__update_of(graph);
+  recap__update_set_policy(u, &p);
+  recap__graph_reattach(graph, u, p.max_slowdown > 0 ? &measuring_hooks : &plain_hooks);
   return RECAP_SUCCESS;
 }
 
@@ -255,8 +322,11 @@ recap_status_t recap_graph_update_stats(recap_graph_t graph, recap_update_stats_
              "%zu bytes (from its first version to this library's); start it from "
              "RECAP_UPDATE_STATS_INIT",
              size, first, sizeof *stats);
-  recap_update_stats_t out;
-  recap__update_stats_get(&graph->update, &out);
+  /* A graph that never began a capture nor had a policy set has no update state: no counts. */
+  recap_update_stats_t out = RECAP_UPDATE_STATS_INIT;
+  out.last_node = SIZE_MAX;
+  recap__update_t *u = recap__update_of(graph);
+  if (u) recap__update_stats_get(u, &out);
   out.size = size;
   memcpy(stats, &out, size);
   return RECAP_SUCCESS;

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * update_internal.h — a graph's update policy, its counters and its replay-time measurements
- * (update_policy.c), for graph.c (replays, instantiations, resets) and update.c (recaptures).
+ * (update_policy.c), which update.c attaches to the graph for its life (through the graph's
+ * hooks: resets, instantiations, and the replays' launch while the policy measures) and uses
+ * at recaptures.
  *
- * update_policy.c knows nothing of the graph object: it works on the recap__update_t the graph
- * embeds.
+ * update_policy.c knows nothing of the graph object: it works on a recap__update_t alone.
  */
 #ifndef RECAP_UPDATE_INTERNAL_H
 #define RECAP_UPDATE_INTERNAL_H
@@ -15,6 +16,7 @@
 #include <stdint.h>
 
 #include "device/device.h"
+#include "recap/graph.h"
 #include "recap/update.h"
 
 /* Which kind of executable the graph holds, for the measurements: one freshly instantiated
@@ -116,5 +118,13 @@ recap_status_t recap__update_launch(recap__update_t *u, recap_cuda_graph_exec_t 
 /* Read the times of the timed launches the GPU finished, and compare once both kinds have
  * their samples (a recapture calls this before it decides). */
 void recap__update_poll(recap__update_t *u);
+
+/* update.c: the update state attached to graph for its life (NULL before its first capture or
+ * policy); its attachment on first need (capture.c, before a capture begins;
+ * recap_graph_set_update_policy), RECAP_ERROR_OUT_OF_MEMORY without host memory, nothing
+ * attached then; and a rebind of graph's counted (recap__update_count_rebind). */
+recap__update_t *recap__update_of(recap_graph_t graph);
+recap_status_t recap__update_attach(recap_graph_t graph);
+void recap__update_count_rebind_of(recap_graph_t graph, uint64_t sites);
 
 #endif /* RECAP_UPDATE_INTERNAL_H */
