@@ -91,23 +91,23 @@ void recap__graph_reattach(recap_graph_t g, void *ctx, const recap__graph_hooks_
  * Events
  * ---------------------------------------------------------------------------------------- */
 
-/* Walk the hooks attached to g whose table handles `event`, each entry as h. */
-#define EACH_HOOK(g, event, h)                                                                   \
-  for (const recap__graph_hook_entry_t *h = (g)->hooks.entries, *h##_end = h + (g)->hooks.count; \
-       h < h##_end; h++)                                                                         \
+/* Walk the hooks of `set` whose table handles `event`, each entry as h. */
+#define EACH_HOOK(set, event, h)                                                         \
+  for (const recap__graph_hook_entry_t *h = (set)->entries, *h##_end = h + (set)->count; \
+       h < h##_end; h++)                                                                 \
     if (h->hooks->event)
 
 void recap__graph_hooks_capture_ended(recap_graph_t g, bool succeeded) {
-  EACH_HOOK(g, capture_ended, h) h->hooks->capture_ended(h->ctx, g, succeeded);
+  EACH_HOOK(&g->hooks, capture_ended, h) h->hooks->capture_ended(h->ctx, g, succeeded);
 }
 
 bool recap__graph_hooks_capture_paused(recap_graph_t g) {
-  EACH_HOOK(g, capture_paused, h) if (h->hooks->capture_paused(h->ctx, g)) return true;
+  EACH_HOOK(&g->hooks, capture_paused, h) if (h->hooks->capture_paused(h->ctx, g)) return true;
   return false;
 }
 
 recap_cuda_graph_t recap__graph_hooks_capture_abandoned(recap_graph_t g, recap_cuda_graph_t ended) {
-  EACH_HOOK(g, capture_abandoned, h) ended = h->hooks->capture_abandoned(h->ctx, g, ended);
+  EACH_HOOK(&g->hooks, capture_abandoned, h) ended = h->hooks->capture_abandoned(h->ctx, g, ended);
   return ended;
 }
 
@@ -115,58 +115,54 @@ bool recap__graph_hooks_own_graphs(recap_graph_t g, size_t *nodes, int64_t *exec
   bool own = false;
   *nodes = 0;
   *exec_bytes = 0;
-  EACH_HOOK(g, own_graphs, h) own |= h->hooks->own_graphs(h->ctx, g, nodes, exec_bytes);
+  EACH_HOOK(&g->hooks, own_graphs, h) own |= h->hooks->own_graphs(h->ctx, g, nodes, exec_bytes);
   return own;
 }
 
 void recap__graph_hooks_graph_reset(recap_graph_t g) {
-  for (size_t i = 0; i < g->attached.count; i++)
-    if (g->attached.entries[i].hooks->graph_reset)
-      g->attached.entries[i].hooks->graph_reset(g->attached.entries[i].ctx, g);
+  EACH_HOOK(&g->attached, graph_reset, h) h->hooks->graph_reset(h->ctx, g);
 }
 
 void recap__graph_hooks_instantiated(recap_graph_t g) {
-  for (size_t i = 0; i < g->attached.count; i++)
-    if (g->attached.entries[i].hooks->instantiated)
-      g->attached.entries[i].hooks->instantiated(g->attached.entries[i].ctx, g);
+  EACH_HOOK(&g->attached, instantiated, h) h->hooks->instantiated(h->ctx, g);
 }
 
 recap_status_t recap__graph_hooks_captured(recap_graph_t g, recap_cuda_graph_t template_graph) {
-  EACH_HOOK(g, captured, h) RECAP__CHECK(h->hooks->captured(h->ctx, g, template_graph));
+  EACH_HOOK(&g->hooks, captured, h) RECAP__CHECK(h->hooks->captured(h->ctx, g, template_graph));
   return RECAP_SUCCESS;
 }
 
 recap_status_t recap__graph_hooks_template_read(recap_graph_t g) {
-  EACH_HOOK(g, template_read, h) RECAP__CHECK(h->hooks->template_read(h->ctx, g));
+  EACH_HOOK(&g->hooks, template_read, h) RECAP__CHECK(h->hooks->template_read(h->ctx, g));
   return RECAP_SUCCESS;
 }
 
 recap_status_t recap__graph_hooks_instantiated_afresh(recap_graph_t g,
                                                       recap_cuda_graph_t template_graph) {
-  EACH_HOOK(g, instantiated_afresh, h)
+  EACH_HOOK(&g->hooks, instantiated_afresh, h)
   RECAP__CHECK(h->hooks->instantiated_afresh(h->ctx, g, template_graph));
   return RECAP_SUCCESS;
 }
 
 recap_status_t recap__graph_hooks_inspect(recap_graph_t g, recap_graph_info_t *info) {
-  EACH_HOOK(g, inspect, h) RECAP__CHECK(h->hooks->inspect(h->ctx, g, info));
+  EACH_HOOK(&g->hooks, inspect, h) RECAP__CHECK(h->hooks->inspect(h->ctx, g, info));
   return RECAP_SUCCESS;
 }
 
 recap_status_t recap__graph_hooks_dump(recap_graph_t g, const char *path) {
-  EACH_HOOK(g, dump, h) RECAP__CHECK(h->hooks->dump(h->ctx, g, path));
+  EACH_HOOK(&g->hooks, dump, h) RECAP__CHECK(h->hooks->dump(h->ctx, g, path));
   return RECAP_SUCCESS;
 }
 
 recap_status_t recap__graph_hooks_nested_capture_begin(recap_graph_t g, unsigned depth) {
-  EACH_HOOK(g, nested_capture_begin, h)
+  EACH_HOOK(&g->hooks, nested_capture_begin, h)
   RECAP__CHECK(h->hooks->nested_capture_begin(h->ctx, g, depth));
   return RECAP_SUCCESS;
 }
 
 recap_status_t recap__graph_hooks_nested_capture_end(recap_graph_t g, recap_stream_t stream,
                                                      unsigned depth) {
-  EACH_HOOK(g, nested_capture_end, h)
+  EACH_HOOK(&g->hooks, nested_capture_end, h)
   RECAP__CHECK(h->hooks->nested_capture_end(h->ctx, g, stream, depth));
   return RECAP_SUCCESS;
 }
@@ -215,7 +211,7 @@ recap_status_t recap__graph_hooks_replay(recap_graph_t g, recap_stream_t stream)
         set->entries[i].hooks->replay_failed(set->entries[i].ctx, g);
     return s;
   }
-  EACH_HOOK(g, replay_done, h) h->hooks->replay_done(h->ctx, g);
+  EACH_HOOK(&g->hooks, replay_done, h) h->hooks->replay_done(h->ctx, g);
   return RECAP_SUCCESS;
 }
 
