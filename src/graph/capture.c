@@ -98,7 +98,7 @@ recap_status_t recap_graph_capture_end(recap_graph_t graph) {
    * invalidated: then it ends here, reporting the invalidation). */
   RECAP__CHECK(recap__regions_check_end(graph));
   recap_status_t s =
-      graph->old.active ? recap__recapture_end(graph) : recap__graph_capture_end(graph);
+      graph->recapturing ? recap__recapture_end(graph) : recap__graph_capture_end(graph);
   /* A capture scope's capture ended through this call closes the scope too: a later
    * recapture of the graph is not the scope's, and recap_capture_scope_end must not end it. */
   if (graph->state != RECAP__GRAPH_CAPTURING) graph->scope_stream = NULL;

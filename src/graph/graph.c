@@ -135,16 +135,15 @@ static recap_status_t reset_graph(recap_graph_t graph, bool forget_pool) {
     recap__graph_hooks_capture_ended(graph, false);
   }
   recap__graph_hooks_release(graph);
-  if (graph->old.active) {
-    /* A recapture was under way: what it set aside goes too, and the second pool reference
-     * its route took. */
-    recap__graph_hooks_release_old(graph);
+  /* The modules attached for the graph's life forget the capture; a recapture under way gives
+   * back what it set aside (update), and the second pool reference its route took goes. */
+  recap__graph_hooks_graph_reset(graph);
+  if (graph->recapturing) {
     recap__pool_release(graph->device, graph->pool);
-    graph->old.active = false;
+    graph->recapturing = false;
   }
   recap__alloc_log_free(&graph->alloc_log);
   recap__alloc_log_free(&graph->alloc_log_next);
-  recap__graph_hooks_graph_reset(graph);
   if (graph->exec) keep_first_failure(dev->graph_exec_destroy(graph->exec), &result, &saved);
   if (graph->template_graph)
     keep_first_failure(dev->graph_destroy(graph->template_graph), &result, &saved);
@@ -289,7 +288,7 @@ recap_status_t recap__graph_capture_start(recap_graph_t graph, recap_stream_t st
    * budget, if any, holds from its first allocation. */
   recap__alloc_log_free(&graph->alloc_log_next);
   recap_status_t s = recap__pool_route_set_logs(device, pool, &graph->alloc_log_next,
-                                                graph->old.active ? &graph->alloc_log : NULL);
+                                                graph->recapturing ? &graph->alloc_log : NULL);
   if (s == RECAP_SUCCESS) s = recap__pool_route_set_budget(device, pool, opts->budget_bytes);
   if (s != RECAP_SUCCESS) return abandon_start(graph, s, false, stream, device, pool);
   s = dev->stream_begin_capture(stream, (recap__capture_mode_t)opts->mode);
@@ -320,7 +319,7 @@ recap_status_t recap__graph_capture_start(recap_graph_t graph, recap_stream_t st
   graph->state = RECAP__GRAPH_CAPTURING;
   /* A first capture: the pool counts the graph from now on. A recapture's graph counts
    * already, with the capture it holds. */
-  if (!graph->old.active) recap__graph_account(graph);
+  if (!graph->recapturing) recap__graph_account(graph);
   return RECAP_SUCCESS;
 }
 
@@ -502,7 +501,7 @@ recap_status_t recap__graph_pools_awake(recap_graph_t graph) {
 recap_status_t recap_graph_replay(recap_graph_t graph, recap_stream_t stream) {
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_replay"));
   if (graph->state != RECAP__GRAPH_CAPTURED) {
-    if (graph->old.active)
+    if (graph->recapturing)
       return recap__error(RECAP_ERROR_INVALID_USAGE,
                           "recap_graph_replay: the graph is being recaptured; its executable can "
                           "be replayed again once recap_graph_capture_end ended the recapture");
@@ -580,7 +579,7 @@ recap_status_t recap__graph_not_host_loop(recap_graph_t graph, const char *funct
 }
 
 recap_status_t recap__graph_not_recapturing(recap_graph_t graph, const char *function) {
-  if (!graph->old.active) return RECAP_SUCCESS;
+  if (!graph->recapturing) return RECAP_SUCCESS;
   return recap__error(RECAP_ERROR_INVALID_USAGE,
                       "%s: the graph is being recaptured; ask again once recap_graph_capture_end "
                       "ended the recapture",

@@ -69,17 +69,10 @@ struct recap_graph {
   /* What the capture the graph holds allocated through its pool's route, in order (a
    * recapture replays it), and what the capture under way allocates. */
   recap__alloc_log_t alloc_log, alloc_log_next;
-  /* While a recapture runs (recap_graph_recapture_begin to capture_end): what the capture it
-   * replaces keeps until the new one succeeds. The route of the recapture holds a second
-   * reference to the pool, given back at its end. */
-  struct {
-    bool active;
-    recap__graph_hook_set_t hooks;
-    size_t node_count;
-    recap_capture_options_t options;
-    bool keep_template;
-    bool regions_on_device;
-  } old;
+  /* A recapture runs (recap_graph_recapture_begin to capture_end): what the capture it
+   * replaces keeps until the new one succeeds waits with the update module (src/update/), and
+   * the route of the recapture holds a second reference to the pool, given back at its end. */
+  bool recapturing;
   /* The modules attached for the graph's whole life (hooks.h: the update policy). */
   recap__graph_hook_set_t attached;
   bool regions_on_device; /* the path chosen at capture_begin (recap_graph_regions_on_device) */
@@ -122,8 +115,8 @@ recap_status_t recap__graph_pools_awake(recap_graph_t graph);
 /* The two halves of recap_graph_capture_begin that graph.c owns, for capture.c: the checks of
  * the mode, the graph's state (fresh; for a recapture, holding a capture) and the stream, and
  * then beginning the capture (the CUDA capture, the allocator's route with its logs, the
- * registry entry). A recapture (graph->old.active) replays the held capture's allocation log
- * and takes a second pool reference, and its failure leaves graph->old as it was. */
+ * registry entry). A recapture (graph->recapturing) replays the held capture's allocation
+ * log and takes a second pool reference, and its failure leaves what was set aside as it was. */
 recap_status_t recap__graph_capture_check(recap_graph_t graph, recap_stream_t stream,
                                           const recap_capture_options_t *opts, bool recapture);
 recap_status_t recap__graph_capture_start(recap_graph_t graph, recap_stream_t stream,

@@ -228,6 +228,8 @@ static void release_set(recap_graph_t g, recap__graph_hook_set_t *set) {
 
 void recap__graph_hooks_release(recap_graph_t g) { release_set(g, &g->hooks); }
 
-void recap__graph_hooks_release_old(recap_graph_t g) { release_set(g, &g->old.hooks); }
+void recap__graph_hook_set_release(recap_graph_t g, recap__graph_hook_set_t *set) {
+  release_set(g, set);
+}
 
 void recap__graph_hooks_release_attached(recap_graph_t g) { release_set(g, &g->attached); }

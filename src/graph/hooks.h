@@ -187,9 +187,10 @@ void recap__graph_hooks_exec_patched(recap_graph_t graph, size_t prepared, bool 
 recap_status_t recap__graph_hooks_replay(recap_graph_t graph, recap_stream_t stream);
 
 /* The release event (each hook frees its ctx), then the set itself, empty afterwards: of the
- * capture the graph holds or is making, or (_old) of the one a recapture set aside. */
+ * capture the graph holds or is making, or of a set kept aside (the capture a recapture
+ * replaces, which update keeps until the recapture ends). */
 void recap__graph_hooks_release(recap_graph_t graph);
-void recap__graph_hooks_release_old(recap_graph_t graph);
+void recap__graph_hook_set_release(recap_graph_t graph, recap__graph_hook_set_t *set);
 
 /* The events of the modules attached for the graph's life: graph_reset, instantiated, and
  * their release (recap_graph_destroy). */

@@ -174,7 +174,7 @@ static recap_status_t move_capture(recap_graph_t g, const char *function) {
 static recap_status_t abandon(recap_graph_t g, recap_status_t status) {
   recap__saved_error_t cause;
   recap__error_save(&cause);
-  if (g->old.active)
+  if (g->recapturing)
     recap__recapture_abandon(g);
   else
     (void)recap__graph_abandon(g);

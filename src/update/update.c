@@ -6,7 +6,7 @@
  *
  * The rule that shapes this file: a recapture that fails leaves the graph exactly as it was. So
  * nothing of the old capture is touched until the new one has fully succeeded: the old hooks
- * (random numbers, input liveness, annotations, rebinding) wait in graph->old while the new
+ * (random numbers, input liveness, annotations, rebinding) wait in the module's `old` while the new
  * capture attaches its own; the old executable stays in graph->exec while the new template is
  * applied to it (an update that the driver refuses leaves it unchanged) or a new executable is
  * instantiated beside it; the old allocation log stays while the new one records. Only then,
@@ -28,27 +28,48 @@
  * The update state, attached to the graph for its life
  * ---------------------------------------------------------------------------------------- */
 
+/* The module attached to a graph: its policy state, and while a recapture runs, what the
+ * capture it replaces keeps until the new one succeeds. */
+typedef struct update_module {
+  recap__update_t policy; /* first: recap__update_of hands out its address */
+  struct {
+    bool active;
+    recap__graph_hook_set_t hooks;
+    size_t node_count;
+    recap_capture_options_t options;
+    bool keep_template;
+    bool regions_on_device;
+  } old;
+} update_module_t;
+
+/* The graph dropped what it captured: a recapture under way gives back what it set aside (its
+ * second pool reference is graph.c's), and the policy forgets the measurements. */
 static void hook_graph_reset(void *ctx, recap_graph_t graph) {
-  (void)graph;
-  recap__update_forget(ctx);
+  update_module_t *m = ctx;
+  if (m->old.active) {
+    recap__graph_hook_set_release(graph, &m->old.hooks);
+    m->old.active = false;
+  }
+  recap__update_forget(&m->policy);
 }
 
 static void hook_instantiated(void *ctx, recap_graph_t graph) {
   (void)graph;
-  recap__update_fresh(ctx);
+  recap__update_fresh(&((update_module_t *)ctx)->policy);
 }
 
 /* While the policy measures, its launches time the replays; otherwise a plain one. */
 static recap_status_t hook_launch_exec(void *ctx, recap_graph_t graph, recap_stream_t stream) {
-  recap__update_t *u = ctx;
+  recap__update_t *u = &((update_module_t *)ctx)->policy;
   if (recap__update_measuring(u)) return recap__update_launch(u, graph->exec, stream);
   return recap__device()->graph_launch(graph->exec, stream);
 }
 
 static void hook_release(void *ctx, recap_graph_t graph) {
-  (void)graph;
-  recap__update_free(ctx);
-  recap__host_free(ctx);
+  update_module_t *m = ctx;
+  if (m->old.active) recap__graph_hook_set_release(graph, &m->old.hooks);
+  recap__update_free(&m->policy);
+  recap__host_free(m);
 }
 
 /* A policy that measures (max_slowdown > 0) launches the replays; any other leaves them plain,
@@ -61,20 +82,25 @@ static const recap__graph_hooks_t measuring_hooks = {.graph_reset = hook_graph_r
                                                      .launch_exec = hook_launch_exec,
                                                      .release = hook_release};
 
+static update_module_t *module_of(recap_graph_t graph) {
+  update_module_t *m = recap__graph_attached_ctx(graph, &plain_hooks);
+  return m ? m : recap__graph_attached_ctx(graph, &measuring_hooks);
+}
+
 recap__update_t *recap__update_of(recap_graph_t graph) {
-  recap__update_t *u = recap__graph_attached_ctx(graph, &plain_hooks);
-  return u ? u : recap__graph_attached_ctx(graph, &measuring_hooks);
+  update_module_t *m = module_of(graph);
+  return m ? &m->policy : NULL;
 }
 
 recap_status_t recap__update_attach(recap_graph_t graph) {
-  if (recap__update_of(graph)) return RECAP_SUCCESS;
-  recap__update_t *u = recap__host_malloc(sizeof *u);
-  if (!u) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "update policy: out of host memory");
-  recap__update_init(u);
-  recap_status_t s = recap__graph_attach(graph, &plain_hooks, u);
+  if (module_of(graph)) return RECAP_SUCCESS;
+  update_module_t *m = recap__host_calloc(1, sizeof *m);
+  if (!m) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "update policy: out of host memory");
+  recap__update_init(&m->policy);
+  recap_status_t s = recap__graph_attach(graph, &plain_hooks, m);
   if (s != RECAP_SUCCESS) {
-    recap__update_free(u);
-    recap__host_free(u);
+    recap__update_free(&m->policy);
+    recap__host_free(m);
   }
   return s;
 }
@@ -89,26 +115,31 @@ void recap__update_count_rebind_of(recap_graph_t graph, uint64_t sites) {
  * ---------------------------------------------------------------------------------------- */
 
 void recap__recapture_set_aside(recap_graph_t g) {
-  g->old.active = true;
-  g->old.hooks = g->hooks;
-  g->old.node_count = g->node_count;
-  g->old.options = g->options;
-  g->old.keep_template = g->keep_template;
-  g->old.regions_on_device = g->regions_on_device;
+  /* The capture's beginning attached the module (capture.c). */
+  update_module_t *m = module_of(g);
+  g->recapturing = true;
+  m->old.active = true;
+  m->old.hooks = g->hooks;
+  m->old.node_count = g->node_count;
+  m->old.options = g->options;
+  m->old.keep_template = g->keep_template;
+  m->old.regions_on_device = g->regions_on_device;
   g->hooks = (recap__graph_hook_set_t){0};
   g->keep_template = false; /* the recapture's modules say again whether they need it */
 }
 
 void recap__recapture_put_back(recap_graph_t g) {
+  update_module_t *m = module_of(g);
   recap__graph_hooks_release(g); /* what the recapture attached */
-  g->hooks = g->old.hooks;
-  g->node_count = g->old.node_count;
-  g->options = g->old.options;
-  g->keep_template = g->old.keep_template;
-  g->old.hooks = (recap__graph_hook_set_t){0};
-  g->old.active = false;
+  g->hooks = m->old.hooks;
+  g->node_count = m->old.node_count;
+  g->options = m->old.options;
+  g->keep_template = m->old.keep_template;
+  m->old.hooks = (recap__graph_hook_set_t){0};
+  m->old.active = false;
+  g->recapturing = false;
   /* The held capture's regions come back with its hooks, and the path it took. */
-  g->regions_on_device = g->old.regions_on_device;
+  g->regions_on_device = m->old.regions_on_device;
   recap__alloc_log_free(&g->alloc_log_next);
   g->state = RECAP__GRAPH_CAPTURED;
 }
@@ -202,7 +233,10 @@ static void commit_recapture(recap_graph_t g, recap_cuda_graph_t template_graph,
     g->exec = exec;
     g->exec_bytes = exec_bytes;
   }
-  recap__graph_hooks_release_old(g); /* before the old template, which they may refer to */
+  update_module_t *m = module_of(g);
+  /* Before the old template, which they may refer to. */
+  recap__graph_hook_set_release(g, &m->old.hooks);
+  m->old.active = false;
   /* Whenever the graph keeps templates (KEEP, or a layer that needs them), an executable
    * updated in place keeps its origin: a later recapture or rebind may need it even if this
    * capture does not. A graph that drops its templates drops the origin too, and a later
@@ -227,7 +261,7 @@ static void commit_recapture(recap_graph_t g, recap_cuda_graph_t template_graph,
   g->capture_grew = result->grew;
   recap__graph_keep_alloc_log(g);
   recap__pool_release(g->device, g->pool);
-  g->old.active = false;
+  g->recapturing = false;
   g->state = RECAP__GRAPH_CAPTURED;
   recap__graph_account(g);
 }
