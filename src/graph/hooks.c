@@ -91,10 +91,12 @@ void recap__graph_reattach(recap_graph_t g, void *ctx, const recap__graph_hooks_
  * Events
  * ---------------------------------------------------------------------------------------- */
 
-/* Walk the hooks of `set` whose table handles `event`, each entry as h. */
-#define EACH_HOOK(set, event, h)                                                         \
-  for (const recap__graph_hook_entry_t *h = (set)->entries, *h##_end = h + (set)->count; \
-       h < h##_end; h++)                                                                 \
+/* Walk the hooks of `set` whose table handles `event`, each entry as h (an empty set's entries
+ * may be NULL, to which not even 0 may be added). */
+#define EACH_HOOK(set, event, h)                                                       \
+  for (const recap__graph_hook_entry_t *h = (set)->entries,                            \
+                                       *h##_end = (set)->count ? h + (set)->count : h; \
+       h != h##_end; h++)                                                              \
     if (h->hooks->event)
 
 void recap__graph_hooks_capture_ended(recap_graph_t g, bool succeeded) {
