@@ -19,6 +19,7 @@
 #include "graph_util.h"
 #include "harness.h"
 #include "recap.h"
+#include "regions/region_internal.h"
 
 /* ------------------------------------------------------------------------------------------
  * Fake kernels that compute, and helpers

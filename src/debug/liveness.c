@@ -29,6 +29,7 @@
 #include "core/error.h"
 #include "core/host.h"
 #include "core/text.h"
+#include "debug/liveness_internal.h"
 #include "graph/graph_internal.h"
 #include "recap/liveness.h"
 

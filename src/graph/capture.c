@@ -15,6 +15,8 @@
 #include "core/args.h"
 #include "core/error.h"
 #include "graph/graph_internal.h"
+#include "debug/liveness_internal.h"
+#include "rebind/rebind_internal.h"
 #include "regions/region_internal.h"
 #include "update/update_internal.h"
 

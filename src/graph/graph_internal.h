@@ -90,21 +90,6 @@ struct recap_graph {
   } accounted;
 };
 
-/* How many regions are open in the capture under way on graph (0: none, or no capture); the
- * random-number layer reads it when a generator first joins a capture inside a body. */
-unsigned recap__graph_region_depth(recap_graph_t graph);
-
-/* Input liveness (liveness.c), for the capture entry point (capture.c), the one file above
- * both graph.c and liveness.c: the probe says beforehand whether the device can read what graphs
- * read; attach adds the checks' hooks to a graph whose capture just began. */
-recap_status_t recap__liveness_probe(void);
-recap_status_t recap__liveness_attach(recap_graph_t graph);
-
-/* Rebinding (rebind.c), for capture.c: attach the rebind hooks with mode (AUTO or DECLARED) to
- * a graph whose capture just began. Attaching to a graph that has them already (a recapture)
- * sets the mode and forgets the declarations of the previous capture. */
-recap_status_t recap__rebind_attach(recap_graph_t graph, recap_rebind_mode_t mode);
-
 /* Whether graph may replay while pools sleep (recap/sleep.h): RECAP_SUCCESS, or
  * RECAP_ERROR_POOL_ASLEEP when its pool or its device's default pool sleeps, with the message
  * naming the pool. While no pool sleeps anywhere it costs one relaxed load. recap_graph_replay
@@ -157,16 +142,6 @@ recap_status_t recap__graph_not_recapturing(recap_graph_t graph, const char *fun
 /* Whether graph drops its template once it has an executable (not KEEP, not kept for
  * rebinding). */
 bool recap__graph_drops_template(recap_graph_t graph);
-
-/* Recaptures (update.c), for capture.c: set the held capture aside before its recapture
- * begins; put it back when the recapture's start failed (recap__graph_capture_start undid
- * itself); abandon a recapture that began (its CUDA capture is ended and thrown away, the old
- * capture is back; the last error stays the caller's); and end a recapture
- * (recap_graph_capture_end). */
-void recap__recapture_set_aside(recap_graph_t graph);
-void recap__recapture_put_back(recap_graph_t graph);
-void recap__recapture_abandon(recap_graph_t graph);
-recap_status_t recap__recapture_end(recap_graph_t graph);
 
 /* Reset the graph (recap_graph_reset) but remember the pool of the capture it abandons, as a
  * failed capture does: for capture_begin's own failures once the capture began. */

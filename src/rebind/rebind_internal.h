@@ -52,6 +52,11 @@ typedef struct rebind {
   recap_graph_info_t *names;   /* the template's nodes, read for messages only, lazily */
 } rebind_t;
 
+/* For capture.c, where the capture options turn rebinding on: attach the rebind hooks with mode
+ * (AUTO or DECLARED) to a graph whose capture just began. Attaching to a graph that has them
+ * already (a recapture) sets the mode and forgets the declarations of the previous capture. */
+recap_status_t recap__rebind_attach(recap_graph_t graph, recap_rebind_mode_t mode);
+
 /* The first span whose end is above p (the one holding p, if any); the span holding p, or
  * NULL. */
 size_t recap__rebind_spans_find(const spans_t *s, uintptr_t p);

@@ -105,6 +105,10 @@ recap_status_t recap__regions_check_end(recap_graph_t graph);
 recap_status_t recap__regions_hold_unused(recap__regions_t *r, uint64_t context,
                                           recap_cuda_graph_t graph);
 
+/* How many regions are open in the capture under way on graph (0: none, or no capture); the
+ * NCCL wrappers read it to refuse collectives inside region bodies. */
+unsigned recap__graph_region_depth(recap_graph_t graph);
+
 /* Shared by regions.c and conditions.c. The graph capturing on stream (RECAP_ERROR_INVALID_USAGE
  * naming function when none does; a capture CUDA invalidated is abandoned first, and says so).
  * The regions' state of graph's capture under way, made and attached on first use (NULL with

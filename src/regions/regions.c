@@ -28,6 +28,7 @@
 #include "core/host.h"
 #include "device/cond_launch.h"
 #include "regions/region_internal.h"
+#include "update/update_internal.h"
 #include "graph/registry.h"
 #include "recap/alloc.h"
 
