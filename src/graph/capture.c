@@ -56,10 +56,7 @@ static recap_status_t begin(recap_graph_t graph, recap_stream_t stream,
    * capture it was to replace. */
   recap__saved_error_t saved;
   recap__error_save(&saved);
-  if (recapture)
-    recap__recapture_abandon(graph);
-  else
-    recap__graph_abandon(graph);
+  recap__graph_abandon_capture(graph);
   return recap__error_restore(&saved);
 }
 

@@ -147,6 +147,11 @@ bool recap__graph_drops_template(recap_graph_t graph);
  * failed capture does: for capture_begin's own failures once the capture began. */
 recap_status_t recap__graph_abandon(recap_graph_t graph);
 
+/* Abandon the capture under way after a failure (the caller keeps its message): a first
+ * capture's graph is fresh again (recap__graph_abandon); a recapture's holds the capture it
+ * replaced again (the recapture_abandoned event of the module that keeps it). */
+void recap__graph_abandon_capture(recap_graph_t graph);
+
 /* Instantiate graph into *exec, measuring the device memory the executable takes: *bytes is
  * the drop of cudaMemGetInfo's free bytes across the call (0 when free did not drop, or when
  * the device could not say; that failure is no failure of the call). memory.c, for every place

@@ -110,6 +110,10 @@ typedef struct recap__graph_hooks {
   /* The graph dropped what it captured (recap_graph_reset, a capture abandoned): the update
    * policy's measurements, a pause under way and its counters end. Must not fail. */
   void (*graph_reset)(void *ctx, recap_graph_t graph);
+  /* The recapture under way failed before its end and is abandoned: the module that holds the
+   * capture it replaces (update) ends and throws away its CUDA capture and puts the old one
+   * back. Must not fail; the last error stays the caller's. */
+  void (*recapture_abandoned)(void *ctx, recap_graph_t graph);
   /* An executable was instantiated afresh from the template (capture_end,
    * recap_graph_instantiate, a replay of a KEEP graph). Must not fail. */
   void (*instantiated)(void *ctx, recap_graph_t graph);

@@ -28,7 +28,6 @@
 #include "core/host.h"
 #include "device/cond_launch.h"
 #include "regions/region_internal.h"
-#include "update/update_internal.h"
 #include "graph/registry.h"
 #include "recap/alloc.h"
 
@@ -175,10 +174,7 @@ static recap_status_t move_capture(recap_graph_t g, const char *function) {
 static recap_status_t abandon(recap_graph_t g, recap_status_t status) {
   recap__saved_error_t cause;
   recap__error_save(&cause);
-  if (g->recapturing)
-    recap__recapture_abandon(g);
-  else
-    (void)recap__graph_abandon(g);
+  recap__graph_abandon_capture(g);
   recap__error_restore(&cause);
   return status;
 }

@@ -72,12 +72,19 @@ static void hook_release(void *ctx, recap_graph_t graph) {
   recap__host_free(m);
 }
 
+/* The recapture under way failed before its end: its CUDA capture is ended and thrown away,
+ * the old capture is back (the last error stays the caller's). */
+static void hook_recapture_abandoned(void *ctx, recap_graph_t g);
+
 /* A policy that measures (max_slowdown > 0) launches the replays; any other leaves them plain,
  * so that they pay nothing for the update policy. */
 static const recap__graph_hooks_t plain_hooks = {.graph_reset = hook_graph_reset,
+                                                 .recapture_abandoned = hook_recapture_abandoned,
                                                  .instantiated = hook_instantiated,
                                                  .release = hook_release};
 static const recap__graph_hooks_t measuring_hooks = {.graph_reset = hook_graph_reset,
+                                                     .recapture_abandoned =
+                                                         hook_recapture_abandoned,
                                                      .instantiated = hook_instantiated,
                                                      .launch_exec = hook_launch_exec,
                                                      .release = hook_release};
@@ -159,7 +166,8 @@ static recap_status_t give_back(recap_graph_t g, recap_status_t status,
   return status;
 }
 
-void recap__recapture_abandon(recap_graph_t g) {
+static void hook_recapture_abandoned(void *ctx, recap_graph_t g) {
+  (void)ctx;
   recap__saved_error_t cause;
   recap__error_save(&cause);
   recap_cuda_graph_t abandoned = NULL;

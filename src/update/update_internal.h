@@ -129,12 +129,10 @@ void recap__update_count_rebind_of(recap_graph_t graph, uint64_t sites);
 
 /* Recaptures (update.c), for capture.c: set the held capture aside before its recapture
  * begins; put it back when the recapture's start failed (recap__graph_capture_start undid
- * itself); abandon a recapture that began (its CUDA capture is ended and thrown away, the old
- * capture is back; the last error stays the caller's; regions abandon so too); and end a
- * recapture (recap_graph_capture_end). */
+ * itself); and end a recapture (recap_graph_capture_end). A recapture that began and fails
+ * before its end is abandoned through the graph (recap__graph_abandon_capture). */
 void recap__recapture_set_aside(recap_graph_t graph);
 void recap__recapture_put_back(recap_graph_t graph);
-void recap__recapture_abandon(recap_graph_t graph);
 recap_status_t recap__recapture_end(recap_graph_t graph);
 
 #endif /* RECAP_UPDATE_INTERNAL_H */
