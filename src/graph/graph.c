@@ -175,13 +175,7 @@ recap_status_t recap_graph_reset(recap_graph_t graph) {
 recap_status_t recap__graph_abandon(recap_graph_t graph) { return reset_graph(graph, false); }
 
 void recap__graph_abandon_capture(recap_graph_t graph) {
-  if (graph->recapturing)
-    for (size_t i = 0; i < graph->attached.count; i++)
-      if (graph->attached.entries[i].hooks->recapture_abandoned) {
-        graph->attached.entries[i].hooks->recapture_abandoned(graph->attached.entries[i].ctx,
-                                                              graph);
-        return;
-      }
+  if (graph->recapturing && recap__graph_hooks_recapture_abandoned(graph)) return;
   (void)recap__graph_abandon(graph);
 }
 

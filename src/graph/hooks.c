@@ -125,6 +125,14 @@ void recap__graph_hooks_graph_reset(recap_graph_t g) {
   EACH_HOOK(&g->attached, graph_reset, h) h->hooks->graph_reset(h->ctx, g);
 }
 
+bool recap__graph_hooks_recapture_abandoned(recap_graph_t g) {
+  EACH_HOOK(&g->attached, recapture_abandoned, h) {
+    h->hooks->recapture_abandoned(h->ctx, g);
+    return true;
+  }
+  return false;
+}
+
 void recap__graph_hooks_instantiated(recap_graph_t g) {
   EACH_HOOK(&g->attached, instantiated, h) h->hooks->instantiated(h->ctx, g);
 }

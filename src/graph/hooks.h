@@ -196,9 +196,11 @@ recap_status_t recap__graph_hooks_replay(recap_graph_t graph, recap_stream_t str
 void recap__graph_hooks_release(recap_graph_t graph);
 void recap__graph_hook_set_release(recap_graph_t graph, recap__graph_hook_set_t *set);
 
-/* The events of the modules attached for the graph's life: graph_reset, instantiated, and
- * their release (recap_graph_destroy). */
+/* The events of the modules attached for the graph's life: graph_reset, recapture_abandoned,
+ * instantiated, and their release (recap_graph_destroy). */
 void recap__graph_hooks_graph_reset(recap_graph_t graph);
+/* recapture_abandoned, to the one module that handles it; false when none does. */
+bool recap__graph_hooks_recapture_abandoned(recap_graph_t graph);
 void recap__graph_hooks_instantiated(recap_graph_t graph);
 void recap__graph_hooks_release_attached(recap_graph_t graph);
 
