@@ -70,7 +70,7 @@ typedef struct recap__regions {
   /* Device path, once a region opened at the top level: the capture's graph, which the first
    * pause handed to the region layer and every resumption captures into again. Ending the
    * capture hands it to the graph (capture_ended clears this); a capture that fails or is
-   * abandoned leaves it to the region layer to destroy (recap__regions_abandoned_graph). */
+   * abandoned leaves it to the region layer to destroy (the capture_abandoned hook). */
   recap_cuda_graph_t top_graph;
   /* Between a pause of the stream's capture and its resumption the stream does not capture:
    * the abandon paths must not take that for misuse. */

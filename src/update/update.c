@@ -2,12 +2,15 @@
 /*
  * update.c — recapturing a graph in place (recap/update.h): the held capture is set aside while
  * the new one runs, and the new template then updates the executable (cudaGraphExecUpdate) or
- * replaces it with a fresh instantiation, per the graph's policy (update_policy.c).
+ * replaces it with a fresh instantiation, per the graph's policy (update_policy.c). The policy's
+ * state and what a recapture sets aside are this module's, attached to the graph for its life
+ * through the graph's hooks (hooks.h: graph_reset, recapture_abandoned, instantiated, and the
+ * executable's launch while the policy measures).
  *
  * The rule that shapes this file: a recapture that fails leaves the graph exactly as it was. So
  * nothing of the old capture is touched until the new one has fully succeeded: the old hooks
- * (random numbers, input liveness, annotations, rebinding) wait in the module's `old` while the new
- * capture attaches its own; the old executable stays in graph->exec while the new template is
+ * (random numbers, input liveness, annotations, rebinding) wait in the module's `old` while the
+ * new capture attaches its own; the old executable stays in graph->exec while the new template is
  * applied to it (an update that the driver refuses leaves it unchanged) or a new executable is
  * instantiated beside it; the old allocation log stays while the new one records. Only then,
  * with nothing left that can fail, does the old go: hooks released, template destroyed, the
