@@ -308,11 +308,10 @@ static recap_status_t hook_before_replay(void *ctx, recap_graph_t graph, recap_s
   return check(ctx, "recap_graph_replay");
 }
 
-static recap_status_t hook_captured(void *ctx, recap_graph_t graph,
-                                    recap_cuda_graph_t template_graph) {
+static recap_status_t hook_captured(void *ctx, recap_graph_t graph, recap__captured_t *captured) {
   liveness_t *l = ctx;
   liveness_clear(l);
-  return scan(l, graph, template_graph);
+  return scan(l, graph, captured->template_graph);
 }
 
 static void drop_next(liveness_t *l) {

@@ -456,7 +456,8 @@ recap_status_t recap__graph_capture_end(recap_graph_t graph) {
   graph->state = RECAP__GRAPH_CAPTURED;
   /* A layer that cannot take in what was captured (input liveness: the pointer scan failed)
    * throws the capture away, as a failed instantiation does. */
-  if ((s = recap__graph_hooks_captured(graph, graph->template_graph)) != RECAP_SUCCESS)
+  recap__captured_t captured = {.template_graph = graph->template_graph};
+  if ((s = recap__graph_hooks_captured(graph, &captured)) != RECAP_SUCCESS)
     return drop_capture(graph, s);
   if (!(graph->flags & RECAP_GRAPH_KEEP)) {
     if ((s = instantiate(graph)) != RECAP_SUCCESS) return drop_capture(graph, s);

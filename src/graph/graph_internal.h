@@ -51,17 +51,6 @@ struct recap_graph {
    * cudaErrorInvalidValue), so rebinding needs this graph for as long as the executable lives.
    * NULL: the executable's origin is template_graph (or nothing needs it). */
   recap_cuda_graph_t exec_origin;
-  /* While the captured hooks of a recapture run: the graph whose nodes patch the executable the
-   * new template is about to update (the layers plan patches against it); NULL when the new
-   * template will be instantiated afresh, or outside a recapture's end. */
-  recap_cuda_graph_t capture_origin;
-  /* Set by a layer's captured hook when capture_origin cannot stand for the new template (the
-   * device's patch plan refuses it: another node count, or another node type at an index),
-   * which is a change of topology that the driver cannot update the executable across: the
-   * layer planned against the new template itself, the recapture asks the driver anyway (its
-   * refusal gives the counters their reason, as for a graph without such layers), and the fresh
-   * instantiation that follows needs no planning again (instantiated_afresh is not called). */
-  bool capture_origin_unfit;
   /* The modules attached to the capture the graph holds or is making (hooks.h). */
   recap__graph_hook_set_t hooks;
   /* The options of the last capture begun, its pool resolved: a recapture's defaults. */

@@ -137,8 +137,8 @@ void recap__graph_hooks_instantiated(recap_graph_t g) {
   EACH_HOOK(&g->attached, instantiated, h) h->hooks->instantiated(h->ctx, g);
 }
 
-recap_status_t recap__graph_hooks_captured(recap_graph_t g, recap_cuda_graph_t template_graph) {
-  EACH_HOOK(&g->hooks, captured, h) RECAP__CHECK(h->hooks->captured(h->ctx, g, template_graph));
+recap_status_t recap__graph_hooks_captured(recap_graph_t g, recap__captured_t *captured) {
+  EACH_HOOK(&g->hooks, captured, h) RECAP__CHECK(h->hooks->captured(h->ctx, g, captured));
   return RECAP_SUCCESS;
 }
 

@@ -29,6 +29,21 @@ typedef struct recap__patch_range {
   size_t size;
 } recap__patch_range_t;
 
+/* What the captured event tells the modules: the new template, and for a recapture that will
+ * update the executable in place, the graph whose nodes patch that executable (CUDA patches an
+ * executable only through the nodes of the graph it was instantiated from). A module that
+ * plans patches against `origin` and finds it cannot stand for the template (the device's patch
+ * plan refuses it: another node count, or another node type at an index) plans against the
+ * template itself and sets origin_unfit: a change of topology that the driver cannot update the
+ * executable across, so the recapture asks the driver anyway (its refusal gives the counters
+ * their reason) and the fresh instantiation that follows needs no planning again
+ * (instantiated_afresh is not raised). */
+typedef struct recap__captured {
+  recap_cuda_graph_t template_graph;
+  recap_cuda_graph_t origin; /* NULL: a first capture, or the template will be instantiated */
+  bool origin_unfit;
+} recap__captured_t;
+
 typedef struct recap__graph_hooks {
   /* Before every launch of the executable, on the replay stream. A failure stops the replay;
    * the hook then undoes what it did itself. */
@@ -65,7 +80,7 @@ typedef struct recap__graph_hooks {
   void (*release)(void *ctx, recap_graph_t graph);
   /* The capture succeeded: the template, before it is instantiated (and dropped, without
    * KEEP). A failure fails capture_end, and the graph is fresh again. Optional. */
-  recap_status_t (*captured)(void *ctx, recap_graph_t graph, recap_cuda_graph_t template_graph);
+  recap_status_t (*captured)(void *ctx, recap_graph_t graph, recap__captured_t *captured);
   /* recap_graph_inspect read the kept template into info: add what the module knows of its
    * nodes (annotations: their labels). A failure fails the inspection. Optional. */
   recap_status_t (*inspect)(void *ctx, recap_graph_t graph, recap_graph_info_t *info);
@@ -88,7 +103,7 @@ typedef struct recap__graph_hooks {
   /* The patch prepared by exec_patching was applied (applied true: make it visible) or not
    * (drop what exec_patching prepared). Must not fail. */
   void (*exec_patched)(void *ctx, recap_graph_t graph, bool applied);
-  /* A recapture planned against the old executable's origin (capture_origin), but its
+  /* A recapture planned against the old executable's origin (recap__captured_t), but its
    * template was instantiated afresh (the driver refused the update): plan again against the
    * new template, which is the new executable's origin. A failure fails the recapture, which
    * leaves the graph as it was. Optional. */
@@ -168,7 +183,7 @@ recap_cuda_graph_t recap__graph_hooks_capture_abandoned(recap_graph_t graph,
 /* own_graphs: whether any hook runs graphs of its own; *nodes and *exec_bytes (set to 0 first)
  * add up theirs. */
 bool recap__graph_hooks_own_graphs(recap_graph_t graph, size_t *nodes, int64_t *exec_bytes);
-recap_status_t recap__graph_hooks_captured(recap_graph_t graph, recap_cuda_graph_t template_graph);
+recap_status_t recap__graph_hooks_captured(recap_graph_t graph, recap__captured_t *captured);
 recap_status_t recap__graph_hooks_template_read(recap_graph_t graph);
 recap_status_t recap__graph_hooks_instantiated_afresh(recap_graph_t graph,
                                                       recap_cuda_graph_t template_graph);

@@ -164,17 +164,18 @@ static void plan_free(rebind_t *r) {
  * ones (a recapture's) are replaced only once all of it is built. The plan patches the
  * executable through the nodes of the graph it was instantiated from: the template itself,
  * unless a recapture is about to update an executable instantiated from an earlier one
- * (graph->capture_origin). */
-static recap_status_t hook_captured(void *ctx, recap_graph_t graph,
-                                    recap_cuda_graph_t template_graph) {
+ * (captured->origin). */
+static recap_status_t hook_captured(void *ctx, recap_graph_t graph, recap__captured_t *captured) {
+  (void)graph;
+  recap_cuda_graph_t template_graph = captured->template_graph;
   rebind_t *r = ctx, next;
   memset(&next, 0, sizeof next);
   const recap__device_ops_t *dev = recap__device();
   recap__saved_error_t saved;
   recap__error_save(&saved);
-  recap_status_t s = dev->patch_plan_create(template_graph, graph->capture_origin, &next.plan,
+  recap_status_t s = dev->patch_plan_create(template_graph, captured->origin, &next.plan,
                                             &next.sites, &next.site_count);
-  if (s == RECAP_ERROR_INVALID_ARGUMENT && graph->capture_origin) {
+  if (s == RECAP_ERROR_INVALID_ARGUMENT && captured->origin) {
     /* The origin's nodes do not pair with the new template's (another node count, or another
      * type at an index): the new capture changed the topology, so the executable cannot be
      * updated from it and will be instantiated afresh from the template, whose own nodes the
@@ -184,7 +185,7 @@ static recap_status_t hook_captured(void *ctx, recap_graph_t graph,
         "against the new template",
         recap_last_error());
     recap__error_restore(&saved);
-    graph->capture_origin_unfit = true;
+    captured->origin_unfit = true;
     s = dev->patch_plan_create(template_graph, NULL, &next.plan, &next.sites, &next.site_count);
   }
   RECAP__CHECK(s);

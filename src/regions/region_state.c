@@ -165,9 +165,9 @@ recap_status_t recap__regions_hold_unused(recap__regions_t *r, uint64_t context,
   return RECAP_SUCCESS;
 }
 
-static recap_status_t captured(void *ctx, recap_graph_t graph, recap_cuda_graph_t template_graph) {
+static recap_status_t captured(void *ctx, recap_graph_t graph, recap__captured_t *what) {
   (void)graph;
-  (void)template_graph;
+  (void)what;
   recap__regions_t *r = ctx;
   if (r->on_device) return RECAP_SUCCESS;
   return block_instantiate(&r->top, &r->exec_bytes);

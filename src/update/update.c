@@ -313,14 +313,14 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
   recap_cuda_graph_t origin = g->exec_origin ? g->exec_origin : g->template_graph;
   if (decided == RECAP_UPDATE_REASON_NONE && g->keep_template && !origin)
     decided = RECAP_UPDATE_REASON_NO_ORIGIN;
-  g->capture_origin = decided == RECAP_UPDATE_REASON_NONE && g->keep_template ? origin : NULL;
-  g->capture_origin_unfit = false;
-  s = recap__graph_hooks_captured(g, template_graph);
+  recap__captured_t captured = {.template_graph = template_graph,
+                                .origin = decided == RECAP_UPDATE_REASON_NONE && g->keep_template
+                                              ? origin
+                                              : NULL};
+  s = recap__graph_hooks_captured(g, &captured);
   /* A layer found that the new template's nodes do not pair with the origin's: a topology
    * change, which the driver refuses below, and then the template is instantiated afresh. */
-  bool planned_on_template = g->capture_origin_unfit;
-  g->capture_origin = NULL;
-  g->capture_origin_unfit = false;
+  bool planned_on_template = captured.origin_unfit;
   if (s != RECAP_SUCCESS) return give_back(g, s, template_graph);
 
   recap_update_reason_t outcome;
