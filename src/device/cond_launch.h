@@ -3,7 +3,7 @@
  * cond_launch.h — how the region layer asks the device seam to run its condition kernels (the
  * ready kernels of recap/region.h). One kernel of one thread each: they set a condition from a
  * constant, from a device word, from a countdown, or from a comparison. Shared by C
- * (src/graph/) and CUDA (src/device/cond_kernels.cu).
+ * (src/regions/) and CUDA (src/device/cond_kernels.cu).
  */
 #ifndef RECAP_COND_LAUNCH_H
 #define RECAP_COND_LAUNCH_H

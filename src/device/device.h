@@ -373,6 +373,20 @@ void recap__device_install(const recap__device_ops_t *ops);
  * NULL and a zeroed or half-filled info are fine. Shared by both seams and recap_graph_info_free. */
 void recap__graph_info_clear(recap_graph_info_t *info);
 
+/* The name of a node type, as recap_node_type_name gives it ("kernel", ...; "unknown" out of
+ * range): static data from the X-macro list, so that every module that words the node types the
+ * seams report (messages of regions, rebinding, input liveness) reads it without calling into
+ * inspection. */
+static inline const char *recap__node_type_name(recap_node_type_t type) {
+  /* One entry per enumerator: both come from RECAP_NODE_TYPE_MAP, in its order. */
+  static const char *const names[RECAP_NODE_TYPE_COUNT] = {
+#define RECAP_X_NODE_NAME(name, text) text,
+      RECAP_NODE_TYPE_MAP(RECAP_X_NODE_NAME)
+#undef RECAP_X_NODE_NAME
+  };
+  return (unsigned)type < (unsigned)RECAP_NODE_TYPE_COUNT ? names[type] : "unknown";
+}
+
 /* The CUDA architectures recap's kernels were built for, as CMake's CUDA_ARCHITECTURES list
  * ("80-real;86-real;...;120-virtual"). */
 const char *recap__device_cuda_architectures(void);

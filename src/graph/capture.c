@@ -2,20 +2,23 @@
 /*
  * capture.c — the entry points of a capture: recap_graph_capture_begin and
  * recap_graph_recapture_begin (the caller's options, then the graph's capture in graph.c, then
- * the layers that act from the capture's first moment: input liveness, liveness.c; rebinding,
- * rebind.c), and recap_graph_capture_end, which ends a first capture in graph.c and a recapture
- * in update.c.
+ * the modules that act from the capture's first moment: input liveness, src/debug/liveness.c;
+ * rebinding, src/rebind/), and recap_graph_capture_end, which ends a first capture in graph.c
+ * and a recapture in src/update/.
  *
- * Why a file of its own: the input-liveness option must refuse a capture before it begins and
- * attach its hooks as soon as it has begun, so the entry points call both graph.c and
- * liveness.c; and a recapture's end (update.c) builds on graph.c. Here, above them all, every
- * call keeps pointing down the layers: graph.c knows no debug aid and no recapture, and
- * liveness.c reaches graphs only through graph.c's hooks.
+ * Why a file of its own: here the capture options meet the modules they turn on (the regions'
+ * path and the input-liveness probe are decided before the capture begins, liveness and
+ * rebinding attach their hooks as soon as it has begun, a recapture is update's), so graph.c
+ * knows none of them; they reach the graph only through its hooks. These calls are the graph
+ * core's known calls into its feature modules (tools/check-layers).
  */
 #include "core/args.h"
 #include "core/error.h"
 #include "graph/graph_internal.h"
-#include "graph/region_internal.h"
+#include "debug/liveness_internal.h"
+#include "rebind/rebind_internal.h"
+#include "regions/region_internal.h"
+#include "update/update_internal.h"
 
 /* Begin graph's capture with opts (copied and checked by the caller): graph.c's checks and
  * start, then the layers that act from the capture's first moment. A recapture sets the capture
@@ -35,6 +38,8 @@ static recap_status_t begin(recap_graph_t graph, recap_stream_t stream,
   RECAP__CHECK(recap__regions_decide(opts, function, &regions_on_device));
   /* Refused before anything starts when the device cannot read what a graph reads. */
   if (opts->check_input_liveness) RECAP__CHECK(recap__liveness_probe());
+  /* The update policy's state, attached for the graph's life at its first capture. */
+  RECAP__CHECK(recap__update_attach(graph));
   if (recapture) recap__recapture_set_aside(graph);
   recap_status_t s = recap__graph_capture_start(graph, stream, opts);
   if (s != RECAP_SUCCESS) {
@@ -51,10 +56,7 @@ static recap_status_t begin(recap_graph_t graph, recap_stream_t stream,
    * capture it was to replace. */
   recap__saved_error_t saved;
   recap__error_save(&saved);
-  if (recapture)
-    recap__recapture_abandon(graph);
-  else
-    recap__graph_abandon(graph);
+  recap__graph_abandon_capture(graph);
   return recap__error_restore(&saved);
 }
 
@@ -97,7 +99,7 @@ recap_status_t recap_graph_capture_end(recap_graph_t graph) {
    * invalidated: then it ends here, reporting the invalidation). */
   RECAP__CHECK(recap__regions_check_end(graph));
   recap_status_t s =
-      graph->old.active ? recap__recapture_end(graph) : recap__graph_capture_end(graph);
+      graph->recapturing ? recap__recapture_end(graph) : recap__graph_capture_end(graph);
   /* A capture scope's capture ended through this call closes the scope too: a later
    * recapture of the graph is not the scope's, and recap_capture_scope_end must not end it. */
   if (graph->state != RECAP__GRAPH_CAPTURING) graph->scope_stream = NULL;

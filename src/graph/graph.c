@@ -13,7 +13,6 @@
  * whatever the cleanup meets.
  */
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,7 +23,6 @@
 #include "core/error.h"
 #include "core/host.h"
 #include "graph/graph_internal.h"
-#include "graph/region_internal.h"
 #include "graph/registry.h"
 
 /* ------------------------------------------------------------------------------------------
@@ -62,105 +60,13 @@ recap_status_t recap_graph_create(recap_graph_t *graph, unsigned flags) {
   g->magic = RECAP__GRAPH_MAGIC;
   g->flags = flags;
   g->options = (recap_capture_options_t)RECAP_CAPTURE_OPTIONS_INIT;
-  recap__update_init(&g->update);
   *graph = g;
   return RECAP_SUCCESS;
 }
 
 /* ------------------------------------------------------------------------------------------
- * Hooks of the layers above
+ * Templates and captures
  * ---------------------------------------------------------------------------------------- */
-
-/* Hooks attach during a capture, possibly from several threads working on its streams. */
-static pthread_mutex_t hook_lock = PTHREAD_MUTEX_INITIALIZER;
-
-recap_status_t recap__graph_add_hook(recap_graph_t g, const recap__graph_hooks_t *hooks,
-                                     void *ctx) {
-  pthread_mutex_lock(&hook_lock);
-  recap_status_t s = RECAP_SUCCESS;
-  if (g->state != RECAP__GRAPH_CAPTURING) {
-    s = recap__error(RECAP_ERROR_INVALID_USAGE, "graph hooks attach only during a capture");
-  } else if (g->hook_count == g->hook_capacity) {
-    size_t capacity = g->hook_capacity ? g->hook_capacity * 2 : 4;
-    recap__graph_hook_entry_t *grown = recap__host_realloc(g->hooks, capacity * sizeof *grown);
-    if (!grown)
-      s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "graph hooks: out of host memory");
-    else {
-      g->hooks = grown;
-      g->hook_capacity = capacity;
-    }
-  }
-  if (s == RECAP_SUCCESS) {
-    g->hooks[g->hook_count].hooks = hooks;
-    g->hooks[g->hook_count].ctx = ctx;
-    g->hook_count++;
-  }
-  pthread_mutex_unlock(&hook_lock);
-  return s;
-}
-
-void *recap__graph_hook_ctx(recap_graph_t g, const recap__graph_hooks_t *hooks) {
-  void *ctx = NULL;
-  pthread_mutex_lock(&hook_lock);
-  for (size_t i = 0; i < g->hook_count && !ctx; i++)
-    if (g->hooks[i].hooks == hooks) ctx = g->hooks[i].ctx;
-  pthread_mutex_unlock(&hook_lock);
-  return ctx;
-}
-
-recap_status_t recap__graph_hooks_captured(recap_graph_t g, recap_cuda_graph_t template_graph) {
-  for (size_t i = 0; i < g->hook_count; i++)
-    if (g->hooks[i].hooks->captured)
-      RECAP__CHECK(g->hooks[i].hooks->captured(g->hooks[i].ctx, g, template_graph));
-  return RECAP_SUCCESS;
-}
-
-recap_status_t recap__graph_hooks_instantiated_afresh(recap_graph_t g,
-                                                      recap_cuda_graph_t template_graph) {
-  for (size_t i = 0; i < g->hook_count; i++)
-    if (g->hooks[i].hooks->instantiated_afresh)
-      RECAP__CHECK(g->hooks[i].hooks->instantiated_afresh(g->hooks[i].ctx, g, template_graph));
-  return RECAP_SUCCESS;
-}
-
-recap_status_t recap__graph_sync_template(recap_graph_t g) {
-  for (size_t i = 0; i < g->hook_count; i++)
-    if (g->hooks[i].hooks->sync_template)
-      RECAP__CHECK(g->hooks[i].hooks->sync_template(g->hooks[i].ctx, g));
-  return RECAP_SUCCESS;
-}
-
-void recap__graph_hooks_capture_ended(recap_graph_t g, bool succeeded) {
-  for (size_t i = 0; i < g->hook_count; i++)
-    if (g->hooks[i].hooks->capture_ended)
-      g->hooks[i].hooks->capture_ended(g->hooks[i].ctx, g, succeeded);
-}
-
-/* The replay did not launch: undo, newest first, what the first `prepared` hooks' before_replay
- * did. */
-static void hooks_replay_failed(recap_graph_t g, size_t prepared) {
-  for (size_t i = prepared; i-- > 0;)
-    if (g->hooks[i].hooks->replay_failed) g->hooks[i].hooks->replay_failed(g->hooks[i].ctx, g);
-}
-
-static void release_hook_entries(recap_graph_t g, recap__graph_hook_entry_t *entries,
-                                 size_t count) {
-  for (size_t i = 0; i < count; i++)
-    if (entries[i].hooks->release) entries[i].hooks->release(entries[i].ctx, g);
-  recap__host_free(entries);
-}
-
-void recap__graph_hooks_release(recap_graph_t g) {
-  release_hook_entries(g, g->hooks, g->hook_count);
-  g->hooks = NULL;
-  g->hook_count = g->hook_capacity = 0;
-}
-
-void recap__graph_hooks_release_old(recap_graph_t g) {
-  release_hook_entries(g, g->old.hooks, g->old.hook_count);
-  g->old.hooks = NULL;
-  g->old.hook_count = g->old.hook_capacity = 0;
-}
 
 bool recap__graph_drops_template(recap_graph_t g) {
   return !(g->flags & RECAP_GRAPH_KEEP) && !g->keep_template;
@@ -175,33 +81,8 @@ void recap__graph_close_capture(recap_graph_t g) {
 }
 
 /* ------------------------------------------------------------------------------------------
- * Memory accounting: what the graph adds to its pool's totals (recap/memory.h)
+ * The pool and reset
  * ---------------------------------------------------------------------------------------- */
-
-void recap__graph_account(recap_graph_t g) {
-  bool on = g->holds_pool;
-  int64_t exec = 0, nodes = 0;
-  if (on) {
-    exec = g->exec_bytes + recap__regions_program_exec_bytes(g);
-    nodes = (int64_t)(g->node_count + recap__regions_program_nodes(g));
-  }
-  bool same = on && g->accounted.on && g->accounted.device == g->device &&
-              recap__pool_id_equal(g->accounted.pool, g->pool);
-  if (g->accounted.on && !same) {
-    recap__pool_account_graph(g->accounted.device, g->accounted.pool, -1, -g->accounted.exec_bytes,
-                              -g->accounted.nodes);
-    g->accounted.on = false;
-  }
-  if (!on) return;
-  recap__pool_account_graph(g->device, g->pool, same ? 0 : 1,
-                            exec - (same ? g->accounted.exec_bytes : 0),
-                            nodes - (same ? g->accounted.nodes : 0));
-  g->accounted.on = true;
-  g->accounted.device = g->device;
-  g->accounted.pool = g->pool;
-  g->accounted.exec_bytes = exec;
-  g->accounted.nodes = nodes;
-}
 
 recap_status_t recap__graph_budget_error(const recap__capture_result_t *result, bool recapture) {
   char first[512];
@@ -245,31 +126,30 @@ static recap_status_t reset_graph(recap_graph_t graph, bool forget_pool) {
     recap__saved_error_t before;
     recap__error_save(&before);
     s = dev->stream_end_capture(graph->capture_stream, &abandoned);
-    /* A region that paused the stream's capture (region_state.c) leaves nothing to end: that
+    /* A module that paused the stream's capture (regions) leaves nothing to end: that
      * is no misuse. */
-    if (s == RECAP_ERROR_INVALID_USAGE && !recap__regions_paused(graph)) return s;
+    if (s == RECAP_ERROR_INVALID_USAGE && !recap__graph_hooks_capture_paused(graph)) return s;
     if (s != RECAP_SUCCESS) {
       abandoned = NULL;
       recap__error_restore(&before);
     }
     /* Inside a region's body the capture hands back a body, which its conditional node owns:
      * the graph to destroy is the top-level one the region layer holds. */
-    abandoned = recap__regions_abandoned_graph(graph, abandoned);
+    abandoned = recap__graph_hooks_capture_abandoned(graph, abandoned);
     if (abandoned) dev->graph_destroy(abandoned);
     recap__graph_close_capture(graph);
     recap__graph_hooks_capture_ended(graph, false);
   }
   recap__graph_hooks_release(graph);
-  if (graph->old.active) {
-    /* A recapture was under way: what it set aside goes too, and the second pool reference
-     * its route took. */
-    recap__graph_hooks_release_old(graph);
+  /* The modules attached for the graph's life forget the capture; a recapture under way gives
+   * back what it set aside (update), and the second pool reference its route took goes. */
+  recap__graph_hooks_graph_reset(graph);
+  if (graph->recapturing) {
     recap__pool_release(graph->device, graph->pool);
-    graph->old.active = false;
+    graph->recapturing = false;
   }
   recap__alloc_log_free(&graph->alloc_log);
   recap__alloc_log_free(&graph->alloc_log_next);
-  recap__update_forget(&graph->update);
   if (graph->exec) keep_first_failure(dev->graph_exec_destroy(graph->exec), &result, &saved);
   if (graph->template_graph)
     keep_first_failure(dev->graph_destroy(graph->template_graph), &result, &saved);
@@ -285,7 +165,6 @@ static recap_status_t reset_graph(recap_graph_t graph, bool forget_pool) {
   graph->node_count = 0;
   graph->scope_stream = NULL;
   graph->keep_template = false;
-  graph->rebinds = graph->sites_patched = 0;
   if (forget_pool) {
     memset(&graph->pool, 0, sizeof graph->pool);
     graph->pool_known = false;
@@ -301,6 +180,11 @@ recap_status_t recap_graph_reset(recap_graph_t graph) {
 
 recap_status_t recap__graph_abandon(recap_graph_t graph) { return reset_graph(graph, false); }
 
+void recap__graph_abandon_capture(recap_graph_t graph) {
+  if (graph->recapturing && recap__graph_hooks_recapture_abandoned(graph)) return;
+  (void)recap__graph_abandon(graph);
+}
+
 recap_status_t recap_graph_destroy(recap_graph_t graph) {
   if (!graph) return RECAP_SUCCESS;
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_destroy"));
@@ -314,7 +198,7 @@ recap_status_t recap_graph_destroy(recap_graph_t graph) {
                         "ended from this thread (%s); end it in the capturing thread first",
                         cause.message);
   }
-  recap__update_free(&graph->update);
+  recap__graph_hooks_release_attached(graph);
   graph->magic = 0;
   recap__host_free(graph);
   return s;
@@ -415,7 +299,7 @@ recap_status_t recap__graph_capture_start(recap_graph_t graph, recap_stream_t st
    * budget, if any, holds from its first allocation. */
   recap__alloc_log_free(&graph->alloc_log_next);
   recap_status_t s = recap__pool_route_set_logs(device, pool, &graph->alloc_log_next,
-                                                graph->old.active ? &graph->alloc_log : NULL);
+                                                graph->recapturing ? &graph->alloc_log : NULL);
   if (s == RECAP_SUCCESS) s = recap__pool_route_set_budget(device, pool, opts->budget_bytes);
   if (s != RECAP_SUCCESS) return abandon_start(graph, s, false, stream, device, pool);
   s = dev->stream_begin_capture(stream, (recap__capture_mode_t)opts->mode);
@@ -446,14 +330,14 @@ recap_status_t recap__graph_capture_start(recap_graph_t graph, recap_stream_t st
   graph->state = RECAP__GRAPH_CAPTURING;
   /* A first capture: the pool counts the graph from now on. A recapture's graph counts
    * already, with the capture it holds. */
-  if (!graph->old.active) recap__graph_account(graph);
+  if (!graph->recapturing) recap__graph_account(graph);
   return RECAP_SUCCESS;
 }
 
 static recap_status_t instantiate_exec(recap_graph_t g) {
   const recap__device_ops_t *dev = recap__device();
   /* The executable must start from what the layers changed in the previous one (rebinds). */
-  RECAP__CHECK(recap__graph_sync_template(g));
+  RECAP__CHECK(recap__graph_hooks_template_read(g));
   if (g->exec) {
     RECAP__CHECK(dev->graph_exec_destroy(g->exec));
     g->exec = NULL;
@@ -477,7 +361,7 @@ static recap_status_t instantiate_exec(recap_graph_t g) {
     dev->graph_destroy(g->exec_origin);
     g->exec_origin = NULL;
   }
-  recap__update_fresh(&g->update);
+  recap__graph_hooks_instantiated(g);
   return RECAP_SUCCESS;
 }
 
@@ -527,7 +411,10 @@ size_t recap__graph_capture_nodes(recap_graph_t graph, recap_cuda_graph_t templa
                                   const char *what) {
   /* On the host path the template is only the work after the last region, which may well be
    * none: no warning then. */
-  if (!recap__regions_host_loop(graph)) return recap__graph_template_nodes(template_graph, what);
+  size_t own_nodes;
+  int64_t own_bytes;
+  if (!recap__graph_hooks_own_graphs(graph, &own_nodes, &own_bytes))
+    return recap__graph_template_nodes(template_graph, what);
   size_t nodes = 0;
   if (recap__device()->graph_node_count(template_graph, &nodes) != RECAP_SUCCESS) nodes = 0;
   return nodes;
@@ -553,7 +440,7 @@ recap_status_t recap__graph_capture_end(recap_graph_t graph) {
     recap__saved_error_t cause;
     recap__error_save(&cause);
     /* A capture that regions resumed into its own graph leaves that graph behind. */
-    recap_cuda_graph_t lost = recap__regions_abandoned_graph(graph, NULL);
+    recap_cuda_graph_t lost = recap__graph_hooks_capture_abandoned(graph, NULL);
     if (lost) dev->graph_destroy(lost);
     recap__graph_close_capture(graph);
     recap__graph_hooks_capture_ended(graph, false);
@@ -575,7 +462,8 @@ recap_status_t recap__graph_capture_end(recap_graph_t graph) {
   graph->state = RECAP__GRAPH_CAPTURED;
   /* A layer that cannot take in what was captured (input liveness: the pointer scan failed)
    * throws the capture away, as a failed instantiation does. */
-  if ((s = recap__graph_hooks_captured(graph, graph->template_graph)) != RECAP_SUCCESS)
+  recap__captured_t captured = {.template_graph = graph->template_graph};
+  if ((s = recap__graph_hooks_captured(graph, &captured)) != RECAP_SUCCESS)
     return drop_capture(graph, s);
   if (!(graph->flags & RECAP_GRAPH_KEEP)) {
     if ((s = instantiate(graph)) != RECAP_SUCCESS) return drop_capture(graph, s);
@@ -625,7 +513,7 @@ recap_status_t recap__graph_pools_awake(recap_graph_t graph) {
 recap_status_t recap_graph_replay(recap_graph_t graph, recap_stream_t stream) {
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_replay"));
   if (graph->state != RECAP__GRAPH_CAPTURED) {
-    if (graph->old.active)
+    if (graph->recapturing)
       return recap__error(RECAP_ERROR_INVALID_USAGE,
                           "recap_graph_replay: the graph is being recaptured; its executable can "
                           "be replayed again once recap_graph_capture_end ended the recapture");
@@ -640,32 +528,20 @@ recap_status_t recap_graph_replay(recap_graph_t graph, recap_stream_t stream) {
   }
   RECAP__CHECK(recap__graph_pools_awake(graph));
   if (!graph->exec) RECAP__CHECK(instantiate(graph));
-  /* The layers prepare the replay (random numbers: the generators' state is written and they
-   * advance). Should a hook or the launch fail, the hooks that prepared undo it, so a failed
-   * replay leaves the generators where they were. */
-  recap_status_t s = RECAP_SUCCESS;
-  size_t prepared = 0;
-  for (; prepared < graph->hook_count; prepared++) {
-    const recap__graph_hook_entry_t *h = &graph->hooks[prepared];
-    if (h->hooks->before_replay) s = h->hooks->before_replay(h->ctx, graph, stream);
-    if (s != RECAP_SUCCESS) break;
-  }
-  /* A host-loop program (regions on the host path) runs what comes before the executable,
-   * which holds the work after the last region. */
-  if (s == RECAP_SUCCESS) s = recap__regions_replay(graph, stream);
-  /* While the update policy measures, its launch times the replays; otherwise a plain one. */
-  if (s == RECAP_SUCCESS)
-    s = recap__update_measuring(&graph->update)
-            ? recap__update_launch(&graph->update, graph->exec, stream)
-            : recap__device()->graph_launch(graph->exec, stream);
-  if (s != RECAP_SUCCESS) {
-    hooks_replay_failed(graph, prepared);
-    return s;
-  }
-  for (size_t i = 0; i < graph->hook_count; i++)
-    if (graph->hooks[i].hooks->replay_done)
-      graph->hooks[i].hooks->replay_done(graph->hooks[i].ctx, graph);
-  return RECAP_SUCCESS;
+  /* Checked, the executable made: the modules attached to the graph's capture take part in the
+   * replay (hooks.c); a graph with none that handle replays launches its executable alone. */
+  if (RECAP__LIKELY(!(graph->hooks.events & RECAP__GRAPH_EVENTS_REPLAY)))
+    return recap__graph_launch_exec(graph, stream);
+  return recap__graph_hooks_replay(graph, stream);
+}
+
+recap_status_t recap__graph_launch_exec(recap_graph_t graph, recap_stream_t stream) {
+  /* A module attached for the graph's life may launch it in its place (the update policy,
+   * whose launches time the replays while it measures); otherwise a plain one. */
+  if (RECAP__LIKELY(!graph->attached.exec_launcher))
+    return recap__device()->graph_launch(graph->exec, stream);
+  const recap__graph_hook_entry_t *l = &graph->attached.entries[graph->attached.exec_launcher - 1];
+  return l->hooks->launch_exec(l->ctx, graph, stream);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -703,7 +579,9 @@ recap_status_t recap_graph_pool(recap_graph_t graph, recap_pool_id_t *pool) {
 }
 
 recap_status_t recap__graph_not_host_loop(recap_graph_t graph, const char *function) {
-  if (!recap__regions_host_loop(graph)) return RECAP_SUCCESS;
+  size_t nodes;
+  int64_t bytes;
+  if (!recap__graph_hooks_own_graphs(graph, &nodes, &bytes)) return RECAP_SUCCESS;
   return recap__error(RECAP_ERROR_INVALID_USAGE,
                       "%s: the graph runs as a host loop (its regions took the host path: "
                       "options->regions RECAP_REGIONS_HOST, or a driver without conditional "
@@ -713,7 +591,7 @@ recap_status_t recap__graph_not_host_loop(recap_graph_t graph, const char *funct
 }
 
 recap_status_t recap__graph_not_recapturing(recap_graph_t graph, const char *function) {
-  if (!graph->old.active) return RECAP_SUCCESS;
+  if (!graph->recapturing) return RECAP_SUCCESS;
   return recap__error(RECAP_ERROR_INVALID_USAGE,
                       "%s: the graph is being recaptured; ask again once recap_graph_capture_end "
                       "ended the recapture",
@@ -732,7 +610,7 @@ recap_status_t recap_graph_raw(recap_graph_t graph, recap_cuda_graph_t *cuda_gra
                         "RECAP_GRAPH_KEEP");
   if (!graph->template_graph)
     return recap__error(RECAP_ERROR_INVALID_USAGE, "recap_graph_raw: nothing was captured yet");
-  RECAP__CHECK(recap__graph_sync_template(graph));
+  RECAP__CHECK(recap__graph_hooks_template_read(graph));
   *cuda_graph = graph->template_graph;
   return RECAP_SUCCESS;
 }
@@ -760,7 +638,10 @@ recap_status_t recap_graph_node_count(recap_graph_t graph, size_t *count) {
   if (graph->template_graph)
     RECAP__CHECK(recap__device()->graph_node_count(graph->template_graph, &graph->node_count));
   /* A host loop's graphs count too (graph->node_count is its last one's). */
-  *count = graph->node_count + recap__regions_program_nodes(graph);
+  size_t own_nodes;
+  int64_t own_bytes;
+  (void)recap__graph_hooks_own_graphs(graph, &own_nodes, &own_bytes);
+  *count = graph->node_count + own_nodes;
   return RECAP_SUCCESS;
 }
 
@@ -773,12 +654,9 @@ recap_status_t recap_graph_debug_dump(recap_graph_t graph, const char *path) {
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_graph_debug_dump: needs the kept template: create the graph with "
                         "RECAP_GRAPH_KEEP and dump it after capture_end");
-  RECAP__CHECK(recap__graph_sync_template(graph));
+  RECAP__CHECK(recap__graph_hooks_template_read(graph));
   RECAP__CHECK(recap__device()->graph_debug_dot(graph->template_graph, path));
-  for (size_t i = 0; i < graph->hook_count; i++)
-    if (graph->hooks[i].hooks->dump)
-      RECAP__CHECK(graph->hooks[i].hooks->dump(graph->hooks[i].ctx, graph, path));
-  return RECAP_SUCCESS;
+  return recap__graph_hooks_dump(graph, path);
 }
 
 recap_status_t recap_stream_is_capturing(recap_stream_t stream, int *capturing) {

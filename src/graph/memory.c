@@ -1,11 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * memory.c — recap_graph_memory (recap/memory.h): what one graph costs in device memory.
+ * memory.c — what one graph costs in device memory (recap/memory.h): its executables measured
+ * at their instantiation, its share of its pool's totals, and recap_graph_memory.
  *
  * The figures are kept where they arise: the pool's bytes and the capture's peak by the
  * allocator (the peak is read at the capture's end, graph.c and update.c), the executable's
- * bytes at each instantiation (exec_memory.c). This file only gathers them for the caller; the
- * per-pool view is the allocator's recap_pool_memory (src/alloc/accounting.c).
+ * bytes at each instantiation (here, around cudaGraphInstantiate: CUDA has no query for what an
+ * executable holds, so recap asks cudaMemGetInfo before and after it and keeps the drop;
+ * recap/memory.h says what can skew it). recap_graph_memory gathers them for the caller; the
+ * per-pool view is the allocator's recap_pool_memory (src/alloc/accounting.c), whose totals of
+ * graphs recap__graph_account keeps in step with each graph.
  */
 #include <stddef.h>
 #include <string.h>
@@ -13,7 +17,57 @@
 #include "core/args.h"
 #include "core/error.h"
 #include "graph/graph_internal.h"
-#include "graph/region_internal.h"
+#include "recap/memory.h"
+
+/* Free device memory now, or false when the device cannot say; a failure leaves the calling
+ * thread's last error as it was, since the measure is best effort and the call it surrounds
+ * has not failed. */
+static bool free_bytes(size_t *out) {
+  size_t total = 0;
+  recap__saved_error_t saved;
+  recap__error_save(&saved);
+  if (recap__device()->mem_get_info(out, &total) == RECAP_SUCCESS) return true;
+  recap__error_restore(&saved);
+  return false;
+}
+
+recap_status_t recap__graph_instantiate_measured(recap_cuda_graph_exec_t *exec,
+                                                 recap_cuda_graph_t graph, int64_t *bytes) {
+  *bytes = 0;
+  size_t before = 0, after = 0;
+  bool measured = free_bytes(&before);
+  RECAP__CHECK(recap__device()->graph_instantiate(exec, graph));
+  if (measured && free_bytes(&after) && after < before) *bytes = (int64_t)(before - after);
+  return RECAP_SUCCESS;
+}
+
+void recap__graph_account(recap_graph_t g) {
+  bool on = g->holds_pool;
+  int64_t exec = 0, nodes = 0;
+  if (on) {
+    size_t own_nodes;
+    int64_t own_bytes;
+    (void)recap__graph_hooks_own_graphs(g, &own_nodes, &own_bytes);
+    exec = g->exec_bytes + own_bytes;
+    nodes = (int64_t)(g->node_count + own_nodes);
+  }
+  bool same = on && g->accounted.on && g->accounted.device == g->device &&
+              recap__pool_id_equal(g->accounted.pool, g->pool);
+  if (g->accounted.on && !same) {
+    recap__pool_account_graph(g->accounted.device, g->accounted.pool, -1, -g->accounted.exec_bytes,
+                              -g->accounted.nodes);
+    g->accounted.on = false;
+  }
+  if (!on) return;
+  recap__pool_account_graph(g->device, g->pool, same ? 0 : 1,
+                            exec - (same ? g->accounted.exec_bytes : 0),
+                            nodes - (same ? g->accounted.nodes : 0));
+  g->accounted.on = true;
+  g->accounted.device = g->device;
+  g->accounted.pool = g->pool;
+  g->accounted.exec_bytes = exec;
+  g->accounted.nodes = nodes;
+}
 
 recap_status_t recap_graph_memory(recap_graph_t graph, recap_graph_memory_t *info) {
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_memory"));
@@ -43,7 +97,10 @@ recap_status_t recap_graph_memory(recap_graph_t graph, recap_graph_memory_t *inf
                         "recap_graph_memory: the graph's pool is gone while the graph holds it");
   out.capture_peak_bytes = graph->capture_peak;
   out.capture_reserved_bytes = graph->capture_grew;
-  out.exec_bytes = graph->exec_bytes + recap__regions_program_exec_bytes(graph);
+  size_t own_nodes;
+  int64_t own_bytes;
+  (void)recap__graph_hooks_own_graphs(graph, &own_nodes, &own_bytes);
+  out.exec_bytes = graph->exec_bytes + own_bytes;
   out.budget_bytes = graph->options.budget_bytes;
   memcpy(info, &out, size);
   return RECAP_SUCCESS;

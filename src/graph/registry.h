@@ -13,7 +13,6 @@
 
 #include <stdint.h>
 
-#include "recap.h"
 #include "recap/graph.h"
 
 recap_status_t recap__registry_add(uint64_t capture_id, recap_graph_t graph);

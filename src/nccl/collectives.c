@@ -18,6 +18,7 @@
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 #include "nccl/nccl_internal.h"
+#include "regions/region_internal.h"
 
 /* NCCL before 2.30.4 can deadlock replays of graphs that share a communicator (vllm #52504). */
 enum { RECAP__NCCL_FIXED_VERSION = 23004 };

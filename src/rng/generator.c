@@ -379,7 +379,7 @@ static void use_release(void *ctx, recap_graph_t graph) {
 }
 
 /* A body begins at depth: its draws count from the generator's offset within the graph now. */
-static recap_status_t use_body_begin(void *ctx, recap_graph_t graph, unsigned depth) {
+static recap_status_t use_nested_capture_begin(void *ctx, recap_graph_t graph, unsigned depth) {
   (void)graph;
   rng_use_t *use = ctx;
   if (depth == 0 || depth > RECAP_REGION_MAX_DEPTH)
@@ -394,8 +394,8 @@ static recap_status_t use_body_begin(void *ctx, recap_graph_t graph, unsigned de
  * next iteration draws fresh numbers and what follows the region starts after them; the
  * offset within the graph goes back to the region's start (the next branch, or the work after
  * the region, counts from there on the advanced base). */
-static recap_status_t use_body_end(void *ctx, recap_graph_t graph, recap_stream_t stream,
-                                   unsigned depth) {
+static recap_status_t use_nested_capture_end(void *ctx, recap_graph_t graph, recap_stream_t stream,
+                                             unsigned depth) {
   (void)graph;
   rng_use_t *use = ctx;
   recap_generator_t gen = use->generator;
@@ -419,8 +419,8 @@ static const recap__graph_hooks_t rng_hooks = {
     .replay_done = use_replay_done,
     .capture_ended = use_capture_ended,
     .release = use_release,
-    .body_begin = use_body_begin,
-    .body_end = use_body_end,
+    .nested_capture_begin = use_nested_capture_begin,
+    .nested_capture_end = use_nested_capture_end,
 };
 
 /* Attach gen to graph's capture (called with gen->lock held). */

@@ -85,7 +85,7 @@ static void capture_and_check_json(int enabled, const step_t *steps, const label
   run_script(steps, buffer, s);
   OK(recap_graph_capture_end(g));
   /* Disabled, no state was attached to the graph at all. */
-  if (!enabled) assert_int_equal(g->hook_count, 0);
+  if (!enabled) assert_int_equal(g->hooks.count, 0);
   recap_graph_info_t *info = inspect(g);
   assert_int_equal(info->node_count, nodes);
   for (const labelled_t *w = want; w->tag; w++) expect_label(info, w);

@@ -222,7 +222,7 @@ static void state_is_released_with_the_capture(void **state) {
   recap__fake_capture_invalidate(s);
   OK(recap_annotate_pop(s)); /* the capture is invalidated: nothing to do */
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
-  assert_int_equal(g->hook_count, 0);
+  assert_int_equal(g->hooks.count, 0);
 
   OK(recap_graph_capture_begin(g, NULL, s));
   OK(recap_annotate_push("abandoned", s));

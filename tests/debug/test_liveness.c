@@ -340,7 +340,7 @@ static void option_off_attaches_nothing(void **state) {
   OK(recap_graph_capture_begin(g, NULL, s));
   kernel1(s, "reads_x", x);
   OK(recap_graph_capture_end(g));
-  assert_int_equal(g->hook_count, 0); /* replays pay nothing */
+  assert_int_equal(g->hooks.count, 0); /* replays pay nothing */
   recap_liveness_input_t one = RECAP_LIVENESS_INPUT_INIT;
   size_t n = 1;
   EXPECT_STATUS(recap_graph_liveness_inputs(g, &one, 1, &n), RECAP_ERROR_INVALID_USAGE);
@@ -385,7 +385,7 @@ static void lifetime_of_the_checks(void **state) {
   begin_capture(g, s);
   recap__fake_capture_invalidate(s);
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
-  assert_int_equal(g->hook_count, 0);
+  assert_int_equal(g->hooks.count, 0);
   OK(recap_graph_destroy(g));
   done();
 }

@@ -34,7 +34,7 @@ static void fault_in_a_node_set(void **state) {
   recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 0);
   assert_int_equal(patched, 7); /* nothing written on failure */
   for (size_t j = 0; j < 3; j++) assert_ptr_equal(exec_arg(g, j, 0), in);
-  assert_int_equal(g->rebinds, 0);
+  assert_int_equal(rebinds_of(g), 0);
   size_t count = 0;
   recap_rebind_site_t site = RECAP_REBIND_SITE_INIT;
   OK(recap_graph_rebind_sites(g, in, 0, &site, 1, &count));
@@ -216,7 +216,7 @@ static void options(void **state) {
   assert_int_equal(patched2, 2);
   /* Reset forgets the rebinds and the template. */
   OK(recap_graph_reset(g));
-  assert_int_equal(g->rebinds, 0);
+  assert_int_equal(rebinds_of(g), 0);
   assert_int_equal(recap__fake_now().live_graphs, 0);
   OK(recap_graph_destroy(g));
   OK(recap_free(in));

@@ -115,4 +115,17 @@ static inline void expect_message_pointer(const void *p) {
   EXPECT_MESSAGE(text);
 }
 
+/* The rebind counters of g's update statistics: successful rebinds, sites they changed. */
+static inline uint64_t rebinds_of(recap_graph_t g) {
+  recap_update_stats_t st = RECAP_UPDATE_STATS_INIT;
+  OK(recap_graph_update_stats(g, &st));
+  return st.rebinds;
+}
+
+static inline uint64_t sites_patched_of(recap_graph_t g) {
+  recap_update_stats_t st = RECAP_UPDATE_STATS_INIT;
+  OK(recap_graph_update_stats(g, &st));
+  return st.sites_patched;
+}
+
 #endif /* RECAP_TEST_REBIND_UTIL_H */

@@ -65,8 +65,8 @@ static void one_buffer_read_by_k_nodes(void **state) {
   assert_int_equal(patched[0], K);
   assert_int_equal(exec_patches() - before, K); /* one set per node holding a site */
   for (int j = 0; j < K; j++) assert_ptr_equal(exec_arg(g, 2 * (size_t)j, 0), in2);
-  assert_int_equal(g->rebinds, 1);
-  assert_int_equal(g->sites_patched, K);
+  assert_int_equal(rebinds_of(g), 1);
+  assert_int_equal(sites_patched_of(g), K);
 
   /* The oracle: a graph captured on the new buffer. */
   begin(g2, s, RECAP_REBIND_OFF);
@@ -85,8 +85,8 @@ static void one_buffer_read_by_k_nodes(void **state) {
   fill(in, 1.0f);
   replay(g, s);
   assert_true(out[2][3] == 9.0f);
-  assert_int_equal(g->rebinds, 2);
-  assert_int_equal(g->sites_patched, 2 * K);
+  assert_int_equal(rebinds_of(g), 2);
+  assert_int_equal(sites_patched_of(g), 2 * K);
 
   OK(recap_graph_destroy(g));
   OK(recap_graph_destroy(g2));
@@ -229,8 +229,8 @@ static void batch_swaps_ping_pong(void **state) {
   OK(recap_graph_rebind(g, r, 2, patched));
   replay(g, s); /* b = 2a + 1 */
   assert_true(b[0] == 15.0f);
-  assert_int_equal(g->rebinds, 2);
-  assert_int_equal(g->sites_patched, 4);
+  assert_int_equal(rebinds_of(g), 2);
+  assert_int_equal(sites_patched_of(g), 4);
 
   OK(recap_graph_destroy(g));
   OK(recap_free(a));
@@ -573,7 +573,7 @@ static void refusals(void **state) {
   assert_ptr_equal(exec_arg(g, 0, 0), in);
   assert_ptr_equal(exec_arg(g, 1, 1), out);
   assert_int_equal(patched[0], 0);
-  assert_int_equal(g->rebinds, 0);
+  assert_int_equal(rebinds_of(g), 0);
 
   /* The sites listing has the graph's rules, not the rebind's. */
   size_t count = 99;
@@ -810,7 +810,7 @@ static void random_batches_against_a_model(void **state) {
     }
   }
 #undef NEXT
-  assert_int_equal(g->rebinds, BATCHES);
+  assert_int_equal(rebinds_of(g), BATCHES);
   OK(recap_graph_destroy(g));
   for (int i = 0; i < BUFFERS; i++) OK(recap_free(buffer[i]));
   done();

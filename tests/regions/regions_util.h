@@ -17,6 +17,7 @@
 #include "fake/fake.h"
 #include "fake/fake_state.h"
 #include "graph/registry.h"
+#include "regions/region_internal.h"
 #include "graph_util.h"
 #include "harness.h"
 #include "recap.h"

@@ -16,6 +16,7 @@
 #include "fake_util.h"
 #include "graph/graph_internal.h"
 #include "recap.h"
+#include "regions/region_internal.h"
 #include "rng_records.h"
 
 /* args: [0] a recap_cond_t (test-owned), [1] the value. */

@@ -7,6 +7,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include "update/update_internal.h"
 #include "update_steps.h"
 
 /* ------------------------------------------------------------------------------------------
@@ -200,7 +201,7 @@ static void equal_speed_keeps_updating_and_stops_measuring(void **state) {
   uint64_t records = recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD];
   replays(g, s, 5);
   assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records);
-  assert_false(recap__update_measuring(&g->update));
+  assert_false(recap__update_measuring(recap__update_of(g)));
   OK(recap_graph_destroy(g));
   expect_quiet();
 }
@@ -295,7 +296,7 @@ static void one_replay_per_recapture_at_equal_speed_keeps_updating(void **state)
   assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_POLICY_MEASURE], 3);
   assert_int_equal(st.instantiations, 3);
   assert_int_equal(st.updates, 5);
-  assert_false(recap__update_measuring(&g->update));
+  assert_false(recap__update_measuring(recap__update_of(g)));
   for (int i = 0; i < 20; i++) recapture_kernels(g, s, 10);
   st = stats_of(g);
   assert_int_equal(st.instantiations, 3);
@@ -372,7 +373,7 @@ static void a_replay_into_another_capture_is_not_timed(void **state) {
   OK(recap_graph_create(&outer, 0));
   measure_updates(g, 0.05, 2);
   capture_kernels(g, s, 3);
-  assert_true(recap__update_measuring(&g->update));
+  assert_true(recap__update_measuring(recap__update_of(g)));
   uint64_t records = recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD];
   OK(recap_graph_capture_begin(outer, NULL, outer_stream));
   OK(recap_graph_replay(g, outer_stream)); /* a child graph node of `outer` */
@@ -400,13 +401,13 @@ static void timing_failures_never_fail_a_replay(void **state) {
   uint64_t launches = recap__fake_now().graph_launches;
   replays(g, s, 3);
   assert_int_equal(recap__fake_now().graph_launches, launches + 3);
-  assert_false(recap__update_measuring(&g->update)); /* the round was given up */
+  assert_false(recap__update_measuring(recap__update_of(g))); /* the round was given up */
   assert_non_null(strstr(logged, "update policy: creating a timing event failed"));
   assert_non_null(strstr(logged, "fault injected"));
   /* The next fresh instantiation measures again. */
   recap__fake_refuse_next_update(RECAP_UPDATE_REASON_REFUSED_OTHER, SIZE_MAX);
   recapture_kernels(g, s, 2);
-  assert_true(recap__update_measuring(&g->update));
+  assert_true(recap__update_measuring(recap__update_of(g)));
   recap__fake_fail_nth(RECAP__FAKE_FAULT_EVENT_RECORD, 2); /* the event after the launch */
   replays(g, s, 2);
   assert_int_equal(recap__fake_now().graph_launches, launches + 5);
@@ -453,7 +454,7 @@ static void a_timed_first_launch_uploads_the_executable_first(void **state) {
   recap_update_stats_t st = stats_of(g);
   assert_true(fabs(st.fresh_replay_ms - 0.010) < 1e-6);
   assert_true(fabs(st.updated_replay_ms - 0.010) < 1e-6);
-  assert_false(recap__update_measuring(&g->update));
+  assert_false(recap__update_measuring(recap__update_of(g)));
 
   /* Replays that are not timed never upload, first ones included. */
   recapture_kernels(g, s, 10);
@@ -494,7 +495,7 @@ static void an_upload_failure_gives_up_measuring_not_the_replay(void **state) {
   assert_int_equal(recap__fake_now().graph_uploads, 0);
   /* The upload comes before the `before` event: no event was recorded. */
   assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records);
-  assert_false(recap__update_measuring(&g->update)); /* the round was given up */
+  assert_false(recap__update_measuring(recap__update_of(g))); /* the round was given up */
   assert_non_null(
       strstr(logged, "update policy: uploading the executable before a timed replay failed"));
   assert_non_null(strstr(logged, "cudaGraphUpload"));
@@ -508,7 +509,7 @@ static void an_upload_failure_gives_up_measuring_not_the_replay(void **state) {
   /* The next fresh instantiation measures again, and its first timed launch uploads. */
   recap__fake_refuse_next_update(RECAP_UPDATE_REASON_REFUSED_OTHER, SIZE_MAX);
   recapture_kernels(g, s, 2);
-  assert_true(recap__update_measuring(&g->update));
+  assert_true(recap__update_measuring(recap__update_of(g)));
   OK(recap_graph_replay(g, s));
   assert_int_equal(recap__fake_now().graph_uploads, 1);
   assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records + 2);

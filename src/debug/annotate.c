@@ -165,9 +165,9 @@ static void hook_release(void *ctx, recap_graph_t graph) {
 
 /* The capture succeeded: take in the nodes captured since the last push or pop, close the
  * scopes left open. */
-static recap_status_t hook_captured(void *ctx, recap_graph_t graph,
-                                    recap_cuda_graph_t template_graph) {
+static recap_status_t hook_captured(void *ctx, recap_graph_t graph, recap__captured_t *captured) {
   (void)graph;
+  recap_cuda_graph_t template_graph = captured->template_graph;
   annotations_t *a = ctx;
   recap__graph_node_t *nodes = NULL;
   size_t n = 0;

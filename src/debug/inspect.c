@@ -14,18 +14,8 @@
 #include "core/host.h"
 #include "core/json.h"
 #include "graph/graph_internal.h"
-#include "graph/region_internal.h"
 
-const char *recap_node_type_name(recap_node_type_t type) {
-  switch (type) {
-#define RECAP_X_NODE_NAME(name, text) \
-  case RECAP_NODE_##name: return text;
-    RECAP_NODE_TYPE_MAP(RECAP_X_NODE_NAME)
-#undef RECAP_X_NODE_NAME
-    case RECAP_NODE_TYPE_COUNT: break;
-  }
-  return "unknown";
-}
+const char *recap_node_type_name(recap_node_type_t type) { return recap__node_type_name(type); }
 
 recap_status_t recap_graph_inspect(recap_graph_t graph, recap_graph_info_t **info) {
   RECAP__ARG(info != NULL, "recap_graph_inspect: info is NULL");
@@ -38,16 +28,14 @@ recap_status_t recap_graph_inspect(recap_graph_t graph, recap_graph_info_t **inf
                         "recap_graph_inspect: needs the kept template: create the graph with "
                         "RECAP_GRAPH_KEEP and inspect it after capture_end");
   /* The template holds what the layers changed in the executable only (rebinds) once synced. */
-  RECAP__CHECK(recap__graph_sync_template(graph));
+  RECAP__CHECK(recap__graph_hooks_template_read(graph));
   recap_graph_info_t *result = recap__host_calloc(1, sizeof *result);
   if (!result)
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graph_inspect: out of host memory");
   result->size = sizeof *result;
   recap_status_t s = recap__device()->graph_inspect(graph->template_graph, result);
   /* The layers attached to the graph add what they know of its nodes (annotations: labels). */
-  for (size_t i = 0; i < graph->hook_count && s == RECAP_SUCCESS; i++)
-    if (graph->hooks[i].hooks->inspect)
-      s = graph->hooks[i].hooks->inspect(graph->hooks[i].ctx, graph, result);
+  if (s == RECAP_SUCCESS) s = recap__graph_hooks_inspect(graph, result);
   if (s != RECAP_SUCCESS) {
     recap_graph_info_free(result);
     return s;

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * region_state.c — the lifetime of a graph's region state (region_internal.h) and the replay of
- * a host-loop program. It knows the device seam, the allocator's free and the struct, nothing
- * of graph.c, so graph.c (replay, abandon), inspect.c and update.c call it without a circle.
+ * region_state.c — the lifetime of a graph's region state (region_internal.h) and the hooks
+ * through which the graph sees its regions: the replay of a host-loop program (the replay's
+ * launch), the graphs of that program in the graph's counts, and a capture paused or abandoned
+ * between the graphs regions capture into.
  *
  * The state hangs on the graph's hooks: it is made with the capture's first condition or
  * region, and the graph's release of what it captured (reset, destroy, a failed capture, the
@@ -15,7 +16,7 @@
 
 #include "core/error.h"
 #include "core/host.h"
-#include "graph/region_internal.h"
+#include "regions/region_internal.h"
 #include "recap/alloc.h"
 
 /* ------------------------------------------------------------------------------------------
@@ -121,10 +122,12 @@ static recap_status_t block_run(recap__regions_t *r, const recap__region_block_t
   return RECAP_SUCCESS;
 }
 
-recap_status_t recap__regions_replay(recap_graph_t graph, recap_stream_t stream) {
-  recap__regions_t *r = graph->regions;
-  if (!r || r->on_device || !r->host_loop) return RECAP_SUCCESS;
-  return block_run(r, &r->top, stream);
+/* The replay's launch on the host path (the launch event): the host loop's program, then the
+ * executable, which holds the work after the last region. */
+static recap_status_t launch(void *ctx, recap_graph_t graph, recap_stream_t stream) {
+  recap__regions_t *r = ctx;
+  if (r->host_loop) RECAP__CHECK(block_run(r, &r->top, stream));
+  return recap__graph_launch_exec(graph, stream);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -132,9 +135,10 @@ recap_status_t recap__regions_replay(recap_graph_t graph, recap_stream_t stream)
  * ---------------------------------------------------------------------------------------- */
 
 static void release(void *ctx, recap_graph_t graph) {
+  (void)graph;
   recap__regions_t *r = ctx;
   /* A capture that ended without handing its graph out, nor through
-   * recap__regions_abandoned_graph: the top-level graph is still the region layer's. */
+   * the capture_abandoned event: the top-level graph is still the region layer's. */
   if (r->top_graph) recap__device()->graph_destroy(r->top_graph);
   for (unsigned d = 0; d < r->depth; d++) recap__host_free(r->frames[d].bodies);
   block_free(&r->top);
@@ -143,7 +147,6 @@ static void release(void *ctx, recap_graph_t graph) {
   for (size_t i = 0; i < r->cond_count; i++)
     if (r->conds[i].cond.flag) (void)recap_free(r->conds[i].cond.flag);
   recap__host_free(r->conds);
-  if (graph->regions == r) graph->regions = NULL;
   recap__host_free(r);
 }
 
@@ -162,9 +165,9 @@ recap_status_t recap__regions_hold_unused(recap__regions_t *r, uint64_t context,
   return RECAP_SUCCESS;
 }
 
-static recap_status_t captured(void *ctx, recap_graph_t graph, recap_cuda_graph_t template_graph) {
+static recap_status_t captured(void *ctx, recap_graph_t graph, recap__captured_t *what) {
   (void)graph;
-  (void)template_graph;
+  (void)what;
   recap__regions_t *r = ctx;
   if (r->on_device) return RECAP_SUCCESS;
   return block_instantiate(&r->top, &r->exec_bytes);
@@ -177,23 +180,17 @@ static void capture_ended(void *ctx, recap_graph_t graph, bool succeeded) {
   if (succeeded) r->top_graph = NULL;
 }
 
-const recap__graph_hooks_t recap__region_hooks = {.release = release,
-                                                  .captured = captured,
-                                                  .capture_ended = capture_ended};
-
-/* ------------------------------------------------------------------------------------------
- * What the graph layer asks
- * ---------------------------------------------------------------------------------------- */
-
-unsigned recap__graph_region_depth(recap_graph_t graph) {
-  return graph && graph->regions ? graph->regions->depth : 0;
+/* The capture's stream is paused between two graphs the regions capture into. */
+static bool capture_paused(void *ctx, recap_graph_t graph) {
+  (void)graph;
+  return ((recap__regions_t *)ctx)->paused;
 }
 
-bool recap__regions_paused(recap_graph_t graph) { return graph->regions && graph->regions->paused; }
-
-recap_cuda_graph_t recap__regions_abandoned_graph(recap_graph_t graph, recap_cuda_graph_t ended) {
-  recap__regions_t *r = graph->regions;
-  if (!r || !r->top_graph) return ended;
+static recap_cuda_graph_t capture_abandoned(void *ctx, recap_graph_t graph,
+                                            recap_cuda_graph_t ended) {
+  (void)graph;
+  recap__regions_t *r = ctx;
+  if (!r->top_graph) return ended;
   /* Device path: inside a body, what the capture ended is a body, owned by its conditional
    * node inside the top-level graph; at the top level, the top-level graph itself; and a
    * failed end handed nothing back. The graph to destroy is the top-level one in each case. */
@@ -216,14 +213,42 @@ static size_t block_nodes(const recap__region_block_t *block) {
   return total;
 }
 
-size_t recap__regions_program_nodes(recap_graph_t graph) {
-  return recap__regions_host_loop(graph) ? block_nodes(&graph->regions->top) : 0;
+/* Host path: once a region was captured, the replay runs the host loop's program before the
+ * executable, and the graph counts its graphs' nodes and executables' bytes. */
+static bool own_graphs(void *ctx, recap_graph_t graph, size_t *nodes, int64_t *exec_bytes) {
+  (void)graph;
+  recap__regions_t *r = ctx;
+  if (!r->host_loop) return false;
+  *nodes += block_nodes(&r->top);
+  *exec_bytes += r->exec_bytes;
+  return true;
 }
 
-int64_t recap__regions_program_exec_bytes(recap_graph_t graph) {
-  return recap__regions_host_loop(graph) ? graph->regions->exec_bytes : 0;
+/* The device path's hooks, and the host path's, which supply the replay's launch: a graph whose
+ * regions run on the device replays as any other. */
+static const recap__graph_hooks_t device_hooks = {.release = release,
+                                                  .captured = captured,
+                                                  .capture_ended = capture_ended,
+                                                  .capture_paused = capture_paused,
+                                                  .capture_abandoned = capture_abandoned};
+static const recap__graph_hooks_t host_hooks = {.release = release,
+                                                .captured = captured,
+                                                .capture_ended = capture_ended,
+                                                .capture_paused = capture_paused,
+                                                .capture_abandoned = capture_abandoned,
+                                                .launch = launch,
+                                                .own_graphs = own_graphs};
+
+recap_status_t recap__regions_attach(recap_graph_t graph, recap__regions_t *r) {
+  return recap__graph_add_hook(graph, r->on_device ? &device_hooks : &host_hooks, r);
 }
 
-bool recap__regions_host_loop(recap_graph_t graph) {
-  return graph->regions && !graph->regions->on_device && graph->regions->host_loop;
+recap__regions_t *recap__regions_attached(recap_graph_t graph) {
+  recap__regions_t *r = recap__graph_hook_ctx(graph, &device_hooks);
+  return r ? r : recap__graph_hook_ctx(graph, &host_hooks);
+}
+
+unsigned recap__graph_region_depth(recap_graph_t graph) {
+  recap__regions_t *r = graph ? recap__regions_attached(graph) : NULL;
+  return r ? r->depth : 0;
 }

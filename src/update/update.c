@@ -2,12 +2,15 @@
 /*
  * update.c — recapturing a graph in place (recap/update.h): the held capture is set aside while
  * the new one runs, and the new template then updates the executable (cudaGraphExecUpdate) or
- * replaces it with a fresh instantiation, per the graph's policy (update_policy.c).
+ * replaces it with a fresh instantiation, per the graph's policy (update_policy.c). The policy's
+ * state and what a recapture sets aside are this module's, attached to the graph for its life
+ * through the graph's hooks (hooks.h: graph_reset, recapture_abandoned, instantiated, and the
+ * executable's launch while the policy measures).
  *
  * The rule that shapes this file: a recapture that fails leaves the graph exactly as it was. So
  * nothing of the old capture is touched until the new one has fully succeeded: the old hooks
- * (random numbers, input liveness, annotations, rebinding) wait in graph->old while the new
- * capture attaches its own; the old executable stays in graph->exec while the new template is
+ * (random numbers, input liveness, annotations, rebinding) wait in the module's `old` while the
+ * new capture attaches its own; the old executable stays in graph->exec while the new template is
  * applied to it (an update that the driver refuses leaves it unchanged) or a new executable is
  * instantiated beside it; the old allocation log stays while the new one records. Only then,
  * with nothing left that can fail, does the old go: hooks released, template destroyed, the
@@ -20,42 +23,133 @@
 
 #include "core/args.h"
 #include "core/error.h"
+#include "core/host.h"
 #include "graph/graph_internal.h"
-#include "graph/region_internal.h"
+#include "update/update_internal.h"
+
+/* ------------------------------------------------------------------------------------------
+ * The update state, attached to the graph for its life
+ * ---------------------------------------------------------------------------------------- */
+
+/* The module attached to a graph: its policy state, and while a recapture runs, what the
+ * capture it replaces keeps until the new one succeeds. */
+typedef struct update_module {
+  recap__update_t policy; /* first: recap__update_of hands out its address */
+  struct {
+    bool active;
+    recap__graph_hook_set_t hooks;
+    size_t node_count;
+    recap_capture_options_t options;
+    bool keep_template;
+    bool regions_on_device;
+  } old;
+} update_module_t;
+
+/* The graph dropped what it captured: a recapture under way gives back what it set aside (its
+ * second pool reference is graph.c's), and the policy forgets the measurements. */
+static void hook_graph_reset(void *ctx, recap_graph_t graph) {
+  update_module_t *m = ctx;
+  if (m->old.active) {
+    recap__graph_hook_set_release(graph, &m->old.hooks);
+    m->old.active = false;
+  }
+  recap__update_forget(&m->policy);
+}
+
+static void hook_instantiated(void *ctx, recap_graph_t graph) {
+  (void)graph;
+  recap__update_fresh(&((update_module_t *)ctx)->policy);
+}
+
+/* While the policy measures, its launches time the replays; otherwise a plain one. */
+static recap_status_t hook_launch_exec(void *ctx, recap_graph_t graph, recap_stream_t stream) {
+  recap__update_t *u = &((update_module_t *)ctx)->policy;
+  if (recap__update_measuring(u)) return recap__update_launch(u, graph->exec, stream);
+  return recap__device()->graph_launch(graph->exec, stream);
+}
+
+static void hook_release(void *ctx, recap_graph_t graph) {
+  update_module_t *m = ctx;
+  if (m->old.active) recap__graph_hook_set_release(graph, &m->old.hooks);
+  recap__update_free(&m->policy);
+  recap__host_free(m);
+}
+
+/* The recapture under way failed before its end: its CUDA capture is ended and thrown away,
+ * the old capture is back (the last error stays the caller's). */
+static void hook_recapture_abandoned(void *ctx, recap_graph_t g);
+
+/* A policy that measures (max_slowdown > 0) launches the replays; any other leaves them plain,
+ * so that they pay nothing for the update policy. */
+static const recap__graph_hooks_t plain_hooks = {.graph_reset = hook_graph_reset,
+                                                 .recapture_abandoned = hook_recapture_abandoned,
+                                                 .instantiated = hook_instantiated,
+                                                 .release = hook_release};
+static const recap__graph_hooks_t measuring_hooks = {.graph_reset = hook_graph_reset,
+                                                     .recapture_abandoned =
+                                                         hook_recapture_abandoned,
+                                                     .instantiated = hook_instantiated,
+                                                     .launch_exec = hook_launch_exec,
+                                                     .release = hook_release};
+
+static update_module_t *module_of(recap_graph_t graph) {
+  update_module_t *m = recap__graph_attached_ctx(graph, &plain_hooks);
+  return m ? m : recap__graph_attached_ctx(graph, &measuring_hooks);
+}
+
+recap__update_t *recap__update_of(recap_graph_t graph) {
+  update_module_t *m = module_of(graph);
+  return m ? &m->policy : NULL;
+}
+
+recap_status_t recap__update_attach(recap_graph_t graph) {
+  if (module_of(graph)) return RECAP_SUCCESS;
+  update_module_t *m = recap__host_calloc(1, sizeof *m);
+  if (!m) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "update policy: out of host memory");
+  recap__update_init(&m->policy);
+  recap_status_t s = recap__graph_attach(graph, &plain_hooks, m);
+  if (s != RECAP_SUCCESS) {
+    recap__update_free(&m->policy);
+    recap__host_free(m);
+  }
+  return s;
+}
+
+void recap__update_count_rebind_of(recap_graph_t graph, uint64_t sites) {
+  recap__update_t *u = recap__update_of(graph);
+  if (u) recap__update_count_rebind(u, sites);
+}
 
 /* ------------------------------------------------------------------------------------------
  * Set aside, put back
  * ---------------------------------------------------------------------------------------- */
 
 void recap__recapture_set_aside(recap_graph_t g) {
-  g->old.active = true;
-  g->old.hooks = g->hooks;
-  g->old.hook_count = g->hook_count;
-  g->old.hook_capacity = g->hook_capacity;
-  g->old.node_count = g->node_count;
-  g->old.options = g->options;
-  g->old.keep_template = g->keep_template;
-  g->old.regions_on_device = g->regions_on_device;
-  g->hooks = NULL;
-  g->hook_count = g->hook_capacity = 0;
-  g->keep_template = false; /* the recapture's layers say again whether they need it */
-  g->regions = NULL;        /* the held capture's regions stay with its hooks */
+  /* The capture's beginning attached the module (capture.c). */
+  update_module_t *m = module_of(g);
+  g->recapturing = true;
+  m->old.active = true;
+  m->old.hooks = g->hooks;
+  m->old.node_count = g->node_count;
+  m->old.options = g->options;
+  m->old.keep_template = g->keep_template;
+  m->old.regions_on_device = g->regions_on_device;
+  g->hooks = (recap__graph_hook_set_t){0};
+  g->keep_template = false; /* the recapture's modules say again whether they need it */
 }
 
 void recap__recapture_put_back(recap_graph_t g) {
+  update_module_t *m = module_of(g);
   recap__graph_hooks_release(g); /* what the recapture attached */
-  g->hooks = g->old.hooks;
-  g->hook_count = g->old.hook_count;
-  g->hook_capacity = g->old.hook_capacity;
-  g->node_count = g->old.node_count;
-  g->options = g->old.options;
-  g->keep_template = g->old.keep_template;
-  g->old.hooks = NULL;
-  g->old.hook_count = g->old.hook_capacity = 0;
-  g->old.active = false;
+  g->hooks = m->old.hooks;
+  g->node_count = m->old.node_count;
+  g->options = m->old.options;
+  g->keep_template = m->old.keep_template;
+  m->old.hooks = (recap__graph_hook_set_t){0};
+  m->old.active = false;
+  g->recapturing = false;
   /* The held capture's regions come back with its hooks, and the path it took. */
-  g->regions = recap__graph_hook_ctx(g, &recap__region_hooks);
-  g->regions_on_device = g->old.regions_on_device;
+  g->regions_on_device = m->old.regions_on_device;
   recap__alloc_log_free(&g->alloc_log_next);
   g->state = RECAP__GRAPH_CAPTURED;
 }
@@ -75,14 +169,15 @@ static recap_status_t give_back(recap_graph_t g, recap_status_t status,
   return status;
 }
 
-void recap__recapture_abandon(recap_graph_t g) {
+static void hook_recapture_abandoned(void *ctx, recap_graph_t g) {
+  (void)ctx;
   recap__saved_error_t cause;
   recap__error_save(&cause);
   recap_cuda_graph_t abandoned = NULL;
   if (recap__device()->stream_end_capture(g->capture_stream, &abandoned) != RECAP_SUCCESS)
     abandoned = NULL;
-  /* Inside a region's body: the graph to destroy is the top-level one (region_state.c). */
-  abandoned = recap__regions_abandoned_graph(g, abandoned);
+  /* Inside a region's body: the graph to destroy is the top-level one (capture_abandoned). */
+  abandoned = recap__graph_hooks_capture_abandoned(g, abandoned);
   recap__graph_close_capture(g);
   recap__graph_hooks_capture_ended(g, false);
   recap__error_restore(&cause);
@@ -149,7 +244,10 @@ static void commit_recapture(recap_graph_t g, recap_cuda_graph_t template_graph,
     g->exec = exec;
     g->exec_bytes = exec_bytes;
   }
-  recap__graph_hooks_release_old(g); /* before the old template, which they may refer to */
+  update_module_t *m = module_of(g);
+  /* Before the old template, which they may refer to. */
+  recap__graph_hook_set_release(g, &m->old.hooks);
+  m->old.active = false;
   /* Whenever the graph keeps templates (KEEP, or a layer that needs them), an executable
    * updated in place keeps its origin: a later recapture or rebind may need it even if this
    * capture does not. A graph that drops its templates drops the origin too, and a later
@@ -174,7 +272,7 @@ static void commit_recapture(recap_graph_t g, recap_cuda_graph_t template_graph,
   g->capture_grew = result->grew;
   recap__graph_keep_alloc_log(g);
   recap__pool_release(g->device, g->pool);
-  g->old.active = false;
+  g->recapturing = false;
   g->state = RECAP__GRAPH_CAPTURED;
   recap__graph_account(g);
 }
@@ -198,7 +296,7 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
   recap__graph_hooks_capture_ended(g, s == RECAP_SUCCESS);
   recap__error_restore(&cause);
   /* A capture that regions resumed into its own graph leaves that graph behind. */
-  if (s != RECAP_SUCCESS) return give_back(g, s, recap__regions_abandoned_graph(g, NULL));
+  if (s != RECAP_SUCCESS) return give_back(g, s, recap__graph_hooks_capture_abandoned(g, NULL));
   /* A budget that refused an allocation fails the recapture: the graph keeps what it held. */
   if (result.refusals)
     return give_back(g, recap__graph_budget_error(&result, true), template_graph);
@@ -208,19 +306,21 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
    * succeeded. An executable updated in place is patched through the nodes of the graph it was
    * instantiated from (its origin): the layers that patch (rebinding) plan against it, so it
    * must still exist when they need it. */
-  recap__update_poll(&g->update);
-  recap_update_reason_t decided = recap__update_decide(&g->update, g->exec != NULL);
+  /* The capture's beginning attached the update state (capture.c). */
+  recap__update_t *u = recap__update_of(g);
+  recap__update_poll(u);
+  recap_update_reason_t decided = recap__update_decide(u, g->exec != NULL);
   recap_cuda_graph_t origin = g->exec_origin ? g->exec_origin : g->template_graph;
   if (decided == RECAP_UPDATE_REASON_NONE && g->keep_template && !origin)
     decided = RECAP_UPDATE_REASON_NO_ORIGIN;
-  g->capture_origin = decided == RECAP_UPDATE_REASON_NONE && g->keep_template ? origin : NULL;
-  g->capture_origin_unfit = false;
-  s = recap__graph_hooks_captured(g, template_graph);
+  recap__captured_t captured = {.template_graph = template_graph,
+                                .origin = decided == RECAP_UPDATE_REASON_NONE && g->keep_template
+                                              ? origin
+                                              : NULL};
+  s = recap__graph_hooks_captured(g, &captured);
   /* A layer found that the new template's nodes do not pair with the origin's: a topology
    * change, which the driver refuses below, and then the template is instantiated afresh. */
-  bool planned_on_template = g->capture_origin_unfit;
-  g->capture_origin = NULL;
-  g->capture_origin_unfit = false;
+  bool planned_on_template = captured.origin_unfit;
   if (s != RECAP_SUCCESS) return give_back(g, s, template_graph);
 
   recap_update_reason_t outcome;
@@ -232,7 +332,7 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
   if (s != RECAP_SUCCESS) return give_back(g, s, template_graph);
   bool updated_in_place = g->exec && !exec && outcome == RECAP_UPDATE_REASON_NONE;
   commit_recapture(g, template_graph, exec, exec_bytes, updated_in_place, nodes, &result);
-  recap__update_record(&g->update, decided, outcome, node, exec != NULL, reused, fresh);
+  recap__update_record(u, decided, outcome, node, exec != NULL, reused, fresh);
   return RECAP_SUCCESS;
 }
 
@@ -250,7 +350,10 @@ recap_status_t recap_graph_update_policy_set(recap_graph_t graph,
              "recap_graph_update_policy_set: policy->max_slowdown is %g; give a fraction >= 0 "
              "(0.05 for 5%%), or 0 to measure nothing",
              p.max_slowdown);
-  recap__update_set_policy(&graph->update, &p);
+  RECAP__CHECK(recap__update_attach(graph));
+  recap__update_t *u = recap__update_of(graph);
+  recap__update_set_policy(u, &p);
+  recap__graph_reattach(graph, u, p.max_slowdown > 0 ? &measuring_hooks : &plain_hooks);
   return RECAP_SUCCESS;
 }
 
@@ -267,11 +370,12 @@ recap_status_t recap_graph_update_stats(recap_graph_t graph, recap_update_stats_
                                         "recap_graph_update_stats", "stats->size",
                                         "RECAP_UPDATE_STATS_INIT"));
   size_t size = stats->size;
-  recap_update_stats_t out;
-  recap__update_stats_get(&graph->update, &out);
+  /* A graph that never began a capture nor had a policy set has no update state: no counts. */
+  recap_update_stats_t out = RECAP_UPDATE_STATS_INIT;
+  out.last_node = SIZE_MAX;
+  recap__update_t *u = recap__update_of(graph);
+  if (u) recap__update_stats_get(u, &out);
   out.size = size;
-  out.rebinds = graph->rebinds;
-  out.sites_patched = graph->sites_patched;
   memcpy(stats, &out, size);
   return RECAP_SUCCESS;
 }

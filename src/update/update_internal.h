@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * update_internal.h — a graph's update policy, its counters and its replay-time measurements
- * (update_policy.c), for graph.c (replays, instantiations, resets) and update.c (recaptures).
+ * (update_policy.c), which update.c attaches to the graph for its life (through the graph's
+ * hooks: resets, instantiations, and the replays' launch while the policy measures) and uses
+ * at recaptures.
  *
- * update_policy.c knows nothing of the graph object: it works on the recap__update_t the graph
- * embeds, so that graph.c can call it without a circle between the two files.
+ * update_policy.c knows nothing of the graph object: it works on a recap__update_t alone.
  */
 #ifndef RECAP_UPDATE_INTERNAL_H
 #define RECAP_UPDATE_INTERNAL_H
@@ -15,6 +16,7 @@
 #include <stdint.h>
 
 #include "device/device.h"
+#include "recap/graph.h"
 #include "recap/update.h"
 
 /* Which kind of executable the graph holds, for the measurements: one freshly instantiated
@@ -101,6 +103,9 @@ static inline bool recap__update_measuring(recap__update_t *u) {
 /* *stats = the counters, read at once. */
 void recap__update_stats_get(recap__update_t *u, recap_update_stats_t *stats);
 
+/* A rebind (recap_graph_rebind) succeeded, patching `sites` sites: the stats count it. */
+void recap__update_count_rebind(recap__update_t *u, uint64_t sites);
+
 /* Launch exec on stream while recap__update_measuring(u): reads the times of earlier timed
  * launches the GPU finished, and times this launch when its kind still needs samples, never
  * waiting. The first launch of an executable since it was instantiated or updated, when timed,
@@ -113,5 +118,21 @@ recap_status_t recap__update_launch(recap__update_t *u, recap_cuda_graph_exec_t 
 /* Read the times of the timed launches the GPU finished, and compare once both kinds have
  * their samples (a recapture calls this before it decides). */
 void recap__update_poll(recap__update_t *u);
+
+/* update.c: the update state attached to graph for its life (NULL before its first capture or
+ * policy); its attachment on first need (capture.c, before a capture begins;
+ * recap_graph_set_update_policy), RECAP_ERROR_OUT_OF_MEMORY without host memory, nothing
+ * attached then; and a rebind of graph's counted (recap__update_count_rebind). */
+recap__update_t *recap__update_of(recap_graph_t graph);
+recap_status_t recap__update_attach(recap_graph_t graph);
+void recap__update_count_rebind_of(recap_graph_t graph, uint64_t sites);
+
+/* Recaptures (update.c), for capture.c: set the held capture aside before its recapture
+ * begins; put it back when the recapture's start failed (recap__graph_capture_start undid
+ * itself); and end a recapture (recap_graph_capture_end). A recapture that began and fails
+ * before its end is abandoned through the graph (recap__graph_abandon_capture). */
+void recap__recapture_set_aside(recap_graph_t graph);
+void recap__recapture_put_back(recap_graph_t graph);
+recap_status_t recap__recapture_end(recap_graph_t graph);
 
 #endif /* RECAP_UPDATE_INTERNAL_H */

@@ -11,8 +11,9 @@
  * call checks them all under one allocator lock: an exact-address hash lookup per block. Only
  * when one is dead does the slow path run: a second pass to say which, the names, the sites.
  *
- * After a rebind (rebind.c, through the hooks `rebound` and `rebound_done`) the blocks are found
- * again from the sites as the rebind leaves them: replays then watch the new buffers.
+ * After a rebind (src/rebind/, through the graph's events `exec_patching` and `exec_patched`)
+ * the blocks are found again from the sites as the rebind leaves them: replays then watch the
+ * new buffers.
  *
  * A graph captured without the option gets no hook, so its replays pay nothing.
  */
@@ -29,6 +30,7 @@
 #include "core/error.h"
 #include "core/host.h"
 #include "core/text.h"
+#include "debug/liveness_internal.h"
 #include "graph/graph_internal.h"
 #include "recap/liveness.h"
 
@@ -36,7 +38,7 @@ typedef struct liveness {
   recap__block_watch_t *watch;    /* what replays check, sorted by address */
   recap_liveness_input_t *inputs; /* the same blocks, described; kernel names owned */
   size_t count;
-  struct liveness *next; /* the list a rebind under way would leave (hook_rebound) */
+  struct liveness *next; /* the list a rebind under way would leave (hook_exec_patching) */
 } liveness_t;
 
 /* ------------------------------------------------------------------------------------------
@@ -67,12 +69,12 @@ static int compare_candidates(const void *x, const void *y) {
 
 static const char *type_of_read(recap__read_kind_t kind) {
   switch (kind) {
-    case RECAP__READ_KERNEL_ARG: return recap_node_type_name(RECAP_NODE_KERNEL);
+    case RECAP__READ_KERNEL_ARG: return recap__node_type_name(RECAP_NODE_KERNEL);
     case RECAP__READ_COPY_SRC:
-    case RECAP__READ_COPY_DST: return recap_node_type_name(RECAP_NODE_MEMCPY);
-    case RECAP__READ_MEMSET_DST: return recap_node_type_name(RECAP_NODE_MEMSET);
+    case RECAP__READ_COPY_DST: return recap__node_type_name(RECAP_NODE_MEMCPY);
+    case RECAP__READ_MEMSET_DST: return recap__node_type_name(RECAP_NODE_MEMSET);
   }
-  return recap_node_type_name(RECAP_NODE_OTHER);
+  return recap__node_type_name(RECAP_NODE_OTHER);
 }
 
 static void liveness_clear(liveness_t *l) {
@@ -96,7 +98,7 @@ static void name_inputs(liveness_t *l, recap_cuda_graph_t template_graph) {
     for (size_t i = 0; i < l->count; i++) {
       recap_liveness_input_t *in = &l->inputs[i];
       if (in->node >= info.node_count) continue;
-      in->node_type = recap_node_type_name(info.nodes[in->node].type);
+      in->node_type = recap__node_type_name(info.nodes[in->node].type);
       const char *name = info.nodes[in->node].kernel_name;
       if (name) in->kernel_name = recap__copy_string(name);
     }
@@ -308,11 +310,10 @@ static recap_status_t hook_before_replay(void *ctx, recap_graph_t graph, recap_s
   return check(ctx, "recap_graph_replay");
 }
 
-static recap_status_t hook_captured(void *ctx, recap_graph_t graph,
-                                    recap_cuda_graph_t template_graph) {
+static recap_status_t hook_captured(void *ctx, recap_graph_t graph, recap__captured_t *captured) {
   liveness_t *l = ctx;
   liveness_clear(l);
-  return scan(l, graph, template_graph);
+  return scan(l, graph, captured->template_graph);
 }
 
 static void drop_next(liveness_t *l) {
@@ -323,7 +324,7 @@ static void drop_next(liveness_t *l) {
 }
 
 /* Whether [base, base + size) meets one of the ranges. */
-static bool meets(const void *base, size_t size, const recap__rebound_range_t *to, size_t moves) {
+static bool meets(const void *base, size_t size, const recap__patch_range_t *to, size_t moves) {
   uintptr_t b = (uintptr_t)base, e = b + size;
   for (size_t j = 0; j < moves; j++) {
     uintptr_t tb = (uintptr_t)to[j].base, te = tb + to[j].size;
@@ -337,9 +338,10 @@ static bool meets(const void *base, size_t size, const recap__rebound_range_t *t
  * that no site points into. A block watched already, that the rebind does not move sites into,
  * keeps the generation it had (freed and handed out again since the capture, it stays dead); a
  * block the rebind moves sites into is watched from now on, as it is now. Staged in l->next
- * until rebound_done. */
-static recap_status_t hook_rebound(void *ctx, recap_graph_t graph, const recap__graph_read_t *sites,
-                                   size_t count, const recap__rebound_range_t *to, size_t moves) {
+ * until exec_patched. */
+static recap_status_t hook_exec_patching(void *ctx, recap_graph_t graph,
+                                         const recap__graph_read_t *sites, size_t count,
+                                         const recap__patch_range_t *to, size_t moves) {
   liveness_t *l = ctx;
   drop_next(l);
   liveness_t *next = recap__host_calloc(1, sizeof *next);
@@ -362,7 +364,7 @@ static recap_status_t hook_rebound(void *ctx, recap_graph_t graph, const recap__
   return RECAP_SUCCESS;
 }
 
-static void hook_rebound_done(void *ctx, recap_graph_t graph, bool applied) {
+static void hook_exec_patched(void *ctx, recap_graph_t graph, bool applied) {
   (void)graph;
   liveness_t *l = ctx;
   if (!applied || !l->next) {
@@ -389,8 +391,8 @@ static const recap__graph_hooks_t liveness_hooks = {
     .before_replay = hook_before_replay,
     .release = hook_release,
     .captured = hook_captured,
-    .rebound = hook_rebound,
-    .rebound_done = hook_rebound_done,
+    .exec_patching = hook_exec_patching,
+    .exec_patched = hook_exec_patched,
 };
 
 recap_status_t recap__liveness_probe(void) {

@@ -19,7 +19,6 @@
  * refused to add).
  */
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,13 +27,23 @@
 #include "core/error.h"
 #include "core/host.h"
 #include "device/cond_launch.h"
-#include "graph/region_internal.h"
+#include "regions/region_internal.h"
 #include "graph/registry.h"
 #include "recap/alloc.h"
 
 /* ------------------------------------------------------------------------------------------
  * Names, the path
  * ---------------------------------------------------------------------------------------- */
+
+const char *recap_region_kind_name(recap_region_kind_t kind) {
+  switch (kind) {
+    case RECAP_REGION_WHILE: return "while";
+    case RECAP_REGION_IF: return "if";
+    case RECAP_REGION_IF_ELSE: return "if_else";
+    case RECAP_REGION_SWITCH: return "switch";
+  }
+  return "unknown";
+}
 
 recap_status_t recap_device_conditional_nodes(int *supported) {
   RECAP__ARG(supported != NULL, "recap_device_conditional_nodes: supported is NULL");
@@ -82,11 +91,10 @@ recap_status_t recap__regions_decide(const recap_capture_options_t *opts, const 
   return RECAP_SUCCESS;
 }
 
-/* The state of graph's capture under way, made and attached on first use (NULL with the error
- * set when host memory runs out). */
-static recap__regions_t *regions_get(recap_graph_t graph) {
-  if (graph->regions) return graph->regions;
-  recap__regions_t *r = recap__host_calloc(1, sizeof *r);
+recap__regions_t *recap__regions_get(recap_graph_t graph) {
+  recap__regions_t *r = recap__regions_attached(graph);
+  if (r) return r;
+  r = recap__host_calloc(1, sizeof *r);
   if (!r) {
     recap__error(RECAP_ERROR_OUT_OF_MEMORY, "regions: out of host memory");
     return NULL;
@@ -94,11 +102,10 @@ static recap__regions_t *regions_get(recap_graph_t graph) {
   r->graph = graph;
   r->on_device = graph->regions_on_device;
   r->current = &r->top;
-  if (recap__graph_add_hook(graph, &recap__region_hooks, r) != RECAP_SUCCESS) {
+  if (recap__regions_attach(graph, r) != RECAP_SUCCESS) {
     recap__host_free(r);
     return NULL;
   }
-  graph->regions = r;
   return r;
 }
 
@@ -132,8 +139,8 @@ static recap_status_t abandon_invalidated(recap_stream_t stream, const char *fun
   return abandon(g, RECAP_ERROR_CAPTURE_INVALIDATED);
 }
 
-static recap_status_t find_graph(recap_stream_t stream, const char *function,
-                                 recap_graph_t *graph) {
+recap_status_t recap__regions_find_graph(recap_stream_t stream, const char *function,
+                                         recap_graph_t *graph) {
   RECAP__CHECK(recap__registry_find_stream(stream, graph));
   if (!*graph) RECAP__CHECK(abandon_invalidated(stream, function));
   if (!*graph || (*graph)->state != RECAP__GRAPH_CAPTURING)
@@ -167,26 +174,9 @@ static recap_status_t move_capture(recap_graph_t g, const char *function) {
 static recap_status_t abandon(recap_graph_t g, recap_status_t status) {
   recap__saved_error_t cause;
   recap__error_save(&cause);
-  if (g->old.active)
-    recap__recapture_abandon(g);
-  else
-    (void)recap__graph_abandon(g);
+  recap__graph_abandon_capture(g);
   recap__error_restore(&cause);
   return status;
-}
-
-static recap_status_t hooks_body_begin(recap_graph_t g, unsigned depth) {
-  for (size_t i = 0; i < g->hook_count; i++)
-    if (g->hooks[i].hooks->body_begin)
-      RECAP__CHECK(g->hooks[i].hooks->body_begin(g->hooks[i].ctx, g, depth));
-  return RECAP_SUCCESS;
-}
-
-static recap_status_t hooks_body_end(recap_graph_t g, recap_stream_t stream, unsigned depth) {
-  for (size_t i = 0; i < g->hook_count; i++)
-    if (g->hooks[i].hooks->body_end)
-      RECAP__CHECK(g->hooks[i].hooks->body_end(g->hooks[i].ctx, g, stream, depth));
-  return RECAP_SUCCESS;
 }
 
 /* Pause the capture of g's stream: *paused the graph it was building, *deps (malloc'ed) what
@@ -283,7 +273,7 @@ static recap_status_t scan_body(recap_cuda_graph_t body, const recap__region_fra
         "nodes, child graphs and regions: allocate before the region, record events after it); "
         "the capture is abandoned and the graph is fresh again",
         function, f->branch, recap_region_kind_name(f->kind), depth, i,
-        recap_node_type_name(n->type), n->kernel_name ? " (kernel " : "",
+        recap__node_type_name(n->type), n->kernel_name ? " (kernel " : "",
         n->kernel_name ? n->kernel_name : "", n->kernel_name ? ")" : "");
   }
   recap__graph_info_clear(&info);
@@ -302,80 +292,15 @@ static recap_status_t block_reserve(recap__region_block_t *block, size_t n) {
 }
 
 /* ------------------------------------------------------------------------------------------
- * Conditions
+ * Regions
  * ---------------------------------------------------------------------------------------- */
 
-static recap__region_cond_t *find_cond(recap__regions_t *r, recap_cond_t cond) {
+recap__region_cond_t *recap__regions_find_cond(recap__regions_t *r, recap_cond_t cond) {
   for (size_t i = 0; r && i < r->cond_count; i++)
     if (r->conds[i].cond.handle == cond.handle && r->conds[i].cond.flag == cond.flag)
       return &r->conds[i];
   return NULL;
 }
-
-recap_status_t recap_cond_create(recap_cond_t *cond, unsigned initial, recap_stream_t stream) {
-  static const char fn[] = "recap_cond_create";
-  RECAP__ARG(cond != NULL, "recap_cond_create: cond is NULL");
-  memset(cond, 0, sizeof *cond);
-  recap_graph_t g;
-  RECAP__CHECK(find_graph(stream, fn, &g));
-  recap__regions_t *r = regions_get(g);
-  if (!r) return recap_last_status();
-  if (r->cond_count == r->cond_capacity) {
-    size_t capacity = r->cond_capacity ? r->cond_capacity * 2 : 8;
-    recap__region_cond_t *grown = recap__host_realloc(r->conds, capacity * sizeof *grown);
-    if (!grown) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-    r->conds = grown;
-    r->cond_capacity = capacity;
-  }
-  const recap__device_ops_t *dev = recap__device();
-  recap_cond_t made = {0, NULL};
-  if (r->on_device) {
-    /* The handle belongs to the graph that will hold the region's node. At the top level the
-     * driver sets it at every launch; inside a body a kernel sets it each time the body
-     * reaches this point. */
-    recap_cuda_graph_t target;
-    if (r->depth == 0) {
-      recap__graph_node_t *nodes = NULL;
-      size_t count = 0;
-      RECAP__CHECK(dev->capture_nodes(g->capture_stream, &target, &nodes, &count));
-      free(nodes);
-    } else {
-      const recap__region_frame_t *f = &r->frames[r->depth - 1];
-      target = f->bodies[f->branch];
-    }
-    RECAP__CHECK(dev->cond_handle_create(target, initial, r->depth == 0, &made.handle));
-  } else {
-    void *flag = NULL;
-    RECAP__CHECK(recap_malloc(&flag, sizeof(uint32_t), stream));
-    made.flag = flag;
-  }
-  if (!r->on_device || r->depth > 0) {
-    recap__cond_launch_t launch;
-    memset(&launch, 0, sizeof launch);
-    launch.kind = RECAP__COND_SET_VALUE;
-    launch.cond = made;
-    launch.stream = stream;
-    launch.value = initial;
-    recap_status_t s = dev->cond_launch(&launch);
-    if (s != RECAP_SUCCESS) {
-      if (made.flag) {
-        recap__saved_error_t cause;
-        recap__error_save(&cause);
-        (void)recap_free(made.flag);
-        recap__error_restore(&cause);
-      }
-      return s;
-    }
-  }
-  r->conds[r->cond_count++] =
-      (recap__region_cond_t){.cond = made, .context = r->context, .used = false, .held = false};
-  *cond = made;
-  return RECAP_SUCCESS;
-}
-
-/* ------------------------------------------------------------------------------------------
- * Regions
- * ---------------------------------------------------------------------------------------- */
 
 static recap__cond_kind_t cuda_kind(recap_region_kind_t kind) {
   switch (kind) {
@@ -415,8 +340,8 @@ static recap_status_t check_begin(recap_graph_t g, recap_stream_t stream, recap_
                         "%s: stream %p takes part in the capture, but the capture was begun on "
                         "stream %p; open regions on the capture's own stream",
                         fn, (void *)stream, (void *)g->capture_stream);
-  recap__regions_t *r = g->regions;
-  recap__region_cond_t *c = find_cond(r, cond);
+  recap__regions_t *r = recap__regions_attached(g);
+  recap__region_cond_t *c = recap__regions_find_cond(r, cond);
   if (!c)
     return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
                         "%s: cond was not made by recap_cond_create in the capture under way on "
@@ -561,15 +486,15 @@ recap_status_t recap_region_begin(recap_region_kind_t kind, recap_cond_t cond, u
   static const char fn[] = "recap_region_begin";
   RECAP__CHECK(check_kind(kind, &branches));
   recap_graph_t g;
-  RECAP__CHECK(find_graph(stream, fn, &g));
-  if (!regions_get(g)) return recap_last_status();
+  RECAP__CHECK(recap__regions_find_graph(stream, fn, &g));
+  if (!recap__regions_get(g)) return recap_last_status();
   recap__regions_t *r = NULL;
   recap__region_cond_t *c = NULL;
   RECAP__CHECK(check_begin(g, stream, cond, &r, &c));
   RECAP__CHECK(r->on_device ? begin_device(g, r, c, kind, branches)
                             : begin_host(g, r, c, kind, branches));
   recap_status_t s = move_capture(g, fn);
-  if (s == RECAP_SUCCESS) s = hooks_body_begin(g, r->depth);
+  if (s == RECAP_SUCCESS) s = recap__graph_hooks_nested_capture_begin(g, r->depth);
   if (s != RECAP_SUCCESS) return abandon(g, s);
   return RECAP_SUCCESS;
 }
@@ -578,8 +503,8 @@ recap_status_t recap_region_begin(recap_region_kind_t kind, recap_cond_t cond, u
 static recap_status_t check_close(recap_stream_t stream, const char *function, recap_graph_t *g_out,
                                   recap__regions_t **r_out) {
   recap_graph_t g;
-  RECAP__CHECK(find_graph(stream, function, &g));
-  recap__regions_t *r = g->regions;
+  RECAP__CHECK(recap__regions_find_graph(stream, function, &g));
+  recap__regions_t *r = recap__regions_attached(g);
   if (!r || r->depth == 0)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "%s: no region is open in the capture under way on stream %p (open one "
@@ -597,10 +522,10 @@ static recap_status_t check_close(recap_stream_t stream, const char *function, r
   return RECAP_SUCCESS;
 }
 
-/* End the branch being captured: the layers' body_end hooks, the pause, the scan of the body
+/* End the branch being captured: the modules' nested_capture_end hooks, the pause, the scan of the body
  * (the host path keeps the body's last segment). On success the stream does not capture. */
 static recap_status_t close_branch(recap_graph_t g, recap__regions_t *r, const char *function) {
-  RECAP__CHECK(hooks_body_end(g, g->capture_stream, r->depth));
+  RECAP__CHECK(recap__graph_hooks_nested_capture_end(g, g->capture_stream, r->depth));
   if (!r->on_device && block_reserve(r->current, 1) != RECAP_SUCCESS)
     return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory", function);
   recap_cuda_graph_t body;
@@ -633,7 +558,7 @@ recap_status_t recap_region_next_branch(recap_stream_t stream) {
   r->context = ++r->next_context;
   if (!r->on_device) r->current = &f->parent_block->steps[f->step].bodies[f->branch];
   RECAP__CHECK(resume_capture(g, r, r->on_device ? f->bodies[f->branch] : NULL, NULL, 0, fn));
-  recap_status_t s = hooks_body_begin(g, r->depth);
+  recap_status_t s = recap__graph_hooks_nested_capture_begin(g, r->depth);
   if (s != RECAP_SUCCESS) return abandon(g, s);
   return RECAP_SUCCESS;
 }
@@ -692,7 +617,7 @@ static bool capture_invalidated(recap_graph_t graph) {
 
 recap_status_t recap__regions_check_end(recap_graph_t graph) {
   static const char fn[] = "recap_graph_capture_end";
-  recap__regions_t *r = graph->regions;
+  recap__regions_t *r = recap__regions_attached(graph);
   if (!r) return RECAP_SUCCESS;
   /* An invalidated capture goes on no more, and no region call could close its regions: the
    * end reports the invalidation, whatever regions are open, and throws the capture away as it
@@ -724,103 +649,6 @@ recap_status_t recap__regions_check_end(recap_graph_t graph) {
 }
 
 /* ------------------------------------------------------------------------------------------
- * Ready kernels
- * ---------------------------------------------------------------------------------------- */
-
-/* cond valid in the capture under way on stream: the launch's common part. */
-static recap_status_t ready_launch(recap_cond_t cond, recap_stream_t stream, const char *function,
-                                   recap__cond_launch_t *launch) {
-  recap_graph_t g;
-  RECAP__CHECK(find_graph(stream, function, &g));
-  if (!find_cond(g->regions, cond))
-    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
-                        "%s: cond was not made by recap_cond_create in the capture under way on "
-                        "stream %p",
-                        function, (void *)stream);
-  launch->cond = cond;
-  launch->stream = stream;
-  return recap__device()->cond_launch(launch);
-}
-
-recap_status_t recap_cond_set_value(recap_cond_t cond, unsigned value, recap_stream_t stream) {
-  recap__cond_launch_t launch;
-  memset(&launch, 0, sizeof launch);
-  launch.kind = RECAP__COND_SET_VALUE;
-  launch.value = value;
-  return ready_launch(cond, stream, "recap_cond_set_value", &launch);
-}
-
-recap_status_t recap_cond_set_from(recap_cond_t cond, const uint32_t *value,
-                                   recap_stream_t stream) {
-  RECAP__ARG(value != NULL, "recap_cond_set_from: value is NULL");
-  recap__cond_launch_t launch;
-  memset(&launch, 0, sizeof launch);
-  launch.kind = RECAP__COND_SET_FROM;
-  launch.from = value;
-  return ready_launch(cond, stream, "recap_cond_set_from", &launch);
-}
-
-recap_status_t recap_cond_countdown(recap_cond_t cond, uint32_t *counter, recap_stream_t stream) {
-  RECAP__ARG(counter != NULL, "recap_cond_countdown: counter is NULL");
-  recap__cond_launch_t launch;
-  memset(&launch, 0, sizeof launch);
-  launch.kind = RECAP__COND_COUNTDOWN;
-  launch.counter = counter;
-  return ready_launch(cond, stream, "recap_cond_countdown", &launch);
-}
-
-/* The threshold in the operand's type; integers truncated toward zero, and refused out of
- * their range (the conversion would be undefined). */
-static recap_status_t convert_threshold(const recap_cond_compare_t *c,
-                                        recap__cond_launch_t *launch) {
-  static const char fn[] = "recap_cond_compare";
-  double t = c->threshold, whole = trunc(t);
-  switch (c->dtype) {
-    case RECAP_COND_F32: launch->threshold.f32 = (float)t; return RECAP_SUCCESS;
-    case RECAP_COND_F64: launch->threshold.f64 = t; return RECAP_SUCCESS;
-    case RECAP_COND_I32:
-      RECAP__ARG(whole >= -2147483648.0 && whole <= 2147483647.0,
-                 "%s: compare->threshold %g does not fit RECAP_COND_I32", fn, t);
-      launch->threshold.i32 = (int32_t)whole;
-      return RECAP_SUCCESS;
-    case RECAP_COND_U32:
-      RECAP__ARG(whole >= 0.0 && whole <= 4294967295.0,
-                 "%s: compare->threshold %g does not fit RECAP_COND_U32", fn, t);
-      launch->threshold.u32 = (uint32_t)whole;
-      return RECAP_SUCCESS;
-    case RECAP_COND_I64:
-      RECAP__ARG(whole >= -9223372036854775808.0 && whole < 9223372036854775808.0,
-                 "%s: compare->threshold %g does not fit RECAP_COND_I64", fn, t);
-      launch->threshold.i64 = (int64_t)whole;
-      return RECAP_SUCCESS;
-  }
-  return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
-                      "%s: compare->dtype %d is not a recap_cond_dtype_t", fn, (int)c->dtype);
-}
-
-recap_status_t recap_cond_compare(recap_cond_t cond, const recap_cond_compare_t *compare,
-                                  recap_stream_t stream) {
-  static const char fn[] = "recap_cond_compare";
-  RECAP__ARG(compare != NULL, "%s: compare is NULL", fn);
-  recap_cond_compare_t c = RECAP_COND_COMPARE_INIT;
-  RECAP__CHECK(RECAP__OPTIONS_COPY(&c, compare, recap_cond_compare_t, max_iterations, fn,
-                                   "RECAP_COND_COMPARE_INIT"));
-  RECAP__ARG(c.value != NULL, "%s: compare->value is NULL (give the device scalar to compare)", fn);
-  RECAP__ARG(c.op >= RECAP_COND_GT && c.op <= RECAP_COND_NE,
-             "%s: compare->op %d is not a recap_cond_op_t", fn, (int)c.op);
-  recap__cond_launch_t launch;
-  memset(&launch, 0, sizeof launch);
-  launch.kind = RECAP__COND_COMPARE;
-  launch.operand = c.value;
-  launch.dtype = c.dtype;
-  launch.op = c.op;
-  launch.counter = c.iterations;
-  launch.max = c.max_iterations;
-  RECAP__CHECK(convert_threshold(&c, &launch));
-  return ready_launch(cond, stream, fn, &launch);
-}
-
-/* ------------------------------------------------------------------------------------------
  * Loops
  * ---------------------------------------------------------------------------------------- */
 
@@ -840,7 +668,7 @@ recap_status_t recap_loop_capture(const recap_loop_t *loop, recap_stream_t strea
   RECAP__ARG(l.check != NULL, "%s: loop->check is NULL (the function that sets the condition)", fn);
   if (l.unroll == 0) l.unroll = 1;
   recap_graph_t g;
-  RECAP__CHECK(find_graph(stream, fn, &g));
+  RECAP__CHECK(recap__regions_find_graph(stream, fn, &g));
   recap_cond_t cond;
   RECAP__CHECK(recap_cond_create(&cond, l.initial, stream));
   RECAP__CHECK(recap_region_begin(RECAP_REGION_WHILE, cond, 1, stream));

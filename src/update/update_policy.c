@@ -23,7 +23,32 @@
 
 #include "core/error.h"
 #include "core/host.h"
-#include "graph/update_internal.h"
+#include "update/update_internal.h"
+
+const char *recap_update_reason_name(recap_update_reason_t reason) {
+  /* Indexed by the enum; the static assert keeps the table and the enum the same length. */
+  static const char *const names[] = {
+      "none",
+      "topology_changed",
+      "node_type_changed",
+      "function_changed",
+      "parameters_changed",
+      "not_supported",
+      "unsupported_function_change",
+      "attributes_changed",
+      "refused_other",
+      "no_executable",
+      "policy_never",
+      "policy_failures",
+      "policy_slower",
+      "no_origin",
+      "policy_measure",
+  };
+  _Static_assert(sizeof names / sizeof names[0] == RECAP_UPDATE_REASON_COUNT,
+                 "one name per recap_update_reason_t");
+  if ((unsigned)reason >= (unsigned)RECAP_UPDATE_REASON_COUNT) return "unknown";
+  return names[reason];
+}
 
 enum { DEFAULT_RETRY_AFTER = 16, DEFAULT_MEASURE_REPLAYS = 8 };
 
@@ -84,6 +109,13 @@ void recap__update_forget(recap__update_t *u) {
 void recap__update_stats_get(recap__update_t *u, recap_update_stats_t *stats) {
   pthread_mutex_lock(&u->lock);
   *stats = u->stats;
+  pthread_mutex_unlock(&u->lock);
+}
+
+void recap__update_count_rebind(recap__update_t *u, uint64_t sites) {
+  pthread_mutex_lock(&u->lock);
+  u->stats.rebinds++;
+  u->stats.sites_patched += sites;
   pthread_mutex_unlock(&u->lock);
 }
 

@@ -1,13 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * region_internal.h — the state of a graph's regions (recap/region.h), shared by regions.c (the
- * public calls, which build it during a capture) and region_state.c (its lifetime, the host
- * loop's replay, and what graph.c, inspect.c and update.c ask of it).
- *
- * Why two files: graph.c must replay a host-loop program and must know, when it abandons a
- * capture, which graph CUDA's capture handed back, while regions.c pauses and resumes captures
- * through graph.c. region_state.c knows only the device seam and this struct, so both graph.c
- * and regions.c call it and the layers keep pointing down.
+ * public calls of regions, which build it during a capture), conditions.c (conditions and the
+ * ready kernels) and region_state.c (its lifetime, and the hooks through which the graph sees
+ * it: the host loop's replay, its graphs, a capture paused or abandoned).
  */
 #ifndef RECAP_REGION_INTERNAL_H
 #define RECAP_REGION_INTERNAL_H
@@ -74,7 +70,7 @@ typedef struct recap__regions {
   /* Device path, once a region opened at the top level: the capture's graph, which the first
    * pause handed to the region layer and every resumption captures into again. Ending the
    * capture hands it to the graph (capture_ended clears this); a capture that fails or is
-   * abandoned leaves it to the region layer to destroy (recap__regions_abandoned_graph). */
+   * abandoned leaves it to the region layer to destroy (the capture_abandoned hook). */
   recap_cuda_graph_t top_graph;
   /* Between a pause of the stream's capture and its resumption the stream does not capture:
    * the abandon paths must not take that for misuse. */
@@ -88,29 +84,11 @@ typedef struct recap__regions {
   uint32_t word;      /* where a replay reads a flag back */
 } recap__regions_t;
 
-/* The hooks that tie the state to the graph's capture (its release frees it). */
-extern const recap__graph_hooks_t recap__region_hooks;
-
-/* Whether the stream of graph's capture was paused by the region layer (it captures nothing
- * now), and, for a capture that failed or is being abandoned, which graph the caller must
- * destroy, given what ending the stream's capture handed back (NULL if nothing, or if the end
- * failed): a body of a conditional node belongs to the node, and the top-level graph that
- * regions resumed into is the region layer's until a capture_end succeeds. */
-bool recap__regions_paused(recap_graph_t graph);
-recap_cuda_graph_t recap__regions_abandoned_graph(recap_graph_t graph, recap_cuda_graph_t ended);
-
-/* Whether graph replays as a host loop (its capture holds regions and took the host path). */
-bool recap__regions_host_loop(recap_graph_t graph);
-
-/* The nodes of the host loop's graphs before the graph's own template (0 on the device
- * path): recap_graph_node_count counts the whole program. */
-size_t recap__regions_program_nodes(recap_graph_t graph);
-/* The device bytes measured at the instantiation of those graphs' executables (0 on the device
- * path): recap_graph_memory counts the whole program. */
-int64_t recap__regions_program_exec_bytes(recap_graph_t graph);
-
-/* Run the host loop's program (what comes before the graph's own executable) on stream. */
-recap_status_t recap__regions_replay(recap_graph_t graph, recap_stream_t stream);
+/* Attach r (made for graph's capture under way, on_device set) through the hooks that tie it
+ * to the capture: its release frees it, and on the host path the replay's launch runs the host
+ * loop. The state attached to the capture graph holds, or NULL. */
+recap_status_t recap__regions_attach(recap_graph_t graph, recap__regions_t *r);
+recap__regions_t *recap__regions_attached(recap_graph_t graph);
 
 /* For capture.c (regions.c): the path a capture with opts takes (*on_device), decided before it
  * begins: RECAP_REGIONS_DEVICE where the driver has no conditional nodes is
@@ -119,17 +97,6 @@ recap_status_t recap__regions_decide(const recap_capture_options_t *opts, const 
                                      bool *on_device);
 recap_status_t recap__regions_check_end(recap_graph_t graph);
 
-/* graph.c, for itself and inspect.c: RECAP_ERROR_INVALID_USAGE naming function when graph
- * replays as a host loop (regions on the host path): it has no single template or executable to
- * hand out or read. */
-recap_status_t recap__graph_not_host_loop(recap_graph_t graph, const char *function);
-
-/* graph.c, for itself and update.c: recap__graph_template_nodes, without its warning about an
- * empty template when graph replays as a host loop (its template holds only what follows the
- * last region). */
-size_t recap__graph_capture_nodes(recap_graph_t graph, recap_cuda_graph_t template_graph,
-                                  const char *what);
-
 /* Device path: give every condition made in `context` (0: the graph's top level) that no region
  * used a conditional node of its own in graph, the graph its handle was made on: an IF with an
  * empty body, which never runs anything. CUDA refuses to instantiate a graph holding a handle no
@@ -137,6 +104,20 @@ size_t recap__graph_capture_nodes(recap_graph_t graph, recap_cuda_graph_t templa
  * left unused by a refused region_begin or by the caller. */
 recap_status_t recap__regions_hold_unused(recap__regions_t *r, uint64_t context,
                                           recap_cuda_graph_t graph);
+
+/* How many regions are open in the capture under way on graph (0: none, or no capture); the
+ * NCCL wrappers read it to refuse collectives inside region bodies. */
+unsigned recap__graph_region_depth(recap_graph_t graph);
+
+/* Shared by regions.c and conditions.c. The graph capturing on stream (RECAP_ERROR_INVALID_USAGE
+ * naming function when none does; a capture CUDA invalidated is abandoned first, and says so).
+ * The regions' state of graph's capture under way, made and attached on first use (NULL with
+ * the error set when host memory runs out). The condition cond in r (NULL: not made in this
+ * capture). */
+recap_status_t recap__regions_find_graph(recap_stream_t stream, const char *function,
+                                         recap_graph_t *graph);
+recap__regions_t *recap__regions_get(recap_graph_t graph);
+recap__region_cond_t *recap__regions_find_cond(recap__regions_t *r, recap_cond_t cond);
 
 /* A block grown by one step (NULL without host memory, the error set). */
 recap__region_step_t *recap__region_block_append(recap__region_block_t *block);

@@ -1,0 +1,81 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * rebind_internal.h — the rebind state a graph captured with options.rebind carries, shared by
+ * sites.c (declared buffers, the sites of a graph indexed by the address they hold, the hooks
+ * that build that index at capture end) and rebind.c (the rebind itself, which moves sites and
+ * re-sorts the index).
+ */
+#ifndef RECAP_REBIND_INTERNAL_H
+#define RECAP_REBIND_INTERNAL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "device/device.h"
+#include "graph/graph_internal.h"
+#include "recap/rebind.h"
+
+/* [base, end): a declared buffer, or a move's range. */
+typedef struct span {
+  uintptr_t base, end;
+} span_t;
+
+typedef struct spans {
+  span_t *v; /* sorted by base, disjoint */
+  size_t count, capacity;
+} spans_t;
+
+/* One entry of the value index. */
+typedef struct entry {
+  uintptr_t value;
+  size_t site;
+} entry_t;
+
+typedef struct rebind {
+  recap_rebind_mode_t mode;
+  spans_t declared; /* the buffers declared during the capture that built the plan */
+  /* What the capture under way declares, and its mode: they become the graph's at `captured`,
+   * so that a recapture that fails leaves the previous ones. */
+  pthread_mutex_t lock; /* declarations may come from the threads working on the capture */
+  spans_t pending;
+  recap_rebind_mode_t pending_mode;
+
+  recap__patch_plan_t plan;
+  const recap__graph_read_t *sites; /* owned by the plan; ptr fields kept current by it */
+  size_t site_count;
+  entry_t *index;              /* site_count pairs, sorted by (value, site) */
+  entry_t *scratch;            /* site_count pairs: the re-sort after a rebind */
+  recap__patch_t *patches;     /* site_count patches: the most one batch can make */
+  recap__graph_read_t *staged; /* site_count reads: the sites as a rebind would leave them, for
+                                  the modules' exec_patching hooks (allocated on first need) */
+  recap_graph_info_t *names;   /* the template's nodes, read for messages only, lazily */
+} rebind_t;
+
+/* For capture.c, where the capture options turn rebinding on: attach the rebind hooks with mode
+ * (AUTO or DECLARED) to a graph whose capture just began. Attaching to a graph that has them
+ * already (a recapture) sets the mode and forgets the declarations of the previous capture. */
+recap_status_t recap__rebind_attach(recap_graph_t graph, recap_rebind_mode_t mode);
+
+/* The first span whose end is above p (the one holding p, if any); the span holding p, or
+ * NULL. */
+size_t recap__rebind_spans_find(const spans_t *s, uintptr_t p);
+const span_t *recap__rebind_declared_at(const spans_t *s, uintptr_t p);
+
+/* The first index entry whose value is at least p. */
+size_t recap__rebind_lower_bound(const rebind_t *r, uintptr_t p);
+
+/* The sites of index entries [lo, hi), for a message: the first few, and how many more. */
+void recap__rebind_describe_sites(char *out, size_t size, rebind_t *r, recap_graph_t graph,
+                                  size_t lo, size_t hi);
+
+/* The graph's rebind state, once its capture has ended (RECAP_ERROR_INVALID_USAGE naming fn
+ * otherwise, or when the graph was captured with rebind OFF). */
+recap_status_t recap__rebind_captured_state(recap_graph_t graph, const char *fn, rebind_t **r);
+
+/* The range [old, old + *size) of a move or a query; size 0 takes the declared buffer or recap's
+ * allocation holding old, from old to its end. what names it in messages. */
+recap_status_t recap__rebind_resolve_range(const rebind_t *r, const char *fn, const char *what,
+                                           const void *old, size_t *size, span_t *range);
+
+#endif /* RECAP_REBIND_INTERNAL_H */
