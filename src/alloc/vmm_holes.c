@@ -193,9 +193,12 @@ recap_status_t recap__vmm_segment_map(recap__device_state_t *d, recap__block_t *
 }
 
 /* Unmap and release chunk i of seg. A failed release maps the chunk back, so that nothing
- * changes; should that fail too, the chunk is gone and its handle is warned about. False when
- * the chunk stays. */
-static bool give_back_chunk(recap__segment_t *seg, int i, recap_status_t *status) {
+ * changes. Should that fail too, the chunk leaves the segment (a hole, as if released) and what
+ * holds its memory, the handle and a mapping that could not be undone, goes to d's list for the
+ * next recap_empty_cache to release (recap__vmm_ranges_retry), with a warning. False when the
+ * chunk stays. */
+static bool give_back_chunk(recap__device_state_t *d, recap__segment_t *seg, int i,
+                            recap_status_t *status) {
   const recap__device_ops_t *dev = recap__device();
   recap__vmm_chunk_t c = seg->chunks[i];
   char *at = seg->base + c.offset;
@@ -209,13 +212,31 @@ static bool give_back_chunk(recap__segment_t *seg, int i, recap_status_t *status
   *status = s;
   recap__saved_error_t failure;
   recap__error_save(&failure);
-  bool back = dev->vmm_map(at, c.size, c.handle) == RECAP_SUCCESS &&
-              dev->vmm_set_access(at, c.size) == RECAP_SUCCESS;
-  if (!back)
-    RECAP__WARN(
-        "recap_empty_cache: a VMM chunk of %zu bytes could be neither released nor "
-        "mapped back (%s); its memory is lost to recap",
-        c.size, recap_last_error());
+  bool mapped = dev->vmm_map(at, c.size, c.handle) == RECAP_SUCCESS;
+  bool back = mapped && dev->vmm_set_access(at, c.size) == RECAP_SUCCESS;
+  if (!back) {
+    recap__saved_error_t cause;
+    recap__error_save(&cause);
+    bool kept = true;
+    if (mapped && dev->vmm_unmap(at, c.size) != RECAP_SUCCESS)
+      kept = recap__vmm_stuck_add(
+          d, (recap__stuck_range_t){.kind = RECAP__STUCK_MAPPING, .base = at, .size = c.size},
+          recap_last_status());
+    kept &= recap__vmm_stuck_add(
+        d, (recap__stuck_range_t){.kind = RECAP__STUCK_CHUNK, .handle = c.handle, .size = c.size},
+        s);
+    if (kept)
+      RECAP__WARN(
+          "recap_empty_cache: a VMM chunk of %zu bytes could be neither released nor mapped "
+          "back (%s); it is listed, and the next recap_empty_cache releases it again",
+          c.size, cause.message);
+    else
+      RECAP__WARN(
+          "recap_empty_cache: a VMM chunk of %zu bytes could be neither released nor mapped "
+          "back (%s), and there is no host memory to keep it for another try; its memory is "
+          "lost to recap",
+          c.size, cause.message);
+  }
   (void)recap__error_restore(&failure);
   return !back;
 }
@@ -260,6 +281,7 @@ bool recap__vmm_segment_releasable(recap__segment_t *seg, const recap__block_t *
 
 /* What one release gives back: chunks marked in `gone` (by index), their bytes and count. */
 typedef struct release {
+  recap__device_state_t *d;
   bool *gone;
   size_t bytes;
   int64_t chunks;
@@ -268,7 +290,7 @@ typedef struct release {
 
 static bool give_back(recap__segment_t *seg, recap__block_t *b, int chunk, void *ctx) {
   release_t *r = ctx;
-  if (!give_back_chunk(seg, chunk, &r->status)) return false; /* stop at the first failure */
+  if (!give_back_chunk(r->d, seg, chunk, &r->status)) return false; /* stop at the first failure */
   r->gone[chunk] = true;
   b->unmapped += seg->chunks[chunk].size;
   r->bytes += seg->chunks[chunk].size;
@@ -318,7 +340,7 @@ static recap_status_t cut_free_end(recap__device_state_t *d, recap__segment_t *s
 recap_status_t recap__vmm_segment_release(recap__device_state_t *d, recap__segment_t *seg,
                                           const recap__block_t *keep) {
   RECAP__ASSERT(seg->vmm);
-  release_t r = {.status = RECAP_SUCCESS};
+  release_t r = {.d = d, .status = RECAP_SUCCESS};
   if (seg->chunk_count) {
     r.gone = recap__host_calloc((size_t)seg->chunk_count, sizeof *r.gone);
     if (!r.gone)

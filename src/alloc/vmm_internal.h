@@ -56,6 +56,10 @@ bool recap__vmm_reserve_chunks(recap__segment_t *seg, int more);
 /* Unlink seg, which holds no block and nothing mapped, from its pool, give back its range (or
  * list it as stuck) and free it. */
 recap_status_t recap__vmm_segment_delete(recap__device_state_t *d, recap__segment_t *seg);
+/* Keep what a VMM call (failing with s) could not give back in d's list, with the cause, for
+ * every recap_empty_cache to try again (recap__vmm_ranges_retry); false without host memory for
+ * the list. */
+bool recap__vmm_stuck_add(recap__device_state_t *d, recap__stuck_range_t r, recap_status_t s);
 /* A VMM call of an undo that failed too (s): list what it could not give back (r) for
  * recap_empty_cache, with a warning naming call. Nothing when s is RECAP_SUCCESS. */
 void recap__vmm_undo_failed(recap__device_state_t *d, const char *call, recap_status_t s,

@@ -136,14 +136,12 @@ typedef struct growth {
   recap__vmm_handle_t handle;
 } growth_t;
 
-static bool stuck_add(recap__device_state_t *d, recap__stuck_range_t r, recap_status_t s);
-
 /* An undo call of a failed growth that failed too: what it could not give back is listed for
  * recap_empty_cache to try again (lost only without host memory for the list). */
 void recap__vmm_undo_failed(recap__device_state_t *d, const char *call, recap_status_t s,
                             recap__stuck_range_t r) {
   if (s == RECAP_SUCCESS) return;
-  if (stuck_add(d, r, s))
+  if (recap__vmm_stuck_add(d, r, s))
     RECAP__WARN(
         "a failed VMM segment growth could not undo its %s (%s); what it holds stays until a "
         "recap_empty_cache gives it back",
@@ -327,7 +325,7 @@ done:
 
 /* Keep what a device call could not give back in d's list, with the cause, for
  * recap_empty_cache to try again; false without host memory for the list. */
-static bool stuck_add(recap__device_state_t *d, recap__stuck_range_t r, recap_status_t s) {
+bool recap__vmm_stuck_add(recap__device_state_t *d, recap__stuck_range_t r, recap_status_t s) {
   if (d->stuck_count == d->stuck_capacity) {
     size_t capacity = d->stuck_capacity ? 2 * d->stuck_capacity : 4;
     recap__stuck_range_t *grown = recap__host_realloc(d->stuck_ranges, capacity * sizeof *grown);
@@ -349,11 +347,11 @@ recap_status_t recap__vmm_segment_delete(recap__device_state_t *d, recap__segmen
   RECAP__ASSERT(seg->vmm && seg->chunk_count == 0 && seg->size == 0 && !seg->head);
   recap_status_t s = recap__device()->vmm_release_range(seg->base, seg->va_size);
   if (s != RECAP_SUCCESS) {
-    if (stuck_add(d,
-                  (recap__stuck_range_t){.kind = RECAP__STUCK_RANGE,
-                                         .base = seg->base,
-                                         .size = seg->va_size},
-                  s)) {
+    if (recap__vmm_stuck_add(d,
+                             (recap__stuck_range_t){.kind = RECAP__STUCK_RANGE,
+                                                    .base = seg->base,
+                                                    .size = seg->va_size},
+                             s)) {
       RECAP__WARN(
           "recap_empty_cache: the address range of an empty VMM segment (%zu bytes at %p) could "
           "not be given back (%s); it stays reserved, and every recap_empty_cache tries again",

@@ -276,6 +276,49 @@ static void a_stuck_range_is_given_back_later(void **state) {
   check();
 }
 
+/* recap_empty_cache gives back a free chunk inside a segment; its release fails, and mapping it
+ * back fails too: the chunk leaves the segment (a hole) and its handle is listed, so that the
+ * next recap_empty_cache releases it. Nothing is lost, and the block still maps again on use. */
+static void a_chunk_neither_released_nor_mapped_back_is_released_later(void **state) {
+  (void)state;
+  recap_stream_t s = vmm_device();
+  void *a, *b, *c;
+  OK(recap_malloc(&a, 20 * MiB, s));
+  OK(recap_malloc(&b, 20 * MiB, s));
+  OK(recap_malloc(&c, 20 * MiB, s));
+  OK(recap_free(b)); /* its chunk lies wholly inside a free block in the middle */
+  size_t in_use = recap__fake_now().bytes_in_use[0];
+  recap_test_log_t log;
+  recap_test_log_capture(&log);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE, 1);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_MAP, 1);
+  recap_status_t r = recap_empty_cache();
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE, 0);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_MAP, 0);
+  recap_test_log_stop();
+  /* The release's failure is the call's; the chunk is listed, with a warning. */
+  EXPECT_STATUS(r, RECAP_ERROR_CUDA);
+  assert_int_equal(log.warnings, 1);
+  assert_non_null(strstr(log.last_warning, "could be neither released nor mapped back"));
+  assert_non_null(strstr(log.last_warning, "the next recap_empty_cache releases it again"));
+  assert_int_equal(recap__alloc.devices[0]->stuck_count, 1);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], in_use); /* still held by the handle */
+  check();
+  /* The next recap_empty_cache releases it: the device holds what a and c hold. */
+  OK(recap_empty_cache());
+  assert_int_equal(recap__alloc.devices[0]->stuck_count, 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], in_use - 20 * MiB);
+  check();
+  /* The hole maps again when a request takes it. */
+  OK(recap_malloc(&b, 20 * MiB, s));
+  memset(b, 3, 20 * MiB);
+  OK(recap_free(a));
+  OK(recap_free(b));
+  OK(recap_free(c));
+  expect_all_released();
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
+}
+
 /* A growth whose access grant fails, and whose undo then fails at every step (unmap, release
  * of the chunk, release of the new range): nothing is lost. What could not be given back is
  * listed, the next recap_empty_cache gives it all back in order (mapping, chunk, range), and
@@ -345,5 +388,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(fault_at_each_trim_call),
     cmocka_unit_test(a_stuck_range_is_given_back_later),
     cmocka_unit_test(a_failed_growth_whose_undo_fails_is_given_back_later),
+    cmocka_unit_test(a_chunk_neither_released_nor_mapped_back_is_released_later),
 };
 const recap_test_part_t vmm_segment_fault_tests = RECAP_TEST_PART(tests);
