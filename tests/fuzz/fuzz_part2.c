@@ -33,7 +33,12 @@
  *   sleep_double_fault  a sleep whose roll-back map fails, a wake whose undo cannot unmap;
  *   vmm_interior        recap_empty_cache releases only a VMM segment's free tail.
  * A tolerated defect is avoided (the input that finds it is skipped) or let through, as the
- * FUZZ_KNOWN_* bit's comment says. RECAP_FUZZ_TRACE=1 prints every call and its status.
+ * FUZZ_KNOWN_* bit's comment in fuzz_part2.h says. RECAP_FUZZ_TRACE=1 prints every call and its
+ * status.
+ *
+ * This file holds the operation table and the run; the model and its checks are in
+ * fuzz_part2_model.c, each family of operations in a fuzz_part2_<family>.c of its own, and what
+ * they share in fuzz_part2.h (tests/fuzz/README.md lists them).
  */
 #include "fuzz_part2.h"
 

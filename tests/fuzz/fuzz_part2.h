@@ -113,7 +113,8 @@ extern unsigned known;
     }                                          \
   } while (0)
 
-/* Helpers called after nearly every input byte, kept inline as they were in one file. */
+/* Helpers called for nearly every input byte and every call: defined here so that each file
+ * inlines them. */
 static inline uint8_t byte(void) { return st.at < st.size ? st.data[st.at++] : 0; }
 static inline void call_begins(void) { st.fired = 0; }
 static inline bool fired(recap__fake_fault_t kind) { return st.fired & (1ull << kind); }

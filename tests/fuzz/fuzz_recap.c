@@ -32,6 +32,10 @@
  * follows what recap did). Without it every violation aborts. RECAP_FUZZ_TRACE=1 prints every
  * call and its status.
  *
+ * This file holds the operation table and the run; the model and its checks are in
+ * fuzz_recap_model.c, each family of operations in a fuzz_recap_<family>.c of its own, and what
+ * they share in fuzz_recap.h (tests/fuzz/README.md lists them).
+ *
  * Build: cmake --preset fuzz && cmake --build --preset fuzz; run:
  *   build-fuzz/tests/fuzz_recap -max_total_time=60 corpus-dir tests/fuzz/corpus_recap
  */

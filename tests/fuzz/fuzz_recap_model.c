@@ -37,8 +37,8 @@ void arm(recap__fake_fault_t kind, uint64_t n) {
 
 _Static_assert(RECAP__FAKE_FAULT_KINDS <= 64, "st.fired holds one bit per fault kind");
 
-/* Before every call: nothing fired yet. After it: which armed faults fired during it. */
-
+/* After every call: which armed faults fired during it (call_begins, in fuzz_recap.h, clears
+ * the set before it). */
 void call_ends(void) {
   recap__fake_counters_t c = recap__fake_now();
   for (int k = 0; k < RECAP__FAKE_FAULT_KINDS; k++)
