@@ -131,7 +131,6 @@ int capturing_graph(void);
 int add_pool(recap_pool_id_t id);
 void write_pattern(slot_t *s, uint8_t pattern);
 int read_state(int pool);
-void check_mapped(const recap_memory_stats_t *stats);
 void check_invariants(void);
 void kept_remove(int i);
 void kept_free_unreserved(void);

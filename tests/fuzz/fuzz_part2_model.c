@@ -103,7 +103,7 @@ static void check_contents(void) {
 }
 
 /* The mapped bytes: every awake pool wholly mapped, no asleep pool mapped. */
-void check_mapped(const recap_memory_stats_t *stats) {
+static void check_mapped(const recap_memory_stats_t *stats) {
   int64_t sleeping = 0;
   bool residue = false;
   for (int i = 0; i < st.npools; i++) {

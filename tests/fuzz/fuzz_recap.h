@@ -132,25 +132,14 @@ struct size_classes {
 };
 extern struct size_classes sizes;
 
-/* Helpers called for nearly every input byte and every call: defined here so that each file
- * inlines them. */
-static inline uint8_t byte(void) { return st.at < st.size ? st.data[st.at++] : 0; }
-/* Before every call: nothing fired yet. */
-static inline void call_begins(void) { st.fired = 0; }
-static inline bool fired(recap__fake_fault_t kind) { return st.fired & (1ull << kind); }
-
 /* fuzz_recap_model.c */
 void die(const char *what, recap_status_t status);
 void known_defect(unsigned bit, const char *what, recap_status_t status);
-void arm(recap__fake_fault_t kind, uint64_t n);
 void call_ends(void);
 void events_may_have_waited(void);
 void check_last(recap_status_t s, const char *call);
 void expect(recap_status_t s, recap_status_t allowed, const char *call);
 void expect_or_fault(recap_status_t s, recap_status_t allowed, const char *call);
-bool any_capture(void);
-int pick_stream(void);
-bool slot_alive(uint64_t serial);
 void capture_over(int g, bool succeeded);
 void graph_fresh(int g);
 void check_invariants(void);
@@ -192,5 +181,37 @@ void op_draw(void);
 
 /* fuzz_recap_callable.c */
 void op_graphed(void);
+
+/* Helpers called for nearly every input byte and every call: defined here so that each file
+ * inlines them. */
+
+static inline uint8_t byte(void) { return st.at < st.size ? st.data[st.at++] : 0; }
+
+/* Before every call: nothing fired yet. */
+static inline void call_begins(void) { st.fired = 0; }
+
+static inline bool fired(recap__fake_fault_t kind) { return st.fired & (1ull << kind); }
+
+static inline void arm(recap__fake_fault_t kind, uint64_t n) {
+  recap__fake_fail_nth(kind, n);
+  st.fault_at[kind] = n ? recap__fake_now().calls[kind] + n : 0;
+}
+
+static inline bool any_capture(void) {
+  for (int g = 0; g < GRAPHS; g++)
+    if (st.graphs[g].state == CAPTURING) return true;
+  return false;
+}
+
+static inline int pick_stream(void) {
+  int n = st.streams[STREAMS - 1] ? STREAMS : STREAMS - 1;
+  return byte() % n;
+}
+
+static inline bool slot_alive(uint64_t serial) {
+  for (int i = 0; i < SLOTS; i++)
+    if (st.slots[i].p && st.slots[i].serial == serial) return true;
+  return false;
+}
 
 #endif

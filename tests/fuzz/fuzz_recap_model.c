@@ -30,11 +30,6 @@ void known_defect(unsigned bit, const char *what, recap_status_t status) {
 
 /* ---- faults ---------------------------------------------------------------------------------- */
 
-void arm(recap__fake_fault_t kind, uint64_t n) {
-  recap__fake_fail_nth(kind, n);
-  st.fault_at[kind] = n ? recap__fake_now().calls[kind] + n : 0;
-}
-
 _Static_assert(RECAP__FAKE_FAULT_KINDS <= 64, "st.fired holds one bit per fault kind");
 
 /* After every call: which armed faults fired during it (call_begins, in fuzz_recap.h, clears
@@ -94,23 +89,6 @@ void expect_or_fault(recap_status_t s, recap_status_t allowed, const char *call)
 }
 
 /* ---- the model's bookkeeping ------------------------------------------------------------------ */
-
-bool any_capture(void) {
-  for (int g = 0; g < GRAPHS; g++)
-    if (st.graphs[g].state == CAPTURING) return true;
-  return false;
-}
-
-int pick_stream(void) {
-  int n = st.streams[STREAMS - 1] ? STREAMS : STREAMS - 1;
-  return byte() % n;
-}
-
-bool slot_alive(uint64_t serial) {
-  for (int i = 0; i < SLOTS; i++)
-    if (st.slots[i].p && st.slots[i].serial == serial) return true;
-  return false;
-}
 
 /* A graph's capture ended (successfully or not) or was abandoned: its streams are free again,
  * and on failure it is fresh, with no pool reference, generator or scope left. */
