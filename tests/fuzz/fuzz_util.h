@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * fuzz_util.h — what the libFuzzer targets (fuzz_alloc, fuzz_recap) share: the log handler that
- * keeps runs quiet, the scaled-down size classes that odd first bytes select, and the overlap
- * of two live blocks. Every helper is static inline.
+ * fuzz_util.h — what the libFuzzer targets (fuzz_alloc, fuzz_recap, fuzz_part2) share: the log
+ * handler that keeps runs quiet, the scaled-down size classes that odd first bytes select, and
+ * the overlap of two live blocks. Every helper is static inline.
  */
 #ifndef RECAP_FUZZ_UTIL_H
 #define RECAP_FUZZ_UTIL_H
