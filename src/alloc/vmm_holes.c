@@ -164,6 +164,8 @@ recap_status_t recap__vmm_segment_map(recap__device_state_t *d, recap__block_t *
   recap_status_t s = RECAP_SUCCESS;
   int mapped = 0;
   for (; mapped < n; mapped++) {
+    /* A hole may hold a mapping an earlier failure could not undo: it goes first. */
+    recap__vmm_stuck_unmap_within(d, seg->base + holes[mapped].offset, holes[mapped].size);
     s = map_one(d, seg, holes[mapped].offset, holes[mapped].size, &holes[mapped].handle);
     if (s != RECAP_SUCCESS) break;
   }

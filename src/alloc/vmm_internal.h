@@ -60,6 +60,10 @@ recap_status_t recap__vmm_segment_delete(recap__device_state_t *d, recap__segmen
  * every recap_empty_cache to try again (recap__vmm_ranges_retry); false without host memory for
  * the list. */
 bool recap__vmm_stuck_add(recap__device_state_t *d, recap__stuck_range_t r, recap_status_t s);
+/* Unmap the mappings d lists that overlap [at, at + size), where a growth or a hole's mapping
+ * is about to map: those that fail again stay listed (with the cause), and the caller's last
+ * error is kept. Lock held. */
+void recap__vmm_stuck_unmap_within(recap__device_state_t *d, const char *at, size_t size);
 /* A VMM call of an undo that failed too (s): list what it could not give back (r) for
  * recap_empty_cache, with a warning naming call. Nothing when s is RECAP_SUCCESS. */
 void recap__vmm_undo_failed(recap__device_state_t *d, const char *call, recap_status_t s,

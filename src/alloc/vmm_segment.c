@@ -176,6 +176,9 @@ static recap_status_t map_chunk(recap__device_state_t *d, growth_t *g) {
     if (s != RECAP_SUCCESS) goto out;
     g->base = at = base;
   }
+  /* A mapping an earlier failed growth could not undo may sit where this one maps: it goes
+   * first (it was never handed out, so no work uses it). */
+  recap__vmm_stuck_unmap_within(d, at, g->plan.bytes);
   s = dev->vmm_create(&g->handle, g->plan.bytes);
   if (s != RECAP_SUCCESS) goto release_range;
   s = dev->vmm_map(at, g->plan.bytes, g->handle);
@@ -382,6 +385,28 @@ static recap_status_t stuck_give_back(const recap__stuck_range_t *r) {
     case RECAP__STUCK_KINDS: break;
   }
   return dev->vmm_release_range(r->base, r->size);
+}
+
+void recap__vmm_stuck_unmap_within(recap__device_state_t *d, const char *at, size_t size) {
+  size_t kept = 0;
+  for (size_t i = 0; i < d->stuck_count; i++) {
+    recap__stuck_range_t r = d->stuck_ranges[i];
+    bool overlaps = r.kind == RECAP__STUCK_MAPPING && r.base < at + size && at < r.base + r.size;
+    if (overlaps) {
+      recap__saved_error_t saved;
+      recap__error_save(&saved);
+      recap_status_t s = recap__device()->vmm_unmap(r.base, r.size);
+      if (s == RECAP_SUCCESS) {
+        (void)recap__error_restore(&saved);
+        continue;
+      }
+      d->stuck_status = s;
+      snprintf(d->stuck_cause, sizeof d->stuck_cause, "%s", recap_last_error());
+      (void)recap__error_restore(&saved);
+    }
+    d->stuck_ranges[kept++] = r;
+  }
+  d->stuck_count = kept;
 }
 
 void recap__vmm_ranges_retry(recap__device_state_t *d) {

@@ -276,6 +276,37 @@ static void a_stuck_range_is_given_back_later(void **state) {
   check();
 }
 
+/* A growth of a segment whose access grant and then unmap fail leaves a mapping at the
+ * segment's end, listed; the next growth there unmaps it first, and succeeds. */
+static void a_growth_unmaps_a_listed_mapping_in_its_way(void **state) {
+  (void)state;
+  recap_stream_t s = vmm_device();
+  void *a, *b;
+  OK(recap_malloc(&a, 20 * MiB, s));
+  size_t in_use = recap__fake_now().bytes_in_use[0];
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_SET_ACCESS, 1);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_UNMAP, 1);
+  recap_test_log_t log;
+  recap_test_log_capture(&log);
+  EXPECT_STATUS(recap_malloc(&b, 20 * MiB, s), RECAP_ERROR_CUDA);
+  recap_test_log_stop();
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_SET_ACCESS, 0);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_UNMAP, 0);
+  assert_int_equal(log.warnings, 1);
+  assert_int_equal(recap__alloc.devices[0]->stuck_count, 1);
+  assert_true(recap__fake_now().bytes_in_use[0] > in_use); /* the chunk, behind its mapping */
+  check();
+  OK(recap_malloc(&b, 20 * MiB, s));
+  assert_ptr_equal(b, (char *)a + 20 * MiB);
+  assert_int_equal(recap__alloc.devices[0]->stuck_count, 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[0], in_use + 20 * MiB);
+  memset(b, 5, 20 * MiB);
+  OK(recap_free(a));
+  OK(recap_free(b));
+  expect_all_released();
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
+}
+
 /* recap_empty_cache gives back a free chunk inside a segment; its release fails, and mapping it
  * back fails too: the chunk leaves the segment (a hole) and its handle is listed, so that the
  * next recap_empty_cache releases it. Nothing is lost, and the block still maps again on use. */
@@ -389,5 +420,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_stuck_range_is_given_back_later),
     cmocka_unit_test(a_failed_growth_whose_undo_fails_is_given_back_later),
     cmocka_unit_test(a_chunk_neither_released_nor_mapped_back_is_released_later),
+    cmocka_unit_test(a_growth_unmaps_a_listed_mapping_in_its_way),
 };
 const recap_test_part_t vmm_segment_fault_tests = RECAP_TEST_PART(tests);
