@@ -13,6 +13,7 @@
  * program; sleep_util.h holds what they share.
  */
 #include "sleep_util.h"
+#include "capture_util.h"
 
 /* ---- round trips ----------------------------------------------------------------------------- */
 
@@ -191,9 +192,7 @@ static void refusals(void **unused) {
   OK(recap_pool_wake(m.pool));
 
   /* During a capture, neither sleep nor wake. */
-  recap_graph_t other;
-  OK(recap_graph_create(&other, 0));
-  OK(recap_graph_capture_begin(other, NULL, s2));
+  recap_graph_t other = graph_capturing(s2, NULL);
   launch(s2, 1);
   EXPECT_STATUS(recap_pool_sleep(m.pool, RECAP_SLEEP_OFFLOAD), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_pool_sleep: a capture is under way on device 0");

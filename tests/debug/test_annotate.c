@@ -19,6 +19,7 @@
 #include "inspect_util.h"
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
+#include "capture_util.h"
 
 /* ------------------------------------------------------------------------------------------
  * Helpers
@@ -238,9 +239,7 @@ static void state_is_released_with_the_capture(void **state) {
   recap_graph_info_free(info);
 
   /* A graph without KEEP has nothing to inspect, but annotating it is fine. */
-  recap_graph_t plain;
-  OK(recap_graph_create(&plain, 0));
-  OK(recap_graph_capture_begin(plain, NULL, s));
+  recap_graph_t plain = graph_capturing(s, NULL);
   OK(recap_annotate_push("plain", s));
   kernel(s, "d");
   OK(recap_annotate_pop(s));

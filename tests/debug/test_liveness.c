@@ -21,6 +21,7 @@
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 #include "liveness_util.h"
+#include "capture_util.h"
 
 /* ------------------------------------------------------------------------------------------
  * Helpers
@@ -113,9 +114,7 @@ static void inputs_of_streams_outside_the_capture_are_not_tracked(void **state) 
   recap_capture_options_t relaxed = liveness_options();
   relaxed.mode = RECAP_CAPTURE_MODE_RELAXED;
   float *x = alloc(4096, s), *z = alloc(4096, other);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, &relaxed, s));
+  recap_graph_t g = graph_capturing(s, &relaxed);
   kernel1(s, "captured", x);
   kernel1(other, "eager", z); /* runs now, outside the graph */
   OK(recap_graph_capture_end(g));

@@ -19,6 +19,7 @@
 
 #include "graph_util.h"
 #include "harness.h"
+#include "capture_util.h"
 
 /* ------------------------------------------------------------------------------------------
  * Helpers
@@ -439,9 +440,7 @@ static void capture_makes_its_own_pool(void **state) {
   assert_int_equal(info.references, 1);
   assert_int_equal(info.routed, 0);
   /* Two graphs given no pool get different ones. */
-  recap_graph_t h;
-  OK(recap_graph_create(&h, 0));
-  OK(recap_graph_capture_begin(h, NULL, s));
+  recap_graph_t h = graph_capturing(s, NULL);
   recap_pool_id_t other;
   OK(recap_graph_pool(h, &other));
   assert_false(other.a == pool.a && other.b == pool.b);
@@ -524,9 +523,7 @@ static void allocations_in_a_capture_come_from_the_graph_pool(void **state) {
   reset();
   recap_stream_t s = recap__fake_stream_new(), side = recap__fake_stream_new(),
                  other = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
   void *tmp, *out, *joined, *eager;
@@ -850,9 +847,7 @@ static void empty_capture_warns(void **state) {
   recap_test_log_t log;
   recap_test_log_capture(&log);
   recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   OK(recap_graph_capture_end(g));
   assert_int_equal(log.count, 1);
   assert_int_equal(log.level, RECAP_LOG_LEVEL_WARN);

@@ -5,6 +5,7 @@
  */
 
 #include "regions_util.h"
+#include "capture_util.h"
 
 /* ------------------------------------------------------------------------------------------
  * Host loop interplay
@@ -107,9 +108,7 @@ static void test_failed_recapture_keeps_the_path(void **state) {
     recap_capture_options_t o = options(false);
     OK(recap_graph_capture_begin(g, &o, s));
     if (with_region) {
-      recap_cond_t c;
-      OK(recap_cond_create(&c, 0, s));
-      OK(recap_region_begin(RECAP_REGION_IF, c, 1, s));
+      region_opened(RECAP_REGION_IF, 0, 1, s);
       recap__fake_launch_kernel(s, "inside");
       OK(recap_region_end(s));
     }
@@ -119,9 +118,7 @@ static void test_failed_recapture_keeps_the_path(void **state) {
     recap_capture_options_t h = options(true);
     OK(recap_graph_recapture_begin(g, &h, s));
     assert_int_equal(on_device(g), 0);
-    recap_cond_t c;
-    OK(recap_cond_create(&c, 0, s));
-    OK(recap_region_begin(RECAP_REGION_IF, c, 1, s));
+    region_opened(RECAP_REGION_IF, 0, 1, s);
     recap__fake_launch_kernel(s, "inside");
     OK(recap_region_end(s));
     recap__fake_launch_kernel(s, "after");
@@ -191,9 +188,7 @@ static void test_device_path_inspect(void **state) {
   recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
   OK(recap_graph_capture_begin(g, NULL, s));
   recap__fake_launch_kernel(s, "before");
-  recap_cond_t c;
-  OK(recap_cond_create(&c, 1, s));
-  OK(recap_region_begin(RECAP_REGION_IF_ELSE, c, 0, s));
+  region_opened(RECAP_REGION_IF_ELSE, 1, 0, s);
   recap__fake_launch_kernel(s, "then");
   OK(recap_region_next_branch(s));
   recap__fake_launch_kernel(s, "else");
@@ -226,9 +221,7 @@ static void test_annotations_in_bodies(void **state) {
   OK(recap_graph_capture_begin(g, NULL, s));
   OK(recap_annotate_push("outer", s));
   recap__fake_launch_kernel(s, "first");
-  recap_cond_t c;
-  OK(recap_cond_create(&c, 1, s));
-  OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
+  region_opened(RECAP_REGION_IF, 1, 0, s);
   OK(recap_annotate_push("inner", s));
   recap__fake_launch_kernel(s, "in_body");
   OK(recap_annotate_pop(s));
@@ -297,9 +290,7 @@ static uint32_t run_ready(bool host, int which, const void *operand, recap_cond_
   set_u32(s, &w[0], 5);
   set_u32(s, &w[2], 0);
   set_u32(s, &w[1], 0);
-  recap_cond_t c;
-  OK(recap_cond_create(&c, 1, s));
-  OK(recap_region_begin(RECAP_REGION_WHILE, c, 0, s));
+  recap_cond_t c = region_opened(RECAP_REGION_WHILE, 1, 0, s);
   mix(s, &w[1], 1); /* x*3+1 counts iterations in a way that can be read back */
   if (which == 0) {
     OK(recap_cond_countdown(c, &w[0], s));

@@ -5,6 +5,7 @@
  */
 
 #include "regions_util.h"
+#include "capture_util.h"
 
 /* ------------------------------------------------------------------------------------------
  * Refusals
@@ -145,9 +146,7 @@ static void test_forbidden_nodes(void **state) {
       OK(recap_graph_create(&g, 0));
       begin(g, s, host);
       uint32_t *w = device_words(s, 1);
-      recap_cond_t c;
-      OK(recap_cond_create(&c, 0, s));
-      OK(recap_region_begin(RECAP_REGION_SWITCH, c, 2, s));
+      region_opened(RECAP_REGION_SWITCH, 0, 2, s);
       recap__fake_launch_kernel(s, "fine");
       OK(recap_region_next_branch(s));
       mix(s, w, 1);
@@ -231,9 +230,7 @@ static void test_abandon_inside(void **state) {
       recap_graph_t g;
       OK(recap_graph_create(&g, 0));
       begin(g, s, host);
-      recap_cond_t c;
-      OK(recap_cond_create(&c, 1, s));
-      OK(recap_region_begin(RECAP_REGION_WHILE, c, 0, s));
+      recap_cond_t c = region_opened(RECAP_REGION_WHILE, 1, 0, s);
       OK(recap_cond_create(&c, 1, s));
       OK(recap_region_begin(RECAP_REGION_WHILE, c, 0, s));
       recap__fake_stream_enqueue(s);
@@ -292,9 +289,7 @@ static void test_invalidated_with_regions_open(void **state) {
         recap_pool_id_t pool;
         OK(recap_graph_pool(g, &pool));
         for (unsigned d = 0; d < depth; d++) {
-          recap_cond_t c;
-          OK(recap_cond_create(&c, 1, s));
-          OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
+          region_opened(RECAP_REGION_IF, 1, 0, s);
         }
         uint32_t *w = device_words(s, 1); /* from the graph's pool, inside the body */
         mix(s, w, 1);
@@ -336,9 +331,7 @@ static void test_invalidated_with_regions_open(void **state) {
         } else {
           OK(recap_graph_capture_begin(g, &o, s));
         }
-        recap_cond_t c;
-        OK(recap_cond_create(&c, 1, s));
-        OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
+        region_opened(RECAP_REGION_IF, 1, 0, s);
         recap__fake_launch_kernel(s, "again");
         OK(recap_region_end(s));
         OK(recap_graph_capture_end(g));

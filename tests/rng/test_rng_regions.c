@@ -13,6 +13,7 @@
 
 #include "fake/fake.h"
 #include "harness.h"
+#include "capture_util.h"
 #include "fake_util.h"
 #include "graph/graph_internal.h"
 #include "recap.h"
@@ -59,9 +60,7 @@ static recap_graph_t capture_loop(recap_stream_t s, recap_generator_t gen, uint3
   recap_graph_t g = begin(s, mode);
   draw(gen, s, 4, r);
   set_counter(s, counter, n);
-  recap_cond_t more;
-  OK(recap_cond_create(&more, 1, s));
-  OK(recap_region_begin(RECAP_REGION_WHILE, more, 1, s));
+  recap_cond_t more = region_opened(RECAP_REGION_WHILE, 1, 1, s);
   draw(gen, s, 8, r);
   OK(recap_cond_countdown(more, counter, s));
   OK(recap_region_end(s));
@@ -202,14 +201,10 @@ static void nested_loops_compose_on(recap_regions_mode_t mode) {
   memset(&rl, 0, sizeof rl);
   recap_graph_t g = begin(s, mode);
   set_counter(s, outer, 2);
-  recap_cond_t co;
-  OK(recap_cond_create(&co, 1, s));
-  OK(recap_region_begin(RECAP_REGION_WHILE, co, 1, s));
+  recap_cond_t co = region_opened(RECAP_REGION_WHILE, 1, 1, s);
   draw(gen, s, 4, &r);
   set_counter(s, inner, 3);
-  recap_cond_t ci;
-  OK(recap_cond_create(&ci, 1, s));
-  OK(recap_region_begin(RECAP_REGION_WHILE, ci, 1, s));
+  recap_cond_t ci = region_opened(RECAP_REGION_WHILE, 1, 1, s);
   draw(gen, s, 4, &r);
   draw(late, s, 4, &rl);
   OK(recap_cond_countdown(ci, inner, s));
@@ -250,9 +245,7 @@ static void a_loop_that_never_runs_draws_nothing(void **state) {
   static records_t r;
   memset(&r, 0, sizeof r);
   recap_graph_t g = begin(s, RECAP_REGIONS_AUTO);
-  recap_cond_t c;
-  OK(recap_cond_create(&c, 0, s));
-  OK(recap_region_begin(RECAP_REGION_WHILE, c, 1, s));
+  recap_cond_t c = region_opened(RECAP_REGION_WHILE, 0, 1, s);
   draw(gen, s, 8, &r);
   OK(recap_cond_set_value(c, 0, s));
   OK(recap_region_end(s));
@@ -277,9 +270,7 @@ static void a_failed_advance_fails_the_region_call(void **state) {
   OK(recap_generator_create(&gen, 5));
   static records_t r;
   recap_graph_t g = begin(s, RECAP_REGIONS_AUTO);
-  recap_cond_t c;
-  OK(recap_cond_create(&c, 1, s));
-  OK(recap_region_begin(RECAP_REGION_WHILE, c, 1, s));
+  recap_cond_t c = region_opened(RECAP_REGION_WHILE, 1, 1, s);
   draw(gen, s, 8, &r);
   OK(recap_cond_set_value(c, 0, s));
   recap__fake_fail_nth(RECAP__FAKE_FAULT_RNG_ADVANCE, 1);

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * capture_util.h — the openings that captures and regions of many tests share, written once:
+ * a new graph whose capture has begun, the capture options of one region path, and a region
+ * opened over a new condition. Public API only, so that CPU and GPU programs alike use it.
+ *
+ * Include after harness.h. Every helper is static inline, so a test file that uses only some
+ * of them builds without warnings.
+ */
+#ifndef RECAP_TEST_CAPTURE_UTIL_H
+#define RECAP_TEST_CAPTURE_UTIL_H
+
+#include "harness.h"
+#include "recap.h"
+
+/* A new graph (no flags) whose capture on s has begun with opts (NULL: the defaults). */
+static inline recap_graph_t graph_capturing(recap_stream_t s, const recap_capture_options_t *opts) {
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, opts, s));
+  return g;
+}
+
+/* The default capture options with regions on the host-loop path (host) or on the device. */
+static inline recap_capture_options_t regions_options(int host) {
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.regions = host ? RECAP_REGIONS_HOST : RECAP_REGIONS_DEVICE;
+  return o;
+}
+
+/* A new condition of value `initial` on s, with a region of `kind` and `branches` opened over
+ * it; returns the condition. */
+static inline recap_cond_t region_opened(recap_region_kind_t kind, unsigned initial,
+                                         unsigned branches, recap_stream_t s) {
+  recap_cond_t c;
+  OK(recap_cond_create(&c, initial, s));
+  OK(recap_region_begin(kind, c, branches, s));
+  return c;
+}
+
+#endif /* RECAP_TEST_CAPTURE_UTIL_H */
