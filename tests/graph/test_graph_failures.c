@@ -157,10 +157,8 @@ static void graphed_forward_failure_keeps_its_status(void **state) {
 static void failed_scope_capture_closes_the_scope(void **state) {
   (void)state;
   reset();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  recap_stream_t s = NULL;
-  OK(recap_capture_scope_begin(g, NULL, &s));
+  recap_stream_t s;
+  recap_graph_t g = graph_in_scope(&s);
   assert_non_null(s);
   launch(s, 1);
   recap__fake_capture_invalidate(s);

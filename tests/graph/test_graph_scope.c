@@ -117,10 +117,8 @@ static void disabled_graphs_run_the_scope_eagerly(void **state) {
   reset();
   recap__graphs_disabled_override(1);
   assert_int_equal(!recap_graphs_enabled(), 1);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  recap_stream_t s = NULL;
-  OK(recap_capture_scope_begin(g, NULL, &s));
+  recap_stream_t s;
+  recap_graph_t g = graph_in_scope(&s);
   assert_non_null(s);
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_EAGER);
   assert_int_equal(capturing(s), 0); /* nothing is captured */
@@ -358,10 +356,8 @@ static void *scope_end_from_another_thread(void *arg) {
 static void scope_end_from_another_thread_keeps_the_scope(void **state) {
   (void)state;
   reset();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  recap_stream_t s = NULL;
-  OK(recap_capture_scope_begin(g, NULL, &s));
+  recap_stream_t s;
+  recap_graph_t g = graph_in_scope(&s);
   launch(s, 1);
   foreign_end_t f = {g, s, RECAP_SUCCESS};
   pthread_t thread;

@@ -76,8 +76,7 @@ static void test_unused_conditions(void **state) {
   (void)state;
   BOTH_PATHS {
     recap_stream_t s;
-    recap_graph_t g = fresh_graph(&s, 0);
-    begin(g, s, host);
+    recap_graph_t g = fresh_capture(&s, host);
     recap_cond_t unused_top, once, unused_inside;
     OK(recap_cond_create(&unused_top, 1, s));
     OK(recap_cond_create(&once, 1, s));

@@ -113,4 +113,12 @@ static inline void begin(recap_graph_t g, recap_stream_t s, bool host) {
   OK(recap_graph_capture_begin(g, &o, s));
 }
 
+/* A fresh fake (reset), a new stream *s, and a new graph whose capture on *s has begun on the
+ * path `host` names. */
+static inline recap_graph_t fresh_capture(recap_stream_t *s, bool host) {
+  recap_graph_t g = fresh_graph(s, 0);
+  begin(g, *s, host);
+  return g;
+}
+
 #endif /* RECAP_TEST_REGIONS_UTIL_H */
