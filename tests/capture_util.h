@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * capture_util.h — the openings that captures and regions of many tests share, written once:
- * a new graph whose capture has begun, the capture options of one region path, and a region
- * opened over a new condition. Public API only, so that CPU and GPU programs alike use it.
+ * a new graph whose capture has begun, the capture options of one region path, a region
+ * opened over a new condition, and a graph set over the sizes of a list. Public API only, so
+ * that CPU and GPU programs alike use it.
  *
  * Include after harness.h. Every helper is static inline, so a test file that uses only some
  * of them builds without warnings.
@@ -36,6 +37,20 @@ static inline recap_cond_t region_opened(recap_region_kind_t kind, unsigned init
   OK(recap_cond_create(&c, initial, s));
   OK(recap_region_begin(kind, c, branches, s));
   return c;
+}
+
+/* A graph set of step (user_data its argument) over sizes[0..count), captured as `capture`
+ * says. */
+static inline recap_graph_set_t graph_set_of(recap_step_fn step, void *user_data,
+                                             const size_t *sizes, size_t count,
+                                             recap_set_capture_t capture) {
+  recap_graph_set_options_t o = RECAP_GRAPH_SET_OPTIONS_INIT;
+  o.sizes = sizes;
+  o.size_count = count;
+  o.capture = capture;
+  recap_graph_set_t set = NULL;
+  OK(recap_graph_set_create(&set, step, user_data, &o));
+  return set;
 }
 
 #endif /* RECAP_TEST_CAPTURE_UTIL_H */
