@@ -19,6 +19,7 @@
 
 #include "graph_util.h"
 #include "harness.h"
+#include "inspect_util.h"
 #include "capture_util.h"
 
 /* ------------------------------------------------------------------------------------------
@@ -876,8 +877,7 @@ static void graph_launched_inside_a_capture_becomes_a_child_node(void **state) {
   OK(recap_graph_replay(inner, s));
   OK(recap_graph_capture_end(outer));
   assert_int_equal(recap__fake_now().graph_launches, 0); /* captured, not run */
-  recap_graph_info_t *info;
-  OK(recap_graph_inspect(outer, &info));
+  recap_graph_info_t *info = inspect(outer);
   assert_int_equal(info->node_count, 2);
   assert_int_equal(info->nodes[0].type, RECAP_NODE_KERNEL);
   assert_int_equal(info->nodes[1].type, RECAP_NODE_GRAPH);

@@ -22,6 +22,8 @@
 
 #include "graph_util.h"
 #include "harness.h"
+#include "inspect_util.h"
+#include "fork_join_util.h"
 #include "regions_info.h"
 
 /* ------------------------------------------------------------------------------------------
@@ -401,11 +403,7 @@ static void inspect_reports_nodes_and_edges(void **state) {
 
   /* first -> second -> third on s; side joins after second: second -> side_kernel. */
   OK(recap_graph_capture_begin(g, NULL, s));
-  recap__fake_launch_kernel(s, "first");
-  recap__fake_launch_kernel(s, "second");
-  assert_true(recap__fake_capture_join(side, s));
-  recap__fake_launch_kernel(s, "third");
-  recap__fake_launch_kernel(side, "side_kernel");
+  launch_fork_join(s, side, "second");
   OK(recap_graph_capture_end(g));
 
   OK(recap_graph_inspect(g, &info));
@@ -427,8 +425,7 @@ static void inspect_reports_nodes_and_edges(void **state) {
   assert_int_equal(info->nodes[3].dependent_count, 0);
 
   /* The JSON says the same, and cJSON reads it. */
-  char *json = NULL;
-  OK(recap_graph_info_json(info, &json));
+  char *json = info_json(info);
   cJSON *root = cJSON_Parse(json);
   assert_non_null(root);
   cJSON *nodes = cJSON_GetObjectItemCaseSensitive(root, "nodes");
@@ -548,12 +545,10 @@ static void inspect_of_an_empty_graph(void **state) {
   recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
   OK(recap_graph_capture_begin(g, NULL, s));
   OK(recap_graph_capture_end(g));
-  recap_graph_info_t *info;
-  OK(recap_graph_inspect(g, &info));
+  recap_graph_info_t *info = inspect(g);
   assert_int_equal(info->node_count, 0);
   assert_int_equal(info->edge_count, 0);
-  char *json;
-  OK(recap_graph_info_json(info, &json));
+  char *json = info_json(info);
   cJSON *root = cJSON_Parse(json);
   assert_non_null(root);
   assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(root, "nodes")), 0);

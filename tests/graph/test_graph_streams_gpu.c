@@ -19,6 +19,7 @@
 #include "gpu_util.h"
 #include "graph_gpu_util.h"
 #include "capture_util.h"
+#include "inspect_util.h"
 
 /* ------------------------------------------------------------------------------------------
  * Streams joined to a capture
@@ -593,8 +594,7 @@ static void inspect_kernel_memset_memcpy(void **state) {
   OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
 
-  recap_graph_info_t *info = NULL;
-  OK(recap_graph_inspect(g, &info));
+  recap_graph_info_t *info = inspect(g);
   assert_non_null(info);
   assert_true(info->node_count >= 3);
   size_t kernel = find_node(info, RECAP_NODE_KERNEL);
@@ -643,8 +643,7 @@ static void inspect_kernel_memset_memcpy(void **state) {
   assert_true(contains_index(info->nodes[memcpy_node].dependencies,
                              info->nodes[memcpy_node].dependency_count, memset_node));
 
-  char *json = NULL;
-  OK(recap_graph_info_json(info, &json));
+  char *json = info_json(info);
   assert_non_null(json);
   assert_non_null(strstr(json, "\"type\":\"kernel\""));
   assert_non_null(strstr(json, "\"type\":\"memset\""));

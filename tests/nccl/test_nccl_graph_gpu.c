@@ -25,6 +25,7 @@
 
 #include "device/nccl_seam.h"
 #include "harness.h"
+#include "inspect_util.h"
 #include "gpu_util.h"
 #include "kernels.h"
 #include "nccl_util.h"
@@ -154,8 +155,7 @@ static void refused_in_conditional_bodies(void **state) {
   OK(recap_graph_capture_begin(probe, NULL, (recap_stream_t)s));
   OK(recap__nccl()->collective(&direct, (recap_stream_t)s));
   OK(recap_graph_capture_end(probe));
-  recap_graph_info_t *info = NULL;
-  OK(recap_graph_inspect(probe, &info));
+  recap_graph_info_t *info = inspect(probe);
   int nccl_kernels = 0;
   for (size_t i = 0; i < info->node_count; i++) {
     printf("direct all_reduce node %zu: %s %s\n", i, recap_node_type_name(info->nodes[i].type),

@@ -20,6 +20,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "rebind_util.h"
+#include "inspect_util.h"
 
 /* The sites each move of a rebind changed (recap_graph_rebind's last argument). */
 static size_t patched[16];
@@ -728,8 +729,7 @@ static void keep_graph_reinstantiated_keeps_rebinds(void **state) {
   assert_true(recap__fake_graph_arg(raw, 0, 0, &value));
   assert_ptr_equal(value, in2);
   /* A second sync has nothing left to write. */
-  recap_graph_info_t *info = NULL;
-  OK(recap_graph_inspect(g, &info));
+  recap_graph_info_t *info = inspect(g);
   recap_graph_info_free(info);
   assert_int_equal(recap__fake_now().template_patches - template_before, 1);
 

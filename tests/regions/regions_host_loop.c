@@ -6,6 +6,7 @@
 
 #include "regions_util.h"
 #include "capture_util.h"
+#include "inspect_util.h"
 
 /* ------------------------------------------------------------------------------------------
  * Host loop interplay
@@ -194,8 +195,7 @@ static void test_device_path_inspect(void **state) {
   OK(recap_region_end(s));
   recap__fake_launch_kernel(s, "after");
   OK(recap_graph_capture_end(g));
-  recap_graph_info_t *info;
-  OK(recap_graph_inspect(g, &info));
+  recap_graph_info_t *info = inspect(g);
   assert_int_equal(info->node_count, 5);
   assert_int_equal(info->nodes[1].type, RECAP_NODE_CONDITIONAL);
   assert_int_equal(info->nodes[1].region_kind, RECAP_REGION_IF_ELSE);
@@ -227,8 +227,7 @@ static void test_annotations_in_bodies(void **state) {
   OK(recap_region_end(s));
   OK(recap_annotate_pop(s));
   OK(recap_graph_capture_end(g));
-  recap_graph_info_t *info;
-  OK(recap_graph_inspect(g, &info));
+  recap_graph_info_t *info = inspect(g);
   assert_int_equal(info->node_count, 3);
   assert_string_equal(info->nodes[0].annotation, "outer");
   assert_string_equal(info->nodes[2].kernel_name, "in_body");

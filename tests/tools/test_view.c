@@ -15,6 +15,8 @@
 #include "fake/fake.h"
 #include "reset.h"
 #include "harness.h"
+#include "inspect_util.h"
+#include "fork_join_util.h"
 #include "recap_view.h"
 #include "regions_info.h"
 #include "view_fixture.h"
@@ -489,14 +491,9 @@ static void model_from_a_captured_graph(void **state) {
   recap_graph_t graph;
   OK(recap_graph_create(&graph, RECAP_GRAPH_KEEP));
   OK(recap_graph_capture_begin(graph, NULL, s));
-  recap__fake_launch_kernel(s, "first");
-  recap__fake_launch_kernel(s, "_Z6kernelIfEvPT_i");
-  assert_true(recap__fake_capture_join(side, s));
-  recap__fake_launch_kernel(s, "third");
-  recap__fake_launch_kernel(side, "side_kernel");
+  launch_fork_join(s, side, "_Z6kernelIfEvPT_i");
   OK(recap_graph_capture_end(graph));
-  recap_graph_info_t *info;
-  OK(recap_graph_inspect(graph, &info));
+  recap_graph_info_t *info = inspect(graph);
   recap_view_graph_t g;
   char err[256];
   assert_int_equal(recap_view_from_info(&g, info, err, sizeof err), 0);
@@ -670,8 +667,7 @@ static void regions_captured_on_the_fake(void **state) {
   OK(recap_graph_capture_end(graph));
   recap_annotations_enable(-1);
   /* The annotation layer labels what it knows (the graph's own nodes come first), no more. */
-  recap_graph_info_t *info;
-  OK(recap_graph_inspect(graph, &info));
+  recap_graph_info_t *info = inspect(graph);
   for (size_t i = 0; i < 3; i++) assert_string_equal(info->nodes[i].annotation_path, "step");
   assert_null(info->nodes[3].annotation_path);
   recap_view_graph_t g;
