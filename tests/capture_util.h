@@ -2,8 +2,8 @@
 /*
  * capture_util.h — the openings that captures and regions of many tests share, written once:
  * a new graph whose capture has begun, the capture options of one region path, a region
- * opened over a new condition, and a graph set over the sizes of a list. Public API only, so
- * that CPU and GPU programs alike use it.
+ * opened over a new condition, a graph set over the sizes of a list, and the description of a
+ * callable of one input. Public API only, so that CPU and GPU programs alike use it.
  *
  * Include after harness.h. Every helper is static inline, so a test file that uses only some
  * of them builds without warnings.
@@ -51,6 +51,22 @@ static inline recap_graph_set_t graph_set_of(recap_step_fn step, void *user_data
   recap_graph_set_t set = NULL;
   OK(recap_graph_set_create(&set, step, user_data, &o));
   return set;
+}
+
+/* A callable of forward and backward with one input (sample, whose gradient it requires: the
+ * caller's requires_grad points at a 1 that outlives the description) and one output. */
+static inline recap_callable_desc_t one_input_callable(recap_forward_fn forward,
+                                                       recap_backward_fn backward,
+                                                       const recap_buffer_t *sample,
+                                                       const int *requires_grad) {
+  recap_callable_desc_t desc = {.size = sizeof(recap_callable_desc_t),
+                                .forward = forward,
+                                .backward = backward,
+                                .input_count = 1,
+                                .sample_inputs = sample,
+                                .requires_grad = requires_grad,
+                                .output_count = 1};
+  return desc;
 }
 
 #endif /* RECAP_TEST_CAPTURE_UTIL_H */

@@ -299,13 +299,8 @@ static void graphed_callables_while_asleep(void **unused) {
   static float x[256], gy[256];
   static const int requires_grad[1] = {1};
   recap_buffer_t sample = {x, sizeof x}, grad = {gy, sizeof gy};
-  recap_callable_desc_t desc = {.size = sizeof(recap_callable_desc_t),
-                                .forward = plain_forward,
-                                .backward = plain_backward,
-                                .input_count = 1,
-                                .sample_inputs = &sample,
-                                .requires_grad = requires_grad,
-                                .output_count = 1};
+  recap_callable_desc_t desc =
+      one_input_callable(plain_forward, plain_backward, &sample, requires_grad);
   recap_graphed_t h;
   OK(recap_graphed_create(&h, &desc, 1, NULL));
   recap_graph_t fw, bw;

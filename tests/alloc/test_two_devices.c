@@ -13,9 +13,15 @@
 #include "fake_util.h"
 #include "recap.h"
 
-static void two_devices(void) {
-  recap_test_reset(&(recap__fake_config_t){.device_count = 2});
+/* A fresh fake of two devices (memory_per_device bytes each, 0 for the fake's default), with a
+ * stream *s0 on device 0 and *s1 on device 1; device 1 is left current. */
+static void two_devices(size_t memory_per_device, recap_stream_t *s0, recap_stream_t *s1) {
+  recap_test_reset(
+      &(recap__fake_config_t){.device_count = 2, .memory_per_device = memory_per_device});
   recap_clear_last_error();
+  *s0 = recap__fake_stream_new();
+  OK(recap__device()->set_device(1));
+  *s1 = recap__fake_stream_new();
 }
 
 static recap_memory_stats_t stats_of(int device) {
@@ -45,10 +51,8 @@ static void end_capture(recap_graph_t g, recap_stream_t s) {
  * nothing, and leave the capture alive. */
 static void empty_cache_refuses_during_a_capture_on_another_device(void **state) {
   (void)state;
-  two_devices();
-  recap_stream_t s0 = recap__fake_stream_new();
-  OK(recap__device()->set_device(1));
-  recap_stream_t s1 = recap__fake_stream_new();
+  recap_stream_t s0, s1;
+  two_devices(0, &s0, &s1);
   void *p;
   OK(recap_malloc(&p, 4096, s1));
   OK(recap_free(p));
@@ -84,10 +88,8 @@ static void empty_cache_refuses_during_a_capture_on_another_device(void **state)
  * with the capture mode relaxed: it succeeds and the capture goes on. */
 static void new_segment_on_another_device_during_a_global_capture(void **state) {
   (void)state;
-  two_devices();
-  recap_stream_t s0 = recap__fake_stream_new();
-  OK(recap__device()->set_device(1));
-  recap_stream_t s1 = recap__fake_stream_new();
+  recap_stream_t s0, s1;
+  two_devices(0, &s0, &s1);
   OK(recap__device()->set_device(0));
   recap_graph_t g;
   begin_global_capture(&g, s0);
@@ -136,11 +138,8 @@ static void new_segment_on_another_device_during_a_global_capture(void **state) 
  * expandable_segments the request stays out of memory, and the capture goes on too. */
 static void oom_retry_on_another_device_during_a_global_capture(void **state) {
   (void)state;
-  recap_test_reset(&(recap__fake_config_t){.device_count = 2, .memory_per_device = 32 * MiB});
-  recap_clear_last_error();
-  recap_stream_t s0 = recap__fake_stream_new();
-  OK(recap__device()->set_device(1));
-  recap_stream_t s1 = recap__fake_stream_new();
+  recap_stream_t s0, s1;
+  two_devices(32 * MiB, &s0, &s1);
   void *cached;
   OK(recap_malloc(&cached, 12 * MiB, s1));
   OK(recap_free(cached)); /* a 12 MiB segment of its own, cached */
