@@ -46,6 +46,27 @@ static void end_capture(recap_graph_t g, recap_stream_t s) {
   OK(recap_graph_replay(g, s));
 }
 
+/* The capture of g on s0 is still under way and the checker passes; then end it (end_capture). */
+static void end_live_capture(recap_graph_t g, recap_stream_t s0) {
+  int flag = 0;
+  OK(recap_stream_is_capturing(s0, &flag));
+  assert_int_equal(flag, 1);
+  check();
+  end_capture(g, s0);
+}
+
+/* Frees p on device 1, destroys g, empties both caches, and expects device 1 to hold nothing;
+ * device 0 is left current. */
+static void release_on_device_1(recap_graph_t g, void *p) {
+  OK(recap__device()->set_device(1));
+  OK(recap_free(p));
+  OK(recap_graph_destroy(g));
+  OK(recap_empty_cache());
+  assert_int_equal(recap__fake_now().bytes_in_use[1], 0);
+  OK(recap__device()->set_device(0));
+  check();
+}
+
 /* The issue's case: device 1 holds a cached segment, a global capture runs on device 0, and
  * recap_empty_cache() is called on device 1. It must refuse as it does for device 0, free
  * nothing, and leave the capture alive. */
@@ -70,11 +91,7 @@ static void empty_cache_refuses_during_a_capture_on_another_device(void **state)
   assert_int_equal(recap__fake_now().bytes_in_use[1], 2 * MiB);
   assert_int_equal(stats_of(1).segment[RECAP_STAT_ALL].current, 1);
   assert_int_equal(stats_of(1).num_device_free, 0);
-  int flag = 0;
-  OK(recap_stream_is_capturing(s0, &flag));
-  assert_int_equal(flag, 1);
-  check();
-  end_capture(g, s0);
+  end_live_capture(g, s0);
 
   /* After the capture both devices' caches go. */
   OK(recap_graph_destroy(g));
@@ -159,21 +176,12 @@ static void oom_retry_on_another_device_during_a_global_capture(void **state) {
     assert_int_equal(st.num_ooms, 1);
     assert_int_equal(st.num_device_free, 0);
     assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, (int64_t)(12 * MiB));
-    int capturing = 0;
-    OK(recap_stream_is_capturing(s0, &capturing));
-    assert_int_equal(capturing, 1);
-    check();
-    end_capture(g, s0);
+    end_live_capture(g, s0);
     OK(recap__device()->set_device(1));
     OK(recap_malloc(&p, 24 * MiB, s1b)); /* after the capture the retry trims */
     assert_int_equal(stats_of(1).num_device_free, 1);
     assert_int_equal(recap__fake_now().vmm_unmaps_unfinished, 0);
-    OK(recap_free(p));
-    OK(recap_graph_destroy(g));
-    OK(recap_empty_cache());
-    assert_int_equal(recap__fake_now().bytes_in_use[1], 0);
-    OK(recap__device()->set_device(0));
-    check();
+    release_on_device_1(g, p);
     return;
   }
   OK(recap_malloc(&p, 24 * MiB, s1b));
@@ -182,19 +190,9 @@ static void oom_retry_on_another_device_during_a_global_capture(void **state) {
   assert_int_equal(st.num_device_free, 1);
   assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, (int64_t)(24 * MiB));
   assert_int_equal(recap__fake_now().bytes_in_use[1], 24 * MiB);
-  int flag = 0;
-  OK(recap_stream_is_capturing(s0, &flag));
-  assert_int_equal(flag, 1);
-  check();
-  end_capture(g, s0);
+  end_live_capture(g, s0);
 
-  OK(recap__device()->set_device(1));
-  OK(recap_free(p));
-  OK(recap_graph_destroy(g));
-  OK(recap_empty_cache());
-  assert_int_equal(recap__fake_now().bytes_in_use[1], 0);
-  OK(recap__device()->set_device(0));
-  check();
+  release_on_device_1(g, p);
 }
 
 static const struct CMUnitTest tests[] = {
