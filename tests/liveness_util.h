@@ -45,6 +45,14 @@ static inline void begin_capture(recap_graph_t g, recap_stream_t s) {
   OK(recap_graph_capture_begin(g, &o, s));
 }
 
+/* A new graph (no flags) capturing on s with the liveness checks on. */
+static inline recap_graph_t checked_graph(recap_stream_t s) {
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  begin_capture(g, s);
+  return g;
+}
+
 static inline size_t input_count(recap_graph_t g) {
   const recap_liveness_input_t *inputs = NULL;
   size_t n = 0;
