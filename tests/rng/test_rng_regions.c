@@ -37,6 +37,16 @@ static uint32_t *device_word(void) {
   return p;
 }
 
+/* A fresh fake with no states handed out yet, a new stream *s, and a generator of seed. */
+static recap_generator_t fresh_generator(recap_stream_t *s, uint64_t seed) {
+  reset();
+  state_count = 0;
+  *s = recap__fake_stream_new();
+  recap_generator_t gen = NULL;
+  OK(recap_generator_create(&gen, seed));
+  return gen;
+}
+
 static recap_graph_t begin(recap_stream_t s, recap_regions_mode_t mode) {
   recap_graph_t g = NULL;
   OK(recap_graph_create(&g, 0));
@@ -70,11 +80,8 @@ static recap_graph_t capture_loop(recap_stream_t s, recap_generator_t gen, uint3
 }
 
 static void each_iteration_draws_fresh_numbers(recap_regions_mode_t mode) {
-  reset();
-  state_count = 0;
-  recap_stream_t s = recap__fake_stream_new();
-  recap_generator_t gen = NULL;
-  OK(recap_generator_create(&gen, 7));
+  recap_stream_t s;
+  recap_generator_t gen = fresh_generator(&s, 7);
   uint32_t *counter = device_word();
   static records_t r;
   memset(&r, 0, sizeof r);
@@ -237,11 +244,8 @@ static void nested_loops_compose(void **state) {
 /* A loop that runs no iteration draws nothing, and the host offset says so. */
 static void a_loop_that_never_runs_draws_nothing(void **state) {
   (void)state;
-  reset();
-  state_count = 0;
-  recap_stream_t s = recap__fake_stream_new();
-  recap_generator_t gen = NULL;
-  OK(recap_generator_create(&gen, 5));
+  recap_stream_t s;
+  recap_generator_t gen = fresh_generator(&s, 5);
   static records_t r;
   memset(&r, 0, sizeof r);
   recap_graph_t g = begin(s, RECAP_REGIONS_AUTO);
@@ -263,11 +267,8 @@ static void a_loop_that_never_runs_draws_nothing(void **state) {
 /* The advance at a body's end fails: the region call says so and nothing is left behind. */
 static void a_failed_advance_fails_the_region_call(void **state) {
   (void)state;
-  reset();
-  state_count = 0;
-  recap_stream_t s = recap__fake_stream_new();
-  recap_generator_t gen = NULL;
-  OK(recap_generator_create(&gen, 5));
+  recap_stream_t s;
+  recap_generator_t gen = fresh_generator(&s, 5);
   static records_t r;
   recap_graph_t g = begin(s, RECAP_REGIONS_AUTO);
   recap_cond_t c = region_opened(RECAP_REGION_WHILE, 1, 1, s);
@@ -336,11 +337,8 @@ static void a_fold_waits_for_no_capture(void **state) {
  * loops drew before is gone with the fold. */
 static void set_offset_after_a_replay(void **state) {
   (void)state;
-  reset();
-  state_count = 0;
-  recap_stream_t s = recap__fake_stream_new();
-  recap_generator_t gen = NULL;
-  OK(recap_generator_create(&gen, 7));
+  recap_stream_t s;
+  recap_generator_t gen = fresh_generator(&s, 7);
   uint32_t *counter = device_word();
   static records_t r;
   memset(&r, 0, sizeof r);
