@@ -19,10 +19,8 @@
 
 static void offload_round_trip(void **unused) {
   (void)unused;
-  reset_expandable(CAPACITY);
   model_t m;
-  model_make(&m);
-  model_run(&m, 3);
+  model_started(&m, 3);
   model_expect_reference(&m);
   recap_pool_memory_t before = pool_memory(m.pool);
   assert_int_equal(before.state, RECAP_POOL_AWAKE);
@@ -85,10 +83,8 @@ static void offload_round_trip(void **unused) {
 
 static void discard_round_trip(void **unused) {
   (void)unused;
-  reset_expandable(CAPACITY);
   model_t m;
-  model_make(&m);
-  model_run(&m, 2);
+  model_started(&m, 2);
   recap_pool_memory_t before = pool_memory(m.pool);
   recap_memory_stats_t st = stats_now();
   size_t free_before = device_free();
@@ -164,10 +160,8 @@ static void empty_and_free_classic_pools_sleep(void **unused) {
 
 static void refusals(void **unused) {
   (void)unused;
-  reset_expandable(CAPACITY);
   model_t m;
-  model_make(&m);
-  model_run(&m, 1);
+  model_started(&m, 1);
   recap_stream_t s2 = recap__fake_stream_new();
 
   /* Arguments and pools. */
@@ -335,10 +329,8 @@ static void graphed_callables_while_asleep(void **unused) {
 
 static void free_while_asleep(void **unused) {
   (void)unused;
-  reset_expandable(CAPACITY);
   model_t m;
-  model_make(&m);
-  model_run(&m, 2);
+  model_started(&m, 2);
   contents_t saved = contents_save(&m);
   recap_memory_stats_t st = stats_now();
   OK(recap_pool_sleep(m.pool, RECAP_SLEEP_OFFLOAD));
@@ -377,9 +369,8 @@ static void free_while_asleep(void **unused) {
  * its sleep could not release. */
 static void a_pool_outlives_its_graph_while_asleep(void **unused) {
   (void)unused;
-  reset_expandable(CAPACITY);
   model_t m;
-  model_make(&m);
+  model_started(&m, 0);
   recap_pool_id_t pool = m.pool;
   recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE, 1);
   EXPECT_STATUS(recap_pool_sleep(pool, RECAP_SLEEP_OFFLOAD), RECAP_ERROR_CUDA);
@@ -412,10 +403,8 @@ static void a_pool_outlives_its_graph_while_asleep(void **unused) {
 
 static void sleep_and_wake_everything(void **unused) {
   (void)unused;
-  reset_expandable(CAPACITY);
   model_t m;
-  model_make(&m);
-  model_run(&m, 1);
+  model_started(&m, 1);
   recap_stream_t s = recap__fake_stream_new();
   uint32_t *plain;
   OK(recap_malloc((void **)&plain, 1 * MiB, s));
