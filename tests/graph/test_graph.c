@@ -386,8 +386,7 @@ static void debug_dump_needs_the_kept_template(void **state) {
   OK(recap_graph_debug_dump(kept, path));
   char *text = read_text_file(path);
   assert_non_null(text);
-  assert_non_null(strstr(text, "digraph"));
-  assert_non_null(strstr(text, "dumped_kernel"));
+  EXPECT_CONTAINS(text, "digraph", "dumped_kernel");
   free(text);
   unlink(path);
   EXPECT_STATUS(recap_graph_debug_dump(kept, "/nonexistent-dir/recap/graph.dot"), RECAP_ERROR_IO);

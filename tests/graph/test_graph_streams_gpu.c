@@ -645,14 +645,10 @@ static void inspect_kernel_memset_memcpy(void **state) {
 
   char *json = info_json(info);
   assert_non_null(json);
-  assert_non_null(strstr(json, "\"type\":\"kernel\""));
-  assert_non_null(strstr(json, "\"type\":\"memset\""));
-  assert_non_null(strstr(json, "\"type\":\"memcpy\""));
+  EXPECT_CONTAINS(json, "\"type\":\"kernel\"", "\"type\":\"memset\"", "\"type\":\"memcpy\"");
   assert_non_null(strstr(json, RECAP_TEST_FILL_KERNEL_NAME));
-  assert_non_null(strstr(json, "\"grid\":[4,1,1]"));
-  assert_non_null(strstr(json, "\"block\":[64,1,1]"));
-  assert_non_null(strstr(json, "\"bytes\":1024"));
-  assert_non_null(strstr(json, "\"bytes\":2048"));
+  EXPECT_CONTAINS(json, "\"grid\":[4,1,1]", "\"block\":[64,1,1]", "\"bytes\":1024",
+                  "\"bytes\":2048");
   recap_string_free(json);
   recap_graph_info_free(info);
 
