@@ -43,6 +43,15 @@ static inline recap_graph_t fresh_graph(recap_stream_t *s, unsigned flags) {
   return g;
 }
 
+/* A new graph (no flags) with a capture scope open on it; *s is the scope's stream. */
+static inline recap_graph_t graph_in_scope(recap_stream_t *s) {
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  *s = NULL;
+  OK(recap_capture_scope_begin(g, NULL, s));
+  return g;
+}
+
 /* A fresh fake of one device with memory_per_device bytes (VMM segments reserve that much
  * address space each, which valgrind's address space must hold), the graph layer's process state
  * cleared, no log callback, and the expandable_segments option on. */

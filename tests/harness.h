@@ -103,6 +103,16 @@ static inline void ignore_status(recap_status_t status) { (void)status; }
       fail_msg("the last error does not mention \"%s\": %s", (needle), recap_last_error()); \
   } while (0)
 
+/* text must contain every one of the needles that follow it (one check of many strstr). */
+#define EXPECT_CONTAINS(text, ...) \
+  recap_test_expect_contains((text), (const char *const[]){__VA_ARGS__, NULL})
+
+static inline void recap_test_expect_contains(const char *text, const char *const *needles) {
+  assert_non_null(text);
+  for (; *needles; needles++)
+    if (!strstr(text, *needles)) fail_msg("\"%s\" is not in the text", *needles);
+}
+
 /* recap_last_error() must name the pointer p, as "%p" prints it. */
 #define EXPECT_MESSAGE_POINTER(p)                                           \
   do {                                                                      \

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "capture_util.h"
 #include "harness.h"
 #include "recap.h"
 
@@ -43,6 +44,12 @@ static inline recap_capture_options_t liveness_options(void) {
 static inline void begin_capture(recap_graph_t g, recap_stream_t s) {
   recap_capture_options_t o = liveness_options();
   OK(recap_graph_capture_begin(g, &o, s));
+}
+
+/* A new graph (no flags) capturing on s with the liveness checks on. */
+static inline recap_graph_t checked_graph(recap_stream_t s) {
+  recap_capture_options_t o = liveness_options();
+  return graph_capturing(s, &o);
 }
 
 static inline size_t input_count(recap_graph_t g) {

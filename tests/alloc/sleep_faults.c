@@ -44,10 +44,8 @@ static void expect_whole(const model_t *m, const contents_t *saved, const recap_
 static void faults_at_each_call(void **unused) {
   (void)unused;
   for (int mode = RECAP_SLEEP_DISCARD; mode <= RECAP_SLEEP_OFFLOAD; mode++) {
-    reset_expandable(CAPACITY);
     model_t m;
-    model_make(&m);
-    model_run(&m, 1);
+    model_started(&m, 1);
     contents_t saved = contents_save(&m);
     recap_memory_stats_t st = stats_now();
     size_t free_awake = device_free();
@@ -155,9 +153,8 @@ static void faults_at_each_call(void **unused) {
  * stays asleep and a later wake releases it. */
 static void a_kept_chunk_is_released_at_the_wake(void **unused) {
   (void)unused;
-  reset_expandable(CAPACITY);
   model_t m;
-  model_make(&m);
+  model_started(&m, 0);
   contents_t saved = contents_save(&m);
   size_t free_awake = device_free();
   recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE, 1);
@@ -190,10 +187,8 @@ static void a_sleep_whose_roll_back_fails_goes_forward(void **unused) {
   (void)unused;
   for (int third = 0; third <= 1; third++) {
     for (int mode = RECAP_SLEEP_DISCARD; mode <= RECAP_SLEEP_OFFLOAD; mode++) {
-      reset_expandable(CAPACITY);
       model_t m;
-      model_make(&m);
-      model_run(&m, 1);
+      model_started(&m, 1);
       contents_t saved = contents_save(&m);
       recap_memory_stats_t st = stats_now();
       size_t free_awake = device_free();
@@ -257,10 +252,8 @@ static void a_wake_whose_undo_cannot_unmap_retries(void **unused) {
   (void)unused;
   for (int access = 0; access <= 1; access++) {
     for (int mode = RECAP_SLEEP_DISCARD; mode <= RECAP_SLEEP_OFFLOAD; mode++) {
-      reset_expandable(CAPACITY);
       model_t m;
-      model_make(&m);
-      model_run(&m, 1);
+      model_started(&m, 1);
       contents_t saved = contents_save(&m);
       recap_memory_stats_t st = stats_now();
       size_t free_awake = device_free();
@@ -328,10 +321,8 @@ static void a_wake_whose_undo_cannot_unmap_retries(void **unused) {
  * with its contents; a warning says the buffer stays kept, and recap_empty_cache frees it. */
 static void a_wake_whose_pinned_free_fails_stays_awake(void **unused) {
   (void)unused;
-  reset_expandable(CAPACITY);
   model_t m;
-  model_make(&m);
-  model_run(&m, 1);
+  model_started(&m, 1);
   contents_t saved = contents_save(&m);
   recap_memory_stats_t st = stats_now();
   size_t free_awake = device_free();

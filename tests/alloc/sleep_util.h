@@ -130,6 +130,14 @@ static inline void model_free(model_t *m) {
 /* The fake device's memory (reset_expandable). */
 enum { CAPACITY = 256 << 20 };
 
+/* A fresh fake of CAPACITY with VMM segments (reset_expandable), and *m made and run `runs`
+ * times. */
+static inline void model_started(model_t *m, int runs) {
+  reset_expandable(CAPACITY);
+  model_make(m);
+  model_run(m, runs);
+}
+
 /* Everything gone, nothing held on the device. */
 static inline void teardown(model_t *m) {
   if (m) model_free(m);

@@ -404,8 +404,8 @@ static void a_pair_is_served_by_the_cache_with_exact_stats(void **state) {
     assert_int_equal(st.inactive_split_bytes[RECAP_STAT_ALL].current, 0);
     char *json = NULL;
     OK(recap_memory_snapshot_json(-1, &json));
-    assert_non_null(strstr(json, "\"blocks\":[{\"address\""));
-    assert_non_null(strstr(json, "\"size\":2097152,\"requested\":0,\"state\":\"free\"}]"));
+    EXPECT_CONTAINS(json, "\"blocks\":[{\"address\"",
+                    "\"size\":2097152,\"requested\":0,\"state\":\"free\"}]");
     recap_string_free(json);
     /* empty_cache merges the cached block and gives the segment back. */
     OK(recap_empty_cache());

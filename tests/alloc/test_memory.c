@@ -15,6 +15,7 @@
 #include "fake/fake.h"
 #include "graph/graph_internal.h"
 #include "harness.h"
+#include "capture_util.h"
 #include "fake_util.h"
 #include "recap.h"
 #include "memory_util.h"
@@ -83,9 +84,7 @@ static void a_graph_reports_its_bytes(void **state) {
   reset();
   recap_stream_t s = recap__fake_stream_new();
   size_t free_at_start = device_free();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   void *a, *b, *c;
   OK(recap_malloc(&a, 1000, s)); /* 1024 */
   OK(recap_malloc(&b, 3000, s)); /* 3072: 4096 allocated, the peak */
@@ -276,9 +275,7 @@ static void a_fresh_instantiation_at_recapture_is_measured(void **state) {
   (void)state;
   reset();
   recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   kernels(s, 2);
   OK(recap_graph_capture_end(g));
   OK(recap_graph_recapture_begin(g, NULL, s));
@@ -383,15 +380,10 @@ static void a_host_loop_counts_every_executable(void **state) {
   for (int host = 0; host < 2; host++) {
     reset();
     recap_stream_t s = recap__fake_stream_new();
-    recap_graph_t g;
-    OK(recap_graph_create(&g, 0));
-    recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
-    o.regions = host ? RECAP_REGIONS_HOST : RECAP_REGIONS_DEVICE;
-    OK(recap_graph_capture_begin(g, &o, s));
+    recap_capture_options_t o = regions_options(host);
+    recap_graph_t g = graph_capturing(s, &o);
     kernels(s, 2);
-    recap_cond_t c;
-    OK(recap_cond_create(&c, 1, s));
-    OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
+    region_opened(RECAP_REGION_IF, 1, 0, s);
     kernels(s, 3);
     OK(recap_region_end(s));
     kernels(s, 1);
@@ -628,9 +620,7 @@ static void a_recapture_over_its_budget_keeps_the_old_capture(void **state) {
   (void)state;
   reset();
   recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   void *t;
   OK(recap_malloc(&t, 1000, s));
   kernels(s, 2);
@@ -687,9 +677,7 @@ static void a_replayed_allocation_falls_back_within_the_budget(void **state) {
   (void)state;
   reset();
   recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   void *a, *b;
   OK(recap_malloc(&a, 1 * MiB, s)); /* two small blocks fill one 2 MiB segment */
   OK(recap_malloc(&b, 1 * MiB, s));

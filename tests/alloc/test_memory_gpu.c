@@ -9,6 +9,7 @@
 #include "gpu_util.h"
 #include "graph_gpu_util.h"
 #include "memory_util.h"
+#include "capture_util.h"
 
 enum { KERNELS = 64 };
 
@@ -16,9 +17,7 @@ static void a_graph_reports_what_it_costs(void **state) {
   (void)state;
   gpu_begin();
   cudaStream_t s = gpu_stream();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   float *x = gpu_floats(N, s);   /* 4 KiB */
   float *tmp = gpu_floats(N, s); /* 4 KiB more: the peak */
   for (int i = 0; i < KERNELS; i++) CUDA_OK(recap_test_fill(tmp, N, (float)i, s));

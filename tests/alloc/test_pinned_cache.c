@@ -24,6 +24,7 @@
 #include "alloc/pinned_cache.h"
 #include "graph_util.h"
 #include "host_faults.h"
+#include "capture_util.h"
 
 enum { CAPACITY = 256 << 20 };
 
@@ -716,9 +717,7 @@ static void reserve_failures_pin_nothing(void **unused) {
   (void)unused;
   setup();
   recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   uint64_t allocs = pinned_allocs();
   EXPECT_STATUS(recap_pinned_reserve(4 * MiB), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_pinned_reserve: a capture is under way on device 0");

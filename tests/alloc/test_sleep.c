@@ -13,15 +13,14 @@
  * program; sleep_util.h holds what they share.
  */
 #include "sleep_util.h"
+#include "capture_util.h"
 
 /* ---- round trips ----------------------------------------------------------------------------- */
 
 static void offload_round_trip(void **unused) {
   (void)unused;
-  reset_expandable(CAPACITY);
   model_t m;
-  model_make(&m);
-  model_run(&m, 3);
+  model_started(&m, 3);
   model_expect_reference(&m);
   recap_pool_memory_t before = pool_memory(m.pool);
   assert_int_equal(before.state, RECAP_POOL_AWAKE);
@@ -84,10 +83,8 @@ static void offload_round_trip(void **unused) {
 
 static void discard_round_trip(void **unused) {
   (void)unused;
-  reset_expandable(CAPACITY);
   model_t m;
-  model_make(&m);
-  model_run(&m, 2);
+  model_started(&m, 2);
   recap_pool_memory_t before = pool_memory(m.pool);
   recap_memory_stats_t st = stats_now();
   size_t free_before = device_free();
@@ -163,10 +160,8 @@ static void empty_and_free_classic_pools_sleep(void **unused) {
 
 static void refusals(void **unused) {
   (void)unused;
-  reset_expandable(CAPACITY);
   model_t m;
-  model_make(&m);
-  model_run(&m, 1);
+  model_started(&m, 1);
   recap_stream_t s2 = recap__fake_stream_new();
 
   /* Arguments and pools. */
@@ -191,9 +186,7 @@ static void refusals(void **unused) {
   OK(recap_pool_wake(m.pool));
 
   /* During a capture, neither sleep nor wake. */
-  recap_graph_t other;
-  OK(recap_graph_create(&other, 0));
-  OK(recap_graph_capture_begin(other, NULL, s2));
+  recap_graph_t other = graph_capturing(s2, NULL);
   launch(s2, 1);
   EXPECT_STATUS(recap_pool_sleep(m.pool, RECAP_SLEEP_OFFLOAD), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_pool_sleep: a capture is under way on device 0");
@@ -300,13 +293,8 @@ static void graphed_callables_while_asleep(void **unused) {
   static float x[256], gy[256];
   static const int requires_grad[1] = {1};
   recap_buffer_t sample = {x, sizeof x}, grad = {gy, sizeof gy};
-  recap_callable_desc_t desc = {.size = sizeof(recap_callable_desc_t),
-                                .forward = plain_forward,
-                                .backward = plain_backward,
-                                .input_count = 1,
-                                .sample_inputs = &sample,
-                                .requires_grad = requires_grad,
-                                .output_count = 1};
+  recap_callable_desc_t desc =
+      one_input_callable(plain_forward, plain_backward, &sample, requires_grad);
   recap_graphed_t h;
   OK(recap_graphed_create(&h, &desc, 1, NULL));
   recap_graph_t fw, bw;
@@ -341,10 +329,8 @@ static void graphed_callables_while_asleep(void **unused) {
 
 static void free_while_asleep(void **unused) {
   (void)unused;
-  reset_expandable(CAPACITY);
   model_t m;
-  model_make(&m);
-  model_run(&m, 2);
+  model_started(&m, 2);
   contents_t saved = contents_save(&m);
   recap_memory_stats_t st = stats_now();
   OK(recap_pool_sleep(m.pool, RECAP_SLEEP_OFFLOAD));
@@ -383,9 +369,8 @@ static void free_while_asleep(void **unused) {
  * its sleep could not release. */
 static void a_pool_outlives_its_graph_while_asleep(void **unused) {
   (void)unused;
-  reset_expandable(CAPACITY);
   model_t m;
-  model_make(&m);
+  model_started(&m, 0);
   recap_pool_id_t pool = m.pool;
   recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE, 1);
   EXPECT_STATUS(recap_pool_sleep(pool, RECAP_SLEEP_OFFLOAD), RECAP_ERROR_CUDA);
@@ -418,10 +403,8 @@ static void a_pool_outlives_its_graph_while_asleep(void **unused) {
 
 static void sleep_and_wake_everything(void **unused) {
   (void)unused;
-  reset_expandable(CAPACITY);
   model_t m;
-  model_make(&m);
-  model_run(&m, 1);
+  model_started(&m, 1);
   recap_stream_t s = recap__fake_stream_new();
   uint32_t *plain;
   OK(recap_malloc((void **)&plain, 1 * MiB, s));

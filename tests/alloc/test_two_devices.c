@@ -13,9 +13,15 @@
 #include "fake_util.h"
 #include "recap.h"
 
-static void two_devices(void) {
-  recap_test_reset(&(recap__fake_config_t){.device_count = 2});
+/* A fresh fake of two devices (memory_per_device bytes each, 0 for the fake's default), with a
+ * stream *s0 on device 0 and *s1 on device 1; device 1 is left current. */
+static void two_devices(size_t memory_per_device, recap_stream_t *s0, recap_stream_t *s1) {
+  recap_test_reset(
+      &(recap__fake_config_t){.device_count = 2, .memory_per_device = memory_per_device});
   recap_clear_last_error();
+  *s0 = recap__fake_stream_new();
+  OK(recap__device()->set_device(1));
+  *s1 = recap__fake_stream_new();
 }
 
 static recap_memory_stats_t stats_of(int device) {
@@ -40,15 +46,34 @@ static void end_capture(recap_graph_t g, recap_stream_t s) {
   OK(recap_graph_replay(g, s));
 }
 
+/* The capture of g on s0 is still under way and the checker passes; then end it (end_capture). */
+static void end_live_capture(recap_graph_t g, recap_stream_t s0) {
+  int flag = 0;
+  OK(recap_stream_is_capturing(s0, &flag));
+  assert_int_equal(flag, 1);
+  check();
+  end_capture(g, s0);
+}
+
+/* Frees p on device 1, destroys g, empties both caches, and expects device 1 to hold nothing;
+ * device 0 is left current. */
+static void release_on_device_1(recap_graph_t g, void *p) {
+  OK(recap__device()->set_device(1));
+  OK(recap_free(p));
+  OK(recap_graph_destroy(g));
+  OK(recap_empty_cache());
+  assert_int_equal(recap__fake_now().bytes_in_use[1], 0);
+  OK(recap__device()->set_device(0));
+  check();
+}
+
 /* The issue's case: device 1 holds a cached segment, a global capture runs on device 0, and
  * recap_empty_cache() is called on device 1. It must refuse as it does for device 0, free
  * nothing, and leave the capture alive. */
 static void empty_cache_refuses_during_a_capture_on_another_device(void **state) {
   (void)state;
-  two_devices();
-  recap_stream_t s0 = recap__fake_stream_new();
-  OK(recap__device()->set_device(1));
-  recap_stream_t s1 = recap__fake_stream_new();
+  recap_stream_t s0, s1;
+  two_devices(0, &s0, &s1);
   void *p;
   OK(recap_malloc(&p, 4096, s1));
   OK(recap_free(p));
@@ -66,11 +91,7 @@ static void empty_cache_refuses_during_a_capture_on_another_device(void **state)
   assert_int_equal(recap__fake_now().bytes_in_use[1], 2 * MiB);
   assert_int_equal(stats_of(1).segment[RECAP_STAT_ALL].current, 1);
   assert_int_equal(stats_of(1).num_device_free, 0);
-  int flag = 0;
-  OK(recap_stream_is_capturing(s0, &flag));
-  assert_int_equal(flag, 1);
-  check();
-  end_capture(g, s0);
+  end_live_capture(g, s0);
 
   /* After the capture both devices' caches go. */
   OK(recap_graph_destroy(g));
@@ -84,10 +105,8 @@ static void empty_cache_refuses_during_a_capture_on_another_device(void **state)
  * with the capture mode relaxed: it succeeds and the capture goes on. */
 static void new_segment_on_another_device_during_a_global_capture(void **state) {
   (void)state;
-  two_devices();
-  recap_stream_t s0 = recap__fake_stream_new();
-  OK(recap__device()->set_device(1));
-  recap_stream_t s1 = recap__fake_stream_new();
+  recap_stream_t s0, s1;
+  two_devices(0, &s0, &s1);
   OK(recap__device()->set_device(0));
   recap_graph_t g;
   begin_global_capture(&g, s0);
@@ -136,11 +155,8 @@ static void new_segment_on_another_device_during_a_global_capture(void **state) 
  * expandable_segments the request stays out of memory, and the capture goes on too. */
 static void oom_retry_on_another_device_during_a_global_capture(void **state) {
   (void)state;
-  recap_test_reset(&(recap__fake_config_t){.device_count = 2, .memory_per_device = 32 * MiB});
-  recap_clear_last_error();
-  recap_stream_t s0 = recap__fake_stream_new();
-  OK(recap__device()->set_device(1));
-  recap_stream_t s1 = recap__fake_stream_new();
+  recap_stream_t s0, s1;
+  two_devices(32 * MiB, &s0, &s1);
   void *cached;
   OK(recap_malloc(&cached, 12 * MiB, s1));
   OK(recap_free(cached)); /* a 12 MiB segment of its own, cached */
@@ -160,21 +176,12 @@ static void oom_retry_on_another_device_during_a_global_capture(void **state) {
     assert_int_equal(st.num_ooms, 1);
     assert_int_equal(st.num_device_free, 0);
     assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, (int64_t)(12 * MiB));
-    int capturing = 0;
-    OK(recap_stream_is_capturing(s0, &capturing));
-    assert_int_equal(capturing, 1);
-    check();
-    end_capture(g, s0);
+    end_live_capture(g, s0);
     OK(recap__device()->set_device(1));
     OK(recap_malloc(&p, 24 * MiB, s1b)); /* after the capture the retry trims */
     assert_int_equal(stats_of(1).num_device_free, 1);
     assert_int_equal(recap__fake_now().vmm_unmaps_unfinished, 0);
-    OK(recap_free(p));
-    OK(recap_graph_destroy(g));
-    OK(recap_empty_cache());
-    assert_int_equal(recap__fake_now().bytes_in_use[1], 0);
-    OK(recap__device()->set_device(0));
-    check();
+    release_on_device_1(g, p);
     return;
   }
   OK(recap_malloc(&p, 24 * MiB, s1b));
@@ -183,19 +190,9 @@ static void oom_retry_on_another_device_during_a_global_capture(void **state) {
   assert_int_equal(st.num_device_free, 1);
   assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, (int64_t)(24 * MiB));
   assert_int_equal(recap__fake_now().bytes_in_use[1], 24 * MiB);
-  int flag = 0;
-  OK(recap_stream_is_capturing(s0, &flag));
-  assert_int_equal(flag, 1);
-  check();
-  end_capture(g, s0);
+  end_live_capture(g, s0);
 
-  OK(recap__device()->set_device(1));
-  OK(recap_free(p));
-  OK(recap_graph_destroy(g));
-  OK(recap_empty_cache());
-  assert_int_equal(recap__fake_now().bytes_in_use[1], 0);
-  OK(recap__device()->set_device(0));
-  check();
+  release_on_device_1(g, p);
 }
 
 static const struct CMUnitTest tests[] = {

@@ -10,6 +10,7 @@
 #include "gpu_util.h"
 #include "graph_gpu_util.h"
 #include "memory_util.h"
+#include "capture_util.h"
 
 /* The chunk unit recap maps in: the device's recommended VMM granularity. */
 static size_t granularity(void) {
@@ -164,9 +165,7 @@ static void free_memory_inside_a_segment_goes_back(void **state) {
   begin_vmm();
   cudaStream_t s = gpu_stream();
   const size_t bytes = 16 * MiB, n = bytes / sizeof(float);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   float *temp = gpu_floats(n, s), *out = gpu_floats(n, s);
   CUDA_OK(recap_test_fill(temp, n, 2.0f, s));
   CUDA_OK(recap_test_add_scalar(out, temp, n, 1.0f, s));

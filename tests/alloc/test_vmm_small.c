@@ -18,6 +18,7 @@
 #include "alloc/alloc_internal.h"
 #include "fake/fake.h"
 #include "harness.h"
+#include "capture_util.h"
 #include "fake_util.h"
 #include "host_faults.h"
 #include "recap.h"
@@ -45,9 +46,7 @@ static recap__segment_t *segment_holding(recap__pool_t *pool, const void *p) {
 static recap_graph_t capture_into(recap_pool_id_t pool, recap_stream_t s) {
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.pool = pool;
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, &o, s));
+  recap_graph_t g = graph_capturing(s, &o);
   return g;
 }
 

@@ -34,9 +34,7 @@ static void expect_dead(recap_graph_t g, recap_stream_t s, float *out, size_t n)
 
 /* A graph created and begun with liveness checks on stream s. */
 static recap_graph_t liveness_graph(recap_stream_t s) {
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  begin_capture(g, s);
+  recap_graph_t g = checked_graph(s);
   return g;
 }
 

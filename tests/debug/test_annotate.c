@@ -19,6 +19,7 @@
 #include "inspect_util.h"
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
+#include "capture_util.h"
 
 /* ------------------------------------------------------------------------------------------
  * Helpers
@@ -174,8 +175,7 @@ static void push_and_pop_errors(void **state) {
   expect_node(info, 1, "in outer", "outer", "outer");
   expect_node(info, 2, "still in outer", "outer", "outer");
   assert_string_equal(info->nodes[3].annotation, "d63");
-  assert_non_null(strstr(info->nodes[3].annotation_path, "d0/d1/d2/"));
-  assert_non_null(strstr(info->nodes[3].annotation_path, "/d62/d63"));
+  EXPECT_CONTAINS(info->nodes[3].annotation_path, "d0/d1/d2/", "/d62/d63");
   recap_graph_info_free(info);
   OK(recap_graph_destroy(g));
   assert_int_equal(logged.warnings, 0);
@@ -196,8 +196,7 @@ static void scopes_left_open_close_at_capture_end(void **state) {
   kernel(s, "b");
   OK(recap_graph_capture_end(g));
   assert_int_equal(logged.warnings, 1);
-  assert_non_null(strstr(logged.last_warning, "2 scopes were still open"));
-  assert_non_null(strstr(logged.last_warning, "outer/inner"));
+  EXPECT_CONTAINS(logged.last_warning, "2 scopes were still open", "outer/inner");
   recap_graph_info_t *info = inspect(g);
   expect_node(info, 0, "a", "outer", "outer");
   expect_node(info, 1, "b", "inner", "outer/inner");
@@ -238,9 +237,7 @@ static void state_is_released_with_the_capture(void **state) {
   recap_graph_info_free(info);
 
   /* A graph without KEEP has nothing to inspect, but annotating it is fine. */
-  recap_graph_t plain;
-  OK(recap_graph_create(&plain, 0));
-  OK(recap_graph_capture_begin(plain, NULL, s));
+  recap_graph_t plain = graph_capturing(s, NULL);
   OK(recap_annotate_push("plain", s));
   kernel(s, "d");
   OK(recap_annotate_pop(s));
@@ -284,16 +281,14 @@ static void labels_in_the_dot_dump(void **state) {
   const char *dot = read_text(path);
   assert_true(strncmp(dot, "digraph fake {", 14) == 0);
   /* The driver's text is kept... */
-  assert_non_null(strstr(dot, "n0 [label=\"0: kernel plain\"];"));
-  assert_non_null(strstr(dot, "n1 [label=\"1: kernel labelled\"];"));
-  assert_non_null(strstr(dot, "n0 -> n1;"));
+  EXPECT_CONTAINS(dot, "n0 [label=\"0: kernel plain\"];", "n1 [label=\"1: kernel labelled\"];",
+                  "n0 -> n1;");
   /* ...node 1's handle statement gets the label, escaped; node 0's gets nothing. */
   assert_non_null(strstr(dot,
                          "n1 [recap_annotation=\"out\\\"er/in\\\\ner\" tooltip=\"out\\\"er/"
                          "in\\\\ner\" xlabel=\"in\\\\ner\" comment=\"node handle | 0x"));
   assert_null(strstr(dot, "n0 [recap_annotation"));
-  assert_non_null(strstr(dot, "// recap annotation: node 1, handle 0x"));
-  assert_non_null(strstr(dot, ": out\"er/in\\ner\n}"));
+  EXPECT_CONTAINS(dot, "// recap annotation: node 1, handle 0x", ": out\"er/in\\ner\n}");
   /* The file still ends with the graph's closing brace. */
   size_t len = strlen(dot);
   assert_true(len >= 2 && strcmp(dot + len - 2, "}\n") == 0);
@@ -344,9 +339,8 @@ static void labels_in_a_driver_style_dot_dump(void **state) {
   const char *second = strstr(first + 1, "recap_annotation=");
   assert_non_null(second);
   assert_null(strstr(second + 1, "recap_annotation="));
-  assert_non_null(strstr(dot, "\"graph_1_node_0\" -> \"graph_1_node_1\" [headlabel=0];"));
-  assert_non_null(strstr(dot, "}\n// recap annotations"));
-  assert_non_null(strstr(dot, "// recap annotation: node 2, handle 0x"));
+  EXPECT_CONTAINS(dot, "\"graph_1_node_0\" -> \"graph_1_node_1\" [headlabel=0];",
+                  "}\n// recap annotations", "// recap annotation: node 2, handle 0x");
   size_t len = strlen(dot);
   assert_true(len >= 3 && strcmp(dot + len - 3, "\n}\n") == 0);
   OK(recap_graph_destroy(g));

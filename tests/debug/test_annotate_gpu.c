@@ -150,8 +150,7 @@ static void labels_in_the_driver_dot_dump(void **state) {
   fclose(f);
   text[n] = '\0';
   remove(path);
-  assert_non_null(strstr(text, "digraph"));
-  assert_non_null(strstr(text, "// recap annotation: node "));
+  EXPECT_CONTAINS(text, "digraph", "// recap annotation: node ");
   if (!strstr(text, "recap_annotation=\"dumped\""))
     fail_msg(
         "no node statement of the driver's dump was annotated (its format may show no "

@@ -21,6 +21,7 @@
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 #include "liveness_util.h"
+#include "capture_util.h"
 
 /* ------------------------------------------------------------------------------------------
  * Helpers
@@ -85,9 +86,7 @@ static void reallocation_through_another_block_record_is_caught(void **state) {
   char *front = alloc(512, s);
   char *x = alloc(512, s);
   assert_ptr_equal(x, front + 512);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  begin_capture(g, s);
+  recap_graph_t g = checked_graph(s);
   kernel1(s, "read_x", x);
   OK(recap_graph_capture_end(g));
   /* x merges with the free rest of the segment, then front absorbs it: x's record is gone. */
@@ -113,9 +112,7 @@ static void inputs_of_streams_outside_the_capture_are_not_tracked(void **state) 
   recap_capture_options_t relaxed = liveness_options();
   relaxed.mode = RECAP_CAPTURE_MODE_RELAXED;
   float *x = alloc(4096, s), *z = alloc(4096, other);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, &relaxed, s));
+  recap_graph_t g = graph_capturing(s, &relaxed);
   kernel1(s, "captured", x);
   kernel1(other, "eager", z); /* runs now, outside the graph */
   OK(recap_graph_capture_end(g));
@@ -206,9 +203,7 @@ static void copies_memsets_and_foreign_pointers(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   char *src = alloc(4096, s), *dst = alloc(4096, s), *zeroed = alloc(8192, s);
   static char host_buffer[64];
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  begin_capture(g, s);
+  recap_graph_t g = checked_graph(s);
   OK(recap__device()->memcpy_async(dst, src + 128, 256, s));
   recap__fake_memset_async(s, zeroed + 4096, 0, 64);
   const void *args[3] = {host_buffer, (const void *)(uintptr_t)42, (const void *)(uintptr_t)-1};
@@ -247,9 +242,7 @@ static void input_freed_during_the_capture(void **state) {
   fresh();
   recap_stream_t s = recap__fake_stream_new();
   float *x = alloc(4096, s);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  begin_capture(g, s);
+  recap_graph_t g = checked_graph(s);
   kernel1(s, "reads_x", x);
   OK(recap_free(x)); /* a default-pool block, freed while the capture runs */
   OK(recap_graph_capture_end(g));
@@ -269,9 +262,7 @@ static void allocation_and_free_sites(void **state) {
   assert_int_equal(recap_liveness_debug_enabled(), 1);
   recap_stream_t s = recap__fake_stream_new();
   float *x = alloc(4096, s);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  begin_capture(g, s);
+  recap_graph_t g = checked_graph(s);
   kernel1(s, "reads_x", x);
   OK(recap_graph_capture_end(g));
   assert_non_null(input_at(g, 0)->alloc_site);
@@ -309,9 +300,7 @@ static void long_reports_go_to_the_log(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   void *bufs[INPUTS];
   for (int i = 0; i < INPUTS; i++) bufs[i] = alloc(512, s);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  begin_capture(g, s);
+  recap_graph_t g = checked_graph(s);
   for (int i = 0; i < INPUTS; i++) kernel1(s, "reader_kernel_with_a_long_name", bufs[i]);
   OK(recap_graph_capture_end(g));
   assert_int_equal(input_count(g), INPUTS);

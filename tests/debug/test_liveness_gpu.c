@@ -124,9 +124,7 @@ static void copies_and_memsets_are_inputs(void **state) {
   cudaStream_t s = gpu_stream();
   float *src = gpu_floats(N, s), *dst = gpu_floats(N, s), *zeroed = gpu_floats(2 * N, s);
   gpu_set(src, N, 9.0f, s);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  begin_capture(g, s);
+  recap_graph_t g = checked_graph(s);
   CUDA_OK(cudaMemcpyAsync(dst, src + 16, (N - 16) * sizeof(float), cudaMemcpyDeviceToDevice, s));
   CUDA_OK(cudaMemsetAsync(zeroed + N, 0, N * sizeof(float), s));
   OK(recap_graph_capture_end(g));
@@ -149,9 +147,7 @@ static void allocation_sites_in_the_message(void **state) {
   recap_liveness_debug_enable(1);
   cudaStream_t s = gpu_stream();
   float *x = gpu_floats(N, s);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  begin_capture(g, s);
+  recap_graph_t g = checked_graph(s);
   CUDA_OK(recap_test_scale(x, N, 2.0f, s));
   OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);

@@ -31,11 +31,7 @@ enum { N = 1 << 16 };
 /* NCCL's numbering (nccl.h). */
 enum { NCCL_FLOAT32 = 7, NCCL_SUM = 0 };
 
-typedef int (*comm_init_all_fn)(recap__nccl_comm_t *comms, int ndev, const int *devlist);
-typedef int (*comm_destroy_fn)(recap__nccl_comm_t comm);
-
 static void *library;
-static comm_destroy_fn comm_destroy;
 
 /* NCCL's table, loaded, and a communicator of one rank on device 0; skips (77) when there is
  * none to be had. */
@@ -54,11 +50,7 @@ static recap__nccl_comm_t one_rank(const recap__nccl_ops_t **ops_out) {
   }
   printf("NCCL %d.%d.%d (code %d)\n", version / 10000, version / 100 % 100, version % 100, version);
   library = gpu_nccl_open();
-  comm_init_all_fn init_all;
-  gpu_nccl_take(library, "ncclCommInitAll", &init_all, sizeof init_all);
-  gpu_nccl_take(library, "ncclCommDestroy", &comm_destroy, sizeof comm_destroy);
-  recap__nccl_comm_t comm = NULL;
-  assert_int_equal(init_all(&comm, 1, NULL), 0);
+  recap__nccl_comm_t comm = gpu_nccl_one_rank_comm(library);
   assert_non_null(comm);
   int rank = -1, nranks = -1, device = -1;
   OK(ops->comm_info(comm, &rank, &nranks, &device));
@@ -69,10 +61,7 @@ static recap__nccl_comm_t one_rank(const recap__nccl_ops_t **ops_out) {
   return comm;
 }
 
-static void release(recap__nccl_comm_t comm) {
-  assert_int_equal(comm_destroy(comm), 0);
-  dlclose(library);
-}
+static void release(recap__nccl_comm_t comm) { gpu_nccl_release(library, comm); }
 
 static float *device_floats(size_t n) {
   float *p = NULL;
@@ -81,17 +70,6 @@ static float *device_floats(size_t n) {
   /* The legacy stream's memset is not ordered with the tests' non-blocking streams. */
   CUDA_OK(cudaDeviceSynchronize());
   return p;
-}
-
-static void expect(const float *src, size_t n, float base, const char *what) {
-  float *host = malloc(n * sizeof *host);
-  assert_non_null(host);
-  CUDA_OK(cudaMemcpy(host, src, n * sizeof *host, cudaMemcpyDeviceToHost));
-  for (size_t i = 0; i < n; i++)
-    if (host[i] != base + (float)(i % 1000))
-      fail_msg("%s[%zu] = %g, expected %g", what, i, (double)host[i],
-               (double)(base + (float)(i % 1000)));
-  free(host);
 }
 
 /* The three collectives of the tests, from a into b, c and d. With one rank each result is the
@@ -118,9 +96,9 @@ static void eager_collectives(void **state) {
   gpu_upload_pattern(a, N, 1.0f);
   issue(ops, comm, a, b, c, d, s);
   CUDA_OK(cudaStreamSynchronize(s));
-  expect(b, N, 1.0f, "all_reduce");
-  expect(c, N, 1.0f, "all_gather");
-  expect(d, N, 1.0f, "broadcast");
+  expect_ramp(b, N, 1.0f, "all_reduce");
+  expect_ramp(c, N, 1.0f, "all_gather");
+  expect_ramp(d, N, 1.0f, "broadcast");
   /* A bad argument comes back as NCCL's error, with its string. */
   recap__coll_t bad = {RECAP__COLL_BROADCAST, a, d, N, NCCL_FLOAT32, 0, -1, 5, comm};
   EXPECT_STATUS(ops->collective(&bad, (recap_stream_t)s), RECAP_ERROR_INVALID_ARGUMENT);
@@ -165,9 +143,9 @@ static void captured_collectives_replay(void **state) {
     CUDA_OK(cudaDeviceSynchronize()); /* the memsets ran on the legacy stream */
     CUDA_OK(cudaGraphLaunch(exec, s));
     CUDA_OK(cudaStreamSynchronize(s));
-    expect(b, N, base, "replayed all_reduce");
-    expect(c, N, base, "replayed all_gather");
-    expect(d, N, base, "replayed broadcast");
+    expect_ramp(b, N, base, "replayed all_reduce");
+    expect_ramp(c, N, base, "replayed all_gather");
+    expect_ramp(d, N, base, "replayed broadcast");
   }
   CUDA_OK(cudaGraphExecDestroy(exec));
   CUDA_OK(cudaGraphDestroy(graph));
@@ -198,7 +176,7 @@ static void registered_memory_round_trip(void **state) {
   gpu_upload_pattern(x, N, 3.0f);
   OK(ops->collective(&in_place, (recap_stream_t)s));
   CUDA_OK(cudaStreamSynchronize(s));
-  expect(x, N, 3.0f, "eager all_reduce on registered memory");
+  expect_ramp(x, N, 3.0f, "eager all_reduce on registered memory");
 
   CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   OK(ops->collective(&in_place, (recap_stream_t)s));
@@ -210,7 +188,7 @@ static void registered_memory_round_trip(void **state) {
     gpu_upload_pattern(x, N, 5.0f + (float)replay);
     CUDA_OK(cudaGraphLaunch(exec, s));
     CUDA_OK(cudaStreamSynchronize(s));
-    expect(x, N, 5.0f + (float)replay, "replayed all_reduce on registered memory");
+    expect_ramp(x, N, 5.0f + (float)replay, "replayed all_reduce on registered memory");
   }
   CUDA_OK(cudaGraphExecDestroy(exec));
   CUDA_OK(cudaGraphDestroy(graph));

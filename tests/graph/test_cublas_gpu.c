@@ -10,6 +10,7 @@
 
 #include "cublas_util.h"
 #include "gpu_util.h"
+#include "capture_util.h"
 
 #define DIM 64                    /* square matrices of DIM x DIM floats */
 #define WORKSPACE_BYTES (4 * MiB) /* a large-pool block: a 20 MiB segment */
@@ -40,9 +41,7 @@ static void repeat_graph_capture_cublas_workspace_memory(void **state) {
 
   size_t free_after_first = 0;
   for (int cycle = 0; cycle < CYCLES; cycle++) {
-    recap_graph_t g;
-    OK(recap_graph_create(&g, 0));
-    OK(recap_graph_capture_begin(g, NULL, s));
+    recap_graph_t g = graph_capturing(s, NULL);
     void *workspace = NULL;
     OK(recap_malloc(&workspace, WORKSPACE_BYTES, s));
     CUBLAS_OK(cublasSetStream(handle, s));

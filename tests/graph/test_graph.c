@@ -19,6 +19,8 @@
 
 #include "graph_util.h"
 #include "harness.h"
+#include "inspect_util.h"
+#include "capture_util.h"
 
 /* ------------------------------------------------------------------------------------------
  * Helpers
@@ -384,8 +386,7 @@ static void debug_dump_needs_the_kept_template(void **state) {
   OK(recap_graph_debug_dump(kept, path));
   char *text = read_text_file(path);
   assert_non_null(text);
-  assert_non_null(strstr(text, "digraph"));
-  assert_non_null(strstr(text, "dumped_kernel"));
+  EXPECT_CONTAINS(text, "digraph", "dumped_kernel");
   free(text);
   unlink(path);
   EXPECT_STATUS(recap_graph_debug_dump(kept, "/nonexistent-dir/recap/graph.dot"), RECAP_ERROR_IO);
@@ -439,9 +440,7 @@ static void capture_makes_its_own_pool(void **state) {
   assert_int_equal(info.references, 1);
   assert_int_equal(info.routed, 0);
   /* Two graphs given no pool get different ones. */
-  recap_graph_t h;
-  OK(recap_graph_create(&h, 0));
-  OK(recap_graph_capture_begin(h, NULL, s));
+  recap_graph_t h = graph_capturing(s, NULL);
   recap_pool_id_t other;
   OK(recap_graph_pool(h, &other));
   assert_false(other.a == pool.a && other.b == pool.b);
@@ -524,9 +523,7 @@ static void allocations_in_a_capture_come_from_the_graph_pool(void **state) {
   reset();
   recap_stream_t s = recap__fake_stream_new(), side = recap__fake_stream_new(),
                  other = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
   void *tmp, *out, *joined, *eager;
@@ -850,9 +847,7 @@ static void empty_capture_warns(void **state) {
   recap_test_log_t log;
   recap_test_log_capture(&log);
   recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   OK(recap_graph_capture_end(g));
   assert_int_equal(log.count, 1);
   assert_int_equal(log.level, RECAP_LOG_LEVEL_WARN);
@@ -881,8 +876,7 @@ static void graph_launched_inside_a_capture_becomes_a_child_node(void **state) {
   OK(recap_graph_replay(inner, s));
   OK(recap_graph_capture_end(outer));
   assert_int_equal(recap__fake_now().graph_launches, 0); /* captured, not run */
-  recap_graph_info_t *info;
-  OK(recap_graph_inspect(outer, &info));
+  recap_graph_info_t *info = inspect(outer);
   assert_int_equal(info->node_count, 2);
   assert_int_equal(info->nodes[0].type, RECAP_NODE_KERNEL);
   assert_int_equal(info->nodes[1].type, RECAP_NODE_GRAPH);

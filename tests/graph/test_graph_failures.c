@@ -11,6 +11,7 @@
 
 #include "graph_util.h"
 #include "harness.h"
+#include "capture_util.h"
 
 /* The call returned `status`, and the thread's last error says so. */
 #define EXPECT_LAST(expr, status, needle)                                                          \
@@ -37,9 +38,7 @@ static void invalidated_end_reports_the_invalidation_not_the_event(void **state)
   recap_stream_t s = recap__fake_stream_new(), a = recap__fake_stream_new();
   recap_stream_t b = recap__fake_stream_new();
   void *p = block_used_on(a, b);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
   launch(s, 1);
@@ -158,10 +157,8 @@ static void graphed_forward_failure_keeps_its_status(void **state) {
 static void failed_scope_capture_closes_the_scope(void **state) {
   (void)state;
   reset();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  recap_stream_t s = NULL;
-  OK(recap_capture_scope_begin(g, NULL, &s));
+  recap_stream_t s;
+  recap_graph_t g = graph_in_scope(&s);
   assert_non_null(s);
   launch(s, 1);
   recap__fake_capture_invalidate(s);
@@ -208,9 +205,7 @@ static void failed_replay_leaves_the_generators(void **state) {
   recap_philox_state_t st;
   OK(recap_generator_philox_state(a, 8, s, &st)); /* eager: a at 8 */
   OK(recap_generator_offset_set(b, 100));
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   recap_philox_state_t sa, sb;
   OK(recap_generator_philox_state(a, 12, s, &sa));
   OK(recap_generator_philox_state(b, 4, s, &sb));
@@ -260,9 +255,7 @@ static void failed_state_write_leaves_the_generator(void **state) {
   (void)state;
   recap_generator_t gen = generator_without_kernels(5, 40);
   recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   recap_philox_state_t st;
   OK(recap_generator_philox_state(gen, 16, s, &st));
   launch(s, 1);

@@ -18,6 +18,7 @@
 
 #include "gpu_util.h"
 #include "graph_gpu_util.h"
+#include "capture_util.h"
 
 static bool pools_equal(recap_pool_id_t x, recap_pool_id_t y) { return x.a == y.a && x.b == y.b; }
 
@@ -74,9 +75,7 @@ static void is_current_stream_capturing(void **state) {
   assert_int_equal(is_capturing(s), 0);
   assert_int_equal(is_capturing(NULL), 0);
   float *x = gpu_floats(N, s);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   assert_int_equal(is_capturing(s), 1);
   assert_int_equal(is_capturing(other), 0);
   CUDA_OK(recap_test_fill(x, N, 4.0f, s));
@@ -103,9 +102,7 @@ static void is_capturing_on_the_legacy_stream_while_a_blocking_stream_captures(v
   CUDA_OK(cudaStreamCreate(&blocking)); /* default flags: it synchronises with NULL */
   float *x = gpu_floats(N, nonblocking);
   CUDA_OK(cudaStreamSynchronize(nonblocking));
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, nonblocking));
+  recap_graph_t g = graph_capturing(nonblocking, NULL);
   assert_int_equal(is_capturing(NULL), 0);
   CUDA_OK(recap_test_fill(x, N, 2.0f, nonblocking));
   OK(recap_graph_capture_end(g));
@@ -137,9 +134,7 @@ static void capture_simple(void **state) {
   gpu_begin();
   cudaStream_t s = gpu_stream();
   float *x = gpu_floats_set(N, -1.0f, s);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   float *y = gpu_floats(N, s); /* from the graph's pool */
   CUDA_OK(recap_test_fill(x, N, 1.0f, s));
   CUDA_OK(recap_test_add_scalar(y, x, N, 2.0f, s));
@@ -455,9 +450,7 @@ static void capture_oom(void **state) {
   cudaStream_t s = gpu_stream();
   float *x = gpu_floats_set(N, 2.0f, s);
   recap_memory_stats_t before = gpu_stats();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   float *y = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(y, x, N, 1.0f, s));
   void *huge = (void *)0x1;
@@ -500,9 +493,7 @@ static void capture_oom_releases_cached_segments(void **state) {
   OK(recap_free(cached));
   recap_memory_stats_t before = gpu_stats();
   assert_int_equal(before.segment[RECAP_STAT_LARGE].current, 1);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   float *y = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(y, x, N, 1.0f, s));
   void *huge = NULL;
@@ -761,9 +752,7 @@ static void memory_stats_and_use_result_after_destroy_graph(void **state) {
   assert_int_equal(base.reserved_bytes[RECAP_STAT_ALL].current, 0);
   assert_int_equal(base.allocated_bytes[RECAP_STAT_ALL].peak, 0);
 
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   float *out = gpu_floats(out_n, s);
   float *tmp = gpu_floats(tmp_n, s);
   CUDA_OK(recap_test_fill(tmp, tmp_n, 2.0f, s));

@@ -22,6 +22,8 @@
 
 #include "graph_util.h"
 #include "harness.h"
+#include "inspect_util.h"
+#include "fork_join_util.h"
 #include "regions_info.h"
 
 /* ------------------------------------------------------------------------------------------
@@ -117,10 +119,8 @@ static void disabled_graphs_run_the_scope_eagerly(void **state) {
   reset();
   recap__graphs_disabled_override(1);
   assert_int_equal(!recap_graphs_enabled(), 1);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  recap_stream_t s = NULL;
-  OK(recap_capture_scope_begin(g, NULL, &s));
+  recap_stream_t s;
+  recap_graph_t g = graph_in_scope(&s);
   assert_non_null(s);
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_EAGER);
   assert_int_equal(capturing(s), 0); /* nothing is captured */
@@ -358,10 +358,8 @@ static void *scope_end_from_another_thread(void *arg) {
 static void scope_end_from_another_thread_keeps_the_scope(void **state) {
   (void)state;
   reset();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  recap_stream_t s = NULL;
-  OK(recap_capture_scope_begin(g, NULL, &s));
+  recap_stream_t s;
+  recap_graph_t g = graph_in_scope(&s);
   launch(s, 1);
   foreign_end_t f = {g, s, RECAP_SUCCESS};
   pthread_t thread;
@@ -405,11 +403,7 @@ static void inspect_reports_nodes_and_edges(void **state) {
 
   /* first -> second -> third on s; side joins after second: second -> side_kernel. */
   OK(recap_graph_capture_begin(g, NULL, s));
-  recap__fake_launch_kernel(s, "first");
-  recap__fake_launch_kernel(s, "second");
-  assert_true(recap__fake_capture_join(side, s));
-  recap__fake_launch_kernel(s, "third");
-  recap__fake_launch_kernel(side, "side_kernel");
+  launch_fork_join(s, side, "second");
   OK(recap_graph_capture_end(g));
 
   OK(recap_graph_inspect(g, &info));
@@ -431,8 +425,7 @@ static void inspect_reports_nodes_and_edges(void **state) {
   assert_int_equal(info->nodes[3].dependent_count, 0);
 
   /* The JSON says the same, and cJSON reads it. */
-  char *json = NULL;
-  OK(recap_graph_info_json(info, &json));
+  char *json = info_json(info);
   cJSON *root = cJSON_Parse(json);
   assert_non_null(root);
   cJSON *nodes = cJSON_GetObjectItemCaseSensitive(root, "nodes");
@@ -552,12 +545,10 @@ static void inspect_of_an_empty_graph(void **state) {
   recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
   OK(recap_graph_capture_begin(g, NULL, s));
   OK(recap_graph_capture_end(g));
-  recap_graph_info_t *info;
-  OK(recap_graph_inspect(g, &info));
+  recap_graph_info_t *info = inspect(g);
   assert_int_equal(info->node_count, 0);
   assert_int_equal(info->edge_count, 0);
-  char *json;
-  OK(recap_graph_info_json(info, &json));
+  char *json = info_json(info);
   cJSON *root = cJSON_Parse(json);
   assert_non_null(root);
   assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(root, "nodes")), 0);

@@ -18,6 +18,8 @@
 
 #include "gpu_util.h"
 #include "graph_gpu_util.h"
+#include "capture_util.h"
+#include "inspect_util.h"
 
 /* ------------------------------------------------------------------------------------------
  * Streams joined to a capture
@@ -31,9 +33,7 @@ static void record_stream_inside_capture(void **state) {
   cudaStream_t s = gpu_stream(), side = gpu_stream();
   cudaEvent_t fork = gpu_event(), join = gpu_event();
   float *x = gpu_floats_set(N, 2.0f, s);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   float *a = gpu_floats(N, s);
   float *b = gpu_floats(N, s);
   CUDA_OK(recap_test_add_scalar(a, x, N, 1.0f, s));
@@ -73,9 +73,7 @@ static void allocator_follows_side_stream(void **state) {
   cudaEvent_t fork = gpu_event(), join = gpu_event();
   float *x = gpu_floats_set(N, 1.0f, s);
   recap_pool_memory_t default_before = pool_info(DEFAULT_POOL);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   recap_pool_id_t pool = pool_of(g);
   assert_int_equal(pool_info(pool).routed, 1);
   gpu_join(side, s, fork);
@@ -426,9 +424,7 @@ static void event_timing_inside_graph(void **state) {
   CUDA_OK(cudaEventCreate(&start));
   CUDA_OK(cudaEventCreate(&stop));
   float *x = gpu_floats_set(N, 0.0f, s);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   CUDA_OK(cudaEventRecordWithFlags(start, s, cudaEventRecordExternal));
   CUDA_OK(recap_test_spin(2ull * 1000 * 1000, s)); /* 2 ms */
   CUDA_OK(recap_test_add_scalar(x, x, N, 1.0f, s));
@@ -467,9 +463,7 @@ static void multi_stream_capture_with_host_node(void **state) {
   cudaEvent_t fork = gpu_event(), join1 = gpu_event(), join2 = gpu_event();
   float *a = gpu_floats(N, s), *b = gpu_floats(N, s), *c = gpu_floats(N, s);
   atomic_int calls = 0;
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   gpu_join(s1, s, fork);
   CUDA_OK(cudaStreamWaitEvent(s2, fork, 0));
   CUDA_OK(recap_test_fill(a, N, 1.0f, s1));
@@ -535,9 +529,7 @@ static void kernel_memcpy_memset_pipeline(void **state) {
   for (size_t i = 0; i < N; i++) assert_true(eager[i] == 2.5f * (float)i + 6.0f);
 
   memset(h_out, 0, N * sizeof(float));
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   pipeline(s, h_in, h_out, d_in, d_tmp);
   OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
@@ -602,8 +594,7 @@ static void inspect_kernel_memset_memcpy(void **state) {
   OK(recap_graph_capture_end(g));
   recap_pool_id_t pool = pool_of(g);
 
-  recap_graph_info_t *info = NULL;
-  OK(recap_graph_inspect(g, &info));
+  recap_graph_info_t *info = inspect(g);
   assert_non_null(info);
   assert_true(info->node_count >= 3);
   size_t kernel = find_node(info, RECAP_NODE_KERNEL);
@@ -652,17 +643,12 @@ static void inspect_kernel_memset_memcpy(void **state) {
   assert_true(contains_index(info->nodes[memcpy_node].dependencies,
                              info->nodes[memcpy_node].dependency_count, memset_node));
 
-  char *json = NULL;
-  OK(recap_graph_info_json(info, &json));
+  char *json = info_json(info);
   assert_non_null(json);
-  assert_non_null(strstr(json, "\"type\":\"kernel\""));
-  assert_non_null(strstr(json, "\"type\":\"memset\""));
-  assert_non_null(strstr(json, "\"type\":\"memcpy\""));
+  EXPECT_CONTAINS(json, "\"type\":\"kernel\"", "\"type\":\"memset\"", "\"type\":\"memcpy\"");
   assert_non_null(strstr(json, RECAP_TEST_FILL_KERNEL_NAME));
-  assert_non_null(strstr(json, "\"grid\":[4,1,1]"));
-  assert_non_null(strstr(json, "\"block\":[64,1,1]"));
-  assert_non_null(strstr(json, "\"bytes\":1024"));
-  assert_non_null(strstr(json, "\"bytes\":2048"));
+  EXPECT_CONTAINS(json, "\"grid\":[4,1,1]", "\"block\":[64,1,1]", "\"bytes\":1024",
+                  "\"bytes\":2048");
   recap_string_free(json);
   recap_graph_info_free(info);
 

@@ -16,6 +16,7 @@
 #include "fake/fake.h"
 #include "graph_util.h"
 #include "harness.h"
+#include "capture_util.h"
 #include "nccl/nccl_internal.h"
 #include "recap.h"
 
@@ -176,9 +177,7 @@ static void test_capture_records_in_order(void **state) {
   rec.nranks = 1;
   recap_stream_t s = recap__fake_stream_new();
   float *buf = device_buffer(s, 4096);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   OK(recap_nccl_all_reduce(buf, buf, 1024, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM1, s));
   OK(recap_nccl_group_start());
   OK(recap_nccl_send(buf, 8, RECAP_NCCL_BFLOAT16, 0, COMM0, s));
@@ -230,9 +229,7 @@ static void test_capture_records_in_order(void **state) {
   EXPECT_MESSAGE("out is NULL and capacity is 1");
 
   /* The same collectives in another order: another hash. */
-  recap_graph_t h;
-  OK(recap_graph_create(&h, 0));
-  OK(recap_graph_capture_begin(h, NULL, s));
+  recap_graph_t h = graph_capturing(s, NULL);
   OK(recap_nccl_all_gather(buf, buf, 4, RECAP_NCCL_INT64, COMM1, s));
   OK(recap_nccl_all_reduce(buf, buf, 1024, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM1, s));
   OK(recap_graph_capture_end(h));
@@ -286,12 +283,8 @@ static void test_refused_inside_region_body(void **state) {
   setup();
   recap_stream_t s = recap__fake_stream_new();
   float *buf = device_buffer(s, 64);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
-  recap_cond_t cond;
-  OK(recap_cond_create(&cond, 1, s));
-  OK(recap_region_begin(RECAP_REGION_IF, cond, 1, s));
+  recap_graph_t g = graph_capturing(s, NULL);
+  region_opened(RECAP_REGION_IF, 1, 1, s);
   EXPECT_STATUS(recap_nccl_all_reduce(buf, buf, 16, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s),
                 RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("recap_nccl_all_reduce: the stream captures the body of a region 1 deep");
@@ -316,14 +309,9 @@ static void test_direct_nccl_kernel_in_body_refused_at_region_end(void **state) 
   setup();
   for (int host = 0; host < 2; host++) {
     recap_stream_t s = recap__fake_stream_new();
-    recap_graph_t g;
-    OK(recap_graph_create(&g, 0));
-    recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
-    o.regions = host ? RECAP_REGIONS_HOST : RECAP_REGIONS_DEVICE;
-    OK(recap_graph_capture_begin(g, &o, s));
-    recap_cond_t cond;
-    OK(recap_cond_create(&cond, 1, s));
-    OK(recap_region_begin(RECAP_REGION_IF, cond, 1, s));
+    recap_capture_options_t o = regions_options(host);
+    recap_graph_t g = graph_capturing(s, &o);
+    recap_cond_t cond = region_opened(RECAP_REGION_IF, 1, 1, s);
     recap__fake_launch_kernel(s, "body_work");
     /* NCCL's name as such on one path, C++-mangled (as cuFuncGetName may give it) on the other. */
     const char *name = host ? "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
@@ -363,9 +351,7 @@ static void test_old_version_warns_once(void **state) {
   OK(recap_nccl_all_reduce(buf, buf, 16, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s));
   assert_int_equal(log.warnings, 0);
   for (int i = 0; i < 2; i++) {
-    recap_graph_t g;
-    OK(recap_graph_create(&g, 0));
-    OK(recap_graph_capture_begin(g, NULL, s));
+    recap_graph_t g = graph_capturing(s, NULL);
     recap__fake_launch_kernel(s, "work");
     OK(recap_nccl_all_reduce(buf, buf, 16, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s));
     OK(recap_nccl_all_reduce(buf, buf, 16, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s));
@@ -373,14 +359,12 @@ static void test_old_version_warns_once(void **state) {
     OK(recap_graph_destroy(g));
   }
   assert_int_equal(log.warnings, 1);
-  assert_non_null(strstr(log.last_warning, "NCCL 2.27.3 has the graph deadlock of vllm #52504"));
-  assert_non_null(strstr(log.last_warning, "fixed in NCCL 2.30.4"));
+  EXPECT_CONTAINS(log.last_warning, "NCCL 2.27.3 has the graph deadlock of vllm #52504",
+                  "fixed in NCCL 2.30.4");
   /* The fixed version does not warn. */
   recap__nccl_warning_reset();
   rec.version = 23004;
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   recap__fake_launch_kernel(s, "work");
   OK(recap_nccl_all_reduce(buf, buf, 16, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s));
   OK(recap_graph_capture_end(g));
@@ -429,9 +413,7 @@ static void test_check_one_rank(void **state) {
 
 /* A graph of one all-reduce on COMM0, captured on s. */
 static recap_graph_t collective_graph(recap_stream_t s, float *buf) {
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   recap__fake_launch_kernel(s, "work");
   OK(recap_nccl_all_reduce(buf, buf, 16, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s));
   OK(recap_graph_capture_end(g));
@@ -594,9 +576,7 @@ static void test_policies(void **state) {
   recap__fake_stream_complete(s2);
 
   /* A graph without collectives is not held back. */
-  recap_graph_t plain;
-  OK(recap_graph_create(&plain, 0));
-  OK(recap_graph_capture_begin(plain, NULL, s2));
+  recap_graph_t plain = graph_capturing(s2, NULL);
   recap__fake_launch_kernel(s2, "plain");
   OK(recap_graph_capture_end(plain));
   OK(recap_nccl_comm_policy(COMM0, RECAP_NCCL_REFUSE_OVERLAP));
@@ -630,9 +610,7 @@ static void test_seam_failures(void **state) {
   assert_int_equal(rec.group_starts, 0);
   rec.load_status = RECAP_SUCCESS;
   /* A collective NCCL refuses during a capture is not recorded, and the capture goes on. */
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   rec.collective_status = RECAP_ERROR_CUDA;
   EXPECT_STATUS(recap_nccl_all_reduce(buf, buf, 16, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s),
                 RECAP_ERROR_CUDA);

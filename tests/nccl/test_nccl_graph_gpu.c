@@ -25,6 +25,7 @@
 
 #include "device/nccl_seam.h"
 #include "harness.h"
+#include "inspect_util.h"
 #include "gpu_util.h"
 #include "kernels.h"
 #include "nccl_util.h"
@@ -32,39 +33,17 @@
 
 enum { N = 1 << 16 };
 
-typedef int (*comm_init_all_fn)(recap__nccl_comm_t *comms, int ndev, const int *devlist);
-typedef int (*comm_destroy_fn)(recap__nccl_comm_t comm);
-
 static void *library;
-static comm_destroy_fn comm_destroy;
 
 static recap_nccl_comm_t one_rank(void) {
   CUDA_OK(cudaSetDevice(0));
   gpu_nccl_version_or_skip();
   library = gpu_nccl_open();
-  comm_init_all_fn init_all;
-  gpu_nccl_take(library, "ncclCommInitAll", &init_all, sizeof init_all);
-  gpu_nccl_take(library, "ncclCommDestroy", &comm_destroy, sizeof comm_destroy);
-  recap__nccl_comm_t comm = NULL;
-  assert_int_equal(init_all(&comm, 1, NULL), 0);
+  recap__nccl_comm_t comm = gpu_nccl_one_rank_comm(library);
   return comm;
 }
 
-static void release(recap_nccl_comm_t comm) {
-  assert_int_equal(comm_destroy(comm), 0);
-  dlclose(library);
-}
-
-static void expect(const float *src, float base, const char *what) {
-  float *host = malloc(N * sizeof *host);
-  assert_non_null(host);
-  CUDA_OK(cudaMemcpy(host, src, N * sizeof *host, cudaMemcpyDeviceToHost));
-  for (size_t i = 0; i < N; i++)
-    if (host[i] != base + (float)(i % 1000))
-      fail_msg("%s[%zu] = %g, expected %g", what, i, (double)host[i],
-               (double)(base + (float)(i % 1000)));
-  free(host);
-}
+static void release(recap_nccl_comm_t comm) { gpu_nccl_release(library, comm); }
 
 static void captured_checked_replayed(void **state) {
   (void)state;
@@ -110,8 +89,8 @@ static void captured_checked_replayed(void **state) {
     gpu_upload_pattern(a, N, base);
     OK(recap_graph_replay(g, (recap_stream_t)s));
     CUDA_OK(cudaStreamSynchronize(s));
-    expect(b, base, "replayed all_reduce");
-    expect(c, base, "replayed all_gather");
+    expect_ramp(b, N, base, "replayed all_reduce");
+    expect_ramp(c, N, base, "replayed all_gather");
   }
   OK(recap_graph_destroy(g));
   /* The capture's buffers outlive the graph until freed; then the pool's NCCL segments go back
@@ -154,8 +133,7 @@ static void refused_in_conditional_bodies(void **state) {
   OK(recap_graph_capture_begin(probe, NULL, (recap_stream_t)s));
   OK(recap__nccl()->collective(&direct, (recap_stream_t)s));
   OK(recap_graph_capture_end(probe));
-  recap_graph_info_t *info = NULL;
-  OK(recap_graph_inspect(probe, &info));
+  recap_graph_info_t *info = inspect(probe);
   int nccl_kernels = 0;
   for (size_t i = 0; i < info->node_count; i++) {
     printf("direct all_reduce node %zu: %s %s\n", i, recap_node_type_name(info->nodes[i].type),

@@ -21,6 +21,7 @@
 #include "fake/fake.h"
 #include "graph_util.h"
 #include "harness.h"
+#include "capture_util.h"
 #include "nccl/nccl_internal.h"
 #include "recap.h"
 
@@ -480,12 +481,8 @@ static void test_region_refusals_with_the_fake(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   float *buf = NULL;
   OK(recap_malloc((void **)&buf, 64 * sizeof(float), s));
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
-  recap_cond_t cond;
-  OK(recap_cond_create(&cond, 1, s));
-  OK(recap_region_begin(RECAP_REGION_IF, cond, 1, s));
+  recap_graph_t g = graph_capturing(s, NULL);
+  region_opened(RECAP_REGION_IF, 1, 1, s);
   EXPECT_STATUS(recap_nccl_all_reduce(buf, buf, 64, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm, s),
                 RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("(pytorch #180960)");
@@ -517,9 +514,7 @@ static void test_version_warning_from_the_fake(void **state) {
   OK(recap_malloc((void **)&buf, 64 * sizeof(float), s));
   recap_test_log_t log;
   recap_test_log_capture(&log);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   OK(recap_nccl_all_reduce(buf, buf, 64, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm, s));
   OK(recap_graph_capture_end(g));
   recap_test_log_stop();
@@ -541,9 +536,7 @@ static void test_faults_at_the_seam(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   float *buf = NULL;
   OK(recap_malloc((void **)&buf, 64 * sizeof(float), s));
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_NCCL_COLLECTIVE, 1);
   assert_int_not_equal(recap_nccl_all_reduce(buf, buf, 64, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm,
                                              s),

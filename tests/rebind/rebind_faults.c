@@ -21,9 +21,7 @@ static void fault_in_a_node_set(void **state) {
   float *in = alloc(BYTES, s), *in2 = alloc(BYTES, s), *out = alloc(3 * BYTES, s);
   fill(in, 1.0f);
   fill(in2, 2.0f);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  begin(g, s, RECAP_REBIND_AUTO);
+  recap_graph_t g = rebind_graph(s, RECAP_REBIND_AUTO);
   for (int j = 0; j < 3; j++) scale(s, "k", in, out + j * N);
   OK(recap_graph_capture_end(g));
 
@@ -59,9 +57,7 @@ static void fault_in_the_plan(void **state) {
   fresh();
   recap_stream_t s = recap__fake_stream_new();
   float *in = alloc(BYTES, s);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  begin(g, s, RECAP_REBIND_AUTO);
+  recap_graph_t g = rebind_graph(s, RECAP_REBIND_AUTO);
   scale(s, "k", in, in);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH_PLAN, 1);
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CUDA);

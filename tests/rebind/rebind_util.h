@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "capture_util.h"
 #include "alloc/alloc_internal.h"
 #include "fake_util.h"
 #include "graph/graph_internal.h"
@@ -79,10 +80,22 @@ static inline void fill(float *p, float base) {
   for (int i = 0; i < N; i++) p[i] = base + (float)i;
 }
 
-static inline void begin(recap_graph_t g, recap_stream_t s, recap_rebind_mode_t mode) {
+/* The capture options with rebind `mode`. */
+static inline recap_capture_options_t rebind_options(recap_rebind_mode_t mode) {
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.rebind = mode;
+  return o;
+}
+
+static inline void begin(recap_graph_t g, recap_stream_t s, recap_rebind_mode_t mode) {
+  recap_capture_options_t o = rebind_options(mode);
   OK(recap_graph_capture_begin(g, &o, s));
+}
+
+/* A new graph (no flags) capturing on s with rebind `mode`. */
+static inline recap_graph_t rebind_graph(recap_stream_t s, recap_rebind_mode_t mode) {
+  recap_capture_options_t o = rebind_options(mode);
+  return graph_capturing(s, &o);
 }
 
 static inline void replay(recap_graph_t g, recap_stream_t s) {

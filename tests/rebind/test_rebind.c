@@ -20,6 +20,7 @@
 #define _POSIX_C_SOURCE 200809L
 
 #include "rebind_util.h"
+#include "inspect_util.h"
 
 /* The sites each move of a rebind changed (recap_graph_rebind's last argument). */
 static size_t patched[16];
@@ -158,9 +159,7 @@ static void copy_and_memset_nodes(void **state) {
   float *out = alloc(BYTES, s);
   fill(src, 5.0f);
   fill(src2, 50.0f);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  begin(g, s, RECAP_REBIND_AUTO);
+  recap_graph_t g = rebind_graph(s, RECAP_REBIND_AUTO);
   OK(recap__device()->memcpy_async(dst, src, BYTES, s)); /* node 0 */
   recap__fake_memset_async(s, zeroed, 0, BYTES);         /* node 1 */
   scale(s, "scale", dst, out);                           /* node 2 */
@@ -212,9 +211,7 @@ static void batch_swaps_ping_pong(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   float *a = alloc(BYTES, s), *b = alloc(BYTES, s);
   fill(a, 1.0f);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  begin(g, s, RECAP_REBIND_AUTO);
+  recap_graph_t g = rebind_graph(s, RECAP_REBIND_AUTO);
   scale(s, "step", a, b);
   OK(recap_graph_capture_end(g));
   replay(g, s); /* b = 2a + 1 */
@@ -251,9 +248,7 @@ static void foreign_memory_with_explicit_size(void **state) {
   fill(raw, 2.0f);
   fill(raw2, 20.0f);
   float *out = alloc(BYTES, s);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  begin(g, s, RECAP_REBIND_AUTO);
+  recap_graph_t g = rebind_graph(s, RECAP_REBIND_AUTO);
   scale(s, "scale", raw, out);
   OK(recap_graph_capture_end(g));
 
@@ -289,9 +284,7 @@ static void declared_buffers_have_exact_extents(void **state) {
   fill(in2, 3.0f);
 
   for (int declared = 0; declared < 2; declared++) {
-    recap_graph_t g;
-    OK(recap_graph_create(&g, 0));
-    begin(g, s, RECAP_REBIND_AUTO);
+    recap_graph_t g = rebind_graph(s, RECAP_REBIND_AUTO);
     if (declared) {
       OK(recap_graph_declare_buffer(g, first, BYTES));
       OK(recap_graph_declare_buffer(g, second, BYTES));
@@ -599,9 +592,7 @@ static void site_listing(void **state) {
   fresh();
   recap_stream_t s = recap__fake_stream_new();
   float *in = alloc(BYTES, s), *out = alloc(BYTES, s);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  begin(g, s, RECAP_REBIND_AUTO);
+  recap_graph_t g = rebind_graph(s, RECAP_REBIND_AUTO);
   OK(recap_graph_declare_buffer(g, out, BYTES));
   const void *args[3] = {in + 8, in, out};
   recap__fake_launch_kernel_fn(s, "add_halves", k_add_half, args, 3);
@@ -651,9 +642,7 @@ static void scalar_that_looks_like_an_address(void **state) {
   fresh();
   recap_stream_t s = recap__fake_stream_new();
   float *in = alloc(BYTES, s), *in2 = alloc(BYTES, s);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  begin(g, s, RECAP_REBIND_AUTO);
+  recap_graph_t g = rebind_graph(s, RECAP_REBIND_AUTO);
   const void *args[2] = {in, (const void *)((uintptr_t)in + 40)}; /* a pointer, an "integer" */
   recap__fake_launch_kernel_args(s, "pointer_and_integer", args, 2);
   OK(recap_graph_capture_end(g));
@@ -678,9 +667,7 @@ static void cost_is_the_sites_patched(void **state) {
   fresh();
   recap_stream_t s = recap__fake_stream_new();
   float *in = alloc(BYTES, s), *in2 = alloc(BYTES, s), *other = alloc(BYTES, s);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  begin(g, s, RECAP_REBIND_AUTO);
+  recap_graph_t g = rebind_graph(s, RECAP_REBIND_AUTO);
   for (int i = 0; i < 100; i++) scale(s, "k", i % 40 == 7 ? in : other, other);
   OK(recap_graph_capture_end(g));
   uint64_t before = exec_patches();
@@ -731,8 +718,7 @@ static void keep_graph_reinstantiated_keeps_rebinds(void **state) {
   assert_true(recap__fake_graph_arg(raw, 0, 0, &value));
   assert_ptr_equal(value, in2);
   /* A second sync has nothing left to write. */
-  recap_graph_info_t *info = NULL;
-  OK(recap_graph_inspect(g, &info));
+  recap_graph_info_t *info = inspect(g);
   recap_graph_info_free(info);
   assert_int_equal(recap__fake_now().template_patches - template_before, 1);
 
@@ -762,9 +748,7 @@ static void random_batches_against_a_model(void **state) {
   size_t offset[NODES][2];
   unsigned seed = 12345;
 #define NEXT() (seed = seed * 1103515245u + 12345u, (seed >> 16) & 0x7fff)
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  begin(g, s, RECAP_REBIND_AUTO);
+  recap_graph_t g = rebind_graph(s, RECAP_REBIND_AUTO);
   for (int n = 0; n < NODES; n++) {
     const void *args[2];
     for (int a = 0; a < 2; a++) {

@@ -18,6 +18,7 @@
 #include "rebind_kernels.h"
 #include "update_util.h"
 #include "liveness_util.h"
+#include "capture_util.h"
 
 /* The sites each move of the latest recap_graph_rebind changed. */
 static size_t patched[16];
@@ -331,9 +332,7 @@ static recap_graph_t scratch_step_graph(cudaStream_t s, float **in, float **out,
                                         void **scratch) {
   *in = gpu_floats(N, s), *out = gpu_floats(N, s);
   gpu_set(*in, N, 1.0f, s);
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   void *first = enqueue_scratch_step(s, *in, *out, value, false);
   OK(recap_graph_capture_end(g));
   if (scratch) *scratch = first;

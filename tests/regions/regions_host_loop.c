@@ -5,6 +5,8 @@
  */
 
 #include "regions_util.h"
+#include "capture_util.h"
+#include "inspect_util.h"
 
 /* ------------------------------------------------------------------------------------------
  * Host loop interplay
@@ -75,8 +77,7 @@ static void test_unused_conditions(void **state) {
   (void)state;
   BOTH_PATHS {
     recap_stream_t s;
-    recap_graph_t g = fresh_graph(&s, 0);
-    begin(g, s, host);
+    recap_graph_t g = fresh_capture(&s, host);
     recap_cond_t unused_top, once, unused_inside;
     OK(recap_cond_create(&unused_top, 1, s));
     OK(recap_cond_create(&once, 1, s));
@@ -107,9 +108,7 @@ static void test_failed_recapture_keeps_the_path(void **state) {
     recap_capture_options_t o = options(false);
     OK(recap_graph_capture_begin(g, &o, s));
     if (with_region) {
-      recap_cond_t c;
-      OK(recap_cond_create(&c, 0, s));
-      OK(recap_region_begin(RECAP_REGION_IF, c, 1, s));
+      region_opened(RECAP_REGION_IF, 0, 1, s);
       recap__fake_launch_kernel(s, "inside");
       OK(recap_region_end(s));
     }
@@ -119,9 +118,7 @@ static void test_failed_recapture_keeps_the_path(void **state) {
     recap_capture_options_t h = options(true);
     OK(recap_graph_recapture_begin(g, &h, s));
     assert_int_equal(on_device(g), 0);
-    recap_cond_t c;
-    OK(recap_cond_create(&c, 0, s));
-    OK(recap_region_begin(RECAP_REGION_IF, c, 1, s));
+    region_opened(RECAP_REGION_IF, 0, 1, s);
     recap__fake_launch_kernel(s, "inside");
     OK(recap_region_end(s));
     recap__fake_launch_kernel(s, "after");
@@ -191,17 +188,14 @@ static void test_device_path_inspect(void **state) {
   recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
   OK(recap_graph_capture_begin(g, NULL, s));
   recap__fake_launch_kernel(s, "before");
-  recap_cond_t c;
-  OK(recap_cond_create(&c, 1, s));
-  OK(recap_region_begin(RECAP_REGION_IF_ELSE, c, 0, s));
+  region_opened(RECAP_REGION_IF_ELSE, 1, 0, s);
   recap__fake_launch_kernel(s, "then");
   OK(recap_region_next_branch(s));
   recap__fake_launch_kernel(s, "else");
   OK(recap_region_end(s));
   recap__fake_launch_kernel(s, "after");
   OK(recap_graph_capture_end(g));
-  recap_graph_info_t *info;
-  OK(recap_graph_inspect(g, &info));
+  recap_graph_info_t *info = inspect(g);
   assert_int_equal(info->node_count, 5);
   assert_int_equal(info->nodes[1].type, RECAP_NODE_CONDITIONAL);
   assert_int_equal(info->nodes[1].region_kind, RECAP_REGION_IF_ELSE);
@@ -226,17 +220,14 @@ static void test_annotations_in_bodies(void **state) {
   OK(recap_graph_capture_begin(g, NULL, s));
   OK(recap_annotate_push("outer", s));
   recap__fake_launch_kernel(s, "first");
-  recap_cond_t c;
-  OK(recap_cond_create(&c, 1, s));
-  OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
+  region_opened(RECAP_REGION_IF, 1, 0, s);
   OK(recap_annotate_push("inner", s));
   recap__fake_launch_kernel(s, "in_body");
   OK(recap_annotate_pop(s));
   OK(recap_region_end(s));
   OK(recap_annotate_pop(s));
   OK(recap_graph_capture_end(g));
-  recap_graph_info_t *info;
-  OK(recap_graph_inspect(g, &info));
+  recap_graph_info_t *info = inspect(g);
   assert_int_equal(info->node_count, 3);
   assert_string_equal(info->nodes[0].annotation, "outer");
   assert_string_equal(info->nodes[2].kernel_name, "in_body");
@@ -297,9 +288,7 @@ static uint32_t run_ready(bool host, int which, const void *operand, recap_cond_
   set_u32(s, &w[0], 5);
   set_u32(s, &w[2], 0);
   set_u32(s, &w[1], 0);
-  recap_cond_t c;
-  OK(recap_cond_create(&c, 1, s));
-  OK(recap_region_begin(RECAP_REGION_WHILE, c, 0, s));
+  recap_cond_t c = region_opened(RECAP_REGION_WHILE, 1, 0, s);
   mix(s, &w[1], 1); /* x*3+1 counts iterations in a way that can be read back */
   if (which == 0) {
     OK(recap_cond_countdown(c, &w[0], s));

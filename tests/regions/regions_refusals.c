@@ -5,6 +5,7 @@
  */
 
 #include "regions_util.h"
+#include "capture_util.h"
 
 /* ------------------------------------------------------------------------------------------
  * Refusals
@@ -81,11 +82,8 @@ static void test_refusals_unharmed(void **state) {
 static void test_too_deep(void **state) {
   (void)state;
   BOTH_PATHS {
-    reset();
-    recap_stream_t s = recap__fake_stream_new();
-    recap_graph_t g;
-    OK(recap_graph_create(&g, 0));
-    begin(g, s, host);
+    recap_stream_t s;
+    recap_graph_t g = fresh_capture(&s, host);
     recap_cond_t c;
     for (int d = 0; d < RECAP_REGION_MAX_DEPTH; d++) {
       OK(recap_cond_create(&c, 0, s));
@@ -139,15 +137,10 @@ static void test_forbidden_nodes(void **state) {
                                      RECAP_NODE_MEM_ALLOC, RECAP_NODE_MEM_FREE, RECAP_NODE_HOST};
   BOTH_PATHS {
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
-      reset();
-      recap_stream_t s = recap__fake_stream_new();
-      recap_graph_t g;
-      OK(recap_graph_create(&g, 0));
-      begin(g, s, host);
+      recap_stream_t s;
+      recap_graph_t g = fresh_capture(&s, host);
       uint32_t *w = device_words(s, 1);
-      recap_cond_t c;
-      OK(recap_cond_create(&c, 0, s));
-      OK(recap_region_begin(RECAP_REGION_SWITCH, c, 2, s));
+      region_opened(RECAP_REGION_SWITCH, 0, 2, s);
       recap__fake_launch_kernel(s, "fine");
       OK(recap_region_next_branch(s));
       mix(s, w, 1);
@@ -178,11 +171,8 @@ static void test_forbidden_nodes(void **state) {
 static void test_forbidden_before_a_nested_region(void **state) {
   (void)state;
   BOTH_PATHS {
-    reset();
-    recap_stream_t s = recap__fake_stream_new();
-    recap_graph_t g;
-    OK(recap_graph_create(&g, 0));
-    begin(g, s, host);
+    recap_stream_t s;
+    recap_graph_t g = fresh_capture(&s, host);
     recap_cond_t outer, inner;
     OK(recap_cond_create(&outer, 0, s));
     OK(recap_region_begin(RECAP_REGION_WHILE, outer, 1, s));
@@ -226,14 +216,9 @@ static void test_abandon_inside(void **state) {
   (void)state;
   BOTH_PATHS {
     for (int how = 0; how < 3; how++) {
-      reset();
-      recap_stream_t s = recap__fake_stream_new();
-      recap_graph_t g;
-      OK(recap_graph_create(&g, 0));
-      begin(g, s, host);
-      recap_cond_t c;
-      OK(recap_cond_create(&c, 1, s));
-      OK(recap_region_begin(RECAP_REGION_WHILE, c, 0, s));
+      recap_stream_t s;
+      recap_graph_t g = fresh_capture(&s, host);
+      recap_cond_t c = region_opened(RECAP_REGION_WHILE, 1, 0, s);
       OK(recap_cond_create(&c, 1, s));
       OK(recap_region_begin(RECAP_REGION_WHILE, c, 0, s));
       recap__fake_stream_enqueue(s);
@@ -292,9 +277,7 @@ static void test_invalidated_with_regions_open(void **state) {
         recap_pool_id_t pool;
         OK(recap_graph_pool(g, &pool));
         for (unsigned d = 0; d < depth; d++) {
-          recap_cond_t c;
-          OK(recap_cond_create(&c, 1, s));
-          OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
+          region_opened(RECAP_REGION_IF, 1, 0, s);
         }
         uint32_t *w = device_words(s, 1); /* from the graph's pool, inside the body */
         mix(s, w, 1);
@@ -336,9 +319,7 @@ static void test_invalidated_with_regions_open(void **state) {
         } else {
           OK(recap_graph_capture_begin(g, &o, s));
         }
-        recap_cond_t c;
-        OK(recap_cond_create(&c, 1, s));
-        OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
+        region_opened(RECAP_REGION_IF, 1, 0, s);
         recap__fake_launch_kernel(s, "again");
         OK(recap_region_end(s));
         OK(recap_graph_capture_end(g));

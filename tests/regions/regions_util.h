@@ -113,4 +113,24 @@ static inline void begin(recap_graph_t g, recap_stream_t s, bool host) {
   OK(recap_graph_capture_begin(g, &o, s));
 }
 
+/* One replay of g on s to its end; then g and the words w go, and word `word` of w as that
+ * replay left it is returned. */
+static inline uint32_t replay_and_read(recap_graph_t g, recap_stream_t s, uint32_t *w, int word) {
+  OK(recap_graph_replay(g, s));
+  recap__fake_stream_complete(s);
+  uint32_t result = w[word];
+  OK(recap_graph_destroy(g));
+  recap_free(w);
+  expect_quiet();
+  return result;
+}
+
+/* A fresh fake (reset), a new stream *s, and a new graph whose capture on *s has begun on the
+ * path `host` names. */
+static inline recap_graph_t fresh_capture(recap_stream_t *s, bool host) {
+  recap_graph_t g = fresh_graph(s, 0);
+  begin(g, *s, host);
+  return g;
+}
+
 #endif /* RECAP_TEST_REGIONS_UTIL_H */

@@ -17,6 +17,7 @@
 
 #include "gpu_util.h"
 #include "harness.h"
+#include "capture_util.h"
 #include "kernels.h"
 #include "recap.h"
 
@@ -30,8 +31,7 @@ static uint32_t *device_u32(uint32_t value) {
 }
 
 static recap_capture_options_t options(bool host) {
-  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
-  o.regions = host ? RECAP_REGIONS_HOST : RECAP_REGIONS_DEVICE;
+  recap_capture_options_t o = regions_options(host);
   return o;
 }
 
@@ -55,9 +55,7 @@ static void compare_and_malloc_in_body(void **state) {
     recap_capture_options_t o = options(host);
     OK(recap_graph_capture_begin(g, &o, s));
     CUDA_OK(cudaMemsetAsync(iterations, 0, sizeof *iterations, s));
-    recap_cond_t more;
-    OK(recap_cond_create(&more, 1, s));
-    OK(recap_region_begin(RECAP_REGION_WHILE, more, 0, s));
+    recap_cond_t more = region_opened(RECAP_REGION_WHILE, 1, 0, s);
     float *ones = gpu_floats(N, s);
     CUDA_OK(recap_test_fill(ones, N, 1.0f, s));
     CUDA_OK(recap_test_add(x, x, ones, N, s));

@@ -113,13 +113,7 @@ static uint32_t run_branches(bool host, uint32_t choice) {
   OK(recap_graph_capture_end(g));
   w[0] = choice;
   w[1] = 0;
-  OK(recap_graph_replay(g, s));
-  recap__fake_stream_complete(s);
-  uint32_t result = w[1];
-  OK(recap_graph_destroy(g));
-  recap_free(w);
-  expect_quiet();
-  return result;
+  return replay_and_read(g, s, w, 1);
 }
 
 static void test_branches(void **state) {
@@ -187,13 +181,7 @@ static uint32_t run_nested(bool host) {
   dec_cond(s, &w[0], 0);
   OK(recap_region_end(s));
   OK(recap_graph_capture_end(g));
-  OK(recap_graph_replay(g, s));
-  recap__fake_stream_complete(s);
-  uint32_t result = w[2];
-  OK(recap_graph_destroy(g));
-  recap_free(w);
-  expect_quiet();
-  return result;
+  return replay_and_read(g, s, w, 2);
 }
 
 static void test_nested(void **state) {

@@ -14,6 +14,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdatomic.h>
+
+#include "recap.h"
 
 /* xorshift64*: a deterministic stream of numbers per thread. */
 static inline uint64_t next_random(uint64_t *state) {
@@ -38,6 +41,34 @@ static inline void thread_fail(const char *fmt, ...) {
     va_end(ap);
   }
   pthread_mutex_unlock(&thread_failure_lock);
+}
+
+/* Keeps, as thread_fail does, a call of a worker that failed: its expression, status and the
+ * library's message, and the round it ran in where round >= 0. */
+static inline void thread_fail_call(const char *expr, recap_status_t status, int round) {
+  if (round >= 0)
+    thread_fail("%s returned %s: %s (round %d)", expr, recap_status_name(status),
+                recap_last_error(), round);
+  else
+    thread_fail("%s returned %s: %s", expr, recap_status_name(status), recap_last_error());
+}
+
+/* In a worker with an `out:` label: a call that must succeed, else thread_fail_call and out. */
+#define THREAD_OK(expr, round)                   \
+  do {                                           \
+    recap_status_t t_ok_s_ = (expr);             \
+    if (t_ok_s_ != RECAP_SUCCESS) {              \
+      thread_fail_call(#expr, t_ok_s_, (round)); \
+      goto out;                                  \
+    }                                            \
+  } while (0)
+
+/* A log callback that prints nothing and counts the messages in the _Atomic int user_data
+ * points at, where it is not NULL. */
+static inline void quiet_log(recap_log_level_t level, const char *message, void *user_data) {
+  (void)level;
+  (void)message;
+  if (user_data) atomic_fetch_add((_Atomic int *)user_data, 1);
 }
 
 static inline bool thread_failed(void) {

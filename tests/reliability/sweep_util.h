@@ -20,6 +20,7 @@
 #include "graph/registry.h"
 #include "fake_util.h"
 #include "recap.h"
+#include "capture_util.h"
 
 /* The first failure of a run: its status and message, and where it happened. */
 typedef struct outcome {
@@ -51,13 +52,7 @@ static inline void sweep_graphed(outcome_t *o, recap_graphed_t *h, recap_stream_
   static float x[256], gx[256];
   static const int requires_grad[1] = {1};
   recap_buffer_t in[1] = {{x, sizeof x}}, grad[1] = {{gx, sizeof gx}};
-  recap_callable_desc_t desc = {.size = sizeof(recap_callable_desc_t),
-                                .forward = forward,
-                                .backward = plain_backward,
-                                .input_count = 1,
-                                .sample_inputs = in,
-                                .requires_grad = requires_grad,
-                                .output_count = 1};
+  recap_callable_desc_t desc = one_input_callable(forward, plain_backward, in, requires_grad);
   recap_graphed_options_t gopts = RECAP_GRAPHED_OPTIONS_INIT;
   gopts.warmup_iters = 1;
   if (STEP(o, recap_graphed_create(h, &desc, 1, &gopts))) {

@@ -26,6 +26,7 @@
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 #include "harness.h"
+#include "capture_util.h"
 #include "host_faults.h"
 #include "reset.h"
 #include "fake_util.h"
@@ -277,9 +278,7 @@ static void frees_need_no_host_memory(void **state) {
     OK(recap_malloc(&p[i], sizes[i % 6], s));
     if (i % 3 == 0) OK(recap_record_stream(p[i], other));
   }
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = graph_capturing(s, NULL);
   for (int i = 0; i < N; i += 2) {
     recap_test_host_fail_nth(1);
     OK(recap_free(p[i]));

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "gpu_util.h"
+#include "capture_util.h"
 
 #ifdef RECAP_FAULT_INJECTION
 /* The CUDA layer's test controls (src/device/cuda.c, Debug builds). */
@@ -271,13 +272,8 @@ static recap_status_t workload(outcome_t *o, bool check_values) {
     gpu_set(x, N, 1.0f, s);
     gpu_set(gx, N, 3.0f, s);
     recap_buffer_t in[1] = {{x, N * sizeof(float)}}, grad[1] = {{gx, N * sizeof(float)}};
-    recap_callable_desc_t desc = {.size = sizeof(recap_callable_desc_t),
-                                  .forward = plus_one_forward,
-                                  .backward = twice_backward,
-                                  .input_count = 1,
-                                  .sample_inputs = in,
-                                  .requires_grad = requires_grad,
-                                  .output_count = 1};
+    recap_callable_desc_t desc =
+        one_input_callable(plus_one_forward, twice_backward, in, requires_grad);
     recap_graphed_options_t gopts = RECAP_GRAPHED_OPTIONS_INIT;
     gopts.warmup_iters = 1;
     if (STEP(o, recap_graphed_create(&h, &desc, 1, &gopts)) &&

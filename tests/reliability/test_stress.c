@@ -38,20 +38,7 @@ static int scale(void) {
   return n > 0 ? n : 1;
 }
 
-#define T_OK(expr)                                                                              \
-  do {                                                                                          \
-    recap_status_t t_ok_s_ = (expr);                                                            \
-    if (t_ok_s_ != RECAP_SUCCESS) {                                                             \
-      thread_fail("%s returned %s: %s", #expr, recap_status_name(t_ok_s_), recap_last_error()); \
-      goto out;                                                                                 \
-    }                                                                                           \
-  } while (0)
-
-static void quiet_log(recap_log_level_t level, const char *message, void *user_data) {
-  (void)level;
-  (void)message;
-  atomic_fetch_add((_Atomic int *)user_data, 1);
-}
+#define T_OK(expr) THREAD_OK(expr, -1)
 
 static _Atomic int warnings;
 

@@ -68,21 +68,7 @@ static double now(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-#define T_OK(expr)                                                                    \
-  do {                                                                                \
-    recap_status_t t_ok_s_ = (expr);                                                  \
-    if (t_ok_s_ != RECAP_SUCCESS) {                                                   \
-      thread_fail("%s returned %s: %s (round %d)", #expr, recap_status_name(t_ok_s_), \
-                  recap_last_error(), round);                                         \
-      goto out;                                                                       \
-    }                                                                                 \
-  } while (0)
-
-static void quiet_log(recap_log_level_t level, const char *message, void *user_data) {
-  (void)level;
-  (void)message;
-  (void)user_data;
-}
+#define T_OK(expr) THREAD_OK(expr, round)
 
 /* The streams the capture threads capture on, which the free threads record blocks on. */
 static recap_stream_t capture_streams[CAPTURE_THREADS];

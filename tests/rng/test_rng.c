@@ -18,6 +18,7 @@
 #include "fake/fake.h"
 #include "device/rng_launch.h"
 #include "harness.h"
+#include "inspect_util.h"
 #include "reset.h"
 #include "fake_util.h"
 #include "recap.h"
@@ -762,8 +763,7 @@ static void fake_kernels_fill_from_the_state(void **state) {
   OK(recap_rng_dropout(gen, in, out, mask, n, 0.5f, s));
   OK(recap_graph_capture_end(g));
   for (size_t i = 0; i < n; i++) assert_true(out[i] == -1.0f);
-  recap_graph_info_t *info = NULL;
-  OK(recap_graph_inspect(g, &info));
+  recap_graph_info_t *info = inspect(g);
   assert_int_equal(info->node_count, 4);
   const char *names[] = {"recap_rng_uniform", "recap_rng_normal", "recap_rng_randint",
                          "recap_rng_dropout"};
@@ -800,8 +800,7 @@ static void fake_write_state_node_and_write(void **state) {
   assert_int_equal(words[0], 7);
   assert_int_equal(words[1], 40);
   OK(recap_graph_capture_end(g));
-  recap_graph_info_t *info = NULL;
-  OK(recap_graph_inspect(g, &info));
+  recap_graph_info_t *info = inspect(g);
   assert_int_equal(info->node_count, 1);
   assert_string_equal(info->nodes[0].kernel_name, "fake_rng_state");
   recap_graph_info_free(info);

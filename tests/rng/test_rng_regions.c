@@ -13,6 +13,7 @@
 
 #include "fake/fake.h"
 #include "harness.h"
+#include "capture_util.h"
 #include "fake_util.h"
 #include "graph/graph_internal.h"
 #include "recap.h"
@@ -34,6 +35,16 @@ static uint32_t *device_word(void) {
   void *p = NULL;
   OK(recap_malloc(&p, sizeof(uint32_t), NULL));
   return p;
+}
+
+/* A fresh fake with no states handed out yet, a new stream *s, and a generator of seed. */
+static recap_generator_t fresh_generator(recap_stream_t *s, uint64_t seed) {
+  reset();
+  state_count = 0;
+  *s = recap__fake_stream_new();
+  recap_generator_t gen = NULL;
+  OK(recap_generator_create(&gen, seed));
+  return gen;
 }
 
 static recap_graph_t begin(recap_stream_t s, recap_regions_mode_t mode) {
@@ -59,9 +70,7 @@ static recap_graph_t capture_loop(recap_stream_t s, recap_generator_t gen, uint3
   recap_graph_t g = begin(s, mode);
   draw(gen, s, 4, r);
   set_counter(s, counter, n);
-  recap_cond_t more;
-  OK(recap_cond_create(&more, 1, s));
-  OK(recap_region_begin(RECAP_REGION_WHILE, more, 1, s));
+  recap_cond_t more = region_opened(RECAP_REGION_WHILE, 1, 1, s);
   draw(gen, s, 8, r);
   OK(recap_cond_countdown(more, counter, s));
   OK(recap_region_end(s));
@@ -71,11 +80,8 @@ static recap_graph_t capture_loop(recap_stream_t s, recap_generator_t gen, uint3
 }
 
 static void each_iteration_draws_fresh_numbers(recap_regions_mode_t mode) {
-  reset();
-  state_count = 0;
-  recap_stream_t s = recap__fake_stream_new();
-  recap_generator_t gen = NULL;
-  OK(recap_generator_create(&gen, 7));
+  recap_stream_t s;
+  recap_generator_t gen = fresh_generator(&s, 7);
   uint32_t *counter = device_word();
   static records_t r;
   memset(&r, 0, sizeof r);
@@ -202,14 +208,10 @@ static void nested_loops_compose_on(recap_regions_mode_t mode) {
   memset(&rl, 0, sizeof rl);
   recap_graph_t g = begin(s, mode);
   set_counter(s, outer, 2);
-  recap_cond_t co;
-  OK(recap_cond_create(&co, 1, s));
-  OK(recap_region_begin(RECAP_REGION_WHILE, co, 1, s));
+  recap_cond_t co = region_opened(RECAP_REGION_WHILE, 1, 1, s);
   draw(gen, s, 4, &r);
   set_counter(s, inner, 3);
-  recap_cond_t ci;
-  OK(recap_cond_create(&ci, 1, s));
-  OK(recap_region_begin(RECAP_REGION_WHILE, ci, 1, s));
+  recap_cond_t ci = region_opened(RECAP_REGION_WHILE, 1, 1, s);
   draw(gen, s, 4, &r);
   draw(late, s, 4, &rl);
   OK(recap_cond_countdown(ci, inner, s));
@@ -242,17 +244,12 @@ static void nested_loops_compose(void **state) {
 /* A loop that runs no iteration draws nothing, and the host offset says so. */
 static void a_loop_that_never_runs_draws_nothing(void **state) {
   (void)state;
-  reset();
-  state_count = 0;
-  recap_stream_t s = recap__fake_stream_new();
-  recap_generator_t gen = NULL;
-  OK(recap_generator_create(&gen, 5));
+  recap_stream_t s;
+  recap_generator_t gen = fresh_generator(&s, 5);
   static records_t r;
   memset(&r, 0, sizeof r);
   recap_graph_t g = begin(s, RECAP_REGIONS_AUTO);
-  recap_cond_t c;
-  OK(recap_cond_create(&c, 0, s));
-  OK(recap_region_begin(RECAP_REGION_WHILE, c, 1, s));
+  recap_cond_t c = region_opened(RECAP_REGION_WHILE, 0, 1, s);
   draw(gen, s, 8, &r);
   OK(recap_cond_set_value(c, 0, s));
   OK(recap_region_end(s));
@@ -270,16 +267,11 @@ static void a_loop_that_never_runs_draws_nothing(void **state) {
 /* The advance at a body's end fails: the region call says so and nothing is left behind. */
 static void a_failed_advance_fails_the_region_call(void **state) {
   (void)state;
-  reset();
-  state_count = 0;
-  recap_stream_t s = recap__fake_stream_new();
-  recap_generator_t gen = NULL;
-  OK(recap_generator_create(&gen, 5));
+  recap_stream_t s;
+  recap_generator_t gen = fresh_generator(&s, 5);
   static records_t r;
   recap_graph_t g = begin(s, RECAP_REGIONS_AUTO);
-  recap_cond_t c;
-  OK(recap_cond_create(&c, 1, s));
-  OK(recap_region_begin(RECAP_REGION_WHILE, c, 1, s));
+  recap_cond_t c = region_opened(RECAP_REGION_WHILE, 1, 1, s);
   draw(gen, s, 8, &r);
   OK(recap_cond_set_value(c, 0, s));
   recap__fake_fail_nth(RECAP__FAKE_FAULT_RNG_ADVANCE, 1);
@@ -345,11 +337,8 @@ static void a_fold_waits_for_no_capture(void **state) {
  * loops drew before is gone with the fold. */
 static void set_offset_after_a_replay(void **state) {
   (void)state;
-  reset();
-  state_count = 0;
-  recap_stream_t s = recap__fake_stream_new();
-  recap_generator_t gen = NULL;
-  OK(recap_generator_create(&gen, 7));
+  recap_stream_t s;
+  recap_generator_t gen = fresh_generator(&s, 7);
   uint32_t *counter = device_word();
   static records_t r;
   memset(&r, 0, sizeof r);

@@ -13,6 +13,7 @@
 
 #include "fake/fake.h"
 #include "harness.h"
+#include "capture_util.h"
 #include "fake_util.h"
 #include "recap.h"
 #include "rng_records.h"
@@ -49,9 +50,7 @@ static void run(int mode, recap_regions_mode_t regions, run_t *out) {
   draw(gen, s, 4, &during);
   const void *set_args[2] = {counter, (const void *)(uintptr_t)5};
   recap__fake_launch_kernel_fn(s, "set_counter", set_counter_fn, set_args, 2);
-  recap_cond_t more;
-  OK(recap_cond_create(&more, 1, s));
-  OK(recap_region_begin(RECAP_REGION_WHILE, more, 1, s));
+  recap_cond_t more = region_opened(RECAP_REGION_WHILE, 1, 1, s);
   draw(gen, s, 8, &during);
   OK(recap_cond_countdown(more, counter, s));
   OK(recap_region_end(s));

@@ -5,7 +5,7 @@
  * kernel out[k] = 3 in[k] + size over the bucket's rows, replayed with real effects), takes a
  * temporary of row_bytes per row from recap_malloc, launches extra plain kernels so that sizes
  * differ in node count, records which sizes it ran captured and eagerly, and fails where a test
- * asks it to.
+ * asks it to; a fresh model with its stream, and a set of the model's step.
  *
  * Include after harness.h and graph_util.h.
  */
@@ -16,6 +16,7 @@
 #include <time.h>
 #include <stdint.h>
 
+#include "capture_util.h"
 #include "fake/fake.h"
 #include "recap.h"
 
@@ -132,6 +133,19 @@ static inline recap_graph_set_info_t info_of(recap_graph_set_t set) {
 
 static inline recap_member_state_t state_of_size(recap_graph_set_t set, size_t size) {
   return member_of(set, size).state;
+}
+
+/* A fresh fake (reset), *m initialised, and a new stream for the tests to call the set on. */
+static inline recap_stream_t model_fresh(model_t *m) {
+  reset();
+  model_init(m);
+  return recap__fake_stream_new();
+}
+
+/* A set of m's step over sizes[0..count), captured as `capture` says. */
+static inline recap_graph_set_t model_set(model_t *m, const size_t *sizes, size_t count,
+                                          recap_set_capture_t capture) {
+  return graph_set_of(model_step, m, sizes, count, capture);
 }
 
 #endif /* RECAP_TEST_SET_UTIL_H */

@@ -22,9 +22,7 @@ static recap_stream_t stream;
 
 static int setup(void **state) {
   (void)state;
-  reset();
-  model_init(&model);
-  stream = recap__fake_stream_new();
+  stream = model_fresh(&model);
   model.side = recap__fake_stream_new();
   return 0;
 }
@@ -37,13 +35,7 @@ static int teardown(void **state) {
 }
 
 static recap_graph_set_t make_set(const size_t *sizes, size_t count, recap_set_capture_t capture) {
-  recap_graph_set_options_t o = RECAP_GRAPH_SET_OPTIONS_INIT;
-  o.sizes = sizes;
-  o.size_count = count;
-  o.capture = capture;
-  recap_graph_set_t set = NULL;
-  OK(recap_graph_set_create(&set, model_step, &model, &o));
-  return set;
+  return model_set(&model, sizes, count, capture);
 }
 
 /* Every graph and pool reference gone once the set is. */

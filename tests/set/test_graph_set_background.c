@@ -20,9 +20,7 @@ static recap_stream_t stream;
 
 static int setup(void **state) {
   (void)state;
-  reset();
-  model_init(&model);
-  stream = recap__fake_stream_new();
+  stream = model_fresh(&model);
   return 0;
 }
 
@@ -33,13 +31,7 @@ static int teardown(void **state) {
 }
 
 static recap_graph_set_t make_background(const size_t *sizes, size_t count) {
-  recap_graph_set_options_t o = RECAP_GRAPH_SET_OPTIONS_INIT;
-  o.sizes = sizes;
-  o.size_count = count;
-  o.capture = RECAP_SET_CAPTURE_BACKGROUND;
-  recap_graph_set_t set = NULL;
-  OK(recap_graph_set_create(&set, model_step, &model, &o));
-  return set;
+  return model_set(&model, sizes, count, RECAP_SET_CAPTURE_BACKGROUND);
 }
 
 /* Captured steps block from now until release_captures. */

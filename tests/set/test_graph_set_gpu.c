@@ -21,6 +21,7 @@
 
 #include <pthread.h>
 
+#include "capture_util.h"
 #include "cublas_util.h"
 #include "gpu_util.h"
 #include "recap/graph_set.h"
@@ -190,12 +191,7 @@ static float *eager_out(model_t *m, size_t size, cudaStream_t s) {
 
 static recap_graph_set_t make_set(model_t *m, const size_t *sizes, size_t count,
                                   recap_set_capture_t capture) {
-  recap_graph_set_options_t o = RECAP_GRAPH_SET_OPTIONS_INIT;
-  o.sizes = sizes;
-  o.size_count = count;
-  o.capture = capture;
-  recap_graph_set_t set = NULL;
-  OK(recap_graph_set_create(&set, step, m, &o));
+  recap_graph_set_t set = graph_set_of(step, m, sizes, count, capture);
   assert_non_null(set);
   return set;
 }

@@ -21,6 +21,8 @@
 
 #include "fake/fake.h"
 #include "harness.h"
+#include "inspect_util.h"
+#include "fork_join_util.h"
 #include "recap.h"
 #include "recap_view.h"
 #include "regions_info.h"
@@ -178,20 +180,14 @@ static void write_captured_graph(const char *path) {
 
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
   OK(recap_graph_capture_begin(g, NULL, s));
-  recap__fake_launch_kernel(s, "first");
-  recap__fake_launch_kernel(s, "second");
-  assert_true(recap__fake_capture_join(side, s));
-  recap__fake_launch_kernel(s, "third");
-  recap__fake_launch_kernel(side, "side_kernel");
+  launch_fork_join(s, side, "second");
   OK(recap_graph_replay(child, s));
   OK(recap_graph_capture_end(g));
 
-  recap_graph_info_t *info;
-  OK(recap_graph_inspect(g, &info));
+  recap_graph_info_t *info = inspect(g);
   assert_int_equal(info->node_count, 5);
   assert_int_equal(info->edge_count, 4);
-  char *json;
-  OK(recap_graph_info_json(info, &json));
+  char *json = info_json(info);
   write_file(path, json);
   recap_string_free(json);
   recap_graph_info_free(info);

@@ -15,6 +15,8 @@
 #include "fake/fake.h"
 #include "reset.h"
 #include "harness.h"
+#include "inspect_util.h"
+#include "fork_join_util.h"
 #include "recap_view.h"
 #include "regions_info.h"
 #include "view_fixture.h"
@@ -425,15 +427,15 @@ static void writes_a_self_contained_page(void **state) {
   assert_null(strstr(text, " src="));
   /* What a click shows comes with the data: the demangled name, the launch, the parameters,
    * the allocation liveness recorded; and the memcpy's size in its box. */
-  assert_non_null(strstr(text, "\"pretty\":\"void kernel\\u003cfloat\\u003e(float*, int)\""));
-  assert_non_null(strstr(text, "\"grid\":[40,1,1],\"block\":[256,1,1],\"smem\":0"));
-  assert_non_null(strstr(text, "\"params\":[\"float* 0x1000\"]"));
+  EXPECT_CONTAINS(text, "\"pretty\":\"void kernel\\u003cfloat\\u003e(float*, int)\"",
+                  "\"grid\":[40,1,1],\"block\":[256,1,1],\"smem\":0",
+                  "\"params\":[\"float* 0x1000\"]");
   assert_non_null(strstr(text,
                          "\"allocs\":[{\"base\":\"0x7f0000001000\",\"size\":4096,"
                          "\"generation\":3,\"readers\":2,\"site\":null,\"freed\":false}]"));
-  assert_non_null(strstr(text, "\"name\":\"memcpy\",\"detail\":\"3.0 MiB\""));
-  assert_non_null(strstr(text, "{\"path\":\"step\",\"label\":\"step\",\"depth\":1,\"nodes\":2,"));
-  assert_non_null(strstr(text, "{\"path\":\"step/forward\",\"label\":\"forward\",\"depth\":2,"));
+  EXPECT_CONTAINS(text, "\"name\":\"memcpy\",\"detail\":\"3.0 MiB\"",
+                  "{\"path\":\"step\",\"label\":\"step\",\"depth\":1,\"nodes\":2,",
+                  "{\"path\":\"step/forward\",\"label\":\"forward\",\"depth\":2,");
   /* The legend: each type present, with its count. */
   assert_non_null(strstr(text,
                          "<tr data-type=\"kernel\"><td><span class=\"swatch\" "
@@ -443,8 +445,8 @@ static void writes_a_self_contained_page(void **state) {
   free(text);
 
   text = written(dot_of, &g);
-  assert_non_null(strstr(text, "subgraph cluster_0 {\n    label=\"step\";"));
-  assert_non_null(strstr(text, "    subgraph cluster_1 {\n      label=\"forward\";"));
+  EXPECT_CONTAINS(text, "subgraph cluster_0 {\n    label=\"step\";",
+                  "    subgraph cluster_1 {\n      label=\"forward\";");
   assert_non_null(strstr(text,
                          "n0 [label=\"#0 kernel\\nvoid kernel<float>(float*, int)\\n"
                          "grid 40x1x1, block 256x1x1\\n[step/forward]\""));
@@ -489,14 +491,9 @@ static void model_from_a_captured_graph(void **state) {
   recap_graph_t graph;
   OK(recap_graph_create(&graph, RECAP_GRAPH_KEEP));
   OK(recap_graph_capture_begin(graph, NULL, s));
-  recap__fake_launch_kernel(s, "first");
-  recap__fake_launch_kernel(s, "_Z6kernelIfEvPT_i");
-  assert_true(recap__fake_capture_join(side, s));
-  recap__fake_launch_kernel(s, "third");
-  recap__fake_launch_kernel(side, "side_kernel");
+  launch_fork_join(s, side, "_Z6kernelIfEvPT_i");
   OK(recap_graph_capture_end(graph));
-  recap_graph_info_t *info;
-  OK(recap_graph_inspect(graph, &info));
+  recap_graph_info_t *info = inspect(graph);
   recap_view_graph_t g;
   char err[256];
   assert_int_equal(recap_view_from_info(&g, info, err, sizeof err), 0);
@@ -670,8 +667,7 @@ static void regions_captured_on_the_fake(void **state) {
   OK(recap_graph_capture_end(graph));
   recap_annotations_enable(-1);
   /* The annotation layer labels what it knows (the graph's own nodes come first), no more. */
-  recap_graph_info_t *info;
-  OK(recap_graph_inspect(graph, &info));
+  recap_graph_info_t *info = inspect(graph);
   for (size_t i = 0; i < 3; i++) assert_string_equal(info->nodes[i].annotation_path, "step");
   assert_null(info->nodes[3].annotation_path);
   recap_view_graph_t g;
