@@ -147,6 +147,11 @@ void op_sleep_all(void) {
     if (r == RECAP_SUCCESS && (what & 1) && now != RECAP_POOL_AWAKE)
       die("recap_wake succeeded and left a pool asleep", r);
     if (r == RECAP_SUCCESS && (what & 1)) st.pools[i].residue = false;
+    /* A wake whose undo could not unmap may leave a chunk of that pool mapped, as with
+     * recap_pool_wake (wake_pool). */
+    if (r != RECAP_SUCCESS && (what & 1) && now != RECAP_POOL_AWAKE &&
+        fired(RECAP__FAKE_FAULT_VMM_UNMAP))
+      st.pools[i].residue = true;
     if (r == RECAP_SUCCESS && !(what & 1) && now == RECAP_POOL_AWAKE && (i || st.device_used))
       die("recap_sleep succeeded and left a pool awake", r);
     /* A failed recap_sleep wakes the pools it put to sleep: after DISCARD their blocks hold
