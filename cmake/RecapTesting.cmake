@@ -115,8 +115,8 @@ function(recap_add_test_variant source variant)
   endif()
   # A variant of a GPU test is a GPU test too: gpu-check runs it, CI skips it.
   set(kind cpu)
-  get_property(gpu TARGET ${exe} PROPERTY RECAP_TEST_GPU)
-  if(gpu)
+  get_property(exe_needs_gpu TARGET ${exe} PROPERTY RECAP_TEST_GPU)
+  if(exe_needs_gpu)
     set(kind gpu)
   endif()
   get_property(names TARGET ${exe} PROPERTY RECAP_TEST_NAMES)
@@ -135,7 +135,7 @@ function(recap_add_test_variant source variant)
       SKIP_RETURN_CODE 77
       TIMEOUT ${arg_TIMEOUT}
       ENVIRONMENT "${arg_ENVIRONMENT}")
-    if(kind STREQUAL gpu)
+    if(kind STREQUAL "gpu")
       # As recap_add_test's GPU tests: one at a time, since they check the device's free memory.
       set_tests_properties(${exe}.${variant}.${name} PROPERTIES RESOURCE_LOCK gpu)
     endif()
