@@ -13,6 +13,7 @@
 #define RECAP_TEST_GRAPH_UTIL_H
 
 #include "fake/fake.h"
+#include "capture/capture_internal.h"
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 #include "harness.h"

@@ -9,6 +9,7 @@
 
 #include "alloc/alloc_internal.h"
 #include "alloc/reset.h"
+#include "capture/capture_internal.h"
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 #include "nccl/nccl_internal.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * liveness_internal.h — what the capture entry point (src/graph/capture.c, where the capture
+ * liveness_internal.h — what the capture entry point (src/capture/capture.c, where the capture
  * options turn the modules on) calls of the input-liveness checks (liveness.c).
  */
 #ifndef RECAP_LIVENESS_INTERNAL_H

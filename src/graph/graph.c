@@ -163,7 +163,6 @@ static recap_status_t reset_graph(recap_graph_t graph, bool forget_pool) {
   release_pool(graph);
   graph->state = RECAP__GRAPH_FRESH;
   graph->node_count = 0;
-  graph->scope_stream = NULL;
   graph->keep_template = false;
   if (forget_pool) {
     memset(&graph->pool, 0, sizeof graph->pool);
@@ -390,7 +389,6 @@ static recap_status_t drop_capture(recap_graph_t graph, recap_status_t status) {
   release_pool(graph);
   graph->state = RECAP__GRAPH_FRESH;
   graph->node_count = 0;
-  graph->scope_stream = NULL;
   graph->keep_template = false;
   recap__error_restore(&cause);
   return status;

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * graph_internal.h — the recap graph object, shared by the graph core's files (graph.c:
- * lifetime, capture, replay; hooks.c: the modules' hooks; capture.c: recap_graph_capture_begin;
- * scope.c: the capture scope; memory.c: what a graph costs) and by the modules built on graphs.
+ * lifetime, capture, replay; hooks.c: the modules' hooks; memory.c: what a graph costs) and by
+ * the modules built on graphs.
  */
 #ifndef RECAP_GRAPH_INTERNAL_H
 #define RECAP_GRAPH_INTERNAL_H
@@ -38,7 +38,6 @@ struct recap_graph {
   recap_cuda_graph_t template_graph;
   recap_cuda_graph_exec_t exec;
   size_t node_count;
-  recap_stream_t scope_stream; /* set while a capture scope is open */
   /* A layer needs the template after instantiation (rebinding: the executable's node handles
    * are the template's), so capture_end keeps it even without KEEP; the public accessors of
    * the template still answer only for KEEP graphs. Set by the layer during the capture,
@@ -64,7 +63,6 @@ struct recap_graph {
   bool recapturing;
   /* The modules attached for the graph's whole life (hooks.h: the update policy). */
   recap__graph_hook_set_t attached;
-  bool regions_on_device; /* the path chosen at capture_begin (recap_graph_regions_on_device) */
   /* Memory accounting (recap/memory.h). exec_bytes: what cudaMemGetInfo lost across the
    * instantiation of `exec` (0 without one); capture_peak: the pool's allocated high-water mark
    * during the held capture; capture_grew: the reserved bytes the pool gained during it.
@@ -86,7 +84,7 @@ struct recap_graph {
  * static buffers) ask it before they write. */
 recap_status_t recap__graph_pools_awake(recap_graph_t graph);
 
-/* The two halves of recap_graph_capture_begin that graph.c owns, for capture.c: the checks of
+/* The two halves of recap_graph_capture_begin that the core owns, for src/capture/: the checks of
  * the mode, the graph's state (fresh; for a recapture, holding a capture) and the stream, and
  * then beginning the capture (the CUDA capture, the allocator's route with its logs, the
  * registry entry). A recapture (graph->recapturing) replays the held capture's allocation
@@ -102,7 +100,7 @@ recap_status_t recap__graph_capture_start(recap_graph_t graph, recap_stream_t st
 size_t recap__graph_template_nodes(recap_cuda_graph_t template_graph, const char *what);
 void recap__graph_keep_alloc_log(recap_graph_t graph);
 
-/* recap_graph_capture_end of a first capture (capture.c sends recaptures to update.c). */
+/* recap_graph_capture_end of a first capture (src/capture/ sends recaptures to update.c). */
 recap_status_t recap__graph_capture_end(recap_graph_t graph);
 
 /* A piece of a capture's end that a recapture's end (update.c) shares with graph.c: stop
@@ -163,11 +161,6 @@ recap_status_t recap__graph_budget_error(const recap__capture_result_t *result, 
 
 /* Argument check shared by every entry point: a live graph handle. */
 recap_status_t recap__graph_check(recap_graph_t graph, const char *function);
-
-/* The side stream of the current device that capture scopes use when given none. */
-recap_status_t recap__side_stream(recap_stream_t *stream);
-/* Forget the side streams (tests, after the fake device was reset). */
-void recap__side_streams_forget(void);
 
 /* For tests: recap_graphs_enable in the variable's sense (1: disabled; -1: the environment). */
 void recap__graphs_disabled_override(int disabled);

@@ -26,6 +26,7 @@
 #include "core/args.h"
 #include "core/error.h"
 #include "core/host.h"
+#include "capture/capture_internal.h"
 #include "graph/graph_internal.h"
 #include "recap/graphed.h"
 #include "recap/rebind.h"

@@ -90,12 +90,21 @@ typedef struct recap__regions {
 recap_status_t recap__regions_attach(recap_graph_t graph, recap__regions_t *r);
 recap__regions_t *recap__regions_attached(recap_graph_t graph);
 
-/* For capture.c (regions.c): the path a capture with opts takes (*on_device), decided before it
- * begins: RECAP_REGIONS_DEVICE where the driver has no conditional nodes is
+/* For src/capture/ (regions.c): the path a capture with opts takes (*on_device), decided before
+ * it begins: RECAP_REGIONS_DEVICE where the driver has no conditional nodes is
  * RECAP_ERROR_NOT_SUPPORTED; and the refusal of capture_end while a region is open. */
 recap_status_t recap__regions_decide(const recap_capture_options_t *opts, const char *function,
                                      bool *on_device);
 recap_status_t recap__regions_check_end(recap_graph_t graph);
+
+/* The path decided, kept with the capture that has just begun on graph (region_state.c): a hook
+ * with no events, attached for the host path only (the default device path costs nothing), so
+ * that it goes with the capture (a reset,
+ * a failed capture) and a recapture sets it aside with the rest of the capture it replaces.
+ * Fails only for host memory. recap__regions_path_on_device: the path of the capture graph
+ * holds or is making. */
+recap_status_t recap__regions_path_chosen(recap_graph_t graph, bool on_device);
+bool recap__regions_path_on_device(recap_graph_t graph);
 
 /* Device path: give every condition made in `context` (0: the graph's top level) that no region
  * used a conditional node of its own in graph, the graph its handle was made on: an IF with an

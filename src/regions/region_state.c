@@ -243,6 +243,21 @@ recap_status_t recap__regions_attach(recap_graph_t graph, recap__regions_t *r) {
   return recap__graph_add_hook(graph, r->on_device ? &device_hooks : &host_hooks, r);
 }
 
+/* The host path's marker: its context is this byte, nothing to free. The device path, which
+ * every driver of CUDA 12.8 or later takes by default, leaves no mark, so that its captures
+ * carry no hook at all. */
+static const char host_path;
+static const recap__graph_hooks_t host_path_hooks = {0};
+
+recap_status_t recap__regions_path_chosen(recap_graph_t graph, bool on_device) {
+  if (on_device) return RECAP_SUCCESS;
+  return recap__graph_add_hook(graph, &host_path_hooks, (void *)&host_path);
+}
+
+bool recap__regions_path_on_device(recap_graph_t graph) {
+  return recap__graph_hook_ctx(graph, &host_path_hooks) == NULL;
+}
+
 recap__regions_t *recap__regions_attached(recap_graph_t graph) {
   recap__regions_t *r = recap__graph_hook_ctx(graph, &device_hooks);
   return r ? r : recap__graph_hook_ctx(graph, &host_hooks);

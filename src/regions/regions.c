@@ -63,11 +63,12 @@ recap_status_t recap_graph_regions_on_device(recap_graph_t graph, int *on_device
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_regions_on_device"));
   RECAP__ARG(on_device != NULL, "recap_graph_regions_on_device: on_device is NULL");
   *on_device = 0;
-  if (!graph->pool_known)
+  if (graph->state != RECAP__GRAPH_CAPTURING && graph->state != RECAP__GRAPH_CAPTURED)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
-                        "recap_graph_regions_on_device: the graph has not begun a capture since "
-                        "it was created or reset, and the path is decided at capture_begin");
-  *on_device = graph->regions_on_device;
+                        "recap_graph_regions_on_device: the graph holds no capture and makes none "
+                        "(before its first capture, after a reset or a failed capture), and the "
+                        "path is decided at capture_begin");
+  *on_device = recap__regions_path_on_device(graph);
   return RECAP_SUCCESS;
 }
 
@@ -100,7 +101,7 @@ recap__regions_t *recap__regions_get(recap_graph_t graph) {
     return NULL;
   }
   r->graph = graph;
-  r->on_device = graph->regions_on_device;
+  r->on_device = recap__regions_path_on_device(graph);
   r->current = &r->top;
   if (recap__regions_attach(graph, r) != RECAP_SUCCESS) {
     recap__host_free(r);

@@ -41,7 +41,6 @@ typedef struct update_module {
     size_t node_count;
     recap_capture_options_t options;
     bool keep_template;
-    bool regions_on_device;
   } old;
 } update_module_t;
 
@@ -133,7 +132,6 @@ void recap__recapture_set_aside(recap_graph_t g) {
   m->old.node_count = g->node_count;
   m->old.options = g->options;
   m->old.keep_template = g->keep_template;
-  m->old.regions_on_device = g->regions_on_device;
   g->hooks = (recap__graph_hook_set_t){0};
   g->keep_template = false; /* the recapture's modules say again whether they need it */
 }
@@ -148,8 +146,6 @@ void recap__recapture_put_back(recap_graph_t g) {
   m->old.hooks = (recap__graph_hook_set_t){0};
   m->old.active = false;
   g->recapturing = false;
-  /* The held capture's regions come back with its hooks, and the path it took. */
-  g->regions_on_device = m->old.regions_on_device;
   recap__alloc_log_free(&g->alloc_log_next);
   g->state = RECAP__GRAPH_CAPTURED;
 }

@@ -17,6 +17,7 @@
 
 #include "fake_util.h"
 #include "inspect_util.h"
+#include "capture/capture_internal.h"
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 #include "capture_util.h"

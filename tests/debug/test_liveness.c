@@ -18,6 +18,7 @@
 #include "alloc/alloc_internal.h"
 #include "fake_util.h"
 #include "liveness_util.h"
+#include "capture/capture_internal.h"
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 #include "liveness_util.h"

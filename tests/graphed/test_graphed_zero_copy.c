@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "fake_util.h"
+#include "capture/capture_internal.h"
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 

@@ -13,6 +13,7 @@
 #include "capture_util.h"
 #include "alloc/alloc_internal.h"
 #include "fake_util.h"
+#include "capture/capture_internal.h"
 #include "graph/graph_internal.h"
 #include "graph/registry.h"
 

@@ -3,16 +3,23 @@
  * scope.c — the capture scope (PyTorch's `with torch.cuda.graph(g):`) and the library-owned
  * side streams it captures on when given none.
  *
- * Beginning a scope synchronises the device and gives unused cached memory back first, as the
- * seed does: the capture then starts from a quiet device, and memory eager code freed just
- * before is not mistaken for the graph's.
+ * Beginning a scope synchronises the device and gives unused cached memory back first: the
+ * capture then starts from a quiet device, and memory eager code freed just before is not
+ * mistaken for the graph's.
+ *
+ * Whether a scope is open on a graph is a record attached to the graph for its life (hooks.h)
+ * when its first scope opens: a reset closes it (the graph_reset event), and so does the end of
+ * the scope's capture through recap_graph_capture_end (capture.c), so that a scope's end never
+ * ends a later capture that is not the scope's.
  */
 #include <pthread.h>
 #include <string.h>
 
 #include "alloc/alloc_internal.h"
+#include "capture/capture_internal.h"
 #include "core/args.h"
 #include "core/error.h"
+#include "core/host.h"
 #include "graph/graph_internal.h"
 
 static pthread_mutex_t side_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -44,6 +51,54 @@ recap_status_t recap__side_stream(recap_stream_t *stream) {
   return s;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * The scope's record
+ * ---------------------------------------------------------------------------------------- */
+
+typedef struct scope_record {
+  bool open;
+} scope_record_t;
+
+static void scope_graph_reset(void *ctx, recap_graph_t graph) {
+  (void)graph;
+  ((scope_record_t *)ctx)->open = false;
+}
+
+static void scope_release(void *ctx, recap_graph_t graph) {
+  (void)graph;
+  recap__host_free(ctx);
+}
+
+static const recap__graph_hooks_t scope_hooks = {.graph_reset = scope_graph_reset,
+                                                 .release = scope_release};
+
+/* graph's record, attached on first use. */
+static recap_status_t scope_record(recap_graph_t graph, scope_record_t **record) {
+  scope_record_t *r = recap__graph_attached_ctx(graph, &scope_hooks);
+  if (!r) {
+    r = recap__host_calloc(1, sizeof *r);
+    if (!r)
+      return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
+                          "recap_capture_scope_begin: out of host memory");
+    recap_status_t s = recap__graph_attach(graph, &scope_hooks, r);
+    if (s != RECAP_SUCCESS) {
+      recap__host_free(r);
+      return s;
+    }
+  }
+  *record = r;
+  return RECAP_SUCCESS;
+}
+
+void recap__scope_capture_ended(recap_graph_t graph) {
+  scope_record_t *r = recap__graph_attached_ctx(graph, &scope_hooks);
+  if (r) r->open = false;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The scope
+ * ---------------------------------------------------------------------------------------- */
+
 recap_status_t recap_capture_scope_begin(recap_graph_t graph, const recap_scope_options_t *options,
                                          recap_stream_t *stream) {
   RECAP__CHECK(recap__graph_check(graph, "recap_capture_scope_begin"));
@@ -64,12 +119,14 @@ recap_status_t recap_capture_scope_begin(recap_graph_t graph, const recap_scope_
                         "recap_graph_reset() first");
   recap_stream_t s = opts.stream;
   if (!s) RECAP__CHECK(recap__side_stream(&s));
+  scope_record_t *record = NULL;
+  RECAP__CHECK(scope_record(graph, &record));
   if (!recap_graphs_enabled()) {
     /* An eager scope is the graph's last "capture": it has no pool, so none is named. */
     graph->state = RECAP__GRAPH_EAGER;
     graph->pool_known = false;
     memset(&graph->pool, 0, sizeof graph->pool);
-    graph->scope_stream = s;
+    record->open = true;
     *stream = s;
     return RECAP_SUCCESS;
   }
@@ -78,22 +135,22 @@ recap_status_t recap_capture_scope_begin(recap_graph_t graph, const recap_scope_
   if (recap_empty_cache() != RECAP_SUCCESS)
     RECAP__DEBUG("capture scope: the cache was not emptied (%s)", recap_last_error());
   RECAP__CHECK(recap_graph_capture_begin(graph, &copts, s));
-  graph->scope_stream = s;
+  record->open = true;
   *stream = s;
   return RECAP_SUCCESS;
 }
 
 recap_status_t recap_capture_scope_end(recap_graph_t graph) {
   RECAP__CHECK(recap__graph_check(graph, "recap_capture_scope_end"));
-  if (!graph->scope_stream)
+  scope_record_t *record = recap__graph_attached_ctx(graph, &scope_hooks);
+  if (!record || !record->open)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_capture_scope_end: no capture scope is open on this graph");
   if (graph->state == RECAP__GRAPH_EAGER) {
-    graph->scope_stream = NULL;
+    record->open = false;
     return RECAP_SUCCESS;
   }
-  recap_status_t status = recap_graph_capture_end(graph);
-  /* A refused end (e.g. from another thread) leaves the capture, and so the scope, open. */
-  if (graph->state != RECAP__GRAPH_CAPTURING) graph->scope_stream = NULL;
-  return status;
+  /* The end closes the scope (recap__scope_capture_ended), unless it is refused (e.g. from
+   * another thread): then the capture, and so the scope, stays open. */
+  return recap_graph_capture_end(graph);
 }

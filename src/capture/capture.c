@@ -1,19 +1,20 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * capture.c — the entry points of a capture: recap_graph_capture_begin and
- * recap_graph_recapture_begin (the caller's options, then the graph's capture in graph.c, then
- * the modules that act from the capture's first moment: input liveness, src/debug/liveness.c;
- * rebinding, src/rebind/), and recap_graph_capture_end, which ends a first capture in graph.c
- * and a recapture in src/update/.
+ * recap_graph_recapture_begin (the caller's options, then the graph core's capture, then the
+ * modules that act from the capture's first moment: the regions' path, src/regions/; input
+ * liveness, src/debug/liveness.c; rebinding, src/rebind/), and recap_graph_capture_end, which
+ * ends a first capture in the core and a recapture in src/update/.
  *
- * Why a file of its own: here the capture options meet the modules they turn on (the regions'
- * path and the input-liveness probe are decided before the capture begins, liveness and
- * rebinding attach their hooks as soon as it has begun, a recapture is update's), so graph.c
- * knows none of them; they reach the graph only through its hooks. These calls are the graph
- * core's known calls into its feature modules (tools/check-layers).
+ * Why a module above the features: here the capture options meet the modules they turn on
+ * (the regions' path and the input-liveness probe are decided before the capture begins, the
+ * modules attach their hooks as soon as it has begun, a recapture is update's). The graph core
+ * (src/graph/) knows none of them, and they reach the graph only through its hooks; this file
+ * composes them, calling down into each.
  */
 #include "core/args.h"
 #include "core/error.h"
+#include "capture/capture_internal.h"
 #include "graph/graph_internal.h"
 #include "debug/liveness_internal.h"
 #include "rebind/rebind_internal.h"
@@ -46,8 +47,8 @@ static recap_status_t begin(recap_graph_t graph, recap_stream_t stream,
     if (recapture) recap__recapture_put_back(graph);
     return s;
   }
-  graph->regions_on_device = regions_on_device;
-  if (opts->check_input_liveness) s = recap__liveness_attach(graph);
+  s = recap__regions_path_chosen(graph, regions_on_device);
+  if (s == RECAP_SUCCESS && opts->check_input_liveness) s = recap__liveness_attach(graph);
   if (s == RECAP_SUCCESS && opts->rebind != RECAP_REBIND_OFF)
     s = recap__rebind_attach(graph, opts->rebind);
   if (s == RECAP_SUCCESS) return s;
@@ -102,6 +103,6 @@ recap_status_t recap_graph_capture_end(recap_graph_t graph) {
       graph->recapturing ? recap__recapture_end(graph) : recap__graph_capture_end(graph);
   /* A capture scope's capture ended through this call closes the scope too: a later
    * recapture of the graph is not the scope's, and recap_capture_scope_end must not end it. */
-  if (graph->state != RECAP__GRAPH_CAPTURING) graph->scope_stream = NULL;
+  if (graph->state != RECAP__GRAPH_CAPTURING) recap__scope_capture_ended(graph);
   return s;
 }

@@ -1,0 +1,190 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * test_capture.c — the capture module (src/capture/) on the CPU fake device: what the capture
+ * entry points keep with a capture for the features they turn on, and what a capture scope keeps
+ * with its graph. The regions' path is kept with the capture (a failed capture or recapture and
+ * a reset take it, a recapture that fails gives the old one back), and a scope's record closes
+ * however its capture ends, so that a scope's end never ends a capture that is not the scope's.
+ */
+#include "graph_util.h"
+#include "host_faults.h"
+
+static recap_capture_options_t regions_option(recap_regions_mode_t mode) {
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.regions = mode;
+  return o;
+}
+
+static int path_of(recap_graph_t g) {
+  int on_device = -1;
+  OK(recap_graph_regions_on_device(g, &on_device));
+  return on_device;
+}
+
+/* The path is the capture's: a recapture chooses again, and gets the old one back when it fails. */
+static void the_regions_path_goes_with_the_capture(void **state) {
+  (void)state;
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s, 0);
+  recap_capture_options_t host = regions_option(RECAP_REGIONS_HOST);
+  recap_capture_options_t device = regions_option(RECAP_REGIONS_DEVICE);
+  OK(recap_graph_capture_begin(g, &host, s));
+  assert_int_equal(path_of(g), 0);
+  launch(s, 1);
+  OK(recap_graph_capture_end(g));
+  assert_int_equal(path_of(g), 0);
+
+  OK(recap_graph_recapture_begin(g, &device, s));
+  assert_int_equal(path_of(g), 1);
+  launch(s, 1);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_CAPTURE_END, 1);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CUDA);
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_INSTANTIATED);
+  assert_int_equal(path_of(g), 0); /* the capture the recapture was to replace */
+
+  OK(recap_graph_recapture_begin(g, &device, s));
+  launch(s, 1);
+  OK(recap_graph_capture_end(g));
+  assert_int_equal(path_of(g), 1);
+  OK(recap_graph_replay(g, s));
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+/* Without a capture held or under way there is no path to tell: before the first capture,
+ * after a failed one, after a reset. */
+static void no_path_without_a_capture(void **state) {
+  (void)state;
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s, 0);
+  int on_device = -1;
+  EXPECT_STATUS(recap_graph_regions_on_device(g, &on_device), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("holds no capture");
+  assert_int_equal(on_device, 0);
+  recap_capture_options_t host = regions_option(RECAP_REGIONS_HOST);
+  OK(recap_graph_capture_begin(g, &host, s));
+  launch(s, 1);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_CAPTURE_END, 1);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CUDA);
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
+  EXPECT_STATUS(recap_graph_regions_on_device(g, &on_device), RECAP_ERROR_INVALID_USAGE);
+  capture_kernels(g, s, 1);
+  assert_int_equal(path_of(g), 1); /* AUTO, on a fake that runs conditional nodes */
+  OK(recap_graph_reset(g));
+  EXPECT_STATUS(recap_graph_regions_on_device(g, &on_device), RECAP_ERROR_INVALID_USAGE);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+/* A host loop's path mark is the capture's only hook: the default device path leaves none, so
+ * that its replays walk no hooks. */
+static void the_device_path_attaches_nothing(void **state) {
+  (void)state;
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s, 0);
+  capture_kernels(g, s, 2);
+  assert_int_equal(g->hooks.count, 0);
+  OK(recap_graph_reset(g));
+  recap_capture_options_t host = regions_option(RECAP_REGIONS_HOST);
+  OK(recap_graph_capture_begin(g, &host, s));
+  launch(s, 2);
+  OK(recap_graph_capture_end(g));
+  assert_int_equal(g->hooks.count, 1);
+  assert_int_equal(g->hooks.events, 0);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+/* A scope whose capture ended through recap_graph_capture_end, or was reset away, is closed:
+ * its end is refused, and a later capture of the graph is not ended by it. */
+static void a_scope_closes_however_its_capture_ends(void **state) {
+  (void)state;
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s, 0);
+  recap_stream_t scope_stream = NULL;
+  OK(recap_capture_scope_begin(g, NULL, &scope_stream));
+  launch(scope_stream, 1);
+  OK(recap_graph_capture_end(g));
+  EXPECT_STATUS(recap_capture_scope_end(g), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("no capture scope is open");
+
+  OK(recap_graph_reset(g));
+  OK(recap_capture_scope_begin(g, NULL, &scope_stream));
+  OK(recap_graph_reset(g)); /* abandons the scope's capture */
+  OK(recap_graph_capture_begin(g, NULL, s));
+  EXPECT_STATUS(recap_capture_scope_end(g), RECAP_ERROR_INVALID_USAGE);
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_CAPTURING);
+  launch(s, 1);
+  OK(recap_graph_capture_end(g));
+
+  OK(recap_graph_reset(g));
+  OK(recap_capture_scope_begin(g, NULL, &scope_stream));
+  launch(scope_stream, 1);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_CAPTURE_END, 1);
+  EXPECT_STATUS(recap_capture_scope_end(g), RECAP_ERROR_CUDA);
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
+  EXPECT_STATUS(recap_capture_scope_end(g), RECAP_ERROR_INVALID_USAGE);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+/* With graphs disabled a scope runs eagerly: it opens and closes once, and a reset closes it. */
+static void an_eager_scope_opens_and_closes(void **state) {
+  (void)state;
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s, 0);
+  recap__graphs_disabled_override(1);
+  recap_stream_t scope_stream = NULL;
+  OK(recap_capture_scope_begin(g, NULL, &scope_stream));
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_EAGER);
+  OK(recap_capture_scope_end(g));
+  EXPECT_STATUS(recap_capture_scope_end(g), RECAP_ERROR_INVALID_USAGE);
+  OK(recap_graph_reset(g));
+  OK(recap_capture_scope_begin(g, NULL, &scope_stream));
+  OK(recap_graph_reset(g));
+  EXPECT_STATUS(recap_capture_scope_end(g), RECAP_ERROR_INVALID_USAGE);
+  recap__graphs_disabled_override(0);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
+/* The scope's record is host memory taken at the graph's first scope: each host allocation of
+ * recap_capture_scope_begin failing in turn refuses the scope with nothing begun. */
+static void a_scope_without_host_memory_begins_nothing(void **state) {
+  (void)state;
+  recap_test_host_faults_install();
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s, 0);
+  recap_stream_t scope_stream = NULL;
+  uint64_t nth = 1;
+  for (;; nth++) {
+    recap_test_host_fail_nth(nth);
+    recap_status_t status = recap_capture_scope_begin(g, NULL, &scope_stream);
+    bool failed = recap_test_host_failed();
+    recap_test_host_fail_nth(0);
+    if (status == RECAP_SUCCESS) {
+      assert_false(failed);
+      break;
+    }
+    assert_int_equal(status, RECAP_ERROR_OUT_OF_MEMORY);
+    assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
+    assert_null(scope_stream);
+    EXPECT_STATUS(recap_capture_scope_end(g), RECAP_ERROR_INVALID_USAGE);
+  }
+  assert_true(nth > 1); /* the record's allocation was among those refused */
+  launch(scope_stream, 1);
+  OK(recap_capture_scope_end(g));
+  OK(recap_graph_destroy(g));
+  recap_test_host_faults_remove();
+  expect_quiet();
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(the_regions_path_goes_with_the_capture),
+    cmocka_unit_test(no_path_without_a_capture),
+    cmocka_unit_test(the_device_path_attaches_nothing),
+    cmocka_unit_test(a_scope_closes_however_its_capture_ends),
+    cmocka_unit_test(an_eager_scope_opens_and_closes),
+    cmocka_unit_test(a_scope_without_host_memory_begins_nothing),
+};
+RECAP_TEST_MAIN(tests)
