@@ -45,6 +45,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import benchmarks_page  # noqa: E402  (beside this script)
+import regressions  # noqa: E402
 import report_sections  # noqa: E402
 
 INPUTS = ("bench_graph", "bench_alloc", "torch_graph", "torch_alloc", "bench_sleep",
@@ -486,6 +487,9 @@ def main():
     parser.add_argument("--plot", default=None, help="PNG to write (default: --out with .png)")
     parser.add_argument("--brief", default=None, help="write a few summary lines here")
     parser.add_argument("--strict", action="store_true", help="exit 1 when a target is missed")
+    parser.add_argument("--compare", default=None, metavar="COMMITTED",
+                        help="list the figures that got worse by over 10%% than this results file "
+                             "(bench/results/h200.json), in the output and after --brief's lines")
     args = parser.parse_args()
 
     data = load(args.dir)
@@ -504,9 +508,17 @@ def main():
             print(f"plot: {png}")
     except Exception as e:  # a plot is a nicety; the tables and JSON are the results
         print(f"report: no plot ({type(e).__name__}: {e})", file=sys.stderr)
+    brief = brief_lines(res)
+    if args.compare:
+        with open(args.compare, encoding="utf-8") as f:
+            committed = json.load(f)
+        worse = regressions.lines(committed, res)
+        print(f"\nagainst {args.compare}:")
+        print("\n".join("  " + line for line in worse))
+        brief += [f"against {os.path.basename(args.compare)}:"] + ["  " + line for line in worse]
     if args.brief:
         with open(args.brief, "w") as f:
-            f.write("\n".join(brief_lines(res)) + "\n")
+            f.write("\n".join(brief) + "\n")
     missed = [k for k, v in res["targets_met"].items() if v is False]
     if args.strict and (missed or res["checks_passed"] is False):
         return 1
