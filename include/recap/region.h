@@ -60,7 +60,7 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_region_next_branch(recap_stream_t
  * here) leaves it unharmed. On an invalidated capture: CAPTURE_INVALIDATED, graph fresh. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_region_end(recap_stream_t stream);
 
-/* ---- Ready kernels: each enqueues one kernel on stream that sets cond, created in its capture */
+/* ---- Ready kernels: each enqueues a kernel on stream that sets cond (made in that capture) --- */
 
 /* cond = value. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_cond_set_value(recap_cond_t cond, unsigned value,
