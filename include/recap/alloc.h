@@ -1,12 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * recap/alloc.h — the caching, stream-ordered device allocator and its graph-private pools.
- *
- * Memory comes from cached segments (recap/options.h gives their sizes). A freed block is
- * reusable at once on the stream it was allocated for, and on other streams once the work
- * recorded with recap_record_stream() has finished. During a graph capture, allocations on the
- * capturing stream (and side streams joined to it) come from the capture's private pool, so the
- * addresses a graph bakes in stay reserved for it. docs/allocator.md gives the contract.
+ * recap/alloc.h — the caching, stream-ordered device allocator and its graph-private pools:
+ * during a capture, allocations on the capturing stream come from the capture's pool, so the
+ * addresses a graph bakes in stay reserved for it. See docs/allocator.md.
  */
 #ifndef RECAP_ALLOC_H
 #define RECAP_ALLOC_H
@@ -25,10 +21,9 @@ typedef struct recap_pool_id {
 
 /* ---- Allocation ------------------------------------------------------------------------------ */
 
-/* Allocate size bytes usable on stream, on the current device. size 0 gives *ptr = NULL and
- * RECAP_SUCCESS. On failure *ptr is NULL; RECAP_ERROR_OUT_OF_MEMORY comes after every cached
- * unused segment was given back and the request retried once, and its message gives the request
- * and the allocated, reserved, cached and device-free bytes. */
+/* Allocate size bytes usable on stream, on the current device; size 0 gives *ptr = NULL. On
+ * failure *ptr is NULL; RECAP_ERROR_OUT_OF_MEMORY comes after the cache was emptied and the
+ * request retried once, its message saying where the memory is. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_malloc(void **ptr, size_t size,
                                                       recap_stream_t stream);
 
@@ -36,19 +31,16 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_malloc(void **ptr, size_t size,
  * freed) is RECAP_ERROR_INVALID_ARGUMENT. */
 RECAP_API recap_status_t recap_free(void *ptr);
 
-/* Declare that ptr is used by work on stream, which is not the stream it was allocated for:
- * when ptr is freed, the block is reused only after the work queued on stream by then has
- * finished (an event is recorded at free time). */
+/* ptr is used by work on stream too: once freed, the block is reused only after the work
+ * queued on stream by then has finished. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_record_stream(void *ptr, recap_stream_t stream);
 
-/* Give every cached unused segment back to the driver, on every device (private pools only
- * once no graph references them), and free the pinned buffers kept for OFFLOAD sleeps. Blocks
- * still allocated stay. While a capture is under way on any device (a graph set's background
- * capture included: recap_graph_set_wait first): RECAP_ERROR_INVALID_USAGE, nothing freed. */
+/* Give every cached unused segment (of unreferenced private pools too) back to the driver, on
+ * every device, and the pinned buffers kept for OFFLOAD sleeps. While a capture is under way on
+ * any device: RECAP_ERROR_INVALID_USAGE, nothing freed. */
 RECAP_API recap_status_t recap_empty_cache(void);
 
-/* What recap knows of one allocated block. Start from RECAP_BLOCK_INFO_INIT (docs/api.md,
- * "Versioned structs"; the first version ends at device). */
+/* One allocated block. Start from RECAP_BLOCK_INFO_INIT (first version ends at device). */
 typedef struct recap_block_info {
   size_t size;           /* sizeof(recap_block_info_t), set by RECAP_BLOCK_INFO_INIT */
   void *base;            /* the block's start: the pointer recap_malloc returned */
@@ -62,9 +54,8 @@ typedef struct recap_block_info {
 #define RECAP_BLOCK_INFO_INIT \
   { sizeof(recap_block_info_t), NULL, 0, 0, {0, 0}, NULL, 0 }
 
-/* Fill *info for the allocated block that starts at ptr. A pointer recap did not hand out, one
- * already freed, one inside a block, or a bad info->size is RECAP_ERROR_INVALID_ARGUMENT (*info
- * untouched). */
+/* Fill *info for the allocated block that starts at ptr. Any other pointer, or a bad
+ * info->size: RECAP_ERROR_INVALID_ARGUMENT, *info untouched. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_block_info(const void *ptr,
                                                           recap_block_info_t *info);
 
@@ -75,21 +66,18 @@ RECAP_API recap_pool_id_t recap_pool_handle(void);
 /* 1 when pool is the default pool {0,0}. */
 RECAP_API int recap_pool_is_default(recap_pool_id_t pool);
 
-/* Route the allocations of the capture under way on capturing_stream (side streams included)
- * to pool, on the current device, until recap_pool_route_end(); takes a reference to the pool
- * (recap_pool_release drops it). INVALID_USAGE: the stream is not capturing, or the pool is
- * routed for another capture. Graphs call this for you. */
+/* Route the allocations of the capture on capturing_stream (side streams included) to pool
+ * until recap_pool_route_end(), taking a reference to it. INVALID_USAGE: the stream is not
+ * capturing, or the pool is routed for another capture. Graphs call this for you. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_pool_route_begin(recap_pool_id_t pool,
                                                                 recap_stream_t capturing_stream);
-/* Stop routing to pool. Blocks freed during captures whose streams capture no more get their
- * events now, and blocks whose events completed become reusable (docs/allocator.md). */
+/* Stop routing to pool; blocks freed during the capture may become reusable. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_pool_route_end(recap_pool_id_t pool);
 /* Drop one reference to pool. At zero its unused segments go back to the driver on
  * recap_empty_cache() or an out-of-memory retry; blocks the user holds stay valid until freed. */
 RECAP_API recap_status_t recap_pool_release(recap_pool_id_t pool);
 
-/* Deprecated: recap_pool_memory (recap/memory.h) gives these figures and more, in a versioned
- * struct. recap_pool_info and its struct stay for one more release. */
+/* Deprecated: recap_pool_memory (recap/memory.h) gives these figures and more. */
 typedef struct recap_pool_info {
   int references;          /* graphs (or route_begin callers) holding the pool; 0 for default */
   int routed;              /* 1 while a capture routes allocations to it; 0 for default */
@@ -113,8 +101,7 @@ typedef struct recap_stat {
 /* Index into each counter array: all blocks, blocks of the small pool, of the large pool. */
 enum { RECAP_STAT_ALL = 0, RECAP_STAT_SMALL = 1, RECAP_STAT_LARGE = 2, RECAP_STAT_KINDS = 3 };
 
-/* Start from RECAP_MEMORY_STATS_INIT (docs/api.md, "Versioned structs"; the first version ends at
- * num_device_free). */
+/* Start from RECAP_MEMORY_STATS_INIT (the first version ends at num_device_free). */
 typedef struct recap_memory_stats {
   size_t size; /* sizeof(recap_memory_stats_t), set by RECAP_MEMORY_STATS_INIT */
   recap_stat_t allocation[RECAP_STAT_KINDS];           /* blocks handed to callers */
@@ -145,14 +132,12 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_memory_stats(int device,
 /* Set every peak to its current value. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_memory_reset_peak(int device);
 
-/* A JSON snapshot of device (-1: current): every segment with its address, size, pool id and
- * stream, and every block in it with its address, size, requested size and state. The string
- * is allocated by recap; free it with recap_string_free(). */
+/* A JSON snapshot of device (-1: current): every segment and block in it. Free the string with
+ * recap_string_free(). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_memory_snapshot_json(int device, char **json);
 
-/* Verify the allocator's invariants over every pool and segment of every device (blocks tile
- * their segments, free neighbours are merged, free lists and statistics agree):
- * RECAP_ERROR_INTERNAL with the first violation in recap_last_error(). */
+/* Verify the allocator's invariants over every device: RECAP_ERROR_INTERNAL naming the first
+ * violation. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_memory_check(void);
 
 #ifdef __cplusplus

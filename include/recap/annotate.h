@@ -1,21 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * recap/annotate.h — labels for the nodes of a captured graph ("which of my code is this
- * node?").
- *
- *     recap_annotations_enable(1);                  // or RECAP_ANNOTATIONS=1
- *     recap_graph_capture_begin(g, NULL, s);        // g created with RECAP_GRAPH_KEEP
- *     recap_annotate_push("forward", s);
- *       recap_annotate_push("attention", s);
- *       launch_attention(s);                        // these nodes: "attention",
- *       recap_annotate_pop(s);                      //   path "forward/attention"
- *     launch_mlp(s);                                // these nodes: "forward"
- *     recap_annotate_pop(s);
- *     recap_graph_capture_end(g);
- *     recap_graph_inspect(g, &info);                // info->nodes[i].annotation, annotation_path
- *
- * Labels show in recap_graph_inspect, its JSON and tools/recap-graph. Outside a capture, or
- * with annotations disabled (the default), push and pop do nothing. See docs/debug.md.
+ * node?"), shown by recap_graph_inspect, its JSON and tools/recap-graph; off by default. See
+ * docs/debug.md.
  */
 #ifndef RECAP_ANNOTATE_H
 #define RECAP_ANNOTATE_H

@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * recap/core.h — what every part of recap shares: the version, the export macro, the status
- * codes and the calling thread's last error, logging, and the stream type. Every header under
- * recap/ includes it, so each compiles on its own; programs usually include <recap.h>, which
- * brings all of them.
+ * recap/core.h — what every part of recap shares: the version, the export and attribute
+ * macros, the status codes and the thread's last error, logging, the stream type. Every header
+ * includes it. See docs/api.md.
  */
 #ifndef RECAP_CORE_H
 #define RECAP_CORE_H
@@ -23,11 +22,7 @@ extern "C" {
 #define RECAP_VERSION_HEX \
   ((RECAP_VERSION_MAJOR << 16) | (RECAP_VERSION_MINOR << 8) | RECAP_VERSION_PATCH)
 
-/* ------------------------------------------------------------------------------------------
- * Export macro. The library is built with hidden visibility; only RECAP_API symbols are
- * exported from the shared library. Define RECAP_STATIC when linking the static library on
- * platforms where that matters.
- * ---------------------------------------------------------------------------------------- */
+/* ---- Export macro (define RECAP_STATIC to link the static library) --------------------------- */
 
 #if defined(_WIN32) && !defined(RECAP_STATIC)
 #  ifdef RECAP_BUILDING
@@ -41,12 +36,8 @@ extern "C" {
 #  define RECAP_API
 #endif
 
-/* ------------------------------------------------------------------------------------------
- * RECAP_NODISCARD: the compiler warns when a call drops the function's status. Every function
- * returning recap_status_t carries it except the release functions (recap_free,
- * recap_empty_cache, recap_pool_release, recap_graph_reset, the *_destroy functions). To drop a
- * status on purpose, assign it to a variable: a (void) cast does not silence GCC.
- * ---------------------------------------------------------------------------------------- */
+/* RECAP_NODISCARD: the compiler warns when a call drops the status (all but the release
+ * functions). To drop one on purpose, assign it to a variable: (void) does not silence GCC. */
 
 #if (defined(__cplusplus) && __cplusplus >= 201703L) || \
     (defined(_MSVC_LANG) && _MSVC_LANG >= 201703L) ||   \
@@ -59,9 +50,7 @@ extern "C" {
 #endif
 
 /* RECAP_DEPRECATED(hint): the compiler warns at each use of a name kept for one more release,
- * with hint saying what replaces it (GCC and Clang; C23 and C++14 [[deprecated]] elsewhere;
- * nothing where neither exists). Build with -Wno-deprecated-declarations to silence it while
- * moving to the new names. */
+ * with hint naming its replacement. */
 #if defined(__GNUC__)
 #  define RECAP_DEPRECATED(hint) __attribute__((deprecated(hint)))
 #elif (defined(__cplusplus) && __cplusplus >= 201402L) || \
@@ -71,8 +60,7 @@ extern "C" {
 #  define RECAP_DEPRECATED(hint)
 #endif
 
-/* RECAP_PRINTF_2_3: the compiler checks a printf-style format in parameter 2 against the
- * arguments from parameter 3 on (GCC and Clang). */
+/* RECAP_PRINTF_2_3: the compiler checks a printf format in parameter 2 against the rest. */
 #if defined(__GNUC__)
 #  define RECAP_PRINTF_2_3 __attribute__((format(printf, 2, 3)))
 #else
@@ -83,10 +71,7 @@ extern "C" {
 RECAP_API unsigned recap_version(void);
 RECAP_API const char *recap_version_string(void);
 
-/* ------------------------------------------------------------------------------------------
- * Status codes. Every fallible call returns one; RECAP_SUCCESS is 0. The list is the single
- * source of the codes, their names and their one-line meanings.
- * ---------------------------------------------------------------------------------------- */
+/* ---- Status codes: every fallible call returns one; RECAP_SUCCESS is 0 ----------------------- */
 
 #define RECAP_STATUS_MAP(X)                                                                        \
   X(SUCCESS, 0, "success")                                                                         \
@@ -116,27 +101,19 @@ RECAP_API const char *recap_status_name(recap_status_t status);
 /* The one-line meaning of a status; never NULL. */
 RECAP_API const char *recap_status_string(recap_status_t status);
 
-/* The detailed message of the calling thread's last failure: what was called, the CUDA error
- * name where one was involved, and where. Valid until the thread's next recap call. Returns ""
- * when the thread has seen no failure since recap_clear_last_error(). */
+/* The calling thread's last failure, in detail; valid until its next recap call. "" when the
+ * thread has seen no failure since recap_clear_last_error(). */
 RECAP_API const char *recap_last_error(void);
 /* The status that goes with recap_last_error(). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_last_status(void);
 RECAP_API void recap_clear_last_error(void);
-/* Set the calling thread's last error, as if recap had failed, for code that mixes recap with
- * calls of its own: recap_last_status() becomes status and recap_last_error() the printf-style
- * message (cut at 4095 bytes). Returns status, to pass on:
- *     if (err != cudaSuccess)
- *       return recap_set_last_error(RECAP_ERROR_CUDA, "my_kernel: %s", cudaGetErrorName(err));
- * status must be a failure code of RECAP_STATUS_MAP, else RECAP_ERROR_INVALID_ARGUMENT. */
+/* Set the calling thread's last error, as if recap had failed (message cut at 4095 bytes), and
+ * return status, to pass on. A status that is not a failure code: RECAP_ERROR_INVALID_ARGUMENT. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_set_last_error(recap_status_t status,
                                                               const char *format,
                                                               ...) RECAP_PRINTF_2_3;
 
-/* ------------------------------------------------------------------------------------------
- * Logging. Messages go to a callback, stderr by default. The level starts from the RECAP_LOG
- * environment variable (none, error, warn, info, debug; default warn; docs/environment.md).
- * ---------------------------------------------------------------------------------------- */
+/* ---- Logging: to a callback (stderr by default), at a level from RECAP_LOG (default warn) ---- */
 
 typedef enum recap_log_level {
   RECAP_LOG_LEVEL_NONE = 0,
@@ -159,17 +136,14 @@ RECAP_API recap_log_level_t recap_log_get_level(void);
 
 /* ---- Streams and devices --------------------------------------------------------------------- */
 
-/* The same type as CUDA's cudaStream_t and CUstream, so either converts without a cast.
- * NULL is the legacy default stream. */
+/* CUDA's cudaStream_t / CUstream, without a cast. NULL is the legacy default stream. */
 typedef struct CUstream_st *recap_stream_t;
 
-/* Number of CUDA devices. On a machine with no NVIDIA driver or no device this returns
- * RECAP_ERROR_NO_DEVICE and recap_last_error() says why; it never aborts. */
+/* Number of CUDA devices. No driver or no device: RECAP_ERROR_NO_DEVICE, saying why. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_device_count(int *count);
 
-/* A static string naming the device backend in use: "cuda", or "none" in a recap built without
- * CUDA (the CMake option RECAP_CUDA=OFF), where every call that needs a device returns
- * RECAP_ERROR_NO_DEVICE and recap_last_error() names the option. */
+/* The device backend, a static string: "cuda", or "none" in a recap built with RECAP_CUDA=OFF,
+ * where every call that needs a device is RECAP_ERROR_NO_DEVICE. */
 RECAP_API const char *recap_device_backend(void);
 
 /* Free a string recap allocated and handed over (JSON, the memory page); NULL does nothing. */

@@ -1,21 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * recap/graph.h — capture GPU work once, replay it for a few microseconds of CPU time.
- *
- * A recap graph wraps a CUDA graph and its executable (PyTorch's torch.cuda.CUDAGraph):
- *
- *     recap_graph_t g;
- *     recap_graph_create(&g, 0);
- *     recap_graph_capture_begin(g, NULL, stream);   // stream must not be the legacy default
- *     enqueue_work(stream);                          // kernels, cuBLAS, copies, recap_malloc...
- *     recap_graph_capture_end(g);                    // instantiates
- *     for (;;) recap_graph_replay(g, stream);        // any stream
- *     recap_graph_destroy(g);
- *
- * Memory allocated with recap_malloc during the capture comes from the graph's private pool and
- * keeps its address for every replay. Several graphs may share a pool (opts.pool): replaying
- * them in the order they were captured is then correct; another order may let one graph
- * overwrite memory another still reads (the caller's duty, as in PyTorch).
+ * recap/graph.h — capture GPU work once and replay it (PyTorch's torch.cuda.CUDAGraph):
+ * memory recap_malloc hands out during the capture comes from the graph's private pool and keeps
+ * its address for every replay. See docs/graphs.md.
  */
 #ifndef RECAP_GRAPH_H
 #define RECAP_GRAPH_H
@@ -35,42 +22,37 @@ typedef struct CUgraphExec_st *recap_cuda_graph_exec_t;
 
 /* recap_graph_create flags. */
 enum {
-  /* Keep the captured template after capture_end: instantiate is then the caller's (or the
-   * first replay's), and recap_graph_raw / recap_graph_inspect / debug_dump can read it. */
+  /* Keep the captured template after capture_end (raw, inspect, debug_dump read it); the
+   * caller's instantiate, or the first replay, instantiates it. */
   RECAP_GRAPH_KEEP = 1u << 0
 };
 
-/* CUDA's stream capture modes. GLOBAL forbids unsafe calls (cudaMalloc, synchronisation...) in
- * every thread while the capture runs; THREAD_LOCAL only in the capturing thread; RELAXED
- * forbids nothing. */
+/* CUDA's stream capture modes: unsafe calls (cudaMalloc, synchronisation...) are forbidden in
+ * every thread (GLOBAL), in the capturing thread (THREAD_LOCAL), or nowhere (RELAXED). */
 typedef enum recap_capture_mode {
   RECAP_CAPTURE_MODE_GLOBAL = 0,
   RECAP_CAPTURE_MODE_THREAD_LOCAL = 1,
   RECAP_CAPTURE_MODE_RELAXED = 2
 } recap_capture_mode_t;
 
-/* How a capture prepares its graph for recap_graph_rebind (recap/rebind.h): nothing (OFF, the
- * default), every buffer it uses (AUTO: sites found by scanning pointer-sized words), or only
- * the buffers declared during the capture (DECLARED, recap_graph_declare_buffer). */
+/* What a capture prepares for recap_graph_rebind (recap/rebind.h): nothing (OFF), every buffer
+ * it uses (AUTO), or the buffers declared during the capture only (DECLARED). */
 typedef enum recap_rebind_mode {
   RECAP_REBIND_OFF = 0,
   RECAP_REBIND_AUTO = 1,
   RECAP_REBIND_DECLARED = 2
 } recap_rebind_mode_t;
 
-/* How a capture runs its regions (recap/region.h): as CUDA conditional nodes where the driver
- * runs all four kinds (AUTO, the default, else a host loop), as conditional nodes only (DEVICE:
- * NOT_SUPPORTED without them), or as a host loop that reads each condition back (HOST). */
+/* How a capture runs its regions (recap/region.h): as conditional nodes where the driver has
+ * them, else a host loop (AUTO); conditional nodes or NOT_SUPPORTED (DEVICE); host loop (HOST). */
 typedef enum recap_regions_mode {
   RECAP_REGIONS_AUTO = 0,
   RECAP_REGIONS_DEVICE = 1,
   RECAP_REGIONS_HOST = 2
 } recap_regions_mode_t;
 
-/* Options of a capture. Start from RECAP_CAPTURE_OPTIONS_INIT, then set fields. Every recap
- * options struct follows the rule of docs/api.md, "Versioned structs": `size` from the struct's
- * first version (here ending at `mode`) to the library's, fields past it at their defaults,
- * another size RECAP_ERROR_INVALID_ARGUMENT naming the _INIT macro. Options NULL: defaults. */
+/* Options of a capture (NULL: the defaults). Start from RECAP_CAPTURE_OPTIONS_INIT (docs/api.md,
+ * "Versioned structs", as every options struct; the first version ends at `mode`). */
 typedef struct recap_capture_options {
   size_t size;               /* sizeof(recap_capture_options_t), set by the INIT macro */
   recap_pool_id_t pool;      /* {0,0}: the graph makes a private pool of its own */
@@ -82,9 +64,8 @@ typedef struct recap_capture_options {
   recap_rebind_mode_t rebind;
   /* How the capture's regions (recap/region.h) run. Default RECAP_REGIONS_AUTO. */
   recap_regions_mode_t regions;
-  /* The most bytes the capture's pool may reserve (0, the default: no limit). A recap_malloc
-   * that would take the pool past it fails with RECAP_ERROR_OUT_OF_MEMORY, and so does the
-   * capture's end, which throws the capture away (docs/memory.md). */
+  /* The most bytes the capture's pool may reserve (0: no limit); past it recap_malloc, then the
+   * capture's end, are RECAP_ERROR_OUT_OF_MEMORY (docs/memory.md). */
   uint64_t budget_bytes;
 } recap_capture_options_t;
 
@@ -98,27 +79,20 @@ typedef struct recap_capture_options {
 
 /* Create an empty graph. flags: 0 or RECAP_GRAPH_KEEP. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_create(recap_graph_t *graph, unsigned flags);
-/* Destroy the graph: its executable and template, and its reference to its pool (the pool's
- * memory goes back on recap_empty_cache once no graph holds it and its blocks are freed).
- * NULL is a no-op. A graph whose capture is under way is first reset (the capture is ended and
- * thrown away). */
+/* Reset the graph (a capture under way is thrown away), dropping its pool reference, and free
+ * it. NULL is a no-op. */
 RECAP_API recap_status_t recap_graph_destroy(recap_graph_t graph);
 
 /* ---- Capture --------------------------------------------------------------------------------- */
 
-/* Begin capturing the work enqueued on stream (and on streams joined to it by events).
- * options NULL means RECAP_CAPTURE_OPTIONS_INIT. Errors: the legacy default stream
- * (RECAP_ERROR_INVALID_USAGE: capture on a stream you created), a stream already capturing, a
- * graph already captured or capturing (reset it first, or capture it again in place with
- * recap_graph_recapture_begin, recap/update.h). */
+/* Begin capturing the work enqueued on stream (and streams joined to it by events) into a fresh
+ * graph. INVALID_USAGE: the legacy default stream, a stream already capturing, a graph not fresh
+ * (reset it, or recapture it: recap/update.h). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_capture_begin(
     recap_graph_t graph, const recap_capture_options_t *options, recap_stream_t stream);
-/* End the graph's capture, on the stream it began on; unless KEEP, instantiate and drop the
- * template. INVALID_USAGE: not capturing, a region still open, or (global and thread-local
- * modes) another thread than the one that began it; the capture goes on. A capture CUDA
- * invalidated is CAPTURE_INVALIDATED, and one whose budget refused an allocation OUT_OF_MEMORY:
- * the capture is thrown away and the graph is fresh (docs/graphs.md, "When a capture fails";
- * a recapture's end: recap/update.h). */
+/* End the graph's capture; unless KEEP, instantiate and drop the template. INVALID_USAGE, the
+ * capture going on: not capturing, a region open, another thread (global and thread-local
+ * modes). CAPTURE_INVALIDATED, or OUT_OF_MEMORY over budget: the graph is fresh again. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_capture_end(recap_graph_t graph);
 
 /* Instantiate (again) from the kept template: only for RECAP_GRAPH_KEEP graphs. The caller may
@@ -173,9 +147,8 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graph_debug_dump(recap_graph_t gr
 RECAP_NODISCARD RECAP_API recap_status_t recap_stream_is_capturing(recap_stream_t stream,
                                                                    int *capturing);
 
-/* The global kill switch of graphs. 1 to capture (the default), 0 to run capture scopes, graph
- * sets and graphed callables eagerly, -1 to follow RECAP_DISABLE_GRAPHS again (read once; 1
- * disables). Change it between captures. recap_graphs_enabled says which holds now. */
+/* The switch of graphs: 1 captures (the default), 0 runs capture scopes, graph sets and graphed
+ * callables eagerly, -1 follows RECAP_DISABLE_GRAPHS again. Change it between captures. */
 RECAP_API void recap_graphs_enable(int enabled);
 RECAP_API int recap_graphs_enabled(void);
 RECAP_DEPRECATED("use !recap_graphs_enabled()")
@@ -183,9 +156,8 @@ RECAP_API int recap_graphs_disabled(void);
 
 /* ---- Capture scope (PyTorch's `with torch.cuda.graph(g):`) ----------------------------------- */
 
-/* Options of a capture scope: its stream, then its capture's options, embedded last so that
- * both can grow. Start from RECAP_SCOPE_OPTIONS_INIT; each `size` follows the options rule (the
- * outer struct's first version ends at `capture`). */
+/* Options of a capture scope. Start from RECAP_SCOPE_OPTIONS_INIT (the first version ends at
+ * `capture`, itself versioned). */
 typedef struct recap_scope_options {
   size_t size;                     /* sizeof(recap_scope_options_t), set by the INIT macro */
   recap_stream_t stream;           /* NULL: recap's shared side stream */
@@ -196,11 +168,9 @@ typedef struct recap_scope_options {
 #define RECAP_SCOPE_OPTIONS_INIT \
   { sizeof(recap_scope_options_t), NULL, RECAP_CAPTURE_OPTIONS_INIT }
 
-/* Synchronise the device, give unused cached memory back, and begin capturing on the given
- * stream or recap's shared side stream; *stream receives the stream to enqueue work on.
- * options NULL means defaults. With graphs disabled (RECAP_DISABLE_GRAPHS=1) nothing is
- * captured: the work enqueued on *stream runs eagerly, and replaying the graph later returns
- * RECAP_ERROR_INVALID_USAGE (check recap_graphs_enabled() and run the work again instead). */
+/* Synchronise the device, empty the cache and begin capturing; *stream gets the stream to
+ * enqueue work on. With graphs disabled the work runs eagerly and a later replay is
+ * RECAP_ERROR_INVALID_USAGE (run the work again instead). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_capture_scope_begin(
     recap_graph_t graph, const recap_scope_options_t *options, recap_stream_t *stream);
 /* End the scope's capture (recap_graph_capture_end), or the eager scope. */

@@ -1,28 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * recap/graph_set.h — one step function, many sizes: a set of graphs over sizes (buckets),
- * captured largest first into one shared pool, chosen per call, captured up front, on first use
- * or in the background while calls run eagerly, within a memory budget, with idle eviction.
- *
- *     static recap_status_t step(size_t size, recap_stream_t stream, void *user_data) {
- *       // enqueue the work for `size` rows on `stream` (kernels, cuBLAS, recap_malloc...)
- *     }
- *     recap_graph_set_options_t o = RECAP_GRAPH_SET_OPTIONS_INIT;
- *     o.rule = RECAP_SIZES_POWERS_OF_TWO;  o.rule_max = 512;      // 1, 2, 4, ..., 512
- *     o.capture = RECAP_SET_CAPTURE_BACKGROUND;
- *     recap_graph_set_t set;
- *     recap_graph_set_create(&set, step, &model, &o);
- *     for (;;) {
- *       size_t padded;  int graphed;
- *       recap_graph_set_run(set, n, stream, &padded, &graphed);    // pad inputs to `padded`
- *     }
- *     recap_graph_set_destroy(set);
- *
- * A call for n runs the smallest size >= n (its bucket: pad the inputs to *padded), or the step
- * eagerly while that size's graph is not ready; a call never waits for a capture. The step may
- * run on two threads at once (an eager call and a background capture): a library handle it uses
- * must follow the stream it is given. Members share one pool: never replay two members of one set
- * at once on different streams. One set is used from one thread at a time. docs/graph_sets.md.
+ * recap/graph_set.h — one step function over many sizes: a graph per size (bucket), captured
+ * largest first into one pool, up front, on first use or in the background, within a budget. A
+ * call runs its bucket's graph, or the step eagerly while that graph is not ready: it never waits
+ * for a capture. See docs/graph_sets.md.
  */
 #ifndef RECAP_GRAPH_SET_H
 #define RECAP_GRAPH_SET_H
@@ -37,7 +18,8 @@ extern "C" {
 
 typedef struct recap_graph_set *recap_graph_set_t;
 
-/* The caller's step: enqueue the work for `size` on `stream`. See above. */
+/* The caller's step: enqueue the work for `size` on `stream`. It may run on two threads at once
+ * (an eager call, a background capture): a library handle it uses must follow the stream. */
 typedef recap_status_t (*recap_step_fn)(size_t size, recap_stream_t stream, void *user_data);
 
 /* How the set's sizes are given, when options.sizes is NULL. */
@@ -47,17 +29,15 @@ typedef enum recap_sizes_rule {
   RECAP_SIZES_MULTIPLES = 2      /* rule_step, 2 rule_step, ... up to rule_max (included) */
 } recap_sizes_rule_t;
 
-/* When the members are captured, each on a stream of the set's own: all in create, on the
- * caller's thread (UPFRONT); each by the first recap_graph_set_run that needs it (LAZY); or by a
- * helper thread while calls run eagerly (BACKGROUND). */
+/* When the members are captured, on the set's streams: all in create (UPFRONT), each by its
+ * first call (LAZY), or by a helper thread while calls run eagerly (BACKGROUND). */
 typedef enum recap_set_capture {
   RECAP_SET_CAPTURE_UPFRONT = 0,
   RECAP_SET_CAPTURE_LAZY = 1,
   RECAP_SET_CAPTURE_BACKGROUND = 2
 } recap_set_capture_t;
 
-/* The order in which sizes are captured, and so which ones a budget keeps. Largest first gives
- * the most sharing of the pool's memory. */
+/* The order sizes are captured in, and so which a budget keeps (largest first shares most). */
 typedef enum recap_set_priority {
   RECAP_SET_LARGEST_FIRST = 0,
   RECAP_SET_SMALLEST_FIRST = 1,
@@ -82,19 +62,11 @@ typedef struct recap_graph_set_options {
   recap_set_capture_t capture;   /* default UPFRONT */
   recap_set_priority_t priority; /* default LARGEST_FIRST */
   recap_set_overflow_t overflow; /* default EAGER */
-  /* Bytes the set's pool (reserved) and its members' executables may hold together; 0: no
-   * limit. */
-  uint64_t budget_bytes;
-  /* A member not replayed for this many seconds is evicted by the next call that looks (every
-   * recap_graph_set_run does, and recap_graph_set_evict_idle); 0: never. */
-  double evict_idle_seconds;
-  /* The options of each member's capture: pool ({0,0}: the set makes one and releases it at
-   * destroy), mode (forced to THREAD_LOCAL in the background), check_input_liveness, rebind,
-   * regions. Its budget_bytes must be 0 (the set's budget governs). */
+  uint64_t budget_bytes;         /* the pool's reserved bytes and executables together; 0: none */
+  double evict_idle_seconds;     /* evict members idle this long at the next call; 0: never */
+  /* Each member's capture options ({0,0} pool: the set's own; budget_bytes must be 0). */
   recap_capture_options_t capture_options;
-  /* BACKGROUND: the share of wall time the helper may spend capturing, in (0, 1]; lower keeps
-   * the caller's eager calls faster, higher fills the set sooner. 0 (the default): 0.2. */
-  double background_share;
+  double background_share; /* BACKGROUND: the helper's share of wall time, (0, 1]; 0: 0.2 */
 } recap_graph_set_options_t;
 
 #define RECAP_GRAPH_SET_OPTIONS_INIT                                                               \
@@ -103,22 +75,19 @@ typedef struct recap_graph_set_options {
         RECAP_SET_LARGEST_FIRST, RECAP_SET_OVERFLOW_EAGER, 0, 0.0, RECAP_CAPTURE_OPTIONS_INIT, 0.0 \
   }
 
-/* Make a set. Bad options or step NULL: RECAP_ERROR_INVALID_ARGUMENT naming the field. UPFRONT
- * captures before returning; members that fail are recorded (recap_graph_set_member) and create
- * succeeds. Only a failure of the set itself fails create, leaving *set NULL. */
+/* Make a set, used from one thread at a time. Bad options: INVALID_ARGUMENT naming the field.
+ * Members that fail to capture are recorded (recap_graph_set_member), not a failure of create;
+ * a failure leaves *set NULL. Never replay two members at once on different streams. */
 RECAP_NODISCARD RECAP_API recap_status_t
 recap_graph_set_create(recap_graph_set_t *set, recap_step_fn step, void *user_data,
                        const recap_graph_set_options_t *options);
-/* Cancel and join a background capture, destroy the members and release the set's pool
- * reference. Waits for nothing on the caller's streams (replays already enqueued stay valid).
- * NULL: no-op. */
+/* Cancel and join a background capture, destroy the members, release the pool reference. Waits
+ * for nothing on the caller's streams. NULL: no-op. */
 RECAP_API recap_status_t recap_graph_set_destroy(recap_graph_set_t set);
 
-/* Run the work for n on stream: replay its bucket's graph if ready, else run the step eagerly
- * (capturing it first under LAZY). *padded (may be NULL): the size that ran; *graphed (may be
- * NULL): 1 when a graph replayed. n = 0: INVALID_ARGUMENT. The step's failure, or the failure of
- * a capture this call made (nothing then runs; the member is FAILED), is returned with its
- * message. */
+/* Run n on stream: replay its bucket's graph if ready (LAZY: capture it first), else run the
+ * step eagerly. *padded: the size that ran; *graphed: 1 when replayed (either may be NULL).
+ * n = 0: INVALID_ARGUMENT. The step's or this call's capture's failure is returned. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_run(recap_graph_set_t set, size_t n,
                                                              recap_stream_t stream, size_t *padded,
                                                              int *graphed);
@@ -128,22 +97,17 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_run(recap_graph_set_t s
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_bucket(recap_graph_set_t set, size_t n,
                                                                 size_t *bucket);
 
-/* Background capture: wait until no capture is pending or under way (at once in the other
- * modes); cancel the captures not yet started (the one under way finishes; those sizes run
- * eagerly until recap_graph_set_capture takes them). Call wait, or cancel then wait, before the
- * calls refused while any capture runs (recap_empty_cache, recap/sleep.h's): docs/graph_sets.md,
- * "Calls refused while the helper captures". */
+/* Wait until no capture is pending or under way; cancel the captures not yet started. Call wait,
+ * or cancel then wait, before calls refused during a capture (docs/graph_sets.md). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_wait(recap_graph_set_t set);
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_cancel(recap_graph_set_t set);
-/* Capture one size now on the caller's thread (0: every size not ready), as UPFRONT does. A
- * size the set does not hold: NOT_FOUND; a background capture pending: BUSY. The first size that
- * failed or went over budget gives the status returned. Graphs disabled: does nothing. */
+/* Capture one size (0: every size not ready) now, on the caller's thread. NOT_FOUND: no such
+ * size; BUSY: a background capture pending; else the first failed size's status. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_capture(recap_graph_set_t set,
                                                                  size_t size);
 
-/* Evict one member, or every member idle for idle_seconds (*evicted, may be NULL: how many): its
- * graph goes, its pool memory stays, and it is captured again when used. A member not READY is
- * INVALID_USAGE. */
+/* Evict one member, or those idle for idle_seconds (*evicted, may be NULL: how many): its graph
+ * goes, its pool memory stays; captured again when used. Not READY: INVALID_USAGE. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_evict(recap_graph_set_t set, size_t size);
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_evict_idle(recap_graph_set_t set,
                                                                     double idle_seconds,
@@ -182,8 +146,7 @@ typedef struct recap_graph_set_member {
         0.0, 0, 0                                                                                 \
   }
 
-/* The set's sizes in ascending order: *count gets how many; sizes (may be NULL) gets up to
- * capacity of them. */
+/* The sizes, ascending: *count gets how many, sizes (may be NULL) up to capacity of them. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_sizes(recap_graph_set_t set, size_t *sizes,
                                                                size_t capacity, size_t *count);
 /* The member of size `size` (RECAP_ERROR_NOT_FOUND if the set has no such size). */

@@ -1,24 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * recap/graphed.h — graphed callables: PyTorch's make_graphed_callables, for C.
- *
- * A callable is a forward the user writes (it enqueues its work on the stream recap passes and
- * allocates its outputs with recap_malloc on that stream) and, for training, a backward (given
- * the outputs' gradients, it allocates the gradients of the inputs that need them). recap warms
- * every callable up on a side stream, captures the forwards in order and the backwards in
- * reverse order into one pool, and then each call copies an input into its static buffer only
- * when the caller's pointer differs, replays, and hands back the static outputs. An input
- * flagged in desc.rebind_inputs is not copied: the graphs are rebound to the caller's buffer.
- *
- * Ownership, in short (docs/graphed.md, "Who owns what", says it all):
- *  - the caller owns the sample inputs, which must stay allocated until the handle is
- *    destroyed, the buffers it passes to calls, ctx, and the parameter gradients;
- *  - a zero-copy input must stay allocated and unchanged until the replay that reads it has run
- *    on the stream (the backward's, when a backward follows);
- *  - the callable owns every buffer it hands back (never free one) and its graphs and pool
- *    reference; they go with recap_graphed_destroy.
- * The user's functions run on recap's side stream during warm-up and capture and on the
- * caller's stream later: a library handle they use must follow the stream they are given.
+ * recap/graphed.h — graphed callables (PyTorch's make_graphed_callables): forwards and
+ * backwards warmed up and captured into one pool, then replayed with inputs copied (or rebound)
+ * into static buffers. The caller owns the sample inputs and ctx; the callable owns every buffer
+ * it hands back. See docs/graphed.md, "Who owns what".
  */
 #ifndef RECAP_GRAPHED_H
 #define RECAP_GRAPHED_H
@@ -37,48 +22,40 @@ typedef struct recap_buffer {
   size_t bytes;
 } recap_buffer_t;
 
-/* A forward or backward that fails returns a recap status. If a recap call failed, pass its
- * status on; for a failure of its own (a CUDA launch, say), report it with
- * recap_set_last_error, and the caller of recap_graphed_* sees that message. */
+/* The user's functions return a recap status: a failed recap call's, passed on, or their own,
+ * reported with recap_set_last_error. They run on recap's side stream at warm-up and capture, and on
+ * the caller's stream later: a library handle they use must follow the stream they are given. */
 
-/* Enqueue the forward on stream. inputs has the callable's input_count buffers; allocate each
- * of the output_count outputs with recap_malloc(..., stream) and store it in outputs[i] (the
- * callable owns them from then on and frees them; never free one yourself). training says which
- * mode the caller runs in. */
+/* Enqueue the forward on stream, reading inputs (input_count buffers), and allocate each output
+ * with recap_malloc(..., stream) into outputs[i]: the callable owns them (never free one). */
 typedef recap_status_t (*recap_forward_fn)(void *ctx, recap_stream_t stream, int training,
                                            const recap_buffer_t *inputs, recap_buffer_t *outputs);
 
-/* Enqueue the backward of the forward that ran last, on stream. inputs and outputs are that
- * forward's (read-only, valid during the call). grad_outputs holds a gradient per output ({NULL,
- * 0} for one that requires none). Allocate with recap_malloc(..., stream) the gradient of each
- * input whose requires_grad is set into grad_inputs[i] (data NULL if unused); write parameter
- * gradients where you keep them. docs/graphed.md, "What the user writes". */
+/* Enqueue the backward of the last forward (its inputs and outputs, read-only) on stream, given
+ * a gradient per output ({NULL, 0}: none needed). Allocate the gradient of each input whose
+ * requires_grad is set into grad_inputs[i] (data NULL if unused), as the forward does. */
 typedef recap_status_t (*recap_backward_fn)(void *ctx, recap_stream_t stream,
                                             const recap_buffer_t *inputs,
                                             const recap_buffer_t *outputs,
                                             const recap_buffer_t *grad_outputs,
                                             recap_buffer_t *grad_inputs);
 
-/* One callable. Start from RECAP_CALLABLE_DESC_INIT and set fields by name (options rule,
- * docs/api.md; an array is read with the stride descs[0].size gives). recap copies it and its
- * arrays during recap_graphed_create; only the memory sample_inputs point at must outlive it. */
+/* One callable. Start from RECAP_CALLABLE_DESC_INIT (docs/api.md, "Versioned structs"; an array
+ * is read with the stride descs[0].size gives). recap_graphed_create copies it and its arrays. */
 typedef struct recap_callable_desc {
   size_t size;                /* sizeof(recap_callable_desc_t), set by the INIT macro */
   recap_forward_fn forward;   /* required */
   recap_backward_fn backward; /* NULL: inference only */
   void *ctx;                  /* passed to both */
   size_t input_count;
-  /* input_count buffers of the caller's: the static inputs the graphs read, which calls copy
-   * into. The caller's, allocated until the handle is destroyed. */
+  /* The static inputs the graphs read and calls copy into: the caller's, until destroy. */
   const recap_buffer_t *sample_inputs;
   const int *requires_grad; /* input_count flags, or NULL for none */
   size_t output_count;
-  /* output_count flags, or NULL for all: an output without one gets no gradient ({NULL, 0} in
-   * the backward; grad_outputs may be NULL when none needs one). */
+  /* output_count flags, or NULL for all: the outputs that get a gradient. */
   const int *output_requires_grad;
-  /* input_count flags, or NULL for none: the zero-copy path (docs/graphed.md). A flagged input
-   * passed elsewhere is rebound to, not copied; where the rebind is refused, copied. Flagged
-   * sample inputs must not overlap one another. */
+  /* input_count flags, or NULL for none: inputs rebound to, not copied (docs/graphed.md,
+   * zero-copy). Flagged sample inputs must not overlap. */
   const int *rebind_inputs;
   /* output_count flags, or NULL for none: the same for recap_graphed_backward's grad_outputs. */
   const int *rebind_grad_outputs;
@@ -87,8 +64,7 @@ typedef struct recap_callable_desc {
 #define RECAP_CALLABLE_DESC_INIT \
   { sizeof(recap_callable_desc_t), NULL, NULL, NULL, 0, NULL, NULL, 0, NULL, NULL, NULL }
 
-/* Start from RECAP_GRAPHED_OPTIONS_INIT; `size` follows the rule of every recap options struct
- * (recap/graph.h, above recap_capture_options_t). */
+/* Start from RECAP_GRAPHED_OPTIONS_INIT (docs/api.md, "Versioned structs"). */
 typedef struct recap_graphed_options {
   size_t size;               /* sizeof(recap_graphed_options_t), set by the INIT macro */
   int warmup_iters;          /* eager iterations before the captures; default 3 */
@@ -105,41 +81,31 @@ typedef struct recap_graphed_options {
 
 typedef struct recap_graphed *recap_graphed_t;
 
-/* Graph count callables together: warm them up, capture forwards in order and backwards in
- * reverse order into one pool, and fill handles[0..count). options NULL means defaults. On
- * failure no handle is returned and everything made so far is released. With graphs disabled
- * (RECAP_DISABLE_GRAPHS=1) nothing is captured and every call runs the functions eagerly. */
+/* Warm up and capture count callables into one pool and fill handles[0..count). On failure
+ * nothing is kept. With graphs disabled nothing is captured: calls run the functions eagerly. */
 RECAP_NODISCARD RECAP_API recap_status_t
 recap_graphed_create(recap_graphed_t *handles, const recap_callable_desc_t *descs, size_t count,
                      const recap_graphed_options_t *options);
-/* Release what the callable owns: its graphs, the buffers it allocated (static outputs, output
- * and input gradients, eager results) and its pool reference. The caller's sample inputs are
- * left alone. Destroy a handle once the work that used its buffers has finished. NULL is a
- * no-op. */
+/* Release the callable's graphs, the buffers it allocated and its pool reference, once the
+ * work that used them has finished. NULL is a no-op. */
 RECAP_API recap_status_t recap_graphed_destroy(recap_graphed_t handle);
 
-/* Run the forward on stream with inputs (input_count buffers of the sample sizes); *outputs gets
- * output_count buffers, the callable's, valid until its next forward. Captured: copies inputs at
- * another address into the static ones (flagged inputs are rebound instead, or copied where the
- * rebind is refused), then replays; otherwise (graphs disabled) calls the forward eagerly. */
+/* Run the forward on stream: copy (or rebind) inputs at other addresses into the static ones
+ * and replay, or run eagerly. *outputs: the callable's buffers, valid until its next forward. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graphed_forward(recap_graphed_t handle, int training,
                                                                const recap_buffer_t *inputs,
                                                                recap_stream_t stream,
                                                                const recap_buffer_t **outputs);
-/* Run the backward of the last forward on stream with grad_outputs (output_count buffers of
- * the outputs' sizes; entries of outputs that need no gradient are not read); *grad_inputs gets
- * input_count buffers (data NULL where no gradient), valid until the next backward of this
- * callable or the next forward of any callable created with it (they share one pool).
- * RECAP_ERROR_INVALID_USAGE without a backward function or before a forward. */
+/* Run the backward of the last forward on stream. *grad_inputs is valid until this callable's
+ * next backward or the next forward of any callable created with it. RECAP_ERROR_INVALID_USAGE
+ * without a backward function or before a forward. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graphed_backward(recap_graphed_t handle,
                                                                 const recap_buffer_t *grad_outputs,
                                                                 recap_stream_t stream,
                                                                 const recap_buffer_t **grad_inputs);
 
-/* The forward and backward graphs (NULL when not captured), e.g. for inspection. Either
- * out-parameter may be NULL when that graph is not wanted. The callable keeps track of where
- * its graphs point their zero-copy buffers: rebinding or recapturing them from outside breaks
- * that, so only inspect and replay them. */
+/* The forward and backward graphs (NULL when not captured; either out-parameter may be NULL).
+ * Only inspect and replay them: a rebind or recapture from outside breaks the zero-copy path. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graphed_graphs(recap_graphed_t handle,
                                                               recap_graph_t *forward,
                                                               recap_graph_t *backward);

@@ -1,10 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * recap/inspect.h — what a captured graph contains: its nodes, their kinds and kernel names,
- * launch shapes, copy sizes and edges, as a plain struct and as JSON.
- *
- * The inspection reads the kept template, so the graph must be created with RECAP_GRAPH_KEEP.
- * tools/recap-graph turns the JSON into Graphviz DOT and into one self-contained HTML page.
+ * recap/inspect.h — what a captured graph contains (nodes, kernel names, launch shapes, copy
+ * sizes, edges), as a struct and as JSON, read from a RECAP_GRAPH_KEEP graph's template. See
+ * docs/graphs.md, "Introspection".
  */
 #ifndef RECAP_INSPECT_H
 #define RECAP_INSPECT_H
@@ -56,10 +54,8 @@ typedef struct recap_graph_node {
   size_t dependent_count;
   const char *annotation_path; /* every enclosing label, outermost first, joined by '/'
                                   ("step/forward/attention"), or NULL; see recap/annotate.h */
-  /* Regions (recap/region.h). A node inside a body: `parent` is the index of the conditional
-   * node whose body holds it, and `branch` which body (0 for WHILE and IF, 1 for the ELSE of
-   * IF_ELSE, n for case n of SWITCH); a node of the graph itself: parent SIZE_MAX, branch 0.
-   * Its dependencies and dependents are nodes of the same body. */
+  /* A node in a region's body: its conditional node's index and which body (else SIZE_MAX, 0);
+   * its dependencies are nodes of the same body (docs/debug.md, "Regions in the inspection"). */
   size_t parent;
   unsigned branch;
   /* Conditional nodes: the region's kind and its number of bodies (else 0 and 0). */
@@ -71,29 +67,22 @@ typedef struct recap_graph_node {
  * fields past it do not exist in the library that made it. */
 typedef struct recap_graph_info {
   size_t size; /* set by recap */
-  /* Every node, those inside the bodies of conditional nodes included: first the graph's own
-   * nodes in the driver's order; then, for each conditional node in that order, each of its
-   * bodies in branch order, laid out by the same rule (a body's own nodes, then the bodies of
-   * its conditional nodes). */
+  /* Every node, those in conditional nodes' bodies included: the graph's own first, then each
+   * body in order (docs/debug.md, "Regions in the inspection"). */
   size_t node_count;
   recap_graph_node_t *nodes;
   size_t edge_count;       /* edges of the graph and of every body */
   int tools_ids_available; /* 1 when the driver gave tools ids (CUDA 13.1 and later) */
 } recap_graph_info_t;
 
-/* Read the kept template of graph (RECAP_GRAPH_KEEP, after capture_end), with the labels of
- * recap_annotate_push scopes. The result is allocated by recap; free it with
- * recap_graph_info_free. */
+/* Read graph's kept template (RECAP_GRAPH_KEEP, after capture_end), with annotation labels.
+ * Free the result with recap_graph_info_free. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_inspect(recap_graph_t graph,
                                                              recap_graph_info_t **info);
 RECAP_API void recap_graph_info_free(recap_graph_info_t *info);
 
-/* The info as JSON: {"nodes":[{"index":0,"type":"kernel","kernel_name":"...","grid":[x,y,z],
- * "block":[x,y,z],"shared_bytes":n,"bytes":n,"annotation":null,"annotation_path":null,
- * "tools_id":null,"dependencies":[...],"dependents":[...],"parent":null,"branch":0,
- * "region_kind":null,"branches":0}...],"edge_count":n,"tools_ids_available":false}. A node in
- * a body has "parent": the conditional node's index; a conditional node has "region_kind":
- * "while", "if", "if_else" or "switch". Free with recap_string_free. */
+/* The info as JSON, one object per node with the fields above (docs/graphs.md,
+ * "Introspection"). Free with recap_string_free. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_info_json(const recap_graph_info_t *info,
                                                                char **json);
 

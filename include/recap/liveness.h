@@ -1,18 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * recap/liveness.h — input-liveness checks ("which buffer did I free that the graph still
- * reads?").
- *
- *     recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
- *     o.check_input_liveness = 1;
- *     recap_graph_capture_begin(g, &o, s);
- *     kernel<<<..., s>>>(weights, x, y);            // weights, x: recap_malloc'ed before
- *     recap_graph_capture_end(g);                   // records weights' and x's blocks
- *     recap_free(weights);
- *     recap_graph_replay(g, s);                     // RECAP_ERROR_DEAD_INPUT, naming weights
- *
- * The graph watches the blocks of recap's allocator, outside its own pool, that its nodes read;
- * a replay after one was freed launches nothing and lists the dead inputs. docs/debug.md.
+ * recap/liveness.h — input-liveness checks: a graph captured with check_input_liveness
+ * watches the blocks outside its pool that its nodes read; a replay after one was freed launches
+ * nothing and is RECAP_ERROR_DEAD_INPUT, naming it. See docs/debug.md.
  */
 #ifndef RECAP_LIVENESS_H
 #define RECAP_LIVENESS_H

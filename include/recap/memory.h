@@ -1,17 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * recap/memory.h — what graphs cost in device memory, per graph and per pool, and the budget
- * that keeps a capture from taking more.
- *
- * A graph costs the device the segments of its pool (shared with every graph captured into
- * it), counted exactly, and its executable's memory, measured with cudaMemGetInfo around each
- * instantiation. A capture given a budget (recap_capture_options_t.budget_bytes) fails cleanly
- * instead of growing its pool past it. docs/memory.md gives the contract:
- *
- *     recap_graph_memory_t m = RECAP_GRAPH_MEMORY_INIT;
- *     recap_graph_memory(graph, &m);
- *     printf("pool %lld B, executable %lld B\n", (long long)m.pool_reserved_bytes,
- *            (long long)m.exec_bytes);
+ * recap/memory.h — what graphs cost in device memory, per graph and per pool, the memory
+ * page, and the budget that keeps a capture from taking more. See docs/memory.md.
  */
 #ifndef RECAP_MEMORY_H
 #define RECAP_MEMORY_H

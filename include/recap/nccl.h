@@ -1,22 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * recap/nccl.h — NCCL collectives inside recap graphs, with the checks that keep ranks from
- * hanging or failing with a bare driver error.
- *
- * recap loads libnccl.so.2 (or RECAP_NCCL_LIBRARY) at the first call that needs it; without it
- * every function here fails with RECAP_ERROR_NOT_FOUND (RECAP_ERROR_NOT_SUPPORTED in a recap built
- * without NCCL's headers). docs/nccl.md has the whole contract.
- *
- * Enqueue collectives through the recap_nccl_* wrappers: eagerly they call NCCL; while the
- * stream captures into a recap graph they also record the collective in the graph's
- * fingerprint, which ranks compare before the first replay:
- *
- *     recap_graph_capture_begin(graph, NULL, stream);
- *     ... forward, backward ...
- *     recap_nccl_all_reduce(grads, grads, n, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm, stream);
- *     recap_graph_capture_end(graph);
- *     recap_graph_check_collectives(graph, comm);   // every rank, before the first replay
- *     recap_graph_replay(graph, stream);
+ * recap/nccl.h — NCCL collectives inside recap graphs, recorded in each graph's fingerprint,
+ * which ranks compare before the first replay so that none hangs. NCCL (libnccl.so.2, or
+ * RECAP_NCCL_LIBRARY) is loaded by the first call that needs it. See docs/nccl.md.
  */
 #ifndef RECAP_NCCL_H
 #define RECAP_NCCL_H
@@ -34,8 +20,7 @@ extern "C" {
 
 /* ---- Communicators and NCCL's numbering ------------------------------------------------------ */
 
-/* NCCL's communicator: the same type as nccl.h's ncclComm_t, so callers pass theirs. recap
- * never creates nor destroys one. */
+/* NCCL's ncclComm_t, so callers pass theirs. recap never creates nor destroys one. */
 typedef struct ncclComm *recap_nccl_comm_t;
 
 /* Element types, equal to NCCL's ncclDataType_t (RECAP_NCCL_FLOAT32 == ncclFloat32). */
@@ -63,9 +48,8 @@ typedef enum recap_nccl_op {
   RECAP_NCCL_AVG = 4
 } recap_nccl_op_t;
 
-/* Load NCCL if no call did yet and give its NCCL_VERSION_CODE in *version (23203 for 2.32.3).
- * RECAP_ERROR_NOT_FOUND when libnccl.so.2 cannot be loaded (the message names what was tried),
- * RECAP_ERROR_NOT_SUPPORTED when recap was built without NCCL's headers. */
+/* Load NCCL if needed and give its NCCL_VERSION_CODE (23203 for 2.32.3). NOT_FOUND: the library
+ * cannot be loaded (as for every function here); NOT_SUPPORTED: recap built without NCCL. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_nccl_version(int *version);
 
 /* "int8", "float32", ...; "unknown" for a value outside the enum. */
@@ -74,15 +58,9 @@ RECAP_API const char *recap_nccl_dtype_name(recap_nccl_dtype_t dtype);
 RECAP_API const char *recap_nccl_op_name(recap_nccl_op_t op);
 
 /* ------------------------------------------------------------------------------------------
- * Collectives through recap
- *
- * Each takes NCCL's arguments in NCCL's order and enqueues the collective on stream, as NCCL
- * does; in-place forms are accepted. While stream captures into a recap graph the collective
- * joins the graph and its fingerprint, and its buffers must outlive the graph's replays. Inside
- * a region's body a collective is RECAP_ERROR_INVALID_USAGE, nothing enqueued (CUDA cannot
- * instantiate it there, and ranks looping different counts would hang). NULL buffers or comm,
- * or a dtype or op outside the enums, are RECAP_ERROR_INVALID_ARGUMENT; NCCL's failure is its
- * status mapped to recap's, with NCCL's message. docs/nccl.md.
+ * Collectives, with NCCL's arguments in NCCL's order, enqueued on stream. Captured into a recap
+ * graph, they join its fingerprint, and their buffers must outlive its replays. Inside a region's
+ * body: INVALID_USAGE, nothing enqueued. NULLs, dtype or op out of range: INVALID_ARGUMENT.
  * ---------------------------------------------------------------------------------------- */
 
 /* Every rank's count elements reduced with op into every rank's recv. */
@@ -121,8 +99,8 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_nccl_recv(void *buf, size_t count
                                                          recap_nccl_dtype_t dtype, int peer,
                                                          recap_nccl_comm_t comm,
                                                          recap_stream_t stream);
-/* ncclGroupStart / ncclGroupEnd: the collectives between them are fused as NCCL fuses them,
- * and recorded with their group depth. Groups nest; the calling thread's depth is tracked. */
+/* ncclGroupStart / ncclGroupEnd; the collectives between them are recorded with the thread's
+ * group depth. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_nccl_group_start(void);
 RECAP_NODISCARD RECAP_API recap_status_t recap_nccl_group_end(void);
 
@@ -141,13 +119,11 @@ typedef enum recap_collective_kind {
 /* "all_reduce", "all_gather", ...; "unknown" for a value outside the enum. */
 RECAP_API const char *recap_collective_kind_name(recap_collective_kind_t kind);
 
-/* One recorded collective. The struct may grow at its end: start each element from
- * RECAP_COLLECTIVE_INIT, which sets `size`; recap fills the fields up to `size`. */
+/* One recorded collective. Start each element from RECAP_COLLECTIVE_INIT. */
 typedef struct recap_collective {
   size_t size; /* sizeof(recap_collective_t), set by RECAP_COLLECTIVE_INIT */
   recap_collective_kind_t kind;
-  /* The communicator's index among the graph's communicators, in the order the capture first
-   * used them (0: the first), and its number of ranks. */
+  /* The communicator's index, in the order of first use in the capture, and its ranks. */
   unsigned comm_index;
   int nranks;
   size_t count; /* as the wrapper took it: all_gather's sendcount, reduce_scatter's recvcount */
@@ -164,45 +140,37 @@ typedef struct recap_collective {
         0                                                                                          \
   }
 
-/* The collectives graph's capture recorded, in order: *count gets how many, the first
- * min(capacity, *count) go to out (each element started from RECAP_COLLECTIVE_INIT; out NULL
- * with capacity 0 only counts), and *hash (may be NULL) the fingerprint's hash (0: none). */
+/* The collectives graph's capture recorded, in order: *count gets how many, out the first
+ * min(capacity, *count) (NULL and 0: count only), *hash (may be NULL) the fingerprint's hash. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_collectives(recap_graph_t graph,
                                                                  recap_collective_t *out,
                                                                  size_t capacity, size_t *count,
                                                                  uint64_t *hash);
 
-/* Compare graph's collectives on comm with every other rank's, before the first replay; every
- * rank of comm calls it, collectively. A difference is RECAP_ERROR_INVALID_USAGE naming the
- * first differing collective on each side; so is a graph that holds no capture, before any
- * communication. Ordered after comm's latest replay as recap_nccl_comm_policy says (it waits,
- * or RECAP_ERROR_BUSY under REFUSE_OVERLAP). Not during a capture: it synchronises. */
+/* Every rank of comm, before the first replay: compare graph's collectives on comm across ranks.
+ * A difference is INVALID_USAGE naming the first one on each side; so is a graph holding no
+ * capture. Ordered after comm's latest replay per its policy. Synchronises: not in a capture. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_check_collectives(recap_graph_t graph,
                                                                        recap_nccl_comm_t comm);
 
 /* ---- Replays of graphs that share a communicator --------------------------------------------- */
 
-/* How a replay of a graph using a communicator orders itself after the latest such replay on
- * another stream: SERIALIZE (the default) makes its stream wait for that replay's event, or the
- * host wait where the stream cannot; REFUSE_OVERLAP refuses it with RECAP_ERROR_BUSY while that
- * replay is unfinished, launching nothing. docs/nccl.md. */
+/* A replay after the communicator's latest replay on another stream: its stream waits for that
+ * one (SERIALIZE, the default), or it is RECAP_ERROR_BUSY while that one runs (REFUSE_OVERLAP). */
 typedef enum recap_nccl_policy {
   RECAP_NCCL_SERIALIZE = 0,
   RECAP_NCCL_REFUSE_OVERLAP = 1
 } recap_nccl_policy_t;
 
-/* Choose how replays of graphs recorded with collectives on comm order themselves (above).
- * Replays on one stream are ordered by the stream and pass either way. A policy outside the
- * enum is RECAP_ERROR_INVALID_ARGUMENT. Thread safe. */
+/* Set comm's policy (above); replays on one stream pass either way. Thread safe. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_nccl_comm_policy(recap_nccl_comm_t comm,
                                                                 recap_nccl_policy_t policy);
 
 /* ---- Pools of NCCL memory -------------------------------------------------------------------- */
 
-/* Make pool's segments NCCL memory registered with comm (ncclMemAlloc, ncclCommRegister), for
- * NCCL's zero-copy paths; segments given back are deregistered and freed. Before the pool's
- * first allocation: a pool holding segments, or expandable_segments on, is INVALID_USAGE; the
- * default pool INVALID_ARGUMENT. comm must outlive the pool's segments. docs/nccl.md. */
+/* Make pool's segments NCCL memory registered with comm, before its first allocation: a pool
+ * holding segments, or expandable_segments on, is INVALID_USAGE; the default pool
+ * INVALID_ARGUMENT. comm must outlive the pool's segments. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_pool_nccl(recap_pool_id_t pool,
                                                          recap_nccl_comm_t comm);
 

@@ -1,13 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * recap/options.h — the allocator's tunables, in one registry.
- *
- * Every option has a name, a default (PyTorch's figures, so results compare one to one), and
- * is read once, lazily, from the RECAP_ALLOC_CONF environment variable ("key:value,key:value").
- * Values set from code override the environment. Sizes accept a plain byte count or a count with
- * a unit: K/KB/KiB, M/MB/MiB, G/GB/GiB (all binary), e.g. "small_segment:2MiB". Booleans
- * (expandable_segments, offload_keep_pinned) accept true or false in any case, or 1 or 0, e.g.
- * "expandable_segments:True" as PyTorch's PYTORCH_CUDA_ALLOC_CONF writes it.
+ * recap/options.h — the allocator's tunables, in one registry, read once from
+ * RECAP_ALLOC_CONF ("key:value,key:value"); values set from code override it. See
+ * docs/allocator.md.
  */
 #ifndef RECAP_OPTIONS_H
 #define RECAP_OPTIONS_H
@@ -18,10 +13,8 @@
 extern "C" {
 #endif
 
-/* The option registry: X(name, kind, default, meaning). "max_split_size" 0 means "no limit".
- * The kind says what a value is written as: BYTES, a byte count (a plain number or one with a
- * unit, as above); BOOL, on or off, written true or false in any case, or 1 or 0, and read
- * back by recap_option_get as 1 or 0. */
+/* The option registry: X(name, kind, default, meaning). BYTES: a byte count, with an optional
+ * binary unit (K, KB, KiB, M...). BOOL: true or false in any case, or 1 or 0 (read back as 1/0). */
 #define RECAP_OPTION_MAP(X)                                                          \
   X(min_block_size, BYTES, 512,                                                      \
     "every request is rounded up to a multiple of this (a power of two)")            \
@@ -42,10 +35,9 @@ extern "C" {
   X(offload_keep_pinned, BOOL, 0,                                                    \
     "on: a wake keeps its OFFLOAD pinned host buffer for the next sleep")
 
-/* Set an option from code: "name" and a value string in the RECAP_ALLOC_CONF syntax.
- * RECAP_ERROR_NOT_FOUND for an unknown name, RECAP_ERROR_INVALID_VALUE for a bad value (one that
- * is not of the option's kind, naming the option and what its kind accepts) or one that breaks
- * the options' rules (e.g. small_size > small_segment); the message names both. */
+/* Set an option from code, the value as in RECAP_ALLOC_CONF. NOT_FOUND: an unknown name;
+ * INVALID_VALUE: a value not of the option's kind, or one that breaks the options' rules
+ * (small_size > small_segment, say), the message saying which. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_option_set(const char *name, const char *value);
 /* Same as recap_option_set with a number; a BOOL option takes 0 or 1. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_option_set_u64(const char *name, uint64_t value);

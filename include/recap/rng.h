@@ -1,14 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * recap/rng.h — random numbers that stay right across graph replays.
- *
- * A generator holds a Philox seed and offset. Each random kernel asks it for a state, and the
- * offset advances by what the kernel draws. In a graph the state points at device words recap
- * rewrites before every replay, so eager, graphed, eager, graphed draws the same numbers as eager
- * all along, and each replay draws new ones; inside region bodies every iteration draws fresh
- * numbers. After a replay whose bodies draw, the next host call that needs the offset waits for
- * the device, and is RECAP_ERROR_INVALID_USAGE while any capture is under way. docs/rng.md;
- * kernels unpack the state with recap/rng_device.cuh (cuRAND's Philox4x32-10).
+ * recap/rng.h — Philox random numbers that stay right across graph replays: eager and
+ * graphed draws interleave as eager draws alone would, and each replay draws new numbers. Kernels
+ * unpack the state with recap/rng_device.cuh. See docs/rng.md.
  */
 #ifndef RECAP_RNG_H
 #define RECAP_RNG_H
@@ -21,9 +15,8 @@ extern "C" {
 
 typedef struct recap_generator *recap_generator_t;
 
-/* What a random kernel receives, by value. Unpack it on the device with recap_philox_unpack
- * (recap/rng_device.cuh): eagerly (captured == 0) seed and offset are the values; in a graph,
- * the seed is *seed_ptr and the offset *offset_ptr + offset_intragraph, read at run time. */
+/* What a random kernel receives, by value; recap_philox_unpack (recap/rng_device.cuh) reads
+ * seed and offset from it, eager or captured. */
 typedef struct recap_philox_state {
   uint64_t seed;
   uint64_t offset;
@@ -33,9 +26,8 @@ typedef struct recap_philox_state {
   int captured;
 } recap_philox_state_t;
 
-/* Create a generator with seed and offset 0 on the current device. It keeps 24 bytes of device
- * memory (the seed and base offset graphs read, and what region bodies drew), whatever the
- * number of graphs and replays. */
+/* Create a generator with seed and offset 0 on the current device (24 bytes of device memory,
+ * however many graphs and replays). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_generator_create(recap_generator_t *generator,
                                                                 uint64_t seed);
 /* Destroy the generator. Graphs that captured it keep it alive until they are reset or
@@ -81,10 +73,8 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_generator_set_offset(recap_genera
 
 /* ---- Library kernels on the same state; each enqueues on stream and may be captured ------- */
 
-/* out[i] uniform in [0, 1): 0 included, 1 excluded, as PyTorch's torch.rand and uniform_. This
- * is NOT cuRAND's curand_uniform range, (0, 1]: recap draws with curand_uniform4 and maps 1.0 to
- * 0.0, as PyTorch does. A kernel of your own that calls curand_uniform gets (0, 1]; use
- * 1.0f - u there, or the same mapping, where 1 must not occur (log(u), say, needs (0, 1]). */
+/* out[i] uniform in [0, 1), as PyTorch's torch.rand: not cuRAND's curand_uniform range, (0, 1]
+ * (docs/rng.md, "Library kernels"). */
 RECAP_NODISCARD RECAP_API recap_status_t recap_rng_uniform(recap_generator_t generator, float *out,
                                                            size_t n, recap_stream_t stream);
 /* out[i] normal with mean and stddev. */

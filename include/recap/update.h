@@ -1,21 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * recap/update.h — capture a step again into the same graph, and update the graph's executable
- * in place from the new capture (cudaGraphExecUpdate) instead of instantiating it afresh:
- *
- *     recap_graph_capture_begin(g, NULL, stream);   // the first capture, as usual
- *     step(stream, 0);
- *     recap_graph_capture_end(g);                   // instantiates
- *     for (int t = 1;; t++) {
- *       recap_graph_recapture_begin(g, NULL, stream); // same pool, same options
- *       step(stream, t);                              // the same recap_malloc sequence gets
- *       recap_graph_capture_end(g);                   //   the same addresses; update or not
- *       recap_graph_replay(g, stream);
- *     }
- *
- * Whether each recapture updated the executable or instantiated a new one, and why, is in the
- * graph's counters (recap_graph_update_stats); a policy (recap_graph_update_policy_set) says
- * when recap should stop trying updates. See docs/update.md.
+ * recap/update.h — capture a step again into the same graph and update its executable in
+ * place (cudaGraphExecUpdate) instead of instantiating it afresh; counters say what each
+ * recapture did, a policy when to stop trying updates. See docs/update.md.
  */
 #ifndef RECAP_UPDATE_H
 #define RECAP_UPDATE_H
@@ -27,8 +14,8 @@
 extern "C" {
 #endif
 
-/* Why a recapture's new template was not applied to the executable in place (NONE: it was).
- * The first reasons after NONE are the driver's (cudaGraphExecUpdateResult), then recap's. */
+/* Why a recapture's template was not applied in place (NONE: it was): the driver's reasons
+ * (cudaGraphExecUpdateResult), then recap's. docs/update.md has the table. */
 typedef enum recap_update_reason {
   RECAP_UPDATE_REASON_NONE = 0, /* updated in place */
   RECAP_UPDATE_REASON_TOPOLOGY_CHANGED,
@@ -43,13 +30,8 @@ typedef enum recap_update_reason {
   RECAP_UPDATE_REASON_POLICY_NEVER,    /* policy: always instantiate */
   RECAP_UPDATE_REASON_POLICY_FAILURES, /* policy: K consecutive refusals */
   RECAP_UPDATE_REASON_POLICY_SLOWER,   /* policy: updated replays measured slower */
-  /* The recapture turned rebinding on, and the capture it replaces had not kept the graph the
-   * executable was instantiated from, through whose nodes alone CUDA patches the executable:
-   * instantiated afresh so that it can be rebound. */
-  RECAP_UPDATE_REASON_NO_ORIGIN,
-  /* policy: updated replays have their samples and fresh ones do not (a loop that replays each
-   * executable fewer than measure_replays times): instantiated afresh to time its replays. */
-  RECAP_UPDATE_REASON_POLICY_MEASURE,
+  RECAP_UPDATE_REASON_NO_ORIGIN,       /* rebinding turned on: instantiated afresh to rebind */
+  RECAP_UPDATE_REASON_POLICY_MEASURE,  /* policy: instantiated afresh to time fresh replays */
   RECAP_UPDATE_REASON_COUNT
 } recap_update_reason_t;
 
@@ -59,33 +41,25 @@ RECAP_API const char *recap_update_reason_name(recap_update_reason_t reason);
 
 /* ---- Recapture ------------------------------------------------------------------------------- */
 
-/* Begin capturing the step again into graph, which holds a capture (CAPTURED or INSTANTIATED),
- * with its pool and its last capture's options (options NULL), or options whose pool is {0,0}
- * or the graph's own. The same recap_malloc sequence gets the same addresses where they are
- * free in the pool. During the recapture the old executable stays but is not replayable.
- * recap_graph_capture_end then updates the executable or instantiates it afresh, per the
- * policy; a recapture that fails leaves the graph as it was, replayable. Errors: INVALID_USAGE
- * for a graph that holds no capture, and those of recap_graph_capture_begin. docs/update.md,
- * "The recapture". */
+/* Capture the step again into graph (CAPTURED or INSTANTIATED), in its pool, with its last
+ * options (NULL) or options whose pool is {0,0} or its own; no replay until capture_end, which
+ * updates or instantiates per the policy. A failed recapture leaves the graph as it was.
+ * INVALID_USAGE: no capture held; else capture_begin's errors. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_recapture_begin(
     recap_graph_t graph, const recap_capture_options_t *options, recap_stream_t stream);
 
 /* ---- Policy ---------------------------------------------------------------------------------- */
 
-/* When a recapture tries to update the executable. Start from RECAP_UPDATE_POLICY_INIT (always
- * try an update), then set fields; `size` follows the options rule of recap/graph.h (the first
- * version ends at measure_replays). */
+/* When a recapture tries an update. Start from RECAP_UPDATE_POLICY_INIT (always try; docs/api.md,
+ * "Versioned structs"; the first version ends at measure_replays). */
 typedef struct recap_update_policy {
   size_t size;      /* sizeof(recap_update_policy_t), set by the INIT macro */
   int never_update; /* 1: always instantiate afresh (reason POLICY_NEVER) */
-  /* >0: after this many refusals in a row, stop trying updates for `retry_after` recaptures,
-   * which instantiate afresh (reason POLICY_FAILURES). */
+  /* >0: after this many refusals in a row, `retry_after` recaptures instantiate afresh. */
   unsigned max_failures;
   unsigned retry_after; /* recaptures without trying (0: 16) */
-  /* >0 (0.05 = 5%): when updated replays measure slower than fresh ones by more than this
-   * fraction (medians of measure_replays replays each), the next `retry_after` recaptures
-   * instantiate afresh (reason POLICY_SLOWER; docs/update.md, "The policy"). Replays record
-   * timing events only while a measurement runs, and never synchronise. */
+  /* >0 (0.05 = 5%): when updated replays measure slower than fresh ones by more than this, the
+   * next `retry_after` recaptures instantiate afresh (docs/update.md, "The policy"). */
   double max_slowdown;
   unsigned measure_replays; /* 0: 8 */
 } recap_update_policy_t;
@@ -103,8 +77,8 @@ recap_graph_set_update_policy(recap_graph_t graph, const recap_update_policy_t *
 
 /* ---- Counters -------------------------------------------------------------------------------- */
 
-/* The graph's counters since it was created or reset. Start from RECAP_UPDATE_STATS_INIT (the
- * first version ends at fresh_replay_ms). docs/update.md, "The counters". */
+/* The graph's counters since create or reset. Start from RECAP_UPDATE_STATS_INIT (the first
+ * version ends at fresh_replay_ms). */
 typedef struct recap_update_stats {
   size_t size;             /* sizeof(recap_update_stats_t), set by RECAP_UPDATE_STATS_INIT */
   uint64_t recaptures;     /* recaptures that succeeded (recapture_begin, then capture_end) */
