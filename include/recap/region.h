@@ -142,7 +142,7 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_loop_capture(const recap_loop_t *
 RECAP_NODISCARD RECAP_API recap_status_t recap_device_conditional_nodes(int *supported);
 
 /* *on_device = 1 when the graph's regions run as conditional nodes, 0 as a host loop (decided at
- * capture_begin). RECAP_ERROR_INVALID_USAGE before the first capture and after a reset. */
+ * capture_begin). RECAP_ERROR_INVALID_USAGE while the graph holds no capture and makes none. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_regions_on_device(recap_graph_t graph,
                                                                        int *on_device);
 
