@@ -7,7 +7,8 @@
  * allocator (the peak is read at the capture's end, graph.c and update.c), the executable's
  * bytes at each instantiation (here, around cudaGraphInstantiate: CUDA has no query for what an
  * executable holds, so recap asks cudaMemGetInfo before and after it and keeps the drop;
- * recap/memory.h says what can skew it). recap_graph_memory gathers them for the caller; the
+ * docs/memory.md says what can skew it, and the option measure_exec_memory turns it off, since
+ * the two calls cost some microseconds of every capture). recap_graph_memory gathers them for the caller; the
  * per-pool view is the allocator's recap_pool_memory (src/alloc/accounting.c), whose totals of
  * graphs recap__graph_account keeps in step with each graph.
  */
@@ -16,6 +17,7 @@
 
 #include "core/args.h"
 #include "core/error.h"
+#include "core/options.h"
 #include "graph/graph_internal.h"
 #include "recap/memory.h"
 
@@ -31,9 +33,25 @@ static bool free_bytes(size_t *out) {
   return false;
 }
 
+/* Whether instantiations measure their executables now (the option measure_exec_memory); a bad
+ * environment, which every allocation reports, counts as the default here. */
+static bool measuring(void) {
+  recap__options_t o;
+  recap__saved_error_t saved;
+  recap__error_save(&saved);
+  if (recap__options_get(&o) == RECAP_SUCCESS) return o.measure_exec_memory != 0;
+  recap__error_restore(&saved);
+  return true;
+}
+
 recap_status_t recap__graph_instantiate_measured(recap_cuda_graph_exec_t *exec,
                                                  recap_cuda_graph_t graph, int64_t *bytes) {
   *bytes = 0;
+  if (!measuring()) {
+    RECAP__CHECK(recap__device()->graph_instantiate(exec, graph));
+    *bytes = RECAP__EXEC_NOT_MEASURED;
+    return RECAP_SUCCESS;
+  }
   size_t before = 0, after = 0;
   bool measured = free_bytes(&before);
   RECAP__CHECK(recap__device()->graph_instantiate(exec, graph));
@@ -48,7 +66,7 @@ void recap__graph_account(recap_graph_t g) {
     size_t own_nodes;
     int64_t own_bytes;
     (void)recap__graph_hooks_own_graphs(g, &own_nodes, &own_bytes);
-    exec = g->exec_bytes + own_bytes;
+    exec = (g->exec_bytes > 0 ? g->exec_bytes : 0) + own_bytes;
     nodes = (int64_t)(g->node_count + own_nodes);
   }
   bool same = on && g->accounted.on && g->accounted.device == g->device &&
@@ -100,7 +118,8 @@ recap_status_t recap_graph_memory(recap_graph_t graph, recap_graph_memory_t *inf
   size_t own_nodes;
   int64_t own_bytes;
   (void)recap__graph_hooks_own_graphs(graph, &own_nodes, &own_bytes);
-  out.exec_bytes = graph->exec_bytes + own_bytes;
+  out.exec_bytes =
+      graph->exec_bytes == RECAP__EXEC_NOT_MEASURED ? -1 : graph->exec_bytes + own_bytes;
   out.budget_bytes = graph->options.budget_bytes;
   memcpy(info, &out, size);
   return RECAP_SUCCESS;

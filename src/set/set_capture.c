@@ -178,8 +178,10 @@ recap_status_t recap__set_capture(recap_graph_set_t set, size_t i, recap_capture
   pthread_mutex_lock(&set->lock);
   exec_sum = recap__set_exec_sum(set);
   pthread_mutex_unlock(&set->lock);
-  if (budget && (uint64_t)(mem.pool_reserved_bytes + exec_sum + mem.exec_bytes) > budget) {
-    uint64_t over = (uint64_t)(mem.pool_reserved_bytes + exec_sum + mem.exec_bytes) - budget;
+  /* An executable not measured (the option measure_exec_memory off) counts as nothing. */
+  int64_t exec_bytes = mem.exec_bytes > 0 ? mem.exec_bytes : 0;
+  if (budget && (uint64_t)(mem.pool_reserved_bytes + exec_sum + exec_bytes) > budget) {
+    uint64_t over = (uint64_t)(mem.pool_reserved_bytes + exec_sum + exec_bytes) - budget;
     (void)recap_graph_destroy(g);
     recap__error(RECAP_ERROR_OUT_OF_MEMORY,
                  "its executable (%" PRId64 " bytes) would take the set past its budget of %" PRIu64
@@ -196,7 +198,7 @@ recap_status_t recap__set_capture(recap_graph_set_t set, size_t i, recap_capture
   m->message[0] = '\0';
   m->captures++;
   m->capture_seconds = now - start;
-  m->exec_bytes = mem.exec_bytes;
+  m->exec_bytes = exec_bytes;
   m->nodes = mem.nodes;
   m->last_used = now;
   recap__set_note_progress(set);
