@@ -13,8 +13,7 @@ static void cond_launch_ok(recap__cond_launch_t l) { OK(ops->cond_launch(&l)); }
 /* Eagerly each kernel runs at once, on a flag or on a handle's eager value. */
 static void condition_kernels_run_eagerly(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   uint32_t flag = 7, from = 5, counter = 2, iterations = 0;
   recap_cond_t cf = {.flag = &flag};
   cond_launch_ok(
@@ -130,8 +129,7 @@ static void condition_kernels_run_eagerly(void **state) {
 /* Captured, each kernel is a node named after it that runs at every launch. */
 static void condition_kernels_are_nodes_that_run_at_launches(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   uint32_t flag = 0, from = 2, counter = 10;
   float residual = 0.5f;
   recap_cond_t cf = {.flag = &flag};
@@ -189,8 +187,7 @@ static void condition_kernels_are_nodes_that_run_at_launches(void **state) {
 /* A condition kernel's refusals, and a handle set in a launch that holds no node of it. */
 static void condition_kernels_check_their_operands(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   uint32_t flag = 0;
   recap_cond_t cf = {.flag = &flag};
   EXPECT_STATUS(ops->cond_launch(NULL), RECAP_ERROR_INVALID_ARGUMENT);
@@ -286,8 +283,7 @@ static void no_kernel_image_refuses_the_kernels(void **state) {
  * rng_write_state writes state[1] = offset + state[2]. */
 static void rng_advance_and_write_state(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   uint64_t words[3] = {0, 0, 0};
   OK(ops->rng_advance(s, words, 4));
   assert_int_equal(words[1], 4);

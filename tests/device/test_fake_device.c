@@ -174,8 +174,7 @@ static void devices(void **state) {
 
 static void events_follow_streams(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap__event_t e1, e2, never;
   assert_int_equal(ops->event_create(&e1), RECAP_SUCCESS);
   assert_int_equal(ops->event_create(&e2), RECAP_SUCCESS);
@@ -546,8 +545,7 @@ static void capture_ids_and_statuses(void **state) {
 
 static void events_refused_on_capturing_streams(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_stream_t side = recap__fake_stream_new();
   recap_stream_t other = recap__fake_stream_new();
   recap__event_t before, e;
@@ -590,8 +588,7 @@ static void events_refused_on_capturing_streams(void **state) {
 
 static void malloc_during_capture(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   void *early, *p = &p;
   assert_int_equal(ops->raw_malloc(&early, 4096), RECAP_SUCCESS);
 

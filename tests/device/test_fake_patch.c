@@ -96,8 +96,7 @@ static recap_cuda_graph_t capture_twice_then_memset(recap_stream_t s, int *src, 
 /* A plan's sites are graph_reads' list, with each kernel word's offset and parameter. */
 static void plan_sites_are_the_reads(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   int a[N], b[N], c[N];
   begin_capture(s);
   const void *args[] = {a, NULL, b}; /* a NULL word is no site */
@@ -276,8 +275,7 @@ static void launches_run_kernels_with_patched_args(void **state) {
  * kernel beside them. */
 static void copies_and_memsets_run_at_a_replay(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   int a[N], b[N], c[N], d[N];
   fill(a, 1);
   memset(b, 0, sizeof b);
