@@ -22,6 +22,14 @@
 #include "fake_device_util.h"
 #include "harness.h"
 
+/* A cmocka test that runs a shared body with one argument (a clique's size, eager or
+ * replayed). */
+#define CASE_TEST(name, body, arg) \
+  static void name(void **state) { \
+    (void)state;                   \
+    body(arg);                     \
+  }
+
 static const recap__nccl_ops_t *const nccl = &recap__fake_nccl_ops;
 
 enum { MAX_RANKS = 8, COUNT = 5 };
@@ -299,18 +307,9 @@ static void eager_arithmetic(int n) {
                    (uint64_t)n * (COLLECTIVES_PER_RUN + 2));
 }
 
-static void eager_2_ranks(void **state) {
-  (void)state;
-  eager_arithmetic(2);
-}
-static void eager_4_ranks(void **state) {
-  (void)state;
-  eager_arithmetic(4);
-}
-static void eager_8_ranks(void **state) {
-  (void)state;
-  eager_arithmetic(8);
-}
+CASE_TEST(eager_2_ranks, eager_arithmetic, 2)
+CASE_TEST(eager_4_ranks, eager_arithmetic, 4)
+CASE_TEST(eager_8_ranks, eager_arithmetic, 8)
 
 /* Captured: nothing runs at capture; each launch runs every collective with the buffers' values
  * at that time. */
@@ -360,18 +359,9 @@ static void captured_arithmetic(int n) {
   assert_int_equal(recap__fake_now().graph_launches, 2 * n);
 }
 
-static void captured_2_ranks(void **state) {
-  (void)state;
-  captured_arithmetic(2);
-}
-static void captured_4_ranks(void **state) {
-  (void)state;
-  captured_arithmetic(4);
-}
-static void captured_8_ranks(void **state) {
-  (void)state;
-  captured_arithmetic(8);
-}
+CASE_TEST(captured_2_ranks, captured_arithmetic, 2)
+CASE_TEST(captured_4_ranks, captured_arithmetic, 4)
+CASE_TEST(captured_8_ranks, captured_arithmetic, 8)
 
 /* The captured collective is a kernel node named as NCCL's kernels are ("nccl..."), whose
  * argument words start with the buffers. */
@@ -465,15 +455,8 @@ static void mismatch(bool captured) {
   assert_int_equal(recap__fake_nccl_now().failures, 2);
 }
 
-static void mismatch_eager(void **state) {
-  (void)state;
-  mismatch(false);
-}
-
-static void mismatch_replayed(void **state) {
-  (void)state;
-  mismatch(true);
-}
+CASE_TEST(mismatch_eager, mismatch, false)
+CASE_TEST(mismatch_replayed, mismatch, true)
 
 /* Ranks that never arrive: the waiting ones fail after the timeout, naming what they waited
  * for and who never came. */
@@ -643,15 +626,8 @@ static void concurrent_use(bool graphs) {
   assert_int_equal(recap__fake_nccl_now().failures, 1);
 }
 
-static void concurrent_use_eager(void **state) {
-  (void)state;
-  concurrent_use(false);
-}
-
-static void concurrent_use_replayed(void **state) {
-  (void)state;
-  concurrent_use(true);
-}
+CASE_TEST(concurrent_use_eager, concurrent_use, false)
+CASE_TEST(concurrent_use_replayed, concurrent_use, true)
 
 /* The same communicator on one stream from one thread, then on another stream, is fine. */
 static void sequential_streams_are_fine(void **state) {

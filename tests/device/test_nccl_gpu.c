@@ -34,8 +34,8 @@ enum { NCCL_FLOAT32 = 7, NCCL_SUM = 0 };
 static void *library;
 
 /* NCCL's table, loaded, and a communicator of one rank on device 0; skips (77) when there is
- * none to be had. */
-static recap__nccl_comm_t one_rank(const recap__nccl_ops_t **ops_out) {
+ * none to be had. *s: a new stream for the test. */
+static recap__nccl_comm_t one_rank(const recap__nccl_ops_t **ops_out, cudaStream_t *s) {
   CUDA_OK(cudaSetDevice(0));
   recap__nccl_install(NULL);
   const recap__nccl_ops_t *ops = recap__nccl();
@@ -58,6 +58,7 @@ static recap__nccl_comm_t one_rank(const recap__nccl_ops_t **ops_out) {
   assert_int_equal(nranks, 1);
   assert_int_equal(device, 0);
   *ops_out = ops;
+  *s = gpu_stream();
   return comm;
 }
 
@@ -129,8 +130,8 @@ static void finish(float *a, float *b, float *c, float *d, cudaStream_t s,
 static void eager_collectives(void **state) {
   (void)state;
   const recap__nccl_ops_t *ops;
-  recap__nccl_comm_t comm = one_rank(&ops);
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s;
+  recap__nccl_comm_t comm = one_rank(&ops, &s);
   float *a = device_floats(N), *b = device_floats(N), *c = device_floats(N), *d = device_floats(N);
   gpu_upload_pattern(a, N, 1.0f);
   issue(ops, comm, a, b, c, d, s);
@@ -149,8 +150,8 @@ static void eager_collectives(void **state) {
 static void captured_collectives_replay(void **state) {
   (void)state;
   const recap__nccl_ops_t *ops;
-  recap__nccl_comm_t comm = one_rank(&ops);
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s;
+  recap__nccl_comm_t comm = one_rank(&ops, &s);
   float *a = device_floats(N), *b = device_floats(N), *c = device_floats(N), *d = device_floats(N);
   /* NCCL sets up its buffers at a communicator's first collectives: do them eagerly first, as
    * PyTorch does before a capture. */
@@ -181,8 +182,8 @@ static void captured_collectives_replay(void **state) {
 static void registered_memory_round_trip(void **state) {
   (void)state;
   const recap__nccl_ops_t *ops;
-  recap__nccl_comm_t comm = one_rank(&ops);
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s;
+  recap__nccl_comm_t comm = one_rank(&ops, &s);
   size_t bytes = N * sizeof(float);
   void *p = NULL;
   OK(ops->mem_alloc(&p, bytes));

@@ -483,6 +483,15 @@ static recap_stream_t one_rank(recap__nccl_comm_t *comm, float **buf) {
   return s;
 }
 
+/* The end of a test of one rank: its graph and buffer gone, no warning unless one was expected
+ * (and captured), the teardown. */
+static void one_rank_done(recap_graph_t g, float *buf, bool quiet) {
+  OK(recap_graph_destroy(g));
+  OK(recap_free(buf));
+  if (quiet) expect_quiet();
+  teardown();
+}
+
 static void test_region_refusals_with_the_fake(void **state) {
   (void)state;
   setup();
@@ -502,10 +511,7 @@ static void test_region_refusals_with_the_fake(void **state) {
   EXPECT_MESSAGE("holds node 0 of its body, kernel ncclDevKernel_");
   EXPECT_MESSAGE("an NCCL collective");
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
-  OK(recap_graph_destroy(g));
-  OK(recap_free(buf));
-  expect_quiet();
-  teardown();
+  one_rank_done(g, buf, true);
 }
 
 static void test_version_warning_from_the_fake(void **state) {
@@ -526,9 +532,7 @@ static void test_version_warning_from_the_fake(void **state) {
   recap_test_log_stop();
   assert_int_equal(log.warnings, 1);
   EXPECT_IN(log.last_warning, "NCCL 2.29.5 has the graph deadlock of vllm #52504");
-  OK(recap_graph_destroy(g));
-  OK(recap_free(buf));
-  teardown();
+  one_rank_done(g, buf, false);
 }
 
 static void test_faults_at_the_seam(void **state) {
@@ -556,10 +560,7 @@ static void test_faults_at_the_seam(void **state) {
   OK(recap_graph_check_collectives(g, comm));
   OK(recap_graph_replay(g, s));
   recap__fake_stream_complete(s);
-  OK(recap_graph_destroy(g));
-  OK(recap_free(buf));
-  expect_quiet();
-  teardown();
+  one_rank_done(g, buf, true);
 }
 
 /* ------------------------------------------------------------------------------------------
