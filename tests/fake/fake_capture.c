@@ -274,14 +274,12 @@ recap_status_t recap__fake_op_stream_begin_capture(recap_stream_t stream,
                         "capture on a stream you created (cudaStreamCreate, or "
                         "cudaStreamCreateWithFlags with cudaStreamNonBlocking)");
   fake_failure_t f = {0};
-  pthread_mutex_lock(&recap__fake.lock);
-  bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_CAPTURE_BEGIN);
+  if (recap__fake_op_enter(&f, RECAP__FAKE_FAULT_CAPTURE_BEGIN, "cudaStreamBeginCapture",
+                           "capture begin"))
+    return recap__fake_unlock_and_report(&f);
   fake_stream_t *s = recap__fake_stream_of(stream);
-  if (inject) {
-    recap__fake_note_injected(&f, "cudaStreamBeginCapture", RECAP__FAKE_FAULT_CAPTURE_BEGIN,
-                              "capture begin");
-  } else if (mode != RECAP__CAPTURE_MODE_GLOBAL && mode != RECAP__CAPTURE_MODE_THREAD_LOCAL &&
-             mode != RECAP__CAPTURE_MODE_RELAXED) {
+  if (mode != RECAP__CAPTURE_MODE_GLOBAL && mode != RECAP__CAPTURE_MODE_THREAD_LOCAL &&
+      mode != RECAP__CAPTURE_MODE_RELAXED) {
     recap__fake_note(
         &f, RECAP_ERROR_INVALID_ARGUMENT,
         "cudaStreamBeginCapture: invalid argument (cudaErrorInvalidValue): %d is not a capture "

@@ -344,6 +344,11 @@ bool recap__fake_count_call(recap__fake_fault_t kind);
 /* The failure of an injected fault into the call of kind just counted; what names the call. */
 recap_status_t recap__fake_note_injected(fake_failure_t *f, const char *call,
                                          recap__fake_fault_t kind, const char *what);
+/* The start of an op with a fault point: the fake's lock taken, the call of kind counted, and,
+ * when an armed fault makes it fail, the fault noted in f (as recap__fake_note_injected). True
+ * then: the op changes nothing and returns recap__fake_unlock_and_report(f). */
+bool recap__fake_op_enter(fake_failure_t *f, recap__fake_fault_t kind, const char *call,
+                          const char *what);
 
 /* ---- streams (fake_stream.c) ------------------------------------------------------------ */
 

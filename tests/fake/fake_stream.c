@@ -213,13 +213,10 @@ recap_status_t recap__fake_op_event_destroy(recap__event_t event) {
 
 recap_status_t recap__fake_op_event_record(recap__event_t event, recap_stream_t stream) {
   fake_failure_t f = {0};
-  pthread_mutex_lock(&recap__fake.lock);
-  bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_EVENT_RECORD);
+  if (recap__fake_op_enter(&f, RECAP__FAKE_FAULT_EVENT_RECORD, "cudaEventRecord", "event record"))
+    return recap__fake_unlock_and_report(&f);
   fake_stream_t *s = recap__fake_stream_of(stream);
-  if (inject) {
-    recap__fake_note_injected(&f, "cudaEventRecord", RECAP__FAKE_FAULT_EVENT_RECORD,
-                              "event record");
-  } else if (!event) {
+  if (!event) {
     recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaEventRecord: the event is NULL");
   } else if (!event_valid(event)) {
     note_bad_event(&f, "cudaEventRecord", event);
@@ -272,13 +269,11 @@ recap_status_t recap__fake_op_event_synchronize(recap__event_t event) {
 
 recap_status_t recap__fake_op_stream_wait_event(recap_stream_t stream, recap__event_t event) {
   fake_failure_t f = {0};
-  pthread_mutex_lock(&recap__fake.lock);
-  bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_STREAM_WAIT_EVENT);
+  if (recap__fake_op_enter(&f, RECAP__FAKE_FAULT_STREAM_WAIT_EVENT, "cudaStreamWaitEvent",
+                           "stream wait"))
+    return recap__fake_unlock_and_report(&f);
   fake_stream_t *s = recap__fake_stream_of(stream);
-  if (inject) {
-    recap__fake_note_injected(&f, "cudaStreamWaitEvent", RECAP__FAKE_FAULT_STREAM_WAIT_EVENT,
-                              "stream wait");
-  } else if (!event) {
+  if (!event) {
     /* CUDA answers a NULL event as it answers a destroyed one. */
     recap__fake_note(&f, RECAP_ERROR_CUDA,
                      "cudaStreamWaitEvent: invalid resource handle "
