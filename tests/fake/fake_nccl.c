@@ -692,6 +692,17 @@ static recap_status_t fake_group_end(void) {
   return RECAP_SUCCESS;
 }
 
+/* One resource more (sign 1) or one less (sign -1): its live count, their bytes, and the count
+ * of the calls that made or ended one. Lock held. */
+static void tally(int64_t *live, size_t *live_bytes, uint64_t *calls, int sign, size_t bytes) {
+  *live += sign;
+  if (sign > 0)
+    *live_bytes += bytes;
+  else
+    *live_bytes -= bytes;
+  (*calls)++;
+}
+
 static recap_status_t fake_mem_alloc(void **ptr, size_t bytes) {
   RECAP__ARG(ptr, "ncclMemAlloc: ptr is NULL");
   *ptr = NULL;
@@ -729,9 +740,7 @@ static recap_status_t fake_mem_alloc(void **ptr, size_t bytes) {
   pthread_mutex_lock(&nccl.lock);
   a->next = nccl.allocs;
   nccl.allocs = a;
-  nccl.counters.mem_live++;
-  nccl.counters.mem_bytes += bytes;
-  nccl.counters.mem_allocs++;
+  tally(&nccl.counters.mem_live, &nccl.counters.mem_bytes, &nccl.counters.mem_allocs, 1, bytes);
   pthread_mutex_unlock(&nccl.lock);
   *ptr = p;
   return RECAP_SUCCESS;
@@ -745,9 +754,8 @@ static recap_status_t fake_mem_free(void *ptr) {
   fake_alloc_t *a = *link;
   if (a) {
     *link = a->next;
-    nccl.counters.mem_live--;
-    nccl.counters.mem_bytes -= a->bytes;
-    nccl.counters.mem_frees++;
+    tally(&nccl.counters.mem_live, &nccl.counters.mem_bytes, &nccl.counters.mem_frees, -1,
+          a->bytes);
   }
   pthread_mutex_unlock(&nccl.lock);
   if (!a)
@@ -786,9 +794,8 @@ static recap_status_t fake_comm_register(recap__nccl_comm_t comm, void *buffer, 
     g->bytes = bytes;
     g->next = nccl.regs;
     nccl.regs = g;
-    nccl.counters.registered_live++;
-    nccl.counters.registered_bytes += bytes;
-    nccl.counters.registers++;
+    tally(&nccl.counters.registered_live, &nccl.counters.registered_bytes, &nccl.counters.registers,
+          1, bytes);
   }
   pthread_mutex_unlock(&nccl.lock);
   if (!c) {
@@ -810,9 +817,8 @@ static recap_status_t fake_comm_deregister(recap__nccl_comm_t comm, void *handle
   bool ok = g && g->comm == comm;
   if (ok) {
     *link = g->next;
-    nccl.counters.registered_live--;
-    nccl.counters.registered_bytes -= g->bytes;
-    nccl.counters.deregisters++;
+    tally(&nccl.counters.registered_live, &nccl.counters.registered_bytes,
+          &nccl.counters.deregisters, -1, g->bytes);
   }
   pthread_mutex_unlock(&nccl.lock);
   if (!ok)
