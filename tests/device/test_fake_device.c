@@ -586,6 +586,18 @@ static void events_refused_on_capturing_streams(void **state) {
   assert_int_equal(ops->event_destroy(e), RECAP_SUCCESS);
 }
 
+/* Capture number id, begun on s in global mode, and an unrelaxed cudaMalloc that fails, with
+ * the last error holding needle, and invalidates the capture (left to end). */
+static void malloc_invalidates_a_global_capture(recap_stream_t s, int id, const char *needle) {
+  void *p = &p;
+  assert_int_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), id);
+  recap_clear_last_error();
+  assert_int_equal(ops->raw_malloc(&p, 4096), RECAP_ERROR_CAPTURE_INVALIDATED);
+  assert_null(p);
+  assert_last_error_has(needle);
+  assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_INVALIDATED);
+}
+
 static void malloc_during_capture(void **state) {
   (void)state;
   recap_stream_t s = fresh_stream();
@@ -593,12 +605,7 @@ static void malloc_during_capture(void **state) {
   assert_int_equal(ops->raw_malloc(&early, 4096), RECAP_SUCCESS);
 
   /* Global capture: an unrelaxed cudaMalloc fails and invalidates it. */
-  assert_int_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 1);
-  recap_clear_last_error();
-  assert_int_equal(ops->raw_malloc(&p, 4096), RECAP_ERROR_CAPTURE_INVALIDATED);
-  assert_null(p);
-  assert_last_error_has("cudaErrorStreamCaptureUnsupported");
-  assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_INVALIDATED);
+  malloc_invalidates_a_global_capture(s, 1, "cudaErrorStreamCaptureUnsupported");
   assert_int_equal(recap__fake_now().bytes_in_use[0], 4096);
   assert_false(recap__fake_capture_end(s));
 
@@ -645,16 +652,12 @@ static void global_capture_on_device_0_forbids_malloc_on_device_1(void **state) 
   void *early, *p = &p;
   assert_int_equal(ops->raw_malloc(&early, 4096), RECAP_SUCCESS);
 
-  assert_int_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 1);
-  recap_clear_last_error();
-  assert_int_equal(ops->raw_malloc(&p, 4096), RECAP_ERROR_CAPTURE_INVALIDATED);
-  assert_null(p);
-  assert_last_error_has(
+  malloc_invalidates_a_global_capture(
+      s, 1,
       "cudaMalloc: operation not permitted when stream is capturing "
       "(cudaErrorStreamCaptureUnsupported) on the fake device: capture 1 "
       "(global mode, on device 0) forbids it in this thread's global capture "
       "mode, on device 1; it is now invalidated");
-  assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_INVALIDATED);
   assert_int_equal(recap__fake_now().bytes_in_use[1], 4096);
   assert_false(recap__fake_capture_end(s));
 

@@ -219,11 +219,8 @@ static void launch_into_capture(void **state) {
   (void)state;
   recap_stream_t s = fresh_stream();
   recap_stream_t t = recap__fake_stream_new();
-  assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
-  recap__fake_launch_kernel(s, "inner");
-  recap_cuda_graph_t inner = end_capture(s);
-  recap_cuda_graph_exec_t x;
-  assert_int_equal(ops->graph_instantiate(&x, inner), RECAP_SUCCESS);
+  recap_cuda_graph_t inner = one_kernel_graph(s, "inner");
+  recap_cuda_graph_exec_t x = instantiate(inner);
 
   /* Launched on a capturing stream, a graph becomes a child-graph node and does not run. */
   assert_int_equal(ops->stream_begin_capture(t, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
@@ -405,11 +402,8 @@ static void reset_frees_graphs(void **state) {
   (void)state;
   recap_stream_t s = fresh_stream();
   recap_stream_t t = recap__fake_stream_new();
-  assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
-  recap__fake_launch_kernel(s, "kept");
-  recap_cuda_graph_t g = end_capture(s);
-  recap_cuda_graph_exec_t x;
-  assert_int_equal(ops->graph_instantiate(&x, g), RECAP_SUCCESS);
+  recap_cuda_graph_t g = one_kernel_graph(s, "kept");
+  recap_cuda_graph_exec_t x = instantiate(g);
   assert_int_equal(ops->graph_launch(x, s), RECAP_SUCCESS);
   assert_int_equal(ops->stream_begin_capture(t, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
   recap__fake_launch_kernel(t, "pending");
@@ -424,7 +418,7 @@ static void reset_frees_graphs(void **state) {
   recap_stream_t u = recap__fake_stream_new();
   assert_int_equal(ops->stream_begin_capture(u, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
   g = end_capture(u);
-  assert_int_equal(ops->graph_instantiate(&x, g), RECAP_SUCCESS);
+  x = instantiate(g);
   assert_int_equal(ops->graph_launch(x, u), RECAP_SUCCESS);
   recap__fake_reset(NULL);
 }

@@ -69,6 +69,16 @@ static bool write_faults(char *p) {
   return WIFSIGNALED(status) && (WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS);
 }
 
+/* After the last release of a kind of resource: none live, no bytes, and the calls that made
+ * (kind make) and released (kind release) them counted. */
+static void expect_none_left(int64_t live, size_t bytes, recap__fake_fault_t make, uint64_t makes,
+                             recap__fake_fault_t release, uint64_t releases) {
+  assert_int_equal(live, 0);
+  assert_int_equal(bytes, 0);
+  assert_int_equal(recap__fake_now().calls[make], makes);
+  assert_int_equal(recap__fake_now().calls[release], releases);
+}
+
 /* ---- granularity --------------------------------------------------------------------------- */
 
 static void granularity(void **state) {
@@ -148,11 +158,9 @@ static void reserve_and_release_ranges(void **state) {
   OK(ops->vmm_release_range(b, G));
   EXPECT_STATUS(ops->vmm_release_range(b, G), RECAP_ERROR_CUDA); /* twice */
   recap__fake_counters_t c = recap__fake_now();
-  assert_int_equal(c.vmm_ranges_live, 0);
-  assert_int_equal(c.vmm_bytes_reserved, 0);
+  expect_none_left(c.vmm_ranges_live, c.vmm_bytes_reserved, RECAP__FAKE_FAULT_VMM_RESERVE, 5,
+                   RECAP__FAKE_FAULT_VMM_RELEASE_RANGE, 7);
   assert_int_equal(c.vmm_chunks_live, 0);
-  assert_int_equal(c.calls[RECAP__FAKE_FAULT_VMM_RESERVE], 5);
-  assert_int_equal(c.calls[RECAP__FAKE_FAULT_VMM_RELEASE_RANGE], 7);
 }
 
 /* ---- chunks and the device's memory -------------------------------------------------------- */
@@ -472,10 +480,8 @@ static void pinned_host_memory(void **state) {
   OK(ops->host_free_pinned(host));
   EXPECT_STATUS(ops->host_free_pinned(host), RECAP_ERROR_CUDA); /* twice */
   c = recap__fake_now();
-  assert_int_equal(c.pinned_live, 0);
-  assert_int_equal(c.pinned_bytes, 0);
-  assert_int_equal(c.calls[RECAP__FAKE_FAULT_HOST_ALLOC_PINNED], 4);
-  assert_int_equal(c.calls[RECAP__FAKE_FAULT_HOST_FREE_PINNED], 4);
+  expect_none_left(c.pinned_live, c.pinned_bytes, RECAP__FAKE_FAULT_HOST_ALLOC_PINNED, 4,
+                   RECAP__FAKE_FAULT_HOST_FREE_PINNED, 4);
 }
 
 /* The cuMem* calls are no stream work: a global capture allows them and stays intact. */
