@@ -363,14 +363,19 @@ CASE_TEST(captured_2_ranks, captured_arithmetic, 2)
 CASE_TEST(captured_4_ranks, captured_arithmetic, 4)
 CASE_TEST(captured_8_ranks, captured_arithmetic, 8)
 
+/* A fresh fake, a communicator of one rank, and a stream for its collectives. */
+static recap_stream_t one_rank(recap__nccl_comm_t *comm) {
+  reset();
+  OK(recap__fake_nccl_comms(1, comm));
+  return recap__fake_stream_new();
+}
+
 /* The captured collective is a kernel node named as NCCL's kernels are ("nccl..."), whose
  * argument words start with the buffers. */
 static void captured_node_is_an_nccl_kernel(void **state) {
   (void)state;
-  reset();
   recap__nccl_comm_t comm;
-  OK(recap__fake_nccl_comms(1, &comm));
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = one_rank(&comm);
   float x[4] = {1, 2, 3, 4}, y[4] = {0};
   OK(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_RELAXED));
   recap__coll_t c = {RECAP__COLL_ALL_REDUCE, x, y, 4, FLOAT32, SUM, -1, -1, comm};
@@ -632,12 +637,11 @@ CASE_TEST(concurrent_use_replayed, concurrent_use, true)
 /* The same communicator on one stream from one thread, then on another stream, is fine. */
 static void sequential_streams_are_fine(void **state) {
   (void)state;
-  reset();
   recap__nccl_comm_t comm;
-  OK(recap__fake_nccl_comms(1, &comm));
+  recap_stream_t s = one_rank(&comm);
   int32_t x[2] = {3, 4};
   recap__coll_t c = {RECAP__COLL_ALL_REDUCE, x, x, 2, INT32, PROD, -1, -1, comm};
-  OK(nccl->collective(&c, recap__fake_stream_new()));
+  OK(nccl->collective(&c, s));
   OK(nccl->collective(&c, recap__fake_stream_new()));
   OK(nccl->collective(&c, NULL)); /* the legacy stream */
   assert_int_equal(x[0], 3);
@@ -673,10 +677,8 @@ static void load_version_and_faults(void **state) {
 
 static void collective_fault_enqueues_nothing(void **state) {
   (void)state;
-  reset();
   recap__nccl_comm_t comm;
-  OK(recap__fake_nccl_comms(1, &comm));
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = one_rank(&comm);
   double x[2] = {1, 2}, y[2] = {0, 0};
   recap__coll_t c = {RECAP__COLL_ALL_GATHER, x, y, 2, FLOAT64, 0, -1, -1, comm};
   recap__fake_fail_nth(RECAP__FAKE_FAULT_NCCL_COLLECTIVE, 2);
