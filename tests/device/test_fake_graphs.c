@@ -340,8 +340,7 @@ static void strict_joins_refuse_an_unjoined_side_stream(void **state) {
   assert_int_equal(count, 1);
   assert_int_equal(ops->graph_destroy(g), RECAP_SUCCESS);
   /* A reset turns the rule off. */
-  recap__fake_reset(NULL);
-  s = recap__fake_stream_new();
+  s = fresh_stream();
   side = recap__fake_stream_new();
   assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
   assert_true(recap__fake_capture_join(side, s));

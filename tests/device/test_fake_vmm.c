@@ -589,13 +589,19 @@ static void reset_gives_everything_back(void **state) {
   OK(ops->host_alloc_pinned(&host, 64));
   recap__fake_reset(NULL);
   recap__fake_counters_t c = recap__fake_now();
-  assert_int_equal(c.vmm_chunks_live, 0);
-  assert_int_equal(c.vmm_bytes_mapped, 0);
-  assert_int_equal(c.vmm_ranges_live, 0);
-  assert_int_equal(c.vmm_bytes_reserved, 0);
-  assert_int_equal(c.pinned_live, 0);
-  assert_int_equal(c.pinned_bytes, 0);
-  assert_int_equal(c.bytes_in_use[0], 0);
+  const struct {
+    const char *name;
+    uint64_t value;
+  } left[] = {{"vmm_chunks_live", (uint64_t)c.vmm_chunks_live},
+              {"vmm_bytes_mapped", c.vmm_bytes_mapped},
+              {"vmm_ranges_live", (uint64_t)c.vmm_ranges_live},
+              {"vmm_bytes_reserved", c.vmm_bytes_reserved},
+              {"pinned_live", (uint64_t)c.pinned_live},
+              {"pinned_bytes", c.pinned_bytes},
+              {"bytes_in_use[0]", c.bytes_in_use[0]}};
+  for (size_t i = 0; i < sizeof left / sizeof left[0]; i++)
+    if (left[i].value != 0)
+      fail_msg("%s is %llu after the reset", left[i].name, (unsigned long long)left[i].value);
   /* A handle from before the reset names nothing. */
   EXPECT_STATUS(ops->vmm_release(h), RECAP_ERROR_CUDA);
 }
