@@ -123,6 +123,12 @@ static void teardown_graph(recap_graph_t g, float *buf) {
   teardown();
 }
 
+/* Both streams' work done. */
+static void complete_both(recap_stream_t s1, recap_stream_t s2) {
+  recap__fake_stream_complete(s1);
+  recap__fake_stream_complete(s2);
+}
+
 static size_t collectives(recap_graph_t g, recap_collective_t *out, size_t capacity,
                           uint64_t *hash) {
   for (size_t i = 0; i < capacity; i++) out[i] = (recap_collective_t)RECAP_COLLECTIVE_INIT;
@@ -508,8 +514,7 @@ static void test_policies(void **state) {
   assert_true(done); /* at once: the host waited */
   OK(dev->event_query(after, &done));
   assert_false(done); /* for the event, not the whole stream */
-  recap__fake_stream_complete(s1);
-  recap__fake_stream_complete(s2);
+  complete_both(s1, s2);
 
   /* Both failing: the replay fails with the host wait's error and launches nothing. s2 (the
    * latest replay's stream) capturing makes the event's host wait fail. */
@@ -577,8 +582,7 @@ static void test_policies(void **state) {
   EXPECT_MESSAGE("cudaEventSynchronize");
   assert_int_equal(rec.call_count, calls_before);
   assert_false(recap__fake_capture_end(s1));
-  recap__fake_stream_complete(s1);
-  recap__fake_stream_complete(s2);
+  complete_both(s1, s2);
 
   /* A graph without collectives is not held back. */
   recap_graph_t plain = graph_capturing(s2, NULL);
@@ -588,15 +592,12 @@ static void test_policies(void **state) {
   OK(recap_graph_replay(g1, s1));
   OK(recap_graph_replay(plain, s2));
   EXPECT_STATUS(recap_graph_replay(g2, s2), RECAP_ERROR_BUSY);
-  recap__fake_stream_complete(s1);
-  recap__fake_stream_complete(s2);
+  complete_both(s1, s2);
   OK(dev->event_destroy(before));
   OK(dev->event_destroy(after));
   OK(recap_graph_destroy(plain));
   OK(recap_graph_destroy(g1));
-  OK(recap_graph_destroy(g2));
-  OK(recap_free(buf));
-  teardown();
+  teardown_graph(g2, buf);
 }
 
 static void test_seam_failures(void **state) {
