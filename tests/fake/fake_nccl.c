@@ -541,17 +541,28 @@ static bool injected(recap__fake_fault_t kind, uint64_t *nth) {
   return fail;
 }
 
+/* As injected; when the call fails, *error is the failure: "<failure>: fault injected by the
+ * fake NCCL into <what> call N" with status code. */
+static bool injected_error(recap__fake_fault_t kind, recap_status_t code, const char *failure,
+                           const char *what, recap_status_t *error) {
+  uint64_t nth;
+  if (!injected(kind, &nth)) return false;
+  *error = recap__error(code, "%s: fault injected by the fake NCCL into %s call %llu", failure,
+                        what, (unsigned long long)nth);
+  return true;
+}
+
 /* ---- the table -------------------------------------------------------------------------- */
 
 static recap_status_t fake_load(int *version) {
   RECAP__ARG(version, "recap__nccl load: version is NULL");
   *version = 0;
-  uint64_t nth;
-  if (injected(RECAP__FAKE_FAULT_NCCL_LOAD, &nth))
-    return recap__error(RECAP_ERROR_NOT_FOUND,
-                        "NCCL: could not load libnccl.so.2 through the dynamic loader's search "
-                        "path (libnccl.so.2): fault injected by the fake NCCL into load call %llu",
-                        (unsigned long long)nth);
+  recap_status_t fault;
+  if (injected_error(RECAP__FAKE_FAULT_NCCL_LOAD, RECAP_ERROR_NOT_FOUND,
+                     "NCCL: could not load libnccl.so.2 through the dynamic loader's search path "
+                     "(libnccl.so.2)",
+                     "load", &fault))
+    return fault;
   pthread_mutex_lock(&nccl.lock);
   *version = nccl.version;
   nccl.counters.loads++;
@@ -773,12 +784,11 @@ static recap_status_t fake_comm_register(recap__nccl_comm_t comm, void *buffer, 
                                          void **handle) {
   RECAP__ARG(handle, "ncclCommRegister: handle is NULL");
   *handle = NULL;
-  uint64_t nth;
-  if (injected(RECAP__FAKE_FAULT_NCCL_REGISTER, &nth))
-    return recap__error(RECAP_ERROR_INTERNAL,
-                        "ncclCommRegister: unhandled system error (ncclSystemError): fault "
-                        "injected by the fake NCCL into register call %llu",
-                        (unsigned long long)nth);
+  recap_status_t fault;
+  if (injected_error(RECAP__FAKE_FAULT_NCCL_REGISTER, RECAP_ERROR_INTERNAL,
+                     "ncclCommRegister: unhandled system error (ncclSystemError)", "register",
+                     &fault))
+    return fault;
   RECAP__ARG(buffer && bytes > 0,
              "ncclCommRegister: invalid argument (ncclInvalidArgument): buffer %p of %zu bytes",
              buffer, bytes);
