@@ -271,6 +271,13 @@ static void wait_event(recap_stream_t s, recap__event_t e) {
   assert_int_equal(ops->stream_wait_event(s, e), RECAP_SUCCESS);
 }
 
+/* One item of work on `from`, e recorded after it, and `to` waiting for e. */
+static void after_work(recap_stream_t from, recap__event_t e, recap_stream_t to) {
+  recap__fake_stream_enqueue(from);
+  record(e, from);
+  wait_event(to, e);
+}
+
 static void stream_waits_order_streams(void **state) {
   (void)state;
   recap__fake_reset(NULL);
@@ -325,9 +332,7 @@ static void stream_waits_order_streams(void **state) {
   record(never, s1);
   recap__fake_stream_complete(s2);
   assert_false(query(never));
-  recap__fake_stream_enqueue(s2);
-  record(a, s2);
-  wait_event(s2, a);
+  after_work(s2, a, s2);
   assert_false(query(a));
   recap__fake_stream_complete(s2);
   assert_true(query(a));
@@ -341,37 +346,25 @@ static void stream_waits_order_streams(void **state) {
 
   /* The legacy stream waits and is waited for like any other; stream_synchronize and
    * device_synchronize complete through the waits too. */
-  recap__fake_stream_enqueue(s1);
-  record(e, s1);
-  wait_event(NULL, e);
-  recap__fake_stream_enqueue(NULL);
-  record(a, NULL);
-  wait_event(s2, a);
+  after_work(s1, e, NULL);
+  after_work(NULL, a, s2);
   assert_int_equal(ops->stream_synchronize(s2), RECAP_SUCCESS);
   assert_true(query(a));
   assert_true(query(e));
-  recap__fake_stream_enqueue(s1);
-  record(e, s1);
-  wait_event(s2, e);
+  after_work(s1, e, s2);
   assert_int_equal(ops->device_synchronize(), RECAP_SUCCESS);
   assert_true(query(e));
 
   /* Destroying a stream finishes its work: its markers complete what they waited for, and
    * other streams' waits for it are dropped (ASan and valgrind see no dangling stream). */
   recap_stream_t gone = recap__fake_stream_new();
-  recap__fake_stream_enqueue(s1);
-  record(e, s1);
-  wait_event(gone, e);
-  recap__fake_stream_enqueue(gone);
-  record(a, gone);
-  wait_event(s2, a);
+  after_work(s1, e, gone);
+  after_work(gone, a, s2);
   assert_int_equal(ops->stream_destroy(gone), RECAP_SUCCESS);
   assert_true(query(e));
   assert_true(query(a));
   gone = recap__fake_stream_new();
-  recap__fake_stream_enqueue(gone);
-  record(a, gone);
-  wait_event(s2, a);
+  after_work(gone, a, s2);
   recap__fake_stream_enqueue(s2);
   record(b, s2);
   assert_int_equal(ops->stream_destroy(gone), RECAP_SUCCESS);
