@@ -186,6 +186,25 @@ static void two_kernels_free(two_kernels_t *t) {
   assert_int_equal(recap__fake_now().live_execs, 0);
 }
 
+/* The template and its plan gone, the executable kept: the graph is no graph any more. */
+static void drop_template(two_kernels_t *t) {
+  ops->patch_plan_destroy(t->plan);
+  t->plan = NULL;
+  assert_int_equal(ops->graph_destroy(t->graph), RECAP_SUCCESS);
+  const void *v;
+  assert_false(recap__fake_graph_arg(t->graph, 0, 0, &v));
+  t->graph = NULL;
+}
+
+/* x updated to g: applied, no reason, no node. */
+static void update_applies(recap_cuda_graph_exec_t x, recap_cuda_graph_t g) {
+  recap_update_reason_t why = RECAP_UPDATE_REASON_COUNT;
+  size_t node = 0;
+  assert_int_equal(ops->graph_exec_update(x, g, &why, &node), RECAP_SUCCESS);
+  assert_int_equal(why, RECAP_UPDATE_REASON_NONE);
+  assert_int_equal(node, SIZE_MAX);
+}
+
 static void launch(recap_cuda_graph_exec_t x, recap_stream_t s) {
   assert_int_equal(ops->graph_launch(x, s), RECAP_SUCCESS);
 }
@@ -447,12 +466,8 @@ static void executables_are_independent_of_their_template(void **state) {
   assert_ptr_equal(exec_arg(t.exec, 1, 0), t.other_dst);
   assert_ptr_equal(exec_arg(second, 1, 0), t.dst);
 
-  ops->patch_plan_destroy(t.plan);
-  t.plan = NULL;
-  assert_int_equal(ops->graph_destroy(t.graph), RECAP_SUCCESS);
+  drop_template(&t);
   const void *v;
-  assert_false(recap__fake_graph_arg(t.graph, 0, 0, &v));
-  t.graph = NULL;
   launch(second, t.s);
   for (int i = 0; i < N; i++) assert_int_equal(t.dst[i], 2 * (1 + i) + 1);
   launch(t.exec, t.s);
@@ -476,11 +491,7 @@ static void an_update_takes_the_new_nodes(void **state) {
   two_kernels_make(&t);
   recap_cuda_graph_t g2 = capture_twice(t.s, "twice_again", t.other_src, t.other_dst, 1);
 
-  recap_update_reason_t why = RECAP_UPDATE_REASON_COUNT;
-  size_t node = 0;
-  assert_int_equal(ops->graph_exec_update(t.exec, g2, &why, &node), RECAP_SUCCESS);
-  assert_int_equal(why, RECAP_UPDATE_REASON_NONE);
-  assert_int_equal(node, SIZE_MAX);
+  update_applies(t.exec, g2);
   assert_int_equal(recap__fake_now().exec_updates, 1);
   assert_int_equal(recap__fake_now().update_refusals, 0);
   assert_ptr_equal(exec_arg(t.exec, 0, 0), t.other_src);
@@ -546,8 +557,7 @@ static void an_update_takes_the_new_nodes(void **state) {
   assert_ptr_equal(exec_arg(t.exec, 0, 1), t.dst);
 
   /* An update back to the first template works too. */
-  assert_int_equal(ops->graph_exec_update(t.exec, t.graph, &why, &node), RECAP_SUCCESS);
-  assert_int_equal(why, RECAP_UPDATE_REASON_NONE);
+  update_applies(t.exec, t.graph);
   assert_int_equal(recap__fake_now().exec_updates, 2);
   assert_ptr_equal(exec_arg(t.exec, 0, 0), t.src);
   assert_int_equal(ops->graph_destroy(g2), RECAP_SUCCESS);
@@ -595,19 +605,13 @@ static void origins_are_checked(void **state) {
 
   /* Once the origin is destroyed the executable cannot be patched (it still replays). */
   recap_cuda_graph_t g2 = capture_twice(t.s, "twice", t.other_src, t.other_dst, 1);
-  recap_update_reason_t why;
-  size_t node;
-  assert_int_equal(ops->graph_exec_update(t.exec, g2, &why, &node), RECAP_SUCCESS);
-  assert_int_equal(why, RECAP_UPDATE_REASON_NONE);
+  update_applies(t.exec, g2);
   recap__patch_plan_t plan2;
   const recap__graph_read_t *sites2;
   size_t count2;
   assert_int_equal(ops->patch_plan_create(g2, t.graph, &plan2, &sites2, &count2), RECAP_SUCCESS);
   ops->patch_plan_destroy(plan);
-  ops->patch_plan_destroy(t.plan);
-  t.plan = NULL;
-  assert_int_equal(ops->graph_destroy(t.graph), RECAP_SUCCESS);
-  t.graph = NULL;
+  drop_template(&t);
   uint64_t patches = recap__fake_now().exec_patches;
   recap__patch_t q[] = {{.site = 0, .value = t.src}};
   assert_int_equal(ops->patch_plan_apply(plan2, t.exec, q, 1), RECAP_ERROR_CUDA);
@@ -684,26 +688,21 @@ static void every_reason_can_be_forced(void **state) {
   for (int r = RECAP_UPDATE_REASON_TOPOLOGY_CHANGED; r < RECAP_UPDATE_REASON_COUNT; r++) {
     recap__fake_refuse_next_update((recap_update_reason_t)r, (size_t)r);
     assert_refused(t.exec, t.graph, (recap_update_reason_t)r, (size_t)r);
-    recap_update_reason_t why = RECAP_UPDATE_REASON_COUNT;
-    size_t node = 0;
-    assert_int_equal(ops->graph_exec_update(t.exec, t.graph, &why, &node), RECAP_SUCCESS);
-    assert_int_equal(why, RECAP_UPDATE_REASON_NONE);
+    update_applies(t.exec, t.graph);
   }
   assert_int_equal(recap__fake_now().update_refusals, RECAP_UPDATE_REASON_COUNT - 1);
   assert_int_equal(recap__fake_now().exec_updates, RECAP_UPDATE_REASON_COUNT - 1);
   /* NONE disarms; so does a reset. */
   recap__fake_refuse_next_update(RECAP_UPDATE_REASON_FUNCTION_CHANGED, 0);
   recap__fake_refuse_next_update(RECAP_UPDATE_REASON_NONE, 0);
-  recap_update_reason_t why = RECAP_UPDATE_REASON_COUNT;
-  size_t node = 0;
-  assert_int_equal(ops->graph_exec_update(t.exec, t.graph, &why, &node), RECAP_SUCCESS);
-  assert_int_equal(why, RECAP_UPDATE_REASON_NONE);
+  update_applies(t.exec, t.graph);
   recap__fake_refuse_next_update(RECAP_UPDATE_REASON_FUNCTION_CHANGED, 0);
   two_kernels_free(&t);
   two_kernels_make(&t);
-  assert_int_equal(ops->graph_exec_update(t.exec, t.graph, &why, &node), RECAP_SUCCESS);
-  assert_int_equal(why, RECAP_UPDATE_REASON_NONE);
+  update_applies(t.exec, t.graph);
   assert_int_equal(recap__fake_now().update_refusals, 0);
+  recap_update_reason_t why = RECAP_UPDATE_REASON_COUNT;
+  size_t node = 0;
 
   /* Bad handles. */
   assert_int_equal(ops->graph_exec_update((recap_cuda_graph_exec_t)&t, t.graph, &why, &node),
