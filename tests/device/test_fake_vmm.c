@@ -79,6 +79,14 @@ static void expect_none_left(int64_t live, size_t bytes, recap__fake_fault_t mak
   assert_int_equal(recap__fake_now().calls[release], releases);
 }
 
+/* cuMemCreate of bytes refused for want of memory, with message; no handle made. */
+static void create_refused(size_t bytes, const char *message) {
+  recap__vmm_handle_t h = 7;
+  EXPECT_STATUS(ops->vmm_create(&h, bytes), RECAP_ERROR_OUT_OF_MEMORY);
+  assert_int_equal(h, 0);
+  assert_last_error_has(message);
+}
+
 /* ---- granularity --------------------------------------------------------------------------- */
 
 static void granularity(void **state) {
@@ -176,18 +184,16 @@ static void chunks_count_against_the_device(void **state) {
   assert_int_equal(recap__fake_now().vmm_chunks_live, 2);
 
   /* The device is full: both cuMemCreate and cudaMalloc see it. */
-  recap__vmm_handle_t h = 7;
-  EXPECT_STATUS(ops->vmm_create(&h, 8 * G), RECAP_ERROR_OUT_OF_MEMORY);
-  assert_int_equal(h, 0);
-  assert_last_error_has(
-      "cuMemCreate: out of memory (CUDA_ERROR_OUT_OF_MEMORY): tried to create "
-      "a chunk of 524288 bytes on fake device 0, which has 262144 bytes free");
+  create_refused(8 * G,
+                 "cuMemCreate: out of memory (CUDA_ERROR_OUT_OF_MEMORY): tried to create "
+                 "a chunk of 524288 bytes on fake device 0, which has 262144 bytes free");
   void *raw = NULL;
   EXPECT_STATUS(ops->raw_malloc(&raw, 5 * G), RECAP_ERROR_OUT_OF_MEMORY);
   OK(ops->raw_malloc(&raw, 4 * G));
   assert_int_equal(free_bytes(), 0);
   OK(ops->raw_free(raw));
 
+  recap__vmm_handle_t h = 0;
   EXPECT_STATUS(ops->vmm_create(&h, G / 2), RECAP_ERROR_INVALID_ARGUMENT);
   assert_last_error_has("cuMemCreate: the size 0x8000 is not a multiple");
   EXPECT_STATUS(ops->vmm_create(NULL, G), RECAP_ERROR_INVALID_ARGUMENT);
@@ -245,10 +251,8 @@ static void one_free_figure_for_everything(void **state) {
   assert_int_equal(recap__fake_now().exec_bytes[0], 4 * G);
   assert_int_equal(free_bytes(), 1 * MiB - 4 * G);
 
-  recap__vmm_handle_t h = 7;
-  EXPECT_STATUS(ops->vmm_create(&h, 16 * G), RECAP_ERROR_OUT_OF_MEMORY);
-  assert_int_equal(h, 0);
-  assert_last_error_has(
+  create_refused(
+      16 * G,
       "cuMemCreate: out of memory (CUDA_ERROR_OUT_OF_MEMORY): tried to create a chunk of 1048576 "
       "bytes on fake device 0, which has 786432 bytes free of 1048576");
   recap__vmm_handle_t a = create(12 * G);
@@ -258,6 +262,7 @@ static void one_free_figure_for_everything(void **state) {
   assert_int_equal(total, 1 * MiB);
 
   /* Full: every way of taking memory sees it. */
+  recap__vmm_handle_t h = 0;
   EXPECT_STATUS(ops->vmm_create(&h, G), RECAP_ERROR_OUT_OF_MEMORY);
   assert_last_error_has(
       "a chunk of 65536 bytes on fake device 0, which has 0 bytes free of "
