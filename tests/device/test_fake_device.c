@@ -271,10 +271,15 @@ static void wait_event(recap_stream_t s, recap__event_t e) {
   assert_int_equal(ops->stream_wait_event(s, e), RECAP_SUCCESS);
 }
 
-/* One item of work on `from`, e recorded after it, and `to` waiting for e. */
+/* One item of work on s, and e recorded after it. */
+static void work_then_record(recap_stream_t s, recap__event_t e) {
+  recap__fake_stream_enqueue(s);
+  record(e, s);
+}
+
+/* As work_then_record on `from`, and `to` waiting for e. */
 static void after_work(recap_stream_t from, recap__event_t e, recap_stream_t to) {
-  recap__fake_stream_enqueue(from);
-  record(e, from);
+  work_then_record(from, e);
   wait_event(to, e);
 }
 
@@ -287,15 +292,11 @@ static void stream_waits_order_streams(void **state) {
   /* s2's marker waits for s1 up to e: nothing moves on the host, completing s2 up to its
    * work before the marker leaves s1 alone, completing the marker finishes s1 up to e, and
    * not beyond. */
-  recap__fake_stream_enqueue(s1);
-  record(e, s1);
-  recap__fake_stream_enqueue(s1);
-  record(late, s1);
-  recap__fake_stream_enqueue(s2);
-  record(a, s2);
+  work_then_record(s1, e);
+  work_then_record(s1, late);
+  work_then_record(s2, a);
   wait_event(s2, e);
-  recap__fake_stream_enqueue(s2);
-  record(b, s2);
+  work_then_record(s2, b);
   assert_false(query(e));
   assert_int_equal(ops->event_synchronize(a), RECAP_SUCCESS);
   assert_true(query(a));
@@ -304,8 +305,7 @@ static void stream_waits_order_streams(void **state) {
   assert_true(query(e));
   assert_false(query(late));
   /* Completing s1 does nothing to s2. */
-  recap__fake_stream_enqueue(s2);
-  record(b, s2);
+  work_then_record(s2, b);
   recap__fake_stream_complete(s1);
   assert_true(query(late));
   assert_false(query(b));
@@ -317,8 +317,7 @@ static void stream_waits_order_streams(void **state) {
   record(a, s1); /* just before e's first record */
   record(e, s1);
   wait_event(s2, e);
-  recap__fake_stream_enqueue(s1);
-  record(e, s1);
+  work_then_record(s1, e);
   recap__fake_stream_complete(s2);
   assert_true(query(a));
   assert_false(query(e));
@@ -328,8 +327,7 @@ static void stream_waits_order_streams(void **state) {
    * wait), one recorded on the waiting stream itself, one whose work completed. */
   recap__event_t never = event_new();
   wait_event(s2, never);
-  recap__fake_stream_enqueue(s1);
-  record(never, s1);
+  work_then_record(s1, never);
   recap__fake_stream_complete(s2);
   assert_false(query(never));
   after_work(s2, a, s2);
@@ -338,8 +336,7 @@ static void stream_waits_order_streams(void **state) {
   assert_true(query(a));
   recap__fake_stream_complete(s1);
   wait_event(s2, never); /* completed already */
-  recap__fake_stream_enqueue(s1);
-  record(late, s1);
+  work_then_record(s1, late);
   recap__fake_stream_complete(s2);
   assert_false(query(late));
   recap__fake_stream_complete(s1);
@@ -365,8 +362,7 @@ static void stream_waits_order_streams(void **state) {
   assert_true(query(a));
   gone = recap__fake_stream_new();
   after_work(gone, a, s2);
-  recap__fake_stream_enqueue(s2);
-  record(b, s2);
+  work_then_record(s2, b);
   assert_int_equal(ops->stream_destroy(gone), RECAP_SUCCESS);
   assert_true(query(a));
   assert_false(query(b));
@@ -417,8 +413,7 @@ static void stream_wait_refusals_and_faults(void **state) {
   recap__fake_reset(NULL);
   recap_stream_t s1 = recap__fake_stream_new(), s2 = recap__fake_stream_new();
   recap__event_t e = event_new();
-  recap__fake_stream_enqueue(s1);
-  record(e, s1);
+  work_then_record(s1, e);
 
   /* An injected fault fails the call before it enqueues anything. */
   uint64_t calls = recap__fake_now().calls[RECAP__FAKE_FAULT_STREAM_WAIT_EVENT];
