@@ -273,10 +273,8 @@ recap_status_t recap__fake_op_stream_begin_capture(recap_stream_t stream,
                         "cudaStreamBeginCapture: the legacy default stream cannot capture; "
                         "capture on a stream you created (cudaStreamCreate, or "
                         "cudaStreamCreateWithFlags with cudaStreamNonBlocking)");
-  fake_failure_t f = {0};
-  if (recap__fake_op_enter(&f, RECAP__FAKE_FAULT_CAPTURE_BEGIN, "cudaStreamBeginCapture",
-                           "capture begin"))
-    return recap__fake_unlock_and_report(&f);
+  RECAP__FAKE_OP_BEGIN(f, RECAP__FAKE_FAULT_CAPTURE_BEGIN, "cudaStreamBeginCapture",
+                       "capture begin");
   fake_stream_t *s = recap__fake_stream_of(stream);
   if (mode != RECAP__CAPTURE_MODE_GLOBAL && mode != RECAP__CAPTURE_MODE_THREAD_LOCAL &&
       mode != RECAP__CAPTURE_MODE_RELAXED) {

@@ -862,10 +862,8 @@ bool recap__fake_cond_handles_held(const fake_graph_t *g, uint64_t *handle) {
 }
 
 recap_status_t recap__fake_op_graph_add_empty(recap_cuda_graph_t graph) {
-  fake_failure_t f = {0};
-  if (recap__fake_op_enter(&f, RECAP__FAKE_FAULT_COND_NODE, "cudaGraphAddEmptyNode",
-                           "empty node addition"))
-    return recap__fake_unlock_and_report(&f);
+  RECAP__FAKE_OP_BEGIN(f, RECAP__FAKE_FAULT_COND_NODE, "cudaGraphAddEmptyNode",
+                       "empty node addition");
   fake_graph_t *g = recap__fake_graph_find(graph);
   if (!g) {
     recap__fake_note_bad_graph(&f, "cudaGraphAddEmptyNode", (const void *)graph, "graph");

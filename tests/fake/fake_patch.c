@@ -122,9 +122,7 @@ recap_status_t recap__fake_op_patch_plan_create(recap_cuda_graph_t graph, recap_
   *plan = NULL;
   *sites = NULL;
   *count = 0;
-  fake_failure_t f = {0};
-  if (recap__fake_op_enter(&f, RECAP__FAKE_FAULT_PATCH_PLAN, "patch plan", "patch plan creation"))
-    return recap__fake_unlock_and_report(&f);
+  RECAP__FAKE_OP_BEGIN(f, RECAP__FAKE_FAULT_PATCH_PLAN, "patch plan", "patch plan creation");
   fake_graph_t *g = recap__fake_graph_find(graph);
   fake_graph_t *o = origin ? recap__fake_graph_find(origin) : g;
   if (!g) {
@@ -351,10 +349,8 @@ recap_status_t recap__fake_op_graph_exec_update(recap_cuda_graph_exec_t exec,
   RECAP__ARG(refused && node, "cudaGraphExecUpdate: an out-parameter is NULL");
   *refused = RECAP_UPDATE_REASON_NONE;
   *node = SIZE_MAX;
-  fake_failure_t f = {0};
-  if (recap__fake_op_enter(&f, RECAP__FAKE_FAULT_EXEC_UPDATE, "cudaGraphExecUpdate",
-                           "executable update"))
-    return recap__fake_unlock_and_report(&f);
+  RECAP__FAKE_OP_BEGIN(f, RECAP__FAKE_FAULT_EXEC_UPDATE, "cudaGraphExecUpdate",
+                       "executable update");
   fake_exec_t *x = recap__fake_exec_find(exec);
   fake_graph_t *g = recap__fake_graph_find(graph);
   fake_nodes_t copy;

@@ -349,6 +349,12 @@ recap_status_t recap__fake_note_injected(fake_failure_t *f, const char *call,
  * then: the op changes nothing and returns recap__fake_unlock_and_report(f). */
 bool recap__fake_op_enter(fake_failure_t *f, recap__fake_fault_t kind, const char *call,
                           const char *what);
+/* The start of such an op: declares its failure f, takes the lock (recap__fake_op_enter), and
+ * when an armed fault fails the call returns that failure at once, as the ops' argument checks
+ * return theirs. */
+#define RECAP__FAKE_OP_BEGIN(f, kind, call, what) \
+  fake_failure_t f = {0};                         \
+  if (recap__fake_op_enter(&(f), (kind), (call), (what))) return recap__fake_unlock_and_report(&(f))
 
 /* ---- streams (fake_stream.c) ------------------------------------------------------------ */
 

@@ -212,9 +212,7 @@ recap_status_t recap__fake_op_event_destroy(recap__event_t event) {
 }
 
 recap_status_t recap__fake_op_event_record(recap__event_t event, recap_stream_t stream) {
-  fake_failure_t f = {0};
-  if (recap__fake_op_enter(&f, RECAP__FAKE_FAULT_EVENT_RECORD, "cudaEventRecord", "event record"))
-    return recap__fake_unlock_and_report(&f);
+  RECAP__FAKE_OP_BEGIN(f, RECAP__FAKE_FAULT_EVENT_RECORD, "cudaEventRecord", "event record");
   fake_stream_t *s = recap__fake_stream_of(stream);
   if (!event) {
     recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaEventRecord: the event is NULL");
@@ -268,10 +266,8 @@ recap_status_t recap__fake_op_event_synchronize(recap__event_t event) {
 }
 
 recap_status_t recap__fake_op_stream_wait_event(recap_stream_t stream, recap__event_t event) {
-  fake_failure_t f = {0};
-  if (recap__fake_op_enter(&f, RECAP__FAKE_FAULT_STREAM_WAIT_EVENT, "cudaStreamWaitEvent",
-                           "stream wait"))
-    return recap__fake_unlock_and_report(&f);
+  RECAP__FAKE_OP_BEGIN(f, RECAP__FAKE_FAULT_STREAM_WAIT_EVENT, "cudaStreamWaitEvent",
+                       "stream wait");
   fake_stream_t *s = recap__fake_stream_of(stream);
   if (!event) {
     /* CUDA answers a NULL event as it answers a destroyed one. */
