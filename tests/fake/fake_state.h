@@ -323,6 +323,9 @@ static inline bool recap__fake_fits(int device, size_t size) {
 bool recap__fake_memory_take(size_t size, int *device, size_t *free_bytes, size_t *total);
 /* Give back what recap__fake_memory_take took on device. Takes the lock itself. */
 void recap__fake_memory_give(int device, size_t size);
+/* Whether device, the calling thread's current one, is not one of the fake's: then the failure
+ * of call is noted in f (cudaErrorInvalidDevice). Lock held. */
+bool recap__fake_note_bad_device(fake_failure_t *f, const char *call, int device);
 
 /* ---- failures (fake.c) ------------------------------------------------------------------ */
 

@@ -342,6 +342,23 @@ recap_status_t recap__fake_op_stream_create(recap_stream_t *stream) {
   return recap__fake_unlock_and_report(&f);
 }
 
+/* Whether the work of s (found for the handle stream) may be finished by call: not when s is no
+ * stream, nor while it captures (the call invalidates that capture). The refusal is noted in
+ * f. Lock held. */
+static bool stream_may_finish(fake_failure_t *f, const char *call, recap_stream_t stream,
+                              fake_stream_t *s) {
+  if (!s) {
+    recap__fake_note_bad_stream(f, call, stream);
+    return false;
+  }
+  if (s->capture) {
+    s->capture->invalidated = true;
+    recap__fake_note_capturing_stream(f, call, s, true);
+    return false;
+  }
+  return true;
+}
+
 recap_status_t recap__fake_op_stream_destroy(recap_stream_t stream) {
   fake_failure_t f = {0};
   if (!stream)
@@ -351,12 +368,7 @@ recap_status_t recap__fake_op_stream_destroy(recap_stream_t stream) {
   fake_stream_t **link = &recap__fake.streams;
   while (*link && (recap_stream_t)*link != stream) link = &(*link)->next;
   fake_stream_t *s = *link;
-  if (!s) {
-    recap__fake_note_bad_stream(&f, "cudaStreamDestroy", stream);
-  } else if (s->capture) {
-    s->capture->invalidated = true;
-    recap__fake_note_capturing_stream(&f, "cudaStreamDestroy", s, true);
-  } else {
+  if (stream_may_finish(&f, "cudaStreamDestroy", stream, s)) {
     /* CUDA finishes the work of a destroyed stream, so events recorded on it become done, the
      * work its markers waited for completes, and other streams' waits for it are satisfied. */
     recap__fake_stream_advance(s, s->enqueued);
@@ -374,14 +386,8 @@ recap_status_t recap__fake_op_stream_synchronize(recap_stream_t stream) {
   fake_failure_t f = {0};
   pthread_mutex_lock(&recap__fake.lock);
   fake_stream_t *s = recap__fake_stream_of(stream);
-  if (!s) {
-    recap__fake_note_bad_stream(&f, "cudaStreamSynchronize", stream);
-  } else if (s->capture) {
-    s->capture->invalidated = true;
-    recap__fake_note_capturing_stream(&f, "cudaStreamSynchronize", s, true);
-  } else {
+  if (stream_may_finish(&f, "cudaStreamSynchronize", stream, s))
     recap__fake_stream_advance(s, s->enqueued);
-  }
   return recap__fake_unlock_and_report(&f);
 }
 
