@@ -69,6 +69,13 @@ static bool write_faults(char *p) {
   return WIFSIGNALED(status) && (WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS);
 }
 
+/* The next call of kind fails: expr, that call, returns status. */
+#define FAILS_ONCE(kind, expr, status) \
+  do {                                 \
+    recap__fake_fail_nth((kind), 1);   \
+    EXPECT_STATUS((expr), (status));   \
+  } while (0)
+
 /* After the last release of a kind of resource: none live, no bytes, and the calls that made
  * (kind make) and released (kind release) them counted. */
 static void expect_none_left(int64_t live, size_t bytes, recap__fake_fault_t make, uint64_t makes,
@@ -522,40 +529,32 @@ static void faults_change_nothing(void **state) {
   recap__fake_counters_t before = recap__fake_now();
 
   size_t g = 0;
-  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_GRANULARITY, 1);
-  EXPECT_STATUS(ops->vmm_granularity(&g, NULL), RECAP_ERROR_CUDA);
+  FAILS_ONCE(RECAP__FAKE_FAULT_VMM_GRANULARITY, ops->vmm_granularity(&g, NULL), RECAP_ERROR_CUDA);
   assert_last_error_has(
       "cuMemGetAllocationGranularity: unknown error (cudaErrorUnknown): fault "
       "injected by the fake device into VMM granularity call 1");
   assert_int_equal(g, 0);
 
   void *p = &p;
-  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RESERVE, 1);
-  EXPECT_STATUS(ops->vmm_reserve(&p, G), RECAP_ERROR_CUDA);
+  FAILS_ONCE(RECAP__FAKE_FAULT_VMM_RESERVE, ops->vmm_reserve(&p, G), RECAP_ERROR_CUDA);
   assert_null(p);
-  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE_RANGE, 1);
-  EXPECT_STATUS(ops->vmm_release_range(range, 4 * G), RECAP_ERROR_CUDA);
+  FAILS_ONCE(RECAP__FAKE_FAULT_VMM_RELEASE_RANGE, ops->vmm_release_range(range, 4 * G),
+             RECAP_ERROR_CUDA);
   assert_last_error_has("fault injected");
   recap__vmm_handle_t x = 5;
-  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_CREATE, 1);
-  EXPECT_STATUS(ops->vmm_create(&x, G), RECAP_ERROR_OUT_OF_MEMORY);
+  FAILS_ONCE(RECAP__FAKE_FAULT_VMM_CREATE, ops->vmm_create(&x, G), RECAP_ERROR_OUT_OF_MEMORY);
   assert_last_error_has(
       "cuMemCreate: out of memory: fault injected by the fake device into VMM "
       "chunk creation call");
   assert_int_equal(x, 0);
-  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE, 1);
-  EXPECT_STATUS(ops->vmm_release(spare), RECAP_ERROR_CUDA);
-  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_MAP, 1);
-  EXPECT_STATUS(ops->vmm_map(range + 2 * G, G, spare), RECAP_ERROR_CUDA);
-  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_UNMAP, 1);
-  EXPECT_STATUS(ops->vmm_unmap(range, 2 * G), RECAP_ERROR_CUDA);
-  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_SET_ACCESS, 1);
-  EXPECT_STATUS(ops->vmm_set_access(range, 2 * G), RECAP_ERROR_CUDA);
-  recap__fake_fail_nth(RECAP__FAKE_FAULT_HOST_ALLOC_PINNED, 1);
-  EXPECT_STATUS(ops->host_alloc_pinned(&p, 8), RECAP_ERROR_OUT_OF_MEMORY);
+  FAILS_ONCE(RECAP__FAKE_FAULT_VMM_RELEASE, ops->vmm_release(spare), RECAP_ERROR_CUDA);
+  FAILS_ONCE(RECAP__FAKE_FAULT_VMM_MAP, ops->vmm_map(range + 2 * G, G, spare), RECAP_ERROR_CUDA);
+  FAILS_ONCE(RECAP__FAKE_FAULT_VMM_UNMAP, ops->vmm_unmap(range, 2 * G), RECAP_ERROR_CUDA);
+  FAILS_ONCE(RECAP__FAKE_FAULT_VMM_SET_ACCESS, ops->vmm_set_access(range, 2 * G), RECAP_ERROR_CUDA);
+  FAILS_ONCE(RECAP__FAKE_FAULT_HOST_ALLOC_PINNED, ops->host_alloc_pinned(&p, 8),
+             RECAP_ERROR_OUT_OF_MEMORY);
   assert_null(p);
-  recap__fake_fail_nth(RECAP__FAKE_FAULT_HOST_FREE_PINNED, 1);
-  EXPECT_STATUS(ops->host_free_pinned(host), RECAP_ERROR_CUDA);
+  FAILS_ONCE(RECAP__FAKE_FAULT_HOST_FREE_PINNED, ops->host_free_pinned(host), RECAP_ERROR_CUDA);
 
   recap__fake_counters_t after = recap__fake_now();
   assert_int_equal(after.vmm_chunks_live, before.vmm_chunks_live);

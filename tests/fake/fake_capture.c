@@ -52,6 +52,13 @@ recap_status_t recap__fake_note_forbidden(fake_failure_t *f, const char *call) {
       recap__fake_tl_device, n > 1 ? "they are" : "it is");
 }
 
+bool recap__fake_refuse_forbidden(fake_failure_t *f, const char *call) {
+  fake_capture_t *first;
+  if (recap__fake_forbidding_captures(false, &first) == 0) return false;
+  recap__fake_note_forbidden(f, call);
+  return true;
+}
+
 recap_status_t recap__fake_note_capturing_stream(fake_failure_t *f, const char *call,
                                                  const fake_stream_t *s, bool invalidates) {
   return recap__fake_note(

@@ -127,7 +127,6 @@ recap_status_t recap__fake_op_raw_malloc(void **ptr, size_t size) {
   recap__fake_ensure_configured();
   bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_RAW_MALLOC);
   int device = recap__fake_tl_device;
-  fake_capture_t *first;
   if (ptr) *ptr = NULL;
 
   /* The injected fault comes first, so that the nth call fails whatever else it would do. */
@@ -141,8 +140,8 @@ recap_status_t recap__fake_op_raw_malloc(void **ptr, size_t size) {
     recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaMalloc: ptr is NULL");
   } else if (recap__fake_note_bad_device(&f, "cudaMalloc", device)) {
     /* noted */
-  } else if (recap__fake_forbidding_captures(false, &first) > 0) {
-    recap__fake_note_forbidden(&f, "cudaMalloc");
+  } else if (recap__fake_refuse_forbidden(&f, "cudaMalloc")) {
+    /* noted */
   } else if (size == 0) {
     /* cudaMalloc(&p, 0) succeeds with a null pointer. */
   } else if (!recap__fake_fits(device, size) || size > SIZE_MAX - (FAKE_ALIGNMENT - 1)) {
@@ -174,7 +173,6 @@ recap_status_t recap__fake_op_raw_free(void *ptr) {
   fake_failure_t f = {0};
   if (!ptr) return RECAP_SUCCESS; /* cudaFree(NULL) does nothing */
   pthread_mutex_lock(&recap__fake.lock);
-  fake_capture_t *first;
   size_t slot = blocks_find(ptr);
   if (slot == SIZE_MAX) {
     recap__fake_note(
@@ -182,8 +180,8 @@ recap_status_t recap__fake_op_raw_free(void *ptr) {
         "cudaFree: invalid argument (cudaErrorInvalidValue): %p was not allocated by the fake "
         "device, or was freed already",
         ptr);
-  } else if (recap__fake_forbidding_captures(false, &first) > 0) {
-    recap__fake_note_forbidden(&f, "cudaFree");
+  } else if (recap__fake_refuse_forbidden(&f, "cudaFree")) {
+    /* noted */
   } else {
     fake_block_t b = recap__fake.blocks[slot];
     blocks_remove(slot);

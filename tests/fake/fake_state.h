@@ -387,6 +387,8 @@ recap_status_t recap__fake_note_bad_stream(fake_failure_t *f, const char *call,
 int recap__fake_forbidding_captures(bool invalidate, fake_capture_t **first);
 /* The failure of such a call (cudaErrorStreamCaptureUnsupported); invalidates the captures. */
 recap_status_t recap__fake_note_forbidden(fake_failure_t *f, const char *call);
+/* Whether captures forbid call now: then its failure is noted in f (recap__fake_note_forbidden). */
+bool recap__fake_refuse_forbidden(fake_failure_t *f, const char *call);
 /* The failure of a call refused on stream s, which takes part in a capture. */
 recap_status_t recap__fake_note_capturing_stream(fake_failure_t *f, const char *call,
                                                  const fake_stream_t *s, bool invalidates);

@@ -459,10 +459,7 @@ recap_status_t recap__fake_op_exchange_capture_mode(recap__capture_mode_t *mode)
 recap_status_t recap__fake_op_device_synchronize(void) {
   fake_failure_t f = {0};
   pthread_mutex_lock(&recap__fake.lock);
-  fake_capture_t *first;
-  if (recap__fake_forbidding_captures(false, &first) > 0) {
-    recap__fake_note_forbidden(&f, "cudaDeviceSynchronize");
-  } else {
+  if (!recap__fake_refuse_forbidden(&f, "cudaDeviceSynchronize")) {
     recap__fake_stream_advance(&recap__fake.legacy, recap__fake.legacy.enqueued);
     for (fake_stream_t *s = recap__fake.streams; s; s = s->next)
       recap__fake_stream_advance(s, s->enqueued);

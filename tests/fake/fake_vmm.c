@@ -408,7 +408,6 @@ recap_status_t recap__fake_op_vmm_set_access(void *ptr, size_t size) {
 recap_status_t recap__fake_op_host_alloc_pinned(void **ptr, size_t size) {
   fake_failure_t f = {0};
   int device;
-  fake_capture_t *first;
   if (ptr) *ptr = NULL;
   pthread_mutex_lock(&recap__fake.lock);
   if (!enter(&f, RECAP__FAKE_FAULT_HOST_ALLOC_PINNED, "cudaHostAlloc", "pinned host allocation",
@@ -418,8 +417,8 @@ recap_status_t recap__fake_op_host_alloc_pinned(void **ptr, size_t size) {
   } else if (size == 0) {
     recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT,
                      "cudaHostAlloc: size is 0; ask for at least one byte");
-  } else if (recap__fake_forbidding_captures(false, &first) > 0) {
-    recap__fake_note_forbidden(&f, "cudaHostAlloc");
+  } else if (recap__fake_refuse_forbidden(&f, "cudaHostAlloc")) {
+    /* noted */
   } else {
     fake_pinned_t *h = malloc(sizeof *h);
     size_t rounded = size <= SIZE_MAX - (FAKE_ALIGNMENT - 1)
@@ -446,7 +445,6 @@ recap_status_t recap__fake_op_host_alloc_pinned(void **ptr, size_t size) {
 recap_status_t recap__fake_op_host_free_pinned(void *ptr) {
   fake_failure_t f = {0};
   int device;
-  fake_capture_t *first;
   if (!ptr) return RECAP_SUCCESS; /* cudaFreeHost(NULL) does nothing */
   pthread_mutex_lock(&recap__fake.lock);
   fake_pinned_t **at = &recap__fake.pinned;
@@ -458,8 +456,8 @@ recap_status_t recap__fake_op_host_free_pinned(void *ptr) {
                      "cudaFreeHost: invalid argument (cudaErrorInvalidValue): %p was not "
                      "allocated by host_alloc_pinned, or was freed already",
                      ptr);
-  } else if (recap__fake_forbidding_captures(false, &first) > 0) {
-    recap__fake_note_forbidden(&f, "cudaFreeHost");
+  } else if (recap__fake_refuse_forbidden(&f, "cudaFreeHost")) {
+    /* noted */
   } else {
     fake_pinned_t *h = *at;
     *at = h->next;
