@@ -401,8 +401,8 @@ static void reset_frees_graphs(void **state) {
   (void)state;
   recap_stream_t s = fresh_stream();
   recap_stream_t t = recap__fake_stream_new();
-  recap_cuda_graph_t g = one_kernel_graph(s, "kept");
-  recap_cuda_graph_exec_t x = instantiate(g);
+  /* A graph and its executable, launched; a capture under way; an armed fault. */
+  recap_cuda_graph_exec_t x = instantiate(one_kernel_graph(s, "kept"));
   assert_int_equal(ops->graph_launch(x, s), RECAP_SUCCESS);
   assert_int_equal(ops->stream_begin_capture(t, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
   recap__fake_launch_kernel(t, "pending");
@@ -416,8 +416,7 @@ static void reset_frees_graphs(void **state) {
   /* The armed fault went too. */
   recap_stream_t u = recap__fake_stream_new();
   assert_int_equal(ops->stream_begin_capture(u, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
-  g = end_capture(u);
-  x = instantiate(g);
+  x = instantiate(end_capture(u));
   assert_int_equal(ops->graph_launch(x, u), RECAP_SUCCESS);
   recap__fake_reset(NULL);
 }
