@@ -20,6 +20,7 @@
 #include "core/host.h"
 #include "device/device.h"
 #include "gpu_util.h"
+#include "graph_read_util.h"
 #include "harness.h"
 #include "kernels.h"
 
@@ -77,12 +78,9 @@ static void release(float *const *buffers, size_t n, cudaStream_t s) {
 
 static void expect_site(const recap__graph_read_t *site, size_t node, const void *ptr,
                         recap__read_kind_t kind, size_t offset, uint32_t param) {
-  assert_int_equal(site->node, node);
-  assert_ptr_equal(site->ptr, ptr);
-  assert_int_equal(site->kind, kind);
-  assert_int_equal(site->offset, offset);
-  assert_int_equal(site->param, param);
-  assert_false(site->nested);
+  const recap__graph_read_t want = {
+      .node = node, .ptr = ptr, .kind = kind, .offset = offset, .param = param};
+  expect_read(site, &want);
 }
 
 static void patches_move_what_the_executable_computes(void **state) {
@@ -114,12 +112,7 @@ static void patches_move_what_the_executable_computes(void **state) {
   size_t read_count = 0;
   OK(ops->graph_reads(g, &reads, &read_count));
   assert_int_equal(read_count, count);
-  for (size_t i = 0; i < count; i++) {
-    assert_int_equal(reads[i].node, sites[i].node);
-    assert_ptr_equal(reads[i].ptr, sites[i].ptr);
-    assert_int_equal(reads[i].offset, sites[i].offset);
-    assert_int_equal(reads[i].param, sites[i].param);
-  }
+  for (size_t i = 0; i < count; i++) expect_read(&reads[i], &sites[i]);
   recap__host_free(reads);
 
   recap__patch_t p[] = {{0, a2}, {1, x2}, {3, a2}, {4, b2}, {5, c2}};

@@ -20,6 +20,7 @@
 #include "core/host.h"
 #include "fake/fake.h"
 #include "fake_device_util.h"
+#include "graph_read_util.h"
 #include "harness.h"
 
 enum { N = 4 };
@@ -122,18 +123,8 @@ static void plan_sites_are_the_reads(void **state) {
   assert_int_equal(ops->graph_reads(g, &reads, &read_count), RECAP_SUCCESS);
   assert_int_equal(read_count, count);
   for (size_t i = 0; i < count; i++) {
-    assert_int_equal(sites[i].node, want[i].node);
-    assert_ptr_equal(sites[i].ptr, want[i].ptr);
-    assert_int_equal(sites[i].kind, want[i].kind);
-    assert_int_equal(sites[i].offset, want[i].offset);
-    assert_int_equal(sites[i].param, want[i].param);
-    assert_false(sites[i].nested);
-    assert_int_equal(reads[i].node, sites[i].node);
-    assert_ptr_equal(reads[i].ptr, sites[i].ptr);
-    assert_int_equal(reads[i].kind, sites[i].kind);
-    assert_int_equal(reads[i].offset, sites[i].offset);
-    assert_int_equal(reads[i].param, sites[i].param);
-    assert_int_equal(reads[i].nested, sites[i].nested);
+    expect_read(&sites[i], &want[i]); /* want: none nested */
+    expect_read(&reads[i], &sites[i]);
   }
   recap__host_free(reads);
   ops->patch_plan_destroy(plan);
