@@ -10,11 +10,21 @@
 
 static void cond_launch_ok(recap__cond_launch_t l) { OK(ops->cond_launch(&l)); }
 
+/* A COMPARE launch on cf (its threshold, counter and max left for the caller). */
+static recap__cond_launch_t compare(recap_cond_t cf, recap_stream_t s, const void *operand,
+                                    recap_cond_dtype_t dtype, recap_cond_op_t op) {
+  return (recap__cond_launch_t){.kind = RECAP__COND_COMPARE,
+                                .cond = cf,
+                                .stream = s,
+                                .operand = operand,
+                                .dtype = dtype,
+                                .op = op};
+}
+
 /* Eagerly each kernel runs at once, on a flag or on a handle's eager value. */
 static void condition_kernels_run_eagerly(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   uint32_t flag = 7, from = 5, counter = 2, iterations = 0;
   recap_cond_t cf = {.flag = &flag};
   cond_launch_ok(
@@ -52,51 +62,32 @@ static void condition_kernels_run_eagerly(void **state) {
   const bool equal_holds[] = {false, true, false, true, true, false};
   for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
     for (int op = RECAP_COND_GT; op <= RECAP_COND_NE; op++) {
-      recap__cond_launch_t l = cases[c].l;
-      l.kind = RECAP__COND_COMPARE;
-      l.cond = cf;
-      l.stream = s;
-      l.operand = cases[c].operand;
-      l.dtype = cases[c].dtype;
-      l.op = (recap_cond_op_t)op;
+      recap__cond_launch_t l =
+          compare(cf, s, cases[c].operand, cases[c].dtype, (recap_cond_op_t)op);
+      l.threshold = cases[c].l.threshold;
       flag = 9;
       cond_launch_ok(l);
       if (flag != (uint32_t)equal_holds[op])
         fail_msg("dtype %d op %d: flag %u", (int)cases[c].dtype, op, flag);
     }
   /* Above and below the threshold. */
-  recap__cond_launch_t l = {.kind = RECAP__COND_COMPARE,
-                            .cond = cf,
-                            .stream = s,
-                            .operand = &f64,
-                            .dtype = RECAP_COND_F64,
-                            .op = RECAP_COND_GT,
-                            .threshold.f64 = -3.0};
+  recap__cond_launch_t l = compare(cf, s, &f64, RECAP_COND_F64, RECAP_COND_GT);
+  l.threshold.f64 = -3.0;
   cond_launch_ok(l);
   assert_int_equal(flag, 1);
   l.op = RECAP_COND_LT;
   cond_launch_ok(l);
   assert_int_equal(flag, 0);
-  l = (recap__cond_launch_t){.kind = RECAP__COND_COMPARE,
-                             .cond = cf,
-                             .stream = s,
-                             .operand = &i64,
-                             .dtype = RECAP_COND_I64,
-                             .op = RECAP_COND_LT,
-                             .threshold.i64 = -4999999999ll};
+  l = compare(cf, s, &i64, RECAP_COND_I64, RECAP_COND_LT);
+  l.threshold.i64 = -4999999999ll;
   cond_launch_ok(l);
   assert_int_equal(flag, 1);
 
   /* With an iteration counter: counts while the comparison holds, false at max. */
-  l = (recap__cond_launch_t){.kind = RECAP__COND_COMPARE,
-                             .cond = cf,
-                             .stream = s,
-                             .operand = &i32,
-                             .dtype = RECAP_COND_I32,
-                             .op = RECAP_COND_EQ,
-                             .threshold.i32 = -3,
-                             .counter = &iterations,
-                             .max = 2};
+  l = compare(cf, s, &i32, RECAP_COND_I32, RECAP_COND_EQ);
+  l.threshold.i32 = -3;
+  l.counter = &iterations;
+  l.max = 2;
   cond_launch_ok(l);
   assert_int_equal(iterations, 1);
   assert_int_equal(flag, 1);
@@ -130,8 +121,7 @@ static void condition_kernels_run_eagerly(void **state) {
 /* Captured, each kernel is a node named after it that runs at every launch. */
 static void condition_kernels_are_nodes_that_run_at_launches(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   uint32_t flag = 0, from = 2, counter = 10;
   float residual = 0.5f;
   recap_cond_t cf = {.flag = &flag};
@@ -189,8 +179,7 @@ static void condition_kernels_are_nodes_that_run_at_launches(void **state) {
 /* A condition kernel's refusals, and a handle set in a launch that holds no node of it. */
 static void condition_kernels_check_their_operands(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   uint32_t flag = 0;
   recap_cond_t cf = {.flag = &flag};
   EXPECT_STATUS(ops->cond_launch(NULL), RECAP_ERROR_INVALID_ARGUMENT);
@@ -286,8 +275,7 @@ static void no_kernel_image_refuses_the_kernels(void **state) {
  * rng_write_state writes state[1] = offset + state[2]. */
 static void rng_advance_and_write_state(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   uint64_t words[3] = {0, 0, 0};
   OK(ops->rng_advance(s, words, 4));
   assert_int_equal(words[1], 4);

@@ -31,6 +31,12 @@ static inline recap__capture_status_t capture_status(recap_stream_t s, uint64_t 
   return status;
 }
 
+/* The start of most tests: a fresh fake (recap__fake_reset) and a new stream on it. */
+static inline recap_stream_t fresh_stream(void) {
+  recap__fake_reset(NULL);
+  return recap__fake_stream_new();
+}
+
 static inline bool query(recap__event_t e) {
   bool done = false;
   assert_int_equal(ops->event_query(e, &done), RECAP_SUCCESS);

@@ -92,6 +92,13 @@ static void fixture_free(fault_fixture_t *fx) {
 
 /* One call of kind, cleaning up after itself on success. Calls of other kinds it needs go
  * through the test controls, which are not counted and never fail. */
+/* Whether a call that makes something (status st, the thing at made) made it: a failed one
+ * leaves NULL, whatever was there before. */
+static bool made(recap_status_t st, const void *made) {
+  if (st != RECAP_SUCCESS) assert_null(made);
+  return st == RECAP_SUCCESS;
+}
+
 static recap_status_t call_kind(recap__fake_fault_t kind, fault_fixture_t *fx) {
   recap_stream_t s = fx->stream;
   recap_status_t st = RECAP_SUCCESS;
@@ -125,10 +132,7 @@ static recap_status_t call_kind(recap__fake_fault_t kind, fault_fixture_t *fx) {
       recap__fake_stream_enqueue(s);
       recap_cuda_graph_t g = (recap_cuda_graph_t)&g;
       st = ops->stream_end_capture(s, &g);
-      if (st == RECAP_SUCCESS)
-        assert_int_equal(ops->graph_destroy(g), RECAP_SUCCESS);
-      else
-        assert_null(g);
+      if (made(st, g)) assert_int_equal(ops->graph_destroy(g), RECAP_SUCCESS);
       /* Failed or not, the capture is over. */
       assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_NONE);
       break;
@@ -136,10 +140,7 @@ static recap_status_t call_kind(recap__fake_fault_t kind, fault_fixture_t *fx) {
     case RECAP__FAKE_FAULT_INSTANTIATE: {
       recap_cuda_graph_exec_t x = (recap_cuda_graph_exec_t)&x;
       st = ops->graph_instantiate(&x, fx->graph);
-      if (st == RECAP_SUCCESS)
-        assert_int_equal(ops->graph_exec_destroy(x), RECAP_SUCCESS);
-      else
-        assert_null(x);
+      if (made(st, x)) assert_int_equal(ops->graph_exec_destroy(x), RECAP_SUCCESS);
       break;
     }
     case RECAP__FAKE_FAULT_LAUNCH: {
@@ -203,10 +204,7 @@ static recap_status_t call_kind(recap__fake_fault_t kind, fault_fixture_t *fx) {
     case RECAP__FAKE_FAULT_TIMING: {
       recap__event_t x = (recap__event_t)&x;
       st = ops->timing_event_create(&x);
-      if (st == RECAP_SUCCESS)
-        assert_int_equal(ops->event_destroy(x), RECAP_SUCCESS);
-      else
-        assert_null(x);
+      if (made(st, x)) assert_int_equal(ops->event_destroy(x), RECAP_SUCCESS);
       break;
     }
     case RECAP__FAKE_FAULT_UPLOAD: {

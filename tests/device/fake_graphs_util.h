@@ -31,6 +31,19 @@ static inline recap_cuda_graph_t end_capture(recap_stream_t s) {
   return g;
 }
 
+/* A graph of one kernel named name, captured on s. */
+static inline recap_cuda_graph_t one_kernel_graph(recap_stream_t s, const char *name) {
+  assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
+  recap__fake_launch_kernel(s, name);
+  return end_capture(s);
+}
+
+static inline recap_cuda_graph_exec_t instantiate(recap_cuda_graph_t g) {
+  recap_cuda_graph_exec_t x = NULL;
+  assert_int_equal(ops->graph_instantiate(&x, g), RECAP_SUCCESS);
+  return x;
+}
+
 static inline void assert_indices(const size_t *got, size_t count, const size_t *want,
                                   size_t want_count) {
   assert_int_equal(count, want_count);

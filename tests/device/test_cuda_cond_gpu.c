@@ -25,12 +25,16 @@
 #include "harness.h"
 #include "kernels.h"
 
-static const recap__device_ops_t *seam(void) {
+/* The start of every test: the GPU checked, the seam (CUDA, with conditional nodes), and a
+ * fresh stream in *s. */
+static const recap__device_ops_t *seam(cudaStream_t *s) {
+  gpu_begin();
   const recap__device_ops_t *ops = recap__device();
   assert_string_equal(ops->name, "cuda");
   bool supported = false;
   OK(ops->cond_supported(&supported));
   assert_true(supported); /* CUDA 13 needs a driver of 580 or later: 13.0 >= 12.8 */
+  *s = gpu_stream();
   return ops;
 }
 
@@ -105,26 +109,55 @@ static region_t region_open(const recap__device_ops_t *ops, cudaStream_t s, reca
   return r;
 }
 
-static void region_next(const recap__device_ops_t *ops, cudaStream_t s, const region_t *r,
-                        unsigned b) {
+/* Pause the capture of body b of r, checking that body b was the graph being captured. */
+static void region_pause_body(const recap__device_ops_t *ops, cudaStream_t s, const region_t *r,
+                              unsigned b) {
   recap_cuda_graph_t g = NULL;
   recap__graph_node_t *deps = NULL;
   size_t count = 0;
   OK(ops->capture_pause(s, &g, &deps, &count));
   recap__host_free(deps);
   assert_ptr_equal(g, r->bodies[b]);
+}
+
+static void region_next(const recap__device_ops_t *ops, cudaStream_t s, const region_t *r,
+                        unsigned b) {
+  region_pause_body(ops, s, r, b);
   OK(ops->capture_to_graph(s, r->bodies[b + 1], NULL, 0, RECAP__CAPTURE_MODE_GLOBAL));
 }
 
 static void region_close(const recap__device_ops_t *ops, cudaStream_t s, const region_t *r,
                          unsigned b) {
-  recap_cuda_graph_t g = NULL;
-  recap__graph_node_t *deps = NULL;
-  size_t count = 0;
-  OK(ops->capture_pause(s, &g, &deps, &count));
-  recap__host_free(deps);
-  assert_ptr_equal(g, r->bodies[b]);
+  region_pause_body(ops, s, r, b);
   OK(ops->capture_to_graph(s, r->parent, &r->node, 1, RECAP__CAPTURE_MODE_GLOBAL));
+}
+
+/* A WHILE handle on the graph being captured on s (default 1, assign_default). */
+static uint64_t while_handle(const recap__device_ops_t *ops, cudaStream_t s) {
+  uint64_t h = 0;
+  OK(ops->cond_handle_create(building(ops, s), 1, true, &h));
+  return h;
+}
+
+static recap_cuda_graph_t end_capture(const recap__device_ops_t *ops, cudaStream_t s) {
+  recap_cuda_graph_t g = NULL;
+  OK(ops->stream_end_capture(s, &g));
+  return g;
+}
+
+/* The end of an eager test: two device buffers, the stream. */
+static void release_buffers(void *a, void *b, cudaStream_t s) {
+  CUDA_OK(cudaFree(a));
+  CUDA_OK(cudaFree(b));
+  CUDA_OK(cudaStreamDestroy(s));
+}
+
+/* The end of a test that ran a graph: the executable graph and the graph, then as above. */
+static void release(const recap__device_ops_t *ops, recap_cuda_graph_exec_t exec,
+                    recap_cuda_graph_t g, void *a, void *b, cudaStream_t s) {
+  OK(ops->graph_exec_destroy(exec));
+  OK(ops->graph_destroy(g));
+  release_buffers(a, b, s);
 }
 
 static void countdown(const recap__device_ops_t *ops, uint64_t handle, uint32_t *counter,
@@ -156,17 +189,15 @@ static size_t node_count(const recap__device_ops_t *ops, recap_cuda_graph_t g) {
 /* bump; WHILE (counter) { bump; countdown }; bump: the body runs `counter` times. */
 static void a_while_node_loops_on_the_device(void **state) {
   (void)state;
-  gpu_begin();
-  const recap__device_ops_t *ops = seam();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = NULL;
+  const recap__device_ops_t *ops = seam(&s);
   float *x = raw(sizeof(float));
   uint32_t *counter = raw(sizeof(uint32_t));
 
   OK(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL));
   uint64_t first = capture_id(ops, s);
   bump(x, 1000.0f, s);
-  uint64_t h = 0;
-  OK(ops->cond_handle_create(building(ops, s), 1, true, &h));
+  uint64_t h = while_handle(ops, s);
   region_t r = region_open(ops, s, RECAP__COND_WHILE, h, 1);
   uint64_t in_body = capture_id(ops, s);
   print_message("capture ids: %llu before, %llu in the body\n", (unsigned long long)first,
@@ -177,8 +208,7 @@ static void a_while_node_loops_on_the_device(void **state) {
   region_close(ops, s, &r, 0);
   assert_ptr_equal(building(ops, s), r.parent);
   bump(x, 1000.0f, s);
-  recap_cuda_graph_t g = NULL;
-  OK(ops->stream_end_capture(s, &g));
+  recap_cuda_graph_t g = end_capture(ops, s);
   assert_ptr_equal(g, r.parent);
   assert_int_equal(node_count(ops, g), 3 + 2);
 
@@ -190,19 +220,14 @@ static void a_while_node_loops_on_the_device(void **state) {
   put_u32(counter, 3);
   OK(ops->graph_launch(exec, s));
   assert_true(get_f32(x) == 4008.0f);
-  OK(ops->graph_exec_destroy(exec));
-  OK(ops->graph_destroy(g));
-  CUDA_OK(cudaFree(x));
-  CUDA_OK(cudaFree(counter));
-  CUDA_OK(cudaStreamDestroy(s));
+  release(ops, exec, g, x, counter, s);
 }
 
 /* IF, IF/ELSE and SWITCH on a device word (SET_FROM): each runs the body its value selects. */
 static void if_if_else_and_switch_select_their_bodies(void **state) {
   (void)state;
-  gpu_begin();
-  const recap__device_ops_t *ops = seam();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = NULL;
+  const recap__device_ops_t *ops = seam(&s);
   float *x = raw(4 * sizeof(float));
   uint32_t *value = raw(sizeof(uint32_t));
 
@@ -232,8 +257,7 @@ static void if_if_else_and_switch_select_their_bodies(void **state) {
     else
       region_close(ops, s, &r, b);
   }
-  recap_cuda_graph_t g = NULL;
-  OK(ops->stream_end_capture(s, &g));
+  recap_cuda_graph_t g = end_capture(ops, s);
   assert_int_equal(node_count(ops, g), 6 + 1 + 2 + 3);
 
   recap_cuda_graph_exec_t exec = NULL;
@@ -249,27 +273,21 @@ static void if_if_else_and_switch_select_their_bodies(void **state) {
   assert_true(host[0] == 3.0f);                  /* IF: values 1, 2, 7 */
   assert_true(host[1] == 100.0f + 3.0f);         /* IF/ELSE: ELSE for 0, THEN for the others */
   assert_true(host[2] == 1.0f + 10.0f + 100.0f); /* SWITCH: 7 runs none */
-  OK(ops->graph_exec_destroy(exec));
-  OK(ops->graph_destroy(g));
-  CUDA_OK(cudaFree(x));
-  CUDA_OK(cudaFree(value));
-  CUDA_OK(cudaStreamDestroy(s));
+  release(ops, exec, g, x, value, s);
 }
 
 /* WHILE (outer) { inner = start; WHILE (inner) { bump } }: outer * start bumps. The inner
  * handle is made on the body, without assign_default, and set at the body's start. */
 static void regions_nest(void **state) {
   (void)state;
-  gpu_begin();
-  const recap__device_ops_t *ops = seam();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = NULL;
+  const recap__device_ops_t *ops = seam(&s);
   float *x = raw(sizeof(float));
   uint32_t *words = raw(3 * sizeof(uint32_t)); /* outer counter, inner counter, inner start */
   uint32_t *outer = &words[0], *inner = &words[1], *start = &words[2];
 
   OK(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL));
-  uint64_t ho = 0, hi = 0;
-  OK(ops->cond_handle_create(building(ops, s), 1, true, &ho));
+  uint64_t ho = while_handle(ops, s), hi = 0;
   region_t ro = region_open(ops, s, RECAP__COND_WHILE, ho, 1);
   OK(ops->memcpy_async(inner, start, sizeof *inner, s));
   OK(ops->cond_handle_create(ro.bodies[0], 1, false, &hi));
@@ -285,8 +303,7 @@ static void regions_nest(void **state) {
   region_close(ops, s, &ri, 0);
   countdown(ops, ho, outer, s);
   region_close(ops, s, &ro, 0);
-  recap_cuda_graph_t g = NULL;
-  OK(ops->stream_end_capture(s, &g));
+  recap_cuda_graph_t g = end_capture(ops, s);
   assert_int_equal(node_count(ops, g), 1 + 4 + 2);
 
   put_u32(outer, 3);
@@ -325,20 +342,16 @@ static void regions_nest(void **state) {
   }
   assert_true(saw_start);
   recap__host_free(reads);
-  OK(ops->graph_exec_destroy(exec));
-  OK(ops->graph_destroy(g));
-  CUDA_OK(cudaFree(x));
-  CUDA_OK(cudaFree(words));
-  CUDA_OK(cudaStreamDestroy(s));
+  release(ops, exec, g, x, words, s);
 }
 
 /* A side stream forked from the capture and not joined back: the pause fails and the capture
  * is gone; joined back, the pause works. */
 static void a_pause_refuses_an_unjoined_side_stream(void **state) {
   (void)state;
-  gpu_begin();
-  const recap__device_ops_t *ops = seam();
-  cudaStream_t s = gpu_stream(), side = gpu_stream();
+  cudaStream_t s = NULL;
+  const recap__device_ops_t *ops = seam(&s);
+  cudaStream_t side = gpu_stream();
   cudaEvent_t fork = gpu_event(), join = gpu_event();
   float *x = raw(sizeof(float));
 
@@ -387,9 +400,8 @@ static void a_pause_refuses_an_unjoined_side_stream(void **state) {
 /* Eagerly on a flag: each op and dtype, with and without an iteration counter. */
 static void condition_kernels_set_flags(void **state) {
   (void)state;
-  gpu_begin();
-  const recap__device_ops_t *ops = seam();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = NULL;
+  const recap__device_ops_t *ops = seam(&s);
   uint32_t *w = raw(4 * sizeof(uint32_t)); /* flag, from, counter, iterations */
   void *operand = raw(8);
   recap_cond_t cf = {.flag = &w[0]};
@@ -459,18 +471,15 @@ static void condition_kernels_set_flags(void **state) {
   OK(ops->cond_launch(&l));
   assert_int_equal(get_u32(&w[0]), 0);
   assert_int_equal(get_u32(&w[3]), 2);
-  CUDA_OK(cudaFree(w));
-  CUDA_OK(cudaFree(operand));
-  CUDA_OK(cudaStreamDestroy(s));
+  release_buffers(w, operand, s);
 }
 
 /* rng_advance adds to state[1] and state[2], eagerly and per iteration of a WHILE body;
  * rng_write_state writes state[1] = offset + state[2]. */
 static void random_state_advances_in_loops(void **state) {
   (void)state;
-  gpu_begin();
-  const recap__device_ops_t *ops = seam();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = NULL;
+  const recap__device_ops_t *ops = seam(&s);
   uint64_t *words = raw(3 * sizeof(uint64_t));
   uint32_t *counter = raw(sizeof(uint32_t));
   OK(ops->rng_advance(s, words, 4));
@@ -483,24 +492,18 @@ static void random_state_advances_in_loops(void **state) {
   assert_int_equal(host[2], 4);
 
   OK(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL));
-  uint64_t h = 0;
-  OK(ops->cond_handle_create(building(ops, s), 1, true, &h));
+  uint64_t h = while_handle(ops, s);
   region_t r = region_open(ops, s, RECAP__COND_WHILE, h, 1);
   OK(ops->rng_advance(s, words, 8));
   countdown(ops, h, counter, s);
   region_close(ops, s, &r, 0);
-  recap_cuda_graph_t g = NULL;
-  OK(ops->stream_end_capture(s, &g));
+  recap_cuda_graph_t g = end_capture(ops, s);
   put_u32(counter, 3);
   recap_cuda_graph_exec_t exec = run(ops, g, s);
   CUDA_OK(cudaMemcpy(host, words, sizeof host, cudaMemcpyDeviceToHost));
   assert_int_equal(host[1], 104 + 24);
   assert_int_equal(host[2], 4 + 24);
-  OK(ops->graph_exec_destroy(exec));
-  OK(ops->graph_destroy(g));
-  CUDA_OK(cudaFree(words));
-  CUDA_OK(cudaFree(counter));
-  CUDA_OK(cudaStreamDestroy(s));
+  release(ops, exec, g, words, counter, s);
 }
 
 static const struct CMUnitTest tests[] = {

@@ -20,14 +20,18 @@
 #include "core/host.h"
 #include "device/device.h"
 #include "gpu_util.h"
+#include "graph_read_util.h"
 #include "harness.h"
 #include "kernels.h"
 
 enum { N = 4096 };
 
-static const recap__device_ops_t *seam(void) {
+/* The start of every test: the GPU checked, the seam (CUDA), and a fresh stream in *s. */
+static const recap__device_ops_t *seam(cudaStream_t *s) {
+  gpu_begin();
   const recap__device_ops_t *ops = recap__device();
   assert_string_equal(ops->name, "cuda");
+  *s = gpu_stream();
   return ops;
 }
 
@@ -60,21 +64,29 @@ static void launch_and_wait(const recap__device_ops_t *ops, recap_cuda_graph_exe
   CUDA_OK(cudaStreamSynchronize(s));
 }
 
+static recap_cuda_graph_exec_t instantiate(const recap__device_ops_t *ops, recap_cuda_graph_t g) {
+  recap_cuda_graph_exec_t exec = NULL;
+  OK(ops->graph_instantiate(&exec, g));
+  return exec;
+}
+
+/* The end of a test: its device buffers freed, its stream destroyed. */
+static void release(float *const *buffers, size_t n, cudaStream_t s) {
+  for (size_t i = 0; i < n; i++) CUDA_OK(cudaFree(buffers[i]));
+  CUDA_OK(cudaStreamDestroy(s));
+}
+
 static void expect_site(const recap__graph_read_t *site, size_t node, const void *ptr,
                         recap__read_kind_t kind, size_t offset, uint32_t param) {
-  assert_int_equal(site->node, node);
-  assert_ptr_equal(site->ptr, ptr);
-  assert_int_equal(site->kind, kind);
-  assert_int_equal(site->offset, offset);
-  assert_int_equal(site->param, param);
-  assert_false(site->nested);
+  const recap__graph_read_t want = {
+      .node = node, .ptr = ptr, .kind = kind, .offset = offset, .param = param};
+  expect_read(site, &want);
 }
 
 static void patches_move_what_the_executable_computes(void **state) {
   (void)state;
-  gpu_begin();
-  const recap__device_ops_t *ops = seam();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = NULL;
+  const recap__device_ops_t *ops = seam(&s);
   float *x = raw_floats(), *a = raw_floats(), *b = raw_floats(), *c = raw_floats();
   float *x2 = raw_floats(), *a2 = raw_floats(), *b2 = raw_floats(), *c2 = raw_floats();
   gpu_set(x, N, 1.0f, s);
@@ -82,8 +94,7 @@ static void patches_move_what_the_executable_computes(void **state) {
   gpu_set(c, N, 5.0f, s);
   gpu_set(c2, N, 5.0f, s);
   recap_cuda_graph_t g = capture_step(s, a, x, b, c, true);
-  recap_cuda_graph_exec_t exec = NULL;
-  OK(ops->graph_instantiate(&exec, g));
+  recap_cuda_graph_exec_t exec = instantiate(ops, g);
 
   recap__patch_plan_t plan = NULL;
   const recap__graph_read_t *sites = NULL;
@@ -101,12 +112,7 @@ static void patches_move_what_the_executable_computes(void **state) {
   size_t read_count = 0;
   OK(ops->graph_reads(g, &reads, &read_count));
   assert_int_equal(read_count, count);
-  for (size_t i = 0; i < count; i++) {
-    assert_int_equal(reads[i].node, sites[i].node);
-    assert_ptr_equal(reads[i].ptr, sites[i].ptr);
-    assert_int_equal(reads[i].offset, sites[i].offset);
-    assert_int_equal(reads[i].param, sites[i].param);
-  }
+  for (size_t i = 0; i < count; i++) expect_read(&reads[i], &sites[i]);
   recap__host_free(reads);
 
   recap__patch_t p[] = {{0, a2}, {1, x2}, {3, a2}, {4, b2}, {5, c2}};
@@ -131,8 +137,7 @@ static void patches_move_what_the_executable_computes(void **state) {
   recap__host_free(reads);
 
   /* A fresh executable of the synced template computes the same. */
-  recap_cuda_graph_exec_t fresh = NULL;
-  OK(ops->graph_instantiate(&fresh, g));
+  recap_cuda_graph_exec_t fresh = instantiate(ops, g);
   CUDA_OK(cudaMemset(b2, 0, N * sizeof(float)));
   launch_and_wait(ops, fresh, s);
   gpu_expect_all(b2, N, 11.0f);
@@ -156,23 +161,19 @@ static void patches_move_what_the_executable_computes(void **state) {
   OK(ops->graph_exec_destroy(fresh));
   OK(ops->graph_exec_destroy(exec));
   OK(ops->graph_destroy(g));
-  float *all[] = {x, a, b, c, x2, a2, b2, c2};
-  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) CUDA_OK(cudaFree(all[i]));
-  CUDA_OK(cudaStreamDestroy(s));
+  release((float *[]){x, a, b, c, x2, a2, b2, c2}, 8, s);
 }
 
 static void updates_apply_or_are_refused_with_the_node(void **state) {
   (void)state;
-  gpu_begin();
-  const recap__device_ops_t *ops = seam();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = NULL;
+  const recap__device_ops_t *ops = seam(&s);
   float *x = raw_floats(), *a = raw_floats(), *b = raw_floats(), *c = raw_floats();
   float *a2 = raw_floats(), *b2 = raw_floats(), *y = raw_floats();
   gpu_set(x, N, 3.0f, s);
   gpu_set(y, N, 7.0f, s);
   recap_cuda_graph_t g = capture_step(s, a, x, b, c, true);
-  recap_cuda_graph_exec_t exec = NULL;
-  OK(ops->graph_instantiate(&exec, g));
+  recap_cuda_graph_exec_t exec = instantiate(ops, g);
 
   /* The same step into other buffers: applied. */
   recap_cuda_graph_t g2 = capture_step(s, a2, x, b2, c, true);
@@ -265,16 +266,13 @@ static void updates_apply_or_are_refused_with_the_node(void **state) {
   OK(ops->graph_exec_destroy(exec));
   recap_cuda_graph_t graphs[] = {g, g2, g3, g4};
   for (size_t i = 0; i < 4; i++) OK(ops->graph_destroy(graphs[i]));
-  float *all[] = {x, a, b, c, a2, b2, y};
-  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) CUDA_OK(cudaFree(all[i]));
-  CUDA_OK(cudaStreamDestroy(s));
+  release((float *[]){x, a, b, c, a2, b2, y}, 7, s);
 }
 
 static void timing_events_measure(void **state) {
   (void)state;
-  gpu_begin();
-  const recap__device_ops_t *ops = seam();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = NULL;
+  const recap__device_ops_t *ops = seam(&s);
   recap__event_t start = NULL, end = NULL;
   OK(ops->timing_event_create(&start));
   OK(ops->timing_event_create(&end));

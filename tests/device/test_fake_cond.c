@@ -40,6 +40,24 @@ static void while_graph_make(while_graph_t *w, unsigned initial, bool assign_def
   w->exec = instantiate(w->graph);
 }
 
+/* A body that never sets 0 runs into the iteration limit, which fails the launch. */
+static void launch_into_the_limit(while_graph_t *w, unsigned limit) {
+  w->next = 1;
+  EXPECT_STATUS(ops->graph_launch(w->exec, w->s), RECAP_ERROR_CUDA);
+  char message[64];
+  snprintf(message, sizeof message, "iteration limit of %u", limit);
+  EXPECT_MESSAGE(message);
+}
+
+/* The countdown kernel on a handle: handle = --*counter != 0. */
+static void launch_countdown(recap_stream_t s, uint64_t handle, uint32_t *counter) {
+  recap__cond_launch_t down = {.kind = RECAP__COND_COUNTDOWN,
+                               .cond = {.handle = handle},
+                               .stream = s,
+                               .counter = counter};
+  OK(ops->cond_launch(&down));
+}
+
 /* A WHILE runs its body while the condition is nonzero, checked before every iteration. */
 static void while_runs_until_the_condition_is_zero(void **state) {
   (void)state;
@@ -60,10 +78,8 @@ static void while_runs_until_the_condition_is_zero(void **state) {
   assert_int_equal(c.graph_launches, 1);
 
   /* A body that never sets 0 runs into the limit, which fails the launch. */
-  w.next = 1;
   recap__fake_cond_iteration_limit(3);
-  EXPECT_STATUS(ops->graph_launch(w.exec, w.s), RECAP_ERROR_CUDA);
-  EXPECT_MESSAGE("iteration limit of 3");
+  launch_into_the_limit(&w, 3);
   EXPECT_MESSAGE("WHILE");
   assert_int_equal(w.body, 1 + 3);
   assert_int_equal(w.after, 1); /* the launch stopped in the loop */
@@ -76,24 +92,23 @@ static void while_runs_until_the_condition_is_zero(void **state) {
   cleanup(w.exec, w.graph);
 }
 
+/* After a reset, a WHILE whose body never sets 0 stops after the default limit. */
+static void a_fresh_loop_stops_at_a_million(while_graph_t *w) {
+  recap__fake_reset(NULL);
+  while_graph_make(w, 1, true);
+  launch_into_the_limit(w, 1000000);
+  assert_int_equal(w->body, 1000000);
+}
+
 /* The default limit is 1000000 iterations. */
 static void the_default_iteration_limit_is_a_million(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
   while_graph_t w;
-  while_graph_make(&w, 1, true);
-  w.next = 1;
-  EXPECT_STATUS(ops->graph_launch(w.exec, w.s), RECAP_ERROR_CUDA);
-  EXPECT_MESSAGE("iteration limit of 1000000");
-  assert_int_equal(w.body, 1000000);
+  a_fresh_loop_stops_at_a_million(&w);
   assert_int_equal(recap__fake_now().body_launches, 1000000);
   /* A reset restores the default after a test changed it. */
   recap__fake_cond_iteration_limit(2);
-  recap__fake_reset(NULL);
-  while_graph_make(&w, 1, true);
-  w.next = 1;
-  EXPECT_STATUS(ops->graph_launch(w.exec, w.s), RECAP_ERROR_CUDA);
-  assert_int_equal(w.body, 1000000);
+  a_fresh_loop_stops_at_a_million(&w);
   cleanup(w.exec, w.graph);
 }
 
@@ -142,8 +157,7 @@ static void defaults_and_kept_values(void **state) {
  * otherwise; SWITCH runs body n for n, none out of range. */
 static void if_if_else_and_switch(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   static unsigned value; /* what the kernel before the regions sets each condition to */
   int if_body = 0, then_body = 0, else_body = 0, cases[3] = {0, 0, 0};
 
@@ -174,27 +188,21 @@ static void if_if_else_and_switch(void **state) {
   assert_int_equal(node_count(g), 6 + 1 + 2 + 3);
   recap_cuda_graph_exec_t x = instantiate(g);
 
-  value = 0;
-  OK(ops->graph_launch(x, s));
-  assert_int_equal(if_body, 0);
-  assert_int_equal(then_body, 0);
-  assert_int_equal(else_body, 1);
-  assert_int_equal(cases[0], 1);
-  value = 1;
-  OK(ops->graph_launch(x, s));
-  assert_int_equal(if_body, 1);
-  assert_int_equal(then_body, 1);
-  assert_int_equal(else_body, 1);
-  assert_int_equal(cases[1], 1);
-  value = 2;
-  OK(ops->graph_launch(x, s));
-  assert_int_equal(if_body, 2);
-  assert_int_equal(then_body, 2);
-  assert_int_equal(cases[2], 1);
-  value = 3; /* out of the SWITCH's range: no case */
-  OK(ops->graph_launch(x, s));
-  assert_int_equal(cases[0] + cases[1] + cases[2], 3);
-  assert_int_equal(if_body, 3);
+  /* Launched with 0, 1, 2, 3 in turn: the running counts after each launch. 3 is out of the
+   * SWITCH's range: no case. */
+  static const struct {
+    int if_body, then_body, else_body, cases[3];
+  } after[] = {{0, 0, 1, {1, 0, 0}},
+               {1, 1, 1, {1, 1, 0}},
+               {2, 2, 1, {1, 1, 1}},
+               {3, 3, 1, {1, 1, 1}}};
+  for (value = 0; value < 4; value++) {
+    OK(ops->graph_launch(x, s));
+    assert_int_equal(if_body, after[value].if_body);
+    assert_int_equal(then_body, after[value].then_body);
+    assert_int_equal(else_body, after[value].else_body);
+    for (int b = 0; b < 3; b++) assert_int_equal(cases[b], after[value].cases[b]);
+  }
   recap__fake_counters_t c = recap__fake_now();
   assert_int_equal(c.cond_nodes_run, 3 * 4);
   assert_int_equal(c.body_launches, 3 + 4 + 3); /* IF: 3 nonzero values; IF/ELSE: always one */
@@ -204,8 +212,7 @@ static void if_if_else_and_switch(void **state) {
 /* Regions nest: a WHILE inside an IF inside a WHILE, with counters run by countdown kernels. */
 static void regions_nest(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   uint32_t outer_counter = 0, inner_counter = 0, inner_start = 2;
   int inner_body = 0, if_body = 0;
   unsigned one = 1;
@@ -230,20 +237,12 @@ static void regions_nest(void **state) {
       OK(ops->cond_launch(&set));
       region_t rw = region_open(s, RECAP__COND_WHILE, inner, 1);
       launch_bump(s, &inner_body);
-      recap__cond_launch_t down = {.kind = RECAP__COND_COUNTDOWN,
-                                   .cond = {.handle = inner},
-                                   .stream = s,
-                                   .counter = &inner_counter};
-      OK(ops->cond_launch(&down));
+      launch_countdown(s, inner, &inner_counter);
       region_close(s, &rw, 0);
     }
     launch_bump(s, &if_body);
     region_close(s, &ri, 0);
-    recap__cond_launch_t down = {.kind = RECAP__COND_COUNTDOWN,
-                                 .cond = {.handle = outer},
-                                 .stream = s,
-                                 .counter = &outer_counter};
-    OK(ops->cond_launch(&down));
+    launch_countdown(s, outer, &outer_counter);
   }
   region_close(s, &ro, 0);
   recap_cuda_graph_t g = end_capture(s);
@@ -283,8 +282,7 @@ static void regions_nest(void **state) {
  * captured into; the final end hands out the graph the pause handed out. */
 static void pause_and_resume_give_new_capture_ids(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   int k = 0;
   begin(s);
   uint64_t first = capture_id(s);
@@ -347,8 +345,7 @@ static void pause_and_resume_give_new_capture_ids(void **state) {
 /* A side stream forked and not joined back: the pause ends the capture and refuses. */
 static void a_pause_with_an_unjoined_side_stream_is_refused(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new(), side = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream(), side = recap__fake_stream_new();
   begin(s);
   recap__fake_stream_enqueue(s);
   assert_true(recap__fake_capture_join(side, s));
@@ -409,8 +406,7 @@ static void a_pause_with_an_unjoined_side_stream_is_refused(void **state) {
 /* capture_to_graph's refusals. */
 static void capture_to_graph_checks_its_arguments(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new(), t = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream(), t = recap__fake_stream_new();
   begin(s);
   recap__fake_stream_enqueue(s);
   recap__graph_node_t dep;
@@ -458,8 +454,7 @@ static void capture_to_graph_checks_its_arguments(void **state) {
 /* cond_handle_create and cond_node_add refuse what CUDA refuses. */
 static void handles_and_nodes_are_checked(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   begin(s);
   recap_cuda_graph_t built = building(s);
   uint64_t h = make_handle(built, 0, true);

@@ -174,8 +174,7 @@ static void devices(void **state) {
 
 static void events_follow_streams(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap__event_t e1, e2, never;
   assert_int_equal(ops->event_create(&e1), RECAP_SUCCESS);
   assert_int_equal(ops->event_create(&e2), RECAP_SUCCESS);
@@ -272,6 +271,18 @@ static void wait_event(recap_stream_t s, recap__event_t e) {
   assert_int_equal(ops->stream_wait_event(s, e), RECAP_SUCCESS);
 }
 
+/* One item of work on s, and e recorded after it. */
+static void work_then_record(recap_stream_t s, recap__event_t e) {
+  recap__fake_stream_enqueue(s);
+  record(e, s);
+}
+
+/* As work_then_record on `from`, and `to` waiting for e. */
+static void after_work(recap_stream_t from, recap__event_t e, recap_stream_t to) {
+  work_then_record(from, e);
+  wait_event(to, e);
+}
+
 static void stream_waits_order_streams(void **state) {
   (void)state;
   recap__fake_reset(NULL);
@@ -281,15 +292,11 @@ static void stream_waits_order_streams(void **state) {
   /* s2's marker waits for s1 up to e: nothing moves on the host, completing s2 up to its
    * work before the marker leaves s1 alone, completing the marker finishes s1 up to e, and
    * not beyond. */
-  recap__fake_stream_enqueue(s1);
-  record(e, s1);
-  recap__fake_stream_enqueue(s1);
-  record(late, s1);
-  recap__fake_stream_enqueue(s2);
-  record(a, s2);
+  work_then_record(s1, e);
+  work_then_record(s1, late);
+  work_then_record(s2, a);
   wait_event(s2, e);
-  recap__fake_stream_enqueue(s2);
-  record(b, s2);
+  work_then_record(s2, b);
   assert_false(query(e));
   assert_int_equal(ops->event_synchronize(a), RECAP_SUCCESS);
   assert_true(query(a));
@@ -298,8 +305,7 @@ static void stream_waits_order_streams(void **state) {
   assert_true(query(e));
   assert_false(query(late));
   /* Completing s1 does nothing to s2. */
-  recap__fake_stream_enqueue(s2);
-  record(b, s2);
+  work_then_record(s2, b);
   recap__fake_stream_complete(s1);
   assert_true(query(late));
   assert_false(query(b));
@@ -311,8 +317,7 @@ static void stream_waits_order_streams(void **state) {
   record(a, s1); /* just before e's first record */
   record(e, s1);
   wait_event(s2, e);
-  recap__fake_stream_enqueue(s1);
-  record(e, s1);
+  work_then_record(s1, e);
   recap__fake_stream_complete(s2);
   assert_true(query(a));
   assert_false(query(e));
@@ -322,59 +327,42 @@ static void stream_waits_order_streams(void **state) {
    * wait), one recorded on the waiting stream itself, one whose work completed. */
   recap__event_t never = event_new();
   wait_event(s2, never);
-  recap__fake_stream_enqueue(s1);
-  record(never, s1);
+  work_then_record(s1, never);
   recap__fake_stream_complete(s2);
   assert_false(query(never));
-  recap__fake_stream_enqueue(s2);
-  record(a, s2);
-  wait_event(s2, a);
+  after_work(s2, a, s2);
   assert_false(query(a));
   recap__fake_stream_complete(s2);
   assert_true(query(a));
   recap__fake_stream_complete(s1);
   wait_event(s2, never); /* completed already */
-  recap__fake_stream_enqueue(s1);
-  record(late, s1);
+  work_then_record(s1, late);
   recap__fake_stream_complete(s2);
   assert_false(query(late));
   recap__fake_stream_complete(s1);
 
   /* The legacy stream waits and is waited for like any other; stream_synchronize and
    * device_synchronize complete through the waits too. */
-  recap__fake_stream_enqueue(s1);
-  record(e, s1);
-  wait_event(NULL, e);
-  recap__fake_stream_enqueue(NULL);
-  record(a, NULL);
-  wait_event(s2, a);
+  after_work(s1, e, NULL);
+  after_work(NULL, a, s2);
   assert_int_equal(ops->stream_synchronize(s2), RECAP_SUCCESS);
   assert_true(query(a));
   assert_true(query(e));
-  recap__fake_stream_enqueue(s1);
-  record(e, s1);
-  wait_event(s2, e);
+  after_work(s1, e, s2);
   assert_int_equal(ops->device_synchronize(), RECAP_SUCCESS);
   assert_true(query(e));
 
   /* Destroying a stream finishes its work: its markers complete what they waited for, and
    * other streams' waits for it are dropped (ASan and valgrind see no dangling stream). */
   recap_stream_t gone = recap__fake_stream_new();
-  recap__fake_stream_enqueue(s1);
-  record(e, s1);
-  wait_event(gone, e);
-  recap__fake_stream_enqueue(gone);
-  record(a, gone);
-  wait_event(s2, a);
+  after_work(s1, e, gone);
+  after_work(gone, a, s2);
   assert_int_equal(ops->stream_destroy(gone), RECAP_SUCCESS);
   assert_true(query(e));
   assert_true(query(a));
   gone = recap__fake_stream_new();
-  recap__fake_stream_enqueue(gone);
-  record(a, gone);
-  wait_event(s2, a);
-  recap__fake_stream_enqueue(s2);
-  record(b, s2);
+  after_work(gone, a, s2);
+  work_then_record(s2, b);
   assert_int_equal(ops->stream_destroy(gone), RECAP_SUCCESS);
   assert_true(query(a));
   assert_false(query(b));
@@ -425,8 +413,7 @@ static void stream_wait_refusals_and_faults(void **state) {
   recap__fake_reset(NULL);
   recap_stream_t s1 = recap__fake_stream_new(), s2 = recap__fake_stream_new();
   recap__event_t e = event_new();
-  recap__fake_stream_enqueue(s1);
-  record(e, s1);
+  work_then_record(s1, e);
 
   /* An injected fault fails the call before it enqueues anything. */
   uint64_t calls = recap__fake_now().calls[RECAP__FAKE_FAULT_STREAM_WAIT_EVENT];
@@ -546,8 +533,7 @@ static void capture_ids_and_statuses(void **state) {
 
 static void events_refused_on_capturing_streams(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_stream_t side = recap__fake_stream_new();
   recap_stream_t other = recap__fake_stream_new();
   recap__event_t before, e;
@@ -588,20 +574,26 @@ static void events_refused_on_capturing_streams(void **state) {
   assert_int_equal(ops->event_destroy(e), RECAP_SUCCESS);
 }
 
+/* Capture number id, begun on s in global mode, and an unrelaxed cudaMalloc that fails, with
+ * the last error holding needle, and invalidates the capture (left to end). */
+static void malloc_invalidates_a_global_capture(recap_stream_t s, int id, const char *needle) {
+  void *p = &p;
+  assert_int_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), id);
+  recap_clear_last_error();
+  assert_int_equal(ops->raw_malloc(&p, 4096), RECAP_ERROR_CAPTURE_INVALIDATED);
+  assert_null(p);
+  assert_last_error_has(needle);
+  assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_INVALIDATED);
+}
+
 static void malloc_during_capture(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   void *early, *p = &p;
   assert_int_equal(ops->raw_malloc(&early, 4096), RECAP_SUCCESS);
 
   /* Global capture: an unrelaxed cudaMalloc fails and invalidates it. */
-  assert_int_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 1);
-  recap_clear_last_error();
-  assert_int_equal(ops->raw_malloc(&p, 4096), RECAP_ERROR_CAPTURE_INVALIDATED);
-  assert_null(p);
-  assert_last_error_has("cudaErrorStreamCaptureUnsupported");
-  assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_INVALIDATED);
+  malloc_invalidates_a_global_capture(s, 1, "cudaErrorStreamCaptureUnsupported");
   assert_int_equal(recap__fake_now().bytes_in_use[0], 4096);
   assert_false(recap__fake_capture_end(s));
 
@@ -648,16 +640,12 @@ static void global_capture_on_device_0_forbids_malloc_on_device_1(void **state) 
   void *early, *p = &p;
   assert_int_equal(ops->raw_malloc(&early, 4096), RECAP_SUCCESS);
 
-  assert_int_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 1);
-  recap_clear_last_error();
-  assert_int_equal(ops->raw_malloc(&p, 4096), RECAP_ERROR_CAPTURE_INVALIDATED);
-  assert_null(p);
-  assert_last_error_has(
+  malloc_invalidates_a_global_capture(
+      s, 1,
       "cudaMalloc: operation not permitted when stream is capturing "
       "(cudaErrorStreamCaptureUnsupported) on the fake device: capture 1 "
       "(global mode, on device 0) forbids it in this thread's global capture "
       "mode, on device 1; it is now invalidated");
-  assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_INVALIDATED);
   assert_int_equal(recap__fake_now().bytes_in_use[1], 4096);
   assert_false(recap__fake_capture_end(s));
 

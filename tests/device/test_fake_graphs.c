@@ -18,8 +18,7 @@
 
 static void begin_capture_rules(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_stream_t side = recap__fake_stream_new();
 
   /* The legacy stream is refused before the "device" is asked: no call is counted. */
@@ -58,8 +57,7 @@ static void begin_capture_rules(void **state) {
 
 static void capture_builds_graph(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_stream_t side = recap__fake_stream_new();
 
   assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
@@ -147,8 +145,7 @@ static void capture_builds_graph(void **state) {
 
 static void instantiate_and_launch(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_stream_t other = recap__fake_stream_new();
   assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_THREAD_LOCAL), RECAP_SUCCESS);
   for (int i = 0; i < 3; i++) recap__fake_stream_enqueue(s);
@@ -220,14 +217,10 @@ static void instantiate_and_launch(void **state) {
 
 static void launch_into_capture(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_stream_t t = recap__fake_stream_new();
-  assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
-  recap__fake_launch_kernel(s, "inner");
-  recap_cuda_graph_t inner = end_capture(s);
-  recap_cuda_graph_exec_t x;
-  assert_int_equal(ops->graph_instantiate(&x, inner), RECAP_SUCCESS);
+  recap_cuda_graph_t inner = one_kernel_graph(s, "inner");
+  recap_cuda_graph_exec_t x = instantiate(inner);
 
   /* Launched on a capturing stream, a graph becomes a child-graph node and does not run. */
   assert_int_equal(ops->stream_begin_capture(t, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
@@ -270,8 +263,7 @@ static void launch_into_capture(void **state) {
 
 static void end_capture_errors(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_stream_t side = recap__fake_stream_new();
   recap_cuda_graph_t g = (recap_cuda_graph_t)&g;
 
@@ -324,8 +316,7 @@ static void end_capture_errors(void **state) {
  * the capture is thrown away; joined back, it ends. Off by default and after a reset. */
 static void strict_joins_refuse_an_unjoined_side_stream(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_stream_t side = recap__fake_stream_new();
   recap_cuda_graph_t g = (recap_cuda_graph_t)&g;
   recap__fake_strict_joins(true);
@@ -349,8 +340,7 @@ static void strict_joins_refuse_an_unjoined_side_stream(void **state) {
   assert_int_equal(count, 1);
   assert_int_equal(ops->graph_destroy(g), RECAP_SUCCESS);
   /* A reset turns the rule off. */
-  recap__fake_reset(NULL);
-  s = recap__fake_stream_new();
+  s = fresh_stream();
   side = recap__fake_stream_new();
   assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
   assert_true(recap__fake_capture_join(side, s));
@@ -381,8 +371,7 @@ static recap_status_t end_in_other_thread(recap_stream_t s, recap_cuda_graph_t *
 
 static void end_capture_from_other_thread(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_cuda_graph_t g = NULL;
 
   /* Global and thread-local captures must end in the thread that began them... */
@@ -410,14 +399,10 @@ static void end_capture_from_other_thread(void **state) {
 /* Graphs, executables and captures under way all go with a reset (the leak check confirms). */
 static void reset_frees_graphs(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_stream_t t = recap__fake_stream_new();
-  assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
-  recap__fake_launch_kernel(s, "kept");
-  recap_cuda_graph_t g = end_capture(s);
-  recap_cuda_graph_exec_t x;
-  assert_int_equal(ops->graph_instantiate(&x, g), RECAP_SUCCESS);
+  /* A graph and its executable, launched; a capture under way; an armed fault. */
+  recap_cuda_graph_exec_t x = instantiate(one_kernel_graph(s, "kept"));
   assert_int_equal(ops->graph_launch(x, s), RECAP_SUCCESS);
   assert_int_equal(ops->stream_begin_capture(t, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
   recap__fake_launch_kernel(t, "pending");
@@ -431,8 +416,7 @@ static void reset_frees_graphs(void **state) {
   /* The armed fault went too. */
   recap_stream_t u = recap__fake_stream_new();
   assert_int_equal(ops->stream_begin_capture(u, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
-  g = end_capture(u);
-  assert_int_equal(ops->graph_instantiate(&x, g), RECAP_SUCCESS);
+  x = instantiate(end_capture(u));
   assert_int_equal(ops->graph_launch(x, u), RECAP_SUCCESS);
   recap__fake_reset(NULL);
 }
@@ -441,8 +425,7 @@ static void reset_frees_graphs(void **state) {
  * them from the memcpy and memset node parameters; kernels report none. */
 static void copy_and_memset_nodes_report_their_bytes(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   void *a = NULL, *b = NULL;
   assert_int_equal(ops->raw_malloc(&a, 8192), RECAP_SUCCESS);
   assert_int_equal(ops->raw_malloc(&b, 8192), RECAP_SUCCESS);

@@ -22,6 +22,14 @@
 #include "fake_device_util.h"
 #include "harness.h"
 
+/* A cmocka test that runs a shared body with one argument (a clique's size, eager or
+ * replayed). */
+#define CASE_TEST(name, body, arg) \
+  static void name(void **state) { \
+    (void)state;                   \
+    body(arg);                     \
+  }
+
 static const recap__nccl_ops_t *const nccl = &recap__fake_nccl_ops;
 
 enum { MAX_RANKS = 8, COUNT = 5 };
@@ -299,18 +307,9 @@ static void eager_arithmetic(int n) {
                    (uint64_t)n * (COLLECTIVES_PER_RUN + 2));
 }
 
-static void eager_2_ranks(void **state) {
-  (void)state;
-  eager_arithmetic(2);
-}
-static void eager_4_ranks(void **state) {
-  (void)state;
-  eager_arithmetic(4);
-}
-static void eager_8_ranks(void **state) {
-  (void)state;
-  eager_arithmetic(8);
-}
+CASE_TEST(eager_2_ranks, eager_arithmetic, 2)
+CASE_TEST(eager_4_ranks, eager_arithmetic, 4)
+CASE_TEST(eager_8_ranks, eager_arithmetic, 8)
 
 /* Captured: nothing runs at capture; each launch runs every collective with the buffers' values
  * at that time. */
@@ -360,27 +359,23 @@ static void captured_arithmetic(int n) {
   assert_int_equal(recap__fake_now().graph_launches, 2 * n);
 }
 
-static void captured_2_ranks(void **state) {
-  (void)state;
-  captured_arithmetic(2);
-}
-static void captured_4_ranks(void **state) {
-  (void)state;
-  captured_arithmetic(4);
-}
-static void captured_8_ranks(void **state) {
-  (void)state;
-  captured_arithmetic(8);
+CASE_TEST(captured_2_ranks, captured_arithmetic, 2)
+CASE_TEST(captured_4_ranks, captured_arithmetic, 4)
+CASE_TEST(captured_8_ranks, captured_arithmetic, 8)
+
+/* A fresh fake, a communicator of one rank, and a stream for its collectives. */
+static recap_stream_t one_rank(recap__nccl_comm_t *comm) {
+  reset();
+  OK(recap__fake_nccl_comms(1, comm));
+  return recap__fake_stream_new();
 }
 
 /* The captured collective is a kernel node named as NCCL's kernels are ("nccl..."), whose
  * argument words start with the buffers. */
 static void captured_node_is_an_nccl_kernel(void **state) {
   (void)state;
-  reset();
   recap__nccl_comm_t comm;
-  OK(recap__fake_nccl_comms(1, &comm));
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = one_rank(&comm);
   float x[4] = {1, 2, 3, 4}, y[4] = {0};
   OK(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_RELAXED));
   recap__coll_t c = {RECAP__COLL_ALL_REDUCE, x, y, 4, FLOAT32, SUM, -1, -1, comm};
@@ -465,15 +460,8 @@ static void mismatch(bool captured) {
   assert_int_equal(recap__fake_nccl_now().failures, 2);
 }
 
-static void mismatch_eager(void **state) {
-  (void)state;
-  mismatch(false);
-}
-
-static void mismatch_replayed(void **state) {
-  (void)state;
-  mismatch(true);
-}
+CASE_TEST(mismatch_eager, mismatch, false)
+CASE_TEST(mismatch_replayed, mismatch, true)
 
 /* Ranks that never arrive: the waiting ones fail after the timeout, naming what they waited
  * for and who never came. */
@@ -643,25 +631,17 @@ static void concurrent_use(bool graphs) {
   assert_int_equal(recap__fake_nccl_now().failures, 1);
 }
 
-static void concurrent_use_eager(void **state) {
-  (void)state;
-  concurrent_use(false);
-}
-
-static void concurrent_use_replayed(void **state) {
-  (void)state;
-  concurrent_use(true);
-}
+CASE_TEST(concurrent_use_eager, concurrent_use, false)
+CASE_TEST(concurrent_use_replayed, concurrent_use, true)
 
 /* The same communicator on one stream from one thread, then on another stream, is fine. */
 static void sequential_streams_are_fine(void **state) {
   (void)state;
-  reset();
   recap__nccl_comm_t comm;
-  OK(recap__fake_nccl_comms(1, &comm));
+  recap_stream_t s = one_rank(&comm);
   int32_t x[2] = {3, 4};
   recap__coll_t c = {RECAP__COLL_ALL_REDUCE, x, x, 2, INT32, PROD, -1, -1, comm};
-  OK(nccl->collective(&c, recap__fake_stream_new()));
+  OK(nccl->collective(&c, s));
   OK(nccl->collective(&c, recap__fake_stream_new()));
   OK(nccl->collective(&c, NULL)); /* the legacy stream */
   assert_int_equal(x[0], 3);
@@ -697,10 +677,8 @@ static void load_version_and_faults(void **state) {
 
 static void collective_fault_enqueues_nothing(void **state) {
   (void)state;
-  reset();
   recap__nccl_comm_t comm;
-  OK(recap__fake_nccl_comms(1, &comm));
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = one_rank(&comm);
   double x[2] = {1, 2}, y[2] = {0, 0};
   recap__coll_t c = {RECAP__COLL_ALL_GATHER, x, y, 2, FLOAT64, 0, -1, -1, comm};
   recap__fake_fail_nth(RECAP__FAKE_FAULT_NCCL_COLLECTIVE, 2);

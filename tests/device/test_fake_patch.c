@@ -20,6 +20,7 @@
 #include "core/host.h"
 #include "fake/fake.h"
 #include "fake_device_util.h"
+#include "graph_read_util.h"
 #include "harness.h"
 
 enum { N = 4 };
@@ -96,8 +97,7 @@ static recap_cuda_graph_t capture_twice_then_memset(recap_stream_t s, int *src, 
 /* A plan's sites are graph_reads' list, with each kernel word's offset and parameter. */
 static void plan_sites_are_the_reads(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   int a[N], b[N], c[N];
   begin_capture(s);
   const void *args[] = {a, NULL, b}; /* a NULL word is no site */
@@ -123,18 +123,8 @@ static void plan_sites_are_the_reads(void **state) {
   assert_int_equal(ops->graph_reads(g, &reads, &read_count), RECAP_SUCCESS);
   assert_int_equal(read_count, count);
   for (size_t i = 0; i < count; i++) {
-    assert_int_equal(sites[i].node, want[i].node);
-    assert_ptr_equal(sites[i].ptr, want[i].ptr);
-    assert_int_equal(sites[i].kind, want[i].kind);
-    assert_int_equal(sites[i].offset, want[i].offset);
-    assert_int_equal(sites[i].param, want[i].param);
-    assert_false(sites[i].nested);
-    assert_int_equal(reads[i].node, sites[i].node);
-    assert_ptr_equal(reads[i].ptr, sites[i].ptr);
-    assert_int_equal(reads[i].kind, sites[i].kind);
-    assert_int_equal(reads[i].offset, sites[i].offset);
-    assert_int_equal(reads[i].param, sites[i].param);
-    assert_int_equal(reads[i].nested, sites[i].nested);
+    expect_read(&sites[i], &want[i]); /* want: none nested */
+    expect_read(&reads[i], &sites[i]);
   }
   recap__host_free(reads);
   ops->patch_plan_destroy(plan);
@@ -185,6 +175,25 @@ static void two_kernels_free(two_kernels_t *t) {
   assert_int_equal(ops->graph_destroy(t->graph), RECAP_SUCCESS);
   assert_int_equal(recap__fake_now().live_graphs, 0);
   assert_int_equal(recap__fake_now().live_execs, 0);
+}
+
+/* The template and its plan gone, the executable kept: the graph is no graph any more. */
+static void drop_template(two_kernels_t *t) {
+  ops->patch_plan_destroy(t->plan);
+  t->plan = NULL;
+  assert_int_equal(ops->graph_destroy(t->graph), RECAP_SUCCESS);
+  const void *v;
+  assert_false(recap__fake_graph_arg(t->graph, 0, 0, &v));
+  t->graph = NULL;
+}
+
+/* x updated to g: applied, no reason, no node. */
+static void update_applies(recap_cuda_graph_exec_t x, recap_cuda_graph_t g) {
+  recap_update_reason_t why = RECAP_UPDATE_REASON_COUNT;
+  size_t node = 0;
+  assert_int_equal(ops->graph_exec_update(x, g, &why, &node), RECAP_SUCCESS);
+  assert_int_equal(why, RECAP_UPDATE_REASON_NONE);
+  assert_int_equal(node, SIZE_MAX);
 }
 
 static void launch(recap_cuda_graph_exec_t x, recap_stream_t s) {
@@ -276,8 +285,7 @@ static void launches_run_kernels_with_patched_args(void **state) {
  * kernel beside them. */
 static void copies_and_memsets_run_at_a_replay(void **state) {
   (void)state;
-  recap__fake_reset(NULL);
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   int a[N], b[N], c[N], d[N];
   fill(a, 1);
   memset(b, 0, sizeof b);
@@ -449,12 +457,8 @@ static void executables_are_independent_of_their_template(void **state) {
   assert_ptr_equal(exec_arg(t.exec, 1, 0), t.other_dst);
   assert_ptr_equal(exec_arg(second, 1, 0), t.dst);
 
-  ops->patch_plan_destroy(t.plan);
-  t.plan = NULL;
-  assert_int_equal(ops->graph_destroy(t.graph), RECAP_SUCCESS);
+  drop_template(&t);
   const void *v;
-  assert_false(recap__fake_graph_arg(t.graph, 0, 0, &v));
-  t.graph = NULL;
   launch(second, t.s);
   for (int i = 0; i < N; i++) assert_int_equal(t.dst[i], 2 * (1 + i) + 1);
   launch(t.exec, t.s);
@@ -478,11 +482,7 @@ static void an_update_takes_the_new_nodes(void **state) {
   two_kernels_make(&t);
   recap_cuda_graph_t g2 = capture_twice(t.s, "twice_again", t.other_src, t.other_dst, 1);
 
-  recap_update_reason_t why = RECAP_UPDATE_REASON_COUNT;
-  size_t node = 0;
-  assert_int_equal(ops->graph_exec_update(t.exec, g2, &why, &node), RECAP_SUCCESS);
-  assert_int_equal(why, RECAP_UPDATE_REASON_NONE);
-  assert_int_equal(node, SIZE_MAX);
+  update_applies(t.exec, g2);
   assert_int_equal(recap__fake_now().exec_updates, 1);
   assert_int_equal(recap__fake_now().update_refusals, 0);
   assert_ptr_equal(exec_arg(t.exec, 0, 0), t.other_src);
@@ -548,8 +548,7 @@ static void an_update_takes_the_new_nodes(void **state) {
   assert_ptr_equal(exec_arg(t.exec, 0, 1), t.dst);
 
   /* An update back to the first template works too. */
-  assert_int_equal(ops->graph_exec_update(t.exec, t.graph, &why, &node), RECAP_SUCCESS);
-  assert_int_equal(why, RECAP_UPDATE_REASON_NONE);
+  update_applies(t.exec, t.graph);
   assert_int_equal(recap__fake_now().exec_updates, 2);
   assert_ptr_equal(exec_arg(t.exec, 0, 0), t.src);
   assert_int_equal(ops->graph_destroy(g2), RECAP_SUCCESS);
@@ -597,19 +596,13 @@ static void origins_are_checked(void **state) {
 
   /* Once the origin is destroyed the executable cannot be patched (it still replays). */
   recap_cuda_graph_t g2 = capture_twice(t.s, "twice", t.other_src, t.other_dst, 1);
-  recap_update_reason_t why;
-  size_t node;
-  assert_int_equal(ops->graph_exec_update(t.exec, g2, &why, &node), RECAP_SUCCESS);
-  assert_int_equal(why, RECAP_UPDATE_REASON_NONE);
+  update_applies(t.exec, g2);
   recap__patch_plan_t plan2;
   const recap__graph_read_t *sites2;
   size_t count2;
   assert_int_equal(ops->patch_plan_create(g2, t.graph, &plan2, &sites2, &count2), RECAP_SUCCESS);
   ops->patch_plan_destroy(plan);
-  ops->patch_plan_destroy(t.plan);
-  t.plan = NULL;
-  assert_int_equal(ops->graph_destroy(t.graph), RECAP_SUCCESS);
-  t.graph = NULL;
+  drop_template(&t);
   uint64_t patches = recap__fake_now().exec_patches;
   recap__patch_t q[] = {{.site = 0, .value = t.src}};
   assert_int_equal(ops->patch_plan_apply(plan2, t.exec, q, 1), RECAP_ERROR_CUDA);
@@ -686,26 +679,21 @@ static void every_reason_can_be_forced(void **state) {
   for (int r = RECAP_UPDATE_REASON_TOPOLOGY_CHANGED; r < RECAP_UPDATE_REASON_COUNT; r++) {
     recap__fake_refuse_next_update((recap_update_reason_t)r, (size_t)r);
     assert_refused(t.exec, t.graph, (recap_update_reason_t)r, (size_t)r);
-    recap_update_reason_t why = RECAP_UPDATE_REASON_COUNT;
-    size_t node = 0;
-    assert_int_equal(ops->graph_exec_update(t.exec, t.graph, &why, &node), RECAP_SUCCESS);
-    assert_int_equal(why, RECAP_UPDATE_REASON_NONE);
+    update_applies(t.exec, t.graph);
   }
   assert_int_equal(recap__fake_now().update_refusals, RECAP_UPDATE_REASON_COUNT - 1);
   assert_int_equal(recap__fake_now().exec_updates, RECAP_UPDATE_REASON_COUNT - 1);
   /* NONE disarms; so does a reset. */
   recap__fake_refuse_next_update(RECAP_UPDATE_REASON_FUNCTION_CHANGED, 0);
   recap__fake_refuse_next_update(RECAP_UPDATE_REASON_NONE, 0);
-  recap_update_reason_t why = RECAP_UPDATE_REASON_COUNT;
-  size_t node = 0;
-  assert_int_equal(ops->graph_exec_update(t.exec, t.graph, &why, &node), RECAP_SUCCESS);
-  assert_int_equal(why, RECAP_UPDATE_REASON_NONE);
+  update_applies(t.exec, t.graph);
   recap__fake_refuse_next_update(RECAP_UPDATE_REASON_FUNCTION_CHANGED, 0);
   two_kernels_free(&t);
   two_kernels_make(&t);
-  assert_int_equal(ops->graph_exec_update(t.exec, t.graph, &why, &node), RECAP_SUCCESS);
-  assert_int_equal(why, RECAP_UPDATE_REASON_NONE);
+  update_applies(t.exec, t.graph);
   assert_int_equal(recap__fake_now().update_refusals, 0);
+  recap_update_reason_t why = RECAP_UPDATE_REASON_COUNT;
+  size_t node = 0;
 
   /* Bad handles. */
   assert_int_equal(ops->graph_exec_update((recap_cuda_graph_exec_t)&t, t.graph, &why, &node),

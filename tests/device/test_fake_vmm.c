@@ -69,6 +69,31 @@ static bool write_faults(char *p) {
   return WIFSIGNALED(status) && (WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS);
 }
 
+/* The next call of kind fails: expr, that call, returns status. */
+#define FAILS_ONCE(kind, expr, status) \
+  do {                                 \
+    recap__fake_fail_nth((kind), 1);   \
+    EXPECT_STATUS((expr), (status));   \
+  } while (0)
+
+/* After the last release of a kind of resource: none live, no bytes, and the calls that made
+ * (kind make) and released (kind release) them counted. */
+static void expect_none_left(int64_t live, size_t bytes, recap__fake_fault_t make, uint64_t makes,
+                             recap__fake_fault_t release, uint64_t releases) {
+  assert_int_equal(live, 0);
+  assert_int_equal(bytes, 0);
+  assert_int_equal(recap__fake_now().calls[make], makes);
+  assert_int_equal(recap__fake_now().calls[release], releases);
+}
+
+/* cuMemCreate of bytes refused for want of memory, with message; no handle made. */
+static void create_refused(size_t bytes, const char *message) {
+  recap__vmm_handle_t h = 7;
+  EXPECT_STATUS(ops->vmm_create(&h, bytes), RECAP_ERROR_OUT_OF_MEMORY);
+  assert_int_equal(h, 0);
+  assert_last_error_has(message);
+}
+
 /* ---- granularity --------------------------------------------------------------------------- */
 
 static void granularity(void **state) {
@@ -148,11 +173,9 @@ static void reserve_and_release_ranges(void **state) {
   OK(ops->vmm_release_range(b, G));
   EXPECT_STATUS(ops->vmm_release_range(b, G), RECAP_ERROR_CUDA); /* twice */
   recap__fake_counters_t c = recap__fake_now();
-  assert_int_equal(c.vmm_ranges_live, 0);
-  assert_int_equal(c.vmm_bytes_reserved, 0);
+  expect_none_left(c.vmm_ranges_live, c.vmm_bytes_reserved, RECAP__FAKE_FAULT_VMM_RESERVE, 5,
+                   RECAP__FAKE_FAULT_VMM_RELEASE_RANGE, 7);
   assert_int_equal(c.vmm_chunks_live, 0);
-  assert_int_equal(c.calls[RECAP__FAKE_FAULT_VMM_RESERVE], 5);
-  assert_int_equal(c.calls[RECAP__FAKE_FAULT_VMM_RELEASE_RANGE], 7);
 }
 
 /* ---- chunks and the device's memory -------------------------------------------------------- */
@@ -168,18 +191,16 @@ static void chunks_count_against_the_device(void **state) {
   assert_int_equal(recap__fake_now().vmm_chunks_live, 2);
 
   /* The device is full: both cuMemCreate and cudaMalloc see it. */
-  recap__vmm_handle_t h = 7;
-  EXPECT_STATUS(ops->vmm_create(&h, 8 * G), RECAP_ERROR_OUT_OF_MEMORY);
-  assert_int_equal(h, 0);
-  assert_last_error_has(
-      "cuMemCreate: out of memory (CUDA_ERROR_OUT_OF_MEMORY): tried to create "
-      "a chunk of 524288 bytes on fake device 0, which has 262144 bytes free");
+  create_refused(8 * G,
+                 "cuMemCreate: out of memory (CUDA_ERROR_OUT_OF_MEMORY): tried to create "
+                 "a chunk of 524288 bytes on fake device 0, which has 262144 bytes free");
   void *raw = NULL;
   EXPECT_STATUS(ops->raw_malloc(&raw, 5 * G), RECAP_ERROR_OUT_OF_MEMORY);
   OK(ops->raw_malloc(&raw, 4 * G));
   assert_int_equal(free_bytes(), 0);
   OK(ops->raw_free(raw));
 
+  recap__vmm_handle_t h = 0;
   EXPECT_STATUS(ops->vmm_create(&h, G / 2), RECAP_ERROR_INVALID_ARGUMENT);
   assert_last_error_has("cuMemCreate: the size 0x8000 is not a multiple");
   EXPECT_STATUS(ops->vmm_create(NULL, G), RECAP_ERROR_INVALID_ARGUMENT);
@@ -237,10 +258,8 @@ static void one_free_figure_for_everything(void **state) {
   assert_int_equal(recap__fake_now().exec_bytes[0], 4 * G);
   assert_int_equal(free_bytes(), 1 * MiB - 4 * G);
 
-  recap__vmm_handle_t h = 7;
-  EXPECT_STATUS(ops->vmm_create(&h, 16 * G), RECAP_ERROR_OUT_OF_MEMORY);
-  assert_int_equal(h, 0);
-  assert_last_error_has(
+  create_refused(
+      16 * G,
       "cuMemCreate: out of memory (CUDA_ERROR_OUT_OF_MEMORY): tried to create a chunk of 1048576 "
       "bytes on fake device 0, which has 786432 bytes free of 1048576");
   recap__vmm_handle_t a = create(12 * G);
@@ -250,6 +269,7 @@ static void one_free_figure_for_everything(void **state) {
   assert_int_equal(total, 1 * MiB);
 
   /* Full: every way of taking memory sees it. */
+  recap__vmm_handle_t h = 0;
   EXPECT_STATUS(ops->vmm_create(&h, G), RECAP_ERROR_OUT_OF_MEMORY);
   assert_last_error_has(
       "a chunk of 65536 bytes on fake device 0, which has 0 bytes free of "
@@ -472,10 +492,8 @@ static void pinned_host_memory(void **state) {
   OK(ops->host_free_pinned(host));
   EXPECT_STATUS(ops->host_free_pinned(host), RECAP_ERROR_CUDA); /* twice */
   c = recap__fake_now();
-  assert_int_equal(c.pinned_live, 0);
-  assert_int_equal(c.pinned_bytes, 0);
-  assert_int_equal(c.calls[RECAP__FAKE_FAULT_HOST_ALLOC_PINNED], 4);
-  assert_int_equal(c.calls[RECAP__FAKE_FAULT_HOST_FREE_PINNED], 4);
+  expect_none_left(c.pinned_live, c.pinned_bytes, RECAP__FAKE_FAULT_HOST_ALLOC_PINNED, 4,
+                   RECAP__FAKE_FAULT_HOST_FREE_PINNED, 4);
 }
 
 /* The cuMem* calls are no stream work: a global capture allows them and stays intact. */
@@ -511,40 +529,32 @@ static void faults_change_nothing(void **state) {
   recap__fake_counters_t before = recap__fake_now();
 
   size_t g = 0;
-  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_GRANULARITY, 1);
-  EXPECT_STATUS(ops->vmm_granularity(&g, NULL), RECAP_ERROR_CUDA);
+  FAILS_ONCE(RECAP__FAKE_FAULT_VMM_GRANULARITY, ops->vmm_granularity(&g, NULL), RECAP_ERROR_CUDA);
   assert_last_error_has(
       "cuMemGetAllocationGranularity: unknown error (cudaErrorUnknown): fault "
       "injected by the fake device into VMM granularity call 1");
   assert_int_equal(g, 0);
 
   void *p = &p;
-  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RESERVE, 1);
-  EXPECT_STATUS(ops->vmm_reserve(&p, G), RECAP_ERROR_CUDA);
+  FAILS_ONCE(RECAP__FAKE_FAULT_VMM_RESERVE, ops->vmm_reserve(&p, G), RECAP_ERROR_CUDA);
   assert_null(p);
-  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE_RANGE, 1);
-  EXPECT_STATUS(ops->vmm_release_range(range, 4 * G), RECAP_ERROR_CUDA);
+  FAILS_ONCE(RECAP__FAKE_FAULT_VMM_RELEASE_RANGE, ops->vmm_release_range(range, 4 * G),
+             RECAP_ERROR_CUDA);
   assert_last_error_has("fault injected");
   recap__vmm_handle_t x = 5;
-  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_CREATE, 1);
-  EXPECT_STATUS(ops->vmm_create(&x, G), RECAP_ERROR_OUT_OF_MEMORY);
+  FAILS_ONCE(RECAP__FAKE_FAULT_VMM_CREATE, ops->vmm_create(&x, G), RECAP_ERROR_OUT_OF_MEMORY);
   assert_last_error_has(
       "cuMemCreate: out of memory: fault injected by the fake device into VMM "
       "chunk creation call");
   assert_int_equal(x, 0);
-  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE, 1);
-  EXPECT_STATUS(ops->vmm_release(spare), RECAP_ERROR_CUDA);
-  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_MAP, 1);
-  EXPECT_STATUS(ops->vmm_map(range + 2 * G, G, spare), RECAP_ERROR_CUDA);
-  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_UNMAP, 1);
-  EXPECT_STATUS(ops->vmm_unmap(range, 2 * G), RECAP_ERROR_CUDA);
-  recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_SET_ACCESS, 1);
-  EXPECT_STATUS(ops->vmm_set_access(range, 2 * G), RECAP_ERROR_CUDA);
-  recap__fake_fail_nth(RECAP__FAKE_FAULT_HOST_ALLOC_PINNED, 1);
-  EXPECT_STATUS(ops->host_alloc_pinned(&p, 8), RECAP_ERROR_OUT_OF_MEMORY);
+  FAILS_ONCE(RECAP__FAKE_FAULT_VMM_RELEASE, ops->vmm_release(spare), RECAP_ERROR_CUDA);
+  FAILS_ONCE(RECAP__FAKE_FAULT_VMM_MAP, ops->vmm_map(range + 2 * G, G, spare), RECAP_ERROR_CUDA);
+  FAILS_ONCE(RECAP__FAKE_FAULT_VMM_UNMAP, ops->vmm_unmap(range, 2 * G), RECAP_ERROR_CUDA);
+  FAILS_ONCE(RECAP__FAKE_FAULT_VMM_SET_ACCESS, ops->vmm_set_access(range, 2 * G), RECAP_ERROR_CUDA);
+  FAILS_ONCE(RECAP__FAKE_FAULT_HOST_ALLOC_PINNED, ops->host_alloc_pinned(&p, 8),
+             RECAP_ERROR_OUT_OF_MEMORY);
   assert_null(p);
-  recap__fake_fail_nth(RECAP__FAKE_FAULT_HOST_FREE_PINNED, 1);
-  EXPECT_STATUS(ops->host_free_pinned(host), RECAP_ERROR_CUDA);
+  FAILS_ONCE(RECAP__FAKE_FAULT_HOST_FREE_PINNED, ops->host_free_pinned(host), RECAP_ERROR_CUDA);
 
   recap__fake_counters_t after = recap__fake_now();
   assert_int_equal(after.vmm_chunks_live, before.vmm_chunks_live);
@@ -583,13 +593,19 @@ static void reset_gives_everything_back(void **state) {
   OK(ops->host_alloc_pinned(&host, 64));
   recap__fake_reset(NULL);
   recap__fake_counters_t c = recap__fake_now();
-  assert_int_equal(c.vmm_chunks_live, 0);
-  assert_int_equal(c.vmm_bytes_mapped, 0);
-  assert_int_equal(c.vmm_ranges_live, 0);
-  assert_int_equal(c.vmm_bytes_reserved, 0);
-  assert_int_equal(c.pinned_live, 0);
-  assert_int_equal(c.pinned_bytes, 0);
-  assert_int_equal(c.bytes_in_use[0], 0);
+  const struct {
+    const char *name;
+    uint64_t value;
+  } left[] = {{"vmm_chunks_live", (uint64_t)c.vmm_chunks_live},
+              {"vmm_bytes_mapped", c.vmm_bytes_mapped},
+              {"vmm_ranges_live", (uint64_t)c.vmm_ranges_live},
+              {"vmm_bytes_reserved", c.vmm_bytes_reserved},
+              {"pinned_live", (uint64_t)c.pinned_live},
+              {"pinned_bytes", c.pinned_bytes},
+              {"bytes_in_use[0]", c.bytes_in_use[0]}};
+  for (size_t i = 0; i < sizeof left / sizeof left[0]; i++)
+    if (left[i].value != 0)
+      fail_msg("%s is %llu after the reset", left[i].name, (unsigned long long)left[i].value);
   /* A handle from before the reset names nothing. */
   EXPECT_STATUS(ops->vmm_release(h), RECAP_ERROR_CUDA);
 }

@@ -34,8 +34,8 @@ enum { NCCL_FLOAT32 = 7, NCCL_SUM = 0 };
 static void *library;
 
 /* NCCL's table, loaded, and a communicator of one rank on device 0; skips (77) when there is
- * none to be had. */
-static recap__nccl_comm_t one_rank(const recap__nccl_ops_t **ops_out) {
+ * none to be had. *s: a new stream for the test. */
+static recap__nccl_comm_t one_rank(const recap__nccl_ops_t **ops_out, cudaStream_t *s) {
   CUDA_OK(cudaSetDevice(0));
   recap__nccl_install(NULL);
   const recap__nccl_ops_t *ops = recap__nccl();
@@ -58,6 +58,7 @@ static recap__nccl_comm_t one_rank(const recap__nccl_ops_t **ops_out) {
   assert_int_equal(nranks, 1);
   assert_int_equal(device, 0);
   *ops_out = ops;
+  *s = gpu_stream();
   return comm;
 }
 
@@ -87,23 +88,37 @@ static void issue(const recap__nccl_ops_t *ops, recap__nccl_comm_t comm, const f
   OK(ops->collective(&broadcast, (recap_stream_t)s));
 }
 
-static void eager_collectives(void **state) {
-  (void)state;
-  const recap__nccl_ops_t *ops;
-  recap__nccl_comm_t comm = one_rank(&ops);
-  cudaStream_t s = gpu_stream();
-  float *a = device_floats(N), *b = device_floats(N), *c = device_floats(N), *d = device_floats(N);
-  gpu_upload_pattern(a, N, 1.0f);
-  issue(ops, comm, a, b, c, d, s);
-  CUDA_OK(cudaStreamSynchronize(s));
-  expect_ramp(b, N, 1.0f, "all_reduce");
-  expect_ramp(c, N, 1.0f, "all_gather");
-  expect_ramp(d, N, 1.0f, "broadcast");
-  /* A bad argument comes back as NCCL's error, with its string. */
-  recap__coll_t bad = {RECAP__COLL_BROADCAST, a, d, N, NCCL_FLOAT32, 0, -1, 5, comm};
-  EXPECT_STATUS(ops->collective(&bad, (recap_stream_t)s), RECAP_ERROR_INVALID_ARGUMENT);
-  EXPECT_MESSAGE("ncclBroadcast failed: ");
-  CUDA_OK(cudaStreamSynchronize(s));
+/* Each result of issue() is its input, the ramp from base; prefix starts the names. */
+static void expect_issued(const float *b, const float *c, const float *d, float base,
+                          const char *prefix) {
+  char what[64];
+  snprintf(what, sizeof what, "%sall_reduce", prefix);
+  expect_ramp(b, N, base, what);
+  snprintf(what, sizeof what, "%sall_gather", prefix);
+  expect_ramp(c, N, base, what);
+  snprintf(what, sizeof what, "%sbroadcast", prefix);
+  expect_ramp(d, N, base, what);
+}
+
+/* End the capture on s into *graph, which has at least min_nodes nodes, and instantiate it. */
+static cudaGraphExec_t end_capture(cudaStream_t s, cudaGraph_t *graph, size_t min_nodes) {
+  CUDA_OK(cudaStreamEndCapture(s, graph));
+  size_t nodes = 0;
+  CUDA_OK(cudaGraphGetNodes(*graph, NULL, &nodes));
+  assert_true(nodes >= min_nodes);
+  cudaGraphExec_t exec = NULL;
+  CUDA_OK(cudaGraphInstantiate(&exec, *graph, 0));
+  return exec;
+}
+
+static void destroy_graph(cudaGraphExec_t exec, cudaGraph_t graph) {
+  CUDA_OK(cudaGraphExecDestroy(exec));
+  CUDA_OK(cudaGraphDestroy(graph));
+}
+
+/* The end of a test: the four buffers of issue(), the stream, the communicator. */
+static void finish(float *a, float *b, float *c, float *d, cudaStream_t s,
+                   recap__nccl_comm_t comm) {
   CUDA_OK(cudaFree(a));
   CUDA_OK(cudaFree(b));
   CUDA_OK(cudaFree(c));
@@ -112,13 +127,31 @@ static void eager_collectives(void **state) {
   release(comm);
 }
 
+static void eager_collectives(void **state) {
+  (void)state;
+  const recap__nccl_ops_t *ops;
+  cudaStream_t s;
+  recap__nccl_comm_t comm = one_rank(&ops, &s);
+  float *a = device_floats(N), *b = device_floats(N), *c = device_floats(N), *d = device_floats(N);
+  gpu_upload_pattern(a, N, 1.0f);
+  issue(ops, comm, a, b, c, d, s);
+  CUDA_OK(cudaStreamSynchronize(s));
+  expect_issued(b, c, d, 1.0f, "");
+  /* A bad argument comes back as NCCL's error, with its string. */
+  recap__coll_t bad = {RECAP__COLL_BROADCAST, a, d, N, NCCL_FLOAT32, 0, -1, 5, comm};
+  EXPECT_STATUS(ops->collective(&bad, (recap_stream_t)s), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("ncclBroadcast failed: ");
+  CUDA_OK(cudaStreamSynchronize(s));
+  finish(a, b, c, d, s, comm);
+}
+
 /* Captured into a raw CUDA graph, the collectives run at each replay with the input as it is
  * then. */
 static void captured_collectives_replay(void **state) {
   (void)state;
   const recap__nccl_ops_t *ops;
-  recap__nccl_comm_t comm = one_rank(&ops);
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s;
+  recap__nccl_comm_t comm = one_rank(&ops, &s);
   float *a = device_floats(N), *b = device_floats(N), *c = device_floats(N), *d = device_floats(N);
   /* NCCL sets up its buffers at a communicator's first collectives: do them eagerly first, as
    * PyTorch does before a capture. */
@@ -128,12 +161,7 @@ static void captured_collectives_replay(void **state) {
   CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   issue(ops, comm, a, b, c, d, s);
   cudaGraph_t graph = NULL;
-  CUDA_OK(cudaStreamEndCapture(s, &graph));
-  size_t nodes = 0;
-  CUDA_OK(cudaGraphGetNodes(graph, NULL, &nodes));
-  assert_true(nodes >= 3);
-  cudaGraphExec_t exec = NULL;
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaGraphExec_t exec = end_capture(s, &graph, 3);
   for (int replay = 0; replay < 2; replay++) {
     float base = 10.0f * (float)(replay + 1);
     gpu_upload_pattern(a, N, base);
@@ -143,18 +171,10 @@ static void captured_collectives_replay(void **state) {
     CUDA_OK(cudaDeviceSynchronize()); /* the memsets ran on the legacy stream */
     CUDA_OK(cudaGraphLaunch(exec, s));
     CUDA_OK(cudaStreamSynchronize(s));
-    expect_ramp(b, N, base, "replayed all_reduce");
-    expect_ramp(c, N, base, "replayed all_gather");
-    expect_ramp(d, N, base, "replayed broadcast");
+    expect_issued(b, c, d, base, "replayed ");
   }
-  CUDA_OK(cudaGraphExecDestroy(exec));
-  CUDA_OK(cudaGraphDestroy(graph));
-  CUDA_OK(cudaFree(a));
-  CUDA_OK(cudaFree(b));
-  CUDA_OK(cudaFree(c));
-  CUDA_OK(cudaFree(d));
-  CUDA_OK(cudaStreamDestroy(s));
-  release(comm);
+  destroy_graph(exec, graph);
+  finish(a, b, c, d, s, comm);
 }
 
 /* ncclMemAlloc'ed memory registered with the communicator, used in place by a replayed
@@ -162,8 +182,8 @@ static void captured_collectives_replay(void **state) {
 static void registered_memory_round_trip(void **state) {
   (void)state;
   const recap__nccl_ops_t *ops;
-  recap__nccl_comm_t comm = one_rank(&ops);
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s;
+  recap__nccl_comm_t comm = one_rank(&ops, &s);
   size_t bytes = N * sizeof(float);
   void *p = NULL;
   OK(ops->mem_alloc(&p, bytes));
@@ -181,17 +201,14 @@ static void registered_memory_round_trip(void **state) {
   CUDA_OK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   OK(ops->collective(&in_place, (recap_stream_t)s));
   cudaGraph_t graph = NULL;
-  CUDA_OK(cudaStreamEndCapture(s, &graph));
-  cudaGraphExec_t exec = NULL;
-  CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaGraphExec_t exec = end_capture(s, &graph, 1);
   for (int replay = 0; replay < 2; replay++) {
     gpu_upload_pattern(x, N, 5.0f + (float)replay);
     CUDA_OK(cudaGraphLaunch(exec, s));
     CUDA_OK(cudaStreamSynchronize(s));
     expect_ramp(x, N, 5.0f + (float)replay, "replayed all_reduce on registered memory");
   }
-  CUDA_OK(cudaGraphExecDestroy(exec));
-  CUDA_OK(cudaGraphDestroy(graph));
+  destroy_graph(exec, graph);
   OK(ops->comm_deregister(comm, handle));
   OK(ops->mem_free(p));
   CUDA_OK(cudaStreamDestroy(s));

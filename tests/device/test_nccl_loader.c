@@ -60,27 +60,37 @@ static void expect_built_without_headers(const recap__nccl_ops_t *ops) {
   every_call_says_the_same(ops, RECAP_ERROR_NOT_SUPPORTED, "built without NCCL's headers");
 }
 
-/* Run with RECAP_NCCL_LIBRARY=/nonexistent/libnccl.so.2. */
-static void missing_library_named_by_the_variable(void **state) {
-  (void)state;
+/* Run with RECAP_NCCL_LIBRARY=library: the real table, whose load fails with status, version 0
+ * and message; NULL when built without NCCL's headers (every call checked for that). */
+static const recap__nccl_ops_t *load_refused(const char *library, recap_status_t status,
+                                             const char *message) {
   const char *path = getenv("RECAP_NCCL_LIBRARY");
   assert_non_null(path);
-  assert_string_equal(path, "/nonexistent/libnccl.so.2");
+  assert_string_equal(path, library);
   const recap__nccl_ops_t *ops = real();
   if (!HAVE_HEADERS) {
     expect_built_without_headers(ops);
-    return;
+    return NULL;
   }
   int version = -1;
-  EXPECT_STATUS(ops->load(&version), RECAP_ERROR_NOT_FOUND);
+  EXPECT_STATUS(ops->load(&version), status);
   assert_int_equal(version, 0);
-  EXPECT_MESSAGE(
-      "NCCL: could not load the library RECAP_NCCL_LIBRARY names "
-      "(/nonexistent/libnccl.so.2): ");
+  EXPECT_MESSAGE(message);
+  return ops;
+}
+
+/* Run with RECAP_NCCL_LIBRARY=/nonexistent/libnccl.so.2. */
+static void missing_library_named_by_the_variable(void **state) {
+  (void)state;
+  const recap__nccl_ops_t *ops = load_refused(
+      "/nonexistent/libnccl.so.2", RECAP_ERROR_NOT_FOUND,
+      "NCCL: could not load the library RECAP_NCCL_LIBRARY names (/nonexistent/libnccl.so.2): ");
+  if (!ops) return;
   EXPECT_MESSAGE("No such file or directory"); /* dlerror()'s text */
   EXPECT_MESSAGE("or set RECAP_NCCL_LIBRARY to the path of libnccl.so.2");
   /* Loaded once: a second call repeats the answer, as does every other call. */
   recap_clear_last_error();
+  int version = -1;
   EXPECT_STATUS(ops->load(&version), RECAP_ERROR_NOT_FOUND);
   EXPECT_MESSAGE("(/nonexistent/libnccl.so.2)");
   every_call_says_the_same(ops, RECAP_ERROR_NOT_FOUND, "/nonexistent/libnccl.so.2");
@@ -91,20 +101,11 @@ static void missing_library_named_by_the_variable(void **state) {
 /* Run with RECAP_NCCL_LIBRARY=libc.so.6: a library that loads, without NCCL's functions. */
 static void library_without_nccl_functions(void **state) {
   (void)state;
-  assert_non_null(getenv("RECAP_NCCL_LIBRARY"));
-  assert_string_equal(getenv("RECAP_NCCL_LIBRARY"), "libc.so.6");
-  const recap__nccl_ops_t *ops = real();
-  if (!HAVE_HEADERS) {
-    expect_built_without_headers(ops);
-    return;
-  }
-  int version = -1;
-  EXPECT_STATUS(ops->load(&version), RECAP_ERROR_NOT_SUPPORTED);
-  assert_int_equal(version, 0);
-  EXPECT_MESSAGE(
-      "NCCL: libc.so.6 (the library RECAP_NCCL_LIBRARY names) has no function "
-      "ncclGetVersion");
-  every_call_says_the_same(ops, RECAP_ERROR_NOT_SUPPORTED, "has no function ncclGetVersion");
+  const recap__nccl_ops_t *ops = load_refused(
+      "libc.so.6", RECAP_ERROR_NOT_SUPPORTED,
+      "NCCL: libc.so.6 (the library RECAP_NCCL_LIBRARY names) has no function ncclGetVersion");
+  if (ops)
+    every_call_says_the_same(ops, RECAP_ERROR_NOT_SUPPORTED, "has no function ncclGetVersion");
 }
 
 /* Without the variable: libnccl.so.2 through the loader's path, found or not. */

@@ -52,6 +52,13 @@ recap_status_t recap__fake_note_forbidden(fake_failure_t *f, const char *call) {
       recap__fake_tl_device, n > 1 ? "they are" : "it is");
 }
 
+bool recap__fake_refuse_forbidden(fake_failure_t *f, const char *call) {
+  fake_capture_t *first;
+  if (recap__fake_forbidding_captures(false, &first) == 0) return false;
+  recap__fake_note_forbidden(f, call);
+  return true;
+}
+
 recap_status_t recap__fake_note_capturing_stream(fake_failure_t *f, const char *call,
                                                  const fake_stream_t *s, bool invalidates) {
   return recap__fake_note(
@@ -273,15 +280,11 @@ recap_status_t recap__fake_op_stream_begin_capture(recap_stream_t stream,
                         "cudaStreamBeginCapture: the legacy default stream cannot capture; "
                         "capture on a stream you created (cudaStreamCreate, or "
                         "cudaStreamCreateWithFlags with cudaStreamNonBlocking)");
-  fake_failure_t f = {0};
-  pthread_mutex_lock(&recap__fake.lock);
-  bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_CAPTURE_BEGIN);
+  RECAP__FAKE_OP_BEGIN(f, RECAP__FAKE_FAULT_CAPTURE_BEGIN, "cudaStreamBeginCapture",
+                       "capture begin");
   fake_stream_t *s = recap__fake_stream_of(stream);
-  if (inject) {
-    recap__fake_note_injected(&f, "cudaStreamBeginCapture", RECAP__FAKE_FAULT_CAPTURE_BEGIN,
-                              "capture begin");
-  } else if (mode != RECAP__CAPTURE_MODE_GLOBAL && mode != RECAP__CAPTURE_MODE_THREAD_LOCAL &&
-             mode != RECAP__CAPTURE_MODE_RELAXED) {
+  if (mode != RECAP__CAPTURE_MODE_GLOBAL && mode != RECAP__CAPTURE_MODE_THREAD_LOCAL &&
+      mode != RECAP__CAPTURE_MODE_RELAXED) {
     recap__fake_note(
         &f, RECAP_ERROR_INVALID_ARGUMENT,
         "cudaStreamBeginCapture: invalid argument (cudaErrorInvalidValue): %d is not a capture "

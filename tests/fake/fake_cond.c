@@ -862,14 +862,10 @@ bool recap__fake_cond_handles_held(const fake_graph_t *g, uint64_t *handle) {
 }
 
 recap_status_t recap__fake_op_graph_add_empty(recap_cuda_graph_t graph) {
-  fake_failure_t f = {0};
-  pthread_mutex_lock(&recap__fake.lock);
-  bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_COND_NODE);
+  RECAP__FAKE_OP_BEGIN(f, RECAP__FAKE_FAULT_COND_NODE, "cudaGraphAddEmptyNode",
+                       "empty node addition");
   fake_graph_t *g = recap__fake_graph_find(graph);
-  if (inject) {
-    recap__fake_note_injected(&f, "cudaGraphAddEmptyNode", RECAP__FAKE_FAULT_COND_NODE,
-                              "empty node addition");
-  } else if (!g) {
+  if (!g) {
     recap__fake_note_bad_graph(&f, "cudaGraphAddEmptyNode", (const void *)graph, "graph");
   } else if (captured_into(g)) {
     recap__fake_note(&f, RECAP_ERROR_INVALID_USAGE,

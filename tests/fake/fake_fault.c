@@ -19,6 +19,14 @@ recap_status_t recap__fake_note_injected(fake_failure_t *f, const char *call,
                           call, what, (unsigned long long)recap__fake.calls[kind]);
 }
 
+bool recap__fake_op_enter(fake_failure_t *f, recap__fake_fault_t kind, const char *call,
+                          const char *what) {
+  pthread_mutex_lock(&recap__fake.lock);
+  if (!recap__fake_count_call(kind)) return false;
+  recap__fake_note_injected(f, call, kind, what);
+  return true;
+}
+
 void recap__fake_fail_nth(recap__fake_fault_t kind, uint64_t nth) {
   if ((int)kind < 0 || kind >= RECAP__FAKE_FAULT_KINDS) return;
   pthread_mutex_lock(&recap__fake.lock);

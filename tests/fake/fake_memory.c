@@ -112,13 +112,21 @@ recap_status_t recap__fake_op_set_device(int device) {
 
 /* ---- memory ----------------------------------------------------------------------------- */
 
+bool recap__fake_note_bad_device(fake_failure_t *f, const char *call, int device) {
+  if (device >= 0 && device < recap__fake.device_count) return false;
+  recap__fake_note(f, RECAP_ERROR_CUDA,
+                   "%s: invalid device ordinal (cudaErrorInvalidDevice): this thread's current "
+                   "device %d is not one of the fake's %d",
+                   call, device, recap__fake.device_count);
+  return true;
+}
+
 recap_status_t recap__fake_op_raw_malloc(void **ptr, size_t size) {
   fake_failure_t f = {0};
   pthread_mutex_lock(&recap__fake.lock);
   recap__fake_ensure_configured();
   bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_RAW_MALLOC);
   int device = recap__fake_tl_device;
-  fake_capture_t *first;
   if (ptr) *ptr = NULL;
 
   /* The injected fault comes first, so that the nth call fails whatever else it would do. */
@@ -130,14 +138,10 @@ recap_status_t recap__fake_op_raw_malloc(void **ptr, size_t size) {
         (unsigned long long)recap__fake.calls[RECAP__FAKE_FAULT_RAW_MALLOC], size);
   } else if (!ptr) {
     recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaMalloc: ptr is NULL");
-  } else if (device < 0 || device >= recap__fake.device_count) {
-    recap__fake_note(
-        &f, RECAP_ERROR_CUDA,
-        "cudaMalloc: invalid device ordinal (cudaErrorInvalidDevice): this thread's current "
-        "device %d is not one of the fake's %d",
-        device, recap__fake.device_count);
-  } else if (recap__fake_forbidding_captures(false, &first) > 0) {
-    recap__fake_note_forbidden(&f, "cudaMalloc");
+  } else if (recap__fake_note_bad_device(&f, "cudaMalloc", device)) {
+    /* noted */
+  } else if (recap__fake_refuse_forbidden(&f, "cudaMalloc")) {
+    /* noted */
   } else if (size == 0) {
     /* cudaMalloc(&p, 0) succeeds with a null pointer. */
   } else if (!recap__fake_fits(device, size) || size > SIZE_MAX - (FAKE_ALIGNMENT - 1)) {
@@ -169,7 +173,6 @@ recap_status_t recap__fake_op_raw_free(void *ptr) {
   fake_failure_t f = {0};
   if (!ptr) return RECAP_SUCCESS; /* cudaFree(NULL) does nothing */
   pthread_mutex_lock(&recap__fake.lock);
-  fake_capture_t *first;
   size_t slot = blocks_find(ptr);
   if (slot == SIZE_MAX) {
     recap__fake_note(
@@ -177,8 +180,8 @@ recap_status_t recap__fake_op_raw_free(void *ptr) {
         "cudaFree: invalid argument (cudaErrorInvalidValue): %p was not allocated by the fake "
         "device, or was freed already",
         ptr);
-  } else if (recap__fake_forbidding_captures(false, &first) > 0) {
-    recap__fake_note_forbidden(&f, "cudaFree");
+  } else if (recap__fake_refuse_forbidden(&f, "cudaFree")) {
+    /* noted */
   } else {
     fake_block_t b = recap__fake.blocks[slot];
     blocks_remove(slot);
@@ -214,12 +217,8 @@ recap_status_t recap__fake_op_mem_get_info(size_t *free_bytes, size_t *total_byt
   int device = recap__fake_tl_device;
   if (!free_bytes || !total_bytes) {
     recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaMemGetInfo: an out-parameter is NULL");
-  } else if (device < 0 || device >= recap__fake.device_count) {
-    recap__fake_note(
-        &f, RECAP_ERROR_CUDA,
-        "cudaMemGetInfo: invalid device ordinal (cudaErrorInvalidDevice): this thread's current "
-        "device %d is not one of the fake's %d",
-        device, recap__fake.device_count);
+  } else if (recap__fake_note_bad_device(&f, "cudaMemGetInfo", device)) {
+    /* noted */
   } else {
     *free_bytes = recap__fake_free_bytes(device);
     *total_bytes = recap__fake.capacity;

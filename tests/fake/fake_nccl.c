@@ -541,17 +541,28 @@ static bool injected(recap__fake_fault_t kind, uint64_t *nth) {
   return fail;
 }
 
+/* As injected; when the call fails, *error is the failure: "<failure>: fault injected by the
+ * fake NCCL into <what> call N" with status code. */
+static bool injected_error(recap__fake_fault_t kind, recap_status_t code, const char *failure,
+                           const char *what, recap_status_t *error) {
+  uint64_t nth;
+  if (!injected(kind, &nth)) return false;
+  *error = recap__error(code, "%s: fault injected by the fake NCCL into %s call %llu", failure,
+                        what, (unsigned long long)nth);
+  return true;
+}
+
 /* ---- the table -------------------------------------------------------------------------- */
 
 static recap_status_t fake_load(int *version) {
   RECAP__ARG(version, "recap__nccl load: version is NULL");
   *version = 0;
-  uint64_t nth;
-  if (injected(RECAP__FAKE_FAULT_NCCL_LOAD, &nth))
-    return recap__error(RECAP_ERROR_NOT_FOUND,
-                        "NCCL: could not load libnccl.so.2 through the dynamic loader's search "
-                        "path (libnccl.so.2): fault injected by the fake NCCL into load call %llu",
-                        (unsigned long long)nth);
+  recap_status_t fault;
+  if (injected_error(RECAP__FAKE_FAULT_NCCL_LOAD, RECAP_ERROR_NOT_FOUND,
+                     "NCCL: could not load libnccl.so.2 through the dynamic loader's search path "
+                     "(libnccl.so.2)",
+                     "load", &fault))
+    return fault;
   pthread_mutex_lock(&nccl.lock);
   *version = nccl.version;
   nccl.counters.loads++;
@@ -692,6 +703,17 @@ static recap_status_t fake_group_end(void) {
   return RECAP_SUCCESS;
 }
 
+/* One resource more (sign 1) or one less (sign -1): its live count, their bytes, and the count
+ * of the calls that made or ended one. Lock held. */
+static void tally(int64_t *live, size_t *live_bytes, uint64_t *calls, int sign, size_t bytes) {
+  *live += sign;
+  if (sign > 0)
+    *live_bytes += bytes;
+  else
+    *live_bytes -= bytes;
+  (*calls)++;
+}
+
 static recap_status_t fake_mem_alloc(void **ptr, size_t bytes) {
   RECAP__ARG(ptr, "ncclMemAlloc: ptr is NULL");
   *ptr = NULL;
@@ -729,9 +751,7 @@ static recap_status_t fake_mem_alloc(void **ptr, size_t bytes) {
   pthread_mutex_lock(&nccl.lock);
   a->next = nccl.allocs;
   nccl.allocs = a;
-  nccl.counters.mem_live++;
-  nccl.counters.mem_bytes += bytes;
-  nccl.counters.mem_allocs++;
+  tally(&nccl.counters.mem_live, &nccl.counters.mem_bytes, &nccl.counters.mem_allocs, 1, bytes);
   pthread_mutex_unlock(&nccl.lock);
   *ptr = p;
   return RECAP_SUCCESS;
@@ -745,9 +765,8 @@ static recap_status_t fake_mem_free(void *ptr) {
   fake_alloc_t *a = *link;
   if (a) {
     *link = a->next;
-    nccl.counters.mem_live--;
-    nccl.counters.mem_bytes -= a->bytes;
-    nccl.counters.mem_frees++;
+    tally(&nccl.counters.mem_live, &nccl.counters.mem_bytes, &nccl.counters.mem_frees, -1,
+          a->bytes);
   }
   pthread_mutex_unlock(&nccl.lock);
   if (!a)
@@ -765,12 +784,11 @@ static recap_status_t fake_comm_register(recap__nccl_comm_t comm, void *buffer, 
                                          void **handle) {
   RECAP__ARG(handle, "ncclCommRegister: handle is NULL");
   *handle = NULL;
-  uint64_t nth;
-  if (injected(RECAP__FAKE_FAULT_NCCL_REGISTER, &nth))
-    return recap__error(RECAP_ERROR_INTERNAL,
-                        "ncclCommRegister: unhandled system error (ncclSystemError): fault "
-                        "injected by the fake NCCL into register call %llu",
-                        (unsigned long long)nth);
+  recap_status_t fault;
+  if (injected_error(RECAP__FAKE_FAULT_NCCL_REGISTER, RECAP_ERROR_INTERNAL,
+                     "ncclCommRegister: unhandled system error (ncclSystemError)", "register",
+                     &fault))
+    return fault;
   RECAP__ARG(buffer && bytes > 0,
              "ncclCommRegister: invalid argument (ncclInvalidArgument): buffer %p of %zu bytes",
              buffer, bytes);
@@ -786,9 +804,8 @@ static recap_status_t fake_comm_register(recap__nccl_comm_t comm, void *buffer, 
     g->bytes = bytes;
     g->next = nccl.regs;
     nccl.regs = g;
-    nccl.counters.registered_live++;
-    nccl.counters.registered_bytes += bytes;
-    nccl.counters.registers++;
+    tally(&nccl.counters.registered_live, &nccl.counters.registered_bytes, &nccl.counters.registers,
+          1, bytes);
   }
   pthread_mutex_unlock(&nccl.lock);
   if (!c) {
@@ -810,9 +827,8 @@ static recap_status_t fake_comm_deregister(recap__nccl_comm_t comm, void *handle
   bool ok = g && g->comm == comm;
   if (ok) {
     *link = g->next;
-    nccl.counters.registered_live--;
-    nccl.counters.registered_bytes -= g->bytes;
-    nccl.counters.deregisters++;
+    tally(&nccl.counters.registered_live, &nccl.counters.registered_bytes,
+          &nccl.counters.deregisters, -1, g->bytes);
   }
   pthread_mutex_unlock(&nccl.lock);
   if (!ok)

@@ -122,15 +122,10 @@ recap_status_t recap__fake_op_patch_plan_create(recap_cuda_graph_t graph, recap_
   *plan = NULL;
   *sites = NULL;
   *count = 0;
-  fake_failure_t f = {0};
-  pthread_mutex_lock(&recap__fake.lock);
-  bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_PATCH_PLAN);
+  RECAP__FAKE_OP_BEGIN(f, RECAP__FAKE_FAULT_PATCH_PLAN, "patch plan", "patch plan creation");
   fake_graph_t *g = recap__fake_graph_find(graph);
   fake_graph_t *o = origin ? recap__fake_graph_find(origin) : g;
-  if (inject) {
-    recap__fake_note_injected(&f, "patch plan", RECAP__FAKE_FAULT_PATCH_PLAN,
-                              "patch plan creation");
-  } else if (!g) {
+  if (!g) {
     recap__fake_note_bad_graph(&f, "patch plan", (const void *)graph, "graph");
   } else if (!o) {
     recap__fake_note_bad_graph(&f, "patch plan", (const void *)origin, "graph");
@@ -354,16 +349,12 @@ recap_status_t recap__fake_op_graph_exec_update(recap_cuda_graph_exec_t exec,
   RECAP__ARG(refused && node, "cudaGraphExecUpdate: an out-parameter is NULL");
   *refused = RECAP_UPDATE_REASON_NONE;
   *node = SIZE_MAX;
-  fake_failure_t f = {0};
-  pthread_mutex_lock(&recap__fake.lock);
-  bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_EXEC_UPDATE);
+  RECAP__FAKE_OP_BEGIN(f, RECAP__FAKE_FAULT_EXEC_UPDATE, "cudaGraphExecUpdate",
+                       "executable update");
   fake_exec_t *x = recap__fake_exec_find(exec);
   fake_graph_t *g = recap__fake_graph_find(graph);
   fake_nodes_t copy;
-  if (inject) {
-    recap__fake_note_injected(&f, "cudaGraphExecUpdate", RECAP__FAKE_FAULT_EXEC_UPDATE,
-                              "executable update");
-  } else if (!x) {
+  if (!x) {
     recap__fake_note_bad_graph(&f, "cudaGraphExecUpdate", (const void *)exec, "executable graph");
   } else if (!g) {
     recap__fake_note_bad_graph(&f, "cudaGraphExecUpdate", (const void *)graph, "graph");

@@ -153,14 +153,10 @@ static void fake_rng_advance_fn(void *const *args, size_t n) {
 /* A kernel that computes, unlike the other random kernels: graph launches run it (the fake runs
  * regions' bodies), so that the state words show what loops drew. */
 recap_status_t recap__fake_op_rng_advance(recap_stream_t stream, uint64_t *state, uint64_t step) {
-  fake_failure_t f = {0};
-  pthread_mutex_lock(&recap__fake.lock);
-  bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_RNG_ADVANCE);
+  RECAP__FAKE_OP_BEGIN(f, RECAP__FAKE_FAULT_RNG_ADVANCE, "recap_rng_advance<<<1, 1>>>",
+                       "random state advance");
   fake_stream_t *s = recap__fake_stream_of(stream);
-  if (inject) {
-    recap__fake_note_injected(&f, "recap_rng_advance<<<1, 1>>>", RECAP__FAKE_FAULT_RNG_ADVANCE,
-                              "random state advance");
-  } else if (!state) {
+  if (!state) {
     recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT,
                      "recap_rng_advance: the state pointer is NULL");
   } else if (!s) {

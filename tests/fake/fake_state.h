@@ -323,6 +323,9 @@ static inline bool recap__fake_fits(int device, size_t size) {
 bool recap__fake_memory_take(size_t size, int *device, size_t *free_bytes, size_t *total);
 /* Give back what recap__fake_memory_take took on device. Takes the lock itself. */
 void recap__fake_memory_give(int device, size_t size);
+/* Whether device, the calling thread's current one, is not one of the fake's: then the failure
+ * of call is noted in f (cudaErrorInvalidDevice). Lock held. */
+bool recap__fake_note_bad_device(fake_failure_t *f, const char *call, int device);
 
 /* ---- failures (fake.c) ------------------------------------------------------------------ */
 
@@ -344,6 +347,17 @@ bool recap__fake_count_call(recap__fake_fault_t kind);
 /* The failure of an injected fault into the call of kind just counted; what names the call. */
 recap_status_t recap__fake_note_injected(fake_failure_t *f, const char *call,
                                          recap__fake_fault_t kind, const char *what);
+/* The start of an op with a fault point: the fake's lock taken, the call of kind counted, and,
+ * when an armed fault makes it fail, the fault noted in f (as recap__fake_note_injected). True
+ * then: the op changes nothing and returns recap__fake_unlock_and_report(f). */
+bool recap__fake_op_enter(fake_failure_t *f, recap__fake_fault_t kind, const char *call,
+                          const char *what);
+/* The start of such an op: declares its failure f, takes the lock (recap__fake_op_enter), and
+ * when an armed fault fails the call returns that failure at once, as the ops' argument checks
+ * return theirs. */
+#define RECAP__FAKE_OP_BEGIN(f, kind, call, what) \
+  fake_failure_t f = {0};                         \
+  if (recap__fake_op_enter(&(f), (kind), (call), (what))) return recap__fake_unlock_and_report(&(f))
 
 /* ---- streams (fake_stream.c) ------------------------------------------------------------ */
 
@@ -373,6 +387,8 @@ recap_status_t recap__fake_note_bad_stream(fake_failure_t *f, const char *call,
 int recap__fake_forbidding_captures(bool invalidate, fake_capture_t **first);
 /* The failure of such a call (cudaErrorStreamCaptureUnsupported); invalidates the captures. */
 recap_status_t recap__fake_note_forbidden(fake_failure_t *f, const char *call);
+/* Whether captures forbid call now: then its failure is noted in f (recap__fake_note_forbidden). */
+bool recap__fake_refuse_forbidden(fake_failure_t *f, const char *call);
 /* The failure of a call refused on stream s, which takes part in a capture. */
 recap_status_t recap__fake_note_capturing_stream(fake_failure_t *f, const char *call,
                                                  const fake_stream_t *s, bool invalidates);

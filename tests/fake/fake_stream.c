@@ -212,14 +212,9 @@ recap_status_t recap__fake_op_event_destroy(recap__event_t event) {
 }
 
 recap_status_t recap__fake_op_event_record(recap__event_t event, recap_stream_t stream) {
-  fake_failure_t f = {0};
-  pthread_mutex_lock(&recap__fake.lock);
-  bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_EVENT_RECORD);
+  RECAP__FAKE_OP_BEGIN(f, RECAP__FAKE_FAULT_EVENT_RECORD, "cudaEventRecord", "event record");
   fake_stream_t *s = recap__fake_stream_of(stream);
-  if (inject) {
-    recap__fake_note_injected(&f, "cudaEventRecord", RECAP__FAKE_FAULT_EVENT_RECORD,
-                              "event record");
-  } else if (!event) {
+  if (!event) {
     recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaEventRecord: the event is NULL");
   } else if (!event_valid(event)) {
     note_bad_event(&f, "cudaEventRecord", event);
@@ -271,14 +266,10 @@ recap_status_t recap__fake_op_event_synchronize(recap__event_t event) {
 }
 
 recap_status_t recap__fake_op_stream_wait_event(recap_stream_t stream, recap__event_t event) {
-  fake_failure_t f = {0};
-  pthread_mutex_lock(&recap__fake.lock);
-  bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_STREAM_WAIT_EVENT);
+  RECAP__FAKE_OP_BEGIN(f, RECAP__FAKE_FAULT_STREAM_WAIT_EVENT, "cudaStreamWaitEvent",
+                       "stream wait");
   fake_stream_t *s = recap__fake_stream_of(stream);
-  if (inject) {
-    recap__fake_note_injected(&f, "cudaStreamWaitEvent", RECAP__FAKE_FAULT_STREAM_WAIT_EVENT,
-                              "stream wait");
-  } else if (!event) {
+  if (!event) {
     /* CUDA answers a NULL event as it answers a destroyed one. */
     recap__fake_note(&f, RECAP_ERROR_CUDA,
                      "cudaStreamWaitEvent: invalid resource handle "
@@ -351,6 +342,23 @@ recap_status_t recap__fake_op_stream_create(recap_stream_t *stream) {
   return recap__fake_unlock_and_report(&f);
 }
 
+/* Whether the work of s (found for the handle stream) may be finished by call: not when s is no
+ * stream, nor while it captures (the call invalidates that capture). The refusal is noted in
+ * f. Lock held. */
+static bool stream_may_finish(fake_failure_t *f, const char *call, recap_stream_t stream,
+                              fake_stream_t *s) {
+  if (!s) {
+    recap__fake_note_bad_stream(f, call, stream);
+    return false;
+  }
+  if (s->capture) {
+    s->capture->invalidated = true;
+    recap__fake_note_capturing_stream(f, call, s, true);
+    return false;
+  }
+  return true;
+}
+
 recap_status_t recap__fake_op_stream_destroy(recap_stream_t stream) {
   fake_failure_t f = {0};
   if (!stream)
@@ -360,12 +368,7 @@ recap_status_t recap__fake_op_stream_destroy(recap_stream_t stream) {
   fake_stream_t **link = &recap__fake.streams;
   while (*link && (recap_stream_t)*link != stream) link = &(*link)->next;
   fake_stream_t *s = *link;
-  if (!s) {
-    recap__fake_note_bad_stream(&f, "cudaStreamDestroy", stream);
-  } else if (s->capture) {
-    s->capture->invalidated = true;
-    recap__fake_note_capturing_stream(&f, "cudaStreamDestroy", s, true);
-  } else {
+  if (stream_may_finish(&f, "cudaStreamDestroy", stream, s)) {
     /* CUDA finishes the work of a destroyed stream, so events recorded on it become done, the
      * work its markers waited for completes, and other streams' waits for it are satisfied. */
     recap__fake_stream_advance(s, s->enqueued);
@@ -383,14 +386,8 @@ recap_status_t recap__fake_op_stream_synchronize(recap_stream_t stream) {
   fake_failure_t f = {0};
   pthread_mutex_lock(&recap__fake.lock);
   fake_stream_t *s = recap__fake_stream_of(stream);
-  if (!s) {
-    recap__fake_note_bad_stream(&f, "cudaStreamSynchronize", stream);
-  } else if (s->capture) {
-    s->capture->invalidated = true;
-    recap__fake_note_capturing_stream(&f, "cudaStreamSynchronize", s, true);
-  } else {
+  if (stream_may_finish(&f, "cudaStreamSynchronize", stream, s))
     recap__fake_stream_advance(s, s->enqueued);
-  }
   return recap__fake_unlock_and_report(&f);
 }
 
@@ -462,10 +459,7 @@ recap_status_t recap__fake_op_exchange_capture_mode(recap__capture_mode_t *mode)
 recap_status_t recap__fake_op_device_synchronize(void) {
   fake_failure_t f = {0};
   pthread_mutex_lock(&recap__fake.lock);
-  fake_capture_t *first;
-  if (recap__fake_forbidding_captures(false, &first) > 0) {
-    recap__fake_note_forbidden(&f, "cudaDeviceSynchronize");
-  } else {
+  if (!recap__fake_refuse_forbidden(&f, "cudaDeviceSynchronize")) {
     recap__fake_stream_advance(&recap__fake.legacy, recap__fake.legacy.enqueued);
     for (fake_stream_t *s = recap__fake.streams; s; s = s->next)
       recap__fake_stream_advance(s, s->enqueued);

@@ -89,13 +89,7 @@ static bool enter(fake_failure_t *f, recap__fake_fault_t kind, const char *call,
       recap__fake_note_injected(f, call, kind, what);
     return false;
   }
-  if (*device < 0 || *device >= recap__fake.device_count) {
-    recap__fake_note(f, RECAP_ERROR_CUDA,
-                     "%s: invalid device ordinal (cudaErrorInvalidDevice): this thread's current "
-                     "device %d is not one of the fake's %d",
-                     call, *device, recap__fake.device_count);
-    return false;
-  }
+  if (recap__fake_note_bad_device(f, call, *device)) return false;
   if (needs_vmm && recap__fake.vmm_unsupported) {
     recap__fake_note(f, RECAP_ERROR_NOT_SUPPORTED,
                      "device %d does not support CUDA virtual memory management "
@@ -115,6 +109,13 @@ static bool refuse_granular(fake_failure_t *f, const char *call, const char *wha
     return false;
   recap__fake_note(f, RECAP_ERROR_INVALID_ARGUMENT, "%s", message);
   return true;
+}
+
+/* refuse_granular for a range's address, then for its size. */
+static bool refuse_range(fake_failure_t *f, const char *call, const void *ptr, size_t size,
+                         int device) {
+  return refuse_granular(f, call, "address", (uintptr_t)ptr, device) ||
+         refuse_granular(f, call, "size", size, device);
 }
 
 /* ---- granularity and ranges ---------------------------------------------------------------- */
@@ -187,8 +188,7 @@ recap_status_t recap__fake_op_vmm_release_range(void *ptr, size_t size) {
   while (*at && (*at)->base != (char *)ptr) at = &(*at)->next;
   if (!enter(&f, RECAP__FAKE_FAULT_VMM_RELEASE_RANGE, "cuMemAddressFree", "VMM range release",
              false, true, &device)) {
-  } else if (refuse_granular(&f, "cuMemAddressFree", "address", (uintptr_t)ptr, device) ||
-             refuse_granular(&f, "cuMemAddressFree", "size", size, device)) {
+  } else if (refuse_range(&f, "cuMemAddressFree", ptr, size, device)) {
   } else if (!*at || (*at)->size != size) {
     recap__fake_note(&f, RECAP_ERROR_CUDA,
                      "cuMemAddressFree: invalid argument (CUDA_ERROR_INVALID_VALUE): [%p, +%zu) "
@@ -289,8 +289,7 @@ recap_status_t recap__fake_op_vmm_map(void *ptr, size_t size, recap__vmm_handle_
   } else if (handle == 0) {
     recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT,
                      "cuMemMap: the handle is 0, which vmm_create never gives out");
-  } else if (refuse_granular(&f, "cuMemMap", "address", (uintptr_t)ptr, device) ||
-             refuse_granular(&f, "cuMemMap", "size", size, device)) {
+  } else if (refuse_range(&f, "cuMemMap", ptr, size, device)) {
   } else if (!c) {
     recap__fake_note(&f, RECAP_ERROR_CUDA,
                      "cuMemMap: invalid argument (CUDA_ERROR_INVALID_VALUE): handle 0x%llx is "
@@ -346,8 +345,7 @@ recap_status_t recap__fake_op_vmm_unmap(void *ptr, size_t size) {
   char *p = ptr;
   pthread_mutex_lock(&recap__fake.lock);
   if (!enter(&f, RECAP__FAKE_FAULT_VMM_UNMAP, "cuMemUnmap", "VMM unmap", false, true, &device)) {
-  } else if (refuse_granular(&f, "cuMemUnmap", "address", (uintptr_t)ptr, device) ||
-             refuse_granular(&f, "cuMemUnmap", "size", size, device)) {
+  } else if (refuse_range(&f, "cuMemUnmap", ptr, size, device)) {
   } else if (mapped_within(p, size, &cut) != size || cut) {
     recap__fake_note(&f, RECAP_ERROR_CUDA,
                      "cuMemUnmap: invalid argument (CUDA_ERROR_INVALID_VALUE): [%p, +%zu) %s", ptr,
@@ -391,8 +389,7 @@ recap_status_t recap__fake_op_vmm_set_access(void *ptr, size_t size) {
   pthread_mutex_lock(&recap__fake.lock);
   if (!enter(&f, RECAP__FAKE_FAULT_VMM_SET_ACCESS, "cuMemSetAccess", "VMM access", false, true,
              &device)) {
-  } else if (refuse_granular(&f, "cuMemSetAccess", "address", (uintptr_t)ptr, device) ||
-             refuse_granular(&f, "cuMemSetAccess", "size", size, device)) {
+  } else if (refuse_range(&f, "cuMemSetAccess", ptr, size, device)) {
   } else if (mapped_within(ptr, size, &cut) != size) {
     recap__fake_note(&f, RECAP_ERROR_CUDA,
                      "cuMemSetAccess: invalid argument (CUDA_ERROR_INVALID_VALUE): [%p, +%zu) "
@@ -411,7 +408,6 @@ recap_status_t recap__fake_op_vmm_set_access(void *ptr, size_t size) {
 recap_status_t recap__fake_op_host_alloc_pinned(void **ptr, size_t size) {
   fake_failure_t f = {0};
   int device;
-  fake_capture_t *first;
   if (ptr) *ptr = NULL;
   pthread_mutex_lock(&recap__fake.lock);
   if (!enter(&f, RECAP__FAKE_FAULT_HOST_ALLOC_PINNED, "cudaHostAlloc", "pinned host allocation",
@@ -421,8 +417,8 @@ recap_status_t recap__fake_op_host_alloc_pinned(void **ptr, size_t size) {
   } else if (size == 0) {
     recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT,
                      "cudaHostAlloc: size is 0; ask for at least one byte");
-  } else if (recap__fake_forbidding_captures(false, &first) > 0) {
-    recap__fake_note_forbidden(&f, "cudaHostAlloc");
+  } else if (recap__fake_refuse_forbidden(&f, "cudaHostAlloc")) {
+    /* noted */
   } else {
     fake_pinned_t *h = malloc(sizeof *h);
     size_t rounded = size <= SIZE_MAX - (FAKE_ALIGNMENT - 1)
@@ -449,7 +445,6 @@ recap_status_t recap__fake_op_host_alloc_pinned(void **ptr, size_t size) {
 recap_status_t recap__fake_op_host_free_pinned(void *ptr) {
   fake_failure_t f = {0};
   int device;
-  fake_capture_t *first;
   if (!ptr) return RECAP_SUCCESS; /* cudaFreeHost(NULL) does nothing */
   pthread_mutex_lock(&recap__fake.lock);
   fake_pinned_t **at = &recap__fake.pinned;
@@ -461,8 +456,8 @@ recap_status_t recap__fake_op_host_free_pinned(void *ptr) {
                      "cudaFreeHost: invalid argument (cudaErrorInvalidValue): %p was not "
                      "allocated by host_alloc_pinned, or was freed already",
                      ptr);
-  } else if (recap__fake_forbidding_captures(false, &first) > 0) {
-    recap__fake_note_forbidden(&f, "cudaFreeHost");
+  } else if (recap__fake_refuse_forbidden(&f, "cudaFreeHost")) {
+    /* noted */
   } else {
     fake_pinned_t *h = *at;
     *at = h->next;

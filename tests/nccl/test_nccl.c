@@ -108,6 +108,27 @@ static void *device_buffer(recap_stream_t s, size_t bytes) {
   return p;
 }
 
+/* The start of most tests: the setup, a stream, and a device buffer of bytes on it. */
+static recap_stream_t setup_with_buffer(float **buf, size_t bytes) {
+  setup();
+  recap_stream_t s = recap__fake_stream_new();
+  *buf = device_buffer(s, bytes);
+  return s;
+}
+
+/* The end of a test of one graph: the graph and the buffer gone, the teardown. */
+static void teardown_graph(recap_graph_t g, float *buf) {
+  OK(recap_graph_destroy(g));
+  OK(recap_free(buf));
+  teardown();
+}
+
+/* Both streams' work done. */
+static void complete_both(recap_stream_t s1, recap_stream_t s2) {
+  recap__fake_stream_complete(s1);
+  recap__fake_stream_complete(s2);
+}
+
 static size_t collectives(recap_graph_t g, recap_collective_t *out, size_t capacity,
                           uint64_t *hash) {
   for (size_t i = 0; i < capacity; i++) out[i] = (recap_collective_t)RECAP_COLLECTIVE_INIT;
@@ -122,9 +143,8 @@ static size_t collectives(recap_graph_t g, recap_collective_t *out, size_t capac
 
 static void test_eager_calls_nccl_and_records_nothing(void **state) {
   (void)state;
-  setup();
-  recap_stream_t s = recap__fake_stream_new();
-  float *buf = device_buffer(s, 1024);
+  float *buf;
+  recap_stream_t s = setup_with_buffer(&buf, 1024);
   OK(recap_nccl_all_reduce(buf, buf, 256, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s));
   OK(recap_nccl_broadcast(buf, buf, 16, RECAP_NCCL_INT32, 0, COMM0, s));
   assert_int_equal(rec.call_count, 2);
@@ -147,9 +167,7 @@ static void test_eager_calls_nccl_and_records_nothing(void **state) {
   OK(recap_graph_collectives(g, NULL, 0, &count, &hash));
   assert_int_equal(count, 0);
   assert_true(hash == 0);
-  OK(recap_graph_destroy(g));
-  OK(recap_free(buf));
-  teardown();
+  teardown_graph(g, buf);
 }
 
 static void test_enums_equal_nccls(void **state) {
@@ -243,16 +261,13 @@ static void test_capture_records_in_order(void **state) {
   OK(recap_graph_capture_end(h));
   assert_int_equal(collectives(h, c, 8, NULL), 1);
   OK(recap_graph_destroy(h));
-  OK(recap_graph_destroy(g));
-  OK(recap_free(buf));
-  teardown();
+  teardown_graph(g, buf);
 }
 
 static void test_argument_refusals(void **state) {
   (void)state;
-  setup();
-  recap_stream_t s = recap__fake_stream_new();
-  float *buf = device_buffer(s, 64);
+  float *buf;
+  recap_stream_t s = setup_with_buffer(&buf, 64);
   EXPECT_STATUS(recap_nccl_all_reduce(buf, buf, 4, (recap_nccl_dtype_t)12, RECAP_NCCL_SUM, COMM0,
                                       s),
                 RECAP_ERROR_INVALID_ARGUMENT);
@@ -280,9 +295,8 @@ static void test_argument_refusals(void **state) {
 
 static void test_refused_inside_region_body(void **state) {
   (void)state;
-  setup();
-  recap_stream_t s = recap__fake_stream_new();
-  float *buf = device_buffer(s, 64);
+  float *buf;
+  recap_stream_t s = setup_with_buffer(&buf, 64);
   recap_graph_t g = graph_capturing(s, NULL);
   region_opened(RECAP_REGION_IF, 1, 1, s);
   EXPECT_STATUS(recap_nccl_all_reduce(buf, buf, 16, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s),
@@ -299,9 +313,7 @@ static void test_refused_inside_region_body(void **state) {
   recap_collective_t c[2];
   assert_int_equal(collectives(g, c, 2, NULL), 1);
   assert_int_equal(rec.call_count, 1);
-  OK(recap_graph_destroy(g));
-  OK(recap_free(buf));
-  teardown();
+  teardown_graph(g, buf);
 }
 
 static void test_direct_nccl_kernel_in_body_refused_at_region_end(void **state) {
@@ -377,9 +389,8 @@ static void test_old_version_warns_once(void **state) {
 
 static void test_check_one_rank(void **state) {
   (void)state;
-  setup();
-  recap_stream_t s = recap__fake_stream_new();
-  float *buf = device_buffer(s, 64);
+  float *buf;
+  recap_stream_t s = setup_with_buffer(&buf, 64);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   EXPECT_STATUS(recap_graph_check_collectives(g, COMM0), RECAP_ERROR_INVALID_USAGE);
@@ -503,8 +514,7 @@ static void test_policies(void **state) {
   assert_true(done); /* at once: the host waited */
   OK(dev->event_query(after, &done));
   assert_false(done); /* for the event, not the whole stream */
-  recap__fake_stream_complete(s1);
-  recap__fake_stream_complete(s2);
+  complete_both(s1, s2);
 
   /* Both failing: the replay fails with the host wait's error and launches nothing. s2 (the
    * latest replay's stream) capturing makes the event's host wait fail. */
@@ -572,8 +582,7 @@ static void test_policies(void **state) {
   EXPECT_MESSAGE("cudaEventSynchronize");
   assert_int_equal(rec.call_count, calls_before);
   assert_false(recap__fake_capture_end(s1));
-  recap__fake_stream_complete(s1);
-  recap__fake_stream_complete(s2);
+  complete_both(s1, s2);
 
   /* A graph without collectives is not held back. */
   recap_graph_t plain = graph_capturing(s2, NULL);
@@ -583,22 +592,18 @@ static void test_policies(void **state) {
   OK(recap_graph_replay(g1, s1));
   OK(recap_graph_replay(plain, s2));
   EXPECT_STATUS(recap_graph_replay(g2, s2), RECAP_ERROR_BUSY);
-  recap__fake_stream_complete(s1);
-  recap__fake_stream_complete(s2);
+  complete_both(s1, s2);
   OK(dev->event_destroy(before));
   OK(dev->event_destroy(after));
   OK(recap_graph_destroy(plain));
   OK(recap_graph_destroy(g1));
-  OK(recap_graph_destroy(g2));
-  OK(recap_free(buf));
-  teardown();
+  teardown_graph(g2, buf);
 }
 
 static void test_seam_failures(void **state) {
   (void)state;
-  setup();
-  recap_stream_t s = recap__fake_stream_new();
-  float *buf = device_buffer(s, 64);
+  float *buf;
+  recap_stream_t s = setup_with_buffer(&buf, 64);
   rec.load_status = RECAP_ERROR_NOT_FOUND;
   int version = 5;
   EXPECT_STATUS(recap_nccl_version(&version), RECAP_ERROR_NOT_FOUND);

@@ -35,15 +35,36 @@ enum { N = 1 << 16 };
 
 static void *library;
 
-static recap_nccl_comm_t one_rank(void) {
+/* A communicator of one rank on device 0 (skips without NCCL), and a new stream in *s unless
+ * s is NULL. */
+static recap_nccl_comm_t one_rank(cudaStream_t *s) {
   CUDA_OK(cudaSetDevice(0));
   gpu_nccl_version_or_skip();
   library = gpu_nccl_open();
   recap__nccl_comm_t comm = gpu_nccl_one_rank_comm(library);
+  if (s) *s = gpu_stream();
   return comm;
 }
 
-static void release(recap_nccl_comm_t comm) { gpu_nccl_release(library, comm); }
+/* The end of a test: the stream destroyed, the communicator released. */
+static void finish(cudaStream_t s, recap_nccl_comm_t comm) {
+  CUDA_OK(cudaStreamDestroy(s));
+  gpu_nccl_release(library, comm);
+}
+
+/* A new graph, its capture begun on s with o. */
+static recap_graph_t capturing(const recap_capture_options_t *o, cudaStream_t s) {
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, o, (recap_stream_t)s));
+  return g;
+}
+
+static float *device_floats(void) {
+  float *p = NULL;
+  CUDA_OK(cudaMalloc((void **)&p, N * sizeof(float)));
+  return p;
+}
 
 static void captured_checked_replayed(void **state) {
   (void)state;
@@ -51,8 +72,8 @@ static void captured_checked_replayed(void **state) {
     printf("SKIP: expandable_segments is on, and NCCL's memory is no virtual memory\n");
     return;
   }
-  recap_nccl_comm_t comm = one_rank();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s;
+  recap_nccl_comm_t comm = one_rank(&s);
   recap_pool_id_t pool = recap_pool_handle();
   OK(recap_pool_nccl(pool, comm));
   /* NCCL sets up its buffers at a communicator's first collective: one eagerly first. */
@@ -62,12 +83,10 @@ static void captured_checked_replayed(void **state) {
                            (recap_stream_t)s));
   CUDA_OK(cudaStreamSynchronize(s));
 
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.pool = pool;
   o.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
-  OK(recap_graph_capture_begin(g, &o, (recap_stream_t)s));
+  recap_graph_t g = capturing(&o, s);
   float *a = NULL, *b = NULL, *c = NULL;
   OK(recap_malloc((void **)&a, N * sizeof(float), (recap_stream_t)s));
   OK(recap_malloc((void **)&b, N * sizeof(float), (recap_stream_t)s));
@@ -100,8 +119,7 @@ static void captured_checked_replayed(void **state) {
   OK(recap_empty_cache());
   recap_pool_memory_t pm = RECAP_POOL_MEMORY_INIT;
   assert_int_equal(recap_pool_memory(pool, &pm), RECAP_ERROR_NOT_FOUND); /* the pool is gone */
-  CUDA_OK(cudaStreamDestroy(s));
-  release(comm);
+  finish(s, comm);
 }
 
 /* Whether name is one of NCCL's kernels (as the region check recognises them). */
@@ -118,8 +136,8 @@ static int nccl_name(const char *name) {
 static void refused_in_conditional_bodies(void **state) {
   (void)state;
   if (!gpu_conditional_nodes()) return;
-  recap_nccl_comm_t comm = one_rank();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s;
+  recap_nccl_comm_t comm = one_rank(&s);
   float *a = NULL;
   OK(recap_malloc((void **)&a, N * sizeof(float), (recap_stream_t)s));
   OK(recap_nccl_all_reduce(a, a, N, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm, (recap_stream_t)s));
@@ -144,11 +162,9 @@ static void refused_in_conditional_bodies(void **state) {
   recap_graph_info_free(info);
   OK(recap_graph_destroy(probe));
 
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.regions = RECAP_REGIONS_DEVICE;
-  OK(recap_graph_capture_begin(g, &o, (recap_stream_t)s));
+  recap_graph_t g = capturing(&o, s);
   recap_cond_t cond;
   OK(recap_cond_create(&cond, 1, (recap_stream_t)s));
   OK(recap_region_begin(RECAP_REGION_IF, cond, 1, (recap_stream_t)s));
@@ -180,8 +196,7 @@ static void refused_in_conditional_bodies(void **state) {
   CUDA_OK(cudaStreamSynchronize(s));
   OK(recap_free(a));
   OK(recap_empty_cache()); /* the segment goes back before the program ends */
-  CUDA_OK(cudaStreamDestroy(s));
-  release(comm);
+  finish(s, comm);
 }
 
 /* RECAP_NCCL_SERIALIZE on the device: g1 on s1 spins, adds 1 to a and all-reduces a into b; g2
@@ -190,14 +205,11 @@ static void refused_in_conditional_bodies(void **state) {
  * replay returned, s1 is still spinning. */
 static void serialized_on_the_device(void **state) {
   (void)state;
-  recap_nccl_comm_t comm = one_rank();
+  recap_nccl_comm_t comm = one_rank(NULL);
   CUDA_OK(recap_test_kernels_load());
   cudaStream_t s1 = gpu_stream(), s2 = NULL;
   CUDA_OK(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
-  float *a = NULL, *b = NULL, *c = NULL;
-  CUDA_OK(cudaMalloc((void **)&a, N * sizeof(float)));
-  CUDA_OK(cudaMalloc((void **)&b, N * sizeof(float)));
-  CUDA_OK(cudaMalloc((void **)&c, N * sizeof(float)));
+  float *a = device_floats(), *b = device_floats(), *c = device_floats();
   CUDA_OK(cudaMemset(a, 0, N * sizeof(float)));
   CUDA_OK(cudaMemset(b, 0, N * sizeof(float)));
   CUDA_OK(cudaDeviceSynchronize()); /* the memsets ran on the legacy stream */
@@ -208,15 +220,12 @@ static void serialized_on_the_device(void **state) {
 
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
-  recap_graph_t g1, g2;
-  OK(recap_graph_create(&g1, 0));
-  OK(recap_graph_capture_begin(g1, &o, (recap_stream_t)s1));
+  recap_graph_t g1 = capturing(&o, s1);
   CUDA_OK(recap_test_spin(20ull * 1000 * 1000, s1));
   CUDA_OK(recap_test_add_scalar(a, a, N, 1.0f, s1));
   OK(recap_nccl_all_reduce(a, b, N, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm, (recap_stream_t)s1));
   OK(recap_graph_capture_end(g1));
-  OK(recap_graph_create(&g2, 0));
-  OK(recap_graph_capture_begin(g2, &o, (recap_stream_t)s2));
+  recap_graph_t g2 = capturing(&o, s2);
   OK(recap_nccl_all_reduce(b, c, N, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm, (recap_stream_t)s2));
   OK(recap_graph_capture_end(g2));
   OK(recap_nccl_comm_policy(comm, RECAP_NCCL_SERIALIZE));
@@ -239,12 +248,10 @@ static void serialized_on_the_device(void **state) {
   free(host);
   OK(recap_graph_destroy(g1));
   OK(recap_graph_destroy(g2));
-  CUDA_OK(cudaFree(a));
-  CUDA_OK(cudaFree(b));
-  CUDA_OK(cudaFree(c));
+  float *buffers[] = {a, b, c};
+  for (size_t i = 0; i < 3; i++) CUDA_OK(cudaFree(buffers[i]));
   CUDA_OK(cudaStreamDestroy(s2));
-  CUDA_OK(cudaStreamDestroy(s1));
-  release(comm);
+  finish(s1, comm);
 }
 
 static const struct CMUnitTest tests[] = {

@@ -354,6 +354,15 @@ static void *race_rank1(void *arg) {
   return NULL;
 }
 
+/* *g: a graph of one all-reduce of N_AR floats in place on b, captured on s. */
+static void capture_all_reduce(recap_graph_t *g, float *b, recap__nccl_comm_t comm,
+                               recap_stream_t s) {
+  OK(recap_graph_create(g, 0));
+  OK(recap_graph_capture_begin(*g, NULL, s));
+  OK(recap_nccl_all_reduce(b, b, N_AR, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm, s));
+  OK(recap_graph_capture_end(*g));
+}
+
 static void race_prepare(race_t *x, bool graphs) {
   memset(x, 0, sizeof *x);
   x->graphs = graphs;
@@ -365,16 +374,8 @@ static void race_prepare(race_t *x, bool graphs) {
     OK(recap_malloc((void **)&x->b2[r], N_AR * sizeof(float), x->s1[r]));
     for (size_t i = 0; i < N_AR; i++) x->b1[r][i] = (float)(r + 1), x->b2[r][i] = (float)(10 * r);
     if (!graphs) continue;
-    OK(recap_graph_create(&x->g1[r], 0));
-    OK(recap_graph_capture_begin(x->g1[r], NULL, x->s1[r]));
-    OK(recap_nccl_all_reduce(x->b1[r], x->b1[r], N_AR, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM,
-                             x->comm[r], x->s1[r]));
-    OK(recap_graph_capture_end(x->g1[r]));
-    OK(recap_graph_create(&x->g2[r], 0));
-    OK(recap_graph_capture_begin(x->g2[r], NULL, x->s2[r]));
-    OK(recap_nccl_all_reduce(x->b2[r], x->b2[r], N_AR, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM,
-                             x->comm[r], x->s2[r]));
-    OK(recap_graph_capture_end(x->g2[r]));
+    capture_all_reduce(&x->g1[r], x->b1[r], x->comm[r], x->s1[r]);
+    capture_all_reduce(&x->g2[r], x->b2[r], x->comm[r], x->s2[r]);
   }
 }
 
@@ -473,14 +474,30 @@ static void test_refuse_overlap_refuses_the_second_replay(void **state) {
  * Regions, version, faults (one rank)
  * ---------------------------------------------------------------------------------------- */
 
+/* A communicator of one rank, a stream, and a buffer of 64 floats on it. */
+static recap_stream_t one_rank(recap__nccl_comm_t *comm, float **buf) {
+  OK(recap__fake_nccl_comms(1, comm));
+  recap_stream_t s = recap__fake_stream_new();
+  *buf = NULL;
+  OK(recap_malloc((void **)buf, 64 * sizeof(float), s));
+  return s;
+}
+
+/* The end of a test of one rank: its graph and buffer gone, no warning unless one was expected
+ * (and captured), the teardown. */
+static void one_rank_done(recap_graph_t g, float *buf, bool quiet) {
+  OK(recap_graph_destroy(g));
+  OK(recap_free(buf));
+  if (quiet) expect_quiet();
+  teardown();
+}
+
 static void test_region_refusals_with_the_fake(void **state) {
   (void)state;
   setup();
   recap__nccl_comm_t comm;
-  OK(recap__fake_nccl_comms(1, &comm));
-  recap_stream_t s = recap__fake_stream_new();
-  float *buf = NULL;
-  OK(recap_malloc((void **)&buf, 64 * sizeof(float), s));
+  float *buf;
+  recap_stream_t s = one_rank(&comm, &buf);
   recap_graph_t g = graph_capturing(s, NULL);
   region_opened(RECAP_REGION_IF, 1, 1, s);
   EXPECT_STATUS(recap_nccl_all_reduce(buf, buf, 64, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm, s),
@@ -494,10 +511,7 @@ static void test_region_refusals_with_the_fake(void **state) {
   EXPECT_MESSAGE("holds node 0 of its body, kernel ncclDevKernel_");
   EXPECT_MESSAGE("an NCCL collective");
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
-  OK(recap_graph_destroy(g));
-  OK(recap_free(buf));
-  expect_quiet();
-  teardown();
+  one_rank_done(g, buf, true);
 }
 
 static void test_version_warning_from_the_fake(void **state) {
@@ -508,10 +522,8 @@ static void test_version_warning_from_the_fake(void **state) {
   OK(recap_nccl_version(&version));
   assert_int_equal(version, 22905);
   recap__nccl_comm_t comm;
-  OK(recap__fake_nccl_comms(1, &comm));
-  recap_stream_t s = recap__fake_stream_new();
-  float *buf = NULL;
-  OK(recap_malloc((void **)&buf, 64 * sizeof(float), s));
+  float *buf;
+  recap_stream_t s = one_rank(&comm, &buf);
   recap_test_log_t log;
   recap_test_log_capture(&log);
   recap_graph_t g = graph_capturing(s, NULL);
@@ -520,9 +532,7 @@ static void test_version_warning_from_the_fake(void **state) {
   recap_test_log_stop();
   assert_int_equal(log.warnings, 1);
   EXPECT_IN(log.last_warning, "NCCL 2.29.5 has the graph deadlock of vllm #52504");
-  OK(recap_graph_destroy(g));
-  OK(recap_free(buf));
-  teardown();
+  one_rank_done(g, buf, false);
 }
 
 static void test_faults_at_the_seam(void **state) {
@@ -532,10 +542,8 @@ static void test_faults_at_the_seam(void **state) {
   recap__fake_fail_nth(RECAP__FAKE_FAULT_NCCL_LOAD, 1);
   EXPECT_STATUS(recap_nccl_version(&version), RECAP_ERROR_NOT_FOUND);
   recap__nccl_comm_t comm;
-  OK(recap__fake_nccl_comms(1, &comm));
-  recap_stream_t s = recap__fake_stream_new();
-  float *buf = NULL;
-  OK(recap_malloc((void **)&buf, 64 * sizeof(float), s));
+  float *buf;
+  recap_stream_t s = one_rank(&comm, &buf);
   recap_graph_t g = graph_capturing(s, NULL);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_NCCL_COLLECTIVE, 1);
   assert_int_not_equal(recap_nccl_all_reduce(buf, buf, 64, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, comm,
@@ -552,10 +560,7 @@ static void test_faults_at_the_seam(void **state) {
   OK(recap_graph_check_collectives(g, comm));
   OK(recap_graph_replay(g, s));
   recap__fake_stream_complete(s);
-  OK(recap_graph_destroy(g));
-  OK(recap_free(buf));
-  expect_quiet();
-  teardown();
+  one_rank_done(g, buf, true);
 }
 
 /* ------------------------------------------------------------------------------------------

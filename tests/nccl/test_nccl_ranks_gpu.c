@@ -298,6 +298,56 @@ static void expect_in(rank_ctx_t *ctx, const char *text, const char *needle) {
   if (!strstr(text, needle)) rank_fail(ctx, "\"%s\" not in: %s", needle, text);
 }
 
+/* The start of the scenarios of one graph and one buffer: rank_begin, a buffer a of N floats,
+ * and a capture begun on a fresh graph (thread-local, regions on the device if asked). */
+static bool rank_begin_capture(rank_ctx_t *ctx, cudaStream_t *s, float **scratch, float **a,
+                               recap_graph_t *g, bool device_regions) {
+  if (!rank_begin(ctx, s, scratch)) return false;
+  recap_stream_t rs = (recap_stream_t)*s;
+  T_OK(ctx, recap_malloc((void **)a, N * sizeof(float), rs));
+  T_OK(ctx, recap_graph_create(g, 0));
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
+  if (device_regions) o.regions = RECAP_REGIONS_DEVICE;
+  T_OK(ctx, recap_graph_capture_begin(*g, &o, rs));
+  return true;
+out:
+  return false;
+}
+
+/* The communicator is still usable: one more eager all-reduce on every rank, waited for. */
+static bool eager_all_reduce(rank_ctx_t *ctx, float *scratch, cudaStream_t s) {
+  T_OK(ctx, recap_nccl_all_reduce(scratch, scratch, N, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM,
+                                  ctx->comm, (recap_stream_t)s));
+  T_CUDA(ctx, cudaStreamSynchronize(s));
+  return true;
+out:
+  return false;
+}
+
+/* The cleanup after `out` of every rank: its streams waited for, its graphs destroyed, its
+ * buffers (the NULLs skipped) freed, its streams destroyed. */
+static void rank_release(rank_ctx_t *ctx, cudaStream_t *streams, size_t nstreams,
+                         recap_graph_t *graphs, size_t ngraphs, float *const *buffers,
+                         size_t nbuffers) {
+  for (size_t i = 0; i < nstreams; i++)
+    if (streams[i]) (void)cudaStreamSynchronize(streams[i]);
+  for (size_t i = 0; i < ngraphs; i++)
+    if (graphs[i]) T_CLEAN(ctx, recap_graph_destroy(graphs[i]));
+  for (size_t i = 0; i < nbuffers; i++)
+    if (buffers[i]) T_CLEAN(ctx, recap_free(buffers[i]));
+  for (size_t i = 0; i < nstreams; i++)
+    if (streams[i]) (void)cudaStreamDestroy(streams[i]);
+}
+
+/* A test: the clique opened, body run on every rank, the clique closed. */
+static void run_clique(void *(*body)(void *)) {
+  clique_t c;
+  clique_open(&c);
+  clique_run(&c, body);
+  clique_close(&c);
+}
+
 /* ------------------------------------------------------------------------------------------
  * 1. Captured on every rank, checked, replayed
  * ---------------------------------------------------------------------------------------- */
@@ -360,23 +410,14 @@ static void *captured_rank(void *arg) {
     }
   }
 out:
-  if (s) (void)cudaStreamSynchronize(s);
-  if (g) T_CLEAN(ctx, recap_graph_destroy(g));
-  if (a) T_CLEAN(ctx, recap_free(a));
-  if (b) T_CLEAN(ctx, recap_free(b));
-  if (c) T_CLEAN(ctx, recap_free(c));
-  if (scratch) T_CLEAN(ctx, recap_free(scratch));
-  if (s) (void)cudaStreamDestroy(s);
+  rank_release(ctx, &s, 1, &g, 1, (float *[]){a, b, c, scratch}, 4);
   free(host);
   return NULL;
 }
 
 static void captured_replayed_checked(void **state) {
   (void)state;
-  clique_t c;
-  clique_open(&c);
-  clique_run(&c, captured_rank);
-  clique_close(&c);
+  run_clique(captured_rank);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -388,13 +429,8 @@ static void *mismatch_rank(void *arg) {
   cudaStream_t s = NULL;
   float *scratch = NULL, *a = NULL;
   recap_graph_t g = NULL;
-  if (!rank_begin(ctx, &s, &scratch)) goto out;
+  if (!rank_begin_capture(ctx, &s, &scratch, &a, &g, false)) goto out;
   recap_stream_t rs = (recap_stream_t)s;
-  T_OK(ctx, recap_malloc((void **)&a, N * sizeof(float), rs));
-  T_OK(ctx, recap_graph_create(&g, 0));
-  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
-  o.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
-  T_OK(ctx, recap_graph_capture_begin(g, &o, rs));
   /* Captured, not run: the differing counts cannot hang here, only at a replay. */
   size_t count = ctx->rank == 0 ? N : N / 2;
   T_OK(ctx, recap_nccl_all_reduce(a, a, count, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, ctx->comm, rs));
@@ -404,15 +440,9 @@ static void *mismatch_rank(void *arg) {
   T_STATUS(ctx, recap_graph_check_collectives(g, ctx->comm), RECAP_ERROR_INVALID_USAGE);
   snprintf(ctx->message, sizeof ctx->message, "%s", recap_last_error());
   /* The check left the communicator usable: one more eager collective on every rank. */
-  T_OK(ctx, recap_nccl_all_reduce(scratch, scratch, N, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM,
-                                  ctx->comm, rs));
-  T_CUDA(ctx, cudaStreamSynchronize(s));
+  (void)eager_all_reduce(ctx, scratch, s);
 out:
-  if (s) (void)cudaStreamSynchronize(s);
-  if (g) T_CLEAN(ctx, recap_graph_destroy(g));
-  if (a) T_CLEAN(ctx, recap_free(a));
-  if (scratch) T_CLEAN(ctx, recap_free(scratch));
-  if (s) (void)cudaStreamDestroy(s);
+  rank_release(ctx, &s, 1, &g, 1, (float *[]){a, scratch}, 2);
   return NULL;
 }
 
@@ -452,14 +482,8 @@ static void *region_rank(void *arg) {
   cudaStream_t s = NULL;
   float *scratch = NULL, *a = NULL;
   recap_graph_t g = NULL;
-  if (!rank_begin(ctx, &s, &scratch)) goto out;
+  if (!rank_begin_capture(ctx, &s, &scratch, &a, &g, true)) goto out;
   recap_stream_t rs = (recap_stream_t)s;
-  T_OK(ctx, recap_malloc((void **)&a, N * sizeof(float), rs));
-  T_OK(ctx, recap_graph_create(&g, 0));
-  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
-  o.mode = RECAP_CAPTURE_MODE_THREAD_LOCAL;
-  o.regions = RECAP_REGIONS_DEVICE;
-  T_OK(ctx, recap_graph_capture_begin(g, &o, rs));
   recap_cond_t cond;
   T_OK(ctx, recap_cond_create(&cond, 1, rs));
   T_OK(ctx, recap_region_begin(RECAP_REGION_IF, cond, 1, rs));
@@ -491,25 +515,16 @@ static void *region_rank(void *arg) {
     goto out;
   }
   /* The communicator is untouched: one eager collective on every rank. */
-  T_OK(ctx, recap_nccl_all_reduce(scratch, scratch, N, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM,
-                                  ctx->comm, rs));
-  T_CUDA(ctx, cudaStreamSynchronize(s));
+  (void)eager_all_reduce(ctx, scratch, s);
 out:
-  if (s) (void)cudaStreamSynchronize(s);
-  if (g) T_CLEAN(ctx, recap_graph_destroy(g));
-  if (a) T_CLEAN(ctx, recap_free(a));
-  if (scratch) T_CLEAN(ctx, recap_free(scratch));
-  if (s) (void)cudaStreamDestroy(s);
+  rank_release(ctx, &s, 1, &g, 1, (float *[]){a, scratch}, 2);
   return NULL;
 }
 
 static void nccl_kernel_in_region_body_refused(void **state) {
   (void)state;
   if (!gpu_conditional_nodes()) return;
-  clique_t c;
-  clique_open(&c);
-  clique_run(&c, region_rank);
-  clique_close(&c);
+  run_clique(region_rank);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -629,27 +644,15 @@ static void *streams_rank(void *arg) {
 out:
   /* The policy stays with the communicator's address: the next test's may reuse it. */
   T_CLEAN(ctx, recap_nccl_comm_policy(ctx->comm, RECAP_NCCL_SERIALIZE));
-  if (s1) (void)cudaStreamSynchronize(s1);
-  if (s2) (void)cudaStreamSynchronize(s2);
-  if (g1) T_CLEAN(ctx, recap_graph_destroy(g1));
-  if (g2) T_CLEAN(ctx, recap_graph_destroy(g2));
-  if (x1) T_CLEAN(ctx, recap_free(x1));
-  if (y1) T_CLEAN(ctx, recap_free(y1));
-  if (x2) T_CLEAN(ctx, recap_free(x2));
-  if (y2) T_CLEAN(ctx, recap_free(y2));
-  if (scratch) T_CLEAN(ctx, recap_free(scratch));
-  if (s1) (void)cudaStreamDestroy(s1);
-  if (s2) (void)cudaStreamDestroy(s2);
+  rank_release(ctx, (cudaStream_t[]){s1, s2}, 2, (recap_graph_t[]){g1, g2}, 2,
+               (float *[]){x1, y1, x2, y2, scratch}, 5);
   free(host);
   return NULL;
 }
 
 static void serialized_across_streams(void **state) {
   (void)state;
-  clique_t c;
-  clique_open(&c);
-  clique_run(&c, streams_rank);
-  clique_close(&c);
+  run_clique(streams_rank);
 }
 
 /* Skip unless there are 2 GPUs and NCCL: what the harness checks (a device) is not enough. */
