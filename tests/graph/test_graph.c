@@ -398,8 +398,7 @@ static void debug_dump_needs_the_kept_template(void **state) {
 static void destroy_during_capture_ends_it(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, 0);
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = fresh_graph_capturing(&s, 0);
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
   void *p;
@@ -426,8 +425,7 @@ static void destroy_during_capture_ends_it(void **state) {
 static void capture_makes_its_own_pool(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, 0);
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = fresh_graph_capturing(&s, 0);
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
   assert_true(pool.a > 0); /* a graph's own pool is {n,0} */
@@ -558,13 +556,9 @@ static void allocations_in_a_capture_come_from_the_graph_pool(void **state) {
 static void invalidated_capture_leaves_nothing_behind(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
-  OK(recap_graph_capture_begin(g, NULL, s));
   recap_pool_id_t pool;
-  OK(recap_graph_pool(g, &pool));
   void *p;
-  OK(recap_malloc(&p, 4 * KiB, s));
-  launch(s, 2);
+  recap_graph_t g = capture_with_a_block(&s, &pool, &p);
   recap__fake_capture_invalidate(s);
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
   EXPECT_MESSAGE("cudaErrorStreamCaptureInvalidated");
@@ -602,8 +596,7 @@ static void invalidated_capture_leaves_nothing_behind(void **state) {
 static void illegal_call_in_a_capture_invalidates_it(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, 0);
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = fresh_graph_capturing(&s, 0);
   /* Synchronising a capturing stream is illegal; CUDA invalidates the capture. */
   EXPECT_STATUS(recap__device()->stream_synchronize(s), RECAP_ERROR_CAPTURE_INVALIDATED);
   launch(s, 1);
@@ -618,13 +611,9 @@ static void illegal_call_in_a_capture_invalidates_it(void **state) {
 static void reset_mid_capture_abandons_it(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
-  OK(recap_graph_capture_begin(g, NULL, s));
   recap_pool_id_t pool;
-  OK(recap_graph_pool(g, &pool));
   void *p;
-  OK(recap_malloc(&p, 4 * KiB, s));
-  launch(s, 2);
+  recap_graph_t g = capture_with_a_block(&s, &pool, &p);
   OK(recap_graph_reset(g));
   assert_int_equal(capturing(s), 0);
   assert_int_equal(pool_references(pool), 0);
@@ -729,8 +718,7 @@ static void state_follows_every_transition(void **state) {
 static void pool_of_a_failed_capture_audits_its_cleanup(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, 0);
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = fresh_graph_capturing(&s, 0);
   void *kept_block, *scratch;
   OK(recap_malloc(&kept_block, 4 * KiB, s));
   OK(recap_malloc(&scratch, 64 * KiB, s));

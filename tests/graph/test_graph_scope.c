@@ -261,8 +261,7 @@ static void *end_from_another_thread(void *arg) {
 static void end_from_another_thread_keeps_the_capture(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, 0);
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = fresh_graph_capturing(&s, 0);
   launch(s, 1);
   foreign_end_t f = {g, s, RECAP_SUCCESS};
   pthread_t thread;
@@ -319,8 +318,7 @@ static void *reset_from_another_thread(void *arg) {
 static void reset_from_another_thread_keeps_stream_and_graph_in_step(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, 0);
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = fresh_graph_capturing(&s, 0);
   launch(s, 1);
   foreign_end_t f = {g, s, RECAP_SUCCESS};
   pthread_t thread;
@@ -542,8 +540,7 @@ static void node_type_names(void **state) {
 static void inspect_of_an_empty_graph(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = fresh_graph_capturing(&s, RECAP_GRAPH_KEEP);
   OK(recap_graph_capture_end(g));
   recap_graph_info_t *info = inspect(g);
   assert_int_equal(info->node_count, 0);
@@ -582,13 +579,9 @@ static void failed_capture_begin_leaves_nothing(void **state) {
 static void failed_capture_end_leaves_nothing(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
-  OK(recap_graph_capture_begin(g, NULL, s));
   recap_pool_id_t pool;
-  OK(recap_graph_pool(g, &pool));
   void *p;
-  OK(recap_malloc(&p, 4 * KiB, s));
-  launch(s, 2);
+  recap_graph_t g = capture_with_a_block(&s, &pool, &p);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_CAPTURE_END, 1);
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CUDA);
   EXPECT_MESSAGE("cudaStreamEndCapture");
@@ -607,8 +600,7 @@ static void failed_capture_end_leaves_nothing(void **state) {
 static void failed_instantiate_in_capture_end(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, 0);
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = fresh_graph_capturing(&s, 0);
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
   launch(s, 2);

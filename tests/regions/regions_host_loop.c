@@ -185,8 +185,7 @@ static void test_host_recapture_fails(void **state) {
 static void test_device_path_inspect(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = fresh_graph_capturing(&s, RECAP_GRAPH_KEEP);
   recap__fake_launch_kernel(s, "before");
   region_opened(RECAP_REGION_IF_ELSE, 1, 0, s);
   recap__fake_launch_kernel(s, "then");
