@@ -13,6 +13,7 @@
 
 #include "cublas_util.h"
 #include "gpu_util.h"
+#include "capture_util.h"
 #include "region_kernels.h"
 
 #define N 1024      /* floats per buffer */
@@ -109,14 +110,7 @@ static void while_countdown(recap_regions_mode_t mode) {
   gpu_finish_graph(g, s, pool, blocks, 2);
 }
 
-static void while_countdown_device(void **state) {
-  (void)state;
-  while_countdown(RECAP_REGIONS_AUTO);
-}
-static void while_countdown_host(void **state) {
-  (void)state;
-  while_countdown(RECAP_REGIONS_HOST);
-}
+REGION_PATH_TESTS(while_countdown_device, while_countdown_host, while_countdown)
 
 /* ==========================================================================================
  * IF and IF_ELSE on a device word the host changes between replays
@@ -160,14 +154,7 @@ static void if_and_if_else(recap_regions_mode_t mode) {
   gpu_finish_graph(g, s, pool, blocks, 3);
 }
 
-static void if_and_if_else_device(void **state) {
-  (void)state;
-  if_and_if_else(RECAP_REGIONS_AUTO);
-}
-static void if_and_if_else_host(void **state) {
-  (void)state;
-  if_and_if_else(RECAP_REGIONS_HOST);
-}
+REGION_PATH_TESTS(if_and_if_else_device, if_and_if_else_host, if_and_if_else)
 
 /* ==========================================================================================
  * SWITCH: each branch by index, and an index out of range runs none
@@ -204,14 +191,7 @@ static void switch_branches(recap_regions_mode_t mode) {
   gpu_finish_graph(g, s, pool, blocks, 2);
 }
 
-static void switch_device(void **state) {
-  (void)state;
-  switch_branches(RECAP_REGIONS_AUTO);
-}
-static void switch_host(void **state) {
-  (void)state;
-  switch_branches(RECAP_REGIONS_HOST);
-}
+REGION_PATH_TESTS(switch_device, switch_host, switch_branches)
 
 /* ==========================================================================================
  * Nesting: WHILE { IF_ELSE { WHILE } else { } }
@@ -269,14 +249,7 @@ static void nesting(recap_regions_mode_t mode) {
   gpu_finish_graph(g, s, pool, blocks, 4);
 }
 
-static void nesting_device(void **state) {
-  (void)state;
-  nesting(RECAP_REGIONS_AUTO);
-}
-static void nesting_host(void **state) {
-  (void)state;
-  nesting(RECAP_REGIONS_HOST);
-}
+REGION_PATH_TESTS(nesting_device, nesting_host, nesting)
 
 /* ==========================================================================================
  * recap_malloc inside a body
@@ -352,14 +325,7 @@ static void malloc_in_body(recap_regions_mode_t mode) {
   gpu_finish(&pool, 1);
 }
 
-static void malloc_in_body_device(void **state) {
-  (void)state;
-  malloc_in_body(RECAP_REGIONS_AUTO);
-}
-static void malloc_in_body_host(void **state) {
-  (void)state;
-  malloc_in_body(RECAP_REGIONS_HOST);
-}
+REGION_PATH_TESTS(malloc_in_body_device, malloc_in_body_host, malloc_in_body)
 
 /* ==========================================================================================
  * Random numbers inside a WHILE body
@@ -443,14 +409,7 @@ static void rng_in_while(recap_regions_mode_t mode) {
   gpu_finish(&pool, 1);
 }
 
-static void rng_in_while_device(void **state) {
-  (void)state;
-  rng_in_while(RECAP_REGIONS_AUTO);
-}
-static void rng_in_while_host(void **state) {
-  (void)state;
-  rng_in_while(RECAP_REGIONS_HOST);
-}
+REGION_PATH_TESTS(rng_in_while_device, rng_in_while_host, rng_in_while)
 
 /* ==========================================================================================
  * cuBLAS inside a body
@@ -504,14 +463,7 @@ static void cublas_in_body(recap_regions_mode_t mode) {
   gpu_finish_graph(g, s, pool, blocks, 4);
 }
 
-static void cublas_in_body_device(void **state) {
-  (void)state;
-  cublas_in_body(RECAP_REGIONS_AUTO);
-}
-static void cublas_in_body_host(void **state) {
-  (void)state;
-  cublas_in_body(RECAP_REGIONS_HOST);
-}
+REGION_PATH_TESTS(cublas_in_body_device, cublas_in_body_host, cublas_in_body)
 
 /* ==========================================================================================
  * Refusals
@@ -558,14 +510,7 @@ static void forbidden_node(recap_regions_mode_t mode) {
   gpu_finish_graph(g, s, pool, blocks, 2);
 }
 
-static void forbidden_node_device(void **state) {
-  (void)state;
-  forbidden_node(RECAP_REGIONS_AUTO);
-}
-static void forbidden_node_host(void **state) {
-  (void)state;
-  forbidden_node(RECAP_REGIONS_HOST);
-}
+REGION_PATH_TESTS(forbidden_node_device, forbidden_node_host, forbidden_node)
 
 /* capture_end with a region open says which, and the capture goes on. */
 static void region_open_at_capture_end(void **state) {

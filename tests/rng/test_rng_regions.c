@@ -136,15 +136,8 @@ static void each_iteration_draws_fresh_numbers(recap_regions_mode_t mode) {
   check();
 }
 
-static void loops_draw_like_eager_calls(void **state) {
-  (void)state;
-  each_iteration_draws_fresh_numbers(RECAP_REGIONS_AUTO);
-}
-
-static void the_host_loop_draws_the_same(void **state) {
-  (void)state;
-  each_iteration_draws_fresh_numbers(RECAP_REGIONS_HOST);
-}
+REGION_PATH_TESTS(loops_draw_like_eager_calls, the_host_loop_draws_the_same,
+                  each_iteration_draws_fresh_numbers)
 
 /* IF_ELSE: each branch draws its own amount from the region's start; what follows the region
  * starts after the branch that ran. */
