@@ -90,15 +90,13 @@ static void reallocation_through_another_block_record_is_caught(void **state) {
   kernel1(s, "read_x", x);
   OK(recap_graph_capture_end(g));
   /* x merges with the free rest of the segment, then front absorbs it: x's record is gone. */
-  OK(recap_free(x));
-  OK(recap_free(front));
+  FREE_ALL(x, front);
   char *first = alloc(512, s), *second = alloc(512, s);
   assert_ptr_equal(first, front);
   assert_ptr_equal(second, x); /* a new record for the split at x's old address */
   expect_dead(g, s);
   EXPECT_MESSAGE("freed and handed out again");
-  OK(recap_free(first));
-  OK(recap_free(second));
+  FREE_ALL(first, second);
   OK(recap_graph_destroy(g));
   done();
 }
@@ -450,8 +448,7 @@ static void batch_lookups(void **state) {
   assert_int_equal(recap__alloc_count_dead(watch, 3, dead), 2);
   assert_true(dead[0]);
   assert_int_equal(recap__alloc_count_dead(watch, 0, NULL), 0);
-  OK(recap_free(a));
-  OK(recap_free(c));
+  FREE_ALL(a, c);
   done();
 }
 

@@ -90,8 +90,7 @@ static void expect_held_until_done(void *p, recap_stream_t alloc_stream, recap_s
   recap__fake_stream_complete(s);
   OK(recap_malloc(&r, 4 * KiB, alloc_stream));
   assert_ptr_equal(r, p);
-  OK(recap_free(q));
-  OK(recap_free(r));
+  FREE_ALL(q, r);
 }
 
 /* Capture two kernels on s into g; the capture began already. */

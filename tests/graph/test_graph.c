@@ -482,8 +482,7 @@ static void captures_share_a_given_pool(void **state) {
   assert_int_equal(pool_references(shared), 1);
   OK(recap_graph_destroy(g2));
   assert_int_equal(pool_references(shared), 0);
-  OK(recap_free(a));
-  OK(recap_free(b));
+  FREE_ALL(a, b);
   expect_quiet();
   expect_no_device_memory();
 }

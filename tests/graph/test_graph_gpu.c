@@ -198,8 +198,7 @@ static void capture_reset_recapture(void **state) {
   gpu_expect_all(y, N, 1.0f);
 
   OK(recap_graph_destroy(g));
-  OK(recap_free(y));
-  OK(recap_free(x));
+  FREE_ALL(y, x);
   CUDA_OK(cudaStreamDestroy(s));
   recap_pool_id_t pools[] = {first, second};
   gpu_finish(pools, 2);
@@ -249,8 +248,7 @@ static void debugdump_two_streams(void **state) {
   assert_non_null(strstr(text, "digraph"));
 
   OK(recap_graph_destroy(g));
-  OK(recap_free(a));
-  OK(recap_free(b));
+  FREE_ALL(a, b);
   CUDA_OK(cudaEventDestroy(fork));
   CUDA_OK(cudaEventDestroy(join));
   CUDA_OK(cudaStreamDestroy(s));
@@ -395,8 +393,7 @@ static void capture_invalidated_by(illegal_call_t call) {
   gpu_check_allocator();
 
   OK(recap_graph_destroy(g));
-  OK(recap_free(z));
-  OK(recap_free(x));
+  FREE_ALL(z, x);
   CUDA_OK(cudaStreamDestroy(s));
   recap_pool_id_t pools[] = {broken, pool};
   gpu_finish(pools, 2);

@@ -407,8 +407,7 @@ static void external_events_between_graphs(void **state) {
 
   OK(recap_graph_destroy(producer));
   OK(recap_graph_destroy(consumer));
-  OK(recap_free(buf));
-  OK(recap_free(out));
+  FREE_ALL(buf, out);
   CUDA_OK(cudaEventDestroy(produced));
   CUDA_OK(cudaStreamDestroy(s1));
   CUDA_OK(cudaStreamDestroy(s2));
@@ -546,8 +545,7 @@ static void kernel_memcpy_memset_pipeline(void **state) {
   for (size_t i = 0; i < N; i++) assert_true(h_out[i] == 5.0f * (float)i + 6.0f);
 
   OK(recap_graph_destroy(g));
-  OK(recap_free(d_in));
-  OK(recap_free(d_tmp));
+  FREE_ALL(d_in, d_tmp);
   free(eager);
   CUDA_OK(cudaFreeHost(h_in));
   CUDA_OK(cudaFreeHost(h_out));
@@ -706,8 +704,7 @@ static void capture_scope_side_stream(void **state) {
 
   OK(recap_graph_destroy(g));
   OK(recap_graph_destroy(h));
-  OK(recap_free(y));
-  OK(recap_free(x));
+  FREE_ALL(y, x);
   CUDA_OK(cudaStreamDestroy(s));
   recap_pool_id_t pools[] = {pool, pool_h};
   gpu_finish(pools, 2);

@@ -363,8 +363,7 @@ static void graphed_callable_without_gradients(void **state) {
 
   CUDA_OK(cudaDeviceSynchronize());
   OK(recap_graphed_destroy(h));
-  OK(recap_free(sample));
-  OK(recap_free(x));
+  FREE_ALL(sample, x);
   CUDA_OK(cudaStreamDestroy(s));
   gpu_finish(&pool, 1);
 }

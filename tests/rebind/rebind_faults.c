@@ -215,8 +215,7 @@ static void options(void **state) {
   assert_int_equal(rebinds_of(g), 0);
   assert_int_equal(recap__fake_now().live_graphs, 0);
   OK(recap_graph_destroy(g));
-  OK(recap_free(in));
-  OK(recap_free(in2));
+  FREE_ALL(in, in2);
   done();
 }
 

@@ -230,8 +230,7 @@ static void batch_swaps_ping_pong(void **state) {
   assert_int_equal(sites_patched_of(g), 4);
 
   OK(recap_graph_destroy(g));
-  OK(recap_free(a));
-  OK(recap_free(b));
+  FREE_ALL(a, b);
   done();
 }
 
@@ -629,8 +628,7 @@ static void site_listing(void **state) {
   assert_int_equal(sites[1].offset, 8);
 
   OK(recap_graph_destroy(g));
-  OK(recap_free(in));
-  OK(recap_free(out));
+  FREE_ALL(in, out);
   done();
 }
 
@@ -656,8 +654,7 @@ static void scalar_that_looks_like_an_address(void **state) {
   assert_int_equal(patched[0], 2);
   assert_ptr_equal(exec_arg(g, 0, 1), (const char *)in2 + 40);
   OK(recap_graph_destroy(g));
-  OK(recap_free(in));
-  OK(recap_free(in2));
+  FREE_ALL(in, in2);
   done();
 }
 

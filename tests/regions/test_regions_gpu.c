@@ -319,8 +319,7 @@ static void malloc_in_body(recap_regions_mode_t mode) {
   OK(recap_graph_destroy(g));
   void *blocks[] = {kept, after};
   for (size_t i = 0; i < 2; i++) OK(recap_free(blocks[i]));
-  OK(recap_free(acc));
-  OK(recap_free(counter));
+  FREE_ALL(acc, counter);
   CUDA_OK(cudaStreamDestroy(s));
   gpu_finish(&pool, 1);
 }

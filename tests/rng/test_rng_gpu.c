@@ -320,8 +320,7 @@ static void graph_manual_seed_mismatch_raises(void **state) {
 
   OK(recap_graph_destroy(g));
   OK(recap_generator_destroy(gen));
-  OK(recap_free(ctrl));
-  OK(recap_free(out));
+  FREE_ALL(ctrl, out);
   CUDA_OK(cudaStreamDestroy(s));
   gpu_finish(NULL, 0);
 }

@@ -224,8 +224,7 @@ static void nested_loops_compose_on(recap_regions_mode_t mode) {
   OK(recap_graph_destroy(g));
   OK(recap_generator_destroy(gen));
   OK(recap_generator_destroy(late));
-  OK(recap_free(outer));
-  OK(recap_free(inner));
+  FREE_ALL(outer, inner);
 }
 
 static void nested_loops_compose(void **state) {

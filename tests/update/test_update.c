@@ -571,8 +571,7 @@ static void another_sequence_grows_the_pool_by_what_is_new(void **state) {
   assert_int_equal(st.pool_reused, 3);
   assert_int_equal(st.pool_new, 2);
   OK(recap_graph_destroy(g));
-  OK(recap_free(out));
-  OK(recap_free(out2));
+  FREE_ALL(out, out2);
   check();
   expect_quiet();
 }
