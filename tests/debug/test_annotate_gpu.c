@@ -116,8 +116,7 @@ static void two_stream_capture(void **state) {
   replay_and_check(g, s, 2);
   gpu_expect_all(other, N, 8.0f);
   OK(recap_free(other));
-  CUDA_OK(cudaEventDestroy(fork));
-  CUDA_OK(cudaEventDestroy(join));
+  GPU_DESTROY_EVENTS(fork, join);
   CUDA_OK(cudaStreamDestroy(side));
   teardown(g, s);
 }

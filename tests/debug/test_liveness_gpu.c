@@ -44,8 +44,7 @@ static void inputs_of_streams_outside_the_capture_are_not_tracked(void **state) 
   gpu_expect_all(x, N, 1.0f);
   OK(recap_graph_destroy(g));
   OK(recap_free(x));
-  CUDA_OK(cudaStreamDestroy(s));
-  CUDA_OK(cudaStreamDestroy(other));
+  GPU_DESTROY_STREAMS(s, other);
   gpu_finish(&pool, 1);
 }
 

@@ -173,6 +173,21 @@ static inline void gpu_expect_pool_gone(recap_pool_id_t pool) {
         info.references, (long long)info.segments, (long long)info.allocated_bytes);
 }
 
+/* cudaStreamDestroy of each stream, cudaEventDestroy of each event; each must succeed.
+ * GPU_DESTROY_STREAMS(s, side) destroys s and side. */
+static inline void gpu_destroy_streams(const cudaStream_t *streams, size_t count) {
+  for (size_t i = 0; i < count; i++) CUDA_OK(cudaStreamDestroy(streams[i]));
+}
+static inline void gpu_destroy_events(const cudaEvent_t *events, size_t count) {
+  for (size_t i = 0; i < count; i++) CUDA_OK(cudaEventDestroy(events[i]));
+}
+#define GPU_DESTROY_STREAMS(...)                           \
+  gpu_destroy_streams((const cudaStream_t[]){__VA_ARGS__}, \
+                      sizeof((cudaStream_t[]){__VA_ARGS__}) / sizeof(cudaStream_t))
+#define GPU_DESTROY_EVENTS(...)                          \
+  gpu_destroy_events((const cudaEvent_t[]){__VA_ARGS__}, \
+                     sizeof((cudaEvent_t[]){__VA_ARGS__}) / sizeof(cudaEvent_t))
+
 /* The end of a test that freed everything it allocated and destroyed its graphs: after
  * emptying the cache no pool of `pools` is left, recap holds no device memory, and the
  * allocator's invariants hold. */

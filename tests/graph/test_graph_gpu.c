@@ -86,8 +86,7 @@ static void is_current_stream_capturing(void **state) {
   gpu_expect_all(x, N, 4.0f);
   OK(recap_graph_destroy(g));
   OK(recap_free(x));
-  CUDA_OK(cudaStreamDestroy(s));
-  CUDA_OK(cudaStreamDestroy(other));
+  GPU_DESTROY_STREAMS(s, other);
   gpu_finish(&pool, 1);
 }
 
@@ -123,8 +122,7 @@ static void is_capturing_on_the_legacy_stream_while_a_blocking_stream_captures(v
   gpu_expect_all(x, N, 3.0f);
   OK(recap_graph_destroy(g));
   OK(recap_free(x));
-  CUDA_OK(cudaStreamDestroy(blocking));
-  CUDA_OK(cudaStreamDestroy(nonblocking));
+  GPU_DESTROY_STREAMS(blocking, nonblocking);
   recap_pool_id_t pools[2] = {first, second};
   gpu_finish(pools, 2);
 }
@@ -249,10 +247,8 @@ static void debugdump_two_streams(void **state) {
 
   OK(recap_graph_destroy(g));
   FREE_ALL(a, b);
-  CUDA_OK(cudaEventDestroy(fork));
-  CUDA_OK(cudaEventDestroy(join));
-  CUDA_OK(cudaStreamDestroy(s));
-  CUDA_OK(cudaStreamDestroy(side));
+  GPU_DESTROY_EVENTS(fork, join);
+  GPU_DESTROY_STREAMS(s, side);
   gpu_finish(&pool, 1);
 }
 
@@ -310,8 +306,7 @@ static void graph_error(void **state) {
   OK(recap_graph_destroy(g));
   OK(recap_graph_destroy(kept));
   OK(recap_free(x));
-  CUDA_OK(cudaStreamDestroy(s));
-  CUDA_OK(cudaStreamDestroy(t));
+  GPU_DESTROY_STREAMS(s, t);
   gpu_finish(&pool, 1);
 }
 
@@ -658,8 +653,7 @@ static void concurrent_replay(void **state) {
   OK(recap_graph_destroy(g1));
   OK(recap_graph_destroy(g2));
   FREE_ALL(out1, out2, x);
-  CUDA_OK(cudaStreamDestroy(s1));
-  CUDA_OK(cudaStreamDestroy(s2));
+  GPU_DESTROY_STREAMS(s1, s2);
   recap_pool_id_t pools[] = {p1, p2};
   gpu_finish(pools, 2);
 }

@@ -58,10 +58,8 @@ static void record_stream_inside_capture(void **state) {
 
   OK(recap_graph_destroy(g));
   FREE_ALL(b, c, x);
-  CUDA_OK(cudaEventDestroy(fork));
-  CUDA_OK(cudaEventDestroy(join));
-  CUDA_OK(cudaStreamDestroy(s));
-  CUDA_OK(cudaStreamDestroy(side));
+  GPU_DESTROY_EVENTS(fork, join);
+  GPU_DESTROY_STREAMS(s, side);
   gpu_finish(&pool, 1);
 }
 
@@ -99,10 +97,8 @@ static void allocator_follows_side_stream(void **state) {
 
   OK(recap_graph_destroy(g));
   FREE_ALL(d, out, x);
-  CUDA_OK(cudaEventDestroy(fork));
-  CUDA_OK(cudaEventDestroy(join));
-  CUDA_OK(cudaStreamDestroy(s));
-  CUDA_OK(cudaStreamDestroy(side));
+  GPU_DESTROY_EVENTS(fork, join);
+  GPU_DESTROY_STREAMS(s, side);
   gpu_finish(&pool, 1);
 }
 
@@ -409,8 +405,7 @@ static void external_events_between_graphs(void **state) {
   OK(recap_graph_destroy(consumer));
   FREE_ALL(buf, out);
   CUDA_OK(cudaEventDestroy(produced));
-  CUDA_OK(cudaStreamDestroy(s1));
-  CUDA_OK(cudaStreamDestroy(s2));
+  GPU_DESTROY_STREAMS(s1, s2);
   gpu_finish(pools, 2);
 }
 
@@ -441,8 +436,7 @@ static void event_timing_inside_graph(void **state) {
 
   OK(recap_graph_destroy(g));
   OK(recap_free(x));
-  CUDA_OK(cudaEventDestroy(start));
-  CUDA_OK(cudaEventDestroy(stop));
+  GPU_DESTROY_EVENTS(start, stop);
   CUDA_OK(cudaStreamDestroy(s));
   gpu_finish(&pool, 1);
 }
@@ -490,12 +484,8 @@ static void multi_stream_capture_with_host_node(void **state) {
 
   OK(recap_graph_destroy(g));
   FREE_ALL(a, b, c);
-  CUDA_OK(cudaEventDestroy(fork));
-  CUDA_OK(cudaEventDestroy(join1));
-  CUDA_OK(cudaEventDestroy(join2));
-  CUDA_OK(cudaStreamDestroy(s));
-  CUDA_OK(cudaStreamDestroy(s1));
-  CUDA_OK(cudaStreamDestroy(s2));
+  GPU_DESTROY_EVENTS(fork, join1, join2);
+  GPU_DESTROY_STREAMS(s, s1, s2);
   gpu_finish(&pool, 1);
 }
 

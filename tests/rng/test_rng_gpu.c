@@ -289,8 +289,7 @@ static void graph_rng_distributions(void **state) {
     for (int i = 0; i < 4; i++) OK(recap_free(e[i]));
     FREE_ALL(g2, g1, b, a);
   }
-  CUDA_OK(cudaStreamDestroy(other));
-  CUDA_OK(cudaStreamDestroy(s));
+  GPU_DESTROY_STREAMS(other, s);
   gpu_finish(NULL, 0);
 }
 
