@@ -34,10 +34,15 @@ static inline void reset(void) {
   recap_clear_last_error();
 }
 
+/* A fresh fake and allocator (reset) and a new stream on it. */
+static inline recap_stream_t fresh_stream(void) {
+  reset();
+  return recap__fake_stream_new();
+}
+
 /* A fresh fake and allocator (reset), a new stream *s, and a new graph with `flags`. */
 static inline recap_graph_t fresh_graph(recap_stream_t *s, unsigned flags) {
-  reset();
-  *s = recap__fake_stream_new();
+  *s = fresh_stream();
   recap_graph_t g;
   OK(recap_graph_create(&g, flags));
   return g;

@@ -62,8 +62,7 @@ static void create_checks_its_arguments(void **state) {
 
 static void null_arguments_are_refused(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_pool_id_t pool;
   recap_cuda_graph_t raw;
   recap_cuda_graph_exec_t exec;
@@ -161,8 +160,7 @@ static void capture_options_are_checked(void **state) {
 
 static void begin_twice_is_refused(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new(), other = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream(), other = recap__fake_stream_new();
   recap_graph_t g, h;
   OK(recap_graph_create(&g, 0));
   OK(recap_graph_create(&h, 0));
@@ -293,8 +291,7 @@ static void instantiate_needs_keep(void **state) {
 
 static void raw_and_raw_exec_follow_the_template_and_the_executable(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_cuda_graph_t raw = (recap_cuda_graph_t)&raw;
   recap_cuda_graph_exec_t exec = (recap_cuda_graph_exec_t)&exec;
 
@@ -364,8 +361,7 @@ static void pool_exists_from_capture_begin(void **state) {
 
 static void debug_dump_needs_the_kept_template(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   char path[] = "/tmp/recap_test_graph_dump_XXXXXX";
   int fd = mkstemp(path);
   assert_true(fd >= 0);
@@ -452,8 +448,7 @@ static void capture_makes_its_own_pool(void **state) {
 
 static void captures_share_a_given_pool(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_pool_id_t shared = recap_pool_handle();
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
   opts.pool = shared;
@@ -636,8 +631,7 @@ static void reset_mid_capture_abandons_it(void **state) {
 /* recap_graph_state through every transition of a plain and a KEEP graph. */
 static void state_follows_every_transition(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_graph_t plain, kept;
   OK(recap_graph_create(&plain, 0));
   OK(recap_graph_create(&kept, RECAP_GRAPH_KEEP));
@@ -786,8 +780,7 @@ static void pool_of_a_failed_capture_audits_its_cleanup(void **state) {
 
 static void keep_instantiates_on_demand(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new(), other = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream(), other = recap__fake_stream_new();
   recap_graph_t g;
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
   capture_kernels(g, s, 3);
@@ -852,8 +845,7 @@ static void empty_capture_warns(void **state) {
 
 static void graph_launched_inside_a_capture_becomes_a_child_node(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_graph_t inner, outer;
   OK(recap_graph_create(&inner, 0));
   OK(recap_graph_create(&outer, RECAP_GRAPH_KEEP));

@@ -197,8 +197,7 @@ static uint64_t offset_of(recap_generator_t gen) {
  * retried replay draws what eager code would have drawn. */
 static void failed_replay_leaves_the_generators(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_generator_t a, b;
   OK(recap_generator_create(&a, 10));
   OK(recap_generator_create(&b, 20));

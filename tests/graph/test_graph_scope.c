@@ -387,8 +387,7 @@ static void scope_end_from_another_thread_keeps_the_scope(void **state) {
 
 static void inspect_reports_nodes_and_edges(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new(), side = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream(), side = recap__fake_stream_new();
   recap_graph_t plain, g;
   OK(recap_graph_create(&plain, 0));
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));

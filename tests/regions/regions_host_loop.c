@@ -137,8 +137,7 @@ static void test_failed_recapture_keeps_the_path(void **state) {
 /* A recapture that fails leaves the host loop it replaces as it was, and its own flags go. */
 static void test_host_recapture_fails(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   uint32_t *w = device_words(s, 2);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
@@ -240,8 +239,7 @@ static void test_annotations_in_bodies(void **state) {
 /* The device path keeps one graph: rebinding, input liveness and recaptures work on it. */
 static void test_device_path_layers(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   uint32_t *w = device_words(s, 2);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
@@ -278,8 +276,7 @@ static void test_device_path_layers(void **state) {
 /* A WHILE driven by a ready kernel; returns the iterations run (w[1]). */
 static uint32_t run_ready(bool host, int which, const void *operand, recap_cond_dtype_t dtype,
                           recap_cond_op_t op, double threshold, uint32_t max) {
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   uint32_t *w = device_words(s, 4); /* counter, iterations run, compare counter, u32 value */
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));

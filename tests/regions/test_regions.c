@@ -16,8 +16,7 @@
 
 /* WHILE counting down from 4, twice replayed; the result tells the order of the runs. */
 static uint32_t run_while(bool host, uint64_t *bodies) {
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   uint32_t *w = device_words(s, 2); /* w[0] counter, w[1] accumulator */
   recap_memory_stats_t at_start = RECAP_MEMORY_STATS_INIT;
   OK(recap_memory_stats(-1, &at_start));
@@ -80,8 +79,7 @@ static void test_while_both_paths(void **state) {
 
 /* IF, IF_ELSE and SWITCH chosen by a device word set before the replay. */
 static uint32_t run_branches(bool host, uint32_t choice) {
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   uint32_t *w = device_words(s, 2); /* w[0] the choice, w[1] the result */
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
@@ -159,8 +157,7 @@ static void test_if_else_closed_early(void **state) {
  * ---------------------------------------------------------------------------------------- */
 
 static uint32_t run_nested(bool host) {
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   uint32_t *w = device_words(s, 3); /* outer counter, inner counter, result */
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));

@@ -229,8 +229,7 @@ static recap_graph_t replay_loop(recap_stream_t s, int recaptures, int replays_e
  * recapture 8 reads the last one and compares. */
 static void one_replay_per_recapture_measures_with_fresh_instantiations(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap__fake_updated_slowdown(1.5);
   recap_graph_t g = replay_loop(s, 4, 1);
   recap_update_stats_t st = stats_of(g);
@@ -286,8 +285,7 @@ static void one_replay_per_recapture_measures_with_fresh_instantiations(void **s
  * untimed. */
 static void one_replay_per_recapture_at_equal_speed_keeps_updating(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_graph_t g = replay_loop(s, 8, 1);
   recap_update_stats_t st = stats_of(g);
   assert_true(fabs(st.fresh_replay_ms - 0.010) < 1e-6);
@@ -312,8 +310,7 @@ static void one_replay_per_recapture_at_equal_speed_keeps_updating(void **state)
  * recapture instantiates to measure. Two replays of four: one measuring instantiation. */
 static void enough_replays_need_no_measuring_instantiation(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap__fake_updated_slowdown(1.5);
   recap_graph_t g = replay_loop(s, 2, 4);
   recap_update_stats_t st = stats_of(g);
@@ -340,8 +337,7 @@ static void enough_replays_need_no_measuring_instantiation(void **state) {
  * instantiations a round, then updates again, without a comparison. */
 static void measuring_instantiations_stop_at_measure_replays(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap__fake_updated_slowdown(1.5);
   recap_graph_t g = replay_loop(s, 4, 1); /* 1 fresh sample, 4 updated */
   for (int i = 0; i < 6; i++) recapture_kernels(g, s, 10);
@@ -366,8 +362,7 @@ static void log_into(recap_log_level_t level, const char *message, void *user_da
 
 static void a_replay_into_another_capture_is_not_timed(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new(), outer_stream = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream(), outer_stream = recap__fake_stream_new();
   recap_graph_t g, outer;
   OK(recap_graph_create(&g, 0));
   OK(recap_graph_create(&outer, 0));
