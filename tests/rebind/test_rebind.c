@@ -103,8 +103,7 @@ static void one_buffer_read_by_k_nodes(void **state) {
  * two addresses of the range is set once with both patched. */
 static void interior_pointers_and_several_args_of_one_node(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *in = alloc(BYTES, s), *in2 = alloc(BYTES, s), *out = alloc(BYTES, s);
   float *direct = alloc(BYTES, s);
   fill(in, 0.0f);
@@ -151,8 +150,7 @@ static void interior_pointers_and_several_args_of_one_node(void **state) {
 /* Copy nodes (both ends) and memset nodes are patched too. */
 static void copy_and_memset_nodes(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *src = alloc(BYTES, s), *src2 = alloc(BYTES, s);
   float *dst = alloc(BYTES, s), *dst2 = alloc(BYTES, s);
   float *zeroed = alloc(BYTES, s), *zeroed2 = alloc(BYTES, s);
@@ -207,8 +205,7 @@ static void copy_and_memset_nodes(void **state) {
 /* A batch moves several buffers at once, even into each other's places (ping-pong). */
 static void batch_swaps_ping_pong(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *a = alloc(BYTES, s), *b = alloc(BYTES, s);
   fill(a, 1.0f);
   recap_graph_t g = rebind_graph(s, RECAP_REBIND_AUTO);
@@ -273,8 +270,7 @@ static void foreign_memory_with_explicit_size(void **state) {
  * from one allocation move separately; the automatic size would move both. */
 static void declared_buffers_have_exact_extents(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *block = alloc(4 * BYTES, s), *in2 = alloc(BYTES, s); /* blocks: 1024 and 512 bytes */
   float *first = block, *second = block + N;
   float *out1 = alloc(BYTES, s), *out2 = alloc(BYTES, s);
@@ -326,8 +322,7 @@ static void declared_buffers_have_exact_extents(void **state) {
 /* DECLARED mode rebinds declared buffers only; declarations have rules of their own. */
 static void declared_mode_and_declaration_rules(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *a = alloc(BYTES, s), *b = alloc(BYTES, s), *a2 = alloc(BYTES, s), *b2 = alloc(BYTES, s);
   float *out = alloc(BYTES, s);
   recap_graph_t g;
@@ -408,8 +403,7 @@ static void declared_mode_and_declaration_rules(void **state) {
  * out again since). */
 static void shared_pool_blocks(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_pool_id_t pool = recap_pool_handle();
   float *in1 = alloc(BYTES, s), *in2 = alloc(BYTES, s);
   fill(in1, 1.0f);
@@ -479,8 +473,7 @@ static void shared_pool_blocks(void **state) {
 /* Every refusal: its status, its message naming the move and the nodes, and nothing changed. */
 static void refusals(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *in = alloc(4 * BYTES, s), *small = alloc(BYTES, s), *out = alloc(4 * BYTES, s);
   float *unused = alloc(BYTES, s), *freed = alloc(4 * BYTES, s), *big = alloc(4 * BYTES, s);
   float *big2 = alloc(4 * BYTES, s);
@@ -588,8 +581,7 @@ static void refusals(void **state) {
 /* The sites of a range, in node order, with what each holds. */
 static void site_listing(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *in = alloc(BYTES, s), *out = alloc(BYTES, s);
   recap_graph_t g = rebind_graph(s, RECAP_REBIND_AUTO);
   OK(recap_graph_declare_buffer(g, out, BYTES));
@@ -637,8 +629,7 @@ static void site_listing(void **state) {
  * `patched` counts it. */
 static void scalar_that_looks_like_an_address(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *in = alloc(BYTES, s), *in2 = alloc(BYTES, s);
   recap_graph_t g = rebind_graph(s, RECAP_REBIND_AUTO);
   const void *args[2] = {in, (const void *)((uintptr_t)in + 40)}; /* a pointer, an "integer" */
@@ -661,8 +652,7 @@ static void scalar_that_looks_like_an_address(void **state) {
 /* A buffer read by 3 of 100 nodes: exactly 3 node sets, whatever the graph's size. */
 static void cost_is_the_sites_patched(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *in = alloc(BYTES, s), *in2 = alloc(BYTES, s), *other = alloc(BYTES, s);
   recap_graph_t g = rebind_graph(s, RECAP_REBIND_AUTO);
   for (int i = 0; i < 100; i++) scale(s, "k", i % 40 == 7 ? in : other, other);
@@ -684,8 +674,7 @@ static void cost_is_the_sites_patched(void **state) {
  * the raw template both see the rebinds (the template is synced once). */
 static void keep_graph_reinstantiated_keeps_rebinds(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *in = alloc(BYTES, s), *in2 = alloc(BYTES, s), *out = alloc(BYTES, s);
   fill(in2, 10.0f);
   recap_graph_t g;
