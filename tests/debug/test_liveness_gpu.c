@@ -23,8 +23,7 @@
 
 static void inputs_of_streams_outside_the_capture_are_not_tracked(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream(), other = gpu_stream();
+  cudaStream_t s = gpu_begin_stream(), other = gpu_stream();
   float *x = gpu_floats(N, s), *z = gpu_floats(N, other);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
@@ -87,8 +86,7 @@ static void *replay_job(void *arg) {
 
 static void capture_in_one_thread_replay_in_another(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   job_t j = {NULL, s, gpu_floats(N, s), gpu_floats(N, s), RECAP_SUCCESS, ""};
   gpu_set(j.input, N, 1.0f, s);
   OK(recap_graph_create(&j.graph, 0));
@@ -119,8 +117,7 @@ static void capture_in_one_thread_replay_in_another(void **state) {
 
 static void copies_and_memsets_are_inputs(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *src = gpu_floats(N, s), *dst = gpu_floats(N, s), *zeroed = gpu_floats(2 * N, s);
   gpu_set(src, N, 9.0f, s);
   recap_graph_t g = checked_graph(s);

@@ -54,6 +54,12 @@ static inline cudaStream_t gpu_stream(void) {
   return s;
 }
 
+/* gpu_begin, and a new stream. */
+static inline cudaStream_t gpu_begin_stream(void) {
+  gpu_begin();
+  return gpu_stream();
+}
+
 static inline cudaEvent_t gpu_event(void) {
   cudaEvent_t e = NULL;
   CUDA_OK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));

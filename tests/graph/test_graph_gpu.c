@@ -70,8 +70,7 @@ static void is_current_stream_capturing_creates_no_context(void **state) {
 
 static void is_current_stream_capturing(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream(), other = gpu_stream();
+  cudaStream_t s = gpu_begin_stream(), other = gpu_stream();
   assert_int_equal(is_capturing(s), 0);
   assert_int_equal(is_capturing(NULL), 0);
   float *x = gpu_floats(N, s);
@@ -96,8 +95,7 @@ static void is_current_stream_capturing(void **state) {
  * unharmed. A non-blocking stream's capture leaves the question answerable: 0. */
 static void is_capturing_on_the_legacy_stream_while_a_blocking_stream_captures(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t nonblocking = gpu_stream(), blocking = NULL;
+  cudaStream_t nonblocking = gpu_begin_stream(), blocking = NULL;
   CUDA_OK(cudaStreamCreate(&blocking)); /* default flags: it synchronises with NULL */
   float *x = gpu_floats(N, nonblocking);
   CUDA_OK(cudaStreamSynchronize(nonblocking));
@@ -129,8 +127,7 @@ static void is_capturing_on_the_legacy_stream_while_a_blocking_stream_captures(v
 
 static void capture_simple(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, -1.0f, s);
   recap_graph_t g = graph_capturing(s, NULL);
   float *y = gpu_floats(N, s); /* from the graph's pool */
@@ -160,8 +157,7 @@ static void capture_simple(void **state) {
 
 static void capture_reset_recapture(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, 0.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
@@ -205,8 +201,7 @@ static void capture_reset_recapture(void **state) {
 /* Fork and join with events; the kept template dumps as Graphviz DOT. */
 static void debugdump_two_streams(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream(), side = gpu_stream();
+  cudaStream_t s = gpu_begin_stream(), side = gpu_stream();
   cudaEvent_t fork = gpu_event(), join = gpu_event();
   float *a = gpu_floats(N, s), *b = gpu_floats(N, s);
   gpu_set(a, N, 0.0f, s);
@@ -254,8 +249,7 @@ static void debugdump_two_streams(void **state) {
 
 static void graph_error(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream(), t = gpu_stream();
+  cudaStream_t s = gpu_begin_stream(), t = gpu_stream();
   float *x = gpu_floats_set(N, 0.0f, s);
   recap_graph_t g, kept;
   OK(recap_graph_create(&g, 0));
@@ -410,8 +404,7 @@ static void capture_invalidated_by_cuda_malloc(void **state) {
 
 static void warn_if_has_zero_nodes(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   recap_test_log_t record;
@@ -438,8 +431,7 @@ static void warn_if_has_zero_nodes(void **state) {
 
 static void capture_oom(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, 2.0f, s);
   recap_memory_stats_t before = gpu_stats();
   recap_graph_t g = graph_capturing(s, NULL);
@@ -478,8 +470,7 @@ static void capture_oom(void **state) {
  * the call), and the capture must survive that too. */
 static void capture_oom_releases_cached_segments(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, 2.0f, s);
   float *cached = gpu_floats(3 * MiB / sizeof(float), s); /* a 20 MiB segment of its own */
   OK(recap_free(cached));
@@ -612,8 +603,7 @@ static void two_successive_share_pool_handle(void **state) {
  * temporaries are its own, so both results are right. */
 static void concurrent_replay(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s1 = gpu_stream(), s2 = gpu_stream();
+  cudaStream_t s1 = gpu_begin_stream(), s2 = gpu_stream();
   float *x = gpu_floats_set(N, 1.0f, s1);
   recap_graph_t g1, g2;
   OK(recap_graph_create(&g1, 0));
@@ -669,8 +659,7 @@ static void concurrent_replay(void **state) {
  * the capture order is right again afterwards (g0 rewrites c). */
 static void three_successive(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, 1.0f, s);
   recap_pool_id_t shared = recap_pool_handle();
   recap_capture_options_t o = capture_options(shared, RECAP_CAPTURE_MODE_GLOBAL);

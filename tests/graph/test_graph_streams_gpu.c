@@ -29,8 +29,7 @@
  * capture ends: it is not handed out again within the capture. */
 static void record_stream_inside_capture(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream(), side = gpu_stream();
+  cudaStream_t s = gpu_begin_stream(), side = gpu_stream();
   cudaEvent_t fork = gpu_event(), join = gpu_event();
   float *x = gpu_floats_set(N, 2.0f, s);
   recap_graph_t g = graph_capturing(s, NULL);
@@ -66,8 +65,7 @@ static void record_stream_inside_capture(void **state) {
 /* Allocations on a side stream joined to the capture by an event come from the graph's pool. */
 static void allocator_follows_side_stream(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream(), side = gpu_stream();
+  cudaStream_t s = gpu_begin_stream(), side = gpu_stream();
   cudaEvent_t fork = gpu_event(), join = gpu_event();
   float *x = gpu_floats_set(N, 1.0f, s);
   recap_pool_memory_t default_before = pool_info(DEFAULT_POOL);
@@ -122,8 +120,7 @@ static void *malloc_in_thread(void *arg) {
 /* A capture in `mode` while another thread (and, in relaxed mode, this one) calls cudaMalloc:
  * the capture stays valid. */
 static void capture_with_foreign_malloc(recap_capture_mode_t mode) {
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, 1.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
@@ -244,8 +241,7 @@ static void relaxed_capture_allows_cuda_malloc(void **state) {
 
 static void raw_graph_with_and_without_keep(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats(N, s);
   recap_graph_t kept, plain;
   OK(recap_graph_create(&kept, RECAP_GRAPH_KEEP));
@@ -287,8 +283,7 @@ static void raw_graph_with_and_without_keep(void **state) {
 
 static void raw_exec_before_and_after_instantiate(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, 0.0f, s);
   recap_graph_t kept, plain;
   OK(recap_graph_create(&kept, RECAP_GRAPH_KEEP));
@@ -330,8 +325,7 @@ static void raw_exec_before_and_after_instantiate(void **state) {
 
 static void repeated_instantiate_and_replay(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, 0.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
@@ -371,8 +365,7 @@ static void repeated_instantiate_and_replay(void **state) {
  * wait) orders the two graphs' replays on two streams. */
 static void external_events_between_graphs(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s1 = gpu_stream(), s2 = gpu_stream();
+  cudaStream_t s1 = gpu_begin_stream(), s2 = gpu_stream();
   cudaEvent_t produced = gpu_event();
   float *buf = gpu_floats(N, s1), *out = gpu_floats(N, s2);
   gpu_set(buf, N, 0.0f, s1);
@@ -412,8 +405,7 @@ static void external_events_between_graphs(void **state) {
 /* Timing events recorded inside a graph (external records) time its replay. */
 static void event_timing_inside_graph(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   cudaEvent_t start, stop;
   CUDA_OK(cudaEventCreate(&start));
   CUDA_OK(cudaEventCreate(&stop));
@@ -451,8 +443,7 @@ static void CUDART_CB count_call(void *user_data) { atomic_fetch_add((atomic_int
  * node: the host function runs once per replay, never at capture. */
 static void multi_stream_capture_with_host_node(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream(), s1 = gpu_stream(), s2 = gpu_stream();
+  cudaStream_t s = gpu_begin_stream(), s1 = gpu_stream(), s2 = gpu_stream();
   cudaEvent_t fork = gpu_event(), join1 = gpu_event(), join2 = gpu_event();
   float *a = gpu_floats(N, s), *b = gpu_floats(N, s), *c = gpu_floats(N, s);
   atomic_int calls = 0;
@@ -502,8 +493,7 @@ static void pipeline(cudaStream_t s, const float *h_in, float *h_out, float *d_i
 
 static void kernel_memcpy_memset_pipeline(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *h_in = NULL, *h_out = NULL;
   CUDA_OK(cudaMallocHost((void **)&h_in, N * sizeof(float)));
   CUDA_OK(cudaMallocHost((void **)&h_out, N * sizeof(float)));
@@ -566,8 +556,7 @@ static size_t find_node(const recap_graph_info_t *info, recap_node_type_t type) 
 
 static void inspect_kernel_memset_memcpy(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats(N, s);     /* 4096 bytes */
   float *y = gpu_floats(N / 4, s); /* 1024 bytes */
   float *z = gpu_floats(N / 2, s); /* 2048 bytes */
@@ -654,8 +643,7 @@ static void inspect_kernel_memset_memcpy(void **state) {
 
 static void capture_scope_side_stream(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, 2.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));

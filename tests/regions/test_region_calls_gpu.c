@@ -46,8 +46,7 @@ static void expect_path(recap_graph_t g, bool host) {
 static void compare_and_malloc_in_body(void **state) {
   (void)state;
   for (int host = 0; host < 2; host++) {
-    gpu_begin();
-    cudaStream_t s = gpu_stream();
+    cudaStream_t s = gpu_begin_stream();
     float *x = gpu_floats(N, s);
     uint32_t *iterations = device_u32(0);
     recap_graph_t g;
@@ -108,8 +107,7 @@ static recap_status_t check(void *ctx, recap_cond_t cond, recap_stream_t stream)
 static void loop_capture_unrolled(void **state) {
   (void)state;
   for (int host = 0; host < 2; host++) {
-    gpu_begin();
-    cudaStream_t s = gpu_stream();
+    cudaStream_t s = gpu_begin_stream();
     loop_ctx_t l = {gpu_floats(N, s)};
     recap_graph_t g;
     OK(recap_graph_create(&g, 0));
@@ -137,8 +135,7 @@ static void loop_capture_unrolled(void **state) {
 static void unused_conditions(void **state) {
   (void)state;
   for (int host = 0; host < 2; host++) {
-    gpu_begin();
-    cudaStream_t s = gpu_stream();
+    cudaStream_t s = gpu_begin_stream();
     float *x = gpu_floats(N, s);
     recap_graph_t g;
     OK(recap_graph_create(&g, 0));
@@ -168,8 +165,7 @@ static void unused_conditions(void **state) {
 static void branches_left_empty(void **state) {
   (void)state;
   for (int host = 0; host < 2; host++) {
-    gpu_begin();
-    cudaStream_t s = gpu_stream();
+    cudaStream_t s = gpu_begin_stream();
     float *x = gpu_floats(N, s);
     recap_graph_t g;
     OK(recap_graph_create(&g, 0));

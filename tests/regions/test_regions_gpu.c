@@ -24,9 +24,11 @@
  * Helpers
  * ======================================================================================== */
 
-static void begin(void) {
+/* gpu_begin with this program's kernels loaded too; returns a new stream. */
+static cudaStream_t begin(void) {
   gpu_begin();
   CUDA_OK(region_test_kernels_load());
+  return gpu_stream();
 }
 
 static uint32_t *gpu_words(size_t n, cudaStream_t stream) {
@@ -76,8 +78,7 @@ static void region_begin(cudaStream_t s, recap_region_kind_t kind, recap_cond_t 
  * ======================================================================================== */
 
 static void while_countdown(recap_regions_mode_t mode) {
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   float *x = gpu_floats(N, s);
   uint32_t *counter = gpu_words(1, s);
   recap_graph_t g = capture_begin(s, mode);
@@ -117,8 +118,7 @@ REGION_PATH_TESTS(while_countdown_device, while_countdown_host, while_countdown)
  * ======================================================================================== */
 
 static void if_and_if_else(recap_regions_mode_t mode) {
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   float *a = gpu_floats(N, s), *b = gpu_floats(N, s);
   uint32_t *word = gpu_words(1, s);
   recap_graph_t g = capture_begin(s, mode);
@@ -161,8 +161,7 @@ REGION_PATH_TESTS(if_and_if_else_device, if_and_if_else_host, if_and_if_else)
  * ======================================================================================== */
 
 static void switch_branches(recap_regions_mode_t mode) {
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   float *x = gpu_floats(N, s);
   uint32_t *index = gpu_words(1, s);
   recap_graph_t g = capture_begin(s, mode);
@@ -202,8 +201,7 @@ REGION_PATH_TESTS(switch_device, switch_host, switch_branches)
  * (b = 10). The conditions of the inner regions are created inside the bodies, so that they
  * start afresh each time the body reaches them. */
 static void nesting(recap_regions_mode_t mode) {
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   float *a = gpu_floats(N, s), *b = gpu_floats(N, s);
   uint32_t *outer = gpu_words(1, s), *inner = gpu_words(1, s);
   recap_graph_t g = capture_begin(s, mode);
@@ -260,8 +258,7 @@ REGION_PATH_TESTS(nesting_device, nesting_host, nesting)
  * allocated (its address is the body's for every iteration), and a block allocated after the
  * region does not overlap it. */
 static void malloc_in_body(recap_regions_mode_t mode) {
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   float *acc = gpu_floats(N, s);
   uint32_t *counter = gpu_words(1, s);
   recap_graph_t g = capture_begin(s, mode);
@@ -335,8 +332,7 @@ REGION_PATH_TESTS(malloc_in_body_device, malloc_in_body_host, malloc_in_body)
  * eagerly on a generator with the same seed (1 + DRAWS calls per replay), and the generators'
  * offsets must agree after the replays. */
 static void rng_in_while(recap_regions_mode_t mode) {
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   const size_t rows_count = 2 * DRAWS;
   float *top = gpu_floats(N, s), *draw = gpu_floats(N, s);
   float *rows = gpu_floats(rows_count * N, s), *eager = gpu_floats(rows_count * N, s);
@@ -416,8 +412,7 @@ REGION_PATH_TESTS(rng_in_while_device, rng_in_while_host, rng_in_while)
 
 /* x = 1; three iterations of { y = A x (cublasSgemv, A = 2 I); x = y }: x = 8 exactly. */
 static void cublas_in_body(recap_regions_mode_t mode) {
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   const size_t dim = GEMV_DIM, elements = dim * dim;
   const float alpha = 1.0f, beta = 0.0f;
   float *a = gpu_floats(elements, s), *x = gpu_floats(dim, s), *y = gpu_floats(dim, s);
@@ -472,8 +467,7 @@ REGION_PATH_TESTS(cublas_in_body_device, cublas_in_body_host, cublas_in_body)
  * refuses at instantiation: recap refuses it at region_end, naming the region, and abandons the
  * capture (the graph is fresh again and captures anew). */
 static void forbidden_node(recap_regions_mode_t mode) {
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   float *x = gpu_floats(N, s);
   uint32_t *counter = gpu_words(1, s);
   recap_graph_t g = capture_begin(s, mode);
@@ -514,8 +508,7 @@ REGION_PATH_TESTS(forbidden_node_device, forbidden_node_host, forbidden_node)
 /* capture_end with a region open says which, and the capture goes on. */
 static void region_open_at_capture_end(void **state) {
   (void)state;
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   float *x = gpu_floats(N, s);
   recap_graph_t g = capture_begin(s, RECAP_REGIONS_AUTO);
   recap_cond_t c;

@@ -222,8 +222,7 @@ static void expect_ready(recap_graph_set_t set, size_t size) {
  * runs the next size up, whose first n columns are the eager ones. */
 static void replay_equals_eager_for_each_size(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   model_t m;
   model_init(&m, s);
   static const size_t sizes[] = {1, 3, 8, 40, 256, 1024};
@@ -273,8 +272,7 @@ static void replay_equals_eager_for_each_size(void **state) {
  * largest size alone; the set's executable bytes are the members' sum. */
 static void members_share_one_pool(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   model_t m;
   model_init(&m, s);
   /* Temporaries of 4, 3, 2 and 1.25 MiB: each fits in the largest one's memory. */
@@ -336,8 +334,7 @@ static void members_share_one_pool(void **state) {
  * eager or replayed, is the eager step's. */
 static void background_capture_beside_eager_work(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   model_t m;
   model_init(&m, s);
   static const size_t sizes[] = {16, 32, 64, 128, 256, 512, 768, 1024};
@@ -400,8 +397,7 @@ static void background_capture_beside_eager_work(void **state) {
  * the same offset, and moves the offset as far. */
 static void generator_in_step_draws_as_eager(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   model_t m;
   model_init(&m, s);
   OK(recap_generator_create(&m.generator, 2024));
