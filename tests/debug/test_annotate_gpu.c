@@ -75,8 +75,7 @@ static void setup_buffer(cudaStream_t s) { buffer = gpu_floats(N, s); }
 static void teardown(recap_graph_t g, cudaStream_t s) {
   OK(recap_graph_destroy(g));
   OK(recap_free(buffer));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(NULL, 0);
+  gpu_finish_stream(s, NULL, 0);
   finish();
 }
 

@@ -107,8 +107,7 @@ static void capture_in_one_thread_replay_in_another(void **state) {
   assert_non_null(strstr(j.message, "recap_test_add_scalar_kernel"));
   OK(recap_graph_destroy(j.graph));
   OK(recap_free(j.output));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -154,8 +153,7 @@ static void allocation_sites_in_the_message(void **state) {
   EXPECT_MESSAGE("freed at 0x");
   recap_liveness_debug_enable(-1);
   OK(recap_graph_destroy(g));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 static const struct CMUnitTest tests[] = {

@@ -210,14 +210,20 @@ static inline void gpu_finish(const recap_pool_id_t *pools, size_t pool_count) {
   assert_int_equal(recap_memory_check(), RECAP_SUCCESS);
 }
 
+/* The test's stream s destroyed, then gpu_finish over pools[0..pool_count). */
+static inline void gpu_finish_stream(cudaStream_t s, const recap_pool_id_t *pools,
+                                     size_t pool_count) {
+  CUDA_OK(cudaStreamDestroy(s));
+  gpu_finish(pools, pool_count);
+}
+
 /* The end of a test of one graph g on stream s, whose pool is `pool`: g destroyed, the n
  * blocks freed, s destroyed, then gpu_finish over the pool. */
 static inline void gpu_finish_graph(recap_graph_t g, cudaStream_t s, recap_pool_id_t pool,
                                     void *const *blocks, size_t n) {
   OK(recap_graph_destroy(g));
   for (size_t i = 0; i < n; i++) OK(recap_free(blocks[i]));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 #endif /* RECAP_TEST_GPU_UTIL_H */

@@ -425,8 +425,7 @@ static void warn_if_has_zero_nodes(void **state) {
   assert_int_equal(nodes, 0);
   recap_pool_id_t pool = pool_of(g);
   OK(recap_graph_destroy(g));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 static void capture_oom(void **state) {
@@ -787,8 +786,7 @@ static void memory_stats_and_use_result_after_destroy_graph(void **state) {
   st = gpu_stats();
   assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, 0);
   assert_int_equal(st.num_device_free - base.num_device_free, 2);
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 static const struct CMUnitTest tests[] = {

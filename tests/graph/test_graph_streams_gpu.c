@@ -277,8 +277,7 @@ static void raw_graph_with_and_without_keep(void **state) {
   OK(recap_graph_destroy(kept));
   OK(recap_graph_destroy(plain));
   OK(recap_free(x));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(pools, 2);
+  gpu_finish_stream(s, pools, 2);
 }
 
 static void raw_exec_before_and_after_instantiate(void **state) {
@@ -319,8 +318,7 @@ static void raw_exec_before_and_after_instantiate(void **state) {
   OK(recap_graph_destroy(kept));
   OK(recap_graph_destroy(plain));
   OK(recap_free(x));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(pools, 2);
+  gpu_finish_stream(s, pools, 2);
 }
 
 static void repeated_instantiate_and_replay(void **state) {
@@ -429,8 +427,7 @@ static void event_timing_inside_graph(void **state) {
   OK(recap_graph_destroy(g));
   OK(recap_free(x));
   GPU_DESTROY_EVENTS(start, stop);
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -529,8 +526,7 @@ static void kernel_memcpy_memset_pipeline(void **state) {
   free(eager);
   CUDA_OK(cudaFreeHost(h_in));
   CUDA_OK(cudaFreeHost(h_out));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 /* ------------------------------------------------------------------------------------------

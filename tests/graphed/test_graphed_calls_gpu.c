@@ -96,8 +96,7 @@ static void separately_graphed_callables_share_a_pool(void **state) {
     OK(recap_free(dys[i]));
   }
   OK(recap_free(x));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 /* ---- the unused-input rule ------------------------------------------------------------------- */
@@ -157,8 +156,7 @@ static void unused_input_is_refused_unless_allowed(void **state) {
   CUDA_OK(cudaDeviceSynchronize());
   OK(recap_graphed_destroy(h));
   FREE_ALL(a, b, x, dy);
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 /* ---- the eval fallback ----------------------------------------------------------------------- */
@@ -251,8 +249,7 @@ static void eval_mode_runs_eagerly(void **state) {
   mlp_free(&eager);
   OK(recap_generator_destroy(gen_graphed));
   OK(recap_generator_destroy(gen_eager));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 /* ---- copying inputs into the static buffers --------------------------------------------------- */
@@ -329,8 +326,7 @@ static void new_inputs_are_copied_into_static_buffers(void **state) {
   CUDA_OK(cudaDeviceSynchronize());
   OK(recap_graphed_destroy(h));
   FREE_ALL(sample, other, from_other, dy);
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 static const struct CMUnitTest tests[] = {

@@ -282,8 +282,7 @@ static void graphed_callables_train_like_eager(void **state) {
   free(graphed);
   OK(recap_generator_destroy(gen_eager));
   OK(recap_generator_destroy(gen_graphed));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 /* ---- a callable without gradients ------------------------------------------------------------ */
@@ -317,8 +316,7 @@ static void dead_weight_in_a_graphed_training_step(void **state) {
   OK(recap_graphed_destroy(h));
   mlp_free(&m);
   OK(recap_free(sample));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 /* make_graphed_callables with sample args that need no gradient: a forward graph only, and the
@@ -364,8 +362,7 @@ static void graphed_callable_without_gradients(void **state) {
   CUDA_OK(cudaDeviceSynchronize());
   OK(recap_graphed_destroy(h));
   FREE_ALL(sample, x);
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 /* ---- the zero-copy path ------------------------------------------------------------------- */
@@ -437,8 +434,7 @@ static void graphed_mlp_zero_copy_matches_copy_path(void **state) {
   mlp_free(&mc);
   void *all[] = {sz, sc, xs[0], xs[1], dys[0], dys[1]};
   for (size_t i = 0; i < 6; i++) OK(recap_free(all[i]));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(pools, 2);
+  gpu_finish_stream(s, pools, 2);
 }
 
 static const struct CMUnitTest tests[] = {

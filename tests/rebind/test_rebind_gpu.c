@@ -72,8 +72,7 @@ static void finish_pair(recap_graph_t g, recap_graph_t direct, cudaStream_t s, v
   OK(recap_graph_destroy(g));
   OK(recap_graph_destroy(direct));
   for (size_t i = 0; i < n; i++) OK(recap_free(blocks[i]));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(pools, 2);
+  gpu_finish_stream(s, pools, 2);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -173,8 +172,7 @@ static void cublas_gemm_rebound_matches_direct_capture(void **state) {
   CUBLAS_OK(cublasDestroy(h));
   void *blocks[] = {a, b, c, a2, b2, c2, c3, workspace};
   for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) OK(recap_free(blocks[i]));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(pools, 2);
+  gpu_finish_stream(s, pools, 2);
 }
 
 /* ------------------------------------------------------------------------------------------

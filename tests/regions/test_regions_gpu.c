@@ -317,8 +317,7 @@ static void malloc_in_body(recap_regions_mode_t mode) {
   void *blocks[] = {kept, after};
   for (size_t i = 0; i < 2; i++) OK(recap_free(blocks[i]));
   FREE_ALL(acc, counter);
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 REGION_PATH_TESTS(malloc_in_body_device, malloc_in_body_host, malloc_in_body)
@@ -400,8 +399,7 @@ static void rng_in_while(recap_regions_mode_t mode) {
   OK(recap_generator_destroy(reference));
   void *blocks[] = {top, draw, rows, eager, eager_top, counter, row};
   for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) OK(recap_free(blocks[i]));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 REGION_PATH_TESTS(rng_in_while_device, rng_in_while_host, rng_in_while)

@@ -191,8 +191,7 @@ static void graph_rng_functional(void **state) {
   OK(recap_generator_destroy(gen));
   float *bufs[] = {graph_in, mid, graph_out, e1, e2, ctrl_a, ctrl_b};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) OK(recap_free(bufs[i]));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(NULL, 0);
+  gpu_finish_stream(s, NULL, 0);
 }
 
 /* ---- test_graph_rng_distributions ---------------------------------------------------------- */
@@ -320,8 +319,7 @@ static void graph_manual_seed_mismatch_raises(void **state) {
   OK(recap_graph_destroy(g));
   OK(recap_generator_destroy(gen));
   FREE_ALL(ctrl, out);
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(NULL, 0);
+  gpu_finish_stream(s, NULL, 0);
 }
 
 /* ---- test_memory_stats_of_multiple_generators_and_graphs ----------------------------------- */
@@ -371,8 +369,7 @@ static void memory_stats_of_multiple_generators_and_graphs(void **state) {
   assert_int_equal(gpu_stats().allocated_bytes[RECAP_STAT_ALL].current,
                    base.allocated_bytes[RECAP_STAT_ALL].current);
   OK(recap_free(out));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(NULL, 0);
+  gpu_finish_stream(s, NULL, 0);
 }
 
 /* ---- dropout masks ------------------------------------------------------------------------- */
@@ -433,8 +430,7 @@ static void dropout_masks_graphed_equal_eager(void **state) {
   OK(recap_generator_destroy(gen));
   OK(recap_generator_destroy(data));
   FREE_ALL(mask_first, mask_e, mask, out_first, out_e, out, in);
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(NULL, 0);
+  gpu_finish_stream(s, NULL, 0);
 }
 
 /* ---- user kernels through rng_device.cuh --------------------------------------------------- */
@@ -540,8 +536,7 @@ static void user_kernel_through_rng_device_header(void **state) {
 
   OK(recap_generator_destroy(gen));
   FREE_ALL(words, e1, e0, first, a);
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(NULL, 0);
+  gpu_finish_stream(s, NULL, 0);
 }
 
 static const struct CMUnitTest tests[] = {

@@ -263,8 +263,7 @@ static void replay_equals_eager_for_each_size(void **state) {
   OK(recap_graph_set_destroy(set));
   for (size_t i = 0; i < count; i++) free(eager[i]);
   model_destroy(&m);
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 /* Sizes captured largest first into one pool: every member holds the set's pool, and the pool
@@ -389,8 +388,7 @@ static void background_capture_beside_eager_work(void **state) {
   OK(recap_graph_set_destroy(set));
   for (size_t i = 0; i < count; i++) free(eager[i]);
   model_destroy(&m);
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 /* A step that draws from a generator: each member's replay draws what the eager step draws at
@@ -435,8 +433,7 @@ static void generator_in_step_draws_as_eager(void **state) {
   OK(recap_graph_set_destroy(set));
   OK(recap_generator_destroy(m.generator));
   model_destroy(&m);
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 static const struct CMUnitTest tests[] = {
