@@ -139,8 +139,7 @@ static void graphed_step(recap_graphed_t *h, chain_t *c, float *x, float *gate, 
  * functions called eagerly, from the same parameters and the same generator seed. */
 static void graphed_callables_train_like_eager(void **state) {
   (void)state;
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   recap_generator_t gen_eager = NULL, gen_graphed = NULL;
   OK(recap_generator_create(&gen_eager, SEED));
   OK(recap_generator_create(&gen_graphed, SEED));
@@ -291,8 +290,7 @@ static void graphed_callables_train_like_eager(void **state) {
  * capture. With the liveness option the replay refuses instead of reading freed memory. */
 static void dead_weight_in_a_graphed_training_step(void **state) {
   (void)state;
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   mlp_t m;
   mlp_init(&m, ROWS, D_IN, HIDDEN, D_OUT, 300, NULL, 0.0f, 0, s);
   float *sample = gpu_floats_set(ROWS * D_IN, 0.0f, s);
@@ -323,8 +321,7 @@ static void dead_weight_in_a_graphed_training_step(void **state) {
  * graphed forward gives what the eager forward gives. */
 static void graphed_callable_without_gradients(void **state) {
   (void)state;
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   elementwise_t graphed = {.a = 2.0f, .b = 1.0f, .temp = 1}, eager = graphed;
   float *sample = gpu_floats(N, s), *x = gpu_floats(N, s);
   gpu_set(sample, N, 0.0f, s);
@@ -372,8 +369,7 @@ static void graphed_callable_without_gradients(void **state) {
  * gradients and parameters bit for bit, and its static input is never written. */
 static void graphed_mlp_zero_copy_matches_copy_path(void **state) {
   (void)state;
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   mlp_t mz, mc;
   mlp_init(&mz, ROWS, D_IN, HIDDEN, D_OUT, 500, NULL, 0.0f, 1, s);
   mlp_init(&mc, ROWS, D_IN, HIDDEN, D_OUT, 500, NULL, 0.0f, 1, s);
@@ -432,8 +428,7 @@ static void graphed_mlp_zero_copy_matches_copy_path(void **state) {
   OK(recap_graphed_destroy(hc));
   mlp_free(&mz);
   mlp_free(&mc);
-  void *all[] = {sz, sc, xs[0], xs[1], dys[0], dys[1]};
-  for (size_t i = 0; i < 6; i++) OK(recap_free(all[i]));
+  FREE_ALL(sz, sc, xs[0], xs[1], dys[0], dys[1]);
   gpu_finish_stream(s, pools, 2);
 }
 

@@ -314,9 +314,7 @@ static void malloc_in_body(recap_regions_mode_t mode) {
     gpu_expect_all(after, N, 2.5f);
   }
   OK(recap_graph_destroy(g));
-  void *blocks[] = {kept, after};
-  for (size_t i = 0; i < 2; i++) OK(recap_free(blocks[i]));
-  FREE_ALL(acc, counter);
+  FREE_ALL(kept, after, acc, counter);
   gpu_finish_stream(s, &pool, 1);
 }
 
