@@ -253,8 +253,7 @@ static void state_is_released_with_the_capture(void **state) {
   kernel(s, "e");
   OK(recap_graph_destroy(mid));
 
-  OK(recap_graph_destroy(plain));
-  OK(recap_graph_destroy(g));
+  DESTROY_GRAPHS(plain, g);
   done();
 }
 
@@ -304,8 +303,7 @@ static void labels_in_the_dot_dump(void **state) {
   dot = read_text(path);
   assert_null(strstr(dot, "recap"));
   remove(path);
-  OK(recap_graph_destroy(bare));
-  OK(recap_graph_destroy(g));
+  DESTROY_GRAPHS(bare, g);
   done();
 }
 

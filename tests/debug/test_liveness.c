@@ -135,8 +135,7 @@ static void inputs_of_streams_outside_the_capture_are_not_tracked(void **state) 
   assert_ptr_equal(input_at(joined, 0)->base, w);
   OK(recap_free(w));
   expect_dead(joined, s);
-  OK(recap_graph_destroy(joined));
-  OK(recap_graph_destroy(g));
+  DESTROY_GRAPHS(joined, g);
   OK(recap_free(x));
   done();
 }

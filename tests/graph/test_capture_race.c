@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "graph_util.h"
+#include "capture_util.h"
 #include "harness.h"
 
 /* What the hook does in the window, and what came of it. */
@@ -197,8 +198,7 @@ static void route_end_while_capture_begins(void **state) {
   assert_int_equal(log.warnings, 0);
   recap_test_log_stop();
   expect_held_until_done(p, a, s);
-  OK(recap_graph_destroy(g));
-  OK(recap_graph_destroy(other));
+  DESTROY_GRAPHS(g, other);
   expect_quiet();
   expect_no_device_memory();
 }

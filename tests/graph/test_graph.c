@@ -183,8 +183,7 @@ static void begin_twice_is_refused(void **state) {
   capture_kernels(g, s, 1);
   /* h was never hurt by its refusal. */
   capture_kernels(h, other, 1);
-  OK(recap_graph_destroy(g));
-  OK(recap_graph_destroy(h));
+  DESTROY_GRAPHS(g, h);
   expect_quiet();
 }
 
@@ -220,8 +219,7 @@ static void end_ends_the_graphs_own_capture(void **state) {
   assert_int_equal(nodes, 3);
   OK(recap_graph_node_count(g2, &nodes));
   assert_int_equal(nodes, 5);
-  OK(recap_graph_destroy(g1));
-  OK(recap_graph_destroy(g2));
+  DESTROY_GRAPHS(g1, g2);
   expect_quiet();
 }
 
@@ -329,8 +327,7 @@ static void raw_and_raw_exec_follow_the_template_and_the_executable(void **state
   EXPECT_STATUS(recap_graph_raw(kept, &raw), RECAP_ERROR_INVALID_USAGE);
   EXPECT_STATUS(recap_graph_raw_exec(kept, &exec), RECAP_ERROR_INVALID_USAGE);
 
-  OK(recap_graph_destroy(plain));
-  OK(recap_graph_destroy(kept));
+  DESTROY_GRAPHS(plain, kept);
   expect_quiet();
 }
 
@@ -386,8 +383,7 @@ static void debug_dump_needs_the_kept_template(void **state) {
   free(text);
   unlink(path);
   EXPECT_STATUS(recap_graph_debug_dump(kept, "/nonexistent-dir/recap/graph.dot"), RECAP_ERROR_IO);
-  OK(recap_graph_destroy(plain));
-  OK(recap_graph_destroy(kept));
+  DESTROY_GRAPHS(plain, kept);
   expect_quiet();
 }
 
@@ -505,8 +501,7 @@ static void a_pool_serves_one_capture_at_a_time(void **state) {
   launch(s2, 1);
   OK(recap_graph_capture_end(g2));
   assert_int_equal(pool_references(shared), 2);
-  OK(recap_graph_destroy(g1));
-  OK(recap_graph_destroy(g2));
+  DESTROY_GRAPHS(g1, g2);
   expect_quiet();
 }
 
@@ -699,8 +694,7 @@ static void state_follows_every_transition(void **state) {
   assert_int_equal(state_of(kept), RECAP_GRAPH_STATE_FRESH);
   recap__graphs_disabled_override(0);
 
-  OK(recap_graph_destroy(plain));
-  OK(recap_graph_destroy(kept));
+  DESTROY_GRAPHS(plain, kept);
   expect_quiet();
 }
 
@@ -861,8 +855,7 @@ static void graph_launched_inside_a_capture_becomes_a_child_node(void **state) {
   assert_int_equal(info->nodes[1].type, RECAP_NODE_GRAPH);
   assert_null(info->nodes[1].kernel_name);
   recap_graph_info_free(info);
-  OK(recap_graph_destroy(inner));
-  OK(recap_graph_destroy(outer));
+  DESTROY_GRAPHS(inner, outer);
   expect_quiet();
 }
 

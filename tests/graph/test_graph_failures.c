@@ -85,8 +85,7 @@ static void refused_route_reports_the_refusal(void **state) {
   launch(s1, 1);
   OK(recap_graph_capture_end(g1));
   capture_kernels(g2, s2, 1);
-  OK(recap_graph_destroy(g1));
-  OK(recap_graph_destroy(g2));
+  DESTROY_GRAPHS(g1, g2);
   expect_quiet();
   expect_no_device_memory();
 }

@@ -296,9 +296,7 @@ static void graph_error(void **state) {
   OK(recap_graph_replay(g, s));
   gpu_expect_all(x, N, 2.0f);
 
-  OK(recap_graph_destroy(NULL));
-  OK(recap_graph_destroy(g));
-  OK(recap_graph_destroy(kept));
+  DESTROY_GRAPHS(NULL, g, kept);
   OK(recap_free(x));
   GPU_DESTROY_STREAMS(s, t);
   gpu_finish(&pool, 1);
@@ -575,8 +573,7 @@ static void two_successive(share_t share) {
   gpu_expect_all(out1, N, 7.0f);
   gpu_expect_all(out2, N, 27.0f);
 
-  OK(recap_graph_destroy(g1));
-  OK(recap_graph_destroy(g2));
+  DESTROY_GRAPHS(g1, g2);
   FREE_ALL(out1, out2, x);
   CUDA_OK(cudaStreamDestroy(s));
   recap_pool_id_t pools[] = {p1, p2, handle};
@@ -639,8 +636,7 @@ static void concurrent_replay(void **state) {
     gpu_expect_all(out2, N, input + 200.0f);
   }
 
-  OK(recap_graph_destroy(g1));
-  OK(recap_graph_destroy(g2));
+  DESTROY_GRAPHS(g1, g2);
   FREE_ALL(out1, out2, x);
   GPU_DESTROY_STREAMS(s1, s2);
   recap_pool_id_t pools[] = {p1, p2};
@@ -713,8 +709,7 @@ static void three_successive(void **state) {
   gpu_expect_all(e, N, 14.0f);
   gpu_expect_all(f, N, 16.0f);
 
-  OK(recap_graph_destroy(g0));
-  OK(recap_graph_destroy(g1));
+  DESTROY_GRAPHS(g0, g1);
   gpu_finish_graph(g2, s, shared, (void *[]){d, e, f, x}, 4);
 }
 

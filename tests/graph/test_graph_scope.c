@@ -21,6 +21,7 @@
 #include <cjson/cJSON.h>
 
 #include "graph_util.h"
+#include "capture_util.h"
 #include "harness.h"
 #include "inspect_util.h"
 #include "fork_join_util.h"
@@ -83,8 +84,7 @@ static void scope_uses_a_shared_side_stream(void **state) {
   OK(recap_graph_replay(h, s1));
   OK(recap_free(p));
   OK(dev->event_destroy(done_marker));
-  OK(recap_graph_destroy(g));
-  OK(recap_graph_destroy(h));
+  DESTROY_GRAPHS(g, h);
   expect_quiet();
   expect_no_device_memory();
 }
@@ -455,8 +455,7 @@ static void inspect_reports_nodes_and_edges(void **state) {
   recap_string_free(json);
   recap_graph_info_free(info);
 
-  OK(recap_graph_destroy(plain));
-  OK(recap_graph_destroy(g));
+  DESTROY_GRAPHS(plain, g);
   expect_quiet();
 }
 

@@ -274,8 +274,7 @@ static void raw_graph_with_and_without_keep(void **state) {
   OK(recap_graph_replay(plain, s));
   gpu_expect_all(x, N, 2.0f);
 
-  OK(recap_graph_destroy(kept));
-  OK(recap_graph_destroy(plain));
+  DESTROY_GRAPHS(kept, plain);
   OK(recap_free(x));
   gpu_finish_stream(s, pools, 2);
 }
@@ -315,8 +314,7 @@ static void raw_exec_before_and_after_instantiate(void **state) {
   gpu_expect_all(x, N, 10.0f);
 
   recap_pool_id_t pools[] = {pool_of(kept), pool_of(plain)};
-  OK(recap_graph_destroy(kept));
-  OK(recap_graph_destroy(plain));
+  DESTROY_GRAPHS(kept, plain);
   OK(recap_free(x));
   gpu_finish_stream(s, pools, 2);
 }
@@ -392,8 +390,7 @@ static void external_events_between_graphs(void **state) {
     gpu_expect_all(buf, N, (float)round);
   }
 
-  OK(recap_graph_destroy(producer));
-  OK(recap_graph_destroy(consumer));
+  DESTROY_GRAPHS(producer, consumer);
   FREE_ALL(buf, out);
   CUDA_OK(cudaEventDestroy(produced));
   GPU_DESTROY_STREAMS(s1, s2);
@@ -676,8 +673,7 @@ static void capture_scope_side_stream(void **state) {
   OK(recap_graph_replay(h, again));
   gpu_expect_all(x, N, 7.0f);
 
-  OK(recap_graph_destroy(g));
-  OK(recap_graph_destroy(h));
+  DESTROY_GRAPHS(g, h);
   FREE_ALL(y, x);
   CUDA_OK(cudaStreamDestroy(s));
   recap_pool_id_t pools[] = {pool, pool_h};

@@ -89,8 +89,7 @@ static void one_buffer_read_by_k_nodes(void **state) {
   assert_int_equal(rebinds_of(g), 2);
   assert_int_equal(sites_patched_of(g), 2 * K);
 
-  OK(recap_graph_destroy(g));
-  OK(recap_graph_destroy(g2));
+  DESTROY_GRAPHS(g, g2);
   FREE_ALL(in, in2, unrelated);
   for (int j = 0; j < K; j++) {
     OK(recap_free(out[j]));
@@ -141,8 +140,7 @@ static void interior_pointers_and_several_args_of_one_node(void **state) {
   expect_floats_equal(out, direct, N / 2 + N / 4);
   assert_true(out[0] == 1000.0f + 1032.0f);
 
-  OK(recap_graph_destroy(g));
-  OK(recap_graph_destroy(g2));
+  DESTROY_GRAPHS(g, g2);
   FREE_ALL(in, in2, out, direct);
   done();
 }
@@ -464,8 +462,7 @@ static void shared_pool_blocks(void **state) {
   EXPECT_MESSAGE("its capture allocated");
   assert_int_equal(exec_patches(), before);
 
-  OK(recap_graph_destroy(g1));
-  OK(recap_graph_destroy(g2));
+  DESTROY_GRAPHS(g1, g2);
   FREE_ALL(out1, out2, in1, in2);
   done();
 }
@@ -571,8 +568,7 @@ static void refusals(void **state) {
   EXPECT_STATUS(recap_graph_rebind_sites(fresh_graph, in, 0, NULL, 0, &count),
                 RECAP_ERROR_INVALID_USAGE);
 
-  OK(recap_graph_destroy(g));
-  OK(recap_graph_destroy(fresh_graph));
+  DESTROY_GRAPHS(g, fresh_graph);
   float *all[] = {in, small, out, unused, big, big2};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) OK(recap_free(all[i]));
   done();

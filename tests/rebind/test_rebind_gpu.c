@@ -69,8 +69,7 @@ static void fill_pattern(float *p, size_t n, int seed) {
 static void finish_pair(recap_graph_t g, recap_graph_t direct, cudaStream_t s, void *const *blocks,
                         size_t n) {
   recap_pool_id_t pools[2] = {pool_of(g), pool_of(direct)};
-  OK(recap_graph_destroy(g));
-  OK(recap_graph_destroy(direct));
+  DESTROY_GRAPHS(g, direct);
   for (size_t i = 0; i < n; i++) OK(recap_free(blocks[i]));
   gpu_finish_stream(s, pools, 2);
 }
@@ -166,8 +165,7 @@ static void cublas_gemm_rebound_matches_direct_capture(void **state) {
   gpu_expect_all(c2, e, -8.0f);
 
   recap_pool_id_t pools[2] = {pool_of(g), pool_of(direct)};
-  OK(recap_graph_destroy(g));
-  OK(recap_graph_destroy(direct));
+  DESTROY_GRAPHS(g, direct);
   CUDA_OK(cudaStreamSynchronize(s));
   CUBLAS_OK(cublasDestroy(h));
   void *blocks[] = {a, b, c, a2, b2, c2, c3, workspace};

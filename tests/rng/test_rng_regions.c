@@ -319,8 +319,7 @@ static void a_fold_waits_for_no_capture(void **state) {
   recap__fake_launch_kernel(other, "work");
   OK(recap_graph_capture_end(busy));
   assert_int_equal(offset_of(gen), 4 + 3 * 8 + 4);
-  OK(recap_graph_destroy(busy));
-  OK(recap_graph_destroy(g));
+  DESTROY_GRAPHS(busy, g);
   OK(recap_generator_destroy(gen));
   OK(recap_free(counter));
 }

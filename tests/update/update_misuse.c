@@ -233,8 +233,7 @@ static void recapture_refused_while_its_pool_serves_another_capture(void **state
   recapture_kernels(g1, s, 2);
   assert_int_equal(stats_of(g1).updates, 1);
   assert_int_equal(pool_references(opts.pool), 2);
-  OK(recap_graph_destroy(g1));
-  OK(recap_graph_destroy(g2));
+  DESTROY_GRAPHS(g1, g2);
   assert_int_equal(pool_references(opts.pool), 0);
   expect_quiet();
 }

@@ -379,8 +379,7 @@ static void a_replay_into_another_capture_is_not_timed(void **state) {
   OK(recap_graph_replay(g, s)); /* timed */
   assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records + 2);
   assert_int_equal(recap__fake_now().graph_uploads, 1);
-  OK(recap_graph_destroy(outer));
-  OK(recap_graph_destroy(g));
+  DESTROY_GRAPHS(outer, g);
   expect_quiet();
 }
 
@@ -464,8 +463,7 @@ static void a_timed_first_launch_uploads_the_executable_first(void **state) {
   assert_int_equal(stats_of(plain).updates, 1);
   assert_int_equal(recap__fake_now().graph_uploads, 2);
   assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_UPLOAD], 2);
-  OK(recap_graph_destroy(plain));
-  OK(recap_graph_destroy(g));
+  DESTROY_GRAPHS(plain, g);
   expect_quiet();
 }
 

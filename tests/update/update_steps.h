@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "capture_util.h"
 #include "graph_util.h"
 #include "harness.h"
 #include "update_util.h"
