@@ -109,6 +109,12 @@ static inline void expect_no_device_memory(void) {
   assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
 }
 
+/* expect_quiet and expect_no_device_memory: the end of a test that freed every block. */
+static inline void expect_all_released(void) {
+  expect_quiet();
+  expect_no_device_memory();
+}
+
 static inline void launch(recap_stream_t s, int count) {
   for (int i = 0; i < count; i++) recap__fake_stream_enqueue(s);
 }

@@ -140,8 +140,7 @@ static void free_while_capture_begins(void **state) {
   recap_test_log_stop();
   expect_held_until_done(p, a, s);
   OK(recap_graph_destroy(g));
-  expect_quiet();
-  expect_no_device_memory();
+  expect_all_released();
 }
 
 /* An allocation in the window finds an event pending on the stream about to capture: it must
@@ -167,8 +166,7 @@ static void malloc_while_capture_begins(void **state) {
   recap__fake_stream_complete(s);
   expect_block_free_again(p, a);
   OK(recap_graph_destroy(g));
-  expect_quiet();
-  expect_no_device_memory();
+  expect_all_released();
 }
 
 /* Another capture ends its route in the window, with a block freed during it that the stream
@@ -199,8 +197,7 @@ static void route_end_while_capture_begins(void **state) {
   recap_test_log_stop();
   expect_held_until_done(p, a, s);
   DESTROY_GRAPHS(g, other);
-  expect_quiet();
-  expect_no_device_memory();
+  expect_all_released();
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -337,8 +334,7 @@ static void two_threads_break_no_capture(void **state) {
   print_message("%d captures beside %d captures and their frees in another thread\n", r.captures,
                 r.other_captures);
   recap__fake_stream_complete(r.s);
-  expect_quiet();
-  expect_no_device_memory();
+  expect_all_released();
 }
 
 static const struct CMUnitTest tests[] = {

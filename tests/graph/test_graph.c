@@ -401,8 +401,7 @@ static void destroy_during_capture_ends_it(void **state) {
   assert_int_equal(pool_references(pool), 0);
   /* The block the user still holds stays valid; after it is freed the pool's memory goes. */
   OK(recap_free(p));
-  expect_quiet();
-  expect_no_device_memory();
+  expect_all_released();
   /* The stream captures again. */
   OK(recap_graph_create(&g, 0));
   capture_kernels(g, s, 1);
@@ -474,8 +473,7 @@ static void captures_share_a_given_pool(void **state) {
   OK(recap_graph_destroy(g2));
   assert_int_equal(pool_references(shared), 0);
   FREE_ALL(a, b);
-  expect_quiet();
-  expect_no_device_memory();
+  expect_all_released();
 }
 
 static void a_pool_serves_one_capture_at_a_time(void **state) {
@@ -534,8 +532,7 @@ static void allocations_in_a_capture_come_from_the_graph_pool(void **state) {
   assert_int_equal(pool_info(default_pool).allocated_bytes, 8 * KiB);
   FREE_ALL(later, eager, joined, again, out);
   OK(recap_graph_destroy(g));
-  expect_quiet();
-  expect_no_device_memory();
+  expect_all_released();
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -578,8 +575,7 @@ static void invalidated_capture_leaves_nothing_behind(void **state) {
   assert_int_equal(nodes, 3);
   OK(recap_graph_replay(g, s));
   OK(recap_graph_destroy(g));
-  expect_quiet();
-  expect_no_device_memory();
+  expect_all_released();
 }
 
 static void illegal_call_in_a_capture_invalidates_it(void **state) {
@@ -764,8 +760,7 @@ static void pool_of_a_failed_capture_audits_its_cleanup(void **state) {
   OK(recap_graph_destroy(other));
   OK(recap_free(out));
   OK(recap_graph_destroy(g));
-  expect_quiet();
-  expect_no_device_memory();
+  expect_all_released();
 }
 
 /* ------------------------------------------------------------------------------------------

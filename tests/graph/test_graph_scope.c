@@ -85,8 +85,7 @@ static void scope_uses_a_shared_side_stream(void **state) {
   OK(recap_free(p));
   OK(dev->event_destroy(done_marker));
   DESTROY_GRAPHS(g, h);
-  expect_quiet();
-  expect_no_device_memory();
+  expect_all_released();
 }
 
 static void scope_captures_on_a_given_stream_and_pool(void **state) {
@@ -239,8 +238,7 @@ static void two_threads_capture_at_once(void **state) {
   }
   assert_false(t[0].pool.a == t[1].pool.a && t[0].pool.b == t[1].pool.b);
   assert_int_equal(recap__fake_now().graph_launches, 2);
-  expect_quiet();
-  expect_no_device_memory();
+  expect_all_released();
 }
 
 typedef struct foreign_end {
