@@ -247,6 +247,17 @@ typedef struct foreign_end {
   recap_status_t status;
 } foreign_end_t;
 
+/* call run on a thread of its own with {g, s} and joined: the status it gave (`unset` if it gave
+ * none). */
+static recap_status_t in_another_thread(void *(*call)(void *), recap_graph_t g, recap_stream_t s,
+                                        recap_status_t unset) {
+  foreign_end_t f = {g, s, unset};
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, call, &f), 0);
+  pthread_join(thread, NULL);
+  return f.status;
+}
+
 static void *end_from_another_thread(void *arg) {
   foreign_end_t *f = arg;
   f->status = recap_graph_capture_end(f->graph);
@@ -261,11 +272,8 @@ static void end_from_another_thread_keeps_the_capture(void **state) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph_capturing(&s, 0);
   launch(s, 1);
-  foreign_end_t f = {g, s, RECAP_SUCCESS};
-  pthread_t thread;
-  assert_int_equal(pthread_create(&thread, NULL, end_from_another_thread, &f), 0);
-  pthread_join(thread, NULL);
-  EXPECT_STATUS(f.status, RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(in_another_thread(end_from_another_thread, g, s, RECAP_SUCCESS),
+                RECAP_ERROR_INVALID_USAGE);
   assert_int_equal(capturing(s), 1);            /* CUDA's capture goes on... */
   assert_int_equal(recap__registry_count(), 1); /* ...and so must recap's bookkeeping */
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_CAPTURING);
@@ -289,11 +297,7 @@ static void relaxed_capture_ends_from_another_thread(void **state) {
   opts.mode = RECAP_CAPTURE_MODE_RELAXED;
   OK(recap_graph_capture_begin(g, &opts, s));
   launch(s, 3);
-  foreign_end_t f = {g, s, RECAP_ERROR_INTERNAL};
-  pthread_t thread;
-  assert_int_equal(pthread_create(&thread, NULL, end_from_another_thread, &f), 0);
-  pthread_join(thread, NULL);
-  OK(f.status);
+  OK(in_another_thread(end_from_another_thread, g, s, RECAP_ERROR_INTERNAL));
   assert_int_equal(capturing(s), 0);
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_INSTANTIATED);
   size_t nodes;
@@ -318,11 +322,7 @@ static void reset_from_another_thread_keeps_stream_and_graph_in_step(void **stat
   recap_stream_t s;
   recap_graph_t g = fresh_graph_capturing(&s, 0);
   launch(s, 1);
-  foreign_end_t f = {g, s, RECAP_SUCCESS};
-  pthread_t thread;
-  assert_int_equal(pthread_create(&thread, NULL, reset_from_another_thread, &f), 0);
-  pthread_join(thread, NULL);
-  if (f.status == RECAP_SUCCESS) {
+  if (in_another_thread(reset_from_another_thread, g, s, RECAP_SUCCESS) == RECAP_SUCCESS) {
     /* The reset claims the capture is abandoned: the stream must be free again. */
     if (capturing(s)) {
       /* Clean up first, so that the tests run after this one in the same process start from
@@ -357,11 +357,8 @@ static void scope_end_from_another_thread_keeps_the_scope(void **state) {
   recap_stream_t s;
   recap_graph_t g = graph_in_scope(&s);
   launch(s, 1);
-  foreign_end_t f = {g, s, RECAP_SUCCESS};
-  pthread_t thread;
-  assert_int_equal(pthread_create(&thread, NULL, scope_end_from_another_thread, &f), 0);
-  pthread_join(thread, NULL);
-  EXPECT_STATUS(f.status, RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(in_another_thread(scope_end_from_another_thread, g, s, RECAP_SUCCESS),
+                RECAP_ERROR_INVALID_USAGE);
   assert_int_equal(capturing(s), 1);
   recap_status_t status = recap_capture_scope_end(g);
   if (status != RECAP_SUCCESS) {
