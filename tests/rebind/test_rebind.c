@@ -467,6 +467,12 @@ static void shared_pool_blocks(void **state) {
   done();
 }
 
+/* g refuses the batch of the one move {old_ptr to new_ptr, size} as an invalid argument. */
+static void expect_move_refused(recap_graph_t g, const void *old_ptr, void *new_ptr, size_t size) {
+  recap_rebind_t r = move(old_ptr, new_ptr, size);
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
+}
+
 /* Every refusal: its status, its message naming the move and the nodes, and nothing changed. */
 static void refusals(void **state) {
   (void)state;
@@ -492,47 +498,38 @@ static void refusals(void **state) {
   uint64_t before = exec_patches();
 
   /* A smaller new buffer. */
-  r = move(in, small, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
+  expect_move_refused(g, in, small, 0);
   EXPECT_MESSAGE("rebinds[0]");
   EXPECT_MESSAGE("fewer than");
   EXPECT_MESSAGE("node 0 (kernel produce, parameter 0, byte 0)");
   expect_message_pointer(small);
   /* A new buffer the graph writes. */
-  r = move(in, out, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
+  expect_move_refused(g, in, out, 0);
   EXPECT_MESSAGE("overlaps memory the graph uses");
   EXPECT_MESSAGE("node 1 (kernel consume, parameter 1, byte 8)");
   EXPECT_MESSAGE("lies in it");
   /* Inside a buffer the graph writes, past the address the graph holds: the same allocation. */
-  r = move(in, out + 8, 64);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
+  expect_move_refused(g, in, out + 8, 64);
   EXPECT_MESSAGE("in the same allocation");
   EXPECT_MESSAGE("kernel consume");
   expect_message_pointer(out);
   /* A new buffer in the graph's own pool, and an old one there. */
-  r = move(in, tmp, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
+  expect_move_refused(g, in, tmp, 0);
   EXPECT_MESSAGE("own pool");
-  r = move(tmp, big, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
+  expect_move_refused(g, tmp, big, 0);
   EXPECT_MESSAGE("own pool");
   EXPECT_MESSAGE("kernel consume");
   /* A buffer the graph does not use. */
-  r = move(unused, big, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
+  expect_move_refused(g, unused, big, 0);
   EXPECT_MESSAGE("does not use");
   expect_message_pointer(unused);
   /* A freed new buffer. */
-  r = move(in, freed, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
+  expect_move_refused(g, in, freed, 0);
   EXPECT_MESSAGE("not allocated");
   /* NULLs, a wrap, an empty batch. */
-  r = move(in, NULL, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
+  expect_move_refused(g, in, NULL, 0);
   EXPECT_MESSAGE("rebinds[0].new_ptr is NULL");
-  r = move(NULL, big, 16);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
+  expect_move_refused(g, NULL, big, 16);
   r = move(in, (void *)(UINTPTR_MAX - 16), 64);
   EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("wraps");
