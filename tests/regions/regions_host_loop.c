@@ -278,9 +278,7 @@ static uint32_t run_ready(bool host, int which, const void *operand, recap_cond_
                           recap_cond_op_t op, double threshold, uint32_t max) {
   recap_stream_t s = fresh_stream();
   uint32_t *w = device_words(s, 4); /* counter, iterations run, compare counter, u32 value */
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  begin(g, s, host);
+  recap_graph_t g = capturing_on(s, host);
   set_u32(s, &w[0], 5);
   set_u32(s, &w[2], 0);
   set_u32(s, &w[1], 0);
@@ -414,13 +412,10 @@ static void test_loop_capture_unroll(void **state) {
       for (unsigned k = 0; k < unroll; k++) expect = expect * 3 + 1 + k % 2;
     } while (expect < 1000000u);
     BOTH_PATHS {
-      reset();
-      recap_stream_t s = recap__fake_stream_new();
+      recap_stream_t s = fresh_stream();
       uint32_t *w = device_words(s, 2);
       loop_ctx_t l = {&w[0], &w[1]};
-      recap_graph_t g;
-      OK(recap_graph_create(&g, 0));
-      begin(g, s, host);
+      recap_graph_t g = capturing_on(s, host);
       set_u32(s, &w[0], 0);
       recap_loop_t loop = RECAP_LOOP_INIT;
       loop.step = loop_step;
