@@ -184,9 +184,7 @@ static void a_policy_set_after_the_capture_measures(void **state) {
 static void equal_speed_keeps_updating_and_stops_measuring(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, 0);
-  measure_updates(g, 0.05, 3);
-  capture_kernels(g, s, 6);
+  recap_graph_t g = measured_graph(&s, 0.05, 3, 6);
   replays(g, s, 3);
   recap__fake_stream_complete(s);
   recapture_kernels(g, s, 6);
@@ -386,9 +384,7 @@ static void a_replay_into_another_capture_is_not_timed(void **state) {
 static void timing_failures_never_fail_a_replay(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, 0);
-  measure_updates(g, 0.05, 2);
-  capture_kernels(g, s, 2);
+  recap_graph_t g = measured_graph(&s, 0.05, 2, 2);
   logged[0] = '\0';
   recap_log_set(log_into, NULL);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_TIMING, 1);
@@ -416,9 +412,7 @@ static void timing_failures_never_fail_a_replay(void **state) {
 static void a_timed_first_launch_uploads_the_executable_first(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, 0);
-  measure_updates(g, 0.10, 2);
-  capture_kernels(g, s, 10);
+  recap_graph_t g = measured_graph(&s, 0.10, 2, 10);
   assert_int_equal(recap__fake_now().graph_uploads, 0); /* instantiating uploads nothing */
   uint64_t records = recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD];
   uint64_t launches = recap__fake_now().graph_launches;
@@ -472,9 +466,7 @@ static void a_timed_first_launch_uploads_the_executable_first(void **state) {
 static void an_upload_failure_gives_up_measuring_not_the_replay(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, 0);
-  measure_updates(g, 0.05, 2);
-  capture_kernels(g, s, 2);
+  recap_graph_t g = measured_graph(&s, 0.05, 2, 2);
   logged[0] = '\0';
   recap_log_set(log_into, NULL);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_UPLOAD, 1);

@@ -137,6 +137,16 @@ static inline void measure_updates(recap_graph_t g, double max_slowdown, unsigne
   OK(recap_graph_update_policy_set(g, &p));
 }
 
+/* A fresh graph on a new stream *s (fresh_graph) that measures its updates (measure_updates),
+ * with `kernels` kernels captured. */
+static inline recap_graph_t measured_graph(recap_stream_t *s, double max_slowdown,
+                                           unsigned measure_replays, int kernels) {
+  recap_graph_t g = fresh_graph(s, 0);
+  measure_updates(g, max_slowdown, measure_replays);
+  capture_kernels(g, *s, kernels);
+  return g;
+}
+
 /* copy[i] after a replay of step(in, k) with dk = 0.25 reads in[i] = base + i. */
 static inline void expect_copy(const float *copy, float base, unsigned k) {
   for (int i = 0; i < N; i++) assert_true(copy[i] == (base + (float)i) * 2 + (float)k + 0.25f);
