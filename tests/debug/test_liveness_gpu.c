@@ -152,8 +152,7 @@ static void allocation_sites_in_the_message(void **state) {
   EXPECT_MESSAGE("allocated at 0x");
   EXPECT_MESSAGE("freed at 0x");
   recap_liveness_debug_enable(-1);
-  OK(recap_graph_destroy(g));
-  gpu_finish_stream(s, &pool, 1);
+  gpu_finish_graph(g, s, pool, NULL, 0);
 }
 
 static const struct CMUnitTest tests[] = {
