@@ -2,8 +2,9 @@
 /*
  * capture_util.h — the openings that captures and regions of many tests share, written once:
  * a new graph whose capture has begun, the capture options of one region path, a region
- * opened over a new condition, a graph set over the sizes of a list, and the description of a
- * callable of one input. Public API only, so that CPU and GPU programs alike use it.
+ * opened over a new condition, a graph set over the sizes of a list, the description of a
+ * callable of one input, the pair of tests that run one scenario on each region path, and the
+ * graphs destroyed at a test's end. Public API only, so that CPU and GPU programs alike use it.
  *
  * Include after harness.h. Every helper is static inline, so a test file that uses only some
  * of them builds without warnings.
@@ -28,6 +29,20 @@ static inline recap_capture_options_t regions_options(int host) {
   o.regions = host ? RECAP_REGIONS_HOST : RECAP_REGIONS_DEVICE;
   return o;
 }
+
+/* Two cmocka tests: device_test runs the scenario on the device path (RECAP_REGIONS_AUTO),
+ * host_test on the host loop (RECAP_REGIONS_HOST). The arguments after the names are the
+ * scenario function and any leading arguments of its; the path is passed last. */
+#define REGION_PATH_TESTS(device_test, host_test, ...)  \
+  static void device_test(void **state) {               \
+    (void)state;                                        \
+    REGION_PATH_CALL_(__VA_ARGS__, RECAP_REGIONS_AUTO); \
+  }                                                     \
+  static void host_test(void **state) {                 \
+    (void)state;                                        \
+    REGION_PATH_CALL_(__VA_ARGS__, RECAP_REGIONS_HOST); \
+  }
+#define REGION_PATH_CALL_(scenario, ...) scenario(__VA_ARGS__)
 
 /* A new condition of value `initial` on s, with a region of `kind` and `branches` opened over
  * it; returns the condition. */
@@ -68,5 +83,14 @@ static inline recap_callable_desc_t one_input_callable(recap_forward_fn forward,
                                 .output_count = 1};
   return desc;
 }
+
+/* recap_graph_destroy of each graph, in order; each must succeed. DESTROY_GRAPHS(g1, g2)
+ * destroys g1 and g2. */
+static inline void destroy_graphs(const recap_graph_t *graphs, size_t count) {
+  for (size_t i = 0; i < count; i++) OK(recap_graph_destroy(graphs[i]));
+}
+#define DESTROY_GRAPHS(...)                            \
+  destroy_graphs((const recap_graph_t[]){__VA_ARGS__}, \
+                 sizeof((recap_graph_t[]){__VA_ARGS__}) / sizeof(recap_graph_t))
 
 #endif /* RECAP_TEST_CAPTURE_UTIL_H */

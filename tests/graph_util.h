@@ -35,10 +35,15 @@ static inline void reset(void) {
   recap_clear_last_error();
 }
 
+/* A fresh fake and allocator (reset) and a new stream on it. */
+static inline recap_stream_t fresh_stream(void) {
+  reset();
+  return recap__fake_stream_new();
+}
+
 /* A fresh fake and allocator (reset), a new stream *s, and a new graph with `flags`. */
 static inline recap_graph_t fresh_graph(recap_stream_t *s, unsigned flags) {
-  reset();
-  *s = recap__fake_stream_new();
+  *s = fresh_stream();
   recap_graph_t g;
   OK(recap_graph_create(&g, flags));
   return g;
@@ -105,8 +110,33 @@ static inline void expect_no_device_memory(void) {
   assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
 }
 
+/* expect_quiet and expect_no_device_memory: the end of a test that freed every block. */
+static inline void expect_all_released(void) {
+  expect_quiet();
+  expect_no_device_memory();
+}
+
 static inline void launch(recap_stream_t s, int count) {
   for (int i = 0; i < count; i++) recap__fake_stream_enqueue(s);
+}
+
+/* fresh_graph, and the graph's capture on *s has begun (default options). */
+static inline recap_graph_t fresh_graph_capturing(recap_stream_t *s, unsigned flags) {
+  recap_graph_t g = fresh_graph(s, flags);
+  OK(recap_graph_capture_begin(g, NULL, *s));
+  return g;
+}
+
+/* A KEEP graph capturing on a new stream *s (fresh_graph_capturing) with a 4 KiB block *block
+ * allocated in the capture and two kernels launched; *pool is the capture's pool. What a test of
+ * a capture that ends badly starts from. */
+static inline recap_graph_t capture_with_a_block(recap_stream_t *s, recap_pool_id_t *pool,
+                                                 void **block) {
+  recap_graph_t g = fresh_graph_capturing(s, RECAP_GRAPH_KEEP);
+  OK(recap_graph_pool(g, pool));
+  OK(recap_malloc(block, 4 * KiB, *s));
+  launch(*s, 2);
+  return g;
 }
 
 /* Capture `kernels` kernels on s into g (begin/end must succeed). */

@@ -46,6 +46,12 @@ static void done(void) {
   assert_int_equal(recap__fake_now().live_execs, 0);
 }
 
+/* fresh, and a new stream on the fresh fake. */
+static recap_stream_t fresh_stream(void) {
+  fresh();
+  return recap__fake_stream_new();
+}
+
 static void kernel(recap_stream_t s, const char *name) { recap__fake_launch_kernel(s, name); }
 
 /* Node i of info is the kernel `name` with the label (NULL: none) and path. */
@@ -88,8 +94,7 @@ static char *read_text(const char *path) {
 /* A side stream joined to the capture: its nodes get the labels of the capture's scopes. */
 static void two_stream_capture(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new(), side = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream(), side = recap__fake_stream_new();
   recap_graph_t g = kept_graph();
   OK(recap_graph_capture_begin(g, NULL, s));
   kernel(s, "main0");
@@ -120,8 +125,7 @@ static void two_stream_capture(void **state) {
 
 static void push_and_pop_errors(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new(), other = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream(), other = recap__fake_stream_new();
   char long_label[RECAP_ANNOTATION_MAX_LENGTH + 2];
   memset(long_label, 'x', sizeof long_label);
   long_label[RECAP_ANNOTATION_MAX_LENGTH + 1] = '\0';
@@ -187,8 +191,7 @@ static void push_and_pop_errors(void **state) {
  * last push get their labels. */
 static void scopes_left_open_close_at_capture_end(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_graph_t g = kept_graph();
   OK(recap_graph_capture_begin(g, NULL, s));
   OK(recap_annotate_push("outer", s));
@@ -212,8 +215,7 @@ static void scopes_left_open_close_at_capture_end(void **state) {
  * sanitizer build checks the memory), and the graph captures again without old labels. */
 static void state_is_released_with_the_capture(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_graph_t g = kept_graph();
 
   OK(recap_graph_capture_begin(g, NULL, s));
@@ -252,8 +254,7 @@ static void state_is_released_with_the_capture(void **state) {
   kernel(s, "e");
   OK(recap_graph_destroy(mid));
 
-  OK(recap_graph_destroy(plain));
-  OK(recap_graph_destroy(g));
+  DESTROY_GRAPHS(plain, g);
   done();
 }
 
@@ -265,8 +266,7 @@ static void state_is_released_with_the_capture(void **state) {
  * comment block lists every label; an unlabelled graph's dump is left as the driver wrote it. */
 static void labels_in_the_dot_dump(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_graph_t g = kept_graph();
   OK(recap_graph_capture_begin(g, NULL, s));
   kernel(s, "plain");
@@ -304,8 +304,7 @@ static void labels_in_the_dot_dump(void **state) {
   dot = read_text(path);
   assert_null(strstr(dot, "recap"));
   remove(path);
-  OK(recap_graph_destroy(bare));
-  OK(recap_graph_destroy(g));
+  DESTROY_GRAPHS(bare, g);
   done();
 }
 

@@ -75,8 +75,7 @@ static void setup_buffer(cudaStream_t s) { buffer = gpu_floats(N, s); }
 static void teardown(recap_graph_t g, cudaStream_t s) {
   OK(recap_graph_destroy(g));
   OK(recap_free(buffer));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(NULL, 0);
+  gpu_finish_stream(s, NULL, 0);
   finish();
 }
 
@@ -116,8 +115,7 @@ static void two_stream_capture(void **state) {
   replay_and_check(g, s, 2);
   gpu_expect_all(other, N, 8.0f);
   OK(recap_free(other));
-  CUDA_OK(cudaEventDestroy(fork));
-  CUDA_OK(cudaEventDestroy(join));
+  GPU_DESTROY_EVENTS(fork, join);
   CUDA_OK(cudaStreamDestroy(side));
   teardown(g, s);
 }

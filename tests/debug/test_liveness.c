@@ -56,6 +56,12 @@ static void done(void) {
   assert_int_equal(recap__fake_now().live_execs, 0);
 }
 
+/* fresh, and a new stream on the fresh fake. */
+static recap_stream_t fresh_stream(void) {
+  fresh();
+  return recap__fake_stream_new();
+}
+
 static void *alloc(size_t size, recap_stream_t s) {
   void *p = NULL;
   OK(recap_malloc(&p, size, s));
@@ -82,8 +88,7 @@ static void expect_dead(recap_graph_t g, recap_stream_t s) {
  * generation must still differ (it comes from one process-wide counter). */
 static void reallocation_through_another_block_record_is_caught(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   char *front = alloc(512, s);
   char *x = alloc(512, s);
   assert_ptr_equal(x, front + 512);
@@ -91,15 +96,13 @@ static void reallocation_through_another_block_record_is_caught(void **state) {
   kernel1(s, "read_x", x);
   OK(recap_graph_capture_end(g));
   /* x merges with the free rest of the segment, then front absorbs it: x's record is gone. */
-  OK(recap_free(x));
-  OK(recap_free(front));
+  FREE_ALL(x, front);
   char *first = alloc(512, s), *second = alloc(512, s);
   assert_ptr_equal(first, front);
   assert_ptr_equal(second, x); /* a new record for the split at x's old address */
   expect_dead(g, s);
   EXPECT_MESSAGE("freed and handed out again");
-  OK(recap_free(first));
-  OK(recap_free(second));
+  FREE_ALL(first, second);
   OK(recap_graph_destroy(g));
   done();
 }
@@ -108,8 +111,7 @@ static void reallocation_through_another_block_record_is_caught(void **state) {
  * are not inputs. */
 static void inputs_of_streams_outside_the_capture_are_not_tracked(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new(), other = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream(), other = recap__fake_stream_new();
   recap_capture_options_t relaxed = liveness_options();
   relaxed.mode = RECAP_CAPTURE_MODE_RELAXED;
   float *x = alloc(4096, s), *z = alloc(4096, other);
@@ -134,8 +136,7 @@ static void inputs_of_streams_outside_the_capture_are_not_tracked(void **state) 
   assert_ptr_equal(input_at(joined, 0)->base, w);
   OK(recap_free(w));
   expect_dead(joined, s);
-  OK(recap_graph_destroy(joined));
-  OK(recap_graph_destroy(g));
+  DESTROY_GRAPHS(joined, g);
   OK(recap_free(x));
   done();
 }
@@ -169,8 +170,7 @@ static void *replay_in_thread(void *arg) {
 
 static void capture_in_one_thread_replay_in_another(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *x = alloc(4096, s);
   thread_job_t job = {NULL, s, x, RECAP_SUCCESS, ""};
   OK(recap_graph_create(&job.graph, 0));
@@ -200,8 +200,7 @@ static void capture_in_one_thread_replay_in_another(void **state) {
  * recap did not allocate, and argument words that are no pointer, are ignored. */
 static void copies_memsets_and_foreign_pointers(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   char *src = alloc(4096, s), *dst = alloc(4096, s), *zeroed = alloc(8192, s);
   static char host_buffer[64];
   recap_graph_t g = checked_graph(s);
@@ -240,8 +239,7 @@ static void copies_memsets_and_foreign_pointers(void **state) {
 /* An input freed before the capture even ended is reported at the first replay. */
 static void input_freed_during_the_capture(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *x = alloc(4096, s);
   recap_graph_t g = checked_graph(s);
   kernel1(s, "reads_x", x);
@@ -321,8 +319,7 @@ static void long_reports_go_to_the_log(void **state) {
 
 static void option_off_attaches_nothing(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *x = alloc(4096, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
@@ -350,8 +347,7 @@ static void option_off_attaches_nothing(void **state) {
  * capture without the option has none. KEEP graphs check too, and instantiate on first replay. */
 static void lifetime_of_the_checks(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *x = alloc(4096, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
@@ -414,8 +410,7 @@ static void capture_scope_option(void **state) {
 
 static void batch_lookups(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   char *a = alloc(1000, s), *b = alloc(3 * MiB, s), *c = alloc(512, s);
   int on_stack = 0;
   const void *ptrs[7] = {a, a + 999, b + MiB, c, &on_stack, NULL, a + 1024};
@@ -451,8 +446,7 @@ static void batch_lookups(void **state) {
   assert_int_equal(recap__alloc_count_dead(watch, 3, dead), 2);
   assert_true(dead[0]);
   assert_int_equal(recap__alloc_count_dead(watch, 0, NULL), 0);
-  OK(recap_free(a));
-  OK(recap_free(c));
+  FREE_ALL(a, c);
   done();
 }
 

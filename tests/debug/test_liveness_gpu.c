@@ -23,8 +23,7 @@
 
 static void inputs_of_streams_outside_the_capture_are_not_tracked(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream(), other = gpu_stream();
+  cudaStream_t s = gpu_begin_stream(), other = gpu_stream();
   float *x = gpu_floats(N, s), *z = gpu_floats(N, other);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
@@ -44,8 +43,7 @@ static void inputs_of_streams_outside_the_capture_are_not_tracked(void **state) 
   gpu_expect_all(x, N, 1.0f);
   OK(recap_graph_destroy(g));
   OK(recap_free(x));
-  CUDA_OK(cudaStreamDestroy(s));
-  CUDA_OK(cudaStreamDestroy(other));
+  GPU_DESTROY_STREAMS(s, other);
   gpu_finish(&pool, 1);
 }
 
@@ -88,8 +86,7 @@ static void *replay_job(void *arg) {
 
 static void capture_in_one_thread_replay_in_another(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   job_t j = {NULL, s, gpu_floats(N, s), gpu_floats(N, s), RECAP_SUCCESS, ""};
   gpu_set(j.input, N, 1.0f, s);
   OK(recap_graph_create(&j.graph, 0));
@@ -110,8 +107,7 @@ static void capture_in_one_thread_replay_in_another(void **state) {
   assert_non_null(strstr(j.message, "recap_test_add_scalar_kernel"));
   OK(recap_graph_destroy(j.graph));
   OK(recap_free(j.output));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -120,8 +116,7 @@ static void capture_in_one_thread_replay_in_another(void **state) {
 
 static void copies_and_memsets_are_inputs(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *src = gpu_floats(N, s), *dst = gpu_floats(N, s), *zeroed = gpu_floats(2 * N, s);
   gpu_set(src, N, 9.0f, s);
   recap_graph_t g = checked_graph(s);
@@ -157,9 +152,7 @@ static void allocation_sites_in_the_message(void **state) {
   EXPECT_MESSAGE("allocated at 0x");
   EXPECT_MESSAGE("freed at 0x");
   recap_liveness_debug_enable(-1);
-  OK(recap_graph_destroy(g));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_graph(g, s, pool, NULL, 0);
 }
 
 static const struct CMUnitTest tests[] = {

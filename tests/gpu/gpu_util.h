@@ -54,6 +54,12 @@ static inline cudaStream_t gpu_stream(void) {
   return s;
 }
 
+/* gpu_begin, and a new stream. */
+static inline cudaStream_t gpu_begin_stream(void) {
+  gpu_begin();
+  return gpu_stream();
+}
+
 static inline cudaEvent_t gpu_event(void) {
   cudaEvent_t e = NULL;
   CUDA_OK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -173,6 +179,21 @@ static inline void gpu_expect_pool_gone(recap_pool_id_t pool) {
         info.references, (long long)info.segments, (long long)info.allocated_bytes);
 }
 
+/* cudaStreamDestroy of each stream, cudaEventDestroy of each event; each must succeed.
+ * GPU_DESTROY_STREAMS(s, side) destroys s and side. */
+static inline void gpu_destroy_streams(const cudaStream_t *streams, size_t count) {
+  for (size_t i = 0; i < count; i++) CUDA_OK(cudaStreamDestroy(streams[i]));
+}
+static inline void gpu_destroy_events(const cudaEvent_t *events, size_t count) {
+  for (size_t i = 0; i < count; i++) CUDA_OK(cudaEventDestroy(events[i]));
+}
+#define GPU_DESTROY_STREAMS(...)                           \
+  gpu_destroy_streams((const cudaStream_t[]){__VA_ARGS__}, \
+                      sizeof((cudaStream_t[]){__VA_ARGS__}) / sizeof(cudaStream_t))
+#define GPU_DESTROY_EVENTS(...)                          \
+  gpu_destroy_events((const cudaEvent_t[]){__VA_ARGS__}, \
+                     sizeof((cudaEvent_t[]){__VA_ARGS__}) / sizeof(cudaEvent_t))
+
 /* The end of a test that freed everything it allocated and destroyed its graphs: after
  * emptying the cache no pool of `pools` is left, recap holds no device memory, and the
  * allocator's invariants hold. */
@@ -189,14 +210,20 @@ static inline void gpu_finish(const recap_pool_id_t *pools, size_t pool_count) {
   assert_int_equal(recap_memory_check(), RECAP_SUCCESS);
 }
 
+/* The test's stream s destroyed, then gpu_finish over pools[0..pool_count). */
+static inline void gpu_finish_stream(cudaStream_t s, const recap_pool_id_t *pools,
+                                     size_t pool_count) {
+  CUDA_OK(cudaStreamDestroy(s));
+  gpu_finish(pools, pool_count);
+}
+
 /* The end of a test of one graph g on stream s, whose pool is `pool`: g destroyed, the n
  * blocks freed, s destroyed, then gpu_finish over the pool. */
 static inline void gpu_finish_graph(recap_graph_t g, cudaStream_t s, recap_pool_id_t pool,
                                     void *const *blocks, size_t n) {
   OK(recap_graph_destroy(g));
   for (size_t i = 0; i < n; i++) OK(recap_free(blocks[i]));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 #endif /* RECAP_TEST_GPU_UTIL_H */

@@ -97,19 +97,12 @@ __global__ void recap_graphed_test_sub_scale_kernel(float *y, const float *a, co
 extern "C" {
 
 cudaError_t recap_graphed_test_kernels_load(void) {
-  const void *kernels[] = {
-      reinterpret_cast<const void *>(recap_graphed_test_linear_kernel),
-      reinterpret_cast<const void *>(recap_graphed_test_linear_grad_input_kernel),
-      reinterpret_cast<const void *>(recap_graphed_test_linear_grad_params_kernel),
-      reinterpret_cast<const void *>(recap_graphed_test_relu_kernel),
-      reinterpret_cast<const void *>(recap_graphed_test_relu_grad_kernel),
-      reinterpret_cast<const void *>(recap_graphed_test_dropout_grad_kernel),
-      reinterpret_cast<const void *>(recap_graphed_test_affine_kernel),
-      reinterpret_cast<const void *>(recap_graphed_test_mul_kernel),
-      reinterpret_cast<const void *>(recap_graphed_test_square_grad_kernel),
-      reinterpret_cast<const void *>(recap_graphed_test_sub_scale_kernel),
-  };
-  return recap_test::load_kernels(kernels);
+  return recap_test::load_kernels(
+      recap_graphed_test_linear_kernel, recap_graphed_test_linear_grad_input_kernel,
+      recap_graphed_test_linear_grad_params_kernel, recap_graphed_test_relu_kernel,
+      recap_graphed_test_relu_grad_kernel, recap_graphed_test_dropout_grad_kernel,
+      recap_graphed_test_affine_kernel, recap_graphed_test_mul_kernel,
+      recap_graphed_test_square_grad_kernel, recap_graphed_test_sub_scale_kernel);
 }
 
 cudaError_t recap_graphed_test_linear(float *y, const float *x, const float *w, const float *b,

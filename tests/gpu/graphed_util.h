@@ -24,9 +24,11 @@ static inline recap_buffer_t buffer(void *data, size_t bytes) {
   return b;
 }
 
-static inline void begin(void) {
+/* gpu_begin with the graphed kernels loaded too; returns a new stream. */
+static inline cudaStream_t begin(void) {
   gpu_begin();
   CUDA_OK(recap_graphed_test_kernels_load());
+  return gpu_stream();
 }
 
 static inline void *device_bytes(size_t bytes, cudaStream_t stream) {

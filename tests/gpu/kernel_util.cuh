@@ -27,11 +27,13 @@ __device__ inline size_t first_index() {
 }
 __device__ inline size_t stride() { return static_cast<size_t>(gridDim.x) * blockDim.x; }
 
-/* Loads each kernel's module into the context now: CUDA loads modules lazily, on first use, and a
- * test must not load one in the middle of a capture. cudaFuncGetAttributes forces the load. */
-template <size_t N>
-cudaError_t load_kernels(const void *const (&kernels)[N]) {
-  for (const void *k : kernels) {
+/* Loads the module of each kernel given into the context now: CUDA loads modules lazily, on first
+ * use, and a test must not load one in the middle of a capture. cudaFuncGetAttributes forces the
+ * load. */
+template <typename... Kernels>
+cudaError_t load_kernels(Kernels... kernels) {
+  const void *const addresses[] = {reinterpret_cast<const void *>(kernels)...};
+  for (const void *k : addresses) {
     cudaFuncAttributes attributes;
     cudaError_t err = cudaFuncGetAttributes(&attributes, k);
     if (err != cudaSuccess) return err;

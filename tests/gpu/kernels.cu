@@ -54,15 +54,9 @@ __global__ void recap_test_spin_kernel(unsigned long long nanoseconds) {
 extern "C" {
 
 cudaError_t recap_test_kernels_load(void) {
-  const void *kernels[] = {
-      reinterpret_cast<const void *>(recap_test_fill_kernel),
-      reinterpret_cast<const void *>(recap_test_add_scalar_kernel),
-      reinterpret_cast<const void *>(recap_test_add_kernel),
-      reinterpret_cast<const void *>(recap_test_axpy_kernel),
-      reinterpret_cast<const void *>(recap_test_scale_kernel),
-      reinterpret_cast<const void *>(recap_test_spin_kernel),
-  };
-  return recap_test::load_kernels(kernels);
+  return recap_test::load_kernels(recap_test_fill_kernel, recap_test_add_scalar_kernel,
+                                  recap_test_add_kernel, recap_test_axpy_kernel,
+                                  recap_test_scale_kernel, recap_test_spin_kernel);
 }
 
 cudaError_t recap_test_fill(float *out, size_t n, float value, cudaStream_t stream) {

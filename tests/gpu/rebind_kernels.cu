@@ -22,8 +22,7 @@ __global__ void recap_test_pair_affine_kernel(recap_test_pair_t pair, size_t n, 
 extern "C" {
 
 cudaError_t recap_test_rebind_kernels_load(void) {
-  const void *kernels[] = {reinterpret_cast<const void *>(recap_test_pair_affine_kernel)};
-  return recap_test::load_kernels(kernels);
+  return recap_test::load_kernels(recap_test_pair_affine_kernel);
 }
 
 cudaError_t recap_test_pair_affine(recap_test_pair_t pair, size_t n, float scale, float offset,

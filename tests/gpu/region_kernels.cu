@@ -34,12 +34,9 @@ __global__ void region_test_cond_from_kernel(recap_cond_t cond, const uint32_t *
 } // namespace
 
 extern "C" cudaError_t region_test_kernels_load(void) {
-  const void *const kernels[] = {(const void *)region_test_set_word_kernel,
-                                 (const void *)region_test_increment_kernel,
-                                 (const void *)region_test_append_row_kernel,
-                                 (const void *)region_test_cond_odd_kernel,
-                                 (const void *)region_test_cond_from_kernel};
-  return recap_test::load_kernels(kernels);
+  return recap_test::load_kernels(region_test_set_word_kernel, region_test_increment_kernel,
+                                  region_test_append_row_kernel, region_test_cond_odd_kernel,
+                                  region_test_cond_from_kernel);
 }
 
 extern "C" cudaError_t region_test_set_word(uint32_t *word, uint32_t value, cudaStream_t stream) {

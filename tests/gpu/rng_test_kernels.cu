@@ -60,12 +60,9 @@ __global__ void recap_rng_test_unpack_kernel(unsigned long long *out, recap_phil
 extern "C" {
 
 cudaError_t recap_rng_test_kernels_load(void) {
-  const void *kernels[] = {
-      reinterpret_cast<const void *>(recap_rng_test_user_uniform_kernel),
-      reinterpret_cast<const void *>(recap_rng_test_library_layout_kernel),
-      reinterpret_cast<const void *>(recap_rng_test_unpack_kernel),
-  };
-  return recap_test::load_kernels(kernels);
+  return recap_test::load_kernels(recap_rng_test_user_uniform_kernel,
+                                  recap_rng_test_library_layout_kernel,
+                                  recap_rng_test_unpack_kernel);
 }
 
 cudaError_t recap_rng_test_user_uniform(recap_philox_state_t philox, float *out, size_t n,

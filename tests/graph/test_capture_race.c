@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "graph_util.h"
+#include "capture_util.h"
 #include "harness.h"
 
 /* What the hook does in the window, and what came of it. */
@@ -90,8 +91,7 @@ static void expect_held_until_done(void *p, recap_stream_t alloc_stream, recap_s
   recap__fake_stream_complete(s);
   OK(recap_malloc(&r, 4 * KiB, alloc_stream));
   assert_ptr_equal(r, p);
-  OK(recap_free(q));
-  OK(recap_free(r));
+  FREE_ALL(q, r);
 }
 
 /* Capture two kernels on s into g; the capture began already. */
@@ -140,8 +140,7 @@ static void free_while_capture_begins(void **state) {
   recap_test_log_stop();
   expect_held_until_done(p, a, s);
   OK(recap_graph_destroy(g));
-  expect_quiet();
-  expect_no_device_memory();
+  expect_all_released();
 }
 
 /* An allocation in the window finds an event pending on the stream about to capture: it must
@@ -167,8 +166,7 @@ static void malloc_while_capture_begins(void **state) {
   recap__fake_stream_complete(s);
   expect_block_free_again(p, a);
   OK(recap_graph_destroy(g));
-  expect_quiet();
-  expect_no_device_memory();
+  expect_all_released();
 }
 
 /* Another capture ends its route in the window, with a block freed during it that the stream
@@ -198,10 +196,8 @@ static void route_end_while_capture_begins(void **state) {
   assert_int_equal(log.warnings, 0);
   recap_test_log_stop();
   expect_held_until_done(p, a, s);
-  OK(recap_graph_destroy(g));
-  OK(recap_graph_destroy(other));
-  expect_quiet();
-  expect_no_device_memory();
+  DESTROY_GRAPHS(g, other);
+  expect_all_released();
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -338,8 +334,7 @@ static void two_threads_break_no_capture(void **state) {
   print_message("%d captures beside %d captures and their frees in another thread\n", r.captures,
                 r.other_captures);
   recap__fake_stream_complete(r.s);
-  expect_quiet();
-  expect_no_device_memory();
+  expect_all_released();
 }
 
 static const struct CMUnitTest tests[] = {

@@ -77,8 +77,7 @@ static void repeat_graph_capture_cublas_workspace_memory(void **state) {
   /* The handle's workspace must outlive the handle's last use. */
   CUBLAS_OK(cublasDestroy(handle));
   FREE_ALL(eager_workspace, a, b, c);
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(NULL, 0);
+  gpu_finish_stream(s, NULL, 0);
 }
 
 static const struct CMUnitTest tests[] = {

@@ -62,8 +62,7 @@ static void create_checks_its_arguments(void **state) {
 
 static void null_arguments_are_refused(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_pool_id_t pool;
   recap_cuda_graph_t raw;
   recap_cuda_graph_exec_t exec;
@@ -161,8 +160,7 @@ static void capture_options_are_checked(void **state) {
 
 static void begin_twice_is_refused(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new(), other = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream(), other = recap__fake_stream_new();
   recap_graph_t g, h;
   OK(recap_graph_create(&g, 0));
   OK(recap_graph_create(&h, 0));
@@ -185,8 +183,7 @@ static void begin_twice_is_refused(void **state) {
   capture_kernels(g, s, 1);
   /* h was never hurt by its refusal. */
   capture_kernels(h, other, 1);
-  OK(recap_graph_destroy(g));
-  OK(recap_graph_destroy(h));
+  DESTROY_GRAPHS(g, h);
   expect_quiet();
 }
 
@@ -222,8 +219,7 @@ static void end_ends_the_graphs_own_capture(void **state) {
   assert_int_equal(nodes, 3);
   OK(recap_graph_node_count(g2, &nodes));
   assert_int_equal(nodes, 5);
-  OK(recap_graph_destroy(g1));
-  OK(recap_graph_destroy(g2));
+  DESTROY_GRAPHS(g1, g2);
   expect_quiet();
 }
 
@@ -293,8 +289,7 @@ static void instantiate_needs_keep(void **state) {
 
 static void raw_and_raw_exec_follow_the_template_and_the_executable(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_cuda_graph_t raw = (recap_cuda_graph_t)&raw;
   recap_cuda_graph_exec_t exec = (recap_cuda_graph_exec_t)&exec;
 
@@ -332,8 +327,7 @@ static void raw_and_raw_exec_follow_the_template_and_the_executable(void **state
   EXPECT_STATUS(recap_graph_raw(kept, &raw), RECAP_ERROR_INVALID_USAGE);
   EXPECT_STATUS(recap_graph_raw_exec(kept, &exec), RECAP_ERROR_INVALID_USAGE);
 
-  OK(recap_graph_destroy(plain));
-  OK(recap_graph_destroy(kept));
+  DESTROY_GRAPHS(plain, kept);
   expect_quiet();
 }
 
@@ -364,8 +358,7 @@ static void pool_exists_from_capture_begin(void **state) {
 
 static void debug_dump_needs_the_kept_template(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   char path[] = "/tmp/recap_test_graph_dump_XXXXXX";
   int fd = mkstemp(path);
   assert_true(fd >= 0);
@@ -390,16 +383,14 @@ static void debug_dump_needs_the_kept_template(void **state) {
   free(text);
   unlink(path);
   EXPECT_STATUS(recap_graph_debug_dump(kept, "/nonexistent-dir/recap/graph.dot"), RECAP_ERROR_IO);
-  OK(recap_graph_destroy(plain));
-  OK(recap_graph_destroy(kept));
+  DESTROY_GRAPHS(plain, kept);
   expect_quiet();
 }
 
 static void destroy_during_capture_ends_it(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, 0);
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = fresh_graph_capturing(&s, 0);
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
   void *p;
@@ -410,8 +401,7 @@ static void destroy_during_capture_ends_it(void **state) {
   assert_int_equal(pool_references(pool), 0);
   /* The block the user still holds stays valid; after it is freed the pool's memory goes. */
   OK(recap_free(p));
-  expect_quiet();
-  expect_no_device_memory();
+  expect_all_released();
   /* The stream captures again. */
   OK(recap_graph_create(&g, 0));
   capture_kernels(g, s, 1);
@@ -426,8 +416,7 @@ static void destroy_during_capture_ends_it(void **state) {
 static void capture_makes_its_own_pool(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, 0);
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = fresh_graph_capturing(&s, 0);
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
   assert_true(pool.a > 0); /* a graph's own pool is {n,0} */
@@ -454,8 +443,7 @@ static void capture_makes_its_own_pool(void **state) {
 
 static void captures_share_a_given_pool(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_pool_id_t shared = recap_pool_handle();
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
   opts.pool = shared;
@@ -484,10 +472,8 @@ static void captures_share_a_given_pool(void **state) {
   assert_int_equal(pool_references(shared), 1);
   OK(recap_graph_destroy(g2));
   assert_int_equal(pool_references(shared), 0);
-  OK(recap_free(a));
-  OK(recap_free(b));
-  expect_quiet();
-  expect_no_device_memory();
+  FREE_ALL(a, b);
+  expect_all_released();
 }
 
 static void a_pool_serves_one_capture_at_a_time(void **state) {
@@ -513,8 +499,7 @@ static void a_pool_serves_one_capture_at_a_time(void **state) {
   launch(s2, 1);
   OK(recap_graph_capture_end(g2));
   assert_int_equal(pool_references(shared), 2);
-  OK(recap_graph_destroy(g1));
-  OK(recap_graph_destroy(g2));
+  DESTROY_GRAPHS(g1, g2);
   expect_quiet();
 }
 
@@ -547,8 +532,7 @@ static void allocations_in_a_capture_come_from_the_graph_pool(void **state) {
   assert_int_equal(pool_info(default_pool).allocated_bytes, 8 * KiB);
   FREE_ALL(later, eager, joined, again, out);
   OK(recap_graph_destroy(g));
-  expect_quiet();
-  expect_no_device_memory();
+  expect_all_released();
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -558,13 +542,9 @@ static void allocations_in_a_capture_come_from_the_graph_pool(void **state) {
 static void invalidated_capture_leaves_nothing_behind(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
-  OK(recap_graph_capture_begin(g, NULL, s));
   recap_pool_id_t pool;
-  OK(recap_graph_pool(g, &pool));
   void *p;
-  OK(recap_malloc(&p, 4 * KiB, s));
-  launch(s, 2);
+  recap_graph_t g = capture_with_a_block(&s, &pool, &p);
   recap__fake_capture_invalidate(s);
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
   EXPECT_MESSAGE("cudaErrorStreamCaptureInvalidated");
@@ -595,15 +575,13 @@ static void invalidated_capture_leaves_nothing_behind(void **state) {
   assert_int_equal(nodes, 3);
   OK(recap_graph_replay(g, s));
   OK(recap_graph_destroy(g));
-  expect_quiet();
-  expect_no_device_memory();
+  expect_all_released();
 }
 
 static void illegal_call_in_a_capture_invalidates_it(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, 0);
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = fresh_graph_capturing(&s, 0);
   /* Synchronising a capturing stream is illegal; CUDA invalidates the capture. */
   EXPECT_STATUS(recap__device()->stream_synchronize(s), RECAP_ERROR_CAPTURE_INVALIDATED);
   launch(s, 1);
@@ -618,13 +596,9 @@ static void illegal_call_in_a_capture_invalidates_it(void **state) {
 static void reset_mid_capture_abandons_it(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
-  OK(recap_graph_capture_begin(g, NULL, s));
   recap_pool_id_t pool;
-  OK(recap_graph_pool(g, &pool));
   void *p;
-  OK(recap_malloc(&p, 4 * KiB, s));
-  launch(s, 2);
+  recap_graph_t g = capture_with_a_block(&s, &pool, &p);
   OK(recap_graph_reset(g));
   assert_int_equal(capturing(s), 0);
   assert_int_equal(pool_references(pool), 0);
@@ -648,8 +622,7 @@ static void reset_mid_capture_abandons_it(void **state) {
 /* recap_graph_state through every transition of a plain and a KEEP graph. */
 static void state_follows_every_transition(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_graph_t plain, kept;
   OK(recap_graph_create(&plain, 0));
   OK(recap_graph_create(&kept, RECAP_GRAPH_KEEP));
@@ -717,8 +690,7 @@ static void state_follows_every_transition(void **state) {
   assert_int_equal(state_of(kept), RECAP_GRAPH_STATE_FRESH);
   recap__graphs_disabled_override(0);
 
-  OK(recap_graph_destroy(plain));
-  OK(recap_graph_destroy(kept));
+  DESTROY_GRAPHS(plain, kept);
   expect_quiet();
 }
 
@@ -729,8 +701,7 @@ static void state_follows_every_transition(void **state) {
 static void pool_of_a_failed_capture_audits_its_cleanup(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, 0);
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = fresh_graph_capturing(&s, 0);
   void *kept_block, *scratch;
   OK(recap_malloc(&kept_block, 4 * KiB, s));
   OK(recap_malloc(&scratch, 64 * KiB, s));
@@ -789,8 +760,7 @@ static void pool_of_a_failed_capture_audits_its_cleanup(void **state) {
   OK(recap_graph_destroy(other));
   OK(recap_free(out));
   OK(recap_graph_destroy(g));
-  expect_quiet();
-  expect_no_device_memory();
+  expect_all_released();
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -799,8 +769,7 @@ static void pool_of_a_failed_capture_audits_its_cleanup(void **state) {
 
 static void keep_instantiates_on_demand(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new(), other = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream(), other = recap__fake_stream_new();
   recap_graph_t g;
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
   capture_kernels(g, s, 3);
@@ -865,8 +834,7 @@ static void empty_capture_warns(void **state) {
 
 static void graph_launched_inside_a_capture_becomes_a_child_node(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_graph_t inner, outer;
   OK(recap_graph_create(&inner, 0));
   OK(recap_graph_create(&outer, RECAP_GRAPH_KEEP));
@@ -882,8 +850,7 @@ static void graph_launched_inside_a_capture_becomes_a_child_node(void **state) {
   assert_int_equal(info->nodes[1].type, RECAP_NODE_GRAPH);
   assert_null(info->nodes[1].kernel_name);
   recap_graph_info_free(info);
-  OK(recap_graph_destroy(inner));
-  OK(recap_graph_destroy(outer));
+  DESTROY_GRAPHS(inner, outer);
   expect_quiet();
 }
 

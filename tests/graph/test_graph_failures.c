@@ -57,8 +57,7 @@ static void invalidated_end_reports_the_invalidation_not_the_event(void **state)
   expect_block_free_again(p, a);
   capture_kernels(g, s, 1);
   OK(recap_graph_destroy(g));
-  expect_quiet();
-  expect_no_device_memory();
+  expect_all_released();
 }
 
 /* The pool asked for is routed to another capture: capture_begin refuses it before the stream
@@ -85,10 +84,8 @@ static void refused_route_reports_the_refusal(void **state) {
   launch(s1, 1);
   OK(recap_graph_capture_end(g1));
   capture_kernels(g2, s2, 1);
-  OK(recap_graph_destroy(g1));
-  OK(recap_graph_destroy(g2));
-  expect_quiet();
-  expect_no_device_memory();
+  DESTROY_GRAPHS(g1, g2);
+  expect_all_released();
 }
 
 static void invalidate_in_window(void *ctx, recap_stream_t stream) {
@@ -115,8 +112,7 @@ static void capture_invalidated_as_it_begins(void **state) {
   capture_kernels(g, s, 2);
   OK(recap_graph_replay(g, s));
   OK(recap_graph_destroy(g));
-  expect_quiet();
-  expect_no_device_memory();
+  expect_all_released();
 }
 
 /* A graphed callable's forward fails after freeing its output itself: create returns the
@@ -144,8 +140,7 @@ static void graphed_forward_failure_keeps_its_status(void **state) {
   EXPECT_LAST(recap_graphed_create(&h, &desc, 1, NULL), RECAP_ERROR_IO,
               "the forward function returned RECAP_ERROR_IO");
   assert_null(h);
-  expect_quiet();
-  expect_no_device_memory();
+  expect_all_released();
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -179,8 +174,7 @@ static void failed_scope_capture_closes_the_scope(void **state) {
   EXPECT_STATUS(recap_capture_scope_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
   EXPECT_STATUS(recap_capture_scope_end(g), RECAP_ERROR_INVALID_USAGE);
   OK(recap_graph_destroy(g));
-  expect_quiet();
-  expect_no_device_memory();
+  expect_all_released();
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -197,8 +191,7 @@ static uint64_t offset_of(recap_generator_t gen) {
  * retried replay draws what eager code would have drawn. */
 static void failed_replay_leaves_the_generators(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_generator_t a, b;
   OK(recap_generator_create(&a, 10));
   OK(recap_generator_create(&b, 20));

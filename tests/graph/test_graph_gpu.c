@@ -70,8 +70,7 @@ static void is_current_stream_capturing_creates_no_context(void **state) {
 
 static void is_current_stream_capturing(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream(), other = gpu_stream();
+  cudaStream_t s = gpu_begin_stream(), other = gpu_stream();
   assert_int_equal(is_capturing(s), 0);
   assert_int_equal(is_capturing(NULL), 0);
   float *x = gpu_floats(N, s);
@@ -86,8 +85,7 @@ static void is_current_stream_capturing(void **state) {
   gpu_expect_all(x, N, 4.0f);
   OK(recap_graph_destroy(g));
   OK(recap_free(x));
-  CUDA_OK(cudaStreamDestroy(s));
-  CUDA_OK(cudaStreamDestroy(other));
+  GPU_DESTROY_STREAMS(s, other);
   gpu_finish(&pool, 1);
 }
 
@@ -97,8 +95,7 @@ static void is_current_stream_capturing(void **state) {
  * unharmed. A non-blocking stream's capture leaves the question answerable: 0. */
 static void is_capturing_on_the_legacy_stream_while_a_blocking_stream_captures(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t nonblocking = gpu_stream(), blocking = NULL;
+  cudaStream_t nonblocking = gpu_begin_stream(), blocking = NULL;
   CUDA_OK(cudaStreamCreate(&blocking)); /* default flags: it synchronises with NULL */
   float *x = gpu_floats(N, nonblocking);
   CUDA_OK(cudaStreamSynchronize(nonblocking));
@@ -123,16 +120,14 @@ static void is_capturing_on_the_legacy_stream_while_a_blocking_stream_captures(v
   gpu_expect_all(x, N, 3.0f);
   OK(recap_graph_destroy(g));
   OK(recap_free(x));
-  CUDA_OK(cudaStreamDestroy(blocking));
-  CUDA_OK(cudaStreamDestroy(nonblocking));
+  GPU_DESTROY_STREAMS(blocking, nonblocking);
   recap_pool_id_t pools[2] = {first, second};
   gpu_finish(pools, 2);
 }
 
 static void capture_simple(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, -1.0f, s);
   recap_graph_t g = graph_capturing(s, NULL);
   float *y = gpu_floats(N, s); /* from the graph's pool */
@@ -162,8 +157,7 @@ static void capture_simple(void **state) {
 
 static void capture_reset_recapture(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, 0.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
@@ -198,8 +192,7 @@ static void capture_reset_recapture(void **state) {
   gpu_expect_all(y, N, 1.0f);
 
   OK(recap_graph_destroy(g));
-  OK(recap_free(y));
-  OK(recap_free(x));
+  FREE_ALL(y, x);
   CUDA_OK(cudaStreamDestroy(s));
   recap_pool_id_t pools[] = {first, second};
   gpu_finish(pools, 2);
@@ -208,8 +201,7 @@ static void capture_reset_recapture(void **state) {
 /* Fork and join with events; the kept template dumps as Graphviz DOT. */
 static void debugdump_two_streams(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream(), side = gpu_stream();
+  cudaStream_t s = gpu_begin_stream(), side = gpu_stream();
   cudaEvent_t fork = gpu_event(), join = gpu_event();
   float *a = gpu_floats(N, s), *b = gpu_floats(N, s);
   gpu_set(a, N, 0.0f, s);
@@ -249,19 +241,15 @@ static void debugdump_two_streams(void **state) {
   assert_non_null(strstr(text, "digraph"));
 
   OK(recap_graph_destroy(g));
-  OK(recap_free(a));
-  OK(recap_free(b));
-  CUDA_OK(cudaEventDestroy(fork));
-  CUDA_OK(cudaEventDestroy(join));
-  CUDA_OK(cudaStreamDestroy(s));
-  CUDA_OK(cudaStreamDestroy(side));
+  FREE_ALL(a, b);
+  GPU_DESTROY_EVENTS(fork, join);
+  GPU_DESTROY_STREAMS(s, side);
   gpu_finish(&pool, 1);
 }
 
 static void graph_error(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream(), t = gpu_stream();
+  cudaStream_t s = gpu_begin_stream(), t = gpu_stream();
   float *x = gpu_floats_set(N, 0.0f, s);
   recap_graph_t g, kept;
   OK(recap_graph_create(&g, 0));
@@ -308,12 +296,9 @@ static void graph_error(void **state) {
   OK(recap_graph_replay(g, s));
   gpu_expect_all(x, N, 2.0f);
 
-  OK(recap_graph_destroy(NULL));
-  OK(recap_graph_destroy(g));
-  OK(recap_graph_destroy(kept));
+  DESTROY_GRAPHS(NULL, g, kept);
   OK(recap_free(x));
-  CUDA_OK(cudaStreamDestroy(s));
-  CUDA_OK(cudaStreamDestroy(t));
+  GPU_DESTROY_STREAMS(s, t);
   gpu_finish(&pool, 1);
 }
 
@@ -395,8 +380,7 @@ static void capture_invalidated_by(illegal_call_t call) {
   gpu_check_allocator();
 
   OK(recap_graph_destroy(g));
-  OK(recap_free(z));
-  OK(recap_free(x));
+  FREE_ALL(z, x);
   CUDA_OK(cudaStreamDestroy(s));
   recap_pool_id_t pools[] = {broken, pool};
   gpu_finish(pools, 2);
@@ -418,8 +402,7 @@ static void capture_invalidated_by_cuda_malloc(void **state) {
 
 static void warn_if_has_zero_nodes(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   recap_test_log_t record;
@@ -439,15 +422,12 @@ static void warn_if_has_zero_nodes(void **state) {
   OK(recap_graph_node_count(g, &nodes));
   assert_int_equal(nodes, 0);
   recap_pool_id_t pool = pool_of(g);
-  OK(recap_graph_destroy(g));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_graph(g, s, pool, NULL, 0);
 }
 
 static void capture_oom(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, 2.0f, s);
   recap_memory_stats_t before = gpu_stats();
   recap_graph_t g = graph_capturing(s, NULL);
@@ -486,8 +466,7 @@ static void capture_oom(void **state) {
  * the call), and the capture must survive that too. */
 static void capture_oom_releases_cached_segments(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, 2.0f, s);
   float *cached = gpu_floats(3 * MiB / sizeof(float), s); /* a 20 MiB segment of its own */
   OK(recap_free(cached));
@@ -593,8 +572,7 @@ static void two_successive(share_t share) {
   gpu_expect_all(out1, N, 7.0f);
   gpu_expect_all(out2, N, 27.0f);
 
-  OK(recap_graph_destroy(g1));
-  OK(recap_graph_destroy(g2));
+  DESTROY_GRAPHS(g1, g2);
   FREE_ALL(out1, out2, x);
   CUDA_OK(cudaStreamDestroy(s));
   recap_pool_id_t pools[] = {p1, p2, handle};
@@ -620,8 +598,7 @@ static void two_successive_share_pool_handle(void **state) {
  * temporaries are its own, so both results are right. */
 static void concurrent_replay(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s1 = gpu_stream(), s2 = gpu_stream();
+  cudaStream_t s1 = gpu_begin_stream(), s2 = gpu_stream();
   float *x = gpu_floats_set(N, 1.0f, s1);
   recap_graph_t g1, g2;
   OK(recap_graph_create(&g1, 0));
@@ -658,11 +635,9 @@ static void concurrent_replay(void **state) {
     gpu_expect_all(out2, N, input + 200.0f);
   }
 
-  OK(recap_graph_destroy(g1));
-  OK(recap_graph_destroy(g2));
+  DESTROY_GRAPHS(g1, g2);
   FREE_ALL(out1, out2, x);
-  CUDA_OK(cudaStreamDestroy(s1));
-  CUDA_OK(cudaStreamDestroy(s2));
+  GPU_DESTROY_STREAMS(s1, s2);
   recap_pool_id_t pools[] = {p1, p2};
   gpu_finish(pools, 2);
 }
@@ -678,8 +653,7 @@ static void concurrent_replay(void **state) {
  * the capture order is right again afterwards (g0 rewrites c). */
 static void three_successive(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, 1.0f, s);
   recap_pool_id_t shared = recap_pool_handle();
   recap_capture_options_t o = capture_options(shared, RECAP_CAPTURE_MODE_GLOBAL);
@@ -734,8 +708,7 @@ static void three_successive(void **state) {
   gpu_expect_all(e, N, 14.0f);
   gpu_expect_all(f, N, 16.0f);
 
-  OK(recap_graph_destroy(g0));
-  OK(recap_graph_destroy(g1));
+  DESTROY_GRAPHS(g0, g1);
   gpu_finish_graph(g2, s, shared, (void *[]){d, e, f, x}, 4);
 }
 
@@ -807,8 +780,7 @@ static void memory_stats_and_use_result_after_destroy_graph(void **state) {
   st = gpu_stats();
   assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, 0);
   assert_int_equal(st.num_device_free - base.num_device_free, 2);
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 static const struct CMUnitTest tests[] = {

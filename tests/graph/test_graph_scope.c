@@ -21,6 +21,7 @@
 #include <cjson/cJSON.h>
 
 #include "graph_util.h"
+#include "capture_util.h"
 #include "harness.h"
 #include "inspect_util.h"
 #include "fork_join_util.h"
@@ -83,10 +84,8 @@ static void scope_uses_a_shared_side_stream(void **state) {
   OK(recap_graph_replay(h, s1));
   OK(recap_free(p));
   OK(dev->event_destroy(done_marker));
-  OK(recap_graph_destroy(g));
-  OK(recap_graph_destroy(h));
-  expect_quiet();
-  expect_no_device_memory();
+  DESTROY_GRAPHS(g, h);
+  expect_all_released();
 }
 
 static void scope_captures_on_a_given_stream_and_pool(void **state) {
@@ -239,8 +238,7 @@ static void two_threads_capture_at_once(void **state) {
   }
   assert_false(t[0].pool.a == t[1].pool.a && t[0].pool.b == t[1].pool.b);
   assert_int_equal(recap__fake_now().graph_launches, 2);
-  expect_quiet();
-  expect_no_device_memory();
+  expect_all_released();
 }
 
 typedef struct foreign_end {
@@ -248,6 +246,17 @@ typedef struct foreign_end {
   recap_stream_t stream;
   recap_status_t status;
 } foreign_end_t;
+
+/* call run on a thread of its own with {g, s} and joined: the status it gave (`unset` if it gave
+ * none). */
+static recap_status_t in_another_thread(void *(*call)(void *), recap_graph_t g, recap_stream_t s,
+                                        recap_status_t unset) {
+  foreign_end_t f = {g, s, unset};
+  pthread_t thread;
+  assert_int_equal(pthread_create(&thread, NULL, call, &f), 0);
+  pthread_join(thread, NULL);
+  return f.status;
+}
 
 static void *end_from_another_thread(void *arg) {
   foreign_end_t *f = arg;
@@ -261,14 +270,10 @@ static void *end_from_another_thread(void *arg) {
 static void end_from_another_thread_keeps_the_capture(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, 0);
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = fresh_graph_capturing(&s, 0);
   launch(s, 1);
-  foreign_end_t f = {g, s, RECAP_SUCCESS};
-  pthread_t thread;
-  assert_int_equal(pthread_create(&thread, NULL, end_from_another_thread, &f), 0);
-  pthread_join(thread, NULL);
-  EXPECT_STATUS(f.status, RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(in_another_thread(end_from_another_thread, g, s, RECAP_SUCCESS),
+                RECAP_ERROR_INVALID_USAGE);
   assert_int_equal(capturing(s), 1);            /* CUDA's capture goes on... */
   assert_int_equal(recap__registry_count(), 1); /* ...and so must recap's bookkeeping */
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_CAPTURING);
@@ -292,11 +297,7 @@ static void relaxed_capture_ends_from_another_thread(void **state) {
   opts.mode = RECAP_CAPTURE_MODE_RELAXED;
   OK(recap_graph_capture_begin(g, &opts, s));
   launch(s, 3);
-  foreign_end_t f = {g, s, RECAP_ERROR_INTERNAL};
-  pthread_t thread;
-  assert_int_equal(pthread_create(&thread, NULL, end_from_another_thread, &f), 0);
-  pthread_join(thread, NULL);
-  OK(f.status);
+  OK(in_another_thread(end_from_another_thread, g, s, RECAP_ERROR_INTERNAL));
   assert_int_equal(capturing(s), 0);
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_INSTANTIATED);
   size_t nodes;
@@ -319,14 +320,9 @@ static void *reset_from_another_thread(void *arg) {
 static void reset_from_another_thread_keeps_stream_and_graph_in_step(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, 0);
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = fresh_graph_capturing(&s, 0);
   launch(s, 1);
-  foreign_end_t f = {g, s, RECAP_SUCCESS};
-  pthread_t thread;
-  assert_int_equal(pthread_create(&thread, NULL, reset_from_another_thread, &f), 0);
-  pthread_join(thread, NULL);
-  if (f.status == RECAP_SUCCESS) {
+  if (in_another_thread(reset_from_another_thread, g, s, RECAP_SUCCESS) == RECAP_SUCCESS) {
     /* The reset claims the capture is abandoned: the stream must be free again. */
     if (capturing(s)) {
       /* Clean up first, so that the tests run after this one in the same process start from
@@ -361,11 +357,8 @@ static void scope_end_from_another_thread_keeps_the_scope(void **state) {
   recap_stream_t s;
   recap_graph_t g = graph_in_scope(&s);
   launch(s, 1);
-  foreign_end_t f = {g, s, RECAP_SUCCESS};
-  pthread_t thread;
-  assert_int_equal(pthread_create(&thread, NULL, scope_end_from_another_thread, &f), 0);
-  pthread_join(thread, NULL);
-  EXPECT_STATUS(f.status, RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(in_another_thread(scope_end_from_another_thread, g, s, RECAP_SUCCESS),
+                RECAP_ERROR_INVALID_USAGE);
   assert_int_equal(capturing(s), 1);
   recap_status_t status = recap_capture_scope_end(g);
   if (status != RECAP_SUCCESS) {
@@ -389,8 +382,7 @@ static void scope_end_from_another_thread_keeps_the_scope(void **state) {
 
 static void inspect_reports_nodes_and_edges(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new(), side = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream(), side = recap__fake_stream_new();
   recap_graph_t plain, g;
   OK(recap_graph_create(&plain, 0));
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
@@ -458,8 +450,7 @@ static void inspect_reports_nodes_and_edges(void **state) {
   recap_string_free(json);
   recap_graph_info_free(info);
 
-  OK(recap_graph_destroy(plain));
-  OK(recap_graph_destroy(g));
+  DESTROY_GRAPHS(plain, g);
   expect_quiet();
 }
 
@@ -542,8 +533,7 @@ static void node_type_names(void **state) {
 static void inspect_of_an_empty_graph(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = fresh_graph_capturing(&s, RECAP_GRAPH_KEEP);
   OK(recap_graph_capture_end(g));
   recap_graph_info_t *info = inspect(g);
   assert_int_equal(info->node_count, 0);
@@ -582,13 +572,9 @@ static void failed_capture_begin_leaves_nothing(void **state) {
 static void failed_capture_end_leaves_nothing(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
-  OK(recap_graph_capture_begin(g, NULL, s));
   recap_pool_id_t pool;
-  OK(recap_graph_pool(g, &pool));
   void *p;
-  OK(recap_malloc(&p, 4 * KiB, s));
-  launch(s, 2);
+  recap_graph_t g = capture_with_a_block(&s, &pool, &p);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_CAPTURE_END, 1);
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CUDA);
   EXPECT_MESSAGE("cudaStreamEndCapture");
@@ -607,8 +593,7 @@ static void failed_capture_end_leaves_nothing(void **state) {
 static void failed_instantiate_in_capture_end(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, 0);
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = fresh_graph_capturing(&s, 0);
   recap_pool_id_t pool;
   OK(recap_graph_pool(g, &pool));
   launch(s, 2);

@@ -29,8 +29,7 @@
  * capture ends: it is not handed out again within the capture. */
 static void record_stream_inside_capture(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream(), side = gpu_stream();
+  cudaStream_t s = gpu_begin_stream(), side = gpu_stream();
   cudaEvent_t fork = gpu_event(), join = gpu_event();
   float *x = gpu_floats_set(N, 2.0f, s);
   recap_graph_t g = graph_capturing(s, NULL);
@@ -58,18 +57,15 @@ static void record_stream_inside_capture(void **state) {
 
   OK(recap_graph_destroy(g));
   FREE_ALL(b, c, x);
-  CUDA_OK(cudaEventDestroy(fork));
-  CUDA_OK(cudaEventDestroy(join));
-  CUDA_OK(cudaStreamDestroy(s));
-  CUDA_OK(cudaStreamDestroy(side));
+  GPU_DESTROY_EVENTS(fork, join);
+  GPU_DESTROY_STREAMS(s, side);
   gpu_finish(&pool, 1);
 }
 
 /* Allocations on a side stream joined to the capture by an event come from the graph's pool. */
 static void allocator_follows_side_stream(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream(), side = gpu_stream();
+  cudaStream_t s = gpu_begin_stream(), side = gpu_stream();
   cudaEvent_t fork = gpu_event(), join = gpu_event();
   float *x = gpu_floats_set(N, 1.0f, s);
   recap_pool_memory_t default_before = pool_info(DEFAULT_POOL);
@@ -99,10 +95,8 @@ static void allocator_follows_side_stream(void **state) {
 
   OK(recap_graph_destroy(g));
   FREE_ALL(d, out, x);
-  CUDA_OK(cudaEventDestroy(fork));
-  CUDA_OK(cudaEventDestroy(join));
-  CUDA_OK(cudaStreamDestroy(s));
-  CUDA_OK(cudaStreamDestroy(side));
+  GPU_DESTROY_EVENTS(fork, join);
+  GPU_DESTROY_STREAMS(s, side);
   gpu_finish(&pool, 1);
 }
 
@@ -126,8 +120,7 @@ static void *malloc_in_thread(void *arg) {
 /* A capture in `mode` while another thread (and, in relaxed mode, this one) calls cudaMalloc:
  * the capture stays valid. */
 static void capture_with_foreign_malloc(recap_capture_mode_t mode) {
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, 1.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
@@ -248,8 +241,7 @@ static void relaxed_capture_allows_cuda_malloc(void **state) {
 
 static void raw_graph_with_and_without_keep(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats(N, s);
   recap_graph_t kept, plain;
   OK(recap_graph_create(&kept, RECAP_GRAPH_KEEP));
@@ -282,17 +274,14 @@ static void raw_graph_with_and_without_keep(void **state) {
   OK(recap_graph_replay(plain, s));
   gpu_expect_all(x, N, 2.0f);
 
-  OK(recap_graph_destroy(kept));
-  OK(recap_graph_destroy(plain));
+  DESTROY_GRAPHS(kept, plain);
   OK(recap_free(x));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(pools, 2);
+  gpu_finish_stream(s, pools, 2);
 }
 
 static void raw_exec_before_and_after_instantiate(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, 0.0f, s);
   recap_graph_t kept, plain;
   OK(recap_graph_create(&kept, RECAP_GRAPH_KEEP));
@@ -325,17 +314,14 @@ static void raw_exec_before_and_after_instantiate(void **state) {
   gpu_expect_all(x, N, 10.0f);
 
   recap_pool_id_t pools[] = {pool_of(kept), pool_of(plain)};
-  OK(recap_graph_destroy(kept));
-  OK(recap_graph_destroy(plain));
+  DESTROY_GRAPHS(kept, plain);
   OK(recap_free(x));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(pools, 2);
+  gpu_finish_stream(s, pools, 2);
 }
 
 static void repeated_instantiate_and_replay(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, 0.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
@@ -375,8 +361,7 @@ static void repeated_instantiate_and_replay(void **state) {
  * wait) orders the two graphs' replays on two streams. */
 static void external_events_between_graphs(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s1 = gpu_stream(), s2 = gpu_stream();
+  cudaStream_t s1 = gpu_begin_stream(), s2 = gpu_stream();
   cudaEvent_t produced = gpu_event();
   float *buf = gpu_floats(N, s1), *out = gpu_floats(N, s2);
   gpu_set(buf, N, 0.0f, s1);
@@ -405,21 +390,17 @@ static void external_events_between_graphs(void **state) {
     gpu_expect_all(buf, N, (float)round);
   }
 
-  OK(recap_graph_destroy(producer));
-  OK(recap_graph_destroy(consumer));
-  OK(recap_free(buf));
-  OK(recap_free(out));
+  DESTROY_GRAPHS(producer, consumer);
+  FREE_ALL(buf, out);
   CUDA_OK(cudaEventDestroy(produced));
-  CUDA_OK(cudaStreamDestroy(s1));
-  CUDA_OK(cudaStreamDestroy(s2));
+  GPU_DESTROY_STREAMS(s1, s2);
   gpu_finish(pools, 2);
 }
 
 /* Timing events recorded inside a graph (external records) time its replay. */
 static void event_timing_inside_graph(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   cudaEvent_t start, stop;
   CUDA_OK(cudaEventCreate(&start));
   CUDA_OK(cudaEventCreate(&stop));
@@ -442,10 +423,8 @@ static void event_timing_inside_graph(void **state) {
 
   OK(recap_graph_destroy(g));
   OK(recap_free(x));
-  CUDA_OK(cudaEventDestroy(start));
-  CUDA_OK(cudaEventDestroy(stop));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  GPU_DESTROY_EVENTS(start, stop);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -458,8 +437,7 @@ static void CUDART_CB count_call(void *user_data) { atomic_fetch_add((atomic_int
  * node: the host function runs once per replay, never at capture. */
 static void multi_stream_capture_with_host_node(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream(), s1 = gpu_stream(), s2 = gpu_stream();
+  cudaStream_t s = gpu_begin_stream(), s1 = gpu_stream(), s2 = gpu_stream();
   cudaEvent_t fork = gpu_event(), join1 = gpu_event(), join2 = gpu_event();
   float *a = gpu_floats(N, s), *b = gpu_floats(N, s), *c = gpu_floats(N, s);
   atomic_int calls = 0;
@@ -491,12 +469,8 @@ static void multi_stream_capture_with_host_node(void **state) {
 
   OK(recap_graph_destroy(g));
   FREE_ALL(a, b, c);
-  CUDA_OK(cudaEventDestroy(fork));
-  CUDA_OK(cudaEventDestroy(join1));
-  CUDA_OK(cudaEventDestroy(join2));
-  CUDA_OK(cudaStreamDestroy(s));
-  CUDA_OK(cudaStreamDestroy(s1));
-  CUDA_OK(cudaStreamDestroy(s2));
+  GPU_DESTROY_EVENTS(fork, join1, join2);
+  GPU_DESTROY_STREAMS(s, s1, s2);
   gpu_finish(&pool, 1);
 }
 
@@ -513,8 +487,7 @@ static void pipeline(cudaStream_t s, const float *h_in, float *h_out, float *d_i
 
 static void kernel_memcpy_memset_pipeline(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *h_in = NULL, *h_out = NULL;
   CUDA_OK(cudaMallocHost((void **)&h_in, N * sizeof(float)));
   CUDA_OK(cudaMallocHost((void **)&h_out, N * sizeof(float)));
@@ -546,13 +519,11 @@ static void kernel_memcpy_memset_pipeline(void **state) {
   for (size_t i = 0; i < N; i++) assert_true(h_out[i] == 5.0f * (float)i + 6.0f);
 
   OK(recap_graph_destroy(g));
-  OK(recap_free(d_in));
-  OK(recap_free(d_tmp));
+  FREE_ALL(d_in, d_tmp);
   free(eager);
   CUDA_OK(cudaFreeHost(h_in));
   CUDA_OK(cudaFreeHost(h_out));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -578,8 +549,7 @@ static size_t find_node(const recap_graph_info_t *info, recap_node_type_t type) 
 
 static void inspect_kernel_memset_memcpy(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats(N, s);     /* 4096 bytes */
   float *y = gpu_floats(N / 4, s); /* 1024 bytes */
   float *z = gpu_floats(N / 2, s); /* 2048 bytes */
@@ -666,8 +636,7 @@ static void inspect_kernel_memset_memcpy(void **state) {
 
 static void capture_scope_side_stream(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, 2.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
@@ -704,10 +673,8 @@ static void capture_scope_side_stream(void **state) {
   OK(recap_graph_replay(h, again));
   gpu_expect_all(x, N, 7.0f);
 
-  OK(recap_graph_destroy(g));
-  OK(recap_graph_destroy(h));
-  OK(recap_free(y));
-  OK(recap_free(x));
+  DESTROY_GRAPHS(g, h);
+  FREE_ALL(y, x);
   CUDA_OK(cudaStreamDestroy(s));
   recap_pool_id_t pools[] = {pool, pool_h};
   gpu_finish(pools, 2);

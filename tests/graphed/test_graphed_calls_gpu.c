@@ -21,8 +21,7 @@
  * they are destroyed. */
 static void separately_graphed_callables_share_a_pool(void **state) {
   (void)state;
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   const float as[3] = {2.0f, 3.0f, 0.5f}, bs[3] = {1.0f, -2.0f, 4.0f};
   elementwise_t m[3];
   float *samples[3], *dys[3];
@@ -96,8 +95,7 @@ static void separately_graphed_callables_share_a_pool(void **state) {
     OK(recap_free(dys[i]));
   }
   OK(recap_free(x));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 /* ---- the unused-input rule ------------------------------------------------------------------- */
@@ -106,8 +104,7 @@ static void separately_graphed_callables_share_a_pool(void **state) {
  * accepted (its gradient NULL) when allowed. */
 static void unused_input_is_refused_unless_allowed(void **state) {
   (void)state;
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   elementwise_t e = {.a = 2.0f, .b = 1.0f};
   float *a = gpu_floats(N, s), *b = gpu_floats(N, s);
   gpu_set(a, N, 0.0f, s);
@@ -157,8 +154,7 @@ static void unused_input_is_refused_unless_allowed(void **state) {
   CUDA_OK(cudaDeviceSynchronize());
   OK(recap_graphed_destroy(h));
   FREE_ALL(a, b, x, dy);
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 /* ---- the eval fallback ----------------------------------------------------------------------- */
@@ -168,8 +164,7 @@ static void unused_input_is_refused_unless_allowed(void **state) {
  * later training call replays again, drawing the numbers eager code would draw. */
 static void eval_mode_runs_eagerly(void **state) {
   (void)state;
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   recap_generator_t gen_graphed = NULL, gen_eager = NULL;
   OK(recap_generator_create(&gen_graphed, SEED));
   OK(recap_generator_create(&gen_eager, SEED));
@@ -251,8 +246,7 @@ static void eval_mode_runs_eagerly(void **state) {
   mlp_free(&eager);
   OK(recap_generator_destroy(gen_graphed));
   OK(recap_generator_destroy(gen_eager));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 /* ---- copying inputs into the static buffers --------------------------------------------------- */
@@ -262,8 +256,7 @@ static void eval_mode_runs_eagerly(void **state) {
  * reads it as it is. Output gradients are staged the same way. */
 static void new_inputs_are_copied_into_static_buffers(void **state) {
   (void)state;
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   elementwise_t e = {.a = 2.0f, .b = 1.0f};
   float *sample = gpu_floats(N, s), *other = gpu_floats(N, s);
   gpu_set(sample, N, 0.0f, s);
@@ -329,8 +322,7 @@ static void new_inputs_are_copied_into_static_buffers(void **state) {
   CUDA_OK(cudaDeviceSynchronize());
   OK(recap_graphed_destroy(h));
   FREE_ALL(sample, other, from_other, dy);
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 static const struct CMUnitTest tests[] = {

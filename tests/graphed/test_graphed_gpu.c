@@ -139,8 +139,7 @@ static void graphed_step(recap_graphed_t *h, chain_t *c, float *x, float *gate, 
  * functions called eagerly, from the same parameters and the same generator seed. */
 static void graphed_callables_train_like_eager(void **state) {
   (void)state;
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   recap_generator_t gen_eager = NULL, gen_graphed = NULL;
   OK(recap_generator_create(&gen_eager, SEED));
   OK(recap_generator_create(&gen_graphed, SEED));
@@ -282,8 +281,7 @@ static void graphed_callables_train_like_eager(void **state) {
   free(graphed);
   OK(recap_generator_destroy(gen_eager));
   OK(recap_generator_destroy(gen_graphed));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 /* ---- a callable without gradients ------------------------------------------------------------ */
@@ -292,8 +290,7 @@ static void graphed_callables_train_like_eager(void **state) {
  * capture. With the liveness option the replay refuses instead of reading freed memory. */
 static void dead_weight_in_a_graphed_training_step(void **state) {
   (void)state;
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   mlp_t m;
   mlp_init(&m, ROWS, D_IN, HIDDEN, D_OUT, 300, NULL, 0.0f, 0, s);
   float *sample = gpu_floats_set(ROWS * D_IN, 0.0f, s);
@@ -317,16 +314,14 @@ static void dead_weight_in_a_graphed_training_step(void **state) {
   OK(recap_graphed_destroy(h));
   mlp_free(&m);
   OK(recap_free(sample));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 /* make_graphed_callables with sample args that need no gradient: a forward graph only, and the
  * graphed forward gives what the eager forward gives. */
 static void graphed_callable_without_gradients(void **state) {
   (void)state;
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   elementwise_t graphed = {.a = 2.0f, .b = 1.0f, .temp = 1}, eager = graphed;
   float *sample = gpu_floats(N, s), *x = gpu_floats(N, s);
   gpu_set(sample, N, 0.0f, s);
@@ -363,10 +358,8 @@ static void graphed_callable_without_gradients(void **state) {
 
   CUDA_OK(cudaDeviceSynchronize());
   OK(recap_graphed_destroy(h));
-  OK(recap_free(sample));
-  OK(recap_free(x));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  FREE_ALL(sample, x);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 /* ---- the zero-copy path ------------------------------------------------------------------- */
@@ -376,8 +369,7 @@ static void graphed_callable_without_gradients(void **state) {
  * gradients and parameters bit for bit, and its static input is never written. */
 static void graphed_mlp_zero_copy_matches_copy_path(void **state) {
   (void)state;
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   mlp_t mz, mc;
   mlp_init(&mz, ROWS, D_IN, HIDDEN, D_OUT, 500, NULL, 0.0f, 1, s);
   mlp_init(&mc, ROWS, D_IN, HIDDEN, D_OUT, 500, NULL, 0.0f, 1, s);
@@ -436,10 +428,8 @@ static void graphed_mlp_zero_copy_matches_copy_path(void **state) {
   OK(recap_graphed_destroy(hc));
   mlp_free(&mz);
   mlp_free(&mc);
-  void *all[] = {sz, sc, xs[0], xs[1], dys[0], dys[1]};
-  for (size_t i = 0; i < 6; i++) OK(recap_free(all[i]));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(pools, 2);
+  FREE_ALL(sz, sc, xs[0], xs[1], dys[0], dys[1]);
+  gpu_finish_stream(s, pools, 2);
 }
 
 static const struct CMUnitTest tests[] = {

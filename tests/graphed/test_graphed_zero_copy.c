@@ -129,6 +129,23 @@ static void expect_values(const float *p, float base) {
       fail_msg("float %d: %g, expected %g", i, (double)p[i], (double)(base + 0.25f * (float)i));
 }
 
+/* The desc of a callable of inputs {x, w} (samples, requires_grad: two each), one output,
+ * forward `forward` and backward bw, with the zero-copy flags given (NULL: none). */
+static recap_callable_desc_t desc_of(recap_forward_fn forward, const recap_buffer_t *samples,
+                                     const int *requires_grad, const int *rebind_inputs,
+                                     const int *rebind_grads) {
+  recap_callable_desc_t d = RECAP_CALLABLE_DESC_INIT;
+  d.forward = forward;
+  d.backward = bw;
+  d.input_count = 2;
+  d.sample_inputs = samples;
+  d.requires_grad = requires_grad;
+  d.output_count = 1;
+  d.rebind_inputs = rebind_inputs;
+  d.rebind_grad_outputs = rebind_grads;
+  return d;
+}
+
 /* The callable: inputs {x, w} from sample buffers, both need gradients, one output. */
 typedef struct callable {
   float *sample_x, *sample_w;
@@ -149,15 +166,8 @@ static void make(callable_t *c, int flag_x, int flag_w, int flag_grad) {
   c->rebind_inputs[0] = flag_x;
   c->rebind_inputs[1] = flag_w;
   c->rebind_grads[0] = flag_grad;
-  recap_callable_desc_t d = RECAP_CALLABLE_DESC_INIT;
-  d.forward = fw;
-  d.backward = bw;
-  d.input_count = 2;
-  d.sample_inputs = c->samples;
-  d.requires_grad = c->requires_grad;
-  d.output_count = 1;
-  d.rebind_inputs = c->rebind_inputs;
-  d.rebind_grad_outputs = c->rebind_grads;
+  recap_callable_desc_t d =
+      desc_of(fw, c->samples, c->requires_grad, c->rebind_inputs, c->rebind_grads);
   OK(recap_graphed_create(&c->h, &d, 1, NULL));
 }
 
@@ -166,6 +176,18 @@ static void unmake(callable_t *c) {
   /* recap never frees the caller's buffers: the samples are still allocated. */
   OK(recap_free(c->sample_x));
   OK(recap_free(c->sample_w));
+}
+
+/* The callable with the flags given, zc, and the same callable without flags, cp: the copy
+ * path that gives the expected values. */
+static void make_both(callable_t *zc, callable_t *cp, int flag_x, int flag_w, int flag_grad) {
+  make(zc, flag_x, flag_w, flag_grad);
+  make(cp, 0, 0, 0);
+}
+
+static void unmake_both(callable_t *zc, callable_t *cp) {
+  unmake(zc);
+  unmake(cp);
 }
 
 static const float *forward(recap_graphed_t h, const float *x, const float *w) {
@@ -182,6 +204,14 @@ static const recap_buffer_t *backward(recap_graphed_t h, const float *gout) {
   OK(recap_graphed_backward(h, g, stream, &gin));
   OK(recap__device()->stream_synchronize(stream));
   return gin;
+}
+
+/* gz, the gradients a backward gave, equal those the copy path cp gives for gout. */
+static void expect_gradients_as_copied(const recap_buffer_t *gz, const callable_t *cp,
+                                       const float *gout) {
+  const recap_buffer_t *gc = backward(cp->h, gout);
+  expect_equal(gz[0].data, gc[0].data);
+  expect_equal(gz[1].data, gc[1].data);
 }
 
 static recap_cuda_graph_exec_t exec_of(recap_graph_t g) {
@@ -209,8 +239,7 @@ static void alternating_inputs_match_the_copy_path(void **state) {
   (void)state;
   fresh();
   callable_t zc, cp;
-  make(&zc, 1, 0, 0);
-  make(&cp, 0, 0, 0);
+  make_both(&zc, &cp, 1, 0, 0);
   float *a = buffer(1.0f), *b = buffer(-3.0f), *w = buffer(7.0f), *g = buffer(0.5f);
   for (int round = 0; round < 4; round++) {
     const float *x = round % 2 ? b : a;
@@ -229,9 +258,7 @@ static void alternating_inputs_match_the_copy_path(void **state) {
     const recap_buffer_t *gz = backward(zc.h, g);
     assert_int_equal(patches() - p0, 1);
     assert_ptr_equal(exec_arg(zc.h, true, 0, 2), x);
-    const recap_buffer_t *gc = backward(cp.h, g);
-    expect_equal(gz[0].data, gc[0].data);
-    expect_equal(gz[1].data, gc[1].data);
+    expect_gradients_as_copied(gz, &cp, g);
   }
   /* The same address again: nothing to rebind, nothing to copy for x. */
   forward(zc.h, b, w);
@@ -241,8 +268,7 @@ static void alternating_inputs_match_the_copy_path(void **state) {
   assert_int_equal(copies() - c0, 1);
   /* The zero-copy callable never wrote its static x: the sample keeps its data. */
   expect_values(zc.sample_x, 100.0f);
-  unmake(&zc);
-  unmake(&cp);
+  unmake_both(&zc, &cp);
   FREE_ALL(a, b, w, g);
   done();
 }
@@ -253,8 +279,7 @@ static void backward_reads_the_last_forwards_input(void **state) {
   (void)state;
   fresh();
   callable_t zc, cp;
-  make(&zc, 1, 1, 0);
-  make(&cp, 0, 0, 0);
+  make_both(&zc, &cp, 1, 1, 0);
   float *a = buffer(1.0f), *b = buffer(9.0f), *w1 = buffer(2.0f), *w2 = buffer(4.0f);
   float *g = buffer(-1.5f);
   forward(zc.h, a, w1);
@@ -268,15 +293,11 @@ static void backward_reads_the_last_forwards_input(void **state) {
   const recap_buffer_t *gz = backward(zc.h, g);
   assert_int_equal(copies() - c0, 1); /* the output gradient is not flagged */
   assert_ptr_equal(exec_arg(zc.h, true, 0, 2), a);
-  const recap_buffer_t *gc = backward(cp.h, g);
-  expect_equal(gz[0].data, gc[0].data);
-  expect_equal(gz[1].data, gc[1].data);
+  expect_gradients_as_copied(gz, &cp, g);
   expect_values(zc.sample_x, 100.0f);
   expect_values(zc.sample_w, 200.0f);
-  unmake(&zc);
-  unmake(&cp);
-  float *bufs[] = {a, b, w1, w2, g};
-  for (size_t i = 0; i < 5; i++) OK(recap_free(bufs[i]));
+  unmake_both(&zc, &cp);
+  FREE_ALL(a, b, w1, w2, g);
   done();
 }
 
@@ -285,8 +306,7 @@ static void flagged_output_gradients_are_not_copied(void **state) {
   (void)state;
   fresh();
   callable_t zc, cp;
-  make(&zc, 0, 0, 1);
-  make(&cp, 0, 0, 0);
+  make_both(&zc, &cp, 0, 0, 1);
   float *x = buffer(3.0f), *w = buffer(5.0f), *g1 = buffer(0.5f), *g2 = buffer(-2.0f);
   for (int round = 0; round < 3; round++) {
     const float *g = round % 2 ? g2 : g1;
@@ -300,15 +320,11 @@ static void flagged_output_gradients_are_not_copied(void **state) {
     assert_ptr_equal(exec_arg(zc.h, true, 0, 1), g);
     assert_ptr_equal(exec_arg(zc.h, true, 1, 1), g);
     c0 = copies();
-    const recap_buffer_t *gc = backward(cp.h, g);
-    assert_int_equal(copies() - c0, 1);
-    expect_equal(gz[0].data, gc[0].data);
-    expect_equal(gz[1].data, gc[1].data);
+    expect_gradients_as_copied(gz, &cp, g);
+    assert_int_equal(copies() - c0, 1); /* the copy path's backward copies the gradient */
   }
-  unmake(&zc);
-  unmake(&cp);
-  float *bufs[] = {x, w, g1, g2};
-  for (size_t i = 0; i < 4; i++) OK(recap_free(bufs[i]));
+  unmake_both(&zc, &cp);
+  FREE_ALL(x, w, g1, g2);
   done();
 }
 
@@ -335,8 +351,7 @@ static void refused_rebind_falls_back_to_copying(void **state) {
   recap_log_level_t level = recap_log_level_get();
   recap_log_level_set(RECAP_LOG_LEVEL_DEBUG);
   callable_t zc, cp;
-  make(&zc, 1, 0, 0);
-  make(&cp, 0, 0, 0);
+  make_both(&zc, &cp, 1, 0, 0);
   float *a = buffer(1.0f), *g = buffer(0.5f);
   forward(zc.h, a, zc.sample_w); /* rebound to a */
   assert_ptr_equal(exec_arg(zc.h, false, 0, 1), a);
@@ -368,8 +383,7 @@ static void refused_rebind_falls_back_to_copying(void **state) {
   assert_ptr_equal(exec_arg(zc.h, false, 0, 1), a);
   recap_log_level_set(level);
   recap_log_set(NULL, NULL);
-  unmake(&zc);
-  unmake(&cp);
+  unmake_both(&zc, &cp);
   FREE_ALL(a, g, w_data);
   done();
 }
@@ -381,8 +395,7 @@ static void refused_backward_rebind_copies_the_forwards_input(void **state) {
   (void)state;
   fresh();
   callable_t zc, cp;
-  make(&zc, 1, 0, 0);
-  make(&cp, 0, 0, 0);
+  make_both(&zc, &cp, 1, 0, 0);
   float *w = buffer(2.0f), *g = buffer(0.25f);
   float *x = (float *)exec_arg(zc.h, true, 0, 1); /* node 0 (grad_x) reads gout there */
   for (int i = 0; i < N; i++) x[i] = 5.0f + 0.25f * (float)i;
@@ -399,11 +412,8 @@ static void refused_backward_rebind_copies_the_forwards_input(void **state) {
   assert_int_equal(copies() - c0, 2);
   assert_ptr_equal(exec_arg(zc.h, true, 0, 2), zc.sample_x);
   expect_values(zc.sample_x, 5.0f);
-  const recap_buffer_t *gc = backward(cp.h, g);
-  expect_equal(gz[0].data, gc[0].data);
-  expect_equal(gz[1].data, gc[1].data);
-  unmake(&zc);
-  unmake(&cp);
+  expect_gradients_as_copied(gz, &cp, g);
+  unmake_both(&zc, &cp);
   FREE_ALL(w, g, x_copy);
   done();
 }
@@ -421,23 +431,13 @@ static void chain_reads_the_previous_static_output(void **state) {
   for (int c = 0; c < 2; c++) {
     samples[c][0] = (recap_buffer_t){sx[c], BYTES};
     samples[c][1] = (recap_buffer_t){sw[c], BYTES};
-    recap_callable_desc_t one = RECAP_CALLABLE_DESC_INIT;
-    one.forward = fw;
-    one.backward = bw;
-    one.input_count = 2;
-    one.sample_inputs = samples[c];
-    one.requires_grad = requires_grad;
-    one.output_count = 1;
-    one.rebind_inputs = flags;
-    one.rebind_grad_outputs = grad_flags;
-    d[c] = one;
+    d[c] = desc_of(fw, samples[c], requires_grad, flags, grad_flags);
   }
   recap_graphed_t h[2];
   OK(recap_graphed_create(h, d, 2, NULL));
   /* The same chain on the copy path, for the expected values. */
   callable_t ca, cb;
-  make(&ca, 0, 0, 0);
-  make(&cb, 0, 0, 0);
+  make_both(&ca, &cb, 0, 0, 0);
   float *x = buffer(1.0f), *wa = buffer(2.0f), *wb = buffer(3.0f), *g = buffer(0.5f);
   for (int round = 0; round < 2; round++) {
     uint64_t c0 = copies();
@@ -462,10 +462,8 @@ static void chain_reads_the_previous_static_output(void **state) {
   }
   OK(recap_graphed_destroy(h[0]));
   OK(recap_graphed_destroy(h[1]));
-  unmake(&ca);
-  unmake(&cb);
-  float *bufs[] = {sx[0], sx[1], sw[0], sw[1], x, wa, wb, g};
-  for (size_t i = 0; i < 8; i++) OK(recap_free(bufs[i]));
+  unmake_both(&ca, &cb);
+  FREE_ALL(sx[0], sx[1], sw[0], sw[1], x, wa, wb, g);
   done();
 }
 
@@ -478,14 +476,7 @@ static void the_callers_buffer_is_read_in_place(void **state) {
   float *sx = buffer(100.0f), *sw = buffer(200.0f);
   recap_buffer_t samples[2] = {{sx, BYTES}, {sw, BYTES}};
   int requires_grad[2] = {1, 1}, flags[2] = {1, 0};
-  recap_callable_desc_t d = RECAP_CALLABLE_DESC_INIT;
-  d.forward = fw;
-  d.backward = bw;
-  d.input_count = 2;
-  d.sample_inputs = samples;
-  d.requires_grad = requires_grad;
-  d.output_count = 1;
-  d.rebind_inputs = flags;
+  recap_callable_desc_t d = desc_of(fw, samples, requires_grad, flags, NULL);
   recap_graphed_options_t o = RECAP_GRAPHED_OPTIONS_INIT;
   o.check_input_liveness = 1;
   recap_graphed_t h;
@@ -511,8 +502,7 @@ static void the_callers_buffer_is_read_in_place(void **state) {
   const recap_buffer_t *out = NULL;
   EXPECT_STATUS(recap_graphed_backward(h, gb, stream, &out), RECAP_ERROR_DEAD_INPUT);
   OK(recap_graphed_destroy(h));
-  float *bufs[] = {sx, sw, w, g};
-  for (size_t i = 0; i < 4; i++) OK(recap_free(bufs[i]));
+  FREE_ALL(sx, sw, w, g);
   done();
 }
 
@@ -548,14 +538,8 @@ static void descs_without_the_flags_copy(void **state) {
   float *sx = buffer(100.0f), *sw = buffer(200.0f);
   recap_buffer_t samples[2] = {{sx, BYTES}, {sw, BYTES}};
   int requires_grad[2] = {1, 1};
-  recap_callable_desc_t d = RECAP_CALLABLE_DESC_INIT;
+  recap_callable_desc_t d = desc_of(fw, samples, requires_grad, NULL, NULL);
   d.size = offsetof(recap_callable_desc_t, rebind_inputs);
-  d.forward = fw;
-  d.backward = bw;
-  d.input_count = 2;
-  d.sample_inputs = samples;
-  d.requires_grad = requires_grad;
-  d.output_count = 1;
   int flags[2] = {1, 1};
   d.rebind_inputs = flags; /* past the size the caller gave: never read */
   recap_graphed_t h;
@@ -566,8 +550,7 @@ static void descs_without_the_flags_copy(void **state) {
   assert_int_equal(copies() - c0, 2);
   assert_int_equal(patches(), 0);
   OK(recap_graphed_destroy(h));
-  float *bufs[] = {sx, sw, a, w};
-  for (size_t i = 0; i < 4; i++) OK(recap_free(bufs[i]));
+  FREE_ALL(sx, sw, a, w);
   done();
 }
 
@@ -579,14 +562,7 @@ static void overlapping_flagged_samples_are_refused(void **state) {
   float *sx = buffer(100.0f);
   recap_buffer_t samples[2] = {{sx, BYTES}, {sx, BYTES}};
   int requires_grad[2] = {1, 1}, flags[2] = {1, 1};
-  recap_callable_desc_t d = RECAP_CALLABLE_DESC_INIT;
-  d.forward = fw;
-  d.backward = bw;
-  d.input_count = 2;
-  d.sample_inputs = samples;
-  d.requires_grad = requires_grad;
-  d.output_count = 1;
-  d.rebind_inputs = flags;
+  recap_callable_desc_t d = desc_of(fw, samples, requires_grad, flags, NULL);
   recap_graphed_t h = (recap_graphed_t)0x1;
   EXPECT_STATUS(recap_graphed_create(&h, &d, 1, NULL), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("recap_graph_declare_buffer");
@@ -628,14 +604,7 @@ static void input_read_by_the_backward_only(void **state) {
   float *sx = buffer(100.0f), *sw = buffer(200.0f);
   recap_buffer_t samples[2] = {{sx, BYTES}, {sw, BYTES}};
   int requires_grad[2] = {1, 1}, flags[2] = {1, 0};
-  recap_callable_desc_t d = RECAP_CALLABLE_DESC_INIT;
-  d.forward = fw_without_x;
-  d.backward = bw;
-  d.input_count = 2;
-  d.sample_inputs = samples;
-  d.requires_grad = requires_grad;
-  d.output_count = 1;
-  d.rebind_inputs = flags;
+  recap_callable_desc_t d = desc_of(fw_without_x, samples, requires_grad, flags, NULL);
   recap_graphed_t h;
   OK(recap_graphed_create(&h, &d, 1, NULL));
   float *a = buffer(1.0f), *b = buffer(6.0f), *w = buffer(2.0f), *g = buffer(0.5f);
@@ -651,8 +620,7 @@ static void input_read_by_the_backward_only(void **state) {
   }
   expect_values(sx, 100.0f);
   OK(recap_graphed_destroy(h));
-  float *bufs[] = {sx, sw, a, b, w, g};
-  for (size_t i = 0; i < 6; i++) OK(recap_free(bufs[i]));
+  FREE_ALL(sx, sw, a, b, w, g);
   done();
 }
 

@@ -16,8 +16,7 @@
  * replays as before and can be rebound afterwards. */
 static void fault_in_a_node_set(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *in = alloc(BYTES, s), *in2 = alloc(BYTES, s), *out = alloc(3 * BYTES, s);
   fill(in, 1.0f);
   fill(in2, 2.0f);
@@ -54,8 +53,7 @@ static void fault_in_a_node_set(void **state) {
 /* The plan cannot be built: the capture fails as a failed instantiation does. */
 static void fault_in_the_plan(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *in = alloc(BYTES, s);
   recap_graph_t g = rebind_graph(s, RECAP_REBIND_AUTO);
   scale(s, "k", in, in);
@@ -79,8 +77,7 @@ static void fault_in_the_plan(void **state) {
  * the next sync writes them. */
 static void fault_in_the_template_sync(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *in = alloc(BYTES, s), *in2 = alloc(BYTES, s), *out = alloc(BYTES, s);
   fill(in2, 4.0f);
   recap_graph_t g;
@@ -120,8 +117,7 @@ static void fault_in_the_template_sync(void **state) {
 
 static void liveness_follows_rebinds(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *in = alloc(BYTES, s), *in2 = alloc(BYTES, s), *out = alloc(BYTES, s);
   float *in3 = alloc(BYTES, s), *in4 = alloc(BYTES, s);
   recap_graph_t g;
@@ -182,8 +178,7 @@ static void liveness_follows_rebinds(void **state) {
  * range is refused; a capture scope passes the mode on. */
 static void options(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *in = alloc(BYTES, s), *in2 = alloc(BYTES, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
@@ -215,8 +210,7 @@ static void options(void **state) {
   assert_int_equal(rebinds_of(g), 0);
   assert_int_equal(recap__fake_now().live_graphs, 0);
   OK(recap_graph_destroy(g));
-  OK(recap_free(in));
-  OK(recap_free(in2));
+  FREE_ALL(in, in2);
   done();
 }
 

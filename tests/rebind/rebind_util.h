@@ -63,6 +63,12 @@ static inline void fresh(void) {
   recap__graphs_disabled_override(0);
 }
 
+/* fresh, and a new stream on the fresh fake. */
+static inline recap_stream_t fresh_stream(void) {
+  fresh();
+  return recap__fake_stream_new();
+}
+
 static inline void done(void) {
   assert_int_equal(recap__registry_count(), 0);
   check();

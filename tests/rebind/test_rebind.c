@@ -89,8 +89,7 @@ static void one_buffer_read_by_k_nodes(void **state) {
   assert_int_equal(rebinds_of(g), 2);
   assert_int_equal(sites_patched_of(g), 2 * K);
 
-  OK(recap_graph_destroy(g));
-  OK(recap_graph_destroy(g2));
+  DESTROY_GRAPHS(g, g2);
   FREE_ALL(in, in2, unrelated);
   for (int j = 0; j < K; j++) {
     OK(recap_free(out[j]));
@@ -103,8 +102,7 @@ static void one_buffer_read_by_k_nodes(void **state) {
  * two addresses of the range is set once with both patched. */
 static void interior_pointers_and_several_args_of_one_node(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *in = alloc(BYTES, s), *in2 = alloc(BYTES, s), *out = alloc(BYTES, s);
   float *direct = alloc(BYTES, s);
   fill(in, 0.0f);
@@ -142,8 +140,7 @@ static void interior_pointers_and_several_args_of_one_node(void **state) {
   expect_floats_equal(out, direct, N / 2 + N / 4);
   assert_true(out[0] == 1000.0f + 1032.0f);
 
-  OK(recap_graph_destroy(g));
-  OK(recap_graph_destroy(g2));
+  DESTROY_GRAPHS(g, g2);
   FREE_ALL(in, in2, out, direct);
   done();
 }
@@ -151,8 +148,7 @@ static void interior_pointers_and_several_args_of_one_node(void **state) {
 /* Copy nodes (both ends) and memset nodes are patched too. */
 static void copy_and_memset_nodes(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *src = alloc(BYTES, s), *src2 = alloc(BYTES, s);
   float *dst = alloc(BYTES, s), *dst2 = alloc(BYTES, s);
   float *zeroed = alloc(BYTES, s), *zeroed2 = alloc(BYTES, s);
@@ -207,8 +203,7 @@ static void copy_and_memset_nodes(void **state) {
 /* A batch moves several buffers at once, even into each other's places (ping-pong). */
 static void batch_swaps_ping_pong(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *a = alloc(BYTES, s), *b = alloc(BYTES, s);
   fill(a, 1.0f);
   recap_graph_t g = rebind_graph(s, RECAP_REBIND_AUTO);
@@ -230,8 +225,7 @@ static void batch_swaps_ping_pong(void **state) {
   assert_int_equal(sites_patched_of(g), 4);
 
   OK(recap_graph_destroy(g));
-  OK(recap_free(a));
-  OK(recap_free(b));
+  FREE_ALL(a, b);
   done();
 }
 
@@ -274,8 +268,7 @@ static void foreign_memory_with_explicit_size(void **state) {
  * from one allocation move separately; the automatic size would move both. */
 static void declared_buffers_have_exact_extents(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *block = alloc(4 * BYTES, s), *in2 = alloc(BYTES, s); /* blocks: 1024 and 512 bytes */
   float *first = block, *second = block + N;
   float *out1 = alloc(BYTES, s), *out2 = alloc(BYTES, s);
@@ -327,8 +320,7 @@ static void declared_buffers_have_exact_extents(void **state) {
 /* DECLARED mode rebinds declared buffers only; declarations have rules of their own. */
 static void declared_mode_and_declaration_rules(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *a = alloc(BYTES, s), *b = alloc(BYTES, s), *a2 = alloc(BYTES, s), *b2 = alloc(BYTES, s);
   float *out = alloc(BYTES, s);
   recap_graph_t g;
@@ -409,8 +401,7 @@ static void declared_mode_and_declaration_rules(void **state) {
  * out again since). */
 static void shared_pool_blocks(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_pool_id_t pool = recap_pool_handle();
   float *in1 = alloc(BYTES, s), *in2 = alloc(BYTES, s);
   fill(in1, 1.0f);
@@ -471,17 +462,21 @@ static void shared_pool_blocks(void **state) {
   EXPECT_MESSAGE("its capture allocated");
   assert_int_equal(exec_patches(), before);
 
-  OK(recap_graph_destroy(g1));
-  OK(recap_graph_destroy(g2));
+  DESTROY_GRAPHS(g1, g2);
   FREE_ALL(out1, out2, in1, in2);
   done();
+}
+
+/* g refuses the batch of the one move {old_ptr to new_ptr, size} as an invalid argument. */
+static void expect_move_refused(recap_graph_t g, const void *old_ptr, void *new_ptr, size_t size) {
+  recap_rebind_t r = move(old_ptr, new_ptr, size);
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
 }
 
 /* Every refusal: its status, its message naming the move and the nodes, and nothing changed. */
 static void refusals(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *in = alloc(4 * BYTES, s), *small = alloc(BYTES, s), *out = alloc(4 * BYTES, s);
   float *unused = alloc(BYTES, s), *freed = alloc(4 * BYTES, s), *big = alloc(4 * BYTES, s);
   float *big2 = alloc(4 * BYTES, s);
@@ -503,47 +498,38 @@ static void refusals(void **state) {
   uint64_t before = exec_patches();
 
   /* A smaller new buffer. */
-  r = move(in, small, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
+  expect_move_refused(g, in, small, 0);
   EXPECT_MESSAGE("rebinds[0]");
   EXPECT_MESSAGE("fewer than");
   EXPECT_MESSAGE("node 0 (kernel produce, parameter 0, byte 0)");
   expect_message_pointer(small);
   /* A new buffer the graph writes. */
-  r = move(in, out, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
+  expect_move_refused(g, in, out, 0);
   EXPECT_MESSAGE("overlaps memory the graph uses");
   EXPECT_MESSAGE("node 1 (kernel consume, parameter 1, byte 8)");
   EXPECT_MESSAGE("lies in it");
   /* Inside a buffer the graph writes, past the address the graph holds: the same allocation. */
-  r = move(in, out + 8, 64);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
+  expect_move_refused(g, in, out + 8, 64);
   EXPECT_MESSAGE("in the same allocation");
   EXPECT_MESSAGE("kernel consume");
   expect_message_pointer(out);
   /* A new buffer in the graph's own pool, and an old one there. */
-  r = move(in, tmp, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
+  expect_move_refused(g, in, tmp, 0);
   EXPECT_MESSAGE("own pool");
-  r = move(tmp, big, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
+  expect_move_refused(g, tmp, big, 0);
   EXPECT_MESSAGE("own pool");
   EXPECT_MESSAGE("kernel consume");
   /* A buffer the graph does not use. */
-  r = move(unused, big, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
+  expect_move_refused(g, unused, big, 0);
   EXPECT_MESSAGE("does not use");
   expect_message_pointer(unused);
   /* A freed new buffer. */
-  r = move(in, freed, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
+  expect_move_refused(g, in, freed, 0);
   EXPECT_MESSAGE("not allocated");
   /* NULLs, a wrap, an empty batch. */
-  r = move(in, NULL, 0);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
+  expect_move_refused(g, in, NULL, 0);
   EXPECT_MESSAGE("rebinds[0].new_ptr is NULL");
-  r = move(NULL, big, 16);
-  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
+  expect_move_refused(g, NULL, big, 16);
   r = move(in, (void *)(UINTPTR_MAX - 16), 64);
   EXPECT_STATUS(recap_graph_rebind(g, &r, 1, patched), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("wraps");
@@ -579,8 +565,7 @@ static void refusals(void **state) {
   EXPECT_STATUS(recap_graph_rebind_sites(fresh_graph, in, 0, NULL, 0, &count),
                 RECAP_ERROR_INVALID_USAGE);
 
-  OK(recap_graph_destroy(g));
-  OK(recap_graph_destroy(fresh_graph));
+  DESTROY_GRAPHS(g, fresh_graph);
   float *all[] = {in, small, out, unused, big, big2};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) OK(recap_free(all[i]));
   done();
@@ -589,8 +574,7 @@ static void refusals(void **state) {
 /* The sites of a range, in node order, with what each holds. */
 static void site_listing(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *in = alloc(BYTES, s), *out = alloc(BYTES, s);
   recap_graph_t g = rebind_graph(s, RECAP_REBIND_AUTO);
   OK(recap_graph_declare_buffer(g, out, BYTES));
@@ -629,8 +613,7 @@ static void site_listing(void **state) {
   assert_int_equal(sites[1].offset, 8);
 
   OK(recap_graph_destroy(g));
-  OK(recap_free(in));
-  OK(recap_free(out));
+  FREE_ALL(in, out);
   done();
 }
 
@@ -639,8 +622,7 @@ static void site_listing(void **state) {
  * `patched` counts it. */
 static void scalar_that_looks_like_an_address(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *in = alloc(BYTES, s), *in2 = alloc(BYTES, s);
   recap_graph_t g = rebind_graph(s, RECAP_REBIND_AUTO);
   const void *args[2] = {in, (const void *)((uintptr_t)in + 40)}; /* a pointer, an "integer" */
@@ -656,16 +638,14 @@ static void scalar_that_looks_like_an_address(void **state) {
   assert_int_equal(patched[0], 2);
   assert_ptr_equal(exec_arg(g, 0, 1), (const char *)in2 + 40);
   OK(recap_graph_destroy(g));
-  OK(recap_free(in));
-  OK(recap_free(in2));
+  FREE_ALL(in, in2);
   done();
 }
 
 /* A buffer read by 3 of 100 nodes: exactly 3 node sets, whatever the graph's size. */
 static void cost_is_the_sites_patched(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *in = alloc(BYTES, s), *in2 = alloc(BYTES, s), *other = alloc(BYTES, s);
   recap_graph_t g = rebind_graph(s, RECAP_REBIND_AUTO);
   for (int i = 0; i < 100; i++) scale(s, "k", i % 40 == 7 ? in : other, other);
@@ -687,8 +667,7 @@ static void cost_is_the_sites_patched(void **state) {
  * the raw template both see the rebinds (the template is synced once). */
 static void keep_graph_reinstantiated_keeps_rebinds(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *in = alloc(BYTES, s), *in2 = alloc(BYTES, s), *out = alloc(BYTES, s);
   fill(in2, 10.0f);
   recap_graph_t g;

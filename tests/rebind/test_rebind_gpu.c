@@ -26,9 +26,11 @@ static size_t patched[16];
 enum { N = 4096, DIM = 96 };
 #define WORKSPACE_BYTES (4 * MiB)
 
-static void begin(void) {
+/* gpu_begin with this program's kernels loaded too; returns a new stream. */
+static cudaStream_t begin(void) {
   gpu_begin();
   CUDA_OK(recap_test_rebind_kernels_load());
+  return gpu_stream();
 }
 
 static recap_capture_options_t rebind_options(recap_rebind_mode_t mode) {
@@ -67,11 +69,9 @@ static void fill_pattern(float *p, size_t n, int seed) {
 static void finish_pair(recap_graph_t g, recap_graph_t direct, cudaStream_t s, void *const *blocks,
                         size_t n) {
   recap_pool_id_t pools[2] = {pool_of(g), pool_of(direct)};
-  OK(recap_graph_destroy(g));
-  OK(recap_graph_destroy(direct));
+  DESTROY_GRAPHS(g, direct);
   for (size_t i = 0; i < n; i++) OK(recap_free(blocks[i]));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(pools, 2);
+  gpu_finish_stream(s, pools, 2);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -89,9 +89,9 @@ static void enqueue_gemm(cublasHandle_t h, cudaStream_t s, const float *a, const
 
 static void cublas_gemm_rebound_matches_direct_capture(void **state) {
   (void)state;
-  begin();
+  cudaStream_t s = begin();
   const size_t e = (size_t)DIM * DIM;
-  cudaStream_t s = gpu_stream();
+
   float *a = gpu_floats(e, s), *b = gpu_floats(e, s), *c = gpu_floats(e, s);
   float *a2 = gpu_floats(e, s), *b2 = gpu_floats(e, s), *c2 = gpu_floats(e, s);
   float *c3 = gpu_floats(e, s);
@@ -165,14 +165,12 @@ static void cublas_gemm_rebound_matches_direct_capture(void **state) {
   gpu_expect_all(c2, e, -8.0f);
 
   recap_pool_id_t pools[2] = {pool_of(g), pool_of(direct)};
-  OK(recap_graph_destroy(g));
-  OK(recap_graph_destroy(direct));
+  DESTROY_GRAPHS(g, direct);
   CUDA_OK(cudaStreamSynchronize(s));
   CUBLAS_OK(cublasDestroy(h));
   void *blocks[] = {a, b, c, a2, b2, c2, c3, workspace};
   for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) OK(recap_free(blocks[i]));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(pools, 2);
+  gpu_finish_stream(s, pools, 2);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -181,8 +179,7 @@ static void cublas_gemm_rebound_matches_direct_capture(void **state) {
 
 static void struct_by_value_and_interior_pointers(void **state) {
   (void)state;
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   /* The input is the middle N floats of a 3N block: an interior range, declared exactly. */
   float *big = gpu_floats(3 * N, s), *big2 = gpu_floats(3 * N, s);
   float *out = gpu_floats(N, s), *out2 = gpu_floats(N, s), *out3 = gpu_floats(N, s);
@@ -249,8 +246,7 @@ static void enqueue_copy_step(cudaStream_t s, const float *src, float *dst) {
 
 static void memcpy_and_memset_nodes(void **state) {
   (void)state;
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   float *src = gpu_floats(N, s), *src2 = gpu_floats(N, s);
   float *dst = gpu_floats(2 * N, s), *dst2 = gpu_floats(2 * N, s), *dst3 = gpu_floats(2 * N, s);
   fill_pattern(src, N, 7);
@@ -350,8 +346,7 @@ static void *recapture_scratch_step(recap_graph_t g, cudaStream_t s, const float
 
 static void recapture_update_keeps_addresses(void **state) {
   (void)state;
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   float *in, *out;
   void *first;
   recap_graph_t g = scratch_step_graph(s, &in, &out, 10.0f, &first);
@@ -383,8 +378,7 @@ static void recapture_update_keeps_addresses(void **state) {
 
 static void update_refused_for_topology_instantiates(void **state) {
   (void)state;
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   float *in, *out;
   recap_graph_t g = scratch_step_graph(s, &in, &out, 2.0f, NULL);
   OK(recap_graph_replay(g, s));
@@ -430,8 +424,7 @@ static void update_refused_for_topology_instantiates(void **state) {
 
 static void liveness_follows_rebind(void **state) {
   (void)state;
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   float *in = gpu_floats(N, s), *in2 = gpu_floats(N, s), *out = gpu_floats(N, s);
   gpu_set(in, N, 1.0f, s);
   gpu_set(in2, N, 5.0f, s);

@@ -137,8 +137,7 @@ static void test_failed_recapture_keeps_the_path(void **state) {
 /* A recapture that fails leaves the host loop it replaces as it was, and its own flags go. */
 static void test_host_recapture_fails(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   uint32_t *w = device_words(s, 2);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
@@ -185,8 +184,7 @@ static void test_host_recapture_fails(void **state) {
 static void test_device_path_inspect(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
-  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_graph_t g = fresh_graph_capturing(&s, RECAP_GRAPH_KEEP);
   recap__fake_launch_kernel(s, "before");
   region_opened(RECAP_REGION_IF_ELSE, 1, 0, s);
   recap__fake_launch_kernel(s, "then");
@@ -241,8 +239,7 @@ static void test_annotations_in_bodies(void **state) {
 /* The device path keeps one graph: rebinding, input liveness and recaptures work on it. */
 static void test_device_path_layers(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   uint32_t *w = device_words(s, 2);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
@@ -279,12 +276,9 @@ static void test_device_path_layers(void **state) {
 /* A WHILE driven by a ready kernel; returns the iterations run (w[1]). */
 static uint32_t run_ready(bool host, int which, const void *operand, recap_cond_dtype_t dtype,
                           recap_cond_op_t op, double threshold, uint32_t max) {
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   uint32_t *w = device_words(s, 4); /* counter, iterations run, compare counter, u32 value */
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  begin(g, s, host);
+  recap_graph_t g = capturing_on(s, host);
   set_u32(s, &w[0], 5);
   set_u32(s, &w[2], 0);
   set_u32(s, &w[1], 0);
@@ -418,13 +412,10 @@ static void test_loop_capture_unroll(void **state) {
       for (unsigned k = 0; k < unroll; k++) expect = expect * 3 + 1 + k % 2;
     } while (expect < 1000000u);
     BOTH_PATHS {
-      reset();
-      recap_stream_t s = recap__fake_stream_new();
+      recap_stream_t s = fresh_stream();
       uint32_t *w = device_words(s, 2);
       loop_ctx_t l = {&w[0], &w[1]};
-      recap_graph_t g;
-      OK(recap_graph_create(&g, 0));
-      begin(g, s, host);
+      recap_graph_t g = capturing_on(s, host);
       set_u32(s, &w[0], 0);
       recap_loop_t loop = RECAP_LOOP_INIT;
       loop.step = loop_step;

@@ -14,8 +14,7 @@
 static void test_refusals_unharmed(void **state) {
   (void)state;
   BOTH_PATHS {
-    reset();
-    recap_stream_t s = recap__fake_stream_new(), other = recap__fake_stream_new();
+    recap_stream_t s = fresh_stream(), other = recap__fake_stream_new();
     recap_graph_t g;
     OK(recap_graph_create(&g, 0));
     recap_cond_t c;
@@ -106,11 +105,8 @@ static void test_unjoined_side_stream(void **state) {
   (void)state;
   BOTH_PATHS {
     for (int at_end = 0; at_end < 2; at_end++) {
-      reset();
-      recap_stream_t s = recap__fake_stream_new(), side = recap__fake_stream_new();
-      recap_graph_t g;
-      OK(recap_graph_create(&g, 0));
-      begin(g, s, host);
+      recap_stream_t s = fresh_stream(), side = recap__fake_stream_new();
+      recap_graph_t g = capturing_on(s, host);
       recap_cond_t c;
       OK(recap_cond_create(&c, 1, s));
       if (at_end) OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
@@ -261,8 +257,7 @@ static void test_invalidated_with_regions_open(void **state) {
     for (unsigned depth = 1; depth <= 2; depth++) {
       for (int how = 0; how < 3; how++) {
         bool by_region_end = how == 1, recapture = how == 2;
-        reset();
-        recap_stream_t s = recap__fake_stream_new();
+        recap_stream_t s = fresh_stream();
         recap_graph_t g;
         OK(recap_graph_create(&g, 0));
         recap_capture_options_t o = options(host);

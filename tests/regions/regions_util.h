@@ -18,6 +18,7 @@
 #include "fake/fake_state.h"
 #include "graph/registry.h"
 #include "regions/region_internal.h"
+#include "capture_util.h"
 #include "graph_util.h"
 #include "harness.h"
 #include "recap.h"
@@ -125,12 +126,17 @@ static inline uint32_t replay_and_read(recap_graph_t g, recap_stream_t s, uint32
   return result;
 }
 
+/* A new graph whose capture on s has begun on the path `host` names. */
+static inline recap_graph_t capturing_on(recap_stream_t s, bool host) {
+  recap_capture_options_t o = options(host);
+  return graph_capturing(s, &o);
+}
+
 /* A fresh fake (reset), a new stream *s, and a new graph whose capture on *s has begun on the
  * path `host` names. */
 static inline recap_graph_t fresh_capture(recap_stream_t *s, bool host) {
-  recap_graph_t g = fresh_graph(s, 0);
-  begin(g, *s, host);
-  return g;
+  *s = fresh_stream();
+  return capturing_on(*s, host);
 }
 
 #endif /* RECAP_TEST_REGIONS_UTIL_H */

@@ -30,9 +30,10 @@ static uint32_t *device_u32(uint32_t value) {
   return p;
 }
 
-static recap_capture_options_t options(bool host) {
+/* A new graph whose capture on s has begun on the region path `host` names. */
+static recap_graph_t capturing_on(cudaStream_t s, bool host) {
   recap_capture_options_t o = regions_options(host);
-  return o;
+  return graph_capturing(s, &o);
 }
 
 static void expect_path(recap_graph_t g, bool host) {
@@ -46,14 +47,10 @@ static void expect_path(recap_graph_t g, bool host) {
 static void compare_and_malloc_in_body(void **state) {
   (void)state;
   for (int host = 0; host < 2; host++) {
-    gpu_begin();
-    cudaStream_t s = gpu_stream();
+    cudaStream_t s = gpu_begin_stream();
     float *x = gpu_floats(N, s);
     uint32_t *iterations = device_u32(0);
-    recap_graph_t g;
-    OK(recap_graph_create(&g, 0));
-    recap_capture_options_t o = options(host);
-    OK(recap_graph_capture_begin(g, &o, s));
+    recap_graph_t g = capturing_on(s, host);
     CUDA_OK(cudaMemsetAsync(iterations, 0, sizeof *iterations, s));
     recap_cond_t more = region_opened(RECAP_REGION_WHILE, 1, 0, s);
     float *ones = gpu_floats(N, s);
@@ -108,13 +105,9 @@ static recap_status_t check(void *ctx, recap_cond_t cond, recap_stream_t stream)
 static void loop_capture_unrolled(void **state) {
   (void)state;
   for (int host = 0; host < 2; host++) {
-    gpu_begin();
-    cudaStream_t s = gpu_stream();
+    cudaStream_t s = gpu_begin_stream();
     loop_ctx_t l = {gpu_floats(N, s)};
-    recap_graph_t g;
-    OK(recap_graph_create(&g, 0));
-    recap_capture_options_t o = options(host);
-    OK(recap_graph_capture_begin(g, &o, s));
+    recap_graph_t g = capturing_on(s, host);
     recap_loop_t loop = RECAP_LOOP_INIT;
     loop.step = step;
     loop.check = check;
@@ -137,13 +130,9 @@ static void loop_capture_unrolled(void **state) {
 static void unused_conditions(void **state) {
   (void)state;
   for (int host = 0; host < 2; host++) {
-    gpu_begin();
-    cudaStream_t s = gpu_stream();
+    cudaStream_t s = gpu_begin_stream();
     float *x = gpu_floats(N, s);
-    recap_graph_t g;
-    OK(recap_graph_create(&g, 0));
-    recap_capture_options_t o = options(host);
-    OK(recap_graph_capture_begin(g, &o, s));
+    recap_graph_t g = capturing_on(s, host);
     recap_cond_t unused_top, once, unused_inside;
     OK(recap_cond_create(&unused_top, 1, s));
     OK(recap_cond_create(&once, 1, s));
@@ -168,13 +157,9 @@ static void unused_conditions(void **state) {
 static void branches_left_empty(void **state) {
   (void)state;
   for (int host = 0; host < 2; host++) {
-    gpu_begin();
-    cudaStream_t s = gpu_stream();
+    cudaStream_t s = gpu_begin_stream();
     float *x = gpu_floats(N, s);
-    recap_graph_t g;
-    OK(recap_graph_create(&g, 0));
-    recap_capture_options_t o = options(host);
-    OK(recap_graph_capture_begin(g, &o, s));
+    recap_graph_t g = capturing_on(s, host);
     recap_cond_t c, k;
     OK(recap_cond_create(&c, 0, s));
     OK(recap_region_begin(RECAP_REGION_IF_ELSE, c, 0, s));

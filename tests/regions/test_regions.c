@@ -16,15 +16,11 @@
 
 /* WHILE counting down from 4, twice replayed; the result tells the order of the runs. */
 static uint32_t run_while(bool host, uint64_t *bodies) {
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   uint32_t *w = device_words(s, 2); /* w[0] counter, w[1] accumulator */
   recap_memory_stats_t at_start = RECAP_MEMORY_STATS_INIT;
   OK(recap_memory_stats(-1, &at_start));
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  recap_capture_options_t o = options(host);
-  OK(recap_graph_capture_begin(g, &o, s));
+  recap_graph_t g = capturing_on(s, host);
   assert_int_equal(on_device(g), !host);
   set_u32(s, &w[0], 4);
   OK(recap_cond_create(&slots[0], 1, s));
@@ -80,13 +76,9 @@ static void test_while_both_paths(void **state) {
 
 /* IF, IF_ELSE and SWITCH chosen by a device word set before the replay. */
 static uint32_t run_branches(bool host, uint32_t choice) {
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   uint32_t *w = device_words(s, 2); /* w[0] the choice, w[1] the result */
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  recap_capture_options_t o = options(host);
-  OK(recap_graph_capture_begin(g, &o, s));
+  recap_graph_t g = capturing_on(s, host);
   OK(recap_cond_create(&slots[0], 0, s));
   cond_from(s, &w[0], 0);
   OK(recap_region_begin(RECAP_REGION_IF, slots[0], 1, s));
@@ -132,13 +124,9 @@ static void test_branches(void **state) {
 static void test_if_else_closed_early(void **state) {
   (void)state;
   BOTH_PATHS {
-    reset();
-    recap_stream_t s = recap__fake_stream_new();
+    recap_stream_t s = fresh_stream();
     uint32_t *w = device_words(s, 1);
-    recap_graph_t g;
-    OK(recap_graph_create(&g, 0));
-    recap_capture_options_t o = options(host);
-    OK(recap_graph_capture_begin(g, &o, s));
+    recap_graph_t g = capturing_on(s, host);
     OK(recap_cond_create(&slots[0], 0, s));
     OK(recap_region_begin(RECAP_REGION_IF_ELSE, slots[0], 0, s));
     mix(s, &w[0], 9);
@@ -159,13 +147,9 @@ static void test_if_else_closed_early(void **state) {
  * ---------------------------------------------------------------------------------------- */
 
 static uint32_t run_nested(bool host) {
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   uint32_t *w = device_words(s, 3); /* outer counter, inner counter, result */
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  recap_capture_options_t o = options(host);
-  OK(recap_graph_capture_begin(g, &o, s));
+  recap_graph_t g = capturing_on(s, host);
   set_u32(s, &w[0], 3);
   OK(recap_cond_create(&slots[0], 1, s));
   OK(recap_region_begin(RECAP_REGION_WHILE, slots[0], 1, s));
@@ -230,13 +214,9 @@ static void test_auto_picks_host(void **state) {
 static void test_malloc_in_body(void **state) {
   (void)state;
   BOTH_PATHS {
-    reset();
-    recap_stream_t s = recap__fake_stream_new();
+    recap_stream_t s = fresh_stream();
     uint32_t *w = device_words(s, 2);
-    recap_graph_t g;
-    OK(recap_graph_create(&g, 0));
-    recap_capture_options_t o = options(host);
-    OK(recap_graph_capture_begin(g, &o, s));
+    recap_graph_t g = capturing_on(s, host);
     recap_pool_id_t pool;
     OK(recap_graph_pool(g, &pool));
     set_u32(s, &w[0], 3);
@@ -330,8 +310,7 @@ static void test_fault_injection(void **state) {
   BOTH_PATHS {
     for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++) {
       for (uint64_t nth = 1; nth <= 8; nth++) {
-        reset();
-        recap_stream_t s = recap__fake_stream_new();
+        recap_stream_t s = fresh_stream();
         uint32_t *w = device_words(s, 2);
         recap_graph_t g;
         OK(recap_graph_create(&g, 0));

@@ -13,6 +13,7 @@
 
 #include "cublas_util.h"
 #include "gpu_util.h"
+#include "capture_util.h"
 #include "region_kernels.h"
 
 #define N 1024      /* floats per buffer */
@@ -23,9 +24,11 @@
  * Helpers
  * ======================================================================================== */
 
-static void begin(void) {
+/* gpu_begin with this program's kernels loaded too; returns a new stream. */
+static cudaStream_t begin(void) {
   gpu_begin();
   CUDA_OK(region_test_kernels_load());
+  return gpu_stream();
 }
 
 static uint32_t *gpu_words(size_t n, cudaStream_t stream) {
@@ -75,8 +78,7 @@ static void region_begin(cudaStream_t s, recap_region_kind_t kind, recap_cond_t 
  * ======================================================================================== */
 
 static void while_countdown(recap_regions_mode_t mode) {
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   float *x = gpu_floats(N, s);
   uint32_t *counter = gpu_words(1, s);
   recap_graph_t g = capture_begin(s, mode);
@@ -109,22 +111,14 @@ static void while_countdown(recap_regions_mode_t mode) {
   gpu_finish_graph(g, s, pool, blocks, 2);
 }
 
-static void while_countdown_device(void **state) {
-  (void)state;
-  while_countdown(RECAP_REGIONS_AUTO);
-}
-static void while_countdown_host(void **state) {
-  (void)state;
-  while_countdown(RECAP_REGIONS_HOST);
-}
+REGION_PATH_TESTS(while_countdown_device, while_countdown_host, while_countdown)
 
 /* ==========================================================================================
  * IF and IF_ELSE on a device word the host changes between replays
  * ======================================================================================== */
 
 static void if_and_if_else(recap_regions_mode_t mode) {
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   float *a = gpu_floats(N, s), *b = gpu_floats(N, s);
   uint32_t *word = gpu_words(1, s);
   recap_graph_t g = capture_begin(s, mode);
@@ -160,22 +154,14 @@ static void if_and_if_else(recap_regions_mode_t mode) {
   gpu_finish_graph(g, s, pool, blocks, 3);
 }
 
-static void if_and_if_else_device(void **state) {
-  (void)state;
-  if_and_if_else(RECAP_REGIONS_AUTO);
-}
-static void if_and_if_else_host(void **state) {
-  (void)state;
-  if_and_if_else(RECAP_REGIONS_HOST);
-}
+REGION_PATH_TESTS(if_and_if_else_device, if_and_if_else_host, if_and_if_else)
 
 /* ==========================================================================================
  * SWITCH: each branch by index, and an index out of range runs none
  * ======================================================================================== */
 
 static void switch_branches(recap_regions_mode_t mode) {
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   float *x = gpu_floats(N, s);
   uint32_t *index = gpu_words(1, s);
   recap_graph_t g = capture_begin(s, mode);
@@ -204,14 +190,7 @@ static void switch_branches(recap_regions_mode_t mode) {
   gpu_finish_graph(g, s, pool, blocks, 2);
 }
 
-static void switch_device(void **state) {
-  (void)state;
-  switch_branches(RECAP_REGIONS_AUTO);
-}
-static void switch_host(void **state) {
-  (void)state;
-  switch_branches(RECAP_REGIONS_HOST);
-}
+REGION_PATH_TESTS(switch_device, switch_host, switch_branches)
 
 /* ==========================================================================================
  * Nesting: WHILE { IF_ELSE { WHILE } else { } }
@@ -222,8 +201,7 @@ static void switch_host(void **state) {
  * (b = 10). The conditions of the inner regions are created inside the bodies, so that they
  * start afresh each time the body reaches them. */
 static void nesting(recap_regions_mode_t mode) {
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   float *a = gpu_floats(N, s), *b = gpu_floats(N, s);
   uint32_t *outer = gpu_words(1, s), *inner = gpu_words(1, s);
   recap_graph_t g = capture_begin(s, mode);
@@ -269,14 +247,7 @@ static void nesting(recap_regions_mode_t mode) {
   gpu_finish_graph(g, s, pool, blocks, 4);
 }
 
-static void nesting_device(void **state) {
-  (void)state;
-  nesting(RECAP_REGIONS_AUTO);
-}
-static void nesting_host(void **state) {
-  (void)state;
-  nesting(RECAP_REGIONS_HOST);
-}
+REGION_PATH_TESTS(nesting_device, nesting_host, nesting)
 
 /* ==========================================================================================
  * recap_malloc inside a body
@@ -287,8 +258,7 @@ static void nesting_host(void **state) {
  * allocated (its address is the body's for every iteration), and a block allocated after the
  * region does not overlap it. */
 static void malloc_in_body(recap_regions_mode_t mode) {
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   float *acc = gpu_floats(N, s);
   uint32_t *counter = gpu_words(1, s);
   recap_graph_t g = capture_begin(s, mode);
@@ -344,22 +314,11 @@ static void malloc_in_body(recap_regions_mode_t mode) {
     gpu_expect_all(after, N, 2.5f);
   }
   OK(recap_graph_destroy(g));
-  void *blocks[] = {kept, after};
-  for (size_t i = 0; i < 2; i++) OK(recap_free(blocks[i]));
-  OK(recap_free(acc));
-  OK(recap_free(counter));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  FREE_ALL(kept, after, acc, counter);
+  gpu_finish_stream(s, &pool, 1);
 }
 
-static void malloc_in_body_device(void **state) {
-  (void)state;
-  malloc_in_body(RECAP_REGIONS_AUTO);
-}
-static void malloc_in_body_host(void **state) {
-  (void)state;
-  malloc_in_body(RECAP_REGIONS_HOST);
-}
+REGION_PATH_TESTS(malloc_in_body_device, malloc_in_body_host, malloc_in_body)
 
 /* ==========================================================================================
  * Random numbers inside a WHILE body
@@ -370,8 +329,7 @@ static void malloc_in_body_host(void **state) {
  * eagerly on a generator with the same seed (1 + DRAWS calls per replay), and the generators'
  * offsets must agree after the replays. */
 static void rng_in_while(recap_regions_mode_t mode) {
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   const size_t rows_count = 2 * DRAWS;
   float *top = gpu_floats(N, s), *draw = gpu_floats(N, s);
   float *rows = gpu_floats(rows_count * N, s), *eager = gpu_floats(rows_count * N, s);
@@ -439,18 +397,10 @@ static void rng_in_while(recap_regions_mode_t mode) {
   OK(recap_generator_destroy(reference));
   void *blocks[] = {top, draw, rows, eager, eager_top, counter, row};
   for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++) OK(recap_free(blocks[i]));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
-static void rng_in_while_device(void **state) {
-  (void)state;
-  rng_in_while(RECAP_REGIONS_AUTO);
-}
-static void rng_in_while_host(void **state) {
-  (void)state;
-  rng_in_while(RECAP_REGIONS_HOST);
-}
+REGION_PATH_TESTS(rng_in_while_device, rng_in_while_host, rng_in_while)
 
 /* ==========================================================================================
  * cuBLAS inside a body
@@ -458,8 +408,7 @@ static void rng_in_while_host(void **state) {
 
 /* x = 1; three iterations of { y = A x (cublasSgemv, A = 2 I); x = y }: x = 8 exactly. */
 static void cublas_in_body(recap_regions_mode_t mode) {
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   const size_t dim = GEMV_DIM, elements = dim * dim;
   const float alpha = 1.0f, beta = 0.0f;
   float *a = gpu_floats(elements, s), *x = gpu_floats(dim, s), *y = gpu_floats(dim, s);
@@ -504,14 +453,7 @@ static void cublas_in_body(recap_regions_mode_t mode) {
   gpu_finish_graph(g, s, pool, blocks, 4);
 }
 
-static void cublas_in_body_device(void **state) {
-  (void)state;
-  cublas_in_body(RECAP_REGIONS_AUTO);
-}
-static void cublas_in_body_host(void **state) {
-  (void)state;
-  cublas_in_body(RECAP_REGIONS_HOST);
-}
+REGION_PATH_TESTS(cublas_in_body_device, cublas_in_body_host, cublas_in_body)
 
 /* ==========================================================================================
  * Refusals
@@ -521,8 +463,7 @@ static void cublas_in_body_host(void **state) {
  * refuses at instantiation: recap refuses it at region_end, naming the region, and abandons the
  * capture (the graph is fresh again and captures anew). */
 static void forbidden_node(recap_regions_mode_t mode) {
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   float *x = gpu_floats(N, s);
   uint32_t *counter = gpu_words(1, s);
   recap_graph_t g = capture_begin(s, mode);
@@ -558,20 +499,12 @@ static void forbidden_node(recap_regions_mode_t mode) {
   gpu_finish_graph(g, s, pool, blocks, 2);
 }
 
-static void forbidden_node_device(void **state) {
-  (void)state;
-  forbidden_node(RECAP_REGIONS_AUTO);
-}
-static void forbidden_node_host(void **state) {
-  (void)state;
-  forbidden_node(RECAP_REGIONS_HOST);
-}
+REGION_PATH_TESTS(forbidden_node_device, forbidden_node_host, forbidden_node)
 
 /* capture_end with a region open says which, and the capture goes on. */
 static void region_open_at_capture_end(void **state) {
   (void)state;
-  begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = begin();
   float *x = gpu_floats(N, s);
   recap_graph_t g = capture_begin(s, RECAP_REGIONS_AUTO);
   recap_cond_t c;

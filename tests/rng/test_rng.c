@@ -43,6 +43,12 @@ static float *floats(size_t n) {
   return p;
 }
 
+/* A fresh fake and allocator (reset) and a new stream on it. */
+static recap_stream_t fresh_stream(void) {
+  reset();
+  return recap__fake_stream_new();
+}
+
 /* A graph capturing on s (created with flags). */
 static recap_graph_t capture_begin(recap_stream_t s, unsigned flags) {
   recap_graph_t g = NULL;
@@ -137,8 +143,7 @@ static void create_fails_without_device_memory(void **state) {
  * the handle is gone and a second destroy is a use after free, as with free()). */
 static void double_destroy_while_a_graph_holds_it(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_generator_t gen = generator(1);
   recap_graph_t g = capture_begin(s, 0);
   (void)captured_state(gen, s, 4);
@@ -194,8 +199,7 @@ static void eager_states_advance_by_multiples_of_4(void **state) {
 
 static void captured_states_point_at_the_device_words(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_generator_t gen = generator(5);
   OK(recap_generator_offset_set(gen, 8));
   recap_graph_t g = capture_begin(s, 0);
@@ -226,8 +230,7 @@ static void captured_states_point_at_the_device_words(void **state) {
 
 static void seed_and_offset_are_refused_during_capture(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_generator_t gen = generator(3), other = generator(4);
   recap_graph_t g = capture_begin(s, 0);
   (void)captured_state(gen, s, 4);
@@ -262,8 +265,7 @@ static void seed_and_offset_are_refused_during_capture(void **state) {
 
 static void replay_writes_the_state_and_advances_the_offset(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_generator_t gen = generator(1234);
   float *out = floats(16);
   OK(recap_rng_uniform(gen, out, 16, s)); /* eager: 4 */
@@ -299,8 +301,7 @@ static void replay_writes_the_state_and_advances_the_offset(void **state) {
  * of it eagerly would have given. */
 static void eager_and_graphed_calls_interleave_exactly(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   const uint64_t seed = 99;
   recap_generator_t gen = generator(seed);
   const size_t n = 2 * RECAP__RNG_BLOCK * RECAP__RNG_PER_ROUND; /* grid 2, 4 per thread */
@@ -337,8 +338,7 @@ static void eager_and_graphed_calls_interleave_exactly(void **state) {
 
 static void two_generators_in_one_graph(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_generator_t a = generator(10), b = generator(20);
   OK(recap_generator_offset_set(b, 100));
   float *out = floats(8);
@@ -377,8 +377,7 @@ static void two_generators_in_one_graph(void **state) {
 
 static void one_generator_in_two_graphs(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_generator_t gen = generator(5);
   float *out = floats(4);
 
@@ -419,8 +418,7 @@ static void one_generator_in_two_graphs(void **state) {
 
 static void set_seed_between_replays_takes_effect_at_the_next(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_generator_t gen = generator(1);
   float *out = floats(4);
   recap_graph_t g = capture_begin(s, 0);
@@ -459,8 +457,7 @@ static void set_seed_between_replays_takes_effect_at_the_next(void **state) {
 
 static void a_capture_outside_recap_graphs_is_refused(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_generator_t gen = generator(1);
   float *out = floats(4);
   assert_int_not_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 0);
@@ -479,8 +476,7 @@ static void a_capture_outside_recap_graphs_is_refused(void **state) {
 
 static void concurrent_captures_cannot_share_a_generator(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s1 = recap__fake_stream_new(), s2 = recap__fake_stream_new();
+  recap_stream_t s1 = fresh_stream(), s2 = recap__fake_stream_new();
   recap_generator_t gen = generator(1), own = generator(2);
   recap_graph_t g1 = capture_begin(s1, 0);
   recap_graph_t g2 = capture_begin(s2, 0);
@@ -516,8 +512,7 @@ static void concurrent_captures_cannot_share_a_generator(void **state) {
  * holds it, and the calls refused during the capture work again. */
 static void a_failed_capture_lets_go_of_the_generator(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_generator_t gen = generator(1);
   recap_graph_t g = capture_begin(s, 0);
   (void)captured_state(gen, s, 4);
@@ -546,8 +541,7 @@ static void a_failed_capture_lets_go_of_the_generator(void **state) {
 
 static void graphs_keep_a_destroyed_generator_alive(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_generator_t gen = generator(8);
   float *out = floats(4);
   recap_graph_t g1 = capture_begin(s, 0);
@@ -583,8 +577,7 @@ static void graphs_keep_a_destroyed_generator_alive(void **state) {
 
 static void memory_is_24_bytes_per_generator_and_stays_flat(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *out = floats(1024);
   recap_memory_stats_t base = stats();
   size_t raw_base = recap__fake_now().bytes_in_use[0];
@@ -671,8 +664,7 @@ static void launch_shapes_and_increments(void **state) {
  * graph; n = 0 launches nothing and consumes nothing. */
 static void library_kernels_consume_their_increment(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_generator_t gen = generator(3);
   const size_t big = (size_t)1024 * 256 * 4 * 3;
   float *out = floats(big + 4);
@@ -709,8 +701,7 @@ static void library_kernels_consume_their_increment(void **state) {
 /* What the fake's eager kernels write (fake.h), and that captured ones become named nodes. */
 static void fake_kernels_fill_from_the_state(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   const uint64_t seed = 500;
   recap_generator_t gen = generator(seed);
   const size_t n = 3000;
@@ -846,8 +837,7 @@ static void a_gpu_outside_the_built_architectures_is_named(void **state) {
 
 static void argument_errors_consume_nothing(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_generator_t gen = generator(1);
   float *out = floats(16);
   int32_t ints[16];

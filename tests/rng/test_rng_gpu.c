@@ -89,8 +89,8 @@ static void copy_async(void *dst, const void *src, size_t bytes, cudaStream_t st
 }
 
 /* gpu_begin, the user kernels loaded, and recap's random kernels run once eagerly, so that no
- * module is loaded in the middle of a capture. */
-static void rng_begin(void) {
+ * module is loaded in the middle of a capture; returns a new stream for the test. */
+static cudaStream_t rng_begin(void) {
   gpu_begin();
   CUDA_OK(recap_rng_test_kernels_load());
   cudaStream_t s = gpu_stream();
@@ -108,6 +108,7 @@ static void rng_begin(void) {
   CUDA_OK(cudaStreamDestroy(s));
   OK(recap_empty_cache());
   gpu_check_allocator();
+  return gpu_stream();
 }
 
 static recap_graph_t graph_begin(cudaStream_t s) {
@@ -124,8 +125,7 @@ static recap_graph_t graph_begin(cudaStream_t s) {
  * for several seeds (set between replays). The capture itself runs nothing. */
 static void graph_rng_functional(void **state) {
   (void)state;
-  rng_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = rng_begin();
   const size_t n = ((size_t)1 << 20) + 5;
   const float p = 0.1f;
   float *graph_in = gpu_floats(n, s), *mid = gpu_floats(n, s), *graph_out = gpu_floats(n, s);
@@ -191,8 +191,7 @@ static void graph_rng_functional(void **state) {
   OK(recap_generator_destroy(gen));
   float *bufs[] = {graph_in, mid, graph_out, e1, e2, ctrl_a, ctrl_b};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) OK(recap_free(bufs[i]));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(NULL, 0);
+  gpu_finish_stream(s, NULL, 0);
 }
 
 /* ---- test_graph_rng_distributions ---------------------------------------------------------- */
@@ -245,8 +244,7 @@ static void check_values(dist_t d, const void *p, size_t n) {
  * eager draws from the same seed, bit for bit. n spans several rounds (increment 16). */
 static void graph_rng_distributions(void **state) {
   (void)state;
-  rng_begin();
-  cudaStream_t s = gpu_stream(), other = gpu_stream();
+  cudaStream_t s = rng_begin(), other = gpu_stream();
   const size_t n = (size_t)3 * 1024 * 1024 + 17;
   const size_t bytes = n * 4;
   const dist_t dists[] = {DIST_UNIFORM, DIST_NORMAL, DIST_RANDINT};
@@ -289,8 +287,7 @@ static void graph_rng_distributions(void **state) {
     for (int i = 0; i < 4; i++) OK(recap_free(e[i]));
     FREE_ALL(g2, g1, b, a);
   }
-  CUDA_OK(cudaStreamDestroy(other));
-  CUDA_OK(cudaStreamDestroy(s));
+  GPU_DESTROY_STREAMS(other, s);
   gpu_finish(NULL, 0);
 }
 
@@ -298,8 +295,7 @@ static void graph_rng_distributions(void **state) {
 
 static void graph_manual_seed_mismatch_raises(void **state) {
   (void)state;
-  rng_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = rng_begin();
   const size_t n = 4096;
   float *out = gpu_floats(n, s), *ctrl = gpu_floats(n, s);
   recap_generator_t gen = generator(3);
@@ -320,18 +316,15 @@ static void graph_manual_seed_mismatch_raises(void **state) {
 
   OK(recap_graph_destroy(g));
   OK(recap_generator_destroy(gen));
-  OK(recap_free(ctrl));
-  OK(recap_free(out));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(NULL, 0);
+  FREE_ALL(ctrl, out);
+  gpu_finish_stream(s, NULL, 0);
 }
 
 /* ---- test_memory_stats_of_multiple_generators_and_graphs ----------------------------------- */
 
 static void memory_stats_of_multiple_generators_and_graphs(void **state) {
   (void)state;
-  rng_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = rng_begin();
   const size_t n = 4096;
   float *out = gpu_floats(n, s);
   recap_memory_stats_t base = gpu_stats();
@@ -373,16 +366,14 @@ static void memory_stats_of_multiple_generators_and_graphs(void **state) {
   assert_int_equal(gpu_stats().allocated_bytes[RECAP_STAT_ALL].current,
                    base.allocated_bytes[RECAP_STAT_ALL].current);
   OK(recap_free(out));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(NULL, 0);
+  gpu_finish_stream(s, NULL, 0);
 }
 
 /* ---- dropout masks ------------------------------------------------------------------------- */
 
 static void dropout_masks_graphed_equal_eager(void **state) {
   (void)state;
-  rng_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = rng_begin();
   const size_t n = ((size_t)1 << 20) + 3;
   const float p = 0.3f;
   float *in = gpu_floats(n, s), *out = gpu_floats(n, s), *out_e = gpu_floats(n, s);
@@ -435,8 +426,7 @@ static void dropout_masks_graphed_equal_eager(void **state) {
   OK(recap_generator_destroy(gen));
   OK(recap_generator_destroy(data));
   FREE_ALL(mask_first, mask_e, mask, out_first, out_e, out, in);
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(NULL, 0);
+  gpu_finish_stream(s, NULL, 0);
 }
 
 /* ---- user kernels through rng_device.cuh --------------------------------------------------- */
@@ -446,8 +436,7 @@ static void dropout_masks_graphed_equal_eager(void **state) {
  * recap_rng_uniform follows the documented layout. */
 static void user_kernel_through_rng_device_header(void **state) {
   (void)state;
-  rng_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = rng_begin();
   const size_t n = 10000;
   const unsigned grid = 4; /* 1024 threads: ceil(10000 / 1024) = 10 values each */
   const uint64_t increment = 10;
@@ -542,8 +531,7 @@ static void user_kernel_through_rng_device_header(void **state) {
 
   OK(recap_generator_destroy(gen));
   FREE_ALL(words, e1, e0, first, a);
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(NULL, 0);
+  gpu_finish_stream(s, NULL, 0);
 }
 
 static const struct CMUnitTest tests[] = {

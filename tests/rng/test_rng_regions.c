@@ -136,15 +136,8 @@ static void each_iteration_draws_fresh_numbers(recap_regions_mode_t mode) {
   check();
 }
 
-static void loops_draw_like_eager_calls(void **state) {
-  (void)state;
-  each_iteration_draws_fresh_numbers(RECAP_REGIONS_AUTO);
-}
-
-static void the_host_loop_draws_the_same(void **state) {
-  (void)state;
-  each_iteration_draws_fresh_numbers(RECAP_REGIONS_HOST);
-}
+REGION_PATH_TESTS(loops_draw_like_eager_calls, the_host_loop_draws_the_same,
+                  each_iteration_draws_fresh_numbers)
 
 /* IF_ELSE: each branch draws its own amount from the region's start; what follows the region
  * starts after the branch that ran. */
@@ -231,8 +224,7 @@ static void nested_loops_compose_on(recap_regions_mode_t mode) {
   OK(recap_graph_destroy(g));
   OK(recap_generator_destroy(gen));
   OK(recap_generator_destroy(late));
-  OK(recap_free(outer));
-  OK(recap_free(inner));
+  FREE_ALL(outer, inner);
 }
 
 static void nested_loops_compose(void **state) {
@@ -327,8 +319,7 @@ static void a_fold_waits_for_no_capture(void **state) {
   recap__fake_launch_kernel(other, "work");
   OK(recap_graph_capture_end(busy));
   assert_int_equal(offset_of(gen), 4 + 3 * 8 + 4);
-  OK(recap_graph_destroy(busy));
-  OK(recap_graph_destroy(g));
+  DESTROY_GRAPHS(busy, g);
   OK(recap_generator_destroy(gen));
   OK(recap_free(counter));
 }

@@ -126,25 +126,11 @@ static void same_as_without_sleep(int mode, recap_regions_mode_t regions) {
   }
 }
 
-static void discard_on_device_loops(void **state) {
-  (void)state;
-  same_as_without_sleep(RECAP_SLEEP_DISCARD, RECAP_REGIONS_AUTO);
-}
+REGION_PATH_TESTS(discard_on_device_loops, discard_host_loops, same_as_without_sleep,
+                  RECAP_SLEEP_DISCARD)
 
-static void discard_host_loops(void **state) {
-  (void)state;
-  same_as_without_sleep(RECAP_SLEEP_DISCARD, RECAP_REGIONS_HOST);
-}
-
-static void offload_on_device_loops(void **state) {
-  (void)state;
-  same_as_without_sleep(RECAP_SLEEP_OFFLOAD, RECAP_REGIONS_AUTO);
-}
-
-static void offload_host_loops(void **state) {
-  (void)state;
-  same_as_without_sleep(RECAP_SLEEP_OFFLOAD, RECAP_REGIONS_HOST);
-}
+REGION_PATH_TESTS(offload_on_device_loops, offload_host_loops, same_as_without_sleep,
+                  RECAP_SLEEP_OFFLOAD)
 
 /* A generator made and destroyed while the default pool sleeps: its words need no pool. */
 static void create_and_destroy_while_asleep(void **state) {

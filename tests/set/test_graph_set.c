@@ -348,8 +348,7 @@ static void members_share_one_pool(void **state) {
   assert_int_equal(pool_references(info.pool), 4);
   OK(recap_graph_set_destroy(set));
   assert_int_equal(pool_references(info.pool), 0);
-  expect_quiet();
-  expect_no_device_memory();
+  expect_all_released();
 }
 
 static void a_pool_of_the_callers_is_used_and_kept(void **state) {

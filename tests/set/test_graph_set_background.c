@@ -55,6 +55,15 @@ static void release_captures(void) {
   pthread_mutex_unlock(&model.lock);
 }
 
+/* A background set over sizes[0..count) whose helper is blocked in its first capture (the
+ * largest size); release_captures lets it go on. */
+static recap_graph_set_t blocked_background(const size_t *sizes, size_t count) {
+  block_captures();
+  recap_graph_set_t set = make_background(sizes, count);
+  wait_blocked();
+  return set;
+}
+
 static size_t captured_count(void) {
   pthread_mutex_lock(&model.lock);
   size_t n = model.captured_count;
@@ -65,9 +74,7 @@ static size_t captured_count(void) {
 static void calls_run_eagerly_until_the_background_capture_is_ready(void **state) {
   (void)state;
   model.row_bytes = MiB;
-  block_captures();
-  recap_graph_set_t set = make_background((const size_t[]){2, 4, 8}, 3);
-  wait_blocked();
+  recap_graph_set_t set = blocked_background((const size_t[]){2, 4, 8}, 3);
   /* The helper captures 8 (largest first); the others wait in the queue. */
   recap_graph_set_info_t info = info_of(set);
   assert_int_equal(info.capturing, 1);
@@ -113,9 +120,7 @@ static void calls_run_eagerly_until_the_background_capture_is_ready(void **state
 
 static void cancel_leaves_the_queue_eager(void **state) {
   (void)state;
-  block_captures();
-  recap_graph_set_t set = make_background((const size_t[]){1, 4, 16}, 3);
-  wait_blocked();
+  recap_graph_set_t set = blocked_background((const size_t[]){1, 4, 16}, 3);
   OK(recap_graph_set_cancel(set));
   recap_graph_set_info_t info = info_of(set);
   assert_int_equal(info.cancelled, 2);
@@ -149,9 +154,7 @@ static void cancel_leaves_the_queue_eager(void **state) {
  * later on the caller's thread. */
 static void quiescing_lets_the_calls_refused_during_captures_run(void **state) {
   (void)state;
-  block_captures();
-  recap_graph_set_t set = make_background((const size_t[]){2, 4, 8}, 3);
-  wait_blocked();
+  recap_graph_set_t set = blocked_background((const size_t[]){2, 4, 8}, 3);
   recap_pool_id_t pool = info_of(set).pool;
   uint64_t pinned = recap__fake_now().calls[RECAP__FAKE_FAULT_HOST_ALLOC_PINNED];
   EXPECT_STATUS(recap_empty_cache(), RECAP_ERROR_INVALID_USAGE);
@@ -258,9 +261,7 @@ static void *release_later(void *arg) {
 
 static void destroy_cancels_and_joins(void **state) {
   (void)state;
-  block_captures();
-  recap_graph_set_t set = make_background((const size_t[]){1, 2, 4, 8}, 4);
-  wait_blocked();
+  recap_graph_set_t set = blocked_background((const size_t[]){1, 2, 4, 8}, 4);
   pthread_t releaser;
   assert_int_equal(pthread_create(&releaser, NULL, release_later, NULL), 0);
   /* Waits for the capture under way (released by the other thread), starts no other. */

@@ -222,8 +222,7 @@ static void expect_ready(recap_graph_set_t set, size_t size) {
  * runs the next size up, whose first n columns are the eager ones. */
 static void replay_equals_eager_for_each_size(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   model_t m;
   model_init(&m, s);
   static const size_t sizes[] = {1, 3, 8, 40, 256, 1024};
@@ -264,8 +263,7 @@ static void replay_equals_eager_for_each_size(void **state) {
   OK(recap_graph_set_destroy(set));
   for (size_t i = 0; i < count; i++) free(eager[i]);
   model_destroy(&m);
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 /* Sizes captured largest first into one pool: every member holds the set's pool, and the pool
@@ -273,8 +271,7 @@ static void replay_equals_eager_for_each_size(void **state) {
  * largest size alone; the set's executable bytes are the members' sum. */
 static void members_share_one_pool(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   model_t m;
   model_init(&m, s);
   /* Temporaries of 4, 3, 2 and 1.25 MiB: each fits in the largest one's memory. */
@@ -336,8 +333,7 @@ static void members_share_one_pool(void **state) {
  * eager or replayed, is the eager step's. */
 static void background_capture_beside_eager_work(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   model_t m;
   model_init(&m, s);
   static const size_t sizes[] = {16, 32, 64, 128, 256, 512, 768, 1024};
@@ -392,16 +388,14 @@ static void background_capture_beside_eager_work(void **state) {
   OK(recap_graph_set_destroy(set));
   for (size_t i = 0; i < count; i++) free(eager[i]);
   model_destroy(&m);
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 /* A step that draws from a generator: each member's replay draws what the eager step draws at
  * the same offset, and moves the offset as far. */
 static void generator_in_step_draws_as_eager(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   model_t m;
   model_init(&m, s);
   OK(recap_generator_create(&m.generator, 2024));
@@ -439,8 +433,7 @@ static void generator_in_step_draws_as_eager(void **state) {
   OK(recap_graph_set_destroy(set));
   OK(recap_generator_destroy(m.generator));
   model_destroy(&m);
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(&pool, 1);
+  gpu_finish_stream(s, &pool, 1);
 }
 
 static const struct CMUnitTest tests[] = {

@@ -18,8 +18,7 @@
 
 static void recapture_updates_the_executable_in_place(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_cuda_graph_exec_t x;
   recap_pool_id_t pool;
   recap_graph_t g = captured_graph(s, 5, &x, &pool);
@@ -170,8 +169,7 @@ static void expect_old_graph(recap_graph_t g, recap_stream_t s, recap_cuda_graph
 
 static void failed_update_call_fails_the_recapture_and_keeps_the_old_graph(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_cuda_graph_exec_t x;
   recap_pool_id_t pool;
   recap_graph_t g = captured_graph(s, 3, &x, &pool);
@@ -194,8 +192,7 @@ static void failed_update_call_fails_the_recapture_and_keeps_the_old_graph(void 
 
 static void failed_instantiation_of_a_fallback_keeps_the_old_graph(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_cuda_graph_exec_t x;
   recap_pool_id_t pool;
   recap_graph_t g = captured_graph(s, 3, &x, &pool);
@@ -214,8 +211,7 @@ static void failed_instantiation_of_a_fallback_keeps_the_old_graph(void **state)
 
 static void invalidated_recapture_keeps_the_old_graph(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_cuda_graph_exec_t x;
   recap_pool_id_t pool;
   recap_graph_t g = captured_graph(s, 3, &x, &pool);
@@ -236,8 +232,7 @@ static void invalidated_recapture_keeps_the_old_graph(void **state) {
  * and the layers' state of the old capture (here: input liveness) is the one in force. */
 static void failed_recapture_keeps_the_old_inputs_and_results(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *in, *in2, *out, *copy, *dk;
   step_buffers(s, &in, &in2, &out, &copy, &dk, 100, 0.5f);
   recap_graph_t g;
@@ -279,8 +274,7 @@ static void failed_recapture_keeps_the_old_inputs_and_results(void **state) {
 
 static void recaptures_and_rebinds_agree(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *in, *in2, *out, *copy, *dk;
   step_buffers(s, &in, &in2, &out, &copy, &dk, 1000, 0.25f);
   recap_capture_options_t opts;
@@ -326,8 +320,7 @@ static void recaptures_and_rebinds_agree(void **state) {
  * plans patches against it, and plans again when a fresh instantiation replaces it. */
 static void rebinds_go_through_the_executables_origin(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *in, *in2, *out, *copy, *dk;
   step_buffers(s, &in, &in2, &out, &copy, &dk, 1000, 0.25f);
   recap_capture_options_t opts;
@@ -422,8 +415,7 @@ static void capture_shaped(recap_graph_t g, recap_stream_t s, bool recapture,
  * a fuzz: capture_end failed with "patch plan: origin ... has 4 nodes and graph ... has 5".) */
 static void a_recapture_of_another_shape_is_instantiated_afresh_and_rebindable(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *in, *in2, *out, *copy, *dk;
   step_buffers(s, &in, &in2, &out, &copy, &dk, 1000, 0.25f);
   static const struct {
@@ -571,8 +563,7 @@ static void another_sequence_grows_the_pool_by_what_is_new(void **state) {
   assert_int_equal(st.pool_reused, 3);
   assert_int_equal(st.pool_new, 2);
   OK(recap_graph_destroy(g));
-  OK(recap_free(out));
-  OK(recap_free(out2));
+  FREE_ALL(out, out2);
   check();
   expect_quiet();
 }
@@ -586,8 +577,7 @@ static void another_sequence_grows_the_pool_by_what_is_new(void **state) {
  * bit for bit. */
 static void results_after_updates_equal_a_fresh_capture(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *in = device_floats(s), *out = device_floats(s), *copy = device_floats(s);
   float *dk = device_floats(s);
   float *out_f = device_floats(s), *copy_f = device_floats(s);

@@ -39,8 +39,7 @@ static void capture_adds(recap_graph_t g, cudaStream_t s, bool recapture, int ke
 
 static void scalar_changed_by_recapture_and_update(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, 1.0f, s);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
@@ -78,8 +77,7 @@ static void scalar_changed_by_recapture_and_update(void **state) {
 
 static void driver_refusals_fall_back_to_instantiation(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x, *y;
   recap_graph_t g = start(s, &x, &y, 2.0f);
   capture_adds(g, s, false, 1, y, x, 1.0f);
@@ -135,8 +133,7 @@ static void driver_refusals_fall_back_to_instantiation(void **state) {
 
 static void invalidated_recapture_keeps_the_old_graph(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x, *y;
   recap_graph_t g = start(s, &x, &y, 1.0f);
   capture_adds(g, s, false, 1, y, x, 4.0f);
@@ -165,8 +162,7 @@ static void invalidated_recapture_keeps_the_old_graph(void **state) {
 
 static void policy_times_replays_with_events(void **state) {
   (void)state;
-  gpu_begin();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = gpu_begin_stream();
   float *x, *y;
   recap_graph_t g = start(s, &x, &y, 1.0f);
   recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;

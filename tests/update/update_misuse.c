@@ -31,8 +31,7 @@ static void recapture_step_with(recap_graph_t g, recap_stream_t s, recap_rebind_
  * either. (Found by review.) */
 static void the_origin_outlives_recaptures_without_rebinding(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   float *in, *in2, *out, *copy, *dk;
   step_buffers(s, &in, &in2, &out, &copy, &dk, 1000, 0.25f);
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
@@ -154,8 +153,7 @@ static void a_recapture_is_not_a_closed_scopes_capture(void **state) {
 
 static void replay_is_refused_while_recapturing(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new(), other = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream(), other = recap__fake_stream_new();
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   capture_kernels(g, s, 2);
@@ -210,8 +208,7 @@ static void reset_and_destroy_during_a_recapture_release_both_captures(void **st
 
 static void recapture_refused_while_its_pool_serves_another_capture(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new(), s2 = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
   recap_graph_t g1, g2;
   OK(recap_graph_create(&g1, 0));
   OK(recap_graph_create(&g2, 0));
@@ -236,8 +233,7 @@ static void recapture_refused_while_its_pool_serves_another_capture(void **state
   recapture_kernels(g1, s, 2);
   assert_int_equal(stats_of(g1).updates, 1);
   assert_int_equal(pool_references(opts.pool), 2);
-  OK(recap_graph_destroy(g1));
-  OK(recap_graph_destroy(g2));
+  DESTROY_GRAPHS(g1, g2);
   assert_int_equal(pool_references(opts.pool), 0);
   expect_quiet();
 }

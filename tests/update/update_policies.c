@@ -184,9 +184,7 @@ static void a_policy_set_after_the_capture_measures(void **state) {
 static void equal_speed_keeps_updating_and_stops_measuring(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, 0);
-  measure_updates(g, 0.05, 3);
-  capture_kernels(g, s, 6);
+  recap_graph_t g = measured_graph(&s, 0.05, 3, 6);
   replays(g, s, 3);
   recap__fake_stream_complete(s);
   recapture_kernels(g, s, 6);
@@ -229,8 +227,7 @@ static recap_graph_t replay_loop(recap_stream_t s, int recaptures, int replays_e
  * recapture 8 reads the last one and compares. */
 static void one_replay_per_recapture_measures_with_fresh_instantiations(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap__fake_updated_slowdown(1.5);
   recap_graph_t g = replay_loop(s, 4, 1);
   recap_update_stats_t st = stats_of(g);
@@ -286,8 +283,7 @@ static void one_replay_per_recapture_measures_with_fresh_instantiations(void **s
  * untimed. */
 static void one_replay_per_recapture_at_equal_speed_keeps_updating(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap_graph_t g = replay_loop(s, 8, 1);
   recap_update_stats_t st = stats_of(g);
   assert_true(fabs(st.fresh_replay_ms - 0.010) < 1e-6);
@@ -312,8 +308,7 @@ static void one_replay_per_recapture_at_equal_speed_keeps_updating(void **state)
  * recapture instantiates to measure. Two replays of four: one measuring instantiation. */
 static void enough_replays_need_no_measuring_instantiation(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap__fake_updated_slowdown(1.5);
   recap_graph_t g = replay_loop(s, 2, 4);
   recap_update_stats_t st = stats_of(g);
@@ -340,8 +335,7 @@ static void enough_replays_need_no_measuring_instantiation(void **state) {
  * instantiations a round, then updates again, without a comparison. */
 static void measuring_instantiations_stop_at_measure_replays(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   recap__fake_updated_slowdown(1.5);
   recap_graph_t g = replay_loop(s, 4, 1); /* 1 fresh sample, 4 updated */
   for (int i = 0; i < 6; i++) recapture_kernels(g, s, 10);
@@ -366,8 +360,7 @@ static void log_into(recap_log_level_t level, const char *message, void *user_da
 
 static void a_replay_into_another_capture_is_not_timed(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new(), outer_stream = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream(), outer_stream = recap__fake_stream_new();
   recap_graph_t g, outer;
   OK(recap_graph_create(&g, 0));
   OK(recap_graph_create(&outer, 0));
@@ -384,17 +377,14 @@ static void a_replay_into_another_capture_is_not_timed(void **state) {
   OK(recap_graph_replay(g, s)); /* timed */
   assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records + 2);
   assert_int_equal(recap__fake_now().graph_uploads, 1);
-  OK(recap_graph_destroy(outer));
-  OK(recap_graph_destroy(g));
+  DESTROY_GRAPHS(outer, g);
   expect_quiet();
 }
 
 static void timing_failures_never_fail_a_replay(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, 0);
-  measure_updates(g, 0.05, 2);
-  capture_kernels(g, s, 2);
+  recap_graph_t g = measured_graph(&s, 0.05, 2, 2);
   logged[0] = '\0';
   recap_log_set(log_into, NULL);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_TIMING, 1);
@@ -422,9 +412,7 @@ static void timing_failures_never_fail_a_replay(void **state) {
 static void a_timed_first_launch_uploads_the_executable_first(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, 0);
-  measure_updates(g, 0.10, 2);
-  capture_kernels(g, s, 10);
+  recap_graph_t g = measured_graph(&s, 0.10, 2, 10);
   assert_int_equal(recap__fake_now().graph_uploads, 0); /* instantiating uploads nothing */
   uint64_t records = recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD];
   uint64_t launches = recap__fake_now().graph_launches;
@@ -469,8 +457,7 @@ static void a_timed_first_launch_uploads_the_executable_first(void **state) {
   assert_int_equal(stats_of(plain).updates, 1);
   assert_int_equal(recap__fake_now().graph_uploads, 2);
   assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_UPLOAD], 2);
-  OK(recap_graph_destroy(plain));
-  OK(recap_graph_destroy(g));
+  DESTROY_GRAPHS(plain, g);
   expect_quiet();
 }
 
@@ -479,9 +466,7 @@ static void a_timed_first_launch_uploads_the_executable_first(void **state) {
 static void an_upload_failure_gives_up_measuring_not_the_replay(void **state) {
   (void)state;
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, 0);
-  measure_updates(g, 0.05, 2);
-  capture_kernels(g, s, 2);
+  recap_graph_t g = measured_graph(&s, 0.05, 2, 2);
   logged[0] = '\0';
   recap_log_set(log_into, NULL);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_UPLOAD, 1);

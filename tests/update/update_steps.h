@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "capture_util.h"
 #include "graph_util.h"
 #include "harness.h"
 #include "update_util.h"
@@ -134,6 +135,16 @@ static inline void measure_updates(recap_graph_t g, double max_slowdown, unsigne
   p.max_slowdown = max_slowdown;
   p.measure_replays = measure_replays;
   OK(recap_graph_update_policy_set(g, &p));
+}
+
+/* A fresh graph on a new stream *s (fresh_graph) that measures its updates (measure_updates),
+ * with `kernels` kernels captured. */
+static inline recap_graph_t measured_graph(recap_stream_t *s, double max_slowdown,
+                                           unsigned measure_replays, int kernels) {
+  recap_graph_t g = fresh_graph(s, 0);
+  measure_updates(g, max_slowdown, measure_replays);
+  capture_kernels(g, *s, kernels);
+  return g;
 }
 
 /* copy[i] after a replay of step(in, k) with dk = 0.25 reads in[i] = base + i. */
