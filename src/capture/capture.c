@@ -12,6 +12,9 @@
  * (src/graph/) knows none of them, and they reach the graph only through its hooks; this file
  * composes them, calling down into each.
  */
+#include <stdatomic.h>
+#include <stdio.h>
+
 #include "core/args.h"
 #include "core/error.h"
 #include "capture/capture_internal.h"
@@ -20,6 +23,34 @@
 #include "rebind/rebind_internal.h"
 #include "regions/region_internal.h"
 #include "update/update_internal.h"
+
+/* A capture on a blocking stream is invalidated by any work on the legacy default stream, from
+ * any thread (a library that launches on stream 0): said once per process at capture_begin,
+ * and again in the error of each capture that ends invalidated. A failed query says nothing and
+ * leaves the last error as it was: the answer only words advice. */
+static bool stream_is_blocking(recap_stream_t stream) {
+  bool blocking = false;
+  recap__saved_error_t saved;
+  recap__error_save(&saved);
+  if (recap__device()->stream_blocking(stream, &blocking) != RECAP_SUCCESS) {
+    recap__error_restore(&saved);
+    return false;
+  }
+  return blocking;
+}
+
+static const char blocking_advice[] =
+    "work on the legacy default stream (stream 0, from any thread: a library that launches on "
+    "it too) invalidates a capture on a blocking stream; capture on a stream made with "
+    "cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking)";
+
+static void warn_if_blocking(recap_stream_t stream, const char *function) {
+  static atomic_bool warned;
+  if (atomic_load_explicit(&warned, memory_order_relaxed) || !stream_is_blocking(stream)) return;
+  if (atomic_exchange(&warned, true)) return;
+  RECAP__WARN("%s: stream %p is a blocking stream: %s (said once per process)", function,
+              (void *)stream, blocking_advice);
+}
 
 /* Begin graph's capture with opts (copied and checked by the caller): graph.c's checks and
  * start, then the layers that act from the capture's first moment. A recapture sets the capture
@@ -41,6 +72,7 @@ static recap_status_t begin(recap_graph_t graph, recap_stream_t stream,
   if (opts->check_input_liveness) RECAP__CHECK(recap__liveness_probe());
   /* The update policy's state, attached for the graph's life at its first capture. */
   RECAP__CHECK(recap__update_attach(graph));
+  warn_if_blocking(stream, function);
   if (recapture) recap__recapture_set_aside(graph);
   recap_status_t s = recap__graph_capture_start(graph, stream, opts);
   if (s != RECAP_SUCCESS) {
@@ -99,8 +131,15 @@ recap_status_t recap_graph_capture_end(recap_graph_t graph) {
   /* A region still open: the capture goes on, to be closed and ended again (unless it was
    * invalidated: then it ends here, reporting the invalidation). */
   RECAP__CHECK(recap__regions_check_end(graph));
+  recap_stream_t stream = graph->capture_stream;
   recap_status_t s =
       graph->recapturing ? recap__recapture_end(graph) : recap__graph_capture_end(graph);
+  if (s == RECAP_ERROR_CAPTURE_INVALIDATED && stream_is_blocking(stream)) {
+    char cause[512];
+    snprintf(cause, sizeof cause, "%s", recap_last_error());
+    s = recap__error(s, "%s; the capture's stream %p is a blocking stream, and %s", cause,
+                     (void *)stream, blocking_advice);
+  }
   /* A capture scope's capture ended through this call closes the scope too: a later
    * recapture of the graph is not the scope's, and recap_capture_scope_end must not end it. */
   if (graph->state != RECAP__GRAPH_CAPTURING) recap__scope_capture_ended(graph);

@@ -286,6 +286,14 @@ static recap_status_t cuda_stream_create(recap_stream_t *stream) {
   return RECAP_SUCCESS;
 }
 
+static recap_status_t cuda_stream_blocking(recap_stream_t stream, bool *blocking) {
+  unsigned flags = 0;
+  *blocking = true;
+  CUDA_TRY(cudaStreamGetFlags(stream, &flags));
+  *blocking = (flags & cudaStreamNonBlocking) == 0;
+  return RECAP_SUCCESS;
+}
+
 static recap_status_t cuda_stream_destroy(recap_stream_t stream) {
   if (stream == NULL || stream == cudaStreamLegacy || stream == cudaStreamPerThread)
     return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
@@ -606,6 +614,7 @@ const recap__device_ops_t recap__cuda_ops = {
     .event_synchronize = cuda_event_synchronize,
     .stream_wait_event = cuda_stream_wait_event,
     .stream_create = cuda_stream_create,
+    .stream_blocking = cuda_stream_blocking,
     .stream_destroy = cuda_stream_destroy,
     .stream_synchronize = cuda_stream_synchronize,
     .memcpy_async = cuda_memcpy_async,

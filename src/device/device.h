@@ -127,6 +127,11 @@ typedef struct recap__device_ops {
 
   /* Streams (non-blocking with respect to the legacy default stream). */
   recap_status_t (*stream_create)(recap_stream_t *stream);
+  /* *blocking: whether stream synchronises with the legacy default stream (cudaStreamGetFlags
+   * without cudaStreamNonBlocking: made with cudaStreamCreate, the per-thread default stream,
+   * and the legacy stream, NULL, itself). Work on the legacy stream, from any thread, then
+   * invalidates a capture stream takes part in. A stream that is not one: RECAP_ERROR_CUDA. */
+  recap_status_t (*stream_blocking)(recap_stream_t stream, bool *blocking);
   recap_status_t (*stream_destroy)(recap_stream_t stream);
   recap_status_t (*stream_synchronize)(recap_stream_t stream);
   /* Copy ordered on stream (cudaMemcpyAsync with cudaMemcpyDefault): either end may be device

@@ -43,6 +43,7 @@ NO_CUDA_OP(event_query, recap__event_t event, bool *done)
 NO_CUDA_OP(event_synchronize, recap__event_t event)
 NO_CUDA_OP(stream_wait_event, recap_stream_t stream, recap__event_t event)
 NO_CUDA_OP(stream_create, recap_stream_t *stream)
+NO_CUDA_OP(stream_blocking, recap_stream_t stream, bool *blocking)
 NO_CUDA_OP(stream_destroy, recap_stream_t stream)
 NO_CUDA_OP(stream_synchronize, recap_stream_t stream)
 NO_CUDA_OP(memcpy_async, void *dst, const void *src, size_t bytes, recap_stream_t stream)
@@ -123,6 +124,7 @@ const recap__device_ops_t recap__cuda_ops = {
     .event_synchronize = none_event_synchronize,
     .stream_wait_event = none_stream_wait_event,
     .stream_create = none_stream_create,
+    .stream_blocking = none_stream_blocking,
     .stream_destroy = none_stream_destroy,
     .stream_synchronize = none_stream_synchronize,
     .memcpy_async = none_memcpy_async,

@@ -5,7 +5,12 @@
  * with its graph. The regions' path is kept with the capture (a failed capture or recapture and
  * a reset take it, a recapture that fails gives the old one back), and a scope's record closes
  * however its capture ends, so that a scope's end never ends a capture that is not the scope's.
+ * A capture on a blocking stream is warned about, and its invalidation by work on the legacy
+ * stream named.
  */
+#include <stdio.h>
+#include <string.h>
+
 #include "graph_util.h"
 #include "host_faults.h"
 
@@ -179,6 +184,69 @@ static void a_scope_without_host_memory_begins_nothing(void **state) {
   expect_quiet();
 }
 
+/* ---- Blocking streams ---------------------------------------------------------------------- */
+
+typedef struct log_record {
+  int warnings;
+  char last[1024];
+} log_record_t;
+
+static void record_log(recap_log_level_t level, const char *message, void *user_data) {
+  log_record_t *log = user_data;
+  if (level != RECAP_LOG_LEVEL_WARN) return;
+  log->warnings++;
+  snprintf(log->last, sizeof log->last, "%s", message);
+}
+
+/* A capture on a blocking stream is warned about once per process, and one that work on the
+ * legacy stream invalidated ends with an error that names the cause; non-blocking streams, and
+ * a stream whose flags cannot be read, draw no word. (One test: the warning is once per
+ * process, and the sanitizers run every test of a program in one process.) */
+static void a_blocking_stream_is_named(void **state) {
+  (void)state;
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s, 0);
+  log_record_t log = {0};
+  recap_log_set(record_log, &log);
+  capture_kernels(g, s, 1); /* non-blocking: nothing said */
+  assert_int_equal(log.warnings, 0);
+  OK(recap_graph_reset(g));
+
+  recap_stream_t b = recap__fake_stream_new_blocking();
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_STREAM_BLOCKING, 1);
+  OK(recap_graph_capture_begin(g, NULL, b)); /* the flags unknown: nothing said */
+  assert_int_equal(log.warnings, 0);
+  assert_int_equal(recap_last_status(), RECAP_SUCCESS);
+  launch(b, 1);
+  OK(recap_graph_capture_end(g));
+  OK(recap_graph_reset(g));
+
+  OK(recap_graph_capture_begin(g, NULL, b));
+  assert_int_equal(log.warnings, 1);
+  assert_non_null(strstr(log.last, "recap_graph_capture_begin: stream"));
+  assert_non_null(strstr(log.last, "is a blocking stream"));
+  assert_non_null(strstr(log.last, "cudaStreamNonBlocking"));
+  launch(b, 1);
+  recap__fake_launch_kernel(NULL, "library_kernel_on_stream_0");
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
+  EXPECT_MESSAGE("is a blocking stream, and work on the legacy default stream");
+  EXPECT_MESSAGE("cudaStreamNonBlocking");
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
+
+  /* Said once: a second capture on it draws no warning; it ends well without legacy work. */
+  capture_kernels(g, b, 1);
+  assert_int_equal(log.warnings, 1);
+  OK(recap_graph_reset(g));
+  /* Legacy work does not touch a capture on a non-blocking stream. */
+  OK(recap_graph_capture_begin(g, NULL, s));
+  launch(s, 1);
+  recap__fake_launch_kernel(NULL, "library_kernel_on_stream_0");
+  OK(recap_graph_capture_end(g));
+  recap_log_set(NULL, NULL);
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(the_regions_path_goes_with_the_capture),
     cmocka_unit_test(no_path_without_a_capture),
@@ -186,5 +254,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_scope_closes_however_its_capture_ends),
     cmocka_unit_test(an_eager_scope_opens_and_closes),
     cmocka_unit_test(a_scope_without_host_memory_begins_nothing),
+    cmocka_unit_test(a_blocking_stream_is_named),
 };
 RECAP_TEST_MAIN(tests)

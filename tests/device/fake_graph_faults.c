@@ -393,6 +393,12 @@ static recap_status_t call_kind(recap__fake_fault_t kind, fault_fixture_t *fx) {
       break;
     }
     case RECAP__FAKE_FAULT_STREAM_WAIT_EVENT: st = ops->stream_wait_event(s, fx->event); break;
+    case RECAP__FAKE_FAULT_STREAM_BLOCKING: {
+      bool blocking = true;
+      st = ops->stream_blocking(s, &blocking);
+      if (st == RECAP_SUCCESS) assert_false(blocking);
+      break;
+    }
     case RECAP__FAKE_FAULT_KINDS: break;
   }
   return st;

@@ -863,6 +863,38 @@ static void reset_frees_everything(void **state) {
   recap__fake_reset(NULL);
 }
 
+/* stream_blocking: the legacy stream and streams made blocking say so; work on the legacy
+ * stream invalidates a capture of a blocking stream, not one of a non-blocking stream. */
+static void blocking_streams_and_the_legacy_stream(void **state) {
+  (void)state;
+  recap__fake_reset(NULL);
+  recap_stream_t plain = recap__fake_stream_new(), blocking = recap__fake_stream_new_blocking();
+  bool b = true;
+  assert_int_equal(ops->stream_blocking(plain, &b), RECAP_SUCCESS);
+  assert_false(b);
+  assert_int_equal(ops->stream_blocking(blocking, &b), RECAP_SUCCESS);
+  assert_true(b);
+  b = false;
+  assert_int_equal(ops->stream_blocking(NULL, &b), RECAP_SUCCESS);
+  assert_true(b);
+  int not_a_stream;
+  assert_int_equal(ops->stream_blocking((recap_stream_t)&not_a_stream, &b), RECAP_ERROR_CUDA);
+  assert_int_equal(ops->stream_blocking(plain, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+
+  recap_cuda_graph_t g = NULL;
+  for (int k = 0; k < 2; k++) {
+    recap_stream_t s = k ? blocking : plain;
+    assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_RELAXED), RECAP_SUCCESS);
+    recap__fake_stream_enqueue(s);
+    recap__fake_launch_kernel(NULL, "on_the_legacy_stream");
+    recap_status_t expected = k ? RECAP_ERROR_CAPTURE_INVALIDATED : RECAP_SUCCESS;
+    assert_int_equal(ops->stream_end_capture(s, &g), expected);
+    if (g) assert_int_equal(ops->graph_destroy(g), RECAP_SUCCESS);
+    g = NULL;
+  }
+  assert_int_equal(recap__fake_now().live_graphs, 0);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(memory_accounting),
     cmocka_unit_test(capacity_out_of_memory),
@@ -881,6 +913,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(global_capture_in_other_thread),
     cmocka_unit_test(threads_stress),
     cmocka_unit_test(reset_frees_everything),
+    cmocka_unit_test(blocking_streams_and_the_legacy_stream),
 };
 
 RECAP_TEST_MAIN(tests)

@@ -119,6 +119,7 @@ const recap__device_ops_t recap__fake_ops = {
     .event_synchronize = recap__fake_op_event_synchronize,
     .stream_wait_event = recap__fake_op_stream_wait_event,
     .stream_create = recap__fake_op_stream_create,
+    .stream_blocking = recap__fake_op_stream_blocking,
     .stream_destroy = recap__fake_op_stream_destroy,
     .stream_synchronize = recap__fake_op_stream_synchronize,
     .memcpy_async = recap__fake_op_memcpy_async,

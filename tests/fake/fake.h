@@ -31,6 +31,11 @@
  *    capture; a never-recorded one adds nothing. Destroying a stream completes its work, and
  *    with it what its markers waited for; the waits of other streams on it are dropped.
  *    RECAP__FAKE_FAULT_STREAM_WAIT_EVENT fails a call before it enqueues anything.
+ *  - Streams are non-blocking (cudaStreamNonBlocking) unless made with
+ *    recap__fake_stream_new_blocking; stream_blocking answers true for those and for the legacy
+ *    stream (NULL), RECAP_ERROR_CUDA for a handle that is no stream; RECAP__FAKE_FAULT_STREAM_BLOCKING
+ *    fails it. A kernel launched on the legacy stream invalidates every capture a blocking
+ *    stream takes part in, as CUDA's implicit synchronisation does.
  *  - Recording or querying an event on a capturing stream is refused (CUDA would turn the record
  *    into a graph node, and querying would invalidate the capture), and so the fake fails it with
  *    RECAP_ERROR_CAPTURE_INVALIDATED ("cudaErrorStreamCaptureUnsupported"), as the CUDA seam
@@ -238,6 +243,10 @@ void recap__fake_reset(const recap__fake_config_t *cfg);
 
 /* Streams: recap_stream_t handles that only the fake understands. */
 recap_stream_t recap__fake_stream_new(void);
+/* A stream that synchronises with the legacy default stream, as cudaStreamCreate makes:
+ * stream_blocking says so, and a kernel launched on the legacy stream (NULL) while it takes
+ * part in a capture invalidates that capture (cudaErrorStreamCaptureImplicit). */
+recap_stream_t recap__fake_stream_new_blocking(void);
 /* Finish every work item queued on stream so far. */
 void recap__fake_stream_complete(recap_stream_t stream);
 /* Launch a kernel named "fake_kernel" on stream: one work item eagerly, a kernel node when the
@@ -366,6 +375,7 @@ typedef enum recap__fake_fault {
   RECAP__FAKE_FAULT_NCCL_MEM_ALLOC,
   RECAP__FAKE_FAULT_NCCL_REGISTER,
   RECAP__FAKE_FAULT_STREAM_WAIT_EVENT, /* stream_wait_event, before it enqueues anything */
+  RECAP__FAKE_FAULT_STREAM_BLOCKING,   /* stream_blocking */
   RECAP__FAKE_FAULT_KINDS
 } recap__fake_fault_t;
 

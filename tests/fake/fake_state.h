@@ -115,7 +115,8 @@ typedef struct fake_stream {
   /* The stream's markers still waiting, in item order: waits[wait_head .. wait_count). */
   fake_wait_t *waits;
   size_t wait_head, wait_count, wait_cap;
-  int device;              /* the thread's current device when the stream was made */
+  int device;    /* the thread's current device when the stream was made */
+  bool blocking; /* synchronises with the legacy stream (recap__fake_stream_new_blocking) */
   fake_capture_t *capture; /* the capture this stream takes part in, or NULL */
   size_t tail;             /* in that capture, 1 + index of this stream's last node; 0: none */
   double clock_us;         /* the timing model's clock: work items and graph launches so far */
@@ -443,6 +444,7 @@ recap_status_t recap__fake_op_stream_wait_event(recap_stream_t stream, recap__ev
 recap_status_t recap__fake_op_timing_event_create(recap__event_t *event);
 recap_status_t recap__fake_op_event_elapsed(recap__event_t start, recap__event_t end, float *ms);
 recap_status_t recap__fake_op_stream_create(recap_stream_t *stream);
+recap_status_t recap__fake_op_stream_blocking(recap_stream_t stream, bool *blocking);
 recap_status_t recap__fake_op_stream_destroy(recap_stream_t stream);
 recap_status_t recap__fake_op_stream_synchronize(recap_stream_t stream);
 recap_status_t recap__fake_op_memcpy_async(void *dst, const void *src, size_t bytes,

@@ -467,14 +467,39 @@ recap_status_t recap__fake_op_device_synchronize(void) {
   return recap__fake_unlock_and_report(&f);
 }
 
+recap_status_t recap__fake_op_stream_blocking(recap_stream_t stream, bool *blocking) {
+  RECAP__FAKE_OP_BEGIN(f, RECAP__FAKE_FAULT_STREAM_BLOCKING, "cudaStreamGetFlags",
+                       "stream flags query");
+  fake_stream_t *s = recap__fake_stream_of(stream);
+  if (!blocking)
+    recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaStreamGetFlags: flags is NULL");
+  else if (!s)
+    recap__fake_note_bad_stream(&f, "cudaStreamGetFlags", stream);
+  else
+    *blocking = s == &recap__fake.legacy || s->blocking;
+  return recap__fake_unlock_and_report(&f);
+}
+
 /* ---- test controls: streams and the work launched on them ------------------------------- */
 
-recap_stream_t recap__fake_stream_new(void) {
+static recap_stream_t stream_new(bool blocking) {
   pthread_mutex_lock(&recap__fake.lock);
   fake_stream_t *s = stream_new_locked();
+  if (s) s->blocking = blocking;
   pthread_mutex_unlock(&recap__fake.lock);
   if (!s) abort(); /* a test control: no host memory for a few bytes leaves nothing to test */
   return (recap_stream_t)s;
+}
+
+recap_stream_t recap__fake_stream_new(void) { return stream_new(false); }
+
+recap_stream_t recap__fake_stream_new_blocking(void) { return stream_new(true); }
+
+/* Work on the legacy stream waits for every blocking stream, which CUDA cannot record in a
+ * capture: each capture a blocking stream takes part in is invalidated. */
+static void legacy_work_invalidates_locked(void) {
+  for (fake_stream_t *t = recap__fake.streams; t; t = t->next)
+    if (t->blocking && t->capture) t->capture->invalidated = true;
 }
 
 void recap__fake_stream_complete(recap_stream_t stream) {
@@ -493,6 +518,7 @@ void recap__fake_launch_kernel(recap_stream_t stream, const char *name) {
     ok = recap__fake_capture_append(s, RECAP_NODE_KERNEL, name ? name : "fake_kernel");
   else if (s)
     recap__fake_work(s, 1);
+  if (s == &recap__fake.legacy) legacy_work_invalidates_locked();
   pthread_mutex_unlock(&recap__fake.lock);
   if (!ok) abort(); /* a test control: see recap__fake_stream_new */
 }

@@ -198,7 +198,8 @@ static const char *kind_name(recap__fake_fault_t kind) {
                                       "vmm_set_access",   "host_alloc_pinned",
                                       "host_free_pinned", "nccl_load",
                                       "nccl_collective",  "nccl_mem_alloc",
-                                      "nccl_register",    "stream_wait_event"};
+                                      "nccl_register",    "stream_wait_event",
+                                      "stream_blocking"};
   _Static_assert(sizeof names / sizeof names[0] == RECAP__FAKE_FAULT_KINDS, "a name per kind");
   return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
@@ -277,11 +278,12 @@ static void sweep(void) {
          * allocation after freeing the cache) or fell back (a stream wait instead of an event)
          * and said so in the log; a failed cuMemCreate is out of memory, which the allocator
          * retries too; the update policy gave up a measurement (a timing event, or
-         * the upload before a timed replay). Any other failed graph call must reach the
-         * caller. */
+         * the upload before a timed replay); a capture did without the stream's flags, which
+         * only word advice. Any other failed graph call must reach the caller. */
         absorbed++;
         if (kind >= RECAP__FAKE_FAULT_CAPTURE_BEGIN && kind != RECAP__FAKE_FAULT_TIMING &&
-            kind != RECAP__FAKE_FAULT_UPLOAD && kind != RECAP__FAKE_FAULT_VMM_CREATE)
+            kind != RECAP__FAKE_FAULT_UPLOAD && kind != RECAP__FAKE_FAULT_VMM_CREATE &&
+            kind != RECAP__FAKE_FAULT_STREAM_BLOCKING)
           fail_msg("%s call %llu failed, yet the workload reported success", what,
                    (unsigned long long)nth);
       }

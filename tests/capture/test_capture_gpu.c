@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * test_capture_gpu.c — the capture module on a GPU: a capture on a blocking stream (made with
+ * cudaStreamCreate) draws a warning, and a kernel launched on the legacy default stream while
+ * it runs invalidates the capture, whose end names the blocking stream as the cause; on a
+ * non-blocking stream the same launch leaves the capture whole.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "gpu_util.h"
+
+typedef struct log_record {
+  int warnings;
+  char last[1024];
+} log_record_t;
+
+static void record_log(recap_log_level_t level, const char *message, void *user_data) {
+  log_record_t *log = user_data;
+  if (level != RECAP_LOG_LEVEL_WARN) return;
+  log->warnings++;
+  snprintf(log->last, sizeof log->last, "%s", message);
+}
+
+static void legacy_stream_work_and_blocking_streams(void **state) {
+  (void)state;
+  cudaStream_t plain = gpu_begin_stream();
+  float *out = NULL;
+  CUDA_OK(cudaMalloc((void **)&out, 256 * sizeof(float)));
+  log_record_t log = {0};
+  recap_log_set(record_log, &log);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+
+  /* Non-blocking: the legacy stream's kernel runs beside the capture, which stays whole. */
+  OK(recap_graph_capture_begin(g, NULL, plain));
+  CUDA_OK(recap_test_fill(out, 256, 1.0f, plain));
+  CUDA_OK(recap_test_fill(out + 128, 128, 2.0f, NULL));
+  OK(recap_graph_capture_end(g));
+  assert_int_equal(log.warnings, 0);
+  OK(recap_graph_reset(g));
+  CUDA_OK(cudaDeviceSynchronize());
+
+  cudaStream_t blocking = NULL;
+  CUDA_OK(cudaStreamCreate(&blocking));
+  OK(recap_graph_capture_begin(g, NULL, blocking));
+  assert_int_equal(log.warnings, 1);
+  assert_non_null(strstr(log.last, "is a blocking stream"));
+  CUDA_OK(recap_test_fill(out, 256, 1.0f, blocking));
+  /* CUDA refuses the legacy launch (cudaErrorStreamCaptureImplicit) and invalidates the
+   * capture. */
+  assert_int_not_equal(recap_test_fill(out + 128, 128, 2.0f, NULL), cudaSuccess);
+  (void)cudaGetLastError();
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
+  EXPECT_MESSAGE("is a blocking stream, and work on the legacy default stream");
+  recap_graph_state_t st;
+  OK(recap_graph_state(g, &st));
+  assert_int_equal(st, RECAP_GRAPH_STATE_FRESH);
+
+  recap_log_set(NULL, NULL);
+  OK(recap_graph_destroy(g));
+  CUDA_OK(cudaStreamDestroy(blocking));
+  CUDA_OK(cudaFree(out));
+  gpu_finish_stream(plain, NULL, 0);
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(legacy_stream_work_and_blocking_streams),
+};
+RECAP_TEST_MAIN(tests)
