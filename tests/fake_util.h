@@ -34,6 +34,12 @@ static inline void reset_with_memory(size_t bytes) {
   recap_clear_last_error();
 }
 
+/* A fresh fake, allocator and options (reset), then the option `name` set to `value`. */
+static inline void reset_with_option(const char *name, const char *value) {
+  reset();
+  OK(recap_option_set(name, value));
+}
+
 /* Whether the allocator runs with the expandable_segments option: the allocator's suites run a
  * second time with RECAP_ALLOC_CONF=expandable_segments:1 (tests/CMakeLists.txt), which every
  * reset reads again. Expectations about classic segment sizes branch on it. */
@@ -47,5 +53,13 @@ static inline recap_memory_stats_t stats(void) { return memory_stats_now(); }
 
 /* The allocator's checker must pass. */
 static inline void check(void) { memory_check_passes(); }
+
+/* The end of most tests: the cache emptied gives every byte back to the device, and the
+ * checker still passes. */
+static inline void expect_cache_empties(void) {
+  OK(recap_empty_cache());
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
+  check();
+}
 
 #endif /* RECAP_TEST_FAKE_UTIL_H */

@@ -168,8 +168,7 @@ static void event_failure_falls_back_to_waiting(void **state) {
 
 static void out_of_memory_reports_and_recovers(void **state) {
   (void)state;
-  recap__fake_config_t cfg = {.device_count = 1, .memory_per_device = 64 * MiB};
-  recap_test_reset(&cfg);
+  reset_with_memory(64 * MiB);
   recap_stream_t s = recap__fake_stream_new();
   void *p = (void *)0x1;
   assert_int_equal(recap_malloc(&p, (size_t)1 << 40, s), RECAP_ERROR_OUT_OF_MEMORY);
@@ -219,8 +218,7 @@ static void injected_segment_failure_retries_once(void **state) {
 
 static void memory_cap_option(void **state) {
   (void)state;
-  reset();
-  OK(recap_option_set("memory_cap", "24MiB"));
+  reset_with_option("memory_cap", "24MiB");
   recap_stream_t s = recap__fake_stream_new();
   void *a, *b;
   /* A classic 20 MiB segment, and a second one would pass the cap. A VMM segment maps 4 MiB,
@@ -300,8 +298,7 @@ static void options_bad_values_are_errors(void **state) {
 
 static void max_split_size_keeps_big_blocks_whole(void **state) {
   (void)state;
-  reset();
-  OK(recap_option_set("max_split_size", "40MiB"));
+  reset_with_option("max_split_size", "40MiB");
   recap_stream_t s = recap__fake_stream_new();
   void *big, *small;
   OK(recap_malloc(&big, 64 * MiB, s));

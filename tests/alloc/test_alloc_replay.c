@@ -614,8 +614,7 @@ static void host_oom_marks_the_log_incomplete_and_malloc_succeeds(void **state) 
  * out: its own segment is found again; a request below the limit never takes part of it. */
 static void max_split_size_rules_hold_in_a_replay(void **state) {
   (void)state;
-  reset();
-  OK(recap_option_set("max_split_size", "32MiB"));
+  reset_with_option("max_split_size", "32MiB");
   recap_stream_t s = recap__fake_stream_new();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t first = {0}, second = {0};

@@ -278,8 +278,7 @@ static recap_status_t step(world_t *w) {
  * matched and recap_memory_check passed at every step. */
 static void run(unsigned seed, bool cache_on, FILE *records, FILE *counts) {
   int i = -1;
-  recap__fake_config_t cfg = {.device_count = 1, .memory_per_device = 256 * MiB};
-  recap_test_reset(&cfg);
+  reset_with_memory(256 * MiB);
   recap__alloc_front_cache_enable(cache_on);
   world_t w = {.rng = seed};
   for (int k = 0; k < STREAMS; k++) w.streams[k] = recap__fake_stream_new();

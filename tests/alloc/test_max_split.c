@@ -39,9 +39,7 @@ static void ten_rounds_of_two_mib(void) {
   assert_int_equal(st.num_device_alloc, 1);
   assert_int_equal(recap__fake_now().bytes_in_use[0], segment);
   OK(recap_free(p));
-  OK(recap_empty_cache());
-  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
-  check();
+  expect_cache_empties();
 }
 
 /* The reference: with no limit, the rounds reuse one segment. */
@@ -96,8 +94,7 @@ static void max_split_size_at_or_below_large_segment_is_refused(void **state) {
  * either order of setting. */
 static void max_split_size_rule_follows_large_segment(void **state) {
   (void)state;
-  reset();
-  OK(recap_option_set("max_split_size", "21MiB"));
+  reset_with_option("max_split_size", "21MiB");
   EXPECT_STATUS(recap_option_set("large_segment", "22MiB"), RECAP_ERROR_INVALID_VALUE);
   EXPECT_MESSAGE("max_split_size must be 0 (no limit) or larger than large_segment");
   OK(recap_option_set("max_split_size", "0"));
@@ -109,8 +106,7 @@ static void max_split_size_rule_follows_large_segment(void **state) {
 /* Just above large_segment, medium requests share segments as with no limit. */
 static void medium_requests_share_a_segment_just_above_large_segment(void **state) {
   (void)state;
-  reset();
-  OK(recap_option_set("max_split_size", "21MiB"));
+  reset_with_option("max_split_size", "21MiB");
   ten_rounds_of_two_mib();
 }
 
@@ -119,8 +115,7 @@ static void medium_requests_share_a_segment_just_above_large_segment(void **stat
  * above it never splits. */
 static void splitting_is_decided_on_the_request_size(void **state) {
   (void)state;
-  reset();
-  OK(recap_option_set("max_split_size", "40MiB"));
+  reset_with_option("max_split_size", "40MiB");
   recap_stream_t s = recap__fake_stream_new();
   void *below, *above;
   /* 38.5 MiB rounds to a segment of 40 MiB: the 1.5 MiB rest is split off. */
@@ -147,9 +142,7 @@ static void splitting_is_decided_on_the_request_size(void **state) {
   check();
   OK(recap_free(below));
   OK(recap_free(above));
-  OK(recap_empty_cache());
-  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
-  check();
+  expect_cache_empties();
 }
 
 static const struct CMUnitTest tests[] = {

@@ -38,8 +38,7 @@ static void kernels(recap_stream_t s, int n) {
 
 static void fake_executables_hold_device_memory(void **state) {
   (void)state;
-  recap__fake_config_t cfg = {.device_count = 1, .memory_per_device = 5 * PER_NODE};
-  recap_test_reset(&cfg);
+  reset_with_memory(5 * PER_NODE);
   const recap__device_ops_t *dev = recap__device();
   recap_stream_t s = recap__fake_stream_new();
   recap_cuda_graph_t three, two;
@@ -405,11 +404,9 @@ static void the_snapshot_shows_graphs_and_peaks(void **state) {
   (void)state;
   reset();
   recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.budget_bytes = 4 * MiB;
-  OK(recap_graph_capture_begin(g, &o, s));
+  recap_graph_t g = graph_capturing(s, &o);
   void *a, *b;
   OK(recap_malloc(&a, 8 * KiB, s));
   OK(recap_malloc(&b, 8 * KiB, s));
@@ -478,11 +475,9 @@ static void the_budget_refuses_before_the_device(void **state) {
   (void)state;
   reset();
   recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.budget_bytes = 3 * MiB;
-  OK(recap_graph_capture_begin(g, &o, s));
+  recap_graph_t g = graph_capturing(s, &o);
   recap_pool_id_t pool = pool_of(g);
   void *a, *b = (void *)1, *c, *d = (void *)1;
   OK(recap_malloc(&a, 1000, s)); /* a small segment: 2 MiB of the 3 */

@@ -270,9 +270,7 @@ static void other_stream_blocks_held_until_capture_ends(void **state) {
   assert_int_equal(stats().active[0].current, 1);
   OK(recap_free(c));
   OK(recap_pool_release(pool));
-  OK(recap_empty_cache());
-  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
-  check();
+  expect_cache_empties();
 }
 
 static void new_segment_in_global_capture_keeps_it_valid(void **state) {
@@ -319,9 +317,7 @@ static void out_of_memory_inside_a_capture(void **state) {
   capture_end(s, pool);
   OK(recap_free(p));
   OK(recap_pool_release(pool));
-  OK(recap_empty_cache());
-  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
-  check();
+  expect_cache_empties();
 }
 
 /* Found by the fuzzer: the last reference of a pool dropped while a capture still routes to it,
@@ -442,9 +438,7 @@ static void two_thread_local_captures_at_once(void **state) {
     OK(recap_free(jobs[i].kept));
     OK(recap_pool_release(jobs[i].pool));
   }
-  OK(recap_empty_cache());
-  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
-  check();
+  expect_cache_empties();
 }
 
 /* recap_block_info reports where a block came from: start, sizes, pool, stream and device. */
@@ -571,9 +565,7 @@ static void pool_info_counts_blocks_waiting_on_events(void **state) {
   OK(recap_free(c));
   OK(recap_free(b));
   OK(recap_pool_release(pool));
-  OK(recap_empty_cache());
-  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
-  check();
+  expect_cache_empties();
 }
 
 static void snapshot_names_private_pools(void **state) {
@@ -632,9 +624,7 @@ static void blocks_freed_during_back_to_back_captures_come_back(void **state) {
   assert_int_equal(pool_info(default_pool).waiting_bytes, 0);
   assert_int_equal(stats().active[0].current, 0);
   OK(recap_pool_release(pool));
-  OK(recap_empty_cache());
-  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
-  check();
+  expect_cache_empties();
 }
 
 /* While one capture goes on (another thread's, say), the out-of-memory retry waits for the
@@ -681,9 +671,7 @@ static void blocks_come_back_while_another_capture_goes_on(void **state) {
   assert_int_equal(pool_info(default_pool).waiting_bytes, 0);
   OK(recap_free(p));
   OK(recap_pool_release(long_pool));
-  OK(recap_empty_cache());
-  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
-  check();
+  expect_cache_empties();
 }
 
 /* The out-of-memory message splits what is reserved but not allocated: free blocks, blocks
@@ -725,9 +713,7 @@ static void out_of_memory_message_tells_waiting_bytes_apart(void **state) {
   capture_end(cs, pool);
   recap__fake_stream_complete(reader);
   OK(recap_pool_release(pool));
-  OK(recap_empty_cache());
-  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
-  check();
+  expect_cache_empties();
 }
 
 static const struct CMUnitTest tests[] = {

@@ -60,8 +60,7 @@ static void empty_cache_waits_before_unmapping(void **state) {
  * still used by a kernel on t when s's request makes the retry trim it. */
 static void the_retry_waits_before_unmapping(void **state) {
   (void)state;
-  recap__fake_config_t cfg = {.device_count = 1, .memory_per_device = 64 * MiB};
-  recap_test_reset(&cfg);
+  reset_with_memory(64 * MiB);
   vmm_on();
   recap_stream_t s = recap__fake_stream_new(), t = recap__fake_stream_new();
   void *a, *b;
@@ -85,8 +84,7 @@ static void the_retry_waits_before_unmapping(void **state) {
  * it. */
 static void no_trim_during_a_capture(void **state) {
   (void)state;
-  recap__fake_config_t cfg = {.device_count = 1, .memory_per_device = 64 * MiB};
-  recap_test_reset(&cfg);
+  reset_with_memory(64 * MiB);
   vmm_on();
   recap_stream_t s = recap__fake_stream_new(), t = recap__fake_stream_new();
   void *a, *b = (void *)0x1;

@@ -33,8 +33,7 @@ static void memory_cap_applies(void **state) {
 
 static void out_of_memory_retries_and_reports(void **state) {
   (void)state;
-  recap__fake_config_t cfg = {.device_count = 1, .memory_per_device = 64 * MiB};
-  recap_test_reset(&cfg);
+  reset_with_memory(64 * MiB);
   vmm_on();
   recap_stream_t s = recap__fake_stream_new(), t = recap__fake_stream_new();
   void *p = (void *)0x1;
@@ -222,8 +221,7 @@ static void fault_at_each_trim_call(void **state) {
  * out-of-memory message, until a try succeeds. */
 static void a_stuck_range_is_given_back_later(void **state) {
   (void)state;
-  recap__fake_config_t cfg = {.device_count = 1, .memory_per_device = 64 * MiB};
-  recap_test_reset(&cfg);
+  reset_with_memory(64 * MiB);
   vmm_on();
   recap_stream_t s = recap__fake_stream_new();
   void *p;
@@ -356,8 +354,7 @@ static void a_chunk_neither_released_nor_mapped_back_is_released_later(void **st
  * the device holds nothing afterwards. */
 static void a_failed_growth_whose_undo_fails_is_given_back_later(void **state) {
   (void)state;
-  recap__fake_config_t cfg = {.device_count = 1, .memory_per_device = 64 * MiB};
-  recap_test_reset(&cfg);
+  reset_with_memory(64 * MiB);
   vmm_on();
   recap_stream_t s = recap__fake_stream_new();
   recap_test_log_t log;
