@@ -9,6 +9,8 @@
 #ifndef RECAP_TEST_FAKE_UTIL_H
 #define RECAP_TEST_FAKE_UTIL_H
 
+#include <stdint.h>
+
 #include "fake/fake.h"
 #include "harness.h"
 #include "memory_util.h"
@@ -38,6 +40,13 @@ static inline void reset_with_memory(size_t bytes) {
 static inline void reset_with_option(const char *name, const char *value) {
   reset();
   OK(recap_option_set(name, value));
+}
+
+/* The option `name` now (recap_option_get, which must succeed and write it). */
+static inline uint64_t option_now(const char *name) {
+  uint64_t value = UINT64_MAX;
+  OK(recap_option_get(name, &value));
+  return value;
 }
 
 /* Whether the allocator runs with the expandable_segments option: the allocator's suites run a

@@ -240,11 +240,8 @@ static void options_from_environment(void **state) {
   reset();
   setenv("RECAP_ALLOC_CONF", "small_segment:4MiB, large_segment : 32M", 1);
   recap_options_reset();
-  uint64_t v;
-  OK(recap_option_get("small_segment", &v));
-  assert_int_equal(v, 4 * MiB);
-  OK(recap_option_get("large_segment", &v));
-  assert_int_equal(v, 32 * MiB);
+  assert_int_equal(option_now("small_segment"), 4 * MiB);
+  assert_int_equal(option_now("large_segment"), 32 * MiB);
   recap_stream_t s = recap__fake_stream_new();
   void *p;
   OK(recap_malloc(&p, 100, s));
@@ -252,8 +249,7 @@ static void options_from_environment(void **state) {
   OK(recap_free(p));
   /* Code overrides the environment. */
   OK(recap_option_set_u64("small_segment", 2 * MiB));
-  OK(recap_option_get("small_segment", &v));
-  assert_int_equal(v, 2 * MiB);
+  assert_int_equal(option_now("small_segment"), 2 * MiB);
   unsetenv("RECAP_ALLOC_CONF");
   recap_options_reset();
   check();
@@ -288,12 +284,9 @@ static void options_bad_values_are_errors(void **state) {
   /* All or nothing: the good first entry is not applied when the second is bad. */
   assert_int_equal(recap_options_parse("small_segment:8MiB,max_split_size:1"),
                    RECAP_ERROR_INVALID_VALUE);
-  uint64_t v;
-  OK(recap_option_get("small_segment", &v));
-  assert_int_equal(v, 2 * MiB);
+  assert_int_equal(option_now("small_segment"), 2 * MiB);
   OK(recap_options_parse("max_split_size:64MiB"));
-  OK(recap_option_get("max_split_size", &v));
-  assert_int_equal(v, 64 * MiB);
+  assert_int_equal(option_now("max_split_size"), 64 * MiB);
 }
 
 static void max_split_size_keeps_big_blocks_whole(void **state) {

@@ -588,17 +588,14 @@ static void option_accepts_0_and_1_only(void **state) {
   (void)state;
   reset_with_memory(DEVICE_BYTES);
   OK(recap_options_parse("expandable_segments:1"));
-  uint64_t v = 0;
-  OK(recap_option_get("expandable_segments", &v));
-  assert_int_equal(v, 1);
+  assert_int_equal(option_now("expandable_segments"), 1);
   EXPECT_STATUS(recap_option_set("expandable_segments", "2"), RECAP_ERROR_INVALID_VALUE);
   assert_non_null(strstr(recap_last_error(),
                          "expandable_segments has value '2', which is not a "
                          "boolean (true or false in any case, or 1 or 0)"));
   EXPECT_STATUS(recap_option_set_u64("expandable_segments", 2), RECAP_ERROR_INVALID_VALUE);
   assert_non_null(strstr(recap_last_error(), "expandable_segments must be 0 (off) or 1 (on)"));
-  OK(recap_option_get("expandable_segments", &v));
-  assert_int_equal(v, 1);
+  assert_int_equal(option_now("expandable_segments"), 1);
 }
 
 /* A device without virtual memory management: the allocation fails, saying what to do, and
