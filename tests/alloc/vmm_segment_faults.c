@@ -9,10 +9,8 @@
 
 static void memory_cap_applies(void **state) {
   (void)state;
-  reset_with_memory(DEVICE_BYTES);
-  vmm_on();
+  recap_stream_t s = vmm_device_of(DEVICE_BYTES);
   OK(recap_option_set("memory_cap", "24MiB"));
-  recap_stream_t s = recap__fake_stream_new();
   void *a, *b, *c;
   OK(recap_malloc(&a, 3 * MiB, s)); /* 4 MiB mapped */
   /* 21 MiB would map 22 MiB more: 26 MiB. */
@@ -33,9 +31,7 @@ static void memory_cap_applies(void **state) {
 
 static void out_of_memory_retries_and_reports(void **state) {
   (void)state;
-  reset_with_memory(64 * MiB);
-  vmm_on();
-  recap_stream_t s = recap__fake_stream_new(), t = recap__fake_stream_new();
+  recap_stream_t s = vmm_device_of(64 * MiB), t = recap__fake_stream_new();
   void *p = (void *)0x1;
   assert_int_equal(recap_malloc(&p, 100 * MiB, s), RECAP_ERROR_OUT_OF_MEMORY);
   assert_null(p);
@@ -221,9 +217,7 @@ static void fault_at_each_trim_call(void **state) {
  * out-of-memory message, until a try succeeds. */
 static void a_stuck_range_is_given_back_later(void **state) {
   (void)state;
-  reset_with_memory(64 * MiB);
-  vmm_on();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = vmm_device_of(64 * MiB);
   void *p;
   OK(recap_malloc(&p, 20 * MiB, s));
   OK(recap_free(p));
@@ -354,9 +348,7 @@ static void a_chunk_neither_released_nor_mapped_back_is_released_later(void **st
  * the device holds nothing afterwards. */
 static void a_failed_growth_whose_undo_fails_is_given_back_later(void **state) {
   (void)state;
-  reset_with_memory(64 * MiB);
-  vmm_on();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = vmm_device_of(64 * MiB);
   recap_test_log_t log;
   recap_test_log_capture(&log);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_SET_ACCESS, 1);
