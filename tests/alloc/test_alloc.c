@@ -83,8 +83,7 @@ static void split_and_merge(void **state) {
   OK(recap_malloc(&b, 1 * MiB, s));
   assert_int_equal(stats().inactive_split[0].current, 0);
   assert_int_equal(stats().segment[0].current, 1);
-  OK(recap_free(a));
-  OK(recap_free(b));
+  FREE_ALL(a, b);
   check();
 }
 
@@ -188,8 +187,7 @@ static void out_of_memory_reports_and_recovers(void **state) {
   void *a, *b;
   OK(recap_malloc(&a, 3 * MiB, s));
   OK(recap_malloc(&b, 3 * MiB, recap__fake_stream_new()));
-  OK(recap_free(a));
-  OK(recap_free(b));
+  FREE_ALL(a, b);
   assert_int_equal(stats().reserved_bytes[0].current, vmm ? 8 * MiB : 40 * MiB);
   OK(recap_malloc(&a, vmm ? 61 * MiB : 40 * MiB, s));
   st = stats();
@@ -230,8 +228,7 @@ static void memory_cap_option(void **state) {
   assert_non_null(strstr(recap_last_error(), "memory_cap"));
   assert_int_equal(stats().reserved_bytes[0].current, vmm ? 4 * MiB : 20 * MiB);
   OK(recap_malloc(&b, 1 * MiB, s)); /* 2 MiB small segment still fits */
-  OK(recap_free(a));
-  OK(recap_free(b));
+  FREE_ALL(a, b);
   check();
 }
 
@@ -366,8 +363,7 @@ static void snapshot_lists_segments_and_blocks(void **state) {
   assert_true(cJSON_GetObjectItem(reserved, "current")->valuedouble == (double)reserved_total);
   cJSON_Delete(root);
   recap_string_free(json);
-  OK(recap_free(a));
-  OK(recap_free(b));
+  FREE_ALL(a, b);
 }
 
 static void checker_catches_corruption(void **state) {

@@ -484,8 +484,7 @@ static void a_tie_goes_to_the_lowest_address(void **state) {
     OK(recap_malloc(&w, MiB, s));
     void *lo = (char *)x < (char *)z ? x : z, *hi = lo == x ? z : x;
     /* Two free blocks of 1 MiB; the latest free, hi, is not the best fit. */
-    OK(recap_free(lo));
-    OK(recap_free(hi));
+    FREE_ALL(lo, hi);
     assert_null(recap__alloc.front.block);
     check();
     OK(recap_malloc(&p, MiB, s));
@@ -730,8 +729,7 @@ static void pairs_in_a_routed_capture_fold_and_count_exactly(void **state) {
       if (k == 0) {
         assert_int_equal(pool[on][0].allocated_bytes, 4096 + 512);
         assert_int_equal(seen[on][0].stats.allocation[RECAP_STAT_ALL].allocated, 202);
-        OK(recap_free(p));
-        OK(recap_free(keep));
+        FREE_ALL(p, keep);
         assert_true(recap__fake_capture_end(s));
         OK(recap_pool_route_end(id));
       }

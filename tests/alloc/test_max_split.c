@@ -138,8 +138,7 @@ static void splitting_is_decided_on_the_request_size(void **state) {
     assert_int_equal(st.inactive_split[RECAP_STAT_ALL].current, 1);
   }
   check();
-  OK(recap_free(below));
-  OK(recap_free(above));
+  FREE_ALL(below, above);
   expect_cache_empties();
 }
 

@@ -140,8 +140,7 @@ static void a_graph_reports_its_bytes(void **state) {
   assert_int_equal(p.nodes, 0);
   assert_int_equal(p.capture_peak_bytes, 4096); /* the pool's history stays */
   assert_int_equal(free_at_start - device_free(), 2 * MiB);
-  OK(recap_free(b));
-  OK(recap_free(c));
+  FREE_ALL(b, c);
   OK(recap_empty_cache());
   recap_pool_memory_t gone = RECAP_POOL_MEMORY_INIT;
   EXPECT_STATUS(recap_pool_memory(pool, &gone), RECAP_ERROR_NOT_FOUND);
@@ -239,8 +238,7 @@ static void peaks_of_two_captures_sharing_a_pool(void **state) {
   OK(recap_malloc(&y2, 32 * KiB, s));
   OK(recap_malloc(&z, 16 * KiB, s));
   kernels(s, 1);
-  OK(recap_free(z));
-  OK(recap_free(y2));
+  FREE_ALL(z, y2);
   OK(recap_graph_capture_end(b));
   recap_update_stats_t u = RECAP_UPDATE_STATS_INIT;
   OK(recap_graph_update_stats(b, &u));

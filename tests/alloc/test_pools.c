@@ -21,6 +21,15 @@ static void capture_begin(recap_stream_t s, recap_pool_id_t pool, recap__capture
   OK(recap_pool_route_begin(pool, s));
 }
 
+/* A fresh allocator, and a global capture begun on a new stream *s and routed to a new pool. */
+static recap_pool_id_t fresh_capture(recap_stream_t *s) {
+  reset();
+  *s = recap__fake_stream_new();
+  recap_pool_id_t pool = recap_pool_handle();
+  capture_begin(*s, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  return pool;
+}
+
 static void capture_end(recap_stream_t s, recap_pool_id_t pool) {
   assert_true(recap__fake_capture_end(s));
   OK(recap_pool_route_end(pool));
@@ -110,10 +119,8 @@ static void routing_moves_with_the_capture(void **state) {
 
 static void capture_frees_are_reused_within_the_capture(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_pool_id_t pool = recap_pool_handle();
-  capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  recap_stream_t s;
+  recap_pool_id_t pool = fresh_capture(&s);
   void *a, *b, *c;
   OK(recap_malloc(&a, 256 * KiB, s));
   OK(recap_malloc(&b, 256 * KiB, s));
@@ -128,8 +135,7 @@ static void capture_frees_are_reused_within_the_capture(void **state) {
   OK(recap_malloc(&eager, 256 * KiB, s));
   assert_ptr_not_equal(eager, b);
   assert_int_equal(pool_info((recap_pool_id_t){0, 0}).segments, 1);
-  OK(recap_free(eager));
-  OK(recap_free(c));
+  FREE_ALL(eager, c);
   OK(recap_pool_release(pool));
   check();
 }
@@ -159,8 +165,7 @@ static int64_t two_captures(bool share, void **out1, void **out2) {
 
   int64_t segments = pool_info(p1).segments + (share ? 0 : pool_info(p2).segments);
   check();
-  OK(recap_free(*out1));
-  OK(recap_free(*out2));
+  FREE_ALL(*out1, *out2);
   OK(recap_pool_release(p1));
   OK(recap_pool_release(p2));
   OK(recap_empty_cache());
@@ -233,10 +238,8 @@ static void pool_memory_returns_after_last_reference_and_block(void **state) {
 
 static void releasing_an_empty_pool_deletes_it(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_pool_id_t pool = recap_pool_handle();
-  capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  recap_stream_t s;
+  recap_pool_id_t pool = fresh_capture(&s);
   capture_end(s, pool);
   OK(recap_pool_release(pool));
   recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
@@ -275,10 +278,8 @@ static void other_stream_blocks_held_until_capture_ends(void **state) {
 
 static void new_segment_in_global_capture_keeps_it_valid(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_pool_id_t pool = recap_pool_handle();
-  capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  recap_stream_t s;
+  recap_pool_id_t pool = fresh_capture(&s);
   void *a, *b;
   OK(recap_malloc(&a, 5 * MiB, s)); /* a new segment: allocated in relaxed mode */
   OK(recap_malloc(&b, 100, s));
@@ -287,8 +288,7 @@ static void new_segment_in_global_capture_keeps_it_valid(void **state) {
   OK(recap__device()->stream_capture_info(s, &status, &id));
   assert_int_equal(status, RECAP__CAPTURE_ACTIVE);
   capture_end(s, pool);
-  OK(recap_free(a));
-  OK(recap_free(b));
+  FREE_ALL(a, b);
   OK(recap_pool_release(pool));
   check();
 }
@@ -324,10 +324,8 @@ static void out_of_memory_inside_a_capture(void **state) {
  * then an out-of-memory retry (which frees unreferenced pools) must leave the routed pool be. */
 static void released_pool_survives_an_oom_retry_while_routed(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_pool_id_t pool = recap_pool_handle();
-  capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  recap_stream_t s;
+  recap_pool_id_t pool = fresh_capture(&s);
   OK(recap_pool_release(pool)); /* no reference left and no memory yet, but still routed */
   recap__fake_fail_nth(RECAP__FAKE_FAULT_RAW_MALLOC, 1);
   void *b;
@@ -562,18 +560,15 @@ static void pool_info_counts_blocks_waiting_on_events(void **state) {
   recap__fake_stream_complete(reader);
   OK(recap_malloc(&c, 512, recap__fake_stream_new())); /* processes events */
   assert_int_equal(pool_info(pool).waiting_bytes, 0);
-  OK(recap_free(c));
-  OK(recap_free(b));
+  FREE_ALL(c, b);
   OK(recap_pool_release(pool));
   expect_cache_empties();
 }
 
 static void snapshot_names_private_pools(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_pool_id_t pool = recap_pool_handle();
-  capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  recap_stream_t s;
+  recap_pool_id_t pool = fresh_capture(&s);
   void *p;
   OK(recap_malloc(&p, 1000, s));
   char *json;

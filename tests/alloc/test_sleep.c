@@ -338,8 +338,7 @@ static void free_while_asleep(void **unused) {
    * needed. */
   recap_stream_t other = recap__fake_stream_new();
   OK(recap_record_stream(m.big, other));
-  OK(recap_free(m.state2));
-  OK(recap_free(m.big));
+  FREE_ALL(m.state2, m.big);
   void *state2 = m.state2;
   m.state2 = m.big = NULL;
   expect_checker_passes();
@@ -377,9 +376,7 @@ static void a_pool_outlives_its_graph_while_asleep(void **unused) {
   assert_int_equal(recap__fake_now().vmm_chunks_live, 1);
   OK(recap_graph_destroy(m.graph));
   m.graph = NULL;
-  OK(recap_free(m.state));
-  OK(recap_free(m.state2));
-  OK(recap_free(m.big));
+  FREE_ALL(m.state, m.state2, m.big);
   m.state = m.state2 = m.big = NULL;
   OK(recap_empty_cache());
   assert_int_equal(state_of_pool(pool), RECAP_POOL_ASLEEP_OFFLOADED);

@@ -144,8 +144,7 @@ static void new_segment_on_another_device_during_a_global_capture(void **state) 
   end_capture(g, s0);
 
   OK(recap__device()->set_device(1));
-  OK(recap_free(small));
-  OK(recap_free(large));
+  FREE_ALL(small, large);
   destroy_and_expect_both_empty(g);
   OK(recap__device()->set_device(0));
   check();

@@ -188,8 +188,7 @@ static void checker_accepts_a_range_at_the_minimum_granularity(void **state) {
   assert_ptr_equal(b, (char *)a + 4 * MiB);
   assert_int_equal(recap__fake_now().vmm_bytes_mapped, 12 * MiB);
   check();
-  OK(recap_free(b));
-  OK(recap_free(a));
+  FREE_ALL(b, a);
   OK(recap_empty_cache());
   assert_int_equal(recap__fake_now().vmm_ranges_live, 0);
   check();

@@ -55,8 +55,7 @@ static void growth_extends_one_segment(void **state) {
   assert_int_equal(seg->chunks[2].size, 42 * MiB);
   assert_ptr_equal(seg->base, a);
   check();
-  OK(recap_free(a));
-  OK(recap_free(c));
+  FREE_ALL(a, c);
   check();
 }
 
@@ -154,8 +153,7 @@ static void empty_cache_trims_the_free_tail(void **state) {
   OK(recap__device()->mem_get_info(&free1, &total));
   assert_int_equal(free0 - free1, 70 * MiB);
   /* b and c free: one free tail of 50 MiB from offset 20 MiB; chunks 2 and 3 lie in it. */
-  OK(recap_free(c));
-  OK(recap_free(b));
+  FREE_ALL(c, b);
   recap_memory_stats_t before = stats();
   OK(recap_empty_cache());
   recap_memory_stats_t st = stats();
@@ -221,8 +219,7 @@ static void release_gives_back_free_chunks_anywhere(void **state) {
   OK(recap_malloc(&d, 30 * MiB, s)); /* 2 MiB free + chunk of 28 MiB: d is [18, 48) */
   assert_ptr_equal(d, (char *)c + 2 * MiB);
   assert_int_equal(stats().reserved_bytes[0].current, 48 * MiB);
-  OK(recap_free(d));
-  OK(recap_free(a2));
+  FREE_ALL(d, a2);
   OK(recap_empty_cache());
   st = stats();
   assert_int_equal(st.reserved_bytes[0].current, 4 * MiB); /* only chunk 2, under c */
@@ -292,8 +289,7 @@ static void a_segment_with_holes_sleeps_and_wakes(void **state) {
   memset(a2, 0, 16 * MiB);
   assert_int_equal(stats().reserved_bytes[0].current, 20 * MiB);
   check();
-  OK(recap_free(a2));
-  OK(recap_free(c));
+  FREE_ALL(a2, c);
   OK(recap_empty_cache());
   assert_int_equal(stats().reserved_bytes[0].current, 0);
   assert_int_equal(recap__fake_now().vmm_ranges_live, 0);
@@ -316,8 +312,7 @@ static void an_unsplit_rest_is_mapped_too(void **state) {
   OK(recap_malloc(&a, 20 * G, s)); /* a chunk each */
   OK(recap_malloc(&b, 18 * G, s)); /* over 1 MiB: the large class too */
   OK(recap_malloc(&c, 17 * G, s)); /* keeps the segment's end in use (the large class) */
-  OK(recap_free(a));
-  OK(recap_free(b));
+  FREE_ALL(a, b);
   OK(recap_empty_cache()); /* [0, 38 G) free and unmapped */
   assert_int_equal(stats().reserved_bytes[0].current, (int64_t)(17 * G));
   void *d;
@@ -329,8 +324,7 @@ static void an_unsplit_rest_is_mapped_too(void **state) {
   memset(d, 1, info.bytes); /* all of it mapped: the fake would fault on a hole */
   assert_int_equal(stats().reserved_bytes[0].current, (int64_t)(55 * G));
   check();
-  OK(recap_free(d));
-  OK(recap_free(c));
+  FREE_ALL(d, c);
   OK(recap_empty_cache());
   assert_int_equal(stats().reserved_bytes[0].current, 0);
   check();
@@ -388,8 +382,7 @@ static void capture_grows_a_private_pool_segment(void **state) {
   assert_int_equal(m.reserved_bytes, 28 * MiB);
   assert_int_equal(stats().num_device_alloc, 3);
   assert_int_equal(pool_memory(default_pool()).reserved_bytes, 4 * MiB);
-  OK(recap_free(a));
-  OK(recap_free(b));
+  FREE_ALL(a, b);
   assert_true(recap__fake_capture_end(s)); /* not invalidated */
   OK(recap_pool_route_end(pool));
   check();
@@ -575,8 +568,7 @@ static void checker_catches_vmm_corruption(void **state) {
   seg->chunk_count = 2;
   seg->unmapped -= gone.size;
   check();
-  OK(recap_free(a));
-  OK(recap_free(b));
+  FREE_ALL(a, b);
   check();
 }
 

@@ -88,8 +88,7 @@ static void the_retry_trims_the_growing_segment(void **state) {
   assert_int_equal(seg->chunks[1].offset, 20 * MiB);
   assert_int_equal(seg->chunks[1].size, 30 * MiB);
   check();
-  OK(recap_free(a));
-  OK(recap_free(c));
+  FREE_ALL(a, c);
   check();
 }
 
@@ -293,8 +292,7 @@ static void a_growth_unmaps_a_listed_mapping_in_its_way(void **state) {
   assert_int_equal(recap__alloc.devices[0]->stuck_count, 0);
   assert_int_equal(recap__fake_now().bytes_in_use[0], in_use + 20 * MiB);
   memset(b, 5, 20 * MiB);
-  OK(recap_free(a));
-  OK(recap_free(b));
+  FREE_ALL(a, b);
   expect_all_released();
   assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
 }
@@ -335,9 +333,7 @@ static void a_chunk_neither_released_nor_mapped_back_is_released_later(void **st
   /* The hole maps again when a request takes it. */
   OK(recap_malloc(&b, 20 * MiB, s));
   memset(b, 3, 20 * MiB);
-  OK(recap_free(a));
-  OK(recap_free(b));
-  OK(recap_free(c));
+  FREE_ALL(a, b, c);
   expect_all_released();
   assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
 }
