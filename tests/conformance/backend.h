@@ -66,6 +66,12 @@ size_t backend_device_used(void);
  * when `grown` is 0, by no more than the slack), unless a CUDA tool holds device memory too. */
 void backend_expect_device_grew(size_t before, size_t now, size_t grown);
 
+/* backend_begin, then a stream: the start of most scenarios. */
+static inline recap_stream_t backend_begun(void) {
+  backend_begin();
+  return backend_stream();
+}
+
 static inline float *backend_floats(size_t n, recap_stream_t stream) {
   void *p = NULL;
   OK(recap_malloc(&p, n * sizeof(float), stream));
