@@ -160,14 +160,7 @@ static recap_status_t workload(outcome_t *o) {
   char *html = NULL;
   if (STEP(o, recap_memory_html_string(&html))) recap_string_free(html);
   STEP(o, recap_graphed_destroy(h));
-  STEP(o, recap_graph_destroy(g1));
-  STEP(o, recap_graph_destroy(g2));
-  STEP(o, recap_graph_destroy(g3));
-  if (out1) STEP(o, recap_free(out1));
-  if (out2) STEP(o, recap_free(out2));
-  if (out3) STEP(o, recap_free(out3));
-  if (b) STEP(o, recap_free(b));
-  if (c) STEP(o, recap_free(c));
+  sweep_release(o, (recap_graph_t[]){g1, g2, g3}, 3, (void *[]){out1, out2, out3, b, c}, 5);
   sweep_finish(o, gen, s1, s2);
   recap_annotations_enable(-1);
   recap_liveness_debug_enable(-1);
