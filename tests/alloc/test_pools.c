@@ -35,6 +35,12 @@ static void capture_end(recap_stream_t s, recap_pool_id_t pool) {
   OK(recap_pool_route_end(pool));
 }
 
+/* The pool's last reference dropped, and the cache emptied gives every byte back. */
+static void release_and_expect_empty(recap_pool_id_t pool) {
+  OK(recap_pool_release(pool));
+  expect_cache_empties();
+}
+
 static void pool_handles_are_fresh(void **state) {
   (void)state;
   recap_pool_id_t a = recap_pool_handle(), b = recap_pool_handle();
@@ -272,8 +278,7 @@ static void other_stream_blocks_held_until_capture_ends(void **state) {
   OK(recap_malloc(&c, 8192, recap__fake_stream_new())); /* processes events */
   assert_int_equal(stats().active[0].current, 1);
   OK(recap_free(c));
-  OK(recap_pool_release(pool));
-  expect_cache_empties();
+  release_and_expect_empty(pool);
 }
 
 static void new_segment_in_global_capture_keeps_it_valid(void **state) {
@@ -316,8 +321,7 @@ static void out_of_memory_inside_a_capture(void **state) {
   OK(recap_malloc(&p, 1000, s));
   capture_end(s, pool);
   OK(recap_free(p));
-  OK(recap_pool_release(pool));
-  expect_cache_empties();
+  release_and_expect_empty(pool);
 }
 
 /* Found by the fuzzer: the last reference of a pool dropped while a capture still routes to it,
@@ -561,8 +565,7 @@ static void pool_info_counts_blocks_waiting_on_events(void **state) {
   OK(recap_malloc(&c, 512, recap__fake_stream_new())); /* processes events */
   assert_int_equal(pool_info(pool).waiting_bytes, 0);
   FREE_ALL(c, b);
-  OK(recap_pool_release(pool));
-  expect_cache_empties();
+  release_and_expect_empty(pool);
 }
 
 static void snapshot_names_private_pools(void **state) {
@@ -618,8 +621,7 @@ static void blocks_freed_during_back_to_back_captures_come_back(void **state) {
   /* The second route's end found the event complete: the block is free, no malloc between. */
   assert_int_equal(pool_info(default_pool).waiting_bytes, 0);
   assert_int_equal(stats().active[0].current, 0);
-  OK(recap_pool_release(pool));
-  expect_cache_empties();
+  release_and_expect_empty(pool);
 }
 
 /* While one capture goes on (another thread's, say), the out-of-memory retry waits for the
@@ -707,8 +709,7 @@ static void out_of_memory_message_tells_waiting_bytes_apart(void **state) {
   assert_true(recap__fake_capture_join_back(reader, cs));
   capture_end(cs, pool);
   recap__fake_stream_complete(reader);
-  OK(recap_pool_release(pool));
-  expect_cache_empties();
+  release_and_expect_empty(pool);
 }
 
 static const struct CMUnitTest tests[] = {
