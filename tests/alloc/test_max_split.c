@@ -42,11 +42,20 @@ static void ten_rounds_of_two_mib(void) {
   expect_cache_empties();
 }
 
+/* The ten rounds on a fresh allocator, with max_split_size set to the given value (NULL: no
+ * limit). */
+static void fresh_ten_rounds(const char *max_split_size) {
+  if (max_split_size)
+    reset_with_option("max_split_size", max_split_size);
+  else
+    reset();
+  ten_rounds_of_two_mib();
+}
+
 /* The reference: with no limit, the rounds reuse one segment. */
 static void medium_requests_share_a_segment_with_no_limit(void **state) {
   (void)state;
-  reset();
-  ten_rounds_of_two_mib();
+  fresh_ten_rounds(NULL);
 }
 
 /* The defect's case: max_split_size=10MiB (between large_threshold and large_segment), then ten
@@ -104,8 +113,7 @@ static void max_split_size_rule_follows_large_segment(void **state) {
 /* Just above large_segment, medium requests share segments as with no limit. */
 static void medium_requests_share_a_segment_just_above_large_segment(void **state) {
   (void)state;
-  reset_with_option("max_split_size", "21MiB");
-  ten_rounds_of_two_mib();
+  fresh_ten_rounds("21MiB");
 }
 
 /* Splitting is decided on the request's size, as PyTorch does: a request below max_split_size

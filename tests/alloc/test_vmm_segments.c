@@ -63,7 +63,7 @@ static void growth_extends_one_segment(void **state) {
  * than the request lacks (large_segment plays no part), both rounded up to the granularity. */
 static void growth_least_per_class(void **state) {
   (void)state;
-  recap_stream_t s = vmm_device_of(DEVICE_BYTES);
+  recap_stream_t s = vmm_device();
   OK(recap_option_set("small_segment", "4MiB"));
   OK(recap_option_set("large_segment", "32MiB"));
   void *small, *a, *b;
@@ -112,7 +112,7 @@ static void growth_after_an_allocated_last_block_adds_a_block(void **state) {
 
 static void small_and_large_classes_and_streams_get_own_segments(void **state) {
   (void)state;
-  recap_stream_t s = vmm_device_of(DEVICE_BYTES), t = recap__fake_stream_new();
+  recap_stream_t s = vmm_device(), t = recap__fake_stream_new();
   void *p[6];
   OK(recap_malloc(&p[0], 1000, s));
   OK(recap_malloc(&p[1], 2 * MiB, s));

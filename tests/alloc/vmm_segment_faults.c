@@ -9,7 +9,7 @@
 
 static void memory_cap_applies(void **state) {
   (void)state;
-  recap_stream_t s = vmm_device_of(DEVICE_BYTES);
+  recap_stream_t s = vmm_device();
   OK(recap_option_set("memory_cap", "24MiB"));
   void *a, *b, *c;
   OK(recap_malloc(&a, 3 * MiB, s)); /* 4 MiB mapped */
@@ -115,9 +115,7 @@ static void fault_at_each_growth_call(void **state) {
   (void)state;
   for (size_t k = 0; k < sizeof growth_faults / sizeof *growth_faults; k++) {
     for (int later = 0; later < 2; later++) {
-      reset_with_memory(DEVICE_BYTES);
-      vmm_on();
-      recap_stream_t s = recap__fake_stream_new();
+      recap_stream_t s = vmm_device();
       void *first = NULL, *p = (void *)0x1;
       if (later) OK(recap_malloc(&first, 20 * MiB, s));
       recap_memory_stats_t before = stats();
@@ -171,9 +169,7 @@ static void fault_at_each_trim_call(void **state) {
   (void)state;
   for (size_t k = 0; k < sizeof trim_faults / sizeof *trim_faults; k++) {
     for (int whole = 0; whole < 2; whole++) {
-      reset_with_memory(DEVICE_BYTES);
-      vmm_on();
-      recap_stream_t s = recap__fake_stream_new();
+      recap_stream_t s = vmm_device();
       void *a, *b;
       OK(recap_malloc(&a, 20 * MiB, s));
       OK(recap_malloc(&b, 20 * MiB, s));
