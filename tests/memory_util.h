@@ -26,6 +26,13 @@ static inline void memory_check_passes(void) {
   if (s != RECAP_SUCCESS) fail_msg("recap_memory_check: %s", recap_last_error());
 }
 
+/* The default capture options with a memory budget of `bytes`. */
+static inline recap_capture_options_t budget_options(size_t bytes) {
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.budget_bytes = bytes;
+  return o;
+}
+
 /* What recap_pool_memory says of pool, which must exist. */
 static inline recap_pool_memory_t pool_info(recap_pool_id_t pool) {
   recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;

@@ -27,8 +27,8 @@ typedef struct whole {
   int64_t reserved;
 } whole_t;
 
-static void whole_started(whole_t *w) {
-  model_started(&w->m, 1);
+static void whole_started(whole_t *w, int runs) {
+  model_started(&w->m, runs);
   w->saved = contents_save(&w->m);
   w->st = stats_now();
   w->free_awake = device_free();
@@ -64,12 +64,17 @@ static void whole_wakes(whole_t *w, int mode) {
   expect_whole(w);
 }
 
+/* The model and its saved contents go, and nothing is left on the device. */
+static void whole_goes(whole_t *w) {
+  contents_free(&w->saved);
+  teardown(&w->m);
+}
+
 /* The ending of a fault test: a run matches the reference, and the model goes. */
 static void whole_runs_and_goes(whole_t *w) {
   model_run(&w->m, 1);
   model_expect_reference(&w->m);
-  contents_free(&w->saved);
-  teardown(&w->m);
+  whole_goes(w);
 }
 
 /* A fault at the k-th call of each kind during sleep, for k = 1, 2, ... until a sleep no longer
@@ -78,7 +83,7 @@ static void faults_at_each_call(void **unused) {
   (void)unused;
   for (int mode = RECAP_SLEEP_DISCARD; mode <= RECAP_SLEEP_OFFLOAD; mode++) {
     whole_t w;
-    whole_started(&w);
+    whole_started(&w, 1);
     recap_pool_state_t asleep_state =
         mode == RECAP_SLEEP_OFFLOAD ? RECAP_POOL_ASLEEP_OFFLOADED : RECAP_POOL_ASLEEP_DISCARDED;
     int faults_hit = 0;
@@ -169,8 +174,7 @@ static void faults_at_each_call(void **unused) {
     assert_true(faults_hit >= (mode == RECAP_SLEEP_OFFLOAD ? 12 : 10));
     model_run(&w.m, 1);
     model_reload(&w.m);
-    contents_free(&w.saved);
-    teardown(&w.m);
+    whole_goes(&w);
   }
 }
 
@@ -178,30 +182,27 @@ static void faults_at_each_call(void **unused) {
  * stays asleep and a later wake releases it. */
 static void a_kept_chunk_is_released_at_the_wake(void **unused) {
   (void)unused;
-  model_t m;
-  model_started(&m, 0);
-  contents_t saved = contents_save(&m);
-  size_t free_awake = device_free();
+  whole_t w;
+  whole_started(&w, 0);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE, 1);
-  EXPECT_STATUS(recap_pool_sleep(m.pool, RECAP_SLEEP_OFFLOAD), RECAP_ERROR_CUDA);
+  EXPECT_STATUS(recap_pool_sleep(w.m.pool, RECAP_SLEEP_OFFLOAD), RECAP_ERROR_CUDA);
   EXPECT_MESSAGE("is asleep, but 1 of its physical chunks");
   EXPECT_MESSAGE("recap_pool_wake releases them");
-  assert_int_equal(state_of_pool(m.pool), RECAP_POOL_ASLEEP_OFFLOADED);
+  assert_int_equal(state_of_pool(w.m.pool), RECAP_POOL_ASLEEP_OFFLOADED);
   int64_t live = recap__fake_now().vmm_chunks_live;
   assert_int_equal(live, 1);
   expect_checker_passes();
   recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE, 1);
-  EXPECT_STATUS(recap_pool_wake(m.pool), RECAP_ERROR_CUDA);
+  EXPECT_STATUS(recap_pool_wake(w.m.pool), RECAP_ERROR_CUDA);
   EXPECT_MESSAGE("could not be released now either");
-  assert_int_equal(state_of_pool(m.pool), RECAP_POOL_ASLEEP_OFFLOADED);
+  assert_int_equal(state_of_pool(w.m.pool), RECAP_POOL_ASLEEP_OFFLOADED);
   assert_int_equal(recap__fake_now().vmm_chunks_live, 1);
   expect_checker_passes();
-  OK(recap_pool_wake(m.pool));
-  assert_int_equal(device_free(), free_awake);
-  contents_expect(&saved, &m);
+  OK(recap_pool_wake(w.m.pool));
+  assert_int_equal(device_free(), w.free_awake);
+  contents_expect(&w.saved, &w.m);
   expect_checker_passes();
-  contents_free(&saved);
-  teardown(&m);
+  whole_goes(&w);
 }
 
 /* A sleep whose unmap fails and whose roll-back cannot map everything back goes forward: the
@@ -213,7 +214,7 @@ static void a_sleep_whose_roll_back_fails_goes_forward(void **unused) {
   for (int third = 0; third <= 1; third++) {
     for (int mode = RECAP_SLEEP_DISCARD; mode <= RECAP_SLEEP_OFFLOAD; mode++) {
       whole_t w;
-      whole_started(&w);
+      whole_started(&w, 1);
       int mapped;
       assert_true(listed_chunks(w.m.pool, &mapped) >= 2);
       recap_pool_state_t asleep_state =
@@ -268,7 +269,7 @@ static void a_wake_whose_undo_cannot_unmap_retries(void **unused) {
   for (int access = 0; access <= 1; access++) {
     for (int mode = RECAP_SLEEP_DISCARD; mode <= RECAP_SLEEP_OFFLOAD; mode++) {
       whole_t w;
-      whole_started(&w);
+      whole_started(&w, 1);
       recap_pool_state_t asleep_state =
           mode == RECAP_SLEEP_OFFLOAD ? RECAP_POOL_ASLEEP_OFFLOADED : RECAP_POOL_ASLEEP_DISCARDED;
       OK(recap_pool_sleep(w.m.pool, (recap_sleep_mode_t)mode));
@@ -327,7 +328,7 @@ static void a_wake_whose_undo_cannot_unmap_retries(void **unused) {
 static void a_wake_whose_pinned_free_fails_stays_awake(void **unused) {
   (void)unused;
   whole_t w;
-  whole_started(&w);
+  whole_started(&w, 1);
   OK(recap_pool_sleep(w.m.pool, RECAP_SLEEP_OFFLOAD));
   void *host = offload_host(w.m.pool);
   assert_non_null(host);

@@ -402,8 +402,7 @@ static void the_snapshot_shows_graphs_and_peaks(void **state) {
   (void)state;
   reset();
   recap_stream_t s = recap__fake_stream_new();
-  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
-  o.budget_bytes = 4 * MiB;
+  recap_capture_options_t o = budget_options(4 * MiB);
   recap_graph_t g = graph_capturing(s, &o);
   void *a, *b;
   OK(recap_malloc(&a, 8 * KiB, s));
@@ -473,8 +472,7 @@ static void the_budget_refuses_before_the_device(void **state) {
   (void)state;
   reset();
   recap_stream_t s = recap__fake_stream_new();
-  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
-  o.budget_bytes = 3 * MiB;
+  recap_capture_options_t o = budget_options(3 * MiB);
   recap_graph_t g = graph_capturing(s, &o);
   recap_pool_id_t pool = pool_of(g);
   void *a, *b = (void *)1, *c, *d = (void *)1;
@@ -622,8 +620,7 @@ static void a_recapture_over_its_budget_keeps_the_old_capture(void **state) {
   recap_graph_memory_t held = graph_memory(g);
   recap_pool_memory_t pool_held = pool_memory(held.pool);
 
-  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
-  o.budget_bytes = 2 * MiB;
+  recap_capture_options_t o = budget_options(2 * MiB);
   OK(recap_graph_recapture_begin(g, &o, s));
   OK(recap_malloc(&t, 1000, s)); /* the same address again: no new segment */
   void *big = (void *)1;
@@ -680,8 +677,7 @@ static void a_replayed_allocation_falls_back_within_the_budget(void **state) {
    * claimed by b's entry, so the replay rule wants a new segment, which the budget refuses; the
    * allocation then takes b's free block. */
   OK(recap_free(b));
-  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
-  o.budget_bytes = 2 * MiB;
+  recap_capture_options_t o = budget_options(2 * MiB);
   OK(recap_graph_recapture_begin(g, &o, s));
   void *c;
   int64_t ooms = stats().num_ooms;
