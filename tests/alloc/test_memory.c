@@ -36,6 +36,13 @@ static void kernels(recap_stream_t s, int n) {
  * The fake's model
  * ---------------------------------------------------------------------------------------- */
 
+/* The end of a test: g destroyed, then the block (if any) freed, and the checker passes. */
+static void destroy_free_and_check(recap_graph_t g, void *block) {
+  OK(recap_graph_destroy(g));
+  if (block) OK(recap_free(block));
+  check();
+}
+
 static void fake_executables_hold_device_memory(void **state) {
   (void)state;
   reset_with_memory(5 * PER_NODE);
@@ -286,8 +293,7 @@ static void a_fresh_instantiation_at_recapture_is_measured(void **state) {
   assert_int_equal(pool_memory(pool_of(g)).exec_bytes, 5 * PER_NODE);
   assert_int_equal(pool_memory(pool_of(g)).nodes, 5);
   assert_int_equal(recap__fake_now().exec_bytes[0], 5 * PER_NODE);
-  OK(recap_graph_destroy(g));
-  check();
+  destroy_free_and_check(g, NULL);
 }
 
 /* A KEEP graph holds no executable until it is instantiated; each instantiation measures
@@ -325,8 +331,7 @@ static void keep_graphs_count_at_instantiation(void **state) {
   EXPECT_STATUS(recap_pool_memory(pool, &gone), RECAP_ERROR_NOT_FOUND);
   EXPECT_STATUS(recap_graph_memory(g, &(recap_graph_memory_t)RECAP_GRAPH_MEMORY_INIT),
                 RECAP_ERROR_INVALID_USAGE);
-  OK(recap_graph_destroy(g));
-  check();
+  destroy_free_and_check(g, NULL);
 }
 
 /* Captures that fail leave nothing counted: an invalidated one, one whose instantiation
@@ -445,9 +450,7 @@ static void the_snapshot_shows_graphs_and_peaks(void **state) {
   assert_int_equal(cJSON_GetObjectItem(mine, "reserved_bytes")->valueint, 2 * MiB);
   cJSON_Delete(root);
   recap_string_free(json);
-  OK(recap_graph_destroy(g));
-  OK(recap_free(a));
-  check();
+  destroy_free_and_check(g, a);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -693,9 +696,7 @@ static void a_replayed_allocation_falls_back_within_the_budget(void **state) {
   OK(recap_graph_update_stats(g, &u));
   assert_int_equal(u.pool_reused, 0);
   assert_int_equal(u.pool_new, 1);
-  OK(recap_graph_destroy(g));
-  OK(recap_free(a));
-  check();
+  destroy_free_and_check(g, a);
 }
 
 static const struct CMUnitTest tests[] = {
