@@ -10,6 +10,7 @@
 #define RECAP_TEST_FAKE_UTIL_H
 
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "fake/fake.h"
 #include "harness.h"
@@ -40,6 +41,16 @@ static inline void reset_with_memory(size_t bytes) {
 static inline void reset_with_option(const char *name, const char *value) {
   reset();
   OK(recap_option_set(name, value));
+}
+
+/* The options read afresh with RECAP_ALLOC_CONF set to `conf` (NULL: unset), as a new process
+ * reads them. */
+static inline void options_from_alloc_conf(const char *conf) {
+  if (conf)
+    setenv("RECAP_ALLOC_CONF", conf, 1);
+  else
+    unsetenv("RECAP_ALLOC_CONF");
+  recap_options_reset();
 }
 
 /* The option `name` now (recap_option_get, which must succeed and write it). */

@@ -235,8 +235,7 @@ static void memory_cap_option(void **state) {
 static void options_from_environment(void **state) {
   (void)state;
   reset();
-  setenv("RECAP_ALLOC_CONF", "small_segment:4MiB, large_segment : 32M", 1);
-  recap_options_reset();
+  options_from_alloc_conf("small_segment:4MiB, large_segment : 32M");
   assert_int_equal(option_now("small_segment"), 4 * MiB);
   assert_int_equal(option_now("large_segment"), 32 * MiB);
   recap_stream_t s = recap__fake_stream_new();
@@ -247,30 +246,25 @@ static void options_from_environment(void **state) {
   /* Code overrides the environment. */
   OK(recap_option_set_u64("small_segment", 2 * MiB));
   assert_int_equal(option_now("small_segment"), 2 * MiB);
-  unsetenv("RECAP_ALLOC_CONF");
-  recap_options_reset();
+  options_from_alloc_conf(NULL);
   check();
 }
 
 static void options_bad_values_are_errors(void **state) {
   (void)state;
   reset();
-  setenv("RECAP_ALLOC_CONF", "small_segment:lots", 1);
-  recap_options_reset();
+  options_from_alloc_conf("small_segment:lots");
   void *p;
   assert_int_equal(recap_malloc(&p, 100, recap__fake_stream_new()), RECAP_ERROR_INVALID_VALUE);
   assert_non_null(strstr(recap_last_error(), "RECAP_ALLOC_CONF"));
   assert_non_null(strstr(recap_last_error(), "'lots'"));
-  setenv("RECAP_ALLOC_CONF", "no_such_option:1", 1);
-  recap_options_reset();
+  options_from_alloc_conf("no_such_option:1");
   assert_int_equal(recap_malloc(&p, 100, NULL), RECAP_ERROR_INVALID_VALUE);
   assert_non_null(strstr(recap_last_error(), "unknown option 'no_such_option'"));
-  setenv("RECAP_ALLOC_CONF", "small_size:4MiB", 1); /* bigger than small_segment */
-  recap_options_reset();
+  options_from_alloc_conf("small_size:4MiB"); /* bigger than small_segment */
   assert_int_equal(recap_malloc(&p, 100, NULL), RECAP_ERROR_INVALID_VALUE);
   assert_non_null(strstr(recap_last_error(), "small_segment must be at least small_size"));
-  unsetenv("RECAP_ALLOC_CONF");
-  recap_options_reset();
+  options_from_alloc_conf(NULL);
 
   assert_int_equal(recap_option_set("min_block_size", "500"), RECAP_ERROR_INVALID_VALUE);
   assert_non_null(strstr(recap_last_error(), "power of two"));

@@ -87,14 +87,12 @@ static void max_split_size_at_or_below_large_segment_is_refused(void **state) {
     EXPECT_MESSAGE("max_split_size must be 0 (no limit) or larger than large_segment");
     assert_int_equal(option_now("max_split_size"), 0);
   }
-  setenv("RECAP_ALLOC_CONF", "max_split_size:10MiB", 1);
-  recap_options_reset();
+  options_from_alloc_conf("max_split_size:10MiB");
   void *p = NULL;
   EXPECT_STATUS(recap_malloc(&p, 2 * MiB, NULL), RECAP_ERROR_INVALID_VALUE);
   EXPECT_MESSAGE("max_split_size must be 0 (no limit) or larger than large_segment");
   assert_null(p);
-  unsetenv("RECAP_ALLOC_CONF");
-  recap_options_reset();
+  options_from_alloc_conf(NULL);
 }
 
 /* The rule follows large_segment: a larger large_segment makes a formerly good value bad, in

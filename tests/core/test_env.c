@@ -184,8 +184,7 @@ static void bad_log_level_with_the_stderr_logger(void **state) {
 static void bad_alloc_conf_warns_the_same_way(void **state) {
   (void)state;
   fresh();
-  setenv("RECAP_ALLOC_CONF", "small_segment:lots", 1);
-  recap_options_reset();
+  options_from_alloc_conf("small_segment:lots");
   uint64_t value = 0;
   EXPECT_STATUS(recap_option_get("small_segment", &value), RECAP_ERROR_INVALID_VALUE);
   EXPECT_MESSAGE("RECAP_ALLOC_CONF: option small_segment has value 'lots'");
@@ -198,8 +197,7 @@ static void bad_alloc_conf_warns_the_same_way(void **state) {
   EXPECT_STATUS(recap_option_get("small_segment", &value), RECAP_ERROR_INVALID_VALUE);
   assert_int_equal(logged.warnings, 1);
   /* A good value, read again after the reset. */
-  setenv("RECAP_ALLOC_CONF", "small_segment:4MiB", 1);
-  recap_options_reset();
+  options_from_alloc_conf("small_segment:4MiB");
   assert_int_equal(option_now("small_segment"), 4 * MiB);
   assert_int_equal(logged.warnings, 1);
   done();
@@ -215,8 +213,7 @@ static void alloc_conf_booleans_take_true_and_false(void **state) {
   char conf[128];
   for (size_t i = 0; i < sizeof on / sizeof on[0]; i++) {
     snprintf(conf, sizeof conf, "expandable_segments:%s, offload_keep_pinned : %s", on[i], on[i]);
-    setenv("RECAP_ALLOC_CONF", conf, 1);
-    recap_options_reset();
+    options_from_alloc_conf(conf);
     assert_int_equal(option_now("expandable_segments"), 1);
     assert_int_equal(option_now("offload_keep_pinned"), 1);
     /* Every spelling of off turns it off again, from the environment and from code. */
@@ -228,12 +225,10 @@ static void alloc_conf_booleans_take_true_and_false(void **state) {
     OK(recap_option_set("offload_keep_pinned", on[i]));
     assert_int_equal(option_now("offload_keep_pinned"), 1);
   }
-  unsetenv("RECAP_ALLOC_CONF");
-  recap_options_reset();
+  options_from_alloc_conf(NULL);
   for (size_t i = 0; i < sizeof off / sizeof off[0]; i++) {
     snprintf(conf, sizeof conf, "expandable_segments:%s", off[i]);
-    setenv("RECAP_ALLOC_CONF", conf, 1);
-    recap_options_reset();
+    options_from_alloc_conf(conf);
     assert_int_equal(option_now("expandable_segments"), 0);
   }
   assert_int_equal(logged.warnings, 0);
@@ -248,8 +243,7 @@ static void a_bad_boolean_says_it_wants_one(void **state) {
   char conf[128], detail[256];
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     snprintf(conf, sizeof conf, "expandable_segments:%s", bad[i]);
-    setenv("RECAP_ALLOC_CONF", conf, 1);
-    recap_options_reset();
+    options_from_alloc_conf(conf);
     logged.warnings = 0;
     EXPECT_STATUS(recap_option_get("expandable_segments", &value), RECAP_ERROR_INVALID_VALUE);
     snprintf(detail, sizeof detail,
@@ -263,8 +257,7 @@ static void a_bad_boolean_says_it_wants_one(void **state) {
                    "no options: every allocation fails with RECAP_ERROR_INVALID_VALUE until "
                    "recap_options_reset()");
   }
-  unsetenv("RECAP_ALLOC_CONF");
-  recap_options_reset();
+  options_from_alloc_conf(NULL);
 
   /* From code: the same words, and nothing changes. */
   EXPECT_STATUS(recap_option_set("offload_keep_pinned", "yes"), RECAP_ERROR_INVALID_VALUE);
