@@ -250,16 +250,23 @@ static void small_blocks_first_and_no_growth(void **state) {
   end_destroy_and_release(g, s);
 }
 
-/* The default pool keeps PyTorch's classes: a small request makes a small segment though the
- * large segment has free space. */
-static void default_pool_keeps_the_classes(void **state) {
-  (void)state;
-  recap_stream_t s = vmm_device();
+/* A small request on s after an 8 MiB block was allocated and freed there: the checker passes,
+ * and the small block is returned. */
+static void *small_after_a_freed_big(recap_stream_t s) {
   void *big, *small;
   OK(recap_malloc(&big, 8 * MiB, s));
   OK(recap_free(big));
   OK(recap_malloc(&small, 1000, s));
   check();
+  return small;
+}
+
+/* The default pool keeps PyTorch's classes: a small request makes a small segment though the
+ * large segment has free space. */
+static void default_pool_keeps_the_classes(void **state) {
+  (void)state;
+  recap_stream_t s = vmm_device();
+  void *small = small_after_a_freed_big(s);
   recap_memory_stats_t st = stats();
   assert_int_equal(st.segment[RECAP_STAT_SMALL].current, 1);
   assert_int_equal(st.reserved_bytes[RECAP_STAT_SMALL].current, 2 * MiB);
@@ -279,11 +286,7 @@ static void classic_segments_keep_the_classes(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   recap_pool_id_t pool = recap_pool_handle();
   recap_graph_t g = capture_into(pool, s);
-  void *big, *small;
-  OK(recap_malloc(&big, 8 * MiB, s));
-  OK(recap_free(big));
-  OK(recap_malloc(&small, 1000, s));
-  check();
+  void *small = small_after_a_freed_big(s);
   recap_memory_stats_t st = stats();
   assert_int_equal(st.segment[RECAP_STAT_SMALL].current, 1);
   assert_int_equal(st.segment[RECAP_STAT_LARGE].current, 1);
