@@ -227,10 +227,7 @@ static void release_gives_back_free_chunks_anywhere(void **state) {
   assert_int_equal(st.inactive_split_bytes[0].current, 18 * MiB);
   check();
   OK(recap_free(c));
-  OK(recap_empty_cache());
-  assert_int_equal(stats().reserved_bytes[0].current, 0);
-  assert_int_equal(recap__fake_now().vmm_ranges_live, 0);
-  check();
+  expect_no_range_left();
 }
 
 /* A graph's pool keeps only what outlives the capture: a temporary captured before an output
@@ -257,10 +254,7 @@ static void a_released_pool_gives_back_the_temporary_before_its_output(void **st
   memset(out, 3, 16 * MiB); /* still mapped, at its address */
   check();
   OK(recap_free(out));
-  OK(recap_empty_cache());
-  assert_int_equal(stats().reserved_bytes[0].current, 0);
-  assert_int_equal(recap__fake_now().vmm_ranges_live, 0);
-  check();
+  expect_no_range_left();
 }
 
 /* A segment with holes sleeps and wakes: the wake maps what the blocks in use touch, their
@@ -290,10 +284,7 @@ static void a_segment_with_holes_sleeps_and_wakes(void **state) {
   assert_int_equal(stats().reserved_bytes[0].current, 20 * MiB);
   check();
   FREE_ALL(a2, c);
-  OK(recap_empty_cache());
-  assert_int_equal(stats().reserved_bytes[0].current, 0);
-  assert_int_equal(recap__fake_now().vmm_ranges_live, 0);
-  check();
+  expect_no_range_left();
 }
 
 /* A request that takes a free block with holes holds the rest too when the rest is too small to
@@ -325,9 +316,7 @@ static void an_unsplit_rest_is_mapped_too(void **state) {
   assert_int_equal(stats().reserved_bytes[0].current, (int64_t)(55 * G));
   check();
   FREE_ALL(d, c);
-  OK(recap_empty_cache());
-  assert_int_equal(stats().reserved_bytes[0].current, 0);
-  check();
+  expect_all_released();
 }
 
 /* A block whose holes lie on both sides of a chunk still mapped: a request over all of it maps
@@ -358,9 +347,7 @@ static void holes_on_both_sides_of_a_chunk_are_mapped(void **state) {
   assert_int_equal(stats().reserved_bytes[0].current, 24 * MiB);
   check();
   FREE_ALL(d, c1, c2);
-  OK(recap_empty_cache());
-  assert_int_equal(stats().reserved_bytes[0].current, 0);
-  check();
+  expect_all_released();
 }
 
 /* A capture routed to a private pool grows the pool's own VMM segment; the default pool's stays
@@ -388,10 +375,7 @@ static void capture_grows_a_private_pool_segment(void **state) {
   check();
   OK(recap_free(outside));
   OK(recap_pool_release(pool));
-  OK(recap_empty_cache());
-  assert_int_equal(stats().reserved_bytes[0].current, 0);
-  assert_int_equal(recap__fake_now().vmm_ranges_live, 0);
-  check();
+  expect_no_range_left();
 }
 
 /* A graph captured with a growing private pool replays on it: its kernel's arguments are the

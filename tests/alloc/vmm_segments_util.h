@@ -44,6 +44,12 @@ static inline void expect_all_released(void) {
   check();
 }
 
+/* The same, and no reserved address range is left on the device either. */
+static inline void expect_no_range_left(void) {
+  expect_all_released();
+  assert_int_equal(recap__fake_now().vmm_ranges_live, 0);
+}
+
 /* The pool's only segment (asserted). */
 static inline recap__segment_t *only_segment(recap_pool_id_t id) {
   recap__pool_t *pool = pool_record(id);
