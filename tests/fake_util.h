@@ -28,6 +28,12 @@ static inline void reset(void) {
   recap_clear_last_error();
 }
 
+/* A fresh fake, allocator and options (reset), and a new stream on the device. */
+static inline recap_stream_t fresh_stream(void) {
+  reset();
+  return recap__fake_stream_new();
+}
+
 /* A fresh fake of one device with `bytes` of memory: a VMM segment reserves as many addresses as
  * the device has memory, and under valgrind or ThreadSanitizer a process cannot reserve the
  * default 64 GiB again and again. */

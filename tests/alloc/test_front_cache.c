@@ -419,8 +419,7 @@ static void a_pair_is_served_by_the_cache_with_exact_stats(void **state) {
  * the slow path's. */
 static void a_block_the_slow_path_would_place_elsewhere_is_not_cached(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = fresh_stream();
   void *a, *b, *c, *d;
   OK(recap_malloc(&a, 512, s));
   OK(recap_malloc(&b, 512, s));
