@@ -33,6 +33,13 @@ static inline recap_capture_options_t budget_options(size_t bytes) {
   return o;
 }
 
+/* The default capture options with the capture routed to `pool`. */
+static inline recap_capture_options_t pool_options(recap_pool_id_t pool) {
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.pool = pool;
+  return o;
+}
+
 /* What recap_pool_memory says of pool, which must exist. */
 static inline recap_pool_memory_t pool_info(recap_pool_id_t pool) {
   recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;

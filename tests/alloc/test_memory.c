@@ -37,6 +37,28 @@ static void kernels(recap_stream_t s, int n) {
  * ---------------------------------------------------------------------------------------- */
 
 /* The end of a test: g destroyed, then the block (if any) freed, and the checker passes. */
+/* A new graph, no flags. */
+static recap_graph_t new_graph(void) {
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  return g;
+}
+
+/* The capture's end refused over its budget: the message says what was refused and what became
+ * of the capture (`outcome`), then quotes the first refusal (`first`); g is then in `state`. */
+static void expect_end_refused(recap_graph_t g, const char *outcome, const char *first,
+                               recap_graph_state_t state) {
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_OUT_OF_MEMORY);
+  char expected[1024];
+  snprintf(expected, sizeof expected,
+           "recap_graph_capture_end: the capture's budget refused %s; the first: recap_malloc: %s",
+           outcome, first);
+  assert_string_equal(recap_last_error(), expected);
+  recap_graph_state_t now;
+  OK(recap_graph_state(g, &now));
+  assert_int_equal(now, state);
+}
+
 static void destroy_free_and_check(recap_graph_t g, void *block) {
   OK(recap_graph_destroy(g));
   if (block) OK(recap_free(block));
@@ -196,11 +218,8 @@ static void the_default_pool_and_older_structs(void **state) {
 static void peaks_of_two_captures_sharing_a_pool(void **state) {
   (void)state;
   recap_stream_t s = fresh_stream();
-  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
-  o.pool = recap_pool_handle();
-  recap_graph_t a, b;
-  OK(recap_graph_create(&a, 0));
-  OK(recap_graph_create(&b, 0));
+  recap_capture_options_t o = pool_options(recap_pool_handle());
+  recap_graph_t a = new_graph(), b = new_graph();
 
   OK(recap_graph_capture_begin(a, &o, s));
   void *out, *tmp;
@@ -334,8 +353,7 @@ static void keep_graphs_count_at_instantiation(void **state) {
 static void failed_captures_leave_the_totals(void **state) {
   (void)state;
   recap_stream_t s = fresh_stream();
-  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
-  o.pool = recap_pool_handle();
+  recap_capture_options_t o = pool_options(recap_pool_handle());
   recap_graph_t keep, g;
   OK(recap_graph_create(&keep, 0));
   OK(recap_graph_capture_begin(keep, &o, s));
@@ -520,15 +538,9 @@ static void the_budget_refuses_before_the_device(void **state) {
   check();
 
   /* The end refuses too, with the first refusal's message, and throws the capture away. */
-  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_OUT_OF_MEMORY);
-  snprintf(expected, sizeof expected,
-           "recap_graph_capture_end: the capture's budget refused 2 allocations, so the capture "
-           "was thrown away and the graph is fresh again; the first: recap_malloc: %s",
-           first);
-  assert_string_equal(recap_last_error(), expected);
-  recap_graph_state_t st;
-  OK(recap_graph_state(g, &st));
-  assert_int_equal(st, RECAP_GRAPH_STATE_FRESH);
+  expect_end_refused(g,
+                     "2 allocations, so the capture was thrown away and the graph is fresh again",
+                     first, RECAP_GRAPH_STATE_FRESH);
   assert_true(recap__pool_id_equal(pool_of(g), pool)); /* named, for audits */
   assert_int_equal(recap__fake_now().live_graphs, 0);
   assert_int_equal(recap__fake_now().live_execs, 0);
@@ -561,11 +573,8 @@ static void the_budget_refuses_before_the_device(void **state) {
 static void the_budget_counts_the_shared_pool(void **state) {
   (void)state;
   recap_stream_t s = fresh_stream();
-  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
-  o.pool = recap_pool_handle();
-  recap_graph_t a, b;
-  OK(recap_graph_create(&a, 0));
-  OK(recap_graph_create(&b, 0));
+  recap_capture_options_t o = pool_options(recap_pool_handle());
+  recap_graph_t a = new_graph(), b = new_graph();
   OK(recap_graph_capture_begin(a, &o, s));
   /* A 20 MiB segment, or a VMM segment mapping 2 MiB: a budget of 1 MiB more than it leaves
    * no room for a 2 MiB small segment. */
@@ -629,15 +638,9 @@ static void a_recapture_over_its_budget_keeps_the_old_capture(void **state) {
   assert_string_equal(recap_last_error(), expected);
   kernels(s, 2);
   OK(recap_free(t));
-  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_OUT_OF_MEMORY);
-  snprintf(expected, sizeof expected,
-           "recap_graph_capture_end: the capture's budget refused 1 allocation, so the recapture "
-           "was thrown away and the graph keeps the capture it held; the first: recap_malloc: %s",
-           first);
-  assert_string_equal(recap_last_error(), expected);
-  recap_graph_state_t st;
-  OK(recap_graph_state(g, &st));
-  assert_int_equal(st, RECAP_GRAPH_STATE_INSTANTIATED);
+  expect_end_refused(
+      g, "1 allocation, so the recapture was thrown away and the graph keeps the capture it held",
+      first, RECAP_GRAPH_STATE_INSTANTIATED);
   OK(recap_graph_replay(g, s));
   recap_graph_memory_t now = graph_memory(g);
   assert_memory_equal(&now, &held, sizeof now);
