@@ -29,7 +29,7 @@ static inline void reset(void) {
 }
 
 /* A fresh fake, allocator and options (reset), and a new stream on the device. */
-static inline recap_stream_t fresh_stream(void) {
+static inline recap_stream_t stream_after_reset(void) {
   reset();
   return recap__fake_stream_new();
 }

@@ -53,7 +53,7 @@ static void bad_arguments(void **state) {
 
 static void split_and_merge(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   void *a, *b, *c;
   OK(recap_malloc(&a, 512, s));
   OK(recap_malloc(&b, 512, s));
@@ -88,7 +88,7 @@ static void split_and_merge(void **state) {
 
 static void blocks_stay_on_their_stream(void **state) {
   (void)state;
-  recap_stream_t s1 = fresh_stream(), s2 = recap__fake_stream_new();
+  recap_stream_t s1 = stream_after_reset(), s2 = recap__fake_stream_new();
   void *a, *b;
   OK(recap_malloc(&a, 4096, s1));
   OK(recap_free(a));
@@ -105,7 +105,7 @@ static void blocks_stay_on_their_stream(void **state) {
 
 static void record_stream_waits_for_other_stream(void **state) {
   (void)state;
-  recap_stream_t s1 = fresh_stream(), s2 = recap__fake_stream_new();
+  recap_stream_t s1 = stream_after_reset(), s2 = recap__fake_stream_new();
   void *a, *b;
   OK(recap_malloc(&a, 8192, s1));
   recap__fake_stream_enqueue(s2); /* s2 has work that reads a */
@@ -132,7 +132,7 @@ static void record_stream_waits_for_other_stream(void **state) {
 
 static void empty_cache_waits_for_events(void **state) {
   (void)state;
-  recap_stream_t s1 = fresh_stream(), s2 = recap__fake_stream_new();
+  recap_stream_t s1 = stream_after_reset(), s2 = recap__fake_stream_new();
   void *a;
   OK(recap_malloc(&a, 8192, s1));
   OK(recap_record_stream(a, s2));
@@ -147,7 +147,7 @@ static void empty_cache_waits_for_events(void **state) {
 
 static void event_failure_falls_back_to_waiting(void **state) {
   (void)state;
-  recap_stream_t s1 = fresh_stream(), s2 = recap__fake_stream_new();
+  recap_stream_t s1 = stream_after_reset(), s2 = recap__fake_stream_new();
   void *a, *b;
   OK(recap_malloc(&a, 8192, s1));
   recap__fake_stream_enqueue(s2);
@@ -196,7 +196,7 @@ static void out_of_memory_reports_and_recovers(void **state) {
 
 static void injected_segment_failure_retries_once(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   void *p;
   /* The device call that says out of memory: cudaMalloc, or cuMemCreate for a VMM segment. */
   recap__fake_fail_nth(vmm_segments_on() ? RECAP__FAKE_FAULT_VMM_CREATE
@@ -299,7 +299,7 @@ static void max_split_size_keeps_big_blocks_whole(void **state) {
 
 static void snapshot_lists_segments_and_blocks(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   void *a, *b;
   OK(recap_malloc(&a, 1000, s));
   OK(recap_malloc(&b, 3 * MiB, s));
@@ -355,7 +355,7 @@ static void snapshot_lists_segments_and_blocks(void **state) {
 
 static void checker_catches_corruption(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   void *a;
   OK(recap_malloc(&a, 1000, s));
   check();
@@ -376,7 +376,7 @@ static void checker_catches_corruption(void **state) {
 
 static void reset_peak(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   void *a, *b;
   OK(recap_malloc(&a, 4096, s));
   OK(recap_malloc(&b, 4096, s));
@@ -463,7 +463,7 @@ static void threads_allocate_and_free(void **state) {
 static void fault_at_every_step(void **state) {
   (void)state;
   for (uint64_t nth = 1; nth <= 12; nth++) {
-    recap_stream_t s = fresh_stream();
+    recap_stream_t s = stream_after_reset();
     /* Fail the nth segment allocation and the retry right after it. */
     recap__fake_fail_nth(RECAP__FAKE_FAULT_RAW_MALLOC, nth);
     void *held[12] = {0};

@@ -112,7 +112,7 @@ static void free_outputs(void *ptrs[STEP_ALLOCS]) { FREE_ALL(ptrs[1], ptrs[4], p
 
 static void identical_sequences_get_identical_addresses(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t logs[2] = {{0}, {0}}, *record = &logs[0], *replay = NULL;
   uint64_t hits, misses;
@@ -166,7 +166,7 @@ static void identical_sequences_get_identical_addresses(void **state) {
  * replay is what keeps the addresses. */
 static void without_replay_the_best_fit_moves_blocks(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t record = {0};
   uint64_t hits, misses;
@@ -199,7 +199,7 @@ static void without_replay_the_best_fit_moves_blocks(void **state) {
 
 static void a_kept_output_gets_a_new_address(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t first_log = {0}, second_log = {0};
   uint64_t hits, misses;
@@ -233,7 +233,7 @@ static void a_kept_output_gets_a_new_address(void **state) {
  * its own size, and nothing else grows. */
 static void a_kept_output_with_no_room_grows_the_pool_by_itself(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t first_log = {0}, second_log = {0};
   uint64_t hits, misses;
@@ -457,7 +457,7 @@ static void a_replayed_address_stays_on_its_stream(void **state) {
  * the usual path. */
 static void a_replayed_range_splits_its_free_block_on_both_sides(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t forged = {0}, out = {0};
   uint64_t hits, misses;
@@ -512,7 +512,7 @@ static void a_replayed_range_splits_its_free_block_on_both_sides(void **state) {
 
 static void the_record_log_holds_rounded_sizes_in_order(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t log = {0};
   uint64_t hits, misses;
@@ -658,7 +658,7 @@ static void max_split_size_rules_hold_in_a_replay(void **state) {
 
 static void attach_errors_name_the_problem(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t log = {0};
   uint64_t hits = 7, misses = 7;
@@ -702,7 +702,7 @@ static void attach_errors_name_the_problem(void **state) {
  * leak checker of the sanitizer build would say otherwise). */
 static void a_reset_with_logs_attached_frees_the_state(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t log = {0}, replay = {0};
   begin(s, pool, &log, &replay);

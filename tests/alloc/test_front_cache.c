@@ -419,7 +419,7 @@ static void a_pair_is_served_by_the_cache_with_exact_stats(void **state) {
  * the slow path's. */
 static void a_block_the_slow_path_would_place_elsewhere_is_not_cached(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   void *a, *b, *c, *d;
   OK(recap_malloc(&a, 512, s));
   OK(recap_malloc(&b, 512, s));

@@ -109,7 +109,7 @@ static void fake_executables_hold_device_memory(void **state) {
 
 static void a_graph_reports_its_bytes(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   size_t free_at_start = device_free();
   recap_graph_t g = graph_capturing(s, NULL);
   void *a, *b, *c;
@@ -181,7 +181,7 @@ static void a_graph_reports_its_bytes(void **state) {
  * filled up to its size. */
 static void the_default_pool_and_older_structs(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   recap_pool_memory_t p = pool_memory((recap_pool_id_t){0, 0});
   assert_int_equal(p.reserved_bytes, 0); /* a device recap has not used */
   void *a;
@@ -217,7 +217,7 @@ static void the_default_pool_and_older_structs(void **state) {
  * allocated, counts in the second's), and the pool has the latest and the highest. */
 static void peaks_of_two_captures_sharing_a_pool(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   recap_capture_options_t o = pool_options(recap_pool_handle());
   recap_graph_t a = new_graph(), b = new_graph();
 
@@ -293,7 +293,7 @@ static void peaks_of_two_captures_sharing_a_pool(void **state) {
 /* A recapture that instantiates afresh (another node count) measures the new executable. */
 static void a_fresh_instantiation_at_recapture_is_measured(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   recap_graph_t g = graph_capturing(s, NULL);
   kernels(s, 2);
   OK(recap_graph_capture_end(g));
@@ -315,7 +315,7 @@ static void a_fresh_instantiation_at_recapture_is_measured(void **state) {
  * anew, the old executable gone first. */
 static void keep_graphs_count_at_instantiation(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   recap_graph_t g;
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
   OK(recap_graph_capture_begin(g, NULL, s));
@@ -352,7 +352,7 @@ static void keep_graphs_count_at_instantiation(void **state) {
  * fails. */
 static void failed_captures_leave_the_totals(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   recap_capture_options_t o = pool_options(recap_pool_handle());
   recap_graph_t keep, g;
   OK(recap_graph_create(&keep, 0));
@@ -392,7 +392,7 @@ static void failed_captures_leave_the_totals(void **state) {
 static void a_host_loop_counts_every_executable(void **state) {
   (void)state;
   for (int host = 0; host < 2; host++) {
-    recap_stream_t s = fresh_stream();
+    recap_stream_t s = stream_after_reset();
     recap_capture_options_t o = regions_options(host);
     recap_graph_t g = graph_capturing(s, &o);
     kernels(s, 2);
@@ -416,7 +416,7 @@ static void a_host_loop_counts_every_executable(void **state) {
 /* The snapshot's pools carry the same accounting. */
 static void the_snapshot_shows_graphs_and_peaks(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   recap_capture_options_t o = budget_options(4 * MiB);
   recap_graph_t g = graph_capturing(s, &o);
   void *a, *b;
@@ -483,7 +483,7 @@ static void refusal_text(char *out, size_t cap, recap_pool_id_t pool, uint64_t b
 
 static void the_budget_refuses_before_the_device(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   recap_capture_options_t o = budget_options(3 * MiB);
   recap_graph_t g = graph_capturing(s, &o);
   recap_pool_id_t pool = pool_of(g);
@@ -572,7 +572,7 @@ static void the_budget_refuses_before_the_device(void **state) {
 /* The budget counts the whole pool: segments a graph sharing it holds already. */
 static void the_budget_counts_the_shared_pool(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   recap_capture_options_t o = pool_options(recap_pool_handle());
   recap_graph_t a = new_graph(), b = new_graph();
   OK(recap_graph_capture_begin(a, &o, s));
@@ -611,7 +611,7 @@ static void the_budget_counts_the_shared_pool(void **state) {
 /* A recapture over its budget fails and leaves the graph with the capture it held. */
 static void a_recapture_over_its_budget_keeps_the_old_capture(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   recap_graph_t g = graph_capturing(s, NULL);
   void *t;
   OK(recap_malloc(&t, 1000, s));
@@ -660,7 +660,7 @@ static void a_recapture_over_its_budget_keeps_the_old_capture(void **state) {
  * succeeds, and counts no refusal. */
 static void a_replayed_allocation_falls_back_within_the_budget(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   recap_graph_t g = graph_capturing(s, NULL);
   void *a, *b;
   OK(recap_malloc(&a, 1 * MiB, s)); /* two small blocks fill one 2 MiB segment */

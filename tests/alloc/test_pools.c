@@ -56,7 +56,7 @@ static void pool_handles_are_fresh(void **state) {
 
 static void routing_follows_the_capture(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream(), side = recap__fake_stream_new(),
+  recap_stream_t s = stream_after_reset(), side = recap__fake_stream_new(),
                  other = recap__fake_stream_new();
   recap_pool_id_t pool = recap_pool_handle();
   capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
@@ -87,7 +87,7 @@ static void routing_follows_the_capture(void **state) {
  * moves to the new id, and allocations on the stream follow. */
 static void routing_moves_with_the_capture(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream(), t = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset(), t = recap__fake_stream_new();
   recap_pool_id_t pool = recap_pool_handle(), other = recap_pool_handle();
   capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
   capture_begin(t, other, RECAP__CAPTURE_MODE_GLOBAL);
@@ -190,7 +190,7 @@ static void sharing_a_pool_saves_a_segment(void **state) {
 
 static void pool_memory_returns_after_last_reference_and_block(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   void *out1, *out2;
   /* Two graphs share the pool: each capture takes a reference. */
@@ -252,7 +252,7 @@ static void releasing_an_empty_pool_deletes_it(void **state) {
 
 static void other_stream_blocks_held_until_capture_ends(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream(), reader = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset(), reader = recap__fake_stream_new();
   recap_pool_id_t pool = recap_pool_handle();
   capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
   assert_true(recap__fake_capture_join(reader, s));
@@ -296,7 +296,7 @@ static void new_segment_in_global_capture_keeps_it_valid(void **state) {
 
 static void out_of_memory_inside_a_capture(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream();
+  recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   void *cached;
   OK(recap_malloc(&cached, 3 * MiB, s));
@@ -343,7 +343,7 @@ static void released_pool_survives_an_oom_retry_while_routed(void **state) {
 
 static void routing_misuse_is_refused(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream(), t = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset(), t = recap__fake_stream_new();
   recap_pool_id_t pool = recap_pool_handle();
   assert_int_equal(recap_pool_route_begin(pool, s), RECAP_ERROR_INVALID_USAGE);
   assert_non_null(strstr(recap_last_error(), "not capturing"));
@@ -440,7 +440,7 @@ static void two_thread_local_captures_at_once(void **state) {
 /* recap_block_info reports where a block came from: start, sizes, pool, stream and device. */
 static void block_info_reports_pool_and_stream(void **state) {
   (void)state;
-  recap_stream_t s = fresh_stream(), other = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset(), other = recap__fake_stream_new();
   void *eager;
   OK(recap_malloc(&eager, 1000, other));
   recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
@@ -668,7 +668,7 @@ static void blocks_come_back_while_another_capture_goes_on(void **state) {
  * waiting for other streams' events, blocks freed during a capture waiting for it. */
 static void out_of_memory_message_tells_waiting_bytes_apart(void **state) {
   (void)state;
-  recap_stream_t s1 = fresh_stream(), reader = recap__fake_stream_new();
+  recap_stream_t s1 = stream_after_reset(), reader = recap__fake_stream_new();
   recap_stream_t cs = recap__fake_stream_new();
   void *a;
   OK(recap_malloc(&a, 16384, s1));
