@@ -20,6 +20,15 @@ static inline recap_memory_stats_t memory_stats_now(void) {
   return s;
 }
 
+/* The allocator counts nothing: no block allocated or active, no segment, no reserved byte. */
+static inline void expect_nothing_counted(void) {
+  recap_memory_stats_t s = memory_stats_now();
+  assert_int_equal(s.allocation[RECAP_STAT_ALL].current, 0);
+  assert_int_equal(s.active[RECAP_STAT_ALL].current, 0);
+  assert_int_equal(s.segment[RECAP_STAT_ALL].current, 0);
+  assert_int_equal(s.reserved_bytes[RECAP_STAT_ALL].current, 0);
+}
+
 /* The allocator's checker must pass. */
 static inline void memory_check_passes(void) {
   recap_status_t s = recap_memory_check();

@@ -97,11 +97,7 @@ static inline void backend_finish(const recap_pool_id_t *pools, size_t pool_coun
     recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
     EXPECT_STATUS(recap_pool_memory(pools[i], &info), RECAP_ERROR_NOT_FOUND);
   }
-  recap_memory_stats_t st = memory_stats_now();
-  assert_int_equal(st.allocation[RECAP_STAT_ALL].current, 0);
-  assert_int_equal(st.active[RECAP_STAT_ALL].current, 0);
-  assert_int_equal(st.segment[RECAP_STAT_ALL].current, 0);
-  assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, 0);
+  expect_nothing_counted();
   memory_check_passes();
   backend_expect_nothing_left();
 }
