@@ -483,6 +483,17 @@ static void block_info_reports_pool_and_stream(void **state) {
   check();
 }
 
+/* What a default pool's information must say: no references, never routed, and the segments
+ * and bytes given. */
+static void expect_default_pool(const recap_pool_memory_t *info, int64_t segments,
+                                int64_t reserved_bytes, int64_t allocated_bytes) {
+  assert_int_equal(info->references, 0);
+  assert_int_equal(info->routed, 0);
+  assert_int_equal(info->segments, segments);
+  assert_int_equal(info->reserved_bytes, reserved_bytes);
+  assert_int_equal(info->allocated_bytes, allocated_bytes);
+}
+
 /* The default pool is answered like a private one (no references, never routed), zeros on a
  * device recap has not used; a private pool never used is not found. */
 static void pool_info_answers_the_default_pool(void **state) {
@@ -493,21 +504,13 @@ static void pool_info_answers_the_default_pool(void **state) {
   memset(&info, 0x5a, sizeof info);
   info.size = sizeof info;
   OK(recap_pool_memory(default_pool, &info));
-  assert_int_equal(info.references, 0);
-  assert_int_equal(info.routed, 0);
-  assert_int_equal(info.segments, 0);
-  assert_int_equal(info.reserved_bytes, 0);
-  assert_int_equal(info.allocated_bytes, 0);
+  expect_default_pool(&info, 0, 0, 0);
   assert_int_equal(info.waiting_bytes, 0);
   recap_stream_t s = recap__fake_stream_new();
   void *a;
   OK(recap_malloc(&a, 4096, s));
   info = pool_info(default_pool);
-  assert_int_equal(info.references, 0);
-  assert_int_equal(info.routed, 0);
-  assert_int_equal(info.segments, 1);
-  assert_int_equal(info.reserved_bytes, 2 * MiB);
-  assert_int_equal(info.allocated_bytes, 4096);
+  expect_default_pool(&info, 1, 2 * MiB, 4096);
   EXPECT_STATUS(recap_pool_memory(recap_pool_handle(), &info), RECAP_ERROR_NOT_FOUND);
   EXPECT_MESSAGE("never used");
   OK(recap_free(a));
