@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * fake_util.h — what the CPU tests on the fake device share: a fresh fake and allocator, the
- * device's statistics, and the allocator's invariant checker as an assertion.
+ * fake_util.h — what the CPU tests on the fake device share: a fresh fake and allocator (alone,
+ * with a stream, a memory size or an option), options read back or from RECAP_ALLOC_CONF, the
+ * device's statistics, the allocator's invariant checker as an assertion, and the emptied cache
+ * that ends most tests.
  *
  * Include after harness.h. Every helper is static inline, so a test file that uses only some
  * of them builds without warnings.

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * memory_util.h — what the tests of memory accounting share, on the fake device and on a real
- * one: the device's statistics, a graph's pool, a pool's information, state and memory, and a
- * graph's memory (recap_graph_memory, recap_pool_memory), read with calls that must succeed, and
- * the allocator's checker as an assertion.
+ * one: the device's statistics (and the check that they count nothing), capture options with a
+ * budget or a pool, a graph's pool, a pool's information, state and memory, and a graph's memory
+ * (recap_graph_memory, recap_pool_memory), read with calls that must succeed, and the
+ * allocator's checker as an assertion.
  *
  * Include after harness.h. Every helper is static inline, so a test file that uses only some
  * of them builds without warnings.

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * fuzz_util.h — what the libFuzzer targets (fuzz_alloc, fuzz_recap, fuzz_part2) share: the log
- * handler that keeps runs quiet, the scaled-down size classes that odd first bytes select, and
- * the overlap of two live blocks. Every helper is static inline.
+ * fuzz_util.h — what the libFuzzer targets (fuzz_alloc, fuzz_recap, fuzz_part2) share: the trace
+ * of each operation, the log handler that keeps runs quiet, the scaled-down size classes that odd
+ * first bytes select, the overlap of two live blocks, the allocator's checker and statistics
+ * against the blocks a model holds, and the armed faults a call reached. Every helper is static
+ * inline (or a macro, where each target's own types or state are involved).
  */
 #ifndef RECAP_FUZZ_UTIL_H
 #define RECAP_FUZZ_UTIL_H
