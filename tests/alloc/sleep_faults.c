@@ -402,8 +402,7 @@ static void wake_out_of_memory(void **unused) {
   model_run(&m, 1);
   model_expect_reference(&m);
   expect_checker_passes();
-  contents_free(&saved);
-  teardown(&m);
+  model_goes(&m, &saved);
 }
 
 static const struct CMUnitTest tests[] = {
