@@ -70,11 +70,15 @@ int recap_test_main_parts(int argc, char **argv, const recap_test_part_t *parts,
 /* ---- checks shared by every test ------------------------------------------------------------ */
 
 /* A recap call that must succeed; on failure the test fails with recap's message. */
-#define OK(expr)                                                                                \
-  do {                                                                                          \
-    recap_status_t ok_status_ = (expr);                                                         \
-    if (ok_status_ != RECAP_SUCCESS)                                                            \
-      fail_msg("%s returned %s: %s", #expr, recap_status_name(ok_status_), recap_last_error()); \
+#define OK(expr) RECAP_TEST_OK_OR_TELL(expr, #expr, recap_last_error())
+
+/* A call that must succeed, named `text`; on failure the test fails with what `error` says (an
+ * expression read only then). OK and the GPU tests' own variants expand to it. */
+#define RECAP_TEST_OK_OR_TELL(expr, text, error)                                    \
+  do {                                                                              \
+    recap_status_t ok_status_ = (expr);                                             \
+    if (ok_status_ != RECAP_SUCCESS)                                                \
+      fail_msg("%s returned %s: %s", text, recap_status_name(ok_status_), (error)); \
   } while (0)
 
 /* A recap call that must fail with `status`. */

@@ -17,26 +17,64 @@ static const recap__fake_fault_t vmm_kinds[] = {
     RECAP__FAKE_FAULT_HOST_ALLOC_PINNED, RECAP__FAKE_FAULT_HOST_FREE_PINNED};
 enum { KINDS = sizeof vmm_kinds / sizeof vmm_kinds[0] };
 
+/* A started model (one run), and what a fault must leave as it was: its contents, the
+ * statistics, the device's free memory while awake, and the pool's reserved bytes. */
+typedef struct whole {
+  model_t m;
+  contents_t saved;
+  recap_memory_stats_t st;
+  size_t free_awake;
+  int64_t reserved;
+} whole_t;
+
+static void whole_started(whole_t *w, int runs) {
+  model_started(&w->m, runs);
+  w->saved = contents_save(&w->m);
+  w->st = stats_now();
+  w->free_awake = device_free();
+  w->reserved = pool_memory(w->m.pool).reserved_bytes;
+}
+
 /* What must hold after any failure or success: the pool is fully awake (every byte mapped, the
  * contents intact, nothing pinned) or fully asleep (nothing mapped but chunks a release kept),
  * the checker agrees, and the statistics did not move. */
-static void expect_whole(const model_t *m, const contents_t *saved, const recap_memory_stats_t *st,
-                         size_t free_awake, int64_t reserved) {
+static void expect_whole(const whole_t *w) {
   expect_checker_passes();
-  expect_stats(st);
-  recap_pool_memory_t pm = pool_memory(m->pool);
-  assert_int_equal(pm.reserved_bytes, reserved);
+  expect_stats(&w->st);
+  recap_pool_memory_t pm = pool_memory(w->m.pool);
+  assert_int_equal(pm.reserved_bytes, w->reserved);
   if (pm.state == RECAP_POOL_AWAKE) {
     assert_int_equal(pm.sleeping_bytes, 0);
     assert_int_equal(pm.offloaded_bytes, 0);
-    assert_int_equal(device_free(), free_awake);
-    assert_int_equal(recap__fake_now().vmm_bytes_mapped, (size_t)reserved);
+    assert_int_equal(device_free(), w->free_awake);
+    assert_int_equal(recap__fake_now().vmm_bytes_mapped, (size_t)w->reserved);
     assert_int_equal(recap__fake_now().pinned_live, 0);
-    contents_expect(saved, m);
+    contents_expect(&w->saved, &w->m);
   } else {
-    assert_int_equal(pm.sleeping_bytes, reserved);
+    assert_int_equal(pm.sleeping_bytes, w->reserved);
     assert_int_equal(recap__fake_now().vmm_bytes_mapped, 0);
   }
+}
+
+/* A wake without faults: the pool is awake and whole again (DISCARD: once reloaded). */
+static void whole_wakes(whole_t *w, int mode) {
+  OK(recap_pool_wake(w->m.pool));
+  assert_int_equal(state_of_pool(w->m.pool), RECAP_POOL_AWAKE);
+  if (mode == RECAP_SLEEP_DISCARD) model_reload(&w->m);
+  expect_whole(w);
+}
+
+/* The model and its saved contents go, and nothing is left on the device. */
+static void whole_goes(whole_t *w) {
+  contents_free(&w->saved);
+  teardown(&w->m);
+}
+
+/* The ending of a fault test: a run matches the reference, and the model goes. */
+static void whole_runs_and_goes(whole_t *w) {
+  model_run(&w->m, 1);
+  model_expect_reference(&w->m);
+  whole_goes(w);
 }
 
 /* A fault at the k-th call of each kind during sleep, for k = 1, 2, ... until a sleep no longer
@@ -44,12 +82,8 @@ static void expect_whole(const model_t *m, const contents_t *saved, const recap_
 static void faults_at_each_call(void **unused) {
   (void)unused;
   for (int mode = RECAP_SLEEP_DISCARD; mode <= RECAP_SLEEP_OFFLOAD; mode++) {
-    model_t m;
-    model_started(&m, 1);
-    contents_t saved = contents_save(&m);
-    recap_memory_stats_t st = stats_now();
-    size_t free_awake = device_free();
-    int64_t reserved = pool_memory(m.pool).reserved_bytes;
+    whole_t w;
+    whole_started(&w, 1);
     recap_pool_state_t asleep_state =
         mode == RECAP_SLEEP_OFFLOAD ? RECAP_POOL_ASLEEP_OFFLOADED : RECAP_POOL_ASLEEP_DISCARDED;
     int faults_hit = 0;
@@ -59,33 +93,31 @@ static void faults_at_each_call(void **unused) {
       for (uint64_t k = 1;; k++) {
         uint64_t calls = recap__fake_now().calls[kind];
         recap__fake_fail_nth(kind, k);
-        recap_status_t s = recap_pool_sleep(m.pool, (recap_sleep_mode_t)mode);
+        recap_status_t s = recap_pool_sleep(w.m.pool, (recap_sleep_mode_t)mode);
         recap__fake_fail_nth(kind, 0);
         bool reached = recap__fake_now().calls[kind] - calls >= k;
         if (!reached) {
           OK(s);
-          assert_int_equal(state_of_pool(m.pool), asleep_state);
-          expect_whole(&m, &saved, &st, free_awake, reserved);
-          OK(recap_pool_wake(m.pool));
-          if (mode == RECAP_SLEEP_DISCARD) model_reload(&m);
+          assert_int_equal(state_of_pool(w.m.pool), asleep_state);
+          expect_whole(&w);
+          OK(recap_pool_wake(w.m.pool));
+          if (mode == RECAP_SLEEP_DISCARD) model_reload(&w.m);
           break;
         }
         faults_hit++;
         assert_int_not_equal(s, RECAP_SUCCESS);
         EXPECT_MESSAGE("recap_pool_sleep:");
-        if (state_of_pool(m.pool) == RECAP_POOL_AWAKE) {
-          expect_whole(&m, &saved, &st, free_awake, reserved);
+        if (state_of_pool(w.m.pool) == RECAP_POOL_AWAKE) {
+          expect_whole(&w);
         } else {
           /* Only a release fails after the point of no return: the pool sleeps, and the chunk
            * it kept goes at the wake. */
           assert_int_equal(kind, RECAP__FAKE_FAULT_VMM_RELEASE);
           EXPECT_MESSAGE("is asleep, but 1 of its physical chunks");
-          assert_int_equal(state_of_pool(m.pool), asleep_state);
-          expect_whole(&m, &saved, &st, free_awake, reserved);
-          assert_true(device_free() > free_awake);
-          OK(recap_pool_wake(m.pool));
-          if (mode == RECAP_SLEEP_DISCARD) model_reload(&m);
-          expect_whole(&m, &saved, &st, free_awake, reserved);
+          assert_int_equal(state_of_pool(w.m.pool), asleep_state);
+          expect_whole(&w);
+          assert_true(device_free() > w.free_awake);
+          whole_wakes(&w, mode);
         }
       }
     }
@@ -93,14 +125,14 @@ static void faults_at_each_call(void **unused) {
     for (int i = 0; i < KINDS; i++) {
       recap__fake_fault_t kind = vmm_kinds[i];
       for (uint64_t k = 1;; k++) {
-        OK(recap_pool_sleep(m.pool, (recap_sleep_mode_t)mode));
-        void *host = offload_host(m.pool);
+        OK(recap_pool_sleep(w.m.pool, (recap_sleep_mode_t)mode));
+        void *host = offload_host(w.m.pool);
         size_t free_asleep = device_free();
         uint64_t calls = recap__fake_now().calls[kind];
         recap_test_log_t log;
         recap_test_log_capture(&log);
         recap__fake_fail_nth(kind, k);
-        recap_status_t s = recap_pool_wake(m.pool);
+        recap_status_t s = recap_pool_wake(w.m.pool);
         recap__fake_fail_nth(kind, 0);
         recap_test_log_stop();
         bool reached = recap__fake_now().calls[kind] - calls >= k;
@@ -117,35 +149,32 @@ static void faults_at_each_call(void **unused) {
           recap__alloc_lock();
           OK(recap__pinned_release_all("the test"));
           recap__alloc_unlock();
-          expect_whole(&m, &saved, &st, free_awake, reserved);
+          expect_whole(&w);
           continue;
         }
         if (s == RECAP_SUCCESS) {
           assert_false(reached);
-          if (mode == RECAP_SLEEP_DISCARD) model_reload(&m);
-          expect_whole(&m, &saved, &st, free_awake, reserved);
+          if (mode == RECAP_SLEEP_DISCARD) model_reload(&w.m);
+          expect_whole(&w);
           break;
         }
         assert_true(reached);
         faults_hit++;
         EXPECT_MESSAGE("recap_pool_wake:");
-        assert_int_equal(state_of_pool(m.pool), asleep_state);
+        assert_int_equal(state_of_pool(w.m.pool), asleep_state);
         assert_int_equal(device_free(), free_asleep);
-        assert_int_equal(pool_memory(m.pool).offloaded_bytes,
+        assert_int_equal(pool_memory(w.m.pool).offloaded_bytes,
                          mode == RECAP_SLEEP_OFFLOAD ? model_in_use : 0);
-        expect_whole(&m, &saved, &st, free_awake, reserved);
-        OK(recap_pool_wake(m.pool));
-        if (mode == RECAP_SLEEP_DISCARD) model_reload(&m);
-        expect_whole(&m, &saved, &st, free_awake, reserved);
+        expect_whole(&w);
+        whole_wakes(&w, mode);
       }
     }
     /* Unmaps and releases of two segments' chunks, creates, maps and accesses of the wake's,
      * and the pinned buffer's allocation and free. */
     assert_true(faults_hit >= (mode == RECAP_SLEEP_OFFLOAD ? 12 : 10));
-    model_run(&m, 1);
-    model_reload(&m);
-    contents_free(&saved);
-    teardown(&m);
+    model_run(&w.m, 1);
+    model_reload(&w.m);
+    whole_goes(&w);
   }
 }
 
@@ -153,30 +182,27 @@ static void faults_at_each_call(void **unused) {
  * stays asleep and a later wake releases it. */
 static void a_kept_chunk_is_released_at_the_wake(void **unused) {
   (void)unused;
-  model_t m;
-  model_started(&m, 0);
-  contents_t saved = contents_save(&m);
-  size_t free_awake = device_free();
+  whole_t w;
+  whole_started(&w, 0);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE, 1);
-  EXPECT_STATUS(recap_pool_sleep(m.pool, RECAP_SLEEP_OFFLOAD), RECAP_ERROR_CUDA);
+  EXPECT_STATUS(recap_pool_sleep(w.m.pool, RECAP_SLEEP_OFFLOAD), RECAP_ERROR_CUDA);
   EXPECT_MESSAGE("is asleep, but 1 of its physical chunks");
   EXPECT_MESSAGE("recap_pool_wake releases them");
-  assert_int_equal(state_of_pool(m.pool), RECAP_POOL_ASLEEP_OFFLOADED);
+  assert_int_equal(state_of_pool(w.m.pool), RECAP_POOL_ASLEEP_OFFLOADED);
   int64_t live = recap__fake_now().vmm_chunks_live;
   assert_int_equal(live, 1);
   expect_checker_passes();
   recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE, 1);
-  EXPECT_STATUS(recap_pool_wake(m.pool), RECAP_ERROR_CUDA);
+  EXPECT_STATUS(recap_pool_wake(w.m.pool), RECAP_ERROR_CUDA);
   EXPECT_MESSAGE("could not be released now either");
-  assert_int_equal(state_of_pool(m.pool), RECAP_POOL_ASLEEP_OFFLOADED);
+  assert_int_equal(state_of_pool(w.m.pool), RECAP_POOL_ASLEEP_OFFLOADED);
   assert_int_equal(recap__fake_now().vmm_chunks_live, 1);
   expect_checker_passes();
-  OK(recap_pool_wake(m.pool));
-  assert_int_equal(device_free(), free_awake);
-  contents_expect(&saved, &m);
+  OK(recap_pool_wake(w.m.pool));
+  assert_int_equal(device_free(), w.free_awake);
+  contents_expect(&w.saved, &w.m);
   expect_checker_passes();
-  contents_free(&saved);
-  teardown(&m);
+  whole_goes(&w);
 }
 
 /* A sleep whose unmap fails and whose roll-back cannot map everything back goes forward: the
@@ -187,14 +213,10 @@ static void a_sleep_whose_roll_back_fails_goes_forward(void **unused) {
   (void)unused;
   for (int third = 0; third <= 1; third++) {
     for (int mode = RECAP_SLEEP_DISCARD; mode <= RECAP_SLEEP_OFFLOAD; mode++) {
-      model_t m;
-      model_started(&m, 1);
-      contents_t saved = contents_save(&m);
-      recap_memory_stats_t st = stats_now();
-      size_t free_awake = device_free();
-      int64_t reserved = pool_memory(m.pool).reserved_bytes;
+      whole_t w;
+      whole_started(&w, 1);
       int mapped;
-      assert_true(listed_chunks(m.pool, &mapped) >= 2);
+      assert_true(listed_chunks(w.m.pool, &mapped) >= 2);
       recap_pool_state_t asleep_state =
           mode == RECAP_SLEEP_OFFLOAD ? RECAP_POOL_ASLEEP_OFFLOADED : RECAP_POOL_ASLEEP_DISCARDED;
       recap_test_log_t log;
@@ -203,7 +225,7 @@ static void a_sleep_whose_roll_back_fails_goes_forward(void **unused) {
       recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_UNMAP, 2);
       recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_MAP, 1);
       if (third) recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE, 1);
-      recap_status_t s = recap_pool_sleep(m.pool, (recap_sleep_mode_t)mode);
+      recap_status_t s = recap_pool_sleep(w.m.pool, (recap_sleep_mode_t)mode);
       recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_UNMAP, 0);
       recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_MAP, 0);
       recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_RELEASE, 0);
@@ -221,26 +243,20 @@ static void a_sleep_whose_roll_back_fails_goes_forward(void **unused) {
                          : "So the pool is asleep instead (RECAP_SLEEP_DISCARD: its blocks' "
                            "contents are dropped); wake it (recap_pool_wake) to use it");
       assert_int_equal(log.errors, 1 + third); /* the map back, and the release */
-      assert_int_equal(state_of_pool(m.pool), asleep_state);
+      assert_int_equal(state_of_pool(w.m.pool), asleep_state);
       assert_int_equal(recap__fake_now().vmm_bytes_mapped, 0);
       assert_int_equal(recap__fake_now().vmm_chunks_live, third);
-      assert_int_equal(listed_chunks(m.pool, &mapped), third);
+      assert_int_equal(listed_chunks(w.m.pool, &mapped), third);
       assert_int_equal(mapped, 0);
-      if (!third) assert_int_equal(device_free(), free_awake + (size_t)reserved);
-      recap_pool_memory_t pm = pool_memory(m.pool);
-      assert_int_equal(pm.sleeping_bytes, reserved);
+      if (!third) assert_int_equal(device_free(), w.free_awake + (size_t)w.reserved);
+      recap_pool_memory_t pm = pool_memory(w.m.pool);
+      assert_int_equal(pm.sleeping_bytes, w.reserved);
       assert_int_equal(pm.offloaded_bytes, mode == RECAP_SLEEP_OFFLOAD ? model_in_use : 0);
-      expect_whole(&m, &saved, &st, free_awake, reserved);
-      EXPECT_STATUS(recap_graph_replay(m.graph, m.stream), RECAP_ERROR_POOL_ASLEEP);
+      expect_whole(&w);
+      EXPECT_STATUS(recap_graph_replay(w.m.graph, w.m.stream), RECAP_ERROR_POOL_ASLEEP);
       /* The next wake works. */
-      OK(recap_pool_wake(m.pool));
-      assert_int_equal(state_of_pool(m.pool), RECAP_POOL_AWAKE);
-      if (mode == RECAP_SLEEP_DISCARD) model_reload(&m);
-      expect_whole(&m, &saved, &st, free_awake, reserved);
-      model_run(&m, 1);
-      model_expect_reference(&m);
-      contents_free(&saved);
-      teardown(&m);
+      whole_wakes(&w, mode);
+      whole_runs_and_goes(&w);
     }
   }
 }
@@ -252,15 +268,11 @@ static void a_wake_whose_undo_cannot_unmap_retries(void **unused) {
   (void)unused;
   for (int access = 0; access <= 1; access++) {
     for (int mode = RECAP_SLEEP_DISCARD; mode <= RECAP_SLEEP_OFFLOAD; mode++) {
-      model_t m;
-      model_started(&m, 1);
-      contents_t saved = contents_save(&m);
-      recap_memory_stats_t st = stats_now();
-      size_t free_awake = device_free();
-      int64_t reserved = pool_memory(m.pool).reserved_bytes;
+      whole_t w;
+      whole_started(&w, 1);
       recap_pool_state_t asleep_state =
           mode == RECAP_SLEEP_OFFLOAD ? RECAP_POOL_ASLEEP_OFFLOADED : RECAP_POOL_ASLEEP_DISCARDED;
-      OK(recap_pool_sleep(m.pool, (recap_sleep_mode_t)mode));
+      OK(recap_pool_sleep(w.m.pool, (recap_sleep_mode_t)mode));
       size_t free_asleep = device_free();
       recap_test_log_t log;
       recap_test_log_capture(&log);
@@ -273,21 +285,21 @@ static void a_wake_whose_undo_cannot_unmap_retries(void **unused) {
         recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_MAP, 2);
       }
       recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_UNMAP, 1);
-      recap_status_t s = recap_pool_wake(m.pool);
+      recap_status_t s = recap_pool_wake(w.m.pool);
       recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_SET_ACCESS, 0);
       recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_MAP, 0);
       recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_UNMAP, 0);
       recap_test_log_stop();
       EXPECT_STATUS(s, RECAP_ERROR_CUDA);
       EXPECT_MESSAGE("recap_pool_wake: mapping a chunk of");
-      assert_int_equal(state_of_pool(m.pool), asleep_state);
-      assert_int_equal(pool_memory(m.pool).offloaded_bytes,
+      assert_int_equal(state_of_pool(w.m.pool), asleep_state);
+      assert_int_equal(pool_memory(w.m.pool).offloaded_bytes,
                        mode == RECAP_SLEEP_OFFLOAD ? model_in_use : 0);
       int mapped;
       if (access) {
         EXPECT_MESSAGE("Nothing of it is mapped; the pool stays asleep");
         assert_int_equal(log.errors, 0);
-        assert_int_equal(listed_chunks(m.pool, &mapped), 0);
+        assert_int_equal(listed_chunks(w.m.pool, &mapped), 0);
         assert_int_equal(recap__fake_now().vmm_bytes_mapped, 0);
         assert_int_equal(device_free(), free_asleep);
       } else {
@@ -297,22 +309,16 @@ static void a_wake_whose_undo_cannot_unmap_retries(void **unused) {
             "them back first");
         assert_int_equal(log.errors, 1);
         assert_non_null(strstr(log.last, "it stays mapped until the next wake gives it back"));
-        assert_int_equal(listed_chunks(m.pool, &mapped), 1);
+        assert_int_equal(listed_chunks(w.m.pool, &mapped), 1);
         assert_int_equal(mapped, 1);
         assert_int_equal(recap__fake_now().vmm_chunks_live, 1);
         assert_true(recap__fake_now().vmm_bytes_mapped > 0);
       }
       expect_checker_passes();
-      expect_stats(&st);
+      expect_stats(&w.st);
       /* The next wake, faults gone, gives back what was left and restores the pool. */
-      OK(recap_pool_wake(m.pool));
-      assert_int_equal(state_of_pool(m.pool), RECAP_POOL_AWAKE);
-      if (mode == RECAP_SLEEP_DISCARD) model_reload(&m);
-      expect_whole(&m, &saved, &st, free_awake, reserved);
-      model_run(&m, 1);
-      model_expect_reference(&m);
-      contents_free(&saved);
-      teardown(&m);
+      whole_wakes(&w, mode);
+      whole_runs_and_goes(&w);
     }
   }
 }
@@ -321,34 +327,30 @@ static void a_wake_whose_undo_cannot_unmap_retries(void **unused) {
  * with its contents; a warning says the buffer stays kept, and recap_empty_cache frees it. */
 static void a_wake_whose_pinned_free_fails_stays_awake(void **unused) {
   (void)unused;
-  model_t m;
-  model_started(&m, 1);
-  contents_t saved = contents_save(&m);
-  recap_memory_stats_t st = stats_now();
-  size_t free_awake = device_free();
-  int64_t reserved = pool_memory(m.pool).reserved_bytes;
-  OK(recap_pool_sleep(m.pool, RECAP_SLEEP_OFFLOAD));
-  void *host = offload_host(m.pool);
+  whole_t w;
+  whole_started(&w, 1);
+  OK(recap_pool_sleep(w.m.pool, RECAP_SLEEP_OFFLOAD));
+  void *host = offload_host(w.m.pool);
   assert_non_null(host);
   recap_test_log_t log;
   recap_test_log_capture(&log);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_HOST_FREE_PINNED, 1);
-  recap_status_t s = recap_pool_wake(m.pool);
+  recap_status_t s = recap_pool_wake(w.m.pool);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_HOST_FREE_PINNED, 0);
   recap_test_log_stop();
   OK(s);
-  assert_int_equal(state_of_pool(m.pool), RECAP_POOL_AWAKE);
+  assert_int_equal(state_of_pool(w.m.pool), RECAP_POOL_AWAKE);
   assert_int_equal(log.warnings, 1);
   char needle[200];
   snprintf(needle, sizeof needle,
            "recap_pool_wake: pool {%llu,%llu} is awake, but its pinned host copy (%lld bytes) "
            "could not be freed: freeing %lld bytes of pinned host memory failed (",
-           (unsigned long long)m.pool.a, (unsigned long long)m.pool.b, (long long)model_in_use,
+           (unsigned long long)w.m.pool.a, (unsigned long long)w.m.pool.b, (long long)model_in_use,
            (long long)model_in_use);
   assert_non_null(strstr(log.last_warning, needle));
   assert_non_null(
       strstr(log.last_warning, "the buffer stays kept, and the next recap_empty_cache frees it"));
-  contents_expect(&saved, &m);
+  contents_expect(&w.saved, &w.m);
   assert_int_equal(recap__fake_now().pinned_live, 1);
   assert_true(recap__pinned_is_kept(host));
   /* recap_empty_cache frees it (its release of kept buffers, without the cached memory the
@@ -357,11 +359,8 @@ static void a_wake_whose_pinned_free_fails_stays_awake(void **unused) {
   OK(recap__pinned_release_all("recap_empty_cache"));
   recap__alloc_unlock();
   assert_int_equal(recap__fake_now().pinned_live, 0);
-  expect_whole(&m, &saved, &st, free_awake, reserved);
-  model_run(&m, 1);
-  model_expect_reference(&m);
-  contents_free(&saved);
-  teardown(&m);
+  expect_whole(&w);
+  whole_runs_and_goes(&w);
 }
 
 /* ---- out of memory at the wake --------------------------------------------------------------- */
@@ -403,8 +402,7 @@ static void wake_out_of_memory(void **unused) {
   model_run(&m, 1);
   model_expect_reference(&m);
   expect_checker_passes();
-  contents_free(&saved);
-  teardown(&m);
+  model_goes(&m, &saved);
 }
 
 static const struct CMUnitTest tests[] = {

@@ -218,4 +218,22 @@ static inline void contents_free(contents_t *c) {
 /* The bytes the model keeps in use: what OFFLOAD copies. */
 static const int64_t model_in_use = 2 * WORDS * 4 + BIG_WORDS * 4;
 
+/* A test's end: the stream's work done, then everything gone (teardown of no model). */
+static inline void stream_done_teardown(recap_stream_t s) {
+  recap__fake_stream_complete(s);
+  teardown(NULL);
+}
+
+/* A test's end: the saved contents freed, then the model and everything else gone. */
+static inline void model_goes(model_t *m, contents_t *saved) {
+  contents_free(saved);
+  teardown(m);
+}
+
+/* A fresh fake of CAPACITY (reset_expandable) with classic segments. */
+static inline void reset_classic(void) {
+  reset_expandable(CAPACITY);
+  OK(recap_option_set("expandable_segments", "0"));
+}
+
 #endif /* RECAP_TEST_SLEEP_UTIL_H */

@@ -53,8 +53,7 @@ static void bad_arguments(void **state) {
 
 static void split_and_merge(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset();
   void *a, *b, *c;
   OK(recap_malloc(&a, 512, s));
   OK(recap_malloc(&b, 512, s));
@@ -83,15 +82,13 @@ static void split_and_merge(void **state) {
   OK(recap_malloc(&b, 1 * MiB, s));
   assert_int_equal(stats().inactive_split[0].current, 0);
   assert_int_equal(stats().segment[0].current, 1);
-  OK(recap_free(a));
-  OK(recap_free(b));
+  FREE_ALL(a, b);
   check();
 }
 
 static void blocks_stay_on_their_stream(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s1 = recap__fake_stream_new(), s2 = recap__fake_stream_new();
+  recap_stream_t s1 = stream_after_reset(), s2 = recap__fake_stream_new();
   void *a, *b;
   OK(recap_malloc(&a, 4096, s1));
   OK(recap_free(a));
@@ -108,8 +105,7 @@ static void blocks_stay_on_their_stream(void **state) {
 
 static void record_stream_waits_for_other_stream(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s1 = recap__fake_stream_new(), s2 = recap__fake_stream_new();
+  recap_stream_t s1 = stream_after_reset(), s2 = recap__fake_stream_new();
   void *a, *b;
   OK(recap_malloc(&a, 8192, s1));
   recap__fake_stream_enqueue(s2); /* s2 has work that reads a */
@@ -136,8 +132,7 @@ static void record_stream_waits_for_other_stream(void **state) {
 
 static void empty_cache_waits_for_events(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s1 = recap__fake_stream_new(), s2 = recap__fake_stream_new();
+  recap_stream_t s1 = stream_after_reset(), s2 = recap__fake_stream_new();
   void *a;
   OK(recap_malloc(&a, 8192, s1));
   OK(recap_record_stream(a, s2));
@@ -152,8 +147,7 @@ static void empty_cache_waits_for_events(void **state) {
 
 static void event_failure_falls_back_to_waiting(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s1 = recap__fake_stream_new(), s2 = recap__fake_stream_new();
+  recap_stream_t s1 = stream_after_reset(), s2 = recap__fake_stream_new();
   void *a, *b;
   OK(recap_malloc(&a, 8192, s1));
   recap__fake_stream_enqueue(s2);
@@ -168,8 +162,7 @@ static void event_failure_falls_back_to_waiting(void **state) {
 
 static void out_of_memory_reports_and_recovers(void **state) {
   (void)state;
-  recap__fake_config_t cfg = {.device_count = 1, .memory_per_device = 64 * MiB};
-  recap_test_reset(&cfg);
+  reset_with_memory(64 * MiB);
   recap_stream_t s = recap__fake_stream_new();
   void *p = (void *)0x1;
   assert_int_equal(recap_malloc(&p, (size_t)1 << 40, s), RECAP_ERROR_OUT_OF_MEMORY);
@@ -189,8 +182,7 @@ static void out_of_memory_reports_and_recovers(void **state) {
   void *a, *b;
   OK(recap_malloc(&a, 3 * MiB, s));
   OK(recap_malloc(&b, 3 * MiB, recap__fake_stream_new()));
-  OK(recap_free(a));
-  OK(recap_free(b));
+  FREE_ALL(a, b);
   assert_int_equal(stats().reserved_bytes[0].current, vmm ? 8 * MiB : 40 * MiB);
   OK(recap_malloc(&a, vmm ? 61 * MiB : 40 * MiB, s));
   st = stats();
@@ -204,8 +196,7 @@ static void out_of_memory_reports_and_recovers(void **state) {
 
 static void injected_segment_failure_retries_once(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset();
   void *p;
   /* The device call that says out of memory: cudaMalloc, or cuMemCreate for a VMM segment. */
   recap__fake_fail_nth(vmm_segments_on() ? RECAP__FAKE_FAULT_VMM_CREATE
@@ -219,8 +210,7 @@ static void injected_segment_failure_retries_once(void **state) {
 
 static void memory_cap_option(void **state) {
   (void)state;
-  reset();
-  OK(recap_option_set("memory_cap", "24MiB"));
+  reset_with_option("memory_cap", "24MiB");
   recap_stream_t s = recap__fake_stream_new();
   void *a, *b;
   /* A classic 20 MiB segment, and a second one would pass the cap. A VMM segment maps 4 MiB,
@@ -232,21 +222,16 @@ static void memory_cap_option(void **state) {
   assert_non_null(strstr(recap_last_error(), "memory_cap"));
   assert_int_equal(stats().reserved_bytes[0].current, vmm ? 4 * MiB : 20 * MiB);
   OK(recap_malloc(&b, 1 * MiB, s)); /* 2 MiB small segment still fits */
-  OK(recap_free(a));
-  OK(recap_free(b));
+  FREE_ALL(a, b);
   check();
 }
 
 static void options_from_environment(void **state) {
   (void)state;
   reset();
-  setenv("RECAP_ALLOC_CONF", "small_segment:4MiB, large_segment : 32M", 1);
-  recap_options_reset();
-  uint64_t v;
-  OK(recap_option_get("small_segment", &v));
-  assert_int_equal(v, 4 * MiB);
-  OK(recap_option_get("large_segment", &v));
-  assert_int_equal(v, 32 * MiB);
+  options_from_alloc_conf("small_segment:4MiB, large_segment : 32M");
+  assert_int_equal(option_now("small_segment"), 4 * MiB);
+  assert_int_equal(option_now("large_segment"), 32 * MiB);
   recap_stream_t s = recap__fake_stream_new();
   void *p;
   OK(recap_malloc(&p, 100, s));
@@ -254,32 +239,26 @@ static void options_from_environment(void **state) {
   OK(recap_free(p));
   /* Code overrides the environment. */
   OK(recap_option_set_u64("small_segment", 2 * MiB));
-  OK(recap_option_get("small_segment", &v));
-  assert_int_equal(v, 2 * MiB);
-  unsetenv("RECAP_ALLOC_CONF");
-  recap_options_reset();
+  assert_int_equal(option_now("small_segment"), 2 * MiB);
+  options_from_alloc_conf(NULL);
   check();
 }
 
 static void options_bad_values_are_errors(void **state) {
   (void)state;
   reset();
-  setenv("RECAP_ALLOC_CONF", "small_segment:lots", 1);
-  recap_options_reset();
+  options_from_alloc_conf("small_segment:lots");
   void *p;
   assert_int_equal(recap_malloc(&p, 100, recap__fake_stream_new()), RECAP_ERROR_INVALID_VALUE);
   assert_non_null(strstr(recap_last_error(), "RECAP_ALLOC_CONF"));
   assert_non_null(strstr(recap_last_error(), "'lots'"));
-  setenv("RECAP_ALLOC_CONF", "no_such_option:1", 1);
-  recap_options_reset();
+  options_from_alloc_conf("no_such_option:1");
   assert_int_equal(recap_malloc(&p, 100, NULL), RECAP_ERROR_INVALID_VALUE);
   assert_non_null(strstr(recap_last_error(), "unknown option 'no_such_option'"));
-  setenv("RECAP_ALLOC_CONF", "small_size:4MiB", 1); /* bigger than small_segment */
-  recap_options_reset();
+  options_from_alloc_conf("small_size:4MiB"); /* bigger than small_segment */
   assert_int_equal(recap_malloc(&p, 100, NULL), RECAP_ERROR_INVALID_VALUE);
   assert_non_null(strstr(recap_last_error(), "small_segment must be at least small_size"));
-  unsetenv("RECAP_ALLOC_CONF");
-  recap_options_reset();
+  options_from_alloc_conf(NULL);
 
   assert_int_equal(recap_option_set("min_block_size", "500"), RECAP_ERROR_INVALID_VALUE);
   assert_non_null(strstr(recap_last_error(), "power of two"));
@@ -290,18 +269,14 @@ static void options_bad_values_are_errors(void **state) {
   /* All or nothing: the good first entry is not applied when the second is bad. */
   assert_int_equal(recap_options_parse("small_segment:8MiB,max_split_size:1"),
                    RECAP_ERROR_INVALID_VALUE);
-  uint64_t v;
-  OK(recap_option_get("small_segment", &v));
-  assert_int_equal(v, 2 * MiB);
+  assert_int_equal(option_now("small_segment"), 2 * MiB);
   OK(recap_options_parse("max_split_size:64MiB"));
-  OK(recap_option_get("max_split_size", &v));
-  assert_int_equal(v, 64 * MiB);
+  assert_int_equal(option_now("max_split_size"), 64 * MiB);
 }
 
 static void max_split_size_keeps_big_blocks_whole(void **state) {
   (void)state;
-  reset();
-  OK(recap_option_set("max_split_size", "40MiB"));
+  reset_with_option("max_split_size", "40MiB");
   recap_stream_t s = recap__fake_stream_new();
   void *big, *small;
   OK(recap_malloc(&big, 64 * MiB, s));
@@ -324,8 +299,7 @@ static void max_split_size_keeps_big_blocks_whole(void **state) {
 
 static void snapshot_lists_segments_and_blocks(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset();
   void *a, *b;
   OK(recap_malloc(&a, 1000, s));
   OK(recap_malloc(&b, 3 * MiB, s));
@@ -376,14 +350,12 @@ static void snapshot_lists_segments_and_blocks(void **state) {
   assert_true(cJSON_GetObjectItem(reserved, "current")->valuedouble == (double)reserved_total);
   cJSON_Delete(root);
   recap_string_free(json);
-  OK(recap_free(a));
-  OK(recap_free(b));
+  FREE_ALL(a, b);
 }
 
 static void checker_catches_corruption(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset();
   void *a;
   OK(recap_malloc(&a, 1000, s));
   check();
@@ -404,8 +376,7 @@ static void checker_catches_corruption(void **state) {
 
 static void reset_peak(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset();
   void *a, *b;
   OK(recap_malloc(&a, 4096, s));
   OK(recap_malloc(&b, 4096, s));
@@ -492,8 +463,7 @@ static void threads_allocate_and_free(void **state) {
 static void fault_at_every_step(void **state) {
   (void)state;
   for (uint64_t nth = 1; nth <= 12; nth++) {
-    reset();
-    recap_stream_t s = recap__fake_stream_new();
+    recap_stream_t s = stream_after_reset();
     /* Fail the nth segment allocation and the retry right after it. */
     recap__fake_fail_nth(RECAP__FAKE_FAULT_RAW_MALLOC, nth);
     void *held[12] = {0};

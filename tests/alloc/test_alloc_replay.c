@@ -108,16 +108,11 @@ static void step(recap_stream_t s, void *ptrs[STEP_ALLOCS]) {
   check();
 }
 
-static void free_outputs(void *ptrs[STEP_ALLOCS]) {
-  OK(recap_free(ptrs[1]));
-  OK(recap_free(ptrs[4]));
-  OK(recap_free(ptrs[5]));
-}
+static void free_outputs(void *ptrs[STEP_ALLOCS]) { FREE_ALL(ptrs[1], ptrs[4], ptrs[5]); }
 
 static void identical_sequences_get_identical_addresses(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t logs[2] = {{0}, {0}}, *record = &logs[0], *replay = NULL;
   uint64_t hits, misses;
@@ -171,8 +166,7 @@ static void identical_sequences_get_identical_addresses(void **state) {
  * replay is what keeps the addresses. */
 static void without_replay_the_best_fit_moves_blocks(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t record = {0};
   uint64_t hits, misses;
@@ -205,8 +199,7 @@ static void without_replay_the_best_fit_moves_blocks(void **state) {
 
 static void a_kept_output_gets_a_new_address(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t first_log = {0}, second_log = {0};
   uint64_t hits, misses;
@@ -215,8 +208,7 @@ static void a_kept_output_gets_a_new_address(void **state) {
   step(s, first);
   end(s, pool, &hits, &misses);
   /* The caller keeps b (first[1]) and frees the other outputs. */
-  OK(recap_free(first[4]));
-  OK(recap_free(first[5]));
+  FREE_ALL(first[4], first[5]);
   int64_t reserved = pool_info(pool).reserved_bytes;
 
   begin(s, pool, &second_log, &first_log);
@@ -241,8 +233,7 @@ static void a_kept_output_gets_a_new_address(void **state) {
  * its own size, and nothing else grows. */
 static void a_kept_output_with_no_room_grows_the_pool_by_itself(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t first_log = {0}, second_log = {0};
   uint64_t hits, misses;
@@ -272,8 +263,7 @@ static void a_kept_output_with_no_room_grows_the_pool_by_itself(void **state) {
     assert_int_equal(after.segments, before.segments + 1);
     assert_int_equal(after.reserved_bytes, before.reserved_bytes + (int64_t)(12 * MiB));
   }
-  OK(recap_free(out1));
-  OK(recap_free(out2));
+  FREE_ALL(out1, out2);
   release(pool, &first_log, &second_log);
 }
 
@@ -457,8 +447,7 @@ static void a_replayed_address_stays_on_its_stream(void **state) {
   assert_ptr_equal(b, t.base + 256 * KiB);
   assert_int_equal(hits, 1);
   assert_int_equal(misses, 1);
-  OK(recap_free(a));
-  OK(recap_free(b));
+  FREE_ALL(a, b);
   abc_done(&t);
 }
 
@@ -468,8 +457,7 @@ static void a_replayed_address_stays_on_its_stream(void **state) {
  * the usual path. */
 static void a_replayed_range_splits_its_free_block_on_both_sides(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t forged = {0}, out = {0};
   uint64_t hits, misses;
@@ -478,8 +466,7 @@ static void a_replayed_range_splits_its_free_block_on_both_sides(void **state) {
   OK(recap_malloc(&small_seg, 1 * MiB, s));  /* the first half of a small segment, S */
   OK(recap_malloc(&large_seg, 20 * MiB, s)); /* a whole large segment, L */
   end(s, pool, &hits, &misses);
-  OK(recap_free(small_seg));
-  OK(recap_free(large_seg));
+  FREE_ALL(small_seg, large_seg);
   recap__alloc_log_free(&out);
   recap_memory_stats_t before = stats();
   assert_int_equal(before.inactive_split[RECAP_STAT_ALL].current, 0);
@@ -511,8 +498,7 @@ static void a_replayed_range_splits_its_free_block_on_both_sides(void **state) {
   assert_int_equal(misses, 0);
   assert_int_equal(out.count, 2);
   assert_int_equal(out.v[1].size, 2 * MiB + 512 * KiB); /* the rounded request, not the block */
-  OK(recap_free(p));
-  OK(recap_free(q));
+  FREE_ALL(p, q);
   recap_memory_stats_t after = stats();
   assert_int_equal(after.inactive_split[RECAP_STAT_ALL].current, 0);
   assert_int_equal(pool_info(pool).reserved_bytes, (int64_t)(22 * MiB));
@@ -526,8 +512,7 @@ static void a_replayed_range_splits_its_free_block_on_both_sides(void **state) {
 
 static void the_record_log_holds_rounded_sizes_in_order(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t log = {0};
   uint64_t hits, misses;
@@ -546,8 +531,7 @@ static void the_record_log_holds_rounded_sizes_in_order(void **state) {
   void *later;
   OK(recap_malloc(&later, 512, s));
   assert_int_equal(log.count, 5);
-  OK(recap_free(later));
-  OK(recap_free(eager));
+  FREE_ALL(later, eager);
   for (int i = 0; i < 5; i++) OK(recap_free(p[i]));
   recap__alloc_log_free(&log);
   assert_null(log.v);
@@ -614,8 +598,7 @@ static void host_oom_marks_the_log_incomplete_and_malloc_succeeds(void **state) 
  * out: its own segment is found again; a request below the limit never takes part of it. */
 static void max_split_size_rules_hold_in_a_replay(void **state) {
   (void)state;
-  reset();
-  OK(recap_option_set("max_split_size", "32MiB"));
+  reset_with_option("max_split_size", "32MiB");
   recap_stream_t s = recap__fake_stream_new();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t first = {0}, second = {0};
@@ -625,8 +608,7 @@ static void max_split_size_rules_hold_in_a_replay(void **state) {
   OK(recap_malloc(&big, 40 * MiB, s));
   OK(recap_malloc(&mid, 4 * MiB, s));
   end(s, pool, &hits, &misses);
-  OK(recap_free(big));
-  OK(recap_free(mid));
+  FREE_ALL(big, mid);
   int64_t reserved = pool_info(pool).reserved_bytes;
   begin(s, pool, &second, &first);
   OK(recap_malloc(&big2, 40 * MiB, s));
@@ -636,8 +618,7 @@ static void max_split_size_rules_hold_in_a_replay(void **state) {
   assert_ptr_equal(mid2, mid);
   assert_int_equal(hits, 2);
   assert_int_equal(pool_info(pool).reserved_bytes, reserved);
-  OK(recap_free(big2));
-  OK(recap_free(mid2));
+  FREE_ALL(big2, mid2);
   check();
   /* 31 MiB, below the limit, gets its own segment of 32 MiB (rounded to 2 MiB): at the limit,
    * which the usual path would not give a request below it again. The replay does, so the pool
@@ -677,8 +658,7 @@ static void max_split_size_rules_hold_in_a_replay(void **state) {
 
 static void attach_errors_name_the_problem(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t log = {0};
   uint64_t hits = 7, misses = 7;
@@ -714,8 +694,7 @@ static void attach_errors_name_the_problem(void **state) {
   assert_ptr_equal(log.v[0].ptr, a);
   assert_true(recap__fake_capture_end(s));
   OK(recap__pool_route_end(device(), pool));
-  OK(recap_free(a));
-  OK(recap_free(b));
+  FREE_ALL(a, b);
   release(pool, &log, NULL);
 }
 
@@ -723,8 +702,7 @@ static void attach_errors_name_the_problem(void **state) {
  * leak checker of the sanitizer build would say otherwise). */
 static void a_reset_with_logs_attached_frees_the_state(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t log = {0}, replay = {0};
   begin(s, pool, &log, &replay);

@@ -278,8 +278,7 @@ static recap_status_t step(world_t *w) {
  * matched and recap_memory_check passed at every step. */
 static void run(unsigned seed, bool cache_on, FILE *records, FILE *counts) {
   int i = -1;
-  recap__fake_config_t cfg = {.device_count = 1, .memory_per_device = 256 * MiB};
-  recap_test_reset(&cfg);
+  reset_with_memory(256 * MiB);
   recap__alloc_front_cache_enable(cache_on);
   world_t w = {.rng = seed};
   for (int k = 0; k < STREAMS; k++) w.streams[k] = recap__fake_stream_new();
@@ -420,8 +419,7 @@ static void a_pair_is_served_by_the_cache_with_exact_stats(void **state) {
  * the slow path's. */
 static void a_block_the_slow_path_would_place_elsewhere_is_not_cached(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset();
   void *a, *b, *c, *d;
   OK(recap_malloc(&a, 512, s));
   OK(recap_malloc(&b, 512, s));
@@ -485,8 +483,7 @@ static void a_tie_goes_to_the_lowest_address(void **state) {
     OK(recap_malloc(&w, MiB, s));
     void *lo = (char *)x < (char *)z ? x : z, *hi = lo == x ? z : x;
     /* Two free blocks of 1 MiB; the latest free, hi, is not the best fit. */
-    OK(recap_free(lo));
-    OK(recap_free(hi));
+    FREE_ALL(lo, hi);
     assert_null(recap__alloc.front.block);
     check();
     OK(recap_malloc(&p, MiB, s));
@@ -731,8 +728,7 @@ static void pairs_in_a_routed_capture_fold_and_count_exactly(void **state) {
       if (k == 0) {
         assert_int_equal(pool[on][0].allocated_bytes, 4096 + 512);
         assert_int_equal(seen[on][0].stats.allocation[RECAP_STAT_ALL].allocated, 202);
-        OK(recap_free(p));
-        OK(recap_free(keep));
+        FREE_ALL(p, keep);
         assert_true(recap__fake_capture_end(s));
         OK(recap_pool_route_end(id));
       }

@@ -39,16 +39,23 @@ static void ten_rounds_of_two_mib(void) {
   assert_int_equal(st.num_device_alloc, 1);
   assert_int_equal(recap__fake_now().bytes_in_use[0], segment);
   OK(recap_free(p));
-  OK(recap_empty_cache());
-  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
-  check();
+  expect_cache_empties();
+}
+
+/* The ten rounds on a fresh allocator, with max_split_size set to the given value (NULL: no
+ * limit). */
+static void fresh_ten_rounds(const char *max_split_size) {
+  if (max_split_size)
+    reset_with_option("max_split_size", max_split_size);
+  else
+    reset();
+  ten_rounds_of_two_mib();
 }
 
 /* The reference: with no limit, the rounds reuse one segment. */
 static void medium_requests_share_a_segment_with_no_limit(void **state) {
   (void)state;
-  reset();
-  ten_rounds_of_two_mib();
+  fresh_ten_rounds(NULL);
 }
 
 /* The defect's case: max_split_size=10MiB (between large_threshold and large_segment), then ten
@@ -78,26 +85,21 @@ static void max_split_size_at_or_below_large_segment_is_refused(void **state) {
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
     EXPECT_STATUS(recap_option_set("max_split_size", refused[i]), RECAP_ERROR_INVALID_VALUE);
     EXPECT_MESSAGE("max_split_size must be 0 (no limit) or larger than large_segment");
-    uint64_t v = 1;
-    OK(recap_option_get("max_split_size", &v));
-    assert_int_equal(v, 0);
+    assert_int_equal(option_now("max_split_size"), 0);
   }
-  setenv("RECAP_ALLOC_CONF", "max_split_size:10MiB", 1);
-  recap_options_reset();
+  options_from_alloc_conf("max_split_size:10MiB");
   void *p = NULL;
   EXPECT_STATUS(recap_malloc(&p, 2 * MiB, NULL), RECAP_ERROR_INVALID_VALUE);
   EXPECT_MESSAGE("max_split_size must be 0 (no limit) or larger than large_segment");
   assert_null(p);
-  unsetenv("RECAP_ALLOC_CONF");
-  recap_options_reset();
+  options_from_alloc_conf(NULL);
 }
 
 /* The rule follows large_segment: a larger large_segment makes a formerly good value bad, in
  * either order of setting. */
 static void max_split_size_rule_follows_large_segment(void **state) {
   (void)state;
-  reset();
-  OK(recap_option_set("max_split_size", "21MiB"));
+  reset_with_option("max_split_size", "21MiB");
   EXPECT_STATUS(recap_option_set("large_segment", "22MiB"), RECAP_ERROR_INVALID_VALUE);
   EXPECT_MESSAGE("max_split_size must be 0 (no limit) or larger than large_segment");
   OK(recap_option_set("max_split_size", "0"));
@@ -109,9 +111,7 @@ static void max_split_size_rule_follows_large_segment(void **state) {
 /* Just above large_segment, medium requests share segments as with no limit. */
 static void medium_requests_share_a_segment_just_above_large_segment(void **state) {
   (void)state;
-  reset();
-  OK(recap_option_set("max_split_size", "21MiB"));
-  ten_rounds_of_two_mib();
+  fresh_ten_rounds("21MiB");
 }
 
 /* Splitting is decided on the request's size, as PyTorch does: a request below max_split_size
@@ -119,8 +119,7 @@ static void medium_requests_share_a_segment_just_above_large_segment(void **stat
  * above it never splits. */
 static void splitting_is_decided_on_the_request_size(void **state) {
   (void)state;
-  reset();
-  OK(recap_option_set("max_split_size", "40MiB"));
+  reset_with_option("max_split_size", "40MiB");
   recap_stream_t s = recap__fake_stream_new();
   void *below, *above;
   /* 38.5 MiB rounds to a segment of 40 MiB: the 1.5 MiB rest is split off. */
@@ -145,11 +144,8 @@ static void splitting_is_decided_on_the_request_size(void **state) {
     assert_int_equal(st.inactive_split[RECAP_STAT_ALL].current, 1);
   }
   check();
-  OK(recap_free(below));
-  OK(recap_free(above));
-  OK(recap_empty_cache());
-  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
-  check();
+  FREE_ALL(below, above);
+  expect_cache_empties();
 }
 
 static const struct CMUnitTest tests[] = {

@@ -36,10 +36,38 @@ static void kernels(recap_stream_t s, int n) {
  * The fake's model
  * ---------------------------------------------------------------------------------------- */
 
+/* The end of a test: g destroyed, then the block (if any) freed, and the checker passes. */
+/* A new graph, no flags. */
+static recap_graph_t new_graph(void) {
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  return g;
+}
+
+/* The capture's end refused over its budget: the message says what was refused and what became
+ * of the capture (`outcome`), then quotes the first refusal (`first`); g is then in `state`. */
+static void expect_end_refused(recap_graph_t g, const char *outcome, const char *first,
+                               recap_graph_state_t state) {
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_OUT_OF_MEMORY);
+  char expected[1024];
+  snprintf(expected, sizeof expected,
+           "recap_graph_capture_end: the capture's budget refused %s; the first: recap_malloc: %s",
+           outcome, first);
+  assert_string_equal(recap_last_error(), expected);
+  recap_graph_state_t now;
+  OK(recap_graph_state(g, &now));
+  assert_int_equal(now, state);
+}
+
+static void destroy_free_and_check(recap_graph_t g, void *block) {
+  OK(recap_graph_destroy(g));
+  if (block) OK(recap_free(block));
+  check();
+}
+
 static void fake_executables_hold_device_memory(void **state) {
   (void)state;
-  recap__fake_config_t cfg = {.device_count = 1, .memory_per_device = 5 * PER_NODE};
-  recap_test_reset(&cfg);
+  reset_with_memory(5 * PER_NODE);
   const recap__device_ops_t *dev = recap__device();
   recap_stream_t s = recap__fake_stream_new();
   recap_cuda_graph_t three, two;
@@ -81,8 +109,7 @@ static void fake_executables_hold_device_memory(void **state) {
 
 static void a_graph_reports_its_bytes(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset();
   size_t free_at_start = device_free();
   recap_graph_t g = graph_capturing(s, NULL);
   void *a, *b, *c;
@@ -141,8 +168,7 @@ static void a_graph_reports_its_bytes(void **state) {
   assert_int_equal(p.nodes, 0);
   assert_int_equal(p.capture_peak_bytes, 4096); /* the pool's history stays */
   assert_int_equal(free_at_start - device_free(), 2 * MiB);
-  OK(recap_free(b));
-  OK(recap_free(c));
+  FREE_ALL(b, c);
   OK(recap_empty_cache());
   recap_pool_memory_t gone = RECAP_POOL_MEMORY_INIT;
   EXPECT_STATUS(recap_pool_memory(pool, &gone), RECAP_ERROR_NOT_FOUND);
@@ -155,8 +181,7 @@ static void a_graph_reports_its_bytes(void **state) {
  * filled up to its size. */
 static void the_default_pool_and_older_structs(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset();
   recap_pool_memory_t p = pool_memory((recap_pool_id_t){0, 0});
   assert_int_equal(p.reserved_bytes, 0); /* a device recap has not used */
   void *a;
@@ -192,13 +217,9 @@ static void the_default_pool_and_older_structs(void **state) {
  * allocated, counts in the second's), and the pool has the latest and the highest. */
 static void peaks_of_two_captures_sharing_a_pool(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
-  o.pool = recap_pool_handle();
-  recap_graph_t a, b;
-  OK(recap_graph_create(&a, 0));
-  OK(recap_graph_create(&b, 0));
+  recap_stream_t s = stream_after_reset();
+  recap_capture_options_t o = pool_options(recap_pool_handle());
+  recap_graph_t a = new_graph(), b = new_graph();
 
   OK(recap_graph_capture_begin(a, &o, s));
   void *out, *tmp;
@@ -240,8 +261,7 @@ static void peaks_of_two_captures_sharing_a_pool(void **state) {
   OK(recap_malloc(&y2, 32 * KiB, s));
   OK(recap_malloc(&z, 16 * KiB, s));
   kernels(s, 1);
-  OK(recap_free(z));
-  OK(recap_free(y2));
+  FREE_ALL(z, y2);
   OK(recap_graph_capture_end(b));
   recap_update_stats_t u = RECAP_UPDATE_STATS_INIT;
   OK(recap_graph_update_stats(b, &u));
@@ -273,8 +293,7 @@ static void peaks_of_two_captures_sharing_a_pool(void **state) {
 /* A recapture that instantiates afresh (another node count) measures the new executable. */
 static void a_fresh_instantiation_at_recapture_is_measured(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset();
   recap_graph_t g = graph_capturing(s, NULL);
   kernels(s, 2);
   OK(recap_graph_capture_end(g));
@@ -289,16 +308,14 @@ static void a_fresh_instantiation_at_recapture_is_measured(void **state) {
   assert_int_equal(pool_memory(pool_of(g)).exec_bytes, 5 * PER_NODE);
   assert_int_equal(pool_memory(pool_of(g)).nodes, 5);
   assert_int_equal(recap__fake_now().exec_bytes[0], 5 * PER_NODE);
-  OK(recap_graph_destroy(g));
-  check();
+  destroy_free_and_check(g, NULL);
 }
 
 /* A KEEP graph holds no executable until it is instantiated; each instantiation measures
  * anew, the old executable gone first. */
 static void keep_graphs_count_at_instantiation(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset();
   recap_graph_t g;
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
   OK(recap_graph_capture_begin(g, NULL, s));
@@ -328,18 +345,15 @@ static void keep_graphs_count_at_instantiation(void **state) {
   EXPECT_STATUS(recap_pool_memory(pool, &gone), RECAP_ERROR_NOT_FOUND);
   EXPECT_STATUS(recap_graph_memory(g, &(recap_graph_memory_t)RECAP_GRAPH_MEMORY_INIT),
                 RECAP_ERROR_INVALID_USAGE);
-  OK(recap_graph_destroy(g));
-  check();
+  destroy_free_and_check(g, NULL);
 }
 
 /* Captures that fail leave nothing counted: an invalidated one, one whose instantiation
  * fails. */
 static void failed_captures_leave_the_totals(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
-  o.pool = recap_pool_handle();
+  recap_stream_t s = stream_after_reset();
+  recap_capture_options_t o = pool_options(recap_pool_handle());
   recap_graph_t keep, g;
   OK(recap_graph_create(&keep, 0));
   OK(recap_graph_capture_begin(keep, &o, s));
@@ -378,8 +392,7 @@ static void failed_captures_leave_the_totals(void **state) {
 static void a_host_loop_counts_every_executable(void **state) {
   (void)state;
   for (int host = 0; host < 2; host++) {
-    reset();
-    recap_stream_t s = recap__fake_stream_new();
+    recap_stream_t s = stream_after_reset();
     recap_capture_options_t o = regions_options(host);
     recap_graph_t g = graph_capturing(s, &o);
     kernels(s, 2);
@@ -403,13 +416,9 @@ static void a_host_loop_counts_every_executable(void **state) {
 /* The snapshot's pools carry the same accounting. */
 static void the_snapshot_shows_graphs_and_peaks(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
-  o.budget_bytes = 4 * MiB;
-  OK(recap_graph_capture_begin(g, &o, s));
+  recap_stream_t s = stream_after_reset();
+  recap_capture_options_t o = budget_options(4 * MiB);
+  recap_graph_t g = graph_capturing(s, &o);
   void *a, *b;
   OK(recap_malloc(&a, 8 * KiB, s));
   OK(recap_malloc(&b, 8 * KiB, s));
@@ -451,9 +460,7 @@ static void the_snapshot_shows_graphs_and_peaks(void **state) {
   assert_int_equal(cJSON_GetObjectItem(mine, "reserved_bytes")->valueint, 2 * MiB);
   cJSON_Delete(root);
   recap_string_free(json);
-  OK(recap_graph_destroy(g));
-  OK(recap_free(a));
-  check();
+  destroy_free_and_check(g, a);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -476,13 +483,9 @@ static void refusal_text(char *out, size_t cap, recap_pool_id_t pool, uint64_t b
 
 static void the_budget_refuses_before_the_device(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
-  o.budget_bytes = 3 * MiB;
-  OK(recap_graph_capture_begin(g, &o, s));
+  recap_stream_t s = stream_after_reset();
+  recap_capture_options_t o = budget_options(3 * MiB);
+  recap_graph_t g = graph_capturing(s, &o);
   recap_pool_id_t pool = pool_of(g);
   void *a, *b = (void *)1, *c, *d = (void *)1;
   OK(recap_malloc(&a, 1000, s)); /* a small segment: 2 MiB of the 3 */
@@ -535,15 +538,9 @@ static void the_budget_refuses_before_the_device(void **state) {
   check();
 
   /* The end refuses too, with the first refusal's message, and throws the capture away. */
-  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_OUT_OF_MEMORY);
-  snprintf(expected, sizeof expected,
-           "recap_graph_capture_end: the capture's budget refused 2 allocations, so the capture "
-           "was thrown away and the graph is fresh again; the first: recap_malloc: %s",
-           first);
-  assert_string_equal(recap_last_error(), expected);
-  recap_graph_state_t st;
-  OK(recap_graph_state(g, &st));
-  assert_int_equal(st, RECAP_GRAPH_STATE_FRESH);
+  expect_end_refused(g,
+                     "2 allocations, so the capture was thrown away and the graph is fresh again",
+                     first, RECAP_GRAPH_STATE_FRESH);
   assert_true(recap__pool_id_equal(pool_of(g), pool)); /* named, for audits */
   assert_int_equal(recap__fake_now().live_graphs, 0);
   assert_int_equal(recap__fake_now().live_execs, 0);
@@ -575,13 +572,9 @@ static void the_budget_refuses_before_the_device(void **state) {
 /* The budget counts the whole pool: segments a graph sharing it holds already. */
 static void the_budget_counts_the_shared_pool(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
-  o.pool = recap_pool_handle();
-  recap_graph_t a, b;
-  OK(recap_graph_create(&a, 0));
-  OK(recap_graph_create(&b, 0));
+  recap_stream_t s = stream_after_reset();
+  recap_capture_options_t o = pool_options(recap_pool_handle());
+  recap_graph_t a = new_graph(), b = new_graph();
   OK(recap_graph_capture_begin(a, &o, s));
   /* A 20 MiB segment, or a VMM segment mapping 2 MiB: a budget of 1 MiB more than it leaves
    * no room for a 2 MiB small segment. */
@@ -618,8 +611,7 @@ static void the_budget_counts_the_shared_pool(void **state) {
 /* A recapture over its budget fails and leaves the graph with the capture it held. */
 static void a_recapture_over_its_budget_keeps_the_old_capture(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset();
   recap_graph_t g = graph_capturing(s, NULL);
   void *t;
   OK(recap_malloc(&t, 1000, s));
@@ -629,8 +621,7 @@ static void a_recapture_over_its_budget_keeps_the_old_capture(void **state) {
   recap_graph_memory_t held = graph_memory(g);
   recap_pool_memory_t pool_held = pool_memory(held.pool);
 
-  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
-  o.budget_bytes = 2 * MiB;
+  recap_capture_options_t o = budget_options(2 * MiB);
   OK(recap_graph_recapture_begin(g, &o, s));
   OK(recap_malloc(&t, 1000, s)); /* the same address again: no new segment */
   void *big = (void *)1;
@@ -647,15 +638,9 @@ static void a_recapture_over_its_budget_keeps_the_old_capture(void **state) {
   assert_string_equal(recap_last_error(), expected);
   kernels(s, 2);
   OK(recap_free(t));
-  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_OUT_OF_MEMORY);
-  snprintf(expected, sizeof expected,
-           "recap_graph_capture_end: the capture's budget refused 1 allocation, so the recapture "
-           "was thrown away and the graph keeps the capture it held; the first: recap_malloc: %s",
-           first);
-  assert_string_equal(recap_last_error(), expected);
-  recap_graph_state_t st;
-  OK(recap_graph_state(g, &st));
-  assert_int_equal(st, RECAP_GRAPH_STATE_INSTANTIATED);
+  expect_end_refused(
+      g, "1 allocation, so the recapture was thrown away and the graph keeps the capture it held",
+      first, RECAP_GRAPH_STATE_INSTANTIATED);
   OK(recap_graph_replay(g, s));
   recap_graph_memory_t now = graph_memory(g);
   assert_memory_equal(&now, &held, sizeof now);
@@ -675,8 +660,7 @@ static void a_recapture_over_its_budget_keeps_the_old_capture(void **state) {
  * succeeds, and counts no refusal. */
 static void a_replayed_allocation_falls_back_within_the_budget(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset();
   recap_graph_t g = graph_capturing(s, NULL);
   void *a, *b;
   OK(recap_malloc(&a, 1 * MiB, s)); /* two small blocks fill one 2 MiB segment */
@@ -687,8 +671,7 @@ static void a_replayed_allocation_falls_back_within_the_budget(void **state) {
    * claimed by b's entry, so the replay rule wants a new segment, which the budget refuses; the
    * allocation then takes b's free block. */
   OK(recap_free(b));
-  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
-  o.budget_bytes = 2 * MiB;
+  recap_capture_options_t o = budget_options(2 * MiB);
   OK(recap_graph_recapture_begin(g, &o, s));
   void *c;
   int64_t ooms = stats().num_ooms;
@@ -704,9 +687,7 @@ static void a_replayed_allocation_falls_back_within_the_budget(void **state) {
   OK(recap_graph_update_stats(g, &u));
   assert_int_equal(u.pool_reused, 0);
   assert_int_equal(u.pool_new, 1);
-  OK(recap_graph_destroy(g));
-  OK(recap_free(a));
-  check();
+  destroy_free_and_check(g, a);
 }
 
 static const struct CMUnitTest tests[] = {

@@ -55,11 +55,8 @@ static void the_budget_refuses_without_a_device_call(void **state) {
   (void)state;
   gpu_begin();
   cudaStream_t s = gpu_stream();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
-  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
-  o.budget_bytes = 2 * MiB;
-  OK(recap_graph_capture_begin(g, &o, s)); /* global mode: a cudaMalloc would invalidate it */
+  recap_capture_options_t o = budget_options(2 * MiB);
+  recap_graph_t g = graph_capturing(s, &o); /* global mode: a cudaMalloc would invalidate it */
   float *x = gpu_floats(N, s);
   recap_memory_stats_t before = gpu_stats();
   void *big = (void *)1;

@@ -96,10 +96,7 @@ static void scene_build(scene_t *sc) {
 
 static void scene_free(scene_t *sc) {
   OK(recap_graph_destroy(sc->graph));
-  OK(recap_free(sc->a));
-  OK(recap_free(sc->b));
-  OK(recap_free(sc->held));
-  OK(recap_free(sc->orphan));
+  FREE_ALL(sc->a, sc->b, sc->held, sc->orphan);
   recap__fake_stream_complete(sc->s2);
   OK(recap_empty_cache());
   check();

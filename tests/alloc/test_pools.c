@@ -21,9 +21,24 @@ static void capture_begin(recap_stream_t s, recap_pool_id_t pool, recap__capture
   OK(recap_pool_route_begin(pool, s));
 }
 
+/* A fresh allocator, and a global capture begun on a new stream *s and routed to a new pool. */
+static recap_pool_id_t fresh_capture(recap_stream_t *s) {
+  reset();
+  *s = recap__fake_stream_new();
+  recap_pool_id_t pool = recap_pool_handle();
+  capture_begin(*s, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  return pool;
+}
+
 static void capture_end(recap_stream_t s, recap_pool_id_t pool) {
   assert_true(recap__fake_capture_end(s));
   OK(recap_pool_route_end(pool));
+}
+
+/* The pool's last reference dropped, and the cache emptied gives every byte back. */
+static void release_and_expect_empty(recap_pool_id_t pool) {
+  OK(recap_pool_release(pool));
+  expect_cache_empties();
 }
 
 static void pool_handles_are_fresh(void **state) {
@@ -41,8 +56,7 @@ static void pool_handles_are_fresh(void **state) {
 
 static void routing_follows_the_capture(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new(), side = recap__fake_stream_new(),
+  recap_stream_t s = stream_after_reset(), side = recap__fake_stream_new(),
                  other = recap__fake_stream_new();
   recap_pool_id_t pool = recap_pool_handle();
   capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
@@ -73,8 +87,7 @@ static void routing_follows_the_capture(void **state) {
  * moves to the new id, and allocations on the stream follow. */
 static void routing_moves_with_the_capture(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new(), t = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset(), t = recap__fake_stream_new();
   recap_pool_id_t pool = recap_pool_handle(), other = recap_pool_handle();
   capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
   capture_begin(t, other, RECAP__CAPTURE_MODE_GLOBAL);
@@ -110,10 +123,8 @@ static void routing_moves_with_the_capture(void **state) {
 
 static void capture_frees_are_reused_within_the_capture(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_pool_id_t pool = recap_pool_handle();
-  capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  recap_stream_t s;
+  recap_pool_id_t pool = fresh_capture(&s);
   void *a, *b, *c;
   OK(recap_malloc(&a, 256 * KiB, s));
   OK(recap_malloc(&b, 256 * KiB, s));
@@ -128,8 +139,7 @@ static void capture_frees_are_reused_within_the_capture(void **state) {
   OK(recap_malloc(&eager, 256 * KiB, s));
   assert_ptr_not_equal(eager, b);
   assert_int_equal(pool_info((recap_pool_id_t){0, 0}).segments, 1);
-  OK(recap_free(eager));
-  OK(recap_free(c));
+  FREE_ALL(eager, c);
   OK(recap_pool_release(pool));
   check();
 }
@@ -159,8 +169,7 @@ static int64_t two_captures(bool share, void **out1, void **out2) {
 
   int64_t segments = pool_info(p1).segments + (share ? 0 : pool_info(p2).segments);
   check();
-  OK(recap_free(*out1));
-  OK(recap_free(*out2));
+  FREE_ALL(*out1, *out2);
   OK(recap_pool_release(p1));
   OK(recap_pool_release(p2));
   OK(recap_empty_cache());
@@ -181,8 +190,7 @@ static void sharing_a_pool_saves_a_segment(void **state) {
 
 static void pool_memory_returns_after_last_reference_and_block(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   void *out1, *out2;
   /* Two graphs share the pool: each capture takes a reference. */
@@ -233,10 +241,8 @@ static void pool_memory_returns_after_last_reference_and_block(void **state) {
 
 static void releasing_an_empty_pool_deletes_it(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_pool_id_t pool = recap_pool_handle();
-  capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  recap_stream_t s;
+  recap_pool_id_t pool = fresh_capture(&s);
   capture_end(s, pool);
   OK(recap_pool_release(pool));
   recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
@@ -246,8 +252,7 @@ static void releasing_an_empty_pool_deletes_it(void **state) {
 
 static void other_stream_blocks_held_until_capture_ends(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new(), reader = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset(), reader = recap__fake_stream_new();
   recap_pool_id_t pool = recap_pool_handle();
   capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
   assert_true(recap__fake_capture_join(reader, s));
@@ -269,18 +274,13 @@ static void other_stream_blocks_held_until_capture_ends(void **state) {
   OK(recap_malloc(&c, 8192, recap__fake_stream_new())); /* processes events */
   assert_int_equal(stats().active[0].current, 1);
   OK(recap_free(c));
-  OK(recap_pool_release(pool));
-  OK(recap_empty_cache());
-  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
-  check();
+  release_and_expect_empty(pool);
 }
 
 static void new_segment_in_global_capture_keeps_it_valid(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_pool_id_t pool = recap_pool_handle();
-  capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  recap_stream_t s;
+  recap_pool_id_t pool = fresh_capture(&s);
   void *a, *b;
   OK(recap_malloc(&a, 5 * MiB, s)); /* a new segment: allocated in relaxed mode */
   OK(recap_malloc(&b, 100, s));
@@ -289,16 +289,14 @@ static void new_segment_in_global_capture_keeps_it_valid(void **state) {
   OK(recap__device()->stream_capture_info(s, &status, &id));
   assert_int_equal(status, RECAP__CAPTURE_ACTIVE);
   capture_end(s, pool);
-  OK(recap_free(a));
-  OK(recap_free(b));
+  FREE_ALL(a, b);
   OK(recap_pool_release(pool));
   check();
 }
 
 static void out_of_memory_inside_a_capture(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   void *cached;
   OK(recap_malloc(&cached, 3 * MiB, s));
@@ -318,20 +316,15 @@ static void out_of_memory_inside_a_capture(void **state) {
   OK(recap_malloc(&p, 1000, s));
   capture_end(s, pool);
   OK(recap_free(p));
-  OK(recap_pool_release(pool));
-  OK(recap_empty_cache());
-  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
-  check();
+  release_and_expect_empty(pool);
 }
 
 /* Found by the fuzzer: the last reference of a pool dropped while a capture still routes to it,
  * then an out-of-memory retry (which frees unreferenced pools) must leave the routed pool be. */
 static void released_pool_survives_an_oom_retry_while_routed(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_pool_id_t pool = recap_pool_handle();
-  capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  recap_stream_t s;
+  recap_pool_id_t pool = fresh_capture(&s);
   OK(recap_pool_release(pool)); /* no reference left and no memory yet, but still routed */
   recap__fake_fail_nth(RECAP__FAKE_FAULT_RAW_MALLOC, 1);
   void *b;
@@ -350,8 +343,7 @@ static void released_pool_survives_an_oom_retry_while_routed(void **state) {
 
 static void routing_misuse_is_refused(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new(), t = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset(), t = recap__fake_stream_new();
   recap_pool_id_t pool = recap_pool_handle();
   assert_int_equal(recap_pool_route_begin(pool, s), RECAP_ERROR_INVALID_USAGE);
   assert_non_null(strstr(recap_last_error(), "not capturing"));
@@ -442,16 +434,13 @@ static void two_thread_local_captures_at_once(void **state) {
     OK(recap_free(jobs[i].kept));
     OK(recap_pool_release(jobs[i].pool));
   }
-  OK(recap_empty_cache());
-  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
-  check();
+  expect_cache_empties();
 }
 
 /* recap_block_info reports where a block came from: start, sizes, pool, stream and device. */
 static void block_info_reports_pool_and_stream(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new(), other = recap__fake_stream_new();
+  recap_stream_t s = stream_after_reset(), other = recap__fake_stream_new();
   void *eager;
   OK(recap_malloc(&eager, 1000, other));
   recap_block_info_t info = RECAP_BLOCK_INFO_INIT;
@@ -494,6 +483,17 @@ static void block_info_reports_pool_and_stream(void **state) {
   check();
 }
 
+/* What a default pool's information must say: no references, never routed, and the segments
+ * and bytes given. */
+static void expect_default_pool(const recap_pool_memory_t *info, int64_t segments,
+                                int64_t reserved_bytes, int64_t allocated_bytes) {
+  assert_int_equal(info->references, 0);
+  assert_int_equal(info->routed, 0);
+  assert_int_equal(info->segments, segments);
+  assert_int_equal(info->reserved_bytes, reserved_bytes);
+  assert_int_equal(info->allocated_bytes, allocated_bytes);
+}
+
 /* The default pool is answered like a private one (no references, never routed), zeros on a
  * device recap has not used; a private pool never used is not found. */
 static void pool_info_answers_the_default_pool(void **state) {
@@ -504,21 +504,13 @@ static void pool_info_answers_the_default_pool(void **state) {
   memset(&info, 0x5a, sizeof info);
   info.size = sizeof info;
   OK(recap_pool_memory(default_pool, &info));
-  assert_int_equal(info.references, 0);
-  assert_int_equal(info.routed, 0);
-  assert_int_equal(info.segments, 0);
-  assert_int_equal(info.reserved_bytes, 0);
-  assert_int_equal(info.allocated_bytes, 0);
+  expect_default_pool(&info, 0, 0, 0);
   assert_int_equal(info.waiting_bytes, 0);
   recap_stream_t s = recap__fake_stream_new();
   void *a;
   OK(recap_malloc(&a, 4096, s));
   info = pool_info(default_pool);
-  assert_int_equal(info.references, 0);
-  assert_int_equal(info.routed, 0);
-  assert_int_equal(info.segments, 1);
-  assert_int_equal(info.reserved_bytes, 2 * MiB);
-  assert_int_equal(info.allocated_bytes, 4096);
+  expect_default_pool(&info, 1, 2 * MiB, 4096);
   EXPECT_STATUS(recap_pool_memory(recap_pool_handle(), &info), RECAP_ERROR_NOT_FOUND);
   EXPECT_MESSAGE("never used");
   OK(recap_free(a));
@@ -568,20 +560,14 @@ static void pool_info_counts_blocks_waiting_on_events(void **state) {
   recap__fake_stream_complete(reader);
   OK(recap_malloc(&c, 512, recap__fake_stream_new())); /* processes events */
   assert_int_equal(pool_info(pool).waiting_bytes, 0);
-  OK(recap_free(c));
-  OK(recap_free(b));
-  OK(recap_pool_release(pool));
-  OK(recap_empty_cache());
-  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
-  check();
+  FREE_ALL(c, b);
+  release_and_expect_empty(pool);
 }
 
 static void snapshot_names_private_pools(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_pool_id_t pool = recap_pool_handle();
-  capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
+  recap_stream_t s;
+  recap_pool_id_t pool = fresh_capture(&s);
   void *p;
   OK(recap_malloc(&p, 1000, s));
   char *json;
@@ -631,10 +617,7 @@ static void blocks_freed_during_back_to_back_captures_come_back(void **state) {
   /* The second route's end found the event complete: the block is free, no malloc between. */
   assert_int_equal(pool_info(default_pool).waiting_bytes, 0);
   assert_int_equal(stats().active[0].current, 0);
-  OK(recap_pool_release(pool));
-  OK(recap_empty_cache());
-  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
-  check();
+  release_and_expect_empty(pool);
 }
 
 /* While one capture goes on (another thread's, say), the out-of-memory retry waits for the
@@ -681,17 +664,14 @@ static void blocks_come_back_while_another_capture_goes_on(void **state) {
   assert_int_equal(pool_info(default_pool).waiting_bytes, 0);
   OK(recap_free(p));
   OK(recap_pool_release(long_pool));
-  OK(recap_empty_cache());
-  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
-  check();
+  expect_cache_empties();
 }
 
 /* The out-of-memory message splits what is reserved but not allocated: free blocks, blocks
  * waiting for other streams' events, blocks freed during a capture waiting for it. */
 static void out_of_memory_message_tells_waiting_bytes_apart(void **state) {
   (void)state;
-  reset();
-  recap_stream_t s1 = recap__fake_stream_new(), reader = recap__fake_stream_new();
+  recap_stream_t s1 = stream_after_reset(), reader = recap__fake_stream_new();
   recap_stream_t cs = recap__fake_stream_new();
   void *a;
   OK(recap_malloc(&a, 16384, s1));
@@ -724,10 +704,7 @@ static void out_of_memory_message_tells_waiting_bytes_apart(void **state) {
   assert_true(recap__fake_capture_join_back(reader, cs));
   capture_end(cs, pool);
   recap__fake_stream_complete(reader);
-  OK(recap_pool_release(pool));
-  OK(recap_empty_cache());
-  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
-  check();
+  release_and_expect_empty(pool);
 }
 
 static const struct CMUnitTest tests[] = {

@@ -77,8 +77,7 @@ static void offload_round_trip(void **unused) {
   model_run(&m, 3);
   model_expect_reference(&m);
   assert_int_equal(recap__fake_now().graph_launches, launches + 3);
-  contents_free(&saved);
-  teardown(&m);
+  model_goes(&m, &saved);
 }
 
 static void discard_round_trip(void **unused) {
@@ -119,8 +118,7 @@ static void discard_round_trip(void **unused) {
  * back first and sleeps. */
 static void empty_and_free_classic_pools_sleep(void **unused) {
   (void)unused;
-  reset_expandable(CAPACITY);
-  OK(recap_option_set("expandable_segments", "0"));
+  reset_classic();
   recap_graph_t g;
   recap_stream_t s = recap__fake_stream_new();
   OK(recap_graph_create(&g, 0));
@@ -152,8 +150,7 @@ static void empty_and_free_classic_pools_sleep(void **unused) {
   OK(recap_pool_wake(default_pool));
   assert_int_equal(state_of_pool(default_pool), RECAP_POOL_AWAKE);
   OK(recap_graph_destroy(g));
-  recap__fake_stream_complete(s);
-  teardown(NULL);
+  stream_done_teardown(s);
 }
 
 /* ---- refusals -------------------------------------------------------------------------------- */
@@ -260,8 +257,7 @@ static void refusals(void **unused) {
 
 static void classic_segments_in_use_refuse(void **unused) {
   (void)unused;
-  reset_expandable(CAPACITY);
-  OK(recap_option_set("expandable_segments", "0"));
+  reset_classic();
   model_t m;
   model_make(&m);
   recap_pool_memory_t before = pool_memory(m.pool);
@@ -321,8 +317,7 @@ static void graphed_callables_while_asleep(void **unused) {
   assert_true(recap__fake_now().eager_copies > copies);
   assert_int_equal(recap__fake_now().graph_launches, launches + 2);
   OK(recap_graphed_destroy(h));
-  recap__fake_stream_complete(s);
-  teardown(NULL);
+  stream_done_teardown(s);
 }
 
 /* ---- frees while asleep ---------------------------------------------------------------------- */
@@ -338,8 +333,7 @@ static void free_while_asleep(void **unused) {
    * needed. */
   recap_stream_t other = recap__fake_stream_new();
   OK(recap_record_stream(m.big, other));
-  OK(recap_free(m.state2));
-  OK(recap_free(m.big));
+  FREE_ALL(m.state2, m.big);
   void *state2 = m.state2;
   m.state2 = m.big = NULL;
   expect_checker_passes();
@@ -360,8 +354,7 @@ static void free_while_asleep(void **unused) {
   OK(recap_empty_cache());
   assert_int_equal(pool_memory(m.pool).allocated_bytes, WORDS * 4);
   expect_checker_passes();
-  contents_free(&saved);
-  teardown(&m);
+  model_goes(&m, &saved);
 }
 
 /* A pool whose graph goes while it sleeps stays (asleep) until it wakes; then the cache gives
@@ -377,9 +370,7 @@ static void a_pool_outlives_its_graph_while_asleep(void **unused) {
   assert_int_equal(recap__fake_now().vmm_chunks_live, 1);
   OK(recap_graph_destroy(m.graph));
   m.graph = NULL;
-  OK(recap_free(m.state));
-  OK(recap_free(m.state2));
-  OK(recap_free(m.big));
+  FREE_ALL(m.state, m.state2, m.big);
   m.state = m.state2 = m.big = NULL;
   OK(recap_empty_cache());
   assert_int_equal(state_of_pool(pool), RECAP_POOL_ASLEEP_OFFLOADED);
@@ -456,8 +447,7 @@ static void sleep_and_wake_everything(void **unused) {
   model_expect_reference(&m);
   OK(recap_wake()); /* nothing asleep: nothing to do */
   OK(recap_free(plain));
-  contents_free(&saved);
-  teardown(&m);
+  model_goes(&m, &saved);
 }
 
 /* recap_sleep and recap_wake make each device current in turn and the caller's again. */

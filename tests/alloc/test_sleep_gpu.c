@@ -24,12 +24,7 @@ enum { STEPS = 40, STEPS_UNDER_TOOL = 6 };
  * take seconds), with the sleep halfway either way. */
 static int steps(void) { return gpu_under_tool() ? STEPS_UNDER_TOOL : STEPS; }
 
-#define MLP_OK(expr)                                                                      \
-  do {                                                                                    \
-    recap_status_t mlp_status_ = (expr);                                                  \
-    if (mlp_status_ != RECAP_SUCCESS)                                                     \
-      fail_msg("%s returned %s: %s", #expr, recap_status_name(mlp_status_), mlp_error()); \
-  } while (0)
+#define MLP_OK(expr) RECAP_TEST_OK_OR_TELL(expr, #expr, mlp_error())
 
 /* What one training run leaves: the loss of every step and the final parameters. */
 typedef struct outcome {

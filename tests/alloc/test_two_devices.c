@@ -55,6 +55,14 @@ static void end_live_capture(recap_graph_t g, recap_stream_t s0) {
   end_capture(g, s0);
 }
 
+/* Destroys g and empties the caches: neither device holds memory any more. */
+static void destroy_and_expect_both_empty(recap_graph_t g) {
+  OK(recap_graph_destroy(g));
+  OK(recap_empty_cache());
+  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
+  assert_int_equal(recap__fake_now().bytes_in_use[1], 0);
+}
+
 /* Frees p on device 1, destroys g, empties both caches, and expects device 1 to hold nothing;
  * device 0 is left current. */
 static void release_on_device_1(recap_graph_t g, void *p) {
@@ -94,10 +102,7 @@ static void empty_cache_refuses_during_a_capture_on_another_device(void **state)
   end_live_capture(g, s0);
 
   /* After the capture both devices' caches go. */
-  OK(recap_graph_destroy(g));
-  OK(recap_empty_cache());
-  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
-  assert_int_equal(recap__fake_now().bytes_in_use[1], 0);
+  destroy_and_expect_both_empty(g);
   check();
 }
 
@@ -139,12 +144,8 @@ static void new_segment_on_another_device_during_a_global_capture(void **state) 
   end_capture(g, s0);
 
   OK(recap__device()->set_device(1));
-  OK(recap_free(small));
-  OK(recap_free(large));
-  OK(recap_graph_destroy(g));
-  OK(recap_empty_cache());
-  assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
-  assert_int_equal(recap__fake_now().bytes_in_use[1], 0);
+  FREE_ALL(small, large);
+  destroy_and_expect_both_empty(g);
   OK(recap__device()->set_device(0));
   check();
 }

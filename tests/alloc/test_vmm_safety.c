@@ -15,22 +15,13 @@
 #include "harness.h"
 #include "fake_util.h"
 #include "recap.h"
-
-static void vmm_on(void) { OK(recap_option_set_u64("expandable_segments", 1)); }
-
-static recap_pool_memory_t default_memory(void) {
-  recap_pool_memory_t m = RECAP_POOL_MEMORY_INIT;
-  OK(recap_pool_memory((recap_pool_id_t){0, 0}, &m));
-  return m;
-}
+#include "vmm_segments_util.h"
 
 /* A kernel that uses b is still queued on s when b is freed (stream-ordered: legal, and b is
  * free at once); recap_empty_cache trims b's chunk only after the device finished that kernel. */
 static void empty_cache_waits_before_unmapping(void **state) {
   (void)state;
-  reset_with_memory((size_t)16 << 30);
-  vmm_on();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = vmm_device_of((size_t)16 << 30);
   void *a, *b;
   OK(recap_malloc(&a, 20 * MiB, s));
   OK(recap_malloc(&b, 20 * MiB, s));
@@ -60,10 +51,7 @@ static void empty_cache_waits_before_unmapping(void **state) {
  * still used by a kernel on t when s's request makes the retry trim it. */
 static void the_retry_waits_before_unmapping(void **state) {
   (void)state;
-  recap__fake_config_t cfg = {.device_count = 1, .memory_per_device = 64 * MiB};
-  recap_test_reset(&cfg);
-  vmm_on();
-  recap_stream_t s = recap__fake_stream_new(), t = recap__fake_stream_new();
+  recap_stream_t s = vmm_device_of(64 * MiB), t = recap__fake_stream_new();
   void *a, *b;
   OK(recap_malloc(&a, 40 * MiB, t));
   recap__fake_launch_kernel_args(t, "uses_a", (const void *const[]){a}, 1);
@@ -85,10 +73,7 @@ static void the_retry_waits_before_unmapping(void **state) {
  * it. */
 static void no_trim_during_a_capture(void **state) {
   (void)state;
-  recap__fake_config_t cfg = {.device_count = 1, .memory_per_device = 64 * MiB};
-  recap_test_reset(&cfg);
-  vmm_on();
-  recap_stream_t s = recap__fake_stream_new(), t = recap__fake_stream_new();
+  recap_stream_t s = vmm_device_of(64 * MiB), t = recap__fake_stream_new();
   void *a, *b = (void *)0x1;
   OK(recap_malloc(&a, 40 * MiB, t));
   OK(recap_free(a)); /* the default pool caches a free tail of 40 MiB */
@@ -102,7 +87,7 @@ static void no_trim_during_a_capture(void **state) {
   assert_int_equal(st.num_alloc_retries, 1);
   assert_int_equal(st.num_ooms, 1);
   assert_int_equal(st.num_device_free, 0);
-  assert_int_equal(default_memory().reserved_bytes, 40 * MiB);
+  assert_int_equal(pool_info(default_pool()).reserved_bytes, 40 * MiB);
   assert_int_equal(recap__fake_now().vmm_bytes_mapped, 40 * MiB);
   OK(recap_pool_route_end(pool));
   assert_true(recap__fake_capture_end(s)); /* not invalidated */
@@ -120,10 +105,8 @@ static void no_trim_during_a_capture(void **state) {
  * with no growth. */
 static void max_split_size_leaves_vmm_tails_split(void **state) {
   (void)state;
-  reset_with_memory((size_t)16 << 30);
-  vmm_on();
+  recap_stream_t s = vmm_device_of((size_t)16 << 30);
   OK(recap_option_set("max_split_size", "512MiB"));
-  recap_stream_t s = recap__fake_stream_new();
   void *keep, *big, *p, *q, *r;
   OK(recap_malloc(&keep, 12 * MiB, s));
   OK(recap_malloc(&big, 8192 * MiB, s));
@@ -163,10 +146,8 @@ static void max_split_size_leaves_vmm_tails_split(void **state) {
  * rules are the slow path's): the pair never holds the whole tail. */
 static void max_split_size_pairs_on_a_vmm_tail(void **state) {
   (void)state;
-  reset_with_memory((size_t)16 << 30);
-  vmm_on();
+  recap_stream_t s = vmm_device_of((size_t)16 << 30);
   OK(recap_option_set("max_split_size", "512MiB"));
-  recap_stream_t s = recap__fake_stream_new();
   void *big, *p;
   OK(recap_malloc(&big, 2048 * MiB, s));
   OK(recap_free(big));
@@ -207,8 +188,7 @@ static void checker_accepts_a_range_at_the_minimum_granularity(void **state) {
   assert_ptr_equal(b, (char *)a + 4 * MiB);
   assert_int_equal(recap__fake_now().vmm_bytes_mapped, 12 * MiB);
   check();
-  OK(recap_free(b));
-  OK(recap_free(a));
+  FREE_ALL(b, a);
   OK(recap_empty_cache());
   assert_int_equal(recap__fake_now().vmm_ranges_live, 0);
   check();

@@ -55,8 +55,7 @@ static void growth_extends_one_segment(void **state) {
   assert_int_equal(seg->chunks[2].size, 42 * MiB);
   assert_ptr_equal(seg->base, a);
   check();
-  OK(recap_free(a));
-  OK(recap_free(c));
+  FREE_ALL(a, c);
   check();
 }
 
@@ -64,11 +63,9 @@ static void growth_extends_one_segment(void **state) {
  * than the request lacks (large_segment plays no part), both rounded up to the granularity. */
 static void growth_least_per_class(void **state) {
   (void)state;
-  reset_with_memory(DEVICE_BYTES);
-  vmm_on();
+  recap_stream_t s = vmm_device();
   OK(recap_option_set("small_segment", "4MiB"));
   OK(recap_option_set("large_segment", "32MiB"));
-  recap_stream_t s = recap__fake_stream_new();
   void *small, *a, *b;
   OK(recap_malloc(&small, 1000, s));
   recap_memory_stats_t st = stats();
@@ -115,9 +112,7 @@ static void growth_after_an_allocated_last_block_adds_a_block(void **state) {
 
 static void small_and_large_classes_and_streams_get_own_segments(void **state) {
   (void)state;
-  reset_with_memory(DEVICE_BYTES);
-  vmm_on();
-  recap_stream_t s = recap__fake_stream_new(), t = recap__fake_stream_new();
+  recap_stream_t s = vmm_device(), t = recap__fake_stream_new();
   void *p[6];
   OK(recap_malloc(&p[0], 1000, s));
   OK(recap_malloc(&p[1], 2 * MiB, s));
@@ -158,8 +153,7 @@ static void empty_cache_trims_the_free_tail(void **state) {
   OK(recap__device()->mem_get_info(&free1, &total));
   assert_int_equal(free0 - free1, 70 * MiB);
   /* b and c free: one free tail of 50 MiB from offset 20 MiB; chunks 2 and 3 lie in it. */
-  OK(recap_free(c));
-  OK(recap_free(b));
+  FREE_ALL(c, b);
   recap_memory_stats_t before = stats();
   OK(recap_empty_cache());
   recap_memory_stats_t st = stats();
@@ -225,8 +219,7 @@ static void release_gives_back_free_chunks_anywhere(void **state) {
   OK(recap_malloc(&d, 30 * MiB, s)); /* 2 MiB free + chunk of 28 MiB: d is [18, 48) */
   assert_ptr_equal(d, (char *)c + 2 * MiB);
   assert_int_equal(stats().reserved_bytes[0].current, 48 * MiB);
-  OK(recap_free(d));
-  OK(recap_free(a2));
+  FREE_ALL(d, a2);
   OK(recap_empty_cache());
   st = stats();
   assert_int_equal(st.reserved_bytes[0].current, 4 * MiB); /* only chunk 2, under c */
@@ -234,10 +227,7 @@ static void release_gives_back_free_chunks_anywhere(void **state) {
   assert_int_equal(st.inactive_split_bytes[0].current, 18 * MiB);
   check();
   OK(recap_free(c));
-  OK(recap_empty_cache());
-  assert_int_equal(stats().reserved_bytes[0].current, 0);
-  assert_int_equal(recap__fake_now().vmm_ranges_live, 0);
-  check();
+  expect_no_range_left();
 }
 
 /* A graph's pool keeps only what outlives the capture: a temporary captured before an output
@@ -264,10 +254,7 @@ static void a_released_pool_gives_back_the_temporary_before_its_output(void **st
   memset(out, 3, 16 * MiB); /* still mapped, at its address */
   check();
   OK(recap_free(out));
-  OK(recap_empty_cache());
-  assert_int_equal(stats().reserved_bytes[0].current, 0);
-  assert_int_equal(recap__fake_now().vmm_ranges_live, 0);
-  check();
+  expect_no_range_left();
 }
 
 /* A segment with holes sleeps and wakes: the wake maps what the blocks in use touch, their
@@ -296,12 +283,8 @@ static void a_segment_with_holes_sleeps_and_wakes(void **state) {
   memset(a2, 0, 16 * MiB);
   assert_int_equal(stats().reserved_bytes[0].current, 20 * MiB);
   check();
-  OK(recap_free(a2));
-  OK(recap_free(c));
-  OK(recap_empty_cache());
-  assert_int_equal(stats().reserved_bytes[0].current, 0);
-  assert_int_equal(recap__fake_now().vmm_ranges_live, 0);
-  check();
+  FREE_ALL(a2, c);
+  expect_no_range_left();
 }
 
 /* A request that takes a free block with holes holds the rest too when the rest is too small to
@@ -320,8 +303,7 @@ static void an_unsplit_rest_is_mapped_too(void **state) {
   OK(recap_malloc(&a, 20 * G, s)); /* a chunk each */
   OK(recap_malloc(&b, 18 * G, s)); /* over 1 MiB: the large class too */
   OK(recap_malloc(&c, 17 * G, s)); /* keeps the segment's end in use (the large class) */
-  OK(recap_free(a));
-  OK(recap_free(b));
+  FREE_ALL(a, b);
   OK(recap_empty_cache()); /* [0, 38 G) free and unmapped */
   assert_int_equal(stats().reserved_bytes[0].current, (int64_t)(17 * G));
   void *d;
@@ -333,11 +315,8 @@ static void an_unsplit_rest_is_mapped_too(void **state) {
   memset(d, 1, info.bytes); /* all of it mapped: the fake would fault on a hole */
   assert_int_equal(stats().reserved_bytes[0].current, (int64_t)(55 * G));
   check();
-  OK(recap_free(d));
-  OK(recap_free(c));
-  OK(recap_empty_cache());
-  assert_int_equal(stats().reserved_bytes[0].current, 0);
-  check();
+  FREE_ALL(d, c);
+  expect_all_released();
 }
 
 /* A block whose holes lie on both sides of a chunk still mapped: a request over all of it maps
@@ -368,9 +347,7 @@ static void holes_on_both_sides_of_a_chunk_are_mapped(void **state) {
   assert_int_equal(stats().reserved_bytes[0].current, 24 * MiB);
   check();
   FREE_ALL(d, c1, c2);
-  OK(recap_empty_cache());
-  assert_int_equal(stats().reserved_bytes[0].current, 0);
-  check();
+  expect_all_released();
 }
 
 /* A capture routed to a private pool grows the pool's own VMM segment; the default pool's stays
@@ -392,17 +369,13 @@ static void capture_grows_a_private_pool_segment(void **state) {
   assert_int_equal(m.reserved_bytes, 28 * MiB);
   assert_int_equal(stats().num_device_alloc, 3);
   assert_int_equal(pool_memory(default_pool()).reserved_bytes, 4 * MiB);
-  OK(recap_free(a));
-  OK(recap_free(b));
+  FREE_ALL(a, b);
   assert_true(recap__fake_capture_end(s)); /* not invalidated */
   OK(recap_pool_route_end(pool));
   check();
   OK(recap_free(outside));
   OK(recap_pool_release(pool));
-  OK(recap_empty_cache());
-  assert_int_equal(stats().reserved_bytes[0].current, 0);
-  assert_int_equal(recap__fake_now().vmm_ranges_live, 0);
-  check();
+  expect_no_range_left();
 }
 
 /* A graph captured with a growing private pool replays on it: its kernel's arguments are the
@@ -579,8 +552,7 @@ static void checker_catches_vmm_corruption(void **state) {
   seg->chunk_count = 2;
   seg->unmapped -= gone.size;
   check();
-  OK(recap_free(a));
-  OK(recap_free(b));
+  FREE_ALL(a, b);
   check();
 }
 
@@ -588,17 +560,14 @@ static void option_accepts_0_and_1_only(void **state) {
   (void)state;
   reset_with_memory(DEVICE_BYTES);
   OK(recap_options_parse("expandable_segments:1"));
-  uint64_t v = 0;
-  OK(recap_option_get("expandable_segments", &v));
-  assert_int_equal(v, 1);
+  assert_int_equal(option_now("expandable_segments"), 1);
   EXPECT_STATUS(recap_option_set("expandable_segments", "2"), RECAP_ERROR_INVALID_VALUE);
   assert_non_null(strstr(recap_last_error(),
                          "expandable_segments has value '2', which is not a "
                          "boolean (true or false in any case, or 1 or 0)"));
   EXPECT_STATUS(recap_option_set_u64("expandable_segments", 2), RECAP_ERROR_INVALID_VALUE);
   assert_non_null(strstr(recap_last_error(), "expandable_segments must be 0 (off) or 1 (on)"));
-  OK(recap_option_get("expandable_segments", &v));
-  assert_int_equal(v, 1);
+  assert_int_equal(option_now("expandable_segments"), 1);
 }
 
 /* A device without virtual memory management: the allocation fails, saying what to do, and

@@ -22,9 +22,17 @@ static size_t granularity(void) {
 
 static size_t round_up(size_t n, size_t unit) { return (n + unit - 1) / unit * unit; }
 
-static void begin_vmm(void) {
+/* A fresh start with expandable segments on, and a new stream. */
+static cudaStream_t vmm_begun(void) {
   gpu_begin();
   OK(recap_option_set_u64("expandable_segments", 1));
+  return gpu_stream();
+}
+
+/* The stream destroyed and, as every test ends, nothing left (gpu_finish). */
+static void finish(cudaStream_t s) {
+  CUDA_OK(cudaStreamDestroy(s));
+  gpu_finish(NULL, 0);
 }
 
 /* Blocks of six granules (12 MiB at a granularity of 2 MiB). A growth of the large class maps
@@ -33,8 +41,7 @@ static void begin_vmm(void) {
  * granules its growth maps, so b crosses the border between two physical chunks. */
 static void a_growth_keeps_contents_and_addresses(void **state) {
   (void)state;
-  begin_vmm();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = vmm_begun();
   const size_t gran = granularity(), bytes = 6 * gran, n = bytes / sizeof(float);
   float *a = gpu_floats(n, s);
   CUDA_OK(recap_test_fill(a, n, 1.0f, s));
@@ -59,10 +66,8 @@ static void a_growth_keeps_contents_and_addresses(void **state) {
   gpu_expect_all(a, n, 2.0f);
   gpu_expect_all(b, n, 6.0f);
   gpu_check_allocator();
-  OK(recap_free(a));
-  OK(recap_free(b));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(NULL, 0);
+  FREE_ALL(a, b);
+  finish(s);
 }
 
 /* The step the graph captures and the eager run repeats: two temporaries of 15 MiB (the second
@@ -76,14 +81,12 @@ static void step(float *y, const float *x, size_t n, cudaStream_t s) {
   CUDA_OK(recap_test_add(t2, t1, x, n, s));
   CUDA_OK(recap_test_scale(t2, n, 0.5f, s));
   CUDA_OK(recap_test_add_scalar(y, t2, n, 0.0f, s));
-  OK(recap_free(t1));
-  OK(recap_free(t2));
+  FREE_ALL(t1, t2);
 }
 
 static void a_capture_grows_its_pool_and_replays_bit_for_bit(void **state) {
   (void)state;
-  begin_vmm();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = vmm_begun();
   const size_t gran = granularity();
   float *x = gpu_floats(N, s);
   float *eager = gpu_floats(N, s);
@@ -134,8 +137,7 @@ static void a_capture_grows_its_pool_and_replays_bit_for_bit(void **state) {
 
 static void empty_cache_gives_the_memory_back(void **state) {
   (void)state;
-  begin_vmm();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = vmm_begun();
   const size_t bytes = (size_t)1 << 30, gran = granularity();
   size_t free_start = gpu_free_bytes();
   float *p = gpu_floats(bytes / sizeof(float), s);
@@ -152,8 +154,7 @@ static void empty_cache_gives_the_memory_back(void **state) {
   assert_int_equal(st.segment[RECAP_STAT_ALL].current, 0);
   assert_int_equal(st.num_device_free, st.num_device_alloc);
   if (gpu_free_memory_checks()) assert_true(gpu_free_bytes() - free_held >= round_up(bytes, gran));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(NULL, 0);
+  finish(s);
 }
 
 /* A graph's temporary captured before its output: once the pool is released, recap_empty_cache
@@ -162,8 +163,7 @@ static void empty_cache_gives_the_memory_back(void **state) {
  * the same address. */
 static void free_memory_inside_a_segment_goes_back(void **state) {
   (void)state;
-  begin_vmm();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = vmm_begun();
   const size_t bytes = 16 * MiB, n = bytes / sizeof(float);
   recap_graph_t g = graph_capturing(s, NULL);
   float *temp = gpu_floats(n, s), *out = gpu_floats(n, s);
@@ -186,16 +186,14 @@ static void free_memory_inside_a_segment_goes_back(void **state) {
   gpu_check_allocator();
   OK(recap_free(out));
   OK(recap_graph_destroy(g));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(NULL, 0);
+  finish(s);
 }
 
 /* In the default pool: a block freed in the middle goes back, and the next request of its size
  * maps it again at its address, usable at once. */
 static void a_hole_is_mapped_again_on_reuse(void **state) {
   (void)state;
-  begin_vmm();
-  cudaStream_t s = gpu_stream();
+  cudaStream_t s = vmm_begun();
   const size_t bytes = 16 * MiB, n = bytes / sizeof(float);
   float *a = gpu_floats(n, s), *b = gpu_floats(n, s);
   CUDA_OK(recap_test_fill(b, n, 5.0f, s));
@@ -210,10 +208,8 @@ static void a_hole_is_mapped_again_on_reuse(void **state) {
   gpu_expect_all(a2, n, 6.0f);
   gpu_expect_all(b, n, 5.0f);
   gpu_check_allocator();
-  OK(recap_free(a2));
-  OK(recap_free(b));
-  CUDA_OK(cudaStreamDestroy(s));
-  gpu_finish(NULL, 0);
+  FREE_ALL(a2, b);
+  finish(s);
 }
 
 static const struct CMUnitTest tests[] = {

@@ -64,6 +64,14 @@ static void expect_all_released(void) {
   check();
 }
 
+/* The end of most tests: the capture ended, the graph destroyed, and every segment given back
+ * once everything is freed. */
+static void end_destroy_and_release(recap_graph_t g, recap_stream_t s) {
+  capture_end(g, s);
+  OK(recap_graph_destroy(g));
+  expect_all_released();
+}
+
 /* The device calls that make or map memory, and the events, so far. */
 static const int device_calls[] = {
     RECAP__FAKE_FAULT_RAW_MALLOC,        RECAP__FAKE_FAULT_VMM_GRANULARITY,
@@ -200,9 +208,7 @@ static void counted_in_the_large_class_and_merged_at_free(void **state) {
   assert_int_equal(st.inactive_split_bytes[RECAP_STAT_ALL].current, 0);
   assert_int_equal(pool_record(pool)->large_free.count, 1);
   assert_int_equal(pool_record(pool)->large_free.blocks, 1);
-  capture_end(g, s);
-  OK(recap_graph_destroy(g));
-  expect_all_released();
+  end_destroy_and_release(g, s);
 }
 
 /* A free small block that fits comes first; the large segment serves only when none does, and
@@ -241,9 +247,18 @@ static void small_blocks_first_and_no_growth(void **state) {
   assert_int_equal(st.segment[RECAP_STAT_ALL].current, 2);
   FREE_ALL(small, x, y);
   check();
-  capture_end(g, s);
-  OK(recap_graph_destroy(g));
-  expect_all_released();
+  end_destroy_and_release(g, s);
+}
+
+/* A small request on s after an 8 MiB block was allocated and freed there: the checker passes,
+ * and the small block is returned. */
+static void *small_after_a_freed_big(recap_stream_t s) {
+  void *big, *small;
+  OK(recap_malloc(&big, 8 * MiB, s));
+  OK(recap_free(big));
+  OK(recap_malloc(&small, 1000, s));
+  check();
+  return small;
 }
 
 /* The default pool keeps PyTorch's classes: a small request makes a small segment though the
@@ -251,11 +266,7 @@ static void small_blocks_first_and_no_growth(void **state) {
 static void default_pool_keeps_the_classes(void **state) {
   (void)state;
   recap_stream_t s = vmm_device();
-  void *big, *small;
-  OK(recap_malloc(&big, 8 * MiB, s));
-  OK(recap_free(big));
-  OK(recap_malloc(&small, 1000, s));
-  check();
+  void *small = small_after_a_freed_big(s);
   recap_memory_stats_t st = stats();
   assert_int_equal(st.segment[RECAP_STAT_SMALL].current, 1);
   assert_int_equal(st.reserved_bytes[RECAP_STAT_SMALL].current, 2 * MiB);
@@ -275,11 +286,7 @@ static void classic_segments_keep_the_classes(void **state) {
   recap_stream_t s = recap__fake_stream_new();
   recap_pool_id_t pool = recap_pool_handle();
   recap_graph_t g = capture_into(pool, s);
-  void *big, *small;
-  OK(recap_malloc(&big, 8 * MiB, s));
-  OK(recap_free(big));
-  OK(recap_malloc(&small, 1000, s));
-  check();
+  void *small = small_after_a_freed_big(s);
   recap_memory_stats_t st = stats();
   assert_int_equal(st.segment[RECAP_STAT_SMALL].current, 1);
   assert_int_equal(st.segment[RECAP_STAT_LARGE].current, 1);
@@ -288,9 +295,7 @@ static void classic_segments_keep_the_classes(void **state) {
   assert_int_equal(st.allocation[RECAP_STAT_SMALL].current, 1);
   assert_true(segment_holding(pool_record(pool), small)->small);
   OK(recap_free(small));
-  capture_end(g, s);
-  OK(recap_graph_destroy(g));
-  expect_all_released();
+  end_destroy_and_release(g, s);
 }
 
 /* No device call is made for such a block: a fault injected at the first next call of every
@@ -322,9 +327,7 @@ static void no_device_call_for_it(void **state) {
     assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, 8 * MiB);
     assert_int_equal(st.allocation[RECAP_STAT_LARGE].allocated,
                      st_before.allocation[RECAP_STAT_LARGE].allocated + 1);
-    capture_end(g, s);
-    OK(recap_graph_destroy(g));
-    expect_all_released();
+    end_destroy_and_release(g, s);
   }
 }
 
@@ -452,9 +455,7 @@ static void host_faults_at_each_step(void **state) {
       assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current,
                        before.reserved_bytes[RECAP_STAT_ALL].current);
     }
-    capture_end(g, s);
-    OK(recap_graph_destroy(g));
-    expect_all_released();
+    end_destroy_and_release(g, s);
   }
 }
 

@@ -9,10 +9,8 @@
 
 static void memory_cap_applies(void **state) {
   (void)state;
-  reset_with_memory(DEVICE_BYTES);
-  vmm_on();
+  recap_stream_t s = vmm_device();
   OK(recap_option_set("memory_cap", "24MiB"));
-  recap_stream_t s = recap__fake_stream_new();
   void *a, *b, *c;
   OK(recap_malloc(&a, 3 * MiB, s)); /* 4 MiB mapped */
   /* 21 MiB would map 22 MiB more: 26 MiB. */
@@ -33,10 +31,7 @@ static void memory_cap_applies(void **state) {
 
 static void out_of_memory_retries_and_reports(void **state) {
   (void)state;
-  recap__fake_config_t cfg = {.device_count = 1, .memory_per_device = 64 * MiB};
-  recap_test_reset(&cfg);
-  vmm_on();
-  recap_stream_t s = recap__fake_stream_new(), t = recap__fake_stream_new();
+  recap_stream_t s = vmm_device_of(64 * MiB), t = recap__fake_stream_new();
   void *p = (void *)0x1;
   assert_int_equal(recap_malloc(&p, 100 * MiB, s), RECAP_ERROR_OUT_OF_MEMORY);
   assert_null(p);
@@ -93,8 +88,7 @@ static void the_retry_trims_the_growing_segment(void **state) {
   assert_int_equal(seg->chunks[1].offset, 20 * MiB);
   assert_int_equal(seg->chunks[1].size, 30 * MiB);
   check();
-  OK(recap_free(a));
-  OK(recap_free(c));
+  FREE_ALL(a, c);
   check();
 }
 
@@ -121,9 +115,7 @@ static void fault_at_each_growth_call(void **state) {
   (void)state;
   for (size_t k = 0; k < sizeof growth_faults / sizeof *growth_faults; k++) {
     for (int later = 0; later < 2; later++) {
-      reset_with_memory(DEVICE_BYTES);
-      vmm_on();
-      recap_stream_t s = recap__fake_stream_new();
+      recap_stream_t s = vmm_device();
       void *first = NULL, *p = (void *)0x1;
       if (later) OK(recap_malloc(&first, 20 * MiB, s));
       recap_memory_stats_t before = stats();
@@ -177,9 +169,7 @@ static void fault_at_each_trim_call(void **state) {
   (void)state;
   for (size_t k = 0; k < sizeof trim_faults / sizeof *trim_faults; k++) {
     for (int whole = 0; whole < 2; whole++) {
-      reset_with_memory(DEVICE_BYTES);
-      vmm_on();
-      recap_stream_t s = recap__fake_stream_new();
+      recap_stream_t s = vmm_device();
       void *a, *b;
       OK(recap_malloc(&a, 20 * MiB, s));
       OK(recap_malloc(&b, 20 * MiB, s));
@@ -222,10 +212,7 @@ static void fault_at_each_trim_call(void **state) {
  * out-of-memory message, until a try succeeds. */
 static void a_stuck_range_is_given_back_later(void **state) {
   (void)state;
-  recap__fake_config_t cfg = {.device_count = 1, .memory_per_device = 64 * MiB};
-  recap_test_reset(&cfg);
-  vmm_on();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = vmm_device_of(64 * MiB);
   void *p;
   OK(recap_malloc(&p, 20 * MiB, s));
   OK(recap_free(p));
@@ -301,8 +288,7 @@ static void a_growth_unmaps_a_listed_mapping_in_its_way(void **state) {
   assert_int_equal(recap__alloc.devices[0]->stuck_count, 0);
   assert_int_equal(recap__fake_now().bytes_in_use[0], in_use + 20 * MiB);
   memset(b, 5, 20 * MiB);
-  OK(recap_free(a));
-  OK(recap_free(b));
+  FREE_ALL(a, b);
   expect_all_released();
   assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
 }
@@ -343,9 +329,7 @@ static void a_chunk_neither_released_nor_mapped_back_is_released_later(void **st
   /* The hole maps again when a request takes it. */
   OK(recap_malloc(&b, 20 * MiB, s));
   memset(b, 3, 20 * MiB);
-  OK(recap_free(a));
-  OK(recap_free(b));
-  OK(recap_free(c));
+  FREE_ALL(a, b, c);
   expect_all_released();
   assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
 }
@@ -356,10 +340,7 @@ static void a_chunk_neither_released_nor_mapped_back_is_released_later(void **st
  * the device holds nothing afterwards. */
 static void a_failed_growth_whose_undo_fails_is_given_back_later(void **state) {
   (void)state;
-  recap__fake_config_t cfg = {.device_count = 1, .memory_per_device = 64 * MiB};
-  recap_test_reset(&cfg);
-  vmm_on();
-  recap_stream_t s = recap__fake_stream_new();
+  recap_stream_t s = vmm_device_of(64 * MiB);
   recap_test_log_t log;
   recap_test_log_capture(&log);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_VMM_SET_ACCESS, 1);

@@ -27,18 +27,27 @@ static inline void vmm_on(void) { OK(recap_option_set_u64("expandable_segments",
 /* The fake device's memory, and so the addresses each VMM segment reserves. */
 enum { DEVICE_BYTES = 1 << 30 };
 
-/* A fresh fake device with expandable segments on, and a stream on it. */
-static inline recap_stream_t vmm_device(void) {
-  reset_with_memory(DEVICE_BYTES);
+/* A fresh fake device of `bytes` with expandable segments on, and a stream on it. */
+static inline recap_stream_t vmm_device_of(size_t bytes) {
+  reset_with_memory(bytes);
   vmm_on();
   return recap__fake_stream_new();
 }
+
+/* The same with the default DEVICE_BYTES. */
+static inline recap_stream_t vmm_device(void) { return vmm_device_of(DEVICE_BYTES); }
 
 /* After everything is freed: empty_cache gives back every segment and the state checks. */
 static inline void expect_all_released(void) {
   OK(recap_empty_cache());
   assert_int_equal(stats().reserved_bytes[0].current, 0);
   check();
+}
+
+/* The same, and no reserved address range is left on the device either. */
+static inline void expect_no_range_left(void) {
+  expect_all_released();
+  assert_int_equal(recap__fake_now().vmm_ranges_live, 0);
 }
 
 /* The pool's only segment (asserted). */

@@ -16,8 +16,7 @@ typedef struct single_case {
 } single_case_t;
 
 static void expect_single(single_case_t c) {
-  backend_begin();
-  recap_stream_t s = backend_stream();
+  recap_stream_t s = backend_begun();
   const bool vmm = backend_vmm_segments_on();
   const size_t block = vmm && c.vmm_block ? c.vmm_block : c.block;
   const size_t segment = vmm && c.vmm_segment ? c.vmm_segment : c.segment;

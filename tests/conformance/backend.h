@@ -66,6 +66,12 @@ size_t backend_device_used(void);
  * when `grown` is 0, by no more than the slack), unless a CUDA tool holds device memory too. */
 void backend_expect_device_grew(size_t before, size_t now, size_t grown);
 
+/* backend_begin, then a stream: the start of most scenarios. */
+static inline recap_stream_t backend_begun(void) {
+  backend_begin();
+  return backend_stream();
+}
+
 static inline float *backend_floats(size_t n, recap_stream_t stream) {
   void *p = NULL;
   OK(recap_malloc(&p, n * sizeof(float), stream));
@@ -91,11 +97,7 @@ static inline void backend_finish(const recap_pool_id_t *pools, size_t pool_coun
     recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
     EXPECT_STATUS(recap_pool_memory(pools[i], &info), RECAP_ERROR_NOT_FOUND);
   }
-  recap_memory_stats_t st = memory_stats_now();
-  assert_int_equal(st.allocation[RECAP_STAT_ALL].current, 0);
-  assert_int_equal(st.active[RECAP_STAT_ALL].current, 0);
-  assert_int_equal(st.segment[RECAP_STAT_ALL].current, 0);
-  assert_int_equal(st.reserved_bytes[RECAP_STAT_ALL].current, 0);
+  expect_nothing_counted();
   memory_check_passes();
   backend_expect_nothing_left();
 }

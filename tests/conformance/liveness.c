@@ -32,21 +32,34 @@ static void expect_dead(recap_graph_t g, recap_stream_t s, float *out, size_t n)
   backend_expect_all(out, n, -5.0f);
 }
 
+/* p freed: the replay of g fails as expect_dead says, and the message names p. */
+static void freed_then_dead(recap_graph_t g, recap_stream_t s, void *p, float *out) {
+  OK(recap_free(p));
+  expect_dead(g, s, out, N);
+  EXPECT_MESSAGE_POINTER(p);
+}
+
 /* A graph created and begun with liveness checks on stream s. */
 static recap_graph_t liveness_graph(recap_stream_t s) {
   recap_graph_t g = checked_graph(s);
   return g;
 }
 
+/* The end of a capture into g on s: a kernel's out[i] = in[i] + value over a new buffer out
+ * (returned), then the capture's end. */
+static float *captured_add_scalar(recap_graph_t g, const float *in, float value, recap_stream_t s) {
+  float *out = backend_floats(N, s);
+  backend_add_scalar(out, in, N, value, s);
+  OK(recap_graph_capture_end(g));
+  return out;
+}
+
 static void nothing_dead(void **state) {
   (void)state;
-  backend_begin();
-  recap_stream_t s = backend_stream();
+  recap_stream_t s = backend_begun();
   float *x = backend_floats_set(N, 1.0f, s);
   recap_graph_t g = liveness_graph(s);
-  float *y = backend_floats(N, s); /* the graph's own output */
-  backend_add_scalar(y, x, N, 2.0f, s);
-  OK(recap_graph_capture_end(g));
+  float *y = captured_add_scalar(g, x, 2.0f, s); /* the graph's own output */
   assert_int_equal(input_count(g), 1);
   const recap_liveness_input_t *in = input_at(g, 0);
   assert_ptr_equal(in->base, x);
@@ -68,19 +81,14 @@ static void nothing_dead(void **state) {
 
 static void one_dead_input(void **state) {
   (void)state;
-  backend_begin();
-  recap_stream_t s = backend_stream();
+  recap_stream_t s = backend_begun();
   float *x = backend_floats_set(N, 1.0f, s);
   recap_graph_t g = liveness_graph(s);
-  float *y = backend_floats(N, s);
-  backend_add_scalar(y, x, N, 1.0f, s);
-  OK(recap_graph_capture_end(g));
+  float *y = captured_add_scalar(g, x, 1.0f, s);
   OK(recap_graph_replay(g, s));
   backend_expect_all(y, N, 2.0f);
-  OK(recap_free(x));
-  expect_dead(g, s, y, N);
+  freed_then_dead(g, s, x, y);
   EXPECT_MESSAGE("recap_graph_replay: 1 of the graph's 1 external input was freed");
-  EXPECT_MESSAGE_POINTER(x);
   EXPECT_MESSAGE("(4096 bytes) read by node 0 (kernel ");
   EXPECT_MESSAGE(BACKEND_ADD_SCALAR_KERNEL);
   EXPECT_MESSAGE("RECAP_LIVENESS_DEBUG=1");
@@ -94,8 +102,7 @@ static void one_dead_input(void **state) {
  * input, and its death is the graph's business. */
 static void dead_intermediate_is_fine(void **state) {
   (void)state;
-  backend_begin();
-  recap_stream_t s = backend_stream();
+  recap_stream_t s = backend_begun();
   float *x = backend_floats_set(N, 1.0f, s);
   recap_graph_t g = liveness_graph(s);
   float *tmp = backend_floats(N, s);
@@ -113,8 +120,7 @@ static void dead_intermediate_is_fine(void **state) {
 
 static void one_of_several_inputs_dead(void **state) {
   (void)state;
-  backend_begin();
-  recap_stream_t s = backend_stream();
+  recap_stream_t s = backend_begun();
   float *a = backend_floats(N, s), *b = backend_floats(2 * N, s), *c = backend_floats(N, s);
   recap_graph_t g = liveness_graph(s);
   float *out = backend_floats(N, s);
@@ -125,10 +131,8 @@ static void one_of_several_inputs_dead(void **state) {
   /* Sorted by address. */
   for (size_t i = 1; i < 3; i++)
     assert_true((uintptr_t)input_at(g, i - 1)->base < (uintptr_t)input_at(g, i)->base);
-  OK(recap_free(b));
-  expect_dead(g, s, out, N);
+  freed_then_dead(g, s, b, out);
   EXPECT_MESSAGE("1 of the graph's 3 external inputs was freed");
-  EXPECT_MESSAGE_POINTER(b);
   EXPECT_MESSAGE("(8192 bytes)");
   EXPECT_MESSAGE(BACKEND_ADD_KERNEL);
   expect_no_pointer(a);
@@ -143,8 +147,7 @@ static void one_of_several_inputs_dead(void **state) {
  * nodes. */
 static void dead_model_weights(void **state) {
   (void)state;
-  backend_begin();
-  recap_stream_t s = backend_stream();
+  recap_stream_t s = backend_begun();
   float *weights = backend_floats(4 * N, s), *x = backend_floats(N, s);
   backend_fill(weights, 4 * N, 0.5f, s);
   backend_fill(x, N, 2.0f, s);
@@ -162,9 +165,7 @@ static void dead_model_weights(void **state) {
   assert_int_equal(w->reader_count, 4);
   OK(recap_graph_replay(g, s));
   backend_expect_all(h, N, 4.0f);
-  OK(recap_free(weights));
-  expect_dead(g, s, h, N);
-  EXPECT_MESSAGE_POINTER(weights);
+  freed_then_dead(g, s, weights, h);
   EXPECT_MESSAGE("read by node 0 (kernel ");
   EXPECT_MESSAGE(") and others: freed");
   backend_finish_graph(g, s, (void *[]){x, h}, 2);
@@ -173,8 +174,7 @@ static void dead_model_weights(void **state) {
 /* Between two replays, an output the graph writes dies, then its input. */
 static void buffer_dies_between_replays(void **state) {
   (void)state;
-  backend_begin();
-  recap_stream_t s = backend_stream();
+  recap_stream_t s = backend_begun();
   float *x = backend_floats(N, s), *y = backend_floats(N, s), *z = backend_floats(N, s);
   backend_fill(x, N, 1.0f, s);
   recap_graph_t g = liveness_graph(s);
@@ -184,13 +184,9 @@ static void buffer_dies_between_replays(void **state) {
   OK(recap_graph_replay(g, s));
   OK(recap_graph_replay(g, s));
   backend_expect_all(y, N, 2.0f);
-  OK(recap_free(y)); /* an output written by the graph dies too */
-  expect_dead(g, s, z, N);
-  EXPECT_MESSAGE_POINTER(y);
+  freed_then_dead(g, s, y, z); /* an output written by the graph dies too */
   expect_no_pointer(x);
-  OK(recap_free(x));
-  expect_dead(g, s, z, N);
-  EXPECT_MESSAGE_POINTER(x);
+  freed_then_dead(g, s, x, z);
   backend_finish_graph(g, s, (void *[]){z}, 1);
 }
 
@@ -198,13 +194,10 @@ static void buffer_dies_between_replays(void **state) {
  * to someone else. The address is alive, but it is not the graph's buffer any more. */
 static void freed_and_reallocated_at_the_same_address(void **state) {
   (void)state;
-  backend_begin();
-  recap_stream_t s = backend_stream();
+  recap_stream_t s = backend_begun();
   float *x = backend_floats(N, s);
   recap_graph_t g = liveness_graph(s);
-  float *y = backend_floats(N, s);
-  backend_add_scalar(y, x, N, 1.0f, s);
-  OK(recap_graph_capture_end(g));
+  float *y = captured_add_scalar(g, x, 1.0f, s);
   backend_sync();
   OK(recap_free(x));
   float *again = backend_floats(N, s);
@@ -220,8 +213,7 @@ static void freed_and_reallocated_at_the_same_address(void **state) {
  * business (replay order), never flagged, even when the user frees it. */
 static void output_of_earlier_graph_in_shared_pool_not_flagged(void **state) {
   (void)state;
-  backend_begin();
-  recap_stream_t s = backend_stream();
+  recap_stream_t s = backend_begun();
   float *x = backend_floats_set(N, 1.0f, s);
   recap_pool_id_t pool = recap_pool_handle();
   recap_capture_options_t o = liveness_options();
@@ -230,13 +222,9 @@ static void output_of_earlier_graph_in_shared_pool_not_flagged(void **state) {
   OK(recap_graph_create(&first, 0));
   OK(recap_graph_create(&second, 0));
   OK(recap_graph_capture_begin(first, &o, s));
-  float *mid = backend_floats(N, s);
-  backend_add_scalar(mid, x, N, 1.0f, s);
-  OK(recap_graph_capture_end(first));
+  float *mid = captured_add_scalar(first, x, 1.0f, s);
   OK(recap_graph_capture_begin(second, &o, s));
-  float *out = backend_floats(N, s);
-  backend_add_scalar(out, mid, N, 1.0f, s);
-  OK(recap_graph_capture_end(second));
+  float *out = captured_add_scalar(second, mid, 1.0f, s);
   assert_int_equal(input_count(first), 1);
   assert_ptr_equal(input_at(first, 0)->base, x);
   assert_int_equal(input_count(second), 0);

@@ -20,6 +20,15 @@ static void fresh(void) {
   recap__graphs_disabled_override(0);
 }
 
+/* fresh(), a new stream in *s, and a new graph with `flags` (returned). */
+static recap_graph_t fresh_graph(recap_stream_t *s, unsigned flags) {
+  fresh();
+  *s = recap__fake_stream_new();
+  recap_graph_t g;
+  OK(recap_graph_create(&g, flags));
+  return g;
+}
+
 /* The last error must be exactly `expected`. */
 static void expect_exact(const char *expected) {
   if (strcmp(recap_last_error(), expected) != 0)
@@ -66,10 +75,8 @@ static recap_status_t toy_forward(void *ctx, recap_stream_t stream, int training
 
 static void options_too_small(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s, 0);
   recap_capture_options_t c = RECAP_CAPTURE_OPTIONS_INIT;
   c.size = FIRST_SIZE(recap_capture_options_t) - 1;
   EXPECT_STATUS(recap_graph_capture_begin(g, &c, s), RECAP_ERROR_INVALID_ARGUMENT);
@@ -105,10 +112,8 @@ static void options_too_small(void **state) {
 
 static void options_too_large(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s, 0);
   roomy_t r;
   memset(&r, 0, sizeof r);
   r.capture = (recap_capture_options_t)RECAP_CAPTURE_OPTIONS_INIT;
@@ -147,10 +152,8 @@ static void options_too_large(void **state) {
  * when the memory past it holds something else. */
 static void older_options_take_defaults(void **state) {
   (void)state;
-  fresh();
-  recap_stream_t s = recap__fake_stream_new();
-  recap_graph_t g;
-  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
   recap_capture_options_t c = RECAP_CAPTURE_OPTIONS_INIT;
   c.mode = RECAP_CAPTURE_MODE_RELAXED;
   c.check_input_liveness = 1; /* past the first version: must be ignored */

@@ -24,22 +24,24 @@
 
 static recap_test_log_t logged;
 
-/* No RECAP_* variable set, every flag and level read afresh, the log captured. */
-static void fresh(void) {
-  reset();
+/* No RECAP_* variable set, and every flag and level to be read afresh. */
+static void unset_every_variable(void) {
   for (int i = 0; i < RECAP__ENV_COUNT; i++) {
     unsetenv(recap__env_table[i].name);
     recap__env_set((recap__env_t)i, -1);
   }
+}
+
+/* No RECAP_* variable set, every flag and level read afresh, the log captured. */
+static void fresh(void) {
+  reset();
+  unset_every_variable();
   recap_test_log_capture(&logged);
 }
 
 static void done(void) {
   recap_log_set(NULL, NULL);
-  for (int i = 0; i < RECAP__ENV_COUNT; i++) {
-    unsetenv(recap__env_table[i].name);
-    recap__env_set((recap__env_t)i, -1);
-  }
+  unset_every_variable();
   recap_options_reset();
 }
 
@@ -131,6 +133,19 @@ static void good_flags_and_levels(void **state) {
   done();
 }
 
+/* Sets the three switches from code (-1: from the environment again). */
+static void switches_set(int graphs_disabled, int annotations, int liveness_debug) {
+  recap__graphs_disabled_override(graphs_disabled);
+  recap_annotations_enable(annotations);
+  recap_liveness_debug_enable(liveness_debug);
+}
+
+static void expect_switches(int graphs_disabled, int annotations, int liveness_debug) {
+  assert_int_equal(!recap_graphs_enabled(), graphs_disabled);
+  assert_int_equal(recap_annotations_enabled(), annotations);
+  assert_int_equal(recap_liveness_debug_enabled(), liveness_debug);
+}
+
 /* A value set from code wins over the environment; -1 follows the environment again. */
 static void code_overrides_the_environment(void **state) {
   (void)state;
@@ -139,20 +154,12 @@ static void code_overrides_the_environment(void **state) {
   setenv("RECAP_ANNOTATIONS", "0", 1);
   setenv("RECAP_LIVENESS_DEBUG", "1", 1);
   setenv("RECAP_LOG", "none", 1);
-  recap__graphs_disabled_override(0);
-  recap_annotations_enable(1);
-  recap_liveness_debug_enable(0);
+  switches_set(0, 1, 0);
   recap_log_level_set(RECAP_LOG_LEVEL_INFO);
-  assert_int_equal(!recap_graphs_enabled(), 0);
-  assert_int_equal(recap_annotations_enabled(), 1);
-  assert_int_equal(recap_liveness_debug_enabled(), 0);
+  expect_switches(0, 1, 0);
   assert_int_equal(recap_log_level_get(), RECAP_LOG_LEVEL_INFO);
-  recap__graphs_disabled_override(-1);
-  recap_annotations_enable(-1);
-  recap_liveness_debug_enable(-1);
-  assert_int_equal(!recap_graphs_enabled(), 1);
-  assert_int_equal(recap_annotations_enabled(), 0);
-  assert_int_equal(recap_liveness_debug_enabled(), 1);
+  switches_set(-1, -1, -1);
+  expect_switches(1, 0, 1);
   assert_int_equal(logged.warnings, 0);
   done();
 }
@@ -177,8 +184,7 @@ static void bad_log_level_with_the_stderr_logger(void **state) {
 static void bad_alloc_conf_warns_the_same_way(void **state) {
   (void)state;
   fresh();
-  setenv("RECAP_ALLOC_CONF", "small_segment:lots", 1);
-  recap_options_reset();
+  options_from_alloc_conf("small_segment:lots");
   uint64_t value = 0;
   EXPECT_STATUS(recap_option_get("small_segment", &value), RECAP_ERROR_INVALID_VALUE);
   EXPECT_MESSAGE("RECAP_ALLOC_CONF: option small_segment has value 'lots'");
@@ -191,10 +197,8 @@ static void bad_alloc_conf_warns_the_same_way(void **state) {
   EXPECT_STATUS(recap_option_get("small_segment", &value), RECAP_ERROR_INVALID_VALUE);
   assert_int_equal(logged.warnings, 1);
   /* A good value, read again after the reset. */
-  setenv("RECAP_ALLOC_CONF", "small_segment:4MiB", 1);
-  recap_options_reset();
-  OK(recap_option_get("small_segment", &value));
-  assert_int_equal(value, 4 * MiB);
+  options_from_alloc_conf("small_segment:4MiB");
+  assert_int_equal(option_now("small_segment"), 4 * MiB);
   assert_int_equal(logged.warnings, 1);
   done();
 }
@@ -206,36 +210,26 @@ static void alloc_conf_booleans_take_true_and_false(void **state) {
   fresh();
   static const char *const on[] = {"True", "true", "TRUE", "tRUe", "1"};
   static const char *const off[] = {"False", "false", "FALSE", "fAlSe", "0"};
-  uint64_t value = 7;
   char conf[128];
   for (size_t i = 0; i < sizeof on / sizeof on[0]; i++) {
     snprintf(conf, sizeof conf, "expandable_segments:%s, offload_keep_pinned : %s", on[i], on[i]);
-    setenv("RECAP_ALLOC_CONF", conf, 1);
-    recap_options_reset();
-    OK(recap_option_get("expandable_segments", &value));
-    assert_int_equal(value, 1);
-    OK(recap_option_get("offload_keep_pinned", &value));
-    assert_int_equal(value, 1);
+    options_from_alloc_conf(conf);
+    assert_int_equal(option_now("expandable_segments"), 1);
+    assert_int_equal(option_now("offload_keep_pinned"), 1);
     /* Every spelling of off turns it off again, from the environment and from code. */
     snprintf(conf, sizeof conf, "expandable_segments:%s", off[i]);
     OK(recap_options_parse(conf));
-    OK(recap_option_get("expandable_segments", &value));
-    assert_int_equal(value, 0);
+    assert_int_equal(option_now("expandable_segments"), 0);
     OK(recap_option_set("offload_keep_pinned", off[i]));
-    OK(recap_option_get("offload_keep_pinned", &value));
-    assert_int_equal(value, 0);
+    assert_int_equal(option_now("offload_keep_pinned"), 0);
     OK(recap_option_set("offload_keep_pinned", on[i]));
-    OK(recap_option_get("offload_keep_pinned", &value));
-    assert_int_equal(value, 1);
+    assert_int_equal(option_now("offload_keep_pinned"), 1);
   }
-  unsetenv("RECAP_ALLOC_CONF");
-  recap_options_reset();
+  options_from_alloc_conf(NULL);
   for (size_t i = 0; i < sizeof off / sizeof off[0]; i++) {
     snprintf(conf, sizeof conf, "expandable_segments:%s", off[i]);
-    setenv("RECAP_ALLOC_CONF", conf, 1);
-    recap_options_reset();
-    OK(recap_option_get("expandable_segments", &value));
-    assert_int_equal(value, 0);
+    options_from_alloc_conf(conf);
+    assert_int_equal(option_now("expandable_segments"), 0);
   }
   assert_int_equal(logged.warnings, 0);
   done();
@@ -249,8 +243,7 @@ static void a_bad_boolean_says_it_wants_one(void **state) {
   char conf[128], detail[256];
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     snprintf(conf, sizeof conf, "expandable_segments:%s", bad[i]);
-    setenv("RECAP_ALLOC_CONF", conf, 1);
-    recap_options_reset();
+    options_from_alloc_conf(conf);
     logged.warnings = 0;
     EXPECT_STATUS(recap_option_get("expandable_segments", &value), RECAP_ERROR_INVALID_VALUE);
     snprintf(detail, sizeof detail,
@@ -264,8 +257,7 @@ static void a_bad_boolean_says_it_wants_one(void **state) {
                    "no options: every allocation fails with RECAP_ERROR_INVALID_VALUE until "
                    "recap_options_reset()");
   }
-  unsetenv("RECAP_ALLOC_CONF");
-  recap_options_reset();
+  options_from_alloc_conf(NULL);
 
   /* From code: the same words, and nothing changes. */
   EXPECT_STATUS(recap_option_set("offload_keep_pinned", "yes"), RECAP_ERROR_INVALID_VALUE);
@@ -277,14 +269,12 @@ static void a_bad_boolean_says_it_wants_one(void **state) {
   assert_string_equal(recap_last_error(),
                       "recap_options_parse: option expandable_segments has value 'enabled', which "
                       "is not a boolean (true or false in any case, or 1 or 0)");
-  OK(recap_option_get("offload_keep_pinned", &value));
-  assert_int_equal(value, 0);
+  assert_int_equal(option_now("offload_keep_pinned"), 0);
   EXPECT_STATUS(recap_option_set_u64("expandable_segments", 2), RECAP_ERROR_INVALID_VALUE);
   assert_string_equal(recap_last_error(),
                       "recap_option_set(expandable_segments=2): expandable_segments must be 0 "
                       "(off) or 1 (on)");
-  OK(recap_option_get("expandable_segments", &value));
-  assert_int_equal(value, 0);
+  assert_int_equal(option_now("expandable_segments"), 0);
 
   /* A byte count is not a boolean: True is no size. */
   EXPECT_STATUS(recap_option_set("memory_cap", "True"), RECAP_ERROR_INVALID_VALUE);

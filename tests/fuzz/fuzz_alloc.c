@@ -85,14 +85,6 @@ static uint8_t byte(void) { return st.at < st.size ? st.data[st.at++] : 0; }
 
 /* RECAP_FUZZ_TRACE=1 prints every operation, to turn a crashing input into a story. */
 static bool tracing;
-#define TRACE(...)                             \
-  do {                                         \
-    if (tracing) {                             \
-      fprintf(stderr, "  %3d: ", st.op_index); \
-      fprintf(stderr, __VA_ARGS__);            \
-      fputc('\n', stderr);                     \
-    }                                          \
-  } while (0)
 
 /* The size classes of the allocator's options now (scaled down by some inputs, see below). */
 static struct { size_t small_size, large_threshold, small_segment, large_segment, round; } sizes;
@@ -150,11 +142,7 @@ static bool any_capture(void) {
 }
 
 static void check_invariants(void) {
-  recap_status_t s = recap_memory_check();
-  if (s != RECAP_SUCCESS) die("recap_memory_check failed", s);
-  recap_memory_stats_t stats = RECAP_MEMORY_STATS_INIT;
-  s = recap_memory_stats(-1, &stats);
-  if (s != RECAP_SUCCESS) die("recap_memory_stats failed", s);
+  recap_memory_stats_t stats = fuzz_checked_stats(die);
   int64_t live = 0;
   for (int i = 0; i < SLOTS; i++) live += st.slots[i].p != NULL;
   if (stats.allocation[RECAP_STAT_ALL].current != live) {

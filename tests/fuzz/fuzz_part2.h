@@ -104,15 +104,6 @@ extern struct fuzz_part2_state st;
 extern bool tracing;
 extern unsigned known;
 
-#define TRACE(...)                             \
-  do {                                         \
-    if (tracing) {                             \
-      fprintf(stderr, "  %3d: ", st.op_index); \
-      fprintf(stderr, __VA_ARGS__);            \
-      fputc('\n', stderr);                     \
-    }                                          \
-  } while (0)
-
 /* Helpers called for nearly every input byte and every call: defined here so that each file
  * inlines them. */
 static inline uint8_t byte(void) { return st.at < st.size ? st.data[st.at++] : 0; }

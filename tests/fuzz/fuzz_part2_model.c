@@ -28,14 +28,7 @@ void disarm_all(void) {
     if (st.fault_at[k]) arm((recap__fake_fault_t)k, 0);
 }
 
-void call_ends(void) {
-  recap__fake_counters_t c = recap__fake_now();
-  for (int k = 0; k < RECAP__FAKE_FAULT_KINDS; k++)
-    if (st.fault_at[k] && c.calls[k] >= st.fault_at[k]) {
-      st.fired |= 1ull << k;
-      st.fault_at[k] = 0;
-    }
-}
+void call_ends(void) { fuzz_note_fired(st.fault_at, &st.fired); }
 
 /* Checks the status of a call: `allowed`, or any failure when a fault fired in it. Returns
  * whether a fault explains a failure (the model must then read back what the call left). */
@@ -136,25 +129,10 @@ static void check_mapped(const recap_memory_stats_t *stats) {
 }
 
 void check_invariants(void) {
-  recap_status_t s = recap_memory_check();
-  if (s != RECAP_SUCCESS) die("recap_memory_check failed", s);
-  recap_memory_stats_t stats = RECAP_MEMORY_STATS_INIT;
-  s = recap_memory_stats(-1, &stats);
-  if (s != RECAP_SUCCESS) die("recap_memory_stats failed", s);
+  recap_memory_stats_t stats = fuzz_checked_stats(die);
   int64_t blocks = 0, bytes = 0;
-  for (int i = 0; i < SLOTS; i++)
-    if (st.slots[i].p) {
-      blocks++;
-      bytes += (int64_t)st.slots[i].usable;
-    }
-  if (stats.allocation[RECAP_STAT_ALL].current != blocks ||
-      stats.allocated_bytes[RECAP_STAT_ALL].current != bytes) {
-    fprintf(stderr, "fuzz_part2: %lld blocks of %lld bytes counted, the model holds %lld of %lld\n",
-            (long long)stats.allocation[RECAP_STAT_ALL].current,
-            (long long)stats.allocated_bytes[RECAP_STAT_ALL].current, (long long)blocks,
-            (long long)bytes);
-    die("the statistics disagree with the blocks held", RECAP_SUCCESS);
-  }
+  FUZZ_COUNT_HELD(st.slots, SLOTS, blocks, bytes);
+  fuzz_expect_held("fuzz_part2", &stats, blocks, bytes, die);
   if (stats.reserved_bytes[RECAP_STAT_ALL].current < bytes)
     die("fewer reserved bytes than allocated ones", RECAP_SUCCESS);
   check_mapped(&stats);

@@ -117,15 +117,6 @@ enum { KNOWN_1 = 1, KNOWN_4 = 2, KNOWN_5 = 4, KNOWN_RNG = 8 };
 
 #define KiB ((size_t)1 << 10)
 
-#define TRACE(...)                             \
-  do {                                         \
-    if (tracing) {                             \
-      fprintf(stderr, "  %3d: ", st.op_index); \
-      fprintf(stderr, __VA_ARGS__);            \
-      fputc('\n', stderr);                     \
-    }                                          \
-  } while (0)
-
 /* The size classes in force (fuzz_recap_alloc.c), read once the options are set. */
 struct size_classes {
   size_t small, large, segment;
@@ -189,6 +180,17 @@ static inline uint8_t byte(void) { return st.at < st.size ? st.data[st.at++] : 0
 
 /* Before every call: nothing fired yet. */
 static inline void call_begins(void) { st.fired = 0; }
+
+/* One call on graph g's handle between call_begins and call_ends, traced: the shape of most
+ * graph operations. */
+static inline recap_status_t graph_call(int g, recap_status_t (*call)(recap_graph_t),
+                                        const char *name) {
+  call_begins();
+  recap_status_t s = call(st.graphs[g].h);
+  call_ends();
+  TRACE("%s(graph %d) -> %s", name, g, recap_status_name(s));
+  return s;
+}
 
 static inline bool fired(recap__fake_fault_t kind) { return st.fired & (1ull << kind); }
 

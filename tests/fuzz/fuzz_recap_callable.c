@@ -9,16 +9,22 @@
 
 enum { CALLABLE_OUT = 1024 };
 
+/* Allocates `bytes` of output on stream and launches `kernel` from `in` to it. */
+static recap_status_t output_launched(recap_stream_t stream, const void *in, recap_buffer_t *out,
+                                      size_t bytes, const char *kernel) {
+  out->bytes = bytes;
+  recap_status_t s = recap_malloc(&out->data, bytes, stream);
+  if (s != RECAP_SUCCESS) return s;
+  const void *args[2] = {in, out->data};
+  recap__fake_launch_kernel_args(stream, kernel, args, 2);
+  return RECAP_SUCCESS;
+}
+
 static recap_status_t fuzz_forward(void *ctx, recap_stream_t stream, int training,
                                    const recap_buffer_t *inputs, recap_buffer_t *outputs) {
   (void)ctx;
   (void)training;
-  outputs[0].bytes = CALLABLE_OUT;
-  recap_status_t s = recap_malloc(&outputs[0].data, CALLABLE_OUT, stream);
-  if (s != RECAP_SUCCESS) return s;
-  const void *args[2] = {inputs[0].data, outputs[0].data};
-  recap__fake_launch_kernel_args(stream, "fuzz_forward", args, 2);
-  return RECAP_SUCCESS;
+  return output_launched(stream, inputs[0].data, &outputs[0], CALLABLE_OUT, "fuzz_forward");
 }
 
 #ifdef RECAP_CALLABLE_DESC_INIT
@@ -35,12 +41,7 @@ static recap_status_t fuzz_backward(void *ctx, recap_stream_t stream,
                                     recap_buffer_t *grad_inputs) {
 #endif
   size_t bytes = *(const size_t *)ctx;
-  grad_inputs[0].bytes = bytes;
-  recap_status_t s = recap_malloc(&grad_inputs[0].data, bytes, stream);
-  if (s != RECAP_SUCCESS) return s;
-  const void *args[2] = {grad_outputs[0].data, grad_inputs[0].data};
-  recap__fake_launch_kernel_args(stream, "fuzz_backward", args, 2);
-  return RECAP_SUCCESS;
+  return output_launched(stream, grad_outputs[0].data, &grad_inputs[0], bytes, "fuzz_backward");
 }
 
 static size_t callable_input_bytes;

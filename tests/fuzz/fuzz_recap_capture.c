@@ -108,10 +108,7 @@ void op_capture_end(void) {
   int g = byte() % GRAPHS;
   graph_t *gr = &st.graphs[g];
   if (!gr->h) return;
-  call_begins();
-  recap_status_t s = recap_graph_capture_end(gr->h);
-  call_ends();
-  TRACE("recap_graph_capture_end(graph %d) -> %s", g, recap_status_name(s));
+  recap_status_t s = graph_call(g, recap_graph_capture_end, "recap_graph_capture_end");
   if (gr->state != CAPTURING) {
     /* Not capturing: refused. */
     expect(s, RECAP_ERROR_INVALID_USAGE, "recap_graph_capture_end");
@@ -236,10 +233,7 @@ void op_scope_end(void) {
   int g = byte() % GRAPHS;
   graph_t *gr = &st.graphs[g];
   if (!gr->h) return;
-  call_begins();
-  recap_status_t s = recap_capture_scope_end(gr->h);
-  call_ends();
-  TRACE("recap_capture_scope_end(graph %d) -> %s", g, recap_status_name(s));
+  recap_status_t s = graph_call(g, recap_capture_scope_end, "recap_capture_scope_end");
   if (!gr->scope) {
     /* No scope open: its capture ended (whatever the outcome, recap/graph.h: "as if reset")
      * or none began. A plain capture begun since is not the scope's. */

@@ -34,14 +34,7 @@ _Static_assert(RECAP__FAKE_FAULT_KINDS <= 64, "st.fired holds one bit per fault 
 
 /* After every call: which armed faults fired during it (call_begins, in fuzz_recap.h, clears
  * the set before it). */
-void call_ends(void) {
-  recap__fake_counters_t c = recap__fake_now();
-  for (int k = 0; k < RECAP__FAKE_FAULT_KINDS; k++)
-    if (st.fault_at[k] && c.calls[k] >= st.fault_at[k]) {
-      st.fired |= 1ull << k;
-      st.fault_at[k] = 0;
-    }
-}
+void call_ends(void) { fuzz_note_fired(st.fault_at, &st.fired); }
 
 /* An event that could not be made or recorded makes the allocator wait for the stream instead,
  * and waiting for a capturing stream invalidates its capture (docs/guarantees.md, "Device
@@ -118,27 +111,12 @@ void graph_fresh(int g) {
 
 /* The invariants after every call. */
 void check_invariants(void) {
-  recap_status_t s = recap_memory_check();
-  if (s != RECAP_SUCCESS) die("recap_memory_check failed", s);
-  recap_memory_stats_t stats = RECAP_MEMORY_STATS_INIT;
-  s = recap_memory_stats(-1, &stats);
-  if (s != RECAP_SUCCESS) die("recap_memory_stats failed", s);
+  recap_memory_stats_t stats = fuzz_checked_stats(die);
   int64_t blocks = 0, bytes = 0;
-  for (int i = 0; i < SLOTS; i++)
-    if (st.slots[i].p) {
-      blocks++;
-      bytes += (int64_t)st.slots[i].usable;
-    }
+  FUZZ_COUNT_HELD(st.slots, SLOTS, blocks, bytes);
   blocks += st.callable_blocks;
   bytes += st.callable_bytes;
-  if (stats.allocation[RECAP_STAT_ALL].current != blocks ||
-      stats.allocated_bytes[RECAP_STAT_ALL].current != bytes) {
-    fprintf(stderr, "fuzz_recap: %lld blocks of %lld bytes counted, the model holds %lld of %lld\n",
-            (long long)stats.allocation[RECAP_STAT_ALL].current,
-            (long long)stats.allocated_bytes[RECAP_STAT_ALL].current, (long long)blocks,
-            (long long)bytes);
-    die("the statistics disagree with the blocks held", RECAP_SUCCESS);
-  }
+  fuzz_expect_held("fuzz_recap", &stats, blocks, bytes, die);
   /* Active bytes also count freed blocks still waiting for the events of record_stream; when
    * the allocator looks at those events again is not documented, so only the bound holds. */
   if (stats.active_bytes[RECAP_STAT_ALL].current < bytes)
@@ -152,7 +130,7 @@ void check_invariants(void) {
         routed += st.graphs[g].state == CAPTURING;
       }
     recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
-    s = recap_pool_memory(st.shared[k], &info);
+    recap_status_t s = recap_pool_memory(st.shared[k], &info);
     if (s == RECAP_ERROR_NOT_FOUND) {
       if (refs) die("the pool of a captured graph was not found", s);
       continue;

@@ -133,10 +133,7 @@ void op_liveness(void) {
   int g = byte() % GRAPHS;
   graph_t *gr = &st.graphs[g];
   if (!gr->h) return;
-  call_begins();
-  recap_status_t s = recap_graph_check_inputs(gr->h);
-  call_ends();
-  TRACE("recap_graph_check_inputs(graph %d) -> %s", g, recap_status_name(s));
+  recap_status_t s = graph_call(g, recap_graph_check_inputs, "recap_graph_check_inputs");
   /* Documented: INVALID_USAGE for a graph not captured with check_input_liveness. A graph not
    * captured at all is not mentioned; it has no record either, so the same status. */
   if (gr->state != CAPTURED || !gr->liveness) {
@@ -164,9 +161,10 @@ void op_access(void) {
   graph_t *gr = &st.graphs[g];
   recap_status_t s;
   bool captured = gr->state == CAPTURED;
+  /* All but the stream and memory queries (5 and 6) need the graph. */
+  if (what % 8 != 5 && what % 8 != 6 && !gr->h) return;
   switch (what % 8) {
     case 0: {
-      if (!gr->h) return;
       size_t n = 0;
       s = recap_graph_node_count(gr->h, &n);
       TRACE("recap_graph_node_count(graph %d) -> %s, %zu", g, recap_status_name(s), n);
@@ -174,7 +172,6 @@ void op_access(void) {
       return;
     }
     case 1: {
-      if (!gr->h) return;
       recap_cuda_graph_t raw = NULL;
       s = recap_graph_raw(gr->h, &raw);
       TRACE("recap_graph_raw(graph %d) -> %s", g, recap_status_name(s));
@@ -185,7 +182,6 @@ void op_access(void) {
       return;
     }
     case 2: {
-      if (!gr->h) return;
       recap_cuda_graph_exec_t exec = NULL;
       s = recap_graph_raw_exec(gr->h, &exec);
       TRACE("recap_graph_raw_exec(graph %d) -> %s", g, recap_status_name(s));
@@ -199,17 +195,12 @@ void op_access(void) {
       return;
     }
     case 3:
-      if (!gr->h) return;
-      call_begins();
-      s = recap_graph_instantiate(gr->h);
-      call_ends();
-      TRACE("recap_graph_instantiate(graph %d) -> %s", g, recap_status_name(s));
+      s = graph_call(g, recap_graph_instantiate, "recap_graph_instantiate");
       expect_or_fault(s, captured && gr->keep ? RECAP_SUCCESS : RECAP_ERROR_INVALID_USAGE,
                       "recap_graph_instantiate");
       if (s == RECAP_SUCCESS) gr->instantiated = true;
       return;
     case 4: {
-      if (!gr->h) return;
       recap_graph_info_t *info = NULL;
       s = recap_graph_inspect(gr->h, &info);
       TRACE("recap_graph_inspect(graph %d) -> %s", g, recap_status_name(s));
@@ -250,7 +241,6 @@ void op_access(void) {
       return;
     }
     default: {
-      if (!gr->h) return;
       recap_pool_id_t pool;
       s = recap_graph_pool(gr->h, &pool);
       TRACE("recap_graph_pool(graph %d) -> %s", g, recap_status_name(s));

@@ -63,6 +63,22 @@ static inline void sweep_graphed(outcome_t *o, recap_graphed_t *h, recap_stream_
   }
 }
 
+/* The middle of a workload's cleanup: each of the graphs destroyed, then each block still held
+ * (not NULL) freed, a STEP each, named by its place in the lists. */
+static inline void sweep_release(outcome_t *o, const recap_graph_t *graphs, size_t graph_count,
+                                 void *const *blocks, size_t block_count) {
+  char where[64];
+  for (size_t i = 0; i < graph_count; i++) {
+    snprintf(where, sizeof where, "recap_graph_destroy(cleanup graph %zu)", i + 1);
+    step_at(o, recap_graph_destroy(graphs[i]), where);
+  }
+  for (size_t i = 0; i < block_count; i++) {
+    if (!blocks[i]) continue;
+    snprintf(where, sizeof where, "recap_free(cleanup block %zu)", i + 1);
+    step_at(o, recap_free(blocks[i]), where);
+  }
+}
+
 /* The end of a workload's cleanup: its generator destroyed, the work of its two streams and of
  * every other stream done, and the allocator's cache emptied; when that fails (a VMM segment's
  * unmap or release failed and kept its chunk), once more, as a caller would. */

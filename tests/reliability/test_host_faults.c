@@ -160,14 +160,7 @@ static recap_status_t workload(outcome_t *o) {
   char *html = NULL;
   if (STEP(o, recap_memory_html_string(&html))) recap_string_free(html);
   STEP(o, recap_graphed_destroy(h));
-  STEP(o, recap_graph_destroy(g1));
-  STEP(o, recap_graph_destroy(g2));
-  STEP(o, recap_graph_destroy(g3));
-  if (out1) STEP(o, recap_free(out1));
-  if (out2) STEP(o, recap_free(out2));
-  if (out3) STEP(o, recap_free(out3));
-  if (b) STEP(o, recap_free(b));
-  if (c) STEP(o, recap_free(c));
+  sweep_release(o, (recap_graph_t[]){g1, g2, g3}, 3, (void *[]){out1, out2, out3, b, c}, 5);
   sweep_finish(o, gen, s1, s2);
   recap_annotations_enable(-1);
   recap_liveness_debug_enable(-1);
@@ -263,6 +256,18 @@ static void host_allocation_failures_at_every_step(void **state) {
   assert_int_equal(nth - 1, allocations);
 }
 
+/* Frees p[first], p[first + 2], ... below n, each with the next host allocation armed to fail:
+ * none is made, and the checker passes after each. */
+static void free_every_other_under_a_host_fault(void **p, int first, int n) {
+  for (int i = first; i < n; i += 2) {
+    recap_test_host_fail_nth(1);
+    OK(recap_free(p[i]));
+    assert_int_equal(recap_test_host_calls(), 0);
+    check();
+  }
+  recap_test_host_fail_nth(0);
+}
+
 /* recap_free needs no host memory, whatever the block: split or whole, used by other streams,
  * freed eagerly or during a capture (deferred events). Each free runs with the next host
  * allocation armed to fail, and none is made. */
@@ -279,23 +284,11 @@ static void frees_need_no_host_memory(void **state) {
     if (i % 3 == 0) OK(recap_record_stream(p[i], other));
   }
   recap_graph_t g = graph_capturing(s, NULL);
-  for (int i = 0; i < N; i += 2) {
-    recap_test_host_fail_nth(1);
-    OK(recap_free(p[i]));
-    assert_int_equal(recap_test_host_calls(), 0);
-    check();
-  }
-  recap_test_host_fail_nth(0);
+  free_every_other_under_a_host_fault(p, 0, N);
   recap__fake_stream_enqueue(s);
   OK(recap_graph_capture_end(g));
   recap__fake_stream_complete(other);
-  for (int i = 1; i < N; i += 2) {
-    recap_test_host_fail_nth(1);
-    OK(recap_free(p[i]));
-    assert_int_equal(recap_test_host_calls(), 0);
-    check();
-  }
-  recap_test_host_fail_nth(0);
+  free_every_other_under_a_host_fault(p, 1, N);
   assert_int_equal(stats().allocation[RECAP_STAT_ALL].current, 0);
   OK(recap_graph_destroy(g));
   OK(recap_empty_cache());

@@ -160,14 +160,7 @@ static recap_status_t workload(outcome_t *o) {
   STEP(o, recap_malloc(&eager, 5 * MiB, s2));
   STEP(o, recap_free(eager));
   STEP(o, recap_graphed_destroy(h));
-  STEP(o, recap_graph_destroy(g1));
-  STEP(o, recap_graph_destroy(g2));
-  STEP(o, recap_graph_destroy(g3));
-  STEP(o, recap_graph_destroy(g4));
-  if (out1) STEP(o, recap_free(out1));
-  if (out2) STEP(o, recap_free(out2));
-  if (b) STEP(o, recap_free(b));
-  if (c) STEP(o, recap_free(c));
+  sweep_release(o, (recap_graph_t[]){g1, g2, g3, g4}, 4, (void *[]){out1, out2, b, c}, 4);
   sweep_finish(o, gen, s1, s2);
   return o->status;
 }
