@@ -110,6 +110,12 @@ static inline void expect_no_device_memory(void) {
   assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
 }
 
+/* The end of a test of one graph g: g destroyed, then expect_quiet. */
+static inline void destroy_and_expect_quiet(recap_graph_t g) {
+  OK(recap_graph_destroy(g));
+  expect_quiet();
+}
+
 /* expect_quiet and expect_no_device_memory: the end of a test that freed every block. */
 static inline void expect_all_released(void) {
   expect_quiet();

@@ -46,6 +46,11 @@ int recap_test_main(int argc, char **argv, const struct CMUnitTest *tests, size_
 #define RECAP_TEST_RUN(argc, argv, tests) \
   recap_test_main((argc), (argv), (tests), sizeof(tests) / sizeof((tests)[0]), RECAP_TEST_NEEDS_GPU)
 
+/* A test function that needs no fixture: RECAP_TEST(name) { ... } defines
+ * static void name(void **state), the state unused, for cmocka_unit_test(name). Tests with a
+ * fixture keep the plain signature and read their state. */
+#define RECAP_TEST(name) static void name(void **state __attribute__((unused)))
+
 /* The main() of a test program whose tests are the array `tests`. */
 #define RECAP_TEST_MAIN(tests) \
   int main(int argc, char **argv) { return RECAP_TEST_RUN(argc, argv, tests); }

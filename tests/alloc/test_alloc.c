@@ -18,8 +18,7 @@
 #include "fake_util.h"
 #include "recap.h"
 
-static void size_zero_gives_null(void **state) {
-  (void)state;
+RECAP_TEST(size_zero_gives_null) {
   reset();
   void *p = (void *)0x1;
   OK(recap_malloc(&p, 0, recap__fake_stream_new()));
@@ -28,8 +27,7 @@ static void size_zero_gives_null(void **state) {
   OK(recap_free(NULL));
 }
 
-static void bad_arguments(void **state) {
-  (void)state;
+RECAP_TEST(bad_arguments) {
   reset();
   assert_int_equal(recap_malloc(NULL, 16, NULL), RECAP_ERROR_INVALID_ARGUMENT);
   assert_non_null(strstr(recap_last_error(), "ptr is NULL"));
@@ -51,8 +49,7 @@ static void bad_arguments(void **state) {
   check();
 }
 
-static void split_and_merge(void **state) {
-  (void)state;
+RECAP_TEST(split_and_merge) {
   recap_stream_t s = stream_after_reset();
   void *a, *b, *c;
   OK(recap_malloc(&a, 512, s));
@@ -86,8 +83,7 @@ static void split_and_merge(void **state) {
   check();
 }
 
-static void blocks_stay_on_their_stream(void **state) {
-  (void)state;
+RECAP_TEST(blocks_stay_on_their_stream) {
   recap_stream_t s1 = stream_after_reset(), s2 = recap__fake_stream_new();
   void *a, *b;
   OK(recap_malloc(&a, 4096, s1));
@@ -103,8 +99,7 @@ static void blocks_stay_on_their_stream(void **state) {
   check();
 }
 
-static void record_stream_waits_for_other_stream(void **state) {
-  (void)state;
+RECAP_TEST(record_stream_waits_for_other_stream) {
   recap_stream_t s1 = stream_after_reset(), s2 = recap__fake_stream_new();
   void *a, *b;
   OK(recap_malloc(&a, 8192, s1));
@@ -130,8 +125,7 @@ static void record_stream_waits_for_other_stream(void **state) {
   check();
 }
 
-static void empty_cache_waits_for_events(void **state) {
-  (void)state;
+RECAP_TEST(empty_cache_waits_for_events) {
   recap_stream_t s1 = stream_after_reset(), s2 = recap__fake_stream_new();
   void *a;
   OK(recap_malloc(&a, 8192, s1));
@@ -145,8 +139,7 @@ static void empty_cache_waits_for_events(void **state) {
   check();
 }
 
-static void event_failure_falls_back_to_waiting(void **state) {
-  (void)state;
+RECAP_TEST(event_failure_falls_back_to_waiting) {
   recap_stream_t s1 = stream_after_reset(), s2 = recap__fake_stream_new();
   void *a, *b;
   OK(recap_malloc(&a, 8192, s1));
@@ -160,8 +153,7 @@ static void event_failure_falls_back_to_waiting(void **state) {
   check();
 }
 
-static void out_of_memory_reports_and_recovers(void **state) {
-  (void)state;
+RECAP_TEST(out_of_memory_reports_and_recovers) {
   reset_with_memory(64 * MiB);
   recap_stream_t s = recap__fake_stream_new();
   void *p = (void *)0x1;
@@ -194,8 +186,7 @@ static void out_of_memory_reports_and_recovers(void **state) {
   check();
 }
 
-static void injected_segment_failure_retries_once(void **state) {
-  (void)state;
+RECAP_TEST(injected_segment_failure_retries_once) {
   recap_stream_t s = stream_after_reset();
   void *p;
   /* The device call that says out of memory: cudaMalloc, or cuMemCreate for a VMM segment. */
@@ -208,8 +199,7 @@ static void injected_segment_failure_retries_once(void **state) {
   check();
 }
 
-static void memory_cap_option(void **state) {
-  (void)state;
+RECAP_TEST(memory_cap_option) {
   reset_with_option("memory_cap", "24MiB");
   recap_stream_t s = recap__fake_stream_new();
   void *a, *b;
@@ -226,8 +216,7 @@ static void memory_cap_option(void **state) {
   check();
 }
 
-static void options_from_environment(void **state) {
-  (void)state;
+RECAP_TEST(options_from_environment) {
   reset();
   options_from_alloc_conf("small_segment:4MiB, large_segment : 32M");
   assert_int_equal(option_now("small_segment"), 4 * MiB);
@@ -244,8 +233,7 @@ static void options_from_environment(void **state) {
   check();
 }
 
-static void options_bad_values_are_errors(void **state) {
-  (void)state;
+RECAP_TEST(options_bad_values_are_errors) {
   reset();
   options_from_alloc_conf("small_segment:lots");
   void *p;
@@ -274,8 +262,7 @@ static void options_bad_values_are_errors(void **state) {
   assert_int_equal(option_now("max_split_size"), 64 * MiB);
 }
 
-static void max_split_size_keeps_big_blocks_whole(void **state) {
-  (void)state;
+RECAP_TEST(max_split_size_keeps_big_blocks_whole) {
   reset_with_option("max_split_size", "40MiB");
   recap_stream_t s = recap__fake_stream_new();
   void *big, *small;
@@ -297,8 +284,7 @@ static void max_split_size_keeps_big_blocks_whole(void **state) {
   check();
 }
 
-static void snapshot_lists_segments_and_blocks(void **state) {
-  (void)state;
+RECAP_TEST(snapshot_lists_segments_and_blocks) {
   recap_stream_t s = stream_after_reset();
   void *a, *b;
   OK(recap_malloc(&a, 1000, s));
@@ -353,8 +339,7 @@ static void snapshot_lists_segments_and_blocks(void **state) {
   FREE_ALL(a, b);
 }
 
-static void checker_catches_corruption(void **state) {
-  (void)state;
+RECAP_TEST(checker_catches_corruption) {
   recap_stream_t s = stream_after_reset();
   void *a;
   OK(recap_malloc(&a, 1000, s));
@@ -374,8 +359,7 @@ static void checker_catches_corruption(void **state) {
   OK(recap_free(a));
 }
 
-static void reset_peak(void **state) {
-  (void)state;
+RECAP_TEST(reset_peak) {
   recap_stream_t s = stream_after_reset();
   void *a, *b;
   OK(recap_malloc(&a, 4096, s));
@@ -387,8 +371,7 @@ static void reset_peak(void **state) {
   OK(recap_free(a));
 }
 
-static void two_devices_are_kept_apart(void **state) {
-  (void)state;
+RECAP_TEST(two_devices_are_kept_apart) {
   recap__fake_config_t cfg = {.device_count = 2, .memory_per_device = 0};
   recap_test_reset(&cfg);
   recap_stream_t s = recap__fake_stream_new();
@@ -438,8 +421,7 @@ static void *churn(void *arg) {
   return NULL;
 }
 
-static void threads_allocate_and_free(void **state) {
-  (void)state;
+RECAP_TEST(threads_allocate_and_free) {
   reset();
   pthread_t t[THREADS];
   for (int i = 0; i < THREADS; i++)
@@ -460,8 +442,7 @@ static void threads_allocate_and_free(void **state) {
 
 /* A failed segment allocation at every step of a workload leaves the allocator consistent and
  * leaks nothing once everything is freed. */
-static void fault_at_every_step(void **state) {
-  (void)state;
+RECAP_TEST(fault_at_every_step) {
   for (uint64_t nth = 1; nth <= 12; nth++) {
     recap_stream_t s = stream_after_reset();
     /* Fail the nth segment allocation and the retry right after it. */

@@ -11,8 +11,7 @@
 
 /* A block freed while another stream still works on it is not handed out again until that
  * work has finished: the other stream spins, then writes into the block. */
-static void record_stream_waits_for_the_other_stream(void **state) {
-  (void)state;
+RECAP_TEST(record_stream_waits_for_the_other_stream) {
   gpu_begin();
   const size_t n = 1024;
   cudaStream_t owner = gpu_stream(), user = gpu_stream();
@@ -52,8 +51,7 @@ static void record_stream_waits_for_the_other_stream(void **state) {
 }
 
 /* 2^40 bytes cannot be had: a clear out-of-memory error, and the allocator goes on working. */
-static void out_of_memory_then_usable(void **state) {
-  (void)state;
+RECAP_TEST(out_of_memory_then_usable) {
   gpu_begin();
   const size_t n = 4096;
   cudaStream_t s = gpu_stream();

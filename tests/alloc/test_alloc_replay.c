@@ -110,8 +110,7 @@ static void step(recap_stream_t s, void *ptrs[STEP_ALLOCS]) {
 
 static void free_outputs(void *ptrs[STEP_ALLOCS]) { FREE_ALL(ptrs[1], ptrs[4], ptrs[5]); }
 
-static void identical_sequences_get_identical_addresses(void **state) {
-  (void)state;
+RECAP_TEST(identical_sequences_get_identical_addresses) {
   recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t logs[2] = {{0}, {0}}, *record = &logs[0], *replay = NULL;
@@ -164,8 +163,7 @@ static void identical_sequences_get_identical_addresses(void **state) {
 /* The control of the test above: without a replay log the usual best fit puts the second
  * capture's c into e's 18 MiB segment (the smallest free large block), and e into L, so the
  * replay is what keeps the addresses. */
-static void without_replay_the_best_fit_moves_blocks(void **state) {
-  (void)state;
+RECAP_TEST(without_replay_the_best_fit_moves_blocks) {
   recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t record = {0};
@@ -197,8 +195,7 @@ static void without_replay_the_best_fit_moves_blocks(void **state) {
   release(pool, &record, NULL);
 }
 
-static void a_kept_output_gets_a_new_address(void **state) {
-  (void)state;
+RECAP_TEST(a_kept_output_gets_a_new_address) {
   recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t first_log = {0}, second_log = {0};
@@ -231,8 +228,7 @@ static void a_kept_output_gets_a_new_address(void **state) {
 
 /* A kept output with no unclaimed room left in the pool: the allocation gets a new segment of
  * its own size, and nothing else grows. */
-static void a_kept_output_with_no_room_grows_the_pool_by_itself(void **state) {
-  (void)state;
+RECAP_TEST(a_kept_output_with_no_room_grows_the_pool_by_itself) {
   recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t first_log = {0}, second_log = {0};
@@ -319,8 +315,7 @@ static void abc_recapture(abc_t *t, const size_t *sizes, int n, void **ptrs, uin
   check();
 }
 
-static void an_extra_allocation_goes_to_unclaimed_space(void **state) {
-  (void)state;
+RECAP_TEST(an_extra_allocation_goes_to_unclaimed_space) {
   abc_t t;
   abc_first(&t);
   const size_t sizes[] = {256 * KiB, 64 * KiB, 256 * KiB, 256 * KiB};
@@ -342,8 +337,7 @@ static void an_extra_allocation_goes_to_unclaimed_space(void **state) {
 
 /* The rule is by position: an extra allocation of the same size as the next entry takes that
  * entry; the ones after it shift by one, and the last is new. */
-static void an_extra_allocation_of_the_same_size_matches_by_position(void **state) {
-  (void)state;
+RECAP_TEST(an_extra_allocation_of_the_same_size_matches_by_position) {
   abc_t t;
   abc_first(&t);
   const size_t sizes[] = {256 * KiB, 256 * KiB, 256 * KiB, 256 * KiB};
@@ -359,8 +353,7 @@ static void an_extra_allocation_of_the_same_size_matches_by_position(void **stat
 
 /* An entry of another size is skipped, not lost: a later allocation of its size still takes
  * it, and the skipped entry's range stays claimed meanwhile. */
-static void a_bigger_allocation_leaves_the_others_in_place(void **state) {
-  (void)state;
+RECAP_TEST(a_bigger_allocation_leaves_the_others_in_place) {
   abc_t t;
   abc_first(&t);
   const size_t sizes[] = {256 * KiB, 512 * KiB, 256 * KiB};
@@ -378,8 +371,7 @@ static void a_bigger_allocation_leaves_the_others_in_place(void **state) {
 
 /* A change that does not fit beside the claimed ranges gets a new segment (the pool grows by
  * one small segment), and the next recapture of the new sequence replays it without growth. */
-static void a_change_with_no_room_grows_once(void **state) {
-  (void)state;
+RECAP_TEST(a_change_with_no_room_grows_once) {
   abc_t t;
   abc_first(&t);
   const size_t sizes[] = {256 * KiB, 256 * KiB, 256 * KiB, 1 * MiB, 512 * KiB};
@@ -411,8 +403,7 @@ static void a_change_with_no_room_grows_once(void **state) {
   abc_done(&t);
 }
 
-static void fewer_allocations_replay_a_prefix(void **state) {
-  (void)state;
+RECAP_TEST(fewer_allocations_replay_a_prefix) {
   abc_t t;
   abc_first(&t);
   const size_t sizes[] = {256 * KiB, 256 * KiB};
@@ -430,8 +421,7 @@ static void fewer_allocations_replay_a_prefix(void **state) {
 
 /* A replayed address lies in free space of the right stream only: an allocation on another
  * stream of the capture does not take a block of the first stream's segment. */
-static void a_replayed_address_stays_on_its_stream(void **state) {
-  (void)state;
+RECAP_TEST(a_replayed_address_stays_on_its_stream) {
   abc_t t;
   abc_first(&t);
   recap_stream_t side = recap__fake_stream_new();
@@ -455,8 +445,7 @@ static void a_replayed_address_stays_on_its_stream(void **state) {
  * (the statistics of split blocks follow, recap_memory_check recounts them), and the free
  * merges it back. In a large segment a rest of small_size or less stays with the block, as on
  * the usual path. */
-static void a_replayed_range_splits_its_free_block_on_both_sides(void **state) {
-  (void)state;
+RECAP_TEST(a_replayed_range_splits_its_free_block_on_both_sides) {
   recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t forged = {0}, out = {0};
@@ -510,8 +499,7 @@ static void a_replayed_range_splits_its_free_block_on_both_sides(void **state) {
  * The record log's contents, host memory failures, max_split_size, attach errors
  * ---------------------------------------------------------------------------------------- */
 
-static void the_record_log_holds_rounded_sizes_in_order(void **state) {
-  (void)state;
+RECAP_TEST(the_record_log_holds_rounded_sizes_in_order) {
   recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t log = {0};
@@ -541,8 +529,7 @@ static void the_record_log_holds_rounded_sizes_in_order(void **state) {
   check();
 }
 
-static void host_oom_marks_the_log_incomplete_and_malloc_succeeds(void **state) {
-  (void)state;
+RECAP_TEST(host_oom_marks_the_log_incomplete_and_malloc_succeeds) {
   reset();
   recap_test_host_faults_install();
   recap_stream_t s = recap__fake_stream_new();
@@ -596,8 +583,7 @@ static void host_oom_marks_the_log_incomplete_and_malloc_succeeds(void **state) 
 
 /* With max_split_size, an oversize block is replayed only whole, as the usual path hands it
  * out: its own segment is found again; a request below the limit never takes part of it. */
-static void max_split_size_rules_hold_in_a_replay(void **state) {
-  (void)state;
+RECAP_TEST(max_split_size_rules_hold_in_a_replay) {
   reset_with_option("max_split_size", "32MiB");
   recap_stream_t s = recap__fake_stream_new();
   recap_pool_id_t pool = recap_pool_handle();
@@ -656,8 +642,7 @@ static void max_split_size_rules_hold_in_a_replay(void **state) {
   release(pool, &first, &second);
 }
 
-static void attach_errors_name_the_problem(void **state) {
-  (void)state;
+RECAP_TEST(attach_errors_name_the_problem) {
   recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t log = {0};
@@ -700,8 +685,7 @@ static void attach_errors_name_the_problem(void **state) {
 
 /* A route that ends with logs attached frees its state; the allocator reset does too (the
  * leak checker of the sanitizer build would say otherwise). */
-static void a_reset_with_logs_attached_frees_the_state(void **state) {
-  (void)state;
+RECAP_TEST(a_reset_with_logs_attached_frees_the_state) {
   recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   recap__alloc_log_t log = {0}, replay = {0};

@@ -57,8 +57,7 @@ static void give_key(recap__block_t *b, size_t index, uint64_t *rng) {
   b->ptr = (char *)(uintptr_t)(0x100000 + 0x1000 * index);
 }
 
-static void random_operations_keep_the_order(void **state) {
-  (void)state;
+RECAP_TEST(random_operations_keep_the_order) {
   recap__block_t blocks[POOL];
   bool in[POOL] = {false};
   memset(blocks, 0, sizeof blocks);
@@ -111,8 +110,7 @@ static void random_operations_keep_the_order(void **state) {
 }
 
 /* The ends of the array: a replacement that moves to the first or the last slot. */
-static void replace_at_moves_to_either_end(void **state) {
-  (void)state;
+RECAP_TEST(replace_at_moves_to_either_end) {
   recap__block_t b[5];
   memset(b, 0, sizeof b);
   recap__free_set_t s = {0};

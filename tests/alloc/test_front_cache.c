@@ -340,8 +340,7 @@ static int run_forked(unsigned seed, bool cache_on, FILE *records, FILE *counts)
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
-static void random_workloads_match_the_slow_path(void **state) {
-  (void)state;
+RECAP_TEST(random_workloads_match_the_slow_path) {
   /* Big host allocations (the fake's segments) always from mmap, whose addresses follow the
    * same calls in the same order: glibc's threshold would otherwise move with the frees. */
   mallopt(M_MMAP_THRESHOLD, 128 * 1024);
@@ -376,8 +375,7 @@ static void random_workloads_match_the_slow_path(void **state) {
 
 /* The pair the cache is for: stats as the slow path's, the snapshot showing one free block,
  * the checker content, the same address back, and a hit per pair. */
-static void a_pair_is_served_by_the_cache_with_exact_stats(void **state) {
-  (void)state;
+RECAP_TEST(a_pair_is_served_by_the_cache_with_exact_stats) {
   for (int on = 0; on < 2; on++) {
     reset();
     recap__alloc_front_cache_enable(on);
@@ -417,8 +415,7 @@ static void a_pair_is_served_by_the_cache_with_exact_stats(void **state) {
 /* A block whose free would merge it into a free block before it, or whose merged block is not
  * the best fit of its size, is not cached: the next malloc of its size goes to the best fit, as
  * the slow path's. */
-static void a_block_the_slow_path_would_place_elsewhere_is_not_cached(void **state) {
-  (void)state;
+RECAP_TEST(a_block_the_slow_path_would_place_elsewhere_is_not_cached) {
   recap_stream_t s = stream_after_reset();
   void *a, *b, *c, *d;
   OK(recap_malloc(&a, 512, s));
@@ -470,8 +467,7 @@ static void a_block_the_slow_path_would_place_elsewhere_is_not_cached(void **sta
 
 /* Ties go to the lowest address, as in the slow path: a freed block of the same size as another
  * free block is cached only when it has the lower address. */
-static void a_tie_goes_to_the_lowest_address(void **state) {
-  (void)state;
+RECAP_TEST(a_tie_goes_to_the_lowest_address) {
   for (int on = 0; on < 2; on++) {
     reset();
     recap__alloc_front_cache_enable(on);
@@ -544,8 +540,7 @@ static void assert_readings_equal(const readings_t *on, const readings_t *off, i
  * not freed yet) when the readers come; then requests of another requested size with the same
  * rounding, which ends the run and starts another. Exact figures, and the same as the slow
  * path's. */
-static void folded_pairs_count_exactly_for_every_reader(void **state) {
-  (void)state;
+RECAP_TEST(folded_pairs_count_exactly_for_every_reader) {
   enum { PAIRS = 1000 };
   readings_t seen[2][4];
   for (int on = 0; on < 2; on++) {
@@ -614,8 +609,7 @@ static void folded_pairs_count_exactly_for_every_reader(void **state) {
 
 /* The peaks of a folded run: after a reset of the peaks, the first pair raises them to the
  * pair's own level (not the reset's, not the earlier high) and the folded ones keep them. */
-static void a_peak_reached_in_a_folded_run_is_kept(void **state) {
-  (void)state;
+RECAP_TEST(a_peak_reached_in_a_folded_run_is_kept) {
   readings_t seen[2][2];
   for (int on = 0; on < 2; on++) {
     reset();
@@ -656,8 +650,7 @@ static void a_peak_reached_in_a_folded_run_is_kept(void **state) {
 /* What ends a folded pair between its take and its free: an option change (the free goes the
  * slow path's way), recap_record_stream on the lent block (its free waits for the other
  * stream), a lookup. Each time, the same statistics as without the cache. */
-static void what_comes_between_a_folded_take_and_its_free(void **state) {
-  (void)state;
+RECAP_TEST(what_comes_between_a_folded_take_and_its_free) {
   readings_t seen[2][3];
   for (int on = 0; on < 2; on++) {
     reset();
@@ -702,8 +695,7 @@ static void what_comes_between_a_folded_take_and_its_free(void **state) {
  * graph's own capture logs its allocations, and logged requests skip the cache): they fold
  * too, through the general path of the take, and the pool's capture peak and every statistic
  * are the slow path's, read while the route lasts and after. */
-static void pairs_in_a_routed_capture_fold_and_count_exactly(void **state) {
-  (void)state;
+RECAP_TEST(pairs_in_a_routed_capture_fold_and_count_exactly) {
   readings_t seen[2][2];
   recap_pool_memory_t pool[2][2];
   for (int on = 0; on < 2; on++) {
@@ -816,8 +808,7 @@ static void bursts_readings(unsigned seed, bool on, readings_t *seen, uint64_t *
   fclose(out);
 }
 
-static void random_bursts_fold_and_match_the_slow_path(void **state) {
-  (void)state;
+RECAP_TEST(random_bursts_fold_and_match_the_slow_path) {
   mallopt(M_MMAP_THRESHOLD, 128 * 1024); /* as in random_workloads_match_the_slow_path */
   static readings_t seen[2][BURSTS];
   uint64_t folds = 0;

@@ -53,17 +53,13 @@ static void fresh_ten_rounds(const char *max_split_size) {
 }
 
 /* The reference: with no limit, the rounds reuse one segment. */
-static void medium_requests_share_a_segment_with_no_limit(void **state) {
-  (void)state;
-  fresh_ten_rounds(NULL);
-}
+RECAP_TEST(medium_requests_share_a_segment_with_no_limit) { fresh_ten_rounds(NULL); }
 
 /* The defect's case: max_split_size=10MiB (between large_threshold and large_segment), then ten
  * rounds of free + malloc of 2 MiB. They must end with one 20 MiB segment, not eleven (220 MiB
  * reserved for one live 2 MiB block): the value is refused, with a message that says why, and
  * the rounds run as with no limit. */
-static void ten_rounds_with_max_split_size_10mib_keep_one_segment(void **state) {
-  (void)state;
+RECAP_TEST(ten_rounds_with_max_split_size_10mib_keep_one_segment) {
   reset();
   recap_status_t set = recap_option_set("max_split_size", "10MiB");
   char message[512];
@@ -78,8 +74,7 @@ static void ten_rounds_with_max_split_size_10mib_keep_one_segment(void **state) 
 
 /* Every value from large_threshold to large_segment is refused, and the option keeps its
  * value; so is one from the environment, at the first allocation. */
-static void max_split_size_at_or_below_large_segment_is_refused(void **state) {
-  (void)state;
+RECAP_TEST(max_split_size_at_or_below_large_segment_is_refused) {
   reset();
   static const char *const refused[] = {"10MiB", "15MiB", "20MiB"};
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
@@ -97,8 +92,7 @@ static void max_split_size_at_or_below_large_segment_is_refused(void **state) {
 
 /* The rule follows large_segment: a larger large_segment makes a formerly good value bad, in
  * either order of setting. */
-static void max_split_size_rule_follows_large_segment(void **state) {
-  (void)state;
+RECAP_TEST(max_split_size_rule_follows_large_segment) {
   reset_with_option("max_split_size", "21MiB");
   EXPECT_STATUS(recap_option_set("large_segment", "22MiB"), RECAP_ERROR_INVALID_VALUE);
   EXPECT_MESSAGE("max_split_size must be 0 (no limit) or larger than large_segment");
@@ -109,16 +103,12 @@ static void max_split_size_rule_follows_large_segment(void **state) {
 }
 
 /* Just above large_segment, medium requests share segments as with no limit. */
-static void medium_requests_share_a_segment_just_above_large_segment(void **state) {
-  (void)state;
-  fresh_ten_rounds("21MiB");
-}
+RECAP_TEST(medium_requests_share_a_segment_just_above_large_segment) { fresh_ten_rounds("21MiB"); }
 
 /* Splitting is decided on the request's size, as PyTorch does: a request below max_split_size
  * splits a new segment that rounding made as large as max_split_size, and a request at or
  * above it never splits. */
-static void splitting_is_decided_on_the_request_size(void **state) {
-  (void)state;
+RECAP_TEST(splitting_is_decided_on_the_request_size) {
   reset_with_option("max_split_size", "40MiB");
   recap_stream_t s = recap__fake_stream_new();
   void *below, *above;

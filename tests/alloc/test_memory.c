@@ -65,8 +65,7 @@ static void destroy_free_and_check(recap_graph_t g, void *block) {
   check();
 }
 
-static void fake_executables_hold_device_memory(void **state) {
-  (void)state;
+RECAP_TEST(fake_executables_hold_device_memory) {
   reset_with_memory(5 * PER_NODE);
   const recap__device_ops_t *dev = recap__device();
   recap_stream_t s = recap__fake_stream_new();
@@ -107,8 +106,7 @@ static void fake_executables_hold_device_memory(void **state) {
  * Per graph and per pool
  * ---------------------------------------------------------------------------------------- */
 
-static void a_graph_reports_its_bytes(void **state) {
-  (void)state;
+RECAP_TEST(a_graph_reports_its_bytes) {
   recap_stream_t s = stream_after_reset();
   size_t free_at_start = device_free();
   recap_graph_t g = graph_capturing(s, NULL);
@@ -179,8 +177,7 @@ static void a_graph_reports_its_bytes(void **state) {
 
 /* The default pool is answered, with no graph or capture; an older caller's smaller struct is
  * filled up to its size. */
-static void the_default_pool_and_older_structs(void **state) {
-  (void)state;
+RECAP_TEST(the_default_pool_and_older_structs) {
   recap_stream_t s = stream_after_reset();
   recap_pool_memory_t p = pool_memory((recap_pool_id_t){0, 0});
   assert_int_equal(p.reserved_bytes, 0); /* a device recap has not used */
@@ -215,8 +212,7 @@ static void the_default_pool_and_older_structs(void **state) {
 
 /* Two graphs share a pool: each has its capture's own peak (the first one's output, still
  * allocated, counts in the second's), and the pool has the latest and the highest. */
-static void peaks_of_two_captures_sharing_a_pool(void **state) {
-  (void)state;
+RECAP_TEST(peaks_of_two_captures_sharing_a_pool) {
   recap_stream_t s = stream_after_reset();
   recap_capture_options_t o = pool_options(recap_pool_handle());
   recap_graph_t a = new_graph(), b = new_graph();
@@ -291,8 +287,7 @@ static void peaks_of_two_captures_sharing_a_pool(void **state) {
 }
 
 /* A recapture that instantiates afresh (another node count) measures the new executable. */
-static void a_fresh_instantiation_at_recapture_is_measured(void **state) {
-  (void)state;
+RECAP_TEST(a_fresh_instantiation_at_recapture_is_measured) {
   recap_stream_t s = stream_after_reset();
   recap_graph_t g = graph_capturing(s, NULL);
   kernels(s, 2);
@@ -313,8 +308,7 @@ static void a_fresh_instantiation_at_recapture_is_measured(void **state) {
 
 /* A KEEP graph holds no executable until it is instantiated; each instantiation measures
  * anew, the old executable gone first. */
-static void keep_graphs_count_at_instantiation(void **state) {
-  (void)state;
+RECAP_TEST(keep_graphs_count_at_instantiation) {
   recap_stream_t s = stream_after_reset();
   recap_graph_t g;
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
@@ -350,8 +344,7 @@ static void keep_graphs_count_at_instantiation(void **state) {
 
 /* Captures that fail leave nothing counted: an invalidated one, one whose instantiation
  * fails. */
-static void failed_captures_leave_the_totals(void **state) {
-  (void)state;
+RECAP_TEST(failed_captures_leave_the_totals) {
   recap_stream_t s = stream_after_reset();
   recap_capture_options_t o = pool_options(recap_pool_handle());
   recap_graph_t keep, g;
@@ -389,8 +382,7 @@ static void failed_captures_leave_the_totals(void **state) {
 }
 
 /* A host loop of regions sums the bytes of every executable of its program. */
-static void a_host_loop_counts_every_executable(void **state) {
-  (void)state;
+RECAP_TEST(a_host_loop_counts_every_executable) {
   for (int host = 0; host < 2; host++) {
     recap_stream_t s = stream_after_reset();
     recap_capture_options_t o = regions_options(host);
@@ -414,8 +406,7 @@ static void a_host_loop_counts_every_executable(void **state) {
 }
 
 /* The snapshot's pools carry the same accounting. */
-static void the_snapshot_shows_graphs_and_peaks(void **state) {
-  (void)state;
+RECAP_TEST(the_snapshot_shows_graphs_and_peaks) {
   recap_stream_t s = stream_after_reset();
   recap_capture_options_t o = budget_options(4 * MiB);
   recap_graph_t g = graph_capturing(s, &o);
@@ -481,8 +472,7 @@ static void refusal_text(char *out, size_t cap, recap_pool_id_t pool, uint64_t b
            budget, budget_h, pool.a, pool.b, over, over_h, request, segment, reserved, allocated);
 }
 
-static void the_budget_refuses_before_the_device(void **state) {
-  (void)state;
+RECAP_TEST(the_budget_refuses_before_the_device) {
   recap_stream_t s = stream_after_reset();
   recap_capture_options_t o = budget_options(3 * MiB);
   recap_graph_t g = graph_capturing(s, &o);
@@ -570,8 +560,7 @@ static void the_budget_refuses_before_the_device(void **state) {
 }
 
 /* The budget counts the whole pool: segments a graph sharing it holds already. */
-static void the_budget_counts_the_shared_pool(void **state) {
-  (void)state;
+RECAP_TEST(the_budget_counts_the_shared_pool) {
   recap_stream_t s = stream_after_reset();
   recap_capture_options_t o = pool_options(recap_pool_handle());
   recap_graph_t a = new_graph(), b = new_graph();
@@ -609,8 +598,7 @@ static void the_budget_counts_the_shared_pool(void **state) {
 }
 
 /* A recapture over its budget fails and leaves the graph with the capture it held. */
-static void a_recapture_over_its_budget_keeps_the_old_capture(void **state) {
-  (void)state;
+RECAP_TEST(a_recapture_over_its_budget_keeps_the_old_capture) {
   recap_stream_t s = stream_after_reset();
   recap_graph_t g = graph_capturing(s, NULL);
   void *t;
@@ -658,8 +646,7 @@ static void a_recapture_over_its_budget_keeps_the_old_capture(void **state) {
 
 /* The replay path that falls back to a free block after the budget refused a new segment
  * succeeds, and counts no refusal. */
-static void a_replayed_allocation_falls_back_within_the_budget(void **state) {
-  (void)state;
+RECAP_TEST(a_replayed_allocation_falls_back_within_the_budget) {
   recap_stream_t s = stream_after_reset();
   recap_graph_t g = graph_capturing(s, NULL);
   void *a, *b;

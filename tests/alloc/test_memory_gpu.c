@@ -13,8 +13,7 @@
 
 enum { KERNELS = 64 };
 
-static void a_graph_reports_what_it_costs(void **state) {
-  (void)state;
+RECAP_TEST(a_graph_reports_what_it_costs) {
   gpu_begin();
   cudaStream_t s = gpu_stream();
   recap_graph_t g = graph_capturing(s, NULL);
@@ -51,8 +50,7 @@ static void a_graph_reports_what_it_costs(void **state) {
   gpu_finish_graph(g, s, pool, blocks, 1);
 }
 
-static void the_budget_refuses_without_a_device_call(void **state) {
-  (void)state;
+RECAP_TEST(the_budget_refuses_without_a_device_call) {
   gpu_begin();
   cudaStream_t s = gpu_stream();
   recap_capture_options_t o = budget_options(2 * MiB);

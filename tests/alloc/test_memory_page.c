@@ -106,8 +106,7 @@ static void scene_free(scene_t *sc) {
  * count "bytes" drawn as `human`). */
 static void expect_row(const char *page, const char *row) { EXPECT_IN(page, row); }
 
-static void the_page_shows_pools_segments_and_graphs(void **state) {
-  (void)state;
+RECAP_TEST(the_page_shows_pools_segments_and_graphs) {
   scene_t sc;
   scene_build(&sc);
   const char *path = "test_memory_page.html";
@@ -231,8 +230,7 @@ static void the_page_shows_pools_segments_and_graphs(void **state) {
  * segment's range and chunks; the page of the allocator draws a pool asleep from them. Sleep
  * itself is recap/sleep.h's: here the fields are set by hand on a pool with a segment made VMM
  * for the occasion, and put back before the checker runs. */
-static void the_snapshot_and_page_show_sleep_and_vmm(void **state) {
-  (void)state;
+RECAP_TEST(the_snapshot_and_page_show_sleep_and_vmm) {
   scene_t sc;
   scene_build(&sc);
   char *json;
@@ -351,8 +349,7 @@ static void the_snapshot_and_page_show_sleep_and_vmm(void **state) {
 }
 
 /* Before recap has used a device: a page that says so. */
-static void a_page_of_no_device(void **state) {
-  (void)state;
+RECAP_TEST(a_page_of_no_device) {
   reset();
   char *page;
   OK(recap_memory_html_string(&page));
@@ -365,8 +362,7 @@ static void a_page_of_no_device(void **state) {
   recap_string_free(page);
 }
 
-static void bad_arguments_and_files_that_cannot_be_written(void **state) {
-  (void)state;
+RECAP_TEST(bad_arguments_and_files_that_cannot_be_written) {
   reset();
   void *p;
   OK(recap_malloc(&p, 1000, NULL));

@@ -41,8 +41,7 @@ static void release_and_expect_empty(recap_pool_id_t pool) {
   expect_cache_empties();
 }
 
-static void pool_handles_are_fresh(void **state) {
-  (void)state;
+RECAP_TEST(pool_handles_are_fresh) {
   recap_pool_id_t a = recap_pool_handle(), b = recap_pool_handle();
   assert_int_equal(a.a, 0);
   assert_int_equal(b.a, 0);
@@ -54,8 +53,7 @@ static void pool_handles_are_fresh(void **state) {
   assert_true(recap_pool_is_default((recap_pool_id_t){0, 0}));
 }
 
-static void routing_follows_the_capture(void **state) {
-  (void)state;
+RECAP_TEST(routing_follows_the_capture) {
   recap_stream_t s = stream_after_reset(), side = recap__fake_stream_new(),
                  other = recap__fake_stream_new();
   recap_pool_id_t pool = recap_pool_handle();
@@ -85,8 +83,7 @@ static void routing_follows_the_capture(void **state) {
 
 /* A region pauses a capture and resumes it under a new capture id (recap/region.h): the route
  * moves to the new id, and allocations on the stream follow. */
-static void routing_moves_with_the_capture(void **state) {
-  (void)state;
+RECAP_TEST(routing_moves_with_the_capture) {
   recap_stream_t s = stream_after_reset(), t = recap__fake_stream_new();
   recap_pool_id_t pool = recap_pool_handle(), other = recap_pool_handle();
   capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
@@ -121,8 +118,7 @@ static void routing_moves_with_the_capture(void **state) {
   check();
 }
 
-static void capture_frees_are_reused_within_the_capture(void **state) {
-  (void)state;
+RECAP_TEST(capture_frees_are_reused_within_the_capture) {
   recap_stream_t s;
   recap_pool_id_t pool = fresh_capture(&s);
   void *a, *b, *c;
@@ -176,8 +172,7 @@ static int64_t two_captures(bool share, void **out1, void **out2) {
   return segments;
 }
 
-static void sharing_a_pool_saves_a_segment(void **state) {
-  (void)state;
+RECAP_TEST(sharing_a_pool_saves_a_segment) {
   void *a1, *a2, *b1, *b2;
   reset();
   int64_t separate = two_captures(false, &a1, &a2);
@@ -188,8 +183,7 @@ static void sharing_a_pool_saves_a_segment(void **state) {
   assert_int_equal(separate - shared, 1);
 }
 
-static void pool_memory_returns_after_last_reference_and_block(void **state) {
-  (void)state;
+RECAP_TEST(pool_memory_returns_after_last_reference_and_block) {
   recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   void *out1, *out2;
@@ -239,8 +233,7 @@ static void pool_memory_returns_after_last_reference_and_block(void **state) {
   check();
 }
 
-static void releasing_an_empty_pool_deletes_it(void **state) {
-  (void)state;
+RECAP_TEST(releasing_an_empty_pool_deletes_it) {
   recap_stream_t s;
   recap_pool_id_t pool = fresh_capture(&s);
   capture_end(s, pool);
@@ -250,8 +243,7 @@ static void releasing_an_empty_pool_deletes_it(void **state) {
   assert_int_equal(recap_pool_release(pool), RECAP_ERROR_INVALID_USAGE);
 }
 
-static void other_stream_blocks_held_until_capture_ends(void **state) {
-  (void)state;
+RECAP_TEST(other_stream_blocks_held_until_capture_ends) {
   recap_stream_t s = stream_after_reset(), reader = recap__fake_stream_new();
   recap_pool_id_t pool = recap_pool_handle();
   capture_begin(s, pool, RECAP__CAPTURE_MODE_GLOBAL);
@@ -277,8 +269,7 @@ static void other_stream_blocks_held_until_capture_ends(void **state) {
   release_and_expect_empty(pool);
 }
 
-static void new_segment_in_global_capture_keeps_it_valid(void **state) {
-  (void)state;
+RECAP_TEST(new_segment_in_global_capture_keeps_it_valid) {
   recap_stream_t s;
   recap_pool_id_t pool = fresh_capture(&s);
   void *a, *b;
@@ -294,8 +285,7 @@ static void new_segment_in_global_capture_keeps_it_valid(void **state) {
   check();
 }
 
-static void out_of_memory_inside_a_capture(void **state) {
-  (void)state;
+RECAP_TEST(out_of_memory_inside_a_capture) {
   recap_stream_t s = stream_after_reset();
   recap_pool_id_t pool = recap_pool_handle();
   void *cached;
@@ -321,8 +311,7 @@ static void out_of_memory_inside_a_capture(void **state) {
 
 /* Found by the fuzzer: the last reference of a pool dropped while a capture still routes to it,
  * then an out-of-memory retry (which frees unreferenced pools) must leave the routed pool be. */
-static void released_pool_survives_an_oom_retry_while_routed(void **state) {
-  (void)state;
+RECAP_TEST(released_pool_survives_an_oom_retry_while_routed) {
   recap_stream_t s;
   recap_pool_id_t pool = fresh_capture(&s);
   OK(recap_pool_release(pool)); /* no reference left and no memory yet, but still routed */
@@ -341,8 +330,7 @@ static void released_pool_survives_an_oom_retry_while_routed(void **state) {
   check();
 }
 
-static void routing_misuse_is_refused(void **state) {
-  (void)state;
+RECAP_TEST(routing_misuse_is_refused) {
   recap_stream_t s = stream_after_reset(), t = recap__fake_stream_new();
   recap_pool_id_t pool = recap_pool_handle();
   assert_int_equal(recap_pool_route_begin(pool, s), RECAP_ERROR_INVALID_USAGE);
@@ -406,8 +394,7 @@ static void *capture_thread(void *arg) {
   return NULL;
 }
 
-static void two_thread_local_captures_at_once(void **state) {
-  (void)state;
+RECAP_TEST(two_thread_local_captures_at_once) {
   reset();
   pthread_barrier_t barrier;
   pthread_barrier_init(&barrier, NULL, 2);
@@ -438,8 +425,7 @@ static void two_thread_local_captures_at_once(void **state) {
 }
 
 /* recap_block_info reports where a block came from: start, sizes, pool, stream and device. */
-static void block_info_reports_pool_and_stream(void **state) {
-  (void)state;
+RECAP_TEST(block_info_reports_pool_and_stream) {
   recap_stream_t s = stream_after_reset(), other = recap__fake_stream_new();
   void *eager;
   OK(recap_malloc(&eager, 1000, other));
@@ -496,8 +482,7 @@ static void expect_default_pool(const recap_pool_memory_t *info, int64_t segment
 
 /* The default pool is answered like a private one (no references, never routed), zeros on a
  * device recap has not used; a private pool never used is not found. */
-static void pool_info_answers_the_default_pool(void **state) {
-  (void)state;
+RECAP_TEST(pool_info_answers_the_default_pool) {
   reset();
   const recap_pool_id_t default_pool = {0, 0};
   recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
@@ -521,8 +506,7 @@ static void pool_info_answers_the_default_pool(void **state) {
 /* A freed block that waits on a record_stream event leaves allocated_bytes at once and counts
  * in waiting_bytes until it is reusable; reserved_bytes holds it all along. The same for one
  * freed during a capture, held back until the capture ends. */
-static void pool_info_counts_blocks_waiting_on_events(void **state) {
-  (void)state;
+RECAP_TEST(pool_info_counts_blocks_waiting_on_events) {
   reset();
   const recap_pool_id_t default_pool = {0, 0};
   recap_stream_t s1 = recap__fake_stream_new(), s2 = recap__fake_stream_new();
@@ -564,8 +548,7 @@ static void pool_info_counts_blocks_waiting_on_events(void **state) {
   release_and_expect_empty(pool);
 }
 
-static void snapshot_names_private_pools(void **state) {
-  (void)state;
+RECAP_TEST(snapshot_names_private_pools) {
   recap_stream_t s;
   recap_pool_id_t pool = fresh_capture(&s);
   void *p;
@@ -585,8 +568,7 @@ static void snapshot_names_private_pools(void **state) {
 /* With captures back to back, no recap_malloc runs outside one: a block freed during the first,
  * used by another stream, gets its event when that capture's route ends and comes back when a
  * later route ends, once the stream passed it. */
-static void blocks_freed_during_back_to_back_captures_come_back(void **state) {
-  (void)state;
+RECAP_TEST(blocks_freed_during_back_to_back_captures_come_back) {
   reset();
   const recap_pool_id_t default_pool = {0, 0};
   recap_stream_t s1 = recap__fake_stream_new(), reader = recap__fake_stream_new();
@@ -623,8 +605,7 @@ static void blocks_freed_during_back_to_back_captures_come_back(void **state) {
 /* While one capture goes on (another thread's, say), the out-of-memory retry waits for the
  * events of streams outside it, and the long capture stays valid; blocks freed during it get
  * their events only once no capture is under way (a stream may join a capture at any time). */
-static void blocks_come_back_while_another_capture_goes_on(void **state) {
-  (void)state;
+RECAP_TEST(blocks_come_back_while_another_capture_goes_on) {
   reset();
   const recap_pool_id_t default_pool = {0, 0};
   recap_stream_t s1 = recap__fake_stream_new(), reader = recap__fake_stream_new();
@@ -669,8 +650,7 @@ static void blocks_come_back_while_another_capture_goes_on(void **state) {
 
 /* The out-of-memory message splits what is reserved but not allocated: free blocks, blocks
  * waiting for other streams' events, blocks freed during a capture waiting for it. */
-static void out_of_memory_message_tells_waiting_bytes_apart(void **state) {
-  (void)state;
+RECAP_TEST(out_of_memory_message_tells_waiting_bytes_apart) {
   recap_stream_t s1 = stream_after_reset(), reader = recap__fake_stream_new();
   recap_stream_t cs = recap__fake_stream_new();
   void *a;

@@ -215,18 +215,11 @@ static void check_way(mlp_way_t way, pause_fn pause) {
   free(slept.params);
 }
 
-static void offload_the_whole_step(void **state) {
-  (void)state;
-  check_way(MLP_WAY_WHOLE, pause_offload_everything);
-}
+RECAP_TEST(offload_the_whole_step) { check_way(MLP_WAY_WHOLE, pause_offload_everything); }
 
-static void offload_the_graphed_callables(void **state) {
-  (void)state;
-  check_way(MLP_WAY_GRAPHED, pause_offload_everything);
-}
+RECAP_TEST(offload_the_graphed_callables) { check_way(MLP_WAY_GRAPHED, pause_offload_everything); }
 
-static void discard_the_step_pool_and_recompute(void **state) {
-  (void)state;
+RECAP_TEST(discard_the_step_pool_and_recompute) {
   check_way(MLP_WAY_WHOLE, pause_discard_the_step_pool);
 }
 

@@ -78,8 +78,7 @@ static void release_on_device_1(recap_graph_t g, void *p) {
 /* The issue's case: device 1 holds a cached segment, a global capture runs on device 0, and
  * recap_empty_cache() is called on device 1. It must refuse as it does for device 0, free
  * nothing, and leave the capture alive. */
-static void empty_cache_refuses_during_a_capture_on_another_device(void **state) {
-  (void)state;
+RECAP_TEST(empty_cache_refuses_during_a_capture_on_another_device) {
   recap_stream_t s0, s1;
   two_devices(0, &s0, &s1);
   void *p;
@@ -108,8 +107,7 @@ static void empty_cache_refuses_during_a_capture_on_another_device(void **state)
 
 /* A recap_malloc on device 1 that needs a new segment during a global capture on device 0 runs
  * with the capture mode relaxed: it succeeds and the capture goes on. */
-static void new_segment_on_another_device_during_a_global_capture(void **state) {
-  (void)state;
+RECAP_TEST(new_segment_on_another_device_during_a_global_capture) {
   recap_stream_t s0, s1;
   two_devices(0, &s0, &s1);
   OK(recap__device()->set_device(0));
@@ -154,8 +152,7 @@ static void new_segment_on_another_device_during_a_global_capture(void **state) 
  * the mode relaxed too, and the capture goes on. A VMM segment's free tail is not trimmed
  * during a capture (the trim's device synchronisation would invalidate it): with
  * expandable_segments the request stays out of memory, and the capture goes on too. */
-static void oom_retry_on_another_device_during_a_global_capture(void **state) {
-  (void)state;
+RECAP_TEST(oom_retry_on_another_device_during_a_global_capture) {
   recap_stream_t s0, s1;
   two_devices(32 * MiB, &s0, &s1);
   void *cached;

@@ -19,8 +19,7 @@
 
 /* A kernel that uses b is still queued on s when b is freed (stream-ordered: legal, and b is
  * free at once); recap_empty_cache trims b's chunk only after the device finished that kernel. */
-static void empty_cache_waits_before_unmapping(void **state) {
-  (void)state;
+RECAP_TEST(empty_cache_waits_before_unmapping) {
   recap_stream_t s = vmm_device_of((size_t)16 << 30);
   void *a, *b;
   OK(recap_malloc(&a, 20 * MiB, s));
@@ -49,8 +48,7 @@ static void empty_cache_waits_before_unmapping(void **state) {
 
 /* The same in the out-of-memory retry of another stream's growth: the tail of t's segment is
  * still used by a kernel on t when s's request makes the retry trim it. */
-static void the_retry_waits_before_unmapping(void **state) {
-  (void)state;
+RECAP_TEST(the_retry_waits_before_unmapping) {
   recap_stream_t s = vmm_device_of(64 * MiB), t = recap__fake_stream_new();
   void *a, *b;
   OK(recap_malloc(&a, 40 * MiB, t));
@@ -71,8 +69,7 @@ static void the_retry_waits_before_unmapping(void **state) {
  * routed to the capture's pool trims no tail of the default pool (nor waits), and the capture
  * stays valid. The request then fails as out of memory, since only the trim could have served
  * it. */
-static void no_trim_during_a_capture(void **state) {
-  (void)state;
+RECAP_TEST(no_trim_during_a_capture) {
   recap_stream_t s = vmm_device_of(64 * MiB), t = recap__fake_stream_new();
   void *a, *b = (void *)0x1;
   OK(recap_malloc(&a, 40 * MiB, t));
@@ -103,8 +100,7 @@ static void no_trim_during_a_capture(void **state) {
  * of 600 MiB (at least max_split_size) takes 600 MiB of the free tail, not all of it, and a
  * request below the limit takes the tail's start too: the rest stays free for later requests,
  * with no growth. */
-static void max_split_size_leaves_vmm_tails_split(void **state) {
-  (void)state;
+RECAP_TEST(max_split_size_leaves_vmm_tails_split) {
   recap_stream_t s = vmm_device_of((size_t)16 << 30);
   OK(recap_option_set("max_split_size", "512MiB"));
   void *keep, *big, *p, *q, *r;
@@ -144,8 +140,7 @@ static void max_split_size_leaves_vmm_tails_split(void **state) {
 
 /* The same request freed and asked again on its stream keeps taking 600 MiB (the front cache's
  * rules are the slow path's): the pair never holds the whole tail. */
-static void max_split_size_pairs_on_a_vmm_tail(void **state) {
-  (void)state;
+RECAP_TEST(max_split_size_pairs_on_a_vmm_tail) {
   recap_stream_t s = vmm_device_of((size_t)16 << 30);
   OK(recap_option_set("max_split_size", "512MiB"));
   void *big, *p;
@@ -170,8 +165,7 @@ static void max_split_size_pairs_on_a_vmm_tail(void **state) {
  * start at a multiple of the minimum only (the fake never aligns them to the recommended one,
  * CUDA does not promise it), chunks are multiples of the recommended one, and the checker
  * passes. */
-static void checker_accepts_a_range_at_the_minimum_granularity(void **state) {
-  (void)state;
+RECAP_TEST(checker_accepts_a_range_at_the_minimum_granularity) {
   recap__fake_config_t cfg = {.memory_per_device = (size_t)1 << 30,
                               .vmm_granularity = 2 * MiB,
                               .vmm_recommended_granularity = 4 * MiB};

@@ -13,8 +13,7 @@
  */
 #include "vmm_segments_util.h"
 
-static void growth_extends_one_segment(void **state) {
-  (void)state;
+RECAP_TEST(growth_extends_one_segment) {
   recap_stream_t s = vmm_device();
   /* A request of the large class maps what it asks for, rounded up to the granularity: no
    * large_segment's worth (20 MiB) at least. */
@@ -61,8 +60,7 @@ static void growth_extends_one_segment(void **state) {
 
 /* What a growth maps at least: the small class a small_segment, the large class nothing more
  * than the request lacks (large_segment plays no part), both rounded up to the granularity. */
-static void growth_least_per_class(void **state) {
-  (void)state;
+RECAP_TEST(growth_least_per_class) {
   recap_stream_t s = vmm_device();
   OK(recap_option_set("small_segment", "4MiB"));
   OK(recap_option_set("large_segment", "32MiB"));
@@ -84,8 +82,7 @@ static void growth_least_per_class(void **state) {
   check();
 }
 
-static void growth_after_an_allocated_last_block_adds_a_block(void **state) {
-  (void)state;
+RECAP_TEST(growth_after_an_allocated_last_block_adds_a_block) {
   recap_stream_t s = vmm_device();
   void *a, *b;
   OK(recap_malloc(&a, 20 * MiB, s)); /* the whole first chunk */
@@ -110,8 +107,7 @@ static void growth_after_an_allocated_last_block_adds_a_block(void **state) {
   check();
 }
 
-static void small_and_large_classes_and_streams_get_own_segments(void **state) {
-  (void)state;
+RECAP_TEST(small_and_large_classes_and_streams_get_own_segments) {
   recap_stream_t s = vmm_device(), t = recap__fake_stream_new();
   void *p[6];
   OK(recap_malloc(&p[0], 1000, s));
@@ -139,8 +135,7 @@ static void small_and_large_classes_and_streams_get_own_segments(void **state) {
   check();
 }
 
-static void empty_cache_trims_the_free_tail(void **state) {
-  (void)state;
+RECAP_TEST(empty_cache_trims_the_free_tail) {
   recap_stream_t s = vmm_device();
   size_t free0 = 0, total = 0;
   OK(recap__device()->mem_get_info(&free0, &total));
@@ -182,8 +177,7 @@ static void empty_cache_trims_the_free_tail(void **state) {
 
 /* The release gives back every chunk lying wholly inside a free block, wherever it is in the
  * segment: the live block after it keeps its address and contents; a reuse maps the hole again. */
-static void release_gives_back_free_chunks_anywhere(void **state) {
-  (void)state;
+RECAP_TEST(release_gives_back_free_chunks_anywhere) {
   recap_stream_t s = vmm_device();
   void *a, *b, *c;
   OK(recap_malloc(&a, 16 * MiB, s)); /* chunk 1: [0, 16) MiB */
@@ -233,8 +227,7 @@ static void release_gives_back_free_chunks_anywhere(void **state) {
 /* A graph's pool keeps only what outlives the capture: a temporary captured before an output
  * goes back at recap_empty_cache once the pool is released, though the live output sits after
  * it in the segment. */
-static void a_released_pool_gives_back_the_temporary_before_its_output(void **state) {
-  (void)state;
+RECAP_TEST(a_released_pool_gives_back_the_temporary_before_its_output) {
   recap_stream_t s = vmm_device();
   recap_pool_id_t pool = recap_pool_handle();
   assert_int_not_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), 0);
@@ -259,8 +252,7 @@ static void a_released_pool_gives_back_the_temporary_before_its_output(void **st
 
 /* A segment with holes sleeps and wakes: the wake maps what the blocks in use touch, their
  * contents come back (OFFLOAD), the holes stay holes until a request takes them. */
-static void a_segment_with_holes_sleeps_and_wakes(void **state) {
-  (void)state;
+RECAP_TEST(a_segment_with_holes_sleeps_and_wakes) {
   recap_stream_t s = vmm_device();
   void *a, *c;
   OK(recap_malloc(&a, 16 * MiB, s));
@@ -290,8 +282,7 @@ static void a_segment_with_holes_sleeps_and_wakes(void **state) {
 /* A request that takes a free block with holes holds the rest too when the rest is too small to
  * split off (no more than small_size): the holes in that rest are mapped again as well, so that
  * every byte of the block it gets is mapped (a fuzzer wrote past the request's end into one). */
-static void an_unsplit_rest_is_mapped_too(void **state) {
-  (void)state;
+RECAP_TEST(an_unsplit_rest_is_mapped_too) {
   const size_t G = 64 * KiB;
   recap__fake_config_t cfg = {.device_count = 1,
                               .vmm_granularity = G,
@@ -321,8 +312,7 @@ static void an_unsplit_rest_is_mapped_too(void **state) {
 
 /* A block whose holes lie on both sides of a chunk still mapped: a request over all of it maps
  * both, the chunk list growing for them (its room was once reserved for one chunk only). */
-static void holes_on_both_sides_of_a_chunk_are_mapped(void **state) {
-  (void)state;
+RECAP_TEST(holes_on_both_sides_of_a_chunk_are_mapped) {
   recap_stream_t s = vmm_device();
   void *a, *c1, *c2, *x, *y;
   OK(recap_malloc(&a, 16 * MiB, s));
@@ -352,8 +342,7 @@ static void holes_on_both_sides_of_a_chunk_are_mapped(void **state) {
 
 /* A capture routed to a private pool grows the pool's own VMM segment; the default pool's stays
  * as it was, and the private pool keeps its memory while routed. */
-static void capture_grows_a_private_pool_segment(void **state) {
-  (void)state;
+RECAP_TEST(capture_grows_a_private_pool_segment) {
   recap_stream_t s = vmm_device();
   void *outside;
   OK(recap_malloc(&outside, 4 * MiB, s));
@@ -398,8 +387,7 @@ static recap_status_t step(void *ctx, recap_stream_t stream) {
   return recap_free(t1);
 }
 
-static void graph_replays_on_a_grown_segment(void **state) {
-  (void)state;
+RECAP_TEST(graph_replays_on_a_grown_segment) {
   recap_stream_t s = vmm_device();
   recap_graph_t g = NULL;
   void *t2 = NULL;
@@ -428,8 +416,7 @@ static void graph_replays_on_a_grown_segment(void **state) {
 /* A recapture whose allocation the replay rule sends to "a new segment" while an unused entry
  * of the old log claims the VMM segment's free tail: the segment grows by the whole request and
  * the allocation goes past the claims, so the later entries still get their addresses. */
-static void a_replay_keeps_the_claimed_tail(void **state) {
-  (void)state;
+RECAP_TEST(a_replay_keeps_the_claimed_tail) {
   reset_with_memory(DEVICE_BYTES);
   vmm_on();
   int device = 0;
@@ -486,8 +473,7 @@ static void a_replay_keeps_the_claimed_tail(void **state) {
  * the largest bucket's three (24 MiB), which every later bucket reuses, the small class's
  * temporaries of b <= 64 (1 MiB and less) too: a graph pool's small requests take the large
  * segment's free blocks (test_vmm_small.c tests the rule). */
-static void bucket_graphs_sharing_a_pool_map_what_the_largest_uses(void **state) {
-  (void)state;
+RECAP_TEST(bucket_graphs_sharing_a_pool_map_what_the_largest_uses) {
   recap_stream_t s = vmm_device();
   static const size_t batch[8] = {512, 256, 128, 64, 32, 16, 8, 4};
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
@@ -516,8 +502,7 @@ static void bucket_graphs_sharing_a_pool_map_what_the_largest_uses(void **state)
 
 /* The checker sees a VMM segment whose chunks leave it, do not account for its bytes, or whose
  * bytes pass its range; and a hole where a block in use lies. */
-static void checker_catches_vmm_corruption(void **state) {
-  (void)state;
+RECAP_TEST(checker_catches_vmm_corruption) {
   recap_stream_t s = vmm_device();
   void *a, *b;
   OK(recap_malloc(&a, 20 * MiB, s));
@@ -556,8 +541,7 @@ static void checker_catches_vmm_corruption(void **state) {
   check();
 }
 
-static void option_accepts_0_and_1_only(void **state) {
-  (void)state;
+RECAP_TEST(option_accepts_0_and_1_only) {
   reset_with_memory(DEVICE_BYTES);
   OK(recap_options_parse("expandable_segments:1"));
   assert_int_equal(option_now("expandable_segments"), 1);
@@ -572,8 +556,7 @@ static void option_accepts_0_and_1_only(void **state) {
 
 /* A device without virtual memory management: the allocation fails, saying what to do, and
  * classic segments work. */
-static void a_device_without_vmm_says_so(void **state) {
-  (void)state;
+RECAP_TEST(a_device_without_vmm_says_so) {
   recap__fake_config_t cfg = {.device_count = 1, .vmm_unsupported = true};
   recap_test_reset(&cfg);
   vmm_on();
@@ -596,8 +579,7 @@ static void a_device_without_vmm_says_so(void **state) {
 
 /* A classic segment made before the option was turned on and VMM segments after it coexist in
  * one pool; each gives its memory back its own way. */
-static void classic_and_vmm_segments_coexist(void **state) {
-  (void)state;
+RECAP_TEST(classic_and_vmm_segments_coexist) {
   reset_with_memory(DEVICE_BYTES);
   recap_stream_t s = recap__fake_stream_new();
   void *classic, *vmm;

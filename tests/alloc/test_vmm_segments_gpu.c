@@ -39,8 +39,7 @@ static void finish(cudaStream_t s) {
  * what the request lacks, rounded up to the granularity: a fills the segment's first chunk; t
  * maps a second chunk of two granules and is freed; b merges that free chunk with the four
  * granules its growth maps, so b crosses the border between two physical chunks. */
-static void a_growth_keeps_contents_and_addresses(void **state) {
-  (void)state;
+RECAP_TEST(a_growth_keeps_contents_and_addresses) {
   cudaStream_t s = vmm_begun();
   const size_t gran = granularity(), bytes = 6 * gran, n = bytes / sizeof(float);
   float *a = gpu_floats(n, s);
@@ -84,8 +83,7 @@ static void step(float *y, const float *x, size_t n, cudaStream_t s) {
   FREE_ALL(t1, t2);
 }
 
-static void a_capture_grows_its_pool_and_replays_bit_for_bit(void **state) {
-  (void)state;
+RECAP_TEST(a_capture_grows_its_pool_and_replays_bit_for_bit) {
   cudaStream_t s = vmm_begun();
   const size_t gran = granularity();
   float *x = gpu_floats(N, s);
@@ -135,8 +133,7 @@ static void a_capture_grows_its_pool_and_replays_bit_for_bit(void **state) {
   gpu_finish_graph(g, s, pool, (void *[]){x, eager, y}, 3);
 }
 
-static void empty_cache_gives_the_memory_back(void **state) {
-  (void)state;
+RECAP_TEST(empty_cache_gives_the_memory_back) {
   cudaStream_t s = vmm_begun();
   const size_t bytes = (size_t)1 << 30, gran = granularity();
   size_t free_start = gpu_free_bytes();
@@ -161,8 +158,7 @@ static void empty_cache_gives_the_memory_back(void **state) {
  * gives the temporary's chunk back to the device though the output lives after it; the output
  * keeps its address and contents, and a request of the temporary's size maps the hole again at
  * the same address. */
-static void free_memory_inside_a_segment_goes_back(void **state) {
-  (void)state;
+RECAP_TEST(free_memory_inside_a_segment_goes_back) {
   cudaStream_t s = vmm_begun();
   const size_t bytes = 16 * MiB, n = bytes / sizeof(float);
   recap_graph_t g = graph_capturing(s, NULL);
@@ -191,8 +187,7 @@ static void free_memory_inside_a_segment_goes_back(void **state) {
 
 /* In the default pool: a block freed in the middle goes back, and the next request of its size
  * maps it again at its address, usable at once. */
-static void a_hole_is_mapped_again_on_reuse(void **state) {
-  (void)state;
+RECAP_TEST(a_hole_is_mapped_again_on_reuse) {
   cudaStream_t s = vmm_begun();
   const size_t bytes = 16 * MiB, n = bytes / sizeof(float);
   float *a = gpu_floats(n, s), *b = gpu_floats(n, s);

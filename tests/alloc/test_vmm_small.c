@@ -92,8 +92,7 @@ static void device_calls_now(uint64_t out[DEVICE_CALL_KINDS]) {
  * of b x 4096 floats each, allocated and freed inside each capture): the large segment maps the
  * largest bucket's three temporaries, 24 MiB, and every later bucket's, the small ones (b <= 64:
  * 1 MiB down to 64 KiB) included, take them from it. No device call after the first capture. */
-static void bucket_graphs_reserve_the_largest_bucket(void **state) {
-  (void)state;
+RECAP_TEST(bucket_graphs_reserve_the_largest_bucket) {
   recap_stream_t s = vmm_device();
   static const size_t batch[8] = {512, 256, 128, 64, 32, 16, 8, 4};
   recap_pool_id_t pool = recap_pool_handle();
@@ -147,8 +146,7 @@ static void bucket_graphs_reserve_the_largest_bucket(void **state) {
 
 /* The statistics of such blocks, exact, in the large class; frees merge them back into the
  * segment's free block at once (the front cache does not keep them). */
-static void counted_in_the_large_class_and_merged_at_free(void **state) {
-  (void)state;
+RECAP_TEST(counted_in_the_large_class_and_merged_at_free) {
   recap_stream_t s = vmm_device();
   recap_pool_id_t pool = recap_pool_handle();
   recap_graph_t g = capture_into(pool, s);
@@ -214,8 +212,7 @@ static void counted_in_the_large_class_and_merged_at_free(void **state) {
 /* A free small block that fits comes first; the large segment serves only when none does, and
  * only what it has mapped: it never grows for a small request, which then gets a small
  * segment. */
-static void small_blocks_first_and_no_growth(void **state) {
-  (void)state;
+RECAP_TEST(small_blocks_first_and_no_growth) {
   recap_stream_t s = vmm_device();
   recap_pool_id_t pool = recap_pool_handle();
   recap_graph_t g = capture_into(pool, s);
@@ -263,8 +260,7 @@ static void *small_after_a_freed_big(recap_stream_t s) {
 
 /* The default pool keeps PyTorch's classes: a small request makes a small segment though the
  * large segment has free space. */
-static void default_pool_keeps_the_classes(void **state) {
-  (void)state;
+RECAP_TEST(default_pool_keeps_the_classes) {
   recap_stream_t s = vmm_device();
   void *small = small_after_a_freed_big(s);
   recap_memory_stats_t st = stats();
@@ -279,8 +275,7 @@ static void default_pool_keeps_the_classes(void **state) {
 }
 
 /* Classic segments keep the classes in a private pool too. */
-static void classic_segments_keep_the_classes(void **state) {
-  (void)state;
+RECAP_TEST(classic_segments_keep_the_classes) {
   reset_with_memory(DEVICE_BYTES);
   OK(recap_option_set_u64("expandable_segments", 0));
   recap_stream_t s = recap__fake_stream_new();
@@ -301,8 +296,7 @@ static void classic_segments_keep_the_classes(void **state) {
 /* No device call is made for such a block: a fault injected at the first next call of every
  * kind that makes, maps or frees memory or records events changes nothing; the allocation and
  * its free succeed and no call of those kinds happens. */
-static void no_device_call_for_it(void **state) {
-  (void)state;
+RECAP_TEST(no_device_call_for_it) {
   for (size_t k = 0; k < DEVICE_CALL_KINDS; k++) {
     recap_stream_t s = vmm_device();
     recap_pool_id_t pool = recap_pool_handle();
@@ -333,8 +327,7 @@ static void no_device_call_for_it(void **state) {
 
 /* A recapture with the allocation log of the first capture gets the same addresses, those in
  * the large segment included, and grows nothing. */
-static void a_replay_gets_the_same_addresses(void **state) {
-  (void)state;
+RECAP_TEST(a_replay_gets_the_same_addresses) {
   recap_stream_t s = vmm_device();
   int device = 0;
   OK(recap__alloc_current_device(&device));
@@ -377,8 +370,7 @@ static void a_replay_gets_the_same_addresses(void **state) {
 
 /* Such a block lives in its VMM segment: it sleeps and wakes with it, at its address, its bytes
  * back after an OFFLOAD. */
-static void sleeps_and_wakes_with_its_segment(void **state) {
-  (void)state;
+RECAP_TEST(sleeps_and_wakes_with_its_segment) {
   recap_stream_t s = vmm_device();
   recap_pool_id_t pool = recap_pool_handle();
   recap_graph_t g = capture_into(pool, s);
@@ -419,8 +411,7 @@ static void sleeps_and_wakes_with_its_segment(void **state) {
 /* Host memory failing at each allocation of the call: the request succeeds (from the large
  * segment, or, without room in its free set, the small class's way: a small segment) or fails
  * with OUT_OF_MEMORY leaving the statistics as they were; the checker passes either way. */
-static void host_faults_at_each_step(void **state) {
-  (void)state;
+RECAP_TEST(host_faults_at_each_step) {
   bool done = false;
   for (uint64_t n = 1; !done; n++) {
     recap_stream_t s = vmm_device();

@@ -7,8 +7,7 @@
 
 #include "vmm_segments_util.h"
 
-static void memory_cap_applies(void **state) {
-  (void)state;
+RECAP_TEST(memory_cap_applies) {
   recap_stream_t s = vmm_device();
   OK(recap_option_set("memory_cap", "24MiB"));
   void *a, *b, *c;
@@ -29,8 +28,7 @@ static void memory_cap_applies(void **state) {
   check();
 }
 
-static void out_of_memory_retries_and_reports(void **state) {
-  (void)state;
+RECAP_TEST(out_of_memory_retries_and_reports) {
   recap_stream_t s = vmm_device_of(64 * MiB), t = recap__fake_stream_new();
   void *p = (void *)0x1;
   assert_int_equal(recap_malloc(&p, 100 * MiB, s), RECAP_ERROR_OUT_OF_MEMORY);
@@ -63,8 +61,7 @@ static void out_of_memory_retries_and_reports(void **state) {
  * plans afresh, mapping what the request needs whole. (The device's out-of-memory makes the
  * retry: memory_cap could not, since a trimmed tail gives back no more than the growth would
  * have merged.) */
-static void the_retry_trims_the_growing_segment(void **state) {
-  (void)state;
+RECAP_TEST(the_retry_trims_the_growing_segment) {
   recap_stream_t s = vmm_device();
   void *a, *b, *c;
   OK(recap_malloc(&a, 20 * MiB, s));
@@ -111,8 +108,7 @@ static bool same_stats(const recap_memory_stats_t *x, const recap_memory_stats_t
 /* A fault at each call of a growth (a first one, making the segment, and a later one): the
  * allocation fails (or the out-of-memory retry gets it), the checker passes, nothing counted,
  * nothing left mapped or reserved on the fake beyond what the allocator holds. */
-static void fault_at_each_growth_call(void **state) {
-  (void)state;
+RECAP_TEST(fault_at_each_growth_call) {
   for (size_t k = 0; k < sizeof growth_faults / sizeof *growth_faults; k++) {
     for (int later = 0; later < 2; later++) {
       recap_stream_t s = vmm_device();
@@ -165,8 +161,7 @@ static void fault_at_each_growth_call(void **state) {
 
 /* A fault at each call of a trim (of a tail, and of a whole segment): the checker passes, the
  * statistics say exactly what went, and a second recap_empty_cache finishes. */
-static void fault_at_each_trim_call(void **state) {
-  (void)state;
+RECAP_TEST(fault_at_each_trim_call) {
   for (size_t k = 0; k < sizeof trim_faults / sizeof *trim_faults; k++) {
     for (int whole = 0; whole < 2; whole++) {
       recap_stream_t s = vmm_device();
@@ -210,8 +205,7 @@ static void fault_at_each_trim_call(void **state) {
 /* An empty segment's address range whose release fails is kept and given back by a later
  * recap_empty_cache: each call tries again and reports those still stuck, and so does the
  * out-of-memory message, until a try succeeds. */
-static void a_stuck_range_is_given_back_later(void **state) {
-  (void)state;
+RECAP_TEST(a_stuck_range_is_given_back_later) {
   recap_stream_t s = vmm_device_of(64 * MiB);
   void *p;
   OK(recap_malloc(&p, 20 * MiB, s));
@@ -265,8 +259,7 @@ static void a_stuck_range_is_given_back_later(void **state) {
 
 /* A growth of a segment whose access grant and then unmap fail leaves a mapping at the
  * segment's end, listed; the next growth there unmaps it first, and succeeds. */
-static void a_growth_unmaps_a_listed_mapping_in_its_way(void **state) {
-  (void)state;
+RECAP_TEST(a_growth_unmaps_a_listed_mapping_in_its_way) {
   recap_stream_t s = vmm_device();
   void *a, *b;
   OK(recap_malloc(&a, 20 * MiB, s));
@@ -296,8 +289,7 @@ static void a_growth_unmaps_a_listed_mapping_in_its_way(void **state) {
 /* recap_empty_cache gives back a free chunk inside a segment; its release fails, and mapping it
  * back fails too: the chunk leaves the segment (a hole) and its handle is listed, so that the
  * next recap_empty_cache releases it. Nothing is lost, and the block still maps again on use. */
-static void a_chunk_neither_released_nor_mapped_back_is_released_later(void **state) {
-  (void)state;
+RECAP_TEST(a_chunk_neither_released_nor_mapped_back_is_released_later) {
   recap_stream_t s = vmm_device();
   void *a, *b, *c;
   OK(recap_malloc(&a, 20 * MiB, s));
@@ -338,8 +330,7 @@ static void a_chunk_neither_released_nor_mapped_back_is_released_later(void **st
  * of the chunk, release of the new range): nothing is lost. What could not be given back is
  * listed, the next recap_empty_cache gives it all back in order (mapping, chunk, range), and
  * the device holds nothing afterwards. */
-static void a_failed_growth_whose_undo_fails_is_given_back_later(void **state) {
-  (void)state;
+RECAP_TEST(a_failed_growth_whose_undo_fails_is_given_back_later) {
   recap_stream_t s = vmm_device_of(64 * MiB);
   recap_test_log_t log;
   recap_test_log_capture(&log);

@@ -8,7 +8,6 @@
  * A capture on a blocking stream is warned about, and its invalidation by work on the legacy
  * stream named.
  */
-#include <stdio.h>
 #include <string.h>
 
 #include "graph_util.h"
@@ -27,8 +26,7 @@ static int path_of(recap_graph_t g) {
 }
 
 /* The path is the capture's: a recapture chooses again, and gets the old one back when it fails. */
-static void the_regions_path_goes_with_the_capture(void **state) {
-  (void)state;
+RECAP_TEST(the_regions_path_goes_with_the_capture) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   recap_capture_options_t host = regions_option(RECAP_REGIONS_HOST);
@@ -52,14 +50,12 @@ static void the_regions_path_goes_with_the_capture(void **state) {
   OK(recap_graph_capture_end(g));
   assert_int_equal(path_of(g), 1);
   OK(recap_graph_replay(g, s));
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* Without a capture held or under way there is no path to tell: before the first capture,
  * after a failed one, after a reset. */
-static void no_path_without_a_capture(void **state) {
-  (void)state;
+RECAP_TEST(no_path_without_a_capture) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   int on_device = -1;
@@ -77,14 +73,12 @@ static void no_path_without_a_capture(void **state) {
   assert_int_equal(path_of(g), 1); /* AUTO, on a fake that runs conditional nodes */
   OK(recap_graph_reset(g));
   EXPECT_STATUS(recap_graph_regions_on_device(g, &on_device), RECAP_ERROR_INVALID_USAGE);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* A host loop's path mark is the capture's only hook: the default device path leaves none, so
  * that its replays walk no hooks. */
-static void the_device_path_attaches_nothing(void **state) {
-  (void)state;
+RECAP_TEST(the_device_path_attaches_nothing) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   capture_kernels(g, s, 2);
@@ -96,14 +90,12 @@ static void the_device_path_attaches_nothing(void **state) {
   OK(recap_graph_capture_end(g));
   assert_int_equal(g->hooks.count, 1);
   assert_int_equal(g->hooks.events, 0);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* A scope whose capture ended through recap_graph_capture_end, or was reset away, is closed:
  * its end is refused, and a later capture of the graph is not ended by it. */
-static void a_scope_closes_however_its_capture_ends(void **state) {
-  (void)state;
+RECAP_TEST(a_scope_closes_however_its_capture_ends) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   recap_stream_t scope_stream = NULL;
@@ -129,13 +121,11 @@ static void a_scope_closes_however_its_capture_ends(void **state) {
   EXPECT_STATUS(recap_capture_scope_end(g), RECAP_ERROR_CUDA);
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
   EXPECT_STATUS(recap_capture_scope_end(g), RECAP_ERROR_INVALID_USAGE);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* With graphs disabled a scope runs eagerly: it opens and closes once, and a reset closes it. */
-static void an_eager_scope_opens_and_closes(void **state) {
-  (void)state;
+RECAP_TEST(an_eager_scope_opens_and_closes) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   recap__graphs_disabled_override(1);
@@ -149,14 +139,12 @@ static void an_eager_scope_opens_and_closes(void **state) {
   OK(recap_graph_reset(g));
   EXPECT_STATUS(recap_capture_scope_end(g), RECAP_ERROR_INVALID_USAGE);
   recap__graphs_disabled_override(0);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* The scope's record is host memory taken at the graph's first scope: each host allocation of
  * recap_capture_scope_begin failing in turn refuses the scope with nothing begun. */
-static void a_scope_without_host_memory_begins_nothing(void **state) {
-  (void)state;
+RECAP_TEST(a_scope_without_host_memory_begins_nothing) {
   recap_test_host_faults_install();
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
@@ -186,28 +174,15 @@ static void a_scope_without_host_memory_begins_nothing(void **state) {
 
 /* ---- Blocking streams ---------------------------------------------------------------------- */
 
-typedef struct log_record {
-  int warnings;
-  char last[1024];
-} log_record_t;
-
-static void record_log(recap_log_level_t level, const char *message, void *user_data) {
-  log_record_t *log = user_data;
-  if (level != RECAP_LOG_LEVEL_WARN) return;
-  log->warnings++;
-  snprintf(log->last, sizeof log->last, "%s", message);
-}
-
 /* A capture on a blocking stream is warned about once per process, and one that work on the
  * legacy stream invalidated ends with an error that names the cause; non-blocking streams, and
  * a stream whose flags cannot be read, draw no word. (One test: the warning is once per
  * process, and the sanitizers run every test of a program in one process.) */
-static void a_blocking_stream_is_named(void **state) {
-  (void)state;
+RECAP_TEST(a_blocking_stream_is_named) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
-  log_record_t log = {0};
-  recap_log_set(record_log, &log);
+  recap_test_log_t log;
+  recap_test_log_capture(&log);
   capture_kernels(g, s, 1); /* non-blocking: nothing said */
   assert_int_equal(log.warnings, 0);
   OK(recap_graph_reset(g));
@@ -223,9 +198,9 @@ static void a_blocking_stream_is_named(void **state) {
 
   OK(recap_graph_capture_begin(g, NULL, b));
   assert_int_equal(log.warnings, 1);
-  assert_non_null(strstr(log.last, "recap_graph_capture_begin: stream"));
-  assert_non_null(strstr(log.last, "is a blocking stream"));
-  assert_non_null(strstr(log.last, "cudaStreamNonBlocking"));
+  assert_non_null(strstr(log.last_warning, "recap_graph_capture_begin: stream"));
+  assert_non_null(strstr(log.last_warning, "is a blocking stream"));
+  assert_non_null(strstr(log.last_warning, "cudaStreamNonBlocking"));
   launch(b, 1);
   recap__fake_launch_kernel(NULL, "library_kernel_on_stream_0");
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CAPTURE_INVALIDATED);
@@ -242,9 +217,8 @@ static void a_blocking_stream_is_named(void **state) {
   launch(s, 1);
   recap__fake_launch_kernel(NULL, "library_kernel_on_stream_0");
   OK(recap_graph_capture_end(g));
-  recap_log_set(NULL, NULL);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  recap_test_log_stop();
+  destroy_and_expect_quiet(g);
 }
 
 static const struct CMUnitTest tests[] = {

@@ -5,30 +5,16 @@
  * it runs invalidates the capture, whose end names the blocking stream as the cause; on a
  * non-blocking stream the same launch leaves the capture whole.
  */
-#include <stdio.h>
 #include <string.h>
 
 #include "gpu_util.h"
 
-typedef struct log_record {
-  int warnings;
-  char last[1024];
-} log_record_t;
-
-static void record_log(recap_log_level_t level, const char *message, void *user_data) {
-  log_record_t *log = user_data;
-  if (level != RECAP_LOG_LEVEL_WARN) return;
-  log->warnings++;
-  snprintf(log->last, sizeof log->last, "%s", message);
-}
-
-static void legacy_stream_work_and_blocking_streams(void **state) {
-  (void)state;
+RECAP_TEST(legacy_stream_work_and_blocking_streams) {
   cudaStream_t plain = gpu_begin_stream();
   float *out = NULL;
   CUDA_OK(cudaMalloc((void **)&out, 256 * sizeof(float)));
-  log_record_t log = {0};
-  recap_log_set(record_log, &log);
+  recap_test_log_t log;
+  recap_test_log_capture(&log);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
 
@@ -45,7 +31,7 @@ static void legacy_stream_work_and_blocking_streams(void **state) {
   CUDA_OK(cudaStreamCreate(&blocking));
   OK(recap_graph_capture_begin(g, NULL, blocking));
   assert_int_equal(log.warnings, 1);
-  assert_non_null(strstr(log.last, "is a blocking stream"));
+  assert_non_null(strstr(log.last_warning, "is a blocking stream"));
   CUDA_OK(recap_test_fill(out, 256, 1.0f, blocking));
   /* CUDA refuses the legacy launch (cudaErrorStreamCaptureImplicit) and invalidates the
    * capture. */
@@ -57,7 +43,7 @@ static void legacy_stream_work_and_blocking_streams(void **state) {
   OK(recap_graph_state(g, &st));
   assert_int_equal(st, RECAP_GRAPH_STATE_FRESH);
 
-  recap_log_set(NULL, NULL);
+  recap_test_log_stop();
   OK(recap_graph_destroy(g));
   CUDA_OK(cudaStreamDestroy(blocking));
   CUDA_OK(cudaFree(out));

@@ -84,47 +84,40 @@ static void expect_single(single_case_t c) {
 }
 
 /* 1 byte -> a block of 512 in a small segment of 2 MiB. */
-static void stats_tiny_request(void **state) {
-  (void)state;
+RECAP_TEST(stats_tiny_request) {
   expect_single((single_case_t){1, 512, 2 * MiB, 0, 0, RECAP_STAT_SMALL});
 }
 
 /* 600 KiB is a multiple of 512 already; 600 KiB + 1 rounds up to the next 512 bytes. */
-static void stats_600_kib(void **state) {
-  (void)state;
+RECAP_TEST(stats_600_kib) {
   expect_single((single_case_t){600 * KiB, 600 * KiB, 2 * MiB, 0, 0, RECAP_STAT_SMALL});
 }
 
-static void stats_under_one_mib(void **state) {
-  (void)state;
+RECAP_TEST(stats_under_one_mib) {
   expect_single((single_case_t){600 * KiB + 1, 600 * KiB + 512, 2 * MiB, 0, 0, RECAP_STAT_SMALL});
 }
 
-static void stats_exactly_one_mib_is_small(void **state) {
-  (void)state;
+RECAP_TEST(stats_exactly_one_mib_is_small) {
   expect_single((single_case_t){1 * MiB, 1 * MiB, 2 * MiB, 0, 0, RECAP_STAT_SMALL});
 }
 
 /* A classic segment of large_segment (20 MiB), split. A VMM segment maps the request rounded up
  * to the granularity, 4 MiB, and the 1 MiB rest is no more than small_size: the block is the
  * whole chunk. */
-static void stats_between_one_and_ten_mib(void **state) {
-  (void)state;
+RECAP_TEST(stats_between_one_and_ten_mib) {
   expect_single((single_case_t){3 * MiB, 3 * MiB, 20 * MiB, 4 * MiB, 4 * MiB, RECAP_STAT_LARGE});
 }
 
 /* 12 MiB + 1 -> 12 MiB + 512 -> an own segment of 14 MiB; the 2 MiB - 512 left over is more
  * than small_size (1 MiB), so the block is split, as PyTorch does. A VMM segment maps the same
  * 14 MiB (rounded up to the 2 MiB granularity), and splits too. */
-static void stats_over_ten_mib(void **state) {
-  (void)state;
+RECAP_TEST(stats_over_ten_mib) {
   expect_single((single_case_t){12 * MiB + 1, 12 * MiB + 512, 14 * MiB, 0, 0, RECAP_STAT_LARGE});
 }
 
 /* 13.5 MiB -> own segment of 14 MiB; the 0.5 MiB rest is not worth a block of its own. A VMM
  * segment maps the same 14 MiB, unsplit. */
-static void stats_large_unsplit_when_rest_is_small(void **state) {
-  (void)state;
+RECAP_TEST(stats_large_unsplit_when_rest_is_small) {
   expect_single((single_case_t){13 * MiB + 512 * KiB, 14 * MiB, 14 * MiB, 0, 0, RECAP_STAT_LARGE});
 }
 

@@ -116,8 +116,7 @@ static void capture_and_check(int enabled, const step_t *steps, const labelled_t
 
 /* Outside a capture push and pop succeed and record nothing; a pop with no push too, and the
  * legacy stream's. A graph captured afterwards carries no label from the eager scope. */
-static void noop_outside_capture(void **state) {
-  (void)state;
+RECAP_TEST(noop_outside_capture) {
   backend_begin();
   recap_annotations_enable(1);
   recap_stream_t s = backend_stream();
@@ -137,8 +136,7 @@ static void noop_outside_capture(void **state) {
 
 /* Disabled, scopes inside a capture record nothing, and unbalanced pops are not errors; the
  * argument checks still run, so a bad label shows without a capture. */
-static void noop_when_disabled(void **state) {
-  (void)state;
+RECAP_TEST(noop_when_disabled) {
   static const step_t steps[] = {PUSH("off"), KERNEL(2), POP, POP, {0}};
   static const labelled_t want[] = {{2, NULL, NULL}, {0}};
   capture_and_check(0, steps, want, 1);
@@ -148,8 +146,7 @@ static void noop_when_disabled(void **state) {
   recap_annotations_enable(-1);
 }
 
-static void one_scope_labels_all_its_kernels(void **state) {
-  (void)state;
+RECAP_TEST(one_scope_labels_all_its_kernels) {
   static const step_t steps[] = {PUSH("forward"), KERNEL(1), KERNEL(2), KERNEL(3), POP, {0}};
   static const labelled_t want[] = {{1, "forward", "forward"},
                                     {2, "forward", "forward"},
@@ -158,8 +155,7 @@ static void one_scope_labels_all_its_kernels(void **state) {
   capture_and_check(1, steps, want, 3);
 }
 
-static void disjoint_scopes(void **state) {
-  (void)state;
+RECAP_TEST(disjoint_scopes) {
   static const step_t steps[] = {PUSH("first"),  KERNEL(1), KERNEL(2), POP,
                                  PUSH("second"), KERNEL(3), POP,       {0}};
   static const labelled_t want[] = {{1, "first", "first"},
@@ -169,15 +165,13 @@ static void disjoint_scopes(void **state) {
   capture_and_check(1, steps, want, 3);
 }
 
-static void only_in_scope_kernels_are_labelled(void **state) {
-  (void)state;
+RECAP_TEST(only_in_scope_kernels_are_labelled) {
   static const step_t steps[] = {KERNEL(1), PUSH("inside"), KERNEL(2), POP, KERNEL(3), {0}};
   static const labelled_t want[] = {{1, NULL, NULL}, {2, "inside", "inside"}, {3, NULL, NULL}, {0}};
   capture_and_check(1, steps, want, 3);
 }
 
-static void nested_scopes_inner_wins(void **state) {
-  (void)state;
+RECAP_TEST(nested_scopes_inner_wins) {
   static const step_t steps[] = {PUSH("outer"), KERNEL(1), PUSH("inner"), KERNEL(2),
                                  POP,           KERNEL(3), POP,           {0}};
   static const labelled_t want[] = {{1, "outer", "outer"},
@@ -187,8 +181,7 @@ static void nested_scopes_inner_wins(void **state) {
   capture_and_check(1, steps, want, 3);
 }
 
-static void empty_scope_labels_nothing(void **state) {
-  (void)state;
+RECAP_TEST(empty_scope_labels_nothing) {
   static const step_t steps[] = {KERNEL(1), PUSH("empty"), POP, KERNEL(2), {0}};
   static const labelled_t want[] = {{1, NULL, NULL}, {2, NULL, NULL}, {0}};
   capture_and_check(1, steps, want, 2);
@@ -215,8 +208,7 @@ static void expect_json_labels(const cJSON *nodes) {
   assert_int_equal(labelled, 1);
 }
 
-static void labels_in_json(void **state) {
-  (void)state;
+RECAP_TEST(labels_in_json) {
   static const step_t steps[] = {
       PUSH("outer \"quoted\""), PUSH("inner"), KERNEL(4), POP, POP, KERNEL(5), {0}};
   static const labelled_t want[] = {{4, "inner", "outer \"quoted\"/inner"}, {5, NULL, NULL}, {0}};

@@ -54,8 +54,7 @@ static float *captured_add_scalar(recap_graph_t g, const float *in, float value,
   return out;
 }
 
-static void nothing_dead(void **state) {
-  (void)state;
+RECAP_TEST(nothing_dead) {
   recap_stream_t s = backend_begun();
   float *x = backend_floats_set(N, 1.0f, s);
   recap_graph_t g = liveness_graph(s);
@@ -79,8 +78,7 @@ static void nothing_dead(void **state) {
   backend_finish_graph(g, s, (void *[]){x, y}, 2);
 }
 
-static void one_dead_input(void **state) {
-  (void)state;
+RECAP_TEST(one_dead_input) {
   recap_stream_t s = backend_begun();
   float *x = backend_floats_set(N, 1.0f, s);
   recap_graph_t g = liveness_graph(s);
@@ -100,8 +98,7 @@ static void one_dead_input(void **state) {
 
 /* An intermediate allocated and freed inside the capture lives in the graph's pool: not an
  * input, and its death is the graph's business. */
-static void dead_intermediate_is_fine(void **state) {
-  (void)state;
+RECAP_TEST(dead_intermediate_is_fine) {
   recap_stream_t s = backend_begun();
   float *x = backend_floats_set(N, 1.0f, s);
   recap_graph_t g = liveness_graph(s);
@@ -118,8 +115,7 @@ static void dead_intermediate_is_fine(void **state) {
   backend_finish_graph(g, s, (void *[]){out, x}, 2);
 }
 
-static void one_of_several_inputs_dead(void **state) {
-  (void)state;
+RECAP_TEST(one_of_several_inputs_dead) {
   recap_stream_t s = backend_begun();
   float *a = backend_floats(N, s), *b = backend_floats(2 * N, s), *c = backend_floats(N, s);
   recap_graph_t g = liveness_graph(s);
@@ -145,8 +141,7 @@ static void one_of_several_inputs_dead(void **state) {
 
 /* Weights read by every layer, through pointers into their middle: one input, read by several
  * nodes. */
-static void dead_model_weights(void **state) {
-  (void)state;
+RECAP_TEST(dead_model_weights) {
   recap_stream_t s = backend_begun();
   float *weights = backend_floats(4 * N, s), *x = backend_floats(N, s);
   backend_fill(weights, 4 * N, 0.5f, s);
@@ -172,8 +167,7 @@ static void dead_model_weights(void **state) {
 }
 
 /* Between two replays, an output the graph writes dies, then its input. */
-static void buffer_dies_between_replays(void **state) {
-  (void)state;
+RECAP_TEST(buffer_dies_between_replays) {
   recap_stream_t s = backend_begun();
   float *x = backend_floats(N, s), *y = backend_floats(N, s), *z = backend_floats(N, s);
   backend_fill(x, N, 1.0f, s);
@@ -192,8 +186,7 @@ static void buffer_dies_between_replays(void **state) {
 
 /* The classic use after free: the block is freed and handed out again, at the same address,
  * to someone else. The address is alive, but it is not the graph's buffer any more. */
-static void freed_and_reallocated_at_the_same_address(void **state) {
-  (void)state;
+RECAP_TEST(freed_and_reallocated_at_the_same_address) {
   recap_stream_t s = backend_begun();
   float *x = backend_floats(N, s);
   recap_graph_t g = liveness_graph(s);
@@ -211,8 +204,7 @@ static void freed_and_reallocated_at_the_same_address(void **state) {
 
 /* Graphs that share a pool: the second reads an output of the first; that block is the pool's
  * business (replay order), never flagged, even when the user frees it. */
-static void output_of_earlier_graph_in_shared_pool_not_flagged(void **state) {
-  (void)state;
+RECAP_TEST(output_of_earlier_graph_in_shared_pool_not_flagged) {
   recap_stream_t s = backend_begun();
   float *x = backend_floats_set(N, 1.0f, s);
   recap_pool_id_t pool = recap_pool_handle();

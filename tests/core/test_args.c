@@ -73,8 +73,7 @@ static recap_status_t toy_forward(void *ctx, recap_stream_t stream, int training
   return RECAP_SUCCESS;
 }
 
-static void options_too_small(void **state) {
-  (void)state;
+RECAP_TEST(options_too_small) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   recap_capture_options_t c = RECAP_CAPTURE_OPTIONS_INIT;
@@ -110,8 +109,7 @@ static void options_too_small(void **state) {
   OK(recap_graph_destroy(g));
 }
 
-static void options_too_large(void **state) {
-  (void)state;
+RECAP_TEST(options_too_large) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   roomy_t r;
@@ -150,8 +148,7 @@ static void options_too_large(void **state) {
 
 /* A caller built against the first version: the fields past its size take their defaults, even
  * when the memory past it holds something else. */
-static void older_options_take_defaults(void **state) {
-  (void)state;
+RECAP_TEST(older_options_take_defaults) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
   recap_capture_options_t c = RECAP_CAPTURE_OPTIONS_INIT;
@@ -192,8 +189,7 @@ static void older_options_take_defaults(void **state) {
   recap__graphs_disabled_override(0);
 }
 
-static void handle_checks(void **state) {
-  (void)state;
+RECAP_TEST(handle_checks) {
   fresh();
   recap_stream_t s = recap__fake_stream_new();
   char expected[256];

@@ -143,31 +143,26 @@ static void delete_a_pool_that_holds_memory(void) {
 
 /* ---- the tests -------------------------------------------------------------------------------- */
 
-static void a_child_that_breaks_nothing_exits_cleanly(void **state) {
-  (void)state;
+RECAP_TEST(a_child_that_breaks_nothing_exits_cleanly) {
   child_result_t r = run_child(insert_two_blocks);
   assert_false(r.aborted);
   assert_int_equal(r.exit_status, 0);
   assert_null(strstr(r.stderr_text, "assertion failed"));
 }
 
-static void free_set_member_twice_aborts(void **state) {
-  (void)state;
+RECAP_TEST(free_set_member_twice_aborts) {
   expect_assert(insert_a_block_twice, "alloc/free_set.c", "sorted_at(s, at)");
 }
 
-static void pointer_map_key_twice_aborts(void **state) {
-  (void)state;
+RECAP_TEST(pointer_map_key_twice_aborts) {
   expect_assert(map_a_pointer_twice, "alloc/ptr_map.c", "m->slots[i].key != key");
 }
 
-static void handing_out_a_busy_block_aborts(void **state) {
-  (void)state;
+RECAP_TEST(handing_out_a_busy_block_aborts) {
   expect_assert(hand_out_a_block_that_is_not_free, "alloc/request.h", "recap__block_is_free(b)");
 }
 
-static void deleting_a_pool_that_holds_memory_aborts(void **state) {
-  (void)state;
+RECAP_TEST(deleting_a_pool_that_holds_memory_aborts) {
   expect_assert(delete_a_pool_that_holds_memory, "alloc/cache_release.c",
                 "pool->segment_count == 0 && pool->segments == NULL");
 }

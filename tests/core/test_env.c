@@ -80,8 +80,7 @@ static int public_value(recap__env_t var) {
  * Flags and levels
  * ---------------------------------------------------------------------------------------- */
 
-static void bad_flags_and_levels_warn_the_same_way(void **state) {
-  (void)state;
+RECAP_TEST(bad_flags_and_levels_warn_the_same_way) {
   int checked = 0;
   for (int i = 0; i < RECAP__ENV_COUNT; i++) {
     const recap__env_info_t *e = &recap__env_table[i];
@@ -99,8 +98,7 @@ static void bad_flags_and_levels_warn_the_same_way(void **state) {
   assert_int_equal(checked, 4);
 }
 
-static void good_flags_and_levels(void **state) {
-  (void)state;
+RECAP_TEST(good_flags_and_levels) {
   fresh();
   static const recap__env_t flags[] = {RECAP__ENV_DISABLE_GRAPHS, RECAP__ENV_ANNOTATIONS,
                                        RECAP__ENV_LIVENESS_DEBUG};
@@ -147,8 +145,7 @@ static void expect_switches(int graphs_disabled, int annotations, int liveness_d
 }
 
 /* A value set from code wins over the environment; -1 follows the environment again. */
-static void code_overrides_the_environment(void **state) {
-  (void)state;
+RECAP_TEST(code_overrides_the_environment) {
   fresh();
   setenv("RECAP_DISABLE_GRAPHS", "1", 1);
   setenv("RECAP_ANNOTATIONS", "0", 1);
@@ -165,8 +162,7 @@ static void code_overrides_the_environment(void **state) {
 }
 
 /* The log's own variable: its warning goes through the log it configures. */
-static void bad_log_level_with_the_stderr_logger(void **state) {
-  (void)state;
+RECAP_TEST(bad_log_level_with_the_stderr_logger) {
   fresh();
   setenv("RECAP_LOG", "loud", 1);
   recap_log_set(NULL, NULL); /* the stderr logger must not recurse either */
@@ -181,8 +177,7 @@ static void bad_log_level_with_the_stderr_logger(void **state) {
  * Text variables
  * ---------------------------------------------------------------------------------------- */
 
-static void bad_alloc_conf_warns_the_same_way(void **state) {
-  (void)state;
+RECAP_TEST(bad_alloc_conf_warns_the_same_way) {
   fresh();
   options_from_alloc_conf("small_segment:lots");
   uint64_t value = 0;
@@ -205,8 +200,7 @@ static void bad_alloc_conf_warns_the_same_way(void **state) {
 
 /* The booleans of RECAP_ALLOC_CONF take PyTorch's spelling (expandable_segments:True) as well
  * as 1 and 0; the kind is the option's, so a byte count refuses the same words. */
-static void alloc_conf_booleans_take_true_and_false(void **state) {
-  (void)state;
+RECAP_TEST(alloc_conf_booleans_take_true_and_false) {
   fresh();
   static const char *const on[] = {"True", "true", "TRUE", "tRUe", "1"};
   static const char *const off[] = {"False", "false", "FALSE", "fAlSe", "0"};
@@ -235,8 +229,7 @@ static void alloc_conf_booleans_take_true_and_false(void **state) {
   done();
 }
 
-static void a_bad_boolean_says_it_wants_one(void **state) {
-  (void)state;
+RECAP_TEST(a_bad_boolean_says_it_wants_one) {
   fresh();
   static const char *const bad[] = {"yes", "on", "2", "1K", "truee", "T", "", "-1"};
   uint64_t value = 7;
@@ -289,8 +282,7 @@ bool recap__cuda_fail_nth(const char *kind, uint64_t nth); /* src/device/cuda.c 
 #endif
 
 /* RECAP_FAIL exists in Debug builds only (RECAP_FAULT_INJECTION). */
-static void bad_fail_entry_warns_the_same_way(void **state) {
-  (void)state;
+RECAP_TEST(bad_fail_entry_warns_the_same_way) {
 #ifdef RECAP_FAULT_INJECTION
   fresh();
   setenv("RECAP_FAIL", "malloc:2,bogus:1", 1);
@@ -308,8 +300,7 @@ static void bad_fail_entry_warns_the_same_way(void **state) {
  * The documentation lists the table
  * ---------------------------------------------------------------------------------------- */
 
-static void every_variable_is_documented(void **state) {
-  (void)state;
+RECAP_TEST(every_variable_is_documented) {
   FILE *f = fopen(RECAP_SOURCE_DIR "/docs/environment.md", "rb");
   assert_non_null(f);
   static char text[65536];

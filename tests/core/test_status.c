@@ -18,16 +18,14 @@ static const char *const all_names[] = {RECAP_STATUS_MAP(X_NAME)};
 #undef X_NAME
 enum { STATUS_COUNT = sizeof all_statuses / sizeof all_statuses[0] };
 
-static void status_names_match_the_list(void **state) {
-  (void)state;
+RECAP_TEST(status_names_match_the_list) {
   for (size_t i = 0; i < STATUS_COUNT; i++)
     assert_string_equal(recap_status_name(all_statuses[i]), all_names[i]);
   assert_int_equal(RECAP_SUCCESS, 0);
   assert_string_equal(recap_status_name(RECAP_SUCCESS), "RECAP_SUCCESS");
 }
 
-static void status_values_and_names_are_distinct(void **state) {
-  (void)state;
+RECAP_TEST(status_values_and_names_are_distinct) {
   for (size_t i = 0; i < STATUS_COUNT; i++) {
     for (size_t j = i + 1; j < STATUS_COUNT; j++) {
       assert_int_not_equal(all_statuses[i], all_statuses[j]);
@@ -37,8 +35,7 @@ static void status_values_and_names_are_distinct(void **state) {
   }
 }
 
-static void status_strings_are_not_empty(void **state) {
-  (void)state;
+RECAP_TEST(status_strings_are_not_empty) {
   for (size_t i = 0; i < STATUS_COUNT; i++) {
     const char *text = recap_status_string(all_statuses[i]);
     assert_non_null(text);
@@ -46,8 +43,7 @@ static void status_strings_are_not_empty(void **state) {
   }
 }
 
-static void unknown_status_has_a_name_and_a_string(void **state) {
-  (void)state;
+RECAP_TEST(unknown_status_has_a_name_and_a_string) {
   recap_status_t unknown = (recap_status_t)12345;
   assert_string_equal(recap_status_name(unknown), "RECAP_UNKNOWN_STATUS");
   assert_non_null(recap_status_string(unknown));
@@ -55,8 +51,7 @@ static void unknown_status_has_a_name_and_a_string(void **state) {
   assert_string_equal(recap_status_name((recap_status_t)-1), "RECAP_UNKNOWN_STATUS");
 }
 
-static void clear_last_error_empties_it(void **state) {
-  (void)state;
+RECAP_TEST(clear_last_error_empties_it) {
   recap__error(RECAP_ERROR_INVALID_ARGUMENT, "a test error %d", 42);
   assert_int_equal(recap_last_status(), RECAP_ERROR_INVALID_ARGUMENT);
   assert_non_null(strstr(recap_last_error(), "a test error 42"));
@@ -75,8 +70,7 @@ static recap_status_t wrapper(int foreign_error) {
   return RECAP_SUCCESS;
 }
 
-static void set_last_error_from_user_code(void **state) {
-  (void)state;
+RECAP_TEST(set_last_error_from_user_code) {
   recap_clear_last_error();
   assert_int_equal(wrapper(700), RECAP_ERROR_CUDA);
   assert_int_equal(recap_last_status(), RECAP_ERROR_CUDA);
@@ -108,8 +102,7 @@ static void set_last_error_from_user_code(void **state) {
   recap_clear_last_error();
 }
 
-static void version_macros_match_the_library(void **state) {
-  (void)state;
+RECAP_TEST(version_macros_match_the_library) {
   char expected[32];
   snprintf(expected, sizeof expected, "%d.%d.%d", RECAP_VERSION_MAJOR, RECAP_VERSION_MINOR,
            RECAP_VERSION_PATCH);
@@ -134,8 +127,7 @@ static void *other_thread(void *arg) {
   return NULL;
 }
 
-static void last_error_is_per_thread(void **state) {
-  (void)state;
+RECAP_TEST(last_error_is_per_thread) {
   recap_clear_last_error();
   recap__error(RECAP_ERROR_BUSY, "the first thread's error");
 

@@ -15,11 +15,8 @@
 
 #include <cjson/cJSON.h>
 
-#include "fake_util.h"
+#include "debug_util.h"
 #include "inspect_util.h"
-#include "capture/capture_internal.h"
-#include "graph/graph_internal.h"
-#include "graph/registry.h"
 #include "capture_util.h"
 
 /* ------------------------------------------------------------------------------------------
@@ -29,21 +26,15 @@
 static recap_test_log_t logged;
 
 static void fresh(void) {
-  reset();
-  recap__side_streams_forget();
-  recap__graphs_disabled_override(0);
+  debug_fresh();
   recap_annotations_enable(1);
   recap_test_log_capture(&logged);
   recap_log_level_set(RECAP_LOG_LEVEL_WARN);
 }
 
 static void done(void) {
-  recap_log_set(NULL, NULL);
   recap_annotations_enable(-1);
-  assert_int_equal(recap__registry_count(), 0);
-  check();
-  assert_int_equal(recap__fake_now().live_graphs, 0);
-  assert_int_equal(recap__fake_now().live_execs, 0);
+  debug_done();
 }
 
 /* fresh, and a new stream on the fresh fake. */
@@ -92,8 +83,7 @@ static char *read_text(const char *path) {
  * ---------------------------------------------------------------------------------------- */
 
 /* A side stream joined to the capture: its nodes get the labels of the capture's scopes. */
-static void two_stream_capture(void **state) {
-  (void)state;
+RECAP_TEST(two_stream_capture) {
   recap_stream_t s = fresh_stream(), side = recap__fake_stream_new();
   recap_graph_t g = kept_graph();
   OK(recap_graph_capture_begin(g, NULL, s));
@@ -123,8 +113,7 @@ static void two_stream_capture(void **state) {
  * Errors
  * ---------------------------------------------------------------------------------------- */
 
-static void push_and_pop_errors(void **state) {
-  (void)state;
+RECAP_TEST(push_and_pop_errors) {
   recap_stream_t s = fresh_stream(), other = recap__fake_stream_new();
   char long_label[RECAP_ANNOTATION_MAX_LENGTH + 2];
   memset(long_label, 'x', sizeof long_label);
@@ -189,8 +178,7 @@ static void push_and_pop_errors(void **state) {
 
 /* Scopes left open are closed at capture end with a warning; the nodes captured after the
  * last push get their labels. */
-static void scopes_left_open_close_at_capture_end(void **state) {
-  (void)state;
+RECAP_TEST(scopes_left_open_close_at_capture_end) {
   recap_stream_t s = fresh_stream();
   recap_graph_t g = kept_graph();
   OK(recap_graph_capture_begin(g, NULL, s));
@@ -213,8 +201,7 @@ static void scopes_left_open_close_at_capture_end(void **state) {
 
 /* A capture that is invalidated, reset or destroyed mid-way leaves nothing behind (the
  * sanitizer build checks the memory), and the graph captures again without old labels. */
-static void state_is_released_with_the_capture(void **state) {
-  (void)state;
+RECAP_TEST(state_is_released_with_the_capture) {
   recap_stream_t s = fresh_stream();
   recap_graph_t g = kept_graph();
 
@@ -264,8 +251,7 @@ static void state_is_released_with_the_capture(void **state) {
 
 /* The DOT dump: the node statements that show a labelled node's handle get attributes, and a
  * comment block lists every label; an unlabelled graph's dump is left as the driver wrote it. */
-static void labels_in_the_dot_dump(void **state) {
-  (void)state;
+RECAP_TEST(labels_in_the_dot_dump) {
   recap_stream_t s = fresh_stream();
   recap_graph_t g = kept_graph();
   OK(recap_graph_capture_begin(g, NULL, s));
@@ -310,8 +296,7 @@ static void labels_in_the_dot_dump(void **state) {
 
 /* The driver's own format: quoted ids, record labels over several lines with escaped angle
  * brackets and braces, the handle among other hexadecimal numbers, a cluster per graph. */
-static void labels_in_a_driver_style_dot_dump(void **state) {
-  (void)state;
+RECAP_TEST(labels_in_a_driver_style_dot_dump) {
   fresh();
   recap__fake_dot_driver_style(true);
   recap_stream_t s = recap__fake_stream_new();
@@ -348,8 +333,7 @@ static void labels_in_a_driver_style_dot_dump(void **state) {
 }
 
 /* Code overrides RECAP_ANNOTATIONS; -1 follows it again. */
-static void switch_and_environment(void **state) {
-  (void)state;
+RECAP_TEST(switch_and_environment) {
   fresh();
   recap_annotations_enable(-1);
   setenv("RECAP_ANNOTATIONS", "1", 1);
@@ -402,8 +386,7 @@ static void *annotate_in_thread(void *arg) {
   return NULL;
 }
 
-static void two_threads_capture_at_once(void **state) {
-  (void)state;
+RECAP_TEST(two_threads_capture_at_once) {
   fresh();
   pthread_barrier_t barrier;
   pthread_barrier_init(&barrier, NULL, 2);

@@ -84,8 +84,7 @@ static void teardown(recap_graph_t g, cudaStream_t s) {
  * ---------------------------------------------------------------------------------------- */
 
 /* A side stream forked from and joined back to the capture by events. */
-static void two_stream_capture(void **state) {
-  (void)state;
+RECAP_TEST(two_stream_capture) {
   begin();
   cudaStream_t s = gpu_stream(), side = gpu_stream();
   cudaEvent_t fork = gpu_event(), join = gpu_event();
@@ -126,8 +125,7 @@ static void two_stream_capture(void **state) {
 
 /* The driver's verbose dump shows each node's handle; the labelled node's statement gets the
  * label as attributes, and a comment block lists it. */
-static void labels_in_the_driver_dot_dump(void **state) {
-  (void)state;
+RECAP_TEST(labels_in_the_driver_dot_dump) {
   begin();
   cudaStream_t s = gpu_stream();
   setup_buffer(s);

@@ -16,11 +16,7 @@
 #include <stdlib.h>
 
 #include "alloc/alloc_internal.h"
-#include "fake_util.h"
-#include "liveness_util.h"
-#include "capture/capture_internal.h"
-#include "graph/graph_internal.h"
-#include "graph/registry.h"
+#include "debug_util.h"
 #include "liveness_util.h"
 #include "capture_util.h"
 
@@ -38,9 +34,7 @@ static void record_log(recap_log_level_t level, const char *message, void *user_
 }
 
 static void fresh(void) {
-  reset();
-  recap__side_streams_forget();
-  recap__graphs_disabled_override(0);
+  debug_fresh();
   recap_liveness_debug_enable(0);
   errors_logged = 0;
   last_log[0] = '\0';
@@ -48,12 +42,8 @@ static void fresh(void) {
 }
 
 static void done(void) {
-  recap_log_set(NULL, NULL);
   recap_liveness_debug_enable(-1);
-  assert_int_equal(recap__registry_count(), 0);
-  check();
-  assert_int_equal(recap__fake_now().live_graphs, 0);
-  assert_int_equal(recap__fake_now().live_execs, 0);
+  debug_done();
 }
 
 /* fresh, and a new stream on the fresh fake. */
@@ -86,8 +76,7 @@ static void expect_dead(recap_graph_t g, recap_stream_t s) {
 
 /* A block's record may be merged away and its address handed out from another record: the
  * generation must still differ (it comes from one process-wide counter). */
-static void reallocation_through_another_block_record_is_caught(void **state) {
-  (void)state;
+RECAP_TEST(reallocation_through_another_block_record_is_caught) {
   recap_stream_t s = fresh_stream();
   char *front = alloc(512, s);
   char *x = alloc(512, s);
@@ -109,8 +98,7 @@ static void reallocation_through_another_block_record_is_caught(void **state) {
 
 /* Work on a stream that does not take part in the capture is not in the graph: its pointers
  * are not inputs. */
-static void inputs_of_streams_outside_the_capture_are_not_tracked(void **state) {
-  (void)state;
+RECAP_TEST(inputs_of_streams_outside_the_capture_are_not_tracked) {
   recap_stream_t s = fresh_stream(), other = recap__fake_stream_new();
   recap_capture_options_t relaxed = liveness_options();
   relaxed.mode = RECAP_CAPTURE_MODE_RELAXED;
@@ -168,8 +156,7 @@ static void *replay_in_thread(void *arg) {
   return NULL;
 }
 
-static void capture_in_one_thread_replay_in_another(void **state) {
-  (void)state;
+RECAP_TEST(capture_in_one_thread_replay_in_another) {
   recap_stream_t s = fresh_stream();
   float *x = alloc(4096, s);
   thread_job_t job = {NULL, s, x, RECAP_SUCCESS, ""};
@@ -198,8 +185,7 @@ static void capture_in_one_thread_replay_in_another(void **state) {
 
 /* Copies (both ends) and memsets (the destination) are read like kernel arguments; memory
  * recap did not allocate, and argument words that are no pointer, are ignored. */
-static void copies_memsets_and_foreign_pointers(void **state) {
-  (void)state;
+RECAP_TEST(copies_memsets_and_foreign_pointers) {
   recap_stream_t s = fresh_stream();
   char *src = alloc(4096, s), *dst = alloc(4096, s), *zeroed = alloc(8192, s);
   static char host_buffer[64];
@@ -237,8 +223,7 @@ static void copies_memsets_and_foreign_pointers(void **state) {
 }
 
 /* An input freed before the capture even ended is reported at the first replay. */
-static void input_freed_during_the_capture(void **state) {
-  (void)state;
+RECAP_TEST(input_freed_during_the_capture) {
   recap_stream_t s = fresh_stream();
   float *x = alloc(4096, s);
   recap_graph_t g = checked_graph(s);
@@ -254,8 +239,7 @@ static void input_freed_during_the_capture(void **state) {
 }
 
 /* RECAP_LIVENESS_DEBUG: where the dead block was allocated and freed. */
-static void allocation_and_free_sites(void **state) {
-  (void)state;
+RECAP_TEST(allocation_and_free_sites) {
   fresh();
   recap_liveness_debug_enable(1);
   assert_int_equal(recap_liveness_debug_enabled(), 1);
@@ -292,8 +276,7 @@ static void allocation_and_free_sites(void **state) {
 }
 
 /* More dead inputs than a message holds: it says how many more, and the log has them all. */
-static void long_reports_go_to_the_log(void **state) {
-  (void)state;
+RECAP_TEST(long_reports_go_to_the_log) {
   fresh();
   enum { INPUTS = 300 };
   recap_stream_t s = recap__fake_stream_new();
@@ -317,8 +300,7 @@ static void long_reports_go_to_the_log(void **state) {
  * The option off, misuse, and the capture scope
  * ---------------------------------------------------------------------------------------- */
 
-static void option_off_attaches_nothing(void **state) {
-  (void)state;
+RECAP_TEST(option_off_attaches_nothing) {
   recap_stream_t s = fresh_stream();
   float *x = alloc(4096, s);
   recap_graph_t g;
@@ -345,8 +327,7 @@ static void option_off_attaches_nothing(void **state) {
 
 /* Mid-capture the inputs are not known yet; after a reset the checks are gone, and a new
  * capture without the option has none. KEEP graphs check too, and instantiate on first replay. */
-static void lifetime_of_the_checks(void **state) {
-  (void)state;
+RECAP_TEST(lifetime_of_the_checks) {
   recap_stream_t s = fresh_stream();
   float *x = alloc(4096, s);
   recap_graph_t g;
@@ -376,8 +357,7 @@ static void lifetime_of_the_checks(void **state) {
   done();
 }
 
-static void capture_scope_option(void **state) {
-  (void)state;
+RECAP_TEST(capture_scope_option) {
   fresh();
   float *x = alloc(4096, NULL);
   recap_graph_t g;
@@ -408,8 +388,7 @@ static void capture_scope_option(void **state) {
  * The allocator's lookups underneath
  * ---------------------------------------------------------------------------------------- */
 
-static void batch_lookups(void **state) {
-  (void)state;
+RECAP_TEST(batch_lookups) {
   recap_stream_t s = fresh_stream();
   char *a = alloc(1000, s), *b = alloc(3 * MiB, s), *c = alloc(512, s);
   int on_stack = 0;

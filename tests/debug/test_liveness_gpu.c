@@ -21,8 +21,7 @@
  * PyTorch's scenarios
  * ---------------------------------------------------------------------------------------- */
 
-static void inputs_of_streams_outside_the_capture_are_not_tracked(void **state) {
-  (void)state;
+RECAP_TEST(inputs_of_streams_outside_the_capture_are_not_tracked) {
   cudaStream_t s = gpu_begin_stream(), other = gpu_stream();
   float *x = gpu_floats(N, s), *z = gpu_floats(N, other);
   recap_graph_t g;
@@ -84,8 +83,7 @@ static void *replay_job(void *arg) {
   return NULL;
 }
 
-static void capture_in_one_thread_replay_in_another(void **state) {
-  (void)state;
+RECAP_TEST(capture_in_one_thread_replay_in_another) {
   cudaStream_t s = gpu_begin_stream();
   job_t j = {NULL, s, gpu_floats(N, s), gpu_floats(N, s), RECAP_SUCCESS, ""};
   gpu_set(j.input, N, 1.0f, s);
@@ -114,8 +112,7 @@ static void capture_in_one_thread_replay_in_another(void **state) {
  * Copies, memsets, allocation sites
  * ---------------------------------------------------------------------------------------- */
 
-static void copies_and_memsets_are_inputs(void **state) {
-  (void)state;
+RECAP_TEST(copies_and_memsets_are_inputs) {
   cudaStream_t s = gpu_begin_stream();
   float *src = gpu_floats(N, s), *dst = gpu_floats(N, s), *zeroed = gpu_floats(2 * N, s);
   gpu_set(src, N, 9.0f, s);
@@ -136,8 +133,7 @@ static void copies_and_memsets_are_inputs(void **state) {
   gpu_finish_graph(g, s, pool, (void *[]){src, dst}, 2);
 }
 
-static void allocation_sites_in_the_message(void **state) {
-  (void)state;
+RECAP_TEST(allocation_sites_in_the_message) {
   gpu_begin();
   recap_liveness_debug_enable(1);
   cudaStream_t s = gpu_stream();

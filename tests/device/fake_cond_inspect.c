@@ -12,8 +12,7 @@
 /* graph_inspect lists the graph's nodes, then each conditional node's bodies in branch order,
  * each laid out by the same rule (a body's own nodes, then its nested bodies, before the next
  * branch); graph_nodes lists the graph's own nodes only. */
-static void inspection_flattens_bodies(void **state) {
-  (void)state;
+RECAP_TEST(inspection_flattens_bodies) {
   recap_stream_t s = fresh_stream();
   int k = 0;
   begin(s);
@@ -123,8 +122,7 @@ static void inspection_flattens_bodies(void **state) {
 
 /* What bodies read counts as nested reads of their top-level conditional node; patch plans
  * refuse to patch them. */
-static void reads_in_bodies_are_nested(void **state) {
-  (void)state;
+RECAP_TEST(reads_in_bodies_are_nested) {
   recap_stream_t s = fresh_stream();
   int a = 0, b = 0, c = 0, d = 0;
   begin(s);
@@ -194,8 +192,7 @@ static recap_cuda_graph_t capture_region(recap_stream_t s, recap__cond_kind_t ki
 
 /* An executable with conditional nodes takes a graph of the same structure, bodies included,
  * and refuses any other. */
-static void updates_need_the_same_structure(void **state) {
-  (void)state;
+RECAP_TEST(updates_need_the_same_structure) {
   recap_stream_t s = fresh_stream();
   int k = 0;
   uint64_t h0, h1;
@@ -244,8 +241,7 @@ static void updates_need_the_same_structure(void **state) {
 
 /* Each new kind of fault fails its call with RECAP_ERROR_CUDA and leaves things as they were,
  * so that the same call then succeeds. */
-static void each_fault_leaves_things_consistent(void **state) {
-  (void)state;
+RECAP_TEST(each_fault_leaves_things_consistent) {
   recap_stream_t s = fresh_stream();
   uint64_t words[3] = {0, 0, 0};
   uint32_t flag = 0;

@@ -22,8 +22,7 @@ static recap__cond_launch_t compare(recap_cond_t cf, recap_stream_t s, const voi
 }
 
 /* Eagerly each kernel runs at once, on a flag or on a handle's eager value. */
-static void condition_kernels_run_eagerly(void **state) {
-  (void)state;
+RECAP_TEST(condition_kernels_run_eagerly) {
   recap_stream_t s = fresh_stream();
   uint32_t flag = 7, from = 5, counter = 2, iterations = 0;
   recap_cond_t cf = {.flag = &flag};
@@ -119,8 +118,7 @@ static void condition_kernels_run_eagerly(void **state) {
 }
 
 /* Captured, each kernel is a node named after it that runs at every launch. */
-static void condition_kernels_are_nodes_that_run_at_launches(void **state) {
-  (void)state;
+RECAP_TEST(condition_kernels_are_nodes_that_run_at_launches) {
   recap_stream_t s = fresh_stream();
   uint32_t flag = 0, from = 2, counter = 10;
   float residual = 0.5f;
@@ -177,8 +175,7 @@ static void condition_kernels_are_nodes_that_run_at_launches(void **state) {
 }
 
 /* A condition kernel's refusals, and a handle set in a launch that holds no node of it. */
-static void condition_kernels_check_their_operands(void **state) {
-  (void)state;
+RECAP_TEST(condition_kernels_check_their_operands) {
   recap_stream_t s = fresh_stream();
   uint32_t flag = 0;
   recap_cond_t cf = {.flag = &flag};
@@ -251,8 +248,7 @@ static void condition_kernels_check_their_operands(void **state) {
 
 /* With no kernel image for the device, condition kernels and rng_advance fail as the CUDA
  * seam's kernels do. */
-static void no_kernel_image_refuses_the_kernels(void **state) {
-  (void)state;
+RECAP_TEST(no_kernel_image_refuses_the_kernels) {
   recap__fake_reset(&(recap__fake_config_t){.compute_capability = 61, .no_kernel_image = true});
   recap_stream_t s = recap__fake_stream_new();
   uint32_t flag = 0;
@@ -273,8 +269,7 @@ static void no_kernel_image_refuses_the_kernels(void **state) {
 
 /* rng_advance adds the step to state[1] and state[2], at once or as a node run by launches;
  * rng_write_state writes state[1] = offset + state[2]. */
-static void rng_advance_and_write_state(void **state) {
-  (void)state;
+RECAP_TEST(rng_advance_and_write_state) {
   recap_stream_t s = fresh_stream();
   uint64_t words[3] = {0, 0, 0};
   OK(ops->rng_advance(s, words, 4));

@@ -404,8 +404,7 @@ static recap_status_t call_kind(recap__fake_fault_t kind, fault_fixture_t *fx) {
   return st;
 }
 
-static void fault_injection(void **state) {
-  (void)state;
+RECAP_TEST(fault_injection) {
   for (int k = 0; k < RECAP__FAKE_FAULT_KINDS; k++) {
     recap__fake_fault_t kind = (recap__fake_fault_t)k;
     recap__fake_reset(NULL);

@@ -187,8 +187,7 @@ static size_t node_count(const recap__device_ops_t *ops, recap_cuda_graph_t g) {
 /* ---- each kind -------------------------------------------------------------------------- */
 
 /* bump; WHILE (counter) { bump; countdown }; bump: the body runs `counter` times. */
-static void a_while_node_loops_on_the_device(void **state) {
-  (void)state;
+RECAP_TEST(a_while_node_loops_on_the_device) {
   cudaStream_t s = NULL;
   const recap__device_ops_t *ops = seam(&s);
   float *x = raw(sizeof(float));
@@ -224,8 +223,7 @@ static void a_while_node_loops_on_the_device(void **state) {
 }
 
 /* IF, IF/ELSE and SWITCH on a device word (SET_FROM): each runs the body its value selects. */
-static void if_if_else_and_switch_select_their_bodies(void **state) {
-  (void)state;
+RECAP_TEST(if_if_else_and_switch_select_their_bodies) {
   cudaStream_t s = NULL;
   const recap__device_ops_t *ops = seam(&s);
   float *x = raw(4 * sizeof(float));
@@ -278,8 +276,7 @@ static void if_if_else_and_switch_select_their_bodies(void **state) {
 
 /* WHILE (outer) { inner = start; WHILE (inner) { bump } }: outer * start bumps. The inner
  * handle is made on the body, without assign_default, and set at the body's start. */
-static void regions_nest(void **state) {
-  (void)state;
+RECAP_TEST(regions_nest) {
   cudaStream_t s = NULL;
   const recap__device_ops_t *ops = seam(&s);
   float *x = raw(sizeof(float));
@@ -347,8 +344,7 @@ static void regions_nest(void **state) {
 
 /* A side stream forked from the capture and not joined back: the pause fails and the capture
  * is gone; joined back, the pause works. */
-static void a_pause_refuses_an_unjoined_side_stream(void **state) {
-  (void)state;
+RECAP_TEST(a_pause_refuses_an_unjoined_side_stream) {
   cudaStream_t s = NULL;
   const recap__device_ops_t *ops = seam(&s);
   cudaStream_t side = gpu_stream();
@@ -398,8 +394,7 @@ static void a_pause_refuses_an_unjoined_side_stream(void **state) {
 /* ---- condition kernels and random state ------------------------------------------------- */
 
 /* Eagerly on a flag: each op and dtype, with and without an iteration counter. */
-static void condition_kernels_set_flags(void **state) {
-  (void)state;
+RECAP_TEST(condition_kernels_set_flags) {
   cudaStream_t s = NULL;
   const recap__device_ops_t *ops = seam(&s);
   uint32_t *w = raw(4 * sizeof(uint32_t)); /* flag, from, counter, iterations */
@@ -476,8 +471,7 @@ static void condition_kernels_set_flags(void **state) {
 
 /* rng_advance adds to state[1] and state[2], eagerly and per iteration of a WHILE body;
  * rng_write_state writes state[1] = offset + state[2]. */
-static void random_state_advances_in_loops(void **state) {
-  (void)state;
+RECAP_TEST(random_state_advances_in_loops) {
   cudaStream_t s = NULL;
   const recap__device_ops_t *ops = seam(&s);
   uint64_t *words = raw(3 * sizeof(uint64_t));

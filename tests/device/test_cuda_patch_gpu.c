@@ -83,8 +83,7 @@ static void expect_site(const recap__graph_read_t *site, size_t node, const void
   expect_read(site, &want);
 }
 
-static void patches_move_what_the_executable_computes(void **state) {
-  (void)state;
+RECAP_TEST(patches_move_what_the_executable_computes) {
   cudaStream_t s = NULL;
   const recap__device_ops_t *ops = seam(&s);
   float *x = raw_floats(), *a = raw_floats(), *b = raw_floats(), *c = raw_floats();
@@ -164,8 +163,7 @@ static void patches_move_what_the_executable_computes(void **state) {
   release((float *[]){x, a, b, c, x2, a2, b2, c2}, 8, s);
 }
 
-static void updates_apply_or_are_refused_with_the_node(void **state) {
-  (void)state;
+RECAP_TEST(updates_apply_or_are_refused_with_the_node) {
   cudaStream_t s = NULL;
   const recap__device_ops_t *ops = seam(&s);
   float *x = raw_floats(), *a = raw_floats(), *b = raw_floats(), *c = raw_floats();
@@ -269,8 +267,7 @@ static void updates_apply_or_are_refused_with_the_node(void **state) {
   release((float *[]){x, a, b, c, a2, b2, y}, 7, s);
 }
 
-static void timing_events_measure(void **state) {
-  (void)state;
+RECAP_TEST(timing_events_measure) {
   cudaStream_t s = NULL;
   const recap__device_ops_t *ops = seam(&s);
   recap__event_t start = NULL, end = NULL;

@@ -41,8 +41,7 @@ static size_t device_free(void) {
 
 /* Contents written through one mapping, read back through another after unmap and map; the
  * chunk's memory shows in cudaMemGetInfo while it lives. */
-static void map_unmap_keeps_contents(void **state) {
-  (void)state;
+RECAP_TEST(map_unmap_keeps_contents) {
   size_t g = 0;
   const recap__device_ops_t *ops = seam(&g);
   cudaStream_t s = gpu_stream();
@@ -89,8 +88,7 @@ static void map_unmap_keeps_contents(void **state) {
   CUDA_OK(cudaStreamDestroy(s));
 }
 
-static void refusals(void **state) {
-  (void)state;
+RECAP_TEST(refusals) {
   size_t g = 0;
   const recap__device_ops_t *ops = seam(&g);
   void *p = &p;
@@ -123,8 +121,7 @@ static void refusals(void **state) {
 }
 
 /* More than the device has: cuMemCreate's out of memory is RECAP_ERROR_OUT_OF_MEMORY. */
-static void out_of_memory(void **state) {
-  (void)state;
+RECAP_TEST(out_of_memory) {
   size_t g = 0;
   const recap__device_ops_t *ops = seam(&g);
   size_t free_b = 0, total = 0;
@@ -139,8 +136,7 @@ static void out_of_memory(void **state) {
 
 /* What the fake models of captures, checked on CUDA: the cuMem* calls are no stream work and
  * leave a global capture intact; cudaHostAlloc under it is refused and invalidates it. */
-static void captures_and_vmm(void **state) {
-  (void)state;
+RECAP_TEST(captures_and_vmm) {
   size_t g = 0;
   const recap__device_ops_t *ops = seam(&g);
   cudaStream_t s = gpu_stream();

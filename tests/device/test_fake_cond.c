@@ -59,8 +59,7 @@ static void launch_countdown(recap_stream_t s, uint64_t handle, uint32_t *counte
 }
 
 /* A WHILE runs its body while the condition is nonzero, checked before every iteration. */
-static void while_runs_until_the_condition_is_zero(void **state) {
-  (void)state;
+RECAP_TEST(while_runs_until_the_condition_is_zero) {
   recap__fake_reset(NULL);
   while_graph_t w;
   while_graph_make(&w, 1, true);
@@ -101,8 +100,7 @@ static void a_fresh_loop_stops_at_a_million(while_graph_t *w) {
 }
 
 /* The default limit is 1000000 iterations. */
-static void the_default_iteration_limit_is_a_million(void **state) {
-  (void)state;
+RECAP_TEST(the_default_iteration_limit_is_a_million) {
   while_graph_t w;
   a_fresh_loop_stops_at_a_million(&w);
   assert_int_equal(recap__fake_now().body_launches, 1000000);
@@ -114,8 +112,7 @@ static void the_default_iteration_limit_is_a_million(void **state) {
 
 /* assign_default: the condition is the default at every launch; without it, the initial value
  * at the first launch, then whatever was set last. */
-static void defaults_and_kept_values(void **state) {
-  (void)state;
+RECAP_TEST(defaults_and_kept_values) {
   recap__fake_reset(NULL);
   while_graph_t w;
   /* A condition of 0 on entry runs no iteration. */
@@ -155,8 +152,7 @@ static void defaults_and_kept_values(void **state) {
 
 /* IF runs its body when the condition is nonzero; IF with two bodies runs the second
  * otherwise; SWITCH runs body n for n, none out of range. */
-static void if_if_else_and_switch(void **state) {
-  (void)state;
+RECAP_TEST(if_if_else_and_switch) {
   recap_stream_t s = fresh_stream();
   static unsigned value; /* what the kernel before the regions sets each condition to */
   int if_body = 0, then_body = 0, else_body = 0, cases[3] = {0, 0, 0};
@@ -210,8 +206,7 @@ static void if_if_else_and_switch(void **state) {
 }
 
 /* Regions nest: a WHILE inside an IF inside a WHILE, with counters run by countdown kernels. */
-static void regions_nest(void **state) {
-  (void)state;
+RECAP_TEST(regions_nest) {
   recap_stream_t s = fresh_stream();
   uint32_t outer_counter = 0, inner_counter = 0, inner_start = 2;
   int inner_body = 0, if_body = 0;
@@ -280,8 +275,7 @@ static void regions_nest(void **state) {
 
 /* Each capture_to_graph is a capture of its own, with a new id; capture_nodes names the graph
  * captured into; the final end hands out the graph the pause handed out. */
-static void pause_and_resume_give_new_capture_ids(void **state) {
-  (void)state;
+RECAP_TEST(pause_and_resume_give_new_capture_ids) {
   recap_stream_t s = fresh_stream();
   int k = 0;
   begin(s);
@@ -343,8 +337,7 @@ static void pause_and_resume_give_new_capture_ids(void **state) {
 }
 
 /* A side stream forked and not joined back: the pause ends the capture and refuses. */
-static void a_pause_with_an_unjoined_side_stream_is_refused(void **state) {
-  (void)state;
+RECAP_TEST(a_pause_with_an_unjoined_side_stream_is_refused) {
   recap_stream_t s = fresh_stream(), side = recap__fake_stream_new();
   begin(s);
   recap__fake_stream_enqueue(s);
@@ -404,8 +397,7 @@ static void a_pause_with_an_unjoined_side_stream_is_refused(void **state) {
 }
 
 /* capture_to_graph's refusals. */
-static void capture_to_graph_checks_its_arguments(void **state) {
-  (void)state;
+RECAP_TEST(capture_to_graph_checks_its_arguments) {
   recap_stream_t s = fresh_stream(), t = recap__fake_stream_new();
   begin(s);
   recap__fake_stream_enqueue(s);
@@ -452,8 +444,7 @@ static void capture_to_graph_checks_its_arguments(void **state) {
 }
 
 /* cond_handle_create and cond_node_add refuse what CUDA refuses. */
-static void handles_and_nodes_are_checked(void **state) {
-  (void)state;
+RECAP_TEST(handles_and_nodes_are_checked) {
   recap_stream_t s = fresh_stream();
   begin(s);
   recap_cuda_graph_t built = building(s);
@@ -506,8 +497,7 @@ static void handles_and_nodes_are_checked(void **state) {
 
 /* Without conditional nodes (recap__fake_cond_supported(false)), the driver says so and makes
  * none; a reset restores them. */
-static void support_can_be_switched_off(void **state) {
-  (void)state;
+RECAP_TEST(support_can_be_switched_off) {
   recap__fake_reset(NULL);
   bool supported = false;
   OK(ops->cond_supported(&supported));

@@ -27,8 +27,7 @@
 
 /* ---- memory ----------------------------------------------------------------------------- */
 
-static void memory_accounting(void **state) {
-  (void)state;
+RECAP_TEST(memory_accounting) {
   recap__fake_reset(NULL);
   assert_string_equal(ops->name, "fake");
 
@@ -71,8 +70,7 @@ static void memory_accounting(void **state) {
   assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
 }
 
-static void capacity_out_of_memory(void **state) {
-  (void)state;
+RECAP_TEST(capacity_out_of_memory) {
   recap__fake_reset(NULL);
 
   /* A tebibyte fails by capacity alone; the host allocator is never asked. */
@@ -105,8 +103,7 @@ static void capacity_out_of_memory(void **state) {
 }
 
 /* Thousands of live blocks, freed in a scrambled order: the table of blocks stays exact. */
-static void many_blocks(void **state) {
-  (void)state;
+RECAP_TEST(many_blocks) {
   recap__fake_reset(NULL);
   enum { N = 5000 };
   void **ptrs = calloc(N, sizeof *ptrs);
@@ -133,8 +130,7 @@ static void many_blocks(void **state) {
   free(sizes);
 }
 
-static void devices(void **state) {
-  (void)state;
+RECAP_TEST(devices) {
   recap__fake_reset(NULL);
   int count = 0, device = -1;
   assert_int_equal(ops->device_count(&count), RECAP_SUCCESS);
@@ -172,8 +168,7 @@ static void devices(void **state) {
 
 /* ---- streams and events ----------------------------------------------------------------- */
 
-static void events_follow_streams(void **state) {
-  (void)state;
+RECAP_TEST(events_follow_streams) {
   recap_stream_t s = fresh_stream();
   recap__event_t e1, e2, never;
   assert_int_equal(ops->event_create(&e1), RECAP_SUCCESS);
@@ -221,8 +216,7 @@ static void events_follow_streams(void **state) {
   assert_int_equal(ops->event_record(NULL, s), RECAP_ERROR_INVALID_ARGUMENT);
 }
 
-static void stream_create_destroy(void **state) {
-  (void)state;
+RECAP_TEST(stream_create_destroy) {
   recap__fake_reset(NULL);
   recap_stream_t s = NULL;
   assert_int_equal(ops->stream_create(&s), RECAP_SUCCESS);
@@ -283,8 +277,7 @@ static void after_work(recap_stream_t from, recap__event_t e, recap_stream_t to)
   wait_event(to, e);
 }
 
-static void stream_waits_order_streams(void **state) {
-  (void)state;
+RECAP_TEST(stream_waits_order_streams) {
   recap__fake_reset(NULL);
   recap_stream_t s1 = recap__fake_stream_new(), s2 = recap__fake_stream_new();
   recap__event_t e = event_new(), late = event_new(), a = event_new(), b = event_new();
@@ -380,8 +373,7 @@ static void stream_waits_order_streams(void **state) {
  * the streams, without recursion. */
 enum { CHAIN = 1000 };
 
-static void stream_waits_chain(void **state) {
-  (void)state;
+RECAP_TEST(stream_waits_chain) {
   for (int direction = 0; direction < 2; direction++) {
     recap__fake_reset(NULL);
     static recap_stream_t s[CHAIN];
@@ -408,8 +400,7 @@ static void stream_waits_chain(void **state) {
   recap__fake_reset(NULL);
 }
 
-static void stream_wait_refusals_and_faults(void **state) {
-  (void)state;
+RECAP_TEST(stream_wait_refusals_and_faults) {
   recap__fake_reset(NULL);
   recap_stream_t s1 = recap__fake_stream_new(), s2 = recap__fake_stream_new();
   recap__event_t e = event_new();
@@ -471,8 +462,7 @@ static void stream_wait_refusals_and_faults(void **state) {
 
 /* ---- captures --------------------------------------------------------------------------- */
 
-static void capture_ids_and_statuses(void **state) {
-  (void)state;
+RECAP_TEST(capture_ids_and_statuses) {
   recap__fake_reset(NULL);
   recap_stream_t a = recap__fake_stream_new();
   recap_stream_t b = recap__fake_stream_new();
@@ -531,8 +521,7 @@ static void capture_ids_and_statuses(void **state) {
   assert_int_equal(capture_status(b, NULL), RECAP__CAPTURE_NONE);
 }
 
-static void events_refused_on_capturing_streams(void **state) {
-  (void)state;
+RECAP_TEST(events_refused_on_capturing_streams) {
   recap_stream_t s = fresh_stream();
   recap_stream_t side = recap__fake_stream_new();
   recap_stream_t other = recap__fake_stream_new();
@@ -586,8 +575,7 @@ static void malloc_invalidates_a_global_capture(recap_stream_t s, int id, const 
   assert_int_equal(capture_status(s, NULL), RECAP__CAPTURE_INVALIDATED);
 }
 
-static void malloc_during_capture(void **state) {
-  (void)state;
+RECAP_TEST(malloc_during_capture) {
   recap_stream_t s = fresh_stream();
   void *early, *p = &p;
   assert_int_equal(ops->raw_malloc(&early, 4096), RECAP_SUCCESS);
@@ -632,8 +620,7 @@ static void malloc_during_capture(void **state) {
 
 /* CUDA's global mode knows no devices: a global capture on device 0 forbids an unrelaxed
  * cudaMalloc or cudaFree made on device 1, and the call invalidates the capture. */
-static void global_capture_on_device_0_forbids_malloc_on_device_1(void **state) {
-  (void)state;
+RECAP_TEST(global_capture_on_device_0_forbids_malloc_on_device_1) {
   recap__fake_reset(&(recap__fake_config_t){.device_count = 2});
   recap_stream_t s = recap__fake_stream_new(); /* device 0's */
   assert_int_equal(ops->set_device(1), RECAP_SUCCESS);
@@ -718,8 +705,7 @@ static void main_thread_mallocs(capture_thread_t *t) {
   status_after_main_malloc = status;
 }
 
-static void thread_local_capture(void **state) {
-  (void)state;
+RECAP_TEST(thread_local_capture) {
   recap__fake_reset(NULL);
   capture_thread_t t = {.stream = recap__fake_stream_new(),
                         .mode = RECAP__CAPTURE_MODE_THREAD_LOCAL};
@@ -735,8 +721,7 @@ static void thread_local_capture(void **state) {
   assert_int_equal(recap__fake_now().bytes_in_use[0], 0);
 }
 
-static void global_capture_in_other_thread(void **state) {
-  (void)state;
+RECAP_TEST(global_capture_in_other_thread) {
   recap__fake_reset(NULL);
   capture_thread_t t = {.stream = recap__fake_stream_new(), .mode = RECAP__CAPTURE_MODE_GLOBAL};
   run_with_capture_thread(&t, main_thread_mallocs);
@@ -791,8 +776,7 @@ static void *stress_main(void *arg) {
   return NULL;
 }
 
-static void threads_stress(void **state) {
-  (void)state;
+RECAP_TEST(threads_stress) {
   recap__fake_reset(NULL);
   enum { THREADS = 4 };
   pthread_t threads[THREADS];
@@ -811,8 +795,7 @@ static void threads_stress(void **state) {
 
 /* ---- reset ------------------------------------------------------------------------------ */
 
-static void reset_frees_everything(void **state) {
-  (void)state;
+RECAP_TEST(reset_frees_everything) {
   recap__fake_reset(&(recap__fake_config_t){.device_count = 2});
   recap_stream_t s = recap__fake_stream_new();
   recap_stream_t t;
@@ -865,8 +848,7 @@ static void reset_frees_everything(void **state) {
 
 /* stream_blocking: the legacy stream and streams made blocking say so; work on the legacy
  * stream invalidates a capture of a blocking stream, not one of a non-blocking stream. */
-static void blocking_streams_and_the_legacy_stream(void **state) {
-  (void)state;
+RECAP_TEST(blocking_streams_and_the_legacy_stream) {
   recap__fake_reset(NULL);
   recap_stream_t plain = recap__fake_stream_new(), blocking = recap__fake_stream_new_blocking();
   bool b = true;

@@ -16,8 +16,7 @@
 
 /* ---- graphs ----------------------------------------------------------------------------- */
 
-static void begin_capture_rules(void **state) {
-  (void)state;
+RECAP_TEST(begin_capture_rules) {
   recap_stream_t s = fresh_stream();
   recap_stream_t side = recap__fake_stream_new();
 
@@ -55,8 +54,7 @@ static void begin_capture_rules(void **state) {
   assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_CAPTURE_BEGIN], 5);
 }
 
-static void capture_builds_graph(void **state) {
-  (void)state;
+RECAP_TEST(capture_builds_graph) {
   recap_stream_t s = fresh_stream();
   recap_stream_t side = recap__fake_stream_new();
 
@@ -143,8 +141,7 @@ static void capture_builds_graph(void **state) {
   assert_int_equal(ops->graph_destroy(NULL), RECAP_SUCCESS);
 }
 
-static void instantiate_and_launch(void **state) {
-  (void)state;
+RECAP_TEST(instantiate_and_launch) {
   recap_stream_t s = fresh_stream();
   recap_stream_t other = recap__fake_stream_new();
   assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_THREAD_LOCAL), RECAP_SUCCESS);
@@ -215,8 +212,7 @@ static void instantiate_and_launch(void **state) {
   assert_int_equal(ops->event_destroy(e), RECAP_SUCCESS);
 }
 
-static void launch_into_capture(void **state) {
-  (void)state;
+RECAP_TEST(launch_into_capture) {
   recap_stream_t s = fresh_stream();
   recap_stream_t t = recap__fake_stream_new();
   recap_cuda_graph_t inner = one_kernel_graph(s, "inner");
@@ -261,8 +257,7 @@ static void launch_into_capture(void **state) {
   assert_int_equal(ops->graph_destroy(outer), RECAP_SUCCESS);
 }
 
-static void end_capture_errors(void **state) {
-  (void)state;
+RECAP_TEST(end_capture_errors) {
   recap_stream_t s = fresh_stream();
   recap_stream_t side = recap__fake_stream_new();
   recap_cuda_graph_t g = (recap_cuda_graph_t)&g;
@@ -314,8 +309,7 @@ static void end_capture_errors(void **state) {
 
 /* With strict joins, a capture that a side stream still takes part in cannot end, as on CUDA:
  * the capture is thrown away; joined back, it ends. Off by default and after a reset. */
-static void strict_joins_refuse_an_unjoined_side_stream(void **state) {
-  (void)state;
+RECAP_TEST(strict_joins_refuse_an_unjoined_side_stream) {
   recap_stream_t s = fresh_stream();
   recap_stream_t side = recap__fake_stream_new();
   recap_cuda_graph_t g = (recap_cuda_graph_t)&g;
@@ -369,8 +363,7 @@ static recap_status_t end_in_other_thread(recap_stream_t s, recap_cuda_graph_t *
   return t.status;
 }
 
-static void end_capture_from_other_thread(void **state) {
-  (void)state;
+RECAP_TEST(end_capture_from_other_thread) {
   recap_stream_t s = fresh_stream();
   recap_cuda_graph_t g = NULL;
 
@@ -397,8 +390,7 @@ static void end_capture_from_other_thread(void **state) {
 }
 
 /* Graphs, executables and captures under way all go with a reset (the leak check confirms). */
-static void reset_frees_graphs(void **state) {
-  (void)state;
+RECAP_TEST(reset_frees_graphs) {
   recap_stream_t s = fresh_stream();
   recap_stream_t t = recap__fake_stream_new();
   /* A graph and its executable, launched; a capture under way; an armed fault. */
@@ -423,8 +415,7 @@ static void reset_frees_graphs(void **state) {
 
 /* Copies and memsets in a capture become nodes that report their sizes, as the CUDA seam reads
  * them from the memcpy and memset node parameters; kernels report none. */
-static void copy_and_memset_nodes_report_their_bytes(void **state) {
-  (void)state;
+RECAP_TEST(copy_and_memset_nodes_report_their_bytes) {
   recap_stream_t s = fresh_stream();
   void *a = NULL, *b = NULL;
   assert_int_equal(ops->raw_malloc(&a, 8192), RECAP_SUCCESS);
@@ -463,8 +454,7 @@ static void copy_and_memset_nodes_report_their_bytes(void **state) {
 
 /* A device that recap's kernels have no image for: the random-number kernels fail before
  * anything is launched, with the message of the CUDA seam naming the compute capability. */
-static void kernels_without_an_image_name_the_compute_capability(void **state) {
-  (void)state;
+RECAP_TEST(kernels_without_an_image_name_the_compute_capability) {
   recap__fake_reset(&(recap__fake_config_t){.compute_capability = 75, .no_kernel_image = true});
   recap_stream_t s = recap__fake_stream_new();
   uint64_t *words = NULL;

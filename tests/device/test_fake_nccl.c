@@ -372,8 +372,7 @@ static recap_stream_t one_rank(recap__nccl_comm_t *comm) {
 
 /* The captured collective is a kernel node named as NCCL's kernels are ("nccl..."), whose
  * argument words start with the buffers. */
-static void captured_node_is_an_nccl_kernel(void **state) {
-  (void)state;
+RECAP_TEST(captured_node_is_an_nccl_kernel) {
   recap__nccl_comm_t comm;
   recap_stream_t s = one_rank(&comm);
   float x[4] = {1, 2, 3, 4}, y[4] = {0};
@@ -488,8 +487,7 @@ static void timeout_body(rank_ctx_t *ctx) {
   if (first != RECAP_SUCCESS) ctx->status = first;
 }
 
-static void timeout_is_reported(void **state) {
-  (void)state;
+RECAP_TEST(timeout_is_reported) {
   reset();
   recap__fake_nccl_timeout_ms(100);
   struct timespec t0;
@@ -537,8 +535,7 @@ static void p2p_mismatch_body(rank_ctx_t *ctx) {
   try_call(ctx, nccl->collective(&c, ctx->stream));
 }
 
-static void p2p_mismatch(void **state) {
-  (void)state;
+RECAP_TEST(p2p_mismatch) {
   reset();
   rank_ctx_t ctx[2];
   run_ranks(2, ctx, p2p_mismatch_body, NULL);
@@ -635,8 +632,7 @@ CASE_TEST(concurrent_use_eager, concurrent_use, false)
 CASE_TEST(concurrent_use_replayed, concurrent_use, true)
 
 /* The same communicator on one stream from one thread, then on another stream, is fine. */
-static void sequential_streams_are_fine(void **state) {
-  (void)state;
+RECAP_TEST(sequential_streams_are_fine) {
   recap__nccl_comm_t comm;
   recap_stream_t s = one_rank(&comm);
   int32_t x[2] = {3, 4};
@@ -650,8 +646,7 @@ static void sequential_streams_are_fine(void **state) {
 
 /* ---- the rest of the table ---------------------------------------------------------------- */
 
-static void load_version_and_faults(void **state) {
-  (void)state;
+RECAP_TEST(load_version_and_faults) {
   reset();
   int version = -1;
   OK(nccl->load(&version));
@@ -675,8 +670,7 @@ static void load_version_and_faults(void **state) {
   assert_int_equal(version, 23203);
 }
 
-static void collective_fault_enqueues_nothing(void **state) {
-  (void)state;
+RECAP_TEST(collective_fault_enqueues_nothing) {
   recap__nccl_comm_t comm;
   recap_stream_t s = one_rank(&comm);
   double x[2] = {1, 2}, y[2] = {0, 0};
@@ -704,8 +698,7 @@ static void collective_fault_enqueues_nothing(void **state) {
   OK(ops->graph_destroy(g));
 }
 
-static void memory_and_registration(void **state) {
-  (void)state;
+RECAP_TEST(memory_and_registration) {
   reset();
   recap__nccl_comm_t comms[2];
   OK(recap__fake_nccl_comms(2, comms));
@@ -765,8 +758,7 @@ static void memory_and_registration(void **state) {
   assert_int_equal(recap__fake_nccl_now().mem_live, 0);
 }
 
-static void comm_info_groups_and_bad_arguments(void **state) {
-  (void)state;
+RECAP_TEST(comm_info_groups_and_bad_arguments) {
   recap__fake_config_t cfg = {.device_count = 2};
   recap__fake_reset(&cfg);
   recap__nccl_comm_t comms[3];
@@ -831,8 +823,7 @@ static void in_place_all_gather_body(rank_ctx_t *ctx) {
   try_call(ctx, nccl->collective(&c, ctx->stream));
 }
 
-static void in_place_all_gather(void **state) {
-  (void)state;
+RECAP_TEST(in_place_all_gather) {
   reset();
   static uint16_t data[4 * 8];
   memset(data, 0, sizeof data);

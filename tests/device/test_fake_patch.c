@@ -95,8 +95,7 @@ static recap_cuda_graph_t capture_twice_then_memset(recap_stream_t s, int *src, 
 /* ---- sites ------------------------------------------------------------------------------ */
 
 /* A plan's sites are graph_reads' list, with each kernel word's offset and parameter. */
-static void plan_sites_are_the_reads(void **state) {
-  (void)state;
+RECAP_TEST(plan_sites_are_the_reads) {
   recap_stream_t s = fresh_stream();
   int a[N], b[N], c[N];
   begin_capture(s);
@@ -201,8 +200,7 @@ static void launch(recap_cuda_graph_exec_t x, recap_stream_t s) {
 }
 
 /* A patch changes the executable only; a sync brings the template along. */
-static void patches_change_the_exec_then_the_template_at_sync(void **state) {
-  (void)state;
+RECAP_TEST(patches_change_the_exec_then_the_template_at_sync) {
   two_kernels_t t;
   two_kernels_make(&t);
   recap__patch_t p[] = {{.site = 0, .value = t.other_src}, {.site = 1, .value = t.other_dst}};
@@ -244,8 +242,7 @@ static void patches_change_the_exec_then_the_template_at_sync(void **state) {
 }
 
 /* A replay runs function kernels with the executable's current arguments. */
-static void launches_run_kernels_with_patched_args(void **state) {
-  (void)state;
+RECAP_TEST(launches_run_kernels_with_patched_args) {
   two_kernels_t t;
   two_kernels_make(&t);
   launch(t.exec, t.s);
@@ -283,8 +280,7 @@ static void launches_run_kernels_with_patched_args(void **state) {
 
 /* Copies and memsets run at a replay with their patched ends, with or without a function
  * kernel beside them. */
-static void copies_and_memsets_run_at_a_replay(void **state) {
-  (void)state;
+RECAP_TEST(copies_and_memsets_run_at_a_replay) {
   recap_stream_t s = fresh_stream();
   int a[N], b[N], c[N], d[N];
   fill(a, 1);
@@ -349,8 +345,7 @@ static void copies_and_memsets_run_at_a_replay(void **state) {
 
 /* A failed set at the second node sets the first back: the executable, the plan and the
  * template are as before. */
-static void a_failed_patch_sets_everything_back(void **state) {
-  (void)state;
+RECAP_TEST(a_failed_patch_sets_everything_back) {
   two_kernels_t t;
   two_kernels_make(&t);
   recap__patch_t p[] = {{.site = 0, .value = t.other_src},
@@ -393,8 +388,7 @@ static void a_failed_patch_sets_everything_back(void **state) {
 }
 
 /* Bad patches are refused before anything is set. */
-static void bad_patches_set_nothing(void **state) {
-  (void)state;
+RECAP_TEST(bad_patches_set_nothing) {
   two_kernels_t t;
   two_kernels_make(&t);
   recap__patch_t out_of_range[] = {{.site = 3, .value = t.src}};
@@ -447,8 +441,7 @@ static void bad_patches_set_nothing(void **state) {
 
 /* An executable keeps its own nodes: it replays after its template is gone, and a patch of one
  * executable leaves another of the same template alone. */
-static void executables_are_independent_of_their_template(void **state) {
-  (void)state;
+RECAP_TEST(executables_are_independent_of_their_template) {
   two_kernels_t t;
   two_kernels_make(&t);
   recap_cuda_graph_exec_t second = instantiate(t.graph);
@@ -476,8 +469,7 @@ static void executables_are_independent_of_their_template(void **state) {
  * CUDA, it is patched through the nodes of the graph it was instantiated from for its whole
  * life: a plan of the new template names the first template's nodes (origin), and a plan of the
  * new template alone is refused. */
-static void an_update_takes_the_new_nodes(void **state) {
-  (void)state;
+RECAP_TEST(an_update_takes_the_new_nodes) {
   two_kernels_t t;
   two_kernels_make(&t);
   recap_cuda_graph_t g2 = capture_twice(t.s, "twice_again", t.other_src, t.other_dst, 1);
@@ -556,8 +548,7 @@ static void an_update_takes_the_new_nodes(void **state) {
 }
 
 /* An origin must match the graph node for node; the executable needs it alive to be patched. */
-static void origins_are_checked(void **state) {
-  (void)state;
+RECAP_TEST(origins_are_checked) {
   two_kernels_t t;
   two_kernels_make(&t);
 
@@ -635,8 +626,7 @@ static void assert_refused(recap_cuda_graph_exec_t x, recap_cuda_graph_t g,
 
 /* The driver's refusals the fake models: a node more or less, another dependency, another type.
  * A refused executable is unchanged. */
-static void updates_are_refused_when_the_shape_changed(void **state) {
-  (void)state;
+RECAP_TEST(updates_are_refused_when_the_shape_changed) {
   two_kernels_t t;
   two_kernels_make(&t);
   recap_stream_t side = recap__fake_stream_new();
@@ -672,8 +662,7 @@ static void updates_are_refused_when_the_shape_changed(void **state) {
 }
 
 /* recap__fake_refuse_next_update forces any reason, once. */
-static void every_reason_can_be_forced(void **state) {
-  (void)state;
+RECAP_TEST(every_reason_can_be_forced) {
   two_kernels_t t;
   two_kernels_make(&t);
   for (int r = RECAP_UPDATE_REASON_TOPOLOGY_CHANGED; r < RECAP_UPDATE_REASON_COUNT; r++) {
@@ -708,8 +697,7 @@ static void every_reason_can_be_forced(void **state) {
 
 /* ---- faults ----------------------------------------------------------------------------- */
 
-static void each_fault_fails_its_step(void **state) {
-  (void)state;
+RECAP_TEST(each_fault_fails_its_step) {
   two_kernels_t t;
   two_kernels_make(&t);
 
@@ -792,8 +780,7 @@ static float timed_replays(recap_cuda_graph_exec_t x, recap_stream_t s, int n, r
 
 /* Work items cost 1 µs, a replay its node count, times the slowdown once updated, an upload
  * nothing. */
-static void timing_follows_the_model(void **state) {
-  (void)state;
+RECAP_TEST(timing_follows_the_model) {
   two_kernels_t t;
   two_kernels_make(&t);
   recap__event_t a, b;
@@ -888,8 +875,7 @@ static void timing_follows_the_model(void **state) {
 
 /* ---- names ------------------------------------------------------------------------------ */
 
-static void update_reasons_have_names(void **state) {
-  (void)state;
+RECAP_TEST(update_reasons_have_names) {
   assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_NONE), "none");
   assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_TOPOLOGY_CHANGED),
                       "topology_changed");

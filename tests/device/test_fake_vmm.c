@@ -96,8 +96,7 @@ static void create_refused(size_t bytes, const char *message) {
 
 /* ---- granularity --------------------------------------------------------------------------- */
 
-static void granularity(void **state) {
-  (void)state;
+RECAP_TEST(granularity) {
   recap__fake_reset(NULL);
   size_t minimum = 0, recommended = 0;
   OK(ops->vmm_granularity(&minimum, &recommended));
@@ -128,8 +127,7 @@ static void granularity(void **state) {
 
 /* ---- ranges -------------------------------------------------------------------------------- */
 
-static void reserve_and_release_ranges(void **state) {
-  (void)state;
+RECAP_TEST(reserve_and_release_ranges) {
   reset_small(0);
   char *a = reserve(4 * G), *b = reserve(G);
   assert_int_equal((uintptr_t)a % G, 0);
@@ -180,8 +178,7 @@ static void reserve_and_release_ranges(void **state) {
 
 /* ---- chunks and the device's memory -------------------------------------------------------- */
 
-static void chunks_count_against_the_device(void **state) {
-  (void)state;
+RECAP_TEST(chunks_count_against_the_device) {
   reset_small(1 * MiB);
   assert_int_equal(free_bytes(), 1 * MiB);
   recap__vmm_handle_t a = create(4 * G), b = create(8 * G);
@@ -220,8 +217,7 @@ static void chunks_count_against_the_device(void **state) {
 }
 
 /* A chunk is the current device's: its bytes count there and nowhere else. */
-static void chunks_belong_to_the_current_device(void **state) {
-  (void)state;
+RECAP_TEST(chunks_belong_to_the_current_device) {
   recap__fake_config_t cfg = {.device_count = 2, .vmm_granularity = G, .memory_per_device = MiB};
   recap__fake_reset(&cfg);
   OK(ops->set_device(1));
@@ -240,8 +236,7 @@ static void chunks_belong_to_the_current_device(void **state) {
  * reports: executables, chunks, raw allocations and the fake NCCL's buffers. A chunk that would
  * fit beside raw allocations alone does not fit beside an executable, so the device never holds
  * more than its capacity and free never exceeds total. */
-static void one_free_figure_for_everything(void **state) {
-  (void)state;
+RECAP_TEST(one_free_figure_for_everything) {
   enum { NODES = 4 * G / RECAP__FAKE_EXEC_BYTES_PER_NODE };
   reset_small(1 * MiB);
   const recap__nccl_ops_t *nccl = &recap__fake_nccl_ops;
@@ -308,8 +303,7 @@ static void one_free_figure_for_everything(void **state) {
 
 /* ---- mapping, access, contents ------------------------------------------------------------- */
 
-static void contents_survive_unmap_and_map(void **state) {
-  (void)state;
+RECAP_TEST(contents_survive_unmap_and_map) {
   reset_small(0);
   char *range = reserve(8 * G);
   recap__vmm_handle_t h = create(2 * G);
@@ -359,8 +353,7 @@ static void contents_survive_unmap_and_map(void **state) {
   assert_int_equal(c.calls[RECAP__FAKE_FAULT_VMM_SET_ACCESS], 4);
 }
 
-static void map_refusals(void **state) {
-  (void)state;
+RECAP_TEST(map_refusals) {
   reset_small(0);
   char *range = reserve(4 * G), *other = reserve(4 * G);
   recap__vmm_handle_t h = create(2 * G);
@@ -414,8 +407,7 @@ static void map_refusals(void **state) {
 }
 
 /* As on CUDA, a chunk released while mapped lives on behind its mappings. */
-static void release_while_mapped(void **state) {
-  (void)state;
+RECAP_TEST(release_while_mapped) {
   reset_small(1 * MiB);
   char *range = reserve(4 * G);
   recap__vmm_handle_t h = create(2 * G);
@@ -443,8 +435,7 @@ static void release_while_mapped(void **state) {
 
 /* ---- pinned host memory -------------------------------------------------------------------- */
 
-static void pinned_host_memory(void **state) {
-  (void)state;
+RECAP_TEST(pinned_host_memory) {
   reset_small(1 * MiB);
   recap_stream_t s = recap__fake_stream_new();
   void *host = NULL;
@@ -497,8 +488,7 @@ static void pinned_host_memory(void **state) {
 }
 
 /* The cuMem* calls are no stream work: a global capture allows them and stays intact. */
-static void captures_allow_vmm(void **state) {
-  (void)state;
+RECAP_TEST(captures_allow_vmm) {
   reset_small(0);
   char *range = reserve(G);
   recap_stream_t cs = recap__fake_stream_new();
@@ -516,8 +506,7 @@ static void captures_allow_vmm(void **state) {
 
 /* ---- faults -------------------------------------------------------------------------------- */
 
-static void faults_change_nothing(void **state) {
-  (void)state;
+RECAP_TEST(faults_change_nothing) {
   reset_small(1 * MiB);
   char *range = reserve(4 * G);
   recap__vmm_handle_t h = create(2 * G), spare = create(G);
@@ -581,8 +570,7 @@ static void faults_change_nothing(void **state) {
 
 /* ---- reset --------------------------------------------------------------------------------- */
 
-static void reset_gives_everything_back(void **state) {
-  (void)state;
+RECAP_TEST(reset_gives_everything_back) {
   reset_small(1 * MiB);
   char *range = reserve(4 * G);
   recap__vmm_handle_t h = create(2 * G);

@@ -127,8 +127,7 @@ static void finish(float *a, float *b, float *c, float *d, cudaStream_t s,
   release(comm);
 }
 
-static void eager_collectives(void **state) {
-  (void)state;
+RECAP_TEST(eager_collectives) {
   const recap__nccl_ops_t *ops;
   cudaStream_t s;
   recap__nccl_comm_t comm = one_rank(&ops, &s);
@@ -147,8 +146,7 @@ static void eager_collectives(void **state) {
 
 /* Captured into a raw CUDA graph, the collectives run at each replay with the input as it is
  * then. */
-static void captured_collectives_replay(void **state) {
-  (void)state;
+RECAP_TEST(captured_collectives_replay) {
   const recap__nccl_ops_t *ops;
   cudaStream_t s;
   recap__nccl_comm_t comm = one_rank(&ops, &s);
@@ -179,8 +177,7 @@ static void captured_collectives_replay(void **state) {
 
 /* ncclMemAlloc'ed memory registered with the communicator, used in place by a replayed
  * all_reduce, then deregistered and freed. */
-static void registered_memory_round_trip(void **state) {
-  (void)state;
+RECAP_TEST(registered_memory_round_trip) {
   const recap__nccl_ops_t *ops;
   cudaStream_t s;
   recap__nccl_comm_t comm = one_rank(&ops, &s);

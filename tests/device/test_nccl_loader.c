@@ -80,8 +80,7 @@ static const recap__nccl_ops_t *load_refused(const char *library, recap_status_t
 }
 
 /* Run with RECAP_NCCL_LIBRARY=/nonexistent/libnccl.so.2. */
-static void missing_library_named_by_the_variable(void **state) {
-  (void)state;
+RECAP_TEST(missing_library_named_by_the_variable) {
   const recap__nccl_ops_t *ops = load_refused(
       "/nonexistent/libnccl.so.2", RECAP_ERROR_NOT_FOUND,
       "NCCL: could not load the library RECAP_NCCL_LIBRARY names (/nonexistent/libnccl.so.2): ");
@@ -99,8 +98,7 @@ static void missing_library_named_by_the_variable(void **state) {
 }
 
 /* Run with RECAP_NCCL_LIBRARY=libc.so.6: a library that loads, without NCCL's functions. */
-static void library_without_nccl_functions(void **state) {
-  (void)state;
+RECAP_TEST(library_without_nccl_functions) {
   const recap__nccl_ops_t *ops = load_refused(
       "libc.so.6", RECAP_ERROR_NOT_SUPPORTED,
       "NCCL: libc.so.6 (the library RECAP_NCCL_LIBRARY names) has no function ncclGetVersion");
@@ -109,8 +107,7 @@ static void library_without_nccl_functions(void **state) {
 }
 
 /* Without the variable: libnccl.so.2 through the loader's path, found or not. */
-static void default_library(void **state) {
-  (void)state;
+RECAP_TEST(default_library) {
   assert_null(getenv("RECAP_NCCL_LIBRARY"));
   const recap__nccl_ops_t *ops = real();
   if (!HAVE_HEADERS) {
@@ -131,8 +128,7 @@ static void default_library(void **state) {
 }
 
 /* The table in use is the one installed; NULL installs the real one again. */
-static void install_swaps_the_table(void **state) {
-  (void)state;
+RECAP_TEST(install_swaps_the_table) {
   static const recap__nccl_ops_t other = {.name = "other"};
   recap__nccl_install(&other);
   assert_ptr_equal(recap__nccl(), &other);

@@ -125,8 +125,7 @@ static recap_graph_t begin_with_hook(recap_stream_t s, recap__fake_capture_hook_
 
 /* A block used on the stream that is about to capture is freed in the window: its event waits
  * until the capture ends instead of being recorded on the capturing stream. */
-static void free_while_capture_begins(void **state) {
-  (void)state;
+RECAP_TEST(free_while_capture_begins) {
   reset();
   recap_test_log_t log;
   recap_test_log_capture(&log);
@@ -145,8 +144,7 @@ static void free_while_capture_begins(void **state) {
 
 /* An allocation in the window finds an event pending on the stream about to capture: it must
  * not query it (querying work of a capturing stream invalidates the capture). */
-static void malloc_while_capture_begins(void **state) {
-  (void)state;
+RECAP_TEST(malloc_while_capture_begins) {
   reset();
   recap_test_log_t log;
   recap_test_log_capture(&log);
@@ -171,8 +169,7 @@ static void malloc_while_capture_begins(void **state) {
 
 /* Another capture ends its route in the window, with a block freed during it that the stream
  * about to capture used: the block's event waits for this capture's end too. */
-static void route_end_while_capture_begins(void **state) {
-  (void)state;
+RECAP_TEST(route_end_while_capture_begins) {
   reset();
   recap_test_log_t log;
   recap_test_log_capture(&log);
@@ -312,8 +309,7 @@ static void *churning_thread(void *arg) {
 
 /* The race itself: two plain threads, one capturing, one freeing blocks used on the
  * capturing stream; no capture may break. */
-static void two_threads_break_no_capture(void **state) {
-  (void)state;
+RECAP_TEST(two_threads_break_no_capture) {
   reset();
   recap_test_log_t log;
   recap_test_log_capture(&log);

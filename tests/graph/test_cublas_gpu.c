@@ -17,8 +17,7 @@
 #define CYCLES 100
 #define FREE_MEMORY_SLACK (2 * MiB)
 
-static void repeat_graph_capture_cublas_workspace_memory(void **state) {
-  (void)state;
+RECAP_TEST(repeat_graph_capture_cublas_workspace_memory) {
   gpu_begin();
   const size_t elements = (size_t)DIM * DIM;
   const float alpha = 1.0f, beta = 0.0f;

@@ -9,55 +9,42 @@
 
 enum { PER_NODE = RECAP__FAKE_EXEC_BYTES_PER_NODE };
 
-static recap_graph_memory_t memory_of(recap_graph_t g) {
-  recap_graph_memory_t m = RECAP_GRAPH_MEMORY_INIT;
-  OK(recap_graph_memory(g, &m));
-  return m;
-}
-
-static recap_pool_memory_t pool_memory_of(recap_pool_id_t pool) {
-  recap_pool_memory_t p = RECAP_POOL_MEMORY_INIT;
-  OK(recap_pool_memory(pool, &p));
-  return p;
-}
-
-static void measured_by_default_and_not_when_off(void **state) {
-  (void)state;
+RECAP_TEST(measured_by_default_and_not_when_off) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   uint64_t on = 0;
   OK(recap_option_get("measure_exec_memory", &on));
   assert_int_equal(on, 1);
   capture_kernels(g, s, 3);
-  recap_graph_memory_t m = memory_of(g);
+  recap_graph_memory_t m = graph_memory(g);
   assert_int_equal(m.exec_bytes, 3 * PER_NODE);
-  assert_int_equal(pool_memory_of(m.pool).exec_bytes, 3 * PER_NODE);
+  assert_int_equal(pool_memory(m.pool).exec_bytes, 3 * PER_NODE);
 
   OK(recap_option_set("measure_exec_memory", "false"));
   recap_graph_t h;
   OK(recap_graph_create(&h, 0));
   capture_kernels(h, s, 2);
-  m = memory_of(h);
+  m = graph_memory(h);
   assert_int_equal(m.exec_bytes, -1);
   assert_int_equal(m.nodes, 2);
-  recap_pool_memory_t p = pool_memory_of(m.pool);
+  recap_pool_memory_t p = pool_memory(m.pool);
   assert_int_equal(p.graphs, 1);
   assert_int_equal(p.exec_bytes, 0);
   assert_int_equal(p.nodes, 2);
   OK(recap_graph_replay(h, s));
   /* The measured graph keeps its figure; a KEEP graph instantiated now is not measured. */
-  assert_int_equal(memory_of(g).exec_bytes, 3 * PER_NODE);
+  assert_int_equal(graph_memory(g).exec_bytes, 3 * PER_NODE);
   recap_graph_t k;
   OK(recap_graph_create(&k, RECAP_GRAPH_KEEP));
   capture_kernels(k, s, 1);
-  assert_int_equal(memory_of(k).exec_bytes, 0); /* no executable yet */
+  assert_int_equal(graph_memory(k).exec_bytes, 0); /* no executable yet */
   OK(recap_graph_instantiate(k));
-  assert_int_equal(memory_of(k).exec_bytes, -1);
+  assert_int_equal(graph_memory(k).exec_bytes, -1);
 
   /* On again: the next instantiation measures. */
   OK(recap_option_set_u64("measure_exec_memory", 1));
   OK(recap_graph_instantiate(k));
-  assert_int_equal(memory_of(k).exec_bytes, PER_NODE);
+  assert_int_equal(graph_memory(k).exec_bytes, PER_NODE);
   OK(recap_graph_destroy(g));
   OK(recap_graph_destroy(h));
   OK(recap_graph_destroy(k));
@@ -65,13 +52,12 @@ static void measured_by_default_and_not_when_off(void **state) {
 }
 
 /* A recapture that instantiates afresh measures as the option says at that moment. */
-static void a_recapture_measures_as_the_option_says(void **state) {
-  (void)state;
+RECAP_TEST(a_recapture_measures_as_the_option_says) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   OK(recap_option_set_u64("measure_exec_memory", 0));
   capture_kernels(g, s, 2);
-  assert_int_equal(memory_of(g).exec_bytes, -1);
+  assert_int_equal(graph_memory(g).exec_bytes, -1);
   OK(recap_option_set_u64("measure_exec_memory", 1));
   recap_update_policy_t policy = RECAP_UPDATE_POLICY_INIT;
   policy.never_update = 1;
@@ -79,11 +65,10 @@ static void a_recapture_measures_as_the_option_says(void **state) {
   OK(recap_graph_recapture_begin(g, NULL, s));
   launch(s, 3);
   OK(recap_graph_capture_end(g));
-  recap_graph_memory_t m = memory_of(g);
+  recap_graph_memory_t m = graph_memory(g);
   assert_int_equal(m.exec_bytes, 3 * PER_NODE);
-  assert_int_equal(pool_memory_of(m.pool).exec_bytes, 3 * PER_NODE);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  assert_int_equal(pool_memory(m.pool).exec_bytes, 3 * PER_NODE);
+  destroy_and_expect_quiet(g);
 }
 
 static const struct CMUnitTest tests[] = {

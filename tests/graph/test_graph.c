@@ -43,8 +43,7 @@ static char *read_text_file(const char *path) {
  * Arguments and the state machine
  * ---------------------------------------------------------------------------------------- */
 
-static void create_checks_its_arguments(void **state) {
-  (void)state;
+RECAP_TEST(create_checks_its_arguments) {
   reset();
   recap_graph_t g = (recap_graph_t)&g;
   EXPECT_STATUS(recap_graph_create(NULL, 0), RECAP_ERROR_INVALID_ARGUMENT);
@@ -60,8 +59,7 @@ static void create_checks_its_arguments(void **state) {
   expect_quiet();
 }
 
-static void null_arguments_are_refused(void **state) {
-  (void)state;
+RECAP_TEST(null_arguments_are_refused) {
   recap_stream_t s = fresh_stream();
   recap_pool_id_t pool;
   recap_cuda_graph_t raw;
@@ -103,12 +101,10 @@ static void null_arguments_are_refused(void **state) {
   EXPECT_STATUS(recap_capture_scope_begin(g, NULL, NULL), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_STATUS(recap_graph_info_json(NULL, NULL), RECAP_ERROR_INVALID_ARGUMENT);
   recap_graph_info_free(NULL); /* a no-op */
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
-static void capture_on_the_default_stream_is_refused(void **state) {
-  (void)state;
+RECAP_TEST(capture_on_the_default_stream_is_refused) {
   reset();
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
@@ -122,12 +118,10 @@ static void capture_on_the_default_stream_is_refused(void **state) {
   capture_kernels(g, s, 2);
   OK(recap_graph_replay(g, NULL));
   assert_int_equal(recap__fake_now().graph_launches, 1);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
-static void capture_options_are_checked(void **state) {
-  (void)state;
+RECAP_TEST(capture_options_are_checked) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
@@ -154,12 +148,10 @@ static void capture_options_are_checked(void **state) {
     OK(recap_graph_capture_end(g));
     OK(recap_graph_reset(g));
   }
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
-static void begin_twice_is_refused(void **state) {
-  (void)state;
+RECAP_TEST(begin_twice_is_refused) {
   recap_stream_t s = fresh_stream(), other = recap__fake_stream_new();
   recap_graph_t g, h;
   OK(recap_graph_create(&g, 0));
@@ -189,8 +181,7 @@ static void begin_twice_is_refused(void **state) {
 
 /* capture_end takes no stream: each graph ends its own capture, on the stream it began on,
  * whichever graph ends first, and with it the side streams that joined it. */
-static void end_ends_the_graphs_own_capture(void **state) {
-  (void)state;
+RECAP_TEST(end_ends_the_graphs_own_capture) {
   reset();
   recap_stream_t s1 = recap__fake_stream_new(), s2 = recap__fake_stream_new(),
                  side = recap__fake_stream_new();
@@ -223,8 +214,7 @@ static void end_ends_the_graphs_own_capture(void **state) {
   expect_quiet();
 }
 
-static void end_without_begin_is_refused(void **state) {
-  (void)state;
+RECAP_TEST(end_without_begin_is_refused) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_INVALID_USAGE);
@@ -246,12 +236,10 @@ static void end_without_begin_is_refused(void **state) {
   EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("no capture is under way");
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
-static void replay_and_instantiate_need_a_capture(void **state) {
-  (void)state;
+RECAP_TEST(replay_and_instantiate_need_a_capture) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
   EXPECT_STATUS(recap_graph_replay(g, s), RECAP_ERROR_INVALID_USAGE);
@@ -266,12 +254,10 @@ static void replay_and_instantiate_need_a_capture(void **state) {
   OK(recap_graph_capture_end(g));
   OK(recap_graph_replay(g, s));
   assert_int_equal(recap__fake_now().graph_launches, 1);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
-static void instantiate_needs_keep(void **state) {
-  (void)state;
+RECAP_TEST(instantiate_needs_keep) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   capture_kernels(g, s, 2);
@@ -283,12 +269,10 @@ static void instantiate_needs_keep(void **state) {
   size_t nodes;
   OK(recap_graph_node_count(g, &nodes));
   assert_int_equal(nodes, 2);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
-static void raw_and_raw_exec_follow_the_template_and_the_executable(void **state) {
-  (void)state;
+RECAP_TEST(raw_and_raw_exec_follow_the_template_and_the_executable) {
   recap_stream_t s = fresh_stream();
   recap_cuda_graph_t raw = (recap_cuda_graph_t)&raw;
   recap_cuda_graph_exec_t exec = (recap_cuda_graph_exec_t)&exec;
@@ -331,8 +315,7 @@ static void raw_and_raw_exec_follow_the_template_and_the_executable(void **state
   expect_quiet();
 }
 
-static void pool_exists_from_capture_begin(void **state) {
-  (void)state;
+RECAP_TEST(pool_exists_from_capture_begin) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   recap_pool_id_t pool = {7, 7}, during, after;
@@ -352,12 +335,10 @@ static void pool_exists_from_capture_begin(void **state) {
   /* A capture refused before the stream captured (the legacy stream) names no pool either. */
   EXPECT_STATUS(recap_graph_capture_begin(g, NULL, NULL), RECAP_ERROR_INVALID_USAGE);
   EXPECT_STATUS(recap_graph_pool(g, &pool), RECAP_ERROR_INVALID_USAGE);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
-static void debug_dump_needs_the_kept_template(void **state) {
-  (void)state;
+RECAP_TEST(debug_dump_needs_the_kept_template) {
   recap_stream_t s = fresh_stream();
   char path[] = "/tmp/recap_test_graph_dump_XXXXXX";
   int fd = mkstemp(path);
@@ -387,8 +368,7 @@ static void debug_dump_needs_the_kept_template(void **state) {
   expect_quiet();
 }
 
-static void destroy_during_capture_ends_it(void **state) {
-  (void)state;
+RECAP_TEST(destroy_during_capture_ends_it) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph_capturing(&s, 0);
   recap_pool_id_t pool;
@@ -405,16 +385,14 @@ static void destroy_during_capture_ends_it(void **state) {
   /* The stream captures again. */
   OK(recap_graph_create(&g, 0));
   capture_kernels(g, s, 1);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* ------------------------------------------------------------------------------------------
  * Pools and routing
  * ---------------------------------------------------------------------------------------- */
 
-static void capture_makes_its_own_pool(void **state) {
-  (void)state;
+RECAP_TEST(capture_makes_its_own_pool) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph_capturing(&s, 0);
   recap_pool_id_t pool;
@@ -441,8 +419,7 @@ static void capture_makes_its_own_pool(void **state) {
   expect_quiet();
 }
 
-static void captures_share_a_given_pool(void **state) {
-  (void)state;
+RECAP_TEST(captures_share_a_given_pool) {
   recap_stream_t s = fresh_stream();
   recap_pool_id_t shared = recap_pool_handle();
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
@@ -476,8 +453,7 @@ static void captures_share_a_given_pool(void **state) {
   expect_all_released();
 }
 
-static void a_pool_serves_one_capture_at_a_time(void **state) {
-  (void)state;
+RECAP_TEST(a_pool_serves_one_capture_at_a_time) {
   reset();
   recap_stream_t s1 = recap__fake_stream_new(), s2 = recap__fake_stream_new();
   recap_pool_id_t shared = recap_pool_handle();
@@ -503,8 +479,7 @@ static void a_pool_serves_one_capture_at_a_time(void **state) {
   expect_quiet();
 }
 
-static void allocations_in_a_capture_come_from_the_graph_pool(void **state) {
-  (void)state;
+RECAP_TEST(allocations_in_a_capture_come_from_the_graph_pool) {
   reset();
   recap_stream_t s = recap__fake_stream_new(), side = recap__fake_stream_new(),
                  other = recap__fake_stream_new();
@@ -539,8 +514,7 @@ static void allocations_in_a_capture_come_from_the_graph_pool(void **state) {
  * Invalidated, reset and abandoned captures
  * ---------------------------------------------------------------------------------------- */
 
-static void invalidated_capture_leaves_nothing_behind(void **state) {
-  (void)state;
+RECAP_TEST(invalidated_capture_leaves_nothing_behind) {
   recap_stream_t s;
   recap_pool_id_t pool;
   void *p;
@@ -578,8 +552,7 @@ static void invalidated_capture_leaves_nothing_behind(void **state) {
   expect_all_released();
 }
 
-static void illegal_call_in_a_capture_invalidates_it(void **state) {
-  (void)state;
+RECAP_TEST(illegal_call_in_a_capture_invalidates_it) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph_capturing(&s, 0);
   /* Synchronising a capturing stream is illegal; CUDA invalidates the capture. */
@@ -589,12 +562,10 @@ static void illegal_call_in_a_capture_invalidates_it(void **state) {
   assert_int_equal(recap__registry_count(), 0);
   assert_int_equal(capturing(s), 0);
   capture_kernels(g, s, 1);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
-static void reset_mid_capture_abandons_it(void **state) {
-  (void)state;
+RECAP_TEST(reset_mid_capture_abandons_it) {
   recap_stream_t s;
   recap_pool_id_t pool;
   void *p;
@@ -615,13 +586,11 @@ static void reset_mid_capture_abandons_it(void **state) {
   size_t nodes;
   OK(recap_graph_node_count(g, &nodes));
   assert_int_equal(nodes, 4);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* recap_graph_state through every transition of a plain and a KEEP graph. */
-static void state_follows_every_transition(void **state) {
-  (void)state;
+RECAP_TEST(state_follows_every_transition) {
   recap_stream_t s = fresh_stream();
   recap_graph_t plain, kept;
   OK(recap_graph_create(&plain, 0));
@@ -698,8 +667,7 @@ static void state_follows_every_transition(void **state) {
  * cleanup can be audited: no reference, no route, only the memory the caller still holds, and
  * once that is freed and the cache emptied, no pool at all. The id stays until a reset or the
  * next capture. */
-static void pool_of_a_failed_capture_audits_its_cleanup(void **state) {
-  (void)state;
+RECAP_TEST(pool_of_a_failed_capture_audits_its_cleanup) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph_capturing(&s, 0);
   void *kept_block, *scratch;
@@ -767,8 +735,7 @@ static void pool_of_a_failed_capture_audits_its_cleanup(void **state) {
  * KEEP, instantiate and replay
  * ---------------------------------------------------------------------------------------- */
 
-static void keep_instantiates_on_demand(void **state) {
-  (void)state;
+RECAP_TEST(keep_instantiates_on_demand) {
   recap_stream_t s = fresh_stream(), other = recap__fake_stream_new();
   recap_graph_t g;
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
@@ -790,12 +757,10 @@ static void keep_instantiates_on_demand(void **state) {
   OK(recap_graph_replay(g, NULL));
   OK(recap_graph_replay(g, s));
   assert_int_equal(recap__fake_now().graph_launches, 4);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
-static void replay_launches_without_a_template(void **state) {
-  (void)state;
+RECAP_TEST(replay_launches_without_a_template) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   capture_kernels(g, s, 5);
@@ -806,12 +771,10 @@ static void replay_launches_without_a_template(void **state) {
   size_t nodes;
   OK(recap_graph_node_count(g, &nodes)); /* remembered from capture_end */
   assert_int_equal(nodes, 5);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
-static void empty_capture_warns(void **state) {
-  (void)state;
+RECAP_TEST(empty_capture_warns) {
   reset();
   recap_test_log_t log;
   recap_test_log_capture(&log);
@@ -828,12 +791,10 @@ static void empty_capture_warns(void **state) {
   capture_kernels(g, s, 1);
   assert_int_equal(log.count, 1);
   recap_test_log_stop();
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
-static void graph_launched_inside_a_capture_becomes_a_child_node(void **state) {
-  (void)state;
+RECAP_TEST(graph_launched_inside_a_capture_becomes_a_child_node) {
   recap_stream_t s = fresh_stream();
   recap_graph_t inner, outer;
   OK(recap_graph_create(&inner, 0));

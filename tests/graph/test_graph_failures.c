@@ -30,8 +30,7 @@
 /* A capture is invalidated while a block used on another stream was freed in it, and the event
  * that the end of the route then records cannot be made: capture_end reports the invalidation,
  * not the event (the allocator waits for the stream instead, and says so in the log). */
-static void invalidated_end_reports_the_invalidation_not_the_event(void **state) {
-  (void)state;
+RECAP_TEST(invalidated_end_reports_the_invalidation_not_the_event) {
   reset();
   recap_test_log_t log;
   recap_test_log_capture(&log);
@@ -62,8 +61,7 @@ static void invalidated_end_reports_the_invalidation_not_the_event(void **state)
 
 /* The pool asked for is routed to another capture: capture_begin refuses it before the stream
  * captures, so no abandoning end (armed here to fail) can write over the refusal. */
-static void refused_route_reports_the_refusal(void **state) {
-  (void)state;
+RECAP_TEST(refused_route_reports_the_refusal) {
   reset();
   recap_stream_t s1 = recap__fake_stream_new(), s2 = recap__fake_stream_new();
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
@@ -95,8 +93,7 @@ static void invalidate_in_window(void *ctx, recap_stream_t stream) {
 
 /* Another thread invalidates the capture the moment it begins (cudaMalloc under global mode):
  * capture_begin says so, and the abandoning end's own failure does not replace it. */
-static void capture_invalidated_as_it_begins(void **state) {
-  (void)state;
+RECAP_TEST(capture_invalidated_as_it_begins) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   recap__fake_after_capture_begin(invalidate_in_window, NULL);
@@ -130,8 +127,7 @@ static recap_status_t forward_that_frees_and_fails(void *ctx, recap_stream_t str
   return s != RECAP_SUCCESS ? s : RECAP_ERROR_IO;
 }
 
-static void graphed_forward_failure_keeps_its_status(void **state) {
-  (void)state;
+RECAP_TEST(graphed_forward_failure_keeps_its_status) {
   reset();
   recap_callable_desc_t desc = RECAP_CALLABLE_DESC_INIT;
   desc.forward = forward_that_frees_and_fails;
@@ -149,8 +145,7 @@ static void graphed_forward_failure_keeps_its_status(void **state) {
 
 /* The scope's capture is invalidated and ended with recap_graph_capture_end: the scope is
  * closed with it, so that it cannot end a later plain capture of the graph. */
-static void failed_scope_capture_closes_the_scope(void **state) {
-  (void)state;
+RECAP_TEST(failed_scope_capture_closes_the_scope) {
   reset();
   recap_stream_t s;
   recap_graph_t g = graph_in_scope(&s);
@@ -189,8 +184,7 @@ static uint64_t offset_of(recap_generator_t gen) {
 
 /* The launch of a replay that uses two generators fails: both are where they were, and the
  * retried replay draws what eager code would have drawn. */
-static void failed_replay_leaves_the_generators(void **state) {
-  (void)state;
+RECAP_TEST(failed_replay_leaves_the_generators) {
   recap_stream_t s = fresh_stream();
   recap_generator_t a, b;
   OK(recap_generator_create(&a, 10));
@@ -244,8 +238,7 @@ static recap_generator_t generator_without_kernels(uint64_t seed, uint64_t offse
 }
 
 /* A replay whose state write fails leaves the generator where it was. */
-static void failed_state_write_leaves_the_generator(void **state) {
-  (void)state;
+RECAP_TEST(failed_state_write_leaves_the_generator) {
   recap_generator_t gen = generator_without_kernels(5, 40);
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t g = graph_capturing(s, NULL);
@@ -262,8 +255,7 @@ static void failed_state_write_leaves_the_generator(void **state) {
 }
 
 /* An eager random kernel that does not launch draws nothing either. */
-static void failed_random_kernel_leaves_the_generator(void **state) {
-  (void)state;
+RECAP_TEST(failed_random_kernel_leaves_the_generator) {
   recap_generator_t gen = generator_without_kernels(5, 40);
   recap_stream_t s = recap__fake_stream_new();
   void *out;

@@ -54,8 +54,7 @@ static bool primary_context_active(void) {
  * is_current_stream_capturing does not either). Meaningful when the test runs in a fresh
  * process, as ctest runs it; in a process where a context exists already it checks the answer
  * only. */
-static void is_current_stream_capturing_creates_no_context(void **state) {
-  (void)state;
+RECAP_TEST(is_current_stream_capturing_creates_no_context) {
   bool fresh = !primary_context_active();
   int capturing = -1;
   OK(recap_stream_is_capturing(NULL, &capturing));
@@ -68,8 +67,7 @@ static void is_current_stream_capturing_creates_no_context(void **state) {
   gpu_finish(NULL, 0);
 }
 
-static void is_current_stream_capturing(void **state) {
-  (void)state;
+RECAP_TEST(is_current_stream_capturing) {
   cudaStream_t s = gpu_begin_stream(), other = gpu_stream();
   assert_int_equal(is_capturing(s), 0);
   assert_int_equal(is_capturing(NULL), 0);
@@ -93,8 +91,7 @@ static void is_current_stream_capturing(void **state) {
  * to answer (cudaErrorStreamCaptureImplicit), and recap_stream_is_capturing returns
  * RECAP_ERROR_INVALID_USAGE with *capturing 0, as graph.h documents; the capture goes on
  * unharmed. A non-blocking stream's capture leaves the question answerable: 0. */
-static void is_capturing_on_the_legacy_stream_while_a_blocking_stream_captures(void **state) {
-  (void)state;
+RECAP_TEST(is_capturing_on_the_legacy_stream_while_a_blocking_stream_captures) {
   cudaStream_t nonblocking = gpu_begin_stream(), blocking = NULL;
   CUDA_OK(cudaStreamCreate(&blocking)); /* default flags: it synchronises with NULL */
   float *x = gpu_floats(N, nonblocking);
@@ -125,8 +122,7 @@ static void is_capturing_on_the_legacy_stream_while_a_blocking_stream_captures(v
   gpu_finish(pools, 2);
 }
 
-static void capture_simple(void **state) {
-  (void)state;
+RECAP_TEST(capture_simple) {
   cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, -1.0f, s);
   recap_graph_t g = graph_capturing(s, NULL);
@@ -155,8 +151,7 @@ static void capture_simple(void **state) {
   gpu_finish_graph(g, s, pool, (void *[]){y, x}, 2);
 }
 
-static void capture_reset_recapture(void **state) {
-  (void)state;
+RECAP_TEST(capture_reset_recapture) {
   cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, 0.0f, s);
   recap_graph_t g;
@@ -199,8 +194,7 @@ static void capture_reset_recapture(void **state) {
 }
 
 /* Fork and join with events; the kept template dumps as Graphviz DOT. */
-static void debugdump_two_streams(void **state) {
-  (void)state;
+RECAP_TEST(debugdump_two_streams) {
   cudaStream_t s = gpu_begin_stream(), side = gpu_stream();
   cudaEvent_t fork = gpu_event(), join = gpu_event();
   float *a = gpu_floats(N, s), *b = gpu_floats(N, s);
@@ -247,8 +241,7 @@ static void debugdump_two_streams(void **state) {
   gpu_finish(&pool, 1);
 }
 
-static void graph_error(void **state) {
-  (void)state;
+RECAP_TEST(graph_error) {
   cudaStream_t s = gpu_begin_stream(), t = gpu_stream();
   float *x = gpu_floats_set(N, 0.0f, s);
   recap_graph_t g, kept;
@@ -386,22 +379,15 @@ static void capture_invalidated_by(illegal_call_t call) {
   gpu_finish(pools, 2);
 }
 
-static void capture_invalidated_by_sync_copy(void **state) {
-  (void)state;
-  capture_invalidated_by(ILLEGAL_SYNC_COPY);
-}
+RECAP_TEST(capture_invalidated_by_sync_copy) { capture_invalidated_by(ILLEGAL_SYNC_COPY); }
 
-static void capture_invalidated_by_cuda_malloc(void **state) {
-  (void)state;
-  capture_invalidated_by(ILLEGAL_CUDA_MALLOC);
-}
+RECAP_TEST(capture_invalidated_by_cuda_malloc) { capture_invalidated_by(ILLEGAL_CUDA_MALLOC); }
 
 /* ------------------------------------------------------------------------------------------
  * Empty captures and out of memory
  * ---------------------------------------------------------------------------------------- */
 
-static void warn_if_has_zero_nodes(void **state) {
-  (void)state;
+RECAP_TEST(warn_if_has_zero_nodes) {
   cudaStream_t s = gpu_begin_stream();
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
@@ -425,8 +411,7 @@ static void warn_if_has_zero_nodes(void **state) {
   gpu_finish_graph(g, s, pool, NULL, 0);
 }
 
-static void capture_oom(void **state) {
-  (void)state;
+RECAP_TEST(capture_oom) {
   cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, 2.0f, s);
   recap_memory_stats_t before = gpu_stats();
@@ -464,8 +449,7 @@ static void capture_oom(void **state) {
 /* The same with a free cached segment in the default pool: the out-of-memory retry gives it
  * back to the driver in the middle of the capture (with the thread's capture mode relaxed for
  * the call), and the capture must survive that too. */
-static void capture_oom_releases_cached_segments(void **state) {
-  (void)state;
+RECAP_TEST(capture_oom_releases_cached_segments) {
   cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, 2.0f, s);
   float *cached = gpu_floats(3 * MiB / sizeof(float), s); /* a 20 MiB segment of its own */
@@ -579,25 +563,15 @@ static void two_successive(share_t share) {
   gpu_finish(pools, 3);
 }
 
-static void two_successive_no_sharing(void **state) {
-  (void)state;
-  two_successive(SHARE_NOTHING);
-}
+RECAP_TEST(two_successive_no_sharing) { two_successive(SHARE_NOTHING); }
 
-static void two_successive_share_graph_pool(void **state) {
-  (void)state;
-  two_successive(SHARE_GRAPH_POOL);
-}
+RECAP_TEST(two_successive_share_graph_pool) { two_successive(SHARE_GRAPH_POOL); }
 
-static void two_successive_share_pool_handle(void **state) {
-  (void)state;
-  two_successive(SHARE_POOL_HANDLE);
-}
+RECAP_TEST(two_successive_share_pool_handle) { two_successive(SHARE_POOL_HANDLE); }
 
 /* Two graphs with pools of their own replay at the same time on two streams: each one's
  * temporaries are its own, so both results are right. */
-static void concurrent_replay(void **state) {
-  (void)state;
+RECAP_TEST(concurrent_replay) {
   cudaStream_t s1 = gpu_begin_stream(), s2 = gpu_stream();
   float *x = gpu_floats_set(N, 1.0f, s1);
   recap_graph_t g1, g2;
@@ -651,8 +625,7 @@ static void concurrent_replay(void **state) {
  * library promises only that the capture order is right, as PyTorch does. So the test asserts
  * the capture order, replays the other order without asserting its result, and checks that
  * the capture order is right again afterwards (g0 rewrites c). */
-static void three_successive(void **state) {
-  (void)state;
+RECAP_TEST(three_successive) {
   cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, 1.0f, s);
   recap_pool_id_t shared = recap_pool_handle();
@@ -713,8 +686,7 @@ static void three_successive(void **state) {
 }
 
 /* A graph's output outlives the graph; its segment alone stays, then goes when freed. */
-static void memory_stats_and_use_result_after_destroy_graph(void **state) {
-  (void)state;
+RECAP_TEST(memory_stats_and_use_result_after_destroy_graph) {
   gpu_begin();
   const size_t out_n = 600 * KiB / sizeof(float); /* small pool: a 2 MiB segment */
   const size_t tmp_n = 3 * MiB / sizeof(float);   /* large pool: a 20 MiB segment (VMM: 4) */

@@ -31,8 +31,7 @@
  * Capture scope and the kill switch
  * ---------------------------------------------------------------------------------------- */
 
-static void scope_uses_a_shared_side_stream(void **state) {
-  (void)state;
+RECAP_TEST(scope_uses_a_shared_side_stream) {
   reset();
   const recap__device_ops_t *dev = recap__device();
   recap_stream_t other = recap__fake_stream_new();
@@ -88,8 +87,7 @@ static void scope_uses_a_shared_side_stream(void **state) {
   expect_all_released();
 }
 
-static void scope_captures_on_a_given_stream_and_pool(void **state) {
-  (void)state;
+RECAP_TEST(scope_captures_on_a_given_stream_and_pool) {
   reset();
   recap_stream_t mine = recap__fake_stream_new();
   recap_scope_options_t opts = RECAP_SCOPE_OPTIONS_INIT;
@@ -109,12 +107,10 @@ static void scope_captures_on_a_given_stream_and_pool(void **state) {
   opts.size = 1;
   OK(recap_graph_reset(g));
   EXPECT_STATUS(recap_capture_scope_begin(g, &opts, &s), RECAP_ERROR_INVALID_ARGUMENT);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
-static void disabled_graphs_run_the_scope_eagerly(void **state) {
-  (void)state;
+RECAP_TEST(disabled_graphs_run_the_scope_eagerly) {
   reset();
   recap__graphs_disabled_override(1);
   assert_int_equal(!recap_graphs_enabled(), 1);
@@ -151,8 +147,7 @@ static void disabled_graphs_run_the_scope_eagerly(void **state) {
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_INSTANTIATED);
   OK(recap_graph_replay(g, s));
   OK(recap_free(p));
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -219,8 +214,7 @@ static void *capture_in_thread(void *arg) {
   return NULL;
 }
 
-static void two_threads_capture_at_once(void **state) {
-  (void)state;
+RECAP_TEST(two_threads_capture_at_once) {
   reset();
   pthread_barrier_t barrier;
   pthread_barrier_init(&barrier, NULL, 2);
@@ -267,8 +261,7 @@ static void *end_from_another_thread(void *arg) {
 /* CUDA refuses to end a global or thread-local capture from another thread than the one that
  * began it (cudaErrorStreamCaptureWrongThread); the capture is then still under way, so the
  * graph must still be capturing too, and the right thread must be able to end it. */
-static void end_from_another_thread_keeps_the_capture(void **state) {
-  (void)state;
+RECAP_TEST(end_from_another_thread_keeps_the_capture) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph_capturing(&s, 0);
   launch(s, 1);
@@ -283,14 +276,12 @@ static void end_from_another_thread_keeps_the_capture(void **state) {
   size_t nodes;
   OK(recap_graph_node_count(g, &nodes));
   assert_int_equal(nodes, 2); /* the work before and after the refusal */
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* A relaxed capture forbids nothing, its end from another thread included: that thread ends the
  * graph's capture on the stream it began on, which the graph knows. */
-static void relaxed_capture_ends_from_another_thread(void **state) {
-  (void)state;
+RECAP_TEST(relaxed_capture_ends_from_another_thread) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
@@ -304,8 +295,7 @@ static void relaxed_capture_ends_from_another_thread(void **state) {
   OK(recap_graph_node_count(g, &nodes));
   assert_int_equal(nodes, 3);
   OK(recap_graph_replay(g, s));
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 static void *reset_from_another_thread(void *arg) {
@@ -317,8 +307,7 @@ static void *reset_from_another_thread(void *arg) {
 /* The same for a reset from another thread: CUDA will not end the capture there, so either the
  * reset refuses and the capture goes on under the graph, or it ends the capture. Either way the
  * stream and the graph must agree afterwards. */
-static void reset_from_another_thread_keeps_stream_and_graph_in_step(void **state) {
-  (void)state;
+RECAP_TEST(reset_from_another_thread_keeps_stream_and_graph_in_step) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph_capturing(&s, 0);
   launch(s, 1);
@@ -351,8 +340,7 @@ static void *scope_end_from_another_thread(void *arg) {
 
 /* A scope end refused by CUDA (wrong thread) must leave the scope open, so that the thread
  * that opened it can still close it. */
-static void scope_end_from_another_thread_keeps_the_scope(void **state) {
-  (void)state;
+RECAP_TEST(scope_end_from_another_thread_keeps_the_scope) {
   reset();
   recap_stream_t s;
   recap_graph_t g = graph_in_scope(&s);
@@ -372,16 +360,14 @@ static void scope_end_from_another_thread_keeps_the_scope(void **state) {
   }
   assert_int_equal(capturing(s), 0);
   OK(recap_graph_replay(g, s));
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* ------------------------------------------------------------------------------------------
  * Inspection
  * ---------------------------------------------------------------------------------------- */
 
-static void inspect_reports_nodes_and_edges(void **state) {
-  (void)state;
+RECAP_TEST(inspect_reports_nodes_and_edges) {
   recap_stream_t s = fresh_stream(), side = recap__fake_stream_new();
   recap_graph_t plain, g;
   OK(recap_graph_create(&plain, 0));
@@ -456,8 +442,7 @@ static void inspect_reports_nodes_and_edges(void **state) {
 
 /* The JSON of a graph with regions (regions_info.h): where each node sits, and what each
  * conditional node does. */
-static void json_of_regions(void **state) {
-  (void)state;
+RECAP_TEST(json_of_regions) {
   recap_graph_info_t info = regions_info();
   char *json = NULL;
   OK(recap_graph_info_json(&info, &json));
@@ -506,8 +491,7 @@ static void json_of_regions(void **state) {
   recap_string_free(json);
 }
 
-static void region_kind_names(void **state) {
-  (void)state;
+RECAP_TEST(region_kind_names) {
   assert_string_equal(recap_region_kind_name(RECAP_REGION_WHILE), "while");
   assert_string_equal(recap_region_kind_name(RECAP_REGION_IF), "if");
   assert_string_equal(recap_region_kind_name(RECAP_REGION_IF_ELSE), "if_else");
@@ -517,8 +501,7 @@ static void region_kind_names(void **state) {
 }
 
 /* Every node type has its own name, and a value out of range is "unknown", never NULL. */
-static void node_type_names(void **state) {
-  (void)state;
+RECAP_TEST(node_type_names) {
   assert_string_equal(recap_node_type_name(RECAP_NODE_KERNEL), "kernel");
   assert_string_equal(recap_node_type_name(RECAP_NODE_OTHER), "other");
   for (int i = 0; i < RECAP_NODE_TYPE_COUNT; i++)
@@ -530,8 +513,7 @@ static void node_type_names(void **state) {
   assert_string_equal(recap_node_type_name((recap_node_type_t)1000), "unknown");
 }
 
-static void inspect_of_an_empty_graph(void **state) {
-  (void)state;
+RECAP_TEST(inspect_of_an_empty_graph) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph_capturing(&s, RECAP_GRAPH_KEEP);
   OK(recap_graph_capture_end(g));
@@ -545,16 +527,14 @@ static void inspect_of_an_empty_graph(void **state) {
   cJSON_Delete(root);
   recap_string_free(json);
   recap_graph_info_free(info);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* ------------------------------------------------------------------------------------------
  * Injected faults
  * ---------------------------------------------------------------------------------------- */
 
-static void failed_capture_begin_leaves_nothing(void **state) {
-  (void)state;
+RECAP_TEST(failed_capture_begin_leaves_nothing) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_CAPTURE_BEGIN, 1);
@@ -565,12 +545,10 @@ static void failed_capture_begin_leaves_nothing(void **state) {
   EXPECT_STATUS(recap_graph_pool(g, &pool), RECAP_ERROR_INVALID_USAGE);
   expect_quiet();
   capture_kernels(g, s, 1);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
-static void failed_capture_end_leaves_nothing(void **state) {
-  (void)state;
+RECAP_TEST(failed_capture_end_leaves_nothing) {
   recap_stream_t s;
   recap_pool_id_t pool;
   void *p;
@@ -586,12 +564,10 @@ static void failed_capture_end_leaves_nothing(void **state) {
   expect_no_device_memory();
   capture_kernels(g, s, 2);
   OK(recap_graph_replay(g, s));
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
-static void failed_instantiate_in_capture_end(void **state) {
-  (void)state;
+RECAP_TEST(failed_instantiate_in_capture_end) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph_capturing(&s, 0);
   recap_pool_id_t pool;
@@ -608,12 +584,10 @@ static void failed_instantiate_in_capture_end(void **state) {
   expect_quiet();
   capture_kernels(g, s, 2);
   OK(recap_graph_replay(g, s));
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
-static void failed_instantiate_of_a_kept_graph_can_be_retried(void **state) {
-  (void)state;
+RECAP_TEST(failed_instantiate_of_a_kept_graph_can_be_retried) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
   capture_kernels(g, s, 2);
@@ -631,12 +605,10 @@ static void failed_instantiate_of_a_kept_graph_can_be_retried(void **state) {
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_CAPTURED);
   OK(recap_graph_replay(g, s)); /* instantiates again */
   assert_int_equal(recap__fake_now().live_execs, 1);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
-static void failed_launch_can_be_retried(void **state) {
-  (void)state;
+RECAP_TEST(failed_launch_can_be_retried) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   capture_kernels(g, s, 2);
@@ -646,8 +618,7 @@ static void failed_launch_can_be_retried(void **state) {
   EXPECT_MESSAGE("cudaGraphLaunch");
   OK(recap_graph_replay(g, s));
   assert_int_equal(recap__fake_now().graph_launches, 2);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* A small workload through the capture scope: an input from the default pool, an intermediate
@@ -686,8 +657,7 @@ static recap_status_t scope_workload(void) {
   return first;
 }
 
-static void faults_at_every_step_leave_everything_consistent(void **state) {
-  (void)state;
+RECAP_TEST(faults_at_every_step_leave_everything_consistent) {
   static const recap__fake_fault_t kinds[] = {
       RECAP__FAKE_FAULT_RAW_MALLOC,    RECAP__FAKE_FAULT_EVENT_CREATE,
       RECAP__FAKE_FAULT_EVENT_RECORD,  RECAP__FAKE_FAULT_STREAM_CREATE,

@@ -27,8 +27,7 @@
 
 /* A block used by a side stream inside the capture and freed there is held back until the
  * capture ends: it is not handed out again within the capture. */
-static void record_stream_inside_capture(void **state) {
-  (void)state;
+RECAP_TEST(record_stream_inside_capture) {
   cudaStream_t s = gpu_begin_stream(), side = gpu_stream();
   cudaEvent_t fork = gpu_event(), join = gpu_event();
   float *x = gpu_floats_set(N, 2.0f, s);
@@ -63,8 +62,7 @@ static void record_stream_inside_capture(void **state) {
 }
 
 /* Allocations on a side stream joined to the capture by an event come from the graph's pool. */
-static void allocator_follows_side_stream(void **state) {
-  (void)state;
+RECAP_TEST(allocator_follows_side_stream) {
   cudaStream_t s = gpu_begin_stream(), side = gpu_stream();
   cudaEvent_t fork = gpu_event(), join = gpu_event();
   float *x = gpu_floats_set(N, 1.0f, s);
@@ -187,8 +185,7 @@ static void *capture_in_thread(void *arg) {
   return NULL;
 }
 
-static void two_thread_local_captures_at_once(void **state) {
-  (void)state;
+RECAP_TEST(two_thread_local_captures_at_once) {
   gpu_begin();
   pthread_barrier_t barrier;
   pthread_barrier_init(&barrier, NULL, 2);
@@ -225,13 +222,11 @@ static void two_thread_local_captures_at_once(void **state) {
   gpu_finish(pools, 2);
 }
 
-static void thread_local_capture_ignores_other_threads(void **state) {
-  (void)state;
+RECAP_TEST(thread_local_capture_ignores_other_threads) {
   capture_with_foreign_malloc(RECAP_CAPTURE_MODE_THREAD_LOCAL);
 }
 
-static void relaxed_capture_allows_cuda_malloc(void **state) {
-  (void)state;
+RECAP_TEST(relaxed_capture_allows_cuda_malloc) {
   capture_with_foreign_malloc(RECAP_CAPTURE_MODE_RELAXED);
 }
 
@@ -239,8 +234,7 @@ static void relaxed_capture_allows_cuda_malloc(void **state) {
  * Raw handles, KEEP graphs and instantiation
  * ---------------------------------------------------------------------------------------- */
 
-static void raw_graph_with_and_without_keep(void **state) {
-  (void)state;
+RECAP_TEST(raw_graph_with_and_without_keep) {
   cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats(N, s);
   recap_graph_t kept, plain;
@@ -279,8 +273,7 @@ static void raw_graph_with_and_without_keep(void **state) {
   gpu_finish_stream(s, pools, 2);
 }
 
-static void raw_exec_before_and_after_instantiate(void **state) {
-  (void)state;
+RECAP_TEST(raw_exec_before_and_after_instantiate) {
   cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, 0.0f, s);
   recap_graph_t kept, plain;
@@ -319,8 +312,7 @@ static void raw_exec_before_and_after_instantiate(void **state) {
   gpu_finish_stream(s, pools, 2);
 }
 
-static void repeated_instantiate_and_replay(void **state) {
-  (void)state;
+RECAP_TEST(repeated_instantiate_and_replay) {
   cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, 0.0f, s);
   recap_graph_t g;
@@ -359,8 +351,7 @@ static void repeated_instantiate_and_replay(void **state) {
 
 /* An event recorded inside one graph (external record) and waited on inside another (external
  * wait) orders the two graphs' replays on two streams. */
-static void external_events_between_graphs(void **state) {
-  (void)state;
+RECAP_TEST(external_events_between_graphs) {
   cudaStream_t s1 = gpu_begin_stream(), s2 = gpu_stream();
   cudaEvent_t produced = gpu_event();
   float *buf = gpu_floats(N, s1), *out = gpu_floats(N, s2);
@@ -398,8 +389,7 @@ static void external_events_between_graphs(void **state) {
 }
 
 /* Timing events recorded inside a graph (external records) time its replay. */
-static void event_timing_inside_graph(void **state) {
-  (void)state;
+RECAP_TEST(event_timing_inside_graph) {
   cudaStream_t s = gpu_begin_stream();
   cudaEvent_t start, stop;
   CUDA_OK(cudaEventCreate(&start));
@@ -435,8 +425,7 @@ static void CUDART_CB count_call(void *user_data) { atomic_fetch_add((atomic_int
 
 /* Three streams forked from and joined to the capturing one by events, then a host function
  * node: the host function runs once per replay, never at capture. */
-static void multi_stream_capture_with_host_node(void **state) {
-  (void)state;
+RECAP_TEST(multi_stream_capture_with_host_node) {
   cudaStream_t s = gpu_begin_stream(), s1 = gpu_stream(), s2 = gpu_stream();
   cudaEvent_t fork = gpu_event(), join1 = gpu_event(), join2 = gpu_event();
   float *a = gpu_floats(N, s), *b = gpu_floats(N, s), *c = gpu_floats(N, s);
@@ -485,8 +474,7 @@ static void pipeline(cudaStream_t s, const float *h_in, float *h_out, float *d_i
   CUDA_OK(cudaMemcpyAsync(h_out, d_tmp, N * sizeof(float), cudaMemcpyDeviceToHost, s));
 }
 
-static void kernel_memcpy_memset_pipeline(void **state) {
-  (void)state;
+RECAP_TEST(kernel_memcpy_memset_pipeline) {
   cudaStream_t s = gpu_begin_stream();
   float *h_in = NULL, *h_out = NULL;
   CUDA_OK(cudaMallocHost((void **)&h_in, N * sizeof(float)));
@@ -547,8 +535,7 @@ static size_t find_node(const recap_graph_info_t *info, recap_node_type_t type) 
   return found;
 }
 
-static void inspect_kernel_memset_memcpy(void **state) {
-  (void)state;
+RECAP_TEST(inspect_kernel_memset_memcpy) {
   cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats(N, s);     /* 4096 bytes */
   float *y = gpu_floats(N / 4, s); /* 1024 bytes */
@@ -634,8 +621,7 @@ static void inspect_kernel_memset_memcpy(void **state) {
  * The capture scope
  * ---------------------------------------------------------------------------------------- */
 
-static void capture_scope_side_stream(void **state) {
-  (void)state;
+RECAP_TEST(capture_scope_side_stream) {
   cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, 2.0f, s);
   recap_graph_t g;

@@ -127,8 +127,7 @@ static void teardown(recap_graphed_t *h, size_t n) {
   recap__graphs_disabled_override(-1);
 }
 
-static void warmup_then_captures_in_training_order(void **state) {
-  (void)state;
+RECAP_TEST(warmup_then_captures_in_training_order) {
   fixture_t f;
   setup(&f);
   recap_graphed_t h[2];
@@ -158,8 +157,7 @@ static void warmup_then_captures_in_training_order(void **state) {
   teardown(h, 2);
 }
 
-static void calls_replay_and_hand_back_static_outputs(void **state) {
-  (void)state;
+RECAP_TEST(calls_replay_and_hand_back_static_outputs) {
   fixture_t f;
   setup(&f);
   recap_graphed_t h[2];
@@ -180,8 +178,7 @@ static void calls_replay_and_hand_back_static_outputs(void **state) {
   teardown(h, 2);
 }
 
-static void new_inputs_are_copied_into_static_buffers(void **state) {
-  (void)state;
+RECAP_TEST(new_inputs_are_copied_into_static_buffers) {
   fixture_t f;
   setup(&f);
   recap_graphed_t h;
@@ -200,8 +197,7 @@ static void new_inputs_are_copied_into_static_buffers(void **state) {
   teardown(&h, 1);
 }
 
-static void other_mode_runs_eagerly(void **state) {
-  (void)state;
+RECAP_TEST(other_mode_runs_eagerly) {
   fixture_t f;
   setup(&f);
   recap_graphed_t h;
@@ -229,8 +225,7 @@ static void other_mode_runs_eagerly(void **state) {
   teardown(&h, 1);
 }
 
-static void graphs_disabled_runs_everything_eagerly(void **state) {
-  (void)state;
+RECAP_TEST(graphs_disabled_runs_everything_eagerly) {
   fixture_t f;
   setup(&f);
   recap__graphs_disabled_override(1);
@@ -255,8 +250,7 @@ static void graphs_disabled_runs_everything_eagerly(void **state) {
   teardown(&h, 1);
 }
 
-static void unused_input_is_an_error_unless_allowed(void **state) {
-  (void)state;
+RECAP_TEST(unused_input_is_an_error_unless_allowed) {
   fixture_t f;
   setup(&f);
   f.toys[0].skip_grad_of = 1; /* input 1 needs a gradient, gets none */
@@ -279,8 +273,7 @@ static void unused_input_is_an_error_unless_allowed(void **state) {
   teardown(&h, 1);
 }
 
-static void inference_only_callable(void **state) {
-  (void)state;
+RECAP_TEST(inference_only_callable) {
   fixture_t f;
   setup(&f);
   f.descs[0].backward = NULL;
@@ -298,8 +291,7 @@ static void inference_only_callable(void **state) {
   teardown(&h, 1);
 }
 
-static void failure_in_a_captured_forward_cleans_up(void **state) {
-  (void)state;
+RECAP_TEST(failure_in_a_captured_forward_cleans_up) {
   fixture_t f;
   setup(&f);
   f.toys[1].fail_forward_at = 4; /* the captured one, after three warm-ups */
@@ -319,8 +311,7 @@ static void failure_in_a_captured_forward_cleans_up(void **state) {
 
 /* Every fault the fake can inject, at every step of create: each run fails cleanly or
  * succeeds, and leaves nothing behind. */
-static void faults_at_every_step_of_create(void **state) {
-  (void)state;
+RECAP_TEST(faults_at_every_step_of_create) {
   static const recap__fake_fault_t kinds[] = {RECAP__FAKE_FAULT_RAW_MALLOC,
                                               RECAP__FAKE_FAULT_CAPTURE_BEGIN,
                                               RECAP__FAKE_FAULT_CAPTURE_END,
@@ -349,8 +340,7 @@ static void faults_at_every_step_of_create(void **state) {
 
 /* A first block of a network has only the batch as input: its backward writes parameter
  * gradients alone, and must be captured all the same. */
-static void parameter_only_backward_is_captured(void **state) {
-  (void)state;
+RECAP_TEST(parameter_only_backward_is_captured) {
   fixture_t f;
   setup(&f);
   int none[2] = {0, 0};
@@ -383,8 +373,7 @@ static recap_status_t weight_forward(void *ctx, recap_stream_t stream, int train
   return recap_malloc(&outputs[0].data, outputs[0].bytes, stream);
 }
 
-static void dead_weight_in_a_graphed_step(void **state) {
-  (void)state;
+RECAP_TEST(dead_weight_in_a_graphed_step) {
   fixture_t f;
   setup(&f);
   void *weight;
@@ -409,8 +398,7 @@ static void dead_weight_in_a_graphed_step(void **state) {
 
 /* The backward is handed the buffers of the forward it differentiates: the static ones in the
  * captures and the replays, the caller's inputs and the eager outputs in an eager call. */
-static void backward_receives_the_forwards_buffers(void **state) {
-  (void)state;
+RECAP_TEST(backward_receives_the_forwards_buffers) {
   fixture_t f;
   setup(&f);
   recap_graphed_t h;
@@ -446,8 +434,7 @@ static void backward_receives_the_forwards_buffers(void **state) {
 
 /* An output that requires no gradient gets no gradient buffer, and its gradient is not read:
  * the backward sees {NULL, 0}, and grad_outputs may be NULL. */
-static void outputs_without_grad_get_no_gradient(void **state) {
-  (void)state;
+RECAP_TEST(outputs_without_grad_get_no_gradient) {
   fixture_t f;
   setup(&f);
   static const int no_grad[1] = {0};
@@ -487,8 +474,7 @@ static void outputs_without_grad_get_no_gradient(void **state) {
 
 /* The desc follows the options-struct rule: a size not set by RECAP_CALLABLE_DESC_INIT is
  * refused, naming the element, the struct and the macro; nothing is made. */
-static void desc_size_is_checked(void **state) {
-  (void)state;
+RECAP_TEST(desc_size_is_checked) {
   fixture_t f;
   setup(&f);
   recap_graphed_t h[2] = {(recap_graphed_t)0x1, (recap_graphed_t)0x1};
@@ -513,8 +499,7 @@ static void desc_size_is_checked(void **state) {
   teardown(h, 0);
 }
 
-static void bad_arguments(void **state) {
-  (void)state;
+RECAP_TEST(bad_arguments) {
   fixture_t f;
   setup(&f);
   recap_graphed_t h;

@@ -19,8 +19,7 @@
 /* Three callables graphed by three recap_graphed_create calls into one pool: right results when
  * called in the order they were captured, one pool reference per graph, all memory back once
  * they are destroyed. */
-static void separately_graphed_callables_share_a_pool(void **state) {
-  (void)state;
+RECAP_TEST(separately_graphed_callables_share_a_pool) {
   cudaStream_t s = begin();
   const float as[3] = {2.0f, 3.0f, 0.5f}, bs[3] = {1.0f, -2.0f, 4.0f};
   elementwise_t m[3];
@@ -102,8 +101,7 @@ static void separately_graphed_callables_share_a_pool(void **state) {
 
 /* allow_unused_input: an input that needs a gradient but gets none is refused by default, and
  * accepted (its gradient NULL) when allowed. */
-static void unused_input_is_refused_unless_allowed(void **state) {
-  (void)state;
+RECAP_TEST(unused_input_is_refused_unless_allowed) {
   cudaStream_t s = begin();
   elementwise_t e = {.a = 2.0f, .b = 1.0f};
   float *a = gpu_floats(N, s), *b = gpu_floats(N, s);
@@ -162,8 +160,7 @@ static void unused_input_is_refused_unless_allowed(void **state) {
 /* Captured in training mode (dropout active); a call in eval mode runs the forward eagerly,
  * without dropout, exactly as the eager eval forward; the backward after it is eager too; a
  * later training call replays again, drawing the numbers eager code would draw. */
-static void eval_mode_runs_eagerly(void **state) {
-  (void)state;
+RECAP_TEST(eval_mode_runs_eagerly) {
   cudaStream_t s = begin();
   recap_generator_t gen_graphed = NULL, gen_eager = NULL;
   OK(recap_generator_create(&gen_graphed, SEED));
@@ -254,8 +251,7 @@ static void eval_mode_runs_eagerly(void **state) {
 /* A forward given another buffer copies it into the static one (in stream order) and gives
  * what the static buffer holding that data gives; a forward given the static buffer itself
  * reads it as it is. Output gradients are staged the same way. */
-static void new_inputs_are_copied_into_static_buffers(void **state) {
-  (void)state;
+RECAP_TEST(new_inputs_are_copied_into_static_buffers) {
   cudaStream_t s = begin();
   elementwise_t e = {.a = 2.0f, .b = 1.0f};
   float *sample = gpu_floats(N, s), *other = gpu_floats(N, s);

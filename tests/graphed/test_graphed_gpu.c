@@ -137,8 +137,7 @@ static void graphed_step(recap_graphed_t *h, chain_t *c, float *x, float *gate, 
 /* test_graph_make_graphed_callables: five callables graphed together (two MLPs, one with
  * dropout; a parameterless callable; two plain functions) train ten steps exactly as the same
  * functions called eagerly, from the same parameters and the same generator seed. */
-static void graphed_callables_train_like_eager(void **state) {
-  (void)state;
+RECAP_TEST(graphed_callables_train_like_eager) {
   cudaStream_t s = begin();
   recap_generator_t gen_eager = NULL, gen_graphed = NULL;
   OK(recap_generator_create(&gen_eager, SEED));
@@ -288,8 +287,7 @@ static void graphed_callables_train_like_eager(void **state) {
 
 /* PyTorch's test_cuda_graph_debug: a graphed training step whose weight was freed after the
  * capture. With the liveness option the replay refuses instead of reading freed memory. */
-static void dead_weight_in_a_graphed_training_step(void **state) {
-  (void)state;
+RECAP_TEST(dead_weight_in_a_graphed_training_step) {
   cudaStream_t s = begin();
   mlp_t m;
   mlp_init(&m, ROWS, D_IN, HIDDEN, D_OUT, 300, NULL, 0.0f, 0, s);
@@ -319,8 +317,7 @@ static void dead_weight_in_a_graphed_training_step(void **state) {
 
 /* make_graphed_callables with sample args that need no gradient: a forward graph only, and the
  * graphed forward gives what the eager forward gives. */
-static void graphed_callable_without_gradients(void **state) {
-  (void)state;
+RECAP_TEST(graphed_callable_without_gradients) {
   cudaStream_t s = begin();
   elementwise_t graphed = {.a = 2.0f, .b = 1.0f, .temp = 1}, eager = graphed;
   float *sample = gpu_floats(N, s), *x = gpu_floats(N, s);
@@ -367,8 +364,7 @@ static void graphed_callable_without_gradients(void **state) {
 /* A graphed MLP layer whose input and output gradient are flagged for rebinding, fed from two
  * alternating buffers, trains exactly like the same layer on the copying path: outputs, input
  * gradients and parameters bit for bit, and its static input is never written. */
-static void graphed_mlp_zero_copy_matches_copy_path(void **state) {
-  (void)state;
+RECAP_TEST(graphed_mlp_zero_copy_matches_copy_path) {
   cudaStream_t s = begin();
   mlp_t mz, mc;
   mlp_init(&mz, ROWS, D_IN, HIDDEN, D_OUT, 500, NULL, 0.0f, 1, s);

@@ -235,8 +235,7 @@ static const void *exec_arg(recap_graphed_t h, bool backward_graph, size_t node,
 
 /* Inputs alternating between two buffers: the flagged callable rebinds (no copy of x), the
  * plain one copies; outputs and gradients are equal bit for bit. */
-static void alternating_inputs_match_the_copy_path(void **state) {
-  (void)state;
+RECAP_TEST(alternating_inputs_match_the_copy_path) {
   fresh();
   callable_t zc, cp;
   make_both(&zc, &cp, 1, 0, 0);
@@ -275,8 +274,7 @@ static void alternating_inputs_match_the_copy_path(void **state) {
 
 /* The backward differentiates the last forward: forwards on a, then b, then a, and one
  * backward reads a, as the copy path's does. */
-static void backward_reads_the_last_forwards_input(void **state) {
-  (void)state;
+RECAP_TEST(backward_reads_the_last_forwards_input) {
   fresh();
   callable_t zc, cp;
   make_both(&zc, &cp, 1, 1, 0);
@@ -302,8 +300,7 @@ static void backward_reads_the_last_forwards_input(void **state) {
 }
 
 /* Flagged output gradients: the backward graph reads them where the caller passes them. */
-static void flagged_output_gradients_are_not_copied(void **state) {
-  (void)state;
+RECAP_TEST(flagged_output_gradients_are_not_copied) {
   fresh();
   callable_t zc, cp;
   make_both(&zc, &cp, 0, 0, 1);
@@ -343,8 +340,7 @@ static void on_log(recap_log_level_t level, const char *message, void *user) {
 
 /* A caller's buffer the graph cannot be rebound to (it overlaps memory the forward reads: the
  * static w) makes the call copy, after moving the graph back to its static x; logged once. */
-static void refused_rebind_falls_back_to_copying(void **state) {
-  (void)state;
+RECAP_TEST(refused_rebind_falls_back_to_copying) {
   fresh();
   log_capture_t log = {0};
   recap_log_set(on_log, &log);
@@ -391,8 +387,7 @@ static void refused_rebind_falls_back_to_copying(void **state) {
 /* The backward refuses a buffer the forward accepted (the backward's own static output
  * gradient, which the forward never reads): the backward copies the forward's input into the
  * static x, before the output gradient is copied over the caller's buffer. */
-static void refused_backward_rebind_copies_the_forwards_input(void **state) {
-  (void)state;
+RECAP_TEST(refused_backward_rebind_copies_the_forwards_input) {
   fresh();
   callable_t zc, cp;
   make_both(&zc, &cp, 1, 0, 0);
@@ -421,8 +416,7 @@ static void refused_backward_rebind_copies_the_forwards_input(void **state) {
 /* Two callables made together share a pool: B reads A's static output (a block of that pool
  * that B's graphs never write) without a copy, forward and backward; A's backward reads B's
  * static input gradient as its flagged output gradient. */
-static void chain_reads_the_previous_static_output(void **state) {
-  (void)state;
+RECAP_TEST(chain_reads_the_previous_static_output) {
   fresh();
   float *sx[2] = {buffer(100.0f), buffer(300.0f)}, *sw[2] = {buffer(200.0f), buffer(400.0f)};
   recap_buffer_t samples[2][2];
@@ -470,8 +464,7 @@ static void chain_reads_the_previous_static_output(void **state) {
 /* Ownership: the graphs read the caller's buffer in place, so it must stay allocated and
  * unchanged until the backward of that forward ran; once a later call passes another buffer,
  * the old one is never read again and may go (input liveness agrees). */
-static void the_callers_buffer_is_read_in_place(void **state) {
-  (void)state;
+RECAP_TEST(the_callers_buffer_is_read_in_place) {
   fresh();
   float *sx = buffer(100.0f), *sw = buffer(200.0f);
   recap_buffer_t samples[2] = {{sx, BYTES}, {sw, BYTES}};
@@ -508,8 +501,7 @@ static void the_callers_buffer_is_read_in_place(void **state) {
 
 /* Eager calls (graphs disabled) take no rebind and no copy: the functions read the caller's
  * buffers. */
-static void eager_calls_are_unchanged(void **state) {
-  (void)state;
+RECAP_TEST(eager_calls_are_unchanged) {
   fresh();
   recap__graphs_disabled_override(1);
   callable_t zc;
@@ -532,8 +524,7 @@ static void eager_calls_are_unchanged(void **state) {
 }
 
 /* A desc of the size before the flags (the options rule): no flags, the copying path. */
-static void descs_without_the_flags_copy(void **state) {
-  (void)state;
+RECAP_TEST(descs_without_the_flags_copy) {
   fresh();
   float *sx = buffer(100.0f), *sw = buffer(200.0f);
   recap_buffer_t samples[2] = {{sx, BYTES}, {sw, BYTES}};
@@ -556,8 +547,7 @@ static void descs_without_the_flags_copy(void **state) {
 
 /* Flagged sample inputs are declared with their exact extents, so two that overlap are
  * refused at create, and nothing is left behind. */
-static void overlapping_flagged_samples_are_refused(void **state) {
-  (void)state;
+RECAP_TEST(overlapping_flagged_samples_are_refused) {
   fresh();
   float *sx = buffer(100.0f);
   recap_buffer_t samples[2] = {{sx, BYTES}, {sx, BYTES}};
@@ -598,8 +588,7 @@ static recap_status_t fw_without_x(void *ctx, recap_stream_t s, int training,
 
 /* A flagged input only the backward reads: the forward neither copies nor rebinds it, and the
  * backward graph is rebound to where that forward had it. */
-static void input_read_by_the_backward_only(void **state) {
-  (void)state;
+RECAP_TEST(input_read_by_the_backward_only) {
   fresh();
   float *sx = buffer(100.0f), *sw = buffer(200.0f);
   recap_buffer_t samples[2] = {{sx, BYTES}, {sw, BYTES}};

@@ -141,8 +141,7 @@ static size_t collectives(recap_graph_t g, recap_collective_t *out, size_t capac
  * Tests
  * ---------------------------------------------------------------------------------------- */
 
-static void test_eager_calls_nccl_and_records_nothing(void **state) {
-  (void)state;
+RECAP_TEST(test_eager_calls_nccl_and_records_nothing) {
   float *buf;
   recap_stream_t s = setup_with_buffer(&buf, 1024);
   OK(recap_nccl_all_reduce(buf, buf, 256, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s));
@@ -170,8 +169,7 @@ static void test_eager_calls_nccl_and_records_nothing(void **state) {
   teardown_graph(g, buf);
 }
 
-static void test_enums_equal_nccls(void **state) {
-  (void)state;
+RECAP_TEST(test_enums_equal_nccls) {
   /* nccl.h: ncclInt8 0, ncclUint8 1, ncclInt32 2, ncclUint32 3, ncclInt64 4, ncclUint64 5,
    * ncclFloat16 6, ncclFloat32 7, ncclFloat64 8, ncclBfloat16 9, ncclFloat8e4m3 10,
    * ncclFloat8e5m2 11; ncclSum 0, ncclProd 1, ncclMax 2, ncclMin 3, ncclAvg 4. */
@@ -189,8 +187,7 @@ static void test_enums_equal_nccls(void **state) {
   assert_string_equal(recap_collective_kind_name((recap_collective_kind_t)7), "unknown");
 }
 
-static void test_capture_records_in_order(void **state) {
-  (void)state;
+RECAP_TEST(test_capture_records_in_order) {
   setup();
   rec.nranks = 1;
   recap_stream_t s = recap__fake_stream_new();
@@ -264,8 +261,7 @@ static void test_capture_records_in_order(void **state) {
   teardown_graph(g, buf);
 }
 
-static void test_argument_refusals(void **state) {
-  (void)state;
+RECAP_TEST(test_argument_refusals) {
   float *buf;
   recap_stream_t s = setup_with_buffer(&buf, 64);
   EXPECT_STATUS(recap_nccl_all_reduce(buf, buf, 4, (recap_nccl_dtype_t)12, RECAP_NCCL_SUM, COMM0,
@@ -293,8 +289,7 @@ static void test_argument_refusals(void **state) {
   teardown();
 }
 
-static void test_refused_inside_region_body(void **state) {
-  (void)state;
+RECAP_TEST(test_refused_inside_region_body) {
   float *buf;
   recap_stream_t s = setup_with_buffer(&buf, 64);
   recap_graph_t g = graph_capturing(s, NULL);
@@ -316,8 +311,7 @@ static void test_refused_inside_region_body(void **state) {
   teardown_graph(g, buf);
 }
 
-static void test_direct_nccl_kernel_in_body_refused_at_region_end(void **state) {
-  (void)state;
+RECAP_TEST(test_direct_nccl_kernel_in_body_refused_at_region_end) {
   setup();
   for (int host = 0; host < 2; host++) {
     recap_stream_t s = recap__fake_stream_new();
@@ -351,8 +345,7 @@ static void test_direct_nccl_kernel_in_body_refused_at_region_end(void **state) 
   teardown();
 }
 
-static void test_old_version_warns_once(void **state) {
-  (void)state;
+RECAP_TEST(test_old_version_warns_once) {
   setup();
   rec.version = 22703;
   recap_test_log_t log;
@@ -387,8 +380,7 @@ static void test_old_version_warns_once(void **state) {
   teardown();
 }
 
-static void test_check_one_rank(void **state) {
-  (void)state;
+RECAP_TEST(test_check_one_rank) {
   float *buf;
   recap_stream_t s = setup_with_buffer(&buf, 64);
   recap_graph_t g;
@@ -436,8 +428,7 @@ static uint64_t wait_calls(void) {
   return recap__fake_now().calls[RECAP__FAKE_FAULT_STREAM_WAIT_EVENT];
 }
 
-static void test_policies(void **state) {
-  (void)state;
+RECAP_TEST(test_policies) {
   setup();
   recap_stream_t s1 = recap__fake_stream_new(), s2 = recap__fake_stream_new();
   float *buf = device_buffer(s1, 64);
@@ -600,8 +591,7 @@ static void test_policies(void **state) {
   teardown_graph(g2, buf);
 }
 
-static void test_seam_failures(void **state) {
-  (void)state;
+RECAP_TEST(test_seam_failures) {
   float *buf;
   recap_stream_t s = setup_with_buffer(&buf, 64);
   rec.load_status = RECAP_ERROR_NOT_FOUND;

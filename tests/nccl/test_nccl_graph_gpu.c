@@ -66,8 +66,7 @@ static float *device_floats(void) {
   return p;
 }
 
-static void captured_checked_replayed(void **state) {
-  (void)state;
+RECAP_TEST(captured_checked_replayed) {
   if (gpu_vmm_segments_on()) {
     printf("SKIP: expandable_segments is on, and NCCL's memory is no virtual memory\n");
     return;
@@ -133,8 +132,7 @@ static int nccl_name(const char *name) {
   return strncmp(name, "nccl", 4) == 0;
 }
 
-static void refused_in_conditional_bodies(void **state) {
-  (void)state;
+RECAP_TEST(refused_in_conditional_bodies) {
   if (!gpu_conditional_nodes()) return;
   cudaStream_t s;
   recap_nccl_comm_t comm = one_rank(&s);
@@ -203,8 +201,7 @@ static void refused_in_conditional_bodies(void **state) {
  * on s2 all-reduces b into c. Replayed one after the other on the two streams, g2 waits for g1 on
  * the device (c holds g1's new value every time), and the host does not wait: right after g2's
  * replay returned, s1 is still spinning. */
-static void serialized_on_the_device(void **state) {
-  (void)state;
+RECAP_TEST(serialized_on_the_device) {
   recap_nccl_comm_t comm = one_rank(NULL);
   CUDA_OK(recap_test_kernels_load());
   cudaStream_t s1 = gpu_stream(), s2 = NULL;

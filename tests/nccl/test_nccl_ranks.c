@@ -184,8 +184,7 @@ static void run_clique(rank_ctx_t *ctx, int nranks, bool p2p, bool replay,
  * The check
  * ---------------------------------------------------------------------------------------- */
 
-static void test_matching_fingerprints_pass_and_compute(void **state) {
-  (void)state;
+RECAP_TEST(test_matching_fingerprints_pass_and_compute) {
   static const int sizes[] = {2, 3, 4, 8};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
     setup();
@@ -288,8 +287,7 @@ static const mismatch_case_t mismatch_cases[] = {
        "ranks); rank 0's is broadcast of 64"}}},
 };
 
-static void test_mismatches_name_the_first_difference(void **state) {
-  (void)state;
+RECAP_TEST(test_mismatches_name_the_first_difference) {
   rank_ctx_t ctx[MAX_RANKS];
   for (size_t i = 0; i < sizeof mismatch_cases / sizeof mismatch_cases[0]; i++) {
     const mismatch_case_t *c = &mismatch_cases[i];
@@ -402,8 +400,7 @@ static void race_release(race_t *x) {
   }
 }
 
-static void test_eager_overlap_fails_in_the_fake(void **state) {
-  (void)state;
+RECAP_TEST(test_eager_overlap_fails_in_the_fake) {
   setup();
   recap__fake_nccl_timeout_ms(300);
   race_t x;
@@ -420,8 +417,7 @@ static void test_eager_overlap_fails_in_the_fake(void **state) {
   teardown();
 }
 
-static void test_serialize_orders_replays_sharing_a_communicator(void **state) {
-  (void)state;
+RECAP_TEST(test_serialize_orders_replays_sharing_a_communicator) {
   setup();
   race_t x;
   race_prepare(&x, true);
@@ -445,8 +441,7 @@ static void test_serialize_orders_replays_sharing_a_communicator(void **state) {
   teardown();
 }
 
-static void test_refuse_overlap_refuses_the_second_replay(void **state) {
-  (void)state;
+RECAP_TEST(test_refuse_overlap_refuses_the_second_replay) {
   setup();
   race_t x;
   recap__fake_nccl_timeout_ms(300);
@@ -492,8 +487,7 @@ static void one_rank_done(recap_graph_t g, float *buf, bool quiet) {
   teardown();
 }
 
-static void test_region_refusals_with_the_fake(void **state) {
-  (void)state;
+RECAP_TEST(test_region_refusals_with_the_fake) {
   setup();
   recap__nccl_comm_t comm;
   float *buf;
@@ -514,8 +508,7 @@ static void test_region_refusals_with_the_fake(void **state) {
   one_rank_done(g, buf, true);
 }
 
-static void test_version_warning_from_the_fake(void **state) {
-  (void)state;
+RECAP_TEST(test_version_warning_from_the_fake) {
   setup();
   recap__fake_nccl_version(22905);
   int version = 0;
@@ -535,8 +528,7 @@ static void test_version_warning_from_the_fake(void **state) {
   one_rank_done(g, buf, false);
 }
 
-static void test_faults_at_the_seam(void **state) {
-  (void)state;
+RECAP_TEST(test_faults_at_the_seam) {
   setup();
   int version = 0;
   recap__fake_fail_nth(RECAP__FAKE_FAULT_NCCL_LOAD, 1);
@@ -567,8 +559,7 @@ static void test_faults_at_the_seam(void **state) {
  * Pools of NCCL memory
  * ---------------------------------------------------------------------------------------- */
 
-static void test_pool_of_nccl_memory(void **state) {
-  (void)state;
+RECAP_TEST(test_pool_of_nccl_memory) {
   setup();
   recap__nccl_comm_t comm;
   OK(recap__fake_nccl_comms(1, &comm));

@@ -415,10 +415,7 @@ out:
   return NULL;
 }
 
-static void captured_replayed_checked(void **state) {
-  (void)state;
-  run_clique(captured_rank);
-}
+RECAP_TEST(captured_replayed_checked) { run_clique(captured_rank); }
 
 /* ------------------------------------------------------------------------------------------
  * 2. A count that differs on rank 0: every rank's check names it, nothing hangs
@@ -446,8 +443,7 @@ out:
   return NULL;
 }
 
-static void mismatch_named(void **state) {
-  (void)state;
+RECAP_TEST(mismatch_named) {
   clique_t c;
   clique_open(&c);
   clique_run(&c, mismatch_rank);
@@ -521,8 +517,7 @@ out:
   return NULL;
 }
 
-static void nccl_kernel_in_region_body_refused(void **state) {
-  (void)state;
+RECAP_TEST(nccl_kernel_in_region_body_refused) {
   if (!gpu_conditional_nodes()) return;
   run_clique(region_rank);
 }
@@ -650,10 +645,7 @@ out:
   return NULL;
 }
 
-static void serialized_across_streams(void **state) {
-  (void)state;
-  run_clique(streams_rank);
-}
+RECAP_TEST(serialized_across_streams) { run_clique(streams_rank); }
 
 /* Skip unless there are 2 GPUs and NCCL: what the harness checks (a device) is not enough. */
 static void require_gpus_and_nccl(void) {

@@ -14,8 +14,7 @@
 
 /* A node set that fails: the nodes set before it are set back, nothing changed, and the graph
  * replays as before and can be rebound afterwards. */
-static void fault_in_a_node_set(void **state) {
-  (void)state;
+RECAP_TEST(fault_in_a_node_set) {
   recap_stream_t s = fresh_stream();
   float *in = alloc(BYTES, s), *in2 = alloc(BYTES, s), *out = alloc(3 * BYTES, s);
   fill(in, 1.0f);
@@ -51,8 +50,7 @@ static void fault_in_a_node_set(void **state) {
 }
 
 /* The plan cannot be built: the capture fails as a failed instantiation does. */
-static void fault_in_the_plan(void **state) {
-  (void)state;
+RECAP_TEST(fault_in_the_plan) {
   recap_stream_t s = fresh_stream();
   float *in = alloc(BYTES, s);
   recap_graph_t g = rebind_graph(s, RECAP_REBIND_AUTO);
@@ -75,8 +73,7 @@ static void fault_in_the_plan(void **state) {
 
 /* The template cannot be synced: what needed it fails, the executable keeps the rebinds, and
  * the next sync writes them. */
-static void fault_in_the_template_sync(void **state) {
-  (void)state;
+RECAP_TEST(fault_in_the_template_sync) {
   recap_stream_t s = fresh_stream();
   float *in = alloc(BYTES, s), *in2 = alloc(BYTES, s), *out = alloc(BYTES, s);
   fill(in2, 4.0f);
@@ -115,8 +112,7 @@ static void fault_in_the_template_sync(void **state) {
  * Input liveness follows
  * ---------------------------------------------------------------------------------------- */
 
-static void liveness_follows_rebinds(void **state) {
-  (void)state;
+RECAP_TEST(liveness_follows_rebinds) {
   recap_stream_t s = fresh_stream();
   float *in = alloc(BYTES, s), *in2 = alloc(BYTES, s), *out = alloc(BYTES, s);
   float *in3 = alloc(BYTES, s), *in4 = alloc(BYTES, s);
@@ -176,8 +172,7 @@ static void liveness_follows_rebinds(void **state) {
 
 /* Options of an older size (before `rebind`) stay valid and mean rebind OFF; a mode out of
  * range is refused; a capture scope passes the mode on. */
-static void options(void **state) {
-  (void)state;
+RECAP_TEST(options) {
   recap_stream_t s = fresh_stream();
   float *in = alloc(BYTES, s), *in2 = alloc(BYTES, s);
   recap_graph_t g;

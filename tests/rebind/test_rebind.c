@@ -31,8 +31,7 @@ static size_t patched[16];
 
 /* K nodes read one input: a rebind sets those K nodes once each, and replays then compute
  * exactly what a graph captured on the new input computes. */
-static void one_buffer_read_by_k_nodes(void **state) {
-  (void)state;
+RECAP_TEST(one_buffer_read_by_k_nodes) {
   fresh();
   enum { K = 5 };
   recap_stream_t s = recap__fake_stream_new();
@@ -100,8 +99,7 @@ static void one_buffer_read_by_k_nodes(void **state) {
 
 /* Interior pointers move with their buffer (size 0: the whole allocation), and a node holding
  * two addresses of the range is set once with both patched. */
-static void interior_pointers_and_several_args_of_one_node(void **state) {
-  (void)state;
+RECAP_TEST(interior_pointers_and_several_args_of_one_node) {
   recap_stream_t s = fresh_stream();
   float *in = alloc(BYTES, s), *in2 = alloc(BYTES, s), *out = alloc(BYTES, s);
   float *direct = alloc(BYTES, s);
@@ -146,8 +144,7 @@ static void interior_pointers_and_several_args_of_one_node(void **state) {
 }
 
 /* Copy nodes (both ends) and memset nodes are patched too. */
-static void copy_and_memset_nodes(void **state) {
-  (void)state;
+RECAP_TEST(copy_and_memset_nodes) {
   recap_stream_t s = fresh_stream();
   float *src = alloc(BYTES, s), *src2 = alloc(BYTES, s);
   float *dst = alloc(BYTES, s), *dst2 = alloc(BYTES, s);
@@ -201,8 +198,7 @@ static void copy_and_memset_nodes(void **state) {
 }
 
 /* A batch moves several buffers at once, even into each other's places (ping-pong). */
-static void batch_swaps_ping_pong(void **state) {
-  (void)state;
+RECAP_TEST(batch_swaps_ping_pong) {
   recap_stream_t s = fresh_stream();
   float *a = alloc(BYTES, s), *b = alloc(BYTES, s);
   fill(a, 1.0f);
@@ -231,8 +227,7 @@ static void batch_swaps_ping_pong(void **state) {
 
 /* Memory of cudaMalloc (the fake's raw memory): the size must be given, and the new buffer is
  * the caller's word. */
-static void foreign_memory_with_explicit_size(void **state) {
-  (void)state;
+RECAP_TEST(foreign_memory_with_explicit_size) {
   fresh();
   const recap__device_ops_t *dev = recap__device();
   recap_stream_t s = recap__fake_stream_new();
@@ -266,8 +261,7 @@ static void foreign_memory_with_explicit_size(void **state) {
 
 /* A declared buffer has the caller's extent, not the allocator's block: two buffers carved
  * from one allocation move separately; the automatic size would move both. */
-static void declared_buffers_have_exact_extents(void **state) {
-  (void)state;
+RECAP_TEST(declared_buffers_have_exact_extents) {
   recap_stream_t s = fresh_stream();
   float *block = alloc(4 * BYTES, s), *in2 = alloc(BYTES, s); /* blocks: 1024 and 512 bytes */
   float *first = block, *second = block + N;
@@ -318,8 +312,7 @@ static void declared_buffers_have_exact_extents(void **state) {
 }
 
 /* DECLARED mode rebinds declared buffers only; declarations have rules of their own. */
-static void declared_mode_and_declaration_rules(void **state) {
-  (void)state;
+RECAP_TEST(declared_mode_and_declaration_rules) {
   recap_stream_t s = fresh_stream();
   float *a = alloc(BYTES, s), *b = alloc(BYTES, s), *a2 = alloc(BYTES, s), *b2 = alloc(BYTES, s);
   float *out = alloc(BYTES, s);
@@ -399,8 +392,7 @@ static void declared_mode_and_declaration_rules(void **state) {
  * allocate and none of its sites points into (another graph's output), and refused in a free
  * block of the pool or where the graph's capture allocated (its intermediates, even when handed
  * out again since). */
-static void shared_pool_blocks(void **state) {
-  (void)state;
+RECAP_TEST(shared_pool_blocks) {
   recap_stream_t s = fresh_stream();
   recap_pool_id_t pool = recap_pool_handle();
   float *in1 = alloc(BYTES, s), *in2 = alloc(BYTES, s);
@@ -474,8 +466,7 @@ static void expect_move_refused(recap_graph_t g, const void *old_ptr, void *new_
 }
 
 /* Every refusal: its status, its message naming the move and the nodes, and nothing changed. */
-static void refusals(void **state) {
-  (void)state;
+RECAP_TEST(refusals) {
   recap_stream_t s = fresh_stream();
   float *in = alloc(4 * BYTES, s), *small = alloc(BYTES, s), *out = alloc(4 * BYTES, s);
   float *unused = alloc(BYTES, s), *freed = alloc(4 * BYTES, s), *big = alloc(4 * BYTES, s);
@@ -572,8 +563,7 @@ static void refusals(void **state) {
 }
 
 /* The sites of a range, in node order, with what each holds. */
-static void site_listing(void **state) {
-  (void)state;
+RECAP_TEST(site_listing) {
   recap_stream_t s = fresh_stream();
   float *in = alloc(BYTES, s), *out = alloc(BYTES, s);
   recap_graph_t g = rebind_graph(s, RECAP_REBIND_AUTO);
@@ -620,8 +610,7 @@ static void site_listing(void **state) {
 /* What docs/rebind.md says the automatic scan mistakes: an integer argument whose bits equal an
  * address of the range is a site like a pointer; recap_graph_rebind_sites shows it before, and
  * `patched` counts it. */
-static void scalar_that_looks_like_an_address(void **state) {
-  (void)state;
+RECAP_TEST(scalar_that_looks_like_an_address) {
   recap_stream_t s = fresh_stream();
   float *in = alloc(BYTES, s), *in2 = alloc(BYTES, s);
   recap_graph_t g = rebind_graph(s, RECAP_REBIND_AUTO);
@@ -643,8 +632,7 @@ static void scalar_that_looks_like_an_address(void **state) {
 }
 
 /* A buffer read by 3 of 100 nodes: exactly 3 node sets, whatever the graph's size. */
-static void cost_is_the_sites_patched(void **state) {
-  (void)state;
+RECAP_TEST(cost_is_the_sites_patched) {
   recap_stream_t s = fresh_stream();
   float *in = alloc(BYTES, s), *in2 = alloc(BYTES, s), *other = alloc(BYTES, s);
   recap_graph_t g = rebind_graph(s, RECAP_REBIND_AUTO);
@@ -665,8 +653,7 @@ static void cost_is_the_sites_patched(void **state) {
 
 /* A KEEP graph: rebinding before the first instantiation instantiates; a re-instantiation and
  * the raw template both see the rebinds (the template is synced once). */
-static void keep_graph_reinstantiated_keeps_rebinds(void **state) {
-  (void)state;
+RECAP_TEST(keep_graph_reinstantiated_keeps_rebinds) {
   recap_stream_t s = fresh_stream();
   float *in = alloc(BYTES, s), *in2 = alloc(BYTES, s), *out = alloc(BYTES, s);
   fill(in2, 10.0f);
@@ -714,8 +701,7 @@ static void keep_graph_reinstantiated_keeps_rebinds(void **state) {
 /* Random batches over many buffers, against a model: after every batch each argument of each
  * node holds its buffer's new address plus its offset, and the sites of each buffer are exactly
  * its arguments (the index stays sorted however runs move past each other). */
-static void random_batches_against_a_model(void **state) {
-  (void)state;
+RECAP_TEST(random_batches_against_a_model) {
   fresh();
   enum { BUFFERS = 48, SLOTS = 20, NODES = 150, BATCHES = 400, BLOCK = 512 };
   recap_stream_t s = recap__fake_stream_new();

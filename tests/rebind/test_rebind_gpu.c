@@ -87,8 +87,7 @@ static void enqueue_gemm(cublasHandle_t h, cudaStream_t s, const float *a, const
   CUDA_OK(recap_test_add_scalar(c, c, (size_t)DIM * DIM, 1.0f, s));
 }
 
-static void cublas_gemm_rebound_matches_direct_capture(void **state) {
-  (void)state;
+RECAP_TEST(cublas_gemm_rebound_matches_direct_capture) {
   cudaStream_t s = begin();
   const size_t e = (size_t)DIM * DIM;
 
@@ -177,8 +176,7 @@ static void cublas_gemm_rebound_matches_direct_capture(void **state) {
  * A struct of pointers by value, interior pointers
  * ---------------------------------------------------------------------------------------- */
 
-static void struct_by_value_and_interior_pointers(void **state) {
-  (void)state;
+RECAP_TEST(struct_by_value_and_interior_pointers) {
   cudaStream_t s = begin();
   /* The input is the middle N floats of a 3N block: an interior range, declared exactly. */
   float *big = gpu_floats(3 * N, s), *big2 = gpu_floats(3 * N, s);
@@ -244,8 +242,7 @@ static void enqueue_copy_step(cudaStream_t s, const float *src, float *dst) {
   CUDA_OK(recap_test_add_scalar(dst, dst, 2 * N, 2.0f, s));
 }
 
-static void memcpy_and_memset_nodes(void **state) {
-  (void)state;
+RECAP_TEST(memcpy_and_memset_nodes) {
   cudaStream_t s = begin();
   float *src = gpu_floats(N, s), *src2 = gpu_floats(N, s);
   float *dst = gpu_floats(2 * N, s), *dst2 = gpu_floats(2 * N, s), *dst3 = gpu_floats(2 * N, s);
@@ -344,8 +341,7 @@ static void *recapture_scratch_step(recap_graph_t g, cudaStream_t s, const float
   return scratch;
 }
 
-static void recapture_update_keeps_addresses(void **state) {
-  (void)state;
+RECAP_TEST(recapture_update_keeps_addresses) {
   cudaStream_t s = begin();
   float *in, *out;
   void *first;
@@ -376,8 +372,7 @@ static void recapture_update_keeps_addresses(void **state) {
   gpu_finish_graph(g, s, pool, (void *[]){in, out}, 2);
 }
 
-static void update_refused_for_topology_instantiates(void **state) {
-  (void)state;
+RECAP_TEST(update_refused_for_topology_instantiates) {
   cudaStream_t s = begin();
   float *in, *out;
   recap_graph_t g = scratch_step_graph(s, &in, &out, 2.0f, NULL);
@@ -422,8 +417,7 @@ static void update_refused_for_topology_instantiates(void **state) {
  * Input liveness follows a rebind
  * ---------------------------------------------------------------------------------------- */
 
-static void liveness_follows_rebind(void **state) {
-  (void)state;
+RECAP_TEST(liveness_follows_rebind) {
   cudaStream_t s = begin();
   float *in = gpu_floats(N, s), *in2 = gpu_floats(N, s), *out = gpu_floats(N, s);
   gpu_set(in, N, 1.0f, s);

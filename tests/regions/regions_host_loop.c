@@ -12,8 +12,7 @@
  * Host loop interplay
  * ---------------------------------------------------------------------------------------- */
 
-static void test_host_loop_interplay(void **state) {
-  (void)state;
+RECAP_TEST(test_host_loop_interplay) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
   recap_capture_options_t o = options(true);
@@ -66,15 +65,13 @@ static void test_host_loop_interplay(void **state) {
    * graph's own (empty) executable. */
   OK(recap_graph_replay(g, s));
   assert_int_equal(recap__fake_now().graph_launches - launches, 2);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* Conditions no region uses, at the top level and inside a body: CUDA refuses to instantiate a
  * graph holding a handle no conditional node holds, so each gets an empty IF node of its own
  * (device path); the host path needs none. Either way the graph instantiates and replays. */
-static void test_unused_conditions(void **state) {
-  (void)state;
+RECAP_TEST(test_unused_conditions) {
   BOTH_PATHS {
     recap_stream_t s;
     recap_graph_t g = fresh_capture(&s, host);
@@ -100,8 +97,7 @@ static void test_unused_conditions(void **state) {
 
 /* A recapture on the other path that fails leaves the graph on the path of the capture it
  * keeps, whether or not that capture held regions. */
-static void test_failed_recapture_keeps_the_path(void **state) {
-  (void)state;
+RECAP_TEST(test_failed_recapture_keeps_the_path) {
   for (int with_region = 0; with_region < 2; with_region++) {
     recap_stream_t s;
     recap_graph_t g = fresh_graph(&s, 0);
@@ -135,8 +131,7 @@ static void test_failed_recapture_keeps_the_path(void **state) {
 }
 
 /* A recapture that fails leaves the host loop it replaces as it was, and its own flags go. */
-static void test_host_recapture_fails(void **state) {
-  (void)state;
+RECAP_TEST(test_host_recapture_fails) {
   recap_stream_t s = fresh_stream();
   uint32_t *w = device_words(s, 2);
   recap_graph_t g;
@@ -181,8 +176,7 @@ static void test_host_recapture_fails(void **state) {
 }
 
 /* The device path: one graph holding the conditional node and its body. */
-static void test_device_path_inspect(void **state) {
-  (void)state;
+RECAP_TEST(test_device_path_inspect) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph_capturing(&s, RECAP_GRAPH_KEEP);
   recap__fake_launch_kernel(s, "before");
@@ -203,13 +197,11 @@ static void test_device_path_inspect(void **state) {
   assert_int_equal(info->nodes[3].parent, 1);
   assert_int_equal(info->nodes[4].branch, 1);
   recap_graph_info_free(info);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* Annotations inside bodies: the graph's own nodes get their labels, body nodes none. */
-static void test_annotations_in_bodies(void **state) {
-  (void)state;
+RECAP_TEST(test_annotations_in_bodies) {
   reset();
   recap_annotations_enable(1);
   recap_stream_t s = recap__fake_stream_new();
@@ -237,8 +229,7 @@ static void test_annotations_in_bodies(void **state) {
 }
 
 /* The device path keeps one graph: rebinding, input liveness and recaptures work on it. */
-static void test_device_path_layers(void **state) {
-  (void)state;
+RECAP_TEST(test_device_path_layers) {
   recap_stream_t s = fresh_stream();
   uint32_t *w = device_words(s, 2);
   recap_graph_t g;
@@ -313,8 +304,7 @@ static uint32_t run_ready(bool host, int which, const void *operand, recap_cond_
   return n;
 }
 
-static void test_ready_kernels(void **state) {
-  (void)state;
+RECAP_TEST(test_ready_kernels) {
   static float f = 2.5f;
   static double d = -1.0;
   static int32_t i32 = 7;
@@ -333,8 +323,7 @@ static void test_ready_kernels(void **state) {
   }
 }
 
-static void test_ready_kernel_checks(void **state) {
-  (void)state;
+RECAP_TEST(test_ready_kernel_checks) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   begin(g, s, false);
@@ -403,8 +392,7 @@ static recap_status_t loop_check(void *ctx, recap_cond_t cond, recap_stream_t s)
   return recap_cond_compare(cond, &c, s);
 }
 
-static void test_loop_capture_unroll(void **state) {
-  (void)state;
+RECAP_TEST(test_loop_capture_unroll) {
   for (unsigned unroll = 1; unroll <= 4; unroll++) {
     /* A host loop that checks every unroll steps. */
     uint32_t expect = 0;

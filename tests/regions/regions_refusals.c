@@ -11,8 +11,7 @@
  * Refusals
  * ---------------------------------------------------------------------------------------- */
 
-static void test_refusals_unharmed(void **state) {
-  (void)state;
+RECAP_TEST(test_refusals_unharmed) {
   BOTH_PATHS {
     recap_stream_t s = fresh_stream(), other = recap__fake_stream_new();
     recap_graph_t g;
@@ -78,8 +77,7 @@ static void test_refusals_unharmed(void **state) {
   }
 }
 
-static void test_too_deep(void **state) {
-  (void)state;
+RECAP_TEST(test_too_deep) {
   BOTH_PATHS {
     recap_stream_t s;
     recap_graph_t g = fresh_capture(&s, host);
@@ -101,8 +99,7 @@ static void test_too_deep(void **state) {
 
 /* A side stream forked from the capture and not joined back: CUDA ends the capture at the
  * pause, so the region call reports an invalidated capture and the graph is fresh again. */
-static void test_unjoined_side_stream(void **state) {
-  (void)state;
+RECAP_TEST(test_unjoined_side_stream) {
   BOTH_PATHS {
     for (int at_end = 0; at_end < 2; at_end++) {
       recap_stream_t s = fresh_stream(), side = recap__fake_stream_new();
@@ -127,8 +124,7 @@ static void test_unjoined_side_stream(void **state) {
 }
 
 /* Forbidden nodes in a body: refused at the region's end, the capture abandoned. */
-static void test_forbidden_nodes(void **state) {
-  (void)state;
+RECAP_TEST(test_forbidden_nodes) {
   const recap_node_type_t kinds[] = {RECAP_NODE_EVENT_RECORD, RECAP_NODE_WAIT_EVENT,
                                      RECAP_NODE_MEM_ALLOC, RECAP_NODE_MEM_FREE, RECAP_NODE_HOST};
   BOTH_PATHS {
@@ -164,8 +160,7 @@ static void test_forbidden_nodes(void **state) {
 
 /* A forbidden node in a body before a nested region: the device path finds it when the body
  * ends, the host path when the segment before the nested region ends (at its begin). */
-static void test_forbidden_before_a_nested_region(void **state) {
-  (void)state;
+RECAP_TEST(test_forbidden_before_a_nested_region) {
   BOTH_PATHS {
     recap_stream_t s;
     recap_graph_t g = fresh_capture(&s, host);
@@ -208,8 +203,7 @@ static recap_status_t plain_check(void *ctx, recap_cond_t cond, recap_stream_t s
   return recap_cond_set_value(cond, 0, s);
 }
 
-static void test_abandon_inside(void **state) {
-  (void)state;
+RECAP_TEST(test_abandon_inside) {
   BOTH_PATHS {
     for (int how = 0; how < 3; how++) {
       recap_stream_t s;
@@ -251,8 +245,7 @@ static void test_abandon_inside(void **state) {
  * stays, and the graph and the stream capture again. A recapture so invalidated leaves the graph
  * with the capture it replaced. (Found by a fuzz: capture_end answered "still open" and
  * region_end "not capturing", and the graph stayed capturing until a reset.) */
-static void test_invalidated_with_regions_open(void **state) {
-  (void)state;
+RECAP_TEST(test_invalidated_with_regions_open) {
   BOTH_PATHS {
     for (unsigned depth = 1; depth <= 2; depth++) {
       for (int how = 0; how < 3; how++) {

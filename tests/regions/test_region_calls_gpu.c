@@ -44,8 +44,7 @@ static void expect_path(recap_graph_t g, bool host) {
 
 /* x += 1 while x[0] < 10.5, at most 8 iterations; a block allocated in the body keeps its
  * address across iterations. */
-static void compare_and_malloc_in_body(void **state) {
-  (void)state;
+RECAP_TEST(compare_and_malloc_in_body) {
   for (int host = 0; host < 2; host++) {
     cudaStream_t s = gpu_begin_stream();
     float *x = gpu_floats(N, s);
@@ -102,8 +101,7 @@ static recap_status_t check(void *ctx, recap_cond_t cond, recap_stream_t stream)
 }
 
 /* Checked every 4 steps: 12 steps where a check after every step would stop at 10. */
-static void loop_capture_unrolled(void **state) {
-  (void)state;
+RECAP_TEST(loop_capture_unrolled) {
   for (int host = 0; host < 2; host++) {
     cudaStream_t s = gpu_begin_stream();
     loop_ctx_t l = {gpu_floats(N, s)};
@@ -127,8 +125,7 @@ static void loop_capture_unrolled(void **state) {
 
 /* Conditions made and never used by a region (at the top level and inside a body), beside one
  * that is: the graph instantiates and replays. */
-static void unused_conditions(void **state) {
-  (void)state;
+RECAP_TEST(unused_conditions) {
   for (int host = 0; host < 2; host++) {
     cudaStream_t s = gpu_begin_stream();
     float *x = gpu_floats(N, s);
@@ -154,8 +151,7 @@ static void unused_conditions(void **state) {
 
 /* An IF_ELSE closed in its first branch and a SWITCH whose middle branch is never captured:
  * the branches left empty run nothing, and the graph instantiates and replays. */
-static void branches_left_empty(void **state) {
-  (void)state;
+RECAP_TEST(branches_left_empty) {
   for (int host = 0; host < 2; host++) {
     cudaStream_t s = gpu_begin_stream();
     float *x = gpu_floats(N, s);

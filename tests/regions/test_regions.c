@@ -57,8 +57,7 @@ static uint32_t run_while(bool host, uint64_t *bodies) {
   return result;
 }
 
-static void test_while_both_paths(void **state) {
-  (void)state;
+RECAP_TEST(test_while_both_paths) {
   uint64_t device_bodies, host_bodies;
   uint32_t device = run_while(false, &device_bodies);
   uint32_t host = run_while(true, &host_bodies);
@@ -108,8 +107,7 @@ static uint32_t run_branches(bool host, uint32_t choice) {
   return replay_and_read(g, s, w, 1);
 }
 
-static void test_branches(void **state) {
-  (void)state;
+RECAP_TEST(test_branches) {
   /* choice 0: IF skipped, ELSE (3), case 0 (4). 1: IF (1), THEN (2), case 1 (5). 2: 1, 2,
    * case 2 (6). 5: 1, 2, no case. */
   const uint32_t choices[4] = {0, 1, 2, 5};
@@ -121,8 +119,7 @@ static void test_branches(void **state) {
 }
 
 /* An IF_ELSE closed in its first branch: the ELSE branch is empty. */
-static void test_if_else_closed_early(void **state) {
-  (void)state;
+RECAP_TEST(test_if_else_closed_early) {
   BOTH_PATHS {
     recap_stream_t s = fresh_stream();
     uint32_t *w = device_words(s, 1);
@@ -168,8 +165,7 @@ static uint32_t run_nested(bool host) {
   return replay_and_read(g, s, w, 2);
 }
 
-static void test_nested(void **state) {
-  (void)state;
+RECAP_TEST(test_nested) {
   uint32_t x = 0;
   for (int i = 0; i < 3; i++) x = ((x * 3 + 1) * 3 + 1) * 3 + 2;
   assert_int_equal(run_nested(false), x);
@@ -177,8 +173,7 @@ static void test_nested(void **state) {
 }
 
 /* AUTO takes the host loop where the driver has no conditional nodes; DEVICE is refused. */
-static void test_auto_picks_host(void **state) {
-  (void)state;
+RECAP_TEST(test_auto_picks_host) {
   reset();
   recap__fake_cond_supported(false);
   recap_stream_t s = recap__fake_stream_new();
@@ -203,16 +198,14 @@ static void test_auto_picks_host(void **state) {
   assert_int_equal(supported, 1);
   OK(recap_graph_reset(g));
   EXPECT_STATUS(recap_graph_regions_on_device(g, &(int){0}), RECAP_ERROR_INVALID_USAGE);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* ------------------------------------------------------------------------------------------
  * Allocations, registry and route inside bodies
  * ---------------------------------------------------------------------------------------- */
 
-static void test_malloc_in_body(void **state) {
-  (void)state;
+RECAP_TEST(test_malloc_in_body) {
   BOTH_PATHS {
     recap_stream_t s = fresh_stream();
     uint32_t *w = device_words(s, 2);
@@ -297,8 +290,7 @@ static recap_status_t scenario(recap_graph_t g, recap_stream_t s, bool host, uin
   return RECAP_SUCCESS;
 }
 
-static void test_fault_injection(void **state) {
-  (void)state;
+RECAP_TEST(test_fault_injection) {
   const recap__fake_fault_t kinds[] = {
       RECAP__FAKE_FAULT_COND_SUPPORTED,   RECAP__FAKE_FAULT_CAPTURE_PAUSE,
       RECAP__FAKE_FAULT_CAPTURE_TO_GRAPH, RECAP__FAKE_FAULT_COND_HANDLE,

@@ -502,8 +502,7 @@ static void forbidden_node(recap_regions_mode_t mode) {
 REGION_PATH_TESTS(forbidden_node_device, forbidden_node_host, forbidden_node)
 
 /* capture_end with a region open says which, and the capture goes on. */
-static void region_open_at_capture_end(void **state) {
-  (void)state;
+RECAP_TEST(region_open_at_capture_end) {
   cudaStream_t s = begin();
   float *x = gpu_floats(N, s);
   recap_graph_t g = capture_begin(s, RECAP_REGIONS_AUTO);

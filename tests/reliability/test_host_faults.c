@@ -182,8 +182,7 @@ static void fresh(void) {
   recap_clear_last_error();
 }
 
-static void host_allocation_failures_at_every_step(void **state) {
-  (void)state;
+RECAP_TEST(host_allocation_failures_at_every_step) {
   recap_test_host_faults_install();
   outcome_t o;
   fresh();
@@ -271,8 +270,7 @@ static void free_every_other_under_a_host_fault(void **p, int first, int n) {
 /* recap_free needs no host memory, whatever the block: split or whole, used by other streams,
  * freed eagerly or during a capture (deferred events). Each free runs with the next host
  * allocation armed to fail, and none is made. */
-static void frees_need_no_host_memory(void **state) {
-  (void)state;
+RECAP_TEST(frees_need_no_host_memory) {
   recap_test_host_faults_install();
   fresh();
   enum { N = 24 };

@@ -92,8 +92,7 @@ static void eager_churn(cudaStream_t other, unsigned round) {
   for (int i = 0; i < 4; i++) OK(recap_free(p[i]));
 }
 
-static void a_million_replays_of_two_graphs_sharing_a_pool(void **state) {
-  (void)state;
+RECAP_TEST(a_million_replays_of_two_graphs_sharing_a_pool) {
   gpu_begin();
   cudaStream_t s = gpu_stream(), other = gpu_stream();
   float *count_a = gpu_floats(N, s), *count_b = gpu_floats(N, s);
@@ -355,8 +354,7 @@ static void sweep_kind(const char *kind, size_t free_at_start, bool must_reach, 
 
 #endif /* RECAP_FAULT_INJECTION */
 
-static void every_cuda_call_kind_failing_once(void **state) {
-  (void)state;
+RECAP_TEST(every_cuda_call_kind_failing_once) {
 #ifndef RECAP_FAULT_INJECTION
   print_message("skipped: the CUDA layer injects faults in Debug builds only\n");
   skip();
@@ -381,8 +379,7 @@ static void every_cuda_call_kind_failing_once(void **state) {
 #endif
 }
 
-static void fault_from_the_environment(void **state) {
-  (void)state;
+RECAP_TEST(fault_from_the_environment) {
   const char *env = getenv("RECAP_FAIL");
 #ifndef RECAP_FAULT_INJECTION
   (void)env;

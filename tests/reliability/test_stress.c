@@ -211,8 +211,7 @@ out:
   return NULL;
 }
 
-static void many_threads_allocate_and_free(void **state) {
-  (void)state;
+RECAP_TEST(many_threads_allocate_and_free) {
   begin();
   recap_stream_t shared = recap__fake_stream_new();
   mailbox_t boxes[ALLOC_THREADS];
@@ -370,8 +369,7 @@ out:
   return NULL;
 }
 
-static void two_thread_local_captures_at_once(void **state) {
-  (void)state;
+RECAP_TEST(two_thread_local_captures_at_once) {
   begin();
   stress_barrier_t barrier;
   barrier_init(&barrier, 2);
@@ -446,8 +444,7 @@ static int by_offset(const void *x, const void *y) {
   return a->offset < b->offset ? -1 : a->offset > b->offset;
 }
 
-static void one_generator_many_threads(void **state) {
-  (void)state;
+RECAP_TEST(one_generator_many_threads) {
   begin();
   recap_generator_t gen;
   OK(recap_generator_create(&gen, 99));

@@ -267,8 +267,7 @@ out:
   return NULL;
 }
 
-static void frees_across_threads_during_captures(void **state) {
-  (void)state;
+RECAP_TEST(frees_across_threads_during_captures) {
   reset();
   thread_failure_clear();
   recap_log_set(quiet_log, NULL);

@@ -311,14 +311,12 @@ static void sweep(void) {
   if (unreached) fail_msg("the workload never makes a %s call", unreached);
 }
 
-static void faults_at_every_step_of_the_workload(void **state) {
-  (void)state;
+RECAP_TEST(faults_at_every_step_of_the_workload) {
   sweep_vmm = false;
   sweep();
 }
 
-static void faults_at_every_step_with_vmm_segments(void **state) {
-  (void)state;
+RECAP_TEST(faults_at_every_step_with_vmm_segments) {
   sweep_vmm = true;
   sweep();
 }

@@ -93,8 +93,7 @@ static float fake_uniform(uint64_t seed, uint64_t offset, size_t i) {
 
 /* ---- lifetime ------------------------------------------------------------------------------ */
 
-static void create_and_destroy(void **state) {
-  (void)state;
+RECAP_TEST(create_and_destroy) {
   reset();
   recap_memory_stats_t before = stats();
   size_t raw_before = recap__fake_now().bytes_in_use[0];
@@ -124,8 +123,7 @@ static void create_and_destroy(void **state) {
 }
 
 /* A creation that cannot get its device words fails cleanly. */
-static void create_fails_without_device_memory(void **state) {
-  (void)state;
+RECAP_TEST(create_fails_without_device_memory) {
   recap__fake_config_t cfg = {.memory_per_device = 16}; /* no room for 24 bytes */
   recap_test_reset(&cfg);
   recap_clear_last_error();
@@ -141,8 +139,7 @@ static void create_fails_without_device_memory(void **state) {
 
 /* Destroying twice is refused while a graph still holds the generator (once nothing holds it,
  * the handle is gone and a second destroy is a use after free, as with free()). */
-static void double_destroy_while_a_graph_holds_it(void **state) {
-  (void)state;
+RECAP_TEST(double_destroy_while_a_graph_holds_it) {
   recap_stream_t s = fresh_stream();
   recap_generator_t gen = generator(1);
   recap_graph_t g = capture_begin(s, 0);
@@ -159,8 +156,7 @@ static void double_destroy_while_a_graph_holds_it(void **state) {
 
 /* ---- offsets --------------------------------------------------------------------------------- */
 
-static void eager_states_advance_by_multiples_of_4(void **state) {
-  (void)state;
+RECAP_TEST(eager_states_advance_by_multiples_of_4) {
   reset();
   recap_generator_t gen = generator(7);
   const uint64_t increments[] = {1, 4, 5, 0, 3, 8};
@@ -197,8 +193,7 @@ static void eager_states_advance_by_multiples_of_4(void **state) {
   check();
 }
 
-static void captured_states_point_at_the_device_words(void **state) {
-  (void)state;
+RECAP_TEST(captured_states_point_at_the_device_words) {
   recap_stream_t s = fresh_stream();
   recap_generator_t gen = generator(5);
   OK(recap_generator_offset_set(gen, 8));
@@ -228,8 +223,7 @@ static void captured_states_point_at_the_device_words(void **state) {
   check();
 }
 
-static void seed_and_offset_are_refused_during_capture(void **state) {
-  (void)state;
+RECAP_TEST(seed_and_offset_are_refused_during_capture) {
   recap_stream_t s = fresh_stream();
   recap_generator_t gen = generator(3), other = generator(4);
   recap_graph_t g = capture_begin(s, 0);
@@ -263,8 +257,7 @@ static void seed_and_offset_are_refused_during_capture(void **state) {
 
 /* ---- replays ------------------------------------------------------------------------------- */
 
-static void replay_writes_the_state_and_advances_the_offset(void **state) {
-  (void)state;
+RECAP_TEST(replay_writes_the_state_and_advances_the_offset) {
   recap_stream_t s = fresh_stream();
   recap_generator_t gen = generator(1234);
   float *out = floats(16);
@@ -299,8 +292,7 @@ static void replay_writes_the_state_and_advances_the_offset(void **state) {
 
 /* Eager a, graph g, eager a, graph g, eager a: each call sees exactly the offset running all
  * of it eagerly would have given. */
-static void eager_and_graphed_calls_interleave_exactly(void **state) {
-  (void)state;
+RECAP_TEST(eager_and_graphed_calls_interleave_exactly) {
   recap_stream_t s = fresh_stream();
   const uint64_t seed = 99;
   recap_generator_t gen = generator(seed);
@@ -336,8 +328,7 @@ static void eager_and_graphed_calls_interleave_exactly(void **state) {
   check();
 }
 
-static void two_generators_in_one_graph(void **state) {
-  (void)state;
+RECAP_TEST(two_generators_in_one_graph) {
   recap_stream_t s = fresh_stream();
   recap_generator_t a = generator(10), b = generator(20);
   OK(recap_generator_offset_set(b, 100));
@@ -375,8 +366,7 @@ static void two_generators_in_one_graph(void **state) {
   check();
 }
 
-static void one_generator_in_two_graphs(void **state) {
-  (void)state;
+RECAP_TEST(one_generator_in_two_graphs) {
   recap_stream_t s = fresh_stream();
   recap_generator_t gen = generator(5);
   float *out = floats(4);
@@ -416,8 +406,7 @@ static void one_generator_in_two_graphs(void **state) {
   check();
 }
 
-static void set_seed_between_replays_takes_effect_at_the_next(void **state) {
-  (void)state;
+RECAP_TEST(set_seed_between_replays_takes_effect_at_the_next) {
   recap_stream_t s = fresh_stream();
   recap_generator_t gen = generator(1);
   float *out = floats(4);
@@ -455,8 +444,7 @@ static void set_seed_between_replays_takes_effect_at_the_next(void **state) {
 
 /* ---- captures recap cannot follow ---------------------------------------------------------- */
 
-static void a_capture_outside_recap_graphs_is_refused(void **state) {
-  (void)state;
+RECAP_TEST(a_capture_outside_recap_graphs_is_refused) {
   recap_stream_t s = fresh_stream();
   recap_generator_t gen = generator(1);
   float *out = floats(4);
@@ -474,8 +462,7 @@ static void a_capture_outside_recap_graphs_is_refused(void **state) {
   check();
 }
 
-static void concurrent_captures_cannot_share_a_generator(void **state) {
-  (void)state;
+RECAP_TEST(concurrent_captures_cannot_share_a_generator) {
   recap_stream_t s1 = fresh_stream(), s2 = recap__fake_stream_new();
   recap_generator_t gen = generator(1), own = generator(2);
   recap_graph_t g1 = capture_begin(s1, 0);
@@ -510,8 +497,7 @@ static void concurrent_captures_cannot_share_a_generator(void **state) {
 
 /* A capture that is invalidated (or abandoned by reset) lets go of the generator: no graph
  * holds it, and the calls refused during the capture work again. */
-static void a_failed_capture_lets_go_of_the_generator(void **state) {
-  (void)state;
+RECAP_TEST(a_failed_capture_lets_go_of_the_generator) {
   recap_stream_t s = fresh_stream();
   recap_generator_t gen = generator(1);
   recap_graph_t g = capture_begin(s, 0);
@@ -539,8 +525,7 @@ static void a_failed_capture_lets_go_of_the_generator(void **state) {
 
 /* ---- lifetime across graphs ---------------------------------------------------------------- */
 
-static void graphs_keep_a_destroyed_generator_alive(void **state) {
-  (void)state;
+RECAP_TEST(graphs_keep_a_destroyed_generator_alive) {
   recap_stream_t s = fresh_stream();
   recap_generator_t gen = generator(8);
   float *out = floats(4);
@@ -575,8 +560,7 @@ static void graphs_keep_a_destroyed_generator_alive(void **state) {
 
 /* ---- memory -------------------------------------------------------------------------------- */
 
-static void memory_is_24_bytes_per_generator_and_stays_flat(void **state) {
-  (void)state;
+RECAP_TEST(memory_is_24_bytes_per_generator_and_stays_flat) {
   recap_stream_t s = fresh_stream();
   float *out = floats(1024);
   recap_memory_stats_t base = stats();
@@ -633,8 +617,7 @@ static void memory_is_24_bytes_per_generator_and_stays_flat(void **state) {
 
 /* ---- library kernels ----------------------------------------------------------------------- */
 
-static void launch_shapes_and_increments(void **state) {
-  (void)state;
+RECAP_TEST(launch_shapes_and_increments) {
   struct {
     size_t n;
     unsigned grid;
@@ -662,8 +645,7 @@ static void launch_shapes_and_increments(void **state) {
 
 /* The library kernels advance the generator by their shape's increment, eagerly and within a
  * graph; n = 0 launches nothing and consumes nothing. */
-static void library_kernels_consume_their_increment(void **state) {
-  (void)state;
+RECAP_TEST(library_kernels_consume_their_increment) {
   recap_stream_t s = fresh_stream();
   recap_generator_t gen = generator(3);
   const size_t big = (size_t)1024 * 256 * 4 * 3;
@@ -699,8 +681,7 @@ static void library_kernels_consume_their_increment(void **state) {
 }
 
 /* What the fake's eager kernels write (fake.h), and that captured ones become named nodes. */
-static void fake_kernels_fill_from_the_state(void **state) {
-  (void)state;
+RECAP_TEST(fake_kernels_fill_from_the_state) {
   recap_stream_t s = fresh_stream();
   const uint64_t seed = 500;
   recap_generator_t gen = generator(seed);
@@ -774,8 +755,7 @@ static void fake_kernels_fill_from_the_state(void **state) {
 
 /* The fake seam's rng_write_state: eager writes at once; in a capture it becomes a node and
  * writes nothing; an invalidated capture refuses it. */
-static void fake_write_state_node_and_write(void **state) {
-  (void)state;
+RECAP_TEST(fake_write_state_node_and_write) {
   reset();
   const recap__device_ops_t *dev = recap__device();
   recap_stream_t s = recap__fake_stream_new();
@@ -812,8 +792,7 @@ static void fake_write_state_node_and_write(void **state) {
 
 /* A GPU that recap's kernels were not built for: the launch is refused with a message naming
  * the architectures, the device and its compute capability, and what to rebuild with. */
-static void a_gpu_outside_the_built_architectures_is_named(void **state) {
-  (void)state;
+RECAP_TEST(a_gpu_outside_the_built_architectures_is_named) {
   recap_test_reset(&(recap__fake_config_t){.compute_capability = 61, .no_kernel_image = true});
   recap_clear_last_error();
   recap_stream_t s = recap__fake_stream_new();
@@ -835,8 +814,7 @@ static void a_gpu_outside_the_built_architectures_is_named(void **state) {
   check();
 }
 
-static void argument_errors_consume_nothing(void **state) {
-  (void)state;
+RECAP_TEST(argument_errors_consume_nothing) {
   recap_stream_t s = fresh_stream();
   recap_generator_t gen = generator(1);
   float *out = floats(16);

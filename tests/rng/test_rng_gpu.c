@@ -123,8 +123,7 @@ static recap_graph_t graph_begin(cudaStream_t s) {
 /* A graph of two chained dropouts, replayed, then two eager dropouts, then replayed again on
  * their result: six dropouts in a row, equal bit for bit to six eager ones from the same seed,
  * for several seeds (set between replays). The capture itself runs nothing. */
-static void graph_rng_functional(void **state) {
-  (void)state;
+RECAP_TEST(graph_rng_functional) {
   cudaStream_t s = rng_begin();
   const size_t n = ((size_t)1 << 20) + 5;
   const float p = 0.1f;
@@ -242,8 +241,7 @@ static void check_values(dist_t d, const void *p, size_t n) {
 
 /* Two draws captured; the graph replayed twice (the second time on another stream) equals four
  * eager draws from the same seed, bit for bit. n spans several rounds (increment 16). */
-static void graph_rng_distributions(void **state) {
-  (void)state;
+RECAP_TEST(graph_rng_distributions) {
   cudaStream_t s = rng_begin(), other = gpu_stream();
   const size_t n = (size_t)3 * 1024 * 1024 + 17;
   const size_t bytes = n * 4;
@@ -293,8 +291,7 @@ static void graph_rng_distributions(void **state) {
 
 /* ---- test_graph_manual_seed_mismatch_raises ------------------------------------------------ */
 
-static void graph_manual_seed_mismatch_raises(void **state) {
-  (void)state;
+RECAP_TEST(graph_manual_seed_mismatch_raises) {
   cudaStream_t s = rng_begin();
   const size_t n = 4096;
   float *out = gpu_floats(n, s), *ctrl = gpu_floats(n, s);
@@ -322,8 +319,7 @@ static void graph_manual_seed_mismatch_raises(void **state) {
 
 /* ---- test_memory_stats_of_multiple_generators_and_graphs ----------------------------------- */
 
-static void memory_stats_of_multiple_generators_and_graphs(void **state) {
-  (void)state;
+RECAP_TEST(memory_stats_of_multiple_generators_and_graphs) {
   cudaStream_t s = rng_begin();
   const size_t n = 4096;
   float *out = gpu_floats(n, s);
@@ -371,8 +367,7 @@ static void memory_stats_of_multiple_generators_and_graphs(void **state) {
 
 /* ---- dropout masks ------------------------------------------------------------------------- */
 
-static void dropout_masks_graphed_equal_eager(void **state) {
-  (void)state;
+RECAP_TEST(dropout_masks_graphed_equal_eager) {
   cudaStream_t s = rng_begin();
   const size_t n = ((size_t)1 << 20) + 3;
   const float p = 0.3f;
@@ -434,8 +429,7 @@ static void dropout_masks_graphed_equal_eager(void **state) {
 /* A user kernel drawing 10 values per thread: eager calls and graph replays agree; the
  * unpacked state is what recap wrote before the replay plus the offset within the graph; and
  * recap_rng_uniform follows the documented layout. */
-static void user_kernel_through_rng_device_header(void **state) {
-  (void)state;
+RECAP_TEST(user_kernel_through_rng_device_header) {
   cudaStream_t s = rng_begin();
   const size_t n = 10000;
   const unsigned grid = 4; /* 1024 threads: ceil(10000 / 1024) = 10 values each */

@@ -141,8 +141,7 @@ REGION_PATH_TESTS(loops_draw_like_eager_calls, the_host_loop_draws_the_same,
 
 /* IF_ELSE: each branch draws its own amount from the region's start; what follows the region
  * starts after the branch that ran. */
-static void branches_draw_what_the_branch_taken_draws(void **state) {
-  (void)state;
+RECAP_TEST(branches_draw_what_the_branch_taken_draws) {
   for (unsigned run = 0; run < 4; run++) {
     unsigned taken = run % 2;
     recap_regions_mode_t mode = run < 2 ? RECAP_REGIONS_AUTO : RECAP_REGIONS_HOST;
@@ -227,15 +226,13 @@ static void nested_loops_compose_on(recap_regions_mode_t mode) {
   FREE_ALL(outer, inner);
 }
 
-static void nested_loops_compose(void **state) {
-  (void)state;
+RECAP_TEST(nested_loops_compose) {
   nested_loops_compose_on(RECAP_REGIONS_AUTO);
   nested_loops_compose_on(RECAP_REGIONS_HOST);
 }
 
 /* A loop that runs no iteration draws nothing, and the host offset says so. */
-static void a_loop_that_never_runs_draws_nothing(void **state) {
-  (void)state;
+RECAP_TEST(a_loop_that_never_runs_draws_nothing) {
   recap_stream_t s;
   recap_generator_t gen = fresh_generator(&s, 5);
   static records_t r;
@@ -257,8 +254,7 @@ static void a_loop_that_never_runs_draws_nothing(void **state) {
 }
 
 /* The advance at a body's end fails: the region call says so and nothing is left behind. */
-static void a_failed_advance_fails_the_region_call(void **state) {
-  (void)state;
+RECAP_TEST(a_failed_advance_fails_the_region_call) {
   recap_stream_t s;
   recap_generator_t gen = fresh_generator(&s, 5);
   static records_t r;
@@ -293,8 +289,7 @@ static void a_failed_advance_fails_the_region_call(void **state) {
 /* After a replay whose loops drew, reading the offset needs a device synchronisation: refused
  * while any capture is under way (it would invalidate it), with the capture unharmed; fine
  * once it ended. An eager draw likewise. */
-static void a_fold_waits_for_no_capture(void **state) {
-  (void)state;
+RECAP_TEST(a_fold_waits_for_no_capture) {
   reset();
   state_count = 0;
   recap_stream_t s = recap__fake_stream_new(), other = recap__fake_stream_new();
@@ -326,8 +321,7 @@ static void a_fold_waits_for_no_capture(void **state) {
 
 /* set_offset after a replay whose loops drew: the next replay starts there, and what the
  * loops drew before is gone with the fold. */
-static void set_offset_after_a_replay(void **state) {
-  (void)state;
+RECAP_TEST(set_offset_after_a_replay) {
   recap_stream_t s;
   recap_generator_t gen = fresh_generator(&s, 7);
   uint32_t *counter = device_word();

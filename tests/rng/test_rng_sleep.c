@@ -133,8 +133,7 @@ REGION_PATH_TESTS(offload_on_device_loops, offload_host_loops, same_as_without_s
                   RECAP_SLEEP_OFFLOAD)
 
 /* A generator made and destroyed while the default pool sleeps: its words need no pool. */
-static void create_and_destroy_while_asleep(void **state) {
-  (void)state;
+RECAP_TEST(create_and_destroy_while_asleep) {
   reset_with_memory((size_t)1 << 30);
   OK(recap_option_set_u64("expandable_segments", 1));
   void *p = NULL;

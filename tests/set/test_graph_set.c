@@ -54,8 +54,7 @@ static void expect_refused(const recap_graph_set_options_t *o, const char *needl
   EXPECT_MESSAGE(needle);
 }
 
-static void create_refuses_bad_options(void **state) {
-  (void)state;
+RECAP_TEST(create_refuses_bad_options) {
   const size_t dup[] = {8, 64, 2, 64}, zero[] = {4, 0};
   recap_graph_set_options_t o = RECAP_GRAPH_SET_OPTIONS_INIT;
   expect_refused(&o, "no sizes");
@@ -148,8 +147,7 @@ static void expect_sizes(recap_graph_set_t set, const size_t *want, size_t count
   for (size_t i = 0; i < count; i++) assert_int_equal(got[i], want[i]);
 }
 
-static void sizes_from_lists_and_rules(void **state) {
-  (void)state;
+RECAP_TEST(sizes_from_lists_and_rules) {
   recap_graph_set_options_t o = RECAP_GRAPH_SET_OPTIONS_INIT;
   o.capture = RECAP_SET_CAPTURE_LAZY;
   o.rule = RECAP_SIZES_POWERS_OF_TWO;
@@ -192,8 +190,7 @@ static void sizes_from_lists_and_rules(void **state) {
 
 /* ---- buckets and runs --------------------------------------------------------------------- */
 
-static void bucket_choice_at_the_boundaries(void **state) {
-  (void)state;
+RECAP_TEST(bucket_choice_at_the_boundaries) {
   recap_graph_set_t set = make_set((const size_t[]){8, 1, 64}, 3, RECAP_SET_CAPTURE_UPFRONT);
   const size_t n[] = {1, 2, 7, 8, 9, 63, 64, 65, 1000};
   const size_t want[] = {1, 8, 8, 8, 64, 64, 64, 65, 1000};
@@ -225,8 +222,7 @@ static void bucket_choice_at_the_boundaries(void **state) {
   destroy_and_check(set);
 }
 
-static void overflow_runs_eagerly_or_is_refused(void **state) {
-  (void)state;
+RECAP_TEST(overflow_runs_eagerly_or_is_refused) {
   recap_graph_set_options_t o = RECAP_GRAPH_SET_OPTIONS_INIT;
   o.sizes = (const size_t[]){4, 16};
   o.size_count = 2;
@@ -270,8 +266,7 @@ static void expect_order(const size_t *want, size_t count) {
   for (size_t i = 0; i < count; i++) assert_int_equal(model.captured[i], want[i]);
 }
 
-static void captures_go_in_priority_order(void **state) {
-  (void)state;
+RECAP_TEST(captures_go_in_priority_order) {
   const size_t listed[] = {8, 1, 64, 2};
   recap_graph_set_options_t o = RECAP_GRAPH_SET_OPTIONS_INIT;
   o.sizes = listed;
@@ -297,8 +292,7 @@ static void captures_go_in_priority_order(void **state) {
 }
 
 /* Replay == eager: the same step run eagerly (graphs disabled) gives the same rows. */
-static void replays_compute_what_the_step_computes(void **state) {
-  (void)state;
+RECAP_TEST(replays_compute_what_the_step_computes) {
   const size_t sizes[] = {3, 10, 100};
   recap_graph_set_t set = make_set(sizes, 3, RECAP_SET_CAPTURE_UPFRONT);
   int64_t replayed[MODEL_ROWS];
@@ -323,8 +317,7 @@ static void replays_compute_what_the_step_computes(void **state) {
 
 /* ---- memory ------------------------------------------------------------------------------- */
 
-static void members_share_one_pool(void **state) {
-  (void)state;
+RECAP_TEST(members_share_one_pool) {
   /* 2, 4 and 8 MiB temporaries: each takes a block of one 20 MiB segment of the pool. */
   model.row_bytes = MiB;
   const size_t sizes[] = {2, 4, 8};
@@ -351,8 +344,7 @@ static void members_share_one_pool(void **state) {
   expect_all_released();
 }
 
-static void a_pool_of_the_callers_is_used_and_kept(void **state) {
-  (void)state;
+RECAP_TEST(a_pool_of_the_callers_is_used_and_kept) {
   recap_pool_id_t pool = recap_pool_handle();
   recap_graph_set_options_t o = RECAP_GRAPH_SET_OPTIONS_INIT;
   o.sizes = (const size_t[]){1, 2};
@@ -368,8 +360,7 @@ static void a_pool_of_the_callers_is_used_and_kept(void **state) {
   assert_int_equal(pool_references(pool), 0);
 }
 
-static void member_exec_bytes_and_nodes(void **state) {
-  (void)state;
+RECAP_TEST(member_exec_bytes_and_nodes) {
   model.extra_kernels = 1;
   recap_graph_set_t set = make_set((const size_t[]){2, 5}, 2, RECAP_SET_CAPTURE_UPFRONT);
   recap_graph_set_member_t m = member_of(set, 5);
@@ -392,8 +383,7 @@ static void member_exec_bytes_and_nodes(void **state) {
 }
 
 /* The budget: 20 MiB of pool, then executables of 4096 bytes per node (1 + size nodes). */
-static void the_budget_leaves_sizes_eager_and_says_by_how_much(void **state) {
-  (void)state;
+RECAP_TEST(the_budget_leaves_sizes_eager_and_says_by_how_much) {
   model.row_bytes = MiB;
   model.extra_kernels = 1;
   const int64_t node = RECAP__FAKE_EXEC_BYTES_PER_NODE;
@@ -437,8 +427,7 @@ static void the_budget_leaves_sizes_eager_and_says_by_how_much(void **state) {
   destroy_and_check(set);
 }
 
-static void the_budget_refuses_the_pools_growth(void **state) {
-  (void)state;
+RECAP_TEST(the_budget_refuses_the_pools_growth) {
   model.row_bytes = MiB;
   recap_graph_set_options_t o = RECAP_GRAPH_SET_OPTIONS_INIT;
   /* 1 MiB comes from a 2 MiB segment; 4 and 8 MiB need a 20 MiB one. */
@@ -469,8 +458,7 @@ static void the_budget_refuses_the_pools_growth(void **state) {
   expect_no_device_memory();
 }
 
-static void a_budget_taken_already_is_not_tried(void **state) {
-  (void)state;
+RECAP_TEST(a_budget_taken_already_is_not_tried) {
   recap_graph_set_options_t o = RECAP_GRAPH_SET_OPTIONS_INIT;
   o.sizes = (const size_t[]){1, 2};
   o.size_count = 2;
@@ -491,8 +479,7 @@ static void a_budget_taken_already_is_not_tried(void **state) {
 
 /* ---- eviction ----------------------------------------------------------------------------- */
 
-static void evicted_members_are_captured_again_when_used(void **state) {
-  (void)state;
+RECAP_TEST(evicted_members_are_captured_again_when_used) {
   model.row_bytes = MiB;
   recap_graph_set_t set = make_set((const size_t[]){2, 8}, 2, RECAP_SET_CAPTURE_UPFRONT);
   int64_t reserved = info_of(set).pool_reserved_bytes;
@@ -528,8 +515,7 @@ static void evicted_members_are_captured_again_when_used(void **state) {
   destroy_and_check(set);
 }
 
-static void idle_members_are_evicted(void **state) {
-  (void)state;
+RECAP_TEST(idle_members_are_evicted) {
   recap_graph_set_t set = make_set((const size_t[]){1, 2, 4}, 3, RECAP_SET_CAPTURE_UPFRONT);
   size_t evicted = 99;
   OK(recap_graph_set_evict_idle(set, 3600, &evicted));
@@ -562,8 +548,7 @@ static void idle_members_are_evicted(void **state) {
 
 /* ---- lazy capture ------------------------------------------------------------------------- */
 
-static void lazy_members_are_captured_by_their_first_call(void **state) {
-  (void)state;
+RECAP_TEST(lazy_members_are_captured_by_their_first_call) {
   recap_graph_set_t set = make_set((const size_t[]){1, 4, 16}, 3, RECAP_SET_CAPTURE_LAZY);
   recap_graph_set_info_t info = info_of(set);
   assert_int_equal(info.pending, 3);
@@ -597,8 +582,7 @@ static void lazy_members_are_captured_by_their_first_call(void **state) {
   destroy_and_check(set);
 }
 
-static void a_lazy_capture_that_fails_is_reported_then_runs_eagerly(void **state) {
-  (void)state;
+RECAP_TEST(a_lazy_capture_that_fails_is_reported_then_runs_eagerly) {
   model.fail_size = 4;
   model.fail_captured = 1;
   recap_graph_set_t set = make_set((const size_t[]){1, 4}, 2, RECAP_SET_CAPTURE_LAZY);
@@ -630,8 +614,7 @@ static void a_lazy_capture_that_fails_is_reported_then_runs_eagerly(void **state
 
 /* ---- failures ----------------------------------------------------------------------------- */
 
-static void a_failing_step_fails_its_member_only(void **state) {
-  (void)state;
+RECAP_TEST(a_failing_step_fails_its_member_only) {
   model.fail_size = 8;
   model.fail_captured = 1;
   model.fail_silently = 1;
@@ -677,15 +660,13 @@ static void expect_fault_fails_one_member(recap__fake_fault_t kind, const char *
   destroy_and_check(set);
 }
 
-static void injected_faults_fail_one_member(void **state) {
-  (void)state;
+RECAP_TEST(injected_faults_fail_one_member) {
   expect_fault_fails_one_member(RECAP__FAKE_FAULT_CAPTURE_BEGIN, "cudaStreamBeginCapture");
   expect_fault_fails_one_member(RECAP__FAKE_FAULT_CAPTURE_END, "cudaStreamEndCapture");
   expect_fault_fails_one_member(RECAP__FAKE_FAULT_INSTANTIATE, "cudaGraphInstantiate");
 }
 
-static void a_failing_replay_is_returned(void **state) {
-  (void)state;
+RECAP_TEST(a_failing_replay_is_returned) {
   recap_graph_set_t set = make_set((const size_t[]){1, 4}, 2, RECAP_SET_CAPTURE_UPFRONT);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_LAUNCH, 1);
   EXPECT_STATUS(recap_graph_set_run(set, 4, stream, NULL, NULL), RECAP_ERROR_CUDA);
@@ -694,8 +675,7 @@ static void a_failing_replay_is_returned(void **state) {
   destroy_and_check(set);
 }
 
-static void a_set_that_cannot_be_made_leaves_nothing(void **state) {
-  (void)state;
+RECAP_TEST(a_set_that_cannot_be_made_leaves_nothing) {
   recap__fake_fail_nth(RECAP__FAKE_FAULT_STREAM_CREATE, 1);
   recap_graph_set_options_t o = RECAP_GRAPH_SET_OPTIONS_INIT;
   o.sizes = (const size_t[]){1, 4};
@@ -708,8 +688,7 @@ static void a_set_that_cannot_be_made_leaves_nothing(void **state) {
   expect_quiet();
 }
 
-static void an_unjoined_side_stream_fails_its_member(void **state) {
-  (void)state;
+RECAP_TEST(an_unjoined_side_stream_fails_its_member) {
   model.fork_unjoined = 1;
   recap__fake_strict_joins(true);
   recap_graph_set_t set = make_set((const size_t[]){1, 4}, 2, RECAP_SET_CAPTURE_UPFRONT);
@@ -731,8 +710,7 @@ static void an_unjoined_side_stream_fails_its_member(void **state) {
 
 /* ---- graphs disabled ---------------------------------------------------------------------- */
 
-static void with_graphs_disabled_every_call_runs_eagerly(void **state) {
-  (void)state;
+RECAP_TEST(with_graphs_disabled_every_call_runs_eagerly) {
   recap__graphs_disabled_override(1);
   recap_graph_set_t set = make_set((const size_t[]){2, 8}, 2, RECAP_SET_CAPTURE_BACKGROUND);
   recap_graph_set_info_t info = info_of(set);
@@ -757,8 +735,7 @@ static void with_graphs_disabled_every_call_runs_eagerly(void **state) {
 
 /* ---- reading a set, and the handle checks --------------------------------------------------- */
 
-static void member_and_info_refuse_bad_arguments(void **state) {
-  (void)state;
+RECAP_TEST(member_and_info_refuse_bad_arguments) {
   recap_graph_set_t set = make_set((const size_t[]){1, 4}, 2, RECAP_SET_CAPTURE_LAZY);
   recap_graph_set_member_t m = RECAP_GRAPH_SET_MEMBER_INIT;
   EXPECT_STATUS(recap_graph_set_member(set, 2, &m), RECAP_ERROR_NOT_FOUND);
@@ -784,8 +761,7 @@ static void member_and_info_refuse_bad_arguments(void **state) {
 
 /* Host memory failing at each allocation of a set's life in turn: create fails cleanly (nothing
  * made, nothing left) or records the members it could not capture; every call after works. */
-static void host_memory_failing_at_every_step(void **state) {
-  (void)state;
+RECAP_TEST(host_memory_failing_at_every_step) {
   model.row_bytes = MiB;
   recap_test_host_faults_install();
   /* A first set makes what recap keeps for the process (the allocator's state of the device,
@@ -834,8 +810,7 @@ static void host_memory_failing_at_every_step(void **state) {
 
 /* ---- with the rest of recap --------------------------------------------------------------- */
 
-static void members_can_check_input_liveness(void **state) {
-  (void)state;
+RECAP_TEST(members_can_check_input_liveness) {
   recap_graph_set_options_t o = RECAP_GRAPH_SET_OPTIONS_INIT;
   o.sizes = (const size_t[]){1, 4};
   o.size_count = 2;
@@ -859,8 +834,7 @@ static void members_can_check_input_liveness(void **state) {
 }
 
 /* A member's graph is lent: recaptured in place (recap/update.h), the set replays the update. */
-static void a_member_graph_can_be_recaptured_in_place(void **state) {
-  (void)state;
+RECAP_TEST(a_member_graph_can_be_recaptured_in_place) {
   recap_graph_set_t set = make_set((const size_t[]){4, 8}, 2, RECAP_SET_CAPTURE_UPFRONT);
   recap_graph_set_member_t m = member_of(set, 8);
   recap_stream_t s = recap__fake_stream_new();
@@ -919,8 +893,7 @@ static recap_status_t rng_step(size_t size, recap_stream_t stream, void *user_da
 }
 
 /* Replays draw what eager runs at the same offsets draw, bit for bit. */
-static void replays_draw_what_eager_runs_draw(void **state) {
-  (void)state;
+RECAP_TEST(replays_draw_what_eager_runs_draw) {
   rng_model_t graphed, eager;
   memset(&graphed, 0, sizeof graphed);
   memset(&eager, 0, sizeof eager);

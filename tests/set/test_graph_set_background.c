@@ -71,8 +71,7 @@ static size_t captured_count(void) {
   return n;
 }
 
-static void calls_run_eagerly_until_the_background_capture_is_ready(void **state) {
-  (void)state;
+RECAP_TEST(calls_run_eagerly_until_the_background_capture_is_ready) {
   model.row_bytes = MiB;
   recap_graph_set_t set = blocked_background((const size_t[]){2, 4, 8}, 3);
   /* The helper captures 8 (largest first); the others wait in the queue. */
@@ -118,8 +117,7 @@ static void calls_run_eagerly_until_the_background_capture_is_ready(void **state
   expect_quiet();
 }
 
-static void cancel_leaves_the_queue_eager(void **state) {
-  (void)state;
+RECAP_TEST(cancel_leaves_the_queue_eager) {
   recap_graph_set_t set = blocked_background((const size_t[]){1, 4, 16}, 3);
   OK(recap_graph_set_cancel(set));
   recap_graph_set_info_t info = info_of(set);
@@ -152,8 +150,7 @@ static void cancel_leaves_the_queue_eager(void **state) {
  * recap_pinned_reserve are refused while it runs, nothing changed. Cancel then wait quiesces the
  * set (the capture under way finishes), after which they run; the cancelled sizes are captured
  * later on the caller's thread. */
-static void quiescing_lets_the_calls_refused_during_captures_run(void **state) {
-  (void)state;
+RECAP_TEST(quiescing_lets_the_calls_refused_during_captures_run) {
   recap_graph_set_t set = blocked_background((const size_t[]){2, 4, 8}, 3);
   recap_pool_id_t pool = info_of(set).pool;
   uint64_t pinned = recap__fake_now().calls[RECAP__FAKE_FAULT_HOST_ALLOC_PINNED];
@@ -188,8 +185,7 @@ static void quiescing_lets_the_calls_refused_during_captures_run(void **state) {
   expect_quiet();
 }
 
-static void evicted_members_are_queued_again(void **state) {
-  (void)state;
+RECAP_TEST(evicted_members_are_queued_again) {
   recap_graph_set_t set = make_background((const size_t[]){2, 8}, 2);
   OK(recap_graph_set_wait(set));
   OK(recap_graph_set_evict(set, 8));
@@ -211,8 +207,7 @@ static void evicted_members_are_queued_again(void **state) {
   expect_quiet();
 }
 
-static void failures_in_the_background_fail_one_member(void **state) {
-  (void)state;
+RECAP_TEST(failures_in_the_background_fail_one_member) {
   recap__fake_fail_nth(RECAP__FAKE_FAULT_INSTANTIATE, 2);
   model.fail_size = 1;
   model.fail_captured = 1;
@@ -237,8 +232,7 @@ static void failures_in_the_background_fail_one_member(void **state) {
   expect_quiet();
 }
 
-static void a_background_set_whose_stream_fails_is_not_made(void **state) {
-  (void)state;
+RECAP_TEST(a_background_set_whose_stream_fails_is_not_made) {
   recap__fake_fail_nth(RECAP__FAKE_FAULT_STREAM_CREATE, 1);
   recap_graph_set_options_t o = RECAP_GRAPH_SET_OPTIONS_INIT;
   o.sizes = (const size_t[]){1, 4};
@@ -259,8 +253,7 @@ static void *release_later(void *arg) {
   return NULL;
 }
 
-static void destroy_cancels_and_joins(void **state) {
-  (void)state;
+RECAP_TEST(destroy_cancels_and_joins) {
   recap_graph_set_t set = blocked_background((const size_t[]){1, 2, 4, 8}, 4);
   pthread_t releaser;
   assert_int_equal(pthread_create(&releaser, NULL, release_later, NULL), 0);
@@ -296,8 +289,7 @@ static double all_ready_with_share(double share, double *captures, double *first
   return ready;
 }
 
-static void the_helper_keeps_its_share_of_time(void **state) {
-  (void)state;
+RECAP_TEST(the_helper_keeps_its_share_of_time) {
   double captures = 0, first_two = 0;
   double paced = all_ready_with_share(0.25, &captures, &first_two);
   assert_true(first_two >= 0.040);
@@ -310,8 +302,7 @@ static void the_helper_keeps_its_share_of_time(void **state) {
 }
 
 /* Many calls while many sizes are captured: every result right, ThreadSanitizer quiet. */
-static void calls_and_captures_at_once(void **state) {
-  (void)state;
+RECAP_TEST(calls_and_captures_at_once) {
   model.row_bytes = 64 * KiB;
   recap_graph_set_options_t o = RECAP_GRAPH_SET_OPTIONS_INIT;
   o.rule = RECAP_SIZES_MULTIPLES;

@@ -220,8 +220,7 @@ static void expect_ready(recap_graph_set_t set, size_t size) {
 
 /* Every size captured up front replays the eager step's outputs bit for bit; n between sizes
  * runs the next size up, whose first n columns are the eager ones. */
-static void replay_equals_eager_for_each_size(void **state) {
-  (void)state;
+RECAP_TEST(replay_equals_eager_for_each_size) {
   cudaStream_t s = gpu_begin_stream();
   model_t m;
   model_init(&m, s);
@@ -269,8 +268,7 @@ static void replay_equals_eager_for_each_size(void **state) {
 /* Sizes captured largest first into one pool: every member holds the set's pool, and the pool
  * reserves after all captures what it reserved after the largest one, as much as a set of the
  * largest size alone; the set's executable bytes are the members' sum. */
-static void members_share_one_pool(void **state) {
-  (void)state;
+RECAP_TEST(members_share_one_pool) {
   cudaStream_t s = gpu_begin_stream();
   model_t m;
   model_init(&m, s);
@@ -331,8 +329,7 @@ static void members_share_one_pool(void **state) {
 /* The set's helper captures every size while the caller runs the step eagerly through the set
  * on its own stream: the caller's stream never captures, calls never wait, and every output,
  * eager or replayed, is the eager step's. */
-static void background_capture_beside_eager_work(void **state) {
-  (void)state;
+RECAP_TEST(background_capture_beside_eager_work) {
   cudaStream_t s = gpu_begin_stream();
   model_t m;
   model_init(&m, s);
@@ -393,8 +390,7 @@ static void background_capture_beside_eager_work(void **state) {
 
 /* A step that draws from a generator: each member's replay draws what the eager step draws at
  * the same offset, and moves the offset as far. */
-static void generator_in_step_draws_as_eager(void **state) {
-  (void)state;
+RECAP_TEST(generator_in_step_draws_as_eager) {
   cudaStream_t s = gpu_begin_stream();
   model_t m;
   model_init(&m, s);

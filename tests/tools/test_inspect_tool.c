@@ -195,8 +195,7 @@ static void write_captured_graph(const char *path) {
   OK(recap_graph_destroy(child));
 }
 
-static void dot_of_a_captured_graph(void **state) {
-  (void)state;
+RECAP_TEST(dot_of_a_captured_graph) {
   scratch_t s;
   scratch_open(&s);
   const char *json = scratch_path(&s, "graph.json"), *dot = scratch_path(&s, "graph.dot");
@@ -226,8 +225,7 @@ static void dot_of_a_captured_graph(void **state) {
   scratch_close(&s);
 }
 
-static void html_of_a_captured_graph(void **state) {
-  (void)state;
+RECAP_TEST(html_of_a_captured_graph) {
   scratch_t s;
   scratch_open(&s);
   const char *json = scratch_path(&s, "graph.json"), *html = scratch_path(&s, "graph.html");
@@ -294,8 +292,7 @@ static const char sample_json[] =
     "\"dependents\":[]}"
     "],\"edge_count\":6,\"tools_ids_available\":true}";
 
-static void names_annotations_and_copies_in_dot(void **state) {
-  (void)state;
+RECAP_TEST(names_annotations_and_copies_in_dot) {
   scratch_t s;
   scratch_open(&s);
   const char *json = scratch_path(&s, "sample.json"), *dot = scratch_path(&s, "sample.dot");
@@ -328,8 +325,7 @@ static void names_annotations_and_copies_in_dot(void **state) {
   scratch_close(&s);
 }
 
-static void names_annotations_and_copies_in_html(void **state) {
-  (void)state;
+RECAP_TEST(names_annotations_and_copies_in_html) {
   scratch_t s;
   scratch_open(&s);
   const char *json = scratch_path(&s, "sample.json"), *html = scratch_path(&s, "sample.html");
@@ -380,8 +376,7 @@ static void write_regions_json(const char *path) {
   recap_string_free(json);
 }
 
-static void regions_in_dot(void **state) {
-  (void)state;
+RECAP_TEST(regions_in_dot) {
   scratch_t s;
   scratch_open(&s);
   const char *json = scratch_path(&s, "regions.json"), *dot = scratch_path(&s, "regions.dot");
@@ -459,8 +454,7 @@ static void regions_in_dot(void **state) {
   scratch_close(&s);
 }
 
-static void regions_in_html(void **state) {
-  (void)state;
+RECAP_TEST(regions_in_html) {
   scratch_t s;
   scratch_open(&s);
   const char *json = scratch_path(&s, "regions.json"), *html = scratch_path(&s, "regions.html");
@@ -515,8 +509,7 @@ static void regions_in_html(void **state) {
 
 /* The JSON carries everything: the tool's page from the file is the page a program writes
  * straight from the info (recap_view_from_info), byte for byte. */
-static void regions_json_round_trip(void **state) {
-  (void)state;
+RECAP_TEST(regions_json_round_trip) {
   scratch_t s;
   scratch_open(&s);
   const char *json = scratch_path(&s, "regions.json");
@@ -558,8 +551,7 @@ static void regions_json_round_trip(void **state) {
 }
 
 /* A file whose regions do not nest is refused, naming the node and the field. */
-static void bad_regions_are_refused(void **state) {
-  (void)state;
+RECAP_TEST(bad_regions_are_refused) {
   scratch_t s;
   scratch_open(&s);
 #define COND(i, deps, kind, branches)                                                            \
@@ -626,8 +618,7 @@ static void bad_regions_are_refused(void **state) {
   scratch_close(&s);
 }
 
-static void standard_input_and_output(void **state) {
-  (void)state;
+RECAP_TEST(standard_input_and_output) {
   scratch_t s;
   scratch_open(&s);
   const char *json = scratch_path(&s, "sample.json");
@@ -644,8 +635,7 @@ static void standard_input_and_output(void **state) {
  * Refusals
  * ---------------------------------------------------------------------------------------- */
 
-static void broken_input_is_refused(void **state) {
-  (void)state;
+RECAP_TEST(broken_input_is_refused) {
   scratch_t s;
   scratch_open(&s);
   expect_refused(&s, "{\"nodes\":[{\"index\":0,\n\"type\":}]}",
@@ -687,8 +677,7 @@ static void broken_input_is_refused(void **state) {
   scratch_close(&s);
 }
 
-static void unreadable_and_unwritable_files_are_refused(void **state) {
-  (void)state;
+RECAP_TEST(unreadable_and_unwritable_files_are_refused) {
   scratch_t s;
   scratch_open(&s);
   const char *missing = scratch_path(&s, "missing.json");
@@ -720,8 +709,7 @@ static void unreadable_and_unwritable_files_are_refused(void **state) {
   scratch_close(&s);
 }
 
-static void command_line(void **state) {
-  (void)state;
+RECAP_TEST(command_line) {
   scratch_t s;
   scratch_open(&s);
   run_result_t r = run_tool(&s, "--help", NULL, NULL);

@@ -155,8 +155,7 @@ static void check_layout(const recap_view_graph_t *g) {
  * Names
  * ---------------------------------------------------------------------------------------- */
 
-static void demangles_templates_and_library_kernels(void **state) {
-  (void)state;
+RECAP_TEST(demangles_templates_and_library_kernels) {
   static const struct {
     const char *mangled, *readable, *box;
   } cases[] = {
@@ -212,8 +211,7 @@ static void demangles_templates_and_library_kernels(void **state) {
 
 /* Two chains listed so that the driver's order would cross them at every layer: a0 b0 on top,
  * then b1 (under b0) before a1 (under a0), and so on. Zero crossings are possible and found. */
-static void untangles_crossed_chains(void **state) {
-  (void)state;
+RECAP_TEST(untangles_crossed_chains) {
   recap_view_graph_t g;
   recap_view_graph_init(&g);
   size_t a0 = add(&g, "a0", NULL, -1), b0 = add(&g, "b0", NULL, -1);
@@ -242,8 +240,7 @@ static void untangles_crossed_chains(void **state) {
   recap_view_graph_free(&g);
 }
 
-static void diamond_branches_side_by_side(void **state) {
-  (void)state;
+RECAP_TEST(diamond_branches_side_by_side) {
   recap_view_graph_t g;
   recap_view_graph_init(&g);
   size_t top = add(&g, "top", NULL, -1);
@@ -268,8 +265,7 @@ static void diamond_branches_side_by_side(void **state) {
 
 /* A long edge is routed through the layers it crosses, and a source sits just above its
  * first dependent rather than at the top. */
-static void long_edges_and_late_sources(void **state) {
-  (void)state;
+RECAP_TEST(long_edges_and_late_sources) {
   recap_view_graph_t g;
   recap_view_graph_init(&g);
   size_t s0 = add(&g, "s0", NULL, -1);
@@ -288,8 +284,7 @@ static void long_edges_and_late_sources(void **state) {
 }
 
 /* A pseudo-random DAG of 80 nodes in nested scopes: the layout's promises hold. */
-static void scopes_stay_together(void **state) {
-  (void)state;
+RECAP_TEST(scopes_stay_together) {
   static const char *const scopes[] = {NULL, "fwd", "fwd/l0", "fwd/l1", "bwd", "bwd/l1", "opt"};
   recap_view_graph_t g;
   recap_view_graph_init(&g);
@@ -329,8 +324,7 @@ static void scopes_stay_together(void **state) {
   recap_view_graph_free(&g);
 }
 
-static void refuses_cycles_and_bad_indices(void **state) {
-  (void)state;
+RECAP_TEST(refuses_cycles_and_bad_indices) {
   char err[256];
   recap_view_graph_t g;
   recap_view_graph_init(&g);
@@ -382,8 +376,7 @@ static int count_of(const char *text, const char *needle) {
   return n;
 }
 
-static void writes_a_self_contained_page(void **state) {
-  (void)state;
+RECAP_TEST(writes_a_self_contained_page) {
   recap_view_graph_t g;
   recap_view_graph_init(&g);
   size_t a = add(&g, "_Z6kernelIfEvPT_i", "step/forward", -1);
@@ -456,8 +449,7 @@ static void writes_a_self_contained_page(void **state) {
   recap_view_graph_free(&g);
 }
 
-static void save_reports_unwritable_paths(void **state) {
-  (void)state;
+RECAP_TEST(save_reports_unwritable_paths) {
   recap_view_graph_t g;
   recap_view_graph_init(&g);
   add(&g, "k", NULL, -1);
@@ -484,8 +476,7 @@ static void save_reports_unwritable_paths(void **state) {
 
 /* first -> second -> third on one stream and side_kernel on a side stream joined after second:
  * the branches sit side by side in one layer. */
-static void model_from_a_captured_graph(void **state) {
-  (void)state;
+RECAP_TEST(model_from_a_captured_graph) {
   recap_test_reset(NULL);
   recap_stream_t s = recap__fake_stream_new(), side = recap__fake_stream_new();
   recap_graph_t graph;
@@ -516,8 +507,7 @@ static void model_from_a_captured_graph(void **state) {
 }
 
 /* The fixture the browser test draws: scopes, side streams, liveness inputs. */
-static void model_of_the_fixture(void **state) {
-  (void)state;
+RECAP_TEST(model_of_the_fixture) {
   recap_graph_t graph;
   OK(view_fixture_capture(&graph));
   recap_view_graph_t g;
@@ -564,8 +554,7 @@ static int rect_inside(const recap_view_cluster_t *in, const recap_view_cluster_
 /* A WHILE whose body holds an IF_ELSE, and a SWITCH of three (one empty): each body is a frame
  * below its node, nested in the frame of the body that holds the node, and what waits for a
  * conditional node comes below all its bodies. */
-static void bodies_nest_below_their_node(void **state) {
-  (void)state;
+RECAP_TEST(bodies_nest_below_their_node) {
   recap_graph_info_t info = regions_info();
   recap_view_graph_t g;
   char err[256] = "";
@@ -633,8 +622,7 @@ static void bodies_nest_below_their_node(void **state) {
 /* The same shapes captured on the fake through recap/region.h, in an annotation scope:
  * inspection lists the bodies' nodes after the graph's own (the annotation layer labelling only
  * the nodes it knows), and the viewer frames them inside the scope. */
-static void regions_captured_on_the_fake(void **state) {
-  (void)state;
+RECAP_TEST(regions_captured_on_the_fake) {
   recap_test_reset(NULL);
   recap_stream_t s = recap__fake_stream_new();
   recap_graph_t graph;
@@ -743,8 +731,7 @@ static size_t add_conditional(recap_view_graph_t *g, const char *kind, unsigned 
   return g->count - 1;
 }
 
-static void refuses_regions_that_do_not_nest(void **state) {
-  (void)state;
+RECAP_TEST(refuses_regions_that_do_not_nest) {
   char err[256];
   recap_view_graph_t g;
   /* A body node before its conditional node. */
@@ -784,8 +771,7 @@ static void refuses_regions_that_do_not_nest(void **state) {
   recap_view_graph_free(&g);
 }
 
-static void body_labels(void **state) {
-  (void)state;
+RECAP_TEST(body_labels) {
   recap_view_graph_t g;
   recap_view_graph_init(&g);
   static const struct {

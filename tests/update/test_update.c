@@ -16,8 +16,7 @@
  * Updates applied, refusals, fallbacks
  * ---------------------------------------------------------------------------------------- */
 
-static void recapture_updates_the_executable_in_place(void **state) {
-  (void)state;
+RECAP_TEST(recapture_updates_the_executable_in_place) {
   recap_stream_t s = fresh_stream();
   recap_cuda_graph_exec_t x;
   recap_pool_id_t pool;
@@ -60,8 +59,7 @@ static void recapture_updates_the_executable_in_place(void **state) {
   expect_quiet();
 }
 
-static void every_driver_refusal_falls_back_to_instantiation(void **state) {
-  (void)state;
+RECAP_TEST(every_driver_refusal_falls_back_to_instantiation) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   capture_kernels(g, s, 4);
@@ -98,8 +96,7 @@ static void every_driver_refusal_falls_back_to_instantiation(void **state) {
   assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_NONE);
   assert_int_equal(st.last_node, SIZE_MAX);
   OK(recap_graph_replay(g, s));
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* Recapture three nodes into g, the third (node 2) a memset of buf instead of a kernel. */
@@ -111,8 +108,7 @@ static void recapture_with_memset(recap_graph_t g, recap_stream_t s, void *buf) 
   OK(recap_graph_capture_end(g));
 }
 
-static void natural_changes_are_refused_with_their_reason(void **state) {
-  (void)state;
+RECAP_TEST(natural_changes_are_refused_with_their_reason) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   void *buf;
@@ -167,8 +163,7 @@ static void expect_old_graph(recap_graph_t g, recap_stream_t s, recap_cuda_graph
   assert_int_equal(stats_of(g).recaptures, 0);
 }
 
-static void failed_update_call_fails_the_recapture_and_keeps_the_old_graph(void **state) {
-  (void)state;
+RECAP_TEST(failed_update_call_fails_the_recapture_and_keeps_the_old_graph) {
   recap_stream_t s = fresh_stream();
   recap_cuda_graph_exec_t x;
   recap_pool_id_t pool;
@@ -186,12 +181,10 @@ static void failed_update_call_fails_the_recapture_and_keeps_the_old_graph(void 
   /* The next recapture works. */
   recapture_kernels(g, s, 3);
   assert_int_equal(stats_of(g).updates, 1);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
-static void failed_instantiation_of_a_fallback_keeps_the_old_graph(void **state) {
-  (void)state;
+RECAP_TEST(failed_instantiation_of_a_fallback_keeps_the_old_graph) {
   recap_stream_t s = fresh_stream();
   recap_cuda_graph_exec_t x;
   recap_pool_id_t pool;
@@ -205,12 +198,10 @@ static void failed_instantiation_of_a_fallback_keeps_the_old_graph(void **state)
   recap_update_stats_t st = stats_of(g);
   assert_int_equal(st.instantiations, 0);
   assert_int_equal(st.consecutive_failures, 0);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
-static void invalidated_recapture_keeps_the_old_graph(void **state) {
-  (void)state;
+RECAP_TEST(invalidated_recapture_keeps_the_old_graph) {
   recap_stream_t s = fresh_stream();
   recap_cuda_graph_exec_t x;
   recap_pool_id_t pool;
@@ -224,14 +215,12 @@ static void invalidated_recapture_keeps_the_old_graph(void **state) {
   recap__fake_fail_nth(RECAP__FAKE_FAULT_CAPTURE_BEGIN, 1);
   EXPECT_STATUS(recap_graph_recapture_begin(g, NULL, s), RECAP_ERROR_CUDA);
   expect_old_graph(g, s, x, pool, 3);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* The data a graph produces survives a failed recapture: the old executable computes as before,
  * and the layers' state of the old capture (here: input liveness) is the one in force. */
-static void failed_recapture_keeps_the_old_inputs_and_results(void **state) {
-  (void)state;
+RECAP_TEST(failed_recapture_keeps_the_old_inputs_and_results) {
   recap_stream_t s = fresh_stream();
   float *in, *in2, *out, *copy, *dk;
   step_buffers(s, &in, &in2, &out, &copy, &dk, 100, 0.5f);
@@ -272,8 +261,7 @@ static void failed_recapture_keeps_the_old_inputs_and_results(void **state) {
   expect_quiet();
 }
 
-static void recaptures_and_rebinds_agree(void **state) {
-  (void)state;
+RECAP_TEST(recaptures_and_rebinds_agree) {
   recap_stream_t s = fresh_stream();
   float *in, *in2, *out, *copy, *dk;
   step_buffers(s, &in, &in2, &out, &copy, &dk, 1000, 0.25f);
@@ -318,8 +306,7 @@ static void recaptures_and_rebinds_agree(void **state) {
 /* CUDA patches an executable only through the nodes of the graph it was instantiated from,
  * updated or not: recap keeps that graph (one more, never more) while the executable lives,
  * plans patches against it, and plans again when a fresh instantiation replaces it. */
-static void rebinds_go_through_the_executables_origin(void **state) {
-  (void)state;
+RECAP_TEST(rebinds_go_through_the_executables_origin) {
   recap_stream_t s = fresh_stream();
   float *in, *in2, *out, *copy, *dk;
   step_buffers(s, &in, &in2, &out, &copy, &dk, 1000, 0.25f);
@@ -413,8 +400,7 @@ static void capture_shaped(recap_graph_t g, recap_stream_t s, bool recapture,
  * driver's reason, as without rebinding, and the new executable replays and rebinds through
  * the new capture's sites; a recapture of the same shape again updates it in place. (Found by
  * a fuzz: capture_end failed with "patch plan: origin ... has 4 nodes and graph ... has 5".) */
-static void a_recapture_of_another_shape_is_instantiated_afresh_and_rebindable(void **state) {
-  (void)state;
+RECAP_TEST(a_recapture_of_another_shape_is_instantiated_afresh_and_rebindable) {
   recap_stream_t s = fresh_stream();
   float *in, *in2, *out, *copy, *dk;
   step_buffers(s, &in, &in2, &out, &copy, &dk, 1000, 0.25f);
@@ -505,8 +491,7 @@ static void capture_allocating_step(recap_graph_t g, recap_stream_t s, bool reca
   OK(recap_graph_capture_end(g));
 }
 
-static void same_allocations_get_the_same_addresses_over_100_recaptures(void **state) {
-  (void)state;
+RECAP_TEST(same_allocations_get_the_same_addresses_over_100_recaptures) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   void *out0, *scratch0, *out, *scratch;
@@ -534,8 +519,7 @@ static void same_allocations_get_the_same_addresses_over_100_recaptures(void **s
   expect_quiet();
 }
 
-static void another_sequence_grows_the_pool_by_what_is_new(void **state) {
-  (void)state;
+RECAP_TEST(another_sequence_grows_the_pool_by_what_is_new) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   void *out0, *scratch0, *out, *scratch, *more;
@@ -575,8 +559,7 @@ static void another_sequence_grows_the_pool_by_what_is_new(void **state) {
 /* Steps t = 1..20 change a scalar argument (recapture + update) and a device-side value (a
  * plain write): every replay's results equal those of a graph captured afresh for that step,
  * bit for bit. */
-static void results_after_updates_equal_a_fresh_capture(void **state) {
-  (void)state;
+RECAP_TEST(results_after_updates_equal_a_fresh_capture) {
   recap_stream_t s = fresh_stream();
   float *in = device_floats(s), *out = device_floats(s), *copy = device_floats(s);
   float *dk = device_floats(s);

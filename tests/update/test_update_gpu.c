@@ -37,8 +37,7 @@ static void capture_adds(recap_graph_t g, cudaStream_t s, bool recapture, int ke
   OK(recap_graph_capture_end(g));
 }
 
-static void scalar_changed_by_recapture_and_update(void **state) {
-  (void)state;
+RECAP_TEST(scalar_changed_by_recapture_and_update) {
   cudaStream_t s = gpu_begin_stream();
   float *x = gpu_floats_set(N, 1.0f, s);
   recap_graph_t g;
@@ -75,8 +74,7 @@ static void scalar_changed_by_recapture_and_update(void **state) {
   gpu_finish_graph(g, s, pool, (void *[]){y0, x}, 2);
 }
 
-static void driver_refusals_fall_back_to_instantiation(void **state) {
-  (void)state;
+RECAP_TEST(driver_refusals_fall_back_to_instantiation) {
   cudaStream_t s = gpu_begin_stream();
   float *x, *y;
   recap_graph_t g = start(s, &x, &y, 2.0f);
@@ -131,8 +129,7 @@ static void driver_refusals_fall_back_to_instantiation(void **state) {
   gpu_finish_graph(g, s, pool, (void *[]){x, y}, 2);
 }
 
-static void invalidated_recapture_keeps_the_old_graph(void **state) {
-  (void)state;
+RECAP_TEST(invalidated_recapture_keeps_the_old_graph) {
   cudaStream_t s = gpu_begin_stream();
   float *x, *y;
   recap_graph_t g = start(s, &x, &y, 1.0f);
@@ -160,8 +157,7 @@ static void invalidated_recapture_keeps_the_old_graph(void **state) {
   gpu_finish_graph(g, s, pool, (void *[]){x, y}, 2);
 }
 
-static void policy_times_replays_with_events(void **state) {
-  (void)state;
+RECAP_TEST(policy_times_replays_with_events) {
   cudaStream_t s = gpu_begin_stream();
   float *x, *y;
   recap_graph_t g = start(s, &x, &y, 1.0f);

@@ -29,8 +29,7 @@ static void recapture_step_with(recap_graph_t g, recap_stream_t s, recap_rebind_
  * A failed re-planning of a KEEP graph's instantiation leaves no executable (and the origin to
  * plan against next time), and a failed rebind that had to instantiate a KEEP graph leaves none
  * either. (Found by review.) */
-static void the_origin_outlives_recaptures_without_rebinding(void **state) {
-  (void)state;
+RECAP_TEST(the_origin_outlives_recaptures_without_rebinding) {
   recap_stream_t s = fresh_stream();
   float *in, *in2, *out, *copy, *dk;
   step_buffers(s, &in, &in2, &out, &copy, &dk, 1000, 0.25f);
@@ -86,8 +85,7 @@ static void the_origin_outlives_recaptures_without_rebinding(void **state) {
   check();
 }
 
-static void recapture_needs_a_captured_graph(void **state) {
-  (void)state;
+RECAP_TEST(recapture_needs_a_captured_graph) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   EXPECT_STATUS(recap_graph_recapture_begin(g, NULL, s), RECAP_ERROR_INVALID_USAGE);
@@ -123,15 +121,13 @@ static void recapture_needs_a_captured_graph(void **state) {
   launch(s, 1);
   OK(recap_graph_capture_end(g));
   assert_int_equal(stats_of(g).recaptures, 2);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* A scope's capture ended with recap_graph_capture_end closes the scope: the graph's later
  * recapture is not the scope's, and recap_capture_scope_end refuses to end it (found by
  * fuzz_recap). */
-static void a_recapture_is_not_a_closed_scopes_capture(void **state) {
-  (void)state;
+RECAP_TEST(a_recapture_is_not_a_closed_scopes_capture) {
   reset();
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
@@ -147,12 +143,10 @@ static void a_recapture_is_not_a_closed_scopes_capture(void **state) {
   assert_int_equal(state_of(g), RECAP_GRAPH_STATE_CAPTURING);
   OK(recap_graph_capture_end(g));
   assert_int_equal(stats_of(g).updates, 1);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
-static void replay_is_refused_while_recapturing(void **state) {
-  (void)state;
+RECAP_TEST(replay_is_refused_while_recapturing) {
   recap_stream_t s = fresh_stream(), other = recap__fake_stream_new();
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
@@ -173,12 +167,10 @@ static void replay_is_refused_while_recapturing(void **state) {
   launch(s, 2);
   OK(recap_graph_capture_end(g));
   OK(recap_graph_replay(g, other));
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
-static void reset_and_destroy_during_a_recapture_release_both_captures(void **state) {
-  (void)state;
+RECAP_TEST(reset_and_destroy_during_a_recapture_release_both_captures) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   capture_kernels(g, s, 2);
@@ -206,8 +198,7 @@ static void reset_and_destroy_during_a_recapture_release_both_captures(void **st
   expect_quiet();
 }
 
-static void recapture_refused_while_its_pool_serves_another_capture(void **state) {
-  (void)state;
+RECAP_TEST(recapture_refused_while_its_pool_serves_another_capture) {
   recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
   recap_graph_t g1, g2;
   OK(recap_graph_create(&g1, 0));
@@ -238,8 +229,7 @@ static void recapture_refused_while_its_pool_serves_another_capture(void **state
   expect_quiet();
 }
 
-static void keep_graph_never_instantiated_keeps_the_new_template(void **state) {
-  (void)state;
+RECAP_TEST(keep_graph_never_instantiated_keeps_the_new_template) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, RECAP_GRAPH_KEEP);
   capture_kernels(g, s, 2);
@@ -278,12 +268,10 @@ static void keep_graph_never_instantiated_keeps_the_new_template(void **state) {
    * that keeps templates keeps it, for a later rebind). */
   assert_int_equal(recap__fake_now().live_graphs, 2);
   OK(recap_graph_raw(g, &second));
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
-static void stats_and_policy_check_their_arguments(void **state) {
-  (void)state;
+RECAP_TEST(stats_and_policy_check_their_arguments) {
   reset();
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
@@ -308,8 +296,7 @@ static void stats_and_policy_check_their_arguments(void **state) {
   assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_NONE), "none");
   assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_POLICY_SLOWER), "policy_slower");
   assert_string_equal(recap_update_reason_name(RECAP_UPDATE_REASON_COUNT), "unknown");
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 static const struct CMUnitTest tests[] = {

@@ -14,8 +14,7 @@
  * Policies
  * ---------------------------------------------------------------------------------------- */
 
-static void never_update_always_instantiates(void **state) {
-  (void)state;
+RECAP_TEST(never_update_always_instantiates) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
@@ -39,12 +38,10 @@ static void never_update_always_instantiates(void **state) {
   OK(recap_graph_update_policy_set(g, NULL));
   recapture_kernels(g, s, 3);
   assert_int_equal(stats_of(g).updates, 1);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
-static void failures_pause_updates_for_retry_after_recaptures(void **state) {
-  (void)state;
+RECAP_TEST(failures_pause_updates_for_retry_after_recaptures) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
@@ -97,8 +94,7 @@ static void failures_pause_updates_for_retry_after_recaptures(void **state) {
   OK(recap_graph_update_policy_set(g, &p));
   recapture_kernels(g, s, 3);
   assert_int_equal(stats_of(g).updates, 2);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* Replay g `n` times on s (the fake's stream progresses only when told). */
@@ -106,8 +102,7 @@ static void replays(recap_graph_t g, recap_stream_t s, int n) {
   for (int i = 0; i < n; i++) OK(recap_graph_replay(g, s));
 }
 
-static void slower_updates_pause_updates(void **state) {
-  (void)state;
+RECAP_TEST(slower_updates_pause_updates) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   recap_update_policy_t p = RECAP_UPDATE_POLICY_INIT;
@@ -154,8 +149,7 @@ static void slower_updates_pause_updates(void **state) {
 
 /* The policy set after the first capture (its executable already instantiated) measures that
  * executable's replays as the baseline, as one set before. */
-static void a_policy_set_after_the_capture_measures(void **state) {
-  (void)state;
+RECAP_TEST(a_policy_set_after_the_capture_measures) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   recap__fake_updated_slowdown(1.5);
@@ -177,12 +171,10 @@ static void a_policy_set_after_the_capture_measures(void **state) {
   assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_POLICY_SLOWER], 1);
   recapture_kernels(g, s, 10);
   assert_int_equal(stats_of(g).by_reason[RECAP_UPDATE_REASON_POLICY_SLOWER], 2);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
-static void equal_speed_keeps_updating_and_stops_measuring(void **state) {
-  (void)state;
+RECAP_TEST(equal_speed_keeps_updating_and_stops_measuring) {
   recap_stream_t s;
   recap_graph_t g = measured_graph(&s, 0.05, 3, 6);
   replays(g, s, 3);
@@ -200,8 +192,7 @@ static void equal_speed_keeps_updating_and_stops_measuring(void **state) {
   replays(g, s, 5);
   assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records);
   assert_false(recap__update_measuring(recap__update_of(g)));
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* A graph of 10 kernels measured with max_slowdown 10% over 4 replays, captured, then
@@ -225,8 +216,7 @@ static recap_graph_t replay_loop(recap_stream_t s, int recaptures, int replays_e
 /* One replay per recapture: the first capture gives one fresh sample, recaptures 1-4 the four
  * updated ones; recaptures 5-7 instantiate afresh for the three fresh samples missing, and
  * recapture 8 reads the last one and compares. */
-static void one_replay_per_recapture_measures_with_fresh_instantiations(void **state) {
-  (void)state;
+RECAP_TEST(one_replay_per_recapture_measures_with_fresh_instantiations) {
   recap_stream_t s = fresh_stream();
   recap__fake_updated_slowdown(1.5);
   recap_graph_t g = replay_loop(s, 4, 1);
@@ -275,14 +265,12 @@ static void one_replay_per_recapture_measures_with_fresh_instantiations(void **s
   assert_int_equal(st.instantiations, 3 + 49 * 16 + 13);
   assert_true(fabs(st.fresh_replay_ms - 0.010) < 1e-6);
   assert_true(fabs(st.updated_replay_ms - 0.015) < 1e-6);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* Equal speeds: the same three measuring instantiations, one comparison, then updates only,
  * untimed. */
-static void one_replay_per_recapture_at_equal_speed_keeps_updating(void **state) {
-  (void)state;
+RECAP_TEST(one_replay_per_recapture_at_equal_speed_keeps_updating) {
   recap_stream_t s = fresh_stream();
   recap_graph_t g = replay_loop(s, 8, 1);
   recap_update_stats_t st = stats_of(g);
@@ -300,14 +288,12 @@ static void one_replay_per_recapture_at_equal_speed_keeps_updating(void **state)
   uint64_t records = recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD];
   replays(g, s, 3);
   assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* As many replays per executable as measure_replays: the first capture is the baseline and no
  * recapture instantiates to measure. Two replays of four: one measuring instantiation. */
-static void enough_replays_need_no_measuring_instantiation(void **state) {
-  (void)state;
+RECAP_TEST(enough_replays_need_no_measuring_instantiation) {
   recap_stream_t s = fresh_stream();
   recap__fake_updated_slowdown(1.5);
   recap_graph_t g = replay_loop(s, 2, 4);
@@ -327,14 +313,12 @@ static void enough_replays_need_no_measuring_instantiation(void **state) {
   assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_POLICY_SLOWER], 1);
   assert_int_equal(st.updates, 2);
   assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_POLICY_SLOWER);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* Fresh executables that are never replayed give no samples: measure_replays measuring
  * instantiations a round, then updates again, without a comparison. */
-static void measuring_instantiations_stop_at_measure_replays(void **state) {
-  (void)state;
+RECAP_TEST(measuring_instantiations_stop_at_measure_replays) {
   recap_stream_t s = fresh_stream();
   recap__fake_updated_slowdown(1.5);
   recap_graph_t g = replay_loop(s, 4, 1); /* 1 fresh sample, 4 updated */
@@ -345,8 +329,7 @@ static void measuring_instantiations_stop_at_measure_replays(void **state) {
   assert_int_equal(st.updates, 6);
   assert_int_equal(st.last_reason, RECAP_UPDATE_REASON_NONE);
   assert_true(st.fresh_replay_ms == 0 && st.updated_replay_ms == 0);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* The log's warnings, concatenated. */
@@ -358,8 +341,7 @@ static void log_into(recap_log_level_t level, const char *message, void *user_da
   snprintf(logged + used, sizeof logged - used, "%s\n", message);
 }
 
-static void a_replay_into_another_capture_is_not_timed(void **state) {
-  (void)state;
+RECAP_TEST(a_replay_into_another_capture_is_not_timed) {
   recap_stream_t s = fresh_stream(), outer_stream = recap__fake_stream_new();
   recap_graph_t g, outer;
   OK(recap_graph_create(&g, 0));
@@ -381,8 +363,7 @@ static void a_replay_into_another_capture_is_not_timed(void **state) {
   expect_quiet();
 }
 
-static void timing_failures_never_fail_a_replay(void **state) {
-  (void)state;
+RECAP_TEST(timing_failures_never_fail_a_replay) {
   recap_stream_t s;
   recap_graph_t g = measured_graph(&s, 0.05, 2, 2);
   logged[0] = '\0';
@@ -402,15 +383,13 @@ static void timing_failures_never_fail_a_replay(void **state) {
   assert_int_equal(recap__fake_now().graph_launches, launches + 5);
   assert_non_null(strstr(logged, "update policy: recording a timing event failed"));
   recap_log_set(NULL, NULL);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* The first timed launch of an executable, fresh or updated, uploads it before its `before`
  * event, so that the sample is a replay's time; later launches, and launches that are not
  * timed, upload nothing. */
-static void a_timed_first_launch_uploads_the_executable_first(void **state) {
-  (void)state;
+RECAP_TEST(a_timed_first_launch_uploads_the_executable_first) {
   recap_stream_t s;
   recap_graph_t g = measured_graph(&s, 0.10, 2, 10);
   assert_int_equal(recap__fake_now().graph_uploads, 0); /* instantiating uploads nothing */
@@ -463,8 +442,7 @@ static void a_timed_first_launch_uploads_the_executable_first(void **state) {
 
 /* A failed upload before a timed replay ends the round of measurements (logged), and the
  * replay itself goes on and succeeds. */
-static void an_upload_failure_gives_up_measuring_not_the_replay(void **state) {
-  (void)state;
+RECAP_TEST(an_upload_failure_gives_up_measuring_not_the_replay) {
   recap_stream_t s;
   recap_graph_t g = measured_graph(&s, 0.05, 2, 2);
   logged[0] = '\0';
@@ -497,8 +475,7 @@ static void an_upload_failure_gives_up_measuring_not_the_replay(void **state) {
   assert_int_equal(recap__fake_now().graph_uploads, 1);
   assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_EVENT_RECORD], records + 2);
   recap_log_set(NULL, NULL);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 /* Replays of one measured graph from two threads at once, each on its own stream. */
@@ -518,8 +495,7 @@ static void *replay_many(void *arg) {
   return NULL;
 }
 
-static void measured_replays_from_two_threads(void **state) {
-  (void)state;
+RECAP_TEST(measured_replays_from_two_threads) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
   measure_updates(g, 0.05, 8);
@@ -541,8 +517,7 @@ static void measured_replays_from_two_threads(void **state) {
   /* Twice as slow: the next recapture instantiates afresh. */
   recapture_kernels(g, s, 4);
   assert_int_equal(stats_of(g).last_reason, RECAP_UPDATE_REASON_POLICY_SLOWER);
-  OK(recap_graph_destroy(g));
-  expect_quiet();
+  destroy_and_expect_quiet(g);
 }
 
 static const struct CMUnitTest tests[] = {
