@@ -55,7 +55,12 @@ void sleep_pool(int pool, int mode) {
   snprintf(what, sizeof what, "recap_pool_sleep(pool %d, %s)", pool, mode ? "OFFLOAD" : "DISCARD");
   if (status(r, allowed, what)) {
     resync(pool, RECAP_POOL_AWAKE);
-    if (st.pools[pool].state != RECAP_POOL_AWAKE) slept(pool, mode);
+    if (st.pools[pool].state != RECAP_POOL_AWAKE) {
+      slept(pool, mode);
+      /* A failed sleep wakes the pool back; when that wake fails too and its undo cannot
+       * unmap, the pool stays asleep with a chunk of it mapped, as after recap_pool_wake. */
+      if (fired(RECAP__FAKE_FAULT_VMM_UNMAP)) st.pools[pool].residue = true;
+    }
     return;
   }
   if (r != RECAP_SUCCESS) return;
@@ -148,9 +153,8 @@ void op_sleep_all(void) {
       die("recap_wake succeeded and left a pool asleep", r);
     if (r == RECAP_SUCCESS && (what & 1)) st.pools[i].residue = false;
     /* A wake whose undo could not unmap may leave a chunk of that pool mapped, as with
-     * recap_pool_wake (wake_pool). */
-    if (r != RECAP_SUCCESS && (what & 1) && now != RECAP_POOL_AWAKE &&
-        fired(RECAP__FAKE_FAULT_VMM_UNMAP))
+     * recap_pool_wake (wake_pool); so may the wake that rolls back a failed recap_sleep. */
+    if (r != RECAP_SUCCESS && now != RECAP_POOL_AWAKE && fired(RECAP__FAKE_FAULT_VMM_UNMAP))
       st.pools[i].residue = true;
     if (r == RECAP_SUCCESS && !(what & 1) && now == RECAP_POOL_AWAKE && (i || st.device_used))
       die("recap_sleep succeeded and left a pool awake", r);
