@@ -67,12 +67,16 @@ typedef struct recap_capture_options {
   /* The most bytes the capture's pool may reserve (0: no limit); past it recap_malloc, then the
    * capture's end, are RECAP_ERROR_OUT_OF_MEMORY (docs/memory.md). */
   uint64_t budget_bytes;
+  /* 1: on a graph that holds a capture, capture_begin (and a capture scope) recaptures it, as
+   * recap_graph_recapture_begin does with these options, instead of refusing: per-step code
+   * captures the first time and recaptures afterwards with one call (docs/update.md). */
+  int recapture;
 } recap_capture_options_t;
 
 #define RECAP_CAPTURE_OPTIONS_INIT                                                           \
   {                                                                                          \
     sizeof(recap_capture_options_t), {0, 0}, RECAP_CAPTURE_MODE_GLOBAL, 0, RECAP_REBIND_OFF, \
-        RECAP_REGIONS_AUTO, 0                                                                \
+        RECAP_REGIONS_AUTO, 0, 0                                                             \
   }
 
 /* ---- Lifetime -------------------------------------------------------------------------------- */

@@ -93,6 +93,17 @@ static recap_status_t begin(recap_graph_t graph, recap_stream_t stream,
   return recap__error_restore(&saved);
 }
 
+/* A recapture's options: the caller's, whose pool must be {0,0} or the graph's, which it
+ * always is. */
+static recap_status_t recapture_pool(recap_graph_t graph, recap_capture_options_t *opts) {
+  RECAP__ARG(recap_pool_is_default(opts->pool) || !graph->pool_known ||
+                 recap__pool_id_equal(opts->pool, graph->pool),
+             "recap_graph_recapture_begin: options->pool is not the graph's pool; a recapture "
+             "uses the pool of the capture it replaces (leave options->pool {0,0})");
+  opts->pool = graph->pool;
+  return RECAP_SUCCESS;
+}
+
 recap_status_t recap_graph_capture_begin(recap_graph_t graph,
                                          const recap_capture_options_t *options,
                                          recap_stream_t stream) {
@@ -100,6 +111,11 @@ recap_status_t recap_graph_capture_begin(recap_graph_t graph,
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
   RECAP__CHECK(RECAP__OPTIONS_COPY(&opts, options, recap_capture_options_t, mode,
                                    "recap_graph_capture_begin", "RECAP_CAPTURE_OPTIONS_INIT"));
+  /* options->recapture: a graph that holds a capture is recaptured with these options. */
+  if (opts.recapture && graph->state == RECAP__GRAPH_CAPTURED) {
+    RECAP__CHECK(recapture_pool(graph, &opts));
+    return begin(graph, stream, &opts, true);
+  }
   return begin(graph, stream, &opts, false);
 }
 
@@ -113,12 +129,8 @@ recap_status_t recap_graph_recapture_begin(recap_graph_t graph,
     opts = (recap_capture_options_t)RECAP_CAPTURE_OPTIONS_INIT;
     RECAP__CHECK(RECAP__OPTIONS_COPY(&opts, options, recap_capture_options_t, mode,
                                      "recap_graph_recapture_begin", "RECAP_CAPTURE_OPTIONS_INIT"));
-    RECAP__ARG(recap_pool_is_default(opts.pool) || !graph->pool_known ||
-                   recap__pool_id_equal(opts.pool, graph->pool),
-               "recap_graph_recapture_begin: options->pool is not the graph's pool; a recapture "
-               "uses the pool of the capture it replaces (leave options->pool {0,0})");
   }
-  opts.pool = graph->pool;
+  RECAP__CHECK(recapture_pool(graph, &opts));
   return begin(graph, stream, &opts, true);
 }
 

@@ -113,10 +113,17 @@ recap_status_t recap_capture_scope_begin(recap_graph_t graph, const recap_scope_
   RECAP__CHECK(RECAP__EMBEDDED_OPTIONS_COPY(&copts, &opts.capture, recap_capture_options_t, mode,
                                             "recap_capture_scope_begin", "capture",
                                             "RECAP_CAPTURE_OPTIONS_INIT"));
-  if (graph->state != RECAP__GRAPH_FRESH)
+  /* With capture.recapture, a graph holding a capture is recaptured (graphs enabled). */
+  bool recapture = copts.recapture && graph->state == RECAP__GRAPH_CAPTURED;
+  if (graph->state != RECAP__GRAPH_FRESH && !recapture)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_capture_scope_begin: the graph is not fresh; call "
-                        "recap_graph_reset() first");
+                        "recap_graph_reset() first, or set options->capture.recapture to "
+                        "recapture what it holds");
+  if (recapture && !recap_graphs_enabled())
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_capture_scope_begin: graphs are disabled, and the graph holds a "
+                        "capture that an eager scope would drop; replay it, or reset it first");
   recap_stream_t s = opts.stream;
   if (!s) RECAP__CHECK(recap__side_stream(&s));
   scope_record_t *record = NULL;

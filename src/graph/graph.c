@@ -211,8 +211,9 @@ static const char *state_advice(recap__graph_state_t state) {
   switch (state) {
     case RECAP__GRAPH_CAPTURING: return "a capture is already under way on this graph";
     case RECAP__GRAPH_CAPTURED:
-      return "this graph already holds a capture; call recap_graph_recapture_begin() to capture "
-             "it again in place, or recap_graph_reset() to start afresh";
+      return "this graph already holds a capture; call recap_graph_recapture_begin() (or set "
+             "options->recapture) to capture it again in place, or recap_graph_reset() to start "
+             "afresh";
     case RECAP__GRAPH_EAGER:
       return "this graph ran a capture scope eagerly (graphs disabled); reset it first";
     case RECAP__GRAPH_FRESH: break;

@@ -172,6 +172,79 @@ RECAP_TEST(a_scope_without_host_memory_begins_nothing) {
   expect_quiet();
 }
 
+/* ---- One call for the first capture and every recapture ------------------------------------ */
+
+static recap_update_stats_t update_stats(recap_graph_t g) {
+  recap_update_stats_t u = RECAP_UPDATE_STATS_INIT;
+  OK(recap_graph_update_stats(g, &u));
+  return u;
+}
+
+/* options.recapture: capture_begin captures a fresh graph and recaptures one that holds a
+ * capture, in its pool, updating the executable; without it a held capture is refused. */
+RECAP_TEST(the_recapture_option_captures_then_recaptures) {
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s, 0);
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.recapture = 1;
+  for (int step = 0; step < 3; step++) {
+    OK(recap_graph_capture_begin(g, &o, s));
+    assert_int_equal(state_of(g), RECAP_GRAPH_STATE_CAPTURING);
+    launch(s, 2);
+    OK(recap_graph_capture_end(g));
+    OK(recap_graph_replay(g, s));
+    recap_update_stats_t u = update_stats(g);
+    assert_int_equal(u.recaptures, (uint64_t)step);
+    assert_int_equal(u.updates, (uint64_t)step);
+  }
+  recap_pool_id_t pool = pool_of(g);
+
+  /* The pool is the graph's: another is refused, nothing begun. */
+  recap_capture_options_t other = o;
+  other.pool = (recap_pool_id_t){pool.a, pool.b + 1};
+  EXPECT_STATUS(recap_graph_capture_begin(g, &other, s), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("options->pool is not the graph's pool");
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_INSTANTIATED);
+  assert_int_equal(capturing(s), 0);
+  /* Without the option a held capture is refused, naming the option. */
+  EXPECT_STATUS(recap_graph_capture_begin(g, NULL, s), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("options->recapture");
+  /* Under way: refused with or without it. */
+  OK(recap_graph_capture_begin(g, &o, s));
+  EXPECT_STATUS(recap_graph_capture_begin(g, &o, s), RECAP_ERROR_INVALID_USAGE);
+  launch(s, 2);
+  OK(recap_graph_capture_end(g));
+  assert_true(recap__pool_id_equal(pool_of(g), pool));
+  destroy_and_expect_quiet(g);
+}
+
+/* A capture scope with capture.recapture recaptures what its graph holds; with graphs disabled
+ * it refuses rather than drop that capture for an eager run. */
+RECAP_TEST(a_scope_recaptures_with_the_option) {
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s, 0);
+  recap_scope_options_t o = RECAP_SCOPE_OPTIONS_INIT;
+  o.stream = s;
+  o.capture.recapture = 1;
+  recap_stream_t scope_stream = NULL;
+  for (int step = 0; step < 2; step++) {
+    OK(recap_capture_scope_begin(g, &o, &scope_stream));
+    launch(scope_stream, 1);
+    OK(recap_capture_scope_end(g));
+  }
+  assert_int_equal(update_stats(g).recaptures, 1);
+  recap_scope_options_t plain = RECAP_SCOPE_OPTIONS_INIT;
+  EXPECT_STATUS(recap_capture_scope_begin(g, &plain, &scope_stream), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("capture.recapture");
+  recap__graphs_disabled_override(1);
+  EXPECT_STATUS(recap_capture_scope_begin(g, &o, &scope_stream), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("graphs are disabled");
+  recap__graphs_disabled_override(0);
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_INSTANTIATED);
+  OK(recap_graph_replay(g, s));
+  destroy_and_expect_quiet(g);
+}
+
 /* ---- Blocking streams ---------------------------------------------------------------------- */
 
 /* A capture on a blocking stream is warned about once per process, and one that work on the
@@ -229,5 +302,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(an_eager_scope_opens_and_closes),
     cmocka_unit_test(a_scope_without_host_memory_begins_nothing),
     cmocka_unit_test(a_blocking_stream_is_named),
+    cmocka_unit_test(the_recapture_option_captures_then_recaptures),
+    cmocka_unit_test(a_scope_recaptures_with_the_option),
 };
 RECAP_TEST_MAIN(tests)
