@@ -23,8 +23,9 @@ typedef struct recap_buffer {
 } recap_buffer_t;
 
 /* The user's functions return a recap status: a failed recap call's, passed on, or their own,
- * reported with recap_set_last_error. They run on recap's side stream at warm-up and capture, and on
- * the caller's stream later: a library handle they use must follow the stream they are given. */
+ * reported with recap_set_last_error. They run on recap's side stream at warm-up and capture,
+ * and on the caller's stream later: a library handle they use must follow the stream they are
+ * given. */
 
 /* Enqueue the forward on stream, reading inputs (input_count buffers), and allocate each output
  * with recap_malloc(..., stream) into outputs[i]: the callable owns them (never free one). */

@@ -57,12 +57,11 @@ static void warn_if_blocking(recap_stream_t stream, const char *function) {
  * it replaces aside first, and gets it back when the recapture cannot begin. */
 static recap_status_t begin(recap_graph_t graph, recap_stream_t stream,
                             const recap_capture_options_t *opts, bool recapture) {
+  const char *function = recapture ? "recap_graph_recapture_begin" : "recap_graph_capture_begin";
   RECAP__ARG(opts->rebind >= RECAP_REBIND_OFF && opts->rebind <= RECAP_REBIND_DECLARED,
              "%s: options->rebind %d is not one of RECAP_REBIND_OFF, RECAP_REBIND_AUTO, "
              "RECAP_REBIND_DECLARED",
-             recapture ? "recap_graph_recapture_begin" : "recap_graph_capture_begin",
-             (int)opts->rebind);
-  const char *function = recapture ? "recap_graph_recapture_begin" : "recap_graph_capture_begin";
+             function, (int)opts->rebind);
   RECAP__CHECK(recap__graph_capture_check(graph, stream, opts, recapture));
   /* The regions' path: decided (and RECAP_REGIONS_DEVICE refused where the driver has no
    * conditional nodes) before anything starts. */

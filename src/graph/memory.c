@@ -8,9 +8,9 @@
  * bytes at each instantiation (here, around cudaGraphInstantiate: CUDA has no query for what an
  * executable holds, so recap asks cudaMemGetInfo before and after it and keeps the drop;
  * docs/memory.md says what can skew it, and the option measure_exec_memory turns it off, since
- * the two calls cost some microseconds of every capture). recap_graph_memory gathers them for the caller; the
- * per-pool view is the allocator's recap_pool_memory (src/alloc/accounting.c), whose totals of
- * graphs recap__graph_account keeps in step with each graph.
+ * the two calls cost some microseconds of every capture). recap_graph_memory gathers them for
+ * the caller; the per-pool view is the allocator's recap_pool_memory (src/alloc/accounting.c),
+ * whose totals of graphs recap__graph_account keeps in step with each graph.
  */
 #include <stddef.h>
 #include <string.h>

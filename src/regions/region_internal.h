@@ -99,10 +99,9 @@ recap_status_t recap__regions_check_end(recap_graph_t graph);
 
 /* The path decided, kept with the capture that has just begun on graph (region_state.c): a hook
  * with no events, attached for the host path only (the default device path costs nothing), so
- * that it goes with the capture (a reset,
- * a failed capture) and a recapture sets it aside with the rest of the capture it replaces.
- * Fails only for host memory. recap__regions_path_on_device: the path of the capture graph
- * holds or is making. */
+ * that it goes with the capture (a reset, a failed capture) and a recapture sets it aside with
+ * the rest of the capture it replaces. Fails only for host memory.
+ * recap__regions_path_on_device: the path of the capture graph holds or is making. */
 recap_status_t recap__regions_path_chosen(recap_graph_t graph, bool on_device);
 bool recap__regions_path_on_device(recap_graph_t graph);
 

@@ -33,9 +33,10 @@
  *    RECAP__FAKE_FAULT_STREAM_WAIT_EVENT fails a call before it enqueues anything.
  *  - Streams are non-blocking (cudaStreamNonBlocking) unless made with
  *    recap__fake_stream_new_blocking; stream_blocking answers true for those and for the legacy
- *    stream (NULL), RECAP_ERROR_CUDA for a handle that is no stream; RECAP__FAKE_FAULT_STREAM_BLOCKING
- *    fails it. A kernel launched on the legacy stream invalidates every capture a blocking
- *    stream takes part in, as CUDA's implicit synchronisation does.
+ *    stream (NULL), RECAP_ERROR_CUDA for a handle that is no stream;
+ *    RECAP__FAKE_FAULT_STREAM_BLOCKING fails it. A kernel launched on the legacy stream
+ *    invalidates every capture a blocking stream takes part in, as CUDA's implicit
+ *    synchronisation does.
  *  - Recording or querying an event on a capturing stream is refused (CUDA would turn the record
  *    into a graph node, and querying would invalidate the capture), and so the fake fails it with
  *    RECAP_ERROR_CAPTURE_INVALIDATED ("cudaErrorStreamCaptureUnsupported"), as the CUDA seam
