@@ -12,8 +12,8 @@
  *   other stream  the recap pair on a second stream while s is capturing: allocations there
  *                 must see that their stream is not part of the capture and use the default pool.
  *
- * Each figure is the median over rounds; a round times a batch of pairs of each variant, one
- * after another, so drift hits all alike. recap's targets: the recap pair <= 60 ns, and the
+ * Each figure is the median over rounds; a round times a batch of pairs of each variant at each
+ * size, one after another, so drift (a slow start, another process) hits all alike. recap's targets: the recap pair <= 60 ns, and the
  * routed pair at most 100 ns dearer than the plain one. PyTorch's caching allocator is measured
  * on the same machine by bench/torch_alloc.py.
  */
@@ -93,55 +93,54 @@ static double try_recap_pairs_ns(int variant, cudaStream_t stream, size_t size, 
   return (double)(t1 - t0) / pairs;
 }
 
-static void bench_size(size_t size, int rounds, int pairs, cudaStream_t stream, cudaStream_t other,
-                       cudaMemPool_t pool, int *counter, size_result_t *result) {
-  double *samples[V_COUNT];
-  for (int v = 0; v < V_COUNT; v++) {
-    samples[v] = bench_calloc(NAME, (size_t)rounds, sizeof(double));
-  }
-  for (int r = 0; r < rounds; r++) {
-    /* Plain pairs and stream-ordered pairs, in alternating order. The warm-up pairs fill the
-     * caches (a segment of the right size, the stream's free list). */
-    for (int k = 0; k < 2; k++) {
-      if ((k == 0) == (r % 2 == 0)) {
-        recap_pairs_ns(stream, size, WARMUP_PAIRS);
-        samples[V_RECAP][r] = recap_pairs_ns(stream, size, pairs);
-      } else {
-        async_pairs_ns(stream, pool, size, WARMUP_PAIRS);
-        samples[V_ASYNC][r] = async_pairs_ns(stream, pool, size, pairs);
-      }
+/* Round r at one size: samples[v][r] is variant v's ns per pair, -1 where it failed. */
+static void bench_round(size_t size, int r, int pairs, cudaStream_t stream, cudaStream_t other,
+                        cudaMemPool_t pool, int *counter, double *samples[V_COUNT]) {
+  /* Plain pairs and stream-ordered pairs, in alternating order. The warm-up pairs fill the
+   * caches (a segment of the right size, the stream's free list). */
+  for (int k = 0; k < 2; k++) {
+    if ((k == 0) == (r % 2 == 0)) {
+      recap_pairs_ns(stream, size, WARMUP_PAIRS);
+      samples[V_RECAP][r] = recap_pairs_ns(stream, size, pairs);
+    } else {
+      async_pairs_ns(stream, pool, size, WARMUP_PAIRS);
+      samples[V_ASYNC][r] = async_pairs_ns(stream, pool, size, pairs);
     }
-    /* The other stream's cache must be warm before the capture: a new segment now would be a
-     * cudaMalloc during a global-mode capture. */
-    recap_pairs_ns(other, size, WARMUP_PAIRS);
+  }
+  /* The other stream's cache must be warm before the capture: a new segment now would be a
+   * cudaMalloc during a global-mode capture. */
+  recap_pairs_ns(other, size, WARMUP_PAIRS);
 
-    samples[V_ROUTED][r] = samples[V_OTHER][r] = -1;
-    if (variant_ok[V_ROUTED] || variant_ok[V_OTHER]) {
-      recap_graph_t graph = NULL;
-      BENCH_RECAP(recap_graph_create(&graph, 0));
-      BENCH_RECAP(recap_graph_capture_begin(graph, NULL, stream));
-      BENCH_CUDA(bench_launch_increment(stream, counter));      /* so the graph is not empty */
-      try_recap_pairs_ns(V_ROUTED, stream, size, WARMUP_PAIRS); /* the pool's first segment */
-      if (r % 2 == 0) {
-        samples[V_ROUTED][r] = try_recap_pairs_ns(V_ROUTED, stream, size, pairs);
-        samples[V_OTHER][r] = try_recap_pairs_ns(V_OTHER, other, size, pairs);
-      } else {
-        samples[V_OTHER][r] = try_recap_pairs_ns(V_OTHER, other, size, pairs);
-        samples[V_ROUTED][r] = try_recap_pairs_ns(V_ROUTED, stream, size, pairs);
-      }
-      recap_status_t status = recap_graph_capture_end(graph);
-      if (status != RECAP_SUCCESS) {
-        /* Something in the round broke the capture: its figures do not count. */
-        samples[V_ROUTED][r] = samples[V_OTHER][r] = -1;
-        drop_variant(V_OTHER, status, "the capture around the routed pairs");
-        drop_variant(V_ROUTED, status, "the capture around the routed pairs");
-      }
-      BENCH_RECAP(recap_graph_destroy(graph));
+  samples[V_ROUTED][r] = samples[V_OTHER][r] = -1;
+  if (variant_ok[V_ROUTED] || variant_ok[V_OTHER]) {
+    recap_graph_t graph = NULL;
+    BENCH_RECAP(recap_graph_create(&graph, 0));
+    BENCH_RECAP(recap_graph_capture_begin(graph, NULL, stream));
+    BENCH_CUDA(bench_launch_increment(stream, counter));      /* so the graph is not empty */
+    try_recap_pairs_ns(V_ROUTED, stream, size, WARMUP_PAIRS); /* the pool's first segment */
+    if (r % 2 == 0) {
+      samples[V_ROUTED][r] = try_recap_pairs_ns(V_ROUTED, stream, size, pairs);
+      samples[V_OTHER][r] = try_recap_pairs_ns(V_OTHER, other, size, pairs);
+    } else {
+      samples[V_OTHER][r] = try_recap_pairs_ns(V_OTHER, other, size, pairs);
+      samples[V_ROUTED][r] = try_recap_pairs_ns(V_ROUTED, stream, size, pairs);
     }
-    /* The graph's pool is unreferenced now: give its segment back, so rounds do not pile up
-     * memory. The default pool is warmed again at the next round's start. */
-    BENCH_RECAP(recap_empty_cache());
+    recap_status_t status = recap_graph_capture_end(graph);
+    if (status != RECAP_SUCCESS) {
+      /* Something in the round broke the capture: its figures do not count. */
+      samples[V_ROUTED][r] = samples[V_OTHER][r] = -1;
+      drop_variant(V_OTHER, status, "the capture around the routed pairs");
+      drop_variant(V_ROUTED, status, "the capture around the routed pairs");
+    }
+    BENCH_RECAP(recap_graph_destroy(graph));
   }
+  /* The graph's pool is unreferenced now: give its segment back, so rounds do not pile up
+   * memory. The default pool is warmed again at the next round's start. */
+  BENCH_RECAP(recap_empty_cache());
+}
+
+/* The medians of one size's rounds (those a variant failed in left out); frees the samples. */
+static void summarize(size_t size, int rounds, double *samples[V_COUNT], size_result_t *result) {
   result->size = size;
   for (int v = 0; v < V_COUNT; v++) {
     size_t kept = 0; /* the rounds a variant failed in are left out */
@@ -260,9 +259,16 @@ int main(int argc, char **argv) {
   int rounds = args.quick ? 7 : 31;
   int pairs = args.quick ? 2000 : 20000;
   size_result_t results[SIZE_COUNT];
+  double *samples[SIZE_COUNT][V_COUNT];
+  for (int i = 0; i < SIZE_COUNT; i++)
+    for (int v = 0; v < V_COUNT; v++)
+      samples[i][v] = bench_calloc(NAME, (size_t)rounds, sizeof(double));
+  for (int r = 0; r < rounds; r++)
+    for (int i = 0; i < SIZE_COUNT; i++)
+      bench_round(sizes[i], r, pairs, stream, other, pool, counter, samples[i]);
   for (int i = 0; i < SIZE_COUNT; i++) {
     char label[32];
-    bench_size(sizes[i], rounds, pairs, stream, other, pool, counter, &results[i]);
+    summarize(sizes[i], rounds, samples[i], &results[i]);
     printf(
         "  %-8s recap %.1f ns, cudaMallocAsync %.1f ns, routed %.1f ns, other stream %.1f ns"
         " (0: failed)\n",

@@ -749,6 +749,8 @@ int main(int argc, char **argv) {
     return exit_code;
   if (!bench_have_device(NAME)) return 0;
   bench_banner(NAME, args.quick);
+  /* The memory table shows the executables' bytes: every instantiation measures them. */
+  BENCH_RECAP(recap_option_set("measure_exec_memory", "1"));
 
   cudaStream_t s;
   BENCH_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));

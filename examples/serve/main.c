@@ -626,6 +626,9 @@ int main(int argc, char **argv) {
     o.requests = REQUESTS_UNDER_A_TOOL;
   }
   CHECK_CUDA(cudaSetDevice(0));
+  /* The memory the example reports counts the graphs' executables, which only a capture with a
+   * budget measures unless this option is on. */
+  CHECK_RECAP(recap_option_set("measure_exec_memory", "1"));
 
   trace_t trace;
   trace_make(&trace, &o);

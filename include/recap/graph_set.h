@@ -136,7 +136,7 @@ typedef struct recap_graph_set_member {
   uint64_t eager_runs;    /* calls for this bucket that ran eagerly */
   uint64_t captures;      /* captures of it that succeeded (more than 1 after evictions) */
   double capture_seconds; /* the latest capture's time, instantiation included */
-  int64_t exec_bytes;     /* READY: its executable's bytes (recap/memory.h) */
+  int64_t exec_bytes;     /* READY: its executable's bytes (recap/memory.h; -1: not measured) */
   size_t nodes;           /* READY: its node count */
 } recap_graph_set_member_t;
 
@@ -159,7 +159,7 @@ typedef struct recap_graph_set_info {
   size_t ready, pending, capturing, failed, over_budget, evicted, cancelled;
   recap_pool_id_t pool;
   int64_t pool_reserved_bytes; /* the pool's reserved bytes now */
-  int64_t exec_bytes;          /* the ready members' executables, summed */
+  int64_t exec_bytes;          /* the ready members' measured executables, summed */
   uint64_t budget_bytes;
   uint64_t replays, eager_runs, overflow_runs, evictions;
   double first_ready_seconds; /* from create to the first member ready (0: none yet) */

@@ -27,7 +27,7 @@ typedef struct recap_graph_memory {
   int64_t capture_reserved_bytes;
   /* Device bytes its executables hold, measured at instantiation (another thread's or
    * process's allocations skew it; docs/memory.md, "The executable's bytes"); 0 while none;
-   * -1 when not measured (the option measure_exec_memory was off). */
+   * -1 when not measured (no budget, and the option measure_exec_memory off: the default). */
   int64_t exec_bytes;
   size_t nodes;          /* recap_graph_node_count's count */
   uint64_t budget_bytes; /* the budget the held capture ran under (0: none) */

@@ -34,8 +34,8 @@ extern "C" {
     "on: segments on CUDA virtual memory that grow in place (recap/sleep.h)")        \
   X(offload_keep_pinned, BOOL, 0,                                                    \
     "on: a wake keeps its OFFLOAD pinned host buffer for the next sleep")            \
-  X(measure_exec_memory, BOOL, 1,                                                    \
-    "on: each instantiation measures its executable's device bytes (cudaMemGetInfo)")
+  X(measure_exec_memory, BOOL, 0,                                                    \
+    "on: every instantiation measures its executable's device bytes (cudaMemGetInfo)")
 
 /* Set an option from code, the value as in RECAP_ALLOC_CONF. NOT_FOUND: an unknown name;
  * INVALID_VALUE: a value not of the option's kind, or one that breaks the options' rules

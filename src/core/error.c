@@ -89,13 +89,24 @@ recap_status_t recap__error_at(recap_status_t status, const char *file, int line
 const char *recap_last_error(void) { return last_message; }
 recap_status_t recap_last_status(void) { return last_status_value; }
 
+_Static_assert(sizeof(((recap__saved_error_t *)0)->message) == RECAP__ERROR_CAPACITY,
+               "a saved error holds the whole last error");
+
+/* A copy of a terminated message into a buffer of RECAP__ERROR_CAPACITY bytes;
+ * strlen and memcpy, since the best-effort paths save and restore on every call. */
+static void copy_message(char *to, const char *from) {
+  size_t n = strnlen(from, RECAP__ERROR_CAPACITY - 1);
+  memcpy(to, from, n);
+  to[n] = '\0';
+}
+
 void recap__error_save(recap__saved_error_t *saved) {
   saved->status = last_status_value;
-  snprintf(saved->message, sizeof saved->message, "%s", last_message);
+  copy_message(saved->message, last_message);
 }
 
 recap_status_t recap__error_restore(const recap__saved_error_t *saved) {
-  snprintf(last_message, sizeof last_message, "%s", saved->message);
+  copy_message(last_message, saved->message);
   last_status_value = saved->status;
   return saved->status;
 }

@@ -10,6 +10,7 @@
 
 #include <cuda_runtime_api.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -132,9 +133,14 @@ void recap__cuda_cond_forget(recap_cuda_graph_t graph) {
 recap_status_t recap__cuda_cond_supported(bool *supported) {
   RECAP__ARG(supported != NULL, "cond_supported: supported is NULL");
   *supported = false;
-  /* The runtime is linked statically: the driver's version is what decides. */
-  int version = 0;
-  CUDA_TRY(cudaDriverGetVersion(&version));
+  /* The runtime is linked statically: the driver's version is what decides. It cannot change
+   * while the process runs, and every capture asks (the regions' path), so it is read once. */
+  static _Atomic int driver_version;
+  int version = atomic_load_explicit(&driver_version, memory_order_relaxed);
+  if (version == 0) {
+    CUDA_TRY(cudaDriverGetVersion(&version));
+    atomic_store_explicit(&driver_version, version, memory_order_relaxed);
+  }
   *supported = version >= COND_DRIVER_VERSION;
   return RECAP_SUCCESS;
 }

@@ -343,7 +343,7 @@ static recap_status_t instantiate_exec(recap_graph_t g) {
     g->exec = NULL;
     g->exec_bytes = 0;
   }
-  RECAP__CHECK(recap__graph_instantiate_measured(&g->exec, g->template_graph, &g->exec_bytes));
+  RECAP__CHECK(recap__graph_instantiate_measured(g, &g->exec, g->template_graph, &g->exec_bytes));
   if (g->exec_origin) {
     /* The new executable's origin is the template: the layers that planned patches against
      * the old one's plan again, and the old origin can go once they did. Should they fail, the

@@ -139,13 +139,14 @@ recap_status_t recap__graph_abandon(recap_graph_t graph);
  * replaced again (the recapture_abandoned event of the module that keeps it). */
 void recap__graph_abandon_capture(recap_graph_t graph);
 
-/* Instantiate graph into *exec, measuring the device memory the executable takes: *bytes is
+/* Instantiate graph (of owner's capture) into *exec, measuring the device memory the executable
+ * takes where owner's capture has a budget or the option measure_exec_memory is on: *bytes is
  * the drop of cudaMemGetInfo's free bytes across the call (0 when free did not drop, or when
- * the device could not say; that failure is no failure of the call), or
- * RECAP__EXEC_NOT_MEASURED when the option measure_exec_memory is off. memory.c, for every
- * place that instantiates: graph.c, update.c and the regions' host loop (region_state.c). */
+ * the device could not say; that failure is no failure of the call), else
+ * RECAP__EXEC_NOT_MEASURED. memory.c, for every place that instantiates: graph.c, update.c and
+ * the regions' host loop (region_state.c). */
 enum { RECAP__EXEC_NOT_MEASURED = -1 };
-recap_status_t recap__graph_instantiate_measured(recap_cuda_graph_exec_t *exec,
+recap_status_t recap__graph_instantiate_measured(recap_graph_t owner, recap_cuda_graph_exec_t *exec,
                                                  recap_cuda_graph_t graph, int64_t *bytes);
 
 /* Bring the totals of graph's pool (recap__pool_account_graph) in step with what the graph

@@ -7,8 +7,9 @@
  * allocator (the peak is read at the capture's end, graph.c and update.c), the executable's
  * bytes at each instantiation (here, around cudaGraphInstantiate: CUDA has no query for what an
  * executable holds, so recap asks cudaMemGetInfo before and after it and keeps the drop;
- * docs/memory.md says what can skew it, and the option measure_exec_memory turns it off, since
- * the two calls cost some microseconds of every capture). recap_graph_memory gathers them for
+ * docs/memory.md says what can skew it. The two calls cost about 8 us, more than a small graph's
+ * whole capture, so only a capture under a budget, which counts executables, or the option
+ * measure_exec_memory turns the measure on). recap_graph_memory gathers them for
  * the caller; the per-pool view is the allocator's recap_pool_memory (src/alloc/accounting.c),
  * whose totals of graphs recap__graph_account keeps in step with each graph.
  */
@@ -33,21 +34,23 @@ static bool free_bytes(size_t *out) {
   return false;
 }
 
-/* Whether instantiations measure their executables now (the option measure_exec_memory); a bad
- * environment, which every allocation reports, counts as the default here. */
-static bool measuring(void) {
+/* Whether owner's instantiations measure their executables: always under a budget, which counts
+ * them, else as the option measure_exec_memory says; a bad environment, which every allocation
+ * reports, counts as the default (off) here. */
+static bool measuring(recap_graph_t owner) {
+  if (owner->options.budget_bytes != 0) return true;
   recap__options_t o;
   recap__saved_error_t saved;
   recap__error_save(&saved);
   if (recap__options_get(&o) == RECAP_SUCCESS) return o.measure_exec_memory != 0;
   recap__error_restore(&saved);
-  return true;
+  return false;
 }
 
-recap_status_t recap__graph_instantiate_measured(recap_cuda_graph_exec_t *exec,
+recap_status_t recap__graph_instantiate_measured(recap_graph_t owner, recap_cuda_graph_exec_t *exec,
                                                  recap_cuda_graph_t graph, int64_t *bytes) {
   *bytes = 0;
-  if (!measuring()) {
+  if (!measuring(owner)) {
     RECAP__CHECK(recap__device()->graph_instantiate(exec, graph));
     *bytes = RECAP__EXEC_NOT_MEASURED;
     return RECAP_SUCCESS;

@@ -54,15 +54,16 @@ static void block_free(recap__region_block_t *block) {
   memset(block, 0, sizeof *block);
 }
 
-/* Instantiate every segment of block that holds work; an empty one goes (replays skip it).
- * *bytes grows by what each executable took of the device. */
-static recap_status_t block_instantiate(recap__region_block_t *block, int64_t *bytes) {
+/* Instantiate every segment of block (of owner's capture) that holds work; an empty one goes
+ * (replays skip it). *bytes grows by what each executable took of the device. */
+static recap_status_t block_instantiate(recap_graph_t owner, recap__region_block_t *block,
+                                        int64_t *bytes) {
   const recap__device_ops_t *dev = recap__device();
   for (size_t i = 0; i < block->count; i++) {
     recap__region_step_t *step = &block->steps[i];
     if (step->is_region) {
       for (unsigned b = 0; b < step->branches; b++)
-        RECAP__CHECK(block_instantiate(&step->bodies[b], bytes));
+        RECAP__CHECK(block_instantiate(owner, &step->bodies[b], bytes));
       continue;
     }
     if (!step->graph || step->exec) continue;
@@ -74,7 +75,7 @@ static recap_status_t block_instantiate(recap__region_block_t *block, int64_t *b
       continue;
     }
     int64_t taken = 0;
-    RECAP__CHECK(recap__graph_instantiate_measured(&step->exec, step->graph, &taken));
+    RECAP__CHECK(recap__graph_instantiate_measured(owner, &step->exec, step->graph, &taken));
     if (taken > 0) *bytes += taken; /* not measured: the graph's own figure says so */
   }
   return RECAP_SUCCESS;
@@ -166,11 +167,10 @@ recap_status_t recap__regions_hold_unused(recap__regions_t *r, uint64_t context,
 }
 
 static recap_status_t captured(void *ctx, recap_graph_t graph, recap__captured_t *what) {
-  (void)graph;
   (void)what;
   recap__regions_t *r = ctx;
   if (r->on_device) return RECAP_SUCCESS;
-  return block_instantiate(&r->top, &r->exec_bytes);
+  return block_instantiate(graph, &r->top, &r->exec_bytes);
 }
 
 static void capture_ended(void *ctx, recap_graph_t graph, bool succeeded) {

@@ -32,7 +32,8 @@ double recap__set_now(void) {
 int64_t recap__set_exec_sum(const recap_graph_set_t set) {
   int64_t sum = 0;
   for (size_t i = 0; i < set->count; i++)
-    if (set->members[i].state == RECAP_MEMBER_READY) sum += set->members[i].exec_bytes;
+    if (set->members[i].state == RECAP_MEMBER_READY && set->members[i].exec_bytes > 0)
+      sum += set->members[i].exec_bytes;
   return sum;
 }
 
@@ -178,7 +179,8 @@ recap_status_t recap__set_capture(recap_graph_set_t set, size_t i, recap_capture
   pthread_mutex_lock(&set->lock);
   exec_sum = recap__set_exec_sum(set);
   pthread_mutex_unlock(&set->lock);
-  /* An executable not measured (the option measure_exec_memory off) counts as nothing. */
+  /* An executable not measured (no budget, the option measure_exec_memory off) counts as
+   * nothing; the member reports it as its graph does (-1). */
   int64_t exec_bytes = mem.exec_bytes > 0 ? mem.exec_bytes : 0;
   if (budget && (uint64_t)(mem.pool_reserved_bytes + exec_sum + exec_bytes) > budget) {
     uint64_t over = (uint64_t)(mem.pool_reserved_bytes + exec_sum + exec_bytes) - budget;
@@ -198,7 +200,7 @@ recap_status_t recap__set_capture(recap_graph_set_t set, size_t i, recap_capture
   m->message[0] = '\0';
   m->captures++;
   m->capture_seconds = now - start;
-  m->exec_bytes = exec_bytes;
+  m->exec_bytes = mem.exec_bytes;
   m->nodes = mem.nodes;
   m->last_used = now;
   recap__set_note_progress(set);

@@ -208,7 +208,7 @@ static recap_status_t apply_template(recap_graph_t g, recap_cuda_graph_t templat
   }
   /* A KEEP graph that was never instantiated keeps the new template, as capture_end does. */
   if (*outcome == RECAP_UPDATE_REASON_NONE || !g->exec) return RECAP_SUCCESS;
-  RECAP__CHECK(recap__graph_instantiate_measured(exec, template_graph, exec_bytes));
+  RECAP__CHECK(recap__graph_instantiate_measured(g, exec, template_graph, exec_bytes));
   /* The layers planned against the old executable's origin, but the new template is the new
    * executable's: they plan again (unless the origin did not fit the template and they planned
    * against the template already). */

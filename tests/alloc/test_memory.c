@@ -28,6 +28,14 @@ static size_t device_free(void) {
   return free_bytes;
 }
 
+/* A fresh fake, allocator and options, and a stream: with the option measure_exec_memory on, since
+ * the tests here read every executable's bytes (a capture without a budget measures only then). */
+static recap_stream_t measuring_stream(void) {
+  recap_stream_t s = stream_after_reset();
+  OK(recap_option_set("measure_exec_memory", "1"));
+  return s;
+}
+
 static void kernels(recap_stream_t s, int n) {
   for (int i = 0; i < n; i++) recap__fake_launch_kernel(s, "k");
 }
@@ -107,7 +115,7 @@ RECAP_TEST(fake_executables_hold_device_memory) {
  * ---------------------------------------------------------------------------------------- */
 
 RECAP_TEST(a_graph_reports_its_bytes) {
-  recap_stream_t s = stream_after_reset();
+  recap_stream_t s = measuring_stream();
   size_t free_at_start = device_free();
   recap_graph_t g = graph_capturing(s, NULL);
   void *a, *b, *c;
@@ -178,7 +186,7 @@ RECAP_TEST(a_graph_reports_its_bytes) {
 /* The default pool is answered, with no graph or capture; an older caller's smaller struct is
  * filled up to its size. */
 RECAP_TEST(the_default_pool_and_older_structs) {
-  recap_stream_t s = stream_after_reset();
+  recap_stream_t s = measuring_stream();
   recap_pool_memory_t p = pool_memory((recap_pool_id_t){0, 0});
   assert_int_equal(p.reserved_bytes, 0); /* a device recap has not used */
   void *a;
@@ -213,7 +221,7 @@ RECAP_TEST(the_default_pool_and_older_structs) {
 /* Two graphs share a pool: each has its capture's own peak (the first one's output, still
  * allocated, counts in the second's), and the pool has the latest and the highest. */
 RECAP_TEST(peaks_of_two_captures_sharing_a_pool) {
-  recap_stream_t s = stream_after_reset();
+  recap_stream_t s = measuring_stream();
   recap_capture_options_t o = pool_options(recap_pool_handle());
   recap_graph_t a = new_graph(), b = new_graph();
 
@@ -288,7 +296,7 @@ RECAP_TEST(peaks_of_two_captures_sharing_a_pool) {
 
 /* A recapture that instantiates afresh (another node count) measures the new executable. */
 RECAP_TEST(a_fresh_instantiation_at_recapture_is_measured) {
-  recap_stream_t s = stream_after_reset();
+  recap_stream_t s = measuring_stream();
   recap_graph_t g = graph_capturing(s, NULL);
   kernels(s, 2);
   OK(recap_graph_capture_end(g));
@@ -309,7 +317,7 @@ RECAP_TEST(a_fresh_instantiation_at_recapture_is_measured) {
 /* A KEEP graph holds no executable until it is instantiated; each instantiation measures
  * anew, the old executable gone first. */
 RECAP_TEST(keep_graphs_count_at_instantiation) {
-  recap_stream_t s = stream_after_reset();
+  recap_stream_t s = measuring_stream();
   recap_graph_t g;
   OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
   OK(recap_graph_capture_begin(g, NULL, s));
@@ -345,7 +353,7 @@ RECAP_TEST(keep_graphs_count_at_instantiation) {
 /* Captures that fail leave nothing counted: an invalidated one, one whose instantiation
  * fails. */
 RECAP_TEST(failed_captures_leave_the_totals) {
-  recap_stream_t s = stream_after_reset();
+  recap_stream_t s = measuring_stream();
   recap_capture_options_t o = pool_options(recap_pool_handle());
   recap_graph_t keep, g;
   OK(recap_graph_create(&keep, 0));
@@ -384,7 +392,7 @@ RECAP_TEST(failed_captures_leave_the_totals) {
 /* A host loop of regions sums the bytes of every executable of its program. */
 RECAP_TEST(a_host_loop_counts_every_executable) {
   for (int host = 0; host < 2; host++) {
-    recap_stream_t s = stream_after_reset();
+    recap_stream_t s = measuring_stream();
     recap_capture_options_t o = regions_options(host);
     recap_graph_t g = graph_capturing(s, &o);
     kernels(s, 2);
@@ -407,7 +415,7 @@ RECAP_TEST(a_host_loop_counts_every_executable) {
 
 /* The snapshot's pools carry the same accounting. */
 RECAP_TEST(the_snapshot_shows_graphs_and_peaks) {
-  recap_stream_t s = stream_after_reset();
+  recap_stream_t s = measuring_stream();
   recap_capture_options_t o = budget_options(4 * MiB);
   recap_graph_t g = graph_capturing(s, &o);
   void *a, *b;
@@ -473,7 +481,7 @@ static void refusal_text(char *out, size_t cap, recap_pool_id_t pool, uint64_t b
 }
 
 RECAP_TEST(the_budget_refuses_before_the_device) {
-  recap_stream_t s = stream_after_reset();
+  recap_stream_t s = measuring_stream();
   recap_capture_options_t o = budget_options(3 * MiB);
   recap_graph_t g = graph_capturing(s, &o);
   recap_pool_id_t pool = pool_of(g);
@@ -561,7 +569,7 @@ RECAP_TEST(the_budget_refuses_before_the_device) {
 
 /* The budget counts the whole pool: segments a graph sharing it holds already. */
 RECAP_TEST(the_budget_counts_the_shared_pool) {
-  recap_stream_t s = stream_after_reset();
+  recap_stream_t s = measuring_stream();
   recap_capture_options_t o = pool_options(recap_pool_handle());
   recap_graph_t a = new_graph(), b = new_graph();
   OK(recap_graph_capture_begin(a, &o, s));
@@ -599,7 +607,7 @@ RECAP_TEST(the_budget_counts_the_shared_pool) {
 
 /* A recapture over its budget fails and leaves the graph with the capture it held. */
 RECAP_TEST(a_recapture_over_its_budget_keeps_the_old_capture) {
-  recap_stream_t s = stream_after_reset();
+  recap_stream_t s = measuring_stream();
   recap_graph_t g = graph_capturing(s, NULL);
   void *t;
   OK(recap_malloc(&t, 1000, s));
@@ -647,7 +655,7 @@ RECAP_TEST(a_recapture_over_its_budget_keeps_the_old_capture) {
 /* The replay path that falls back to a free block after the budget refused a new segment
  * succeeds, and counts no refusal. */
 RECAP_TEST(a_replayed_allocation_falls_back_within_the_budget) {
-  recap_stream_t s = stream_after_reset();
+  recap_stream_t s = measuring_stream();
   recap_graph_t g = graph_capturing(s, NULL);
   void *a, *b;
   OK(recap_malloc(&a, 1 * MiB, s)); /* two small blocks fill one 2 MiB segment */

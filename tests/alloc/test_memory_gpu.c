@@ -15,6 +15,7 @@ enum { KERNELS = 64 };
 
 RECAP_TEST(a_graph_reports_what_it_costs) {
   gpu_begin();
+  OK(recap_option_set("measure_exec_memory", "1")); /* a capture without a budget */
   cudaStream_t s = gpu_stream();
   recap_graph_t g = graph_capturing(s, NULL);
   float *x = gpu_floats(N, s);   /* 4 KiB */

@@ -61,6 +61,7 @@ typedef struct scene {
 
 static void scene_build(scene_t *sc) {
   reset();
+  OK(recap_option_set("measure_exec_memory", "1")); /* the page shows the executables' bytes */
   sc->s = recap__fake_stream_new();
   sc->s2 = recap__fake_stream_new();
   OK(recap_malloc(&sc->a, 1000, sc->s));

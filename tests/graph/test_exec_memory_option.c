@@ -1,30 +1,22 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * test_exec_memory_option.c — the option measure_exec_memory on the CPU fake device: on (the
- * default) every instantiation measures what its executable takes; off, none does, a graph
- * reports its executable's bytes as -1 (not measured), its pool's totals count nothing for it,
- * and a graph set's budget counts nothing for it either.
+ * test_exec_memory_option.c — the option measure_exec_memory on the CPU fake device: off (the
+ * default) no instantiation measures what its executable takes unless its capture has a budget;
+ * a graph not measured reports its executable's bytes as -1 and its pool's totals count nothing
+ * for it. On, every instantiation measures.
  */
 #include "graph_util.h"
 
 enum { PER_NODE = RECAP__FAKE_EXEC_BYTES_PER_NODE };
 
-RECAP_TEST(measured_by_default_and_not_when_off) {
+RECAP_TEST(not_measured_by_default_and_measured_when_on) {
   recap_stream_t s;
-  recap_graph_t g = fresh_graph(&s, 0);
-  uint64_t on = 0;
+  recap_graph_t h = fresh_graph(&s, 0);
+  uint64_t on = 1;
   OK(recap_option_get("measure_exec_memory", &on));
-  assert_int_equal(on, 1);
-  capture_kernels(g, s, 3);
-  recap_graph_memory_t m = graph_memory(g);
-  assert_int_equal(m.exec_bytes, 3 * PER_NODE);
-  assert_int_equal(pool_memory(m.pool).exec_bytes, 3 * PER_NODE);
-
-  OK(recap_option_set("measure_exec_memory", "false"));
-  recap_graph_t h;
-  OK(recap_graph_create(&h, 0));
+  assert_int_equal(on, 0);
   capture_kernels(h, s, 2);
-  m = graph_memory(h);
+  recap_graph_memory_t m = graph_memory(h);
   assert_int_equal(m.exec_bytes, -1);
   assert_int_equal(m.nodes, 2);
   recap_pool_memory_t p = pool_memory(m.pool);
@@ -32,7 +24,18 @@ RECAP_TEST(measured_by_default_and_not_when_off) {
   assert_int_equal(p.exec_bytes, 0);
   assert_int_equal(p.nodes, 2);
   OK(recap_graph_replay(h, s));
-  /* The measured graph keeps its figure; a KEEP graph instantiated now is not measured. */
+
+  OK(recap_option_set("measure_exec_memory", "true"));
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  capture_kernels(g, s, 3);
+  m = graph_memory(g);
+  assert_int_equal(m.exec_bytes, 3 * PER_NODE);
+  assert_int_equal(pool_memory(m.pool).exec_bytes, 3 * PER_NODE);
+
+  /* Off again: the measured graph keeps its figure; a KEEP graph instantiated now is not
+   * measured. */
+  OK(recap_option_set_u64("measure_exec_memory", 0));
   assert_int_equal(graph_memory(g).exec_bytes, 3 * PER_NODE);
   recap_graph_t k;
   OK(recap_graph_create(&k, RECAP_GRAPH_KEEP));
@@ -49,6 +52,22 @@ RECAP_TEST(measured_by_default_and_not_when_off) {
   OK(recap_graph_destroy(h));
   OK(recap_graph_destroy(k));
   expect_quiet();
+}
+
+/* A capture with a budget measures whatever the option says: the budget needs the figure. */
+RECAP_TEST(a_capture_with_a_budget_measures) {
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s, 0);
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.budget_bytes = 64 * MiB;
+  OK(recap_graph_capture_begin(g, &o, s));
+  launch(s, 4);
+  OK(recap_graph_capture_end(g));
+  recap_graph_memory_t m = graph_memory(g);
+  assert_int_equal(m.exec_bytes, 4 * PER_NODE);
+  assert_int_equal(m.budget_bytes, 64 * MiB);
+  assert_int_equal(pool_memory(m.pool).exec_bytes, 4 * PER_NODE);
+  destroy_and_expect_quiet(g);
 }
 
 /* A recapture that instantiates afresh measures as the option says at that moment. */
@@ -72,7 +91,8 @@ RECAP_TEST(a_recapture_measures_as_the_option_says) {
 }
 
 static const struct CMUnitTest tests[] = {
-    cmocka_unit_test(measured_by_default_and_not_when_off),
+    cmocka_unit_test(not_measured_by_default_and_measured_when_on),
+    cmocka_unit_test(a_capture_with_a_budget_measures),
     cmocka_unit_test(a_recapture_measures_as_the_option_says),
 };
 RECAP_TEST_MAIN(tests)

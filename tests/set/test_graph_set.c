@@ -361,6 +361,8 @@ RECAP_TEST(a_pool_of_the_callers_is_used_and_kept) {
 }
 
 RECAP_TEST(member_exec_bytes_and_nodes) {
+  /* Without a budget, members' executables are measured only with the option on. */
+  OK(recap_option_set("measure_exec_memory", "1"));
   model.extra_kernels = 1;
   recap_graph_set_t set = make_set((const size_t[]){2, 5}, 2, RECAP_SET_CAPTURE_UPFRONT);
   recap_graph_set_member_t m = member_of(set, 5);
