@@ -158,6 +158,13 @@ RECAP_API int recap_graphs_enabled(void);
 RECAP_DEPRECATED("use !recap_graphs_enabled()")
 RECAP_API int recap_graphs_disabled(void);
 
+/* The switch of one graph: 1 runs its capture scopes eagerly (nothing captured) and refuses its
+ * replays, keeping what it holds; 0 (the default) captures and replays again. Not while it
+ * captures (INVALID_USAGE); kept across resets; not for the graphs of graph sets or graphed
+ * callables, which replay them (docs/graphs.md, "Running one graph eagerly"). */
+RECAP_NODISCARD RECAP_API recap_status_t recap_graph_eager_set(recap_graph_t graph, int eager);
+RECAP_NODISCARD RECAP_API recap_status_t recap_graph_eager_get(recap_graph_t graph, int *eager);
+
 /* ---- Capture scope (PyTorch's `with torch.cuda.graph(g):`) ----------------------------------- */
 
 /* Options of a capture scope. Start from RECAP_SCOPE_OPTIONS_INIT (the first version ends at

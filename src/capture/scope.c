@@ -7,6 +7,9 @@
  * capture then starts from a quiet device, and memory eager code freed just before is not
  * mistaken for the graph's.
  *
+ * A graph switched to run eagerly (recap_graph_eager_set) opens scopes that only hand out their
+ * stream: the work runs as it is issued, and the graph keeps what it holds.
+ *
  * Whether a scope is open on a graph is a record attached to the graph for its life (hooks.h)
  * when its first scope opens: a reset closes it (the graph_reset event), and so does the end of
  * the scope's capture through recap_graph_capture_end (capture.c), so that a scope's end never
@@ -57,11 +60,14 @@ recap_status_t recap__side_stream(recap_stream_t *stream) {
 
 typedef struct scope_record {
   bool open;
+  bool eager; /* the open scope runs its work eagerly for the graph's switch (eager_set) */
 } scope_record_t;
 
 static void scope_graph_reset(void *ctx, recap_graph_t graph) {
   (void)graph;
-  ((scope_record_t *)ctx)->open = false;
+  scope_record_t *r = ctx;
+  r->open = false;
+  r->eager = false;
 }
 
 static void scope_release(void *ctx, recap_graph_t graph) {
@@ -99,6 +105,38 @@ void recap__scope_capture_ended(recap_graph_t graph) {
  * The scope
  * ---------------------------------------------------------------------------------------- */
 
+/* The scope's stream (opts' or the library's side stream) and graph's record, which no open
+ * scope may hold. */
+static recap_status_t scope_stream_and_record(recap_graph_t graph,
+                                              const recap_scope_options_t *opts,
+                                              recap_stream_t *stream, scope_record_t **record) {
+  *stream = opts->stream;
+  if (!*stream) RECAP__CHECK(recap__side_stream(stream));
+  RECAP__CHECK(scope_record(graph, record));
+  if ((*record)->open)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_capture_scope_begin: a scope is open on this graph already; end "
+                        "it first");
+  return RECAP_SUCCESS;
+}
+
+/* A scope on a graph switched to run eagerly (recap_graph_eager_set): its stream, and nothing
+ * captured, synchronised or emptied; the graph keeps its state and what it holds. */
+static recap_status_t eager_scope(recap_graph_t graph, const recap_scope_options_t *opts,
+                                  recap_stream_t *stream) {
+  if (graph->state == RECAP__GRAPH_CAPTURING || graph->recapturing)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_capture_scope_begin: the graph is capturing; end that capture "
+                        "first");
+  recap_stream_t s;
+  scope_record_t *record;
+  RECAP__CHECK(scope_stream_and_record(graph, opts, &s, &record));
+  record->open = true;
+  record->eager = true;
+  *stream = s;
+  return RECAP_SUCCESS;
+}
+
 recap_status_t recap_capture_scope_begin(recap_graph_t graph, const recap_scope_options_t *options,
                                          recap_stream_t *stream) {
   RECAP__CHECK(recap__graph_check(graph, "recap_capture_scope_begin"));
@@ -113,6 +151,8 @@ recap_status_t recap_capture_scope_begin(recap_graph_t graph, const recap_scope_
   RECAP__CHECK(RECAP__EMBEDDED_OPTIONS_COPY(&copts, &opts.capture, recap_capture_options_t, mode,
                                             "recap_capture_scope_begin", "capture",
                                             "RECAP_CAPTURE_OPTIONS_INIT"));
+  /* A graph switched to run eagerly keeps what it holds: the scope touches nothing of it. */
+  if (graph->eager) return eager_scope(graph, &opts, stream);
   /* With capture.recapture, a graph holding a capture is recaptured (graphs enabled). */
   bool recapture = copts.recapture && graph->state == RECAP__GRAPH_CAPTURED;
   if (graph->state != RECAP__GRAPH_FRESH && !recapture)
@@ -124,10 +164,9 @@ recap_status_t recap_capture_scope_begin(recap_graph_t graph, const recap_scope_
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_capture_scope_begin: graphs are disabled, and the graph holds a "
                         "capture that an eager scope would drop; replay it, or reset it first");
-  recap_stream_t s = opts.stream;
-  if (!s) RECAP__CHECK(recap__side_stream(&s));
-  scope_record_t *record = NULL;
-  RECAP__CHECK(scope_record(graph, &record));
+  recap_stream_t s;
+  scope_record_t *record;
+  RECAP__CHECK(scope_stream_and_record(graph, &opts, &s, &record));
   if (!recap_graphs_enabled()) {
     /* An eager scope is the graph's last "capture": it has no pool, so none is named. */
     graph->state = RECAP__GRAPH_EAGER;
@@ -153,8 +192,9 @@ recap_status_t recap_capture_scope_end(recap_graph_t graph) {
   if (!record || !record->open)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_capture_scope_end: no capture scope is open on this graph");
-  if (graph->state == RECAP__GRAPH_EAGER) {
+  if (graph->state == RECAP__GRAPH_EAGER || record->eager) {
     record->open = false;
+    record->eager = false;
     return RECAP_SUCCESS;
   }
   /* The end closes the scope (recap__scope_capture_ended), unless it is refused (e.g. from

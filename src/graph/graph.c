@@ -41,6 +41,24 @@ int recap_graphs_enabled(void) { return !recap__env_int(RECAP__ENV_DISABLE_GRAPH
 
 int recap_graphs_disabled(void) { return !recap_graphs_enabled(); }
 
+recap_status_t recap_graph_eager_set(recap_graph_t graph, int eager) {
+  RECAP__CHECK(recap__graph_check(graph, "recap_graph_eager_set"));
+  RECAP__ARG(eager == 0 || eager == 1, "recap_graph_eager_set: eager is %d, not 0 or 1", eager);
+  if (graph->state == RECAP__GRAPH_CAPTURING || graph->recapturing)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_graph_eager_set: the graph is capturing; switch it between "
+                        "captures (after recap_graph_capture_end)");
+  graph->eager = eager;
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap_graph_eager_get(recap_graph_t graph, int *eager) {
+  RECAP__CHECK(recap__graph_check(graph, "recap_graph_eager_get"));
+  RECAP__ARG(eager != NULL, "recap_graph_eager_get: eager is NULL");
+  *eager = graph->eager;
+  return RECAP_SUCCESS;
+}
+
 /* ------------------------------------------------------------------------------------------
  * Lifetime
  * ---------------------------------------------------------------------------------------- */
@@ -511,6 +529,11 @@ recap_status_t recap__graph_pools_awake(recap_graph_t graph) {
 
 recap_status_t recap_graph_replay(recap_graph_t graph, recap_stream_t stream) {
   RECAP__CHECK(recap__graph_check(graph, "recap_graph_replay"));
+  if (RECAP__UNLIKELY(graph->eager))
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "recap_graph_replay: the graph is switched to run eagerly "
+                        "(recap_graph_eager_set), so its capture scopes run their work and there "
+                        "is nothing to replay; switch it back to replay what it holds");
   if (graph->state != RECAP__GRAPH_CAPTURED) {
     if (graph->recapturing)
       return recap__error(RECAP_ERROR_INVALID_USAGE,

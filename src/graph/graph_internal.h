@@ -61,6 +61,10 @@ struct recap_graph {
    * replaces keeps until the new one succeeds waits with the update module (src/update/), and
    * the route of the recapture holds a second reference to the pool, given back at its end. */
   bool recapturing;
+  /* recap_graph_eager_set: its capture scopes run their work eagerly and its replays are refused,
+   * while what it holds (capture, executable, pool) stays for when the switch goes off. Kept
+   * across resets, like the update policy. */
+  bool eager;
   /* The modules attached for the graph's whole life (hooks.h: the update policy). */
   recap__graph_hook_set_t attached;
   /* Memory accounting (recap/memory.h). exec_bytes: what cudaMemGetInfo lost across the

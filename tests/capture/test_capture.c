@@ -6,7 +6,7 @@
  * a reset take it, a recapture that fails gives the old one back), and a scope's record closes
  * however its capture ends, so that a scope's end never ends a capture that is not the scope's.
  * A capture on a blocking stream is warned about, and its invalidation by work on the legacy
- * stream named.
+ * stream named. A graph switched to run eagerly runs its scopes' work and keeps its capture.
  */
 #include <string.h>
 
@@ -294,6 +294,124 @@ RECAP_TEST(a_blocking_stream_is_named) {
   destroy_and_expect_quiet(g);
 }
 
+/* ------------------------------------------------------------------------------------------
+ * One graph switched to run eagerly (recap_graph_eager_set)
+ * ---------------------------------------------------------------------------------------- */
+
+static int kernel_runs;
+
+static void count_run(void *const *args, size_t n) {
+  (void)args;
+  (void)n;
+  kernel_runs++;
+}
+
+static void counting_kernel(recap_stream_t s) {
+  recap__fake_launch_kernel_fn(s, "count_run", count_run, NULL, 0);
+}
+
+static int eager_of(recap_graph_t g) {
+  int eager = -1;
+  OK(recap_graph_eager_get(g, &eager));
+  return eager;
+}
+
+/* Switched on, a scope runs its work at once and captures nothing, replays are refused, and the
+ * graph keeps its capture: switched off, the next replay runs what was captured first. */
+RECAP_TEST(one_graph_runs_eagerly_and_keeps_its_capture) {
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s, 0);
+  kernel_runs = 0;
+  assert_int_equal(eager_of(g), 0);
+  recap_stream_t ss = NULL;
+  OK(recap_capture_scope_begin(g, NULL, &ss));
+  counting_kernel(ss);
+  OK(recap_capture_scope_end(g));
+  assert_int_equal(kernel_runs, 0);
+  OK(recap_graph_replay(g, ss));
+  assert_int_equal(kernel_runs, 1);
+
+  OK(recap_graph_eager_set(g, 1));
+  assert_int_equal(eager_of(g), 1);
+  recap_scope_options_t o = RECAP_SCOPE_OPTIONS_INIT;
+  o.capture.recapture = 1; /* ignored: nothing is captured */
+  o.stream = s;
+  recap_stream_t got = NULL;
+  OK(recap_capture_scope_begin(g, &o, &got));
+  assert_ptr_equal(got, s);
+  assert_int_equal(capturing(s), 0);
+  counting_kernel(s);
+  counting_kernel(s);
+  assert_int_equal(kernel_runs, 3);
+  EXPECT_STATUS(recap_capture_scope_begin(g, &o, &got), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("a scope is open on this graph already");
+  OK(recap_capture_scope_end(g));
+  EXPECT_STATUS(recap_capture_scope_end(g), RECAP_ERROR_INVALID_USAGE);
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_INSTANTIATED);
+  size_t nodes = 0;
+  OK(recap_graph_node_count(g, &nodes));
+  assert_int_equal(nodes, 1);
+  recap_update_stats_t stats = RECAP_UPDATE_STATS_INIT;
+  OK(recap_graph_update_stats(g, &stats));
+  assert_int_equal(stats.recaptures, 0);
+  EXPECT_STATUS(recap_graph_replay(g, s), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("the graph is switched to run eagerly (recap_graph_eager_set)");
+  assert_int_equal(kernel_runs, 3);
+
+  OK(recap_graph_eager_set(g, 0));
+  OK(recap_graph_replay(g, s));
+  assert_int_equal(kernel_runs, 4);
+  destroy_and_expect_quiet(g);
+}
+
+/* A fresh graph switched on stays fresh through its scopes; switched off, its scope captures. */
+RECAP_TEST(an_eager_graph_stays_fresh) {
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s, 0);
+  kernel_runs = 0;
+  OK(recap_graph_eager_set(g, 1));
+  recap_stream_t ss = NULL;
+  OK(recap_capture_scope_begin(g, NULL, &ss));
+  counting_kernel(ss);
+  OK(recap_capture_scope_end(g));
+  assert_int_equal(kernel_runs, 1);
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
+  EXPECT_STATUS(recap_graph_replay(g, ss), RECAP_ERROR_INVALID_USAGE);
+  OK(recap_graph_eager_set(g, 0));
+  OK(recap_capture_scope_begin(g, NULL, &ss));
+  counting_kernel(ss);
+  OK(recap_capture_scope_end(g));
+  assert_int_equal(kernel_runs, 1);
+  assert_int_equal(state_of(g), RECAP_GRAPH_STATE_INSTANTIATED);
+  destroy_and_expect_quiet(g);
+}
+
+/* The switch: 0 or 1, not while the graph captures, kept across a reset; a scope cannot run
+ * eagerly beside a capture under way. */
+RECAP_TEST(the_eager_switch_is_checked_and_kept) {
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph(&s, 0);
+  EXPECT_STATUS(recap_graph_eager_set(g, 2), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("recap_graph_eager_set: eager is 2, not 0 or 1");
+  EXPECT_STATUS(recap_graph_eager_get(g, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  OK(recap_graph_capture_begin(g, NULL, s));
+  EXPECT_STATUS(recap_graph_eager_set(g, 1), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("recap_graph_eager_set: the graph is capturing");
+  launch(s, 1);
+  OK(recap_graph_capture_end(g));
+  OK(recap_graph_eager_set(g, 1));
+  OK(recap_graph_reset(g));
+  assert_int_equal(eager_of(g), 1);
+  /* A capture begun directly is the caller's explicit choice; a scope beside it is refused. */
+  OK(recap_graph_capture_begin(g, NULL, s));
+  recap_stream_t ss = NULL;
+  EXPECT_STATUS(recap_capture_scope_begin(g, NULL, &ss), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("recap_capture_scope_begin: the graph is capturing");
+  launch(s, 1);
+  OK(recap_graph_capture_end(g));
+  destroy_and_expect_quiet(g);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(the_regions_path_goes_with_the_capture),
     cmocka_unit_test(no_path_without_a_capture),
@@ -304,5 +422,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_blocking_stream_is_named),
     cmocka_unit_test(the_recapture_option_captures_then_recaptures),
     cmocka_unit_test(a_scope_recaptures_with_the_option),
+    cmocka_unit_test(one_graph_runs_eagerly_and_keeps_its_capture),
+    cmocka_unit_test(an_eager_graph_stays_fresh),
+    cmocka_unit_test(the_eager_switch_is_checked_and_kept),
 };
 RECAP_TEST_MAIN(tests)

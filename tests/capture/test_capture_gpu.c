@@ -3,7 +3,8 @@
  * test_capture_gpu.c — the capture module on a GPU: a capture on a blocking stream (made with
  * cudaStreamCreate) draws a warning, and a kernel launched on the legacy default stream while
  * it runs invalidates the capture, whose end names the blocking stream as the cause; on a
- * non-blocking stream the same launch leaves the capture whole.
+ * non-blocking stream the same launch leaves the capture whole. A graph switched to run eagerly
+ * runs its scope's kernels at once and, switched back, replays what it captured first.
  */
 #include <string.h>
 
@@ -50,7 +51,40 @@ RECAP_TEST(legacy_stream_work_and_blocking_streams) {
   gpu_finish_stream(plain, NULL, 0);
 }
 
+RECAP_TEST(one_graph_switched_to_eager) {
+  cudaStream_t s = gpu_begin_stream();
+  float *out = NULL;
+  CUDA_OK(cudaMalloc((void **)&out, 256 * sizeof(float)));
+  gpu_set(out, 256, 0.0f, s);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_scope_options_t o = RECAP_SCOPE_OPTIONS_INIT;
+  o.stream = s;
+  o.capture.recapture = 1;
+  recap_stream_t got = NULL;
+  OK(recap_capture_scope_begin(g, &o, &got));
+  CUDA_OK(recap_test_fill(out, 256, 1.0f, s));
+  OK(recap_capture_scope_end(g));
+  gpu_expect_all(out, 256, 0.0f); /* captured, not run */
+
+  OK(recap_graph_eager_set(g, 1));
+  OK(recap_capture_scope_begin(g, &o, &got));
+  CUDA_OK(recap_test_fill(out, 256, 2.0f, s)); /* runs now */
+  OK(recap_capture_scope_end(g));
+  gpu_expect_all(out, 256, 2.0f);
+  EXPECT_STATUS(recap_graph_replay(g, s), RECAP_ERROR_INVALID_USAGE);
+
+  OK(recap_graph_eager_set(g, 0));
+  OK(recap_graph_replay(g, s));
+  gpu_expect_all(out, 256, 1.0f); /* the first capture's fill */
+  recap_pool_id_t pool;
+  OK(recap_graph_pool(g, &pool));
+  CUDA_OK(cudaFree(out));
+  gpu_finish_graph(g, s, pool, NULL, 0);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(legacy_stream_work_and_blocking_streams),
+    cmocka_unit_test(one_graph_switched_to_eager),
 };
 RECAP_TEST_MAIN(tests)
