@@ -27,6 +27,7 @@ set(PLAIN_STRUCTS
   "recap_stat|a value: four counters inside recap_memory_stats_t"
   "recap_cond|a value passed to kernels by value"
   "recap_buffer|a value: an address and a size"
+  "recap_param_value|a value: a parameter and where its new value lies"
   "recap_philox_state|a value passed to kernels by value"
   "recap_graph_node|an element of the nodes array of recap_graph_info_t, which recap allocates"
   "recap_pool_info|deprecated with recap_pool_info, removed in the next minor release"

@@ -53,6 +53,8 @@ set(ALLOW
   "recap_graph_set_evict_idle.evicted|SUCCESS|graph_set.h: evicted may be NULL"
   "recap_graph_set_sizes.sizes|SUCCESS|graph_set.h: sizes may be NULL (count alone is asked)"
   "recap_graph_collectives.hash|SUCCESS|nccl.h: hash may be NULL when not wanted"
+  "recap_graph_param_declare.param|ERROR_INVALID_USAGE|params.h: param may be NULL, and the fixture's graph is not capturing, which is INVALID_USAGE"
+  "recap_graph_kernel_shape_set.block|ERROR_INVALID_USAGE|params.h: block NULL keeps the block, and the fixture's graph holds no capture, which is INVALID_USAGE"
   "recap_graph_rebind.patched|ERROR_INVALID_USAGE|rebind.h: patched may be NULL, and the fixture's graph was not captured for rebinding, which is INVALID_USAGE"
 )
 
@@ -154,6 +156,15 @@ set(VALUES
   "recap_nccl_policy_t|RECAP_NCCL_SERIALIZE"
   "recap_collective_kind_t|RECAP_COLLECTIVE_ALL_REDUCE"
   "recap_collective_t *|f->collectives"
+  "uint32_t|0"
+  "recap_param_t|f->param"
+  "recap_param_t *|&f->param_out"
+  "recap_param_type_t|RECAP_PARAM_INT32"
+  "const recap_param_value_t *|f->param_values"
+  "recap_param_info_t *|&f->param_info"
+  "recap_param_site_t *|f->param_sites"
+  "unsigned *|f->shape"
+  "const unsigned *|f->shape"
 )
 
 # ---- reading the headers --------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 #include "recap/annotate.h"
 #include "recap/liveness.h"
 #include "recap/rebind.h"
+#include "recap/params.h"
 #include "recap/update.h"
 #include "recap/region.h"
 #include "recap/memory.h"

@@ -71,12 +71,16 @@ typedef struct recap_capture_options {
    * recap_graph_recapture_begin does with these options, instead of refusing: per-step code
    * captures the first time and recaptures afterwards with one call (docs/update.md). */
   int recapture;
+  /* 1: keep what setting one kernel argument or a launch shape of the executable needs
+   * (recap/params.h: recap_graph_kernel_arg_set, recap_graph_kernel_shape_set); implied by
+   * rebind AUTO or DECLARED and by a parameter declared during the capture. */
+  int patchable;
 } recap_capture_options_t;
 
 #define RECAP_CAPTURE_OPTIONS_INIT                                                           \
   {                                                                                          \
     sizeof(recap_capture_options_t), {0, 0}, RECAP_CAPTURE_MODE_GLOBAL, 0, RECAP_REBIND_OFF, \
-        RECAP_REGIONS_AUTO, 0, 0                                                             \
+        RECAP_REGIONS_AUTO, 0, 0, 0                                                          \
   }
 
 /* ---- Lifetime -------------------------------------------------------------------------------- */

@@ -82,6 +82,7 @@ static recap_status_t begin(recap_graph_t graph, recap_stream_t stream,
   if (s == RECAP_SUCCESS && opts->check_input_liveness) s = recap__liveness_attach(graph);
   if (s == RECAP_SUCCESS && opts->rebind != RECAP_REBIND_OFF)
     s = recap__rebind_attach(graph, opts->rebind);
+  if (s == RECAP_SUCCESS && opts->patchable) s = recap__rebind_attach_patchable(graph);
   if (s == RECAP_SUCCESS) return s;
   /* Out of host memory: abandon the capture, keeping the cause (and, for audits, the pool's
    * id, as any capture that failed once it began does); a recapture leaves the graph with the

@@ -51,6 +51,18 @@ recap_status_t recap__cuda_patch_plan_apply(recap__patch_plan_t plan, recap_cuda
                                             const recap__patch_t *patches, size_t count);
 recap_status_t recap__cuda_patch_plan_sync(recap__patch_plan_t plan);
 void recap__cuda_patch_plan_destroy(recap__patch_plan_t plan);
+recap_status_t recap__cuda_patch_plan_find(recap__patch_plan_t plan,
+                                           const recap__arg_pattern_t *patterns, size_t count,
+                                           recap__arg_site_t **found, size_t *found_count);
+recap_status_t recap__cuda_patch_plan_arg(recap__patch_plan_t plan, size_t node, uint32_t param,
+                                          recap__arg_site_t *site);
+recap_status_t recap__cuda_patch_plan_write(recap__patch_plan_t plan, recap_cuda_graph_exec_t exec,
+                                            const recap__arg_write_t *writes, size_t count);
+recap_status_t recap__cuda_patch_plan_shape(recap__patch_plan_t plan, size_t node,
+                                            recap__kernel_shape_t *shape, int *max_threads);
+recap_status_t recap__cuda_patch_plan_set_shape(recap__patch_plan_t plan,
+                                                recap_cuda_graph_exec_t exec, size_t node,
+                                                const recap__kernel_shape_t *shape);
 recap_status_t recap__cuda_graph_exec_update(recap_cuda_graph_exec_t exec, recap_cuda_graph_t graph,
                                              recap_update_reason_t *refused, size_t *node);
 

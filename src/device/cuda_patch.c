@@ -18,6 +18,7 @@
  * for its whole life (measured on CUDA 13, driver 580). Both graphs must outlive the plan.
  */
 #include <cuda_runtime_api.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -86,8 +87,10 @@ static recap_status_t plan_visit(void *ctx, recap__cuda_read_visit_t *visit,
   enum cudaGraphNodeType type = (enum cudaGraphNodeType)visit->type;
   bool patchable = type == cudaGraphNodeTypeKernel || type == cudaGraphNodeTypeMemcpy ||
                    type == cudaGraphNodeTypeMemset;
-  /* A child graph's sites are nested: they get no entry, and patching them is refused. */
-  if (visit->count == 0 || !patchable || (type == cudaGraphNodeTypeKernel && !kernel)) {
+  /* A child graph's sites are nested: they get no entry, and patching them is refused. Every
+   * kernel node with a copy of its arguments gets one, for graph parameters. */
+  bool wanted = type == cudaGraphNodeTypeKernel ? kernel != NULL : visit->count > 0;
+  if (!patchable || !wanted) {
     recap__kernel_args_free(kernel);
     return RECAP_SUCCESS;
   }
@@ -359,6 +362,242 @@ recap_status_t recap__cuda_patch_plan_sync(recap__patch_plan_t plan) {
     }
     pn->dirty = false;
   }
+  return RECAP_SUCCESS;
+}
+
+/* ---- graph parameters ------------------------------------------------------------------- */
+
+/* The plan's entry of the node at `index` (graph_nodes order), or NULL. */
+static plan_node_t *node_at(recap__patch_plan_t plan, size_t index) {
+  size_t lo = 0, hi = plan->node_count;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (plan->nodes[mid].index < index)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < plan->node_count && plan->nodes[lo].index == index ? &plan->nodes[lo] : NULL;
+}
+
+/* The kernel entry of node `index`, or INVALID_ARGUMENT saying why there is none. */
+static recap_status_t kernel_at(recap__patch_plan_t plan, size_t index, plan_node_t **out) {
+  plan_node_t *pn = node_at(plan, index);
+  *out = pn;
+  if (pn && pn->type == cudaGraphNodeTypeKernel && pn->kernel) return RECAP_SUCCESS;
+  return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT, "node %zu is %s", index,
+                         pn ? "not a kernel node"
+                            : "no kernel node of the graph's top level whose arguments the "
+                              "driver describes (nodes inside child graphs and conditional "
+                              "bodies are not patchable)");
+}
+
+typedef struct found_list {
+  recap__arg_site_t *v;
+  size_t count, cap;
+} found_list_t;
+
+static bool found_push(found_list_t *l, recap__arg_site_t site) {
+  if (l->count == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 16;
+    recap__arg_site_t *grown = recap__host_realloc(l->v, cap * sizeof *grown);
+    if (!grown) return false;
+    l->v = grown;
+    l->cap = cap;
+  }
+  l->v[l->count++] = site;
+  return true;
+}
+
+recap_status_t recap__cuda_patch_plan_find(recap__patch_plan_t plan,
+                                           const recap__arg_pattern_t *patterns, size_t count,
+                                           recap__arg_site_t **found, size_t *found_count) {
+  RECAP__ARG(plan && found && found_count, "patch find: an argument is NULL");
+  RECAP__ARG(patterns || count == 0, "patch find: patterns is NULL");
+  *found = NULL;
+  *found_count = 0;
+  found_list_t l = {0};
+  for (size_t n = 0; n < plan->node_count; n++) {
+    const plan_node_t *pn = &plan->nodes[n];
+    if (pn->type != cudaGraphNodeTypeKernel || !pn->kernel) continue;
+    size_t params = recap__kernel_args_param_count(pn->kernel);
+    for (size_t i = 0; i < params; i++) {
+      size_t offset = 0, size = 0;
+      (void)recap__kernel_args_param(pn->kernel, i, &offset, &size);
+      for (size_t at = offset; at < offset + size; at += 4) {
+        for (size_t k = 0; k < count; k++) {
+          uint32_t width = patterns[k].size;
+          if ((at - offset) % width != 0 || at + width > offset + size) continue;
+          uint64_t bits = 0;
+          if (!recap__kernel_args_read(pn->kernel, at, &bits, width) ||
+              memcmp(&bits, &patterns[k].bits, width) != 0)
+            continue;
+          recap__arg_site_t site = {.node = pn->index,
+                                    .param = (uint32_t)i,
+                                    .offset = at,
+                                    .size = width,
+                                    .param_size = size,
+                                    .param_offset = offset,
+                                    .pattern = k};
+          if (!found_push(&l, site)) {
+            recap__host_free(l.v);
+            return RECAP__ERROR_AT(RECAP_ERROR_OUT_OF_MEMORY, "patch find: out of host memory");
+          }
+        }
+      }
+    }
+  }
+  *found = l.v;
+  *found_count = l.count;
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap__cuda_patch_plan_arg(recap__patch_plan_t plan, size_t node, uint32_t param,
+                                          recap__arg_site_t *site) {
+  RECAP__ARG(plan && site, "patch arg: an argument is NULL");
+  plan_node_t *pn;
+  RECAP__CHECK(kernel_at(plan, node, &pn));
+  size_t offset = 0, size = 0;
+  if (!recap__kernel_args_param(pn->kernel, param, &offset, &size))
+    return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
+                           "node %zu's kernel has %zu parameters; there is no parameter %" PRIu32,
+                           node, recap__kernel_args_param_count(pn->kernel), param);
+  *site = (recap__arg_site_t){.node = node,
+                              .param = param,
+                              .offset = offset,
+                              .size = (uint32_t)size,
+                              .param_size = size,
+                              .param_offset = offset};
+  return RECAP_SUCCESS;
+}
+
+/* Write writes[0..n) (one node's) into pn's copy; with old, keep what they replace there first
+ * (old[i] gets writes[i]'s previous bytes). */
+static void args_write(plan_node_t *pn, const recap__arg_write_t *w, size_t n, uint64_t *old) {
+  for (size_t i = 0; i < n; i++) {
+    if (old) {
+      old[i] = 0;
+      (void)recap__kernel_args_read(pn->kernel, w[i].offset, &old[i], w[i].size);
+    }
+    (void)recap__kernel_args_write_bytes(pn->kernel, w[i].offset, &w[i].bits, w[i].size);
+  }
+}
+
+/* Put back, in reverse, what args_write replaced. */
+static void args_restore(plan_node_t *pn, const recap__arg_write_t *w, size_t n,
+                         const uint64_t *old) {
+  for (size_t i = n; i-- > 0;)
+    (void)recap__kernel_args_write_bytes(pn->kernel, w[i].offset, &old[i], w[i].size);
+}
+
+static recap_status_t write_check(recap__patch_plan_t plan, const recap__arg_write_t *w,
+                                  size_t count) {
+  for (size_t i = 0; i < count; i++) {
+    plan_node_t *pn;
+    if (kernel_at(plan, w[i].node, &pn) != RECAP_SUCCESS)
+      return recap__error(RECAP_ERROR_INVALID_ARGUMENT, "patch write: writes[%zu]: %s", i,
+                          recap_last_error());
+    if (i > 0 && w[i].node < w[i - 1].node)
+      return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
+                             "patch write: writes[%zu].node (%zu) comes before writes[%zu].node "
+                             "(%zu); sort the writes by node",
+                             i, w[i].node, i - 1, w[i - 1].node);
+    bool inside = false;
+    size_t params = recap__kernel_args_param_count(pn->kernel);
+    for (size_t k = 0; k < params && !inside; k++) {
+      size_t offset = 0, size = 0;
+      (void)recap__kernel_args_param(pn->kernel, k, &offset, &size);
+      inside =
+          w[i].offset >= offset && w[i].size <= size && w[i].offset - offset <= size - w[i].size;
+    }
+    if (!inside || w[i].size == 0 || w[i].size > 8)
+      return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
+                             "patch write: writes[%zu]: %" PRIu32
+                             " bytes at offset %zu are not "
+                             "inside one parameter of node %zu's kernel",
+                             i, w[i].size, w[i].offset, w[i].node);
+  }
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap__cuda_patch_plan_write(recap__patch_plan_t plan, recap_cuda_graph_exec_t exec,
+                                            const recap__arg_write_t *writes, size_t count) {
+  RECAP__ARG(plan, "patch write: plan is NULL");
+  RECAP__ARG(writes || count == 0, "patch write: writes is NULL and count is %zu", count);
+  RECAP__CHECK(write_check(plan, writes, count));
+  uint64_t small[32], *old = count <= 32 ? small : recap__host_malloc(count * sizeof *old);
+  if (!old) return RECAP__ERROR_AT(RECAP_ERROR_OUT_OF_MEMORY, "patch write: out of host memory");
+  cudaGraphExec_t x = (cudaGraphExec_t)exec;
+  recap_status_t st = RECAP_SUCCESS;
+  size_t k = 0;
+  while (k < count) {
+    size_t end = k + 1;
+    while (end < count && writes[end].node == writes[k].node) end++;
+    plan_node_t *pn = node_at(plan, writes[k].node);
+    args_write(pn, writes + k, end - k, old + k);
+    if (x && exec_set(x, pn) != RECAP_SUCCESS) {
+      recap__saved_error_t cause;
+      recap__error_save(&cause);
+      args_restore(pn, writes + k, end - k, old + k);
+      /* Set the nodes written before it back, last first. */
+      size_t undone = 0, stuck = SIZE_MAX;
+      for (size_t j = k; j > 0;) {
+        size_t first = j - 1;
+        while (first > 0 && writes[first - 1].node == writes[j - 1].node) first--;
+        plan_node_t *back = node_at(plan, writes[first].node);
+        args_restore(back, writes + first, j - first, old + first);
+        if (exec_set(x, back) == RECAP_SUCCESS)
+          undone++;
+        else if (stuck == SIZE_MAX)
+          stuck = back->index;
+        j = first;
+      }
+      if (stuck == SIZE_MAX)
+        st = recap__error(cause.status,
+                          "patch write: cuGraphExecKernelNodeSetParams of node %zu failed: %s; "
+                          "the %zu nodes set before it were set back",
+                          pn->index, cause.message, undone);
+      else
+        st = recap__error(cause.status,
+                          "patch write: cuGraphExecKernelNodeSetParams of node %zu failed: %s; "
+                          "setting back node %zu failed too: the executable holds a mix of old "
+                          "and new values",
+                          pn->index, cause.message, stuck);
+      break;
+    }
+    k = end;
+  }
+  if (st == RECAP_SUCCESS)
+    for (size_t i = 0; i < count; i++) node_at(plan, writes[i].node)->dirty = true;
+  if (old != small) recap__host_free(old);
+  return st;
+}
+
+recap_status_t recap__cuda_patch_plan_shape(recap__patch_plan_t plan, size_t node,
+                                            recap__kernel_shape_t *shape, int *max_threads) {
+  RECAP__ARG(plan && shape, "patch shape: an argument is NULL");
+  plan_node_t *pn;
+  RECAP__CHECK(kernel_at(plan, node, &pn));
+  recap__kernel_args_shape(pn->kernel, shape->grid, shape->block);
+  if (max_threads) RECAP__CHECK(recap__kernel_args_max_threads(pn->kernel, max_threads));
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap__cuda_patch_plan_set_shape(recap__patch_plan_t plan,
+                                                recap_cuda_graph_exec_t exec, size_t node,
+                                                const recap__kernel_shape_t *shape) {
+  RECAP__ARG(plan && shape, "patch shape: an argument is NULL");
+  plan_node_t *pn;
+  RECAP__CHECK(kernel_at(plan, node, &pn));
+  recap__kernel_shape_t before;
+  recap__kernel_args_shape(pn->kernel, before.grid, before.block);
+  recap__kernel_args_set_shape(pn->kernel, shape->grid, shape->block);
+  recap_status_t st = exec ? exec_set((cudaGraphExec_t)exec, pn) : RECAP_SUCCESS;
+  if (st != RECAP_SUCCESS) {
+    recap__kernel_args_set_shape(pn->kernel, before.grid, before.block);
+    return st;
+  }
+  pn->dirty = true;
   return RECAP_SUCCESS;
 }
 

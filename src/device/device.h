@@ -89,6 +89,38 @@ typedef struct recap__patch {
   const void *value;
 } recap__patch_t;
 
+/* Graph parameters: a value recap writes into kernel arguments, at places found by a bit
+ * pattern (patch_plan_find) or named by node and parameter (patch_plan_arg). */
+typedef struct recap__arg_pattern {
+  uint64_t bits; /* the value, in the low `size` bytes */
+  uint32_t size; /* 4 or 8 */
+} recap__arg_pattern_t;
+
+/* One place in the arguments of a top-level kernel node of a plan's graph. */
+typedef struct recap__arg_site {
+  size_t node;         /* index in graph_nodes' order */
+  uint32_t param;      /* the kernel parameter holding it */
+  size_t offset;       /* byte offset in the argument buffer */
+  uint32_t size;       /* bytes */
+  size_t param_size;   /* the whole parameter's size (a struct's holds more than the value) */
+  size_t param_offset; /* the parameter's own offset */
+  size_t pattern;      /* patch_plan_find: the index of the pattern found there */
+} recap__arg_site_t;
+
+/* One write of patch_plan_write: `size` bytes (the low bytes of bits) at `offset` of node
+ * `node`'s arguments. */
+typedef struct recap__arg_write {
+  size_t node;
+  size_t offset;
+  uint32_t size;
+  uint64_t bits;
+} recap__arg_write_t;
+
+/* A kernel node's launch shape. */
+typedef struct recap__kernel_shape {
+  unsigned grid[3], block[3];
+} recap__kernel_shape_t;
+
 /* A physical chunk of device memory made by vmm_create: CUmemGenericAllocationHandle for CUDA,
  * an id for the fake. 0 is never a chunk. */
 typedef uint64_t recap__vmm_handle_t;
@@ -237,6 +269,33 @@ typedef struct recap__device_ops {
    * yet written stay pending for the next sync. */
   recap_status_t (*patch_plan_sync)(recap__patch_plan_t plan);
   void (*patch_plan_destroy)(recap__patch_plan_t plan); /* NULL is a no-op */
+  /* Graph parameters, on the same plan (which holds a copy of every top-level kernel node's
+   * arguments whose layout the driver gives, sites or not, so that rebinds and parameters write
+   * one copy per node and neither undoes the other).
+   * patch_plan_find: every place where patterns[i] lies in those arguments, at an offset of its
+   * parameter that is a multiple of its size, in a malloc'ed array sorted by node, then offset,
+   * then pattern (the caller frees it); a kernel whose arguments cannot be read is skipped.
+   * patch_plan_arg: where parameter `param` of node `node` lies (site->size is its size);
+   * RECAP_ERROR_INVALID_ARGUMENT when node is no top-level kernel node of the plan (the message
+   * says what it is) or has no such parameter.
+   * patch_plan_write: writes[0..count), sorted by node (non-decreasing), each inside one
+   * parameter of a kernel node of the plan, into the plan's copies and, exec not NULL, into
+   * exec: one set per node touched, all or nothing as patch_plan_apply (a failure sets the nodes
+   * already set back and leaves the plan unchanged); the nodes wait for patch_plan_sync.
+   * patch_plan_shape: node's launch shape in the plan, and the most threads per block its kernel
+   * takes (*max_threads, may be NULL). patch_plan_set_shape: set it, in the plan and, exec not
+   * NULL, in exec (one set; a failure leaves both unchanged). Neither checks CUDA's limits
+   * beyond what the set call does. */
+  recap_status_t (*patch_plan_find)(recap__patch_plan_t plan, const recap__arg_pattern_t *patterns,
+                                    size_t count, recap__arg_site_t **found, size_t *found_count);
+  recap_status_t (*patch_plan_arg)(recap__patch_plan_t plan, size_t node, uint32_t param,
+                                   recap__arg_site_t *site);
+  recap_status_t (*patch_plan_write)(recap__patch_plan_t plan, recap_cuda_graph_exec_t exec,
+                                     const recap__arg_write_t *writes, size_t count);
+  recap_status_t (*patch_plan_shape)(recap__patch_plan_t plan, size_t node,
+                                     recap__kernel_shape_t *shape, int *max_threads);
+  recap_status_t (*patch_plan_set_shape)(recap__patch_plan_t plan, recap_cuda_graph_exec_t exec,
+                                         size_t node, const recap__kernel_shape_t *shape);
 
   /* cudaGraphExecUpdate(exec, graph). Updated: RECAP_SUCCESS, *refused =
    * RECAP_UPDATE_REASON_NONE, *node = SIZE_MAX. Refused by the driver

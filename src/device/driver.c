@@ -339,13 +339,91 @@ struct recap__kernel_args {
   size_t size;
   void **pointers; /* kernelParams: one per parameter, into buffer */
   void *extra[5];  /* extra: CU_LAUNCH_PARAM_BUFFER_POINTER, buffer, ..._SIZE, &size, END */
+  size_t *layout;  /* per parameter: its offset, then its size (graph parameters find values) */
+  size_t param_count;
 };
 
 void recap__kernel_args_free(recap__kernel_args_t *args) {
   if (!args) return;
   recap__host_free(args->pointers);
   recap__host_free(args->buffer);
+  recap__host_free(args->layout);
   recap__host_free(args);
+}
+
+size_t recap__kernel_args_param_count(const recap__kernel_args_t *args) {
+  return args ? args->param_count : 0;
+}
+
+bool recap__kernel_args_param(const recap__kernel_args_t *args, size_t i, size_t *offset,
+                              size_t *size) {
+  if (!args || i >= args->param_count) return false;
+  *offset = args->layout[2 * i];
+  *size = args->layout[2 * i + 1];
+  return true;
+}
+
+bool recap__kernel_args_read(const recap__kernel_args_t *args, size_t offset, void *bytes,
+                             size_t n) {
+  if (!args || offset > args->size || n > args->size - offset) return false;
+  memcpy(bytes, args->buffer + offset, n);
+  return true;
+}
+
+bool recap__kernel_args_write_bytes(recap__kernel_args_t *args, size_t offset, const void *bytes,
+                                    size_t n) {
+  if (!args || offset > args->size || n > args->size - offset) return false;
+  memcpy(args->buffer + offset, bytes, n);
+  return true;
+}
+
+void recap__kernel_args_shape(const recap__kernel_args_t *args, unsigned grid[3],
+                              unsigned block[3]) {
+  const CUDA_KERNEL_NODE_PARAMS_v2 *p = &args->params;
+  grid[0] = p->gridDimX;
+  grid[1] = p->gridDimY;
+  grid[2] = p->gridDimZ;
+  block[0] = p->blockDimX;
+  block[1] = p->blockDimY;
+  block[2] = p->blockDimZ;
+}
+
+void recap__kernel_args_set_shape(recap__kernel_args_t *args, const unsigned grid[3],
+                                  const unsigned block[3]) {
+  CUDA_KERNEL_NODE_PARAMS_v2 *p = &args->params;
+  p->gridDimX = grid[0];
+  p->gridDimY = grid[1];
+  p->gridDimZ = grid[2];
+  p->blockDimX = block[0];
+  p->blockDimY = block[1];
+  p->blockDimZ = block[2];
+}
+
+recap_status_t recap__kernel_args_max_threads(const recap__kernel_args_t *args, int *max) {
+  *max = 0;
+  void *p = NULL;
+  recap__cu_result_t r;
+  if (args->params.func) {
+    RECAP__CHECK(recap__driver_get("cuFuncGetAttribute", RECAP__DRIVER_ABI_12_0, &p));
+    PFN_cuFuncGetAttribute_v2020 get;
+    RECAP__DRIVER_ASSIGN(get, p);
+    r = get(max, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, args->params.func);
+    if (r != RECAP__CU_SUCCESS)
+      return recap__driver_fail(r, __FILE__, __LINE__, "cuFuncGetAttribute(function %p)",
+                                (void *)args->params.func);
+    return RECAP_SUCCESS;
+  }
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return recap__cuda_fail((int)err, __FILE__, __LINE__, "cudaGetDevice");
+  RECAP__CHECK(recap__driver_get("cuKernelGetAttribute", RECAP__DRIVER_ABI_12_0, &p));
+  PFN_cuKernelGetAttribute_v12000 get;
+  RECAP__DRIVER_ASSIGN(get, p);
+  r = get(max, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, args->params.kern, (CUdevice)device);
+  if (r != RECAP__CU_SUCCESS)
+    return recap__driver_fail(r, __FILE__, __LINE__, "cuKernelGetAttribute(kernel %p)",
+                              (void *)args->params.kern);
+  return RECAP_SUCCESS;
 }
 
 uint64_t recap__kernel_args_word(const recap__kernel_args_t *args, size_t offset) {
@@ -374,6 +452,13 @@ static recap__kernel_args_t *args_copy(const CUDA_KERNEL_NODE_PARAMS_v2 *params,
   recap__kernel_args_t *a = recap__host_calloc(1, sizeof *a);
   if (!a) return NULL;
   a->params = *params;
+  a->layout = recap__host_malloc((2 * n + 1) * sizeof *a->layout);
+  if (!a->layout) goto fail;
+  for (size_t i = 0; i < n; i++) {
+    a->layout[2 * i] = spans[i].offset;
+    a->layout[2 * i + 1] = spans[i].size;
+  }
+  a->param_count = n;
   if (params->kernelParams) {
     size_t size = 0;
     for (size_t i = 0; i < n; i++)
@@ -438,8 +523,8 @@ recap_status_t recap__driver_kernel_node_args(recap__cu_graph_node_t node,
       params.kernelParams ? NULL : extra_buffer(params.extra, &buffer_size);
   if (!params.kernelParams && !buffer) return RECAP_SUCCESS; /* a kernel without arguments */
 
-  /* The spans are needed only for a copy of a kernelParams launch. */
-  bool spans_wanted = args && params.kernelParams;
+  /* The spans are needed only for a copy: its layout, and a kernelParams launch's values. */
+  bool spans_wanted = args != NULL;
   param_span_t *spans = NULL;
   size_t span_count = 0, span_cap = 0;
   recap_status_t st = RECAP_SUCCESS;

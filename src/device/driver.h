@@ -14,6 +14,7 @@
 #ifndef RECAP_DRIVER_H
 #define RECAP_DRIVER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -127,6 +128,26 @@ recap_status_t recap__driver_kernel_args_set_exec(recap_cuda_graph_exec_t exec,
 recap_status_t recap__driver_kernel_args_set_graph(recap__cu_graph_node_t node,
                                                    const recap__kernel_args_t *args);
 void recap__kernel_args_free(recap__kernel_args_t *args); /* NULL is a no-op */
+
+/* The copy's layout, for graph parameters (values found and written anywhere in the
+ * arguments, not only in pointer words): its parameter count, and parameter i's byte offset and
+ * size in the argument buffer (false: no such parameter). */
+size_t recap__kernel_args_param_count(const recap__kernel_args_t *args);
+bool recap__kernel_args_param(const recap__kernel_args_t *args, size_t i, size_t *offset,
+                              size_t *size);
+/* n bytes at `offset` of the argument buffer: read them, or write them (false: outside it). */
+bool recap__kernel_args_read(const recap__kernel_args_t *args, size_t offset, void *bytes,
+                             size_t n);
+bool recap__kernel_args_write_bytes(recap__kernel_args_t *args, size_t offset, const void *bytes,
+                                    size_t n);
+/* The copy's launch shape: read it, or write it (set into a node by the calls above). */
+void recap__kernel_args_shape(const recap__kernel_args_t *args, unsigned grid[3],
+                              unsigned block[3]);
+void recap__kernel_args_set_shape(recap__kernel_args_t *args, const unsigned grid[3],
+                                  const unsigned block[3]);
+/* The most threads per block the copy's kernel launches with (cuFuncGetAttribute or
+ * cuKernelGetAttribute on the current device, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK). */
+recap_status_t recap__kernel_args_max_threads(const recap__kernel_args_t *args, int *max);
 
 /* Fetch the driver function `symbol` with the ABI of CUDA version cuda_version (12000 for 12.0)
  * into *fn, as a void pointer (copy it into a typed pointer with RECAP__DRIVER_ASSIGN). Results

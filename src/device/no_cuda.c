@@ -69,6 +69,16 @@ NO_CUDA_OP(patch_plan_create, recap_cuda_graph_t graph, recap_cuda_graph_t origi
 NO_CUDA_OP(patch_plan_apply, recap__patch_plan_t plan, recap_cuda_graph_exec_t exec,
            const recap__patch_t *patches, size_t count)
 NO_CUDA_OP(patch_plan_sync, recap__patch_plan_t plan)
+NO_CUDA_OP(patch_plan_find, recap__patch_plan_t plan, const recap__arg_pattern_t *patterns,
+           size_t count, recap__arg_site_t **found, size_t *found_count)
+NO_CUDA_OP(patch_plan_arg, recap__patch_plan_t plan, size_t node, uint32_t param,
+           recap__arg_site_t *site)
+NO_CUDA_OP(patch_plan_write, recap__patch_plan_t plan, recap_cuda_graph_exec_t exec,
+           const recap__arg_write_t *writes, size_t count)
+NO_CUDA_OP(patch_plan_shape, recap__patch_plan_t plan, size_t node, recap__kernel_shape_t *shape,
+           int *max_threads)
+NO_CUDA_OP(patch_plan_set_shape, recap__patch_plan_t plan, recap_cuda_graph_exec_t exec,
+           size_t node, const recap__kernel_shape_t *shape)
 NO_CUDA_OP(graph_exec_update, recap_cuda_graph_exec_t exec, recap_cuda_graph_t graph,
            recap_update_reason_t *refused, size_t *node)
 NO_CUDA_OP(event_elapsed, recap__event_t start, recap__event_t end, float *ms)
@@ -149,6 +159,11 @@ const recap__device_ops_t recap__cuda_ops = {
     .patch_plan_apply = none_patch_plan_apply,
     .patch_plan_sync = none_patch_plan_sync,
     .patch_plan_destroy = none_patch_plan_destroy,
+    .patch_plan_find = none_patch_plan_find,
+    .patch_plan_arg = none_patch_plan_arg,
+    .patch_plan_write = none_patch_plan_write,
+    .patch_plan_shape = none_patch_plan_shape,
+    .patch_plan_set_shape = none_patch_plan_set_shape,
     .graph_exec_update = none_graph_exec_update,
     .timing_event_create = none_event_create,
     .event_elapsed = none_event_elapsed,

@@ -9,6 +9,7 @@
 #define RECAP_REBIND_INTERNAL_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -50,7 +51,51 @@ typedef struct rebind {
   recap__graph_read_t *staged; /* site_count reads: the sites as a rebind would leave them, for
                                   the modules' exec_patching hooks (allocated on first need) */
   recap_graph_info_t *names;   /* the template's nodes, read for messages only, lazily */
+
+  /* Graph parameters (params.c). The parameters this capture declares, in order (under lock
+   * while the capture runs), and once it is captured: where each one's sites lie in `writes`
+   * (every site of every parameter, grouped by parameter, each group in node order, bits the
+   * parameter's value), scratch space for a batch, and which sites of the rebind index hold a
+   * parameter's value or a value set by recap_graph_kernel_arg_set (pinned: a rebind never
+   * moves them; their index entries hold UINTPTR_MAX, after every address). */
+  struct recap_param **params;
+  size_t param_count, param_cap;
+  struct param_use *uses;
+  size_t use_count;
+  recap__arg_write_t *writes, *batch;
+  size_t write_count;
+  bool *pinned;
 } rebind_t;
+
+/* Where one parameter's sites lie in rebind_t.writes. */
+typedef struct param_use {
+  struct recap_param *param;
+  size_t first, count;
+} param_use_t;
+
+/* What params.c adds to a capture's end, on the plan `next` of the new template (sites.c's
+ * `captured` hook, before the index is built): find the placeholders of the parameters the
+ * capture declared (a parameter found nowhere, or ambiguously, fails the capture naming it),
+ * write every parameter's value and the graph's recorded argument and shape sets into the plan
+ * (not into an executable), and mark the pinned sites. Fills next's parameter fields; on failure
+ * what it allocated is freed. */
+recap_status_t recap__params_captured(recap_graph_t graph, rebind_t *next);
+/* Free the parameter fields of r that belong to its plan (not `declared`). */
+void recap__params_plan_free(rebind_t *r);
+/* The rebind state of graph for patching its executable outside a rebind: a captured graph,
+ * not being recaptured, patchable (rebind on, options.patchable, or a parameter declared);
+ * INVALID_USAGE naming fn otherwise. */
+recap_status_t recap__rebind_patchable_state(recap_graph_t graph, const char *fn, rebind_t **r);
+/* Attach the rebind hooks for patching only (mode OFF: rebinds refused) to a graph whose
+ * capture is under way, unless they are attached already. */
+recap_status_t recap__rebind_attach_patchable(recap_graph_t graph);
+/* The rebind state of the capture under way, or NULL. */
+rebind_t *recap__rebind_of(recap_graph_t graph);
+/* Sort r's index again after sites were pinned (their entries set to UINTPTR_MAX). */
+void recap__rebind_resort(rebind_t *r);
+/* "kernel axpy" for node `node` of the template, or "" when the driver cannot say; for
+ * messages. */
+const char *recap__rebind_kernel_name(rebind_t *r, recap_graph_t graph, size_t node);
 
 /* For capture.c, where the capture options turn rebinding on: attach the rebind hooks with mode
  * (AUTO or DECLARED) to a graph whose capture just began. Attaching to a graph that has them

@@ -143,6 +143,7 @@ void recap__rebind_describe_sites(char *out, size_t size, rebind_t *r, recap_gra
  * ---------------------------------------------------------------------------------------- */
 
 static void plan_free(rebind_t *r) {
+  recap__params_plan_free(r);
   recap__device()->patch_plan_destroy(r->plan);
   r->plan = NULL;
   r->sites = NULL;
@@ -190,6 +191,19 @@ static recap_status_t hook_captured(void *ctx, recap_graph_t graph, recap__captu
     s = dev->patch_plan_create(template_graph, NULL, &next.plan, &next.sites, &next.site_count);
   }
   RECAP__CHECK(s);
+  /* The parameters this capture declared (taken under the lock: declarations may come from
+   * the capture's other threads, which have all finished by now). */
+  pthread_mutex_lock(&r->lock);
+  next.params = r->params;
+  next.param_count = r->param_count;
+  pthread_mutex_unlock(&r->lock);
+  s = recap__params_captured(graph, &next);
+  if (s != RECAP_SUCCESS) {
+    next.params = NULL;
+    plan_free(&next);
+    return s;
+  }
+  next.params = NULL;
   size_t n = next.site_count ? next.site_count : 1;
   next.index = recap__host_malloc(n * sizeof *next.index);
   next.scratch = recap__host_malloc(n * sizeof *next.scratch);
@@ -200,8 +214,15 @@ static recap_status_t hook_captured(void *ctx, recap_graph_t graph, recap__captu
                         "recap_graph_capture_end: out of host memory for the rebind sites");
   }
   for (size_t i = 0; i < next.site_count; i++)
-    next.index[i] = (entry_t){(uintptr_t)next.sites[i].ptr, i};
+    next.index[i] =
+        (entry_t){next.pinned && next.pinned[i] ? UINTPTR_MAX : (uintptr_t)next.sites[i].ptr, i};
   qsort(next.index, next.site_count, sizeof *next.index, compare_entries);
+  /* The template holds the parameters' values before anything instantiates from it. */
+  s = dev->patch_plan_sync(next.plan);
+  if (s != RECAP_SUCCESS) {
+    plan_free(&next);
+    return s;
+  }
 
   plan_free(r);
   r->plan = next.plan;
@@ -210,6 +231,12 @@ static recap_status_t hook_captured(void *ctx, recap_graph_t graph, recap__captu
   r->index = next.index;
   r->scratch = next.scratch;
   r->patches = next.patches;
+  r->uses = next.uses;
+  r->use_count = next.use_count;
+  r->writes = next.writes;
+  r->batch = next.batch;
+  r->write_count = next.write_count;
+  r->pinned = next.pinned;
   pthread_mutex_lock(&r->lock);
   spans_free(&r->declared);
   r->declared = r->pending;
@@ -263,6 +290,7 @@ static void hook_release(void *ctx, recap_graph_t graph) {
   (void)graph;
   rebind_t *r = ctx;
   plan_free(r);
+  recap__host_free(r->params);
   spans_free(&r->declared);
   spans_free(&r->pending);
   pthread_mutex_destroy(&r->lock);
@@ -301,6 +329,43 @@ recap_status_t recap__rebind_attach(recap_graph_t graph, recap_rebind_mode_t mod
   return RECAP_SUCCESS;
 }
 
+recap_status_t recap__rebind_attach_patchable(recap_graph_t graph) {
+  if (recap__graph_hook_ctx(graph, &rebind_hooks)) return RECAP_SUCCESS;
+  return recap__rebind_attach(graph, RECAP_REBIND_OFF);
+}
+
+rebind_t *recap__rebind_of(recap_graph_t graph) {
+  return recap__graph_hook_ctx(graph, &rebind_hooks);
+}
+
+void recap__rebind_resort(rebind_t *r) {
+  for (size_t i = 0; i < r->site_count; i++)
+    if (r->pinned && r->pinned[r->index[i].site]) r->index[i].value = UINTPTR_MAX;
+  qsort(r->index, r->site_count, sizeof *r->index, compare_entries);
+}
+
+const char *recap__rebind_kernel_name(rebind_t *r, recap_graph_t graph, size_t node) {
+  const recap_graph_info_t *info = node_names(r, graph);
+  const char *name = info && node < info->node_count ? info->nodes[node].kernel_name : NULL;
+  return name ? name : "";
+}
+
+recap_status_t recap__rebind_patchable_state(recap_graph_t graph, const char *fn, rebind_t **r) {
+  *r = recap__graph_hook_ctx(graph, &rebind_hooks);
+  if (graph->state != RECAP__GRAPH_CAPTURED)
+    return recap__error(RECAP_ERROR_INVALID_USAGE, "%s: the graph holds no capture (%s)", fn,
+                        graph->state == RECAP__GRAPH_CAPTURING ? "its capture is under way"
+                        : graph->state == RECAP__GRAPH_EAGER
+                            ? "its capture scope ran eagerly: graphs are disabled"
+                            : "it is fresh");
+  if (!*r || !(*r)->plan)
+    return recap__error(RECAP_ERROR_INVALID_USAGE,
+                        "%s: the graph's capture kept nothing to patch; capture it with "
+                        "options.patchable = 1 (or rebinding on, or a parameter declared)",
+                        fn);
+  return RECAP_SUCCESS;
+}
+
 /* ------------------------------------------------------------------------------------------
  * Declarations
  * ---------------------------------------------------------------------------------------- */
@@ -314,7 +379,7 @@ recap_status_t recap_graph_declare_buffer(recap_graph_t graph, const void *ptr, 
   RECAP__ARG(base + size > base, "%s: [%p, +%zu bytes) wraps around the address space", fn, ptr,
              size);
   rebind_t *r = recap__graph_hook_ctx(graph, &rebind_hooks);
-  if (graph->state != RECAP__GRAPH_CAPTURING || !r)
+  if (graph->state != RECAP__GRAPH_CAPTURING || !r || r->pending_mode == RECAP_REBIND_OFF)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "%s: buffers are declared during the graph's capture, begun with "
                         "options.rebind = RECAP_REBIND_AUTO or RECAP_REBIND_DECLARED; the graph "
@@ -367,7 +432,7 @@ recap_status_t recap__rebind_captured_state(recap_graph_t graph, const char *fn,
                         : graph->state == RECAP__GRAPH_EAGER
                             ? "its capture scope ran eagerly: graphs are disabled"
                             : "it is fresh");
-  if (!*r || !(*r)->plan)
+  if (!*r || !(*r)->plan || (*r)->mode == RECAP_REBIND_OFF)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "%s: the graph was captured with rebind OFF; capture it with "
                         "options.rebind = RECAP_REBIND_AUTO or RECAP_REBIND_DECLARED",

@@ -267,6 +267,15 @@ typedef void (*recap__fake_kernel_fn_t)(void *const *args, size_t n);
  * executable's current argument words, in node order. */
 void recap__fake_launch_kernel_fn(recap_stream_t stream, const char *name,
                                   recap__fake_kernel_fn_t fn, const void *const *args, size_t n);
+/* The same with parameters of two widths: bit k of narrow set makes parameter k (k < 32) a
+ * 4-byte value held in the low half of args[k] (graph parameters find and write it there);
+ * graph_reads leaves it out, as no pointer fits in it. */
+void recap__fake_launch_kernel_sized(recap_stream_t stream, const char *name,
+                                     recap__fake_kernel_fn_t fn, const void *const *args, size_t n,
+                                     uint32_t narrow);
+/* A kernel node's launch shape in executable exec (false: no such kernel node). */
+bool recap__fake_exec_shape(recap_cuda_graph_exec_t exec, size_t node, unsigned grid[3],
+                            unsigned block[3]);
 /* cudaMemsetAsync: eagerly sets the bytes at once (one work item); in a capture, a memset node
  * whose destination graph_reads reports. */
 void recap__fake_memset_async(recap_stream_t stream, void *dst, int value, size_t bytes);

@@ -140,7 +140,10 @@ static bool inspect_fill(recap_graph_info_t *info, const fake_nodes_t *nodes, si
     dst->parent = parent;
     dst->branch = branch;
     if (src->type == RECAP_NODE_KERNEL) {
-      for (int d = 0; d < 3; d++) dst->grid[d] = dst->block[d] = 1;
+      for (int d = 0; d < 3; d++) {
+        dst->grid[d] = src->grid[0] ? src->grid[d] : 1;
+        dst->block[d] = src->block[0] ? src->block[d] : 1;
+      }
       if (src->name && !(dst->kernel_name = recap__copy_string(src->name))) return false;
     }
     if (src->type == RECAP_NODE_MEMCPY || src->type == RECAP_NODE_MEMSET) dst->bytes = src->bytes;
@@ -282,7 +285,8 @@ static bool nodes_reads_push(const fake_nodes_t *nodes, size_t top, recap__graph
     const fake_node_t *node = &nodes->v[i];
     size_t at = nested ? top : i;
     for (size_t k = 0; ok && k < node->arg_count; k++)
-      ok = reads_push(v, n, cap,
+      ok = recap__fake_param_size(node, k) != 8 ||
+           reads_push(v, n, cap,
                       (recap__graph_read_t){.node = at,
                                             .ptr = node->args[k],
                                             .kind = RECAP__READ_KERNEL_ARG,

@@ -18,11 +18,13 @@
 /* What the plan knows of one node of its graph: for a node that holds a site, the values a
  * SetParams call writes (the plan's current ones), and whether the template lags behind. */
 typedef struct plan_node {
-  bool cached; /* the node holds a site */
+  bool cached; /* the node holds a site, or is a kernel node (graph parameters) */
   bool dirty;  /* patched since the last sync */
   recap_node_type_t type;
   const void **args; /* kernels: every argument word (recap's host seam) */
   size_t arg_count;
+  uint32_t narrow;            /* kernels: the 4-byte parameters (fake_state.h) */
+  unsigned grid[3], block[3]; /* kernels: the launch shape (all zero: 1s) */
   const void *src, *dst;
 } plan_node_t;
 
@@ -61,6 +63,25 @@ static void plan_free(recap__patch_plan_t plan) {
   recap__host_free(plan);
 }
 
+/* Keep in c what setting node n needs (once); false when out of host memory. */
+static bool plan_cache(plan_node_t *c, const fake_node_t *n) {
+  if (c->cached) return true;
+  c->cached = true;
+  c->type = n->type;
+  c->src = n->src;
+  c->dst = n->dst;
+  c->narrow = n->narrow;
+  memcpy(c->grid, n->grid, sizeof c->grid);
+  memcpy(c->block, n->block, sizeof c->block);
+  if (n->arg_count) {
+    c->args = recap__host_malloc(n->arg_count * sizeof *c->args);
+    if (!c->args) return false;
+    memcpy(c->args, n->args, n->arg_count * sizeof *c->args);
+    c->arg_count = n->arg_count;
+  }
+  return true;
+}
+
 /* The plan of g naming o's nodes, or NULL when out of host memory. */
 static recap__patch_plan_t plan_build(fake_graph_t *g, fake_graph_t *o) {
   recap__patch_plan_t plan = recap__host_calloc(1, sizeof *plan);
@@ -75,20 +96,14 @@ static recap__patch_plan_t plan_build(fake_graph_t *g, fake_graph_t *o) {
     if (!plan->nodes) goto fail;
     plan->node_count = g->nodes.count;
   }
+  for (size_t i = 0; i < g->nodes.count; i++) {
+    const fake_node_t *n = &g->nodes.v[i];
+    if (n->type != RECAP_NODE_KERNEL) continue;
+    if (!plan_cache(&plan->nodes[i], n)) goto fail;
+  }
   for (size_t k = 0; k < plan->site_count; k++) {
-    plan_node_t *c = &plan->nodes[plan->sites[k].node];
-    if (c->cached) continue;
-    const fake_node_t *n = &g->nodes.v[plan->sites[k].node];
-    c->cached = true;
-    c->type = n->type;
-    c->src = n->src;
-    c->dst = n->dst;
-    if (n->arg_count) {
-      c->args = recap__host_malloc(n->arg_count * sizeof *c->args);
-      if (!c->args) goto fail;
-      memcpy(c->args, n->args, n->arg_count * sizeof *c->args);
-      c->arg_count = n->arg_count;
-    }
+    size_t node = plan->sites[k].node;
+    if (!plan_cache(&plan->nodes[node], &g->nodes.v[node])) goto fail;
   }
   return plan;
 fail:
@@ -149,6 +164,8 @@ static void node_write(fake_node_t *x, const plan_node_t *c, const recap__graph_
   if (c->arg_count) memcpy(x->args, c->args, c->arg_count * sizeof *x->args);
   x->src = c->src;
   x->dst = c->dst;
+  memcpy(x->grid, c->grid, sizeof x->grid);
+  memcpy(x->block, c->block, sizeof x->block);
   for (size_t i = 0; i < np; i++) {
     const recap__graph_read_t *site = &sites[p[i].site];
     switch (site->kind) {
@@ -176,6 +193,11 @@ static void plan_write(plan_node_t *c, recap__graph_read_t *sites, const recap__
   c->dirty = true;
 }
 
+static recap_status_t exec_check(fake_failure_t *f, recap__patch_plan_t plan, const fake_exec_t *x,
+                                 recap_cuda_graph_exec_t exec, size_t first);
+static recap_status_t node_check(fake_failure_t *f, recap__patch_plan_t plan, const fake_exec_t *x,
+                                 size_t node);
+
 /* The checks of patch_plan_apply before anything is set; RECAP_SUCCESS when it may go on. */
 static recap_status_t apply_check(fake_failure_t *f, recap__patch_plan_t plan, const fake_exec_t *x,
                                   recap_cuda_graph_exec_t exec, const recap__patch_t *patches,
@@ -200,9 +222,19 @@ static recap_status_t apply_check(fake_failure_t *f, recap__patch_plan_t plan, c
                               site, plan->sites[site].node);
   }
   if (!x || count == 0) return RECAP_SUCCESS; /* no set call, nothing CUDA could refuse */
-  /* CUDA's rule: the node handles of a set are those of the graph the executable was
-   * instantiated from, whatever it was updated from since, and that graph must be alive. */
   size_t first = plan->sites[patches[0].site].node;
+  if (exec_check(f, plan, x, exec, first) != RECAP_SUCCESS) return f->status;
+  for (size_t i = 0; i < count; i++) {
+    size_t node = plan->sites[patches[i].site].node;
+    if (node_check(f, plan, x, node) != RECAP_SUCCESS) return f->status;
+  }
+  return RECAP_SUCCESS;
+}
+
+/* CUDA's rule: the node handles of a set are those of the graph the executable was
+ * instantiated from, whatever it was updated from since, and that graph must be alive. */
+static recap_status_t exec_check(fake_failure_t *f, recap__patch_plan_t plan, const fake_exec_t *x,
+                                 recap_cuda_graph_exec_t exec, size_t first) {
   const char *call = exec_call(plan->nodes[first].type);
   if (x->origin_id != plan->origin_id)
     return recap__fake_note(
@@ -219,16 +251,19 @@ static recap_status_t apply_check(fake_failure_t *f, recap__patch_plan_t plan, c
         "was instantiated from and whose nodes the patch plan names, was destroyed; keep it "
         "alive as long as the executable is patched",
         call, first, (void *)plan->origin, (void *)exec);
-  for (size_t i = 0; i < count; i++) {
-    size_t node = plan->sites[patches[i].site].node;
-    const fake_node_t *n = &x->nodes.v[node];
-    const plan_node_t *c = &plan->nodes[node];
-    if (n->type != c->type || n->arg_count != c->arg_count)
-      return recap__fake_note(f, RECAP_ERROR_CUDA,
-                              "%s(node %zu): invalid argument (cudaErrorInvalidValue): the "
-                              "executable's node does not match the plan's",
-                              exec_call(c->type), node);
-  }
+  return RECAP_SUCCESS;
+}
+
+/* The executable's node must be the plan's node's counterpart. */
+static recap_status_t node_check(fake_failure_t *f, recap__patch_plan_t plan, const fake_exec_t *x,
+                                 size_t node) {
+  const plan_node_t *c = &plan->nodes[node];
+  const fake_node_t *n = node < x->nodes.count ? &x->nodes.v[node] : NULL;
+  if (!n || n->type != c->type || n->arg_count != c->arg_count)
+    return recap__fake_note(f, RECAP_ERROR_CUDA,
+                            "%s(node %zu): invalid argument (cudaErrorInvalidValue): the "
+                            "executable's node does not match the plan's",
+                            exec_call(c->type), node);
   return RECAP_SUCCESS;
 }
 
@@ -307,6 +342,234 @@ recap_status_t recap__fake_op_patch_plan_sync(recap__patch_plan_t plan) {
     }
   }
   return recap__fake_unlock_and_report(&f);
+}
+
+/* ---- graph parameters ------------------------------------------------------------------- */
+
+size_t recap__fake_param_size(const fake_node_t *node, size_t k) {
+  return k < 32 && (node->narrow >> k & 1u) ? 4 : 8;
+}
+
+/* The plan's kernel node at index node, or NULL with INVALID_ARGUMENT noted in f. */
+static plan_node_t *kernel_at(fake_failure_t *f, recap__patch_plan_t plan, size_t node) {
+  plan_node_t *c = node < plan->node_count ? &plan->nodes[node] : NULL;
+  if (c && c->cached && c->type == RECAP_NODE_KERNEL) return c;
+  recap__fake_note(f, RECAP_ERROR_INVALID_ARGUMENT, "node %zu is %s", node,
+                   c ? "not a kernel node"
+                     : "no kernel node of the graph's top level whose arguments the driver "
+                       "describes (nodes inside child graphs and conditional bodies are not "
+                       "patchable)");
+  return NULL;
+}
+
+/* The fake's parameter k of c, as the model lays it out: 8-byte slots. */
+static size_t param_size_of(const plan_node_t *c, size_t k) {
+  return k < 32 && (c->narrow >> k & 1u) ? 4 : 8;
+}
+
+recap_status_t recap__fake_op_patch_plan_find(recap__patch_plan_t plan,
+                                              const recap__arg_pattern_t *patterns, size_t count,
+                                              recap__arg_site_t **found, size_t *found_count) {
+  RECAP__ARG(plan && found && found_count, "patch find: an argument is NULL");
+  *found = NULL;
+  *found_count = 0;
+  size_t n = 0, cap = 0;
+  recap__arg_site_t *v = NULL;
+  for (size_t i = 0; i < plan->node_count; i++) {
+    const plan_node_t *c = &plan->nodes[i];
+    if (!c->cached || c->type != RECAP_NODE_KERNEL) continue;
+    for (size_t k = 0; k < c->arg_count; k++) {
+      size_t size = param_size_of(c, k);
+      uint64_t word = (uint64_t)(uintptr_t)c->args[k];
+      for (size_t at = 0; at < size; at += 4)
+        for (size_t p = 0; p < count; p++) {
+          uint32_t width = patterns[p].size;
+          if (at % width != 0 || at + width > size) continue;
+          if (memcmp((const unsigned char *)&word + at, &patterns[p].bits, width) != 0) continue;
+          if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            recap__arg_site_t *grown = recap__host_realloc(v, cap * sizeof *grown);
+            if (!grown) {
+              recap__host_free(v);
+              return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "patch find: out of host memory");
+            }
+            v = grown;
+          }
+          v[n++] = (recap__arg_site_t){.node = i,
+                                       .param = (uint32_t)k,
+                                       .offset = 8 * k + at,
+                                       .size = width,
+                                       .param_size = size,
+                                       .param_offset = 8 * k,
+                                       .pattern = p};
+        }
+    }
+  }
+  *found = v;
+  *found_count = n;
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap__fake_op_patch_plan_arg(recap__patch_plan_t plan, size_t node, uint32_t param,
+                                             recap__arg_site_t *site) {
+  RECAP__ARG(plan && site, "patch arg: an argument is NULL");
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  plan_node_t *c = kernel_at(&f, plan, node);
+  if (c && param >= c->arg_count) {
+    recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT,
+                     "node %zu's kernel has %zu parameters; there is no parameter %u", node,
+                     c->arg_count, (unsigned)param);
+  } else if (c) {
+    size_t size = param_size_of(c, param);
+    *site = (recap__arg_site_t){.node = node,
+                                .param = param,
+                                .offset = 8 * (size_t)param,
+                                .size = (uint32_t)size,
+                                .param_size = size,
+                                .param_offset = 8 * (size_t)param};
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
+/* Write w into the words of c (size bytes at an offset inside one parameter); with old, keep
+ * the word it changes first. */
+static void word_write(plan_node_t *c, const recap__arg_write_t *w, uint64_t *old) {
+  size_t k = w->offset / 8;
+  uint64_t word = (uint64_t)(uintptr_t)c->args[k];
+  if (old) *old = word;
+  memcpy((unsigned char *)&word + w->offset % 8, &w->bits, w->size);
+  c->args[k] = (const void *)(uintptr_t)word;
+}
+
+recap_status_t recap__fake_op_patch_plan_write(recap__patch_plan_t plan,
+                                               recap_cuda_graph_exec_t exec,
+                                               const recap__arg_write_t *writes, size_t count) {
+  RECAP__ARG(plan, "patch write: plan is NULL");
+  RECAP__ARG(writes || count == 0, "patch write: writes is NULL and count is %zu", count);
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  fake_exec_t *x = recap__fake_exec_find(exec);
+  if (exec && !x)
+    recap__fake_note_bad_graph(&f, "patch write", (const void *)exec, "executable graph");
+  for (size_t i = 0; f.status == RECAP_SUCCESS && i < count; i++) {
+    plan_node_t *c = kernel_at(&f, plan, writes[i].node);
+    if (!c) break;
+    size_t k = writes[i].offset / 8;
+    if (i > 0 && writes[i].node < writes[i - 1].node)
+      recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT,
+                       "patch write: writes[%zu].node (%zu) comes before writes[%zu].node (%zu); "
+                       "sort the writes by node",
+                       i, writes[i].node, i - 1, writes[i - 1].node);
+    else if (k >= c->arg_count || writes[i].size == 0 ||
+             writes[i].offset % 8 + writes[i].size > param_size_of(c, k))
+      recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT,
+                       "patch write: writes[%zu]: %u bytes at offset %zu are not inside one "
+                       "parameter of node %zu's kernel",
+                       i, (unsigned)writes[i].size, writes[i].offset, writes[i].node);
+    else if (x && i == 0)
+      exec_check(&f, plan, x, exec, writes[0].node);
+    if (f.status == RECAP_SUCCESS && x) node_check(&f, plan, x, writes[i].node);
+  }
+  uint64_t *old =
+      f.status == RECAP_SUCCESS && count ? recap__host_malloc(count * sizeof *old) : NULL;
+  if (f.status == RECAP_SUCCESS && count && !old)
+    recap__fake_note(&f, RECAP_ERROR_OUT_OF_MEMORY, "patch write: out of host memory in the fake");
+  for (size_t k = 0; f.status == RECAP_SUCCESS && k < count;) {
+    size_t end = k + 1;
+    while (end < count && writes[end].node == writes[k].node) end++;
+    plan_node_t *c = &plan->nodes[writes[k].node];
+    for (size_t i = k; i < end; i++) word_write(c, &writes[i], &old[i]);
+    if (x && recap__fake_count_call(RECAP__FAKE_FAULT_PATCH)) {
+      /* All or nothing: the plan's words back, last first, and the nodes set so far too. */
+      size_t undone = 0;
+      for (size_t i = end; i-- > 0;) {
+        plan_node_t *back = &plan->nodes[writes[i].node];
+        back->args[writes[i].offset / 8] = (const void *)(uintptr_t)old[i];
+        bool node_start = i == 0 || writes[i - 1].node != writes[i].node;
+        if (node_start && i < k) {
+          node_write(&x->nodes.v[writes[i].node], back, plan->sites, NULL, 0);
+          recap__fake.exec_patches++;
+          undone++;
+        }
+      }
+      recap__fake_note(&f, RECAP_ERROR_CUDA,
+                       "cudaGraphExecKernelNodeSetParams(node %zu): unknown error "
+                       "(cudaErrorUnknown): fault injected by the fake device into patch call "
+                       "%llu; the %zu nodes set before it were set back",
+                       writes[k].node,
+                       (unsigned long long)recap__fake.calls[RECAP__FAKE_FAULT_PATCH], undone);
+      break;
+    }
+    if (x) {
+      node_write(&x->nodes.v[writes[k].node], c, plan->sites, NULL, 0);
+      recap__fake.exec_patches++;
+    }
+    c->dirty = true;
+    k = end;
+  }
+  recap__host_free(old);
+  return recap__fake_unlock_and_report(&f);
+}
+
+recap_status_t recap__fake_op_patch_plan_shape(recap__patch_plan_t plan, size_t node,
+                                               recap__kernel_shape_t *shape, int *max_threads) {
+  RECAP__ARG(plan && shape, "patch shape: an argument is NULL");
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  plan_node_t *c = kernel_at(&f, plan, node);
+  if (c) {
+    for (int d = 0; d < 3; d++) {
+      shape->grid[d] = c->grid[0] ? c->grid[d] : 1;
+      shape->block[d] = c->block[0] ? c->block[d] : 1;
+    }
+    if (max_threads) *max_threads = 1024; /* the fake's kernels take any block CUDA allows */
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
+recap_status_t recap__fake_op_patch_plan_set_shape(recap__patch_plan_t plan,
+                                                   recap_cuda_graph_exec_t exec, size_t node,
+                                                   const recap__kernel_shape_t *shape) {
+  RECAP__ARG(plan && shape, "patch shape: an argument is NULL");
+  fake_failure_t f = {0};
+  pthread_mutex_lock(&recap__fake.lock);
+  fake_exec_t *x = recap__fake_exec_find(exec);
+  plan_node_t *c = kernel_at(&f, plan, node);
+  if (exec && !x)
+    recap__fake_note_bad_graph(&f, "patch shape", (const void *)exec, "executable graph");
+  else if (c && x && exec_check(&f, plan, x, exec, node) == RECAP_SUCCESS &&
+           node_check(&f, plan, x, node) == RECAP_SUCCESS &&
+           recap__fake_count_call(RECAP__FAKE_FAULT_PATCH))
+    recap__fake_note(&f, RECAP_ERROR_CUDA,
+                     "cudaGraphExecKernelNodeSetParams(node %zu): unknown error "
+                     "(cudaErrorUnknown): fault injected by the fake device into patch call "
+                     "%llu; the node is unchanged",
+                     node, (unsigned long long)recap__fake.calls[RECAP__FAKE_FAULT_PATCH]);
+  if (c && f.status == RECAP_SUCCESS) {
+    memcpy(c->grid, shape->grid, sizeof c->grid);
+    memcpy(c->block, shape->block, sizeof c->block);
+    c->dirty = true;
+    if (x) {
+      node_write(&x->nodes.v[node], c, plan->sites, NULL, 0);
+      recap__fake.exec_patches++;
+    }
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
+bool recap__fake_exec_shape(recap_cuda_graph_exec_t exec, size_t node, unsigned grid[3],
+                            unsigned block[3]) {
+  pthread_mutex_lock(&recap__fake.lock);
+  fake_exec_t *x = recap__fake_exec_find(exec);
+  bool ok = x && node < x->nodes.count && x->nodes.v[node].type == RECAP_NODE_KERNEL;
+  if (ok)
+    for (int d = 0; d < 3; d++) {
+      grid[d] = x->nodes.v[node].grid[0] ? x->nodes.v[node].grid[d] : 1;
+      block[d] = x->nodes.v[node].block[0] ? x->nodes.v[node].block[d] : 1;
+    }
+  pthread_mutex_unlock(&recap__fake.lock);
+  return ok;
 }
 
 /* ---- updates ---------------------------------------------------------------------------- */

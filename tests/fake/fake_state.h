@@ -64,6 +64,11 @@ typedef struct fake_node {
   size_t bytes; /* memcpy and memset: the bytes copied or set, as graph_inspect reports them */
   int value;    /* memset: the byte value */
   recap__fake_kernel_fn_t fn; /* kernels launched with a function: what a launch runs */
+  /* Kernels: bit k set when parameter k (k < 32) is 4 bytes wide, its value in the low half of
+   * args[k] (recap__fake_launch_kernel_sized); and the launch shape, set by patch plans (all
+   * zero: {1,1,1} and {1,1,1}). */
+  uint32_t narrow;
+  unsigned grid[3], block[3];
   /* Kernels that block (fake NCCL collectives, fake_nccl.c): run by a launch with the fake's
    * lock released, since they wait for other threads that need it; a failure fails the launch
    * with the message written. */
@@ -483,6 +488,22 @@ recap_status_t recap__fake_op_patch_plan_apply(recap__patch_plan_t plan,
                                                const recap__patch_t *patches, size_t count);
 recap_status_t recap__fake_op_patch_plan_sync(recap__patch_plan_t plan);
 void recap__fake_op_patch_plan_destroy(recap__patch_plan_t plan);
+recap_status_t recap__fake_op_patch_plan_find(recap__patch_plan_t plan,
+                                              const recap__arg_pattern_t *patterns, size_t count,
+                                              recap__arg_site_t **found, size_t *found_count);
+recap_status_t recap__fake_op_patch_plan_arg(recap__patch_plan_t plan, size_t node, uint32_t param,
+                                             recap__arg_site_t *site);
+recap_status_t recap__fake_op_patch_plan_write(recap__patch_plan_t plan,
+                                               recap_cuda_graph_exec_t exec,
+                                               const recap__arg_write_t *writes, size_t count);
+recap_status_t recap__fake_op_patch_plan_shape(recap__patch_plan_t plan, size_t node,
+                                               recap__kernel_shape_t *shape, int *max_threads);
+recap_status_t recap__fake_op_patch_plan_set_shape(recap__patch_plan_t plan,
+                                                   recap_cuda_graph_exec_t exec, size_t node,
+                                                   const recap__kernel_shape_t *shape);
+/* A fake kernel parameter: its size (4 when node's narrow bit k is set, else 8) and its offset
+ * in the modelled argument buffer (8k: every parameter in an 8-byte slot). */
+size_t recap__fake_param_size(const fake_node_t *node, size_t k);
 recap_status_t recap__fake_op_graph_exec_update(recap_cuda_graph_exec_t exec,
                                                 recap_cuda_graph_t graph,
                                                 recap_update_reason_t *refused, size_t *node);

@@ -527,6 +527,12 @@ void recap__fake_stream_enqueue(recap_stream_t stream) { recap__fake_launch_kern
 
 void recap__fake_launch_kernel_fn(recap_stream_t stream, const char *name,
                                   recap__fake_kernel_fn_t fn, const void *const *args, size_t n) {
+  recap__fake_launch_kernel_sized(stream, name, fn, args, n, 0);
+}
+
+void recap__fake_launch_kernel_sized(recap_stream_t stream, const char *name,
+                                     recap__fake_kernel_fn_t fn, const void *const *args, size_t n,
+                                     uint32_t narrow) {
   pthread_mutex_lock(&recap__fake.lock);
   fake_stream_t *s = recap__fake_stream_of(stream);
   bool ok = true, run = false;
@@ -535,6 +541,7 @@ void recap__fake_launch_kernel_fn(recap_stream_t stream, const char *name,
     if (ok && !s->capture->invalidated) {
       fake_node_t *node = &s->capture->graph->nodes.v[s->tail - 1];
       node->fn = fn;
+      node->narrow = narrow;
       if (n > 0) {
         node->args = malloc(n * sizeof *node->args);
         ok = node->args != NULL;

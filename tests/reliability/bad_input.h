@@ -73,6 +73,13 @@ typedef struct bim_fixture {
   recap_graph_set_member_t set_member;
   recap_graph_set_info_t set_info;
   recap_collective_t collectives[1];
+  recap_graph_t param_graph; /* captured with one parameter, f->param */
+  recap_param_t param;
+  int32_t param_value;
+  recap_param_value_t param_values[1];
+  recap_param_info_t param_info;
+  recap_param_site_t param_sites[1];
+  unsigned shape[3];
 
   /* What calls hand back; everything here is released at the end of a case. */
   recap_graph_t graph_out, graph_out2;
@@ -80,6 +87,7 @@ typedef struct bim_fixture {
   recap_generator_t gen_out;
   recap_graphed_t graphed_out[1];
   recap_graph_set_t graph_set_out;
+  recap_param_t param_out;
   recap_stream_t stream_out;
   void *ptr_out;
   size_t size_out;
@@ -107,6 +115,7 @@ typedef struct bim_fixture {
   recap_generator_t dead_recap_generator_t;
   recap_graphed_t dead_recap_graphed_t;
   recap_graph_set_t dead_recap_graph_set_t;
+  recap_param_t dead_recap_param_t; /* of a graph destroyed since */
   void *foreign;
   _Alignas(16) unsigned char foreign_storage[1024];
 } bim_fixture_t;

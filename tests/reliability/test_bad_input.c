@@ -42,6 +42,19 @@ static void bim_log(recap_log_level_t level, const char *message, void *user_dat
   (void)user_data;
 }
 
+/* A graph captured with one kernel that takes the parameter "n" (an int32). */
+static recap_graph_t bim_param_graph(recap_stream_t stream, recap_param_t *param) {
+  recap_graph_t g;
+  MUST(recap_graph_create(&g, 0));
+  MUST(recap_graph_capture_begin(g, NULL, stream));
+  int32_t n;
+  MUST(recap_graph_param_int32(g, "n", 1, &n, param));
+  const void *args[1] = {(const void *)(uintptr_t)(uint32_t)n};
+  recap__fake_launch_kernel_sized(stream, "takes_n", NULL, args, 1, 1u);
+  MUST(recap_graph_capture_end(g));
+  return g;
+}
+
 static void bim_setup(bim_fixture_t *f) {
   memset(f, 0, sizeof *f);
   recap_test_reset(NULL);
@@ -91,6 +104,12 @@ static void bim_setup(bim_fixture_t *f) {
   f->set_info = (recap_graph_set_info_t)RECAP_GRAPH_SET_INFO_INIT;
   f->collectives[0] = (recap_collective_t)RECAP_COLLECTIVE_INIT;
   MUST(recap_graph_set_create(&f->graph_set, bim_step, f, &f->graph_set_options));
+  f->param_graph = bim_param_graph(f->stream, &f->param);
+  f->param_value = 3;
+  f->param_values[0] = (recap_param_value_t){f->param, &f->param_value};
+  f->param_info = (recap_param_info_t)RECAP_PARAM_INFO_INIT;
+  f->param_sites[0] = (recap_param_site_t)RECAP_PARAM_SITE_INIT;
+  f->shape[0] = f->shape[1] = f->shape[2] = 1;
   /* The destroyed handles last, so that nothing made after them reuses their memory. */
   MUST(recap_graph_create(&f->dead_recap_graph_t, RECAP_GRAPH_KEEP));
   MUST(recap_graph_destroy(f->dead_recap_graph_t));
@@ -100,6 +119,7 @@ static void bim_setup(bim_fixture_t *f) {
   MUST(recap_graphed_destroy(f->dead_recap_graphed_t));
   MUST(recap_graph_set_create(&f->dead_recap_graph_set_t, bim_step, f, &f->graph_set_options));
   MUST(recap_graph_set_destroy(f->dead_recap_graph_set_t));
+  MUST(recap_graph_destroy(bim_param_graph(f->stream, &f->dead_recap_param_t)));
   memset(f->foreign_storage, 0x5a, sizeof f->foreign_storage);
   f->foreign = f->foreign_storage;
   recap_clear_last_error();
@@ -114,6 +134,7 @@ static const char *bim_teardown(bim_fixture_t *f) {
   recap_graphed_destroy(f->graphed_out[0]);
   recap_graph_set_destroy(f->graph_set);
   recap_graph_set_destroy(f->graph_set_out);
+  recap_graph_destroy(f->param_graph);
   recap_graph_destroy(f->graph);
   recap_graph_destroy(f->graph_out);
   recap_graph_destroy(f->graph_out2);

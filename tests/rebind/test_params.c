@@ -1,0 +1,425 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * test_params.c — graph parameters, one argument of one node, and launch shapes on the CPU fake
+ * device (recap/params.h).
+ *
+ * The fake's kernel here takes two pointers and four scalars of both widths (a float and an
+ * int32 in 4-byte parameters, a double and an int64 in 8-byte ones) and computes with all of
+ * them, so a replay after a set shows the values it ran with; each result is compared with the
+ * same kernel run eagerly with those values. The fake counts each node set in an executable
+ * (exec_patches): a parameter set costs one set per node that holds it, a batch one per node.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "rebind_util.h"
+#include "recap/params.h"
+
+/* y[i] = a * x[i] + step + d + big. args: x, y, a (float, 4 bytes), step (int32, 4 bytes),
+ * d (double), big (int64). */
+static void k_affine(void *const *args, size_t n) {
+  assert_int_equal(n, 6);
+  const float *x = args[0];
+  float *y = args[1];
+  uint32_t a_bits = (uint32_t)(uintptr_t)args[2];
+  float a;
+  memcpy(&a, &a_bits, sizeof a);
+  int32_t step = (int32_t)(uint32_t)(uintptr_t)args[3];
+  uint64_t d_bits = (uint64_t)(uintptr_t)args[4];
+  double d;
+  memcpy(&d, &d_bits, sizeof d);
+  int64_t big = (int64_t)(uintptr_t)args[5];
+  for (int i = 0; i < N; i++) y[i] = a * x[i] + (float)step + (float)d + (float)big;
+}
+
+enum { NARROW = (1u << 2) | (1u << 3) }; /* a and step are 4-byte parameters */
+
+static void affine(recap_stream_t s, const char *name, const float *x, float *y, float a,
+                   int32_t step, double d, int64_t big) {
+  uint32_t a_bits;
+  memcpy(&a_bits, &a, sizeof a);
+  uint64_t d_bits;
+  memcpy(&d_bits, &d, sizeof d);
+  const void *args[6] = {x,
+                         y,
+                         (const void *)(uintptr_t)a_bits,
+                         (const void *)(uintptr_t)(uint32_t)step,
+                         (const void *)(uintptr_t)d_bits,
+                         (const void *)(uintptr_t)big};
+  recap__fake_launch_kernel_sized(s, name, k_affine, args, 6, NARROW);
+}
+
+/* What the kernel computes eagerly with these values. */
+static void expect_affine(const float *x, const float *y, float a, int32_t step, double d,
+                          int64_t big) {
+  float want[N];
+  for (int i = 0; i < N; i++) want[i] = a * x[i] + (float)step + (float)d + (float)big;
+  expect_floats_equal(y, want, N);
+}
+
+typedef struct four {
+  recap_param_t a, step, d, big;
+} four_t;
+
+/* Capture into g two affine kernels over x (into y1, y2) with the four parameters. */
+static four_t capture_affine(recap_graph_t g, recap_stream_t s, const recap_capture_options_t *o,
+                             const float *x, float *y1, float *y2) {
+  four_t p;
+  OK(recap_graph_capture_begin(g, o, s));
+  float a;
+  int32_t step;
+  double d;
+  int64_t big;
+  OK(recap_graph_param_float(g, "lr", 0.5f, &a, &p.a));
+  OK(recap_graph_param_int32(g, "step", 3, &step, &p.step));
+  OK(recap_graph_param_double(g, "bias", 0.25, &d, &p.d));
+  OK(recap_graph_param_int64(g, "offset", 1000, &big, &p.big));
+  affine(s, "first", x, y1, a, step, d, big);
+  affine(s, "second", x, y2, a, step, d, big);
+  OK(recap_graph_capture_end(g));
+  return p;
+}
+
+/* Declared, captured once, replayed with the initial values, then with new ones: no recapture,
+ * one set per node and parameter, and a batch costs one set per node. */
+RECAP_TEST(parameters_change_per_replay) {
+  recap_stream_t s = fresh_stream();
+  float *x = alloc(BYTES, s), *y1 = alloc(BYTES, s), *y2 = alloc(BYTES, s);
+  fill(x, 1.0f);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  four_t p = capture_affine(g, s, NULL, x, y1, y2);
+  replay(g, s);
+  expect_affine(x, y1, 0.5f, 3, 0.25, 1000);
+  expect_affine(x, y2, 0.5f, 3, 0.25, 1000);
+
+  uint64_t before = exec_patches();
+  OK(recap_param_set_float(p.a, 0.125f));
+  assert_int_equal(exec_patches() - before, 2); /* the two nodes that take it */
+  replay(g, s);
+  expect_affine(x, y1, 0.125f, 3, 0.25, 1000);
+
+  before = exec_patches();
+  int32_t step = -7;
+  double d = 2.5;
+  int64_t big = -123456789012;
+  float a = 3.0f;
+  recap_param_value_t batch[4] = {{p.step, &step}, {p.d, &d}, {p.big, &big}, {p.a, &a}};
+  OK(recap_params_set(batch, 4));
+  assert_int_equal(exec_patches() - before, 2); /* one set per node, not per parameter */
+  replay(g, s);
+  expect_affine(x, y1, 3.0f, -7, 2.5, -123456789012);
+  expect_affine(x, y2, 3.0f, -7, 2.5, -123456789012);
+
+  /* What the graph says of them. */
+  recap_param_info_t info = RECAP_PARAM_INFO_INIT;
+  OK(recap_param_info(p.step, &info));
+  assert_string_equal(info.name, "step");
+  assert_int_equal(info.type, RECAP_PARAM_INT32);
+  assert_int_equal((int32_t)(uint32_t)info.bits, -7);
+  assert_int_equal(info.sites, 2);
+  recap_param_site_t sites[2] = {RECAP_PARAM_SITE_INIT, RECAP_PARAM_SITE_INIT};
+  size_t count = 0;
+  OK(recap_param_sites(p.d, sites, 2, &count));
+  assert_int_equal(count, 2);
+  assert_int_equal(sites[0].node, 0);
+  assert_int_equal(sites[1].node, 1);
+  assert_int_equal(sites[0].arg, 4);
+  assert_int_equal(sites[0].offset, 32);
+  assert_int_equal(sites[0].bytes, 8);
+  recap_param_t found;
+  OK(recap_graph_param_find(g, "offset", &found));
+  assert_ptr_equal(found, p.big);
+  EXPECT_STATUS(recap_graph_param_find(g, "nope", &found), RECAP_ERROR_NOT_FOUND);
+  EXPECT_MESSAGE("\"nope\"");
+  OK(recap_graph_destroy(g));
+  done();
+}
+
+/* What declaring refuses, and what a capture end refuses: a parameter found nowhere (the graph
+ * is fresh again, the message names it and says what cannot be covered), and a 4-byte
+ * placeholder inside an 8-byte argument. */
+RECAP_TEST(declaration_and_capture_end_refusals) {
+  recap_stream_t s = fresh_stream();
+  float *x = alloc(BYTES, s), *y = alloc(BYTES, s);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  int32_t ph;
+  recap_param_t p;
+  EXPECT_STATUS(recap_graph_param_int32(g, "n", 1, &ph, &p), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("during the graph's capture");
+  OK(recap_graph_capture_begin(g, NULL, s));
+  OK(recap_graph_param_int32(g, "n", 1, &ph, &p));
+  EXPECT_STATUS(recap_graph_param_int32(g, "n", 2, &ph, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("declared twice");
+  EXPECT_STATUS(recap_graph_param_declare(g, "", RECAP_PARAM_INT32, &ph, &ph, NULL),
+                RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_param_declare(g, "t", (recap_param_type_t)9, &ph, &ph, NULL),
+                RECAP_ERROR_INVALID_ARGUMENT);
+  affine(s, "k", x, y, 1.0f, ph + 1, 0.0, 0); /* a value computed from it: not found */
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("parameter \"n\" (int32) was found in no kernel argument");
+  EXPECT_MESSAGE("regions' bodies");
+  recap_graph_state_t now;
+  OK(recap_graph_state(g, &now));
+  assert_int_equal(now, RECAP_GRAPH_STATE_FRESH);
+
+  /* A 4-byte placeholder in an 8-byte argument: the kernel takes an int64. */
+  OK(recap_graph_capture_begin(g, NULL, s));
+  OK(recap_graph_param_int32(g, "n", 1, &ph, &p));
+  affine(s, "k", x, y, 1.0f, 0, 0.0, (int64_t)(uint32_t)ph);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("inside the 8-byte argument 5 of node 0 (kernel k)");
+  EXPECT_MESSAGE("declare it with the type the kernel takes");
+  /* A type changed under a name the graph knows. */
+  OK(recap_graph_capture_begin(g, NULL, s));
+  float f;
+  EXPECT_STATUS(recap_graph_param_float(g, "n", 1.0f, &f, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("was declared as int32");
+  OK(recap_graph_param_float(g, "m", 1.0f, &f, NULL));
+  affine(s, "k", x, y, f, 0, 0.0, 0);
+  OK(recap_graph_capture_end(g));
+  /* "n" was not declared by the capture held. */
+  EXPECT_STATUS(recap_param_set_int32(p, 4), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("was not declared by the capture its graph holds");
+  recap_param_info_t info = RECAP_PARAM_INFO_INIT;
+  OK(recap_param_info(p, &info));
+  assert_int_equal(info.sites, 0);
+  EXPECT_STATUS(recap_param_set(p, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  OK(recap_graph_destroy(g));
+  done();
+}
+
+/* A recapture that declares the parameters again keeps their handles; a rebind moves the
+ * addresses and leaves the parameters' values, and a parameter set after a rebind leaves the
+ * rebind. */
+RECAP_TEST(parameters_survive_recapture_and_rebind) {
+  recap_stream_t s = fresh_stream();
+  float *x = alloc(BYTES, s), *x2 = alloc(BYTES, s), *y1 = alloc(BYTES, s),
+        *y2 = alloc(BYTES, s);
+  fill(x, 1.0f);
+  fill(x2, 50.0f);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_capture_options_t o = rebind_options(RECAP_REBIND_AUTO);
+  o.recapture = 1;
+  four_t p = capture_affine(g, s, &o, x, y1, y2);
+  OK(recap_param_set_float(p.a, 2.0f));
+  recap_rebind_t r = move(x, x2, BYTES);
+  OK(recap_graph_rebind(g, &r, 1, NULL));
+  replay(g, s);
+  expect_affine(x2, y1, 2.0f, 3, 0.25, 1000);
+  OK(recap_param_set_int32(p.step, 11));
+  replay(g, s);
+  expect_affine(x2, y2, 2.0f, 11, 0.25, 1000);
+
+  /* The recapture (with update) declares them again: same handles, the values it declares. */
+  four_t q = capture_affine(g, s, &o, x, y1, y2);
+  assert_ptr_equal(q.a, p.a);
+  assert_ptr_equal(q.big, p.big);
+  recap_update_stats_t st = RECAP_UPDATE_STATS_INIT;
+  OK(recap_graph_update_stats(g, &st));
+  assert_int_equal(st.recaptures, 1);
+  replay(g, s);
+  expect_affine(x, y1, 0.5f, 3, 0.25, 1000);
+  OK(recap_param_set_double(p.d, -1.5));
+  replay(g, s);
+  expect_affine(x, y2, 0.5f, 3, -1.5, 1000);
+  OK(recap_graph_destroy(g));
+  done();
+}
+
+/* A KEEP graph not instantiated yet: a set goes into the template, which the instantiation
+ * then uses. */
+RECAP_TEST(keep_graph_takes_sets_before_instantiation) {
+  recap_stream_t s = fresh_stream();
+  float *x = alloc(BYTES, s), *y1 = alloc(BYTES, s), *y2 = alloc(BYTES, s);
+  fill(x, 2.0f);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  four_t p = capture_affine(g, s, NULL, x, y1, y2);
+  OK(recap_param_set_int64(p.big, 5));
+  OK(recap_graph_instantiate(g));
+  replay(g, s);
+  expect_affine(x, y1, 0.5f, 3, 0.25, 5);
+  OK(recap_graph_destroy(g));
+  done();
+}
+
+/* An injected failure of a node's set: the value stays the old one everywhere (the nodes set
+ * before it are set back), and the next set succeeds. */
+RECAP_TEST(a_failed_set_changes_nothing) {
+  recap_stream_t s = fresh_stream();
+  float *x = alloc(BYTES, s), *y1 = alloc(BYTES, s), *y2 = alloc(BYTES, s);
+  fill(x, 1.0f);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  four_t p = capture_affine(g, s, NULL, x, y1, y2);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 2); /* the second node's set */
+  EXPECT_STATUS(recap_param_set_float(p.a, 9.0f), RECAP_ERROR_CUDA);
+  EXPECT_MESSAGE("\"lr\"");
+  EXPECT_MESSAGE("set back");
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 0);
+  replay(g, s);
+  expect_affine(x, y1, 0.5f, 3, 0.25, 1000);
+  expect_affine(x, y2, 0.5f, 3, 0.25, 1000);
+  recap_param_info_t info = RECAP_PARAM_INFO_INIT;
+  OK(recap_param_info(p.a, &info));
+  float a;
+  uint32_t bits = (uint32_t)info.bits;
+  memcpy(&a, &bits, sizeof a);
+  assert_true(a == 0.5f);
+  /* A batch fails the same way. */
+  int32_t step = 8;
+  float lr = 4.0f;
+  recap_param_value_t batch[2] = {{p.step, &step}, {p.a, &lr}};
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 2);
+  EXPECT_STATUS(recap_params_set(batch, 2), RECAP_ERROR_CUDA);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 0);
+  replay(g, s);
+  expect_affine(x, y2, 0.5f, 3, 0.25, 1000);
+  EXPECT_STATUS(recap_params_set((recap_param_value_t[]){{p.a, &lr}, {p.a, &lr}}, 2),
+                RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("both set \"lr\"");
+  OK(recap_params_set(batch, 2));
+  replay(g, s);
+  expect_affine(x, y2, 4.0f, 8, 0.25, 1000);
+  OK(recap_graph_destroy(g));
+  done();
+}
+
+/* One argument of one node: two nodes read x, one of them is pointed elsewhere; a rebind of x
+ * then moves only the other, and a recapture keeps the value set. */
+RECAP_TEST(one_argument_of_one_node) {
+  recap_stream_t s = fresh_stream();
+  float *x = alloc(BYTES, s), *x2 = alloc(BYTES, s), *x3 = alloc(BYTES, s),
+        *y1 = alloc(BYTES, s), *y2 = alloc(BYTES, s);
+  fill(x, 1.0f);
+  fill(x2, 10.0f);
+  fill(x3, 100.0f);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_capture_options_t o = rebind_options(RECAP_REBIND_AUTO);
+  o.recapture = 1;
+  four_t p = capture_affine(g, s, &o, x, y1, y2);
+  (void)p;
+  uint64_t before = exec_patches();
+  OK(recap_graph_kernel_arg_set(g, 0, 0, &x2, sizeof x2));
+  assert_int_equal(exec_patches() - before, 1);
+  replay(g, s);
+  expect_affine(x2, y1, 0.5f, 3, 0.25, 1000);
+  expect_affine(x, y2, 0.5f, 3, 0.25, 1000);
+  size_t count = 0;
+  OK(recap_graph_rebind_sites(g, x, BYTES, NULL, 0, &count));
+  assert_int_equal(count, 1); /* node 0's argument left the rebind index */
+  recap_rebind_t r = move(x, x3, BYTES);
+  OK(recap_graph_rebind(g, &r, 1, NULL));
+  replay(g, s);
+  expect_affine(x2, y1, 0.5f, 3, 0.25, 1000);
+  expect_affine(x3, y2, 0.5f, 3, 0.25, 1000);
+
+  /* Refusals: a wrong size, a parameter's site, no such node or argument. */
+  int32_t v = 1;
+  EXPECT_STATUS(recap_graph_kernel_arg_set(g, 0, 3, &v, 8), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("is 4 bytes, and size is 8");
+  EXPECT_STATUS(recap_graph_kernel_arg_set(g, 0, 3, &v, 4), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("holds parameter \"step\"");
+  EXPECT_STATUS(recap_graph_kernel_arg_set(g, 7, 0, &x2, 8), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_STATUS(recap_graph_kernel_arg_set(g, 0, 6, &x2, 8), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("there is no parameter 6");
+
+  /* A recapture on x keeps node 0's value. */
+  capture_affine(g, s, &o, x, y1, y2);
+  replay(g, s);
+  expect_affine(x2, y1, 0.5f, 3, 0.25, 1000);
+  expect_affine(x, y2, 0.5f, 3, 0.25, 1000);
+  OK(recap_graph_destroy(g));
+
+  /* A graph that kept nothing to patch. */
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, NULL, s));
+  affine(s, "k", x, y1, 1.0f, 0, 0.0, 0);
+  OK(recap_graph_capture_end(g));
+  EXPECT_STATUS(recap_graph_kernel_arg_set(g, 0, 0, &x2, 8), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("options.patchable");
+  OK(recap_graph_destroy(g));
+  done();
+}
+
+/* Launch shapes: set within CUDA's limits, seen by the executable and by inspection, kept by
+ * a recapture; and a graph captured with options.patchable alone. */
+RECAP_TEST(launch_shapes) {
+  recap_stream_t s = fresh_stream();
+  float *x = alloc(BYTES, s), *y = alloc(BYTES, s);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.patchable = 1;
+  o.recapture = 1;
+  OK(recap_graph_capture_begin(g, &o, s));
+  affine(s, "k", x, y, 1.0f, 0, 0.0, 0);
+  affine(s, "k2", x, y, 1.0f, 0, 0.0, 0);
+  OK(recap_graph_capture_end(g));
+  OK(recap_graph_instantiate(g));
+  unsigned grid[3], block[3];
+  OK(recap_graph_kernel_shape(g, 1, grid, block));
+  assert_int_equal(grid[0], 1);
+  const unsigned g2[3] = {40, 2, 1}, b2[3] = {128, 2, 1};
+  OK(recap_graph_kernel_shape_set(g, 1, g2, b2));
+  recap_cuda_graph_exec_t exec;
+  OK(recap_graph_raw_exec(g, &exec));
+  assert_true(recap__fake_exec_shape(exec, 1, grid, block));
+  assert_int_equal(grid[0], 40);
+  assert_int_equal(block[1], 2);
+  OK(recap_graph_kernel_shape(g, 1, grid, block));
+  assert_int_equal(grid[1], 2);
+  recap_graph_info_t *info = NULL;
+  OK(recap_graph_inspect(g, &info));
+  assert_int_equal(info->nodes[1].grid[0], 40);
+  assert_int_equal(info->nodes[1].block[0], 128);
+  recap_graph_info_free(info);
+  /* CUDA's limits. */
+  const unsigned zero[3] = {0, 1, 1}, tall[3] = {1, 65536, 1}, big[3] = {1024, 2, 1};
+  EXPECT_STATUS(recap_graph_kernel_shape_set(g, 1, zero, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("grid[0] is 0");
+  EXPECT_STATUS(recap_graph_kernel_shape_set(g, 1, tall, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("grid[1] is 65536; CUDA allows 1 to 65535");
+  EXPECT_STATUS(recap_graph_kernel_shape_set(g, 1, g2, big), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("a block of 2048 threads");
+  EXPECT_STATUS(recap_graph_kernel_shape_set(g, 5, g2, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  /* A failed set leaves the shape. */
+  const unsigned g3[3] = {7, 1, 1};
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 1);
+  EXPECT_STATUS(recap_graph_kernel_shape_set(g, 1, g3, NULL), RECAP_ERROR_CUDA);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 0);
+  assert_true(recap__fake_exec_shape(exec, 1, grid, block));
+  assert_int_equal(grid[0], 40);
+  /* A recapture keeps the shape set. */
+  OK(recap_graph_capture_begin(g, &o, s));
+  affine(s, "k", x, y, 1.0f, 0, 0.0, 0);
+  affine(s, "k2", x, y, 1.0f, 0, 0.0, 0);
+  OK(recap_graph_capture_end(g));
+  OK(recap_graph_kernel_shape(g, 1, grid, block));
+  assert_int_equal(grid[0], 40);
+  assert_int_equal(block[0], 128);
+  OK(recap_graph_raw_exec(g, &exec));
+  assert_true(recap__fake_exec_shape(exec, 1, grid, block));
+  assert_int_equal(grid[0], 40);
+  /* A patchable graph is no rebindable one. */
+  recap_rebind_t r = move(x, y, BYTES);
+  EXPECT_STATUS(recap_graph_rebind(g, &r, 1, NULL), RECAP_ERROR_INVALID_USAGE);
+  OK(recap_graph_destroy(g));
+  done();
+}
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(parameters_change_per_replay),
+      cmocka_unit_test(declaration_and_capture_end_refusals),
+      cmocka_unit_test(parameters_survive_recapture_and_rebind),
+      cmocka_unit_test(keep_graph_takes_sets_before_instantiation),
+      cmocka_unit_test(a_failed_set_changes_nothing),
+      cmocka_unit_test(one_argument_of_one_node),
+      cmocka_unit_test(launch_shapes),
+  };
+  return RECAP_TEST_RUN(argc, argv, tests);
+}
