@@ -27,6 +27,24 @@ cudaError_t recap_test_rebind_kernels_load(void);
 cudaError_t recap_test_pair_affine(recap_test_pair_t pair, size_t n, float scale, float offset,
                                    cudaStream_t stream);
 
+/* Graph parameters' kernels. y[i] = a * x[i] + step + d + big for i < n, launched with `grid`
+ * blocks of `block` threads (a grid-stride loop: any shape computes the same); the kernel takes
+ * at most 256 threads per block (__launch_bounds__). */
+cudaError_t recap_test_param_affine(const float *x, float *y, size_t n, float a, int step, double d,
+                                    long long big, unsigned grid, unsigned block,
+                                    cudaStream_t stream);
+
+/* Values inside a struct passed by value. */
+typedef struct recap_test_coeffs {
+  float scale;
+  int shift;
+  double bias;
+} recap_test_coeffs_t;
+
+/* y[i] = c.scale * x[i] + c.shift + c.bias for i < n. */
+cudaError_t recap_test_param_coeffs(const float *x, float *y, size_t n, recap_test_coeffs_t c,
+                                    cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -194,8 +194,7 @@ RECAP_TEST(declaration_and_capture_end_refusals) {
  * rebind. */
 RECAP_TEST(parameters_survive_recapture_and_rebind) {
   recap_stream_t s = fresh_stream();
-  float *x = alloc(BYTES, s), *x2 = alloc(BYTES, s), *y1 = alloc(BYTES, s),
-        *y2 = alloc(BYTES, s);
+  float *x = alloc(BYTES, s), *x2 = alloc(BYTES, s), *y1 = alloc(BYTES, s), *y2 = alloc(BYTES, s);
   fill(x, 1.0f);
   fill(x2, 50.0f);
   recap_graph_t g;
@@ -291,8 +290,8 @@ RECAP_TEST(a_failed_set_changes_nothing) {
  * then moves only the other, and a recapture keeps the value set. */
 RECAP_TEST(one_argument_of_one_node) {
   recap_stream_t s = fresh_stream();
-  float *x = alloc(BYTES, s), *x2 = alloc(BYTES, s), *x3 = alloc(BYTES, s),
-        *y1 = alloc(BYTES, s), *y2 = alloc(BYTES, s);
+  float *x = alloc(BYTES, s), *x2 = alloc(BYTES, s), *x3 = alloc(BYTES, s), *y1 = alloc(BYTES, s),
+        *y2 = alloc(BYTES, s);
   fill(x, 1.0f);
   fill(x2, 10.0f);
   fill(x3, 100.0f);

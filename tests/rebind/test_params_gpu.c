@@ -1,0 +1,180 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * test_params_gpu.c — graph parameters on a real device (recap/params.h): kernels that take a
+ * float, an int, a double and a 64-bit integer by value, and a struct of values by value, are
+ * captured once with placeholders; each replay after a set computes, bit for bit, what the same
+ * kernels launched eagerly with those values compute. One argument of one node, and launch
+ * shapes within the kernel's limits, likewise.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include <stdint.h>
+
+#include "gpu_util.h"
+#include "rebind_kernels.h"
+#include "capture_util.h"
+
+enum { N = 1 << 16, STEPS = 6 };
+
+static cudaStream_t begin(void) {
+  gpu_begin();
+  CUDA_OK(recap_test_rebind_kernels_load());
+  return gpu_stream();
+}
+
+static void expect_same_bits(const float *a, const float *b, size_t n) {
+  float *ha = gpu_read(a, n), *hb = gpu_read(b, n);
+  for (size_t i = 0; i < n; i++)
+    if (memcmp(&ha[i], &hb[i], sizeof(float)) != 0) {
+      float x = ha[i], y = hb[i];
+      free(ha);
+      free(hb);
+      fail_msg("element %zu differs: %.9g replayed, %.9g eager", i, (double)x, (double)y);
+    }
+  free(ha);
+  free(hb);
+}
+
+typedef struct values {
+  float lr;
+  int step;
+  double bias;
+  long long offset;
+  recap_test_coeffs_t coeffs;
+} values_t;
+
+/* Step t's values: a warm-up then a decay, as a schedule would give. */
+static values_t values_at(int t) {
+  values_t v;
+  v.lr = t < 2 ? 0.001f * (float)(t + 1) : 0.002f / (float)t;
+  v.step = t + 1;
+  v.bias = 0.125 * t;
+  v.offset = 1000000007LL * t;
+  v.coeffs = (recap_test_coeffs_t){1.5f - 0.25f * (float)t, -t, 1.0 / (t + 1)};
+  return v;
+}
+
+static void launch(const values_t *v, const float *x, float *y1, float *y2, cudaStream_t s) {
+  CUDA_OK(recap_test_param_affine(x, y1, N, v->lr, v->step, v->bias, v->offset, 64, 256, s));
+  CUDA_OK(recap_test_param_coeffs(y1, y2, N, v->coeffs, s));
+}
+
+/* Captured once with placeholders, replayed with each step's values: bit for bit as eager. */
+RECAP_TEST(replays_compute_what_eager_computes) {
+  cudaStream_t s = begin();
+  float *x = gpu_floats(N, s), *y1 = gpu_floats(N, s), *y2 = gpu_floats(N, s);
+  float *e1 = gpu_floats(N, s), *e2 = gpu_floats(N, s);
+  gpu_upload_pattern(x, N, 0.5f);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, NULL, (recap_stream_t)s));
+  values_t ph;
+  recap_param_t lr, step, bias, offset, scale, shift, cbias;
+  values_t v0 = values_at(0);
+  OK(recap_graph_param_float(g, "lr", v0.lr, &ph.lr, &lr));
+  int32_t step_ph;
+  OK(recap_graph_param_int32(g, "step", v0.step, &step_ph, &step));
+  ph.step = step_ph;
+  OK(recap_graph_param_double(g, "bias", v0.bias, &ph.bias, &bias));
+  int64_t offset_ph;
+  OK(recap_graph_param_int64(g, "offset", v0.offset, &offset_ph, &offset));
+  ph.offset = offset_ph;
+  OK(recap_graph_param_float(g, "scale", v0.coeffs.scale, &ph.coeffs.scale, &scale));
+  int32_t shift_ph;
+  OK(recap_graph_param_int32(g, "shift", v0.coeffs.shift, &shift_ph, &shift));
+  ph.coeffs.shift = shift_ph;
+  OK(recap_graph_param_double(g, "cbias", v0.coeffs.bias, &ph.coeffs.bias, &cbias));
+  launch(&ph, x, y1, y2, s);
+  OK(recap_graph_capture_end(g));
+  recap_param_info_t info = RECAP_PARAM_INFO_INIT;
+  OK(recap_param_info(shift, &info));
+  assert_int_equal(info.sites, 1); /* a field of the struct argument */
+
+  for (int t = 0; t < STEPS; t++) {
+    values_t v = values_at(t);
+    if (t > 0) {
+      int32_t st = v.step, sh = v.coeffs.shift;
+      int64_t off = v.offset;
+      recap_param_value_t batch[] = {{lr, &v.lr},       {step, &st},
+                                     {bias, &v.bias},   {offset, &off},
+                                     {scale, &v.coeffs.scale}, {shift, &sh},
+                                     {cbias, &v.coeffs.bias}};
+      OK(recap_params_set(batch, sizeof batch / sizeof batch[0]));
+    }
+    OK(recap_graph_replay(g, (recap_stream_t)s));
+    launch(&v, x, e1, e2, s);
+    CUDA_OK(cudaStreamSynchronize(s));
+    expect_same_bits(y1, e1, N);
+    expect_same_bits(y2, e2, N);
+  }
+  /* One parameter alone. */
+  OK(recap_param_set_float(lr, 3.0f));
+  OK(recap_graph_replay(g, (recap_stream_t)s));
+  values_t v = values_at(STEPS - 1);
+  v.lr = 3.0f;
+  launch(&v, x, e1, e2, s);
+  CUDA_OK(cudaStreamSynchronize(s));
+  expect_same_bits(y2, e2, N);
+  OK(recap_graph_destroy(g));
+  OK(recap_free(x));
+  OK(recap_free(y1));
+  OK(recap_free(y2));
+  OK(recap_free(e1));
+  OK(recap_free(e2));
+  gpu_finish_stream(s, NULL, 0);
+}
+
+/* One argument of one node, and the launch shape: the grid-stride kernel computes the same with
+ * any grid; the kernel's own limit (256 threads) is named when a larger block is asked. */
+RECAP_TEST(one_argument_and_launch_shapes) {
+  cudaStream_t s = begin();
+  float *x = gpu_floats(N, s), *x2 = gpu_floats(N, s), *y1 = gpu_floats(N, s),
+        *y2 = gpu_floats(N, s), *e = gpu_floats(N, s);
+  gpu_upload_pattern(x, N, 1.0f);
+  gpu_upload_pattern(x2, N, -3.0f);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.patchable = 1;
+  OK(recap_graph_capture_begin(g, &o, (recap_stream_t)s));
+  CUDA_OK(recap_test_param_affine(x, y1, N, 2.0f, 1, 0.5, 3, 64, 256, s));
+  CUDA_OK(recap_test_param_affine(x, y2, N, 2.0f, 1, 0.5, 3, 64, 256, s));
+  OK(recap_graph_capture_end(g));
+  /* Node 1 reads x2 from now on; node 0 still reads x. */
+  OK(recap_graph_kernel_arg_set(g, 1, 0, &x2, sizeof x2));
+  const unsigned small[3] = {1, 1, 1}, block[3] = {128, 1, 1};
+  OK(recap_graph_kernel_shape_set(g, 0, small, block));
+  unsigned grid_now[3], block_now[3];
+  OK(recap_graph_kernel_shape(g, 0, grid_now, block_now));
+  assert_int_equal(grid_now[0], 1);
+  assert_int_equal(block_now[0], 128);
+  OK(recap_graph_replay(g, (recap_stream_t)s));
+  CUDA_OK(recap_test_param_affine(x2, e, N, 2.0f, 1, 0.5, 3, 64, 256, s));
+  CUDA_OK(cudaStreamSynchronize(s));
+  expect_same_bits(y2, e, N);
+  CUDA_OK(recap_test_param_affine(x, e, N, 2.0f, 1, 0.5, 3, 64, 256, s));
+  CUDA_OK(cudaStreamSynchronize(s));
+  expect_same_bits(y1, e, N);
+  const unsigned wide[3] = {512, 1, 1}, too_many[3] = {512, 1, 1};
+  EXPECT_STATUS(recap_graph_kernel_shape_set(g, 0, wide, too_many), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("takes at most 256");
+  OK(recap_graph_kernel_shape_set(g, 0, wide, NULL));
+  OK(recap_graph_replay(g, (recap_stream_t)s));
+  CUDA_OK(cudaStreamSynchronize(s));
+  expect_same_bits(y1, e, N);
+  OK(recap_graph_destroy(g));
+  OK(recap_free(x));
+  OK(recap_free(x2));
+  OK(recap_free(y1));
+  OK(recap_free(y2));
+  OK(recap_free(e));
+  gpu_finish_stream(s, NULL, 0);
+}
+
+int main(int argc, char **argv) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(replays_compute_what_eager_computes),
+      cmocka_unit_test(one_argument_and_launch_shapes),
+  };
+  return RECAP_TEST_RUN(argc, argv, tests);
+}
