@@ -46,34 +46,38 @@ typedef struct recap_param *recap_param_t;
  * INVALID_ARGUMENT: name NULL, empty or declared twice in the capture, a type out of range,
  * initial or placeholder NULL; INVALID_USAGE: the graph is not capturing. A name a previous
  * capture of the graph declared keeps its handle, with *initial as its value. */
-RECAP_NODISCARD RECAP_API recap_status_t recap_graph_param_declare(recap_graph_t graph,
-                                                                   const char *name,
-                                                                   recap_param_type_t type,
-                                                                   const void *initial,
-                                                                   void *placeholder,
-                                                                   recap_param_t *param);
+RECAP_NODISCARD RECAP_API recap_status_t
+recap_graph_param_declare(recap_graph_t graph, const char *name, recap_param_type_t type,
+                          const void *initial, void *placeholder, recap_param_t *param);
 
 /* The typed forms: the placeholder is the return value's target. */
-RECAP_NODISCARD static inline recap_status_t recap_graph_param_int32(recap_graph_t graph, const char *name,
-                                                     int32_t initial, int32_t *placeholder,
-                                                     recap_param_t *param) {
+RECAP_NODISCARD static inline recap_status_t recap_graph_param_int32(recap_graph_t graph,
+                                                                     const char *name,
+                                                                     int32_t initial,
+                                                                     int32_t *placeholder,
+                                                                     recap_param_t *param) {
   return recap_graph_param_declare(graph, name, RECAP_PARAM_INT32, &initial, placeholder, param);
 }
-RECAP_NODISCARD static inline recap_status_t recap_graph_param_int64(recap_graph_t graph, const char *name,
-                                                     int64_t initial, int64_t *placeholder,
-                                                     recap_param_t *param) {
+RECAP_NODISCARD static inline recap_status_t recap_graph_param_int64(recap_graph_t graph,
+                                                                     const char *name,
+                                                                     int64_t initial,
+                                                                     int64_t *placeholder,
+                                                                     recap_param_t *param) {
   return recap_graph_param_declare(graph, name, RECAP_PARAM_INT64, &initial, placeholder, param);
 }
-RECAP_NODISCARD static inline recap_status_t recap_graph_param_float(recap_graph_t graph, const char *name,
-                                                     float initial, float *placeholder,
-                                                     recap_param_t *param) {
+RECAP_NODISCARD static inline recap_status_t recap_graph_param_float(recap_graph_t graph,
+                                                                     const char *name,
+                                                                     float initial,
+                                                                     float *placeholder,
+                                                                     recap_param_t *param) {
   return recap_graph_param_declare(graph, name, RECAP_PARAM_FLOAT, &initial, placeholder, param);
 }
-RECAP_NODISCARD static inline recap_status_t recap_graph_param_double(recap_graph_t graph, const char *name,
-                                                      double initial, double *placeholder,
-                                                      recap_param_t *param) {
-  return recap_graph_param_declare(graph, name, RECAP_PARAM_DOUBLE, &initial, placeholder,
-                                   param);
+RECAP_NODISCARD static inline recap_status_t recap_graph_param_double(recap_graph_t graph,
+                                                                      const char *name,
+                                                                      double initial,
+                                                                      double *placeholder,
+                                                                      recap_param_t *param) {
+  return recap_graph_param_declare(graph, name, RECAP_PARAM_DOUBLE, &initial, placeholder, param);
 }
 
 /* ---- Setting --------------------------------------------------------------------------------- */
@@ -127,12 +131,12 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graph_param_find(recap_graph_t gr
 /* What a parameter is now. Start from RECAP_PARAM_INFO_INIT (the first version ends at
  * sites). */
 typedef struct recap_param_info {
-  size_t size;             /* sizeof(recap_param_info_t), set by RECAP_PARAM_INFO_INIT */
-  const char *name;        /* the graph's copy: valid while the graph lives */
+  size_t size;      /* sizeof(recap_param_info_t), set by RECAP_PARAM_INFO_INIT */
+  const char *name; /* the graph's copy: valid while the graph lives */
   recap_param_type_t type;
-  uint64_t bits;           /* the value, in the low 4 or 8 bytes */
-  uint64_t placeholder;    /* the placeholder of the capture that declared it last */
-  size_t sites;            /* kernel arguments holding it in the capture held (0: not declared
+  uint64_t bits;        /* the value, in the low 4 or 8 bytes */
+  uint64_t placeholder; /* the placeholder of the capture that declared it last */
+  size_t sites;         /* kernel arguments holding it in the capture held (0: not declared
                               by that capture) */
 } recap_param_info_t;
 
@@ -145,11 +149,11 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_param_info(recap_param_t param,
 /* One kernel argument a parameter reaches. Start each element from RECAP_PARAM_SITE_INIT (the
  * first version ends at bytes). */
 typedef struct recap_param_site {
-  size_t size;     /* sizeof(recap_param_site_t), set by RECAP_PARAM_SITE_INIT */
-  size_t node;     /* node index, in recap_graph_inspect's order */
-  uint32_t arg;    /* the kernel parameter's index */
-  size_t offset;   /* byte offset of the value in the kernel's argument buffer */
-  uint32_t bytes;  /* 4 or 8 */
+  size_t size;    /* sizeof(recap_param_site_t), set by RECAP_PARAM_SITE_INIT */
+  size_t node;    /* node index, in recap_graph_inspect's order */
+  uint32_t arg;   /* the kernel parameter's index */
+  size_t offset;  /* byte offset of the value in the kernel's argument buffer */
+  uint32_t bytes; /* 4 or 8 */
 } recap_param_site_t;
 
 #define RECAP_PARAM_SITE_INIT \
@@ -175,8 +179,7 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_param_sites(recap_param_t param,
  * parameter); INVALID_USAGE: no capture held, or the graph is not patchable. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_kernel_arg_set(recap_graph_t graph,
                                                                     size_t node, uint32_t arg,
-                                                                    const void *value,
-                                                                    size_t size);
+                                                                    const void *value, size_t size);
 
 /* ---- Launch shapes --------------------------------------------------------------------------- */
 

@@ -316,9 +316,8 @@ static recap_status_t find_sites(recap_graph_t graph, rebind_t *next, recap__arg
                        "%s: parameter \"%s\" (%s) was found inside the %zu-byte argument %" PRIu32
                        " of node %zu (kernel %s), so it cannot be told from another value; "
                        "declare it with the type the kernel takes (a %zu-byte one)",
-                       fn, p->name, type_name(p->type), site->param_size, site->param,
-                       site->node, recap__rebind_kernel_name(next, graph, site->node),
-                       site->param_size);
+                       fn, p->name, type_name(p->type), site->param_size, site->param, site->node,
+                       recap__rebind_kernel_name(next, graph, site->node), site->param_size);
       break;
     }
     if (s == RECAP_SUCCESS && hits == 0)
@@ -367,9 +366,10 @@ static recap_status_t apply_records(recap_graph_t graph, rebind_t *next, const p
     recap__saved_error_t saved;
     recap__error_save(&saved);
     if (dev->patch_plan_shape(next->plan, sh->node, &now, NULL) != RECAP_SUCCESS) {
-      RECAP__WARN("recap_graph_capture_end: the launch shape set on node %zu is not kept: the "
-                  "new capture has no kernel node there",
-                  sh->node);
+      RECAP__WARN(
+          "recap_graph_capture_end: the launch shape set on node %zu is not kept: the "
+          "new capture has no kernel node there",
+          sh->node);
       recap__error_restore(&saved);
       continue;
     }
@@ -409,8 +409,8 @@ recap_status_t recap__params_captured(recap_graph_t graph, rebind_t *next) {
       next->uses[i] = (param_use_t){p, at, 0};
       for (size_t k = 0; k < found_count; k++)
         if (found[k].pattern == i)
-          next->writes[at++] = (recap__arg_write_t){found[k].node, found[k].offset, p->bytes,
-                                                    p->bits};
+          next->writes[at++] =
+              (recap__arg_write_t){found[k].node, found[k].offset, p->bytes, p->bits};
       next->uses[i].count = at - next->uses[i].first;
     }
     next->use_count = n;
@@ -511,8 +511,7 @@ recap_status_t recap_params_set(const recap_param_value_t *values, size_t count)
  * Reading
  * ---------------------------------------------------------------------------------------- */
 
-recap_status_t recap_graph_param_find(recap_graph_t graph, const char *name,
-                                      recap_param_t *param) {
+recap_status_t recap_graph_param_find(recap_graph_t graph, const char *name, recap_param_t *param) {
   static const char fn[] = "recap_graph_param_find";
   RECAP__CHECK(recap__graph_check(graph, fn));
   RECAP__ARG(name && param, "%s: name or param is NULL", fn);
@@ -560,14 +559,13 @@ recap_status_t recap_param_sites(recap_param_t param, recap_param_site_t *sites,
   RECAP__CHECK(param_check(param, fn));
   RECAP__ARG(count != NULL, "%s: count is NULL", fn);
   *count = 0;
-  RECAP__ARG(sites != NULL || capacity == 0, "%s: sites is NULL and capacity is %zu", fn,
-             capacity);
+  RECAP__ARG(sites != NULL || capacity == 0, "%s: sites is NULL and capacity is %zu", fn, capacity);
   rebind_t *r;
   const param_use_t *use = held_use(param, &r);
   if (!use) return RECAP_SUCCESS;
   for (size_t k = 0; k < use->count && k < capacity; k++)
-    RECAP__CHECK(RECAP__OUTPUT_SIZE_CHECK(&sites[k], recap_param_site_t, bytes, fn,
-                                          "sites[i].size", "RECAP_PARAM_SITE_INIT"));
+    RECAP__CHECK(RECAP__OUTPUT_SIZE_CHECK(&sites[k], recap_param_site_t, bytes, fn, "sites[i].size",
+                                          "RECAP_PARAM_SITE_INIT"));
   *count = use->count;
   const recap__device_ops_t *dev = recap__device();
   recap__saved_error_t saved; /* the walk over the arguments ends on a refusal: not an error */
@@ -579,11 +577,8 @@ recap_status_t recap_param_sites(recap_param_t param, recap_param_site_t *sites,
     for (recap__arg_site_t a; dev->patch_plan_arg(r->plan, w->node, arg, &a) == RECAP_SUCCESS;
          arg++)
       if (w->offset >= a.param_offset && w->offset < a.param_offset + a.param_size) break;
-    recap_param_site_t one = {.size = sites[k].size,
-                              .node = w->node,
-                              .arg = arg,
-                              .offset = w->offset,
-                              .bytes = w->size};
+    recap_param_site_t one = {
+        .size = sites[k].size, .node = w->node, .arg = arg, .offset = w->offset, .bytes = w->size};
     memcpy(&sites[k], &one, sites[k].size);
   }
   recap__error_restore(&saved);
@@ -602,7 +597,8 @@ static recap_status_t not_a_param_site(const rebind_t *r, const char *fn,
       const recap__arg_write_t *p = &r->writes[r->uses[i].first + k];
       if (p->node == w->node && p->offset < w->offset + w->size && w->offset < p->offset + p->size)
         return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
-                            "%s: argument %" PRIu32 " of node %zu holds parameter \"%s\"; set "
+                            "%s: argument %" PRIu32
+                            " of node %zu holds parameter \"%s\"; set "
                             "the parameter (recap_param_set)",
                             fn, arg, w->node, r->uses[i].param->name);
     }
@@ -625,7 +621,8 @@ recap_status_t recap_graph_kernel_arg_set(recap_graph_t graph, size_t node, uint
              " bytes, and size is %zu",
              fn, arg, node, recap__rebind_kernel_name(r, graph, node), site.size, size);
   RECAP__ARG(size <= 8,
-             "%s: argument %" PRIu32 " of node %zu is a %zu-byte structure; only scalars and "
+             "%s: argument %" PRIu32
+             " of node %zu is a %zu-byte structure; only scalars and "
              "pointers (up to 8 bytes) are set one at a time",
              fn, arg, node, size);
   recap__arg_write_t w = {node, site.offset, (uint32_t)size, 0};
@@ -673,8 +670,8 @@ recap_status_t recap_graph_kernel_shape(recap_graph_t graph, size_t node, unsign
   return RECAP_SUCCESS;
 }
 
-recap_status_t recap_graph_kernel_shape_set(recap_graph_t graph, size_t node,
-                                            const unsigned *grid, const unsigned *block) {
+recap_status_t recap_graph_kernel_shape_set(recap_graph_t graph, size_t node, const unsigned *grid,
+                                            const unsigned *block) {
   static const char fn[] = "recap_graph_kernel_shape_set";
   RECAP__CHECK(recap__graph_check(graph, fn));
   RECAP__ARG(grid != NULL, "%s: grid is NULL", fn);
@@ -688,8 +685,8 @@ recap_status_t recap_graph_kernel_shape_set(recap_graph_t graph, size_t node,
   static const unsigned grid_max[3] = {2147483647u, 65535u, 65535u};
   static const unsigned block_max[3] = {1024u, 1024u, 64u};
   for (int d = 0; d < 3; d++) {
-    RECAP__ARG(grid[d] >= 1 && grid[d] <= grid_max[d],
-               "%s: grid[%d] is %u; CUDA allows 1 to %u", fn, d, grid[d], grid_max[d]);
+    RECAP__ARG(grid[d] >= 1 && grid[d] <= grid_max[d], "%s: grid[%d] is %u; CUDA allows 1 to %u",
+               fn, d, grid[d], grid_max[d]);
     if (block)
       RECAP__ARG(block[d] >= 1 && block[d] <= block_max[d],
                  "%s: block[%d] is %u; CUDA allows 1 to %u", fn, d, block[d], block_max[d]);

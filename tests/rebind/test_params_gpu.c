@@ -95,9 +95,12 @@ RECAP_TEST(replays_compute_what_eager_computes) {
     if (t > 0) {
       int32_t st = v.step, sh = v.coeffs.shift;
       int64_t off = v.offset;
-      recap_param_value_t batch[] = {{lr, &v.lr},       {step, &st},
-                                     {bias, &v.bias},   {offset, &off},
-                                     {scale, &v.coeffs.scale}, {shift, &sh},
+      recap_param_value_t batch[] = {{lr, &v.lr},
+                                     {step, &st},
+                                     {bias, &v.bias},
+                                     {offset, &off},
+                                     {scale, &v.coeffs.scale},
+                                     {shift, &sh},
                                      {cbias, &v.coeffs.bias}};
       OK(recap_params_set(batch, sizeof batch / sizeof batch[0]));
     }
