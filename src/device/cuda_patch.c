@@ -494,9 +494,12 @@ static recap_status_t write_check(recap__patch_plan_t plan, const recap__arg_wri
                                   size_t count) {
   for (size_t i = 0; i < count; i++) {
     plan_node_t *pn;
-    if (kernel_at(plan, w[i].node, &pn) != RECAP_SUCCESS)
+    if (kernel_at(plan, w[i].node, &pn) != RECAP_SUCCESS) {
+      recap__saved_error_t cause;
+      recap__error_save(&cause);
       return recap__error(RECAP_ERROR_INVALID_ARGUMENT, "patch write: writes[%zu]: %s", i,
-                          recap_last_error());
+                          cause.message);
+    }
     if (i > 0 && w[i].node < w[i - 1].node)
       return RECAP__ERROR_AT(RECAP_ERROR_INVALID_ARGUMENT,
                              "patch write: writes[%zu].node (%zu) comes before writes[%zu].node "

@@ -427,6 +427,15 @@ recap_status_t recap__params_captured(recap_graph_t graph, rebind_t *next) {
   return s;
 }
 
+/* The last error again as status, its message behind "fn: " (and the parameter's name): a
+ * copy first, since the message is formatted into the buffer it is read from. */
+static recap_status_t prefixed(recap_status_t status, const char *fn, const char *name) {
+  recap__saved_error_t cause;
+  recap__error_save(&cause);
+  if (name) return recap__error(status, "%s: \"%s\": %s", fn, name, cause.message);
+  return recap__error(status, "%s: %s", fn, cause.message);
+}
+
 /* ------------------------------------------------------------------------------------------
  * Setting
  * ---------------------------------------------------------------------------------------- */
@@ -461,7 +470,7 @@ recap_status_t recap_param_set(recap_param_t param, const void *value) {
   recap_status_t s = recap__device()->patch_plan_write(r->plan, param->graph->exec, w, use->count);
   if (s != RECAP_SUCCESS) {
     for (size_t k = 0; k < use->count; k++) w[k].bits = param->bits;
-    return recap__error(s, "%s: \"%s\": %s", fn, param->name, recap_last_error());
+    return prefixed(s, fn, param->name);
   }
   param->bits = bits;
   return RECAP_SUCCESS;
@@ -615,7 +624,7 @@ recap_status_t recap_graph_kernel_arg_set(recap_graph_t graph, size_t node, uint
   const recap__device_ops_t *dev = recap__device();
   recap__arg_site_t site;
   if (dev->patch_plan_arg(r->plan, node, arg, &site) != RECAP_SUCCESS)
-    return recap__error(RECAP_ERROR_INVALID_ARGUMENT, "%s: %s", fn, recap_last_error());
+    return prefixed(RECAP_ERROR_INVALID_ARGUMENT, fn, NULL);
   RECAP__ARG(size == site.size,
              "%s: argument %" PRIu32 " of node %zu (kernel %s) is %" PRIu32
              " bytes, and size is %zu",
@@ -664,7 +673,7 @@ recap_status_t recap_graph_kernel_shape(recap_graph_t graph, size_t node, unsign
   RECAP__CHECK(recap__rebind_patchable_state(graph, fn, &r));
   recap__kernel_shape_t shape;
   if (recap__device()->patch_plan_shape(r->plan, node, &shape, NULL) != RECAP_SUCCESS)
-    return recap__error(RECAP_ERROR_INVALID_ARGUMENT, "%s: %s", fn, recap_last_error());
+    return prefixed(RECAP_ERROR_INVALID_ARGUMENT, fn, NULL);
   memcpy(grid, shape.grid, sizeof shape.grid);
   memcpy(block, shape.block, sizeof shape.block);
   return RECAP_SUCCESS;
@@ -681,7 +690,7 @@ recap_status_t recap_graph_kernel_shape_set(recap_graph_t graph, size_t node, co
   recap__kernel_shape_t shape;
   int max_threads = 0;
   if (dev->patch_plan_shape(r->plan, node, &shape, &max_threads) != RECAP_SUCCESS)
-    return recap__error(RECAP_ERROR_INVALID_ARGUMENT, "%s: %s", fn, recap_last_error());
+    return prefixed(RECAP_ERROR_INVALID_ARGUMENT, fn, NULL);
   static const unsigned grid_max[3] = {2147483647u, 65535u, 65535u};
   static const unsigned block_max[3] = {1024u, 1024u, 64u};
   for (int d = 0; d < 3; d++) {
