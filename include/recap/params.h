@@ -134,10 +134,10 @@ typedef struct recap_param_info {
   size_t size;      /* sizeof(recap_param_info_t), set by RECAP_PARAM_INFO_INIT */
   const char *name; /* the graph's copy: valid while the graph lives */
   recap_param_type_t type;
-  uint64_t bits;        /* the value, in the low 4 or 8 bytes */
-  uint64_t placeholder; /* the placeholder of the capture that declared it last */
-  size_t sites;         /* kernel arguments holding it in the capture held (0: not declared
-                              by that capture) */
+  uint64_t bits;        /* its value in the capture the graph holds, in the low 4 or 8 bytes */
+  uint64_t placeholder; /* that capture's placeholder for it */
+  size_t sites;         /* kernel arguments holding it in that capture; 0 (and bits and
+                           placeholder 0) when the graph holds no capture that declared it */
 } recap_param_info_t;
 
 #define RECAP_PARAM_INFO_INIT \

@@ -39,9 +39,8 @@ struct recap_param {
   recap_graph_t graph;
   char *name;
   recap_param_type_t type;
-  uint32_t bytes;       /* 4 or 8 */
-  uint64_t bits;        /* the value */
-  uint64_t placeholder; /* of the capture that declared it last */
+  uint32_t bytes; /* 4 or 8 */
+  size_t use;     /* its index in the uses of the capture held, when that capture declared it */
 };
 
 /* A value set on one argument of one node, or a launch shape: kept for recaptures. */
@@ -190,7 +189,7 @@ recap_status_t recap_graph_param_declare(recap_graph_t graph, const char *name,
   for (size_t i = 0; i < t->count && !p; i++)
     if (strcmp(t->v[i]->name, name) == 0) p = t->v[i];
   for (size_t i = 0; p && i < r->param_count; i++)
-    if (r->params[i] == p) {
+    if (r->params[i].param == p) {
       s = recap__error(RECAP_ERROR_INVALID_ARGUMENT,
                        "%s: \"%s\" is declared twice in this capture; declare each parameter "
                        "once and pass its placeholder to every kernel that takes it",
@@ -207,7 +206,7 @@ recap_status_t recap_graph_param_declare(recap_graph_t graph, const char *name,
   /* Room first, so that nothing below can fail half-way. */
   if (r->param_count == r->param_cap) {
     size_t cap = r->param_cap ? 2 * r->param_cap : 8;
-    recap_param_t *grown = recap__host_realloc(r->params, cap * sizeof *grown);
+    param_decl_t *grown = recap__host_realloc(r->params, cap * sizeof *grown);
     if (!grown) goto oom;
     r->params = grown;
     r->param_cap = cap;
@@ -242,12 +241,11 @@ recap_status_t recap_graph_param_declare(recap_graph_t graph, const char *name,
     ph = placeholder_of(type, mix(++t->declarations ^ (uint64_t)(uintptr_t)graph));
     clash = false;
     for (size_t i = 0; i < r->param_count && !clash; i++)
-      clash = r->params[i]->bytes == bytes && r->params[i]->placeholder == ph;
+      clash = r->params[i].param->bytes == bytes && r->params[i].placeholder == ph;
   } while (clash);
-  p->placeholder = ph;
-  p->bits = 0;
-  memcpy(&p->bits, initial, bytes);
-  r->params[r->param_count++] = p;
+  param_decl_t d = {p, 0, ph};
+  memcpy(&d.bits, initial, bytes);
+  r->params[r->param_count++] = d;
   memcpy(placeholder, &ph, bytes);
   if (param) *param = p;
   goto out;
@@ -280,14 +278,17 @@ static int compare_writes(const void *x, const void *y) {
   return (a->offset > b->offset) - (a->offset < b->offset);
 }
 
-/* Pin the rebind sites of next whose word overlaps w's bytes. */
-static void pin_sites(rebind_t *next, const recap__arg_write_t *w) {
+/* Pin the rebind sites of next whose word overlaps w's bytes; whether one was not pinned
+ * before. */
+static bool pin_sites(rebind_t *next, const recap__arg_write_t *w) {
+  bool newly = false;
   for (size_t k = 0; k < next->site_count; k++) {
     const recap__graph_read_t *site = &next->sites[k];
     if (site->node == w->node && site->kind == RECAP__READ_KERNEL_ARG &&
-        site->offset < w->offset + w->size && w->offset < site->offset + 8)
-      next->pinned[k] = true;
+        site->offset < w->offset + w->size && w->offset < site->offset + 8 && !next->pinned[k])
+      next->pinned[k] = newly = true;
   }
+  return newly;
 }
 
 /* The parameters' sites in the new plan, or the error naming the first that has none or an
@@ -300,12 +301,12 @@ static recap_status_t find_sites(recap_graph_t graph, rebind_t *next, recap__arg
   recap__arg_pattern_t *patterns = n <= 16 ? small : recap__host_malloc(n * sizeof *patterns);
   if (!patterns) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
   for (size_t i = 0; i < n; i++)
-    patterns[i] = (recap__arg_pattern_t){next->params[i]->placeholder, next->params[i]->bytes};
+    patterns[i] = (recap__arg_pattern_t){next->params[i].placeholder, next->params[i].param->bytes};
   recap_status_t s = recap__device()->patch_plan_find(next->plan, patterns, n, found, found_count);
   if (patterns != small) recap__host_free(patterns);
   RECAP__CHECK(s);
   for (size_t i = 0; i < n; i++) {
-    const recap_param_t p = next->params[i];
+    const recap_param_t p = next->params[i].param;
     size_t hits = 0;
     for (size_t k = 0; k < *found_count; k++) {
       const recap__arg_site_t *site = &(*found)[k];
@@ -405,12 +406,12 @@ recap_status_t recap__params_captured(recap_graph_t graph, rebind_t *next) {
     /* Grouped by parameter, each group in node order (found is in node order). */
     size_t at = 0;
     for (size_t i = 0; i < n; i++) {
-      recap_param_t p = next->params[i];
-      next->uses[i] = (param_use_t){p, at, 0};
+      const param_decl_t *d = &next->params[i];
+      next->uses[i] = (param_use_t){d->param, at, 0, d->placeholder};
       for (size_t k = 0; k < found_count; k++)
         if (found[k].pattern == i)
           next->writes[at++] =
-              (recap__arg_write_t){found[k].node, found[k].offset, p->bytes, p->bits};
+              (recap__arg_write_t){found[k].node, found[k].offset, d->param->bytes, d->bits};
       next->uses[i].count = at - next->uses[i].first;
     }
     next->use_count = n;
@@ -440,16 +441,24 @@ static recap_status_t prefixed(recap_status_t status, const char *fn, const char
  * Setting
  * ---------------------------------------------------------------------------------------- */
 
+/* param's use in r, or NULL. param->use remembers where it was last found: a set in a step's
+ * loop costs no search. */
+static param_use_t *use_in(rebind_t *r, recap_param_t param) {
+  if (param->use < r->use_count && r->uses[param->use].param == param) return &r->uses[param->use];
+  for (size_t i = 0; i < r->use_count; i++)
+    if (r->uses[i].param == param) {
+      param->use = i;
+      return &r->uses[i];
+    }
+  return NULL;
+}
+
 /* The checks every set makes: param's graph holds a patchable capture that declared param
  * (its use in *use). */
 static recap_status_t param_use(const char *fn, recap_param_t param, rebind_t **r,
                                 param_use_t **use) {
   RECAP__CHECK(recap__rebind_patchable_state(param->graph, fn, r));
-  for (size_t i = 0; i < (*r)->use_count; i++)
-    if ((*r)->uses[i].param == param) {
-      *use = &(*r)->uses[i];
-      return RECAP_SUCCESS;
-    }
+  if ((*use = use_in(*r, param)) != NULL) return RECAP_SUCCESS;
   return recap__error(RECAP_ERROR_INVALID_USAGE,
                       "%s: parameter \"%s\" was not declared by the capture its graph holds; "
                       "declare it in every capture whose kernels take it",
@@ -466,13 +475,13 @@ recap_status_t recap_param_set(recap_param_t param, const void *value) {
   uint64_t bits = 0;
   memcpy(&bits, value, param->bytes);
   recap__arg_write_t *w = r->writes + use->first;
+  uint64_t before = w[0].bits; /* every site of a use holds the same value */
   for (size_t k = 0; k < use->count; k++) w[k].bits = bits;
   recap_status_t s = recap__device()->patch_plan_write(r->plan, param->graph->exec, w, use->count);
   if (s != RECAP_SUCCESS) {
-    for (size_t k = 0; k < use->count; k++) w[k].bits = param->bits;
+    for (size_t k = 0; k < use->count; k++) w[k].bits = before;
     return prefixed(s, fn, param->name);
   }
-  param->bits = bits;
   return RECAP_SUCCESS;
 }
 
@@ -507,11 +516,11 @@ recap_status_t recap_params_set(const recap_param_value_t *values, size_t count)
   recap_graph_t graph = values[0].param->graph;
   RECAP__CHECK(recap__device()->patch_plan_write(r->plan, graph->exec, r->batch, total));
   for (size_t i = 0; i < count; i++) {
-    param_use_t *use;
     recap_param_t p = values[i].param;
-    (void)param_use(fn, p, &r, &use);
-    memcpy(&p->bits, values[i].value, p->bytes);
-    for (size_t k = 0; k < use->count; k++) r->writes[use->first + k].bits = p->bits;
+    const param_use_t *use = &r->uses[p->use]; /* where param_use found it above */
+    uint64_t bits = 0;
+    memcpy(&bits, values[i].value, p->bytes);
+    for (size_t k = 0; k < use->count; k++) r->writes[use->first + k].bits = bits;
   }
   return RECAP_SUCCESS;
 }
@@ -540,9 +549,7 @@ static const param_use_t *held_use(recap_param_t param, rebind_t **out) {
   recap_graph_t graph = param->graph;
   rebind_t *r = graph->state == RECAP__GRAPH_CAPTURED ? recap__rebind_of(graph) : NULL;
   if (out) *out = r;
-  for (size_t i = 0; r && i < r->use_count; i++)
-    if (r->uses[i].param == param) return &r->uses[i];
-  return NULL;
+  return r ? use_in(r, param) : NULL;
 }
 
 recap_status_t recap_param_info(recap_param_t param, recap_param_info_t *info) {
@@ -551,12 +558,13 @@ recap_status_t recap_param_info(recap_param_t param, recap_param_info_t *info) {
   RECAP__ARG(info != NULL, "%s: info is NULL", fn);
   RECAP__CHECK(RECAP__OUTPUT_SIZE_CHECK(info, recap_param_info_t, sites, fn, "info->size",
                                         "RECAP_PARAM_INFO_INIT"));
-  const param_use_t *use = held_use(param, NULL);
+  rebind_t *r;
+  const param_use_t *use = held_use(param, &r);
   recap_param_info_t out = {.size = info->size,
                             .name = param->name,
                             .type = param->type,
-                            .bits = param->bits,
-                            .placeholder = param->placeholder,
+                            .bits = use ? r->writes[use->first].bits : 0,
+                            .placeholder = use ? use->placeholder : 0,
                             .sites = use ? use->count : 0};
   memcpy(info, &out, info->size);
   return RECAP_SUCCESS;
@@ -650,17 +658,12 @@ recap_status_t recap_graph_kernel_arg_set(recap_graph_t graph, size_t node, uint
     t->arg_cap = cap;
   }
   RECAP__CHECK(dev->patch_plan_write(r->plan, graph->exec, &w, 1));
+  /* Set before with this size: the capture's end pinned its sites (apply_records). */
+  bool pinned = at < t->arg_count && t->args[at].bytes == size;
   t->args[at] = (arg_record_t){node, arg, (uint32_t)size, w.bits};
   if (at == t->arg_count) t->arg_count++;
   /* A rebind leaves this site alone from now on. */
-  bool newly = false;
-  for (size_t k = 0; k < r->site_count; k++) {
-    const recap__graph_read_t *s = &r->sites[k];
-    if (s->node == node && s->kind == RECAP__READ_KERNEL_ARG && s->offset < w.offset + w.size &&
-        w.offset < s->offset + 8 && !r->pinned[k])
-      r->pinned[k] = newly = true;
-  }
-  if (newly) recap__rebind_resort(r);
+  if (!pinned && pin_sites(r, &w)) recap__rebind_resort(r);
   return RECAP_SUCCESS;
 }
 

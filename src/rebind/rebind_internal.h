@@ -58,7 +58,7 @@ typedef struct rebind {
    * parameter's value), scratch space for a batch, and which sites of the rebind index hold a
    * parameter's value or a value set by recap_graph_kernel_arg_set (pinned: a rebind never
    * moves them; their index entries hold UINTPTR_MAX, after every address). */
-  struct recap_param **params;
+  struct param_decl *params;
   size_t param_count, param_cap;
   struct param_use *uses;
   size_t use_count;
@@ -67,10 +67,18 @@ typedef struct rebind {
   bool *pinned;
 } rebind_t;
 
-/* Where one parameter's sites lie in rebind_t.writes. */
+/* A parameter as one capture declared it: its initial value and its placeholder belong to
+ * that capture, so that a recapture that fails leaves the held capture's own. */
+typedef struct param_decl {
+  struct recap_param *param;
+  uint64_t bits, placeholder;
+} param_decl_t;
+
+/* Where one parameter's sites lie in rebind_t.writes (uses[i] is params[i]'s). */
 typedef struct param_use {
   struct recap_param *param;
   size_t first, count;
+  uint64_t placeholder;
 } param_use_t;
 
 /* What params.c adds to a capture's end, on the plan `next` of the new template (sites.c's

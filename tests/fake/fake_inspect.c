@@ -285,7 +285,7 @@ static bool nodes_reads_push(const fake_nodes_t *nodes, size_t top, recap__graph
     const fake_node_t *node = &nodes->v[i];
     size_t at = nested ? top : i;
     for (size_t k = 0; ok && k < node->arg_count; k++)
-      ok = recap__fake_param_size(node, k) != 8 ||
+      ok = recap__fake_param_size(node->narrow, k) != 8 ||
            reads_push(v, n, cap,
                       (recap__graph_read_t){.node = at,
                                             .ptr = node->args[k],

@@ -346,8 +346,8 @@ recap_status_t recap__fake_op_patch_plan_sync(recap__patch_plan_t plan) {
 
 /* ---- graph parameters ------------------------------------------------------------------- */
 
-size_t recap__fake_param_size(const fake_node_t *node, size_t k) {
-  return k < 32 && (node->narrow >> k & 1u) ? 4 : 8;
+size_t recap__fake_param_size(uint32_t narrow, size_t k) {
+  return k < 32 && (narrow >> k & 1u) ? 4 : 8;
 }
 
 /* The plan's kernel node at index node, or NULL with INVALID_ARGUMENT noted in f. */
@@ -362,11 +362,6 @@ static plan_node_t *kernel_at(fake_failure_t *f, recap__patch_plan_t plan, size_
   return NULL;
 }
 
-/* The fake's parameter k of c, as the model lays it out: 8-byte slots. */
-static size_t param_size_of(const plan_node_t *c, size_t k) {
-  return k < 32 && (c->narrow >> k & 1u) ? 4 : 8;
-}
-
 recap_status_t recap__fake_op_patch_plan_find(recap__patch_plan_t plan,
                                               const recap__arg_pattern_t *patterns, size_t count,
                                               recap__arg_site_t **found, size_t *found_count) {
@@ -379,7 +374,7 @@ recap_status_t recap__fake_op_patch_plan_find(recap__patch_plan_t plan,
     const plan_node_t *c = &plan->nodes[i];
     if (!c->cached || c->type != RECAP_NODE_KERNEL) continue;
     for (size_t k = 0; k < c->arg_count; k++) {
-      size_t size = param_size_of(c, k);
+      size_t size = recap__fake_param_size(c->narrow, k);
       uint64_t word = (uint64_t)(uintptr_t)c->args[k];
       for (size_t at = 0; at < size; at += 4)
         for (size_t p = 0; p < count; p++) {
@@ -421,7 +416,7 @@ recap_status_t recap__fake_op_patch_plan_arg(recap__patch_plan_t plan, size_t no
                      "node %zu's kernel has %zu parameters; there is no parameter %u", node,
                      c->arg_count, (unsigned)param);
   } else if (c) {
-    size_t size = param_size_of(c, param);
+    size_t size = recap__fake_param_size(c->narrow, param);
     *site = (recap__arg_site_t){.node = node,
                                 .param = param,
                                 .offset = 8 * (size_t)param,
@@ -462,7 +457,7 @@ recap_status_t recap__fake_op_patch_plan_write(recap__patch_plan_t plan,
                        "sort the writes by node",
                        i, writes[i].node, i - 1, writes[i - 1].node);
     else if (k >= c->arg_count || writes[i].size == 0 ||
-             writes[i].offset % 8 + writes[i].size > param_size_of(c, k))
+             writes[i].offset % 8 + writes[i].size > recap__fake_param_size(c->narrow, k))
       recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT,
                        "patch write: writes[%zu]: %u bytes at offset %zu are not inside one "
                        "parameter of node %zu's kernel",

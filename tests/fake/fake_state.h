@@ -501,9 +501,9 @@ recap_status_t recap__fake_op_patch_plan_shape(recap__patch_plan_t plan, size_t 
 recap_status_t recap__fake_op_patch_plan_set_shape(recap__patch_plan_t plan,
                                                    recap_cuda_graph_exec_t exec, size_t node,
                                                    const recap__kernel_shape_t *shape);
-/* A fake kernel parameter: its size (4 when node's narrow bit k is set, else 8) and its offset
- * in the modelled argument buffer (8k: every parameter in an 8-byte slot). */
-size_t recap__fake_param_size(const fake_node_t *node, size_t k);
+/* A fake kernel parameter: its size (4 when bit k of the node's narrow mask is set, else 8) and
+ * its offset in the modelled argument buffer (8k: every parameter in an 8-byte slot). */
+size_t recap__fake_param_size(uint32_t narrow, size_t k);
 recap_status_t recap__fake_op_graph_exec_update(recap_cuda_graph_exec_t exec,
                                                 recap_cuda_graph_t graph,
                                                 recap_update_reason_t *refused, size_t *node);

@@ -129,6 +129,23 @@ static inline float *gpu_read(const float *p, size_t n) {
   return host;
 }
 
+/* The n floats at a (a replay's result) and at b (eager's) are the same bits: equal as bit
+ * patterns, so a NaN or a signed zero that differs fails too. */
+static inline void gpu_expect_same_bits(const float *a, const float *b, size_t n) {
+  float *ha = gpu_read(a, n), *hb = gpu_read(b, n);
+  for (size_t i = 0; i < n; i++) {
+    if (memcmp(&ha[i], &hb[i], sizeof(float)) != 0) {
+      float x = ha[i], y = hb[i];
+      free(ha);
+      free(hb);
+      fail_msg("element %zu differs: %.9g at %p, %.9g at %p", i, (double)x, (const void *)a,
+               (double)y, (const void *)b);
+    }
+  }
+  free(ha);
+  free(hb);
+}
+
 /* Every one of the n floats at p equals expected, exactly. */
 static inline void gpu_expect_all(const float *p, size_t n, float expected) {
   recap_test_expect_all_and_free(gpu_read(p, n), n, expected, p);

@@ -227,6 +227,50 @@ RECAP_TEST(parameters_survive_recapture_and_rebind) {
   done();
 }
 
+/* A recapture that fails at its end (a parameter found in no kernel) leaves the capture held:
+ * its executable, its values and its placeholders, whatever the failed recapture declared. */
+RECAP_TEST(failed_recapture_keeps_the_values_held) {
+  recap_stream_t s = fresh_stream();
+  float *x = alloc(BYTES, s), *y1 = alloc(BYTES, s), *y2 = alloc(BYTES, s);
+  fill(x, 1.0f);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.recapture = 1;
+  four_t p = capture_affine(g, s, &o, x, y1, y2);
+  OK(recap_param_set_float(p.a, 2.0f));
+  recap_param_info_t before = RECAP_PARAM_INFO_INIT;
+  OK(recap_param_info(p.a, &before));
+  assert_int_equal(before.sites, 2);
+
+  OK(recap_graph_capture_begin(g, &o, s));
+  float a;
+  int32_t unused;
+  recap_param_t q, lost;
+  OK(recap_graph_param_float(g, "lr", 7.0f, &a, &q));
+  assert_ptr_equal(q, p.a);
+  OK(recap_graph_param_int32(g, "nowhere", 1, &unused, &lost));
+  affine(s, "first", x, y1, a, 3, 0.25, 1000);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("\"nowhere\"");
+
+  recap_param_info_t after = RECAP_PARAM_INFO_INIT;
+  OK(recap_param_info(p.a, &after));
+  assert_int_equal(after.bits, before.bits);
+  assert_int_equal(after.placeholder, before.placeholder);
+  assert_int_equal(after.sites, 2);
+  OK(recap_param_info(lost, &after)); /* declared only by the capture that failed */
+  assert_int_equal(after.sites, 0);
+  assert_int_equal(after.bits, 0);
+  replay(g, s);
+  expect_affine(x, y1, 2.0f, 3, 0.25, 1000);
+  OK(recap_param_set_int32(p.step, 4));
+  replay(g, s);
+  expect_affine(x, y2, 2.0f, 4, 0.25, 1000);
+  OK(recap_graph_destroy(g));
+  done();
+}
+
 /* A KEEP graph not instantiated yet: a set goes into the template, which the instantiation
  * then uses. */
 RECAP_TEST(keep_graph_takes_sets_before_instantiation) {
@@ -415,6 +459,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(parameters_change_per_replay),
       cmocka_unit_test(declaration_and_capture_end_refusals),
       cmocka_unit_test(parameters_survive_recapture_and_rebind),
+      cmocka_unit_test(failed_recapture_keeps_the_values_held),
       cmocka_unit_test(keep_graph_takes_sets_before_instantiation),
       cmocka_unit_test(a_failed_set_changes_nothing),
       cmocka_unit_test(one_argument_of_one_node),

@@ -22,19 +22,6 @@ static cudaStream_t begin(void) {
   return gpu_stream();
 }
 
-static void expect_same_bits(const float *a, const float *b, size_t n) {
-  float *ha = gpu_read(a, n), *hb = gpu_read(b, n);
-  for (size_t i = 0; i < n; i++)
-    if (memcmp(&ha[i], &hb[i], sizeof(float)) != 0) {
-      float x = ha[i], y = hb[i];
-      free(ha);
-      free(hb);
-      fail_msg("element %zu differs: %.9g replayed, %.9g eager", i, (double)x, (double)y);
-    }
-  free(ha);
-  free(hb);
-}
-
 typedef struct values {
   float lr;
   int step;
@@ -107,8 +94,8 @@ RECAP_TEST(replays_compute_what_eager_computes) {
     OK(recap_graph_replay(g, (recap_stream_t)s));
     launch(&v, x, e1, e2, s);
     CUDA_OK(cudaStreamSynchronize(s));
-    expect_same_bits(y1, e1, N);
-    expect_same_bits(y2, e2, N);
+    gpu_expect_same_bits(y1, e1, N);
+    gpu_expect_same_bits(y2, e2, N);
   }
   /* One parameter alone. */
   OK(recap_param_set_float(lr, 3.0f));
@@ -117,7 +104,7 @@ RECAP_TEST(replays_compute_what_eager_computes) {
   v.lr = 3.0f;
   launch(&v, x, e1, e2, s);
   CUDA_OK(cudaStreamSynchronize(s));
-  expect_same_bits(y2, e2, N);
+  gpu_expect_same_bits(y2, e2, N);
   OK(recap_graph_destroy(g));
   OK(recap_free(x));
   OK(recap_free(y1));
@@ -154,17 +141,17 @@ RECAP_TEST(one_argument_and_launch_shapes) {
   OK(recap_graph_replay(g, (recap_stream_t)s));
   CUDA_OK(recap_test_param_affine(x2, e, N, 2.0f, 1, 0.5, 3, 64, 256, s));
   CUDA_OK(cudaStreamSynchronize(s));
-  expect_same_bits(y2, e, N);
+  gpu_expect_same_bits(y2, e, N);
   CUDA_OK(recap_test_param_affine(x, e, N, 2.0f, 1, 0.5, 3, 64, 256, s));
   CUDA_OK(cudaStreamSynchronize(s));
-  expect_same_bits(y1, e, N);
+  gpu_expect_same_bits(y1, e, N);
   const unsigned wide[3] = {512, 1, 1}, too_many[3] = {512, 1, 1};
   EXPECT_STATUS(recap_graph_kernel_shape_set(g, 0, wide, too_many), RECAP_ERROR_INVALID_ARGUMENT);
   EXPECT_MESSAGE("takes at most 256");
   OK(recap_graph_kernel_shape_set(g, 0, wide, NULL));
   OK(recap_graph_replay(g, (recap_stream_t)s));
   CUDA_OK(cudaStreamSynchronize(s));
-  expect_same_bits(y1, e, N);
+  gpu_expect_same_bits(y1, e, N);
   OK(recap_graph_destroy(g));
   OK(recap_free(x));
   OK(recap_free(x2));

@@ -39,22 +39,6 @@ static recap_capture_options_t rebind_options(recap_rebind_mode_t mode) {
   return o;
 }
 
-/* The n floats at a and at b are the same bits. */
-static void expect_same_bits(const float *a, const float *b, size_t n) {
-  float *ha = gpu_read(a, n), *hb = gpu_read(b, n);
-  for (size_t i = 0; i < n; i++) {
-    if (memcmp(&ha[i], &hb[i], sizeof(float)) != 0) {
-      float x = ha[i], y = hb[i];
-      free(ha);
-      free(hb);
-      fail_msg("element %zu differs: %.9g at %p, %.9g at %p", i, (double)x, (const void *)a,
-               (double)y, (const void *)b);
-    }
-  }
-  free(ha);
-  free(hb);
-}
-
 /* Fill n floats with a pattern of `seed` that no two buffers share (exact in float). */
 static void fill_pattern(float *p, size_t n, int seed) {
   float *host = malloc(n * sizeof *host);
@@ -146,7 +130,7 @@ RECAP_TEST(cublas_gemm_rebound_matches_direct_capture) {
   gpu_set(c3, e, -9.0f, s);
   OK(recap_graph_replay(g, s));
   OK(recap_graph_replay(direct, s));
-  expect_same_bits(c2, c3, e);
+  gpu_expect_same_bits(c2, c3, e);
   gpu_expect_all(c, e, -7.0f); /* the old output is left alone */
 
   /* And back: the graph computes the old product into the old buffer again. */
@@ -225,7 +209,7 @@ RECAP_TEST(struct_by_value_and_interior_pointers) {
   gpu_set(out, N, -1.0f, s);
   OK(recap_graph_replay(g, s));
   OK(recap_graph_replay(direct, s));
-  expect_same_bits(out2, out3, N);
+  gpu_expect_same_bits(out2, out3, N);
   gpu_expect_all(out, N, -1.0f);
 
   finish_pair(g, direct, s, (void *[]){big, big2, out, out2, out3}, 5);
@@ -287,7 +271,7 @@ RECAP_TEST(memcpy_and_memset_nodes) {
   gpu_set(dst2, 2 * N, -4.0f, s);
   OK(recap_graph_replay(g, s));
   OK(recap_graph_replay(direct, s));
-  expect_same_bits(dst2, dst3, 2 * N);
+  gpu_expect_same_bits(dst2, dst3, 2 * N);
   gpu_expect_all(dst2, N, 2.0f);
   gpu_expect_all(dst, 2 * N, -3.0f);
 
@@ -298,7 +282,7 @@ RECAP_TEST(memcpy_and_memset_nodes) {
   EXPECT_MESSAGE_POINTER(small);
   gpu_set(dst2, 2 * N, -4.0f, s);
   OK(recap_graph_replay(g, s));
-  expect_same_bits(dst2, dst3, 2 * N);
+  gpu_expect_same_bits(dst2, dst3, 2 * N);
 
   finish_pair(g, direct, s, (void *[]){src, src2, dst, dst2, dst3, small}, 6);
 }
