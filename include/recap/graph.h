@@ -75,12 +75,19 @@ typedef struct recap_capture_options {
    * (recap/params.h: recap_graph_kernel_arg_set, recap_graph_kernel_shape_set); implied by
    * rebind AUTO or DECLARED and by a parameter declared during the capture. */
   int patchable;
+  /* 1: the graph applies its parameters itself (recap/params.h): its first node is recap's
+   * applier kernel, which writes the values set since the last replay into the kernel nodes
+   * that take them (device-updatable kernel nodes, CUDA 12.4), so a parameter set costs a
+   * store into host memory whatever the number of its sites. Implies patchable. Such a graph
+   * is never updated in place (a recapture instantiates afresh); where the driver lacks the
+   * feature the capture warns once and its parameters are set from the host (docs/params.md). */
+  int params_on_device;
 } recap_capture_options_t;
 
 #define RECAP_CAPTURE_OPTIONS_INIT                                                           \
   {                                                                                          \
     sizeof(recap_capture_options_t), {0, 0}, RECAP_CAPTURE_MODE_GLOBAL, 0, RECAP_REBIND_OFF, \
-        RECAP_REGIONS_AUTO, 0, 0, 0                                                          \
+        RECAP_REGIONS_AUTO, 0, 0, 0, 0                                                       \
   }
 
 /* ---- Lifetime -------------------------------------------------------------------------------- */

@@ -20,6 +20,7 @@
 #include "capture/capture_internal.h"
 #include "graph/graph_internal.h"
 #include "debug/liveness_internal.h"
+#include "rebind/params_device.h"
 #include "rebind/rebind_internal.h"
 #include "regions/region_internal.h"
 #include "update/update_internal.h"
@@ -72,17 +73,29 @@ static recap_status_t begin(recap_graph_t graph, recap_stream_t stream,
   /* The update policy's state, attached for the graph's life at its first capture. */
   RECAP__CHECK(recap__update_attach(graph));
   warn_if_blocking(stream, function);
+  /* Parameters applied on the GPU: the applier's device memory, made before the capture
+   * forbids it. */
+  params_device_t *device = NULL;
+  if (opts->params_on_device) RECAP__CHECK(recap__params_device_prepare(&device));
   if (recapture) recap__recapture_set_aside(graph);
   recap_status_t s = recap__graph_capture_start(graph, stream, opts);
   if (s != RECAP_SUCCESS) {
     if (recapture) recap__recapture_put_back(graph);
+    recap__params_device_discard(device);
     return s;
   }
   s = recap__regions_path_chosen(graph, regions_on_device);
   if (s == RECAP_SUCCESS && opts->check_input_liveness) s = recap__liveness_attach(graph);
   if (s == RECAP_SUCCESS && opts->rebind != RECAP_REBIND_OFF)
     s = recap__rebind_attach(graph, opts->rebind);
-  if (s == RECAP_SUCCESS && opts->patchable) s = recap__rebind_attach_patchable(graph);
+  if (s == RECAP_SUCCESS && (opts->patchable || device)) s = recap__rebind_attach_patchable(graph);
+  /* After the rebinding state, whose capture end the applier's needs; owns device from here. */
+  if (device) {
+    if (s == RECAP_SUCCESS)
+      s = recap__params_device_attach(graph, device, stream);
+    else
+      recap__params_device_discard(device);
+  }
   if (s == RECAP_SUCCESS) return s;
   /* Out of host memory: abandon the capture, keeping the cause (and, for audits, the pool's
    * id, as any capture that failed once it began does); a recapture leaves the graph with the

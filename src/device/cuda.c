@@ -596,6 +596,13 @@ recap_status_t recap__cuda_rng_write_state(recap_stream_t stream, uint64_t *stat
 recap_status_t recap__cuda_rng_launch(const struct recap__rng_launch *launch);
 recap_status_t recap__cuda_rng_advance(recap_stream_t stream, uint64_t *state, uint64_t step);
 
+/* ---- graph parameters applied on the GPU -------------------------------------------------- */
+
+/* Defined in applier_kernels.cu, which checks that they match the seam's members. */
+recap_status_t recap__cuda_params_apply_launch(recap_stream_t stream,
+                                               struct recap__applier_table *table);
+recap_status_t recap__cuda_params_device_supported(bool *supported);
+
 /* ---- the table ---------------------------------------------------------------------------- */
 
 const recap__device_ops_t recap__cuda_ops = {
@@ -644,6 +651,9 @@ const recap__device_ops_t recap__cuda_ops = {
     .patch_plan_write = recap__cuda_patch_plan_write,
     .patch_plan_shape = recap__cuda_patch_plan_shape,
     .patch_plan_set_shape = recap__cuda_patch_plan_set_shape,
+    .params_device_supported = recap__cuda_params_device_supported,
+    .patch_plan_device_node = recap__cuda_patch_plan_device_node,
+    .params_apply_launch = recap__cuda_params_apply_launch,
     .graph_exec_update = recap__cuda_graph_exec_update,
     .timing_event_create = cuda_timing_event_create,
     .event_elapsed = cuda_event_elapsed,

@@ -604,6 +604,42 @@ recap_status_t recap__cuda_patch_plan_set_shape(recap__patch_plan_t plan,
   return RECAP_SUCCESS;
 }
 
+recap_status_t recap__cuda_patch_plan_device_node(recap__patch_plan_t plan, size_t node,
+                                                  uint64_t *handle) {
+  RECAP__ARG(plan && handle, "patch device node: an argument is NULL");
+  *handle = 0;
+  plan_node_t *pn;
+  RECAP__CHECK(kernel_at(plan, node, &pn));
+  /* Set on the template's node, then read back: the handle is what the attribute reads once
+   * the node is device-updatable. */
+  cudaLaunchAttributeValue value;
+  memset(&value, 0, sizeof value);
+  value.deviceUpdatableKernelNode.deviceUpdatable = 1;
+  cudaError_t err =
+      cudaGraphKernelNodeSetAttribute(pn->node, cudaLaunchAttributeDeviceUpdatableKernelNode,
+                                      &value);
+  if (err != cudaSuccess)
+    return recap__cuda_fail((int)err, __FILE__, __LINE__,
+                            "cudaGraphKernelNodeSetAttribute(node %zu, "
+                            "cudaLaunchAttributeDeviceUpdatableKernelNode, 1)",
+                            node);
+  memset(&value, 0, sizeof value);
+  err = cudaGraphKernelNodeGetAttribute(pn->node, cudaLaunchAttributeDeviceUpdatableKernelNode,
+                                        &value);
+  if (err != cudaSuccess)
+    return recap__cuda_fail((int)err, __FILE__, __LINE__,
+                            "cudaGraphKernelNodeGetAttribute(node %zu, "
+                            "cudaLaunchAttributeDeviceUpdatableKernelNode)",
+                            node);
+  if (!value.deviceUpdatableKernelNode.devNode)
+    return RECAP__ERROR_AT(RECAP_ERROR_CUDA,
+                           "cudaGraphKernelNodeGetAttribute(node %zu): the driver made the node "
+                           "device-updatable but gave no device handle for it",
+                           node);
+  *handle = (uint64_t)(uintptr_t)value.deviceUpdatableKernelNode.devNode;
+  return RECAP_SUCCESS;
+}
+
 /* ---- updates ---------------------------------------------------------------------------- */
 
 static recap_update_reason_t reason_of(enum cudaGraphExecUpdateResult result) {

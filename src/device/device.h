@@ -46,8 +46,9 @@ typedef enum recap__capture_status {
   RECAP__CAPTURE_INVALIDATED = 2
 } recap__capture_status_t;
 
-struct recap__rng_launch;  /* rng_launch.h */
-struct recap__cond_launch; /* cond_launch.h */
+struct recap__rng_launch;    /* rng_launch.h */
+struct recap__cond_launch;   /* cond_launch.h */
+struct recap__applier_table; /* applier_launch.h */
 
 /* CUDA's conditional node types, in the numbering of cudaGraphConditionalNodeType (an IF node
  * with two bodies is IF/ELSE). */
@@ -296,6 +297,18 @@ typedef struct recap__device_ops {
                                      recap__kernel_shape_t *shape, int *max_threads);
   recap_status_t (*patch_plan_set_shape)(recap__patch_plan_t plan, recap_cuda_graph_exec_t exec,
                                          size_t node, const recap__kernel_shape_t *shape);
+  /* Graph parameters applied on the GPU (applier_launch.h). params_device_supported: whether
+   * the driver has device-updatable kernel nodes (CUDA 12.4). patch_plan_device_node: make
+   * kernel node `node` of the plan's graph (a template not instantiated yet) device-updatable
+   * (cudaLaunchAttributeDeviceUpdatableKernelNode) and *handle its cudaGraphDeviceNode_t; such
+   * a graph is instantiated once and never passed to graph_exec_update, and an executable of
+   * it must be uploaded (graph_upload) before a launch after it was instantiated or its
+   * device-updatable nodes were set from the host. params_apply_launch enqueues recap's
+   * applier kernel on stream, whose argument is table (device memory). Fault kind PATCH in
+   * the fake for patch_plan_device_node, LAUNCH for params_apply_launch. */
+  recap_status_t (*params_device_supported)(bool *supported);
+  recap_status_t (*patch_plan_device_node)(recap__patch_plan_t plan, size_t node, uint64_t *handle);
+  recap_status_t (*params_apply_launch)(recap_stream_t stream, struct recap__applier_table *table);
 
   /* cudaGraphExecUpdate(exec, graph). Updated: RECAP_SUCCESS, *refused =
    * RECAP_UPDATE_REASON_NONE, *node = SIZE_MAX. Refused by the driver

@@ -79,6 +79,9 @@ NO_CUDA_OP(patch_plan_shape, recap__patch_plan_t plan, size_t node, recap__kerne
            int *max_threads)
 NO_CUDA_OP(patch_plan_set_shape, recap__patch_plan_t plan, recap_cuda_graph_exec_t exec,
            size_t node, const recap__kernel_shape_t *shape)
+NO_CUDA_OP(params_device_supported, bool *supported)
+NO_CUDA_OP(patch_plan_device_node, recap__patch_plan_t plan, size_t node, uint64_t *handle)
+NO_CUDA_OP(params_apply_launch, recap_stream_t stream, struct recap__applier_table *table)
 NO_CUDA_OP(graph_exec_update, recap_cuda_graph_exec_t exec, recap_cuda_graph_t graph,
            recap_update_reason_t *refused, size_t *node)
 NO_CUDA_OP(event_elapsed, recap__event_t start, recap__event_t end, float *ms)
@@ -164,6 +167,9 @@ const recap__device_ops_t recap__cuda_ops = {
     .patch_plan_write = none_patch_plan_write,
     .patch_plan_shape = none_patch_plan_shape,
     .patch_plan_set_shape = none_patch_plan_set_shape,
+    .params_device_supported = none_params_device_supported,
+    .patch_plan_device_node = none_patch_plan_device_node,
+    .params_apply_launch = none_params_apply_launch,
     .graph_exec_update = none_graph_exec_update,
     .timing_event_create = none_event_create,
     .event_elapsed = none_event_elapsed,

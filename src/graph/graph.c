@@ -482,6 +482,7 @@ recap_status_t recap__graph_capture_end(recap_graph_t graph) {
   recap__captured_t captured = {.template_graph = graph->template_graph};
   if ((s = recap__graph_hooks_captured(graph, &captured)) != RECAP_SUCCESS)
     return drop_capture(graph, s);
+  graph->exec_device_nodes = captured.device_nodes;
   if (!(graph->flags & RECAP_GRAPH_KEEP)) {
     if ((s = instantiate(graph)) != RECAP_SUCCESS) return drop_capture(graph, s);
     if (recap__graph_drops_template(graph)) {

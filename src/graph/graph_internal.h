@@ -50,6 +50,9 @@ struct recap_graph {
    * cudaErrorInvalidValue), so rebinding needs this graph for as long as the executable lives.
    * NULL: the executable's origin is template_graph (or nothing needs it). */
   recap_cuda_graph_t exec_origin;
+  /* The executable (or, before its instantiation, the template) holds device-updatable kernel
+   * nodes (recap__captured_t): a recapture instantiates afresh instead of updating it. */
+  bool exec_device_nodes;
   /* The modules attached to the capture the graph holds or is making (hooks.h). */
   recap__graph_hook_set_t hooks;
   /* The options of the last capture begun, its pool resolved: a recapture's defaults. */

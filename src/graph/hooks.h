@@ -42,6 +42,9 @@ typedef struct recap__captured {
   recap_cuda_graph_t template_graph;
   recap_cuda_graph_t origin; /* NULL: a first capture, or the template will be instantiated */
   bool origin_unfit;
+  /* Set by a module that made nodes of the template device-updatable (graph parameters applied
+   * on the GPU): CUDA never updates such an executable in place. */
+  bool device_nodes;
 } recap__captured_t;
 
 typedef struct recap__graph_hooks {

@@ -25,6 +25,7 @@
 #include "core/args.h"
 #include "core/error.h"
 #include "core/host.h"
+#include "rebind/params_device.h"
 #include "rebind/rebind_internal.h"
 #include "recap/params.h"
 
@@ -475,6 +476,11 @@ recap_status_t recap_param_set(recap_param_t param, const void *value) {
   uint64_t bits = 0;
   memcpy(&bits, value, param->bytes);
   recap__arg_write_t *w = r->writes + use->first;
+  if (r->device) { /* applied on the GPU by the next replay */
+    recap__params_device_stage(r->device, (size_t)(use - r->uses), bits);
+    for (size_t k = 0; k < use->count; k++) w[k].bits = bits;
+    return RECAP_SUCCESS;
+  }
   uint64_t before = w[0].bits; /* every site of a use holds the same value */
   for (size_t k = 0; k < use->count; k++) w[k].bits = bits;
   recap_status_t s = recap__device()->patch_plan_write(r->plan, param->graph->exec, w, use->count);
@@ -511,16 +517,19 @@ recap_status_t recap_params_set(const recap_param_value_t *values, size_t count)
       r->batch[total++].bits = bits;
     }
   }
-  /* One set per node: the batch in node order. */
-  qsort(r->batch, total, sizeof *r->batch, compare_writes);
+  /* One set per node: the batch in node order (on the GPU, the next replay applies them). */
   recap_graph_t graph = values[0].param->graph;
-  RECAP__CHECK(recap__device()->patch_plan_write(r->plan, graph->exec, r->batch, total));
+  if (!r->device) {
+    qsort(r->batch, total, sizeof *r->batch, compare_writes);
+    RECAP__CHECK(recap__device()->patch_plan_write(r->plan, graph->exec, r->batch, total));
+  }
   for (size_t i = 0; i < count; i++) {
     recap_param_t p = values[i].param;
     const param_use_t *use = &r->uses[p->use]; /* where param_use found it above */
     uint64_t bits = 0;
     memcpy(&bits, values[i].value, p->bytes);
     for (size_t k = 0; k < use->count; k++) r->writes[use->first + k].bits = bits;
+    if (r->device) recap__params_device_stage(r->device, p->use, bits);
   }
   return RECAP_SUCCESS;
 }
@@ -658,6 +667,7 @@ recap_status_t recap_graph_kernel_arg_set(recap_graph_t graph, size_t node, uint
     t->arg_cap = cap;
   }
   RECAP__CHECK(dev->patch_plan_write(r->plan, graph->exec, &w, 1));
+  recap__params_device_touched(r->device);
   /* Set before with this size: the capture's end pinned its sites (apply_records). */
   bool pinned = at < t->arg_count && t->args[at].bytes == size;
   t->args[at] = (arg_record_t){node, arg, (uint32_t)size, w.bits};
@@ -721,6 +731,7 @@ recap_status_t recap_graph_kernel_shape_set(recap_graph_t graph, size_t node, co
     t->shape_cap = cap;
   }
   RECAP__CHECK(dev->patch_plan_set_shape(r->plan, graph->exec, node, &shape));
+  recap__params_device_touched(r->device);
   t->shapes[at] = (shape_record_t){node, shape};
   if (at == t->shape_count) t->shape_count++;
   return RECAP_SUCCESS;

@@ -65,6 +65,9 @@ typedef struct rebind {
   recap__arg_write_t *writes, *batch;
   size_t write_count;
   bool *pinned;
+  /* The capture applies its parameters on the GPU (params_device.c, which sets this at capture
+   * end and owns it): a set stages the value there instead of patching the executable. */
+  struct params_device *device;
 } rebind_t;
 
 /* A parameter as one capture declared it: its initial value and its placeholder belong to

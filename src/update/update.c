@@ -309,6 +309,10 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
   recap_cuda_graph_t origin = g->exec_origin ? g->exec_origin : g->template_graph;
   if (decided == RECAP_UPDATE_REASON_NONE && g->keep_template && !origin)
     decided = RECAP_UPDATE_REASON_NO_ORIGIN;
+  /* CUDA updates no executable that holds device-updatable kernel nodes, nor into one
+   * (parameters applied on the GPU): the driver's terms, so the policy is not asked. */
+  if (decided == RECAP_UPDATE_REASON_NONE && (g->exec_device_nodes || g->options.params_on_device))
+    decided = RECAP_UPDATE_REASON_NOT_SUPPORTED;
   recap__captured_t captured = {.template_graph = template_graph,
                                 .origin = decided == RECAP_UPDATE_REASON_NONE && g->keep_template
                                               ? origin
@@ -328,6 +332,7 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
   if (s != RECAP_SUCCESS) return give_back(g, s, template_graph);
   bool updated_in_place = g->exec && !exec && outcome == RECAP_UPDATE_REASON_NONE;
   commit_recapture(g, template_graph, exec, exec_bytes, updated_in_place, nodes, &result);
+  g->exec_device_nodes = captured.device_nodes;
   recap__update_record(u, decided, outcome, node, exec != NULL, reused, fresh);
   return RECAP_SUCCESS;
 }

@@ -397,7 +397,8 @@ void recap__update_record(recap__update_t *u, recap_update_reason_t decided,
     u->exec_kind = RECAP__EXEC_UPDATED;
     u->needs_upload = true;
     update_active(u);
-  } else if (driver_reason(outcome)) {
+  } else if (decided == RECAP_UPDATE_REASON_NONE && driver_reason(outcome)) {
+    /* Refusals the driver gave when asked (not a reason recap knew before asking). */
     st->consecutive_failures++;
     if (u->policy.max_failures && st->consecutive_failures >= u->policy.max_failures) {
       RECAP__INFO(

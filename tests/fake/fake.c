@@ -149,6 +149,9 @@ const recap__device_ops_t recap__fake_ops = {
     .patch_plan_write = recap__fake_op_patch_plan_write,
     .patch_plan_shape = recap__fake_op_patch_plan_shape,
     .patch_plan_set_shape = recap__fake_op_patch_plan_set_shape,
+    .params_device_supported = recap__fake_op_params_device_supported,
+    .patch_plan_device_node = recap__fake_op_patch_plan_device_node,
+    .params_apply_launch = recap__fake_op_params_apply_launch,
     .graph_exec_update = recap__fake_op_graph_exec_update,
     .timing_event_create = recap__fake_op_timing_event_create,
     .event_elapsed = recap__fake_op_event_elapsed,
@@ -239,6 +242,7 @@ void recap__fake_reset(const recap__fake_config_t *cfg) {
   recap__fake.updated_slowdown = 1.0;
   recap__fake.strict_joins = false;
   recap__fake_cond_reset();
+  recap__fake_applier_reset();
   recap__fake_vmm_reset();
   recap__fake_configure(cfg);
   pthread_mutex_unlock(&recap__fake.lock);

@@ -339,6 +339,12 @@ bool recap__fake_cond_value(recap_cuda_graph_exec_t exec, uint64_t handle, unsig
  * capture. */
 bool recap__fake_capture_join_back(recap_stream_t side, recap_stream_t origin);
 
+/* Graph parameters applied on the GPU (fake_applier.c): recap__fake_params_device_supported is
+ * the driver's answer to params_device_supported (default true; reset restores it);
+ * recap__fake_applier_runs counts the applier kernels run in executables since the reset. */
+void recap__fake_params_device_supported(bool supported);
+uint64_t recap__fake_applier_runs(void);
+
 /* Fault injection. Kinds of calls that can be made to fail. */
 typedef enum recap__fake_fault {
   RECAP__FAKE_FAULT_RAW_MALLOC = 0,

@@ -518,12 +518,18 @@ recap_status_t recap__fake_op_graph_launch(recap_cuda_graph_exec_t exec, recap_s
   bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_LAUNCH);
   fake_exec_t *x = recap__fake_exec_find(exec);
   fake_stream_t *s = recap__fake_stream_of(stream);
+  bool host_set = false;
   if (inject) {
     recap__fake_note_injected(&f, "cudaGraphLaunch", RECAP__FAKE_FAULT_LAUNCH, "graph launch");
   } else if (!x) {
     recap__fake_note_bad_graph(&f, "cudaGraphLaunch", (const void *)exec, "executable graph");
   } else if (!s) {
     recap__fake_note_bad_stream(&f, "cudaGraphLaunch", stream);
+  } else if (recap__fake_exec_device_nodes(x, &host_set) && (!x->uploaded || host_set)) {
+    recap__fake_note(&f, RECAP_ERROR_CUDA,
+                     "cudaGraphLaunch: the executable holds device-updatable kernel nodes and "
+                     "was not uploaded (cudaGraphUpload) since %s",
+                     x->uploaded ? "the host set one of them" : "its instantiation");
   } else {
     /* Launched into a capture, the graph becomes a child graph node; it does not run. */
     bool eager;
@@ -557,8 +563,13 @@ recap_status_t recap__fake_op_graph_upload(recap_cuda_graph_exec_t exec, recap_s
     recap__fake_note_bad_graph(&f, "cudaGraphUpload", (const void *)exec, "executable graph");
   else if (!recap__fake_stream_of(stream))
     recap__fake_note_bad_stream(&f, "cudaGraphUpload", stream);
-  else
+  else {
     recap__fake.graph_uploads++;
+    /* What the host set in device-updatable nodes reaches the device now. */
+    fake_exec_t *x = recap__fake_exec_find(exec);
+    x->uploaded = true;
+    for (size_t i = 0; i < x->nodes.count; i++) x->nodes.v[i].host_set = false;
+  }
   return recap__fake_unlock_and_report(&f);
 }
 

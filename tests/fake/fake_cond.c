@@ -262,6 +262,8 @@ static bool run_nodes(fake_failure_t *f, fake_nodes_t *nodes, size_t top) {
   return true;
 }
 
+fake_exec_t *recap__fake_running_exec(void) { return tl_running; }
+
 bool recap__fake_exec_run(fake_failure_t *f, fake_exec_t *x) {
   recap__fake_exec_conds_reset(&x->nodes);
   tl_running = x;

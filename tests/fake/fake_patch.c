@@ -166,6 +166,7 @@ static void node_write(fake_node_t *x, const plan_node_t *c, const recap__graph_
   x->dst = c->dst;
   memcpy(x->grid, c->grid, sizeof x->grid);
   memcpy(x->block, c->block, sizeof x->block);
+  if (x->device_updatable) x->host_set = true; /* the executable needs an upload again */
   for (size_t i = 0; i < np; i++) {
     const recap__graph_read_t *site = &sites[p[i].site];
     switch (site->kind) {
@@ -523,6 +524,28 @@ recap_status_t recap__fake_op_patch_plan_shape(recap__patch_plan_t plan, size_t 
   return recap__fake_unlock_and_report(&f);
 }
 
+/* The template's node becomes device-updatable (its copies in executables instantiated from
+ * it later are too); its handle is the node's own. */
+recap_status_t recap__fake_op_patch_plan_device_node(recap__patch_plan_t plan, size_t node,
+                                                     uint64_t *handle) {
+  RECAP__ARG(plan && handle, "patch device node: an argument is NULL");
+  *handle = 0;
+  RECAP__FAKE_OP_BEGIN(f, RECAP__FAKE_FAULT_PATCH, "cudaGraphKernelNodeSetAttribute",
+                       "device-updatable kernel node");
+  fake_graph_t *g = recap__fake_graph_find(plan->graph);
+  if (kernel_at(&f, plan, node)) {
+    if (!g || node >= g->nodes.count) {
+      recap__fake_note(&f, RECAP_ERROR_CUDA,
+                       "cudaGraphKernelNodeSetAttribute: invalid resource handle "
+                       "(cudaErrorInvalidResourceHandle): the plan's graph is gone");
+    } else {
+      g->nodes.v[node].device_updatable = true;
+      *handle = g->nodes.v[node].handle;
+    }
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
 recap_status_t recap__fake_op_patch_plan_set_shape(recap__patch_plan_t plan,
                                                    recap_cuda_graph_exec_t exec, size_t node,
                                                    const recap__kernel_shape_t *shape) {
@@ -601,6 +624,12 @@ static recap_update_reason_t update_refusal(const fake_exec_t *x, const fake_gra
   return recap__fake_cond_update_refusal(&x->nodes, &g->nodes, node);
 }
 
+static bool graph_device_nodes(const fake_graph_t *g) {
+  for (size_t i = 0; i < g->nodes.count; i++)
+    if (g->nodes.v[i].device_updatable) return true;
+  return false;
+}
+
 recap_status_t recap__fake_op_graph_exec_update(recap_cuda_graph_exec_t exec,
                                                 recap_cuda_graph_t graph,
                                                 recap_update_reason_t *refused, size_t *node) {
@@ -612,10 +641,16 @@ recap_status_t recap__fake_op_graph_exec_update(recap_cuda_graph_exec_t exec,
   fake_exec_t *x = recap__fake_exec_find(exec);
   fake_graph_t *g = recap__fake_graph_find(graph);
   fake_nodes_t copy;
+  bool host_set;
   if (!x) {
     recap__fake_note_bad_graph(&f, "cudaGraphExecUpdate", (const void *)exec, "executable graph");
   } else if (!g) {
     recap__fake_note_bad_graph(&f, "cudaGraphExecUpdate", (const void *)graph, "graph");
+  } else if (recap__fake_exec_device_nodes(x, &host_set) || graph_device_nodes(g)) {
+    recap__fake_note(&f, RECAP_ERROR_CUDA,
+                     "cudaGraphExecUpdate: invalid value (cudaErrorInvalidValue): the %s holds "
+                     "device-updatable kernel nodes, which no update may touch",
+                     graph_device_nodes(g) ? "graph" : "executable");
   } else if (recap__fake.refuse_armed) {
     recap__fake.refuse_armed = false;
     *refused = recap__fake.refuse_reason;

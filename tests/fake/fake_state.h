@@ -69,6 +69,9 @@ typedef struct fake_node {
    * zero: {1,1,1} and {1,1,1}). */
   uint32_t narrow;
   unsigned grid[3], block[3];
+  /* Kernels made device-updatable (patch_plan_device_node, fake_applier.c); in an executable's
+   * copy, host_set says a host set changed it since the executable's last upload. */
+  bool device_updatable, host_set;
   /* Kernels that block (fake NCCL collectives, fake_nccl.c): run by a launch with the fake's
    * lock released, since they wait for other threads that need it; a failure fails the launch
    * with the message written. */
@@ -157,7 +160,8 @@ typedef struct fake_exec {
   /* The graph it was instantiated from, for its whole life (updates keep it): as on CUDA, the
    * only graph whose nodes name this executable's nodes in a patch. */
   uint64_t origin_id;
-  bool updated; /* updated at least once (the timing model's slowdown applies) */
+  bool updated;  /* updated at least once (the timing model's slowdown applies) */
+  bool uploaded; /* graph_upload since the instantiation (device-updatable nodes need it) */
   uint64_t launches;
   int device;   /* the thread's current device at instantiation */
   size_t bytes; /* the device memory it holds: RECAP__FAKE_EXEC_BYTES_PER_NODE per node */
@@ -265,6 +269,9 @@ typedef struct fake_state {
   bool cond_unsupported;         /* recap__fake_cond_supported(false) */
   uint64_t cond_iteration_limit; /* 0: the default */
   uint64_t cond_nodes_run, body_launches, cond_kernels_run;
+  /* Graph parameters applied on the GPU (fake_applier.c). */
+  bool params_device_unsupported; /* recap__fake_params_device_supported(false) */
+  uint64_t applier_runs;          /* applier kernels run in executables */
 
   /* Virtual memory management and pinned host memory (fake_vmm.c). */
   size_t vmm_granularity;
@@ -589,6 +596,20 @@ recap_update_reason_t recap__fake_cond_update_refusal(const fake_nodes_t *x, con
 /* Whether some capture appends to g or to a body inside g. */
 bool recap__fake_graph_capturing(const fake_graph_t *g);
 /* Free the handles table (recap__fake_reset). */
+/* ---- graph parameters applied on the GPU (fake_applier.c) -------------------------------- */
+
+recap_status_t recap__fake_op_params_device_supported(bool *supported);
+recap_status_t recap__fake_op_patch_plan_device_node(recap__patch_plan_t plan, size_t node,
+                                                     uint64_t *handle);
+recap_status_t recap__fake_op_params_apply_launch(recap_stream_t stream,
+                                                  struct recap__applier_table *table);
+/* Whether x holds a device-updatable node; whether one of them was set from the host since
+ * x's last upload. */
+bool recap__fake_exec_device_nodes(const fake_exec_t *x, bool *host_set);
+/* The executable a graph_launch of this thread is running (NULL outside one). */
+fake_exec_t *recap__fake_running_exec(void);
+void recap__fake_applier_reset(void);
+
 void recap__fake_cond_reset(void);
 
 #endif /* RECAP_FAKE_STATE_H */

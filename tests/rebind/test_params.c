@@ -454,6 +454,173 @@ RECAP_TEST(launch_shapes) {
   done();
 }
 
+/* ---- parameters applied on the GPU (options.params_on_device) ------------------------------ */
+
+static recap_capture_options_t on_device(void) {
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.params_on_device = 1;
+  return o;
+}
+
+/* The applier is the graph's first node; a set patches nothing and the next replay applies
+ * it, through more replays than the ring has slots, each with its own values; the executable
+ * was uploaded before its first launch. */
+RECAP_TEST(applied_on_the_device) {
+  recap_stream_t s = fresh_stream();
+  float *x = alloc(BYTES, s), *y1 = alloc(BYTES, s), *y2 = alloc(BYTES, s);
+  fill(x, 1.0f);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP)); /* inspected; the first replay instantiates */
+  recap_capture_options_t o = on_device();
+  uint64_t uploads = recap__fake_now().graph_uploads;
+  four_t p = capture_affine(g, s, &o, x, y1, y2);
+  recap_graph_info_t *info = NULL;
+  OK(recap_graph_inspect(g, &info));
+  assert_int_equal(info->node_count, 3);
+  assert_string_equal(info->nodes[0].kernel_name, "recap_params_apply_kernel");
+  recap_graph_info_free(info);
+  recap_param_site_t site = RECAP_PARAM_SITE_INIT;
+  size_t count = 0;
+  OK(recap_param_sites(p.a, &site, 1, &count));
+  assert_int_equal(site.node, 1); /* after the applier */
+
+  uint64_t runs = recap__fake_applier_runs();
+  replay(g, s);
+  assert_int_equal(recap__fake_now().graph_uploads - uploads, 1);
+  expect_affine(x, y1, 0.5f, 3, 0.25, 1000);
+  uint64_t patches = exec_patches();
+  for (int i = 0; i < 3 * 16 + 5; i++) {
+    float a = 0.25f * (float)i;
+    int32_t step = i;
+    OK(recap_param_set_float(p.a, a));
+    if (i % 3 == 0) {
+      double d = -0.5 * i;
+      int64_t big = 7 * (int64_t)i;
+      recap_param_value_t batch[3] = {{p.d, &d}, {p.step, &step}, {p.big, &big}};
+      OK(recap_params_set(batch, 3));
+      replay(g, s);
+      expect_affine(x, y2, a, step, d, big);
+    } else {
+      OK(recap_param_set_int32(p.step, step));
+      replay(g, s);
+      recap_param_info_t d = RECAP_PARAM_INFO_INIT, big = RECAP_PARAM_INFO_INIT;
+      OK(recap_param_info(p.d, &d));
+      OK(recap_param_info(p.big, &big));
+      double dv;
+      memcpy(&dv, &d.bits, sizeof dv);
+      expect_affine(x, y1, a, step, dv, (int64_t)big.bits);
+    }
+  }
+  assert_int_equal(exec_patches() - patches, 0); /* nothing patched from the host */
+  assert_int_equal(recap__fake_applier_runs() - runs, 1 + 3 * 16 + 5);
+  assert_int_equal(recap__fake_now().graph_uploads - uploads, 1); /* once */
+  OK(recap_graph_destroy(g));
+  done();
+}
+
+/* A host set of a device-updatable node (one argument, a shape) makes the next replay upload
+ * the executable again; a recapture instantiates afresh (CUDA updates no such executable),
+ * counted as NOT_SUPPORTED, and keeps the parameters. */
+RECAP_TEST(device_nodes_upload_and_recapture) {
+  recap_stream_t s = fresh_stream();
+  float *x = alloc(BYTES, s), *x2 = alloc(BYTES, s), *y1 = alloc(BYTES, s), *y2 = alloc(BYTES, s);
+  fill(x, 1.0f);
+  fill(x2, 4.0f);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_capture_options_t o = on_device();
+  o.recapture = 1;
+  four_t p = capture_affine(g, s, &o, x, y1, y2);
+  replay(g, s);
+  uint64_t uploads = recap__fake_now().graph_uploads;
+  OK(recap_graph_kernel_arg_set(g, 1, 0, &x2, sizeof x2));
+  OK(recap_param_set_float(p.a, 2.0f));
+  replay(g, s);
+  assert_int_equal(recap__fake_now().graph_uploads - uploads, 1);
+  expect_affine(x2, y1, 2.0f, 3, 0.25, 1000);
+  replay(g, s); /* nothing set from the host since: no upload */
+  assert_int_equal(recap__fake_now().graph_uploads - uploads, 1);
+  unsigned grid[3] = {4, 1, 1};
+  OK(recap_graph_kernel_shape_set(g, 2, grid, NULL));
+  replay(g, s);
+  assert_int_equal(recap__fake_now().graph_uploads - uploads, 2);
+
+  four_t q = capture_affine(g, s, &o, x, y1, y2);
+  assert_ptr_equal(q.a, p.a);
+  recap_update_stats_t st = RECAP_UPDATE_STATS_INIT;
+  OK(recap_graph_update_stats(g, &st));
+  assert_int_equal(st.recaptures, 1);
+  assert_int_equal(st.updates, 0);
+  assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_NOT_SUPPORTED], 1);
+  assert_int_equal(st.consecutive_failures, 0); /* not a refusal of the driver's */
+  OK(recap_param_set_int64(p.big, -5));
+  replay(g, s);
+  expect_affine(x2, y1, 0.5f, 3, 0.25, -5); /* the argument set is kept; values declared anew */
+  OK(recap_graph_destroy(g));
+  done();
+}
+
+/* A replay whose launch fails takes back its slot: the next one applies its own values. A
+ * launch of the executable behind recap's back leaves the applier out of step, which the next
+ * replay reports. Faults at the new calls fail the capture cleanly. Where the driver lacks
+ * device-updatable nodes, the parameters are set from the host. */
+RECAP_TEST(device_replay_failures_and_fallback) {
+  recap_stream_t s = fresh_stream();
+  float *x = alloc(BYTES, s), *y1 = alloc(BYTES, s), *y2 = alloc(BYTES, s);
+  fill(x, 1.0f);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_capture_options_t o = on_device();
+  four_t p = capture_affine(g, s, &o, x, y1, y2);
+  replay(g, s);
+  OK(recap_param_set_float(p.a, 8.0f));
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_LAUNCH, 1);
+  EXPECT_STATUS(recap_graph_replay(g, s), RECAP_ERROR_CUDA);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_LAUNCH, 0);
+  replay(g, s);
+  expect_affine(x, y1, 8.0f, 3, 0.25, 1000);
+  recap_cuda_graph_exec_t raw;
+  OK(recap_graph_raw_exec(g, &raw));
+  OK(recap__device()->graph_launch(raw, s));
+  EXPECT_STATUS(recap_graph_replay(g, s), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("found no values for replay");
+  OK(recap_graph_destroy(g));
+
+  OK(recap_graph_create(&g, 0));
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_LAUNCH, 1);
+  EXPECT_STATUS(recap_graph_capture_begin(g, &o, s), RECAP_ERROR_CUDA);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_LAUNCH, 0);
+  recap_graph_state_t now;
+  OK(recap_graph_state(g, &now));
+  assert_int_equal(now, RECAP_GRAPH_STATE_FRESH);
+  OK(recap_graph_capture_begin(g, &o, s));
+  float a;
+  recap_param_t lr;
+  OK(recap_graph_param_float(g, "lr", 1.0f, &a, &lr));
+  affine(s, "first", x, y1, a, 3, 0.25, 1000);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 1);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CUDA);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 0);
+  OK(recap_graph_state(g, &now));
+  assert_int_equal(now, RECAP_GRAPH_STATE_FRESH);
+  OK(recap_graph_destroy(g));
+
+  recap__fake_params_device_supported(false);
+  OK(recap_graph_create(&g, 0));
+  p = capture_affine(g, s, &o, x, y1, y2);
+  uint64_t runs = recap__fake_applier_runs(), patches = exec_patches();
+  OK(recap_param_set_float(p.a, 6.0f));
+  assert_int_equal(exec_patches() - patches, 2);
+  replay(g, s);
+  expect_affine(x, y2, 6.0f, 3, 0.25, 1000);
+  assert_int_equal(recap__fake_applier_runs(), runs);
+  size_t nodes = 0;
+  OK(recap_graph_node_count(g, &nodes));
+  assert_int_equal(nodes, 2); /* no applier */
+  OK(recap_graph_destroy(g));
+  done();
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(parameters_change_per_replay),
@@ -464,6 +631,9 @@ int main(int argc, char **argv) {
       cmocka_unit_test(a_failed_set_changes_nothing),
       cmocka_unit_test(one_argument_of_one_node),
       cmocka_unit_test(launch_shapes),
+      cmocka_unit_test(applied_on_the_device),
+      cmocka_unit_test(device_nodes_upload_and_recapture),
+      cmocka_unit_test(device_replay_failures_and_fallback),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }
