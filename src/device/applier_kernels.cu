@@ -22,8 +22,8 @@
 __global__ void recap_params_apply_kernel(recap__applier_table_t *table) {
   __shared__ uint64_t values[RECAP__APPLIER_MAX_VALUES];
   /* Raw storage: the struct's union holds a dim3, so it has no default constructor. */
-  __shared__ __align__(16) unsigned char
-      update_bytes[RECAP__APPLIER_CHUNK * sizeof(cudaGraphKernelNodeUpdate)];
+  __shared__ __align__(
+      16) unsigned char update_bytes[RECAP__APPLIER_CHUNK * sizeof(cudaGraphKernelNodeUpdate)];
   cudaGraphKernelNodeUpdate *updates = reinterpret_cast<cudaGraphKernelNodeUpdate *>(update_bytes);
   __shared__ bool in_step;
   const uint64_t replay = table->replays;

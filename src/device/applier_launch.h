@@ -26,16 +26,16 @@ extern "C" {
 #endif
 
 enum {
-  RECAP__APPLIER_SLOTS = 16,         /* replays the host may run ahead of the GPU */
-  RECAP__APPLIER_THREADS = 64,       /* the applier kernel's one block */
-  RECAP__APPLIER_CHUNK = 64,         /* updates handed to the driver at once */
-  RECAP__APPLIER_MAX_VALUES = 256    /* parameters of one graph (8 bytes each in a slot) */
+  RECAP__APPLIER_SLOTS = 16,      /* replays the host may run ahead of the GPU */
+  RECAP__APPLIER_THREADS = 64,    /* the applier kernel's one block */
+  RECAP__APPLIER_CHUNK = 64,      /* updates handed to the driver at once */
+  RECAP__APPLIER_MAX_VALUES = 256 /* parameters of one graph (8 bytes each in a slot) */
 };
 
 /* The applier's error word (pinned host memory), 0 while all is well: what went wrong first. */
 enum {
   RECAP__APPLIER_OK = 0,
-  RECAP__APPLIER_OUT_OF_STEP = 1, /* the slot held no values for this replay */
+  RECAP__APPLIER_OUT_OF_STEP = 1,  /* the slot held no values for this replay */
   RECAP__APPLIER_UPDATE_FAILED = 2 /* cudaGraphKernelNodeUpdatesApply failed (code in `detail`) */
 };
 
@@ -65,14 +65,14 @@ typedef struct recap__applier_table {
 } recap__applier_table_t;
 
 #ifdef __CUDACC__
-#define RECAP__APPLIER_FN __host__ __device__ static inline
+#  define RECAP__APPLIER_FN __host__ __device__ static inline
 #else
-#define RECAP__APPLIER_FN static inline
+#  define RECAP__APPLIER_FN static inline
 #endif
 
 /* The first byte of slot `slot`. */
-RECAP__APPLIER_FN unsigned char *recap__applier_slot(recap__applier_ring_t *ring, uint32_t slot_bytes,
-                                                 uint64_t slot) {
+RECAP__APPLIER_FN unsigned char *recap__applier_slot(recap__applier_ring_t *ring,
+                                                     uint32_t slot_bytes, uint64_t slot) {
   return (unsigned char *)(ring + 1) + slot * slot_bytes;
 }
 

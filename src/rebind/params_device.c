@@ -28,9 +28,9 @@
 #include "rebind/rebind_internal.h"
 
 struct params_device {
-  bool on;                       /* false: the driver has no device-updatable nodes */
-  recap_stream_t stream;         /* the capture's, for the writes at its end */
-  recap__applier_table_t *table; /* device memory, the applier's argument */
+  bool on;                         /* false: the driver has no device-updatable nodes */
+  recap_stream_t stream;           /* the capture's, for the writes at its end */
+  recap__applier_table_t *table;   /* device memory, the applier's argument */
   recap__applier_entry_t *entries; /* device memory */
   recap__applier_ring_t *ring;     /* pinned host memory */
   uint32_t slot_bytes, count;
@@ -65,10 +65,11 @@ recap_status_t recap__params_device_prepare(params_device_t **out) {
   if (s == RECAP_SUCCESS && !d->on) {
     static atomic_bool warned;
     if (!atomic_exchange(&warned, true))
-      RECAP__WARN("%s: options.params_on_device: the driver has no device-updatable kernel "
-                  "nodes (CUDA 12.4 or later), so the graphs' parameters are set from the host "
-                  "(said once per process)",
-                  fn);
+      RECAP__WARN(
+          "%s: options.params_on_device: the driver has no device-updatable kernel "
+          "nodes (CUDA 12.4 or later), so the graphs' parameters are set from the host "
+          "(said once per process)",
+          fn);
   }
   if (s == RECAP_SUCCESS && d->on) s = dev->raw_malloc((void **)&d->table, sizeof *d->table);
   if (s != RECAP_SUCCESS) {
@@ -114,8 +115,10 @@ static recap_status_t build_entries(rebind_t *r, recap__applier_entry_t *entries
       const recap__arg_write_t *w = &r->writes[use->first + k];
       uint64_t handle = 0;
       s = node_handle(r, w->node, nodes, handles, &made, &handle);
-      entries[use->first + k] = (recap__applier_entry_t){
-          .node = handle, .offset = (uint32_t)w->offset, .size = w->size, .value = (uint32_t)(8 * i)};
+      entries[use->first + k] = (recap__applier_entry_t){.node = handle,
+                                                         .offset = (uint32_t)w->offset,
+                                                         .size = w->size,
+                                                         .value = (uint32_t)(8 * i)};
     }
   }
   recap__host_free(nodes);
@@ -156,9 +159,11 @@ static recap_status_t hook_captured(void *ctx, recap_graph_t graph, recap__captu
     memset(d->ring, 0, recap__applier_ring_bytes(d->slot_bytes));
     for (size_t i = 0; i < r->use_count; i++)
       memcpy(d->staged + 8 * i, &r->writes[r->uses[i].first].bits, 8);
-    recap__applier_table_t table = {
-        .replays = 0, .ring = d->ring, .entries = d->entries, .count = d->count,
-        .slot_bytes = d->slot_bytes};
+    recap__applier_table_t table = {.replays = 0,
+                                    .ring = d->ring,
+                                    .entries = d->entries,
+                                    .count = d->count,
+                                    .slot_bytes = d->slot_bytes};
     s = dev->memcpy_async(d->entries, entries, entry_bytes, d->stream);
     if (s == RECAP_SUCCESS) s = dev->memcpy_async(d->table, &table, sizeof table, d->stream);
     if (s == RECAP_SUCCESS) s = dev->stream_synchronize(d->stream);
@@ -184,7 +189,8 @@ static recap_status_t wait_for_slot(const params_device_t *d, uint64_t slot) {
     if (now.tv_sec - start.tv_sec > WAIT_SECONDS)
       return recap__error(RECAP_ERROR_BUSY,
                           "recap_graph_replay: the GPU has not applied the parameters of replay "
-                          "%" PRIu64 " within %d s, and this replay's values would overwrite "
+                          "%" PRIu64
+                          " within %d s, and this replay's values would overwrite "
                           "them; is the stream of that replay stalled?",
                           need - 1, (int)WAIT_SECONDS);
   }
@@ -200,7 +206,8 @@ static recap_status_t hook_before_replay(void *ctx, recap_graph_t graph, recap_s
     if (error == RECAP__APPLIER_OUT_OF_STEP)
       return recap__error(RECAP_ERROR_INVALID_USAGE,
                           "recap_graph_replay: the parameter applier on the GPU found no values "
-                          "for replay %" PRIu32 " of graph %p: the executable ran without "
+                          "for replay %" PRIu32
+                          " of graph %p: the executable ran without "
                           "recap_graph_replay (through recap_graph_raw_exec?)",
                           detail, (void *)graph);
     return recap__error(RECAP_ERROR_CUDA,

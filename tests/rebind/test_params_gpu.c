@@ -46,15 +46,20 @@ static void launch(const values_t *v, const float *x, float *y1, float *y2, cuda
   CUDA_OK(recap_test_param_coeffs(y1, y2, N, v->coeffs, s));
 }
 
-/* Captured once with placeholders, replayed with each step's values: bit for bit as eager. */
-RECAP_TEST(replays_compute_what_eager_computes) {
+/* Captured once with o, with placeholders; replayed with each of `steps` steps' values, bit for
+ * bit as eager. Each replay's second output is copied aside in stream order and all are
+ * compared at the end: the host runs ahead of the GPU (on the device path, through more
+ * replays than the applier's ring has slots), and each replay must still run with its own
+ * values. */
+static void schedule_matches_eager(const recap_capture_options_t *o, int steps) {
   cudaStream_t s = begin();
   float *x = gpu_floats(N, s), *y1 = gpu_floats(N, s), *y2 = gpu_floats(N, s);
   float *e1 = gpu_floats(N, s), *e2 = gpu_floats(N, s);
+  float *kept = gpu_floats((size_t)steps * N, s);
   gpu_upload_pattern(x, N, 0.5f);
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
-  OK(recap_graph_capture_begin(g, NULL, (recap_stream_t)s));
+  OK(recap_graph_capture_begin(g, o, (recap_stream_t)s));
   values_t ph;
   recap_param_t lr, step, bias, offset, scale, shift, cbias;
   values_t v0 = values_at(0);
@@ -77,7 +82,7 @@ RECAP_TEST(replays_compute_what_eager_computes) {
   OK(recap_param_info(shift, &info));
   assert_int_equal(info.sites, 1); /* a field of the struct argument */
 
-  for (int t = 0; t < STEPS; t++) {
+  for (int t = 0; t < steps; t++) {
     values_t v = values_at(t);
     if (t > 0) {
       int32_t st = v.step, sh = v.coeffs.shift;
@@ -92,18 +97,21 @@ RECAP_TEST(replays_compute_what_eager_computes) {
       OK(recap_params_set(batch, sizeof batch / sizeof batch[0]));
     }
     OK(recap_graph_replay(g, (recap_stream_t)s));
+    CUDA_OK(
+        cudaMemcpyAsync(kept + (size_t)t * N, y2, N * sizeof(float), cudaMemcpyDeviceToDevice, s));
+  }
+  for (int t = 0; t < steps; t++) {
+    values_t v = values_at(t);
     launch(&v, x, e1, e2, s);
-    CUDA_OK(cudaStreamSynchronize(s));
-    gpu_expect_same_bits(y1, e1, N);
-    gpu_expect_same_bits(y2, e2, N);
+    gpu_expect_same_bits(kept + (size_t)t * N, e2, N);
   }
   /* One parameter alone. */
   OK(recap_param_set_float(lr, 3.0f));
   OK(recap_graph_replay(g, (recap_stream_t)s));
-  values_t v = values_at(STEPS - 1);
+  values_t v = values_at(steps - 1);
   v.lr = 3.0f;
   launch(&v, x, e1, e2, s);
-  CUDA_OK(cudaStreamSynchronize(s));
+  gpu_expect_same_bits(y1, e1, N);
   gpu_expect_same_bits(y2, e2, N);
   OK(recap_graph_destroy(g));
   OK(recap_free(x));
@@ -111,7 +119,18 @@ RECAP_TEST(replays_compute_what_eager_computes) {
   OK(recap_free(y2));
   OK(recap_free(e1));
   OK(recap_free(e2));
+  OK(recap_free(kept));
   gpu_finish_stream(s, NULL, 0);
+}
+
+/* Set from the host: each set patches the executable's nodes. */
+RECAP_TEST(replays_compute_what_eager_computes) { schedule_matches_eager(NULL, STEPS); }
+
+/* Applied on the GPU by the graph's applier (device-updatable nodes, CUDA 12.4). */
+RECAP_TEST(applied_on_the_gpu_compute_what_eager_computes) {
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.params_on_device = 1;
+  schedule_matches_eager(&o, 3 * 16 + 5);
 }
 
 /* One argument of one node, and the launch shape: the grid-stride kernel computes the same with
@@ -161,10 +180,53 @@ RECAP_TEST(one_argument_and_launch_shapes) {
   gpu_finish_stream(s, NULL, 0);
 }
 
+/* On the GPU path, the host's sets of the device-updatable nodes (one argument, a shape) reach
+ * the device: recap uploads the executable before the next replay, and the applier's value
+ * still lands in both nodes. Node 0 is the applier. */
+RECAP_TEST(applied_on_the_gpu_with_host_sets) {
+  cudaStream_t s = begin();
+  float *x = gpu_floats(N, s), *x2 = gpu_floats(N, s), *y1 = gpu_floats(N, s),
+        *y2 = gpu_floats(N, s), *e = gpu_floats(N, s);
+  gpu_upload_pattern(x, N, 1.0f);
+  gpu_upload_pattern(x2, N, -3.0f);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.params_on_device = 1;
+  OK(recap_graph_capture_begin(g, &o, (recap_stream_t)s));
+  float a;
+  recap_param_t lr;
+  OK(recap_graph_param_float(g, "lr", 2.0f, &a, &lr));
+  CUDA_OK(recap_test_param_affine(x, y1, N, a, 1, 0.5, 3, 64, 256, s));
+  CUDA_OK(recap_test_param_affine(x, y2, N, a, 1, 0.5, 3, 64, 256, s));
+  OK(recap_graph_capture_end(g));
+  OK(recap_graph_replay(g, (recap_stream_t)s));
+  CUDA_OK(recap_test_param_affine(x, e, N, 2.0f, 1, 0.5, 3, 64, 256, s));
+  gpu_expect_same_bits(y1, e, N);
+  OK(recap_graph_kernel_arg_set(g, 2, 0, &x2, sizeof x2));
+  const unsigned small[3] = {1, 1, 1}, block[3] = {128, 1, 1};
+  OK(recap_graph_kernel_shape_set(g, 1, small, block));
+  OK(recap_param_set_float(lr, -0.75f));
+  OK(recap_graph_replay(g, (recap_stream_t)s));
+  CUDA_OK(recap_test_param_affine(x2, e, N, -0.75f, 1, 0.5, 3, 64, 256, s));
+  gpu_expect_same_bits(y2, e, N);
+  CUDA_OK(recap_test_param_affine(x, e, N, -0.75f, 1, 0.5, 3, 64, 256, s));
+  gpu_expect_same_bits(y1, e, N);
+  OK(recap_graph_destroy(g));
+  OK(recap_free(x));
+  OK(recap_free(x2));
+  OK(recap_free(y1));
+  OK(recap_free(y2));
+  OK(recap_free(e));
+  gpu_finish_stream(s, NULL, 0);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(replays_compute_what_eager_computes),
+      cmocka_unit_test(applied_on_the_gpu_compute_what_eager_computes),
       cmocka_unit_test(one_argument_and_launch_shapes),
+      cmocka_unit_test(applied_on_the_gpu_with_host_sets),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }
