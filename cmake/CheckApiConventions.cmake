@@ -127,6 +127,9 @@ elseif(CHECK STREQUAL "order")
       elseif(ptype MATCHES "\\*\\*$" OR ptype MATCHES
              "^(recap_[a-z0-9_]+_t|size_t|int|int64_t|uint64_t)\\*$")
         set(kind output)
+      elseif(ptype STREQUAL "void*" AND pname STREQUAL "placeholder")
+        # params.h: the bytes a declaration hands back, as wide as the parameter's type.
+        set(kind output)
       endif()
       if(index EQUAL 0 AND makes)
         set(kind made)

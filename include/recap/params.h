@@ -50,6 +50,23 @@ RECAP_NODISCARD RECAP_API recap_status_t
 recap_graph_param_declare(recap_graph_t graph, const char *name, recap_param_type_t type,
                           const void *initial, void *placeholder, recap_param_t *param);
 
+/* During graph's capture: declare the parameter `name` of `type` whose value the GPU decides,
+ * on stream. At this point of stream's work the graph reads the 4 or 8 bytes at
+ * device_value (device memory that the graph's own earlier work wrote, or the program writes
+ * between replays) and writes them, at every replay, into the kernel nodes that take
+ * *placeholder: pass it, unchanged, to kernels launched after this call on stream (or on
+ * streams that wait for stream's work after it). With per_block (integer types only; 0: none)
+ * each of those nodes also runs a grid of ceil(value / per_block) blocks in x (its y and z as
+ * captured), and is skipped while the value is 0 or less: one executable serves every size the
+ * GPU decides, with no padding. recap captures a one-block kernel of its own here
+ * (recap_params_source_kernel) and makes the nodes device-updatable (docs/params.md).
+ * The parameter is not set from the host (recap_param_set: INVALID_USAGE). INVALID_ARGUMENT as
+ * recap_graph_param_declare, and device_value NULL, or per_block with a floating type;
+ * NOT_SUPPORTED: the driver has no device-updatable kernel nodes (CUDA 12.4). */
+RECAP_NODISCARD RECAP_API recap_status_t recap_graph_param_device(
+    recap_graph_t graph, const char *name, recap_param_type_t type, const void *device_value,
+    unsigned per_block, recap_stream_t stream, void *placeholder, recap_param_t *param);
+
 /* The typed forms: the placeholder is the return value's target. */
 RECAP_NODISCARD static inline recap_status_t recap_graph_param_int32(recap_graph_t graph,
                                                                      const char *name,

@@ -17,6 +17,16 @@
 #include "device/cuda_kernel_image.h"
 #include "device/device.h"
 
+namespace {
+
+/* The applier's first error into the pinned error words. */
+__device__ void applier_error(recap__applier_ring_t *ring, uint32_t error, uint32_t detail) {
+  if (ring && atomicCAS((unsigned *)&ring->error, 0u, error) == 0u)
+    *(volatile uint32_t *)&ring->detail = detail;
+}
+
+} // namespace
+
 /* Outside any namespace, so that graph inspection shows a plain name. One block of
  * RECAP__APPLIER_THREADS threads. */
 __global__ void recap_params_apply_kernel(recap__applier_table_t *table) {
@@ -34,8 +44,7 @@ __global__ void recap_params_apply_kernel(recap__applier_table_t *table) {
     /* The host published this replay's values before it launched the graph. */
     const uint64_t published = *(volatile const uint64_t *)&ring->published[slot];
     in_step = published == replay + 1;
-    if (!in_step && atomicCAS((unsigned *)&ring->error, 0u, RECAP__APPLIER_OUT_OF_STEP) == 0u)
-      *(volatile uint32_t *)&ring->detail = (uint32_t)replay;
+    if (!in_step) applier_error(ring, RECAP__APPLIER_OUT_OF_STEP, (uint32_t)replay);
   }
   __syncthreads();
   if (in_step) {
@@ -61,9 +70,7 @@ __global__ void recap_params_apply_kernel(recap__applier_table_t *table) {
       __syncthreads();
       if (threadIdx.x == 0) {
         const cudaError_t err = cudaGraphKernelNodeUpdatesApply(updates, n);
-        if (err != cudaSuccess &&
-            atomicCAS((unsigned *)&ring->error, 0u, RECAP__APPLIER_UPDATE_FAILED) == 0u)
-          *(volatile uint32_t *)&ring->detail = (uint32_t)err;
+        if (err != cudaSuccess) applier_error(ring, RECAP__APPLIER_UPDATE_FAILED, err);
       }
       __syncthreads();
     }
@@ -74,6 +81,72 @@ __global__ void recap_params_apply_kernel(recap__applier_table_t *table) {
     __threadfence_system();
     *(volatile uint64_t *)&ring->applied[slot] = replay + 1;
   }
+}
+
+/* A parameter whose value the GPU decides: its value from device memory into its sites, and
+ * the grids (and whether they run) of the nodes that take it. One block. */
+__global__ void recap_params_source_kernel(const recap__source_table_t *table) {
+  __shared__ uint64_t value;
+  __shared__ __align__(
+      16) unsigned char update_bytes[RECAP__APPLIER_CHUNK * sizeof(cudaGraphKernelNodeUpdate)];
+  cudaGraphKernelNodeUpdate *updates = reinterpret_cast<cudaGraphKernelNodeUpdate *>(update_bytes);
+  const uint32_t bytes = table->bytes;
+  if (threadIdx.x == 0) {
+    uint64_t v = 0;
+    if (bytes == 4)
+      v = *(const volatile uint32_t *)table->value;
+    else
+      v = *(const volatile uint64_t *)table->value;
+    value = v;
+  }
+  __syncthreads();
+  /* The grid's count: the value as a signed integer. */
+  const int64_t n = bytes == 4 ? (int64_t)(int32_t)(uint32_t)value : (int64_t)value;
+  const uint32_t per_block = table->per_block;
+  int64_t blocks = per_block && n > 0 ? (n + per_block - 1) / per_block : 0;
+  if (blocks > 0x7fffffff) blocks = 0x7fffffff;
+  const uint32_t count = table->count;
+  for (uint32_t base = 0; base < count; base += RECAP__APPLIER_CHUNK / 2) {
+    const uint32_t m =
+        count - base < RECAP__APPLIER_CHUNK / 2 ? count - base : RECAP__APPLIER_CHUNK / 2;
+    /* Each entry takes two updates at most (a grid and whether the node runs). */
+    for (uint32_t i = threadIdx.x; i < m; i += blockDim.x) {
+      const recap__source_entry_t e = table->entries[base + i];
+      cudaGraphKernelNodeUpdate *u = &updates[2 * i], *w = &updates[2 * i + 1];
+      u->node = w->node = (cudaGraphDeviceNode_t)e.node;
+      if (e.offset != RECAP__SOURCE_GRID) {
+        u->field = cudaGraphKernelNodeFieldParam;
+        u->updateData.param.pValue = &value;
+        u->updateData.param.offset = e.offset;
+        u->updateData.param.size = e.size;
+        *w = *u; /* the pair's second update repeats the first: the same bytes again */
+      } else {
+        u->field = cudaGraphKernelNodeFieldGridDim;
+        u->updateData.gridDim = dim3(blocks > 0 ? (unsigned)blocks : 1u, e.grid_y, e.grid_z);
+        w->field = cudaGraphKernelNodeFieldEnabled;
+        w->updateData.isEnabled = blocks > 0 ? 1u : 0u;
+      }
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const cudaError_t err = cudaGraphKernelNodeUpdatesApply(updates, 2 * m);
+      if (err != cudaSuccess) applier_error(table->status, RECAP__APPLIER_UPDATE_FAILED, err);
+    }
+    __syncthreads();
+  }
+}
+
+extern "C" recap_status_t recap__cuda_params_source_launch(recap_stream_t stream,
+                                                           recap__source_table_t *table) {
+  RECAP__ARG(table != NULL, "recap_params_source_kernel: table is NULL");
+  RECAP__CHECK(recap__cuda_kernel_image_check());
+  recap_params_source_kernel<<<1, RECAP__APPLIER_THREADS, 0, (cudaStream_t)stream>>>(table);
+  cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess)
+    return recap__cuda_fail((int)err, __FILE__, __LINE__,
+                            "recap_params_source_kernel<<<1, %d, 0, stream %p>>>(table %p)",
+                            (int)RECAP__APPLIER_THREADS, (void *)stream, (void *)table);
+  return RECAP_SUCCESS;
 }
 
 extern "C" recap_status_t recap__cuda_params_apply_launch(recap_stream_t stream,
@@ -105,6 +178,9 @@ extern "C" recap_status_t recap__cuda_params_device_supported(bool *supported) {
 static_assert(std::is_same<decltype(&recap__cuda_params_apply_launch),
                            decltype(recap__device_ops_t::params_apply_launch)>::value,
               "recap__cuda_params_apply_launch does not match the seam's params_apply_launch");
+static_assert(std::is_same<decltype(&recap__cuda_params_source_launch),
+                           decltype(recap__device_ops_t::params_source_launch)>::value,
+              "recap__cuda_params_source_launch does not match the seam's params_source_launch");
 static_assert(std::is_same<decltype(&recap__cuda_params_device_supported),
                            decltype(recap__device_ops_t::params_device_supported)>::value,
               "recap__cuda_params_device_supported does not match the seam's op");

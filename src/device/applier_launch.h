@@ -64,6 +64,26 @@ typedef struct recap__applier_table {
   uint32_t count, slot_bytes;
 } recap__applier_table_t;
 
+/* A parameter whose value the GPU decides (recap_graph_param_device): its source applier,
+ * captured where the parameter was declared, reads `bytes` at `value` (device memory the
+ * graph's own work wrote) and writes them at each site; with per_block, each node holding it
+ * also gets grid.x = ceil(value / per_block) and is enabled, or is disabled while the value is
+ * 0 or less. An entry is a site (offset, size) or, offset RECAP__SOURCE_GRID, a node's grid. */
+#define RECAP__SOURCE_GRID UINT32_MAX
+
+typedef struct recap__source_entry {
+  uint64_t node;           /* cudaGraphDeviceNode_t */
+  uint32_t offset, size;   /* a site; offset RECAP__SOURCE_GRID: the node's grid */
+  uint32_t grid_y, grid_z; /* grid entries: the captured grid's other dimensions */
+} recap__source_entry_t;
+
+typedef struct recap__source_table {
+  const void *value;              /* device memory */
+  recap__applier_ring_t *status;  /* pinned host memory: its error words (NULL: none yet) */
+  recap__source_entry_t *entries; /* device memory, count of them */
+  uint32_t count, bytes, per_block, is_signed;
+} recap__source_table_t;
+
 #ifdef __CUDACC__
 #  define RECAP__APPLIER_FN __host__ __device__ static inline
 #else

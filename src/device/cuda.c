@@ -601,6 +601,8 @@ recap_status_t recap__cuda_rng_advance(recap_stream_t stream, uint64_t *state, u
 /* Defined in applier_kernels.cu, which checks that they match the seam's members. */
 recap_status_t recap__cuda_params_apply_launch(recap_stream_t stream,
                                                struct recap__applier_table *table);
+recap_status_t recap__cuda_params_source_launch(recap_stream_t stream,
+                                                struct recap__source_table *table);
 recap_status_t recap__cuda_params_device_supported(bool *supported);
 
 /* ---- the table ---------------------------------------------------------------------------- */
@@ -654,6 +656,7 @@ const recap__device_ops_t recap__cuda_ops = {
     .params_device_supported = recap__cuda_params_device_supported,
     .patch_plan_device_node = recap__cuda_patch_plan_device_node,
     .params_apply_launch = recap__cuda_params_apply_launch,
+    .params_source_launch = recap__cuda_params_source_launch,
     .graph_exec_update = recap__cuda_graph_exec_update,
     .timing_event_create = cuda_timing_event_create,
     .event_elapsed = cuda_event_elapsed,

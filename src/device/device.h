@@ -49,6 +49,7 @@ typedef enum recap__capture_status {
 struct recap__rng_launch;    /* rng_launch.h */
 struct recap__cond_launch;   /* cond_launch.h */
 struct recap__applier_table; /* applier_launch.h */
+struct recap__source_table;  /* applier_launch.h */
 
 /* CUDA's conditional node types, in the numbering of cudaGraphConditionalNodeType (an IF node
  * with two bodies is IF/ELSE). */
@@ -304,11 +305,13 @@ typedef struct recap__device_ops {
    * a graph is instantiated once and never passed to graph_exec_update, and an executable of
    * it must be uploaded (graph_upload) before a launch after it was instantiated or its
    * device-updatable nodes were set from the host. params_apply_launch enqueues recap's
-   * applier kernel on stream, whose argument is table (device memory). Fault kind PATCH in
-   * the fake for patch_plan_device_node, LAUNCH for params_apply_launch. */
+   * applier kernel on stream, whose argument is table (device memory); params_source_launch
+   * the source applier of a parameter whose value the GPU decides. Fault kind PATCH in the
+   * fake for patch_plan_device_node, LAUNCH for the two launches. */
   recap_status_t (*params_device_supported)(bool *supported);
   recap_status_t (*patch_plan_device_node)(recap__patch_plan_t plan, size_t node, uint64_t *handle);
   recap_status_t (*params_apply_launch)(recap_stream_t stream, struct recap__applier_table *table);
+  recap_status_t (*params_source_launch)(recap_stream_t stream, struct recap__source_table *table);
 
   /* cudaGraphExecUpdate(exec, graph). Updated: RECAP_SUCCESS, *refused =
    * RECAP_UPDATE_REASON_NONE, *node = SIZE_MAX. Refused by the driver

@@ -82,6 +82,7 @@ NO_CUDA_OP(patch_plan_set_shape, recap__patch_plan_t plan, recap_cuda_graph_exec
 NO_CUDA_OP(params_device_supported, bool *supported)
 NO_CUDA_OP(patch_plan_device_node, recap__patch_plan_t plan, size_t node, uint64_t *handle)
 NO_CUDA_OP(params_apply_launch, recap_stream_t stream, struct recap__applier_table *table)
+NO_CUDA_OP(params_source_launch, recap_stream_t stream, struct recap__source_table *table)
 NO_CUDA_OP(graph_exec_update, recap_cuda_graph_exec_t exec, recap_cuda_graph_t graph,
            recap_update_reason_t *refused, size_t *node)
 NO_CUDA_OP(event_elapsed, recap__event_t start, recap__event_t end, float *ms)
@@ -170,6 +171,7 @@ const recap__device_ops_t recap__cuda_ops = {
     .params_device_supported = none_params_device_supported,
     .patch_plan_device_node = none_patch_plan_device_node,
     .params_apply_launch = none_params_apply_launch,
+    .params_source_launch = none_params_source_launch,
     .graph_exec_update = none_graph_exec_update,
     .timing_event_create = none_event_create,
     .event_elapsed = none_event_elapsed,

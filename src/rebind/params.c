@@ -258,6 +258,26 @@ out:
   return s;
 }
 
+recap_status_t recap_graph_param_device(recap_graph_t graph, const char *name,
+                                        recap_param_type_t type, const void *device_value,
+                                        unsigned per_block, recap_stream_t stream,
+                                        void *placeholder, recap_param_t *param) {
+  static const char fn[] = "recap_graph_param_device";
+  if (param) *param = NULL;
+  RECAP__CHECK(recap__graph_check(graph, fn));
+  RECAP__ARG(device_value != NULL, "%s: device_value is NULL", fn);
+  RECAP__ARG(per_block == 0 || type == RECAP_PARAM_INT32 || type == RECAP_PARAM_INT64,
+             "%s: per_block %u with a %s parameter; a grid comes from an integer", fn, per_block,
+             type_name(type));
+  uint64_t zero = 0;
+  recap_param_t p;
+  RECAP__CHECK(recap_graph_param_declare(graph, name, type, &zero, placeholder, &p));
+  RECAP__CHECK(
+      recap__params_device_source(graph, stream, p, device_value, p->bytes, per_block, fn));
+  if (param) *param = p;
+  return RECAP_SUCCESS;
+}
+
 /* ------------------------------------------------------------------------------------------
  * Capture end
  * ---------------------------------------------------------------------------------------- */
@@ -466,6 +486,15 @@ static recap_status_t param_use(const char *fn, recap_param_t param, rebind_t **
                       fn, param->name);
 }
 
+/* A parameter the GPU decides is not set from the host. */
+static recap_status_t not_sourced(const char *fn, const rebind_t *r, recap_param_t param) {
+  if (!recap__params_device_sourced(r->device, param)) return RECAP_SUCCESS;
+  return recap__error(RECAP_ERROR_INVALID_USAGE,
+                      "%s: parameter \"%s\" takes its value from device memory at every replay "
+                      "(recap_graph_param_device); write that memory instead",
+                      fn, param->name);
+}
+
 recap_status_t recap_param_set(recap_param_t param, const void *value) {
   static const char fn[] = "recap_param_set";
   RECAP__CHECK(param_check(param, fn));
@@ -473,10 +502,11 @@ recap_status_t recap_param_set(recap_param_t param, const void *value) {
   rebind_t *r;
   param_use_t *use;
   RECAP__CHECK(param_use(fn, param, &r, &use));
+  RECAP__CHECK(not_sourced(fn, r, param));
   uint64_t bits = 0;
   memcpy(&bits, value, param->bytes);
   recap__arg_write_t *w = r->writes + use->first;
-  if (r->device) { /* applied on the GPU by the next replay */
+  if (recap__params_device_applies(r->device)) { /* applied on the GPU by the next replay */
     recap__params_device_stage(r->device, (size_t)(use - r->uses), bits);
     for (size_t k = 0; k < use->count; k++) w[k].bits = bits;
     return RECAP_SUCCESS;
@@ -510,6 +540,7 @@ recap_status_t recap_params_set(const recap_param_value_t *values, size_t count)
       RECAP__ARG(values[j].param != p, "%s: values[%zu] and values[%zu] both set \"%s\"", fn, j, i,
                  p->name);
     RECAP__CHECK(param_use(fn, p, &r, &use));
+    RECAP__CHECK(not_sourced(fn, r, p));
     uint64_t bits = 0;
     memcpy(&bits, values[i].value, p->bytes);
     for (size_t k = 0; k < use->count; k++) {
@@ -519,7 +550,8 @@ recap_status_t recap_params_set(const recap_param_value_t *values, size_t count)
   }
   /* One set per node: the batch in node order (on the GPU, the next replay applies them). */
   recap_graph_t graph = values[0].param->graph;
-  if (!r->device) {
+  bool on_gpu = recap__params_device_applies(r->device);
+  if (!on_gpu) {
     qsort(r->batch, total, sizeof *r->batch, compare_writes);
     RECAP__CHECK(recap__device()->patch_plan_write(r->plan, graph->exec, r->batch, total));
   }
@@ -529,7 +561,7 @@ recap_status_t recap_params_set(const recap_param_value_t *values, size_t count)
     uint64_t bits = 0;
     memcpy(&bits, values[i].value, p->bytes);
     for (size_t k = 0; k < use->count; k++) r->writes[use->first + k].bits = bits;
-    if (r->device) recap__params_device_stage(r->device, p->use, bits);
+    if (on_gpu) recap__params_device_stage(r->device, p->use, bits);
   }
   return RECAP_SUCCESS;
 }

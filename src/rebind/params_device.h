@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "graph/graph_internal.h"
+#include "recap/params.h"
 
 typedef struct params_device params_device_t;
 
@@ -29,11 +30,22 @@ void recap__params_device_discard(params_device_t *d);
 recap_status_t recap__params_device_attach(recap_graph_t graph, params_device_t *d,
                                            recap_stream_t stream);
 
+/* During the capture (params.c's recap_graph_param_device): param takes its value from the
+ * `bytes` at device memory `value` at each replay, read at this point of stream's work by a
+ * source applier captured now; with per_block, the nodes that take it get their grid from it.
+ * NOT_SUPPORTED where the driver has no device-updatable kernel nodes. */
+recap_status_t recap__params_device_source(recap_graph_t graph, recap_stream_t stream,
+                                           recap_param_t param, const void *value, uint32_t bytes,
+                                           uint32_t per_block, const char *fn);
+/* Whether param of d's capture takes its value from device memory. d NULL: false. */
+bool recap__params_device_sourced(const params_device_t *d, recap_param_t param);
+
+/* Whether the values d's capture sets from the host are applied on the GPU (the graph's first
+ * node applies them): a set then stages them. d NULL: false. */
+bool recap__params_device_applies(const params_device_t *d);
 /* The value of the capture's use'th parameter for the replays from the next one on. */
 void recap__params_device_stage(params_device_t *d, size_t use, uint64_t bits);
 /* The host set a node of the executable: upload it before the next launch. NULL: no-op. */
 void recap__params_device_touched(params_device_t *d);
-/* Whether graph holds a capture whose parameters are applied on the GPU. */
-bool recap__params_device_on(recap_graph_t graph);
 
 #endif /* RECAP_PARAMS_DEVICE_H */

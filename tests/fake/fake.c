@@ -152,6 +152,7 @@ const recap__device_ops_t recap__fake_ops = {
     .params_device_supported = recap__fake_op_params_device_supported,
     .patch_plan_device_node = recap__fake_op_patch_plan_device_node,
     .params_apply_launch = recap__fake_op_params_apply_launch,
+    .params_source_launch = recap__fake_op_params_source_launch,
     .graph_exec_update = recap__fake_op_graph_exec_update,
     .timing_event_create = recap__fake_op_timing_event_create,
     .event_elapsed = recap__fake_op_event_elapsed,

@@ -113,3 +113,55 @@ recap_status_t recap__fake_op_params_apply_launch(recap_stream_t stream,
   recap__fake_launch_kernel_fn(stream, "recap_params_apply_kernel", applier_run, args, 1);
   return RECAP_SUCCESS;
 }
+
+/* The source applier (recap_params_source_kernel): the value the graph's own work wrote into
+ * the sites, and the grids and whether the nodes run. */
+static void source_run(void *const *args, size_t n) {
+  if (n != 1 || !args[0]) return;
+  const recap__source_table_t *t = args[0];
+  fake_exec_t *x = recap__fake_running_exec();
+  if (!x) return;
+  recap__fake.applier_runs++;
+  uint64_t value = 0;
+  memcpy(&value, t->value, t->bytes);
+  int64_t count = t->bytes == 4 ? (int64_t)(int32_t)(uint32_t)value : (int64_t)value;
+  int64_t blocks = t->per_block && count > 0 ? (count + t->per_block - 1) / t->per_block : 0;
+  if (blocks > 0x7fffffff) blocks = 0x7fffffff;
+  for (uint32_t i = 0; i < t->count; i++) {
+    const recap__source_entry_t *e = &t->entries[i];
+    fake_node_t *node = device_node(x, e->node);
+    if (!node) {
+      if (t->status) applier_error(t->status, RECAP__APPLIER_UPDATE_FAILED, 1);
+      return;
+    }
+    if (e->offset == RECAP__SOURCE_GRID) {
+      node->grid[0] = blocks > 0 ? (unsigned)blocks : 1u;
+      node->grid[1] = e->grid_y;
+      node->grid[2] = e->grid_z;
+      node->disabled = blocks == 0;
+      continue;
+    }
+    size_t k = e->offset / 8;
+    if (k >= node->arg_count || e->offset % 8 + e->size > 8) {
+      if (t->status) applier_error(t->status, RECAP__APPLIER_UPDATE_FAILED, 1);
+      return;
+    }
+    memcpy((unsigned char *)&node->args[k] + e->offset % 8, &value, e->size);
+  }
+}
+
+recap_status_t recap__fake_op_params_source_launch(recap_stream_t stream,
+                                                   struct recap__source_table *table) {
+  RECAP__ARG(table, "recap_params_source_kernel: table is NULL");
+  pthread_mutex_lock(&recap__fake.lock);
+  bool inject = recap__fake_count_call(RECAP__FAKE_FAULT_LAUNCH);
+  pthread_mutex_unlock(&recap__fake.lock);
+  if (inject)
+    return recap__error(RECAP_ERROR_CUDA,
+                        "recap_params_source_kernel<<<1, %d>>>: unknown error (cudaErrorUnknown): "
+                        "fault injected by the fake device",
+                        (int)RECAP__APPLIER_THREADS);
+  const void *args[1] = {table};
+  recap__fake_launch_kernel_fn(stream, "recap_params_source_kernel", source_run, args, 1);
+  return RECAP_SUCCESS;
+}

@@ -234,6 +234,7 @@ static bool run_nodes(fake_failure_t *f, fake_nodes_t *nodes, size_t top) {
     size_t where = nested ? top : i;
     switch (n->type) {
       case RECAP_NODE_KERNEL:
+        if (n->disabled) break;
         if (n->fn) n->fn((void *const *)n->args, n->arg_count);
         if (n->unlocked && !run_unlocked(f, n, where, nested)) return false;
         if (tl_stray) {

@@ -72,6 +72,7 @@ typedef struct fake_node {
   /* Kernels made device-updatable (patch_plan_device_node, fake_applier.c); in an executable's
    * copy, host_set says a host set changed it since the executable's last upload. */
   bool device_updatable, host_set;
+  bool disabled; /* set so by a device update (cudaGraphKernelNodeSetEnabled): a launch skips it */
   /* Kernels that block (fake NCCL collectives, fake_nccl.c): run by a launch with the fake's
    * lock released, since they wait for other threads that need it; a failure fails the launch
    * with the message written. */
@@ -603,6 +604,8 @@ recap_status_t recap__fake_op_patch_plan_device_node(recap__patch_plan_t plan, s
                                                      uint64_t *handle);
 recap_status_t recap__fake_op_params_apply_launch(recap_stream_t stream,
                                                   struct recap__applier_table *table);
+recap_status_t recap__fake_op_params_source_launch(recap_stream_t stream,
+                                                   struct recap__source_table *table);
 /* Whether x holds a device-updatable node; whether one of them was set from the host since
  * x's last upload. */
 bool recap__fake_exec_device_nodes(const fake_exec_t *x, bool *host_set);

@@ -621,6 +621,75 @@ RECAP_TEST(device_replay_failures_and_fallback) {
   done();
 }
 
+/* A parameter the GPU decides: its value comes from device memory at every replay (here
+ * written by the program between replays), and with per_block the nodes that take it get
+ * their grid from it and are skipped while it is 0. */
+RECAP_TEST(parameter_the_gpu_decides) {
+  recap_stream_t s = fresh_stream();
+  float *x = alloc(BYTES, s), *y1 = alloc(BYTES, s), *y2 = alloc(BYTES, s);
+  int32_t *count = (int32_t *)alloc(sizeof(int32_t), s);
+  fill(x, 1.0f);
+  *count = 5;
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, NULL, s));
+  int32_t n_ph;
+  recap_param_t n;
+  uint64_t runs = recap__fake_applier_runs();
+  OK(recap_graph_param_device(g, "n", RECAP_PARAM_INT32, count, 4, s, &n_ph, &n));
+  affine(s, "first", x, y1, 0.5f, n_ph, 0.25, 1000);
+  affine(s, "second", x, y2, 0.5f, n_ph, 0.25, 1000);
+  OK(recap_graph_capture_end(g));
+  recap_cuda_graph_exec_t exec;
+  OK(recap_graph_raw_exec(g, &exec));
+  unsigned grid[3], block[3];
+  for (int32_t v = 1; v <= 9; v += 4) {
+    *count = v;
+    replay(g, s);
+    expect_affine(x, y1, 0.5f, v, 0.25, 1000);
+    expect_affine(x, y2, 0.5f, v, 0.25, 1000);
+    assert_true(recap__fake_exec_shape(exec, 2, grid, block)); /* node 0: the source applier */
+    assert_int_equal(grid[0], (unsigned)(v + 3) / 4);
+  }
+  assert_int_equal(recap__fake_applier_runs() - runs, 3);
+  /* 0: the nodes are skipped, their outputs stay. */
+  fill(y1, -1.0f);
+  *count = 0;
+  replay(g, s);
+  float want[N];
+  for (int i = 0; i < N; i++) want[i] = -1.0f + (float)i;
+  expect_floats_equal(y1, want, N);
+  *count = 3;
+  replay(g, s);
+  expect_affine(x, y1, 0.5f, 3, 0.25, 1000);
+
+  EXPECT_STATUS(recap_param_set_int32(n, 4), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("takes its value from device memory");
+  OK(recap_graph_destroy(g));
+
+  /* What the declaration refuses. */
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, NULL, s));
+  float f_ph;
+  EXPECT_STATUS(recap_graph_param_device(g, "f", RECAP_PARAM_FLOAT, count, 4, s, &f_ph, NULL),
+                RECAP_ERROR_INVALID_ARGUMENT);
+  EXPECT_MESSAGE("a grid comes from an integer");
+  EXPECT_STATUS(recap_graph_param_device(g, "m", RECAP_PARAM_INT32, NULL, 0, s, &n_ph, NULL),
+                RECAP_ERROR_INVALID_ARGUMENT);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_LAUNCH, 1);
+  EXPECT_STATUS(recap_graph_param_device(g, "m", RECAP_PARAM_INT32, count, 0, s, &n_ph, NULL),
+                RECAP_ERROR_CUDA);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_LAUNCH, 0);
+  OK(recap_graph_reset(g));
+  recap__fake_params_device_supported(false);
+  OK(recap_graph_capture_begin(g, NULL, s));
+  EXPECT_STATUS(recap_graph_param_device(g, "m", RECAP_PARAM_INT32, count, 0, s, &n_ph, NULL),
+                RECAP_ERROR_NOT_SUPPORTED);
+  EXPECT_MESSAGE("device-updatable");
+  OK(recap_graph_destroy(g));
+  done();
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(parameters_change_per_replay),
@@ -634,6 +703,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(applied_on_the_device),
       cmocka_unit_test(device_nodes_upload_and_recapture),
       cmocka_unit_test(device_replay_failures_and_fallback),
+      cmocka_unit_test(parameter_the_gpu_decides),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }

@@ -221,12 +221,52 @@ RECAP_TEST(applied_on_the_gpu_with_host_sets) {
   gpu_finish_stream(s, NULL, 0);
 }
 
+/* A size the GPU decides: one executable serves every n, the kernels that take it running
+ * ceil(n / 256) blocks (none at 0) and computing exactly the first n elements, bit for bit as
+ * an eager launch over n. The count lives in device memory, written in stream order before
+ * each replay. Node 0 is recap's source applier. */
+RECAP_TEST(sizes_the_gpu_decides) {
+  cudaStream_t s = begin();
+  float *x = gpu_floats(N, s), *y = gpu_floats(N, s), *e = gpu_floats(N, s);
+  gpu_upload_pattern(x, N, 0.25f);
+  long long *count = NULL;
+  CUDA_OK(cudaMalloc((void **)&count, sizeof *count));
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, NULL, (recap_stream_t)s));
+  int64_t n_ph;
+  recap_param_t n;
+  OK(recap_graph_param_device(g, "n", RECAP_PARAM_INT64, count, 256, (recap_stream_t)s, &n_ph, &n));
+  CUDA_OK(recap_test_param_affine(x, y, (size_t)n_ph, 1.5f, 2, 0.5, 7, N / 256, 256, s));
+  OK(recap_graph_capture_end(g));
+  const long long sizes[] = {1, 255, 256, 257, N, 0, 1000, N - 1};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    long long v = sizes[i];
+    CUDA_OK(cudaMemsetAsync(y, 0xff, N * sizeof(float), s));
+    CUDA_OK(cudaMemsetAsync(e, 0xff, N * sizeof(float), s));
+    CUDA_OK(cudaMemcpyAsync(count, &v, sizeof v, cudaMemcpyHostToDevice, s));
+    OK(recap_graph_replay(g, (recap_stream_t)s));
+    if (v > 0)
+      CUDA_OK(recap_test_param_affine(x, e, (size_t)v, 1.5f, 2, 0.5, 7, (unsigned)((v + 255) / 256),
+                                      256, s));
+    gpu_expect_same_bits(y, e, N);
+  }
+  EXPECT_STATUS(recap_param_set_int64(n, 3), RECAP_ERROR_INVALID_USAGE);
+  OK(recap_graph_destroy(g));
+  CUDA_OK(cudaFree(count));
+  OK(recap_free(x));
+  OK(recap_free(y));
+  OK(recap_free(e));
+  gpu_finish_stream(s, NULL, 0);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(replays_compute_what_eager_computes),
       cmocka_unit_test(applied_on_the_gpu_compute_what_eager_computes),
       cmocka_unit_test(one_argument_and_launch_shapes),
       cmocka_unit_test(applied_on_the_gpu_with_host_sets),
+      cmocka_unit_test(sizes_the_gpu_decides),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }
