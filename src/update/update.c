@@ -189,14 +189,20 @@ static void hook_recapture_abandoned(void *ctx, recap_graph_t g) {
  * driver named). Nothing of the old capture changes; a failure leaves no new executable. */
 static recap_status_t apply_template(recap_graph_t g, recap_cuda_graph_t template_graph,
                                      recap_update_reason_t decided, bool planned_on_template,
-                                     recap_update_reason_t *outcome, size_t *node,
-                                     recap_cuda_graph_exec_t *exec, int64_t *exec_bytes) {
+                                     bool device_nodes, recap_update_reason_t *outcome,
+                                     size_t *node, recap_cuda_graph_exec_t *exec,
+                                     int64_t *exec_bytes) {
   const recap__device_ops_t *dev = recap__device();
   *outcome = decided;
   *node = SIZE_MAX;
   *exec = NULL;
   *exec_bytes = 0;
-  if (decided == RECAP_UPDATE_REASON_NONE) {
+  if (decided == RECAP_UPDATE_REASON_NONE && device_nodes) {
+    /* A layer made nodes of the new template device-updatable (a parameter the GPU decides,
+     * declared by this recapture): CUDA updates nothing into such a graph, so it is refused
+     * here, and instantiated afresh as after a refusal of the driver's. */
+    *outcome = RECAP_UPDATE_REASON_NOT_SUPPORTED;
+  } else if (decided == RECAP_UPDATE_REASON_NONE) {
     /* Refused: the executable is unchanged and outcome says why. Any other failure fails the
      * recapture, the old executable unchanged and replayable. */
     RECAP__CHECK(dev->graph_exec_update(g->exec, template_graph, outcome, node));
@@ -327,12 +333,14 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
   size_t node;
   recap_cuda_graph_exec_t exec;
   int64_t exec_bytes;
-  s = apply_template(g, template_graph, decided, planned_on_template, &outcome, &node, &exec,
-                     &exec_bytes);
+  s = apply_template(g, template_graph, decided, planned_on_template, captured.device_nodes,
+                     &outcome, &node, &exec, &exec_bytes);
   if (s != RECAP_SUCCESS) return give_back(g, s, template_graph);
   bool updated_in_place = g->exec && !exec && outcome == RECAP_UPDATE_REASON_NONE;
   commit_recapture(g, template_graph, exec, exec_bytes, updated_in_place, nodes, &result);
   g->exec_device_nodes = captured.device_nodes;
+  /* A refusal recap made itself (device-updatable nodes) is no refusal of the driver's. */
+  if (decided == RECAP_UPDATE_REASON_NONE && captured.device_nodes) decided = outcome;
   recap__update_record(u, decided, outcome, node, exec != NULL, reused, fresh);
   return RECAP_SUCCESS;
 }

@@ -690,6 +690,38 @@ RECAP_TEST(parameter_the_gpu_decides) {
   done();
 }
 
+/* A recapture that declares a parameter the GPU decides, where the capture it replaces had
+ * none: the new template holds device-updatable nodes, so the executable is instantiated
+ * afresh (counted NOT_SUPPORTED, not as the driver's refusal) instead of updated. */
+RECAP_TEST(recapture_into_device_nodes) {
+  recap_stream_t s = fresh_stream();
+  float *x = alloc(BYTES, s), *y1 = alloc(BYTES, s), *y2 = alloc(BYTES, s);
+  int32_t *count = (int32_t *)alloc(sizeof(int32_t), s);
+  fill(x, 1.0f);
+  *count = 6;
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.recapture = 1;
+  capture_affine(g, s, &o, x, y1, y2);
+  OK(recap_graph_capture_begin(g, &o, s));
+  int32_t n_ph;
+  OK(recap_graph_param_device(g, "n", RECAP_PARAM_INT32, count, 0, s, &n_ph, NULL));
+  affine(s, "first", x, y1, 0.5f, n_ph, 0.25, 1000);
+  affine(s, "second", x, y2, 0.5f, n_ph, 0.25, 1000);
+  OK(recap_graph_capture_end(g));
+  recap_update_stats_t st = RECAP_UPDATE_STATS_INIT;
+  OK(recap_graph_update_stats(g, &st));
+  assert_int_equal(st.recaptures, 1);
+  assert_int_equal(st.updates, 0);
+  assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_NOT_SUPPORTED], 1);
+  assert_int_equal(st.consecutive_failures, 0);
+  replay(g, s);
+  expect_affine(x, y2, 0.5f, 6, 0.25, 1000);
+  OK(recap_graph_destroy(g));
+  done();
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(parameters_change_per_replay),
@@ -704,6 +736,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(device_nodes_upload_and_recapture),
       cmocka_unit_test(device_replay_failures_and_fallback),
       cmocka_unit_test(parameter_the_gpu_decides),
+      cmocka_unit_test(recapture_into_device_nodes),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }
