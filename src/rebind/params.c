@@ -27,6 +27,7 @@
 #include "core/host.h"
 #include "rebind/rebind_internal.h"
 #include "recap/params.h"
+#include "update/update_internal.h"
 
 /* ------------------------------------------------------------------------------------------
  * The table
@@ -453,6 +454,13 @@ static param_use_t *use_in(rebind_t *r, recap_param_t param) {
   return NULL;
 }
 
+/* The kernel nodes n writes in node order touch: what the update stats count per set. */
+static uint64_t nodes_of(const recap__arg_write_t *w, size_t n) {
+  uint64_t nodes = 0;
+  for (size_t k = 0; k < n; k++) nodes += k == 0 || w[k].node != w[k - 1].node;
+  return nodes;
+}
+
 /* The checks every set makes: param's graph holds a patchable capture that declared param
  * (its use in *use). */
 static recap_status_t param_use(const char *fn, recap_param_t param, rebind_t **r,
@@ -482,6 +490,7 @@ recap_status_t recap_param_set(recap_param_t param, const void *value) {
     for (size_t k = 0; k < use->count; k++) w[k].bits = before;
     return prefixed(s, fn, param->name);
   }
+  recap__update_count_patch_of(param->graph, RECAP__PATCH_PARAMS, nodes_of(w, use->count));
   return RECAP_SUCCESS;
 }
 
@@ -522,6 +531,7 @@ recap_status_t recap_params_set(const recap_param_value_t *values, size_t count)
     memcpy(&bits, values[i].value, p->bytes);
     for (size_t k = 0; k < use->count; k++) r->writes[use->first + k].bits = bits;
   }
+  recap__update_count_patch_of(graph, RECAP__PATCH_PARAMS, nodes_of(r->batch, total));
   return RECAP_SUCCESS;
 }
 
@@ -664,6 +674,7 @@ recap_status_t recap_graph_kernel_arg_set(recap_graph_t graph, size_t node, uint
   if (at == t->arg_count) t->arg_count++;
   /* A rebind leaves this site alone from now on. */
   if (!pinned && pin_sites(r, &w)) recap__rebind_resort(r);
+  recap__update_count_patch_of(graph, RECAP__PATCH_ARG, 1);
   return RECAP_SUCCESS;
 }
 
@@ -723,5 +734,6 @@ recap_status_t recap_graph_kernel_shape_set(recap_graph_t graph, size_t node, co
   RECAP__CHECK(dev->patch_plan_set_shape(r->plan, graph->exec, node, &shape));
   t->shapes[at] = (shape_record_t){node, shape};
   if (at == t->shape_count) t->shape_count++;
+  recap__update_count_patch_of(graph, RECAP__PATCH_SHAPE, 1);
   return RECAP_SUCCESS;
 }

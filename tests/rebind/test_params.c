@@ -454,6 +454,73 @@ RECAP_TEST(launch_shapes) {
   done();
 }
 
+static recap_update_stats_t stats_of(recap_graph_t g) {
+  recap_update_stats_t st = RECAP_UPDATE_STATS_INIT;
+  OK(recap_graph_update_stats(g, &st));
+  return st;
+}
+
+/* The update policy's counters of patches: parameter sets and the kernel nodes they set,
+ * argument sets and shape sets, each success once and no failure; a caller of the first
+ * version of the struct gets its fields and nothing past them. */
+RECAP_TEST(update_stats_count_patches) {
+  recap_stream_t s = fresh_stream();
+  float *x = alloc(BYTES, s), *x2 = alloc(BYTES, s), *y1 = alloc(BYTES, s), *y2 = alloc(BYTES, s);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  four_t p = capture_affine(g, s, NULL, x, y1, y2);
+  recap_update_stats_t st = stats_of(g);
+  assert_int_equal(st.param_sets + st.param_node_sets + st.arg_sets + st.shape_sets, 0);
+
+  OK(recap_param_set_float(p.a, 2.0f)); /* both nodes take "lr" */
+  int32_t step = 4;
+  double d = 1.0;
+  recap_param_value_t batch[2] = {{p.step, &step}, {p.d, &d}};
+  OK(recap_params_set(batch, 2)); /* one set per node: two more */
+  st = stats_of(g);
+  assert_int_equal(st.param_sets, 2);
+  assert_int_equal(st.param_node_sets, 4);
+  /* Failures count nothing: the device's, and a refusal before it. */
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 1);
+  EXPECT_STATUS(recap_param_set_float(p.a, 9.0f), RECAP_ERROR_CUDA);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 1);
+  EXPECT_STATUS(recap_params_set(batch, 2), RECAP_ERROR_CUDA);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 0);
+  EXPECT_STATUS(recap_param_set(p.a, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+
+  OK(recap_graph_kernel_arg_set(g, 1, 0, &x2, sizeof x2));
+  OK(recap_graph_kernel_arg_set(g, 1, 0, &x, sizeof x));
+  EXPECT_STATUS(recap_graph_kernel_arg_set(g, 1, 2, &step, 4), RECAP_ERROR_INVALID_ARGUMENT);
+  const unsigned grid[3] = {3, 1, 1}, zero[3] = {0, 1, 1};
+  OK(recap_graph_kernel_shape_set(g, 0, grid, NULL));
+  EXPECT_STATUS(recap_graph_kernel_shape_set(g, 0, zero, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 1);
+  EXPECT_STATUS(recap_graph_kernel_shape_set(g, 0, grid, NULL), RECAP_ERROR_CUDA);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 0);
+  st = stats_of(g);
+  assert_int_equal(st.param_sets, 2);
+  assert_int_equal(st.param_node_sets, 4);
+  assert_int_equal(st.arg_sets, 2);
+  assert_int_equal(st.shape_sets, 1);
+  assert_int_equal(st.rebinds, 0); /* none of them is a rebind */
+
+  /* The first version's size: its fields filled, the bytes after them untouched. */
+  unsigned char raw[sizeof(recap_update_stats_t)];
+  memset(raw, 0xab, sizeof raw);
+  recap_update_stats_t *old = (recap_update_stats_t *)(void *)raw;
+  old->size = offsetof(recap_update_stats_t, fresh_replay_ms) + sizeof(double);
+  OK(recap_graph_update_stats(g, old));
+  assert_int_equal(old->last_node, SIZE_MAX);
+  for (size_t i = old->size; i < sizeof raw; i++) assert_int_equal(raw[i], 0xab);
+
+  /* A reset forgets them with the other counters. */
+  OK(recap_graph_reset(g));
+  st = stats_of(g);
+  assert_int_equal(st.param_sets + st.param_node_sets + st.arg_sets + st.shape_sets, 0);
+  OK(recap_graph_destroy(g));
+  done();
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(parameters_change_per_replay),
@@ -464,6 +531,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(a_failed_set_changes_nothing),
       cmocka_unit_test(one_argument_of_one_node),
       cmocka_unit_test(launch_shapes),
+      cmocka_unit_test(update_stats_count_patches),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }
