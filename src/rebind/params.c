@@ -25,6 +25,8 @@
 #include "core/args.h"
 #include "core/error.h"
 #include "core/host.h"
+#include "core/strbuf.h"
+#include "core/text.h"
 #include "rebind/rebind_internal.h"
 #include "recap/params.h"
 #include "update/update_internal.h"
@@ -610,6 +612,94 @@ recap_status_t recap_param_sites(recap_param_t param, recap_param_site_t *sites,
   }
   recap__error_restore(&saved);
   return RECAP_SUCCESS;
+}
+
+/* A value as inspection shows it: integers in decimal, floating values in the fewest digits
+ * that read back as the same value ("0.1", not "0.100000001"). */
+static void value_text(char *out, size_t size, recap_param_type_t type, uint64_t bits) {
+  if (type == RECAP_PARAM_INT32) {
+    snprintf(out, size, "%" PRId32, (int32_t)(uint32_t)bits);
+    return;
+  }
+  if (type == RECAP_PARAM_INT64) {
+    snprintf(out, size, "%" PRId64, (int64_t)bits);
+    return;
+  }
+  double v;
+  if (type == RECAP_PARAM_FLOAT) {
+    float f;
+    uint32_t narrow = (uint32_t)bits;
+    memcpy(&f, &narrow, sizeof f);
+    v = f;
+  } else {
+    memcpy(&v, &bits, sizeof v);
+  }
+  for (int digits = 1; digits <= 17; digits++) {
+    snprintf(out, size, "%.*g", digits, v);
+    double back = strtod(out, NULL);
+    if (type == RECAP_PARAM_FLOAT ? (float)back == (float)v : back == v) return;
+  }
+}
+
+/* Append a copy of text to node's graph parameters. */
+static bool node_param_add(recap_graph_node_t *node, const char *text) {
+  const char **grown = recap__host_realloc((void *)node->graph_params,
+                                           (node->graph_param_count + 1) * sizeof *grown);
+  if (!grown) return false;
+  node->graph_params = grown;
+  char *copy = recap__copy_string(text);
+  if (!copy) return false;
+  grown[node->graph_param_count++] = copy;
+  return true;
+}
+
+recap_status_t recap__params_inspect(recap_graph_t graph, rebind_t *r, recap_graph_info_t *info) {
+  static const char fn[] = "recap_graph_inspect";
+  /* Only the graph's own nodes lie in the plan, and they come first in info. */
+  for (size_t i = 0; i < r->use_count; i++) {
+    const param_use_t *use = &r->uses[i];
+    for (size_t k = 0; k < use->count; k++) {
+      const recap__arg_write_t *w = &r->writes[use->first + k];
+      /* A parameter a node takes in two arguments is listed once (the sites are in node
+       * order). */
+      if (w->node >= info->node_count || (k > 0 && w[-1].node == w->node)) continue;
+      char value[64], text[sizeof value + 272]; /* "%.255s = " and the value */
+      value_text(value, sizeof value, use->param->type, w->bits);
+      snprintf(text, sizeof text, "%.255s = %s", use->param->name, value);
+      if (!node_param_add(&info->nodes[w->node], text))
+        return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    }
+  }
+  const params_t *t = table_of(graph);
+  if (!t) return RECAP_SUCCESS;
+  const recap__device_ops_t *dev = recap__device();
+  recap__saved_error_t saved; /* a record the capture held has no place for: not shown */
+  recap__error_save(&saved);
+  recap_status_t s = RECAP_SUCCESS;
+  for (size_t node = 0; node < info->node_count && s == RECAP_SUCCESS; node++) {
+    recap__strbuf_t b = {0};
+    for (size_t i = 0; i < t->arg_count; i++) {
+      const arg_record_t *a = &t->args[i];
+      recap__arg_site_t site;
+      if (a->node != node || dev->patch_plan_arg(r->plan, node, a->arg, &site) != RECAP_SUCCESS ||
+          site.size != a->bytes)
+        continue;
+      recap__strbuf_printf(&b, "%sargument %" PRIu32 " = 0x%" PRIx64, b.len ? ", " : "", a->arg,
+                           a->bits);
+    }
+    recap__kernel_shape_t now;
+    for (size_t i = 0; i < t->shape_count; i++)
+      if (t->shapes[i].node == node &&
+          dev->patch_plan_shape(r->plan, node, &now, NULL) == RECAP_SUCCESS)
+        recap__strbuf_printf(&b, "%sshape", b.len ? ", " : "");
+    if (!b.buf && !b.failed) continue; /* nothing set on this node alone */
+    char *text = NULL;
+    if (!recap__strbuf_take(&b, &text))
+      s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    info->nodes[node].set_alone = text;
+  }
+  if (s == RECAP_SUCCESS) recap__error_restore(&saved);
+  return s;
 }
 
 /* ------------------------------------------------------------------------------------------

@@ -297,12 +297,17 @@ static void hook_release(void *ctx, recap_graph_t graph) {
   recap__host_free(r);
 }
 
+static recap_status_t hook_inspect(void *ctx, recap_graph_t graph, recap_graph_info_t *info) {
+  return recap__params_inspect(graph, ctx, info);
+}
+
 static const recap__graph_hooks_t rebind_hooks = {
     .capture_ended = hook_capture_ended,
     .release = hook_release,
     .captured = hook_captured,
     .template_read = hook_template_read,
     .instantiated_afresh = hook_instantiated_afresh,
+    .inspect = hook_inspect,
 };
 
 recap_status_t recap__rebind_attach(recap_graph_t graph, recap_rebind_mode_t mode) {

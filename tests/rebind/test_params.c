@@ -11,6 +11,8 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <inttypes.h>
+
 #include "rebind_util.h"
 #include "recap/params.h"
 
@@ -454,6 +456,57 @@ RECAP_TEST(launch_shapes) {
   done();
 }
 
+/* Inspection names the parameters each kernel node takes, with their values, and what was set
+ * on a node alone; so does its JSON, which the graph viewer draws. */
+RECAP_TEST(inspection_names_parameters) {
+  recap_stream_t s = fresh_stream();
+  float *x = alloc(BYTES, s), *x2 = alloc(BYTES, s), *y1 = alloc(BYTES, s), *y2 = alloc(BYTES, s);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  four_t p = capture_affine(g, s, NULL, x, y1, y2);
+  OK(recap_param_set_float(p.a, 0.1f)); /* shown in the fewest digits that read back */
+  OK(recap_param_set_int32(p.step, -7));
+  OK(recap_graph_kernel_arg_set(g, 1, 0, &x2, sizeof x2));
+  const unsigned grid[3] = {3, 1, 1};
+  OK(recap_graph_kernel_shape_set(g, 1, grid, NULL));
+  recap_graph_info_t *info = NULL;
+  OK(recap_graph_inspect(g, &info));
+  const char *want[4] = {"lr = 0.1", "step = -7", "bias = 0.25", "offset = 1000"};
+  for (size_t i = 0; i < 2; i++) {
+    assert_int_equal(info->nodes[i].graph_param_count, 4);
+    for (size_t k = 0; k < 4; k++) assert_string_equal(info->nodes[i].graph_params[k], want[k]);
+  }
+  assert_null(info->nodes[0].set_alone);
+  char alone[64];
+  snprintf(alone, sizeof alone, "argument 0 = 0x%" PRIx64 ", shape", (uint64_t)(uintptr_t)x2);
+  assert_string_equal(info->nodes[1].set_alone, alone);
+  char *json = NULL;
+  OK(recap_graph_info_json(info, &json));
+  assert_non_null(strstr(json,
+                         "\"graph_params\":[\"lr = 0.1\",\"step = -7\",\"bias = 0.25\","
+                         "\"offset = 1000\"],\"set_alone\":null}"));
+  char tail[128];
+  snprintf(tail, sizeof tail, "\"offset = 1000\"],\"set_alone\":\"%s\"}", alone);
+  assert_non_null(strstr(json, tail));
+  recap_string_free(json);
+  recap_graph_info_free(info);
+  OK(recap_graph_destroy(g));
+
+  /* A graph without parameters: empty lists. */
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  OK(recap_graph_capture_begin(g, NULL, s));
+  affine(s, "k", x, y1, 1.0f, 0, 0.0, 0);
+  OK(recap_graph_capture_end(g));
+  OK(recap_graph_inspect(g, &info));
+  assert_int_equal(info->nodes[0].graph_param_count, 0);
+  OK(recap_graph_info_json(info, &json));
+  assert_non_null(strstr(json, "\"graph_params\":[],\"set_alone\":null}"));
+  recap_string_free(json);
+  recap_graph_info_free(info);
+  OK(recap_graph_destroy(g));
+  done();
+}
+
 static recap_update_stats_t stats_of(recap_graph_t g) {
   recap_update_stats_t st = RECAP_UPDATE_STATS_INIT;
   OK(recap_graph_update_stats(g, &st));
@@ -532,6 +585,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(one_argument_of_one_node),
       cmocka_unit_test(launch_shapes),
       cmocka_unit_test(update_stats_count_patches),
+      cmocka_unit_test(inspection_names_parameters),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }
