@@ -80,6 +80,45 @@ RECAP_NODISCARD static inline recap_status_t recap_graph_param_double(recap_grap
   return recap_graph_param_declare(graph, name, RECAP_PARAM_DOUBLE, &initial, placeholder, param);
 }
 
+/* For code handed a stream and not the graph (a graph set's step, recap/graph_set.h): on a
+ * stream that captures into a recap graph, declare `name` on that graph as
+ * recap_graph_param_declare does, with *value as its initial value, *placeholder getting the
+ * placeholder; on a stream that captures nothing (an eager run), *placeholder = *value. Pass
+ * *placeholder to the kernels either way. Inside a graph set's step, the value
+ * recap_graph_set_param_set last gave `name` (with this type) takes the place of *value.
+ * INVALID_USAGE: the stream captures into no recap graph (a raw CUDA capture); else
+ * recap_graph_param_declare's errors. placeholder is host memory; it precedes the stream as
+ * recap_graph_param_declare's does. */
+RECAP_NODISCARD RECAP_API recap_status_t recap_param_on_stream(const char *name,
+                                                               recap_param_type_t type,
+                                                               const void *value, void *placeholder,
+                                                               recap_stream_t stream);
+
+RECAP_NODISCARD static inline recap_status_t recap_param_on_stream_int32(const char *name,
+                                                                         int32_t value,
+                                                                         int32_t *placeholder,
+                                                                         recap_stream_t stream) {
+  return recap_param_on_stream(name, RECAP_PARAM_INT32, &value, placeholder, stream);
+}
+RECAP_NODISCARD static inline recap_status_t recap_param_on_stream_int64(const char *name,
+                                                                         int64_t value,
+                                                                         int64_t *placeholder,
+                                                                         recap_stream_t stream) {
+  return recap_param_on_stream(name, RECAP_PARAM_INT64, &value, placeholder, stream);
+}
+RECAP_NODISCARD static inline recap_status_t recap_param_on_stream_float(const char *name,
+                                                                         float value,
+                                                                         float *placeholder,
+                                                                         recap_stream_t stream) {
+  return recap_param_on_stream(name, RECAP_PARAM_FLOAT, &value, placeholder, stream);
+}
+RECAP_NODISCARD static inline recap_status_t recap_param_on_stream_double(const char *name,
+                                                                          double value,
+                                                                          double *placeholder,
+                                                                          recap_stream_t stream) {
+  return recap_param_on_stream(name, RECAP_PARAM_DOUBLE, &value, placeholder, stream);
+}
+
 /* ---- Setting --------------------------------------------------------------------------------- */
 
 /* Set param to *value (4 or 8 bytes, as its type says) at every site its graph's capture found

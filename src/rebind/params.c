@@ -27,6 +27,8 @@
 #include "core/host.h"
 #include "core/strbuf.h"
 #include "core/text.h"
+#include "graph/registry.h"
+#include "rebind/params_source.h"
 #include "rebind/rebind_internal.h"
 #include "recap/params.h"
 #include "update/update_internal.h"
@@ -122,7 +124,7 @@ static recap_status_t param_check(recap_param_t param, const char *fn) {
                              "recap_graph_param_declare");
 }
 
-static const char *type_name(recap_param_type_t type) {
+const char *recap__param_type_name(recap_param_type_t type) {
   switch (type) {
     case RECAP_PARAM_INT32: return "int32";
     case RECAP_PARAM_INT64: return "int64";
@@ -132,7 +134,7 @@ static const char *type_name(recap_param_type_t type) {
   return "unknown";
 }
 
-static uint32_t type_bytes(recap_param_type_t type) {
+uint32_t recap__param_type_bytes(recap_param_type_t type) {
   return type == RECAP_PARAM_INT32 || type == RECAP_PARAM_FLOAT ? 4 : 8;
 }
 
@@ -183,7 +185,7 @@ recap_status_t recap_graph_param_declare(recap_graph_t graph, const char *name,
   RECAP__CHECK(table_get(graph, fn, &t));
   RECAP__CHECK(recap__rebind_attach_patchable(graph));
   rebind_t *r = recap__rebind_of(graph);
-  uint32_t bytes = type_bytes(type);
+  uint32_t bytes = recap__param_type_bytes(type);
 
   recap_status_t s = RECAP_SUCCESS;
   pthread_mutex_lock(&t->lock);
@@ -203,7 +205,7 @@ recap_status_t recap_graph_param_declare(recap_graph_t graph, const char *name,
     s = recap__error(RECAP_ERROR_INVALID_ARGUMENT,
                      "%s: \"%s\" was declared as %s by an earlier capture of the graph and is "
                      "now %s; a name keeps its type",
-                     fn, name, type_name(p->type), type_name(type));
+                     fn, name, recap__param_type_name(p->type), recap__param_type_name(type));
     goto out;
   }
   /* Room first, so that nothing below can fail half-way. */
@@ -258,6 +260,40 @@ out:
   pthread_mutex_unlock(&r->lock);
   pthread_mutex_unlock(&t->lock);
   return s;
+}
+
+/* The values of the module that called the step now running on this thread (graph sets). */
+static _Thread_local recap__param_source_t source;
+
+void recap__params_source_swap(const recap__param_source_t *next, recap__param_source_t *previous) {
+  *previous = source;
+  source = *next;
+}
+
+recap_status_t recap_param_on_stream(const char *name, recap_param_type_t type, const void *value,
+                                     void *placeholder, recap_stream_t stream) {
+  static const char fn[] = "recap_param_on_stream";
+  RECAP__ARG(name && name[0], "%s: name is NULL or empty", fn);
+  RECAP__ARG(type >= RECAP_PARAM_INT32 && type <= RECAP_PARAM_DOUBLE,
+             "%s: type %d is not a recap_param_type_t", fn, (int)type);
+  RECAP__ARG(value && placeholder, "%s: value or placeholder is NULL", fn);
+  uint64_t bits = 0;
+  memcpy(&bits, value, recap__param_type_bytes(type));
+  if (source.fn) source.fn(source.ctx, name, type, &bits);
+  recap_graph_t graph = NULL;
+  RECAP__CHECK(recap__registry_find_stream(stream, &graph));
+  if (!graph) { /* eager: the value itself */
+    int capturing = 0;
+    RECAP__CHECK(recap_stream_is_capturing(stream, &capturing));
+    if (capturing)
+      return recap__error(RECAP_ERROR_INVALID_USAGE,
+                          "%s: stream %p captures into no recap graph (a raw CUDA capture, or "
+                          "one invalidated); \"%s\" has no graph to belong to",
+                          fn, (void *)stream, name);
+    memcpy(placeholder, &bits, recap__param_type_bytes(type));
+    return RECAP_SUCCESS;
+  }
+  return recap_graph_param_declare(graph, name, type, &bits, placeholder, NULL);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -320,8 +356,9 @@ static recap_status_t find_sites(recap_graph_t graph, rebind_t *next, recap__arg
                        "%s: parameter \"%s\" (%s) was found inside the %zu-byte argument %" PRIu32
                        " of node %zu (kernel %s), so it cannot be told from another value; "
                        "declare it with the type the kernel takes (a %zu-byte one)",
-                       fn, p->name, type_name(p->type), site->param_size, site->param, site->node,
-                       recap__rebind_kernel_name(next, graph, site->node), site->param_size);
+                       fn, p->name, recap__param_type_name(p->type), site->param_size, site->param,
+                       site->node, recap__rebind_kernel_name(next, graph, site->node),
+                       site->param_size);
       break;
     }
     if (s == RECAP_SUCCESS && hits == 0)
@@ -332,7 +369,7 @@ static recap_status_t find_sites(recap_graph_t graph, rebind_t *next, recap__arg
                        "parameter of its own). Kernels inside regions' bodies and child graphs "
                        "are not searched, nor are values a library keeps in its own structures "
                        "(cuBLAS's alpha and beta, for one)",
-                       fn, p->name, type_name(p->type));
+                       fn, p->name, recap__param_type_name(p->type));
     if (s != RECAP_SUCCESS) {
       recap__host_free(*found);
       *found = NULL;
