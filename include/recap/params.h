@@ -41,8 +41,9 @@ typedef struct recap_param *recap_param_t;
  * capture_end fails (RECAP_ERROR_INVALID_ARGUMENT, the capture thrown away, the message naming
  * the parameter) for a parameter found in no kernel argument, or found inside a wider scalar
  * argument (a 4-byte placeholder in an 8-byte parameter: declare the type the kernel takes).
- * Kernels inside regions' bodies and child graphs are not searched, nor are values a library
- * keeps in its own structures (docs/params.md).
+ * Kernels inside regions' bodies and child graphs are not searched (nor any kernel of a
+ * capture whose regions run on the host path; the message says which), nor are values a
+ * library keeps in its own structures (docs/params.md).
  * INVALID_ARGUMENT: name NULL, empty or declared twice in the capture, a type out of range,
  * initial or placeholder NULL; INVALID_USAGE: the graph is not capturing. A name a previous
  * capture of the graph declared keeps its handle, with *initial as its value. */

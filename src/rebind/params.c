@@ -330,6 +330,28 @@ static bool pin_sites(rebind_t *next, const recap__arg_write_t *w) {
   return newly;
 }
 
+/* For the message of a parameter found nowhere, when the capture holds regions: why a kernel in
+ * a region's body cannot take it, and what to do instead ("" without regions). */
+static void regions_note(char *out, size_t size, recap_graph_t graph, rebind_t *next) {
+  size_t own_nodes = 0;
+  int64_t own_bytes = 0;
+  size_t conditional = recap__rebind_region_count(next, graph);
+  *out = '\0';
+  if (recap__graph_hooks_own_graphs(graph, &own_nodes, &own_bytes))
+    snprintf(out, size,
+             ". This capture's regions run on the host path, as graphs of their own that recap "
+             "does not plan patches for: a kernel between or inside them cannot take a "
+             "parameter; pass such a value through device memory its kernel reads");
+  else if (conditional)
+    snprintf(out, size,
+             ". This capture holds %zu conditional node%s (regions): a kernel in a region's "
+             "body lies in a body graph that the conditional node owns, and recap patches only "
+             "the graph's own kernel nodes (cudaGraphExecKernelNodeSetParams is documented for "
+             "the nodes of the graph an executable was instantiated from); pass such a value "
+             "through device memory the body's kernel reads",
+             conditional, conditional == 1 ? "" : "s");
+}
+
 /* The parameters' sites in the new plan, or the error naming the first that has none or an
  * ambiguous one. */
 static recap_status_t find_sites(recap_graph_t graph, rebind_t *next, recap__arg_site_t **found,
@@ -361,15 +383,18 @@ static recap_status_t find_sites(recap_graph_t graph, rebind_t *next, recap__arg
                        site->param_size);
       break;
     }
-    if (s == RECAP_SUCCESS && hits == 0)
+    if (s == RECAP_SUCCESS && hits == 0) {
+      char regions[512];
+      regions_note(regions, sizeof regions, graph, next);
       s = recap__error(RECAP_ERROR_INVALID_ARGUMENT,
                        "%s: parameter \"%s\" (%s) was found in no kernel argument of the capture: "
                        "pass the placeholder recap_graph_param_declare gave, unchanged, to the "
                        "kernels that take it (a value computed from it on the host is a "
                        "parameter of its own). Kernels inside regions' bodies and child graphs "
                        "are not searched, nor are values a library keeps in its own structures "
-                       "(cuBLAS's alpha and beta, for one)",
-                       fn, p->name, recap__param_type_name(p->type));
+                       "(cuBLAS's alpha and beta, for one)%s",
+                       fn, p->name, recap__param_type_name(p->type), regions);
+    }
     if (s != RECAP_SUCCESS) {
       recap__host_free(*found);
       *found = NULL;

@@ -105,6 +105,9 @@ recap_status_t recap__rebind_attach_patchable(recap_graph_t graph);
 rebind_t *recap__rebind_of(recap_graph_t graph);
 /* Sort r's index again after sites were pinned (their entries set to UINTPTR_MAX). */
 void recap__rebind_resort(rebind_t *r);
+/* The conditional nodes (regions on the device path) of the template, bodies' own included;
+ * 0 when the driver cannot say. For messages. */
+size_t recap__rebind_region_count(rebind_t *r, recap_graph_t graph);
 /* "kernel axpy" for node `node` of the template, or "" when the driver cannot say; for
  * messages. */
 const char *recap__rebind_kernel_name(rebind_t *r, recap_graph_t graph, size_t node);

@@ -349,6 +349,14 @@ void recap__rebind_resort(rebind_t *r) {
   qsort(r->index, r->site_count, sizeof *r->index, compare_entries);
 }
 
+size_t recap__rebind_region_count(rebind_t *r, recap_graph_t graph) {
+  const recap_graph_info_t *info = node_names(r, graph);
+  size_t count = 0;
+  for (size_t i = 0; info && i < info->node_count; i++)
+    count += info->nodes[i].type == RECAP_NODE_CONDITIONAL;
+  return count;
+}
+
 const char *recap__rebind_kernel_name(rebind_t *r, recap_graph_t graph, size_t node) {
   const recap_graph_info_t *info = node_names(r, graph);
   const char *name = info && node < info->node_count ? info->nodes[node].kernel_name : NULL;
