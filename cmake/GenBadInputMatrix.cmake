@@ -52,6 +52,7 @@ set(ALLOW
   "recap_graph_set_run.graphed|SUCCESS|graph_set.h: graphed may be NULL"
   "recap_graph_set_evict_idle.evicted|SUCCESS|graph_set.h: evicted may be NULL"
   "recap_graph_set_sizes.sizes|SUCCESS|graph_set.h: sizes may be NULL (count alone is asked)"
+  "recap_graph_set_param_set.members|SUCCESS|graph_set.h: members may be NULL when not wanted"
   "recap_graph_collectives.hash|SUCCESS|nccl.h: hash may be NULL when not wanted"
   "recap_graph_param_declare.param|ERROR_INVALID_USAGE|params.h: param may be NULL, and the fixture's graph is not capturing, which is INVALID_USAGE"
   "recap_graph_param_device.param|ERROR_INVALID_USAGE|params.h: param may be NULL, and the fixture's graph is not capturing, which is INVALID_USAGE"

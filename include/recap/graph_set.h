@@ -11,6 +11,7 @@
 #include "core.h"
 #include "alloc.h"
 #include "graph.h"
+#include "params.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -112,6 +113,23 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_evict(recap_graph_set_t
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_evict_idle(recap_graph_set_t set,
                                                                     double idle_seconds,
                                                                     size_t *evicted);
+
+/* ---- Parameters the members share (recap/params.h, docs/graph_sets.md) ---- */
+
+/* Set the parameter `name` of `type` to *value (4 or 8 bytes, as type says) for the whole set.
+ * The step declares it on the stream it is given (recap_param_on_stream), so each member's capture
+ * holds a parameter of that name: every READY member whose capture declared it is set now, and
+ * the set keeps the value, which every later step call gets in place of the one it passes (a
+ * member captured later, LAZY, BACKGROUND or after an eviction, and every eager run). All or
+ * nothing: a member's failure sets the members before it back and the set keeps its old value.
+ * *members (may be NULL) gets how many members were set. INVALID_ARGUMENT: name NULL or empty,
+ * type out of range, value NULL, another type than an earlier call or a member's declaration;
+ * BUSY: a background capture under way (recap_graph_set_wait first). */
+RECAP_NODISCARD RECAP_API recap_status_t recap_graph_set_param_set(recap_graph_set_t set,
+                                                                   const char *name,
+                                                                   recap_param_type_t type,
+                                                                   const void *value,
+                                                                   size_t *members);
 
 /* The state of one member. */
 typedef enum recap_member_state {

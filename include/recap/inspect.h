@@ -61,6 +61,14 @@ typedef struct recap_graph_node {
   /* Conditional nodes: the region's kind and its number of bodies (else 0 and 0). */
   recap_region_kind_t region_kind;
   unsigned branches;
+  /* Kernel nodes of a graph that can be patched (recap/params.h, docs/params.md): the graph
+   * parameters the node takes, one "name = value" each ("lr = 0.5"), in the order the capture
+   * declared them (else NULL and 0); and what was set on this node alone, joined by ", ":
+   * "argument 2 = 0x7f00a0000000" for each recap_graph_kernel_arg_set, "shape" after
+   * recap_graph_kernel_shape_set (else NULL). */
+  const char **graph_params;
+  size_t graph_param_count;
+  const char *set_alone;
 } recap_graph_node_t;
 
 /* Made by recap_graph_inspect, which sets `size` to the library's sizeof(recap_graph_info_t):

@@ -41,8 +41,9 @@ typedef struct recap_param *recap_param_t;
  * capture_end fails (RECAP_ERROR_INVALID_ARGUMENT, the capture thrown away, the message naming
  * the parameter) for a parameter found in no kernel argument, or found inside a wider scalar
  * argument (a 4-byte placeholder in an 8-byte parameter: declare the type the kernel takes).
- * Kernels inside regions' bodies and child graphs are not searched, nor are values a library
- * keeps in its own structures (docs/params.md).
+ * Kernels inside regions' bodies and child graphs are not searched (nor any kernel of a
+ * capture whose regions run on the host path; the message says which), nor are values a
+ * library keeps in its own structures (docs/params.md).
  * INVALID_ARGUMENT: name NULL, empty or declared twice in the capture, a type out of range,
  * initial or placeholder NULL; INVALID_USAGE: the graph is not capturing. A name a previous
  * capture of the graph declared keeps its handle, with *initial as its value. */
@@ -95,6 +96,45 @@ RECAP_NODISCARD static inline recap_status_t recap_graph_param_double(recap_grap
                                                                       double *placeholder,
                                                                       recap_param_t *param) {
   return recap_graph_param_declare(graph, name, RECAP_PARAM_DOUBLE, &initial, placeholder, param);
+}
+
+/* For code handed a stream and not the graph (a graph set's step, recap/graph_set.h): on a
+ * stream that captures into a recap graph, declare `name` on that graph as
+ * recap_graph_param_declare does, with *value as its initial value, *placeholder getting the
+ * placeholder; on a stream that captures nothing (an eager run), *placeholder = *value. Pass
+ * *placeholder to the kernels either way. Inside a graph set's step, the value
+ * recap_graph_set_param_set last gave `name` (with this type) takes the place of *value.
+ * INVALID_USAGE: the stream captures into no recap graph (a raw CUDA capture); else
+ * recap_graph_param_declare's errors. */
+RECAP_NODISCARD RECAP_API recap_status_t recap_param_on_stream(const char *name,
+                                                               recap_param_type_t type,
+                                                               const void *value,
+                                                               recap_stream_t stream,
+                                                               void *placeholder);
+
+RECAP_NODISCARD static inline recap_status_t recap_param_on_stream_int32(const char *name,
+                                                                         int32_t value,
+                                                                         recap_stream_t stream,
+                                                                         int32_t *placeholder) {
+  return recap_param_on_stream(name, RECAP_PARAM_INT32, &value, stream, placeholder);
+}
+RECAP_NODISCARD static inline recap_status_t recap_param_on_stream_int64(const char *name,
+                                                                         int64_t value,
+                                                                         recap_stream_t stream,
+                                                                         int64_t *placeholder) {
+  return recap_param_on_stream(name, RECAP_PARAM_INT64, &value, stream, placeholder);
+}
+RECAP_NODISCARD static inline recap_status_t recap_param_on_stream_float(const char *name,
+                                                                         float value,
+                                                                         recap_stream_t stream,
+                                                                         float *placeholder) {
+  return recap_param_on_stream(name, RECAP_PARAM_FLOAT, &value, stream, placeholder);
+}
+RECAP_NODISCARD static inline recap_status_t recap_param_on_stream_double(const char *name,
+                                                                          double value,
+                                                                          recap_stream_t stream,
+                                                                          double *placeholder) {
+  return recap_param_on_stream(name, RECAP_PARAM_DOUBLE, &value, stream, placeholder);
 }
 
 /* ---- Setting --------------------------------------------------------------------------------- */

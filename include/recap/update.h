@@ -97,12 +97,18 @@ typedef struct recap_update_stats {
   uint64_t pool_reused, pool_new;
   /* The policy's last medians, in ms, after an update and fresh (0: not measured). */
   double updated_replay_ms, fresh_replay_ms;
+  /* Patches outside recaptures and rebinds (recap/params.h), successes only; the second
+   * version ends at shape_sets. recap_param_set and recap_params_set calls, and the kernel
+   * nodes they set in all (a batch sets each node once, whatever the number of its
+   * parameters); recap_graph_kernel_arg_set and recap_graph_kernel_shape_set calls. */
+  uint64_t param_sets, param_node_sets;
+  uint64_t arg_sets, shape_sets;
 } recap_update_stats_t;
 
 #define RECAP_UPDATE_STATS_INIT                                                                  \
   {                                                                                              \
     sizeof(recap_update_stats_t), 0, 0, 0, {0}, RECAP_UPDATE_REASON_NONE, 0, 0, 0, 0, 0, 0, 0.0, \
-        0.0                                                                                      \
+        0.0, 0, 0, 0, 0                                                                          \
   }
 
 /* *stats = graph's counters (stats->size set by the caller). */

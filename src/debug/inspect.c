@@ -119,6 +119,16 @@ recap_status_t recap_graph_info_json(const recap_graph_info_t *info, char **json
       recap__json_null(&j);
     recap__json_key(&j, "branches");
     recap__json_uint(&j, n->branches);
+    /* Kernels: the graph parameters the node takes, "name = value" each, and what was set on
+     * it alone (recap/params.h). */
+    if (n->type == RECAP_NODE_KERNEL) {
+      recap__json_key(&j, "graph_params");
+      recap__json_array_begin(&j);
+      for (size_t k = 0; k < n->graph_param_count; k++) recap__json_string(&j, n->graph_params[k]);
+      recap__json_array_end(&j);
+      recap__json_key(&j, "set_alone");
+      recap__json_string(&j, n->set_alone);
+    }
     recap__json_object_end(&j);
   }
   recap__json_array_end(&j);

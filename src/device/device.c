@@ -74,6 +74,10 @@ void recap__graph_info_clear(recap_graph_info_t *info) {
       recap__host_free((void *)(uintptr_t)n->kernel_name);
       recap__host_free((void *)(uintptr_t)n->annotation);
       recap__host_free((void *)(uintptr_t)n->annotation_path);
+      for (size_t k = 0; k < n->graph_param_count; k++)
+        recap__host_free((void *)(uintptr_t)n->graph_params[k]);
+      recap__host_free((void *)(uintptr_t)n->graph_params);
+      recap__host_free((void *)(uintptr_t)n->set_alone);
       recap__host_free(n->dependencies);
       recap__host_free(n->dependents);
     }

@@ -448,8 +448,9 @@ const recap__device_ops_t *recap__device(void);
  * other recap call of the process, or after everything was released. */
 void recap__device_install(const recap__device_ops_t *ops);
 
-/* Free everything graph_inspect put into info (each node's kernel_name, annotation,
- * dependencies and dependents, then the node array) and zero it; info itself is the caller's.
+/* Free everything graph_inspect and the layers' inspect hooks put into info (each node's
+ * kernel_name, annotation, dependencies and dependents, parameters and set_alone, then the node
+ * array) and zero it; info itself is the caller's.
  * NULL and a zeroed or half-filled info are fine. Shared by both seams and recap_graph_info_free. */
 void recap__graph_info_clear(recap_graph_info_t *info);
 

@@ -25,9 +25,14 @@
 #include "core/args.h"
 #include "core/error.h"
 #include "core/host.h"
+#include "core/strbuf.h"
+#include "core/text.h"
+#include "graph/registry.h"
 #include "rebind/params_device.h"
+#include "rebind/params_source.h"
 #include "rebind/rebind_internal.h"
 #include "recap/params.h"
+#include "update/update_internal.h"
 
 /* ------------------------------------------------------------------------------------------
  * The table
@@ -120,7 +125,7 @@ static recap_status_t param_check(recap_param_t param, const char *fn) {
                              "recap_graph_param_declare");
 }
 
-static const char *type_name(recap_param_type_t type) {
+const char *recap__param_type_name(recap_param_type_t type) {
   switch (type) {
     case RECAP_PARAM_INT32: return "int32";
     case RECAP_PARAM_INT64: return "int64";
@@ -130,7 +135,7 @@ static const char *type_name(recap_param_type_t type) {
   return "unknown";
 }
 
-static uint32_t type_bytes(recap_param_type_t type) {
+uint32_t recap__param_type_bytes(recap_param_type_t type) {
   return type == RECAP_PARAM_INT32 || type == RECAP_PARAM_FLOAT ? 4 : 8;
 }
 
@@ -181,7 +186,7 @@ recap_status_t recap_graph_param_declare(recap_graph_t graph, const char *name,
   RECAP__CHECK(table_get(graph, fn, &t));
   RECAP__CHECK(recap__rebind_attach_patchable(graph));
   rebind_t *r = recap__rebind_of(graph);
-  uint32_t bytes = type_bytes(type);
+  uint32_t bytes = recap__param_type_bytes(type);
 
   recap_status_t s = RECAP_SUCCESS;
   pthread_mutex_lock(&t->lock);
@@ -201,7 +206,7 @@ recap_status_t recap_graph_param_declare(recap_graph_t graph, const char *name,
     s = recap__error(RECAP_ERROR_INVALID_ARGUMENT,
                      "%s: \"%s\" was declared as %s by an earlier capture of the graph and is "
                      "now %s; a name keeps its type",
-                     fn, name, type_name(p->type), type_name(type));
+                     fn, name, recap__param_type_name(p->type), recap__param_type_name(type));
     goto out;
   }
   /* Room first, so that nothing below can fail half-way. */
@@ -268,7 +273,7 @@ recap_status_t recap_graph_param_device(recap_graph_t graph, const char *name,
   RECAP__ARG(device_value != NULL, "%s: device_value is NULL", fn);
   RECAP__ARG(per_block == 0 || type == RECAP_PARAM_INT32 || type == RECAP_PARAM_INT64,
              "%s: per_block %u with a %s parameter; a grid comes from an integer", fn, per_block,
-             type_name(type));
+             recap__param_type_name(type));
   uint64_t zero = 0;
   recap_param_t p;
   RECAP__CHECK(recap_graph_param_declare(graph, name, type, &zero, placeholder, &p));
@@ -276,6 +281,40 @@ recap_status_t recap_graph_param_device(recap_graph_t graph, const char *name,
       recap__params_device_source(graph, stream, p, device_value, p->bytes, per_block, fn));
   if (param) *param = p;
   return RECAP_SUCCESS;
+}
+
+/* The values of the module that called the step now running on this thread (graph sets). */
+static _Thread_local recap__param_source_t source;
+
+void recap__params_source_swap(const recap__param_source_t *next, recap__param_source_t *previous) {
+  *previous = source;
+  source = *next;
+}
+
+recap_status_t recap_param_on_stream(const char *name, recap_param_type_t type, const void *value,
+                                     recap_stream_t stream, void *placeholder) {
+  static const char fn[] = "recap_param_on_stream";
+  RECAP__ARG(name && name[0], "%s: name is NULL or empty", fn);
+  RECAP__ARG(type >= RECAP_PARAM_INT32 && type <= RECAP_PARAM_DOUBLE,
+             "%s: type %d is not a recap_param_type_t", fn, (int)type);
+  RECAP__ARG(value && placeholder, "%s: value or placeholder is NULL", fn);
+  uint64_t bits = 0;
+  memcpy(&bits, value, recap__param_type_bytes(type));
+  if (source.fn) source.fn(source.ctx, name, type, &bits);
+  recap_graph_t graph = NULL;
+  RECAP__CHECK(recap__registry_find_stream(stream, &graph));
+  if (!graph) { /* eager: the value itself */
+    int capturing = 0;
+    RECAP__CHECK(recap_stream_is_capturing(stream, &capturing));
+    if (capturing)
+      return recap__error(RECAP_ERROR_INVALID_USAGE,
+                          "%s: stream %p captures into no recap graph (a raw CUDA capture, or "
+                          "one invalidated); \"%s\" has no graph to belong to",
+                          fn, (void *)stream, name);
+    memcpy(placeholder, &bits, recap__param_type_bytes(type));
+    return RECAP_SUCCESS;
+  }
+  return recap_graph_param_declare(graph, name, type, &bits, placeholder, NULL);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -312,6 +351,28 @@ static bool pin_sites(rebind_t *next, const recap__arg_write_t *w) {
   return newly;
 }
 
+/* For the message of a parameter found nowhere, when the capture holds regions: why a kernel in
+ * a region's body cannot take it, and what to do instead ("" without regions). */
+static void regions_note(char *out, size_t size, recap_graph_t graph, rebind_t *next) {
+  size_t own_nodes = 0;
+  int64_t own_bytes = 0;
+  size_t conditional = recap__rebind_region_count(next, graph);
+  *out = '\0';
+  if (recap__graph_hooks_own_graphs(graph, &own_nodes, &own_bytes))
+    snprintf(out, size,
+             ". This capture's regions run on the host path, as graphs of their own that recap "
+             "does not plan patches for: a kernel between or inside them cannot take a "
+             "parameter; pass such a value through device memory its kernel reads");
+  else if (conditional)
+    snprintf(out, size,
+             ". This capture holds %zu conditional node%s (regions): a kernel in a region's "
+             "body lies in a body graph that the conditional node owns, and recap patches only "
+             "the graph's own kernel nodes (cudaGraphExecKernelNodeSetParams is documented for "
+             "the nodes of the graph an executable was instantiated from); pass such a value "
+             "through device memory the body's kernel reads",
+             conditional, conditional == 1 ? "" : "s");
+}
+
 /* The parameters' sites in the new plan, or the error naming the first that has none or an
  * ambiguous one. */
 static recap_status_t find_sites(recap_graph_t graph, rebind_t *next, recap__arg_site_t **found,
@@ -338,19 +399,23 @@ static recap_status_t find_sites(recap_graph_t graph, rebind_t *next, recap__arg
                        "%s: parameter \"%s\" (%s) was found inside the %zu-byte argument %" PRIu32
                        " of node %zu (kernel %s), so it cannot be told from another value; "
                        "declare it with the type the kernel takes (a %zu-byte one)",
-                       fn, p->name, type_name(p->type), site->param_size, site->param, site->node,
-                       recap__rebind_kernel_name(next, graph, site->node), site->param_size);
+                       fn, p->name, recap__param_type_name(p->type), site->param_size, site->param,
+                       site->node, recap__rebind_kernel_name(next, graph, site->node),
+                       site->param_size);
       break;
     }
-    if (s == RECAP_SUCCESS && hits == 0)
+    if (s == RECAP_SUCCESS && hits == 0) {
+      char regions[512];
+      regions_note(regions, sizeof regions, graph, next);
       s = recap__error(RECAP_ERROR_INVALID_ARGUMENT,
                        "%s: parameter \"%s\" (%s) was found in no kernel argument of the capture: "
                        "pass the placeholder recap_graph_param_declare gave, unchanged, to the "
                        "kernels that take it (a value computed from it on the host is a "
                        "parameter of its own). Kernels inside regions' bodies and child graphs "
                        "are not searched, nor are values a library keeps in its own structures "
-                       "(cuBLAS's alpha and beta, for one)",
-                       fn, p->name, type_name(p->type));
+                       "(cuBLAS's alpha and beta, for one)%s",
+                       fn, p->name, recap__param_type_name(p->type), regions);
+    }
     if (s != RECAP_SUCCESS) {
       recap__host_free(*found);
       *found = NULL;
@@ -474,6 +539,13 @@ static param_use_t *use_in(rebind_t *r, recap_param_t param) {
   return NULL;
 }
 
+/* The kernel nodes n writes in node order touch: what the update stats count per set. */
+static uint64_t nodes_of(const recap__arg_write_t *w, size_t n) {
+  uint64_t nodes = 0;
+  for (size_t k = 0; k < n; k++) nodes += k == 0 || w[k].node != w[k - 1].node;
+  return nodes;
+}
+
 /* The checks every set makes: param's graph holds a patchable capture that declared param
  * (its use in *use). */
 static recap_status_t param_use(const char *fn, recap_param_t param, rebind_t **r,
@@ -518,6 +590,7 @@ recap_status_t recap_param_set(recap_param_t param, const void *value) {
     for (size_t k = 0; k < use->count; k++) w[k].bits = before;
     return prefixed(s, fn, param->name);
   }
+  recap__update_count_patch_of(param->graph, RECAP__PATCH_PARAMS, nodes_of(w, use->count));
   return RECAP_SUCCESS;
 }
 
@@ -563,6 +636,7 @@ recap_status_t recap_params_set(const recap_param_value_t *values, size_t count)
     for (size_t k = 0; k < use->count; k++) r->writes[use->first + k].bits = bits;
     if (on_gpu) recap__params_device_stage(r->device, p->use, bits);
   }
+  recap__update_count_patch_of(graph, RECAP__PATCH_PARAMS, nodes_of(r->batch, total));
   return RECAP_SUCCESS;
 }
 
@@ -643,6 +717,94 @@ recap_status_t recap_param_sites(recap_param_t param, recap_param_site_t *sites,
   return RECAP_SUCCESS;
 }
 
+/* A value as inspection shows it: integers in decimal, floating values in the fewest digits
+ * that read back as the same value ("0.1", not "0.100000001"). */
+static void value_text(char *out, size_t size, recap_param_type_t type, uint64_t bits) {
+  if (type == RECAP_PARAM_INT32) {
+    snprintf(out, size, "%" PRId32, (int32_t)(uint32_t)bits);
+    return;
+  }
+  if (type == RECAP_PARAM_INT64) {
+    snprintf(out, size, "%" PRId64, (int64_t)bits);
+    return;
+  }
+  double v;
+  if (type == RECAP_PARAM_FLOAT) {
+    float f;
+    uint32_t narrow = (uint32_t)bits;
+    memcpy(&f, &narrow, sizeof f);
+    v = f;
+  } else {
+    memcpy(&v, &bits, sizeof v);
+  }
+  for (int digits = 1; digits <= 17; digits++) {
+    snprintf(out, size, "%.*g", digits, v);
+    double back = strtod(out, NULL);
+    if (type == RECAP_PARAM_FLOAT ? (float)back == (float)v : back == v) return;
+  }
+}
+
+/* Append a copy of text to node's graph parameters. */
+static bool node_param_add(recap_graph_node_t *node, const char *text) {
+  const char **grown = recap__host_realloc((void *)node->graph_params,
+                                           (node->graph_param_count + 1) * sizeof *grown);
+  if (!grown) return false;
+  node->graph_params = grown;
+  char *copy = recap__copy_string(text);
+  if (!copy) return false;
+  grown[node->graph_param_count++] = copy;
+  return true;
+}
+
+recap_status_t recap__params_inspect(recap_graph_t graph, rebind_t *r, recap_graph_info_t *info) {
+  static const char fn[] = "recap_graph_inspect";
+  /* Only the graph's own nodes lie in the plan, and they come first in info. */
+  for (size_t i = 0; i < r->use_count; i++) {
+    const param_use_t *use = &r->uses[i];
+    for (size_t k = 0; k < use->count; k++) {
+      const recap__arg_write_t *w = &r->writes[use->first + k];
+      /* A parameter a node takes in two arguments is listed once (the sites are in node
+       * order). */
+      if (w->node >= info->node_count || (k > 0 && w[-1].node == w->node)) continue;
+      char value[64], text[sizeof value + 272]; /* "%.255s = " and the value */
+      value_text(value, sizeof value, use->param->type, w->bits);
+      snprintf(text, sizeof text, "%.255s = %s", use->param->name, value);
+      if (!node_param_add(&info->nodes[w->node], text))
+        return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    }
+  }
+  const params_t *t = table_of(graph);
+  if (!t) return RECAP_SUCCESS;
+  const recap__device_ops_t *dev = recap__device();
+  recap__saved_error_t saved; /* a record the capture held has no place for: not shown */
+  recap__error_save(&saved);
+  recap_status_t s = RECAP_SUCCESS;
+  for (size_t node = 0; node < info->node_count && s == RECAP_SUCCESS; node++) {
+    recap__strbuf_t b = {0};
+    for (size_t i = 0; i < t->arg_count; i++) {
+      const arg_record_t *a = &t->args[i];
+      recap__arg_site_t site;
+      if (a->node != node || dev->patch_plan_arg(r->plan, node, a->arg, &site) != RECAP_SUCCESS ||
+          site.size != a->bytes)
+        continue;
+      recap__strbuf_printf(&b, "%sargument %" PRIu32 " = 0x%" PRIx64, b.len ? ", " : "", a->arg,
+                           a->bits);
+    }
+    recap__kernel_shape_t now;
+    for (size_t i = 0; i < t->shape_count; i++)
+      if (t->shapes[i].node == node &&
+          dev->patch_plan_shape(r->plan, node, &now, NULL) == RECAP_SUCCESS)
+        recap__strbuf_printf(&b, "%sshape", b.len ? ", " : "");
+    if (!b.buf && !b.failed) continue; /* nothing set on this node alone */
+    char *text = NULL;
+    if (!recap__strbuf_take(&b, &text))
+      s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+    info->nodes[node].set_alone = text;
+  }
+  if (s == RECAP_SUCCESS) recap__error_restore(&saved);
+  return s;
+}
+
 /* ------------------------------------------------------------------------------------------
  * One argument, one node; launch shapes
  * ---------------------------------------------------------------------------------------- */
@@ -706,6 +868,7 @@ recap_status_t recap_graph_kernel_arg_set(recap_graph_t graph, size_t node, uint
   if (at == t->arg_count) t->arg_count++;
   /* A rebind leaves this site alone from now on. */
   if (!pinned && pin_sites(r, &w)) recap__rebind_resort(r);
+  recap__update_count_patch_of(graph, RECAP__PATCH_ARG, 1);
   return RECAP_SUCCESS;
 }
 
@@ -766,5 +929,6 @@ recap_status_t recap_graph_kernel_shape_set(recap_graph_t graph, size_t node, co
   recap__params_device_touched(r->device);
   t->shapes[at] = (shape_record_t){node, shape};
   if (at == t->shape_count) t->shape_count++;
+  recap__update_count_patch_of(graph, RECAP__PATCH_SHAPE, 1);
   return RECAP_SUCCESS;
 }

@@ -91,6 +91,10 @@ typedef struct param_use {
  * (not into an executable), and mark the pinned sites. Fills next's parameter fields; on failure
  * what it allocated is freed. */
 recap_status_t recap__params_captured(recap_graph_t graph, rebind_t *next);
+/* recap_graph_inspect read the template into info (sites.c's `inspect` hook): give each
+ * kernel node the parameters it takes ("name = value") and what was set on it alone
+ * (recap/inspect.h, params and set_alone). */
+recap_status_t recap__params_inspect(recap_graph_t graph, rebind_t *r, recap_graph_info_t *info);
 /* Free the parameter fields of r that belong to its plan (not `declared`). */
 void recap__params_plan_free(rebind_t *r);
 /* The rebind state of graph for patching its executable outside a rebind: a captured graph,
@@ -104,6 +108,9 @@ recap_status_t recap__rebind_attach_patchable(recap_graph_t graph);
 rebind_t *recap__rebind_of(recap_graph_t graph);
 /* Sort r's index again after sites were pinned (their entries set to UINTPTR_MAX). */
 void recap__rebind_resort(rebind_t *r);
+/* The conditional nodes (regions on the device path) of the template, bodies' own included;
+ * 0 when the driver cannot say. For messages. */
+size_t recap__rebind_region_count(rebind_t *r, recap_graph_t graph);
 /* "kernel axpy" for node `node` of the template, or "" when the driver cannot say; for
  * messages. */
 const char *recap__rebind_kernel_name(rebind_t *r, recap_graph_t graph, size_t node);

@@ -297,12 +297,17 @@ static void hook_release(void *ctx, recap_graph_t graph) {
   recap__host_free(r);
 }
 
+static recap_status_t hook_inspect(void *ctx, recap_graph_t graph, recap_graph_info_t *info) {
+  return recap__params_inspect(graph, ctx, info);
+}
+
 static const recap__graph_hooks_t rebind_hooks = {
     .capture_ended = hook_capture_ended,
     .release = hook_release,
     .captured = hook_captured,
     .template_read = hook_template_read,
     .instantiated_afresh = hook_instantiated_afresh,
+    .inspect = hook_inspect,
 };
 
 recap_status_t recap__rebind_attach(recap_graph_t graph, recap_rebind_mode_t mode) {
@@ -342,6 +347,14 @@ void recap__rebind_resort(rebind_t *r) {
   for (size_t i = 0; i < r->site_count; i++)
     if (r->pinned && r->pinned[r->index[i].site]) r->index[i].value = UINTPTR_MAX;
   qsort(r->index, r->site_count, sizeof *r->index, compare_entries);
+}
+
+size_t recap__rebind_region_count(rebind_t *r, recap_graph_t graph) {
+  const recap_graph_info_t *info = node_names(r, graph);
+  size_t count = 0;
+  for (size_t i = 0; info && i < info->node_count; i++)
+    count += info->nodes[i].type == RECAP_NODE_CONDITIONAL;
+  return count;
 }
 
 const char *recap__rebind_kernel_name(rebind_t *r, recap_graph_t graph, size_t node) {

@@ -96,6 +96,7 @@ static recap_status_t release_set(recap_graph_set_t set, bool mutex_made) {
   }
   recap__host_free(set->members);
   recap__host_free(set->order);
+  recap__set_params_free(set);
   set->magic = 0;
   recap__host_free(set);
   if (s == RECAP_SUCCESS) recap__error_restore(&saved);
@@ -219,7 +220,7 @@ recap_status_t recap_graph_set_destroy(recap_graph_set_t set) {
 /* The step run eagerly for size on the caller's stream. */
 static recap_status_t eager(recap_graph_set_t set, size_t size, recap_stream_t stream) {
   recap_clear_last_error();
-  recap_status_t s = set->step(size, stream, set->user_data);
+  recap_status_t s = recap__set_step(set, size, stream);
   if (s != RECAP_SUCCESS && recap_last_status() != s)
     recap__error(s,
                  "recap_graph_set_run: the step returned %s for size %zu (run eagerly) without "

@@ -154,7 +154,7 @@ recap_status_t recap__set_capture(recap_graph_set_t set, size_t i, recap_capture
     return record(set, i, RECAP_MEMBER_FAILED, s);
   }
   recap_clear_last_error();
-  s = set->step(m->bucket, set->stream, set->user_data);
+  s = recap__set_step(set, m->bucket, set->stream);
   if (s != RECAP_SUCCESS) step_message(s);
   /* A refusal of the budget makes this an OVER_BUDGET member whatever the step did with it. */
   recap__capture_result_t result;

@@ -5,7 +5,7 @@
  *
  * set_sizes.c turns the options into the sorted size list and the capture order; set_capture.c
  * captures one member (budget, timing, failure records); graph_set.c is the public surface;
- * set_background.c runs the helper thread.
+ * set_background.c runs the helper thread; set_params.c the parameters the members share.
  *
  * Locking: `lock` guards every member's state and counters and the set's counters, because the
  * helper thread changes them while the caller's thread reads them. Neither thread holds it
@@ -20,6 +20,7 @@
 #include <stdbool.h>
 
 #include "recap/graph_set.h"
+#include "recap/params.h"
 
 enum { RECAP__SET_MAGIC = 0x72677374 /* "rgst" */ };
 
@@ -32,6 +33,13 @@ enum { RECAP__SET_MAX_MEMBERS = 65536 };
  * (bench/bench_sets, table (b)); at a fifth it costs a small part of that, and 32 sizes are
  * still graphed in tens of milliseconds. */
 #define RECAP__SET_DEFAULT_SHARE 0.2
+
+/* A value recap_graph_set_param_set gave a parameter: its members' steps get it. */
+typedef struct recap__set_param {
+  char *name;
+  recap_param_type_t type;
+  uint64_t bits;
+} recap__set_param_t;
 
 typedef struct recap__member {
   size_t bucket;
@@ -68,6 +76,8 @@ struct recap_graph_set {
   double first_ready, all_ready; /* seconds from create; 0: not yet */
   double last_idle_scan;         /* recap__set_now() of run()'s latest idle scan */
   uint64_t replays, eager_runs, overflow_runs, evictions;
+  recap__set_param_t *params; /* under lock: set_params.c */
+  size_t param_count, param_cap;
 };
 
 /* CLOCK_MONOTONIC in seconds. */
@@ -98,6 +108,13 @@ int64_t recap__set_pool_reserved(const recap_graph_set_t set);
 void recap__set_note_progress(recap_graph_set_t set);
 /* Destroy member i's graph and mark it EVICTED (lock held, caller's thread, member READY). */
 void recap__set_evict_member(recap_graph_set_t set, size_t i);
+
+/* ---- set_params.c ---- */
+/* Run the step for size on stream, with the values recap_graph_set_param_set gave in place of
+ * those the step passes to recap_param_on_stream (on this thread, for this call). */
+recap_status_t recap__set_step(recap_graph_set_t set, size_t size, recap_stream_t stream);
+/* Free the values (destroy). */
+void recap__set_params_free(recap_graph_set_t set);
 
 /* ---- set_background.c ---- */
 /* Start the helper thread (create, BACKGROUND mode, members PENDING). */

@@ -119,6 +119,11 @@ void recap__update_count_rebind_of(recap_graph_t graph, uint64_t sites) {
   if (u) recap__update_count_rebind(u, sites);
 }
 
+void recap__update_count_patch_of(recap_graph_t graph, recap__patch_kind_t kind, uint64_t nodes) {
+  recap__update_t *u = recap__update_of(graph);
+  if (u) recap__update_count_patch(u, kind, nodes);
+}
+
 /* ------------------------------------------------------------------------------------------
  * Set aside, put back
  * ---------------------------------------------------------------------------------------- */

@@ -106,6 +106,15 @@ void recap__update_stats_get(recap__update_t *u, recap_update_stats_t *stats);
 /* A rebind (recap_graph_rebind) succeeded, patching `sites` sites: the stats count it. */
 void recap__update_count_rebind(recap__update_t *u, uint64_t sites);
 
+/* A patch of params.c succeeded: a parameter set (recap_param_set, recap_params_set) that set
+ * `nodes` kernel nodes, an argument set or a shape set (nodes unused: one node each). */
+typedef enum recap__patch_kind {
+  RECAP__PATCH_PARAMS = 0,
+  RECAP__PATCH_ARG,
+  RECAP__PATCH_SHAPE
+} recap__patch_kind_t;
+void recap__update_count_patch(recap__update_t *u, recap__patch_kind_t kind, uint64_t nodes);
+
 /* Launch exec on stream while recap__update_measuring(u): reads the times of earlier timed
  * launches the GPU finished, and times this launch when its kind still needs samples, never
  * waiting. The first launch of an executable since it was instantiated or updated, when timed,
@@ -122,10 +131,12 @@ void recap__update_poll(recap__update_t *u);
 /* update.c: the update state attached to graph for its life (NULL before its first capture or
  * policy); its attachment on first need (capture.c, before a capture begins;
  * recap_graph_set_update_policy), RECAP_ERROR_OUT_OF_MEMORY without host memory, nothing
- * attached then; and a rebind of graph's counted (recap__update_count_rebind). */
+ * attached then; and a rebind or a patch of graph's counted (recap__update_count_rebind,
+ * recap__update_count_patch). */
 recap__update_t *recap__update_of(recap_graph_t graph);
 recap_status_t recap__update_attach(recap_graph_t graph);
 void recap__update_count_rebind_of(recap_graph_t graph, uint64_t sites);
+void recap__update_count_patch_of(recap_graph_t graph, recap__patch_kind_t kind, uint64_t nodes);
 
 /* Recaptures (update.c), for capture.c: set the held capture aside before its recapture
  * begins; put it back when the recapture's start failed (recap__graph_capture_start undid

@@ -119,6 +119,19 @@ void recap__update_count_rebind(recap__update_t *u, uint64_t sites) {
   pthread_mutex_unlock(&u->lock);
 }
 
+void recap__update_count_patch(recap__update_t *u, recap__patch_kind_t kind, uint64_t nodes) {
+  pthread_mutex_lock(&u->lock);
+  switch (kind) {
+    case RECAP__PATCH_PARAMS:
+      u->stats.param_sets++;
+      u->stats.param_node_sets += nodes;
+      break;
+    case RECAP__PATCH_ARG: u->stats.arg_sets++; break;
+    case RECAP__PATCH_SHAPE: u->stats.shape_sets++; break;
+  }
+  pthread_mutex_unlock(&u->lock);
+}
+
 /* Make the arrays of a round of measure_replays samples per kind (events are made on first
  * use). False, logged, without host memory: the policy then measures nothing this round. */
 static bool prepare_measurements(recap__update_t *u) {

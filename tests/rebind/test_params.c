@@ -11,6 +11,8 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <inttypes.h>
+
 #include "rebind_util.h"
 #include "recap/params.h"
 
@@ -722,6 +724,124 @@ RECAP_TEST(recapture_into_device_nodes) {
   done();
 }
 
+/* Inspection names the parameters each kernel node takes, with their values, and what was set
+ * on a node alone; so does its JSON, which the graph viewer draws. */
+RECAP_TEST(inspection_names_parameters) {
+  recap_stream_t s = fresh_stream();
+  float *x = alloc(BYTES, s), *x2 = alloc(BYTES, s), *y1 = alloc(BYTES, s), *y2 = alloc(BYTES, s);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  four_t p = capture_affine(g, s, NULL, x, y1, y2);
+  OK(recap_param_set_float(p.a, 0.1f)); /* shown in the fewest digits that read back */
+  OK(recap_param_set_int32(p.step, -7));
+  OK(recap_graph_kernel_arg_set(g, 1, 0, &x2, sizeof x2));
+  const unsigned grid[3] = {3, 1, 1};
+  OK(recap_graph_kernel_shape_set(g, 1, grid, NULL));
+  recap_graph_info_t *info = NULL;
+  OK(recap_graph_inspect(g, &info));
+  const char *want[4] = {"lr = 0.1", "step = -7", "bias = 0.25", "offset = 1000"};
+  for (size_t i = 0; i < 2; i++) {
+    assert_int_equal(info->nodes[i].graph_param_count, 4);
+    for (size_t k = 0; k < 4; k++) assert_string_equal(info->nodes[i].graph_params[k], want[k]);
+  }
+  assert_null(info->nodes[0].set_alone);
+  char alone[64];
+  snprintf(alone, sizeof alone, "argument 0 = 0x%" PRIx64 ", shape", (uint64_t)(uintptr_t)x2);
+  assert_string_equal(info->nodes[1].set_alone, alone);
+  char *json = NULL;
+  OK(recap_graph_info_json(info, &json));
+  assert_non_null(strstr(json,
+                         "\"graph_params\":[\"lr = 0.1\",\"step = -7\",\"bias = 0.25\","
+                         "\"offset = 1000\"],\"set_alone\":null}"));
+  char tail[128];
+  snprintf(tail, sizeof tail, "\"offset = 1000\"],\"set_alone\":\"%s\"}", alone);
+  assert_non_null(strstr(json, tail));
+  recap_string_free(json);
+  recap_graph_info_free(info);
+  OK(recap_graph_destroy(g));
+
+  /* A graph without parameters: empty lists. */
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  OK(recap_graph_capture_begin(g, NULL, s));
+  affine(s, "k", x, y1, 1.0f, 0, 0.0, 0);
+  OK(recap_graph_capture_end(g));
+  OK(recap_graph_inspect(g, &info));
+  assert_int_equal(info->nodes[0].graph_param_count, 0);
+  OK(recap_graph_info_json(info, &json));
+  assert_non_null(strstr(json, "\"graph_params\":[],\"set_alone\":null}"));
+  recap_string_free(json);
+  recap_graph_info_free(info);
+  OK(recap_graph_destroy(g));
+  done();
+}
+
+static recap_update_stats_t stats_of(recap_graph_t g) {
+  recap_update_stats_t st = RECAP_UPDATE_STATS_INIT;
+  OK(recap_graph_update_stats(g, &st));
+  return st;
+}
+
+/* The update policy's counters of patches: parameter sets and the kernel nodes they set,
+ * argument sets and shape sets, each success once and no failure; a caller of the first
+ * version of the struct gets its fields and nothing past them. */
+RECAP_TEST(update_stats_count_patches) {
+  recap_stream_t s = fresh_stream();
+  float *x = alloc(BYTES, s), *x2 = alloc(BYTES, s), *y1 = alloc(BYTES, s), *y2 = alloc(BYTES, s);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  four_t p = capture_affine(g, s, NULL, x, y1, y2);
+  recap_update_stats_t st = stats_of(g);
+  assert_int_equal(st.param_sets + st.param_node_sets + st.arg_sets + st.shape_sets, 0);
+
+  OK(recap_param_set_float(p.a, 2.0f)); /* both nodes take "lr" */
+  int32_t step = 4;
+  double d = 1.0;
+  recap_param_value_t batch[2] = {{p.step, &step}, {p.d, &d}};
+  OK(recap_params_set(batch, 2)); /* one set per node: two more */
+  st = stats_of(g);
+  assert_int_equal(st.param_sets, 2);
+  assert_int_equal(st.param_node_sets, 4);
+  /* Failures count nothing: the device's, and a refusal before it. */
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 1);
+  EXPECT_STATUS(recap_param_set_float(p.a, 9.0f), RECAP_ERROR_CUDA);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 1);
+  EXPECT_STATUS(recap_params_set(batch, 2), RECAP_ERROR_CUDA);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 0);
+  EXPECT_STATUS(recap_param_set(p.a, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+
+  OK(recap_graph_kernel_arg_set(g, 1, 0, &x2, sizeof x2));
+  OK(recap_graph_kernel_arg_set(g, 1, 0, &x, sizeof x));
+  EXPECT_STATUS(recap_graph_kernel_arg_set(g, 1, 2, &step, 4), RECAP_ERROR_INVALID_ARGUMENT);
+  const unsigned grid[3] = {3, 1, 1}, zero[3] = {0, 1, 1};
+  OK(recap_graph_kernel_shape_set(g, 0, grid, NULL));
+  EXPECT_STATUS(recap_graph_kernel_shape_set(g, 0, zero, NULL), RECAP_ERROR_INVALID_ARGUMENT);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 1);
+  EXPECT_STATUS(recap_graph_kernel_shape_set(g, 0, grid, NULL), RECAP_ERROR_CUDA);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 0);
+  st = stats_of(g);
+  assert_int_equal(st.param_sets, 2);
+  assert_int_equal(st.param_node_sets, 4);
+  assert_int_equal(st.arg_sets, 2);
+  assert_int_equal(st.shape_sets, 1);
+  assert_int_equal(st.rebinds, 0); /* none of them is a rebind */
+
+  /* The first version's size: its fields filled, the bytes after them untouched. */
+  unsigned char raw[sizeof(recap_update_stats_t)];
+  memset(raw, 0xab, sizeof raw);
+  recap_update_stats_t *old = (recap_update_stats_t *)(void *)raw;
+  old->size = offsetof(recap_update_stats_t, fresh_replay_ms) + sizeof(double);
+  OK(recap_graph_update_stats(g, old));
+  assert_int_equal(old->last_node, SIZE_MAX);
+  for (size_t i = old->size; i < sizeof raw; i++) assert_int_equal(raw[i], 0xab);
+
+  /* A reset forgets them with the other counters. */
+  OK(recap_graph_reset(g));
+  st = stats_of(g);
+  assert_int_equal(st.param_sets + st.param_node_sets + st.arg_sets + st.shape_sets, 0);
+  OK(recap_graph_destroy(g));
+  done();
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(parameters_change_per_replay),
@@ -737,6 +857,8 @@ int main(int argc, char **argv) {
       cmocka_unit_test(device_replay_failures_and_fallback),
       cmocka_unit_test(parameter_the_gpu_decides),
       cmocka_unit_test(recapture_into_device_nodes),
+      cmocka_unit_test(update_stats_count_patches),
+      cmocka_unit_test(inspection_names_parameters),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }

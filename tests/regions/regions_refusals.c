@@ -6,6 +6,7 @@
 
 #include "regions_util.h"
 #include "capture_util.h"
+#include "recap/params.h"
 
 /* ------------------------------------------------------------------------------------------
  * Refusals
@@ -321,6 +322,46 @@ RECAP_TEST(test_invalidated_with_regions_open) {
   }
 }
 
+/* A parameter whose only kernel lies in a region's body: capture_end fails, saying why on each
+ * path (a body graph the conditional node owns; the host loop's graphs of their own), and the
+ * graph is fresh again. On the device path the parameter a kernel outside the region takes is
+ * found; on the host path none is. */
+RECAP_TEST(test_parameter_in_a_body) {
+  BOTH_PATHS {
+    recap_stream_t s;
+    recap_graph_t g = fresh_capture(&s, host);
+    uint32_t *w = device_words(s, 2);
+    int32_t outside, inside;
+    OK(recap_graph_param_int32(g, "outside", 5, &outside, NULL));
+    OK(recap_graph_param_int32(g, "inside", 7, &inside, NULL));
+    const void *before[2] = {w, (const void *)(uintptr_t)(uint32_t)outside};
+    recap__fake_launch_kernel_sized(s, "before", NULL, before, 2, 1u << 1);
+    recap_cond_t c;
+    OK(recap_cond_create(&c, 1, s));
+    OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
+    const void *body[2] = {w + 1, (const void *)(uintptr_t)(uint32_t)inside};
+    recap__fake_launch_kernel_sized(s, "in_body", NULL, body, 2, 1u << 1);
+    OK(recap_region_end(s));
+    EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_INVALID_ARGUMENT);
+    if (host) {
+      /* The host loop splits the whole capture into graphs of its own: even the kernel
+       * before the region is out of reach. */
+      EXPECT_MESSAGE("parameter \"outside\" (int32) was found in no kernel argument");
+      EXPECT_MESSAGE("This capture's regions run on the host path, as graphs of their own");
+    } else {
+      EXPECT_MESSAGE("parameter \"inside\" (int32) was found in no kernel argument");
+      EXPECT_MESSAGE(
+          "This capture holds 1 conditional node (regions): a kernel in a region's "
+          "body lies in a body graph that the conditional node owns");
+    }
+    EXPECT_MESSAGE("pass such a value through device memory");
+    assert_int_equal(state_of(g), RECAP_GRAPH_STATE_FRESH);
+    OK(recap_graph_destroy(g));
+    recap_free(w);
+    expect_quiet();
+  }
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_refusals_unharmed),
     cmocka_unit_test(test_too_deep),
@@ -329,5 +370,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_forbidden_before_a_nested_region),
     cmocka_unit_test(test_abandon_inside),
     cmocka_unit_test(test_invalidated_with_regions_open),
+    cmocka_unit_test(test_parameter_in_a_body),
 };
 const recap_test_part_t regions_refusal_tests = RECAP_TEST_PART(tests);

@@ -288,7 +288,8 @@ static const char sample_json[] =
     "{\"index\":5,\"type\":\"kernel\",\"kernel_name\":\"_Z6kernelIfEvPT_i\","
     "\"grid\":[1,1,1],\"block\":[32,1,1],\"shared_bytes\":0,\"bytes\":0,"
     "\"annotation\":\"inner\",\"annotation_path\":\"output/inner\",\"tools_id\":21,"
-    "\"params\":[\"float* 0x7f0000001000\",\"int 7\"],\"dependencies\":[4],"
+    "\"params\":[\"float* 0x7f0000001000\",\"int 7\"],\"graph_params\":[\"lr = 0.5\","
+    "\"step = 12\"],\"set_alone\":\"argument 0 = 0x7f0000002000, shape\",\"dependencies\":[4],"
     "\"dependents\":[]}"
     "],\"edge_count\":6,\"tools_ids_available\":true}";
 
@@ -307,6 +308,10 @@ RECAP_TEST(names_annotations_and_copies_in_dot) {
   ASSERT_CONTAINS(text, "#3 memcpy\\n1.0 MiB");
   ASSERT_CONTAINS(text, "#0 memset\\n4.0 KiB");
   ASSERT_CONTAINS(text, "tools id 17");
+  /* Graph parameters and what was set on the node alone, one line each, under the rest. */
+  ASSERT_CONTAINS(text,
+                  "[output/inner]\\ntools id 21\\nlr = 0.5\\nstep = 12\\nset alone: "
+                  "argument 0 = 0x7f0000002000, shape\"");
   /* Annotation scopes become nested clusters, quotes escaped for DOT: "inner" sits inside
    * "output". */
   assert_int_equal(count_of(text, "subgraph cluster_"), 3);
@@ -342,6 +347,9 @@ RECAP_TEST(names_annotations_and_copies_in_html) {
   ASSERT_CONTAINS(text, "\"name\":\"kernel\\u003cfloat\\u003e\"");
   ASSERT_CONTAINS(text, "\"pretty\":\"void kernel\\u003cfloat\\u003e(float*, int)\"");
   ASSERT_CONTAINS(text, "\"params\":[\"float* 0x7f0000001000\",\"int 7\"]");
+  ASSERT_CONTAINS(text,
+                  "\"graph_params\":[\"lr = 0.5\",\"step = 12\"],"
+                  "\"set_alone\":\"argument 0 = 0x7f0000002000, shape\"");
   ASSERT_CONTAINS(text, "\"name\":\"memcpy\",\"detail\":\"1.0 MiB\"");
   ASSERT_CONTAINS(text, "\"bytes\":1048576");
   ASSERT_CONTAINS(text, "\"tools_id\":\"17\"");
@@ -666,6 +674,14 @@ RECAP_TEST(broken_input_is_refused) {
                  "{\"nodes\":[{\"index\":0,\"type\":\"kernel\",\"kernel_name\":5,"
                  "\"dependencies\":[]}]}",
                  "\"kernel_name\" must be a string or null");
+  expect_refused(&s,
+                 "{\"nodes\":[{\"index\":0,\"type\":\"kernel\",\"graph_params\":[\"lr = 1\",2],"
+                 "\"dependencies\":[]}]}",
+                 "node 0: \"graph_params\"[1] must be a string");
+  expect_refused(&s,
+                 "{\"nodes\":[{\"index\":0,\"type\":\"kernel\",\"set_alone\":[],"
+                 "\"dependencies\":[]}]}",
+                 "node 0: \"set_alone\" must be a string or null");
   expect_refused(&s,
                  "{\"nodes\":[{\"index\":0,\"type\":\"kernel\",\"dependencies\":[1]},"
                  "{\"index\":1,\"type\":\"kernel\",\"dependencies\":[0]}]}",

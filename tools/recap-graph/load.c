@@ -184,20 +184,21 @@ static bool take_dependency(void *ctx, size_t from) {
   return recap_view_add_dependency(sink->g, sink->node, from) == 0;
 }
 
-/* Optional "params": an array of strings, shown as they are. */
-static bool read_params(const cJSON *obj, size_t index, recap_view_node_t *n, failure_t *err) {
-  const cJSON *array = cJSON_GetObjectItemCaseSensitive(obj, "params");
+/* Optional array of strings (a kernel's "params", its "graph_params"), shown as they are. */
+static bool read_strings(const cJSON *obj, size_t index, const char *key, char ***out,
+                         size_t *count, failure_t *err) {
+  const cJSON *array = cJSON_GetObjectItemCaseSensitive(obj, key);
   if (!array || cJSON_IsNull(array)) return true;
   if (!cJSON_IsArray(array))
-    return fail(err, "node %zu: \"params\" must be an array of strings", index);
-  size_t count = (size_t)cJSON_GetArraySize(array);
-  n->params = calloc(count ? count : 1, sizeof *n->params);
-  if (!n->params) return fail(err, "out of memory");
+    return fail(err, "node %zu: \"%s\" must be an array of strings", index, key);
+  size_t n = (size_t)cJSON_GetArraySize(array);
+  *out = calloc(n ? n : 1, sizeof **out);
+  if (!*out) return fail(err, "out of memory");
   const cJSON *v;
   cJSON_ArrayForEach(v, array) {
     if (!cJSON_IsString(v))
-      return fail(err, "node %zu: \"params\"[%zu] must be a string", index, n->param_count);
-    if (recap_view_set_string(&n->params[n->param_count++], v->valuestring) != 0)
+      return fail(err, "node %zu: \"%s\"[%zu] must be a string", index, key, *count);
+    if (recap_view_set_string(&(*out)[(*count)++], v->valuestring) != 0)
       return fail(err, "out of memory");
   }
   return true;
@@ -280,7 +281,10 @@ static bool read_node(const cJSON *obj, size_t i, size_t count, recap_view_graph
     n->tools_id = (uint64_t)tools_id->valuedouble;
     n->has_tools_id = 1;
   }
-  if (!read_params(obj, i, n, err)) return false;
+  if (!read_strings(obj, i, "params", &n->params, &n->param_count, err)) return false;
+  if (!read_strings(obj, i, "graph_params", &n->graph_params, &n->graph_param_count, err))
+    return false;
+  if (!read_string(obj, i, "set_alone", &n->set_alone, err)) return false;
   if (!read_region(obj, i, n, err)) return false;
   dependency_sink_t sink = {g, i};
   return read_indices(obj, i, "dependencies", true, count, take_dependency, &sink, err);

@@ -36,6 +36,9 @@ static void dot_node(FILE *out, const recap_view_graph_t *g, size_t i, size_t in
   if (shape.len) recap__view_printf(&label, "\n%s", shape.data);
   if (recap__view_scope_of(n)) recap__view_printf(&label, "\n[%s]", recap__view_scope_of(n));
   if (n->has_tools_id) recap__view_printf(&label, "\ntools id %" PRIu64, n->tools_id);
+  for (size_t k = 0; k < n->graph_param_count; k++)
+    recap__view_printf(&label, "\n%s", n->graph_params[k]);
+  if (n->set_alone) recap__view_printf(&label, "\nset alone: %s", n->set_alone);
 
   fprintf(out, "%*sn%zu [label=\"", (int)indent, "", i);
   dot_escape(out, label.data ? label.data : "");

@@ -106,7 +106,14 @@ static int write_node(FILE *out, const recap_view_node_t *n, size_t i) {
     if (k) fputc(',', out);
     json_string(out, n->params[k]);
   }
-  fputs("],\"allocs\":[", out);
+  fputs("],\"graph_params\":[", out);
+  for (size_t k = 0; k < n->graph_param_count; k++) {
+    if (k) fputc(',', out);
+    json_string(out, n->graph_params[k]);
+  }
+  fputs("],\"set_alone\":", out);
+  json_string(out, n->set_alone);
+  fputs(",\"allocs\":[", out);
   for (size_t k = 0; k < n->alloc_count; k++) {
     const recap_view_alloc_t *a = &n->allocs[k];
     fprintf(out,

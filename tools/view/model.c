@@ -180,6 +180,9 @@ void recap_view_graph_free(recap_view_graph_t *g) {
     free(n->succ);
     for (size_t k = 0; k < n->param_count; k++) free(n->params[k]);
     free(n->params);
+    for (size_t k = 0; k < n->graph_param_count; k++) free(n->graph_params[k]);
+    free(n->graph_params);
+    free(n->set_alone);
     free(n->allocs);
   }
   free(g->nodes);
@@ -372,8 +375,17 @@ int recap_view_from_info(recap_view_graph_t *g, const recap_graph_info_t *info, 
     recap_view_node_t *n = recap_view_add_node(g, recap_node_type_name(in->type));
     if (!n || recap_view_set_string(&n->kernel_name, in->kernel_name) != 0 ||
         recap_view_set_string(&n->annotation, in->annotation) != 0 ||
-        recap_view_set_string(&n->annotation_path, in->annotation_path) != 0)
+        recap_view_set_string(&n->annotation_path, in->annotation_path) != 0 ||
+        recap_view_set_string(&n->set_alone, in->set_alone) != 0)
       goto out_of_memory;
+    if (in->graph_param_count) {
+      if (!(n->graph_params = calloc(in->graph_param_count, sizeof *n->graph_params)))
+        goto out_of_memory;
+      for (size_t k = 0; k < in->graph_param_count; k++)
+        if (recap_view_set_string(&n->graph_params[n->graph_param_count++], in->graph_params[k]) !=
+            0)
+          goto out_of_memory;
+    }
     if (in->type == RECAP_NODE_KERNEL) {
       n->has_launch = 1;
       memcpy(n->grid, in->grid, sizeof n->grid);

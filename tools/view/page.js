@@ -252,6 +252,8 @@
     if (n.scope) field('annotation', n.scope);
     if (n.tools_id !== null) field('tools id', n.tools_id);
     if (n.params && n.params.length) field('parameters', list(n.params), true);
+    if (n.graph_params && n.graph_params.length) field('graph parameters', list(n.graph_params), true);
+    if (n.set_alone) field('set on this node alone', n.set_alone);
     if (n.allocs && n.allocs.length) {
       field('allocations read (input liveness)', list(n.allocs.map(function (a) {
         return a.base + ', ' + bytes(a.size) + ', generation ' + a.generation + ', read by ' +

@@ -57,6 +57,11 @@ typedef struct recap_view_node {
   size_t succ_count;
   char **params; /* kernel parameters as text, where known */
   size_t param_count;
+  /* Graph parameters the kernel takes, "name = value" each, and what recap_graph_kernel_arg_set
+   * and _shape_set set on this node alone (recap/params.h); NULL when none. */
+  char **graph_params;
+  size_t graph_param_count;
+  char *set_alone;
   recap_view_alloc_t *allocs; /* allocator blocks this node reads, where recorded */
   size_t alloc_count;
   /* Regions (recap/region.h). A node inside a body of a conditional node: `parent` is that
