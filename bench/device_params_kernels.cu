@@ -1,0 +1,86 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * device_params_kernels.cu — the kernels of bench_params_device, and its raw-CUDA reference:
+ * a chain of axpy kernels captured as device-updatable nodes, with an updater kernel first
+ * that reads the element count from device memory and sets every node's count argument and
+ * grid (cudaGraphKernelNodeUpdatesApply), as a program would write it without recap.
+ */
+#include <cuda_runtime.h>
+
+#include "device_params_kernels.h"
+
+namespace {
+
+__global__ void tiny_kernel(float *y, float a) { y[threadIdx.x] += a; }
+
+__global__ void axpy_kernel(float *y, const float *x, float a, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x)
+    y[i] = a * x[i] + y[i];
+}
+
+/* The raw reference's updater: n from device memory into every node's count (parameter 3, at
+ * byte 24: two pointers, a float padded to 8, then the count) and its grid. */
+__global__ void updater_kernel(const long long *count, const cudaGraphDeviceNode_t *nodes,
+                               int chain, unsigned per_block) {
+  __shared__ long long n;
+  __shared__ __align__(16) unsigned char bytes[2 * BENCH_DP_MAX_CHAIN *
+                                               sizeof(cudaGraphKernelNodeUpdate)];
+  cudaGraphKernelNodeUpdate *u = reinterpret_cast<cudaGraphKernelNodeUpdate *>(bytes);
+  if (threadIdx.x == 0) n = *count;
+  __syncthreads();
+  unsigned blocks = (unsigned)((n + per_block - 1) / per_block);
+  for (int i = threadIdx.x; i < chain; i += blockDim.x) {
+    u[2 * i].node = nodes[i];
+    u[2 * i].field = cudaGraphKernelNodeFieldParam;
+    u[2 * i].updateData.param.pValue = &n;
+    u[2 * i].updateData.param.offset = 24;
+    u[2 * i].updateData.param.size = sizeof n;
+    u[2 * i + 1].node = nodes[i];
+    u[2 * i + 1].field = cudaGraphKernelNodeFieldGridDim;
+    u[2 * i + 1].updateData.gridDim = dim3(blocks ? blocks : 1u, 1, 1);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) cudaGraphKernelNodeUpdatesApply(u, 2 * (size_t)chain);
+}
+
+} // namespace
+
+extern "C" {
+
+cudaError_t bench_dp_tiny(cudaStream_t stream, float *y, float a) {
+  tiny_kernel<<<1, 32, 0, stream>>>(y, a);
+  return cudaGetLastError();
+}
+
+cudaError_t bench_dp_axpy(cudaStream_t stream, float *y, const float *x, float a, long long n,
+                          unsigned grid) {
+  axpy_kernel<<<grid, BENCH_DP_BLOCK, 0, stream>>>(y, x, a, n);
+  return cudaGetLastError();
+}
+
+cudaError_t bench_dp_raw_chain(cudaStream_t stream, float *y, const float *x, float a,
+                               const long long *count, int chain, unsigned max_grid,
+                               cudaGraphDeviceNode_t *host_nodes,
+                               cudaGraphDeviceNode_t *device_nodes) {
+  updater_kernel<<<1, 32, 0, stream>>>(count, device_nodes, chain, BENCH_DP_BLOCK);
+  cudaError_t err = cudaGetLastError();
+  for (int i = 0; err == cudaSuccess && i < chain; i++) {
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeDeviceUpdatableKernelNode;
+    attr.val.deviceUpdatableKernelNode.deviceUpdatable = 1;
+    attr.val.deviceUpdatableKernelNode.devNode = nullptr;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(max_grid, 1, 1);
+    config.blockDim = dim3(BENCH_DP_BLOCK, 1, 1);
+    config.stream = stream;
+    config.attrs = &attr;
+    config.numAttrs = 1;
+    long long n = 0; /* the updater sets it */
+    err = cudaLaunchKernelEx(&config, axpy_kernel, y, x, a, n);
+    host_nodes[i] = attr.val.deviceUpdatableKernelNode.devNode;
+  }
+  return err;
+}
+
+} // extern "C"
