@@ -44,6 +44,7 @@ __global__ void recap_params_apply_kernel(recap__applier_table_t *table) {
     /* The host published this replay's values before it launched the graph. */
     const uint64_t published = *(volatile const uint64_t *)&ring->published[slot];
     in_step = published == replay + 1;
+    __threadfence_system(); /* the slot's values are read after the word that published them */
     if (!in_step) applier_error(ring, RECAP__APPLIER_OUT_OF_STEP, (uint32_t)replay);
   }
   __syncthreads();
