@@ -132,7 +132,8 @@ static int bench_steps(cudaStream_t s, int k, int quick, step_row_t *row) {
     free(samples[v]);
   }
   BENCH_CUDA(cudaMemset(y, 0, 32 * sizeof(float)));
-  row->checked = check_step(s, g.host, g.host_lr, y, k) && check_step(s, g.device, g.device_lr, y, k);
+  row->checked =
+      check_step(s, g.host, g.host_lr, y, k) && check_step(s, g.device, g.device_lr, y, k);
   BENCH_RECAP(recap_graph_destroy(g.plain));
   BENCH_RECAP(recap_graph_destroy(g.host));
   BENCH_RECAP(recap_graph_destroy(g.device));
@@ -151,7 +152,9 @@ typedef struct size_setup {
   cudaGraphDeviceNode_t *device_nodes;
 } size_setup_t;
 
-static unsigned blocks_for(long long n) { return (unsigned)((n + BENCH_DP_BLOCK - 1) / BENCH_DP_BLOCK); }
+static unsigned blocks_for(long long n) {
+  return (unsigned)((n + BENCH_DP_BLOCK - 1) / BENCH_DP_BLOCK);
+}
 
 static cudaGraphExec_t raw_exact(cudaStream_t s, float *y, const float *x, long long n) {
   cudaGraph_t graph;
@@ -177,8 +180,8 @@ static void size_setup(size_setup_t *st) {
   BENCH_RECAP(recap_graph_create(&st->recap, 0));
   BENCH_RECAP(recap_graph_capture_begin(st->recap, NULL, s));
   int64_t n_ph;
-  BENCH_RECAP(recap_graph_param_device(st->recap, "n", RECAP_PARAM_INT64, st->count,
-                                       BENCH_DP_BLOCK, s, &n_ph, NULL));
+  BENCH_RECAP(recap_graph_param_device(st->recap, "n", RECAP_PARAM_INT64, st->count, BENCH_DP_BLOCK,
+                                       s, &n_ph, NULL));
   for (int i = 0; i < CHAIN; i++)
     BENCH_CUDA(bench_dp_axpy(s, st->y, st->x, 0.5f, (long long)n_ph, blocks_for(MAX_N)));
   BENCH_RECAP(recap_graph_capture_end(st->recap));
@@ -241,8 +244,8 @@ static void bench_size(const size_setup_t *st, long long n, int quick, size_row_
   free(host_x);
   float *a = size_output(st, 0, n, exact), *b = size_output(st, 2, n, exact),
         *c = size_output(st, 1, n, exact);
-  row->same_bits = memcmp(a, b, MAX_N * sizeof(float)) == 0 &&
-                   memcmp(c, b, MAX_N * sizeof(float)) == 0;
+  row->same_bits =
+      memcmp(a, b, MAX_N * sizeof(float)) == 0 && memcmp(c, b, MAX_N * sizeof(float)) == 0;
   free(a);
   free(b);
   free(c);
@@ -291,22 +294,22 @@ static void print_tables(const step_row_t *steps, const size_row_t *sizes) {
   for (int i = 0; i < SITE_ROWS; i++) {
     const step_row_t *r = &steps[i];
     double extra = r->us[3].median - r->us[1].median;
-    printf("%6d %8.3f %8.3f %8.3f %8.3f %14.3f %10s %6s\n", r->k, r->us[0].median,
-           r->us[1].median, r->us[2].median, r->us[3].median, extra,
-           extra <= 0.5 ? "met" : "missed", r->checked ? "ok" : "FAILED");
+    printf("%6d %8.3f %8.3f %8.3f %8.3f %14.3f %10s %6s\n", r->k, r->us[0].median, r->us[1].median,
+           r->us[2].median, r->us[3].median, extra, extra <= 0.5 ? "met" : "missed",
+           r->checked ? "ok" : "FAILED");
   }
   printf("\n(b) a chain of %d axpy kernels over n floats: GPU us per launch, host us per call\n",
          CHAIN);
-  printf("%8s %8s %8s %8s %8s %11s %10s %10s %10s %6s\n", "n", "recap", "raw", "exact",
-         "padded", "recap/raw", "host recap", "host plain", "host ratio", "bits");
+  printf("%8s %8s %8s %8s %8s %11s %10s %10s %10s %6s\n", "n", "recap", "raw", "exact", "padded",
+         "recap/raw", "host recap", "host plain", "host ratio", "bits");
   for (int i = 0; i < SIZE_ROWS; i++) {
     const size_row_t *r = &sizes[i];
     double ratio = r->gpu_us[0].median / r->gpu_us[1].median;
     double host = r->host_us[0].median / r->host_us[1].median;
     printf("%8lld %8.2f %8.2f %8.2f %8.2f %7.3f %-3s %10.3f %10.3f %6.3f %-3s %6s\n", r->n,
            r->gpu_us[0].median, r->gpu_us[1].median, r->gpu_us[2].median, r->gpu_us[3].median,
-           ratio, ratio <= 1.1 ? "met" : "miss", r->host_us[0].median, r->host_us[1].median,
-           host, host <= 1.05 ? "met" : "miss", r->same_bits ? "same" : "DIFFER");
+           ratio, ratio <= 1.1 ? "met" : "miss", r->host_us[0].median, r->host_us[1].median, host,
+           host <= 1.05 ? "met" : "miss", r->same_bits ? "same" : "DIFFER");
   }
 }
 
@@ -366,8 +369,8 @@ int main(int argc, char **argv) {
   for (int i = 0; i < SIZE_ROWS; i++) {
     bench_size(&st, 1024LL << i, args.quick, &sizes[i]);
     ok &= sizes[i].same_bits;
-    printf("  n=%-7lld recap %.2f us, raw %.2f us (GPU)\n", sizes[i].n,
-           sizes[i].gpu_us[0].median, sizes[i].gpu_us[1].median);
+    printf("  n=%-7lld recap %.2f us, raw %.2f us (GPU)\n", sizes[i].n, sizes[i].gpu_us[0].median,
+           sizes[i].gpu_us[1].median);
     fflush(stdout);
   }
   size_teardown(&st);

@@ -24,8 +24,8 @@ __global__ void axpy_kernel(float *y, const float *x, float a, long long n) {
 __global__ void updater_kernel(const long long *count, const cudaGraphDeviceNode_t *nodes,
                                int chain, unsigned per_block) {
   __shared__ long long n;
-  __shared__ __align__(16) unsigned char bytes[2 * BENCH_DP_MAX_CHAIN *
-                                               sizeof(cudaGraphKernelNodeUpdate)];
+  __shared__ __align__(
+      16) unsigned char bytes[2 * BENCH_DP_MAX_CHAIN * sizeof(cudaGraphKernelNodeUpdate)];
   cudaGraphKernelNodeUpdate *u = reinterpret_cast<cudaGraphKernelNodeUpdate *>(bytes);
   if (threadIdx.x == 0) n = *count;
   __syncthreads();

@@ -131,6 +131,13 @@ cudaError_t decode_scores(decode_shape_t shape, float *scores, const float *q, c
   return cudaGetLastError();
 }
 
+cudaError_t decode_scores_full(decode_shape_t shape, float *scores, const float *q,
+                               const float *k_cache, int t, cudaStream_t stream) {
+  dim3 grid((unsigned)shape.max_len, (unsigned)shape.heads);
+  scores_kernel<<<grid, kThreads, 0, stream>>>(shape, scores, q, k_cache, t, nullptr);
+  return cudaGetLastError();
+}
+
 cudaError_t decode_softmax(decode_shape_t shape, float *scores, int t, const int *t_dev,
                            cudaStream_t stream) {
   softmax_kernel<<<(unsigned)shape.heads, kSoftmaxThreads, 0, stream>>>(shape, scores, t, t_dev);

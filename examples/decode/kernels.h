@@ -39,9 +39,14 @@ cudaError_t decode_kernels_load(void);
 /* k_cache[:, t] = k, v_cache[:, t] = v. */
 cudaError_t decode_append(decode_shape_t shape, float *k_cache, float *v_cache, const float *k,
                           const float *v, int t, const int *t_dev, cudaStream_t stream);
-/* scores[h * max_len + j] = (q_h . k_cache[h, j]) / sqrt(head_dim), for j <= t, each head h. */
+/* scores[h * max_len + j] = (q_h . k_cache[h, j]) / sqrt(head_dim), for j <= t, each head h.
+ * The launch covers t + 1 positions when t is baked (t_dev NULL), max_len otherwise. */
 cudaError_t decode_scores(decode_shape_t shape, float *scores, const float *q, const float *k_cache,
                           int t, const int *t_dev, cudaStream_t stream);
+/* The same kernel, launched for max_len positions with t passed by value: for a graph captured
+ * once whose t is a graph parameter (the blocks past t leave at once). */
+cudaError_t decode_scores_full(decode_shape_t shape, float *scores, const float *q,
+                               const float *k_cache, int t, cudaStream_t stream);
 /* scores[h, 0..t] = softmax(scores[h, 0..t]) in place, each head. */
 cudaError_t decode_softmax(decode_shape_t shape, float *scores, int t, const int *t_dev,
                            cudaStream_t stream);

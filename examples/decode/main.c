@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
- * decode — an autoregressive decode loop whose work changes every step, run four ways with recap.
+ * decode — an autoregressive decode loop whose work changes every step, run six ways with recap.
  *
  * One step of a single attention layer over a KV cache that grows by one position per step:
  *
@@ -14,7 +14,7 @@
  *
  * The step's scratch (q, k, v, scores, a, y) comes from recap_malloc and is freed at its end;
  * the cache, the weights and two state buffers (ping-pong) are allocated once. Step t reads
- * state buffer t % 2 and writes buffer (t + 1) % 2. The four ways:
+ * state buffer t % 2 and writes buffer (t + 1) % 2. The six ways:
  *
  *   eager      every kernel and GEMM launched from the host;
  *   recapture  recap_graph_reset + capture + instantiate every step (t baked into the launches);
@@ -23,14 +23,17 @@
  *   rebind     one capture whose kernels read t from device memory (a kernel at the end of the
  *              step advances it), pointed at the step's input and output buffers with
  *              recap_graph_rebind (the two buffers swap places every step): no capture, no
- *              copy after the first step.
+ *              copy after the first step;
+ *   params     two graphs captured once (one per state buffer), the eager kernels taking t by
+ *              value as a graph parameter applied on the GPU (options.params_on_device);
+ *   device     the same two graphs with the kernels that read t from device memory.
  *
- * All four must give the same outputs bit for bit: the state after every step (kept in a
+ * All six must give the same outputs bit for bit: the state after every step (kept in a
  * history buffer), the final KV cache and the final state. The program prints a table of
  * steps/s, host µs per step and whether each way matched the first.
  *
  *     decode [--steps N] [--dim D] [--heads H] [--seed S] [--way all|eager|recapture|update|
- *             rebind] [--check]                                              (decode --help)
+ *             rebind|params|device] [--check]                                (decode --help)
  *
  * Exit status: 0 success; 1 a failure, or the ways disagree; 2 a bad command line, or no GPU;
  * 77 no GPU with --check (the test runner's "skipped").
@@ -59,10 +62,15 @@
 #include "example_check.h"
 #include "example_args.h"
 enum { EXIT_NO_DEVICE = 2, EXIT_CHECK_SKIP = 77, STEPS_UNDER_A_TOOL = 24, STATE_BUFFERS = 2 };
-enum { WAY_EAGER, WAY_RECAPTURE, WAY_UPDATE, WAY_REBIND, WAYS };
-static const char *const WAY_NAMES[WAYS] = {"eager", "recapture", "update", "rebind"};
-static const char *const WAY_TITLES[WAYS] = {"eager", "reset + capture + instantiate",
-                                             "recapture + update", "rebind + device length"};
+enum { WAY_EAGER, WAY_RECAPTURE, WAY_UPDATE, WAY_REBIND, WAY_PARAMS, WAY_DEVICE, WAYS };
+static const char *const WAY_NAMES[WAYS] = {"eager",  "recapture", "update",
+                                            "rebind", "params",    "device"};
+static const char *const WAY_TITLES[WAYS] = {"eager",
+                                             "reset + capture + instantiate",
+                                             "recapture + update",
+                                             "rebind + device length",
+                                             "2 graphs, t a GPU parameter",
+                                             "2 graphs, t in device memory"};
 /* cuBLAS's workspace: fixed, from recap, so that every step's GEMMs run the same algorithm. */
 static const size_t WORKSPACE_BYTES = (size_t)4 << 20;
 
@@ -90,7 +98,8 @@ static void usage(FILE *f) {
              "  --dim D        model width, floats per token (default 256)\n"
              "  --heads H      attention heads; H divides D (default 4)\n"
              "  --seed S       seed of the weights and the first input (default 1234)\n"
-             "  --way W        all, or one of eager, recapture, update, rebind; repeatable\n"
+             "  --way W        all, or one of eager, recapture, update, rebind, params,\n"
+             "                 device; repeatable\n"
              "                 (default all; the first way run is the reference)\n"
              "  --check        exit 0 if the ways agree bit for bit, 1 if not, 77 without a GPU\n"
              "  -h, --help     this text\n"
@@ -272,9 +281,11 @@ static void gemv_as_gemm(decoder_t *m, const float *w, const float *in, float *o
       cublasSgemm(m->blas, CUBLAS_OP_N, CUBLAS_OP_N, d, 1, d, &one, w, d, in, d, &zero, out, d));
 }
 
-/* Enqueue step t on m->stream: captured or not. t_dev NULL: t is baked into the launches;
- * otherwise the kernels read it from *t_dev. */
-static void enqueue_step(decoder_t *m, int t, const int *t_dev, const float *x_in, float *x_out) {
+/* Enqueue step t on m->stream: captured or not. t_dev NULL: t is baked into the launches
+ * (with full_length, the scores launch covers max_len positions, for a graph whose t is a
+ * parameter); otherwise the kernels read it from *t_dev. */
+static void enqueue_step_as(decoder_t *m, int t, const int *t_dev, bool full_length,
+                            const float *x_in, float *x_out) {
   decode_shape_t sh = m->shape;
   cudaStream_t s = m->stream;
   size_t dim = (size_t)sh.dim;
@@ -285,7 +296,10 @@ static void enqueue_step(decoder_t *m, int t, const int *t_dev, const float *x_i
   gemv_as_gemm(m, m->wk, x_in, k);
   gemv_as_gemm(m, m->wv, x_in, v);
   CHECK_CUDA(decode_append(sh, m->k_cache, m->v_cache, k, v, t, t_dev, s));
-  CHECK_CUDA(decode_scores(sh, scores, q, m->k_cache, t, t_dev, s));
+  if (full_length)
+    CHECK_CUDA(decode_scores_full(sh, scores, q, m->k_cache, t, s));
+  else
+    CHECK_CUDA(decode_scores(sh, scores, q, m->k_cache, t, t_dev, s));
   CHECK_CUDA(decode_softmax(sh, scores, t, t_dev, s));
   CHECK_CUDA(decode_weighted_sum(sh, attn, scores, m->v_cache, t, t_dev, s));
   gemv_as_gemm(m, m->wo, attn, y);
@@ -293,6 +307,10 @@ static void enqueue_step(decoder_t *m, int t, const int *t_dev, const float *x_i
   float *scratch[] = {q, k, v, scores, attn, y};
   for (size_t i = 0; i < sizeof scratch / sizeof scratch[0]; i++)
     CHECK_RECAP(recap_free(scratch[i]));
+}
+
+static void enqueue_step(decoder_t *m, int t, const int *t_dev, const float *x_in, float *x_out) {
+  enqueue_step_as(m, t, t_dev, false, x_in, x_out);
 }
 
 /* The start of every way: an empty cache and history, the first input, position 0. */
@@ -447,6 +465,43 @@ static void run_rebind(decoder_t *m, int steps, timing_t *tm) {
   CHECK_RECAP(recap_graph_destroy(g));
 }
 
+/* Two graphs, each captured once: one for the steps that read state buffer 0, one for those that
+ * read buffer 1, so that no address changes between replays. With `param`, the kernels are the
+ * eager ones and take t by value, declared as a graph parameter applied on the GPU
+ * (options.params_on_device): a step is one store and one replay, and each graph's first node
+ * writes t into its nodes. Without, the kernels read t from device memory and the step ends
+ * with the kernel that advances it (the kernels edited for graphs, as the rebind way). */
+static void run_two_graphs(decoder_t *m, int steps, bool param, timing_t *tm) {
+  recap_graph_t g[STATE_BUFFERS];
+  recap_param_t t_param[STATE_BUFFERS] = {NULL, NULL};
+  recap_capture_options_t options = RECAP_CAPTURE_OPTIONS_INIT;
+  options.params_on_device = param;
+  for (int b = 0; b < STATE_BUFFERS; b++) {
+    CHECK_RECAP(recap_graph_create(&g[b], 0));
+    CHECK_RECAP(recap_graph_capture_begin(g[b], &options, m->stream));
+    if (param) {
+      int32_t t_ph;
+      CHECK_RECAP(recap_graph_param_int32(g[b], "t", b, &t_ph, &t_param[b]));
+      enqueue_step_as(m, t_ph, NULL, true, in_of(m, b), out_of(m, b));
+    } else {
+      enqueue_step(m, 0, m->t_dev, in_of(m, b), out_of(m, b));
+      CHECK_CUDA(decode_advance(m->t_dev, m->stream));
+    }
+    CHECK_RECAP(recap_graph_capture_end(g[b]));
+  }
+  for (int t = 0; t < steps; t++) {
+    int b = t % STATE_BUFFERS;
+    if (param) CHECK_RECAP(recap_param_set_int32(t_param[b], t));
+    CHECK_RECAP(recap_graph_replay(g[b], m->stream));
+  }
+  wait_for_steps(m, tm);
+  size_t nodes = 0;
+  CHECK_RECAP(recap_graph_node_count(g[0], &nodes));
+  printf("  %s: 2 captures of %zu nodes%s\n", param ? "params" : "device", nodes,
+         param ? ", the first recap's parameter applier" : "");
+  for (int b = 0; b < STATE_BUFFERS; b++) CHECK_RECAP(recap_graph_destroy(g[b]));
+}
+
 static void run_way(decoder_t *m, int way, int steps, outcome_t *out) {
   decoder_reset(m);
   timing_t tm = {now_ns(), 0, 0};
@@ -454,7 +509,9 @@ static void run_way(decoder_t *m, int way, int steps, outcome_t *out) {
     case WAY_EAGER: run_eager(m, steps, &tm); break;
     case WAY_RECAPTURE: run_recapture(m, steps, &tm); break;
     case WAY_UPDATE: run_update(m, steps, &tm); break;
-    default: run_rebind(m, steps, &tm); break;
+    case WAY_REBIND: run_rebind(m, steps, &tm); break;
+    case WAY_PARAMS: run_two_graphs(m, steps, true, &tm); break;
+    default: run_two_graphs(m, steps, false, &tm); break;
   }
   /* The host figure is the time to enqueue every step (recap's work included), the rate the
    * time until the last step is done. */
