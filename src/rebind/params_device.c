@@ -333,6 +333,15 @@ static void hook_exec_patched(void *ctx, recap_graph_t graph, bool applied) {
   if (applied) d->uploaded = NULL;
 }
 
+/* Something may instantiate from the template: the next replay uploads whatever executable it
+ * finds (a new one may have the old one's address). */
+static recap_status_t hook_template_read(void *ctx, recap_graph_t graph) {
+  (void)graph;
+  params_device_t *d = ctx;
+  d->uploaded = NULL;
+  return RECAP_SUCCESS;
+}
+
 static void hook_release(void *ctx, recap_graph_t graph) {
   (void)graph;
   device_free(ctx);
@@ -344,6 +353,7 @@ static const recap__graph_hooks_t device_hooks = {
     .captured = hook_captured,
     .exec_patching = hook_exec_patching,
     .exec_patched = hook_exec_patched,
+    .template_read = hook_template_read,
     .release = hook_release,
 };
 

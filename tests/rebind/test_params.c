@@ -562,6 +562,28 @@ RECAP_TEST(device_nodes_upload_and_recapture) {
   done();
 }
 
+/* A KEEP graph instantiated again: the new executable (perhaps at the old one's address) is
+ * uploaded before its first replay. */
+RECAP_TEST(device_graph_instantiated_again) {
+  recap_stream_t s = fresh_stream();
+  float *x = alloc(BYTES, s), *y1 = alloc(BYTES, s), *y2 = alloc(BYTES, s);
+  fill(x, 1.0f);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  recap_capture_options_t o = on_device();
+  four_t p = capture_affine(g, s, &o, x, y1, y2);
+  OK(recap_graph_instantiate(g));
+  replay(g, s);
+  uint64_t uploads = recap__fake_now().graph_uploads;
+  OK(recap_graph_instantiate(g));
+  OK(recap_param_set_float(p.a, 5.0f));
+  replay(g, s);
+  assert_int_equal(recap__fake_now().graph_uploads - uploads, 1);
+  expect_affine(x, y1, 5.0f, 3, 0.25, 1000);
+  OK(recap_graph_destroy(g));
+  done();
+}
+
 /* A replay whose launch fails takes back its slot: the next one applies its own values. A
  * launch of the executable behind recap's back leaves the applier out of step, which the next
  * replay reports. Faults at the new calls fail the capture cleanly. Where the driver lacks
@@ -854,6 +876,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(launch_shapes),
       cmocka_unit_test(applied_on_the_device),
       cmocka_unit_test(device_nodes_upload_and_recapture),
+      cmocka_unit_test(device_graph_instantiated_again),
       cmocka_unit_test(device_replay_failures_and_fallback),
       cmocka_unit_test(parameter_the_gpu_decides),
       cmocka_unit_test(recapture_into_device_nodes),
