@@ -74,31 +74,6 @@ typedef struct bench {
   int checks_ok;
 } bench_t;
 
-/* One figure of the JSON output: a table, a row, a column and its value. */
-typedef struct figure {
-  const char *table;
-  char row[48];
-  const char *column;
-  double value;
-} figure_t;
-static figure_t figures[256];
-static size_t figure_count;
-
-static void record(const char *table, const char *row, const char *column, double value) {
-  if (figure_count == sizeof figures / sizeof figures[0]) return;
-  figure_t *f = &figures[figure_count++];
-  f->table = table;
-  snprintf(f->row, sizeof f->row, "%s", row);
-  f->column = column;
-  f->value = value;
-}
-
-static double median(double *samples, size_t count) {
-  bench_stats_t s;
-  bench_stats(samples, count, &s);
-  return s.median;
-}
-
 static int *device_int(int value) {
   void *p = NULL;
   BENCH_RECAP(recap_malloc(&p, 512, NULL));
@@ -274,7 +249,8 @@ static rebind_result_t measure_rebind(bench_t *b, int k) {
   check(b, read_int(b->counter) == (NODES - k) * 1 + k * 2,
         "a replay after rebinds reads the new buffer in exactly the k readers");
 
-  rebind_result_t result = {median(raw_s, (size_t)batches), median(rec_s, (size_t)batches)};
+  rebind_result_t result = {bench_median(raw_s, (size_t)batches),
+                            bench_median(rec_s, (size_t)batches)};
   free(raw_s);
   free(rec_s);
   free(raw.nodes);
@@ -313,8 +289,8 @@ static void measure_recapture(bench_t *b, double *recapture_us, double *llama_us
     rec_s[i] = (double)(t1 - t0) / 1e3;
     raw_s[i] = (double)(t2 - t1) / 1e3;
   }
-  *recapture_us = median(rec_s, (size_t)reps);
-  *llama_us = median(raw_s, (size_t)reps);
+  *recapture_us = bench_median(rec_s, (size_t)reps);
+  *llama_us = bench_median(raw_s, (size_t)reps);
   free(rec_s);
   free(raw_s);
   BENCH_CUDA(cudaGraphExecDestroy(exec));
@@ -365,7 +341,7 @@ static double measure_first_rebind16(bench_t *b) {
     }
     BENCH_RECAP(recap_graph_destroy(g));
   }
-  double result = median(s, (size_t)reps);
+  double result = bench_median(s, (size_t)reps);
   free(s);
   for (int i = 0; i < BUFFERS16; i++) {
     BENCH_RECAP(recap_free(from.buffers[i]));
@@ -393,11 +369,11 @@ static void section_rebind(bench_t *b) {
            x_recapture, llama_us, x_llama);
     char row[16];
     snprintf(row, sizeof row, "k=%d", k);
-    record("rebind", row, "raw_set_us", r[i].raw_us);
-    record("rebind", row, "rebind_us", r[i].rebind_us);
-    record("rebind", row, "target_us", target);
-    record("rebind", row, "recapture_over_rebind", x_recapture);
-    record("rebind", row, "capture_update_over_rebind", x_llama);
+    bench_record("rebind", row, "raw_set_us", r[i].raw_us);
+    bench_record("rebind", row, "rebind_us", r[i].rebind_us);
+    bench_record("rebind", row, "target_us", target);
+    bench_record("rebind", row, "recapture_over_rebind", x_recapture);
+    bench_record("rebind", row, "capture_update_over_rebind", x_llama);
   }
   printf(
       "targets: rebind <= 1.2 x k x raw + 2 us; reset + recapture + instantiate >= 100x the "
@@ -410,9 +386,9 @@ static void section_rebind(bench_t *b) {
       "(target <= 100 us: %s; %d x raw set: %.2f us)\n",
       READERS_PER_BUFFER, first16, first16 <= 100.0 ? "yes" : "NO", BUFFERS16 * READERS_PER_BUFFER,
       r[0].raw_us * BUFFERS16 * READERS_PER_BUFFER);
-  record("rebind", "recapture", "us", recapture_us);
-  record("rebind", "capture_update_by_hand", "us", llama_us);
-  record("rebind", "first_rebind_16_buffers", "us", first16);
+  bench_record("rebind", "recapture", "us", recapture_us);
+  bench_record("rebind", "capture_update_by_hand", "us", llama_us);
+  bench_record("rebind", "first_rebind_16_buffers", "us", first16);
 }
 
 /* ==========================================================================================
@@ -489,9 +465,9 @@ static void section_update(bench_t *b) {
   BENCH_RECAP(recap_graph_replay(upd, b->stream));
   check(b, read_int(b->counter) == NODES * value, "the updated chain adds the new value");
 
-  double rt = median(rec_total, (size_t)reps), rw = median(raw_total, (size_t)reps);
-  double re = median(rec_end, (size_t)reps), ne = median(never_end, (size_t)reps);
-  double ru = median(raw_update, (size_t)reps), ri = median(raw_inst, (size_t)reps);
+  double rt = bench_median(rec_total, (size_t)reps), rw = bench_median(raw_total, (size_t)reps);
+  double re = bench_median(rec_end, (size_t)reps), ne = bench_median(never_end, (size_t)reps);
+  double ru = bench_median(raw_update, (size_t)reps), ri = bench_median(raw_inst, (size_t)reps);
   printf("\n(ii) recapture + update of a chain of %d kernels, host us (median of %d)\n", NODES,
          reps);
   printf("  recap recapture_begin + launches + capture_end (updates)   %10.1f\n", rt);
@@ -506,14 +482,14 @@ static void section_update(bench_t *b) {
       ne, ne / re, ne / re >= 10.0 ? "yes" : "NO");
   printf("  raw cudaGraphExecUpdate %.1f us, raw cudaGraphInstantiate %.1f us (%.1fx)\n", ru, ri,
          ri / ru);
-  record("update", "recap_recapture_update", "us", rt);
-  record("update", "raw_capture_update", "us", rw);
-  record("update", "recap_over_raw", "ratio", rt / rw);
-  record("update", "recap_capture_end_update", "us", re);
-  record("update", "recap_capture_end_instantiate", "us", ne);
-  record("update", "instantiate_over_update", "ratio", ne / re);
-  record("update", "raw_update", "us", ru);
-  record("update", "raw_instantiate", "us", ri);
+  bench_record("update", "recap_recapture_update", "us", rt);
+  bench_record("update", "raw_capture_update", "us", rw);
+  bench_record("update", "recap_over_raw", "ratio", rt / rw);
+  bench_record("update", "recap_capture_end_update", "us", re);
+  bench_record("update", "recap_capture_end_instantiate", "us", ne);
+  bench_record("update", "instantiate_over_update", "ratio", ne / re);
+  bench_record("update", "raw_update", "us", ru);
+  bench_record("update", "raw_instantiate", "us", ri);
   free(rec_total);
   free(rec_end);
   free(never_end);
@@ -632,8 +608,8 @@ static void section_replay(bench_t *b) {
       }
     double h[3], d[3];
     for (int v = 0; v < 3; v++) {
-      h[v] = median(host[v], (size_t)rounds);
-      d[v] = median(gpu[v], (size_t)rounds);
+      h[v] = bench_median(host[v], (size_t)rounds);
+      d[v] = bench_median(gpu[v], (size_t)rounds);
       free(host[v]);
       free(gpu[v]);
     }
@@ -641,12 +617,12 @@ static void section_replay(bench_t *b) {
            SHAPE_NAMES[shape], h[0], h[1], h[2], h[1] / h[0], h[2] / h[0], d[0], d[1], d[2],
            d[1] / d[0], d[2] / d[0]);
     static const char *const rows[SHAPES] = {"chain", "branches", "cublas", "memsets"};
-    record("replay", rows[shape], "host_fresh_us", h[0]);
-    record("replay", rows[shape], "host_rebound_us", h[1]);
-    record("replay", rows[shape], "host_updated_us", h[2]);
-    record("replay", rows[shape], "gpu_fresh_us", d[0]);
-    record("replay", rows[shape], "gpu_rebound_us", d[1]);
-    record("replay", rows[shape], "gpu_updated_us", d[2]);
+    bench_record("replay", rows[shape], "host_fresh_us", h[0]);
+    bench_record("replay", rows[shape], "host_rebound_us", h[1]);
+    bench_record("replay", rows[shape], "host_updated_us", h[2]);
+    bench_record("replay", rows[shape], "gpu_fresh_us", d[0]);
+    bench_record("replay", rows[shape], "gpu_rebound_us", d[1]);
+    bench_record("replay", rows[shape], "gpu_updated_us", d[2]);
     if (shape != 2) {
       /* Each replay of a kernel shape adds *x1 (1) once per kernel: the counters prove the
        * rebound and updated graphs read x1 after their even number of changes. */
@@ -710,14 +686,14 @@ static void section_policy(bench_t *b) {
            st.by_reason[RECAP_UPDATE_REASON_POLICY_MEASURE], st.fresh_replay_ms,
            st.updated_replay_ms);
     check(b, st.recaptures == (uint64_t)changes, "every recapture under the policy succeeded");
-    record("policy", rows[shape], "updates", (double)st.updates);
-    record("policy", rows[shape], "instantiations", (double)st.instantiations);
-    record("policy", rows[shape], "policy_slower",
-           (double)st.by_reason[RECAP_UPDATE_REASON_POLICY_SLOWER]);
-    record("policy", rows[shape], "policy_measure",
-           (double)st.by_reason[RECAP_UPDATE_REASON_POLICY_MEASURE]);
-    record("policy", rows[shape], "fresh_replay_ms", st.fresh_replay_ms);
-    record("policy", rows[shape], "updated_replay_ms", st.updated_replay_ms);
+    bench_record("policy", rows[shape], "updates", (double)st.updates);
+    bench_record("policy", rows[shape], "instantiations", (double)st.instantiations);
+    bench_record("policy", rows[shape], "policy_slower",
+                 (double)st.by_reason[RECAP_UPDATE_REASON_POLICY_SLOWER]);
+    bench_record("policy", rows[shape], "policy_measure",
+                 (double)st.by_reason[RECAP_UPDATE_REASON_POLICY_MEASURE]);
+    bench_record("policy", rows[shape], "fresh_replay_ms", st.fresh_replay_ms);
+    bench_record("policy", rows[shape], "updated_replay_ms", st.updated_replay_ms);
     BENCH_RECAP(recap_graph_destroy(g));
   }
   printf("(slower): instantiations because updated replays measured more than 1%% slower\n");
@@ -823,17 +799,17 @@ static void section_graphed(bench_t *b) {
       }
     double hm[2], dm[2];
     for (int v = 0; v < 2; v++) {
-      hm[v] = median(host[v], (size_t)rounds);
-      dm[v] = median(gpu[v], (size_t)rounds);
+      hm[v] = bench_median(host[v], (size_t)rounds);
+      dm[v] = bench_median(gpu[v], (size_t)rounds);
       free(host[v]);
       free(gpu[v]);
     }
     printf("%-8s %10.2f %10.2f %8.3f %10.1f %10.1f %8.3f\n", rows[z], hm[0], hm[1], hm[1] / hm[0],
            dm[0], dm[1], dm[1] / dm[0]);
-    record("graphed", rows[z], "host_copy_us", hm[0]);
-    record("graphed", rows[z], "host_zero_copy_us", hm[1]);
-    record("graphed", rows[z], "gpu_copy_us", dm[0]);
-    record("graphed", rows[z], "gpu_zero_copy_us", dm[1]);
+    bench_record("graphed", rows[z], "host_copy_us", hm[0]);
+    bench_record("graphed", rows[z], "host_zero_copy_us", hm[1]);
+    bench_record("graphed", rows[z], "gpu_copy_us", dm[0]);
+    bench_record("graphed", rows[z], "gpu_zero_copy_us", dm[1]);
     /* Both paths read the caller's data: a call on a, then one on b, add 2 * 1 + 2 * 1 and
      * 2 * 2 + 2 * 2 to the counter. */
     for (int v = 0; v < 2; v++) {
@@ -919,19 +895,6 @@ static void bench_destroy(bench_t *b) {
   BENCH_RECAP(recap_empty_cache());
 }
 
-static int write_json(const char *path, int quick, int checks_ok) {
-  FILE *f = bench_json_begin(path, NAME);
-  if (!f) return 0;
-  fprintf(f, ",\n  \"quick\": %s, \"checks_passed\": %s,\n  \"figures\": [\n",
-          quick ? "true" : "false", checks_ok ? "true" : "false");
-  for (size_t i = 0; i < figure_count; i++)
-    fprintf(f, "    {\"table\": \"%s\", \"row\": \"%s\", \"column\": \"%s\", \"value\": %.4f}%s\n",
-            figures[i].table, figures[i].row, figures[i].column, figures[i].value,
-            i + 1 < figure_count ? "," : "");
-  fprintf(f, "  ]\n}\n");
-  return fclose(f) == 0;
-}
-
 int main(int argc, char **argv) {
   bench_args_t args;
   int exit_code = 0;
@@ -952,7 +915,7 @@ int main(int argc, char **argv) {
   fflush(stdout);
   section_graphed(&b);
 
-  int written = write_json(args.json_path, args.quick, b.checks_ok);
+  int written = bench_write_figures(args.json_path, NAME, args.quick, b.checks_ok);
   if (written) printf("\nresults: %s\n", args.json_path);
   int ok = b.checks_ok;
   bench_destroy(&b);

@@ -85,6 +85,12 @@ void bench_stats(double *samples, size_t count, bench_stats_t *out) {
   out->max = samples[count - 1];
 }
 
+double bench_median(double *samples, size_t count) {
+  bench_stats_t s;
+  bench_stats(samples, count, &s);
+  return s.median;
+}
+
 void bench_stats_json(FILE *f, const bench_stats_t *s) {
   fprintf(f,
           "{\"median\": %.4f, \"p10\": %.4f, \"p90\": %.4f, \"min\": %.4f, \"max\": %.4f, "
@@ -252,4 +258,35 @@ void bench_fail_recap(recap_status_t status, const char *call, const char *file,
   fprintf(stderr, "%s:%d: %s failed: %s: %s\n", file, line, call, recap_status_name(status),
           recap_last_error());
   exit(1);
+}
+
+typedef struct figure {
+  const char *table;
+  char row[48];
+  const char *column;
+  double value;
+} figure_t;
+static figure_t figures[256];
+static size_t figure_count;
+
+void bench_record(const char *table, const char *row, const char *column, double value) {
+  if (figure_count == sizeof figures / sizeof figures[0]) return;
+  figure_t *f = &figures[figure_count++];
+  f->table = table;
+  snprintf(f->row, sizeof f->row, "%s", row);
+  f->column = column;
+  f->value = value;
+}
+
+int bench_write_figures(const char *path, const char *name, int quick, int checks_ok) {
+  FILE *f = bench_json_begin(path, name);
+  if (!f) return 0;
+  fprintf(f, ",\n  \"quick\": %s, \"checks_passed\": %s,\n  \"figures\": [\n",
+          quick ? "true" : "false", checks_ok ? "true" : "false");
+  for (size_t i = 0; i < figure_count; i++)
+    fprintf(f, "    {\"table\": \"%s\", \"row\": \"%s\", \"column\": \"%s\", \"value\": %.4f}%s\n",
+            figures[i].table, figures[i].row, figures[i].column, figures[i].value,
+            i + 1 < figure_count ? "," : "");
+  fprintf(f, "  ]\n}\n");
+  return fclose(f) == 0;
 }

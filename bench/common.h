@@ -81,6 +81,16 @@ FILE *bench_json_begin(const char *path, const char *name);
 /* The first line of a benchmark's output: "<name>: <the device line>[ (quick run)]". */
 void bench_banner(const char *name, int quick);
 
+/* The median of samples[0..count) (sorted in place, as bench_stats does). */
+double bench_median(double *samples, size_t count);
+
+/* The figures of a benchmark's JSON output, one per table, row and column (a row's name is cut
+ * at 47 characters; past 256 figures the rest are dropped). bench_write_figures writes them as
+ * bench_json_begin's object with "quick", "checks_passed" and a "figures" array of
+ * {"table", "row", "column", "value"}; it returns 1 when the file was written, else 0. */
+void bench_record(const char *table, const char *row, const char *column, double value);
+int bench_write_figures(const char *path, const char *name, int quick, int checks_ok);
+
 /* calloc(count, size), or exit(1) saying "<name>: out of host memory". */
 void *bench_calloc(const char *name, size_t count, size_t size);
 

@@ -3,7 +3,7 @@
  * example_check.h — how the examples fail: a message that names the call and its cause, then
  * exit status 1. An example defines PROGRAM (its name, which starts every message) and includes
  * this after the CUDA, cuBLAS and recap headers it uses: CHECK_BLAS exists when cublas_v2.h came
- * first.
+ * first. Also the checks an example makes before its work: a device, and a CUDA tool around it.
  */
 #ifndef RECAP_EXAMPLE_CHECK_H
 #define RECAP_EXAMPLE_CHECK_H
@@ -60,6 +60,24 @@ static inline void *host_alloc(size_t bytes) {
   void *p = calloc(1, bytes ? bytes : 1);
   if (!p) die("out of host memory (%zu bytes)", bytes);
   return p;
+}
+
+/* Whether recap sees a CUDA device; without one, says so on stdout ("<PROGRAM>: this example
+ * needs a CUDA device (why)") and returns 0: the example then exits with its no-device status. */
+static inline int example_have_device(void) {
+  int devices = 0;
+  if (recap_device_count(&devices) == RECAP_SUCCESS && devices > 0) return 1;
+  printf(PROGRAM ": this example needs a CUDA device (%s)\n",
+         recap_last_error()[0] ? recap_last_error() : "none found");
+  return 0;
+}
+
+/* Whether the example runs under a CUDA tool (RECAP_UNDER_TOOL=1, as tools/gpu-check sets for
+ * compute-sanitizer, or a profiler's injected library), where every launch costs milliseconds:
+ * the examples then cut their runs short. */
+static inline int example_under_a_tool(void) {
+  const char *flag = getenv("RECAP_UNDER_TOOL"), *injected = getenv("CUDA_INJECTION64_PATH");
+  return (flag && flag[0] == '1' && flag[1] == '\0') || (injected && *injected);
 }
 
 #endif /* RECAP_EXAMPLE_CHECK_H */
