@@ -334,13 +334,18 @@ static void run_eager(model_t *mo, const options_t *o, outcome_t *out) {
 
 static const char *const PARAM_NAMES[PARAMS] = {"lr", "bc1", "bc2", "step", "seed"};
 
-/* Capture the step once with its five values as parameters, then per step: set them, replay. */
-static void run_graphed(model_t *mo, const options_t *o, outcome_t *out, double *capture_us) {
+/* Capture the step once with its five values as parameters, then per step: set them, replay.
+ * on_device: the graph applies them itself (options.params_on_device): a set is a store into
+ * host memory, and the graph's first node writes the values into the kernels. */
+static void run_graphed(model_t *mo, const options_t *o, bool on_device, outcome_t *out,
+                        double *capture_us) {
   model_reset(mo);
   double t0 = now_us();
   recap_graph_t g;
   CHECK_RECAP(recap_graph_create(&g, 0));
-  CHECK_RECAP(recap_graph_capture_begin(g, NULL, mo->stream));
+  recap_capture_options_t options = RECAP_CAPTURE_OPTIONS_INIT;
+  options.params_on_device = on_device;
+  CHECK_RECAP(recap_graph_capture_begin(g, &options, mo->stream));
   step_values_t first = values_at(o, 1), ph;
   recap_param_t p[PARAMS];
   CHECK_RECAP(recap_graph_param_float(g, "lr", first.lr, &ph.lr, &p[0]));
@@ -354,7 +359,8 @@ static void run_graphed(model_t *mo, const options_t *o, outcome_t *out, double 
   CHECK_RECAP(recap_graph_capture_end(g));
   *capture_us = now_us() - t0;
 
-  printf("captured once: 10 kernel nodes; parameters found at");
+  printf("captured once%s: parameters found at",
+         on_device ? " (parameters applied on the GPU)" : "");
   for (int i = 0; i < PARAMS; i++) {
     recap_param_info_t info = RECAP_PARAM_INFO_INIT;
     CHECK_RECAP(recap_param_info(p[i], &info));
@@ -431,36 +437,44 @@ int main(int argc, char **argv) {
   enqueue_step(&mo, &warm);
   CHECK_CUDA(cudaStreamSynchronize(mo.stream));
 
-  outcome_t eager, graphed;
-  double capture_us = 0;
+  outcome_t eager, graphed, on_gpu;
+  double capture_us = 0, capture_gpu_us = 0;
   run_eager(&mo, &o, &eager);
-  run_graphed(&mo, &o, &graphed, &capture_us);
+  run_graphed(&mo, &o, false, &graphed, &capture_us);
+  run_graphed(&mo, &o, true, &on_gpu, &capture_gpu_us);
 
   int rows[TABLE_ROWS];
   int n_rows = table_steps(&o, rows);
-  printf("\n%6s %12s %16s %16s %6s\n", "step", "lr", "loss eager", "loss graphed", "same");
+  printf("\n%6s %12s %16s %16s %16s %6s\n", "step", "lr", "loss eager", "loss graphed",
+         "loss on GPU", "same");
   for (int i = 0; i < n_rows; i++) {
     int t = rows[i];
     step_values_t v = values_at(&o, t);
-    float a = eager.losses[t - 1], b = graphed.losses[t - 1];
-    printf("%6d %12.4e %16.9g %16.9g %6s\n", t, (double)v.lr, (double)a, (double)b,
-           memcmp(&a, &b, sizeof a) == 0 ? "yes" : "NO");
+    float a = eager.losses[t - 1], b = graphed.losses[t - 1], c = on_gpu.losses[t - 1];
+    printf("%6d %12.4e %16.9g %16.9g %16.9g %6s\n", t, (double)v.lr, (double)a, (double)b,
+           (double)c,
+           memcmp(&a, &b, sizeof a) == 0 && memcmp(&a, &c, sizeof a) == 0 ? "yes" : "NO");
   }
   printf(
       "\nhost us per step: eager %.2f (10 launches), graphed %.2f (one recap_params_set of %d "
       "parameters + one replay; the capture, once: %.0f us)\n",
       eager.host_us_per_step, graphed.host_us_per_step, PARAMS, capture_us);
+  printf("host us per step with the parameters applied on the GPU: %.2f (the capture: %.0f us)\n",
+         on_gpu.host_us_per_step, capture_gpu_us);
 
   size_t n = mo.n_params;
   bool same = same_floats(eager.losses, graphed.losses, (size_t)o.steps, "the losses");
   same = same_floats(eager.w, graphed.w, n, "the final weights") && same;
   same = same_floats(eager.m, graphed.m, n, "AdamW's first moments") && same;
   same = same_floats(eager.v, graphed.v, n, "AdamW's second moments") && same;
+  same =
+      same_floats(eager.losses, on_gpu.losses, (size_t)o.steps, "the losses (on the GPU)") && same;
+  same = same_floats(eager.w, on_gpu.w, n, "the final weights (on the GPU)") && same;
   printf("%s\n", same ? "every step's loss and the final weights are equal bit for bit"
                       : "THE RUNS DIFFER (see above)");
 
-  outcome_t *outcomes[] = {&eager, &graphed};
-  for (int i = 0; i < 2; i++) {
+  outcome_t *outcomes[] = {&eager, &graphed, &on_gpu};
+  for (int i = 0; i < 3; i++) {
     free(outcomes[i]->losses);
     free(outcomes[i]->w);
     free(outcomes[i]->m);
