@@ -767,7 +767,10 @@ recap_status_t recap__params_inspect(recap_graph_t graph, rebind_t *r, recap_gra
        * order). */
       if (w->node >= info->node_count || (k > 0 && w[-1].node == w->node)) continue;
       char value[64], text[sizeof value + 272]; /* "%.255s = " and the value */
-      value_text(value, sizeof value, use->param->type, w->bits);
+      if (recap__params_device_sourced(r->device, use->param))
+        snprintf(value, sizeof value, "(from device memory)"); /* each replay reads it */
+      else
+        value_text(value, sizeof value, use->param->type, w->bits);
       snprintf(text, sizeof text, "%.255s = %s", use->param->name, value);
       if (!node_param_add(&info->nodes[w->node], text))
         return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);

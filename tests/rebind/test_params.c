@@ -655,7 +655,7 @@ RECAP_TEST(parameter_the_gpu_decides) {
   fill(x, 1.0f);
   *count = 5;
   recap_graph_t g;
-  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP)); /* inspected below */
   OK(recap_graph_capture_begin(g, NULL, s));
   int32_t n_ph;
   recap_param_t n;
@@ -664,6 +664,12 @@ RECAP_TEST(parameter_the_gpu_decides) {
   affine(s, "first", x, y1, 0.5f, n_ph, 0.25, 1000);
   affine(s, "second", x, y2, 0.5f, n_ph, 0.25, 1000);
   OK(recap_graph_capture_end(g));
+  OK(recap_graph_instantiate(g));
+  recap_graph_info_t *info = NULL;
+  OK(recap_graph_inspect(g, &info));
+  assert_int_equal(info->nodes[1].graph_param_count, 1);
+  assert_string_equal(info->nodes[1].graph_params[0], "n = (from device memory)");
+  recap_graph_info_free(info);
   recap_cuda_graph_exec_t exec;
   OK(recap_graph_raw_exec(g, &exec));
   unsigned grid[3], block[3];
