@@ -9,11 +9,11 @@ function(recap_add_compile_options)
   # Debug builds check the library's internal invariants (RECAP__ASSERT, src/core/assert.h).
   add_compile_definitions("$<$<CONFIG:Debug>:RECAP_DEBUG>")
   add_compile_options(
-    "$<$<COMPILE_LANGUAGE:C>:-Wall;-Wextra;-Wpedantic>"
+    "$<$<COMPILE_LANGUAGE:C,CXX>:-Wall;-Wextra;-Wpedantic>"
     "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>")
   if(RECAP_WERROR)
     add_compile_options(
-      "$<$<COMPILE_LANGUAGE:C>:-Werror>"
+      "$<$<COMPILE_LANGUAGE:C,CXX>:-Werror>"
       "$<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Werror>")
   endif()
 
@@ -28,9 +28,9 @@ function(recap_add_compile_options)
     endforeach()
     list(TRANSFORM flags PREPEND "-Xcompiler=" OUTPUT_VARIABLE cuda_flags)
     add_compile_options(
-      "$<$<COMPILE_LANGUAGE:C>:${flags}>"
+      "$<$<COMPILE_LANGUAGE:C,CXX>:${flags}>"
       "$<$<COMPILE_LANGUAGE:CUDA>:${cuda_flags}>")
-    # CMake links C and CUDA programs through the host compiler, which takes the flags as they are.
+    # CMake links C, C++ and CUDA programs through the host compiler, which takes the flags as they are.
     add_link_options("-fsanitize=${RECAP_SANITIZE}")
   endif()
 endfunction()

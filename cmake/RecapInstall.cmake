@@ -10,7 +10,7 @@ function(recap_install)
   install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/"
           DESTINATION "${CMAKE_INSTALL_INCLUDEDIR}"
           COMPONENT Development
-          FILES_MATCHING PATTERN "*.h" PATTERN "*.cuh")
+          FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp" PATTERN "*.cuh")
 
   install(TARGETS recap_shared recap_static EXPORT recap-targets
           LIBRARY DESTINATION "${CMAKE_INSTALL_LIBDIR}" COMPONENT Runtime

@@ -24,16 +24,8 @@
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
 
-static inline void reset(void) {
-  recap_test_reset(NULL);
-  /* The side streams belong to the fake that was just reset, and the kill switch must not
-   * come from the environment the tests happen to run in. */
-  recap__side_streams_forget();
-  recap__graphs_disabled_override(0);
-  recap_log_set(NULL, NULL);
-  recap_log_level_set(RECAP_LOG_LEVEL_WARN);
-  recap_clear_last_error();
-}
+/* The kill switch must not come from the environment the tests happen to run in. */
+static inline void reset(void) { recap_test_reset_graphs(); }
 
 /* A fresh fake and allocator (reset) and a new stream on it. */
 static inline recap_stream_t fresh_stream(void) {

@@ -36,3 +36,11 @@ void recap_test_reset(const recap__fake_config_t *cfg) {
   recap__nccl_policy_forget();
   recap_options_reset();
 }
+
+void recap_test_reset_graphs(void) {
+  recap_test_reset(NULL);
+  recap__graphs_disabled_override(0);
+  recap_log_set(NULL, NULL);
+  recap_log_level_set(RECAP_LOG_LEVEL_WARN);
+  recap_clear_last_error();
+}

@@ -18,6 +18,11 @@ extern "C" {
  * CPU test starts with this. */
 void recap_test_reset(const recap__fake_config_t *cfg);
 
+/* recap_test_reset(NULL), then what the graph tests start from whatever the environment says:
+ * graphs enabled (the kill switch overridden), the stderr logger at level warn, no last error.
+ * For C++ programs too, which cannot include the library's internal headers. */
+void recap_test_reset_graphs(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -50,11 +50,13 @@ extern "C" {
 #endif
 
 /* RECAP_DEPRECATED(hint): the compiler warns at each use of a name kept for one more release,
- * with hint naming its replacement. */
-#if defined(__GNUC__)
+ * with hint naming its replacement. C++ gets the standard attribute: a GNU attribute before
+ * RECAP_NODISCARD's [[nodiscard]] would make clang++ apply that one to the return type. */
+#if defined(__cplusplus) && __cplusplus >= 201402L
+#  define RECAP_DEPRECATED(hint) [[deprecated(hint)]]
+#elif defined(__GNUC__)
 #  define RECAP_DEPRECATED(hint) __attribute__((deprecated(hint)))
-#elif (defined(__cplusplus) && __cplusplus >= 201402L) || \
-    (!defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 202311L)
+#elif !defined(__cplusplus) && defined(__STDC_VERSION__) && __STDC_VERSION__ >= 202311L
 #  define RECAP_DEPRECATED(hint) [[deprecated(hint)]]
 #else
 #  define RECAP_DEPRECATED(hint)

@@ -8,8 +8,9 @@
 # test code (cmake/CheckNoTestCode.cmake), then builds and runs tests/consumer three ways:
 # through find_package(recap CONFIG) with recap::recap_static, with recap::recap (shared, found
 # through the rpath CMake sets), and, where pkg-config is installed, by hand from recap.pc
-# --static. Environment: CMAKE (the cmake to use), CMAKE_GENERATOR and CC are passed on to the
-# builds; NM is the nm the check uses.
+# --static. With CXX set (a C++ compiler), the builds also make and run consumer_cpp, the C++
+# layer's program, and the pkg-config builds compile it too. Environment: CMAKE (the cmake to
+# use), CMAKE_GENERATOR, CC and CXX are passed on to the builds; NM is the nm the check uses.
 set -euo pipefail
 
 build=$1
@@ -66,31 +67,47 @@ for link in static shared; do
     -DCMAKE_BUILD_TYPE=Release
   "$cmake" --build "$dir"
   check_program "$dir/consumer" "$link"
+  if [[ -n ${CXX:-} || -e $dir/consumer_cpp ]]; then
+    check_program "$dir/consumer_cpp" "$link"
+  fi
 done
 
 if command -v pkg-config >/dev/null; then
   pc=$(find "$prefix" -name recap.pc -print -quit)
   export PKG_CONFIG_PATH=$(dirname "$pc")
-  cc=${CC:-cc}
-  flags=(-std=c11 -Wall -Wextra -Wpedantic -Werror)
+  # pc_build <static|shared> <compiler> <source> <output> <flags...>: one program from recap.pc.
+  pc_build() {
+    local link=$1 compiler=$2 source=$3 output=$4
+    shift 4
+    local cflags libs=() flag
+    read -ra cflags <<<"$(pkg-config --cflags recap)"
+    if [[ $link == static ]]; then
+      # -lrecap would pick librecap.so where both libraries are installed; name the archive.
+      for flag in $(pkg-config --libs --static recap); do
+        [[ $flag == -lrecap ]] && flag=-l:librecap.a
+        libs+=("$flag")
+      done
+    else
+      read -ra libs <<<"$(pkg-config --libs recap)"
+      libs+=("-Wl,-rpath,$(pkg-config --variable=libdir recap)")
+    fi
+    "$compiler" "$@" "${cflags[@]}" "$source" -o "$output" "${libs[@]}"
+    check_program "$output" "$link"
+  }
 
   step "pkg-config --static: $(pkg-config --cflags --libs --static recap)"
-  # -lrecap would pick librecap.so where both libraries are installed; name the archive.
-  libs=()
-  for flag in $(pkg-config --libs --static recap); do
-    [[ $flag == -lrecap ]] && flag=-l:librecap.a
-    libs+=("$flag")
-  done
-  read -ra cflags <<<"$(pkg-config --cflags recap)"
-  "$cc" "${flags[@]}" "${cflags[@]}" "$here/main.c" -o "$work/consumer-pc-static" "${libs[@]}"
-  check_program "$work/consumer-pc-static" static
-
+  pc_build static "${CC:-cc}" "$here/main.c" "$work/consumer-pc-static" \
+    -std=c11 -Wall -Wextra -Wpedantic -Werror
   step "pkg-config (shared): $(pkg-config --cflags --libs recap)"
-  libdir=$(pkg-config --variable=libdir recap)
-  read -ra libs <<<"$(pkg-config --libs recap)"
-  "$cc" "${flags[@]}" "${cflags[@]}" "$here/main.c" -o "$work/consumer-pc-shared" "${libs[@]}" \
-    "-Wl,-rpath,$libdir"
-  check_program "$work/consumer-pc-shared" shared
+  pc_build shared "${CC:-cc}" "$here/main.c" "$work/consumer-pc-shared" \
+    -std=c11 -Wall -Wextra -Wpedantic -Werror
+  if [[ -n ${CXX:-} ]]; then
+    for link in static shared; do
+      step "pkg-config ($link), the C++ layer with $CXX"
+      pc_build "$link" "$CXX" "$here/main.cpp" "$work/consumer-pc-cpp-$link" \
+        -std=c++17 -Wall -Wextra -Wpedantic -Werror
+    done
+  fi
 else
   step "pkg-config not installed: recap.pc not checked"
 fi
