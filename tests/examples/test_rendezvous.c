@@ -147,8 +147,9 @@ static int fetch_rank(void *ctx, int rank, unsigned char *id, char *error, size_
                           error, size);
 }
 
-/* Ranks 1..world-1 fetch from server (open), rank 0 serves a random id made after they
- * started; each must get it. `before_serving` runs between the forks and the serve. */
+/* Ranks 1..world-1 fetch from server, rank 0 serves a random id made after they started; each
+ * must get it. With reserved_fd >= 0 (a reserved port, the server not open yet) rank 0 opens the
+ * server at that port only after the ranks have been knocking for a while. */
 static void serve_and_check(rendezvous_server_t *server, int world, int reserved_fd) {
   tcp_ctx_t ctx = {server->port};
   child_t children[MAX_RANKS];
