@@ -6,17 +6,19 @@
  * application's part. The example, like recap, does not link NCCL: it opens the library recap
  * loads (RECAP_NCCL_LIBRARY, else libnccl.so.2) and takes the three functions it needs.
  *
- * The ranks meet through a file: rank 0 makes NCCL's unique id and writes it to `id_file`
- * (written aside, then renamed, so no rank reads half of it); the others wait for the file to
- * appear, for at most `wait_seconds`. With one rank no file is used.
+ * Rank 0 makes NCCL's unique id and hands it to the others (examples/common/rendezvous.h):
+ * through `id_file` when one is given (written aside, then renamed, so no rank reads half of
+ * it), else over TCP at env->host:env->port, where rank 0 listens; the others wait for it, for
+ * at most `wait_seconds`. With one rank nothing is handed over.
  */
 #ifndef DP_COMM_H
 #define DP_COMM_H
 
+#include "launch_env.h"
 #include "recap.h"
 
 /* On failure: a message in *error (a static buffer of the calling thread) and NULL. */
-recap_nccl_comm_t dp_comm_create(int rank, int world, const char *id_file, int wait_seconds,
+recap_nccl_comm_t dp_comm_create(const launch_env_t *env, const char *id_file, int wait_seconds,
                                  const char **error);
 /* Destroys the communicator (NULL: nothing) and closes the library. */
 void dp_comm_destroy(recap_nccl_comm_t comm);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /*
  * dp_mlp — data-parallel training of the MLP example's network with NCCL, the all-reduce of
- * the gradients inside the whole-step recap graph. One process per GPU (launch.sh starts them).
+ * the gradients inside the whole-step recap graph. One process per GPU (launch.sh, mpirun, srun or
+ * torchrun --no-python starts them; examples/common/launch_env.h reads their environments).
  *
  * Every rank holds the whole network (same seed, same initial parameters) and trains on its
  * share of each global batch: rank r takes samples [r*b, (r+1)*b) of it, b = global batch /
@@ -17,7 +18,8 @@
  * largest difference (README.md).
  *
  *     dp_mlp [--steps N] [--batch B] [--width W] [--depth D] [--check]
- *            [--rank R --world W --id-file F]            (set by launch.sh; see dp_mlp --help)
+ *            [--rank R --world W --id-file F]   (default: launch.sh's environment, or mpirun's,
+ *                                                srun's, torchrun's; README.md, dp_mlp --help)
  *
  * Dropout is off: each rank would draw masks for its own samples, not the single process's.
  *
@@ -39,6 +41,7 @@
 #include <cuda_runtime_api.h>
 
 #include "dp_comm.h"
+#include "launch_env.h"
 #include "mlp_data.h"
 #include "mlp_model.h"
 #include "recap.h"
@@ -59,6 +62,7 @@ enum { EXIT_UNAVAILABLE = 2, EXIT_CHECK_SKIP = 77, ID_WAIT_SECONDS = 120, STEPS_
 typedef struct options {
   int steps, batch, width, depth, per_class;
   int rank, world;
+  launch_env_t env; /* the launcher's environment; rank and world as the options leave them */
   const char *id_file;
   int check;
 } options_t;
@@ -69,8 +73,9 @@ static void usage(FILE *f) {
              "\n"
              "Data-parallel training of an MLP with NCCL, one process per GPU: every rank trains\n"
              "on its share of each global batch and the gradients are averaged by an all-reduce\n"
-             "inside the whole-step recap graph. Start one process per GPU with launch.sh; run\n"
-             "alone, the program is one rank.\n"
+             "inside the whole-step recap graph. Start one process per GPU with launch.sh,\n"
+             "mpirun, srun or torchrun --no-python (README.md); run alone, the program is one\n"
+             "rank.\n"
              "\n"
              "  --steps N     training steps (default 300)\n"
              "  --batch B     global batch: samples per step over all ranks, a multiple of the\n"
@@ -80,10 +85,12 @@ static void usage(FILE *f) {
              "  --points N    points per spiral of the data set (default 2000)\n"
              "  --check       exit 77 (skipped) without a GPU or NCCL; fail when the ways or the\n"
              "                single-process run disagree beyond what the arithmetic allows\n"
-             "  --rank R      this process's rank (default $RECAP_DP_RANK, else 0)\n"
-             "  --world W     the number of ranks (default $RECAP_DP_WORLD, else 1)\n"
+             "  --rank R      this process's rank (default: the launcher's, RECAP_DP_RANK,\n"
+             "                RANK, OMPI_COMM_WORLD_RANK, PMI_RANK or SLURM_PROCID; else 0)\n"
+             "  --world W     the number of ranks (default: the launcher's, else 1)\n"
              "  --id-file F   where rank 0 leaves NCCL's unique id for the others (default\n"
-             "                $RECAP_DP_ID_FILE; needed with more than one rank)\n"
+             "                $RECAP_DP_ID_FILE; without one, rank 0 hands it over TCP at\n"
+             "                MASTER_ADDR, port RECAP_DP_PORT or MASTER_PORT + 1)\n"
              "  -h, --help    this text\n");
 }
 
@@ -101,13 +108,13 @@ static void parse_args(int argc, char **argv, options_t *o) {
                    .rank = 0,
                    .world = 1,
                    .id_file = getenv("RECAP_DP_ID_FILE")};
-  const char *env_rank = getenv("RECAP_DP_RANK"), *env_world = getenv("RECAP_DP_WORLD");
-  if ((env_rank && !parse_int(env_rank, 0, &o->rank)) ||
-      (env_world && !parse_int(env_world, 1, &o->world))) {
-    fprintf(stderr, PROGRAM ": RECAP_DP_RANK=%s / RECAP_DP_WORLD=%s are not a rank and a size\n",
-            env_rank ? env_rank : "", env_world ? env_world : "");
+  char why[512];
+  if (launch_env_read(&o->env, NULL, NULL, why, sizeof why)) {
+    fprintf(stderr, PROGRAM ": %s\n", why);
     exit(EXIT_UNAVAILABLE);
   }
+  o->rank = o->env.rank;
+  o->world = o->env.world;
   enum {
     OPT_STEPS = 256,
     OPT_BATCH,
@@ -157,13 +164,31 @@ static void parse_args(int argc, char **argv, options_t *o) {
     bad = "the rank must be below the number of ranks (--world)";
   else if (o->batch % o->world != 0)
     bad = "the global batch (--batch) must be a multiple of the number of ranks";
-  else if (o->world > 1 && (!o->id_file || !*o->id_file))
-    bad = "more than one rank needs --id-file (launch.sh gives one)";
+  else if (o->world > 1 && (!o->id_file || !*o->id_file) && !o->env.host[0])
+    bad = "more than one rank needs --id-file or MASTER_ADDR (README.md)";
   if (bad) {
     fprintf(stderr, PROGRAM ": %s (rank %d, world %d, batch %d)\n", bad, o->rank, o->world,
             o->batch);
     exit(EXIT_UNAVAILABLE);
   }
+  o->env.rank = o->rank;
+  o->env.world = o->world;
+}
+
+/* This rank's GPU: its rank on this node (the rank itself when the launcher gives none). A
+ * launcher that gives each process one GPU of its own (CUDA_VISIBLE_DEVICES of one GPU, as srun
+ * --gpus-per-task does) leaves GPU 0. */
+static int choose_gpu(const options_t *o, int devices) {
+  const int local = o->env.local_rank >= 0 ? o->env.local_rank : o->rank;
+  const char *visible = getenv("CUDA_VISIBLE_DEVICES");
+  if (local < devices) return local;
+  if (devices == 1 && visible && *visible) return 0;
+  fprintf(stderr,
+          PROGRAM
+          ": rank %d is rank %d on this node and needs GPU %d; this process sees %d (NCCL "
+          "takes one GPU per rank)\n",
+          o->rank, local, local, devices);
+  exit(EXIT_UNAVAILABLE);
 }
 
 /* Under a CUDA tool (compute-sanitizer sets CUDA_INJECTION64_PATH; tools/gpu-check sets
@@ -370,15 +395,7 @@ int main(int argc, char **argv) {
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0)
     unavailable(&o, "no CUDA device", NULL);
-  if (o.world > devices) {
-    fprintf(stderr,
-            PROGRAM
-            ": %d ranks need %d GPUs, this machine has %d (NCCL takes one GPU per "
-            "rank)\n",
-            o.world, o.world, devices);
-    return EXIT_UNAVAILABLE;
-  }
-  CHECK_CUDA(cudaSetDevice(o.rank));
+  CHECK_CUDA(cudaSetDevice(choose_gpu(&o, devices)));
   int version = 0;
   if (recap_nccl_version(&version) != RECAP_SUCCESS)
     unavailable(&o, "NCCL is not available", recap_last_error());
@@ -388,7 +405,7 @@ int main(int argc, char **argv) {
           "One rank: this process on GPU 0, the all-reduce through NCCL with one rank (in "
           "place: NCCL moves nothing). launch.sh starts one process per GPU.\n");
     else
-      printf("%d ranks, one process per GPU.\n", o.world);
+      printf("%d ranks, one process per GPU (launcher: %s).\n", o.world, o.env.launcher);
     printf("NCCL %d.%d.%d; global batch %d, %d per rank; MLP 2-%dx%d-3; %d steps\n",
            version / 10000, version / 100 % 100, version % 100, o.batch, o.batch / o.world, o.width,
            o.depth, o.steps);
@@ -396,7 +413,7 @@ int main(int argc, char **argv) {
 
   const char *error = NULL;
   context_t c = {.o = &o};
-  c.comm = dp_comm_create(o.rank, o.world, o.id_file, ID_WAIT_SECONDS, &error);
+  c.comm = dp_comm_create(&o.env, o.id_file, ID_WAIT_SECONDS, &error);
   if (!c.comm) die("rank %d: %s", o.rank, error);
   CHECK_CUDA(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
 
