@@ -21,6 +21,10 @@
  *     GPU time of one launch (events, median) and the host time of one launch call.
  *     Goals: recap GPU time ≤ 1.1 × raw; recap host time ≤ 1.05 × a plain cudaGraphLaunch.
  *     Each size's recap output is compared bit for bit with the exact graph's.
+ * (c) Where applying on the GPU spends GPU time, for K = 1, 16, 64 tiny kernels: a plain raw
+ *     graph, the same with device-updatable nodes, with an updater kernel of K updates that
+ *     reads device memory, one that reads pinned host memory, recap's applier, and recap with
+ *     host sets. GPU µs per launch (events).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -285,7 +289,108 @@ static void bench_size(const size_setup_t *st, long long n, int quick, size_row_
   row->n = n;
 }
 
+/* ---- (c) where a GPU-side application spends GPU time ------------------------------------ */
+
+enum { COST_VARIANTS = 6 };
+static const char *const cost_names[COST_VARIANTS] = {"plain",   "updatable", "upd_dev",
+                                                      "upd_pin", "recap",     "recap_host"};
+static const int cost_sizes[] = {1, 16, 64};
+enum { COST_ROWS = sizeof cost_sizes / sizeof cost_sizes[0] };
+
+typedef struct cost_row {
+  int k;
+  bench_stats_t gpu_us[COST_VARIANTS];
+} cost_row_t;
+
+/* A raw graph of k tiny kernels (updatable, with an updater reading value when not NULL). */
+static cudaGraphExec_t raw_tiny(cudaStream_t s, float *y, int k, int updatable, const float *value,
+                                cudaGraphDeviceNode_t *device_nodes) {
+  cudaGraphDeviceNode_t *host_nodes = bench_calloc(NAME, (size_t)k, sizeof *host_nodes);
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  BENCH_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  BENCH_CUDA(bench_dp_raw_tiny(s, y, k, updatable, value, host_nodes, device_nodes));
+  BENCH_CUDA(cudaStreamEndCapture(s, &graph));
+  BENCH_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  BENCH_CUDA(cudaGraphDestroy(graph));
+  if (value)
+    BENCH_CUDA(cudaMemcpy(device_nodes, host_nodes, (size_t)k * sizeof *host_nodes,
+                          cudaMemcpyHostToDevice));
+  BENCH_CUDA(cudaGraphUpload(exec, s));
+  BENCH_CUDA(cudaStreamSynchronize(s));
+  free(host_nodes);
+  return exec;
+}
+
+/* GPU µs of one launch of each variant, for k nodes: what device-updatable nodes cost, what an
+ * updater reading device memory and one reading pinned host memory add, and recap's applier. */
+static void bench_costs(cudaStream_t s, int k, int quick, cost_row_t *row) {
+  float *y, *value_dev, *value_pin;
+  cudaGraphDeviceNode_t *nodes;
+  BENCH_CUDA(cudaMalloc((void **)&y, 32 * sizeof(float)));
+  BENCH_CUDA(cudaMalloc((void **)&value_dev, sizeof(float)));
+  BENCH_CUDA(cudaMallocHost((void **)&value_pin, sizeof(float)));
+  BENCH_CUDA(cudaMalloc((void **)&nodes, (size_t)k * sizeof *nodes));
+  BENCH_CUDA(cudaMemset(value_dev, 0, sizeof(float)));
+  *value_pin = 0.25f;
+  cudaGraphExec_t raw[4] = {raw_tiny(s, y, k, 0, NULL, NULL), raw_tiny(s, y, k, 1, NULL, NULL),
+                            raw_tiny(s, y, k, 1, value_dev, nodes), NULL};
+  cudaGraphDeviceNode_t *pin_nodes;
+  BENCH_CUDA(cudaMalloc((void **)&pin_nodes, (size_t)k * sizeof *pin_nodes));
+  raw[3] = raw_tiny(s, y, k, 1, value_pin, pin_nodes);
+  recap_param_t lr_dev, lr_host;
+  recap_graph_t dev = capture_tiny(s, y, k, 1, &lr_dev), host = capture_tiny(s, y, k, 0, &lr_host);
+  int reps = quick ? 30 : 300;
+  double *samples = bench_calloc(NAME, (size_t)reps, sizeof(double));
+  cudaEvent_t e0, e1;
+  BENCH_CUDA(cudaEventCreate(&e0));
+  BENCH_CUDA(cudaEventCreate(&e1));
+  for (int v = 0; v < COST_VARIANTS; v++) {
+    for (int r = -3; r < reps; r++) { /* three launches first, untimed */
+      if (v == 4) BENCH_RECAP(recap_param_set_float(lr_dev, 0.5f + (float)(r & 7)));
+      if (v == 5) BENCH_RECAP(recap_param_set_float(lr_host, 0.5f + (float)(r & 7)));
+      BENCH_CUDA(cudaEventRecord(e0, s));
+      if (v < 4)
+        BENCH_CUDA(cudaGraphLaunch(raw[v], s));
+      else
+        BENCH_RECAP(recap_graph_replay(v == 4 ? dev : host, s));
+      BENCH_CUDA(cudaEventRecord(e1, s));
+      BENCH_CUDA(cudaEventSynchronize(e1));
+      float ms;
+      BENCH_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+      if (r >= 0) samples[r] = (double)ms * 1e3;
+    }
+    bench_stats(samples, (size_t)reps, &row->gpu_us[v]);
+  }
+  row->k = k;
+  free(samples);
+  BENCH_CUDA(cudaEventDestroy(e0));
+  BENCH_CUDA(cudaEventDestroy(e1));
+  for (int i = 0; i < 4; i++) BENCH_CUDA(cudaGraphExecDestroy(raw[i]));
+  BENCH_RECAP(recap_graph_destroy(dev));
+  BENCH_RECAP(recap_graph_destroy(host));
+  BENCH_CUDA(cudaFree(y));
+  BENCH_CUDA(cudaFree(value_dev));
+  BENCH_CUDA(cudaFreeHost(value_pin));
+  BENCH_CUDA(cudaFree(nodes));
+  BENCH_CUDA(cudaFree(pin_nodes));
+}
+
 /* ---- output ------------------------------------------------------------------------------- */
+
+static void print_costs(const cost_row_t *costs) {
+  printf(
+      "\n(c) GPU us per launch of K tiny kernels: plain; device-updatable; with an updater of "
+      "K updates reading device memory; reading pinned memory; recap's applier; host sets\n");
+  printf("%6s", "K");
+  for (int v = 0; v < COST_VARIANTS; v++) printf(" %10s", cost_names[v]);
+  printf("\n");
+  for (int i = 0; i < COST_ROWS; i++) {
+    printf("%6d", costs[i].k);
+    for (int v = 0; v < COST_VARIANTS; v++) printf(" %10.2f", costs[i].gpu_us[v].median);
+    printf("\n");
+  }
+}
 
 static void print_tables(const step_row_t *steps, const size_row_t *sizes) {
   printf("\n(a) host us per step (set + replay), K kernel nodes taking the parameter\n");
@@ -313,8 +418,8 @@ static void print_tables(const step_row_t *steps, const size_row_t *sizes) {
   }
 }
 
-static int write_json(const char *path, int quick, const step_row_t *steps,
-                      const size_row_t *sizes) {
+static int write_json(const char *path, int quick, const step_row_t *steps, const size_row_t *sizes,
+                      const cost_row_t *costs) {
   FILE *f = bench_json_begin(path, NAME);
   if (!f) return 0;
   fprintf(f, ",\"quick\":%d,\"steps\":[", quick);
@@ -337,6 +442,15 @@ static int write_json(const char *path, int quick, const step_row_t *steps,
     bench_stats_json(f, &sizes[i].host_us[0]);
     fprintf(f, ",\"plain_host_us\":");
     bench_stats_json(f, &sizes[i].host_us[1]);
+    fprintf(f, "}");
+  }
+  fprintf(f, "],\"costs\":[");
+  for (int i = 0; i < COST_ROWS; i++) {
+    fprintf(f, "%s{\"k\":%d", i ? "," : "", costs[i].k);
+    for (int v = 0; v < COST_VARIANTS; v++) {
+      fprintf(f, ",\"%s_gpu_us\":", cost_names[v]);
+      bench_stats_json(f, &costs[i].gpu_us[v]);
+    }
     fprintf(f, "}");
   }
   fprintf(f, "]}\n");
@@ -374,8 +488,12 @@ int main(int argc, char **argv) {
     fflush(stdout);
   }
   size_teardown(&st);
+  cost_row_t costs[COST_ROWS];
+  memset(costs, 0, sizeof costs);
+  for (int i = 0; i < COST_ROWS; i++) bench_costs(stream, cost_sizes[i], args.quick, &costs[i]);
   print_tables(steps, sizes);
-  int written = write_json(args.json_path, args.quick, steps, sizes);
+  print_costs(costs);
+  int written = write_json(args.json_path, args.quick, steps, sizes, costs);
   if (written) printf("\nresults: %s\n", args.json_path);
   BENCH_CUDA(cudaStreamDestroy(stream));
   if (!ok) fprintf(stderr, NAME ": a correctness check failed (see above)\n");

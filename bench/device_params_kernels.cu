@@ -44,9 +44,54 @@ __global__ void updater_kernel(const long long *count, const cudaGraphDeviceNode
   if (threadIdx.x == 0) cudaGraphKernelNodeUpdatesApply(u, 2 * (size_t)chain);
 }
 
+/* The GPU-cost experiment's updater: *value into parameter `a` (byte 8) of each tiny node. */
+__global__ void tiny_updater_kernel(const float *value, const cudaGraphDeviceNode_t *nodes,
+                                    int count) {
+  __shared__ float v;
+  __shared__ __align__(16) unsigned char bytes[64 * sizeof(cudaGraphKernelNodeUpdate)];
+  cudaGraphKernelNodeUpdate *u = reinterpret_cast<cudaGraphKernelNodeUpdate *>(bytes);
+  v = *(const volatile float *)value;
+  for (int base = 0; base < count; base += 64) {
+    int n = count - base < 64 ? count - base : 64;
+    for (int i = 0; i < n; i++) {
+      u[i].node = nodes[base + i];
+      u[i].field = cudaGraphKernelNodeFieldParam;
+      u[i].updateData.param.pValue = &v;
+      u[i].updateData.param.offset = 8;
+      u[i].updateData.param.size = sizeof v;
+    }
+    cudaGraphKernelNodeUpdatesApply(u, (size_t)n);
+  }
+}
+
 } // namespace
 
 extern "C" {
+
+cudaError_t bench_dp_raw_tiny(cudaStream_t stream, float *y, int k, int updatable,
+                              const float *value, cudaGraphDeviceNode_t *host_nodes,
+                              cudaGraphDeviceNode_t *device_nodes) {
+  cudaError_t err = cudaSuccess;
+  if (value) {
+    tiny_updater_kernel<<<1, 1, 0, stream>>>(value, device_nodes, k);
+    err = cudaGetLastError();
+  }
+  for (int i = 0; err == cudaSuccess && i < k; i++) {
+    cudaLaunchAttribute attr;
+    attr.id = cudaLaunchAttributeDeviceUpdatableKernelNode;
+    attr.val.deviceUpdatableKernelNode.deviceUpdatable = 1;
+    attr.val.deviceUpdatableKernelNode.devNode = nullptr;
+    cudaLaunchConfig_t config = {};
+    config.gridDim = dim3(1, 1, 1);
+    config.blockDim = dim3(32, 1, 1);
+    config.stream = stream;
+    config.attrs = updatable ? &attr : nullptr;
+    config.numAttrs = updatable ? 1 : 0;
+    err = cudaLaunchKernelEx(&config, tiny_kernel, y, 0.5f);
+    if (updatable) host_nodes[i] = attr.val.deviceUpdatableKernelNode.devNode;
+  }
+  return err;
+}
 
 cudaError_t bench_dp_tiny(cudaStream_t stream, float *y, float a) {
   tiny_kernel<<<1, 32, 0, stream>>>(y, a);

@@ -28,7 +28,14 @@ __device__ void applier_error(recap__applier_ring_t *ring, uint32_t error, uint3
 } // namespace
 
 /* Outside any namespace, so that graph inspection shows a plain name. One block of
- * RECAP__APPLIER_THREADS threads. */
+ * RECAP__APPLIER_THREADS threads.
+ *
+ * Latency matters more than work here: every later node waits for this one. The host wrote the
+ * slot and the word that publishes it before it launched the graph, and the kernel sees what
+ * the host wrote before the launch, so the word and the values are read at once (their
+ * round trips over the bus overlap) and the word only confirms that the executable was
+ * launched by recap_graph_replay. No fence is needed for the host: it waits for `applied`
+ * only to reuse the slot, whose values are in shared memory by then. */
 __global__ void recap_params_apply_kernel(recap__applier_table_t *table) {
   __shared__ uint64_t values[RECAP__APPLIER_MAX_VALUES];
   /* Raw storage: the struct's union holds a dim3, so it has no default constructor. */
@@ -40,100 +47,88 @@ __global__ void recap_params_apply_kernel(recap__applier_table_t *table) {
   const uint32_t slot_bytes = table->slot_bytes;
   recap__applier_ring_t *ring = table->ring;
   const uint64_t slot = replay % RECAP__APPLIER_SLOTS;
+  const volatile uint64_t *from =
+      (const volatile uint64_t *)recap__applier_slot(ring, slot_bytes, slot);
+  if (threadIdx.x == 0) in_step = *(volatile const uint64_t *)&ring->published[slot] == replay + 1;
+  for (uint32_t i = threadIdx.x; i < slot_bytes / 8; i += blockDim.x) values[i] = from[i];
+  __syncthreads();
   if (threadIdx.x == 0) {
-    /* The host published this replay's values before it launched the graph. */
-    const uint64_t published = *(volatile const uint64_t *)&ring->published[slot];
-    in_step = published == replay + 1;
-    __threadfence_system(); /* the slot's values are read after the word that published them */
+    /* The slot is read: the host may publish over it once it sees this. */
+    table->replays = replay + 1;
+    *(volatile uint64_t *)&ring->applied[slot] = replay + 1;
     if (!in_step) applier_error(ring, RECAP__APPLIER_OUT_OF_STEP, (uint32_t)replay);
   }
-  __syncthreads();
-  if (in_step) {
-    /* The slot's values into shared memory: the updates point at them. Read through volatile
-     * loads, since the host rewrites the slot between replays. */
-    const volatile uint64_t *from =
-        (const volatile uint64_t *)recap__applier_slot(ring, slot_bytes, slot);
-    for (uint32_t i = threadIdx.x; i < slot_bytes / 8; i += blockDim.x) values[i] = from[i];
-    __syncthreads();
-    const uint32_t count = table->count;
-    const recap__applier_entry_t *entries = table->entries;
-    for (uint32_t base = 0; base < count; base += RECAP__APPLIER_CHUNK) {
-      const uint32_t n = count - base < RECAP__APPLIER_CHUNK ? count - base : RECAP__APPLIER_CHUNK;
-      for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
-        const recap__applier_entry_t e = entries[base + i];
-        cudaGraphKernelNodeUpdate *u = &updates[i];
-        u->node = (cudaGraphDeviceNode_t)e.node;
-        u->field = cudaGraphKernelNodeFieldParam;
-        u->updateData.param.pValue = (const unsigned char *)values + e.value;
-        u->updateData.param.offset = e.offset;
-        u->updateData.param.size = e.size;
-      }
-      __syncthreads();
-      if (threadIdx.x == 0) {
-        const cudaError_t err = cudaGraphKernelNodeUpdatesApply(updates, n);
-        if (err != cudaSuccess) applier_error(ring, RECAP__APPLIER_UPDATE_FAILED, err);
-      }
-      __syncthreads();
+  if (!in_step) return; /* the whole block: no barrier is left waiting */
+  const uint32_t count = table->count;
+  const recap__applier_entry_t *entries = table->entries;
+  for (uint32_t base = 0; base < count; base += RECAP__APPLIER_CHUNK) {
+    const uint32_t n = count - base < RECAP__APPLIER_CHUNK ? count - base : RECAP__APPLIER_CHUNK;
+    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const recap__applier_entry_t e = entries[base + i];
+      cudaGraphKernelNodeUpdate *u = &updates[i];
+      u->node = (cudaGraphDeviceNode_t)e.node;
+      u->field = cudaGraphKernelNodeFieldParam;
+      u->updateData.param.pValue = (const unsigned char *)values + e.value;
+      u->updateData.param.offset = e.offset;
+      u->updateData.param.size = e.size;
     }
-  }
-  if (threadIdx.x == 0) {
-    /* The host may publish over the slot once it reads this. */
-    table->replays = replay + 1;
-    __threadfence_system();
-    *(volatile uint64_t *)&ring->applied[slot] = replay + 1;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const cudaError_t err = cudaGraphKernelNodeUpdatesApply(updates, n);
+      if (err != cudaSuccess) applier_error(ring, RECAP__APPLIER_UPDATE_FAILED, err);
+    }
+    __syncthreads();
   }
 }
 
 /* A parameter whose value the GPU decides: its value from device memory into its sites, and
- * the grids (and whether they run) of the nodes that take it. One block. */
-__global__ void recap_params_source_kernel(const recap__source_table_t *table) {
+ * the grids of the nodes that take it, one update each, and whether they run only when that
+ * changes (the entry remembers it). One thread builds the updates: they are few, and the
+ * driver's call is the cost. */
+__global__ void recap_params_source_kernel(recap__source_table_t *table) {
   __shared__ uint64_t value;
   __shared__ __align__(
       16) unsigned char update_bytes[RECAP__APPLIER_CHUNK * sizeof(cudaGraphKernelNodeUpdate)];
   cudaGraphKernelNodeUpdate *updates = reinterpret_cast<cudaGraphKernelNodeUpdate *>(update_bytes);
   const uint32_t bytes = table->bytes;
-  if (threadIdx.x == 0) {
-    uint64_t v = 0;
-    if (bytes == 4)
-      v = *(const volatile uint32_t *)table->value;
-    else
-      v = *(const volatile uint64_t *)table->value;
-    value = v;
-  }
-  __syncthreads();
+  value = bytes == 4 ? (uint64_t) * (const volatile uint32_t *)table->value
+                     : *(const volatile uint64_t *)table->value;
   /* The grid's count: the value as a signed integer. */
   const int64_t n = bytes == 4 ? (int64_t)(int32_t)(uint32_t)value : (int64_t)value;
   const uint32_t per_block = table->per_block;
   int64_t blocks = per_block && n > 0 ? (n + per_block - 1) / per_block : 0;
   if (blocks > 0x7fffffff) blocks = 0x7fffffff;
-  const uint32_t count = table->count;
-  for (uint32_t base = 0; base < count; base += RECAP__APPLIER_CHUNK / 2) {
-    const uint32_t m =
-        count - base < RECAP__APPLIER_CHUNK / 2 ? count - base : RECAP__APPLIER_CHUNK / 2;
-    /* Each entry takes two updates at most (a grid and whether the node runs). */
-    for (uint32_t i = threadIdx.x; i < m; i += blockDim.x) {
-      const recap__source_entry_t e = table->entries[base + i];
-      cudaGraphKernelNodeUpdate *u = &updates[2 * i], *w = &updates[2 * i + 1];
-      u->node = w->node = (cudaGraphDeviceNode_t)e.node;
-      if (e.offset != RECAP__SOURCE_GRID) {
-        u->field = cudaGraphKernelNodeFieldParam;
-        u->updateData.param.pValue = &value;
-        u->updateData.param.offset = e.offset;
-        u->updateData.param.size = e.size;
-        *w = *u; /* the pair's second update repeats the first: the same bytes again */
-      } else {
-        u->field = cudaGraphKernelNodeFieldGridDim;
-        u->updateData.gridDim = dim3(blocks > 0 ? (unsigned)blocks : 1u, e.grid_y, e.grid_z);
-        w->field = cudaGraphKernelNodeFieldEnabled;
-        w->updateData.isEnabled = blocks > 0 ? 1u : 0u;
-      }
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      const cudaError_t err = cudaGraphKernelNodeUpdatesApply(updates, 2 * m);
+  const uint32_t run = blocks > 0 ? 1u : 0u;
+  uint32_t made = 0;
+  for (uint32_t i = 0; i < table->count; i++) {
+    recap__source_entry_t *e = &table->entries[i];
+    if (made + 2 > RECAP__APPLIER_CHUNK) {
+      const cudaError_t err = cudaGraphKernelNodeUpdatesApply(updates, made);
       if (err != cudaSuccess) applier_error(table->status, RECAP__APPLIER_UPDATE_FAILED, err);
+      made = 0;
     }
-    __syncthreads();
+    cudaGraphKernelNodeUpdate *u = &updates[made++];
+    u->node = (cudaGraphDeviceNode_t)e->node;
+    if (e->offset != RECAP__SOURCE_GRID) {
+      u->field = cudaGraphKernelNodeFieldParam;
+      u->updateData.param.pValue = &value;
+      u->updateData.param.offset = e->offset;
+      u->updateData.param.size = e->size;
+      continue;
+    }
+    u->field = cudaGraphKernelNodeFieldGridDim;
+    u->updateData.gridDim = dim3(blocks > 0 ? (unsigned)blocks : 1u, e->grid_y, e->grid_z);
+    if (e->enabled != run) { /* skipped at 0, run again after */
+      e->enabled = run;
+      cudaGraphKernelNodeUpdate *w = &updates[made++];
+      w->node = u->node;
+      w->field = cudaGraphKernelNodeFieldEnabled;
+      w->updateData.isEnabled = run;
+    }
+  }
+  if (made) {
+    const cudaError_t err = cudaGraphKernelNodeUpdatesApply(updates, made);
+    if (err != cudaSuccess) applier_error(table->status, RECAP__APPLIER_UPDATE_FAILED, err);
   }
 }
 
@@ -141,12 +136,12 @@ extern "C" recap_status_t recap__cuda_params_source_launch(recap_stream_t stream
                                                            recap__source_table_t *table) {
   RECAP__ARG(table != NULL, "recap_params_source_kernel: table is NULL");
   RECAP__CHECK(recap__cuda_kernel_image_check());
-  recap_params_source_kernel<<<1, RECAP__APPLIER_THREADS, 0, (cudaStream_t)stream>>>(table);
+  recap_params_source_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(table);
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess)
     return recap__cuda_fail((int)err, __FILE__, __LINE__,
-                            "recap_params_source_kernel<<<1, %d, 0, stream %p>>>(table %p)",
-                            (int)RECAP__APPLIER_THREADS, (void *)stream, (void *)table);
+                            "recap_params_source_kernel<<<1, 1, 0, stream %p>>>(table %p)",
+                            (void *)stream, (void *)table);
   return RECAP_SUCCESS;
 }
 

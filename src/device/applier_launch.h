@@ -26,7 +26,7 @@ extern "C" {
 #endif
 
 enum {
-  RECAP__APPLIER_SLOTS = 16,      /* replays the host may run ahead of the GPU */
+  RECAP__APPLIER_SLOTS = 256,     /* replays the host may run ahead of the GPU */
   RECAP__APPLIER_THREADS = 64,    /* the applier kernel's one block */
   RECAP__APPLIER_CHUNK = 64,      /* updates handed to the driver at once */
   RECAP__APPLIER_MAX_VALUES = 256 /* parameters of one graph (8 bytes each in a slot) */
@@ -75,6 +75,8 @@ typedef struct recap__source_entry {
   uint64_t node;           /* cudaGraphDeviceNode_t */
   uint32_t offset, size;   /* a site; offset RECAP__SOURCE_GRID: the node's grid */
   uint32_t grid_y, grid_z; /* grid entries: the captured grid's other dimensions */
+  uint32_t enabled;        /* grid entries: whether the node runs now (the applier keeps it) */
+  uint32_t reserved;
 } recap__source_entry_t;
 
 typedef struct recap__source_table {

@@ -325,17 +325,39 @@ void recap__params_plan_free(rebind_t *r) {
   recap__host_free(r->uses);
   recap__host_free(r->writes);
   recap__host_free(r->batch);
+  recap__host_free(r->merged);
   recap__host_free(r->pinned);
   r->uses = NULL;
-  r->writes = r->batch = NULL;
+  r->writes = r->batch = r->merged = NULL;
   r->pinned = NULL;
   r->use_count = r->write_count = 0;
 }
+
+/* The most runs recap_params_set merges; a larger batch is sorted. */
+enum { MERGE_RUNS = 8 };
 
 static int compare_writes(const void *x, const void *y) {
   const recap__arg_write_t *a = x, *b = y;
   if (a->node != b->node) return (a->node > b->node) - (a->node < b->node);
   return (a->offset > b->offset) - (a->offset < b->offset);
+}
+
+/* Put batch[0..total) in node order: it holds `runs` runs, each already in node order (a
+ * parameter's sites), starting at start[i]. Merged into out, which then holds the batch: a
+ * merge of a few runs costs far less than sorting them again. */
+static void merge_runs(const recap__arg_write_t *batch, size_t total, const size_t *start,
+                       size_t runs, recap__arg_write_t *out) {
+  size_t at[MERGE_RUNS];
+  for (size_t i = 0; i < runs; i++) at[i] = start[i];
+  for (size_t n = 0; n < total; n++) {
+    size_t best = SIZE_MAX;
+    for (size_t i = 0; i < runs; i++) {
+      size_t end = i + 1 < runs ? start[i + 1] : total;
+      if (at[i] < end && (best == SIZE_MAX || compare_writes(&batch[at[i]], &batch[at[best]]) < 0))
+        best = i;
+    }
+    out[n] = batch[at[best]++];
+  }
 }
 
 /* Pin the rebind sites of next whose word overlaps w's bytes; whether one was not pinned
@@ -484,7 +506,8 @@ recap_status_t recap__params_captured(recap_graph_t graph, rebind_t *next) {
       next->uses = recap__host_calloc(n, sizeof *next->uses);
       next->writes = recap__host_malloc(w * sizeof *next->writes);
       next->batch = recap__host_malloc(w * sizeof *next->batch);
-      if (!next->uses || !next->writes || !next->batch)
+      next->merged = recap__host_malloc(w * sizeof *next->merged);
+      if (!next->uses || !next->writes || !next->batch || !next->merged)
         s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
     }
   }
@@ -599,10 +622,11 @@ recap_status_t recap_params_set(const recap_param_value_t *values, size_t count)
   RECAP__ARG(values != NULL || count == 0, "%s: values is NULL", fn);
   if (count == 0) return RECAP_SUCCESS;
   rebind_t *r = NULL;
-  size_t total = 0;
+  size_t total = 0, start[MERGE_RUNS];
   for (size_t i = 0; i < count; i++) {
     param_use_t *use;
     recap_param_t p = values[i].param;
+    if (i < MERGE_RUNS) start[i] = total;
     RECAP__CHECK(param_check(p, fn));
     RECAP__ARG(values[i].value != NULL, "%s: values[%zu].value is NULL", fn, i);
     RECAP__ARG(p->graph == values[0].param->graph,
@@ -624,10 +648,17 @@ recap_status_t recap_params_set(const recap_param_value_t *values, size_t count)
   /* One set per node: the batch in node order (on the GPU, the next replay applies them). */
   recap_graph_t graph = values[0].param->graph;
   bool on_gpu = recap__params_device_applies(r->device);
-  if (!on_gpu) {
+  const recap__arg_write_t *ordered = r->batch;
+  if (!on_gpu && count == 1) {
+    /* One parameter's sites: in node order already. */
+  } else if (!on_gpu && count <= MERGE_RUNS) {
+    merge_runs(r->batch, total, start, count, r->merged);
+    ordered = r->merged;
+  } else if (!on_gpu) {
     qsort(r->batch, total, sizeof *r->batch, compare_writes);
-    RECAP__CHECK(recap__device()->patch_plan_write(r->plan, graph->exec, r->batch, total));
   }
+  if (!on_gpu)
+    RECAP__CHECK(recap__device()->patch_plan_write(r->plan, graph->exec, ordered, total));
   for (size_t i = 0; i < count; i++) {
     recap_param_t p = values[i].param;
     const param_use_t *use = &r->uses[p->use]; /* where param_use found it above */
@@ -636,7 +667,8 @@ recap_status_t recap_params_set(const recap_param_value_t *values, size_t count)
     for (size_t k = 0; k < use->count; k++) r->writes[use->first + k].bits = bits;
     if (on_gpu) recap__params_device_stage(r->device, p->use, bits);
   }
-  recap__update_count_patch_of(graph, RECAP__PATCH_PARAMS, nodes_of(r->batch, total));
+  /* The nodes set from the host (none when the graph applies the values itself). */
+  recap__update_count_patch_of(graph, RECAP__PATCH_PARAMS, on_gpu ? 0 : nodes_of(ordered, total));
   return RECAP_SUCCESS;
 }
 

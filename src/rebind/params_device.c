@@ -207,7 +207,8 @@ static recap_status_t source_table(params_device_t *d, rebind_t *r, source_t *sr
       entries[count++] = (recap__source_entry_t){.node = handle,
                                                  .offset = RECAP__SOURCE_GRID,
                                                  .grid_y = shape.grid[1],
-                                                 .grid_z = shape.grid[2]};
+                                                 .grid_z = shape.grid[2],
+                                                 .enabled = 1};
     }
   }
   if (s == RECAP_SUCCESS) s = dev->raw_malloc((void **)&src->entries, n * sizeof *entries);

@@ -62,7 +62,7 @@ typedef struct rebind {
   size_t param_count, param_cap;
   struct param_use *uses;
   size_t use_count;
-  recap__arg_write_t *writes, *batch;
+  recap__arg_write_t *writes, *batch, *merged;
   size_t write_count;
   bool *pinned;
   /* The capture applies its parameters on the GPU (params_device.c, which sets this at capture

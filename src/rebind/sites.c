@@ -235,6 +235,7 @@ static recap_status_t hook_captured(void *ctx, recap_graph_t graph, recap__captu
   r->use_count = next.use_count;
   r->writes = next.writes;
   r->batch = next.batch;
+  r->merged = next.merged;
   r->write_count = next.write_count;
   r->pinned = next.pinned;
   pthread_mutex_lock(&r->lock);

@@ -138,7 +138,10 @@ static void source_run(void *const *args, size_t n) {
       node->grid[0] = blocks > 0 ? (unsigned)blocks : 1u;
       node->grid[1] = e->grid_y;
       node->grid[2] = e->grid_z;
-      node->disabled = blocks == 0;
+      if (e->enabled != (blocks > 0)) { /* as the kernel: set only when it changes */
+        t->entries[i].enabled = blocks > 0;
+        node->disabled = blocks == 0;
+      }
       continue;
     }
     size_t k = e->offset / 8;
@@ -158,9 +161,8 @@ recap_status_t recap__fake_op_params_source_launch(recap_stream_t stream,
   pthread_mutex_unlock(&recap__fake.lock);
   if (inject)
     return recap__error(RECAP_ERROR_CUDA,
-                        "recap_params_source_kernel<<<1, %d>>>: unknown error (cudaErrorUnknown): "
-                        "fault injected by the fake device",
-                        (int)RECAP__APPLIER_THREADS);
+                        "recap_params_source_kernel<<<1, 1>>>: unknown error (cudaErrorUnknown): "
+                        "fault injected by the fake device");
   const void *args[1] = {table};
   recap__fake_launch_kernel_fn(stream, "recap_params_source_kernel", source_run, args, 1);
   return RECAP_SUCCESS;

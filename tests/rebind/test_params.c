@@ -13,6 +13,7 @@
 
 #include <inttypes.h>
 
+#include "device/applier_launch.h" /* the ring's slots, to replay past them */
 #include "rebind_util.h"
 #include "recap/params.h"
 
@@ -491,7 +492,7 @@ RECAP_TEST(applied_on_the_device) {
   assert_int_equal(recap__fake_now().graph_uploads - uploads, 1);
   expect_affine(x, y1, 0.5f, 3, 0.25, 1000);
   uint64_t patches = exec_patches();
-  for (int i = 0; i < 3 * 16 + 5; i++) {
+  for (int i = 0; i < RECAP__APPLIER_SLOTS + 5; i++) {
     float a = 0.25f * (float)i;
     int32_t step = i;
     OK(recap_param_set_float(p.a, a));
@@ -514,7 +515,7 @@ RECAP_TEST(applied_on_the_device) {
     }
   }
   assert_int_equal(exec_patches() - patches, 0); /* nothing patched from the host */
-  assert_int_equal(recap__fake_applier_runs() - runs, 1 + 3 * 16 + 5);
+  assert_int_equal(recap__fake_applier_runs() - runs, 1 + RECAP__APPLIER_SLOTS + 5);
   assert_int_equal(recap__fake_now().graph_uploads - uploads, 1); /* once */
   OK(recap_graph_destroy(g));
   done();

@@ -13,6 +13,7 @@
 #include "gpu_util.h"
 #include "rebind_kernels.h"
 #include "capture_util.h"
+#include "device/applier_launch.h" /* the ring's slots, to replay past them */
 
 enum { N = 1 << 16, STEPS = 6 };
 
@@ -130,7 +131,7 @@ RECAP_TEST(replays_compute_what_eager_computes) { schedule_matches_eager(NULL, S
 RECAP_TEST(applied_on_the_gpu_compute_what_eager_computes) {
   recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
   o.params_on_device = 1;
-  schedule_matches_eager(&o, 3 * 16 + 5);
+  schedule_matches_eager(&o, RECAP__APPLIER_SLOTS + 5);
 }
 
 /* One argument of one node, and the launch shape: the grid-stride kernel computes the same with
