@@ -227,12 +227,8 @@ static void print_table(int rounds, int pairs, const size_result_t *results) {
 
 int main(int argc, char **argv) {
   bench_args_t args;
-  int exit_code = 0;
-  if (!bench_parse_args(argc, argv, NAME, NULL, &args, &exit_code)) return exit_code;
-  int missing = bench_require_device(NAME);
-  if (missing) return missing;
-
-  bench_banner(NAME, args.quick);
+  int started = bench_start(argc, argv, NAME, &args);
+  if (started >= 0) return started;
 
   int device = 0;
   BENCH_CUDA(cudaGetDevice(&device));

@@ -476,11 +476,8 @@ static void teardown(bench_t *b) {
 
 int main(int argc, char **argv) {
   bench_args_t args;
-  int code = 0;
-  if (!bench_parse_args(argc, argv, NAME, NULL, &args, &code)) return code;
-  int missing = bench_require_device(NAME);
-  if (missing) return missing;
-  bench_banner(NAME, args.quick);
+  int started = bench_start(argc, argv, NAME, &args);
+  if (started >= 0) return started;
   int supported = 0;
   BENCH_RECAP(recap_device_conditional_nodes(&supported));
   if (!supported) {

@@ -246,12 +246,8 @@ static void print_tables(const replay_result_t *replay, const capture_result_t *
 
 int main(int argc, char **argv) {
   bench_args_t args;
-  int exit_code = 0;
-  if (!bench_parse_args(argc, argv, NAME, NULL, &args, &exit_code)) return exit_code;
-  int missing = bench_require_device(NAME);
-  if (missing) return missing;
-
-  bench_banner(NAME, args.quick);
+  int started = bench_start(argc, argv, NAME, &args);
+  if (started >= 0) return started;
 
   cudaStream_t stream;
   BENCH_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));

@@ -897,11 +897,8 @@ static void bench_destroy(bench_t *b) {
 
 int main(int argc, char **argv) {
   bench_args_t args;
-  int exit_code = 0;
-  if (!bench_parse_args(argc, argv, NAME, NULL, &args, &exit_code)) return exit_code;
-  int missing = bench_require_device(NAME);
-  if (missing) return missing;
-  bench_banner(NAME, args.quick);
+  int started = bench_start(argc, argv, NAME, &args);
+  if (started >= 0) return started;
 
   bench_t b;
   bench_init(&b, args.quick);

@@ -214,6 +214,15 @@ void bench_banner(const char *name, int quick) {
   fflush(stdout);
 }
 
+int bench_start(int argc, char **argv, const char *name, bench_args_t *args) {
+  int exit_code = 0;
+  if (!bench_parse_args(argc, argv, name, NULL, args, &exit_code)) return exit_code;
+  int missing = bench_require_device(name);
+  if (missing) return missing;
+  bench_banner(name, args->quick);
+  return -1;
+}
+
 void bench_device_json(FILE *f) {
   struct cudaDeviceProp prop;
   int device = 0, driver, runtime;

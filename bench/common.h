@@ -80,6 +80,10 @@ void bench_device_json(FILE *f);
 FILE *bench_json_begin(const char *path, const char *name);
 /* The first line of a benchmark's output: "<name>: <the device line>[ (quick run)]". */
 void bench_banner(const char *name, int quick);
+/* The start of a benchmark that needs a device: bench_parse_args (no extra usage text),
+ * bench_require_device, then bench_banner. -1 when the benchmark goes on; otherwise the exit
+ * status main returns (help, a bad argument, no device). */
+int bench_start(int argc, char **argv, const char *name, bench_args_t *args);
 
 /* The median of samples[0..count) (sorted in place, as bench_stats does). */
 double bench_median(double *samples, size_t count);

@@ -64,6 +64,26 @@ __global__ void tiny_updater_kernel(const float *value, const cudaGraphDeviceNod
   }
 }
 
+/* Launch kernel with grid x block on stream; with node not NULL, as a device-updatable node
+ * (a capture only), *node getting its device handle. */
+template <typename... Params, typename... Args>
+cudaError_t launch(cudaStream_t stream, unsigned grid, unsigned block, cudaGraphDeviceNode_t *node,
+                   void (*kernel)(Params...), Args... args) {
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeDeviceUpdatableKernelNode;
+  attr.val.deviceUpdatableKernelNode.deviceUpdatable = 1;
+  attr.val.deviceUpdatableKernelNode.devNode = nullptr;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = dim3(grid, 1, 1);
+  config.blockDim = dim3(block, 1, 1);
+  config.stream = stream;
+  config.attrs = node ? &attr : nullptr;
+  config.numAttrs = node ? 1 : 0;
+  cudaError_t err = cudaLaunchKernelEx(&config, kernel, args...);
+  if (node) *node = attr.val.deviceUpdatableKernelNode.devNode;
+  return err;
+}
+
 } // namespace
 
 extern "C" {
@@ -76,20 +96,8 @@ cudaError_t bench_dp_raw_tiny(cudaStream_t stream, float *y, int k, int updatabl
     tiny_updater_kernel<<<1, 1, 0, stream>>>(value, device_nodes, k);
     err = cudaGetLastError();
   }
-  for (int i = 0; err == cudaSuccess && i < k; i++) {
-    cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeDeviceUpdatableKernelNode;
-    attr.val.deviceUpdatableKernelNode.deviceUpdatable = 1;
-    attr.val.deviceUpdatableKernelNode.devNode = nullptr;
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(1, 1, 1);
-    config.blockDim = dim3(32, 1, 1);
-    config.stream = stream;
-    config.attrs = updatable ? &attr : nullptr;
-    config.numAttrs = updatable ? 1 : 0;
-    err = cudaLaunchKernelEx(&config, tiny_kernel, y, 0.5f);
-    if (updatable) host_nodes[i] = attr.val.deviceUpdatableKernelNode.devNode;
-  }
+  for (int i = 0; err == cudaSuccess && i < k; i++)
+    err = launch(stream, 1, 32, updatable ? &host_nodes[i] : nullptr, tiny_kernel, y, 0.5f);
   return err;
 }
 
@@ -110,21 +118,9 @@ cudaError_t bench_dp_raw_chain(cudaStream_t stream, float *y, const float *x, fl
                                cudaGraphDeviceNode_t *device_nodes) {
   updater_kernel<<<1, 32, 0, stream>>>(count, device_nodes, chain, BENCH_DP_BLOCK);
   cudaError_t err = cudaGetLastError();
-  for (int i = 0; err == cudaSuccess && i < chain; i++) {
-    cudaLaunchAttribute attr;
-    attr.id = cudaLaunchAttributeDeviceUpdatableKernelNode;
-    attr.val.deviceUpdatableKernelNode.deviceUpdatable = 1;
-    attr.val.deviceUpdatableKernelNode.devNode = nullptr;
-    cudaLaunchConfig_t config = {};
-    config.gridDim = dim3(max_grid, 1, 1);
-    config.blockDim = dim3(BENCH_DP_BLOCK, 1, 1);
-    config.stream = stream;
-    config.attrs = &attr;
-    config.numAttrs = 1;
-    long long n = 0; /* the updater sets it */
-    err = cudaLaunchKernelEx(&config, axpy_kernel, y, x, a, n);
-    host_nodes[i] = attr.val.deviceUpdatableKernelNode.devNode;
-  }
+  long long n = 0; /* the updater sets it */
+  for (int i = 0; err == cudaSuccess && i < chain; i++)
+    err = launch(stream, max_grid, BENCH_DP_BLOCK, &host_nodes[i], axpy_kernel, y, x, a, n);
   return err;
 }
 
