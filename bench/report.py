@@ -21,8 +21,9 @@ torch_graph.json, torch_alloc.json (PyTorch, from bench/torch_*.py). Prints:
               loop's throughput beside a background capture, set_run's cost against a replay,
               and PyTorch's serve loop with bucket graphs against eager.
 
-It also reads, when present, bench_rebind, bench_cond, bench_mlp, torch_mlp, bench_nccl and
-torch_nccl.json, for the tables of docs/benchmarks.md (report_sections.py builds them).
+It also reads, when present, bench_rebind, bench_cond, bench_mlp, torch_mlp, bench_nccl,
+torch_nccl, bench_params and bench_params_device.json, for the tables of docs/benchmarks.md
+(report_sections.py builds them).
 
 Writes the merged rows, the page's tables ("sections") and the inputs as JSON (--out, default
 bench/results.json beside this script), a plot of the ratios as PNG (--plot, default the --out path with .png) when
@@ -50,7 +51,7 @@ import report_sections  # noqa: E402
 
 INPUTS = ("bench_graph", "bench_alloc", "torch_graph", "torch_alloc", "bench_sleep",
           "bench_buckets", "bench_vmm", "bench_sets", "torch_sets", "bench_rebind", "bench_cond",
-          "bench_mlp", "torch_mlp", "bench_nccl", "torch_nccl")
+          "bench_mlp", "torch_mlp", "bench_nccl", "torch_nccl", "bench_params", "bench_params_device")
 MEMORY = ("bench_sleep", "bench_buckets", "bench_vmm", "bench_sets", "torch_sets")
 
 

@@ -494,6 +494,74 @@ def nccl_sections(nccl, tnccl):
     return out
 
 
+# ---- bench_params (figures), bench_params_device: {"steps", "sizes", "costs"} -------------------
+
+def params_sections(params, device):
+    out = {}
+    figs = {(f["table"], f["row"], f["column"]): f["value"] for f in (params or {}).get("figures", [])}
+
+    def fig(table, row, column):
+        return figs.get((table, row, column))
+
+    set_rows = sorted({r for (t, r, _) in figs if t == "set"},
+                      key=lambda r: tuple(int(v.split("=")[1]) for v in r.split(",")))
+    if set_rows:
+        out["params.set"] = section(
+            ["bench/bench_params"],
+            [col("parameters, k nodes"), col("k raw sets, µs", ".2f"), col("recap, µs", ".2f"),
+             col("recap / raw", ".3f"), col("target: 1.2 × k × raw + 1", ".2f")],
+            [[r.replace("params=", "").replace(",k=", " param(s), k = "), fig("set", r, "raw_us"),
+              fig("set", r, "recap_us"), fig("set", r, "recap_over_raw"), fig("set", r, "goal_us")]
+             for r in set_rows],
+            [{"what": "recap", "column": "recap, µs", "op": "<=", "limit_column": "target: 1.2 × k × raw + 1"}])
+    step_rows = sorted({r for (t, r, _) in figs if t == "step"}, key=lambda r: int(r[2:]))
+    if step_rows:
+        out["params.step"] = section(
+            ["bench/bench_params"],
+            [col("S"), col("params + replay", ".2f"), col("raw sets + launch", ".2f"),
+             col("recapture + update + replay", ".2f"), col("raw capture + update + launch", ".2f"),
+             col("params on the GPU + replay", ".2f"), col("recapture / params", ".1f"),
+             col("recapture / params on the GPU", ".1f")],
+            [[int(r[2:]), fig("step", r, "params_replay_us"), fig("step", r, "raw_set_launch_us"),
+              fig("step", r, "recapture_update_replay_us"), fig("step", r, "raw_capture_update_launch_us"),
+              fig("step", r, "params_gpu_replay_us"), fig("step", r, "recapture_over_params"),
+              fig("step", r, "recapture_over_params_gpu")] for r in step_rows],
+            [{"what": "recapture / params, set from the host", "column": "recapture / params", "op": ">=",
+              "limit": 10},
+             {"what": "recapture / params, applied on the GPU", "column": "recapture / params on the GPU",
+              "op": ">=", "limit": 10}])
+    if device and device.get("steps"):
+        out["params.device_step"] = section(
+            ["bench/bench_params_device"],
+            [col("K"), col("raw launch", ".3f"), col("plain replay", ".3f"), col("host patching", ".3f"),
+             col("on the GPU", ".3f"), col("on the GPU − plain", ".3f")],
+            [[s["k"], med(s, "raw_us"), med(s, "plain_us"), med(s, "host_us"), med(s, "device_us"),
+              sub(med(s, "device_us"), med(s, "plain_us"))] for s in device["steps"]],
+            [{"what": "on the GPU − plain, µs", "column": "on the GPU − plain", "op": "<=", "limit": 0.5}])
+    if device and device.get("sizes"):
+        out["params.device_sizes"] = section(
+            ["bench/bench_params_device"],
+            [col("n"), col("recap GPU", ".2f"), col("raw GPU", ".2f"), col("exact GPU", ".2f"),
+             col("padded GPU", ".2f"), col("recap / raw", ".3f"), col("host recap", ".3f"),
+             col("host plain launch", ".3f"), col("host recap / plain", ".3f"), col("bits")],
+            [[s["n"], med(s, "recap_gpu_us"), med(s, "raw_gpu_us"), med(s, "exact_gpu_us"),
+              med(s, "padded_gpu_us"), div(med(s, "recap_gpu_us"), med(s, "raw_gpu_us")),
+              med(s, "recap_host_us"), med(s, "plain_host_us"),
+              div(med(s, "recap_host_us"), med(s, "plain_host_us")),
+              "same" if s.get("same_bits") else "DIFFER"] for s in device["sizes"]],
+            [{"what": "recap / raw, GPU", "column": "recap / raw", "op": "<=", "limit": 1.1},
+             {"what": "host recap / plain", "column": "host recap / plain", "op": "<=", "limit": 1.05}])
+    if device and device.get("costs"):
+        names = ["plain", "updatable", "upd_dev", "upd_pin", "recap", "recap_host"]
+        out["params.device_costs"] = section(
+            ["bench/bench_params_device"],
+            [col("K"), col("plain", ".2f"), col("device-updatable", ".2f"),
+             col("+ updater, device memory", ".2f"), col("+ updater, pinned memory", ".2f"),
+             col("recap on the GPU", ".2f"), col("recap, host sets", ".2f")],
+            [[c["k"]] + [med(c, f"{n}_gpu_us") for n in names] for c in device["costs"]])
+    return out
+
+
 def sections(data, merged):
     """Every table of the page that the JSON files in data (name -> parsed JSON) can give. A
     benchmark whose JSON does not have the shape expected gives no table and a line on stderr:
@@ -508,6 +576,8 @@ def sections(data, merged):
         ("bench_vmm", lambda: vmm_section(data.get("bench_vmm") or {})),
         ("bench_sets, torch_sets", lambda: sets_sections(data.get("bench_sets"), data.get("torch_sets"))),
         ("bench_nccl, torch_nccl", lambda: nccl_sections(data.get("bench_nccl"), data.get("torch_nccl"))),
+        ("bench_params, bench_params_device",
+         lambda: params_sections(data.get("bench_params"), data.get("bench_params_device"))),
     ]
     out = {}
     for names, build in builders:
