@@ -106,24 +106,13 @@ static int parse_args(int argc, char **argv, options_t *o) {
         o->seed = (unsigned)seed;
         break;
       case 'h': usage(stdout); return 0;
-      case ':':
-        fprintf(stderr, PROGRAM ": '%s' needs a value\n", argv[optind - 1]);
-        usage(stderr);
-        return EXIT_BAD_USAGE;
-      default:
-        fprintf(stderr, PROGRAM ": unknown option '%s'\n", argv[optind - 1]);
-        usage(stderr);
-        return EXIT_BAD_USAGE;
+      default: return example_option_error(PROGRAM, c, argv, optind, usage);
     }
     continue;
   bad_value:
-    fprintf(stderr, PROGRAM ": bad value '%s' for --%s (see --help)\n", arg, options[index].name);
-    return EXIT_BAD_USAGE;
+    return example_bad_value(PROGRAM, arg, options[index].name);
   }
-  if (optind < argc) {
-    fprintf(stderr, PROGRAM ": unexpected argument '%s' (see --help)\n", argv[optind]);
-    return EXIT_BAD_USAGE;
-  }
+  if (optind < argc) return example_extra_argument(PROGRAM, argv[optind]);
   if (o->warmup > o->steps) {
     fprintf(stderr, PROGRAM ": --warmup %d is more than --steps %d\n", o->warmup, o->steps);
     return EXIT_BAD_USAGE;

@@ -151,24 +151,13 @@ static int parse_args(int argc, char **argv, options_t *o) {
       case OPT_HOST_LOOP: o->host_loop = true; break;
       case OPT_BENCH: o->bench = true; break;
       case 'h': usage(stdout); return 0;
-      case ':':
-        fprintf(stderr, PROGRAM ": '%s' needs a value\n", argv[optind - 1]);
-        usage(stderr);
-        return EXIT_BAD_USAGE;
-      default:
-        fprintf(stderr, PROGRAM ": unknown option '%s'\n", argv[optind - 1]);
-        usage(stderr);
-        return EXIT_BAD_USAGE;
+      default: return example_option_error(PROGRAM, c, argv, optind, usage);
     }
     continue;
   bad_value:
-    fprintf(stderr, PROGRAM ": bad value '%s' for --%s (see --help)\n", arg, options[index].name);
-    return EXIT_BAD_USAGE;
+    return example_bad_value(PROGRAM, arg, options[index].name);
   }
-  if (optind < argc) {
-    fprintf(stderr, PROGRAM ": unexpected argument '%s' (see --help)\n", argv[optind]);
-    return EXIT_BAD_USAGE;
-  }
+  if (optind < argc) return example_extra_argument(PROGRAM, argv[optind]);
   return -1;
 }
 
