@@ -26,6 +26,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -161,6 +162,55 @@ class owner {
 };
 } // namespace detail
 
+/* ---- Graph parameters (recap/params.h) ------------------------------------------------------- */
+
+namespace detail {
+template <typename T>
+struct param_type;
+template <>
+struct param_type<std::int32_t> {
+  static constexpr recap_param_type_t value = RECAP_PARAM_INT32;
+};
+template <>
+struct param_type<std::int64_t> {
+  static constexpr recap_param_type_t value = RECAP_PARAM_INT64;
+};
+template <>
+struct param_type<float> {
+  static constexpr recap_param_type_t value = RECAP_PARAM_FLOAT;
+};
+template <>
+struct param_type<double> {
+  static constexpr recap_param_type_t value = RECAP_PARAM_DOUBLE;
+};
+} // namespace detail
+
+/* A graph parameter whose value is a T (std::int32_t, std::int64_t, float or double): a value
+ * naming the C handle, which its graph owns for its whole life (graph::declare_param). */
+template <typename T>
+class param {
+  static_assert(sizeof(detail::param_type<T>) > 0, "a parameter is int32, int64, float or double");
+
+ public:
+  param() noexcept = default;
+  explicit param(recap_param_t handle) noexcept : handle_(handle) {}
+  recap_param_t get() const noexcept { return handle_; }
+  explicit operator bool() const noexcept { return handle_ != nullptr; }
+  /* recap_param_set: the next replay computes with value. */
+  void set(T value) { check(recap_param_set(handle_, &value)); }
+  /* The value in the capture its graph holds (recap_param_info). */
+  T value() const {
+    recap_param_info_t info = RECAP_PARAM_INFO_INIT;
+    check(recap_param_info(handle_, &info));
+    T out;
+    std::memcpy(&out, &info.bits, sizeof out);
+    return out;
+  }
+
+ private:
+  recap_param_t handle_ = nullptr;
+};
+
 /* ---- Graphs (recap/graph.h) ------------------------------------------------------------------ */
 
 class graph : public detail::owner<recap_graph_t, recap_graph_destroy> {
@@ -219,6 +269,17 @@ class graph : public detail::owner<recap_graph_t, recap_graph_destroy> {
     recap_cuda_graph_exec_t value = nullptr;
     check(recap_graph_raw_exec(get(), &value));
     return value;
+  }
+  /* During this graph's capture: the parameter `name` with its initial value
+   * (recap_graph_param_declare); the kernels take the returned placeholder in its place. */
+  template <typename T>
+  T declare_param(const char *name, T initial, param<T> *handle = nullptr) {
+    T placeholder;
+    recap_param_t made = nullptr;
+    check(recap_graph_param_declare(get(), name, detail::param_type<T>::value, &initial,
+                                    &placeholder, &made));
+    if (handle) *handle = param<T>(made);
+    return placeholder;
   }
   void set_eager(bool eager) { check(recap_graph_eager_set(get(), eager ? 1 : 0)); }
   bool eager() const {

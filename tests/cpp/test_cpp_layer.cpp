@@ -5,6 +5,7 @@
  * recap::error with the status and recap's message, a capture scope ends or discards its
  * capture, and replays, generators, regions and graph sets work through it.
  */
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -59,6 +60,22 @@ std::string expect_error(Call &&call, recap_status_t status) {
   }
   fail_msg("no recap::error thrown, expected %s", recap_status_name(status));
   return std::string();
+}
+
+/* A kernel of the fake that adds its second argument, a float taken by value (a 4-byte
+ * parameter: the low half of its word), to the float its first argument points at. */
+void add_kernel(void *const *args, size_t) {
+  std::uint32_t bits = static_cast<std::uint32_t>(reinterpret_cast<std::uintptr_t>(args[1]));
+  float value;
+  std::memcpy(&value, &bits, sizeof value);
+  *static_cast<float *>(args[0]) += value;
+}
+
+void launch_add(recap_stream_t stream, float *to, float value) {
+  std::uint32_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  const void *args[] = {to, reinterpret_cast<const void *>(static_cast<std::uintptr_t>(bits))};
+  recap__fake_launch_kernel_sized(stream, "add", add_kernel, args, 2, 1u << 1);
 }
 
 /* A graph holding one capture of launch_count on stream. */
@@ -397,6 +414,30 @@ RECAP_TEST(graph_set_runs_a_cpp_step) {
   expect_error([&] { refusing.member(5); }, RECAP_ERROR_NOT_FOUND);
 }
 
+/* A parameter declared through the graph, set through its handle: the replays add each value
+ * set, and the handle reads it back; a set on a parameter of no capture throws. */
+RECAP_TEST(parameters_through_the_graph) {
+  recap_test_reset_graphs();
+  recap_stream_t s = recap__fake_stream_new();
+  float total = 0.0f;
+  recap::graph g;
+  recap::param<float> step;
+  g.capture(s, [&](recap_stream_t stream) {
+    float placeholder = g.declare_param("step", 0.5f, &step);
+    launch_add(stream, &total, placeholder);
+  });
+  assert_true(static_cast<bool>(step));
+  assert_true(step.value() == 0.5f);
+  g.replay(s);
+  step.set(2.25f);
+  g.replay(s);
+  recap__fake_stream_complete(s);
+  assert_true(total == 2.75f);
+  assert_true(step.value() == 2.25f);
+  recap::param<float> none;
+  expect_error([&] { none.set(1.0f); }, RECAP_ERROR_INVALID_ARGUMENT);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(graph_is_destroyed_with_its_owner),
     cmocka_unit_test(replay_runs_the_capture),
@@ -410,6 +451,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(generator_owns_its_state),
     cmocka_unit_test(region_scope_closes_its_region),
     cmocka_unit_test(graph_set_runs_a_cpp_step),
+    cmocka_unit_test(parameters_through_the_graph),
 };
 
 RECAP_TEST_MAIN(tests)
