@@ -10,7 +10,8 @@
  * CUDA's terms, which recap keeps: a graph with device-updatable nodes is never updated in
  * place (a recapture instantiates afresh, counted as NOT_SUPPORTED), and its executable is
  * uploaded before its first launch and again after the host set one of those nodes (an
- * argument or a shape set, a rebind). Where the driver lacks the feature, the capture says so
+ * argument or a shape set, a rebind: params.c and rebind.c say so through
+ * recap__params_device_touched). Where the driver lacks the feature, the capture says so
  * once and its parameters are patched from the host as without the option.
  */
 #include <inttypes.h>
@@ -321,19 +322,6 @@ static void hook_replay_failed(void *ctx, recap_graph_t graph) {
   if (d->on && d->ring && d->host_applier) d->published--; /* published again by the next one */
 }
 
-static recap_status_t hook_exec_patching(void *ctx, recap_graph_t graph,
-                                         const recap__graph_read_t *sites, size_t count,
-                                         const recap__patch_range_t *to, size_t moves) {
-  (void)ctx, (void)graph, (void)sites, (void)count, (void)to, (void)moves;
-  return RECAP_SUCCESS;
-}
-
-static void hook_exec_patched(void *ctx, recap_graph_t graph, bool applied) {
-  (void)graph;
-  params_device_t *d = ctx;
-  if (applied) d->uploaded = NULL;
-}
-
 /* Something may instantiate from the template: the next replay uploads whatever executable it
  * finds (a new one may have the old one's address). */
 static recap_status_t hook_template_read(void *ctx, recap_graph_t graph) {
@@ -352,8 +340,6 @@ static const recap__graph_hooks_t device_hooks = {
     .before_replay = hook_before_replay,
     .replay_failed = hook_replay_failed,
     .captured = hook_captured,
-    .exec_patching = hook_exec_patching,
-    .exec_patched = hook_exec_patched,
     .template_read = hook_template_read,
     .release = hook_release,
 };

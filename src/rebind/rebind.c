@@ -20,6 +20,7 @@
 #include "core/args.h"
 #include "core/error.h"
 #include "core/host.h"
+#include "rebind/params_device.h"
 #include "rebind/rebind_internal.h"
 #include "update/update_internal.h"
 
@@ -420,6 +421,7 @@ recap_status_t recap_graph_rebind(recap_graph_t graph, const recap_rebind_t *reb
   if (patched)
     for (size_t i = 0; i < count; i++) patched[moves[i].arg] = moves[i].hi - moves[i].lo;
   recap__update_count_rebind_of(graph, total);
+  recap__params_device_touched(r->device); /* device-updatable nodes: upload before a replay */
   recap__graph_hooks_exec_patched(graph, prepared, true);
   if (moves != small) recap__host_free(moves);
   return RECAP_SUCCESS;
