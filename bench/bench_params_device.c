@@ -21,6 +21,14 @@
  *     GPU time of one launch (events, median) and the host time of one launch call.
  *     Goals: recap GPU time ≤ 1.1 × raw; recap host time ≤ 1.05 × a plain cudaGraphLaunch.
  *     Each size's recap output is compared bit for bit with the exact graph's.
+ * (d) Memory: a chain of 16 kernels over rows x 4096 floats, each writing a temporary of recap's
+ *     that the next reads and frees, for rows 1 .. 256:
+ *       device  one graph captured at 256 rows, its row count (the kernels' count and grids)
+ *               read from device memory (recap_graph_param_device)
+ *       set     a graph set of the buckets 256, 128, .., 1 in one pool (recap/graph_set.h)
+ *       alone   a graph set of 256 alone: what the largest bucket needs
+ *     Reserved bytes of each graph's pool. Goal: device <= alone. The device graph's output at
+ *     each bucket's size is compared bit for bit with the set's.
  * (c) Where applying on the GPU spends GPU time, for K = 1, 16, 64 tiny kernels: a plain raw
  *     graph, the same with device-updatable nodes, with an updater kernel of K updates that
  *     reads device memory, one that reads pinned host memory, recap's applier, and recap with
@@ -110,7 +118,10 @@ static int check_step(cudaStream_t s, recap_graph_t g, recap_param_t lr, float *
   BENCH_RECAP(recap_graph_replay(g, s));
   BENCH_CUDA(cudaStreamSynchronize(s));
   BENCH_CUDA(cudaMemcpy(&after, y, sizeof after, cudaMemcpyDeviceToHost));
-  return after - before == 0.25f * (float)k;
+  if (after - before == 0.25f * (float)k) return 1;
+  fprintf(stderr, "%s: K=%d: a replay added %g, %d nodes adding 0.25 should add %g\n", NAME, k,
+          (double)(after - before), k, 0.25 * k);
+  return 0;
 }
 
 static int bench_steps(cudaStream_t s, int k, int quick, step_row_t *row) {
@@ -135,7 +146,8 @@ static int bench_steps(cudaStream_t s, int k, int quick, step_row_t *row) {
     bench_stats(samples[v], (size_t)batches, &row->us[v]);
     free(samples[v]);
   }
-  BENCH_CUDA(cudaMemset(y, 0, 32 * sizeof(float)));
+  /* In stream order, after the last batch's replays (their sum would swallow the checks'). */
+  BENCH_CUDA(cudaMemsetAsync(y, 0, 32 * sizeof(float), s));
   row->checked =
       check_step(s, g.host, g.host_lr, y, k) && check_step(s, g.device, g.device_lr, y, k);
   BENCH_RECAP(recap_graph_destroy(g.plain));
@@ -376,6 +388,138 @@ static void bench_costs(cudaStream_t s, int k, int quick, cost_row_t *row) {
   BENCH_CUDA(cudaFree(pin_nodes));
 }
 
+/* ---- (d) memory: one graph over every size against a graph set of buckets --------------- */
+
+enum { ROW = 4096, MAX_ROWS = 256, MEM_CHAIN = 16 };
+static const size_t mem_buckets[] = {256, 128, 64, 32, 16, 8, 4, 2, 1};
+enum { MEM_BUCKETS = sizeof mem_buckets / sizeof mem_buckets[0] };
+
+typedef struct mem_result {
+  int64_t device_bytes, set_bytes, alone_bytes;
+  int same_bits;
+} mem_result_t;
+
+typedef struct chain_io {
+  const float *x;
+  float *out;
+} chain_io_t;
+
+/* The chain over n floats (n may be a placeholder): each link scales the last result into a
+ * temporary of recap's and frees the one it read; the last is copied into io->out. */
+static recap_status_t mem_chain(const chain_io_t *io, long long n, unsigned grid, cudaStream_t s) {
+  const float *prev = io->x;
+  float *owned = NULL;
+  for (int i = 0; i < MEM_CHAIN; i++) {
+    float *t = NULL;
+    recap_status_t st =
+        recap_malloc((void **)&t, (size_t)MAX_ROWS * ROW * sizeof(float), (recap_stream_t)s);
+    if (st != RECAP_SUCCESS) return st;
+    if (bench_dp_scale(s, t, prev, 1.0f + 0.0625f * (float)i, n, grid) != cudaSuccess)
+      return RECAP_ERROR_CUDA;
+    if (owned) (void)recap_free(owned);
+    prev = owned = t;
+  }
+  if (bench_dp_axpy(s, io->out, prev, 1.0f, n, grid) != cudaSuccess) return RECAP_ERROR_CUDA;
+  return recap_free(owned);
+}
+
+/* A set's step: the chain over `rows` rows, sized on the host. */
+static recap_status_t mem_step(size_t rows, recap_stream_t stream, void *user_data) {
+  long long n = (long long)rows * ROW;
+  return mem_chain(user_data, n, blocks_for(n), (cudaStream_t)stream);
+}
+
+static recap_graph_set_t mem_set(chain_io_t *io, const size_t *sizes, size_t count) {
+  recap_graph_set_options_t o = RECAP_GRAPH_SET_OPTIONS_INIT;
+  o.sizes = sizes;
+  o.size_count = count;
+  recap_graph_set_t set = NULL;
+  BENCH_RECAP(recap_graph_set_create(&set, mem_step, io, &o));
+  return set;
+}
+
+static int64_t set_reserved(recap_graph_set_t set) {
+  recap_graph_set_info_t info = RECAP_GRAPH_SET_INFO_INIT;
+  BENCH_RECAP(recap_graph_set_info(set, &info));
+  return info.pool_reserved_bytes;
+}
+
+/* out after the set's bucket `rows` and after the device graph at `rows`: equal bit for bit. */
+static int mem_same(cudaStream_t s, recap_graph_set_t set, recap_graph_t g, long long *count,
+                    chain_io_t *io, size_t rows, float *a, float *b) {
+  size_t bytes = (size_t)MAX_ROWS * ROW * sizeof(float);
+  BENCH_CUDA(cudaMemsetAsync(io->out, 0, bytes, s));
+  BENCH_RECAP(recap_graph_set_run(set, rows, (recap_stream_t)s, NULL, NULL));
+  BENCH_CUDA(cudaMemcpyAsync(a, io->out, bytes, cudaMemcpyDeviceToHost, s));
+  long long n = (long long)rows * ROW;
+  BENCH_CUDA(cudaMemcpyAsync(count, &n, sizeof n, cudaMemcpyHostToDevice, s));
+  BENCH_CUDA(cudaMemsetAsync(io->out, 0, bytes, s));
+  BENCH_RECAP(recap_graph_replay(g, (recap_stream_t)s));
+  BENCH_CUDA(cudaMemcpyAsync(b, io->out, bytes, cudaMemcpyDeviceToHost, s));
+  BENCH_CUDA(cudaStreamSynchronize(s));
+  return memcmp(a, b, bytes) == 0;
+}
+
+static void bench_memory(cudaStream_t s, mem_result_t *r) {
+  size_t bytes = (size_t)MAX_ROWS * ROW * sizeof(float);
+  chain_io_t io;
+  long long *count = NULL;
+  float *x = NULL;
+  BENCH_CUDA(cudaMalloc((void **)&x, bytes));
+  BENCH_CUDA(cudaMalloc((void **)&io.out, bytes));
+  BENCH_CUDA(cudaMalloc((void **)&count, sizeof *count));
+  float *host = bench_calloc(NAME, (size_t)MAX_ROWS * ROW, sizeof(float));
+  for (size_t i = 0; i < (size_t)MAX_ROWS * ROW; i++) host[i] = 0.5f + (float)(i % 13);
+  BENCH_CUDA(cudaMemcpy(x, host, bytes, cudaMemcpyHostToDevice));
+  io.x = x;
+  /* Each way in a pool of its own, measured while it alone holds it. */
+  recap_graph_t g;
+  BENCH_RECAP(recap_graph_create(&g, 0));
+  BENCH_RECAP(recap_graph_capture_begin(g, NULL, (recap_stream_t)s));
+  int64_t n_ph;
+  BENCH_RECAP(recap_graph_param_device(g, "n", RECAP_PARAM_INT64, count, BENCH_DP_BLOCK,
+                                       (recap_stream_t)s, &n_ph, NULL));
+  BENCH_RECAP(mem_chain(&io, (long long)n_ph, blocks_for((long long)MAX_ROWS * ROW), s));
+  BENCH_RECAP(recap_graph_capture_end(g));
+  recap_graph_memory_t gm = RECAP_GRAPH_MEMORY_INIT;
+  BENCH_RECAP(recap_graph_memory(g, &gm));
+  r->device_bytes = gm.pool_reserved_bytes;
+  recap_graph_set_t alone = mem_set(&io, mem_buckets, 1);
+  r->alone_bytes = set_reserved(alone);
+  BENCH_RECAP(recap_graph_set_destroy(alone));
+  recap_graph_set_t set = mem_set(&io, mem_buckets, MEM_BUCKETS);
+  r->set_bytes = set_reserved(set);
+  float *other = bench_calloc(NAME, (size_t)MAX_ROWS * ROW, sizeof(float));
+  r->same_bits = 1;
+  for (int i = 0; i < MEM_BUCKETS; i++)
+    r->same_bits &= mem_same(s, set, g, count, &io, mem_buckets[i], host, other);
+  free(other);
+  free(host);
+  BENCH_RECAP(recap_graph_set_destroy(set));
+  BENCH_RECAP(recap_graph_destroy(g));
+  BENCH_CUDA(cudaFree(x));
+  BENCH_CUDA(cudaFree(io.out));
+  BENCH_CUDA(cudaFree(count));
+}
+
+static void print_memory(const mem_result_t *r) {
+  const double MiB = 1024.0 * 1024.0;
+  double alone = (double)r->alone_bytes;
+  printf(
+      "\n(d) a chain of %d kernels over rows x %d floats, rows 1 .. %d, temporaries of recap's: "
+      "reserved MiB of the pool\n",
+      MEM_CHAIN, ROW, MAX_ROWS);
+  printf("%-44s %10s %10s\n", "way", "MiB", "/ alone");
+  printf("%-44s %10.1f %10.3f %s\n", "device: one graph, rows from device memory",
+         (double)r->device_bytes / MiB, alone > 0 ? (double)r->device_bytes / alone : 0.0,
+         r->device_bytes <= r->alone_bytes ? "met (<= alone)" : "missed (<= alone)");
+  printf("%-44s %10.1f %10.3f\n", "set: 9 buckets 256 .. 1, one pool", (double)r->set_bytes / MiB,
+         alone > 0 ? (double)r->set_bytes / alone : 0.0);
+  printf("%-44s %10.1f %10.3f\n", "alone: the set of 256 rows only", alone / MiB, 1.0);
+  printf("outputs at each bucket's size, device graph against the set: %s\n",
+         r->same_bits ? "same bits" : "DIFFER");
+}
+
 /* ---- output ------------------------------------------------------------------------------- */
 
 static void print_costs(const cost_row_t *costs) {
@@ -419,7 +563,7 @@ static void print_tables(const step_row_t *steps, const size_row_t *sizes) {
 }
 
 static int write_json(const char *path, int quick, const step_row_t *steps, const size_row_t *sizes,
-                      const cost_row_t *costs) {
+                      const cost_row_t *costs, const mem_result_t *mem) {
   FILE *f = bench_json_begin(path, NAME);
   if (!f) return 0;
   fprintf(f, ",\"quick\":%d,\"steps\":[", quick);
@@ -453,7 +597,11 @@ static int write_json(const char *path, int quick, const step_row_t *steps, cons
     }
     fprintf(f, "}");
   }
-  fprintf(f, "]}\n");
+  fprintf(f,
+          "],\"memory\":{\"rows\":%d,\"row_floats\":%d,\"buckets\":%d,\"device_bytes\":%lld,"
+          "\"set_bytes\":%lld,\"alone_bytes\":%lld,\"same_bits\":%d}}\n",
+          MAX_ROWS, ROW, MEM_BUCKETS, (long long)mem->device_bytes, (long long)mem->set_bytes,
+          (long long)mem->alone_bytes, mem->same_bits);
   return fclose(f) == 0;
 }
 
@@ -488,9 +636,13 @@ int main(int argc, char **argv) {
   cost_row_t costs[COST_ROWS];
   memset(costs, 0, sizeof costs);
   for (int i = 0; i < COST_ROWS; i++) bench_costs(stream, cost_sizes[i], args.quick, &costs[i]);
+  mem_result_t mem;
+  bench_memory(stream, &mem);
+  ok &= mem.same_bits;
   print_tables(steps, sizes);
   print_costs(costs);
-  int written = write_json(args.json_path, args.quick, steps, sizes, costs);
+  print_memory(&mem);
+  int written = write_json(args.json_path, args.quick, steps, sizes, costs, &mem);
   if (written) printf("\nresults: %s\n", args.json_path);
   BENCH_CUDA(cudaStreamDestroy(stream));
   if (!ok) fprintf(stderr, NAME ": a correctness check failed (see above)\n");

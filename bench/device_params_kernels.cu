@@ -19,6 +19,12 @@ __global__ void axpy_kernel(float *y, const float *x, float a, long long n) {
     y[i] = a * x[i] + y[i];
 }
 
+__global__ void scale_kernel(float *y, const float *x, float a, long long n) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;
+       i += (long long)gridDim.x * blockDim.x)
+    y[i] = a * x[i];
+}
+
 /* The raw reference's updater: n from device memory into every node's count (parameter 3, at
  * byte 24: two pointers, a float padded to 8, then the count) and its grid. */
 __global__ void updater_kernel(const long long *count, const cudaGraphDeviceNode_t *nodes,
@@ -109,6 +115,12 @@ cudaError_t bench_dp_tiny(cudaStream_t stream, float *y, float a) {
 cudaError_t bench_dp_axpy(cudaStream_t stream, float *y, const float *x, float a, long long n,
                           unsigned grid) {
   axpy_kernel<<<grid, BENCH_DP_BLOCK, 0, stream>>>(y, x, a, n);
+  return cudaGetLastError();
+}
+
+cudaError_t bench_dp_scale(cudaStream_t stream, float *y, const float *x, float a, long long n,
+                           unsigned grid) {
+  scale_kernel<<<grid, BENCH_DP_BLOCK, 0, stream>>>(y, x, a, n);
   return cudaGetLastError();
 }
 

@@ -25,6 +25,9 @@ cudaError_t bench_dp_raw_tiny(cudaStream_t stream, float *y, int k, int updatabl
 /* y[i] = a * x[i] + y[i] for i < n, grid-stride over `grid` blocks of BENCH_DP_BLOCK. */
 cudaError_t bench_dp_axpy(cudaStream_t stream, float *y, const float *x, float a, long long n,
                           unsigned grid);
+/* y[i] = a * x[i] for i < n, grid-stride over `grid` blocks of BENCH_DP_BLOCK. */
+cudaError_t bench_dp_scale(cudaStream_t stream, float *y, const float *x, float a, long long n,
+                           unsigned grid);
 /* The raw-CUDA reference, captured on stream: an updater kernel that reads *count and sets the
  * count and grid of the `chain` axpy nodes that follow (device-updatable, launched with
  * max_grid blocks); host_nodes[i] gets node i's device handle, which the program copies into

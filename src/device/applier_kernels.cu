@@ -30,42 +30,46 @@ __device__ void applier_error(recap__applier_ring_t *ring, uint32_t error, uint3
 /* Outside any namespace, so that graph inspection shows a plain name. One block of
  * RECAP__APPLIER_THREADS threads.
  *
- * Latency matters more than work here: every later node waits for this one. The host wrote the
- * slot and the word that publishes it before it launched the graph, and the kernel sees what
- * the host wrote before the launch, so the word and the values are read at once (their
- * round trips over the bus overlap) and the word only confirms that the executable was
- * launched by recap_graph_replay. No fence is needed for the host: it waits for `applied`
- * only to reuse the slot, whose values are in shared memory by then. */
-__global__ void recap_params_apply_kernel(recap__applier_table_t *table) {
+ * Latency matters more than work here: every later node that takes a parameter waits for this
+ * one. The host wrote the slot and the word that publishes it before it launched the graph, and
+ * the kernel sees what the host wrote before the launch, so the word, the values and the first
+ * entries are all read at once (their round trips overlap: the values cross the bus, the
+ * entries come from device memory) and the word only confirms that the executable was launched
+ * by recap_graph_replay. No fence is needed for the host: it waits for `applied` only to reuse
+ * the slot, whose values are in shared memory by then.
+ *
+ * The updates are built in shared memory, a chunk of one per thread at a time, and handed to
+ * the driver one chunk per call: it reads each update, and shared memory answers faster than
+ * device memory. */
+__global__ void recap_params_apply_kernel(recap__applier_table_t *table_in) {
   __shared__ uint64_t values[RECAP__APPLIER_MAX_VALUES];
   /* Raw storage: the struct's union holds a dim3, so it has no default constructor. */
   __shared__ __align__(
-      16) unsigned char update_bytes[RECAP__APPLIER_CHUNK * sizeof(cudaGraphKernelNodeUpdate)];
+      16) unsigned char update_bytes[RECAP__APPLIER_THREADS * sizeof(cudaGraphKernelNodeUpdate)];
   cudaGraphKernelNodeUpdate *updates = reinterpret_cast<cudaGraphKernelNodeUpdate *>(update_bytes);
   __shared__ bool in_step;
-  const uint64_t replay = table->replays;
-  const uint32_t slot_bytes = table->slot_bytes;
-  recap__applier_ring_t *ring = table->ring;
-  const uint64_t slot = replay % RECAP__APPLIER_SLOTS;
+  const recap__applier_table_t table = *table_in;
+  const uint64_t slot = table.replays % RECAP__APPLIER_SLOTS;
   const volatile uint64_t *from =
-      (const volatile uint64_t *)recap__applier_slot(ring, slot_bytes, slot);
-  if (threadIdx.x == 0) in_step = *(volatile const uint64_t *)&ring->published[slot] == replay + 1;
-  for (uint32_t i = threadIdx.x; i < slot_bytes / 8; i += blockDim.x) values[i] = from[i];
+      (const volatile uint64_t *)recap__applier_slot(table.ring, table.slot_bytes, slot);
+  if (threadIdx.x == 0)
+    in_step = *(volatile const uint64_t *)&table.ring->published[slot] == table.replays + 1;
+  recap__applier_entry_t first;
+  if (threadIdx.x < table.count) first = table.entries[threadIdx.x];
+  for (uint32_t i = threadIdx.x; i < table.slot_bytes / 8; i += blockDim.x) values[i] = from[i];
   __syncthreads();
   if (threadIdx.x == 0) {
     /* The slot is read: the host may publish over it once it sees this. */
-    table->replays = replay + 1;
-    *(volatile uint64_t *)&ring->applied[slot] = replay + 1;
-    if (!in_step) applier_error(ring, RECAP__APPLIER_OUT_OF_STEP, (uint32_t)replay);
+    table_in->replays = table.replays + 1;
+    *(volatile uint64_t *)&table.ring->applied[slot] = table.replays + 1;
+    if (!in_step) applier_error(table.ring, RECAP__APPLIER_OUT_OF_STEP, (uint32_t)table.replays);
   }
   if (!in_step) return; /* the whole block: no barrier is left waiting */
-  const uint32_t count = table->count;
-  const recap__applier_entry_t *entries = table->entries;
-  for (uint32_t base = 0; base < count; base += RECAP__APPLIER_CHUNK) {
-    const uint32_t n = count - base < RECAP__APPLIER_CHUNK ? count - base : RECAP__APPLIER_CHUNK;
-    for (uint32_t i = threadIdx.x; i < n; i += blockDim.x) {
-      const recap__applier_entry_t e = entries[base + i];
-      cudaGraphKernelNodeUpdate *u = &updates[i];
+  for (uint32_t base = 0; base < table.count; base += blockDim.x) {
+    const uint32_t i = base + threadIdx.x;
+    if (i < table.count) {
+      const recap__applier_entry_t e = base == 0 ? first : table.entries[i];
+      cudaGraphKernelNodeUpdate *u = &updates[threadIdx.x];
       u->node = (cudaGraphDeviceNode_t)e.node;
       u->field = cudaGraphKernelNodeFieldParam;
       u->updateData.param.pValue = (const unsigned char *)values + e.value;
@@ -74,61 +78,70 @@ __global__ void recap_params_apply_kernel(recap__applier_table_t *table) {
     }
     __syncthreads();
     if (threadIdx.x == 0) {
+      const uint32_t n = table.count - base < blockDim.x ? table.count - base : blockDim.x;
       const cudaError_t err = cudaGraphKernelNodeUpdatesApply(updates, n);
-      if (err != cudaSuccess) applier_error(ring, RECAP__APPLIER_UPDATE_FAILED, err);
+      if (err != cudaSuccess) applier_error(table.ring, RECAP__APPLIER_UPDATE_FAILED, err);
     }
     __syncthreads();
   }
 }
 
 /* A parameter whose value the GPU decides: its value from device memory into its sites, and
- * the grids of the nodes that take it, one update each, and whether they run only when that
- * changes (the entry remembers it). One thread builds the updates: they are few, and the
- * driver's call is the cost. */
-__global__ void recap_params_source_kernel(recap__source_table_t *table) {
+ * the grids of the nodes that take it, and whether they run when that changes (the entry
+ * remembers it). One block of RECAP__APPLIER_THREADS threads, shared memory for the updates as
+ * above: each thread builds the update of one entry per chunk (its first entry read beside the
+ * value), a change of whether a node runs goes after the chunk's updates, and one thread hands
+ * the chunk to the driver. */
+__global__ void recap_params_source_kernel(const recap__source_table_t *table_in) {
   __shared__ uint64_t value;
-  __shared__ __align__(
-      16) unsigned char update_bytes[RECAP__APPLIER_CHUNK * sizeof(cudaGraphKernelNodeUpdate)];
+  __shared__ uint32_t toggles;
+  __shared__ __align__(16) unsigned char
+      update_bytes[2 * RECAP__APPLIER_THREADS * sizeof(cudaGraphKernelNodeUpdate)];
   cudaGraphKernelNodeUpdate *updates = reinterpret_cast<cudaGraphKernelNodeUpdate *>(update_bytes);
-  const uint32_t bytes = table->bytes;
-  value = bytes == 4 ? (uint64_t) * (const volatile uint32_t *)table->value
-                     : *(const volatile uint64_t *)table->value;
+  const recap__source_table_t table = *table_in;
+  if (threadIdx.x == 0)
+    value = table.bytes == 4 ? (uint64_t) * (const volatile uint32_t *)table.value
+                             : *(const volatile uint64_t *)table.value;
+  recap__source_entry_t first;
+  if (threadIdx.x < table.count) first = table.entries[threadIdx.x];
+  __syncthreads();
   /* The grid's count: the value as a signed integer. */
-  const int64_t n = bytes == 4 ? (int64_t)(int32_t)(uint32_t)value : (int64_t)value;
-  const uint32_t per_block = table->per_block;
-  int64_t blocks = per_block && n > 0 ? (n + per_block - 1) / per_block : 0;
+  const int64_t n = table.bytes == 4 ? (int64_t)(int32_t)(uint32_t)value : (int64_t)value;
+  int64_t blocks = table.per_block && n > 0 ? (n + table.per_block - 1) / table.per_block : 0;
   if (blocks > 0x7fffffff) blocks = 0x7fffffff;
   const uint32_t run = blocks > 0 ? 1u : 0u;
-  uint32_t made = 0;
-  for (uint32_t i = 0; i < table->count; i++) {
-    recap__source_entry_t *e = &table->entries[i];
-    if (made + 2 > RECAP__APPLIER_CHUNK) {
-      const cudaError_t err = cudaGraphKernelNodeUpdatesApply(updates, made);
-      if (err != cudaSuccess) applier_error(table->status, RECAP__APPLIER_UPDATE_FAILED, err);
-      made = 0;
+  for (uint32_t base = 0; base < table.count; base += blockDim.x) {
+    if (threadIdx.x == 0) toggles = 0;
+    __syncthreads();
+    const uint32_t i = base + threadIdx.x;
+    const uint32_t chunk = table.count - base < blockDim.x ? table.count - base : blockDim.x;
+    if (i < table.count) {
+      const recap__source_entry_t e = base == 0 ? first : table.entries[i];
+      cudaGraphKernelNodeUpdate *u = &updates[threadIdx.x];
+      u->node = (cudaGraphDeviceNode_t)e.node;
+      if (e.offset != RECAP__SOURCE_GRID) {
+        u->field = cudaGraphKernelNodeFieldParam;
+        u->updateData.param.pValue = &value;
+        u->updateData.param.offset = e.offset;
+        u->updateData.param.size = e.size;
+      } else {
+        u->field = cudaGraphKernelNodeFieldGridDim;
+        u->updateData.gridDim = dim3(blocks > 0 ? (unsigned)blocks : 1u, e.grid_y, e.grid_z);
+        if (e.enabled != run) { /* skipped at 0, run again after */
+          table.entries[i].enabled = run;
+          cudaGraphKernelNodeUpdate *w = &updates[chunk + atomicAdd(&toggles, 1u)];
+          w->node = u->node;
+          w->field = cudaGraphKernelNodeFieldEnabled;
+          w->updateData.isEnabled = run;
+        }
+      }
     }
-    cudaGraphKernelNodeUpdate *u = &updates[made++];
-    u->node = (cudaGraphDeviceNode_t)e->node;
-    if (e->offset != RECAP__SOURCE_GRID) {
-      u->field = cudaGraphKernelNodeFieldParam;
-      u->updateData.param.pValue = &value;
-      u->updateData.param.offset = e->offset;
-      u->updateData.param.size = e->size;
-      continue;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      const cudaError_t err = cudaGraphKernelNodeUpdatesApply(updates, chunk + toggles);
+      if (err != cudaSuccess) applier_error(table.status, RECAP__APPLIER_UPDATE_FAILED, err);
     }
-    u->field = cudaGraphKernelNodeFieldGridDim;
-    u->updateData.gridDim = dim3(blocks > 0 ? (unsigned)blocks : 1u, e->grid_y, e->grid_z);
-    if (e->enabled != run) { /* skipped at 0, run again after */
-      e->enabled = run;
-      cudaGraphKernelNodeUpdate *w = &updates[made++];
-      w->node = u->node;
-      w->field = cudaGraphKernelNodeFieldEnabled;
-      w->updateData.isEnabled = run;
-    }
-  }
-  if (made) {
-    const cudaError_t err = cudaGraphKernelNodeUpdatesApply(updates, made);
-    if (err != cudaSuccess) applier_error(table->status, RECAP__APPLIER_UPDATE_FAILED, err);
+    __syncthreads();
   }
 }
 
@@ -136,12 +149,12 @@ extern "C" recap_status_t recap__cuda_params_source_launch(recap_stream_t stream
                                                            recap__source_table_t *table) {
   RECAP__ARG(table != NULL, "recap_params_source_kernel: table is NULL");
   RECAP__CHECK(recap__cuda_kernel_image_check());
-  recap_params_source_kernel<<<1, 1, 0, (cudaStream_t)stream>>>(table);
+  recap_params_source_kernel<<<1, RECAP__APPLIER_THREADS, 0, (cudaStream_t)stream>>>(table);
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess)
     return recap__cuda_fail((int)err, __FILE__, __LINE__,
-                            "recap_params_source_kernel<<<1, 1, 0, stream %p>>>(table %p)",
-                            (void *)stream, (void *)table);
+                            "recap_params_source_kernel<<<1, %d, 0, stream %p>>>(table %p)",
+                            (int)RECAP__APPLIER_THREADS, (void *)stream, (void *)table);
   return RECAP_SUCCESS;
 }
 

@@ -27,8 +27,7 @@ extern "C" {
 
 enum {
   RECAP__APPLIER_SLOTS = 256,     /* replays the host may run ahead of the GPU */
-  RECAP__APPLIER_THREADS = 64,    /* the applier kernel's one block */
-  RECAP__APPLIER_CHUNK = 64,      /* updates handed to the driver at once */
+  RECAP__APPLIER_THREADS = 64,    /* the appliers' one block, and the updates of one driver call */
   RECAP__APPLIER_MAX_VALUES = 256 /* parameters of one graph (8 bytes each in a slot) */
 };
 

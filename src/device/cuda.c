@@ -655,6 +655,7 @@ const recap__device_ops_t recap__cuda_ops = {
     .patch_plan_set_shape = recap__cuda_patch_plan_set_shape,
     .params_device_supported = recap__cuda_params_device_supported,
     .patch_plan_device_node = recap__cuda_patch_plan_device_node,
+    .patch_plan_precede_only = recap__cuda_patch_plan_precede_only,
     .params_apply_launch = recap__cuda_params_apply_launch,
     .params_source_launch = recap__cuda_params_source_launch,
     .graph_exec_update = recap__cuda_graph_exec_update,

@@ -63,6 +63,8 @@ recap_status_t recap__cuda_patch_plan_shape(recap__patch_plan_t plan, size_t nod
 recap_status_t recap__cuda_patch_plan_set_shape(recap__patch_plan_t plan,
                                                 recap_cuda_graph_exec_t exec, size_t node,
                                                 const recap__kernel_shape_t *shape);
+recap_status_t recap__cuda_patch_plan_precede_only(recap__patch_plan_t plan, size_t node,
+                                                   const size_t *targets, size_t count);
 recap_status_t recap__cuda_patch_plan_device_node(recap__patch_plan_t plan, size_t node,
                                                   uint64_t *handle);
 recap_status_t recap__cuda_graph_exec_update(recap_cuda_graph_exec_t exec, recap_cuda_graph_t graph,

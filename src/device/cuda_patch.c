@@ -640,6 +640,62 @@ recap_status_t recap__cuda_patch_plan_device_node(recap__patch_plan_t plan, size
   return RECAP_SUCCESS;
 }
 
+recap_status_t recap__cuda_patch_plan_precede_only(recap__patch_plan_t plan, size_t node,
+                                                   const size_t *targets, size_t count) {
+  RECAP__ARG(plan && (targets || count == 0), "patch precede only: an argument is NULL");
+  plan_node_t *pn;
+  RECAP__CHECK(kernel_at(plan, node, &pn));
+  cudaGraphNode_t *before = NULL, *after = NULL;
+  size_t n = 0;
+  CUDA_TRY_F(cudaGraphNodeGetDependentNodes(pn->node, NULL, NULL, &n),
+             "cudaGraphNodeGetDependentNodes(node %zu, NULL) to count them", node);
+  size_t cap = n > count ? n : count;
+  recap_status_t s = RECAP_SUCCESS;
+  cudaGraphEdgeData *data = NULL;
+  if (cap) {
+    before = recap__host_calloc(cap, sizeof *before);
+    after = recap__host_calloc(cap, sizeof *after);
+    data = recap__host_calloc(cap, sizeof *data);
+    if (!before || !after || !data)
+      s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "patch precede only: out of host memory");
+  }
+  for (size_t i = 0; i < cap && s == RECAP_SUCCESS; i++) before[i] = pn->node;
+  for (size_t i = 0; i < count && s == RECAP_SUCCESS; i++) {
+    plan_node_t *t;
+    s = kernel_at(plan, targets[i], &t);
+    if (s == RECAP_SUCCESS) after[i] = t->node;
+  }
+  /* The targets are checked before the graph changes; a failure after that is the driver's. */
+  cudaGraphNode_t *dependents = NULL;
+  if (s == RECAP_SUCCESS && n) {
+    dependents = recap__host_calloc(n, sizeof *dependents);
+    if (!dependents)
+      s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "patch precede only: out of host memory");
+  }
+  cudaError_t err = cudaSuccess;
+  const char *call = NULL;
+  if (s == RECAP_SUCCESS && n) {
+    call = "cudaGraphNodeGetDependentNodes";
+    err = cudaGraphNodeGetDependentNodes(pn->node, dependents, data, &n);
+    if (err == cudaSuccess) {
+      call = "cudaGraphRemoveDependencies";
+      err = cudaGraphRemoveDependencies(plan->graph, before, dependents, data, n);
+    }
+  }
+  if (s == RECAP_SUCCESS && err == cudaSuccess && count) {
+    call = "cudaGraphAddDependencies";
+    err = cudaGraphAddDependencies(plan->graph, before, after, NULL, count);
+  }
+  if (s == RECAP_SUCCESS && err != cudaSuccess)
+    s = recap__cuda_fail((int)err, __FILE__, __LINE__, "%s(node %zu, %zu dependents, %zu targets)",
+                         call, node, n, count);
+  recap__host_free(dependents);
+  recap__host_free(before);
+  recap__host_free(after);
+  recap__host_free(data);
+  return s;
+}
+
 /* ---- updates ---------------------------------------------------------------------------- */
 
 static recap_update_reason_t reason_of(enum cudaGraphExecUpdateResult result) {

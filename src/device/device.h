@@ -307,9 +307,16 @@ typedef struct recap__device_ops {
    * device-updatable nodes were set from the host. params_apply_launch enqueues recap's
    * applier kernel on stream, whose argument is table (device memory); params_source_launch
    * the source applier of a parameter whose value the GPU decides. Fault kind PATCH in the
-   * fake for patch_plan_device_node, LAUNCH for the two launches. */
+   * fake for patch_plan_device_node, LAUNCH for the two launches.
+   * patch_plan_precede_only: kernel node `node` of the plan's graph (not instantiated yet)
+   * precedes exactly targets[0..count) (kernel nodes, distinct): its edges to other nodes are
+   * removed, so that what waited only for it waits for nothing, and it gains an edge to each
+   * target (so that the applier runs beside the work that takes no parameter). A failure
+   * before the graph changed leaves it as it was. Fault kind PATCH in the fake. */
   recap_status_t (*params_device_supported)(bool *supported);
   recap_status_t (*patch_plan_device_node)(recap__patch_plan_t plan, size_t node, uint64_t *handle);
+  recap_status_t (*patch_plan_precede_only)(recap__patch_plan_t plan, size_t node,
+                                            const size_t *targets, size_t count);
   recap_status_t (*params_apply_launch)(recap_stream_t stream, struct recap__applier_table *table);
   recap_status_t (*params_source_launch)(recap_stream_t stream, struct recap__source_table *table);
 

@@ -81,6 +81,8 @@ NO_CUDA_OP(patch_plan_set_shape, recap__patch_plan_t plan, recap_cuda_graph_exec
            size_t node, const recap__kernel_shape_t *shape)
 NO_CUDA_OP(params_device_supported, bool *supported)
 NO_CUDA_OP(patch_plan_device_node, recap__patch_plan_t plan, size_t node, uint64_t *handle)
+NO_CUDA_OP(patch_plan_precede_only, recap__patch_plan_t plan, size_t node, const size_t *targets,
+           size_t count)
 NO_CUDA_OP(params_apply_launch, recap_stream_t stream, struct recap__applier_table *table)
 NO_CUDA_OP(params_source_launch, recap_stream_t stream, struct recap__source_table *table)
 NO_CUDA_OP(graph_exec_update, recap_cuda_graph_exec_t exec, recap_cuda_graph_t graph,
@@ -170,6 +172,7 @@ const recap__device_ops_t recap__cuda_ops = {
     .patch_plan_set_shape = none_patch_plan_set_shape,
     .params_device_supported = none_params_device_supported,
     .patch_plan_device_node = none_patch_plan_device_node,
+    .patch_plan_precede_only = none_patch_plan_precede_only,
     .params_apply_launch = none_params_apply_launch,
     .params_source_launch = none_params_source_launch,
     .graph_exec_update = none_graph_exec_update,

@@ -19,6 +19,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -181,6 +182,46 @@ static recap_status_t host_table(params_device_t *d, rebind_t *r) {
   return to_device(d, d->table, &table, sizeof table);
 }
 
+static int compare_size(const void *a, const void *b) {
+  size_t x = *(const size_t *)a, y = *(const size_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The host applier precedes only the nodes that take the parameters it applies: the work
+ * before them (a forward pass before an optimizer step, the projections before an attention)
+ * runs beside it instead of after it, which hides its round trip over the bus. The applier's
+ * node is the one whose argument is the table. */
+static recap_status_t applier_edges(params_device_t *d, rebind_t *r) {
+  static const char fn[] = "recap_graph_capture_end";
+  const recap__device_ops_t *dev = recap__device();
+  recap__arg_pattern_t pattern = {.bits = (uint64_t)(uintptr_t)d->table, .size = 8};
+  recap__arg_site_t *found = NULL;
+  size_t n = 0;
+  RECAP__CHECK(dev->patch_plan_find(r->plan, &pattern, 1, &found, &n));
+  size_t applier = n == 1 ? found[0].node : SIZE_MAX;
+  recap__host_free(found);
+  if (applier == SIZE_MAX)
+    return recap__error(RECAP_ERROR_INTERNAL,
+                        "%s: the parameter applier's node is not in the captured graph (%zu "
+                        "kernels take its table)",
+                        fn, n);
+  size_t *targets = recap__host_malloc((r->write_count ? r->write_count : 1) * sizeof *targets);
+  if (!targets) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  size_t count = 0;
+  for (size_t i = 0; i < r->use_count; i++) {
+    const param_use_t *use = &r->uses[i];
+    if (source_of(d, use->param)) continue;
+    for (size_t k = 0; k < use->count; k++) targets[count++] = r->writes[use->first + k].node;
+  }
+  qsort(targets, count, sizeof *targets, compare_size);
+  size_t unique = 0;
+  for (size_t i = 0; i < count; i++)
+    if (unique == 0 || targets[unique - 1] != targets[i]) targets[unique++] = targets[i];
+  recap_status_t s = dev->patch_plan_precede_only(r->plan, applier, targets, unique);
+  recap__host_free(targets);
+  return s;
+}
+
 /* A source applier's table: its parameter's sites and, with per_block, one grid entry per
  * node that takes it (keeping the grid's other dimensions as captured). */
 static recap_status_t source_table(params_device_t *d, rebind_t *r, source_t *src) {
@@ -255,6 +296,7 @@ static recap_status_t hook_captured(void *ctx, recap_graph_t graph, recap__captu
   for (size_t i = 0; s == RECAP_SUCCESS && i < d->source_count; i++)
     s = source_table(d, r, &d->sources[i]);
   if (s == RECAP_SUCCESS && d->host_applier) s = host_table(d, r);
+  if (s == RECAP_SUCCESS && d->host_applier) s = applier_edges(d, r);
   if (s == RECAP_SUCCESS) s = dev->stream_synchronize(d->stream);
   RECAP__CHECK(s);
   r->device = d;

@@ -151,6 +151,7 @@ const recap__device_ops_t recap__fake_ops = {
     .patch_plan_set_shape = recap__fake_op_patch_plan_set_shape,
     .params_device_supported = recap__fake_op_params_device_supported,
     .patch_plan_device_node = recap__fake_op_patch_plan_device_node,
+    .patch_plan_precede_only = recap__fake_op_patch_plan_precede_only,
     .params_apply_launch = recap__fake_op_params_apply_launch,
     .params_source_launch = recap__fake_op_params_source_launch,
     .graph_exec_update = recap__fake_op_graph_exec_update,

@@ -283,7 +283,7 @@ static bool same_structure(const fake_nodes_t *a, const fake_nodes_t *b) {
   if (a->count != b->count) return false;
   for (size_t i = 0; i < a->count; i++) {
     const fake_node_t *x = &a->v[i], *y = &b->v[i];
-    if (x->dep != y->dep || x->type != y->type) return false;
+    if (x->dep != y->dep || x->after != y->after || x->type != y->type) return false;
     if (x->type != RECAP_NODE_CONDITIONAL) continue;
     if (x->cond_kind != y->cond_kind || x->branches != y->branches) return false;
     for (unsigned k = 0; k < x->branches; k++)

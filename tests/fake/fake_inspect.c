@@ -49,8 +49,10 @@ static void write_simple_dot(FILE *out, const fake_graph_t *g) {
   for (size_t i = 0; i < g->nodes.count; i++)
     fprintf(out, "  n%zu [comment=\"node handle | 0x%016llX\"];\n", i,
             (unsigned long long)g->nodes.v[i].handle);
-  for (size_t i = 0; i < g->nodes.count; i++)
+  for (size_t i = 0; i < g->nodes.count; i++) {
     if (g->nodes.v[i].dep) fprintf(out, "  n%zu -> n%zu;\n", g->nodes.v[i].dep - 1, i);
+    if (g->nodes.v[i].after) fprintf(out, "  n%zu -> n%zu;\n", g->nodes.v[i].after - 1, i);
+  }
   fprintf(out, "}\n");
 }
 
@@ -73,10 +75,14 @@ static void write_driver_style_dot(FILE *out, const fake_graph_t *g) {
         "{0x0000000000000000 | 0 | 0.000000 | N | N}}\n}\"];\n",
         out);
   }
-  for (size_t i = 0; i < g->nodes.count; i++)
+  for (size_t i = 0; i < g->nodes.count; i++) {
     if (g->nodes.v[i].dep)
       fprintf(out, "\"graph_1_node_%zu\" -> \"graph_1_node_%zu\" [headlabel=0];\n",
               g->nodes.v[i].dep - 1, i);
+    if (g->nodes.v[i].after)
+      fprintf(out, "\"graph_1_node_%zu\" -> \"graph_1_node_%zu\" [headlabel=0];\n",
+              g->nodes.v[i].after - 1, i);
+  }
   fputs("}\n}\n", out);
 }
 
@@ -130,9 +136,12 @@ static bool inspect_fill(recap_graph_info_t *info, const fake_nodes_t *nodes, si
                          unsigned branch, size_t *next) {
   size_t base = *next, n = nodes->count;
   *next += n;
-  /* Each node waits for at most one other of its list: count the dependents first. */
-  for (size_t i = 0; i < n; i++)
+  /* Each node waits for at most two others of its list (dep, after): count the dependents
+   * first. */
+  for (size_t i = 0; i < n; i++) {
     if (nodes->v[i].dep) info->nodes[base + nodes->v[i].dep - 1].dependent_count++;
+    if (nodes->v[i].after) info->nodes[base + nodes->v[i].after - 1].dependent_count++;
+  }
   for (size_t i = 0; i < n; i++) {
     const fake_node_t *src = &nodes->v[i];
     recap_graph_node_t *dst = &info->nodes[base + i];
@@ -151,11 +160,13 @@ static bool inspect_fill(recap_graph_info_t *info, const fake_nodes_t *nodes, si
       dst->region_kind = region_kind_of(src);
       dst->branches = src->branches;
     }
-    if (src->dep) {
-      if (!(dst->dependencies = recap__host_malloc(sizeof *dst->dependencies))) return false;
-      dst->dependencies[0] = base + src->dep - 1;
-      dst->dependency_count = 1;
-      info->edge_count++;
+    size_t waits = (src->dep != 0) + (src->after != 0);
+    if (waits) {
+      if (!(dst->dependencies = recap__host_malloc(waits * sizeof *dst->dependencies)))
+        return false;
+      if (src->dep) dst->dependencies[dst->dependency_count++] = base + src->dep - 1;
+      if (src->after) dst->dependencies[dst->dependency_count++] = base + src->after - 1;
+      info->edge_count += waits;
     }
     if (dst->dependent_count) {
       if (!(dst->dependents = recap__host_malloc(dst->dependent_count * sizeof *dst->dependents)))
@@ -163,11 +174,16 @@ static bool inspect_fill(recap_graph_info_t *info, const fake_nodes_t *nodes, si
       dst->dependent_count = 0; /* counted again as they are filled in below */
     }
   }
-  for (size_t i = 0; i < n; i++)
+  for (size_t i = 0; i < n; i++) {
     if (nodes->v[i].dep) {
       recap_graph_node_t *waited = &info->nodes[base + nodes->v[i].dep - 1];
       waited->dependents[waited->dependent_count++] = base + i;
     }
+    if (nodes->v[i].after) {
+      recap_graph_node_t *waited = &info->nodes[base + nodes->v[i].after - 1];
+      waited->dependents[waited->dependent_count++] = base + i;
+    }
+  }
   for (size_t i = 0; i < n; i++)
     for (unsigned b = 0; b < nodes->v[i].branches; b++)
       if (!inspect_fill(info, &nodes->v[i].bodies[b]->nodes, base + i, b, next)) return false;

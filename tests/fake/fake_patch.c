@@ -546,6 +546,49 @@ recap_status_t recap__fake_op_patch_plan_device_node(recap__patch_plan_t plan, s
   return recap__fake_unlock_and_report(&f);
 }
 
+/* Node precedes exactly the targets: a node that waited for it alone waits for nothing, and a
+ * target that waits for another node waits for it too (`after`; a fake node has room for two). */
+recap_status_t recap__fake_op_patch_plan_precede_only(recap__patch_plan_t plan, size_t node,
+                                                      const size_t *targets, size_t count) {
+  RECAP__ARG(plan && (targets || count == 0), "patch precede only: an argument is NULL");
+  RECAP__FAKE_OP_BEGIN(f, RECAP__FAKE_FAULT_PATCH, "cudaGraphAddDependencies",
+                       "the applier's edges");
+  fake_graph_t *g = recap__fake_graph_find(plan->graph);
+  bool ok = kernel_at(&f, plan, node) != NULL;
+  for (size_t i = 0; ok && i < count; i++) ok = kernel_at(&f, plan, targets[i]) != NULL;
+  if (ok && (!g || node >= g->nodes.count)) {
+    recap__fake_note(&f, RECAP_ERROR_CUDA,
+                     "cudaGraphNodeGetDependentNodes: invalid resource handle "
+                     "(cudaErrorInvalidResourceHandle): the plan's graph is gone");
+    ok = false;
+  }
+  for (size_t i = 0; ok && i < count; i++)
+    for (size_t j = 0; j < i; j++)
+      if (targets[i] == targets[j] || targets[i] == node) {
+        recap__fake_note(&f, RECAP_ERROR_CUDA,
+                         "cudaGraphAddDependencies: invalid value (cudaErrorInvalidValue): an "
+                         "edge to node %zu twice",
+                         targets[i]);
+        ok = false;
+        break;
+      }
+  if (ok) {
+    fake_nodes_t *nodes = &g->nodes;
+    for (size_t j = 0; j < nodes->count; j++) {
+      if (nodes->v[j].dep == node + 1) nodes->v[j].dep = 0;
+      if (nodes->v[j].after == node + 1) nodes->v[j].after = 0;
+    }
+    for (size_t i = 0; i < count; i++) {
+      fake_node_t *t = &nodes->v[targets[i]];
+      if (t->dep == 0)
+        t->dep = node + 1;
+      else
+        t->after = node + 1;
+    }
+  }
+  return recap__fake_unlock_and_report(&f);
+}
+
 recap_status_t recap__fake_op_patch_plan_set_shape(recap__patch_plan_t plan,
                                                    recap_cuda_graph_exec_t exec, size_t node,
                                                    const recap__kernel_shape_t *shape) {
@@ -612,7 +655,7 @@ static recap_update_reason_t update_refusal(const fake_exec_t *x, const fake_gra
   *node = SIZE_MAX;
   if (x->nodes.count != g->nodes.count) return RECAP_UPDATE_REASON_TOPOLOGY_CHANGED;
   for (size_t i = 0; i < g->nodes.count; i++)
-    if (x->nodes.v[i].dep != g->nodes.v[i].dep) {
+    if (x->nodes.v[i].dep != g->nodes.v[i].dep || x->nodes.v[i].after != g->nodes.v[i].after) {
       *node = i;
       return RECAP_UPDATE_REASON_TOPOLOGY_CHANGED;
     }

@@ -54,6 +54,7 @@ typedef struct fake_node {
   recap_node_type_t type;
   char *name;      /* kernels: the name given at launch (malloc'ed); NULL otherwise */
   size_t dep;      /* 1 + index of the node this one waits for; 0: none */
+  size_t after;    /* 1 + index of a second node it waits for (patch_plan_precede_only); 0: none */
   uint64_t handle; /* its recap__graph_node_t, unique in the process, the same in the capture
                       and in the graph made from it */
   /* What the node reads (input-liveness checks): a kernel's pointer arguments (malloc'ed),
@@ -602,6 +603,8 @@ bool recap__fake_graph_capturing(const fake_graph_t *g);
 recap_status_t recap__fake_op_params_device_supported(bool *supported);
 recap_status_t recap__fake_op_patch_plan_device_node(recap__patch_plan_t plan, size_t node,
                                                      uint64_t *handle);
+recap_status_t recap__fake_op_patch_plan_precede_only(recap__patch_plan_t plan, size_t node,
+                                                      const size_t *targets, size_t count);
 recap_status_t recap__fake_op_params_apply_launch(recap_stream_t stream,
                                                   struct recap__applier_table *table);
 recap_status_t recap__fake_op_params_source_launch(recap_stream_t stream,

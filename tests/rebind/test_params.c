@@ -646,6 +646,63 @@ RECAP_TEST(device_replay_failures_and_fallback) {
   done();
 }
 
+/* The applier precedes only the nodes that take its parameters: a kernel before them that
+ * takes none waits for nothing, and runs beside it. The applier's edges are the capture's last
+ * change to the template, and a failure there fails the capture end. */
+RECAP_TEST(applier_runs_beside_work_without_parameters) {
+  recap_stream_t s = fresh_stream();
+  float *x = alloc(BYTES, s), *y0 = alloc(BYTES, s), *y1 = alloc(BYTES, s), *y2 = alloc(BYTES, s);
+  fill(x, 1.0f);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  recap_capture_options_t o = on_device();
+  OK(recap_graph_capture_begin(g, &o, s));
+  float a;
+  recap_param_t lr;
+  OK(recap_graph_param_float(g, "lr", 0.5f, &a, &lr));
+  affine(s, "lead", x, y0, 2.0f, 1, 0.0, 0);
+  affine(s, "first", y0, y1, a, 3, 0.25, 1000);
+  affine(s, "second", x, y2, a, 3, 0.25, 1000);
+  OK(recap_graph_capture_end(g));
+  recap_graph_info_t *info = NULL;
+  OK(recap_graph_inspect(g, &info));
+  assert_int_equal(info->node_count, 4);
+  assert_string_equal(info->nodes[0].kernel_name, "recap_params_apply_kernel");
+  assert_int_equal(info->nodes[0].dependent_count, 2);
+  assert_int_equal(info->nodes[0].dependents[0], 2);
+  assert_int_equal(info->nodes[0].dependents[1], 3);
+  assert_int_equal(info->nodes[1].dependency_count, 0); /* "lead" */
+  assert_int_equal(info->nodes[2].dependency_count, 2); /* after "lead" and the applier */
+  assert_int_equal(info->nodes[2].dependencies[0], 1);
+  assert_int_equal(info->nodes[2].dependencies[1], 0);
+  recap_graph_info_free(info);
+  OK(recap_param_set_float(lr, 4.0f));
+  replay(g, s);
+  float lead[N];
+  for (int i = 0; i < N; i++) lead[i] = 2.0f * x[i] + 1.0f;
+  expect_floats_equal(y0, lead, N);
+  expect_affine(y0, y1, 4.0f, 3, 0.25, 1000);
+  expect_affine(x, y2, 4.0f, 3, 0.25, 1000);
+  OK(recap_graph_destroy(g));
+
+  /* PATCH calls at capture end: one per node made device-updatable (2), then the edges. */
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, &o, s));
+  OK(recap_graph_param_float(g, "lr", 0.5f, &a, &lr));
+  affine(s, "lead", x, y0, 2.0f, 1, 0.0, 0);
+  affine(s, "first", y0, y1, a, 3, 0.25, 1000);
+  affine(s, "second", x, y2, a, 3, 0.25, 1000);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 3);
+  EXPECT_STATUS(recap_graph_capture_end(g), RECAP_ERROR_CUDA);
+  EXPECT_MESSAGE("cudaGraphAddDependencies");
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_PATCH, 0);
+  recap_graph_state_t now;
+  OK(recap_graph_state(g, &now));
+  assert_int_equal(now, RECAP_GRAPH_STATE_FRESH);
+  OK(recap_graph_destroy(g));
+  done();
+}
+
 /* A parameter the GPU decides: its value comes from device memory at every replay (here
  * written by the program between replays), and with per_block the nodes that take it get
  * their grid from it and are skipped while it is 0. */
@@ -885,6 +942,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(device_nodes_upload_and_recapture),
       cmocka_unit_test(device_graph_instantiated_again),
       cmocka_unit_test(device_replay_failures_and_fallback),
+      cmocka_unit_test(applier_runs_beside_work_without_parameters),
       cmocka_unit_test(parameter_the_gpu_decides),
       cmocka_unit_test(recapture_into_device_nodes),
       cmocka_unit_test(update_stats_count_patches),

@@ -261,6 +261,77 @@ RECAP_TEST(sizes_the_gpu_decides) {
   gpu_finish_stream(s, NULL, 0);
 }
 
+/* Many sites: more than the appliers have threads (RECAP__APPLIER_THREADS), so that each thread
+ * builds several updates and all of them land. MANY kernels each take lr (set from the host, applied on the GPU) and
+ * write their own slice; then MANY kernels take a count the GPU reads (one parameter site and one
+ * grid per node, twice the chunk). Each slice equals the eager launch's bit for bit. */
+enum { MANY = 3 * RECAP__APPLIER_THREADS + 7, SLICE = 512 };
+
+static void many_eager(const float *x, float *e, float lr, size_t n, cudaStream_t s) {
+  for (int k = 0; k < MANY; k++)
+    CUDA_OK(recap_test_param_affine(x, e + (size_t)k * SLICE, n, lr + (float)k, k, 0.5, 3,
+                                    (unsigned)((n + 255) / 256), 256, s));
+}
+
+RECAP_TEST(many_sites_on_the_gpu) {
+  cudaStream_t s = begin();
+  const size_t total = (size_t)MANY * SLICE;
+  float *x = gpu_floats(SLICE, s), *y = gpu_floats(total, s), *e = gpu_floats(total, s);
+  gpu_upload_pattern(x, SLICE, 0.75f);
+  /* lr reaches every node (MANY sites, applied by the host applier); step k tells the slices
+   * apart. */
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.params_on_device = 1;
+  OK(recap_graph_capture_begin(g, &o, (recap_stream_t)s));
+  float a;
+  recap_param_t lr;
+  OK(recap_graph_param_float(g, "lr", 1.0f, &a, &lr));
+  for (int k = 0; k < MANY; k++)
+    CUDA_OK(recap_test_param_affine(x, y + (size_t)k * SLICE, SLICE, a, k, 0.5, 3, 2, 256, s));
+  OK(recap_graph_capture_end(g));
+  const float lrs[] = {0.5f, -2.25f, 7.0f};
+  for (size_t i = 0; i < sizeof lrs / sizeof lrs[0]; i++) {
+    OK(recap_param_set_float(lr, lrs[i]));
+    OK(recap_graph_replay(g, (recap_stream_t)s));
+    for (int k = 0; k < MANY; k++)
+      CUDA_OK(
+          recap_test_param_affine(x, e + (size_t)k * SLICE, SLICE, lrs[i], k, 0.5, 3, 2, 256, s));
+    gpu_expect_same_bits(y, e, total);
+  }
+  OK(recap_graph_destroy(g));
+
+  /* A count the GPU reads, at MANY nodes: a site and a grid each. */
+  long long *count = NULL;
+  CUDA_OK(cudaMalloc((void **)&count, sizeof *count));
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, NULL, (recap_stream_t)s));
+  int64_t n_ph;
+  OK(recap_graph_param_device(g, "n", RECAP_PARAM_INT64, count, 256, (recap_stream_t)s, &n_ph,
+                              NULL));
+  for (int k = 0; k < MANY; k++)
+    CUDA_OK(recap_test_param_affine(x, y + (size_t)k * SLICE, (size_t)n_ph, 1.0f + (float)k, k, 0.5,
+                                    3, 2, 256, s));
+  OK(recap_graph_capture_end(g));
+  const long long sizes[] = {SLICE, 1, 0, 300};
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    long long v = sizes[i];
+    CUDA_OK(cudaMemsetAsync(y, 0xff, total * sizeof(float), s));
+    CUDA_OK(cudaMemsetAsync(e, 0xff, total * sizeof(float), s));
+    CUDA_OK(cudaMemcpyAsync(count, &v, sizeof v, cudaMemcpyHostToDevice, s));
+    OK(recap_graph_replay(g, (recap_stream_t)s));
+    if (v > 0) many_eager(x, e, 1.0f, (size_t)v, s);
+    gpu_expect_same_bits(y, e, total);
+  }
+  OK(recap_graph_destroy(g));
+  CUDA_OK(cudaFree(count));
+  OK(recap_free(x));
+  OK(recap_free(y));
+  OK(recap_free(e));
+  gpu_finish_stream(s, NULL, 0);
+}
+
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(replays_compute_what_eager_computes),
@@ -268,6 +339,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(one_argument_and_launch_shapes),
       cmocka_unit_test(applied_on_the_gpu_with_host_sets),
       cmocka_unit_test(sizes_the_gpu_decides),
+      cmocka_unit_test(many_sites_on_the_gpu),
   };
   return RECAP_TEST_RUN(argc, argv, tests);
 }
