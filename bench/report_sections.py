@@ -559,6 +559,20 @@ def params_sections(params, device):
              col("+ updater, device memory", ".2f"), col("+ updater, pinned memory", ".2f"),
              col("recap on the GPU", ".2f"), col("recap, host sets", ".2f")],
             [[c["k"]] + [med(c, f"{n}_gpu_us") for n in names] for c in device["costs"]])
+    mem = (device or {}).get("memory")
+    if mem and mem.get("alone_bytes"):
+        alone = mem["alone_bytes"]
+        mib = 1024.0 * 1024.0
+        out["params.device_memory"] = section(
+            ["bench/bench_params_device"],
+            [col("way"), col("reserved MiB", ".1f"), col("/ largest bucket alone", ".3f"), col("bits")],
+            [["one graph, sizes from device memory", mem["device_bytes"] / mib, mem["device_bytes"] / alone,
+              "same" if mem.get("same_bits") else "DIFFER"],
+             [f"graph set of {mem.get('buckets')} buckets, one pool", mem["set_bytes"] / mib,
+              mem["set_bytes"] / alone, ""],
+             ["the largest bucket alone", alone / mib, 1.0, ""]],
+            [{"what": "one graph / the largest bucket alone", "op": "<=", "limit": 1.0,
+              "cell": ["one graph, sizes from device memory", "/ largest bucket alone"]}])
     return out
 
 
