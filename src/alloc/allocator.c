@@ -39,6 +39,7 @@
 #include "alloc/blocks.h"
 #include "alloc/events.h"
 #include "alloc/front_cache.h"
+#include "alloc/replay.h"
 #include "alloc/replay_take.h"
 #include "alloc/request.h"
 #include "alloc/segment_growth.h"
@@ -91,14 +92,36 @@ recap_status_t recap__alloc_current_device(int *device) {
   return RECAP_SUCCESS;
 }
 
+static _Thread_local char thread_mark;
+
+const void *recap__alloc_thread_mark(void) { return &thread_mark; }
+
+/* The route whose capture recap made stream capture from this thread, or NULL (lock held): the
+ * stream's capture known without asking the device (recap__route_t). */
+static RECAP__HOT_INLINE const recap__route_t *route_of_own_stream(const recap__device_state_t *d,
+                                                                   recap_stream_t stream) {
+  for (int i = 0; i < d->route_count; i++)
+    if (d->routes[i].stream == stream && stream && d->routes[i].thread == &thread_mark)
+      return &d->routes[i];
+  return NULL;
+}
+
 /* The pool an allocation on stream must come from: a routed capture's, if the stream belongs to
  * one, else the default pool; *logs, the allocation logs attached to that route, if any. Costs
- * nothing while no capture is routed. */
+ * nothing while no capture is routed, and asks the device only for a stream whose capture the
+ * routes do not know (a side stream joined to a capture, another thread's stream, a stream
+ * outside every capture). */
 static recap_status_t pool_for_stream(recap__device_state_t *d, recap_stream_t stream,
                                       recap__pool_t **pool, recap__route_logs_t **logs) {
   *pool = &d->default_pool;
   *logs = NULL;
   if (d->route_count == 0) return RECAP_SUCCESS;
+  const recap__route_t *own = route_of_own_stream(d, stream);
+  if (own) {
+    *pool = own->pool;
+    *logs = own->logs;
+    return RECAP_SUCCESS;
+  }
   recap__capture_status_t status;
   uint64_t id = 0;
   /* A routed capture means a context exists: the cheap query is enough. */
@@ -182,9 +205,12 @@ static recap_status_t request_begin(recap__request_t *r, int device, size_t size
   if (RECAP__UNLIKELY(r->pool->state != RECAP_POOL_AWAKE))
     return recap__pool_asleep_error("recap_malloc", r->pool);
   if (recap__alloc.front.block) {
-    /* The front cache serves the request when the slow path would give it the same block. */
-    if (!r->logs && (r->cached = recap__front_take(&recap__alloc.front, d, r->pool, stream,
-                                                   r->rounded, size, version, &r->folded)))
+    /* The front cache serves the request when the slow path would give it the same block; a
+     * route that only records its allocations places them as the slow path does (a replay log
+     * places them by its own rule). */
+    if ((!r->logs || !recap__route_logs_replay(r->logs)) &&
+        (r->cached = recap__front_take(&recap__alloc.front, d, r->pool, stream, r->rounded, size,
+                                       version, &r->folded)))
       return RECAP_SUCCESS;
   }
   /* Any other path: the cached block merges, and a folded run is counted. */
@@ -236,21 +262,34 @@ static RECAP__HOT_INLINE void account_folded(recap__block_t *b, size_t size, voi
 
 /* The folded take (front_cache.c) of a request that repeats the armed pair, checked without
  * request_begin: the same requested size (so, under the same options, the same rounded size),
- * the same stream and device, no capture routed on the device (so the default pool, the
- * block's), and no event or deferred block waiting: all that request_begin and
- * recap__front_take check before they fold a take. NULL, with nothing changed, otherwise. */
+ * the same stream and device, the block's pool the one the stream's allocations go to (the
+ * default pool with no capture routed on the device; a route's, when this thread made the
+ * stream capture into it and the route places nothing by a replay log), and no event or
+ * deferred block waiting: all that request_begin and recap__front_take check before they fold a
+ * take. The route's record log notes the take. NULL, with nothing changed, otherwise (a stream
+ * the routes do not know takes request_begin's way, which asks the device). */
 static RECAP__HOT_INLINE recap__block_t *take_folded(int device, size_t size,
                                                      recap_stream_t stream) {
   recap__front_t *f = &recap__alloc.front;
   recap__block_t *b = f->block;
   if (!b || !f->armed || size != f->fold_requested || b->stream != stream) return NULL;
   recap__device_state_t *d = recap__alloc.devices[device];
-  if (d != f->fold_d || d->route_count || d->pending_count || d->deferred_count ||
-      b->segment->pool != &d->default_pool || recap__options_version() != f->options_version)
+  if (d != f->fold_d || d->pending_count || d->deferred_count ||
+      recap__options_version() != f->options_version)
     return NULL;
+  const recap__pool_t *pool = &d->default_pool;
+  recap__route_logs_t *logs = NULL;
+  if (d->route_count) {
+    const recap__route_t *own = route_of_own_stream(d, stream);
+    if (!own || (own->logs && recap__route_logs_replay(own->logs))) return NULL;
+    pool = own->pool;
+    logs = own->logs;
+  }
+  if (b->segment->pool != pool) return NULL;
   f->block = f->rest = NULL;
   f->lent = b;
   f->hits++;
+  if (logs) recap__replay_note(logs, b->ptr, b->size, false);
   return b;
 }
 
@@ -279,7 +318,9 @@ static RECAP__NOINLINE recap_status_t malloc_locked(void **ptr, size_t size, rec
   if (RECAP__LIKELY(s == RECAP_SUCCESS)) {
     recap__block_t *b = r.cached;
     if (b) {
-      /* Taken from the front cache: its place was counted there. */
+      /* Taken from the front cache: its place was counted there; a route's record log notes
+       * it as recap__alloc_take_logged notes the slow path's. */
+      if (r.logs) recap__replay_note(r.logs, b->ptr, r.rounded, false);
     } else if (RECAP__UNLIKELY(r.logs != NULL)) {
       /* A route with logs: a capture that records or replays its addresses (replay.c). */
       s = recap__alloc_take_logged(&r, &b);

@@ -17,6 +17,10 @@ recap__device_state_t *recap__alloc_device_state(int device);
 /* The current device, or NOT_SUPPORTED when recap cannot handle its number. */
 recap_status_t recap__alloc_current_device(int *device);
 
+/* A mark of the calling thread, distinct from every other live thread's: what a route keeps
+ * to know the thread that made its stream capture (recap__route_t). */
+const void *recap__alloc_thread_mark(void);
+
 /* The internal switch of the front cache (tests): false sends every free down the slow path. */
 void recap__alloc_front_cache_enable(bool on);
 

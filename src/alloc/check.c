@@ -381,6 +381,18 @@ static recap_status_t check_device(const recap__device_state_t *d, size_t *alloc
   if (routed != d->route_count)
     FAIL("device %d: %d pools are marked routed but %d routes exist", d->device, routed,
          d->route_count);
+  /* A route's stream is known only once its capture is named; two routes never share one
+   * stream and thread, which can capture into one capture at a time. */
+  for (int i = 0; i < d->route_count; i++) {
+    const recap__route_t *r = &d->routes[i];
+    if (r->stream && (r->pending || !r->thread))
+      FAIL("device %d: route %d names stream %p but %s", d->device, i, (void *)r->stream,
+           r->pending ? "is pending" : "no thread");
+    for (int j = 0; r->stream && j < i; j++)
+      if (d->routes[j].stream == r->stream && d->routes[j].thread == r->thread)
+        FAIL("device %d: routes %d and %d both name stream %p of one thread", d->device, j, i,
+             (void *)r->stream);
+  }
   if (d->stuck_count > d->stuck_capacity)
     FAIL("device %d lists %zu pieces of VMM memory to give back with room for %zu", d->device,
          d->stuck_count, d->stuck_capacity);

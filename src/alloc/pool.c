@@ -143,6 +143,8 @@ static recap_status_t route_add(int device, recap_pool_id_t id, uint64_t capture
   d->routes[d->route_count].capture_id = capture_id;
   d->routes[d->route_count].pending = pending;
   d->routes[d->route_count].logs = NULL;
+  d->routes[d->route_count].stream = NULL;
+  d->routes[d->route_count].thread = NULL;
   d->route_count++;
 out:
   recap__alloc_unlock();
@@ -180,7 +182,23 @@ static int route_of_pool_or_error(int device, recap_pool_id_t id, recap__device_
   return found;
 }
 
-recap_status_t recap__pool_route_set_capture(int device, recap_pool_id_t id, uint64_t capture_id) {
+/* The route's stream, known to capture under its capture id (recap__route_t). A stream
+ * captures into one capture at a time: another route that named it from this thread (its
+ * capture ended behind recap's back, say by cudaStreamEndCapture) forgets it, and asks the
+ * device again. */
+static void name_stream(recap__device_state_t *d, recap__route_t *route, recap_stream_t stream) {
+  const void *thread = stream ? recap__alloc_thread_mark() : NULL;
+  for (int i = 0; stream && i < d->route_count; i++)
+    if (d->routes[i].stream == stream && d->routes[i].thread == thread) {
+      d->routes[i].stream = NULL;
+      d->routes[i].thread = NULL;
+    }
+  route->stream = stream;
+  route->thread = thread;
+}
+
+recap_status_t recap__pool_route_set_capture(int device, recap_pool_id_t id, uint64_t capture_id,
+                                             recap_stream_t stream) {
   recap_status_t s = RECAP_SUCCESS;
   recap__alloc_lock();
   recap__alloc_settle();
@@ -196,13 +214,15 @@ recap_status_t recap__pool_route_set_capture(int device, recap_pool_id_t id, uin
   } else {
     d->routes[found].capture_id = capture_id;
     d->routes[found].pending = false;
+    name_stream(d, &d->routes[found], stream);
   }
 out:
   recap__alloc_unlock();
   return s;
 }
 
-recap_status_t recap__pool_route_move(int device, recap_pool_id_t id, uint64_t capture_id) {
+recap_status_t recap__pool_route_move(int device, recap_pool_id_t id, uint64_t capture_id,
+                                      recap_stream_t stream) {
   recap_status_t s = RECAP_SUCCESS;
   recap__alloc_lock();
   recap__alloc_settle();
@@ -216,11 +236,21 @@ recap_status_t recap__pool_route_move(int device, recap_pool_id_t id, uint64_t c
                      id.a, id.b);
   else if (other >= 0 && other != found)
     s = already_routed(capture_id);
-  else
+  else {
     d->routes[found].capture_id = capture_id;
+    name_stream(d, &d->routes[found], stream);
+  }
 out:
   recap__alloc_unlock();
   return s;
+}
+
+void recap__pool_route_forget_stream(int device, recap_pool_id_t id) {
+  recap__alloc_lock();
+  recap__device_state_t *d = recap__alloc.devices[device];
+  int found = find_route_of_pool(d, id);
+  if (found >= 0) name_stream(d, &d->routes[found], NULL);
+  recap__alloc_unlock();
 }
 
 recap_status_t recap__pool_route_end(int device, recap_pool_id_t id) {

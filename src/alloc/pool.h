@@ -23,11 +23,21 @@ recap_status_t recap__pool_route_begin(int device, recap_pool_id_t pool, uint64_
  * once it captures, and name the capture once its id is known. A pending route takes a
  * reference to the pool and is ended (recap__pool_route_end) like any other. */
 recap_status_t recap__pool_route_reserve(int device, recap_pool_id_t pool);
-recap_status_t recap__pool_route_set_capture(int device, recap_pool_id_t pool, uint64_t capture_id);
+/* stream: the stream that now captures under capture_id, begun by the calling thread; the
+ * allocations it makes on that stream are routed without asking the device (recap__route_t). */
+recap_status_t recap__pool_route_set_capture(int device, recap_pool_id_t pool, uint64_t capture_id,
+                                             recap_stream_t stream);
 /* The capture of pool's route (not pending) goes on under a new capture id: a region paused
- * and resumed it (recap/region.h), and CUDA may give the resumed capture a new id. Errors:
- * INVALID_USAGE when pool is not routed on device, or another route has capture_id. */
-recap_status_t recap__pool_route_move(int device, recap_pool_id_t pool, uint64_t capture_id);
+ * and resumed it (recap/region.h), and CUDA may give the resumed capture a new id. stream, as
+ * for recap__pool_route_set_capture: the stream that captures under capture_id again, from the
+ * calling thread. Errors: INVALID_USAGE when pool is not routed on device, or another route has
+ * capture_id. */
+recap_status_t recap__pool_route_move(int device, recap_pool_id_t pool, uint64_t capture_id,
+                                      recap_stream_t stream);
+/* The stream of pool's route may stop capturing (a region is about to pause it): until
+ * recap__pool_route_move names it again, allocations on it ask the device which capture it is
+ * in. A pool not routed on device is left as it is. */
+void recap__pool_route_forget_stream(int device, recap_pool_id_t pool);
 /* Ends the route of pool. Events held back during captures are recorded once the last route
  * ends; when one cannot be, the allocator waits for its stream instead, and the calling thread's
  * last error stays what it was. */

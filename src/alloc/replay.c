@@ -214,6 +214,8 @@ recap__replay_place_t recap__replay_place(recap__route_logs_t *logs, const recap
   return RECAP__REPLAY_NEW_SEGMENT;
 }
 
+bool recap__route_logs_replay(const recap__route_logs_t *logs) { return logs->replay != NULL; }
+
 void recap__replay_note(recap__route_logs_t *logs, void *ptr, size_t rounded, bool hit) {
   if (hit)
     logs->hits++;

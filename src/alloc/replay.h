@@ -101,6 +101,9 @@ recap__replay_place_t recap__replay_place(recap__route_logs_t *logs, const recap
 bool recap__replay_place_unclaimed(const recap__route_logs_t *logs, const recap__free_set_t *set,
                                    recap_stream_t stream, size_t rounded, const recap__options_t *o,
                                    recap__block_t **block, char **at);
+/* Whether logs hold a replay log, whose rule places the allocations; without one the usual
+ * placement (the front cache's included) serves them, and they are only noted. */
+bool recap__route_logs_replay(const recap__route_logs_t *logs);
 /* Count the allocation handed out at ptr and append it to the record log (lock held). */
 void recap__replay_note(recap__route_logs_t *logs, void *ptr, size_t rounded, bool hit);
 /* The state a route keeps for its logs (replay.c): made before the route takes it (NULL

@@ -154,6 +154,14 @@ typedef struct recap__route {
   uint64_t capture_id;
   bool pending;
   recap__route_logs_t *logs; /* the allocation logs attached to the route, or NULL */
+  /* The stream recap itself made capture under capture_id, and the thread that did (its
+   * recap__alloc_thread_mark), while recap knows that stream captures under it: an allocation
+   * on that stream from that thread is routed here without asking the device. NULL when
+   * unknown (a pending route, one the caller began with recap_pool_route_begin, a capture
+   * paused by a region): then the device is asked. The thread is part of the key because a
+   * stream handle may name a different stream in another thread (cudaStreamPerThread). */
+  recap_stream_t stream;
+  const void *thread;
 } recap__route_t;
 
 /* What a device call could not give back (vmm_segment.c): a chunk's mapping, a chunk's physical

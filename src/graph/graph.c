@@ -334,7 +334,7 @@ recap_status_t recap__graph_capture_start(recap_graph_t graph, recap_stream_t st
                      "still fresh");
   else if (s == RECAP_SUCCESS && status != RECAP__CAPTURE_ACTIVE)
     s = recap__error(RECAP_ERROR_INTERNAL, "recap_graph_capture_begin: the capture did not start");
-  if (s == RECAP_SUCCESS) s = recap__pool_route_set_capture(device, pool, id);
+  if (s == RECAP_SUCCESS) s = recap__pool_route_set_capture(device, pool, id, stream);
   if (s == RECAP_SUCCESS) s = recap__registry_add(id, graph);
   if (s != RECAP_SUCCESS) return abandon_start(graph, s, true, stream, device, pool);
   graph->device = device;

@@ -167,7 +167,7 @@ static recap_status_t move_capture(recap_graph_t g, const char *function) {
   recap__registry_remove(g->capture_id);
   RECAP__CHECK(recap__registry_add(id, g));
   g->capture_id = id;
-  return recap__pool_route_move(g->device, g->pool, id);
+  return recap__pool_route_move(g->device, g->pool, id, g->capture_stream);
 }
 
 /* Abandon graph's capture after a failure (status, whose message stays the last error): the
@@ -189,6 +189,9 @@ static recap_status_t pause_capture(recap_graph_t g, recap__regions_t *r, const 
   *paused = NULL;
   *deps = NULL;
   *count = 0;
+  /* From here until move_capture names the resumed capture, the stream may capture nothing:
+   * allocations on it ask the device again. */
+  recap__pool_route_forget_stream(g->device, g->pool);
   recap_status_t s = recap__device()->capture_pause(g->capture_stream, paused, deps, count);
   if (s == RECAP_ERROR_CAPTURE_INVALIDATED) {
     /* The seam's message, copied: the new one is written where it lives. */

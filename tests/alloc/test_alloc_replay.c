@@ -529,6 +529,52 @@ RECAP_TEST(the_record_log_holds_rounded_sizes_in_order) {
   check();
 }
 
+/* n pairs of recap_malloc(1000) + recap_free on s, routed to pool with a record log: every
+ * allocation is logged and counted, those the front cache serves (folded pairs among them)
+ * as those of the slow path. */
+static void expect_pairs_logged(recap_stream_t s, recap_pool_id_t pool, recap__alloc_log_t *log,
+                                int n) {
+  int64_t allocations = stats().allocation[RECAP_STAT_ALL].allocated;
+  void *p[8];
+  assert_true(n <= 8);
+  for (int i = 0; i < n; i++) {
+    OK(recap_malloc(&p[i], 1000, s));
+    OK(recap_free(p[i]));
+  }
+  uint64_t hits, misses;
+  OK(recap__pool_route_replay_stats(device(), pool, &hits, &misses));
+  assert_int_equal(hits, 0);
+  assert_int_equal(misses, n);
+  size_t sizes[8];
+  for (int i = 0; i < n; i++) {
+    sizes[i] = 1024;
+    assert_ptr_equal(p[i], p[0]); /* the front cache's block every time */
+  }
+  expect_log(log, p, sizes, n);
+  assert_int_equal(stats().allocation[RECAP_STAT_ALL].allocated, allocations + n);
+  assert_int_equal(pool_info(pool).allocated_bytes, 0);
+}
+
+/* Repeated pairs in a capture that records its allocations: on the stream recap made capture
+ * (the route knows it) and on a stream the route asks the device about, alike. */
+RECAP_TEST(repeated_pairs_are_each_logged) {
+  recap_stream_t s = stream_after_reset();
+  recap_pool_id_t pool = recap_pool_handle();
+  recap__alloc_log_t log = {0};
+  OK(recap__pool_route_reserve(device(), pool));
+  OK(recap__pool_route_set_logs(device(), pool, &log, NULL));
+  uint64_t id = recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL);
+  OK(recap__pool_route_set_capture(device(), pool, id, s));
+  expect_pairs_logged(s, pool, &log, 6);
+  check();
+  end_routed(s, pool);
+  recap__alloc_log_free(&log);
+  begin(s, pool, &log, NULL);
+  expect_pairs_logged(s, pool, &log, 6);
+  end_routed(s, pool);
+  release(pool, &log, NULL);
+}
+
 RECAP_TEST(host_oom_marks_the_log_incomplete_and_malloc_succeeds) {
   reset();
   recap_test_host_faults_install();
@@ -668,7 +714,7 @@ RECAP_TEST(attach_errors_name_the_problem) {
   OK(recap__pool_route_replay_stats(device(), pool, &hits, &misses));
   assert_int_equal(hits + misses, 0);
   uint64_t id = recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL);
-  OK(recap__pool_route_set_capture(device(), pool, id));
+  OK(recap__pool_route_set_capture(device(), pool, id, NULL));
   void *a, *b;
   OK(recap_malloc(&a, 512, s));
   OK(recap__pool_route_set_logs(device(), pool, NULL, NULL));
@@ -714,6 +760,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_replayed_address_stays_on_its_stream),
     cmocka_unit_test(a_replayed_range_splits_its_free_block_on_both_sides),
     cmocka_unit_test(the_record_log_holds_rounded_sizes_in_order),
+    cmocka_unit_test(repeated_pairs_are_each_logged),
     cmocka_unit_test(host_oom_marks_the_log_incomplete_and_malloc_succeeds),
     cmocka_unit_test(max_split_size_rules_hold_in_a_replay),
     cmocka_unit_test(attach_errors_name_the_problem),

@@ -95,17 +95,18 @@ RECAP_TEST(routing_moves_with_the_capture) {
   void *before, *after;
   OK(recap_malloc(&before, 4096, s));
   assert_int_equal(pool_info(pool).allocated_bytes, 0);
-  OK(recap__pool_route_move(0, pool, resumed));
-  OK(recap__pool_route_move(0, pool, resumed)); /* to the id it has: nothing changes */
+  OK(recap__pool_route_move(0, pool, resumed, NULL));
+  OK(recap__pool_route_move(0, pool, resumed, NULL)); /* to the id it has: nothing changes */
   OK(recap_malloc(&after, 4096, s));
   assert_int_equal(pool_info(pool).allocated_bytes, 4096);
   /* The id of another route's capture, and a pool routed nowhere: refused, nothing moved. */
   recap__capture_status_t status;
   uint64_t t_id = 0;
   OK(recap__device()->stream_capture_id(t, &status, &t_id));
-  EXPECT_STATUS(recap__pool_route_move(0, pool, t_id), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap__pool_route_move(0, pool, t_id, NULL), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("already routes its allocations");
-  EXPECT_STATUS(recap__pool_route_move(0, recap_pool_handle(), resumed), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap__pool_route_move(0, recap_pool_handle(), resumed, NULL),
+                RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("is not routed");
   void *again;
   OK(recap_malloc(&again, 4096, s));
@@ -116,6 +117,64 @@ RECAP_TEST(routing_moves_with_the_capture) {
   OK(recap_pool_release(pool));
   OK(recap_pool_release(other));
   check();
+}
+
+/* A route names the stream recap made capture (recap__pool_route_set_capture), and its
+ * allocations are routed without asking the device. While a region pauses that capture the
+ * stream may capture nothing, so the route forgets it and the device is asked again, until the
+ * resumed capture names it once more. */
+RECAP_TEST(a_paused_capture_stream_is_asked_again) {
+  recap_stream_t s = stream_after_reset();
+  recap_pool_id_t pool = recap_pool_handle();
+  OK(recap__pool_route_reserve(0, pool));
+  uint64_t id = recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL);
+  OK(recap__pool_route_set_capture(0, pool, id, s));
+  uint64_t asked = recap__fake_now().capture_queries;
+  void *a, *b, *c;
+  OK(recap_malloc(&a, 4096, s));
+  assert_int_equal(pool_info(pool).allocated_bytes, 4096);
+  assert_int_equal(recap__fake_now().capture_queries, asked);
+  recap__pool_route_forget_stream(0, pool);
+  assert_true(recap__fake_capture_end(s)); /* the pause */
+  OK(recap_malloc(&b, 4096, s));           /* not capturing: the default pool */
+  assert_int_equal(pool_info(pool).allocated_bytes, 4096);
+  assert_int_equal(pool_info((recap_pool_id_t){0, 0}).allocated_bytes, 4096);
+  assert_int_equal(recap__fake_now().capture_queries, asked + 1);
+  uint64_t resumed = recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL);
+  OK(recap__pool_route_move(0, pool, resumed, s));
+  OK(recap_malloc(&c, 4096, s));
+  assert_int_equal(pool_info(pool).allocated_bytes, 8192);
+  assert_int_equal(recap__fake_now().capture_queries, asked + 1);
+  /* Forgetting the stream of a pool routed nowhere changes nothing. */
+  recap__pool_route_forget_stream(0, recap_pool_handle());
+  capture_end(s, pool);
+  FREE_ALL(c, b, a);
+  release_and_expect_empty(pool);
+}
+
+/* A capture ended behind recap's back (cudaStreamEndCapture on the stream of a graph's capture)
+ * leaves its route naming the stream; a new capture on that stream, named in its own route,
+ * takes the stream over, and the old route asks the device again. */
+RECAP_TEST(a_new_capture_on_a_stream_takes_it_from_a_stale_route) {
+  recap_stream_t s = stream_after_reset();
+  recap_pool_id_t stale = recap_pool_handle(), fresh = recap_pool_handle();
+  OK(recap__pool_route_reserve(0, stale));
+  OK(recap__pool_route_set_capture(0, stale,
+                                   recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), s));
+  assert_true(recap__fake_capture_end(s)); /* not through recap */
+  OK(recap__pool_route_reserve(0, fresh));
+  OK(recap__pool_route_set_capture(0, fresh,
+                                   recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_GLOBAL), s));
+  check();
+  void *p;
+  OK(recap_malloc(&p, 4096, s));
+  assert_int_equal(pool_info(fresh).allocated_bytes, 4096);
+  assert_int_equal(pool_info(stale).allocated_bytes, 0);
+  capture_end(s, fresh);
+  OK(recap_pool_route_end(stale));
+  OK(recap_free(p));
+  OK(recap_pool_release(stale));
+  release_and_expect_empty(fresh);
 }
 
 RECAP_TEST(capture_frees_are_reused_within_the_capture) {
@@ -691,6 +750,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(pool_handles_are_fresh),
     cmocka_unit_test(routing_follows_the_capture),
     cmocka_unit_test(routing_moves_with_the_capture),
+    cmocka_unit_test(a_paused_capture_stream_is_asked_again),
+    cmocka_unit_test(a_new_capture_on_a_stream_takes_it_from_a_stale_route),
     cmocka_unit_test(capture_frees_are_reused_within_the_capture),
     cmocka_unit_test(sharing_a_pool_saves_a_segment),
     cmocka_unit_test(pool_memory_returns_after_last_reference_and_block),

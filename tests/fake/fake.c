@@ -238,6 +238,7 @@ void recap__fake_reset(const recap__fake_config_t *cfg) {
   recap__fake.exec_updates = 0;
   recap__fake.update_refusals = 0;
   recap__fake.eager_copies = 0;
+  recap__fake.capture_queries = 0;
   recap__fake.refuse_armed = false;
   recap__fake.refuse_reason = RECAP_UPDATE_REASON_NONE;
   recap__fake.refuse_node = SIZE_MAX;
@@ -273,6 +274,7 @@ void recap__fake_counters(recap__fake_counters_t *out) {
   out->template_patches = recap__fake.template_patches;
   out->exec_updates = recap__fake.exec_updates;
   out->eager_copies = recap__fake.eager_copies;
+  out->capture_queries = recap__fake.capture_queries;
   out->update_refusals = recap__fake.update_refusals;
   out->cond_nodes_run = recap__fake.cond_nodes_run;
   out->body_launches = recap__fake.body_launches;

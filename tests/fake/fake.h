@@ -422,6 +422,10 @@ typedef struct recap__fake_counters {
   uint64_t exec_patches, template_patches, exec_updates, update_refusals;
   /* memcpy_async calls that copied outside a capture (one work item each), since the reset. */
   uint64_t eager_copies;
+  /* Since the reset: the questions which capture a stream is in (stream_capture_info and
+   * stream_capture_id calls, cudaStreamGetCaptureInfo on CUDA), for the tests of what the
+   * allocator knows without asking. */
+  uint64_t capture_queries;
   /* Since the reset: conditional nodes run by graph launches (each time a node is reached),
    * bodies run (each WHILE iteration counts one), and condition kernels run (cond_launch's,
    * eagerly or in a launch). */

@@ -256,8 +256,9 @@ typedef struct fake_state {
   uint64_t next_graph_id;    /* never reset, as node handles */
   /* Patches and updates (fake_patch.c). */
   uint64_t exec_patches, template_patches, exec_updates, update_refusals;
-  uint64_t eager_copies; /* memcpy_async calls outside captures */
-  bool refuse_armed;     /* recap__fake_refuse_next_update */
+  uint64_t eager_copies;    /* memcpy_async calls outside captures */
+  uint64_t capture_queries; /* stream_capture_info and stream_capture_id calls */
+  bool refuse_armed;        /* recap__fake_refuse_next_update */
   recap_update_reason_t refuse_reason;
   size_t refuse_node;
   double updated_slowdown; /* the timing model's factor for updated executables */

@@ -426,6 +426,7 @@ recap_status_t recap__fake_op_stream_capture_info(recap_stream_t stream,
                                                   uint64_t *capture_id) {
   fake_failure_t f = {0};
   pthread_mutex_lock(&recap__fake.lock);
+  recap__fake.capture_queries++;
   fake_stream_t *s = recap__fake_stream_of(stream);
   if (!status) {
     recap__fake_note(&f, RECAP_ERROR_INVALID_ARGUMENT, "cudaStreamGetCaptureInfo: status is NULL");

@@ -11,6 +11,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -510,6 +511,88 @@ RECAP_TEST(allocations_in_a_capture_come_from_the_graph_pool) {
   expect_all_released();
 }
 
+/* An allocation of another thread on the capture's stream (allocate_on_stream). */
+typedef struct {
+  recap_stream_t stream;
+  void *ptr;
+  recap_status_t status;
+} thread_alloc_t;
+
+static void *allocate_on_stream(void *arg) {
+  thread_alloc_t *a = arg;
+  a->status = recap_malloc(&a->ptr, 4 * KiB, a->stream);
+  return NULL;
+}
+
+static uint64_t capture_queries(void) { return recap__fake_now().capture_queries; }
+
+/* The allocator knows the stream recap made capture, from the thread that did, without asking
+ * the device which capture it is in; every other stream, thread or moment asks (or needs no
+ * answer: no capture is routed). The knowledge ends with the capture, however it ends, and a
+ * later capture on the same stream is known afresh. */
+RECAP_TEST(the_capturing_stream_is_routed_without_asking_the_device) {
+  reset();
+  recap_stream_t s = recap__fake_stream_new(), side = recap__fake_stream_new();
+  recap_graph_t g = graph_capturing(s, NULL);
+  recap_pool_id_t pool;
+  OK(recap_graph_pool(g, &pool));
+  uint64_t asked = capture_queries();
+  void *a, *b;
+  OK(recap_malloc(&a, 4 * KiB, s));
+  OK(recap_free(a));
+  OK(recap_malloc(&a, 4 * KiB, s)); /* the front cache's block, still the pool's */
+  OK(recap_malloc(&b, 64 * KiB, s));
+  assert_int_equal(pool_info(pool).allocated_bytes, 68 * KiB);
+  assert_int_equal(capture_queries(), asked);
+  /* A side stream joined to the capture: the device says which capture it is in. */
+  assert_true(recap__fake_capture_join(side, s));
+  void *joined;
+  OK(recap_malloc(&joined, 4 * KiB, side));
+  assert_int_equal(pool_info(pool).allocated_bytes, 72 * KiB);
+  assert_int_equal(capture_queries(), asked + 1);
+  /* Another thread on the same stream handle (which could name another stream there, as
+   * cudaStreamPerThread does): asked too, and routed by the answer. */
+  thread_alloc_t other = {.stream = s};
+  pthread_t t;
+  assert_int_equal(pthread_create(&t, NULL, allocate_on_stream, &other), 0);
+  assert_int_equal(pthread_join(t, NULL), 0);
+  OK(other.status);
+  assert_int_equal(pool_info(pool).allocated_bytes, 76 * KiB);
+  assert_int_equal(capture_queries(), asked + 2);
+  launch(s, 1);
+  OK(recap_graph_capture_end(g));
+  /* Ended: the stream's allocations go to the default pool, with nothing to ask. */
+  void *after;
+  OK(recap_malloc(&after, 4 * KiB, s));
+  assert_int_equal(pool_info(default_pool).allocated_bytes, 4 * KiB);
+  assert_int_equal(pool_info(pool).allocated_bytes, 76 * KiB);
+  assert_int_equal(capture_queries(), asked + 2);
+  /* The same stream captured by another graph: its pool, known without asking. */
+  recap_graph_t g2 = graph_capturing(s, NULL);
+  recap_pool_id_t pool2;
+  OK(recap_graph_pool(g2, &pool2));
+  asked = capture_queries();
+  void *second;
+  OK(recap_malloc(&second, 4 * KiB, s));
+  assert_int_equal(pool_info(pool2).allocated_bytes, 4 * KiB);
+  assert_int_equal(pool_info(pool).allocated_bytes, 76 * KiB);
+  assert_int_equal(capture_queries(), asked);
+  /* Invalidated, the capture still holds the stream until it ends (the device says the same:
+   * the invalidated capture keeps its id); its failed end ends the routing too. */
+  recap__fake_capture_invalidate(s);
+  void *invalidated;
+  OK(recap_malloc(&invalidated, 4 * KiB, s));
+  assert_int_equal(pool_info(pool2).allocated_bytes, 8 * KiB);
+  EXPECT_STATUS(recap_graph_capture_end(g2), RECAP_ERROR_CAPTURE_INVALIDATED);
+  void *last;
+  OK(recap_malloc(&last, 4 * KiB, s));
+  assert_int_equal(pool_info(default_pool).allocated_bytes, 8 * KiB);
+  assert_int_equal(pool_info(pool2).allocated_bytes, 8 * KiB);
+  FREE_ALL(last, invalidated, second, after, other.ptr, joined, b, a);
+  DESTROY_GRAPHS(g, g2);
+  expect_all_released();
+}
+
 /* ------------------------------------------------------------------------------------------
  * Invalidated, reset and abandoned captures
  * ---------------------------------------------------------------------------------------- */
@@ -833,6 +916,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(captures_share_a_given_pool),
     cmocka_unit_test(a_pool_serves_one_capture_at_a_time),
     cmocka_unit_test(allocations_in_a_capture_come_from_the_graph_pool),
+    cmocka_unit_test(the_capturing_stream_is_routed_without_asking_the_device),
     cmocka_unit_test(invalidated_capture_leaves_nothing_behind),
     cmocka_unit_test(illegal_call_in_a_capture_invalidates_it),
     cmocka_unit_test(reset_mid_capture_abandons_it),
