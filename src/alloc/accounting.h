@@ -32,6 +32,10 @@ typedef struct recap__capture_result {
 } recap__capture_result_t;
 recap_status_t recap__pool_capture_result(int device, recap_pool_id_t pool,
                                           recap__capture_result_t *result);
+/* recap__pool_route_end (pool.h), with the route's result read first when result is not NULL
+ * (left as it was when the pool is not routed): a capture's end in one take of the lock. */
+recap_status_t recap__pool_route_end_result(int device, recap_pool_id_t pool,
+                                            recap__capture_result_t *result);
 
 /* The capture peaks recap_pool_memory and the snapshot report: the latest capture's and the
  * highest of all (the one under way included). The default pool takes no capture: its running

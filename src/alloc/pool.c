@@ -73,8 +73,10 @@ static recap_status_t already_routed(uint64_t capture_id) {
                       "capture %" PRIu64 " already routes its allocations to a pool", capture_id);
 }
 
-/* Route pool id to capture_id, or reserve a pending route for a capture about to begin. */
-static recap_status_t route_add(int device, recap_pool_id_t id, uint64_t capture_id, bool pending) {
+/* Route pool id to capture_id, or reserve a pending route for a capture about to begin; the
+ * route takes logs (which may be NULL) on success, and leaves them to the caller otherwise. */
+static recap_status_t route_add(int device, recap_pool_id_t id, uint64_t capture_id, bool pending,
+                                recap__route_logs_t *logs) {
   if (recap_pool_is_default(id))
     return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
                         "routing a capture to the default pool {0,0} is not possible: use "
@@ -142,7 +144,7 @@ static recap_status_t route_add(int device, recap_pool_id_t id, uint64_t capture
   d->routes[d->route_count].pool = pool;
   d->routes[d->route_count].capture_id = capture_id;
   d->routes[d->route_count].pending = pending;
-  d->routes[d->route_count].logs = NULL;
+  d->routes[d->route_count].logs = logs;
   d->routes[d->route_count].stream = NULL;
   d->routes[d->route_count].thread = NULL;
   d->route_count++;
@@ -152,11 +154,45 @@ out:
 }
 
 recap_status_t recap__pool_route_begin(int device, recap_pool_id_t id, uint64_t capture_id) {
-  return route_add(device, id, capture_id, false);
+  return route_add(device, id, capture_id, false, NULL);
 }
 
 recap_status_t recap__pool_route_reserve(int device, recap_pool_id_t id) {
-  return route_add(device, id, 0, true);
+  return route_add(device, id, 0, true, NULL);
+}
+
+/* The route's state for logs record and replay (both NULL: *logs NULL, nothing to attach),
+ * made before the lock: sorting the replay log is the only costly part. */
+static recap_status_t new_logs(int device, const char *function, recap__alloc_log_t *record,
+                               const recap__alloc_log_t *replay, recap__route_logs_t **logs) {
+  *logs = NULL;
+  if (device < 0 || device >= RECAP__MAX_DEVICES)
+    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                        "%s: device %d is not one recap handles (0 to %d)", function, device,
+                        RECAP__MAX_DEVICES - 1);
+  if (record && record == replay)
+    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
+                        "%s: record and replay are the same log; record the capture into a new "
+                        "log and replay the previous capture's",
+                        function);
+  if (!record && !replay) return RECAP_SUCCESS;
+  *logs = recap__route_logs_new(record, replay);
+  if (!*logs)
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
+                        "%s: out of host memory for the route's state of a replay log of %zu "
+                        "entries; nothing was attached",
+                        function, replay ? replay->count : 0);
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap__pool_route_reserve_logged(int device, recap_pool_id_t id,
+                                                recap__alloc_log_t *record,
+                                                const recap__alloc_log_t *replay) {
+  recap__route_logs_t *logs;
+  RECAP__CHECK(new_logs(device, "recap__pool_route_reserve_logged", record, replay, &logs));
+  recap_status_t s = route_add(device, id, 0, true, logs);
+  if (s != RECAP_SUCCESS) recap__route_logs_delete(logs);
+  return s;
 }
 
 /* The index of pool id's route on d, or -1 (lock held). */
@@ -253,7 +289,20 @@ void recap__pool_route_forget_stream(int device, recap_pool_id_t id) {
   recap__alloc_unlock();
 }
 
+/* What the capture routed to pool did (lock held). */
+static void capture_result(const recap__pool_t *pool, recap__capture_result_t *result) {
+  result->peak = pool->capture_peak;
+  result->grew = pool->reserved_bytes - pool->capture_reserved_start;
+  result->refusals = pool->budget_refusals;
+  result->first = pool->budget_first;
+}
+
 recap_status_t recap__pool_route_end(int device, recap_pool_id_t id) {
+  return recap__pool_route_end_result(device, id, NULL);
+}
+
+recap_status_t recap__pool_route_end_result(int device, recap_pool_id_t id,
+                                            recap__capture_result_t *result) {
   recap_status_t s = RECAP_SUCCESS;
   recap__alloc_lock();
   recap__alloc_settle();
@@ -261,6 +310,7 @@ recap_status_t recap__pool_route_end(int device, recap_pool_id_t id) {
   int found = route_of_pool_or_error(device, id, &d, &s);
   if (found < 0) goto out;
   recap__pool_t *pool = d->routes[found].pool;
+  if (result) capture_result(pool, result);
   pool->routed = false;
   pool->budget = 0;
   if (pool->capture_peak > pool->capture_peak_max) pool->capture_peak_max = pool->capture_peak;
@@ -286,24 +336,8 @@ out:
 recap_status_t recap__pool_route_set_logs(int device, recap_pool_id_t pool,
                                           recap__alloc_log_t *record,
                                           const recap__alloc_log_t *replay) {
-  if (device < 0 || device >= RECAP__MAX_DEVICES)
-    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
-                        "recap__pool_route_set_logs: device %d is not one recap handles (0 to %d)",
-                        device, RECAP__MAX_DEVICES - 1);
-  if (record && record == replay)
-    return recap__error(RECAP_ERROR_INVALID_ARGUMENT,
-                        "recap__pool_route_set_logs: record and replay are the same log; record "
-                        "the capture into a new log and replay the previous capture's");
-  recap__route_logs_t *logs = NULL;
-  if (record || replay) {
-    /* Made before the lock: sorting the replay log is the only costly part. */
-    logs = recap__route_logs_new(record, replay);
-    if (!logs)
-      return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
-                          "recap__pool_route_set_logs: out of host memory for the route's state "
-                          "of a replay log of %zu entries; nothing was attached",
-                          replay ? replay->count : 0);
-  }
+  recap__route_logs_t *logs;
+  RECAP__CHECK(new_logs(device, "recap__pool_route_set_logs", record, replay, &logs));
   recap_status_t s = RECAP_SUCCESS;
   recap__alloc_lock();
   recap__alloc_settle();
@@ -354,13 +388,7 @@ recap_status_t recap__pool_capture_result(int device, recap_pool_id_t id,
   recap__alloc_lock();
   recap__device_state_t *d;
   int found = route_of_pool_or_error(device, id, &d, &s);
-  if (found >= 0) {
-    const recap__pool_t *pool = d->routes[found].pool;
-    result->peak = pool->capture_peak;
-    result->grew = pool->reserved_bytes - pool->capture_reserved_start;
-    result->refusals = pool->budget_refusals;
-    result->first = pool->budget_first;
-  }
+  if (found >= 0) capture_result(d->routes[found].pool, result);
   recap__alloc_unlock();
   return s;
 }

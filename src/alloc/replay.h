@@ -69,6 +69,12 @@ void recap__alloc_log_free(recap__alloc_log_t *log);
 recap_status_t recap__pool_route_set_logs(int device, recap_pool_id_t pool,
                                           recap__alloc_log_t *record,
                                           const recap__alloc_log_t *replay);
+/* recap__pool_route_reserve (pool.h) with record and replay attached as by
+ * recap__pool_route_set_logs, in one take of the allocator's lock: a capture's beginning.
+ * Errors: those of both; on any, nothing is reserved or attached. */
+recap_status_t recap__pool_route_reserve_logged(int device, recap_pool_id_t pool,
+                                                recap__alloc_log_t *record,
+                                                const recap__alloc_log_t *replay);
 /* The route's counters since its logs were attached: *hits, the allocations that got the
  * replay log's address; *misses, the other allocations routed while logs were attached
  * (without a replay log every one is a miss). Read them before recap__pool_route_end, which

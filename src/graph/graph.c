@@ -91,8 +91,11 @@ bool recap__graph_drops_template(recap_graph_t g) {
 }
 
 /* Stop routing and forget the capture in the registry. */
-void recap__graph_close_capture(recap_graph_t g) {
-  recap__pool_route_end(g->device, g->pool);
+void recap__graph_close_capture(recap_graph_t g) { recap__graph_close_capture_result(g, NULL); }
+
+void recap__graph_close_capture_result(recap_graph_t g, recap__capture_result_t *result) {
+  if (result) memset(result, 0, sizeof *result);
+  recap__pool_route_end_result(g->device, g->pool, result);
   recap__registry_remove(g->capture_id);
   g->capture_stream = NULL;
   g->capture_id = 0;
@@ -311,16 +314,18 @@ recap_status_t recap__graph_capture_start(recap_graph_t graph, recap_stream_t st
    * no thread's free, allocation or route end may record or query an event on it, and a route
    * that exists (if pending) holds that work back. A pool another capture uses is refused here,
    * before anything began. */
-  RECAP__CHECK(recap__pool_route_reserve(device, pool));
   /* The route records what this capture allocates; a recapture replays what the capture it
    * replaces allocated, so that the same sequence gets the same addresses. The capture's
    * budget, if any, holds from its first allocation. */
   recap__alloc_log_free(&graph->alloc_log_next);
-  recap_status_t s = recap__pool_route_set_logs(device, pool, &graph->alloc_log_next,
-                                                graph->recapturing ? &graph->alloc_log : NULL);
-  if (s == RECAP_SUCCESS) s = recap__pool_route_set_budget(device, pool, opts->budget_bytes);
-  if (s != RECAP_SUCCESS) return abandon_start(graph, s, false, stream, device, pool);
-  s = dev->stream_begin_capture(stream, (recap__capture_mode_t)opts->mode);
+  RECAP__CHECK(recap__pool_route_reserve_logged(device, pool, &graph->alloc_log_next,
+                                                graph->recapturing ? &graph->alloc_log : NULL));
+  /* A new route has no budget: only a budget to set takes the lock again. */
+  if (opts->budget_bytes != 0) {
+    recap_status_t s = recap__pool_route_set_budget(device, pool, opts->budget_bytes);
+    if (s != RECAP_SUCCESS) return abandon_start(graph, s, false, stream, device, pool);
+  }
+  recap_status_t s = dev->stream_begin_capture(stream, (recap__capture_mode_t)opts->mode);
   if (s != RECAP_SUCCESS) return abandon_start(graph, s, false, stream, device, pool);
   recap__capture_status_t status;
   uint64_t id = 0;
@@ -464,10 +469,9 @@ recap_status_t recap__graph_capture_end(recap_graph_t graph) {
     recap__error_restore(&cause);
     return drop_capture(graph, s);
   }
-  /* What the capture's allocations did (peak, budget refusals), read before its route ends. */
-  recap__capture_result_t result = {0};
-  recap__graph_capture_result(graph, &result);
-  recap__graph_close_capture(graph);
+  /* What the capture's allocations did (peak, budget refusals), read as its route ends. */
+  recap__capture_result_t result;
+  recap__graph_close_capture_result(graph, &result);
   recap__graph_hooks_capture_ended(graph, true);
   graph->template_graph = template_graph;
   /* A budget that refused an allocation fails the end, so that the refusal cannot go unseen

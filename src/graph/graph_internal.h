@@ -113,6 +113,9 @@ recap_status_t recap__graph_capture_end(recap_graph_t graph);
 /* A piece of a capture's end that a recapture's end (update.c) shares with graph.c: stop
  * routing and forget the capture in the registry. */
 void recap__graph_close_capture(recap_graph_t graph);
+/* The same, with *result what the capture's route did, read as it ends (zeros if the route was
+ * gone: it is the graph's while it captures, so that does not happen). */
+void recap__graph_close_capture_result(recap_graph_t graph, recap__capture_result_t *result);
 
 /* RECAP_ERROR_INVALID_USAGE naming function when graph is no single CUDA graph (a module runs
  * graphs of its own in its replays: regions on the host path), so it has no single template or

@@ -13,6 +13,7 @@
  * the caller; the per-pool view is the allocator's recap_pool_memory (src/alloc/accounting.c),
  * whose totals of graphs recap__graph_account keeps in step with each graph.
  */
+#include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -39,12 +40,24 @@ static bool free_bytes(size_t *out) {
  * reports, counts as the default (off) here. */
 static bool measuring(recap_graph_t owner) {
   if (owner->options.budget_bytes != 0) return true;
+  /* The option as last read, with the options' version it was read at (version << 1 | on; 0:
+   * none), so that an instantiation copies the registry only after the options changed. */
+  static _Atomic uint64_t cached;
+  uint64_t version = recap__options_version();
+  uint64_t c = atomic_load_explicit(&cached, memory_order_relaxed);
+  if (version != 0 && c >> 1 == version) return (c & 1) != 0;
   recap__options_t o;
   recap__saved_error_t saved;
   recap__error_save(&saved);
-  if (recap__options_get(&o) == RECAP_SUCCESS) return o.measure_exec_memory != 0;
-  recap__error_restore(&saved);
-  return false;
+  if (recap__options_get(&o) != RECAP_SUCCESS) {
+    recap__error_restore(&saved);
+    return false;
+  }
+  bool on = o.measure_exec_memory != 0;
+  /* Kept only if nothing changed while the copy was taken. */
+  if (version != 0 && recap__options_version() == version)
+    atomic_store_explicit(&cached, version << 1 | (on ? 1u : 0u), memory_order_relaxed);
+  return on;
 }
 
 recap_status_t recap__graph_instantiate_measured(recap_graph_t owner, recap_cuda_graph_exec_t *exec,
@@ -80,6 +93,8 @@ void recap__graph_account(recap_graph_t g) {
     g->accounted.on = false;
   }
   if (!on) return;
+  /* Nothing changed since the last count: the pool's totals already hold it. */
+  if (same && exec == g->accounted.exec_bytes && nodes == g->accounted.nodes) return;
   recap__pool_account_graph(g->device, g->pool, same ? 0 : 1,
                             exec - (same ? g->accounted.exec_bytes : 0),
                             nodes - (same ? g->accounted.nodes : 0));

@@ -298,8 +298,7 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
   if (s == RECAP_SUCCESS &&
       recap__pool_route_replay_stats(g->device, g->pool, &reused, &fresh) != RECAP_SUCCESS)
     reused = fresh = 0;
-  if (s == RECAP_SUCCESS) recap__graph_capture_result(g, &result);
-  recap__graph_close_capture(g);
+  recap__graph_close_capture_result(g, s == RECAP_SUCCESS ? &result : NULL);
   recap__graph_hooks_capture_ended(g, s == RECAP_SUCCESS);
   recap__error_restore(&cause);
   /* A capture that regions resumed into its own graph leaves that graph behind. */
