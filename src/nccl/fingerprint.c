@@ -151,33 +151,27 @@ recap_status_t recap_graph_collectives(recap_graph_t graph, recap_collective_t *
  * ---------------------------------------------------------------------------------------- */
 
 /* All-gather `words` 64-bit words of every rank of comm into all (nranks * words), through the
- * seam on a stream of its own, and wait for it. */
-static recap_status_t exchange(recap__nccl_comm_t comm, recap_stream_t stream, const uint64_t *mine,
+ * seam on the check's stream, in the device buffer the admitted communicator keeps for its
+ * checks, and wait for it. */
+static recap_status_t exchange(recap__nccl_comm_t comm, recap_stream_t stream,
+                               const recap__nccl_admission_t *admission, const uint64_t *mine,
                                size_t words, int nranks, uint64_t *all) {
   const recap__device_ops_t *dev = recap__device();
   size_t bytes = words * sizeof(uint64_t);
-  void *send = NULL, *recv = NULL;
-  recap_status_t s;
-  RECAP__CHECK_GOTO(dev->raw_malloc(&send, bytes), s, done);
-  RECAP__CHECK_GOTO(dev->raw_malloc(&recv, bytes * (size_t)nranks), s, done);
-  RECAP__CHECK_GOTO(dev->memcpy_async(send, mine, bytes, stream), s, done);
+  void *buffer;
+  RECAP__CHECK(recap__nccl_check_buffer(admission, bytes * ((size_t)nranks + 1), &buffer));
+  void *send = buffer, *recv = (char *)buffer + bytes;
+  RECAP__CHECK(dev->memcpy_async(send, mine, bytes, stream));
   recap__coll_t c = {
       RECAP__COLL_ALL_GATHER, send, recv, words, RECAP_NCCL_UINT64, -1, -1, -1, comm};
-  RECAP__CHECK_GOTO(recap__nccl()->collective(&c, stream), s, done);
-  RECAP__CHECK_GOTO(dev->memcpy_async(all, recv, bytes * (size_t)nranks, stream), s, done);
-  RECAP__CHECK_GOTO(dev->stream_synchronize(stream), s, done);
-done:;
-  recap__saved_error_t saved;
-  recap__error_save(&saved);
-  if (recv) (void)dev->raw_free(recv);
-  if (send) (void)dev->raw_free(send);
-  if (s != RECAP_SUCCESS) return recap__error_restore(&saved);
-  recap__error_restore(&saved);
-  return RECAP_SUCCESS;
+  RECAP__CHECK(recap__nccl()->collective(&c, stream));
+  RECAP__CHECK(dev->memcpy_async(all, recv, bytes * (size_t)nranks, stream));
+  return dev->stream_synchronize(stream);
 }
 
 /* The second exchange: each rank's first entries, to name the first difference. */
-static recap_status_t name_difference(recap__nccl_comm_t comm, recap_stream_t stream, int rank,
+static recap_status_t name_difference(recap__nccl_comm_t comm, recap_stream_t stream,
+                                      const recap__nccl_admission_t *admission, int rank,
                                       int nranks, const recap__nccl_entry_t *const *mine,
                                       size_t count, const uint64_t *summary) {
   static const char fn[] = "recap_graph_check_collectives";
@@ -192,7 +186,7 @@ static recap_status_t name_difference(recap__nccl_comm_t comm, recap_stream_t st
   size_t named = count < RECAP__NCCL_NAMED ? count : RECAP__NCCL_NAMED;
   send[0] = count;
   for (size_t i = 0; i < named; i++) encode(mine[i], &send[1 + i * RECAP__NCCL_WORDS]);
-  recap_status_t s = exchange(comm, stream, send, words, nranks, all);
+  recap_status_t s = exchange(comm, stream, admission, send, words, nranks, all);
   if (s != RECAP_SUCCESS) {
     recap__host_free(send);
     recap__host_free(all);
@@ -298,27 +292,21 @@ recap_status_t recap_graph_check_collectives(recap_graph_t graph, recap_nccl_com
   uint64_t *summary = recap__host_calloc(2 * (size_t)nranks, sizeof *summary);
   recap_status_t s = RECAP_SUCCESS;
   if (!summary) s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
-  /* The exchange runs on a stream of its own, ordered after the communicator's latest replay
-   * as a replay on another stream would be (recap_nccl_comm_policy). */
-  const recap__device_ops_t *dev = recap__device();
+  /* The exchange runs on the communicator's check stream (kept between checks), ordered after
+   * the communicator's latest replay as a replay on another stream would be
+   * (recap_nccl_comm_policy). */
   recap_stream_t stream = NULL;
-  if (s == RECAP_SUCCESS) s = dev->stream_create(&stream);
+  if (s == RECAP_SUCCESS) s = recap__nccl_check_stream(comm, &stream);
   recap__nccl_admission_t admission;
   if (s == RECAP_SUCCESS) s = recap__nccl_policy_before(&comm, 1, stream, fn, &admission);
   bool admitted = s == RECAP_SUCCESS;
-  if (s == RECAP_SUCCESS) s = exchange(comm, stream, summary_mine, 2, nranks, summary);
+  if (s == RECAP_SUCCESS) s = exchange(comm, stream, &admission, summary_mine, 2, nranks, summary);
   bool agree = true;
   for (int r = 0; s == RECAP_SUCCESS && r < nranks; r++)
     if (summary[2 * (size_t)r] != count || summary[2 * (size_t)r + 1] != h) agree = false;
   if (s == RECAP_SUCCESS && !agree)
-    s = name_difference(comm, stream, rank, nranks, mine, count, summary);
+    s = name_difference(comm, stream, &admission, rank, nranks, mine, count, summary);
   if (admitted) recap__nccl_policy_after(&admission, stream, false);
-  if (stream) {
-    recap__saved_error_t saved;
-    recap__error_save(&saved);
-    (void)dev->stream_destroy(stream);
-    recap__error_restore(&saved);
-  }
   recap__host_free(summary);
   recap__host_free(mine);
   return s;

@@ -70,8 +70,17 @@ recap_status_t recap__nccl_policy_before(recap__nccl_comm_t *comms, size_t count
  * release their locks and empty *admission. Never fails. */
 void recap__nccl_policy_after(recap__nccl_admission_t *admission, recap_stream_t stream,
                               bool launched);
-/* Forget every communicator's state (tests, after the fake device was reset: its events are
- * gone). */
+/* The stream of comm's checks (recap_graph_check_collectives), made on the current device at
+ * the first check there and kept with the communicator's state: a check pays for no stream of
+ * its own, and NCCL sets up its work on a stream once. */
+recap_status_t recap__nccl_check_stream(recap__nccl_comm_t comm, recap_stream_t *stream);
+/* The device buffer of at least bytes for the check's exchange on the one communicator that
+ * admission holds (admitted on its check stream): kept between checks and grown when needed,
+ * so that a check makes no cudaMalloc and no cudaFree (which waits for the whole device). */
+recap_status_t recap__nccl_check_buffer(const recap__nccl_admission_t *admission, size_t bytes,
+                                        void **buffer);
+/* Forget every communicator's state (tests, after the fake device was reset: its events,
+ * streams and buffers are gone, so they are dropped, not destroyed). */
 void recap__nccl_policy_forget(void);
 /* Warn again at the next captured collective of an old NCCL (tests). */
 void recap__nccl_warning_reset(void);

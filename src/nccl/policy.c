@@ -37,6 +37,12 @@ typedef struct recap__nccl_comm_state {
   bool has_last;        /* a replay launched: last_stream is meaningful */
   recap__event_t event; /* recorded after the latest replay (NULL: not made yet) */
   bool event_valid;     /* the record succeeded: event marks the latest replay's end */
+  /* The check's exchange (fingerprint.c): its stream, made on check_device at the first check,
+   * and its device buffer, kept for the next checks under the replay lock. */
+  recap_stream_t check_stream;
+  int check_device;
+  void *check_buffer;
+  size_t check_bytes;
   struct recap__nccl_comm_state *next; /* the table's list */
 } comm_state_t;
 
@@ -200,6 +206,56 @@ void recap__nccl_policy_after(recap__nccl_admission_t *admission, recap_stream_t
   }
   admission_clear(admission);
   recap__error_restore(&saved);
+}
+
+recap_status_t recap__nccl_check_stream(recap__nccl_comm_t comm, recap_stream_t *stream) {
+  *stream = NULL;
+  const recap__device_ops_t *dev = recap__device();
+  int device;
+  RECAP__CHECK(dev->get_device(&device));
+  comm_state_t *c = state_of(comm);
+  if (!c)
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
+                        "recap_graph_check_collectives: out of host memory");
+  recap_status_t s = RECAP_SUCCESS;
+  pthread_mutex_lock(&c->replay);
+  if (c->check_stream && c->check_device != device) {
+    /* Checked from another device now: that device's stream, and buffers made there. */
+    recap__saved_error_t saved;
+    recap__error_save(&saved);
+    (void)dev->stream_destroy(c->check_stream);
+    if (c->check_buffer) (void)dev->raw_free(c->check_buffer);
+    recap__error_restore(&saved);
+    c->check_stream = NULL;
+    c->check_buffer = NULL;
+    c->check_bytes = 0;
+  }
+  if (!c->check_stream && (s = dev->stream_create(&c->check_stream)) == RECAP_SUCCESS)
+    c->check_device = device;
+  *stream = c->check_stream;
+  pthread_mutex_unlock(&c->replay);
+  return s;
+}
+
+recap_status_t recap__nccl_check_buffer(const recap__nccl_admission_t *admission, size_t bytes,
+                                        void **buffer) {
+  *buffer = NULL;
+  comm_state_t *c = admission->states[0];
+  if (c->check_bytes < bytes) {
+    const recap__device_ops_t *dev = recap__device();
+    void *p = NULL;
+    RECAP__CHECK(dev->raw_malloc(&p, bytes));
+    if (c->check_buffer) {
+      recap__saved_error_t saved;
+      recap__error_save(&saved);
+      (void)dev->raw_free(c->check_buffer);
+      recap__error_restore(&saved);
+    }
+    c->check_buffer = p;
+    c->check_bytes = bytes;
+  }
+  *buffer = c->check_buffer;
+  return RECAP_SUCCESS;
 }
 
 void recap__nccl_policy_forget(void) {

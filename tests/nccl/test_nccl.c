@@ -380,6 +380,48 @@ RECAP_TEST(test_old_version_warns_once) {
   teardown();
 }
 
+/* The check's stream is made on the current device: a check from another device makes a stream
+ * (and a buffer) there, and the one of the first device goes. */
+RECAP_TEST(test_check_stream_follows_the_device) {
+  recap__fake_config_t two = {.device_count = 2};
+  recap_test_reset(&two);
+  memset(&rec, 0, sizeof rec);
+  rec.version = 23203;
+  rec.nranks = 1;
+  recap__nccl_install(&rec_ops);
+  recap__nccl_policy_forget();
+  float *buf;
+  recap_stream_t s = recap__fake_stream_new();
+  buf = device_buffer(s, 64);
+  recap_graph_t g = graph_capturing(s, NULL);
+  OK(recap_nccl_all_reduce(buf, buf, 16, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s));
+  OK(recap_graph_capture_end(g));
+  rec.call_count = 0;
+  const recap__device_ops_t *dev = recap__device();
+  recap__fake_counters_t before = recap__fake_now();
+  OK(recap_graph_check_collectives(g, COMM0));
+  OK(dev->set_device(1));
+  OK(recap_graph_check_collectives(g, COMM0));
+  OK(recap_graph_check_collectives(g, COMM0));
+  OK(dev->set_device(0));
+  recap__fake_counters_t after = recap__fake_now();
+  assert_int_equal(rec.call_count, 3);
+  assert_ptr_not_equal(rec.streams[1], rec.streams[0]);
+  assert_ptr_equal(rec.streams[2], rec.streams[1]);
+  assert_int_equal(after.calls[RECAP__FAKE_FAULT_STREAM_CREATE] -
+                       before.calls[RECAP__FAKE_FAULT_STREAM_CREATE],
+                   2);
+  assert_int_equal(after.calls[RECAP__FAKE_FAULT_RAW_MALLOC] -
+                       before.calls[RECAP__FAKE_FAULT_RAW_MALLOC],
+                   2);
+  /* Device 0's buffer was given back when the check moved to device 1. */
+  assert_int_equal(after.bytes_in_use[0], before.bytes_in_use[0]);
+  OK(recap_graph_destroy(g));
+  OK(recap_free(buf));
+  expect_quiet();
+  teardown();
+}
+
 RECAP_TEST(test_check_one_rank) {
   float *buf;
   recap_stream_t s = setup_with_buffer(&buf, 64);
@@ -401,8 +443,14 @@ RECAP_TEST(test_check_one_rank) {
   assert_int_equal(rec.calls[0].dtype, RECAP_NCCL_UINT64);
   assert_ptr_equal(rec.calls[0].comm, COMM0);
   assert_ptr_not_equal(rec.streams[0], s); /* its own stream */
-  /* A communicator the graph never used passes too (nothing to compare). */
+  /* A communicator the graph never used passes too (nothing to compare); its exchange runs on
+   * a check stream of its own, so that two communicators' checks enqueued in different orders
+   * on different ranks cannot wait for each other. */
   OK(recap_graph_check_collectives(g, COMM1));
+  assert_int_equal(rec.call_count, 2);
+  assert_ptr_equal(rec.calls[1].comm, COMM1);
+  assert_ptr_not_equal(rec.streams[1], rec.streams[0]);
+  assert_ptr_not_equal(rec.streams[1], s);
   /* A failing exchange is the check's failure, and leaves nothing behind. */
   rec.collective_status = RECAP_ERROR_CUDA;
   EXPECT_STATUS(recap_graph_check_collectives(g, COMM0), RECAP_ERROR_CUDA);
@@ -616,7 +664,7 @@ RECAP_TEST(test_seam_failures) {
   assert_int_equal(collectives(g, c, 2, NULL), 1);
   assert_int_equal(c[0].kind, RECAP_COLLECTIVE_ALL_GATHER);
   OK(recap_graph_destroy(g));
-  /* The check's own stream and buffers failing fail the check, and leave nothing behind. */
+  /* The check's own stream and buffer failing fail the check, and leave nothing behind. */
   OK(recap_graph_create(&g, 0));
   OK(recap_graph_capture_begin(g, NULL, s));
   OK(recap_nccl_all_gather(buf, buf, 2, RECAP_NCCL_FLOAT32, COMM0, s));
@@ -624,11 +672,25 @@ RECAP_TEST(test_seam_failures) {
   rec.call_count = 0;
   recap__fake_fail_nth(RECAP__FAKE_FAULT_STREAM_CREATE, 1);
   assert_int_not_equal(recap_graph_check_collectives(g, COMM0), RECAP_SUCCESS);
-  recap__fake_fail_nth(RECAP__FAKE_FAULT_RAW_MALLOC, 2);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_RAW_MALLOC, 1);
   assert_int_not_equal(recap_graph_check_collectives(g, COMM0), RECAP_SUCCESS);
   assert_int_equal(rec.call_count, 0);
   OK(recap_graph_check_collectives(g, COMM0));
   assert_int_equal(rec.call_count, 1);
+  /* The communicator keeps the check's stream and buffer: the next checks make neither, and
+   * use the same stream. */
+  recap__fake_counters_t before = recap__fake_now();
+  OK(recap_graph_check_collectives(g, COMM0));
+  OK(recap_graph_check_collectives(g, COMM0));
+  recap__fake_counters_t after = recap__fake_now();
+  assert_int_equal(after.calls[RECAP__FAKE_FAULT_STREAM_CREATE],
+                   before.calls[RECAP__FAKE_FAULT_STREAM_CREATE]);
+  assert_int_equal(after.calls[RECAP__FAKE_FAULT_RAW_MALLOC],
+                   before.calls[RECAP__FAKE_FAULT_RAW_MALLOC]);
+  assert_int_equal(rec.call_count, 3);
+  assert_ptr_equal(rec.streams[1], rec.streams[0]);
+  assert_ptr_equal(rec.streams[2], rec.streams[0]);
+  assert_ptr_not_equal(rec.streams[0], s);
   /* The policy's event failing to record: the next replay on another stream is refused under
    * REFUSE_OVERLAP even after the first stream finished (nothing says it did), and waits for
    * the whole stream under SERIALIZE. */
@@ -659,6 +721,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_refused_inside_region_body),
     cmocka_unit_test(test_direct_nccl_kernel_in_body_refused_at_region_end),
     cmocka_unit_test(test_old_version_warns_once),
+    cmocka_unit_test(test_check_stream_follows_the_device),
     cmocka_unit_test(test_check_one_rank),
     cmocka_unit_test(test_policies),
     cmocka_unit_test(test_seam_failures),
