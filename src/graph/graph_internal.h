@@ -91,6 +91,12 @@ struct recap_graph {
  * static buffers) ask it before they write. */
 recap_status_t recap__graph_pools_awake(recap_graph_t graph);
 
+/* recap_graph_replay of graph on stream, which captures into outer's capture (embed.c): graph's
+ * template goes into that capture as a child graph node after the stream's work so far, and
+ * outer's capture keeps references to the pools the embedded work uses. Refused (nothing
+ * changed) for a graph that cannot be embedded, with the rule in the message. */
+recap_status_t recap__graph_embed(recap_graph_t graph, recap_graph_t outer, recap_stream_t stream);
+
 /* The two halves of recap_graph_capture_begin that the core owns, for src/capture/: the checks of
  * the mode, the graph's state (fresh; for a recapture, holding a capture) and the stream, and
  * then beginning the capture (the CUDA capture, the allocator's route with its logs, the

@@ -80,6 +80,7 @@ void recap__fake_nodes_free(fake_nodes_t *nodes) {
         if (nodes->v[i].bodies[b]) recap__fake_graph_free(nodes->v[i].bodies[b]);
       free(nodes->v[i].bodies);
     }
+    if (nodes->v[i].child) recap__fake_graph_free(nodes->v[i].child);
   }
   free(nodes->v);
   memset(nodes, 0, sizeof *nodes);
@@ -99,6 +100,7 @@ bool recap__fake_nodes_copy(fake_nodes_t *dst, const fake_nodes_t *src) {
     to->args = NULL;
     to->arg_count = 0;
     to->bodies = NULL;
+    to->child = NULL;
     dst->count = i + 1; /* what recap__fake_nodes_free releases if a copy below fails */
     if (from->name) {
       size_t n = strlen(from->name) + 1;
@@ -120,6 +122,11 @@ bool recap__fake_nodes_copy(fake_nodes_t *dst, const fake_nodes_t *src) {
         body->id = from->bodies[b]->id;
         if (!recap__fake_nodes_copy(&body->nodes, &from->bodies[b]->nodes)) goto fail;
       }
+    }
+    if (from->child) {
+      if (!(to->child = recap__fake_graph_new())) goto fail;
+      to->child->id = from->child->id;
+      if (!recap__fake_nodes_copy(&to->child->nodes, &from->child->nodes)) goto fail;
     }
   }
   return true;
@@ -531,10 +538,15 @@ recap_status_t recap__fake_op_graph_launch(recap_cuda_graph_exec_t exec, recap_s
                      "was not uploaded (cudaGraphUpload) since %s",
                      x->uploaded ? "the host set one of them" : "its instantiation");
   } else {
-    /* Launched into a capture, the graph becomes a child graph node; it does not run. */
+    /* Launched into a capture, the graph becomes a child graph node holding a copy of the
+     * executable's nodes (fake_child.c), which runs where the node stands; it does not run
+     * now. */
     bool eager;
     recap_status_t st = recap__fake_enqueue(&f, s, "cudaGraphLaunch", RECAP_NODE_GRAPH, NULL,
                                             x->nodes.count, &eager);
+    if (st == RECAP_SUCCESS && !eager && !s->capture->invalidated &&
+        !recap__fake_child_attach(&f, s, &x->nodes))
+      st = f.status;
     if (st == RECAP_SUCCESS && eager) {
       /* The timing model: an updated executable runs `updated_slowdown` times as long. */
       if (x->updated) s->clock_us += (double)x->nodes.count * (recap__fake.updated_slowdown - 1.0);

@@ -1,0 +1,436 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/*
+ * test_graph_embed.c — a replay inside another capture, on the CPU fake device: the replayed
+ * graph becomes a child graph node of the capturing graph, ordered like the stream's other
+ * work, and the outer graph's replays compute what the same work run eagerly computes, bit for
+ * bit; the outer graph holds the embedded graphs' pools (to any depth), refuses to replay while
+ * one sleeps, and the embedded graph still replays alone. What cannot be embedded is refused
+ * with the rule named, and a failure of the seam's call changes nothing.
+ */
+#include <stdint.h>
+
+#include "graph_util.h"
+#include "harness.h"
+
+/* ------------------------------------------------------------------------------------------
+ * Kernels that compute on one 64-bit word, and the work they stand for run eagerly
+ * ---------------------------------------------------------------------------------------- */
+
+static void k_mul3_add1(void *const *args, size_t n) {
+  (void)n;
+  int64_t *x = args[0];
+  *x = *x * 3 + 1;
+}
+
+static void k_add10(void *const *args, size_t n) {
+  (void)n;
+  int64_t *x = args[0];
+  *x += 10;
+}
+
+static void k_mul2(void *const *args, size_t n) {
+  (void)n;
+  int64_t *x = args[0];
+  *x *= 2;
+}
+
+static void k_sub7(void *const *args, size_t n) {
+  (void)n;
+  int64_t *x = args[0];
+  *x -= 7;
+}
+
+static void run(recap_stream_t s, recap__fake_kernel_fn_t fn, int64_t *x) {
+  const void *args[] = {x};
+  recap__fake_launch_kernel_fn(s, "k", fn, args, 1);
+}
+
+/* A graph with flags capturing x = 3x + 1 on s, its word allocated in its pool: *x. */
+static recap_graph_t inner_graph(recap_stream_t s, unsigned flags, int64_t **x) {
+  recap_graph_t g;
+  OK(recap_graph_create(&g, flags));
+  OK(recap_graph_capture_begin(g, NULL, s));
+  OK(recap_malloc((void **)x, sizeof **x, s));
+  run(s, k_mul3_add1, *x);
+  OK(recap_graph_capture_end(g));
+  return g;
+}
+
+/* A graph capturing x += 10, a replay of inner, x *= 2 on s. */
+static recap_graph_t outer_graph(recap_stream_t s, recap_graph_t inner, int64_t *x) {
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_capture_begin(g, NULL, s));
+  run(s, k_add10, x);
+  OK(recap_graph_replay(inner, s));
+  run(s, k_mul2, x);
+  OK(recap_graph_capture_end(g));
+  return g;
+}
+
+static int64_t eager_outer(int64_t x) {
+  void *args[] = {&x};
+  k_add10(args, 1);
+  k_mul3_add1(args, 1);
+  k_mul2(args, 1);
+  return x;
+}
+
+static size_t nodes_of(recap_graph_t g) {
+  size_t n = 0;
+  OK(recap_graph_node_count(g, &n));
+  return n;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Embedding
+ * ---------------------------------------------------------------------------------------- */
+
+RECAP_TEST(replay_in_a_capture_embeds_the_graph) {
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
+  int64_t *x;
+  recap_graph_t inner = inner_graph(s, RECAP_GRAPH_KEEP, &x);
+  *x = 5;
+  uint64_t launches = recap__fake_now().graph_launches;
+  recap_graph_t outer = outer_graph(s2, inner, x);
+  /* Nothing ran: the replay became a node of the capture, between the two kernels. */
+  assert_int_equal(recap__fake_now().graph_launches, launches);
+  assert_int_equal(*x, 5);
+  assert_int_equal(nodes_of(outer), 3);
+  for (int64_t start = -3; start < 4; start++) {
+    *x = start;
+    OK(recap_graph_replay(outer, s2));
+    assert_int_equal(*x, eager_outer(start));
+  }
+  /* The embedded graph still replays alone. */
+  *x = 2;
+  OK(recap_graph_replay(inner, s));
+  assert_int_equal(*x, 7);
+  OK(recap_free(x));
+  OK(recap_graph_destroy(outer));
+  destroy_and_expect_quiet(inner);
+}
+
+/* A capture that embeds the same graph twice runs it twice, in stream order. */
+/* A graph created without RECAP_GRAPH_KEEP has no template: its executable is launched into the
+ * capture, which records it as a child graph node, with the same bookkeeping. */
+RECAP_TEST(a_graph_without_keep_embeds_its_executable) {
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
+  int64_t *x;
+  recap_graph_t inner = inner_graph(s, 0, &x);
+  recap_pool_id_t pool = pool_of(inner);
+  uint64_t adds = recap__fake_now().calls[RECAP__FAKE_FAULT_CAPTURE_CHILD];
+  recap_graph_t outer = outer_graph(s2, inner, x);
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_CAPTURE_CHILD], adds);
+  assert_int_equal(recap__fake_now().graph_launches, 0);
+  assert_int_equal(pool_references(pool), 2);
+  assert_int_equal(nodes_of(outer), 3);
+  OK(recap_graph_destroy(inner));
+  *x = 9;
+  OK(recap_graph_replay(outer, s2));
+  assert_int_equal(*x, eager_outer(9));
+  OK(recap_free(x));
+  destroy_and_expect_quiet(outer);
+  assert_int_equal(pool_references(pool), 0);
+}
+
+RECAP_TEST(embedding_twice_runs_twice_in_order) {
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
+  int64_t *x;
+  recap_graph_t inner = inner_graph(s, RECAP_GRAPH_KEEP, &x);
+  recap_pool_id_t pool = pool_of(inner);
+  recap_graph_t outer;
+  OK(recap_graph_create(&outer, 0));
+  OK(recap_graph_capture_begin(outer, NULL, s2));
+  OK(recap_graph_replay(inner, s2));
+  run(s2, k_sub7, x);
+  OK(recap_graph_replay(inner, s2));
+  OK(recap_graph_capture_end(outer));
+  /* One reference for the outer graph, however often it embeds the pool. */
+  assert_int_equal(pool_references(pool), 2);
+  *x = 4;
+  OK(recap_graph_replay(outer, s2));
+  assert_int_equal(*x, ((4 * 3 + 1) - 7) * 3 + 1);
+  OK(recap_free(x));
+  OK(recap_graph_destroy(outer));
+  assert_int_equal(pool_references(pool), 1);
+  destroy_and_expect_quiet(inner);
+}
+
+RECAP_TEST(the_outer_graph_holds_the_embedded_pool) {
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
+  int64_t *x;
+  recap_graph_t inner = inner_graph(s, RECAP_GRAPH_KEEP, &x);
+  recap_pool_id_t pool = pool_of(inner);
+  assert_int_equal(pool_references(pool), 1);
+  recap_graph_t outer = outer_graph(s2, inner, x);
+  assert_int_equal(pool_references(pool), 2);
+  assert_true(recap_pool_is_default(pool) == 0);
+  /* The embedded graph goes; its pool, which the outer graph's work uses, stays. */
+  OK(recap_graph_destroy(inner));
+  assert_int_equal(pool_references(pool), 1);
+  *x = 1;
+  OK(recap_graph_replay(outer, s2));
+  assert_int_equal(*x, eager_outer(1));
+  OK(recap_free(x));
+  /* A reset of the outer graph gives the reference back. */
+  OK(recap_graph_reset(outer));
+  assert_int_equal(pool_references(pool), 0);
+  destroy_and_expect_quiet(outer);
+}
+
+RECAP_TEST(nesting_three_deep) {
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new(), s3 = recap__fake_stream_new();
+  int64_t *x;
+  recap_graph_t g1 = inner_graph(s, RECAP_GRAPH_KEEP, &x);
+  recap_graph_t g2;
+  OK(recap_graph_create(&g2, RECAP_GRAPH_KEEP));
+  OK(recap_graph_capture_begin(g2, NULL, s2));
+  run(s2, k_add10, x);
+  OK(recap_graph_replay(g1, s2));
+  OK(recap_graph_capture_end(g2));
+  recap_graph_t g3;
+  OK(recap_graph_create(&g3, 0));
+  OK(recap_graph_capture_begin(g3, NULL, s3));
+  OK(recap_graph_replay(g2, s3));
+  run(s3, k_mul2, x);
+  OK(recap_graph_replay(g1, s3));
+  OK(recap_graph_capture_end(g3));
+  assert_int_equal(nodes_of(g3), 3);
+  recap_pool_id_t p1 = pool_of(g1), p2 = pool_of(g2), p3 = pool_of(g3);
+  /* g1's pool: g1, g2 and g3; g2's: g2 and g3. */
+  assert_int_equal(pool_references(p1), 3);
+  assert_int_equal(pool_references(p2), 2);
+  assert_int_equal(pool_references(p3), 1);
+  for (int64_t start = 0; start < 3; start++) {
+    *x = start;
+    OK(recap_graph_replay(g3, s3));
+    assert_int_equal(*x, (((start + 10) * 3 + 1) * 2) * 3 + 1);
+  }
+  /* Each level still replays alone. */
+  *x = 1;
+  OK(recap_graph_replay(g2, s2));
+  assert_int_equal(*x, 34);
+  OK(recap_graph_replay(g1, s));
+  assert_int_equal(*x, 103);
+  OK(recap_graph_destroy(g1));
+  OK(recap_graph_destroy(g2));
+  assert_int_equal(pool_references(p1), 1);
+  assert_int_equal(pool_references(p2), 1);
+  *x = 0;
+  OK(recap_graph_replay(g3, s3));
+  assert_int_equal(*x, (((0 + 10) * 3 + 1) * 2) * 3 + 1);
+  OK(recap_free(x));
+  OK(recap_graph_destroy(g3));
+  assert_int_equal(pool_references(p1), 0);
+  assert_int_equal(pool_references(p2), 0);
+  expect_quiet();
+}
+
+/* A replay on a stream that does not capture launches, while another stream captures. */
+RECAP_TEST(a_replay_beside_a_capture_launches) {
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
+  int64_t *x;
+  recap_graph_t inner = inner_graph(s, RECAP_GRAPH_KEEP, &x);
+  recap_graph_t other;
+  OK(recap_graph_create(&other, 0));
+  OK(recap_graph_capture_begin(other, NULL, s2));
+  *x = 1;
+  OK(recap_graph_replay(inner, s));
+  assert_int_equal(*x, 4);
+  run(s2, k_mul2, x);
+  OK(recap_graph_capture_end(other));
+  assert_int_equal(pool_references(pool_of(inner)), 1);
+  OK(recap_free(x));
+  OK(recap_graph_destroy(other));
+  destroy_and_expect_quiet(inner);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Refusals and failures: each leaves the capture and the references as they were
+ * ---------------------------------------------------------------------------------------- */
+
+/* The outer capture on s2 goes on after a refusal: x += 10 then its end, one node. */
+static void expect_capture_unharmed(recap_graph_t outer, recap_stream_t s2, int64_t *x) {
+  run(s2, k_add10, x);
+  OK(recap_graph_capture_end(outer));
+  assert_int_equal(nodes_of(outer), 1);
+  *x = 1;
+  OK(recap_graph_replay(outer, s2));
+  assert_int_equal(*x, 11);
+}
+
+
+RECAP_TEST(a_graph_is_not_replayed_into_its_own_capture) {
+  recap_stream_t s;
+  recap_graph_t g = fresh_graph_capturing(&s, RECAP_GRAPH_KEEP);
+  EXPECT_STATUS(recap_graph_replay(g, s), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("cannot be replayed into its own capture");
+  launch(s, 1);
+  OK(recap_graph_capture_end(g));
+  assert_int_equal(nodes_of(g), 1);
+  destroy_and_expect_quiet(g);
+}
+
+RECAP_TEST(fresh_and_recapturing_graphs_are_refused) {
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
+  int64_t *x;
+  recap_graph_t inner = inner_graph(s, RECAP_GRAPH_KEEP, &x);
+  recap_graph_t fresh;
+  OK(recap_graph_create(&fresh, RECAP_GRAPH_KEEP));
+  recap_graph_t outer;
+  OK(recap_graph_create(&outer, 0));
+  OK(recap_graph_capture_begin(outer, NULL, s2));
+  EXPECT_STATUS(recap_graph_replay(fresh, s2), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("nothing was captured yet, so there is nothing to embed");
+  OK(recap_graph_recapture_begin(inner, NULL, s));
+  EXPECT_STATUS(recap_graph_replay(inner, s2), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("being recaptured");
+  run(s, k_mul3_add1, x);
+  OK(recap_graph_capture_end(inner));
+  expect_capture_unharmed(outer, s2, x);
+  OK(recap_free(x));
+  OK(recap_graph_destroy(outer));
+  OK(recap_graph_destroy(fresh));
+  destroy_and_expect_quiet(inner);
+}
+
+RECAP_TEST(conditional_nodes_are_refused) {
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
+  int64_t word = 0;
+  recap_graph_t inner;
+  OK(recap_graph_create(&inner, RECAP_GRAPH_KEEP));
+  OK(recap_graph_capture_begin(inner, NULL, s));
+  recap_cond_t c;
+  OK(recap_cond_create(&c, 1, s));
+  OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
+  run(s, k_add10, &word);
+  OK(recap_region_end(s));
+  OK(recap_graph_capture_end(inner));
+  recap_graph_t outer;
+  OK(recap_graph_create(&outer, 0));
+  OK(recap_graph_capture_begin(outer, NULL, s2));
+  EXPECT_STATUS(recap_graph_replay(inner, s2), RECAP_ERROR_NOT_SUPPORTED);
+  EXPECT_MESSAGE("the graph holds conditional nodes (regions on the device), which CUDA does not "
+                 "allow inside a child graph node");
+  assert_int_equal(pool_references(pool_of(inner)), 1);
+  expect_capture_unharmed(outer, s2, &word);
+  OK(recap_graph_destroy(outer));
+  destroy_and_expect_quiet(inner);
+}
+
+RECAP_TEST(random_numbers_are_refused) {
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
+  recap_generator_t gen;
+  OK(recap_generator_create(&gen, 7));
+  float *out;
+  OK(recap_malloc((void **)&out, 16 * sizeof *out, s));
+  recap_graph_t inner;
+  OK(recap_graph_create(&inner, RECAP_GRAPH_KEEP));
+  OK(recap_graph_capture_begin(inner, NULL, s));
+  OK(recap_rng_uniform(gen, out, 16, s));
+  OK(recap_graph_capture_end(inner));
+  int64_t word = 0;
+  recap_graph_t outer;
+  OK(recap_graph_create(&outer, 0));
+  OK(recap_graph_capture_begin(outer, NULL, s2));
+  EXPECT_STATUS(recap_graph_replay(inner, s2), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("its random-number generators act on the host at each of its replays");
+  expect_capture_unharmed(outer, s2, &word);
+  OK(recap_graph_destroy(outer));
+  OK(recap_graph_destroy(inner));
+  OK(recap_free(out));
+  OK(recap_generator_destroy(gen));
+  expect_quiet();
+}
+
+RECAP_TEST(a_failed_child_node_changes_nothing) {
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
+  int64_t *x;
+  recap_graph_t inner = inner_graph(s, RECAP_GRAPH_KEEP, &x);
+  recap_pool_id_t pool = pool_of(inner);
+  recap_graph_t outer;
+  OK(recap_graph_create(&outer, 0));
+  OK(recap_graph_capture_begin(outer, NULL, s2));
+  run(s2, k_add10, x);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_CAPTURE_CHILD, 1);
+  EXPECT_STATUS(recap_graph_replay(inner, s2), RECAP_ERROR_CUDA);
+  EXPECT_MESSAGE("fault injected");
+  assert_int_equal(pool_references(pool), 1);
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_CAPTURE_CHILD], 1);
+  /* The capture goes on; the same replay again succeeds. */
+  OK(recap_graph_replay(inner, s2));
+  run(s2, k_mul2, x);
+  OK(recap_graph_capture_end(outer));
+  assert_int_equal(pool_references(pool), 2);
+  assert_int_equal(nodes_of(outer), 3);
+  *x = 3;
+  OK(recap_graph_replay(outer, s2));
+  assert_int_equal(*x, eager_outer(3));
+  OK(recap_free(x));
+  OK(recap_graph_destroy(outer));
+  assert_int_equal(pool_references(pool), 1);
+  destroy_and_expect_quiet(inner);
+}
+
+/* An outer capture that fails gives back the references its embeds took. */
+RECAP_TEST(an_abandoned_outer_capture_gives_the_references_back) {
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
+  int64_t *x;
+  recap_graph_t inner = inner_graph(s, RECAP_GRAPH_KEEP, &x);
+  recap_pool_id_t pool = pool_of(inner);
+  recap_graph_t outer;
+  OK(recap_graph_create(&outer, 0));
+  OK(recap_graph_capture_begin(outer, NULL, s2));
+  OK(recap_graph_replay(inner, s2));
+  assert_int_equal(pool_references(pool), 2);
+  recap__fake_capture_invalidate(s2);
+  EXPECT_STATUS(recap_graph_capture_end(outer), RECAP_ERROR_CAPTURE_INVALIDATED);
+  assert_int_equal(pool_references(pool), 1);
+  OK(recap_free(x));
+  OK(recap_graph_destroy(outer));
+  destroy_and_expect_quiet(inner);
+}
+
+RECAP_TEST(a_sleeping_embedded_pool_stops_the_outer_replay) {
+  reset_expandable((size_t)1 << 30);
+  recap_stream_t s = recap__fake_stream_new(), s2 = recap__fake_stream_new();
+  int64_t *x;
+  recap_graph_t inner = inner_graph(s, RECAP_GRAPH_KEEP, &x);
+  recap_pool_id_t pool = pool_of(inner);
+  recap_graph_t outer = outer_graph(s2, inner, x);
+  OK(recap_pool_sleep(pool, RECAP_SLEEP_OFFLOAD));
+  EXPECT_STATUS(recap_graph_replay(outer, s2), RECAP_ERROR_POOL_ASLEEP);
+  /* Nor is a graph whose pool sleeps embedded. */
+  recap_graph_t other;
+  OK(recap_graph_create(&other, 0));
+  OK(recap_graph_capture_begin(other, NULL, s2));
+  EXPECT_STATUS(recap_graph_replay(inner, s2), RECAP_ERROR_POOL_ASLEEP);
+  launch(s2, 1);
+  OK(recap_graph_capture_end(other));
+  OK(recap_pool_wake(pool));
+  *x = 2;
+  OK(recap_graph_replay(outer, s2));
+  assert_int_equal(*x, eager_outer(2));
+  OK(recap_free(x));
+  OK(recap_graph_destroy(other));
+  OK(recap_graph_destroy(outer));
+  destroy_and_expect_quiet(inner);
+}
+
+static const struct CMUnitTest tests[] = {
+    cmocka_unit_test(replay_in_a_capture_embeds_the_graph),
+    cmocka_unit_test(a_graph_without_keep_embeds_its_executable),
+    cmocka_unit_test(embedding_twice_runs_twice_in_order),
+    cmocka_unit_test(the_outer_graph_holds_the_embedded_pool),
+    cmocka_unit_test(nesting_three_deep),
+    cmocka_unit_test(a_replay_beside_a_capture_launches),
+    cmocka_unit_test(a_graph_is_not_replayed_into_its_own_capture),
+    cmocka_unit_test(fresh_and_recapturing_graphs_are_refused),
+    cmocka_unit_test(conditional_nodes_are_refused),
+    cmocka_unit_test(random_numbers_are_refused),
+    cmocka_unit_test(a_failed_child_node_changes_nothing),
+    cmocka_unit_test(an_abandoned_outer_capture_gives_the_references_back),
+    cmocka_unit_test(a_sleeping_embedded_pool_stops_the_outer_replay),
+};
+RECAP_TEST_MAIN(tests)
