@@ -25,6 +25,7 @@
 #include "core/error.h"
 #include "core/host.h"
 #include "graph/graph_internal.h"
+#include "graph/registry.h"
 
 typedef struct embed_pool {
   int device;
@@ -80,8 +81,9 @@ static recap_status_t record_of(recap_graph_t outer, embed_record_t **record) {
   if (*record) return RECAP_SUCCESS;
   embed_record_t *r = recap__host_calloc(1, sizeof *r);
   if (!r)
-    return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graph_replay: out of host memory to "
-                                                   "embed the graph into the capture");
+    return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
+                        "recap_graph_replay: out of host memory to "
+                        "embed the graph into the capture");
   recap_status_t s = recap__graph_add_hook(outer, &embed_hooks, r);
   if (s != RECAP_SUCCESS) {
     recap__host_free(r);
@@ -98,8 +100,9 @@ static recap_status_t record_take(embed_record_t *into, const embed_pool_t *add,
     size_t capacity = into->count + count + 4;
     embed_pool_t *grown = recap__host_realloc(into->pools, capacity * sizeof *grown);
     if (!grown)
-      return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "recap_graph_replay: out of host memory to "
-                                                     "embed the graph into the capture");
+      return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
+                          "recap_graph_replay: out of host memory to "
+                          "embed the graph into the capture");
     into->pools = grown;
     into->capacity = capacity;
   }
@@ -208,4 +211,25 @@ recap_status_t recap__graph_embed(recap_graph_t graph, recap_graph_t outer, reca
     recap__error_restore(&cause);
   }
   return s;
+}
+
+recap_status_t recap__graph_capturing_into(recap_stream_t stream, recap_graph_t *outer) {
+  *outer = NULL;
+  recap__capture_status_t status;
+  uint64_t id = 0;
+  /* The cheap query: a graph being replayed was captured, so a context exists. */
+  RECAP__CHECK(recap__device()->stream_capture_id(stream, &status, &id));
+  if (status == RECAP__CAPTURE_ACTIVE) *outer = recap__registry_find(id);
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap__graph_embed_check(recap_graph_t graph, recap_stream_t stream) {
+  if (RECAP__LIKELY(recap__registry_active() == 0)) return RECAP_SUCCESS;
+  recap_graph_t outer;
+  RECAP__CHECK(recap__graph_capturing_into(stream, &outer));
+  if (!outer) return RECAP_SUCCESS;
+  RECAP__CHECK(embed_check(graph, outer));
+  RECAP__CHECK(recap__graph_pools_awake(graph));
+  embed_record_t *inner = recap__graph_hook_ctx(graph, &embed_hooks);
+  return inner ? record_pools_awake(inner) : RECAP_SUCCESS;
 }

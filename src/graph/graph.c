@@ -538,8 +538,8 @@ recap_status_t recap_graph_replay(recap_graph_t graph, recap_stream_t stream) {
   /* On a stream that captures into a recap graph the replay embeds the graph (embed.c). While
    * no recap capture is under way anywhere this costs one relaxed load. */
   if (RECAP__UNLIKELY(recap__registry_active() != 0)) {
-    recap_graph_t outer = NULL;
-    RECAP__CHECK(recap__registry_find_stream(stream, &outer));
+    recap_graph_t outer;
+    RECAP__CHECK(recap__graph_capturing_into(stream, &outer));
     if (outer) return recap__graph_embed(graph, outer, stream);
   }
   if (graph->state != RECAP__GRAPH_CAPTURED) {

@@ -260,7 +260,6 @@ static void expect_capture_unharmed(recap_graph_t outer, recap_stream_t s2, int6
   assert_int_equal(*x, 11);
 }
 
-
 RECAP_TEST(a_graph_is_not_replayed_into_its_own_capture) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph_capturing(&s, RECAP_GRAPH_KEEP);
@@ -311,8 +310,9 @@ RECAP_TEST(conditional_nodes_are_refused) {
   OK(recap_graph_create(&outer, 0));
   OK(recap_graph_capture_begin(outer, NULL, s2));
   EXPECT_STATUS(recap_graph_replay(inner, s2), RECAP_ERROR_NOT_SUPPORTED);
-  EXPECT_MESSAGE("the graph holds conditional nodes (regions on the device), which CUDA does not "
-                 "allow inside a child graph node");
+  EXPECT_MESSAGE(
+      "the graph holds conditional nodes (regions on the device), which CUDA does not "
+      "allow inside a child graph node");
   assert_int_equal(pool_references(pool_of(inner)), 1);
   expect_capture_unharmed(outer, s2, &word);
   OK(recap_graph_destroy(outer));
