@@ -418,6 +418,145 @@ RECAP_TEST(a_sleeping_embedded_pool_stops_the_outer_replay) {
   destroy_and_expect_quiet(inner);
 }
 
+/* ------------------------------------------------------------------------------------------
+ * Graphed callables and graph sets call replay: their runs inside a capture embed too
+ * ---------------------------------------------------------------------------------------- */
+
+static void k_affine(void *const *args, size_t n) {
+  (void)n;
+  const int64_t *in = args[0];
+  int64_t *out = args[1];
+  *out = *in * 3 + 1;
+}
+
+static recap_status_t affine_forward(void *ctx, recap_stream_t stream, int training,
+                                     const recap_buffer_t *inputs, recap_buffer_t *outputs) {
+  (void)ctx;
+  (void)training;
+  outputs[0].bytes = sizeof(int64_t);
+  RECAP__CHECK(recap_malloc(&outputs[0].data, outputs[0].bytes, stream));
+  const void *args[] = {inputs[0].data, outputs[0].data};
+  recap__fake_launch_kernel_fn(stream, "affine", k_affine, args, 2);
+  return RECAP_SUCCESS;
+}
+
+/* A graphed callable out = 3 in + 1 over one word, captured (with input-liveness checks when
+ * liveness is set); *sample is its static input. */
+static recap_graphed_t affine_callable(recap_stream_t s, int64_t **sample, int liveness) {
+  OK(recap_malloc((void **)sample, sizeof **sample, s));
+  **sample = 0;
+  recap_buffer_t in = {*sample, sizeof **sample};
+  recap_callable_desc_t d = RECAP_CALLABLE_DESC_INIT;
+  d.forward = affine_forward;
+  d.input_count = 1;
+  d.sample_inputs = &in;
+  d.output_count = 1;
+  recap_graphed_options_t o = RECAP_GRAPHED_OPTIONS_INIT;
+  o.training = 0;
+  o.check_input_liveness = liveness;
+  recap_graphed_t h;
+  OK(recap_graphed_create(&h, &d, 1, &o));
+  return h;
+}
+
+RECAP_TEST(a_graphed_forward_in_a_capture_embeds) {
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
+  int64_t *sample, *given;
+  recap_graphed_t h = affine_callable(s, &sample, 0);
+  OK(recap_malloc((void **)&given, sizeof *given, s));
+  recap_graph_t outer;
+  OK(recap_graph_create(&outer, 0));
+  OK(recap_graph_capture_begin(outer, NULL, s2));
+  recap_buffer_t in = {given, sizeof *given};
+  const recap_buffer_t *out = NULL;
+  /* The input is staged into the capture (a copy node), then the forward graph embedded. */
+  OK(recap_graphed_forward(h, 0, &in, s2, &out));
+  run(s2, k_add10, out[0].data);
+  OK(recap_graph_capture_end(outer));
+  assert_int_equal(nodes_of(outer), 3);
+  for (int64_t v = -2; v < 3; v++) {
+    *given = v;
+    OK(recap_graph_replay(outer, s2));
+    assert_int_equal(*(int64_t *)out[0].data, v * 3 + 1 + 10);
+  }
+  OK(recap_graph_destroy(outer));
+  OK(recap_free(given));
+  OK(recap_graphed_destroy(h));
+  OK(recap_free(sample));
+  expect_quiet();
+}
+
+/* A callable whose graphs check their inputs at each replay is refused before its input is
+ * staged: the capture holds nothing of it. */
+RECAP_TEST(a_graphed_forward_with_liveness_checks_is_refused_unharmed) {
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
+  int64_t *sample, *given;
+  recap_graphed_t h = affine_callable(s, &sample, 1);
+  OK(recap_malloc((void **)&given, sizeof *given, s));
+  recap_graph_t outer;
+  OK(recap_graph_create(&outer, 0));
+  OK(recap_graph_capture_begin(outer, NULL, s2));
+  recap_buffer_t in = {given, sizeof *given};
+  const recap_buffer_t *out = NULL;
+  EXPECT_STATUS(recap_graphed_forward(h, 0, &in, s2, &out), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("input-liveness checks");
+  expect_capture_unharmed(outer, s2, given);
+  OK(recap_graph_destroy(outer));
+  OK(recap_free(given));
+  OK(recap_graphed_destroy(h));
+  OK(recap_free(sample));
+  expect_quiet();
+}
+
+static int64_t set_word;
+
+/* The step of a graph set: set_word = set_word * 3 + size. */
+static void k_step(void *const *args, size_t n) {
+  (void)n;
+  int64_t *x = args[0];
+  *x = *x * 3 + (int64_t)(uintptr_t)args[1];
+}
+
+static recap_status_t set_step(size_t size, recap_stream_t stream, void *user_data) {
+  (void)user_data;
+  const void *args[] = {&set_word, (const void *)(uintptr_t)size};
+  recap__fake_launch_kernel_fn(stream, "step", k_step, args, 2);
+  return RECAP_SUCCESS;
+}
+
+RECAP_TEST(a_graph_set_run_in_a_capture_embeds) {
+  recap_stream_t s = fresh_stream();
+  static const size_t sizes[] = {4, 8};
+  recap_graph_set_options_t o = RECAP_GRAPH_SET_OPTIONS_INIT;
+  o.sizes = sizes;
+  o.size_count = 2;
+  recap_graph_set_t set;
+  OK(recap_graph_set_create(&set, set_step, NULL, &o));
+  recap_graph_t outer;
+  OK(recap_graph_create(&outer, 0));
+  OK(recap_graph_capture_begin(outer, NULL, s));
+  size_t padded = 0;
+  int graphed = 0;
+  OK(recap_graph_set_run(set, 3, s, &padded, &graphed));
+  assert_int_equal(padded, 4);
+  assert_int_equal(graphed, 1);
+  OK(recap_graph_set_run(set, 7, s, &padded, &graphed));
+  assert_int_equal(padded, 8);
+  OK(recap_graph_capture_end(outer));
+  assert_int_equal(nodes_of(outer), 2);
+  for (int64_t v = 0; v < 3; v++) {
+    set_word = v;
+    OK(recap_graph_replay(outer, s));
+    assert_int_equal(set_word, (v * 3 + 4) * 3 + 8);
+  }
+  /* The set's pool outlives the set while the outer graph holds it. */
+  OK(recap_graph_set_destroy(set));
+  set_word = 1;
+  OK(recap_graph_replay(outer, s));
+  assert_int_equal(set_word, (1 * 3 + 4) * 3 + 8);
+  destroy_and_expect_quiet(outer);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(replay_in_a_capture_embeds_the_graph),
     cmocka_unit_test(a_graph_without_keep_embeds_its_executable),
@@ -432,5 +571,8 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_failed_child_node_changes_nothing),
     cmocka_unit_test(an_abandoned_outer_capture_gives_the_references_back),
     cmocka_unit_test(a_sleeping_embedded_pool_stops_the_outer_replay),
+    cmocka_unit_test(a_graphed_forward_in_a_capture_embeds),
+    cmocka_unit_test(a_graphed_forward_with_liveness_checks_is_refused_unharmed),
+    cmocka_unit_test(a_graph_set_run_in_a_capture_embeds),
 };
 RECAP_TEST_MAIN(tests)
