@@ -28,6 +28,18 @@ static void inner_eager(float *x, cudaStream_t s) {
   CUDA_OK(recap_test_add_scalar(x, x, N, 1.0f, s));
 }
 
+/* What g2 (x += 3, then g1) and g3 (g2, x *= 0.5, then g1) of nesting_three_deep do, eagerly. */
+static void g2_eager(float *x, cudaStream_t s) {
+  CUDA_OK(recap_test_add_scalar(x, x, N, 3.0f, s));
+  inner_eager(x, s);
+}
+
+static void g3_eager(float *x, cudaStream_t s) {
+  g2_eager(x, s);
+  CUDA_OK(recap_test_scale(x, N, 0.5f, s));
+  inner_eager(x, s);
+}
+
 static int references(recap_pool_id_t pool) {
   recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
   OK(recap_pool_memory(pool, &info));
@@ -104,23 +116,16 @@ RECAP_TEST(nesting_three_deep) {
   assert_int_equal(references(pools[1]), 2);
   for (int i = 0; i < 2; i++) {
     OK(recap_graph_replay(g3, s3));
-    CUDA_OK(recap_test_add_scalar(y, y, N, 3.0f, s));
-    inner_eager(y, s);
-    CUDA_OK(recap_test_scale(y, N, 0.5f, s));
-    inner_eager(y, s);
+    g3_eager(y, s);
   }
   gpu_expect_same_bits(x, y, N);
   OK(recap_graph_replay(g2, s2));
-  CUDA_OK(recap_test_add_scalar(y, y, N, 3.0f, s));
-  inner_eager(y, s);
+  g2_eager(y, s);
   gpu_expect_same_bits(x, y, N);
   OK(recap_graph_destroy(g1));
   OK(recap_graph_destroy(g2));
   OK(recap_graph_replay(g3, s3));
-  CUDA_OK(recap_test_add_scalar(y, y, N, 3.0f, s));
-  inner_eager(y, s);
-  CUDA_OK(recap_test_scale(y, N, 0.5f, s));
-  inner_eager(y, s);
+  g3_eager(y, s);
   gpu_expect_same_bits(x, y, N);
   OK(recap_graph_destroy(g3));
   OK(recap_free(x));

@@ -16,33 +16,17 @@
  * Kernels that compute on one 64-bit word, and the work they stand for run eagerly
  * ---------------------------------------------------------------------------------------- */
 
-static void k_mul3_add1(void *const *args, size_t n) {
+/* x = x * a + b, its argument words being x, a and b. */
+static void k_axb(void *const *args, size_t n) {
   (void)n;
   int64_t *x = args[0];
-  *x = *x * 3 + 1;
+  *x = *x * (int64_t)(intptr_t)args[1] + (int64_t)(intptr_t)args[2];
 }
 
-static void k_add10(void *const *args, size_t n) {
-  (void)n;
-  int64_t *x = args[0];
-  *x += 10;
-}
-
-static void k_mul2(void *const *args, size_t n) {
-  (void)n;
-  int64_t *x = args[0];
-  *x *= 2;
-}
-
-static void k_sub7(void *const *args, size_t n) {
-  (void)n;
-  int64_t *x = args[0];
-  *x -= 7;
-}
-
-static void run(recap_stream_t s, recap__fake_kernel_fn_t fn, int64_t *x) {
-  const void *args[] = {x};
-  recap__fake_launch_kernel_fn(s, "k", fn, args, 1);
+/* Launch x = x * a + b on s. */
+static void run(recap_stream_t s, int64_t a, int64_t b, int64_t *x) {
+  const void *args[] = {x, (const void *)(intptr_t)a, (const void *)(intptr_t)b};
+  recap__fake_launch_kernel_fn(s, "axb", k_axb, args, 3);
 }
 
 /* A graph with flags capturing x = 3x + 1 on s, its word allocated in its pool: *x. */
@@ -51,7 +35,7 @@ static recap_graph_t inner_graph(recap_stream_t s, unsigned flags, int64_t **x) 
   OK(recap_graph_create(&g, flags));
   OK(recap_graph_capture_begin(g, NULL, s));
   OK(recap_malloc((void **)x, sizeof **x, s));
-  run(s, k_mul3_add1, *x);
+  run(s, 3, 1, *x);
   OK(recap_graph_capture_end(g));
   return g;
 }
@@ -61,19 +45,51 @@ static recap_graph_t outer_graph(recap_stream_t s, recap_graph_t inner, int64_t 
   recap_graph_t g;
   OK(recap_graph_create(&g, 0));
   OK(recap_graph_capture_begin(g, NULL, s));
-  run(s, k_add10, x);
+  run(s, 1, 10, x);
   OK(recap_graph_replay(inner, s));
-  run(s, k_mul2, x);
+  run(s, 2, 0, x);
   OK(recap_graph_capture_end(g));
   return g;
 }
 
-static int64_t eager_outer(int64_t x) {
-  void *args[] = {&x};
-  k_add10(args, 1);
-  k_mul3_add1(args, 1);
-  k_mul2(args, 1);
-  return x;
+/* What outer_graph's work does, eagerly. */
+static int64_t eager_outer(int64_t x) { return ((x + 10) * 3 + 1) * 2; }
+
+/* outer (outer_graph's) replayed on s from x = start gives what the work gives eagerly. */
+static void expect_outer_eager(recap_graph_t outer, recap_stream_t s, int64_t *x, int64_t start) {
+  *x = start;
+  OK(recap_graph_replay(outer, s));
+  assert_int_equal(*x, eager_outer(start));
+}
+
+/* The end of a test of inner embedded in outer: x freed, outer destroyed (giving back its
+ * reference to inner's pool), inner destroyed. */
+static void finish_embedded(recap_graph_t inner, recap_graph_t outer, int64_t *x) {
+  recap_pool_id_t pool = pool_of(inner);
+  int before = pool_references(pool);
+  OK(recap_free(x));
+  OK(recap_graph_destroy(outer));
+  assert_int_equal(pool_references(pool), before - 1);
+  destroy_and_expect_quiet(inner);
+}
+
+/* A KEEP inner graph (inner_graph on s) and an outer graph capturing on s2. */
+typedef struct embed_case {
+  recap_stream_t s, s2;
+  int64_t *x;
+  recap_graph_t inner, outer;
+  recap_pool_id_t pool; /* inner's */
+} embed_case_t;
+
+static embed_case_t embed_case(void) {
+  embed_case_t c;
+  c.s = fresh_stream();
+  c.s2 = recap__fake_stream_new();
+  c.inner = inner_graph(c.s, RECAP_GRAPH_KEEP, &c.x);
+  c.pool = pool_of(c.inner);
+  OK(recap_graph_create(&c.outer, 0));
+  OK(recap_graph_capture_begin(c.outer, NULL, c.s2));
+  return c;
 }
 
 static size_t nodes_of(recap_graph_t g) {
@@ -97,18 +113,12 @@ RECAP_TEST(replay_in_a_capture_embeds_the_graph) {
   assert_int_equal(recap__fake_now().graph_launches, launches);
   assert_int_equal(*x, 5);
   assert_int_equal(nodes_of(outer), 3);
-  for (int64_t start = -3; start < 4; start++) {
-    *x = start;
-    OK(recap_graph_replay(outer, s2));
-    assert_int_equal(*x, eager_outer(start));
-  }
+  for (int64_t start = -3; start < 4; start++) expect_outer_eager(outer, s2, x, start);
   /* The embedded graph still replays alone. */
   *x = 2;
   OK(recap_graph_replay(inner, s));
   assert_int_equal(*x, 7);
-  OK(recap_free(x));
-  OK(recap_graph_destroy(outer));
-  destroy_and_expect_quiet(inner);
+  finish_embedded(inner, outer, x);
 }
 
 /* A capture that embeds the same graph twice runs it twice, in stream order. */
@@ -126,24 +136,20 @@ RECAP_TEST(a_graph_without_keep_embeds_its_executable) {
   assert_int_equal(pool_references(pool), 2);
   assert_int_equal(nodes_of(outer), 3);
   OK(recap_graph_destroy(inner));
-  *x = 9;
-  OK(recap_graph_replay(outer, s2));
-  assert_int_equal(*x, eager_outer(9));
+  expect_outer_eager(outer, s2, x, 9);
   OK(recap_free(x));
   destroy_and_expect_quiet(outer);
   assert_int_equal(pool_references(pool), 0);
 }
 
 RECAP_TEST(embedding_twice_runs_twice_in_order) {
-  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
-  int64_t *x;
-  recap_graph_t inner = inner_graph(s, RECAP_GRAPH_KEEP, &x);
-  recap_pool_id_t pool = pool_of(inner);
-  recap_graph_t outer;
-  OK(recap_graph_create(&outer, 0));
-  OK(recap_graph_capture_begin(outer, NULL, s2));
+  embed_case_t c = embed_case();
+  recap_stream_t s2 = c.s2;
+  int64_t *x = c.x;
+  recap_graph_t inner = c.inner, outer = c.outer;
+  recap_pool_id_t pool = c.pool;
   OK(recap_graph_replay(inner, s2));
-  run(s2, k_sub7, x);
+  run(s2, 1, -7, x);
   OK(recap_graph_replay(inner, s2));
   OK(recap_graph_capture_end(outer));
   /* One reference for the outer graph, however often it embeds the pool. */
@@ -151,10 +157,7 @@ RECAP_TEST(embedding_twice_runs_twice_in_order) {
   *x = 4;
   OK(recap_graph_replay(outer, s2));
   assert_int_equal(*x, ((4 * 3 + 1) - 7) * 3 + 1);
-  OK(recap_free(x));
-  OK(recap_graph_destroy(outer));
-  assert_int_equal(pool_references(pool), 1);
-  destroy_and_expect_quiet(inner);
+  finish_embedded(inner, outer, x);
 }
 
 RECAP_TEST(the_outer_graph_holds_the_embedded_pool) {
@@ -169,9 +172,7 @@ RECAP_TEST(the_outer_graph_holds_the_embedded_pool) {
   /* The embedded graph goes; its pool, which the outer graph's work uses, stays. */
   OK(recap_graph_destroy(inner));
   assert_int_equal(pool_references(pool), 1);
-  *x = 1;
-  OK(recap_graph_replay(outer, s2));
-  assert_int_equal(*x, eager_outer(1));
+  expect_outer_eager(outer, s2, x, 1);
   OK(recap_free(x));
   /* A reset of the outer graph gives the reference back. */
   OK(recap_graph_reset(outer));
@@ -186,14 +187,14 @@ RECAP_TEST(nesting_three_deep) {
   recap_graph_t g2;
   OK(recap_graph_create(&g2, RECAP_GRAPH_KEEP));
   OK(recap_graph_capture_begin(g2, NULL, s2));
-  run(s2, k_add10, x);
+  run(s2, 1, 10, x);
   OK(recap_graph_replay(g1, s2));
   OK(recap_graph_capture_end(g2));
   recap_graph_t g3;
   OK(recap_graph_create(&g3, 0));
   OK(recap_graph_capture_begin(g3, NULL, s3));
   OK(recap_graph_replay(g2, s3));
-  run(s3, k_mul2, x);
+  run(s3, 2, 0, x);
   OK(recap_graph_replay(g1, s3));
   OK(recap_graph_capture_end(g3));
   assert_int_equal(nodes_of(g3), 3);
@@ -238,7 +239,7 @@ RECAP_TEST(a_replay_beside_a_capture_launches) {
   *x = 1;
   OK(recap_graph_replay(inner, s));
   assert_int_equal(*x, 4);
-  run(s2, k_mul2, x);
+  run(s2, 2, 0, x);
   OK(recap_graph_capture_end(other));
   assert_int_equal(pool_references(pool_of(inner)), 1);
   OK(recap_free(x));
@@ -252,7 +253,7 @@ RECAP_TEST(a_replay_beside_a_capture_launches) {
 
 /* The outer capture on s2 goes on after a refusal: x += 10 then its end, one node. */
 static void expect_capture_unharmed(recap_graph_t outer, recap_stream_t s2, int64_t *x) {
-  run(s2, k_add10, x);
+  run(s2, 1, 10, x);
   OK(recap_graph_capture_end(outer));
   assert_int_equal(nodes_of(outer), 1);
   *x = 1;
@@ -285,7 +286,7 @@ RECAP_TEST(fresh_and_recapturing_graphs_are_refused) {
   OK(recap_graph_recapture_begin(inner, NULL, s));
   EXPECT_STATUS(recap_graph_replay(inner, s2), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("being recaptured");
-  run(s, k_mul3_add1, x);
+  run(s, 3, 1, x);
   OK(recap_graph_capture_end(inner));
   expect_capture_unharmed(outer, s2, x);
   OK(recap_free(x));
@@ -303,7 +304,7 @@ RECAP_TEST(conditional_nodes_are_refused) {
   recap_cond_t c;
   OK(recap_cond_create(&c, 1, s));
   OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
-  run(s, k_add10, &word);
+  run(s, 1, 10, &word);
   OK(recap_region_end(s));
   OK(recap_graph_capture_end(inner));
   recap_graph_t outer;
@@ -345,14 +346,12 @@ RECAP_TEST(random_numbers_are_refused) {
 }
 
 RECAP_TEST(a_failed_child_node_changes_nothing) {
-  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
-  int64_t *x;
-  recap_graph_t inner = inner_graph(s, RECAP_GRAPH_KEEP, &x);
-  recap_pool_id_t pool = pool_of(inner);
-  recap_graph_t outer;
-  OK(recap_graph_create(&outer, 0));
-  OK(recap_graph_capture_begin(outer, NULL, s2));
-  run(s2, k_add10, x);
+  embed_case_t c = embed_case();
+  recap_stream_t s2 = c.s2;
+  int64_t *x = c.x;
+  recap_graph_t inner = c.inner, outer = c.outer;
+  recap_pool_id_t pool = c.pool;
+  run(s2, 1, 10, x);
   recap__fake_fail_nth(RECAP__FAKE_FAULT_CAPTURE_CHILD, 1);
   EXPECT_STATUS(recap_graph_replay(inner, s2), RECAP_ERROR_CUDA);
   EXPECT_MESSAGE("fault injected");
@@ -360,28 +359,21 @@ RECAP_TEST(a_failed_child_node_changes_nothing) {
   assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_CAPTURE_CHILD], 1);
   /* The capture goes on; the same replay again succeeds. */
   OK(recap_graph_replay(inner, s2));
-  run(s2, k_mul2, x);
+  run(s2, 2, 0, x);
   OK(recap_graph_capture_end(outer));
   assert_int_equal(pool_references(pool), 2);
   assert_int_equal(nodes_of(outer), 3);
-  *x = 3;
-  OK(recap_graph_replay(outer, s2));
-  assert_int_equal(*x, eager_outer(3));
-  OK(recap_free(x));
-  OK(recap_graph_destroy(outer));
-  assert_int_equal(pool_references(pool), 1);
-  destroy_and_expect_quiet(inner);
+  expect_outer_eager(outer, s2, x, 3);
+  finish_embedded(inner, outer, x);
 }
 
 /* An outer capture that fails gives back the references its embeds took. */
 RECAP_TEST(an_abandoned_outer_capture_gives_the_references_back) {
-  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
-  int64_t *x;
-  recap_graph_t inner = inner_graph(s, RECAP_GRAPH_KEEP, &x);
-  recap_pool_id_t pool = pool_of(inner);
-  recap_graph_t outer;
-  OK(recap_graph_create(&outer, 0));
-  OK(recap_graph_capture_begin(outer, NULL, s2));
+  embed_case_t c = embed_case();
+  recap_stream_t s2 = c.s2;
+  int64_t *x = c.x;
+  recap_graph_t inner = c.inner, outer = c.outer;
+  recap_pool_id_t pool = c.pool;
   OK(recap_graph_replay(inner, s2));
   assert_int_equal(pool_references(pool), 2);
   recap__fake_capture_invalidate(s2);
@@ -409,9 +401,7 @@ RECAP_TEST(a_sleeping_embedded_pool_stops_the_outer_replay) {
   launch(s2, 1);
   OK(recap_graph_capture_end(other));
   OK(recap_pool_wake(pool));
-  *x = 2;
-  OK(recap_graph_replay(outer, s2));
-  assert_int_equal(*x, eager_outer(2));
+  expect_outer_eager(outer, s2, x, 2);
   OK(recap_free(x));
   OK(recap_graph_destroy(other));
   OK(recap_graph_destroy(outer));
@@ -459,53 +449,61 @@ static recap_graphed_t affine_callable(recap_stream_t s, int64_t **sample, int l
   return h;
 }
 
-RECAP_TEST(a_graphed_forward_in_a_capture_embeds) {
-  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
+/* A callable (affine_callable) over a word of its own (`given`), and an outer graph capturing
+ * on s2. */
+typedef struct graphed_case {
+  recap_stream_t s2;
   int64_t *sample, *given;
-  recap_graphed_t h = affine_callable(s, &sample, 0);
-  OK(recap_malloc((void **)&given, sizeof *given, s));
+  recap_graphed_t h;
   recap_graph_t outer;
-  OK(recap_graph_create(&outer, 0));
-  OK(recap_graph_capture_begin(outer, NULL, s2));
-  recap_buffer_t in = {given, sizeof *given};
+} graphed_case_t;
+
+static graphed_case_t graphed_case(int liveness) {
+  graphed_case_t c;
+  recap_stream_t s = fresh_stream();
+  c.s2 = recap__fake_stream_new();
+  c.h = affine_callable(s, &c.sample, liveness);
+  OK(recap_malloc((void **)&c.given, sizeof *c.given, s));
+  OK(recap_graph_create(&c.outer, 0));
+  OK(recap_graph_capture_begin(c.outer, NULL, c.s2));
+  return c;
+}
+
+static void graphed_case_finish(graphed_case_t *c) {
+  OK(recap_graph_destroy(c->outer));
+  OK(recap_free(c->given));
+  OK(recap_graphed_destroy(c->h));
+  OK(recap_free(c->sample));
+  expect_quiet();
+}
+
+RECAP_TEST(a_graphed_forward_in_a_capture_embeds) {
+  graphed_case_t c = graphed_case(0);
+  recap_buffer_t in = {c.given, sizeof *c.given};
   const recap_buffer_t *out = NULL;
   /* The input is staged into the capture (a copy node), then the forward graph embedded. */
-  OK(recap_graphed_forward(h, 0, &in, s2, &out));
-  run(s2, k_add10, out[0].data);
-  OK(recap_graph_capture_end(outer));
-  assert_int_equal(nodes_of(outer), 3);
+  OK(recap_graphed_forward(c.h, 0, &in, c.s2, &out));
+  run(c.s2, 1, 10, out[0].data);
+  OK(recap_graph_capture_end(c.outer));
+  assert_int_equal(nodes_of(c.outer), 3);
   for (int64_t v = -2; v < 3; v++) {
-    *given = v;
-    OK(recap_graph_replay(outer, s2));
+    *c.given = v;
+    OK(recap_graph_replay(c.outer, c.s2));
     assert_int_equal(*(int64_t *)out[0].data, v * 3 + 1 + 10);
   }
-  OK(recap_graph_destroy(outer));
-  OK(recap_free(given));
-  OK(recap_graphed_destroy(h));
-  OK(recap_free(sample));
-  expect_quiet();
+  graphed_case_finish(&c);
 }
 
 /* A callable whose graphs check their inputs at each replay is refused before its input is
  * staged: the capture holds nothing of it. */
 RECAP_TEST(a_graphed_forward_with_liveness_checks_is_refused_unharmed) {
-  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
-  int64_t *sample, *given;
-  recap_graphed_t h = affine_callable(s, &sample, 1);
-  OK(recap_malloc((void **)&given, sizeof *given, s));
-  recap_graph_t outer;
-  OK(recap_graph_create(&outer, 0));
-  OK(recap_graph_capture_begin(outer, NULL, s2));
-  recap_buffer_t in = {given, sizeof *given};
+  graphed_case_t c = graphed_case(1);
+  recap_buffer_t in = {c.given, sizeof *c.given};
   const recap_buffer_t *out = NULL;
-  EXPECT_STATUS(recap_graphed_forward(h, 0, &in, s2, &out), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_STATUS(recap_graphed_forward(c.h, 0, &in, c.s2, &out), RECAP_ERROR_INVALID_USAGE);
   EXPECT_MESSAGE("input-liveness checks");
-  expect_capture_unharmed(outer, s2, given);
-  OK(recap_graph_destroy(outer));
-  OK(recap_free(given));
-  OK(recap_graphed_destroy(h));
-  OK(recap_free(sample));
-  expect_quiet();
+  expect_capture_unharmed(c.outer, c.s2, c.given);
+  graphed_case_finish(&c);
 }
 
 static int64_t set_word;
