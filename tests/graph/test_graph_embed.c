@@ -180,6 +180,28 @@ RECAP_TEST(the_outer_graph_holds_the_embedded_pool) {
   destroy_and_expect_quiet(outer);
 }
 
+/* A recapture of the outer graph replaces its capture: the references of what the old capture
+ * embedded go once the recapture succeeds, and stay while it runs. */
+RECAP_TEST(a_recapture_of_the_outer_graph_gives_the_references_back) {
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
+  int64_t *x;
+  recap_graph_t inner = inner_graph(s, RECAP_GRAPH_KEEP, &x);
+  recap_pool_id_t pool = pool_of(inner);
+  recap_graph_t outer = outer_graph(s2, inner, x);
+  assert_int_equal(pool_references(pool), 2);
+  OK(recap_graph_recapture_begin(outer, NULL, s2));
+  run(s2, 2, 0, x);
+  assert_int_equal(pool_references(pool), 2);
+  OK(recap_graph_capture_end(outer));
+  assert_int_equal(pool_references(pool), 1);
+  *x = 5;
+  OK(recap_graph_replay(outer, s2));
+  assert_int_equal(*x, 10);
+  OK(recap_free(x));
+  OK(recap_graph_destroy(outer));
+  destroy_and_expect_quiet(inner);
+}
+
 RECAP_TEST(nesting_three_deep) {
   recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new(), s3 = recap__fake_stream_new();
   int64_t *x;
@@ -560,6 +582,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_graph_without_keep_embeds_its_executable),
     cmocka_unit_test(embedding_twice_runs_twice_in_order),
     cmocka_unit_test(the_outer_graph_holds_the_embedded_pool),
+    cmocka_unit_test(a_recapture_of_the_outer_graph_gives_the_references_back),
     cmocka_unit_test(nesting_three_deep),
     cmocka_unit_test(a_replay_beside_a_capture_launches),
     cmocka_unit_test(a_graph_is_not_replayed_into_its_own_capture),
