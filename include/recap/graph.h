@@ -119,8 +119,8 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graph_instantiate(recap_graph_t g
  * On a stream capturing into another recap graph nothing launches: the graph's template is
  * embedded in that capture as a child graph node, after the stream's work so far, and the
  * capturing graph keeps a reference to this graph's pool (docs/graphs.md, "Inside another
- * capture"). Refused, the capture unharmed: NOT_SUPPORTED for conditional or memory nodes,
- * host-path regions and parameters applied on the GPU; INVALID_USAGE for modules acting on the
+ * capture"). Refused, the capture unharmed: NOT_SUPPORTED for a graph without a template (not
+ * KEEP), conditional or memory nodes, host-path regions and parameters applied on the GPU; INVALID_USAGE for modules acting on the
  * host at each replay (random numbers, input-liveness checks, collectives) and for the graph's
  * own capture. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_replay(recap_graph_t graph,

@@ -170,22 +170,14 @@ static recap_status_t embed_check(recap_graph_t graph, recap_graph_t outer) {
                         "stream: it holds device-updatable kernel nodes (graph parameters "
                         "applied on the GPU), and CUDA does not copy such a graph into a child "
                         "graph node");
-  if (!graph->template_graph && !graph->exec)
-    return recap__error(RECAP_ERROR_INTERNAL,
-                        "recap_graph_replay: the graph holds neither a template nor an "
-                        "executable to embed");
+  if (!graph->template_graph)
+    return recap__error(RECAP_ERROR_NOT_SUPPORTED,
+                        "recap_graph_replay: cannot embed the graph into the capture on this "
+                        "stream: the child graph node is a copy of the graph's template, which a "
+                        "graph created without RECAP_GRAPH_KEEP drops once instantiated (CUDA "
+                        "launches no executable into a capture); create it with "
+                        "RECAP_GRAPH_KEEP");
   return RECAP_SUCCESS;
-}
-
-/* The child graph node: a copy of the template where the graph keeps one; otherwise (a graph
- * created without RECAP_GRAPH_KEEP drops its template once instantiated) the executable
- * launched into the capture, which CUDA records as a child graph node of the graph the
- * executable was instantiated from, as it stands after the executable's updates and patches.
- * A plain launch either way: the update policy's timed launches measure replays, not this. */
-static recap_status_t add_node(recap_graph_t graph, recap_stream_t stream) {
-  const recap__device_ops_t *dev = recap__device();
-  if (graph->template_graph) return dev->capture_add_child(stream, graph->template_graph);
-  return dev->graph_launch(graph->exec, stream);
 }
 
 recap_status_t recap__graph_embed(recap_graph_t graph, recap_graph_t outer, recap_stream_t stream) {
@@ -196,14 +188,14 @@ recap_status_t recap__graph_embed(recap_graph_t graph, recap_graph_t outer, reca
   embed_record_t *inner = recap__graph_hook_ctx(graph, &embed_hooks);
   if (inner) RECAP__CHECK(record_pools_awake(inner));
   /* The template must hold what the layers changed in the executable only (rebinds). */
-  if (graph->template_graph) RECAP__CHECK(recap__graph_hooks_template_read(graph));
+  RECAP__CHECK(recap__graph_hooks_template_read(graph));
   embed_record_t *record;
   RECAP__CHECK(record_of(outer, &record));
   size_t before = record->count;
   embed_pool_t own = {graph->device, graph->pool};
   recap_status_t s = graph->holds_pool ? record_take(record, &own, 1) : RECAP_SUCCESS;
   if (s == RECAP_SUCCESS && inner) s = record_take(record, inner->pools, inner->count);
-  if (s == RECAP_SUCCESS) s = add_node(graph, stream);
+  if (s == RECAP_SUCCESS) s = recap__device()->capture_add_child(stream, graph->template_graph);
   if (s != RECAP_SUCCESS) {
     recap__saved_error_t cause;
     recap__error_save(&cause);

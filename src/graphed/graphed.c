@@ -325,6 +325,8 @@ static recap_status_t capture_pass(recap_graphed_t h, recap_graph_t *graph, reca
   /* Only the declared (flagged) buffers can move: no scalar is ever mistaken for an input. */
   if (h->zero_copy) copts.rebind = RECAP_REBIND_DECLARED;
   RECAP__CHECK(recap_graph_capture_begin(*graph, &copts, s));
+  /* A call inside another capture embeds the pass's graph, which copies its template. */
+  (*graph)->keep_template = true;
   recap_status_t st = fn(h, s, o);
   if (st != RECAP_SUCCESS) {
     /* Keep the pass's own error; the reset only abandons the capture. */

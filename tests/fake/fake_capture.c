@@ -538,15 +538,10 @@ recap_status_t recap__fake_op_graph_launch(recap_cuda_graph_exec_t exec, recap_s
                      "was not uploaded (cudaGraphUpload) since %s",
                      x->uploaded ? "the host set one of them" : "its instantiation");
   } else {
-    /* Launched into a capture, the graph becomes a child graph node holding a copy of the
-     * executable's nodes (fake_child.c), which runs where the node stands; it does not run
-     * now. */
+    /* Launched into a capture, the graph becomes a child graph node; it does not run. */
     bool eager;
     recap_status_t st = recap__fake_enqueue(&f, s, "cudaGraphLaunch", RECAP_NODE_GRAPH, NULL,
                                             x->nodes.count, &eager);
-    if (st == RECAP_SUCCESS && !eager && !s->capture->invalidated &&
-        !recap__fake_child_attach(&f, s, &x->nodes))
-      st = f.status;
     if (st == RECAP_SUCCESS && eager) {
       /* The timing model: an updated executable runs `updated_slowdown` times as long. */
       if (x->updated) s->clock_us += (double)x->nodes.count * (recap__fake.updated_slowdown - 1.0);

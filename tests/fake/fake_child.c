@@ -2,9 +2,7 @@
 /*
  * fake_child.c — the CPU fake device's child graph nodes: capture_add_child adds to a capture a
  * node holding a deep copy of a graph, as cudaGraphAddNode of a cudaGraphNodeTypeGraph node
- * clones it, after the stream's last node; the stream's later work follows it. An executable
- * launched into a capture (fake_capture.c) becomes such a node too, holding a copy of the
- * executable's nodes as they stand (patches included). A launch runs
+ * clones it, after the stream's last node; the stream's later work follows it. A launch runs
  * the copy's nodes where the node stands (fake_cond.c), what they read counts as the node's,
  * nested (fake_inspect.c), and an executable holds a copy of its own (fake_capture.c). CUDA's
  * rule that a child graph holds no conditional node and no memory node is enforced; so is its
@@ -45,7 +43,9 @@ static recap_status_t note_no_memory(fake_failure_t *f, const fake_stream_t *s) 
                           (unsigned long long)s->capture->id);
 }
 
-bool recap__fake_child_attach(fake_failure_t *f, fake_stream_t *s, const fake_nodes_t *nodes) {
+/* Give the node just appended for s (its tail, a child graph node) a copy of nodes to run;
+ * false, the failure noted in f, when out of host memory. */
+static bool child_attach(fake_failure_t *f, fake_stream_t *s, const fake_nodes_t *nodes) {
   fake_graph_t *copy = recap__fake_graph_new();
   if (!copy || !recap__fake_nodes_copy(&copy->nodes, nodes)) {
     if (copy) recap__fake_graph_free(copy);
@@ -81,7 +81,7 @@ recap_status_t recap__fake_op_capture_add_child(recap_stream_t stream, recap_cud
                      (void *)graph);
   } else if (!recap__fake_capture_append(s, RECAP_NODE_GRAPH, NULL)) {
     note_no_memory(&f, s);
-  } else if (!recap__fake_child_attach(&f, s, &g->nodes)) {
+  } else if (!child_attach(&f, s, &g->nodes)) {
     /* Take the node out again: the capture is as it was. */
     fake_nodes_t *nodes = &s->capture->graph->nodes;
     s->tail = nodes->v[nodes->count - 1].dep;

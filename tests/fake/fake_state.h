@@ -602,9 +602,6 @@ recap_update_reason_t recap__fake_cond_update_refusal(const fake_nodes_t *x, con
                                                       size_t *node);
 /* fake_child.c */
 recap_status_t recap__fake_op_capture_add_child(recap_stream_t stream, recap_cuda_graph_t graph);
-/* Give the node just appended for s (its tail, a child graph node) a copy of nodes to run;
- * false, the failure noted in f, when out of host memory. Lock held. */
-bool recap__fake_child_attach(fake_failure_t *f, fake_stream_t *s, const fake_nodes_t *nodes);
 
 /* Whether some capture appends to g or to a body inside g. */
 bool recap__fake_graph_capturing(const fake_graph_t *g);

@@ -98,6 +98,16 @@ static size_t nodes_of(recap_graph_t g) {
   return n;
 }
 
+/* The outer capture on s2 goes on after a refusal: x += 10 then its end, one node. */
+static void expect_capture_unharmed(recap_graph_t outer, recap_stream_t s2, int64_t *x) {
+  run(s2, 1, 10, x);
+  OK(recap_graph_capture_end(outer));
+  assert_int_equal(nodes_of(outer), 1);
+  *x = 1;
+  OK(recap_graph_replay(outer, s2));
+  assert_int_equal(*x, 11);
+}
+
 /* ------------------------------------------------------------------------------------------
  * Embedding
  * ---------------------------------------------------------------------------------------- */
@@ -122,24 +132,25 @@ RECAP_TEST(replay_in_a_capture_embeds_the_graph) {
 }
 
 /* A capture that embeds the same graph twice runs it twice, in stream order. */
-/* A graph created without RECAP_GRAPH_KEEP has no template: its executable is launched into the
- * capture, which records it as a child graph node, with the same bookkeeping. */
-RECAP_TEST(a_graph_without_keep_embeds_its_executable) {
+/* A graph created without RECAP_GRAPH_KEEP dropped its template, and CUDA launches no
+ * executable into a capture: refused before anything is added. */
+RECAP_TEST(a_graph_without_a_template_is_refused) {
   recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
   int64_t *x;
   recap_graph_t inner = inner_graph(s, 0, &x);
   recap_pool_id_t pool = pool_of(inner);
-  uint64_t adds = recap__fake_now().calls[RECAP__FAKE_FAULT_CAPTURE_CHILD];
-  recap_graph_t outer = outer_graph(s2, inner, x);
-  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_CAPTURE_CHILD], adds);
-  assert_int_equal(recap__fake_now().graph_launches, 0);
-  assert_int_equal(pool_references(pool), 2);
-  assert_int_equal(nodes_of(outer), 3);
-  OK(recap_graph_destroy(inner));
-  expect_outer_eager(outer, s2, x, 9);
+  recap_graph_t outer;
+  OK(recap_graph_create(&outer, 0));
+  OK(recap_graph_capture_begin(outer, NULL, s2));
+  uint64_t launches = recap__fake_now().calls[RECAP__FAKE_FAULT_LAUNCH];
+  EXPECT_STATUS(recap_graph_replay(inner, s2), RECAP_ERROR_NOT_SUPPORTED);
+  EXPECT_MESSAGE("create it with RECAP_GRAPH_KEEP");
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_LAUNCH], launches);
+  assert_int_equal(pool_references(pool), 1);
+  expect_capture_unharmed(outer, s2, x);
   OK(recap_free(x));
-  destroy_and_expect_quiet(outer);
-  assert_int_equal(pool_references(pool), 0);
+  OK(recap_graph_destroy(outer));
+  destroy_and_expect_quiet(inner);
 }
 
 RECAP_TEST(embedding_twice_runs_twice_in_order) {
@@ -272,16 +283,6 @@ RECAP_TEST(a_replay_beside_a_capture_launches) {
 /* ------------------------------------------------------------------------------------------
  * Refusals and failures: each leaves the capture and the references as they were
  * ---------------------------------------------------------------------------------------- */
-
-/* The outer capture on s2 goes on after a refusal: x += 10 then its end, one node. */
-static void expect_capture_unharmed(recap_graph_t outer, recap_stream_t s2, int64_t *x) {
-  run(s2, 1, 10, x);
-  OK(recap_graph_capture_end(outer));
-  assert_int_equal(nodes_of(outer), 1);
-  *x = 1;
-  OK(recap_graph_replay(outer, s2));
-  assert_int_equal(*x, 11);
-}
 
 RECAP_TEST(a_graph_is_not_replayed_into_its_own_capture) {
   recap_stream_t s;
@@ -579,7 +580,7 @@ RECAP_TEST(a_graph_set_run_in_a_capture_embeds) {
 
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(replay_in_a_capture_embeds_the_graph),
-    cmocka_unit_test(a_graph_without_keep_embeds_its_executable),
+    cmocka_unit_test(a_graph_without_a_template_is_refused),
     cmocka_unit_test(embedding_twice_runs_twice_in_order),
     cmocka_unit_test(the_outer_graph_holds_the_embedded_pool),
     cmocka_unit_test(a_recapture_of_the_outer_graph_gives_the_references_back),
