@@ -134,24 +134,16 @@ RECAP_TEST(nesting_three_deep) {
   gpu_finish_stream(s, pools, 3);
 }
 
-RECAP_TEST(conditional_nodes_are_refused) {
-  if (!gpu_conditional_nodes()) return;
-  cudaStream_t s = gpu_begin_stream(), s2 = gpu_stream();
-  float *x = gpu_floats_set(N, 1.0f, s);
-  CUDA_OK(cudaStreamSynchronize(s));
-  recap_graph_t inner, outer;
-  OK(recap_graph_create(&inner, RECAP_GRAPH_KEEP));
-  OK(recap_graph_capture_begin(inner, NULL, s));
-  recap_cond_t c;
-  OK(recap_cond_create(&c, 1, s));
-  OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
-  CUDA_OK(recap_test_add_scalar(x, x, N, 1.0f, s));
-  OK(recap_region_end(s));
-  OK(recap_graph_capture_end(inner));
+/* inner (whose capture on s read x, 1.0 everywhere) replayed inside outer's capture on s2 is
+ * refused with NOT_SUPPORTED and message; the capture goes on (x *= 2) and its replay gives 2.0.
+ * Then everything goes: the end of the test. */
+static void expect_refused_unharmed(recap_graph_t inner, float *x, cudaStream_t s, cudaStream_t s2,
+                                    const char *message) {
+  recap_graph_t outer;
   OK(recap_graph_create(&outer, 0));
   OK(recap_graph_capture_begin(outer, NULL, s2));
   EXPECT_STATUS(recap_graph_replay(inner, s2), RECAP_ERROR_NOT_SUPPORTED);
-  EXPECT_MESSAGE("conditional nodes (regions on the device), which CUDA does not allow");
+  EXPECT_MESSAGE(message);
   CUDA_OK(recap_test_scale(x, N, 2.0f, s2));
   OK(recap_graph_capture_end(outer));
   OK(recap_graph_replay(outer, s2));
@@ -166,9 +158,42 @@ RECAP_TEST(conditional_nodes_are_refused) {
   gpu_finish_stream(s, pools, 2);
 }
 
+RECAP_TEST(conditional_nodes_are_refused) {
+  if (!gpu_conditional_nodes()) return;
+  cudaStream_t s = gpu_begin_stream(), s2 = gpu_stream();
+  float *x = gpu_floats_set(N, 1.0f, s);
+  CUDA_OK(cudaStreamSynchronize(s));
+  recap_graph_t inner;
+  OK(recap_graph_create(&inner, RECAP_GRAPH_KEEP));
+  OK(recap_graph_capture_begin(inner, NULL, s));
+  recap_cond_t c;
+  OK(recap_cond_create(&c, 1, s));
+  OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
+  CUDA_OK(recap_test_add_scalar(x, x, N, 1.0f, s));
+  OK(recap_region_end(s));
+  OK(recap_graph_capture_end(inner));
+  expect_refused_unharmed(inner, x, s, s2,
+                          "conditional nodes (regions on the device), which CUDA does not allow");
+}
+
+/* A graph without a template is refused before CUDA is asked (a launch into the capture would
+ * invalidate it): the capture goes on. */
+RECAP_TEST(a_graph_without_a_template_is_refused) {
+  cudaStream_t s = gpu_begin_stream(), s2 = gpu_stream();
+  float *x = gpu_floats_set(N, 1.0f, s);
+  CUDA_OK(cudaStreamSynchronize(s));
+  recap_graph_t inner;
+  OK(recap_graph_create(&inner, 0));
+  OK(recap_graph_capture_begin(inner, NULL, s));
+  CUDA_OK(recap_test_scale(x, N, 3.0f, s));
+  OK(recap_graph_capture_end(inner));
+  expect_refused_unharmed(inner, x, s, s2, "create it with RECAP_GRAPH_KEEP");
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(embedded_replay_matches_eager),
     cmocka_unit_test(nesting_three_deep),
     cmocka_unit_test(conditional_nodes_are_refused),
+    cmocka_unit_test(a_graph_without_a_template_is_refused),
 };
 RECAP_TEST_MAIN(tests)
