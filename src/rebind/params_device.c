@@ -187,11 +187,46 @@ static int compare_size(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* The host applier precedes only the nodes that take the parameters it applies: the work
- * before them (a forward pass before an optimizer step, the projections before an attention)
- * runs beside it instead of after it, which hides its round trip over the bus. The applier's
- * node is the one whose argument is the table. */
-static recap_status_t applier_edges(params_device_t *d, rebind_t *r) {
+/* Of targets[0..*count) (sorted node indices), keep those that no other target precedes in the
+ * template: an edge to one that another precedes would order nothing more, and every edge
+ * costs the launch of each replay. */
+static recap_status_t first_targets(recap_cuda_graph_t graph, size_t *targets, size_t *count) {
+  static const char fn[] = "recap_graph_capture_end";
+  recap_graph_info_t info;
+  memset(&info, 0, sizeof info);
+  RECAP__CHECK(recap__device()->graph_inspect(graph, &info));
+  bool *reached = recap__host_calloc(info.node_count ? info.node_count : 1, sizeof *reached);
+  size_t *queue = recap__host_malloc((info.node_count ? info.node_count : 1) * sizeof *queue);
+  recap_status_t s = RECAP_SUCCESS;
+  if (!reached || !queue) s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
+  /* Every node some target reaches through at least one edge. */
+  size_t head = 0, tail = 0;
+  for (size_t i = 0; s == RECAP_SUCCESS && i < *count; i++)
+    if (targets[i] < info.node_count) queue[tail++] = targets[i];
+  while (s == RECAP_SUCCESS && head < tail) {
+    const recap_graph_node_t *u = &info.nodes[queue[head++]];
+    for (size_t k = 0; k < u->dependent_count; k++)
+      if (!reached[u->dependents[k]]) {
+        reached[u->dependents[k]] = true;
+        queue[tail++] = u->dependents[k];
+      }
+  }
+  size_t kept = 0;
+  for (size_t i = 0; s == RECAP_SUCCESS && i < *count; i++)
+    if (targets[i] >= info.node_count || !reached[targets[i]]) targets[kept++] = targets[i];
+  if (s == RECAP_SUCCESS) *count = kept;
+  recap__host_free(reached);
+  recap__host_free(queue);
+  recap__graph_info_clear(&info);
+  return s;
+}
+
+/* The host applier precedes only the nodes that take the parameters it applies, and of those
+ * only the ones no other such node precedes: the work before them (a forward pass before an
+ * optimizer step, the projections before an attention) runs beside it instead of after it,
+ * which hides its round trip over the bus. The applier's node is the one whose argument is
+ * the table. */
+static recap_status_t applier_edges(params_device_t *d, rebind_t *r, recap_cuda_graph_t graph) {
   static const char fn[] = "recap_graph_capture_end";
   const recap__device_ops_t *dev = recap__device();
   recap__arg_pattern_t pattern = {.bits = (uint64_t)(uintptr_t)d->table, .size = 8};
@@ -217,7 +252,8 @@ static recap_status_t applier_edges(params_device_t *d, rebind_t *r) {
   size_t unique = 0;
   for (size_t i = 0; i < count; i++)
     if (unique == 0 || targets[unique - 1] != targets[i]) targets[unique++] = targets[i];
-  recap_status_t s = dev->patch_plan_precede_only(r->plan, applier, targets, unique);
+  recap_status_t s = first_targets(graph, targets, &unique);
+  if (s == RECAP_SUCCESS) s = dev->patch_plan_precede_only(r->plan, applier, targets, unique);
   recap__host_free(targets);
   return s;
 }
@@ -296,7 +332,7 @@ static recap_status_t hook_captured(void *ctx, recap_graph_t graph, recap__captu
   for (size_t i = 0; s == RECAP_SUCCESS && i < d->source_count; i++)
     s = source_table(d, r, &d->sources[i]);
   if (s == RECAP_SUCCESS && d->host_applier) s = host_table(d, r);
-  if (s == RECAP_SUCCESS && d->host_applier) s = applier_edges(d, r);
+  if (s == RECAP_SUCCESS && d->host_applier) s = applier_edges(d, r, captured->template_graph);
   if (s == RECAP_SUCCESS) s = dev->stream_synchronize(d->stream);
   RECAP__CHECK(s);
   r->device = d;
