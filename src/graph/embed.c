@@ -152,6 +152,12 @@ static recap_status_t embed_check(recap_graph_t graph, recap_graph_t outer) {
                         "recap_graph_replay: cannot embed the graph into the capture on this "
                         "stream: its regions run on the host path (a host loop launches several "
                         "graphs), which no child graph node can hold");
+  if (graph->exec_device_nodes)
+    return recap__error(RECAP_ERROR_NOT_SUPPORTED,
+                        "recap_graph_replay: cannot embed the graph into the capture on this "
+                        "stream: it holds device-updatable kernel nodes (graph parameters "
+                        "applied on the GPU), and CUDA does not copy such a graph into a child "
+                        "graph node");
   const recap__graph_hooks_t *module = recap__graph_hooks_unembeddable(graph, &embed_hooks);
   if (module && module->embed_refusal)
     return recap__error(RECAP_ERROR_NOT_SUPPORTED,
@@ -164,12 +170,6 @@ static recap_status_t embed_check(recap_graph_t graph, recap_graph_t outer) {
                         "stream: its %s act on the host at each of its replays, which a replay "
                         "of the capturing graph would not do; replay it outside the capture",
                         module->name ? module->name : "modules");
-  if (graph->exec_device_nodes)
-    return recap__error(RECAP_ERROR_NOT_SUPPORTED,
-                        "recap_graph_replay: cannot embed the graph into the capture on this "
-                        "stream: it holds device-updatable kernel nodes (graph parameters "
-                        "applied on the GPU), and CUDA does not copy such a graph into a child "
-                        "graph node");
   if (!graph->template_graph)
     return recap__error(RECAP_ERROR_NOT_SUPPORTED,
                         "recap_graph_replay: cannot embed the graph into the capture on this "
