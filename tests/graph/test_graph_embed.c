@@ -343,6 +343,31 @@ RECAP_TEST(conditional_nodes_are_refused) {
   destroy_and_expect_quiet(inner);
 }
 
+/* Regions on the host path run as a host loop of several graphs, which no node can hold. */
+RECAP_TEST(host_path_regions_are_refused) {
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
+  int64_t word = 0;
+  recap_graph_t inner;
+  OK(recap_graph_create(&inner, RECAP_GRAPH_KEEP));
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.regions = RECAP_REGIONS_HOST;
+  OK(recap_graph_capture_begin(inner, &o, s));
+  recap_cond_t c;
+  OK(recap_cond_create(&c, 1, s));
+  OK(recap_region_begin(RECAP_REGION_IF, c, 0, s));
+  run(s, 1, 10, &word);
+  OK(recap_region_end(s));
+  OK(recap_graph_capture_end(inner));
+  recap_graph_t outer;
+  OK(recap_graph_create(&outer, 0));
+  OK(recap_graph_capture_begin(outer, NULL, s2));
+  EXPECT_STATUS(recap_graph_replay(inner, s2), RECAP_ERROR_NOT_SUPPORTED);
+  EXPECT_MESSAGE("its regions run on the host path");
+  expect_capture_unharmed(outer, s2, &word);
+  OK(recap_graph_destroy(outer));
+  destroy_and_expect_quiet(inner);
+}
+
 RECAP_TEST(random_numbers_are_refused) {
   recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
   recap_generator_t gen;
@@ -589,6 +614,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_graph_is_not_replayed_into_its_own_capture),
     cmocka_unit_test(fresh_and_recapturing_graphs_are_refused),
     cmocka_unit_test(conditional_nodes_are_refused),
+    cmocka_unit_test(host_path_regions_are_refused),
     cmocka_unit_test(random_numbers_are_refused),
     cmocka_unit_test(a_failed_child_node_changes_nothing),
     cmocka_unit_test(an_abandoned_outer_capture_gives_the_references_back),
