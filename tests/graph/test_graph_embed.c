@@ -261,6 +261,26 @@ RECAP_TEST(nesting_three_deep) {
   expect_quiet();
 }
 
+/* A side stream joined to the capture embeds into it, ordered after the side's work and before
+ * the origin's work once joined back. */
+RECAP_TEST(a_joined_side_stream_embeds) {
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new(), side = recap__fake_stream_new();
+  int64_t *x;
+  recap_graph_t inner = inner_graph(s, RECAP_GRAPH_KEEP, &x);
+  recap_graph_t outer;
+  OK(recap_graph_create(&outer, 0));
+  OK(recap_graph_capture_begin(outer, NULL, s2));
+  run(s2, 1, 10, x);
+  assert_true(recap__fake_capture_join(side, s2));
+  OK(recap_graph_replay(inner, side));
+  assert_true(recap__fake_capture_join_back(side, s2));
+  run(s2, 2, 0, x);
+  OK(recap_graph_capture_end(outer));
+  assert_int_equal(pool_references(pool_of(inner)), 2);
+  expect_outer_eager(outer, s2, x, 4);
+  finish_embedded(inner, outer, x);
+}
+
 /* A replay on a stream that does not capture launches, while another stream captures. */
 RECAP_TEST(a_replay_beside_a_capture_launches) {
   recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
@@ -610,6 +630,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(the_outer_graph_holds_the_embedded_pool),
     cmocka_unit_test(a_recapture_of_the_outer_graph_gives_the_references_back),
     cmocka_unit_test(nesting_three_deep),
+    cmocka_unit_test(a_joined_side_stream_embeds),
     cmocka_unit_test(a_replay_beside_a_capture_launches),
     cmocka_unit_test(a_graph_is_not_replayed_into_its_own_capture),
     cmocka_unit_test(fresh_and_recapturing_graphs_are_refused),
