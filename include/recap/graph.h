@@ -115,7 +115,14 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graph_capture_end(recap_graph_t g
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_instantiate(recap_graph_t graph);
 
 /* Launch the captured work on stream (any stream, the legacy default one included). Does not
- * synchronise. A KEEP graph not yet instantiated is instantiated first. */
+ * synchronise. A KEEP graph not yet instantiated is instantiated first.
+ * On a stream capturing into another recap graph nothing launches: the graph's template is
+ * embedded in that capture as a child graph node, after the stream's work so far, and the
+ * capturing graph keeps a reference to this graph's pool (docs/graphs.md, "Inside another
+ * capture"). Refused, the capture unharmed: NOT_SUPPORTED for a graph without a template (not
+ * KEEP), conditional or memory nodes, host-path regions and parameters applied on the GPU; INVALID_USAGE for modules acting on the
+ * host at each replay (random numbers, input-liveness checks, collectives) and for the graph's
+ * own capture. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_replay(recap_graph_t graph,
                                                             recap_stream_t stream);
 

@@ -393,6 +393,23 @@ recap_status_t recap__pool_capture_result(int device, recap_pool_id_t id,
   return s;
 }
 
+recap_status_t recap__pool_retain(int device, recap_pool_id_t id) {
+  recap_status_t s = RECAP_SUCCESS;
+  recap__alloc_lock();
+  recap__device_state_t *d = recap__alloc.devices[device];
+  recap__pool_t *pool = d ? find_private_pool(d, id) : NULL;
+  if (!pool || pool->references == 0)
+    s = recap__error(RECAP_ERROR_INVALID_USAGE,
+                     "pool {%" PRIu64 ",%" PRIu64
+                     "} is held by nobody on device %d, so no "
+                     "further reference can be taken",
+                     id.a, id.b, device);
+  else
+    pool->references++;
+  recap__alloc_unlock();
+  return s;
+}
+
 recap_status_t recap__pool_release(int device, recap_pool_id_t id) {
   recap_status_t s = RECAP_SUCCESS;
   recap__alloc_lock();

@@ -43,6 +43,10 @@ void recap__pool_route_forget_stream(int device, recap_pool_id_t pool);
  * last error stays what it was. */
 recap_status_t recap__pool_route_end(int device, recap_pool_id_t pool);
 recap_status_t recap__pool_release(int device, recap_pool_id_t pool);
+/* One more reference to pool, which someone holds already (a graph embedding another keeps the
+ * embedded graph's pool): RECAP_ERROR_INVALID_USAGE when nobody references it on device.
+ * recap__pool_release gives it back. */
+recap_status_t recap__pool_retain(int device, recap_pool_id_t pool);
 
 /* Take the segments of pool `id` (on every device) from *source from now on (copied; kept for
  * the rest of the process). RECAP_ERROR_INVALID_USAGE naming function when the pool holds

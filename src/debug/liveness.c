@@ -388,6 +388,7 @@ static void hook_release(void *ctx, recap_graph_t graph) {
 }
 
 static const recap__graph_hooks_t liveness_hooks = {
+    .name = "input-liveness checks (check_input_liveness)",
     .before_replay = hook_before_replay,
     .release = hook_release,
     .captured = hook_captured,

@@ -20,6 +20,7 @@
 
 #include "core/env.h"
 #include "core/error.h"
+#include "core/host.h"
 #include "device/cuda_cond.h"
 #include "device/cuda_error.h"
 #include "device/cuda_inspect.h"
@@ -588,6 +589,99 @@ static recap_status_t cuda_graph_debug_dot(recap_cuda_graph_t graph, const char 
   return RECAP_SUCCESS;
 }
 
+/* ---- embedding ---------------------------------------------------------------------------- */
+
+/* The first node of graph, at any depth, that CUDA forbids in a child graph node: conditional
+ * nodes and memory nodes. *type receives its type; false when there is none. A failed query
+ * is recorded and reported through *status. */
+static bool child_forbidden_node(cudaGraph_t graph, enum cudaGraphNodeType *type,
+                                 recap_status_t *status) {
+  size_t n = 0;
+  cudaError_t err = cudaGraphGetNodes(graph, NULL, &n);
+  cudaGraphNode_t *nodes = NULL;
+  if (err == cudaSuccess && n > 0) {
+    if (!(nodes = recap__host_malloc(n * sizeof *nodes))) {
+      *status = RECAP__ERROR_AT(RECAP_ERROR_OUT_OF_MEMORY,
+                                "cudaGraphGetNodes: out of host memory for %zu nodes", n);
+      return false;
+    }
+    err = cudaGraphGetNodes(graph, nodes, &n);
+  }
+  bool found = false;
+  for (size_t i = 0; err == cudaSuccess && i < n && !found; i++) {
+    enum cudaGraphNodeType t;
+    if ((err = cudaGraphNodeGetType(nodes[i], &t)) != cudaSuccess) break;
+    if (t == cudaGraphNodeTypeConditional || t == cudaGraphNodeTypeMemAlloc ||
+        t == cudaGraphNodeTypeMemFree) {
+      *type = t;
+      found = true;
+    } else if (t == cudaGraphNodeTypeGraph) {
+      cudaGraph_t inner = NULL;
+      if ((err = cudaGraphChildGraphNodeGetGraph(nodes[i], &inner)) == cudaSuccess)
+        found = child_forbidden_node(inner, type, status);
+      if (*status != RECAP_SUCCESS) break;
+    }
+  }
+  recap__host_free(nodes);
+  if (err != cudaSuccess)
+    *status = recap__cuda_fail((int)err, __FILE__, __LINE__,
+                               "capture_add_child: reading the nodes of graph %p", (void *)graph);
+  return found;
+}
+
+static const char *forbidden_type_text(enum cudaGraphNodeType type) {
+  switch (type) {
+    case cudaGraphNodeTypeConditional: return "a conditional node";
+    case cudaGraphNodeTypeMemAlloc: return "a memory allocation node";
+    default: return "a memory free node";
+  }
+}
+
+static recap_status_t cuda_capture_add_child(recap_stream_t stream, recap_cuda_graph_t graph) {
+  RECAP__ARG(graph != NULL, "capture_add_child: graph is NULL");
+  recap_status_t s = RECAP_SUCCESS;
+  enum cudaGraphNodeType type;
+  if (child_forbidden_node((cudaGraph_t)graph, &type, &s))
+    return RECAP__ERROR_AT(RECAP_ERROR_NOT_SUPPORTED,
+                           "cudaGraphAddNode(child graph %p): the graph holds %s, which CUDA does "
+                           "not allow inside a child graph node",
+                           (void *)graph, forbidden_type_text(type));
+  if (s != RECAP_SUCCESS) return s;
+  enum cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  cudaGraph_t into = NULL;
+  const cudaGraphNode_t *deps = NULL;
+  const cudaGraphEdgeData *edges = NULL;
+  size_t n = 0;
+  CUDA_TRY_F(cudaStreamGetCaptureInfo(stream, &status, NULL, &into, &deps, &edges, &n),
+             "cudaStreamGetCaptureInfo(stream %p)", (void *)stream);
+  if (status != cudaStreamCaptureStatusActive)
+    return RECAP__ERROR_AT(RECAP_ERROR_INVALID_USAGE,
+                           "capture_add_child (stream %p): the stream takes part in no active "
+                           "capture%s",
+                           (void *)stream,
+                           status == cudaStreamCaptureStatusInvalidated ? " (it is invalidated)"
+                                                                        : "");
+  struct cudaGraphNodeParams p;
+  memset(&p, 0, sizeof p);
+  p.type = cudaGraphNodeTypeGraph;
+  p.graph.graph = (cudaGraph_t)graph; /* cloned by CUDA: graph stays the caller's */
+  cudaGraphNode_t node = NULL;
+  CUDA_TRY_F(cudaGraphAddNode(&node, into, deps, edges, n, &p),
+             "cudaGraphAddNode(graph %p, %zu dependencies, child graph %p)", (void *)into, n,
+             (void *)graph);
+  cudaError_t err =
+      cudaStreamUpdateCaptureDependencies(stream, &node, NULL, 1, cudaStreamSetCaptureDependencies);
+  if (err != cudaSuccess) {
+    /* The stream would not follow the node: take it out again, so the capture is as it was. */
+    s = recap__cuda_fail((int)err, __FILE__, __LINE__,
+                         "cudaStreamUpdateCaptureDependencies(stream %p, child graph node)",
+                         (void *)stream);
+    (void)cudaGraphDestroyNode(node);
+    return s;
+  }
+  return RECAP_SUCCESS;
+}
+
 /* ---- random numbers ----------------------------------------------------------------------- */
 
 /* Defined in rng_kernels.cu, which checks that they match the seam's members. */
@@ -671,6 +765,7 @@ const recap__device_ops_t recap__cuda_ops = {
     .cond_node_add = recap__cuda_cond_node_add,
     .cond_launch = recap__cuda_cond_launch,
     .graph_add_empty = recap__cuda_graph_add_empty,
+    .capture_add_child = cuda_capture_add_child,
     .vmm_granularity = recap__cuda_vmm_granularity,
     .vmm_reserve = recap__cuda_vmm_reserve,
     .vmm_release_range = recap__cuda_vmm_release_range,

@@ -394,6 +394,17 @@ typedef struct recap__device_ops {
    * COND_NODE in the fake. */
   recap_status_t (*graph_add_empty)(recap_cuda_graph_t graph);
 
+  /* Embedding (a replay inside another capture). capture_add_child adds to the capture stream
+   * takes part in a child graph node running a copy of graph (cudaStreamGetCaptureInfo for the
+   * capture's graph and the stream's current dependencies, cudaGraphAddNode of a
+   * cudaGraphNodeTypeGraph node after them, cudaStreamUpdateCaptureDependencies so that the
+   * stream's later work follows it); graph stays the caller's and may change or go afterwards.
+   * A stream not taking part in an active capture: RECAP_ERROR_INVALID_USAGE. A graph holding a
+   * node CUDA forbids in a child graph (a conditional node, a memory allocation or free node,
+   * at any depth): RECAP_ERROR_NOT_SUPPORTED naming its type, nothing added. Other failures
+   * leave the capture as it was. Fault kind CAPTURE_CHILD in the fake. */
+  recap_status_t (*capture_add_child)(recap_stream_t stream, recap_cuda_graph_t graph);
+
   /* Virtual memory management (cuMem* of the driver), for memory whose addresses stay while
    * its physical backing comes and goes: an address range is reserved once, physical chunks
    * are made and mapped into it, and unmapped and released again. Every op acts for the

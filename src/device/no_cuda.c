@@ -103,6 +103,7 @@ NO_CUDA_OP(cond_node_add, recap_cuda_graph_t graph, const recap__graph_node_t *d
            recap_cuda_graph_t *bodies)
 NO_CUDA_OP(cond_launch, const struct recap__cond_launch *launch)
 NO_CUDA_OP(graph_add_empty, recap_cuda_graph_t graph)
+NO_CUDA_OP(capture_add_child, recap_stream_t stream, recap_cuda_graph_t graph)
 NO_CUDA_OP(vmm_granularity, size_t *minimum, size_t *recommended)
 NO_CUDA_OP(vmm_reserve, void **ptr, size_t size)
 NO_CUDA_OP(vmm_release_range, void *ptr, size_t size)
@@ -188,6 +189,7 @@ const recap__device_ops_t recap__cuda_ops = {
     .cond_node_add = none_cond_node_add,
     .cond_launch = none_cond_launch,
     .graph_add_empty = none_graph_add_empty,
+    .capture_add_child = none_capture_add_child,
     .vmm_granularity = none_vmm_granularity,
     .vmm_reserve = none_vmm_reserve,
     .vmm_release_range = none_vmm_release_range,

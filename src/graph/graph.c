@@ -539,6 +539,13 @@ recap_status_t recap_graph_replay(recap_graph_t graph, recap_stream_t stream) {
                         "recap_graph_replay: the graph is switched to run eagerly "
                         "(recap_graph_eager_set), so its capture scopes run their work and there "
                         "is nothing to replay; switch it back to replay what it holds");
+  /* On a stream that captures into a recap graph the replay embeds the graph (embed.c). While
+   * no recap capture is under way anywhere this costs one relaxed load. */
+  if (RECAP__UNLIKELY(recap__registry_active() != 0)) {
+    recap_graph_t outer;
+    RECAP__CHECK(recap__graph_capturing_into(stream, &outer));
+    if (outer) return recap__graph_embed(graph, outer, stream);
+  }
   if (graph->state != RECAP__GRAPH_CAPTURED) {
     if (graph->recapturing)
       return recap__error(RECAP_ERROR_INVALID_USAGE,

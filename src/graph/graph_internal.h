@@ -91,6 +91,21 @@ struct recap_graph {
  * static buffers) ask it before they write. */
 recap_status_t recap__graph_pools_awake(recap_graph_t graph);
 
+/* recap_graph_replay of graph on stream, which captures into outer's capture (embed.c): graph's
+ * template goes into that capture as a child graph node after the stream's work so far, and
+ * outer's capture keeps references to the pools the embedded work uses. Refused (nothing
+ * changed) for a graph that cannot be embedded, with the rule in the message. */
+recap_status_t recap__graph_embed(recap_graph_t graph, recap_graph_t outer, recap_stream_t stream);
+/* The refusal recap_graph_replay(graph, stream) would give because stream captures into another
+ * recap graph and graph cannot be embedded there (or a pool sleeps); RECAP_SUCCESS otherwise,
+ * capturing or not. For callers that enqueue work of their own before the replay (graphed
+ * callables stage their inputs), so that a refusal leaves the capture unharmed. */
+recap_status_t recap__graph_embed_check(recap_graph_t graph, recap_stream_t stream);
+/* *outer: the recap graph whose capture stream takes part in (NULL: none), asked with the
+ * seam's cheap stream_capture_id, for callers that hold a captured graph (so a context
+ * exists). */
+recap_status_t recap__graph_capturing_into(recap_stream_t stream, recap_graph_t *outer);
+
 /* The two halves of recap_graph_capture_begin that the core owns, for src/capture/: the checks of
  * the mode, the graph's state (fresh; for a recapture, holding a capture) and the stream, and
  * then beginning the capture (the CUDA capture, the allocator's route with its logs, the

@@ -198,6 +198,15 @@ void recap__graph_hooks_exec_patched(recap_graph_t g, size_t prepared, bool appl
   }
 }
 
+const recap__graph_hooks_t *recap__graph_hooks_unembeddable(recap_graph_t g,
+                                                            const recap__graph_hooks_t *except) {
+  for (size_t i = 0; i < g->hooks.count; i++) {
+    const recap__graph_hooks_t *h = g->hooks.entries[i].hooks;
+    if (h != except && (h->embed_refusal || h->before_replay || h->launch)) return h;
+  }
+  return NULL;
+}
+
 recap_status_t recap__graph_hooks_replay(recap_graph_t g, recap_stream_t stream) {
   /* The modules prepare the replay (random numbers: the generators' state is written and they
    * advance). Should a hook or the launch fail, the hooks that prepared undo it, so a failed

@@ -48,6 +48,12 @@ typedef struct recap__captured {
 } recap__captured_t;
 
 typedef struct recap__graph_hooks {
+  /* What the module is, in words, for messages ("random-number generators"). */
+  const char *name;
+  /* Why a graph whose capture the module attached to cannot be embedded in another capture (a
+   * replay inside it, embed.c), as the end of "the graph holds ..."; NULL: no objection. A
+   * module that acts on the host at each replay (before_replay, launch) objects anyway. */
+  const char *embed_refusal;
   /* Before every launch of the executable, on the replay stream. A failure stops the replay;
    * the hook then undoes what it did itself. */
   recap_status_t (*before_replay)(void *ctx, recap_graph_t graph, recap_stream_t stream);
@@ -195,6 +201,12 @@ recap_status_t recap__graph_hooks_dump(recap_graph_t graph, const char *path);
 recap_status_t recap__graph_hooks_nested_capture_begin(recap_graph_t graph, unsigned depth);
 recap_status_t recap__graph_hooks_nested_capture_end(recap_graph_t graph, recap_stream_t stream,
                                                      unsigned depth);
+/* The first hook attached to graph's capture, other than `except`, that stops the graph from
+ * being embedded in another capture (embed.c): one with an embed_refusal, or one that acts on
+ * the host at each replay (before_replay, launch), which a replay of the capturing graph would
+ * not do. NULL when there is none. */
+const recap__graph_hooks_t *recap__graph_hooks_unembeddable(recap_graph_t graph,
+                                                            const recap__graph_hooks_t *except);
 /* exec_patching, through the hooks in order until one fails; *prepared: how many were walked
  * (pass it to recap__graph_hooks_exec_patched, which tells those that prepared). */
 recap_status_t recap__graph_hooks_exec_patching(recap_graph_t graph,

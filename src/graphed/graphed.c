@@ -325,6 +325,8 @@ static recap_status_t capture_pass(recap_graphed_t h, recap_graph_t *graph, reca
   /* Only the declared (flagged) buffers can move: no scalar is ever mistaken for an input. */
   if (h->zero_copy) copts.rebind = RECAP_REBIND_DECLARED;
   RECAP__CHECK(recap_graph_capture_begin(*graph, &copts, s));
+  /* A call inside another capture embeds the pass's graph, which copies its template. */
+  (*graph)->keep_template = true;
   recap_status_t st = fn(h, s, o);
   if (st != RECAP_SUCCESS) {
     /* Keep the pass's own error; the reset only abandons the capture. */
@@ -624,6 +626,9 @@ recap_status_t recap_graphed_forward(recap_graphed_t h, int training, const reca
   }
   /* The inputs are copied into the pool before the replay: not while it sleeps. */
   RECAP__CHECK(pools_awake(h->forward_graph, "recap_graphed_forward"));
+  /* Inside another capture the replay embeds the graph: what cannot be embedded is refused
+   * before the inputs are staged into that capture. */
+  RECAP__CHECK(recap__graph_embed_check(h->forward_graph, stream));
   if (h->zero_copy) {
     /* Sizes first: a rebind must never move a graph to a buffer of the wrong size. */
     for (size_t i = 0; i < h->desc.input_count; i++)
@@ -670,6 +675,7 @@ recap_status_t recap_graphed_backward(recap_graphed_t h, const recap_buffer_t *g
     return RECAP_SUCCESS;
   }
   RECAP__CHECK(pools_awake(h->backward_graph, "recap_graphed_backward"));
+  RECAP__CHECK(recap__graph_embed_check(h->backward_graph, stream));
   if (h->zero_copy) RECAP__CHECK(backward_zero_copy(h, stream, grad_outputs));
   RECAP__CHECK(stage(h->static_grad_outputs, h->zero_copy ? h->bw_graph_grad : NULL, grad_outputs,
                      h->desc.output_count, stream, "output gradient"));

@@ -67,6 +67,7 @@ static void hook_release(void *ctx, recap_graph_t graph) {
 }
 
 static const recap__graph_hooks_t nccl_hooks = {
+    .name = "recorded NCCL collectives",
     .before_replay = hook_before_replay,
     .replay_failed = hook_replay_failed,
     .replay_done = hook_replay_done,

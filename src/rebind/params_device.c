@@ -415,6 +415,7 @@ static void hook_release(void *ctx, recap_graph_t graph) {
 }
 
 static const recap__graph_hooks_t device_hooks = {
+    .name = "graph parameters applied on the GPU (options->params_on_device)",
     .before_replay = hook_before_replay,
     .replay_failed = hook_replay_failed,
     .captured = hook_captured,

@@ -226,12 +226,18 @@ static bool own_graphs(void *ctx, recap_graph_t graph, size_t *nodes, int64_t *e
 
 /* The device path's hooks, and the host path's, which supply the replay's launch: a graph whose
  * regions run on the device replays as any other. */
-static const recap__graph_hooks_t device_hooks = {.release = release,
+static const recap__graph_hooks_t device_hooks = {.name = "regions",
+                                                  .embed_refusal =
+                                                      "conditional nodes (regions on the "
+                                                      "device), which CUDA does not allow "
+                                                      "inside a child graph node",
+                                                  .release = release,
                                                   .captured = captured,
                                                   .capture_ended = capture_ended,
                                                   .capture_paused = capture_paused,
                                                   .capture_abandoned = capture_abandoned};
-static const recap__graph_hooks_t host_hooks = {.release = release,
+static const recap__graph_hooks_t host_hooks = {.name = "regions on the host path",
+                                                .release = release,
                                                 .captured = captured,
                                                 .capture_ended = capture_ended,
                                                 .capture_paused = capture_paused,

@@ -414,6 +414,7 @@ static recap_status_t use_nested_capture_end(void *ctx, recap_graph_t graph, rec
 }
 
 static const recap__graph_hooks_t rng_hooks = {
+    .name = "random-number generators",
     .before_replay = use_before_replay,
     .replay_failed = use_replay_failed,
     .replay_done = use_replay_done,

@@ -153,6 +153,8 @@ recap_status_t recap__set_capture(recap_graph_set_t set, size_t i, recap_capture
     destroy_keeping_error(g);
     return record(set, i, RECAP_MEMBER_FAILED, s);
   }
+  /* A run inside another capture embeds the member's graph, which copies its template. */
+  g->keep_template = true;
   recap_clear_last_error();
   s = recap__set_step(set, m->bucket, set->stream);
   if (s != RECAP_SUCCESS) step_message(s);

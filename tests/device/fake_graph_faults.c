@@ -399,6 +399,21 @@ static recap_status_t call_kind(recap__fake_fault_t kind, fault_fixture_t *fx) {
       if (st == RECAP_SUCCESS) assert_false(blocking);
       break;
     }
+    case RECAP__FAKE_FAULT_CAPTURE_CHILD: {
+      /* Into a capture begun and thrown away through the test controls: only the add counts. */
+      assert_int_not_equal(recap__fake_capture_begin(s, RECAP__CAPTURE_MODE_RELAXED), 0);
+      recap_cuda_graph_t capture = NULL;
+      recap__graph_node_t *nodes = NULL;
+      size_t before = 0, after = 0;
+      assert_int_equal(ops->capture_nodes(s, &capture, &nodes, &before), RECAP_SUCCESS);
+      recap__host_free(nodes);
+      st = ops->capture_add_child(s, fx->graph);
+      assert_int_equal(ops->capture_nodes(s, &capture, &nodes, &after), RECAP_SUCCESS);
+      recap__host_free(nodes);
+      assert_int_equal(after, before + (st == RECAP_SUCCESS));
+      assert_true(recap__fake_capture_end(s));
+      break;
+    }
     case RECAP__FAKE_FAULT_KINDS: break;
   }
   return st;

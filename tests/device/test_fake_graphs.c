@@ -257,6 +257,78 @@ RECAP_TEST(launch_into_capture) {
   assert_int_equal(ops->graph_destroy(outer), RECAP_SUCCESS);
 }
 
+static void add_one(void *const *args, size_t n) {
+  (void)n;
+  ++*(int *)args[0];
+}
+
+/* capture_add_child: a node holding a copy of the graph, after the stream's work, that runs the
+ * copy where it stands (the graph may go meanwhile); what its copy reads is the node's, nested;
+ * what CUDA forbids in a child graph, and a stream not capturing, are refused with nothing
+ * added. */
+RECAP_TEST(add_child_runs_a_copy_and_refuses_what_cuda_forbids) {
+  recap_stream_t s = fresh_stream();
+  recap_stream_t t = recap__fake_stream_new();
+  int word = 0;
+  const void *args[] = {&word};
+  assert_int_equal(ops->stream_begin_capture(s, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
+  recap__fake_launch_kernel_fn(s, "inc", add_one, args, 1);
+  recap__fake_launch_kernel_fn(s, "inc", add_one, args, 1);
+  recap_cuda_graph_t inner = end_capture(s);
+
+  recap_clear_last_error();
+  assert_int_equal(ops->capture_add_child(t, inner), RECAP_ERROR_INVALID_USAGE);
+  assert_last_error_has("no active capture");
+  assert_int_equal(ops->stream_begin_capture(t, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
+  recap__fake_launch_kernel(t, "before");
+  assert_int_equal(ops->capture_add_child(t, inner), RECAP_SUCCESS);
+  recap__fake_launch_kernel(t, "after");
+  recap_cuda_graph_t outer = end_capture(t);
+  assert_int_equal(ops->graph_destroy(inner), RECAP_SUCCESS); /* the node holds a copy */
+  size_t count = 0;
+  assert_int_equal(ops->graph_node_count(outer, &count), RECAP_SUCCESS);
+  assert_int_equal(count, 3); /* a child graph node counts as one */
+  recap_graph_info_t info;
+  memset(&info, 0, sizeof info);
+  assert_int_equal(ops->graph_inspect(outer, &info), RECAP_SUCCESS);
+  assert_int_equal(info.nodes[1].type, RECAP_NODE_GRAPH);
+  assert_indices(info.nodes[1].dependencies, info.nodes[1].dependency_count, (size_t[]){0}, 1);
+  assert_indices(info.nodes[2].dependencies, info.nodes[2].dependency_count, (size_t[]){1}, 1);
+  recap__graph_info_clear(&info);
+  recap__graph_read_t *reads = NULL;
+  assert_int_equal(ops->graph_reads(outer, &reads, &count), RECAP_SUCCESS);
+  assert_int_equal(count, 2);
+  assert_int_equal(reads[0].node, 1);
+  assert_true(reads[0].nested);
+  assert_ptr_equal(reads[0].ptr, &word);
+  recap__host_free(reads);
+  recap_cuda_graph_exec_t x = instantiate(outer);
+  assert_int_equal(ops->graph_launch(x, t), RECAP_SUCCESS);
+  assert_int_equal(ops->graph_launch(x, t), RECAP_SUCCESS);
+  assert_int_equal(word, 4);
+  assert_int_equal(ops->graph_exec_destroy(x), RECAP_SUCCESS);
+
+  /* A graph holding a conditional node is refused, the capture unchanged. */
+  recap_cuda_graph_t cond = one_kernel_graph(s, "k");
+  uint64_t h = 0;
+  recap__graph_node_t node = NULL;
+  recap_cuda_graph_t body = NULL;
+  assert_int_equal(ops->cond_handle_create(cond, 1, true, &h), RECAP_SUCCESS);
+  assert_int_equal(ops->cond_node_add(cond, NULL, 0, RECAP__COND_IF, h, 1, &node, &body),
+                   RECAP_SUCCESS);
+  assert_int_equal(ops->stream_begin_capture(t, RECAP__CAPTURE_MODE_GLOBAL), RECAP_SUCCESS);
+  recap_clear_last_error();
+  assert_int_equal(ops->capture_add_child(t, cond), RECAP_ERROR_NOT_SUPPORTED);
+  assert_last_error_has("the graph holds a conditional node, which CUDA does not allow");
+  recap__fake_launch_kernel(t, "alone");
+  recap_cuda_graph_t lone = end_capture(t);
+  assert_int_equal(ops->graph_node_count(lone, &count), RECAP_SUCCESS);
+  assert_int_equal(count, 1);
+  assert_int_equal(ops->graph_destroy(lone), RECAP_SUCCESS);
+  assert_int_equal(ops->graph_destroy(cond), RECAP_SUCCESS);
+  assert_int_equal(ops->graph_destroy(outer), RECAP_SUCCESS);
+}
+
 RECAP_TEST(end_capture_errors) {
   recap_stream_t s = fresh_stream();
   recap_stream_t side = recap__fake_stream_new();
@@ -510,6 +582,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(capture_builds_graph),
     cmocka_unit_test(instantiate_and_launch),
     cmocka_unit_test(launch_into_capture),
+    cmocka_unit_test(add_child_runs_a_copy_and_refuses_what_cuda_forbids),
     cmocka_unit_test(end_capture_errors),
     cmocka_unit_test(strict_joins_refuse_an_unjoined_side_stream),
     cmocka_unit_test(end_capture_from_other_thread),

@@ -167,6 +167,7 @@ const recap__device_ops_t recap__fake_ops = {
     .cond_node_add = recap__fake_op_cond_node_add,
     .cond_launch = recap__fake_op_cond_launch,
     .graph_add_empty = recap__fake_op_graph_add_empty,
+    .capture_add_child = recap__fake_op_capture_add_child,
     .vmm_granularity = recap__fake_op_vmm_granularity,
     .vmm_reserve = recap__fake_op_vmm_reserve,
     .vmm_release_range = recap__fake_op_vmm_release_range,

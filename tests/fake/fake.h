@@ -392,6 +392,7 @@ typedef enum recap__fake_fault {
   RECAP__FAKE_FAULT_NCCL_REGISTER,
   RECAP__FAKE_FAULT_STREAM_WAIT_EVENT, /* stream_wait_event, before it enqueues anything */
   RECAP__FAKE_FAULT_STREAM_BLOCKING,   /* stream_blocking */
+  RECAP__FAKE_FAULT_CAPTURE_CHILD,     /* capture_add_child, before it adds anything */
   RECAP__FAKE_FAULT_KINDS
 } recap__fake_fault_t;
 

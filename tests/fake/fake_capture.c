@@ -80,6 +80,7 @@ void recap__fake_nodes_free(fake_nodes_t *nodes) {
         if (nodes->v[i].bodies[b]) recap__fake_graph_free(nodes->v[i].bodies[b]);
       free(nodes->v[i].bodies);
     }
+    if (nodes->v[i].child) recap__fake_graph_free(nodes->v[i].child);
   }
   free(nodes->v);
   memset(nodes, 0, sizeof *nodes);
@@ -99,6 +100,7 @@ bool recap__fake_nodes_copy(fake_nodes_t *dst, const fake_nodes_t *src) {
     to->args = NULL;
     to->arg_count = 0;
     to->bodies = NULL;
+    to->child = NULL;
     dst->count = i + 1; /* what recap__fake_nodes_free releases if a copy below fails */
     if (from->name) {
       size_t n = strlen(from->name) + 1;
@@ -120,6 +122,11 @@ bool recap__fake_nodes_copy(fake_nodes_t *dst, const fake_nodes_t *src) {
         body->id = from->bodies[b]->id;
         if (!recap__fake_nodes_copy(&body->nodes, &from->bodies[b]->nodes)) goto fail;
       }
+    }
+    if (from->child) {
+      if (!(to->child = recap__fake_graph_new())) goto fail;
+      to->child->id = from->child->id;
+      if (!recap__fake_nodes_copy(&to->child->nodes, &from->child->nodes)) goto fail;
     }
   }
   return true;

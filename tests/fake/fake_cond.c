@@ -257,6 +257,10 @@ static bool run_nodes(fake_failure_t *f, fake_nodes_t *nodes, size_t top) {
       case RECAP_NODE_CONDITIONAL:
         if (!run_cond(f, n, where)) return false;
         break;
+      case RECAP_NODE_GRAPH:
+        /* A child graph node runs its copy of the graph (fake_child.c). */
+        if (n->child && !run_nodes(f, &n->child->nodes, where)) return false;
+        break;
       default: break;
     }
   }

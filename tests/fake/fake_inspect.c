@@ -293,7 +293,7 @@ static bool reads_push(recap__graph_read_t **v, size_t *count, size_t *cap,
 }
 
 /* Push the reads of nodes: as node `top` with nested set when top is not SIZE_MAX (they lie in
- * a body of that top-level conditional node), else each as its own node. */
+ * a body or the child graph of that top-level node), else each as its own node. */
 static bool nodes_reads_push(const fake_nodes_t *nodes, size_t top, recap__graph_read_t **v,
                              size_t *n, size_t *cap) {
   bool ok = true, nested = top != SIZE_MAX;
@@ -329,13 +329,14 @@ static bool nodes_reads_push(const fake_nodes_t *nodes, size_t top, recap__graph
                                                   .nested = nested});
     for (unsigned b = 0; ok && b < node->branches; b++)
       ok = nodes_reads_push(&node->bodies[b]->nodes, at, v, n, cap);
+    if (ok && node->child) ok = nodes_reads_push(&node->child->nodes, at, v, n, cap);
   }
   return ok;
 }
 
 /* Each argument of a fake kernel is one 8-byte parameter: word k is parameter k, at byte 8k.
- * What the bodies of a conditional node read is nested in that node (the fake's child-graph
- * nodes have no content). */
+ * What the bodies of a conditional node and the copy a child graph node runs read is nested in
+ * that node. */
 bool recap__fake_nodes_reads(const fake_nodes_t *nodes, recap__graph_read_t **reads,
                              size_t *count) {
   recap__graph_read_t *v = NULL;

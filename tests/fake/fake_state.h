@@ -15,7 +15,8 @@
  * inspection, node lists and what nodes read), fake_patch.c (patch plans, executable
  * updates), fake_rng.c (random numbers), fake_cond.c (regions: pausing and resuming captures,
  * conditional handles and nodes, their bodies at a launch, condition kernels), fake_vmm.c
- * (virtual memory management and pinned host memory), fake_fault.c (fault injection).
+ * (virtual memory management and pinned host memory), fake_child.c (child graph nodes: a
+ * replay embedded in a capture), fake_fault.c (fault injection).
  */
 #ifndef RECAP_FAKE_STATE_H
 #define RECAP_FAKE_STATE_H
@@ -89,6 +90,10 @@ typedef struct fake_node {
   struct fake_graph **bodies;
   unsigned cond_value;
   bool cond_started;
+  /* Child graph nodes made by capture_add_child (fake_child.c): the copy of the graph the node
+   * runs, owned by the node (not listed; an executable's copy owns its own copy). NULL for a
+   * graph launched into a capture, which the fake records without content. */
+  struct fake_graph *child;
 } fake_node_t;
 
 typedef struct fake_nodes {
@@ -596,6 +601,9 @@ void recap__fake_exec_conds_reset(fake_nodes_t *nodes);
  * kinds, branch counts and bodies' structure must match), or NONE; *node the top-level node. */
 recap_update_reason_t recap__fake_cond_update_refusal(const fake_nodes_t *x, const fake_nodes_t *g,
                                                       size_t *node);
+/* fake_child.c */
+recap_status_t recap__fake_op_capture_add_child(recap_stream_t stream, recap_cuda_graph_t graph);
+
 /* Whether some capture appends to g or to a body inside g. */
 bool recap__fake_graph_capturing(const fake_graph_t *g);
 /* Free the handles table (recap__fake_reset). */

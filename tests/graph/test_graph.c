@@ -880,7 +880,7 @@ RECAP_TEST(empty_capture_warns) {
 RECAP_TEST(graph_launched_inside_a_capture_becomes_a_child_node) {
   recap_stream_t s = fresh_stream();
   recap_graph_t inner, outer;
-  OK(recap_graph_create(&inner, 0));
+  OK(recap_graph_create(&inner, RECAP_GRAPH_KEEP)); /* embedding copies the template */
   OK(recap_graph_create(&outer, RECAP_GRAPH_KEEP));
   capture_kernels(inner, s, 2);
   OK(recap_graph_capture_begin(outer, NULL, s));

@@ -521,6 +521,28 @@ RECAP_TEST(applied_on_the_device) {
   done();
 }
 
+/* A replay inside another capture would embed the graph, and CUDA copies no graph with
+ * device-updatable nodes into a child graph node: refused before anything is added. */
+RECAP_TEST(device_nodes_are_not_embedded) {
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
+  float *x = alloc(BYTES, s), *y1 = alloc(BYTES, s), *y2 = alloc(BYTES, s);
+  recap_graph_t g, outer;
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  recap_capture_options_t o = on_device();
+  (void)capture_affine(g, s, &o, x, y1, y2);
+  OK(recap_graph_create(&outer, 0));
+  OK(recap_graph_capture_begin(outer, NULL, s2));
+  uint64_t adds = recap__fake_now().calls[RECAP__FAKE_FAULT_CAPTURE_CHILD];
+  EXPECT_STATUS(recap_graph_replay(g, s2), RECAP_ERROR_NOT_SUPPORTED);
+  EXPECT_MESSAGE("device-updatable kernel nodes");
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_CAPTURE_CHILD], adds);
+  recap__fake_stream_enqueue(s2);
+  OK(recap_graph_capture_end(outer));
+  OK(recap_graph_destroy(outer));
+  OK(recap_graph_destroy(g));
+  done();
+}
+
 /* A host set of a device-updatable node (one argument, a shape) makes the next replay upload
  * the executable again; a recapture instantiates afresh (CUDA updates no such executable),
  * counted as NOT_SUPPORTED, and keeps the parameters. */
@@ -940,6 +962,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(one_argument_of_one_node),
       cmocka_unit_test(launch_shapes),
       cmocka_unit_test(applied_on_the_device),
+      cmocka_unit_test(device_nodes_are_not_embedded),
       cmocka_unit_test(device_nodes_upload_and_recapture),
       cmocka_unit_test(device_graph_instantiated_again),
       cmocka_unit_test(device_replay_failures_and_fallback),

@@ -192,7 +192,7 @@ static const char *kind_name(recap__fake_fault_t kind) {
                                       "host_free_pinned", "nccl_load",
                                       "nccl_collective",  "nccl_mem_alloc",
                                       "nccl_register",    "stream_wait_event",
-                                      "stream_blocking"};
+                                      "stream_blocking",  "capture_child"};
   _Static_assert(sizeof names / sizeof names[0] == RECAP__FAKE_FAULT_KINDS, "a name per kind");
   return (unsigned)kind < sizeof names / sizeof names[0] ? names[kind] : "?";
 }
@@ -215,6 +215,8 @@ static bool reached_by_no_library_path(recap__fake_fault_t kind) {
   /* The fake NCCL: the workload makes no collective. */
   if (kind >= RECAP__FAKE_FAULT_NCCL_LOAD && kind <= RECAP__FAKE_FAULT_NCCL_REGISTER) return true;
   if (kind == RECAP__FAKE_FAULT_STREAM_WAIT_EVENT) return true;
+  /* Embedding: the workload replays no graph inside another capture. */
+  if (kind == RECAP__FAKE_FAULT_CAPTURE_CHILD) return true;
   if (sweep_vmm) return false;
   return kind >= RECAP__FAKE_FAULT_VMM_GRANULARITY && kind <= RECAP__FAKE_FAULT_VMM_SET_ACCESS;
 }

@@ -173,7 +173,7 @@ static void write_captured_graph(const char *path) {
   recap_test_reset(NULL);
   recap_stream_t s = recap__fake_stream_new(), side = recap__fake_stream_new();
   recap_graph_t child, g;
-  OK(recap_graph_create(&child, 0));
+  OK(recap_graph_create(&child, RECAP_GRAPH_KEEP)); /* embedding copies the template */
   OK(recap_graph_capture_begin(child, NULL, s));
   recap__fake_launch_kernel(s, "child_kernel");
   OK(recap_graph_capture_end(child));

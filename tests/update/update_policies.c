@@ -344,7 +344,7 @@ static void log_into(recap_log_level_t level, const char *message, void *user_da
 RECAP_TEST(a_replay_into_another_capture_is_not_timed) {
   recap_stream_t s = fresh_stream(), outer_stream = recap__fake_stream_new();
   recap_graph_t g, outer;
-  OK(recap_graph_create(&g, 0));
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP)); /* embedding copies the template */
   OK(recap_graph_create(&outer, 0));
   measure_updates(g, 0.05, 2);
   capture_kernels(g, s, 3);
