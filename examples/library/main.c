@@ -121,8 +121,8 @@ static void enqueue_step(smoother_t *lib, float *acc, size_t n, cudaStream_t s) 
 typedef struct outcome {
   float *acc; /* host copy after the last step */
   double host_us_per_step;
-  size_t nodes;    /* the program's graph's nodes (0: no graph) */
-  int embedded;    /* the library replayed its graph inside the program's capture */
+  size_t nodes; /* the program's graph's nodes (0: no graph) */
+  int embedded; /* the library replayed its graph inside the program's capture */
 } outcome_t;
 
 static void run_way(int way, const options_t *o, cudaStream_t s, outcome_t *out) {
@@ -168,8 +168,7 @@ int main(int argc, char **argv) {
   if (example_under_a_tool() && o.steps > 20) o.steps = 20;
   cudaStream_t s;
   CHECK_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  printf(PROGRAM ": %d steps of %zu points, %d sweeps per library call\n", o.steps, o.n,
-         o.sweeps);
+  printf(PROGRAM ": %d steps of %zu points, %d sweeps per library call\n", o.steps, o.n, o.sweeps);
   outcome_t outcomes[WAYS];
   memset(outcomes, 0, sizeof outcomes);
   for (int w = 0; w < WAYS; w++) run_way(w, &o, s, &outcomes[w]);
@@ -183,10 +182,12 @@ int main(int argc, char **argv) {
     int same = memcmp(outcomes[w].acc, outcomes[0].acc, o.n * sizeof(float)) == 0;
     all_same &= same;
     printf("%-12s %14.2f %12zu %10s\n", WAY_NAMES[w], outcomes[w].host_us_per_step,
-           outcomes[w].nodes, w == 0 ? "reference" : same ? "yes" : "NO");
+           outcomes[w].nodes,
+           w == 0 ? "reference"
+           : same ? "yes"
+                  : "NO");
   }
-  printf("\n%s\n", all_same ? "all ways give the same accumulator bit for bit"
-                              : "the ways DIFFER");
+  printf("\n%s\n", all_same ? "all ways give the same accumulator bit for bit" : "the ways DIFFER");
   for (int w = 0; w < WAYS; w++) free(outcomes[w].acc);
   CHECK_CUDA(cudaStreamDestroy(s));
   return all_same ? 0 : 1;

@@ -36,8 +36,7 @@ extern "C" cudaError_t smoother_sweep(float *y, const float *x, size_t n, cudaSt
   return cudaGetLastError();
 }
 
-extern "C" cudaError_t program_produce(float *in, const float *acc, size_t n,
-                                       cudaStream_t stream) {
+extern "C" cudaError_t program_produce(float *in, const float *acc, size_t n, cudaStream_t stream) {
   produce_kernel<<<blocks_for(n), kThreads, 0, stream>>>(in, acc, n);
   return cudaGetLastError();
 }

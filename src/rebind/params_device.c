@@ -195,8 +195,9 @@ static recap_status_t first_targets(recap_cuda_graph_t graph, size_t *targets, s
   recap_graph_info_t info;
   memset(&info, 0, sizeof info);
   RECAP__CHECK(recap__device()->graph_inspect(graph, &info));
+  /* The queue takes each target once and each node reached once after it. */
   bool *reached = recap__host_calloc(info.node_count ? info.node_count : 1, sizeof *reached);
-  size_t *queue = recap__host_malloc((info.node_count ? info.node_count : 1) * sizeof *queue);
+  size_t *queue = recap__host_malloc((*count + info.node_count + 1) * sizeof *queue);
   recap_status_t s = RECAP_SUCCESS;
   if (!reached || !queue) s = recap__error(RECAP_ERROR_OUT_OF_MEMORY, "%s: out of host memory", fn);
   /* Every node some target reaches through at least one edge. */

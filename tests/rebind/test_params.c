@@ -708,6 +708,25 @@ RECAP_TEST(applier_runs_beside_work_without_parameters) {
   expect_affine(x, y2, 4.0f, 3, 0.25, 1000);
   OK(recap_graph_destroy(g));
 
+  /* A long chain of nodes that all take it: one edge, to the first (every other is reached
+   * from it, each once). */
+  enum { CHAIN = 64 };
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  OK(recap_graph_capture_begin(g, &o, s));
+  OK(recap_graph_param_float(g, "lr", 0.5f, &a, &lr));
+  for (int i = 0; i < CHAIN; i++) affine(s, "link", x, y1, a, 3, 0.25, 1000);
+  OK(recap_graph_capture_end(g));
+  OK(recap_graph_inspect(g, &info));
+  assert_int_equal(info->node_count, CHAIN + 1);
+  assert_int_equal(info->nodes[0].dependent_count, 1);
+  assert_int_equal(info->nodes[0].dependents[0], 1);
+  for (int i = 2; i <= CHAIN; i++) assert_int_equal(info->nodes[i].dependency_count, 1);
+  recap_graph_info_free(info);
+  OK(recap_param_set_float(lr, -1.5f));
+  replay(g, s);
+  expect_affine(x, y1, -1.5f, 3, 0.25, 1000);
+  OK(recap_graph_destroy(g));
+
   /* PATCH calls at capture end: one per node made device-updatable (2), then the edges. */
   OK(recap_graph_create(&g, 0));
   OK(recap_graph_capture_begin(g, &o, s));
