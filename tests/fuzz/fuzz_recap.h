@@ -70,6 +70,9 @@ typedef struct graph {
    * the recapture fails; the route holds a second pool reference meanwhile. */
   bool recapturing;
   uint64_t recaptures; /* recaptures that succeeded since the create or the last reset */
+  /* Shared pools the capture holds a reference to through graphs replayed into it, which
+   * embeds them (docs/graphs.md, "Inside another capture"): bit k for st.shared[k], each once. */
+  unsigned embedded;
 } graph_t;
 
 enum { POOL_NONE, POOL_NAMED, POOL_UNKNOWN };

@@ -45,6 +45,7 @@ static void capture_started(int g, int j, int mode, int shared, bool liveness, b
   gr->scope = scope;
   gr->liveness = liveness;
   gr->gens = 0;
+  gr->embedded = 0;
   gr->consumed_unknown = gr->inputs_unknown = gr->annotations_unknown = false;
   memset(gr->consumed, 0, sizeof gr->consumed);
   gr->input_count = gr->depth = 0;

@@ -121,14 +121,20 @@ void check_invariants(void) {
    * the allocator looks at those events again is not documented, so only the bound holds. */
   if (stats.active_bytes[RECAP_STAT_ALL].current < bytes)
     die("fewer active bytes than allocated ones", RECAP_SUCCESS);
-  /* The shared pools' references: one per graph capturing or captured into it (recap/alloc.h). */
+  /* The shared pools' references: one per graph capturing or captured into it (recap/alloc.h),
+   * and one per capture that embedded a graph of the pool (the capture a recapture replaces
+   * keeps its own until the recapture ends). */
   for (int k = 0; k < SHARED; k++) {
     int refs = 0, routed = 0;
-    for (int g = 0; g < GRAPHS; g++)
-      if (st.graphs[g].h && st.graphs[g].shared == k && st.graphs[g].state != FRESH) {
-        refs += 1 + st.graphs[g].recapturing;
-        routed += st.graphs[g].state == CAPTURING;
+    for (int g = 0; g < GRAPHS; g++) {
+      const graph_t *gr = &st.graphs[g];
+      if (!gr->h || gr->state == FRESH) continue;
+      refs += (gr->embedded >> k & 1u) + (gr->recapturing && (st.saved[g].embedded >> k & 1u));
+      if (gr->shared == k) {
+        refs += 1 + gr->recapturing;
+        routed += gr->state == CAPTURING;
       }
+    }
     recap_pool_memory_t info = RECAP_POOL_MEMORY_INIT;
     recap_status_t s = recap_pool_memory(st.shared[k], &info);
     if (s == RECAP_ERROR_NOT_FOUND) {

@@ -27,9 +27,15 @@ void op_replay(void) {
     return;
   }
   bool dead = gr->liveness && graph_inputs_dead(gr);
-  bool inside = st.owner[j] >= 0 && gr->gens; /* draws, inside another capture */
-  bool fault = fired(RECAP__FAKE_FAULT_LAUNCH) ||
-               (!gr->instantiated && fired(RECAP__FAKE_FAULT_INSTANTIATE));
+  /* Inside another capture the graph is embedded (docs/graphs.md, "Inside another capture"):
+   * refused for modules acting at each replay (generators, liveness checks), then for a graph
+   * without a template (not KEEP); nothing launches or instantiates. */
+  bool embedding = st.owner[j] >= 0;
+  bool inside = embedding && (gr->gens || gr->liveness);
+  bool no_template = embedding && !inside && !gr->keep;
+  bool fault = embedding ? fired(RECAP__FAKE_FAULT_CAPTURE_CHILD)
+                         : fired(RECAP__FAKE_FAULT_LAUNCH) ||
+                               (!gr->instantiated && fired(RECAP__FAKE_FAULT_INSTANTIATE));
   if (gr->inputs_unknown && gr->liveness && (s == RECAP_SUCCESS || s == RECAP_ERROR_DEAD_INPUT))
     check_last(s, "recap_graph_replay");
   else if (dead && inside && (s == RECAP_ERROR_DEAD_INPUT || s == RECAP_ERROR_INVALID_USAGE))
@@ -41,11 +47,19 @@ void op_replay(void) {
     check_last(s, "recap_graph_replay"); /* launched into a capture that was invalidated */
   else
     expect(s,
-           dead     ? RECAP_ERROR_DEAD_INPUT
-           : inside ? RECAP_ERROR_INVALID_USAGE
-                    : RECAP_SUCCESS,
+           dead          ? RECAP_ERROR_DEAD_INPUT
+           : inside      ? RECAP_ERROR_INVALID_USAGE
+           : no_template ? RECAP_ERROR_NOT_SUPPORTED
+                         : RECAP_SUCCESS,
            "recap_graph_replay");
-  if (s == RECAP_SUCCESS) gr->instantiated = true;
+  if (s == RECAP_SUCCESS && !embedding) gr->instantiated = true;
+  if (s == RECAP_SUCCESS && embedding) {
+    /* The capturing graph holds the graph's pool and what it embedded; its replays run the
+     * graph's kernels, whose reads the model does not list for it. */
+    graph_t *outer = &st.graphs[st.owner[j]];
+    outer->embedded |= (gr->shared >= 0 ? 1u << gr->shared : 0u) | gr->embedded;
+    if (gr->input_count || gr->inputs_unknown) outer->inputs_unknown = true;
+  }
   /* Every replay advances the generators the graph draws from by what it consumes; a failed
    * one leaves them as they were (docs/rng.md, "A replay that fails"). */
   for (int k = 0; k < GENS; k++) {
