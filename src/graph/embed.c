@@ -12,8 +12,13 @@
  * such a record passes its pools on when it is embedded in turn, so the outermost graph holds
  * every pool at any depth.
  *
+ * A module that acts on the host at each of the graph's replays and knows how to make the
+ * outer graph's replays do the same (random numbers: the outer graph advances the generators'
+ * offsets, and the node's kernels draw where the same work run eagerly would) handles the
+ * embed_begin and embed_end events around the node (hooks.h).
+ *
  * What CUDA cannot hold in a child graph is refused with RECAP_ERROR_NOT_SUPPORTED, and a graph
- * whose modules act on the host at each of its replays (random numbers, input-liveness checks,
+ * whose other modules act on the host at each of its replays (input-liveness checks,
  * collectives), which a replay of the outer graph would not do, with RECAP_ERROR_INVALID_USAGE;
  * each message names the rule (embed_check). The refusals come before anything changes, and a
  * failure of the seam leaves the capture and the references as they were.
@@ -195,13 +200,17 @@ recap_status_t recap__graph_embed(recap_graph_t graph, recap_graph_t outer, reca
   embed_pool_t own = {graph->device, graph->pool};
   recap_status_t s = graph->holds_pool ? record_take(record, &own, 1) : RECAP_SUCCESS;
   if (s == RECAP_SUCCESS && inner) s = record_take(record, inner->pools, inner->count);
+  /* The modules that act at the graph's replays make the outer graph's replays act so too
+   * (random numbers), around the node. */
+  size_t prepared = 0;
+  if (s == RECAP_SUCCESS) s = recap__graph_hooks_embed_begin(graph, outer, stream, &prepared);
   if (s == RECAP_SUCCESS) s = recap__device()->capture_add_child(stream, graph->template_graph);
-  if (s != RECAP_SUCCESS) {
-    recap__saved_error_t cause;
-    recap__error_save(&cause);
-    record_untake(record, record->count - before);
-    recap__error_restore(&cause);
-  }
+  if (s == RECAP_SUCCESS) return recap__graph_hooks_embed_end(graph, outer, stream, prepared, true);
+  recap__saved_error_t cause;
+  recap__error_save(&cause);
+  (void)recap__graph_hooks_embed_end(graph, outer, stream, prepared, false);
+  record_untake(record, record->count - before);
+  recap__error_restore(&cause);
   return s;
 }
 
