@@ -571,16 +571,89 @@ RECAP_TEST(a_graphed_forward_in_a_capture_embeds) {
   graphed_case_finish(&c);
 }
 
-/* A callable whose graphs check their inputs at each replay is refused before its input is
- * staged: the capture holds nothing of it. */
-RECAP_TEST(a_graphed_forward_with_liveness_checks_is_refused_unharmed) {
+/* A callable whose graphs check their inputs at each replay embeds: the outer graph checks them
+ * at its replays (input_liveness_checks_embed). */
+RECAP_TEST(a_graphed_forward_with_liveness_checks_embeds) {
   graphed_case_t c = graphed_case(1);
   recap_buffer_t in = {c.given, sizeof *c.given};
   const recap_buffer_t *out = NULL;
-  EXPECT_STATUS(recap_graphed_forward(c.h, 0, &in, c.s2, &out), RECAP_ERROR_INVALID_USAGE);
-  EXPECT_MESSAGE("input-liveness checks");
-  expect_capture_unharmed(c.outer, c.s2, c.given);
+  OK(recap_graphed_forward(c.h, 0, &in, c.s2, &out));
+  OK(recap_graph_capture_end(c.outer));
+  for (int64_t v = -2; v < 3; v++) {
+    *c.given = v;
+    OK(recap_graph_replay(c.outer, c.s2));
+    assert_int_equal(*(int64_t *)out[0].data, v * 3 + 1);
+  }
   graphed_case_finish(&c);
+}
+
+/* A graph (KEEP) capturing x = 3x + 1 on s with input-liveness checks; x is a block outside its
+ * pool, so its replays check it. */
+static recap_graph_t checked_graph(recap_stream_t s, int64_t *x) {
+  recap_graph_t g;
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.check_input_liveness = 1;
+  OK(recap_graph_capture_begin(g, &o, s));
+  run(s, 3, 1, x);
+  OK(recap_graph_capture_end(g));
+  size_t inputs = 0;
+  OK(recap_graph_liveness_inputs(g, NULL, 0, &inputs));
+  assert_int_equal(inputs, 1);
+  return g;
+}
+
+/* The outer graph checks the embedded graph's inputs at each of its replays, and so does a graph
+ * that embeds the outer one in turn. */
+RECAP_TEST(input_liveness_checks_embed) {
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new(), s3 = recap__fake_stream_new();
+  int64_t *x;
+  OK(recap_malloc((void **)&x, sizeof *x, s));
+  recap_graph_t inner = checked_graph(s, x);
+  recap_graph_t outer;
+  OK(recap_graph_create(&outer, RECAP_GRAPH_KEEP));
+  OK(recap_graph_capture_begin(outer, NULL, s2));
+  run(s2, 1, 10, x);
+  OK(recap_graph_replay(inner, s2));
+  OK(recap_graph_capture_end(outer));
+  recap_graph_t outermost;
+  OK(recap_graph_create(&outermost, 0));
+  OK(recap_graph_capture_begin(outermost, NULL, s3));
+  OK(recap_graph_replay(outer, s3));
+  OK(recap_graph_capture_end(outermost));
+  *x = 1;
+  OK(recap_graph_replay(outer, s2));
+  assert_int_equal(*x, 34);
+  OK(recap_graph_replay(outermost, s3));
+  assert_int_equal(*x, 133);
+  /* The input dies: every graph that runs the embedded work refuses, launching nothing. */
+  OK(recap_free(x));
+  uint64_t launches = recap__fake_now().graph_launches;
+  EXPECT_STATUS(recap_graph_replay(outer, s2), RECAP_ERROR_DEAD_INPUT);
+  EXPECT_MESSAGE("a graph embedded in this one");
+  EXPECT_STATUS(recap_graph_replay(outermost, s3), RECAP_ERROR_DEAD_INPUT);
+  EXPECT_STATUS(recap_graph_replay(inner, s), RECAP_ERROR_DEAD_INPUT);
+  assert_int_equal(recap__fake_now().graph_launches, launches);
+  OK(recap_graph_destroy(outermost));
+  OK(recap_graph_destroy(outer));
+  destroy_and_expect_quiet(inner);
+}
+
+/* A failed embedding leaves the outer capture without the embedded graph's checks. */
+RECAP_TEST(a_failed_embedding_takes_the_liveness_checks_back) {
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
+  int64_t *x, word = 0;
+  OK(recap_malloc((void **)&x, sizeof *x, s));
+  recap_graph_t inner = checked_graph(s, x);
+  recap_graph_t outer;
+  OK(recap_graph_create(&outer, 0));
+  OK(recap_graph_capture_begin(outer, NULL, s2));
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_CAPTURE_CHILD, 1);
+  EXPECT_STATUS(recap_graph_replay(inner, s2), RECAP_ERROR_CUDA);
+  OK(recap_free(x));
+  expect_capture_unharmed(outer, s2, &word);
+  OK(recap_graph_destroy(outer));
+  destroy_and_expect_quiet(inner);
 }
 
 static int64_t set_word;
@@ -650,7 +723,9 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(an_abandoned_outer_capture_gives_the_references_back),
     cmocka_unit_test(a_sleeping_embedded_pool_stops_the_outer_replay),
     cmocka_unit_test(a_graphed_forward_in_a_capture_embeds),
-    cmocka_unit_test(a_graphed_forward_with_liveness_checks_is_refused_unharmed),
+    cmocka_unit_test(a_graphed_forward_with_liveness_checks_embeds),
+    cmocka_unit_test(input_liveness_checks_embed),
+    cmocka_unit_test(a_failed_embedding_takes_the_liveness_checks_back),
     cmocka_unit_test(a_graph_set_run_in_a_capture_embeds),
 };
 RECAP_TEST_MAIN(tests)
