@@ -15,11 +15,13 @@
  * A module that acts on the host at each of the graph's replays and knows how to make the
  * outer graph's replays do the same (random numbers: the outer graph advances the generators'
  * offsets, and the node's kernels draw where the same work run eagerly would; input-liveness
- * checks: the outer graph checks the embedded graph's inputs) handles the
+ * checks: the outer graph checks the embedded graph's inputs; recorded collectives: the outer
+ * record gains them, and the outer replays follow their communicators' policies) handles the
  * embed_begin and embed_end events around the node (hooks.h).
  *
  * What CUDA cannot hold in a child graph is refused with RECAP_ERROR_NOT_SUPPORTED, and a graph
- * whose other modules act on the host at each of its replays (collectives), which a replay of
+ * whose other modules act on the host at each of its replays (graph parameters applied on the
+ * GPU, when no device-updatable node made it NOT_SUPPORTED first), which a replay of
  * the outer graph would not do, with RECAP_ERROR_INVALID_USAGE; each message names the rule
  * (embed_check). The refusals come before anything changes, and a
  * failure of the seam leaves the capture and the references as they were.
