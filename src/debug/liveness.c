@@ -428,18 +428,8 @@ static void embedded_release(void *ctx, recap_graph_t graph) {
   recap__host_free(e);
 }
 
-static recap_status_t embedded_embed_begin(void *ctx, recap_graph_t graph, recap_graph_t outer,
-                                           recap_stream_t stream);
-static recap_status_t embedded_embed_end(void *ctx, recap_graph_t graph, recap_graph_t outer,
-                                         recap_stream_t stream, bool added);
-
-static const recap__graph_hooks_t embedded_hooks = {
-    .name = "embedded graphs' input-liveness checks",
-    .embed_begin = embedded_embed_begin,
-    .embed_end = embedded_embed_end,
-    .before_replay = embedded_before_replay,
-    .release = embedded_release,
-};
+/* Defined below the functions it names, which attach it. */
+static const recap__graph_hooks_t embedded_hooks;
 
 static recap_status_t embed_oom(void) {
   return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
@@ -542,6 +532,14 @@ static recap_status_t embedded_embed_end(void *ctx, recap_graph_t graph, recap_g
   if (!added) embed_undo(outer, ((const embedded_checks_t *)ctx)->count);
   return RECAP_SUCCESS;
 }
+
+static const recap__graph_hooks_t embedded_hooks = {
+    .name = "embedded graphs' input-liveness checks",
+    .embed_begin = embedded_embed_begin,
+    .embed_end = embedded_embed_end,
+    .before_replay = embedded_before_replay,
+    .release = embedded_release,
+};
 
 static const recap__graph_hooks_t liveness_hooks = {
     .name = "input-liveness checks (check_input_liveness)",

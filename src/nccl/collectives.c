@@ -66,21 +66,8 @@ static void hook_release(void *ctx, recap_graph_t graph) {
   recap__host_free(g);
 }
 
-static recap_status_t hook_embed_begin(void *ctx, recap_graph_t graph, recap_graph_t outer,
-                                       recap_stream_t stream);
-static recap_status_t hook_embed_end(void *ctx, recap_graph_t graph, recap_graph_t outer,
-                                     recap_stream_t stream, bool added);
-
-static const recap__graph_hooks_t nccl_hooks = {
-    .name = "recorded NCCL collectives",
-    .embed_begin = hook_embed_begin,
-    .embed_end = hook_embed_end,
-    .before_replay = hook_before_replay,
-    .replay_failed = hook_replay_failed,
-    .replay_done = hook_replay_done,
-    .capture_ended = hook_capture_ended,
-    .release = hook_release,
-};
+/* Defined below the functions it names, which attach and detach it. */
+static const recap__graph_hooks_t nccl_hooks;
 
 recap__nccl_graph_t *recap__nccl_graph_find(recap_graph_t graph) {
   return recap__graph_hook_ctx(graph, &nccl_hooks);
@@ -187,6 +174,17 @@ static recap_status_t hook_embed_end(void *ctx, recap_graph_t graph, recap_graph
   inner->embed_attached = false;
   return RECAP_SUCCESS;
 }
+
+static const recap__graph_hooks_t nccl_hooks = {
+    .name = "recorded NCCL collectives",
+    .embed_begin = hook_embed_begin,
+    .embed_end = hook_embed_end,
+    .before_replay = hook_before_replay,
+    .replay_failed = hook_replay_failed,
+    .replay_done = hook_replay_done,
+    .capture_ended = hook_capture_ended,
+    .release = hook_release,
+};
 
 static void warn_old_version(int version) {
   if (version >= RECAP__NCCL_FIXED_VERSION || atomic_exchange(&warned, true)) return;

@@ -420,23 +420,8 @@ static recap_status_t use_nested_capture_end(void *ctx, recap_graph_t graph, rec
   return RECAP_SUCCESS;
 }
 
-static recap_status_t use_embed_begin(void *ctx, recap_graph_t graph, recap_graph_t outer,
-                                      recap_stream_t stream);
-static recap_status_t use_embed_end(void *ctx, recap_graph_t graph, recap_graph_t outer,
-                                    recap_stream_t stream, bool added);
-
-static const recap__graph_hooks_t rng_hooks = {
-    .name = "random-number generators",
-    .embed_begin = use_embed_begin,
-    .embed_end = use_embed_end,
-    .before_replay = use_before_replay,
-    .replay_failed = use_replay_failed,
-    .replay_done = use_replay_done,
-    .capture_ended = use_capture_ended,
-    .release = use_release,
-    .nested_capture_begin = use_nested_capture_begin,
-    .nested_capture_end = use_nested_capture_end,
-};
+/* Defined below the functions it names, which attach and detach it. */
+static const recap__graph_hooks_t rng_hooks;
 
 /* Attach gen to graph's capture (called with gen->lock held); *made: the use attached. */
 static recap_status_t attach(recap_generator_t gen, recap_graph_t graph, rng_use_t **made) {
@@ -525,6 +510,19 @@ static recap_status_t use_embed_end(void *ctx, recap_graph_t graph, recap_graph_
   pthread_mutex_unlock(&gen->lock);
   return s;
 }
+
+static const recap__graph_hooks_t rng_hooks = {
+    .name = "random-number generators",
+    .embed_begin = use_embed_begin,
+    .embed_end = use_embed_end,
+    .before_replay = use_before_replay,
+    .replay_failed = use_replay_failed,
+    .replay_done = use_replay_done,
+    .capture_ended = use_capture_ended,
+    .release = use_release,
+    .nested_capture_begin = use_nested_capture_begin,
+    .nested_capture_end = use_nested_capture_end,
+};
 
 /* recap_generator_philox_state; an eager advance is described in *eager, for the caller to
  * undo should its launch fail. */

@@ -49,6 +49,36 @@ static recap_generator_t fresh_generator(recap_stream_t *s, recap_stream_t *s2, 
   return gen;
 }
 
+/* Two generators of one seed on a fresh fake: the one the graphs use, and the reference that
+ * runs the same work eagerly. */
+typedef struct pair {
+  recap_stream_t s, s2;
+  recap_generator_t gen, ref;
+} pair_t;
+
+static pair_t pair_begin(uint64_t seed) {
+  pair_t p;
+  p.gen = fresh_generator(&p.s, &p.s2, seed);
+  OK(recap_generator_create(&p.ref, seed));
+  return p;
+}
+
+static void destroy_all(recap_graph_t *graphs, size_t n, recap_generator_t *gens, size_t m) {
+  for (size_t i = 0; i < n; i++) OK(recap_graph_destroy(graphs[i]));
+  for (size_t i = 0; i < m; i++) OK(recap_generator_destroy(gens[i]));
+  expect_quiet();
+}
+
+/* The end of a test of a pair: the graphs drew what the reference drew eagerly, and the two
+ * generators stand at the same offset; everything destroyed. */
+static void pair_end(pair_t *p, const records_t *got, const records_t *want, recap_graph_t *graphs,
+                     size_t n) {
+  expect_same_records(got, want);
+  assert_int_equal(offset_of(p->gen), offset_of(p->ref));
+  recap_generator_t gens[] = {p->gen, p->ref};
+  destroy_all(graphs, n, gens, 2);
+}
+
 static recap_graph_t begin(recap_stream_t s, unsigned flags) {
   recap_graph_t g;
   OK(recap_graph_create(&g, flags));
@@ -87,16 +117,10 @@ static void eager_outer(recap_generator_t gen, records_t *r) {
   eager(gen, 8, r);
 }
 
-static void destroy_all(recap_graph_t *graphs, size_t n, recap_generator_t *gens, size_t m) {
-  for (size_t i = 0; i < n; i++) OK(recap_graph_destroy(graphs[i]));
-  for (size_t i = 0; i < m; i++) OK(recap_generator_destroy(gens[i]));
-  expect_quiet();
-}
-
 RECAP_TEST(outer_replays_draw_what_eager_draws) {
-  recap_stream_t s, s2;
-  recap_generator_t gen = fresh_generator(&s, &s2, 11), ref = NULL;
-  OK(recap_generator_create(&ref, 11));
+  pair_t p = pair_begin(11);
+  recap_stream_t s = p.s, s2 = p.s2;
+  recap_generator_t gen = p.gen, ref = p.ref;
   records_t got = {0}, want = {0};
   /* An eager draw before anything is captured. */
   eager(gen, 4, &got);
@@ -116,18 +140,15 @@ RECAP_TEST(outer_replays_draw_what_eager_draws) {
   eager_inner(ref, &want);
   OK(recap_graph_replay(outer, s2));
   eager_outer(ref, &want);
-  expect_same_records(&got, &want);
-  assert_int_equal(offset_of(gen), offset_of(ref));
   recap_graph_t graphs[] = {outer, inner};
-  recap_generator_t gens[] = {gen, ref};
-  destroy_all(graphs, 2, gens, 2);
+  pair_end(&p, &got, &want, graphs, 2);
 }
 
 /* The outer capture draws nothing itself: the node's kernels read the base unshifted. */
 RECAP_TEST(an_outer_graph_that_only_embeds_draws_what_eager_draws) {
-  recap_stream_t s, s2;
-  recap_generator_t gen = fresh_generator(&s, &s2, 3), ref = NULL;
-  OK(recap_generator_create(&ref, 3));
+  pair_t p = pair_begin(3);
+  recap_stream_t s = p.s, s2 = p.s2;
+  recap_generator_t gen = p.gen, ref = p.ref;
   records_t got = {0}, want = {0};
   recap_graph_t inner = inner_graph(gen, s, &got);
   uint64_t advances = recap__fake_now().calls[RECAP__FAKE_FAULT_RNG_ADVANCE];
@@ -140,17 +161,14 @@ RECAP_TEST(an_outer_graph_that_only_embeds_draws_what_eager_draws) {
     OK(recap_graph_replay(outer, s2));
     eager_inner(ref, &want);
   }
-  expect_same_records(&got, &want);
-  assert_int_equal(offset_of(gen), offset_of(ref));
   recap_graph_t graphs[] = {outer, inner};
-  recap_generator_t gens[] = {gen, ref};
-  destroy_all(graphs, 2, gens, 2);
+  pair_end(&p, &got, &want, graphs, 2);
 }
 
 RECAP_TEST(embedding_twice_draws_twice_in_order) {
-  recap_stream_t s, s2;
-  recap_generator_t gen = fresh_generator(&s, &s2, 5), ref = NULL;
-  OK(recap_generator_create(&ref, 5));
+  pair_t p = pair_begin(5);
+  recap_stream_t s = p.s, s2 = p.s2;
+  recap_generator_t gen = p.gen, ref = p.ref;
   records_t got = {0}, want = {0};
   recap_graph_t inner = inner_graph(gen, s, &got);
   recap_graph_t outer = begin(s2, 0);
@@ -166,18 +184,15 @@ RECAP_TEST(embedding_twice_draws_twice_in_order) {
     eager(gen, 8, &got);
     eager(ref, 8, &want);
   }
-  expect_same_records(&got, &want);
-  assert_int_equal(offset_of(gen), offset_of(ref));
   recap_graph_t graphs[] = {outer, inner};
-  recap_generator_t gens[] = {gen, ref};
-  destroy_all(graphs, 2, gens, 2);
+  pair_end(&p, &got, &want, graphs, 2);
 }
 
 /* inner in outer (KEEP) in outermost, each level drawing around its node. */
 RECAP_TEST(nesting_draws_what_eager_draws) {
-  recap_stream_t s, s2;
-  recap_generator_t gen = fresh_generator(&s, &s2, 9), ref = NULL;
-  OK(recap_generator_create(&ref, 9));
+  pair_t p = pair_begin(9);
+  recap_stream_t s = p.s, s2 = p.s2;
+  recap_generator_t gen = p.gen, ref = p.ref;
   recap_stream_t s3 = recap__fake_stream_new();
   records_t got = {0}, want = {0};
   recap_graph_t inner = inner_graph(gen, s, &got);
@@ -199,11 +214,8 @@ RECAP_TEST(nesting_draws_what_eager_draws) {
   }
   OK(recap_graph_replay(outer, s2));
   eager_outer(ref, &want);
-  expect_same_records(&got, &want);
-  assert_int_equal(offset_of(gen), offset_of(ref));
   recap_graph_t graphs[] = {outermost, outer, inner};
-  recap_generator_t gens[] = {gen, ref};
-  destroy_all(graphs, 3, gens, 2);
+  pair_end(&p, &got, &want, graphs, 3);
 }
 
 /* Two generators in the embedded graph, one of them also drawn by the outer capture. */
@@ -241,9 +253,9 @@ RECAP_TEST(two_generators_embed) {
 /* A failed child node, or a failed shift, changes nothing: the generator is not attached to the
  * outer capture by the failed embedding, and the capture goes on drawing where it stood. */
 RECAP_TEST(a_failed_embedding_leaves_the_generator_as_it_was) {
-  recap_stream_t s, s2;
-  recap_generator_t gen = fresh_generator(&s, &s2, 4), ref = NULL;
-  OK(recap_generator_create(&ref, 4));
+  pair_t p = pair_begin(4);
+  recap_stream_t s = p.s, s2 = p.s2;
+  recap_generator_t gen = p.gen, ref = p.ref;
   records_t got = {0}, want = {0};
   recap_graph_t inner = inner_graph(gen, s, &got);
   /* The outer capture has not drawn: the embedding attached the generator, and undoes it. */
@@ -267,11 +279,8 @@ RECAP_TEST(a_failed_embedding_leaves_the_generator_as_it_was) {
     eager(ref, 4, &want);
     eager(ref, 8, &want);
   }
-  expect_same_records(&got, &want);
-  assert_int_equal(offset_of(gen), offset_of(ref));
   recap_graph_t graphs[] = {outer, inner};
-  recap_generator_t gens[] = {gen, ref};
-  destroy_all(graphs, 2, gens, 2);
+  pair_end(&p, &got, &want, graphs, 2);
 }
 
 /* The generator belongs to another capture under way: refused, both captures go on. */
