@@ -131,8 +131,12 @@ static recap_status_t scan_reads(liveness_t *l, recap_graph_t graph,
 
   size_t m = 0;
   for (size_t i = 0; i < n; i++) {
-    /* The graph's own pool: its intermediates, and outputs of graphs that share the pool. */
-    if (!found[i] || recap__pool_id_equal(refs[i].pool, graph->pool)) continue;
+    /* The graph's own pool: its intermediates, and outputs of graphs that share the pool; and
+     * the pools of graphs it embedded: their intermediates (the embedded graphs' own checks
+     * cover their inputs). */
+    if (!found[i] || recap__pool_id_equal(refs[i].pool, graph->pool) ||
+        recap__graph_embeds_pool(graph, refs[i].pool))
+      continue;
     cands[m++] = (candidate_t){refs[i], reads[i].node, reads[i].kind};
   }
   qsort(cands, m, sizeof *cands, compare_candidates);

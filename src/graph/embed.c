@@ -83,6 +83,14 @@ static bool record_has(const embed_record_t *r, int device, recap_pool_id_t pool
   return false;
 }
 
+bool recap__graph_embeds_pool(recap_graph_t graph, recap_pool_id_t pool) {
+  const embed_record_t *r = recap__graph_hook_ctx(graph, &embed_hooks);
+  if (!r) return false;
+  for (size_t i = 0; i < r->count; i++)
+    if (recap__pool_id_equal(r->pools[i].pool, pool)) return true;
+  return false;
+}
+
 /* The record of outer's capture, attached now if it has none. */
 static recap_status_t record_of(recap_graph_t outer, embed_record_t **record) {
   *record = recap__graph_hook_ctx(outer, &embed_hooks);

@@ -639,6 +639,40 @@ RECAP_TEST(input_liveness_checks_embed) {
   destroy_and_expect_quiet(inner);
 }
 
+/* An outer graph captured with input-liveness checks does not take the embedded graph's
+ * intermediates (blocks of the embedded graph's pool, freed inside its capture) for inputs of
+ * its own. */
+RECAP_TEST(a_checked_outer_graph_ignores_the_embedded_pool) {
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
+  int64_t *x, *tmp;
+  OK(recap_malloc((void **)&x, sizeof *x, s));
+  recap_graph_t inner;
+  OK(recap_graph_create(&inner, RECAP_GRAPH_KEEP));
+  OK(recap_graph_capture_begin(inner, NULL, s));
+  OK(recap_malloc((void **)&tmp, sizeof *tmp, s));
+  run(s, 0, 5, tmp);
+  OK(recap_free(tmp));
+  run(s, 3, 1, x);
+  OK(recap_graph_capture_end(inner));
+  recap_graph_t outer;
+  OK(recap_graph_create(&outer, 0));
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.check_input_liveness = 1;
+  OK(recap_graph_capture_begin(outer, &o, s2));
+  OK(recap_graph_replay(inner, s2));
+  OK(recap_graph_capture_end(outer));
+  size_t inputs = 0;
+  OK(recap_graph_liveness_inputs(outer, NULL, 0, &inputs));
+  assert_int_equal(inputs, 1); /* x alone */
+  *x = 1;
+  OK(recap_graph_replay(outer, s2));
+  assert_int_equal(*x, 4);
+  OK(recap_free(x));
+  EXPECT_STATUS(recap_graph_replay(outer, s2), RECAP_ERROR_DEAD_INPUT);
+  OK(recap_graph_destroy(outer));
+  destroy_and_expect_quiet(inner);
+}
+
 /* A failed embedding leaves the outer capture without the embedded graph's checks. */
 RECAP_TEST(a_failed_embedding_takes_the_liveness_checks_back) {
   recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
@@ -726,6 +760,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_graphed_forward_with_liveness_checks_embeds),
     cmocka_unit_test(input_liveness_checks_embed),
     cmocka_unit_test(a_failed_embedding_takes_the_liveness_checks_back),
+    cmocka_unit_test(a_checked_outer_graph_ignores_the_embedded_pool),
     cmocka_unit_test(a_graph_set_run_in_a_capture_embeds),
 };
 RECAP_TEST_MAIN(tests)
