@@ -186,6 +186,8 @@ static recap_status_t embed_check(recap_graph_t graph, recap_graph_t outer) {
                         "stream: its %s act on the host at each of its replays, which a replay "
                         "of the capturing graph would not do; replay it outside the capture",
                         module->name ? module->name : "modules");
+  /* The modules' own rules (a generator shared with another capture, ...). */
+  RECAP__CHECK(recap__graph_hooks_embed_refused(graph, outer));
   if (!graph->template_graph)
     return recap__error(RECAP_ERROR_NOT_SUPPORTED,
                         "recap_graph_replay: cannot embed the graph into the capture on this "

@@ -221,6 +221,11 @@ const recap__graph_hooks_t *recap__graph_hooks_unembeddable(recap_graph_t g,
   return NULL;
 }
 
+recap_status_t recap__graph_hooks_embed_refused(recap_graph_t g, recap_graph_t outer) {
+  EACH_HOOK(&g->hooks, embed_refused, h) RECAP__CHECK(h->hooks->embed_refused(h->ctx, g, outer));
+  return RECAP_SUCCESS;
+}
+
 recap_status_t recap__graph_hooks_embed_begin(recap_graph_t g, recap_graph_t outer,
                                               recap_stream_t stream, size_t *prepared) {
   const recap__graph_hook_set_t *set = &g->hooks;

@@ -63,6 +63,11 @@ typedef struct recap__graph_hooks {
    * from being embedded. */
   recap_status_t (*embed_begin)(void *ctx, recap_graph_t graph, recap_graph_t outer,
                                 recap_stream_t stream);
+  /* Whether embed_begin would refuse the embedding for a rule of the module's (random numbers:
+   * a generator another capture under way uses), changing nothing: asked before anything of
+   * the embedding happens, and by callers that stage work before they replay (graphed
+   * callables). Optional. */
+  recap_status_t (*embed_refused)(void *ctx, recap_graph_t graph, recap_graph_t outer);
   /* After embed_begin succeeded: the child node was added (added true: enqueue on stream what
    * must follow it, and keep the change) or not (undo what embed_begin did, on the capture as
    * well). A failure after the node was added fails the embedding with the node in the capture,
@@ -226,6 +231,8 @@ recap_status_t recap__graph_hooks_nested_capture_end(recap_graph_t graph, recap_
  * graph's replays do it. NULL when there is none. */
 const recap__graph_hooks_t *recap__graph_hooks_unembeddable(recap_graph_t graph,
                                                             const recap__graph_hooks_t *except);
+/* embed_refused, through graph's hooks in order until one refuses. */
+recap_status_t recap__graph_hooks_embed_refused(recap_graph_t graph, recap_graph_t outer);
 /* embed_begin, through graph's hooks in order until one fails; *prepared: how many were walked
  * (pass it to recap__graph_hooks_embed_end, which tells those that prepared whether the node
  * was added, and returns the first failure of those that were told it was). */

@@ -126,6 +126,20 @@ static void embed_undo(recap__nccl_graph_t *inner, recap_graph_t outer, recap__n
   inner->embed_attached = false;
 }
 
+/* Collectives are refused inside region bodies, embedded or not. */
+static recap_status_t hook_embed_refused(void *ctx, recap_graph_t graph, recap_graph_t outer) {
+  (void)ctx;
+  (void)graph;
+  unsigned depth = recap__graph_region_depth(outer);
+  if (depth == 0) return RECAP_SUCCESS;
+  return recap__error(RECAP_ERROR_INVALID_USAGE,
+                      "recap_graph_replay: cannot embed the graph into the capture on this stream: "
+                      "it records NCCL collectives, and the stream captures the body of a region "
+                      "%u deep, where collectives are refused (docs/nccl.md); embed it before or "
+                      "after the region",
+                      depth);
+}
+
 /* The graph whose capture recorded collectives (inner) is embedded in outer's capture: outer's
  * record gains inner's entries, in order, after those recorded so far, with inner's
  * communicators among outer's (added in the order inner first used them when outer did not use
@@ -137,14 +151,7 @@ static recap_status_t hook_embed_begin(void *ctx, recap_graph_t graph, recap_gra
   (void)stream;
   static const char fn[] = "recap_graph_replay";
   recap__nccl_graph_t *inner = ctx;
-  unsigned depth = recap__graph_region_depth(outer);
-  if (depth > 0)
-    return recap__error(RECAP_ERROR_INVALID_USAGE,
-                        "%s: cannot embed the graph into the capture on this stream: it records "
-                        "NCCL collectives, and the stream captures the body of a region %u deep, "
-                        "where collectives are refused (docs/nccl.md); embed it before or after "
-                        "the region",
-                        fn, depth);
+  RECAP__CHECK(hook_embed_refused(ctx, graph, outer));
   recap__nccl_graph_t *o = recap__nccl_graph_find(outer);
   bool attached = !o;
   if (!o && !(o = attach(outer, fn))) return recap_last_status();
@@ -177,6 +184,7 @@ static recap_status_t hook_embed_end(void *ctx, recap_graph_t graph, recap_graph
 
 static const recap__graph_hooks_t nccl_hooks = {
     .name = "recorded NCCL collectives",
+    .embed_refused = hook_embed_refused,
     .embed_begin = hook_embed_begin,
     .embed_end = hook_embed_end,
     .before_replay = hook_before_replay,

@@ -452,6 +452,25 @@ static void detach(recap_generator_t gen, recap_graph_t graph, rng_use_t *use) {
   gen->offset_intragraph = 0;
 }
 
+/* Refused when another capture under way uses gen (gen->lock held): two captures under way
+ * cannot share a generator. */
+static recap_status_t refuse_shared(recap_generator_t gen, recap_graph_t outer) {
+  if (!gen->capturing || gen->capturing == outer) return RECAP_SUCCESS;
+  return recap__error(RECAP_ERROR_INVALID_USAGE,
+                      "recap_graph_replay: cannot embed the graph into the capture on this stream: "
+                      "it draws from a generator that another capture under way uses; give "
+                      "concurrent captures generators of their own");
+}
+
+static recap_status_t use_embed_refused(void *ctx, recap_graph_t graph, recap_graph_t outer) {
+  (void)graph;
+  recap_generator_t gen = ((rng_use_t *)ctx)->generator;
+  pthread_mutex_lock(&gen->lock);
+  recap_status_t s = refuse_shared(gen, outer);
+  pthread_mutex_unlock(&gen->lock);
+  return s;
+}
+
 /* The graph that uses this generator is embedded in outer's capture on stream (embed.c): its
  * kernels read the device's base offset plus their own offsets within the graph, which start at
  * 0, so the base is shifted on the device by what the outer capture drew so far before the node
@@ -469,13 +488,8 @@ static recap_status_t use_embed_begin(void *ctx, recap_graph_t graph, recap_grap
   use->embed_attached = NULL;
   recap_status_t s = RECAP_SUCCESS;
   pthread_mutex_lock(&gen->lock);
-  if (gen->capturing && gen->capturing != outer)
-    s = recap__error(RECAP_ERROR_INVALID_USAGE,
-                     "recap_graph_replay: cannot embed the graph into the capture on this stream: "
-                     "it draws from a generator that another capture under way uses; give "
-                     "concurrent captures generators of their own");
-  else if (!gen->capturing)
-    s = attach(gen, outer, &use->embed_attached);
+  s = refuse_shared(gen, outer);
+  if (s == RECAP_SUCCESS && !gen->capturing) s = attach(gen, outer, &use->embed_attached);
   uint64_t shift = gen->offset_intragraph;
   if (s == RECAP_SUCCESS && shift > 0) {
     s = recap__device()->rng_advance(stream, gen->device_state, shift);
@@ -513,6 +527,7 @@ static recap_status_t use_embed_end(void *ctx, recap_graph_t graph, recap_graph_
 
 static const recap__graph_hooks_t rng_hooks = {
     .name = "random-number generators",
+    .embed_refused = use_embed_refused,
     .embed_begin = use_embed_begin,
     .embed_end = use_embed_end,
     .before_replay = use_before_replay,

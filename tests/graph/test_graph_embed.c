@@ -507,14 +507,17 @@ static recap_status_t affine_forward(void *ctx, recap_stream_t stream, int train
   return RECAP_SUCCESS;
 }
 
-/* A graphed callable out = 3 in + 1 over one word, captured (with input-liveness checks when
- * liveness is set); *sample is its static input. */
-static recap_graphed_t affine_callable(recap_stream_t s, int64_t **sample, int liveness) {
+/* A graphed callable over one word whose forward is `forward`, captured (with input-liveness
+ * checks when liveness is set); *sample is its static input. */
+static recap_graphed_t callable_of(recap_stream_t s, int64_t **sample, int liveness,
+                                   recap_status_t (*forward)(void *, recap_stream_t, int,
+                                                             const recap_buffer_t *,
+                                                             recap_buffer_t *)) {
   OK(recap_malloc((void **)sample, sizeof **sample, s));
   **sample = 0;
   recap_buffer_t in = {*sample, sizeof **sample};
   recap_callable_desc_t d = RECAP_CALLABLE_DESC_INIT;
-  d.forward = affine_forward;
+  d.forward = forward;
   d.input_count = 1;
   d.sample_inputs = &in;
   d.output_count = 1;
@@ -524,6 +527,11 @@ static recap_graphed_t affine_callable(recap_stream_t s, int64_t **sample, int l
   recap_graphed_t h;
   OK(recap_graphed_create(&h, &d, 1, &o));
   return h;
+}
+
+/* The callable out = 3 in + 1 (affine_forward). */
+static recap_graphed_t affine_callable(recap_stream_t s, int64_t **sample, int liveness) {
+  return callable_of(s, sample, liveness, affine_forward);
 }
 
 /* A callable (affine_callable) over a word of its own (`given`), and an outer graph capturing
@@ -690,6 +698,52 @@ RECAP_TEST(a_failed_embedding_takes_the_liveness_checks_back) {
   destroy_and_expect_quiet(inner);
 }
 
+static recap_generator_t forward_generator;
+
+/* A forward that draws 4 uniform numbers from forward_generator into its output. */
+static recap_status_t drawing_forward(void *ctx, recap_stream_t stream, int training,
+                                      const recap_buffer_t *inputs, recap_buffer_t *outputs) {
+  (void)ctx;
+  (void)training;
+  (void)inputs;
+  outputs[0].bytes = 4 * sizeof(float);
+  RECAP__CHECK(recap_malloc(&outputs[0].data, outputs[0].bytes, stream));
+  return recap_rng_uniform(forward_generator, outputs[0].data, 4, stream);
+}
+
+/* A callable whose graph draws from a generator that another capture under way uses is refused
+ * before its input is staged: the capture holds nothing of it. */
+RECAP_TEST(a_graphed_forward_sharing_a_generator_is_refused_unharmed) {
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new(), s3 = recap__fake_stream_new();
+  OK(recap_generator_create(&forward_generator, 3));
+  int64_t *sample, *given, word = 0;
+  recap_graphed_t h = callable_of(s, &sample, 0, drawing_forward);
+  OK(recap_malloc((void **)&given, sizeof *given, s));
+  float *drawn;
+  OK(recap_malloc((void **)&drawn, 4 * sizeof *drawn, s));
+  recap_graph_t other;
+  OK(recap_graph_create(&other, 0));
+  OK(recap_graph_capture_begin(other, NULL, s3));
+  OK(recap_rng_uniform(forward_generator, drawn, 4, s3));
+  recap_graph_t outer;
+  OK(recap_graph_create(&outer, 0));
+  OK(recap_graph_capture_begin(outer, NULL, s2));
+  recap_buffer_t in = {given, sizeof *given};
+  const recap_buffer_t *out = NULL;
+  EXPECT_STATUS(recap_graphed_forward(h, 0, &in, s2, &out), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("another capture under way uses");
+  expect_capture_unharmed(outer, s2, &word);
+  OK(recap_graph_capture_end(other));
+  OK(recap_graph_destroy(other));
+  OK(recap_graph_destroy(outer));
+  OK(recap_free(drawn));
+  OK(recap_free(given));
+  OK(recap_graphed_destroy(h));
+  OK(recap_free(sample));
+  OK(recap_generator_destroy(forward_generator));
+  expect_quiet();
+}
+
 static int64_t set_word;
 
 /* The step of a graph set: set_word = set_word * 3 + size. */
@@ -758,6 +812,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(a_sleeping_embedded_pool_stops_the_outer_replay),
     cmocka_unit_test(a_graphed_forward_in_a_capture_embeds),
     cmocka_unit_test(a_graphed_forward_with_liveness_checks_embeds),
+    cmocka_unit_test(a_graphed_forward_sharing_a_generator_is_refused_unharmed),
     cmocka_unit_test(input_liveness_checks_embed),
     cmocka_unit_test(a_failed_embedding_takes_the_liveness_checks_back),
     cmocka_unit_test(a_checked_outer_graph_ignores_the_embedded_pool),
