@@ -118,11 +118,13 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graph_instantiate(recap_graph_t g
  * synchronise. A KEEP graph not yet instantiated is instantiated first.
  * On a stream capturing into another recap graph nothing launches: the graph's template is
  * embedded in that capture as a child graph node, after the stream's work so far, and the
- * capturing graph keeps a reference to this graph's pool (docs/graphs.md, "Inside another
- * capture"). Refused, the capture unharmed: NOT_SUPPORTED for a graph without a template (not
- * KEEP), conditional or memory nodes, host-path regions and parameters applied on the GPU; INVALID_USAGE for modules acting on the
- * host at each replay (random numbers, input-liveness checks, collectives) and for the graph's
- * own capture. */
+ * capturing graph keeps a reference to this graph's pool; its replays then advance this graph's
+ * random-number generators, check its inputs (check_input_liveness) and hold its recorded
+ * collectives as this graph's replays do (docs/graphs.md, "Inside another capture"). Refused,
+ * the capture unharmed: NOT_SUPPORTED for a graph without a template (not KEEP), conditional or
+ * memory nodes, host-path regions and parameters applied on the GPU; INVALID_USAGE for the
+ * graph's own capture, a generator another capture under way uses, and collectives inside a
+ * region body. */
 RECAP_NODISCARD RECAP_API recap_status_t recap_graph_replay(recap_graph_t graph,
                                                             recap_stream_t stream);
 

@@ -15,6 +15,10 @@
  * the blocks are found again from the sites as the rebind leaves them: replays then watch the
  * new buffers.
  *
+ * A graph embedded in another capture (a replay there, src/graph/embed.c) hands a copy of its
+ * checks to the outer capture, which checks them at each of its replays and hands them on when
+ * it is embedded in turn (the hooks' embed_begin).
+ *
  * A graph captured without the option gets no hook, so its replays pay nothing.
  */
 #define _GNU_SOURCE /* dladdr, to name allocation sites */
@@ -127,8 +131,12 @@ static recap_status_t scan_reads(liveness_t *l, recap_graph_t graph,
 
   size_t m = 0;
   for (size_t i = 0; i < n; i++) {
-    /* The graph's own pool: its intermediates, and outputs of graphs that share the pool. */
-    if (!found[i] || recap__pool_id_equal(refs[i].pool, graph->pool)) continue;
+    /* The graph's own pool: its intermediates, and outputs of graphs that share the pool; and
+     * the pools of graphs it embedded: their intermediates (the embedded graphs' own checks
+     * cover their inputs). */
+    if (!found[i] || recap__pool_id_equal(refs[i].pool, graph->pool) ||
+        recap__graph_embeds_pool(graph, refs[i].pool))
+      continue;
     cands[m++] = (candidate_t){refs[i], reads[i].node, reads[i].kind};
   }
   qsort(cands, m, sizeof *cands, compare_candidates);
@@ -387,8 +395,160 @@ static void hook_release(void *ctx, recap_graph_t graph) {
   recap__host_free(ctx);
 }
 
+/* ------------------------------------------------------------------------------------------
+ * Embedding: the outer graph checks the embedded graphs' inputs
+ * ---------------------------------------------------------------------------------------- */
+
+/* What an outer capture checks at each of its replays for the graphs it embedded (and those
+ * they embedded): a copy of each one's checks as they stood at the embedding, which is what
+ * the child node (a copy of the template) reads. Attached to the outer capture through the
+ * hooks, released with what it captured. */
+typedef struct embedded_checks {
+  liveness_t *v;
+  size_t count, capacity;
+} embedded_checks_t;
+
+static const char embedded_function[] = "recap_graph_replay (a graph embedded in this one)";
+
+static recap_status_t embedded_before_replay(void *ctx, recap_graph_t graph,
+                                             recap_stream_t stream) {
+  (void)graph;
+  (void)stream;
+  const embedded_checks_t *e = ctx;
+  for (size_t i = 0; i < e->count; i++) RECAP__CHECK(check(&e->v[i], embedded_function));
+  return RECAP_SUCCESS;
+}
+
+/* Drop the newest `n` copies of e. */
+static void embedded_pop(embedded_checks_t *e, size_t n) {
+  while (n-- && e->count) liveness_clear(&e->v[--e->count]);
+}
+
+static void embedded_release(void *ctx, recap_graph_t graph) {
+  (void)graph;
+  embedded_checks_t *e = ctx;
+  embedded_pop(e, e->count);
+  recap__host_free(e->v);
+  recap__host_free(e);
+}
+
+/* Defined below the functions it names, which attach it. */
+static const recap__graph_hooks_t embedded_hooks;
+
+static recap_status_t embed_oom(void) {
+  return recap__error(RECAP_ERROR_OUT_OF_MEMORY,
+                      "recap_graph_replay: out of host memory to embed the graph's input-liveness "
+                      "checks into the capture");
+}
+
+/* Append to outer's copies (attached now if it has none) a copy of each of `n` checks. */
+static recap_status_t embedded_append(recap_graph_t outer, const liveness_t *from, size_t n) {
+  embedded_checks_t *e = recap__graph_hook_ctx(outer, &embedded_hooks);
+  bool attached = false;
+  if (!e) {
+    e = recap__host_calloc(1, sizeof *e);
+    if (!e) return embed_oom();
+    recap_status_t s = recap__graph_add_hook(outer, &embedded_hooks, e);
+    if (s != RECAP_SUCCESS) {
+      recap__host_free(e);
+      return s;
+    }
+    attached = true;
+  }
+  size_t start = e->count;
+  recap_status_t s = RECAP_SUCCESS;
+  if (e->capacity - e->count < n) {
+    size_t capacity = e->count + n + 4;
+    liveness_t *grown = recap__host_realloc(e->v, capacity * sizeof *grown);
+    if (!grown) s = embed_oom();
+    if (grown) {
+      e->v = grown;
+      e->capacity = capacity;
+    }
+  }
+  for (size_t i = 0; s == RECAP_SUCCESS && i < n; i++) {
+    liveness_t *to = &e->v[e->count];
+    *to = (liveness_t){.count = from[i].count};
+    if (from[i].count) {
+      to->watch = recap__host_malloc(from[i].count * sizeof *to->watch);
+      to->inputs = recap__host_malloc(from[i].count * sizeof *to->inputs);
+    }
+    e->count++;
+    if (from[i].count && (!to->watch || !to->inputs)) {
+      to->count = 0; /* no kernel names to free */
+      s = embed_oom();
+      break;
+    }
+    memcpy(to->watch, from[i].watch, from[i].count * sizeof *to->watch);
+    memcpy(to->inputs, from[i].inputs, from[i].count * sizeof *to->inputs);
+    for (size_t j = 0; j < to->count; j++) {
+      const char *name = from[i].inputs[j].kernel_name;
+      /* A name that cannot be copied leaves the input described by its node type. */
+      to->inputs[j].kernel_name = name ? recap__copy_string(name) : NULL;
+    }
+  }
+  if (s != RECAP_SUCCESS) {
+    embedded_pop(e, e->count - start);
+    if (attached) {
+      recap__graph_remove_hook(outer, &embedded_hooks, e);
+      embedded_release(e, outer);
+    }
+  }
+  return s;
+}
+
+/* outer's capture embeds a graph whose replays check its inputs (its own, or those of graphs it
+ * embedded): outer's replays check them too. A refused embedding takes the copies back (they
+ * are the newest: the hooks are undone newest first). */
+static recap_status_t hook_embed_begin(void *ctx, recap_graph_t graph, recap_graph_t outer,
+                                       recap_stream_t stream) {
+  (void)graph;
+  (void)stream;
+  return embedded_append(outer, ctx, 1);
+}
+
+static recap_status_t embedded_embed_begin(void *ctx, recap_graph_t graph, recap_graph_t outer,
+                                           recap_stream_t stream) {
+  (void)graph;
+  (void)stream;
+  const embedded_checks_t *e = ctx;
+  return embedded_append(outer, e->v, e->count);
+}
+
+static void embed_undo(recap_graph_t outer, size_t n) {
+  embedded_checks_t *e = recap__graph_hook_ctx(outer, &embedded_hooks);
+  if (e) embedded_pop(e, n);
+}
+
+static recap_status_t hook_embed_end(void *ctx, recap_graph_t graph, recap_graph_t outer,
+                                     recap_stream_t stream, bool added) {
+  (void)ctx;
+  (void)graph;
+  (void)stream;
+  if (!added) embed_undo(outer, 1);
+  return RECAP_SUCCESS;
+}
+
+static recap_status_t embedded_embed_end(void *ctx, recap_graph_t graph, recap_graph_t outer,
+                                         recap_stream_t stream, bool added) {
+  (void)graph;
+  (void)stream;
+  if (!added) embed_undo(outer, ((const embedded_checks_t *)ctx)->count);
+  return RECAP_SUCCESS;
+}
+
+static const recap__graph_hooks_t embedded_hooks = {
+    .name = "embedded graphs' input-liveness checks",
+    .embed_begin = embedded_embed_begin,
+    .embed_end = embedded_embed_end,
+    .before_replay = embedded_before_replay,
+    .release = embedded_release,
+};
+
 static const recap__graph_hooks_t liveness_hooks = {
     .name = "input-liveness checks (check_input_liveness)",
+    .embed_begin = hook_embed_begin,
+    .embed_end = hook_embed_end,
     .before_replay = hook_before_replay,
     .release = hook_release,
     .captured = hook_captured,

@@ -12,10 +12,18 @@
  * such a record passes its pools on when it is embedded in turn, so the outermost graph holds
  * every pool at any depth.
  *
+ * A module that acts on the host at each of the graph's replays and knows how to make the
+ * outer graph's replays do the same (random numbers: the outer graph advances the generators'
+ * offsets, and the node's kernels draw where the same work run eagerly would; input-liveness
+ * checks: the outer graph checks the embedded graph's inputs; recorded collectives: the outer
+ * record gains them, and the outer replays follow their communicators' policies) handles the
+ * embed_begin and embed_end events around the node (hooks.h).
+ *
  * What CUDA cannot hold in a child graph is refused with RECAP_ERROR_NOT_SUPPORTED, and a graph
- * whose modules act on the host at each of its replays (random numbers, input-liveness checks,
- * collectives), which a replay of the outer graph would not do, with RECAP_ERROR_INVALID_USAGE;
- * each message names the rule (embed_check). The refusals come before anything changes, and a
+ * whose other modules act on the host at each of its replays (graph parameters applied on the
+ * GPU, when no device-updatable node made it NOT_SUPPORTED first), which a replay of
+ * the outer graph would not do, with RECAP_ERROR_INVALID_USAGE; each message names the rule
+ * (embed_check). The refusals come before anything changes, and a
  * failure of the seam leaves the capture and the references as they were.
  */
 #include <stdatomic.h>
@@ -72,6 +80,14 @@ static bool record_has(const embed_record_t *r, int device, recap_pool_id_t pool
     if (r->pools[i].device == device && r->pools[i].pool.a == pool.a &&
         r->pools[i].pool.b == pool.b)
       return true;
+  return false;
+}
+
+bool recap__graph_embeds_pool(recap_graph_t graph, recap_pool_id_t pool) {
+  const embed_record_t *r = recap__graph_hook_ctx(graph, &embed_hooks);
+  if (!r) return false;
+  for (size_t i = 0; i < r->count; i++)
+    if (recap__pool_id_equal(r->pools[i].pool, pool)) return true;
   return false;
 }
 
@@ -170,6 +186,8 @@ static recap_status_t embed_check(recap_graph_t graph, recap_graph_t outer) {
                         "stream: its %s act on the host at each of its replays, which a replay "
                         "of the capturing graph would not do; replay it outside the capture",
                         module->name ? module->name : "modules");
+  /* The modules' own rules (a generator shared with another capture, ...). */
+  RECAP__CHECK(recap__graph_hooks_embed_refused(graph, outer));
   if (!graph->template_graph)
     return recap__error(RECAP_ERROR_NOT_SUPPORTED,
                         "recap_graph_replay: cannot embed the graph into the capture on this "
@@ -195,13 +213,17 @@ recap_status_t recap__graph_embed(recap_graph_t graph, recap_graph_t outer, reca
   embed_pool_t own = {graph->device, graph->pool};
   recap_status_t s = graph->holds_pool ? record_take(record, &own, 1) : RECAP_SUCCESS;
   if (s == RECAP_SUCCESS && inner) s = record_take(record, inner->pools, inner->count);
+  /* The modules that act at the graph's replays make the outer graph's replays act so too
+   * (random numbers), around the node. */
+  size_t prepared = 0;
+  if (s == RECAP_SUCCESS) s = recap__graph_hooks_embed_begin(graph, outer, stream, &prepared);
   if (s == RECAP_SUCCESS) s = recap__device()->capture_add_child(stream, graph->template_graph);
-  if (s != RECAP_SUCCESS) {
-    recap__saved_error_t cause;
-    recap__error_save(&cause);
-    record_untake(record, record->count - before);
-    recap__error_restore(&cause);
-  }
+  if (s == RECAP_SUCCESS) return recap__graph_hooks_embed_end(graph, outer, stream, prepared, true);
+  recap__saved_error_t cause;
+  recap__error_save(&cause);
+  (void)recap__graph_hooks_embed_end(graph, outer, stream, prepared, false);
+  record_untake(record, record->count - before);
+  recap__error_restore(&cause);
   return s;
 }
 

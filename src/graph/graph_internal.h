@@ -96,6 +96,10 @@ recap_status_t recap__graph_pools_awake(recap_graph_t graph);
  * outer's capture keeps references to the pools the embedded work uses. Refused (nothing
  * changed) for a graph that cannot be embedded, with the rule in the message. */
 recap_status_t recap__graph_embed(recap_graph_t graph, recap_graph_t outer, recap_stream_t stream);
+/* Whether graph's capture embedded work that uses pool (the pool of a graph it embedded, at any
+ * depth): that pool's blocks are the embedded graphs' own, not inputs of graph (input
+ * liveness). */
+bool recap__graph_embeds_pool(recap_graph_t graph, recap_pool_id_t pool);
 /* The refusal recap_graph_replay(graph, stream) would give because stream captures into another
  * recap graph and graph cannot be embedded there (or a pool sleeps); RECAP_SUCCESS otherwise,
  * capturing or not. For callers that enqueue work of their own before the replay (graphed

@@ -66,6 +66,19 @@ recap_status_t recap__graph_add_hook(recap_graph_t g, const recap__graph_hooks_t
   return s;
 }
 
+void recap__graph_remove_hook(recap_graph_t g, const recap__graph_hooks_t *hooks, void *ctx) {
+  pthread_mutex_lock(&hook_lock);
+  recap__graph_hook_set_t *set = &g->hooks;
+  for (size_t i = 0; i < set->count; i++) {
+    if (set->entries[i].hooks != hooks || set->entries[i].ctx != ctx) continue;
+    for (size_t j = i + 1; j < set->count; j++) set->entries[j - 1] = set->entries[j];
+    set->count--;
+    summarize(set);
+    break;
+  }
+  pthread_mutex_unlock(&hook_lock);
+}
+
 void *recap__graph_hook_ctx(recap_graph_t g, const recap__graph_hooks_t *hooks) {
   pthread_mutex_lock(&hook_lock);
   void *ctx = ctx_in(&g->hooks, hooks);
@@ -202,9 +215,41 @@ const recap__graph_hooks_t *recap__graph_hooks_unembeddable(recap_graph_t g,
                                                             const recap__graph_hooks_t *except) {
   for (size_t i = 0; i < g->hooks.count; i++) {
     const recap__graph_hooks_t *h = g->hooks.entries[i].hooks;
-    if (h != except && (h->embed_refusal || h->before_replay || h->launch)) return h;
+    if (h != except && (h->embed_refusal || ((h->before_replay || h->launch) && !h->embed_begin)))
+      return h;
   }
   return NULL;
+}
+
+recap_status_t recap__graph_hooks_embed_refused(recap_graph_t g, recap_graph_t outer) {
+  EACH_HOOK(&g->hooks, embed_refused, h) RECAP__CHECK(h->hooks->embed_refused(h->ctx, g, outer));
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap__graph_hooks_embed_begin(recap_graph_t g, recap_graph_t outer,
+                                              recap_stream_t stream, size_t *prepared) {
+  const recap__graph_hook_set_t *set = &g->hooks;
+  for (*prepared = 0; *prepared < set->count; ++*prepared) {
+    const recap__graph_hook_entry_t *h = &set->entries[*prepared];
+    if (!h->hooks->embed_begin) continue;
+    recap_status_t s = h->hooks->embed_begin(h->ctx, g, outer, stream);
+    if (s != RECAP_SUCCESS) return s;
+  }
+  return RECAP_SUCCESS;
+}
+
+recap_status_t recap__graph_hooks_embed_end(recap_graph_t g, recap_graph_t outer,
+                                            recap_stream_t stream, size_t prepared, bool added) {
+  /* Newest first when undoing, as a failed replay is undone; in order when the node is in. */
+  const recap__graph_hook_set_t *set = &g->hooks;
+  recap_status_t first = RECAP_SUCCESS;
+  for (size_t k = 0; k < prepared; k++) {
+    const recap__graph_hook_entry_t *h = &set->entries[added ? k : prepared - 1 - k];
+    if (!h->hooks->embed_end) continue;
+    recap_status_t s = h->hooks->embed_end(h->ctx, g, outer, stream, added);
+    if (first == RECAP_SUCCESS) first = s;
+  }
+  return first;
 }
 
 recap_status_t recap__graph_hooks_replay(recap_graph_t g, recap_stream_t stream) {

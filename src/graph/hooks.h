@@ -52,8 +52,28 @@ typedef struct recap__graph_hooks {
   const char *name;
   /* Why a graph whose capture the module attached to cannot be embedded in another capture (a
    * replay inside it, embed.c), as the end of "the graph holds ..."; NULL: no objection. A
-   * module that acts on the host at each replay (before_replay, launch) objects anyway. */
+   * module that acts on the host at each replay (before_replay, launch) objects anyway, unless
+   * it handles embed_begin. */
   const char *embed_refusal;
+  /* The graph is about to be embedded in outer's capture on stream (embed.c): make outer's
+   * replays do what this module does at the graph's replays (random numbers: outer draws from
+   * the generator too, and the work before the node shifts where the node's kernels draw),
+   * enqueuing on stream what must precede the node. A failure refuses the embedding; the module
+   * then undoes what it did itself. Optional; a module that handles it does not stop the graph
+   * from being embedded. */
+  recap_status_t (*embed_begin)(void *ctx, recap_graph_t graph, recap_graph_t outer,
+                                recap_stream_t stream);
+  /* Whether embed_begin would refuse the embedding for a rule of the module's (random numbers:
+   * a generator another capture under way uses), changing nothing: asked before anything of
+   * the embedding happens, and by callers that stage work before they replay (graphed
+   * callables). Optional. */
+  recap_status_t (*embed_refused)(void *ctx, recap_graph_t graph, recap_graph_t outer);
+  /* After embed_begin succeeded: the child node was added (added true: enqueue on stream what
+   * must follow it, and keep the change) or not (undo what embed_begin did, on the capture as
+   * well). A failure after the node was added fails the embedding with the node in the capture,
+   * which must then be abandoned. Optional; required with embed_begin. */
+  recap_status_t (*embed_end)(void *ctx, recap_graph_t graph, recap_graph_t outer,
+                              recap_stream_t stream, bool added);
   /* Before every launch of the executable, on the replay stream. A failure stops the replay;
    * the hook then undoes what it did itself. */
   recap_status_t (*before_replay)(void *ctx, recap_graph_t graph, recap_stream_t stream);
@@ -170,6 +190,10 @@ typedef struct recap__graph_hook_set {
 recap_status_t recap__graph_add_hook(recap_graph_t graph, const recap__graph_hooks_t *hooks,
                                      void *ctx);
 
+/* Detach the hooks attached with ctx to graph's capture (a module undoing its attachment when
+ * the call that attached fails); the caller frees ctx. Nothing when none was. */
+void recap__graph_remove_hook(recap_graph_t graph, const recap__graph_hooks_t *hooks, void *ctx);
+
 /* The ctx attached with hooks, or NULL when none was. */
 void *recap__graph_hook_ctx(recap_graph_t graph, const recap__graph_hooks_t *hooks);
 
@@ -203,10 +227,19 @@ recap_status_t recap__graph_hooks_nested_capture_end(recap_graph_t graph, recap_
                                                      unsigned depth);
 /* The first hook attached to graph's capture, other than `except`, that stops the graph from
  * being embedded in another capture (embed.c): one with an embed_refusal, or one that acts on
- * the host at each replay (before_replay, launch), which a replay of the capturing graph would
- * not do. NULL when there is none. */
+ * the host at each replay (before_replay, launch) and has no embed_begin to make the capturing
+ * graph's replays do it. NULL when there is none. */
 const recap__graph_hooks_t *recap__graph_hooks_unembeddable(recap_graph_t graph,
                                                             const recap__graph_hooks_t *except);
+/* embed_refused, through graph's hooks in order until one refuses. */
+recap_status_t recap__graph_hooks_embed_refused(recap_graph_t graph, recap_graph_t outer);
+/* embed_begin, through graph's hooks in order until one fails; *prepared: how many were walked
+ * (pass it to recap__graph_hooks_embed_end, which tells those that prepared whether the node
+ * was added, and returns the first failure of those that were told it was). */
+recap_status_t recap__graph_hooks_embed_begin(recap_graph_t graph, recap_graph_t outer,
+                                              recap_stream_t stream, size_t *prepared);
+recap_status_t recap__graph_hooks_embed_end(recap_graph_t graph, recap_graph_t outer,
+                                            recap_stream_t stream, size_t prepared, bool added);
 /* exec_patching, through the hooks in order until one fails; *prepared: how many were walked
  * (pass it to recap__graph_hooks_exec_patched, which tells those that prepared). */
 recap_status_t recap__graph_hooks_exec_patching(recap_graph_t graph,

@@ -66,14 +66,8 @@ static void hook_release(void *ctx, recap_graph_t graph) {
   recap__host_free(g);
 }
 
-static const recap__graph_hooks_t nccl_hooks = {
-    .name = "recorded NCCL collectives",
-    .before_replay = hook_before_replay,
-    .replay_failed = hook_replay_failed,
-    .replay_done = hook_replay_done,
-    .capture_ended = hook_capture_ended,
-    .release = hook_release,
-};
+/* Defined below the functions it names, which attach and detach it. */
+static const recap__graph_hooks_t nccl_hooks;
 
 recap__nccl_graph_t *recap__nccl_graph_find(recap_graph_t graph) {
   return recap__graph_hook_ctx(graph, &nccl_hooks);
@@ -120,6 +114,85 @@ static recap_status_t reserve(recap__nccl_graph_t *g, recap__nccl_comm_t comm, u
   *index = (unsigned)g->comm_count;
   return RECAP_SUCCESS;
 }
+
+/* Take back what an embedding added to outer's record o (inner's embed_* fields). */
+static void embed_undo(recap__nccl_graph_t *inner, recap_graph_t outer, recap__nccl_graph_t *o) {
+  o->count = inner->embed_count;
+  o->comm_count = inner->embed_comm_count;
+  if (inner->embed_attached) {
+    recap__graph_remove_hook(outer, &nccl_hooks, o);
+    hook_release(o, outer);
+  }
+  inner->embed_attached = false;
+}
+
+/* Collectives are refused inside region bodies, embedded or not. */
+static recap_status_t hook_embed_refused(void *ctx, recap_graph_t graph, recap_graph_t outer) {
+  (void)ctx;
+  (void)graph;
+  unsigned depth = recap__graph_region_depth(outer);
+  if (depth == 0) return RECAP_SUCCESS;
+  return recap__error(RECAP_ERROR_INVALID_USAGE,
+                      "recap_graph_replay: cannot embed the graph into the capture on this stream: "
+                      "it records NCCL collectives, and the stream captures the body of a region "
+                      "%u deep, where collectives are refused (docs/nccl.md); embed it before or "
+                      "after the region",
+                      depth);
+}
+
+/* The graph whose capture recorded collectives (inner) is embedded in outer's capture: outer's
+ * record gains inner's entries, in order, after those recorded so far, with inner's
+ * communicators among outer's (added in the order inner first used them when outer did not use
+ * them yet). Outer's fingerprint then covers them, and its replays follow their communicators'
+ * policies (hook_before_replay), as inner's replays do. */
+static recap_status_t hook_embed_begin(void *ctx, recap_graph_t graph, recap_graph_t outer,
+                                       recap_stream_t stream) {
+  (void)graph;
+  (void)stream;
+  static const char fn[] = "recap_graph_replay";
+  recap__nccl_graph_t *inner = ctx;
+  RECAP__CHECK(hook_embed_refused(ctx, graph, outer));
+  recap__nccl_graph_t *o = recap__nccl_graph_find(outer);
+  bool attached = !o;
+  if (!o && !(o = attach(outer, fn))) return recap_last_status();
+  inner->embed_count = o->count;
+  inner->embed_comm_count = o->comm_count;
+  inner->embed_attached = attached;
+  for (size_t i = 0; i < inner->count; i++) {
+    recap__nccl_entry_t e = inner->entries[i];
+    recap__nccl_comm_t comm = inner->comms[e.comm_index];
+    recap_status_t s = reserve(o, comm, &e.comm_index, fn);
+    if (s != RECAP_SUCCESS) {
+      embed_undo(inner, outer, o);
+      return s;
+    }
+    if (e.comm_index == o->comm_count) o->comms[o->comm_count++] = comm;
+    o->entries[o->count++] = e;
+  }
+  return RECAP_SUCCESS;
+}
+
+static recap_status_t hook_embed_end(void *ctx, recap_graph_t graph, recap_graph_t outer,
+                                     recap_stream_t stream, bool added) {
+  (void)graph;
+  (void)stream;
+  recap__nccl_graph_t *inner = ctx, *o = recap__nccl_graph_find(outer);
+  if (!added && o) embed_undo(inner, outer, o);
+  inner->embed_attached = false;
+  return RECAP_SUCCESS;
+}
+
+static const recap__graph_hooks_t nccl_hooks = {
+    .name = "recorded NCCL collectives",
+    .embed_refused = hook_embed_refused,
+    .embed_begin = hook_embed_begin,
+    .embed_end = hook_embed_end,
+    .before_replay = hook_before_replay,
+    .replay_failed = hook_replay_failed,
+    .replay_done = hook_replay_done,
+    .capture_ended = hook_capture_ended,
+    .release = hook_release,
+};
 
 static void warn_old_version(int version) {
   if (version >= RECAP__NCCL_FIXED_VERSION || atomic_exchange(&warned, true)) return;

@@ -46,6 +46,11 @@ typedef struct recap__nccl_graph {
   size_t comm_count, comm_capacity;
   recap_stream_t replay_stream;      /* of the replay under way (between the replay hooks) */
   recap__nccl_admission_t admission; /* of the replay under way */
+  /* While the graph is being embedded in another capture (collectives.c, hook_embed_begin to
+   * hook_embed_end): the outer record's counts before the embedding, and whether the record
+   * was attached for it, so that a failed embedding can take its entries back. */
+  size_t embed_count, embed_comm_count;
+  bool embed_attached;
 } recap__nccl_graph_t;
 
 /* The record of graph's capture, or NULL when it recorded no collective. */

@@ -72,6 +72,11 @@ typedef struct rng_use {
   uint64_t body_start[RECAP_REGION_MAX_DEPTH + 1];
   bool draws_in_bodies;
   bool launching; /* counted in the generator's replays_launching */
+  /* While the graph is being embedded in another capture (use_embed_begin to use_embed_end):
+   * the shift of the device's base offset enqueued before the node, and the use of the outer
+   * graph attached for it (NULL: the outer capture used the generator already). */
+  uint64_t embed_shift;
+  struct rng_use *embed_attached;
 } rng_use_t;
 
 static uint64_t round4(uint64_t increment) { return (increment + 3) & ~(uint64_t)3; }
@@ -307,7 +312,8 @@ static recap_status_t use_before_replay(void *ctx, recap_graph_t graph, recap_st
   (void)graph;
   rng_use_t *use = ctx;
   recap_generator_t gen = use->generator;
-  /* Replayed inside another capture, the write below would be captured with today's values and
+  /* Replayed inside a capture recap did not begin (a capture into a recap graph embeds the
+   * graph instead, use_embed_begin), the write below would be captured with today's values and
    * the outer graph would draw the same numbers at every replay. */
   recap__capture_status_t status;
   uint64_t id;
@@ -315,8 +321,9 @@ static recap_status_t use_before_replay(void *ctx, recap_graph_t graph, recap_st
   if (status != RECAP__CAPTURE_NONE)
     return recap__error(RECAP_ERROR_INVALID_USAGE,
                         "recap_graph_replay: the graph draws random numbers, and replaying it "
-                        "inside another capture would freeze them; capture that work directly "
-                        "instead");
+                        "inside a capture that recap did not begin would freeze them; capture "
+                        "with recap_graph_capture_begin (the replay then embeds the graph) or "
+                        "capture that work directly");
   /* The words are read by this replay on `stream`; they go back to the driver with cudaFree
    * (state_words), which waits for the device, so no stream's use of them needs recording. */
   /* Take the offset, advance it and enqueue the state write in one step under the lock, so
@@ -413,19 +420,11 @@ static recap_status_t use_nested_capture_end(void *ctx, recap_graph_t graph, rec
   return RECAP_SUCCESS;
 }
 
-static const recap__graph_hooks_t rng_hooks = {
-    .name = "random-number generators",
-    .before_replay = use_before_replay,
-    .replay_failed = use_replay_failed,
-    .replay_done = use_replay_done,
-    .capture_ended = use_capture_ended,
-    .release = use_release,
-    .nested_capture_begin = use_nested_capture_begin,
-    .nested_capture_end = use_nested_capture_end,
-};
+/* Defined below the functions it names, which attach and detach it. */
+static const recap__graph_hooks_t rng_hooks;
 
-/* Attach gen to graph's capture (called with gen->lock held). */
-static recap_status_t attach(recap_generator_t gen, recap_graph_t graph) {
+/* Attach gen to graph's capture (called with gen->lock held); *made: the use attached. */
+static recap_status_t attach(recap_generator_t gen, recap_graph_t graph, rng_use_t **made) {
   rng_use_t *use = recap__host_calloc(1, sizeof *use);
   if (!use) return recap__error(RECAP_ERROR_OUT_OF_MEMORY, "generator: out of host memory");
   use->generator = gen;
@@ -439,8 +438,106 @@ static recap_status_t attach(recap_generator_t gen, recap_graph_t graph) {
   gen->references++;
   gen->capturing = graph;
   gen->offset_intragraph = 0;
+  *made = use;
   return RECAP_SUCCESS;
 }
+
+/* Undo attach (gen->lock held): nothing was drawn through use. The reference dropped is not
+ * the last: the caller holds one through the embedded graph's use. */
+static void detach(recap_generator_t gen, recap_graph_t graph, rng_use_t *use) {
+  recap__graph_remove_hook(graph, &rng_hooks, use);
+  recap__host_free(use);
+  gen->references--;
+  gen->capturing = NULL;
+  gen->offset_intragraph = 0;
+}
+
+/* Refused when another capture under way uses gen (gen->lock held): two captures under way
+ * cannot share a generator. */
+static recap_status_t refuse_shared(recap_generator_t gen, recap_graph_t outer) {
+  if (!gen->capturing || gen->capturing == outer) return RECAP_SUCCESS;
+  return recap__error(RECAP_ERROR_INVALID_USAGE,
+                      "recap_graph_replay: cannot embed the graph into the capture on this stream: "
+                      "it draws from a generator that another capture under way uses; give "
+                      "concurrent captures generators of their own");
+}
+
+static recap_status_t use_embed_refused(void *ctx, recap_graph_t graph, recap_graph_t outer) {
+  (void)graph;
+  recap_generator_t gen = ((rng_use_t *)ctx)->generator;
+  pthread_mutex_lock(&gen->lock);
+  recap_status_t s = refuse_shared(gen, outer);
+  pthread_mutex_unlock(&gen->lock);
+  return s;
+}
+
+/* The graph that uses this generator is embedded in outer's capture on stream (embed.c): its
+ * kernels read the device's base offset plus their own offsets within the graph, which start at
+ * 0, so the base is shifted on the device by what the outer capture drew so far before the node
+ * (and back after it, use_embed_end), and the outer capture counts the graph's increment as
+ * drawn after that. Each replay of the outer graph then writes the state and advances the
+ * offset by its own total, which holds the embedded increments: its draws land where the same
+ * work run eagerly draws, and what follows starts after them. The shift travels with the node
+ * when the outer graph is embedded in turn, being relative. */
+static recap_status_t use_embed_begin(void *ctx, recap_graph_t graph, recap_graph_t outer,
+                                      recap_stream_t stream) {
+  (void)graph;
+  rng_use_t *use = ctx;
+  recap_generator_t gen = use->generator;
+  use->embed_shift = 0;
+  use->embed_attached = NULL;
+  recap_status_t s = RECAP_SUCCESS;
+  pthread_mutex_lock(&gen->lock);
+  s = refuse_shared(gen, outer);
+  if (s == RECAP_SUCCESS && !gen->capturing) s = attach(gen, outer, &use->embed_attached);
+  uint64_t shift = gen->offset_intragraph;
+  if (s == RECAP_SUCCESS && shift > 0) {
+    s = recap__device()->rng_advance(stream, gen->device_state, shift);
+    if (s == RECAP_SUCCESS) use->embed_shift = shift;
+  }
+  if (s != RECAP_SUCCESS && use->embed_attached) {
+    detach(gen, outer, use->embed_attached);
+    use->embed_attached = NULL;
+  }
+  pthread_mutex_unlock(&gen->lock);
+  return s;
+}
+
+/* After the node (added) the base goes back and the outer capture counts the graph's draws;
+ * without it the shift is taken back and an attachment made for it undone. The word that sums
+ * what region bodies drew moves with the base and back, so it ends where it began. */
+static recap_status_t use_embed_end(void *ctx, recap_graph_t graph, recap_graph_t outer,
+                                    recap_stream_t stream, bool added) {
+  (void)graph;
+  rng_use_t *use = ctx;
+  recap_generator_t gen = use->generator;
+  pthread_mutex_lock(&gen->lock);
+  recap_status_t s = RECAP_SUCCESS;
+  if (use->embed_shift > 0)
+    s = recap__device()->rng_advance(stream, gen->device_state, (uint64_t)0 - use->embed_shift);
+  if (added)
+    gen->offset_intragraph += use->increment;
+  else if (use->embed_attached)
+    detach(gen, outer, use->embed_attached);
+  use->embed_shift = 0;
+  use->embed_attached = NULL;
+  pthread_mutex_unlock(&gen->lock);
+  return s;
+}
+
+static const recap__graph_hooks_t rng_hooks = {
+    .name = "random-number generators",
+    .embed_refused = use_embed_refused,
+    .embed_begin = use_embed_begin,
+    .embed_end = use_embed_end,
+    .before_replay = use_before_replay,
+    .replay_failed = use_replay_failed,
+    .replay_done = use_replay_done,
+    .capture_ended = use_capture_ended,
+    .release = use_release,
+    .nested_capture_begin = use_nested_capture_begin,
+    .nested_capture_end = use_nested_capture_end,
+};
 
 /* recap_generator_philox_state; an eager advance is described in *eager, for the caller to
  * undo should its launch fail. */
@@ -473,8 +570,10 @@ static recap_status_t philox_state(recap_generator_t gen, recap_stream_t stream,
       s = recap__error(RECAP_ERROR_INVALID_USAGE,
                        "recap_generator_philox_state: the generator is already used by another "
                        "capture under way; give concurrent captures generators of their own");
-    else if (!gen->capturing)
-      s = attach(gen, graph);
+    else if (!gen->capturing) {
+      rng_use_t *made;
+      s = attach(gen, graph, &made);
+    }
     if (s == RECAP_SUCCESS) {
       *state = (recap_philox_state_t){.seed_ptr = gen->device_state,
                                       .offset_ptr = gen->device_state + 1,

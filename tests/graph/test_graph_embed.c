@@ -388,7 +388,9 @@ RECAP_TEST(host_path_regions_are_refused) {
   destroy_and_expect_quiet(inner);
 }
 
-RECAP_TEST(random_numbers_are_refused) {
+/* The outer graph advances the embedded graph's generator at each of its replays
+ * (tests/rng/test_rng_embed.c checks the offsets each kernel reads). */
+RECAP_TEST(random_numbers_embed) {
   recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
   recap_generator_t gen;
   OK(recap_generator_create(&gen, 7));
@@ -399,13 +401,20 @@ RECAP_TEST(random_numbers_are_refused) {
   OK(recap_graph_capture_begin(inner, NULL, s));
   OK(recap_rng_uniform(gen, out, 16, s));
   OK(recap_graph_capture_end(inner));
-  int64_t word = 0;
+  OK(recap_graph_replay(inner, s));
+  uint64_t step = 0;
+  OK(recap_generator_offset_get(gen, &step));
+  assert_true(step > 0);
   recap_graph_t outer;
   OK(recap_graph_create(&outer, 0));
   OK(recap_graph_capture_begin(outer, NULL, s2));
-  EXPECT_STATUS(recap_graph_replay(inner, s2), RECAP_ERROR_INVALID_USAGE);
-  EXPECT_MESSAGE("its random-number generators act on the host at each of its replays");
-  expect_capture_unharmed(outer, s2, &word);
+  OK(recap_graph_replay(inner, s2));
+  OK(recap_graph_capture_end(outer));
+  assert_int_equal(nodes_of(outer), 1);
+  for (int i = 0; i < 3; i++) OK(recap_graph_replay(outer, s2));
+  uint64_t offset = 0;
+  OK(recap_generator_offset_get(gen, &offset));
+  assert_int_equal(offset, 4 * step);
   OK(recap_graph_destroy(outer));
   OK(recap_graph_destroy(inner));
   OK(recap_free(out));
@@ -498,14 +507,17 @@ static recap_status_t affine_forward(void *ctx, recap_stream_t stream, int train
   return RECAP_SUCCESS;
 }
 
-/* A graphed callable out = 3 in + 1 over one word, captured (with input-liveness checks when
- * liveness is set); *sample is its static input. */
-static recap_graphed_t affine_callable(recap_stream_t s, int64_t **sample, int liveness) {
+/* A graphed callable over one word whose forward is `forward`, captured (with input-liveness
+ * checks when liveness is set); *sample is its static input. */
+static recap_graphed_t callable_of(recap_stream_t s, int64_t **sample, int liveness,
+                                   recap_status_t (*forward)(void *, recap_stream_t, int,
+                                                             const recap_buffer_t *,
+                                                             recap_buffer_t *)) {
   OK(recap_malloc((void **)sample, sizeof **sample, s));
   **sample = 0;
   recap_buffer_t in = {*sample, sizeof **sample};
   recap_callable_desc_t d = RECAP_CALLABLE_DESC_INIT;
-  d.forward = affine_forward;
+  d.forward = forward;
   d.input_count = 1;
   d.sample_inputs = &in;
   d.output_count = 1;
@@ -515,6 +527,11 @@ static recap_graphed_t affine_callable(recap_stream_t s, int64_t **sample, int l
   recap_graphed_t h;
   OK(recap_graphed_create(&h, &d, 1, &o));
   return h;
+}
+
+/* The callable out = 3 in + 1 (affine_forward). */
+static recap_graphed_t affine_callable(recap_stream_t s, int64_t **sample, int liveness) {
+  return callable_of(s, sample, liveness, affine_forward);
 }
 
 /* A callable (affine_callable) over a word of its own (`given`), and an outer graph capturing
@@ -562,16 +579,169 @@ RECAP_TEST(a_graphed_forward_in_a_capture_embeds) {
   graphed_case_finish(&c);
 }
 
-/* A callable whose graphs check their inputs at each replay is refused before its input is
- * staged: the capture holds nothing of it. */
-RECAP_TEST(a_graphed_forward_with_liveness_checks_is_refused_unharmed) {
+/* A callable whose graphs check their inputs at each replay embeds: the outer graph checks them
+ * at its replays (input_liveness_checks_embed). */
+RECAP_TEST(a_graphed_forward_with_liveness_checks_embeds) {
   graphed_case_t c = graphed_case(1);
   recap_buffer_t in = {c.given, sizeof *c.given};
   const recap_buffer_t *out = NULL;
-  EXPECT_STATUS(recap_graphed_forward(c.h, 0, &in, c.s2, &out), RECAP_ERROR_INVALID_USAGE);
-  EXPECT_MESSAGE("input-liveness checks");
-  expect_capture_unharmed(c.outer, c.s2, c.given);
+  OK(recap_graphed_forward(c.h, 0, &in, c.s2, &out));
+  OK(recap_graph_capture_end(c.outer));
+  for (int64_t v = -2; v < 3; v++) {
+    *c.given = v;
+    OK(recap_graph_replay(c.outer, c.s2));
+    assert_int_equal(*(int64_t *)out[0].data, v * 3 + 1);
+  }
   graphed_case_finish(&c);
+}
+
+/* A graph (KEEP) capturing x = 3x + 1 on s with input-liveness checks; x is a block outside its
+ * pool, so its replays check it. */
+static recap_graph_t checked_graph(recap_stream_t s, int64_t *x) {
+  recap_graph_t g;
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.check_input_liveness = 1;
+  OK(recap_graph_capture_begin(g, &o, s));
+  run(s, 3, 1, x);
+  OK(recap_graph_capture_end(g));
+  size_t inputs = 0;
+  OK(recap_graph_liveness_inputs(g, NULL, 0, &inputs));
+  assert_int_equal(inputs, 1);
+  return g;
+}
+
+/* The outer graph checks the embedded graph's inputs at each of its replays, and so does a graph
+ * that embeds the outer one in turn. */
+RECAP_TEST(input_liveness_checks_embed) {
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new(), s3 = recap__fake_stream_new();
+  int64_t *x;
+  OK(recap_malloc((void **)&x, sizeof *x, s));
+  recap_graph_t inner = checked_graph(s, x);
+  recap_graph_t outer;
+  OK(recap_graph_create(&outer, RECAP_GRAPH_KEEP));
+  OK(recap_graph_capture_begin(outer, NULL, s2));
+  run(s2, 1, 10, x);
+  OK(recap_graph_replay(inner, s2));
+  OK(recap_graph_capture_end(outer));
+  recap_graph_t outermost;
+  OK(recap_graph_create(&outermost, 0));
+  OK(recap_graph_capture_begin(outermost, NULL, s3));
+  OK(recap_graph_replay(outer, s3));
+  OK(recap_graph_capture_end(outermost));
+  *x = 1;
+  OK(recap_graph_replay(outer, s2));
+  assert_int_equal(*x, 34);
+  OK(recap_graph_replay(outermost, s3));
+  assert_int_equal(*x, 133);
+  /* The input dies: every graph that runs the embedded work refuses, launching nothing. */
+  OK(recap_free(x));
+  uint64_t launches = recap__fake_now().graph_launches;
+  EXPECT_STATUS(recap_graph_replay(outer, s2), RECAP_ERROR_DEAD_INPUT);
+  EXPECT_MESSAGE("a graph embedded in this one");
+  EXPECT_STATUS(recap_graph_replay(outermost, s3), RECAP_ERROR_DEAD_INPUT);
+  EXPECT_STATUS(recap_graph_replay(inner, s), RECAP_ERROR_DEAD_INPUT);
+  assert_int_equal(recap__fake_now().graph_launches, launches);
+  OK(recap_graph_destroy(outermost));
+  OK(recap_graph_destroy(outer));
+  destroy_and_expect_quiet(inner);
+}
+
+/* An outer graph captured with input-liveness checks does not take the embedded graph's
+ * intermediates (blocks of the embedded graph's pool, freed inside its capture) for inputs of
+ * its own. */
+RECAP_TEST(a_checked_outer_graph_ignores_the_embedded_pool) {
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
+  int64_t *x, *tmp;
+  OK(recap_malloc((void **)&x, sizeof *x, s));
+  recap_graph_t inner;
+  OK(recap_graph_create(&inner, RECAP_GRAPH_KEEP));
+  OK(recap_graph_capture_begin(inner, NULL, s));
+  OK(recap_malloc((void **)&tmp, sizeof *tmp, s));
+  run(s, 0, 5, tmp);
+  OK(recap_free(tmp));
+  run(s, 3, 1, x);
+  OK(recap_graph_capture_end(inner));
+  recap_graph_t outer;
+  OK(recap_graph_create(&outer, 0));
+  recap_capture_options_t o = RECAP_CAPTURE_OPTIONS_INIT;
+  o.check_input_liveness = 1;
+  OK(recap_graph_capture_begin(outer, &o, s2));
+  OK(recap_graph_replay(inner, s2));
+  OK(recap_graph_capture_end(outer));
+  size_t inputs = 0;
+  OK(recap_graph_liveness_inputs(outer, NULL, 0, &inputs));
+  assert_int_equal(inputs, 1); /* x alone */
+  *x = 1;
+  OK(recap_graph_replay(outer, s2));
+  assert_int_equal(*x, 4);
+  OK(recap_free(x));
+  EXPECT_STATUS(recap_graph_replay(outer, s2), RECAP_ERROR_DEAD_INPUT);
+  OK(recap_graph_destroy(outer));
+  destroy_and_expect_quiet(inner);
+}
+
+/* A failed embedding leaves the outer capture without the embedded graph's checks. */
+RECAP_TEST(a_failed_embedding_takes_the_liveness_checks_back) {
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new();
+  int64_t *x, word = 0;
+  OK(recap_malloc((void **)&x, sizeof *x, s));
+  recap_graph_t inner = checked_graph(s, x);
+  recap_graph_t outer;
+  OK(recap_graph_create(&outer, 0));
+  OK(recap_graph_capture_begin(outer, NULL, s2));
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_CAPTURE_CHILD, 1);
+  EXPECT_STATUS(recap_graph_replay(inner, s2), RECAP_ERROR_CUDA);
+  OK(recap_free(x));
+  expect_capture_unharmed(outer, s2, &word);
+  OK(recap_graph_destroy(outer));
+  destroy_and_expect_quiet(inner);
+}
+
+static recap_generator_t forward_generator;
+
+/* A forward that draws 4 uniform numbers from forward_generator into its output. */
+static recap_status_t drawing_forward(void *ctx, recap_stream_t stream, int training,
+                                      const recap_buffer_t *inputs, recap_buffer_t *outputs) {
+  (void)ctx;
+  (void)training;
+  (void)inputs;
+  outputs[0].bytes = 4 * sizeof(float);
+  RECAP__CHECK(recap_malloc(&outputs[0].data, outputs[0].bytes, stream));
+  return recap_rng_uniform(forward_generator, outputs[0].data, 4, stream);
+}
+
+/* A callable whose graph draws from a generator that another capture under way uses is refused
+ * before its input is staged: the capture holds nothing of it. */
+RECAP_TEST(a_graphed_forward_sharing_a_generator_is_refused_unharmed) {
+  recap_stream_t s = fresh_stream(), s2 = recap__fake_stream_new(), s3 = recap__fake_stream_new();
+  OK(recap_generator_create(&forward_generator, 3));
+  int64_t *sample, *given, word = 0;
+  recap_graphed_t h = callable_of(s, &sample, 0, drawing_forward);
+  OK(recap_malloc((void **)&given, sizeof *given, s));
+  float *drawn;
+  OK(recap_malloc((void **)&drawn, 4 * sizeof *drawn, s));
+  recap_graph_t other;
+  OK(recap_graph_create(&other, 0));
+  OK(recap_graph_capture_begin(other, NULL, s3));
+  OK(recap_rng_uniform(forward_generator, drawn, 4, s3));
+  recap_graph_t outer;
+  OK(recap_graph_create(&outer, 0));
+  OK(recap_graph_capture_begin(outer, NULL, s2));
+  recap_buffer_t in = {given, sizeof *given};
+  const recap_buffer_t *out = NULL;
+  EXPECT_STATUS(recap_graphed_forward(h, 0, &in, s2, &out), RECAP_ERROR_INVALID_USAGE);
+  EXPECT_MESSAGE("another capture under way uses");
+  expect_capture_unharmed(outer, s2, &word);
+  OK(recap_graph_capture_end(other));
+  OK(recap_graph_destroy(other));
+  OK(recap_graph_destroy(outer));
+  OK(recap_free(drawn));
+  OK(recap_free(given));
+  OK(recap_graphed_destroy(h));
+  OK(recap_free(sample));
+  OK(recap_generator_destroy(forward_generator));
+  expect_quiet();
 }
 
 static int64_t set_word;
@@ -636,12 +806,16 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(fresh_and_recapturing_graphs_are_refused),
     cmocka_unit_test(conditional_nodes_are_refused),
     cmocka_unit_test(host_path_regions_are_refused),
-    cmocka_unit_test(random_numbers_are_refused),
+    cmocka_unit_test(random_numbers_embed),
     cmocka_unit_test(a_failed_child_node_changes_nothing),
     cmocka_unit_test(an_abandoned_outer_capture_gives_the_references_back),
     cmocka_unit_test(a_sleeping_embedded_pool_stops_the_outer_replay),
     cmocka_unit_test(a_graphed_forward_in_a_capture_embeds),
-    cmocka_unit_test(a_graphed_forward_with_liveness_checks_is_refused_unharmed),
+    cmocka_unit_test(a_graphed_forward_with_liveness_checks_embeds),
+    cmocka_unit_test(a_graphed_forward_sharing_a_generator_is_refused_unharmed),
+    cmocka_unit_test(input_liveness_checks_embed),
+    cmocka_unit_test(a_failed_embedding_takes_the_liveness_checks_back),
+    cmocka_unit_test(a_checked_outer_graph_ignores_the_embedded_pool),
     cmocka_unit_test(a_graph_set_run_in_a_capture_embeds),
 };
 RECAP_TEST_MAIN(tests)

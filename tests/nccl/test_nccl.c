@@ -713,6 +713,112 @@ RECAP_TEST(test_seam_failures) {
   teardown();
 }
 
+/* A KEEP graph capturing on s: an all-reduce of 16 on COMM0, an all-gather of 4 on COMM1. */
+static recap_graph_t embeddable_graph(recap_stream_t s, float *buf) {
+  recap_graph_t g;
+  OK(recap_graph_create(&g, RECAP_GRAPH_KEEP));
+  OK(recap_graph_capture_begin(g, NULL, s));
+  OK(recap_nccl_all_reduce(buf, buf, 16, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s));
+  OK(recap_nccl_all_gather(buf, buf, 4, RECAP_NCCL_INT64, COMM1, s));
+  OK(recap_graph_capture_end(g));
+  return g;
+}
+
+/* A replay inside another capture embeds the graph: the outer record holds its collectives, in
+ * order among the outer capture's own, with the fingerprint of the same work captured directly;
+ * a graph embedding the outer one in turn holds them too; the outer replays follow the
+ * communicators' policies; a failed embedding leaves the record as it was. */
+RECAP_TEST(test_embedded_collectives_join_the_outer_record) {
+  float *buf;
+  recap_stream_t s = setup_with_buffer(&buf, 4096);
+  recap_stream_t s2 = recap__fake_stream_new(), s3 = recap__fake_stream_new();
+  recap__fake_stream_complete(s);
+  recap_graph_t inner = embeddable_graph(s, buf);
+  int calls = rec.call_count;
+  recap_graph_t outer;
+  OK(recap_graph_create(&outer, RECAP_GRAPH_KEEP));
+  OK(recap_graph_capture_begin(outer, NULL, s2));
+  OK(recap_nccl_reduce(buf, buf, 3, RECAP_NCCL_UINT8, RECAP_NCCL_PROD, 0, COMM1, s2));
+  OK(recap_graph_replay(inner, s2));
+  OK(recap_nccl_all_reduce(buf, buf, 8, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s2));
+  OK(recap_graph_capture_end(outer));
+  /* The embedding called NCCL for nothing: the node is a copy of what inner recorded. */
+  assert_int_equal(rec.call_count, calls + 2);
+
+  recap_collective_t c[8];
+  uint64_t hash = 0;
+  assert_int_equal(collectives(outer, c, 8, &hash), 4);
+  assert_int_equal(c[0].kind, RECAP_COLLECTIVE_REDUCE);
+  assert_int_equal(c[0].comm_index, 0); /* COMM1, used first by the outer capture */
+  assert_int_equal(c[1].kind, RECAP_COLLECTIVE_ALL_REDUCE);
+  assert_int_equal(c[1].count, 16);
+  assert_int_equal(c[1].comm_index, 1); /* COMM0 */
+  assert_int_equal(c[2].kind, RECAP_COLLECTIVE_ALL_GATHER);
+  assert_int_equal(c[2].comm_index, 0);
+  assert_int_equal(c[3].kind, RECAP_COLLECTIVE_ALL_REDUCE);
+  assert_int_equal(c[3].count, 8);
+  assert_int_equal(c[3].comm_index, 1);
+  /* The same work captured directly has the same fingerprint. */
+  recap_graph_t direct = graph_capturing(s3, NULL);
+  OK(recap_nccl_reduce(buf, buf, 3, RECAP_NCCL_UINT8, RECAP_NCCL_PROD, 0, COMM1, s3));
+  OK(recap_nccl_all_reduce(buf, buf, 16, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s3));
+  OK(recap_nccl_all_gather(buf, buf, 4, RECAP_NCCL_INT64, COMM1, s3));
+  OK(recap_nccl_all_reduce(buf, buf, 8, RECAP_NCCL_FLOAT32, RECAP_NCCL_SUM, COMM0, s3));
+  OK(recap_graph_capture_end(direct));
+  uint64_t direct_hash = 0;
+  assert_int_equal(collectives(direct, c, 8, &direct_hash), 4);
+  assert_true(direct_hash == hash);
+  OK(recap_graph_destroy(direct));
+  /* One rank: the check passes on both communicators. */
+  OK(recap_graph_check_collectives(outer, COMM0));
+  OK(recap_graph_check_collectives(outer, COMM1));
+
+  /* Nesting: the outermost graph holds the same entries. */
+  recap_graph_t outermost = graph_capturing(s3, NULL);
+  OK(recap_graph_replay(outer, s3));
+  OK(recap_graph_capture_end(outermost));
+  uint64_t outermost_hash = 0;
+  assert_int_equal(collectives(outermost, c, 8, &outermost_hash), 4);
+  assert_true(outermost_hash == hash);
+
+  /* The outer replay follows COMM0's policy as inner's would: while it is pending on s2, inner
+   * on s is refused under REFUSE_OVERLAP, and so is the outer graph on s after inner there. */
+  OK(recap_nccl_comm_policy(COMM0, RECAP_NCCL_REFUSE_OVERLAP));
+  recap__fake_launch_kernel(s2, "before");
+  OK(recap_graph_replay(outer, s2));
+  uint64_t launches = recap__fake_now().graph_launches;
+  EXPECT_STATUS(recap_graph_replay(inner, s), RECAP_ERROR_BUSY);
+  EXPECT_MESSAGE("RECAP_NCCL_REFUSE_OVERLAP");
+  assert_int_equal(recap__fake_now().graph_launches, launches);
+  complete_both(s, s2);
+  OK(recap_graph_replay(inner, s));
+  EXPECT_STATUS(recap_graph_replay(outer, s2), RECAP_ERROR_BUSY);
+  complete_both(s, s2);
+  OK(recap_graph_replay(outer, s2));
+  recap__fake_stream_complete(s2);
+
+  /* A failed child node leaves the capture's record as it was (none attached). */
+  recap_graph_t failed = graph_capturing(s3, NULL);
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_CAPTURE_CHILD, 1);
+  EXPECT_STATUS(recap_graph_replay(inner, s3), RECAP_ERROR_CUDA);
+  assert_null(recap__nccl_graph_find(failed));
+  OK(recap_nccl_reduce(buf, buf, 3, RECAP_NCCL_UINT8, RECAP_NCCL_PROD, 0, COMM1, s3));
+  recap__fake_fail_nth(RECAP__FAKE_FAULT_CAPTURE_CHILD, 1);
+  EXPECT_STATUS(recap_graph_replay(inner, s3), RECAP_ERROR_CUDA);
+  OK(recap_graph_capture_end(failed));
+  assert_int_equal(collectives(failed, c, 8, NULL), 1);
+  const recap__nccl_graph_t *record = recap__nccl_graph_find(failed);
+  assert_int_equal(record->comm_count, 1);
+
+  OK(recap_graph_destroy(failed));
+  OK(recap_graph_destroy(outermost));
+  OK(recap_graph_destroy(outer));
+  OK(recap_graph_destroy(inner));
+  OK(recap_free(buf));
+  expect_quiet();
+  teardown();
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_eager_calls_nccl_and_records_nothing),
     cmocka_unit_test(test_enums_equal_nccls),
@@ -725,5 +831,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_check_one_rank),
     cmocka_unit_test(test_policies),
     cmocka_unit_test(test_seam_failures),
+    cmocka_unit_test(test_embedded_collectives_join_the_outer_record),
 };
 RECAP_TEST_MAIN(tests)

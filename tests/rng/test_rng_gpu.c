@@ -528,6 +528,82 @@ RECAP_TEST(user_kernel_through_rng_device_header) {
   gpu_finish_stream(s, NULL, 0);
 }
 
+/* ---- embedded graphs (docs/rng.md, "Inside another capture") ------------------------------ */
+
+/* The inner graph's work: uniform into a, normal into b. */
+static void inner_draws(recap_generator_t gen, float *a, float *b, size_t n, cudaStream_t s) {
+  OK(recap_rng_uniform(gen, a, n, s));
+  OK(recap_rng_normal(gen, b, n, 1.0f, 2.0f, s));
+}
+
+/* The outer graph's work around the inner one: uniform into c, the inner work, uniform into d. */
+static void outer_draws(recap_generator_t gen, float *const *v, size_t n, cudaStream_t s) {
+  OK(recap_rng_uniform(gen, v[2], n, s));
+  inner_draws(gen, v[0], v[1], n, s);
+  OK(recap_rng_uniform(gen, v[3], n, s));
+}
+
+/* A graph drawing random numbers embedded in another capture (after the outer capture drew from
+ * the same generator, which shifts the node's base offset on the device), and the outer graph
+ * embedded in turn with the inner one again: every replay of the outermost graph, with eager
+ * draws in between, gives the bits the same work run eagerly from the same seed gives, and the
+ * offsets agree. */
+RECAP_TEST(embedded_graphs_draw_what_eager_draws) {
+  cudaStream_t s = rng_begin();
+  const size_t n = 4096 + 3;
+  float *v[5], *r[5];
+  for (int i = 0; i < 5; i++) {
+    v[i] = gpu_floats(n, s);
+    r[i] = gpu_floats(n, s);
+  }
+  recap_generator_t gen = generator(17), ref = generator(17);
+  recap_graph_t inner;
+  OK(recap_graph_create(&inner, RECAP_GRAPH_KEEP));
+  OK(recap_graph_capture_begin(inner, NULL, s));
+  inner_draws(gen, v[0], v[1], n, s);
+  OK(recap_graph_capture_end(inner));
+  recap_graph_t outer;
+  OK(recap_graph_create(&outer, RECAP_GRAPH_KEEP));
+  OK(recap_graph_capture_begin(outer, NULL, s));
+  OK(recap_rng_uniform(gen, v[2], n, s));
+  OK(recap_graph_replay(inner, s));
+  OK(recap_rng_uniform(gen, v[3], n, s));
+  OK(recap_graph_capture_end(outer));
+  recap_graph_t top = graph_begin(s);
+  OK(recap_rng_uniform(gen, v[4], n, s));
+  OK(recap_graph_replay(outer, s));
+  OK(recap_graph_replay(inner, s));
+  OK(recap_graph_capture_end(top));
+  assert_int_equal(offset_of(gen), 0);
+
+  for (int k = 0; k < 3; k++) {
+    OK(recap_graph_replay(top, s));
+    OK(recap_rng_uniform(ref, r[4], n, s));
+    outer_draws(ref, r, n, s);
+    inner_draws(ref, r[0], r[1], n, s);
+    for (int i = 0; i < 5; i++) expect_same(v[i], r[i], n * sizeof(float), "embedded vs eager");
+    /* An eager draw and a replay of the outer graph alone in between. */
+    OK(recap_rng_normal(gen, v[4], n, 0.0f, 1.0f, s));
+    OK(recap_rng_normal(ref, r[4], n, 0.0f, 1.0f, s));
+    OK(recap_graph_replay(outer, s));
+    outer_draws(ref, r, n, s);
+    for (int i = 0; i < 5; i++) expect_same(v[i], r[i], n * sizeof(float), "outer vs eager");
+    assert_int_equal(offset_of(gen), offset_of(ref));
+  }
+  expect_different(v[2], v[3], n * sizeof(float), "the outer graph's two draws");
+
+  OK(recap_graph_destroy(top));
+  OK(recap_graph_destroy(outer));
+  OK(recap_graph_destroy(inner));
+  OK(recap_generator_destroy(ref));
+  OK(recap_generator_destroy(gen));
+  for (int i = 0; i < 5; i++) {
+    OK(recap_free(v[i]));
+    OK(recap_free(r[i]));
+  }
+  gpu_finish_stream(s, NULL, 0);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(graph_rng_functional),
     cmocka_unit_test(graph_rng_distributions),
@@ -535,5 +611,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(memory_stats_of_multiple_generators_and_graphs),
     cmocka_unit_test(dropout_masks_graphed_equal_eager),
     cmocka_unit_test(user_kernel_through_rng_device_header),
+    cmocka_unit_test(embedded_graphs_draw_what_eager_draws),
 };
 RECAP_TEST_MAIN(tests)
