@@ -6,6 +6,15 @@
  */
 #include "fuzz_recap.h"
 
+/* Whether a capture under way other than graph `outer`'s draws from a generator of `gens`. */
+static bool gens_of_another_capture(unsigned gens, int outer) {
+  for (int g = 0; g < GRAPHS; g++)
+    if (g != outer && st.graphs[g].h && st.graphs[g].state == CAPTURING &&
+        (st.graphs[g].gens & gens))
+      return true;
+  return false;
+}
+
 static bool graph_inputs_dead(const graph_t *gr) {
   for (int k = 0; k < gr->input_count; k++)
     if (!slot_alive(gr->inputs[k])) return true;
@@ -26,20 +35,20 @@ void op_replay(void) {
     expect(s, RECAP_ERROR_INVALID_USAGE, "recap_graph_replay");
     return;
   }
-  bool dead = gr->liveness && graph_inputs_dead(gr);
   /* Inside another capture the graph is embedded (docs/graphs.md, "Inside another capture"):
-   * refused for modules acting at each replay (generators, liveness checks), then for a graph
-   * without a template (not KEEP); nothing launches or instantiates. */
+   * refused when a generator it draws from is used by a capture under way other than the
+   * capturing one, then for a graph without a template (not KEEP); nothing launches or
+   * instantiates, and the liveness checks move to the capturing graph (checked at its
+   * replays). The child node and the offset shifts around it can fail. */
   bool embedding = st.owner[j] >= 0;
-  bool inside = embedding && (gr->gens || gr->liveness);
+  bool dead = !embedding && gr->liveness && graph_inputs_dead(gr);
+  bool inside = embedding && gens_of_another_capture(gr->gens, st.owner[j]);
   bool no_template = embedding && !inside && !gr->keep;
-  bool fault = embedding ? fired(RECAP__FAKE_FAULT_CAPTURE_CHILD)
+  bool fault = embedding ? fired(RECAP__FAKE_FAULT_CAPTURE_CHILD) || fired(RECAP__FAKE_FAULT_LAUNCH)
                          : fired(RECAP__FAKE_FAULT_LAUNCH) ||
                                (!gr->instantiated && fired(RECAP__FAKE_FAULT_INSTANTIATE));
   if (gr->inputs_unknown && gr->liveness && (s == RECAP_SUCCESS || s == RECAP_ERROR_DEAD_INPUT))
     check_last(s, "recap_graph_replay");
-  else if (dead && inside && (s == RECAP_ERROR_DEAD_INPUT || s == RECAP_ERROR_INVALID_USAGE))
-    check_last(s, "recap_graph_replay"); /* which check comes first is not documented */
   else if (fault && s == RECAP_ERROR_CUDA)
     check_last(s, "recap_graph_replay");
   else if (st.owner[j] >= 0 && s == RECAP_ERROR_CAPTURE_INVALIDATED &&
@@ -54,11 +63,16 @@ void op_replay(void) {
            "recap_graph_replay");
   if (s == RECAP_SUCCESS && !embedding) gr->instantiated = true;
   if (s == RECAP_SUCCESS && embedding) {
-    /* The capturing graph holds the graph's pool and what it embedded; its replays run the
-     * graph's kernels, whose reads the model does not list for it. */
+    /* The capturing graph holds the graph's pool and what it embedded, draws what it draws at
+     * each replay, and checks its inputs (the model keeps them as unknown). */
     graph_t *outer = &st.graphs[st.owner[j]];
     outer->embedded |= (gr->shared >= 0 ? 1u << gr->shared : 0u) | gr->embedded;
+    outer->gens |= gr->gens;
+    for (int k = 0; k < GENS; k++) outer->consumed[k] += gr->consumed[k];
+    outer->consumed_unknown |= gr->consumed_unknown;
+    if (gr->liveness) outer->liveness = outer->inputs_unknown = true;
     if (gr->input_count || gr->inputs_unknown) outer->inputs_unknown = true;
+    return; /* nothing ran: no generator advanced */
   }
   /* Every replay advances the generators the graph draws from by what it consumes; a failed
    * one leaves them as they were (docs/rng.md, "A replay that fails"). */
