@@ -487,15 +487,22 @@ void recap__update_count_renewal(recap__update_t *u) {
 void recap__update_set_policy(recap__update_t *u, const recap_update_policy_t *policy) {
   pthread_mutex_lock(&u->lock);
   unsigned old_wanted = measure_replays(u);
+  bool was_measuring = u->policy.max_slowdown > 0, was_checking = checks(u);
   u->policy = *policy;
   u->pause_left = 0;
-  u->renew = false;
-  if (!(u->policy.max_slowdown > 0) || measure_replays(u) != old_wanted) destroy_measurements(u);
+  /* The measurements go on when they are of the same kind and size: a new max_slowdown, or a
+   * new tolerance or period of the check, which keeps its baseline. */
+  bool same = measure_replays(u) == old_wanted &&
+              ((was_measuring && u->policy.max_slowdown > 0) || (was_checking && checks(u)));
+  if (!same) {
+    destroy_measurements(u);
+    u->renew = false;
+  }
   /* A policy set once the graph holds an executable measures from now on: its replays are
    * the baseline if it was instantiated afresh, else samples of an updated one. The default
    * policy's check takes its baseline from the executable as it is. */
   if (u->policy.max_slowdown > 0 && prepare_measurements(u)) update_active(u);
-  if (checks(u) && prepare_measurements(u)) start_check(u);
+  if (checks(u) && !same && prepare_measurements(u)) start_check(u);
   pthread_mutex_unlock(&u->lock);
 }
 

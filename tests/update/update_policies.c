@@ -332,9 +332,9 @@ RECAP_TEST(measuring_instantiations_stop_at_measure_replays) {
   destroy_and_expect_quiet(g);
 }
 
-/* The log's warnings, concatenated. */
-static char logged[4096];
-static void log_into(recap_log_level_t level, const char *message, void *user_data) {
+/* The log's messages, concatenated (update_steps.h). */
+char logged[4096];
+void log_into(recap_log_level_t level, const char *message, void *user_data) {
   (void)level;
   (void)user_data;
   size_t used = strlen(logged);

@@ -24,6 +24,11 @@
  * Helpers
  * ---------------------------------------------------------------------------------------- */
 
+/* The log's messages, concatenated, for the parts that read what the policy logged
+ * (update_policies.c): recap_log_set(log_into, NULL); logged[0] = '\0' starts over. */
+extern char logged[4096];
+void log_into(recap_log_level_t level, const char *message, void *user_data);
+
 enum { N = 64 }; /* floats per buffer */
 
 /* The allocator's checker must pass. */
