@@ -63,12 +63,13 @@ typedef struct recap_update_policy {
    * next `retry_after` recaptures instantiate afresh (docs/update.md, "The policy"). */
   double max_slowdown;
   unsigned measure_replays; /* 0: 8 */
-  /* The check of the default policy (max_slowdown 0; the second version ends here): an
-   * executable of more than `auto_check_nodes` nodes (0: 128; negative: no check) has a few
-   * replays timed after its instantiation, and again after every `auto_check_period` changes
-   * (0: 64; updates in place, rebinds, parameter sets). Slower than after its instantiation by
-   * more than `auto_check_slowdown` (0: 0.05), it is instantiated afresh at its next change
-   * (reason POLICY_SLOWER). Outside a check its replays pay one branch. */
+  /* The check of the default policy (max_slowdown 0; the second version ends at
+   * auto_check_slowdown): an executable of more than `auto_check_nodes` nodes (0: 128;
+   * negative: no check) has its first replays after its instantiation timed, and a few more
+   * after every `auto_check_period` changes (0: 64; updates in place, rebinds, parameter sets).
+   * Slower than after its instantiation by more than `auto_check_slowdown` (0: 0.05), it is
+   * instantiated afresh at its next change, or recapture (reason POLICY_SLOWER). Outside a
+   * check its replays pay a call and a branch; graphs of up to 128 nodes pay nothing. */
   int auto_check_nodes;
   unsigned auto_check_period;
   double auto_check_slowdown;

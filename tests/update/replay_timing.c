@@ -60,7 +60,8 @@ int main(int argc, char **argv) {
   int nodes = argc > 3 ? atoi(argv[3]) : 200;
   bool off = argc > 4 && strcmp(argv[4], "off") == 0;
   if (replays <= 0 || rounds <= 0 || rounds > 1000 || nodes <= 0) {
-    fprintf(stderr, "usage: replay_timing [replays-per-round [rounds (1 to 1000) [nodes [on|off]]]]\n");
+    fprintf(stderr,
+            "usage: replay_timing [replays-per-round [rounds (1 to 1000) [nodes [on|off]]]]\n");
     return 2;
   }
   recap_test_reset(NULL);
@@ -88,8 +89,8 @@ int main(int argc, char **argv) {
   if (!ns) return 1;
   for (int r = 0; r < rounds; r++) ns[r] = replays_ns(g, s, replays);
   qsort(ns, (size_t)rounds, sizeof *ns, compare_double);
-  printf("replay of %d nodes, check %s: median %.2f ns, min %.2f ns per replay (%d x %ld)\n",
-         nodes, off ? "off" : "default", ns[rounds / 2], ns[0], rounds, replays);
+  printf("replay of %d nodes, check %s: median %.2f ns, min %.2f ns per replay (%d x %ld)\n", nodes,
+         off ? "off" : "default", ns[rounds / 2], ns[0], rounds, replays);
   free(ns);
   check(recap_graph_destroy(g), "recap_graph_destroy");
   return 0;
