@@ -370,6 +370,26 @@ RECAP_TEST(timing_failures_of_the_check_never_fail_a_replay) {
   destroy_and_expect_quiet(g);
 }
 
+/* The baseline and a check taken from replays in two threads at once, each on its own stream:
+ * no replay fails, and the slowdown is found. */
+RECAP_TEST(checked_replays_from_two_threads) {
+  recap_stream_t s;
+  recap_graph_t g = replayed_graph(&s, PERIOD / 2, 1.5, BIG, 0);
+  replay_from_two_threads(g);
+  for (int i = 0; i < PERIOD; i++) update_and_replay(g, s, BIG);
+  assert_true(recap__update_measuring(recap__update_of(g)));
+  replay_from_two_threads(g);
+  OK(recap_graph_replay(g, s)); /* reads what is left */
+  recap__fake_stream_complete(s);
+  recap_update_stats_t st = stats_of(g);
+  assert_int_equal(st.auto_checks, 1);
+  assert_true(fabs(st.fresh_replay_ms - BIG / 1000.0) < 1e-6);
+  assert_true(fabs(st.updated_replay_ms - 1.5 * BIG / 1000.0) < 1e-6);
+  recapture_kernels(g, s, BIG);
+  assert_int_equal(stats_of(g).last_reason, RECAP_UPDATE_REASON_POLICY_SLOWER);
+  destroy_and_expect_quiet(g);
+}
+
 static const struct CMUnitTest tests[] = {
     cmocka_unit_test(the_default_policy_catches_a_slowdown_after_many_updates),
     cmocka_unit_test(the_default_policy_checks_again_every_64_changes),
@@ -379,5 +399,6 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(the_check_takes_its_threshold_period_and_tolerance_from_the_policy),
     cmocka_unit_test(a_policy_of_the_first_version_keeps_the_default_check),
     cmocka_unit_test(timing_failures_of_the_check_never_fail_a_replay),
+    cmocka_unit_test(checked_replays_from_two_threads),
 };
 const recap_test_part_t update_check_tests = RECAP_TEST_PART(tests);
