@@ -17,6 +17,13 @@
  * updated samples only: once those are complete, the policy instantiates afresh itself
  * (POLICY_MEASURE) until the fresh side has its samples, at most measure_replays times a round.
  * Replays pay for all this only while `active` is set: one branch otherwise.
+ *
+ * The default policy (max_slowdown 0) checks executables of more than auto_check_nodes nodes
+ * with the same timed launches in other rounds: the first replays after each fresh instantiation
+ * are the baseline (FRESH samples), and after every auto_check_period changes (updates in place,
+ * rebinds, parameter sets) a check takes UPDATED samples and compares their median with the
+ * baseline's once. Slower by more than auto_check_slowdown, the executable is renewed: update.c
+ * instantiates it afresh at the next change, or the next recapture does (POLICY_SLOWER).
  */
 #include <stdlib.h>
 #include <string.h>
