@@ -137,6 +137,17 @@ RECAP_TEST(the_default_policy_checks_again_every_64_changes) {
   destroy_and_expect_quiet(g);
 }
 
+/* Capture (recapture: in place of its capture, with its options) step(out, in, k, dk, copy) and
+ * `kernels` kernels after it into g; opts: the first capture's options. */
+static void capture_big_step(recap_graph_t g, recap_stream_t s, const recap_capture_options_t *opts,
+                             bool recapture, int kernels, float *out, const float *in, unsigned k,
+                             const float *dk, float *copy) {
+  OK(recapture ? recap_graph_recapture_begin(g, NULL, s) : recap_graph_capture_begin(g, opts, s));
+  step(s, out, in, k, dk, copy);
+  launch(s, kernels);
+  OK(recap_graph_capture_end(g));
+}
+
 /* A rebindable graph of `kernels` kernels after the step, reading `in`. */
 static recap_graph_t rebindable_big_graph(recap_stream_t s, int kernels, float *out,
                                           const float *in, const float *dk, float *copy) {
@@ -144,10 +155,7 @@ static recap_graph_t rebindable_big_graph(recap_stream_t s, int kernels, float *
   OK(recap_graph_create(&g, 0));
   recap_capture_options_t opts = RECAP_CAPTURE_OPTIONS_INIT;
   opts.rebind = RECAP_REBIND_AUTO;
-  OK(recap_graph_capture_begin(g, &opts, s));
-  step(s, out, in, 1, dk, copy);
-  launch(s, kernels);
-  OK(recap_graph_capture_end(g));
+  capture_big_step(g, s, &opts, false, kernels, out, in, 1, dk, copy);
   return g;
 }
 
@@ -190,6 +198,43 @@ RECAP_TEST(the_default_policy_catches_a_slowdown_after_many_rebinds) {
   OK(recap_graph_replay(g, s));
   recap__fake_stream_complete(s);
   expect_copy(copy, to == in ? 0 : 1000, 1);
+  OK(recap_graph_destroy(g));
+  free_step_buffers(in, in2, out, copy, dk);
+  expect_quiet();
+}
+
+/* A rebindable executable updated in place keeps the graph it was instantiated from (its
+ * origin), through which rebinds patch it. The check finds it slower after the updates, and the
+ * next rebind instantiates it afresh from the newest template: rebinds then go through that one,
+ * and the replays read what they should at the fresh speed. */
+RECAP_TEST(a_rebind_after_updates_renews_from_the_newest_template) {
+  recap_stream_t s = fresh_stream();
+  float *in, *in2, *out, *copy, *dk;
+  step_buffers(s, &in, &in2, &out, &copy, &dk, 1000, 0.25f);
+  recap__fake_changed_slowdown(PERIOD / 2, 1.5);
+  recap_graph_t g = rebindable_big_graph(s, BIG, out, in, dk, copy);
+  double fresh_us = replay_us(g, s);
+  for (int i = 1; i < SAMPLES; i++) OK(recap_graph_replay(g, s));
+  recap__fake_stream_complete(s);
+  for (int i = 0; i < PERIOD; i++) {
+    capture_big_step(g, s, NULL, true, BIG, out, in, 2, dk, copy);
+    OK(recap_graph_replay(g, s));
+    recap__fake_stream_complete(s);
+  }
+  for (int i = 0; i < SAMPLES; i++) OK(recap_graph_replay(g, s)); /* the check */
+  recap__fake_stream_complete(s);
+  OK(recap_graph_replay(g, s)); /* reads and compares */
+  recap__fake_stream_complete(s);
+  recap_update_stats_t st = stats_of(g);
+  assert_int_equal(st.updates, PERIOD);
+  assert_int_equal(st.auto_checks, 1);
+  assert_int_equal(st.instantiations, 0); /* not yet: at the next change */
+  uint64_t instantiations = recap__fake_now().calls[RECAP__FAKE_FAULT_INSTANTIATE];
+  rebind_and_check(g, s, in, in2, copy, 1000, 2);
+  assert_int_equal(stats_of(g).by_reason[RECAP_UPDATE_REASON_POLICY_SLOWER], 1);
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_INSTANTIATE], instantiations + 1);
+  assert_true(fabs(replay_us(g, s) - fresh_us) < 1e-3);
+  rebind_and_check(g, s, in2, in, copy, 0, 2);
   OK(recap_graph_destroy(g));
   free_step_buffers(in, in2, out, copy, dk);
   expect_quiet();
@@ -394,6 +439,7 @@ static const struct CMUnitTest tests[] = {
     cmocka_unit_test(the_default_policy_catches_a_slowdown_after_many_updates),
     cmocka_unit_test(the_default_policy_checks_again_every_64_changes),
     cmocka_unit_test(the_default_policy_catches_a_slowdown_after_many_rebinds),
+    cmocka_unit_test(a_rebind_after_updates_renews_from_the_newest_template),
     cmocka_unit_test(the_default_policy_leaves_graphs_of_128_nodes_alone),
     cmocka_unit_test(user_policies_keep_their_behaviour_on_large_graphs),
     cmocka_unit_test(the_check_takes_its_threshold_period_and_tolerance_from_the_policy),
