@@ -87,16 +87,18 @@ void recap__update_set_policy(recap__update_t *u, const recap_update_policy_t *p
 
 /* What a recapture whose capture succeeded should do with the graph's executable (has_exec:
  * one exists): RECAP_UPDATE_REASON_NONE to try an update, otherwise the reason to instantiate
- * afresh (NO_EXECUTABLE, POLICY_NEVER, the pause's reason, or POLICY_MEASURE while the
- * measurement lacks fresh samples the updated ones have). Changes nothing. */
+ * afresh (NO_EXECUTABLE, POLICY_NEVER, the pause's reason, POLICY_MEASURE while the
+ * measurement lacks fresh samples the updated ones have, or POLICY_SLOWER when the default
+ * policy's check found the executable slower). Changes nothing. */
 recap_update_reason_t recap__update_decide(recap__update_t *u, bool has_exec);
 
 /* A recapture succeeded: `decided` is what recap__update_decide said, `outcome` what happened
  * (NONE: updated in place; a driver's reason: refused, then instantiated; decided's reason:
  * instantiated without trying), node the node the driver named (or SIZE_MAX), instantiated
- * whether an executable was made, nodes as for recap__update_fresh. reused / fresh: the recapture's allocations that got their
- * old address, and those that did not. Counts it, moves the pause and the count of refusals,
- * and starts the measurement the policy wants for the new executable. */
+ * whether an executable was made, nodes as for recap__update_fresh. reused / fresh: the
+ * recapture's allocations that got their old address, and those that did not. Counts it, moves
+ * the pause and the count of refusals, and starts the measurement the policy wants for the new
+ * executable (or, under the default policy's check, counts the update as a change). */
 void recap__update_record(recap__update_t *u, recap_update_reason_t decided,
                           recap_update_reason_t outcome, size_t node, bool instantiated,
                           size_t nodes, uint64_t reused, uint64_t fresh);

@@ -269,15 +269,15 @@ static void compare_check(recap__update_t *u) {
     return;
   }
   double fresh = median(u->samples[RECAP__EXEC_FRESH], n);
-  double changed = median(u->samples[RECAP__EXEC_UPDATED], u->wanted);
+  double after = median(u->samples[RECAP__EXEC_UPDATED], u->wanted);
   u->stats.fresh_replay_ms = fresh;
-  u->stats.updated_replay_ms = changed;
+  u->stats.updated_replay_ms = after;
   u->stats.auto_checks++;
-  if (changed > fresh * (1.0 + check_slowdown(u))) {
+  if (after > fresh * (1.0 + check_slowdown(u))) {
     RECAP__INFO(
         "update policy: after its changes the executable replays in %.4f ms against %.4f ms "
         "after its instantiation; it is instantiated afresh at its next change or recapture",
-        changed, fresh);
+        after, fresh);
     u->renew = true;
   }
 }
