@@ -50,8 +50,9 @@ RECAP_NODISCARD RECAP_API recap_status_t recap_graph_recapture_begin(
 
 /* ---- Policy ---------------------------------------------------------------------------------- */
 
-/* When a recapture tries an update. Start from RECAP_UPDATE_POLICY_INIT (always try; docs/api.md,
- * "Versioned structs"; the first version ends at measure_replays). */
+/* When a recapture tries an update. Start from RECAP_UPDATE_POLICY_INIT (always try, and check
+ * large executables for a slowdown; docs/api.md, "Versioned structs"; the first version ends at
+ * measure_replays). */
 typedef struct recap_update_policy {
   size_t size;      /* sizeof(recap_update_policy_t), set by the INIT macro */
   int never_update; /* 1: always instantiate afresh (reason POLICY_NEVER) */
@@ -62,13 +63,24 @@ typedef struct recap_update_policy {
    * next `retry_after` recaptures instantiate afresh (docs/update.md, "The policy"). */
   double max_slowdown;
   unsigned measure_replays; /* 0: 8 */
+  /* The check of the default policy (max_slowdown 0; the second version ends at
+   * auto_check_slowdown): an executable of more than `auto_check_nodes` nodes (0: 128;
+   * negative: no check) has its first replays after its instantiation timed, and a few more
+   * after every `auto_check_period` changes (0: 64; updates in place, rebinds, parameter sets).
+   * Slower than after its instantiation by more than `auto_check_slowdown` (0: 0.05), it is
+   * instantiated afresh at its next change, or recapture (reason POLICY_SLOWER). Outside a
+   * check its replays pay a call and a branch; graphs of up to 128 nodes pay nothing. */
+  int auto_check_nodes;
+  unsigned auto_check_period;
+  double auto_check_slowdown;
 } recap_update_policy_t;
 
 #define RECAP_UPDATE_POLICY_INIT \
-  { sizeof(recap_update_policy_t), 0, 0, 0, 0.0, 0 }
+  { sizeof(recap_update_policy_t), 0, 0, 0, 0.0, 0, 0, 0, 0.0 }
 
 /* Set graph's policy (NULL: RECAP_UPDATE_POLICY_INIT) at any time, for the next recaptures; a
- * pause under way ends, the counters stay. max_slowdown negative or NaN: INVALID_ARGUMENT. */
+ * pause under way ends, the counters stay. max_slowdown or auto_check_slowdown negative or NaN:
+ * INVALID_ARGUMENT. */
 RECAP_NODISCARD RECAP_API recap_status_t
 recap_graph_update_policy_set(recap_graph_t graph, const recap_update_policy_t *policy);
 RECAP_DEPRECATED("use recap_graph_update_policy_set")
@@ -103,12 +115,15 @@ typedef struct recap_update_stats {
    * parameters); recap_graph_kernel_arg_set and recap_graph_kernel_shape_set calls. */
   uint64_t param_sets, param_node_sets;
   uint64_t arg_sets, shape_sets;
+  /* The third version ends here: checks of the default policy that compared an executable's
+   * replays after its changes with those after its instantiation (auto_check_*). */
+  uint64_t auto_checks;
 } recap_update_stats_t;
 
 #define RECAP_UPDATE_STATS_INIT                                                                  \
   {                                                                                              \
     sizeof(recap_update_stats_t), 0, 0, 0, {0}, RECAP_UPDATE_REASON_NONE, 0, 0, 0, 0, 0, 0, 0.0, \
-        0.0, 0, 0, 0, 0                                                                          \
+        0.0, 0, 0, 0, 0, 0                                                                       \
   }
 
 /* *stats = graph's counters (stats->size set by the caller). */

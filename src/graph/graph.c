@@ -524,6 +524,8 @@ recap_status_t recap_graph_instantiate(recap_graph_t graph) {
   return instantiate(graph);
 }
 
+recap_status_t recap__graph_instantiate(recap_graph_t graph) { return instantiate(graph); }
+
 recap_status_t recap__graph_pools_awake(recap_graph_t graph) {
   /* A graph reads and writes its pool, and may read the default pool's blocks: while one
    * sleeps nothing may run. The allocator is asked only once something sleeps. */

@@ -150,6 +150,10 @@ size_t recap__graph_capture_nodes(recap_graph_t graph, recap_cuda_graph_t templa
 /* Launch graph's executable on stream: the replay's own launch, or the one a hook's launch
  * calls after what it runs first. While the update policy measures, the launch is timed. */
 recap_status_t recap__graph_launch_exec(recap_graph_t graph, recap_stream_t stream);
+/* Instantiate afresh from the template, which the layers sync first; the old executable goes
+ * first (recap_graph_instantiate's work, for a graph of any flags that holds a template). A
+ * failure leaves the template and no executable, instantiated again at the next replay. */
+recap_status_t recap__graph_instantiate(recap_graph_t graph);
 
 /* RECAP_ERROR_INVALID_USAGE naming function while graph is recaptured: what it captured (the
  * template, the executable, the layers' view of them) is set aside until the recapture ends. */

@@ -55,9 +55,18 @@ static void hook_graph_reset(void *ctx, recap_graph_t graph) {
   recap__update_forget(&m->policy);
 }
 
+/* The executable's node count for the default policy's check: 0 (never checked) for one that
+ * holds device-updatable nodes, which is neither updated nor instantiated afresh by the check. */
+static size_t checked_nodes(recap_graph_t graph) {
+  return graph->exec_device_nodes ? 0 : graph->node_count;
+}
+
+static void choose_hooks(recap_graph_t graph, update_module_t *m);
+
 static void hook_instantiated(void *ctx, recap_graph_t graph) {
-  (void)graph;
-  recap__update_fresh(&((update_module_t *)ctx)->policy);
+  update_module_t *m = ctx;
+  recap__update_fresh(&m->policy, checked_nodes(graph));
+  choose_hooks(graph, m);
 }
 
 /* While the policy measures, its launches time the replays; otherwise a plain one. */
@@ -91,6 +100,13 @@ static const recap__graph_hooks_t measuring_hooks = {.graph_reset = hook_graph_r
                                                      .launch_exec = hook_launch_exec,
                                                      .release = hook_release};
 
+/* Replays go through the policy's launch while it may time them: max_slowdown set, or the
+ * default policy's check on an executable large enough. Others launch plainly. */
+static void choose_hooks(recap_graph_t graph, update_module_t *m) {
+  bool measures = m->policy.policy.max_slowdown > 0 || recap__update_checks(&m->policy);
+  recap__graph_reattach(graph, m, measures ? &measuring_hooks : &plain_hooks);
+}
+
 static update_module_t *module_of(recap_graph_t graph) {
   update_module_t *m = recap__graph_attached_ctx(graph, &plain_hooks);
   return m ? m : recap__graph_attached_ctx(graph, &measuring_hooks);
@@ -114,14 +130,39 @@ recap_status_t recap__update_attach(recap_graph_t graph) {
   return s;
 }
 
+/* A check of the default policy found the executable slower after its changes: instantiate it
+ * afresh from its template, which the layers keep in step with the executable (rebinds and
+ * parameter sets; recap__graph_instantiate syncs it first). At a change, not at a replay: the
+ * caller changing the executable has the graph to itself, while replays may run in several
+ * threads. Without a template the next recapture does it. A failure is logged, never the
+ * caller's: the graph then holds its template and no executable, and its next replay
+ * instantiates, as for a KEEP graph. */
+static void renew_if_slower(recap_graph_t graph, recap__update_t *u) {
+  if (!graph->template_graph || !graph->exec || graph->recapturing || graph->exec_device_nodes ||
+      !recap__update_take_renewal(u))
+    return;
+  recap__saved_error_t saved;
+  recap__error_save(&saved);
+  if (recap__graph_instantiate(graph) == RECAP_SUCCESS)
+    recap__update_count_renewal(u);
+  else
+    RECAP__WARN("update policy: instantiating the slower executable afresh failed: %s",
+                recap_last_error());
+  recap__error_restore(&saved);
+}
+
 void recap__update_count_rebind_of(recap_graph_t graph, uint64_t sites) {
   recap__update_t *u = recap__update_of(graph);
-  if (u) recap__update_count_rebind(u, sites);
+  if (!u) return;
+  recap__update_count_rebind(u, sites);
+  renew_if_slower(graph, u);
 }
 
 void recap__update_count_patch_of(recap_graph_t graph, recap__patch_kind_t kind, uint64_t nodes) {
   recap__update_t *u = recap__update_of(graph);
-  if (u) recap__update_count_patch(u, kind, nodes);
+  if (!u) return;
+  recap__update_count_patch(u, kind, nodes);
+  renew_if_slower(graph, u);
 }
 
 /* ------------------------------------------------------------------------------------------
@@ -345,7 +386,8 @@ recap_status_t recap__recapture_end(recap_graph_t g) {
   g->exec_device_nodes = captured.device_nodes;
   /* A refusal recap made itself (device-updatable nodes) is no refusal of the driver's. */
   if (decided == RECAP_UPDATE_REASON_NONE && captured.device_nodes) decided = outcome;
-  recap__update_record(u, decided, outcome, node, exec != NULL, reused, fresh);
+  recap__update_record(u, decided, outcome, node, exec != NULL, checked_nodes(g), reused, fresh);
+  choose_hooks(g, module_of(g));
   return RECAP_SUCCESS;
 }
 
@@ -363,10 +405,14 @@ recap_status_t recap_graph_update_policy_set(recap_graph_t graph,
              "recap_graph_update_policy_set: policy->max_slowdown is %g; give a fraction >= 0 "
              "(0.05 for 5%%), or 0 to measure nothing",
              p.max_slowdown);
+  RECAP__ARG(p.auto_check_slowdown >= 0 && !isnan(p.auto_check_slowdown),
+             "recap_graph_update_policy_set: policy->auto_check_slowdown is %g; give a fraction "
+             ">= 0 (0.05 for 5%%), or 0 for the default",
+             p.auto_check_slowdown);
   RECAP__CHECK(recap__update_attach(graph));
   recap__update_t *u = recap__update_of(graph);
   recap__update_set_policy(u, &p);
-  recap__graph_reattach(graph, u, p.max_slowdown > 0 ? &measuring_hooks : &plain_hooks);
+  choose_hooks(graph, module_of(graph));
   return RECAP_SUCCESS;
 }
 

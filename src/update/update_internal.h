@@ -61,6 +61,16 @@ typedef struct recap__update {
   /* Recaptures of this round that instantiated afresh only to take fresh samples
    * (POLICY_MEASURE): at most `wanted`. */
   unsigned measure_instantiations;
+  /* The default policy's check (max_slowdown 0, auto_check_nodes >= 0), on executables of
+   * more than auto_check_nodes nodes: exec_nodes is the executable's node count (0 when it may
+   * not be checked). Samples of kind FRESH are the baseline, the first replays after the
+   * instantiation; `checking` while samples of kind UPDATED are wanted, after auto_check_period
+   * changes (`changes`, counted since the instantiation or the last check). `renew`: a check
+   * found the executable slower, so the next change or recapture instantiates afresh. */
+  size_t exec_nodes;
+  uint64_t changes;
+  bool checking;
+  bool renew;
 } recap__update_t;
 
 /* A graph's update state at creation: the default policy, counters at zero (last_node
@@ -77,23 +87,35 @@ void recap__update_set_policy(recap__update_t *u, const recap_update_policy_t *p
 
 /* What a recapture whose capture succeeded should do with the graph's executable (has_exec:
  * one exists): RECAP_UPDATE_REASON_NONE to try an update, otherwise the reason to instantiate
- * afresh (NO_EXECUTABLE, POLICY_NEVER, the pause's reason, or POLICY_MEASURE while the
- * measurement lacks fresh samples the updated ones have). Changes nothing. */
+ * afresh (NO_EXECUTABLE, POLICY_NEVER, the pause's reason, POLICY_MEASURE while the
+ * measurement lacks fresh samples the updated ones have, or POLICY_SLOWER when the default
+ * policy's check found the executable slower). Changes nothing. */
 recap_update_reason_t recap__update_decide(recap__update_t *u, bool has_exec);
 
 /* A recapture succeeded: `decided` is what recap__update_decide said, `outcome` what happened
  * (NONE: updated in place; a driver's reason: refused, then instantiated; decided's reason:
  * instantiated without trying), node the node the driver named (or SIZE_MAX), instantiated
- * whether an executable was made. reused / fresh: the recapture's allocations that got their
- * old address, and those that did not. Counts it, moves the pause and the count of refusals,
- * and starts the measurement the policy wants for the new executable. */
+ * whether an executable was made, nodes as for recap__update_fresh. reused / fresh: the
+ * recapture's allocations that got their old address, and those that did not. Counts it, moves
+ * the pause and the count of refusals, and starts the measurement the policy wants for the new
+ * executable (or, under the default policy's check, counts the update as a change). */
 void recap__update_record(recap__update_t *u, recap_update_reason_t decided,
                           recap_update_reason_t outcome, size_t node, bool instantiated,
-                          uint64_t reused, uint64_t fresh);
+                          size_t nodes, uint64_t reused, uint64_t fresh);
 
-/* An executable was instantiated afresh (capture_end, recap_graph_instantiate, a replay of a
- * KEEP graph, or a recapture): with max_slowdown set, time its next replays. */
-void recap__update_fresh(recap__update_t *u);
+/* An executable of `nodes` nodes (0: not to be checked) was instantiated afresh (capture_end,
+ * recap_graph_instantiate, a replay of a KEEP graph, a recapture, a renewal): with max_slowdown
+ * set, or under the default policy's check, time its next replays. */
+void recap__update_fresh(recap__update_t *u, size_t nodes);
+
+/* Whether the default policy's check applies to the executable: its replays then go through
+ * recap__update_launch, which times them only during a check. */
+bool recap__update_checks(recap__update_t *u);
+
+/* A check found the executable slower than after its instantiation: true once, and the caller
+ * instantiates afresh (then counted by recap__update_count_renewal). */
+bool recap__update_take_renewal(recap__update_t *u);
+void recap__update_count_renewal(recap__update_t *u);
 
 /* Whether replays take the measuring path (recap__update_launch). */
 static inline bool recap__update_measuring(recap__update_t *u) {

@@ -17,6 +17,13 @@
  * updated samples only: once those are complete, the policy instantiates afresh itself
  * (POLICY_MEASURE) until the fresh side has its samples, at most measure_replays times a round.
  * Replays pay for all this only while `active` is set: one branch otherwise.
+ *
+ * The default policy (max_slowdown 0) checks executables of more than auto_check_nodes nodes
+ * with the same timed launches in other rounds: the first replays after each fresh instantiation
+ * are the baseline (FRESH samples), and after every auto_check_period changes (updates in place,
+ * rebinds, parameter sets) a check takes UPDATED samples and compares their median with the
+ * baseline's once. Slower by more than auto_check_slowdown, the executable is renewed: update.c
+ * instantiates it afresh at the next change, or the next recapture does (POLICY_SLOWER).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +57,13 @@ const char *recap_update_reason_name(recap_update_reason_t reason) {
   return names[reason];
 }
 
-enum { DEFAULT_RETRY_AFTER = 16, DEFAULT_MEASURE_REPLAYS = 8 };
+enum {
+  DEFAULT_RETRY_AFTER = 16,
+  DEFAULT_MEASURE_REPLAYS = 8,
+  DEFAULT_CHECK_NODES = 128,
+  DEFAULT_CHECK_PERIOD = 64
+};
+#define DEFAULT_CHECK_SLOWDOWN 0.05
 
 static unsigned retry_after(const recap__update_t *u) {
   return u->policy.retry_after ? u->policy.retry_after : DEFAULT_RETRY_AFTER;
@@ -58,6 +71,25 @@ static unsigned retry_after(const recap__update_t *u) {
 
 static unsigned measure_replays(const recap__update_t *u) {
   return u->policy.measure_replays ? u->policy.measure_replays : DEFAULT_MEASURE_REPLAYS;
+}
+
+/* The default policy's check applies to the executable: the policy measures nothing itself,
+ * the check is not turned off, and the executable has more nodes than the threshold. On an
+ * H100 a chain of 1,000 kernels replayed 10% slower after 100 updates or rebinds than a fresh
+ * instantiation, and chains of up to 128 nodes never were seen to (docs/update.md). */
+static bool checks(const recap__update_t *u) {
+  if (u->policy.max_slowdown > 0 || u->policy.auto_check_nodes < 0) return false;
+  size_t threshold =
+      u->policy.auto_check_nodes ? (size_t)u->policy.auto_check_nodes : DEFAULT_CHECK_NODES;
+  return u->exec_nodes > threshold;
+}
+
+static uint64_t check_period(const recap__update_t *u) {
+  return u->policy.auto_check_period ? u->policy.auto_check_period : DEFAULT_CHECK_PERIOD;
+}
+
+static double check_slowdown(const recap__update_t *u) {
+  return u->policy.auto_check_slowdown > 0 ? u->policy.auto_check_slowdown : DEFAULT_CHECK_SLOWDOWN;
 }
 
 void recap__update_init(recap__update_t *u) {
@@ -89,6 +121,8 @@ static void destroy_measurements(recap__update_t *u) {
   u->measure_instantiations = 0;
   atomic_store_explicit(&u->active, false, memory_order_relaxed);
   u->compared = false;
+  u->checking = false;
+  u->changes = 0;
 }
 
 void recap__update_free(recap__update_t *u) {
@@ -101,6 +135,8 @@ void recap__update_forget(recap__update_t *u) {
   destroy_measurements(u);
   u->pause_left = 0;
   u->exec_kind = RECAP__EXEC_FRESH;
+  u->exec_nodes = 0;
+  u->renew = false;
   u->stats = (recap_update_stats_t)RECAP_UPDATE_STATS_INIT;
   u->stats.last_node = SIZE_MAX;
   pthread_mutex_unlock(&u->lock);
@@ -109,26 +145,6 @@ void recap__update_forget(recap__update_t *u) {
 void recap__update_stats_get(recap__update_t *u, recap_update_stats_t *stats) {
   pthread_mutex_lock(&u->lock);
   *stats = u->stats;
-  pthread_mutex_unlock(&u->lock);
-}
-
-void recap__update_count_rebind(recap__update_t *u, uint64_t sites) {
-  pthread_mutex_lock(&u->lock);
-  u->stats.rebinds++;
-  u->stats.sites_patched += sites;
-  pthread_mutex_unlock(&u->lock);
-}
-
-void recap__update_count_patch(recap__update_t *u, recap__patch_kind_t kind, uint64_t nodes) {
-  pthread_mutex_lock(&u->lock);
-  switch (kind) {
-    case RECAP__PATCH_PARAMS:
-      u->stats.param_sets++;
-      u->stats.param_node_sets += nodes;
-      break;
-    case RECAP__PATCH_ARG: u->stats.arg_sets++; break;
-    case RECAP__PATCH_SHAPE: u->stats.shape_sets++; break;
-  }
   pthread_mutex_unlock(&u->lock);
 }
 
@@ -163,10 +179,18 @@ static unsigned samples_taken(const recap__update_t *u, recap__exec_kind_t kind)
   return u->sample_count[kind] + in_flight(u, kind);
 }
 
+/* The kind of sample a timed replay takes now: the executable's kind, or under the default
+ * policy's check, FRESH for the baseline after the instantiation (however many changes it had
+ * since: the slowdown seen comes after many) and UPDATED during a check. */
+static recap__exec_kind_t sample_kind(const recap__update_t *u) {
+  if (!checks(u)) return u->exec_kind;
+  return u->checking ? RECAP__EXEC_UPDATED : RECAP__EXEC_FRESH;
+}
+
 /* Whether the current executable's replays should be timed. */
 static bool wants_samples(const recap__update_t *u) {
   if (!u->launches || u->compared) return false;
-  return samples_taken(u, u->exec_kind) < u->wanted;
+  return samples_taken(u, sample_kind(u)) < u->wanted;
 }
 
 /* Whether the next recapture should instantiate afresh to take fresh samples: the updated side
@@ -188,6 +212,38 @@ static void update_active(recap__update_t *u) {
   atomic_store_explicit(&u->active, active, memory_order_relaxed);
 }
 
+/* The executable changed (an update in place, a rebind, a parameter set): under the default
+ * policy's check, the check begins after auto_check_period changes. With the lock held. */
+static void changed(recap__update_t *u) {
+  if (!checks(u) || !u->launches || u->checking || u->renew) return;
+  if (++u->changes < check_period(u)) return;
+  u->checking = true;
+  u->sample_count[RECAP__EXEC_UPDATED] = 0;
+  update_active(u);
+}
+
+void recap__update_count_rebind(recap__update_t *u, uint64_t sites) {
+  pthread_mutex_lock(&u->lock);
+  u->stats.rebinds++;
+  u->stats.sites_patched += sites;
+  changed(u);
+  pthread_mutex_unlock(&u->lock);
+}
+
+void recap__update_count_patch(recap__update_t *u, recap__patch_kind_t kind, uint64_t nodes) {
+  pthread_mutex_lock(&u->lock);
+  switch (kind) {
+    case RECAP__PATCH_PARAMS:
+      u->stats.param_sets++;
+      u->stats.param_node_sets += nodes;
+      break;
+    case RECAP__PATCH_ARG: u->stats.arg_sets++; break;
+    case RECAP__PATCH_SHAPE: u->stats.shape_sets++; break;
+  }
+  changed(u);
+  pthread_mutex_unlock(&u->lock);
+}
+
 static int compare_floats(const void *x, const void *y) {
   float a = *(const float *)x, b = *(const float *)y;
   return (a > b) - (a < b);
@@ -198,9 +254,41 @@ static double median(float *v, unsigned n) {
   return n % 2 ? v[n / 2] : ((double)v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/* The default policy's check has its samples: compare them with the baseline (the samples after
+ * the instantiation, as many as there are), and want a fresh instantiation if the executable
+ * got slower by more than auto_check_slowdown. The check ends; the next one comes after another
+ * auto_check_period changes. */
+static void compare_check(recap__update_t *u) {
+  if (!u->checking || u->sample_count[RECAP__EXEC_UPDATED] < u->wanted) return;
+  u->checking = false;
+  u->changes = 0;
+  u->sample_count[RECAP__EXEC_UPDATED] = 0;
+  unsigned n = u->sample_count[RECAP__EXEC_FRESH];
+  if (!n) {
+    RECAP__DEBUG("update policy: no replay after the instantiation was timed; nothing compared");
+    return;
+  }
+  double fresh = median(u->samples[RECAP__EXEC_FRESH], n);
+  double after = median(u->samples[RECAP__EXEC_UPDATED], u->wanted);
+  u->stats.fresh_replay_ms = fresh;
+  u->stats.updated_replay_ms = after;
+  u->stats.auto_checks++;
+  if (after > fresh * (1.0 + check_slowdown(u))) {
+    RECAP__INFO(
+        "update policy: after its changes the executable replays in %.4f ms against %.4f ms "
+        "after its instantiation; it is instantiated afresh at its next change or recapture",
+        after, fresh);
+    u->renew = true;
+  }
+}
+
 /* Both kinds have their samples: compare once, and pause updates if the updated executables
  * are slower by more than max_slowdown. */
 static void compare(recap__update_t *u) {
+  if (checks(u)) {
+    compare_check(u);
+    return;
+  }
   if (u->compared || u->sample_count[0] < u->wanted || u->sample_count[1] < u->wanted) return;
   double fresh = median(u->samples[RECAP__EXEC_FRESH], u->wanted);
   double updated = median(u->samples[RECAP__EXEC_UPDATED], u->wanted);
@@ -321,7 +409,7 @@ recap_status_t recap__update_launch(recap__update_t *u, recap_cuda_graph_exec_t 
     recap__saved_error_t saved;
     recap__error_save(&saved);
     if (dev->event_record(t->after, stream) == RECAP_SUCCESS) {
-      t->kind = u->exec_kind;
+      t->kind = sample_kind(u);
       t->used = true;
     } else {
       give_up(u, "recording a timing event");
@@ -333,11 +421,32 @@ recap_status_t recap__update_launch(recap__update_t *u, recap_cuda_graph_exec_t 
   return s;
 }
 
+/* A fresh executable under the default policy's check: a new baseline, no check under way. The
+ * launches in flight timed the executable it replaced: dropped (their events are recorded
+ * again). */
+static void start_check(recap__update_t *u) {
+  for (unsigned i = 0; i < 2 * u->wanted; i++) u->launches[i].used = false;
+  u->sample_count[0] = u->sample_count[1] = 0;
+  u->compared = false;
+  u->checking = false;
+  u->changes = 0;
+  update_active(u);
+}
+
 /* recap__update_fresh, with the lock held. */
-static void start_fresh(recap__update_t *u) {
+static void start_fresh(recap__update_t *u, size_t nodes) {
   u->exec_kind = RECAP__EXEC_FRESH;
+  u->exec_nodes = nodes;
   u->needs_upload = true;
-  if (!(u->policy.max_slowdown > 0)) return;
+  u->renew = false;
+  if (checks(u)) {
+    if (prepare_measurements(u)) start_check(u);
+    return;
+  }
+  if (!(u->policy.max_slowdown > 0)) {
+    destroy_measurements(u); /* a smaller executable than the last one checked */
+    return;
+  }
   if (!prepare_measurements(u)) return;
   if (u->compared) {
     /* A new round: a new baseline, then new updates to compare with it. Launches still in
@@ -350,9 +459,31 @@ static void start_fresh(recap__update_t *u) {
   update_active(u);
 }
 
-void recap__update_fresh(recap__update_t *u) {
+void recap__update_fresh(recap__update_t *u, size_t nodes) {
   pthread_mutex_lock(&u->lock);
-  start_fresh(u);
+  start_fresh(u, nodes);
+  pthread_mutex_unlock(&u->lock);
+}
+
+bool recap__update_checks(recap__update_t *u) {
+  pthread_mutex_lock(&u->lock);
+  bool on = checks(u);
+  pthread_mutex_unlock(&u->lock);
+  return on;
+}
+
+bool recap__update_take_renewal(recap__update_t *u) {
+  pthread_mutex_lock(&u->lock);
+  bool renew = u->renew;
+  u->renew = false;
+  pthread_mutex_unlock(&u->lock);
+  return renew;
+}
+
+void recap__update_count_renewal(recap__update_t *u) {
+  pthread_mutex_lock(&u->lock);
+  u->stats.instantiations++;
+  u->stats.by_reason[RECAP_UPDATE_REASON_POLICY_SLOWER]++;
   pthread_mutex_unlock(&u->lock);
 }
 
@@ -363,12 +494,22 @@ void recap__update_fresh(recap__update_t *u) {
 void recap__update_set_policy(recap__update_t *u, const recap_update_policy_t *policy) {
   pthread_mutex_lock(&u->lock);
   unsigned old_wanted = measure_replays(u);
+  bool was_measuring = u->policy.max_slowdown > 0, was_checking = checks(u);
   u->policy = *policy;
   u->pause_left = 0;
-  if (!(u->policy.max_slowdown > 0) || measure_replays(u) != old_wanted) destroy_measurements(u);
+  /* The measurements go on when they are of the same kind and size: a new max_slowdown, or a
+   * new tolerance or period of the check, which keeps its baseline. */
+  bool same = measure_replays(u) == old_wanted &&
+              ((was_measuring && u->policy.max_slowdown > 0) || (was_checking && checks(u)));
+  if (!same) {
+    destroy_measurements(u);
+    u->renew = false;
+  }
   /* A policy set once the graph holds an executable measures from now on: its replays are
-   * the baseline if it was instantiated afresh, else samples of an updated one. */
+   * the baseline if it was instantiated afresh, else samples of an updated one. The default
+   * policy's check takes its baseline from the executable as it is. */
   if (u->policy.max_slowdown > 0 && prepare_measurements(u)) update_active(u);
+  if (checks(u) && !same && prepare_measurements(u)) start_check(u);
   pthread_mutex_unlock(&u->lock);
 }
 
@@ -383,6 +524,8 @@ recap_update_reason_t recap__update_decide(recap__update_t *u, bool has_exec) {
     reason = u->pause_reason;
   else if (wants_fresh_executable(u))
     reason = RECAP_UPDATE_REASON_POLICY_MEASURE;
+  else if (u->renew)
+    reason = RECAP_UPDATE_REASON_POLICY_SLOWER;
   pthread_mutex_unlock(&u->lock);
   return reason;
 }
@@ -394,7 +537,7 @@ static bool driver_reason(recap_update_reason_t reason) {
 
 void recap__update_record(recap__update_t *u, recap_update_reason_t decided,
                           recap_update_reason_t outcome, size_t node, bool instantiated,
-                          uint64_t reused, uint64_t fresh) {
+                          size_t nodes, uint64_t reused, uint64_t fresh) {
   pthread_mutex_lock(&u->lock);
   recap_update_stats_t *st = &u->stats;
   st->recaptures++;
@@ -409,6 +552,7 @@ void recap__update_record(recap__update_t *u, recap_update_reason_t decided,
     st->consecutive_failures = 0;
     u->exec_kind = RECAP__EXEC_UPDATED;
     u->needs_upload = true;
+    changed(u);
     update_active(u);
   } else if (decided == RECAP_UPDATE_REASON_NONE && driver_reason(outcome)) {
     /* Refusals the driver gave when asked (not a reason recap knew before asking). */
@@ -427,7 +571,7 @@ void recap__update_record(recap__update_t *u, recap_update_reason_t decided,
     st->instantiations++;
     st->by_reason[outcome]++;
     if (outcome == RECAP_UPDATE_REASON_POLICY_MEASURE) u->measure_instantiations++;
-    start_fresh(u);
+    start_fresh(u, nodes);
   }
   pthread_mutex_unlock(&u->lock);
 }

@@ -14,22 +14,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "alloc/alloc_internal.h"
 #include "recap.h"
 #include "reset.h"
-
-static uint64_t now_ns(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
-}
-
-static int compare_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
+#include "timing_util.h"
 
 /* ns per pair over `pairs` pairs; exits on any failure, which would make the figure a lie. */
 static double pairs_ns(size_t size, recap_stream_t stream, long pairs) {

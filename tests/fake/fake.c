@@ -244,6 +244,8 @@ void recap__fake_reset(const recap__fake_config_t *cfg) {
   recap__fake.refuse_reason = RECAP_UPDATE_REASON_NONE;
   recap__fake.refuse_node = SIZE_MAX;
   recap__fake.updated_slowdown = 1.0;
+  recap__fake.changed_after = 0;
+  recap__fake.changed_slowdown = 1.0;
   recap__fake.strict_joins = false;
   recap__fake_cond_reset();
   recap__fake_applier_reset();

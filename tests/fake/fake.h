@@ -109,7 +109,8 @@
  *  - Timing model: every stream has a clock in µs. Each eager work item (kernels, copies,
  *    memsets, random-number kernels) advances it by 1 µs, an event record or a stream wait by nothing, a
  *    graph_launch by its node count times 1.0, or times the factor of
- *    recap__fake_updated_slowdown for an executable updated at least once, and a graph_upload
+ *    recap__fake_updated_slowdown for an executable updated at least once (or of
+ *    recap__fake_changed_slowdown for one changed often enough), and a graph_upload
  *    by nothing (it enqueues no work item; counted in graph_uploads; RECAP__FAKE_FAULT_UPLOAD;
  *    an unknown executable or stream is refused as graph_launch refuses it). A timing event
  *    (timing_event_create; RECAP__FAKE_FAULT_TIMING) records its stream's clock; event_elapsed
@@ -313,6 +314,12 @@ void recap__fake_refuse_next_update(recap_update_reason_t reason, size_t node);
 /* The timing model's factor for executables updated at least once (default 1.0; reset by
  * recap__fake_reset). */
 void recap__fake_updated_slowdown(double factor);
+/* The timing model's factor for executables changed at least `changes` times since their
+ * instantiation: updates that applied and patch calls that set nodes of theirs (a rebind, a
+ * parameter set), as the slowdown of a chain of 1,000 kernels on an H100 appears only after
+ * many changes. It replaces recap__fake_updated_slowdown's factor for them; 0 changes: none
+ * (the default; reset by recap__fake_reset). */
+void recap__fake_changed_slowdown(uint64_t changes, double factor);
 /* Argument word arg of node (graph_nodes order) of an executable or a graph; false when the
  * handle is not a live one of the fake, or node or arg is out of range. */
 bool recap__fake_exec_arg(recap_cuda_graph_exec_t exec, size_t node, size_t arg,

@@ -544,7 +544,10 @@ recap_status_t recap__fake_op_graph_launch(recap_cuda_graph_exec_t exec, recap_s
                                             x->nodes.count, &eager);
     if (st == RECAP_SUCCESS && eager) {
       /* The timing model: an updated executable runs `updated_slowdown` times as long. */
-      if (x->updated) s->clock_us += (double)x->nodes.count * (recap__fake.updated_slowdown - 1.0);
+      double factor = x->updated ? recap__fake.updated_slowdown : 1.0;
+      if (recap__fake.changed_after && x->changes >= recap__fake.changed_after)
+        factor = recap__fake.changed_slowdown;
+      s->clock_us += (double)x->nodes.count * (factor - 1.0);
       /* A launch that fails while it runs (a loop past the fake's limit) is not counted. */
       recap__fake_tl_launch_stream = stream;
       bool ran = recap__fake_exec_run(&f, x);

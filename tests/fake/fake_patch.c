@@ -313,6 +313,7 @@ recap_status_t recap__fake_op_patch_plan_apply(recap__patch_plan_t plan,
         plan_write(&plan->nodes[node], plan->sites, patches + k, end - k);
         k = end;
       }
+      if (x && count) x->changes++;
     }
   }
   return recap__fake_unlock_and_report(&f);
@@ -504,6 +505,7 @@ recap_status_t recap__fake_op_patch_plan_write(recap__patch_plan_t plan,
     c->dirty = true;
     k = end;
   }
+  if (x && count && f.status == RECAP_SUCCESS) x->changes++;
   recap__host_free(old);
   return recap__fake_unlock_and_report(&f);
 }
@@ -614,6 +616,7 @@ recap_status_t recap__fake_op_patch_plan_set_shape(recap__patch_plan_t plan,
     if (x) {
       node_write(&x->nodes.v[node], c, plan->sites, NULL, 0);
       recap__fake.exec_patches++;
+      x->changes++;
     }
   }
   return recap__fake_unlock_and_report(&f);
@@ -646,6 +649,13 @@ void recap__fake_refuse_next_update(recap_update_reason_t reason, size_t node) {
 void recap__fake_updated_slowdown(double factor) {
   pthread_mutex_lock(&recap__fake.lock);
   recap__fake.updated_slowdown = factor;
+  pthread_mutex_unlock(&recap__fake.lock);
+}
+
+void recap__fake_changed_slowdown(uint64_t changes, double factor) {
+  pthread_mutex_lock(&recap__fake.lock);
+  recap__fake.changed_after = changes;
+  recap__fake.changed_slowdown = factor;
   pthread_mutex_unlock(&recap__fake.lock);
 }
 
@@ -712,6 +722,7 @@ recap_status_t recap__fake_op_graph_exec_update(recap_cuda_graph_exec_t exec,
     recap__fake_nodes_free(&x->nodes);
     x->nodes = copy;
     x->updated = true;
+    x->changes++;
     recap__fake.exec_updates++;
   }
   return recap__fake_unlock_and_report(&f);

@@ -167,8 +167,9 @@ typedef struct fake_exec {
   /* The graph it was instantiated from, for its whole life (updates keep it): as on CUDA, the
    * only graph whose nodes name this executable's nodes in a patch. */
   uint64_t origin_id;
-  bool updated;  /* updated at least once (the timing model's slowdown applies) */
-  bool uploaded; /* graph_upload since the instantiation (device-updatable nodes need it) */
+  bool updated;     /* updated at least once (the timing model's slowdown applies) */
+  uint64_t changes; /* updates and patch calls that changed it (the timing model) */
+  bool uploaded;    /* graph_upload since the instantiation (device-updatable nodes need it) */
   uint64_t launches;
   int device;   /* the thread's current device at instantiation */
   size_t bytes; /* the device memory it holds: RECAP__FAKE_EXEC_BYTES_PER_NODE per node */
@@ -267,7 +268,10 @@ typedef struct fake_state {
   recap_update_reason_t refuse_reason;
   size_t refuse_node;
   double updated_slowdown; /* the timing model's factor for updated executables */
-  bool dot_driver_style;   /* graph_debug_dot mimics the driver's verbose record format */
+  /* ... and for executables changed at least changed_after times (0: none) */
+  uint64_t changed_after;
+  double changed_slowdown;
+  bool dot_driver_style; /* graph_debug_dot mimics the driver's verbose record format */
   bool strict_joins; /* recap__fake_strict_joins(true): ending with a side stream joined fails */
   /* Eager rng_write_state and rng_launch calls since the process started (never reset). */
   uint64_t rng_state_writes, rng_launches;

@@ -291,6 +291,45 @@ RECAP_TEST(keep_graph_takes_sets_before_instantiation) {
   done();
 }
 
+/* Parameter sets are changes for the update policy's default check: when the fake's timing model
+ * makes the executable slower after them, a set instantiates it afresh from the template, which
+ * holds every value set, and the replays run with those values. */
+RECAP_TEST(the_default_check_renews_an_executable_after_many_sets) {
+  recap_stream_t s = fresh_stream();
+  recap__fake_changed_slowdown(6, 2.0);
+  float *x = alloc(BYTES, s), *y1 = alloc(BYTES, s), *y2 = alloc(BYTES, s);
+  fill(x, 1.0f);
+  recap_graph_t g;
+  OK(recap_graph_create(&g, 0));
+  recap_update_policy_t policy = RECAP_UPDATE_POLICY_INIT;
+  policy.auto_check_nodes = 1; /* the two kernels: a graph the check applies to */
+  policy.auto_check_period = 4;
+  policy.measure_replays = 2;
+  OK(recap_graph_update_policy_set(g, &policy));
+  four_t p = capture_affine(g, s, NULL, x, y1, y2);
+  replay(g, s);
+  replay(g, s);
+  OK(recap_param_set_int64(p.big, 7));
+  uint64_t instantiations = recap__fake_now().calls[RECAP__FAKE_FAULT_INSTANTIATE];
+  recap_update_stats_t st = RECAP_UPDATE_STATS_INIT;
+  int i = 0;
+  for (; i < 100 && st.instantiations == 0; i++) {
+    OK(recap_param_set_float(p.a, (float)i));
+    replay(g, s);
+    expect_affine(x, y1, (float)i, 3, 0.25, 7);
+    OK(recap_graph_update_stats(g, &st));
+  }
+  assert_int_equal(st.by_reason[RECAP_UPDATE_REASON_POLICY_SLOWER], 1);
+  assert_true(st.auto_checks >= 2);
+  assert_int_equal(recap__fake_now().calls[RECAP__FAKE_FAULT_INSTANTIATE], instantiations + 1);
+  OK(recap_param_set_int32(p.step, -2));
+  replay(g, s);
+  expect_affine(x, y1, (float)(i - 1), -2, 0.25, 7);
+  expect_affine(x, y2, (float)(i - 1), -2, 0.25, 7);
+  OK(recap_graph_destroy(g));
+  done();
+}
+
 /* An injected failure of a node's set: the value stays the old one everywhere (the nodes set
  * before it are set back), and the next set succeeds. */
 RECAP_TEST(a_failed_set_changes_nothing) {
@@ -977,6 +1016,7 @@ int main(int argc, char **argv) {
       cmocka_unit_test(parameters_survive_recapture_and_rebind),
       cmocka_unit_test(failed_recapture_keeps_the_values_held),
       cmocka_unit_test(keep_graph_takes_sets_before_instantiation),
+      cmocka_unit_test(the_default_check_renews_an_executable_after_many_sets),
       cmocka_unit_test(a_failed_set_changes_nothing),
       cmocka_unit_test(one_argument_of_one_node),
       cmocka_unit_test(launch_shapes),

@@ -596,6 +596,7 @@ RECAP_TEST(results_after_updates_equal_a_fresh_capture) {
 
 extern const recap_test_part_t update_misuse_tests;
 extern const recap_test_part_t update_policy_tests;
+extern const recap_test_part_t update_check_tests;
 
 int main(int argc, char **argv) {
   const struct CMUnitTest tests[] = {
@@ -614,6 +615,6 @@ int main(int argc, char **argv) {
       cmocka_unit_test(results_after_updates_equal_a_fresh_capture),
   };
   const recap_test_part_t parts[] = {RECAP_TEST_PART(tests), update_misuse_tests,
-                                     update_policy_tests};
+                                     update_policy_tests, update_check_tests};
   return RECAP_TEST_RUN_PARTS(argc, argv, parts);
 }

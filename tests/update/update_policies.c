@@ -332,9 +332,9 @@ RECAP_TEST(measuring_instantiations_stop_at_measure_replays) {
   destroy_and_expect_quiet(g);
 }
 
-/* The log's warnings, concatenated. */
-static char logged[4096];
-static void log_into(recap_log_level_t level, const char *message, void *user_data) {
+/* The log's messages, concatenated (update_steps.h). */
+char logged[4096];
+void log_into(recap_log_level_t level, const char *message, void *user_data) {
   (void)level;
   (void)user_data;
   size_t used = strlen(logged);
@@ -479,22 +479,6 @@ RECAP_TEST(an_upload_failure_gives_up_measuring_not_the_replay) {
 }
 
 /* Replays of one measured graph from two threads at once, each on its own stream. */
-typedef struct replayer {
-  recap_graph_t graph;
-  recap_stream_t stream;
-  int failures;
-} replayer_t;
-
-static void *replay_many(void *arg) {
-  replayer_t *r = arg;
-  for (int i = 0; i < 200; i++) {
-    r->failures += recap_graph_replay(r->graph, r->stream) != RECAP_SUCCESS;
-    if (i % 16 == 0) recap__fake_stream_complete(r->stream);
-  }
-  recap__fake_stream_complete(r->stream);
-  return NULL;
-}
-
 RECAP_TEST(measured_replays_from_two_threads) {
   recap_stream_t s;
   recap_graph_t g = fresh_graph(&s, 0);
@@ -502,12 +486,7 @@ RECAP_TEST(measured_replays_from_two_threads) {
   recap__fake_updated_slowdown(2.0);
   capture_kernels(g, s, 4);
   for (int round = 0; round < 2; round++) {
-    replayer_t r[2] = {{g, recap__fake_stream_new(), 0}, {g, recap__fake_stream_new(), 0}};
-    pthread_t t[2];
-    for (int i = 0; i < 2; i++)
-      assert_int_equal(pthread_create(&t[i], NULL, replay_many, &r[i]), 0);
-    for (int i = 0; i < 2; i++) assert_int_equal(pthread_join(t[i], NULL), 0);
-    assert_int_equal(r[0].failures + r[1].failures, 0);
+    replay_from_two_threads(g);
     if (round == 0) recapture_kernels(g, s, 4); /* updated: the second round times it */
   }
   OK(recap_graph_replay(g, s)); /* reads what is left */

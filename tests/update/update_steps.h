@@ -24,6 +24,11 @@
  * Helpers
  * ---------------------------------------------------------------------------------------- */
 
+/* The log's messages, concatenated, for the parts that read what the policy logged
+ * (update_policies.c): recap_log_set(log_into, NULL); logged[0] = '\0' starts over. */
+extern char logged[4096];
+void log_into(recap_log_level_t level, const char *message, void *user_data);
+
 enum { N = 64 }; /* floats per buffer */
 
 /* The allocator's checker must pass. */
@@ -77,6 +82,32 @@ static inline float *device_floats(recap_stream_t s) {
   void *p;
   OK(recap_malloc(&p, N * sizeof(float), s));
   return p;
+}
+
+/* A thread that replays `graph` 200 times on its own stream, counting the failures. */
+typedef struct replayer {
+  recap_graph_t graph;
+  recap_stream_t stream;
+  int failures;
+} replayer_t;
+
+static inline void *replay_many(void *arg) {
+  replayer_t *r = arg;
+  for (int i = 0; i < 200; i++) {
+    r->failures += recap_graph_replay(r->graph, r->stream) != RECAP_SUCCESS;
+    if (i % 16 == 0) recap__fake_stream_complete(r->stream);
+  }
+  recap__fake_stream_complete(r->stream);
+  return NULL;
+}
+
+/* Replay g from two threads at once, each on a stream of its own; no replay fails. */
+static inline void replay_from_two_threads(recap_graph_t g) {
+  replayer_t r[2] = {{g, recap__fake_stream_new(), 0}, {g, recap__fake_stream_new(), 0}};
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&t[i], NULL, replay_many, &r[i]), 0);
+  for (int i = 0; i < 2; i++) assert_int_equal(pthread_join(t[i], NULL), 0);
+  assert_int_equal(r[0].failures + r[1].failures, 0);
 }
 
 /* Capture `kernels` plain kernels into g with recapture_begin. */
