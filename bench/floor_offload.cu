@@ -23,8 +23,7 @@ namespace {
 constexpr size_t kBytes = size_t{1} << 30, kChunk = size_t{64} << 20;
 
 double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 bool ok(cudaError_t err, const char *what) {

@@ -75,13 +75,15 @@ int main() {
       !ok(cudaMalloc(&counter, 4), "cudaMalloc") || !ok(cudaMalloc(&a, 4), "cudaMalloc") ||
       !ok(cudaMalloc(&b, 4), "cudaMalloc"))
     return 2;
-  const unsigned long long flagsets[] = {
-      0, cudaGraphInstantiateFlagAutoFreeOnLaunch, cudaGraphInstantiateFlagUseNodePriority,
-      cudaGraphInstantiateFlagAutoFreeOnLaunch | cudaGraphInstantiateFlagUseNodePriority};
+  const unsigned long long flagsets[] = {0, cudaGraphInstantiateFlagAutoFreeOnLaunch,
+                                         cudaGraphInstantiateFlagUseNodePriority,
+                                         cudaGraphInstantiateFlagAutoFreeOnLaunch |
+                                             cudaGraphInstantiateFlagUseNodePriority};
   const char *const flagnames[] = {"0", "AutoFreeOnLaunch", "UseNodePriority", "both"};
-  std::printf("a chain of %d one-thread kernels, changed %d times, against an untouched "
-              "executable of the same graph: GPU us per replay\n",
-              kNodes, kChanges);
+  std::printf(
+      "a chain of %d one-thread kernels, changed %d times, against an untouched "
+      "executable of the same graph: GPU us per replay\n",
+      kNodes, kChanges);
   std::printf("%-18s %-10s %10s %10s %8s\n", "flags", "changes", "changed", "untouched", "ratio");
   for (int f = 0; f < 4; f++)
     for (int way = 0; way < 2; way++) {
